@@ -1,0 +1,119 @@
+# Makefile - builds the market service, its tools and tests (non-recursive).
+#
+#   make            build bin/market-server, bin/market-seed, bin/market-load
+#   make run        install what is missing, start a private redis, seed the demo, serve
+#   make test       install what is missing, build, run unit + integration tests
+#   make asan       the whole test suite under AddressSanitizer + UBSan
+#   make bench      the strategy comparison (bench/results.md)
+#
+# User CFLAGS/LDFLAGS are added to ours, never replace them.
+
+CC ?= cc
+PKG_CONFIG ?= pkg-config
+OPT ?= -O2
+DEBUG ?= -g
+WERROR ?= 1
+SANITIZE ?=
+BUILD ?= build
+BIN ?= bin
+
+WARN = -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+       -Wwrite-strings -Wno-missing-field-initializers
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+ifneq ($(SANITIZE),)
+SANFLAGS = -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+
+# Lazily expanded on purpose: pkg-config runs when a rule needs the flags,
+# which is after scripts/deps.sh has installed the libraries.
+PKGS = hiredis libmicrohttpd jansson
+PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))
+PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS))
+TEST_LIBS = $(shell $(PKG_CONFIG) --libs cmocka libcurl)
+
+REAL_CPPFLAGS = -I. -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(CPPFLAGS)
+REAL_CFLAGS = $(WARN) $(OPT) $(DEBUG) $(SANFLAGS) -pthread -MMD -MP $(PKG_CFLAGS) $(CFLAGS)
+REAL_LDFLAGS = $(SANFLAGS) -pthread $(LDFLAGS)
+
+MODULES = lock market api server
+# Module archives in link order: a module uses only those after it.
+LIBS_ALL = $(BUILD)/libserver.a $(BUILD)/libapi.a $(BUILD)/libmarket.a $(BUILD)/liblock.a
+
+lib_srcs = $(filter-out server/main.c,$(wildcard $(1)/*.c))
+lib_objs = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1)))
+
+PROGS = $(BIN)/market-server $(BIN)/market-seed $(patsubst tools/market_%.c,$(BIN)/market-%,$(filter-out tools/market_seed.c,$(wildcard tools/market_*.c)))
+UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
+INTEG_TESTS = $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
+HELPER_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/helpers/*.c))
+
+.PHONY: all build deps run test check asan valgrind bench fuzz clean format
+all: deps
+	@$(MAKE) --no-print-directory build
+
+build: $(PROGS) $(UNIT_TESTS) $(INTEG_TESTS)
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_CPPFLAGS) $(REAL_CFLAGS) -c $< -o $@
+
+define module_rule
+$(BUILD)/lib$(1).a: $(call lib_objs,$(1))
+	@mkdir -p $$(dir $$@)
+	$$(AR) rcs $$@ $$^
+endef
+$(foreach m,$(MODULES),$(eval $(call module_rule,$(m))))
+
+$(BIN)/market-server: $(BUILD)/server/main.o $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BIN)/market-%: $(BUILD)/tools/market_%.o $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(HELPER_OBJS) $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/integration/%.o $(HELPER_OBJS) $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
+
+# ---- the two commands of the quick start ----
+
+run: deps
+	@$(MAKE) --no-print-directory build
+	@scripts/run.sh
+
+test: deps
+	@$(MAKE) --no-print-directory build
+	@BUILD=$(BUILD) BIN=$(BIN) tests/run.sh
+
+check: test
+
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build/asan BIN=build/asan/bin OPT=-O1 \
+		SANITIZE=address,undefined build
+	@BUILD=build/asan BIN=build/asan/bin ASAN_OPTIONS=detect_leaks=1 tests/run.sh
+
+valgrind: deps
+	@$(MAKE) --no-print-directory build
+	@BUILD=$(BUILD) BIN=$(BIN) VALGRIND=1 tests/run.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory build
+	@scripts/bench.sh
+
+clean:
+	rm -rf build bin
+
+format:
+	clang-format -i $(wildcard */*.c */*.h tests/*/*.c tests/*/*.h)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

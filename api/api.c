@@ -1,0 +1,725 @@
+/* api.c - the HTTP JSON API: routing, strict request validation, the status table.
+ *
+ * api_handle() takes one request as plain C (method, path, body, a lookup
+ * hook for query arguments) and fills one response (status, malloc'd JSON
+ * body, optional Retry-After and Allow). server/ owns the sockets; this file
+ * owns every byte of JSON that crosses the wire.
+ *
+ * DESIGN
+ * Routing is a table: path (exact, or a prefix followed by one id segment),
+ * the one method it serves, and the Allow value for a 405. A path that matches
+ * no row is 404 not_found; a matching path with another method is 405. HEAD is
+ * served like GET on GET routes (libmicrohttpd drops the body of a HEAD reply),
+ * so Allow says "GET, HEAD" there. A trailing slash is a different path (404),
+ * and so is "/players/" with an empty id or an id followed by more segments.
+ *
+ * Request bodies are strict: one JSON object (duplicate keys, trailing bytes,
+ * NUL bytes refused), every field known, typed and in range, before anything
+ * touches the store. Each route lists its fields in a small spec table; the
+ * first problem found is reported as 400 bad_request with a detail sentence
+ * that names the field. Unknown fields are refused (a typo such as "prize"
+ * must not silently turn a conditional purchase into an unconditional one).
+ *
+ * Every market result maps to a status and an error code in api_status_table,
+ * and nowhere else. Bodies are dumped with json_dumpb() into a buffer from
+ * malloc() (see dump_body()), so the server releases them with free() whatever
+ * allocator jansson was given. When memory runs out the response is
+ * status 500 with a NULL body; the server then sends its static fallback.
+ * One blur is jansson's: while parsing, 2.14 reports some failed allocations
+ * as syntax errors ("invalid token"), so under memory pressure a good body
+ * may be answered 400 instead of 500. Nothing leaks either way.
+ */
+#include "api/api.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "api/api_impl.h"
+
+#define API_ID_RULE "[A-Za-z0-9_-]{1,64}"
+#define API_LIMIT_DEFAULT 50
+#define API_LIMIT_MAX 1000
+#define API_OFFSET_MAX 1000000000
+#define API_FIELDS_MAX 4
+
+/* ---- the status table ---- */
+
+/* How one market result is answered. */
+typedef struct api_status {
+    int rc;            /* a market code */
+    int status;        /* HTTP status */
+    const char *code;  /* the "error" member of the body */
+    int retry_after_s; /* > 0: the client may retry after this many seconds */
+} api_status;
+
+static const api_status api_status_table[] = {
+    {MARKET_ERR_NOT_LISTED, 404, "item_not_listed", 0},
+    {MARKET_ERR_INSUFFICIENT_FUNDS, 402, "insufficient_funds", 0},
+    {MARKET_ERR_PRICE_CHANGED, 409, "price_changed", 0},
+    {MARKET_ERR_NO_PLAYER, 404, "player_not_found", 0},
+    {MARKET_ERR_NOT_HELD, 404, "item_not_held", 0},
+    {MARKET_ERR_OVERFLOW, 409, "funds_overflow", 0},
+    {MARKET_ERR_BUSY, 503, "market_busy", 1},
+    {MARKET_ERR_STORE, 503, "store_unavailable", 1},
+    {MARKET_ERR_LEASE_LOST, 503, "lease_lost", 1},
+    {MARKET_ERR_CONFLICT, 503, "conflict", 1},
+    {MARKET_ERR_INVALID, 400, "bad_request", 0},
+    {MARKET_ERR_DUPLICATE, 409, "duplicate", 0},
+    {MARKET_ERR_NOMEM, 500, "internal_error", 0},
+};
+
+/* Every code the table does not list, and a success passed by mistake. */
+static const api_status api_status_default = {0, 500, "internal_error", 0};
+
+/* ---- private: strings ---- */
+
+/* Returns the length of the well-formed UTF-8 sequence (RFC 3629: no overlong
+ * forms, no surrogates, nothing above U+10FFFF) at p, or 0 when there is none. */
+static size_t utf8_seq(const unsigned char *p, size_t left) {
+    unsigned c = p[0];
+    size_t n;
+    unsigned min, cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2, min = 0x80, cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3, min = 0x800, cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4, min = 0x10000, cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (left < n) return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return n;
+}
+
+/* Returns a new JSON string holding s (NULL reads as ""), with every byte that
+ * is not part of well-formed UTF-8 replaced by '?': text from the store or
+ * from a truncated message is not trusted to be UTF-8, and json_string()
+ * would refuse it. Returns NULL only on out-of-memory. */
+json_t *api__text_new(const char *s) {
+    if (!s) s = "";
+    size_t len = strlen(s), i = 0, k;
+    const unsigned char *u = (const unsigned char *)s;
+    while (i < len && (k = utf8_seq(u + i, len - i)) > 0)
+        i += k;
+    if (i == len) return json_stringn(s, len);
+    char *clean = malloc(len + 1);
+    if (!clean) return NULL;
+    memcpy(clean, s, i);
+    while (i < len) {
+        k = utf8_seq(u + i, len - i);
+        if (k == 0) {
+            clean[i++] = '?';
+        } else {
+            memcpy(clean + i, s + i, k);
+            i += k;
+        }
+    }
+    clean[len] = '\0';
+    json_t *j = json_stringn(clean, len);
+    free(clean);
+    return j;
+}
+
+/* Formats a message into why (which may be NULL or zero-sized: then nothing is
+ * written). The text is cut to fit. This function can't fail. */
+void api__why(char *why, size_t whylen, const char *fmt, ...) {
+    if (!why || whylen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+    if (n < 0) why[0] = '\0';
+}
+
+/* Copies s into out for quoting in a message: at most API__QUOTE_MAX bytes,
+ * cut on a UTF-8 boundary and marked "..." when shortened. outlen must be at
+ * least 4. This function can't fail. */
+void api__quote(char *out, size_t outlen, const char *s) {
+    size_t len = strlen(s), cap = outlen - 1;
+    if (cap > API__QUOTE_MAX) cap = API__QUOTE_MAX;
+    if (len <= cap) {
+        memcpy(out, s, len + 1);
+        return;
+    }
+    size_t n = cap - 3;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--; /* not inside a sequence */
+    memcpy(out, s, n);
+    memcpy(out + n, "...", 4);
+}
+
+/* Names a JSON value's type for a message. */
+static const char *type_name(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "a value";
+}
+
+/* ---- JSON input ---- */
+
+/* Parses buf[0..len) strictly as one JSON object: no NUL byte, no duplicate
+ * key, nothing after the value. what names the text in messages ("request
+ * body"). Returns a new reference (caller json_decref()s it) with *rc =
+ * MARKET_OK, or NULL with *rc = MARKET_ERR_INVALID and a sentence in why, or
+ * NULL with *rc = MARKET_ERR_NOMEM on out-of-memory. */
+json_t *api__load(const char *buf, size_t len, const char *what, int *rc, char *why,
+                  size_t whylen) {
+    *rc = MARKET_ERR_INVALID;
+    if (len == 0 || !buf) {
+        api__why(why, whylen, "%s is empty; expected a JSON object", what);
+        return NULL;
+    }
+    const char *nul = memchr(buf, '\0', len);
+    if (nul) {
+        api__why(why, whylen, "%s contains a NUL byte at offset %zu", what, (size_t)(nul - buf));
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (!root) {
+        /* jansson 2.14 reports some failed allocations as syntax errors; those
+         * with no text at all are taken for what they are. */
+        enum json_error_code code = json_error_code(&jerr);
+        if (jerr.text[0] == '\0') code = json_error_out_of_memory;
+        switch (code) {
+        case json_error_out_of_memory:
+            *rc = MARKET_ERR_NOMEM;
+            api__why(why, whylen, "out of memory");
+            break;
+        case json_error_duplicate_key:
+            api__why(why, whylen, "%s has a duplicate key (line %d, column %d): %s", what,
+                     jerr.line, jerr.column, jerr.text);
+            break;
+        default:
+            api__why(why, whylen, "%s is not valid JSON (line %d, column %d): %s", what, jerr.line,
+                     jerr.column, jerr.text);
+            break;
+        }
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        api__why(why, whylen, "%s must be a JSON object, not %s", what, type_name(root));
+        json_decref(root);
+        return NULL;
+    }
+    *rc = MARKET_OK;
+    return root;
+}
+
+/* Returns the first key of obj (in document order) that is not one of
+ * known[0..n), borrowed from obj; or NULL when every key is known. This
+ * function can't fail. */
+const char *api__unknown_key(json_t *obj, const char *const *known, size_t n) {
+    const char *key;
+    json_t *value;
+    json_object_foreach(obj, key, value) {
+        size_t i = 0;
+        while (i < n && strcmp(key, known[i]) != 0)
+            i++;
+        if (i == n) return key;
+    }
+    return NULL;
+}
+
+/* ---- JSON output ---- */
+
+/* Returns the compact text of body in a new malloc'd, NUL-terminated buffer
+ * (caller frees with free()) and its length in *len; NULL on out-of-memory.
+ * Not json_dumps(): jansson 2.14 ignores a failed append while dumping an
+ * object key, so under memory pressure json_dumps() can return a body with
+ * a key missing. json_dumpb() into a buffer of the right size cannot fail
+ * that way: writing to a buffer never allocates. */
+static char *dump_body(const json_t *body, size_t *len) {
+    size_t n = json_dumpb(body, NULL, 0, JSON_COMPACT);
+    if (n == 0) return NULL;
+    char *text = malloc(n + 1);
+    if (!text) return NULL;
+    if (json_dumpb(body, text, n, JSON_COMPACT) != n) {
+        free(text);
+        return NULL;
+    }
+    text[n] = '\0';
+    *len = n;
+    return text;
+}
+
+/* Fills resp with status and the compact text of body, and releases body
+ * (stolen; NULL stands for a failed allocation). On out-of-memory resp
+ * becomes status 500 with a NULL body and no Retry-After or Allow. */
+void api__reply(api_response *resp, int status, json_t *body) {
+    size_t len = 0;
+    char *text = body ? dump_body(body, &len) : NULL;
+    json_decref(body);
+    resp->status = status;
+    resp->body = text;
+    resp->body_len = len;
+    if (!text) {
+        resp->status = 500;
+        resp->retry_after_s = 0;
+        resp->allow = NULL;
+    }
+}
+
+/* Returns a new {"error": code[, "detail": detail]} object, or NULL on
+ * out-of-memory. */
+static json_t *error_body(const char *code, const char *detail) {
+    json_t *o = json_object();
+    if (!o) return NULL;
+    if (json_object_set_new(o, "error", api__text_new(code ? code : "internal_error")) < 0 ||
+        (detail && json_object_set_new(o, "detail", api__text_new(detail)) < 0)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Answers with an error body; retry and allow fill the headers (0 / NULL: none). */
+static void error_reply(api_response *resp, int status, const char *code, const char *detail,
+                        int retry_after_s, const char *allow) {
+    resp->retry_after_s = retry_after_s;
+    resp->allow = allow;
+    api__reply(resp, status, error_body(code, detail));
+}
+
+static void bad_request(api_response *resp, const char *detail) {
+    error_reply(resp, 400, "bad_request", detail, 0, NULL);
+}
+
+/* Fills resp with the answer to market code rc (negative; anything that is
+ * not in the table, success included, is a 500): the table's status, error
+ * code, Retry-After, and the market's description as "detail". price goes
+ * into the body of a price_changed answer (the current price). On
+ * out-of-memory: status 500 with a NULL body. */
+void api__reply_market(int rc, int64_t price, api_response *resp) {
+    const api_status *st = &api_status_default;
+    for (size_t i = 0; i < sizeof api_status_table / sizeof api_status_table[0]; i++)
+        if (api_status_table[i].rc == rc) st = &api_status_table[i];
+    *resp = (api_response){0};
+    json_t *body = error_body(st->code, market_strerror(rc));
+    if (body && rc == MARKET_ERR_PRICE_CHANGED &&
+        json_object_set_new(body, "price", json_integer((json_int_t)price)) < 0) {
+        json_decref(body);
+        body = NULL;
+    }
+    resp->retry_after_s = st->retry_after_s;
+    api__reply(resp, st->status, body);
+}
+
+/* ---- request bodies ---- */
+
+enum field_kind {
+    FIELD_ID,    /* a string matching API_ID_RULE */
+    FIELD_PRICE, /* an integer in 1..MARKET_PRICE_MAX */
+};
+
+typedef struct field_spec {
+    const char *name;
+    enum field_kind kind;
+    int required;
+} field_spec;
+
+typedef struct field_value {
+    int present;
+    const char *id; /* FIELD_ID: borrowed from the parsed body */
+    int64_t price;  /* FIELD_PRICE */
+} field_value;
+
+/* Loads req's body as a JSON object holding only the fields of spec[0..n),
+ * each well-typed, with the required ones present, into vals[0..n). Returns
+ * the parsed body (a new reference the caller json_decref()s; vals borrow
+ * from it), or NULL with resp filled (400, 413 or 500). */
+static json_t *body_parse(const api_request *req, const field_spec *spec, size_t n,
+                          field_value *vals, api_response *resp) {
+    char why[API__WHY_MAX], q[API__QUOTE_MAX + 4];
+    int rc;
+    if (req->body_len > API_BODY_MAX) {
+        api__why(why, sizeof why, "request body exceeds %d bytes", API_BODY_MAX);
+        error_reply(resp, 413, "payload_too_large", why, 0, NULL);
+        return NULL;
+    }
+    json_t *root = api__load(req->body, req->body_len, "request body", &rc, why, sizeof why);
+    if (!root) {
+        if (rc == MARKET_ERR_NOMEM)
+            error_reply(resp, 500, "internal_error", NULL, 0, NULL);
+        else
+            bad_request(resp, why);
+        return NULL;
+    }
+    const char *names[API_FIELDS_MAX];
+    for (size_t i = 0; i < n; i++)
+        names[i] = spec[i].name;
+    const char *unknown = api__unknown_key(root, names, n);
+    if (unknown) {
+        api__quote(q, sizeof q, unknown);
+        api__why(why, sizeof why, "unknown field '%s'", q);
+        goto bad;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_object_get(root, spec[i].name);
+        vals[i] = (field_value){0};
+        if (!v) {
+            if (!spec[i].required) continue;
+            api__why(why, sizeof why, "missing field '%s'", spec[i].name);
+            goto bad;
+        }
+        vals[i].present = 1;
+        if (spec[i].kind == FIELD_ID) {
+            if (!json_is_string(v)) {
+                api__why(why, sizeof why, "field '%s' must be a string, not %s", spec[i].name,
+                         type_name(v));
+                goto bad;
+            }
+            vals[i].id = json_string_value(v);
+            if (!market_id_valid(vals[i].id)) {
+                api__why(why, sizeof why, "field '%s' must match %s", spec[i].name, API_ID_RULE);
+                goto bad;
+            }
+        } else {
+            json_int_t p = json_is_integer(v) ? json_integer_value(v) : 0;
+            if (p < 1 || p > MARKET_PRICE_MAX) {
+                api__why(why, sizeof why, "field '%s' must be an integer in 1..%" PRId64,
+                         spec[i].name, MARKET_PRICE_MAX);
+                goto bad;
+            }
+            vals[i].price = (int64_t)p;
+        }
+    }
+    return root;
+bad:
+    json_decref(root);
+    bad_request(resp, why);
+    return NULL;
+}
+
+/* A NULL connection is a server bug, not the client's: answered 500. */
+static int conn_missing(const market_conn *conn, api_response *resp) {
+    if (conn) return 0;
+    error_reply(resp, 500, "internal_error", "no store connection", 0, NULL);
+    return 1;
+}
+
+/* ---- handlers ---- */
+
+typedef void (*api_handler)(market_conn *conn, const api_request *req, const char *arg,
+                            api_response *resp);
+
+/* POST /purchase {"buyer","seller","item"[,"price"]} */
+static void handle_purchase(market_conn *conn, const api_request *req, const char *arg,
+                            api_response *resp) {
+    static const field_spec spec[] = {
+        {"buyer", FIELD_ID, 1},
+        {"seller", FIELD_ID, 1},
+        {"item", FIELD_ID, 1},
+        {"price", FIELD_PRICE, 0},
+    };
+    field_value v[4];
+    (void)arg;
+    json_t *root = body_parse(req, spec, 4, v, resp);
+    if (!root) return;
+    if (strcmp(v[0].id, v[1].id) == 0) {
+        bad_request(resp, "fields 'buyer' and 'seller' must differ");
+    } else if (!conn_missing(conn, resp)) {
+        market_purchase_result res = {0};
+        int rc =
+            market_purchase(conn, v[0].id, v[1].id, v[2].id, v[3].present ? v[3].price : -1, &res);
+        if (rc != MARKET_OK)
+            api__reply_market(rc, res.price, resp);
+        else
+            api__reply(resp, 200,
+                       json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "status", "purchased", "buyer",
+                                 v[0].id, "seller", v[1].id, "item", v[2].id, "price",
+                                 (json_int_t)res.price, "buyer_funds",
+                                 (json_int_t)res.buyer_funds));
+    }
+    json_decref(root);
+}
+
+/* POST /list {"seller","item","price"} */
+static void handle_list(market_conn *conn, const api_request *req, const char *arg,
+                        api_response *resp) {
+    static const field_spec spec[] = {
+        {"seller", FIELD_ID, 1},
+        {"item", FIELD_ID, 1},
+        {"price", FIELD_PRICE, 1},
+    };
+    field_value v[3];
+    (void)arg;
+    json_t *root = body_parse(req, spec, 3, v, resp);
+    if (!root) return;
+    if (!conn_missing(conn, resp)) {
+        int rc = market_list(conn, v[0].id, v[1].id, v[2].price);
+        if (rc != MARKET_OK)
+            api__reply_market(rc, 0, resp);
+        else
+            api__reply(resp, 201,
+                       json_pack("{s:s, s:s, s:s, s:I}", "status", "listed", "seller", v[0].id,
+                                 "item", v[1].id, "price", (json_int_t)v[2].price));
+    }
+    json_decref(root);
+}
+
+/* POST /unlist {"seller","item"} */
+static void handle_unlist(market_conn *conn, const api_request *req, const char *arg,
+                          api_response *resp) {
+    static const field_spec spec[] = {
+        {"seller", FIELD_ID, 1},
+        {"item", FIELD_ID, 1},
+    };
+    field_value v[2];
+    (void)arg;
+    json_t *root = body_parse(req, spec, 2, v, resp);
+    if (!root) return;
+    if (!conn_missing(conn, resp)) {
+        int64_t price = 0;
+        int rc = market_unlist(conn, v[0].id, v[1].id, &price);
+        if (rc != MARKET_OK)
+            api__reply_market(rc, 0, resp);
+        else
+            api__reply(resp, 200,
+                       json_pack("{s:s, s:s, s:s, s:I}", "status", "unlisted", "seller", v[0].id,
+                                 "item", v[1].id, "price", (json_int_t)price));
+    }
+    json_decref(root);
+}
+
+/* Returns a new {"id","name","funds","inventory":[...]} object for p, or NULL
+ * on out-of-memory. */
+static json_t *player_body(const market_player *p) {
+    json_t *o = json_object(), *inv = json_array();
+    if (!o || !inv) goto fail;
+    for (size_t i = 0; i < p->n_inventory; i++)
+        if (json_array_append_new(inv, api__text_new(p->inventory[i])) < 0) goto fail;
+    if (json_object_set_new(o, "id", api__text_new(p->id)) < 0 ||
+        json_object_set_new(o, "name", api__text_new(p->name)) < 0 ||
+        json_object_set_new(o, "funds", json_integer((json_int_t)p->funds)) < 0)
+        goto fail;
+    int rc = json_object_set_new(o, "inventory", inv); /* steals inv, even on failure */
+    inv = NULL;
+    if (rc < 0) goto fail;
+    return o;
+fail:
+    json_decref(inv);
+    json_decref(o);
+    return NULL;
+}
+
+/* GET /players/{id} */
+static void handle_player(market_conn *conn, const api_request *req, const char *id,
+                          api_response *resp) {
+    (void)req;
+    if (!market_id_valid(id)) {
+        bad_request(resp, "player id must match " API_ID_RULE);
+        return;
+    }
+    if (conn_missing(conn, resp)) return;
+    market_player *p = NULL;
+    int rc = market_player_get(conn, id, &p);
+    if (rc != MARKET_OK)
+        api__reply_market(rc, 0, resp);
+    else
+        api__reply(resp, 200, player_body(p));
+    market_player_free(p);
+}
+
+/* Reads query argument name as a decimal integer in lo..hi (digits only, no
+ * sign); def when it is absent. Returns 0, or -1 when it is malformed or out
+ * of range. */
+static int query_size(const api_request *req, const char *name, size_t def, size_t lo, size_t hi,
+                      size_t *out) {
+    const char *s = req->lookup ? req->lookup(req->lookup_ud, API_ARG_QUERY, name) : NULL;
+    if (!s) {
+        *out = def;
+        return 0;
+    }
+    if (!*s) return -1;
+    size_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        v = v * 10 + (size_t)(*s - '0');
+        if (v > hi) return -1; /* also keeps v far from overflowing */
+    }
+    if (v < lo) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Returns a new {"total","offset","limit","listings":[...]} object, or NULL
+ * on out-of-memory. */
+static json_t *listings_body(const market_listing *l, size_t n, size_t total, size_t offset,
+                             size_t limit) {
+    json_t *o = json_object(), *arr = json_array();
+    if (!o || !arr) goto fail;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_object();
+        if (!e || json_object_set_new(e, "item", api__text_new(l[i].item)) < 0 ||
+            json_object_set_new(e, "seller", api__text_new(l[i].seller)) < 0 ||
+            json_object_set_new(e, "price", json_integer((json_int_t)l[i].price)) < 0) {
+            json_decref(e);
+            goto fail;
+        }
+        if (json_array_append_new(arr, e) < 0) goto fail; /* e is released even then */
+    }
+    if (total > (size_t)INT64_MAX) total = (size_t)INT64_MAX;
+    if (json_object_set_new(o, "total", json_integer((json_int_t)total)) < 0 ||
+        json_object_set_new(o, "offset", json_integer((json_int_t)offset)) < 0 ||
+        json_object_set_new(o, "limit", json_integer((json_int_t)limit)) < 0)
+        goto fail;
+    int rc = json_object_set_new(o, "listings", arr); /* steals arr, even on failure */
+    arr = NULL;
+    if (rc < 0) goto fail;
+    return o;
+fail:
+    json_decref(arr);
+    json_decref(o);
+    return NULL;
+}
+
+/* GET /market?limit=&offset= */
+static void handle_market(market_conn *conn, const api_request *req, const char *arg,
+                          api_response *resp) {
+    size_t limit, offset;
+    char why[API__WHY_MAX];
+    (void)arg;
+    if (query_size(req, "limit", API_LIMIT_DEFAULT, 1, API_LIMIT_MAX, &limit) < 0) {
+        api__why(why, sizeof why, "query parameter 'limit' must be an integer in 1..%d",
+                 API_LIMIT_MAX);
+        bad_request(resp, why);
+        return;
+    }
+    if (query_size(req, "offset", 0, 0, API_OFFSET_MAX, &offset) < 0) {
+        api__why(why, sizeof why, "query parameter 'offset' must be an integer in 0..%d",
+                 API_OFFSET_MAX);
+        bad_request(resp, why);
+        return;
+    }
+    if (conn_missing(conn, resp)) return;
+    market_listing *l = NULL;
+    size_t n = 0, total = 0;
+    int rc = market_listings(conn, offset, limit, &l, &n, &total);
+    if (rc != MARKET_OK)
+        api__reply_market(rc, 0, resp);
+    else
+        api__reply(resp, 200, listings_body(l, n, total, offset, limit));
+    free(l);
+}
+
+/* GET /healthz */
+static void handle_healthz(market_conn *conn, const api_request *req, const char *arg,
+                           api_response *resp) {
+    (void)req;
+    (void)arg;
+    if (conn_missing(conn, resp)) return;
+    if (market_ping(conn) == MARKET_OK)
+        api__reply(resp, 200, json_pack("{s:s}", "status", "ok"));
+    else
+        api__reply_market(MARKET_ERR_STORE, 0, resp); /* any failure: the store is not usable */
+}
+
+/* ---- routing ---- */
+
+typedef struct api_route {
+    const char *path; /* the exact path, or with prefix: everything before the id */
+    int prefix;       /* 1: path is followed by one non-empty segment, the handler's arg */
+    const char *method;
+    const char *allow; /* the Allow header of a 405 */
+    api_handler handle;
+} api_route;
+
+static const api_route api_routes[] = {
+    {"/purchase", 0, "POST", "POST", handle_purchase},
+    {"/list", 0, "POST", "POST", handle_list},
+    {"/unlist", 0, "POST", "POST", handle_unlist},
+    {"/players/", 1, "GET", "GET, HEAD", handle_player},
+    {"/market", 0, "GET", "GET, HEAD", handle_market},
+    {"/healthz", 0, "GET", "GET, HEAD", handle_healthz},
+};
+
+/* Returns the route serving path (and its id segment in *arg), or NULL. */
+static const api_route *route_find(const char *path, const char **arg) {
+    for (size_t i = 0; i < sizeof api_routes / sizeof api_routes[0]; i++) {
+        const api_route *r = &api_routes[i];
+        size_t n = strlen(r->path);
+        if (!r->prefix && strcmp(path, r->path) == 0) {
+            *arg = NULL;
+            return r;
+        }
+        if (r->prefix && strncmp(path, r->path, n) == 0 && path[n] != '\0' &&
+            !strchr(path + n, '/')) {
+            *arg = path + n;
+            return r;
+        }
+    }
+    return NULL;
+}
+
+/* ---- API ---- */
+
+/* Answers one request: routes req by method and path, validates it, calls
+ * market/ through conn (used by this thread only, for the call), and fills
+ * resp, which is overwritten without being read. req and conn are borrowed.
+ * resp->body is a new malloc'd string; release it with api_response_cleanup().
+ * Every failure is an answer: 4xx for the client's mistakes, 5xx for ours or
+ * the store's, status 500 with a NULL body on out-of-memory. A NULL resp is
+ * ignored; a NULL req or conn (a caller bug) gets 500. */
+void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
+    if (!resp) return;
+    *resp = (api_response){0};
+    if (!req || !req->method || !req->path) {
+        error_reply(resp, 500, "internal_error", "incomplete request", 0, NULL);
+        return;
+    }
+    const char *arg = NULL;
+    const api_route *r = route_find(req->path, &arg);
+    if (!r) {
+        error_reply(resp, 404, "not_found", "no such resource", 0, NULL);
+        return;
+    }
+    int get_like = strcmp(r->method, "GET") == 0 && strcmp(req->method, "HEAD") == 0;
+    if (strcmp(req->method, r->method) != 0 && !get_like) {
+        error_reply(resp, 405, "method_not_allowed", NULL, 0, r->allow);
+        return;
+    }
+    r->handle(conn, req, arg, resp);
+}
+
+/* Fills resp (overwritten without being read) with status and the body
+ * {"error": code[, "detail": detail]}; code NULL reads as "internal_error",
+ * detail NULL leaves it out, and bytes that are not UTF-8 become '?'. A
+ * status outside 100..599 becomes 500. resp->body is a new malloc'd string;
+ * release it with api_response_cleanup(). On out-of-memory: status 500 and
+ * a NULL body. A NULL resp is ignored. */
+void api_error(int status, const char *code, const char *detail, api_response *resp) {
+    if (!resp) return;
+    *resp = (api_response){0};
+    if (status < 100 || status > 599) status = 500;
+    error_reply(resp, status, code, detail, 0, NULL);
+}
+
+/* Frees resp->body and sets it to NULL (and body_len to 0); the other fields
+ * are kept. Safe to call twice, and with NULL. This function can't fail. */
+void api_response_cleanup(api_response *resp) {
+    if (!resp) return;
+    free(resp->body);
+    resp->body = NULL;
+    resp->body_len = 0;
+}

@@ -1,0 +1,48 @@
+/* api.h - the HTTP JSON API as plain C: request in, status and body out.
+ *
+ * api/ owns JSON (jansson): it parses and validates request bodies, calls
+ * market/, and maps every market result to an HTTP status and a JSON body in
+ * one table. It knows nothing of sockets or of libmicrohttpd, so it can be
+ * unit-tested and fuzzed on its own.
+ */
+#ifndef GM_API_API_H
+#define GM_API_API_H
+
+#include <stddef.h>
+
+#include "market/market.h"
+
+#define API_BODY_MAX (64 * 1024) /* larger request bodies get 413 */
+
+enum api_arg_kind {
+    API_ARG_QUERY,  /* ?name=value */
+    API_ARG_HEADER, /* request header, case-insensitive name */
+};
+
+/* One HTTP request, borrowed for the duration of api_handle(). */
+typedef struct api_request {
+    const char *method;  /* "GET", "POST", ... */
+    const char *path;    /* without the query string */
+    const char *body;    /* may be NULL when body_len is 0 */
+    size_t body_len;
+    /* Looks up a query argument or header; NULL when absent. May be NULL. */
+    const char *(*lookup)(void *ud, enum api_arg_kind kind, const char *name);
+    void *lookup_ud;
+} api_request;
+
+/* One HTTP response. body is malloc'd; release with api_response_cleanup(). */
+typedef struct api_response {
+    int status;
+    char *body;          /* JSON text, NUL-terminated; NULL only on out-of-memory */
+    size_t body_len;
+    int retry_after_s;   /* > 0: send "Retry-After: <n>" */
+    const char *allow;   /* non-NULL: send "Allow: <allow>" (static string) */
+} api_response;
+
+void api_handle(market_conn *conn, const api_request *req, api_response *resp);
+void api_error(int status, const char *code, const char *detail, api_response *resp);
+void api_response_cleanup(api_response *resp);
+int api_fixture_parse(const char *json, size_t len, market_world **out, char *why,
+                      size_t whylen);
+
+#endif /* GM_API_API_H */

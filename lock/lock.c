@@ -1,0 +1,324 @@
+/* lock.c - the lock_ API: argument checks, dispatch to a backend, shared helpers.
+ *
+ * Every public operation checks its arguments here, once, and then calls the
+ * backend through c->ops (the dictType / ConnectionType pattern), so backends
+ * never repeat the checks. A NULL optional op answers LOCK_ERR_UNSUPPORTED.
+ * The file also holds what the backends share: client wrapping, token
+ * generation, retry backoff, sleeping, the monotonic clock and the parser for
+ * redis:// addresses.
+ */
+#include "lock/lock.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "lock/lock_impl.h"
+
+/* ---- private ---- */
+
+/* Returns 1 when key is a NUL-terminated string of 1..LOCK_KEY_MAX bytes. */
+static int key_ok(const char *key) {
+    if (key == NULL) return 0;
+    size_t n = strnlen(key, LOCK_KEY_MAX + 1);
+    return n > 0 && n <= LOCK_KEY_MAX;
+}
+
+/* Returns 1 when h names a valid key and carries a token of exactly LOCK_TOKEN_LEN bytes. */
+static int handle_ok(const lock_handle *h) {
+    if (h == NULL) return 0;
+    if (memchr(h->key, '\0', sizeof h->key) == NULL || !key_ok(h->key)) return 0;
+    if (memchr(h->token, '\0', sizeof h->token) == NULL) return 0;
+    return strlen(h->token) == LOCK_TOKEN_LEN;
+}
+
+/* ---- API: operations ---- */
+
+/* Takes the lease on key for ttl_ms, retrying for up to wait_ms (0: a single try), and fills
+ * the caller's *out (key, a fresh token, the fence, the monotonic deadline). Fails with
+ * LOCK_ERR_INVALID (NULL c/key/out, key empty or longer than LOCK_KEY_MAX, ttl_ms == 0),
+ * LOCK_ERR_BUSY (still held when the budget ran out), LOCK_ERR_BACKEND or LOCK_ERR_NOMEM.
+ * On any failure *out (when non-NULL) is zeroed. */
+int lock_acquire(lock_client *c, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
+                 lock_handle *out) {
+    if (out != NULL) memset(out, 0, sizeof *out);
+    if (c == NULL || out == NULL || !key_ok(key) || ttl_ms == 0) return LOCK_ERR_INVALID;
+    int rc = c->ops->acquire(c->impl, key, ttl_ms, wait_ms, out);
+    if (rc != LOCK_OK) memset(out, 0, sizeof *out);
+    return rc;
+}
+
+/* Frees the lease h describes, if h's token still holds it. h is borrowed and not changed.
+ * Fails with LOCK_ERR_INVALID (NULL c/h, malformed handle), LOCK_ERR_NOT_OWNER (the token does
+ * not hold the lease: never held, already released, or expired) or LOCK_ERR_BACKEND. */
+int lock_release(lock_client *c, const lock_handle *h) {
+    if (c == NULL || !handle_ok(h)) return LOCK_ERR_INVALID;
+    return c->ops->release(c->impl, h);
+}
+
+/* Resets the lease h describes to ttl_ms from now and updates h->valid_until_ms, if h's token
+ * still holds an unexpired lease. Fails with LOCK_ERR_INVALID (NULL c/h, malformed handle,
+ * ttl_ms == 0), LOCK_ERR_UNSUPPORTED (the backend has no extend), LOCK_ERR_LEASE_LOST or
+ * LOCK_ERR_BACKEND; h is unchanged on failure. */
+int lock_extend(lock_client *c, lock_handle *h, uint32_t ttl_ms) {
+    if (c == NULL || !handle_ok(h) || ttl_ms == 0) return LOCK_ERR_INVALID;
+    if (c->ops->extend == NULL) return LOCK_ERR_UNSUPPORTED;
+    return c->ops->extend(c->impl, h, ttl_ms);
+}
+
+/* Frees c and everything its backend owns; leases it holds are left to expire. c must not be
+ * in use by another thread. lock_free(NULL) is a no-op. This function can't fail. */
+void lock_free(lock_client *c) {
+    if (c == NULL) return;
+    c->ops->destroy(c->impl);
+    free(c);
+}
+
+/* ---- API: helpers ---- */
+
+/* Returns the backend's name ("redis", "local"), or "none" for NULL; a static string.
+ * This function can't fail. */
+const char *lock_name(const lock_client *c) {
+    return c == NULL ? "none" : c->ops->name;
+}
+
+/* Returns a static message for a lock_err code, or "unknown lock error".
+ * This function can't fail. */
+const char *lock_strerror(int err) {
+    switch (err) {
+#define LOCK_ERR_MSG(name, val, msg)                                                               \
+    case LOCK_##name: return msg;
+        LOCK_ERRNO_MAP(LOCK_ERR_MSG)
+#undef LOCK_ERR_MSG
+    default: return "unknown lock error";
+    }
+}
+
+/* Returns CLOCK_MONOTONIC in milliseconds. This function can't fail (the clock is mandatory
+ * on Linux; should it ever fail, 0 is returned). */
+int64_t lock_now_ms(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- redis:// address parsing ---- */
+
+static int hexval(int ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes s[0..n) into dst (cap bytes with the NUL). Returns 0, or -1 on a bad
+ * escape, a decoded NUL, a control character or overflow. */
+static int pct_decode(const char *s, size_t n, char *dst, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ch = (unsigned char)s[i];
+        if (ch == '%') {
+            if (n - i < 3) return -1;
+            int hi = hexval((unsigned char)s[i + 1]);
+            int lo = hexval((unsigned char)s[i + 2]);
+            if (hi < 0 || lo < 0) return -1;
+            ch = hi * 16 + lo;
+            if (ch == 0) return -1;
+            i += 2;
+        } else if (ch < 0x21 || ch == 0x7f) {
+            return -1;
+        }
+        if (o + 1 >= cap) return -1;
+        dst[o++] = (char)ch;
+    }
+    dst[o] = '\0';
+    return 0;
+}
+
+/* Parses s[0..n) as decimal digits only into *out within [lo, hi]. Returns 0 or -1. */
+static int parse_uint(const char *s, size_t n, long lo, long hi, int *out) {
+    if (n == 0 || n > 10) return -1;
+    long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int host_char_ok(int ch, int bracketed) {
+    if (bracketed) return hexval(ch) >= 0 || ch == ':' || ch == '.';
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '.' || ch == '-' || ch == '_';
+}
+
+/* Parses url into the caller's *out: redis://[[user]:pass@]host[:port][/db], or the same
+ * without the scheme (e.g. "host:port"). Defaults: host 127.0.0.1, port 6379, db 0, no user,
+ * no password. user and pass are percent-decoded; an IPv6 host is written in brackets.
+ * Fails with LOCK_ERR_INVALID (NULL arguments, another scheme such as rediss://, a userinfo
+ * without ':', a port outside 1..65535, a db that is not a non-negative decimal, bad escapes,
+ * overlong fields, trailing text); *out is written only on success. */
+int lock_redis_addr_parse(const char *url, lock_redis_addr *out) {
+    if (url == NULL || out == NULL) return LOCK_ERR_INVALID;
+    lock_redis_addr a;
+    memset(&a, 0, sizeof a);
+    a.port = 6379;
+
+    const char *p = url;
+    if (strncasecmp(p, "redis://", 8) == 0)
+        p += 8;
+    else if (strstr(p, "://") != NULL)
+        return LOCK_ERR_INVALID; /* rediss:// (TLS) and every other scheme */
+
+    const char *slash = strchr(p, '/');
+    const char *auth_end = slash != NULL ? slash : p + strlen(p);
+
+    /* userinfo: everything before the last '@' of the authority */
+    const char *at = NULL;
+    for (const char *q = p; q < auth_end; q++)
+        if (*q == '@') at = q;
+    if (at != NULL) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        if (colon == NULL) return LOCK_ERR_INVALID;
+        if (pct_decode(p, (size_t)(colon - p), a.user, sizeof a.user) != 0 ||
+            pct_decode(colon + 1, (size_t)(at - colon - 1), a.pass, sizeof a.pass) != 0)
+            return LOCK_ERR_INVALID;
+        p = at + 1;
+    }
+
+    /* host */
+    const char *host = p, *host_end;
+    int bracketed = 0;
+    if (*p == '[') {
+        bracketed = 1;
+        host = p + 1;
+        const char *close = memchr(host, ']', (size_t)(auth_end - host));
+        if (close == NULL) return LOCK_ERR_INVALID;
+        host_end = close;
+        p = close + 1;
+        if (host_end == host) return LOCK_ERR_INVALID;
+    } else {
+        host_end = memchr(p, ':', (size_t)(auth_end - p));
+        if (host_end == NULL) host_end = auth_end;
+        p = host_end;
+    }
+    size_t hlen = (size_t)(host_end - host);
+    if (hlen > LOCK_HOST_MAX) return LOCK_ERR_INVALID;
+    for (size_t i = 0; i < hlen; i++)
+        if (!host_char_ok((unsigned char)host[i], bracketed)) return LOCK_ERR_INVALID;
+    if (hlen == 0)
+        strcpy(a.host, "127.0.0.1");
+    else {
+        memcpy(a.host, host, hlen);
+        a.host[hlen] = '\0';
+    }
+
+    /* port */
+    if (p < auth_end) {
+        if (*p != ':') return LOCK_ERR_INVALID;
+        p++;
+        if (parse_uint(p, (size_t)(auth_end - p), 1, 65535, &a.port) != 0) return LOCK_ERR_INVALID;
+    }
+
+    /* db: "/" alone means 0 */
+    if (slash != NULL) {
+        const char *d = slash + 1;
+        size_t dlen = strlen(d);
+        if (dlen > 0 && parse_uint(d, dlen, 0, INT_MAX, &a.db) != 0) return LOCK_ERR_INVALID;
+    }
+
+    *out = a;
+    return LOCK_OK;
+}
+
+/* ---- module-internal helpers ---- */
+
+/* Returns a new lock_client wrapping impl; caller frees with lock_free(), which calls
+ * ops->destroy(impl). ops is borrowed and must outlive the client (static storage). On
+ * success the client takes ownership of impl. Returns NULL with *err (when err is non-NULL)
+ * set to LOCK_ERR_INVALID if ops is NULL or lacks a mandatory slot (name, acquire, release,
+ * destroy), or LOCK_ERR_NOMEM; impl then stays the caller's. */
+lock_client *lock__client_new(const struct lock_ops *ops, void *impl, int *err) {
+    int dummy;
+    if (err == NULL) err = &dummy;
+    if (ops == NULL || ops->name == NULL || ops->acquire == NULL || ops->release == NULL ||
+        ops->destroy == NULL) {
+        *err = LOCK_ERR_INVALID;
+        return NULL;
+    }
+    lock_client *c = malloc(sizeof *c);
+    if (c == NULL) {
+        *err = LOCK_ERR_NOMEM;
+        return NULL;
+    }
+    c->ops = ops;
+    c->impl = impl;
+    *err = LOCK_OK;
+    return c;
+}
+
+/* Writes 128 random bits from getrandom(2) as LOCK_TOKEN_LEN lowercase hex digits plus a NUL
+ * into the caller's out. Retries on EINTR and short reads. Returns LOCK_OK, or
+ * LOCK_ERR_BACKEND when the kernel cannot supply randomness (out is then an empty string). */
+int lock__token_new(char out[LOCK_TOKEN_LEN + 1]) {
+    static const char hex[] = "0123456789abcdef";
+    unsigned char raw[LOCK_TOKEN_LEN / 2];
+    size_t got = 0;
+    while (got < sizeof raw) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            out[0] = '\0';
+            return LOCK_ERR_BACKEND;
+        }
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof raw; i++) {
+        out[2 * i] = hex[raw[i] >> 4];
+        out[2 * i + 1] = hex[raw[i] & 0x0f];
+    }
+    out[LOCK_TOKEN_LEN] = '\0';
+    return LOCK_OK;
+}
+
+/* Returns the delay before retry number attempt (0-based): exponential from
+ * LOCK_BACKOFF_BASE_MS, capped at LOCK_BACKOFF_CAP_MS, with equal jitter (a random value in
+ * [d/2, d]), never below 1 ms. *rng_state is a caller-owned xorshift64* state, advanced on
+ * each call (0 is replaced by a fixed seed). This function can't fail. */
+uint32_t lock__backoff_ms(unsigned attempt, uint64_t *rng_state) {
+    uint32_t d = LOCK_BACKOFF_CAP_MS;
+    if (attempt < 16) {
+        uint32_t e = LOCK_BACKOFF_BASE_MS << attempt;
+        if (e < d) d = e;
+    }
+    uint64_t x = *rng_state != 0 ? *rng_state : 0x9e3779b97f4a7c15ull;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *rng_state = x;
+    uint64_t r = x * 0x2545f4914f6cdd1dull;
+    uint32_t half = d / 2;
+    uint32_t ms = half + (uint32_t)((r >> 32) % (uint64_t)(d - half + 1));
+    return ms == 0 ? 1 : ms;
+}
+
+/* Sleeps ms milliseconds on the monotonic clock, resuming after signals. This function
+ * can't fail. */
+void lock__sleep_ms(uint32_t ms) {
+    struct timespec until;
+    if (clock_gettime(CLOCK_MONOTONIC, &until) != 0) return;
+    until.tv_sec += (time_t)(ms / 1000);
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec += 1;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {
+    }
+}

@@ -1,0 +1,226 @@
+/* lock_local.c - in-process lock backend with Redis-like lease semantics.
+ *
+ * For tests and single-process use: it stands in for Redis in market/ tests and
+ * obeys the same contract as lock_redis.c (tokens, fences, leases that expire).
+ *
+ * DESIGN
+ * One mutex guards a fixed-size hash table of resources; one condition variable
+ * (on CLOCK_MONOTONIC, so wall-clock jumps do not matter) wakes waiters. A
+ * resource is held while its token is set and now < expires_at_ms; an expired
+ * lease counts as free, exactly like a Redis key set with PX. A waiter sleeps
+ * in pthread_cond_timedwait until the earlier of its own deadline and the
+ * holder's expiry, so expiry needs no wake-up call and nobody spins; release
+ * broadcasts. Resources are never removed while the client lives, which keeps
+ * each key's fence counter growing and keeps a waiter's resource pointer valid
+ * across waits.
+ */
+#include "lock/lock.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lock/lock_impl.h"
+
+#define LOCAL_BUCKETS 64
+
+struct local_res {
+    char key[LOCK_KEY_MAX + 1];
+    char token[LOCK_TOKEN_LEN + 1]; /* holder's token; empty when released */
+    int64_t expires_at_ms;          /* monotonic; the lease is over at this instant */
+    uint64_t fence;                 /* acquisitions so far; never reset */
+    struct local_res *next;         /* bucket chain */
+};
+
+struct local_impl {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC; broadcast on release */
+    struct local_res *buckets[LOCAL_BUCKETS];
+};
+
+/* ---- private ---- */
+
+static size_t key_hash(const char *key) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        h ^= *p;
+        h *= 16777619u;
+    }
+    return h % LOCAL_BUCKETS;
+}
+
+/* Returns key's resource, or NULL. Called with mu held. */
+static struct local_res *res_find(struct local_impl *li, const char *key) {
+    for (struct local_res *r = li->buckets[key_hash(key)]; r != NULL; r = r->next)
+        if (strcmp(r->key, key) == 0) return r;
+    return NULL;
+}
+
+/* Returns key's resource, creating it, or NULL when out of memory. Called with mu held. */
+static struct local_res *res_get(struct local_impl *li, const char *key) {
+    struct local_res *r = res_find(li, key);
+    if (r != NULL) return r;
+    r = calloc(1, sizeof *r);
+    if (r == NULL) return NULL;
+    strcpy(r->key, key); /* length checked by lock.c */
+    size_t b = key_hash(key);
+    r->next = li->buckets[b];
+    li->buckets[b] = r;
+    return r;
+}
+
+static int res_held(const struct local_res *r, int64_t now) {
+    return r->token[0] != '\0' && now < r->expires_at_ms;
+}
+
+/* Returns 1 when token holds r's unexpired lease. */
+static int res_held_by(const struct local_res *r, const char *token, int64_t now) {
+    return res_held(r, now) && strcmp(r->token, token) == 0;
+}
+
+static void ms_to_timespec(int64_t ms, struct timespec *ts) {
+    ts->tv_sec = (time_t)(ms / 1000);
+    ts->tv_nsec = (long)(ms % 1000) * 1000000L;
+}
+
+/* ---- ops ---- */
+
+static int local_acquire(void *impl, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
+                         lock_handle *out) {
+    struct local_impl *li = impl;
+    int64_t deadline = lock_now_ms() + wait_ms; /* the budget runs from the call's start */
+    char token[LOCK_TOKEN_LEN + 1];
+    int rc = lock__token_new(token);
+    if (rc != LOCK_OK) return rc;
+
+    if (pthread_mutex_lock(&li->mu) != 0) return LOCK_ERR_BACKEND;
+    struct local_res *r = res_get(li, key);
+    if (r == NULL) {
+        rc = LOCK_ERR_NOMEM;
+        goto done;
+    }
+    for (;;) {
+        int64_t now = lock_now_ms();
+        if (!res_held(r, now)) {
+            memcpy(r->token, token, sizeof token);
+            r->expires_at_ms = now + ttl_ms;
+            r->fence++;
+            strcpy(out->key, key);
+            memcpy(out->token, token, sizeof token);
+            out->fence = r->fence;
+            out->valid_until_ms = r->expires_at_ms;
+            rc = LOCK_OK;
+            goto done;
+        }
+        if (now >= deadline) {
+            rc = LOCK_ERR_BUSY;
+            goto done;
+        }
+        struct timespec until;
+        ms_to_timespec(r->expires_at_ms < deadline ? r->expires_at_ms : deadline, &until);
+        int e = pthread_cond_timedwait(&li->cv, &li->mu, &until);
+        if (e != 0 && e != ETIMEDOUT && e != EINTR) {
+            rc = LOCK_ERR_BACKEND;
+            goto done;
+        }
+    }
+done:
+    pthread_mutex_unlock(&li->mu);
+    return rc;
+}
+
+static int local_release(void *impl, const lock_handle *h) {
+    struct local_impl *li = impl;
+    if (pthread_mutex_lock(&li->mu) != 0) return LOCK_ERR_BACKEND;
+    int rc = LOCK_ERR_NOT_OWNER;
+    struct local_res *r = res_find(li, h->key);
+    if (r != NULL && res_held_by(r, h->token, lock_now_ms())) {
+        r->token[0] = '\0';
+        r->expires_at_ms = 0;
+        pthread_cond_broadcast(&li->cv);
+        rc = LOCK_OK;
+    }
+    pthread_mutex_unlock(&li->mu);
+    return rc;
+}
+
+static int local_extend(void *impl, lock_handle *h, uint32_t ttl_ms) {
+    struct local_impl *li = impl;
+    if (pthread_mutex_lock(&li->mu) != 0) return LOCK_ERR_BACKEND;
+    int rc = LOCK_ERR_LEASE_LOST;
+    struct local_res *r = res_find(li, h->key);
+    int64_t now = lock_now_ms();
+    if (r != NULL && res_held_by(r, h->token, now)) {
+        r->expires_at_ms = now + ttl_ms;
+        h->valid_until_ms = r->expires_at_ms;
+        rc = LOCK_OK;
+    }
+    pthread_mutex_unlock(&li->mu);
+    return rc;
+}
+
+static void local_destroy(void *impl) {
+    struct local_impl *li = impl;
+    if (li == NULL) return;
+    for (size_t b = 0; b < LOCAL_BUCKETS; b++) {
+        struct local_res *r = li->buckets[b];
+        while (r != NULL) {
+            struct local_res *next = r->next;
+            free(r);
+            r = next;
+        }
+        li->buckets[b] = NULL;
+    }
+    pthread_cond_destroy(&li->cv);
+    pthread_mutex_destroy(&li->mu);
+    free(li);
+}
+
+static const struct lock_ops local_ops = {
+    .name = "local",
+    .acquire = local_acquire,
+    .release = local_release,
+    .extend = local_extend,
+    .destroy = local_destroy,
+};
+
+/* ---- API ---- */
+
+/* Returns a new in-process lock client; caller frees with lock_free(). Its leases live only
+ * in this process and vanish with the client. Returns NULL with *err (when err is non-NULL)
+ * set to LOCK_ERR_NOMEM, or LOCK_ERR_BACKEND if the mutex or condition variable cannot be
+ * created; *err is LOCK_OK on success. */
+lock_client *lock_local_new(int *err) {
+    int dummy;
+    if (err == NULL) err = &dummy;
+    int mu_ok = 0, cv_ok = 0, attr_ok = 0;
+    pthread_condattr_t attr;
+    struct local_impl *li = calloc(1, sizeof *li);
+    if (li == NULL) {
+        *err = LOCK_ERR_NOMEM;
+        return NULL;
+    }
+    *err = LOCK_ERR_BACKEND;
+    if (pthread_mutex_init(&li->mu, NULL) != 0) goto fail;
+    mu_ok = 1;
+    if (pthread_condattr_init(&attr) != 0) goto fail;
+    attr_ok = 1;
+    if (pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0) goto fail;
+    if (pthread_cond_init(&li->cv, &attr) != 0) goto fail;
+    cv_ok = 1;
+    pthread_condattr_destroy(&attr);
+    attr_ok = 0;
+
+    lock_client *c = lock__client_new(&local_ops, li, err);
+    if (c == NULL) goto fail;
+    return c;
+
+fail:
+    if (attr_ok) pthread_condattr_destroy(&attr);
+    if (cv_ok) pthread_cond_destroy(&li->cv);
+    if (mu_ok) pthread_mutex_destroy(&li->mu);
+    free(li);
+    return NULL;
+}

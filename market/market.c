@@ -1,0 +1,664 @@
+/* market.c - purchases, listings and reads against the Redis data model.
+ *
+ * DESIGN
+ * Every write (purchase, list, unlist) runs as a guarded transaction:
+ *   1. take the market lock (lock_acquire on MARKET_LOCK_KEY);
+ *   2. one pipeline: WATCH the keys the decision depends on plus the lock key,
+ *      and read them;
+ *   3. decide in C (not listed, not affordable, overflow, ...);
+ *   4. one pipeline: MULTI, the writes, EXEC. Redis aborts the EXEC when any
+ *      watched key changed or expired, so a holder whose lease lapsed (the lock
+ *      key expired or was taken over) cannot write;
+ *   5. release the lock (compare-and-delete inside the lock layer).
+ * When EXEC aborts, lock_extend() tells the two causes apart: if the lease is
+ * still ours, someone outside the lock changed the data and the attempt is
+ * read again (a few times); if not, the purchase fails with LEASE_LOST.
+ * A refusal after WATCH leaves the connection watching; the UNWATCH rides in
+ * front of the connection's next pipeline instead of costing a round trip.
+ */
+#include "market/market.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "market/market_impl.h"
+
+#define TXN_ABORTED 1  /* internal: EXEC aborted because a watched key changed */
+#define TXN_RETRIES 3  /* reads again after an abort while the lease is still ours */
+
+/* ---- lifecycle ---- */
+
+/* Creates a market over cfg (copied) and lock (borrowed: it must outlive the
+ * market). Returns a new market; caller frees with market_free(). Returns
+ * NULL with *err = MARKET_ERR_INVALID on a bad config, MARKET_ERR_NOMEM on
+ * out-of-memory. Does not touch Redis. */
+market *market_new(const market_config *cfg, lock_client *lock, int *err) {
+    int dummy;
+    if (!err) err = &dummy;
+    if (!cfg || !lock || cfg->lock_ttl_ms == 0 || cfg->redis_timeout_ms <= 0) {
+        *err = MARKET_ERR_INVALID;
+        return NULL;
+    }
+    market *m = calloc(1, sizeof *m);
+    if (!m) {
+        *err = MARKET_ERR_NOMEM;
+        return NULL;
+    }
+    m->cfg = *cfg;
+    m->lock = lock;
+    *err = MARKET_OK;
+    return m;
+}
+
+/* Frees m; market_free(NULL) is a no-op. Every market_conn of m must be freed
+ * first. This function can't fail. */
+void market_free(market *m) { free(m); }
+
+/* Returns a new connection handle for m (it connects on first use); caller
+ * frees with market_conn_free(). NULL with *err = MARKET_ERR_NOMEM or
+ * MARKET_ERR_INVALID. */
+market_conn *market_conn_new(market *m, int *err) {
+    int dummy;
+    if (!err) err = &dummy;
+    if (!m) {
+        *err = MARKET_ERR_INVALID;
+        return NULL;
+    }
+    market_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        *err = MARKET_ERR_NOMEM;
+        return NULL;
+    }
+    c->m = m;
+    *err = MARKET_OK;
+    return c;
+}
+
+/* Closes and frees c; NULL is a no-op. This function can't fail. */
+void market_conn_free(market_conn *c) {
+    if (!c) return;
+    market__drop(c);
+    free(c);
+}
+
+/* ---- Redis plumbing (shared with market_world.c) ---- */
+
+/* Forgets a dead or unwanted connection; the next call reconnects. */
+void market__drop(market_conn *c) {
+    if (c->ctx) redisFree(c->ctx);
+    c->ctx = NULL;
+    c->unwatch = 0;
+}
+
+static struct timeval ms_to_tv(int ms) {
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+static int reply_is_ok(const redisReply *r) {
+    return r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+}
+
+/* Connects (when not connected), authenticates and selects the database.
+ * Returns MARKET_OK, or MARKET_ERR_STORE when Redis cannot be reached or
+ * refuses us, MARKET_ERR_NOMEM on out-of-memory. */
+int market__connect(market_conn *c) {
+    if (c->ctx) return MARKET_OK;
+    const market_config *cfg = &c->m->cfg;
+    struct timeval tv = ms_to_tv(cfg->redis_timeout_ms);
+    redisContext *ctx = redisConnectWithTimeout(cfg->redis.host, cfg->redis.port, tv);
+    if (!ctx) return MARKET_ERR_NOMEM;
+    if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) goto fail;
+    (void)redisEnableKeepAlive(ctx); /* best effort: only speeds up noticing a dead peer */
+    c->ctx = ctx;
+    if (cfg->redis.pass[0]) {
+        const char *argv[3] = {"AUTH", cfg->redis.user, cfg->redis.pass};
+        int argc = 3;
+        if (!cfg->redis.user[0]) {
+            argv[1] = cfg->redis.pass;
+            argc = 2;
+        }
+        redisReply *r = market__command(c, argc, argv, NULL);
+        int ok = reply_is_ok(r);
+        if (r) freeReplyObject(r);
+        if (!ok) goto fail_dropped;
+    }
+    if (cfg->redis.db != 0) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", cfg->redis.db);
+        const char *argv[2] = {"SELECT", db};
+        redisReply *r = market__command(c, 2, argv, NULL);
+        int ok = reply_is_ok(r);
+        if (r) freeReplyObject(r);
+        if (!ok) goto fail_dropped;
+    }
+    return MARKET_OK;
+fail:
+    redisFree(ctx);
+    return MARKET_ERR_STORE;
+fail_dropped:
+    market__drop(c);
+    return MARKET_ERR_STORE;
+}
+
+/* Runs one command and returns its reply (new; caller frees with
+ * freeReplyObject), or NULL after an I/O error, in which case the connection
+ * has been dropped. len may be NULL for NUL-terminated arguments. */
+redisReply *market__command(market_conn *c, int argc, const char **argv, const size_t *len) {
+    if (!c->ctx) return NULL;
+    redisReply *r = redisCommandArgv(c->ctx, argc, argv, len);
+    if (!r) market__drop(c);
+    return r;
+}
+
+/* Fills cmd with argc NUL-terminated arguments (at most 8). */
+void market__cmd_set(market__cmd *cmd, int argc, ...) {
+    va_list ap;
+    va_start(ap, argc);
+    cmd->argc = argc;
+    for (int i = 0; i < argc; i++) {
+        cmd->argv[i] = va_arg(ap, const char *);
+        cmd->len[i] = strlen(cmd->argv[i]);
+    }
+    va_end(ap);
+}
+
+/* Sends n commands in one write and reads their n replies into replies[]
+ * (new references; free with market__replies_free). Connects first when
+ * needed. Returns MARKET_OK, or MARKET_ERR_STORE (connection dropped, no
+ * replies left to free) or MARKET_ERR_NOMEM. Error replies are returned as
+ * replies: the caller judges them. */
+int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies) {
+    int rc = market__connect(c);
+    if (rc < 0) return rc;
+    int unwatch = c->unwatch;
+    if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
+    for (size_t i = 0; i < n; i++)
+        if (redisAppendCommandArgv(c->ctx, cmds[i].argc, (const char **)cmds[i].argv,
+                                   cmds[i].len) != REDIS_OK)
+            goto fail;
+    if (unwatch) {
+        void *r = NULL;
+        if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
+        freeReplyObject(r);
+        c->unwatch = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        void *r = NULL;
+        if (redisGetReply(c->ctx, &r) != REDIS_OK) {
+            market__replies_free(replies, i);
+            goto fail;
+        }
+        replies[i] = r;
+    }
+    return MARKET_OK;
+fail:
+    market__drop(c);
+    return MARKET_ERR_STORE;
+}
+
+/* Frees replies[0..n) and sets them to NULL. This function can't fail. */
+void market__replies_free(redisReply **replies, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (replies[i]) freeReplyObject(replies[i]);
+        replies[i] = NULL;
+    }
+}
+
+/* Parses a whole decimal int64. Returns 0, or -1 when s is not one. */
+int market__parse_i64(const char *s, size_t len, int64_t *out) {
+    char buf[32];
+    if (len == 0 || len >= sizeof buf) return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *end;
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Parses a zset score that must hold a whole price in 1..MARKET_PRICE_MAX.
+ * Returns 0, or -1 when it does not. */
+int market__parse_price(const char *s, size_t len, int64_t *out) {
+    char buf[64];
+    if (len == 0 || len >= sizeof buf) return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *end;
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (errno || *end || !(v >= 1.0 && v <= (double)MARKET_PRICE_MAX)) return -1;
+    int64_t p = (int64_t)v;
+    if ((double)p != v) return -1;
+    *out = p;
+    return 0;
+}
+
+/* Writes "<prefix><id>" into out. */
+void market__key(char *out, size_t outlen, const char *prefix, const char *id) {
+    snprintf(out, outlen, "%s%s", prefix, id);
+}
+
+/* ---- helpers ---- */
+
+/* Returns 1 when id matches [A-Za-z0-9_-]{1,64}, else 0. Can't fail. */
+int market_id_valid(const char *id) {
+    if (!id) return 0;
+    size_t n = 0;
+    for (const char *p = id; *p; p++, n++) {
+        char ch = *p;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '_' || ch == '-';
+        if (!ok || n >= MARKET_ID_MAX) return 0;
+    }
+    return n > 0;
+}
+
+/* Returns a static description of a market code. Can't fail. */
+const char *market_strerror(int err) {
+    switch (err) {
+#define MARKET_ERR_STR(name, val, msg)                                                             \
+    case MARKET_##name:                                                                            \
+        return msg;
+        MARKET_ERRNO_MAP(MARKET_ERR_STR)
+#undef MARKET_ERR_STR
+    }
+    return "unknown market error";
+}
+
+static int from_lock_err(int lrc) {
+    switch (lrc) {
+    case LOCK_ERR_BUSY: return MARKET_ERR_BUSY;
+    case LOCK_ERR_NOMEM: return MARKET_ERR_NOMEM;
+    case LOCK_ERR_NOT_OWNER:
+    case LOCK_ERR_LEASE_LOST: return MARKET_ERR_LEASE_LOST;
+    case LOCK_ERR_INVALID: return MARKET_ERR_INVALID;
+    default: return MARKET_ERR_STORE;
+    }
+}
+
+static void stall(uint32_t ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* ---- the guarded transaction ---- */
+
+/* Ends an attempt that read under WATCH and will not commit: the UNWATCH is
+ * sent in front of the connection's next pipeline. Returns rc. */
+static int refuse(market_conn *c, int rc) {
+    c->unwatch = 1;
+    return rc;
+}
+
+/* One attempt: read under WATCH, decide, commit. Returns MARKET_OK when it
+ * committed, TXN_ABORTED when EXEC was aborted, or a (negative) refusal. */
+typedef int (*txn_attempt)(market_conn *c, void *ud);
+
+static int guarded(market_conn *c, txn_attempt attempt, void *ud) {
+    market *m = c->m;
+    lock_handle h;
+    int lrc = lock_acquire(m->lock, MARKET_LOCK_KEY, m->cfg.lock_ttl_ms,
+                           m->cfg.acquire_timeout_ms, &h);
+    if (lrc < 0) return from_lock_err(lrc);
+    int rc = MARKET_ERR_CONFLICT;
+    for (int i = 0; i < TXN_RETRIES; i++) {
+        rc = attempt(c, ud);
+        if (rc != TXN_ABORTED) break;
+        /* Aborted: our lease lapsed, or someone wrote without the lock. */
+        lrc = lock_extend(m->lock, &h, m->cfg.lock_ttl_ms);
+        if (lrc < 0 && lrc != LOCK_ERR_UNSUPPORTED) {
+            rc = from_lock_err(lrc);
+            break;
+        }
+        rc = MARKET_ERR_CONFLICT;
+    }
+    /* A failed release needs no undo: every commit above was guarded, and a
+     * lease we cannot release expires by itself. */
+    (void)lock_release(m->lock, &h);
+    return rc;
+}
+
+/* Sends MULTI, cmds, EXEC in one pipeline. Returns MARKET_OK with *exec set
+ * to EXEC's reply (new; caller frees), TXN_ABORTED, or MARKET_ERR_STORE. */
+static int commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply **exec) {
+    market__cmd all[MARKET__PIPE_MAX];
+    redisReply *rep[MARKET__PIPE_MAX] = {0};
+    if (n + 2 > MARKET__PIPE_MAX) return MARKET_ERR_INVALID;
+    market__cmd_set(&all[0], 1, "MULTI");
+    memcpy(&all[1], cmds, n * sizeof *cmds);
+    market__cmd_set(&all[n + 1], 1, "EXEC");
+    int rc = market__pipeline(c, all, n + 2, rep);
+    if (rc < 0) return rc;
+    c->unwatch = 0; /* EXEC, committed or aborted, ends every WATCH */
+    redisReply *r = rep[n + 1];
+    if (r->type == REDIS_REPLY_NIL) {
+        rc = TXN_ABORTED;
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == n) {
+        rc = MARKET_OK;
+        *exec = r;
+        rep[n + 1] = NULL;
+    } else {
+        rc = MARKET_ERR_STORE; /* EXECABORT or a queued command refused */
+    }
+    market__replies_free(rep, n + 2);
+    return rc;
+}
+
+/* ---- purchase ---- */
+
+struct purchase {
+    const char *buyer, *seller, *item;
+    int64_t expect_price;
+    market_purchase_result *res;
+    char k_buyer[MARKET__KEY_MAX], k_seller[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX];
+    char member[MARKET__MEMBER_MAX];
+};
+
+static int purchase_attempt(market_conn *c, void *ud) {
+    struct purchase *p = ud;
+    market__cmd rd[4];
+    redisReply *rep[4] = {0};
+    market__cmd_set(&rd[0], 5, "WATCH", "market:", p->k_buyer, p->k_seller, MARKET_LOCK_KEY);
+    market__cmd_set(&rd[1], 3, "ZSCORE", "market:", p->member);
+    market__cmd_set(&rd[2], 3, "HGET", p->k_buyer, "funds");
+    market__cmd_set(&rd[3], 3, "HGET", p->k_seller, "funds");
+    int rc = market__pipeline(c, rd, 4, rep);
+    if (rc < 0) return rc;
+
+    int64_t price = 0, buyer_funds = 0, seller_funds = 0;
+    if (rep[0]->type != REDIS_REPLY_STATUS) {
+        rc = MARKET_ERR_STORE;
+    } else if (rep[1]->type == REDIS_REPLY_NIL) {
+        rc = MARKET_ERR_NOT_LISTED;
+    } else if (rep[1]->type != REDIS_REPLY_STRING ||
+               market__parse_price(rep[1]->str, rep[1]->len, &price) < 0) {
+        rc = MARKET_ERR_STORE;
+    } else if (p->expect_price > 0 && p->expect_price != price) {
+        p->res->price = price;
+        rc = MARKET_ERR_PRICE_CHANGED;
+    } else if (rep[2]->type == REDIS_REPLY_NIL) {
+        rc = MARKET_ERR_NO_PLAYER;
+    } else if (rep[2]->type != REDIS_REPLY_STRING ||
+               market__parse_i64(rep[2]->str, rep[2]->len, &buyer_funds) < 0) {
+        rc = MARKET_ERR_STORE;
+    } else if (buyer_funds < price) {
+        rc = MARKET_ERR_INSUFFICIENT_FUNDS;
+    } else if (rep[3]->type == REDIS_REPLY_STRING &&
+               market__parse_i64(rep[3]->str, rep[3]->len, &seller_funds) < 0) {
+        rc = MARKET_ERR_STORE;
+    } else if (seller_funds > INT64_MAX - price) {
+        rc = MARKET_ERR_OVERFLOW;
+    }
+    market__replies_free(rep, 4);
+    if (rc < 0) return refuse(c, rc);
+
+    if (c->m->cfg.test_stall_ms) stall(c->m->cfg.test_stall_ms);
+
+    char credit[24], debit[24];
+    snprintf(credit, sizeof credit, "%lld", (long long)price);
+    snprintf(debit, sizeof debit, "%lld", -(long long)price);
+    market__cmd wr[4];
+    market__cmd_set(&wr[0], 4, "HINCRBY", p->k_seller, "funds", credit);
+    market__cmd_set(&wr[1], 4, "HINCRBY", p->k_buyer, "funds", debit);
+    market__cmd_set(&wr[2], 3, "SADD", p->k_inv, p->item);
+    market__cmd_set(&wr[3], 3, "ZREM", "market:", p->member);
+    redisReply *exec = NULL;
+    rc = commit(c, wr, 4, &exec);
+    if (rc != MARKET_OK) return rc;
+    if (exec->element[1]->type == REDIS_REPLY_INTEGER) {
+        p->res->price = price;
+        p->res->buyer_funds = exec->element[1]->integer;
+    } else {
+        rc = MARKET_ERR_STORE; /* cannot happen: funds were parsed under WATCH */
+    }
+    freeReplyObject(exec);
+    return rc;
+}
+
+/* Buys item, listed by seller, for buyer. expect_price > 0 makes the purchase
+ * conditional on that price. Fills *res on success (and res->price on
+ * MARKET_ERR_PRICE_CHANGED). Returns MARKET_OK or: ERR_INVALID (bad ids,
+ * buyer == seller), ERR_NOT_LISTED, ERR_PRICE_CHANGED, ERR_NO_PLAYER (no such
+ * buyer), ERR_INSUFFICIENT_FUNDS, ERR_OVERFLOW (the seller's funds would
+ * overflow), ERR_BUSY (lock wait budget spent), ERR_STORE (Redis down or
+ * failing), ERR_LEASE_LOST (the lease lapsed before the commit: nothing was
+ * written), ERR_CONFLICT, ERR_NOMEM. Nothing is written unless it returns
+ * MARKET_OK. */
+int market_purchase(market_conn *c, const char *buyer, const char *seller, const char *item,
+                    int64_t expect_price, market_purchase_result *res) {
+    if (!c || !res || !market_id_valid(buyer) || !market_id_valid(seller) ||
+        !market_id_valid(item) || strcmp(buyer, seller) == 0 || expect_price > MARKET_PRICE_MAX)
+        return MARKET_ERR_INVALID;
+    struct purchase p = {buyer, seller, item, expect_price, res};
+    market__key(p.k_buyer, sizeof p.k_buyer, "users:", buyer);
+    market__key(p.k_seller, sizeof p.k_seller, "users:", seller);
+    market__key(p.k_inv, sizeof p.k_inv, "inventory:", buyer);
+    snprintf(p.member, sizeof p.member, "%s.%s", item, seller);
+    return guarded(c, purchase_attempt, &p);
+}
+
+/* ---- list and unlist ---- */
+
+struct listing_op {
+    const char *seller, *item;
+    int64_t price; /* list: the asking price; unlist: the price it had */
+    char k_inv[MARKET__KEY_MAX];
+    char member[MARKET__MEMBER_MAX];
+};
+
+static int list_attempt(market_conn *c, void *ud) {
+    struct listing_op *op = ud;
+    market__cmd rd[2];
+    redisReply *rep[2] = {0};
+    market__cmd_set(&rd[0], 3, "WATCH", op->k_inv, MARKET_LOCK_KEY);
+    market__cmd_set(&rd[1], 3, "SISMEMBER", op->k_inv, op->item);
+    int rc = market__pipeline(c, rd, 2, rep);
+    if (rc < 0) return rc;
+    if (rep[1]->type != REDIS_REPLY_INTEGER)
+        rc = MARKET_ERR_STORE;
+    else if (rep[1]->integer != 1)
+        rc = MARKET_ERR_NOT_HELD;
+    market__replies_free(rep, 2);
+    if (rc < 0) return refuse(c, rc);
+
+    char score[24];
+    snprintf(score, sizeof score, "%lld", (long long)op->price);
+    market__cmd wr[2];
+    market__cmd_set(&wr[0], 3, "SREM", op->k_inv, op->item);
+    market__cmd_set(&wr[1], 4, "ZADD", "market:", score, op->member);
+    redisReply *exec = NULL;
+    rc = commit(c, wr, 2, &exec);
+    if (exec) freeReplyObject(exec);
+    return rc;
+}
+
+static int unlist_attempt(market_conn *c, void *ud) {
+    struct listing_op *op = ud;
+    market__cmd rd[2];
+    redisReply *rep[2] = {0};
+    market__cmd_set(&rd[0], 3, "WATCH", "market:", MARKET_LOCK_KEY);
+    market__cmd_set(&rd[1], 3, "ZSCORE", "market:", op->member);
+    int rc = market__pipeline(c, rd, 2, rep);
+    if (rc < 0) return rc;
+    if (rep[1]->type == REDIS_REPLY_NIL)
+        rc = MARKET_ERR_NOT_LISTED;
+    else if (rep[1]->type != REDIS_REPLY_STRING ||
+             market__parse_price(rep[1]->str, rep[1]->len, &op->price) < 0)
+        rc = MARKET_ERR_STORE;
+    market__replies_free(rep, 2);
+    if (rc < 0) return refuse(c, rc);
+
+    market__cmd wr[2];
+    market__cmd_set(&wr[0], 3, "ZREM", "market:", op->member);
+    market__cmd_set(&wr[1], 3, "SADD", op->k_inv, op->item);
+    redisReply *exec = NULL;
+    rc = commit(c, wr, 2, &exec);
+    if (exec) freeReplyObject(exec);
+    return rc;
+}
+
+/* Moves item from seller's inventory to the market at price. Returns
+ * MARKET_OK or ERR_INVALID, ERR_NOT_HELD (the seller does not hold it),
+ * ERR_BUSY, ERR_STORE, ERR_LEASE_LOST, ERR_CONFLICT, ERR_NOMEM. */
+int market_list(market_conn *c, const char *seller, const char *item, int64_t price) {
+    if (!c || !market_id_valid(seller) || !market_id_valid(item) || price < 1 ||
+        price > MARKET_PRICE_MAX)
+        return MARKET_ERR_INVALID;
+    struct listing_op op = {seller, item, price};
+    market__key(op.k_inv, sizeof op.k_inv, "inventory:", seller);
+    snprintf(op.member, sizeof op.member, "%s.%s", item, seller);
+    return guarded(c, list_attempt, &op);
+}
+
+/* Moves item, listed by seller, back to the seller's inventory and stores the
+ * price it had in *price (may be NULL). Returns MARKET_OK or ERR_INVALID,
+ * ERR_NOT_LISTED, ERR_BUSY, ERR_STORE, ERR_LEASE_LOST, ERR_CONFLICT. */
+int market_unlist(market_conn *c, const char *seller, const char *item, int64_t *price) {
+    if (!c || !market_id_valid(seller) || !market_id_valid(item)) return MARKET_ERR_INVALID;
+    struct listing_op op = {seller, item, 0};
+    market__key(op.k_inv, sizeof op.k_inv, "inventory:", seller);
+    snprintf(op.member, sizeof op.member, "%s.%s", item, seller);
+    int rc = guarded(c, unlist_attempt, &op);
+    if (rc == MARKET_OK && price) *price = op.price;
+    return rc;
+}
+
+/* ---- reading ---- */
+
+static int cmp_id(const void *a, const void *b) { return strcmp(a, b); }
+
+/* Reads player id: name, funds and sorted inventory. Returns MARKET_OK with
+ * *out a new player (caller frees with market_player_free), or ERR_INVALID,
+ * ERR_NO_PLAYER, ERR_STORE, ERR_NOMEM with *out NULL. No lock is taken: the
+ * two reads come from one pipeline, not one snapshot. */
+int market_player_get(market_conn *c, const char *id, market_player **out) {
+    if (!out) return MARKET_ERR_INVALID;
+    *out = NULL;
+    if (!c || !market_id_valid(id)) return MARKET_ERR_INVALID;
+    char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX];
+    market__key(k_user, sizeof k_user, "users:", id);
+    market__key(k_inv, sizeof k_inv, "inventory:", id);
+    market__cmd rd[2];
+    redisReply *rep[2] = {0};
+    market__cmd_set(&rd[0], 4, "HMGET", k_user, "name", "funds");
+    market__cmd_set(&rd[1], 2, "SMEMBERS", k_inv);
+    int rc = market__pipeline(c, rd, 2, rep);
+    if (rc < 0) return rc;
+
+    market_player *p = NULL;
+    redisReply *h = rep[0], *inv = rep[1];
+    if (h->type != REDIS_REPLY_ARRAY || h->elements != 2 || inv->type != REDIS_REPLY_ARRAY) {
+        rc = MARKET_ERR_STORE;
+        goto out;
+    }
+    if (h->element[1]->type == REDIS_REPLY_NIL) {
+        rc = MARKET_ERR_NO_PLAYER;
+        goto out;
+    }
+    p = calloc(1, sizeof *p);
+    if (!p || (inv->elements && !(p->inventory = calloc(inv->elements, sizeof *p->inventory)))) {
+        rc = MARKET_ERR_NOMEM;
+        goto out;
+    }
+    snprintf(p->id, sizeof p->id, "%s", id);
+    if (h->element[1]->type != REDIS_REPLY_STRING ||
+        market__parse_i64(h->element[1]->str, h->element[1]->len, &p->funds) < 0) {
+        rc = MARKET_ERR_STORE;
+        goto out;
+    }
+    if (h->element[0]->type == REDIS_REPLY_STRING)
+        snprintf(p->name, sizeof p->name, "%s", h->element[0]->str);
+    for (size_t i = 0; i < inv->elements; i++) {
+        const redisReply *e = inv->element[i];
+        if (e->type != REDIS_REPLY_STRING || e->len > MARKET_ID_MAX) continue;
+        memcpy(p->inventory[p->n_inventory], e->str, e->len);
+        p->inventory[p->n_inventory++][e->len] = '\0';
+    }
+    qsort(p->inventory, p->n_inventory, sizeof *p->inventory, cmp_id);
+    *out = p;
+    p = NULL;
+out:
+    market_player_free(p);
+    market__replies_free(rep, 2);
+    return rc;
+}
+
+/* Frees p; NULL is a no-op. This function can't fail. */
+void market_player_free(market_player *p) {
+    if (!p) return;
+    free(p->inventory);
+    free(p);
+}
+
+/* Reads up to limit listings, cheapest first, starting at offset. Returns
+ * MARKET_OK with *out a new array of *n listings (caller frees with free();
+ * NULL when *n is 0) and *total the number of listings; or ERR_INVALID,
+ * ERR_STORE, ERR_NOMEM. */
+int market_listings(market_conn *c, size_t offset, size_t limit, market_listing **out,
+                    size_t *n, size_t *total) {
+    if (!out || !n || !total) return MARKET_ERR_INVALID;
+    *out = NULL;
+    *n = *total = 0;
+    if (!c || limit == 0 || offset > INT32_MAX || limit > INT32_MAX) return MARKET_ERR_INVALID;
+    char start[24], stop[24];
+    snprintf(start, sizeof start, "%zu", offset);
+    snprintf(stop, sizeof stop, "%zu", offset + limit - 1);
+    market__cmd rd[2];
+    redisReply *rep[2] = {0};
+    market__cmd_set(&rd[0], 2, "ZCARD", "market:");
+    market__cmd_set(&rd[1], 5, "ZRANGE", "market:", start, stop, "WITHSCORES");
+    int rc = market__pipeline(c, rd, 2, rep);
+    if (rc < 0) return rc;
+    redisReply *r = rep[1];
+    market_listing *l = NULL;
+    if (rep[0]->type != REDIS_REPLY_INTEGER || r->type != REDIS_REPLY_ARRAY || r->elements % 2) {
+        rc = MARKET_ERR_STORE;
+        goto out;
+    }
+    size_t count = 0;
+    if (r->elements && !(l = calloc(r->elements / 2, sizeof *l))) {
+        rc = MARKET_ERR_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *mem = r->element[i], *sc = r->element[i + 1];
+        if (mem->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING) continue;
+        const char *dot = memchr(mem->str, '.', mem->len);
+        if (!dot) continue;
+        size_t ilen = (size_t)(dot - mem->str), slen = mem->len - ilen - 1;
+        if (ilen == 0 || ilen > MARKET_ID_MAX || slen == 0 || slen > MARKET_ID_MAX) continue;
+        if (market__parse_price(sc->str, sc->len, &l[count].price) < 0) continue;
+        memcpy(l[count].item, mem->str, ilen);
+        memcpy(l[count].seller, dot + 1, slen);
+        count++;
+    }
+    *out = l;
+    l = NULL;
+    *n = count;
+    *total = (size_t)rep[0]->integer;
+out:
+    free(l);
+    market__replies_free(rep, 2);
+    return rc;
+}
+
+/* Asks Redis for a PONG. Returns MARKET_OK or MARKET_ERR_STORE. */
+int market_ping(market_conn *c) {
+    if (!c) return MARKET_ERR_INVALID;
+    market__cmd cmd;
+    redisReply *rep = NULL;
+    market__cmd_set(&cmd, 1, "PING");
+    int rc = market__pipeline(c, &cmd, 1, &rep);
+    if (rc < 0) return rc;
+    rc = rep->type == REDIS_REPLY_STATUS ? MARKET_OK : MARKET_ERR_STORE;
+    freeReplyObject(rep);
+    return rc;
+}

@@ -1,0 +1,142 @@
+/* market.h - the game market: players, inventories and listings in Redis.
+ *
+ * Data model (Redis):
+ *   users:<id>      hash  {name, funds}   funds: signed 64-bit integer
+ *   inventory:<id>  set   of item ids the player holds
+ *   market:         zset  members "<item>.<seller>", score = price
+ *   lock:market     the market lock (owned by the lock layer)
+ *
+ * Every operation that moves funds or items takes the market lock through
+ * lock/lock.h, reads what it needs in one pipeline under WATCH, and commits
+ * in one MULTI/EXEC that Redis aborts if anything it read (or the lock key)
+ * changed meanwhile. An item is always in exactly one place; funds are
+ * conserved and never negative; a credit that would overflow is refused.
+ *
+ * Threads: a market is shared by all threads; a market_conn (one Redis
+ * connection) is used by one thread at a time.
+ */
+#ifndef GM_MARKET_MARKET_H
+#define GM_MARKET_MARKET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lock/lock.h"
+
+/* ---- error codes: 0 is success, every error is negative ---- */
+
+#define MARKET_ERRNO_MAP(X)                                                     \
+    X(OK, 0, "success")                                                         \
+    X(ERR_NOT_LISTED, -1, "item not listed")                                    \
+    X(ERR_INSUFFICIENT_FUNDS, -2, "insufficient funds")                         \
+    X(ERR_PRICE_CHANGED, -3, "price changed")                                   \
+    X(ERR_NO_PLAYER, -4, "unknown player")                                      \
+    X(ERR_NOT_HELD, -5, "the seller does not hold the item")                    \
+    X(ERR_OVERFLOW, -6, "funds would overflow")                                 \
+    X(ERR_BUSY, -7, "market busy: lock wait budget spent")                      \
+    X(ERR_STORE, -8, "store unavailable")                                       \
+    X(ERR_LEASE_LOST, -9, "lease lost before commit")                           \
+    X(ERR_CONFLICT, -10, "concurrent change, retries exhausted")                \
+    X(ERR_INVALID, -11, "invalid argument")                                     \
+    X(ERR_DUPLICATE, -12, "duplicate")                                          \
+    X(ERR_NOMEM, -13, "out of memory")
+
+enum market_err {
+#define MARKET_ERR_ENUM(name, val, msg) MARKET_##name = (val),
+    MARKET_ERRNO_MAP(MARKET_ERR_ENUM)
+#undef MARKET_ERR_ENUM
+};
+
+/* ---- limits ---- */
+
+#define MARKET_ID_MAX 64                      /* ids: [A-Za-z0-9_-]{1,64} */
+#define MARKET_NAME_MAX 128                   /* display names, bytes */
+#define MARKET_PRICE_MAX INT64_C(1000000000000) /* prices: 1..10^12 */
+#define MARKET_LOCK_KEY "lock:market"
+
+/* ---- types ---- */
+
+typedef struct market market;           /* shared by all threads */
+typedef struct market_conn market_conn; /* one Redis connection, one thread */
+typedef struct market_world market_world; /* players and items to seed */
+
+typedef struct market_config {
+    lock_redis_addr redis;       /* the store */
+    int redis_timeout_ms;        /* connect and command timeout */
+    uint32_t lock_ttl_ms;        /* lease of the market lock */
+    uint32_t acquire_timeout_ms; /* wait budget for the market lock */
+    uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
+} market_config;
+
+typedef struct market_purchase_result {
+    int64_t price;       /* the price paid, or the current price on PRICE_CHANGED */
+    int64_t buyer_funds; /* the buyer's funds after the purchase */
+} market_purchase_result;
+
+typedef struct market_player {
+    char id[MARKET_ID_MAX + 1];
+    char name[MARKET_NAME_MAX + 1];
+    int64_t funds;
+    char (*inventory)[MARKET_ID_MAX + 1]; /* sorted item ids */
+    size_t n_inventory;
+} market_player;
+
+typedef struct market_listing {
+    char item[MARKET_ID_MAX + 1];
+    char seller[MARKET_ID_MAX + 1];
+    int64_t price;
+} market_listing;
+
+/* What the store holds, read without the lock (see market_audit()). */
+typedef struct market_audit_report {
+    size_t players;
+    int64_t total_funds;    /* sum over every users:<id> funds */
+    size_t negative_funds;  /* players whose funds are below zero */
+    size_t items_held;      /* members of every inventory:<id> */
+    size_t items_listed;    /* members of market: */
+    size_t items_misplaced; /* items found in more than one place */
+} market_audit_report;
+
+/* ---- lifecycle ---- */
+
+market *market_new(const market_config *cfg, lock_client *lock, int *err);
+void market_free(market *m);
+market_conn *market_conn_new(market *m, int *err);
+void market_conn_free(market_conn *c);
+
+/* ---- trading ---- */
+
+int market_purchase(market_conn *c, const char *buyer, const char *seller, const char *item,
+                    int64_t expect_price, market_purchase_result *res);
+int market_list(market_conn *c, const char *seller, const char *item, int64_t price);
+int market_unlist(market_conn *c, const char *seller, const char *item, int64_t *price);
+
+/* ---- reading ---- */
+
+int market_player_get(market_conn *c, const char *id, market_player **out);
+void market_player_free(market_player *p);
+int market_listings(market_conn *c, size_t offset, size_t limit, market_listing **out,
+                    size_t *n, size_t *total);
+int market_ping(market_conn *c);
+int market_audit(market_conn *c, market_audit_report *out);
+
+/* ---- seeding ---- */
+
+market_world *market_world_new(void);
+void market_world_free(market_world *w);
+int market_world_add_player(market_world *w, const char *id, const char *name, int64_t funds);
+int market_world_add_item(market_world *w, const char *owner, const char *item);
+int market_world_add_listing(market_world *w, const char *seller, const char *item,
+                             int64_t price);
+int market_world_generate(market_world *w, size_t players, size_t items, int64_t funds,
+                          int64_t price_lo, int64_t price_hi, uint64_t seed);
+int market_world_check(const market_world *w, char *why, size_t whylen);
+int market_world_store(market_conn *c, const market_world *w, int reset);
+int market_reset(market_conn *c);
+
+/* ---- helpers ---- */
+
+int market_id_valid(const char *id);
+const char *market_strerror(int err);
+
+#endif /* GM_MARKET_MARKET_H */

@@ -1,0 +1,492 @@
+/* market_world.c - seeding worlds (fixtures or generated) and auditing the store.
+ *
+ * A market_world is a plain in-memory description of players, held items and
+ * listings. It is checked as a whole (no player or item twice, every owner a
+ * player) before anything is written, and written in one MULTI/EXEC, so a bad
+ * world writes nothing. market_audit() reads the whole store back to check
+ * the invariants: funds conserved, none negative, every item in one place.
+ */
+#include "market/market.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "market/market_impl.h"
+
+#define ZADD_CHUNK 256     /* score/member pairs per ZADD while seeding */
+#define SCAN_COUNT "1000"  /* SCAN's COUNT hint */
+
+struct wplayer {
+    char id[MARKET_ID_MAX + 1];
+    char name[MARKET_NAME_MAX + 1];
+    int64_t funds;
+};
+
+struct witem {
+    char item[MARKET_ID_MAX + 1];
+    char owner[MARKET_ID_MAX + 1];
+    int64_t price; /* 0: held in the owner's inventory; > 0: listed by the owner */
+};
+
+struct market_world {
+    struct wplayer *players;
+    size_t n_players, cap_players;
+    struct witem *items;
+    size_t n_items, cap_items;
+};
+
+/* ---- building a world ---- */
+
+/* Returns a new, empty world (caller frees with market_world_free), or NULL
+ * on out-of-memory. */
+market_world *market_world_new(void) { return calloc(1, sizeof(market_world)); }
+
+/* Frees w; NULL is a no-op. This function can't fail. */
+void market_world_free(market_world *w) {
+    if (!w) return;
+    free(w->players);
+    free(w->items);
+    free(w);
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    size_t ncap = *cap ? *cap * 2 : 64;
+    while (ncap < need) ncap *= 2;
+    void *p = realloc(*arr, ncap * elem);
+    if (!p) return -1;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+/* Adds a player. name may be NULL (the id is used). Returns MARKET_OK, or
+ * ERR_INVALID (bad id, name over MARKET_NAME_MAX bytes, negative funds),
+ * ERR_NOMEM. Duplicates are found by market_world_check(). */
+int market_world_add_player(market_world *w, const char *id, const char *name, int64_t funds) {
+    if (!w || !market_id_valid(id) || funds < 0) return MARKET_ERR_INVALID;
+    if (!name) name = id;
+    if (strlen(name) > MARKET_NAME_MAX) return MARKET_ERR_INVALID;
+    if (grow((void **)&w->players, &w->cap_players, w->n_players + 1, sizeof *w->players) < 0)
+        return MARKET_ERR_NOMEM;
+    struct wplayer *p = &w->players[w->n_players++];
+    snprintf(p->id, sizeof p->id, "%s", id);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->funds = funds;
+    return MARKET_OK;
+}
+
+static int add_item(market_world *w, const char *owner, const char *item, int64_t price) {
+    if (!w || !market_id_valid(owner) || !market_id_valid(item)) return MARKET_ERR_INVALID;
+    if (grow((void **)&w->items, &w->cap_items, w->n_items + 1, sizeof *w->items) < 0)
+        return MARKET_ERR_NOMEM;
+    struct witem *it = &w->items[w->n_items++];
+    snprintf(it->item, sizeof it->item, "%s", item);
+    snprintf(it->owner, sizeof it->owner, "%s", owner);
+    it->price = price;
+    return MARKET_OK;
+}
+
+/* Puts item in owner's inventory. Returns MARKET_OK, ERR_INVALID, ERR_NOMEM. */
+int market_world_add_item(market_world *w, const char *owner, const char *item) {
+    return add_item(w, owner, item, 0);
+}
+
+/* Lists item by seller at price (1..MARKET_PRICE_MAX). Returns MARKET_OK,
+ * ERR_INVALID, ERR_NOMEM. */
+int market_world_add_listing(market_world *w, const char *seller, const char *item,
+                             int64_t price) {
+    if (price < 1 || price > MARKET_PRICE_MAX) return MARKET_ERR_INVALID;
+    return add_item(w, seller, item, price);
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+/* Adds players p0..p<players-1> with funds each, and items i0..i<items-1>,
+ * item k listed by player k % players at a price uniform in
+ * price_lo..price_hi (deterministic for a seed). Returns MARKET_OK, or
+ * ERR_INVALID (no players, bad funds or price range), ERR_NOMEM. */
+int market_world_generate(market_world *w, size_t players, size_t items, int64_t funds,
+                          int64_t price_lo, int64_t price_hi, uint64_t seed) {
+    if (!w || players == 0 || funds < 0 || price_lo < 1 || price_hi < price_lo ||
+        price_hi > MARKET_PRICE_MAX)
+        return MARKET_ERR_INVALID;
+    char id[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1], name[MARKET_NAME_MAX + 1];
+    for (size_t i = 0; i < players; i++) {
+        snprintf(id, sizeof id, "p%zu", i);
+        snprintf(name, sizeof name, "Player %zu", i);
+        int rc = market_world_add_player(w, id, name, funds);
+        if (rc < 0) return rc;
+    }
+    uint64_t span = (uint64_t)(price_hi - price_lo) + 1, s = seed;
+    for (size_t k = 0; k < items; k++) {
+        snprintf(id, sizeof id, "p%zu", k % players);
+        snprintf(item, sizeof item, "i%zu", k);
+        int rc = market_world_add_listing(w, id, item, price_lo + (int64_t)(splitmix64(&s) % span));
+        if (rc < 0) return rc;
+    }
+    return MARKET_OK;
+}
+
+static int cmp_str_ptr(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Checks w as a whole: no player twice, no item twice (in inventories and
+ * listings together), every owner a player of w. Returns MARKET_OK, or
+ * ERR_DUPLICATE / ERR_NO_PLAYER with a sentence in why, or ERR_NOMEM. */
+int market_world_check(const market_world *w, char *why, size_t whylen) {
+    char scratch[1];
+    if (!why || whylen == 0) {
+        why = scratch;
+        whylen = sizeof scratch;
+    }
+    why[0] = '\0';
+    if (!w) return MARKET_ERR_INVALID;
+    int rc = MARKET_OK;
+    size_t n = w->n_players > w->n_items ? w->n_players : w->n_items;
+    const char **ids = malloc((n ? n : 1) * sizeof *ids);
+    if (!ids) return MARKET_ERR_NOMEM;
+
+    for (size_t i = 0; i < w->n_players; i++) ids[i] = w->players[i].id;
+    qsort(ids, w->n_players, sizeof *ids, cmp_str_ptr);
+    for (size_t i = 1; i < w->n_players && rc == MARKET_OK; i++)
+        if (strcmp(ids[i - 1], ids[i]) == 0) {
+            snprintf(why, whylen, "player '%s' appears twice", ids[i]);
+            rc = MARKET_ERR_DUPLICATE;
+        }
+    for (size_t i = 0; i < w->n_items && rc == MARKET_OK; i++) {
+        const char *owner = w->items[i].owner;
+        if (!bsearch(&owner, ids, w->n_players, sizeof *ids, cmp_str_ptr)) {
+            snprintf(why, whylen, "item '%s': unknown player '%s'", w->items[i].item, owner);
+            rc = MARKET_ERR_NO_PLAYER;
+        }
+    }
+    if (rc == MARKET_OK) {
+        for (size_t i = 0; i < w->n_items; i++) ids[i] = w->items[i].item;
+        qsort(ids, w->n_items, sizeof *ids, cmp_str_ptr);
+        for (size_t i = 1; i < w->n_items && rc == MARKET_OK; i++)
+            if (strcmp(ids[i - 1], ids[i]) == 0) {
+                snprintf(why, whylen, "item '%s' appears twice", ids[i]);
+                rc = MARKET_ERR_DUPLICATE;
+            }
+    }
+    free(ids);
+    return rc;
+}
+
+/* ---- writing a world ---- */
+
+/* A growing batch of commands sent in one pipeline; replies are checked. */
+struct batch {
+    market_conn *c;
+    size_t sent;
+    int failed;
+};
+
+static void batch_add(struct batch *b, int argc, const char **argv, const size_t *len) {
+    if (b->failed) return;
+    if (redisAppendCommandArgv(b->c->ctx, argc, argv, len) != REDIS_OK)
+        b->failed = 1;
+    else
+        b->sent++;
+}
+
+/* Reads every pending reply. Returns MARKET_OK, or MARKET_ERR_STORE when a
+ * reply was an error or the connection failed (then dropped). */
+static int batch_finish(struct batch *b) {
+    int rc = b->failed ? MARKET_ERR_STORE : MARKET_OK;
+    for (size_t i = 0; i < b->sent && b->c->ctx; i++) {
+        void *r = NULL;
+        if (redisGetReply(b->c->ctx, &r) != REDIS_OK) {
+            market__drop(b->c);
+            return MARKET_ERR_STORE;
+        }
+        redisReply *rep = r;
+        if (rep->type == REDIS_REPLY_ERROR ||
+            (rep->type == REDIS_REPLY_NIL && i + 1 == b->sent)) /* EXEC aborted */
+            rc = MARKET_ERR_STORE;
+        freeReplyObject(rep);
+    }
+    if (b->failed) market__drop(b->c); /* the output buffer is in an unknown state */
+    return rc;
+}
+
+/* Collects the keys matching pattern with SCAN into keys (grown as needed).
+ * Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
+struct keylist {
+    char **keys;
+    size_t n, cap;
+};
+
+static void keylist_free(struct keylist *k) {
+    for (size_t i = 0; i < k->n; i++) free(k->keys[i]);
+    free(k->keys);
+    k->keys = NULL;
+    k->n = k->cap = 0;
+}
+
+static int scan_keys(market_conn *c, const char *pattern, struct keylist *out) {
+    char cursor[32] = "0";
+    do {
+        const char *argv[6] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT};
+        int rc = market__connect(c);
+        if (rc < 0) return rc;
+        redisReply *r = market__command(c, 6, argv, NULL);
+        if (!r) return MARKET_ERR_STORE;
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+            r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY ||
+            r->element[0]->len >= sizeof cursor) {
+            freeReplyObject(r);
+            return MARKET_ERR_STORE;
+        }
+        memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
+        redisReply *ks = r->element[1];
+        if (grow((void **)&out->keys, &out->cap, out->n + ks->elements, sizeof *out->keys) < 0) {
+            freeReplyObject(r);
+            return MARKET_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < ks->elements; i++) {
+            if (ks->element[i]->type != REDIS_REPLY_STRING) continue;
+            char *k = strdup(ks->element[i]->str);
+            if (!k) {
+                freeReplyObject(r);
+                return MARKET_ERR_NOMEM;
+            }
+            out->keys[out->n++] = k;
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    return MARKET_OK;
+}
+
+static const char *const market_patterns[] = {"users:*", "inventory:*"};
+
+static int collect_market_keys(market_conn *c, struct keylist *keys) {
+    for (size_t i = 0; i < sizeof market_patterns / sizeof *market_patterns; i++) {
+        int rc = scan_keys(c, market_patterns[i], keys);
+        if (rc < 0) return rc;
+    }
+    return MARKET_OK;
+}
+
+static void batch_del_keys(struct batch *b, const struct keylist *keys) {
+    for (size_t i = 0; i < keys->n; i++) {
+        const char *argv[2] = {"UNLINK", keys->keys[i]};
+        batch_add(b, 2, argv, NULL);
+    }
+    const char *argv[2] = {"UNLINK", "market:"};
+    batch_add(b, 2, argv, NULL);
+}
+
+/* Deletes every market key: users:*, inventory:* and market:. The lock keys
+ * are left alone (a holder may be live). Returns MARKET_OK, ERR_STORE,
+ * ERR_NOMEM. */
+int market_reset(market_conn *c) {
+    if (!c) return MARKET_ERR_INVALID;
+    struct keylist keys = {0};
+    int rc = collect_market_keys(c, &keys);
+    if (rc == MARKET_OK) {
+        struct batch b = {c, 0, 0};
+        const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
+        batch_add(&b, 1, multi, NULL);
+        batch_del_keys(&b, &keys);
+        batch_add(&b, 1, exec, NULL);
+        rc = batch_finish(&b);
+    }
+    keylist_free(&keys);
+    return rc;
+}
+
+static int cmp_item_owner(const void *a, const void *b) {
+    const struct witem *x = a, *y = b;
+    return strcmp(x->owner, y->owner);
+}
+
+/* Writes w into the store in one MULTI/EXEC: each player's hash and
+ * inventory are replaced, each listing added. With reset, every market key
+ * is deleted first (inside the same transaction). w is checked first and
+ * nothing is written when it fails. Returns MARKET_OK, or ERR_DUPLICATE /
+ * ERR_NO_PLAYER (see market_world_check), ERR_STORE, ERR_NOMEM. */
+int market_world_store(market_conn *c, const market_world *w, int reset) {
+    if (!c || !w) return MARKET_ERR_INVALID;
+    int rc = market_world_check(w, NULL, 0);
+    if (rc < 0) return rc;
+    struct keylist keys = {0};
+    struct witem *items = NULL;
+    if (reset && (rc = collect_market_keys(c, &keys)) < 0) goto out;
+    if ((rc = market__connect(c)) < 0) goto out;
+    items = malloc((w->n_items ? w->n_items : 1) * sizeof *items);
+    if (!items) {
+        rc = MARKET_ERR_NOMEM;
+        goto out;
+    }
+    memcpy(items, w->items, w->n_items * sizeof *items);
+    qsort(items, w->n_items, sizeof *items, cmp_item_owner);
+
+    struct batch b = {c, 0, 0};
+    const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
+    batch_add(&b, 1, multi, NULL);
+    if (reset) batch_del_keys(&b, &keys);
+    char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], funds[24];
+    for (size_t i = 0; i < w->n_players; i++) {
+        const struct wplayer *p = &w->players[i];
+        market__key(k_user, sizeof k_user, "users:", p->id);
+        market__key(k_inv, sizeof k_inv, "inventory:", p->id);
+        snprintf(funds, sizeof funds, "%lld", (long long)p->funds);
+        const char *del[3] = {"DEL", k_user, k_inv};
+        const char *hset[6] = {"HSET", k_user, "name", p->name, "funds", funds};
+        batch_add(&b, 3, del, NULL);
+        batch_add(&b, 6, hset, NULL);
+    }
+    for (size_t i = 0; i < w->n_items; i++) {
+        if (items[i].price != 0) continue;
+        market__key(k_inv, sizeof k_inv, "inventory:", items[i].owner);
+        const char *sadd[3] = {"SADD", k_inv, items[i].item};
+        batch_add(&b, 3, sadd, NULL);
+    }
+    /* Listings: ZADD market: score member [score member ...] in chunks. */
+    const char *argv[2 + 2 * ZADD_CHUNK];
+    char score[ZADD_CHUNK][24], member[ZADD_CHUNK][MARKET__MEMBER_MAX];
+    int argc = 2;
+    argv[0] = "ZADD";
+    argv[1] = "market:";
+    for (size_t i = 0; i < w->n_items; i++) {
+        if (items[i].price == 0) continue;
+        int k = (argc - 2) / 2;
+        snprintf(score[k], sizeof score[k], "%lld", (long long)items[i].price);
+        snprintf(member[k], sizeof member[k], "%s.%s", items[i].item, items[i].owner);
+        argv[argc++] = score[k];
+        argv[argc++] = member[k];
+        if (argc == 2 + 2 * ZADD_CHUNK) {
+            batch_add(&b, argc, argv, NULL);
+            argc = 2;
+        }
+    }
+    if (argc > 2) batch_add(&b, argc, argv, NULL);
+    batch_add(&b, 1, exec, NULL);
+    rc = batch_finish(&b);
+out:
+    free(items);
+    keylist_free(&keys);
+    return rc;
+}
+
+/* ---- auditing ---- */
+
+struct itemlist {
+    char (*ids)[MARKET_ID_MAX + 1];
+    size_t n, cap;
+};
+
+static int itemlist_add(struct itemlist *l, const char *s, size_t len) {
+    if (len > MARKET_ID_MAX) len = MARKET_ID_MAX;
+    if (grow((void **)&l->ids, &l->cap, l->n + 1, sizeof *l->ids) < 0) return MARKET_ERR_NOMEM;
+    memcpy(l->ids[l->n], s, len);
+    l->ids[l->n++][len] = '\0';
+    return MARKET_OK;
+}
+
+/* Runs one command per key (argv[0] cmd, argv[1] key, optional argv[2]) in
+ * one pipeline and hands each reply to fn. */
+static int per_key(market_conn *c, const struct keylist *keys, const char *cmd, const char *arg,
+                   int (*fn)(redisReply *r, void *ud), void *ud) {
+    int rc = market__connect(c);
+    if (rc < 0) return rc;
+    struct batch b = {c, 0, 0};
+    for (size_t i = 0; i < keys->n; i++) {
+        const char *argv[3] = {cmd, keys->keys[i], arg};
+        batch_add(&b, arg ? 3 : 2, argv, NULL);
+    }
+    if (b.failed) return batch_finish(&b);
+    for (size_t i = 0; i < b.sent; i++) {
+        void *r = NULL;
+        if (redisGetReply(c->ctx, &r) != REDIS_OK) {
+            market__drop(c);
+            return MARKET_ERR_STORE;
+        }
+        int frc = rc == MARKET_OK ? fn(r, ud) : rc;
+        freeReplyObject(r);
+        if (frc < 0) rc = frc; /* keep reading: the replies must be drained */
+    }
+    return rc;
+}
+
+static int audit_funds(redisReply *r, void *ud) {
+    market_audit_report *a = ud;
+    int64_t f;
+    if (r->type == REDIS_REPLY_NIL) return MARKET_OK; /* a users: hash without funds */
+    if (r->type != REDIS_REPLY_STRING || market__parse_i64(r->str, r->len, &f) < 0)
+        return MARKET_ERR_STORE;
+    a->players++;
+    if (f < 0) a->negative_funds++;
+    if (__builtin_add_overflow(a->total_funds, f, &a->total_funds)) return MARKET_ERR_OVERFLOW;
+    return MARKET_OK;
+}
+
+static int audit_inventory(redisReply *r, void *ud) {
+    struct itemlist *l = ud;
+    if (r->type != REDIS_REPLY_ARRAY) return MARKET_ERR_STORE;
+    for (size_t i = 0; i < r->elements; i++) {
+        if (r->element[i]->type != REDIS_REPLY_STRING) return MARKET_ERR_STORE;
+        int rc = itemlist_add(l, r->element[i]->str, r->element[i]->len);
+        if (rc < 0) return rc;
+    }
+    return MARKET_OK;
+}
+
+static int cmp_id(const void *a, const void *b) { return strcmp(a, b); }
+
+/* Reads the whole store (SCAN, no lock) and fills *out: players, total and
+ * negative funds, items held, items listed, and items found in more than one
+ * place. Meant for tests, load tests and operators on a quiet market.
+ * Returns MARKET_OK, ERR_STORE, ERR_OVERFLOW (funds sum) or ERR_NOMEM. */
+int market_audit(market_conn *c, market_audit_report *out) {
+    if (!c || !out) return MARKET_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    struct keylist users = {0}, invs = {0};
+    struct itemlist items = {0};
+    redisReply *z = NULL;
+    int rc;
+    if ((rc = scan_keys(c, "users:*", &users)) < 0) goto out;
+    if ((rc = scan_keys(c, "inventory:*", &invs)) < 0) goto out;
+    if ((rc = per_key(c, &users, "HGET", "funds", audit_funds, out)) < 0) goto out;
+    if ((rc = per_key(c, &invs, "SMEMBERS", NULL, audit_inventory, &items)) < 0) goto out;
+    out->items_held = items.n;
+    const char *argv[4] = {"ZRANGE", "market:", "0", "-1"};
+    if (!(z = market__command(c, 4, argv, NULL))) {
+        rc = MARKET_ERR_STORE;
+        goto out;
+    }
+    if (z->type != REDIS_REPLY_ARRAY) {
+        rc = MARKET_ERR_STORE;
+        goto out;
+    }
+    for (size_t i = 0; i < z->elements; i++) {
+        const redisReply *e = z->element[i];
+        const char *dot = e->type == REDIS_REPLY_STRING ? memchr(e->str, '.', e->len) : NULL;
+        if (!dot) {
+            rc = MARKET_ERR_STORE;
+            goto out;
+        }
+        if ((rc = itemlist_add(&items, e->str, (size_t)(dot - e->str))) < 0) goto out;
+    }
+    out->items_listed = z->elements;
+    qsort(items.ids, items.n, sizeof *items.ids, cmp_id);
+    for (size_t i = 1; i < items.n; i++)
+        if (strcmp(items.ids[i - 1], items.ids[i]) == 0 &&
+            (i < 2 || strcmp(items.ids[i - 2], items.ids[i]) != 0))
+            out->items_misplaced++;
+out:
+    if (z) freeReplyObject(z);
+    keylist_free(&users);
+    keylist_free(&invs);
+    free(items.ids);
+    return rc;
+}

@@ -1,0 +1,56 @@
+#!/bin/sh
+# run.sh - `make run`: a private redis-server (unless MARKET_REDIS is set), the demo world, the service.
+#
+# The private Redis listens on 127.0.0.1 only, keeps its data under var/redis
+# (AOF, appendfsync $MARKET_APPENDFSYNC, default everysec) and is stopped when
+# the service stops. Every MARKET_* variable is passed on to market-server.
+set -eu
+cd "$(dirname "$0")/.."
+BIN=${BIN:-bin}
+LISTEN=${MARKET_LISTEN:-127.0.0.1:8080}
+started=""
+
+if [ -z "${MARKET_REDIS:-}" ]; then
+    port=${MARKET_REDIS_PORT:-6380}
+    dir="$PWD/var/redis"
+    mkdir -p "$dir"
+    if redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1; then
+        echo "run: using the redis-server already on 127.0.0.1:$port"
+    else
+        redis-server --port "$port" --bind 127.0.0.1 --protected-mode yes --dir "$dir" \
+            --appendonly yes --appendfsync "${MARKET_APPENDFSYNC:-everysec}" --save "" \
+            --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
+        i=0
+        until redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1; do
+            i=$((i + 1))
+            [ "$i" -lt 100 ] || { echo "run: redis-server did not start (see $dir/redis.log)" >&2; exit 1; }
+            sleep 0.1
+        done
+        started="$port"
+        echo "run: started a private redis-server on 127.0.0.1:$port (data in var/redis)"
+    fi
+    MARKET_REDIS="redis://127.0.0.1:$port/0"
+    export MARKET_REDIS
+fi
+
+stop_redis() {
+    [ -n "$started" ] && redis-cli -h 127.0.0.1 -p "$started" shutdown >/dev/null 2>&1 || true
+}
+trap stop_redis EXIT
+trap ':' INT TERM # the server stops gracefully on these; then we stop redis
+
+"$BIN/market-seed" --reset fixtures/demo.json
+
+host=${LISTEN%:*}
+cat <<MSG
+
+market-server on http://$LISTEN  (Ctrl-C stops it)
+try:
+  curl -s -X POST $host:${LISTEN##*:}/purchase -d '{"buyer":"B","seller":"A","item":"axe"}'
+  curl -s $host:${LISTEN##*:}/players/B
+  curl -s '$host:${LISTEN##*:}/market?limit=10'
+
+MSG
+status=0
+"$BIN/market-server" --listen "$LISTEN" "$@" || status=$?
+exit "$status"

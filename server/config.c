@@ -1,0 +1,173 @@
+/* config.c - server configuration from defaults, the environment and flags.
+ *
+ * Precedence: defaults, then MARKET_* environment variables, then flags.
+ * Every flag has an environment twin: --lock-ttl-ms is MARKET_LOCK_TTL_MS.
+ */
+#include "server/server.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Fills cfg with the defaults. This function can't fail. */
+void server_config_defaults(server_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->listen, sizeof cfg->listen, "127.0.0.1:8080");
+    snprintf(cfg->redis, sizeof cfg->redis, "redis://127.0.0.1:6379/0");
+    snprintf(cfg->lock, sizeof cfg->lock, "redis");
+    cfg->lock_ttl_ms = 5000;
+    cfg->acquire_timeout_ms = 2000;
+    cfg->redis_timeout_ms = 500;
+    cfg->threads = 8;
+    cfg->max_connections = 1024;
+    cfg->connection_timeout_s = 30;
+    cfg->log_level = SERVER_LOG_INFO;
+}
+
+/* Prints the flags on stdout. This function can't fail. */
+void server_usage(const char *prog) {
+    printf("usage: %s [flags]\n"
+           "  --listen HOST:PORT        listen address (default 127.0.0.1:8080)     MARKET_LISTEN\n"
+           "  --redis URL               redis://[user:pass@]host[:port][/db]         MARKET_REDIS\n"
+           "  --lock redis|local        lock backend (default redis)                 MARKET_LOCK\n"
+           "  --lock-ttl-ms N           market lock lease, ms > 0 (default 5000)     MARKET_LOCK_TTL_MS\n"
+           "  --acquire-timeout-ms N    lock wait budget, ms (default 2000)          MARKET_ACQUIRE_TIMEOUT_MS\n"
+           "  --redis-timeout-ms N      Redis connect/command timeout (default 500)  MARKET_REDIS_TIMEOUT_MS\n"
+           "  --threads N               HTTP worker threads (default 8)              MARKET_THREADS\n"
+           "  --max-connections N       open connections at once (default 1024)      MARKET_MAX_CONNECTIONS\n"
+           "  --connection-timeout-s N  idle connection timeout (default 30)         MARKET_CONNECTION_TIMEOUT_S\n"
+           "  --log-level LEVEL         error|warn|info|debug (default info)         MARKET_LOG_LEVEL\n"
+           "  --test-stall-ms N         test hook: stall between read and commit     MARKET_TEST_STALL_MS\n"
+           "  --help                    this text\n",
+           prog);
+}
+
+static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi,
+                      unsigned long long *out) {
+    if (!s || !*s || *s == '-' || *s == '+') return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+enum opt_id {
+    OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
+    OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_HELP
+};
+
+static const struct {
+    enum opt_id id;
+    const char *flag;
+    const char *env;
+} opt_names[] = {
+    {OPT_LISTEN, "listen", "MARKET_LISTEN"},
+    {OPT_REDIS, "redis", "MARKET_REDIS"},
+    {OPT_LOCK, "lock", "MARKET_LOCK"},
+    {OPT_TTL, "lock-ttl-ms", "MARKET_LOCK_TTL_MS"},
+    {OPT_ACQUIRE, "acquire-timeout-ms", "MARKET_ACQUIRE_TIMEOUT_MS"},
+    {OPT_REDIS_TIMEOUT, "redis-timeout-ms", "MARKET_REDIS_TIMEOUT_MS"},
+    {OPT_THREADS, "threads", "MARKET_THREADS"},
+    {OPT_MAXCONN, "max-connections", "MARKET_MAX_CONNECTIONS"},
+    {OPT_CONNTIMEOUT, "connection-timeout-s", "MARKET_CONNECTION_TIMEOUT_S"},
+    {OPT_LOGLEVEL, "log-level", "MARKET_LOG_LEVEL"},
+    {OPT_STALL, "test-stall-ms", "MARKET_TEST_STALL_MS"},
+};
+
+static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
+    unsigned long long n;
+    switch (id) {
+    case OPT_LISTEN:
+        return snprintf(cfg->listen, sizeof cfg->listen, "%s", v) < (int)sizeof cfg->listen ? 0 : -1;
+    case OPT_REDIS:
+        return snprintf(cfg->redis, sizeof cfg->redis, "%s", v) < (int)sizeof cfg->redis ? 0 : -1;
+    case OPT_LOCK:
+        if (strcmp(v, "redis") != 0 && strcmp(v, "local") != 0) return -1;
+        snprintf(cfg->lock, sizeof cfg->lock, "%s", v);
+        return 0;
+    case OPT_TTL:
+        if (parse_uint(v, 1, UINT32_MAX, &n) < 0) return -1;
+        cfg->lock_ttl_ms = (uint32_t)n;
+        return 0;
+    case OPT_ACQUIRE:
+        if (parse_uint(v, 0, UINT32_MAX, &n) < 0) return -1;
+        cfg->acquire_timeout_ms = (uint32_t)n;
+        return 0;
+    case OPT_REDIS_TIMEOUT:
+        if (parse_uint(v, 1, 3600000, &n) < 0) return -1;
+        cfg->redis_timeout_ms = (int)n;
+        return 0;
+    case OPT_THREADS:
+        if (parse_uint(v, 1, 1024, &n) < 0) return -1;
+        cfg->threads = (unsigned)n;
+        return 0;
+    case OPT_MAXCONN:
+        if (parse_uint(v, 1, 1000000, &n) < 0) return -1;
+        cfg->max_connections = (unsigned)n;
+        return 0;
+    case OPT_CONNTIMEOUT:
+        if (parse_uint(v, 0, 86400, &n) < 0) return -1;
+        cfg->connection_timeout_s = (unsigned)n;
+        return 0;
+    case OPT_LOGLEVEL: {
+        static const char *const levels[] = {"error", "warn", "info", "debug"};
+        for (int i = 0; i < 4; i++)
+            if (strcasecmp(v, levels[i]) == 0) {
+                cfg->log_level = i;
+                return 0;
+            }
+        return -1;
+    }
+    case OPT_STALL:
+        if (parse_uint(v, 0, 600000, &n) < 0) return -1;
+        cfg->test_stall_ms = (uint32_t)n;
+        return 0;
+    case OPT_HELP:
+        break;
+    }
+    return -1;
+}
+
+/* Applies the MARKET_* environment, then argv, to cfg (which should hold the
+ * defaults). Returns SERVER_OK, SERVER_HELP when --help was given, or
+ * SERVER_ERR_INVALID with a sentence in why. */
+int server_config_parse(server_config *cfg, int argc, char **argv, char *why, size_t whylen) {
+    size_t nopts = sizeof opt_names / sizeof *opt_names;
+    for (size_t i = 0; i < nopts; i++) {
+        const char *v = getenv(opt_names[i].env);
+        if (v && *v && set_opt(cfg, opt_names[i].id, v) < 0) {
+            snprintf(why, whylen, "bad value for %s: '%s'", opt_names[i].env, v);
+            return SERVER_ERR_INVALID;
+        }
+    }
+    struct option longopts[sizeof opt_names / sizeof *opt_names + 2];
+    for (size_t i = 0; i < nopts; i++)
+        longopts[i] = (struct option){opt_names[i].flag, required_argument, NULL, opt_names[i].id};
+    longopts[nopts] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    longopts[nopts + 1] = (struct option){0};
+    optind = 1;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (ch == OPT_HELP || ch == 'h') return SERVER_HELP;
+        if (ch == '?' || ch == ':') {
+            snprintf(why, whylen, "unknown flag or missing value: '%s' (see --help)",
+                     argv[optind - 1]);
+            return SERVER_ERR_INVALID;
+        }
+        if (set_opt(cfg, (enum opt_id)ch, optarg) < 0) {
+            snprintf(why, whylen, "bad value for --%s: '%s'", longopts[ch - 1].name, optarg);
+            return SERVER_ERR_INVALID;
+        }
+    }
+    if (optind < argc) {
+        snprintf(why, whylen, "unexpected argument '%s' (see --help)", argv[optind]);
+        return SERVER_ERR_INVALID;
+    }
+    return SERVER_OK;
+}

@@ -1,0 +1,352 @@
+/* server.c - the libmicrohttpd daemon: bodies in, api_handle, responses out.
+ *
+ * DESIGN
+ * libmicrohttpd runs an internal thread pool (epoll). The access handler is
+ * the usual three phases: allocate per-request state, accumulate the body
+ * (up to API_BODY_MAX, else 413 without reading the rest), then answer. Each
+ * worker thread lazily creates its own market_conn, kept in thread-specific
+ * storage and freed by the key's destructor when the thread ends. Graceful
+ * stop: quiesce (stop accepting), wait for requests in flight to complete,
+ * then stop the daemon.
+ */
+#include "server/server.h"
+
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "api/api.h"
+#include "lock/lock.h"
+#include "market/market.h"
+
+#define DRAIN_MS 10000 /* longest wait for requests in flight at stop */
+
+struct server {
+    server_config cfg;
+    lock_client *lock;
+    market *market;
+    struct MHD_Daemon *daemon;
+    pthread_key_t conn_key; /* this thread's market_conn */
+    int key_ok;
+    int port;
+    atomic_long in_flight; /* requests begun and not yet completed */
+};
+
+struct request {
+    char *body;
+    size_t len, cap;
+    int too_big;
+    int64_t t0_ms;
+};
+
+/* ---- logging: the only place in the service that prints ---- */
+
+static atomic_int log_level = SERVER_LOG_INFO;
+
+/* Sets the level below which server_log() prints nothing. Can't fail. */
+void server_log_set_level(int level) { atomic_store(&log_level, level); }
+
+/* Prints one line on stderr: UTC time, level, message. Can't fail. */
+void server_log(int level, const char *fmt, ...) {
+    if (level > atomic_load(&log_level)) return;
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    char msg[1024], ts[32];
+    struct timespec now;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s.%03ldZ level=%s %s\n", ts, now.tv_nsec / 1000000, names[level], msg);
+}
+
+/* Returns a static description of a server code. Can't fail. */
+const char *server_strerror(int err) {
+    switch (err) {
+#define SERVER_ERR_STR(name, val, msg)                                                             \
+    case SERVER_##name:                                                                            \
+        return msg;
+        SERVER_ERRNO_MAP(SERVER_ERR_STR)
+#undef SERVER_ERR_STR
+    }
+    return "unknown server error";
+}
+
+/* ---- per-thread store connection ---- */
+
+static void conn_destroy(void *p) { market_conn_free(p); }
+
+static market_conn *thread_conn(server *s) {
+    market_conn *c = pthread_getspecific(s->conn_key);
+    if (c) return c;
+    c = market_conn_new(s->market, NULL);
+    if (c && pthread_setspecific(s->conn_key, c) != 0) {
+        market_conn_free(c);
+        c = NULL;
+    }
+    return c;
+}
+
+/* ---- the access handler ---- */
+
+static const char *lookup(void *ud, enum api_arg_kind kind, const char *name) {
+    return MHD_lookup_connection_value(ud, kind == API_ARG_QUERY ? MHD_GET_ARGUMENT_KIND
+                                                                 : MHD_HEADER_KIND,
+                                       name);
+}
+
+static enum MHD_Result respond(struct MHD_Connection *conn, api_response *resp) {
+    static const char oom[] = "{\"error\":\"internal_error\"}";
+    struct MHD_Response *r;
+    if (resp->body) {
+        r = MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
+        if (r) resp->body = NULL; /* MHD owns it now */
+    } else {
+        resp->status = 500;
+        r = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+    }
+    api_response_cleanup(resp);
+    if (!r) return MHD_NO;
+    int ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json") == MHD_YES;
+    if (ok && resp->retry_after_s > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", resp->retry_after_s);
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra) == MHD_YES;
+    }
+    if (ok && resp->allow) ok = MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow) == MHD_YES;
+    enum MHD_Result rc = ok ? MHD_queue_response(conn, (unsigned)resp->status, r) : MHD_NO;
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static int body_append(struct request *rq, const char *data, size_t n) {
+    if (rq->too_big || rq->len + n > API_BODY_MAX) {
+        rq->too_big = 1;
+        return 0;
+    }
+    if (rq->len + n + 1 > rq->cap) {
+        size_t cap = rq->cap ? rq->cap : 1024;
+        while (cap < rq->len + n + 1) cap *= 2;
+        char *b = realloc(rq->body, cap);
+        if (!b) return -1;
+        rq->body = b;
+        rq->cap = cap;
+    }
+    memcpy(rq->body + rq->len, data, n);
+    rq->len += n;
+    rq->body[rq->len] = '\0';
+    return 0;
+}
+
+static int declared_too_big(struct MHD_Connection *conn) {
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!cl) return 0;
+    char *end;
+    unsigned long long n = strtoull(cl, &end, 10);
+    return *end == '\0' && n > API_BODY_MAX;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **con_cls) {
+    (void)version;
+    server *s = cls;
+    struct request *rq = *con_cls;
+    api_response resp = {0};
+    if (!rq) { /* phase 1: a new request */
+        rq = calloc(1, sizeof *rq);
+        if (!rq) return MHD_NO;
+        rq->t0_ms = lock_now_ms();
+        *con_cls = rq;
+        atomic_fetch_add(&s->in_flight, 1);
+        if (!declared_too_big(conn)) return MHD_YES;
+        rq->too_big = 1; /* answer now, without reading the body */
+    } else if (*upload_size) { /* phase 2: body data */
+        if (body_append(rq, upload_data, *upload_size) < 0) return MHD_NO;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    /* phase 3: answer */
+    if (rq->too_big) {
+        api_error(413, "payload_too_large", "request body over 65536 bytes", &resp);
+    } else {
+        market_conn *mc = thread_conn(s);
+        if (!mc) {
+            api_error(500, "internal_error", "out of memory", &resp);
+        } else {
+            api_request req = {method, url, rq->body, rq->len, lookup, conn};
+            api_handle(mc, &req, &resp);
+        }
+    }
+    int status = resp.status;
+    enum MHD_Result rc = respond(conn, &resp);
+    server_log(SERVER_LOG_INFO, "method=%s path=%s status=%d latency_ms=%lld", method, url,
+               status, (long long)(lock_now_ms() - rq->t0_ms));
+    return rc;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)conn;
+    (void)toe;
+    server *s = cls;
+    struct request *rq = *con_cls;
+    if (!rq) return;
+    free(rq->body);
+    free(rq);
+    *con_cls = NULL;
+    atomic_fetch_sub(&s->in_flight, 1);
+}
+
+/* ---- start and stop ---- */
+
+static int resolve_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *sslen) {
+    char host[256];
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen || !colon[1]) return -1;
+    size_t hlen = (size_t)(colon - listen);
+    const char *h = listen;
+    if (listen[0] == '[' && hlen >= 2 && listen[hlen - 1] == ']') {
+        h++;
+        hlen -= 2;
+    }
+    if (hlen >= sizeof host) return -1;
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || !ai) return -1;
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *sslen = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = '\0';
+    server_log(SERVER_LOG_WARN, "httpd: %s", msg);
+}
+
+/* Builds the lock client and market from cfg and starts serving. Returns a
+ * new server (stop and free with server_stop), or NULL with *err set
+ * (SERVER_ERR_INVALID, _LISTEN, _BACKEND, _NOMEM) and a sentence in why.
+ * Redis need not be up: connections are made on first use. */
+server *server_start(const server_config *cfg, int *err, char *why, size_t whylen) {
+    int dummy;
+    if (!err) err = &dummy;
+    *err = SERVER_ERR_NOMEM;
+    snprintf(why, whylen, "out of memory");
+    server *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->cfg = *cfg;
+    server_log_set_level(cfg->log_level);
+
+    market_config mcfg = {.redis_timeout_ms = cfg->redis_timeout_ms,
+                          .lock_ttl_ms = cfg->lock_ttl_ms,
+                          .acquire_timeout_ms = cfg->acquire_timeout_ms,
+                          .test_stall_ms = cfg->test_stall_ms};
+    if (lock_redis_addr_parse(cfg->redis, &mcfg.redis) < 0) {
+        *err = SERVER_ERR_INVALID;
+        snprintf(why, whylen, "bad Redis URL '%s'", cfg->redis);
+        goto fail;
+    }
+    int lerr = 0, merr = 0;
+    if (strcmp(cfg->lock, "local") == 0)
+        s->lock = lock_local_new(&lerr);
+    else
+        s->lock = lock_redis_new(&mcfg.redis, cfg->redis_timeout_ms, &lerr);
+    if (!s->lock) {
+        *err = lerr == LOCK_ERR_NOMEM ? SERVER_ERR_NOMEM : SERVER_ERR_BACKEND;
+        snprintf(why, whylen, "lock backend '%s': %s", cfg->lock, lock_strerror(lerr));
+        goto fail;
+    }
+    s->market = market_new(&mcfg, s->lock, &merr);
+    if (!s->market) {
+        *err = merr == MARKET_ERR_NOMEM ? SERVER_ERR_NOMEM : SERVER_ERR_INVALID;
+        snprintf(why, whylen, "market: %s", market_strerror(merr));
+        goto fail;
+    }
+    if (pthread_key_create(&s->conn_key, conn_destroy) != 0) goto fail;
+    s->key_ok = 1;
+
+    struct sockaddr_storage ss;
+    socklen_t sslen = 0;
+    if (resolve_listen(cfg->listen, &ss, &sslen) < 0) {
+        *err = SERVER_ERR_INVALID;
+        snprintf(why, whylen, "bad listen address '%s' (want HOST:PORT)", cfg->listen);
+        goto fail;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, s,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_END);
+    if (!s->daemon) {
+        *err = SERVER_ERR_LISTEN;
+        snprintf(why, whylen, "cannot listen on %s", cfg->listen);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : 0;
+    *err = SERVER_OK;
+    why[0] = '\0';
+    return s;
+fail:
+    server_stop(s);
+    return NULL;
+}
+
+/* Returns the TCP port the server listens on. Can't fail. */
+int server_port(const server *s) { return s ? s->port : 0; }
+
+/* Stops accepting, lets requests in flight finish (up to DRAIN_MS), stops the
+ * daemon (its threads free their connections), then frees the market, the
+ * lock client and s. NULL is a no-op. This function can't fail. */
+void server_stop(server *s) {
+    if (!s) return;
+    if (s->daemon) {
+        MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+        if (fd != MHD_INVALID_SOCKET) close(fd);
+        int64_t deadline = lock_now_ms() + DRAIN_MS;
+        while (atomic_load(&s->in_flight) > 0 && lock_now_ms() < deadline) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        MHD_stop_daemon(s->daemon);
+    }
+    if (s->key_ok) {
+        /* The pool threads ran the destructor; this thread may hold one too. */
+        market_conn_free(pthread_getspecific(s->conn_key));
+        pthread_key_delete(s->conn_key);
+    }
+    market_free(s->market);
+    lock_free(s->lock);
+    free(s);
+}

@@ -1,0 +1,57 @@
+/* server.h - the HTTP front of the market: configuration, start, graceful stop.
+ *
+ * server/ owns HTTP. It runs a libmicrohttpd daemon with an internal thread
+ * pool, accumulates request bodies (capped at API_BODY_MAX), hands each
+ * request to api/, and gives every worker thread its own Redis connection
+ * (market_conn), reconnected after errors. It owns the lock client and the
+ * market built from the configuration, and is the only module that logs.
+ */
+#ifndef GM_SERVER_SERVER_H
+#define GM_SERVER_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SERVER_ERRNO_MAP(X)                                                     \
+    X(OK, 0, "success")                                                         \
+    X(ERR_INVALID, -1, "invalid configuration")                                 \
+    X(ERR_LISTEN, -2, "cannot listen on the address")                           \
+    X(ERR_BACKEND, -3, "cannot set up the lock or the store")                   \
+    X(ERR_NOMEM, -4, "out of memory")                                           \
+    X(HELP, 1, "help requested")
+
+enum server_err {
+#define SERVER_ERR_ENUM(name, val, msg) SERVER_##name = (val),
+    SERVER_ERRNO_MAP(SERVER_ERR_ENUM)
+#undef SERVER_ERR_ENUM
+};
+
+enum server_log_level { SERVER_LOG_ERROR, SERVER_LOG_WARN, SERVER_LOG_INFO, SERVER_LOG_DEBUG };
+
+typedef struct server_config {
+    char listen[300];            /* host:port or [v6]:port; port 0 picks a free one */
+    char redis[600];             /* redis://[user:pass@]host[:port][/db] */
+    char lock[16];               /* lock backend: "redis" or "local" */
+    uint32_t lock_ttl_ms;        /* lease of the market lock */
+    uint32_t acquire_timeout_ms; /* wait budget for the market lock */
+    int redis_timeout_ms;        /* connect and command timeout */
+    unsigned threads;            /* HTTP worker threads */
+    unsigned max_connections;    /* open connections at once */
+    unsigned connection_timeout_s; /* idle connections are closed after this */
+    int log_level;               /* enum server_log_level */
+    uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
+} server_config;
+
+typedef struct server server;
+
+void server_config_defaults(server_config *cfg);
+int server_config_parse(server_config *cfg, int argc, char **argv, char *why, size_t whylen);
+void server_usage(const char *prog);
+server *server_start(const server_config *cfg, int *err, char *why, size_t whylen);
+int server_port(const server *s);
+void server_stop(server *s);
+const char *server_strerror(int err);
+void server_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void server_log_set_level(int level);
+
+#endif /* GM_SERVER_SERVER_H */

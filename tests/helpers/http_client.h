@@ -1,0 +1,19 @@
+/* http_client.h - a small libcurl client and store fingerprint for HTTP tests. */
+#ifndef GM_TESTS_HTTP_CLIENT_H
+#define GM_TESTS_HTTP_CLIENT_H
+
+#include <stddef.h>
+
+typedef struct th_http {
+    long status;       /* 0 when the request failed at the transport */
+    char *body;        /* malloc'd, NUL-terminated */
+    size_t len;
+    char headers[2048]; /* raw response headers, truncated */
+} th_http;
+
+int th_http_do(int port, const char *method, const char *path, const char *body, size_t len,
+               th_http *out);
+void th_http_cleanup(th_http *r);
+char *th_store_fingerprint(int redis_port);
+
+#endif /* GM_TESTS_HTTP_CLIENT_H */

@@ -1,0 +1,145 @@
+/* redis_proc.c - start, signal and stop throwaway redis-server processes. */
+#include "tests/helpers/redis_proc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis.h>
+
+/* Returns a loopback TCP port that was free a moment ago, or -1. */
+int th_free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Polls PING until the server answers. Returns 0, or -1 after timeout_ms. */
+int th_redis_wait_ready(int port, int timeout_ms) {
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+        struct timeval tv = {0, 200000};
+        redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+        if (c && !c->err) {
+            redisReply *r = redisCommand(c, "PING");
+            /* PONG, or NOAUTH from a server started with --requirepass. */
+            int ok = r && ((r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0) ||
+                           (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0));
+            if (r) freeReplyObject(r);
+            redisFree(c);
+            if (ok) return 0;
+        } else if (c) {
+            redisFree(c);
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+static int spawn(th_redis *r) {
+    char port[16];
+    snprintf(port, sizeof port, "%d", r->port);
+    char extra[sizeof r->extra];
+    snprintf(extra, sizeof extra, "%s", r->extra);
+    const char *bin = getenv("REDIS_SERVER");
+    if (!bin || !*bin) bin = "redis-server";
+
+    char *argv[48];
+    int n = 0;
+    argv[n++] = (char *)bin;
+    argv[n++] = (char *)"--port";
+    argv[n++] = port;
+    argv[n++] = (char *)"--bind";
+    argv[n++] = (char *)"127.0.0.1";
+    argv[n++] = (char *)"--dir";
+    argv[n++] = r->dir;
+    argv[n++] = (char *)"--save";
+    argv[n++] = (char *)"";
+    argv[n++] = (char *)"--daemonize";
+    argv[n++] = (char *)"no";
+    argv[n++] = (char *)"--logfile";
+    argv[n++] = (char *)"redis.log";
+    for (char *save = NULL, *tok = strtok_r(extra, " ", &save); tok && n < 46;
+         tok = strtok_r(NULL, " ", &save))
+        argv[n++] = tok;
+    argv[n] = NULL;
+
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execvp(bin, argv);
+        _exit(127);
+    }
+    r->pid = pid;
+    if (th_redis_wait_ready(r->port, 10000) != 0) {
+        th_redis_signal(r, SIGKILL);
+        return -1;
+    }
+    return 0;
+}
+
+/* Starts a new server in a new folder. Returns 0 or -1. */
+int th_redis_start(th_redis *r) {
+    snprintf(r->dir, sizeof r->dir, "/tmp/gm-redis-XXXXXX");
+    if (!mkdtemp(r->dir)) return -1;
+    r->port = th_free_port();
+    if (r->port < 0) return -1;
+    snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d/0", r->port);
+    r->pid = 0;
+    return spawn(r);
+}
+
+/* Starts the server again on the same port and folder (after a stop or kill). */
+int th_redis_restart(th_redis *r) {
+    if (r->pid > 0) th_redis_signal(r, SIGKILL);
+    for (int i = 0; i < 100; i++) { /* the port may linger a moment */
+        if (spawn(r) == 0) return 0;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+/* Sends sig; for SIGKILL and SIGTERM also reaps the process. */
+void th_redis_signal(th_redis *r, int sig) {
+    if (r->pid <= 0) return;
+    kill(r->pid, sig);
+    if (sig == SIGKILL || sig == SIGTERM) {
+        while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        r->pid = 0;
+    }
+}
+
+/* Kills the server and removes its folder. Safe to call twice. */
+void th_redis_stop(th_redis *r) {
+    if (r->pid > 0) {
+        kill(r->pid, SIGCONT);
+        th_redis_signal(r, SIGKILL);
+    }
+    if (r->dir[0]) {
+        char cmd[320];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
+        if (system(cmd) != 0) { /* nothing more to do */
+        }
+        r->dir[0] = '\0';
+    }
+}

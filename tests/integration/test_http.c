@@ -1,0 +1,493 @@
+/* test_http.c - the whole service over HTTP against a real redis-server.
+ *
+ * The server runs in-process (server_start on port 0) with the redis lock;
+ * a few tests run the real bin/market-server binary to check flags and the
+ * graceful stop. Every refused request must leave the store exactly as it
+ * was (compared by a full fingerprint of the market keys).
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "api/api.h"
+#include "lock/lock.h"
+#include "market/market.h"
+#include "server/server.h"
+#include "tests/helpers/http_client.h"
+#include "tests/helpers/redis_proc.h"
+
+static th_redis redis;
+
+struct fx {
+    server *srv;
+    int port;
+};
+
+/* ---- helpers ---- */
+
+static void seed_demo(void) {
+    FILE *f = fopen("fixtures/demo.json", "rb");
+    assert_non_null(f);
+    static char text[65536];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    market_world *w = NULL;
+    char why[256];
+    assert_int_equal(api_fixture_parse(text, n, &w, why, sizeof why), MARKET_OK);
+    market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
+    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
+    int err;
+    lock_client *l = lock_local_new(&err);
+    market *m = market_new(&cfg, l, &err);
+    market_conn *c = market_conn_new(m, &err);
+    assert_int_equal(market_world_store(c, w, 1), MARKET_OK);
+    market_conn_free(c);
+    market_free(m);
+    lock_free(l);
+    market_world_free(w);
+}
+
+static server *start(uint32_t acquire_ms, int *port) {
+    server_config cfg;
+    server_config_defaults(&cfg);
+    snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
+    snprintf(cfg.redis, sizeof cfg.redis, "%s", redis.url);
+    cfg.threads = 4;
+    cfg.acquire_timeout_ms = acquire_ms;
+    cfg.log_level = SERVER_LOG_ERROR;
+    int err;
+    char why[256];
+    server *s = server_start(&cfg, &err, why, sizeof why);
+    assert_non_null(s);
+    *port = server_port(s);
+    assert_true(*port > 0);
+    return s;
+}
+
+/* Sends a request and asserts its status; returns the parsed body (new
+ * reference; caller decrefs). */
+static json_t *call(int port, const char *method, const char *path, const char *body,
+                    long status) {
+    th_http r;
+    assert_int_equal(th_http_do(port, method, path, body, body ? strlen(body) : 0, &r), 0);
+    if (r.status != status)
+        fprintf(stderr, "%s %s %s -> %ld %s\n", method, path, body ? body : "", r.status, r.body);
+    assert_int_equal(r.status, status);
+    assert_non_null(strstr(r.headers, "application/json"));
+    json_error_t e;
+    json_t *j = json_loads(r.body, 0, &e);
+    th_http_cleanup(&r);
+    assert_non_null(j);
+    return j;
+}
+
+static void assert_error(json_t *j, const char *code) {
+    const char *got = json_string_value(json_object_get(j, "error"));
+    assert_non_null(got);
+    assert_string_equal(got, code);
+}
+
+static const char purchase_axe[] = "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\"}";
+
+static int fx_setup(void **state) {
+    struct fx *f = calloc(1, sizeof *f);
+    seed_demo();
+    f->srv = start(1000, &f->port);
+    *state = f;
+    return 0;
+}
+
+static int fx_teardown(void **state) {
+    struct fx *f = *state;
+    server_stop(f->srv);
+    free(f);
+    return 0;
+}
+
+/* ---- the classic trade ---- */
+
+static void test_http_classic_trade_then_not_listed(void **state) {
+    struct fx *f = *state;
+    json_t *j = call(f->port, "POST", "/purchase", purchase_axe, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "purchased");
+    assert_int_equal(json_integer_value(json_object_get(j, "buyer_funds")), 300);
+    assert_int_equal(json_integer_value(json_object_get(j, "price")), 500);
+    assert_string_equal(json_string_value(json_object_get(j, "item")), "axe");
+    json_decref(j);
+
+    j = call(f->port, "POST", "/purchase", purchase_axe, 404);
+    assert_error(j, "item_not_listed");
+    json_decref(j);
+
+    j = call(f->port, "GET", "/players/B", NULL, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "funds")), 300);
+    json_t *inv = json_object_get(j, "inventory");
+    assert_int_equal(json_array_size(inv), 1);
+    assert_string_equal(json_string_value(json_array_get(inv, 0)), "axe");
+    json_decref(j);
+
+    j = call(f->port, "GET", "/players/A", NULL, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "funds")), 600);
+    json_decref(j);
+}
+
+static void test_http_insufficient_funds_402_nothing_moved(void **state) {
+    struct fx *f = *state;
+    char *before = th_store_fingerprint(redis.port);
+    json_t *j = call(f->port, "POST", "/purchase",
+                     "{\"buyer\":\"D\",\"seller\":\"A\",\"item\":\"axe\"}", 402);
+    assert_error(j, "insufficient_funds");
+    json_decref(j);
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+}
+
+static void test_http_price_changed_409_with_price(void **state) {
+    struct fx *f = *state;
+    json_t *j = call(f->port, "POST", "/purchase",
+                     "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\",\"price\":450}", 409);
+    assert_error(j, "price_changed");
+    assert_int_equal(json_integer_value(json_object_get(j, "price")), 500);
+    json_decref(j);
+}
+
+static void test_http_list_unlist_and_market(void **state) {
+    struct fx *f = *state;
+    json_t *j = call(f->port, "POST", "/list",
+                     "{\"seller\":\"C\",\"item\":\"sword-1\",\"price\":99}", 201);
+    json_decref(j);
+    j = call(f->port, "POST", "/list", "{\"seller\":\"B\",\"item\":\"sword-1\",\"price\":99}", 404);
+    assert_error(j, "item_not_held");
+    json_decref(j);
+    j = call(f->port, "GET", "/market?limit=2&offset=0", NULL, 200);
+    json_t *l = json_object_get(j, "listings");
+    assert_int_equal(json_array_size(l), 2);
+    assert_int_equal(json_integer_value(json_object_get(j, "total")), 7);
+    /* cheapest first: potion-1 at 25, then sword-1 at 99 */
+    assert_string_equal(json_string_value(json_object_get(json_array_get(l, 0), "item")),
+                        "potion-1");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(l, 1), "item")),
+                        "sword-1");
+    json_decref(j);
+    j = call(f->port, "POST", "/unlist", "{\"seller\":\"C\",\"item\":\"sword-1\"}", 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "price")), 99);
+    json_decref(j);
+    j = call(f->port, "POST", "/unlist", "{\"seller\":\"C\",\"item\":\"sword-1\"}", 404);
+    assert_error(j, "item_not_listed");
+    json_decref(j);
+}
+
+/* ---- bad input: 4xx with a JSON body, and the store untouched ---- */
+
+static void test_http_bad_inputs_4xx_store_unchanged(void **state) {
+    struct fx *f = *state;
+    static const struct {
+        const char *method, *path, *body;
+        long status;
+        const char *error;
+    } cases[] = {
+        {"POST", "/purchase", "{\"buyer\":\"B\",\"seller\":\"A\"", 400, "bad_request"},
+        {"POST", "/purchase", "", 400, "bad_request"},
+        {"POST", "/purchase", "[]", 400, "bad_request"},
+        {"POST", "/purchase", "{\"buyer\":\"B\",\"buyer\":\"C\",\"seller\":\"A\",\"item\":\"axe\"}",
+         400, "bad_request"},
+        {"POST", "/purchase", "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\"} x", 400,
+         "bad_request"},
+        {"POST", "/purchase", "{\"buyer\":\"B\",\"seller\":\"A\"}", 400, "bad_request"},
+        {"POST", "/purchase", "{\"buyer\":7,\"seller\":\"A\",\"item\":\"axe\"}", 400, "bad_request"},
+        {"POST", "/purchase", "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\",\"x\":1}", 400,
+         "bad_request"},
+        {"POST", "/purchase", "{\"buyer\":\"B b\",\"seller\":\"A\",\"item\":\"axe\"}", 400,
+         "bad_request"},
+        {"POST", "/purchase", "{\"buyer\":\"A\",\"seller\":\"A\",\"item\":\"axe\"}", 400,
+         "bad_request"},
+        {"POST", "/purchase", "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\",\"price\":-5}",
+         400, "bad_request"},
+        {"POST", "/purchase", "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\",\"price\":5.5}",
+         400, "bad_request"},
+        {"POST", "/purchase",
+         "{\"buyer\":\"Bxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\","
+         "\"seller\":\"A\",\"item\":\"axe\"}",
+         400, "bad_request"},
+        {"POST", "/list", "{\"seller\":\"C\",\"item\":\"sword-1\",\"price\":0}", 400, "bad_request"},
+        {"POST", "/list", "{\"seller\":\"C\",\"item\":\"sword-1\",\"price\":1000000000001}", 400,
+         "bad_request"},
+        {"POST", "/unlist", "{\"seller\":\"C\"}", 400, "bad_request"},
+        {"GET", "/purchase", NULL, 405, "method_not_allowed"},
+        {"DELETE", "/players/A", NULL, 405, "method_not_allowed"},
+        {"GET", "/nowhere", NULL, 404, "not_found"},
+        {"GET", "/players/bad.id", NULL, 400, "bad_request"},
+        {"GET", "/players/ghost", NULL, 404, "player_not_found"},
+        {"GET", "/market?limit=0", NULL, 400, "bad_request"},
+        {"GET", "/market?limit=abc", NULL, 400, "bad_request"},
+        {"POST", "/purchase", "{\"buyer\":\"ghost\",\"seller\":\"A\",\"item\":\"axe\"}", 404,
+         "player_not_found"},
+    };
+    char *before = th_store_fingerprint(redis.port);
+    assert_non_null(before);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *j = call(f->port, cases[i].method, cases[i].path, cases[i].body, cases[i].status);
+        assert_error(j, cases[i].error);
+        json_decref(j);
+    }
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+}
+
+static void test_http_body_over_64k_413(void **state) {
+    struct fx *f = *state;
+    size_t n = 70000;
+    char *big = malloc(n + 1);
+    memset(big, ' ', n);
+    big[0] = '{';
+    big[n - 1] = '}';
+    big[n] = '\0';
+    th_http r;
+    assert_int_equal(th_http_do(f->port, "POST", "/purchase", big, n, &r), 0);
+    assert_int_equal(r.status, 413);
+    assert_non_null(strstr(r.body, "payload_too_large"));
+    th_http_cleanup(&r);
+    free(big);
+}
+
+static void test_http_405_carries_allow(void **state) {
+    struct fx *f = *state;
+    th_http r;
+    assert_int_equal(th_http_do(f->port, "GET", "/purchase", NULL, 0, &r), 0);
+    assert_int_equal(r.status, 405);
+    assert_non_null(strstr(r.headers, "Allow: POST"));
+    th_http_cleanup(&r);
+}
+
+/* ---- dependencies down ---- */
+
+static void test_http_redis_down_503_then_recovers(void **state) {
+    struct fx *f = *state;
+    json_t *j = call(f->port, "GET", "/healthz", NULL, 200);
+    json_decref(j);
+    th_redis_signal(&redis, SIGKILL);
+    int64_t t0 = lock_now_ms();
+    j = call(f->port, "POST", "/purchase", purchase_axe, 503);
+    assert_error(j, "store_unavailable");
+    json_decref(j);
+    j = call(f->port, "GET", "/healthz", NULL, 503);
+    json_decref(j);
+    assert_true(lock_now_ms() - t0 < 3000); /* prompt: no hang */
+    assert_int_equal(th_redis_restart(&redis), 0);
+    j = call(f->port, "GET", "/healthz", NULL, 200);
+    json_decref(j);
+    seed_demo();
+    j = call(f->port, "POST", "/purchase", purchase_axe, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "buyer_funds")), 300);
+    json_decref(j);
+}
+
+static void test_http_lock_held_503_market_busy(void **state) {
+    struct fx *f = *state;
+    int port;
+    server *quick = start(200, &port);
+    lock_redis_addr addr;
+    assert_int_equal(lock_redis_addr_parse(redis.url, &addr), LOCK_OK);
+    int err;
+    lock_client *l = lock_redis_new(&addr, 1000, &err);
+    lock_handle h;
+    assert_int_equal(lock_acquire(l, MARKET_LOCK_KEY, 30000, 0, &h), LOCK_OK);
+    th_http r;
+    assert_int_equal(th_http_do(port, "POST", "/purchase", purchase_axe, strlen(purchase_axe), &r),
+                     0);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "market_busy"));
+    assert_non_null(strstr(r.headers, "Retry-After:"));
+    th_http_cleanup(&r);
+    assert_int_equal(lock_release(l, &h), LOCK_OK);
+    json_t *j = call(port, "POST", "/purchase", purchase_axe, 200);
+    json_decref(j);
+    lock_free(l);
+    server_stop(quick);
+    (void)f;
+}
+
+/* ---- concurrency ---- */
+
+struct buyer {
+    int port;
+    char body[128];
+    long status;
+    pthread_barrier_t *start;
+};
+
+static void *buy(void *arg) {
+    struct buyer *b = arg;
+    th_http r;
+    pthread_barrier_wait(b->start);
+    if (th_http_do(b->port, "POST", "/purchase", b->body, strlen(b->body), &r) == 0)
+        b->status = r.status;
+    th_http_cleanup(&r);
+    return NULL;
+}
+
+#define BUYERS 16
+
+static void test_http_many_buyers_one_item_one_200(void **state) {
+    struct fx *f = *state;
+    static const char *const who[] = {"B", "C"}; /* both can afford it */
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, BUYERS);
+    struct buyer b[BUYERS];
+    pthread_t t[BUYERS];
+    for (int i = 0; i < BUYERS; i++) {
+        b[i] = (struct buyer){f->port, "", 0, &start};
+        snprintf(b[i].body, sizeof b[i].body,
+                 "{\"buyer\":\"%s\",\"seller\":\"E\",\"item\":\"cloak-5\"}", who[i % 2]);
+        assert_int_equal(pthread_create(&t[i], NULL, buy, &b[i]), 0);
+    }
+    int ok = 0, gone = 0;
+    for (int i = 0; i < BUYERS; i++) {
+        pthread_join(t[i], NULL);
+        ok += b[i].status == 200;
+        gone += b[i].status == 404;
+    }
+    pthread_barrier_destroy(&start);
+    assert_int_equal(ok, 1);
+    assert_int_equal(gone, BUYERS - 1);
+}
+
+/* ---- the real binary ---- */
+
+static pid_t spawn_server(int port, const char *extra) {
+    char listen[32];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    const char *bin = getenv("MARKET_SERVER_BIN");
+    if (!bin) bin = "bin/market-server";
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(bin, bin, "--listen", listen, "--redis", redis.url, "--log-level", "error",
+              extra ? extra : "--threads", extra ? "500" : "2", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int wait_healthy(int port) {
+    for (int i = 0; i < 200; i++) {
+        th_http r;
+        int rc = th_http_do(port, "GET", "/healthz", NULL, 0, &r);
+        long st = r.status;
+        th_http_cleanup(&r);
+        if (rc == 0 && st == 200) return 0;
+        struct timespec ts = {0, 25 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+static int exit_code(pid_t pid) {
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_binary_sigterm_exits_zero(void **state) {
+    (void)state;
+    int port = th_free_port();
+    pid_t pid = spawn_server(port, NULL);
+    assert_true(pid > 0);
+    assert_int_equal(wait_healthy(port), 0);
+    kill(pid, SIGTERM);
+    assert_int_equal(exit_code(pid), 0);
+}
+
+struct slow_call {
+    int port;
+    long status;
+};
+
+static void *slow_purchase(void *arg) {
+    struct slow_call *s = arg;
+    th_http r;
+    if (th_http_do(s->port, "POST", "/purchase", purchase_axe, strlen(purchase_axe), &r) == 0)
+        s->status = r.status;
+    th_http_cleanup(&r);
+    return NULL;
+}
+
+/* A purchase in flight when SIGTERM arrives still completes with 200. */
+static void test_binary_sigterm_finishes_in_flight(void **state) {
+    (void)state;
+    int port = th_free_port();
+    pid_t pid = spawn_server(port, "--test-stall-ms");
+    assert_int_equal(wait_healthy(port), 0);
+    struct slow_call s = {port, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, slow_purchase, &s), 0);
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* the purchase is inside its 500 ms stall */
+    kill(pid, SIGTERM);
+    pthread_join(t, NULL);
+    assert_int_equal(exit_code(pid), 0);
+    assert_int_equal(s.status, 200);
+}
+
+static void test_binary_flags_help_and_bad(void **state) {
+    (void)state;
+    const char *bin = getenv("MARKET_SERVER_BIN");
+    if (!bin) bin = "bin/market-server";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s --help | grep -q -- --lock-ttl-ms", bin);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s --lock-ttl-ms 0 2>/dev/null", bin);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    snprintf(cmd, sizeof cmd, "MARKET_LOCK=bogus %s 2>/dev/null", bin);
+    st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    signal(SIGPIPE, SIG_IGN);
+    return th_redis_start(&redis);
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    th_redis_stop(&redis);
+    curl_global_cleanup();
+    return 0;
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        T(test_http_classic_trade_then_not_listed),
+        T(test_http_insufficient_funds_402_nothing_moved),
+        T(test_http_price_changed_409_with_price),
+        T(test_http_list_unlist_and_market),
+        T(test_http_bad_inputs_4xx_store_unchanged),
+        T(test_http_body_over_64k_413),
+        T(test_http_405_carries_allow),
+        T(test_http_redis_down_503_then_recovers),
+        T(test_http_lock_held_503_market_busy),
+        T(test_http_many_buyers_one_item_one_200),
+        cmocka_unit_test(test_binary_sigterm_exits_zero),
+        T(test_binary_sigterm_finishes_in_flight),
+        cmocka_unit_test(test_binary_flags_help_and_bad),
+    };
+    return cmocka_run_group_tests_name("http (integration)", tests, group_setup, group_teardown);
+}

@@ -1,0 +1,432 @@
+/* test_lock_redis.c - the lock contract and Redis specifics against a real redis-server.
+ *
+ * Group "lock_redis" starts a throwaway server (tests/helpers/redis_proc.h),
+ * runs tests/helpers/lock_contract.c against lock_redis_new() as group state,
+ * then checks what only Redis has: the key's PTTL, the fence key, the selected
+ * db, the NOSCRIPT fallback, and a server that dies or hangs (a prompt
+ * LOCK_ERR_BACKEND, then recovery by the same client). Those last tests kill
+ * the server, so they run last. Group "lock_redis_auth" starts a second
+ * server with a password and ACL users.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "lock/lock.h"
+#include "tests/helpers/lock_contract.h"
+#include "tests/helpers/redis_proc.h"
+
+#define TIMEOUT_MS 2000
+
+static th_redis g_redis; /* group "lock_redis" */
+static th_redis g_auth;  /* group "lock_redis_auth": requirepass + ACL users */
+
+/* ---- helpers ---- */
+
+/* Returns a raw hiredis connection to port, or fails the test. */
+static redisContext *raw_connect(int port) {
+    struct timeval tv = {2, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
+    assert_non_null(ctx);
+    assert_int_equal(ctx->err, 0);
+    assert_int_equal(redisSetTimeout(ctx, tv), REDIS_OK);
+    return ctx;
+}
+
+/* Runs a command given as a NULL-terminated list; returns a new reply or fails the test. */
+static redisReply *raw_cmd(redisContext *ctx, const char *const *argv) {
+    int argc = 0;
+    size_t lens[16];
+    while (argv[argc] != NULL) {
+        assert_true(argc < 16);
+        lens[argc] = strlen(argv[argc]);
+        argc++;
+    }
+    redisReply *r = redisCommandArgv(ctx, argc, (const char **)argv, lens);
+    assert_non_null(r);
+    return r;
+}
+
+/* Runs a command that must answer +OK. */
+static void raw_ok(redisContext *ctx, const char *const *argv) {
+    redisReply *r = raw_cmd(ctx, argv);
+    int ok = r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+    if (!ok) print_error("%s: %s\n", argv[0], r->str ? r->str : "(no text)");
+    freeReplyObject(r);
+    assert_true(ok);
+}
+
+/* Runs a command that must answer an integer; returns it. */
+static long long raw_int(redisContext *ctx, const char *const *argv) {
+    redisReply *r = raw_cmd(ctx, argv);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Returns a new client for url, or fails the test. */
+static lock_client *client_for(const char *url, int timeout_ms) {
+    lock_redis_addr a;
+    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_OK);
+    int err = -100;
+    lock_client *c = lock_redis_new(&a, timeout_ms, &err);
+    assert_non_null(c);
+    assert_int_equal(err, LOCK_OK);
+    return c;
+}
+
+/* ---- group "lock_redis" ---- */
+
+static int redis_setup(void **state) {
+    memset(&g_redis, 0, sizeof g_redis);
+    if (th_redis_start(&g_redis) != 0) {
+        th_redis_stop(&g_redis);
+        return -1;
+    }
+    lock_redis_addr a;
+    int err = -100;
+    lock_client *c = NULL;
+    if (lock_redis_addr_parse(g_redis.url, &a) == LOCK_OK) c = lock_redis_new(&a, TIMEOUT_MS, &err);
+    if (c == NULL) {
+        th_redis_stop(&g_redis);
+        return -1;
+    }
+    *state = c;
+    return 0;
+}
+
+static int redis_teardown(void **state) {
+    lock_free(*state);
+    *state = NULL;
+    th_redis_stop(&g_redis);
+    return 0;
+}
+
+static void test_lock_redis_name_is_redis(void **state) {
+    assert_string_equal(lock_name(*state), "redis");
+}
+
+static void test_lock_redis_acquire_key_pttl_within_ttl(void **state) {
+    lock_client *c = *state;
+    lock_handle h;
+    assert_int_equal(lock_acquire(c, "redis:pttl", 5000, 0, &h), LOCK_OK);
+    redisContext *raw = raw_connect(g_redis.port);
+
+    long long pttl = raw_int(raw, (const char *const[]){"PTTL", "redis:pttl", NULL});
+    assert_true(pttl > 0 && pttl <= 5000);
+    redisReply *r = raw_cmd(raw, (const char *const[]){"GET", "redis:pttl", NULL});
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, h.token);
+    freeReplyObject(r);
+
+    /* the fencing counter lives next to the key and holds the last fence */
+    assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", "redis:pttl:fence", NULL}), 1);
+    r = raw_cmd(raw, (const char *const[]){"GET", "redis:pttl:fence", NULL});
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_int_equal(strtoull(r->str, NULL, 10), h.fence);
+    freeReplyObject(r);
+
+    /* extend resets the PTTL; release deletes the key and keeps the fence */
+    assert_int_equal(lock_extend(c, &h, 60000), LOCK_OK);
+    pttl = raw_int(raw, (const char *const[]){"PTTL", "redis:pttl", NULL});
+    assert_true(pttl > 5000 && pttl <= 60000);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+    assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", "redis:pttl", NULL}), 0);
+    assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", "redis:pttl:fence", NULL}), 1);
+    redisFree(raw);
+}
+
+static void test_lock_redis_other_holder_key_busy(void **state) {
+    lock_client *c = *state;
+    redisContext *raw = raw_connect(g_redis.port);
+    /* a foreign value in the key: held by someone else, and never deleted by us */
+    raw_ok(raw, (const char *const[]){"SET", "redis:foreign", "someone", "PX", "60000", NULL});
+    lock_handle h;
+    assert_int_equal(lock_acquire(c, "redis:foreign", 1000, 0, &h), LOCK_ERR_BUSY);
+    memset(&h, 0, sizeof h);
+    strcpy(h.key, "redis:foreign");
+    memset(h.token, 'f', LOCK_TOKEN_LEN);
+    assert_int_equal(lock_release(c, &h), LOCK_ERR_NOT_OWNER);
+    assert_int_equal(lock_extend(c, &h, 1000), LOCK_ERR_LEASE_LOST);
+    assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", "redis:foreign", NULL}), 1);
+    redisFree(raw);
+}
+
+static void test_lock_redis_two_clients_mutually_exclusive(void **state) {
+    lock_client *a = *state;
+    lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
+    lock_handle ha, hb;
+    assert_int_equal(lock_acquire(a, "redis:two", 10000, 0, &ha), LOCK_OK);
+    assert_int_equal(lock_acquire(b, "redis:two", 10000, 0, &hb), LOCK_ERR_BUSY);
+    assert_int_equal(lock_release(a, &ha), LOCK_OK);
+    assert_int_equal(lock_acquire(b, "redis:two", 10000, 0, &hb), LOCK_OK);
+    assert_true(hb.fence > ha.fence);
+    assert_int_equal(lock_release(b, &hb), LOCK_OK);
+    lock_free(b);
+}
+
+static void test_lock_redis_db_in_url_selected(void **state) {
+    (void)state;
+    char url[96];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", g_redis.port);
+    lock_client *c = client_for(url, TIMEOUT_MS);
+    lock_handle h;
+    assert_int_equal(lock_acquire(c, "redis:db", 10000, 0, &h), LOCK_OK);
+    redisContext *raw = raw_connect(g_redis.port);
+    assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", "redis:db", NULL}), 0);
+    raw_ok(raw, (const char *const[]){"SELECT", "3", NULL});
+    assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", "redis:db", NULL}), 1);
+    redisFree(raw);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+    lock_free(c);
+}
+
+static void test_lock_redis_script_flush_falls_back_to_eval(void **state) {
+    lock_client *c = *state;
+    lock_handle h;
+    assert_int_equal(lock_acquire(c, "redis:noscript", 10000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+
+    redisContext *raw = raw_connect(g_redis.port);
+    raw_ok(raw, (const char *const[]){"SCRIPT", "FLUSH", NULL});
+    raw_ok(raw, (const char *const[]){"CONFIG", "RESETSTAT", NULL});
+
+    assert_int_equal(lock_acquire(c, "redis:noscript", 10000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_extend(c, &h, 10000), LOCK_OK);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+    /* EVAL cached the scripts again: the next round is EVALSHA only */
+    assert_int_equal(lock_acquire(c, "redis:noscript", 10000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_extend(c, &h, 10000), LOCK_OK);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+
+    redisReply *r = raw_cmd(raw, (const char *const[]){"INFO", "commandstats", NULL});
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    int eval3 = strstr(r->str, "cmdstat_eval:calls=3,") != NULL;
+    int evalsha6 = strstr(r->str, "cmdstat_evalsha:calls=6,") != NULL;
+    if (!eval3 || !evalsha6) print_error("%s\n", r->str);
+    freeReplyObject(r);
+    redisFree(raw);
+    assert_true(eval3);
+    assert_true(evalsha6);
+}
+
+static void test_lock_redis_new_no_server_backend_promptly(void **state) {
+    (void)state;
+    char url[96];
+    int port = th_free_port();
+    assert_true(port > 0);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+    lock_client *c = client_for(url, TIMEOUT_MS); /* nothing listens: still constructed */
+    lock_handle h;
+    int64_t t0 = lock_now_ms();
+    assert_int_equal(lock_acquire(c, "redis:noserver", 1000, 5000, &h), LOCK_ERR_BACKEND);
+    assert_true(lock_now_ms() - t0 < 2000);
+    lock_free(c);
+}
+
+static void test_lock_redis_hung_server_backend_then_recovers(void **state) {
+    (void)state;
+    lock_client *c = client_for(g_redis.url, 300);
+    lock_handle h;
+    assert_int_equal(lock_acquire(c, "redis:warm", 10000, 0, &h), LOCK_OK); /* a pooled conn */
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+
+    th_redis_signal(&g_redis, SIGSTOP);
+    int64_t t0 = lock_now_ms();
+    int rc = lock_acquire(c, "redis:hung", 200, 5000, &h);
+    int64_t spent = lock_now_ms() - t0;
+    int rc2 = lock_acquire(c, "redis:hung", 200, 5000, &h); /* a new connection times out too */
+    th_redis_signal(&g_redis, SIGCONT);
+    assert_int_equal(rc, LOCK_ERR_BACKEND);
+    assert_int_equal(rc2, LOCK_ERR_BACKEND);
+    assert_true(spent < 2000);
+
+    /* the server may still run the timed-out SET later: that ghost lease expires by itself */
+    assert_int_equal(lock_acquire(c, "redis:hung", 10000, 5000, &h), LOCK_OK);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+    lock_free(c);
+}
+
+/* Threads that hold keys at the same moment, so the pool ends up with several idle
+ * connections (all of which the kill below makes dead). */
+static void *touch_key(void *arg) {
+    lock_client *c = arg;
+    char key[32];
+    lock_handle h;
+    snprintf(key, sizeof key, "redis:down:%p", (void *)&h);
+    intptr_t failures = 0;
+    for (int i = 0; i < 20; i++)
+        if (lock_acquire(c, key, 1000, 0, &h) != LOCK_OK || lock_release(c, &h) != LOCK_OK)
+            failures++;
+    return (void *)failures;
+}
+
+/* Kills the server: keep it the last test of its group. */
+static void test_lock_redis_server_down_backend_then_recovers(void **state) {
+    lock_client *c = *state;
+    lock_handle h, old;
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, touch_key, c), 0);
+    for (int i = 0; i < 4; i++) {
+        void *failures = NULL;
+        pthread_join(th[i], &failures);
+        assert_null(failures);
+    }
+    assert_int_equal(lock_acquire(c, "redis:down:old", 60000, 0, &old), LOCK_OK);
+    redisContext *raw = raw_connect(g_redis.port);
+    redisReply *r = raw_cmd(raw, (const char *const[]){"CLIENT", "LIST", NULL});
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    int conns = 0;
+    for (const char *p = r->str; (p = strstr(p, "id=")) != NULL; p++)
+        conns++;
+    freeReplyObject(r);
+    redisFree(raw);
+    print_message("server had %d connections before the kill\n", conns);
+
+    th_redis_signal(&g_redis, SIGKILL);
+    int64_t t0 = lock_now_ms();
+    assert_int_equal(lock_acquire(c, "redis:down", 1000, 5000, &h), LOCK_ERR_BACKEND);
+    assert_true(lock_now_ms() - t0 < 2000);
+
+    /* one failure is enough: the next call on the same client reaches the new server */
+    assert_int_equal(th_redis_restart(&g_redis), 0);
+    assert_int_equal(lock_acquire(c, "redis:down", 1000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+    /* the restarted server (no persistence) forgot the old lease */
+    assert_int_equal(lock_release(c, &old), LOCK_ERR_NOT_OWNER);
+    assert_int_equal(lock_extend(c, &old, 1000), LOCK_ERR_LEASE_LOST);
+
+    /* down again, with no connection left: refused at once, for every operation */
+    th_redis_signal(&g_redis, SIGKILL);
+    t0 = lock_now_ms();
+    assert_int_equal(lock_acquire(c, "redis:down", 1000, 5000, &h), LOCK_ERR_BACKEND);
+    assert_int_equal(lock_acquire(c, "redis:down", 1000, 5000, &h), LOCK_ERR_BACKEND);
+    assert_int_equal(lock_release(c, &old), LOCK_ERR_BACKEND);
+    assert_int_equal(lock_extend(c, &old, 1000), LOCK_ERR_BACKEND);
+    assert_true(lock_now_ms() - t0 < 2000);
+    assert_int_equal(th_redis_restart(&g_redis), 0);
+    assert_int_equal(lock_acquire(c, "redis:down", 1000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+}
+
+/* ---- group "lock_redis_auth" ---- */
+
+static int auth_setup(void **state) {
+    (void)state;
+    memset(&g_auth, 0, sizeof g_auth);
+    /* th_redis_start() waits for a PING answer, which --requirepass would refuse (NOAUTH),
+     * so the password is set once the server is up. */
+    if (th_redis_start(&g_auth) != 0) {
+        th_redis_stop(&g_auth);
+        return -1;
+    }
+    struct timeval tv = {2, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", g_auth.port, tv);
+    if (ctx == NULL || ctx->err) goto fail;
+    static const char *const cmds[][8] = {
+        {"ACL", "SETUSER", "gm", "on", ">pw", "~*", "+@all", NULL},
+        {"ACL", "SETUSER", "gm2", "on", ">p@ss:w/rd", "~*", "+@all", NULL},
+        {"ACL", "SETUSER", "noeval", "on", ">pw", "~*", "+@all", NULL},
+        {"ACL", "SETUSER", "noeval", "-evalsha", "-eval", NULL},
+        {"CONFIG", "SET", "requirepass", "secret", NULL},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        int argc = 0;
+        size_t lens[8];
+        while (cmds[i][argc] != NULL) {
+            lens[argc] = strlen(cmds[i][argc]);
+            argc++;
+        }
+        redisReply *r = redisCommandArgv(ctx, argc, (const char **)cmds[i], lens);
+        int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+        if (r != NULL) freeReplyObject(r);
+        if (!ok) goto fail;
+    }
+    redisFree(ctx);
+    return 0;
+fail:
+    if (ctx != NULL) redisFree(ctx);
+    th_redis_stop(&g_auth);
+    return -1;
+}
+
+static int auth_teardown(void **state) {
+    (void)state;
+    th_redis_stop(&g_auth);
+    return 0;
+}
+
+/* Acquires and releases one key through url; returns the acquire's code. */
+static int try_url(const char *fmt) {
+    char url[160];
+    snprintf(url, sizeof url, fmt, g_auth.port);
+    lock_client *c = client_for(url, TIMEOUT_MS);
+    lock_handle h;
+    int rc = lock_acquire(c, "auth:key", 10000, 0, &h);
+    if (rc == LOCK_OK) assert_int_equal(lock_release(c, &h), LOCK_OK);
+    lock_free(c);
+    return rc;
+}
+
+static void test_lock_redis_requirepass_right_password_ok(void **state) {
+    (void)state;
+    assert_int_equal(try_url("redis://:secret@127.0.0.1:%d/0"), LOCK_OK);
+}
+
+static void test_lock_redis_requirepass_wrong_or_no_password_backend(void **state) {
+    (void)state;
+    assert_int_equal(try_url("redis://:wrong@127.0.0.1:%d/0"), LOCK_ERR_BACKEND);
+    assert_int_equal(try_url("redis://127.0.0.1:%d/0"), LOCK_ERR_BACKEND);
+}
+
+static void test_lock_redis_acl_user_ok(void **state) {
+    (void)state;
+    assert_int_equal(try_url("redis://gm:pw@127.0.0.1:%d/0"), LOCK_OK);
+    /* a password with '@', ':' and '/' travels percent-encoded */
+    assert_int_equal(try_url("redis://gm2:p%%40ss%%3Aw%%2Frd@127.0.0.1:%d/0"), LOCK_OK);
+}
+
+static void test_lock_redis_acl_wrong_password_backend(void **state) {
+    (void)state;
+    assert_int_equal(try_url("redis://gm:bad@127.0.0.1:%d/0"), LOCK_ERR_BACKEND);
+    assert_int_equal(try_url("redis://nobody:pw@127.0.0.1:%d/0"), LOCK_ERR_BACKEND);
+}
+
+static void test_lock_redis_acl_user_without_eval_backend(void **state) {
+    (void)state;
+    assert_int_equal(try_url("redis://noeval:pw@127.0.0.1:%d/0"), LOCK_ERR_BACKEND);
+}
+
+int main(void) {
+    const struct CMUnitTest redis[] = {
+        LOCK_CONTRACT_TESTS,
+        cmocka_unit_test(test_lock_redis_name_is_redis),
+        cmocka_unit_test(test_lock_redis_acquire_key_pttl_within_ttl),
+        cmocka_unit_test(test_lock_redis_other_holder_key_busy),
+        cmocka_unit_test(test_lock_redis_two_clients_mutually_exclusive),
+        cmocka_unit_test(test_lock_redis_db_in_url_selected),
+        cmocka_unit_test(test_lock_redis_script_flush_falls_back_to_eval),
+        cmocka_unit_test(test_lock_redis_new_no_server_backend_promptly),
+        cmocka_unit_test(test_lock_redis_hung_server_backend_then_recovers),
+        cmocka_unit_test(test_lock_redis_server_down_backend_then_recovers),
+    };
+    const struct CMUnitTest auth[] = {
+        cmocka_unit_test(test_lock_redis_requirepass_right_password_ok),
+        cmocka_unit_test(test_lock_redis_requirepass_wrong_or_no_password_backend),
+        cmocka_unit_test(test_lock_redis_acl_user_ok),
+        cmocka_unit_test(test_lock_redis_acl_wrong_password_backend),
+        cmocka_unit_test(test_lock_redis_acl_user_without_eval_backend),
+    };
+    int failed = cmocka_run_group_tests_name("lock_redis", redis, redis_setup, redis_teardown);
+    failed += cmocka_run_group_tests_name("lock_redis_auth", auth, auth_setup, auth_teardown);
+    return failed == 0 ? 0 : 1;
+}

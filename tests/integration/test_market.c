@@ -1,0 +1,540 @@
+/* test_market.c - market/ against a real redis-server: trades, refusals, races, faults.
+ *
+ * Every test starts from a freshly seeded world in a throwaway redis-server,
+ * with the redis lock backend on the same server (the production setup).
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "lock/lock.h"
+#include "market/market.h"
+#include "tests/helpers/redis_proc.h"
+
+static th_redis redis;
+
+struct fx {
+    lock_client *lock;
+    market *m;
+    market_conn *c;
+    market_config cfg;
+};
+
+/* ---- helpers ---- */
+
+static market_config config(uint32_t ttl_ms, uint32_t wait_ms, uint32_t stall_ms) {
+    market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = ttl_ms,
+                         .acquire_timeout_ms = wait_ms, .test_stall_ms = stall_ms};
+    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
+    return cfg;
+}
+
+/* The classic world: A lists an axe at 500; B has 800; C has 100; D is rich. */
+static void seed_classic(market_conn *c) {
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    assert_int_equal(market_world_add_player(w, "A", "Alice", 100), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "B", "Bob", 800), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "C", "Carol", 100), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "D", "Dave", 1000000), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "A", "axe", 500), MARKET_OK);
+    assert_int_equal(market_world_add_item(w, "A", "shield"), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "C", "bow", 50), MARKET_OK);
+    assert_int_equal(market_world_store(c, w, 1), MARKET_OK);
+    market_world_free(w);
+}
+
+static int64_t funds_of(market_conn *c, const char *id) {
+    market_player *p = NULL;
+    assert_int_equal(market_player_get(c, id, &p), MARKET_OK);
+    int64_t f = p->funds;
+    market_player_free(p);
+    return f;
+}
+
+static int holds(market_conn *c, const char *id, const char *item) {
+    market_player *p = NULL;
+    assert_int_equal(market_player_get(c, id, &p), MARKET_OK);
+    int found = 0;
+    for (size_t i = 0; i < p->n_inventory; i++) found |= strcmp(p->inventory[i], item) == 0;
+    market_player_free(p);
+    return found;
+}
+
+static int listed(market_conn *c, const char *item, const char *seller) {
+    market_listing *l = NULL;
+    size_t n = 0, total = 0;
+    assert_int_equal(market_listings(c, 0, 1000, &l, &n, &total), MARKET_OK);
+    int found = 0;
+    for (size_t i = 0; i < n; i++)
+        found |= strcmp(l[i].item, item) == 0 && strcmp(l[i].seller, seller) == 0;
+    free(l);
+    return found;
+}
+
+static void assert_invariants(market_conn *c, int64_t total_funds, size_t items) {
+    market_audit_report a;
+    assert_int_equal(market_audit(c, &a), MARKET_OK);
+    assert_int_equal(a.total_funds, total_funds);
+    assert_int_equal(a.negative_funds, 0);
+    assert_int_equal(a.items_misplaced, 0);
+    assert_int_equal(a.items_held + a.items_listed, items);
+}
+
+#define CLASSIC_FUNDS (100 + 800 + 100 + 1000000)
+#define CLASSIC_ITEMS 3
+
+static int fx_setup(void **state) {
+    struct fx *f = calloc(1, sizeof *f);
+    int err;
+    f->cfg = config(5000, 2000, 0);
+    f->lock = lock_redis_new(&f->cfg.redis, 1000, &err);
+    f->m = market_new(&f->cfg, f->lock, &err);
+    f->c = market_conn_new(f->m, &err);
+    if (!f->lock || !f->m || !f->c) return -1;
+    seed_classic(f->c);
+    *state = f;
+    return 0;
+}
+
+static int fx_teardown(void **state) {
+    struct fx *f = *state;
+    market_conn_free(f->c);
+    market_free(f->m);
+    lock_free(f->lock);
+    free(f);
+    return 0;
+}
+
+/* ---- trades ---- */
+
+static void test_purchase_classic_trade_moves_funds_and_item(void **state) {
+    struct fx *f = *state;
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase(f->c, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_int_equal(r.price, 500);
+    assert_int_equal(r.buyer_funds, 300);
+    assert_int_equal(funds_of(f->c, "B"), 300);
+    assert_int_equal(funds_of(f->c, "A"), 600);
+    assert_true(holds(f->c, "B", "axe"));
+    assert_false(listed(f->c, "axe", "A"));
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+static void test_purchase_twice_second_not_listed(void **state) {
+    struct fx *f = *state;
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase(f->c, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_int_equal(market_purchase(f->c, "D", "A", "axe", -1, &r), MARKET_ERR_NOT_LISTED);
+    assert_int_equal(funds_of(f->c, "D"), 1000000);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+static void test_purchase_poor_buyer_insufficient_nothing_moved(void **state) {
+    struct fx *f = *state;
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase(f->c, "C", "A", "axe", -1, &r),
+                     MARKET_ERR_INSUFFICIENT_FUNDS);
+    assert_int_equal(funds_of(f->c, "C"), 100);
+    assert_int_equal(funds_of(f->c, "A"), 100);
+    assert_true(listed(f->c, "axe", "A"));
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+static void test_purchase_wrong_price_price_changed(void **state) {
+    struct fx *f = *state;
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase(f->c, "B", "A", "axe", 400, &r), MARKET_ERR_PRICE_CHANGED);
+    assert_int_equal(r.price, 500);
+    assert_true(listed(f->c, "axe", "A"));
+    assert_int_equal(market_purchase(f->c, "B", "A", "axe", 500, &r), MARKET_OK);
+}
+
+static void test_purchase_unknown_buyer_no_player(void **state) {
+    struct fx *f = *state;
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase(f->c, "nobody", "A", "axe", -1, &r), MARKET_ERR_NO_PLAYER);
+    assert_true(listed(f->c, "axe", "A"));
+}
+
+static void test_purchase_bad_arguments_invalid(void **state) {
+    struct fx *f = *state;
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase(f->c, "A", "A", "axe", -1, &r), MARKET_ERR_INVALID);
+    assert_int_equal(market_purchase(f->c, "B", "A", "a.x", -1, &r), MARKET_ERR_INVALID);
+    assert_int_equal(market_purchase(f->c, "", "A", "axe", -1, &r), MARKET_ERR_INVALID);
+    assert_int_equal(market_purchase(f->c, "B", "A", "axe", MARKET_PRICE_MAX + 1, &r),
+                     MARKET_ERR_INVALID);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+static void test_purchase_seller_would_overflow_refused(void **state) {
+    struct fx *f = *state;
+    market_world *w = market_world_new();
+    assert_int_equal(market_world_add_player(w, "rich", "Rich", INT64_MAX - 10), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "rich", "crown", 500), MARKET_OK);
+    assert_int_equal(market_world_store(f->c, w, 0), MARKET_OK);
+    market_world_free(w);
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase(f->c, "B", "rich", "crown", -1, &r), MARKET_ERR_OVERFLOW);
+    assert_int_equal(funds_of(f->c, "B"), 800);
+    assert_int_equal(funds_of(f->c, "rich"), INT64_MAX - 10);
+    assert_true(listed(f->c, "crown", "rich"));
+}
+
+/* ---- list and unlist ---- */
+
+static void test_list_then_unlist_round_trip(void **state) {
+    struct fx *f = *state;
+    assert_int_equal(market_list(f->c, "A", "shield", 42), MARKET_OK);
+    assert_false(holds(f->c, "A", "shield"));
+    assert_true(listed(f->c, "shield", "A"));
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+    int64_t price = 0;
+    assert_int_equal(market_unlist(f->c, "A", "shield", &price), MARKET_OK);
+    assert_int_equal(price, 42);
+    assert_true(holds(f->c, "A", "shield"));
+    assert_false(listed(f->c, "shield", "A"));
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+static void test_list_item_not_held_refused(void **state) {
+    struct fx *f = *state;
+    assert_int_equal(market_list(f->c, "B", "shield", 42), MARKET_ERR_NOT_HELD);
+    assert_int_equal(market_list(f->c, "A", "axe", 42), MARKET_ERR_NOT_HELD); /* listed already */
+    assert_int_equal(market_list(f->c, "A", "shield", 0), MARKET_ERR_INVALID);
+    int64_t price;
+    assert_int_equal(market_unlist(f->c, "B", "axe", &price), MARKET_ERR_NOT_LISTED);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+static void test_listings_sorted_by_price_and_paged(void **state) {
+    struct fx *f = *state;
+    market_listing *l = NULL;
+    size_t n = 0, total = 0;
+    assert_int_equal(market_listings(f->c, 0, 10, &l, &n, &total), MARKET_OK);
+    assert_int_equal(total, 2);
+    assert_int_equal(n, 2);
+    assert_string_equal(l[0].item, "bow");
+    assert_int_equal(l[0].price, 50);
+    assert_string_equal(l[1].item, "axe");
+    assert_string_equal(l[1].seller, "A");
+    free(l);
+    assert_int_equal(market_listings(f->c, 1, 10, &l, &n, &total), MARKET_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(l[0].item, "axe");
+    free(l);
+    assert_int_equal(market_listings(f->c, 5, 10, &l, &n, &total), MARKET_OK);
+    assert_int_equal(n, 0);
+    assert_null(l);
+}
+
+static void test_player_get_unknown_no_player(void **state) {
+    struct fx *f = *state;
+    market_player *p = (market_player *)1;
+    assert_int_equal(market_player_get(f->c, "ghost", &p), MARKET_ERR_NO_PLAYER);
+    assert_null(p);
+    assert_int_equal(market_player_get(f->c, "A", &p), MARKET_OK);
+    assert_string_equal(p->name, "Alice");
+    assert_int_equal(p->n_inventory, 1);
+    assert_string_equal(p->inventory[0], "shield");
+    market_player_free(p);
+}
+
+/* ---- seeding and auditing ---- */
+
+static void test_world_duplicate_item_writes_nothing(void **state) {
+    struct fx *f = *state;
+    market_world *w = market_world_new();
+    assert_int_equal(market_world_add_player(w, "X", NULL, 5), MARKET_OK);
+    assert_int_equal(market_world_add_item(w, "X", "gem"), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "X", "gem", 9), MARKET_OK);
+    char why[128];
+    assert_int_equal(market_world_check(w, why, sizeof why), MARKET_ERR_DUPLICATE);
+    assert_non_null(strstr(why, "gem"));
+    assert_int_equal(market_world_store(f->c, w, 1), MARKET_ERR_DUPLICATE);
+    market_world_free(w);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS); /* the reset did not happen */
+}
+
+static void test_world_unknown_owner_refused(void **state) {
+    (void)state;
+    market_world *w = market_world_new();
+    assert_int_equal(market_world_add_player(w, "X", NULL, 5), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "Y", "gem", 9), MARKET_OK);
+    char why[128];
+    assert_int_equal(market_world_check(w, why, sizeof why), MARKET_ERR_NO_PLAYER);
+    assert_non_null(strstr(why, "Y"));
+    market_world_free(w);
+}
+
+static void test_world_generate_lists_every_item(void **state) {
+    struct fx *f = *state;
+    market_world *w = market_world_new();
+    assert_int_equal(market_world_generate(w, 10, 1000, 777, 5, 9, 42), MARKET_OK);
+    assert_int_equal(market_world_store(f->c, w, 1), MARKET_OK);
+    market_world_free(w);
+    market_audit_report a;
+    assert_int_equal(market_audit(f->c, &a), MARKET_OK);
+    assert_int_equal(a.players, 10);
+    assert_int_equal(a.total_funds, 7770);
+    assert_int_equal(a.items_listed, 1000);
+    assert_int_equal(a.items_held, 0);
+    market_listing *l = NULL;
+    size_t n, total;
+    assert_int_equal(market_listings(f->c, 0, 1000, &l, &n, &total), MARKET_OK);
+    for (size_t i = 0; i < n; i++) assert_in_range(l[i].price, 5, 9);
+    free(l);
+}
+
+static void test_audit_item_in_two_places_counted(void **state) {
+    struct fx *f = *state;
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    redisReply *r = redisCommand(rc, "SADD inventory:B axe"); /* axe is also listed */
+    assert_non_null(r);
+    freeReplyObject(r);
+    redisFree(rc);
+    market_audit_report a;
+    assert_int_equal(market_audit(f->c, &a), MARKET_OK);
+    assert_int_equal(a.items_misplaced, 1);
+}
+
+/* ---- concurrency ---- */
+
+struct racer {
+    market *m;
+    const char *buyer, *seller, *item;
+    int rc;
+    pthread_barrier_t *start;
+};
+
+static void *race(void *arg) {
+    struct racer *r = arg;
+    market_conn *c = market_conn_new(r->m, NULL);
+    market_purchase_result res;
+    pthread_barrier_wait(r->start);
+    r->rc = c ? market_purchase(c, r->buyer, r->seller, r->item, -1, &res) : MARKET_ERR_NOMEM;
+    market_conn_free(c);
+    return NULL;
+}
+
+#define RACERS 16
+
+static void test_many_buyers_one_item_exactly_one_wins(void **state) {
+    struct fx *f = *state;
+    market_world *w = market_world_new();
+    char ids[RACERS][16];
+    for (int i = 0; i < RACERS; i++) {
+        snprintf(ids[i], sizeof ids[i], "racer%d", i);
+        assert_int_equal(market_world_add_player(w, ids[i], NULL, 1000), MARKET_OK);
+    }
+    assert_int_equal(market_world_store(f->c, w, 0), MARKET_OK);
+    market_world_free(w);
+
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, RACERS);
+    struct racer r[RACERS];
+    pthread_t t[RACERS];
+    for (int i = 0; i < RACERS; i++) {
+        r[i] = (struct racer){f->m, ids[i], "A", "axe", 1, &start};
+        assert_int_equal(pthread_create(&t[i], NULL, race, &r[i]), 0);
+    }
+    int won = 0, lost = 0;
+    for (int i = 0; i < RACERS; i++) {
+        pthread_join(t[i], NULL);
+        won += r[i].rc == MARKET_OK;
+        lost += r[i].rc == MARKET_ERR_NOT_LISTED;
+    }
+    pthread_barrier_destroy(&start);
+    assert_int_equal(won, 1);
+    assert_int_equal(lost, RACERS - 1);
+    assert_invariants(f->c, CLASSIC_FUNDS + RACERS * 1000, CLASSIC_ITEMS);
+}
+
+static void test_one_buyer_funds_for_one_never_negative(void **state) {
+    struct fx *f = *state;
+    market_world *w = market_world_new();
+    char items[RACERS][16];
+    assert_int_equal(market_world_add_player(w, "poor", NULL, 600), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "merchant", NULL, 0), MARKET_OK);
+    for (int i = 0; i < RACERS; i++) {
+        snprintf(items[i], sizeof items[i], "ring%d", i);
+        assert_int_equal(market_world_add_listing(w, "merchant", items[i], 500), MARKET_OK);
+    }
+    assert_int_equal(market_world_store(f->c, w, 0), MARKET_OK);
+    market_world_free(w);
+
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, RACERS);
+    struct racer r[RACERS];
+    pthread_t t[RACERS];
+    for (int i = 0; i < RACERS; i++) {
+        r[i] = (struct racer){f->m, "poor", "merchant", items[i], 1, &start};
+        assert_int_equal(pthread_create(&t[i], NULL, race, &r[i]), 0);
+    }
+    int won = 0, poor = 0;
+    for (int i = 0; i < RACERS; i++) {
+        pthread_join(t[i], NULL);
+        won += r[i].rc == MARKET_OK;
+        poor += r[i].rc == MARKET_ERR_INSUFFICIENT_FUNDS;
+    }
+    pthread_barrier_destroy(&start);
+    assert_int_equal(won, 1);
+    assert_int_equal(poor, RACERS - 1);
+    assert_int_equal(funds_of(f->c, "poor"), 100);
+    assert_int_equal(funds_of(f->c, "merchant"), 500);
+    assert_invariants(f->c, CLASSIC_FUNDS + 600, CLASSIC_ITEMS + RACERS);
+}
+
+/* ---- faults ---- */
+
+struct stalled {
+    market *m;
+    int rc;
+};
+
+static void *stalled_purchase(void *arg) {
+    struct stalled *s = arg;
+    market_conn *c = market_conn_new(s->m, NULL);
+    market_purchase_result res;
+    s->rc = c ? market_purchase(c, "B", "A", "axe", -1, &res) : MARKET_ERR_NOMEM;
+    market_conn_free(c);
+    return NULL;
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A holder stalls (test hook) between its read and its commit, past its
+ * 100 ms lease; meanwhile another client takes the lock and trades. The
+ * stalled holder's commit must be refused, and nothing of it written. */
+static void test_stalled_holder_past_lease_cannot_commit(void **state) {
+    struct fx *f = *state;
+    market_config slow = config(100, 2000, 400);
+    int err;
+    market *sm = market_new(&slow, f->lock, &err);
+    assert_non_null(sm);
+    struct stalled s = {sm, 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, stalled_purchase, &s), 0);
+    sleep_ms(200); /* the stalled holder's lease has lapsed; it is still asleep */
+    market_purchase_result r;
+    assert_int_equal(market_purchase(f->c, "D", "C", "bow", -1, &r), MARKET_OK);
+    pthread_join(t, NULL);
+    market_free(sm);
+    assert_int_equal(s.rc, MARKET_ERR_LEASE_LOST);
+    assert_int_equal(funds_of(f->c, "B"), 800);
+    assert_true(listed(f->c, "axe", "A"));
+    assert_true(holds(f->c, "D", "bow"));
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+/* The same stall with nobody else around: the lock key expires under the
+ * holder's WATCH, and that alone refuses the commit. */
+static void test_stalled_holder_lease_expired_alone_refused(void **state) {
+    struct fx *f = *state;
+    market_config slow = config(50, 2000, 200);
+    int err;
+    market *sm = market_new(&slow, f->lock, &err);
+    struct stalled s = {sm, 1};
+    stalled_purchase(&s);
+    market_free(sm);
+    assert_int_equal(s.rc, MARKET_ERR_LEASE_LOST);
+    assert_int_equal(funds_of(f->c, "B"), 800);
+    assert_true(listed(f->c, "axe", "A"));
+}
+
+static void test_lock_held_elsewhere_busy(void **state) {
+    struct fx *f = *state;
+    lock_handle h;
+    assert_int_equal(lock_acquire(f->lock, MARKET_LOCK_KEY, 10000, 0, &h), LOCK_OK);
+    market_config quick = config(5000, 100, 0);
+    int err;
+    market *qm = market_new(&quick, f->lock, &err);
+    market_conn *qc = market_conn_new(qm, &err);
+    market_purchase_result r;
+    assert_int_equal(market_purchase(qc, "B", "A", "axe", -1, &r), MARKET_ERR_BUSY);
+    assert_int_equal(lock_release(f->lock, &h), LOCK_OK);
+    assert_int_equal(market_purchase(qc, "B", "A", "axe", -1, &r), MARKET_OK);
+    market_conn_free(qc);
+    market_free(qm);
+}
+
+static void test_redis_down_store_unavailable_then_recovers(void **state) {
+    struct fx *f = *state;
+    th_redis_signal(&redis, SIGKILL);
+    market_purchase_result r;
+    int64_t t0 = lock_now_ms();
+    assert_int_equal(market_purchase(f->c, "B", "A", "axe", -1, &r), MARKET_ERR_STORE);
+    assert_int_equal(market_ping(f->c), MARKET_ERR_STORE);
+    assert_true(lock_now_ms() - t0 < 2000); /* prompt, not the wait budget */
+    assert_int_equal(th_redis_restart(&redis), 0);
+    assert_int_equal(market_ping(f->c), MARKET_OK);
+    seed_classic(f->c); /* the restarted server is empty */
+    assert_int_equal(market_purchase(f->c, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_int_equal(r.buyer_funds, 300);
+}
+
+static void test_redis_paused_store_unavailable_within_timeout(void **state) {
+    struct fx *f = *state;
+    assert_int_equal(market_ping(f->c), MARKET_OK);
+    th_redis_signal(&redis, SIGSTOP);
+    market_purchase_result r;
+    int rc = market_purchase(f->c, "B", "A", "axe", -1, &r);
+    th_redis_signal(&redis, SIGCONT);
+    assert_int_equal(rc, MARKET_ERR_STORE);
+    sleep_ms(100);
+    assert_int_equal(market_purchase(f->c, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    return th_redis_start(&redis);
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    th_redis_stop(&redis);
+    return 0;
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        T(test_purchase_classic_trade_moves_funds_and_item),
+        T(test_purchase_twice_second_not_listed),
+        T(test_purchase_poor_buyer_insufficient_nothing_moved),
+        T(test_purchase_wrong_price_price_changed),
+        T(test_purchase_unknown_buyer_no_player),
+        T(test_purchase_bad_arguments_invalid),
+        T(test_purchase_seller_would_overflow_refused),
+        T(test_list_then_unlist_round_trip),
+        T(test_list_item_not_held_refused),
+        T(test_listings_sorted_by_price_and_paged),
+        T(test_player_get_unknown_no_player),
+        T(test_world_duplicate_item_writes_nothing),
+        T(test_world_unknown_owner_refused),
+        T(test_world_generate_lists_every_item),
+        T(test_audit_item_in_two_places_counted),
+        T(test_many_buyers_one_item_exactly_one_wins),
+        T(test_one_buyer_funds_for_one_never_negative),
+        T(test_stalled_holder_past_lease_cannot_commit),
+        T(test_stalled_holder_lease_expired_alone_refused),
+        T(test_lock_held_elsewhere_busy),
+        T(test_redis_down_store_unavailable_then_recovers),
+        T(test_redis_paused_store_unavailable_within_timeout),
+    };
+    return cmocka_run_group_tests_name("market (integration)", tests, group_setup, group_teardown);
+}

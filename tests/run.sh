@@ -1,0 +1,50 @@
+#!/bin/sh
+# run.sh - runs every unit test binary, then every integration test binary.
+#
+# Integration tests start their own redis-server processes (tests/helpers/
+# redis_proc.c) on free loopback ports in temporary folders and stop them
+# when they end. VALGRIND=1 runs the integration tests under valgrind.
+set -u
+BUILD=${BUILD:-build}
+export MARKET_SERVER_BIN="${BIN:-bin}/market-server"
+export MARKET_SEED_BIN="${BIN:-bin}/market-seed"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+passed=0
+failed=0
+bad=""
+
+run_one() { # $1: binary, $2: wrapper
+    name=$(basename "$1")
+    echo "== $name"
+    # shellcheck disable=SC2086
+    timeout 600 $2 "$1" >"$out" 2>&1
+    rc=$?
+    cat "$out"
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | awk '{s+=$1} END {if (NR) print s}')
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | awk '{s+=$1} END {if (NR) print s}')
+    passed=$((passed + ${p:-0}))
+    if [ -n "$f" ] && [ "$f" -gt 0 ]; then
+        failed=$((failed + f)); bad="$bad $name"
+    elif [ -z "$p" ] || [ "$rc" -ne 0 ]; then # crashed, timed out, or valgrind errors
+        failed=$((failed + 1)); bad="$bad $name(exit $rc)"
+    fi
+}
+
+for src in tests/unit/test_*.c; do
+    [ -e "$src" ] || continue
+    run_one "$BUILD/tests/$(basename "$src" .c)" ""
+done
+wrap=""
+if [ "${VALGRIND:-0}" = 1 ]; then
+    wrap="valgrind -q --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99"
+fi
+for src in tests/integration/test_*.c; do
+    [ -e "$src" ] || continue
+    run_one "$BUILD/tests/$(basename "$src" .c)" "$wrap"
+done
+
+echo
+[ -n "$bad" ] && echo "failing:$bad"
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

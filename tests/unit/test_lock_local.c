@@ -1,0 +1,409 @@
+/* test_lock_local.c - the lock contract against lock_local, plus unit tests of lock.c.
+ *
+ * Group "lock_local" runs tests/helpers/lock_contract.c with an in-process
+ * client as group state. Group "lock_api" covers what needs no backend: the
+ * redis:// parser, lock_strerror, argument checks and the NULL-slot rule
+ * (through a mock ops table), tokens, backoff and the clock.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "lock/lock.h"
+#include "lock/lock_impl.h"
+#include "tests/helpers/lock_contract.h"
+
+/* ---- group setup ---- */
+
+static int local_setup(void **state) {
+    int err = -100;
+    lock_client *c = lock_local_new(&err);
+    if (c == NULL || err != LOCK_OK) return -1;
+    *state = c;
+    return 0;
+}
+
+static int local_teardown(void **state) {
+    lock_free(*state);
+    *state = NULL;
+    return 0;
+}
+
+/* ---- lock_local specifics ---- */
+
+struct holder {
+    lock_client *c;
+    lock_handle h;
+    int rc;
+};
+
+static void *release_later(void *arg) {
+    struct holder *x = arg;
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    x->rc = lock_release(x->c, &x->h);
+    return NULL;
+}
+
+static void test_lock_local_waiter_released_acquires(void **state) {
+    lock_client *c = *state;
+    struct holder x = {.c = c};
+    assert_int_equal(lock_acquire(c, "local:wake", 60000, 0, &x.h), LOCK_OK);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, release_later, &x), 0);
+    lock_handle h2;
+    int rc = lock_acquire(c, "local:wake", 1000, 30000, &h2);
+    pthread_join(th, NULL);
+    assert_int_equal(x.rc, LOCK_OK);
+    assert_int_equal(rc, LOCK_OK);
+    assert_true(h2.fence > x.h.fence);
+    assert_int_equal(lock_release(c, &h2), LOCK_OK);
+}
+
+static void test_lock_local_name_is_local(void **state) {
+    assert_string_equal(lock_name(*state), "local");
+}
+
+static void test_lock_local_new_null_err_ok(void **state) {
+    (void)state;
+    lock_client *c = lock_local_new(NULL);
+    assert_non_null(c);
+    lock_handle h;
+    assert_int_equal(lock_acquire(c, "k", 1000, 0, &h), LOCK_OK);
+    lock_free(c); /* with a lease still held: everything freed */
+}
+
+/* ---- lock_redis_addr_parse ---- */
+
+static void expect_addr(const char *url, const char *host, int port, const char *user,
+                        const char *pass, int db) {
+    lock_redis_addr a;
+    memset(&a, 0x5a, sizeof a);
+    int rc = lock_redis_addr_parse(url, &a);
+    if (rc != LOCK_OK) print_error("url: %s\n", url);
+    assert_int_equal(rc, LOCK_OK);
+    assert_string_equal(a.host, host);
+    assert_int_equal(a.port, port);
+    assert_string_equal(a.user, user);
+    assert_string_equal(a.pass, pass);
+    assert_int_equal(a.db, db);
+}
+
+static void test_lock_redis_addr_parse_good_urls_parsed(void **state) {
+    (void)state;
+    expect_addr("redis://127.0.0.1:6379/0", "127.0.0.1", 6379, "", "", 0);
+    expect_addr("redis://localhost", "localhost", 6379, "", "", 0);
+    expect_addr("redis://", "127.0.0.1", 6379, "", "", 0);
+    expect_addr("REDIS://cache.example-1.net:7000/15", "cache.example-1.net", 7000, "", "", 15);
+    expect_addr("redis://h/", "h", 6379, "", "", 0);
+    expect_addr("redis://h:1", "h", 1, "", "", 0);
+    expect_addr("redis://h:65535/2", "h", 65535, "", "", 2);
+    expect_addr("redis://:secret@127.0.0.1:6380/0", "127.0.0.1", 6380, "", "secret", 0);
+    expect_addr("redis://user:pw@h:1/3", "h", 1, "user", "pw", 3);
+    expect_addr("redis://user:@h", "h", 6379, "user", "", 0);
+    expect_addr("redis://:6390", "127.0.0.1", 6390, "", "", 0);
+    expect_addr("redis://[::1]:6380/1", "::1", 6380, "", "", 1);
+    expect_addr("10.0.0.5:6400", "10.0.0.5", 6400, "", "", 0);
+    expect_addr("localhost", "localhost", 6379, "", "", 0);
+    expect_addr("db.local:6379/4", "db.local", 6379, "", "", 4);
+}
+
+static void test_lock_redis_addr_parse_escapes_decoded(void **state) {
+    (void)state;
+    expect_addr("redis://us%65r:p%40ss%3Aw%2Frd@h:7/3", "h", 7, "user", "p@ss:w/rd", 3);
+    expect_addr("redis://:%41%62%7e@h", "h", 6379, "", "Ab~", 0);
+    /* an unescaped '@' in the password: the last '@' ends the userinfo */
+    expect_addr("redis://:a@b@h:9", "h", 9, "", "a@b", 0);
+    /* ':' after the first one belongs to the password */
+    expect_addr("redis://u:a:b@h", "h", 6379, "u", "a:b", 0);
+}
+
+static void test_lock_redis_addr_parse_bad_urls_invalid(void **state) {
+    (void)state;
+    static const char *const bad[] = {
+        "rediss://h:6379",       "http://h",        "unix:///tmp/redis.sock",
+        "redis://h:0",           "redis://h:65536", "redis://h:-1",
+        "redis://h:+1",          "redis://h:",      "redis://h:abc",
+        "redis://h:99999999999", "redis://h/-1",    "redis://h/x",
+        "redis://h/1/2",         "redis://h/1?x=1", "redis://h/99999999999",
+        "redis://user@h",        "redis://:%zz@h",  "redis://:%4@h",
+        "redis://:%00@h",        "redis://:a b@h",  "redis://h h",
+        "redis://[::1",          "redis://[]:1",    "redis://[::g]",
+        "redis://[::1]x",        "redis://h:1:2",   "redis://h\t",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        lock_redis_addr a;
+        memset(&a, 0x5a, sizeof a);
+        lock_redis_addr before = a;
+        int rc = lock_redis_addr_parse(bad[i], &a);
+        if (rc != LOCK_ERR_INVALID) print_error("url: %s\n", bad[i]);
+        assert_int_equal(rc, LOCK_ERR_INVALID);
+        assert_memory_equal(&a, &before, sizeof a); /* untouched on failure */
+    }
+    lock_redis_addr a;
+    assert_int_equal(lock_redis_addr_parse(NULL, &a), LOCK_ERR_INVALID);
+    assert_int_equal(lock_redis_addr_parse("redis://h", NULL), LOCK_ERR_INVALID);
+}
+
+static void test_lock_redis_addr_parse_overlong_fields_invalid(void **state) {
+    (void)state;
+    char url[1200];
+    lock_redis_addr a;
+
+    /* host of exactly LOCK_HOST_MAX bytes is fine, one more is not */
+    strcpy(url, "redis://");
+    memset(url + 8, 'h', LOCK_HOST_MAX);
+    url[8 + LOCK_HOST_MAX] = '\0';
+    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_OK);
+    assert_int_equal(strlen(a.host), LOCK_HOST_MAX);
+    strcat(url, "h");
+    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_ERR_INVALID);
+
+    /* password of LOCK_CRED_MAX decoded bytes is fine (even spelled as escapes), more is not */
+    strcpy(url, "redis://:");
+    for (int i = 0; i < LOCK_CRED_MAX; i++)
+        strcat(url, "%41");
+    strcat(url, "@h");
+    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_OK);
+    assert_int_equal(strlen(a.pass), LOCK_CRED_MAX);
+    strcpy(url, "redis://:");
+    memset(url + 9, 'p', LOCK_CRED_MAX + 1);
+    strcpy(url + 9 + LOCK_CRED_MAX + 1, "@h");
+    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_ERR_INVALID);
+
+    /* user likewise */
+    strcpy(url, "redis://");
+    memset(url + 8, 'u', LOCK_CRED_MAX + 1);
+    strcpy(url + 8 + LOCK_CRED_MAX + 1, ":p@h");
+    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_ERR_INVALID);
+}
+
+/* ---- lock_strerror, lock_name, lock_free ---- */
+
+static void test_lock_strerror_every_code_has_its_message(void **state) {
+    (void)state;
+#define CHECK_MSG(name, val, msg) assert_string_equal(lock_strerror(LOCK_##name), msg);
+    LOCK_ERRNO_MAP(CHECK_MSG)
+#undef CHECK_MSG
+    assert_string_equal(lock_strerror(0), "success");
+    assert_string_equal(lock_strerror(LOCK_ERR_BUSY), "lock busy: the wait budget was spent");
+    assert_string_equal(lock_strerror(LOCK_ERR_NOMEM), "out of memory");
+    assert_string_equal(lock_strerror(-999), "unknown lock error");
+    assert_string_equal(lock_strerror(1), "unknown lock error");
+}
+
+static void test_lock_strerror_codes_distinct_negative(void **state) {
+    (void)state;
+    static const int codes[] = {
+#define LIST_CODE(name, val, msg) LOCK_##name,
+        LOCK_ERRNO_MAP(LIST_CODE)
+#undef LIST_CODE
+    };
+    size_t n = sizeof codes / sizeof codes[0];
+    assert_int_equal(codes[0], 0);
+    for (size_t i = 1; i < n; i++) {
+        assert_true(codes[i] < 0);
+        for (size_t j = 0; j < i; j++) {
+            assert_int_not_equal(codes[i], codes[j]);
+            assert_string_not_equal(lock_strerror(codes[i]), lock_strerror(codes[j]));
+        }
+    }
+}
+
+static void test_lock_name_null_none(void **state) {
+    (void)state;
+    assert_string_equal(lock_name(NULL), "none");
+    lock_free(NULL); /* a no-op */
+}
+
+/* ---- dispatch through a mock ops table ---- */
+
+static int mock_acquire(void *impl, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
+                        lock_handle *out) {
+    (void)impl;
+    check_expected(key);
+    check_expected(ttl_ms);
+    check_expected(wait_ms);
+    strcpy(out->key, key);
+    memset(out->token, 'a', LOCK_TOKEN_LEN);
+    out->token[LOCK_TOKEN_LEN] = '\0';
+    out->fence = 1;
+    return (int)mock();
+}
+
+static int mock_release(void *impl, const lock_handle *h) {
+    (void)impl;
+    check_expected(h);
+    return (int)mock();
+}
+
+static int destroyed;
+
+static void mock_destroy(void *impl) {
+    assert_ptr_equal(impl, &destroyed);
+    destroyed++;
+}
+
+static const struct lock_ops mock_ops = {
+    .name = "mock",
+    .acquire = mock_acquire,
+    .release = mock_release,
+    .extend = NULL, /* optional slot left empty */
+    .destroy = mock_destroy,
+};
+
+static void test_lock_client_new_missing_mandatory_op_invalid(void **state) {
+    (void)state;
+    struct lock_ops ops;
+    int err = 0;
+
+    assert_null(lock__client_new(NULL, &destroyed, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    ops = mock_ops;
+    ops.acquire = NULL;
+    assert_null(lock__client_new(&ops, &destroyed, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    ops = mock_ops;
+    ops.release = NULL;
+    assert_null(lock__client_new(&ops, &destroyed, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    ops = mock_ops;
+    ops.destroy = NULL;
+    assert_null(lock__client_new(&ops, &destroyed, NULL));
+    ops = mock_ops;
+    ops.name = NULL;
+    assert_null(lock__client_new(&ops, &destroyed, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+}
+
+static void test_lock_ops_null_extend_unsupported(void **state) {
+    (void)state;
+    int err = -100;
+    destroyed = 0;
+    lock_client *c = lock__client_new(&mock_ops, &destroyed, &err);
+    assert_non_null(c);
+    assert_int_equal(err, LOCK_OK);
+    assert_string_equal(lock_name(c), "mock");
+
+    expect_string(mock_acquire, key, "m");
+    expect_value(mock_acquire, ttl_ms, 100);
+    expect_value(mock_acquire, wait_ms, 7);
+    will_return(mock_acquire, LOCK_OK);
+    lock_handle h;
+    assert_int_equal(lock_acquire(c, "m", 100, 7, &h), LOCK_OK);
+    assert_int_equal(lock_extend(c, &h, 100), LOCK_ERR_UNSUPPORTED);
+
+    /* a backend failure leaves a zeroed handle, whatever the backend wrote */
+    expect_string(mock_acquire, key, "m");
+    expect_value(mock_acquire, ttl_ms, 100);
+    expect_value(mock_acquire, wait_ms, 0);
+    will_return(mock_acquire, LOCK_ERR_BUSY);
+    lock_handle h2;
+    assert_int_equal(lock_acquire(c, "m", 100, 0, &h2), LOCK_ERR_BUSY);
+    assert_int_equal(h2.key[0], '\0');
+    assert_int_equal(h2.fence, 0);
+
+    expect_value(mock_release, h, &h);
+    will_return(mock_release, LOCK_ERR_NOT_OWNER);
+    assert_int_equal(lock_release(c, &h), LOCK_ERR_NOT_OWNER);
+
+    /* invalid arguments never reach the backend (no expectations are queued) */
+    assert_int_equal(lock_acquire(c, "", 100, 0, &h2), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire(c, "m", 0, 0, &h2), LOCK_ERR_INVALID);
+    assert_int_equal(lock_release(c, NULL), LOCK_ERR_INVALID);
+    assert_int_equal(lock_extend(c, &h, 0), LOCK_ERR_INVALID);
+
+    lock_free(c);
+    assert_int_equal(destroyed, 1);
+}
+
+/* ---- tokens, backoff, clock ---- */
+
+static void test_lock_token_new_hex_and_distinct(void **state) {
+    (void)state;
+    char a[LOCK_TOKEN_LEN + 1], b[LOCK_TOKEN_LEN + 1];
+    assert_int_equal(lock__token_new(a), LOCK_OK);
+    assert_int_equal(lock__token_new(b), LOCK_OK);
+    assert_int_equal(strlen(a), LOCK_TOKEN_LEN);
+    assert_int_equal(strspn(a, "0123456789abcdef"), LOCK_TOKEN_LEN);
+    assert_string_not_equal(a, b);
+}
+
+static void test_lock_backoff_any_attempt_within_cap(void **state) {
+    (void)state;
+    uint64_t rng = 0; /* 0 is replaced by a fixed seed */
+    for (unsigned attempt = 0; attempt < 100; attempt++) {
+        for (int rep = 0; rep < 50; rep++) {
+            uint32_t d = lock__backoff_ms(attempt, &rng);
+            assert_true(d >= 1 && d <= LOCK_BACKOFF_CAP_MS);
+            if (attempt == 0) assert_true(d <= 1);
+            if (attempt == 3) assert_true(d >= 4 && d <= 8);
+            if (attempt >= 10) assert_true(d >= LOCK_BACKOFF_CAP_MS / 2);
+        }
+    }
+    assert_true(rng != 0);
+    assert_true(lock__backoff_ms(UINT32_MAX, &rng) <= LOCK_BACKOFF_CAP_MS);
+}
+
+static void test_lock_sleep_and_clock_monotonic(void **state) {
+    (void)state;
+    int64_t t0 = lock_now_ms();
+    assert_true(t0 >= 0);
+    lock__sleep_ms(20);
+    int64_t t1 = lock_now_ms();
+    assert_true(t1 - t0 >= 19);
+    lock__sleep_ms(0);
+    assert_true(lock_now_ms() >= t1);
+}
+
+static void test_lock_redis_new_bad_args_invalid(void **state) {
+    (void)state;
+    lock_redis_addr a;
+    int err = 0;
+    assert_int_equal(lock_redis_addr_parse("redis://127.0.0.1:1", &a), LOCK_OK);
+    assert_null(lock_redis_new(NULL, 1000, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    assert_null(lock_redis_new(&a, 0, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    lock_redis_addr b = a;
+    b.port = 0;
+    assert_null(lock_redis_new(&b, 1000, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    b = a;
+    b.host[0] = '\0';
+    assert_null(lock_redis_new(&b, 1000, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    b = a;
+    b.db = -1;
+    assert_null(lock_redis_new(&b, 1000, NULL));
+}
+
+int main(void) {
+    const struct CMUnitTest contract[] = {
+        LOCK_CONTRACT_TESTS,
+        cmocka_unit_test(test_lock_local_waiter_released_acquires),
+        cmocka_unit_test(test_lock_local_name_is_local),
+    };
+    const struct CMUnitTest api[] = {
+        cmocka_unit_test(test_lock_local_new_null_err_ok),
+        cmocka_unit_test(test_lock_redis_addr_parse_good_urls_parsed),
+        cmocka_unit_test(test_lock_redis_addr_parse_escapes_decoded),
+        cmocka_unit_test(test_lock_redis_addr_parse_bad_urls_invalid),
+        cmocka_unit_test(test_lock_redis_addr_parse_overlong_fields_invalid),
+        cmocka_unit_test(test_lock_strerror_every_code_has_its_message),
+        cmocka_unit_test(test_lock_strerror_codes_distinct_negative),
+        cmocka_unit_test(test_lock_name_null_none),
+        cmocka_unit_test(test_lock_client_new_missing_mandatory_op_invalid),
+        cmocka_unit_test(test_lock_ops_null_extend_unsupported),
+        cmocka_unit_test(test_lock_token_new_hex_and_distinct),
+        cmocka_unit_test(test_lock_backoff_any_attempt_within_cap),
+        cmocka_unit_test(test_lock_sleep_and_clock_monotonic),
+        cmocka_unit_test(test_lock_redis_new_bad_args_invalid),
+    };
+    int failed = cmocka_run_group_tests_name("lock_local", contract, local_setup, local_teardown);
+    failed += cmocka_run_group_tests_name("lock_api", api, NULL, NULL);
+    return failed == 0 ? 0 : 1;
+}
