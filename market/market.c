@@ -27,8 +27,9 @@
 
 #include "market/market_impl.h"
 
-#define TXN_ABORTED 1  /* internal: EXEC aborted because a watched key changed */
-#define TXN_RETRIES 3  /* reads again after an abort while the lease is still ours */
+#define TXN_ABORTED MARKET__TXN_ABORTED
+#define TXN_RETRIES 32 /* reads again after an abort while the lease is still ours */
+#define OPTIMISTIC_BACKOFF_US 500 /* optimistic strategy: most random sleep between tries */
 
 /* ---- lifecycle ---- */
 
@@ -39,7 +40,8 @@
 market *market_new(const market_config *cfg, lock_client *lock, int *err) {
     int dummy;
     if (!err) err = &dummy;
-    if (!cfg || !lock || cfg->lock_ttl_ms == 0 || cfg->redis_timeout_ms <= 0) {
+    if (!cfg || !lock || cfg->lock_ttl_ms == 0 || cfg->redis_timeout_ms <= 0 ||
+        cfg->strategy > MARKET_STRATEGY_OPTIMISTIC) {
         *err = MARKET_ERR_INVALID;
         return NULL;
     }
@@ -49,14 +51,25 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
         return NULL;
     }
     m->cfg = *cfg;
+    if (m->cfg.batch_max == 0) m->cfg.batch_max = 64;
+    if (m->cfg.batch_max > MARKET__BATCH_MAX) m->cfg.batch_max = MARKET__BATCH_MAX;
     m->lock = lock;
+    if (pthread_mutex_init(&m->qmu, NULL) != 0) {
+        free(m);
+        *err = MARKET_ERR_NOMEM;
+        return NULL;
+    }
     *err = MARKET_OK;
     return m;
 }
 
 /* Frees m; market_free(NULL) is a no-op. Every market_conn of m must be freed
  * first. This function can't fail. */
-void market_free(market *m) { free(m); }
+void market_free(market *m) {
+    if (!m) return;
+    pthread_mutex_destroy(&m->qmu);
+    free(m);
+}
 
 /* Returns a new connection handle for m (it connects on first use); caller
  * frees with market_conn_free(). NULL with *err = MARKET_ERR_NOMEM or
@@ -82,6 +95,7 @@ market_conn *market_conn_new(market *m, int *err) {
 void market_conn_free(market_conn *c) {
     if (!c) return;
     market__drop(c);
+    free(c->batch);
     free(c);
 }
 
@@ -169,18 +183,18 @@ void market__cmd_set(market__cmd *cmd, int argc, ...) {
 
 /* Sends n commands in one write and reads their n replies into replies[]
  * (new references; free with market__replies_free). Connects first when
- * needed. Returns MARKET_OK, or MARKET_ERR_STORE (connection dropped, no
- * replies left to free) or MARKET_ERR_NOMEM. Error replies are returned as
- * replies: the caller judges them. */
-int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies) {
+ * needed, and sends a pending UNWATCH in front. Returns MARKET_OK, or
+ * MARKET_ERR_STORE (connection dropped, no replies left to free) or
+ * MARKET_ERR_NOMEM. Error replies are returned as replies: the caller judges
+ * them. argv[i] holds argc[i] NUL-terminated arguments. */
+int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
+                          redisReply **replies) {
     int rc = market__connect(c);
     if (rc < 0) return rc;
     int unwatch = c->unwatch;
     if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
     for (size_t i = 0; i < n; i++)
-        if (redisAppendCommandArgv(c->ctx, cmds[i].argc, (const char **)cmds[i].argv,
-                                   cmds[i].len) != REDIS_OK)
-            goto fail;
+        if (redisAppendCommandArgv(c->ctx, argc[i], argv[i], NULL) != REDIS_OK) goto fail;
     if (unwatch) {
         void *r = NULL;
         if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
@@ -199,6 +213,18 @@ int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisRep
 fail:
     market__drop(c);
     return MARKET_ERR_STORE;
+}
+
+/* market__pipeline_argv() for fixed commands built with market__cmd_set(). */
+int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies) {
+    int argc[MARKET__PIPE_MAX];
+    const char **argv[MARKET__PIPE_MAX];
+    if (n > MARKET__PIPE_MAX) return MARKET_ERR_INVALID;
+    for (size_t i = 0; i < n; i++) {
+        argc[i] = cmds[i].argc;
+        argv[i] = (const char **)cmds[i].argv;
+    }
+    return market__pipeline_argv(c, n, argc, argv, replies);
 }
 
 /* Frees replies[0..n) and sets them to NULL. This function can't fail. */
@@ -283,7 +309,8 @@ static int from_lock_err(int lrc) {
     }
 }
 
-static void stall(uint32_t ms) {
+/* Sleeps ms milliseconds (the test hook between read and commit). */
+void market__stall(uint32_t ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
@@ -293,36 +320,64 @@ static void stall(uint32_t ms) {
 
 /* Ends an attempt that read under WATCH and will not commit: the UNWATCH is
  * sent in front of the connection's next pipeline. Returns rc. */
-static int refuse(market_conn *c, int rc) {
+int market__refuse(market_conn *c, int rc) {
     c->unwatch = 1;
     return rc;
 }
 
-/* One attempt: read under WATCH, decide, commit. Returns MARKET_OK when it
- * committed, TXN_ABORTED when EXEC was aborted, or a (negative) refusal. */
-typedef int (*txn_attempt)(market_conn *c, void *ud);
+static void sleep_us(long us) {
+    struct timespec ts = {0, us * 1000L};
+    nanosleep(&ts, NULL);
+}
 
-static int guarded(market_conn *c, txn_attempt attempt, void *ud) {
+/* Runs fn under the locks of g (acquired in order, each within the wait
+ * budget) until it decides. When EXEC aborts, lock_extend() tells a lapsed
+ * lease (MARKET_ERR_LEASE_LOST) from a write made without the lock (read
+ * again, up to TXN_RETRIES). Without locks (optimistic) it retries with a
+ * short random sleep until the wait budget is spent (MARKET_ERR_CONFLICT).
+ * Releases what it took on every path. Returns fn's result or a lock error
+ * mapped to a market code. */
+int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, void *ud) {
     market *m = c->m;
-    lock_handle h;
-    int lrc = lock_acquire(m->lock, MARKET_LOCK_KEY, m->cfg.lock_ttl_ms,
-                           m->cfg.acquire_timeout_ms, &h);
-    if (lrc < 0) return from_lock_err(lrc);
-    int rc = MARKET_ERR_CONFLICT;
-    for (int i = 0; i < TXN_RETRIES; i++) {
-        rc = attempt(c, ud);
-        if (rc != TXN_ABORTED) break;
-        /* Aborted: our lease lapsed, or someone wrote without the lock. */
-        lrc = lock_extend(m->lock, &h, m->cfg.lock_ttl_ms);
-        if (lrc < 0 && lrc != LOCK_ERR_UNSUPPORTED) {
+    lock_handle h[2];
+    size_t held = 0;
+    int rc = MARKET_OK;
+    for (; held < g->n; held++) {
+        int lrc = lock_acquire(m->lock, g->keys[held], m->cfg.lock_ttl_ms,
+                               m->cfg.acquire_timeout_ms, &h[held]);
+        if (lrc < 0) {
             rc = from_lock_err(lrc);
-            break;
+            goto release;
         }
-        rc = MARKET_ERR_CONFLICT;
     }
+    int64_t deadline = lock_now_ms() + m->cfg.acquire_timeout_ms;
+    for (int i = 1;; i++) {
+        rc = fn(c, ud);
+        if (rc != TXN_ABORTED) break;
+        MARKET__COUNT(m, txn_aborts);
+        rc = MARKET_ERR_CONFLICT;
+        if (g->n == 0) {
+            if (lock_now_ms() >= deadline) break;
+            sleep_us(random() % OPTIMISTIC_BACKOFF_US);
+            continue;
+        }
+        if (i >= TXN_RETRIES || lock_now_ms() >= deadline) break;
+        /* Aborted under the lock: our lease lapsed, or someone wrote without it. */
+        for (size_t k = 0; k < held; k++) {
+            int lrc = lock_extend(m->lock, &h[k], m->cfg.lock_ttl_ms);
+            if (lrc < 0 && lrc != LOCK_ERR_UNSUPPORTED) {
+                rc = from_lock_err(lrc);
+                goto release;
+            }
+        }
+    }
+release:
     /* A failed release needs no undo: every commit above was guarded, and a
      * lease we cannot release expires by itself. */
-    (void)lock_release(m->lock, &h);
+    while (held > 0) (void)lock_release(m->lock, &h[--held]);
+    if (rc == MARKET_ERR_BUSY) MARKET__COUNT(m, lock_busy);
+    if (rc == MARKET_ERR_LEASE_LOST) MARKET__COUNT(m, lease_lost);
+    if (rc == MARKET_ERR_STORE) MARKET__COUNT(m, store_errors);
     return rc;
 }
 
@@ -354,19 +409,66 @@ static int commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply 
 
 /* ---- purchase ---- */
 
+#define LOCK_KEY_MAX_LEN (MARKET__MEMBER_MAX + 16) /* "lock:item:<item>.<seller>" */
+
+/* What a strategy watches besides the keys an operation reads. */
+struct watchset {
+    const char *keys[4];
+    size_t n;
+};
+
+/* The WATCH command for keys a, b (b may be NULL) and everything in w. */
+static void watch_cmd(market__cmd *cmd, const char *a, const char *b, const struct watchset *w) {
+    cmd->argc = 0;
+    cmd->argv[cmd->argc++] = "WATCH";
+    cmd->argv[cmd->argc++] = a;
+    if (b) cmd->argv[cmd->argc++] = b;
+    for (size_t i = 0; i < w->n; i++) cmd->argv[cmd->argc++] = w->keys[i];
+    for (int i = 0; i < cmd->argc; i++) cmd->len[i] = strlen(cmd->argv[i]);
+}
+
+/* Fills g and w for an operation on listing member (and buyer, may be NULL)
+ * under the market's strategy. The lock keys live in keybuf. */
+static void strategy_guard(const market *m, const char *member, const char *buyer,
+                           char keybuf[2][LOCK_KEY_MAX_LEN], market__guard *g,
+                           struct watchset *w) {
+    g->n = w->n = 0;
+    switch (m->cfg.strategy) {
+    case MARKET_STRATEGY_MARKET:
+        g->keys[g->n++] = MARKET_LOCK_KEY;
+        w->keys[w->n++] = MARKET_LOCK_KEY;
+        w->keys[w->n++] = "market:";
+        break;
+    case MARKET_STRATEGY_ITEM:
+        /* The listing lock protects the listing, so market: itself is not
+         * watched (every purchase changes it); the lock keys are. */
+        snprintf(keybuf[0], LOCK_KEY_MAX_LEN, "lock:item:%s", member);
+        g->keys[g->n++] = w->keys[w->n++] = keybuf[0];
+        if (buyer) {
+            snprintf(keybuf[1], LOCK_KEY_MAX_LEN, "lock:player:%s", buyer);
+            g->keys[g->n++] = w->keys[w->n++] = keybuf[1];
+        }
+        break;
+    case MARKET_STRATEGY_OPTIMISTIC:
+        w->keys[w->n++] = "market:";
+        break;
+    }
+}
+
 struct purchase {
     const char *buyer, *seller, *item;
     int64_t expect_price;
     market_purchase_result *res;
     char k_buyer[MARKET__KEY_MAX], k_seller[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX];
     char member[MARKET__MEMBER_MAX];
+    struct watchset watch;
 };
 
 static int purchase_attempt(market_conn *c, void *ud) {
     struct purchase *p = ud;
     market__cmd rd[4];
     redisReply *rep[4] = {0};
-    market__cmd_set(&rd[0], 5, "WATCH", "market:", p->k_buyer, p->k_seller, MARKET_LOCK_KEY);
+    watch_cmd(&rd[0], p->k_buyer, p->k_seller, &p->watch);
     market__cmd_set(&rd[1], 3, "ZSCORE", "market:", p->member);
     market__cmd_set(&rd[2], 3, "HGET", p->k_buyer, "funds");
     market__cmd_set(&rd[3], 3, "HGET", p->k_seller, "funds");
@@ -398,9 +500,9 @@ static int purchase_attempt(market_conn *c, void *ud) {
         rc = MARKET_ERR_OVERFLOW;
     }
     market__replies_free(rep, 4);
-    if (rc < 0) return refuse(c, rc);
+    if (rc < 0) return market__refuse(c, rc);
 
-    if (c->m->cfg.test_stall_ms) stall(c->m->cfg.test_stall_ms);
+    if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
 
     char credit[24], debit[24];
     snprintf(credit, sizeof credit, "%lld", (long long)price);
@@ -437,12 +539,55 @@ int market_purchase(market_conn *c, const char *buyer, const char *seller, const
     if (!c || !res || !market_id_valid(buyer) || !market_id_valid(seller) ||
         !market_id_valid(item) || strcmp(buyer, seller) == 0 || expect_price > MARKET_PRICE_MAX)
         return MARKET_ERR_INVALID;
-    struct purchase p = {buyer, seller, item, expect_price, res};
-    market__key(p.k_buyer, sizeof p.k_buyer, "users:", buyer);
-    market__key(p.k_seller, sizeof p.k_seller, "users:", seller);
-    market__key(p.k_inv, sizeof p.k_inv, "inventory:", buyer);
-    snprintf(p.member, sizeof p.member, "%s.%s", item, seller);
-    return guarded(c, purchase_attempt, &p);
+    market *m = c->m;
+    MARKET__COUNT(m, purchases);
+    int rc;
+    if (m->cfg.strategy == MARKET_STRATEGY_MARKET) {
+        rc = market__purchase_batched(c, buyer, seller, item, expect_price, res);
+    } else {
+        struct purchase p = {buyer, seller, item, expect_price, res};
+        market__key(p.k_buyer, sizeof p.k_buyer, "users:", buyer);
+        market__key(p.k_seller, sizeof p.k_seller, "users:", seller);
+        market__key(p.k_inv, sizeof p.k_inv, "inventory:", buyer);
+        snprintf(p.member, sizeof p.member, "%s.%s", item, seller);
+        char keybuf[2][LOCK_KEY_MAX_LEN];
+        market__guard g;
+        strategy_guard(m, p.member, buyer, keybuf, &g, &p.watch);
+        rc = market__guarded(c, &g, purchase_attempt, &p);
+    }
+    if (rc == MARKET_OK) MARKET__COUNT(m, purchased);
+    return rc;
+}
+
+/* Copies the counters into *out (each read atomically; together they are
+ * not one snapshot). This function can't fail. */
+void market_stats_get(const market *m, market_stats *out) {
+    market *mm = (market *)m; /* atomic loads take non-const pointers in C11 */
+    out->purchases = atomic_load(&mm->stats.purchases);
+    out->purchased = atomic_load(&mm->stats.purchased);
+    out->batches = atomic_load(&mm->stats.batches);
+    out->txn_aborts = atomic_load(&mm->stats.txn_aborts);
+    out->lock_busy = atomic_load(&mm->stats.lock_busy);
+    out->lease_lost = atomic_load(&mm->stats.lease_lost);
+    out->store_errors = atomic_load(&mm->stats.store_errors);
+}
+
+static const char *const strategy_names[] = {"market", "item", "optimistic"};
+
+/* Parses "market", "item" or "optimistic". Returns MARKET_OK or
+ * MARKET_ERR_INVALID. */
+int market_strategy_parse(const char *name, enum market_strategy *out) {
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, strategy_names[i]) == 0) {
+            *out = (enum market_strategy)i;
+            return MARKET_OK;
+        }
+    return MARKET_ERR_INVALID;
+}
+
+/* Returns the strategy's name (static). Can't fail. */
+const char *market_strategy_name(enum market_strategy s) {
+    return (unsigned)s < 3 ? strategy_names[s] : "unknown";
 }
 
 /* ---- list and unlist ---- */
@@ -452,13 +597,24 @@ struct listing_op {
     int64_t price; /* list: the asking price; unlist: the price it had */
     char k_inv[MARKET__KEY_MAX];
     char member[MARKET__MEMBER_MAX];
+    struct watchset watch;
 };
+
+/* Runs a list or unlist attempt under the market's strategy. */
+static int listing_guarded(market_conn *c, struct listing_op *op, market__attempt fn) {
+    market__key(op->k_inv, sizeof op->k_inv, "inventory:", op->seller);
+    snprintf(op->member, sizeof op->member, "%s.%s", op->item, op->seller);
+    char keybuf[2][LOCK_KEY_MAX_LEN];
+    market__guard g;
+    strategy_guard(c->m, op->member, NULL, keybuf, &g, &op->watch);
+    return market__guarded(c, &g, fn, op);
+}
 
 static int list_attempt(market_conn *c, void *ud) {
     struct listing_op *op = ud;
     market__cmd rd[2];
     redisReply *rep[2] = {0};
-    market__cmd_set(&rd[0], 3, "WATCH", op->k_inv, MARKET_LOCK_KEY);
+    watch_cmd(&rd[0], op->k_inv, NULL, &op->watch);
     market__cmd_set(&rd[1], 3, "SISMEMBER", op->k_inv, op->item);
     int rc = market__pipeline(c, rd, 2, rep);
     if (rc < 0) return rc;
@@ -467,7 +623,7 @@ static int list_attempt(market_conn *c, void *ud) {
     else if (rep[1]->integer != 1)
         rc = MARKET_ERR_NOT_HELD;
     market__replies_free(rep, 2);
-    if (rc < 0) return refuse(c, rc);
+    if (rc < 0) return market__refuse(c, rc);
 
     char score[24];
     snprintf(score, sizeof score, "%lld", (long long)op->price);
@@ -484,7 +640,7 @@ static int unlist_attempt(market_conn *c, void *ud) {
     struct listing_op *op = ud;
     market__cmd rd[2];
     redisReply *rep[2] = {0};
-    market__cmd_set(&rd[0], 3, "WATCH", "market:", MARKET_LOCK_KEY);
+    watch_cmd(&rd[0], op->k_inv, NULL, &op->watch);
     market__cmd_set(&rd[1], 3, "ZSCORE", "market:", op->member);
     int rc = market__pipeline(c, rd, 2, rep);
     if (rc < 0) return rc;
@@ -494,7 +650,7 @@ static int unlist_attempt(market_conn *c, void *ud) {
              market__parse_price(rep[1]->str, rep[1]->len, &op->price) < 0)
         rc = MARKET_ERR_STORE;
     market__replies_free(rep, 2);
-    if (rc < 0) return refuse(c, rc);
+    if (rc < 0) return market__refuse(c, rc);
 
     market__cmd wr[2];
     market__cmd_set(&wr[0], 3, "ZREM", "market:", op->member);
@@ -513,9 +669,7 @@ int market_list(market_conn *c, const char *seller, const char *item, int64_t pr
         price > MARKET_PRICE_MAX)
         return MARKET_ERR_INVALID;
     struct listing_op op = {seller, item, price};
-    market__key(op.k_inv, sizeof op.k_inv, "inventory:", seller);
-    snprintf(op.member, sizeof op.member, "%s.%s", item, seller);
-    return guarded(c, list_attempt, &op);
+    return listing_guarded(c, &op, list_attempt);
 }
 
 /* Moves item, listed by seller, back to the seller's inventory and stores the
@@ -524,9 +678,7 @@ int market_list(market_conn *c, const char *seller, const char *item, int64_t pr
 int market_unlist(market_conn *c, const char *seller, const char *item, int64_t *price) {
     if (!c || !market_id_valid(seller) || !market_id_valid(item)) return MARKET_ERR_INVALID;
     struct listing_op op = {seller, item, 0};
-    market__key(op.k_inv, sizeof op.k_inv, "inventory:", seller);
-    snprintf(op.member, sizeof op.member, "%s.%s", item, seller);
-    int rc = guarded(c, unlist_attempt, &op);
+    int rc = listing_guarded(c, &op, unlist_attempt);
     if (rc == MARKET_OK && price) *price = op.price;
     return rc;
 }

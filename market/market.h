@@ -60,8 +60,18 @@ typedef struct market market;           /* shared by all threads */
 typedef struct market_conn market_conn; /* one Redis connection, one thread */
 typedef struct market_world market_world; /* players and items to seed */
 
+/* How purchases are serialised (every server sharing a Redis must use the same). */
+enum market_strategy {
+    MARKET_STRATEGY_MARKET,     /* one lock for the whole market; concurrent purchases of one
+                                   process are checked and committed together under one hold */
+    MARKET_STRATEGY_ITEM,       /* a lock per listing and per buyer, taken in a fixed order */
+    MARKET_STRATEGY_OPTIMISTIC, /* no lock: WATCH, read, MULTI/EXEC, retry on abort */
+};
+
 typedef struct market_config {
     lock_redis_addr redis;       /* the store */
+    enum market_strategy strategy;
+    unsigned batch_max;          /* market strategy: most purchases per lock hold (0: 64) */
     int redis_timeout_ms;        /* connect and command timeout */
     uint32_t lock_ttl_ms;        /* lease of the market lock */
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
@@ -86,6 +96,17 @@ typedef struct market_listing {
     char seller[MARKET_ID_MAX + 1];
     int64_t price;
 } market_listing;
+
+/* Counters since market_new(), read with market_stats_get(). */
+typedef struct market_stats {
+    uint64_t purchases;       /* market_purchase calls */
+    uint64_t purchased;       /* of which committed */
+    uint64_t batches;         /* market strategy: lock holds that served purchases */
+    uint64_t txn_aborts;      /* EXECs aborted by a changed watched key */
+    uint64_t lock_busy;       /* lock wait budgets spent */
+    uint64_t lease_lost;      /* commits refused because the lease had lapsed */
+    uint64_t store_errors;    /* operations failed by Redis errors or outages */
+} market_stats;
 
 /* What the store holds, read without the lock (see market_audit()). */
 typedef struct market_audit_report {
@@ -136,6 +157,9 @@ int market_reset(market_conn *c);
 
 /* ---- helpers ---- */
 
+void market_stats_get(const market *m, market_stats *out);
+int market_strategy_parse(const char *name, enum market_strategy *out);
+const char *market_strategy_name(enum market_strategy s);
 int market_id_valid(const char *id);
 const char *market_strerror(int err);
 

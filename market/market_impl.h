@@ -3,6 +3,8 @@
 #ifndef GM_MARKET_MARKET_IMPL_H
 #define GM_MARKET_MARKET_IMPL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -13,16 +15,30 @@
 #define MARKET__KEY_MAX (MARKET_ID_MAX + 16)   /* "inventory:" + id */
 #define MARKET__MEMBER_MAX (2 * MARKET_ID_MAX + 2) /* "<item>.<seller>" */
 #define MARKET__PIPE_MAX 16                     /* commands in one fixed pipeline */
+#define MARKET__BATCH_MAX 256                   /* upper bound of cfg.batch_max */
+#define MARKET__TXN_ABORTED 1 /* an attempt's EXEC was aborted: a watched key changed */
+
+struct market__req; /* a purchase queued for the combiner (market_batch.c) */
 
 struct market {
     market_config cfg;
     lock_client *lock; /* borrowed; outlives the market */
+
+    pthread_mutex_t qmu;            /* guards the fields below */
+    struct market__req *qhead, *qtail; /* purchases waiting, oldest first */
+    int combining;                  /* a thread is serving a batch */
+
+    struct {
+        _Atomic uint64_t purchases, purchased, batches, txn_aborts, lock_busy, lease_lost,
+            store_errors;
+    } stats;
 };
 
 struct market_conn {
     market *m;
     redisContext *ctx; /* NULL while disconnected; reconnected on next use */
     int unwatch;       /* a WATCH is pending: send UNWATCH before the next pipeline */
+    struct market__batch *batch; /* scratch space when this thread combines purchases */
 };
 
 /* One command of a pipeline: argv/len as redisAppendCommandArgv takes them. */
@@ -32,9 +48,31 @@ typedef struct market__cmd {
     size_t len[8];
 } market__cmd;
 
+/* The locks a guarded transaction holds: none (optimistic), the market lock,
+ * or a listing lock and a buyer lock, always taken in this order. */
+typedef struct market__guard {
+    const char *keys[2];
+    size_t n;
+} market__guard;
+
+/* One attempt of a guarded transaction: read under WATCH, decide, commit.
+ * Returns MARKET_OK (decided; committed if it had anything to write),
+ * MARKET__TXN_ABORTED, or a negative market code. */
+typedef int (*market__attempt)(market_conn *c, void *ud);
+
+int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, void *ud);
+int market__refuse(market_conn *c, int rc);
+void market__stall(uint32_t ms);
+int market__purchase_batched(market_conn *c, const char *buyer, const char *seller,
+                             const char *item, int64_t expect_price,
+                             market_purchase_result *res);
+#define MARKET__COUNT(m, field) atomic_fetch_add_explicit(&(m)->stats.field, 1, memory_order_relaxed)
+
 int market__connect(market_conn *c);
 void market__drop(market_conn *c);
 int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies);
+int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
+                          redisReply **replies);
 void market__replies_free(redisReply **replies, size_t n);
 redisReply *market__command(market_conn *c, int argc, const char **argv, const size_t *len);
 void market__cmd_set(market__cmd *cmd, int argc, ...);

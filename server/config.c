@@ -18,10 +18,12 @@ void server_config_defaults(server_config *cfg) {
     snprintf(cfg->listen, sizeof cfg->listen, "127.0.0.1:8080");
     snprintf(cfg->redis, sizeof cfg->redis, "redis://127.0.0.1:6379/0");
     snprintf(cfg->lock, sizeof cfg->lock, "redis");
+    snprintf(cfg->strategy, sizeof cfg->strategy, "market");
+    cfg->batch_max = 64;
     cfg->lock_ttl_ms = 5000;
     cfg->acquire_timeout_ms = 2000;
     cfg->redis_timeout_ms = 500;
-    cfg->threads = 8;
+    cfg->threads = 128;
     cfg->max_connections = 1024;
     cfg->connection_timeout_s = 30;
     cfg->log_level = SERVER_LOG_INFO;
@@ -33,10 +35,12 @@ void server_usage(const char *prog) {
            "  --listen HOST:PORT        listen address (default 127.0.0.1:8080)     MARKET_LISTEN\n"
            "  --redis URL               redis://[user:pass@]host[:port][/db]         MARKET_REDIS\n"
            "  --lock redis|local        lock backend (default redis)                 MARKET_LOCK\n"
+           "  --strategy S              market|item|optimistic (default market)      MARKET_STRATEGY\n"
+           "  --batch-max N             market strategy: purchases per lock hold (64) MARKET_BATCH_MAX\n"
            "  --lock-ttl-ms N           market lock lease, ms > 0 (default 5000)     MARKET_LOCK_TTL_MS\n"
            "  --acquire-timeout-ms N    lock wait budget, ms (default 2000)          MARKET_ACQUIRE_TIMEOUT_MS\n"
            "  --redis-timeout-ms N      Redis connect/command timeout (default 500)  MARKET_REDIS_TIMEOUT_MS\n"
-           "  --threads N               HTTP worker threads (default 8)              MARKET_THREADS\n"
+           "  --threads N               HTTP worker threads (default 128)            MARKET_THREADS\n"
            "  --max-connections N       open connections at once (default 1024)      MARKET_MAX_CONNECTIONS\n"
            "  --connection-timeout-s N  idle connection timeout (default 30)         MARKET_CONNECTION_TIMEOUT_S\n"
            "  --log-level LEVEL         error|warn|info|debug (default info)         MARKET_LOG_LEVEL\n"
@@ -57,7 +61,7 @@ static int parse_uint(const char *s, unsigned long long lo, unsigned long long h
 }
 
 enum opt_id {
-    OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
+    OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
     OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_HELP
 };
 
@@ -69,6 +73,8 @@ static const struct {
     {OPT_LISTEN, "listen", "MARKET_LISTEN"},
     {OPT_REDIS, "redis", "MARKET_REDIS"},
     {OPT_LOCK, "lock", "MARKET_LOCK"},
+    {OPT_STRATEGY, "strategy", "MARKET_STRATEGY"},
+    {OPT_BATCH, "batch-max", "MARKET_BATCH_MAX"},
     {OPT_TTL, "lock-ttl-ms", "MARKET_LOCK_TTL_MS"},
     {OPT_ACQUIRE, "acquire-timeout-ms", "MARKET_ACQUIRE_TIMEOUT_MS"},
     {OPT_REDIS_TIMEOUT, "redis-timeout-ms", "MARKET_REDIS_TIMEOUT_MS"},
@@ -89,6 +95,15 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
     case OPT_LOCK:
         if (strcmp(v, "redis") != 0 && strcmp(v, "local") != 0) return -1;
         snprintf(cfg->lock, sizeof cfg->lock, "%s", v);
+        return 0;
+    case OPT_STRATEGY:
+        if (strcmp(v, "market") != 0 && strcmp(v, "item") != 0 && strcmp(v, "optimistic") != 0)
+            return -1;
+        snprintf(cfg->strategy, sizeof cfg->strategy, "%s", v);
+        return 0;
+    case OPT_BATCH:
+        if (parse_uint(v, 1, 256, &n) < 0) return -1;
+        cfg->batch_max = (unsigned)n;
         return 0;
     case OPT_TTL:
         if (parse_uint(v, 1, UINT32_MAX, &n) < 0) return -1;

@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "server/server.h"
 
@@ -33,10 +34,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "market-server: %s\n", why);
         return 1;
     }
+    /* Never log a password: show the URL up to its scheme and from its host on. */
+    char shown[sizeof cfg.redis];
+    const char *at = strrchr(cfg.redis, '@');
+    if (at)
+        snprintf(shown, sizeof shown, "redis://***@%s", at + 1);
+    else
+        snprintf(shown, sizeof shown, "%s", cfg.redis);
     server_log(SERVER_LOG_WARN,
-               "msg=listening listen=%s port=%d redis=%s lock=%s lock_ttl_ms=%u "
+               "msg=listening listen=%s port=%d redis=%s lock=%s strategy=%s lock_ttl_ms=%u "
                "acquire_timeout_ms=%u threads=%u",
-               cfg.listen, server_port(s), cfg.redis, cfg.lock, cfg.lock_ttl_ms,
+               cfg.listen, server_port(s), shown, cfg.lock, cfg.strategy, cfg.lock_ttl_ms,
                cfg.acquire_timeout_ms, cfg.threads);
     int sig = 0;
     sigwait(&stop, &sig);

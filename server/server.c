@@ -260,12 +260,18 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
     server_log_set_level(cfg->log_level);
 
     market_config mcfg = {.redis_timeout_ms = cfg->redis_timeout_ms,
+                          .batch_max = cfg->batch_max,
                           .lock_ttl_ms = cfg->lock_ttl_ms,
                           .acquire_timeout_ms = cfg->acquire_timeout_ms,
                           .test_stall_ms = cfg->test_stall_ms};
     if (lock_redis_addr_parse(cfg->redis, &mcfg.redis) < 0) {
         *err = SERVER_ERR_INVALID;
         snprintf(why, whylen, "bad Redis URL '%s'", cfg->redis);
+        goto fail;
+    }
+    if (market_strategy_parse(cfg->strategy, &mcfg.strategy) < 0) {
+        *err = SERVER_ERR_INVALID;
+        snprintf(why, whylen, "unknown strategy '%s'", cfg->strategy);
         goto fail;
     }
     int lerr = 0, merr = 0;

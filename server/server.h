@@ -32,6 +32,8 @@ typedef struct server_config {
     char listen[300];            /* host:port or [v6]:port; port 0 picks a free one */
     char redis[600];             /* redis://[user:pass@]host[:port][/db] */
     char lock[16];               /* lock backend: "redis" or "local" */
+    char strategy[16];           /* "market", "item" or "optimistic" */
+    unsigned batch_max;          /* market strategy: most purchases per lock hold */
     uint32_t lock_ttl_ms;        /* lease of the market lock */
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
     int redis_timeout_ms;        /* connect and command timeout */

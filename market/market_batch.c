@@ -1,0 +1,319 @@
+/* market_batch.c - the market strategy: purchases that arrive together share one lock hold.
+ *
+ * DESIGN
+ * A single market lock serialises every purchase, so what matters is the work
+ * per lock hold and how waiters wait. Threads of one process do not each spin
+ * on the Redis lock: a purchase joins an in-process queue, and one thread at a
+ * time (the combiner) takes the lock for everything queued (flat combining):
+ *   1. one pipeline: WATCH the lock key, market: and every user involved;
+ *      ZMSCORE market: for every listing; HGET funds of every user;
+ *   2. decide each purchase in queue order against an in-memory copy of what
+ *      was read, exactly as if they ran one at a time (an item sold earlier in
+ *      the batch is not listed any more; a buyer's funds fall as it buys);
+ *   3. one MULTI/EXEC: HINCRBY each user's net change, SADD each buyer's new
+ *      items, one ZREM of every sold listing - aborted by Redis if anything
+ *      watched changed or the lock key expired;
+ *   4. release, wake every waiter with its own result, and hand the combiner
+ *      role to the oldest waiter still queued (so no request waits on another
+ *      request's whole batch twice).
+ * The combiner uses its own thread's connection. Outcomes and invariants are
+ * those of serial execution in queue order.
+ */
+#include "market/market.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "market/market_impl.h"
+
+#define USERS_MAX (2 * MARKET__BATCH_MAX)
+
+enum { REQ_WAITING, REQ_DONE, REQ_COMBINE };
+
+struct market__req {
+    const char *buyer, *seller, *item;
+    int64_t expect_price;
+    market_purchase_result *res;
+    int rc;
+    int state;          /* REQ_*; guarded by market.qmu */
+    pthread_cond_t cv;  /* signalled when state changes */
+    struct market__req *next;
+};
+
+struct market__batch {
+    struct market__req *req[MARKET__BATCH_MAX];
+    size_t n;
+    char member[MARKET__BATCH_MAX][MARKET__MEMBER_MAX];
+    size_t first[MARKET__BATCH_MAX];   /* index of the first purchase of the same listing */
+    int sold[MARKET__BATCH_MAX];       /* on the first purchase of a listing: sold in batch */
+    int64_t price[MARKET__BATCH_MAX];  /* listing price, 0 when not listed */
+    size_t buyer[MARKET__BATCH_MAX], seller[MARKET__BATCH_MAX]; /* user indexes */
+
+    size_t n_users;
+    const char *user[USERS_MAX];
+    char k_user[USERS_MAX][MARKET__KEY_MAX];
+    char k_inv[USERS_MAX][MARKET__KEY_MAX];
+    int exists[USERS_MAX];
+    int64_t funds[USERS_MAX], read_funds[USERS_MAX];
+    char delta[USERS_MAX][24];
+
+    /* pipeline scratch */
+    const char *args_watch[3 + USERS_MAX];
+    const char *args_zmscore[2 + MARKET__BATCH_MAX];
+    const char *args_hget[USERS_MAX][3];
+    const char *args_sadd[USERS_MAX][2 + MARKET__BATCH_MAX];
+    const char *args_zrem[2 + MARKET__BATCH_MAX];
+    const char *args_hincr[USERS_MAX][4];
+    const char **argv[4 + 2 * USERS_MAX];
+    int argc[4 + 2 * USERS_MAX];
+    redisReply *rep[4 + 2 * USERS_MAX];
+};
+
+/* ---- building the batch ---- */
+
+static size_t user_index(struct market__batch *b, const char *id) {
+    for (size_t i = 0; i < b->n_users; i++)
+        if (strcmp(b->user[i], id) == 0) return i;
+    size_t i = b->n_users++;
+    b->user[i] = id;
+    market__key(b->k_user[i], sizeof b->k_user[i], "users:", id);
+    market__key(b->k_inv[i], sizeof b->k_inv[i], "inventory:", id);
+    return i;
+}
+
+static void batch_index(struct market__batch *b) {
+    b->n_users = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const struct market__req *r = b->req[i];
+        snprintf(b->member[i], sizeof b->member[i], "%s.%s", r->item, r->seller);
+        b->first[i] = i;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(b->member[j], b->member[i]) == 0) {
+                b->first[i] = j;
+                break;
+            }
+        b->buyer[i] = user_index(b, r->buyer);
+        b->seller[i] = user_index(b, r->seller);
+    }
+}
+
+/* ---- one attempt: read, decide, commit ---- */
+
+static int batch_read(market_conn *c, struct market__batch *b) {
+    size_t nc = 0, k = 0;
+    b->args_watch[k++] = "WATCH";
+    b->args_watch[k++] = MARKET_LOCK_KEY;
+    b->args_watch[k++] = "market:";
+    for (size_t u = 0; u < b->n_users; u++) b->args_watch[k++] = b->k_user[u];
+    b->argv[nc] = b->args_watch;
+    b->argc[nc++] = (int)k;
+
+    k = 0;
+    b->args_zmscore[k++] = "ZMSCORE";
+    b->args_zmscore[k++] = "market:";
+    for (size_t i = 0; i < b->n; i++) b->args_zmscore[k++] = b->member[i];
+    b->argv[nc] = b->args_zmscore;
+    b->argc[nc++] = (int)k;
+
+    for (size_t u = 0; u < b->n_users; u++) {
+        b->args_hget[u][0] = "HGET";
+        b->args_hget[u][1] = b->k_user[u];
+        b->args_hget[u][2] = "funds";
+        b->argv[nc] = b->args_hget[u];
+        b->argc[nc++] = 3;
+    }
+    int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+    if (rc < 0) return rc;
+
+    const redisReply *w = b->rep[0], *z = b->rep[1];
+    if (w->type != REDIS_REPLY_STATUS || z->type != REDIS_REPLY_ARRAY || z->elements != b->n) {
+        rc = MARKET_ERR_STORE;
+        goto out;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        const redisReply *e = z->element[i];
+        b->price[i] = 0;
+        if (e->type == REDIS_REPLY_NIL) continue;
+        if (e->type != REDIS_REPLY_STRING ||
+            market__parse_price(e->str, e->len, &b->price[i]) < 0) {
+            rc = MARKET_ERR_STORE;
+            goto out;
+        }
+    }
+    for (size_t u = 0; u < b->n_users; u++) {
+        const redisReply *e = b->rep[2 + u];
+        b->exists[u] = e->type == REDIS_REPLY_STRING;
+        b->funds[u] = 0;
+        if (e->type == REDIS_REPLY_NIL) continue;
+        if (!b->exists[u] || market__parse_i64(e->str, e->len, &b->funds[u]) < 0) {
+            rc = MARKET_ERR_STORE;
+            goto out;
+        }
+    }
+out:
+    market__replies_free(b->rep, nc);
+    return rc;
+}
+
+/* Decides every purchase in order; returns how many succeed. */
+static size_t batch_decide(struct market__batch *b) {
+    size_t won = 0;
+    memcpy(b->read_funds, b->funds, b->n_users * sizeof *b->funds);
+    for (size_t i = 0; i < b->n; i++) b->sold[i] = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        struct market__req *r = b->req[i];
+        size_t f = b->first[i], bu = b->buyer[i], se = b->seller[i];
+        int64_t price = b->price[f];
+        if (price == 0 || b->sold[f]) {
+            r->rc = MARKET_ERR_NOT_LISTED;
+        } else if (r->expect_price > 0 && r->expect_price != price) {
+            r->res->price = price;
+            r->rc = MARKET_ERR_PRICE_CHANGED;
+        } else if (!b->exists[bu]) {
+            r->rc = MARKET_ERR_NO_PLAYER;
+        } else if (b->funds[bu] < price) {
+            r->rc = MARKET_ERR_INSUFFICIENT_FUNDS;
+        } else if (b->funds[se] > INT64_MAX - price) {
+            r->rc = MARKET_ERR_OVERFLOW;
+        } else {
+            b->funds[bu] -= price;
+            b->funds[se] += price;
+            b->sold[f] = 1;
+            r->res->price = price;
+            r->res->buyer_funds = b->funds[bu];
+            r->rc = MARKET_OK;
+            won++;
+        }
+    }
+    return won;
+}
+
+static int batch_commit(market_conn *c, struct market__batch *b) {
+    static const char *const multi[1] = {"MULTI"}, *const exec[1] = {"EXEC"};
+    size_t nc = 0, k;
+    b->argv[nc] = (const char **)multi;
+    b->argc[nc++] = 1;
+    for (size_t u = 0; u < b->n_users; u++) {
+        if (b->funds[u] == b->read_funds[u]) continue;
+        snprintf(b->delta[u], sizeof b->delta[u], "%lld",
+                 (long long)(b->funds[u] - b->read_funds[u]));
+        const char **a = b->args_hincr[u];
+        a[0] = "HINCRBY";
+        a[1] = b->k_user[u];
+        a[2] = "funds";
+        a[3] = b->delta[u];
+        b->argv[nc] = a;
+        b->argc[nc++] = 4;
+    }
+    for (size_t u = 0; u < b->n_users; u++) {
+        const char **a = b->args_sadd[u];
+        k = 0;
+        a[k++] = "SADD";
+        a[k++] = b->k_inv[u];
+        for (size_t i = 0; i < b->n; i++)
+            if (b->req[i]->rc == MARKET_OK && b->buyer[i] == u) a[k++] = b->req[i]->item;
+        if (k == 2) continue;
+        b->argv[nc] = a;
+        b->argc[nc++] = (int)k;
+    }
+    k = 0;
+    b->args_zrem[k++] = "ZREM";
+    b->args_zrem[k++] = "market:";
+    for (size_t i = 0; i < b->n; i++)
+        if (b->req[i]->rc == MARKET_OK) b->args_zrem[k++] = b->member[i];
+    b->argv[nc] = b->args_zrem;
+    b->argc[nc++] = (int)k;
+    b->argv[nc] = (const char **)exec;
+    b->argc[nc++] = 1;
+
+    int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+    if (rc < 0) return rc;
+    c->unwatch = 0; /* EXEC ends every WATCH */
+    const redisReply *r = b->rep[nc - 1];
+    if (r->type == REDIS_REPLY_NIL) {
+        rc = MARKET__TXN_ABORTED;
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != nc - 2) {
+        rc = MARKET_ERR_STORE; /* EXECABORT: a queued command was refused */
+    } else {
+        for (size_t i = 0; i < r->elements; i++)
+            if (r->element[i]->type == REDIS_REPLY_ERROR) rc = MARKET_ERR_STORE;
+    }
+    market__replies_free(b->rep, nc);
+    return rc;
+}
+
+static int batch_attempt(market_conn *c, void *ud) {
+    struct market__batch *b = ud;
+    int rc = batch_read(c, b);
+    if (rc < 0) return market__refuse(c, rc);
+    if (batch_decide(b) == 0) return market__refuse(c, MARKET_OK);
+    if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
+    return batch_commit(c, b);
+}
+
+/* ---- the queue ---- */
+
+static void batch_run(market_conn *c, struct market__batch *b) {
+    market *m = c->m;
+    MARKET__COUNT(m, batches);
+    batch_index(b);
+    market__guard g = {{MARKET_LOCK_KEY}, 1};
+    int rc = market__guarded(c, &g, batch_attempt, b);
+    if (rc < 0)
+        for (size_t i = 0; i < b->n; i++) b->req[i]->rc = rc;
+}
+
+/* Queues one purchase and waits for its outcome; when no other thread is
+ * serving the queue, this thread serves it (see DESIGN). Arguments are
+ * already validated by market_purchase(). Returns the purchase's market code;
+ * MARKET_ERR_NOMEM when the scratch space cannot be had. */
+int market__purchase_batched(market_conn *c, const char *buyer, const char *seller,
+                             const char *item, int64_t expect_price,
+                             market_purchase_result *res) {
+    market *m = c->m;
+    if (!c->batch && !(c->batch = malloc(sizeof *c->batch))) return MARKET_ERR_NOMEM;
+    struct market__req r = {buyer, seller, item, expect_price, res, MARKET_ERR_STORE,
+                            REQ_WAITING};
+    if (pthread_cond_init(&r.cv, NULL) != 0) return MARKET_ERR_NOMEM;
+
+    pthread_mutex_lock(&m->qmu);
+    if (m->qtail)
+        m->qtail->next = &r;
+    else
+        m->qhead = &r;
+    m->qtail = &r;
+    if (!m->combining) {
+        m->combining = 1;
+        r.state = REQ_COMBINE;
+    }
+    while (r.state == REQ_WAITING) pthread_cond_wait(&r.cv, &m->qmu);
+    if (r.state == REQ_COMBINE) {
+        /* This request is the queue's head: serve it and those behind it. */
+        struct market__batch *b = c->batch;
+        b->n = 0;
+        while (m->qhead && b->n < m->cfg.batch_max) {
+            b->req[b->n++] = m->qhead;
+            m->qhead = m->qhead->next;
+        }
+        if (!m->qhead) m->qtail = NULL;
+        pthread_mutex_unlock(&m->qmu);
+
+        batch_run(c, b);
+
+        pthread_mutex_lock(&m->qmu);
+        for (size_t i = 0; i < b->n; i++) {
+            b->req[i]->state = REQ_DONE;
+            if (b->req[i] != &r) pthread_cond_signal(&b->req[i]->cv);
+        }
+        if (m->qhead) {
+            m->qhead->state = REQ_COMBINE;
+            pthread_cond_signal(&m->qhead->cv);
+        } else {
+            m->combining = 0;
+        }
+    }
+    pthread_mutex_unlock(&m->qmu);
+    pthread_cond_destroy(&r.cv);
+    return r.rc;
+}
