@@ -189,30 +189,38 @@ void market__cmd_set(market__cmd *cmd, int argc, ...) {
  * them. argv[i] holds argc[i] NUL-terminated arguments. */
 int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
                           redisReply **replies) {
-    int rc = market__connect(c);
-    if (rc < 0) return rc;
-    int unwatch = c->unwatch;
-    if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
-    for (size_t i = 0; i < n; i++)
-        if (redisAppendCommandArgv(c->ctx, argc[i], argv[i], NULL) != REDIS_OK) goto fail;
-    if (unwatch) {
-        void *r = NULL;
-        if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
-        freeReplyObject(r);
-        c->unwatch = 0;
-    }
-    for (size_t i = 0; i < n; i++) {
-        void *r = NULL;
-        if (redisGetReply(c->ctx, &r) != REDIS_OK) {
-            market__replies_free(replies, i);
-            goto fail;
+    /* A connection that sat idle through a Redis restart is dead without
+     * knowing it. A pipeline that does not commit may run again on a fresh
+     * connection; one that does (MULTI ... EXEC) must not: its WATCH died
+     * with the old connection, and it may have been applied. */
+    int reused = c->ctx != NULL;
+    int may_retry = n > 0 && strcmp(argv[0][0], "MULTI") != 0;
+    for (;;) {
+        int rc = market__connect(c);
+        if (rc < 0) return rc;
+        int unwatch = c->unwatch;
+        size_t got = 0;
+        if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
+        for (size_t i = 0; i < n; i++)
+            if (redisAppendCommandArgv(c->ctx, argc[i], argv[i], NULL) != REDIS_OK) goto fail;
+        if (unwatch) {
+            void *r = NULL;
+            if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
+            freeReplyObject(r);
+            c->unwatch = 0;
         }
-        replies[i] = r;
+        for (; got < n; got++) {
+            void *r = NULL;
+            if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
+            replies[got] = r;
+        }
+        return MARKET_OK;
+    fail:
+        market__replies_free(replies, got);
+        market__drop(c);
+        if (!(reused && may_retry)) return MARKET_ERR_STORE;
+        reused = 0; /* one more try, on a new connection */
     }
-    return MARKET_OK;
-fail:
-    market__drop(c);
-    return MARKET_ERR_STORE;
 }
 
 /* market__pipeline_argv() for fixed commands built with market__cmd_set(). */
@@ -318,6 +326,13 @@ void market__stall(uint32_t ms) {
 
 /* ---- the guarded transaction ---- */
 
+/* What an attempt watches besides the keys it reads: the strategy's lock and
+ * market keys, and the fencing records of the leases held. */
+struct watchset {
+    const char *keys[6];
+    size_t n;
+};
+
 /* Ends an attempt that read under WATCH and will not commit: the UNWATCH is
  * sent in front of the connection's next pipeline. Returns rc. */
 int market__refuse(market_conn *c, int rc) {
@@ -340,6 +355,7 @@ static void sleep_us(long us) {
 int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, void *ud) {
     market *m = c->m;
     lock_handle h[2];
+    market__held hd = {0};
     size_t held = 0;
     int rc = MARKET_OK;
     for (; held < g->n; held++) {
@@ -349,10 +365,17 @@ int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, 
             rc = from_lock_err(lrc);
             goto release;
         }
+        hd.key[held] = g->keys[held];
+        snprintf(hd.fenced[held], sizeof hd.fenced[held], "%s:fenced", g->keys[held]);
+        snprintf(hd.fence[held], sizeof hd.fence[held], "%llu",
+                 (unsigned long long)h[held].fence);
+        hd.fence_v[held] = h[held].fence;
+        hd.n = held + 1;
     }
+    if (held > 0 && m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
     int64_t deadline = lock_now_ms() + m->cfg.acquire_timeout_ms;
     for (int i = 1;; i++) {
-        rc = fn(c, ud);
+        rc = fn(c, &hd, ud);
         if (rc != TXN_ABORTED) break;
         MARKET__COUNT(m, txn_aborts);
         rc = MARKET_ERR_CONFLICT;
@@ -379,6 +402,41 @@ release:
     if (rc == MARKET_ERR_LEASE_LOST) MARKET__COUNT(m, lease_lost);
     if (rc == MARKET_ERR_STORE) MARKET__COUNT(m, store_errors);
     return rc;
+}
+
+/* Given the reply to "MGET <fenced keys of held>", returns 1 when a newer
+ * holder has already committed (a stored fence above ours), else 0. A
+ * missing or unreadable record counts as none. */
+int market__fence_stale(const market__held *held, const redisReply *mget) {
+    if (!mget || mget->type != REDIS_REPLY_ARRAY) return 0;
+    for (size_t i = 0; i < held->n && i < mget->elements; i++) {
+        const redisReply *e = mget->element[i];
+        if (e->type != REDIS_REPLY_STRING) continue;
+        int64_t seen;
+        if (market__parse_i64(e->str, e->len, &seen) == 0 && (uint64_t)seen > held->fence_v[i])
+            return 1;
+    }
+    return 0;
+}
+
+/* Appends the fencing parts of an attempt: to w, the "<lock>:fenced" keys to
+ * watch; to cmd, "MGET <those keys>" (cmd->argc 0 when nothing is held). */
+static void fence_read(const market__held *held, struct watchset *w, market__cmd *cmd) {
+    cmd->argc = 0;
+    if (held->n == 0) return;
+    cmd->argv[cmd->argc++] = "MGET";
+    for (size_t i = 0; i < held->n; i++) {
+        w->keys[w->n++] = held->fenced[i];
+        cmd->argv[cmd->argc++] = held->fenced[i];
+    }
+    for (int i = 0; i < cmd->argc; i++) cmd->len[i] = strlen(cmd->argv[i]);
+}
+
+/* Appends "SET <lock>:fenced <our fence>" for every held lease to cmds. */
+static size_t fence_write(const market__held *held, market__cmd *cmds) {
+    for (size_t i = 0; i < held->n; i++)
+        market__cmd_set(&cmds[i], 3, "SET", held->fenced[i], held->fence[i]);
+    return held->n;
 }
 
 /* Sends MULTI, cmds, EXEC in one pipeline. Returns MARKET_OK with *exec set
@@ -411,11 +469,6 @@ static int commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply 
 
 #define LOCK_KEY_MAX_LEN (MARKET__MEMBER_MAX + 16) /* "lock:item:<item>.<seller>" */
 
-/* What a strategy watches besides the keys an operation reads. */
-struct watchset {
-    const char *keys[4];
-    size_t n;
-};
 
 /* The WATCH command for keys a, b (b may be NULL) and everything in w. */
 static void watch_cmd(market__cmd *cmd, const char *a, const char *b, const struct watchset *w) {
@@ -464,20 +517,25 @@ struct purchase {
     struct watchset watch;
 };
 
-static int purchase_attempt(market_conn *c, void *ud) {
+static int purchase_attempt(market_conn *c, const market__held *held, void *ud) {
     struct purchase *p = ud;
-    market__cmd rd[4];
-    redisReply *rep[4] = {0};
-    watch_cmd(&rd[0], p->k_buyer, p->k_seller, &p->watch);
+    market__cmd rd[5];
+    redisReply *rep[5] = {0};
+    struct watchset w = p->watch;
+    fence_read(held, &w, &rd[4]);
+    watch_cmd(&rd[0], p->k_buyer, p->k_seller, &w);
     market__cmd_set(&rd[1], 3, "ZSCORE", "market:", p->member);
     market__cmd_set(&rd[2], 3, "HGET", p->k_buyer, "funds");
     market__cmd_set(&rd[3], 3, "HGET", p->k_seller, "funds");
-    int rc = market__pipeline(c, rd, 4, rep);
+    size_t nrd = held->n ? 5 : 4;
+    int rc = market__pipeline(c, rd, nrd, rep);
     if (rc < 0) return rc;
 
     int64_t price = 0, buyer_funds = 0, seller_funds = 0;
     if (rep[0]->type != REDIS_REPLY_STATUS) {
         rc = MARKET_ERR_STORE;
+    } else if (held->n && market__fence_stale(held, rep[4])) {
+        rc = MARKET_ERR_LEASE_LOST; /* a newer holder has committed */
     } else if (rep[1]->type == REDIS_REPLY_NIL) {
         rc = MARKET_ERR_NOT_LISTED;
     } else if (rep[1]->type != REDIS_REPLY_STRING ||
@@ -499,7 +557,7 @@ static int purchase_attempt(market_conn *c, void *ud) {
     } else if (seller_funds > INT64_MAX - price) {
         rc = MARKET_ERR_OVERFLOW;
     }
-    market__replies_free(rep, 4);
+    market__replies_free(rep, nrd);
     if (rc < 0) return market__refuse(c, rc);
 
     if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
@@ -507,13 +565,14 @@ static int purchase_attempt(market_conn *c, void *ud) {
     char credit[24], debit[24];
     snprintf(credit, sizeof credit, "%lld", (long long)price);
     snprintf(debit, sizeof debit, "%lld", -(long long)price);
-    market__cmd wr[4];
+    market__cmd wr[6];
     market__cmd_set(&wr[0], 4, "HINCRBY", p->k_seller, "funds", credit);
     market__cmd_set(&wr[1], 4, "HINCRBY", p->k_buyer, "funds", debit);
     market__cmd_set(&wr[2], 3, "SADD", p->k_inv, p->item);
     market__cmd_set(&wr[3], 3, "ZREM", "market:", p->member);
+    size_t nwr = 4 + fence_write(held, &wr[4]);
     redisReply *exec = NULL;
-    rc = commit(c, wr, 4, &exec);
+    rc = commit(c, wr, nwr, &exec);
     if (rc != MARKET_OK) return rc;
     if (exec->element[1]->type == REDIS_REPLY_INTEGER) {
         p->res->price = price;
@@ -610,53 +669,72 @@ static int listing_guarded(market_conn *c, struct listing_op *op, market__attemp
     return market__guarded(c, &g, fn, op);
 }
 
-static int list_attempt(market_conn *c, void *ud) {
+/* Reads under WATCH for a list or unlist: rd[1] is the operation's own read.
+ * Returns MARKET_OK with rep[] filled (*nrep replies), or a market code. */
+static int listing_read(market_conn *c, const market__held *held, struct listing_op *op,
+                        market__cmd *rd, redisReply **rep, size_t *nrep) {
+    struct watchset w = op->watch;
+    fence_read(held, &w, &rd[2]);
+    watch_cmd(&rd[0], op->k_inv, NULL, &w);
+    *nrep = held->n ? 3 : 2;
+    int rc = market__pipeline(c, rd, *nrep, rep);
+    if (rc < 0) return rc;
+    if (held->n && market__fence_stale(held, rep[2])) {
+        market__replies_free(rep, *nrep);
+        return market__refuse(c, MARKET_ERR_LEASE_LOST);
+    }
+    return MARKET_OK;
+}
+
+static int list_attempt(market_conn *c, const market__held *held, void *ud) {
     struct listing_op *op = ud;
-    market__cmd rd[2];
-    redisReply *rep[2] = {0};
-    watch_cmd(&rd[0], op->k_inv, NULL, &op->watch);
+    market__cmd rd[3];
+    redisReply *rep[3] = {0};
+    size_t nrep;
     market__cmd_set(&rd[1], 3, "SISMEMBER", op->k_inv, op->item);
-    int rc = market__pipeline(c, rd, 2, rep);
+    int rc = listing_read(c, held, op, rd, rep, &nrep);
     if (rc < 0) return rc;
     if (rep[1]->type != REDIS_REPLY_INTEGER)
         rc = MARKET_ERR_STORE;
     else if (rep[1]->integer != 1)
         rc = MARKET_ERR_NOT_HELD;
-    market__replies_free(rep, 2);
+    market__replies_free(rep, nrep);
     if (rc < 0) return market__refuse(c, rc);
 
     char score[24];
     snprintf(score, sizeof score, "%lld", (long long)op->price);
-    market__cmd wr[2];
+    market__cmd wr[4];
     market__cmd_set(&wr[0], 3, "SREM", op->k_inv, op->item);
     market__cmd_set(&wr[1], 4, "ZADD", "market:", score, op->member);
+    size_t nwr = 2 + fence_write(held, &wr[2]);
     redisReply *exec = NULL;
-    rc = commit(c, wr, 2, &exec);
+    rc = commit(c, wr, nwr, &exec);
     if (exec) freeReplyObject(exec);
     return rc;
 }
 
-static int unlist_attempt(market_conn *c, void *ud) {
+static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
     struct listing_op *op = ud;
-    market__cmd rd[2];
-    redisReply *rep[2] = {0};
-    watch_cmd(&rd[0], op->k_inv, NULL, &op->watch);
+    market__cmd rd[3];
+    redisReply *rep[3] = {0};
+    size_t nrep;
     market__cmd_set(&rd[1], 3, "ZSCORE", "market:", op->member);
-    int rc = market__pipeline(c, rd, 2, rep);
+    int rc = listing_read(c, held, op, rd, rep, &nrep);
     if (rc < 0) return rc;
     if (rep[1]->type == REDIS_REPLY_NIL)
         rc = MARKET_ERR_NOT_LISTED;
     else if (rep[1]->type != REDIS_REPLY_STRING ||
              market__parse_price(rep[1]->str, rep[1]->len, &op->price) < 0)
         rc = MARKET_ERR_STORE;
-    market__replies_free(rep, 2);
+    market__replies_free(rep, nrep);
     if (rc < 0) return market__refuse(c, rc);
 
-    market__cmd wr[2];
+    market__cmd wr[4];
     market__cmd_set(&wr[0], 3, "ZREM", "market:", op->member);
     market__cmd_set(&wr[1], 3, "SADD", op->k_inv, op->item);
+    size_t nwr = 2 + fence_write(held, &wr[2]);
     redisReply *exec = NULL;
-    rc = commit(c, wr, 2, &exec);
+    rc = commit(c, wr, nwr, &exec);
     if (exec) freeReplyObject(exec);
     return rc;
 }

@@ -76,6 +76,7 @@ typedef struct market_config {
     uint32_t lock_ttl_ms;        /* lease of the market lock */
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
+    uint32_t test_stall_read_ms; /* test hook: sleep after taking the locks, before reading */
 } market_config;
 
 typedef struct market_purchase_result {

@@ -59,15 +59,17 @@ struct market__batch {
     char delta[USERS_MAX][24];
 
     /* pipeline scratch */
-    const char *args_watch[3 + USERS_MAX];
+    const char *args_watch[4 + USERS_MAX];
+    const char *args_fence[3];
+    const char *args_setfence[3];
     const char *args_zmscore[2 + MARKET__BATCH_MAX];
     const char *args_hget[USERS_MAX][3];
     const char *args_sadd[USERS_MAX][2 + MARKET__BATCH_MAX];
     const char *args_zrem[2 + MARKET__BATCH_MAX];
     const char *args_hincr[USERS_MAX][4];
-    const char **argv[4 + 2 * USERS_MAX];
-    int argc[4 + 2 * USERS_MAX];
-    redisReply *rep[4 + 2 * USERS_MAX];
+    const char **argv[5 + 2 * USERS_MAX];
+    int argc[5 + 2 * USERS_MAX];
+    redisReply *rep[5 + 2 * USERS_MAX];
 };
 
 /* ---- building the batch ---- */
@@ -100,11 +102,12 @@ static void batch_index(struct market__batch *b) {
 
 /* ---- one attempt: read, decide, commit ---- */
 
-static int batch_read(market_conn *c, struct market__batch *b) {
+static int batch_read(market_conn *c, const market__held *held, struct market__batch *b) {
     size_t nc = 0, k = 0;
     b->args_watch[k++] = "WATCH";
     b->args_watch[k++] = MARKET_LOCK_KEY;
     b->args_watch[k++] = "market:";
+    b->args_watch[k++] = held->fenced[0];
     for (size_t u = 0; u < b->n_users; u++) b->args_watch[k++] = b->k_user[u];
     b->argv[nc] = b->args_watch;
     b->argc[nc++] = (int)k;
@@ -116,6 +119,10 @@ static int batch_read(market_conn *c, struct market__batch *b) {
     b->argv[nc] = b->args_zmscore;
     b->argc[nc++] = (int)k;
 
+    b->args_fence[0] = "GET";
+    b->args_fence[1] = held->fenced[0];
+    b->argv[nc] = b->args_fence;
+    b->argc[nc++] = 2;
     for (size_t u = 0; u < b->n_users; u++) {
         b->args_hget[u][0] = "HGET";
         b->args_hget[u][1] = b->k_user[u];
@@ -126,9 +133,15 @@ static int batch_read(market_conn *c, struct market__batch *b) {
     int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
     if (rc < 0) return rc;
 
-    const redisReply *w = b->rep[0], *z = b->rep[1];
+    const redisReply *w = b->rep[0], *z = b->rep[1], *f = b->rep[2];
+    int64_t seen;
     if (w->type != REDIS_REPLY_STATUS || z->type != REDIS_REPLY_ARRAY || z->elements != b->n) {
         rc = MARKET_ERR_STORE;
+        goto out;
+    }
+    if (f->type == REDIS_REPLY_STRING && market__parse_i64(f->str, f->len, &seen) == 0 &&
+        (uint64_t)seen > held->fence_v[0]) {
+        rc = MARKET_ERR_LEASE_LOST; /* a newer holder has committed */
         goto out;
     }
     for (size_t i = 0; i < b->n; i++) {
@@ -142,7 +155,7 @@ static int batch_read(market_conn *c, struct market__batch *b) {
         }
     }
     for (size_t u = 0; u < b->n_users; u++) {
-        const redisReply *e = b->rep[2 + u];
+        const redisReply *e = b->rep[3 + u];
         b->exists[u] = e->type == REDIS_REPLY_STRING;
         b->funds[u] = 0;
         if (e->type == REDIS_REPLY_NIL) continue;
@@ -189,11 +202,16 @@ static size_t batch_decide(struct market__batch *b) {
     return won;
 }
 
-static int batch_commit(market_conn *c, struct market__batch *b) {
+static int batch_commit(market_conn *c, const market__held *held, struct market__batch *b) {
     static const char *const multi[1] = {"MULTI"}, *const exec[1] = {"EXEC"};
     size_t nc = 0, k;
     b->argv[nc] = (const char **)multi;
     b->argc[nc++] = 1;
+    b->args_setfence[0] = "SET";
+    b->args_setfence[1] = held->fenced[0];
+    b->args_setfence[2] = held->fence[0];
+    b->argv[nc] = b->args_setfence;
+    b->argc[nc++] = 3;
     for (size_t u = 0; u < b->n_users; u++) {
         if (b->funds[u] == b->read_funds[u]) continue;
         snprintf(b->delta[u], sizeof b->delta[u], "%lld",
@@ -243,13 +261,13 @@ static int batch_commit(market_conn *c, struct market__batch *b) {
     return rc;
 }
 
-static int batch_attempt(market_conn *c, void *ud) {
+static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
     struct market__batch *b = ud;
-    int rc = batch_read(c, b);
+    int rc = batch_read(c, held, b);
     if (rc < 0) return market__refuse(c, rc);
     if (batch_decide(b) == 0) return market__refuse(c, MARKET_OK);
     if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
-    return batch_commit(c, b);
+    return batch_commit(c, held, b);
 }
 
 /* ---- the queue ---- */

@@ -44,8 +44,8 @@ struct market_conn {
 /* One command of a pipeline: argv/len as redisAppendCommandArgv takes them. */
 typedef struct market__cmd {
     int argc;
-    const char *argv[8];
-    size_t len[8];
+    const char *argv[10];
+    size_t len[10];
 } market__cmd;
 
 /* The locks a guarded transaction holds: none (optimistic), the market lock,
@@ -55,10 +55,24 @@ typedef struct market__guard {
     size_t n;
 } market__guard;
 
+/* The leases a guarded transaction holds, and their fencing records: the
+ * commit refuses to run when "<lock key>:fenced" holds a fence newer than
+ * ours (a newer holder has committed), and stores ours, in the same
+ * MULTI/EXEC as the transfer. */
+typedef struct market__held {
+    size_t n;
+    const char *key[2];
+    char fenced[2][MARKET__MEMBER_MAX + 24]; /* "<lock key>:fenced" */
+    char fence[2][24];                        /* our fence, decimal */
+    uint64_t fence_v[2];
+} market__held;
+
 /* One attempt of a guarded transaction: read under WATCH, decide, commit.
  * Returns MARKET_OK (decided; committed if it had anything to write),
  * MARKET__TXN_ABORTED, or a negative market code. */
-typedef int (*market__attempt)(market_conn *c, void *ud);
+typedef int (*market__attempt)(market_conn *c, const market__held *held, void *ud);
+
+int market__fence_stale(const market__held *held, const redisReply *mget);
 
 int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, void *ud);
 int market__refuse(market_conn *c, int rc);

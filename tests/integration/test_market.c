@@ -505,6 +505,65 @@ static void test_stalled_holder_lease_expired_alone_refused(void **state) {
     assert_true(listed(f->c, "axe", "A"));
 }
 
+/* Fencing: the lock lives on its own Redis, so a WATCH in the data store
+ * cannot see it change hands. A holder stalls after taking the lock and
+ * before reading, past its lease; another holder takes the lock and trades.
+ * When the first wakes, its read is clean (nothing changes after it), but
+ * the fence the newer holder stored is above its own: it must not write. */
+static void test_fence_stale_holder_lock_elsewhere_refused(void **state) {
+    struct fx *f = *state;
+    if (strategy == MARKET_STRATEGY_OPTIMISTIC) skip();
+    th_redis lock_store = {0};
+    assert_int_equal(th_redis_start(&lock_store), 0);
+    lock_redis_addr la;
+    assert_int_equal(lock_redis_addr_parse(lock_store.url, &la), LOCK_OK);
+    int err;
+    lock_client *remote = lock_redis_new(&la, 1000, &err);
+    assert_non_null(remote);
+    /* The new lock store counts fences from 1: forget the old store's. */
+    redisContext *rc0 = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc0);
+    redisReply *del = redisCommand(
+        rc0, "EVAL %s 0",
+        "for _, k in ipairs(redis.call('KEYS', 'lock:*:fenced')) do redis.call('DEL', k) end");
+    assert_non_null(del);
+    freeReplyObject(del);
+    redisFree(rc0);
+
+    market_config slow = config(100, 2000, 0);
+    slow.test_stall_read_ms = 300;
+    market *sm = market_new(&slow, remote, &err);
+    market_config quick = config(5000, 2000, 0);
+    market *qm = market_new(&quick, remote, &err);
+    market_conn *qc = market_conn_new(qm, &err);
+    assert_non_null(sm);
+    assert_non_null(qc);
+
+    struct stalled s = {sm, 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, stalled_purchase, &s), 0);
+    sleep_ms(150); /* the stalled holder's lease has lapsed before it read anything */
+    market_purchase_result r;
+    /* The newer holder shares a lock with the stalled one under every
+     * strategy (the market lock, or buyer B's lock) but not its listing, so
+     * without fencing the stalled purchase would still find the axe listed
+     * and B able to pay, and would commit. */
+    int rc = market_purchase(qc, "B", "C", "bow", -1, &r);
+    pthread_join(t, NULL);
+    assert_int_equal(rc, MARKET_OK);
+    assert_int_equal(s.rc, MARKET_ERR_LEASE_LOST);
+    assert_int_equal(funds_of(f->c, "B"), 750);
+    assert_true(holds(f->c, "B", "bow"));
+    assert_true(listed(f->c, "axe", "A"));
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+
+    market_conn_free(qc);
+    market_free(qm);
+    market_free(sm);
+    lock_free(remote);
+    th_redis_stop(&lock_store);
+}
+
 static void test_lock_held_elsewhere_busy(void **state) {
     struct fx *f = *state;
     if (strategy != MARKET_STRATEGY_MARKET) skip(); /* only this one takes lock:market */
@@ -592,6 +651,7 @@ int main(void) {
         T(test_batch_mixed_outcomes_match_serial_order),
         T(test_stalled_holder_past_lease_cannot_commit),
         T(test_stalled_holder_lease_expired_alone_refused),
+        T(test_fence_stale_holder_lock_elsewhere_refused),
         T(test_lock_held_elsewhere_busy),
         T(test_redis_down_store_unavailable_then_recovers),
         T(test_redis_paused_store_unavailable_within_timeout),
