@@ -4,6 +4,8 @@
 #   make run        install what is missing, start a private redis, seed the demo, serve
 #   make test       install what is missing, build, run unit + integration tests
 #   make asan       the whole test suite under AddressSanitizer + UBSan
+#   make valgrind   the integration tests under valgrind
+#   make fuzz       the libFuzzer harnesses, FUZZ_SECONDS each (tests/fuzz/)
 #   make bench      the strategy comparison (bench/results.md)
 #
 # User CFLAGS/LDFLAGS are added to ours, never replace them.
@@ -103,8 +105,35 @@ asan: deps
 	@BUILD=build/asan BIN=build/asan/bin ASAN_OPTIONS=detect_leaks=1 tests/run.sh
 
 valgrind: deps
+	@scripts/ci_deps.sh valgrind
 	@$(MAKE) --no-print-directory build
 	@BUILD=$(BUILD) BIN=$(BIN) VALGRIND=1 tests/run.sh
+
+# ---- fuzzing: libFuzzer harnesses in tests/fuzz/ (see tests/fuzz/README.md) ----
+# clang builds lock/, market/ and api/ from source into each harness with
+# ASan + UBSan + libFuzzer, under $(FUZZ_BUILD) (the archives above are gcc's).
+# `make fuzz` replays tests/fuzz/regressions/, then fuzzes each harness for
+# FUZZ_SECONDS (both at once when there are two cores) from its seed corpus.
+
+FUZZ_CC ?= clang
+FUZZ_BUILD ?= build/fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_SANFLAGS = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS = $(WARN) -O1 -g $(FUZZ_SANFLAGS) -pthread -MMD -MP $(PKG_CFLAGS) $(CFLAGS)
+FUZZ_OBJS = $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(wildcard lock/*.c market/*.c api/*.c))
+FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/%,$(wildcard tests/fuzz/fuzz_*.c))
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(REAL_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_OBJS)
+	$(FUZZ_CC) $(FUZZ_SANFLAGS) -fsanitize=fuzzer -pthread $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+fuzz: deps
+	@FUZZ_CC=$(FUZZ_CC) scripts/ci_deps.sh fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/ci_fuzz.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory build
@@ -115,5 +144,7 @@ clean:
 
 format:
 	clang-format -i $(wildcard */*.c */*.h tests/*/*.c tests/*/*.h)
+
+.SECONDARY:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

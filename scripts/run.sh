@@ -10,6 +10,7 @@ BIN=${BIN:-bin}
 LISTEN=${MARKET_LISTEN:-127.0.0.1:8080}
 started=""
 
+[ -n "${MARKET_REDIS:-}" ] && MARKET_REDIS_GIVEN=1
 if [ -z "${MARKET_REDIS:-}" ]; then
     port=${MARKET_REDIS_PORT:-6380}
     dir="$PWD/var/redis"
@@ -39,7 +40,13 @@ stop_redis() {
 trap stop_redis EXIT
 trap ':' INT TERM # the server stops gracefully on these; then we stop redis
 
-"$BIN/market-seed" --reset fixtures/demo.json
+# The private Redis is ours: start it from the demo world. A Redis named in
+# MARKET_REDIS may hold someone's data: add the demo without deleting anything.
+if [ -n "$started" ] || [ -z "${MARKET_REDIS_GIVEN:-}" ]; then
+    "$BIN/market-seed" --reset fixtures/demo.json
+else
+    "$BIN/market-seed" fixtures/demo.json
+fi
 
 host=${LISTEN%:*}
 cat <<MSG

@@ -181,7 +181,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     /* phase 3: answer */
     if (rq->too_big) {
-        api_error(413, "payload_too_large", "request body over 65536 bytes", &resp);
+        api_error(413, "payload_too_large", "request body exceeds 65536 bytes", &resp);
     } else {
         market_conn *mc = thread_conn(s);
         if (!mc) {
