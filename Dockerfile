@@ -1,7 +1,10 @@
 # Dockerfile - market-server and market-seed on Debian 12, in two stages.
 #
 #   docker build -t gamemarket .
-#   docker run --rm -p 127.0.0.1:8080:8080 -e MARKET_REDIS=redis://HOST:6379/0 gamemarket
+#   docker run --rm -p 127.0.0.1:8080:8080 -e MARKET_REDIS=redis://HOST:6379/0 \
+#       -e MARKET_AUTH_SECRET=... gamemarket
+#   (player tokens: docker run --rm -e MARKET_AUTH_SECRET=... --entrypoint market-seed
+#    gamemarket --print-token B)
 #
 # Any MARKET_* variable (see `market-server --help`) configures the server. The
 # listen address is fixed by the entrypoint to 0.0.0.0:8080.
@@ -10,7 +13,7 @@
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-        build-essential pkg-config libhiredis-dev libmicrohttpd-dev libjansson-dev \
+        build-essential pkg-config libhiredis-dev libmicrohttpd-dev libjansson-dev libssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -20,7 +23,7 @@ RUN make bin/market-server bin/market-seed
 # ---- runtime: the shared libraries the binaries load, nothing else ----
 FROM debian:bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libhiredis0.14 libmicrohttpd12 libjansson4 \
+ && apt-get install -y --no-install-recommends libhiredis0.14 libmicrohttpd12 libjansson4 libssl3 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --home-dir /app --no-create-home \
         --shell /usr/sbin/nologin market

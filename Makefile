@@ -30,7 +30,7 @@ endif
 
 # Lazily expanded on purpose: pkg-config runs when a rule needs the flags,
 # which is after scripts/deps.sh has installed the libraries.
-PKGS = hiredis libmicrohttpd jansson
+PKGS = hiredis libmicrohttpd jansson libcrypto
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))
 PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS))
 TEST_LIBS = $(shell $(PKG_CONFIG) --libs cmocka libcurl)

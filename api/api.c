@@ -301,6 +301,11 @@ static void error_reply(api_response *resp, int status, const char *code, const 
     api__reply(resp, status, error_body(code, detail));
 }
 
+/* Fills resp with status and {"error":code,"detail":detail}. */
+void api__error_reply(api_response *resp, int status, const char *code, const char *detail) {
+    error_reply(resp, status, code, detail, 0, NULL);
+}
+
 static void bad_request(api_response *resp, const char *detail) {
     error_reply(resp, 400, "bad_request", detail, 0, NULL);
 }
@@ -438,7 +443,7 @@ static void handle_purchase(market_conn *conn, const api_request *req, const cha
     if (!root) return;
     if (strcmp(v[0].id, v[1].id) == 0) {
         bad_request(resp, "fields 'buyer' and 'seller' must differ");
-    } else if (!conn_missing(conn, resp)) {
+    } else if (api__authorized(req, v[0].id, resp) && !conn_missing(conn, resp)) {
         market_purchase_result res = {0};
         int rc =
             market_purchase(conn, v[0].id, v[1].id, v[2].id, v[3].present ? v[3].price : -1, &res);
@@ -466,7 +471,7 @@ static void handle_list(market_conn *conn, const api_request *req, const char *a
     (void)arg;
     json_t *root = body_parse(req, spec, 3, v, resp);
     if (!root) return;
-    if (!conn_missing(conn, resp)) {
+    if (api__authorized(req, v[0].id, resp) && !conn_missing(conn, resp)) {
         int rc = market_list(conn, v[0].id, v[1].id, v[2].price);
         if (rc != MARKET_OK)
             api__reply_market(rc, 0, resp);
@@ -489,7 +494,7 @@ static void handle_unlist(market_conn *conn, const api_request *req, const char 
     (void)arg;
     json_t *root = body_parse(req, spec, 2, v, resp);
     if (!root) return;
-    if (!conn_missing(conn, resp)) {
+    if (api__authorized(req, v[0].id, resp) && !conn_missing(conn, resp)) {
         int64_t price = 0;
         int rc = market_unlist(conn, v[0].id, v[1].id, &price);
         if (rc != MARKET_OK)

@@ -28,6 +28,7 @@ typedef struct api_request {
     /* Looks up a query argument or header; NULL when absent. May be NULL. */
     const char *(*lookup)(void *ud, enum api_arg_kind kind, const char *name);
     void *lookup_ud;
+    const char *auth_secret; /* player tokens are checked with it; NULL: no authentication */
 } api_request;
 
 /* One HTTP response. body is malloc'd; release with api_response_cleanup(). */
@@ -37,11 +38,15 @@ typedef struct api_response {
     size_t body_len;
     int retry_after_s;   /* > 0: send "Retry-After: <n>" */
     const char *allow;   /* non-NULL: send "Allow: <allow>" (static string) */
+    const char *auth_challenge; /* non-NULL: send "WWW-Authenticate: <it>" (static) */
 } api_response;
+
+#define API_TOKEN_MAX (MARKET_ID_MAX + 1 + 64) /* "<player>.<64 hex digits>" */
 
 void api_handle(market_conn *conn, const api_request *req, api_response *resp);
 void api_error(int status, const char *code, const char *detail, api_response *resp);
 void api_response_cleanup(api_response *resp);
+int api_token_make(const char *secret, const char *player, char *out, size_t outlen);
 int api_fixture_parse(const char *json, size_t len, market_world **out, char *why,
                       size_t whylen);
 

@@ -49,15 +49,25 @@ else
 fi
 
 host=${LISTEN%:*}
+port=${LISTEN##*:}
+# With MARKET_AUTH_SECRET set, player requests need the player's token;
+# without it, the demo runs with --no-auth (the server says so in its log).
+auth=""
+noauth="--no-auth"
+if [ -n "${MARKET_AUTH_SECRET:-}" ]; then
+    noauth=""
+    auth="-H 'Authorization: Bearer $("$BIN/market-seed" --print-token B)' "
+fi
 cat <<MSG
 
 market-server on http://$LISTEN  (Ctrl-C stops it)
 try:
-  curl -s -X POST $host:${LISTEN##*:}/purchase -d '{"buyer":"B","seller":"A","item":"axe"}'
-  curl -s $host:${LISTEN##*:}/players/B
-  curl -s '$host:${LISTEN##*:}/market?limit=10'
+  curl -s -X POST $host:$port/purchase $auth-d '{"buyer":"B","seller":"A","item":"axe"}'
+  curl -s $host:$port/players/B
+  curl -s '$host:$port/market?limit=10'
 
 MSG
 status=0
-"$BIN/market-server" --listen "$LISTEN" "$@" || status=$?
+# shellcheck disable=SC2086
+"$BIN/market-server" --listen "$LISTEN" $noauth "$@" || status=$?
 exit "$status"

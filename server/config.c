@@ -27,6 +27,8 @@ void server_config_defaults(server_config *cfg) {
     cfg->max_connections = 1024;
     cfg->connection_timeout_s = 30;
     cfg->log_level = SERVER_LOG_INFO;
+    cfg->per_ip_connections = 512;
+    cfg->connection_memory = 32 * 1024;
 }
 
 /* Prints the flags on stdout. This function can't fail. */
@@ -43,6 +45,10 @@ void server_usage(const char *prog) {
            "  --threads N               HTTP worker threads (default 128)            MARKET_THREADS\n"
            "  --max-connections N       open connections at once (default 1024)      MARKET_MAX_CONNECTIONS\n"
            "  --connection-timeout-s N  idle connection timeout (default 30)         MARKET_CONNECTION_TIMEOUT_S\n"
+           "  --auth-secret S           HMAC key of player tokens                    MARKET_AUTH_SECRET\n"
+           "  --no-auth                 serve without authentication (tests, demos)  MARKET_NO_AUTH=1\n"
+           "  --per-ip-connections N    connections per client IP, 0 = any (512)     MARKET_PER_IP_CONNECTIONS\n"
+           "  --connection-memory N     buffer bytes per connection (32768)          MARKET_CONNECTION_MEMORY\n"
            "  --log-level LEVEL         error|warn|info|debug (default info)         MARKET_LOG_LEVEL\n"
            "  --test-stall-ms N         test hook: stall between read and commit     MARKET_TEST_STALL_MS\n"
            "  --help                    this text\n",
@@ -62,7 +68,8 @@ static int parse_uint(const char *s, unsigned long long lo, unsigned long long h
 
 enum opt_id {
     OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
-    OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_HELP
+    OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_SECRET, OPT_NOAUTH, OPT_PERIP,
+    OPT_CONNMEM, OPT_HELP
 };
 
 static const struct {
@@ -83,6 +90,10 @@ static const struct {
     {OPT_CONNTIMEOUT, "connection-timeout-s", "MARKET_CONNECTION_TIMEOUT_S"},
     {OPT_LOGLEVEL, "log-level", "MARKET_LOG_LEVEL"},
     {OPT_STALL, "test-stall-ms", "MARKET_TEST_STALL_MS"},
+    {OPT_SECRET, "auth-secret", "MARKET_AUTH_SECRET"},
+    {OPT_NOAUTH, "no-auth", "MARKET_NO_AUTH"},
+    {OPT_PERIP, "per-ip-connections", "MARKET_PER_IP_CONNECTIONS"},
+    {OPT_CONNMEM, "connection-memory", "MARKET_CONNECTION_MEMORY"},
 };
 
 static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
@@ -142,6 +153,24 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
         if (parse_uint(v, 0, 600000, &n) < 0) return -1;
         cfg->test_stall_ms = (uint32_t)n;
         return 0;
+    case OPT_SECRET:
+        if (!*v) return -1;
+        return snprintf(cfg->auth_secret, sizeof cfg->auth_secret, "%s", v) <
+                       (int)sizeof cfg->auth_secret
+                   ? 0
+                   : -1;
+    case OPT_NOAUTH: /* a flag; from the environment, "1" or "0" */
+        if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0) return -1;
+        cfg->no_auth = v[0] == '1';
+        return 0;
+    case OPT_PERIP:
+        if (parse_uint(v, 0, 1000000, &n) < 0) return -1;
+        cfg->per_ip_connections = (unsigned)n;
+        return 0;
+    case OPT_CONNMEM:
+        if (parse_uint(v, 4096, 16 * 1024 * 1024, &n) < 0) return -1;
+        cfg->connection_memory = (size_t)n;
+        return 0;
     case OPT_HELP:
         break;
     }
@@ -162,7 +191,10 @@ int server_config_parse(server_config *cfg, int argc, char **argv, char *why, si
     }
     struct option longopts[sizeof opt_names / sizeof *opt_names + 2];
     for (size_t i = 0; i < nopts; i++)
-        longopts[i] = (struct option){opt_names[i].flag, required_argument, NULL, opt_names[i].id};
+        longopts[i] = (struct option){opt_names[i].flag,
+                                      opt_names[i].id == OPT_NOAUTH ? no_argument
+                                                                    : required_argument,
+                                      NULL, opt_names[i].id};
     longopts[nopts] = (struct option){"help", no_argument, NULL, OPT_HELP};
     longopts[nopts + 1] = (struct option){0};
     optind = 1;
@@ -175,7 +207,7 @@ int server_config_parse(server_config *cfg, int argc, char **argv, char *why, si
                      argv[optind - 1]);
             return SERVER_ERR_INVALID;
         }
-        if (set_opt(cfg, (enum opt_id)ch, optarg) < 0) {
+        if (set_opt(cfg, (enum opt_id)ch, ch == OPT_NOAUTH ? "1" : optarg) < 0) {
             snprintf(why, whylen, "bad value for --%s: '%s'", longopts[ch - 1].name, optarg);
             return SERVER_ERR_INVALID;
         }

@@ -126,6 +126,9 @@ static enum MHD_Result respond(struct MHD_Connection *conn, api_response *resp) 
         ok = MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra) == MHD_YES;
     }
     if (ok && resp->allow) ok = MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow) == MHD_YES;
+    if (ok && resp->auth_challenge)
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, resp->auth_challenge) ==
+             MHD_YES;
     enum MHD_Result rc = ok ? MHD_queue_response(conn, (unsigned)resp->status, r) : MHD_NO;
     MHD_destroy_response(r);
     return rc;
@@ -187,7 +190,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!mc) {
             api_error(500, "internal_error", "out of memory", &resp);
         } else {
-            api_request req = {method, url, rq->body, rq->len, lookup, conn};
+            api_request req = {method, url, rq->body, rq->len, lookup, conn,
+                               s->cfg.no_auth ? NULL : s->cfg.auth_secret};
             api_handle(mc, &req, &resp);
         }
     }
@@ -269,6 +273,15 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
         snprintf(why, whylen, "bad Redis URL '%s'", cfg->redis);
         goto fail;
     }
+    if (!cfg->no_auth && !cfg->auth_secret[0]) {
+        *err = SERVER_ERR_INVALID;
+        snprintf(why, whylen, "no --auth-secret (MARKET_AUTH_SECRET) given; "
+                              "--no-auth serves without authentication");
+        goto fail;
+    }
+    if (cfg->no_auth)
+        server_log(SERVER_LOG_WARN, "msg=\"authentication is off (--no-auth): any client may "
+                                    "act for any player\"");
     if (market_strategy_parse(cfg->strategy, &mcfg.strategy) < 0) {
         *err = SERVER_ERR_INVALID;
         snprintf(why, whylen, "unknown strategy '%s'", cfg->strategy);
@@ -310,7 +323,8 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg->connection_memory,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connections,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_END);

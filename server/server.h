@@ -42,6 +42,10 @@ typedef struct server_config {
     unsigned connection_timeout_s; /* idle connections are closed after this */
     int log_level;               /* enum server_log_level */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
+    char auth_secret[256];       /* HMAC key of player tokens; empty needs no_auth */
+    int no_auth;                 /* serve without authentication (tests, demos) */
+    unsigned per_ip_connections; /* open connections per client IP (0: no limit) */
+    size_t connection_memory;    /* bytes of buffer per connection */
 } server_config;
 
 typedef struct server server;

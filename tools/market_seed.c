@@ -2,6 +2,7 @@
  *
  *   market-seed [--redis URL] [--reset] FILE.json
  *   market-seed [--redis URL] [--reset] --generate players=N,items=M[,funds=F][,prices=LO-HI][,seed=S]
+ *   market-seed [--auth-secret S] --print-token PLAYER
  *
  * The world is checked as a whole before anything is written (no item twice,
  * every owner a player) and written in one MULTI/EXEC.
@@ -27,7 +28,10 @@ static void usage(FILE *to) {
             "                redis://127.0.0.1:6379/0)\n"
             "  --reset       delete every market key (users:*, inventory:*, market:) first\n"
             "  --generate    players p0.., items i0.. each listed by some player; default\n"
-            "                funds 100000, prices 1-1000, seed 1\n");
+            "                funds 100000, prices 1-1000, seed 1\n"
+            "       market-seed [--auth-secret S] --print-token PLAYER\n"
+            "  --print-token print PLAYER's bearer token for the secret (default\n"
+            "                $MARKET_AUTH_SECRET) and write nothing\n");
 }
 
 static char *read_file(const char *path, size_t *len, char *why, size_t whylen) {
@@ -122,10 +126,15 @@ int main(int argc, char **argv) {
     const char *url = getenv("MARKET_REDIS");
     if (!url || !*url) url = "redis://127.0.0.1:6379/0";
     char *generate = NULL;
+    const char *secret = getenv("MARKET_AUTH_SECRET"), *token_for = NULL;
     int reset = 0;
     static const struct option longopts[] = {
-        {"redis", required_argument, NULL, 'r'},   {"reset", no_argument, NULL, 'x'},
-        {"generate", required_argument, NULL, 'g'}, {"help", no_argument, NULL, 'h'},
+        {"redis", required_argument, NULL, 'r'},
+        {"reset", no_argument, NULL, 'x'},
+        {"generate", required_argument, NULL, 'g'},
+        {"auth-secret", required_argument, NULL, 's'},
+        {"print-token", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -133,9 +142,24 @@ int main(int argc, char **argv) {
         case 'r': url = optarg; break;
         case 'x': reset = 1; break;
         case 'g': generate = optarg; break;
+        case 's': secret = optarg; break;
+        case 't': token_for = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
+    }
+    if (token_for) {
+        char tok[API_TOKEN_MAX + 1];
+        if (!secret || !*secret) {
+            fprintf(stderr, "market-seed: --print-token needs --auth-secret or MARKET_AUTH_SECRET\n");
+            return 2;
+        }
+        if (api_token_make(secret, token_for, tok, sizeof tok) < 0) {
+            fprintf(stderr, "market-seed: '%s' is not a player id\n", token_for);
+            return 2;
+        }
+        printf("%s\n", tok);
+        return 0;
     }
     if ((generate != NULL) == (optind < argc) || argc - optind > 1) {
         usage(stderr);

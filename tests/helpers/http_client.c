@@ -34,6 +34,12 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud) {
  * *out filled (free with th_http_cleanup), or -1 on a transport error. */
 int th_http_do(int port, const char *method, const char *path, const char *body, size_t len,
                th_http *out) {
+    return th_http_do_header(port, method, path, NULL, body, len, out);
+}
+
+/* th_http_do() with one more request header ("Name: value"; NULL for none). */
+int th_http_do_header(int port, const char *method, const char *path, const char *header,
+                      const char *body, size_t len, th_http *out) {
     memset(out, 0, sizeof *out);
     CURL *c = curl_easy_init();
     if (!c) return -1;
@@ -41,6 +47,7 @@ int th_http_do(int port, const char *method, const char *path, const char *body,
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     h = curl_slist_append(h, "Expect:");
+    if (header) h = curl_slist_append(h, header);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);

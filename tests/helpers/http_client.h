@@ -13,6 +13,8 @@ typedef struct th_http {
 
 int th_http_do(int port, const char *method, const char *path, const char *body, size_t len,
                th_http *out);
+int th_http_do_header(int port, const char *method, const char *path, const char *header,
+                      const char *body, size_t len, th_http *out);
 void th_http_cleanup(th_http *r);
 char *th_store_fingerprint(int redis_port);
 

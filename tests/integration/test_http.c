@@ -57,9 +57,13 @@ static void seed_demo(void) {
     market_world_free(w);
 }
 
-static server *start(uint32_t acquire_ms, int *port) {
+static server *start_with(uint32_t acquire_ms, const char *secret, int *port) {
     server_config cfg;
     server_config_defaults(&cfg);
+    if (secret)
+        snprintf(cfg.auth_secret, sizeof cfg.auth_secret, "%s", secret);
+    else
+        cfg.no_auth = 1;
     snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
     snprintf(cfg.redis, sizeof cfg.redis, "%s", redis.url);
     cfg.threads = 4;
@@ -73,6 +77,8 @@ static server *start(uint32_t acquire_ms, int *port) {
     assert_true(*port > 0);
     return s;
 }
+
+static server *start(uint32_t acquire_ms, int *port) { return start_with(acquire_ms, NULL, port); }
 
 /* Sends a request and asserts its status; returns the parsed body (new
  * reference; caller decrefs). */
@@ -375,7 +381,7 @@ static pid_t spawn_server(int port, const char *extra) {
     if (!bin) bin = "bin/market-server";
     pid_t pid = fork();
     if (pid == 0) {
-        execl(bin, bin, "--listen", listen, "--redis", redis.url, "--log-level", "error",
+        execl(bin, bin, "--listen", listen, "--redis", redis.url, "--log-level", "error", "--no-auth",
               extra ? extra : "--threads", extra ? "500" : "2", (char *)NULL);
         _exit(127);
     }
@@ -455,6 +461,62 @@ static void test_binary_flags_help_and_bad(void **state) {
     snprintf(cmd, sizeof cmd, "MARKET_LOCK=bogus %s 2>/dev/null", bin);
     st = system(cmd);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    /* No secret and no --no-auth: it refuses to start. */
+    snprintf(cmd, sizeof cmd, "MARKET_AUTH_SECRET= %s --listen 127.0.0.1:0 2>/dev/null", bin);
+    st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+}
+
+/* ---- authentication ---- */
+
+static long auth_call(int port, const char *path, const char *header, const char *body,
+                      th_http *r) {
+    assert_int_equal(th_http_do_header(port, "POST", path, header, body, strlen(body), r), 0);
+    return r->status;
+}
+
+static void test_http_auth_tokens_bind_players(void **state) {
+    (void)state;
+    int port;
+    server *s = start_with(1000, "s3cret", &port);
+    char tok_b[API_TOKEN_MAX + 1], tok_a[API_TOKEN_MAX + 1], hb[300], ha[300];
+    assert_int_equal(api_token_make("s3cret", "B", tok_b, sizeof tok_b), MARKET_OK);
+    assert_int_equal(api_token_make("s3cret", "A", tok_a, sizeof tok_a), MARKET_OK);
+    snprintf(hb, sizeof hb, "Authorization: Bearer %s", tok_b);
+    snprintf(ha, sizeof ha, "Authorization: Bearer %s", tok_a);
+    char forged[300];
+    snprintf(forged, sizeof forged, "Authorization: Bearer %s", tok_b);
+    forged[strlen(forged) - 1] ^= 1; /* one hex digit off */
+    char *before = th_store_fingerprint(redis.port);
+    th_http r;
+
+    assert_int_equal(auth_call(port, "/purchase", NULL, purchase_axe, &r), 401);
+    assert_non_null(strstr(r.body, "unauthorized"));
+    assert_non_null(strstr(r.headers, "WWW-Authenticate: Bearer"));
+    th_http_cleanup(&r);
+    assert_int_equal(auth_call(port, "/purchase", forged, purchase_axe, &r), 401);
+    th_http_cleanup(&r);
+    assert_int_equal(auth_call(port, "/purchase", "Authorization: Basic QjpC", purchase_axe, &r),
+                     401);
+    th_http_cleanup(&r);
+    assert_int_equal(auth_call(port, "/purchase", ha, purchase_axe, &r), 403); /* A's token */
+    assert_non_null(strstr(r.body, "forbidden"));
+    th_http_cleanup(&r);
+    assert_int_equal(auth_call(port, "/list", hb, "{\"seller\":\"C\",\"item\":\"sword-1\",\"price\":9}",
+                               &r),
+                     403);
+    th_http_cleanup(&r);
+    assert_int_equal(auth_call(port, "/unlist", hb, "{\"seller\":\"A\",\"item\":\"axe\"}", &r), 403);
+    th_http_cleanup(&r);
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after); /* nothing moved */
+    free(before);
+    free(after);
+
+    assert_int_equal(auth_call(port, "/purchase", hb, purchase_axe, &r), 200);
+    assert_non_null(strstr(r.body, "\"buyer_funds\":300"));
+    th_http_cleanup(&r);
+    server_stop(s);
 }
 
 static int group_setup(void **state) {
@@ -488,6 +550,7 @@ int main(void) {
         cmocka_unit_test(test_binary_sigterm_exits_zero),
         T(test_binary_sigterm_finishes_in_flight),
         cmocka_unit_test(test_binary_flags_help_and_bad),
+        T(test_http_auth_tokens_bind_players),
     };
     return cmocka_run_group_tests_name("http (integration)", tests, group_setup, group_teardown);
 }

@@ -1,0 +1,74 @@
+/* api_auth.c - player tokens and the Authorization check.
+ *
+ * A token is "<player>.<hex HMAC-SHA256(secret, player)>": it names the
+ * player it speaks for and proves the server's secret made it, so the server
+ * keeps no token table. A request whose token is missing, malformed or forged
+ * gets 401; a valid token of another player gets 403.
+ */
+#include "api/api.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "api/api_impl.h"
+
+#define MAC_LEN 32
+
+static int mac_hex(const char *secret, const char *player, char hex[2 * MAC_LEN + 1]) {
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (!HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)player,
+              strlen(player), mac, &len) ||
+        len != MAC_LEN)
+        return -1;
+    for (unsigned i = 0; i < len; i++) snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+    return 0;
+}
+
+/* Writes player's token for secret into out (API_TOKEN_MAX + 1 bytes is
+ * always enough). Returns MARKET_OK, or MARKET_ERR_INVALID (bad player id,
+ * empty secret, out too small) or MARKET_ERR_NOMEM (libcrypto failed). */
+int api_token_make(const char *secret, const char *player, char *out, size_t outlen) {
+    char hex[2 * MAC_LEN + 1];
+    if (!secret || !*secret || !market_id_valid(player) || !out) return MARKET_ERR_INVALID;
+    if (mac_hex(secret, player, hex) < 0) return MARKET_ERR_NOMEM;
+    int n = snprintf(out, outlen, "%s.%s", player, hex);
+    return n > 0 && (size_t)n < outlen ? MARKET_OK : MARKET_ERR_INVALID;
+}
+
+/* Checks req's bearer token against player. Returns 1 when the request may
+ * act for player (or authentication is off); otherwise fills resp with 401
+ * or 403 and returns 0. */
+int api__authorized(const api_request *req, const char *player, api_response *resp) {
+    if (!req->auth_secret) return 1;
+    const char *h = req->lookup ? req->lookup(req->lookup_ud, API_ARG_HEADER, "Authorization")
+                                : NULL;
+    char who[MARKET_ID_MAX + 1], hex[2 * MAC_LEN + 1];
+    const char *tok = h && strncasecmp(h, "Bearer ", 7) == 0 ? h + 7 : NULL;
+    const char *dot = tok ? strchr(tok, '.') : NULL;
+    size_t wlen = dot ? (size_t)(dot - tok) : 0;
+    int valid = dot && wlen > 0 && wlen <= MARKET_ID_MAX && strlen(dot + 1) == 2 * MAC_LEN;
+    if (valid) {
+        memcpy(who, tok, wlen);
+        who[wlen] = '\0';
+        valid = market_id_valid(who) && mac_hex(req->auth_secret, who, hex) == 0 &&
+                CRYPTO_memcmp(hex, dot + 1, 2 * MAC_LEN) == 0;
+    }
+    if (!valid) {
+        api__error_reply(resp, 401, "unauthorized",
+                         h ? "the bearer token is malformed or not ours"
+                           : "missing 'Authorization: Bearer <token>'");
+        resp->auth_challenge = "Bearer";
+        return 0;
+    }
+    if (strcmp(who, player) != 0) {
+        api__error_reply(resp, 403, "forbidden", "the token belongs to another player");
+        return 0;
+    }
+    return 1;
+}
