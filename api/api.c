@@ -71,6 +71,7 @@ static const api_status api_status_table[] = {
     {MARKET_ERR_INVALID, 400, "bad_request", 0},
     {MARKET_ERR_DUPLICATE, 409, "duplicate", 0},
     {MARKET_ERR_NOMEM, 500, "internal_error", 0},
+    {MARKET_ERR_IDEM_MISMATCH, 422, "idempotency_key_reused", 0},
 };
 
 /* Every code the table does not list, and a success passed by mistake. */
@@ -445,9 +446,16 @@ static void handle_purchase(market_conn *conn, const api_request *req, const cha
         bad_request(resp, "fields 'buyer' and 'seller' must differ");
     } else if (api__authorized(req, v[0].id, resp) && !conn_missing(conn, resp)) {
         market_purchase_result res = {0};
-        int rc =
-            market_purchase(conn, v[0].id, v[1].id, v[2].id, v[3].present ? v[3].price : -1, &res);
-        if (rc != MARKET_OK)
+        market_idem idem;
+        char fp[MARKET_IDEM_FP_MAX + 1];
+        int has_key = api__idempotency(req, &idem, fp, resp);
+        int rc = has_key < 0 ? 0
+                             : market_purchase_idem(conn, v[0].id, v[1].id, v[2].id,
+                                                    v[3].present ? v[3].price : -1,
+                                                    has_key ? &idem : NULL, &res);
+        if (has_key < 0)
+            ; /* resp holds the error */
+        else if (rc != MARKET_OK)
             api__reply_market(rc, res.price, resp);
         else
             api__reply(resp, 200,
@@ -455,6 +463,7 @@ static void handle_purchase(market_conn *conn, const api_request *req, const cha
                                  v[0].id, "seller", v[1].id, "item", v[2].id, "price",
                                  (json_int_t)res.price, "buyer_funds",
                                  (json_int_t)res.buyer_funds));
+        if (has_key >= 0 && rc == MARKET_OK) resp->replayed = res.replayed;
     }
     json_decref(root);
 }
@@ -472,13 +481,21 @@ static void handle_list(market_conn *conn, const api_request *req, const char *a
     json_t *root = body_parse(req, spec, 3, v, resp);
     if (!root) return;
     if (api__authorized(req, v[0].id, resp) && !conn_missing(conn, resp)) {
-        int rc = market_list(conn, v[0].id, v[1].id, v[2].price);
-        if (rc != MARKET_OK)
+        market_idem idem;
+        char fp[MARKET_IDEM_FP_MAX + 1];
+        int replayed = 0, has_key = api__idempotency(req, &idem, fp, resp);
+        int rc = has_key < 0 ? 0
+                             : market_list_idem(conn, v[0].id, v[1].id, v[2].price,
+                                                has_key ? &idem : NULL, &replayed);
+        if (has_key < 0)
+            ; /* resp holds the error */
+        else if (rc != MARKET_OK)
             api__reply_market(rc, 0, resp);
         else
             api__reply(resp, 201,
                        json_pack("{s:s, s:s, s:s, s:I}", "status", "listed", "seller", v[0].id,
                                  "item", v[1].id, "price", (json_int_t)v[2].price));
+        if (has_key >= 0 && rc == MARKET_OK) resp->replayed = replayed;
     }
     json_decref(root);
 }

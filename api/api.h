@@ -39,6 +39,7 @@ typedef struct api_response {
     int retry_after_s;   /* > 0: send "Retry-After: <n>" */
     const char *allow;   /* non-NULL: send "Allow: <allow>" (static string) */
     const char *auth_challenge; /* non-NULL: send "WWW-Authenticate: <it>" (static) */
+    int replayed;        /* 1: an Idempotency-Key repeat: send "Idempotent-Replayed: true" */
 } api_response;
 
 #define API_TOKEN_MAX (MARKET_ID_MAX + 1 + 64) /* "<player>.<64 hex digits>" */

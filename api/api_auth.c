@@ -1,4 +1,4 @@
-/* api_auth.c - player tokens and the Authorization check.
+/* api_auth.c - player tokens, the Authorization check, and request fingerprints.
  *
  * A token is "<player>.<hex HMAC-SHA256(secret, player)>": it names the
  * player it speaks for and proves the server's secret made it, so the server
@@ -70,5 +70,39 @@ int api__authorized(const api_request *req, const char *player, api_response *re
         api__error_reply(resp, 403, "forbidden", "the token belongs to another player");
         return 0;
     }
+    return 1;
+}
+
+/* Reads req's Idempotency-Key into idem, with fp (MARKET_IDEM_FP_MAX + 1
+ * bytes) holding the hex SHA-256 of method, path and body as its
+ * fingerprint. Returns 1 when a key was given, 0 when none, or -1 with resp
+ * filled (400 for a malformed key, 500 when hashing failed). */
+int api__idempotency(const api_request *req, market_idem *idem, char *fp, api_response *resp) {
+    const char *key =
+        req->lookup ? req->lookup(req->lookup_ud, API_ARG_HEADER, "Idempotency-Key") : NULL;
+    if (!key) return 0;
+    if (!market_idem_key_valid(key)) {
+        api__error_reply(resp, 400, "bad_request",
+                         "header 'Idempotency-Key' must match [A-Za-z0-9_.:-]{1,128}");
+        return -1;
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+             EVP_DigestUpdate(ctx, req->method, strlen(req->method)) &&
+             EVP_DigestUpdate(ctx, " ", 1) &&
+             EVP_DigestUpdate(ctx, req->path, strlen(req->path)) &&
+             EVP_DigestUpdate(ctx, "\n", 1) &&
+             (req->body_len == 0 || EVP_DigestUpdate(ctx, req->body, req->body_len)) &&
+             EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen == MARKET_IDEM_FP_MAX / 2;
+    EVP_MD_CTX_free(ctx);
+    if (!ok) {
+        api__error_reply(resp, 500, "internal_error", "cannot fingerprint the request");
+        return -1;
+    }
+    for (unsigned i = 0; i < mdlen; i++) snprintf(fp + 2 * i, 3, "%02x", md[i]);
+    idem->key = key;
+    idem->fingerprint = fp;
     return 1;
 }

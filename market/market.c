@@ -511,31 +511,47 @@ static void strategy_guard(const market *m, const char *member, const char *buye
 struct purchase {
     const char *buyer, *seller, *item;
     int64_t expect_price;
+    const market_idem *idem; /* may be NULL */
     market_purchase_result *res;
     char k_buyer[MARKET__KEY_MAX], k_seller[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX];
     char member[MARKET__MEMBER_MAX];
+    char k_idem[MARKET__IDEM_REDIS_MAX];
     struct watchset watch;
 };
 
 static int purchase_attempt(market_conn *c, const market__held *held, void *ud) {
     struct purchase *p = ud;
-    market__cmd rd[5];
-    redisReply *rep[5] = {0};
+    market__cmd rd[6];
+    redisReply *rep[6] = {0};
     struct watchset w = p->watch;
-    fence_read(held, &w, &rd[4]);
+    size_t n = 4, i_fence = 0, i_idem = 0;
+    if (held->n) fence_read(held, &w, &rd[i_fence = n++]);
+    if (p->idem) {
+        w.keys[w.n++] = p->k_idem;
+        market__cmd_set(&rd[i_idem = n++], 2, "GET", p->k_idem);
+    }
     watch_cmd(&rd[0], p->k_buyer, p->k_seller, &w);
     market__cmd_set(&rd[1], 3, "ZSCORE", "market:", p->member);
     market__cmd_set(&rd[2], 3, "HGET", p->k_buyer, "funds");
     market__cmd_set(&rd[3], 3, "HGET", p->k_seller, "funds");
-    size_t nrd = held->n ? 5 : 4;
-    int rc = market__pipeline(c, rd, nrd, rep);
+    int rc = market__pipeline(c, rd, n, rep);
     if (rc < 0) return rc;
 
     int64_t price = 0, buyer_funds = 0, seller_funds = 0;
-    if (rep[0]->type != REDIS_REPLY_STATUS) {
+    int idem = p->idem ? market__idem_parse(rep[i_idem], p->idem->fingerprint, &price,
+                                            &buyer_funds)
+                       : MARKET__IDEM_NONE;
+    if (rep[0]->type != REDIS_REPLY_STATUS || idem == MARKET_ERR_STORE) {
         rc = MARKET_ERR_STORE;
-    } else if (held->n && market__fence_stale(held, rep[4])) {
+    } else if (held->n && market__fence_stale(held, rep[i_fence])) {
         rc = MARKET_ERR_LEASE_LOST; /* a newer holder has committed */
+    } else if (idem != MARKET__IDEM_NONE) {
+        rc = idem; /* MARKET_OK: done before (replay), or ERR_IDEM_MISMATCH */
+        p->res->replayed = rc == MARKET_OK;
+        p->res->price = price;
+        p->res->buyer_funds = buyer_funds;
+        market__replies_free(rep, n);
+        return market__refuse(c, rc); /* nothing to write */
     } else if (rep[1]->type == REDIS_REPLY_NIL) {
         rc = MARKET_ERR_NOT_LISTED;
     } else if (rep[1]->type != REDIS_REPLY_STRING ||
@@ -557,31 +573,84 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
     } else if (seller_funds > INT64_MAX - price) {
         rc = MARKET_ERR_OVERFLOW;
     }
-    market__replies_free(rep, nrd);
+    market__replies_free(rep, n);
     if (rc < 0) return market__refuse(c, rc);
 
     if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
 
-    char credit[24], debit[24];
+    char credit[24], debit[24], record[MARKET__IDEM_RECORD_MAX];
     snprintf(credit, sizeof credit, "%lld", (long long)price);
     snprintf(debit, sizeof debit, "%lld", -(long long)price);
-    market__cmd wr[6];
+    market__cmd wr[8];
     market__cmd_set(&wr[0], 4, "HINCRBY", p->k_seller, "funds", credit);
     market__cmd_set(&wr[1], 4, "HINCRBY", p->k_buyer, "funds", debit);
     market__cmd_set(&wr[2], 3, "SADD", p->k_inv, p->item);
     market__cmd_set(&wr[3], 3, "ZREM", "market:", p->member);
     size_t nwr = 4 + fence_write(held, &wr[4]);
+    if (p->idem) {
+        market__idem_record(record, sizeof record, p->idem, price, buyer_funds - price);
+        market__cmd_set(&wr[nwr++], 5, "SET", p->k_idem, record, "EX", MARKET__IDEM_TTL);
+    }
     redisReply *exec = NULL;
     rc = commit(c, wr, nwr, &exec);
     if (rc != MARKET_OK) return rc;
     if (exec->element[1]->type == REDIS_REPLY_INTEGER) {
         p->res->price = price;
         p->res->buyer_funds = exec->element[1]->integer;
+        p->res->replayed = 0;
     } else {
         rc = MARKET_ERR_STORE; /* cannot happen: funds were parsed under WATCH */
     }
     freeReplyObject(exec);
     return rc;
+}
+
+/* ---- idempotency records (shared with market_batch.c) ---- */
+
+/* Returns 1 when key matches [A-Za-z0-9_.:-]{1,128}, else 0. Can't fail. */
+int market_idem_key_valid(const char *key) {
+    if (!key) return 0;
+    size_t n = 0;
+    for (const char *q = key; *q; q++, n++) {
+        char ch = *q;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '_' || ch == '-' || ch == '.' || ch == ':';
+        if (!ok || n >= MARKET_IDEM_KEY_MAX) return 0;
+    }
+    return n > 0;
+}
+
+static int idem_valid(const market_idem *idem) {
+    if (!idem) return 1;
+    if (!market_idem_key_valid(idem->key) || !idem->fingerprint) return 0;
+    size_t n = strlen(idem->fingerprint);
+    return n > 0 && n <= MARKET_IDEM_FP_MAX && !strchr(idem->fingerprint, ' ');
+}
+
+/* Writes "idem:<player>:<key>" into out. */
+void market__idem_key(char *out, size_t outlen, const char *player, const market_idem *idem) {
+    snprintf(out, outlen, "idem:%s:%s", player, idem->key);
+}
+
+/* Writes the stored outcome "<fingerprint> <a> <b>" into out. */
+void market__idem_record(char *out, size_t outlen, const market_idem *idem, int64_t a, int64_t b) {
+    snprintf(out, outlen, "%s %lld %lld", idem->fingerprint, (long long)a, (long long)b);
+}
+
+/* Judges the reply to GET of an idempotency record against fingerprint:
+ * MARKET__IDEM_NONE (no record), MARKET_OK (same request: *a and *b hold
+ * the stored outcome), MARKET_ERR_IDEM_MISMATCH, or MARKET_ERR_STORE. */
+int market__idem_parse(const redisReply *r, const char *fingerprint, int64_t *a, int64_t *b) {
+    if (r->type == REDIS_REPLY_NIL) return MARKET__IDEM_NONE;
+    if (r->type != REDIS_REPLY_STRING) return MARKET_ERR_STORE;
+    char fp[MARKET_IDEM_FP_MAX + 1];
+    long long x, y;
+    if (r->len >= MARKET__IDEM_RECORD_MAX || sscanf(r->str, "%64s %lld %lld", fp, &x, &y) != 3)
+        return MARKET_ERR_STORE;
+    if (strcmp(fp, fingerprint) != 0) return MARKET_ERR_IDEM_MISMATCH;
+    *a = x;
+    *b = y;
+    return MARKET_OK;
 }
 
 /* Buys item, listed by seller, for buyer. expect_price > 0 makes the purchase
@@ -595,16 +664,29 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
  * MARKET_OK. */
 int market_purchase(market_conn *c, const char *buyer, const char *seller, const char *item,
                     int64_t expect_price, market_purchase_result *res) {
+    return market_purchase_idem(c, buyer, seller, item, expect_price, NULL, res);
+}
+
+/* market_purchase(), made idempotent by idem (may be NULL; see market_idem).
+ * A replay returns MARKET_OK with res->replayed set and the stored price and
+ * buyer_funds. Also returns MARKET_ERR_IDEM_MISMATCH, and ERR_INVALID for a
+ * bad key or fingerprint. */
+int market_purchase_idem(market_conn *c, const char *buyer, const char *seller, const char *item,
+                         int64_t expect_price, const market_idem *idem,
+                         market_purchase_result *res) {
     if (!c || !res || !market_id_valid(buyer) || !market_id_valid(seller) ||
-        !market_id_valid(item) || strcmp(buyer, seller) == 0 || expect_price > MARKET_PRICE_MAX)
+        !market_id_valid(item) || strcmp(buyer, seller) == 0 || expect_price > MARKET_PRICE_MAX ||
+        !idem_valid(idem))
         return MARKET_ERR_INVALID;
     market *m = c->m;
     MARKET__COUNT(m, purchases);
+    res->replayed = 0;
     int rc;
     if (m->cfg.strategy == MARKET_STRATEGY_MARKET) {
-        rc = market__purchase_batched(c, buyer, seller, item, expect_price, res);
+        rc = market__purchase_batched(c, buyer, seller, item, expect_price, idem, res);
     } else {
-        struct purchase p = {buyer, seller, item, expect_price, res};
+        struct purchase p = {buyer, seller, item, expect_price, idem, res};
+        if (idem) market__idem_key(p.k_idem, sizeof p.k_idem, buyer, idem);
         market__key(p.k_buyer, sizeof p.k_buyer, "users:", buyer);
         market__key(p.k_seller, sizeof p.k_seller, "users:", seller);
         market__key(p.k_inv, sizeof p.k_inv, "inventory:", buyer);
@@ -614,7 +696,7 @@ int market_purchase(market_conn *c, const char *buyer, const char *seller, const
         strategy_guard(m, p.member, buyer, keybuf, &g, &p.watch);
         rc = market__guarded(c, &g, purchase_attempt, &p);
     }
-    if (rc == MARKET_OK) MARKET__COUNT(m, purchased);
+    if (rc == MARKET_OK && !res->replayed) MARKET__COUNT(m, purchased);
     return rc;
 }
 
@@ -654,8 +736,11 @@ const char *market_strategy_name(enum market_strategy s) {
 struct listing_op {
     const char *seller, *item;
     int64_t price; /* list: the asking price; unlist: the price it had */
+    const market_idem *idem; /* list only; may be NULL */
+    int replayed;
     char k_inv[MARKET__KEY_MAX];
     char member[MARKET__MEMBER_MAX];
+    char k_idem[MARKET__IDEM_REDIS_MAX];
     struct watchset watch;
 };
 
@@ -670,30 +755,46 @@ static int listing_guarded(market_conn *c, struct listing_op *op, market__attemp
 }
 
 /* Reads under WATCH for a list or unlist: rd[1] is the operation's own read.
- * Returns MARKET_OK with rep[] filled (*nrep replies), or a market code. */
+ * Returns MARKET_OK with rep[] filled (*nrep replies); MARKET__IDEM_NONE
+ * stays in op->replayed's place when no record exists; a replay or a
+ * mismatch of op->idem returns MARKET_OK/ERR_IDEM_MISMATCH with rep[] freed
+ * and *nrep 0; or another market code. */
 static int listing_read(market_conn *c, const market__held *held, struct listing_op *op,
                         market__cmd *rd, redisReply **rep, size_t *nrep) {
     struct watchset w = op->watch;
-    fence_read(held, &w, &rd[2]);
-    watch_cmd(&rd[0], op->k_inv, NULL, &w);
-    *nrep = held->n ? 3 : 2;
-    int rc = market__pipeline(c, rd, *nrep, rep);
-    if (rc < 0) return rc;
-    if (held->n && market__fence_stale(held, rep[2])) {
-        market__replies_free(rep, *nrep);
-        return market__refuse(c, MARKET_ERR_LEASE_LOST);
+    size_t n = 2, i_fence = 0, i_idem = 0;
+    if (held->n) fence_read(held, &w, &rd[i_fence = n++]);
+    if (op->idem) {
+        w.keys[w.n++] = op->k_idem;
+        market__cmd_set(&rd[i_idem = n++], 2, "GET", op->k_idem);
     }
-    return MARKET_OK;
+    watch_cmd(&rd[0], op->k_inv, NULL, &w);
+    *nrep = n;
+    int rc = market__pipeline(c, rd, n, rep);
+    if (rc < 0) return rc;
+    int64_t a, b;
+    int idem = op->idem ? market__idem_parse(rep[i_idem], op->idem->fingerprint, &a, &b)
+                        : MARKET__IDEM_NONE;
+    if (held->n && market__fence_stale(held, rep[i_fence]))
+        rc = MARKET_ERR_LEASE_LOST;
+    else if (idem != MARKET__IDEM_NONE)
+        rc = idem;
+    else
+        return MARKET_OK;
+    op->replayed = rc == MARKET_OK;
+    market__replies_free(rep, n);
+    *nrep = 0;
+    return market__refuse(c, rc);
 }
 
 static int list_attempt(market_conn *c, const market__held *held, void *ud) {
     struct listing_op *op = ud;
-    market__cmd rd[3];
-    redisReply *rep[3] = {0};
+    market__cmd rd[4];
+    redisReply *rep[4] = {0};
     size_t nrep;
     market__cmd_set(&rd[1], 3, "SISMEMBER", op->k_inv, op->item);
     int rc = listing_read(c, held, op, rd, rep, &nrep);
-    if (rc < 0) return rc;
+    if (rc < 0 || nrep == 0) return rc;
     if (rep[1]->type != REDIS_REPLY_INTEGER)
         rc = MARKET_ERR_STORE;
     else if (rep[1]->integer != 1)
@@ -703,10 +804,15 @@ static int list_attempt(market_conn *c, const market__held *held, void *ud) {
 
     char score[24];
     snprintf(score, sizeof score, "%lld", (long long)op->price);
-    market__cmd wr[4];
+    market__cmd wr[5];
     market__cmd_set(&wr[0], 3, "SREM", op->k_inv, op->item);
     market__cmd_set(&wr[1], 4, "ZADD", "market:", score, op->member);
     size_t nwr = 2 + fence_write(held, &wr[2]);
+    char record[MARKET__IDEM_RECORD_MAX];
+    if (op->idem) {
+        market__idem_record(record, sizeof record, op->idem, op->price, 0);
+        market__cmd_set(&wr[nwr++], 5, "SET", op->k_idem, record, "EX", MARKET__IDEM_TTL);
+    }
     redisReply *exec = NULL;
     rc = commit(c, wr, nwr, &exec);
     if (exec) freeReplyObject(exec);
@@ -715,12 +821,12 @@ static int list_attempt(market_conn *c, const market__held *held, void *ud) {
 
 static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
     struct listing_op *op = ud;
-    market__cmd rd[3];
-    redisReply *rep[3] = {0};
+    market__cmd rd[4];
+    redisReply *rep[4] = {0};
     size_t nrep;
     market__cmd_set(&rd[1], 3, "ZSCORE", "market:", op->member);
     int rc = listing_read(c, held, op, rd, rep, &nrep);
-    if (rc < 0) return rc;
+    if (rc < 0 || nrep == 0) return rc;
     if (rep[1]->type == REDIS_REPLY_NIL)
         rc = MARKET_ERR_NOT_LISTED;
     else if (rep[1]->type != REDIS_REPLY_STRING ||
@@ -743,11 +849,22 @@ static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
  * MARKET_OK or ERR_INVALID, ERR_NOT_HELD (the seller does not hold it),
  * ERR_BUSY, ERR_STORE, ERR_LEASE_LOST, ERR_CONFLICT, ERR_NOMEM. */
 int market_list(market_conn *c, const char *seller, const char *item, int64_t price) {
+    return market_list_idem(c, seller, item, price, NULL, NULL);
+}
+
+/* market_list(), made idempotent by idem (may be NULL; see market_idem):
+ * *replayed (may be NULL) tells a replay. Also returns
+ * MARKET_ERR_IDEM_MISMATCH. */
+int market_list_idem(market_conn *c, const char *seller, const char *item, int64_t price,
+                     const market_idem *idem, int *replayed) {
     if (!c || !market_id_valid(seller) || !market_id_valid(item) || price < 1 ||
-        price > MARKET_PRICE_MAX)
+        price > MARKET_PRICE_MAX || !idem_valid(idem))
         return MARKET_ERR_INVALID;
-    struct listing_op op = {seller, item, price};
-    return listing_guarded(c, &op, list_attempt);
+    struct listing_op op = {seller, item, price, idem};
+    if (idem) market__idem_key(op.k_idem, sizeof op.k_idem, seller, idem);
+    int rc = listing_guarded(c, &op, list_attempt);
+    if (replayed) *replayed = rc == MARKET_OK && op.replayed;
+    return rc;
 }
 
 /* Moves item, listed by seller, back to the seller's inventory and stores the

@@ -39,7 +39,8 @@
     X(ERR_CONFLICT, -10, "concurrent change, retries exhausted")                \
     X(ERR_INVALID, -11, "invalid argument")                                     \
     X(ERR_DUPLICATE, -12, "duplicate")                                          \
-    X(ERR_NOMEM, -13, "out of memory")
+    X(ERR_NOMEM, -13, "out of memory")                                          \
+    X(ERR_IDEM_MISMATCH, -14, "idempotency key already used for another request")
 
 enum market_err {
 #define MARKET_ERR_ENUM(name, val, msg) MARKET_##name = (val),
@@ -53,6 +54,9 @@ enum market_err {
 #define MARKET_NAME_MAX 128                   /* display names, bytes */
 #define MARKET_PRICE_MAX INT64_C(1000000000000) /* prices: 1..10^12 */
 #define MARKET_LOCK_KEY "lock:market"
+#define MARKET_IDEM_KEY_MAX 128                 /* Idempotency-Key bytes */
+#define MARKET_IDEM_FP_MAX 64                   /* request fingerprint bytes */
+#define MARKET_IDEM_TTL_S 86400                 /* how long a stored outcome is kept */
 
 /* ---- types ---- */
 
@@ -82,7 +86,18 @@ typedef struct market_config {
 typedef struct market_purchase_result {
     int64_t price;       /* the price paid, or the current price on PRICE_CHANGED */
     int64_t buyer_funds; /* the buyer's funds after the purchase */
+    int replayed;        /* 1: an earlier request with the same idempotency key did it */
 } market_purchase_result;
+
+/* Makes a write idempotent: the first success stores its outcome under
+ * idem:<player>:<key> in the same MULTI/EXEC as its effect, for
+ * MARKET_IDEM_TTL_S; a later call with the same player and key returns that
+ * outcome (replayed) without doing anything, or MARKET_ERR_IDEM_MISMATCH when
+ * its fingerprint differs. Refusals store nothing. */
+typedef struct market_idem {
+    const char *key;         /* the client's key: [A-Za-z0-9_.:-]{1,128} */
+    const char *fingerprint; /* identifies the request (e.g. a hash of its body), no spaces */
+} market_idem;
 
 typedef struct market_player {
     char id[MARKET_ID_MAX + 1];
@@ -130,7 +145,13 @@ void market_conn_free(market_conn *c);
 
 int market_purchase(market_conn *c, const char *buyer, const char *seller, const char *item,
                     int64_t expect_price, market_purchase_result *res);
+int market_purchase_idem(market_conn *c, const char *buyer, const char *seller, const char *item,
+                         int64_t expect_price, const market_idem *idem,
+                         market_purchase_result *res);
 int market_list(market_conn *c, const char *seller, const char *item, int64_t price);
+int market_list_idem(market_conn *c, const char *seller, const char *item, int64_t price,
+                     const market_idem *idem, int *replayed);
+int market_idem_key_valid(const char *key);
 int market_unlist(market_conn *c, const char *seller, const char *item, int64_t *price);
 
 /* ---- reading ---- */

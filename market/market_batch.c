@@ -34,6 +34,7 @@ enum { REQ_WAITING, REQ_DONE, REQ_COMBINE };
 struct market__req {
     const char *buyer, *seller, *item;
     int64_t expect_price;
+    const market_idem *idem; /* may be NULL */
     market_purchase_result *res;
     int rc;
     int state;          /* REQ_*; guarded by market.qmu */
@@ -48,6 +49,11 @@ struct market__batch {
     size_t first[MARKET__BATCH_MAX];   /* index of the first purchase of the same listing */
     int sold[MARKET__BATCH_MAX];       /* on the first purchase of a listing: sold in batch */
     int64_t price[MARKET__BATCH_MAX];  /* listing price, 0 when not listed */
+    char k_idem[MARKET__BATCH_MAX][MARKET__IDEM_REDIS_MAX]; /* "" without a key */
+    char record[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
+    int idem_state[MARKET__BATCH_MAX]; /* market__idem_parse() of the stored record */
+    int64_t idem_a[MARKET__BATCH_MAX], idem_b[MARKET__BATCH_MAX];
+    size_t n_idem;
     size_t buyer[MARKET__BATCH_MAX], seller[MARKET__BATCH_MAX]; /* user indexes */
 
     size_t n_users;
@@ -59,7 +65,9 @@ struct market__batch {
     char delta[USERS_MAX][24];
 
     /* pipeline scratch */
-    const char *args_watch[4 + USERS_MAX];
+    const char *args_watch[4 + USERS_MAX + MARKET__BATCH_MAX];
+    const char *args_mget[1 + MARKET__BATCH_MAX];
+    const char *args_setidem[MARKET__BATCH_MAX][5];
     const char *args_fence[3];
     const char *args_setfence[3];
     const char *args_zmscore[2 + MARKET__BATCH_MAX];
@@ -67,9 +75,9 @@ struct market__batch {
     const char *args_sadd[USERS_MAX][2 + MARKET__BATCH_MAX];
     const char *args_zrem[2 + MARKET__BATCH_MAX];
     const char *args_hincr[USERS_MAX][4];
-    const char **argv[5 + 2 * USERS_MAX];
-    int argc[5 + 2 * USERS_MAX];
-    redisReply *rep[5 + 2 * USERS_MAX];
+    const char **argv[6 + 2 * USERS_MAX + MARKET__BATCH_MAX];
+    int argc[6 + 2 * USERS_MAX + MARKET__BATCH_MAX];
+    redisReply *rep[6 + 2 * USERS_MAX + MARKET__BATCH_MAX];
 };
 
 /* ---- building the batch ---- */
@@ -85,10 +93,15 @@ static size_t user_index(struct market__batch *b, const char *id) {
 }
 
 static void batch_index(struct market__batch *b) {
-    b->n_users = 0;
+    b->n_users = b->n_idem = 0;
     for (size_t i = 0; i < b->n; i++) {
         const struct market__req *r = b->req[i];
         snprintf(b->member[i], sizeof b->member[i], "%s.%s", r->item, r->seller);
+        b->k_idem[i][0] = '\0';
+        if (r->idem) {
+            market__idem_key(b->k_idem[i], sizeof b->k_idem[i], r->buyer, r->idem);
+            b->n_idem++;
+        }
         b->first[i] = i;
         for (size_t j = 0; j < i; j++)
             if (strcmp(b->member[j], b->member[i]) == 0) {
@@ -109,6 +122,8 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
     b->args_watch[k++] = "market:";
     b->args_watch[k++] = held->fenced[0];
     for (size_t u = 0; u < b->n_users; u++) b->args_watch[k++] = b->k_user[u];
+    for (size_t i = 0; i < b->n; i++)
+        if (b->k_idem[i][0]) b->args_watch[k++] = b->k_idem[i];
     b->argv[nc] = b->args_watch;
     b->argc[nc++] = (int)k;
 
@@ -130,10 +145,36 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
         b->argv[nc] = b->args_hget[u];
         b->argc[nc++] = 3;
     }
+    size_t i_mget = nc;
+    if (b->n_idem) {
+        k = 0;
+        b->args_mget[k++] = "MGET";
+        for (size_t i = 0; i < b->n; i++)
+            if (b->k_idem[i][0]) b->args_mget[k++] = b->k_idem[i];
+        b->argv[nc] = b->args_mget;
+        b->argc[nc++] = (int)k;
+    }
     int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
     if (rc < 0) return rc;
 
     const redisReply *w = b->rep[0], *z = b->rep[1], *f = b->rep[2];
+    if (b->n_idem) {
+        const redisReply *mg = b->rep[i_mget];
+        if (mg->type != REDIS_REPLY_ARRAY || mg->elements != b->n_idem) {
+            rc = MARKET_ERR_STORE;
+            goto out;
+        }
+        for (size_t i = 0, j = 0; i < b->n; i++) {
+            b->idem_state[i] = MARKET__IDEM_NONE;
+            if (!b->k_idem[i][0]) continue;
+            b->idem_state[i] = market__idem_parse(mg->element[j++], b->req[i]->idem->fingerprint,
+                                                  &b->idem_a[i], &b->idem_b[i]);
+            if (b->idem_state[i] == MARKET_ERR_STORE) {
+                rc = MARKET_ERR_STORE;
+                goto out;
+            }
+        }
+    }
     int64_t seen;
     if (w->type != REDIS_REPLY_STATUS || z->type != REDIS_REPLY_ARRAY || z->elements != b->n) {
         rc = MARKET_ERR_STORE;
@@ -169,6 +210,33 @@ out:
     return rc;
 }
 
+/* Settles purchase i from its idempotency key: a stored outcome, or an
+ * earlier purchase of this batch under the same key. Returns 1 when settled. */
+static int idem_decided(struct market__batch *b, size_t i) {
+    struct market__req *r = b->req[i];
+    int st = b->idem_state[i];
+    int64_t a = b->idem_a[i], bb = b->idem_b[i];
+    if (st == MARKET__IDEM_NONE) {
+        for (size_t j = 0; j < i; j++) {
+            const struct market__req *q = b->req[j];
+            if (q->rc != MARKET_OK || strcmp(b->k_idem[j], b->k_idem[i]) != 0) continue;
+            st = strcmp(q->idem->fingerprint, r->idem->fingerprint) == 0 ? MARKET_OK
+                                                                          : MARKET_ERR_IDEM_MISMATCH;
+            a = q->res->price;
+            bb = q->res->buyer_funds;
+            break;
+        }
+        if (st == MARKET__IDEM_NONE) return 0;
+    }
+    r->rc = st;
+    if (st == MARKET_OK) {
+        r->res->replayed = 1;
+        r->res->price = a;
+        r->res->buyer_funds = bb;
+    }
+    return 1;
+}
+
 /* Decides every purchase in order; returns how many succeed. */
 static size_t batch_decide(struct market__batch *b) {
     size_t won = 0;
@@ -178,6 +246,8 @@ static size_t batch_decide(struct market__batch *b) {
         struct market__req *r = b->req[i];
         size_t f = b->first[i], bu = b->buyer[i], se = b->seller[i];
         int64_t price = b->price[f];
+        r->res->replayed = 0;
+        if (b->k_idem[i][0] && idem_decided(b, i)) continue;
         if (price == 0 || b->sold[f]) {
             r->rc = MARKET_ERR_NOT_LISTED;
         } else if (r->expect_price > 0 && r->expect_price != price) {
@@ -200,6 +270,11 @@ static size_t batch_decide(struct market__batch *b) {
         }
     }
     return won;
+}
+
+/* Purchase i succeeded in this batch (not a replay): it has writes. */
+static int won(const struct market__batch *b, size_t i) {
+    return b->req[i]->rc == MARKET_OK && !b->req[i]->res->replayed;
 }
 
 static int batch_commit(market_conn *c, const market__held *held, struct market__batch *b) {
@@ -230,7 +305,7 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
         a[k++] = "SADD";
         a[k++] = b->k_inv[u];
         for (size_t i = 0; i < b->n; i++)
-            if (b->req[i]->rc == MARKET_OK && b->buyer[i] == u) a[k++] = b->req[i]->item;
+            if (won(b, i) && b->buyer[i] == u) a[k++] = b->req[i]->item;
         if (k == 2) continue;
         b->argv[nc] = a;
         b->argc[nc++] = (int)k;
@@ -239,9 +314,23 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
     b->args_zrem[k++] = "ZREM";
     b->args_zrem[k++] = "market:";
     for (size_t i = 0; i < b->n; i++)
-        if (b->req[i]->rc == MARKET_OK) b->args_zrem[k++] = b->member[i];
+        if (won(b, i)) b->args_zrem[k++] = b->member[i];
     b->argv[nc] = b->args_zrem;
     b->argc[nc++] = (int)k;
+    for (size_t i = 0; i < b->n; i++) {
+        if (!won(b, i) || !b->k_idem[i][0]) continue;
+        const struct market__req *r = b->req[i];
+        market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->res->price,
+                            r->res->buyer_funds);
+        const char **a = b->args_setidem[i];
+        a[0] = "SET";
+        a[1] = b->k_idem[i];
+        a[2] = b->record[i];
+        a[3] = "EX";
+        a[4] = MARKET__IDEM_TTL;
+        b->argv[nc] = a;
+        b->argc[nc++] = 5;
+    }
     b->argv[nc] = (const char **)exec;
     b->argc[nc++] = 1;
 
@@ -287,11 +376,11 @@ static void batch_run(market_conn *c, struct market__batch *b) {
  * already validated by market_purchase(). Returns the purchase's market code;
  * MARKET_ERR_NOMEM when the scratch space cannot be had. */
 int market__purchase_batched(market_conn *c, const char *buyer, const char *seller,
-                             const char *item, int64_t expect_price,
+                             const char *item, int64_t expect_price, const market_idem *idem,
                              market_purchase_result *res) {
     market *m = c->m;
     if (!c->batch && !(c->batch = malloc(sizeof *c->batch))) return MARKET_ERR_NOMEM;
-    struct market__req r = {buyer, seller, item, expect_price, res, MARKET_ERR_STORE,
+    struct market__req r = {buyer, seller, item, expect_price, idem, res, MARKET_ERR_STORE,
                             REQ_WAITING};
     if (pthread_cond_init(&r.cv, NULL) != 0) return MARKET_ERR_NOMEM;
 

@@ -18,6 +18,11 @@
 #define MARKET__BATCH_MAX 256                   /* upper bound of cfg.batch_max */
 #define MARKET__TXN_ABORTED 1 /* an attempt's EXEC was aborted: a watched key changed */
 
+#define MARKET__IDEM_REDIS_MAX (8 + MARKET_ID_MAX + MARKET_IDEM_KEY_MAX) /* idem:<p>:<k> */
+#define MARKET__IDEM_RECORD_MAX (MARKET_IDEM_FP_MAX + 48) /* "<fp> <a> <b>" */
+#define MARKET__IDEM_TTL "86400"                         /* MARKET_IDEM_TTL_S */
+#define MARKET__IDEM_NONE 2 /* market__idem_parse(): no record */
+
 struct market__req; /* a purchase queued for the combiner (market_batch.c) */
 
 struct market {
@@ -78,8 +83,11 @@ int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, 
 int market__refuse(market_conn *c, int rc);
 void market__stall(uint32_t ms);
 int market__purchase_batched(market_conn *c, const char *buyer, const char *seller,
-                             const char *item, int64_t expect_price,
+                             const char *item, int64_t expect_price, const market_idem *idem,
                              market_purchase_result *res);
+void market__idem_key(char *out, size_t outlen, const char *player, const market_idem *idem);
+void market__idem_record(char *out, size_t outlen, const market_idem *idem, int64_t a, int64_t b);
+int market__idem_parse(const redisReply *r, const char *fingerprint, int64_t *a, int64_t *b);
 #define MARKET__COUNT(m, field) atomic_fetch_add_explicit(&(m)->stats.field, 1, memory_order_relaxed)
 
 int market__connect(market_conn *c);

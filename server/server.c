@@ -126,6 +126,8 @@ static enum MHD_Result respond(struct MHD_Connection *conn, api_response *resp) 
         ok = MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra) == MHD_YES;
     }
     if (ok && resp->allow) ok = MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow) == MHD_YES;
+    if (ok && resp->replayed)
+        ok = MHD_add_response_header(r, "Idempotent-Replayed", "true") == MHD_YES;
     if (ok && resp->auth_challenge)
         ok = MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, resp->auth_challenge) ==
              MHD_YES;

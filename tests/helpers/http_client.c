@@ -8,6 +8,8 @@
 #include <curl/curl.h>
 #include <hiredis.h>
 
+long th_http_timeout_ms = 20000;
+
 static size_t on_body(char *data, size_t size, size_t n, void *ud) {
     th_http *r = ud;
     size_t add = size * n;
@@ -55,7 +57,7 @@ int th_http_do_header(int port, const char *method, const char *path, const char
     curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, out);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, th_http_timeout_ms);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     if (body) {
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);

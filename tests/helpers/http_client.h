@@ -17,5 +17,6 @@ int th_http_do_header(int port, const char *method, const char *path, const char
                       const char *body, size_t len, th_http *out);
 void th_http_cleanup(th_http *r);
 char *th_store_fingerprint(int redis_port);
+extern long th_http_timeout_ms; /* per request; 20000 unless a test changes it */
 
 #endif /* GM_TESTS_HTTP_CLIENT_H */

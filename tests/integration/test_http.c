@@ -57,9 +57,13 @@ static void seed_demo(void) {
     market_world_free(w);
 }
 
+static uint32_t next_stall_ms; /* test hook for the next server started */
+
 static server *start_with(uint32_t acquire_ms, const char *secret, int *port) {
     server_config cfg;
     server_config_defaults(&cfg);
+    cfg.test_stall_ms = next_stall_ms;
+    next_stall_ms = 0;
     if (secret)
         snprintf(cfg.auth_secret, sizeof cfg.auth_secret, "%s", secret);
     else
@@ -467,6 +471,72 @@ static void test_binary_flags_help_and_bad(void **state) {
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
 }
 
+/* ---- idempotency ---- */
+
+/* A client whose purchase times out retries it with the same Idempotency-Key
+ * ten times: it is charged once, and every 200 it gets says the same. */
+static void test_http_idempotent_retries_charged_once(void **state) {
+    (void)state;
+    int port;
+    next_stall_ms = 300; /* every commit takes longer than the client waits */
+    server *s = start(5000, &port);
+    th_http_timeout_ms = 150;
+    int ok = 0, timeouts = 0;
+    char first[256] = "";
+    for (int i = 0; i < 10; i++) {
+        th_http r;
+        int rc = th_http_do_header(port, "POST", "/purchase", "Idempotency-Key: retry-42",
+                                   purchase_axe, strlen(purchase_axe), &r);
+        if (rc != 0) {
+            timeouts++;
+        } else {
+            assert_int_equal(r.status, 200);
+            if (!first[0]) snprintf(first, sizeof first, "%s", r.body);
+            assert_string_equal(r.body, first);
+            ok++;
+        }
+        th_http_cleanup(&r);
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    th_http_timeout_ms = 20000;
+    assert_true(timeouts >= 1); /* the first attempt gave up */
+    assert_true(ok >= 1);       /* a later one got the stored answer */
+    assert_non_null(strstr(first, "\"buyer_funds\":300"));
+    json_t *j = call(port, "GET", "/players/B", NULL, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "funds")), 300);
+    json_decref(j);
+    /* The same key on another request: 422. */
+    th_http r;
+    const char other[] = "{\"buyer\":\"B\",\"seller\":\"C\",\"item\":\"sword-2\"}";
+    assert_int_equal(th_http_do_header(port, "POST", "/purchase", "Idempotency-Key: retry-42",
+                                       other, strlen(other), &r),
+                     0);
+    assert_int_equal(r.status, 422);
+    assert_non_null(strstr(r.body, "idempotency_key_reused"));
+    th_http_cleanup(&r);
+    assert_int_equal(th_http_do_header(port, "POST", "/purchase", "Idempotency-Key: bad key!",
+                                       other, strlen(other), &r),
+                     0);
+    assert_int_equal(r.status, 400);
+    th_http_cleanup(&r);
+    server_stop(s);
+}
+
+static void test_http_idempotent_replay_header(void **state) {
+    struct fx *f = *state;
+    th_http r;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(th_http_do_header(f->port, "POST", "/purchase", "Idempotency-Key: k1",
+                                           purchase_axe, strlen(purchase_axe), &r),
+                         0);
+        assert_int_equal(r.status, 200);
+        if (i == 0) assert_null(strstr(r.headers, "Idempotent-Replayed"));
+        if (i == 1) assert_non_null(strstr(r.headers, "Idempotent-Replayed: true"));
+        th_http_cleanup(&r);
+    }
+}
+
 /* ---- authentication ---- */
 
 static long auth_call(int port, const char *path, const char *header, const char *body,
@@ -551,6 +621,8 @@ int main(void) {
         T(test_binary_sigterm_finishes_in_flight),
         cmocka_unit_test(test_binary_flags_help_and_bad),
         T(test_http_auth_tokens_bind_players),
+        T(test_http_idempotent_retries_charged_once),
+        T(test_http_idempotent_replay_header),
     };
     return cmocka_run_group_tests_name("http (integration)", tests, group_setup, group_teardown);
 }

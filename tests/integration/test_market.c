@@ -443,6 +443,105 @@ static void test_batch_mixed_outcomes_match_serial_order(void **state) {
     assert_invariants(f->c, CLASSIC_FUNDS + 100250, CLASSIC_ITEMS + 8);
 }
 
+/* ---- idempotency ---- */
+
+static void test_idem_repeat_replays_without_charging(void **state) {
+    struct fx *f = *state;
+    market_idem k = {"order-1", "fp-axe"};
+    market_purchase_result r = {0}, again = {0};
+    assert_int_equal(market_purchase_idem(f->c, "B", "A", "axe", -1, &k, &r), MARKET_OK);
+    assert_int_equal(r.replayed, 0);
+    assert_int_equal(r.buyer_funds, 300);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(market_purchase_idem(f->c, "B", "A", "axe", -1, &k, &again), MARKET_OK);
+        assert_int_equal(again.replayed, 1);
+        assert_int_equal(again.price, 500);
+        assert_int_equal(again.buyer_funds, 300);
+    }
+    assert_int_equal(funds_of(f->c, "B"), 300);
+    market_idem other = {"order-1", "fp-bow"};
+    assert_int_equal(market_purchase_idem(f->c, "B", "C", "bow", -1, &other, &again),
+                     MARKET_ERR_IDEM_MISMATCH);
+    assert_true(listed(f->c, "bow", "C"));
+    /* Keys are per player: D may use the same key for its own purchase. */
+    assert_int_equal(market_purchase_idem(f->c, "D", "C", "bow", -1, &other, &again), MARKET_OK);
+    assert_int_equal(again.replayed, 0);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+static void test_idem_refusal_stores_nothing(void **state) {
+    struct fx *f = *state;
+    market_idem k = {"try", "fp"};
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", -1, &k, &r),
+                     MARKET_ERR_INSUFFICIENT_FUNDS);
+    assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", -1, &k, &r),
+                     MARKET_ERR_INSUFFICIENT_FUNDS);
+    market_idem bad = {"has space", "fp"};
+    assert_int_equal(market_purchase_idem(f->c, "B", "A", "axe", -1, &bad, &r), MARKET_ERR_INVALID);
+}
+
+static void test_idem_list_replays(void **state) {
+    struct fx *f = *state;
+    market_idem k = {"sell-shield", "fp1"};
+    int replayed = -1;
+    assert_int_equal(market_list_idem(f->c, "A", "shield", 42, &k, &replayed), MARKET_OK);
+    assert_int_equal(replayed, 0);
+    assert_int_equal(market_list_idem(f->c, "A", "shield", 42, &k, &replayed), MARKET_OK);
+    assert_int_equal(replayed, 1);
+    market_idem k2 = {"sell-shield", "fp2"};
+    assert_int_equal(market_list_idem(f->c, "A", "shield", 43, &k2, &replayed),
+                     MARKET_ERR_IDEM_MISMATCH);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+struct idem_racer {
+    market *m;
+    const char *item;
+    const market_idem *idem;
+    int rc, replayed;
+    pthread_barrier_t *start;
+};
+
+static void *idem_race(void *arg) {
+    struct idem_racer *r = arg;
+    market_conn *c = market_conn_new(r->m, NULL);
+    market_purchase_result res = {0};
+    pthread_barrier_wait(r->start);
+    r->rc = c ? market_purchase_idem(c, "D", "A", r->item, -1, r->idem, &res) : MARKET_ERR_NOMEM;
+    r->replayed = res.replayed;
+    market_conn_free(c);
+    return NULL;
+}
+
+/* The same request sent many times at once (a client retrying over several
+ * connections) is done once; every other copy is a replay of it. */
+static void test_idem_concurrent_repeats_charged_once(void **state) {
+    struct fx *f = *state;
+    enum { N = 12 };
+    market_idem k = {"dup", "fp-axe"};
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, N);
+    struct idem_racer r[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        r[i] = (struct idem_racer){f->m, "axe", &k, 1, 0, &start};
+        assert_int_equal(pthread_create(&t[i], NULL, idem_race, &r[i]), 0);
+    }
+    int done = 0, replays = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(r[i].rc, MARKET_OK);
+        done += !r[i].replayed;
+        replays += r[i].replayed;
+    }
+    pthread_barrier_destroy(&start);
+    assert_int_equal(done, 1);
+    assert_int_equal(replays, N - 1);
+    assert_int_equal(funds_of(f->c, "D"), 1000000 - 500);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
 /* ---- faults ---- */
 
 struct stalled {
@@ -649,6 +748,10 @@ int main(void) {
         T(test_many_buyers_one_item_exactly_one_wins),
         T(test_one_buyer_funds_for_one_never_negative),
         T(test_batch_mixed_outcomes_match_serial_order),
+        T(test_idem_repeat_replays_without_charging),
+        T(test_idem_refusal_stores_nothing),
+        T(test_idem_list_replays),
+        T(test_idem_concurrent_repeats_charged_once),
         T(test_stalled_holder_past_lease_cannot_commit),
         T(test_stalled_holder_lease_expired_alone_refused),
         T(test_fence_stale_holder_lock_elsewhere_refused),
