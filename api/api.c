@@ -320,7 +320,9 @@ void api__reply_market(int rc, int64_t price, api_response *resp) {
     const api_status *st = &api_status_default;
     for (size_t i = 0; i < sizeof api_status_table / sizeof api_status_table[0]; i++)
         if (api_status_table[i].rc == rc) st = &api_status_table[i];
-    *resp = (api_response){0};
+    api_response keep = *resp; /* what logs need survives the reset */
+    *resp = (api_response){.route = keep.route};
+    memcpy(resp->player, keep.player, sizeof resp->player);
     json_t *body = error_body(st->code, market_strerror(rc));
     if (body && rc == MARKET_ERR_PRICE_CHANGED &&
         json_object_set_new(body, "price", json_integer((json_int_t)price)) < 0) {
@@ -442,6 +444,7 @@ static void handle_purchase(market_conn *conn, const api_request *req, const cha
     (void)arg;
     json_t *root = body_parse(req, spec, 4, v, resp);
     if (!root) return;
+    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
     if (strcmp(v[0].id, v[1].id) == 0) {
         bad_request(resp, "fields 'buyer' and 'seller' must differ");
     } else if (api__authorized(req, v[0].id, resp) && !conn_missing(conn, resp)) {
@@ -480,6 +483,7 @@ static void handle_list(market_conn *conn, const api_request *req, const char *a
     (void)arg;
     json_t *root = body_parse(req, spec, 3, v, resp);
     if (!root) return;
+    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
     if (api__authorized(req, v[0].id, resp) && !conn_missing(conn, resp)) {
         market_idem idem;
         char fp[MARKET_IDEM_FP_MAX + 1];
@@ -511,6 +515,7 @@ static void handle_unlist(market_conn *conn, const api_request *req, const char 
     (void)arg;
     json_t *root = body_parse(req, spec, 2, v, resp);
     if (!root) return;
+    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
     if (api__authorized(req, v[0].id, resp) && !conn_missing(conn, resp)) {
         int64_t price = 0;
         int rc = market_unlist(conn, v[0].id, v[1].id, &price);
@@ -553,6 +558,7 @@ static void handle_player(market_conn *conn, const api_request *req, const char 
         bad_request(resp, "player id must match " API_ID_RULE);
         return;
     }
+    snprintf(resp->player, sizeof resp->player, "%s", id);
     if (conn_missing(conn, resp)) return;
     market_player *p = NULL;
     int rc = market_player_get(conn, id, &p);
@@ -667,7 +673,7 @@ typedef struct api_route {
     api_handler handle;
 } api_route;
 
-static const api_route api_routes[] = {
+static const api_route api_routes[API_ROUTES] = {
     {"/purchase", 0, "POST", "POST", handle_purchase},
     {"/list", 0, "POST", "POST", handle_list},
     {"/unlist", 0, "POST", "POST", handle_unlist},
@@ -675,6 +681,21 @@ static const api_route api_routes[] = {
     {"/market", 0, "GET", "GET, HEAD", handle_market},
     {"/healthz", 0, "GET", "GET, HEAD", handle_healthz},
 };
+
+/* Names of the routes as logs and metrics show them. */
+static const char *const api_route_names[API_ROUTES] = {
+    "/purchase", "/list", "/unlist", "/players/{id}", "/market", "/healthz",
+};
+
+/* Returns route i's name (static), or NULL outside 0..API_ROUTES-1. */
+const char *api_route_name(int i) { return i >= 0 && i < API_ROUTES ? api_route_names[i] : NULL; }
+
+/* Returns the index of a name that api_route_name() gave, or -1. */
+int api_route_index(const char *route) {
+    for (int i = 0; route && i < API_ROUTES; i++)
+        if (route == api_route_names[i] || strcmp(route, api_route_names[i]) == 0) return i;
+    return -1;
+}
 
 /* Returns the route serving path (and its id segment in *arg), or NULL. */
 static const api_route *route_find(const char *path, const char **arg) {
@@ -716,6 +737,7 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
         error_reply(resp, 404, "not_found", "no such resource", 0, NULL);
         return;
     }
+    resp->route = api_route_names[r - api_routes];
     int get_like = strcmp(r->method, "GET") == 0 && strcmp(req->method, "HEAD") == 0;
     if (strcmp(req->method, r->method) != 0 && !get_like) {
         error_reply(resp, 405, "method_not_allowed", NULL, 0, r->allow);

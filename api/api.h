@@ -40,13 +40,19 @@ typedef struct api_response {
     const char *allow;   /* non-NULL: send "Allow: <allow>" (static string) */
     const char *auth_challenge; /* non-NULL: send "WWW-Authenticate: <it>" (static) */
     int replayed;        /* 1: an Idempotency-Key repeat: send "Idempotent-Replayed: true" */
+    const char *route;   /* for logs and metrics: the matched route (static), or NULL */
+    char player[MARKET_ID_MAX + 1]; /* for logs: the player acting or read, or "" */
 } api_response;
+
+#define API_ROUTES 6 /* api_route_name(0..API_ROUTES-1) */
 
 #define API_TOKEN_MAX (MARKET_ID_MAX + 1 + 64) /* "<player>.<64 hex digits>" */
 
 void api_handle(market_conn *conn, const api_request *req, api_response *resp);
 void api_error(int status, const char *code, const char *detail, api_response *resp);
 void api_response_cleanup(api_response *resp);
+const char *api_route_name(int i);
+int api_route_index(const char *route);
 int api_token_make(const char *secret, const char *player, char *out, size_t outlen);
 int api_fixture_parse(const char *json, size_t len, market_world **out, char *why,
                       size_t whylen);

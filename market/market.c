@@ -345,6 +345,22 @@ static void sleep_us(long us) {
     nanosleep(&ts, NULL);
 }
 
+static int64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void count_wait(market *m, int64_t us, int acquired) {
+    static const int64_t bounds[MARKET_WAIT_BUCKETS - 1] = {MARKET_WAIT_BUCKETS_US};
+    size_t b = 0;
+    while (b < MARKET_WAIT_BUCKETS - 1 && us > bounds[b]) b++;
+    atomic_fetch_add_explicit(&m->stats.lock_wait_bucket[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->stats.lock_wait_us, (uint64_t)us, memory_order_relaxed);
+    MARKET__COUNT(m, lock_waits);
+    if (acquired) MARKET__COUNT(m, lock_acquired);
+}
+
 /* Runs fn under the locks of g (acquired in order, each within the wait
  * budget) until it decides. When EXEC aborts, lock_extend() tells a lapsed
  * lease (MARKET_ERR_LEASE_LOST) from a write made without the lock (read
@@ -359,8 +375,10 @@ int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, 
     size_t held = 0;
     int rc = MARKET_OK;
     for (; held < g->n; held++) {
+        int64_t t0 = now_us();
         int lrc = lock_acquire(m->lock, g->keys[held], m->cfg.lock_ttl_ms,
                                m->cfg.acquire_timeout_ms, &h[held]);
+        count_wait(m, now_us() - t0, lrc == LOCK_OK);
         if (lrc < 0) {
             rc = from_lock_err(lrc);
             goto release;
@@ -711,6 +729,11 @@ void market_stats_get(const market *m, market_stats *out) {
     out->lock_busy = atomic_load(&mm->stats.lock_busy);
     out->lease_lost = atomic_load(&mm->stats.lease_lost);
     out->store_errors = atomic_load(&mm->stats.store_errors);
+    out->lock_acquired = atomic_load(&mm->stats.lock_acquired);
+    out->lock_waits = atomic_load(&mm->stats.lock_waits);
+    out->lock_wait_us = atomic_load(&mm->stats.lock_wait_us);
+    for (size_t i = 0; i < MARKET_WAIT_BUCKETS; i++)
+        out->lock_wait_bucket[i] = atomic_load(&mm->stats.lock_wait_bucket[i]);
 }
 
 static const char *const strategy_names[] = {"market", "item", "optimistic"};

@@ -113,8 +113,18 @@ typedef struct market_listing {
     int64_t price;
 } market_listing;
 
+/* Upper bounds (microseconds) of the lock wait histogram's buckets; a last,
+ * unbounded bucket follows. */
+#define MARKET_WAIT_BUCKETS_US 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, \
+                               250000, 500000, 1000000, 2500000
+#define MARKET_WAIT_BUCKETS 15
+
 /* Counters since market_new(), read with market_stats_get(). */
 typedef struct market_stats {
+    uint64_t lock_acquired;   /* lock acquisitions that succeeded */
+    uint64_t lock_waits;      /* lock acquisitions tried (each counted in lock_wait_bucket) */
+    uint64_t lock_wait_us;    /* time spent in them */
+    uint64_t lock_wait_bucket[MARKET_WAIT_BUCKETS]; /* not cumulative */
     uint64_t purchases;       /* market_purchase calls */
     uint64_t purchased;       /* of which committed */
     uint64_t batches;         /* market strategy: lock holds that served purchases */

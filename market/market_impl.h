@@ -35,7 +35,8 @@ struct market {
 
     struct {
         _Atomic uint64_t purchases, purchased, batches, txn_aborts, lock_busy, lease_lost,
-            store_errors;
+            store_errors, lock_acquired, lock_waits, lock_wait_us;
+        _Atomic uint64_t lock_wait_bucket[MARKET_WAIT_BUCKETS];
     } stats;
 };
 

@@ -27,6 +27,7 @@
 #include "api/api.h"
 #include "lock/lock.h"
 #include "market/market.h"
+#include "server/server_impl.h"
 
 #define DRAIN_MS 10000 /* longest wait for requests in flight at stop */
 
@@ -39,14 +40,21 @@ struct server {
     int key_ok;
     int port;
     atomic_long in_flight; /* requests begun and not yet completed */
+    server__metrics metrics;
 };
 
 struct request {
     char *body;
     size_t len, cap;
     int too_big;
-    int64_t t0_ms;
+    int64_t t0_us;
 };
+
+static int64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 /* ---- logging: the only place in the service that prints ---- */
 
@@ -136,6 +144,37 @@ static enum MHD_Result respond(struct MHD_Connection *conn, api_response *resp) 
     return rc;
 }
 
+/* GET /metrics: Prometheus text, rendered by metrics.c. */
+static enum MHD_Result metrics_respond(server *s, struct MHD_Connection *conn, const char *method,
+                                       struct request *rq) {
+    api_response resp = {0};
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        api_error(405, "method_not_allowed", NULL, &resp);
+        resp.allow = "GET, HEAD";
+        return respond(conn, &resp);
+    }
+    size_t len = 0;
+    char *text = server__metrics_render(&s->metrics, s->market, &len);
+    if (!text) {
+        api_error(500, "internal_error", "out of memory", &resp);
+        return respond(conn, &resp);
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    enum MHD_Result rc =
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                "text/plain; version=0.0.4; charset=utf-8") == MHD_YES
+            ? MHD_queue_response(conn, MHD_HTTP_OK, r)
+            : MHD_NO;
+    MHD_destroy_response(r);
+    server_log(SERVER_LOG_DEBUG, "msg=request method=%s path=/metrics status=200 latency_ms=%.3f",
+               method, (double)(now_us() - rq->t0_us) / 1000.0);
+    return rc;
+}
+
 static int body_append(struct request *rq, const char *data, size_t n) {
     if (rq->too_big || rq->len + n > API_BODY_MAX) {
         rq->too_big = 1;
@@ -174,7 +213,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!rq) { /* phase 1: a new request */
         rq = calloc(1, sizeof *rq);
         if (!rq) return MHD_NO;
-        rq->t0_ms = lock_now_ms();
+        rq->t0_us = now_us();
         *con_cls = rq;
         atomic_fetch_add(&s->in_flight, 1);
         if (!declared_too_big(conn)) return MHD_YES;
@@ -185,6 +224,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     /* phase 3: answer */
+    if (strcmp(url, "/metrics") == 0 && !rq->too_big)
+        return metrics_respond(s, conn, method, rq);
     if (rq->too_big) {
         api_error(413, "payload_too_large", "request body exceeds 65536 bytes", &resp);
     } else {
@@ -198,9 +239,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
     }
     int status = resp.status;
+    const char *route = resp.route;
+    char player[sizeof resp.player];
+    memcpy(player, resp.player, sizeof player);
     enum MHD_Result rc = respond(conn, &resp);
-    server_log(SERVER_LOG_INFO, "method=%s path=%s status=%d latency_ms=%lld", method, url,
-               status, (long long)(lock_now_ms() - rq->t0_ms));
+    int64_t us = now_us() - rq->t0_us;
+    server__metrics_count(&s->metrics, route, status, us);
+    server_log(SERVER_LOG_INFO,
+               "msg=request method=%s path=%s status=%d latency_ms=%.3f player=%s", method, url,
+               status, (double)us / 1000.0, player[0] ? player : "-");
     return rc;
 }
 

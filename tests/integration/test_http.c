@@ -537,6 +537,42 @@ static void test_http_idempotent_replay_header(void **state) {
     }
 }
 
+/* ---- observability ---- */
+
+static void test_http_metrics_count_requests_and_locks(void **state) {
+    struct fx *f = *state;
+    json_t *j = call(f->port, "POST", "/purchase", purchase_axe, 200);
+    json_decref(j);
+    j = call(f->port, "POST", "/purchase", purchase_axe, 404);
+    json_decref(j);
+    j = call(f->port, "GET", "/nowhere", NULL, 404);
+    json_decref(j);
+    th_http r;
+    assert_int_equal(th_http_do(f->port, "GET", "/metrics", NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.headers, "text/plain"));
+    static const char *const want[] = {
+        "market_http_requests_total{route=\"/purchase\",status=\"200\"} 1\n",
+        "market_http_requests_total{route=\"/purchase\",status=\"404\"} 1\n",
+        "market_http_requests_total{route=\"none\",status=\"404\"} 1\n",
+        "market_purchase_duration_seconds_count 2\n",
+        "market_purchase_duration_seconds_bucket{le=\"+Inf\"} 2\n",
+        "market_lock_wait_seconds_bucket{le=\"+Inf\"}",
+        "market_lock_acquisitions_total ",
+        "market_lock_busy_total 0\n",
+        "market_purchases_committed_total 1\n",
+        "# TYPE market_redis_errors_total counter\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        if (!strstr(r.body, want[i])) fprintf(stderr, "missing: %s\n%s", want[i], r.body);
+        assert_non_null(strstr(r.body, want[i]));
+    }
+    th_http_cleanup(&r);
+    assert_int_equal(th_http_do(f->port, "POST", "/metrics", "", 0, &r), 0);
+    assert_int_equal(r.status, 405);
+    th_http_cleanup(&r);
+}
+
 /* ---- authentication ---- */
 
 static long auth_call(int port, const char *path, const char *header, const char *body,
@@ -623,6 +659,7 @@ int main(void) {
         T(test_http_auth_tokens_bind_players),
         T(test_http_idempotent_retries_charged_once),
         T(test_http_idempotent_replay_header),
+        T(test_http_metrics_count_requests_and_locks),
     };
     return cmocka_run_group_tests_name("http (integration)", tests, group_setup, group_teardown);
 }
