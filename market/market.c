@@ -374,10 +374,11 @@ int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, 
     market__held hd = {0};
     size_t held = 0;
     int rc = MARKET_OK;
+    int64_t by = g->deadline_ms ? g->deadline_ms : lock_now_ms() + m->cfg.acquire_timeout_ms;
     for (; held < g->n; held++) {
-        int64_t t0 = now_us();
+        int64_t t0 = now_us(), left = by - t0 / 1000;
         int lrc = lock_acquire(m->lock, g->keys[held], m->cfg.lock_ttl_ms,
-                               m->cfg.acquire_timeout_ms, &h[held]);
+                               left > 0 ? (uint32_t)left : 0, &h[held]);
         count_wait(m, now_us() - t0, lrc == LOCK_OK);
         if (lrc < 0) {
             rc = from_lock_err(lrc);
@@ -504,6 +505,7 @@ static void strategy_guard(const market *m, const char *member, const char *buye
                            char keybuf[2][LOCK_KEY_MAX_LEN], market__guard *g,
                            struct watchset *w) {
     g->n = w->n = 0;
+    g->deadline_ms = 0;
     switch (m->cfg.strategy) {
     case MARKET_STRATEGY_MARKET:
         g->keys[g->n++] = MARKET_LOCK_KEY;

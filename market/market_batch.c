@@ -21,15 +21,22 @@
  */
 #include "market/market.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "market/market_impl.h"
 
 #define USERS_MAX (2 * MARKET__BATCH_MAX)
 
-enum { REQ_WAITING, REQ_DONE, REQ_COMBINE };
+enum {
+    REQ_WAITING, /* queued */
+    REQ_TAKEN,   /* in a batch being served: it waits for the outcome, whatever its budget */
+    REQ_DONE,    /* outcome in rc */
+    REQ_COMBINE, /* queued at the head, and chosen to serve the queue */
+};
 
 struct market__req {
     const char *buyer, *seller, *item;
@@ -38,6 +45,7 @@ struct market__req {
     market_purchase_result *res;
     int rc;
     int state;          /* REQ_*; guarded by market.qmu */
+    int64_t deadline_ms; /* lock_now_ms() after which it gives up waiting in the queue */
     pthread_cond_t cv;  /* signalled when state changes */
     struct market__req *next;
 };
@@ -365,7 +373,8 @@ static void batch_run(market_conn *c, struct market__batch *b) {
     market *m = c->m;
     MARKET__COUNT(m, batches);
     batch_index(b);
-    market__guard g = {{MARKET_LOCK_KEY}, 1};
+    /* The oldest request's budget bounds the lock wait of the whole batch. */
+    market__guard g = {{MARKET_LOCK_KEY}, 1, b->req[0]->deadline_ms};
     int rc = market__guarded(c, &g, batch_attempt, b);
     if (rc < 0)
         for (size_t i = 0; i < b->n; i++) b->req[i]->rc = rc;
@@ -381,8 +390,14 @@ int market__purchase_batched(market_conn *c, const char *buyer, const char *sell
     market *m = c->m;
     if (!c->batch && !(c->batch = malloc(sizeof *c->batch))) return MARKET_ERR_NOMEM;
     struct market__req r = {buyer, seller, item, expect_price, idem, res, MARKET_ERR_STORE,
-                            REQ_WAITING};
-    if (pthread_cond_init(&r.cv, NULL) != 0) return MARKET_ERR_NOMEM;
+                            REQ_WAITING, lock_now_ms() + m->cfg.acquire_timeout_ms};
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0) return MARKET_ERR_NOMEM;
+    int ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+             pthread_cond_init(&r.cv, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    if (!ok) return MARKET_ERR_NOMEM;
+    struct timespec until = {(time_t)(r.deadline_ms / 1000), (long)(r.deadline_ms % 1000) * 1000000L};
 
     pthread_mutex_lock(&m->qmu);
     if (m->qtail)
@@ -394,13 +409,32 @@ int market__purchase_batched(market_conn *c, const char *buyer, const char *sell
         m->combining = 1;
         r.state = REQ_COMBINE;
     }
-    while (r.state == REQ_WAITING) pthread_cond_wait(&r.cv, &m->qmu);
+    while (r.state == REQ_WAITING || r.state == REQ_TAKEN) {
+        if (r.state == REQ_TAKEN) {
+            pthread_cond_wait(&r.cv, &m->qmu);
+            continue;
+        }
+        if (pthread_cond_timedwait(&r.cv, &m->qmu, &until) != ETIMEDOUT || r.state != REQ_WAITING)
+            continue;
+        /* Still queued when its budget ran out: leave the queue, busy. */
+        struct market__req **pp = &m->qhead, *prev = NULL;
+        while (*pp != &r) {
+            prev = *pp;
+            pp = &(*pp)->next;
+        }
+        *pp = r.next;
+        if (m->qtail == &r) m->qtail = prev;
+        r.rc = MARKET_ERR_BUSY;
+        MARKET__COUNT(m, lock_busy);
+        break;
+    }
     if (r.state == REQ_COMBINE) {
         /* This request is the queue's head: serve it and those behind it. */
         struct market__batch *b = c->batch;
         b->n = 0;
         while (m->qhead && b->n < m->cfg.batch_max) {
             b->req[b->n++] = m->qhead;
+            m->qhead->state = REQ_TAKEN;
             m->qhead = m->qhead->next;
         }
         if (!m->qhead) m->qtail = NULL;

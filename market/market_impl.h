@@ -59,6 +59,7 @@ typedef struct market__cmd {
 typedef struct market__guard {
     const char *keys[2];
     size_t n;
+    int64_t deadline_ms; /* lock_now_ms() by which the locks must be had; 0: the wait budget */
 } market__guard;
 
 /* The leases a guarded transaction holds, and their fencing records: the

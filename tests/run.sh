@@ -8,6 +8,7 @@ set -u
 BUILD=${BUILD:-build}
 export MARKET_SERVER_BIN="${BIN:-bin}/market-server"
 export MARKET_SEED_BIN="${BIN:-bin}/market-seed"
+export MARKET_LOAD_BIN="${BIN:-bin}/market-load"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 passed=0

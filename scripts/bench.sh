@@ -1,0 +1,357 @@
+#!/usr/bin/env bash
+# bench.sh - `make bench`: purchases/s, latency and Redis cost per lock strategy.
+#
+# Starts its own redis-server (free loopback port, temp dir, no persistence),
+# and for each strategy one bin/market-server (--strategy S --log-level warn,
+# everything else default). For each mix (distinct, contended) and each
+# number of buyers (1, 8, 64) it reseeds the same generated world and runs
+# bin/market-load for BENCH_SECONDS, keeping every JSON report under
+# bench/raw/. It also records the server's VmRSS after start, after the
+# 64-buyer runs and while 256 idle keep-alive connections are open, then
+# writes bench/results.md and bench/results.png (gnuplot). Every process it
+# started is stopped by PID on exit.
+#
+#   scripts/bench.sh
+#   BENCH_SECONDS=3 BENCH_STRATEGIES=market scripts/bench.sh     # quick
+#   BENCH_PEERS=1 scripts/bench.sh      # also ../shared/peers/run_all.sh, same levels
+#
+# Environment: BENCH_SECONDS (10), BENCH_STRATEGIES ("market item optimistic"),
+# BENCH_LEVELS ("1 8 64"), BENCH_MIXES ("distinct contended"),
+# BENCH_WORLD (players=10000,items=400000), BENCH_OUT (bench), BENCH_PEERS (0), BIN (bin).
+# Exit status: 0, 1 when a run failed or a setup step did, 3 when an invariant broke.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+BIN=${BIN:-bin}
+SECS=${BENCH_SECONDS:-10}
+STRATEGIES=${BENCH_STRATEGIES:-"market item optimistic"}
+LEVELS=${BENCH_LEVELS:-"1 8 64"}
+MIXES=${BENCH_MIXES:-"distinct contended"}
+WORLD=${BENCH_WORLD:-players=10000,items=400000}
+OUT=${BENCH_OUT:-bench}
+HOLD=256
+
+die() { echo "bench: $*" >&2; exit 1; }
+for b in market-server market-seed market-load; do
+    [ -x "$BIN/$b" ] || die "$BIN/$b is missing (run make build)"
+done
+for c in redis-server redis-cli curl python3; do
+    command -v "$c" >/dev/null || die "missing $c (scripts/deps.sh installs redis; apt-get install curl python3)"
+done
+if ! command -v gnuplot >/dev/null; then
+    echo "bench: installing gnuplot-nox"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends gnuplot-nox; } \
+        >/dev/null || echo "bench: could not install gnuplot; results.png will be missing" >&2
+fi
+
+TMP=$(mktemp -d /tmp/gm-bench.XXXXXX) || die "mktemp failed"
+PIDS=()
+stop_pid() { # $1: pid; TERM, up to 5 s, then KILL
+    kill -0 "$1" 2>/dev/null || { wait "$1" 2>/dev/null; return 0; }
+    kill "$1" 2>/dev/null
+    for _ in $(seq 50); do
+        kill -0 "$1" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$1" 2>/dev/null && kill -KILL "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+    return 0
+}
+# shellcheck disable=SC2317 # called by the EXIT trap
+cleanup() {
+    for p in "${PIDS[@]}"; do stop_pid "$p"; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { # the first port >= $1 nothing listens on
+    local p=$1
+    while ss -Hltn "sport = :$p" | grep -q .; do p=$((p + 1)); done
+    echo "$p"
+}
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo ""; }
+
+mkdir -p "$OUT/raw" || die "cannot create $OUT/raw"
+rm -f "$OUT"/raw/*.json "$OUT"/raw/*.txt "$OUT"/raw/*.dat "$OUT"/raw/*.log
+NOTES=$OUT/raw/notes.txt
+MEM=$OUT/raw/memory.tsv
+: >"$NOTES"
+printf 'strategy\tstart_kb\tafter64_distinct_kb\tafter64_contended_kb\thold%s_kb\n' "$HOLD" >"$MEM"
+note() { echo "bench: $*"; echo "$*" >>"$NOTES"; }
+
+# ---- redis ----
+RPORT=$(free_port 17379)
+redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
+    --logfile "$TMP/redis.log" --daemonize no &
+PIDS+=($!)
+for _ in $(seq 100); do
+    redis-cli -p "$RPORT" ping 2>/dev/null | grep -q PONG && break
+    sleep 0.1
+done
+redis-cli -p "$RPORT" ping 2>/dev/null | grep -q PONG || die "redis-server did not start ($TMP/redis.log)"
+RURL="redis://127.0.0.1:$RPORT/0"
+
+{
+    echo "date=$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+    echo "nproc=$(nproc)"
+    echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+    echo "mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+    echo "kernel=$(uname -sr)"
+    echo "redis=$(redis-server --version | grep -o 'v=[0-9.]*' | cut -d= -f2)"
+    echo "loadavg=$(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "secs=$SECS"
+    echo "levels=$LEVELS"
+    echo "mixes=$MIXES"
+    echo "world=$WORLD"
+} >"$OUT/raw/meta.txt"
+
+reseed() {
+    "$BIN/market-seed" --redis "$RURL" --reset --generate "$WORLD" >/dev/null 2>"$TMP/seed.err" \
+        || die "seeding failed: $(cat "$TMP/seed.err")"
+}
+
+SPID=""
+start_server() { # $1: strategy, $2: "flag" or "noflag"; sets SPID and SPORT
+    SPORT=$(free_port 18180)
+    local args=(--listen "127.0.0.1:$SPORT" --redis "$RURL" --log-level warn)
+    [ "$2" = flag ] && args+=(--strategy "$1")
+    # market-load sends no player tokens: serve without authentication when the server has it.
+    grep -q -- '--no-auth' <<<"$SERVER_HELP" && args+=(--no-auth)
+    "$BIN/market-server" "${args[@]}" 2>>"$OUT/raw/server-$1.log" &
+    SPID=$!
+    PIDS+=("$SPID")
+    for _ in $(seq 100); do
+        curl -sf "http://127.0.0.1:$SPORT/healthz" >/dev/null 2>&1 && return 0
+        kill -0 "$SPID" 2>/dev/null || break
+        sleep 0.1
+    done
+    return 1
+}
+
+# Sets RSS_HOLD to the server's VmRSS while HOLD idle keep-alive connections are
+# open (one GET /healthz each), or to "" when they could not be opened.
+hold_rss() {
+    local out=$TMP/hold.txt hp
+    RSS_HOLD=""
+    "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --hold-connections "$HOLD" --duration 60 \
+        >"$out" 2>"$TMP/hold.err" &
+    hp=$!
+    PIDS+=("$hp")
+    for _ in $(seq 100); do
+        grep -q '^holding' "$out" 2>/dev/null && break
+        kill -0 "$hp" 2>/dev/null || break
+        sleep 0.1
+    done
+    if grep -q '^holding' "$out" 2>/dev/null; then
+        sleep 0.5
+        RSS_HOLD=$(rss_kb "$SPID")
+    else
+        note "could not hold $HOLD connections: $(cat "$TMP/hold.err")"
+    fi
+    stop_pid "$hp"
+}
+
+status=0
+SERVER_HELP=$("$BIN/market-server" --help 2>&1)
+RAN=""
+for s in $STRATEGIES; do
+    mode=flag
+    if ! grep -q -- '--strategy' <<<"$SERVER_HELP"; then
+        if [ "$s" = market ]; then
+            mode=noflag
+            note "market-server has no --strategy flag: 'market' is its default, run without the flag"
+        else
+            note "skipped strategy '$s': market-server has no --strategy flag"
+            continue
+        fi
+    else
+        "$BIN/market-server" --strategy "$s" --help >/dev/null 2>&1
+        rc=$?
+        if [ "$rc" -ne 0 ]; then
+            note "skipped strategy '$s': market-server --strategy $s exits $rc (unsupported)"
+            continue
+        fi
+    fi
+    reseed
+    if ! start_server "$s" "$mode"; then
+        note "skipped strategy '$s': market-server did not become healthy (see raw/server-$s.log)"
+        status=1
+        stop_pid "$SPID"
+        continue
+    fi
+    RAN="$RAN $s"
+    rss_start=$(rss_kb "$SPID")
+    rss64_distinct=""
+    rss64_contended=""
+    for mix in $MIXES; do
+        for n in $LEVELS; do
+            reseed
+            name="$s-$mix-$n"
+            echo "bench: $name (${SECS}s)"
+            "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$RURL" --buyers "$n" \
+                --duration "$SECS" --mix "$mix" --seed 1 --quiet --json "$OUT/raw/$name.json" \
+                >"$OUT/raw/$name.txt" 2>&1
+            rc=$?
+            grep -E '^  (outcomes|purchases/s|latency ms|redis|invariants)' "$OUT/raw/$name.txt"
+            case $rc in
+            0) ;;
+            3) note "$name: INVARIANT BROKEN (see raw/$name.txt)"; status=3 ;;
+            *) note "$name: market-load exited $rc: $(tail -1 "$OUT/raw/$name.txt")"
+               [ "$status" -eq 0 ] && status=1 ;;
+            esac
+            if [ "$n" = 64 ]; then
+                [ "$mix" = distinct ] && rss64_distinct=$(rss_kb "$SPID")
+                [ "$mix" = contended ] && rss64_contended=$(rss_kb "$SPID")
+            fi
+            if ! kill -0 "$SPID" 2>/dev/null; then
+                note "$s: market-server died during $name"
+                status=1
+                break 2
+            fi
+        done
+    done
+    hold_rss
+    printf '%s\t%s\t%s\t%s\t%s\n' "$s" "$rss_start" "$rss64_distinct" "$rss64_contended" \
+        "$RSS_HOLD" >>"$MEM"
+    stop_pid "$SPID"
+done
+
+# ---- peers (optional) ----
+if [ "${BENCH_PEERS:-0}" = 1 ]; then
+    peers=$ROOT/../shared/peers/run_all.sh
+    if [ -f "$peers" ]; then
+        echo "bench: running the peers ($peers)"
+        LEVELS="$LEVELS" SECS="$SECS" OUT_MD="$ROOT/$OUT/peers.md" bash "$peers" \
+            >"$OUT/raw/peers.log" 2>&1 || note "peers run failed (exit $?; see raw/peers.log)"
+    else
+        note "BENCH_PEERS=1 but $peers does not exist"
+    fi
+fi
+
+# ---- results.md ----
+python3 - "$OUT" "$SECS" "$HOLD" "$RAN" <<'PY' || { echo "bench: cannot write results.md" >&2; status=1; }
+import json, os, sys
+out, secs, hold, ran = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split()
+raw = os.path.join(out, "raw")
+meta = dict(l.rstrip("\n").split("=", 1) for l in open(os.path.join(raw, "meta.txt")) if "=" in l)
+levels = meta["levels"].split()
+mixes = meta["mixes"].split()
+
+def fmt(v, p=1):
+    return "-" if v is None else f"{v:,.{p}f}"
+
+rows = []
+for s in ran:
+    for mix in mixes:
+        dat = []
+        for n in levels:
+            path = os.path.join(raw, f"{s}-{mix}-{n}.json")
+            if not os.path.exists(path):
+                rows.append(f"| {s} | {mix} | {n} | failed | - | - | - | - | - | - |")
+                continue
+            j = json.load(open(path))
+            st, lat, r, inv = j["status"], j["latency_ms"], j["redis"], j["invariants"]
+            pps = j["run"]["purchases_per_s"]
+            dat.append(f'{n} {pps:.2f} {lat["all"]["p50"]:.4f} {lat["all"]["p99"]:.4f}')
+            cpp = r.get("commands_per_purchase")
+            outcomes = f'{st["200"]} / {st["402"]} / {st["404"]} / {st["409"]} / {st["503"]} / {st["other"]} / {st["transport_errors"]}'
+            early = " (ran out)" if j["run"]["stopped_early"] else ""
+            rows.append(
+                f'| {s} | {mix} | {n} | {fmt(pps)}{early} | {lat["all"]["p50"]:.3f} | {lat["all"]["p99"]:.3f} '
+                f'| {lat["ok"]["p99"]:.3f} | {fmt(cpp, 2)} | {outcomes} | {"OK" if inv["ok"] else "**BROKEN**"} |')
+        with open(os.path.join(raw, f"{s}-{mix}.dat"), "w") as f:
+            f.write("# buyers purchases_per_s p50_ms p99_ms\n" + "\n".join(dat) + "\n")
+
+mem = [l.rstrip("\n").split("\t") for l in open(os.path.join(raw, "memory.tsv"))][1:]
+notes = [l.strip() for l in open(os.path.join(raw, "notes.txt")) if l.strip()]
+
+def mib(kb):
+    return "-" if not kb else f"{int(kb) / 1024:.1f}"
+
+L = []
+L.append("# market-load: POST /purchase by lock strategy")
+L.append("")
+L.append(f'- date: {meta["date"]}; commit {meta["commit"]}')
+L.append(f'- machine: nproc={meta["nproc"]}, {meta["cpu"]}, {meta["mem"]} RAM, {meta["kernel"]}; '
+         f'load average at start {meta["loadavg"]}')
+L.append(f'- redis {meta["redis"]} on 127.0.0.1, `--save \'\' --appendonly no`; world '
+         f'`market-seed --generate {meta["world"]}` reseeded before every run')
+L.append(f'- server: `bin/market-server --strategy S --log-level warn [--no-auth]` (threads and every other flag '
+         f'default), one server per strategy; load: `bin/market-load --buyers N --duration {secs} '
+         f'--mix M --seed 1` (one epoll thread, keep-alive HTTP/1.1, one request in flight per buyer)')
+L.append("")
+L.append(f'**Caveat: {meta["nproc"]} cores shared by everything.** Redis, market-server and market-load '
+         "all run on the same cores, so each number mixes server, Redis and client cost; compare rows "
+         "taken in the same run, not with a real deployment. At 64 buyers the run-to-run spread on "
+         "this box has been up to ~40% (see ../shared/peers/results-2026-11-22.md).")
+L.append("")
+L.append("| strategy | mix | buyers | purchases/s | p50 ms | p99 ms | p99 ms (200s) | Redis cmds / purchase "
+         "| 200 / 402 / 404 / 409 / 503 / other / transport | invariants |")
+L.append("|---|---|---:|---:|---:|---:|---:|---:|---|---|")
+L += rows
+L.append("")
+L.append("Like Redis in Action's table 6.2, one row per strategy and load. purchases/s counts 200 "
+         "answers per second of the run; latencies are over every request (and over the 200s); "
+         "Redis cmds / purchase = the `INFO commandstats` calls delta between the first request and "
+         "the last answer (INFO itself excluded) divided by the 200s, so in the contended mix it also "
+         "carries the cost of the refused (404/402) attempts. *distinct*: every request buys a different "
+         "item (contention only on the lock); *contended*: the N buyers with the least funds fight over a "
+         "window of the ~N/4 cheapest items still listed (a 404 means another buyer won the race). "
+         "invariants: market-load's audit before and after (funds conserved, none negative, every item in "
+         "exactly one place, 200s == items that left the market).")
+L.append("")
+L.append("## Server memory (VmRSS, MiB)")
+L.append("")
+L.append(f"| strategy | after start | after 64 buyers, distinct | after 64 buyers, contended | {hold} idle keep-alive connections |")
+L.append("|---|---:|---:|---:|---:|")
+for m in mem:
+    m += [""] * (5 - len(m))
+    L.append(f"| {m[0]} | {mib(m[1])} | {mib(m[2])} | {mib(m[3])} | {mib(m[4])} |")
+L.append("")
+L.append(f"The idle connections are opened by `market-load --hold-connections {hold}` (one GET /healthz "
+         "each, then kept open); RSS is read from /proc/PID/status while they are held.")
+L.append("")
+L.append("![purchases/s and p99 by buyers](results.png)")
+L.append("")
+L.append("Raw reports: `raw/<strategy>-<mix>-<buyers>.json` (whole market-load report, including the "
+         "per-command Redis deltas) and `.txt`; plot data `raw/<strategy>-<mix>.dat`.")
+if notes:
+    L.append("")
+    L.append("## Notes")
+    L.append("")
+    L += [f"- {n}" for n in notes]
+peers = os.path.join(out, "peers.md")
+if os.path.exists(peers):
+    L.append("")
+    L.append("## Peers (run right after, same box): [peers.md](peers.md)")
+    L.append("")
+    body = open(peers).read().split("\n")
+    L += [("#" + l if l.startswith("#") else l) for l in body]
+open(os.path.join(out, "results.md"), "w").write("\n".join(L) + "\n")
+PY
+
+# ---- results.png ----
+PLOTTED=""
+for s in $RAN; do
+    [ -s "$OUT/raw/$s-distinct.dat" ] && [ -s "$OUT/raw/$s-contended.dat" ] && PLOTTED="$PLOTTED $s"
+done
+PLOTTED=${PLOTTED# }
+if command -v gnuplot >/dev/null && [ -n "$PLOTTED" ]; then
+    term=png
+    gnuplot -e 'set terminal' 2>&1 | grep -q pngcairo && term=pngcairo
+    sub="$(sed -n 's/^date=//p' "$OUT/raw/meta.txt"), $(nproc) shared cores, ${SECS}s per point"
+    gnuplot -e "datadir='$OUT/raw'; strategies='$PLOTTED'; out='$OUT/results.png'; term='$term'; subtitle='$sub'" \
+        scripts/bench_plot.gp 2>"$TMP/gnuplot.err" || {
+        echo "bench: gnuplot failed: $(cat "$TMP/gnuplot.err")" >&2
+        status=1
+    }
+fi
+
+echo "bench: wrote $OUT/results.md${PLOTTED:+ and $OUT/results.png}"
+[ -s "$NOTES" ] && { echo "bench: notes:"; sed 's/^/  /' "$NOTES"; }
+exit "$status"

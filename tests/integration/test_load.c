@@ -1,0 +1,272 @@
+/* test_load.c - bin/market-load against the in-process server and a real redis-server.
+ *
+ * Every test seeds a generated world, starts the HTTP server in-process on
+ * port 0 with one purchase strategy, runs the load tool binary
+ * ($MARKET_LOAD_BIN, default bin/market-load) with --json, and reads the
+ * report back: the tool must exit 0, the invariants must hold (the tool
+ * audits the store before and after), and only the expected statuses may
+ * appear. The contended world gives every buyer funds for a few of the
+ * cheapest items only, so both 402 and 404 must show up. Each strategy runs
+ * the same tests (the strategy name is the test's initial state).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "lock/lock.h"
+#include "market/market.h"
+#include "server/server.h"
+#include "tests/helpers/redis_proc.h"
+
+#define TOOL_TIMEOUT_S 300 /* generous: the whole suite may run under valgrind */
+
+static th_redis redis;
+
+struct fx {
+    const char *strategy; /* borrowed from the test table */
+    server *srv;
+    int port;
+    char json[64]; /* the tool's report, a mkstemp file */
+};
+
+/* ---- helpers ---- */
+
+/* Replaces the store with a generated world. */
+static void seed_world(size_t players, size_t items, int64_t funds, int64_t lo, int64_t hi) {
+    market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
+    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
+    int err = 0;
+    lock_client *l = lock_local_new(&err);
+    assert_non_null(l);
+    market *m = market_new(&cfg, l, &err);
+    assert_non_null(m);
+    market_conn *c = market_conn_new(m, &err);
+    assert_non_null(c);
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    assert_int_equal(market_world_generate(w, players, items, funds, lo, hi, 7), MARKET_OK);
+    assert_int_equal(market_world_store(c, w, 1), MARKET_OK);
+    market_world_free(w);
+    market_conn_free(c);
+    market_free(m);
+    lock_free(l);
+}
+
+static void start_server(struct fx *f) {
+    server_config cfg;
+    server_config_defaults(&cfg);
+    snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
+    snprintf(cfg.redis, sizeof cfg.redis, "%s", redis.url);
+    snprintf(cfg.strategy, sizeof cfg.strategy, "%s", f->strategy);
+    cfg.threads = 8;
+    cfg.acquire_timeout_ms = 10000; /* no 503 even when valgrind slows every holder */
+    cfg.log_level = SERVER_LOG_ERROR;
+    cfg.no_auth = 1; /* market-load sends no player tokens */
+    int err = 0;
+    char why[256] = "";
+    f->srv = server_start(&cfg, &err, why, sizeof why);
+    if (!f->srv) fprintf(stderr, "server_start(%s): %s\n", f->strategy, why);
+    assert_non_null(f->srv);
+    f->port = server_port(f->srv);
+    assert_true(f->port > 0);
+}
+
+/* Runs the tool with argv (NULL-terminated, without the program name) and
+ * returns its exit status, or 128 + signal; kills it after TOOL_TIMEOUT_S. */
+static int run_tool(const char *const *args) {
+    const char *bin = getenv("MARKET_LOAD_BIN");
+    if (!bin || !*bin) bin = "bin/market-load";
+    const char *argv[32];
+    size_t n = 0;
+    argv[n++] = bin;
+    while (*args && n < sizeof argv / sizeof *argv - 1)
+        argv[n++] = *args++;
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(bin, (char *const *)argv);
+        fprintf(stderr, "cannot run %s: %s\n", bin, strerror(errno));
+        _exit(127);
+    }
+    assert_true(pid > 0);
+    int st = 0;
+    for (int waited_ms = 0;; waited_ms += 20) {
+        pid_t got = waitpid(pid, &st, WNOHANG);
+        if (got == pid) break;
+        assert_true(got == 0 || errno == EINTR);
+        if (waited_ms > TOOL_TIMEOUT_S * 1000) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            fail_msg("%s did not finish in %d s", bin, TOOL_TIMEOUT_S);
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Runs the tool against the fixture's server; returns its report (new
+ * reference; caller decrefs). */
+static json_t *load(struct fx *f, const char *mix, const char *buyers, const char *requests) {
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", f->port);
+    const char *args[] = {"--url",  url,        "--redis", redis.url,      "--mix",
+                          mix,      "--buyers", buyers,    "--requests",   requests,
+                          "--json", f->json,    "--quiet", "--timeout-ms", "60000",
+                          NULL};
+    int rc = run_tool(args);
+    if (rc != 0) fprintf(stderr, "market-load (%s, %s mix) exited %d\n", f->strategy, mix, rc);
+    assert_int_equal(rc, 0);
+    json_error_t e;
+    json_t *j = json_load_file(f->json, 0, &e);
+    if (!j) fprintf(stderr, "%s: %s\n", f->json, e.text);
+    assert_non_null(j);
+    return j;
+}
+
+static long long num(json_t *j, const char *obj, const char *key) {
+    json_t *o = json_object_get(j, obj);
+    assert_non_null(o);
+    json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v)) fail_msg("no integer %s.%s in the report", obj, key);
+    return (long long)json_integer_value(v);
+}
+
+static void assert_invariants(json_t *j) {
+    json_t *inv = json_object_get(j, "invariants");
+    assert_non_null(inv);
+    static const char *const keys[] = {"ok",
+                                       "funds_conserved",
+                                       "no_negative_funds",
+                                       "items_in_one_place",
+                                       "items_total_unchanged",
+                                       "purchases_match"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        if (!json_is_true(json_object_get(inv, keys[i]))) fail_msg("invariant %s broke", keys[i]);
+    }
+}
+
+/* ---- fixtures ---- */
+
+static int fx_setup(void **state) {
+    struct fx *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    f->strategy = *state;
+    snprintf(f->json, sizeof f->json, "/tmp/gm-load-XXXXXX");
+    int fd = mkstemp(f->json);
+    if (fd < 0) {
+        free(f);
+        return -1;
+    }
+    close(fd);
+    *state = f;
+    return 0;
+}
+
+static int fx_teardown(void **state) {
+    struct fx *f = *state;
+    server_stop(f->srv);
+    unlink(f->json);
+    free(f);
+    return 0;
+}
+
+/* ---- tests ---- */
+
+/* 64 buyers with funds for a few cheap items fight over the ~16 cheapest. */
+static void test_load_contended_only_200_402_404(void **state) {
+    struct fx *f = *state;
+    seed_world(128, 4000, 1000, 100, 1000);
+    start_server(f);
+    json_t *j = load(f, "contended", "64", "2000");
+    assert_invariants(j);
+    long long ok = num(j, "status", "200"), poor = num(j, "status", "402"),
+              gone = num(j, "status", "404");
+    assert_true(ok > 0);
+    assert_true(poor > 0);
+    assert_true(gone > 0);
+    assert_int_equal(num(j, "status", "409"), 0);
+    assert_int_equal(num(j, "status", "503"), 0);
+    assert_int_equal(num(j, "status", "other"), 0);
+    assert_int_equal(num(j, "status", "transport_errors"), 0);
+    assert_int_equal(ok + poor + gone, 2000);
+    assert_int_equal(num(j, "run", "requests"), 2000);
+    assert_int_equal(num(j, "invariants", "items_left_market"), ok);
+    json_decref(j);
+}
+
+/* Every request buys a different item that its buyer can afford. */
+static void test_load_distinct_all_200(void **state) {
+    struct fx *f = *state;
+    seed_world(100, 2000, 1000000, 1, 1000);
+    start_server(f);
+    json_t *j = load(f, "distinct", "8", "500");
+    assert_invariants(j);
+    assert_int_equal(num(j, "status", "200"), 500);
+    assert_int_equal(num(j, "run", "requests"), 500);
+    assert_int_equal(num(j, "invariants", "items_left_market"), 500);
+    assert_true(num(j, "redis", "commands") > 0);
+    json_decref(j);
+}
+
+/* A server that is not there is a prompt setup failure, not a hang. */
+static void test_load_server_down_exits_1(void **state) {
+    (void)state;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", th_free_port());
+    const char *args[] = {"--url", url,          "--redis", redis.url, "--buyers",
+                          "4",     "--duration", "30",      "--quiet", NULL};
+    time_t t0 = time(NULL);
+    assert_int_equal(run_tool(args), 1);
+    assert_true(time(NULL) - t0 < 10);
+}
+
+static void test_load_bad_flags_exit_2(void **state) {
+    (void)state;
+    const char *no_stop[] = {"--buyers", "4", NULL};
+    assert_int_equal(run_tool(no_stop), 2);
+    const char *bad_mix[] = {"--buyers", "4", "--requests", "1", "--mix", "most", NULL};
+    assert_int_equal(run_tool(bad_mix), 2);
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    signal(SIGPIPE, SIG_IGN);
+    return th_redis_start(&redis);
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    th_redis_stop(&redis);
+    return 0;
+}
+
+/* The same two tests per strategy, named test_x[strategy]. */
+#define PER_STRATEGY(s)                                                                            \
+    {"test_load_contended_only_200_402_404[" s "]", test_load_contended_only_200_402_404,          \
+     fx_setup, fx_teardown, (void *)(s)},                                                          \
+    {                                                                                              \
+        "test_load_distinct_all_200[" s "]", test_load_distinct_all_200, fx_setup, fx_teardown,    \
+            (void *)(s)                                                                            \
+    }
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        PER_STRATEGY("market"),
+        PER_STRATEGY("item"),
+        PER_STRATEGY("optimistic"),
+        cmocka_unit_test(test_load_server_down_exits_1),
+        cmocka_unit_test(test_load_bad_flags_exit_2),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
