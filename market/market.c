@@ -215,10 +215,15 @@ int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char 
             replies[got] = r;
         }
         return MARKET_OK;
-    fail:
+    fail:;
+        /* Only a connection the server had closed is worth another try; a
+         * timeout is a slow or paused server, and trying again doubles the wait. */
+        int closed = c->ctx && (c->ctx->err == REDIS_ERR_EOF ||
+                                (c->ctx->err == REDIS_ERR_IO && (errno == ECONNRESET ||
+                                                                 errno == EPIPE)));
         market__replies_free(replies, got);
         market__drop(c);
-        if (!(reused && may_retry)) return MARKET_ERR_STORE;
+        if (!(reused && may_retry && closed)) return MARKET_ERR_STORE;
         reused = 0; /* one more try, on a new connection */
     }
 }

@@ -1,0 +1,476 @@
+/* test_faults.c - the service under load while its processes fail.
+ *
+ * Driver threads keep buying over HTTP (one keep-alive connection each) while
+ * a test kills or pauses Redis or a market-server, or runs two servers on one
+ * Redis. Afterwards the store is audited: funds conserved, none negative,
+ * every item in exactly one place, and every purchase answered 200 present.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <hiredis.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "lock/lock.h"
+#include "market/market.h"
+#include "server/server.h"
+#include "tests/helpers/redis_proc.h"
+
+#define PLAYERS 40
+#define ITEMS 4000
+#define FUNDS 1000000
+#define DRIVERS 8
+
+/* ---- the load driver ---- */
+
+struct outcome {
+    int item;   /* index of item i<k> */
+    int buyer;  /* index of player p<n> */
+    long status;
+    int64_t t_ms; /* when the answer came, monotonic */
+    int64_t latency_ms;
+};
+
+struct load {
+    int ports[2];
+    int nports;
+    int contended;          /* 1: everyone fights over the first 20 items */
+    atomic_int next;        /* next item index (distinct mix) */
+    atomic_int stop;
+    pthread_mutex_t mu;
+    struct outcome *out;    /* answers, appended under mu */
+    size_t n_out, cap_out;
+};
+
+struct driver {
+    struct load *load;
+    int id;
+};
+
+static size_t sink(char *d, size_t s, size_t n, void *ud) {
+    (void)d;
+    (void)ud;
+    return s * n;
+}
+
+static void record(struct load *l, struct outcome o) {
+    pthread_mutex_lock(&l->mu);
+    if (l->n_out == l->cap_out) {
+        l->cap_out = l->cap_out ? 2 * l->cap_out : 4096;
+        l->out = realloc(l->out, l->cap_out * sizeof *l->out);
+        if (!l->out) abort();
+    }
+    l->out[l->n_out++] = o;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void *drive(void *arg) {
+    struct driver *d = arg;
+    struct load *l = d->load;
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    char url[2][64], body[160];
+    for (int i = 0; i < l->nports; i++)
+        snprintf(url[i], sizeof url[i], "http://127.0.0.1:%d/purchase", l->ports[i]);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    unsigned seed = (unsigned)d->id * 7919u + 1;
+    for (long n = 0; !atomic_load(&l->stop); n++) {
+        int item = l->contended ? (int)(rand_r(&seed) % 20) : atomic_fetch_add(&l->next, 1);
+        if (item >= ITEMS) break;
+        int seller = item % PLAYERS;
+        int buyer = (seller + 1 + (int)(rand_r(&seed) % (PLAYERS - 1))) % PLAYERS;
+        snprintf(body, sizeof body, "{\"buyer\":\"p%d\",\"seller\":\"p%d\",\"item\":\"i%d\"}",
+                 buyer, seller, item);
+        curl_easy_setopt(c, CURLOPT_URL, url[(d->id + n) % l->nports]);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        int64_t t0 = lock_now_ms();
+        long status = 0;
+        if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        int64_t t1 = lock_now_ms();
+        record(l, (struct outcome){item, buyer, status, t1, t1 - t0});
+        if (status == 0) { /* server gone: do not spin */
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return NULL;
+}
+
+struct run {
+    struct load load;
+    struct driver d[DRIVERS];
+    pthread_t t[DRIVERS];
+};
+
+static void load_start(struct run *r, const int *ports, int nports, int contended) {
+    memset(r, 0, sizeof *r);
+    memcpy(r->load.ports, ports, (size_t)nports * sizeof *ports);
+    r->load.nports = nports;
+    r->load.contended = contended;
+    pthread_mutex_init(&r->load.mu, NULL);
+    for (int i = 0; i < DRIVERS; i++) {
+        r->d[i] = (struct driver){&r->load, i};
+        assert_int_equal(pthread_create(&r->t[i], NULL, drive, &r->d[i]), 0);
+    }
+}
+
+static void load_stop(struct run *r) {
+    atomic_store(&r->load.stop, 1);
+    for (int i = 0; i < DRIVERS; i++) pthread_join(r->t[i], NULL);
+    pthread_mutex_destroy(&r->load.mu);
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- the store ---- */
+
+static market_config store_config(const th_redis *r) {
+    market_config cfg = {.redis_timeout_ms = 2000, .lock_ttl_ms = 5000, .acquire_timeout_ms = 2000};
+    assert_int_equal(lock_redis_addr_parse(r->url, &cfg.redis), LOCK_OK);
+    return cfg;
+}
+
+/* Runs fn with a market_conn on r's store. */
+static void with_store(const th_redis *r, void (*fn)(market_conn *c, void *ud), void *ud) {
+    market_config cfg = store_config(r);
+    int err;
+    lock_client *l = lock_local_new(&err);
+    market *m = market_new(&cfg, l, &err);
+    market_conn *c = market_conn_new(m, &err);
+    assert_non_null(c);
+    fn(c, ud);
+    market_conn_free(c);
+    market_free(m);
+    lock_free(l);
+}
+
+static void seed(market_conn *c, void *ud) {
+    (void)ud;
+    market_world *w = market_world_new();
+    assert_int_equal(market_world_generate(w, PLAYERS, ITEMS, FUNDS, 1, 1000, 7), MARKET_OK);
+    assert_int_equal(market_world_store(c, w, 1), MARKET_OK);
+    market_world_free(w);
+}
+
+struct check {
+    const struct load *load;
+    size_t ok; /* 200s found in the store */
+};
+
+/* Every 200 is in the store (its buyer holds its item, exactly one 200 per
+ * item) and the invariants hold. */
+static void check(market_conn *c, void *ud) {
+    struct check *k = ud;
+    market_audit_report a;
+    assert_int_equal(market_audit(c, &a), MARKET_OK);
+    assert_int_equal(a.players, PLAYERS);
+    assert_int_equal(a.total_funds, (int64_t)PLAYERS * FUNDS);
+    assert_int_equal(a.negative_funds, 0);
+    assert_int_equal(a.items_misplaced, 0);
+    assert_int_equal(a.items_held + a.items_listed, ITEMS);
+    static unsigned char won[ITEMS];
+    memset(won, 0, sizeof won);
+    size_t ok = 0;
+    for (size_t i = 0; i < k->load->n_out; i++) {
+        const struct outcome *o = &k->load->out[i];
+        if (o->status != 200) continue;
+        ok++;
+        assert_int_equal(won[o->item], 0); /* one 200 per item */
+        won[o->item] = 1;
+        char id[16], item[16];
+        snprintf(id, sizeof id, "p%d", o->buyer);
+        snprintf(item, sizeof item, "i%d", o->item);
+        market_player *p = NULL;
+        assert_int_equal(market_player_get(c, id, &p), MARKET_OK);
+        int found = 0;
+        for (size_t j = 0; j < p->n_inventory; j++) found |= strcmp(p->inventory[j], item) == 0;
+        market_player_free(p);
+        if (!found) fprintf(stderr, "200 for %s bought by %s, but it is not there\n", item, id);
+        assert_true(found);
+    }
+    /* Items that left the market were all answered 200 (or lost to a
+     * connection that dropped before the answer): never more than asked. */
+    assert_true(a.items_held >= ok);
+    k->ok = ok;
+}
+
+static size_t count(const struct load *l, long status) {
+    size_t n = 0;
+    for (size_t i = 0; i < l->n_out; i++) n += l->out[i].status == status;
+    return n;
+}
+
+/* ---- servers ---- */
+
+static server *start_server(const th_redis *r, int *port, uint32_t acquire_ms) {
+    server_config cfg;
+    server_config_defaults(&cfg);
+    snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
+    snprintf(cfg.redis, sizeof cfg.redis, "%s", r->url);
+    cfg.no_auth = 1;
+    cfg.threads = 16;
+    cfg.log_level = SERVER_LOG_ERROR;
+    cfg.acquire_timeout_ms = acquire_ms;
+    cfg.redis_timeout_ms = 500;
+    int err;
+    char why[256];
+    server *s = server_start(&cfg, &err, why, sizeof why);
+    assert_non_null(s);
+    *port = server_port(s);
+    return s;
+}
+
+static pid_t spawn_server(const th_redis *r, int port, const char *ttl_ms) {
+    char listen[32];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    const char *bin = getenv("MARKET_SERVER_BIN");
+    if (!bin) bin = "bin/market-server";
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(bin, bin, "--listen", listen, "--redis", r->url, "--no-auth", "--log-level",
+              "error", "--threads", "16", "--lock-ttl-ms", ttl_ms, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int wait_port(int port) {
+    for (int i = 0; i < 400; i++) {
+        CURL *c = curl_easy_init();
+        char url[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", port);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 1000L);
+        long st = 0;
+        if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+        curl_easy_cleanup(c);
+        if (st == 200) return 0;
+        sleep_ms(25);
+    }
+    return -1;
+}
+
+/* ---- tests ---- */
+
+/* appendfsync always: Redis is killed (-9) in the middle of a stream of
+ * purchases and restarted from its AOF. Every purchase answered 200 is
+ * there, and the invariants hold. */
+static void test_redis_killed_midstream_every_200_survives(void **state) {
+    (void)state;
+    th_redis r = {0};
+    snprintf(r.extra, sizeof r.extra, "--appendonly yes --appendfsync always");
+    assert_int_equal(th_redis_start(&r), 0);
+    with_store(&r, seed, NULL);
+    int port;
+    server *s = start_server(&r, &port, 1000);
+    struct run run;
+    load_start(&run, &port, 1, 0);
+    sleep_ms(700);
+    th_redis_signal(&r, SIGKILL);
+    sleep_ms(300);
+    load_stop(&run);
+    server_stop(s);
+    assert_int_equal(th_redis_restart(&r), 0);
+    struct check k = {&run.load, 0};
+    with_store(&r, check, &k);
+    fprintf(stderr, "# %zu purchases answered 200 before the kill, all present after restart; "
+                    "%zu answered 503\n",
+            k.ok, count(&run.load, 503));
+    assert_true(k.ok > 0);
+    assert_true(count(&run.load, 503) > 0); /* the outage was seen */
+    free(run.load.out);
+    th_redis_stop(&r);
+}
+
+/* A market-server is killed (-9) in the middle of a load, possibly holding
+ * the market lock. A new one takes over: its first purchase succeeds within
+ * one lock TTL, and the invariants hold. */
+static void test_server_killed_midload_lock_free_within_ttl(void **state) {
+    (void)state;
+    th_redis r = {0};
+    assert_int_equal(th_redis_start(&r), 0);
+    with_store(&r, seed, NULL);
+    int port = th_free_port();
+    pid_t pid = spawn_server(&r, port, "1000");
+    assert_int_equal(wait_port(port), 0);
+    struct run run;
+    load_start(&run, &port, 1, 0);
+    sleep_ms(500);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    int64_t killed = lock_now_ms();
+    load_stop(&run);
+    redisContext *rc = redisConnect("127.0.0.1", r.port);
+    redisReply *ttl = redisCommand(rc, "PTTL lock:market");
+    assert_true(ttl->integer <= 1000); /* -2 (free), or a lease that ends */
+    freeReplyObject(ttl);
+    redisFree(rc);
+
+    pid = spawn_server(&r, port, "1000");
+    assert_int_equal(wait_port(port), 0);
+    struct run after;
+    load_start(&after, &port, 1, 0);
+    int64_t first = 0;
+    while (!first && lock_now_ms() - killed < 5000) {
+        pthread_mutex_lock(&after.load.mu);
+        for (size_t i = 0; i < after.load.n_out && !first; i++)
+            if (after.load.out[i].status == 200) first = after.load.out[i].t_ms;
+        pthread_mutex_unlock(&after.load.mu);
+        sleep_ms(10);
+    }
+    load_stop(&after);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    fprintf(stderr, "# first purchase after the kill: %lld ms later (lock TTL 1000 ms)\n",
+            (long long)(first - killed));
+    assert_true(first > 0);
+    assert_true(first - killed <= 1000 + 4000); /* one TTL, plus a process restart (slack) */
+    /* Both runs together: all their 200s are in the store. */
+    struct load both = run.load;
+    both.out = malloc((run.load.n_out + after.load.n_out + 1) * sizeof *both.out);
+    memcpy(both.out, run.load.out, run.load.n_out * sizeof *both.out);
+    memcpy(both.out + run.load.n_out, after.load.out, after.load.n_out * sizeof *both.out);
+    both.n_out = run.load.n_out + after.load.n_out;
+    struct check k = {&both, 0};
+    with_store(&r, check, &k);
+    free(both.out);
+    free(run.load.out);
+    free(after.load.out);
+    th_redis_stop(&r);
+}
+
+/* Redis paused (SIGSTOP) for 3 s under load: requests get 503 within the
+ * acquire budget plus the Redis timeout instead of hanging, nothing is
+ * half-written, and purchases succeed again soon after SIGCONT. */
+static void test_redis_paused_3s_503_then_recovers(void **state) {
+    (void)state;
+    th_redis r = {0};
+    assert_int_equal(th_redis_start(&r), 0);
+    with_store(&r, seed, NULL);
+    int port;
+    server *s = start_server(&r, &port, 1000);
+    struct run run;
+    load_start(&run, &port, 1, 0);
+    sleep_ms(300);
+    th_redis_signal(&r, SIGSTOP);
+    int64_t paused = lock_now_ms();
+    sleep_ms(3000);
+    th_redis_signal(&r, SIGCONT);
+    int64_t resumed = lock_now_ms();
+    sleep_ms(1500);
+    load_stop(&run);
+    server_stop(s);
+
+    int64_t worst = 0, back = 0;
+    size_t during = 0;
+    for (size_t i = 0; i < run.load.n_out; i++) {
+        const struct outcome *o = &run.load.out[i];
+        int64_t sent = o->t_ms - o->latency_ms;
+        if (sent > paused && o->t_ms < resumed) { /* asked and answered while paused */
+            during++;
+            if (o->status != 503) fprintf(stderr, "status %ld sent %lld ms into the pause\n",
+                                          o->status, (long long)(sent - paused));
+            assert_int_equal(o->status, 503); /* no success, no hang, no other error */
+            if (o->latency_ms > worst) worst = o->latency_ms;
+        }
+        if (o->t_ms >= resumed && o->status == 200 && (!back || o->t_ms < back)) back = o->t_ms;
+    }
+    fprintf(stderr, "# paused 3 s: %zu answers, all 503, slowest %lld ms; first 200 %lld ms after "
+                    "SIGCONT\n",
+            during, (long long)worst, (long long)(back - resumed));
+    assert_true(during > 0);
+    assert_true(worst <= 1000 + 2 * 500 + 500); /* budget + timeouts, with slack */
+    assert_true(back > 0);
+    assert_true(back - resumed <= 1000);
+    struct check k = {&run.load, 0};
+    with_store(&r, check, &k);
+    free(run.load.out);
+    th_redis_stop(&r);
+}
+
+/* Two market-server processes on one Redis, loaded together over items
+ * everyone wants: one winner per item, and the invariants hold. */
+static void test_two_servers_one_redis_invariants_hold(void **state) {
+    (void)state;
+    th_redis r = {0};
+    assert_int_equal(th_redis_start(&r), 0);
+    with_store(&r, seed, NULL);
+    int ports[2] = {th_free_port(), 0};
+    pid_t a = spawn_server(&r, ports[0], "5000");
+    ports[1] = th_free_port();
+    pid_t b = spawn_server(&r, ports[1], "5000");
+    assert_int_equal(wait_port(ports[0]), 0);
+    assert_int_equal(wait_port(ports[1]), 0);
+    struct run run;
+    load_start(&run, ports, 2, 1);
+    sleep_ms(1000);
+    load_stop(&run);
+    struct run distinct;
+    load_start(&distinct, ports, 2, 0);
+    sleep_ms(1000);
+    load_stop(&distinct);
+    kill(a, SIGTERM);
+    kill(b, SIGTERM);
+    assert_int_equal(waitpid(a, NULL, 0), a);
+    assert_int_equal(waitpid(b, NULL, 0), b);
+
+    struct load both = run.load;
+    both.out = malloc((run.load.n_out + distinct.load.n_out + 1) * sizeof *both.out);
+    memcpy(both.out, run.load.out, run.load.n_out * sizeof *both.out);
+    memcpy(both.out + run.load.n_out, distinct.load.out,
+           distinct.load.n_out * sizeof *both.out);
+    both.n_out = run.load.n_out + distinct.load.n_out;
+    struct check k = {&both, 0};
+    with_store(&r, check, &k);
+    fprintf(stderr, "# two servers: %zu contended requests (%zu 200, %zu 404), %zu distinct (%zu 200)\n",
+            run.load.n_out, count(&run.load, 200), count(&run.load, 404), distinct.load.n_out,
+            count(&distinct.load, 200));
+    assert_true(count(&run.load, 200) <= 20);
+    assert_int_equal(count(&run.load, 200) + count(&run.load, 404), run.load.n_out);
+    assert_true(count(&distinct.load, 200) > 0);
+    free(both.out);
+    free(run.load.out);
+    free(distinct.load.out);
+    th_redis_stop(&r);
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    signal(SIGPIPE, SIG_IGN);
+    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    curl_global_cleanup();
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_redis_killed_midstream_every_200_survives),
+        cmocka_unit_test(test_server_killed_midload_lock_free_within_ttl),
+        cmocka_unit_test(test_redis_paused_3s_503_then_recovers),
+        cmocka_unit_test(test_two_servers_one_redis_invariants_hold),
+    };
+    return cmocka_run_group_tests_name("faults under load (integration)", tests, group_setup,
+                                       group_teardown);
+}
