@@ -14,7 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <curl/curl.h>
+#include <hiredis.h>
 #include <jansson.h>
 
 #include "tests/helpers/cmocka_all.h"
@@ -537,6 +542,70 @@ static void test_http_idempotent_replay_header(void **state) {
     }
 }
 
+/* ---- hostile clients and secured Redis ---- */
+
+/* 200 connections that send half a request and stall (slow-loris) do not
+ * starve a real client. */
+static void test_http_slow_clients_do_not_starve_others(void **state) {
+    struct fx *f = *state;
+    enum { SLOW = 200 };
+    int fds[SLOW];
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    static const char half[] = "POST /purchase HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n";
+    for (int i = 0; i < SLOW; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        assert_true(fds[i] >= 0);
+        assert_int_equal(connect(fds[i], (struct sockaddr *)&a, sizeof a), 0);
+        assert_int_equal(send(fds[i], half, sizeof half - 1, 0), (ssize_t)(sizeof half - 1));
+    }
+    int64_t t0 = lock_now_ms();
+    json_t *j = call(f->port, "POST", "/purchase", purchase_axe, 200);
+    json_decref(j);
+    fprintf(stderr, "# with %d stalled clients, a purchase took %lld ms\n", SLOW,
+            (long long)(lock_now_ms() - t0));
+    for (int i = 0; i < SLOW; i++) close(fds[i]);
+}
+
+/* Redis with an ACL user: redis://user:pass@host:port/db works end to end;
+ * a wrong password is a 503, not a crash or a hang. */
+static void test_http_redis_acl_user_end_to_end(void **state) {
+    (void)state;
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    redisReply *r = redisCommand(rc, "ACL SETUSER trader on >pa55 ~* &* +@all");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    server_config cfg;
+    server_config_defaults(&cfg);
+    snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
+    snprintf(cfg.redis, sizeof cfg.redis, "redis://trader:pa55@127.0.0.1:%d/0", redis.port);
+    cfg.no_auth = 1;
+    cfg.threads = 2;
+    cfg.log_level = SERVER_LOG_ERROR;
+    int err;
+    char why[256];
+    server *s = server_start(&cfg, &err, why, sizeof why);
+    assert_non_null(s);
+    json_t *j = call(server_port(s), "POST", "/purchase", purchase_axe, 200);
+    json_decref(j);
+    server_stop(s);
+
+    snprintf(cfg.redis, sizeof cfg.redis, "redis://trader:wrong@127.0.0.1:%d/0", redis.port);
+    s = server_start(&cfg, &err, why, sizeof why);
+    assert_non_null(s);
+    j = call(server_port(s), "GET", "/healthz", NULL, 503);
+    json_decref(j);
+    j = call(server_port(s), "POST", "/purchase", purchase_axe, 503);
+    assert_error(j, "store_unavailable");
+    json_decref(j);
+    server_stop(s);
+    r = redisCommand(rc, "ACL DELUSER trader");
+    if (r) freeReplyObject(r);
+    redisFree(rc);
+}
+
 /* ---- observability ---- */
 
 static void test_http_metrics_count_requests_and_locks(void **state) {
@@ -660,6 +729,8 @@ int main(void) {
         T(test_http_idempotent_retries_charged_once),
         T(test_http_idempotent_replay_header),
         T(test_http_metrics_count_requests_and_locks),
+        T(test_http_slow_clients_do_not_starve_others),
+        T(test_http_redis_acl_user_end_to_end),
     };
     return cmocka_run_group_tests_name("http (integration)", tests, group_setup, group_teardown);
 }
