@@ -2,15 +2,16 @@
  *
  * Every public operation checks its arguments here, once, and then calls the
  * backend through c->ops (the dictType / ConnectionType pattern), so backends
- * never repeat the checks. A NULL optional op answers LOCK_ERR_UNSUPPORTED.
- * The file also holds what the backends share: client wrapping, token
- * generation, retry backoff, sleeping, the monotonic clock and the parser for
- * redis:// addresses.
+ * never repeat the checks. A NULL optional op answers LOCK_ERR_UNSUPPORTED
+ * (release_multi falls back to one release per handle). The file also holds
+ * what the backends share: client wrapping, token generation, retry backoff,
+ * sleeping, the monotonic clock and the parser for redis:// addresses.
  */
 #include "lock/lock.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -28,8 +29,9 @@ static int key_ok(const char *key) {
     return n > 0 && n <= LOCK_KEY_MAX;
 }
 
-/* Returns 1 when h names a valid key and carries a token of exactly LOCK_TOKEN_LEN bytes. */
-static int handle_ok(const lock_handle *h) {
+/* Returns 1 when h names a valid key and carries a token of exactly LOCK_TOKEN_LEN bytes, else
+ * 0 (also for NULL). This function can't fail. */
+int lock__handle_ok(const lock_handle *h) {
     if (h == NULL) return 0;
     if (memchr(h->key, '\0', sizeof h->key) == NULL || !key_ok(h->key)) return 0;
     if (memchr(h->token, '\0', sizeof h->token) == NULL) return 0;
@@ -52,11 +54,13 @@ int lock_acquire(lock_client *c, const char *key, uint32_t ttl_ms, uint32_t wait
     return rc;
 }
 
-/* Frees the lease h describes, if h's token still holds it. h is borrowed and not changed.
- * Fails with LOCK_ERR_INVALID (NULL c/h, malformed handle), LOCK_ERR_NOT_OWNER (the token does
- * not hold the lease: never held, already released, or expired) or LOCK_ERR_BACKEND. */
+/* Frees the lease h describes, if h's token still holds it, and stops the renewals of a
+ * watchdog started on it. h is borrowed and not changed. Fails with LOCK_ERR_INVALID (NULL
+ * c/h, malformed handle), LOCK_ERR_NOT_OWNER (the token does not hold the lease: never held,
+ * already released, or expired) or LOCK_ERR_BACKEND. */
 int lock_release(lock_client *c, const lock_handle *h) {
-    if (c == NULL || !handle_ok(h)) return LOCK_ERR_INVALID;
+    if (c == NULL || !lock__handle_ok(h)) return LOCK_ERR_INVALID;
+    lock__watchdog_forget(c, h);
     return c->ops->release(c->impl, h);
 }
 
@@ -65,22 +69,77 @@ int lock_release(lock_client *c, const lock_handle *h) {
  * ttl_ms == 0), LOCK_ERR_UNSUPPORTED (the backend has no extend), LOCK_ERR_LEASE_LOST or
  * LOCK_ERR_BACKEND; h is unchanged on failure. */
 int lock_extend(lock_client *c, lock_handle *h, uint32_t ttl_ms) {
-    if (c == NULL || !handle_ok(h) || ttl_ms == 0) return LOCK_ERR_INVALID;
+    if (c == NULL || !lock__handle_ok(h) || ttl_ms == 0) return LOCK_ERR_INVALID;
     if (c->ops->extend == NULL) return LOCK_ERR_UNSUPPORTED;
     return c->ops->extend(c->impl, h, ttl_ms);
 }
 
-/* Frees c and everything its backend owns; leases it holds are left to expire. c must not be
- * in use by another thread. lock_free(NULL) is a no-op. This function can't fail. */
+/* Frees c and everything its backend owns; leases it holds are left to expire. Watchdogs still
+ * running are stopped and freed: their pointers become invalid. c must not be in use by another
+ * thread. lock_free(NULL) is a no-op. This function can't fail. */
 void lock_free(lock_client *c) {
     if (c == NULL) return;
+    lock__watchdog_shutdown(c);
     c->ops->destroy(c->impl);
+    pthread_cond_destroy(&c->wd.cv);
+    pthread_mutex_destroy(&c->wd.mu);
     free(c);
+}
+
+/* ---- API: several keys ---- */
+
+/* Returns 1 when keys[0..n) are n valid, pairwise distinct keys and 1 <= n <= LOCK_MULTI_MAX. */
+static int keys_ok(const char *const *keys, size_t n) {
+    if (keys == NULL || n == 0 || n > LOCK_MULTI_MAX) return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!key_ok(keys[i])) return 0;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(keys[i], keys[j]) == 0) return 0;
+    }
+    return 1;
+}
+
+/* Takes the leases on all n keys for ttl_ms, or none of them, retrying for up to wait_ms (0: a
+ * single try), and fills the caller's out[0..n) in the order of keys (out[i] is keys[i]'s lease;
+ * all share one token; each has its key's own fence). Nothing is ever held while waiting for
+ * the rest, so two callers that name overlapping keys in any order cannot deadlock. Release
+ * with lock_release_multi() or one lock_release() per handle. Fails with LOCK_ERR_INVALID (NULL
+ * c/keys/out, n == 0 or above LOCK_MULTI_MAX, a bad or repeated key, ttl_ms == 0),
+ * LOCK_ERR_UNSUPPORTED, LOCK_ERR_BUSY (some key still held when the budget ran out),
+ * LOCK_ERR_BACKEND or LOCK_ERR_NOMEM; out[0..n) (when out is non-NULL and n is within the
+ * limit) is then zeroed and no key is held. */
+int lock_acquire_multi(lock_client *c, const char *const *keys, size_t n, uint32_t ttl_ms,
+                       uint32_t wait_ms, lock_handle *out) {
+    if (out != NULL && n <= LOCK_MULTI_MAX) memset(out, 0, n * sizeof *out);
+    if (c == NULL || out == NULL || !keys_ok(keys, n) || ttl_ms == 0) return LOCK_ERR_INVALID;
+    if (c->ops->acquire_multi == NULL) return LOCK_ERR_UNSUPPORTED;
+    int rc = c->ops->acquire_multi(c->impl, keys, n, ttl_ms, wait_ms, out);
+    if (rc != LOCK_OK) memset(out, 0, n * sizeof *out);
+    return rc;
+}
+
+/* Frees every lease of hs[0..n) that its token still holds (all of them, even after a
+ * failure) and stops their watchdogs' renewals. Returns LOCK_OK, or the first failure in the
+ * order of hs: LOCK_ERR_NOT_OWNER, LOCK_ERR_BACKEND; LOCK_ERR_INVALID (NULL c/hs, n == 0 or
+ * above LOCK_MULTI_MAX, a malformed handle) releases nothing. */
+int lock_release_multi(lock_client *c, const lock_handle *hs, size_t n) {
+    if (c == NULL || hs == NULL || n == 0 || n > LOCK_MULTI_MAX) return LOCK_ERR_INVALID;
+    for (size_t i = 0; i < n; i++)
+        if (!lock__handle_ok(&hs[i])) return LOCK_ERR_INVALID;
+    for (size_t i = 0; i < n; i++)
+        lock__watchdog_forget(c, &hs[i]);
+    if (c->ops->release_multi != NULL) return c->ops->release_multi(c->impl, hs, n);
+    int first = LOCK_OK;
+    for (size_t i = 0; i < n; i++) {
+        int rc = c->ops->release(c->impl, &hs[i]);
+        if (rc != LOCK_OK && first == LOCK_OK) first = rc;
+    }
+    return first;
 }
 
 /* ---- API: helpers ---- */
 
-/* Returns the backend's name ("redis", "local"), or "none" for NULL; a static string.
+/* Returns the backend's name ("redis", "redlock", "local"), or "none" for NULL; a static string.
  * This function can't fail. */
 const char *lock_name(const lock_client *c) {
     return c == NULL ? "none" : c->ops->name;
@@ -243,7 +302,8 @@ int lock_redis_addr_parse(const char *url, lock_redis_addr *out) {
  * ops->destroy(impl). ops is borrowed and must outlive the client (static storage). On
  * success the client takes ownership of impl. Returns NULL with *err (when err is non-NULL)
  * set to LOCK_ERR_INVALID if ops is NULL or lacks a mandatory slot (name, acquire, release,
- * destroy), or LOCK_ERR_NOMEM; impl then stays the caller's. */
+ * destroy), LOCK_ERR_NOMEM, or LOCK_ERR_BACKEND if the watchdog mutex or condition variable
+ * cannot be created; impl then stays the caller's. */
 lock_client *lock__client_new(const struct lock_ops *ops, void *impl, int *err) {
     int dummy;
     if (err == NULL) err = &dummy;
@@ -259,6 +319,11 @@ lock_client *lock__client_new(const struct lock_ops *ops, void *impl, int *err) 
     }
     c->ops = ops;
     c->impl = impl;
+    if (lock__watchdog_init(&c->wd) != LOCK_OK) {
+        free(c);
+        *err = LOCK_ERR_BACKEND;
+        return NULL;
+    }
     *err = LOCK_OK;
     return c;
 }
@@ -321,4 +386,34 @@ void lock__sleep_ms(uint32_t ms) {
     }
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {
     }
+}
+
+/* Initialises *cv to time its waits on CLOCK_MONOTONIC, so wall-clock jumps do not matter.
+ * Returns LOCK_OK, or LOCK_ERR_BACKEND (*cv is then not initialised). */
+int lock__cond_init_monotonic(pthread_cond_t *cv) {
+    pthread_condattr_t attr;
+    if (pthread_condattr_init(&attr) != 0) return LOCK_ERR_BACKEND;
+    int ok =
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 && pthread_cond_init(cv, &attr) == 0;
+    pthread_condattr_destroy(&attr);
+    return ok ? LOCK_OK : LOCK_ERR_BACKEND;
+}
+
+/* Writes the monotonic instant ms (as from lock_now_ms(), not negative) into the caller's *ts,
+ * for pthread_cond_timedwait on a lock__cond_init_monotonic() condition. This function can't
+ * fail. */
+void lock__timespec_at(int64_t ms, struct timespec *ts) {
+    if (ms < 0) ms = 0;
+    ts->tv_sec = (time_t)(ms / 1000);
+    ts->tv_nsec = (long)(ms % 1000) * 1000000L;
+}
+
+/* Returns 1 when *addr is usable for a connection: non-NULL, host non-empty, every string
+ * NUL-terminated within its field, port in 1..65535 and db >= 0; else 0. This function can't
+ * fail. */
+int lock__redis_addr_ok(const lock_redis_addr *addr) {
+    return addr != NULL && memchr(addr->host, '\0', sizeof addr->host) != NULL &&
+           addr->host[0] != '\0' && addr->port >= 1 && addr->port <= 65535 && addr->db >= 0 &&
+           memchr(addr->user, '\0', sizeof addr->user) != NULL &&
+           memchr(addr->pass, '\0', sizeof addr->pass) != NULL;
 }

@@ -7,12 +7,27 @@
  * write from a holder that lost its lease.
  *
  * Backends (chosen at run time, invisible to callers):
- *   lock_redis_new()  - one Redis server: SET key token NX PX ttl, Lua
- *                       compare-and-delete / compare-and-pexpire.
- *   lock_local_new()  - in-process mutex + condition variable with the same
- *                       lease semantics, for tests and single-process use.
+ *   lock_redis_new()   - one Redis server: SET key token NX PX ttl, Lua
+ *                        compare-and-delete / compare-and-pexpire.
+ *   lock_redlock_new() - Redlock over N independent Redis masters (N odd): a
+ *                        lease needs a majority of them within its validity.
+ *   lock_local_new()   - in-process mutex + condition variable with the same
+ *                        lease semantics, for tests and single-process use.
+ * docs/LOCKING.md says what each one promises and what it cannot.
  *
- * Every lock_client is safe to share between threads.
+ * Fences: a handle's fence is strictly larger than the fence of every earlier
+ * acquisition of the same key through the same store (per Redis server for
+ * lock_redis, the maximum over the granting majority for lock_redlock, per
+ * client for lock_local). A store that loses its data (a restart without
+ * persistence, a failover that drops writes) can hand out a fence again.
+ *
+ * Waiting: the Redis backends queue the threads of one client that want the
+ * same key in-process, so only one of them talks to Redis at a time, and the
+ * contending thread sleeps on a pub/sub notice of the release (or the lease's
+ * expiry) instead of retrying SET NX on a timer.
+ *
+ * Every lock_client is safe to share between threads; a lock_handle is plain
+ * data owned by the caller and is not (see the watchdog section).
  */
 #ifndef GM_LOCK_LOCK_H
 #define GM_LOCK_LOCK_H
@@ -20,16 +35,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- error codes: 0 is success, every error is negative ---- */
+/* ---- error codes: 0 is success, every error is negative ----
+ *
+ * LOCK_ERR_BUSY        acquire: the key stayed held by someone else for the whole wait
+ *                      budget (for Redlock: no majority could be had, though one was
+ *                      reachable).
+ * LOCK_ERR_BACKEND     the store is unavailable: a Redis server down, hung past the timeout,
+ *                      refusing the command (auth, ACL); for Redlock, too many masters failed
+ *                      for a majority to be possible (at once when none answers, else at the
+ *                      end of the budget). Never a hang.
+ * LOCK_ERR_NOT_OWNER   release: the token does not hold the lease (expired, taken over,
+ *                      released before, or forged). Nothing was freed.
+ * LOCK_ERR_LEASE_LOST  extend or a watchdog: the lease is no longer this token's. Stop work
+ *                      that relies on the lock and do not commit.
+ */
 
-#define LOCK_ERRNO_MAP(X)                                                       \
-    X(OK, 0, "success")                                                         \
-    X(ERR_BUSY, -1, "lock busy: the wait budget was spent")                     \
-    X(ERR_BACKEND, -2, "lock store unavailable")                                \
-    X(ERR_NOT_OWNER, -3, "lock not held by this token")                         \
-    X(ERR_LEASE_LOST, -4, "lease lost")                                         \
-    X(ERR_INVALID, -5, "invalid argument")                                      \
-    X(ERR_UNSUPPORTED, -6, "operation not supported by this backend")           \
+#define LOCK_ERRNO_MAP(X)                                                                          \
+    X(OK, 0, "success")                                                                            \
+    X(ERR_BUSY, -1, "lock busy: the wait budget was spent")                                        \
+    X(ERR_BACKEND, -2, "lock store unavailable")                                                   \
+    X(ERR_NOT_OWNER, -3, "lock not held by this token")                                            \
+    X(ERR_LEASE_LOST, -4, "lease lost")                                                            \
+    X(ERR_INVALID, -5, "invalid argument")                                                         \
+    X(ERR_UNSUPPORTED, -6, "operation not supported by this backend")                              \
     X(ERR_NOMEM, -7, "out of memory")
 
 enum lock_err {
@@ -40,17 +68,21 @@ enum lock_err {
 
 /* ---- types ---- */
 
-#define LOCK_KEY_MAX 128  /* longest resource key, in bytes */
-#define LOCK_TOKEN_LEN 32 /* a token is 128 random bits as lowercase hex */
+#define LOCK_KEY_MAX 128          /* longest resource key, in bytes */
+#define LOCK_TOKEN_LEN 32         /* a token is 128 random bits as lowercase hex */
+#define LOCK_MULTI_MAX 32         /* most keys one lock_acquire_multi() takes */
+#define LOCK_REDLOCK_NODES_MAX 15 /* most Redis masters one Redlock client uses */
 
 typedef struct lock_client lock_client;
+typedef struct lock_watchdog lock_watchdog; /* renews one lease in the background */
 
-/* A held lease, filled in by lock_acquire(). Caller-allocated; plain data. */
+/* A held lease, filled in by lock_acquire(). Caller-allocated; plain data. The handles of one
+ * lock_acquire_multi() share a token. */
 typedef struct lock_handle {
-    char key[LOCK_KEY_MAX + 1];       /* the resource */
-    char token[LOCK_TOKEN_LEN + 1];   /* proof of ownership */
-    uint64_t fence;                   /* grows with each acquisition of key */
-    int64_t valid_until_ms;           /* monotonic deadline of the lease */
+    char key[LOCK_KEY_MAX + 1];     /* the resource */
+    char token[LOCK_TOKEN_LEN + 1]; /* proof of ownership */
+    uint64_t fence;                 /* strictly grows with each acquisition of key */
+    int64_t valid_until_ms;         /* monotonic (lock_now_ms) deadline of the lease */
 } lock_handle;
 
 /* Where a Redis server is, parsed from redis://[user:pass@]host[:port][/db]. */
@@ -67,6 +99,7 @@ typedef struct lock_redis_addr {
 /* ---- constructors ---- */
 
 lock_client *lock_redis_new(const lock_redis_addr *addr, int timeout_ms, int *err);
+lock_client *lock_redlock_new(const lock_redis_addr *addrs, size_t n, int timeout_ms, int *err);
 lock_client *lock_local_new(int *err);
 
 /* ---- operations ---- */
@@ -76,6 +109,37 @@ int lock_acquire(lock_client *c, const char *key, uint32_t ttl_ms, uint32_t wait
 int lock_release(lock_client *c, const lock_handle *h);
 int lock_extend(lock_client *c, lock_handle *h, uint32_t ttl_ms);
 void lock_free(lock_client *c);
+
+/* ---- several keys at once: all or nothing, so never a deadlock ---- */
+
+int lock_acquire_multi(lock_client *c, const char *const *keys, size_t n, uint32_t ttl_ms,
+                       uint32_t wait_ms, lock_handle *out);
+int lock_release_multi(lock_client *c, const lock_handle *hs, size_t n);
+
+/* ---- watchdog: renews a lease while its holder works, up to a hard limit ----
+ *
+ * lock_watchdog_start() copies the handle and from then on a background thread
+ * of the client (one per client, serving all its watchdogs) extends the lease
+ * to ttl_ms every ttl_ms/3, but never past max_hold_ms after the start: the
+ * last renewal is cut short so the lease lapses by then, and a stuck holder
+ * cannot keep the key forever. A refused renewal ends the watchdog; a renewal
+ * that fails on a store error is retried until the lease's deadline passes.
+ *
+ * Thread-safety: the watchdog works on its own copy, never on the caller's
+ * handle, so the caller's h->valid_until_ms keeps the deadline it had at the
+ * start and goes stale while renewals run. Read the live deadline with
+ * lock_watchdog_check() (safe from any thread, at any time), and have it
+ * written back by lock_watchdog_stop(w, h). Do not call lock_extend() on the
+ * handle while its watchdog runs. lock_release() of the handle stops the
+ * renewals at once (the watchdog object still has to be stopped to free it).
+ *
+ * Typical use: acquire; start; work; if (lock_watchdog_check(w, NULL) < 0)
+ * give up; commit with the fence; lock_watchdog_stop(w, &h); lock_release(). */
+
+int lock_watchdog_start(lock_client *c, const lock_handle *h, uint32_t ttl_ms, uint32_t max_hold_ms,
+                        lock_watchdog **out);
+int lock_watchdog_check(const lock_watchdog *w, int64_t *valid_until_ms);
+int lock_watchdog_stop(lock_watchdog *w, lock_handle *h);
 
 /* ---- helpers ---- */
 

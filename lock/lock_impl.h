@@ -2,22 +2,39 @@
  *
  * A backend fills one static const struct lock_ops and wraps its state in a
  * lock_client with lock__client_new(). lock.c validates every argument once
- * before dispatching, so an op may assume: c, key, out and h are non-NULL, the
- * key is 1..LOCK_KEY_MAX bytes, a handle's token is LOCK_TOKEN_LEN bytes and
- * ttl_ms > 0. A NULL optional slot (extend) makes lock.c answer
- * LOCK_ERR_UNSUPPORTED; name, acquire, release and destroy are mandatory.
+ * before dispatching, so an op may assume: c, key, keys, out, h and hs are
+ * non-NULL, every key is 1..LOCK_KEY_MAX bytes, the keys of a multi call are
+ * distinct and number 1..LOCK_MULTI_MAX, a handle's token is LOCK_TOKEN_LEN
+ * bytes and ttl_ms > 0. A NULL optional slot makes lock.c answer
+ * LOCK_ERR_UNSUPPORTED (extend, acquire_multi) or fall back to one release per
+ * handle (release_multi); name, acquire, release and destroy are mandatory.
+ *
+ * The layers below the two Redis backends are here too, each with its prefix:
+ *   lock__node_*, lock__sub_*  (lock_node.c)  one Redis server: connections,
+ *                              scripts, parallel calls, pub/sub waits;
+ *   lock__queue_*  (lock_queue.c)  the in-process queue per key;
+ *   lock__dist_*   (lock_dist.c)   the engine over N nodes that lock_redis.c
+ *                              (N = 1) and lock_redlock.c (N odd) wrap;
+ *   lock__redlock_* (lock_dist.c)  the quorum arithmetic, pure functions;
+ *   lock__watchdog_* (lock_watchdog.c) the hooks lock.c calls.
  */
 #ifndef GM_LOCK_LOCK_IMPL_H
 #define GM_LOCK_LOCK_IMPL_H
 
+#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "lock/lock.h"
 
 /* ---- constants ---- */
 
-#define LOCK_BACKOFF_BASE_MS 1u /* first retry delay before jitter */
-#define LOCK_BACKOFF_CAP_MS 50u /* no retry delay is longer than this */
+#define LOCK_BACKOFF_BASE_MS 1u          /* first retry delay before jitter */
+#define LOCK_BACKOFF_CAP_MS 50u          /* no retry delay is longer than this */
+#define LOCK_WAIT_RECHECK_MS 1000u       /* a subscribed waiter retries at least this often */
+#define LOCK_FENCE_SUFFIX ":fence"       /* "<key>:fence" counts acquisitions of key */
+#define LOCK_RELEASED_SUFFIX ":released" /* "<key>:released" is published on release */
 
 /* ---- types ---- */
 
@@ -32,18 +49,142 @@ struct lock_ops {
     int (*extend)(void *impl, lock_handle *h, uint32_t ttl_ms);
     /* Free impl and everything it owns (mandatory). */
     void (*destroy)(void *impl);
+    /* Take all n keys or none, until wait_ms have passed; fill out[0..n) (optional). */
+    int (*acquire_multi)(void *impl, const char *const *keys, size_t n, uint32_t ttl_ms,
+                         uint32_t wait_ms, lock_handle *out);
+    /* Free every lease of hs[0..n); return the first error (optional). */
+    int (*release_multi)(void *impl, const lock_handle *hs, size_t n);
+};
+
+/* The watchdogs of one client and the thread that renews them (lock_watchdog.c). */
+struct lock__wdset {
+    pthread_mutex_t mu;         /* guards everything below and every watchdog's fields */
+    pthread_cond_t cv;          /* CLOCK_MONOTONIC; new work, stop, a renewal finished */
+    pthread_t thread;           /* valid while running */
+    int running;                /* the thread was started */
+    int quit;                   /* asks the thread to end */
+    struct lock_watchdog *list; /* active watchdogs */
 };
 
 struct lock_client {
     const struct lock_ops *ops; /* borrowed; static storage */
     void *impl;                 /* owned; freed by ops->destroy */
+    struct lock__wdset wd;      /* watchdogs; the thread starts with the first one */
 };
 
-/* ---- module-internal helpers ---- */
+/* ---- module-internal helpers (lock.c) ---- */
 
 lock_client *lock__client_new(const struct lock_ops *ops, void *impl, int *err);
 int lock__token_new(char out[LOCK_TOKEN_LEN + 1]);
 uint32_t lock__backoff_ms(unsigned attempt, uint64_t *rng_state);
 void lock__sleep_ms(uint32_t ms);
+int lock__cond_init_monotonic(pthread_cond_t *cv);
+void lock__timespec_at(int64_t ms, struct timespec *ts);
+int lock__redis_addr_ok(const lock_redis_addr *addr);
+int lock__handle_ok(const lock_handle *h);
+
+/* ---- watchdog hooks (lock_watchdog.c) ---- */
+
+int lock__watchdog_init(struct lock__wdset *set);
+void lock__watchdog_forget(lock_client *c, const lock_handle *h);
+void lock__watchdog_shutdown(lock_client *c);
+
+/* ---- Redlock arithmetic: pure functions, time passed in (lock_dist.c) ---- */
+
+size_t lock__redlock_quorum(size_t n);
+int64_t lock__redlock_drift_ms(uint32_t ttl_ms);
+int64_t lock__redlock_validity_ms(uint32_t ttl_ms, int64_t started_ms, int64_t now_ms,
+                                  int64_t drift_ms);
+int lock__redlock_node_timeout_ms(uint32_t ttl_ms, int timeout_ms);
+int lock__redlock_verdict(size_t n, size_t granted, size_t failed, int64_t validity_ms);
+
+/* ---- one Redis server (lock_node.c) ---- */
+
+enum lock__script {
+    LOCK__SCRIPT_ACQUIRE, /* KEYS: n locks, n fences; ARGV: token, ttl -> fences | pttl */
+    LOCK__SCRIPT_RELEASE, /* KEYS: n locks; ARGV: n tokens (or one) -> n of 0/1 */
+    LOCK__SCRIPT_EXTEND,  /* KEYS: lock; ARGV: token, ttl -> 0/1 */
+    LOCK__SCRIPT_RAISE,   /* KEYS: n fences; ARGV: n values -> 1 (raise to at least) */
+    LOCK__SCRIPT_COUNT
+};
+
+enum lock__call_state {
+    LOCK__CALL_UNSENT, /* never reached the server: it cannot have run */
+    LOCK__CALL_LOST,   /* sent, no answer in time: it may have run */
+    LOCK__CALL_ERROR,  /* an error reply (or a malformed one): it may have run partly */
+    LOCK__CALL_INT,    /* answered an integer: ival */
+    LOCK__CALL_ARRAY   /* answered an array of integers: vals[0..nvals) */
+};
+
+#define LOCK__CALL_KEYS_MAX (2 * LOCK_MULTI_MAX)
+#define LOCK__CALL_ARGS_MAX LOCK_MULTI_MAX
+
+struct lock__node;
+struct lock__conn;
+
+/* One script call on one node; lock__node_calls() runs a batch of them in parallel. */
+struct lock__call {
+    /* in */
+    struct lock__node *node;
+    enum lock__script script;
+    size_t nkeys, nargs;
+    const char *keys[LOCK__CALL_KEYS_MAX]; /* borrowed for the call */
+    const char *args[LOCK__CALL_ARGS_MAX]; /* borrowed for the call */
+    size_t undo_nkeys; /* >0: if the answer never comes, send RELEASE(keys[0..undo_nkeys),
+                          args[0]) behind it on the same connection */
+    /* out */
+    enum lock__call_state state;
+    long long ival;
+    size_t nvals;
+    long long vals[LOCK_MULTI_MAX];
+    /* private to lock_node.c */
+    struct lock__conn *conn;
+    int phase;
+};
+
+/* A pub/sub wait on some channels across some nodes. */
+struct lock__sub {
+    size_t n;                                        /* nodes */
+    struct lock__conn *conn[LOCK_REDLOCK_NODES_MAX]; /* NULL where not subscribed */
+    struct lock__node *node[LOCK_REDLOCK_NODES_MAX];
+    size_t nch;
+    const char *ch[LOCK_MULTI_MAX]; /* borrowed until lock__sub_end() */
+};
+
+int lock__node_new(const lock_redis_addr *addr, int timeout_ms, struct lock__node **out);
+void lock__node_free(struct lock__node *nd);
+void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms);
+size_t lock__sub_begin(struct lock__sub *s, struct lock__node *const *nodes, size_t n,
+                       const char *const *channels, size_t nch, int timeout_ms);
+int lock__sub_wait(struct lock__sub *s, int64_t until_ms);
+void lock__sub_end(struct lock__sub *s);
+void lock__sha1_hex(const char *data, size_t len, char out[41]);
+
+/* ---- the in-process queue per key (lock_queue.c) ---- */
+
+struct lock__queue;
+
+struct lock__queue *lock__queue_new(int *err);
+void lock__queue_free(struct lock__queue *q);
+int lock__queue_enter(struct lock__queue *q, const char *const *keys, size_t n,
+                      int64_t deadline_ms);
+void lock__queue_hold(struct lock__queue *q, const char *const *keys, size_t n, const char *token,
+                      int64_t valid_until_ms);
+void lock__queue_leave(struct lock__queue *q, const char *const *keys, size_t n);
+void lock__queue_release(struct lock__queue *q, const char *key, const char *token);
+void lock__queue_extend(struct lock__queue *q, const char *key, const char *token,
+                        int64_t valid_until_ms);
+
+/* ---- the engine over N Redis nodes (lock_dist.c) ---- */
+
+struct lock__dist;
+
+struct lock__dist *lock__dist_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
+                                  int redlock, int *err);
+void lock__dist_free(struct lock__dist *d);
+int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t n, uint32_t ttl_ms,
+                       uint32_t wait_ms, lock_handle *out);
+int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n);
+int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms);
 
 #endif /* GM_LOCK_LOCK_IMPL_H */

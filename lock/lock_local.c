@@ -13,6 +13,11 @@
  * broadcasts. Resources are never removed while the client lives, which keeps
  * each key's fence counter growing and keeps a waiter's resource pointer valid
  * across waits.
+ *
+ * Several keys (lock_acquire_multi) are taken under the one mutex, all at once
+ * when every one is free, else none: a waiter never holds some keys while it
+ * waits for others, so no order of keys can deadlock. It sleeps until the
+ * earliest expiry among the keys still held, or a release.
  */
 #include "lock/lock.h"
 
@@ -87,30 +92,43 @@ static void ms_to_timespec(int64_t ms, struct timespec *ts) {
 
 /* ---- ops ---- */
 
-static int local_acquire(void *impl, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
-                         lock_handle *out) {
+static int local_acquire_multi(void *impl, const char *const *keys, size_t n, uint32_t ttl_ms,
+                               uint32_t wait_ms, lock_handle *out) {
     struct local_impl *li = impl;
     int64_t deadline = lock_now_ms() + wait_ms; /* the budget runs from the call's start */
+    struct local_res *res[LOCK_MULTI_MAX];
     char token[LOCK_TOKEN_LEN + 1];
     int rc = lock__token_new(token);
     if (rc != LOCK_OK) return rc;
 
     if (pthread_mutex_lock(&li->mu) != 0) return LOCK_ERR_BACKEND;
-    struct local_res *r = res_get(li, key);
-    if (r == NULL) {
-        rc = LOCK_ERR_NOMEM;
-        goto done;
+    for (size_t i = 0; i < n; i++) {
+        res[i] = res_get(li, keys[i]);
+        if (res[i] == NULL) {
+            rc = LOCK_ERR_NOMEM;
+            goto done;
+        }
     }
     for (;;) {
         int64_t now = lock_now_ms();
-        if (!res_held(r, now)) {
-            memcpy(r->token, token, sizeof token);
-            r->expires_at_ms = now + ttl_ms;
-            r->fence++;
-            strcpy(out->key, key);
-            memcpy(out->token, token, sizeof token);
-            out->fence = r->fence;
-            out->valid_until_ms = r->expires_at_ms;
+        int64_t wake = deadline; /* the earliest expiry among held keys, or the deadline */
+        int held = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!res_held(res[i], now)) continue;
+            held = 1;
+            if (res[i]->expires_at_ms < wake) wake = res[i]->expires_at_ms;
+        }
+        if (!held) {
+            for (size_t i = 0; i < n; i++) {
+                struct local_res *r = res[i];
+                memcpy(r->token, token, sizeof token);
+                r->expires_at_ms = now + ttl_ms;
+                r->fence++;
+                strcpy(out[i].key, keys[i]);
+                memcpy(out[i].token, token, sizeof token);
+                out[i].fence = r->fence;
+                out[i].valid_until_ms = r->expires_at_ms;
+            }
             rc = LOCK_OK;
             goto done;
         }
@@ -119,7 +137,7 @@ static int local_acquire(void *impl, const char *key, uint32_t ttl_ms, uint32_t 
             goto done;
         }
         struct timespec until;
-        ms_to_timespec(r->expires_at_ms < deadline ? r->expires_at_ms : deadline, &until);
+        ms_to_timespec(wake, &until);
         int e = pthread_cond_timedwait(&li->cv, &li->mu, &until);
         if (e != 0 && e != ETIMEDOUT && e != EINTR) {
             rc = LOCK_ERR_BACKEND;
@@ -129,6 +147,11 @@ static int local_acquire(void *impl, const char *key, uint32_t ttl_ms, uint32_t 
 done:
     pthread_mutex_unlock(&li->mu);
     return rc;
+}
+
+static int local_acquire(void *impl, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
+                         lock_handle *out) {
+    return local_acquire_multi(impl, &key, 1, ttl_ms, wait_ms, out);
 }
 
 static int local_release(void *impl, const lock_handle *h) {
@@ -184,6 +207,8 @@ static const struct lock_ops local_ops = {
     .release = local_release,
     .extend = local_extend,
     .destroy = local_destroy,
+    .acquire_multi = local_acquire_multi,
+    .release_multi = NULL, /* one release per handle: each is a mutex hop */
 };
 
 /* ---- API ---- */

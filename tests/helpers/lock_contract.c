@@ -3,17 +3,29 @@
  * What it pins down: mutual exclusion under threads, leases that expire by
  * themselves, release and extend only by the token holder, fences that grow,
  * a wait budget that is honoured (lower bound only: no timing targets), unique
- * tokens and LOCK_ERR_INVALID for bad arguments. Timing-sensitive steps are
- * written so that a slow machine (valgrind) cannot make them fail falsely.
+ * tokens, LOCK_ERR_INVALID for bad arguments, all-or-nothing multi-key
+ * acquisition without deadlock, and watchdogs that renew a lease, stop at
+ * their limit and notice a lost lease. Timing-sensitive steps are written so
+ * that a slow machine (valgrind) cannot make them fail falsely.
+ *
+ * The second half serves the integration tests: two-client checks and a
+ * holder in a child process (see lock_contract.h).
  */
 #include "tests/helpers/lock_contract.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tests/helpers/cmocka_all.h"
 
@@ -251,7 +263,8 @@ void lock_contract_fence_increases(void **state) {
     }
 }
 
-/* Two keys are independent, and valid_until_ms is ttl after a moment inside the call. */
+/* Two keys are independent, and valid_until_ms is ttl after a moment inside the call, less
+ * at most Redlock's clock-drift allowance (ttl/100 + 2 ms). */
 void lock_contract_keys_independent(void **state) {
     lock_client *c = client_of(state);
     lock_handle a, b;
@@ -259,7 +272,8 @@ void lock_contract_keys_independent(void **state) {
     assert_int_equal(lock_acquire(c, "contract:indep:a", 10000, 0, &a), LOCK_OK);
     int64_t t1 = lock_now_ms();
     assert_int_equal(lock_acquire(c, "contract:indep:b", 10000, 0, &b), LOCK_OK);
-    assert_true(a.valid_until_ms >= t0 + 10000 && a.valid_until_ms <= t1 + 10000);
+    assert_true(a.valid_until_ms >= t0 + 10000 - (10000 / 100 + 2));
+    assert_true(a.valid_until_ms <= t1 + 10000);
     assert_string_equal(a.key, "contract:indep:a");
     assert_string_equal(b.key, "contract:indep:b");
     assert_string_not_equal(a.token, b.token);
@@ -308,4 +322,534 @@ void lock_contract_invalid_args(void **state) {
     assert_int_equal(lock_release(c, &bad), LOCK_ERR_INVALID);
 
     assert_int_equal(lock_release(c, &h), LOCK_OK);
+}
+
+/* ---- several keys ---- */
+
+/* One of three keys held: the multi acquire takes none (the other two stay free), leaves out[]
+ * zeroed; once free, it takes all three with one token, in the caller's order. */
+void lock_contract_multi_all_or_nothing(void **state) {
+    lock_client *c = client_of(state);
+    const char *keys[] = {"contract:multi:a", "contract:multi:b", "contract:multi:c"};
+    lock_handle hb, hs[3], probe;
+    assert_int_equal(lock_acquire(c, keys[1], 10000, 0, &hb), LOCK_OK);
+    memset(hs, 0x5a, sizeof hs);
+    assert_int_equal(lock_acquire_multi(c, keys, 3, 10000, 0, hs), LOCK_ERR_BUSY);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(hs[i].token[0], '\0');
+    assert_int_equal(lock_acquire_multi(c, keys, 3, 10000, 100, hs), LOCK_ERR_BUSY);
+    /* nothing of the failed attempts is held */
+    assert_int_equal(lock_acquire(c, keys[0], 10000, 0, &probe), LOCK_OK);
+    assert_int_equal(lock_release(c, &probe), LOCK_OK);
+    assert_int_equal(lock_acquire(c, keys[2], 10000, 0, &probe), LOCK_OK);
+    assert_int_equal(lock_release(c, &probe), LOCK_OK);
+    assert_int_equal(lock_release(c, &hb), LOCK_OK);
+
+    assert_int_equal(lock_acquire_multi(c, keys, 3, 10000, 0, hs), LOCK_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_string_equal(hs[i].key, keys[i]);
+        assert_string_equal(hs[i].token, hs[0].token);
+        assert_true(hs[i].fence > 0);
+        assert_int_equal(lock_acquire(c, keys[i], 10000, 0, &probe), LOCK_ERR_BUSY);
+    }
+    /* one handle of the set can be released alone */
+    assert_int_equal(lock_release(c, &hs[1]), LOCK_OK);
+    assert_int_equal(lock_release_multi(c, hs, 3), LOCK_ERR_NOT_OWNER); /* first error: hs[1] */
+    assert_int_equal(lock_release_multi(c, hs, 3), LOCK_ERR_NOT_OWNER);
+    assert_int_equal(lock_acquire_multi(c, keys, 3, 10000, 0, hs), LOCK_OK);
+    assert_int_equal(lock_release_multi(c, hs, 3), LOCK_OK);
+}
+
+/* Bad lists are refused before anything is taken; a bad handle releases nothing. */
+void lock_contract_multi_invalid_args(void **state) {
+    lock_client *c = client_of(state);
+    const char *dup[] = {"contract:minv:a", "contract:minv:b", "contract:minv:a"};
+    const char *bad[] = {"contract:minv:a", ""};
+    const char *nul[] = {"contract:minv:a", NULL};
+    const char *many[LOCK_MULTI_MAX + 1];
+    char names[LOCK_MULTI_MAX + 1][32];
+    for (int i = 0; i <= LOCK_MULTI_MAX; i++) {
+        snprintf(names[i], sizeof names[i], "contract:minv:%d", i);
+        many[i] = names[i];
+    }
+    lock_handle hs[LOCK_MULTI_MAX + 1], probe;
+    assert_int_equal(lock_acquire_multi(c, dup, 3, 1000, 0, hs), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_multi(c, bad, 2, 1000, 0, hs), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_multi(c, nul, 2, 1000, 0, hs), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_multi(c, dup, 0, 1000, 0, hs), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_multi(c, many, LOCK_MULTI_MAX + 1, 1000, 0, hs),
+                     LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_multi(c, dup, 2, 0, 0, hs), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_multi(c, NULL, 2, 1000, 0, hs), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_multi(c, dup, 2, 1000, 0, NULL), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_multi(NULL, dup, 2, 1000, 0, hs), LOCK_ERR_INVALID);
+    /* nothing was taken by the refused calls */
+    assert_int_equal(lock_acquire(c, "contract:minv:a", 1000, 0, &probe), LOCK_OK);
+    assert_int_equal(lock_release(c, &probe), LOCK_OK);
+
+    /* LOCK_MULTI_MAX keys at once is fine */
+    assert_int_equal(lock_acquire_multi(c, many, LOCK_MULTI_MAX, 10000, 0, hs), LOCK_OK);
+    lock_handle broken[2] = {hs[0], hs[1]};
+    broken[1].token[3] = '\0';
+    assert_int_equal(lock_release_multi(c, broken, 2), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire(c, many[0], 1000, 0, &probe), LOCK_ERR_BUSY); /* kept */
+    assert_int_equal(lock_release_multi(c, NULL, 2), LOCK_ERR_INVALID);
+    assert_int_equal(lock_release_multi(c, hs, 0), LOCK_ERR_INVALID);
+    assert_int_equal(lock_release_multi(NULL, hs, 2), LOCK_ERR_INVALID);
+    assert_int_equal(lock_release_multi(c, hs, LOCK_MULTI_MAX), LOCK_OK);
+}
+
+/* Each key's fence grows with every acquisition, multi or single. */
+void lock_contract_multi_fences_increase(void **state) {
+    lock_client *c = client_of(state);
+    const char *keys[] = {"contract:mfence:a", "contract:mfence:b"};
+    uint64_t prev[2] = {0, 0};
+    for (int i = 0; i < 10; i++) {
+        lock_handle hs[2];
+        assert_int_equal(lock_acquire_multi(c, keys, 2, 10000, 0, hs), LOCK_OK);
+        for (int k = 0; k < 2; k++) {
+            assert_true(hs[k].fence > prev[k]);
+            prev[k] = hs[k].fence;
+        }
+        assert_int_equal(lock_release_multi(c, hs, 2), LOCK_OK);
+        lock_handle h;
+        assert_int_equal(lock_acquire(c, keys[i % 2], 10000, 0, &h), LOCK_OK);
+        assert_true(h.fence > prev[i % 2]);
+        prev[i % 2] = h.fence;
+        assert_int_equal(lock_release(c, &h), LOCK_OK);
+    }
+}
+
+struct later {
+    lock_client *c;
+    lock_handle h;
+    int rc;
+};
+
+static void *release_after_50ms(void *arg) {
+    struct later *x = arg;
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    x->rc = lock_release(x->c, &x->h);
+    return NULL;
+}
+
+/* A multi acquire that finds one key held waits for its release and then takes both. */
+void lock_contract_multi_waits_for_all(void **state) {
+    lock_client *c = client_of(state);
+    const char *keys[] = {"contract:mwait:a", "contract:mwait:b"};
+    struct later x = {.c = c};
+    assert_int_equal(lock_acquire(c, keys[1], 60000, 0, &x.h), LOCK_OK);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, release_after_50ms, &x), 0);
+    lock_handle hs[2];
+    int rc = lock_acquire_multi(c, keys, 2, 10000, 30000, hs);
+    pthread_join(th, NULL);
+    assert_int_equal(x.rc, LOCK_OK);
+    assert_int_equal(rc, LOCK_OK);
+    assert_true(hs[1].fence > x.h.fence);
+    assert_int_equal(lock_release_multi(c, hs, 2), LOCK_OK);
+}
+
+#define RACE_KEYS 3
+#define RACE_ITERS 40
+
+struct race {
+    atomic_int holders[RACE_KEYS]; /* holders of each key right now */
+    atomic_int overlaps;
+    atomic_int failures;
+};
+
+struct racer {
+    struct race *r;
+    lock_client *c;
+    size_t n;
+    int idx[RACE_KEYS]; /* which keys, in this racer's order */
+};
+
+static const char *const race_key[RACE_KEYS] = {"contract:race:x", "contract:race:y",
+                                                "contract:race:z"};
+
+static void *racer_main(void *arg) {
+    struct racer *me = arg;
+    const char *keys[RACE_KEYS];
+    for (size_t k = 0; k < me->n; k++)
+        keys[k] = race_key[me->idx[k]];
+    for (int i = 0; i < RACE_ITERS; i++) {
+        lock_handle hs[RACE_KEYS];
+        if (lock_acquire_multi(me->c, keys, me->n, 10000, 30000, hs) != LOCK_OK) {
+            atomic_fetch_add(&me->r->failures, 1);
+            continue;
+        }
+        for (size_t k = 0; k < me->n; k++)
+            if (atomic_fetch_add(&me->r->holders[me->idx[k]], 1) != 0)
+                atomic_fetch_add(&me->r->overlaps, 1);
+        sched_yield();
+        for (size_t k = 0; k < me->n; k++)
+            atomic_fetch_sub(&me->r->holders[me->idx[k]], 1);
+        if (lock_release_multi(me->c, hs, me->n) != LOCK_OK) atomic_fetch_add(&me->r->failures, 1);
+    }
+    return NULL;
+}
+
+/* Four racers on clients ca, cb, ca, cb: {x,y,z}, {z,y,x}, {y,x}, {z}. */
+static void multi_race(lock_client *ca, lock_client *cb) {
+    struct race r;
+    for (int k = 0; k < RACE_KEYS; k++)
+        atomic_init(&r.holders[k], 0);
+    atomic_init(&r.overlaps, 0);
+    atomic_init(&r.failures, 0);
+    struct racer rs[4] = {
+        {&r, ca, 3, {0, 1, 2}},
+        {&r, cb, 3, {2, 1, 0}},
+        {&r, ca, 2, {1, 0}},
+        {&r, cb, 1, {2}},
+    };
+    pthread_t th[4];
+    int started = 0;
+    for (; started < 4; started++)
+        if (pthread_create(&th[started], NULL, racer_main, &rs[started]) != 0) break;
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(started, 4);
+    assert_int_equal(atomic_load(&r.failures), 0);
+    assert_int_equal(atomic_load(&r.overlaps), 0);
+}
+
+/* Threads taking overlapping key sets in opposite orders all finish (no deadlock) and never
+ * share a key. */
+void lock_contract_multi_opposite_orders(void **state) {
+    lock_client *c = client_of(state);
+    multi_race(c, c);
+}
+
+void lock_contract_multi_race(lock_client *a, lock_client *b) {
+    multi_race(a, b);
+}
+
+/* ---- watchdog ---- */
+
+#define WD_TTL 500u
+
+/* A 500 ms lease with a watchdog stays held for 5 x 500 ms: every zero-wait acquire fails and
+ * the watchdog reports the lease held with a deadline that moves; stop writes it back. */
+void lock_contract_watchdog_keeps_lease(void **state) {
+    lock_client *c = client_of(state);
+    const char *key = "contract:wd:keep";
+    lock_handle h, probe;
+    lock_watchdog *w = NULL;
+    assert_int_equal(lock_acquire(c, key, WD_TTL, 0, &h), LOCK_OK);
+    int64_t first = h.valid_until_ms;
+    assert_int_equal(lock_watchdog_start(c, &h, WD_TTL, 60000, &w), LOCK_OK);
+    assert_non_null(w);
+    int64_t end = lock_now_ms() + 5 * WD_TTL, until = 0;
+    int got = 0, lost = 0;
+    while (lock_now_ms() < end) {
+        if (lock_acquire(c, key, 1000, 0, &probe) == LOCK_OK) got++;
+        if (lock_watchdog_check(w, &until) != LOCK_OK) lost++;
+        sleep_until(lock_now_ms() + 50);
+    }
+    assert_int_equal(got, 0);
+    assert_int_equal(lost, 0);
+    assert_true(until > first);
+    assert_int_equal(h.valid_until_ms, first); /* the caller's handle is not written meanwhile */
+    assert_int_equal(lock_watchdog_stop(w, &h), LOCK_OK);
+    assert_true(h.valid_until_ms > first);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+}
+
+/* With max_hold_ms = 900 the watchdog stops renewing: the key frees itself no earlier than
+ * 900 ms after the start (renewals are cut to end there), the watchdog then reports the lease
+ * lost, and the key can be taken. */
+void lock_contract_watchdog_max_hold(void **state) {
+    lock_client *c = client_of(state);
+    const char *key = "contract:wd:max";
+    lock_handle h, probe;
+    lock_watchdog *w = NULL;
+    assert_int_equal(lock_acquire(c, key, 300, 0, &h), LOCK_OK);
+    int64_t t0 = lock_now_ms();
+    assert_int_equal(lock_watchdog_start(c, &h, 300, 900, &w), LOCK_OK);
+    int64_t got_at = 0;
+    while (lock_now_ms() < t0 + 900 + 300 + 10000) {
+        if (lock_acquire(c, key, 10000, 0, &probe) == LOCK_OK) {
+            got_at = lock_now_ms();
+            break;
+        }
+        sleep_until(lock_now_ms() + 20);
+    }
+    assert_true(got_at > 0);
+    assert_true(got_at >= t0 + 900 - 2); /* ms rounding of two clocks */
+    assert_int_equal(lock_watchdog_check(w, NULL), LOCK_ERR_LEASE_LOST);
+    assert_int_equal(lock_watchdog_stop(w, NULL), LOCK_ERR_LEASE_LOST);
+    assert_int_equal(lock_release(c, &h), LOCK_ERR_NOT_OWNER);
+    assert_int_equal(lock_release(c, &probe), LOCK_OK);
+}
+
+/* A watchdog started on a lease that already expired finds it lost at its first renewal. */
+void lock_contract_watchdog_expired_lost(void **state) {
+    lock_client *c = client_of(state);
+    const char *key = "contract:wd:expired";
+    lock_handle h, h2;
+    lock_watchdog *w = NULL;
+    assert_int_equal(lock_acquire(c, key, 30, 0, &h), LOCK_OK);
+    sleep_until(h.valid_until_ms + 50);
+    assert_int_equal(lock_acquire(c, key, 10000, 5000, &h2), LOCK_OK); /* someone else's now */
+    assert_int_equal(lock_watchdog_start(c, &h, WD_TTL, 60000, &w), LOCK_OK);
+    int rc = LOCK_OK;
+    for (int64_t end = lock_now_ms() + 10000; rc == LOCK_OK && lock_now_ms() < end;) {
+        sleep_until(lock_now_ms() + 10);
+        rc = lock_watchdog_check(w, NULL);
+    }
+    assert_int_equal(rc, LOCK_ERR_LEASE_LOST);
+    assert_int_equal(lock_watchdog_stop(w, &h), LOCK_ERR_LEASE_LOST);
+    /* the renewal did not touch the new holder's lease */
+    assert_int_equal(lock_extend(c, &h2, 10000), LOCK_OK);
+    assert_int_equal(lock_release(c, &h2), LOCK_OK);
+}
+
+/* lock_release() of a watched handle ends the renewals: the key stays free. */
+void lock_contract_watchdog_release_stops(void **state) {
+    lock_client *c = client_of(state);
+    const char *key = "contract:wd:release";
+    lock_handle h, probe;
+    lock_watchdog *w = NULL;
+    assert_int_equal(lock_acquire(c, key, 90, 0, &h), LOCK_OK);
+    assert_int_equal(lock_watchdog_start(c, &h, 90, 60000, &w), LOCK_OK);
+    sleep_until(lock_now_ms() + 100); /* a renewal or two */
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+    assert_int_equal(lock_watchdog_check(w, NULL), LOCK_ERR_LEASE_LOST);
+    assert_int_equal(lock_acquire(c, key, 10000, 0, &probe), LOCK_OK);
+    sleep_until(lock_now_ms() + 100);
+    assert_int_equal(lock_extend(c, &probe, 10000), LOCK_OK);
+    assert_int_equal(lock_watchdog_stop(w, &h), LOCK_ERR_LEASE_LOST);
+    assert_int_equal(lock_release(c, &probe), LOCK_OK);
+}
+
+void lock_contract_watchdog_invalid_args(void **state) {
+    lock_client *c = client_of(state);
+    lock_handle h, bad;
+    lock_watchdog *w = (lock_watchdog *)&h; /* must be reset to NULL on failure */
+    assert_int_equal(lock_acquire(c, "contract:wd:inv", 10000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_watchdog_start(NULL, &h, 100, 100, &w), LOCK_ERR_INVALID);
+    assert_null(w);
+    assert_int_equal(lock_watchdog_start(c, NULL, 100, 100, &w), LOCK_ERR_INVALID);
+    assert_int_equal(lock_watchdog_start(c, &h, 0, 100, &w), LOCK_ERR_INVALID);
+    assert_int_equal(lock_watchdog_start(c, &h, 100, 0, &w), LOCK_ERR_INVALID);
+    assert_int_equal(lock_watchdog_start(c, &h, 100, 100, NULL), LOCK_ERR_INVALID);
+    bad = h;
+    bad.token[0] = '\0';
+    assert_int_equal(lock_watchdog_start(c, &bad, 100, 100, &w), LOCK_ERR_INVALID);
+    assert_int_equal(lock_watchdog_check(NULL, NULL), LOCK_ERR_INVALID);
+    assert_int_equal(lock_watchdog_stop(NULL, &h), LOCK_ERR_INVALID);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+}
+
+/* ---- two clients ---- */
+
+void lock_contract_watchdog_two_clients(lock_client *holder, lock_client *prober, uint32_t ttl_ms) {
+    const char *key = "contract:wd2:keep";
+    lock_handle h, probe;
+    lock_watchdog *w = NULL;
+    assert_int_equal(lock_acquire(holder, key, ttl_ms, 0, &h), LOCK_OK);
+    assert_int_equal(lock_watchdog_start(holder, &h, ttl_ms, 600000, &w), LOCK_OK);
+    int got = 0, polls = 0;
+    for (int64_t end = lock_now_ms() + 5 * (int64_t)ttl_ms; lock_now_ms() < end; polls++) {
+        int rc = lock_acquire(prober, key, 10000, 0, &probe);
+        if (rc == LOCK_OK) {
+            got++;
+            (void)lock_release(prober, &probe);
+        }
+        sleep_until(lock_now_ms() + 20);
+    }
+    assert_int_equal(got, 0);
+    assert_true(polls > 5);
+    assert_int_equal(lock_watchdog_check(w, NULL), LOCK_OK);
+    assert_int_equal(lock_watchdog_stop(w, &h), LOCK_OK);
+    assert_int_equal(lock_release(holder, &h), LOCK_OK);
+    assert_int_equal(lock_acquire(prober, key, 10000, 0, &probe), LOCK_OK);
+    assert_true(probe.fence > h.fence);
+    assert_int_equal(lock_release(prober, &probe), LOCK_OK);
+}
+
+void lock_contract_watchdog_max_hold_two_clients(lock_client *holder, lock_client *prober,
+                                                 uint32_t ttl_ms, uint32_t max_hold_ms) {
+    const char *key = "contract:wd2:max";
+    lock_handle h, probe;
+    lock_watchdog *w = NULL;
+    assert_int_equal(lock_acquire(holder, key, ttl_ms, 0, &h), LOCK_OK);
+    int64_t t0 = lock_now_ms();
+    assert_int_equal(lock_watchdog_start(holder, &h, ttl_ms, max_hold_ms, &w), LOCK_OK);
+    /* the prober waits with a budget far past the hold: it must get the key, not before */
+    int rc = lock_acquire(prober, key, 10000, max_hold_ms + ttl_ms + 10000, &probe);
+    int64_t got_at = lock_now_ms();
+    assert_int_equal(rc, LOCK_OK);
+    assert_true(got_at >= t0 + max_hold_ms - 2);
+    assert_int_equal(lock_watchdog_check(w, NULL), LOCK_ERR_LEASE_LOST);
+    assert_int_equal(lock_watchdog_stop(w, &h), LOCK_ERR_LEASE_LOST);
+    assert_int_equal(lock_release(holder, &h), LOCK_ERR_NOT_OWNER);
+    assert_int_equal(lock_release(prober, &probe), LOCK_OK);
+}
+
+/* ---- a holder in a child process ---- */
+
+/* Reads one line (without its '\n') from fd into buf within timeout_ms. Returns 0 or -1. */
+static int read_line(int fd, char *buf, size_t cap, int timeout_ms) {
+    size_t n = 0;
+    int64_t end = lock_now_ms() + timeout_ms;
+    while (n + 1 < cap) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int64_t left = end - lock_now_ms();
+        if (left <= 0) return -1;
+        int pr = poll(&p, 1, (int)left);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) return -1;
+        char ch;
+        ssize_t r = read(fd, &ch, 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        if (ch == '\n') {
+            buf[n] = '\0';
+            return 0;
+        }
+        buf[n++] = ch;
+    }
+    return -1;
+}
+
+/* The child: argv = self --lock-child key ttl watchdog url... */
+static int child_run(int argc, char **argv) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 6) return 3;
+    const char *key = argv[2];
+    uint32_t ttl = (uint32_t)strtoul(argv[3], NULL, 10);
+    int watchdog = atoi(argv[4]);
+    size_t n = (size_t)(argc - 5);
+    lock_redis_addr addrs[LOCK_REDLOCK_NODES_MAX];
+    if (n > LOCK_REDLOCK_NODES_MAX) return 3;
+    for (size_t i = 0; i < n; i++)
+        if (lock_redis_addr_parse(argv[5 + i], &addrs[i]) != LOCK_OK) return 3;
+    int err;
+    lock_client *c =
+        n == 1 ? lock_redis_new(&addrs[0], 500, &err) : lock_redlock_new(addrs, n, 500, &err);
+    if (c == NULL) return 3;
+    lock_handle h;
+    lock_watchdog *w = NULL;
+    int rc = lock_acquire(c, key, ttl, 10000, &h);
+    if (rc == LOCK_OK && watchdog) rc = lock_watchdog_start(c, &h, ttl, 600000, &w);
+    printf("ACQ %d %llu %s %lld\n", rc, (unsigned long long)h.fence, rc == LOCK_OK ? h.token : "-",
+           (long long)h.valid_until_ms);
+    fflush(stdout);
+    char line[64];
+    if (rc == LOCK_OK && read_line(0, line, sizeof line, 600000) == 0 &&
+        strcmp(line, "release") == 0) {
+        if (w != NULL) (void)lock_watchdog_stop(w, &h);
+        w = NULL;
+        printf("REL %d\n", lock_release(c, &h));
+        fflush(stdout);
+    }
+    if (w != NULL) (void)lock_watchdog_stop(w, NULL);
+    lock_free(c);
+    return rc == LOCK_OK ? 0 : 2;
+}
+
+int lock_child_main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--lock-child") != 0) return -1;
+    return child_run(argc, argv);
+}
+
+int lock_child_start(lock_child *out, const char *self, const char *const *urls, size_t n,
+                     const char *key, uint32_t ttl_ms, int watchdog) {
+    memset(out, 0, sizeof *out);
+    out->to_child = out->from_child = -1;
+    char ttl[16], wd[4];
+    snprintf(ttl, sizeof ttl, "%u", (unsigned)ttl_ms);
+    snprintf(wd, sizeof wd, "%d", watchdog ? 1 : 0);
+    char *argv[6 + LOCK_REDLOCK_NODES_MAX];
+    size_t argc = 0;
+    argv[argc++] = (char *)self;
+    argv[argc++] = (char *)"--lock-child";
+    argv[argc++] = (char *)key;
+    argv[argc++] = ttl;
+    argv[argc++] = wd;
+    for (size_t i = 0; i < n && i < LOCK_REDLOCK_NODES_MAX; i++)
+        argv[argc++] = (char *)urls[i];
+    argv[argc] = NULL;
+
+    int in[2], outp[2];
+    if (pipe(in) != 0) return -1;
+    if (pipe(outp) != 0) {
+        close(in[0]);
+        close(in[1]);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(in[0]);
+        close(in[1]);
+        close(outp[0]);
+        close(outp[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(outp[1], 1);
+        close(in[0]);
+        close(in[1]);
+        close(outp[0]);
+        close(outp[1]);
+        execv(self, argv);
+        _exit(127);
+    }
+    close(in[0]);
+    close(outp[1]);
+    out->pid = pid;
+    out->to_child = in[1];
+    out->from_child = outp[0];
+
+    char line[256], token[64];
+    int rc;
+    unsigned long long fence;
+    long long until;
+    if (read_line(out->from_child, line, sizeof line, 30000) != 0 ||
+        sscanf(line, "ACQ %d %llu %63s %lld", &rc, &fence, token, &until) != 4 || rc != LOCK_OK ||
+        strlen(token) != LOCK_TOKEN_LEN) {
+        lock_child_end(out);
+        return -1;
+    }
+    snprintf(out->h.key, sizeof out->h.key, "%s", key);
+    memcpy(out->h.token, token, LOCK_TOKEN_LEN + 1);
+    out->h.fence = fence;
+    out->h.valid_until_ms = until;
+    return 0;
+}
+
+int lock_child_release(lock_child *ch) {
+    char line[64];
+    int rc;
+    if (ch->to_child < 0 || write(ch->to_child, "release\n", 8) != 8) return 1;
+    if (read_line(ch->from_child, line, sizeof line, 30000) != 0 ||
+        sscanf(line, "REL %d", &rc) != 1)
+        return 1;
+    return rc;
+}
+
+void lock_child_signal(lock_child *ch, int sig) {
+    if (ch->pid <= 0) return;
+    kill(ch->pid, sig);
+    if (sig == SIGKILL) {
+        while (waitpid(ch->pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        ch->pid = 0;
+    }
+}
+
+void lock_child_end(lock_child *ch) {
+    if (ch->pid > 0) {
+        kill(ch->pid, SIGCONT);
+        lock_child_signal(ch, SIGKILL);
+    }
+    if (ch->to_child >= 0) close(ch->to_child);
+    if (ch->from_child >= 0) close(ch->from_child);
+    ch->to_child = ch->from_child = -1;
 }

@@ -5,9 +5,20 @@
  * LOCK_CONTRACT_TESTS in its CMUnitTest array (hiredis re-runs its suite per
  * connection type the same way). Every test uses its own key prefix, so the
  * tests do not interfere with each other on a shared server.
+ *
+ * The second half is for the Redis-backed backends' integration tests: checks
+ * that need two clients of one store, and a holder in a child process (the
+ * test binary re-executed with "--lock-child", see lock_child_main()) that
+ * the parent can SIGSTOP, SIGCONT and SIGKILL.
  */
 #ifndef GM_TESTS_LOCK_CONTRACT_H
 #define GM_TESTS_LOCK_CONTRACT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lock/lock.h"
 
 /* ---- the contract; *state is a lock_client * ---- */
 
@@ -23,6 +34,16 @@ void lock_contract_tokens_unique(void **state);
 void lock_contract_fence_increases(void **state);
 void lock_contract_invalid_args(void **state);
 void lock_contract_keys_independent(void **state);
+void lock_contract_multi_all_or_nothing(void **state);
+void lock_contract_multi_invalid_args(void **state);
+void lock_contract_multi_fences_increase(void **state);
+void lock_contract_multi_waits_for_all(void **state);
+void lock_contract_multi_opposite_orders(void **state);
+void lock_contract_watchdog_keeps_lease(void **state);
+void lock_contract_watchdog_max_hold(void **state);
+void lock_contract_watchdog_expired_lost(void **state);
+void lock_contract_watchdog_release_stops(void **state);
+void lock_contract_watchdog_invalid_args(void **state);
 
 /* ---- the CMUnitTest entries, named test_<unit>_<condition>_<expected> ---- */
 
@@ -48,6 +69,65 @@ void lock_contract_keys_independent(void **state);
                            lock_contract_fence_increases),                                         \
         LOCK_CONTRACT_TEST("test_lock_ops_invalid_args_invalid", lock_contract_invalid_args),      \
         LOCK_CONTRACT_TEST("test_lock_acquire_other_key_independent",                              \
-                           lock_contract_keys_independent)
+                           lock_contract_keys_independent),                                        \
+        LOCK_CONTRACT_TEST("test_lock_acquire_multi_one_held_none_taken",                          \
+                           lock_contract_multi_all_or_nothing),                                    \
+        LOCK_CONTRACT_TEST("test_lock_acquire_multi_bad_or_duplicate_keys_invalid",                \
+                           lock_contract_multi_invalid_args),                                      \
+        LOCK_CONTRACT_TEST("test_lock_acquire_multi_repeated_fences_increase",                     \
+                           lock_contract_multi_fences_increase),                                   \
+        LOCK_CONTRACT_TEST("test_lock_acquire_multi_key_released_later_acquires",                  \
+                           lock_contract_multi_waits_for_all),                                     \
+        LOCK_CONTRACT_TEST("test_lock_acquire_multi_opposite_orders_no_deadlock_exclusive",        \
+                           lock_contract_multi_opposite_orders),                                   \
+        LOCK_CONTRACT_TEST("test_lock_watchdog_holder_works_5_ttls_keeps_lease",                   \
+                           lock_contract_watchdog_keeps_lease),                                    \
+        LOCK_CONTRACT_TEST("test_lock_watchdog_max_hold_reached_lease_lapses",                     \
+                           lock_contract_watchdog_max_hold),                                       \
+        LOCK_CONTRACT_TEST("test_lock_watchdog_expired_handle_lost",                               \
+                           lock_contract_watchdog_expired_lost),                                   \
+        LOCK_CONTRACT_TEST("test_lock_watchdog_released_handle_stops_renewing",                    \
+                           lock_contract_watchdog_release_stops),                                  \
+        LOCK_CONTRACT_TEST("test_lock_watchdog_invalid_args_invalid",                              \
+                           lock_contract_watchdog_invalid_args)
+
+/* ---- two clients of one store (integration) ---- */
+
+/* Threads on a and b take overlapping key sets in opposite orders, many times: every acquire
+ * succeeds within its budget (no deadlock) and no two holders overlap on a key. */
+void lock_contract_multi_race(lock_client *a, lock_client *b);
+/* holder keeps a ttl_ms lease with a watchdog for 5 x ttl_ms while prober's zero-wait
+ * acquires all fail; after stop + release, prober gets the key. */
+void lock_contract_watchdog_two_clients(lock_client *holder, lock_client *prober, uint32_t ttl_ms);
+/* holder's watchdog (ttl_ms, max_hold_ms) keeps the key from prober until max_hold_ms, then
+ * the lease lapses and prober gets it (not before the hold ended). */
+void lock_contract_watchdog_max_hold_two_clients(lock_client *holder, lock_client *prober,
+                                                 uint32_t ttl_ms, uint32_t max_hold_ms);
+
+/* ---- a holder in a child process (integration) ---- */
+
+/* A child test process that holds a lease: it creates a client for urls[0..n) (lock_redis for
+ * one url, lock_redlock for more), acquires key, optionally starts a watchdog, reports, and
+ * releases when told to. */
+typedef struct lock_child {
+    pid_t pid;
+    int to_child;   /* write end of the child's stdin */
+    int from_child; /* read end of the child's stdout */
+    lock_handle h;  /* the child's lease, as it reported it */
+} lock_child;
+
+/* Runs the child side when argv asks for it ("--lock-child ..."): returns its exit status;
+ * returns -1 for a normal test run. Call first thing in main(). */
+int lock_child_main(int argc, char **argv);
+/* Starts self (the test binary, argv[0]) as a holder of key; waits until it holds the lease.
+ * Returns 0 with *out filled, or -1 (the child is reaped). */
+int lock_child_start(lock_child *out, const char *self, const char *const *urls, size_t n,
+                     const char *key, uint32_t ttl_ms, int watchdog);
+/* Tells the child to release; returns the lock_release() code it got, or 1 on a broken pipe. */
+int lock_child_release(lock_child *ch);
+/* Kills the child with sig (SIGKILL reaps it; other signals are just sent). */
+void lock_child_signal(lock_child *ch, int sig);
+/* Kills (if still running) and reaps the child; closes the pipes. Safe to call twice. */
+void lock_child_end(lock_child *ch);
 
 #endif /* GM_TESTS_LOCK_CONTRACT_H */

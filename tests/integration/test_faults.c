@@ -26,7 +26,7 @@
 #include "tests/helpers/redis_proc.h"
 
 #define PLAYERS 40
-#define ITEMS 4000
+#define ITEMS 60000
 #define FUNDS 1000000
 #define DRIVERS 8
 
@@ -225,7 +225,6 @@ static server *start_server(const th_redis *r, int *port, uint32_t acquire_ms) {
     snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
     snprintf(cfg.redis, sizeof cfg.redis, "%s", r->url);
     cfg.no_auth = 1;
-    cfg.threads = 16;
     cfg.log_level = SERVER_LOG_ERROR;
     cfg.acquire_timeout_ms = acquire_ms;
     cfg.redis_timeout_ms = 500;
@@ -245,7 +244,7 @@ static pid_t spawn_server(const th_redis *r, int port, const char *ttl_ms) {
     pid_t pid = fork();
     if (pid == 0) {
         execl(bin, bin, "--listen", listen, "--redis", r->url, "--no-auth", "--log-level",
-              "error", "--threads", "16", "--lock-ttl-ms", ttl_ms, (char *)NULL);
+              "error", "--lock-ttl-ms", ttl_ms, (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -393,6 +392,14 @@ static void test_redis_paused_3s_503_then_recovers(void **state) {
         }
         if (o->t_ms >= resumed && o->status == 200 && (!back || o->t_ms < back)) back = o->t_ms;
     }
+    if (getenv("FAULTS_DEBUG"))
+        for (size_t i = 0; i < run.load.n_out; i++) {
+            const struct outcome *o = &run.load.out[i];
+            if (o->t_ms > paused - 100 && o->t_ms < resumed + 100)
+                fprintf(stderr, "  sent %+lld answered %+lld status %ld\n",
+                        (long long)(o->t_ms - o->latency_ms - paused),
+                        (long long)(o->t_ms - paused), o->status);
+        }
     fprintf(stderr, "# paused 3 s: %zu answers, all 503, slowest %lld ms; first 200 %lld ms after "
                     "SIGCONT\n",
             during, (long long)worst, (long long)(back - resumed));

@@ -7,9 +7,16 @@
  * LOCK_ERR_BACKEND, then recovery by the same client). Those last tests kill
  * the server, so they run last. Group "lock_redis_auth" starts a second
  * server with a password and ACL users.
+ *
+ * Waiting is checked by counting commands (INFO commandstats after CONFIG
+ * RESETSTAT), never by timing: threads of one client queue in-process, and a
+ * waiter in another client sleeps on pub/sub or the PTTL instead of retrying.
+ * Holders in child processes (lock_child_start) are stopped and killed to
+ * show what a paused or dead holder does to its lease.
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +32,9 @@
 
 #define TIMEOUT_MS 2000
 
-static th_redis g_redis; /* group "lock_redis" */
-static th_redis g_auth;  /* group "lock_redis_auth": requirepass + ACL users */
+static th_redis g_redis;   /* group "lock_redis" */
+static th_redis g_auth;    /* group "lock_redis_auth": requirepass + ACL users */
+static const char *g_self; /* argv[0], to start holders in child processes */
 
 /* ---- helpers ---- */
 
@@ -218,6 +226,323 @@ static void test_lock_redis_script_flush_falls_back_to_eval(void **state) {
     assert_true(evalsha6);
 }
 
+/* ---- waiting without spinning: command counts ---- */
+
+/* Returns the calls of cmd in an INFO commandstats text, or 0. */
+static long long stat_calls(const char *info, const char *cmd) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(info, pat);
+    return p != NULL ? atoll(p + strlen(pat)) : 0;
+}
+
+struct cmdstats {
+    long long evalsha, eval, subscribe, publish, incr;
+};
+
+static void stats_reset(void) {
+    redisContext *raw = raw_connect(g_redis.port);
+    raw_ok(raw, (const char *const[]){"CONFIG", "RESETSTAT", NULL});
+    redisFree(raw);
+}
+
+static struct cmdstats stats_read(void) {
+    redisContext *raw = raw_connect(g_redis.port);
+    redisReply *r = raw_cmd(raw, (const char *const[]){"INFO", "commandstats", NULL});
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    struct cmdstats st = {stat_calls(r->str, "evalsha"), stat_calls(r->str, "eval"),
+                          stat_calls(r->str, "subscribe"), stat_calls(r->str, "publish"),
+                          stat_calls(r->str, "incr")};
+    freeReplyObject(r);
+    redisFree(raw);
+    return st;
+}
+
+#define LOAD_THREADS 16
+#define LOAD_CYCLES 50
+
+struct load {
+    lock_client *clients[4];
+    int nclients;
+    atomic_int acquired, released, failures, holders, overlaps;
+};
+
+struct loader {
+    struct load *l;
+    lock_client *c;
+};
+
+static void *load_worker(void *arg) {
+    struct loader *me = arg;
+    struct load *l = me->l;
+    for (int i = 0; i < LOAD_CYCLES; i++) {
+        lock_handle h;
+        if (lock_acquire(me->c, "redis:load", 10000, 60000, &h) != LOCK_OK) {
+            atomic_fetch_add(&l->failures, 1);
+            continue;
+        }
+        atomic_fetch_add(&l->acquired, 1);
+        if (atomic_fetch_add(&l->holders, 1) != 0) atomic_fetch_add(&l->overlaps, 1);
+        struct timespec ts = {0, 200 * 1000}; /* 200 us of "work" under the lock */
+        nanosleep(&ts, NULL);
+        atomic_fetch_sub(&l->holders, 1);
+        if (lock_release(me->c, &h) == LOCK_OK)
+            atomic_fetch_add(&l->released, 1);
+        else
+            atomic_fetch_add(&l->failures, 1);
+    }
+    return NULL;
+}
+
+/* Runs LOAD_THREADS x LOAD_CYCLES acquire/release cycles on one key over nclients clients and
+ * returns the acquire-script calls: every EVALSHA/EVAL minus one per release. */
+static long long run_load(int nclients, struct load *l, struct cmdstats *st) {
+    memset(l, 0, sizeof *l);
+    l->nclients = nclients;
+    for (int i = 0; i < nclients; i++)
+        l->clients[i] = client_for(g_redis.url, TIMEOUT_MS);
+    stats_reset();
+    struct loader ls[LOAD_THREADS];
+    pthread_t th[LOAD_THREADS];
+    for (int i = 0; i < LOAD_THREADS; i++) {
+        ls[i].l = l;
+        ls[i].c = l->clients[i % nclients];
+        assert_int_equal(pthread_create(&th[i], NULL, load_worker, &ls[i]), 0);
+    }
+    for (int i = 0; i < LOAD_THREADS; i++)
+        pthread_join(th[i], NULL);
+    *st = stats_read();
+    for (int i = 0; i < nclients; i++)
+        lock_free(l->clients[i]);
+    return st->evalsha + st->eval - atomic_load(&l->released);
+}
+
+/* 16 threads sharing one client: they queue in-process, so Redis sees about one acquire per
+ * acquisition (the old SET NX retry loop sent 1.2-2.5 per acquisition here). */
+static void test_lock_redis_16_threads_one_client_evalsha_within_3x_acquisitions(void **state) {
+    (void)state;
+    struct load l;
+    struct cmdstats st;
+    long long attempts = run_load(1, &l, &st);
+    long long acq = atomic_load(&l.acquired);
+    print_message("1 client x %d threads x %d cycles: acquisitions=%lld evalsha=%lld eval=%lld "
+                  "acquire_script_calls=%lld (%.2f per acquisition) subscribe=%lld\n",
+                  LOAD_THREADS, LOAD_CYCLES, acq, st.evalsha, st.eval, attempts,
+                  (double)attempts / (double)(acq > 0 ? acq : 1), st.subscribe);
+    assert_int_equal(atomic_load(&l.failures), 0);
+    assert_int_equal(atomic_load(&l.overlaps), 0);
+    assert_int_equal(acq, LOAD_THREADS * LOAD_CYCLES);
+    assert_int_equal(st.incr, acq); /* the fence of every success, and no other */
+    assert_true(st.evalsha + st.eval <= 3 * acq);
+    assert_true(attempts <= acq + acq / 10);
+}
+
+/* The same load over 4 clients: a release wakes at most one waiter per client (the others
+ * sleep in their client's queue), and each client spends at most two attempts per release
+ * (the woken waiter's retry; a fresh contender's try plus its retry once subscribed). */
+static void test_lock_redis_16_threads_four_clients_attempts_bounded(void **state) {
+    (void)state;
+    struct load l;
+    struct cmdstats st;
+    long long attempts = run_load(4, &l, &st);
+    long long acq = atomic_load(&l.acquired);
+    print_message("4 clients x %d threads x %d cycles: acquisitions=%lld evalsha=%lld eval=%lld "
+                  "acquire_script_calls=%lld (%.2f per acquisition) subscribe=%lld\n",
+                  LOAD_THREADS / 4, LOAD_CYCLES, acq, st.evalsha, st.eval, attempts,
+                  (double)attempts / (double)(acq > 0 ? acq : 1), st.subscribe);
+    assert_int_equal(atomic_load(&l.failures), 0);
+    assert_int_equal(atomic_load(&l.overlaps), 0);
+    assert_int_equal(acq, LOAD_THREADS * LOAD_CYCLES);
+    assert_true(attempts <= 2 * 4 * acq);
+}
+
+struct bg_acquire {
+    lock_client *c;
+    const char *key;
+    uint32_t wait_ms;
+    lock_handle h;
+    int rc;
+};
+
+static void *bg_acquire_main(void *arg) {
+    struct bg_acquire *b = arg;
+    b->rc = lock_acquire(b->c, b->key, 10000, b->wait_ms, &b->h);
+    return NULL;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* A waiter in another client sleeps on pub/sub through a 600 ms hold: a handful of acquire
+ * attempts (busy, busy once subscribed, success), not one per backoff step. */
+static void test_lock_redis_remote_waiter_woken_by_release_few_attempts(void **state) {
+    lock_client *a = *state;
+    lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
+    lock_handle h;
+    assert_int_equal(lock_acquire(a, "redis:wake", 60000, 0, &h), LOCK_OK);
+    stats_reset();
+    struct bg_acquire bg = {.c = b, .key = "redis:wake", .wait_ms = 30000};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, bg_acquire_main, &bg), 0);
+    sleep_ms(600);
+    assert_int_equal(lock_release(a, &h), LOCK_OK);
+    pthread_join(th, NULL);
+    struct cmdstats st = stats_read();
+    long long attempts = st.evalsha + st.eval - 1; /* minus a's release */
+    print_message("remote waiter through a 600 ms hold: %lld acquire attempts, %lld subscribe\n",
+                  attempts, st.subscribe);
+    assert_int_equal(bg.rc, LOCK_OK);
+    assert_true(bg.h.fence > h.fence);
+    assert_true(attempts <= 4);
+    assert_int_equal(st.subscribe, 1);
+    assert_int_equal(lock_release(b, &bg.h), LOCK_OK);
+    lock_free(b);
+}
+
+/* A holder that never releases: the waiter sleeps until the PTTL the busy answer carried. */
+static void test_lock_redis_remote_waiter_woken_at_expiry_few_attempts(void **state) {
+    lock_client *a = *state;
+    lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
+    lock_handle h;
+    assert_int_equal(lock_acquire(a, "redis:expire", 600, 0, &h), LOCK_OK);
+    stats_reset();
+    struct bg_acquire bg = {.c = b, .key = "redis:expire", .wait_ms = 30000};
+    bg_acquire_main(&bg);
+    struct cmdstats st = stats_read();
+    long long attempts = st.evalsha + st.eval;
+    print_message("remote waiter through a 600 ms lease that expires: %lld acquire attempts\n",
+                  attempts);
+    assert_int_equal(bg.rc, LOCK_OK);
+    assert_true(lock_now_ms() >= h.valid_until_ms);
+    assert_true(attempts <= 5);
+    assert_int_equal(lock_release(b, &bg.h), LOCK_OK);
+    assert_int_equal(lock_release(a, &h), LOCK_ERR_NOT_OWNER);
+    lock_free(b);
+}
+
+/* ---- several keys ---- */
+
+/* A key held by someone else: the multi acquire writes nothing at all (no lock key, no fence
+ * increment) on the other keys. */
+static void test_lock_redis_multi_one_held_elsewhere_nothing_written(void **state) {
+    lock_client *c = *state;
+    redisContext *raw = raw_connect(g_redis.port);
+    raw_ok(raw, (const char *const[]){"SET", "redis:m:b", "someone", "PX", "60000", NULL});
+    const char *keys[] = {"redis:m:a", "redis:m:b", "redis:m:c"};
+    lock_handle hs[3];
+    assert_int_equal(lock_acquire_multi(c, keys, 3, 10000, 0, hs), LOCK_ERR_BUSY);
+    assert_int_equal(lock_acquire_multi(c, keys, 3, 10000, 150, hs), LOCK_ERR_BUSY);
+    static const char *const absent[] = {"redis:m:a", "redis:m:c", "redis:m:a:fence",
+                                         "redis:m:b:fence", "redis:m:c:fence"};
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
+        assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", absent[i], NULL}), 0);
+    assert_int_equal(raw_int(raw, (const char *const[]){"DEL", "redis:m:b", NULL}), 1);
+    redisFree(raw);
+}
+
+static void test_lock_redis_multi_two_clients_opposite_orders(void **state) {
+    lock_client *a = *state;
+    lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
+    lock_contract_multi_race(a, b);
+    lock_free(b);
+}
+
+/* ---- watchdog ---- */
+
+static void test_lock_redis_watchdog_other_client_never_gets_key(void **state) {
+    lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
+    lock_contract_watchdog_two_clients(*state, b, 300);
+    lock_free(b);
+}
+
+static void test_lock_redis_watchdog_max_hold_other_client_gets_key(void **state) {
+    lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
+    lock_contract_watchdog_max_hold_two_clients(*state, b, 300, 1000);
+    lock_free(b);
+}
+
+/* Someone deletes the key under a watched lease: the next renewal is refused and the holder can
+ * see it before committing. */
+static void test_lock_redis_watchdog_key_deleted_lost(void **state) {
+    lock_client *c = *state;
+    lock_handle h;
+    lock_watchdog *w = NULL;
+    assert_int_equal(lock_acquire(c, "redis:wd:del", 300, 0, &h), LOCK_OK);
+    assert_int_equal(lock_watchdog_start(c, &h, 300, 600000, &w), LOCK_OK);
+    assert_int_equal(lock_watchdog_check(w, NULL), LOCK_OK);
+    redisContext *raw = raw_connect(g_redis.port);
+    assert_int_equal(raw_int(raw, (const char *const[]){"DEL", "redis:wd:del", NULL}), 1);
+    redisFree(raw);
+    int rc = LOCK_OK;
+    for (int64_t end = lock_now_ms() + 10000; rc == LOCK_OK && lock_now_ms() < end;) {
+        sleep_ms(10);
+        rc = lock_watchdog_check(w, NULL);
+    }
+    assert_int_equal(rc, LOCK_ERR_LEASE_LOST);
+    assert_int_equal(lock_watchdog_stop(w, &h), LOCK_ERR_LEASE_LOST);
+    assert_int_equal(lock_release(c, &h), LOCK_ERR_NOT_OWNER);
+}
+
+/* ---- holders in child processes ---- */
+
+/* A child holds the key with a watchdog: while it lives, nobody gets the key (5 x ttl of
+ * zero-wait polls); after kill -9 the lease lapses within about one ttl. */
+static void test_lock_redis_holder_killed_lease_lapses_within_ttl(void **state) {
+    lock_client *c = *state;
+    const char *urls[] = {g_redis.url};
+    lock_child ch;
+    assert_int_equal(lock_child_start(&ch, g_self, urls, 1, "redis:child:wd", 300, 1), 0);
+    lock_handle h;
+    int got = 0;
+    for (int64_t end = lock_now_ms() + 5 * 300; lock_now_ms() < end;) {
+        if (lock_acquire(c, "redis:child:wd", 10000, 0, &h) == LOCK_OK) {
+            got++;
+            (void)lock_release(c, &h);
+        }
+        sleep_ms(20);
+    }
+    lock_child_signal(&ch, SIGKILL);
+    int64_t t0 = lock_now_ms();
+    int rc = lock_acquire(c, "redis:child:wd", 10000, 300 + 5000, &h);
+    int64_t took = lock_now_ms() - t0;
+    lock_child_end(&ch);
+    print_message("holder killed: key taken %lld ms later (ttl 300)\n", (long long)took);
+    assert_int_equal(got, 0);
+    assert_int_equal(rc, LOCK_OK);
+    assert_true(h.fence > ch.h.fence);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+}
+
+/* A child holder is stopped past its lease; the parent takes the key; the child, resumed,
+ * cannot release it (NOT_OWNER) and frees nothing. */
+static void test_lock_redis_holder_stopped_past_lease_release_not_owner(void **state) {
+    lock_client *c = *state;
+    const char *urls[] = {g_redis.url};
+    lock_child ch;
+    assert_int_equal(lock_child_start(&ch, g_self, urls, 1, "redis:child:stop", 300, 0), 0);
+    lock_child_signal(&ch, SIGSTOP);
+    lock_handle h;
+    int rc = lock_acquire(c, "redis:child:stop", 10000, 5000, &h);
+    lock_child_signal(&ch, SIGCONT);
+    int child_rc = lock_child_release(&ch);
+    lock_child_end(&ch);
+    assert_int_equal(rc, LOCK_OK);
+    assert_true(lock_now_ms() >= ch.h.valid_until_ms);
+    assert_true(h.fence > ch.h.fence);
+    assert_int_equal(child_rc, LOCK_ERR_NOT_OWNER);
+    /* the key is still ours, untouched */
+    redisContext *raw = raw_connect(g_redis.port);
+    redisReply *r = raw_cmd(raw, (const char *const[]){"GET", "redis:child:stop", NULL});
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, h.token);
+    freeReplyObject(r);
+    redisFree(raw);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+}
+
 static void test_lock_redis_new_no_server_backend_promptly(void **state) {
     (void)state;
     char url[96];
@@ -401,12 +726,38 @@ static void test_lock_redis_acl_wrong_password_backend(void **state) {
     assert_int_equal(try_url("redis://nobody:pw@127.0.0.1:%d/0"), LOCK_ERR_BACKEND);
 }
 
+/* User gm has no channel rights (Redis 7 starts users with resetchannels): releases still work
+ * (the PUBLISH is a pcall) and a waiter falls back to polling with backoff. */
+static void test_lock_redis_acl_user_without_channels_waiter_still_acquires(void **state) {
+    (void)state;
+    char url[160];
+    snprintf(url, sizeof url, "redis://gm:pw@127.0.0.1:%d/0", g_auth.port);
+    lock_client *a = client_for(url, TIMEOUT_MS);
+    lock_client *b = client_for(url, TIMEOUT_MS);
+    lock_handle h;
+    assert_int_equal(lock_acquire(a, "auth:nochan", 60000, 0, &h), LOCK_OK);
+    struct bg_acquire bg = {.c = b, .key = "auth:nochan", .wait_ms = 30000};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, bg_acquire_main, &bg), 0);
+    sleep_ms(150);
+    assert_int_equal(lock_release(a, &h), LOCK_OK);
+    pthread_join(th, NULL);
+    assert_int_equal(bg.rc, LOCK_OK);
+    assert_int_equal(lock_release(b, &bg.h), LOCK_OK);
+    lock_free(a);
+    lock_free(b);
+}
+
 static void test_lock_redis_acl_user_without_eval_backend(void **state) {
     (void)state;
     assert_int_equal(try_url("redis://noeval:pw@127.0.0.1:%d/0"), LOCK_ERR_BACKEND);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    int child = lock_child_main(argc, argv);
+    if (child >= 0) return child;
+    g_self = argv[0];
+    signal(SIGPIPE, SIG_IGN); /* a killed server must not kill the test */
     const struct CMUnitTest redis[] = {
         LOCK_CONTRACT_TESTS,
         cmocka_unit_test(test_lock_redis_name_is_redis),
@@ -415,6 +766,17 @@ int main(void) {
         cmocka_unit_test(test_lock_redis_two_clients_mutually_exclusive),
         cmocka_unit_test(test_lock_redis_db_in_url_selected),
         cmocka_unit_test(test_lock_redis_script_flush_falls_back_to_eval),
+        cmocka_unit_test(test_lock_redis_16_threads_one_client_evalsha_within_3x_acquisitions),
+        cmocka_unit_test(test_lock_redis_16_threads_four_clients_attempts_bounded),
+        cmocka_unit_test(test_lock_redis_remote_waiter_woken_by_release_few_attempts),
+        cmocka_unit_test(test_lock_redis_remote_waiter_woken_at_expiry_few_attempts),
+        cmocka_unit_test(test_lock_redis_multi_one_held_elsewhere_nothing_written),
+        cmocka_unit_test(test_lock_redis_multi_two_clients_opposite_orders),
+        cmocka_unit_test(test_lock_redis_watchdog_other_client_never_gets_key),
+        cmocka_unit_test(test_lock_redis_watchdog_max_hold_other_client_gets_key),
+        cmocka_unit_test(test_lock_redis_watchdog_key_deleted_lost),
+        cmocka_unit_test(test_lock_redis_holder_killed_lease_lapses_within_ttl),
+        cmocka_unit_test(test_lock_redis_holder_stopped_past_lease_release_not_owner),
         cmocka_unit_test(test_lock_redis_new_no_server_backend_promptly),
         cmocka_unit_test(test_lock_redis_hung_server_backend_then_recovers),
         cmocka_unit_test(test_lock_redis_server_down_backend_then_recovers),
@@ -425,6 +787,7 @@ int main(void) {
         cmocka_unit_test(test_lock_redis_acl_user_ok),
         cmocka_unit_test(test_lock_redis_acl_wrong_password_backend),
         cmocka_unit_test(test_lock_redis_acl_user_without_eval_backend),
+        cmocka_unit_test(test_lock_redis_acl_user_without_channels_waiter_still_acquires),
     };
     int failed = cmocka_run_group_tests_name("lock_redis", redis, redis_setup, redis_teardown);
     failed += cmocka_run_group_tests_name("lock_redis_auth", auth, auth_setup, auth_teardown);

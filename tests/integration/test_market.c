@@ -333,7 +333,7 @@ static void *race(void *arg) {
 static void test_many_buyers_one_item_exactly_one_wins(void **state) {
     struct fx *f = *state;
     market_world *w = market_world_new();
-    char ids[RACERS][16];
+    char ids[RACERS][24];
     for (int i = 0; i < RACERS; i++) {
         snprintf(ids[i], sizeof ids[i], "racer%d", i);
         assert_int_equal(market_world_add_player(w, ids[i], NULL, 1000), MARKET_OK);

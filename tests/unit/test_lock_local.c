@@ -2,8 +2,9 @@
  *
  * Group "lock_local" runs tests/helpers/lock_contract.c with an in-process
  * client as group state. Group "lock_api" covers what needs no backend: the
- * redis:// parser, lock_strerror, argument checks and the NULL-slot rule
- * (through a mock ops table), tokens, backoff and the clock.
+ * redis:// parser, lock_strerror, argument checks and the NULL-slot rules
+ * (through a mock ops table), tokens, backoff, the clock, the SHA-1 used for
+ * EVALSHA and the constructors' argument checks.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -241,6 +242,14 @@ static int mock_release(void *impl, const lock_handle *h) {
 }
 
 static int destroyed;
+static int released_n;
+
+static int mock_release_counting(void *impl, const lock_handle *h) {
+    (void)impl;
+    (void)h;
+    released_n++;
+    return released_n == 2 ? LOCK_ERR_NOT_OWNER : LOCK_OK;
+}
 
 static void mock_destroy(void *impl) {
     assert_ptr_equal(impl, &destroyed);
@@ -322,6 +331,101 @@ static void test_lock_ops_null_extend_unsupported(void **state) {
 
 /* ---- tokens, backoff, clock ---- */
 
+/* acquire_multi NULL: unsupported, checked after the arguments; release_multi NULL: one
+ * release per handle, all of them, first error returned; watchdog without extend:
+ * unsupported. */
+static void test_lock_ops_null_multi_and_watchdog_slots(void **state) {
+    (void)state;
+    struct lock_ops ops = mock_ops;
+    ops.release = mock_release_counting;
+    destroyed = 0;
+    released_n = 0;
+    lock_client *c = lock__client_new(&ops, &destroyed, NULL);
+    assert_non_null(c);
+    const char *keys[] = {"a", "b"};
+    const char *dup[] = {"a", "a"};
+    lock_handle hs[3];
+    assert_int_equal(lock_acquire_multi(c, dup, 2, 100, 0, hs), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_multi(c, keys, 2, 100, 0, hs), LOCK_ERR_UNSUPPORTED);
+    for (int i = 0; i < 3; i++) {
+        memset(&hs[i], 0, sizeof hs[i]);
+        strcpy(hs[i].key, keys[i % 2]);
+        memset(hs[i].token, 'a' + i, LOCK_TOKEN_LEN);
+    }
+    assert_int_equal(lock_release_multi(c, hs, 3), LOCK_ERR_NOT_OWNER);
+    assert_int_equal(released_n, 3);
+    lock_watchdog *w = NULL;
+    assert_int_equal(lock_watchdog_start(c, &hs[0], 100, 100, &w), LOCK_ERR_UNSUPPORTED);
+    assert_null(w);
+    lock_free(c);
+    assert_int_equal(destroyed, 1);
+}
+
+static void expect_sha1(const char *data, size_t len, const char *hex) {
+    char out[41];
+    memset(out, 'x', sizeof out);
+    lock__sha1_hex(data, len, out);
+    assert_string_equal(out, hex);
+}
+
+static void test_lock_sha1_known_vectors(void **state) {
+    (void)state;
+    expect_sha1("", 0, "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+    expect_sha1("abc", 3, "a9993e364706816aba3e25717850c26c9cd0d89d");
+    const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    expect_sha1(two, strlen(two), "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
+    /* lengths around the padding boundary, and a million bytes */
+    static const struct {
+        size_t n;
+        const char *hex;
+    } as[] = {
+        {55, "c1c8bbdc22796e28c0e15163d20899b65621d65a"},
+        {56, "c2db330f6083854c99d4b5bfb6e8f29f201be699"},
+        {63, "03f09f5b158a7a8cdad920bddc29b81c18a551f5"},
+        {64, "0098ba824b5c16427bd7a1122a5a442a25ec644d"},
+        {65, "11655326c708d70319be2610e8a57d9a5b959d3b"},
+        {119, "ee971065aaa017e0632a8ca6c77bb3bf8b1dfc56"},
+        {1000000, "34aa973cd4c4daa4f61eeb2bdbad27316534016f"},
+    };
+    char *buf = malloc(1000000);
+    assert_non_null(buf);
+    memset(buf, 'a', 1000000);
+    for (size_t i = 0; i < sizeof as / sizeof as[0]; i++)
+        expect_sha1(buf, as[i].n, as[i].hex);
+    free(buf);
+}
+
+static void test_lock_redlock_new_bad_args_invalid(void **state) {
+    (void)state;
+    lock_redis_addr a[LOCK_REDLOCK_NODES_MAX + 2];
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
+        assert_int_equal(lock_redis_addr_parse("redis://127.0.0.1:1", &a[i]), LOCK_OK);
+    int err = 0;
+    static const size_t bad_n[] = {0, 2, 4, 6, LOCK_REDLOCK_NODES_MAX + 2};
+    for (size_t i = 0; i < sizeof bad_n / sizeof bad_n[0]; i++) {
+        err = 0;
+        assert_null(lock_redlock_new(a, bad_n[i], 1000, &err));
+        assert_int_equal(err, LOCK_ERR_INVALID);
+    }
+    assert_null(lock_redlock_new(NULL, 3, 1000, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    assert_null(lock_redlock_new(a, 3, 0, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    a[1].port = 0;
+    assert_null(lock_redlock_new(a, 3, 1000, NULL));
+    a[1].port = 1;
+    /* 1, 3 and the maximum (odd) are fine; nothing is contacted */
+    static const size_t good_n[] = {1, 3, LOCK_REDLOCK_NODES_MAX};
+    for (size_t i = 0; i < sizeof good_n / sizeof good_n[0]; i++) {
+        err = -100;
+        lock_client *c = lock_redlock_new(a, good_n[i], 1000, &err);
+        assert_non_null(c);
+        assert_int_equal(err, LOCK_OK);
+        assert_string_equal(lock_name(c), "redlock");
+        lock_free(c);
+    }
+}
+
 static void test_lock_token_new_hex_and_distinct(void **state) {
     (void)state;
     char a[LOCK_TOKEN_LEN + 1], b[LOCK_TOKEN_LEN + 1];
@@ -402,6 +506,9 @@ int main(void) {
         cmocka_unit_test(test_lock_backoff_any_attempt_within_cap),
         cmocka_unit_test(test_lock_sleep_and_clock_monotonic),
         cmocka_unit_test(test_lock_redis_new_bad_args_invalid),
+        cmocka_unit_test(test_lock_ops_null_multi_and_watchdog_slots),
+        cmocka_unit_test(test_lock_sha1_known_vectors),
+        cmocka_unit_test(test_lock_redlock_new_bad_args_invalid),
     };
     int failed = cmocka_run_group_tests_name("lock_local", contract, local_setup, local_teardown);
     failed += cmocka_run_group_tests_name("lock_api", api, NULL, NULL);

@@ -1,0 +1,415 @@
+/* lock_dist.c - the lock engine over N Redis nodes, shared by lock_redis.c and lock_redlock.c.
+ *
+ * lock_redis.c runs it over one server with single-instance semantics;
+ * lock_redlock.c over N independent masters (N odd) with Redlock's. The file
+ * also holds the Redlock arithmetic as pure functions (time is passed in), so
+ * tests/unit/test_lock_redlock_math.c checks it without a clock.
+ *
+ * DESIGN
+ * One round: the acquire script goes to every node in parallel
+ * (lock__node_calls), each bounded by the per-node timeout: the client's
+ * timeout for one server; min(timeout, max(5 ms, ttl/10)) for Redlock, so a
+ * hung master costs a fraction of the lease. The round succeeds when a
+ * quorum (n/2+1; 1 of 1) granted every key and the lease is still worth
+ * something: validity = ttl - elapsed - drift > 0, with elapsed measured on
+ * the monotonic clock from before the first connection and drift = ttl/100 +
+ * 2 ms for Redlock (0 for one server, whose clock is the only one). The
+ * handle's valid_until_ms is start + ttl - drift. A failed round undoes
+ * itself on every node that may have granted (answered yes, or an error
+ * mid-script); nodes that answered "busy" hold nothing of ours and nodes that
+ * never got the script cannot; a node that did not answer in time gets the
+ * undo behind the acquire on the same connection (lock_node.c).
+ *
+ * Outcomes: all nodes failing at once is LOCK_ERR_BACKEND at once (nothing to
+ * wait for). Otherwise a failed round is retried until the wait budget ends,
+ * then answers LOCK_ERR_BACKEND if the last round could not reach a quorum
+ * because too many nodes failed (a majority unreachable), or LOCK_ERR_BUSY
+ * (held elsewhere). Release and extend go to every node too: they succeed on
+ * a quorum, answer NOT_OWNER / LEASE_LOST when the refusals alone rule a
+ * quorum out, and LOCK_ERR_BACKEND when failures leave it undecided.
+ *
+ * Fences: every node INCRs "<key>:fence" in the acquire script; the handle
+ * gets the maximum over the granting nodes. Two majorities always share a
+ * node, so the next lease's fence exceeds this one's as long as that shared
+ * node's counter is at least this fence: when the granting nodes disagree
+ * (one was down, or restarted empty), the lagging counters are raised to the
+ * maximum in one more round before acquire returns.
+ *
+ * Waiting: the client's threads queue per key in-process (lock_queue.c), so
+ * one thread per key contends here. After its first busy round it subscribes
+ * to "<key>:released" on every node (lock__sub_begin), tries once more (a
+ * release between the two is not missed), then sleeps until a release is
+ * published, the busy key's PTTL runs out (the script answers it), or
+ * LOCK_WAIT_RECHECK_MS pass, whichever is first; no retry timer hammers
+ * Redis. Without a subscription (say, an ACL user without channel rights) it
+ * falls back to the capped, jittered backoff, still cut at the PTTL.
+ */
+#include "lock/lock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lock/lock_impl.h"
+
+struct lock__dist {
+    size_t n;                                        /* nodes */
+    int redlock;                                     /* 0: one server's semantics */
+    int timeout_ms;                                  /* connect and answer timeout */
+    struct lock__node *node[LOCK_REDLOCK_NODES_MAX]; /* owned */
+    struct lock__queue *q;                           /* owned */
+};
+
+/* Per-operation scratch (too big for a small thread stack). */
+struct work {
+    struct lock__call calls[LOCK_REDLOCK_NODES_MAX];
+    struct lock__call more[LOCK_REDLOCK_NODES_MAX]; /* follow-up round: undo or raise */
+    char fence[LOCK_MULTI_MAX][LOCK_KEY_MAX + sizeof LOCK_FENCE_SUFFIX];
+    char chan[LOCK_MULTI_MAX][LOCK_KEY_MAX + sizeof LOCK_RELEASED_SUFFIX];
+    const char *chp[LOCK_MULTI_MAX];
+    char num[LOCK_MULTI_MAX][24];
+    uint64_t fmax[LOCK_MULTI_MAX];
+    char ttl[16];
+    struct lock__sub sub;
+};
+
+/* ---- Redlock arithmetic (pure) ---- */
+
+/* Returns the number of nodes that make a majority of n: n/2 + 1. This function can't fail. */
+size_t lock__redlock_quorum(size_t n) {
+    return n / 2 + 1;
+}
+
+/* Returns the clock-drift allowance for a lease of ttl_ms: 1% of it plus 2 ms for the
+ * granularity of the servers' timers. This function can't fail. */
+int64_t lock__redlock_drift_ms(uint32_t ttl_ms) {
+    return (int64_t)(ttl_ms / 100u) + 2;
+}
+
+/* Returns how many ms of a lease of ttl_ms requested at started_ms are still trustworthy at
+ * now_ms: ttl - elapsed - drift_ms (zero or less: none). A now_ms before started_ms counts as
+ * no time elapsed. This function can't fail. */
+int64_t lock__redlock_validity_ms(uint32_t ttl_ms, int64_t started_ms, int64_t now_ms,
+                                  int64_t drift_ms) {
+    int64_t elapsed = now_ms > started_ms ? now_ms - started_ms : 0;
+    return (int64_t)ttl_ms - elapsed - drift_ms;
+}
+
+/* Returns how long to wait for one node's answer when acquiring or extending a lease of
+ * ttl_ms: min(timeout_ms, max(5, ttl_ms / 10)), at least 1. This function can't fail. */
+int lock__redlock_node_timeout_ms(uint32_t ttl_ms, int timeout_ms) {
+    uint32_t t = ttl_ms / 10u;
+    if (t < 5u) t = 5u;
+    if (timeout_ms > 0 && (uint32_t)timeout_ms < t) t = (uint32_t)timeout_ms;
+    return t < 1u ? 1 : (int)t;
+}
+
+/* Returns the verdict on an acquire round over n nodes, of which granted said yes and failed
+ * did not answer (or answered an error), with validity_ms left: LOCK_OK (a quorum granted and
+ * validity is positive), LOCK_ERR_BACKEND (so many failed that no quorum was possible) or
+ * LOCK_ERR_BUSY (held elsewhere, or the round took too long). This function can't fail. */
+int lock__redlock_verdict(size_t n, size_t granted, size_t failed, int64_t validity_ms) {
+    size_t q = lock__redlock_quorum(n);
+    if (granted >= q && validity_ms > 0) return LOCK_OK;
+    if (failed > n - q) return LOCK_ERR_BACKEND;
+    return LOCK_ERR_BUSY;
+}
+
+/* The verdict on a release or extend round: LOCK_OK (a quorum said yes, with validity left),
+ * LOCK_ERR_NOT_OWNER (the nodes that said no rule a quorum out) or LOCK_ERR_BACKEND. */
+static int owner_verdict(size_t n, size_t yes, size_t failed, int64_t validity_ms) {
+    size_t q = lock__redlock_quorum(n);
+    if (yes >= q && validity_ms > 0) return LOCK_OK;
+    if (yes + failed < q) return LOCK_ERR_NOT_OWNER;
+    return LOCK_ERR_BACKEND;
+}
+
+/* ---- rounds ---- */
+
+static void call_init(struct lock__call *c, struct lock__node *nd, enum lock__script s) {
+    c->node = nd;
+    c->script = s;
+    c->nkeys = 0;
+    c->nargs = 0;
+    c->undo_nkeys = 0;
+}
+
+static int node_timeout(const struct lock__dist *d, uint32_t ttl_ms) {
+    return d->redlock ? lock__redlock_node_timeout_ms(ttl_ms, d->timeout_ms) : d->timeout_ms;
+}
+
+static int64_t drift_of(const struct lock__dist *d, uint32_t ttl_ms) {
+    return d->redlock ? lock__redlock_drift_ms(ttl_ms) : 0;
+}
+
+/* Returns 1 when call c granted all nk keys (an array of nk positive fences). */
+static int granted_all(const struct lock__call *c, size_t nk) {
+    if (c->state != LOCK__CALL_ARRAY || c->nvals != nk) return 0;
+    for (size_t k = 0; k < nk; k++)
+        if (c->vals[k] <= 0) return 0;
+    return 1;
+}
+
+/* Releases keys[0..nk) held by token on the nodes of calls that may have granted them. */
+static void undo_round(struct lock__dist *d, struct work *w, const char *const *keys, size_t nk,
+                       const char *token, int timeout_ms) {
+    size_t m = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        const struct lock__call *c = &w->calls[i];
+        if (c->state != LOCK__CALL_ARRAY && c->state != LOCK__CALL_ERROR) continue;
+        struct lock__call *u = &w->more[m++];
+        call_init(u, c->node, LOCK__SCRIPT_RELEASE);
+        for (size_t k = 0; k < nk; k++)
+            u->keys[u->nkeys++] = keys[k];
+        u->args[u->nargs++] = token;
+    }
+    if (m > 0) lock__node_calls(w->more, m, timeout_ms);
+}
+
+/* Raises the fence counters of the granting nodes to w->fmax when they disagree. */
+static void raise_round(struct lock__dist *d, struct work *w, size_t nk, int timeout_ms) {
+    int diverged = 0;
+    for (size_t i = 0; i < d->n && !diverged; i++)
+        if (granted_all(&w->calls[i], nk))
+            for (size_t k = 0; k < nk; k++)
+                if ((uint64_t)w->calls[i].vals[k] != w->fmax[k]) diverged = 1;
+    if (!diverged) return;
+    for (size_t k = 0; k < nk; k++)
+        snprintf(w->num[k], sizeof w->num[k], "%llu", (unsigned long long)w->fmax[k]);
+    size_t m = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        if (!granted_all(&w->calls[i], nk)) continue;
+        struct lock__call *u = &w->more[m++];
+        call_init(u, w->calls[i].node, LOCK__SCRIPT_RAISE);
+        for (size_t k = 0; k < nk; k++) {
+            u->keys[u->nkeys++] = w->fence[k];
+            u->args[u->nargs++] = w->num[k];
+        }
+    }
+    lock__node_calls(w->more, m, timeout_ms); /* best effort: see DESIGN */
+}
+
+/* One acquire round for keys[0..nk) with token. Returns LOCK_OK (out[] filled), LOCK_ERR_BUSY
+ * or LOCK_ERR_BACKEND; *failed is the number of nodes that failed, *pttl_ms the smallest
+ * remaining lease among busy nodes (-1: unknown). */
+static int acquire_round(struct lock__dist *d, struct work *w, const char *const *keys, size_t nk,
+                         const char *token, uint32_t ttl_ms, lock_handle *out, size_t *failed,
+                         int64_t *pttl_ms) {
+    int to = node_timeout(d, ttl_ms);
+    int64_t started = lock_now_ms();
+    for (size_t i = 0; i < d->n; i++) {
+        struct lock__call *c = &w->calls[i];
+        call_init(c, d->node[i], LOCK__SCRIPT_ACQUIRE);
+        for (size_t k = 0; k < nk; k++)
+            c->keys[c->nkeys++] = keys[k];
+        for (size_t k = 0; k < nk; k++)
+            c->keys[c->nkeys++] = w->fence[k];
+        c->args[c->nargs++] = token;
+        c->args[c->nargs++] = w->ttl;
+        c->undo_nkeys = nk;
+    }
+    lock__node_calls(w->calls, d->n, to);
+    int64_t now = lock_now_ms();
+
+    size_t granted = 0, nfailed = 0;
+    int64_t pttl = -1;
+    memset(w->fmax, 0, sizeof w->fmax);
+    for (size_t i = 0; i < d->n; i++) {
+        const struct lock__call *c = &w->calls[i];
+        if (granted_all(c, nk)) {
+            granted++;
+            for (size_t k = 0; k < nk; k++)
+                if ((uint64_t)c->vals[k] > w->fmax[k]) w->fmax[k] = (uint64_t)c->vals[k];
+        } else if (c->state == LOCK__CALL_INT) {
+            if (c->ival >= 0 && (pttl < 0 || c->ival < pttl)) pttl = c->ival;
+        } else {
+            nfailed++;
+        }
+    }
+    int64_t drift = drift_of(d, ttl_ms);
+    int rc = lock__redlock_verdict(d->n, granted, nfailed,
+                                   lock__redlock_validity_ms(ttl_ms, started, now, drift));
+    *failed = nfailed;
+    *pttl_ms = pttl;
+    if (rc != LOCK_OK) {
+        undo_round(d, w, keys, nk, token, to);
+        return rc;
+    }
+    raise_round(d, w, nk, to);
+    for (size_t k = 0; k < nk; k++) {
+        strcpy(out[k].key, keys[k]);
+        memcpy(out[k].token, token, LOCK_TOKEN_LEN + 1);
+        out[k].fence = w->fmax[k];
+        out[k].valid_until_ms = started + (int64_t)ttl_ms - drift;
+    }
+    return LOCK_OK;
+}
+
+/* ---- API (module-internal) ---- */
+
+/* Takes keys[0..nk) (distinct, checked by lock.c) for ttl_ms, all or none, retrying for up to
+ * wait_ms, and fills out[0..nk). Returns LOCK_OK, LOCK_ERR_BUSY, LOCK_ERR_BACKEND (every node
+ * failed, at once; or no quorum reachable by the end of the budget) or LOCK_ERR_NOMEM. */
+int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk, uint32_t ttl_ms,
+                       uint32_t wait_ms, lock_handle *out) {
+    int64_t deadline = lock_now_ms() + wait_ms; /* the budget runs from the call's start */
+    char token[LOCK_TOKEN_LEN + 1];
+    int rc = lock__token_new(token);
+    if (rc != LOCK_OK) return rc;
+    struct work *w = malloc(sizeof *w);
+    if (w == NULL) return LOCK_ERR_NOMEM;
+    for (size_t k = 0; k < nk; k++) {
+        snprintf(w->fence[k], sizeof w->fence[k], "%s%s", keys[k], LOCK_FENCE_SUFFIX);
+        snprintf(w->chan[k], sizeof w->chan[k], "%s%s", keys[k], LOCK_RELEASED_SUFFIX);
+        w->chp[k] = w->chan[k];
+    }
+    snprintf(w->ttl, sizeof w->ttl, "%u", (unsigned)ttl_ms);
+    uint64_t rng = strtoull(token + LOCK_TOKEN_LEN / 2, NULL, 16);
+
+    rc = lock__queue_enter(d->q, keys, nk, deadline);
+    if (rc != LOCK_OK) {
+        free(w);
+        return rc;
+    }
+    int subscribed = -1; /* -1: not tried; 0: failed or lost; 1: listening */
+    for (unsigned attempt = 0;; attempt++) {
+        size_t failed = 0;
+        int64_t pttl = -1;
+        rc = acquire_round(d, w, keys, nk, token, ttl_ms, out, &failed, &pttl);
+        if (rc == LOCK_OK) break;
+        if (rc == LOCK_ERR_BACKEND && failed == d->n) break; /* nobody answered: say so now */
+        int64_t now = lock_now_ms();
+        if (now >= deadline) break;
+        if (rc == LOCK_ERR_BUSY && subscribed < 0) {
+            subscribed =
+                lock__sub_begin(&w->sub, d->node, d->n, w->chp, nk, node_timeout(d, ttl_ms)) > 0;
+            continue; /* once more now: a release before the subscription is not missed */
+        }
+        if (rc == LOCK_ERR_BUSY && subscribed > 0) {
+            int64_t nap = pttl >= 0 ? pttl + lock__backoff_ms(2, &rng) : LOCK_WAIT_RECHECK_MS;
+            if (nap > LOCK_WAIT_RECHECK_MS) nap = LOCK_WAIT_RECHECK_MS;
+            int64_t until = now + nap < deadline ? now + nap : deadline;
+            if (lock__sub_wait(&w->sub, until) < 0) subscribed = 0;
+            continue;
+        }
+        int64_t delay = lock__backoff_ms(attempt, &rng);
+        if (rc == LOCK_ERR_BUSY && pttl >= 0 && delay > pttl + 1) delay = pttl + 1;
+        if (delay > deadline - now) delay = deadline - now;
+        lock__sleep_ms((uint32_t)delay);
+    }
+    if (subscribed >= 0) lock__sub_end(&w->sub);
+    if (rc == LOCK_OK)
+        lock__queue_hold(d->q, keys, nk, token, out[0].valid_until_ms);
+    else
+        lock__queue_leave(d->q, keys, nk);
+    free(w);
+    return rc;
+}
+
+/* Frees the leases of hs[0..n) (validated by lock.c) on every node, and their in-process queue
+ * entries. Returns LOCK_OK, or the first failure in the order of hs: LOCK_ERR_NOT_OWNER (the
+ * nodes that refused rule out that the token held a quorum), LOCK_ERR_BACKEND (too many nodes
+ * failed to tell) or LOCK_ERR_NOMEM (nothing released). */
+int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n) {
+    struct work *w = malloc(sizeof *w);
+    if (w == NULL) return LOCK_ERR_NOMEM;
+    for (size_t i = 0; i < d->n; i++) {
+        struct lock__call *c = &w->calls[i];
+        call_init(c, d->node[i], LOCK__SCRIPT_RELEASE);
+        for (size_t k = 0; k < n; k++) {
+            c->keys[c->nkeys++] = hs[k].key;
+            c->args[c->nargs++] = hs[k].token;
+        }
+    }
+    lock__node_calls(w->calls, d->n, d->timeout_ms);
+    int first = LOCK_OK;
+    for (size_t k = 0; k < n; k++) {
+        size_t yes = 0, failed = 0;
+        for (size_t i = 0; i < d->n; i++) {
+            const struct lock__call *c = &w->calls[i];
+            if (c->state != LOCK__CALL_ARRAY || c->nvals != n)
+                failed++;
+            else if (c->vals[k] == 1)
+                yes++;
+        }
+        int rc = owner_verdict(d->n, yes, failed, 1);
+        if (rc != LOCK_OK && first == LOCK_OK) first = rc;
+        lock__queue_release(d->q, hs[k].key, hs[k].token);
+    }
+    free(w);
+    return first;
+}
+
+/* Resets h's lease to ttl_ms on every node where h's token still holds it, and moves
+ * h->valid_until_ms to start + ttl - drift when a quorum did so in time. Returns LOCK_OK,
+ * LOCK_ERR_LEASE_LOST (the refusals rule a quorum out), LOCK_ERR_BACKEND (too many nodes
+ * failed, or the round outlasted the lease) or LOCK_ERR_NOMEM; h is unchanged on failure. */
+int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms) {
+    struct work *w = malloc(sizeof *w);
+    if (w == NULL) return LOCK_ERR_NOMEM;
+    snprintf(w->ttl, sizeof w->ttl, "%u", (unsigned)ttl_ms);
+    int64_t started = lock_now_ms();
+    for (size_t i = 0; i < d->n; i++) {
+        struct lock__call *c = &w->calls[i];
+        call_init(c, d->node[i], LOCK__SCRIPT_EXTEND);
+        c->keys[c->nkeys++] = h->key;
+        c->args[c->nargs++] = h->token;
+        c->args[c->nargs++] = w->ttl;
+    }
+    lock__node_calls(w->calls, d->n, node_timeout(d, ttl_ms));
+    int64_t now = lock_now_ms();
+    size_t yes = 0, failed = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        const struct lock__call *c = &w->calls[i];
+        if (c->state != LOCK__CALL_INT)
+            failed++;
+        else if (c->ival == 1)
+            yes++;
+    }
+    free(w);
+    int64_t drift = drift_of(d, ttl_ms);
+    int rc =
+        owner_verdict(d->n, yes, failed, lock__redlock_validity_ms(ttl_ms, started, now, drift));
+    if (rc == LOCK_ERR_NOT_OWNER) return LOCK_ERR_LEASE_LOST;
+    if (rc != LOCK_OK) return rc;
+    h->valid_until_ms = started + (int64_t)ttl_ms - drift;
+    lock__queue_extend(d->q, h->key, h->token, h->valid_until_ms);
+    return LOCK_OK;
+}
+
+/* Frees d: its queue and its nodes with their idle connections. No operation may be running.
+ * lock__dist_free(NULL) is a no-op. This function can't fail. */
+void lock__dist_free(struct lock__dist *d) {
+    if (d == NULL) return;
+    for (size_t i = 0; i < d->n; i++)
+        lock__node_free(d->node[i]);
+    lock__queue_free(d->q);
+    free(d);
+}
+
+/* Returns a new engine over the n servers of addrs[0..n) (borrowed; copied; checked by the
+ * caller), answering within timeout_ms per node, with Redlock semantics when redlock is
+ * non-zero; caller frees with lock__dist_free(). Does not connect. Returns NULL with *err set
+ * to LOCK_ERR_NOMEM or LOCK_ERR_BACKEND (a mutex cannot be created). */
+struct lock__dist *lock__dist_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
+                                  int redlock, int *err) {
+    struct lock__dist *d = calloc(1, sizeof *d);
+    if (d == NULL) {
+        *err = LOCK_ERR_NOMEM;
+        return NULL;
+    }
+    d->redlock = redlock;
+    d->timeout_ms = timeout_ms;
+    d->q = lock__queue_new(err);
+    if (d->q == NULL) goto fail;
+    for (; d->n < n; d->n++) {
+        *err = lock__node_new(&addrs[d->n], timeout_ms, &d->node[d->n]);
+        if (*err != LOCK_OK) goto fail;
+    }
+    *err = LOCK_OK;
+    return d;
+
+fail:
+    lock__dist_free(d);
+    return NULL;
+}

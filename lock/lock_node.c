@@ -1,0 +1,694 @@
+/* lock_node.c - one Redis server: pooled connections, the lock scripts, parallel calls, pub/sub.
+ *
+ * This is the only file of lock/ that speaks hiredis; lock_dist.c drives one
+ * or more nodes through lock__node_calls() and lock__sub_*() and sees plain
+ * integers, never a redisReply.
+ *
+ * DESIGN
+ * Connections: hiredis contexts are not thread-safe, so each node keeps two
+ * mutex-protected free lists of connected contexts, one for commands and one
+ * for subscribers (a context in pub/sub mode cannot run scripts). A call
+ * borrows one (connecting a new one when the list is empty) and gives it
+ * back. A context that failed at the socket level (a write or read error, no
+ * answer in time) is dead: it is freed, and a generation counter is bumped
+ * and the free lists emptied, because the other idle connections almost
+ * certainly point at the same dead server; connections borrowed before the
+ * bump are freed when given back. The next call reconnects, so a node
+ * recovers by itself when its server comes back. A context that got an error
+ * reply (NOPERM, OOM, ...) is freed alone. An idle context is checked with a
+ * zero-timeout poll() before reuse and dropped if the server closed it, so
+ * nothing is written twice to a dead socket (SIGPIPE) and a restarted server
+ * costs no failed call when a fresh connection can reach it.
+ *
+ * Parallel calls: lock__node_calls() appends each call's command to its own
+ * context, flushes them all, then reads the answers with one poll() over all
+ * sockets until a shared deadline, so N round trips overlap into one. A new
+ * connection first sends AUTH/SELECT and waits for their answers before the
+ * script goes out (a failed SELECT must not let a script run in db 0);
+ * connecting itself is blocking, one node after the other, each bounded by
+ * the timeout. After the deadline, one last non-blocking poll picks up
+ * answers that already arrived (a slow client, e.g. under valgrind, must not
+ * count a prompt server as lost).
+ *
+ * Scripts: the SHA-1 of each script is computed here (lock_sha1.c), so calls
+ * use EVALSHA with no SCRIPT LOAD; a NOSCRIPT answer (after SCRIPT FLUSH or a
+ * restart) is retried on the spot with EVAL and the full text, which also
+ * puts the script back in the server's cache.
+ *
+ * Lost answers: a call sent but not answered in time may still run when the
+ * server wakes up (a paused server keeps the bytes in its socket). When the
+ * caller asks for it (undo_nkeys), the release script is written behind it on
+ * the same connection before that connection is closed: the server executes
+ * a connection's commands in order, so a late SET is undone right after it
+ * runs instead of holding the key until its TTL.
+ *
+ * Pub/sub: lock__sub_begin() subscribes borrowed subscriber connections to
+ * the channels and waits for the acknowledgements; lock__sub_wait() polls
+ * them for a message on one of those channels; lock__sub_end() sends
+ * UNSUBSCRIBE without waiting and gives the connection back marked
+ * "draining": the next user skips whatever arrives before its own
+ * acknowledgements.
+ */
+#include "lock/lock.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <hiredis.h>
+
+#include "lock/lock_impl.h"
+
+#define NODE_IDLE_MAX 32 /* idle connections kept per kind; extras are closed */
+#define SHA_LEN 40
+#define ARGV_MAX (3 + LOCK__CALL_KEYS_MAX + LOCK__CALL_ARGS_MAX)
+
+enum conn_kind { KIND_CMD, KIND_SUB, KIND_COUNT };
+
+enum conn_fate {
+    CONN_HEALTHY, /* back to the free list */
+    CONN_DROP,    /* close it alone (an error reply) */
+    CONN_BROKEN   /* close it, bump the generation, empty the free lists */
+};
+
+/* Phases of a call (lock__call.phase). */
+enum {
+    PH_NONE,  /* no connection: the call never went out */
+    PH_SETUP, /* waiting for AUTH/SELECT answers; the script is not sent yet */
+    PH_OP,    /* EVALSHA sent */
+    PH_EVAL,  /* NOSCRIPT answered; EVAL sent */
+    PH_DONE,  /* answered; the connection is healthy */
+    PH_DROP,  /* answered with an error; close the connection */
+    PH_BROKEN /* socket failure or no answer; close the connection */
+};
+
+static const char *const script_text[LOCK__SCRIPT_COUNT] = {
+    /* Every lock key must be free (PTTL -2: no such key); then all are set and every fence
+     * incremented. A busy key answers its PTTL (-1: a key without expiry), so a waiter knows
+     * when the lease runs out. Checking first and setting after, in one script, is SET NX on
+     * all keys or on none. */
+    [LOCK__SCRIPT_ACQUIRE] = "local n = #KEYS / 2 "
+                             "for i = 1, n do "
+                             "local t = redis.call('PTTL', KEYS[i]) "
+                             "if t ~= -2 then return t end "
+                             "end "
+                             "local f = {} "
+                             "for i = 1, n do "
+                             "redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) "
+                             "f[i] = redis.call('INCR', KEYS[n + i]) "
+                             "end "
+                             "return f",
+    /* Compare-and-delete per key (ARGV[i], or ARGV[1] for all); a deleted key is announced
+     * on "<key>:released". pcall: a user without channel rights still releases. */
+    [LOCK__SCRIPT_RELEASE] = "local r = {} "
+                             "for i = 1, #KEYS do "
+                             "if redis.call('GET', KEYS[i]) == (ARGV[i] or ARGV[1]) then "
+                             "redis.call('DEL', KEYS[i]) "
+                             "redis.pcall('PUBLISH', KEYS[i] .. '" LOCK_RELEASED_SUFFIX "', '1') "
+                             "r[i] = 1 "
+                             "else r[i] = 0 end "
+                             "end "
+                             "return r",
+    [LOCK__SCRIPT_EXTEND] = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+                            "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
+    /* Raises each fence counter to at least ARGV[i]; never lowers one. */
+    [LOCK__SCRIPT_RAISE] = "for i = 1, #KEYS do "
+                           "local c = tonumber(redis.call('GET', KEYS[i]) or '0') "
+                           "if c == nil or c < tonumber(ARGV[i]) then "
+                           "redis.call('SET', KEYS[i], ARGV[i]) end "
+                           "end "
+                           "return 1",
+};
+
+static char script_sha[LOCK__SCRIPT_COUNT][SHA_LEN + 1];
+static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
+
+static void sha_init(void) {
+    for (int i = 0; i < LOCK__SCRIPT_COUNT; i++)
+        lock__sha1_hex(script_text[i], strlen(script_text[i]), script_sha[i]);
+}
+
+struct lock__conn {
+    redisContext *ctx;       /* owned; connected */
+    unsigned long gen;       /* node generation when it was made */
+    int owed;                /* AUTH/SELECT answers still to come */
+    int draining;            /* subscriber: an UNSUBSCRIBE went out, its answers may follow */
+    struct lock__conn *next; /* free list */
+};
+
+struct lock__node {
+    lock_redis_addr addr; /* copy of the caller's */
+    int timeout_ms;       /* socket send timeout; the default for calls */
+    pthread_mutex_t mu;   /* guards idle, n_idle, gen */
+    struct lock__conn *idle[KIND_COUNT];
+    size_t n_idle[KIND_COUNT];
+    unsigned long gen; /* bumped on every socket failure */
+};
+
+/* ---- connections ---- */
+
+static struct timeval tv_of(int ms) {
+    struct timeval tv;
+    tv.tv_sec = ms / 1000;
+    tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+    return tv;
+}
+
+static void conn_free(struct lock__conn *cn) {
+    if (cn == NULL) return;
+    if (cn->ctx != NULL) redisFree(cn->ctx);
+    free(cn);
+}
+
+static void conn_list_free(struct lock__conn *list) {
+    while (list != NULL) {
+        struct lock__conn *next = list->next;
+        conn_free(list);
+        list = next;
+    }
+}
+
+/* Appends argv[0..argc) to cn's output buffer. Returns 0, or -1 when out of memory. */
+static int conn_append(struct lock__conn *cn, int argc, const char **argv) {
+    size_t lens[ARGV_MAX];
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    return redisAppendCommandArgv(cn->ctx, argc, argv, lens) == REDIS_OK ? 0 : -1;
+}
+
+/* Writes cn's whole output buffer (blocking, bounded by the socket send timeout). Returns 0 or
+ * -1 (the connection is then dead). */
+static int conn_flush(struct lock__conn *cn) {
+    int done = 0;
+    do {
+        if (redisBufferWrite(cn->ctx, &done) != REDIS_OK) return -1;
+    } while (!done);
+    return 0;
+}
+
+/* Connects to nd within connect_ms and appends (does not send) AUTH and, for commands, SELECT;
+ * cn->owed counts their answers. Returns LOCK_OK with a new connection in *out, LOCK_ERR_NOMEM
+ * or LOCK_ERR_BACKEND. */
+static int conn_open(struct lock__node *nd, enum conn_kind kind, unsigned long gen, int connect_ms,
+                     struct lock__conn **out) {
+    int err = LOCK_ERR_BACKEND;
+    struct lock__conn *cn = calloc(1, sizeof *cn);
+    if (cn == NULL) return LOCK_ERR_NOMEM;
+    cn->gen = gen;
+    cn->ctx = redisConnectWithTimeout(nd->addr.host, nd->addr.port, tv_of(connect_ms));
+    if (cn->ctx == NULL) {
+        err = LOCK_ERR_NOMEM;
+        goto fail;
+    }
+    if (cn->ctx->err != 0) goto fail;
+    if (redisSetTimeout(cn->ctx, tv_of(nd->timeout_ms)) != REDIS_OK) goto fail;
+    if (redisEnableKeepAlive(cn->ctx) != REDIS_OK) goto fail;
+    if (nd->addr.user[0] != '\0') {
+        const char *argv[] = {"AUTH", nd->addr.user, nd->addr.pass};
+        if (conn_append(cn, 3, argv) != 0) goto nomem;
+        cn->owed++;
+    } else if (nd->addr.pass[0] != '\0') {
+        const char *argv[] = {"AUTH", nd->addr.pass};
+        if (conn_append(cn, 2, argv) != 0) goto nomem;
+        cn->owed++;
+    }
+    if (kind == KIND_CMD && nd->addr.db != 0) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", nd->addr.db);
+        const char *argv[] = {"SELECT", db};
+        if (conn_append(cn, 2, argv) != 0) goto nomem;
+        cn->owed++;
+    }
+    *out = cn;
+    return LOCK_OK;
+
+nomem:
+    err = LOCK_ERR_NOMEM;
+fail:
+    conn_free(cn);
+    return err;
+}
+
+/* Returns 1 when an idle connection still looks alive: nothing to read on a command
+ * connection (an idle one owes no answer, so data there is the server's EOF or reset), no
+ * error or hang-up on a subscriber (whose pending UNSUBSCRIBE answers are read in). Checked
+ * before reuse so that nothing is ever written twice to a connection the server closed: the
+ * second write would raise SIGPIPE in a program that does not ignore it. */
+static int conn_usable(struct lock__conn *cn, enum conn_kind kind) {
+    struct pollfd p = {cn->ctx->fd, POLLIN, 0};
+    if (cn->ctx->err != 0 || poll(&p, 1, 0) < 0) return 0;
+    if (p.revents == 0) return 1;
+    if (kind == KIND_CMD || (p.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) return 0;
+    return redisBufferRead(cn->ctx) == REDIS_OK;
+}
+
+/* Lends a connection of kind from nd's free list (dropping dead ones), or a new one. Returns
+ * LOCK_OK with *out set, LOCK_ERR_NOMEM or LOCK_ERR_BACKEND. */
+static int conn_borrow(struct lock__node *nd, enum conn_kind kind, int connect_ms,
+                       struct lock__conn **out) {
+    for (;;) {
+        if (pthread_mutex_lock(&nd->mu) != 0) return LOCK_ERR_BACKEND;
+        struct lock__conn *cn = nd->idle[kind];
+        if (cn != NULL) {
+            nd->idle[kind] = cn->next;
+            nd->n_idle[kind]--;
+            cn->next = NULL;
+        }
+        unsigned long gen = nd->gen;
+        pthread_mutex_unlock(&nd->mu);
+        if (cn == NULL) return conn_open(nd, kind, gen, connect_ms, out);
+        if (conn_usable(cn, kind)) {
+            *out = cn;
+            return LOCK_OK;
+        }
+        conn_free(cn); /* the others are checked one by one as they come */
+    }
+}
+
+/* Gives cn back according to fate; see enum conn_fate. cn may be NULL (a connect that
+ * failed: with CONN_BROKEN the idle connections are still dropped). */
+static void conn_return(struct lock__node *nd, struct lock__conn *cn, enum conn_kind kind,
+                        enum conn_fate fate) {
+    struct lock__conn *drop[KIND_COUNT] = {NULL, NULL};
+    if (cn == NULL && fate != CONN_BROKEN) return;
+    if (pthread_mutex_lock(&nd->mu) != 0) {
+        conn_free(cn);
+        return;
+    }
+    if (fate == CONN_BROKEN) {
+        nd->gen++;
+        for (int k = 0; k < KIND_COUNT; k++) {
+            drop[k] = nd->idle[k];
+            nd->idle[k] = NULL;
+            nd->n_idle[k] = 0;
+        }
+    } else if (fate == CONN_HEALTHY && cn != NULL && cn->gen == nd->gen &&
+               nd->n_idle[kind] < NODE_IDLE_MAX) {
+        cn->next = nd->idle[kind];
+        nd->idle[kind] = cn;
+        nd->n_idle[kind]++;
+        cn = NULL;
+    }
+    pthread_mutex_unlock(&nd->mu);
+    conn_free(cn);
+    for (int k = 0; k < KIND_COUNT; k++)
+        conn_list_free(drop[k]);
+}
+
+/* Reads what the socket has into the reader. Returns 0, or -1 on EOF or an error. */
+static int conn_read(struct lock__conn *cn) {
+    return redisBufferRead(cn->ctx) == REDIS_OK ? 0 : -1;
+}
+
+/* Takes the next complete reply out of the reader. Returns 1 with a new reply in *r (caller
+ * frees), 0 when none is complete yet, -1 on a protocol error. */
+static int conn_next(struct lock__conn *cn, redisReply **r) {
+    void *reply = NULL;
+    if (redisGetReplyFromReader(cn->ctx, &reply) != REDIS_OK) return -1;
+    *r = reply;
+    return reply != NULL;
+}
+
+static int reply_is_ok(const redisReply *r) {
+    return r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+}
+
+/* ---- calls ---- */
+
+/* Appends c's script as EVALSHA (eval == 0) or EVAL with the full text. Returns 0 or -1. */
+static int call_append(struct lock__call *c, struct lock__conn *cn, enum lock__script s, int eval,
+                       size_t nkeys, size_t nargs) {
+    const char *argv[ARGV_MAX];
+    char nk[24];
+    snprintf(nk, sizeof nk, "%zu", nkeys);
+    int argc = 0;
+    argv[argc++] = eval ? "EVAL" : "EVALSHA";
+    argv[argc++] = eval ? script_text[s] : script_sha[s];
+    argv[argc++] = nk;
+    for (size_t i = 0; i < nkeys; i++)
+        argv[argc++] = c->keys[i];
+    for (size_t i = 0; i < nargs; i++)
+        argv[argc++] = c->args[i];
+    return conn_append(cn, argc, argv);
+}
+
+/* Sends c's script on its connection. Returns 0, or -1 (the connection is dead). */
+static int call_send_op(struct lock__call *c) {
+    if (call_append(c, c->conn, c->script, 0, c->nkeys, c->nargs) != 0) return -1;
+    if (conn_flush(c->conn) != 0) return -1;
+    c->phase = PH_OP;
+    return 0;
+}
+
+/* Records a script's answer r in c. */
+static void call_take_answer(struct lock__call *c, const redisReply *r) {
+    c->phase = PH_DONE;
+    if (r->type == REDIS_REPLY_INTEGER) {
+        c->state = LOCK__CALL_INT;
+        c->ival = r->integer;
+        return;
+    }
+    if (r->type == REDIS_REPLY_ARRAY && r->elements <= LOCK_MULTI_MAX) {
+        for (size_t i = 0; i < r->elements; i++) {
+            if (r->element[i]->type != REDIS_REPLY_INTEGER) goto bad;
+            c->vals[i] = r->element[i]->integer;
+        }
+        c->nvals = r->elements;
+        c->state = LOCK__CALL_ARRAY;
+        return;
+    }
+bad:
+    c->state = LOCK__CALL_ERROR;
+    c->phase = PH_DROP;
+}
+
+/* Handles one reply r on c's connection, advancing c's phase. */
+static void call_on_reply(struct lock__call *c, const redisReply *r) {
+    if (c->phase == PH_SETUP) {
+        if (!reply_is_ok(r)) { /* a refused AUTH/SELECT: the script never went out */
+            c->phase = PH_DROP;
+            return;
+        }
+        if (--c->conn->owed == 0 && call_send_op(c) != 0) c->phase = PH_BROKEN;
+        return;
+    }
+    if (c->phase == PH_OP && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        if (call_append(c, c->conn, c->script, 1, c->nkeys, c->nargs) != 0 ||
+            conn_flush(c->conn) != 0) {
+            c->phase = PH_BROKEN;
+            c->state = LOCK__CALL_LOST;
+            return;
+        }
+        c->phase = PH_EVAL;
+        return;
+    }
+    call_take_answer(c, r);
+}
+
+static int call_waiting(const struct lock__call *c) {
+    return c->phase == PH_SETUP || c->phase == PH_OP || c->phase == PH_EVAL;
+}
+
+/* Reads c's socket and handles every complete reply in it. */
+static void call_read(struct lock__call *c) {
+    if (conn_read(c->conn) != 0) {
+        c->phase = PH_BROKEN;
+        return;
+    }
+    redisReply *r;
+    int got;
+    while (call_waiting(c) && (got = conn_next(c->conn, &r)) != 0) {
+        if (got < 0) {
+            c->phase = PH_BROKEN;
+            return;
+        }
+        call_on_reply(c, r);
+        freeReplyObject(r);
+    }
+}
+
+/* Ends a call that got no answer: its state says whether the script may have run, and the
+ * undo (when asked for) rides behind it on the same connection. */
+static void call_give_up(struct lock__call *c) {
+    int sent = c->phase == PH_OP || c->phase == PH_EVAL;
+    c->state = sent ? LOCK__CALL_LOST : LOCK__CALL_UNSENT;
+    if (sent && c->undo_nkeys > 0 && c->conn->ctx->err == 0 &&
+        call_append(c, c->conn, LOCK__SCRIPT_RELEASE, 1, c->undo_nkeys, 1) == 0)
+        (void)conn_flush(c->conn); /* best effort: the lease expires by itself anyway */
+    c->phase = PH_BROKEN;
+}
+
+/* Runs calls[0..n) in parallel: each borrows a connection to its node, all scripts go out, and
+ * the answers are read until timeout_ms after the last one was sent. Fills each call's state
+ * (and ival or vals): UNSENT when the script cannot have run, LOST when it was sent but not
+ * answered, ERROR on an error reply, INT or ARRAY with the answer. Connections go back to their
+ * nodes (or are closed). The calls' keys and args are borrowed for the duration. This function
+ * can't fail: failures are per call, in its state. */
+void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms) {
+    struct pollfd pfd[LOCK_REDLOCK_NODES_MAX];
+    size_t idx[LOCK_REDLOCK_NODES_MAX];
+    pthread_once(&sha_once, sha_init);
+
+    for (size_t i = 0; i < n; i++) {
+        struct lock__call *c = &calls[i];
+        c->state = LOCK__CALL_UNSENT;
+        c->phase = PH_NONE;
+        c->nvals = 0;
+        c->conn = NULL;
+        if (conn_borrow(c->node, KIND_CMD, timeout_ms, &c->conn) != LOCK_OK) {
+            conn_return(c->node, NULL, KIND_CMD, CONN_BROKEN);
+            continue;
+        }
+        if (c->conn->owed > 0) {
+            c->phase = conn_flush(c->conn) == 0 ? PH_SETUP : PH_BROKEN;
+        } else if (call_send_op(c) != 0) {
+            c->phase = PH_BROKEN;
+            c->state = LOCK__CALL_LOST;
+        }
+    }
+
+    int64_t deadline = lock_now_ms() + timeout_ms;
+    for (int last = 0; !last;) {
+        nfds_t nfd = 0;
+        for (size_t i = 0; i < n && nfd < LOCK_REDLOCK_NODES_MAX; i++) {
+            if (!call_waiting(&calls[i])) continue;
+            pfd[nfd].fd = calls[i].conn->ctx->fd;
+            pfd[nfd].events = POLLIN;
+            pfd[nfd].revents = 0;
+            idx[nfd++] = i;
+        }
+        if (nfd == 0) break;
+        int64_t left = deadline - lock_now_ms();
+        if (left <= 0) {
+            left = 0;
+            last = 1;
+        }
+        int pr = poll(pfd, nfd, (int)left);
+        if (pr < 0 && errno != EINTR) break;
+        for (nfds_t k = 0; pr > 0 && k < nfd; k++)
+            if (pfd[k].revents != 0) call_read(&calls[idx[k]]);
+    }
+
+    for (size_t i = 0; i < n; i++) {
+        struct lock__call *c = &calls[i];
+        if (call_waiting(c)) call_give_up(c);
+        if (c->phase == PH_BROKEN && c->state == LOCK__CALL_UNSENT && c->conn != NULL &&
+            c->conn->owed == 0)
+            c->state = LOCK__CALL_LOST; /* broke after the script went out */
+        if (c->phase == PH_DROP && c->state == LOCK__CALL_UNSENT && c->conn != NULL &&
+            c->conn->owed == 0)
+            c->state = LOCK__CALL_ERROR;
+        enum conn_fate fate = c->phase == PH_DONE   ? CONN_HEALTHY
+                              : c->phase == PH_DROP ? CONN_DROP
+                                                    : CONN_BROKEN;
+        if (c->conn != NULL) conn_return(c->node, c->conn, KIND_CMD, fate);
+        c->conn = NULL;
+    }
+}
+
+/* ---- pub/sub ---- */
+
+/* Returns 1 when r is a 3-element pub/sub push whose first element is kind and second one of
+ * s's channels. */
+static int push_is(const struct lock__sub *s, const redisReply *r, const char *kind) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) return 0;
+    const redisReply *k = r->element[0], *ch = r->element[1];
+    if (k->type != REDIS_REPLY_STRING || strcmp(k->str, kind) != 0) return 0;
+    if (ch->type != REDIS_REPLY_STRING) return 0;
+    for (size_t i = 0; i < s->nch; i++)
+        if (strcmp(ch->str, s->ch[i]) == 0) return 1;
+    return 0;
+}
+
+/* Drops s's connection i: closed, and the node told whether the socket broke. */
+static void sub_drop(struct lock__sub *s, size_t i, enum conn_fate fate) {
+    conn_return(s->node[i], s->conn[i], KIND_SUB, fate);
+    s->conn[i] = NULL;
+}
+
+/* Subscribes, on each of nodes[0..n), a subscriber connection to channels[0..nch) (borrowed
+ * until lock__sub_end()), waiting up to timeout_ms for the acknowledgements. Fills the
+ * caller's *s. Returns the number of nodes subscribed (0: none; waiting must then poll). Always
+ * pair with lock__sub_end(s). This function can't fail otherwise. */
+size_t lock__sub_begin(struct lock__sub *s, struct lock__node *const *nodes, size_t n,
+                       const char *const *channels, size_t nch, int timeout_ms) {
+    struct pollfd pfd[LOCK_REDLOCK_NODES_MAX];
+    size_t idx[LOCK_REDLOCK_NODES_MAX], acks[LOCK_REDLOCK_NODES_MAX];
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    s->nch = nch;
+    for (size_t k = 0; k < nch; k++)
+        s->ch[k] = channels[k];
+    for (size_t i = 0; i < n; i++) {
+        s->node[i] = nodes[i];
+        acks[i] = 0;
+        if (conn_borrow(nodes[i], KIND_SUB, timeout_ms, &s->conn[i]) != LOCK_OK) {
+            s->conn[i] = NULL;
+            conn_return(nodes[i], NULL, KIND_SUB, CONN_BROKEN);
+            continue;
+        }
+        const char *argv[1 + LOCK_MULTI_MAX];
+        argv[0] = "SUBSCRIBE";
+        for (size_t k = 0; k < nch; k++)
+            argv[1 + k] = channels[k];
+        if (conn_append(s->conn[i], (int)(1 + nch), argv) != 0 || conn_flush(s->conn[i]) != 0)
+            sub_drop(s, i, CONN_BROKEN);
+    }
+
+    int64_t deadline = lock_now_ms() + timeout_ms;
+    for (int last = 0; !last;) {
+        nfds_t nfd = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (s->conn[i] == NULL || acks[i] == nch) continue;
+            pfd[nfd].fd = s->conn[i]->ctx->fd;
+            pfd[nfd].events = POLLIN;
+            pfd[nfd].revents = 0;
+            idx[nfd++] = i;
+        }
+        if (nfd == 0) break;
+        int64_t left = deadline - lock_now_ms();
+        if (left <= 0) {
+            left = 0;
+            last = 1;
+        }
+        int pr = poll(pfd, nfd, (int)left);
+        if (pr < 0 && errno != EINTR) break;
+        for (nfds_t k = 0; pr > 0 && k < nfd; k++) {
+            size_t i = idx[k];
+            if (pfd[k].revents == 0) continue;
+            struct lock__conn *cn = s->conn[i];
+            if (conn_read(cn) != 0) {
+                sub_drop(s, i, CONN_BROKEN);
+                continue;
+            }
+            redisReply *r;
+            int got;
+            while (s->conn[i] != NULL && (got = conn_next(cn, &r)) != 0) {
+                if (got < 0) {
+                    sub_drop(s, i, CONN_BROKEN);
+                    break;
+                }
+                int bad = r->type == REDIS_REPLY_ERROR;
+                if (cn->owed > 0 && r->type == REDIS_REPLY_STATUS) {
+                    cn->owed--;
+                    bad = !reply_is_ok(r);
+                } else if (acks[i] < nch && push_is(s, r, "subscribe")) {
+                    acks[i]++; /* anything else: left over from before, or a message */
+                }
+                freeReplyObject(r);
+                if (bad) sub_drop(s, i, CONN_DROP); /* NOAUTH, NOPERM (no channel rights) */
+            }
+        }
+    }
+
+    size_t subscribed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s->conn[i] == NULL) continue;
+        if (acks[i] < nch) {
+            sub_drop(s, i, CONN_BROKEN);
+            continue;
+        }
+        s->conn[i]->draining = 0;
+        subscribed++;
+    }
+    return subscribed;
+}
+
+/* Waits until a message arrives on one of s's channels or the monotonic clock reaches
+ * until_ms. Returns 1 (a message), 0 (time is up) or -1 (no subscription is left: the caller
+ * must poll). Broken connections are dropped on the way. This function can't fail otherwise. */
+int lock__sub_wait(struct lock__sub *s, int64_t until_ms) {
+    struct pollfd pfd[LOCK_REDLOCK_NODES_MAX];
+    size_t idx[LOCK_REDLOCK_NODES_MAX];
+    for (;;) {
+        nfds_t nfd = 0;
+        for (size_t i = 0; i < s->n; i++) {
+            if (s->conn[i] == NULL) continue;
+            pfd[nfd].fd = s->conn[i]->ctx->fd;
+            pfd[nfd].events = POLLIN;
+            pfd[nfd].revents = 0;
+            idx[nfd++] = i;
+        }
+        if (nfd == 0) return -1;
+        int64_t left = until_ms - lock_now_ms();
+        if (left <= 0) return 0;
+        int pr = poll(pfd, nfd, (int)left);
+        if (pr < 0 && errno != EINTR) return -1;
+        int message = 0;
+        for (nfds_t k = 0; pr > 0 && k < nfd; k++) {
+            size_t i = idx[k];
+            if (pfd[k].revents == 0) continue;
+            struct lock__conn *cn = s->conn[i];
+            if (conn_read(cn) != 0) {
+                sub_drop(s, i, CONN_BROKEN);
+                continue;
+            }
+            redisReply *r;
+            int got;
+            while (s->conn[i] != NULL && (got = conn_next(cn, &r)) != 0) {
+                if (got < 0) {
+                    sub_drop(s, i, CONN_BROKEN);
+                    break;
+                }
+                if (push_is(s, r, "message")) message = 1;
+                int bad = r->type == REDIS_REPLY_ERROR;
+                freeReplyObject(r);
+                if (bad) sub_drop(s, i, CONN_DROP);
+            }
+        }
+        if (message) return 1;
+    }
+}
+
+/* Unsubscribes s's connections without waiting for the answers and gives them back (the next
+ * user skips the answers). This function can't fail. */
+void lock__sub_end(struct lock__sub *s) {
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->conn[i] == NULL) continue;
+        const char *argv[] = {"UNSUBSCRIBE"};
+        if (!conn_usable(s->conn[i], KIND_SUB) || conn_append(s->conn[i], 1, argv) != 0 ||
+            conn_flush(s->conn[i]) != 0) {
+            sub_drop(s, i, CONN_BROKEN);
+            continue;
+        }
+        s->conn[i]->draining = 1;
+        sub_drop(s, i, CONN_HEALTHY);
+    }
+    s->n = 0;
+}
+
+/* ---- nodes ---- */
+
+/* Creates a node for the Redis server at *addr (borrowed; copied; checked by the caller), whose
+ * sockets time out sends after timeout_ms. Does not connect. Returns LOCK_OK with a new node in
+ * *out (caller frees with lock__node_free()), LOCK_ERR_NOMEM, or LOCK_ERR_BACKEND if the mutex
+ * cannot be created. */
+int lock__node_new(const lock_redis_addr *addr, int timeout_ms, struct lock__node **out) {
+    struct lock__node *nd = calloc(1, sizeof *nd);
+    if (nd == NULL) return LOCK_ERR_NOMEM;
+    nd->addr = *addr;
+    nd->timeout_ms = timeout_ms;
+    if (pthread_mutex_init(&nd->mu, NULL) != 0) {
+        free(nd);
+        return LOCK_ERR_BACKEND;
+    }
+    pthread_once(&sha_once, sha_init);
+    *out = nd;
+    return LOCK_OK;
+}
+
+/* Closes every idle connection of nd and frees it; no connection may be borrowed.
+ * lock__node_free(NULL) is a no-op. This function can't fail. */
+void lock__node_free(struct lock__node *nd) {
+    if (nd == NULL) return;
+    for (int k = 0; k < KIND_COUNT; k++) {
+        conn_list_free(nd->idle[k]);
+        nd->idle[k] = NULL;
+    }
+    pthread_mutex_destroy(&nd->mu);
+    free(nd);
+}
