@@ -67,6 +67,7 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
  * first. This function can't fail. */
 void market_free(market *m) {
     if (!m) return;
+    if (m->holding) (void)lock_release(m->lock, &m->hold); /* normally released when idle */
     pthread_mutex_destroy(&m->qmu);
     free(m);
 }
@@ -381,51 +382,74 @@ int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, 
     int rc = MARKET_OK;
     int64_t by = g->deadline_ms ? g->deadline_ms : lock_now_ms() + m->cfg.acquire_timeout_ms;
     for (; held < g->n; held++) {
-        int64_t t0 = now_us(), left = by - t0 / 1000;
-        int lrc = lock_acquire(m->lock, g->keys[held], m->cfg.lock_ttl_ms,
-                               left > 0 ? (uint32_t)left : 0, &h[held]);
-        count_wait(m, now_us() - t0, lrc == LOCK_OK);
-        if (lrc < 0) {
-            rc = from_lock_err(lrc);
-            goto release;
-        }
-        hd.key[held] = g->keys[held];
-        snprintf(hd.fenced[held], sizeof hd.fenced[held], "%s:fenced", g->keys[held]);
-        snprintf(hd.fence[held], sizeof hd.fence[held], "%llu",
-                 (unsigned long long)h[held].fence);
-        hd.fence_v[held] = h[held].fence;
-        hd.n = held + 1;
+        rc = market__lock(m, g->keys[held], by, &h[held]);
+        if (rc < 0) goto release;
+        market__held_set(&hd, held, g->keys[held], &h[held]);
     }
     if (held > 0 && m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
+    rc = market__attempts(c, h, &hd, fn, ud);
+release:
+    /* A failed release needs no undo: every commit above was guarded, and a
+     * lease we cannot release expires by itself. */
+    while (held > 0) (void)lock_release(m->lock, &h[--held]);
+    market__count_result(m, rc);
+    return rc;
+}
+
+/* Takes the lock on key, waiting until the monotonic time by (ms), and
+ * counts the wait. Returns MARKET_OK, or ERR_BUSY, ERR_STORE, ERR_NOMEM. */
+int market__lock(market *m, const char *key, int64_t by, lock_handle *h) {
+    int64_t t0 = now_us(), left = by - t0 / 1000;
+    int lrc = lock_acquire(m->lock, key, m->cfg.lock_ttl_ms, left > 0 ? (uint32_t)left : 0, h);
+    count_wait(m, now_us() - t0, lrc == LOCK_OK);
+    return lrc < 0 ? from_lock_err(lrc) : MARKET_OK;
+}
+
+/* Describes lease h on key as entry k of hd (its fencing record and fence). */
+void market__held_set(market__held *hd, size_t k, const char *key, const lock_handle *h) {
+    hd->key[k] = key;
+    snprintf(hd->fenced[k], sizeof hd->fenced[k], "%s:fenced", key);
+    snprintf(hd->fence[k], sizeof hd->fence[k], "%llu", (unsigned long long)h->fence);
+    hd->fence_v[k] = h->fence;
+    if (hd->n < k + 1) hd->n = k + 1;
+}
+
+/* Runs fn until it decides, under the leases h[0..hd->n) (none: optimistic).
+ * When EXEC aborts, lock_extend() tells a lapsed lease (MARKET_ERR_LEASE_LOST)
+ * from a write made without the lock (read again, up to TXN_RETRIES, within
+ * the wait budget). Without leases it retries with a short random sleep
+ * until the wait budget is spent (MARKET_ERR_CONFLICT). Returns fn's result
+ * or a lock error mapped to a market code; releases nothing. */
+int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, market__attempt fn,
+                     void *ud) {
+    market *m = c->m;
     int64_t deadline = lock_now_ms() + m->cfg.acquire_timeout_ms;
+    int rc;
     for (int i = 1;; i++) {
-        rc = fn(c, &hd, ud);
+        rc = fn(c, hd, ud);
         if (rc != TXN_ABORTED) break;
         MARKET__COUNT(m, txn_aborts);
         rc = MARKET_ERR_CONFLICT;
-        if (g->n == 0) {
+        if (hd->n == 0) {
             if (lock_now_ms() >= deadline) break;
             sleep_us(random() % OPTIMISTIC_BACKOFF_US);
             continue;
         }
         if (i >= TXN_RETRIES || lock_now_ms() >= deadline) break;
         /* Aborted under the lock: our lease lapsed, or someone wrote without it. */
-        for (size_t k = 0; k < held; k++) {
+        for (size_t k = 0; k < hd->n; k++) {
             int lrc = lock_extend(m->lock, &h[k], m->cfg.lock_ttl_ms);
-            if (lrc < 0 && lrc != LOCK_ERR_UNSUPPORTED) {
-                rc = from_lock_err(lrc);
-                goto release;
-            }
+            if (lrc < 0 && lrc != LOCK_ERR_UNSUPPORTED) return from_lock_err(lrc);
         }
     }
-release:
-    /* A failed release needs no undo: every commit above was guarded, and a
-     * lease we cannot release expires by itself. */
-    while (held > 0) (void)lock_release(m->lock, &h[--held]);
+    return rc;
+}
+
+/* Counts a guarded operation's failure in the stats. Can't fail. */
+void market__count_result(market *m, int rc) {
     if (rc == MARKET_ERR_BUSY) MARKET__COUNT(m, lock_busy);
     if (rc == MARKET_ERR_LEASE_LOST) MARKET__COUNT(m, lease_lost);
     if (rc == MARKET_ERR_STORE) MARKET__COUNT(m, store_errors);
-    return rc;
 }
 
 /* Given the reply to "MGET <fenced keys of held>", returns 1 when a newer
@@ -959,7 +983,7 @@ int market_player_get(market_conn *c, const char *id, market_player **out) {
         memcpy(p->inventory[p->n_inventory], e->str, e->len);
         p->inventory[p->n_inventory++][e->len] = '\0';
     }
-    qsort(p->inventory, p->n_inventory, sizeof *p->inventory, cmp_id);
+    if (p->n_inventory) qsort(p->inventory, p->n_inventory, sizeof *p->inventory, cmp_id);
     *out = p;
     p = NULL;
 out:

@@ -80,7 +80,7 @@ struct market__batch {
     const char *args_setfence[3];
     const char *args_zmscore[2 + MARKET__BATCH_MAX];
     const char *args_hget[USERS_MAX][3];
-    const char *args_sadd[USERS_MAX][2 + MARKET__BATCH_MAX];
+    const char *args_sadd[2 * USERS_MAX + MARKET__BATCH_MAX]; /* every SADD, back to back */
     const char *args_zrem[2 + MARKET__BATCH_MAX];
     const char *args_hincr[USERS_MAX][4];
     const char **argv[6 + 2 * USERS_MAX + MARKET__BATCH_MAX];
@@ -307,16 +307,17 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
         b->argv[nc] = a;
         b->argc[nc++] = 4;
     }
+    const char **sadd = b->args_sadd;
     for (size_t u = 0; u < b->n_users; u++) {
-        const char **a = b->args_sadd[u];
         k = 0;
-        a[k++] = "SADD";
-        a[k++] = b->k_inv[u];
+        sadd[k++] = "SADD";
+        sadd[k++] = b->k_inv[u];
         for (size_t i = 0; i < b->n; i++)
-            if (won(b, i) && b->buyer[i] == u) a[k++] = b->req[i]->item;
+            if (won(b, i) && b->buyer[i] == u) sadd[k++] = b->req[i]->item;
         if (k == 2) continue;
-        b->argv[nc] = a;
+        b->argv[nc] = sadd;
         b->argc[nc++] = (int)k;
+        sadd += k;
     }
     k = 0;
     b->args_zrem[k++] = "ZREM";
@@ -369,13 +370,45 @@ static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
 
 /* ---- the queue ---- */
 
+/* How long one thread keeps the market lock across batches while purchases
+ * keep coming: amortises acquire and release, bounded so that other
+ * processes sharing the lock get their turn. */
+static int64_t hold_max_ms(const market *m) {
+    int64_t quarter = m->cfg.lock_ttl_ms / 4;
+    return quarter < MARKET__HOLD_MAX_MS ? quarter : MARKET__HOLD_MAX_MS;
+}
+
+static void hold_drop(market *m) {
+    if (!m->holding) return;
+    (void)lock_release(m->lock, &m->hold); /* a lease we cannot release expires */
+    m->holding = 0;
+}
+
 static void batch_run(market_conn *c, struct market__batch *b) {
     market *m = c->m;
     MARKET__COUNT(m, batches);
     batch_index(b);
-    /* The oldest request's budget bounds the lock wait of the whole batch. */
-    market__guard g = {{MARKET_LOCK_KEY}, 1, b->req[0]->deadline_ms};
-    int rc = market__guarded(c, &g, batch_attempt, b);
+    int64_t now = lock_now_ms();
+    if (m->holding && (now - m->hold_since_ms >= hold_max_ms(m) ||
+                       m->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
+        hold_drop(m);
+    int rc = MARKET_OK;
+    if (!m->holding) {
+        /* The oldest request's budget bounds the lock wait of the whole batch. */
+        rc = market__lock(m, MARKET_LOCK_KEY, b->req[0]->deadline_ms, &m->hold);
+        if (rc == MARKET_OK) {
+            m->holding = 1;
+            m->hold_since_ms = now;
+            if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
+        }
+    }
+    if (rc == MARKET_OK) {
+        market__held hd = {0};
+        market__held_set(&hd, 0, MARKET_LOCK_KEY, &m->hold);
+        rc = market__attempts(c, &m->hold, &hd, batch_attempt, b);
+        if (rc < 0) hold_drop(m); /* whatever went wrong, start the next batch afresh */
+    }
+    market__count_result(m, rc);
     if (rc < 0)
         for (size_t i = 0; i < b->n; i++) b->req[i]->rc = rc;
 }
@@ -447,8 +480,14 @@ int market__purchase_batched(market_conn *c, const char *buyer, const char *sell
             b->req[i]->state = REQ_DONE;
             if (b->req[i] != &r) pthread_cond_signal(&b->req[i]->cv);
         }
+        if (!m->qhead && m->holding) {
+            /* Idle: release the lock, still combining so nobody else uses it. */
+            pthread_mutex_unlock(&m->qmu);
+            hold_drop(m);
+            pthread_mutex_lock(&m->qmu);
+        }
         if (m->qhead) {
-            m->qhead->state = REQ_COMBINE;
+            m->qhead->state = REQ_COMBINE; /* it inherits the lock if we kept it */
             pthread_cond_signal(&m->qhead->cv);
         } else {
             m->combining = 0;

@@ -16,6 +16,7 @@
 #define MARKET__MEMBER_MAX (2 * MARKET_ID_MAX + 2) /* "<item>.<seller>" */
 #define MARKET__PIPE_MAX 16                     /* commands in one fixed pipeline */
 #define MARKET__BATCH_MAX 256                   /* upper bound of cfg.batch_max */
+#define MARKET__HOLD_MAX_MS 20 /* most a combiner keeps the market lock across batches */
 #define MARKET__TXN_ABORTED 1 /* an attempt's EXEC was aborted: a watched key changed */
 
 #define MARKET__IDEM_REDIS_MAX (8 + MARKET_ID_MAX + MARKET_IDEM_KEY_MAX) /* idem:<p>:<k> */
@@ -32,6 +33,11 @@ struct market {
     pthread_mutex_t qmu;            /* guards the fields below */
     struct market__req *qhead, *qtail; /* purchases waiting, oldest first */
     int combining;                  /* a thread is serving a batch */
+    /* The market lock, kept from one batch to the next while purchases keep
+     * coming (owned by the combining thread; handed over under qmu). */
+    lock_handle hold;
+    int holding;
+    int64_t hold_since_ms;
 
     struct {
         _Atomic uint64_t purchases, purchased, batches, txn_aborts, lock_busy, lease_lost,
@@ -82,6 +88,11 @@ typedef int (*market__attempt)(market_conn *c, const market__held *held, void *u
 int market__fence_stale(const market__held *held, const redisReply *mget);
 
 int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, void *ud);
+int market__lock(market *m, const char *key, int64_t by, lock_handle *h);
+void market__held_set(market__held *hd, size_t k, const char *key, const lock_handle *h);
+int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, market__attempt fn,
+                     void *ud);
+void market__count_result(market *m, int rc);
 int market__refuse(market_conn *c, int rc);
 void market__stall(uint32_t ms);
 int market__purchase_batched(market_conn *c, const char *buyer, const char *seller,

@@ -327,7 +327,7 @@ int market_world_store(market_conn *c, const market_world *w, int reset) {
         rc = MARKET_ERR_NOMEM;
         goto out;
     }
-    memcpy(items, w->items, w->n_items * sizeof *items);
+    if (w->n_items) memcpy(items, w->items, w->n_items * sizeof *items);
     qsort(items, w->n_items, sizeof *items, cmp_item_owner);
 
     struct batch b = {c, 0, 0};
@@ -478,7 +478,7 @@ int market_audit(market_conn *c, market_audit_report *out) {
         if ((rc = itemlist_add(&items, e->str, (size_t)(dot - e->str))) < 0) goto out;
     }
     out->items_listed = z->elements;
-    qsort(items.ids, items.n, sizeof *items.ids, cmp_id);
+    if (items.n) qsort(items.ids, items.n, sizeof *items.ids, cmp_id);
     for (size_t i = 1; i < items.n; i++)
         if (strcmp(items.ids[i - 1], items.ids[i]) == 0 &&
             (i < 2 || strcmp(items.ids[i - 2], items.ids[i]) != 0))

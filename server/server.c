@@ -194,13 +194,19 @@ static int body_append(struct request *rq, const char *data, size_t n) {
     return 0;
 }
 
+#define DISCARD_MAX (1024 * 1024) /* a too-large body up to this size is read and dropped */
+
+/* Judges the declared Content-Length: 0 fine (or none), 1 too large but
+ * small enough to read and drop (so the 413 reaches a client that is still
+ * sending), 2 too large to read: answer at once and close. */
 static int declared_too_big(struct MHD_Connection *conn) {
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (!cl) return 0;
     char *end;
     unsigned long long n = strtoull(cl, &end, 10);
-    return *end == '\0' && n > API_BODY_MAX;
+    if (*end != '\0' || n <= API_BODY_MAX) return 0;
+    return n <= DISCARD_MAX ? 1 : 2;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -216,9 +222,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         rq->t0_us = now_us();
         *con_cls = rq;
         atomic_fetch_add(&s->in_flight, 1);
-        if (!declared_too_big(conn)) return MHD_YES;
-        rq->too_big = 1; /* answer now, without reading the body */
-    } else if (*upload_size) { /* phase 2: body data */
+        int big = declared_too_big(conn);
+        rq->too_big = big != 0;
+        if (big != 2) return MHD_YES; /* else answer now, without reading the body */
+    } else if (*upload_size) { /* phase 2: body data (dropped once too large) */
         if (body_append(rq, upload_data, *upload_size) < 0) return MHD_NO;
         *upload_size = 0;
         return MHD_YES;
@@ -362,14 +369,17 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
         snprintf(why, whylen, "bad listen address '%s' (want HOST:PORT)", cfg->listen);
         goto fail;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
-                     MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    /* threads == 0: a thread per connection (a purchase blocks its thread,
+     * so no request ever waits behind another one's); else a pool. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+                     MHD_USE_TURBO |
+                     (cfg->threads ? MHD_USE_EPOLL : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL);
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(cfg->threads ? cfg->threads : 1),
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg->connection_memory,

@@ -37,7 +37,7 @@ typedef struct server_config {
     uint32_t lock_ttl_ms;        /* lease of the market lock */
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
     int redis_timeout_ms;        /* connect and command timeout */
-    unsigned threads;            /* HTTP worker threads */
+    unsigned threads;            /* HTTP worker pool size; 0: a thread per connection */
     unsigned max_connections;    /* open connections at once */
     unsigned connection_timeout_s; /* idle connections are closed after this */
     int log_level;               /* enum server_log_level */
