@@ -36,7 +36,8 @@ void server_usage(const char *prog) {
     printf("usage: %s [flags]\n"
            "  --listen HOST:PORT        listen address (default 127.0.0.1:8080)     MARKET_LISTEN\n"
            "  --redis URL               redis://[user:pass@]host[:port][/db]         MARKET_REDIS\n"
-           "  --lock redis|local        lock backend (default redis)                 MARKET_LOCK\n"
+           "  --lock redis|redlock|local  lock backend (default redis)               MARKET_LOCK\n"
+           "  --lock-redis URL          redlock: a master (repeat, or a comma list)  MARKET_LOCK_REDIS\n"
            "  --strategy S              market|item|optimistic (default market)      MARKET_STRATEGY\n"
            "  --batch-max N             market strategy: purchases per lock hold (64) MARKET_BATCH_MAX\n"
            "  --lock-ttl-ms N           market lock lease, ms > 0 (default 5000)     MARKET_LOCK_TTL_MS\n"
@@ -67,7 +68,7 @@ static int parse_uint(const char *s, unsigned long long lo, unsigned long long h
 }
 
 enum opt_id {
-    OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
+    OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_LOCK_REDIS, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
     OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_SECRET, OPT_NOAUTH, OPT_PERIP,
     OPT_CONNMEM, OPT_HELP
 };
@@ -80,6 +81,7 @@ static const struct {
     {OPT_LISTEN, "listen", "MARKET_LISTEN"},
     {OPT_REDIS, "redis", "MARKET_REDIS"},
     {OPT_LOCK, "lock", "MARKET_LOCK"},
+    {OPT_LOCK_REDIS, "lock-redis", "MARKET_LOCK_REDIS"},
     {OPT_STRATEGY, "strategy", "MARKET_STRATEGY"},
     {OPT_BATCH, "batch-max", "MARKET_BATCH_MAX"},
     {OPT_TTL, "lock-ttl-ms", "MARKET_LOCK_TTL_MS"},
@@ -104,9 +106,16 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
     case OPT_REDIS:
         return snprintf(cfg->redis, sizeof cfg->redis, "%s", v) < (int)sizeof cfg->redis ? 0 : -1;
     case OPT_LOCK:
-        if (strcmp(v, "redis") != 0 && strcmp(v, "local") != 0) return -1;
+        if (strcmp(v, "redis") != 0 && strcmp(v, "redlock") != 0 && strcmp(v, "local") != 0)
+            return -1;
         snprintf(cfg->lock, sizeof cfg->lock, "%s", v);
         return 0;
+    case OPT_LOCK_REDIS: { /* repeated flags add to the list */
+        size_t have = strlen(cfg->lock_redis);
+        int w = snprintf(cfg->lock_redis + have, sizeof cfg->lock_redis - have, "%s%s",
+                         have ? "," : "", v);
+        return w > 0 && (size_t)w < sizeof cfg->lock_redis - have ? 0 : -1;
+    }
     case OPT_STRATEGY:
         if (strcmp(v, "market") != 0 && strcmp(v, "item") != 0 && strcmp(v, "optimistic") != 0)
             return -1;

@@ -305,6 +305,33 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     server_log(SERVER_LOG_WARN, "httpd: %s", msg);
 }
 
+/* Parses a comma-separated list of Redlock masters: an odd number, 1 to
+ * LOCK_REDLOCK_NODES_MAX. Returns 0, or -1 with a sentence in why. */
+static int parse_masters(const char *list, lock_redis_addr *nodes, size_t *n, char *why,
+                         size_t whylen) {
+    char buf[sizeof ((server_config *)0)->lock_redis];
+    snprintf(buf, sizeof buf, "%s", list);
+    *n = 0;
+    char *save = NULL;
+    for (char *url = strtok_r(buf, ",", &save); url; url = strtok_r(NULL, ",", &save)) {
+        if (*n == LOCK_REDLOCK_NODES_MAX) {
+            snprintf(why, whylen, "redlock: more than %d masters", LOCK_REDLOCK_NODES_MAX);
+            return -1;
+        }
+        if (lock_redis_addr_parse(url, &nodes[*n]) < 0) {
+            snprintf(why, whylen, "redlock: bad master URL '%s'", url);
+            return -1;
+        }
+        (*n)++;
+    }
+    if (*n == 0 || *n % 2 == 0) {
+        snprintf(why, whylen, "redlock needs an odd number of masters (--lock-redis), not %zu",
+                 *n);
+        return -1;
+    }
+    return 0;
+}
+
 /* Builds the lock client and market from cfg and starts serving. Returns a
  * new server (stop and free with server_stop), or NULL with *err set
  * (SERVER_ERR_INVALID, _LISTEN, _BACKEND, _NOMEM) and a sentence in why.
@@ -344,10 +371,19 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
         goto fail;
     }
     int lerr = 0, merr = 0;
-    if (strcmp(cfg->lock, "local") == 0)
+    if (strcmp(cfg->lock, "local") == 0) {
         s->lock = lock_local_new(&lerr);
-    else
+    } else if (strcmp(cfg->lock, "redlock") == 0) {
+        lock_redis_addr nodes[LOCK_REDLOCK_NODES_MAX];
+        size_t n = 0;
+        if (parse_masters(cfg->lock_redis, nodes, &n, why, whylen) < 0) {
+            *err = SERVER_ERR_INVALID;
+            goto fail;
+        }
+        s->lock = lock_redlock_new(nodes, n, cfg->redis_timeout_ms, &lerr);
+    } else {
         s->lock = lock_redis_new(&mcfg.redis, cfg->redis_timeout_ms, &lerr);
+    }
     if (!s->lock) {
         *err = lerr == LOCK_ERR_NOMEM ? SERVER_ERR_NOMEM : SERVER_ERR_BACKEND;
         snprintf(why, whylen, "lock backend '%s': %s", cfg->lock, lock_strerror(lerr));

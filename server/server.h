@@ -31,7 +31,8 @@ enum server_log_level { SERVER_LOG_ERROR, SERVER_LOG_WARN, SERVER_LOG_INFO, SERV
 typedef struct server_config {
     char listen[300];            /* host:port or [v6]:port; port 0 picks a free one */
     char redis[600];             /* redis://[user:pass@]host[:port][/db] */
-    char lock[16];               /* lock backend: "redis" or "local" */
+    char lock[16];               /* lock backend: "redis", "redlock" or "local" */
+    char lock_redis[2048];       /* redlock: the masters' URLs, comma-separated */
     char strategy[16];           /* "market", "item" or "optimistic" */
     unsigned batch_max;          /* market strategy: most purchases per lock hold */
     uint32_t lock_ttl_ms;        /* lease of the market lock */
