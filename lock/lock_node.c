@@ -87,20 +87,20 @@ enum {
 };
 
 static const char *const script_text[LOCK__SCRIPT_COUNT] = {
-    /* Every lock key must be free (PTTL -2: no such key); then all are set and every fence
-     * incremented. A busy key answers its PTTL (-1: a key without expiry), so a waiter knows
-     * when the lease runs out. Checking first and setting after, in one script, is SET NX on
-     * all keys or on none. */
+    /* SET NX PX on every lock key, in order; when one is taken, the keys set so far are
+     * deleted again (nobody can have seen them: it is one script) and the taken key's PTTL
+     * is the answer (-1: a key without expiry), so a waiter knows when the lease runs out.
+     * When all are set, every fence is incremented. So it is SET NX on all keys or on none,
+     * and a free single key costs exactly SET NX PX and INCR. */
     [LOCK__SCRIPT_ACQUIRE] = "local n = #KEYS / 2 "
                              "for i = 1, n do "
-                             "local t = redis.call('PTTL', KEYS[i]) "
-                             "if t ~= -2 then return t end "
+                             "if not redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then "
+                             "for j = 1, i - 1 do redis.call('DEL', KEYS[j]) end "
+                             "return redis.call('PTTL', KEYS[i]) "
+                             "end "
                              "end "
                              "local f = {} "
-                             "for i = 1, n do "
-                             "redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) "
-                             "f[i] = redis.call('INCR', KEYS[n + i]) "
-                             "end "
+                             "for i = 1, n do f[i] = redis.call('INCR', KEYS[n + i]) end "
                              "return f",
     /* Compare-and-delete per key (ARGV[i], or ARGV[1] for all); a deleted key is announced
      * on "<key>:released". pcall: a user without channel rights still releases. */

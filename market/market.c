@@ -381,17 +381,31 @@ int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, 
     size_t held = 0;
     int rc = MARKET_OK;
     int64_t by = g->deadline_ms ? g->deadline_ms : lock_now_ms() + m->cfg.acquire_timeout_ms;
+    if (g->n > 1) { /* all or nothing, in one round trip: no deadlock, no partial hold */
+        int64_t t0 = now_us(), left = by - t0 / 1000;
+        int lrc = lock_acquire_multi(m->lock, g->keys, g->n, m->cfg.lock_ttl_ms,
+                                     left > 0 ? (uint32_t)left : 0, h);
+        count_wait(m, now_us() - t0, lrc == LOCK_OK);
+        if (lrc < 0) {
+            rc = from_lock_err(lrc);
+            goto release;
+        }
+        held = g->n;
+    }
     for (; held < g->n; held++) {
         rc = market__lock(m, g->keys[held], by, &h[held]);
         if (rc < 0) goto release;
-        market__held_set(&hd, held, g->keys[held], &h[held]);
     }
+    for (size_t k = 0; k < held; k++) market__held_set(&hd, k, g->keys[k], &h[k]);
     if (held > 0 && m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
     rc = market__attempts(c, h, &hd, fn, ud);
 release:
     /* A failed release needs no undo: every commit above was guarded, and a
      * lease we cannot release expires by itself. */
-    while (held > 0) (void)lock_release(m->lock, &h[--held]);
+    if (held > 1)
+        (void)lock_release_multi(m->lock, h, held);
+    else if (held == 1)
+        (void)lock_release(m->lock, &h[0]);
     market__count_result(m, rc);
     return rc;
 }
