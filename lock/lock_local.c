@@ -12,7 +12,8 @@
  * holder's expiry, so expiry needs no wake-up call and nobody spins; release
  * broadcasts. Resources are never removed while the client lives, which keeps
  * each key's fence counter growing and keeps a waiter's resource pointer valid
- * across waits.
+ * across waits. A key's fences start at the wall clock (microseconds), so a
+ * restarted process still hands out fences above those it gave before.
  *
  * Several keys (lock_acquire_multi) are taken under the one mutex, all at once
  * when every one is free, else none: a waiter never holds some keys while it
@@ -70,6 +71,11 @@ static struct local_res *res_get(struct local_impl *li, const char *key) {
     r = calloc(1, sizeof *r);
     if (r == NULL) return NULL;
     strcpy(r->key, key); /* length checked by lock.c */
+    /* Fences start at the wall clock in microseconds, so they keep growing
+     * across restarts of the process (a store may remember the last one). */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r->fence = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
     size_t b = key_hash(key);
     r->next = li->buckets[b];
     li->buckets[b] = r;

@@ -54,7 +54,13 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
     if (m->cfg.batch_max == 0) m->cfg.batch_max = 64;
     if (m->cfg.batch_max > MARKET__BATCH_MAX) m->cfg.batch_max = MARKET__BATCH_MAX;
     m->lock = lock;
+    if (m->cfg.strategy == MARKET_STRATEGY_MARKET && !(m->batch = market__batch_new())) {
+        free(m);
+        *err = MARKET_ERR_NOMEM;
+        return NULL;
+    }
     if (pthread_mutex_init(&m->qmu, NULL) != 0) {
+        free(m->batch);
         free(m);
         *err = MARKET_ERR_NOMEM;
         return NULL;
@@ -69,6 +75,7 @@ void market_free(market *m) {
     if (!m) return;
     if (m->holding) (void)lock_release(m->lock, &m->hold); /* normally released when idle */
     pthread_mutex_destroy(&m->qmu);
+    free(m->batch);
     free(m);
 }
 
@@ -96,7 +103,6 @@ market_conn *market_conn_new(market *m, int *err) {
 void market_conn_free(market_conn *c) {
     if (!c) return;
     market__drop(c);
-    free(c->batch);
     free(c);
 }
 

@@ -5,19 +5,28 @@
  * per lock hold and how waiters wait. Threads of one process do not each spin
  * on the Redis lock: a purchase joins an in-process queue, and one thread at a
  * time (the combiner) takes the lock for everything queued (flat combining):
- *   1. one pipeline: WATCH the lock key, market: and every user involved;
- *      ZMSCORE market: for every listing; HGET funds of every user;
+ *   1. one pipeline: WATCH the lock key, market:, every user involved, the
+ *      lock's fencing record and any idempotency records; ZMSCORE market: for
+ *      every listing; GET the fencing record; HGET funds of every user; MGET
+ *      the idempotency records;
  *   2. decide each purchase in queue order against an in-memory copy of what
  *      was read, exactly as if they ran one at a time (an item sold earlier in
- *      the batch is not listed any more; a buyer's funds fall as it buys);
- *   3. one MULTI/EXEC: HINCRBY each user's net change, SADD each buyer's new
- *      items, one ZREM of every sold listing - aborted by Redis if anything
+ *      the batch is not listed any more; a buyer's funds fall as it buys; a
+ *      repeated idempotency key replays the first outcome);
+ *   3. one MULTI/EXEC: our fence into the fencing record, HINCRBY each user's
+ *      net change, SADD each buyer's new items, one ZREM of every sold
+ *      listing, the idempotency records - aborted by Redis if anything
  *      watched changed or the lock key expired;
- *   4. release, wake every waiter with its own result, and hand the combiner
- *      role to the oldest waiter still queued (so no request waits on another
- *      request's whole batch twice).
- * The combiner uses its own thread's connection. Outcomes and invariants are
- * those of serial execution in queue order.
+ *   4. wake every waiter with its own result and hand the combiner role to
+ *      the oldest request still queued. While requests keep coming the lock
+ *      is handed over with the role (up to MARKET__HOLD_MAX_MS, and never
+ *      past half the lease), so a busy market pays for one acquire and one
+ *      release per hold, not per batch; an idle one releases at once.
+ * A queued request that is still waiting when its wait budget ends leaves the
+ * queue with MARKET_ERR_BUSY; one already taken into a batch waits for it.
+ * The combiner uses its own thread's connection and the market's one batch
+ * scratch space (only one thread combines at a time). Outcomes and invariants
+ * are those of serial execution in queue order.
  */
 #include "market/market.h"
 
@@ -87,6 +96,10 @@ struct market__batch {
     int argc[6 + 2 * USERS_MAX + MARKET__BATCH_MAX];
     redisReply *rep[6 + 2 * USERS_MAX + MARKET__BATCH_MAX];
 };
+
+/* Returns new, uninitialised scratch space for one combiner (caller frees
+ * with free()), or NULL on out-of-memory. */
+struct market__batch *market__batch_new(void) { return malloc(sizeof(struct market__batch)); }
 
 /* ---- building the batch ---- */
 
@@ -408,9 +421,11 @@ static void batch_run(market_conn *c, struct market__batch *b) {
         rc = market__attempts(c, &m->hold, &hd, batch_attempt, b);
         if (rc < 0) hold_drop(m); /* whatever went wrong, start the next batch afresh */
     }
-    market__count_result(m, rc);
     if (rc < 0)
-        for (size_t i = 0; i < b->n; i++) b->req[i]->rc = rc;
+        for (size_t i = 0; i < b->n; i++) {
+            b->req[i]->rc = rc;
+            market__count_result(m, rc); /* counted per request, like the 503s it causes */
+        }
 }
 
 /* Queues one purchase and waits for its outcome; when no other thread is
@@ -421,7 +436,6 @@ int market__purchase_batched(market_conn *c, const char *buyer, const char *sell
                              const char *item, int64_t expect_price, const market_idem *idem,
                              market_purchase_result *res) {
     market *m = c->m;
-    if (!c->batch && !(c->batch = malloc(sizeof *c->batch))) return MARKET_ERR_NOMEM;
     struct market__req r = {buyer, seller, item, expect_price, idem, res, MARKET_ERR_STORE,
                             REQ_WAITING, lock_now_ms() + m->cfg.acquire_timeout_ms};
     pthread_condattr_t ca;
@@ -463,7 +477,7 @@ int market__purchase_batched(market_conn *c, const char *buyer, const char *sell
     }
     if (r.state == REQ_COMBINE) {
         /* This request is the queue's head: serve it and those behind it. */
-        struct market__batch *b = c->batch;
+        struct market__batch *b = m->batch; /* ours while we combine */
         b->n = 0;
         while (m->qhead && b->n < m->cfg.batch_max) {
             b->req[b->n++] = m->qhead;

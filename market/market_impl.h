@@ -33,6 +33,7 @@ struct market {
     pthread_mutex_t qmu;            /* guards the fields below */
     struct market__req *qhead, *qtail; /* purchases waiting, oldest first */
     int combining;                  /* a thread is serving a batch */
+    struct market__batch *batch;    /* the combiner's scratch space (market strategy) */
     /* The market lock, kept from one batch to the next while purchases keep
      * coming (owned by the combining thread; handed over under qmu). */
     lock_handle hold;
@@ -50,7 +51,6 @@ struct market_conn {
     market *m;
     redisContext *ctx; /* NULL while disconnected; reconnected on next use */
     int unwatch;       /* a WATCH is pending: send UNWATCH before the next pipeline */
-    struct market__batch *batch; /* scratch space when this thread combines purchases */
 };
 
 /* One command of a pipeline: argv/len as redisAppendCommandArgv takes them. */
@@ -95,6 +95,7 @@ int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, mar
 void market__count_result(market *m, int rc);
 int market__refuse(market_conn *c, int rc);
 void market__stall(uint32_t ms);
+struct market__batch *market__batch_new(void);
 int market__purchase_batched(market_conn *c, const char *buyer, const char *seller,
                              const char *item, int64_t expect_price, const market_idem *idem,
                              market_purchase_result *res);

@@ -266,7 +266,7 @@ static int scan_keys(market_conn *c, const char *pattern, struct keylist *out) {
     return MARKET_OK;
 }
 
-static const char *const market_patterns[] = {"users:*", "inventory:*"};
+static const char *const market_patterns[] = {"users:*", "inventory:*", "idem:*"};
 
 static int collect_market_keys(market_conn *c, struct keylist *keys) {
     for (size_t i = 0; i < sizeof market_patterns / sizeof *market_patterns; i++) {
@@ -285,7 +285,8 @@ static void batch_del_keys(struct batch *b, const struct keylist *keys) {
     batch_add(b, 2, argv, NULL);
 }
 
-/* Deletes every market key: users:*, inventory:* and market:. The lock keys
+/* Deletes every market key: users:*, inventory:*, idem:* (stored outcomes of
+ * idempotent requests) and market:. The lock keys and their fencing records
  * are left alone (a holder may be live). Returns MARKET_OK, ERR_STORE,
  * ERR_NOMEM. */
 int market_reset(market_conn *c) {

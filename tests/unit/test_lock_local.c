@@ -485,6 +485,23 @@ static void test_lock_redis_new_bad_args_invalid(void **state) {
     assert_null(lock_redis_new(&b, 1000, NULL));
 }
 
+/* A restarted process (a new client) still hands out fences above the old
+ * ones, so a store that remembers the last fence does not refuse it. */
+static void test_lock_local_restarted_client_fences_keep_growing(void **state) {
+    (void)state;
+    uint64_t last = 0;
+    for (int round = 0; round < 3; round++) {
+        lock_client *c = lock_local_new(NULL);
+        assert_non_null(c);
+        lock_handle h;
+        assert_int_equal(lock_acquire(c, "lock:restart", 1000, 0, &h), LOCK_OK);
+        assert_true(h.fence > last);
+        last = h.fence;
+        assert_int_equal(lock_release(c, &h), LOCK_OK);
+        lock_free(c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest contract[] = {
         LOCK_CONTRACT_TESTS,
@@ -493,6 +510,7 @@ int main(void) {
     };
     const struct CMUnitTest api[] = {
         cmocka_unit_test(test_lock_local_new_null_err_ok),
+        cmocka_unit_test(test_lock_local_restarted_client_fences_keep_growing),
         cmocka_unit_test(test_lock_redis_addr_parse_good_urls_parsed),
         cmocka_unit_test(test_lock_redis_addr_parse_escapes_decoded),
         cmocka_unit_test(test_lock_redis_addr_parse_bad_urls_invalid),
