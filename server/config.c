@@ -194,7 +194,8 @@ int server_config_parse(server_config *cfg, int argc, char **argv, char *why, si
     for (size_t i = 0; i < nopts; i++) {
         const char *v = getenv(opt_names[i].env);
         if (v && *v && set_opt(cfg, opt_names[i].id, v) < 0) {
-            snprintf(why, whylen, "bad value for %s: '%s'", opt_names[i].env, v);
+            snprintf(why, whylen, "bad value for %s: '%s'", opt_names[i].env,
+                     opt_names[i].id == OPT_SECRET ? "***" : v);
             return SERVER_ERR_INVALID;
         }
     }
@@ -217,7 +218,8 @@ int server_config_parse(server_config *cfg, int argc, char **argv, char *why, si
             return SERVER_ERR_INVALID;
         }
         if (set_opt(cfg, (enum opt_id)ch, ch == OPT_NOAUTH ? "1" : optarg) < 0) {
-            snprintf(why, whylen, "bad value for --%s: '%s'", longopts[ch - 1].name, optarg);
+            snprintf(why, whylen, "bad value for --%s: '%s'", longopts[ch - 1].name,
+                     ch == OPT_SECRET ? "***" : optarg);
             return SERVER_ERR_INVALID;
         }
     }

@@ -1,13 +1,17 @@
 /* server.c - the libmicrohttpd daemon: bodies in, api_handle, responses out.
  *
  * DESIGN
- * libmicrohttpd runs an internal thread pool (epoll). The access handler is
- * the usual three phases: allocate per-request state, accumulate the body
- * (up to API_BODY_MAX, else 413 without reading the rest), then answer. Each
- * worker thread lazily creates its own market_conn, kept in thread-specific
- * storage and freed by the key's destructor when the thread ends. Graceful
- * stop: quiesce (stop accepting), wait for requests in flight to complete,
- * then stop the daemon.
+ * A purchase blocks its thread while it waits for the market, so by default
+ * libmicrohttpd runs a thread per connection (no request waits behind another
+ * connection's); --threads N selects a pool of N epoll threads instead. The
+ * access handler is the usual three phases: allocate per-request state,
+ * accumulate the body (up to API_BODY_MAX; a larger one is read and dropped
+ * up to DISCARD_MAX so the 413 reaches the client, and one declared larger
+ * still is answered at once), then answer. Each thread lazily creates its own
+ * market_conn, kept in thread-specific storage and freed by the key's
+ * destructor when the thread ends. GET /metrics is served here (metrics.c).
+ * Graceful stop: quiesce (stop accepting), wait for requests in flight to
+ * complete, then stop the daemon.
  */
 #include "server/server.h"
 
@@ -46,6 +50,7 @@ struct server {
 struct request {
     char *body;
     size_t len, cap;
+    size_t seen;  /* body bytes received, kept or not */
     int too_big;
     int64_t t0_us;
 };
@@ -144,6 +149,15 @@ static enum MHD_Result respond(struct MHD_Connection *conn, api_response *resp) 
     return rc;
 }
 
+/* Copies s into out for a log line: bytes that are not printable ASCII, and
+ * spaces, become '?', so a decoded path cannot forge or split a line. */
+static void log_safe(char *out, size_t outlen, const char *s) {
+    size_t i = 0;
+    for (; s && s[i] && i + 1 < outlen; i++)
+        out[i] = s[i] > ' ' && s[i] < 0x7f ? s[i] : '?';
+    out[i] = '\0';
+}
+
 /* GET /metrics: Prometheus text, rendered by metrics.c. */
 static enum MHD_Result metrics_respond(server *s, struct MHD_Connection *conn, const char *method,
                                        struct request *rq) {
@@ -226,6 +240,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         rq->too_big = big != 0;
         if (big != 2) return MHD_YES; /* else answer now, without reading the body */
     } else if (*upload_size) { /* phase 2: body data (dropped once too large) */
+        rq->seen += *upload_size;
+        if (rq->seen > DISCARD_MAX) return MHD_NO; /* a chunked flood: close the connection */
         if (body_append(rq, upload_data, *upload_size) < 0) return MHD_NO;
         *upload_size = 0;
         return MHD_YES;
@@ -252,8 +268,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     enum MHD_Result rc = respond(conn, &resp);
     int64_t us = now_us() - rq->t0_us;
     server__metrics_count(&s->metrics, route, status, us);
+    char path[128];
+    log_safe(path, sizeof path, url);
     server_log(SERVER_LOG_INFO,
-               "msg=request method=%s path=%s status=%d latency_ms=%.3f player=%s", method, url,
+               "msg=request method=%s path=%s status=%d latency_ms=%.3f player=%s", method, path,
                status, (double)us / 1000.0, player[0] ? player : "-");
     return rc;
 }
@@ -319,7 +337,7 @@ static int parse_masters(const char *list, lock_redis_addr *nodes, size_t *n, ch
             return -1;
         }
         if (lock_redis_addr_parse(url, &nodes[*n]) < 0) {
-            snprintf(why, whylen, "redlock: bad master URL '%s'", url);
+            snprintf(why, whylen, "redlock: bad master URL number %zu", *n + 1);
             return -1;
         }
         (*n)++;
@@ -353,7 +371,7 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
                           .test_stall_ms = cfg->test_stall_ms};
     if (lock_redis_addr_parse(cfg->redis, &mcfg.redis) < 0) {
         *err = SERVER_ERR_INVALID;
-        snprintf(why, whylen, "bad Redis URL '%s'", cfg->redis);
+        snprintf(why, whylen, "bad Redis URL (want redis://[user:pass@]host[:port][/db])");
         goto fail;
     }
     if (!cfg->no_auth && !cfg->auth_secret[0]) {

@@ -1,7 +1,7 @@
 /* server.h - the HTTP front of the market: configuration, start, graceful stop.
  *
- * server/ owns HTTP. It runs a libmicrohttpd daemon with an internal thread
- * pool, accumulates request bodies (capped at API_BODY_MAX), hands each
+ * server/ owns HTTP. It runs a libmicrohttpd daemon (a thread per connection,
+ * or a pool), accumulates request bodies (capped at API_BODY_MAX), hands each
  * request to api/, and gives every worker thread its own Redis connection
  * (market_conn), reconnected after errors. It owns the lock client and the
  * market built from the configuration, and is the only module that logs.

@@ -26,7 +26,7 @@ static void usage(FILE *to) {
             "players=N,items=M[,funds=F][,prices=LO-HI][,seed=S]\n"
             "  --redis URL   redis://[user:pass@]host[:port][/db] (default $MARKET_REDIS or\n"
             "                redis://127.0.0.1:6379/0)\n"
-            "  --reset       delete every market key (users:*, inventory:*, market:) first\n"
+            "  --reset       delete every market key (users:*, inventory:*, idem:*, market:) first\n"
             "  --generate    players p0.., items i0.. each listed by some player; default\n"
             "                funds 100000, prices 1-1000, seed 1\n"
             "       market-seed [--auth-secret S] --print-token PLAYER\n"
@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
     market_conn *c = NULL;
     market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 5000, .acquire_timeout_ms = 2000};
     if (lock_redis_addr_parse(url, &cfg.redis) < 0) {
-        fprintf(stderr, "market-seed: bad Redis URL '%s'\n", url);
+        fprintf(stderr, "market-seed: bad Redis URL (want redis://[user:pass@]host[:port][/db])\n");
         return 2;
     }
 
