@@ -215,6 +215,17 @@ static void check(market_conn *c, void *ud) {
     k->ok = ok;
 }
 
+/* The answers of two runs together (out is new; free it). */
+static struct load merged(const struct load *a, const struct load *b) {
+    struct load m = *a;
+    m.out = malloc((a->n_out + b->n_out + 1) * sizeof *m.out);
+    if (!m.out) abort();
+    memcpy(m.out, a->out, a->n_out * sizeof *m.out);
+    memcpy(m.out + a->n_out, b->out, b->n_out * sizeof *m.out);
+    m.n_out = a->n_out + b->n_out;
+    return m;
+}
+
 static size_t count(const struct load *l, long status) {
     size_t n = 0;
     for (size_t i = 0; i < l->n_out; i++) n += l->out[i].status == status;
@@ -347,11 +358,7 @@ static void test_server_killed_midload_lock_free_within_ttl(void **state) {
     assert_true(first > 0);
     assert_true(first - killed <= 1000 + 4000); /* one TTL, plus a process restart (slack) */
     /* Both runs together: all their 200s are in the store. */
-    struct load both = run.load;
-    both.out = malloc((run.load.n_out + after.load.n_out + 1) * sizeof *both.out);
-    memcpy(both.out, run.load.out, run.load.n_out * sizeof *both.out);
-    memcpy(both.out + run.load.n_out, after.load.out, after.load.n_out * sizeof *both.out);
-    both.n_out = run.load.n_out + after.load.n_out;
+    struct load both = merged(&run.load, &after.load);
     struct check k = {&both, 0};
     with_store(&r, check, &k);
     free(both.out);
@@ -443,12 +450,7 @@ static void test_two_servers_one_redis_invariants_hold(void **state) {
     assert_int_equal(waitpid(a, NULL, 0), a);
     assert_int_equal(waitpid(b, NULL, 0), b);
 
-    struct load both = run.load;
-    both.out = malloc((run.load.n_out + distinct.load.n_out + 1) * sizeof *both.out);
-    memcpy(both.out, run.load.out, run.load.n_out * sizeof *both.out);
-    memcpy(both.out + run.load.n_out, distinct.load.out,
-           distinct.load.n_out * sizeof *both.out);
-    both.n_out = run.load.n_out + distinct.load.n_out;
+    struct load both = merged(&run.load, &distinct.load);
     struct check k = {&both, 0};
     with_store(&r, check, &k);
     fprintf(stderr, "# two servers: %zu contended requests (%zu 200, %zu 404), %zu distinct (%zu 200)\n",
@@ -525,11 +527,7 @@ static void test_redlock_service_survives_one_master(void **state) {
     assert_true(down.load.n_out > 0);
     assert_true(worst <= 1000 + 1000); /* the wait budget, with slack */
     assert_true(count(&back.load, 200) > 0);
-    struct load all = run.load;
-    all.out = malloc((run.load.n_out + back.load.n_out + 1) * sizeof *all.out);
-    memcpy(all.out, run.load.out, run.load.n_out * sizeof *all.out);
-    memcpy(all.out + run.load.n_out, back.load.out, back.load.n_out * sizeof *all.out);
-    all.n_out = run.load.n_out + back.load.n_out;
+    struct load all = merged(&run.load, &back.load);
     struct check k = {&all, 0};
     with_store(&data, check, &k);
     free(all.out);
