@@ -451,22 +451,21 @@ static void handle_purchase(market_conn *conn, const api_request *req, const cha
         market_purchase_result res = {0};
         market_idem idem;
         char fp[MARKET_IDEM_FP_MAX + 1];
-        int has_key = api__idempotency(req, &idem, fp, resp);
-        int rc = has_key < 0 ? 0
+        int has_key = api__idempotency(req, &idem, fp, resp); /* < 0: resp holds the error */
+        int rc = has_key < 0 ? MARKET_OK
                              : market_purchase_idem(conn, v[0].id, v[1].id, v[2].id,
                                                     v[3].present ? v[3].price : -1,
                                                     has_key ? &idem : NULL, &res);
-        if (has_key < 0)
-            ; /* resp holds the error */
-        else if (rc != MARKET_OK)
+        if (has_key >= 0 && rc != MARKET_OK) {
             api__reply_market(rc, res.price, resp);
-        else
+        } else if (has_key >= 0) {
             api__reply(resp, 200,
                        json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "status", "purchased", "buyer",
                                  v[0].id, "seller", v[1].id, "item", v[2].id, "price",
                                  (json_int_t)res.price, "buyer_funds",
                                  (json_int_t)res.buyer_funds));
-        if (has_key >= 0 && rc == MARKET_OK) resp->replayed = res.replayed;
+            resp->replayed = res.replayed;
+        }
     }
     json_decref(root);
 }
@@ -487,19 +486,19 @@ static void handle_list(market_conn *conn, const api_request *req, const char *a
     if (api__authorized(req, v[0].id, resp) && !conn_missing(conn, resp)) {
         market_idem idem;
         char fp[MARKET_IDEM_FP_MAX + 1];
-        int replayed = 0, has_key = api__idempotency(req, &idem, fp, resp);
-        int rc = has_key < 0 ? 0
+        int replayed = 0;
+        int has_key = api__idempotency(req, &idem, fp, resp); /* < 0: resp holds the error */
+        int rc = has_key < 0 ? MARKET_OK
                              : market_list_idem(conn, v[0].id, v[1].id, v[2].price,
                                                 has_key ? &idem : NULL, &replayed);
-        if (has_key < 0)
-            ; /* resp holds the error */
-        else if (rc != MARKET_OK)
+        if (has_key >= 0 && rc != MARKET_OK) {
             api__reply_market(rc, 0, resp);
-        else
+        } else if (has_key >= 0) {
             api__reply(resp, 201,
                        json_pack("{s:s, s:s, s:s, s:I}", "status", "listed", "seller", v[0].id,
                                  "item", v[1].id, "price", (json_int_t)v[2].price));
-        if (has_key >= 0 && rc == MARKET_OK) resp->replayed = replayed;
+            resp->replayed = replayed;
+        }
     }
     json_decref(root);
 }
