@@ -429,11 +429,15 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
                      MHD_USE_TURBO |
                      (cfg->threads ? MHD_USE_EPOLL : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL);
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    struct MHD_OptionItem pool[] = { /* a pool size only when there is a pool */
+        {cfg->threads ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)cfg->threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(cfg->threads ? cfg->threads : 1),
+        MHD_OPTION_ARRAY, pool,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg->connection_memory,
