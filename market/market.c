@@ -730,7 +730,9 @@ int market__idem_parse(const redisReply *r, const char *fingerprint, int64_t *a,
  * overflow), ERR_BUSY (lock wait budget spent), ERR_STORE (Redis down or
  * failing), ERR_LEASE_LOST (the lease lapsed before the commit: nothing was
  * written), ERR_CONFLICT, ERR_NOMEM. Nothing is written unless it returns
- * MARKET_OK. */
+ * MARKET_OK - with one exception: ERR_STORE after the connection failed while
+ * EXEC's answer was on its way leaves the outcome unknown (a client retries
+ * with the same idempotency key to learn it; see market_purchase_idem). */
 int market_purchase(market_conn *c, const char *buyer, const char *seller, const char *item,
                     int64_t expect_price, market_purchase_result *res) {
     return market_purchase_idem(c, buyer, seller, item, expect_price, NULL, res);
@@ -828,11 +830,12 @@ static int listing_guarded(market_conn *c, struct listing_op *op, market__attemp
     return market__guarded(c, &g, fn, op);
 }
 
-/* Reads under WATCH for a list or unlist: rd[1] is the operation's own read.
- * Returns MARKET_OK with rep[] filled (*nrep replies); MARKET__IDEM_NONE
- * stays in op->replayed's place when no record exists; a replay or a
- * mismatch of op->idem returns MARKET_OK/ERR_IDEM_MISMATCH with rep[] freed
- * and *nrep 0; or another market code. */
+/* Reads under WATCH for a list or unlist; rd[1] is the operation's own read.
+ * Returns MARKET_OK with rep[] filled (*nrep replies) when the operation
+ * should go on. When it is settled by the read - a stored outcome for
+ * op->idem (MARKET_OK with op->replayed set, or ERR_IDEM_MISMATCH) or a newer
+ * fence (ERR_LEASE_LOST) - rep[] is freed and *nrep is 0. Other failures
+ * return their market code with nothing to free. */
 static int listing_read(market_conn *c, const market__held *held, struct listing_op *op,
                         market__cmd *rd, redisReply **rep, size_t *nrep) {
     struct watchset w = op->watch;
