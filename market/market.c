@@ -54,7 +54,7 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
     if (m->cfg.batch_max == 0) m->cfg.batch_max = 64;
     if (m->cfg.batch_max > MARKET__BATCH_MAX) m->cfg.batch_max = MARKET__BATCH_MAX;
     m->lock = lock;
-    if (m->cfg.strategy == MARKET_STRATEGY_MARKET && !(m->batch = market__batch_new())) {
+    if (m->cfg.strategy != MARKET_STRATEGY_OPTIMISTIC && !(m->batch = market__batch_new())) {
         free(m);
         *err = MARKET_ERR_NOMEM;
         return NULL;
@@ -388,14 +388,8 @@ int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, 
     int rc = MARKET_OK;
     int64_t by = g->deadline_ms ? g->deadline_ms : lock_now_ms() + m->cfg.acquire_timeout_ms;
     if (g->n > 1) { /* all or nothing, in one round trip: no deadlock, no partial hold */
-        int64_t t0 = now_us(), left = by - t0 / 1000;
-        int lrc = lock_acquire_multi(m->lock, g->keys, g->n, m->cfg.lock_ttl_ms,
-                                     left > 0 ? (uint32_t)left : 0, h);
-        count_wait(m, now_us() - t0, lrc == LOCK_OK);
-        if (lrc < 0) {
-            rc = from_lock_err(lrc);
-            goto release;
-        }
+        rc = market__lock_multi(m, g->keys, g->n, by, h);
+        if (rc < 0) goto release;
         held = g->n;
     }
     for (; held < g->n; held++) {
@@ -421,6 +415,17 @@ release:
 int market__lock(market *m, const char *key, int64_t by, lock_handle *h) {
     int64_t t0 = now_us(), left = by - t0 / 1000;
     int lrc = lock_acquire(m->lock, key, m->cfg.lock_ttl_ms, left > 0 ? (uint32_t)left : 0, h);
+    count_wait(m, now_us() - t0, lrc == LOCK_OK);
+    return lrc < 0 ? from_lock_err(lrc) : MARKET_OK;
+}
+
+/* Takes the locks on keys[0..n) all or none, waiting until the monotonic
+ * time by (ms), and counts the wait. Returns MARKET_OK, or ERR_BUSY,
+ * ERR_STORE, ERR_NOMEM, ERR_INVALID. */
+int market__lock_multi(market *m, const char *const *keys, size_t n, int64_t by, lock_handle *h) {
+    int64_t t0 = now_us(), left = by - t0 / 1000;
+    int lrc = lock_acquire_multi(m->lock, keys, n, m->cfg.lock_ttl_ms,
+                                 left > 0 ? (uint32_t)left : 0, h);
     count_wait(m, now_us() - t0, lrc == LOCK_OK);
     return lrc < 0 ? from_lock_err(lrc) : MARKET_OK;
 }
@@ -535,7 +540,7 @@ static int commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply 
 
 /* ---- purchase ---- */
 
-#define LOCK_KEY_MAX_LEN (MARKET__MEMBER_MAX + 16) /* "lock:item:<item>.<seller>" */
+#define LOCK_KEY_MAX_LEN MARKET__LOCK_KEY_MAX
 
 
 /* The WATCH command for keys a, b (b may be NULL) and everything in w. */
@@ -753,7 +758,7 @@ int market_purchase_idem(market_conn *c, const char *buyer, const char *seller, 
     MARKET__COUNT(m, purchases);
     res->replayed = 0;
     int rc;
-    if (m->cfg.strategy == MARKET_STRATEGY_MARKET) {
+    if (m->cfg.strategy != MARKET_STRATEGY_OPTIMISTIC) {
         rc = market__purchase_batched(c, buyer, seller, item, expect_price, idem, res);
     } else {
         struct purchase p = {buyer, seller, item, expect_price, idem, res};

@@ -68,7 +68,8 @@ typedef struct market_world market_world; /* players and items to seed */
 enum market_strategy {
     MARKET_STRATEGY_MARKET,     /* one lock for the whole market; concurrent purchases of one
                                    process are checked and committed together under one hold */
-    MARKET_STRATEGY_ITEM,       /* a lock per listing and per buyer, taken in a fixed order */
+    MARKET_STRATEGY_ITEM,       /* a lock per listing and per buyer; concurrent purchases of one
+                                   process take all of theirs at once and commit together */
     MARKET_STRATEGY_OPTIMISTIC, /* no lock: WATCH, read, MULTI/EXEC, retry on abort */
 };
 

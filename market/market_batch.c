@@ -82,19 +82,25 @@ struct market__batch {
     char delta[USERS_MAX][24];
 
     /* pipeline scratch */
-    const char *args_watch[4 + USERS_MAX + MARKET__BATCH_MAX];
+    const char *args_watch[3 + 2 * MARKET__HELD_MAX + USERS_MAX + MARKET__BATCH_MAX];
     const char *args_mget[1 + MARKET__BATCH_MAX];
     const char *args_setidem[MARKET__BATCH_MAX][5];
-    const char *args_fence[3];
-    const char *args_setfence[3];
+    const char *args_fence[1 + MARKET__HELD_MAX];
+    const char *args_setfence[MARKET__HELD_MAX][3];
     const char *args_zmscore[2 + MARKET__BATCH_MAX];
     const char *args_hget[USERS_MAX][3];
     const char *args_sadd[2 * USERS_MAX + MARKET__BATCH_MAX]; /* every SADD, back to back */
     const char *args_zrem[2 + MARKET__BATCH_MAX];
     const char *args_hincr[USERS_MAX][4];
-    const char **argv[6 + 2 * USERS_MAX + MARKET__BATCH_MAX];
-    int argc[6 + 2 * USERS_MAX + MARKET__BATCH_MAX];
-    redisReply *rep[6 + 2 * USERS_MAX + MARKET__BATCH_MAX];
+    const char **argv[6 + MARKET__HELD_MAX + 2 * USERS_MAX + MARKET__BATCH_MAX];
+    int argc[6 + MARKET__HELD_MAX + 2 * USERS_MAX + MARKET__BATCH_MAX];
+    redisReply *rep[6 + MARKET__HELD_MAX + 2 * USERS_MAX + MARKET__BATCH_MAX];
+
+    /* item strategy: the batch's locks, each listing and each buyer once */
+    char lock_key[MARKET__HELD_MAX][MARKET__LOCK_KEY_MAX];
+    const char *lock_keys[MARKET__HELD_MAX];
+    lock_handle lock_h[MARKET__HELD_MAX];
+    size_t n_locks;
 };
 
 /* Returns new, uninitialised scratch space for one combiner (caller frees
@@ -139,9 +145,13 @@ static void batch_index(struct market__batch *b) {
 static int batch_read(market_conn *c, const market__held *held, struct market__batch *b) {
     size_t nc = 0, k = 0;
     b->args_watch[k++] = "WATCH";
-    b->args_watch[k++] = MARKET_LOCK_KEY;
-    b->args_watch[k++] = "market:";
-    b->args_watch[k++] = held->fenced[0];
+    /* The market lock guards market: as a whole, so it is watched; listing
+     * locks guard their own listings, and every purchase changes market:. */
+    if (c->m->cfg.strategy == MARKET_STRATEGY_MARKET) b->args_watch[k++] = "market:";
+    for (size_t i = 0; i < held->n; i++) {
+        b->args_watch[k++] = held->key[i];
+        b->args_watch[k++] = held->fenced[i];
+    }
     for (size_t u = 0; u < b->n_users; u++) b->args_watch[k++] = b->k_user[u];
     for (size_t i = 0; i < b->n; i++)
         if (b->k_idem[i][0]) b->args_watch[k++] = b->k_idem[i];
@@ -155,10 +165,11 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
     b->argv[nc] = b->args_zmscore;
     b->argc[nc++] = (int)k;
 
-    b->args_fence[0] = "GET";
-    b->args_fence[1] = held->fenced[0];
+    k = 0;
+    b->args_fence[k++] = "MGET";
+    for (size_t i = 0; i < held->n; i++) b->args_fence[k++] = held->fenced[i];
     b->argv[nc] = b->args_fence;
-    b->argc[nc++] = 2;
+    b->argc[nc++] = (int)k;
     for (size_t u = 0; u < b->n_users; u++) {
         b->args_hget[u][0] = "HGET";
         b->args_hget[u][1] = b->k_user[u];
@@ -196,13 +207,11 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
             }
         }
     }
-    int64_t seen;
     if (w->type != REDIS_REPLY_STATUS || z->type != REDIS_REPLY_ARRAY || z->elements != b->n) {
         rc = MARKET_ERR_STORE;
         goto out;
     }
-    if (f->type == REDIS_REPLY_STRING && market__parse_i64(f->str, f->len, &seen) == 0 &&
-        (uint64_t)seen > held->fence_v[0]) {
+    if (market__fence_stale(held, f)) {
         rc = MARKET_ERR_LEASE_LOST; /* a newer holder has committed */
         goto out;
     }
@@ -303,11 +312,13 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
     size_t nc = 0, k;
     b->argv[nc] = (const char **)multi;
     b->argc[nc++] = 1;
-    b->args_setfence[0] = "SET";
-    b->args_setfence[1] = held->fenced[0];
-    b->args_setfence[2] = held->fence[0];
-    b->argv[nc] = b->args_setfence;
-    b->argc[nc++] = 3;
+    for (size_t i = 0; i < held->n; i++) {
+        b->args_setfence[i][0] = "SET";
+        b->args_setfence[i][1] = held->fenced[i];
+        b->args_setfence[i][2] = held->fence[i];
+        b->argv[nc] = b->args_setfence[i];
+        b->argc[nc++] = 3;
+    }
     for (size_t u = 0; u < b->n_users; u++) {
         if (b->funds[u] == b->read_funds[u]) continue;
         snprintf(b->delta[u], sizeof b->delta[u], "%lld",
@@ -397,8 +408,51 @@ static void hold_drop(market *m) {
     m->holding = 0;
 }
 
+static void lock_key_add(struct market__batch *b, const char *prefix, const char *id) {
+    char key[MARKET__LOCK_KEY_MAX];
+    snprintf(key, sizeof key, "%s%s", prefix, id);
+    for (size_t i = 0; i < b->n_locks; i++)
+        if (strcmp(b->lock_key[i], key) == 0) return;
+    memcpy(b->lock_key[b->n_locks], key, sizeof key);
+    b->lock_keys[b->n_locks] = b->lock_key[b->n_locks];
+    b->n_locks++;
+}
+
+/* The item strategy's batch: every listing's lock and every buyer's lock,
+ * taken all or none in one round trip (no deadlock, no partial hold), one
+ * read, one commit, released all at once. Another process's purchase waits
+ * only if it shares a listing or a buyer with this batch. */
+static void batch_run_item(market_conn *c, struct market__batch *b) {
+    market *m = c->m;
+    MARKET__COUNT(m, batches);
+    batch_index(b);
+    b->n_locks = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        lock_key_add(b, "lock:item:", b->member[i]);
+        lock_key_add(b, "lock:player:", b->req[i]->buyer);
+    }
+    int rc = market__lock_multi(m, b->lock_keys, b->n_locks, b->req[0]->deadline_ms, b->lock_h);
+    if (rc == MARKET_OK) {
+        if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
+        market__held hd = {0};
+        for (size_t k = 0; k < b->n_locks; k++)
+            market__held_set(&hd, k, b->lock_keys[k], &b->lock_h[k]);
+        rc = market__attempts(c, b->lock_h, &hd, batch_attempt, b);
+        (void)lock_release_multi(m->lock, b->lock_h, b->n_locks); /* a lease not released expires */
+    }
+    if (rc < 0)
+        for (size_t i = 0; i < b->n; i++) {
+            b->req[i]->rc = rc;
+            market__count_result(m, rc);
+        }
+}
+
 static void batch_run(market_conn *c, struct market__batch *b) {
     market *m = c->m;
+    if (m->cfg.strategy == MARKET_STRATEGY_ITEM) {
+        batch_run_item(c, b);
+        return;
+    }
     MARKET__COUNT(m, batches);
     batch_index(b);
     int64_t now = lock_now_ms();
@@ -478,8 +532,11 @@ int market__purchase_batched(market_conn *c, const char *buyer, const char *sell
     if (r.state == REQ_COMBINE) {
         /* This request is the queue's head: serve it and those behind it. */
         struct market__batch *b = m->batch; /* ours while we combine */
+        size_t most = m->cfg.strategy == MARKET_STRATEGY_ITEM && m->cfg.batch_max > MARKET__ITEM_BATCH_MAX
+                          ? MARKET__ITEM_BATCH_MAX
+                          : m->cfg.batch_max;
         b->n = 0;
-        while (m->qhead && b->n < m->cfg.batch_max) {
+        while (m->qhead && b->n < most) {
             b->req[b->n++] = m->qhead;
             m->qhead->state = REQ_TAKEN;
             m->qhead = m->qhead->next;

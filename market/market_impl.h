@@ -16,6 +16,8 @@
 #define MARKET__MEMBER_MAX (2 * MARKET_ID_MAX + 2) /* "<item>.<seller>" */
 #define MARKET__PIPE_MAX 16                     /* commands in one fixed pipeline */
 #define MARKET__BATCH_MAX 256                   /* upper bound of cfg.batch_max */
+#define MARKET__ITEM_BATCH_MAX (MARKET__HELD_MAX / 2) /* item strategy: 2 locks a purchase */
+#define MARKET__LOCK_KEY_MAX (MARKET__MEMBER_MAX + 16)     /* "lock:item:<item>.<seller>" */
 #define MARKET__HOLD_MAX_MS 20 /* most a combiner keeps the market lock across batches */
 #define MARKET__TXN_ABORTED 1 /* an attempt's EXEC was aborted: a watched key changed */
 
@@ -72,12 +74,13 @@ typedef struct market__guard {
  * commit refuses to run when "<lock key>:fenced" holds a fence newer than
  * ours (a newer holder has committed), and stores ours, in the same
  * MULTI/EXEC as the transfer. */
+#define MARKET__HELD_MAX LOCK_MULTI_MAX /* leases one transaction may hold */
 typedef struct market__held {
     size_t n;
-    const char *key[2];
-    char fenced[2][MARKET__MEMBER_MAX + 24]; /* "<lock key>:fenced" */
-    char fence[2][24];                        /* our fence, decimal */
-    uint64_t fence_v[2];
+    const char *key[MARKET__HELD_MAX];
+    char fenced[MARKET__HELD_MAX][MARKET__MEMBER_MAX + 24]; /* "<lock key>:fenced" */
+    char fence[MARKET__HELD_MAX][24];                        /* our fence, decimal */
+    uint64_t fence_v[MARKET__HELD_MAX];
 } market__held;
 
 /* One attempt of a guarded transaction: read under WATCH, decide, commit.
@@ -89,6 +92,7 @@ int market__fence_stale(const market__held *held, const redisReply *mget);
 
 int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, void *ud);
 int market__lock(market *m, const char *key, int64_t by, lock_handle *h);
+int market__lock_multi(market *m, const char *const *keys, size_t n, int64_t by, lock_handle *h);
 void market__held_set(market__held *hd, size_t k, const char *key, const lock_handle *h);
 int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, market__attempt fn,
                      void *ud);
