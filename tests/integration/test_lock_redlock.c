@@ -257,12 +257,20 @@ static void test_lock_redlock_holder_stopped_past_lease_release_not_owner(void *
     assert_true(lock_now_ms() >= ch.h.valid_until_ms);
     assert_true(h.fence > ch.h.fence);
     assert_int_equal(child_rc, LOCK_ERR_NOT_OWNER);
-    for (int i = 0; i < MASTERS; i++) { /* freed nothing: still ours everywhere */
+    /* Freed nothing: our lease is still on a majority of the masters (a master
+     * that answered late may not have it), and no master has anyone else's. */
+    int ours = 0;
+    for (int i = 0; i < MASTERS; i++) {
         redisReply *r = raw_cmd(i, (const char *const[]){"GET", "rl:child:stop", NULL});
-        assert_int_equal(r->type, REDIS_REPLY_STRING);
-        assert_string_equal(r->str, h.token);
+        if (r->type == REDIS_REPLY_STRING) {
+            assert_string_equal(r->str, h.token);
+            ours++;
+        } else {
+            assert_int_equal(r->type, REDIS_REPLY_NIL);
+        }
         freeReplyObject(r);
     }
+    assert_true(ours >= MASTERS / 2 + 1);
     assert_int_equal(lock_extend(c, &h, 10000), LOCK_OK);
     assert_int_equal(lock_release(c, &h), LOCK_OK);
 }
