@@ -469,14 +469,18 @@ int server_port(const server *s) { return s ? s->port : 0; }
 void server_stop(server *s) {
     if (!s) return;
     if (s->daemon) {
+        /* The quiesced listening socket is ours, but a pool's epoll sets may
+         * still name it until the daemon stops: stop listening now (new
+         * connections are refused), close it only after MHD_stop_daemon. */
         MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-        if (fd != MHD_INVALID_SOCKET) close(fd);
+        if (fd != MHD_INVALID_SOCKET) (void)shutdown(fd, SHUT_RDWR);
         int64_t deadline = lock_now_ms() + DRAIN_MS;
         while (atomic_load(&s->in_flight) > 0 && lock_now_ms() < deadline) {
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
         MHD_stop_daemon(s->daemon);
+        if (fd != MHD_INVALID_SOCKET) close(fd);
     }
     if (s->key_ok) {
         /* The pool threads ran the destructor; this thread may hold one too. */
