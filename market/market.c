@@ -373,39 +373,27 @@ static void count_wait(market *m, int64_t us, int acquired) {
     if (acquired) MARKET__COUNT(m, lock_acquired);
 }
 
-/* Runs fn under the locks of g (acquired in order, each within the wait
- * budget) until it decides. When EXEC aborts, lock_extend() tells a lapsed
- * lease (MARKET_ERR_LEASE_LOST) from a write made without the lock (read
- * again, up to TXN_RETRIES). Without locks (optimistic) it retries with a
- * short random sleep until the wait budget is spent (MARKET_ERR_CONFLICT).
- * Releases what it took on every path. Returns fn's result or a lock error
- * mapped to a market code. */
-int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, void *ud) {
+/* Runs fn under the lock lock_key (taken within the wait budget; NULL: no
+ * lock, the optimistic strategy) until it decides: see market__attempts().
+ * Releases the lock on every path. Returns fn's result or a lock error mapped
+ * to a market code. Purchases under the market and item strategies do not
+ * come here: they are served in batches (market_batch.c). */
+int market__guarded(market_conn *c, const char *lock_key, market__attempt fn, void *ud) {
     market *m = c->m;
-    lock_handle h[2];
+    lock_handle h = {0};
     market__held hd = {0};
-    size_t held = 0;
     int rc = MARKET_OK;
-    int64_t by = g->deadline_ms ? g->deadline_ms : lock_now_ms() + m->cfg.acquire_timeout_ms;
-    if (g->n > 1) { /* all or nothing, in one round trip: no deadlock, no partial hold */
-        rc = market__lock_multi(m, g->keys, g->n, by, h);
-        if (rc < 0) goto release;
-        held = g->n;
+    if (lock_key) {
+        rc = market__lock(m, lock_key, lock_now_ms() + m->cfg.acquire_timeout_ms, &h);
+        if (rc < 0) goto out;
+        market__held_set(&hd, 0, lock_key, &h);
+        if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
     }
-    for (; held < g->n; held++) {
-        rc = market__lock(m, g->keys[held], by, &h[held]);
-        if (rc < 0) goto release;
-    }
-    for (size_t k = 0; k < held; k++) market__held_set(&hd, k, g->keys[k], &h[k]);
-    if (held > 0 && m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
-    rc = market__attempts(c, h, &hd, fn, ud);
-release:
-    /* A failed release needs no undo: every commit above was guarded, and a
-     * lease we cannot release expires by itself. */
-    if (held > 1)
-        (void)lock_release_multi(m->lock, h, held);
-    else if (held == 1)
-        (void)lock_release(m->lock, &h[0]);
+    rc = market__attempts(c, &h, &hd, fn, ud);
+    /* A failed release needs no undo: every commit was guarded, and a lease
+     * we cannot release expires by itself. */
+    if (lock_key) (void)lock_release(m->lock, &h);
+out:
     market__count_result(m, rc);
     return rc;
 }
@@ -553,33 +541,28 @@ static void watch_cmd(market__cmd *cmd, const char *a, const char *b, const stru
     for (int i = 0; i < cmd->argc; i++) cmd->len[i] = strlen(cmd->argv[i]);
 }
 
-/* Fills g and w for an operation on listing member (and buyer, may be NULL)
- * under the market's strategy. The lock keys live in keybuf. */
-static void strategy_guard(const market *m, const char *member, const char *buyer,
-                           char keybuf[2][LOCK_KEY_MAX_LEN], market__guard *g,
-                           struct watchset *w) {
-    g->n = w->n = 0;
-    g->deadline_ms = 0;
+/* Returns the lock an operation on listing member takes under the market's
+ * strategy (NULL: none; an item lock is written into keybuf), and fills w
+ * with what it watches besides the keys it reads. */
+static const char *strategy_guard(const market *m, const char *member,
+                                  char keybuf[LOCK_KEY_MAX_LEN], struct watchset *w) {
+    w->n = 0;
     switch (m->cfg.strategy) {
     case MARKET_STRATEGY_MARKET:
-        g->keys[g->n++] = MARKET_LOCK_KEY;
         w->keys[w->n++] = MARKET_LOCK_KEY;
         w->keys[w->n++] = "market:";
-        break;
+        return MARKET_LOCK_KEY;
     case MARKET_STRATEGY_ITEM:
         /* The listing lock protects the listing, so market: itself is not
-         * watched (every purchase changes it); the lock keys are. */
-        snprintf(keybuf[0], LOCK_KEY_MAX_LEN, "lock:item:%s", member);
-        g->keys[g->n++] = w->keys[w->n++] = keybuf[0];
-        if (buyer) {
-            snprintf(keybuf[1], LOCK_KEY_MAX_LEN, "lock:player:%s", buyer);
-            g->keys[g->n++] = w->keys[w->n++] = keybuf[1];
-        }
-        break;
+         * watched (every purchase changes it); the lock key is. */
+        snprintf(keybuf, LOCK_KEY_MAX_LEN, "lock:item:%s", member);
+        w->keys[w->n++] = keybuf;
+        return keybuf;
     case MARKET_STRATEGY_OPTIMISTIC:
         w->keys[w->n++] = "market:";
-        break;
+        return NULL;
     }
+    return NULL;
 }
 
 struct purchase {
@@ -767,10 +750,9 @@ int market_purchase_idem(market_conn *c, const char *buyer, const char *seller, 
         market__key(p.k_seller, sizeof p.k_seller, "users:", seller);
         market__key(p.k_inv, sizeof p.k_inv, "inventory:", buyer);
         snprintf(p.member, sizeof p.member, "%s.%s", item, seller);
-        char keybuf[2][LOCK_KEY_MAX_LEN];
-        market__guard g;
-        strategy_guard(m, p.member, buyer, keybuf, &g, &p.watch);
-        rc = market__guarded(c, &g, purchase_attempt, &p);
+        char keybuf[LOCK_KEY_MAX_LEN];
+        const char *lock_key = strategy_guard(m, p.member, keybuf, &p.watch);
+        rc = market__guarded(c, lock_key, purchase_attempt, &p);
     }
     if (rc == MARKET_OK && !res->replayed) MARKET__COUNT(m, purchased);
     return rc;
@@ -829,10 +811,9 @@ struct listing_op {
 static int listing_guarded(market_conn *c, struct listing_op *op, market__attempt fn) {
     market__key(op->k_inv, sizeof op->k_inv, "inventory:", op->seller);
     snprintf(op->member, sizeof op->member, "%s.%s", op->item, op->seller);
-    char keybuf[2][LOCK_KEY_MAX_LEN];
-    market__guard g;
-    strategy_guard(c->m, op->member, NULL, keybuf, &g, &op->watch);
-    return market__guarded(c, &g, fn, op);
+    char keybuf[LOCK_KEY_MAX_LEN];
+    const char *lock_key = strategy_guard(c->m, op->member, keybuf, &op->watch);
+    return market__guarded(c, lock_key, fn, op);
 }
 
 /* Reads under WATCH for a list or unlist; rd[1] is the operation's own read.

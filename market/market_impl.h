@@ -62,14 +62,6 @@ typedef struct market__cmd {
     size_t len[10];
 } market__cmd;
 
-/* The locks a guarded transaction holds: none (optimistic), the market lock,
- * or a listing lock and a buyer lock, always taken in this order. */
-typedef struct market__guard {
-    const char *keys[2];
-    size_t n;
-    int64_t deadline_ms; /* lock_now_ms() by which the locks must be had; 0: the wait budget */
-} market__guard;
-
 /* The leases a guarded transaction holds, and their fencing records: the
  * commit refuses to run when "<lock key>:fenced" holds a fence newer than
  * ours (a newer holder has committed), and stores ours, in the same
@@ -90,7 +82,7 @@ typedef int (*market__attempt)(market_conn *c, const market__held *held, void *u
 
 int market__fence_stale(const market__held *held, const redisReply *mget);
 
-int market__guarded(market_conn *c, const market__guard *g, market__attempt fn, void *ud);
+int market__guarded(market_conn *c, const char *lock_key, market__attempt fn, void *ud);
 int market__lock(market *m, const char *key, int64_t by, lock_handle *h);
 int market__lock_multi(market *m, const char *const *keys, size_t n, int64_t by, lock_handle *h);
 void market__held_set(market__held *hd, size_t k, const char *key, const lock_handle *h);
