@@ -50,13 +50,32 @@ fi
 
 host=${LISTEN%:*}
 port=${LISTEN##*:}
-# With MARKET_AUTH_SECRET set, player requests need the player's token;
-# without it, the demo runs with --no-auth (the server says so in its log).
+# Authentication is on: the secret is MARKET_AUTH_SECRET, or else the one kept
+# in var/auth-secret (made once, readable by you only). MARKET_NO_AUTH=1 turns
+# it off, as --no-auth does for the server.
+noauth=""
+secret_file=""
+if [ -n "${MARKET_NO_AUTH:-}" ]; then
+    noauth="--no-auth"
+elif [ -z "${MARKET_AUTH_SECRET:-}" ]; then
+    secret_file="$PWD/var/auth-secret"
+    if [ ! -s "$secret_file" ]; then
+        mkdir -p var
+        (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$secret_file")
+        echo "run: made an auth secret in var/auth-secret"
+    fi
+    MARKET_AUTH_SECRET=$(cat "$secret_file")
+    export MARKET_AUTH_SECRET
+fi
 auth=""
-noauth="--no-auth"
-if [ -n "${MARKET_AUTH_SECRET:-}" ]; then
-    noauth=""
+if [ -n "$noauth" ]; then
+    tokens="authentication is off (MARKET_NO_AUTH): any client may act for any player"
+else
     auth="-H 'Authorization: Bearer $("$BIN/market-seed" --print-token B)' "
+    secret='"$MARKET_AUTH_SECRET"'
+    [ -z "$secret_file" ] || secret='"$(cat var/auth-secret)"'
+    tokens="the purchase carries B's token; any player's token:
+  bin/market-seed --auth-secret $secret --print-token A"
 fi
 cat <<MSG
 
@@ -65,6 +84,7 @@ try:
   curl -s -X POST $host:$port/purchase $auth-d '{"buyer":"B","seller":"A","item":"axe"}'
   curl -s $host:$port/players/B
   curl -s '$host:$port/market?limit=10'
+$tokens
 
 MSG
 status=0

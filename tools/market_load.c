@@ -2,7 +2,7 @@
  *
  *   market-load --buyers N (--duration S | --requests K) [--url URL] [--redis URL]
  *               [--mix distinct|contended|mixed] [--seed X] [--timeout-ms T]
- *               [--json FILE] [--quiet]
+ *               [--auth-secret S] [--json FILE] [--quiet]
  *   market-load --hold-connections N [--duration S] [--url URL]
  *
  * Reads what is listed and who can pay from Redis, audits the store, drives N
@@ -51,6 +51,7 @@
 
 #include <hiredis.h>
 
+#include "api/api.h"
 #include "lock/lock.h"
 #include "market/market.h"
 
@@ -237,6 +238,7 @@ struct conn {
 
 struct opts {
     const char *url, *redis, *json;
+    const char *auth_secret; /* NULL: send no tokens */
     size_t buyers, hold;
     double duration_s;           /* 0: none */
     unsigned long long requests; /* 0: none */
@@ -304,6 +306,8 @@ static void usage(FILE *to) {
         "                          contended: the ~N/4 cheapest items, the N poorest buyers;\n"
         "                          mixed: half of each\n"
         "  --seed X                seeds every pick (default 1)\n"
+        "  --auth-secret S         send each buyer's token (default $MARKET_AUTH_SECRET;\n"
+        "                          none without it, for a server run with --no-auth)\n"
         "  --timeout-ms T          a request unanswered this long is an error (default 10000)\n"
         "  --json FILE             write the whole report as JSON\n"
         "  --quiet                 no progress line\n"
@@ -328,6 +332,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
     *o = (struct opts){.url = "http://127.0.0.1:8080", .seed = 1, .timeout_ms = 10000};
     o->redis = getenv("MARKET_REDIS");
     if (!o->redis || !*o->redis) o->redis = "redis://127.0.0.1:6379/0";
+    o->auth_secret = getenv("MARKET_AUTH_SECRET");
     static const struct option longopts[] = {{"url", required_argument, NULL, 'u'},
                                              {"redis", required_argument, NULL, 'r'},
                                              {"buyers", required_argument, NULL, 'b'},
@@ -335,6 +340,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                                              {"requests", required_argument, NULL, 'n'},
                                              {"mix", required_argument, NULL, 'm'},
                                              {"seed", required_argument, NULL, 's'},
+                                             {"auth-secret", required_argument, NULL, 'a'},
                                              {"json", required_argument, NULL, 'j'},
                                              {"quiet", no_argument, NULL, 'q'},
                                              {"timeout-ms", required_argument, NULL, 't'},
@@ -349,6 +355,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
         case 'u': o->url = optarg; break;
         case 'r': o->redis = optarg; break;
         case 'j': o->json = optarg; break;
+        case 'a': o->auth_secret = optarg; break;
         case 'q': o->quiet = 1; break;
         case 'b':
             if (parse_ull(optarg, 1, LOAD_BUYERS_MAX, &v) < 0) goto bad;
@@ -396,6 +403,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
         fprintf(stderr, "market-load: unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
+    if (o->auth_secret && !*o->auth_secret) o->auth_secret = NULL;
     if (o->hold) {
         if (o->buyers || o->requests) {
             fprintf(stderr, "market-load: --hold-connections takes no --buyers or --requests\n");
@@ -849,13 +857,22 @@ static int next_request(struct load *L, struct conn *c) {
     c->kind = kind;
     c->item = item;
     c->slot = slot;
-    char body[3 * MARKET_ID_MAX + 64];
+    char body[3 * MARKET_ID_MAX + 64], auth[API_TOKEN_MAX + 32] = "";
     int bl = snprintf(body, sizeof body, "{\"buyer\":\"%s\",\"seller\":\"%s\",\"item\":\"%s\"}",
                       player_id(L, buyer), item_seller(L, item), item_name(L, item));
+    if (L->o.auth_secret) {
+        char token[API_TOKEN_MAX + 1];
+        if (api_token_make(L->o.auth_secret, player_id(L, buyer), token, sizeof token) !=
+            MARKET_OK) {
+            L->stop_reason = "cannot make a buyer's token";
+            return 0;
+        }
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
+    }
     int n = snprintf(c->out, sizeof c->out,
                      "POST /purchase HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %d\r\n\r\n%s",
-                     L->host, bl, body);
+                     "%sContent-Length: %d\r\n\r\n%s",
+                     L->host, auth, bl, body);
     if (bl < 0 || (size_t)bl >= sizeof body || n < 0 || (size_t)n >= sizeof c->out) return 0;
     c->out_len = (size_t)n;
     return 1;
@@ -1416,9 +1433,9 @@ static int write_json(const struct load *L, const char *path, const market_audit
     json_str(f, L->o.redis);
     fprintf(f,
             ", \"buyers\": %zu, \"duration_s\": %.3f, \"requests\": %llu, \"mix\": \"%s\", "
-            "\"seed\": %" PRIu64 ", \"timeout_ms\": %u},\n",
+            "\"seed\": %" PRIu64 ", \"timeout_ms\": %u, \"tokens\": %s},\n",
             L->o.buyers, L->o.duration_s, L->o.requests, mix_names[L->o.mix], L->o.seed,
-            L->o.timeout_ms);
+            L->o.timeout_ms, L->o.auth_secret ? "true" : "false");
     fprintf(f,
             "  \"setup\": {\"players\": %zu, \"listed\": %zu, \"contended_window\": %zu, "
             "\"contended_pool\": %zu},\n",

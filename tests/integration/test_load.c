@@ -33,6 +33,7 @@ static th_redis redis;
 
 struct fx {
     const char *strategy; /* borrowed from the test table */
+    const char *secret;   /* the server's auth secret; NULL: --no-auth */
     server *srv;
     int port;
     char json[64]; /* the tool's report, a mkstemp file */
@@ -70,7 +71,10 @@ static void start_server(struct fx *f) {
     cfg.threads = 8;
     cfg.acquire_timeout_ms = 10000; /* no 503 even when valgrind slows every holder */
     cfg.log_level = SERVER_LOG_ERROR;
-    cfg.no_auth = 1; /* market-load sends no player tokens */
+    if (f->secret)
+        snprintf(cfg.auth_secret, sizeof cfg.auth_secret, "%s", f->secret);
+    else
+        cfg.no_auth = 1;
     int err = 0;
     char why[256] = "";
     f->srv = server_start(&cfg, &err, why, sizeof why);
@@ -115,15 +119,20 @@ static int run_tool(const char *const *args) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Runs the tool against the fixture's server; returns its report (new
- * reference; caller decrefs). */
-static json_t *load(struct fx *f, const char *mix, const char *buyers, const char *requests) {
+/* Runs the tool against the fixture's server, sending tokens made with
+ * secret (NULL: none); returns its report (new reference; caller decrefs). */
+static json_t *load_as(struct fx *f, const char *secret, const char *mix, const char *buyers,
+                       const char *requests) {
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", f->port);
     const char *args[] = {"--url",  url,        "--redis", redis.url,      "--mix",
                           mix,      "--buyers", buyers,    "--requests",   requests,
                           "--json", f->json,    "--quiet", "--timeout-ms", "60000",
-                          NULL};
+                          NULL,     NULL,       NULL};
+    if (secret) {
+        args[15] = "--auth-secret";
+        args[16] = secret;
+    }
     int rc = run_tool(args);
     if (rc != 0) fprintf(stderr, "market-load (%s, %s mix) exited %d\n", f->strategy, mix, rc);
     assert_int_equal(rc, 0);
@@ -132,6 +141,10 @@ static json_t *load(struct fx *f, const char *mix, const char *buyers, const cha
     if (!j) fprintf(stderr, "%s: %s\n", f->json, e.text);
     assert_non_null(j);
     return j;
+}
+
+static json_t *load(struct fx *f, const char *mix, const char *buyers, const char *requests) {
+    return load_as(f, NULL, mix, buyers, requests);
 }
 
 static long long num(json_t *j, const char *obj, const char *key) {
@@ -219,6 +232,28 @@ static void test_load_distinct_all_200(void **state) {
     json_decref(j);
 }
 
+/* Against a server that checks tokens, the tool sends each buyer's own:
+ * with the server's secret every purchase is a 200; with another secret
+ * every one is a 401 and nothing moves. */
+static void test_load_sends_buyer_tokens(void **state) {
+    struct fx *f = *state;
+    f->secret = "load-test-secret";
+    seed_world(50, 400, 1000000, 1, 1000);
+    start_server(f);
+    json_t *j = load_as(f, "some-other-secret", "distinct", "4", "100");
+    assert_invariants(j);
+    assert_int_equal(num(j, "status", "200"), 0);
+    json_t *by = json_object_get(json_object_get(j, "status"), "by_code");
+    assert_int_equal(json_integer_value(json_object_get(by, "401")), 100);
+    assert_int_equal(num(j, "invariants", "items_left_market"), 0);
+    json_decref(j);
+    j = load_as(f, f->secret, "distinct", "4", "100");
+    assert_invariants(j);
+    assert_int_equal(num(j, "status", "200"), 100);
+    assert_int_equal(num(j, "invariants", "items_left_market"), 100);
+    json_decref(j);
+}
+
 /* A server that is not there is a prompt setup failure, not a hang. */
 static void test_load_server_down_exits_1(void **state) {
     (void)state;
@@ -265,6 +300,8 @@ int main(void) {
         PER_STRATEGY("market"),
         PER_STRATEGY("item"),
         PER_STRATEGY("optimistic"),
+        {"test_load_sends_buyer_tokens", test_load_sends_buyer_tokens, fx_setup, fx_teardown,
+         (void *)"market"},
         cmocka_unit_test(test_load_server_down_exits_1),
         cmocka_unit_test(test_load_bad_flags_exit_2),
     };
