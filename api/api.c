@@ -431,9 +431,24 @@ static int conn_missing(const market_conn *conn, api_response *resp) {
 typedef void (*api_handler)(market_conn *conn, const api_request *req, const char *arg,
                             api_response *resp);
 
-/* POST /purchase {"buyer","seller","item"[,"price"]} */
-static void handle_purchase(market_conn *conn, const api_request *req, const char *arg,
-                            api_response *resp) {
+/* The answer to a purchase whose market outcome is rc and res. */
+static void purchase_reply(const char *buyer, const char *seller, const char *item, int rc,
+                           const market_purchase_result *res, api_response *resp) {
+    if (rc != MARKET_OK) {
+        api__reply_market(rc, res->price, resp);
+        return;
+    }
+    api__reply(resp, 200,
+               json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "status", "purchased", "buyer", buyer,
+                         "seller", seller, "item", item, "price", (json_int_t)res->price,
+                         "buyer_funds", (json_int_t)res->buyer_funds));
+    resp->replayed = res->replayed;
+}
+
+/* Validates POST /purchase {"buyer","seller","item"[,"price"]}, its token
+ * and its Idempotency-Key into p (strings copied). Returns 1 when p is ready
+ * for the market, 0 when resp holds the answer (an error). */
+static int purchase_prepare(const api_request *req, api_response *resp, api_purchase *p) {
     static const field_spec spec[] = {
         {"buyer", FIELD_ID, 1},
         {"seller", FIELD_ID, 1},
@@ -441,33 +456,44 @@ static void handle_purchase(market_conn *conn, const api_request *req, const cha
         {"price", FIELD_PRICE, 0},
     };
     field_value v[4];
-    (void)arg;
     json_t *root = body_parse(req, spec, 4, v, resp);
-    if (!root) return;
+    if (!root) return 0;
     snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
+    int ready = 0;
     if (strcmp(v[0].id, v[1].id) == 0) {
         bad_request(resp, "fields 'buyer' and 'seller' must differ");
-    } else if (api__authorized(req, v[0].id, resp) && !conn_missing(conn, resp)) {
-        market_purchase_result res = {0};
-        market_idem idem;
-        char fp[MARKET_IDEM_FP_MAX + 1];
-        int has_key = api__idempotency(req, &idem, fp, resp); /* < 0: resp holds the error */
-        int rc = has_key < 0 ? MARKET_OK
-                             : market_purchase_idem(conn, v[0].id, v[1].id, v[2].id,
-                                                    v[3].present ? v[3].price : -1,
-                                                    has_key ? &idem : NULL, &res);
-        if (has_key >= 0 && rc != MARKET_OK) {
-            api__reply_market(rc, res.price, resp);
-        } else if (has_key >= 0) {
-            api__reply(resp, 200,
-                       json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "status", "purchased", "buyer",
-                                 v[0].id, "seller", v[1].id, "item", v[2].id, "price",
-                                 (json_int_t)res.price, "buyer_funds",
-                                 (json_int_t)res.buyer_funds));
-            resp->replayed = res.replayed;
+    } else if (api__authorized(req, v[0].id, resp)) {
+        int has_key = api__idempotency(req, &p->idem, p->fp, resp); /* < 0: resp holds the error */
+        if (has_key >= 0) {
+            /* ids are valid, so they fit; the key was checked by api__idempotency() */
+            snprintf(p->buyer, sizeof p->buyer, "%s", v[0].id);
+            snprintf(p->seller, sizeof p->seller, "%s", v[1].id);
+            snprintf(p->item, sizeof p->item, "%s", v[2].id);
+            if (has_key) {
+                snprintf(p->idem_key, sizeof p->idem_key, "%s", p->idem.key);
+                p->idem.key = p->idem_key;
+                p->idem.fingerprint = p->fp;
+            }
+            p->op = (market_pending){.buyer = p->buyer, .seller = p->seller, .item = p->item,
+                                     .expect_price = v[3].present ? v[3].price : -1,
+                                     .idem = has_key ? &p->idem : NULL};
+            ready = 1;
         }
     }
     json_decref(root);
+    return ready;
+}
+
+/* POST /purchase, run on this thread. */
+static void handle_purchase(market_conn *conn, const api_request *req, const char *arg,
+                            api_response *resp) {
+    (void)arg;
+    api_purchase p;
+    if (!purchase_prepare(req, resp, &p) || conn_missing(conn, resp)) return;
+    market_purchase_result res = {0};
+    int rc = market_purchase_idem(conn, p.buyer, p.seller, p.item, p.op.expect_price, p.op.idem,
+                                  &res);
+    purchase_reply(p.buyer, p.seller, p.item, rc, &res, resp);
 }
 
 /* POST /list {"seller","item","price"} */
@@ -743,6 +769,31 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
         return;
     }
     r->handle(conn, req, arg, resp);
+}
+
+/* Like api_handle(), except for a POST /purchase that passes validation:
+ * that one is not run; it is written into p and 1 is returned, with resp
+ * holding only what logs need (route, player). The caller then submits
+ * p->op with market_purchase_submit() (after setting op.done and op.ud) and,
+ * once done has been called, turns the outcome into resp with
+ * api_purchase_end(). Returns 0 when resp is the whole answer. */
+int api_handle_begin(market_conn *conn, const api_request *req, api_response *resp,
+                     api_purchase *p) {
+    if (!resp || !p) return 0;
+    const char *arg = NULL;
+    const api_route *r = req && req->method && req->path ? route_find(req->path, &arg) : NULL;
+    if (!r || r->handle != handle_purchase || strcmp(req->method, "POST") != 0) {
+        api_handle(conn, req, resp);
+        return 0;
+    }
+    *resp = (api_response){.route = api_route_names[r - api_routes]};
+    return purchase_prepare(req, resp, p);
+}
+
+/* Fills resp with the answer to p, whose market outcome (p->op.rc and
+ * p->op.res) is in; resp keeps its route and player. */
+void api_purchase_end(const api_purchase *p, api_response *resp) {
+    purchase_reply(p->buyer, p->seller, p->item, p->op.rc, &p->op.res, resp);
 }
 
 /* Fills resp (overwritten without being read) with status and the body

@@ -48,7 +48,19 @@ typedef struct api_response {
 
 #define API_TOKEN_MAX (MARKET_ID_MAX + 1 + 64) /* "<player>.<64 hex digits>" */
 
+/* A validated POST /purchase waiting for the market (api_handle_begin()). */
+typedef struct api_purchase {
+    market_pending op; /* the caller sets op.done and op.ud, then market_purchase_submit()s it */
+    char buyer[MARKET_ID_MAX + 1], seller[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1];
+    market_idem idem;
+    char idem_key[MARKET_IDEM_KEY_MAX + 1];
+    char fp[MARKET_IDEM_FP_MAX + 1];
+} api_purchase;
+
 void api_handle(market_conn *conn, const api_request *req, api_response *resp);
+int api_handle_begin(market_conn *conn, const api_request *req, api_response *resp,
+                     api_purchase *p);
+void api_purchase_end(const api_purchase *p, api_response *resp);
 void api_error(int status, const char *code, const char *detail, api_response *resp);
 void api_response_cleanup(api_response *resp);
 const char *api_route_name(int i);

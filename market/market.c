@@ -54,13 +54,7 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
     if (m->cfg.batch_max == 0) m->cfg.batch_max = 64;
     if (m->cfg.batch_max > MARKET__BATCH_MAX) m->cfg.batch_max = MARKET__BATCH_MAX;
     m->lock = lock;
-    if (m->cfg.strategy != MARKET_STRATEGY_OPTIMISTIC && !(m->batch = market__batch_new())) {
-        free(m);
-        *err = MARKET_ERR_NOMEM;
-        return NULL;
-    }
-    if (pthread_mutex_init(&m->qmu, NULL) != 0) {
-        free(m->batch);
+    if (market__batch_init(m) < 0) {
         free(m);
         *err = MARKET_ERR_NOMEM;
         return NULL;
@@ -73,9 +67,7 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
  * first. This function can't fail. */
 void market_free(market *m) {
     if (!m) return;
-    if (m->holding) (void)lock_release(m->lock, &m->hold); /* normally released when idle */
-    pthread_mutex_destroy(&m->qmu);
-    free(m->batch);
+    market__batch_free(m); /* serves what is queued, releases the lock, frees the queue */
     free(m);
 }
 
@@ -677,7 +669,8 @@ int market_idem_key_valid(const char *key) {
     return n > 0;
 }
 
-static int idem_valid(const market_idem *idem) {
+/* Whether idem (NULL is fine) has a valid key and fingerprint. */
+int market__idem_valid(const market_idem *idem) {
     if (!idem) return 1;
     if (!market_idem_key_valid(idem->key) || !idem->fingerprint) return 0;
     size_t n = strlen(idem->fingerprint);
@@ -735,25 +728,22 @@ int market_purchase_idem(market_conn *c, const char *buyer, const char *seller, 
                          market_purchase_result *res) {
     if (!c || !res || !market_id_valid(buyer) || !market_id_valid(seller) ||
         !market_id_valid(item) || strcmp(buyer, seller) == 0 || expect_price > MARKET_PRICE_MAX ||
-        !idem_valid(idem))
+        !market__idem_valid(idem))
         return MARKET_ERR_INVALID;
     market *m = c->m;
-    MARKET__COUNT(m, purchases);
     res->replayed = 0;
-    int rc;
-    if (m->cfg.strategy != MARKET_STRATEGY_OPTIMISTIC) {
-        rc = market__purchase_batched(c, buyer, seller, item, expect_price, idem, res);
-    } else {
-        struct purchase p = {buyer, seller, item, expect_price, idem, res};
-        if (idem) market__idem_key(p.k_idem, sizeof p.k_idem, buyer, idem);
-        market__key(p.k_buyer, sizeof p.k_buyer, "users:", buyer);
-        market__key(p.k_seller, sizeof p.k_seller, "users:", seller);
-        market__key(p.k_inv, sizeof p.k_inv, "inventory:", buyer);
-        snprintf(p.member, sizeof p.member, "%s.%s", item, seller);
-        char keybuf[LOCK_KEY_MAX_LEN];
-        const char *lock_key = strategy_guard(m, p.member, keybuf, &p.watch);
-        rc = market__guarded(c, lock_key, purchase_attempt, &p);
-    }
+    if (market_purchase_async(m)) /* the worker counts and serves it */
+        return market__purchase_batched(m, buyer, seller, item, expect_price, idem, res);
+    MARKET__COUNT(m, purchases);
+    struct purchase p = {buyer, seller, item, expect_price, idem, res};
+    if (idem) market__idem_key(p.k_idem, sizeof p.k_idem, buyer, idem);
+    market__key(p.k_buyer, sizeof p.k_buyer, "users:", buyer);
+    market__key(p.k_seller, sizeof p.k_seller, "users:", seller);
+    market__key(p.k_inv, sizeof p.k_inv, "inventory:", buyer);
+    snprintf(p.member, sizeof p.member, "%s.%s", item, seller);
+    char keybuf[LOCK_KEY_MAX_LEN];
+    const char *lock_key = strategy_guard(m, p.member, keybuf, &p.watch);
+    int rc = market__guarded(c, lock_key, purchase_attempt, &p);
     if (rc == MARKET_OK && !res->replayed) MARKET__COUNT(m, purchased);
     return rc;
 }
@@ -921,7 +911,7 @@ int market_list(market_conn *c, const char *seller, const char *item, int64_t pr
 int market_list_idem(market_conn *c, const char *seller, const char *item, int64_t price,
                      const market_idem *idem, int *replayed) {
     if (!c || !market_id_valid(seller) || !market_id_valid(item) || price < 1 ||
-        price > MARKET_PRICE_MAX || !idem_valid(idem))
+        price > MARKET_PRICE_MAX || !market__idem_valid(idem))
         return MARKET_ERR_INVALID;
     struct listing_op op = {seller, item, price, idem};
     if (idem) market__idem_key(op.k_idem, sizeof op.k_idem, seller, idem);

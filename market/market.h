@@ -100,6 +100,27 @@ typedef struct market_idem {
     const char *fingerprint; /* identifies the request (e.g. a hash of its body), no spaces */
 } market_idem;
 
+/* A purchase handed to the market without waiting for it: see
+ * market_purchase_submit(). The caller fills the inputs, keeps the struct
+ * and every string it points to alive until done is called, and reads the
+ * outputs in done or after it. */
+typedef struct market_pending market_pending;
+struct market_pending {
+    /* in */
+    const char *buyer, *seller, *item;
+    int64_t expect_price;     /* > 0: refuse any other price (PRICE_CHANGED); else any */
+    const market_idem *idem;  /* may be NULL */
+    void (*done)(market_pending *p); /* called once, on the market's worker thread */
+    void *ud;                 /* the caller's */
+    /* out: set before done is called */
+    int rc;                   /* what market_purchase_idem() would have returned */
+    market_purchase_result res;
+    /* the market's own */
+    int64_t deadline_ms;
+    int state;
+    market_pending *next;
+};
+
 typedef struct market_player {
     char id[MARKET_ID_MAX + 1];
     char name[MARKET_NAME_MAX + 1];
@@ -149,6 +170,7 @@ typedef struct market_audit_report {
 
 market *market_new(const market_config *cfg, lock_client *lock, int *err);
 void market_free(market *m);
+void market_shutdown(market *m);
 market_conn *market_conn_new(market *m, int *err);
 void market_conn_free(market_conn *c);
 
@@ -159,6 +181,8 @@ int market_purchase(market_conn *c, const char *buyer, const char *seller, const
 int market_purchase_idem(market_conn *c, const char *buyer, const char *seller, const char *item,
                          int64_t expect_price, const market_idem *idem,
                          market_purchase_result *res);
+int market_purchase_submit(market *m, market_pending *p);
+int market_purchase_async(const market *m);
 int market_list(market_conn *c, const char *seller, const char *item, int64_t price);
 int market_list_idem(market_conn *c, const char *seller, const char *item, int64_t price,
                      const market_idem *idem, int *replayed);

@@ -42,25 +42,11 @@
 
 enum {
     REQ_WAITING, /* queued */
-    REQ_TAKEN,   /* in a batch being served: it waits for the outcome, whatever its budget */
-    REQ_DONE,    /* outcome in rc */
-    REQ_COMBINE, /* queued at the head, and chosen to serve the queue */
-};
-
-struct market__req {
-    const char *buyer, *seller, *item;
-    int64_t expect_price;
-    const market_idem *idem; /* may be NULL */
-    market_purchase_result *res;
-    int rc;
-    int state;          /* REQ_*; guarded by market.qmu */
-    int64_t deadline_ms; /* lock_now_ms() after which it gives up waiting in the queue */
-    pthread_cond_t cv;  /* signalled when state changes */
-    struct market__req *next;
+    REQ_TAKEN,   /* taken by the worker: it will call done, whatever the budget */
 };
 
 struct market__batch {
-    struct market__req *req[MARKET__BATCH_MAX];
+    market_pending *req[MARKET__BATCH_MAX];
     size_t n;
     char member[MARKET__BATCH_MAX][MARKET__MEMBER_MAX];
     size_t first[MARKET__BATCH_MAX];   /* index of the first purchase of the same listing */
@@ -103,10 +89,6 @@ struct market__batch {
     size_t n_locks;
 };
 
-/* Returns new, uninitialised scratch space for one combiner (caller frees
- * with free()), or NULL on out-of-memory. */
-struct market__batch *market__batch_new(void) { return malloc(sizeof(struct market__batch)); }
-
 /* ---- building the batch ---- */
 
 static size_t user_index(struct market__batch *b, const char *id) {
@@ -122,7 +104,7 @@ static size_t user_index(struct market__batch *b, const char *id) {
 static void batch_index(struct market__batch *b) {
     b->n_users = b->n_idem = 0;
     for (size_t i = 0; i < b->n; i++) {
-        const struct market__req *r = b->req[i];
+        const market_pending *r = b->req[i];
         snprintf(b->member[i], sizeof b->member[i], "%s.%s", r->item, r->seller);
         b->k_idem[i][0] = '\0';
         if (r->idem) {
@@ -243,26 +225,26 @@ out:
 /* Settles purchase i from its idempotency key: a stored outcome, or an
  * earlier purchase of this batch under the same key. Returns 1 when settled. */
 static int idem_decided(struct market__batch *b, size_t i) {
-    struct market__req *r = b->req[i];
+    market_pending *r = b->req[i];
     int st = b->idem_state[i];
     int64_t a = b->idem_a[i], bb = b->idem_b[i];
     if (st == MARKET__IDEM_NONE) {
         for (size_t j = 0; j < i; j++) {
-            const struct market__req *q = b->req[j];
+            const market_pending *q = b->req[j];
             if (q->rc != MARKET_OK || strcmp(b->k_idem[j], b->k_idem[i]) != 0) continue;
             st = strcmp(q->idem->fingerprint, r->idem->fingerprint) == 0 ? MARKET_OK
                                                                           : MARKET_ERR_IDEM_MISMATCH;
-            a = q->res->price;
-            bb = q->res->buyer_funds;
+            a = q->res.price;
+            bb = q->res.buyer_funds;
             break;
         }
         if (st == MARKET__IDEM_NONE) return 0;
     }
     r->rc = st;
     if (st == MARKET_OK) {
-        r->res->replayed = 1;
-        r->res->price = a;
-        r->res->buyer_funds = bb;
+        r->res.replayed = 1;
+        r->res.price = a;
+        r->res.buyer_funds = bb;
     }
     return 1;
 }
@@ -273,15 +255,15 @@ static size_t batch_decide(struct market__batch *b) {
     memcpy(b->read_funds, b->funds, b->n_users * sizeof *b->funds);
     for (size_t i = 0; i < b->n; i++) b->sold[i] = 0;
     for (size_t i = 0; i < b->n; i++) {
-        struct market__req *r = b->req[i];
+        market_pending *r = b->req[i];
         size_t f = b->first[i], bu = b->buyer[i], se = b->seller[i];
         int64_t price = b->price[f];
-        r->res->replayed = 0;
+        r->res.replayed = 0;
         if (b->k_idem[i][0] && idem_decided(b, i)) continue;
         if (price == 0 || b->sold[f]) {
             r->rc = MARKET_ERR_NOT_LISTED;
         } else if (r->expect_price > 0 && r->expect_price != price) {
-            r->res->price = price;
+            r->res.price = price;
             r->rc = MARKET_ERR_PRICE_CHANGED;
         } else if (!b->exists[bu]) {
             r->rc = MARKET_ERR_NO_PLAYER;
@@ -293,8 +275,8 @@ static size_t batch_decide(struct market__batch *b) {
             b->funds[bu] -= price;
             b->funds[se] += price;
             b->sold[f] = 1;
-            r->res->price = price;
-            r->res->buyer_funds = b->funds[bu];
+            r->res.price = price;
+            r->res.buyer_funds = b->funds[bu];
             r->rc = MARKET_OK;
             won++;
         }
@@ -304,7 +286,7 @@ static size_t batch_decide(struct market__batch *b) {
 
 /* Purchase i succeeded in this batch (not a replay): it has writes. */
 static int won(const struct market__batch *b, size_t i) {
-    return b->req[i]->rc == MARKET_OK && !b->req[i]->res->replayed;
+    return b->req[i]->rc == MARKET_OK && !b->req[i]->res.replayed;
 }
 
 static int batch_commit(market_conn *c, const market__held *held, struct market__batch *b) {
@@ -352,9 +334,9 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
     b->argc[nc++] = (int)k;
     for (size_t i = 0; i < b->n; i++) {
         if (!won(b, i) || !b->k_idem[i][0]) continue;
-        const struct market__req *r = b->req[i];
-        market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->res->price,
-                            r->res->buyer_funds);
+        const market_pending *r = b->req[i];
+        market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->res.price,
+                            r->res.buyer_funds);
         const char **a = b->args_setidem[i];
         a[0] = "SET";
         a[1] = b->k_idem[i];
@@ -482,89 +464,236 @@ static void batch_run(market_conn *c, struct market__batch *b) {
         }
 }
 
-/* Queues one purchase and waits for its outcome; when no other thread is
- * serving the queue, this thread serves it (see DESIGN). Arguments are
- * already validated by market_purchase(). Returns the purchase's market code;
- * MARKET_ERR_NOMEM when the scratch space cannot be had. */
-int market__purchase_batched(market_conn *c, const char *buyer, const char *seller,
-                             const char *item, int64_t expect_price, const market_idem *idem,
-                             market_purchase_result *res) {
-    market *m = c->m;
-    struct market__req r = {buyer, seller, item, expect_price, idem, res, MARKET_ERR_STORE,
-                            REQ_WAITING, lock_now_ms() + m->cfg.acquire_timeout_ms};
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0) return MARKET_ERR_NOMEM;
-    int ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-             pthread_cond_init(&r.cv, &ca) == 0;
-    pthread_condattr_destroy(&ca);
-    if (!ok) return MARKET_ERR_NOMEM;
-    struct timespec until = {(time_t)(r.deadline_ms / 1000), (long)(r.deadline_ms % 1000) * 1000000L};
+/* ---- the queue and its worker ---- */
 
+/* Sets up m's queue (its worker starts with the first purchase). Returns 0,
+ * or -1 on out-of-memory. */
+int market__batch_init(market *m) {
+    if (pthread_mutex_init(&m->qmu, NULL) != 0) return -1;
+    pthread_condattr_t ca;
+    int ok = pthread_condattr_init(&ca) == 0;
+    if (ok) {
+        ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+             pthread_cond_init(&m->qcv, &ca) == 0;
+        pthread_condattr_destroy(&ca);
+    }
+    if (!ok) {
+        pthread_mutex_destroy(&m->qmu);
+        return -1;
+    }
+    if (m->cfg.strategy != MARKET_STRATEGY_OPTIMISTIC &&
+        !(m->batch = malloc(sizeof *m->batch))) {
+        pthread_cond_destroy(&m->qcv);
+        pthread_mutex_destroy(&m->qmu);
+        return -1;
+    }
+    return 0;
+}
+
+/* Gives p its outcome and hands it back; p is not touched afterwards. */
+static void finish(market *m, market_pending *p, int rc) {
+    p->rc = rc;
+    if (rc == MARKET_OK && !p->res.replayed) MARKET__COUNT(m, purchased);
+    p->done(p);
+}
+
+/* The worker: takes up to a batch of queued purchases at a time, answers
+ * those whose wait budget ran out while queued with MARKET_ERR_BUSY, serves
+ * the rest under one lock hold (see DESIGN), hands each its outcome, and
+ * releases the lock when the queue is empty. At stop it serves what is
+ * queued first. */
+static void *worker_main(void *arg) {
+    market *m = arg;
+    struct market__batch *b = m->batch;
+    market_conn *c = market_conn_new(m, NULL); /* NULL: every batch fails NOMEM */
+    size_t most = m->cfg.batch_max;
+    if (m->cfg.strategy == MARKET_STRATEGY_ITEM && most > MARKET__ITEM_BATCH_MAX)
+        most = MARKET__ITEM_BATCH_MAX;
     pthread_mutex_lock(&m->qmu);
-    if (m->qtail)
-        m->qtail->next = &r;
-    else
-        m->qhead = &r;
-    m->qtail = &r;
-    if (!m->combining) {
-        m->combining = 1;
-        r.state = REQ_COMBINE;
-    }
-    while (r.state == REQ_WAITING || r.state == REQ_TAKEN) {
-        if (r.state == REQ_TAKEN) {
-            pthread_cond_wait(&r.cv, &m->qmu);
+    for (;;) {
+        if (!m->qhead) {
+            if (m->holding) { /* idle: free the market for other processes */
+                pthread_mutex_unlock(&m->qmu);
+                hold_drop(m);
+                pthread_mutex_lock(&m->qmu);
+                continue;
+            }
+            if (m->worker_stop) break;
+            pthread_cond_wait(&m->qcv, &m->qmu);
             continue;
         }
-        if (pthread_cond_timedwait(&r.cv, &m->qmu, &until) != ETIMEDOUT || r.state != REQ_WAITING)
-            continue;
-        /* Still queued when its budget ran out: leave the queue, busy. */
-        struct market__req **pp = &m->qhead, *prev = NULL;
-        while (*pp != &r) {
-            prev = *pp;
-            pp = &(*pp)->next;
-        }
-        *pp = r.next;
-        if (m->qtail == &r) m->qtail = prev;
-        r.rc = MARKET_ERR_BUSY;
-        MARKET__COUNT(m, lock_busy);
-        break;
-    }
-    if (r.state == REQ_COMBINE) {
-        /* This request is the queue's head: serve it and those behind it. */
-        struct market__batch *b = m->batch; /* ours while we combine */
-        size_t most = m->cfg.strategy == MARKET_STRATEGY_ITEM && m->cfg.batch_max > MARKET__ITEM_BATCH_MAX
-                          ? MARKET__ITEM_BATCH_MAX
-                          : m->cfg.batch_max;
+        market_pending *late = NULL;
+        int64_t now = lock_now_ms();
         b->n = 0;
         while (m->qhead && b->n < most) {
-            b->req[b->n++] = m->qhead;
-            m->qhead->state = REQ_TAKEN;
-            m->qhead = m->qhead->next;
+            market_pending *p = m->qhead;
+            m->qhead = p->next;
+            p->state = REQ_TAKEN;
+            if (now < p->deadline_ms) {
+                b->req[b->n++] = p;
+            } else {
+                p->next = late;
+                late = p;
+            }
         }
         if (!m->qhead) m->qtail = NULL;
         pthread_mutex_unlock(&m->qmu);
 
-        batch_run(c, b);
-
+        while (late) { /* waited past its budget behind earlier batches */
+            market_pending *p = late;
+            late = p->next;
+            MARKET__COUNT(m, lock_busy);
+            finish(m, p, MARKET_ERR_BUSY);
+        }
+        if (b->n) {
+            if (c) {
+                batch_run(c, b);
+            } else {
+                for (size_t i = 0; i < b->n; i++) b->req[i]->rc = MARKET_ERR_NOMEM;
+            }
+            for (size_t i = 0; i < b->n; i++) finish(m, b->req[i], b->req[i]->rc);
+        }
         pthread_mutex_lock(&m->qmu);
-        for (size_t i = 0; i < b->n; i++) {
-            b->req[i]->state = REQ_DONE;
-            if (b->req[i] != &r) pthread_cond_signal(&b->req[i]->cv);
-        }
-        if (!m->qhead && m->holding) {
-            /* Idle: release the lock, still combining so nobody else uses it. */
-            pthread_mutex_unlock(&m->qmu);
-            hold_drop(m);
-            pthread_mutex_lock(&m->qmu);
-        }
-        if (m->qhead) {
-            m->qhead->state = REQ_COMBINE; /* it inherits the lock if we kept it */
-            pthread_cond_signal(&m->qhead->cv);
-        } else {
-            m->combining = 0;
-        }
     }
     pthread_mutex_unlock(&m->qmu);
-    pthread_cond_destroy(&r.cv);
-    return r.rc;
+    market_conn_free(c);
+    return NULL;
+}
+
+/* Returns 1 when m's purchases can be submitted with market_purchase_submit()
+ * (the market and item strategies), 0 when they run on the caller's thread
+ * (optimistic). This function can't fail. */
+int market_purchase_async(const market *m) {
+    return m && m->cfg.strategy != MARKET_STRATEGY_OPTIMISTIC;
+}
+
+/* Queues purchase p (see market_pending) and returns at once. Returns
+ * MARKET_OK when p is queued: p->done(p) will be called exactly once, from
+ * the market's worker thread, with p->rc and p->res set, within about p's
+ * wait budget (acquire_timeout_ms) plus the Redis timeout. Otherwise returns
+ * MARKET_ERR_INVALID (bad arguments, as market_purchase_idem(), or a market
+ * of the optimistic strategy: see market_purchase_async()),
+ * MARKET_ERR_BUSY (after market_shutdown()) or MARKET_ERR_NOMEM (the worker
+ * cannot start), and done is not called. */
+int market_purchase_submit(market *m, market_pending *p) {
+    if (!market_purchase_async(m) || !p || !p->done || !market_id_valid(p->buyer) ||
+        !market_id_valid(p->seller) || !market_id_valid(p->item) ||
+        strcmp(p->buyer, p->seller) == 0 || p->expect_price > MARKET_PRICE_MAX ||
+        !market__idem_valid(p->idem))
+        return MARKET_ERR_INVALID;
+    p->res = (market_purchase_result){0};
+    p->rc = MARKET_ERR_STORE;
+    p->state = REQ_WAITING;
+    p->next = NULL;
+    p->deadline_ms = lock_now_ms() + m->cfg.acquire_timeout_ms;
+    pthread_mutex_lock(&m->qmu);
+    if (m->worker_stop) {
+        pthread_mutex_unlock(&m->qmu);
+        return MARKET_ERR_BUSY;
+    }
+    if (!m->worker_started) {
+        if (pthread_create(&m->worker, NULL, worker_main, m) != 0) {
+            pthread_mutex_unlock(&m->qmu);
+            return MARKET_ERR_NOMEM;
+        }
+        m->worker_started = 1;
+    }
+    MARKET__COUNT(m, purchases);
+    if (m->qtail)
+        m->qtail->next = p;
+    else
+        m->qhead = p;
+    m->qtail = p;
+    pthread_cond_signal(&m->qcv);
+    pthread_mutex_unlock(&m->qmu);
+    return MARKET_OK;
+}
+
+/* Stops taking purchases: every queued one is served first, then the
+ * worker ends and the market lock is released. Later purchases of the lock
+ * strategies are refused with MARKET_ERR_BUSY. Other calls still work.
+ * Idempotent; this function can't fail. */
+void market_shutdown(market *m) {
+    if (!m) return;
+    pthread_mutex_lock(&m->qmu);
+    m->worker_stop = 1;
+    pthread_cond_signal(&m->qcv);
+    int started = m->worker_started;
+    m->worker_started = 0;
+    pthread_mutex_unlock(&m->qmu);
+    if (started) pthread_join(m->worker, NULL);
+    hold_drop(m);
+}
+
+/* Shuts m's queue down and frees what market__batch_init() made. */
+void market__batch_free(market *m) {
+    market_shutdown(m);
+    pthread_cond_destroy(&m->qcv);
+    pthread_mutex_destroy(&m->qmu);
+    free(m->batch);
+}
+
+/* A caller waiting in market__purchase_batched(). */
+struct sync_wait {
+    market_pending p;
+    market *m;
+    pthread_cond_t cv;
+    int done;
+};
+
+static void sync_done(market_pending *p) {
+    struct sync_wait *w = p->ud;
+    pthread_mutex_lock(&w->m->qmu);
+    w->done = 1;
+    pthread_cond_signal(&w->cv); /* under the mutex: the waiter cannot free w before this */
+    pthread_mutex_unlock(&w->m->qmu);
+}
+
+/* Submits one purchase and waits for its outcome. A purchase still queued
+ * when its wait budget ends leaves the queue with MARKET_ERR_BUSY; one the
+ * worker has taken is waited for. Arguments are already validated by
+ * market_purchase_idem(), which counts the purchase. */
+int market__purchase_batched(market *m, const char *buyer, const char *seller, const char *item,
+                             int64_t expect_price, const market_idem *idem,
+                             market_purchase_result *res) {
+    struct sync_wait w = {.p = {buyer, seller, item, expect_price, idem, sync_done, NULL}, .m = m};
+    w.p.ud = &w;
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0) return MARKET_ERR_NOMEM;
+    int ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+             pthread_cond_init(&w.cv, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    if (!ok) return MARKET_ERR_NOMEM;
+    int rc = market_purchase_submit(m, &w.p);
+    if (rc != MARKET_OK) {
+        pthread_cond_destroy(&w.cv);
+        return rc;
+    }
+    struct timespec until = {(time_t)(w.p.deadline_ms / 1000),
+                             (long)(w.p.deadline_ms % 1000) * 1000000L};
+    pthread_mutex_lock(&m->qmu);
+    while (!w.done) {
+        if (w.p.state == REQ_TAKEN) {
+            pthread_cond_wait(&w.cv, &m->qmu);
+            continue;
+        }
+        if (pthread_cond_timedwait(&w.cv, &m->qmu, &until) != ETIMEDOUT ||
+            w.p.state != REQ_WAITING)
+            continue;
+        /* Still queued when its budget ran out: leave the queue, busy. */
+        market_pending **pp = &m->qhead, *prev = NULL;
+        while (*pp != &w.p) {
+            prev = *pp;
+            pp = &(*pp)->next;
+        }
+        *pp = w.p.next;
+        if (m->qtail == &w.p) m->qtail = prev;
+        w.p.rc = MARKET_ERR_BUSY;
+        MARKET__COUNT(m, lock_busy);
+        break;
+    }
+    pthread_mutex_unlock(&m->qmu);
+    pthread_cond_destroy(&w.cv);
+    *res = w.p.res;
+    return w.p.rc;
 }

@@ -18,7 +18,7 @@
 #define MARKET__BATCH_MAX 256                   /* upper bound of cfg.batch_max */
 #define MARKET__ITEM_BATCH_MAX (MARKET__HELD_MAX / 2) /* item strategy: 2 locks a purchase */
 #define MARKET__LOCK_KEY_MAX (MARKET__MEMBER_MAX + 16)     /* "lock:item:<item>.<seller>" */
-#define MARKET__HOLD_MAX_MS 20 /* most a combiner keeps the market lock across batches */
+#define MARKET__HOLD_MAX_MS 20 /* most the worker keeps the market lock across batches */
 #define MARKET__TXN_ABORTED 1 /* an attempt's EXEC was aborted: a watched key changed */
 
 #define MARKET__IDEM_REDIS_MAX (8 + MARKET_ID_MAX + MARKET_IDEM_KEY_MAX) /* idem:<p>:<k> */
@@ -26,18 +26,20 @@
 #define MARKET__IDEM_TTL "86400"                         /* MARKET_IDEM_TTL_S */
 #define MARKET__IDEM_NONE 2 /* market__idem_parse(): no record */
 
-struct market__req; /* a purchase queued for the combiner (market_batch.c) */
-
 struct market {
     market_config cfg;
     lock_client *lock; /* borrowed; outlives the market */
 
-    pthread_mutex_t qmu;            /* guards the fields below */
-    struct market__req *qhead, *qtail; /* purchases waiting, oldest first */
-    int combining;                  /* a thread is serving a batch */
-    struct market__batch *batch;    /* the combiner's scratch space (market strategy) */
+    /* Purchases of the lock strategies queue here and one worker thread
+     * serves them in batches (market_batch.c). */
+    pthread_mutex_t qmu;                 /* guards the queue and the worker's state */
+    pthread_cond_t qcv;                  /* signalled when a purchase is queued or at stop */
+    market_pending *qhead, *qtail;       /* purchases waiting, oldest first */
+    pthread_t worker;
+    int worker_started, worker_stop;
+    struct market__batch *batch;         /* the worker's scratch space */
     /* The market lock, kept from one batch to the next while purchases keep
-     * coming (owned by the combining thread; handed over under qmu). */
+     * coming (the worker's alone). */
     lock_handle hold;
     int holding;
     int64_t hold_since_ms;
@@ -91,10 +93,12 @@ int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, mar
 void market__count_result(market *m, int rc);
 int market__refuse(market_conn *c, int rc);
 void market__stall(uint32_t ms);
-struct market__batch *market__batch_new(void);
-int market__purchase_batched(market_conn *c, const char *buyer, const char *seller,
-                             const char *item, int64_t expect_price, const market_idem *idem,
+int market__batch_init(market *m);
+void market__batch_free(market *m);
+int market__purchase_batched(market *m, const char *buyer, const char *seller, const char *item,
+                             int64_t expect_price, const market_idem *idem,
                              market_purchase_result *res);
+int market__idem_valid(const market_idem *idem);
 void market__idem_key(char *out, size_t outlen, const char *player, const market_idem *idem);
 void market__idem_record(char *out, size_t outlen, const market_idem *idem, int64_t a, int64_t b);
 int market__idem_parse(const redisReply *r, const char *fingerprint, int64_t *a, int64_t *b);

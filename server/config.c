@@ -23,7 +23,7 @@ void server_config_defaults(server_config *cfg) {
     cfg->lock_ttl_ms = 5000;
     cfg->acquire_timeout_ms = 2000;
     cfg->redis_timeout_ms = 500;
-    cfg->threads = 0;
+    cfg->threads = 2;
     cfg->max_connections = 1024;
     cfg->connection_timeout_s = 30;
     cfg->log_level = SERVER_LOG_INFO;
@@ -43,7 +43,7 @@ void server_usage(const char *prog) {
            "  --lock-ttl-ms N           market lock lease, ms > 0 (default 5000)     MARKET_LOCK_TTL_MS\n"
            "  --acquire-timeout-ms N    lock wait budget, ms (default 2000)          MARKET_ACQUIRE_TIMEOUT_MS\n"
            "  --redis-timeout-ms N      Redis connect/command timeout (default 500)  MARKET_REDIS_TIMEOUT_MS\n"
-           "  --threads N               worker pool size; 0: a thread per connection (0) MARKET_THREADS\n"
+           "  --threads N               event-loop threads (2); 0: a thread per connection MARKET_THREADS\n"
            "  --max-connections N       open connections at once (default 1024)      MARKET_MAX_CONNECTIONS\n"
            "  --connection-timeout-s N  idle connection timeout (default 30)         MARKET_CONNECTION_TIMEOUT_S\n"
            "  --auth-secret S           HMAC key of player tokens                    MARKET_AUTH_SECRET\n"

@@ -44,6 +44,7 @@ struct server {
     int key_ok;
     int port;
     atomic_long in_flight; /* requests begun and not yet completed */
+    int async;             /* purchases suspend their connection instead of their thread */
     server__metrics metrics;
 };
 
@@ -53,6 +54,12 @@ struct request {
     size_t seen;  /* body bytes received, kept or not */
     int too_big;
     int64_t t0_us;
+    /* A purchase handed to the market while its connection is suspended. */
+    int pending;                 /* submitted; answered once done is set */
+    atomic_int done;             /* set by the market's worker, then the connection resumes */
+    struct MHD_Connection *conn;
+    api_purchase purchase;
+    api_response head;           /* route and player, for the log line */
 };
 
 static int64_t now_us(void) {
@@ -223,6 +230,33 @@ static int declared_too_big(struct MHD_Connection *conn) {
     return n <= DISCARD_MAX ? 1 : 2;
 }
 
+/* The market's worker has decided the purchase: wake its connection. */
+static void purchase_done(market_pending *p) {
+    struct request *rq = p->ud;
+    atomic_store(&rq->done, 1);
+    MHD_resume_connection(rq->conn);
+}
+
+/* Hands rq's validated purchase to the market and suspends the connection
+ * until purchase_done() resumes it; libmicrohttpd then calls on_request()
+ * again, which answers. The connection is suspended first, since the worker
+ * may finish before submit returns. */
+static enum MHD_Result purchase_submit(server *s, struct MHD_Connection *conn, struct request *rq,
+                                       api_response *head) {
+    rq->head = *head; /* route and player only: no body yet */
+    rq->conn = conn;
+    rq->pending = 1;
+    rq->purchase.op.done = purchase_done;
+    rq->purchase.op.ud = rq;
+    MHD_suspend_connection(conn);
+    int rc = market_purchase_submit(s->market, &rq->purchase.op);
+    if (rc != MARKET_OK) { /* not queued: answer it as the worker would have */
+        rq->purchase.op.rc = rc;
+        purchase_done(&rq->purchase.op);
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls) {
@@ -249,16 +283,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     /* phase 3: answer */
     if (strcmp(url, "/metrics") == 0 && !rq->too_big)
         return metrics_respond(s, conn, method, rq);
-    if (rq->too_big) {
+    if (rq->pending) { /* resumed: the market has answered */
+        if (!atomic_load(&rq->done)) return MHD_YES; /* not ours to answer yet */
+        resp = rq->head;
+        api_purchase_end(&rq->purchase, &resp);
+    } else if (rq->too_big) {
         api_error(413, "payload_too_large", "request body exceeds 65536 bytes", &resp);
     } else {
         market_conn *mc = thread_conn(s);
+        api_request req = {method, url, rq->body, rq->len, lookup, conn,
+                           s->cfg.no_auth ? NULL : s->cfg.auth_secret};
         if (!mc) {
             api_error(500, "internal_error", "out of memory", &resp);
-        } else {
-            api_request req = {method, url, rq->body, rq->len, lookup, conn,
-                               s->cfg.no_auth ? NULL : s->cfg.auth_secret};
+        } else if (!s->async) {
             api_handle(mc, &req, &resp);
+        } else if (api_handle_begin(mc, &req, &resp, &rq->purchase)) {
+            return purchase_submit(s, conn, rq, &resp);
         }
     }
     int status = resp.status;
@@ -425,9 +465,11 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
     }
     /* threads == 0: a thread per connection (a purchase blocks its thread,
      * so no request ever waits behind another one's); else a pool. */
+    s->async = cfg->threads > 0 && market_purchase_async(s->market);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                      MHD_USE_TURBO |
-                     (cfg->threads ? MHD_USE_EPOLL : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL);
+                     (cfg->threads ? MHD_USE_EPOLL : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL) |
+                     (s->async ? MHD_ALLOW_SUSPEND_RESUME : 0);
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     struct MHD_OptionItem pool[] = { /* a pool size only when there is a pool */
         {cfg->threads ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)cfg->threads, NULL},
@@ -479,6 +521,9 @@ void server_stop(server *s) {
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
+        /* Purchases still queued are answered (their connections resumed)
+         * while the daemon runs; any later one is refused. */
+        market_shutdown(s->market);
         MHD_stop_daemon(s->daemon);
         if (fd != MHD_INVALID_SOCKET) close(fd);
     }
