@@ -1,14 +1,17 @@
-/* market_batch.c - the market strategy: purchases that arrive together share one lock hold.
+/* market_batch.c - the lock strategies: purchases that arrive together share one lock hold.
  *
  * DESIGN
  * A single market lock serialises every purchase, so what matters is the work
- * per lock hold and how waiters wait. Threads of one process do not each spin
- * on the Redis lock: a purchase joins an in-process queue, and one thread at a
- * time (the combiner) takes the lock for everything queued (flat combining):
+ * per lock hold and how waiters wait. Purchases do not each take the Redis
+ * lock: they join an in-process queue (market_purchase_submit(), or
+ * market_purchase_idem() which submits and waits), and one worker thread per
+ * market serves the queue in batches (flat combining):
  *   1. one pipeline: WATCH the lock key, market:, every user involved, the
  *      lock's fencing record and any idempotency records; ZMSCORE market: for
  *      every listing; GET the fencing record; HGET funds of every user; MGET
- *      the idempotency records;
+ *      the idempotency records. When buyers race for the same items (a
+ *      quarter of the last batch found its listing gone), the funds are read
+ *      in a second round trip, and only for listings that are there;
  *   2. decide each purchase in queue order against an in-memory copy of what
  *      was read, exactly as if they ran one at a time (an item sold earlier in
  *      the batch is not listed any more; a buyer's funds fall as it buys; a
@@ -17,16 +20,17 @@
  *      net change, SADD each buyer's new items, one ZREM of every sold
  *      listing, the idempotency records - aborted by Redis if anything
  *      watched changed or the lock key expired;
- *   4. wake every waiter with its own result and hand the combiner role to
- *      the oldest request still queued. While requests keep coming the lock
- *      is handed over with the role (up to MARKET__HOLD_MAX_MS, and never
- *      past half the lease), so a busy market pays for one acquire and one
- *      release per hold, not per batch; an idle one releases at once.
- * A queued request that is still waiting when its wait budget ends leaves the
- * queue with MARKET_ERR_BUSY; one already taken into a batch waits for it.
- * The combiner uses its own thread's connection and the market's one batch
- * scratch space (only one thread combines at a time). Outcomes and invariants
- * are those of serial execution in queue order.
+ *   4. hand every purchase its outcome (its done callback) and take the next
+ *      batch. While purchases keep coming the worker keeps the lock from one
+ *      batch to the next (up to MARKET__HOLD_MAX_MS, and never past half the
+ *      lease), so a busy market pays for one acquire and one release per
+ *      hold, not per batch; an idle one releases at once.
+ * The item strategy takes, instead of the market lock, every listing's and
+ * buyer's lock of a batch in one all-or-nothing round trip.
+ * A purchase still queued when its wait budget ends is answered
+ * MARKET_ERR_BUSY (by the worker when it reaches it, or by a waiting caller
+ * at once); one already taken into a batch waits for it. Outcomes and
+ * invariants are those of serial execution in queue order.
  */
 #include "market/market.h"
 
@@ -69,6 +73,7 @@ struct market__batch {
 
     /* pipeline scratch */
     const char *args_watch[3 + 2 * MARKET__HELD_MAX + USERS_MAX + MARKET__BATCH_MAX];
+    size_t read_list[USERS_MAX]; /* the users whose funds are read */
     const char *args_mget[1 + MARKET__BATCH_MAX];
     const char *args_setidem[MARKET__BATCH_MAX][5];
     const char *args_fence[1 + MARKET__HELD_MAX];
@@ -124,19 +129,54 @@ static void batch_index(struct market__batch *b) {
 
 /* ---- one attempt: read, decide, commit ---- */
 
+/* Appends HGET funds for users[0..n) to the pipeline at *nc. */
+static void read_users(struct market__batch *b, size_t *nc, const size_t *users, size_t n) {
+    for (size_t j = 0; j < n; j++) {
+        const char **a = b->args_hget[j];
+        a[0] = "HGET";
+        a[1] = b->k_user[users[j]];
+        a[2] = "funds";
+        b->argv[*nc] = a;
+        b->argc[(*nc)++] = 3;
+    }
+}
+
+/* Reads the funds replies rep[0..n) of users[0..n). */
+static int parse_users(struct market__batch *b, redisReply **rep, const size_t *users, size_t n) {
+    for (size_t j = 0; j < n; j++) {
+        size_t u = users[j];
+        const redisReply *e = rep[j];
+        b->exists[u] = e->type == REDIS_REPLY_STRING;
+        b->funds[u] = 0;
+        if (e->type == REDIS_REPLY_NIL) continue;
+        if (!b->exists[u] || market__parse_i64(e->str, e->len, &b->funds[u]) < 0)
+            return MARKET_ERR_STORE;
+    }
+    return MARKET_OK;
+}
+
+/* Reads what the batch decides on, under WATCH. One round trip reads the
+ * listings, the fencing records, the idempotency records and every user's
+ * funds. When purchases keep finding their listing gone (buyers racing for
+ * the same items), the funds are read in a second round trip, and only of
+ * the users of listings that are there: a refused purchase then costs one
+ * ZMSCORE member, not two HGETs. */
 static int batch_read(market_conn *c, const market__held *held, struct market__batch *b) {
+    market *m = c->m;
+    int split = m->read_split;
     size_t nc = 0, k = 0;
     b->args_watch[k++] = "WATCH";
     /* The market lock guards market: as a whole, so it is watched; listing
      * locks guard their own listings, and every purchase changes market:. */
-    if (c->m->cfg.strategy == MARKET_STRATEGY_MARKET) b->args_watch[k++] = "market:";
+    if (m->cfg.strategy == MARKET_STRATEGY_MARKET) b->args_watch[k++] = "market:";
     for (size_t i = 0; i < held->n; i++) {
         b->args_watch[k++] = held->key[i];
         b->args_watch[k++] = held->fenced[i];
     }
-    for (size_t u = 0; u < b->n_users; u++) b->args_watch[k++] = b->k_user[u];
     for (size_t i = 0; i < b->n; i++)
         if (b->k_idem[i][0]) b->args_watch[k++] = b->k_idem[i];
+    if (!split)
+        for (size_t u = 0; u < b->n_users; u++) b->args_watch[k++] = b->k_user[u];
     b->argv[nc] = b->args_watch;
     b->argc[nc++] = (int)k;
 
@@ -152,13 +192,6 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
     for (size_t i = 0; i < held->n; i++) b->args_fence[k++] = held->fenced[i];
     b->argv[nc] = b->args_fence;
     b->argc[nc++] = (int)k;
-    for (size_t u = 0; u < b->n_users; u++) {
-        b->args_hget[u][0] = "HGET";
-        b->args_hget[u][1] = b->k_user[u];
-        b->args_hget[u][2] = "funds";
-        b->argv[nc] = b->args_hget[u];
-        b->argc[nc++] = 3;
-    }
     size_t i_mget = nc;
     if (b->n_idem) {
         k = 0;
@@ -168,6 +201,9 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
         b->argv[nc] = b->args_mget;
         b->argc[nc++] = (int)k;
     }
+    size_t i_users = nc;
+    for (size_t u = 0; u < b->n_users; u++) b->read_list[u] = u;
+    if (!split) read_users(b, &nc, b->read_list, b->n_users);
     int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
     if (rc < 0) return rc;
 
@@ -197,26 +233,52 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
         rc = MARKET_ERR_LEASE_LOST; /* a newer holder has committed */
         goto out;
     }
+    size_t unlisted = 0;
     for (size_t i = 0; i < b->n; i++) {
         const redisReply *e = z->element[i];
         b->price[i] = 0;
-        if (e->type == REDIS_REPLY_NIL) continue;
+        if (e->type == REDIS_REPLY_NIL) {
+            unlisted++;
+            continue;
+        }
         if (e->type != REDIS_REPLY_STRING ||
             market__parse_price(e->str, e->len, &b->price[i]) < 0) {
             rc = MARKET_ERR_STORE;
             goto out;
         }
     }
-    for (size_t u = 0; u < b->n_users; u++) {
-        const redisReply *e = b->rep[3 + u];
-        b->exists[u] = e->type == REDIS_REPLY_STRING;
-        b->funds[u] = 0;
-        if (e->type == REDIS_REPLY_NIL) continue;
-        if (!b->exists[u] || market__parse_i64(e->str, e->len, &b->funds[u]) < 0) {
-            rc = MARKET_ERR_STORE;
-            goto out;
+    /* Next batch: split the read when a quarter of this one was not listed. */
+    m->read_split = unlisted * 4 >= b->n && b->n > 1;
+    if (!split) {
+        rc = parse_users(b, b->rep + i_users, b->read_list, b->n_users);
+        goto out;
+    }
+    market__replies_free(b->rep, nc);
+    nc = 0;
+
+    /* Second round trip: the users of the purchases whose listing is there. */
+    size_t n_read = 0;
+    for (size_t u = 0; u < b->n_users; u++) b->exists[u] = 0, b->funds[u] = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->price[b->first[i]] == 0) continue; /* refused whatever the funds */
+        size_t us[2] = {b->buyer[i], b->seller[i]};
+        for (size_t t = 0; t < 2; t++) {
+            size_t j = 0;
+            while (j < n_read && b->read_list[j] != us[t]) j++;
+            if (j == n_read) b->read_list[n_read++] = us[t];
         }
     }
+    if (n_read == 0) return MARKET_OK;
+    k = 0;
+    b->args_watch[k++] = "WATCH";
+    for (size_t j = 0; j < n_read; j++) b->args_watch[k++] = b->k_user[b->read_list[j]];
+    b->argv[nc] = b->args_watch;
+    b->argc[nc++] = (int)k;
+    read_users(b, &nc, b->read_list, n_read);
+    rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+    if (rc < 0) return rc;
+    rc = b->rep[0]->type == REDIS_REPLY_STATUS ? parse_users(b, b->rep + 1, b->read_list, n_read)
+                                               : MARKET_ERR_STORE;
 out:
     market__replies_free(b->rep, nc);
     return rc;

@@ -43,6 +43,7 @@ struct market {
     lock_handle hold;
     int holding;
     int64_t hold_since_ms;
+    int read_split; /* the worker reads funds in a second round trip (market_batch.c) */
 
     struct {
         _Atomic uint64_t purchases, purchased, batches, txn_aborts, lock_busy, lease_lost,

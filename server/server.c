@@ -1,17 +1,25 @@
 /* server.c - the libmicrohttpd daemon: bodies in, api_handle, responses out.
  *
  * DESIGN
- * A purchase blocks its thread while it waits for the market, so by default
- * libmicrohttpd runs a thread per connection (no request waits behind another
- * connection's); --threads N selects a pool of N epoll threads instead. The
- * access handler is the usual three phases: allocate per-request state,
+ * By default libmicrohttpd runs a small pool of epoll threads (--threads,
+ * default 2). A purchase does not block its thread: the access handler
+ * validates it (api_handle_begin), suspends the connection, and hands the
+ * purchase to the market's worker (market_purchase_submit); the worker's
+ * done callback resumes the connection, and libmicrohttpd calls the handler
+ * again, which answers. A batch of purchases thus costs one wake-up of the
+ * worker and one of each event loop, not a thread switch per request. Reads
+ * (GET) run on the event-loop thread. --threads 0 selects a thread per
+ * connection instead, where every request, purchases included, runs on its
+ * connection's thread (as does every purchase of the optimistic strategy).
+ * The access handler is the usual three phases: allocate per-request state,
  * accumulate the body (up to API_BODY_MAX; a larger one is read and dropped
  * up to DISCARD_MAX so the 413 reaches the client, and one declared larger
  * still is answered at once), then answer. Each thread lazily creates its own
  * market_conn, kept in thread-specific storage and freed by the key's
  * destructor when the thread ends. GET /metrics is served here (metrics.c).
  * Graceful stop: quiesce (stop accepting), wait for requests in flight to
- * complete, then stop the daemon.
+ * complete, stop the market's worker (it answers what is queued), then stop
+ * the daemon.
  */
 #include "server/server.h"
 
