@@ -35,6 +35,7 @@
 #define LOCK_WAIT_RECHECK_MS 1000u       /* a subscribed waiter retries at least this often */
 #define LOCK_FENCE_SUFFIX ":fence"       /* "<key>:fence" counts acquisitions of key */
 #define LOCK_RELEASED_SUFFIX ":released" /* "<key>:released" is published on release */
+#define LOCK_WANTED_SUFFIX ":wanted"     /* "<key>:wanted": a waiter wants the release told */
 
 /* ---- types ---- */
 

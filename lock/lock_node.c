@@ -88,29 +88,43 @@ enum {
 
 static const char *const script_text[LOCK__SCRIPT_COUNT] = {
     /* SET NX PX on every lock key, in order; when one is taken, the keys set so far are
-     * deleted again (nobody can have seen them: it is one script) and the taken key's PTTL
-     * is the answer (-1: a key without expiry), so a waiter knows when the lease runs out.
-     * When all are set, every fence is incremented. So it is SET NX on all keys or on none,
-     * and a free single key costs exactly SET NX PX and INCR. */
+     * deleted again (nobody can have seen them: it is one script), "<key>:wanted" is set
+     * for the lease's length (someone waits: the release must announce itself), and the
+     * taken key's PTTL is the answer (-1: a key without expiry), so a waiter knows when
+     * the lease runs out. When all are set, every fence is incremented. So it is SET NX
+     * on all keys or on none, and a free single key costs exactly SET NX PX and INCR. */
     [LOCK__SCRIPT_ACQUIRE] = "local n = #KEYS / 2 "
                              "for i = 1, n do "
                              "if not redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then "
                              "for j = 1, i - 1 do redis.call('DEL', KEYS[j]) end "
+                             "redis.call('SET', KEYS[i] .. '" LOCK_WANTED_SUFFIX "', '1', 'PX', ARGV[2]) "
                              "return redis.call('PTTL', KEYS[i]) "
                              "end "
                              "end "
                              "local f = {} "
                              "for i = 1, n do f[i] = redis.call('INCR', KEYS[n + i]) end "
                              "return f",
-    /* Compare-and-delete per key (ARGV[i], or ARGV[1] for all); a deleted key is announced
-     * on "<key>:released". pcall: a user without channel rights still releases. */
-    [LOCK__SCRIPT_RELEASE] = "local r = {} "
+    /* Compare-and-delete per key (ARGV[i], or ARGV[1] for all), in three commands whatever
+     * the number of keys: MGET the keys, MGET their "<key>:wanted" marks, DEL the keys
+     * still ours with their marks. A deleted key that someone waits for is announced on
+     * "<key>:released". pcall: a user without channel rights still releases. */
+    [LOCK__SCRIPT_RELEASE] = "local cur = redis.call('MGET', unpack(KEYS)) "
+                             "local r, mine, marks = {}, {}, {} "
                              "for i = 1, #KEYS do "
-                             "if redis.call('GET', KEYS[i]) == (ARGV[i] or ARGV[1]) then "
-                             "redis.call('DEL', KEYS[i]) "
-                             "redis.pcall('PUBLISH', KEYS[i] .. '" LOCK_RELEASED_SUFFIX "', '1') "
+                             "if cur[i] == (ARGV[i] or ARGV[1]) then "
                              "r[i] = 1 "
+                             "mine[#mine + 1] = KEYS[i] "
+                             "marks[#marks + 1] = KEYS[i] .. '" LOCK_WANTED_SUFFIX "' "
                              "else r[i] = 0 end "
+                             "end "
+                             "if #mine == 0 then return r end "
+                             "local wanted = redis.call('MGET', unpack(marks)) "
+                             "for j = 1, #marks do mine[#mine + 1] = marks[j] end "
+                             "redis.call('DEL', unpack(mine)) "
+                             "for j = 1, #marks do "
+                             "if wanted[j] then "
+                             "redis.pcall('PUBLISH', mine[j] .. '" LOCK_RELEASED_SUFFIX "', '1') "
+                             "end "
                              "end "
                              "return r",
     [LOCK__SCRIPT_EXTEND] = "if redis.call('GET', KEYS[1]) == ARGV[1] then "

@@ -398,8 +398,24 @@ static void test_lock_redis_remote_waiter_woken_by_release_few_attempts(void **s
     assert_true(bg.h.fence > h.fence);
     assert_true(attempts <= 4);
     assert_int_equal(st.subscribe, 1);
+    assert_int_equal(st.publish, 1); /* the waiter marked the key wanted: the release told it */
     assert_int_equal(lock_release(b, &bg.h), LOCK_OK);
     lock_free(b);
+}
+
+/* Nobody waits: a release deletes the lease and announces nothing. */
+static void test_lock_redis_release_without_waiter_publishes_nothing(void **state) {
+    lock_client *a = *state;
+    lock_handle h[2];
+    const char *const keys[2] = {"redis:quiet:a", "redis:quiet:b"};
+    stats_reset();
+    assert_int_equal(lock_acquire(a, keys[0], 60000, 0, &h[0]), LOCK_OK);
+    assert_int_equal(lock_release(a, &h[0]), LOCK_OK);
+    assert_int_equal(lock_acquire_multi(a, keys, 2, 60000, 0, h), LOCK_OK);
+    assert_int_equal(lock_release_multi(a, h, 2), LOCK_OK);
+    struct cmdstats st = stats_read();
+    assert_int_equal(st.publish, 0);
+    assert_int_equal(st.evalsha + st.eval, 4);
 }
 
 /* A holder that never releases: the waiter sleeps until the PTTL the busy answer carried. */
@@ -768,6 +784,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lock_redis_script_flush_falls_back_to_eval),
         cmocka_unit_test(test_lock_redis_16_threads_one_client_evalsha_within_3x_acquisitions),
         cmocka_unit_test(test_lock_redis_16_threads_four_clients_attempts_bounded),
+        cmocka_unit_test(test_lock_redis_release_without_waiter_publishes_nothing),
         cmocka_unit_test(test_lock_redis_remote_waiter_woken_by_release_few_attempts),
         cmocka_unit_test(test_lock_redis_remote_waiter_woken_at_expiry_few_attempts),
         cmocka_unit_test(test_lock_redis_multi_one_held_elsewhere_nothing_written),
