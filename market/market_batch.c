@@ -74,6 +74,7 @@ struct market__batch {
     /* pipeline scratch */
     const char *args_watch[3 + 2 * MARKET__HELD_MAX + USERS_MAX + MARKET__BATCH_MAX];
     size_t read_list[USERS_MAX]; /* the users whose funds are read */
+    int read_split; /* read funds in a second round trip (see batch_read) */
     const char *args_mget[1 + MARKET__BATCH_MAX];
     const char *args_setidem[MARKET__BATCH_MAX][5];
     const char *args_fence[1 + MARKET__HELD_MAX];
@@ -163,7 +164,7 @@ static int parse_users(struct market__batch *b, redisReply **rep, const size_t *
  * ZMSCORE member, not two HGETs. */
 static int batch_read(market_conn *c, const market__held *held, struct market__batch *b) {
     market *m = c->m;
-    int split = m->read_split;
+    int split = b->read_split;
     size_t nc = 0, k = 0;
     b->args_watch[k++] = "WATCH";
     /* The market lock guards market: as a whole, so it is watched; listing
@@ -248,7 +249,7 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
         }
     }
     /* Next batch: split the read when a quarter of this one was not listed. */
-    m->read_split = unlisted * 4 >= b->n && b->n > 1;
+    b->read_split = unlisted * 4 >= b->n && b->n > 1;
     if (!split) {
         rc = parse_users(b, b->rep + i_users, b->read_list, b->n_users);
         goto out;
@@ -543,12 +544,6 @@ int market__batch_init(market *m) {
         pthread_mutex_destroy(&m->qmu);
         return -1;
     }
-    if (m->cfg.strategy != MARKET_STRATEGY_OPTIMISTIC &&
-        !(m->batch = malloc(sizeof *m->batch))) {
-        pthread_cond_destroy(&m->qcv);
-        pthread_mutex_destroy(&m->qmu);
-        return -1;
-    }
     return 0;
 }
 
@@ -559,16 +554,18 @@ static void finish(market *m, market_pending *p, int rc) {
     p->done(p);
 }
 
-/* The worker: takes up to a batch of queued purchases at a time, answers
+/* A worker: takes up to a batch of queued purchases at a time, answers
  * those whose wait budget ran out while queued with MARKET_ERR_BUSY, serves
  * the rest under one lock hold (see DESIGN), hands each its outcome, and
- * releases the lock when the queue is empty. At stop it serves what is
- * queued first. */
+ * (market strategy) releases the lock when the queue is empty. At stop it
+ * serves what is queued first. */
 static void *worker_main(void *arg) {
     market *m = arg;
-    struct market__batch *b = m->batch;
-    market_conn *c = market_conn_new(m, NULL); /* NULL: every batch fails NOMEM */
-    size_t most = m->cfg.batch_max;
+    struct market__batch *b = malloc(sizeof *b);
+    market_conn *c = b ? market_conn_new(m, NULL) : NULL;
+    int nomem = !b || !c; /* then every purchase it takes fails */
+    if (b) b->read_split = 0;
+    size_t most = nomem ? 0 : m->cfg.batch_max;
     if (m->cfg.strategy == MARKET_STRATEGY_ITEM && most > MARKET__ITEM_BATCH_MAX)
         most = MARKET__ITEM_BATCH_MAX;
     pthread_mutex_lock(&m->qmu);
@@ -584,41 +581,42 @@ static void *worker_main(void *arg) {
             pthread_cond_wait(&m->qcv, &m->qmu);
             continue;
         }
-        market_pending *late = NULL;
+        /* Take a batch; purchases past their budget (or all, without
+         * scratch space) go on the refused list with their answer. */
+        market_pending *refused = NULL;
         int64_t now = lock_now_ms();
-        b->n = 0;
-        while (m->qhead && b->n < most) {
+        size_t n = 0;
+        while (m->qhead && (n < most || nomem)) {
             market_pending *p = m->qhead;
             m->qhead = p->next;
             p->state = REQ_TAKEN;
-            if (now < p->deadline_ms) {
-                b->req[b->n++] = p;
-            } else {
-                p->next = late;
-                late = p;
+            if (!nomem && now < p->deadline_ms) {
+                b->req[n++] = p;
+                continue;
             }
+            p->rc = nomem ? MARKET_ERR_NOMEM : MARKET_ERR_BUSY;
+            p->next = refused;
+            refused = p;
         }
         if (!m->qhead) m->qtail = NULL;
         pthread_mutex_unlock(&m->qmu);
 
-        while (late) { /* waited past its budget behind earlier batches */
-            market_pending *p = late;
-            late = p->next;
-            MARKET__COUNT(m, lock_busy);
-            finish(m, p, MARKET_ERR_BUSY);
+        while (refused) {
+            market_pending *p = refused;
+            refused = p->next;
+            if (p->rc == MARKET_ERR_BUSY) MARKET__COUNT(m, lock_busy);
+            finish(m, p, p->rc);
         }
-        if (b->n) {
-            if (c) {
-                batch_run(c, b);
-            } else {
-                for (size_t i = 0; i < b->n; i++) b->req[i]->rc = MARKET_ERR_NOMEM;
-            }
-            for (size_t i = 0; i < b->n; i++) finish(m, b->req[i], b->req[i]->rc);
+        if (n) {
+            b->n = n;
+            batch_run(c, b);
+            for (size_t i = 0; i < n; i++) finish(m, b->req[i], b->req[i]->rc);
         }
         pthread_mutex_lock(&m->qmu);
     }
     pthread_mutex_unlock(&m->qmu);
     market_conn_free(c);
+    free(b);
     return NULL;
 }
 
@@ -653,12 +651,14 @@ int market_purchase_submit(market *m, market_pending *p) {
         pthread_mutex_unlock(&m->qmu);
         return MARKET_ERR_BUSY;
     }
-    if (!m->worker_started) {
-        if (pthread_create(&m->worker, NULL, worker_main, m) != 0) {
-            pthread_mutex_unlock(&m->qmu);
-            return MARKET_ERR_NOMEM;
-        }
-        m->worker_started = 1;
+    size_t want = m->cfg.strategy == MARKET_STRATEGY_ITEM ? MARKET__ITEM_WORKERS : 1;
+    while (m->n_workers < want) {
+        if (pthread_create(&m->workers[m->n_workers], NULL, worker_main, m) != 0) break;
+        m->n_workers++;
+    }
+    if (m->n_workers == 0) {
+        pthread_mutex_unlock(&m->qmu);
+        return MARKET_ERR_NOMEM;
     }
     MARKET__COUNT(m, purchases);
     if (m->qtail)
@@ -679,11 +679,11 @@ void market_shutdown(market *m) {
     if (!m) return;
     pthread_mutex_lock(&m->qmu);
     m->worker_stop = 1;
-    pthread_cond_signal(&m->qcv);
-    int started = m->worker_started;
-    m->worker_started = 0;
+    pthread_cond_broadcast(&m->qcv);
+    size_t started = m->n_workers;
+    m->n_workers = 0;
     pthread_mutex_unlock(&m->qmu);
-    if (started) pthread_join(m->worker, NULL);
+    for (size_t i = 0; i < started; i++) pthread_join(m->workers[i], NULL);
     hold_drop(m);
 }
 
@@ -692,7 +692,6 @@ void market__batch_free(market *m) {
     market_shutdown(m);
     pthread_cond_destroy(&m->qcv);
     pthread_mutex_destroy(&m->qmu);
-    free(m->batch);
 }
 
 /* A caller waiting in market__purchase_batched(). */

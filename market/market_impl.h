@@ -19,6 +19,7 @@
 #define MARKET__ITEM_BATCH_MAX (MARKET__HELD_MAX / 2) /* item strategy: 2 locks a purchase */
 #define MARKET__LOCK_KEY_MAX (MARKET__MEMBER_MAX + 16)     /* "lock:item:<item>.<seller>" */
 #define MARKET__HOLD_MAX_MS 20 /* most the worker keeps the market lock across batches */
+#define MARKET__ITEM_WORKERS 2 /* item strategy: batches served at once by one process */
 #define MARKET__TXN_ABORTED 1 /* an attempt's EXEC was aborted: a watched key changed */
 
 #define MARKET__IDEM_REDIS_MAX (8 + MARKET_ID_MAX + MARKET_IDEM_KEY_MAX) /* idem:<p>:<k> */
@@ -30,20 +31,21 @@ struct market {
     market_config cfg;
     lock_client *lock; /* borrowed; outlives the market */
 
-    /* Purchases of the lock strategies queue here and one worker thread
-     * serves them in batches (market_batch.c). */
-    pthread_mutex_t qmu;                 /* guards the queue and the worker's state */
+    /* Purchases of the lock strategies queue here and worker threads serve
+     * them in batches (market_batch.c): one for the market strategy (one
+     * lock), MARKET__ITEM_WORKERS for the item strategy (disjoint batches
+     * proceed side by side). */
+    pthread_mutex_t qmu;                 /* guards the queue and the workers' state */
     pthread_cond_t qcv;                  /* signalled when a purchase is queued or at stop */
     market_pending *qhead, *qtail;       /* purchases waiting, oldest first */
-    pthread_t worker;
-    int worker_started, worker_stop;
-    struct market__batch *batch;         /* the worker's scratch space */
+    pthread_t workers[MARKET__ITEM_WORKERS];
+    size_t n_workers; /* started */
+    int worker_stop;
     /* The market lock, kept from one batch to the next while purchases keep
-     * coming (the worker's alone). */
+     * coming (the market strategy's one worker's alone). */
     lock_handle hold;
     int holding;
     int64_t hold_since_ms;
-    int read_split; /* the worker reads funds in a second round trip (market_batch.c) */
 
     struct {
         _Atomic uint64_t purchases, purchased, batches, txn_aborts, lock_busy, lease_lost,
