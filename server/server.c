@@ -471,8 +471,9 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
         snprintf(why, whylen, "bad listen address '%s' (want HOST:PORT)", cfg->listen);
         goto fail;
     }
-    /* threads == 0: a thread per connection (a purchase blocks its thread,
-     * so no request ever waits behind another one's); else a pool. */
+    /* threads > 0: a pool of event loops, where a purchase suspends its
+     * connection (see DESIGN); 0: a thread per connection, where it blocks
+     * its thread. */
     s->async = cfg->threads > 0 && market_purchase_async(s->market);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                      MHD_USE_TURBO |

@@ -1,8 +1,9 @@
 /* server.h - the HTTP front of the market: configuration, start, graceful stop.
  *
- * server/ owns HTTP. It runs a libmicrohttpd daemon (a thread per connection,
- * or a pool), accumulates request bodies (capped at API_BODY_MAX), hands each
- * request to api/, and gives every worker thread its own Redis connection
+ * server/ owns HTTP. It runs a libmicrohttpd daemon (a pool of event loops, or
+ * a thread per connection), accumulates request bodies (capped at
+ * API_BODY_MAX), hands each request to api/ (a purchase to the market's
+ * worker, its connection suspended meanwhile), and gives every thread its own Redis connection
  * (market_conn), reconnected after errors. It owns the lock client and the
  * market built from the configuration, and is the only module that logs.
  */
@@ -38,7 +39,7 @@ typedef struct server_config {
     uint32_t lock_ttl_ms;        /* lease of the market lock */
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
     int redis_timeout_ms;        /* connect and command timeout */
-    unsigned threads;            /* HTTP worker pool size; 0: a thread per connection */
+    unsigned threads;            /* HTTP event-loop threads; 0: a thread per connection */
     unsigned max_connections;    /* open connections at once */
     unsigned connection_timeout_s; /* idle connections are closed after this */
     int log_level;               /* enum server_log_level */

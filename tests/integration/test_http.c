@@ -6,6 +6,7 @@
  * was (compared by a full fingerprint of the market keys).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,7 @@ static void seed_demo(void) {
 }
 
 static uint32_t next_stall_ms; /* test hook for the next server started */
+static unsigned next_threads;   /* event-loop threads of the next server started; 0: 4 */
 
 static server *start_with(uint32_t acquire_ms, const char *secret, int *port) {
     server_config cfg;
@@ -75,7 +77,8 @@ static server *start_with(uint32_t acquire_ms, const char *secret, int *port) {
         cfg.no_auth = 1;
     snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
     snprintf(cfg.redis, sizeof cfg.redis, "%s", redis.url);
-    cfg.threads = 4;
+    cfg.threads = next_threads ? next_threads : 4;
+    next_threads = 0;
     cfg.acquire_timeout_ms = acquire_ms;
     cfg.log_level = SERVER_LOG_ERROR;
     int err;
@@ -337,6 +340,57 @@ static void test_http_lock_held_503_market_busy(void **state) {
 }
 
 /* ---- concurrency ---- */
+
+struct pending_buy {
+    int port;
+    long status;
+    atomic_int finished;
+};
+
+static void *pending_buy_main(void *arg) {
+    struct pending_buy *b = arg;
+    th_http r;
+    if (th_http_do(b->port, "POST", "/purchase", purchase_axe, strlen(purchase_axe), &r) == 0)
+        b->status = r.status;
+    th_http_cleanup(&r);
+    atomic_store(&b->finished, 1);
+    return NULL;
+}
+
+/* With one event-loop thread, a purchase waiting for the market lock holds
+ * its connection, not the thread: reads on other connections are answered
+ * meanwhile, and the purchase completes once the lock is free. */
+static void test_http_waiting_purchase_holds_no_thread(void **state) {
+    struct fx *f = *state;
+    int port;
+    next_threads = 1;
+    server *one = start(20000, &port);
+    lock_redis_addr addr;
+    assert_int_equal(lock_redis_addr_parse(redis.url, &addr), LOCK_OK);
+    int err;
+    lock_client *l = lock_redis_new(&addr, 1000, &err);
+    assert_non_null(l);
+    lock_handle h;
+    assert_int_equal(lock_acquire(l, MARKET_LOCK_KEY, 30000, 0, &h), LOCK_OK);
+    struct pending_buy b = {.port = port};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, pending_buy_main, &b), 0);
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    for (int i = 0; i < 5; i++) {
+        json_t *j = call(port, "GET", "/players/B", NULL, 200);
+        json_decref(j);
+        j = call(port, "GET", "/healthz", NULL, 200);
+        json_decref(j);
+    }
+    assert_int_equal(atomic_load(&b.finished), 0); /* still waiting for the lock */
+    assert_int_equal(lock_release(l, &h), LOCK_OK);
+    pthread_join(th, NULL);
+    assert_int_equal(b.status, 200);
+    lock_free(l);
+    server_stop(one);
+    (void)f;
+}
 
 struct buyer {
     int port;
@@ -722,6 +776,7 @@ int main(void) {
         T(test_http_redis_down_503_then_recovers),
         T(test_http_lock_held_503_market_busy),
         T(test_http_many_buyers_one_item_one_200),
+        T(test_http_waiting_purchase_holds_no_thread),
         cmocka_unit_test(test_binary_sigterm_exits_zero),
         T(test_binary_sigterm_finishes_in_flight),
         cmocka_unit_test(test_binary_flags_help_and_bad),
