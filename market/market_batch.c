@@ -26,7 +26,9 @@
  *      lease), so a busy market pays for one acquire and one release per
  *      hold, not per batch; an idle one releases at once.
  * The item strategy takes, instead of the market lock, every listing's and
- * buyer's lock of a batch in one all-or-nothing round trip.
+ * buyer's lock of a batch in one all-or-nothing round trip, and hands them
+ * to a releaser thread after the commit, so that the worker's next batch
+ * does not wait for the release's round trip.
  * A purchase still queued when its wait budget ends is answered
  * MARKET_ERR_BUSY (by the worker when it reaches it, or by a waiting caller
  * at once); one already taken into a batch waits for it. Outcomes and
@@ -463,6 +465,62 @@ static void lock_key_add(struct market__batch *b, const char *prefix, const char
     b->n_locks++;
 }
 
+/* A batch's locks, waiting for the releaser thread. */
+struct market__release {
+    lock_handle h[MARKET__HELD_MAX];
+    size_t n;
+    struct market__release *next;
+};
+
+/* Releases h[0..n) soon: hands them to the releaser thread, or releases them
+ * here when it cannot (no memory, no thread). A lease that is not released
+ * expires. This function can't fail. */
+static void release_later(market *m, const lock_handle *h, size_t n) {
+    struct market__release *r = malloc(sizeof *r);
+    if (r) {
+        memcpy(r->h, h, n * sizeof *h);
+        r->n = n;
+        r->next = NULL;
+        pthread_mutex_lock(&m->qmu);
+        int queued = m->releaser_started && !m->releaser_stop;
+        if (queued) {
+            if (m->rtail)
+                m->rtail->next = r;
+            else
+                m->rhead = r;
+            m->rtail = r;
+            pthread_cond_signal(&m->rcv);
+        }
+        pthread_mutex_unlock(&m->qmu);
+        if (queued) return;
+        free(r);
+    }
+    (void)lock_release_multi(m->lock, h, n);
+}
+
+/* The releaser: releases queued batches' locks, oldest first; at stop it
+ * releases what is queued first. */
+static void *releaser_main(void *arg) {
+    market *m = arg;
+    pthread_mutex_lock(&m->qmu);
+    for (;;) {
+        struct market__release *r = m->rhead;
+        if (!r) {
+            if (m->releaser_stop) break;
+            pthread_cond_wait(&m->rcv, &m->qmu);
+            continue;
+        }
+        m->rhead = r->next;
+        if (!m->rhead) m->rtail = NULL;
+        pthread_mutex_unlock(&m->qmu);
+        (void)lock_release_multi(m->lock, r->h, r->n);
+        free(r);
+        pthread_mutex_lock(&m->qmu);
+    }
+    pthread_mutex_unlock(&m->qmu);
+    return NULL;
+}
+
 /* The item strategy's batch: every listing's lock and every buyer's lock,
  * taken all or none in one round trip (no deadlock, no partial hold), one
  * read, one commit, released all at once. Another process's purchase waits
@@ -483,7 +541,7 @@ static void batch_run_item(market_conn *c, struct market__batch *b) {
         for (size_t k = 0; k < b->n_locks; k++)
             market__held_set(&hd, k, b->lock_keys[k], &b->lock_h[k]);
         rc = market__attempts(c, b->lock_h, &hd, batch_attempt, b);
-        (void)lock_release_multi(m->lock, b->lock_h, b->n_locks); /* a lease not released expires */
+        release_later(m, b->lock_h, b->n_locks);
     }
     if (rc < 0)
         for (size_t i = 0; i < b->n; i++) {
@@ -533,14 +591,12 @@ static void batch_run(market_conn *c, struct market__batch *b) {
  * or -1 on out-of-memory. */
 int market__batch_init(market *m) {
     if (pthread_mutex_init(&m->qmu, NULL) != 0) return -1;
-    pthread_condattr_t ca;
-    int ok = pthread_condattr_init(&ca) == 0;
-    if (ok) {
-        ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-             pthread_cond_init(&m->qcv, &ca) == 0;
-        pthread_condattr_destroy(&ca);
+    if (pthread_cond_init(&m->qcv, NULL) != 0) {
+        pthread_mutex_destroy(&m->qmu);
+        return -1;
     }
-    if (!ok) {
+    if (pthread_cond_init(&m->rcv, NULL) != 0) {
+        pthread_cond_destroy(&m->qcv);
         pthread_mutex_destroy(&m->qmu);
         return -1;
     }
@@ -554,7 +610,7 @@ static void finish(market *m, market_pending *p, int rc) {
     p->done(p);
 }
 
-/* A worker: takes up to a batch of queued purchases at a time, answers
+/* The worker: takes up to a batch of queued purchases at a time, answers
  * those whose wait budget ran out while queued with MARKET_ERR_BUSY, serves
  * the rest under one lock hold (see DESIGN), hands each its outcome, and
  * (market strategy) releases the lock when the queue is empty. At stop it
@@ -651,15 +707,17 @@ int market_purchase_submit(market *m, market_pending *p) {
         pthread_mutex_unlock(&m->qmu);
         return MARKET_ERR_BUSY;
     }
-    size_t want = m->cfg.strategy == MARKET_STRATEGY_ITEM ? MARKET__ITEM_WORKERS : 1;
-    while (m->n_workers < want) {
-        if (pthread_create(&m->workers[m->n_workers], NULL, worker_main, m) != 0) break;
-        m->n_workers++;
+    if (!m->worker_started) {
+        if (pthread_create(&m->worker, NULL, worker_main, m) != 0) {
+            pthread_mutex_unlock(&m->qmu);
+            return MARKET_ERR_NOMEM;
+        }
+        m->worker_started = 1;
     }
-    if (m->n_workers == 0) {
-        pthread_mutex_unlock(&m->qmu);
-        return MARKET_ERR_NOMEM;
-    }
+    /* Without a releaser, the worker releases its locks itself. */
+    if (m->cfg.strategy == MARKET_STRATEGY_ITEM && !m->releaser_started &&
+        pthread_create(&m->releaser, NULL, releaser_main, m) == 0)
+        m->releaser_started = 1;
     MARKET__COUNT(m, purchases);
     if (m->qtail)
         m->qtail->next = p;
@@ -679,17 +737,25 @@ void market_shutdown(market *m) {
     if (!m) return;
     pthread_mutex_lock(&m->qmu);
     m->worker_stop = 1;
-    pthread_cond_broadcast(&m->qcv);
-    size_t started = m->n_workers;
-    m->n_workers = 0;
+    pthread_cond_signal(&m->qcv);
+    int started = m->worker_started;
+    m->worker_started = 0;
     pthread_mutex_unlock(&m->qmu);
-    for (size_t i = 0; i < started; i++) pthread_join(m->workers[i], NULL);
+    if (started) pthread_join(m->worker, NULL);
+    pthread_mutex_lock(&m->qmu); /* the worker is gone: release what it left */
+    m->releaser_stop = 1;
+    pthread_cond_signal(&m->rcv);
+    int releaser = m->releaser_started;
+    m->releaser_started = 0;
+    pthread_mutex_unlock(&m->qmu);
+    if (releaser) pthread_join(m->releaser, NULL);
     hold_drop(m);
 }
 
 /* Shuts m's queue down and frees what market__batch_init() made. */
 void market__batch_free(market *m) {
     market_shutdown(m);
+    pthread_cond_destroy(&m->rcv);
     pthread_cond_destroy(&m->qcv);
     pthread_mutex_destroy(&m->qmu);
 }

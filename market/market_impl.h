@@ -19,7 +19,6 @@
 #define MARKET__ITEM_BATCH_MAX (MARKET__HELD_MAX / 2) /* item strategy: 2 locks a purchase */
 #define MARKET__LOCK_KEY_MAX (MARKET__MEMBER_MAX + 16)     /* "lock:item:<item>.<seller>" */
 #define MARKET__HOLD_MAX_MS 20 /* most the worker keeps the market lock across batches */
-#define MARKET__ITEM_WORKERS 2 /* item strategy: batches served at once by one process */
 #define MARKET__TXN_ABORTED 1 /* an attempt's EXEC was aborted: a watched key changed */
 
 #define MARKET__IDEM_REDIS_MAX (8 + MARKET_ID_MAX + MARKET_IDEM_KEY_MAX) /* idem:<p>:<k> */
@@ -31,16 +30,19 @@ struct market {
     market_config cfg;
     lock_client *lock; /* borrowed; outlives the market */
 
-    /* Purchases of the lock strategies queue here and worker threads serve
-     * them in batches (market_batch.c): one for the market strategy (one
-     * lock), MARKET__ITEM_WORKERS for the item strategy (disjoint batches
-     * proceed side by side). */
-    pthread_mutex_t qmu;                 /* guards the queue and the workers' state */
+    /* Purchases of the lock strategies queue here and one worker thread
+     * serves them in batches (market_batch.c). */
+    pthread_mutex_t qmu;                 /* guards the queue and the threads' state */
     pthread_cond_t qcv;                  /* signalled when a purchase is queued or at stop */
     market_pending *qhead, *qtail;       /* purchases waiting, oldest first */
-    pthread_t workers[MARKET__ITEM_WORKERS];
-    size_t n_workers; /* started */
-    int worker_stop;
+    pthread_t worker;
+    int worker_started, worker_stop;
+    /* Item strategy: a batch's locks are released by a releaser thread, so
+     * the worker goes on to its next batch at once. */
+    pthread_cond_t rcv;                  /* signalled when a release is queued or at stop */
+    struct market__release *rhead, *rtail;
+    pthread_t releaser;
+    int releaser_started, releaser_stop;
     /* The market lock, kept from one batch to the next while purchases keep
      * coming (the market strategy's one worker's alone). */
     lock_handle hold;

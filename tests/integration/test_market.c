@@ -361,6 +361,115 @@ static void test_many_buyers_one_item_exactly_one_wins(void **state) {
     assert_invariants(f->c, CLASSIC_FUNDS + RACERS * 1000, CLASSIC_ITEMS);
 }
 
+/* ---- submitted purchases (market_purchase_submit) ---- */
+
+struct outcome {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls; /* done calls so far, over every pending sharing this outcome */
+};
+
+struct pending {
+    market_pending p;
+    struct outcome *o;
+    int rc;
+    int calls;
+};
+
+static void pending_done(market_pending *p) {
+    struct pending *pd = p->ud;
+    pthread_mutex_lock(&pd->o->mu);
+    pd->rc = p->rc;
+    pd->calls++;
+    pd->o->calls++;
+    pthread_cond_signal(&pd->o->cv);
+    pthread_mutex_unlock(&pd->o->mu);
+}
+
+static void pending_init(struct pending *pd, struct outcome *o, const char *buyer,
+                         const char *seller, const char *item) {
+    *pd = (struct pending){.p = {.buyer = buyer, .seller = seller, .item = item,
+                                 .expect_price = -1, .done = pending_done},
+                           .o = o};
+    pd->p.ud = pd;
+}
+
+static void outcome_wait(struct outcome *o, int calls) {
+    pthread_mutex_lock(&o->mu);
+    while (o->calls < calls) pthread_cond_wait(&o->cv, &o->mu);
+    pthread_mutex_unlock(&o->mu);
+}
+
+/* Submitted purchases are decided in submission order, each done called
+ * exactly once with its outcome; a bad one is refused at once, without a
+ * call. The optimistic strategy takes no submissions. */
+static void test_submit_outcomes_in_order_done_once(void **state) {
+    struct fx *f = *state;
+    struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    struct pending a, b, bad;
+    pending_init(&a, &o, "B", "A", "axe");
+    pending_init(&b, &o, "D", "A", "axe");
+    pending_init(&bad, &o, "C", "C", "bow");
+    if (strategy == MARKET_STRATEGY_OPTIMISTIC) {
+        assert_int_equal(market_purchase_async(f->m), 0);
+        assert_int_equal(market_purchase_submit(f->m, &a.p), MARKET_ERR_INVALID);
+        return;
+    }
+    assert_int_equal(market_purchase_async(f->m), 1);
+    assert_int_equal(market_purchase_submit(f->m, &a.p), MARKET_OK);
+    assert_int_equal(market_purchase_submit(f->m, &b.p), MARKET_OK);
+    assert_int_equal(market_purchase_submit(f->m, &bad.p), MARKET_ERR_INVALID);
+    outcome_wait(&o, 2);
+    assert_int_equal(a.rc, MARKET_OK);
+    assert_int_equal(a.p.res.price, 500);
+    assert_int_equal(a.p.res.buyer_funds, 300);
+    assert_int_equal(b.rc, MARKET_ERR_NOT_LISTED);
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* a second call would come from the worker by now */
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(bad.calls, 0);
+    assert_int_equal(funds_of(f->c, "B"), 300);
+    assert_int_equal(funds_of(f->c, "D"), 1000000);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+/* market_shutdown() serves what is queued, releases every lock it took, and
+ * refuses later submissions as busy. */
+static void test_shutdown_serves_queue_then_refuses(void **state) {
+    struct fx *f = *state;
+    if (!market_purchase_async(f->m)) skip();
+    struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    struct pending a, b, late;
+    pending_init(&a, &o, "B", "A", "axe");
+    pending_init(&b, &o, "D", "C", "bow");
+    pending_init(&late, &o, "D", "A", "axe");
+    assert_int_equal(market_purchase_submit(f->m, &a.p), MARKET_OK);
+    assert_int_equal(market_purchase_submit(f->m, &b.p), MARKET_OK);
+    market_shutdown(f->m);
+    assert_int_equal(o.calls, 2); /* both answered before shutdown returned */
+    assert_int_equal(a.rc, MARKET_OK);
+    assert_int_equal(b.rc, MARKET_OK);
+    assert_int_equal(market_purchase_submit(f->m, &late.p), MARKET_ERR_BUSY);
+    market_purchase_result res;
+    assert_int_equal(market_purchase(f->c, "D", "A", "axe", -1, &res), MARKET_ERR_BUSY);
+    assert_int_equal(late.calls, 0);
+    /* Every lease was released (none left to expire). */
+    redisContext *r = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(r);
+    static const char *const keys[] = {MARKET_LOCK_KEY, "lock:item:axe.A", "lock:item:bow.C",
+                                       "lock:player:B", "lock:player:D"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        redisReply *e = redisCommand(r, "EXISTS %s", keys[i]);
+        assert_non_null(e);
+        if (e->integer != 0) fprintf(stderr, "%s still held\n", keys[i]);
+        assert_int_equal(e->integer, 0);
+        freeReplyObject(e);
+    }
+    redisFree(r);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
 static void test_one_buyer_funds_for_one_never_negative(void **state) {
     struct fx *f = *state;
     market_world *w = market_world_new();
@@ -747,6 +856,8 @@ int main(void) {
         T(test_audit_item_in_two_places_counted),
         T(test_many_buyers_one_item_exactly_one_wins),
         T(test_one_buyer_funds_for_one_never_negative),
+        T(test_submit_outcomes_in_order_done_once),
+        T(test_shutdown_serves_queue_then_refuses),
         T(test_batch_mixed_outcomes_match_serial_order),
         T(test_idem_repeat_replays_without_charging),
         T(test_idem_refusal_stores_nothing),
