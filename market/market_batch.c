@@ -250,8 +250,9 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
             goto out;
         }
     }
-    /* Next batch: split the read when a quarter of this one was not listed. */
-    b->read_split = unlisted * 4 >= b->n && b->n > 1;
+    /* Next batch: split the read when a quarter of this one was not listed
+     * (a lone purchase tells too little to change the mode). */
+    if (b->n > 1) b->read_split = unlisted * 4 >= b->n;
     if (!split) {
         rc = parse_users(b, b->rep + i_users, b->read_list, b->n_users);
         goto out;
@@ -521,13 +522,51 @@ static void *releaser_main(void *arg) {
     return NULL;
 }
 
+/* Item strategy, while buyers race for the same items: refuses before
+ * taking any lock the purchases whose listing is gone (one ZMSCORE, no
+ * lock needed: the listing was absent at that instant, a valid moment for
+ * the refusal), and moves them behind the others, so that b->n becomes the
+ * number still to serve. Purchases with an idempotency key are kept: their
+ * answer may be a stored success. Returns how many it refused. */
+static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
+    size_t k = 0;
+    b->args_zmscore[k++] = "ZMSCORE";
+    b->args_zmscore[k++] = "market:";
+    for (size_t i = 0; i < b->n; i++) {
+        const market_pending *r = b->req[i];
+        snprintf(b->member[i], sizeof b->member[i], "%s.%s", r->item, r->seller);
+        b->args_zmscore[k++] = b->member[i];
+    }
+    b->argv[0] = b->args_zmscore;
+    b->argc[0] = (int)k;
+    if (market__pipeline_argv(c, 1, b->argc, b->argv, b->rep) < 0)
+        return 0; /* the locked path will meet the same trouble and answer it */
+    const redisReply *z = b->rep[0];
+    size_t kept = 0, refused = 0;
+    market_pending *gone[MARKET__BATCH_MAX];
+    if (z->type == REDIS_REPLY_ARRAY && z->elements == b->n) {
+        for (size_t i = 0; i < b->n; i++) {
+            market_pending *r = b->req[i];
+            if (z->element[i]->type == REDIS_REPLY_NIL && !r->idem) {
+                r->rc = MARKET_ERR_NOT_LISTED;
+                gone[refused++] = r;
+            } else {
+                b->req[kept++] = r;
+            }
+        }
+        memcpy(b->req + kept, gone, refused * sizeof *gone);
+        b->n = kept;
+    }
+    market__replies_free(b->rep, 1);
+    return refused;
+}
+
 /* The item strategy's batch: every listing's lock and every buyer's lock,
  * taken all or none in one round trip (no deadlock, no partial hold), one
  * read, one commit, released all at once. Another process's purchase waits
  * only if it shares a listing or a buyer with this batch. */
-static void batch_run_item(market_conn *c, struct market__batch *b) {
+static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
     market *m = c->m;
-    MARKET__COUNT(m, batches);
     batch_index(b);
     b->n_locks = 0;
     for (size_t i = 0; i < b->n; i++) {
@@ -548,6 +587,25 @@ static void batch_run_item(market_conn *c, struct market__batch *b) {
             b->req[i]->rc = rc;
             market__count_result(m, rc);
         }
+}
+
+/* The item strategy's batch, filtered first while buyers race (see
+ * prefilter_unlisted); the refused purchases keep their answer. */
+static void batch_run_item(market_conn *c, struct market__batch *b) {
+    MARKET__COUNT(c->m, batches);
+    size_t all = b->n, refused = 0;
+    if (b->read_split) {
+        refused = prefilter_unlisted(c, b);
+        if (b->n == 0) {
+            b->n = all;
+            return; /* every one refused; the market still reads as contended */
+        }
+    }
+    batch_run_item_locked(c, b);
+    if (refused) {
+        b->read_split = 1; /* it looked uncontended only because it was filtered */
+        b->n = all;
+    }
 }
 
 static void batch_run(market_conn *c, struct market__batch *b) {

@@ -470,6 +470,49 @@ static void test_shutdown_serves_queue_then_refuses(void **state) {
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
 
+/* While buyers race for gone listings (a whole batch of them), a retry of a
+ * purchase that succeeded must still replay its stored success, though its
+ * listing is gone: the item strategy's unlocked pre-check leaves purchases
+ * with an idempotency key to the locked path. */
+static void test_idem_retry_replays_while_contended(void **state) {
+    struct fx *f = *state;
+    if (!market_purchase_async(f->m)) skip();
+    market_idem k = {"order-1", "fp-1"};
+    market_purchase_result res;
+    assert_int_equal(market_purchase_idem(f->c, "B", "A", "axe", -1, &k, &res), MARKET_OK);
+    /* Hold the worker on a lock while eight purchases of gone listings queue
+     * up, so that they make one batch: the market then reads as contended. */
+    int err;
+    lock_client *l = lock_redis_new(&f->cfg.redis, 1000, &err);
+    assert_non_null(l);
+    lock_handle h;
+    const char *block = strategy == MARKET_STRATEGY_ITEM ? "lock:player:C" : MARKET_LOCK_KEY;
+    assert_int_equal(lock_acquire(l, block, 30000, 0, &h), LOCK_OK);
+    struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    struct pending blocker, ghost[8];
+    char items[8][16];
+    pending_init(&blocker, &o, "C", "A", "shield"); /* refused in the end: not listed */
+    assert_int_equal(market_purchase_submit(f->m, &blocker.p), MARKET_OK);
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* the worker is waiting for the lock now */
+    for (int i = 0; i < 8; i++) {
+        snprintf(items[i], sizeof items[i], "ghost%d", i);
+        pending_init(&ghost[i], &o, "D", "A", items[i]);
+        assert_int_equal(market_purchase_submit(f->m, &ghost[i].p), MARKET_OK);
+    }
+    assert_int_equal(lock_release(l, &h), LOCK_OK);
+    outcome_wait(&o, 9);
+    for (int i = 0; i < 8; i++) assert_int_equal(ghost[i].rc, MARKET_ERR_NOT_LISTED);
+    lock_free(l);
+    /* The retry: replayed, not refused, nothing charged again. */
+    memset(&res, 0, sizeof res);
+    assert_int_equal(market_purchase_idem(f->c, "B", "A", "axe", -1, &k, &res), MARKET_OK);
+    assert_int_equal(res.replayed, 1);
+    assert_int_equal(res.buyer_funds, 300);
+    assert_int_equal(funds_of(f->c, "B"), 300);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
 static void test_one_buyer_funds_for_one_never_negative(void **state) {
     struct fx *f = *state;
     market_world *w = market_world_new();
@@ -858,6 +901,7 @@ int main(void) {
         T(test_one_buyer_funds_for_one_never_negative),
         T(test_submit_outcomes_in_order_done_once),
         T(test_shutdown_serves_queue_then_refuses),
+        T(test_idem_retry_replays_while_contended),
         T(test_batch_mixed_outcomes_match_serial_order),
         T(test_idem_repeat_replays_without_charging),
         T(test_idem_refusal_stores_nothing),
