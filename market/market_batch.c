@@ -787,26 +787,27 @@ int market_purchase_submit(market *m, market_pending *p) {
     return MARKET_OK;
 }
 
+/* Tells one of m's threads to stop (it finishes its queue first) and waits
+ * for it. */
+static void stop_thread(market *m, int *stop, pthread_cond_t *cv, int *started, pthread_t t) {
+    pthread_mutex_lock(&m->qmu);
+    *stop = 1;
+    pthread_cond_signal(cv);
+    int was = *started;
+    *started = 0;
+    pthread_mutex_unlock(&m->qmu);
+    if (was) pthread_join(t, NULL);
+}
+
 /* Stops taking purchases: every queued one is served first, then the
  * worker ends and the market lock is released. Later purchases of the lock
  * strategies are refused with MARKET_ERR_BUSY. Other calls still work.
  * Idempotent; this function can't fail. */
 void market_shutdown(market *m) {
     if (!m) return;
-    pthread_mutex_lock(&m->qmu);
-    m->worker_stop = 1;
-    pthread_cond_signal(&m->qcv);
-    int started = m->worker_started;
-    m->worker_started = 0;
-    pthread_mutex_unlock(&m->qmu);
-    if (started) pthread_join(m->worker, NULL);
-    pthread_mutex_lock(&m->qmu); /* the worker is gone: release what it left */
-    m->releaser_stop = 1;
-    pthread_cond_signal(&m->rcv);
-    int releaser = m->releaser_started;
-    m->releaser_started = 0;
-    pthread_mutex_unlock(&m->qmu);
-    if (releaser) pthread_join(m->releaser, NULL);
+    stop_thread(m, &m->worker_stop, &m->qcv, &m->worker_started, m->worker);
+    /* the worker is gone: release what it left */
+    stop_thread(m, &m->releaser_stop, &m->rcv, &m->releaser_started, m->releaser);
     hold_drop(m);
 }
 
