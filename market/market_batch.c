@@ -76,7 +76,11 @@ struct market__batch {
     /* pipeline scratch */
     const char *args_watch[3 + 2 * MARKET__HELD_MAX + USERS_MAX + MARKET__BATCH_MAX];
     size_t read_list[USERS_MAX]; /* the users whose funds are read */
-    int read_split; /* read funds in a second round trip (see batch_read) */
+    int read_split; /* read funds in later round trips (see batch_read) */
+    int got[USERS_MAX];               /* split reads: funds read */
+    int64_t sim_funds[USERS_MAX];     /* split reads: funds while walking the batch */
+    int sim_state[MARKET__BATCH_MAX]; /* split reads: on a listing's first purchase */
+    int fence_same[MARKET__HELD_MAX]; /* the fencing record already holds our fence */
     const char *args_mget[1 + MARKET__BATCH_MAX];
     const char *args_setidem[MARKET__BATCH_MAX][5];
     const char *args_fence[1 + MARKET__HELD_MAX];
@@ -158,12 +162,49 @@ static int parse_users(struct market__batch *b, redisReply **rep, const size_t *
     return MARKET_OK;
 }
 
+/* Split reads: walks the batch in order as batch_decide() will, with the
+ * funds read so far, and lists in b->read_list the users whose funds it
+ * needs and does not have (the buyer and seller of a purchase whose listing
+ * is still unsold when its turn comes). A purchase waiting for funds leaves
+ * its listing undecided, so the purchases behind it on that listing wait
+ * too. Returns how many users it listed: 0 when the decision can be made. */
+static size_t users_needed(struct market__batch *b) {
+    size_t n = 0;
+    memcpy(b->sim_funds, b->funds, b->n_users * sizeof *b->funds);
+    for (size_t i = 0; i < b->n; i++) b->sim_state[i] = 0; /* on first: 1 sold, 2 undecided */
+    for (size_t i = 0; i < b->n; i++) {
+        size_t f = b->first[i], bu = b->buyer[i], se = b->seller[i];
+        int64_t price = b->price[f];
+        if (price == 0 || b->sim_state[f] != 0) continue;
+        if (b->k_idem[i][0] && b->idem_state[i] != MARKET__IDEM_NONE) continue; /* replayed */
+        if (!b->got[bu] || !b->got[se]) {
+            size_t us[2] = {bu, se};
+            for (size_t t = 0; t < 2; t++) {
+                if (b->got[us[t]]) continue;
+                size_t j = 0;
+                while (j < n && b->read_list[j] != us[t]) j++;
+                if (j == n) b->read_list[n++] = us[t];
+            }
+            b->sim_state[f] = 2;
+            continue;
+        }
+        if ((b->req[i]->expect_price > 0 && b->req[i]->expect_price != price) || !b->exists[bu] ||
+            b->sim_funds[bu] < price || b->sim_funds[se] > INT64_MAX - price)
+            continue; /* refused: the next purchase of this listing is reached */
+        b->sim_funds[bu] -= price;
+        b->sim_funds[se] += price;
+        b->sim_state[f] = 1;
+    }
+    return n;
+}
+
 /* Reads what the batch decides on, under WATCH. One round trip reads the
  * listings, the fencing records, the idempotency records and every user's
  * funds. When purchases keep finding their listing gone (buyers racing for
- * the same items), the funds are read in a second round trip, and only of
- * the users of listings that are there: a refused purchase then costs one
- * ZMSCORE member, not two HGETs. */
+ * the same items), the funds are read in later round trips, and only of the
+ * users that deciding in order reaches (users_needed()): a purchase refused
+ * because its listing is gone, or was sold earlier in the batch, then costs
+ * one ZMSCORE member, not two HGETs. */
 static int batch_read(market_conn *c, const market__held *held, struct market__batch *b) {
     market *m = c->m;
     int split = b->read_split;
@@ -178,8 +219,7 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
     }
     for (size_t i = 0; i < b->n; i++)
         if (b->k_idem[i][0]) b->args_watch[k++] = b->k_idem[i];
-    if (!split)
-        for (size_t u = 0; u < b->n_users; u++) b->args_watch[k++] = b->k_user[u];
+    for (size_t u = 0; u < b->n_users; u++) b->args_watch[k++] = b->k_user[u];
     b->argv[nc] = b->args_watch;
     b->argc[nc++] = (int)k;
 
@@ -236,6 +276,12 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
         rc = MARKET_ERR_LEASE_LOST; /* a newer holder has committed */
         goto out;
     }
+    for (size_t i = 0; i < held->n; i++) { /* our own earlier commit of this lease */
+        const redisReply *e = f->type == REDIS_REPLY_ARRAY && i < f->elements ? f->element[i] : NULL;
+        b->fence_same[i] = e && e->type == REDIS_REPLY_STRING &&
+                           e->len == strlen(held->fence[i]) &&
+                           memcmp(e->str, held->fence[i], e->len) == 0;
+    }
     size_t unlisted = 0;
     for (size_t i = 0; i < b->n; i++) {
         const redisReply *e = z->element[i];
@@ -260,29 +306,21 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
     market__replies_free(b->rep, nc);
     nc = 0;
 
-    /* Second round trip: the users of the purchases whose listing is there. */
-    size_t n_read = 0;
-    for (size_t u = 0; u < b->n_users; u++) b->exists[u] = 0, b->funds[u] = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        if (b->price[b->first[i]] == 0) continue; /* refused whatever the funds */
-        size_t us[2] = {b->buyer[i], b->seller[i]};
-        for (size_t t = 0; t < 2; t++) {
-            size_t j = 0;
-            while (j < n_read && b->read_list[j] != us[t]) j++;
-            if (j == n_read) b->read_list[n_read++] = us[t];
-        }
+    /* Later round trips: the funds of the users that deciding in order will
+     * reach, usually one round trip. */
+    for (size_t u = 0; u < b->n_users; u++) b->exists[u] = 0, b->funds[u] = 0, b->got[u] = 0;
+    size_t n_read;
+    while ((n_read = users_needed(b)) > 0) { /* every user is watched already */
+        nc = 0;
+        read_users(b, &nc, b->read_list, n_read);
+        rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+        if (rc < 0) return rc;
+        rc = parse_users(b, b->rep, b->read_list, n_read);
+        market__replies_free(b->rep, nc);
+        if (rc < 0) return rc;
+        for (size_t j = 0; j < n_read; j++) b->got[b->read_list[j]] = 1;
     }
-    if (n_read == 0) return MARKET_OK;
-    k = 0;
-    b->args_watch[k++] = "WATCH";
-    for (size_t j = 0; j < n_read; j++) b->args_watch[k++] = b->k_user[b->read_list[j]];
-    b->argv[nc] = b->args_watch;
-    b->argc[nc++] = (int)k;
-    read_users(b, &nc, b->read_list, n_read);
-    rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
-    if (rc < 0) return rc;
-    rc = b->rep[0]->type == REDIS_REPLY_STATUS ? parse_users(b, b->rep + 1, b->read_list, n_read)
-                                               : MARKET_ERR_STORE;
+    return MARKET_OK;
 out:
     market__replies_free(b->rep, nc);
     return rc;
@@ -361,6 +399,7 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
     b->argv[nc] = (const char **)multi;
     b->argc[nc++] = 1;
     for (size_t i = 0; i < held->n; i++) {
+        if (b->fence_same[i]) continue; /* writing it again would change nothing */
         b->args_setfence[i][0] = "SET";
         b->args_setfence[i][1] = held->fenced[i];
         b->args_setfence[i][2] = held->fence[i];
