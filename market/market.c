@@ -105,6 +105,7 @@ void market__drop(market_conn *c) {
     if (c->ctx) redisFree(c->ctx);
     c->ctx = NULL;
     c->unwatch = 0;
+    c->unwatch_sent = 0;
 }
 
 static struct timeval ms_to_tv(int ms) {
@@ -225,6 +226,50 @@ int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char 
         if (!(reused && may_retry && closed)) return MARKET_ERR_STORE;
         reused = 0; /* one more try, on a new connection */
     }
+}
+
+/* Sends a pipeline of n commands (as market__pipeline_argv()) and returns
+ * without waiting: read its replies with market__pipeline_recv() before any
+ * other use of c. Returns MARKET_OK, or MARKET_ERR_STORE with c dropped. */
+int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv) {
+    int rc = market__connect(c);
+    if (rc < 0) return rc;
+    int unwatch = c->unwatch, done = 0;
+    if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
+    for (size_t i = 0; i < n; i++)
+        if (redisAppendCommandArgv(c->ctx, argc[i], argv[i], NULL) != REDIS_OK) goto fail;
+    while (!done)
+        if (redisBufferWrite(c->ctx, &done) != REDIS_OK) goto fail;
+    c->unwatch = 0;
+    c->unwatch_sent = unwatch;
+    return MARKET_OK;
+fail:
+    market__drop(c);
+    return MARKET_ERR_STORE;
+}
+
+/* Reads the n replies of market__pipeline_send() into replies (the caller
+ * frees them with market__replies_free()). Returns MARKET_OK, or
+ * MARKET_ERR_STORE with c dropped and nothing to free. */
+int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
+    size_t got = 0;
+    if (!c->ctx) return MARKET_ERR_STORE;
+    if (c->unwatch_sent) {
+        void *r = NULL;
+        if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
+        freeReplyObject(r);
+        c->unwatch_sent = 0;
+    }
+    for (; got < n; got++) {
+        void *r = NULL;
+        if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
+        replies[got] = r;
+    }
+    return MARKET_OK;
+fail:
+    market__replies_free(replies, got);
+    market__drop(c);
+    return MARKET_ERR_STORE;
 }
 
 /* market__pipeline_argv() for fixed commands built with market__cmd_set(). */
@@ -412,10 +457,15 @@ int market__lock_multi(market *m, const char *const *keys, size_t n, int64_t by,
 
 /* Describes lease h on key as entry k of hd (its fencing record and fence). */
 void market__held_set(market__held *hd, size_t k, const char *key, const lock_handle *h) {
-    hd->key[k] = key;
-    snprintf(hd->fenced[k], sizeof hd->fenced[k], "%s:fenced", key);
+    market__held_name(hd, k, key);
     snprintf(hd->fence[k], sizeof hd->fence[k], "%llu", (unsigned long long)h->fence);
     hd->fence_v[k] = h->fence;
+}
+
+/* Names lease k of hd (key, fencing record) before its fence is known. */
+void market__held_name(market__held *hd, size_t k, const char *key) {
+    hd->key[k] = key;
+    snprintf(hd->fenced[k], sizeof hd->fenced[k], "%s:fenced", key);
     if (hd->n < k + 1) hd->n = k + 1;
 }
 

@@ -26,9 +26,12 @@
  *      lease), so a busy market pays for one acquire and one release per
  *      hold, not per batch; an idle one releases at once.
  * The item strategy takes, instead of the market lock, every listing's and
- * buyer's lock of a batch in one all-or-nothing round trip, and hands them
- * to a releaser thread after the commit, so that the worker's next batch
- * does not wait for the release's round trip.
+ * buyer's lock of a batch in one all-or-nothing round trip, with the read of
+ * step 1 already sent (answered while the locks are taken; it watches the
+ * fencing records and data but not the lock keys, and the leases are checked
+ * against the clock before the commit), and hands the locks to a releaser
+ * thread after the commit, so that the next batch does not wait for the
+ * release's round trip.
  * A purchase still queued when its wait budget ends is answered
  * MARKET_ERR_BUSY (by the worker when it reaches it, or by a waiting caller
  * at once); one already taken into a batch waits for it. Outcomes and
@@ -81,6 +84,9 @@ struct market__batch {
     int64_t sim_funds[USERS_MAX];     /* split reads: funds while walking the batch */
     int sim_state[MARKET__BATCH_MAX]; /* split reads: on a listing's first purchase */
     int fence_same[MARKET__HELD_MAX]; /* the fencing record already holds our fence */
+    size_t read_i_users;              /* read_build(): where the funds replies start */
+    int read_splitting;               /* read_build(): funds left to later round trips */
+    size_t prefetched;                /* the read's commands already sent, replies in rep */
     const char *args_mget[1 + MARKET__BATCH_MAX];
     const char *args_setidem[MARKET__BATCH_MAX][5];
     const char *args_fence[1 + MARKET__HELD_MAX];
@@ -205,8 +211,7 @@ static size_t users_needed(struct market__batch *b) {
  * users that deciding in order reaches (users_needed()): a purchase refused
  * because its listing is gone, or was sold earlier in the batch, then costs
  * one ZMSCORE member, not two HGETs. */
-static int batch_read(market_conn *c, const market__held *held, struct market__batch *b) {
-    market *m = c->m;
+static size_t read_build(const market *m, const market__held *held, struct market__batch *b) {
     int split = b->read_split;
     size_t nc = 0, k = 0;
     b->args_watch[k++] = "WATCH";
@@ -214,7 +219,9 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
      * locks guard their own listings, and every purchase changes market:. */
     if (m->cfg.strategy == MARKET_STRATEGY_MARKET) b->args_watch[k++] = "market:";
     for (size_t i = 0; i < held->n; i++) {
-        b->args_watch[k++] = held->key[i];
+        /* Not the item strategy's lock keys: its read goes out before they
+         * are set (see batch_run_item_locked, lease_lapsed). */
+        if (m->cfg.strategy == MARKET_STRATEGY_MARKET) b->args_watch[k++] = held->key[i];
         b->args_watch[k++] = held->fenced[i];
     }
     for (size_t i = 0; i < b->n; i++)
@@ -235,8 +242,7 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
     for (size_t i = 0; i < held->n; i++) b->args_fence[k++] = held->fenced[i];
     b->argv[nc] = b->args_fence;
     b->argc[nc++] = (int)k;
-    size_t i_mget = nc;
-    if (b->n_idem) {
+    if (b->n_idem) { /* at index 3, as read_parse() expects */
         k = 0;
         b->args_mget[k++] = "MGET";
         for (size_t i = 0; i < b->n; i++)
@@ -244,12 +250,19 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
         b->argv[nc] = b->args_mget;
         b->argc[nc++] = (int)k;
     }
-    size_t i_users = nc;
+    b->read_i_users = nc;
+    b->read_splitting = split;
     for (size_t u = 0; u < b->n_users; u++) b->read_list[u] = u;
     if (!split) read_users(b, &nc, b->read_list, b->n_users);
-    int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
-    if (rc < 0) return rc;
+    return nc;
+}
 
+/* Takes in the nc replies (b->rep) of read_build()'s pipeline, then reads
+ * more funds if the read is split. Frees the replies. */
+static int read_parse(market_conn *c, const market__held *held, struct market__batch *b,
+                      size_t nc) {
+    int rc = MARKET_OK, split = b->read_splitting;
+    size_t i_mget = 3, i_users = b->read_i_users;
     const redisReply *w = b->rep[0], *z = b->rep[1], *f = b->rep[2];
     if (b->n_idem) {
         const redisReply *mg = b->rep[i_mget];
@@ -324,6 +337,19 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
 out:
     market__replies_free(b->rep, nc);
     return rc;
+}
+
+/* Reads what the batch decides on (see read_build): one pipeline, or the
+ * replies of the one already sent (b->prefetched commands). */
+static int batch_read(market_conn *c, const market__held *held, struct market__batch *b) {
+    size_t nc = b->prefetched;
+    b->prefetched = 0;
+    if (!nc) {
+        nc = read_build(c->m, held, b);
+        int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+        if (rc < 0) return rc;
+    }
+    return read_parse(c, held, b, nc);
 }
 
 /* Settles purchase i from its idempotency key: a stored outcome, or an
@@ -470,12 +496,26 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
     return rc;
 }
 
+/* Item strategy: whether a lease of the batch has run out by our clock
+ * (valid_until_ms errs early). Its read did not watch the lock keys (it went
+ * out before they were taken), so a lapse is caught here, right before the
+ * commit; another holder's commit meanwhile is caught by the fencing records
+ * and data keys the read did watch. */
+static int lease_lapsed(const struct market__batch *b) {
+    int64_t now = lock_now_ms();
+    for (size_t k = 0; k < b->n_locks; k++)
+        if (now >= b->lock_h[k].valid_until_ms) return 1;
+    return 0;
+}
+
 static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
     struct market__batch *b = ud;
     int rc = batch_read(c, held, b);
     if (rc < 0) return market__refuse(c, rc);
     if (batch_decide(b) == 0) return market__refuse(c, MARKET_OK);
     if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
+    if (c->m->cfg.strategy == MARKET_STRATEGY_ITEM && lease_lapsed(b))
+        return market__refuse(c, MARKET_ERR_LEASE_LOST);
     return batch_commit(c, held, b);
 }
 
@@ -612,14 +652,30 @@ static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
         lock_key_add(b, "lock:item:", b->member[i]);
         lock_key_add(b, "lock:player:", b->req[i]->buyer);
     }
+    /* The read goes out before the locks are asked for, and is answered
+     * while they are taken: its WATCH covers everything it reads, so a
+     * change made before the locks were ours aborts the commit, and it is
+     * read again. (Not with the stall hook, which sleeps before the read.) */
+    market__held hd;
+    hd.n = 0;
+    for (size_t k = 0; k < b->n_locks; k++) market__held_name(&hd, k, b->lock_keys[k]);
+    size_t sent = 0;
+    if (!m->cfg.test_stall_read_ms) {
+        size_t nc = read_build(m, &hd, b);
+        if (market__pipeline_send(c, nc, b->argc, b->argv) == MARKET_OK) sent = nc;
+    }
     int rc = market__lock_multi(m, b->lock_keys, b->n_locks, b->req[0]->deadline_ms, b->lock_h);
+    if (sent && market__pipeline_recv(c, sent, b->rep) != MARKET_OK) sent = 0; /* read it again */
     if (rc == MARKET_OK) {
         if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
-        market__held hd = {0};
         for (size_t k = 0; k < b->n_locks; k++)
             market__held_set(&hd, k, b->lock_keys[k], &b->lock_h[k]);
+        b->prefetched = sent;
         rc = market__attempts(c, b->lock_h, &hd, batch_attempt, b);
         release_later(m, b->lock_h, b->n_locks);
+    } else if (sent) {
+        market__replies_free(b->rep, sent);
+        market__refuse(c, rc); /* UNWATCH before the next pipeline */
     }
     if (rc < 0)
         for (size_t i = 0; i < b->n; i++) {
@@ -717,7 +773,7 @@ static void *worker_main(void *arg) {
     struct market__batch *b = malloc(sizeof *b);
     market_conn *c = b ? market_conn_new(m, NULL) : NULL;
     int nomem = !b || !c; /* then every purchase it takes fails */
-    if (b) b->read_split = 0;
+    if (b) b->read_split = 0, b->prefetched = 0;
     size_t most = nomem ? 0 : m->cfg.batch_max;
     if (m->cfg.strategy == MARKET_STRATEGY_ITEM && most > MARKET__ITEM_BATCH_MAX)
         most = MARKET__ITEM_BATCH_MAX;

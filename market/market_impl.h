@@ -60,6 +60,7 @@ struct market_conn {
     market *m;
     redisContext *ctx; /* NULL while disconnected; reconnected on next use */
     int unwatch;       /* a WATCH is pending: send UNWATCH before the next pipeline */
+    int unwatch_sent;  /* market__pipeline_send() sent one: its reply comes first */
 };
 
 /* One command of a pipeline: argv/len as redisAppendCommandArgv takes them. */
@@ -93,6 +94,7 @@ int market__guarded(market_conn *c, const char *lock_key, market__attempt fn, vo
 int market__lock(market *m, const char *key, int64_t by, lock_handle *h);
 int market__lock_multi(market *m, const char *const *keys, size_t n, int64_t by, lock_handle *h);
 void market__held_set(market__held *hd, size_t k, const char *key, const lock_handle *h);
+void market__held_name(market__held *hd, size_t k, const char *key);
 int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, market__attempt fn,
                      void *ud);
 void market__count_result(market *m, int rc);
@@ -114,6 +116,8 @@ void market__drop(market_conn *c);
 int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies);
 int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
                           redisReply **replies);
+int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv);
+int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies);
 void market__replies_free(redisReply **replies, size_t n);
 redisReply *market__command(market_conn *c, int argc, const char **argv, const size_t *len);
 void market__cmd_set(market__cmd *cmd, int argc, ...);

@@ -740,8 +740,9 @@ static void test_stalled_holder_past_lease_cannot_commit(void **state) {
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
 
-/* The same stall with nobody else around: the lock key expires under the
- * holder's WATCH, and that alone refuses the commit. */
+/* The same stall with nobody else around: the lease lapsing alone refuses
+ * the commit (the market strategy: the lock key expires under the holder's
+ * WATCH; the item strategy: its check of the leases before committing). */
 static void test_stalled_holder_lease_expired_alone_refused(void **state) {
     struct fx *f = *state;
     if (strategy == MARKET_STRATEGY_OPTIMISTIC) skip(); /* no lease to lose */
