@@ -490,7 +490,7 @@ static void test_idem_retry_replays_while_contended(void **state) {
     assert_int_equal(lock_acquire(l, block, 30000, 0, &h), LOCK_OK);
     struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     struct pending blocker, ghost[8];
-    char items[8][16];
+    char items[8][24];
     pending_init(&blocker, &o, "C", "A", "shield"); /* refused in the end: not listed */
     assert_int_equal(market_purchase_submit(f->m, &blocker.p), MARKET_OK);
     struct timespec ts = {0, 100 * 1000 * 1000};
@@ -555,7 +555,7 @@ static void test_one_buyer_funds_for_one_never_negative(void **state) {
 static void test_batch_mixed_outcomes_match_serial_order(void **state) {
     struct fx *f = *state;
     market_world *w = market_world_new();
-    char items[8][16];
+    char items[8][24];
     assert_int_equal(market_world_add_player(w, "shop", NULL, 0), MARKET_OK);
     assert_int_equal(market_world_add_player(w, "thrifty", NULL, 250), MARKET_OK);
     assert_int_equal(market_world_add_player(w, "spender", NULL, 100000), MARKET_OK);
