@@ -106,6 +106,7 @@ void market__drop(market_conn *c) {
     c->ctx = NULL;
     c->unwatch = 0;
     c->unwatch_sent = 0;
+    c->closed = 0;
 }
 
 static struct timeval ms_to_tv(int ms) {
@@ -196,42 +197,31 @@ int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char 
     int reused = c->ctx != NULL;
     int may_retry = n > 0 && strcmp(argv[0][0], "MULTI") != 0;
     for (;;) {
-        int rc = market__connect(c);
-        if (rc < 0) return rc;
-        int unwatch = c->unwatch;
-        size_t got = 0;
-        if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
-        for (size_t i = 0; i < n; i++)
-            if (redisAppendCommandArgv(c->ctx, argc[i], argv[i], NULL) != REDIS_OK) goto fail;
-        if (unwatch) {
-            void *r = NULL;
-            if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
-            freeReplyObject(r);
-            c->unwatch = 0;
-        }
-        for (; got < n; got++) {
-            void *r = NULL;
-            if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
-            replies[got] = r;
-        }
-        return MARKET_OK;
-    fail:;
-        /* Only a connection the server had closed is worth another try; a
-         * timeout is a slow or paused server, and trying again doubles the wait. */
-        int closed = c->ctx && (c->ctx->err == REDIS_ERR_EOF ||
-                                (c->ctx->err == REDIS_ERR_IO && (errno == ECONNRESET ||
-                                                                 errno == EPIPE)));
-        market__replies_free(replies, got);
-        market__drop(c);
-        if (!(reused && may_retry && closed)) return MARKET_ERR_STORE;
+        int rc = market__pipeline_send(c, n, argc, argv);
+        if (rc == MARKET_OK) rc = market__pipeline_recv(c, n, replies);
+        if (rc != MARKET_ERR_STORE || !(reused && may_retry && c->closed)) return rc;
         reused = 0; /* one more try, on a new connection */
     }
+}
+
+/* Drops c after a failed write or read, noting whether the server had
+ * closed it: only such a connection is worth another try (a timeout is a
+ * slow or paused server, and trying again doubles the wait). */
+static int pipeline_failed(market_conn *c) {
+    c->closed = c->ctx && (c->ctx->err == REDIS_ERR_EOF ||
+                           (c->ctx->err == REDIS_ERR_IO && (errno == ECONNRESET ||
+                                                            errno == EPIPE)));
+    int closed = c->closed;
+    market__drop(c); /* clears c->closed */
+    c->closed = closed;
+    return MARKET_ERR_STORE;
 }
 
 /* Sends a pipeline of n commands (as market__pipeline_argv()) and returns
  * without waiting: read its replies with market__pipeline_recv() before any
  * other use of c. Returns MARKET_OK, or MARKET_ERR_STORE with c dropped. */
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv) {
+    c->closed = 0;
     int rc = market__connect(c);
     if (rc < 0) return rc;
     int unwatch = c->unwatch, done = 0;
@@ -244,8 +234,7 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
     c->unwatch_sent = unwatch;
     return MARKET_OK;
 fail:
-    market__drop(c);
-    return MARKET_ERR_STORE;
+    return pipeline_failed(c);
 }
 
 /* Reads the n replies of market__pipeline_send() into replies (the caller
@@ -253,6 +242,7 @@ fail:
  * MARKET_ERR_STORE with c dropped and nothing to free. */
 int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
     size_t got = 0;
+    c->closed = 0;
     if (!c->ctx) return MARKET_ERR_STORE;
     if (c->unwatch_sent) {
         void *r = NULL;
@@ -268,8 +258,7 @@ int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
     return MARKET_OK;
 fail:
     market__replies_free(replies, got);
-    market__drop(c);
-    return MARKET_ERR_STORE;
+    return pipeline_failed(c);
 }
 
 /* market__pipeline_argv() for fixed commands built with market__cmd_set(). */

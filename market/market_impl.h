@@ -61,6 +61,7 @@ struct market_conn {
     redisContext *ctx; /* NULL while disconnected; reconnected on next use */
     int unwatch;       /* a WATCH is pending: send UNWATCH before the next pipeline */
     int unwatch_sent;  /* market__pipeline_send() sent one: its reply comes first */
+    int closed;        /* the last pipeline failed because the server had closed c */
 };
 
 /* One command of a pipeline: argv/len as redisAppendCommandArgv takes them. */
