@@ -55,7 +55,7 @@ port=${LISTEN##*:}
 # it off, as --no-auth does for the server.
 noauth=""
 secret_file=""
-if [ -n "${MARKET_NO_AUTH:-}" ]; then
+if [ "${MARKET_NO_AUTH:-0}" = 1 ]; then
     noauth="--no-auth"
 elif [ -z "${MARKET_AUTH_SECRET:-}" ]; then
     secret_file="$PWD/var/auth-secret"

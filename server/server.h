@@ -3,9 +3,10 @@
  * server/ owns HTTP. It runs a libmicrohttpd daemon (a pool of event loops, or
  * a thread per connection), accumulates request bodies (capped at
  * API_BODY_MAX), hands each request to api/ (a purchase to the market's
- * worker, its connection suspended meanwhile), and gives every thread its own Redis connection
- * (market_conn), reconnected after errors. It owns the lock client and the
- * market built from the configuration, and is the only module that logs.
+ * worker, its connection suspended meanwhile), and gives every thread its
+ * own Redis connection (market_conn), reconnected after errors. It owns the
+ * lock client and the market built from the configuration, and is the only
+ * module that logs.
  */
 #ifndef GM_SERVER_SERVER_H
 #define GM_SERVER_SERVER_H
