@@ -149,7 +149,7 @@ typedef struct market_stats {
     uint64_t lock_wait_bucket[MARKET_WAIT_BUCKETS]; /* not cumulative */
     uint64_t purchases;       /* market_purchase calls */
     uint64_t purchased;       /* of which committed */
-    uint64_t batches;         /* market strategy: lock holds that served purchases */
+    uint64_t batches;         /* lock strategies: batches the worker served */
     uint64_t txn_aborts;      /* EXECs aborted by a changed watched key */
     uint64_t lock_busy;       /* lock wait budgets spent */
     uint64_t lease_lost;      /* commits refused because the lease had lapsed */

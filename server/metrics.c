@@ -125,7 +125,8 @@ char *server__metrics_render(const server__metrics *mt, const market *m, size_t 
             s.store_errors);
     counter(&t, "market_purchases_total", "Purchases asked for.", s.purchases);
     counter(&t, "market_purchases_committed_total", "Purchases committed.", s.purchased);
-    counter(&t, "market_batches_total", "Lock holds that served a batch of purchases.", s.batches);
+    counter(&t, "market_batches_total", "Batches of purchases served (market and item strategies).",
+            s.batches);
     counter(&t, "market_txn_aborts_total", "MULTI/EXEC aborted by a changed watched key.",
             s.txn_aborts);
     if (t.failed) {
