@@ -28,8 +28,10 @@
  * a quorum, answer NOT_OWNER / LEASE_LOST when the refusals alone rule a
  * quorum out, and LOCK_ERR_BACKEND when failures leave it undecided.
  *
- * Fences: every node INCRs "<key>:fence" in the acquire script; the handle
- * gets the maximum over the granting nodes. Two majorities always share a
+ * Fences: every node INCRs its one counter, "lock:fences" (LOCK_FENCE_KEY),
+ * once per acquisition in the acquire script, so a fence grows for every key
+ * at once and no counter is left behind per key; the handle gets the maximum
+ * over the granting nodes. Two majorities always share a
  * node, so the next lease's fence exceeds this one's as long as that shared
  * node's counter is at least this fence: when the granting nodes disagree
  * (one was down, or restarted empty), the lagging counters are raised to the
@@ -64,7 +66,7 @@ struct lock__dist {
 struct work {
     struct lock__call calls[LOCK_REDLOCK_NODES_MAX];
     struct lock__call more[LOCK_REDLOCK_NODES_MAX]; /* follow-up round: undo or raise */
-    char fence[LOCK_MULTI_MAX][LOCK_KEY_MAX + sizeof LOCK_FENCE_SUFFIX];
+    const char *fence[LOCK_MULTI_MAX]; /* LOCK_FENCE_KEY for every key */
     char chan[LOCK_MULTI_MAX][LOCK_KEY_MAX + sizeof LOCK_RELEASED_SUFFIX];
     const char *chp[LOCK_MULTI_MAX];
     char num[LOCK_MULTI_MAX][24];
@@ -259,7 +261,7 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
     struct work *w = malloc(sizeof *w);
     if (w == NULL) return LOCK_ERR_NOMEM;
     for (size_t k = 0; k < nk; k++) {
-        snprintf(w->fence[k], sizeof w->fence[k], "%s%s", keys[k], LOCK_FENCE_SUFFIX);
+        w->fence[k] = LOCK_FENCE_KEY;
         snprintf(w->chan[k], sizeof w->chan[k], "%s%s", keys[k], LOCK_RELEASED_SUFFIX);
         w->chp[k] = w->chan[k];
     }

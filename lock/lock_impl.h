@@ -33,7 +33,7 @@
 #define LOCK_BACKOFF_BASE_MS 1u          /* first retry delay before jitter */
 #define LOCK_BACKOFF_CAP_MS 50u          /* no retry delay is longer than this */
 #define LOCK_WAIT_RECHECK_MS 1000u       /* a subscribed waiter retries at least this often */
-#define LOCK_FENCE_SUFFIX ":fence"       /* "<key>:fence" counts acquisitions of key */
+#define LOCK_FENCE_KEY "lock:fences"     /* counts acquisitions of every key, per server */
 #define LOCK_RELEASED_SUFFIX ":released" /* "<key>:released" is published on release */
 #define LOCK_WANTED_SUFFIX ":wanted"     /* "<key>:wanted": a waiter wants the release told */
 

@@ -91,8 +91,11 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
      * deleted again (nobody can have seen them: it is one script), "<key>:wanted" is set
      * for the lease's length (someone waits: the release must announce itself), and the
      * taken key's PTTL is the answer (-1: a key without expiry), so a waiter knows when
-     * the lease runs out. When all are set, every fence is incremented. So it is SET NX
-     * on all keys or on none, and a free single key costs exactly SET NX PX and INCR. */
+     * the lease runs out. When all are set, each distinct fence counter is incremented
+     * once (the callers pass one counter for every key) and its value is every key's
+     * fence. A counter that is new starts at the server's clock in microseconds, above
+     * any fence a per-key counter of an older version handed out. So it is SET NX on all
+     * keys or on none, and a free single key costs exactly SET NX PX and INCR. */
     [LOCK__SCRIPT_ACQUIRE] = "local n = #KEYS / 2 "
                              "for i = 1, n do "
                              "if not redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then "
@@ -101,8 +104,21 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
                              "return redis.call('PTTL', KEYS[i]) "
                              "end "
                              "end "
-                             "local f = {} "
-                             "for i = 1, n do f[i] = redis.call('INCR', KEYS[n + i]) end "
+                             "local f, seen = {}, {} "
+                             "for i = 1, n do "
+                             "local k = KEYS[n + i] "
+                             "local v = seen[k] "
+                             "if not v then "
+                             "v = redis.call('INCR', k) "
+                             "if v < 1000000000000000 then "
+                             "local t = redis.call('TIME') "
+                             "v = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+                             "redis.call('SET', k, string.format('%.0f', v)) "
+                             "end "
+                             "seen[k] = v "
+                             "end "
+                             "f[i] = v "
+                             "end "
                              "return f",
     /* Compare-and-delete per key (ARGV[i], or ARGV[1] for all), in three commands whatever
      * the number of keys: MGET the keys, MGET their "<key>:wanted" marks, DEL the keys

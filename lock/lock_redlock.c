@@ -16,7 +16,7 @@
  *    remaining validity; a failed round is undone on every master that may
  *    have granted, then retried after a wait (pub/sub, PTTL, or jittered
  *    backoff) while the budget lasts;
- *  - fence: the maximum of the granting masters' "<key>:fence" counters,
+ *  - fence: the maximum of the granting masters' "lock:fences" counters,
  *    with the lagging ones raised to it when they disagree;
  *  - release and extend: to all masters; OK on a majority.
  * Unreachable masters: when none answers, LOCK_ERR_BACKEND at once; when some

@@ -157,17 +157,17 @@ static void test_lock_redlock_acquire_key_on_every_master(void **state) {
         assert_int_equal(raw_int(i, (const char *const[]){"EXISTS", "rl:every", NULL}), 0);
 }
 
-/* One master's fence counter is ahead (100): the handle's fence is the maximum, and the other
+/* One master's fence counter is ahead: the handle's fence is the maximum, and the other
  * masters' counters are raised to it, so the next majority continues from there. */
 static void test_lock_redlock_fence_max_over_majority_and_raised(void **state) {
     lock_client *c = *state;
-    redisReply *r = raw_cmd(0, (const char *const[]){"SET", "rl:fence:fence", "100", NULL});
+    redisReply *r = raw_cmd(0, (const char *const[]){"SET", "lock:fences", "5000000000000000", NULL});
     freeReplyObject(r);
     lock_handle h;
     assert_int_equal(lock_acquire(c, "rl:fence", 10000, 0, &h), LOCK_OK);
-    assert_true(h.fence > 100);
+    assert_true(h.fence > 5000000000000000ULL);
     for (int i = 0; i < MASTERS; i++)
-        assert_int_equal(raw_get_num(i, "rl:fence:fence"), (long long)h.fence);
+        assert_int_equal(raw_get_num(i, "lock:fences"), (long long)h.fence);
     assert_int_equal(lock_release(c, &h), LOCK_OK);
     lock_handle h2;
     assert_int_equal(lock_acquire(c, "rl:fence", 10000, 0, &h2), LOCK_OK);
@@ -328,11 +328,11 @@ static void test_lock_redlock_one_master_hung_acquires_within_budget(void **stat
  * others were raised to its counter. */
 static void test_lock_redlock_master_lost_fence_still_grows(void **state) {
     lock_client *c = *state;
-    redisReply *r = raw_cmd(0, (const char *const[]){"SET", "rl:f:fence:fence", "500", NULL});
+    redisReply *r = raw_cmd(0, (const char *const[]){"SET", "lock:fences", "6000000000000000", NULL});
     freeReplyObject(r);
     lock_handle h, h2;
     assert_int_equal(lock_acquire(c, "rl:f:fence", 10000, 0, &h), LOCK_OK);
-    assert_true(h.fence > 500);
+    assert_true(h.fence > 6000000000000000ULL);
     assert_int_equal(lock_release(c, &h), LOCK_OK);
     th_redis_signal(&g_m[0], SIGKILL);
     assert_int_equal(lock_acquire(c, "rl:f:fence", 10000, 1000, &h2), LOCK_OK);
@@ -377,7 +377,7 @@ static void test_lock_redlock_masters_back_works_again(void **state) {
     assert_int_equal(lock_extend(c, &h, 10000), LOCK_OK);
     assert_int_equal(lock_release(c, &h), LOCK_OK);
     for (int i = 0; i < MASTERS; i++)
-        assert_int_equal(raw_int(i, (const char *const[]){"EXISTS", "rl:f:back:fence", NULL}), 1);
+        assert_int_equal(raw_int(i, (const char *const[]){"EXISTS", "lock:fences", NULL}), 1);
 }
 
 int main(int argc, char **argv) {

@@ -757,6 +757,19 @@ static void test_stalled_holder_lease_expired_alone_refused(void **state) {
     assert_true(listed(f->c, "axe", "A"));
 }
 
+/* Deletes the fencing records of the data store: what an operator does when
+ * the lock moves to another store (docs/OPERATIONS.md, Fencing records). */
+static void forget_fenced_records(void) {
+    redisContext *rc0 = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc0);
+    redisReply *del = redisCommand(
+        rc0, "EVAL %s 0",
+        "for _, k in ipairs(redis.call('KEYS', 'lock:*:fenced')) do redis.call('DEL', k) end");
+    assert_non_null(del);
+    freeReplyObject(del);
+    redisFree(rc0);
+}
+
 /* Fencing: the lock lives on its own Redis, so a WATCH in the data store
  * cannot see it change hands. A holder stalls after taking the lock and
  * before reading, past its lease; another holder takes the lock and trades.
@@ -772,15 +785,8 @@ static void test_fence_stale_holder_lock_elsewhere_refused(void **state) {
     int err;
     lock_client *remote = lock_redis_new(&la, 1000, &err);
     assert_non_null(remote);
-    /* The new lock store counts fences from 1: forget the old store's. */
-    redisContext *rc0 = redisConnect("127.0.0.1", redis.port);
-    assert_non_null(rc0);
-    redisReply *del = redisCommand(
-        rc0, "EVAL %s 0",
-        "for _, k in ipairs(redis.call('KEYS', 'lock:*:fenced')) do redis.call('DEL', k) end");
-    assert_non_null(del);
-    freeReplyObject(del);
-    redisFree(rc0);
+    /* The new lock store's fences have nothing to do with the old one's. */
+    forget_fenced_records();
 
     market_config slow = config(100, 2000, 0);
     slow.test_stall_read_ms = 300;
@@ -814,6 +820,7 @@ static void test_fence_stale_holder_lock_elsewhere_refused(void **state) {
     market_free(sm);
     lock_free(remote);
     th_redis_stop(&lock_store);
+    forget_fenced_records(); /* back to the lock on the data server for the next tests */
 }
 
 static void test_lock_held_elsewhere_busy(void **state) {
