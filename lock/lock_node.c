@@ -540,6 +540,65 @@ static void sub_drop(struct lock__sub *s, size_t i, enum conn_fate fate) {
     s->conn[i] = NULL;
 }
 
+/* Fills pfd/idx with the subscriber connections of s still open (and, with acks, not yet
+ * acknowledged on all of s's channels). Returns how many. */
+static nfds_t sub_pollset(const struct lock__sub *s, const size_t *acks, struct pollfd *pfd,
+                          size_t *idx) {
+    nfds_t nfd = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->conn[i] == NULL || (acks && acks[i] == s->nch)) continue;
+        pfd[nfd].fd = s->conn[i]->ctx->fd;
+        pfd[nfd].events = POLLIN;
+        pfd[nfd].revents = 0;
+        idx[nfd++] = i;
+    }
+    return nfd;
+}
+
+/* Reads what subscriber connection i has received and hands each reply to on_reply, which
+ * returns 1 when the connection must be dropped (an error answer). A broken connection is
+ * dropped. */
+static void sub_read(struct lock__sub *s, size_t i,
+                     int (*on_reply)(struct lock__sub *s, size_t i, const redisReply *r, void *ud),
+                     void *ud) {
+    struct lock__conn *cn = s->conn[i];
+    if (conn_read(cn) != 0) {
+        sub_drop(s, i, CONN_BROKEN);
+        return;
+    }
+    redisReply *r;
+    int got;
+    while (s->conn[i] != NULL && (got = conn_next(cn, &r)) != 0) {
+        if (got < 0) {
+            sub_drop(s, i, CONN_BROKEN);
+            return;
+        }
+        int bad = on_reply(s, i, r, ud);
+        freeReplyObject(r);
+        if (bad) sub_drop(s, i, CONN_DROP); /* NOAUTH, NOPERM (no channel rights) */
+    }
+}
+
+/* sub_read() while subscribing: counts the acknowledgements in acks[i] (ud). */
+static int on_subscribe_reply(struct lock__sub *s, size_t i, const redisReply *r, void *ud) {
+    size_t *acks = ud;
+    struct lock__conn *cn = s->conn[i];
+    if (cn->owed > 0 && r->type == REDIS_REPLY_STATUS) {
+        cn->owed--;
+        return !reply_is_ok(r);
+    }
+    if (acks[i] < s->nch && push_is(s, r, "subscribe"))
+        acks[i]++; /* anything else: left over from before, or a message */
+    return r->type == REDIS_REPLY_ERROR;
+}
+
+/* sub_read() while waiting: notes a published message in *ud. */
+static int on_message_reply(struct lock__sub *s, size_t i, const redisReply *r, void *ud) {
+    (void)i;
+    if (push_is(s, r, "message")) *(int *)ud = 1;
+    return r->type == REDIS_REPLY_ERROR;
+}
+
 /* Subscribes, on each of nodes[0..n), a subscriber connection to channels[0..nch) (borrowed
  * until lock__sub_end()), waiting up to timeout_ms for the acknowledgements. Fills the
  * caller's *s. Returns the number of nodes subscribed (0: none; waiting must then poll). Always
@@ -571,14 +630,7 @@ size_t lock__sub_begin(struct lock__sub *s, struct lock__node *const *nodes, siz
 
     int64_t deadline = lock_now_ms() + timeout_ms;
     for (int last = 0; !last;) {
-        nfds_t nfd = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (s->conn[i] == NULL || acks[i] == nch) continue;
-            pfd[nfd].fd = s->conn[i]->ctx->fd;
-            pfd[nfd].events = POLLIN;
-            pfd[nfd].revents = 0;
-            idx[nfd++] = i;
-        }
+        nfds_t nfd = sub_pollset(s, acks, pfd, idx);
         if (nfd == 0) break;
         int64_t left = deadline - lock_now_ms();
         if (left <= 0) {
@@ -587,32 +639,8 @@ size_t lock__sub_begin(struct lock__sub *s, struct lock__node *const *nodes, siz
         }
         int pr = poll(pfd, nfd, (int)left);
         if (pr < 0 && errno != EINTR) break;
-        for (nfds_t k = 0; pr > 0 && k < nfd; k++) {
-            size_t i = idx[k];
-            if (pfd[k].revents == 0) continue;
-            struct lock__conn *cn = s->conn[i];
-            if (conn_read(cn) != 0) {
-                sub_drop(s, i, CONN_BROKEN);
-                continue;
-            }
-            redisReply *r;
-            int got;
-            while (s->conn[i] != NULL && (got = conn_next(cn, &r)) != 0) {
-                if (got < 0) {
-                    sub_drop(s, i, CONN_BROKEN);
-                    break;
-                }
-                int bad = r->type == REDIS_REPLY_ERROR;
-                if (cn->owed > 0 && r->type == REDIS_REPLY_STATUS) {
-                    cn->owed--;
-                    bad = !reply_is_ok(r);
-                } else if (acks[i] < nch && push_is(s, r, "subscribe")) {
-                    acks[i]++; /* anything else: left over from before, or a message */
-                }
-                freeReplyObject(r);
-                if (bad) sub_drop(s, i, CONN_DROP); /* NOAUTH, NOPERM (no channel rights) */
-            }
-        }
+        for (nfds_t k = 0; pr > 0 && k < nfd; k++)
+            if (pfd[k].revents != 0) sub_read(s, idx[k], on_subscribe_reply, acks);
     }
 
     size_t subscribed = 0;
@@ -635,41 +663,15 @@ int lock__sub_wait(struct lock__sub *s, int64_t until_ms) {
     struct pollfd pfd[LOCK_REDLOCK_NODES_MAX];
     size_t idx[LOCK_REDLOCK_NODES_MAX];
     for (;;) {
-        nfds_t nfd = 0;
-        for (size_t i = 0; i < s->n; i++) {
-            if (s->conn[i] == NULL) continue;
-            pfd[nfd].fd = s->conn[i]->ctx->fd;
-            pfd[nfd].events = POLLIN;
-            pfd[nfd].revents = 0;
-            idx[nfd++] = i;
-        }
+        nfds_t nfd = sub_pollset(s, NULL, pfd, idx);
         if (nfd == 0) return -1;
         int64_t left = until_ms - lock_now_ms();
         if (left <= 0) return 0;
         int pr = poll(pfd, nfd, (int)left);
         if (pr < 0 && errno != EINTR) return -1;
         int message = 0;
-        for (nfds_t k = 0; pr > 0 && k < nfd; k++) {
-            size_t i = idx[k];
-            if (pfd[k].revents == 0) continue;
-            struct lock__conn *cn = s->conn[i];
-            if (conn_read(cn) != 0) {
-                sub_drop(s, i, CONN_BROKEN);
-                continue;
-            }
-            redisReply *r;
-            int got;
-            while (s->conn[i] != NULL && (got = conn_next(cn, &r)) != 0) {
-                if (got < 0) {
-                    sub_drop(s, i, CONN_BROKEN);
-                    break;
-                }
-                if (push_is(s, r, "message")) message = 1;
-                int bad = r->type == REDIS_REPLY_ERROR;
-                freeReplyObject(r);
-                if (bad) sub_drop(s, i, CONN_DROP);
-            }
-        }
+        for (nfds_t k = 0; pr > 0 && k < nfd; k++)
+            if (pfd[k].revents != 0) sub_read(s, idx[k], on_message_reply, &message);
         if (message) return 1;
     }
 }
