@@ -145,6 +145,20 @@ const char *lock_name(const lock_client *c) {
     return c == NULL ? "none" : c->ops->name;
 }
 
+/* Tells where c's leases live when that is one Redis server: every lease is
+ * then the key it names on that server, holding the lease's token, so a
+ * store on the same server can read it (e.g. under WATCH) next to its own
+ * data. Copies the server's address into *out and returns LOCK_OK for the
+ * redis backend; LOCK_ERR_UNSUPPORTED for the others (local: no Redis;
+ * redlock: a lease is a majority, not one key); LOCK_ERR_INVALID for NULL
+ * arguments. */
+int lock_store_addr(const lock_client *c, lock_redis_addr *out) {
+    if (c == NULL || out == NULL) return LOCK_ERR_INVALID;
+    if (!c->has_store) return LOCK_ERR_UNSUPPORTED;
+    *out = c->store;
+    return LOCK_OK;
+}
+
 /* Returns a static message for a lock_err code, or "unknown lock error".
  * This function can't fail. */
 const char *lock_strerror(int err) {
@@ -319,6 +333,7 @@ lock_client *lock__client_new(const struct lock_ops *ops, void *impl, int *err) 
     }
     c->ops = ops;
     c->impl = impl;
+    c->has_store = 0;
     if (lock__watchdog_init(&c->wd) != LOCK_OK) {
         free(c);
         *err = LOCK_ERR_BACKEND;

@@ -144,6 +144,7 @@ int lock_watchdog_stop(lock_watchdog *w, lock_handle *h);
 /* ---- helpers ---- */
 
 const char *lock_name(const lock_client *c);
+int lock_store_addr(const lock_client *c, lock_redis_addr *out);
 const char *lock_strerror(int err);
 int lock_redis_addr_parse(const char *url, lock_redis_addr *out);
 int64_t lock_now_ms(void);

@@ -71,6 +71,8 @@ struct lock_client {
     const struct lock_ops *ops; /* borrowed; static storage */
     void *impl;                 /* owned; freed by ops->destroy */
     struct lock__wdset wd;      /* watchdogs; the thread starts with the first one */
+    int has_store;              /* 1: every lease is a key on the one server in store */
+    lock_redis_addr store;      /* see lock_store_addr() */
 };
 
 /* ---- module-internal helpers (lock.c) ---- */

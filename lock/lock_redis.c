@@ -81,6 +81,11 @@ lock_client *lock_redis_new(const lock_redis_addr *addr, int timeout_ms, int *er
     struct lock__dist *d = lock__dist_new(addr, 1, timeout_ms, 0, err);
     if (d == NULL) return NULL;
     lock_client *c = lock__client_new(&redis_ops, d, err);
-    if (c == NULL) lock__dist_free(d);
+    if (c == NULL) {
+        lock__dist_free(d);
+        return NULL;
+    }
+    c->store = *addr;
+    c->has_store = 1;
     return c;
 }
