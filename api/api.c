@@ -72,6 +72,7 @@ static const api_status api_status_table[] = {
     {MARKET_ERR_DUPLICATE, 409, "duplicate", 0},
     {MARKET_ERR_NOMEM, 500, "internal_error", 0},
     {MARKET_ERR_IDEM_MISMATCH, 422, "idempotency_key_reused", 0},
+    {MARKET_ERR_IN_PROGRESS, 409, "request_in_progress", 1},
 };
 
 /* Every code the table does not list, and a success passed by mistake. */
@@ -436,6 +437,7 @@ static void purchase_reply(const char *buyer, const char *seller, const char *it
                            const market_purchase_result *res, api_response *resp) {
     if (rc != MARKET_OK) {
         api__reply_market(rc, res->price, resp);
+        resp->replayed = res->replayed; /* a refusal stored under the Idempotency-Key */
         return;
     }
     api__reply(resp, 200,
@@ -519,6 +521,7 @@ static void handle_list(market_conn *conn, const api_request *req, const char *a
                                                 has_key ? &idem : NULL, &replayed);
         if (has_key >= 0 && rc != MARKET_OK) {
             api__reply_market(rc, 0, resp);
+            resp->replayed = replayed; /* a refusal stored under the Idempotency-Key */
         } else if (has_key >= 0) {
             api__reply(resp, 201,
                        json_pack("{s:s, s:s, s:s, s:I}", "status", "listed", "seller", v[0].id,

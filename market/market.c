@@ -54,6 +54,10 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
     if (m->cfg.batch_max == 0) m->cfg.batch_max = 64;
     if (m->cfg.batch_max > MARKET__BATCH_MAX) m->cfg.batch_max = MARKET__BATCH_MAX;
     m->lock = lock;
+    lock_redis_addr la;
+    m->lock_in_store = lock_store_addr(lock, &la) == LOCK_OK &&
+                       strcmp(la.host, cfg->redis.host) == 0 && la.port == cfg->redis.port &&
+                       la.db == cfg->redis.db;
     if (market__batch_init(m) < 0) {
         free(m);
         *err = MARKET_ERR_NOMEM;
@@ -399,18 +403,21 @@ static void count_wait(market *m, int64_t us, int acquired) {
     if (acquired) MARKET__COUNT(m, lock_acquired);
 }
 
-/* Runs fn under the lock lock_key (taken within the wait budget; NULL: no
- * lock, the optimistic strategy) until it decides: see market__attempts().
- * Releases the lock on every path. Returns fn's result or a lock error mapped
- * to a market code. Purchases under the market and item strategies do not
- * come here: they are served in batches (market_batch.c). */
-int market__guarded(market_conn *c, const char *lock_key, market__attempt fn, void *ud) {
+/* Runs fn under the lock lock_key (taken before the monotonic time
+ * deadline_ms; NULL: no lock, the optimistic strategy) until it decides: see
+ * market__attempts(). Releases the lock on every path. Returns fn's result or
+ * a lock error mapped to a market code. Purchases under the market and item
+ * strategies do not come here: they are served in batches (market_batch.c). */
+int market__guarded(market_conn *c, const char *lock_key, int64_t deadline_ms, market__attempt fn,
+                    void *ud) {
     market *m = c->m;
     lock_handle h = {0};
     market__held hd = {0};
     int rc = MARKET_OK;
+    if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
     if (lock_key) {
-        rc = market__lock(m, lock_key, lock_now_ms() + m->cfg.acquire_timeout_ms, &h);
+        hd.tokens = m->lock_in_store;
+        rc = market__lock(m, lock_key, deadline_ms, &h);
         if (rc < 0) goto out;
         market__held_set(&hd, 0, lock_key, &h);
         if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
@@ -425,9 +432,15 @@ out:
 }
 
 /* Takes the lock on key, waiting until the monotonic time by (ms), and
- * counts the wait. Returns MARKET_OK, or ERR_BUSY, ERR_STORE, ERR_NOMEM. */
+ * counts the wait. A budget already spent is not tried at all: a purchase
+ * is never attempted after its deadline. Returns MARKET_OK, or ERR_BUSY,
+ * ERR_STORE, ERR_NOMEM. */
 int market__lock(market *m, const char *key, int64_t by, lock_handle *h) {
     int64_t t0 = now_us(), left = by - t0 / 1000;
+    if (left <= 0) {
+        count_wait(m, 0, 0);
+        return MARKET_ERR_BUSY;
+    }
     int lrc = lock_acquire(m->lock, key, m->cfg.lock_ttl_ms, left > 0 ? (uint32_t)left : 0, h);
     count_wait(m, now_us() - t0, lrc == LOCK_OK);
     return lrc < 0 ? from_lock_err(lrc) : MARKET_OK;
@@ -438,17 +451,22 @@ int market__lock(market *m, const char *key, int64_t by, lock_handle *h) {
  * ERR_STORE, ERR_NOMEM, ERR_INVALID. */
 int market__lock_multi(market *m, const char *const *keys, size_t n, int64_t by, lock_handle *h) {
     int64_t t0 = now_us(), left = by - t0 / 1000;
+    if (left <= 0) {
+        count_wait(m, 0, 0);
+        return MARKET_ERR_BUSY;
+    }
     int lrc = lock_acquire_multi(m->lock, keys, n, m->cfg.lock_ttl_ms,
                                  left > 0 ? (uint32_t)left : 0, h);
     count_wait(m, now_us() - t0, lrc == LOCK_OK);
     return lrc < 0 ? from_lock_err(lrc) : MARKET_OK;
 }
 
-/* Describes lease h on key as entry k of hd (its fencing record and fence). */
+/* Describes lease h on key as entry k of hd (its fencing record, fence and token). */
 void market__held_set(market__held *hd, size_t k, const char *key, const lock_handle *h) {
     market__held_name(hd, k, key);
     snprintf(hd->fence[k], sizeof hd->fence[k], "%llu", (unsigned long long)h->fence);
     hd->fence_v[k] = h->fence;
+    memcpy(hd->token[k], h->token, sizeof hd->token[k]);
 }
 
 /* Names lease k of hd (key, fencing record) before its fence is known. */
@@ -496,31 +514,51 @@ void market__count_result(market *m, int rc) {
     if (rc == MARKET_ERR_STORE) MARKET__COUNT(m, store_errors);
 }
 
-/* Given the reply to "MGET <fenced keys of held>", returns 1 when a newer
- * holder has already committed (a stored fence above ours), else 0. A
- * missing or unreadable record counts as none. */
-int market__fence_stale(const market__held *held, const redisReply *mget) {
-    if (!mget || mget->type != REDIS_REPLY_ARRAY) return 0;
-    for (size_t i = 0; i < held->n && i < mget->elements; i++) {
+/* Fills argv with "MGET", the fencing records of held and, when held->tokens,
+ * the lock keys themselves (argv has room for 1 + 2 * held->n); returns the
+ * count. Read under a WATCH of the same keys, its reply tells
+ * market__held_lost() whether the leases are still ours. */
+size_t market__held_read(const market__held *held, const char **argv) {
+    size_t k = 0;
+    argv[k++] = "MGET";
+    for (size_t i = 0; i < held->n; i++) argv[k++] = held->fenced[i];
+    if (held->tokens)
+        for (size_t i = 0; i < held->n; i++) argv[k++] = held->key[i];
+    return k;
+}
+
+/* Given the reply to market__held_read()'s MGET, returns 1 when a lease of
+ * held cannot commit: a newer holder has committed (a stored fence above
+ * ours), or, when held->tokens, a lock key no longer holds our token (the
+ * lease lapsed, or anyone speaking the lock protocol took the key over); else
+ * 0. A missing or unreadable fencing record counts as none. */
+int market__held_lost(const market__held *held, const redisReply *mget) {
+    if (!mget || mget->type != REDIS_REPLY_ARRAY) return held->tokens;
+    if (mget->elements != held->n * (held->tokens ? 2 : 1)) return 1;
+    for (size_t i = 0; i < held->n; i++) {
         const redisReply *e = mget->element[i];
         if (e->type != REDIS_REPLY_STRING) continue;
         int64_t seen;
         if (market__parse_i64(e->str, e->len, &seen) == 0 && (uint64_t)seen > held->fence_v[i])
             return 1;
     }
+    for (size_t i = 0; held->tokens && i < held->n; i++) {
+        const redisReply *e = mget->element[held->n + i];
+        if (e->type != REDIS_REPLY_STRING || e->len != LOCK_TOKEN_LEN ||
+            memcmp(e->str, held->token[i], LOCK_TOKEN_LEN) != 0)
+            return 1;
+    }
     return 0;
 }
 
 /* Appends the fencing parts of an attempt: to w, the "<lock>:fenced" keys to
- * watch; to cmd, "MGET <those keys>" (cmd->argc 0 when nothing is held). */
+ * watch (the lock keys are in w already: strategy_guard()); to cmd, the
+ * MGET of market__held_read() (cmd->argc 0 when nothing is held). */
 static void fence_read(const market__held *held, struct watchset *w, market__cmd *cmd) {
     cmd->argc = 0;
     if (held->n == 0) return;
-    cmd->argv[cmd->argc++] = "MGET";
-    for (size_t i = 0; i < held->n; i++) {
-        w->keys[w->n++] = held->fenced[i];
-        cmd->argv[cmd->argc++] = held->fenced[i];
-    }
+    for (size_t i = 0; i < held->n; i++) w->keys[w->n++] = held->fenced[i];
+    cmd->argc = (int)market__held_read(held, cmd->argv);
     for (int i = 0; i < cmd->argc; i++) cmd->len[i] = strlen(cmd->argv[i]);
 }
 
@@ -561,7 +599,6 @@ static int commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply 
 
 #define LOCK_KEY_MAX_LEN MARKET__LOCK_KEY_MAX
 
-
 /* The WATCH command for keys a, b (b may be NULL) and everything in w. */
 static void watch_cmd(market__cmd *cmd, const char *a, const char *b, const struct watchset *w) {
     cmd->argc = 0;
@@ -572,101 +609,205 @@ static void watch_cmd(market__cmd *cmd, const char *a, const char *b, const stru
     for (int i = 0; i < cmd->argc; i++) cmd->len[i] = strlen(cmd->argv[i]);
 }
 
-/* Returns the lock an operation on listing member takes under the market's
- * strategy (NULL: none; an item lock is written into keybuf), and fills w
- * with what it watches besides the keys it reads. */
-static const char *strategy_guard(const market *m, const char *member,
-                                  char keybuf[LOCK_KEY_MAX_LEN], struct watchset *w) {
+/* Sets *lock_key to the lock an operation on listing member takes under the
+ * market's strategy (NULL: none; an item lock is written into keybuf), and
+ * fills w with what it watches besides the keys it reads. Returns MARKET_OK,
+ * or MARKET_ERR_NOMEM when a long listing's key cannot be hashed. */
+static int strategy_guard(const market *m, const char *member, char keybuf[LOCK_KEY_MAX_LEN],
+                          struct watchset *w, const char **lock_key) {
     w->n = 0;
+    *lock_key = NULL;
     switch (m->cfg.strategy) {
     case MARKET_STRATEGY_MARKET:
         w->keys[w->n++] = MARKET_LOCK_KEY;
         w->keys[w->n++] = "market:";
-        return MARKET_LOCK_KEY;
+        *lock_key = MARKET_LOCK_KEY;
+        break;
     case MARKET_STRATEGY_ITEM:
         /* The listing lock protects the listing, so market: itself is not
          * watched (every purchase changes it); the lock key is. */
-        snprintf(keybuf, LOCK_KEY_MAX_LEN, "lock:item:%s", member);
+        if (market__lock_key(keybuf, "lock:item:", member) < 0) return MARKET_ERR_NOMEM;
         w->keys[w->n++] = keybuf;
-        return keybuf;
+        *lock_key = keybuf;
+        break;
     case MARKET_STRATEGY_OPTIMISTIC:
         w->keys[w->n++] = "market:";
-        return NULL;
+        break;
     }
-    return NULL;
+    return MARKET_OK;
+}
+
+/* ---- one operation at a time: purchases of the optimistic strategy, list, unlist ---- */
+
+/* What every such attempt shares: its deadline, what it watches besides
+ * its own reads, and its idempotency key with this operation's claim. */
+struct single {
+    const market_idem *idem; /* may be NULL */
+    int64_t deadline_ms;     /* decided after this: MARKET_ERR_BUSY */
+    struct watchset watch;
+    char k_idem[MARKET__IDEM_REDIS_MAX];
+    char token[MARKET__TOKEN_LEN + 1];
+    char claim[MARKET__IDEM_RECORD_MAX];
+    char claim_ttl[24];
+    char record[MARKET__IDEM_RECORD_MAX];
+    /* set when single_read() finds a stored outcome */
+    int replayed, stored_rc;
+    int64_t stored_a, stored_b;
+};
+
+/* Prepares s for an operation of player, before the monotonic time
+ * deadline_ms. Returns MARKET_OK, or MARKET_ERR_STORE when no claim token
+ * can be drawn. */
+static int single_init(struct single *s, const char *player, const market_idem *idem,
+                       int64_t deadline_ms) {
+    s->idem = idem;
+    s->deadline_ms = deadline_ms;
+    s->replayed = 0;
+    if (!idem) return MARKET_OK;
+    market__idem_key(s->k_idem, sizeof s->k_idem, player, idem);
+    if (market__token_new(s->token) < 0) return MARKET_ERR_STORE;
+    market__idem_claim(s->claim, sizeof s->claim, idem, s->token);
+    return MARKET_OK;
+}
+
+/* Reads under WATCH for one attempt: [SET claim NX PX], WATCH a, b (may be
+ * NULL) and s->watch, own[0..n_own), [the leases' MGET], [GET of the
+ * record]. The claim goes before the WATCH, so our own claim does not abort
+ * our commit, while anyone else's write of the record after it does.
+ * Returns MARKET_OK with rep[0..*nrep) filled and own's replies from
+ * rep[*i_own] when the attempt should decide. When the read settles it, it
+ * returns that outcome with nothing left to free (*nrep = 0): ERR_STORE,
+ * ERR_LEASE_LOST (see market__held_lost), a stored outcome (MARKET_OK or a
+ * refusal, with s->replayed set), ERR_IN_PROGRESS, ERR_IDEM_MISMATCH, or
+ * ERR_BUSY when the deadline has passed (nothing is decided after it). */
+static int single_read(market_conn *c, const market__held *held, struct single *s, const char *a,
+                       const char *b, const market__cmd *own, size_t n_own, redisReply **rep,
+                       size_t *nrep, size_t *i_own) {
+    market__cmd rd[MARKET__PIPE_MAX];
+    struct watchset w = s->watch;
+    size_t n = 0, i_fence = 0, i_idem = 0, i_claim = 0;
+    *nrep = 0;
+    if (s->idem) {
+        market__idem_claim_ttl(s->claim_ttl, sizeof s->claim_ttl, s->deadline_ms);
+        market__cmd_set(&rd[i_claim = n++], 6, "SET", s->k_idem, s->claim, "NX", "PX",
+                        s->claim_ttl);
+    }
+    size_t i_watch = n++;
+    *i_own = n;
+    memcpy(&rd[n], own, n_own * sizeof *own);
+    n += n_own;
+    if (held->n) fence_read(held, &w, &rd[i_fence = n++]);
+    if (s->idem) {
+        w.keys[w.n++] = s->k_idem;
+        market__cmd_set(&rd[i_idem = n++], 2, "GET", s->k_idem);
+    }
+    watch_cmd(&rd[i_watch], a, b, &w);
+    int rc = market__pipeline(c, rd, n, rep);
+    if (rc < 0) return rc;
+    int judged = MARKET__IDEM_FREE;
+    if (s->idem)
+        judged = market__idem_judge(rep[i_idem], s->idem, s->token, &s->stored_rc, &s->stored_a,
+                                    &s->stored_b);
+    if (rep[i_watch]->type != REDIS_REPLY_STATUS ||
+        (s->idem && rep[i_claim]->type == REDIS_REPLY_ERROR) || judged == MARKET_ERR_STORE)
+        rc = MARKET_ERR_STORE;
+    else if (held->n && market__held_lost(held, rep[i_fence]))
+        rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
+    else if (judged == MARKET__IDEM_DONE)
+        s->replayed = 1, rc = s->stored_rc;
+    else if (judged < 0)
+        rc = judged; /* ERR_IN_PROGRESS, ERR_IDEM_MISMATCH */
+    else if (lock_now_ms() >= s->deadline_ms)
+        rc = MARKET_ERR_BUSY;
+    else {
+        *nrep = n;
+        return MARKET_OK;
+    }
+    market__replies_free(rep, n);
+    return market__refuse(c, rc);
+}
+
+/* Appends "SET <record> <outcome rc> EX <ttl>" to cmds when s has an
+ * idempotency key; returns how many commands it appended. */
+static size_t single_record(struct single *s, int rc, int64_t a, int64_t b, market__cmd *cmds) {
+    if (!s->idem) return 0;
+    market__idem_record(s->record, sizeof s->record, s->idem, rc, a, b);
+    market__cmd_set(cmds, 5, "SET", s->k_idem, s->record, "EX", MARKET__IDEM_TTL);
+    return 1;
+}
+
+/* Ends an attempt that decided to refuse with rc. A final refusal of an
+ * idempotent request is recorded, with our fences, in a guarded commit, so
+ * that no other attempt of the same key can decide otherwise later; a is
+ * what the record keeps (the current price of a price_changed). Returns rc,
+ * MARKET__TXN_ABORTED (read again), or the commit's error. */
+static int single_refuse(market_conn *c, const market__held *held, struct single *s, int rc,
+                         int64_t a) {
+    if (!s->idem || !market__idem_final(rc)) return market__refuse(c, rc);
+    market__cmd wr[MARKET__PIPE_MAX - 2];
+    size_t nwr = fence_write(held, wr);
+    nwr += single_record(s, rc, a, 0, &wr[nwr]);
+    redisReply *exec = NULL;
+    int crc = commit(c, wr, nwr, &exec);
+    if (exec) freeReplyObject(exec);
+    return crc == MARKET_OK ? rc : crc;
 }
 
 struct purchase {
     const char *buyer, *seller, *item;
     int64_t expect_price;
-    const market_idem *idem; /* may be NULL */
     market_purchase_result *res;
     char k_buyer[MARKET__KEY_MAX], k_seller[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX];
     char member[MARKET__MEMBER_MAX];
-    char k_idem[MARKET__IDEM_REDIS_MAX];
-    struct watchset watch;
+    struct single s;
 };
 
 static int purchase_attempt(market_conn *c, const market__held *held, void *ud) {
     struct purchase *p = ud;
-    market__cmd rd[6];
-    redisReply *rep[6] = {0};
-    struct watchset w = p->watch;
-    size_t n = 4, i_fence = 0, i_idem = 0;
-    if (held->n) fence_read(held, &w, &rd[i_fence = n++]);
-    if (p->idem) {
-        w.keys[w.n++] = p->k_idem;
-        market__cmd_set(&rd[i_idem = n++], 2, "GET", p->k_idem);
+    market__cmd own[3];
+    redisReply *rep[MARKET__PIPE_MAX] = {0};
+    size_t nrep, io;
+    market__cmd_set(&own[0], 3, "ZSCORE", "market:", p->member);
+    market__cmd_set(&own[1], 3, "HGET", p->k_buyer, "funds");
+    market__cmd_set(&own[2], 3, "HGET", p->k_seller, "funds");
+    int rc = single_read(c, held, &p->s, p->k_buyer, p->k_seller, own, 3, rep, &nrep, &io);
+    if (nrep == 0) {
+        if (p->s.replayed) {
+            p->res->replayed = 1;
+            p->res->price = p->s.stored_a;
+            p->res->buyer_funds = p->s.stored_b;
+        }
+        return rc;
     }
-    watch_cmd(&rd[0], p->k_buyer, p->k_seller, &w);
-    market__cmd_set(&rd[1], 3, "ZSCORE", "market:", p->member);
-    market__cmd_set(&rd[2], 3, "HGET", p->k_buyer, "funds");
-    market__cmd_set(&rd[3], 3, "HGET", p->k_seller, "funds");
-    int rc = market__pipeline(c, rd, n, rep);
-    if (rc < 0) return rc;
-
+    const redisReply *listing = rep[io], *bf = rep[io + 1], *sf = rep[io + 2];
     int64_t price = 0, buyer_funds = 0, seller_funds = 0;
-    int idem = p->idem ? market__idem_parse(rep[i_idem], p->idem->fingerprint, &price,
-                                            &buyer_funds)
-                       : MARKET__IDEM_NONE;
-    if (rep[0]->type != REDIS_REPLY_STATUS || idem == MARKET_ERR_STORE) {
-        rc = MARKET_ERR_STORE;
-    } else if (held->n && market__fence_stale(held, rep[i_fence])) {
-        rc = MARKET_ERR_LEASE_LOST; /* a newer holder has committed */
-    } else if (idem != MARKET__IDEM_NONE) {
-        rc = idem; /* MARKET_OK: done before (replay), or ERR_IDEM_MISMATCH */
-        p->res->replayed = rc == MARKET_OK;
-        p->res->price = price;
-        p->res->buyer_funds = buyer_funds;
-        market__replies_free(rep, n);
-        return market__refuse(c, rc); /* nothing to write */
-    } else if (rep[1]->type == REDIS_REPLY_NIL) {
+    if (listing->type == REDIS_REPLY_NIL) {
         rc = MARKET_ERR_NOT_LISTED;
-    } else if (rep[1]->type != REDIS_REPLY_STRING ||
-               market__parse_price(rep[1]->str, rep[1]->len, &price) < 0) {
+    } else if (listing->type != REDIS_REPLY_STRING ||
+               market__parse_price(listing->str, listing->len, &price) < 0) {
         rc = MARKET_ERR_STORE;
     } else if (p->expect_price > 0 && p->expect_price != price) {
         p->res->price = price;
         rc = MARKET_ERR_PRICE_CHANGED;
-    } else if (rep[2]->type == REDIS_REPLY_NIL) {
+    } else if (bf->type == REDIS_REPLY_NIL) {
         rc = MARKET_ERR_NO_PLAYER;
-    } else if (rep[2]->type != REDIS_REPLY_STRING ||
-               market__parse_i64(rep[2]->str, rep[2]->len, &buyer_funds) < 0) {
+    } else if (bf->type != REDIS_REPLY_STRING ||
+               market__parse_i64(bf->str, bf->len, &buyer_funds) < 0) {
         rc = MARKET_ERR_STORE;
     } else if (buyer_funds < price) {
         rc = MARKET_ERR_INSUFFICIENT_FUNDS;
-    } else if (rep[3]->type == REDIS_REPLY_STRING &&
-               market__parse_i64(rep[3]->str, rep[3]->len, &seller_funds) < 0) {
+    } else if (sf->type == REDIS_REPLY_STRING &&
+               market__parse_i64(sf->str, sf->len, &seller_funds) < 0) {
         rc = MARKET_ERR_STORE;
     } else if (seller_funds > INT64_MAX - price) {
         rc = MARKET_ERR_OVERFLOW;
     }
-    market__replies_free(rep, n);
-    if (rc < 0) return market__refuse(c, rc);
+    market__replies_free(rep, nrep);
+    if (rc < 0) return single_refuse(c, held, &p->s, rc, rc == MARKET_ERR_PRICE_CHANGED ? price : 0);
 
     if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
 
-    char credit[24], debit[24], record[MARKET__IDEM_RECORD_MAX];
+    char credit[24], debit[24];
     snprintf(credit, sizeof credit, "%lld", (long long)price);
     snprintf(debit, sizeof debit, "%lld", -(long long)price);
     market__cmd wr[8];
@@ -675,10 +816,7 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
     market__cmd_set(&wr[2], 3, "SADD", p->k_inv, p->item);
     market__cmd_set(&wr[3], 3, "ZREM", "market:", p->member);
     size_t nwr = 4 + fence_write(held, &wr[4]);
-    if (p->idem) {
-        market__idem_record(record, sizeof record, p->idem, price, buyer_funds - price);
-        market__cmd_set(&wr[nwr++], 5, "SET", p->k_idem, record, "EX", MARKET__IDEM_TTL);
-    }
+    nwr += single_record(&p->s, MARKET_OK, price, buyer_funds - price, &wr[nwr]);
     redisReply *exec = NULL;
     rc = commit(c, wr, nwr, &exec);
     if (rc != MARKET_OK) return rc;
@@ -693,75 +831,29 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
     return rc;
 }
 
-/* ---- idempotency records (shared with market_batch.c) ---- */
-
-/* Returns 1 when key matches [A-Za-z0-9_.:-]{1,128}, else 0. Can't fail. */
-int market_idem_key_valid(const char *key) {
-    if (!key) return 0;
-    size_t n = 0;
-    for (const char *q = key; *q; q++, n++) {
-        char ch = *q;
-        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                 ch == '_' || ch == '-' || ch == '.' || ch == ':';
-        if (!ok || n >= MARKET_IDEM_KEY_MAX) return 0;
-    }
-    return n > 0;
-}
-
-/* Whether idem (NULL is fine) has a valid key and fingerprint. */
-int market__idem_valid(const market_idem *idem) {
-    if (!idem) return 1;
-    if (!market_idem_key_valid(idem->key) || !idem->fingerprint) return 0;
-    size_t n = strlen(idem->fingerprint);
-    return n > 0 && n <= MARKET_IDEM_FP_MAX && !strchr(idem->fingerprint, ' ');
-}
-
-/* Writes "idem:<player>:<key>" into out. */
-void market__idem_key(char *out, size_t outlen, const char *player, const market_idem *idem) {
-    snprintf(out, outlen, "idem:%s:%s", player, idem->key);
-}
-
-/* Writes the stored outcome "<fingerprint> <a> <b>" into out. */
-void market__idem_record(char *out, size_t outlen, const market_idem *idem, int64_t a, int64_t b) {
-    snprintf(out, outlen, "%s %lld %lld", idem->fingerprint, (long long)a, (long long)b);
-}
-
-/* Judges the reply to GET of an idempotency record against fingerprint:
- * MARKET__IDEM_NONE (no record), MARKET_OK (same request: *a and *b hold
- * the stored outcome), MARKET_ERR_IDEM_MISMATCH, or MARKET_ERR_STORE. */
-int market__idem_parse(const redisReply *r, const char *fingerprint, int64_t *a, int64_t *b) {
-    if (r->type == REDIS_REPLY_NIL) return MARKET__IDEM_NONE;
-    if (r->type != REDIS_REPLY_STRING) return MARKET_ERR_STORE;
-    char fp[MARKET_IDEM_FP_MAX + 1];
-    long long x, y;
-    if (r->len >= MARKET__IDEM_RECORD_MAX || sscanf(r->str, "%64s %lld %lld", fp, &x, &y) != 3)
-        return MARKET_ERR_STORE;
-    if (strcmp(fp, fingerprint) != 0) return MARKET_ERR_IDEM_MISMATCH;
-    *a = x;
-    *b = y;
-    return MARKET_OK;
-}
-
 /* Buys item, listed by seller, for buyer. expect_price > 0 makes the purchase
  * conditional on that price. Fills *res on success (and res->price on
  * MARKET_ERR_PRICE_CHANGED). Returns MARKET_OK or: ERR_INVALID (bad ids,
  * buyer == seller), ERR_NOT_LISTED, ERR_PRICE_CHANGED, ERR_NO_PLAYER (no such
  * buyer), ERR_INSUFFICIENT_FUNDS, ERR_OVERFLOW (the seller's funds would
- * overflow), ERR_BUSY (lock wait budget spent), ERR_STORE (Redis down or
- * failing), ERR_LEASE_LOST (the lease lapsed before the commit: nothing was
- * written), ERR_CONFLICT, ERR_NOMEM. Nothing is written unless it returns
- * MARKET_OK - with one exception: ERR_STORE after the connection failed while
- * EXEC's answer was on its way leaves the outcome unknown (a client retries
- * with the same idempotency key to learn it; see market_purchase_idem). */
+ * overflow), ERR_BUSY (the wait budget was spent: nothing is decided after
+ * it), ERR_STORE (Redis down or failing), ERR_LEASE_LOST (the lease lapsed
+ * or was taken over before the commit: nothing was written), ERR_CONFLICT,
+ * ERR_NOMEM. Nothing is written unless it returns MARKET_OK - with one
+ * exception: ERR_STORE after the connection failed while EXEC's answer was
+ * on its way leaves the outcome unknown (a client retries with the same
+ * idempotency key to learn it; see market_purchase_idem). */
 int market_purchase(market_conn *c, const char *buyer, const char *seller, const char *item,
                     int64_t expect_price, market_purchase_result *res) {
     return market_purchase_idem(c, buyer, seller, item, expect_price, NULL, res);
 }
 
 /* market_purchase(), made idempotent by idem (may be NULL; see market_idem).
- * A replay returns MARKET_OK with res->replayed set and the stored price and
- * buyer_funds. Also returns MARKET_ERR_IDEM_MISMATCH, and ERR_INVALID for a
- * bad key or fingerprint. */
+ * A replay returns the stored outcome with res->replayed set: MARKET_OK with
+ * the stored price and buyer_funds, or the stored refusal (res->price holds
+ * the price of a price_changed). Also returns MARKET_ERR_IDEM_MISMATCH,
+ * MARKET_ERR_IN_PROGRESS (another attempt of the same key is deciding), and
+ * ERR_INVALID for a bad key or fingerprint. */
 int market_purchase_idem(market_conn *c, const char *buyer, const char *seller, const char *item,
                          int64_t expect_price, const market_idem *idem,
                          market_purchase_result *res) {
@@ -774,15 +866,17 @@ int market_purchase_idem(market_conn *c, const char *buyer, const char *seller, 
     if (market_purchase_async(m)) /* the worker counts and serves it */
         return market__purchase_batched(m, buyer, seller, item, expect_price, idem, res);
     MARKET__COUNT(m, purchases);
-    struct purchase p = {buyer, seller, item, expect_price, idem, res};
-    if (idem) market__idem_key(p.k_idem, sizeof p.k_idem, buyer, idem);
+    int64_t deadline = lock_now_ms() + m->cfg.acquire_timeout_ms;
+    struct purchase p = {buyer, seller, item, expect_price, res};
     market__key(p.k_buyer, sizeof p.k_buyer, "users:", buyer);
     market__key(p.k_seller, sizeof p.k_seller, "users:", seller);
     market__key(p.k_inv, sizeof p.k_inv, "inventory:", buyer);
     snprintf(p.member, sizeof p.member, "%s.%s", item, seller);
     char keybuf[LOCK_KEY_MAX_LEN];
-    const char *lock_key = strategy_guard(m, p.member, keybuf, &p.watch);
-    int rc = market__guarded(c, lock_key, purchase_attempt, &p);
+    const char *lock_key;
+    int rc = single_init(&p.s, buyer, idem, deadline);
+    if (rc == MARKET_OK) rc = strategy_guard(m, p.member, keybuf, &p.s.watch, &lock_key);
+    if (rc == MARKET_OK) rc = market__guarded(c, lock_key, deadline, purchase_attempt, &p);
     if (rc == MARKET_OK && !res->replayed) MARKET__COUNT(m, purchased);
     return rc;
 }
@@ -828,83 +922,48 @@ const char *market_strategy_name(enum market_strategy s) {
 struct listing_op {
     const char *seller, *item;
     int64_t price; /* list: the asking price; unlist: the price it had */
-    const market_idem *idem; /* list only; may be NULL */
-    int replayed;
     char k_inv[MARKET__KEY_MAX];
     char member[MARKET__MEMBER_MAX];
-    char k_idem[MARKET__IDEM_REDIS_MAX];
-    struct watchset watch;
+    struct single s;
 };
 
-/* Runs a list or unlist attempt under the market's strategy. */
-static int listing_guarded(market_conn *c, struct listing_op *op, market__attempt fn) {
+/* Runs a list or unlist attempt under the market's strategy; idem may be
+ * NULL (unlist: always). */
+static int listing_guarded(market_conn *c, struct listing_op *op, const market_idem *idem,
+                           market__attempt fn) {
+    int64_t deadline = lock_now_ms() + c->m->cfg.acquire_timeout_ms;
     market__key(op->k_inv, sizeof op->k_inv, "inventory:", op->seller);
     snprintf(op->member, sizeof op->member, "%s.%s", op->item, op->seller);
     char keybuf[LOCK_KEY_MAX_LEN];
-    const char *lock_key = strategy_guard(c->m, op->member, keybuf, &op->watch);
-    return market__guarded(c, lock_key, fn, op);
-}
-
-/* Reads under WATCH for a list or unlist; rd[1] is the operation's own read.
- * Returns MARKET_OK with rep[] filled (*nrep replies) when the operation
- * should go on. When it is settled by the read - a stored outcome for
- * op->idem (MARKET_OK with op->replayed set, or ERR_IDEM_MISMATCH) or a newer
- * fence (ERR_LEASE_LOST) - rep[] is freed and *nrep is 0. Other failures
- * return their market code with nothing to free. */
-static int listing_read(market_conn *c, const market__held *held, struct listing_op *op,
-                        market__cmd *rd, redisReply **rep, size_t *nrep) {
-    struct watchset w = op->watch;
-    size_t n = 2, i_fence = 0, i_idem = 0;
-    if (held->n) fence_read(held, &w, &rd[i_fence = n++]);
-    if (op->idem) {
-        w.keys[w.n++] = op->k_idem;
-        market__cmd_set(&rd[i_idem = n++], 2, "GET", op->k_idem);
-    }
-    watch_cmd(&rd[0], op->k_inv, NULL, &w);
-    *nrep = n;
-    int rc = market__pipeline(c, rd, n, rep);
-    if (rc < 0) return rc;
-    int64_t a, b;
-    int idem = op->idem ? market__idem_parse(rep[i_idem], op->idem->fingerprint, &a, &b)
-                        : MARKET__IDEM_NONE;
-    if (held->n && market__fence_stale(held, rep[i_fence]))
-        rc = MARKET_ERR_LEASE_LOST;
-    else if (idem != MARKET__IDEM_NONE)
-        rc = idem;
-    else
-        return MARKET_OK;
-    op->replayed = rc == MARKET_OK;
-    market__replies_free(rep, n);
-    *nrep = 0;
-    return market__refuse(c, rc);
+    const char *lock_key;
+    int rc = single_init(&op->s, op->seller, idem, deadline);
+    if (rc == MARKET_OK) rc = strategy_guard(c->m, op->member, keybuf, &op->s.watch, &lock_key);
+    if (rc == MARKET_OK) rc = market__guarded(c, lock_key, deadline, fn, op);
+    return rc;
 }
 
 static int list_attempt(market_conn *c, const market__held *held, void *ud) {
     struct listing_op *op = ud;
-    market__cmd rd[4];
-    redisReply *rep[4] = {0};
-    size_t nrep;
-    market__cmd_set(&rd[1], 3, "SISMEMBER", op->k_inv, op->item);
-    int rc = listing_read(c, held, op, rd, rep, &nrep);
-    if (rc < 0 || nrep == 0) return rc;
-    if (rep[1]->type != REDIS_REPLY_INTEGER)
+    market__cmd own[1];
+    redisReply *rep[MARKET__PIPE_MAX] = {0};
+    size_t nrep, io;
+    market__cmd_set(&own[0], 3, "SISMEMBER", op->k_inv, op->item);
+    int rc = single_read(c, held, &op->s, op->k_inv, NULL, own, 1, rep, &nrep, &io);
+    if (nrep == 0) return rc;
+    if (rep[io]->type != REDIS_REPLY_INTEGER)
         rc = MARKET_ERR_STORE;
-    else if (rep[1]->integer != 1)
+    else if (rep[io]->integer != 1)
         rc = MARKET_ERR_NOT_HELD;
     market__replies_free(rep, nrep);
-    if (rc < 0) return market__refuse(c, rc);
+    if (rc < 0) return single_refuse(c, held, &op->s, rc, 0);
 
     char score[24];
     snprintf(score, sizeof score, "%lld", (long long)op->price);
-    market__cmd wr[5];
+    market__cmd wr[MARKET__PIPE_MAX - 2];
     market__cmd_set(&wr[0], 3, "SREM", op->k_inv, op->item);
     market__cmd_set(&wr[1], 4, "ZADD", "market:", score, op->member);
     size_t nwr = 2 + fence_write(held, &wr[2]);
-    char record[MARKET__IDEM_RECORD_MAX];
-    if (op->idem) {
-        market__idem_record(record, sizeof record, op->idem, op->price, 0);
-        market__cmd_set(&wr[nwr++], 5, "SET", op->k_idem, record, "EX", MARKET__IDEM_TTL);
-    }
+    nwr += single_record(&op->s, MARKET_OK, op->price, 0, &wr[nwr]);
     redisReply *exec = NULL;
     rc = commit(c, wr, nwr, &exec);
     if (exec) freeReplyObject(exec);
@@ -913,16 +972,16 @@ static int list_attempt(market_conn *c, const market__held *held, void *ud) {
 
 static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
     struct listing_op *op = ud;
-    market__cmd rd[4];
-    redisReply *rep[4] = {0};
-    size_t nrep;
-    market__cmd_set(&rd[1], 3, "ZSCORE", "market:", op->member);
-    int rc = listing_read(c, held, op, rd, rep, &nrep);
-    if (rc < 0 || nrep == 0) return rc;
-    if (rep[1]->type == REDIS_REPLY_NIL)
+    market__cmd own[1];
+    redisReply *rep[MARKET__PIPE_MAX] = {0};
+    size_t nrep, io;
+    market__cmd_set(&own[0], 3, "ZSCORE", "market:", op->member);
+    int rc = single_read(c, held, &op->s, op->k_inv, NULL, own, 1, rep, &nrep, &io);
+    if (nrep == 0) return rc;
+    if (rep[io]->type == REDIS_REPLY_NIL)
         rc = MARKET_ERR_NOT_LISTED;
-    else if (rep[1]->type != REDIS_REPLY_STRING ||
-             market__parse_price(rep[1]->str, rep[1]->len, &op->price) < 0)
+    else if (rep[io]->type != REDIS_REPLY_STRING ||
+             market__parse_price(rep[io]->str, rep[io]->len, &op->price) < 0)
         rc = MARKET_ERR_STORE;
     market__replies_free(rep, nrep);
     if (rc < 0) return market__refuse(c, rc);
@@ -952,10 +1011,9 @@ int market_list_idem(market_conn *c, const char *seller, const char *item, int64
     if (!c || !market_id_valid(seller) || !market_id_valid(item) || price < 1 ||
         price > MARKET_PRICE_MAX || !market__idem_valid(idem))
         return MARKET_ERR_INVALID;
-    struct listing_op op = {seller, item, price, idem};
-    if (idem) market__idem_key(op.k_idem, sizeof op.k_idem, seller, idem);
-    int rc = listing_guarded(c, &op, list_attempt);
-    if (replayed) *replayed = rc == MARKET_OK && op.replayed;
+    struct listing_op op = {seller, item, price};
+    int rc = listing_guarded(c, &op, idem, list_attempt);
+    if (replayed) *replayed = op.s.replayed;
     return rc;
 }
 
@@ -965,7 +1023,7 @@ int market_list_idem(market_conn *c, const char *seller, const char *item, int64
 int market_unlist(market_conn *c, const char *seller, const char *item, int64_t *price) {
     if (!c || !market_id_valid(seller) || !market_id_valid(item)) return MARKET_ERR_INVALID;
     struct listing_op op = {seller, item, 0};
-    int rc = listing_guarded(c, &op, unlist_attempt);
+    int rc = listing_guarded(c, &op, NULL, unlist_attempt);
     if (rc == MARKET_OK && price) *price = op.price;
     return rc;
 }

@@ -40,7 +40,8 @@
     X(ERR_INVALID, -11, "invalid argument")                                     \
     X(ERR_DUPLICATE, -12, "duplicate")                                          \
     X(ERR_NOMEM, -13, "out of memory")                                          \
-    X(ERR_IDEM_MISMATCH, -14, "idempotency key already used for another request")
+    X(ERR_IDEM_MISMATCH, -14, "idempotency key already used for another request")          \
+    X(ERR_IN_PROGRESS, -15, "a request with this idempotency key is in progress")
 
 enum market_err {
 #define MARKET_ERR_ENUM(name, val, msg) MARKET_##name = (val),
@@ -82,6 +83,8 @@ typedef struct market_config {
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
     uint32_t test_stall_read_ms; /* test hook: sleep after taking the locks, before reading */
+    uint32_t test_stall_lock_ms; /* test hook: sleep before taking the locks (before the
+                                    first read without a lock) */
 } market_config;
 
 typedef struct market_purchase_result {

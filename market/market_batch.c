@@ -60,10 +60,14 @@ struct market__batch {
     char member[MARKET__BATCH_MAX][MARKET__MEMBER_MAX];
     size_t first[MARKET__BATCH_MAX];   /* index of the first purchase of the same listing */
     int sold[MARKET__BATCH_MAX];       /* on the first purchase of a listing: sold in batch */
-    int64_t price[MARKET__BATCH_MAX];  /* listing price, 0 when not listed */
+    int64_t price[MARKET__BATCH_MAX];  /* listing price, 0 when not listed, -1 unreadable */
     char k_idem[MARKET__BATCH_MAX][MARKET__IDEM_REDIS_MAX]; /* "" without a key */
     char record[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
-    int idem_state[MARKET__BATCH_MAX]; /* market__idem_parse() of the stored record */
+    char claim[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];  /* "<fp> ?<token>" */
+    char claim_ttl[MARKET__BATCH_MAX][24];
+    char token[MARKET__TOKEN_LEN + 1]; /* this batch's claims */
+    int idem_state[MARKET__BATCH_MAX]; /* market__idem_judge() of the stored record */
+    int idem_rc[MARKET__BATCH_MAX];    /* a stored outcome's code */
     int64_t idem_a[MARKET__BATCH_MAX], idem_b[MARKET__BATCH_MAX];
     size_t n_idem;
     size_t buyer[MARKET__BATCH_MAX], seller[MARKET__BATCH_MAX]; /* user indexes */
@@ -72,7 +76,7 @@ struct market__batch {
     const char *user[USERS_MAX];
     char k_user[USERS_MAX][MARKET__KEY_MAX];
     char k_inv[USERS_MAX][MARKET__KEY_MAX];
-    int exists[USERS_MAX];
+    int exists[USERS_MAX]; /* 1, 0 (no such player), -1 (funds unreadable) */
     int64_t funds[USERS_MAX], read_funds[USERS_MAX];
     char delta[USERS_MAX][24];
 
@@ -84,21 +88,23 @@ struct market__batch {
     int64_t sim_funds[USERS_MAX];     /* split reads: funds while walking the batch */
     int sim_state[MARKET__BATCH_MAX]; /* split reads: on a listing's first purchase */
     int fence_same[MARKET__HELD_MAX]; /* the fencing record already holds our fence */
+    size_t read_off;                  /* read_build(): the claims in front of the WATCH */
     size_t read_i_users;              /* read_build(): where the funds replies start */
     int read_splitting;               /* read_build(): funds left to later round trips */
     size_t prefetched;                /* the read's commands already sent, replies in rep */
     const char *args_mget[1 + MARKET__BATCH_MAX];
     const char *args_setidem[MARKET__BATCH_MAX][5];
-    const char *args_fence[1 + MARKET__HELD_MAX];
+    const char *args_fence[1 + 2 * MARKET__HELD_MAX];
+    const char *args_claim[MARKET__BATCH_MAX][6];
     const char *args_setfence[MARKET__HELD_MAX][3];
     const char *args_zmscore[2 + MARKET__BATCH_MAX];
     const char *args_hget[USERS_MAX][3];
     const char *args_sadd[2 * USERS_MAX + MARKET__BATCH_MAX]; /* every SADD, back to back */
     const char *args_zrem[2 + MARKET__BATCH_MAX];
     const char *args_hincr[USERS_MAX][4];
-    const char **argv[6 + MARKET__HELD_MAX + 2 * USERS_MAX + MARKET__BATCH_MAX];
-    int argc[6 + MARKET__HELD_MAX + 2 * USERS_MAX + MARKET__BATCH_MAX];
-    redisReply *rep[6 + MARKET__HELD_MAX + 2 * USERS_MAX + MARKET__BATCH_MAX];
+    const char **argv[6 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
+    int argc[6 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
+    redisReply *rep[6 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
 
     /* item strategy: the batch's locks, each listing and each buyer once */
     char lock_key[MARKET__HELD_MAX][MARKET__LOCK_KEY_MAX];
@@ -119,14 +125,18 @@ static size_t user_index(struct market__batch *b, const char *id) {
     return i;
 }
 
-static void batch_index(struct market__batch *b) {
+/* Names what the batch reads and writes. Returns MARKET_OK, or
+ * MARKET_ERR_STORE when no claim token can be drawn. */
+static int batch_index(struct market__batch *b) {
     b->n_users = b->n_idem = 0;
+    if (market__token_new(b->token) < 0) return MARKET_ERR_STORE;
     for (size_t i = 0; i < b->n; i++) {
         const market_pending *r = b->req[i];
         snprintf(b->member[i], sizeof b->member[i], "%s.%s", r->item, r->seller);
         b->k_idem[i][0] = '\0';
         if (r->idem) {
             market__idem_key(b->k_idem[i], sizeof b->k_idem[i], r->buyer, r->idem);
+            market__idem_claim(b->claim[i], sizeof b->claim[i], r->idem, b->token);
             b->n_idem++;
         }
         b->first[i] = i;
@@ -138,6 +148,7 @@ static void batch_index(struct market__batch *b) {
         b->buyer[i] = user_index(b, r->buyer);
         b->seller[i] = user_index(b, r->seller);
     }
+    return MARKET_OK;
 }
 
 /* ---- one attempt: read, decide, commit ---- */
@@ -154,18 +165,20 @@ static void read_users(struct market__batch *b, size_t *nc, const size_t *users,
     }
 }
 
-/* Reads the funds replies rep[0..n) of users[0..n). */
-static int parse_users(struct market__batch *b, redisReply **rep, const size_t *users, size_t n) {
+/* Reads the funds replies rep[0..n) of users[0..n). Funds that cannot be
+ * read fail only the purchases of that user (exists -1), not the batch. */
+static void parse_users(struct market__batch *b, redisReply **rep, const size_t *users, size_t n) {
     for (size_t j = 0; j < n; j++) {
         size_t u = users[j];
         const redisReply *e = rep[j];
-        b->exists[u] = e->type == REDIS_REPLY_STRING;
         b->funds[u] = 0;
+        b->exists[u] = 0;
         if (e->type == REDIS_REPLY_NIL) continue;
-        if (!b->exists[u] || market__parse_i64(e->str, e->len, &b->funds[u]) < 0)
-            return MARKET_ERR_STORE;
+        b->exists[u] = e->type == REDIS_REPLY_STRING &&
+                               market__parse_i64(e->str, e->len, &b->funds[u]) == 0
+                           ? 1
+                           : -1;
     }
-    return MARKET_OK;
 }
 
 /* Split reads: walks the batch in order as batch_decide() will, with the
@@ -176,13 +189,14 @@ static int parse_users(struct market__batch *b, redisReply **rep, const size_t *
  * too. Returns how many users it listed: 0 when the decision can be made. */
 static size_t users_needed(struct market__batch *b) {
     size_t n = 0;
+    int64_t now = lock_now_ms();
     memcpy(b->sim_funds, b->funds, b->n_users * sizeof *b->funds);
     for (size_t i = 0; i < b->n; i++) b->sim_state[i] = 0; /* on first: 1 sold, 2 undecided */
     for (size_t i = 0; i < b->n; i++) {
         size_t f = b->first[i], bu = b->buyer[i], se = b->seller[i];
         int64_t price = b->price[f];
-        if (price == 0 || b->sim_state[f] != 0) continue;
-        if (b->k_idem[i][0] && b->idem_state[i] != MARKET__IDEM_NONE) continue; /* replayed */
+        if (price <= 0 || b->sim_state[f] != 0 || now >= b->req[i]->deadline_ms) continue;
+        if (b->k_idem[i][0] && b->idem_state[i] != MARKET__IDEM_FREE) continue; /* settled */
         if (!b->got[bu] || !b->got[se]) {
             size_t us[2] = {bu, se};
             for (size_t t = 0; t < 2; t++) {
@@ -194,8 +208,9 @@ static size_t users_needed(struct market__batch *b) {
             b->sim_state[f] = 2;
             continue;
         }
-        if ((b->req[i]->expect_price > 0 && b->req[i]->expect_price != price) || !b->exists[bu] ||
-            b->sim_funds[bu] < price || b->sim_funds[se] > INT64_MAX - price)
+        if ((b->req[i]->expect_price > 0 && b->req[i]->expect_price != price) ||
+            b->exists[bu] != 1 || b->exists[se] < 0 || b->sim_funds[bu] < price ||
+            b->sim_funds[se] > INT64_MAX - price)
             continue; /* refused: the next purchase of this listing is reached */
         b->sim_funds[bu] -= price;
         b->sim_funds[se] += price;
@@ -204,24 +219,43 @@ static size_t users_needed(struct market__batch *b) {
     return n;
 }
 
-/* Reads what the batch decides on, under WATCH. One round trip reads the
- * listings, the fencing records, the idempotency records and every user's
- * funds. When purchases keep finding their listing gone (buyers racing for
- * the same items), the funds are read in later round trips, and only of the
+/* Reads what the batch decides on, under WATCH. One round trip claims the
+ * idempotency keys (before the WATCH, see market_keys.c) and reads the
+ * listings, the leases (fencing records, and the lock keys themselves when
+ * they live in the store), the idempotency records and every user's funds.
+ * When purchases keep finding their listing gone (buyers racing for the
+ * same items), the funds are read in later round trips, and only of the
  * users that deciding in order reaches (users_needed()): a purchase refused
  * because its listing is gone, or was sold earlier in the batch, then costs
  * one ZMSCORE member, not two HGETs. */
 static size_t read_build(const market *m, const market__held *held, struct market__batch *b) {
     int split = b->read_split;
     size_t nc = 0, k = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        if (!b->k_idem[i][0]) continue;
+        market__idem_claim_ttl(b->claim_ttl[i], sizeof b->claim_ttl[i], b->req[i]->deadline_ms);
+        const char **a = b->args_claim[i];
+        a[0] = "SET";
+        a[1] = b->k_idem[i];
+        a[2] = b->claim[i];
+        a[3] = "NX";
+        a[4] = "PX";
+        a[5] = b->claim_ttl[i];
+        b->argv[nc] = a;
+        b->argc[nc++] = 6;
+    }
+    b->read_off = nc;
     b->args_watch[k++] = "WATCH";
     /* The market lock guards market: as a whole, so it is watched; listing
      * locks guard their own listings, and every purchase changes market:. */
     if (m->cfg.strategy == MARKET_STRATEGY_MARKET) b->args_watch[k++] = "market:";
     for (size_t i = 0; i < held->n; i++) {
-        /* Not the item strategy's lock keys: its read goes out before they
-         * are set (see batch_run_item_locked, lease_lapsed). */
-        if (m->cfg.strategy == MARKET_STRATEGY_MARKET) b->args_watch[k++] = held->key[i];
+        /* The lock keys when they are read (held->tokens), or under the
+         * market strategy; not the item strategy's when the lock lives
+         * elsewhere: its read goes out before they are set (see
+         * batch_run_item_locked, lease_lapsed). */
+        if (m->cfg.strategy == MARKET_STRATEGY_MARKET || held->tokens)
+            b->args_watch[k++] = held->key[i];
         b->args_watch[k++] = held->fenced[i];
     }
     for (size_t i = 0; i < b->n; i++)
@@ -237,12 +271,9 @@ static size_t read_build(const market *m, const market__held *held, struct marke
     b->argv[nc] = b->args_zmscore;
     b->argc[nc++] = (int)k;
 
-    k = 0;
-    b->args_fence[k++] = "MGET";
-    for (size_t i = 0; i < held->n; i++) b->args_fence[k++] = held->fenced[i];
     b->argv[nc] = b->args_fence;
-    b->argc[nc++] = (int)k;
-    if (b->n_idem) { /* at index 3, as read_parse() expects */
+    b->argc[nc++] = (int)market__held_read(held, b->args_fence);
+    if (b->n_idem) { /* right after the leases, as read_parse() expects */
         k = 0;
         b->args_mget[k++] = "MGET";
         for (size_t i = 0; i < b->n; i++)
@@ -258,12 +289,20 @@ static size_t read_build(const market *m, const market__held *held, struct marke
 }
 
 /* Takes in the nc replies (b->rep) of read_build()'s pipeline, then reads
- * more funds if the read is split. Frees the replies. */
+ * more funds if the read is split. Frees the replies. What cannot be read
+ * for one purchase (its listing's score, its idempotency record, its
+ * users' funds) fails that purchase alone (ERR_STORE when decided); what
+ * concerns the batch (the WATCH, a claim refused, the leases) fails it. */
 static int read_parse(market_conn *c, const market__held *held, struct market__batch *b,
                       size_t nc) {
     int rc = MARKET_OK, split = b->read_splitting;
-    size_t i_mget = 3, i_users = b->read_i_users;
-    const redisReply *w = b->rep[0], *z = b->rep[1], *f = b->rep[2];
+    size_t o = b->read_off, i_mget = o + 3, i_users = b->read_i_users;
+    const redisReply *w = b->rep[o], *z = b->rep[o + 1], *f = b->rep[o + 2];
+    for (size_t i = 0; i < o; i++)
+        if (b->rep[i]->type == REDIS_REPLY_ERROR) { /* e.g. a read-only replica */
+            rc = MARKET_ERR_STORE;
+            goto out;
+        }
     if (b->n_idem) {
         const redisReply *mg = b->rep[i_mget];
         if (mg->type != REDIS_REPLY_ARRAY || mg->elements != b->n_idem) {
@@ -271,22 +310,18 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
             goto out;
         }
         for (size_t i = 0, j = 0; i < b->n; i++) {
-            b->idem_state[i] = MARKET__IDEM_NONE;
+            b->idem_state[i] = MARKET__IDEM_FREE;
             if (!b->k_idem[i][0]) continue;
-            b->idem_state[i] = market__idem_parse(mg->element[j++], b->req[i]->idem->fingerprint,
-                                                  &b->idem_a[i], &b->idem_b[i]);
-            if (b->idem_state[i] == MARKET_ERR_STORE) {
-                rc = MARKET_ERR_STORE;
-                goto out;
-            }
+            b->idem_state[i] = market__idem_judge(mg->element[j++], b->req[i]->idem, b->token,
+                                                  &b->idem_rc[i], &b->idem_a[i], &b->idem_b[i]);
         }
     }
     if (w->type != REDIS_REPLY_STATUS || z->type != REDIS_REPLY_ARRAY || z->elements != b->n) {
         rc = MARKET_ERR_STORE;
         goto out;
     }
-    if (market__fence_stale(held, f)) {
-        rc = MARKET_ERR_LEASE_LOST; /* a newer holder has committed */
+    if (market__held_lost(held, f)) {
+        rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
         goto out;
     }
     for (size_t i = 0; i < held->n; i++) { /* our own earlier commit of this lease */
@@ -304,16 +339,14 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
             continue;
         }
         if (e->type != REDIS_REPLY_STRING ||
-            market__parse_price(e->str, e->len, &b->price[i]) < 0) {
-            rc = MARKET_ERR_STORE;
-            goto out;
-        }
+            market__parse_price(e->str, e->len, &b->price[i]) < 0)
+            b->price[i] = -1;
     }
     /* Next batch: split the read when a quarter of this one was not listed
      * (a lone purchase tells too little to change the mode). */
     if (b->n > 1) b->read_split = unlisted * 4 >= b->n;
     if (!split) {
-        rc = parse_users(b, b->rep + i_users, b->read_list, b->n_users);
+        parse_users(b, b->rep + i_users, b->read_list, b->n_users);
         goto out;
     }
     market__replies_free(b->rep, nc);
@@ -328,9 +361,8 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
         read_users(b, &nc, b->read_list, n_read);
         rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
         if (rc < 0) return rc;
-        rc = parse_users(b, b->rep, b->read_list, n_read);
+        parse_users(b, b->rep, b->read_list, n_read);
         market__replies_free(b->rep, nc);
-        if (rc < 0) return rc;
         for (size_t j = 0; j < n_read; j++) b->got[b->read_list[j]] = 1;
     }
     return MARKET_OK;
@@ -352,53 +384,81 @@ static int batch_read(market_conn *c, const market__held *held, struct market__b
     return read_parse(c, held, b, nc);
 }
 
-/* Settles purchase i from its idempotency key: a stored outcome, or an
- * earlier purchase of this batch under the same key. Returns 1 when settled. */
+/* Settles purchase i from its idempotency key: a stored outcome, an
+ * earlier purchase of this batch under the same key that was decided for
+ * good, another attempt in progress, or a record that cannot be read.
+ * Returns 1 when settled. */
 static int idem_decided(struct market__batch *b, size_t i) {
     market_pending *r = b->req[i];
-    int st = b->idem_state[i];
+    int st = b->idem_state[i], stored = b->idem_rc[i];
     int64_t a = b->idem_a[i], bb = b->idem_b[i];
-    if (st == MARKET__IDEM_NONE) {
+    if (st == MARKET__IDEM_FREE) {
         for (size_t j = 0; j < i; j++) {
             const market_pending *q = b->req[j];
-            if (q->rc != MARKET_OK || strcmp(b->k_idem[j], b->k_idem[i]) != 0) continue;
-            st = strcmp(q->idem->fingerprint, r->idem->fingerprint) == 0 ? MARKET_OK
+            if (!market__idem_final(q->rc) || strcmp(b->k_idem[j], b->k_idem[i]) != 0) continue;
+            st = strcmp(q->idem->fingerprint, r->idem->fingerprint) == 0 ? MARKET__IDEM_DONE
                                                                           : MARKET_ERR_IDEM_MISMATCH;
+            stored = q->rc;
             a = q->res.price;
             bb = q->res.buyer_funds;
             break;
         }
-        if (st == MARKET__IDEM_NONE) return 0;
+        if (st == MARKET__IDEM_FREE) return 0;
     }
-    r->rc = st;
-    if (st == MARKET_OK) {
-        r->res.replayed = 1;
-        r->res.price = a;
-        r->res.buyer_funds = bb;
+    if (st != MARKET__IDEM_DONE) {
+        r->rc = st; /* ERR_IN_PROGRESS, ERR_IDEM_MISMATCH, ERR_STORE */
+        return 1;
     }
+    r->rc = stored;
+    r->res.replayed = 1;
+    r->res.price = a;
+    r->res.buyer_funds = bb;
     return 1;
 }
 
-/* Decides every purchase in order; returns how many succeed. */
+/* Purchase i succeeded in this batch (not a replay): it has writes. */
+static int won(const struct market__batch *b, size_t i) {
+    return b->req[i]->rc == MARKET_OK && !b->req[i]->res.replayed;
+}
+
+/* Purchase i was decided for good in this batch under an idempotency key:
+ * its outcome is recorded in the commit. */
+static int recorded(const struct market__batch *b, size_t i) {
+    const market_pending *r = b->req[i];
+    return b->k_idem[i][0] && !r->res.replayed && market__idem_final(r->rc);
+}
+
+/* Decides every purchase in order, as if they ran one at a time; returns
+ * how many have something to write (a success, or a recorded refusal).
+ * Nothing is decided for a purchase whose wait budget has run out. */
 static size_t batch_decide(struct market__batch *b) {
-    size_t won = 0;
+    size_t writes = 0;
+    int64_t now = lock_now_ms();
     memcpy(b->read_funds, b->funds, b->n_users * sizeof *b->funds);
     for (size_t i = 0; i < b->n; i++) b->sold[i] = 0;
     for (size_t i = 0; i < b->n; i++) {
         market_pending *r = b->req[i];
         size_t f = b->first[i], bu = b->buyer[i], se = b->seller[i];
         int64_t price = b->price[f];
-        r->res.replayed = 0;
+        r->res = (market_purchase_result){0};
         if (b->k_idem[i][0] && idem_decided(b, i)) continue;
-        if (price == 0 || b->sold[f]) {
+        if (now >= r->deadline_ms) {
+            r->rc = MARKET_ERR_BUSY;
+        } else if (price < 0) {
+            r->rc = MARKET_ERR_STORE; /* the listing's score is unreadable */
+        } else if (price == 0 || b->sold[f]) {
             r->rc = MARKET_ERR_NOT_LISTED;
         } else if (r->expect_price > 0 && r->expect_price != price) {
             r->res.price = price;
             r->rc = MARKET_ERR_PRICE_CHANGED;
+        } else if (b->exists[bu] < 0) {
+            r->rc = MARKET_ERR_STORE;
         } else if (!b->exists[bu]) {
             r->rc = MARKET_ERR_NO_PLAYER;
         } else if (b->funds[bu] < price) {
             r->rc = MARKET_ERR_INSUFFICIENT_FUNDS;
+        } else if (b->exists[se] < 0) {
+            r->rc = MARKET_ERR_STORE;
         } else if (b->funds[se] > INT64_MAX - price) {
             r->rc = MARKET_ERR_OVERFLOW;
         } else {
@@ -408,15 +468,10 @@ static size_t batch_decide(struct market__batch *b) {
             r->res.price = price;
             r->res.buyer_funds = b->funds[bu];
             r->rc = MARKET_OK;
-            won++;
         }
+        writes += won(b, i) || recorded(b, i);
     }
-    return won;
-}
-
-/* Purchase i succeeded in this batch (not a replay): it has writes. */
-static int won(const struct market__batch *b, size_t i) {
-    return b->req[i]->rc == MARKET_OK && !b->req[i]->res.replayed;
+    return writes;
 }
 
 static int batch_commit(market_conn *c, const market__held *held, struct market__batch *b) {
@@ -461,12 +516,14 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
     b->args_zrem[k++] = "market:";
     for (size_t i = 0; i < b->n; i++)
         if (won(b, i)) b->args_zrem[k++] = b->member[i];
-    b->argv[nc] = b->args_zrem;
-    b->argc[nc++] = (int)k;
+    if (k > 2) { /* a batch may record refusals alone */
+        b->argv[nc] = b->args_zrem;
+        b->argc[nc++] = (int)k;
+    }
     for (size_t i = 0; i < b->n; i++) {
-        if (!won(b, i) || !b->k_idem[i][0]) continue;
+        if (!recorded(b, i)) continue;
         const market_pending *r = b->req[i];
-        market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->res.price,
+        market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->rc, r->res.price,
                             r->res.buyer_funds);
         const char **a = b->args_setidem[i];
         a[0] = "SET";
@@ -535,14 +592,17 @@ static void hold_drop(market *m) {
     m->holding = 0;
 }
 
-static void lock_key_add(struct market__batch *b, const char *prefix, const char *id) {
+/* Adds the lock "<prefix><id>" to the batch's locks unless it is there.
+ * Returns MARKET_OK, or MARKET_ERR_NOMEM when its name cannot be made. */
+static int lock_key_add(struct market__batch *b, const char *prefix, const char *id) {
     char key[MARKET__LOCK_KEY_MAX];
-    snprintf(key, sizeof key, "%s%s", prefix, id);
+    if (market__lock_key(key, prefix, id) < 0) return MARKET_ERR_NOMEM;
     for (size_t i = 0; i < b->n_locks; i++)
-        if (strcmp(b->lock_key[i], key) == 0) return;
+        if (strcmp(b->lock_key[i], key) == 0) return MARKET_OK;
     memcpy(b->lock_key[b->n_locks], key, sizeof key);
     b->lock_keys[b->n_locks] = b->lock_key[b->n_locks];
     b->n_locks++;
+    return MARKET_OK;
 }
 
 /* A batch's locks, waiting for the releaser thread. */
@@ -601,6 +661,25 @@ static void *releaser_main(void *arg) {
     return NULL;
 }
 
+/* The lock wait of a batch ends with the latest budget among its purchases:
+ * the others are answered MARKET_ERR_BUSY when their turn to be decided
+ * comes after their own (batch_decide). */
+static int64_t batch_deadline(const struct market__batch *b) {
+    int64_t by = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->req[i]->deadline_ms > by) by = b->req[i]->deadline_ms;
+    return by;
+}
+
+/* Gives every purchase of b the batch's failure rc, counted per purchase
+ * like the 503s it causes. */
+static void batch_fail(market *m, struct market__batch *b, int rc) {
+    for (size_t i = 0; i < b->n; i++) {
+        b->req[i]->rc = rc;
+        market__count_result(m, rc);
+    }
+}
+
 /* Item strategy, while buyers race for the same items: refuses before
  * taking any lock the purchases whose listing is gone (one ZMSCORE, no
  * lock needed: the listing was absent at that instant, a valid moment for
@@ -646,25 +725,33 @@ static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
  * only if it shares a listing or a buyer with this batch. */
 static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
     market *m = c->m;
-    batch_index(b);
+    int rc = batch_index(b);
     b->n_locks = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        lock_key_add(b, "lock:item:", b->member[i]);
-        lock_key_add(b, "lock:player:", b->req[i]->buyer);
+    for (size_t i = 0; rc == MARKET_OK && i < b->n; i++) {
+        rc = lock_key_add(b, "lock:item:", b->member[i]);
+        if (rc == MARKET_OK) rc = lock_key_add(b, "lock:player:", b->req[i]->buyer);
     }
-    /* The read goes out before the locks are asked for, and is answered
-     * while they are taken: its WATCH covers everything it reads, so a
-     * change made before the locks were ours aborts the commit, and it is
-     * read again. (Not with the stall hook, which sleeps before the read.) */
+    if (rc < 0) {
+        batch_fail(m, b, rc);
+        return;
+    }
+    /* When the lock lives elsewhere, the read goes out before the locks are
+     * asked for, and is answered while they are taken: its WATCH covers
+     * everything it reads, so a change made before the locks were ours
+     * aborts the commit, and it is read again. When the lock keys live in
+     * the store, the read must see them hold our token (under WATCH), so it
+     * waits for the locks. (Nor with the stall hook, which sleeps before the
+     * read.) */
     market__held hd;
     hd.n = 0;
+    hd.tokens = m->lock_in_store;
     for (size_t k = 0; k < b->n_locks; k++) market__held_name(&hd, k, b->lock_keys[k]);
     size_t sent = 0;
-    if (!m->cfg.test_stall_read_ms) {
+    if (!m->cfg.test_stall_read_ms && !hd.tokens) {
         size_t nc = read_build(m, &hd, b);
         if (market__pipeline_send(c, nc, b->argc, b->argv) == MARKET_OK) sent = nc;
     }
-    int rc = market__lock_multi(m, b->lock_keys, b->n_locks, b->req[0]->deadline_ms, b->lock_h);
+    rc = market__lock_multi(m, b->lock_keys, b->n_locks, batch_deadline(b), b->lock_h);
     if (sent && market__pipeline_recv(c, sent, b->rep) != MARKET_OK) sent = 0; /* read it again */
     if (rc == MARKET_OK) {
         if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
@@ -677,11 +764,7 @@ static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
         market__replies_free(b->rep, sent);
         market__refuse(c, rc); /* UNWATCH before the next pipeline */
     }
-    if (rc < 0)
-        for (size_t i = 0; i < b->n; i++) {
-            b->req[i]->rc = rc;
-            market__count_result(m, rc);
-        }
+    if (rc < 0) batch_fail(m, b, rc);
 }
 
 /* The item strategy's batch, filtered first while buyers race (see
@@ -705,20 +788,23 @@ static void batch_run_item(market_conn *c, struct market__batch *b) {
 
 static void batch_run(market_conn *c, struct market__batch *b) {
     market *m = c->m;
+    if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
     if (m->cfg.strategy == MARKET_STRATEGY_ITEM) {
         batch_run_item(c, b);
         return;
     }
     MARKET__COUNT(m, batches);
-    batch_index(b);
+    int rc = batch_index(b);
+    if (rc < 0) {
+        batch_fail(m, b, rc);
+        return;
+    }
     int64_t now = lock_now_ms();
     if (m->holding && (now - m->hold_since_ms >= hold_max_ms(m) ||
                        m->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
         hold_drop(m);
-    int rc = MARKET_OK;
     if (!m->holding) {
-        /* The oldest request's budget bounds the lock wait of the whole batch. */
-        rc = market__lock(m, MARKET_LOCK_KEY, b->req[0]->deadline_ms, &m->hold);
+        rc = market__lock(m, MARKET_LOCK_KEY, batch_deadline(b), &m->hold);
         if (rc == MARKET_OK) {
             m->holding = 1;
             m->hold_since_ms = now;
@@ -727,15 +813,12 @@ static void batch_run(market_conn *c, struct market__batch *b) {
     }
     if (rc == MARKET_OK) {
         market__held hd = {0};
+        hd.tokens = m->lock_in_store;
         market__held_set(&hd, 0, MARKET_LOCK_KEY, &m->hold);
         rc = market__attempts(c, &m->hold, &hd, batch_attempt, b);
         if (rc < 0) hold_drop(m); /* whatever went wrong, start the next batch afresh */
     }
-    if (rc < 0)
-        for (size_t i = 0; i < b->n; i++) {
-            b->req[i]->rc = rc;
-            market__count_result(m, rc); /* counted per request, like the 503s it causes */
-        }
+    if (rc < 0) batch_fail(m, b, rc);
 }
 
 /* ---- the queue and its worker ---- */

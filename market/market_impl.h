@@ -18,13 +18,18 @@
 #define MARKET__BATCH_MAX 256                   /* upper bound of cfg.batch_max */
 #define MARKET__ITEM_BATCH_MAX (MARKET__HELD_MAX / 2) /* item strategy: 2 locks a purchase */
 #define MARKET__LOCK_KEY_MAX (MARKET__MEMBER_MAX + 16)     /* "lock:item:<item>.<seller>" */
+#define MARKET__LOCK_HASHED "lock:item:#" /* + SHA-256 hex: a listing lock too long to name */
+#define MARKET__FENCED_MAX (MARKET__MEMBER_MAX + 24) /* "<lock key>:fenced" */
 #define MARKET__HOLD_MAX_MS 20 /* most the worker keeps the market lock across batches */
 #define MARKET__TXN_ABORTED 1 /* an attempt's EXEC was aborted: a watched key changed */
 
 #define MARKET__IDEM_REDIS_MAX (8 + MARKET_ID_MAX + MARKET_IDEM_KEY_MAX) /* idem:<p>:<k> */
 #define MARKET__IDEM_RECORD_MAX (MARKET_IDEM_FP_MAX + 48) /* "<fp> <a> <b>" */
 #define MARKET__IDEM_TTL "86400"                         /* MARKET_IDEM_TTL_S */
-#define MARKET__IDEM_NONE 2 /* market__idem_parse(): no record */
+#define MARKET__IDEM_FREE 2 /* market__idem_judge(): no outcome yet; ours to decide */
+#define MARKET__IDEM_DONE 3 /* market__idem_judge(): a final outcome is stored */
+#define MARKET__IDEM_CLAIM_SLACK_MS 100 /* a claim outlives its attempt's budget by this */
+#define MARKET__TOKEN_LEN 32            /* a claim token: 128 random bits in hex */
 
 struct market {
     market_config cfg;
@@ -48,6 +53,10 @@ struct market {
     lock_handle hold;
     int holding;
     int64_t hold_since_ms;
+    /* The lock's keys live in the store (the redis lock backend on the same
+     * server): every read under WATCH also reads them, and a commit needs
+     * each to still hold our token, whoever else speaks the lock protocol. */
+    int lock_in_store;
 
     struct {
         _Atomic uint64_t purchases, purchased, batches, txn_aborts, lock_busy, lease_lost,
@@ -78,10 +87,12 @@ typedef struct market__cmd {
 #define MARKET__HELD_MAX LOCK_MULTI_MAX /* leases one transaction may hold */
 typedef struct market__held {
     size_t n;
+    int tokens; /* 1: the lock keys are read too, and must hold token[] (m->lock_in_store) */
     const char *key[MARKET__HELD_MAX];
-    char fenced[MARKET__HELD_MAX][MARKET__MEMBER_MAX + 24]; /* "<lock key>:fenced" */
-    char fence[MARKET__HELD_MAX][24];                        /* our fence, decimal */
+    char fenced[MARKET__HELD_MAX][MARKET__FENCED_MAX]; /* "<lock key>:fenced" */
+    char fence[MARKET__HELD_MAX][24];                  /* our fence, decimal */
     uint64_t fence_v[MARKET__HELD_MAX];
+    char token[MARKET__HELD_MAX][LOCK_TOKEN_LEN + 1];
 } market__held;
 
 /* One attempt of a guarded transaction: read under WATCH, decide, commit.
@@ -89,9 +100,11 @@ typedef struct market__held {
  * MARKET__TXN_ABORTED, or a negative market code. */
 typedef int (*market__attempt)(market_conn *c, const market__held *held, void *ud);
 
-int market__fence_stale(const market__held *held, const redisReply *mget);
+int market__held_lost(const market__held *held, const redisReply *mget);
+size_t market__held_read(const market__held *held, const char **argv);
 
-int market__guarded(market_conn *c, const char *lock_key, market__attempt fn, void *ud);
+int market__guarded(market_conn *c, const char *lock_key, int64_t deadline_ms, market__attempt fn,
+                    void *ud);
 int market__lock(market *m, const char *key, int64_t by, lock_handle *h);
 int market__lock_multi(market *m, const char *const *keys, size_t n, int64_t by, lock_handle *h);
 void market__held_set(market__held *hd, size_t k, const char *key, const lock_handle *h);
@@ -106,10 +119,19 @@ void market__batch_free(market *m);
 int market__purchase_batched(market *m, const char *buyer, const char *seller, const char *item,
                              int64_t expect_price, const market_idem *idem,
                              market_purchase_result *res);
+
+/* market_keys.c: lock key names, idempotency records and claims (pure). */
+int market__lock_key(char *out, const char *prefix, const char *id);
 int market__idem_valid(const market_idem *idem);
 void market__idem_key(char *out, size_t outlen, const char *player, const market_idem *idem);
-void market__idem_record(char *out, size_t outlen, const market_idem *idem, int64_t a, int64_t b);
-int market__idem_parse(const redisReply *r, const char *fingerprint, int64_t *a, int64_t *b);
+int market__idem_final(int rc);
+void market__idem_record(char *out, size_t outlen, const market_idem *idem, int rc, int64_t a,
+                         int64_t b);
+void market__idem_claim(char *out, size_t outlen, const market_idem *idem, const char *token);
+void market__idem_claim_ttl(char *out, size_t outlen, int64_t deadline_ms);
+int market__idem_judge(const redisReply *r, const market_idem *idem, const char *token, int *rc,
+                       int64_t *a, int64_t *b);
+int market__token_new(char out[MARKET__TOKEN_LEN + 1]);
 #define MARKET__COUNT(m, field) atomic_fetch_add_explicit(&(m)->stats.field, 1, memory_order_relaxed)
 
 int market__connect(market_conn *c);

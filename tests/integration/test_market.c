@@ -5,6 +5,7 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -621,16 +622,74 @@ static void test_idem_repeat_replays_without_charging(void **state) {
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
 
-static void test_idem_refusal_stores_nothing(void **state) {
+/* Runs one command on the test's Redis and returns its reply (caller frees). */
+static redisReply *redis_cmd(const char *fmt, ...) {
+    redisContext *rc0 = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc0);
+    assert_int_equal(rc0->err, 0);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(rc0, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    redisFree(rc0);
+    return r;
+}
+
+static void redis_do(const char *fmt, ...) {
+    redisContext *rc0 = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc0);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(rc0, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    redisFree(rc0);
+}
+
+/* A refusal is final: the same key answers the same refusal later, even
+ * when the purchase could now succeed, and nothing is bought. */
+static void test_idem_refusal_is_final(void **state) {
     struct fx *f = *state;
     market_idem k = {"try", "fp"};
     market_purchase_result r = {0};
     assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", -1, &k, &r),
                      MARKET_ERR_INSUFFICIENT_FUNDS);
+    assert_int_equal(r.replayed, 0);
+    redis_do("HINCRBY users:C funds 1000"); /* C could pay now */
     assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", -1, &k, &r),
                      MARKET_ERR_INSUFFICIENT_FUNDS);
+    assert_int_equal(r.replayed, 1);
+    assert_int_equal(funds_of(f->c, "C"), 1100);
+    assert_true(listed(f->c, "axe", "A"));
+    /* price_changed keeps the price it answered */
+    market_idem kp = {"try-price", "fp"};
+    assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", 400, &kp, &r),
+                     MARKET_ERR_PRICE_CHANGED);
+    assert_int_equal(r.price, 500);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", 400, &kp, &r),
+                     MARKET_ERR_PRICE_CHANGED);
+    assert_int_equal(r.replayed, 1);
+    assert_int_equal(r.price, 500);
+    /* a new key is a new request */
+    market_idem k2 = {"try-2", "fp"};
+    assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", -1, &k2, &r), MARKET_OK);
+    assert_int_equal(funds_of(f->c, "C"), 600);
+    /* a refused listing is final too */
+    int replayed = -1;
+    market_idem kl = {"sell", "fpl"};
+    assert_int_equal(market_list_idem(f->c, "B", "shield", 10, &kl, &replayed),
+                     MARKET_ERR_NOT_HELD);
+    assert_int_equal(replayed, 0);
+    assert_int_equal(market_list_idem(f->c, "B", "shield", 10, &kl, &replayed),
+                     MARKET_ERR_NOT_HELD);
+    assert_int_equal(replayed, 1);
     market_idem bad = {"has space", "fp"};
     assert_int_equal(market_purchase_idem(f->c, "B", "A", "axe", -1, &bad, &r), MARKET_ERR_INVALID);
+    assert_invariants(f->c, CLASSIC_FUNDS + 1000, CLASSIC_ITEMS);
 }
 
 static void test_idem_list_replays(void **state) {
@@ -680,16 +739,24 @@ static void test_idem_concurrent_repeats_charged_once(void **state) {
         r[i] = (struct idem_racer){f->m, "axe", &k, 1, 0, &start};
         assert_int_equal(pthread_create(&t[i], NULL, idem_race, &r[i]), 0);
     }
-    int done = 0, replays = 0;
+    int done = 0, replays = 0, in_progress = 0;
     for (int i = 0; i < N; i++) {
         pthread_join(t[i], NULL);
+        if (r[i].rc == MARKET_ERR_IN_PROGRESS) {
+            in_progress++;
+            continue;
+        }
         assert_int_equal(r[i].rc, MARKET_OK);
         done += !r[i].replayed;
         replays += r[i].replayed;
     }
     pthread_barrier_destroy(&start);
     assert_int_equal(done, 1);
-    assert_int_equal(replays, N - 1);
+    assert_int_equal(replays + in_progress, N - 1);
+    /* One worker serves a process's purchases in order: a copy comes after
+     * the first's outcome, never beside it. Without a worker (optimistic),
+     * a copy that reads while the first is deciding is told so. */
+    if (market_purchase_async(f->m)) assert_int_equal(in_progress, 0);
     assert_int_equal(funds_of(f->c, "D"), 1000000 - 500);
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
@@ -823,6 +890,276 @@ static void test_fence_stale_holder_lock_elsewhere_refused(void **state) {
     forget_fenced_records(); /* back to the lock on the data server for the next tests */
 }
 
+/* The lock key a purchase of listing member takes under the strategy. */
+static const char *listing_lock(const char *member, char *buf, size_t len) {
+    if (strategy == MARKET_STRATEGY_MARKET) return MARKET_LOCK_KEY;
+    snprintf(buf, len, "lock:item:%s", member);
+    return buf;
+}
+
+static long long elapsed_ms(int64_t t0) {
+    return (long long)(lock_now_ms() - t0);
+}
+
+/* Issue 9.1: a holder takes its lock, then pauses (test hook) before its
+ * first read, past its 100 ms lease. Meanwhile a client of another kind
+ * that speaks the same lock protocol (a plain SET NX PX, as node-redlock or
+ * an operator's script does) takes the key and holds it. That client writes
+ * no fencing record, so only the token in the lock key can tell: the
+ * resumed holder must not commit inside the other's lease. */
+static void test_lease_taken_over_by_foreign_client_refused(void **state) {
+    struct fx *f = *state;
+    if (strategy == MARKET_STRATEGY_OPTIMISTIC) skip(); /* no lock */
+    market_config slow = config(100, 2000, 0);
+    slow.test_stall_read_ms = 400;
+    int err;
+    market *sm = market_new(&slow, f->lock, &err);
+    assert_non_null(sm);
+    struct stalled s = {sm, 1};
+    pthread_t t;
+    int64_t t0 = lock_now_ms();
+    assert_int_equal(pthread_create(&t, NULL, stalled_purchase, &s), 0);
+    sleep_ms(200); /* the holder's lease has lapsed; it has not read yet */
+    char buf[64];
+    const char *key = listing_lock("axe.A", buf, sizeof buf);
+    redisReply *r = redis_cmd("SET %s foreign-holder NX PX 5000", key);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS); /* OK: the key was free */
+    freeReplyObject(r);
+    pthread_join(t, NULL);
+    assert_true(elapsed_ms(t0) < 5000); /* it ended inside the foreign lease */
+    assert_int_equal(s.rc, MARKET_ERR_LEASE_LOST);
+    r = redis_cmd("GET %s", key); /* the foreign lease is untouched */
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, "foreign-holder");
+    freeReplyObject(r);
+    redis_do("DEL %s", key);
+    market_free(sm);
+    assert_int_equal(funds_of(f->c, "B"), 800);
+    assert_true(listed(f->c, "axe", "A"));
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+struct slow_buy {
+    market *m;
+    const char *buyer, *item, *seller;
+    const market_idem *idem;
+    int rc;
+    market_purchase_result res;
+};
+
+static void *slow_buy_run(void *arg) {
+    struct slow_buy *s = arg;
+    market_conn *c = market_conn_new(s->m, NULL);
+    s->rc = c ? market_purchase_idem(c, s->buyer, s->seller, s->item, -1, s->idem, &s->res)
+              : MARKET_ERR_NOMEM;
+    market_conn_free(c);
+    return NULL;
+}
+
+/* The same takeover by another market server (its own lock client, as in
+ * another process): it takes the lapsed lock, reads, and pauses before its
+ * commit, still holding its lease. The first holder resumes inside that
+ * lease: it must not commit, and the second's purchase goes through. */
+static void test_lease_taken_over_by_other_server_refused(void **state) {
+    struct fx *f = *state;
+    if (strategy == MARKET_STRATEGY_OPTIMISTIC) skip(); /* no lock */
+    int err;
+    lock_client *other_lock = lock_redis_new(&f->cfg.redis, 1000, &err);
+    assert_non_null(other_lock);
+    market_config first_cfg = config(100, 2000, 0);
+    first_cfg.test_stall_read_ms = 400;
+    market *first = market_new(&first_cfg, f->lock, &err);
+    market *second = market_new(&(market_config){0}, other_lock, &err); /* invalid: NULL */
+    assert_null(second);
+    market_config second_cfg = config(5000, 2000, 600); /* pauses between read and commit */
+    second = market_new(&second_cfg, other_lock, &err);
+    assert_non_null(first);
+    assert_non_null(second);
+    struct slow_buy a = {first, "B", "axe", "A", NULL, 1, {0}};
+    struct slow_buy b = {second, "D", "axe", "A", NULL, 1, {0}};
+    pthread_t ta, tb;
+    assert_int_equal(pthread_create(&ta, NULL, slow_buy_run, &a), 0);
+    sleep_ms(150); /* the first's lease has lapsed */
+    assert_int_equal(pthread_create(&tb, NULL, slow_buy_run, &b), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    assert_int_equal(a.rc, MARKET_ERR_LEASE_LOST);
+    assert_int_equal(b.rc, MARKET_OK);
+    assert_int_equal(funds_of(f->c, "B"), 800);
+    assert_true(holds(f->c, "D", "axe"));
+    assert_false(holds(f->c, "B", "axe"));
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+    market_free(first);
+    market_free(second);
+    lock_free(other_lock);
+}
+
+/* Issue 9.2(a): a purchase whose wait budget ran out before it could take
+ * its lock (a pause, here the test hook) is answered busy without trying:
+ * no lock is taken, nothing is read or decided, nothing changes. */
+static void test_deadline_passed_before_lock_nothing_attempted(void **state) {
+    struct fx *f = *state;
+    market_config late = config(5000, 100, 0);
+    late.test_stall_lock_ms = 300;
+    int err;
+    market *lm = market_new(&late, f->lock, &err);
+    market_conn *lc = market_conn_new(lm, &err);
+    assert_non_null(lc);
+    market_purchase_result r;
+    assert_int_equal(market_purchase(lc, "B", "A", "axe", -1, &r), MARKET_ERR_BUSY);
+    market_stats st;
+    market_stats_get(lm, &st);
+    assert_int_equal(st.lock_acquired, 0);
+    assert_int_equal(st.purchased, 0);
+    market_conn_free(lc);
+    market_free(lm);
+    assert_int_equal(funds_of(f->c, "B"), 800);
+    assert_true(listed(f->c, "axe", "A"));
+}
+
+/* Issue 9.2(b), the reported sequence: attempt 1 of key K pauses before its
+ * lock on server S1; the client gives up and retries K on S2, which answers
+ * insufficient funds (final); the buyer's funds then rise; S1 resumes with
+ * its budget not yet spent. It must answer the stored refusal, not buy. */
+static void test_idem_refused_elsewhere_not_committed_later(void **state) {
+    struct fx *f = *state;
+    int err;
+    market_config s1_cfg = config(5000, 3000, 0);
+    s1_cfg.test_stall_lock_ms = 400;
+    market *s1 = market_new(&s1_cfg, f->lock, &err);
+    assert_non_null(s1);
+    market_idem k = {"K", "fp-axe"};
+    struct slow_buy a = {s1, "C", "axe", "A", &k, 1, {0}};
+    pthread_t ta;
+    assert_int_equal(pthread_create(&ta, NULL, slow_buy_run, &a), 0);
+    sleep_ms(100); /* S1 is paused before its lock */
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", -1, &k, &r),
+                     MARKET_ERR_INSUFFICIENT_FUNDS);
+    redis_do("HINCRBY users:C funds 1000"); /* now C could pay */
+    pthread_join(ta, NULL);
+    assert_int_equal(a.rc, MARKET_ERR_INSUFFICIENT_FUNDS);
+    assert_int_equal(a.res.replayed, 1);
+    market_free(s1);
+    assert_int_equal(funds_of(f->c, "C"), 1100);
+    assert_true(listed(f->c, "axe", "A"));
+    assert_invariants(f->c, CLASSIC_FUNDS + 1000, CLASSIC_ITEMS);
+}
+
+/* Issue 9.2(b): a second attempt of a key while the first is still deciding
+ * is answered in_progress (409), not run beside it. The first pauses
+ * between its read and its commit past its lease (lock strategies) or just
+ * pauses (optimistic); when it ends, the key has exactly one outcome. */
+static void test_idem_second_attempt_in_flight_in_progress(void **state) {
+    struct fx *f = *state;
+    int err;
+    lock_client *other_lock = lock_redis_new(&f->cfg.redis, 1000, &err);
+    assert_non_null(other_lock);
+    market_config s1_cfg = config(100, 500, 400);
+    market *s1 = market_new(&s1_cfg, f->lock, &err);
+    market_config s2_cfg = config(5000, 2000, 0);
+    market *s2 = market_new(&s2_cfg, other_lock, &err);
+    market_conn *c2 = market_conn_new(s2, &err);
+    assert_non_null(s1);
+    assert_non_null(c2);
+    market_idem k = {"K2", "fp-axe"};
+    struct slow_buy a = {s1, "B", "axe", "A", &k, 1, {0}};
+    pthread_t ta;
+    int64_t t0 = lock_now_ms();
+    assert_int_equal(pthread_create(&ta, NULL, slow_buy_run, &a), 0);
+    sleep_ms(150); /* S1 has claimed K and read; it pauses before committing */
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase_idem(c2, "B", "A", "axe", -1, &k, &r), MARKET_ERR_IN_PROGRESS);
+    pthread_join(ta, NULL);
+    int lock_strategy = strategy != MARKET_STRATEGY_OPTIMISTIC;
+    /* Lock strategies: S1's lease lapsed while it paused, so it may not
+     * commit; optimistic: nothing it read changed, so it commits. */
+    assert_int_equal(a.rc, lock_strategy ? MARKET_ERR_LEASE_LOST : MARKET_OK);
+    /* Once S1's claim has lapsed with its budget, the retry decides (lock
+     * strategies) or replays S1's purchase (optimistic). */
+    while (elapsed_ms(t0) < 500 + 100 + 50) sleep_ms(20);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(market_purchase_idem(c2, "B", "A", "axe", -1, &k, &r), MARKET_OK);
+    assert_int_equal(r.replayed, lock_strategy ? 0 : 1);
+    assert_int_equal(r.buyer_funds, 300);
+    assert_int_equal(funds_of(f->c, "B"), 300);
+    assert_true(holds(f->c, "B", "axe"));
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+    market_conn_free(c2);
+    market_free(s2);
+    market_free(s1);
+    lock_free(other_lock);
+}
+
+/* Issue 9.3: ids of the longest valid length work under every strategy
+ * (the item strategy's lock key on such a listing is longer than the lock
+ * layer takes, so it is hashed). */
+static void test_longest_ids_trade(void **state) {
+    struct fx *f = *state;
+    char buyer[MARKET_ID_MAX + 1], seller[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1];
+    memset(buyer, 'b', MARKET_ID_MAX);
+    memset(seller, 's', MARKET_ID_MAX);
+    memset(item, 'i', MARKET_ID_MAX);
+    buyer[MARKET_ID_MAX] = seller[MARKET_ID_MAX] = item[MARKET_ID_MAX] = '\0';
+    market_world *w = market_world_new();
+    assert_int_equal(market_world_add_player(w, buyer, NULL, 1000), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, seller, NULL, 0), MARKET_OK);
+    assert_int_equal(market_world_add_item(w, seller, item), MARKET_OK);
+    assert_int_equal(market_world_store(f->c, w, 0), MARKET_OK);
+    market_world_free(w);
+    assert_int_equal(market_list(f->c, seller, item, 700), MARKET_OK);
+    int64_t price = 0;
+    assert_int_equal(market_unlist(f->c, seller, item, &price), MARKET_OK);
+    assert_int_equal(price, 700);
+    market_idem k = {"long", "fp"};
+    assert_int_equal(market_list_idem(f->c, seller, item, 600, &k, NULL), MARKET_OK);
+    market_purchase_result r;
+    assert_int_equal(market_purchase_idem(f->c, buyer, seller, item, 600, &k, &r), MARKET_OK);
+    assert_int_equal(r.buyer_funds, 400);
+    assert_true(holds(f->c, buyer, item));
+    assert_invariants(f->c, CLASSIC_FUNDS + 1000, CLASSIC_ITEMS + 1);
+}
+
+/* Issue 9.3: one purchase that cannot be served (its listing's score or its
+ * buyer's funds are unreadable in the store) fails alone; the purchases
+ * batched with it go through. */
+static void test_batch_one_bad_purchase_others_served(void **state) {
+    struct fx *f = *state;
+    if (!market_purchase_async(f->m)) skip(); /* batches only */
+    redis_do("ZADD market: 1.5 odd.A");   /* a price that is not whole */
+    redis_do("HSET users:corrupt funds lots"); /* funds that are not a number */
+    redis_do("ZADD market: 10 cheap.C");
+    redis_do("SADD inventory:C ring");
+    int err;
+    lock_client *l = lock_redis_new(&f->cfg.redis, 1000, &err);
+    assert_non_null(l);
+    lock_handle h;
+    const char *block = strategy == MARKET_STRATEGY_ITEM ? "lock:player:C" : MARKET_LOCK_KEY;
+    assert_int_equal(lock_acquire(l, block, 30000, 0, &h), LOCK_OK);
+    struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    struct pending blocker, good1, odd, poor, good2;
+    pending_init(&blocker, &o, "C", "A", "shield"); /* holds the worker on the lock */
+    assert_int_equal(market_purchase_submit(f->m, &blocker.p), MARKET_OK);
+    sleep_ms(100);
+    pending_init(&good1, &o, "B", "A", "axe");
+    pending_init(&odd, &o, "D", "A", "odd");
+    pending_init(&poor, &o, "corrupt", "C", "cheap");
+    pending_init(&good2, &o, "D", "C", "bow");
+    struct pending *all[] = {&good1, &odd, &poor, &good2};
+    for (size_t i = 0; i < 4; i++) assert_int_equal(market_purchase_submit(f->m, &all[i]->p), 0);
+    assert_int_equal(lock_release(l, &h), LOCK_OK);
+    outcome_wait(&o, 5);
+    lock_free(l);
+    assert_int_equal(good1.rc, MARKET_OK);
+    assert_int_equal(odd.rc, MARKET_ERR_STORE);
+    assert_int_equal(poor.rc, MARKET_ERR_STORE);
+    assert_int_equal(good2.rc, MARKET_OK);
+    assert_true(holds(f->c, "B", "axe"));
+    assert_true(holds(f->c, "D", "bow"));
+    assert_int_equal(funds_of(f->c, "D"), 1000000 - 50);
+    redis_do("DEL users:corrupt");
+}
+
 static void test_lock_held_elsewhere_busy(void **state) {
     struct fx *f = *state;
     if (strategy != MARKET_STRATEGY_MARKET) skip(); /* only this one takes lock:market */
@@ -912,12 +1249,19 @@ int main(void) {
         T(test_idem_retry_replays_while_contended),
         T(test_batch_mixed_outcomes_match_serial_order),
         T(test_idem_repeat_replays_without_charging),
-        T(test_idem_refusal_stores_nothing),
+        T(test_idem_refusal_is_final),
         T(test_idem_list_replays),
         T(test_idem_concurrent_repeats_charged_once),
         T(test_stalled_holder_past_lease_cannot_commit),
         T(test_stalled_holder_lease_expired_alone_refused),
         T(test_fence_stale_holder_lock_elsewhere_refused),
+        T(test_lease_taken_over_by_foreign_client_refused),
+        T(test_lease_taken_over_by_other_server_refused),
+        T(test_deadline_passed_before_lock_nothing_attempted),
+        T(test_idem_refused_elsewhere_not_committed_later),
+        T(test_idem_second_attempt_in_flight_in_progress),
+        T(test_longest_ids_trade),
+        T(test_batch_one_bad_purchase_others_served),
         T(test_lock_held_elsewhere_busy),
         T(test_redis_down_store_unavailable_then_recovers),
         T(test_redis_paused_store_unavailable_within_timeout),

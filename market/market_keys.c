@@ -1,0 +1,198 @@
+/* market_keys.c - names and values of the market's bookkeeping keys: lock
+ * keys, idempotency records and their claims. Pure: no Redis I/O (it only
+ * reads replies handed to it), called by market.c and market_batch.c.
+ *
+ * DESIGN
+ * An idempotency record idem:<player>:<key> holds one of
+ *   "<fp> <a> <b>"      a success: purchase price and buyer funds after it
+ *                       (list: price and 0);
+ *   "<fp> !<rc> <a>"    a final refusal: its market code (negative) and, for
+ *                       a price_changed, the current price;
+ *   "<fp> ?<token>"     a claim: an attempt with this token is deciding it.
+ * An attempt claims the key (SET NX PX, before its WATCH) and reads it back
+ * under WATCH: the commit that writes the final record aborts if anyone else
+ * touched the key, so a key has one final outcome whichever server, attempt
+ * or retry gets there first. A claim expires by itself at the end of its
+ * attempt's wait budget, so a crashed server blocks retries only that long.
+ * Servers that predate refusals and claims read both as unreadable (503),
+ * never as a success.
+ */
+#include "market/market.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <openssl/evp.h>
+
+#include "market/market_impl.h"
+
+/* The longest lock key the market makes fits the lock layer, whatever the ids. */
+_Static_assert(sizeof MARKET__LOCK_HASHED - 1 + 2 * 32 <= LOCK_KEY_MAX,
+               "a hashed lock key exceeds the lock layer's limit");
+_Static_assert(sizeof "lock:player:" - 1 + MARKET_ID_MAX <= LOCK_KEY_MAX,
+               "a player's lock key exceeds the lock layer's limit");
+_Static_assert(LOCK_KEY_MAX + sizeof ":fenced" <= MARKET__FENCED_MAX,
+               "a fencing record's name does not fit its buffer");
+
+/* ---- lock keys ---- */
+
+/* Writes the lock key "<prefix><id>" into out (MARKET__LOCK_KEY_MAX bytes).
+ * When that is longer than LOCK_KEY_MAX (an item lock on a listing of two
+ * long ids), it writes "lock:item:#<hex SHA-256 of prefix and id>" instead:
+ * the same listing always gets the same key, and keys that fit are left as
+ * they are, so servers of an older version agree on them. Returns 0, or -1
+ * when hashing fails (out of memory in libcrypto). */
+int market__lock_key(char *out, const char *prefix, const char *id) {
+    int n = snprintf(out, MARKET__LOCK_KEY_MAX, "%s%s", prefix, id);
+    if (n >= 0 && n <= LOCK_KEY_MAX) return 0;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+             EVP_DigestUpdate(ctx, prefix, strlen(prefix)) == 1 &&
+             EVP_DigestUpdate(ctx, id, strlen(id)) == 1 &&
+             EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == 32;
+    EVP_MD_CTX_free(ctx);
+    if (!ok) return -1;
+    size_t k = (size_t)snprintf(out, MARKET__LOCK_KEY_MAX, "%s", MARKET__LOCK_HASHED);
+    for (unsigned i = 0; i < mdlen; i++) {
+        static const char hex[] = "0123456789abcdef";
+        out[k++] = hex[md[i] >> 4];
+        out[k++] = hex[md[i] & 15];
+    }
+    out[k] = '\0';
+    return 0;
+}
+
+/* ---- idempotency records ---- */
+
+/* Returns 1 when key matches [A-Za-z0-9_.:-]{1,128}, else 0. Can't fail. */
+int market_idem_key_valid(const char *key) {
+    if (!key) return 0;
+    size_t n = 0;
+    for (const char *q = key; *q; q++, n++) {
+        char ch = *q;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '_' || ch == '-' || ch == '.' || ch == ':';
+        if (!ok || n >= MARKET_IDEM_KEY_MAX) return 0;
+    }
+    return n > 0;
+}
+
+/* Whether idem (NULL is fine) has a valid key and fingerprint. */
+int market__idem_valid(const market_idem *idem) {
+    if (!idem) return 1;
+    if (!market_idem_key_valid(idem->key) || !idem->fingerprint) return 0;
+    size_t n = strlen(idem->fingerprint);
+    return n > 0 && n <= MARKET_IDEM_FP_MAX && !strchr(idem->fingerprint, ' ');
+}
+
+/* Writes "idem:<player>:<key>" into out. */
+void market__idem_key(char *out, size_t outlen, const char *player, const market_idem *idem) {
+    snprintf(out, outlen, "idem:%s:%s", player, idem->key);
+}
+
+/* Whether rc is an answer that an idempotency key keeps for good: a success
+ * or a refusal that reading the store decided. Busy, store, lease and
+ * conflict failures are not: the same request may succeed when retried. */
+int market__idem_final(int rc) {
+    switch (rc) {
+    case MARKET_OK:
+    case MARKET_ERR_NOT_LISTED:
+    case MARKET_ERR_INSUFFICIENT_FUNDS:
+    case MARKET_ERR_PRICE_CHANGED:
+    case MARKET_ERR_NO_PLAYER:
+    case MARKET_ERR_NOT_HELD:
+    case MARKET_ERR_OVERFLOW: return 1;
+    default: return 0;
+    }
+}
+
+/* Writes the final record of outcome rc into out: "<fp> <a> <b>" for a
+ * success, "<fp> !<rc> <a>" for a refusal (market__idem_final(rc)). */
+void market__idem_record(char *out, size_t outlen, const market_idem *idem, int rc, int64_t a,
+                         int64_t b) {
+    if (rc == MARKET_OK)
+        snprintf(out, outlen, "%s %lld %lld", idem->fingerprint, (long long)a, (long long)b);
+    else
+        snprintf(out, outlen, "%s !%d %lld", idem->fingerprint, rc, (long long)a);
+}
+
+/* Writes the claim "<fp> ?<token>" into out. */
+void market__idem_claim(char *out, size_t outlen, const market_idem *idem, const char *token) {
+    snprintf(out, outlen, "%s ?%s", idem->fingerprint, token);
+}
+
+/* Returns how long a claim made now for an attempt that may decide until
+ * the monotonic time deadline_ms should live, in ms, as text in out: to the
+ * deadline and a little more (a claim that lapses early only lets a retry
+ * in sooner; the commit is guarded by WATCH either way). */
+void market__idem_claim_ttl(char *out, size_t outlen, int64_t deadline_ms) {
+    int64_t left = deadline_ms - lock_now_ms();
+    if (left < 0) left = 0;
+    snprintf(out, outlen, "%lld", (long long)(left + MARKET__IDEM_CLAIM_SLACK_MS));
+}
+
+/* Judges the value of an idempotency record read under WATCH for the
+ * request idem, whose attempt claims with token. Returns
+ *   MARKET__IDEM_FREE       no record, or our own claim: decide and record;
+ *   MARKET__IDEM_DONE       a final outcome: *rc (MARKET_OK or a refusal), *a, *b;
+ *   MARKET_ERR_IN_PROGRESS  another attempt of the same request claims it;
+ *   MARKET_ERR_IDEM_MISMATCH the key was used for another request;
+ *   MARKET_ERR_STORE        the value cannot be read.
+ * This function can't fail otherwise. */
+int market__idem_judge(const redisReply *r, const market_idem *idem, const char *token, int *rc,
+                       int64_t *a, int64_t *b) {
+    if (r->type == REDIS_REPLY_NIL) return MARKET__IDEM_FREE;
+    if (r->type != REDIS_REPLY_STRING || r->len >= MARKET__IDEM_RECORD_MAX) return MARKET_ERR_STORE;
+    char buf[MARKET__IDEM_RECORD_MAX];
+    memcpy(buf, r->str, r->len);
+    buf[r->len] = '\0';
+    char *sp = strchr(buf, ' ');
+    if (!sp) return MARKET_ERR_STORE;
+    *sp = '\0';
+    const char *rest = sp + 1;
+    if (strcmp(buf, idem->fingerprint) != 0) return MARKET_ERR_IDEM_MISMATCH;
+    if (rest[0] == '?') return strcmp(rest + 1, token) == 0 ? MARKET__IDEM_FREE
+                                                             : MARKET_ERR_IN_PROGRESS;
+    long long x, y;
+    int code;
+    char tail;
+    if (rest[0] == '!') {
+        if (sscanf(rest + 1, "%d %lld%c", &code, &x, &tail) != 2 || !market__idem_final(code) ||
+            code == MARKET_OK)
+            return MARKET_ERR_STORE;
+        *rc = code;
+        *a = x;
+        *b = 0;
+        return MARKET__IDEM_DONE;
+    }
+    if (sscanf(rest, "%lld %lld%c", &x, &y, &tail) != 2) return MARKET_ERR_STORE;
+    *rc = MARKET_OK;
+    *a = x;
+    *b = y;
+    return MARKET__IDEM_DONE;
+}
+
+/* Writes a fresh random claim token (MARKET__TOKEN_LEN hex digits) into out.
+ * Returns 0, or -1 when the kernel gives no randomness. */
+int market__token_new(char out[MARKET__TOKEN_LEN + 1]) {
+    unsigned char raw[MARKET__TOKEN_LEN / 2];
+    size_t got = 0;
+    while (got < sizeof raw) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        got += (size_t)n;
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof raw; i++) {
+        out[2 * i] = hex[raw[i] >> 4];
+        out[2 * i + 1] = hex[raw[i] & 15];
+    }
+    out[MARKET__TOKEN_LEN] = '\0';
+    return 0;
+}
