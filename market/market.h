@@ -4,7 +4,10 @@
  *   users:<id>      hash  {name, funds}   funds: signed 64-bit integer
  *   inventory:<id>  set   of item ids the player holds
  *   market:         zset  members "<item>.<seller>", score = price
- *   lock:market     the market lock (owned by the lock layer)
+ *   lock:market     the market lock (owned by the lock layer); the item strategy's
+ *                   lock:item:<item>.<seller> (lock:item:#<sha256 hex> when that
+ *                   would pass LOCK_KEY_MAX) and lock:player:<id>
+ *   idem:<player>:<key>  a request's outcome or claim (market_keys.c)
  *
  * Every operation that moves funds or items takes the market lock through
  * lock/lock.h, reads what it needs in one pipeline under WATCH, and commits
@@ -93,11 +96,14 @@ typedef struct market_purchase_result {
     int replayed;        /* 1: an earlier request with the same idempotency key did it */
 } market_purchase_result;
 
-/* Makes a write idempotent: the first success stores its outcome under
- * idem:<player>:<key> in the same MULTI/EXEC as its effect, for
- * MARKET_IDEM_TTL_S; a later call with the same player and key returns that
- * outcome (replayed) without doing anything, or MARKET_ERR_IDEM_MISMATCH when
- * its fingerprint differs. Refusals store nothing. */
+/* Makes a write idempotent: the first attempt that decides it for good (a
+ * success, or a refusal read from the store: see market_keys.c) stores its
+ * outcome under idem:<player>:<key> in the same guarded MULTI/EXEC as its
+ * effect, for MARKET_IDEM_TTL_S; a later call with the same player and key
+ * returns that outcome (replayed) without doing anything, or
+ * MARKET_ERR_IDEM_MISMATCH when its fingerprint differs. Each attempt claims
+ * the key for its wait budget first: another attempt meanwhile gets
+ * MARKET_ERR_IN_PROGRESS. Busy, store and lease failures store nothing final. */
 typedef struct market_idem {
     const char *key;         /* the client's key: [A-Za-z0-9_.:-]{1,128} */
     const char *fingerprint; /* identifies the request (e.g. a hash of its body), no spaces */
