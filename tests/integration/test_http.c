@@ -64,6 +64,7 @@ static void seed_demo(void) {
 }
 
 static uint32_t next_stall_ms; /* test hook for the next server started */
+static char next_strategy[16]; /* strategy of the next server started; "": the default */
 static unsigned next_threads;   /* event-loop threads of the next server started; 0: 4 */
 
 static server *start_with(uint32_t acquire_ms, const char *secret, int *port) {
@@ -71,6 +72,8 @@ static server *start_with(uint32_t acquire_ms, const char *secret, int *port) {
     server_config_defaults(&cfg);
     cfg.test_stall_ms = next_stall_ms;
     next_stall_ms = 0;
+    if (next_strategy[0]) snprintf(cfg.strategy, sizeof cfg.strategy, "%s", next_strategy);
+    next_strategy[0] = '\0';
     if (secret)
         snprintf(cfg.auth_secret, sizeof cfg.auth_secret, "%s", secret);
     else
@@ -582,6 +585,69 @@ static void test_http_idempotent_retries_charged_once(void **state) {
     server_stop(s);
 }
 
+/* Issue 9.2 over HTTP: while one attempt of a key is deciding (its commit
+ * paused by the test hook), another attempt of the same key on a second
+ * server gets 409 request_in_progress with Retry-After, and changes
+ * nothing; after the first has committed, the retry replays its 200. */
+static void test_http_idempotent_second_attempt_409_then_replay(void **state) {
+    (void)state;
+    int p1, p2;
+    next_stall_ms = 600;
+    snprintf(next_strategy, sizeof next_strategy, "optimistic"); /* no lock: both run */
+    server *s1 = start(5000, &p1);
+    snprintf(next_strategy, sizeof next_strategy, "optimistic");
+    server *s2 = start(5000, &p2);
+    th_http_timeout_ms = 150;
+    th_http r;
+    assert_int_not_equal(th_http_do_header(p1, "POST", "/purchase", "Idempotency-Key: k-409",
+                                           purchase_axe, strlen(purchase_axe), &r),
+                         0); /* the client gives up: the commit is paused */
+    th_http_cleanup(&r);
+    th_http_timeout_ms = 20000;
+    assert_int_equal(th_http_do_header(p2, "POST", "/purchase", "Idempotency-Key: k-409",
+                                       purchase_axe, strlen(purchase_axe), &r),
+                     0);
+    assert_int_equal(r.status, 409);
+    assert_non_null(strstr(r.body, "request_in_progress"));
+    assert_non_null(strstr(r.headers, "Retry-After: 1"));
+    th_http_cleanup(&r);
+    struct timespec ts = {0, 700 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* the first attempt has committed */
+    assert_int_equal(th_http_do_header(p2, "POST", "/purchase", "Idempotency-Key: k-409",
+                                       purchase_axe, strlen(purchase_axe), &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.headers, "Idempotent-Replayed: true"));
+    assert_non_null(strstr(r.body, "\"buyer_funds\":300"));
+    th_http_cleanup(&r);
+    json_t *j = call(p2, "GET", "/players/B", NULL, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "funds")), 300);
+    json_decref(j);
+    server_stop(s2);
+    server_stop(s1);
+}
+
+/* A refusal under an Idempotency-Key is final: replayed (with the header)
+ * even after the purchase became possible. */
+static void test_http_idempotent_refusal_replayed(void **state) {
+    struct fx *f = *state;
+    const char dear[] = "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\",\"price\":400}";
+    th_http r;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(th_http_do_header(f->port, "POST", "/purchase", "Idempotency-Key: p-1",
+                                           dear, strlen(dear), &r),
+                         0);
+        assert_int_equal(r.status, 409);
+        assert_non_null(strstr(r.body, "price_changed"));
+        assert_non_null(strstr(r.body, "\"price\":500"));
+        assert_true((strstr(r.headers, "Idempotent-Replayed: true") != NULL) == (i == 1));
+        th_http_cleanup(&r);
+    }
+    json_t *j = call(f->port, "GET", "/players/B", NULL, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "funds")), 800);
+    json_decref(j);
+}
+
 static void test_http_idempotent_replay_header(void **state) {
     struct fx *f = *state;
     th_http r;
@@ -783,6 +849,8 @@ int main(void) {
         T(test_http_auth_tokens_bind_players),
         T(test_http_idempotent_retries_charged_once),
         T(test_http_idempotent_replay_header),
+        T(test_http_idempotent_second_attempt_409_then_replay),
+        T(test_http_idempotent_refusal_replayed),
         T(test_http_metrics_count_requests_and_locks),
         T(test_http_slow_clients_do_not_starve_others),
         T(test_http_redis_acl_user_end_to_end),
