@@ -196,10 +196,12 @@ int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char 
                           redisReply **replies) {
     /* A connection that sat idle through a Redis restart is dead without
      * knowing it. A pipeline that does not commit may run again on a fresh
-     * connection; one that does (MULTI ... EXEC) must not: its WATCH died
+     * connection; one that commits (... EXEC) must not: its WATCH died
      * with the old connection, and it may have been applied. */
     int reused = c->ctx != NULL;
-    int may_retry = n > 0 && strcmp(argv[0][0], "MULTI") != 0;
+    int may_retry = 1;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(argv[i][0], "EXEC") == 0) may_retry = 0;
     for (;;) {
         int rc = market__pipeline_send(c, n, argc, argv);
         if (rc == MARKET_OK) rc = market__pipeline_recv(c, n, replies);

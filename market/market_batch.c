@@ -106,6 +106,14 @@ struct market__batch {
     int argc[6 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
     redisReply *rep[6 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
 
+    /* item strategy with the lock keys in the store: the commit's guard (see
+     * batch_commit) */
+    int guard;
+    char guard_key[16 + MARKET__TOKEN_LEN];
+    char guard_nkeys[8];
+    const char *args_guard_watch[2 + MARKET__HELD_MAX];
+    const char *args_guard[5 + MARKET__HELD_MAX];
+
     /* item strategy: the batch's locks, each listing and each buyer once */
     char lock_key[MARKET__HELD_MAX][MARKET__LOCK_KEY_MAX];
     const char *lock_keys[MARKET__HELD_MAX];
@@ -474,9 +482,45 @@ static size_t batch_decide(struct market__batch *b) {
     return writes;
 }
 
+/* The item strategy's guard, run right before its MULTI when the lock keys
+ * live in the store (KEYS: the lock keys, then the guard key; ARGV: our
+ * token). Its read went out before the locks were taken, so it could not
+ * watch them; this WATCHes them and checks they hold our token. If one does
+ * not (lapsed, or taken over by anyone speaking the lock protocol), it
+ * writes the guard key, which is watched too: our own EXEC then aborts. */
+static const char guard_script[] =
+    "for i = 1, #KEYS - 1 do "
+    "if redis.call('GET', KEYS[i]) ~= ARGV[1] then "
+    "redis.call('SET', KEYS[#KEYS], '1', 'PX', 1000) return 0 end end "
+    "return 1";
+
+/* Appends WATCH <lock keys> <guard key> and the guard script to the
+ * commit pipeline at *nc. */
+static void guard_build(const market__held *held, struct market__batch *b, size_t *nc) {
+    size_t k = 0;
+    snprintf(b->guard_key, sizeof b->guard_key, "guard:%s", b->token);
+    b->args_guard_watch[k++] = "WATCH";
+    for (size_t i = 0; i < held->n; i++) b->args_guard_watch[k++] = held->key[i];
+    b->args_guard_watch[k++] = b->guard_key;
+    b->argv[*nc] = b->args_guard_watch;
+    b->argc[(*nc)++] = (int)k;
+    snprintf(b->guard_nkeys, sizeof b->guard_nkeys, "%zu", held->n + 1);
+    k = 0;
+    b->args_guard[k++] = "EVAL";
+    b->args_guard[k++] = guard_script;
+    b->args_guard[k++] = b->guard_nkeys;
+    for (size_t i = 0; i < held->n; i++) b->args_guard[k++] = held->key[i];
+    b->args_guard[k++] = b->guard_key;
+    b->args_guard[k++] = held->token[0]; /* the handles of one acquisition share it */
+    b->argv[*nc] = b->args_guard;
+    b->argc[(*nc)++] = (int)k;
+}
+
 static int batch_commit(market_conn *c, const market__held *held, struct market__batch *b) {
     static const char *const multi[1] = {"MULTI"}, *const exec[1] = {"EXEC"};
     size_t nc = 0, k;
+    if (b->guard) guard_build(held, b, &nc);
+    size_t pre = nc; /* replies before MULTI's */
     b->argv[nc] = (const char **)multi;
     b->argc[nc++] = 1;
     for (size_t i = 0; i < held->n; i++) {
@@ -541,9 +585,12 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
     if (rc < 0) return rc;
     c->unwatch = 0; /* EXEC ends every WATCH */
     const redisReply *r = b->rep[nc - 1];
-    if (r->type == REDIS_REPLY_NIL) {
+    for (size_t i = 0; i < pre; i++)
+        if (b->rep[i]->type == REDIS_REPLY_ERROR) rc = MARKET_ERR_STORE; /* the guard failed */
+    if (rc < 0) {
+    } else if (r->type == REDIS_REPLY_NIL) {
         rc = MARKET__TXN_ABORTED;
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != nc - 2) {
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != nc - pre - 2) {
         rc = MARKET_ERR_STORE; /* EXECABORT: a queued command was refused */
     } else {
         for (size_t i = 0; i < r->elements; i++)
@@ -735,19 +782,19 @@ static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
         batch_fail(m, b, rc);
         return;
     }
-    /* When the lock lives elsewhere, the read goes out before the locks are
-     * asked for, and is answered while they are taken: its WATCH covers
-     * everything it reads, so a change made before the locks were ours
-     * aborts the commit, and it is read again. When the lock keys live in
-     * the store, the read must see them hold our token (under WATCH), so it
-     * waits for the locks. (Nor with the stall hook, which sleeps before the
-     * read.) */
+    /* The read goes out before the locks are asked for, and is answered
+     * while they are taken: its WATCH covers everything it reads, so a
+     * change made before the locks were ours aborts the commit, and it is
+     * read again. It cannot watch the lock keys it is about to set: when
+     * they live in the store, the commit's guard checks them (b->guard).
+     * (Not with the stall hook, which sleeps before the read.) */
     market__held hd;
     hd.n = 0;
-    hd.tokens = m->lock_in_store;
+    hd.tokens = 0;
+    b->guard = m->lock_in_store;
     for (size_t k = 0; k < b->n_locks; k++) market__held_name(&hd, k, b->lock_keys[k]);
     size_t sent = 0;
-    if (!m->cfg.test_stall_read_ms && !hd.tokens) {
+    if (!m->cfg.test_stall_read_ms) {
         size_t nc = read_build(m, &hd, b);
         if (market__pipeline_send(c, nc, b->argc, b->argv) == MARKET_OK) sent = nc;
     }
@@ -856,7 +903,7 @@ static void *worker_main(void *arg) {
     struct market__batch *b = malloc(sizeof *b);
     market_conn *c = b ? market_conn_new(m, NULL) : NULL;
     int nomem = !b || !c; /* then every purchase it takes fails */
-    if (b) b->read_split = 0, b->prefetched = 0;
+    if (b) b->read_split = 0, b->prefetched = 0, b->guard = 0;
     size_t most = nomem ? 0 : m->cfg.batch_max;
     if (m->cfg.strategy == MARKET_STRATEGY_ITEM && most > MARKET__ITEM_BATCH_MAX)
         most = MARKET__ITEM_BATCH_MAX;

@@ -994,6 +994,41 @@ static void test_lease_taken_over_by_other_server_refused(void **state) {
     lock_free(other_lock);
 }
 
+/* The lock key changes hands while its holder still trusts its lease by the
+ * clock (the key lost in a failover and taken by another client, or deleted
+ * by hand and taken): the holder has read and pauses before its commit.
+ * The commit must see that the key no longer holds its token. (The item
+ * strategy's read went out before its locks were taken: its commit's guard
+ * checks the lock keys.) */
+static void test_lock_key_taken_while_lease_valid_refused(void **state) {
+    struct fx *f = *state;
+    if (strategy == MARKET_STRATEGY_OPTIMISTIC) skip(); /* no lock */
+    market_config slow = config(5000, 2000, 300); /* pauses between read and commit */
+    int err;
+    market *sm = market_new(&slow, f->lock, &err);
+    assert_non_null(sm);
+    struct stalled s = {sm, 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, stalled_purchase, &s), 0);
+    sleep_ms(150); /* it has read, its lease has seconds left */
+    char buf[64];
+    const char *key = listing_lock("axe.A", buf, sizeof buf);
+    redisReply *r = redis_cmd("SET %s other-holder XX PX 5000", key);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS); /* the key was there: ours */
+    freeReplyObject(r);
+    pthread_join(t, NULL);
+    assert_int_equal(s.rc, MARKET_ERR_LEASE_LOST);
+    r = redis_cmd("GET %s", key);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, "other-holder");
+    freeReplyObject(r);
+    redis_do("DEL %s", key);
+    market_free(sm);
+    assert_int_equal(funds_of(f->c, "B"), 800);
+    assert_true(listed(f->c, "axe", "A"));
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
 /* Issue 9.2(a): a purchase whose wait budget ran out before it could take
  * its lock (a pause, here the test hook) is answered busy without trying:
  * no lock is taken, nothing is read or decided, nothing changes. */
@@ -1257,6 +1292,7 @@ int main(void) {
         T(test_fence_stale_holder_lock_elsewhere_refused),
         T(test_lease_taken_over_by_foreign_client_refused),
         T(test_lease_taken_over_by_other_server_refused),
+        T(test_lock_key_taken_while_lease_valid_refused),
         T(test_deadline_passed_before_lock_nothing_attempted),
         T(test_idem_refused_elsewhere_not_committed_later),
         T(test_idem_second_attempt_in_flight_in_progress),
