@@ -84,6 +84,8 @@ struct market__batch {
     const char *args_watch[3 + 2 * MARKET__HELD_MAX + USERS_MAX + MARKET__BATCH_MAX];
     size_t read_list[USERS_MAX]; /* the users whose funds are read */
     int read_split; /* read funds in later round trips (see batch_read) */
+    int64_t now_ms; /* when this attempt began: purchases past their deadline then are not
+                       decided (users_needed and batch_decide must agree) */
     int got[USERS_MAX];               /* split reads: funds read */
     int64_t sim_funds[USERS_MAX];     /* split reads: funds while walking the batch */
     int sim_state[MARKET__BATCH_MAX]; /* split reads: on a listing's first purchase */
@@ -197,7 +199,7 @@ static void parse_users(struct market__batch *b, redisReply **rep, const size_t 
  * too. Returns how many users it listed: 0 when the decision can be made. */
 static size_t users_needed(struct market__batch *b) {
     size_t n = 0;
-    int64_t now = lock_now_ms();
+    int64_t now = b->now_ms;
     memcpy(b->sim_funds, b->funds, b->n_users * sizeof *b->funds);
     for (size_t i = 0; i < b->n; i++) b->sim_state[i] = 0; /* on first: 1 sold, 2 undecided */
     for (size_t i = 0; i < b->n; i++) {
@@ -438,10 +440,11 @@ static int recorded(const struct market__batch *b, size_t i) {
 
 /* Decides every purchase in order, as if they ran one at a time; returns
  * how many have something to write (a success, or a recorded refusal).
- * Nothing is decided for a purchase whose wait budget has run out. */
+ * Nothing is decided for a purchase whose wait budget had run out when the
+ * attempt began. */
 static size_t batch_decide(struct market__batch *b) {
     size_t writes = 0;
-    int64_t now = lock_now_ms();
+    int64_t now = b->now_ms;
     memcpy(b->read_funds, b->funds, b->n_users * sizeof *b->funds);
     for (size_t i = 0; i < b->n; i++) b->sold[i] = 0;
     for (size_t i = 0; i < b->n; i++) {
@@ -614,6 +617,7 @@ static int lease_lapsed(const struct market__batch *b) {
 
 static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
     struct market__batch *b = ud;
+    b->now_ms = lock_now_ms();
     int rc = batch_read(c, held, b);
     if (rc < 0) return market__refuse(c, rc);
     if (batch_decide(b) == 0) return market__refuse(c, MARKET_OK);
