@@ -1,0 +1,178 @@
+/* test_market_keys.c - market_keys.c without Redis: lock key names, and
+ * idempotency records and claims judged from hand-made replies. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "market/market_impl.h"
+
+static redisReply reply_str(const char *s) {
+    redisReply r = {0};
+    r.type = REDIS_REPLY_STRING;
+    r.str = (char *)s;
+    r.len = strlen(s);
+    return r;
+}
+
+static const market_idem req = {"k", "fp1"};
+static const char mine[] = "0123456789abcdef0123456789abcdef";
+
+/* ---- lock keys ---- */
+
+static void test_lock_key_short_unchanged(void **state) {
+    (void)state;
+    char out[MARKET__LOCK_KEY_MAX];
+    assert_int_equal(market__lock_key(out, "lock:item:", "axe.A"), 0);
+    assert_string_equal(out, "lock:item:axe.A");
+    assert_int_equal(market__lock_key(out, "lock:player:", "B"), 0);
+    assert_string_equal(out, "lock:player:B");
+}
+
+static void test_lock_key_longest_listing_hashed_fits(void **state) {
+    (void)state;
+    char member[MARKET__MEMBER_MAX], other[MARKET__MEMBER_MAX];
+    memset(member, 'i', MARKET_ID_MAX);
+    member[MARKET_ID_MAX] = '.';
+    memset(member + MARKET_ID_MAX + 1, 's', MARKET_ID_MAX);
+    member[2 * MARKET_ID_MAX + 1] = '\0';
+    memcpy(other, member, sizeof member);
+    other[0] = 'j';
+    char a[MARKET__LOCK_KEY_MAX], a2[MARKET__LOCK_KEY_MAX], b[MARKET__LOCK_KEY_MAX];
+    assert_int_equal(market__lock_key(a, "lock:item:", member), 0);
+    assert_int_equal(market__lock_key(a2, "lock:item:", member), 0);
+    assert_int_equal(market__lock_key(b, "lock:item:", other), 0);
+    assert_true(strlen(a) <= LOCK_KEY_MAX);
+    assert_int_equal(strncmp(a, MARKET__LOCK_HASHED, strlen(MARKET__LOCK_HASHED)), 0);
+    assert_int_equal(strlen(a), strlen(MARKET__LOCK_HASHED) + 64);
+    assert_string_equal(a, a2);      /* the same listing, the same lock */
+    assert_string_not_equal(a, b);   /* another listing, another lock */
+}
+
+static void test_lock_key_at_the_limit_not_hashed(void **state) {
+    (void)state;
+    char id[LOCK_KEY_MAX + 1], out[MARKET__LOCK_KEY_MAX];
+    size_t n = LOCK_KEY_MAX - strlen("lock:item:");
+    memset(id, 'x', n);
+    id[n] = '\0';
+    assert_int_equal(market__lock_key(out, "lock:item:", id), 0);
+    assert_int_equal(strlen(out), LOCK_KEY_MAX);
+    assert_int_equal(strncmp(out, "lock:item:x", 11), 0);
+    id[n] = 'x';
+    id[n + 1] = '\0';
+    assert_int_equal(market__lock_key(out, "lock:item:", id), 0);
+    assert_int_equal(strncmp(out, MARKET__LOCK_HASHED, strlen(MARKET__LOCK_HASHED)), 0);
+}
+
+/* ---- idempotency records ---- */
+
+struct judge_case {
+    const char *value; /* NULL: nil reply */
+    int want, rc;
+    long long a, b;
+};
+
+static void test_idem_judge_table(void **state) {
+    (void)state;
+    static const struct judge_case cases[] = {
+        {NULL, MARKET__IDEM_FREE, 0, 0, 0},
+        {"fp1 ?0123456789abcdef0123456789abcdef", MARKET__IDEM_FREE, 0, 0, 0}, /* our claim */
+        {"fp1 ?ffffffffffffffffffffffffffffffff", MARKET_ERR_IN_PROGRESS, 0, 0, 0},
+        {"fp2 ?0123456789abcdef0123456789abcdef", MARKET_ERR_IDEM_MISMATCH, 0, 0, 0},
+        {"fp1 500 300", MARKET__IDEM_DONE, MARKET_OK, 500, 300},
+        {"fp1 -5 -9223372036854775808", MARKET__IDEM_DONE, MARKET_OK, -5, INT64_MIN},
+        {"fp2 500 300", MARKET_ERR_IDEM_MISMATCH, 0, 0, 0},
+        {"fp1 !-2 0", MARKET__IDEM_DONE, MARKET_ERR_INSUFFICIENT_FUNDS, 0, 0},
+        {"fp1 !-3 500", MARKET__IDEM_DONE, MARKET_ERR_PRICE_CHANGED, 500, 0},
+        {"fp1 !-8 0", MARKET_ERR_STORE, 0, 0, 0},   /* store failures are never final */
+        {"fp1 !0 0", MARKET_ERR_STORE, 0, 0, 0},    /* a success is not written this way */
+        {"fp1 500", MARKET_ERR_STORE, 0, 0, 0},
+        {"fp1 500 300 7", MARKET_ERR_STORE, 0, 0, 0},
+        {"fp1 abc def", MARKET_ERR_STORE, 0, 0, 0},
+        {"fp1", MARKET_ERR_STORE, 0, 0, 0},
+        {"", MARKET_ERR_STORE, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const struct judge_case *c = &cases[i];
+        redisReply r = {0};
+        if (c->value)
+            r = reply_str(c->value);
+        else
+            r.type = REDIS_REPLY_NIL;
+        int rc = 99;
+        int64_t a = 0, b = 0;
+        int got = market__idem_judge(&r, &req, mine, &rc, &a, &b);
+        if (got != c->want) fprintf(stderr, "case %zu (%s): %d\n", i, c->value, got);
+        assert_int_equal(got, c->want);
+        if (got == MARKET__IDEM_DONE) {
+            assert_int_equal(rc, c->rc);
+            assert_int_equal(a, c->a);
+            assert_int_equal(b, c->b);
+        }
+    }
+    redisReply wrong = {0};
+    wrong.type = REDIS_REPLY_INTEGER;
+    int rc;
+    int64_t a, b;
+    assert_int_equal(market__idem_judge(&wrong, &req, mine, &rc, &a, &b), MARKET_ERR_STORE);
+}
+
+/* What is written is read back as written, for every final outcome. */
+static void test_idem_record_round_trip(void **state) {
+    (void)state;
+    static const int finals[] = {MARKET_OK,
+                                 MARKET_ERR_NOT_LISTED,
+                                 MARKET_ERR_INSUFFICIENT_FUNDS,
+                                 MARKET_ERR_PRICE_CHANGED,
+                                 MARKET_ERR_NO_PLAYER,
+                                 MARKET_ERR_NOT_HELD,
+                                 MARKET_ERR_OVERFLOW};
+    for (size_t i = 0; i < sizeof finals / sizeof finals[0]; i++) {
+        assert_true(market__idem_final(finals[i]));
+        char rec[MARKET__IDEM_RECORD_MAX];
+        market__idem_record(rec, sizeof rec, &req, finals[i], MARKET_PRICE_MAX, INT64_MAX);
+        redisReply r = reply_str(rec);
+        int rc = 99;
+        int64_t a = 0, b = 0;
+        assert_int_equal(market__idem_judge(&r, &req, mine, &rc, &a, &b), MARKET__IDEM_DONE);
+        assert_int_equal(rc, finals[i]);
+        assert_int_equal(a, MARKET_PRICE_MAX);
+        assert_int_equal(b, finals[i] == MARKET_OK ? INT64_MAX : 0);
+    }
+    static const int not_final[] = {MARKET_ERR_BUSY,     MARKET_ERR_STORE,   MARKET_ERR_LEASE_LOST,
+                                    MARKET_ERR_CONFLICT, MARKET_ERR_INVALID, MARKET_ERR_NOMEM,
+                                    MARKET_ERR_IDEM_MISMATCH, MARKET_ERR_IN_PROGRESS};
+    for (size_t i = 0; i < sizeof not_final / sizeof not_final[0]; i++)
+        assert_false(market__idem_final(not_final[i]));
+    char claim[MARKET__IDEM_RECORD_MAX];
+    market__idem_claim(claim, sizeof claim, &req, mine);
+    redisReply r = reply_str(claim);
+    int rc;
+    int64_t a, b;
+    assert_int_equal(market__idem_judge(&r, &req, mine, &rc, &a, &b), MARKET__IDEM_FREE);
+    assert_int_equal(market__idem_judge(&r, &req, "ffffffffffffffffffffffffffffffff", &rc, &a, &b),
+                     MARKET_ERR_IN_PROGRESS);
+}
+
+static void test_token_new_random_hex(void **state) {
+    (void)state;
+    char a[MARKET__TOKEN_LEN + 1], b[MARKET__TOKEN_LEN + 1];
+    assert_int_equal(market__token_new(a), 0);
+    assert_int_equal(market__token_new(b), 0);
+    assert_int_equal(strlen(a), MARKET__TOKEN_LEN);
+    assert_int_equal(strspn(a, "0123456789abcdef"), MARKET__TOKEN_LEN);
+    assert_string_not_equal(a, b);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lock_key_short_unchanged),
+        cmocka_unit_test(test_lock_key_longest_listing_hashed_fits),
+        cmocka_unit_test(test_lock_key_at_the_limit_not_hashed),
+        cmocka_unit_test(test_idem_judge_table),
+        cmocka_unit_test(test_idem_record_round_trip),
+        cmocka_unit_test(test_token_new_random_hex),
+    };
+    return cmocka_run_group_tests_name("market keys (unit)", tests, NULL, NULL);
+}
