@@ -1,8 +1,8 @@
 /* market_load.c - market-load: concurrent buyers against POST /purchase, with invariant checks.
  *
  *   market-load --buyers N (--duration S | --requests K) [--url URL] [--redis URL]
- *               [--mix distinct|contended|mixed] [--seed X] [--timeout-ms T]
- *               [--auth-secret S] [--json FILE] [--quiet]
+ *               [--mix distinct|contended|mixed] [--players GLOB] [--seed X]
+ *               [--timeout-ms T] [--auth-secret S] [--json FILE] [--quiet]
  *   market-load --hold-connections N [--duration S] [--url URL]
  *
  * Reads what is listed and who can pay from Redis, audits the store, drives N
@@ -37,6 +37,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netdb.h>
@@ -242,6 +243,7 @@ struct conn {
 
 struct opts {
     const char *url, *redis, *json;
+    const char *players;     /* NULL: every player; else an fnmatch pattern */
     const char *auth_secret; /* NULL: send no tokens */
     size_t buyers, hold;
     double duration_s;           /* 0: none */
@@ -311,6 +313,9 @@ static void usage(FILE *to) {
         "  --mix MIX               distinct (default): every item bought at most once;\n"
         "                          contended: the ~N/4 cheapest items, the N poorest buyers;\n"
         "                          mixed: half of each\n"
+        "  --players GLOB          buy only as players whose id matches GLOB (fnmatch), and\n"
+        "                          only what they list; every other player and listing is\n"
+        "                          left alone (default: every player)\n"
         "  --seed X                seeds every pick (default 1)\n"
         "  --auth-secret S         send each buyer's token (default $MARKET_AUTH_SECRET;\n"
         "                          none without it, for a server run with --no-auth)\n"
@@ -367,6 +372,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                                              {"duration", required_argument, NULL, 'd'},
                                              {"requests", required_argument, NULL, 'n'},
                                              {"mix", required_argument, NULL, 'm'},
+                                             {"players", required_argument, NULL, 'p'},
                                              {"seed", required_argument, NULL, 's'},
                                              {"auth-secret", required_argument, NULL, 'a'},
                                              {"json", required_argument, NULL, 'j'},
@@ -383,6 +389,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
         case 'u': o->url = optarg; break;
         case 'r': o->redis = optarg; break;
         case 'j': o->json = optarg; break;
+        case 'p': o->players = optarg; break;
         case 'a': o->auth_secret = optarg; break;
         case 'q': o->quiet = 1; break;
         case 'b':
@@ -540,6 +547,11 @@ fail:
     return NULL;
 }
 
+/* Whether the run may use player id (--players). */
+static int player_chosen(const struct load *L, const char *id) {
+    return !L->o.players || fnmatch(L->o.players, id, 0) == 0;
+}
+
 static int add_player(struct load *L, size_t *cap, const char *id, size_t len) {
     if (L->n_players == *cap) {
         size_t ncap = *cap ? *cap * 2 : 1024;
@@ -579,7 +591,8 @@ static int load_players(struct load *L, redisContext *r, char *why, size_t whyle
             char id[MARKET_ID_MAX + 1];
             memcpy(id, k->str + 6, k->len - 6);
             id[k->len - 6] = '\0';
-            if (market_id_valid(id) && add_player(L, &cap, id, k->len - 6) < 0) {
+            if (market_id_valid(id) && player_chosen(L, id) &&
+                add_player(L, &cap, id, k->len - 6) < 0) {
                 freeReplyObject(rep);
                 snprintf(why, whylen, "out of memory");
                 return -1;
@@ -693,7 +706,8 @@ static int add_item(struct load *L, size_t *cap, const market_listing *l) {
     return 0;
 }
 
-/* Reads every listing (market_listings, in chunks) into L->items. */
+/* Reads every listing (market_listings, in chunks) into L->items; with
+ * --players, only the listings of the players chosen. */
 static int load_items(struct load *L, market_conn *mc, char *why, size_t whylen) {
     size_t cap = 0, offset = 0;
     for (;;) {
@@ -705,7 +719,7 @@ static int load_items(struct load *L, market_conn *mc, char *why, size_t whylen)
             return -1;
         }
         for (size_t i = 0; i < n; i++)
-            if (add_item(L, &cap, &l[i]) < 0) {
+            if (player_chosen(L, l[i].seller) && add_item(L, &cap, &l[i]) < 0) {
                 free(l);
                 snprintf(why, whylen, "out of memory");
                 return -1;
@@ -1498,9 +1512,14 @@ static int write_json(const struct load *L, const char *path, const market_audit
     json_str(f, L->o.redis);
     fprintf(f,
             ", \"buyers\": %zu, \"duration_s\": %.3f, \"requests\": %llu, \"mix\": \"%s\", "
-            "\"seed\": %" PRIu64 ", \"timeout_ms\": %u, \"tokens\": %s},\n",
+            "\"seed\": %" PRIu64 ", \"timeout_ms\": %u, \"tokens\": %s, \"players\": ",
             L->o.buyers, L->o.duration_s, L->o.requests, mix_names[L->o.mix], L->o.seed,
             L->o.timeout_ms, L->o.auth_secret ? "true" : "false");
+    if (L->o.players)
+        json_str(f, L->o.players);
+    else
+        fprintf(f, "null");
+    fprintf(f, "},\n");
     fprintf(f,
             "  \"setup\": {\"players\": %zu, \"listed\": %zu, \"contended_window\": %zu, "
             "\"contended_pool\": %zu},\n",
@@ -1695,13 +1714,15 @@ int main(int argc, char **argv) {
         plan(&L, why, sizeof why) < 0 || loop_init(&L, why, sizeof why) < 0)
         goto fail;
     if (L.n_items == 0 || L.n_players < 2) {
-        snprintf(why, sizeof why, "nothing to buy: %zu listed items, %zu players in %s", L.n_items,
-                 L.n_players, L.o.redis);
+        snprintf(why, sizeof why, "nothing to buy: %zu listed items, %zu players in %s%s%s",
+                 L.n_items, L.n_players, L.o.redis, L.o.players ? " matching " : "",
+                 L.o.players ? L.o.players : "");
         goto fail;
     }
     if (!L.o.quiet)
-        fprintf(stderr, "market-load: %zu listed items, %zu players; %s mix, %zu buyers\n",
-                L.n_items, L.n_players, mix_names[L.o.mix], L.o.buyers);
+        fprintf(stderr, "market-load: %zu listed items, %zu players%s%s; %s mix, %zu buyers\n",
+                L.n_items, L.n_players, L.o.players ? " matching " : "",
+                L.o.players ? L.o.players : "", mix_names[L.o.mix], L.o.buyers);
     if (cmdstats_read(r, cb, why, sizeof why) < 0) goto fail;
 
     int ran = run(&L);

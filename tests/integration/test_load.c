@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hiredis.h>
 #include <jansson.h>
 
 #include "tests/helpers/cmocka_all.h"
@@ -34,6 +35,7 @@ static th_redis redis;
 struct fx {
     const char *strategy; /* borrowed from the test table */
     const char *secret;   /* the server's auth secret; NULL: --no-auth */
+    const char *players;  /* the tool's --players GLOB; NULL: none */
     server *srv;
     int port;
     char json[64]; /* the tool's report, a mkstemp file */
@@ -41,6 +43,43 @@ struct fx {
 };
 
 /* ---- helpers ---- */
+
+/* Adds two players of the demo's kind (A lists an axe B can pay for) to
+ * the store, deleting nothing else. */
+static void seed_two_demo_players(void) {
+    market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
+    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
+    int err = 0;
+    lock_client *l = lock_local_new(&err);
+    assert_non_null(l);
+    market *m = market_new(&cfg, l, &err);
+    assert_non_null(m);
+    market_conn *c = market_conn_new(m, &err);
+    assert_non_null(c);
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    assert_int_equal(market_world_add_player(w, "A", "Alice", 100), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "B", "Bob", 800), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "A", "axe", 500), MARKET_OK);
+    assert_int_equal(market_world_store(c, w, 0), MARKET_OK);
+    market_world_free(w);
+    market_conn_free(c);
+    market_free(m);
+    lock_free(l);
+}
+
+/* The reply of one Redis command as a string ("" for nil), in out. */
+static void redis_get(char *out, size_t outlen, const char *cmd, const char *key,
+                      const char *field) {
+    redisContext *r = redisConnect("127.0.0.1", redis.port);
+    assert_true(r && !r->err);
+    redisReply *rep = redisCommand(r, "%s %s %s", cmd, key, field);
+    assert_non_null(rep);
+    assert_true(rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_NIL);
+    snprintf(out, outlen, "%s", rep->type == REDIS_REPLY_STRING ? rep->str : "");
+    freeReplyObject(rep);
+    redisFree(r);
+}
 
 /* Replaces the store with a generated world. */
 static void seed_world(size_t players, size_t items, int64_t funds, int64_t lo, int64_t hi) {
@@ -157,6 +196,10 @@ static json_t *load_as(struct fx *f, const char *secret, const char *mix, const 
     if (secret) {
         args[n++] = "--auth-secret";
         args[n++] = secret;
+    }
+    if (f->players) {
+        args[n++] = "--players";
+        args[n++] = f->players;
     }
     int rc = run_tool_to(args, f->text);
     if (rc != want) {
@@ -320,6 +363,31 @@ static void test_load_without_secret_exits_4_names_401(void **state) {
     free(text);
 }
 
+/* With --players, the run buys only as the players chosen and only what
+ * they list: the demo's players and the axe are left as they were. */
+static void test_load_players_leaves_others_alone(void **state) {
+    struct fx *f = *state;
+    seed_world(50, 400, 1000000, 1, 1000);
+    seed_two_demo_players();
+    start_server(f);
+    f->players = "p[0-9]*";
+    json_t *j = load_as(f, NULL, "distinct", "8", "300", 0);
+    assert_invariants(j);
+    assert_int_equal(num(j, "status", "200"), 300);
+    assert_int_equal(num(j, "setup", "players"), 50);
+    assert_int_equal(num(j, "setup", "listed"), 400);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "config"), "players")),
+                        "p[0-9]*");
+    json_decref(j);
+    char v[64];
+    redis_get(v, sizeof v, "ZSCORE", "market:", "axe.A");
+    assert_string_equal(v, "500");
+    redis_get(v, sizeof v, "HGET", "users:A", "funds");
+    assert_string_equal(v, "100");
+    redis_get(v, sizeof v, "HGET", "users:B", "funds");
+    assert_string_equal(v, "800");
+}
+
 /* A server that is not there is a prompt setup failure, not a hang. */
 static void test_load_server_down_exits_1(void **state) {
     (void)state;
@@ -373,6 +441,8 @@ int main(void) {
         PER_STRATEGY("optimistic"),
         {"test_load_sends_buyer_tokens", test_load_sends_buyer_tokens, fx_setup, fx_teardown,
          (void *)"market"},
+        {"test_load_players_leaves_others_alone", test_load_players_leaves_others_alone, fx_setup,
+         fx_teardown, (void *)"market"},
         {"test_load_without_secret_exits_4_names_401", test_load_without_secret_exits_4_names_401,
          fx_setup, fx_teardown, (void *)"market"},
         cmocka_unit_test(test_load_server_down_exits_1),
