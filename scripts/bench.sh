@@ -17,8 +17,13 @@
 #
 # Environment: BENCH_SECONDS (10), BENCH_STRATEGIES ("market item optimistic"),
 # BENCH_LEVELS ("1 8 64"), BENCH_MIXES ("distinct contended"),
-# BENCH_WORLD (players=10000,items=400000), BENCH_OUT (bench),
+# BENCH_WORLD (players=10000,items=400000,funds=1000000000), BENCH_OUT (bench),
 # BENCH_PEERS (none), BIN (bin).
+#
+# The world gives every player funds for the whole market: the contended mix
+# sends its purchases as the N poorest players, and with too little they run
+# out within seconds, every strategy stops at the same count, and the rows
+# measure the fixture rather than the lock.
 #
 # BENCH_PEERS names a script of peer benchmarks, which are not part of this
 # repository (bench/peers.md says what they are). It is run with bash, with
@@ -33,7 +38,7 @@ SECS=${BENCH_SECONDS:-10}
 STRATEGIES=${BENCH_STRATEGIES:-"market item optimistic"}
 LEVELS=${BENCH_LEVELS:-"1 8 64"}
 MIXES=${BENCH_MIXES:-"distinct contended"}
-WORLD=${BENCH_WORLD:-players=10000,items=400000}
+WORLD=${BENCH_WORLD:-players=10000,items=400000,funds=1000000000}
 OUT=${BENCH_OUT:-bench}
 HOLD=256
 
@@ -309,7 +314,8 @@ L.append("Like Redis in Action's table 6.2, one row per strategy and load. purch
          "the last answer (INFO itself excluded) divided by the 200s, so in the contended mix it also "
          "carries the cost of the refused (404/402) attempts. *distinct*: every request buys a different "
          "item (contention only on the lock); *contended*: the N buyers with the least funds fight over a "
-         "window of the ~N/4 cheapest items still listed (a 404 means another buyer won the race). "
+         "window of the ~N/4 cheapest items still listed (a 404 means another buyer won the race; every "
+         "player has funds for the whole market, so a 402 means something is wrong). "
          "invariants: market-load's audit before and after (funds conserved, none negative, every item in "
          "exactly one place, 200s == items that left the market).")
 L.append("")

@@ -1416,6 +1416,11 @@ static void print_report(const struct load *L, const market_audit_report *b,
     if (k->by_code[403])
         printf("  403           %llu forbidden: a token of another player than the buyer\n",
                k->by_code[403]);
+    if (k->by_code[402] > ok)
+        printf("  402           more refusals for want of funds than purchases: the buyers ran "
+               "out, so "
+               "the run measures their funds, not the service (seed more: market-seed --generate "
+               "...,funds=F)\n");
     if (k->transport && L->last_error[0]) printf("  last error    %s\n", L->last_error);
     if (L->settle_ms)
         printf("  settle        waited %.1f s for the store to stop changing before the audit\n",
