@@ -50,7 +50,7 @@ pid=$(field pid)
 listen=$(field listen)
 redis=$(field redis)
 secret_from=$(field secret)
-if [ -z "$pid" ] || ! tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'run\.sh'; then
+if [ -z "$pid" ] || ! tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q 'run\.sh'; then
     die "$not_running ($RUN_ENV is left from a make run that has stopped)"
 fi
 host=${listen%:*}

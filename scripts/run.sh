@@ -44,7 +44,7 @@ free_port_after() {
 run_alive() {
     local pid
     pid=$(sed -n 's/^pid=//p' "$RUN_ENV" 2>/dev/null) || return 1
-    [ -n "$pid" ] && [ "$pid" != "$$" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'run\.sh'
+    [ -n "$pid" ] && [ "$pid" != "$$" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q 'run\.sh'
 }
 
 # shellcheck disable=SC2317 # called by the EXIT trap
