@@ -13,11 +13,22 @@
 #
 #   scripts/bench.sh
 #   BENCH_SECONDS=3 BENCH_STRATEGIES=market scripts/bench.sh     # quick
-#   BENCH_PEERS=1 scripts/bench.sh      # also ../shared/peers/run_all.sh, same levels
+#   BENCH_PEERS=SCRIPT scripts/bench.sh # then also the peer benchmarks (see below)
 #
 # Environment: BENCH_SECONDS (10), BENCH_STRATEGIES ("market item optimistic"),
 # BENCH_LEVELS ("1 8 64"), BENCH_MIXES ("distinct contended"),
-# BENCH_WORLD (players=10000,items=400000), BENCH_OUT (bench), BENCH_PEERS (0), BIN (bin).
+# BENCH_WORLD (players=10000,items=400000,funds=1000000000), BENCH_OUT (bench),
+# BENCH_PEERS (none), BIN (bin).
+#
+# The world gives every player funds for the whole market: the contended mix
+# sends its purchases as the N poorest players, and with too little they run
+# out within seconds, every strategy stops at the same count, and the rows
+# measure the fixture rather than the lock.
+#
+# BENCH_PEERS names a script of peer benchmarks, which are not part of this
+# repository (bench/peers.md says what they are). It is run with bash, with
+# LEVELS, SECS and OUT_MD (where to write its markdown table) in its
+# environment; its output goes to raw/peers.log.
 # Exit status: 0, 1 when a run failed or a setup step did, 3 when an invariant broke.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -27,7 +38,7 @@ SECS=${BENCH_SECONDS:-10}
 STRATEGIES=${BENCH_STRATEGIES:-"market item optimistic"}
 LEVELS=${BENCH_LEVELS:-"1 8 64"}
 MIXES=${BENCH_MIXES:-"distinct contended"}
-WORLD=${BENCH_WORLD:-players=10000,items=400000}
+WORLD=${BENCH_WORLD:-players=10000,items=400000,funds=1000000000}
 OUT=${BENCH_OUT:-bench}
 HOLD=256
 
@@ -222,14 +233,15 @@ for s in $STRATEGIES; do
 done
 
 # ---- peers (optional) ----
-if [ "${BENCH_PEERS:-0}" = 1 ]; then
-    peers=$ROOT/../shared/peers/run_all.sh
+if [ -n "${BENCH_PEERS:-}" ]; then
+    peers=$BENCH_PEERS
     if [ -f "$peers" ]; then
         echo "bench: running the peers ($peers)"
         LEVELS="$LEVELS" SECS="$SECS" OUT_MD="$ROOT/$OUT/peers.md" bash "$peers" \
             >"$OUT/raw/peers.log" 2>&1 || note "peers run failed (exit $?; see raw/peers.log)"
     else
-        note "BENCH_PEERS=1 but $peers does not exist"
+        echo "bench: BENCH_PEERS names no file: $peers" >&2
+        note "BENCH_PEERS was given, but names no file; the peers did not run"
     fi
 fi
 
@@ -288,7 +300,8 @@ L.append("")
 L.append(f'**Caveat: {meta["nproc"]} cores shared by everything.** Redis, market-server and market-load '
          "all run on the same cores, so each number mixes server, Redis and client cost; compare rows "
          "taken in the same run, not with a real deployment. At 64 buyers the run-to-run spread on "
-         "this box has been up to ~40% (see ../shared/peers/results-2026-11-22.md).")
+         "this box has been up to ~40%: two back-to-back runs of the peer benchmarks moved by up to "
+         "40% at 64 clients, and mostly by less than 5% at 1 and 8.")
 L.append("")
 L.append("| strategy | mix | buyers | purchases/s | p50 ms | p99 ms | p99 ms (200s) | Redis cmds / purchase "
          "| 200 / 402 / 404 / 409 / 503 / other / transport | invariants |")
@@ -301,7 +314,8 @@ L.append("Like Redis in Action's table 6.2, one row per strategy and load. purch
          "the last answer (INFO itself excluded) divided by the 200s, so in the contended mix it also "
          "carries the cost of the refused (404/402) attempts. *distinct*: every request buys a different "
          "item (contention only on the lock); *contended*: the N buyers with the least funds fight over a "
-         "window of the ~N/4 cheapest items still listed (a 404 means another buyer won the race). "
+         "window of the ~N/4 cheapest items still listed (a 404 means another buyer won the race; every "
+         "player has funds for the whole market, so a 402 means something is wrong). "
          "invariants: market-load's audit before and after (funds conserved, none negative, every item in "
          "exactly one place, 200s == items that left the market).")
 L.append("")

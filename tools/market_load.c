@@ -1,15 +1,19 @@
 /* market_load.c - market-load: concurrent buyers against POST /purchase, with invariant checks.
  *
  *   market-load --buyers N (--duration S | --requests K) [--url URL] [--redis URL]
- *               [--mix distinct|contended|mixed] [--seed X] [--timeout-ms T]
- *               [--auth-secret S] [--json FILE] [--quiet]
+ *               [--mix distinct|contended|mixed] [--players GLOB] [--seed X]
+ *               [--timeout-ms T] [--auth-secret S] [--json FILE] [--quiet]
  *   market-load --hold-connections N [--duration S] [--url URL]
  *
  * Reads what is listed and who can pay from Redis, audits the store, drives N
  * keep-alive HTTP/1.1 connections (one request in flight on each) from one
  * epoll loop, then audits the store again and checks that the purchases kept
- * the market's invariants. Exit status: 0 all well, 1 setup failure (server or
- * Redis unreachable, nothing to buy), 2 usage, 3 an invariant broke.
+ * the market's invariants. Its defaults are those of `make run`: the service
+ * on http://$MARKET_LISTEN (127.0.0.1:8080), the store in $MARKET_REDIS or
+ * on 127.0.0.1:$MARKET_REDIS_PORT (6380). Exit status: 0 all well, 1 setup
+ * failure (server or Redis unreachable, nothing to buy), 2 usage, 3 an
+ * invariant broke, 4 the run failed: no purchase succeeded, or most answers
+ * were errors (anything but 200, 402 and 404: a 401 for a missing secret, ...).
  *
  * DESIGN
  *   One thread, one epoll set, level-triggered. A connection is CONNECTING,
@@ -33,6 +37,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netdb.h>
@@ -238,6 +243,7 @@ struct conn {
 
 struct opts {
     const char *url, *redis, *json;
+    const char *players;     /* NULL: every player; else an fnmatch pattern */
     const char *auth_secret; /* NULL: send no tokens */
     size_t buyers, hold;
     double duration_s;           /* 0: none */
@@ -296,15 +302,20 @@ static void usage(FILE *to) {
         to,
         "usage: market-load --buyers N (--duration S | --requests K) [flags]\n"
         "       market-load --hold-connections N [--duration S] [--url URL]\n"
-        "  --url URL               the service (default http://127.0.0.1:8080)\n"
+        "  --url URL               the service (default http://$MARKET_LISTEN, or\n"
+        "                          http://127.0.0.1:8080: where `make run` serves)\n"
         "  --redis URL             its store, read before and after the run (default\n"
-        "                          $MARKET_REDIS or redis://127.0.0.1:6379/0)\n"
+        "                          $MARKET_REDIS, or redis://127.0.0.1:$MARKET_REDIS_PORT/0\n"
+        "                          with port 6380: `make run`'s Redis)\n"
         "  --buyers N              concurrent keep-alive connections, one request in flight each\n"
         "  --duration S            send for S seconds (decimals allowed), then wait for answers\n"
         "  --requests K            send K requests in total\n"
         "  --mix MIX               distinct (default): every item bought at most once;\n"
         "                          contended: the ~N/4 cheapest items, the N poorest buyers;\n"
         "                          mixed: half of each\n"
+        "  --players GLOB          buy only as players whose id matches GLOB (fnmatch), and\n"
+        "                          only what they list; every other player and listing is\n"
+        "                          left alone (default: every player)\n"
         "  --seed X                seeds every pick (default 1)\n"
         "  --auth-secret S         send each buyer's token (default $MARKET_AUTH_SECRET;\n"
         "                          none without it, for a server run with --no-auth)\n"
@@ -314,7 +325,10 @@ static void usage(FILE *to) {
         "  --hold-connections N    open N keep-alive connections (one GET /healthz each),\n"
         "                          print 'holding N connections', keep them idle for --duration\n"
         "                          (or until SIGINT/SIGTERM); for measuring server memory\n"
-        "exit: 0 ok, 1 setup failure, 2 usage, 3 an invariant broke\n");
+        "exit: 0 ok; 1 setup failure (server or Redis unreachable, nothing to buy);\n"
+        "      2 usage; 3 an invariant broke; 4 the run failed: no purchase succeeded, or\n"
+        "      most answers were errors (anything but 200, 402 and 404; a 401 means the\n"
+        "      server wants tokens: give it --auth-secret)\n");
 }
 
 static int parse_ull(const char *s, unsigned long long lo, unsigned long long hi,
@@ -328,10 +342,29 @@ static int parse_ull(const char *s, unsigned long long lo, unsigned long long hi
     return 0;
 }
 
-static int parse_opts(int argc, char **argv, struct opts *o) {
-    *o = (struct opts){.url = "http://127.0.0.1:8080", .seed = 1, .timeout_ms = 10000};
+/* The defaults of `make run` (scripts/run.sh): the service on $MARKET_LISTEN
+ * or 127.0.0.1:8080, the store in $MARKET_REDIS or on 127.0.0.1:$MARKET_REDIS_PORT
+ * (6380). A value that does not fit is left for the URL parsers to refuse. */
+static void default_targets(struct opts *o) {
+    static char url[300], redis[64];
+    const char *listen = getenv("MARKET_LISTEN"), *rport = getenv("MARKET_REDIS_PORT");
+    o->url = "http://127.0.0.1:8080";
+    if (listen && *listen) {
+        int n = snprintf(url, sizeof url, "http://%s", listen);
+        o->url = n > 0 && (size_t)n < sizeof url ? url : listen;
+    }
     o->redis = getenv("MARKET_REDIS");
-    if (!o->redis || !*o->redis) o->redis = "redis://127.0.0.1:6379/0";
+    if (o->redis && *o->redis) return;
+    o->redis = "redis://127.0.0.1:6380/0";
+    if (rport && *rport) {
+        int n = snprintf(redis, sizeof redis, "redis://127.0.0.1:%s/0", rport);
+        o->redis = n > 0 && (size_t)n < sizeof redis ? redis : rport;
+    }
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o) {
+    *o = (struct opts){.seed = 1, .timeout_ms = 10000};
+    default_targets(o);
     o->auth_secret = getenv("MARKET_AUTH_SECRET");
     static const struct option longopts[] = {{"url", required_argument, NULL, 'u'},
                                              {"redis", required_argument, NULL, 'r'},
@@ -339,6 +372,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                                              {"duration", required_argument, NULL, 'd'},
                                              {"requests", required_argument, NULL, 'n'},
                                              {"mix", required_argument, NULL, 'm'},
+                                             {"players", required_argument, NULL, 'p'},
                                              {"seed", required_argument, NULL, 's'},
                                              {"auth-secret", required_argument, NULL, 'a'},
                                              {"json", required_argument, NULL, 'j'},
@@ -355,6 +389,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
         case 'u': o->url = optarg; break;
         case 'r': o->redis = optarg; break;
         case 'j': o->json = optarg; break;
+        case 'p': o->players = optarg; break;
         case 'a': o->auth_secret = optarg; break;
         case 'q': o->quiet = 1; break;
         case 'b':
@@ -512,6 +547,11 @@ fail:
     return NULL;
 }
 
+/* Whether the run may use player id (--players). */
+static int player_chosen(const struct load *L, const char *id) {
+    return !L->o.players || fnmatch(L->o.players, id, 0) == 0;
+}
+
 static int add_player(struct load *L, size_t *cap, const char *id, size_t len) {
     if (L->n_players == *cap) {
         size_t ncap = *cap ? *cap * 2 : 1024;
@@ -551,7 +591,8 @@ static int load_players(struct load *L, redisContext *r, char *why, size_t whyle
             char id[MARKET_ID_MAX + 1];
             memcpy(id, k->str + 6, k->len - 6);
             id[k->len - 6] = '\0';
-            if (market_id_valid(id) && add_player(L, &cap, id, k->len - 6) < 0) {
+            if (market_id_valid(id) && player_chosen(L, id) &&
+                add_player(L, &cap, id, k->len - 6) < 0) {
                 freeReplyObject(rep);
                 snprintf(why, whylen, "out of memory");
                 return -1;
@@ -665,7 +706,8 @@ static int add_item(struct load *L, size_t *cap, const market_listing *l) {
     return 0;
 }
 
-/* Reads every listing (market_listings, in chunks) into L->items. */
+/* Reads every listing (market_listings, in chunks) into L->items; with
+ * --players, only the listings of the players chosen. */
 static int load_items(struct load *L, market_conn *mc, char *why, size_t whylen) {
     size_t cap = 0, offset = 0;
     for (;;) {
@@ -677,7 +719,7 @@ static int load_items(struct load *L, market_conn *mc, char *why, size_t whylen)
             return -1;
         }
         for (size_t i = 0; i < n; i++)
-            if (add_item(L, &cap, &l[i]) < 0) {
+            if (player_chosen(L, l[i].seller) && add_item(L, &cap, &l[i]) < 0) {
                 free(l);
                 snprintf(why, whylen, "out of memory");
                 return -1;
@@ -1303,7 +1345,9 @@ static int audit_settled(struct load *L, market_conn *mc, market_audit_report *o
 
 struct verdict {
     int funds, negative, one_place, total, purchases, ok;
-    long long left; /* items that left the market */
+    long long left;            /* items that left the market */
+    unsigned long long errors; /* answers other than 200, 402, 404; transport errors */
+    const char *failed;        /* why the run failed (exit 4), or NULL */
 };
 
 static struct verdict judge(const struct load *L, const market_audit_report *b,
@@ -1318,13 +1362,32 @@ static struct verdict judge(const struct load *L, const market_audit_report *b,
     /* A request without an answer may have bought: it widens the window. */
     v.purchases = v.left >= ok && v.left - ok <= (long long)L->k.transport;
     v.ok = v.funds && v.negative && v.one_place && v.total && v.purchases;
+    /* 402 and 404 are the market saying no; anything else means the run did
+     * not measure purchases: a missing secret (401), a server in trouble. */
+    const struct counts *k = &L->k;
+    v.errors = k->requests - k->by_code[200] - k->by_code[402] - k->by_code[404];
+    v.failed = NULL;
+    if (ok == 0)
+        v.failed = "no purchase succeeded";
+    else if (v.errors > k->requests / 2)
+        v.failed = "most answers were errors";
     return v;
+}
+
+/* The exit status the verdict calls for: 3 an invariant broke, 4 the run failed. */
+static int verdict_exit(const struct verdict *v) {
+    return !v->ok ? 3 : v->failed ? 4 : 0;
+}
+
+/* The statuses the report names; every other one counts as "other". */
+static int status_named(int s) {
+    return s == 200 || s == 401 || s == 402 || s == 403 || s == 404 || s == 409 || s == 503;
 }
 
 static unsigned long long other_codes(const struct counts *k) {
     unsigned long long n = k->other;
     for (int s = 100; s < 600; s++)
-        if (s != 200 && s != 402 && s != 404 && s != 409 && s != 503) n += k->by_code[s];
+        if (!status_named(s)) n += k->by_code[s];
     return n;
 }
 
@@ -1340,10 +1403,24 @@ static void print_report(const struct load *L, const market_audit_report *b,
            L->stop_reason ? L->stop_reason : "-");
     printf("  requests      %llu (%.1f/s), %llu reconnects, %llu connect errors\n", k->requests,
            el > 0 ? (double)k->requests / el : 0.0, k->reconnects, k->connect_errors);
-    printf("  outcomes      200: %llu  402: %llu  404: %llu  409: %llu  503: %llu  other: %llu  "
-           "transport errors: %llu\n",
-           ok, k->by_code[402], k->by_code[404], k->by_code[409], k->by_code[503], other_codes(k),
-           k->transport);
+    printf("  outcomes      200: %llu  401: %llu  402: %llu  403: %llu  404: %llu  409: %llu  "
+           "503: %llu  other: %llu  transport errors: %llu\n",
+           ok, k->by_code[401], k->by_code[402], k->by_code[403], k->by_code[404], k->by_code[409],
+           k->by_code[503], other_codes(k), k->transport);
+    if (k->by_code[401])
+        printf("  401           %llu unauthorized: %s\n", k->by_code[401],
+               L->o.auth_secret ? "the server's secret is not the one given (--auth-secret or "
+                                  "MARKET_AUTH_SECRET)"
+                                : "the server wants each buyer's token: give --auth-secret S "
+                                  "(or MARKET_AUTH_SECRET), the server's secret");
+    if (k->by_code[403])
+        printf("  403           %llu forbidden: a token of another player than the buyer\n",
+               k->by_code[403]);
+    if (k->by_code[402] > ok)
+        printf("  402           more refusals for want of funds than purchases: the buyers ran "
+               "out, so "
+               "the run measures their funds, not the service (seed more: market-seed --generate "
+               "...,funds=F)\n");
     if (k->transport && L->last_error[0]) printf("  last error    %s\n", L->last_error);
     if (L->settle_ms)
         printf("  settle        waited %.1f s for the store to stop changing before the audit\n",
@@ -1373,6 +1450,13 @@ static void print_report(const struct load *L, const market_audit_report *b,
     printf("    %s %llu purchases answered 200, %lld items left the market%s\n",
            v->purchases ? "ok " : "BAD", ok, v->left,
            k->transport ? " (unanswered requests may account for the difference)" : "");
+    if (!v->ok)
+        printf("  result        FAILED: an invariant broke (exit 3)\n");
+    else if (v->failed)
+        printf("  result        FAILED: %s, %llu of %llu requests were errors (exit 4)\n",
+               v->failed, v->errors, k->requests);
+    else
+        printf("  result        OK, %llu of %llu requests were errors\n", v->errors, k->requests);
 }
 
 static void json_str(FILE *f, const char *s) {
@@ -1433,9 +1517,14 @@ static int write_json(const struct load *L, const char *path, const market_audit
     json_str(f, L->o.redis);
     fprintf(f,
             ", \"buyers\": %zu, \"duration_s\": %.3f, \"requests\": %llu, \"mix\": \"%s\", "
-            "\"seed\": %" PRIu64 ", \"timeout_ms\": %u, \"tokens\": %s},\n",
+            "\"seed\": %" PRIu64 ", \"timeout_ms\": %u, \"tokens\": %s, \"players\": ",
             L->o.buyers, L->o.duration_s, L->o.requests, mix_names[L->o.mix], L->o.seed,
             L->o.timeout_ms, L->o.auth_secret ? "true" : "false");
+    if (L->o.players)
+        json_str(f, L->o.players);
+    else
+        fprintf(f, "null");
+    fprintf(f, "},\n");
     fprintf(f,
             "  \"setup\": {\"players\": %zu, \"listed\": %zu, \"contended_window\": %zu, "
             "\"contended_pool\": %zu},\n",
@@ -1451,10 +1540,11 @@ static int write_json(const struct load *L, const char *path, const market_audit
             (long long)L->settle_ms);
     json_str(f, L->last_error);
     fprintf(f,
-            "},\n  \"status\": {\"200\": %llu, \"402\": %llu, \"404\": %llu, \"409\": %llu, "
-            "\"503\": %llu, \"other\": %llu, \"transport_errors\": %llu, \"by_code\": {",
-            ok, k->by_code[402], k->by_code[404], k->by_code[409], k->by_code[503], other_codes(k),
-            k->transport);
+            "},\n  \"status\": {\"200\": %llu, \"401\": %llu, \"402\": %llu, \"403\": %llu, "
+            "\"404\": %llu, \"409\": %llu, \"503\": %llu, \"other\": %llu, "
+            "\"transport_errors\": %llu, \"errors\": %llu, \"by_code\": {",
+            ok, k->by_code[401], k->by_code[402], k->by_code[403], k->by_code[404], k->by_code[409],
+            k->by_code[503], other_codes(k), k->transport, v->errors);
     int first = 1;
     for (int s = 100; s < 600; s++)
         if (k->by_code[s]) {
@@ -1496,6 +1586,11 @@ static int write_json(const struct load *L, const char *path, const market_audit
     json_audit(f, b);
     fprintf(f, ",\n    \"after\": ");
     json_audit(f, a);
+    fprintf(f, "},\n  \"result\": {\"exit\": %d, \"failed\": ", verdict_exit(v));
+    if (v->failed)
+        json_str(f, v->failed);
+    else
+        fprintf(f, "null");
     fprintf(f, "}\n}\n");
     int bad = ferror(f);
     if (fclose(f) != 0) bad = 1;
@@ -1624,13 +1719,15 @@ int main(int argc, char **argv) {
         plan(&L, why, sizeof why) < 0 || loop_init(&L, why, sizeof why) < 0)
         goto fail;
     if (L.n_items == 0 || L.n_players < 2) {
-        snprintf(why, sizeof why, "nothing to buy: %zu listed items, %zu players in %s", L.n_items,
-                 L.n_players, L.o.redis);
+        snprintf(why, sizeof why, "nothing to buy: %zu listed items, %zu players in %s%s%s",
+                 L.n_items, L.n_players, L.o.redis, L.o.players ? " matching " : "",
+                 L.o.players ? L.o.players : "");
         goto fail;
     }
     if (!L.o.quiet)
-        fprintf(stderr, "market-load: %zu listed items, %zu players; %s mix, %zu buyers\n",
-                L.n_items, L.n_players, mix_names[L.o.mix], L.o.buyers);
+        fprintf(stderr, "market-load: %zu listed items, %zu players%s%s; %s mix, %zu buyers\n",
+                L.n_items, L.n_players, L.o.players ? " matching " : "",
+                L.o.players ? L.o.players : "", mix_names[L.o.mix], L.o.buyers);
     if (cmdstats_read(r, cb, why, sizeof why) < 0) goto fail;
 
     int ran = run(&L);
@@ -1653,7 +1750,7 @@ int main(int argc, char **argv) {
                  L.last_error[0] ? L.last_error : "no answer");
         goto fail;
     }
-    status = v.ok ? 0 : 3;
+    status = verdict_exit(&v);
     goto out;
 oom:
     snprintf(why, sizeof why, "out of memory");

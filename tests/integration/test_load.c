@@ -3,9 +3,9 @@
  * Every test seeds a generated world, starts the HTTP server in-process on
  * port 0 with one purchase strategy, runs the load tool binary
  * ($MARKET_LOAD_BIN, default bin/market-load) with --json, and reads the
- * report back: the tool must exit 0, the invariants must hold (the tool
- * audits the store before and after), and only the expected statuses may
- * appear. The contended world gives every buyer funds for a few of the
+ * report back: the tool must exit 0 (4 when every answer is a 401), the
+ * invariants must hold (the tool audits the store before and after), and only
+ * the expected statuses may appear. The contended world gives every buyer funds for a few of the
  * cheapest items only, so both 402 and 404 must show up. Each strategy runs
  * the same tests (the strategy name is the test's initial state).
  */
@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hiredis.h>
 #include <jansson.h>
 
 #include "tests/helpers/cmocka_all.h"
@@ -34,12 +35,51 @@ static th_redis redis;
 struct fx {
     const char *strategy; /* borrowed from the test table */
     const char *secret;   /* the server's auth secret; NULL: --no-auth */
+    const char *players;  /* the tool's --players GLOB; NULL: none */
     server *srv;
     int port;
     char json[64]; /* the tool's report, a mkstemp file */
+    char text[64]; /* the tool's stdout (the text report), a mkstemp file */
 };
 
 /* ---- helpers ---- */
+
+/* Adds two players of the demo's kind (A lists an axe B can pay for) to
+ * the store, deleting nothing else. */
+static void seed_two_demo_players(void) {
+    market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
+    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
+    int err = 0;
+    lock_client *l = lock_local_new(&err);
+    assert_non_null(l);
+    market *m = market_new(&cfg, l, &err);
+    assert_non_null(m);
+    market_conn *c = market_conn_new(m, &err);
+    assert_non_null(c);
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    assert_int_equal(market_world_add_player(w, "A", "Alice", 100), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "B", "Bob", 800), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "A", "axe", 500), MARKET_OK);
+    assert_int_equal(market_world_store(c, w, 0), MARKET_OK);
+    market_world_free(w);
+    market_conn_free(c);
+    market_free(m);
+    lock_free(l);
+}
+
+/* The reply of one Redis command as a string ("" for nil), in out. */
+static void redis_get(char *out, size_t outlen, const char *cmd, const char *key,
+                      const char *field) {
+    redisContext *r = redisConnect("127.0.0.1", redis.port);
+    assert_true(r && !r->err);
+    redisReply *rep = redisCommand(r, "%s %s %s", cmd, key, field);
+    assert_non_null(rep);
+    assert_true(rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_NIL);
+    snprintf(out, outlen, "%s", rep->type == REDIS_REPLY_STRING ? rep->str : "");
+    freeReplyObject(rep);
+    redisFree(r);
+}
 
 /* Replaces the store with a generated world. */
 static void seed_world(size_t players, size_t items, int64_t funds, int64_t lo, int64_t hi) {
@@ -84,9 +124,10 @@ static void start_server(struct fx *f) {
     assert_true(f->port > 0);
 }
 
-/* Runs the tool with argv (NULL-terminated, without the program name) and
- * returns its exit status, or 128 + signal; kills it after TOOL_TIMEOUT_S. */
-static int run_tool(const char *const *args) {
+/* Runs the tool with argv (NULL-terminated, without the program name), its
+ * stdout into the file out (NULL: inherited), and returns its exit status, or
+ * 128 + signal; kills it after TOOL_TIMEOUT_S. */
+static int run_tool_to(const char *const *args, const char *out) {
     const char *bin = getenv("MARKET_LOAD_BIN");
     if (!bin || !*bin) bin = "bin/market-load";
     const char *argv[32];
@@ -98,6 +139,10 @@ static int run_tool(const char *const *args) {
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
+        if (out && !freopen(out, "w", stdout)) {
+            fprintf(stderr, "cannot write %s: %s\n", out, strerror(errno));
+            _exit(127);
+        }
         execv(bin, (char *const *)argv);
         fprintf(stderr, "cannot run %s: %s\n", bin, strerror(errno));
         _exit(127);
@@ -119,23 +164,51 @@ static int run_tool(const char *const *args) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+static int run_tool(const char *const *args) {
+    return run_tool_to(args, NULL);
+}
+
+/* The whole of a small text file, NUL-terminated (caller frees). */
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char *buf = calloc(1, 65536);
+    assert_non_null(buf);
+    size_t n = fread(buf, 1, 65535, f);
+    assert_false(ferror(f));
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
 /* Runs the tool against the fixture's server, sending tokens made with
- * secret (NULL: none); returns its report (new reference; caller decrefs). */
+ * secret (NULL: none), and checks that it exits want; returns its JSON
+ * report (new reference; caller decrefs). The text report is in f->text. */
 static json_t *load_as(struct fx *f, const char *secret, const char *mix, const char *buyers,
-                       const char *requests) {
+                       const char *requests, int want) {
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", f->port);
     const char *args[] = {"--url",  url,        "--redis", redis.url,      "--mix",
                           mix,      "--buyers", buyers,    "--requests",   requests,
                           "--json", f->json,    "--quiet", "--timeout-ms", "60000",
-                          NULL,     NULL,       NULL};
+                          NULL,     NULL,       NULL,      NULL,           NULL};
+    size_t n = 15;
     if (secret) {
-        args[15] = "--auth-secret";
-        args[16] = secret;
+        args[n++] = "--auth-secret";
+        args[n++] = secret;
     }
-    int rc = run_tool(args);
-    if (rc != 0) fprintf(stderr, "market-load (%s, %s mix) exited %d\n", f->strategy, mix, rc);
-    assert_int_equal(rc, 0);
+    if (f->players) {
+        args[n++] = "--players";
+        args[n++] = f->players;
+    }
+    int rc = run_tool_to(args, f->text);
+    if (rc != want) {
+        char *text = slurp(f->text);
+        fprintf(stderr, "market-load (%s, %s mix) exited %d, not %d:\n%s", f->strategy, mix, rc,
+                want, text);
+        free(text);
+    }
+    assert_int_equal(rc, want);
     json_error_t e;
     json_t *j = json_load_file(f->json, 0, &e);
     if (!j) fprintf(stderr, "%s: %s\n", f->json, e.text);
@@ -144,7 +217,7 @@ static json_t *load_as(struct fx *f, const char *secret, const char *mix, const 
 }
 
 static json_t *load(struct fx *f, const char *mix, const char *buyers, const char *requests) {
-    return load_as(f, NULL, mix, buyers, requests);
+    return load_as(f, NULL, mix, buyers, requests, 0);
 }
 
 static long long num(json_t *j, const char *obj, const char *key) {
@@ -176,8 +249,15 @@ static int fx_setup(void **state) {
     if (!f) return -1;
     f->strategy = *state;
     snprintf(f->json, sizeof f->json, "/tmp/gm-load-XXXXXX");
+    snprintf(f->text, sizeof f->text, "/tmp/gm-load-XXXXXX");
     int fd = mkstemp(f->json);
     if (fd < 0) {
+        free(f);
+        return -1;
+    }
+    close(fd);
+    if ((fd = mkstemp(f->text)) < 0) {
+        unlink(f->json);
         free(f);
         return -1;
     }
@@ -190,6 +270,7 @@ static int fx_teardown(void **state) {
     struct fx *f = *state;
     server_stop(f->srv);
     unlink(f->json);
+    unlink(f->text);
     free(f);
     return 0;
 }
@@ -234,24 +315,77 @@ static void test_load_distinct_all_200(void **state) {
 
 /* Against a server that checks tokens, the tool sends each buyer's own:
  * with the server's secret every purchase is a 200; with another secret
- * every one is a 401 and nothing moves. */
+ * every one is a 401, nothing moves, and the run fails (exit 4). */
 static void test_load_sends_buyer_tokens(void **state) {
     struct fx *f = *state;
     f->secret = "load-test-secret";
     seed_world(50, 400, 1000000, 1, 1000);
     start_server(f);
-    json_t *j = load_as(f, "some-other-secret", "distinct", "4", "100");
+    json_t *j = load_as(f, "some-other-secret", "distinct", "4", "100", 4);
     assert_invariants(j);
     assert_int_equal(num(j, "status", "200"), 0);
+    assert_int_equal(num(j, "status", "401"), 100);
     json_t *by = json_object_get(json_object_get(j, "status"), "by_code");
     assert_int_equal(json_integer_value(json_object_get(by, "401")), 100);
     assert_int_equal(num(j, "invariants", "items_left_market"), 0);
     json_decref(j);
-    j = load_as(f, f->secret, "distinct", "4", "100");
+    j = load_as(f, f->secret, "distinct", "4", "100", 0);
     assert_invariants(j);
     assert_int_equal(num(j, "status", "200"), 100);
     assert_int_equal(num(j, "invariants", "items_left_market"), 100);
     json_decref(j);
+}
+
+/* Without a secret against a server that wants tokens, every answer is a
+ * 401: the run fails (exit 4, not 0), and both reports say 401 rather than
+ * "other", the text one with what to do about it. */
+static void test_load_without_secret_exits_4_names_401(void **state) {
+    struct fx *f = *state;
+    f->secret = "load-test-secret";
+    seed_world(50, 400, 1000000, 1, 1000);
+    start_server(f);
+    json_t *j = load_as(f, NULL, "distinct", "4", "200", 4);
+    assert_invariants(j);
+    assert_int_equal(num(j, "status", "200"), 0);
+    assert_int_equal(num(j, "status", "401"), 200);
+    assert_int_equal(num(j, "status", "other"), 0);
+    assert_int_equal(num(j, "status", "errors"), 200);
+    assert_int_equal(num(j, "result", "exit"), 4);
+    assert_true(json_is_string(json_object_get(json_object_get(j, "result"), "failed")));
+    assert_false(json_is_true(json_object_get(json_object_get(j, "config"), "tokens")));
+    json_decref(j);
+    char *text = slurp(f->text);
+    assert_non_null(strstr(text, " 401: 200 "));
+    assert_non_null(strstr(text, "other: 0 "));
+    assert_non_null(strstr(text, "--auth-secret"));
+    assert_non_null(strstr(text, "FAILED: no purchase succeeded"));
+    assert_non_null(strstr(text, "(exit 4)"));
+    free(text);
+}
+
+/* With --players, the run buys only as the players chosen and only what
+ * they list: the demo's players and the axe are left as they were. */
+static void test_load_players_leaves_others_alone(void **state) {
+    struct fx *f = *state;
+    seed_world(50, 400, 1000000, 1, 1000);
+    seed_two_demo_players();
+    start_server(f);
+    f->players = "p[0-9]*";
+    json_t *j = load_as(f, NULL, "distinct", "8", "300", 0);
+    assert_invariants(j);
+    assert_int_equal(num(j, "status", "200"), 300);
+    assert_int_equal(num(j, "setup", "players"), 50);
+    assert_int_equal(num(j, "setup", "listed"), 400);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "config"), "players")),
+                        "p[0-9]*");
+    json_decref(j);
+    char v[64];
+    redis_get(v, sizeof v, "ZSCORE", "market:", "axe.A");
+    assert_string_equal(v, "500");
+    redis_get(v, sizeof v, "HGET", "users:A", "funds");
+    assert_string_equal(v, "100");
+    redis_get(v, sizeof v, "HGET", "users:B", "funds");
+    assert_string_equal(v, "800");
 }
 
 /* A server that is not there is a prompt setup failure, not a hang. */
@@ -277,6 +411,11 @@ static void test_load_bad_flags_exit_2(void **state) {
 static int group_setup(void **state) {
     (void)state;
     signal(SIGPIPE, SIG_IGN);
+    /* The tool reads these as defaults; every test says what it wants. */
+    unsetenv("MARKET_AUTH_SECRET");
+    unsetenv("MARKET_LISTEN");
+    unsetenv("MARKET_REDIS");
+    unsetenv("MARKET_REDIS_PORT");
     return th_redis_start(&redis);
 }
 
@@ -302,6 +441,10 @@ int main(void) {
         PER_STRATEGY("optimistic"),
         {"test_load_sends_buyer_tokens", test_load_sends_buyer_tokens, fx_setup, fx_teardown,
          (void *)"market"},
+        {"test_load_players_leaves_others_alone", test_load_players_leaves_others_alone, fx_setup,
+         fx_teardown, (void *)"market"},
+        {"test_load_without_secret_exits_4_names_401", test_load_without_secret_exits_4_names_401,
+         fx_setup, fx_teardown, (void *)"market"},
         cmocka_unit_test(test_load_server_down_exits_1),
         cmocka_unit_test(test_load_bad_flags_exit_2),
     };
