@@ -66,8 +66,10 @@ int lock_release(lock_client *c, const lock_handle *h) {
 
 /* Resets the lease h describes to ttl_ms from now and updates h->valid_until_ms, if h's token
  * still holds an unexpired lease. Fails with LOCK_ERR_INVALID (NULL c/h, malformed handle,
- * ttl_ms == 0), LOCK_ERR_UNSUPPORTED (the backend has no extend), LOCK_ERR_LEASE_LOST or
- * LOCK_ERR_BACKEND; h is unchanged on failure. */
+ * ttl_ms == 0), LOCK_ERR_UNSUPPORTED (the backend has no extend), LOCK_ERR_LEASE_LOST (the
+ * token no longer holds it, or the store applied the extension but the new lease ran out
+ * before the answer came back) or LOCK_ERR_BACKEND (the store did not answer); h is unchanged
+ * on failure. */
 int lock_extend(lock_client *c, lock_handle *h, uint32_t ttl_ms) {
     if (c == NULL || !lock__handle_ok(h) || ttl_ms == 0) return LOCK_ERR_INVALID;
     if (c->ops->extend == NULL) return LOCK_ERR_UNSUPPORTED;

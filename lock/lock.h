@@ -46,8 +46,10 @@
  *                      end of the budget). Never a hang.
  * LOCK_ERR_NOT_OWNER   release: the token does not hold the lease (expired, taken over,
  *                      released before, or forged). Nothing was freed.
- * LOCK_ERR_LEASE_LOST  extend or a watchdog: the lease is no longer this token's. Stop work
- *                      that relies on the lock and do not commit.
+ * LOCK_ERR_LEASE_LOST  extend or a watchdog: the lease is no longer this token's, or the
+ *                      store applied the extension but the new lease ran out before its answer
+ *                      came back (a round trip longer than a 1-2 ms lease): the lease lapsed,
+ *                      the store is fine. Stop work that relies on the lock and do not commit.
  */
 
 #define LOCK_ERRNO_MAP(X)                                                                          \

@@ -98,6 +98,7 @@ int64_t lock__redlock_validity_ms(uint32_t ttl_ms, int64_t started_ms, int64_t n
                                   int64_t drift_ms);
 int lock__redlock_node_timeout_ms(uint32_t ttl_ms, int timeout_ms);
 int lock__redlock_verdict(size_t n, size_t granted, size_t failed, int64_t validity_ms);
+int lock__redlock_owner_verdict(size_t n, size_t yes, size_t failed, int64_t validity_ms);
 
 /* ---- one Redis server (lock_node.c) ---- */
 

@@ -12,7 +12,10 @@
  * RESETSTAT), never by timing: threads of one client queue in-process, and a
  * waiter in another client sleeps on pub/sub or the PTTL instead of retrying.
  * Holders in child processes (lock_child_start) are stopped and killed to
- * show what a paused or dead holder does to its lease.
+ * show what a paused or dead holder does to its lease. Answers that arrive
+ * after the lease they grant ran out are made by stopping the server with our
+ * command already in its socket (seen in /proc/net/tcp) for longer than the
+ * lease, so the elapsed time is certain, not a race.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -376,6 +379,134 @@ static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0) {
     }
+}
+
+/* Returns 1 once some connection of the server on port has bytes the server has not read yet
+ * (/proc/net/tcp: rx_queue of an established socket whose local port is the server's), 0 when
+ * none shows up within timeout_ms. With the server stopped, that is a command of ours sitting
+ * in its socket: the operation is in flight, its clock started. */
+static int server_has_unread(int port, int timeout_ms) {
+    for (int64_t end = lock_now_ms() + timeout_ms; lock_now_ms() < end; sleep_ms(1)) {
+        FILE *f = fopen("/proc/net/tcp", "r");
+        if (f == NULL) return 0;
+        char line[512];
+        int found = 0;
+        while (!found && fgets(line, sizeof line, f) != NULL) {
+            unsigned lport, state;
+            unsigned long tx, rx;
+            if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %lx:%lx", &lport, &state, &tx, &rx) == 4 &&
+                (int)lport == port && state == 1 && rx > 0)
+                found = 1;
+        }
+        fclose(f);
+        if (found) return 1;
+    }
+    return 0;
+}
+
+struct bg_extend {
+    lock_client *c;
+    lock_handle *h;
+    uint32_t ttl_ms;
+    int rc;
+};
+
+static void *bg_extend_main(void *arg) {
+    struct bg_extend *b = arg;
+    b->rc = lock_extend(b->c, b->h, b->ttl_ms);
+    return NULL;
+}
+
+/* ---- answers that come back after the lease ran out ---- */
+
+/* The server is paused (SIGSTOP) while an extend to 2 ms is in flight, for far longer than
+ * those 2 ms: Redis applies the extension when it wakes up and answers yes, but the new lease
+ * ran out before the answer came back. That is a lapsed lease (LEASE_LOST), not a store
+ * failure: the server answered, and is healthy. */
+static void test_lock_redis_extend_answered_after_new_ttl_lease_lost(void **state) {
+    lock_client *c = *state;
+    lock_handle h;
+    assert_int_equal(lock_acquire(c, "redis:late:extend", 60000, 0, &h), LOCK_OK);
+    lock_handle before = h;
+    th_redis_signal(&g_redis, SIGSTOP);
+    struct bg_extend bg = {.c = c, .h = &h, .ttl_ms = 2, .rc = -100};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, bg_extend_main, &bg), 0);
+    int in_flight = server_has_unread(g_redis.port, 5000);
+    sleep_ms(50); /* 25 x the new lease, with the extend's clock running */
+    th_redis_signal(&g_redis, SIGCONT);
+    pthread_join(th, NULL);
+    assert_true(in_flight);
+    assert_int_equal(bg.rc, LOCK_ERR_LEASE_LOST);
+    assert_memory_equal(&h, &before, sizeof h); /* a failed extend leaves the handle alone */
+
+    /* Redis did apply it (the 60 s lease is gone 2 ms after the wake-up) and works; the lost
+     * lease does not hold up the client's own threads (its queue entry was freed) */
+    sleep_ms(20);
+    redisContext *raw = raw_connect(g_redis.port);
+    assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", "redis:late:extend", NULL}), 0);
+    redisFree(raw);
+    lock_handle h2;
+    assert_int_equal(lock_acquire(c, "redis:late:extend", 60000, 0, &h2), LOCK_OK);
+    assert_true(h2.fence > h.fence);
+    assert_int_equal(lock_extend(c, &h2, 60000), LOCK_OK);
+    assert_int_equal(lock_release(c, &h2), LOCK_OK);
+    assert_int_equal(lock_release(c, &h), LOCK_ERR_NOT_OWNER);
+}
+
+struct bg_acquire_ttl {
+    lock_client *c;
+    const char *key;
+    uint32_t ttl_ms, wait_ms;
+    lock_handle h;
+    int rc;
+};
+
+static void *bg_acquire_ttl_main(void *arg) {
+    struct bg_acquire_ttl *b = arg;
+    b->rc = lock_acquire(b->c, b->key, b->ttl_ms, b->wait_ms, &b->h);
+    return NULL;
+}
+
+/* Runs lock_acquire(key, ttl_ms, wait_ms) on a thread while the server is paused for pause_ms
+ * from the moment the acquire's command reaches it; returns the thread's result. */
+static void acquire_through_pause(lock_client *c, struct bg_acquire_ttl *bg, int pause_ms) {
+    bg->c = c;
+    bg->rc = -100;
+    th_redis_signal(&g_redis, SIGSTOP);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, bg_acquire_ttl_main, bg), 0);
+    int in_flight = server_has_unread(g_redis.port, 5000);
+    sleep_ms(pause_ms);
+    th_redis_signal(&g_redis, SIGCONT);
+    pthread_join(th, NULL);
+    assert_true(in_flight);
+}
+
+/* The same for an acquire: Redis grants the key when it wakes up, but the 100 ms lease ran out
+ * during the 300 ms pause. The grant is given back at once (not left to expire), and the caller
+ * hears BUSY with a zero budget, or gets the key on the retry with a budget; never BACKEND. */
+static void test_lock_redis_acquire_answered_after_ttl_undone_busy_or_retried(void **state) {
+    lock_client *c = *state;
+    struct bg_acquire_ttl bg = {.key = "redis:late:acquire", .ttl_ms = 100, .wait_ms = 0};
+    acquire_through_pause(c, &bg, 300);
+    redisContext *raw = raw_connect(g_redis.port);
+    /* checked within the 100 ms the late grant would otherwise live */
+    long long left = raw_int(raw, (const char *const[]){"EXISTS", "redis:late:acquire", NULL});
+    assert_int_equal(bg.rc, LOCK_ERR_BUSY);
+    assert_int_equal(bg.h.token[0], '\0');
+    assert_int_equal(left, 0);
+
+    bg.wait_ms = 5000;
+    acquire_through_pause(c, &bg, 300);
+    assert_int_equal(bg.rc, LOCK_OK);
+    assert_true(bg.h.valid_until_ms > lock_now_ms());
+    redisReply *r = raw_cmd(raw, (const char *const[]){"GET", "redis:late:acquire", NULL});
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, bg.h.token);
+    freeReplyObject(r);
+    redisFree(raw);
+    assert_int_equal(lock_release(c, &bg.h), LOCK_OK);
 }
 
 /* A waiter in another client sleeps on pub/sub through a 600 ms hold: a handful of acquire
@@ -795,6 +926,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lock_redis_release_without_waiter_publishes_nothing),
         cmocka_unit_test(test_lock_redis_remote_waiter_woken_by_release_few_attempts),
         cmocka_unit_test(test_lock_redis_remote_waiter_woken_at_expiry_few_attempts),
+        cmocka_unit_test(test_lock_redis_extend_answered_after_new_ttl_lease_lost),
+        cmocka_unit_test(test_lock_redis_acquire_answered_after_ttl_undone_busy_or_retried),
         cmocka_unit_test(test_lock_redis_multi_one_held_elsewhere_nothing_written),
         cmocka_unit_test(test_lock_redis_multi_two_clients_opposite_orders),
         cmocka_unit_test(test_lock_redis_watchdog_other_client_never_gets_key),

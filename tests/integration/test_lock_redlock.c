@@ -191,6 +191,35 @@ static void test_lock_redlock_minority_foreign_lease_still_acquires(void **state
     assert_int_equal(raw_int(0, (const char *const[]){"EXISTS", "rl:stale", NULL}), 0);
 }
 
+/* Returns how many masters hold key. */
+static int masters_holding(const char *key) {
+    int n = 0;
+    for (int i = 0; i < MASTERS; i++)
+        n += (int)raw_int(i, (const char *const[]){"EXISTS", key, NULL});
+    return n;
+}
+
+/* A lease of 2 ms is no longer than the drift allowance (2/100 + 2 ms): it has no validity even
+ * when every master applies it at once. Extending to it is a lapsed lease (LEASE_LOST), not a
+ * store failure, and acquiring it is BUSY (the grants are given back); the masters are fine. */
+static void test_lock_redlock_extend_no_validity_left_lease_lost(void **state) {
+    lock_client *c = *state;
+    lock_handle h;
+    assert_int_equal(lock_acquire(c, "rl:novalid", 10000, 0, &h), LOCK_OK);
+    lock_handle before = h;
+    assert_int_equal(lock_extend(c, &h, 2), LOCK_ERR_LEASE_LOST);
+    assert_memory_equal(&h, &before, sizeof h);
+    sleep_ms(20);
+    assert_int_equal(masters_holding("rl:novalid"), 0); /* every master applied the 2 ms */
+
+    lock_handle h2;
+    assert_int_equal(lock_acquire(c, "rl:novalid", 2, 0, &h2), LOCK_ERR_BUSY);
+    assert_int_equal(masters_holding("rl:novalid"), 0);
+    assert_int_equal(lock_acquire(c, "rl:novalid", 10000, 0, &h2), LOCK_OK);
+    assert_true(h2.fence > h.fence);
+    assert_int_equal(lock_release(c, &h2), LOCK_OK);
+}
+
 static void test_lock_redlock_multi_two_clients_opposite_orders(void **state) {
     lock_client *b = redlock_client();
     lock_contract_multi_race(*state, b);
@@ -324,6 +353,28 @@ static void test_lock_redlock_one_master_hung_acquires_within_budget(void **stat
         assert_int_equal(raw_int(i, (const char *const[]){"EXISTS", "rl:f:hung", NULL}), 0);
 }
 
+/* An extend whose validity is gone (2 ms: see test_lock_redlock_extend_no_validity_left_*)
+ * with a master hung: the two others are a majority that answered, so the lease lapsed
+ * (LEASE_LOST). With two masters hung no majority can answer: that is the store (BACKEND). */
+static void test_lock_redlock_extend_no_validity_lease_lost_unless_majority_silent(void **state) {
+    lock_client *c = *state;
+    lock_handle h, h2;
+    assert_int_equal(lock_acquire(c, "rl:f:late", 10000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_acquire(c, "rl:f:late2", 10000, 0, &h2), LOCK_OK);
+    th_redis_signal(&g_m[1], SIGSTOP);
+    int rc1 = lock_extend(c, &h, 2);
+    th_redis_signal(&g_m[2], SIGSTOP);
+    int rc2 = lock_extend(c, &h2, 2);
+    th_redis_signal(&g_m[1], SIGCONT);
+    th_redis_signal(&g_m[2], SIGCONT);
+    assert_int_equal(rc1, LOCK_ERR_LEASE_LOST);
+    assert_int_equal(rc2, LOCK_ERR_BACKEND);
+    (void)lock_release(c, &h2);
+    lock_handle h3;
+    assert_int_equal(lock_acquire(c, "rl:f:late", 10000, 5000, &h3), LOCK_OK);
+    assert_int_equal(lock_release(c, &h3), LOCK_OK);
+}
+
 /* Fences keep growing when the majority changes: the master that was ahead is gone, the two
  * others were raised to its counter. */
 static void test_lock_redlock_master_lost_fence_still_grows(void **state) {
@@ -391,6 +442,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lock_redlock_acquire_key_on_every_master),
         cmocka_unit_test(test_lock_redlock_fence_max_over_majority_and_raised),
         cmocka_unit_test(test_lock_redlock_minority_foreign_lease_still_acquires),
+        cmocka_unit_test(test_lock_redlock_extend_no_validity_left_lease_lost),
         cmocka_unit_test(test_lock_redlock_multi_two_clients_opposite_orders),
         cmocka_unit_test(test_lock_redlock_watchdog_other_client_never_gets_key),
         cmocka_unit_test(test_lock_redlock_watchdog_max_hold_other_client_gets_key),
@@ -400,6 +452,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest faults[] = {
         cmocka_unit_test(test_lock_redlock_one_master_killed_still_acquires),
         cmocka_unit_test(test_lock_redlock_one_master_hung_acquires_within_budget),
+        cmocka_unit_test(test_lock_redlock_extend_no_validity_lease_lost_unless_majority_silent),
         cmocka_unit_test(test_lock_redlock_master_lost_fence_still_grows),
         cmocka_unit_test(test_lock_redlock_majority_killed_backend_within_budget),
         cmocka_unit_test(test_lock_redlock_masters_back_works_again),
