@@ -23,8 +23,10 @@
  *
  * Waiting: the Redis backends queue the threads of one client that want the
  * same key in-process, so only one of them talks to Redis at a time, and the
- * contending thread sleeps on a pub/sub notice of the release (or the lease's
- * expiry) instead of retrying SET NX on a timer.
+ * contending thread sleeps until a pub/sub notice of the release, the lease's
+ * expiry, or its next poll (2 ms, doubling up to 50 ms): a holder that frees
+ * the key without publishing (another lock library, a plain DEL) is noticed
+ * within one poll interval, not at the end of its TTL.
  *
  * Every lock_client is safe to share between threads; a lock_handle is plain
  * data owned by the caller and is not (see the watchdog section).

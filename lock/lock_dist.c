@@ -45,10 +45,17 @@
  * one thread per key contends here. After its first busy round it subscribes
  * to "<key>:released" on every node (lock__sub_begin), tries once more (a
  * release between the two is not missed), then sleeps until a release is
- * published, the busy key's PTTL runs out (the script answers it), or
- * LOCK_WAIT_RECHECK_MS pass, whichever is first; no retry timer hammers
- * Redis. Without a subscription (say, an ACL user without channel rights) it
- * falls back to the capped, jittered backoff, still cut at the PTTL.
+ * published, the busy key's PTTL runs out (the script answers it), or the
+ * next poll is due, whichever is first. The notice is an optimisation: only
+ * holders that use this library publish (node-redlock, a plain SET NX PX
+ * client, a DEL by hand do not), so the waiter also polls, on a schedule that
+ * starts at LOCK_WAIT_POLL_FIRST_MS and doubles up to LOCK_WAIT_POLL_CAP_MS
+ * (lock__wait_poll_ms): a silent release is seen within one step, never as
+ * late as the holder's TTL, and a long wait costs about one attempt per cap
+ * interval. Without a subscription (say, an ACL user without channel rights)
+ * the same schedule is all there is. Rounds that fail for store trouble
+ * (BACKEND with some node answering) back off on the capped, jittered
+ * backoff instead.
  */
 #include "lock/lock.h"
 
@@ -286,6 +293,7 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
         return rc;
     }
     int subscribed = -1; /* -1: not tried; 0: failed or lost; 1: listening */
+    unsigned poll = 0;   /* busy naps so far: the poll schedule's step */
     for (unsigned attempt = 0;; attempt++) {
         size_t failed = 0;
         int64_t pttl = -1;
@@ -299,17 +307,18 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
                 lock__sub_begin(&w->sub, d->node, d->n, w->chp, nk, node_timeout(d, ttl_ms)) > 0;
             continue; /* once more now: a release before the subscription is not missed */
         }
+        /* Busy: poll on a short, doubling, capped interval (a holder that releases without
+         * publishing is seen within one step), cut at the lease's end; a release notice
+         * ends the nap early. Store trouble: the capped, jittered backoff. */
+        int64_t nap = rc == LOCK_ERR_BUSY ? lock__wait_poll_ms(poll++, &rng)
+                                          : lock__backoff_ms(attempt, &rng);
+        if (rc == LOCK_ERR_BUSY && pttl >= 0 && nap > pttl + 1) nap = pttl + 1;
+        if (nap > deadline - now) nap = deadline - now;
         if (rc == LOCK_ERR_BUSY && subscribed > 0) {
-            int64_t nap = pttl >= 0 ? pttl + lock__backoff_ms(2, &rng) : LOCK_WAIT_RECHECK_MS;
-            if (nap > LOCK_WAIT_RECHECK_MS) nap = LOCK_WAIT_RECHECK_MS;
-            int64_t until = now + nap < deadline ? now + nap : deadline;
-            if (lock__sub_wait(&w->sub, until) < 0) subscribed = 0;
+            if (lock__sub_wait(&w->sub, now + nap) < 0) subscribed = 0;
             continue;
         }
-        int64_t delay = lock__backoff_ms(attempt, &rng);
-        if (rc == LOCK_ERR_BUSY && pttl >= 0 && delay > pttl + 1) delay = pttl + 1;
-        if (delay > deadline - now) delay = deadline - now;
-        lock__sleep_ms((uint32_t)delay);
+        lock__sleep_ms((uint32_t)nap);
     }
     if (subscribed >= 0) lock__sub_end(&w->sub);
     if (rc == LOCK_OK)

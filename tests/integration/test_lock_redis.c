@@ -9,8 +9,11 @@
  * server with a password and ACL users.
  *
  * Waiting is checked by counting commands (INFO commandstats after CONFIG
- * RESETSTAT), never by timing: threads of one client queue in-process, and a
- * waiter in another client sleeps on pub/sub or the PTTL instead of retrying.
+ * RESETSTAT): threads of one client queue in-process, and a waiter in another
+ * client sleeps on pub/sub, the PTTL and a capped poll schedule, so its
+ * attempts are bounded by that schedule. The one time bound, a silent release
+ * (no PUBLISH) noticed before a 900 ms foreign lease ends, is a correctness
+ * bound with ~750 ms to spare; a waiter that did not poll fails it for sure.
  * Holders in child processes (lock_child_start) are stopped and killed to
  * show what a paused or dead holder does to its lease. Answers that arrive
  * after the lease they grant ran out are made by stopping the server with our
@@ -30,6 +33,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "lock/lock_impl.h" /* the poll schedule's constants */
 #include "tests/helpers/lock_contract.h"
 #include "tests/helpers/redis_proc.h"
 
@@ -367,12 +371,31 @@ struct bg_acquire {
     uint32_t wait_ms;
     lock_handle h;
     int rc;
+    int64_t took_ms; /* how long lock_acquire() ran */
 };
 
 static void *bg_acquire_main(void *arg) {
     struct bg_acquire *b = arg;
+    int64_t t0 = lock_now_ms();
     b->rc = lock_acquire(b->c, b->key, 10000, b->wait_ms, &b->h);
+    b->took_ms = lock_now_ms() - t0;
     return NULL;
+}
+
+/* Returns the most acquire attempts a waiter in another client can spend in a wait of wait_ms:
+ * its first try, the try once subscribed, the successful one, and the polls of the schedule
+ * (LOCK_WAIT_POLL_FIRST_MS doubling up to LOCK_WAIT_POLL_CAP_MS, each nap at least 3/4 of its
+ * step), plus one for a nap cut short at the lease's end. Pub/sub wakes the waiter early; it
+ * does not spare the polls before that. */
+static long long waiter_attempts_max(int64_t wait_ms) {
+    long long n = 3 + 1;
+    int64_t t = 0;
+    for (unsigned step = 0; t <= wait_ms; step++, n++) {
+        uint32_t d = step < 16 ? LOCK_WAIT_POLL_FIRST_MS << step : LOCK_WAIT_POLL_CAP_MS;
+        if (d > LOCK_WAIT_POLL_CAP_MS) d = LOCK_WAIT_POLL_CAP_MS;
+        t += d - d / 4 > 0 ? d - d / 4 : 1;
+    }
+    return n;
 }
 
 static void sleep_ms(int ms) {
@@ -509,8 +532,11 @@ static void test_lock_redis_acquire_answered_after_ttl_undone_busy_or_retried(vo
     assert_int_equal(lock_release(c, &bg.h), LOCK_OK);
 }
 
-/* A waiter in another client sleeps on pub/sub through a 600 ms hold: a handful of acquire
- * attempts (busy, busy once subscribed, success), not one per backoff step. */
+/* A waiter in another client through a 600 ms hold: it listens for the release notice and
+ * polls on the capped schedule meanwhile (a holder may release without publishing), so its
+ * attempts are bounded by the schedule, about one per LOCK_WAIT_POLL_CAP_MS once it is capped
+ * (20 here, measured; 3 when it relied on pub/sub alone; the old SET NX loop spent 23), and it
+ * is woken by exactly one PUBLISH. */
 static void test_lock_redis_remote_waiter_woken_by_release_few_attempts(void **state) {
     lock_client *a = *state;
     lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
@@ -525,11 +551,12 @@ static void test_lock_redis_remote_waiter_woken_by_release_few_attempts(void **s
     pthread_join(th, NULL);
     struct cmdstats st = stats_read();
     long long attempts = st.evalsha + st.eval - 1; /* minus a's release */
-    print_message("remote waiter through a 600 ms hold: %lld acquire attempts, %lld subscribe\n",
-                  attempts, st.subscribe);
+    print_message("remote waiter through a 600 ms hold: %lld acquire attempts in %lld ms (at most "
+                  "%lld), %lld subscribe\n",
+                  attempts, (long long)bg.took_ms, waiter_attempts_max(bg.took_ms), st.subscribe);
     assert_int_equal(bg.rc, LOCK_OK);
     assert_true(bg.h.fence > h.fence);
-    assert_true(attempts <= 4);
+    assert_true(attempts <= waiter_attempts_max(bg.took_ms));
     assert_int_equal(st.subscribe, 1);
     assert_int_equal(st.publish, 1); /* the waiter marked the key wanted: the release told it */
     assert_int_equal(lock_release(b, &bg.h), LOCK_OK);
@@ -551,7 +578,8 @@ static void test_lock_redis_release_without_waiter_publishes_nothing(void **stat
     assert_int_equal(st.evalsha + st.eval, 4);
 }
 
-/* A holder that never releases: the waiter sleeps until the PTTL the busy answer carried. */
+/* A holder that never releases: the waiter polls on the schedule until the lease's end (the
+ * last nap is cut at the PTTL the busy answer carried), then takes the key. */
 static void test_lock_redis_remote_waiter_woken_at_expiry_few_attempts(void **state) {
     lock_client *a = *state;
     lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
@@ -562,13 +590,68 @@ static void test_lock_redis_remote_waiter_woken_at_expiry_few_attempts(void **st
     bg_acquire_main(&bg);
     struct cmdstats st = stats_read();
     long long attempts = st.evalsha + st.eval;
-    print_message("remote waiter through a 600 ms lease that expires: %lld acquire attempts\n",
-                  attempts);
+    print_message("remote waiter through a 600 ms lease that expires: %lld acquire attempts in "
+                  "%lld ms (at most %lld)\n",
+                  attempts, (long long)bg.took_ms, waiter_attempts_max(bg.took_ms));
     assert_int_equal(bg.rc, LOCK_OK);
     assert_true(lock_now_ms() >= h.valid_until_ms);
-    assert_true(attempts <= 5);
+    assert_true(attempts <= waiter_attempts_max(bg.took_ms));
     assert_int_equal(lock_release(b, &bg.h), LOCK_OK);
     assert_int_equal(lock_release(a, &h), LOCK_ERR_NOT_OWNER);
+    lock_free(b);
+}
+
+/* Waits until someone is subscribed to channel (PUBSUB NUMSUB), or fails the test after 5 s. */
+static void wait_subscriber(redisContext *raw, const char *channel) {
+    for (int64_t end = lock_now_ms() + 5000;; sleep_ms(1)) {
+        redisReply *r = raw_cmd(raw, (const char *const[]){"PUBSUB", "NUMSUB", channel, NULL});
+        int subscribed = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                         r->element[1]->type == REDIS_REPLY_INTEGER && r->element[1]->integer > 0;
+        freeReplyObject(r);
+        if (subscribed) return;
+        assert_true(lock_now_ms() < end);
+    }
+}
+
+/* A foreign lease shorter than the 1 s recheck that used to be a waiter's longest nap: a waiter
+ * that relied on pub/sub and the PTTL alone provably slept until this lease ran out. */
+#define FOREIGN_TTL_MS 900
+#define FOREIGN_TTL_STR "900"
+
+/* A foreign holder (node-redlock, any plain SET NX PX client) releases with a plain DEL and
+ * publishes nothing. The waiter, subscribed in vain, keeps polling at a short, backing-off,
+ * capped interval, so it gets the key within a poll step of the DEL, long before the foreign
+ * lease would have run out (a waiter that relied on pub/sub and the PTTL slept until then). */
+static void test_lock_redis_foreign_holder_silent_release_waiter_polls(void **state) {
+    (void)state;
+    lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
+    redisContext *raw = raw_connect(g_redis.port);
+    int64_t set_at = lock_now_ms(); /* the foreign lease ends after set_at + FOREIGN_TTL_MS */
+    raw_ok(raw, (const char *const[]){"SET", "redis:foreign:silent", "their-token", "NX", "PX",
+                                      FOREIGN_TTL_STR, NULL});
+    stats_reset();
+    struct bg_acquire bg = {.c = b, .key = "redis:foreign:silent", .wait_ms = 5000};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, bg_acquire_main, &bg), 0);
+    wait_subscriber(raw, "redis:foreign:silent:released");
+    sleep_ms(100);
+    assert_int_equal(raw_int(raw, (const char *const[]){"DEL", "redis:foreign:silent", NULL}), 1);
+    pthread_join(th, NULL);
+    int64_t got_at = lock_now_ms();
+    struct cmdstats st = stats_read();
+    long long attempts = st.evalsha + st.eval;
+    print_message("foreign holder, silent release after ~100 ms: key taken %lld ms after the SET "
+                  "(foreign ttl %d), %lld acquire attempts in %lld ms (at most %lld)\n",
+                  (long long)(got_at - set_at), FOREIGN_TTL_MS, attempts, (long long)bg.took_ms,
+                  waiter_attempts_max(bg.took_ms));
+    assert_int_equal(bg.rc, LOCK_OK);
+    assert_true(got_at < set_at + FOREIGN_TTL_MS); /* before the foreign lease could end */
+    assert_int_equal(st.publish, 0);
+    assert_int_equal(st.subscribe, 1);
+    /* busy, busy once subscribed, the polls of ~100 ms (2, 4, 8, 16, 32, 50 ms), the success */
+    assert_true(attempts <= waiter_attempts_max(bg.took_ms));
+    assert_int_equal(lock_release(b, &bg.h), LOCK_OK);
+    redisFree(raw);
     lock_free(b);
 }
 
@@ -926,6 +1009,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lock_redis_release_without_waiter_publishes_nothing),
         cmocka_unit_test(test_lock_redis_remote_waiter_woken_by_release_few_attempts),
         cmocka_unit_test(test_lock_redis_remote_waiter_woken_at_expiry_few_attempts),
+        cmocka_unit_test(test_lock_redis_foreign_holder_silent_release_waiter_polls),
         cmocka_unit_test(test_lock_redis_extend_answered_after_new_ttl_lease_lost),
         cmocka_unit_test(test_lock_redis_acquire_answered_after_ttl_undone_busy_or_retried),
         cmocka_unit_test(test_lock_redis_multi_one_held_elsewhere_nothing_written),

@@ -4,13 +4,16 @@
  * (tests/helpers/redis_proc.h), runs tests/helpers/lock_contract.c against
  * lock_redlock_new() over them, then checks what only Redlock has: the lease
  * on every master, the fence as the maximum over the majority (and the
- * lagging counters raised), two clients racing, watchdogs, and holders in
- * child processes that are stopped or killed. Group "lock_redlock_faults"
+ * lagging counters raised), two clients racing, watchdogs, holders in child
+ * processes that are stopped or killed, an extend whose validity is gone
+ * (LEASE_LOST, not BACKEND), and a foreign holder that releases without
+ * publishing (the waiter polls). Group "lock_redlock_faults"
  * injects master failures: one killed (still works), one hung (still
  * acquires within the budget thanks to the per-node timeout), two killed (a
  * clear LOCK_ERR_BACKEND within the budget and nothing left on the survivor),
  * all killed (at once), and everything back (works again).
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,6 +221,61 @@ static void test_lock_redlock_extend_no_validity_left_lease_lost(void **state) {
     assert_int_equal(lock_acquire(c, "rl:novalid", 10000, 0, &h2), LOCK_OK);
     assert_true(h2.fence > h.fence);
     assert_int_equal(lock_release(c, &h2), LOCK_OK);
+}
+
+struct bg_acquire {
+    lock_client *c;
+    const char *key;
+    lock_handle h;
+    int rc;
+};
+
+static void *bg_acquire_main(void *arg) {
+    struct bg_acquire *b = arg;
+    b->rc = lock_acquire(b->c, b->key, 10000, 5000, &b->h);
+    return NULL;
+}
+
+/* A foreign lease shorter than the 1 s recheck that used to be a waiter's longest nap: a waiter
+ * that relied on pub/sub and the PTTL alone provably slept until this lease ran out. */
+#define FOREIGN_TTL_MS 900
+#define FOREIGN_TTL_STR "900"
+
+/* A foreign Redlock client (node-redlock: SET NX PX on every master, a plain compare-and-delete
+ * that publishes nothing) holds the key and lets go after ~100 ms. The waiter, subscribed on
+ * every master in vain, polls as well and gets the key before the foreign lease would end. */
+static void test_lock_redlock_foreign_holder_silent_release_waiter_polls(void **state) {
+    lock_client *c = *state;
+    int64_t set_at = lock_now_ms();
+    for (int i = 0; i < MASTERS; i++) {
+        redisReply *r = raw_cmd(i, (const char *const[]){"SET", "rl:foreign", "theirs", "NX", "PX",
+                                                         FOREIGN_TTL_STR, NULL});
+        assert_int_equal(r->type, REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+    struct bg_acquire bg = {.c = c, .key = "rl:foreign", .rc = -100};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, bg_acquire_main, &bg), 0);
+    for (int64_t end = lock_now_ms() + 5000;; sleep_ms(1)) { /* until it listens */
+        redisReply *r =
+            raw_cmd(0, (const char *const[]){"PUBSUB", "NUMSUB", "rl:foreign:released", NULL});
+        int listening = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                        r->element[1]->type == REDIS_REPLY_INTEGER && r->element[1]->integer > 0;
+        freeReplyObject(r);
+        if (listening) break;
+        assert_true(lock_now_ms() < end);
+    }
+    sleep_ms(100);
+    for (int i = 0; i < MASTERS; i++)
+        assert_int_equal(raw_int(i, (const char *const[]){"DEL", "rl:foreign", NULL}), 1);
+    pthread_join(th, NULL);
+    int64_t got_at = lock_now_ms();
+    print_message("redlock foreign holder, silent release: key taken %lld ms after the SET "
+                  "(foreign ttl %d)\n",
+                  (long long)(got_at - set_at), FOREIGN_TTL_MS);
+    assert_int_equal(bg.rc, LOCK_OK);
+    assert_true(got_at < set_at + FOREIGN_TTL_MS); /* before the foreign lease could end */
+    assert_int_equal(lock_release(c, &bg.h), LOCK_OK);
 }
 
 static void test_lock_redlock_multi_two_clients_opposite_orders(void **state) {
@@ -443,6 +501,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lock_redlock_fence_max_over_majority_and_raised),
         cmocka_unit_test(test_lock_redlock_minority_foreign_lease_still_acquires),
         cmocka_unit_test(test_lock_redlock_extend_no_validity_left_lease_lost),
+        cmocka_unit_test(test_lock_redlock_foreign_holder_silent_release_waiter_polls),
         cmocka_unit_test(test_lock_redlock_multi_two_clients_opposite_orders),
         cmocka_unit_test(test_lock_redlock_watchdog_other_client_never_gets_key),
         cmocka_unit_test(test_lock_redlock_watchdog_max_hold_other_client_gets_key),
