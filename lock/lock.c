@@ -66,8 +66,10 @@ int lock_release(lock_client *c, const lock_handle *h) {
 
 /* Resets the lease h describes to ttl_ms from now and updates h->valid_until_ms, if h's token
  * still holds an unexpired lease. Fails with LOCK_ERR_INVALID (NULL c/h, malformed handle,
- * ttl_ms == 0), LOCK_ERR_UNSUPPORTED (the backend has no extend), LOCK_ERR_LEASE_LOST or
- * LOCK_ERR_BACKEND; h is unchanged on failure. */
+ * ttl_ms == 0), LOCK_ERR_UNSUPPORTED (the backend has no extend), LOCK_ERR_LEASE_LOST (the
+ * token no longer holds it, or the store applied the extension but the new lease ran out
+ * before the answer came back) or LOCK_ERR_BACKEND (the store did not answer); h is unchanged
+ * on failure. */
 int lock_extend(lock_client *c, lock_handle *h, uint32_t ttl_ms) {
     if (c == NULL || !lock__handle_ok(h) || ttl_ms == 0) return LOCK_ERR_INVALID;
     if (c->ops->extend == NULL) return LOCK_ERR_UNSUPPORTED;
@@ -367,6 +369,17 @@ int lock__token_new(char out[LOCK_TOKEN_LEN + 1]) {
     return LOCK_OK;
 }
 
+/* Advances the xorshift64* state *s (0 is replaced by a fixed seed) and returns its next
+ * output. This function can't fail. */
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t x = *s != 0 ? *s : 0x9e3779b97f4a7c15ull;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
 /* Returns the delay before retry number attempt (0-based): exponential from
  * LOCK_BACKOFF_BASE_MS, capped at LOCK_BACKOFF_CAP_MS, with equal jitter (a random value in
  * [d/2, d]), never below 1 ms. *rng_state is a caller-owned xorshift64* state, advanced on
@@ -377,14 +390,26 @@ uint32_t lock__backoff_ms(unsigned attempt, uint64_t *rng_state) {
         uint32_t e = LOCK_BACKOFF_BASE_MS << attempt;
         if (e < d) d = e;
     }
-    uint64_t x = *rng_state != 0 ? *rng_state : 0x9e3779b97f4a7c15ull;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *rng_state = x;
-    uint64_t r = x * 0x2545f4914f6cdd1dull;
+    uint64_t r = rng_next(rng_state);
     uint32_t half = d / 2;
     uint32_t ms = half + (uint32_t)((r >> 32) % (uint64_t)(d - half + 1));
+    return ms == 0 ? 1 : ms;
+}
+
+/* Returns how long a waiter whose key is busy sleeps before poll number step (0-based) of
+ * its wait: LOCK_WAIT_POLL_FIRST_MS doubling per step, capped at LOCK_WAIT_POLL_CAP_MS, less
+ * up to a quarter of jitter (a random value in [d - d/4, d]) so that waiters in several
+ * processes drift apart; never below 1 ms. *rng_state as for lock__backoff_ms(). This
+ * function can't fail. */
+uint32_t lock__wait_poll_ms(unsigned step, uint64_t *rng_state) {
+    uint32_t d = LOCK_WAIT_POLL_CAP_MS;
+    if (step < 16) {
+        uint32_t e = LOCK_WAIT_POLL_FIRST_MS << step;
+        if (e < d) d = e;
+    }
+    uint64_t r = rng_next(rng_state);
+    uint32_t quarter = d / 4;
+    uint32_t ms = d - (uint32_t)((r >> 32) % (uint64_t)(quarter + 1));
     return ms == 0 ? 1 : ms;
 }
 

@@ -23,8 +23,10 @@
  *
  * Waiting: the Redis backends queue the threads of one client that want the
  * same key in-process, so only one of them talks to Redis at a time, and the
- * contending thread sleeps on a pub/sub notice of the release (or the lease's
- * expiry) instead of retrying SET NX on a timer.
+ * contending thread sleeps until a pub/sub notice of the release, the lease's
+ * expiry, or its next poll (2 ms, doubling up to 50 ms): a holder that frees
+ * the key without publishing (another lock library, a plain DEL) is noticed
+ * within one poll interval, not at the end of its TTL.
  *
  * Every lock_client is safe to share between threads; a lock_handle is plain
  * data owned by the caller and is not (see the watchdog section).
@@ -46,8 +48,10 @@
  *                      end of the budget). Never a hang.
  * LOCK_ERR_NOT_OWNER   release: the token does not hold the lease (expired, taken over,
  *                      released before, or forged). Nothing was freed.
- * LOCK_ERR_LEASE_LOST  extend or a watchdog: the lease is no longer this token's. Stop work
- *                      that relies on the lock and do not commit.
+ * LOCK_ERR_LEASE_LOST  extend or a watchdog: the lease is no longer this token's, or the
+ *                      store applied the extension but the new lease ran out before its answer
+ *                      came back (a round trip longer than a 1-2 ms lease): the lease lapsed,
+ *                      the store is fine. Stop work that relies on the lock and do not commit.
  */
 
 #define LOCK_ERRNO_MAP(X)                                                                          \

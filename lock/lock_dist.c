@@ -24,9 +24,13 @@
  * wait for). Otherwise a failed round is retried until the wait budget ends,
  * then answers LOCK_ERR_BACKEND if the last round could not reach a quorum
  * because too many nodes failed (a majority unreachable), or LOCK_ERR_BUSY
- * (held elsewhere). Release and extend go to every node too: they succeed on
- * a quorum, answer NOT_OWNER / LEASE_LOST when the refusals alone rule a
- * quorum out, and LOCK_ERR_BACKEND when failures leave it undecided.
+ * (held elsewhere). A round that a quorum granted but that outlasted the
+ * lease's validity is undone and counts as busy: the store is healthy. Release
+ * and extend go to every node too: they succeed on a quorum, answer NOT_OWNER /
+ * LEASE_LOST when the refusals alone rule a quorum out, LOCK_ERR_BACKEND when
+ * failures leave it undecided, and an extend that a quorum answered but whose
+ * round outlasted the new lease (validity <= 0) is LEASE_LOST, not a store
+ * failure: the lease lapsed, nothing is wrong with Redis.
  *
  * Fences: every node INCRs its one counter, "lock:fences" (LOCK_FENCE_KEY),
  * once per acquisition in the acquire script, so a fence grows for every key
@@ -41,10 +45,17 @@
  * one thread per key contends here. After its first busy round it subscribes
  * to "<key>:released" on every node (lock__sub_begin), tries once more (a
  * release between the two is not missed), then sleeps until a release is
- * published, the busy key's PTTL runs out (the script answers it), or
- * LOCK_WAIT_RECHECK_MS pass, whichever is first; no retry timer hammers
- * Redis. Without a subscription (say, an ACL user without channel rights) it
- * falls back to the capped, jittered backoff, still cut at the PTTL.
+ * published, the busy key's PTTL runs out (the script answers it), or the
+ * next poll is due, whichever is first. The notice is an optimisation: only
+ * holders that use this library publish (node-redlock, a plain SET NX PX
+ * client, a DEL by hand do not), so the waiter also polls, on a schedule that
+ * starts at LOCK_WAIT_POLL_FIRST_MS and doubles up to LOCK_WAIT_POLL_CAP_MS
+ * (lock__wait_poll_ms): a silent release is seen within one step, never as
+ * late as the holder's TTL, and a long wait costs about one attempt per cap
+ * interval. Without a subscription (say, an ACL user without channel rights)
+ * the same schedule is all there is. Rounds that fail for store trouble
+ * (BACKEND with some node answering) back off on the capped, jittered
+ * backoff instead.
  */
 #include "lock/lock.h"
 
@@ -117,12 +128,20 @@ int lock__redlock_verdict(size_t n, size_t granted, size_t failed, int64_t valid
     return LOCK_ERR_BUSY;
 }
 
-/* The verdict on a release or extend round: LOCK_OK (a quorum said yes, with validity left),
- * LOCK_ERR_NOT_OWNER (the nodes that said no rule a quorum out) or LOCK_ERR_BACKEND. */
-static int owner_verdict(size_t n, size_t yes, size_t failed, int64_t validity_ms) {
+/* Returns the verdict on a release or extend round over n nodes, of which yes said yes and
+ * failed did not answer (or answered an error), with validity_ms left (a release passes 1):
+ * LOCK_OK (a quorum said yes, with validity left); LOCK_ERR_NOT_OWNER (the nodes that said
+ * no rule a quorum out); LOCK_ERR_BACKEND (so many failed that no quorum could answer, or
+ * the failures leave it undecided while validity is left); LOCK_ERR_LEASE_LOST (a quorum
+ * answered but the lease's validity ran out during the round: whatever the silent nodes did,
+ * the lease cannot be trusted any more, and the store is not to blame). This function can't
+ * fail. */
+int lock__redlock_owner_verdict(size_t n, size_t yes, size_t failed, int64_t validity_ms) {
     size_t q = lock__redlock_quorum(n);
     if (yes >= q && validity_ms > 0) return LOCK_OK;
     if (yes + failed < q) return LOCK_ERR_NOT_OWNER;
+    if (failed > n - q) return LOCK_ERR_BACKEND;
+    if (validity_ms <= 0) return LOCK_ERR_LEASE_LOST;
     return LOCK_ERR_BACKEND;
 }
 
@@ -274,6 +293,7 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
         return rc;
     }
     int subscribed = -1; /* -1: not tried; 0: failed or lost; 1: listening */
+    unsigned poll = 0;   /* busy naps so far: the poll schedule's step */
     for (unsigned attempt = 0;; attempt++) {
         size_t failed = 0;
         int64_t pttl = -1;
@@ -287,17 +307,18 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
                 lock__sub_begin(&w->sub, d->node, d->n, w->chp, nk, node_timeout(d, ttl_ms)) > 0;
             continue; /* once more now: a release before the subscription is not missed */
         }
+        /* Busy: poll on a short, doubling, capped interval (a holder that releases without
+         * publishing is seen within one step), cut at the lease's end; a release notice
+         * ends the nap early. Store trouble: the capped, jittered backoff. */
+        int64_t nap = rc == LOCK_ERR_BUSY ? lock__wait_poll_ms(poll++, &rng)
+                                          : lock__backoff_ms(attempt, &rng);
+        if (rc == LOCK_ERR_BUSY && pttl >= 0 && nap > pttl + 1) nap = pttl + 1;
+        if (nap > deadline - now) nap = deadline - now;
         if (rc == LOCK_ERR_BUSY && subscribed > 0) {
-            int64_t nap = pttl >= 0 ? pttl + lock__backoff_ms(2, &rng) : LOCK_WAIT_RECHECK_MS;
-            if (nap > LOCK_WAIT_RECHECK_MS) nap = LOCK_WAIT_RECHECK_MS;
-            int64_t until = now + nap < deadline ? now + nap : deadline;
-            if (lock__sub_wait(&w->sub, until) < 0) subscribed = 0;
+            if (lock__sub_wait(&w->sub, now + nap) < 0) subscribed = 0;
             continue;
         }
-        int64_t delay = lock__backoff_ms(attempt, &rng);
-        if (rc == LOCK_ERR_BUSY && pttl >= 0 && delay > pttl + 1) delay = pttl + 1;
-        if (delay > deadline - now) delay = deadline - now;
-        lock__sleep_ms((uint32_t)delay);
+        lock__sleep_ms((uint32_t)nap);
     }
     if (subscribed >= 0) lock__sub_end(&w->sub);
     if (rc == LOCK_OK)
@@ -334,7 +355,7 @@ int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n) {
             else if (c->vals[k] == 1)
                 yes++;
         }
-        int rc = owner_verdict(d->n, yes, failed, 1);
+        int rc = lock__redlock_owner_verdict(d->n, yes, failed, 1);
         if (rc != LOCK_OK && first == LOCK_OK) first = rc;
         lock__queue_release(d->q, hs[k].key, hs[k].token);
     }
@@ -344,8 +365,10 @@ int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n) {
 
 /* Resets h's lease to ttl_ms on every node where h's token still holds it, and moves
  * h->valid_until_ms to start + ttl - drift when a quorum did so in time. Returns LOCK_OK,
- * LOCK_ERR_LEASE_LOST (the refusals rule a quorum out), LOCK_ERR_BACKEND (too many nodes
- * failed, or the round outlasted the lease) or LOCK_ERR_NOMEM; h is unchanged on failure. */
+ * LOCK_ERR_LEASE_LOST (the refusals rule a quorum out, or a quorum answered but the round
+ * outlasted the new lease: its validity is gone, though the stores are healthy),
+ * LOCK_ERR_BACKEND (too many nodes failed to answer for a quorum to tell) or LOCK_ERR_NOMEM;
+ * h is unchanged on failure. A lost lease also frees its in-process queue entry. */
 int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms) {
     struct work *w = malloc(sizeof *w);
     if (w == NULL) return LOCK_ERR_NOMEM;
@@ -370,9 +393,11 @@ int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms) {
     }
     free(w);
     int64_t drift = drift_of(d, ttl_ms);
-    int rc =
-        owner_verdict(d->n, yes, failed, lock__redlock_validity_ms(ttl_ms, started, now, drift));
-    if (rc == LOCK_ERR_NOT_OWNER) return LOCK_ERR_LEASE_LOST;
+    int rc = lock__redlock_owner_verdict(d->n, yes, failed,
+                                         lock__redlock_validity_ms(ttl_ms, started, now, drift));
+    if (rc == LOCK_ERR_NOT_OWNER) rc = LOCK_ERR_LEASE_LOST;
+    if (rc == LOCK_ERR_LEASE_LOST) /* the client's other threads need not wait for its deadline */
+        lock__queue_release(d->q, h->key, h->token);
     if (rc != LOCK_OK) return rc;
     h->valid_until_ms = started + (int64_t)ttl_ms - drift;
     lock__queue_extend(d->q, h->key, h->token, h->valid_until_ms);

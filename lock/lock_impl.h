@@ -32,7 +32,8 @@
 
 #define LOCK_BACKOFF_BASE_MS 1u          /* first retry delay before jitter */
 #define LOCK_BACKOFF_CAP_MS 50u          /* no retry delay is longer than this */
-#define LOCK_WAIT_RECHECK_MS 1000u       /* a subscribed waiter retries at least this often */
+#define LOCK_WAIT_POLL_FIRST_MS 2u       /* a busy waiter's first poll, doubling from there */
+#define LOCK_WAIT_POLL_CAP_MS 50u        /* ... up to this: a silent release is seen this late */
 #define LOCK_FENCE_KEY "lock:fences"     /* counts acquisitions of every key, per server */
 #define LOCK_RELEASED_SUFFIX ":released" /* "<key>:released" is published on release */
 #define LOCK_WANTED_SUFFIX ":wanted"     /* "<key>:wanted": a waiter wants the release told */
@@ -80,6 +81,7 @@ struct lock_client {
 lock_client *lock__client_new(const struct lock_ops *ops, void *impl, int *err);
 int lock__token_new(char out[LOCK_TOKEN_LEN + 1]);
 uint32_t lock__backoff_ms(unsigned attempt, uint64_t *rng_state);
+uint32_t lock__wait_poll_ms(unsigned step, uint64_t *rng_state);
 void lock__sleep_ms(uint32_t ms);
 int lock__cond_init_monotonic(pthread_cond_t *cv);
 void lock__timespec_at(int64_t ms, struct timespec *ts);
@@ -100,6 +102,7 @@ int64_t lock__redlock_validity_ms(uint32_t ttl_ms, int64_t started_ms, int64_t n
                                   int64_t drift_ms);
 int lock__redlock_node_timeout_ms(uint32_t ttl_ms, int timeout_ms);
 int lock__redlock_verdict(size_t n, size_t granted, size_t failed, int64_t validity_ms);
+int lock__redlock_owner_verdict(size_t n, size_t yes, size_t failed, int64_t validity_ms);
 
 /* ---- one Redis server (lock_node.c) ---- */
 

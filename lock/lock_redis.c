@@ -14,8 +14,8 @@
  * (before the script is sent) + ttl. A server that fails answers LOCK_ERR_BACKEND at once, and the
  * next call reconnects, so lock_redis_new() does not need Redis up and the
  * client recovers by itself. Threads of one client that want the same key
- * queue in-process, and the one contending thread sleeps on pub/sub (see
- * lock_dist.c); scripts are called with EVALSHA, falling back to EVAL on
+ * queue in-process, and the one contending thread sleeps on pub/sub and a
+ * short, capped poll (see lock_dist.c); scripts are called with EVALSHA, falling back to EVAL on
  * NOSCRIPT.
  */
 #include "lock/lock.h"

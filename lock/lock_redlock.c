@@ -14,8 +14,8 @@
  *    costs a fraction of the lease; success needs n/2+1 grants and
  *    ttl - elapsed - (ttl/100 + 2 ms) > 0, which is also the handle's
  *    remaining validity; a failed round is undone on every master that may
- *    have granted, then retried after a wait (pub/sub, PTTL, or jittered
- *    backoff) while the budget lasts;
+ *    have granted, then retried after a wait (pub/sub, PTTL, the capped
+ *    poll, or jittered backoff) while the budget lasts;
  *  - fence: the maximum of the granting masters' "lock:fences" counters,
  *    with the lagging ones raised to it when they disagree;
  *  - release and extend: to all masters; OK on a majority.

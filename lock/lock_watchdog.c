@@ -14,11 +14,12 @@
  * never reach past start + max_hold_ms: the last one is cut to end exactly
  * there, after which the watchdog is "done" and the lease lapses.
  *
- * A renewal that the store refuses (LEASE_LOST) ends the watchdog: the lease
- * is gone. One that fails on a store error is retried sooner, until the
- * lease's deadline passes. lock_release() marks a matching watchdog released,
- * so no renewal follows it (one already in flight then fails harmlessly: the
- * key is gone or has another token).
+ * A renewal that the store refuses, or answers only after the renewed lease
+ * ran out (LEASE_LOST), ends the watchdog: the lease is gone. One that fails
+ * on a store error is retried sooner, until the lease's deadline passes.
+ * lock_release() marks a matching watchdog released, so no renewal follows it
+ * (one already in flight then fails harmlessly: the key is gone or has
+ * another token).
  *
  * Thread-safety: a watchdog's state and deadline are C11 atomics written by
  * the thread under the mutex and read by lock_watchdog_check() without it.

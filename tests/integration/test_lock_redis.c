@@ -9,10 +9,16 @@
  * server with a password and ACL users.
  *
  * Waiting is checked by counting commands (INFO commandstats after CONFIG
- * RESETSTAT), never by timing: threads of one client queue in-process, and a
- * waiter in another client sleeps on pub/sub or the PTTL instead of retrying.
+ * RESETSTAT): threads of one client queue in-process, and a waiter in another
+ * client sleeps on pub/sub, the PTTL and a capped poll schedule, so its
+ * attempts are bounded by that schedule. The one time bound, a silent release
+ * (no PUBLISH) noticed before a 900 ms foreign lease ends, is a correctness
+ * bound with ~750 ms to spare; a waiter that did not poll fails it for sure.
  * Holders in child processes (lock_child_start) are stopped and killed to
- * show what a paused or dead holder does to its lease.
+ * show what a paused or dead holder does to its lease. Answers that arrive
+ * after the lease they grant ran out are made by stopping the server with our
+ * command already in its socket (seen in /proc/net/tcp) for longer than the
+ * lease, so the elapsed time is certain, not a race.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -27,6 +33,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "lock/lock_impl.h" /* the poll schedule's constants */
 #include "tests/helpers/lock_contract.h"
 #include "tests/helpers/redis_proc.h"
 
@@ -364,12 +371,31 @@ struct bg_acquire {
     uint32_t wait_ms;
     lock_handle h;
     int rc;
+    int64_t took_ms; /* how long lock_acquire() ran */
 };
 
 static void *bg_acquire_main(void *arg) {
     struct bg_acquire *b = arg;
+    int64_t t0 = lock_now_ms();
     b->rc = lock_acquire(b->c, b->key, 10000, b->wait_ms, &b->h);
+    b->took_ms = lock_now_ms() - t0;
     return NULL;
+}
+
+/* Returns the most acquire attempts a waiter in another client can spend in a wait of wait_ms:
+ * its first try, the try once subscribed, the successful one, and the polls of the schedule
+ * (LOCK_WAIT_POLL_FIRST_MS doubling up to LOCK_WAIT_POLL_CAP_MS, each nap at least 3/4 of its
+ * step), plus one for a nap cut short at the lease's end. Pub/sub wakes the waiter early; it
+ * does not spare the polls before that. */
+static long long waiter_attempts_max(int64_t wait_ms) {
+    long long n = 3 + 1;
+    int64_t t = 0;
+    for (unsigned step = 0; t <= wait_ms; step++, n++) {
+        uint32_t d = step < 16 ? LOCK_WAIT_POLL_FIRST_MS << step : LOCK_WAIT_POLL_CAP_MS;
+        if (d > LOCK_WAIT_POLL_CAP_MS) d = LOCK_WAIT_POLL_CAP_MS;
+        t += d - d / 4 > 0 ? d - d / 4 : 1;
+    }
+    return n;
 }
 
 static void sleep_ms(int ms) {
@@ -378,8 +404,139 @@ static void sleep_ms(int ms) {
     }
 }
 
-/* A waiter in another client sleeps on pub/sub through a 600 ms hold: a handful of acquire
- * attempts (busy, busy once subscribed, success), not one per backoff step. */
+/* Returns 1 once some connection of the server on port has bytes the server has not read yet
+ * (/proc/net/tcp: rx_queue of an established socket whose local port is the server's), 0 when
+ * none shows up within timeout_ms. With the server stopped, that is a command of ours sitting
+ * in its socket: the operation is in flight, its clock started. */
+static int server_has_unread(int port, int timeout_ms) {
+    for (int64_t end = lock_now_ms() + timeout_ms; lock_now_ms() < end; sleep_ms(1)) {
+        FILE *f = fopen("/proc/net/tcp", "r");
+        if (f == NULL) return 0;
+        char line[512];
+        int found = 0;
+        while (!found && fgets(line, sizeof line, f) != NULL) {
+            unsigned lport, state;
+            unsigned long tx, rx;
+            if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %lx:%lx", &lport, &state, &tx, &rx) == 4 &&
+                (int)lport == port && state == 1 && rx > 0)
+                found = 1;
+        }
+        fclose(f);
+        if (found) return 1;
+    }
+    return 0;
+}
+
+struct bg_extend {
+    lock_client *c;
+    lock_handle *h;
+    uint32_t ttl_ms;
+    int rc;
+};
+
+static void *bg_extend_main(void *arg) {
+    struct bg_extend *b = arg;
+    b->rc = lock_extend(b->c, b->h, b->ttl_ms);
+    return NULL;
+}
+
+/* ---- answers that come back after the lease ran out ---- */
+
+/* The server is paused (SIGSTOP) while an extend to 2 ms is in flight, for far longer than
+ * those 2 ms: Redis applies the extension when it wakes up and answers yes, but the new lease
+ * ran out before the answer came back. That is a lapsed lease (LEASE_LOST), not a store
+ * failure: the server answered, and is healthy. */
+static void test_lock_redis_extend_answered_after_new_ttl_lease_lost(void **state) {
+    lock_client *c = *state;
+    lock_handle h;
+    assert_int_equal(lock_acquire(c, "redis:late:extend", 60000, 0, &h), LOCK_OK);
+    lock_handle before = h;
+    th_redis_signal(&g_redis, SIGSTOP);
+    struct bg_extend bg = {.c = c, .h = &h, .ttl_ms = 2, .rc = -100};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, bg_extend_main, &bg), 0);
+    int in_flight = server_has_unread(g_redis.port, 5000);
+    sleep_ms(50); /* 25 x the new lease, with the extend's clock running */
+    th_redis_signal(&g_redis, SIGCONT);
+    pthread_join(th, NULL);
+    assert_true(in_flight);
+    assert_int_equal(bg.rc, LOCK_ERR_LEASE_LOST);
+    assert_memory_equal(&h, &before, sizeof h); /* a failed extend leaves the handle alone */
+
+    /* Redis did apply it (the 60 s lease is gone 2 ms after the wake-up) and works; the lost
+     * lease does not hold up the client's own threads (its queue entry was freed) */
+    sleep_ms(20);
+    redisContext *raw = raw_connect(g_redis.port);
+    assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", "redis:late:extend", NULL}), 0);
+    redisFree(raw);
+    lock_handle h2;
+    assert_int_equal(lock_acquire(c, "redis:late:extend", 60000, 0, &h2), LOCK_OK);
+    assert_true(h2.fence > h.fence);
+    assert_int_equal(lock_extend(c, &h2, 60000), LOCK_OK);
+    assert_int_equal(lock_release(c, &h2), LOCK_OK);
+    assert_int_equal(lock_release(c, &h), LOCK_ERR_NOT_OWNER);
+}
+
+struct bg_acquire_ttl {
+    lock_client *c;
+    const char *key;
+    uint32_t ttl_ms, wait_ms;
+    lock_handle h;
+    int rc;
+};
+
+static void *bg_acquire_ttl_main(void *arg) {
+    struct bg_acquire_ttl *b = arg;
+    b->rc = lock_acquire(b->c, b->key, b->ttl_ms, b->wait_ms, &b->h);
+    return NULL;
+}
+
+/* Runs lock_acquire(key, ttl_ms, wait_ms) on a thread while the server is paused for pause_ms
+ * from the moment the acquire's command reaches it; returns the thread's result. */
+static void acquire_through_pause(lock_client *c, struct bg_acquire_ttl *bg, int pause_ms) {
+    bg->c = c;
+    bg->rc = -100;
+    th_redis_signal(&g_redis, SIGSTOP);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, bg_acquire_ttl_main, bg), 0);
+    int in_flight = server_has_unread(g_redis.port, 5000);
+    sleep_ms(pause_ms);
+    th_redis_signal(&g_redis, SIGCONT);
+    pthread_join(th, NULL);
+    assert_true(in_flight);
+}
+
+/* The same for an acquire: Redis grants the key when it wakes up, but the 100 ms lease ran out
+ * during the 300 ms pause. The grant is given back at once (not left to expire), and the caller
+ * hears BUSY with a zero budget, or gets the key on the retry with a budget; never BACKEND. */
+static void test_lock_redis_acquire_answered_after_ttl_undone_busy_or_retried(void **state) {
+    lock_client *c = *state;
+    struct bg_acquire_ttl bg = {.key = "redis:late:acquire", .ttl_ms = 100, .wait_ms = 0};
+    acquire_through_pause(c, &bg, 300);
+    redisContext *raw = raw_connect(g_redis.port);
+    /* checked within the 100 ms the late grant would otherwise live */
+    long long left = raw_int(raw, (const char *const[]){"EXISTS", "redis:late:acquire", NULL});
+    assert_int_equal(bg.rc, LOCK_ERR_BUSY);
+    assert_int_equal(bg.h.token[0], '\0');
+    assert_int_equal(left, 0);
+
+    bg.wait_ms = 5000;
+    acquire_through_pause(c, &bg, 300);
+    assert_int_equal(bg.rc, LOCK_OK);
+    assert_true(bg.h.valid_until_ms > lock_now_ms());
+    redisReply *r = raw_cmd(raw, (const char *const[]){"GET", "redis:late:acquire", NULL});
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, bg.h.token);
+    freeReplyObject(r);
+    redisFree(raw);
+    assert_int_equal(lock_release(c, &bg.h), LOCK_OK);
+}
+
+/* A waiter in another client through a 600 ms hold: it listens for the release notice and
+ * polls on the capped schedule meanwhile (a holder may release without publishing), so its
+ * attempts are bounded by the schedule, about one per LOCK_WAIT_POLL_CAP_MS once it is capped
+ * (20 here, measured; 3 when it relied on pub/sub alone; the old SET NX loop spent 23), and it
+ * is woken by exactly one PUBLISH. */
 static void test_lock_redis_remote_waiter_woken_by_release_few_attempts(void **state) {
     lock_client *a = *state;
     lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
@@ -394,11 +551,12 @@ static void test_lock_redis_remote_waiter_woken_by_release_few_attempts(void **s
     pthread_join(th, NULL);
     struct cmdstats st = stats_read();
     long long attempts = st.evalsha + st.eval - 1; /* minus a's release */
-    print_message("remote waiter through a 600 ms hold: %lld acquire attempts, %lld subscribe\n",
-                  attempts, st.subscribe);
+    print_message("remote waiter through a 600 ms hold: %lld acquire attempts in %lld ms (at most "
+                  "%lld), %lld subscribe\n",
+                  attempts, (long long)bg.took_ms, waiter_attempts_max(bg.took_ms), st.subscribe);
     assert_int_equal(bg.rc, LOCK_OK);
     assert_true(bg.h.fence > h.fence);
-    assert_true(attempts <= 4);
+    assert_true(attempts <= waiter_attempts_max(bg.took_ms));
     assert_int_equal(st.subscribe, 1);
     assert_int_equal(st.publish, 1); /* the waiter marked the key wanted: the release told it */
     assert_int_equal(lock_release(b, &bg.h), LOCK_OK);
@@ -420,7 +578,8 @@ static void test_lock_redis_release_without_waiter_publishes_nothing(void **stat
     assert_int_equal(st.evalsha + st.eval, 4);
 }
 
-/* A holder that never releases: the waiter sleeps until the PTTL the busy answer carried. */
+/* A holder that never releases: the waiter polls on the schedule until the lease's end (the
+ * last nap is cut at the PTTL the busy answer carried), then takes the key. */
 static void test_lock_redis_remote_waiter_woken_at_expiry_few_attempts(void **state) {
     lock_client *a = *state;
     lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
@@ -431,13 +590,68 @@ static void test_lock_redis_remote_waiter_woken_at_expiry_few_attempts(void **st
     bg_acquire_main(&bg);
     struct cmdstats st = stats_read();
     long long attempts = st.evalsha + st.eval;
-    print_message("remote waiter through a 600 ms lease that expires: %lld acquire attempts\n",
-                  attempts);
+    print_message("remote waiter through a 600 ms lease that expires: %lld acquire attempts in "
+                  "%lld ms (at most %lld)\n",
+                  attempts, (long long)bg.took_ms, waiter_attempts_max(bg.took_ms));
     assert_int_equal(bg.rc, LOCK_OK);
     assert_true(lock_now_ms() >= h.valid_until_ms);
-    assert_true(attempts <= 5);
+    assert_true(attempts <= waiter_attempts_max(bg.took_ms));
     assert_int_equal(lock_release(b, &bg.h), LOCK_OK);
     assert_int_equal(lock_release(a, &h), LOCK_ERR_NOT_OWNER);
+    lock_free(b);
+}
+
+/* Waits until someone is subscribed to channel (PUBSUB NUMSUB), or fails the test after 5 s. */
+static void wait_subscriber(redisContext *raw, const char *channel) {
+    for (int64_t end = lock_now_ms() + 5000;; sleep_ms(1)) {
+        redisReply *r = raw_cmd(raw, (const char *const[]){"PUBSUB", "NUMSUB", channel, NULL});
+        int subscribed = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                         r->element[1]->type == REDIS_REPLY_INTEGER && r->element[1]->integer > 0;
+        freeReplyObject(r);
+        if (subscribed) return;
+        assert_true(lock_now_ms() < end);
+    }
+}
+
+/* A foreign lease shorter than the 1 s recheck that used to be a waiter's longest nap: a waiter
+ * that relied on pub/sub and the PTTL alone provably slept until this lease ran out. */
+#define FOREIGN_TTL_MS 900
+#define FOREIGN_TTL_STR "900"
+
+/* A foreign holder (node-redlock, any plain SET NX PX client) releases with a plain DEL and
+ * publishes nothing. The waiter, subscribed in vain, keeps polling at a short, backing-off,
+ * capped interval, so it gets the key within a poll step of the DEL, long before the foreign
+ * lease would have run out (a waiter that relied on pub/sub and the PTTL slept until then). */
+static void test_lock_redis_foreign_holder_silent_release_waiter_polls(void **state) {
+    (void)state;
+    lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
+    redisContext *raw = raw_connect(g_redis.port);
+    int64_t set_at = lock_now_ms(); /* the foreign lease ends after set_at + FOREIGN_TTL_MS */
+    raw_ok(raw, (const char *const[]){"SET", "redis:foreign:silent", "their-token", "NX", "PX",
+                                      FOREIGN_TTL_STR, NULL});
+    stats_reset();
+    struct bg_acquire bg = {.c = b, .key = "redis:foreign:silent", .wait_ms = 5000};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, bg_acquire_main, &bg), 0);
+    wait_subscriber(raw, "redis:foreign:silent:released");
+    sleep_ms(100);
+    assert_int_equal(raw_int(raw, (const char *const[]){"DEL", "redis:foreign:silent", NULL}), 1);
+    pthread_join(th, NULL);
+    int64_t got_at = lock_now_ms();
+    struct cmdstats st = stats_read();
+    long long attempts = st.evalsha + st.eval;
+    print_message("foreign holder, silent release after ~100 ms: key taken %lld ms after the SET "
+                  "(foreign ttl %d), %lld acquire attempts in %lld ms (at most %lld)\n",
+                  (long long)(got_at - set_at), FOREIGN_TTL_MS, attempts, (long long)bg.took_ms,
+                  waiter_attempts_max(bg.took_ms));
+    assert_int_equal(bg.rc, LOCK_OK);
+    assert_true(got_at < set_at + FOREIGN_TTL_MS); /* before the foreign lease could end */
+    assert_int_equal(st.publish, 0);
+    assert_int_equal(st.subscribe, 1);
+    /* busy, busy once subscribed, the polls of ~100 ms (2, 4, 8, 16, 32, 50 ms), the success */
+    assert_true(attempts <= waiter_attempts_max(bg.took_ms));
+    assert_int_equal(lock_release(b, &bg.h), LOCK_OK);
+    redisFree(raw);
     lock_free(b);
 }
 
@@ -795,6 +1009,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lock_redis_release_without_waiter_publishes_nothing),
         cmocka_unit_test(test_lock_redis_remote_waiter_woken_by_release_few_attempts),
         cmocka_unit_test(test_lock_redis_remote_waiter_woken_at_expiry_few_attempts),
+        cmocka_unit_test(test_lock_redis_foreign_holder_silent_release_waiter_polls),
+        cmocka_unit_test(test_lock_redis_extend_answered_after_new_ttl_lease_lost),
+        cmocka_unit_test(test_lock_redis_acquire_answered_after_ttl_undone_busy_or_retried),
         cmocka_unit_test(test_lock_redis_multi_one_held_elsewhere_nothing_written),
         cmocka_unit_test(test_lock_redis_multi_two_clients_opposite_orders),
         cmocka_unit_test(test_lock_redis_watchdog_other_client_never_gets_key),

@@ -4,13 +4,16 @@
  * (tests/helpers/redis_proc.h), runs tests/helpers/lock_contract.c against
  * lock_redlock_new() over them, then checks what only Redlock has: the lease
  * on every master, the fence as the maximum over the majority (and the
- * lagging counters raised), two clients racing, watchdogs, and holders in
- * child processes that are stopped or killed. Group "lock_redlock_faults"
+ * lagging counters raised), two clients racing, watchdogs, holders in child
+ * processes that are stopped or killed, an extend whose validity is gone
+ * (LEASE_LOST, not BACKEND), and a foreign holder that releases without
+ * publishing (the waiter polls). Group "lock_redlock_faults"
  * injects master failures: one killed (still works), one hung (still
  * acquires within the budget thanks to the per-node timeout), two killed (a
  * clear LOCK_ERR_BACKEND within the budget and nothing left on the survivor),
  * all killed (at once), and everything back (works again).
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +194,108 @@ static void test_lock_redlock_minority_foreign_lease_still_acquires(void **state
     assert_int_equal(raw_int(0, (const char *const[]){"EXISTS", "rl:stale", NULL}), 0);
 }
 
+#define TRIES 5 /* rounds whose 5 ms per-master wait a busy machine may overrun */
+
+/* Returns how many masters hold key. */
+static int masters_holding(const char *key) {
+    int n = 0;
+    for (int i = 0; i < MASTERS; i++)
+        n += (int)raw_int(i, (const char *const[]){"EXISTS", key, NULL});
+    return n;
+}
+
+/* A lease of 2 ms is no longer than the drift allowance (2/100 + 2 ms): it has no validity even
+ * when every master applies it at once. Extending to it is a lapsed lease (LEASE_LOST), not a
+ * store failure, and acquiring it is BUSY (the grants are given back); the masters are fine. */
+static void test_lock_redlock_extend_no_validity_left_lease_lost(void **state) {
+    lock_client *c = *state;
+    lock_handle h, before;
+    int rc = -100;
+    /* A 2 ms lease waits at most 5 ms per master: on a busy machine two slow answers make a
+     * round BACKEND, rightly. Up to TRIES rounds, each on a fresh lease; the old verdict
+     * answered BACKEND to every one of them. */
+    for (int i = 0; i < TRIES && rc != LOCK_ERR_LEASE_LOST; i++) {
+        if (i > 0) sleep_ms(20);
+        assert_int_equal(lock_acquire(c, "rl:novalid", 10000, 5000, &h), LOCK_OK);
+        before = h;
+        rc = lock_extend(c, &h, 2);
+        if (rc != LOCK_ERR_LEASE_LOST) assert_int_equal(rc, LOCK_ERR_BACKEND);
+        assert_memory_equal(&h, &before, sizeof h);
+        (void)lock_release(c, &h);
+    }
+    assert_int_equal(rc, LOCK_ERR_LEASE_LOST);
+    sleep_ms(20);
+    assert_int_equal(masters_holding("rl:novalid"), 0); /* the masters applied the 2 ms */
+
+    lock_handle h2;
+    rc = -100;
+    for (int i = 0; i < TRIES && rc != LOCK_ERR_BUSY; i++) {
+        rc = lock_acquire(c, "rl:novalid", 2, 0, &h2);
+        if (rc != LOCK_ERR_BUSY) assert_int_equal(rc, LOCK_ERR_BACKEND);
+    }
+    assert_int_equal(rc, LOCK_ERR_BUSY); /* granted with no validity: given back */
+    sleep_ms(20);
+    assert_int_equal(masters_holding("rl:novalid"), 0);
+    assert_int_equal(lock_acquire(c, "rl:novalid", 10000, 0, &h2), LOCK_OK);
+    assert_true(h2.fence > h.fence);
+    assert_int_equal(lock_release(c, &h2), LOCK_OK);
+}
+
+struct bg_acquire {
+    lock_client *c;
+    const char *key;
+    lock_handle h;
+    int rc;
+};
+
+static void *bg_acquire_main(void *arg) {
+    struct bg_acquire *b = arg;
+    b->rc = lock_acquire(b->c, b->key, 10000, 5000, &b->h);
+    return NULL;
+}
+
+/* A foreign lease shorter than the 1 s recheck that used to be a waiter's longest nap: a waiter
+ * that relied on pub/sub and the PTTL alone provably slept until this lease ran out. */
+#define FOREIGN_TTL_MS 900
+#define FOREIGN_TTL_STR "900"
+
+/* A foreign Redlock client (node-redlock: SET NX PX on every master, a plain compare-and-delete
+ * that publishes nothing) holds the key and lets go after ~100 ms. The waiter, subscribed on
+ * every master in vain, polls as well and gets the key before the foreign lease would end. */
+static void test_lock_redlock_foreign_holder_silent_release_waiter_polls(void **state) {
+    lock_client *c = *state;
+    int64_t set_at = lock_now_ms();
+    for (int i = 0; i < MASTERS; i++) {
+        redisReply *r = raw_cmd(i, (const char *const[]){"SET", "rl:foreign", "theirs", "NX", "PX",
+                                                         FOREIGN_TTL_STR, NULL});
+        assert_int_equal(r->type, REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+    struct bg_acquire bg = {.c = c, .key = "rl:foreign", .rc = -100};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, bg_acquire_main, &bg), 0);
+    for (int64_t end = lock_now_ms() + 5000;; sleep_ms(1)) { /* until it listens */
+        redisReply *r =
+            raw_cmd(0, (const char *const[]){"PUBSUB", "NUMSUB", "rl:foreign:released", NULL});
+        int listening = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                        r->element[1]->type == REDIS_REPLY_INTEGER && r->element[1]->integer > 0;
+        freeReplyObject(r);
+        if (listening) break;
+        assert_true(lock_now_ms() < end);
+    }
+    sleep_ms(100);
+    for (int i = 0; i < MASTERS; i++)
+        assert_int_equal(raw_int(i, (const char *const[]){"DEL", "rl:foreign", NULL}), 1);
+    pthread_join(th, NULL);
+    int64_t got_at = lock_now_ms();
+    print_message("redlock foreign holder, silent release: key taken %lld ms after the SET "
+                  "(foreign ttl %d)\n",
+                  (long long)(got_at - set_at), FOREIGN_TTL_MS);
+    assert_int_equal(bg.rc, LOCK_OK);
+    assert_true(got_at < set_at + FOREIGN_TTL_MS); /* before the foreign lease could end */
+    assert_int_equal(lock_release(c, &bg.h), LOCK_OK);
+}
+
 static void test_lock_redlock_multi_two_clients_opposite_orders(void **state) {
     lock_client *b = redlock_client();
     lock_contract_multi_race(*state, b);
@@ -324,6 +429,36 @@ static void test_lock_redlock_one_master_hung_acquires_within_budget(void **stat
         assert_int_equal(raw_int(i, (const char *const[]){"EXISTS", "rl:f:hung", NULL}), 0);
 }
 
+/* An extend whose validity is gone (2 ms: see test_lock_redlock_extend_no_validity_left_*)
+ * with a master hung: the two others are a majority that answered, so the lease lapsed
+ * (LEASE_LOST). With two masters hung no majority can answer: that is the store (BACKEND). */
+static void test_lock_redlock_extend_no_validity_lease_lost_unless_majority_silent(void **state) {
+    lock_client *c = *state;
+    static const char *const keys[TRIES + 1] = {"rl:f:late0", "rl:f:late1", "rl:f:late2",
+                                                "rl:f:late3", "rl:f:late4", "rl:f:late5"};
+    lock_handle h[TRIES + 1];
+    for (int i = 0; i <= TRIES; i++)
+        assert_int_equal(lock_acquire(c, keys[i], 10000, 0, &h[i]), LOCK_OK);
+    th_redis_signal(&g_m[1], SIGSTOP);
+    /* the two others must answer within 5 ms: a few tries (see the test above) */
+    int rc1 = -100;
+    for (int i = 0; i < TRIES && rc1 != LOCK_ERR_LEASE_LOST; i++) {
+        rc1 = lock_extend(c, &h[i], 2);
+        if (rc1 != LOCK_ERR_LEASE_LOST) assert_int_equal(rc1, LOCK_ERR_BACKEND);
+    }
+    th_redis_signal(&g_m[2], SIGSTOP);
+    int rc2 = lock_extend(c, &h[TRIES], 2);
+    th_redis_signal(&g_m[1], SIGCONT);
+    th_redis_signal(&g_m[2], SIGCONT);
+    assert_int_equal(rc1, LOCK_ERR_LEASE_LOST);
+    assert_int_equal(rc2, LOCK_ERR_BACKEND);
+    for (int i = 0; i <= TRIES; i++)
+        (void)lock_release(c, &h[i]);
+    lock_handle h3;
+    assert_int_equal(lock_acquire(c, keys[0], 10000, 5000, &h3), LOCK_OK);
+    assert_int_equal(lock_release(c, &h3), LOCK_OK);
+}
+
 /* Fences keep growing when the majority changes: the master that was ahead is gone, the two
  * others were raised to its counter. */
 static void test_lock_redlock_master_lost_fence_still_grows(void **state) {
@@ -391,6 +526,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lock_redlock_acquire_key_on_every_master),
         cmocka_unit_test(test_lock_redlock_fence_max_over_majority_and_raised),
         cmocka_unit_test(test_lock_redlock_minority_foreign_lease_still_acquires),
+        cmocka_unit_test(test_lock_redlock_extend_no_validity_left_lease_lost),
+        cmocka_unit_test(test_lock_redlock_foreign_holder_silent_release_waiter_polls),
         cmocka_unit_test(test_lock_redlock_multi_two_clients_opposite_orders),
         cmocka_unit_test(test_lock_redlock_watchdog_other_client_never_gets_key),
         cmocka_unit_test(test_lock_redlock_watchdog_max_hold_other_client_gets_key),
@@ -400,6 +537,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest faults[] = {
         cmocka_unit_test(test_lock_redlock_one_master_killed_still_acquires),
         cmocka_unit_test(test_lock_redlock_one_master_hung_acquires_within_budget),
+        cmocka_unit_test(test_lock_redlock_extend_no_validity_lease_lost_unless_majority_silent),
         cmocka_unit_test(test_lock_redlock_master_lost_fence_still_grows),
         cmocka_unit_test(test_lock_redlock_majority_killed_backend_within_budget),
         cmocka_unit_test(test_lock_redlock_masters_back_works_again),

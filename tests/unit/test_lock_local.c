@@ -452,6 +452,23 @@ static void test_lock_backoff_any_attempt_within_cap(void **state) {
     assert_true(lock__backoff_ms(UINT32_MAX, &rng) <= LOCK_BACKOFF_CAP_MS);
 }
 
+/* The busy waiter's poll schedule: 2 ms, doubling, capped at 50 ms, at most a quarter less. */
+static void test_lock_wait_poll_doubles_to_cap_quarter_jitter(void **state) {
+    (void)state;
+    uint64_t rng = 0;
+    for (unsigned step = 0; step < 100; step++) {
+        uint32_t d = step < 16 ? LOCK_WAIT_POLL_FIRST_MS << step : LOCK_WAIT_POLL_CAP_MS;
+        if (d > LOCK_WAIT_POLL_CAP_MS) d = LOCK_WAIT_POLL_CAP_MS;
+        for (int rep = 0; rep < 50; rep++) {
+            uint32_t ms = lock__wait_poll_ms(step, &rng);
+            assert_true(ms >= d - d / 4 && ms <= d);
+        }
+    }
+    assert_int_equal(lock__wait_poll_ms(0, &rng), LOCK_WAIT_POLL_FIRST_MS);
+    assert_true(lock__wait_poll_ms(UINT32_MAX, &rng) <= LOCK_WAIT_POLL_CAP_MS);
+    assert_true(rng != 0);
+}
+
 static void test_lock_sleep_and_clock_monotonic(void **state) {
     (void)state;
     int64_t t0 = lock_now_ms();
@@ -522,6 +539,7 @@ int main(void) {
         cmocka_unit_test(test_lock_ops_null_extend_unsupported),
         cmocka_unit_test(test_lock_token_new_hex_and_distinct),
         cmocka_unit_test(test_lock_backoff_any_attempt_within_cap),
+        cmocka_unit_test(test_lock_wait_poll_doubles_to_cap_quarter_jitter),
         cmocka_unit_test(test_lock_sleep_and_clock_monotonic),
         cmocka_unit_test(test_lock_redis_new_bad_args_invalid),
         cmocka_unit_test(test_lock_ops_null_multi_and_watchdog_slots),

@@ -104,6 +104,49 @@ static void test_lock_redlock_verdict_table(void **state) {
     }
 }
 
+/* Release and extend: a quorum that answered yes but whose round outlasted the lease is a lapsed
+ * lease (LEASE_LOST), not a store failure; BACKEND only when too many nodes failed to answer. */
+static void test_lock_redlock_owner_verdict_table(void **state) {
+    (void)state;
+    static const struct verdict_case cases[] = {
+        /* one server */
+        {1, 1, 0, 10, LOCK_OK},
+        {1, 0, 0, 10, LOCK_ERR_NOT_OWNER},
+        {1, 0, 1, 10, LOCK_ERR_BACKEND},
+        {1, 1, 0, 0, LOCK_ERR_LEASE_LOST}, /* applied, but the round outlasted the new lease */
+        {1, 1, 0, -50, LOCK_ERR_LEASE_LOST},
+        {1, 0, 0, -50, LOCK_ERR_NOT_OWNER},
+        {1, 0, 1, -50, LOCK_ERR_BACKEND}, /* no answer: the store failed, whatever the time */
+        /* three masters */
+        {3, 3, 0, 10, LOCK_OK},
+        {3, 2, 1, 10, LOCK_OK},
+        {3, 3, 0, 0, LOCK_ERR_LEASE_LOST},  /* all applied it, no validity left */
+        {3, 2, 1, -1, LOCK_ERR_LEASE_LOST}, /* a majority answered yes, too late */
+        {3, 2, 0, -1, LOCK_ERR_LEASE_LOST},
+        {3, 1, 1, -1, LOCK_ERR_LEASE_LOST}, /* a majority answered; the time is gone anyway */
+        {3, 1, 1, 10, LOCK_ERR_BACKEND},    /* undecided: the silent one may say yes */
+        {3, 1, 2, -1, LOCK_ERR_BACKEND},    /* two silent: no majority could answer */
+        {3, 0, 2, 10, LOCK_ERR_BACKEND},
+        {3, 0, 3, -1, LOCK_ERR_BACKEND},
+        {3, 1, 0, 10, LOCK_ERR_NOT_OWNER}, /* two refusals rule a quorum out */
+        {3, 0, 1, -1, LOCK_ERR_NOT_OWNER},
+        /* five masters */
+        {5, 3, 2, 10, LOCK_OK},
+        {5, 3, 2, 0, LOCK_ERR_LEASE_LOST},
+        {5, 2, 3, 0, LOCK_ERR_BACKEND},
+        {5, 2, 2, 10, LOCK_ERR_BACKEND},
+        {5, 2, 0, 10, LOCK_ERR_NOT_OWNER},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const struct verdict_case *c = &cases[i];
+        int got = lock__redlock_owner_verdict(c->n, c->granted, c->failed, c->validity);
+        if (got != c->want)
+            print_error("case %zu: n=%zu yes=%zu failed=%zu validity=%lld: %s\n", i, c->n,
+                        c->granted, c->failed, (long long)c->validity, lock_strerror(got));
+        assert_int_equal(got, c->want);
+    }
+}
+
 /* ---- a round replayed on a fake clock ---- */
 
 #define SIM_NODES 5
@@ -172,6 +215,7 @@ int main(void) {
         cmocka_unit_test(test_lock_redlock_validity_fake_clock),
         cmocka_unit_test(test_lock_redlock_node_timeout_tenth_of_ttl_bounded),
         cmocka_unit_test(test_lock_redlock_verdict_table),
+        cmocka_unit_test(test_lock_redlock_owner_verdict_table),
         cmocka_unit_test(test_lock_redlock_round_simulated_on_fake_clock),
     };
     return cmocka_run_group_tests_name("lock_redlock_math", tests, NULL, NULL);
