@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "market/market_impl.h"
+#include "market/market_rules.h"
 
 #define TXN_ABORTED MARKET__TXN_ABORTED
 #define TXN_RETRIES 32 /* reads again after an abort while the lease is still ours */
@@ -318,25 +319,32 @@ int market__parse_price(const char *s, size_t len, int64_t *out) {
     return 0;
 }
 
+/* The listing price a ZSCORE (or ZMSCORE element) reply gives, as the
+ * rules take it: MARKET__NOT_LISTED, MARKET__PRICE_UNREADABLE or the price. */
+int64_t market__reply_price(const redisReply *r) {
+    int64_t price;
+    if (r->type == REDIS_REPLY_NIL) return MARKET__NOT_LISTED;
+    if (r->type != REDIS_REPLY_STRING || market__parse_price(r->str, r->len, &price) < 0)
+        return MARKET__PRICE_UNREADABLE;
+    return price;
+}
+
+/* The party an HGET <user> funds reply gives (see market__party). */
+market__party market__reply_party(const redisReply *r) {
+    market__party p = {MARKET__ABSENT, 0};
+    if (r->type == REDIS_REPLY_NIL) return p;
+    p.known = r->type == REDIS_REPLY_STRING && market__parse_i64(r->str, r->len, &p.funds) == 0
+                  ? MARKET__PRESENT
+                  : MARKET__UNREADABLE;
+    return p;
+}
+
 /* Writes "<prefix><id>" into out. */
 void market__key(char *out, size_t outlen, const char *prefix, const char *id) {
     snprintf(out, outlen, "%s%s", prefix, id);
 }
 
 /* ---- helpers ---- */
-
-/* Returns 1 when id matches [A-Za-z0-9_-]{1,64}, else 0. Can't fail. */
-int market_id_valid(const char *id) {
-    if (!id) return 0;
-    size_t n = 0;
-    for (const char *p = id; *p; p++, n++) {
-        char ch = *p;
-        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                 ch == '_' || ch == '-';
-        if (!ok || n >= MARKET_ID_MAX) return 0;
-    }
-    return n > 0;
-}
 
 /* Returns a static description of a market code. Can't fail. */
 const char *market_strerror(int err) {
@@ -781,30 +789,13 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
         }
         return rc;
     }
-    const redisReply *listing = rep[io], *bf = rep[io + 1], *sf = rep[io + 2];
-    int64_t price = 0, buyer_funds = 0, seller_funds = 0;
-    if (listing->type == REDIS_REPLY_NIL) {
-        rc = MARKET_ERR_NOT_LISTED;
-    } else if (listing->type != REDIS_REPLY_STRING ||
-               market__parse_price(listing->str, listing->len, &price) < 0) {
-        rc = MARKET_ERR_STORE;
-    } else if (p->expect_price > 0 && p->expect_price != price) {
-        p->res->price = price;
-        rc = MARKET_ERR_PRICE_CHANGED;
-    } else if (bf->type == REDIS_REPLY_NIL) {
-        rc = MARKET_ERR_NO_PLAYER;
-    } else if (bf->type != REDIS_REPLY_STRING ||
-               market__parse_i64(bf->str, bf->len, &buyer_funds) < 0) {
-        rc = MARKET_ERR_STORE;
-    } else if (buyer_funds < price) {
-        rc = MARKET_ERR_INSUFFICIENT_FUNDS;
-    } else if (sf->type == REDIS_REPLY_STRING &&
-               market__parse_i64(sf->str, sf->len, &seller_funds) < 0) {
-        rc = MARKET_ERR_STORE;
-    } else if (seller_funds > INT64_MAX - price) {
-        rc = MARKET_ERR_OVERFLOW;
-    }
+    int64_t price = market__reply_price(rep[io]);
+    market__party buyer = market__reply_party(rep[io + 1]);
+    market__party seller = market__reply_party(rep[io + 2]);
     market__replies_free(rep, nrep);
+    int64_t buyer_funds = buyer.funds;
+    rc = market__purchase_rule(price, p->expect_price, &buyer, &seller);
+    if (rc == MARKET_ERR_PRICE_CHANGED) p->res->price = price;
     if (rc < 0) return single_refuse(c, held, &p->s, rc, rc == MARKET_ERR_PRICE_CHANGED ? price : 0);
 
     if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
@@ -859,9 +850,7 @@ int market_purchase(market_conn *c, const char *buyer, const char *seller, const
 int market_purchase_idem(market_conn *c, const char *buyer, const char *seller, const char *item,
                          int64_t expect_price, const market_idem *idem,
                          market_purchase_result *res) {
-    if (!c || !res || !market_id_valid(buyer) || !market_id_valid(seller) ||
-        !market_id_valid(item) || strcmp(buyer, seller) == 0 || expect_price > MARKET_PRICE_MAX ||
-        !market__idem_valid(idem))
+    if (!c || !res || !market__purchase_args_ok(buyer, seller, item, expect_price, idem))
         return MARKET_ERR_INVALID;
     market *m = c->m;
     res->replayed = 0;
@@ -1010,9 +999,7 @@ int market_list(market_conn *c, const char *seller, const char *item, int64_t pr
  * MARKET_ERR_IDEM_MISMATCH. */
 int market_list_idem(market_conn *c, const char *seller, const char *item, int64_t price,
                      const market_idem *idem, int *replayed) {
-    if (!c || !market_id_valid(seller) || !market_id_valid(item) || price < 1 ||
-        price > MARKET_PRICE_MAX || !market__idem_valid(idem))
-        return MARKET_ERR_INVALID;
+    if (!c || !market__listing_args_ok(seller, item, price, idem)) return MARKET_ERR_INVALID;
     struct listing_op op = {seller, item, price};
     int rc = listing_guarded(c, &op, idem, list_attempt);
     if (replayed) *replayed = op.s.replayed;

@@ -46,6 +46,7 @@
 #include <time.h>
 
 #include "market/market_impl.h"
+#include "market/market_rules.h"
 
 #define USERS_MAX (2 * MARKET__BATCH_MAX)
 
@@ -76,8 +77,8 @@ struct market__batch {
     const char *user[USERS_MAX];
     char k_user[USERS_MAX][MARKET__KEY_MAX];
     char k_inv[USERS_MAX][MARKET__KEY_MAX];
-    int exists[USERS_MAX]; /* 1, 0 (no such player), -1 (funds unreadable) */
-    int64_t funds[USERS_MAX], read_funds[USERS_MAX];
+    market__party party[USERS_MAX]; /* what was read, then as the batch decides */
+    int64_t read_funds[USERS_MAX];  /* party[].funds as read: the commit writes the change */
     char delta[USERS_MAX][24];
 
     /* pipeline scratch */
@@ -86,8 +87,7 @@ struct market__batch {
     int read_split; /* read funds in later round trips (see batch_read) */
     int64_t now_ms; /* when this attempt began: purchases past their deadline then are not
                        decided (users_needed and batch_decide must agree) */
-    int got[USERS_MAX];               /* split reads: funds read */
-    int64_t sim_funds[USERS_MAX];     /* split reads: funds while walking the batch */
+    market__party sim[USERS_MAX];     /* split reads: parties while walking the batch */
     int sim_state[MARKET__BATCH_MAX]; /* split reads: on a listing's first purchase */
     int fence_same[MARKET__HELD_MAX]; /* the fencing record already holds our fence */
     size_t read_off;                  /* read_build(): the claims in front of the WATCH */
@@ -176,19 +176,18 @@ static void read_users(struct market__batch *b, size_t *nc, const size_t *users,
 }
 
 /* Reads the funds replies rep[0..n) of users[0..n). Funds that cannot be
- * read fail only the purchases of that user (exists -1), not the batch. */
+ * read fail only the purchases of that user (MARKET__UNREADABLE), not the
+ * batch. */
 static void parse_users(struct market__batch *b, redisReply **rep, const size_t *users, size_t n) {
-    for (size_t j = 0; j < n; j++) {
-        size_t u = users[j];
-        const redisReply *e = rep[j];
-        b->funds[u] = 0;
-        b->exists[u] = 0;
-        if (e->type == REDIS_REPLY_NIL) continue;
-        b->exists[u] = e->type == REDIS_REPLY_STRING &&
-                               market__parse_i64(e->str, e->len, &b->funds[u]) == 0
-                           ? 1
-                           : -1;
-    }
+    for (size_t j = 0; j < n; j++) b->party[users[j]] = market__reply_party(rep[j]);
+}
+
+/* Lists user u in b->read_list[0..*n) unless it is read or listed. */
+static void need_user(struct market__batch *b, size_t u, size_t *n) {
+    if (b->party[u].known != MARKET__UNREAD) return;
+    for (size_t j = 0; j < *n; j++)
+        if (b->read_list[j] == u) return;
+    b->read_list[(*n)++] = u;
 }
 
 /* Split reads: walks the batch in order as batch_decide() will, with the
@@ -200,31 +199,21 @@ static void parse_users(struct market__batch *b, redisReply **rep, const size_t 
 static size_t users_needed(struct market__batch *b) {
     size_t n = 0;
     int64_t now = b->now_ms;
-    memcpy(b->sim_funds, b->funds, b->n_users * sizeof *b->funds);
+    memcpy(b->sim, b->party, b->n_users * sizeof *b->party);
     for (size_t i = 0; i < b->n; i++) b->sim_state[i] = 0; /* on first: 1 sold, 2 undecided */
     for (size_t i = 0; i < b->n; i++) {
         size_t f = b->first[i], bu = b->buyer[i], se = b->seller[i];
         int64_t price = b->price[f];
         if (price <= 0 || b->sim_state[f] != 0 || now >= b->req[i]->deadline_ms) continue;
         if (b->k_idem[i][0] && b->idem_state[i] != MARKET__IDEM_FREE) continue; /* settled */
-        if (!b->got[bu] || !b->got[se]) {
-            size_t us[2] = {bu, se};
-            for (size_t t = 0; t < 2; t++) {
-                if (b->got[us[t]]) continue;
-                size_t j = 0;
-                while (j < n && b->read_list[j] != us[t]) j++;
-                if (j == n) b->read_list[n++] = us[t];
-            }
+        int rc = market__purchase_apply(price, b->req[i]->expect_price, &b->sim[bu], &b->sim[se]);
+        if (rc == MARKET__NEED_FUNDS) {
+            need_user(b, bu, &n);
+            need_user(b, se, &n);
             b->sim_state[f] = 2;
-            continue;
-        }
-        if ((b->req[i]->expect_price > 0 && b->req[i]->expect_price != price) ||
-            b->exists[bu] != 1 || b->exists[se] < 0 || b->sim_funds[bu] < price ||
-            b->sim_funds[se] > INT64_MAX - price)
-            continue; /* refused: the next purchase of this listing is reached */
-        b->sim_funds[bu] -= price;
-        b->sim_funds[se] += price;
-        b->sim_state[f] = 1;
+        } else if (rc == MARKET_OK) {
+            b->sim_state[f] = 1;
+        } /* refused: the next purchase of this listing is reached */
     }
     return n;
 }
@@ -342,15 +331,8 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
     }
     size_t unlisted = 0;
     for (size_t i = 0; i < b->n; i++) {
-        const redisReply *e = z->element[i];
-        b->price[i] = 0;
-        if (e->type == REDIS_REPLY_NIL) {
-            unlisted++;
-            continue;
-        }
-        if (e->type != REDIS_REPLY_STRING ||
-            market__parse_price(e->str, e->len, &b->price[i]) < 0)
-            b->price[i] = -1;
+        b->price[i] = market__reply_price(z->element[i]);
+        unlisted += b->price[i] == MARKET__NOT_LISTED;
     }
     /* Next batch: split the read when a quarter of this one was not listed
      * (a lone purchase tells too little to change the mode). */
@@ -364,7 +346,7 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
 
     /* Later round trips: the funds of the users that deciding in order will
      * reach, usually one round trip. */
-    for (size_t u = 0; u < b->n_users; u++) b->exists[u] = 0, b->funds[u] = 0, b->got[u] = 0;
+    for (size_t u = 0; u < b->n_users; u++) b->party[u] = (market__party){MARKET__UNREAD, 0};
     size_t n_read;
     while ((n_read = users_needed(b)) > 0) { /* every user is watched already */
         nc = 0;
@@ -373,7 +355,6 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
         if (rc < 0) return rc;
         parse_users(b, b->rep, b->read_list, n_read);
         market__replies_free(b->rep, nc);
-        for (size_t j = 0; j < n_read; j++) b->got[b->read_list[j]] = 1;
     }
     return MARKET_OK;
 out:
@@ -445,40 +426,28 @@ static int recorded(const struct market__batch *b, size_t i) {
 static size_t batch_decide(struct market__batch *b) {
     size_t writes = 0;
     int64_t now = b->now_ms;
-    memcpy(b->read_funds, b->funds, b->n_users * sizeof *b->funds);
+    for (size_t u = 0; u < b->n_users; u++) b->read_funds[u] = b->party[u].funds;
     for (size_t i = 0; i < b->n; i++) b->sold[i] = 0;
     for (size_t i = 0; i < b->n; i++) {
         market_pending *r = b->req[i];
-        size_t f = b->first[i], bu = b->buyer[i], se = b->seller[i];
+        size_t f = b->first[i];
         int64_t price = b->price[f];
         r->res = (market_purchase_result){0};
         if (b->k_idem[i][0] && idem_decided(b, i)) continue;
         if (now >= r->deadline_ms) {
             r->rc = MARKET_ERR_BUSY;
-        } else if (price < 0) {
-            r->rc = MARKET_ERR_STORE; /* the listing's score is unreadable */
-        } else if (price == 0 || b->sold[f]) {
-            r->rc = MARKET_ERR_NOT_LISTED;
-        } else if (r->expect_price > 0 && r->expect_price != price) {
-            r->res.price = price;
-            r->rc = MARKET_ERR_PRICE_CHANGED;
-        } else if (b->exists[bu] < 0) {
-            r->rc = MARKET_ERR_STORE;
-        } else if (!b->exists[bu]) {
-            r->rc = MARKET_ERR_NO_PLAYER;
-        } else if (b->funds[bu] < price) {
-            r->rc = MARKET_ERR_INSUFFICIENT_FUNDS;
-        } else if (b->exists[se] < 0) {
-            r->rc = MARKET_ERR_STORE;
-        } else if (b->funds[se] > INT64_MAX - price) {
-            r->rc = MARKET_ERR_OVERFLOW;
         } else {
-            b->funds[bu] -= price;
-            b->funds[se] += price;
-            b->sold[f] = 1;
-            r->res.price = price;
-            r->res.buyer_funds = b->funds[bu];
-            r->rc = MARKET_OK;
+            market__party *buyer = &b->party[b->buyer[i]], *seller = &b->party[b->seller[i]];
+            int rc = market__purchase_apply(b->sold[f] ? MARKET__NOT_LISTED : price,
+                                            r->expect_price, buyer, seller);
+            if (rc > 0) rc = MARKET_ERR_STORE; /* funds left unread: users_needed() reads them */
+            r->rc = rc;
+            if (rc == MARKET_ERR_PRICE_CHANGED) r->res.price = price;
+            if (rc == MARKET_OK) {
+                b->sold[f] = 1;
+                r->res.price = price;
+                r->res.buyer_funds = buyer->funds;
+            }
         }
         writes += won(b, i) || recorded(b, i);
     }
@@ -535,9 +504,9 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
         b->argc[nc++] = 3;
     }
     for (size_t u = 0; u < b->n_users; u++) {
-        if (b->funds[u] == b->read_funds[u]) continue;
-        snprintf(b->delta[u], sizeof b->delta[u], "%lld",
-                 (long long)(b->funds[u] - b->read_funds[u]));
+        const market__party *pu = &b->party[u];
+        if (pu->known != MARKET__PRESENT || pu->funds == b->read_funds[u]) continue;
+        snprintf(b->delta[u], sizeof b->delta[u], "%lld", (long long)(pu->funds - b->read_funds[u]));
         const char **a = b->args_hincr[u];
         a[0] = "HINCRBY";
         a[1] = b->k_user[u];

@@ -11,6 +11,7 @@
 #include <hiredis.h>
 
 #include "market/market.h"
+#include "market/market_rules.h"
 
 #define MARKET__KEY_MAX (MARKET_ID_MAX + 16)   /* "inventory:" + id */
 #define MARKET__MEMBER_MAX (2 * MARKET_ID_MAX + 2) /* "<item>.<seller>" */
@@ -122,7 +123,6 @@ int market__purchase_batched(market *m, const char *buyer, const char *seller, c
 
 /* market_keys.c: lock key names, idempotency records and claims (pure). */
 int market__lock_key(char *out, const char *prefix, const char *id);
-int market__idem_valid(const market_idem *idem);
 void market__idem_key(char *out, size_t outlen, const char *player, const market_idem *idem);
 int market__idem_final(int rc);
 void market__idem_record(char *out, size_t outlen, const market_idem *idem, int rc, int64_t a,
@@ -146,6 +146,8 @@ redisReply *market__command(market_conn *c, int argc, const char **argv, const s
 void market__cmd_set(market__cmd *cmd, int argc, ...);
 int market__parse_i64(const char *s, size_t len, int64_t *out);
 int market__parse_price(const char *s, size_t len, int64_t *out);
+int64_t market__reply_price(const redisReply *r);
+market__party market__reply_party(const redisReply *r);
 void market__key(char *out, size_t outlen, const char *prefix, const char *id);
 
 #endif /* GM_MARKET_MARKET_IMPL_H */

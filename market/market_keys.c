@@ -69,27 +69,6 @@ int market__lock_key(char *out, const char *prefix, const char *id) {
 
 /* ---- idempotency records ---- */
 
-/* Returns 1 when key matches [A-Za-z0-9_.:-]{1,128}, else 0. Can't fail. */
-int market_idem_key_valid(const char *key) {
-    if (!key) return 0;
-    size_t n = 0;
-    for (const char *q = key; *q; q++, n++) {
-        char ch = *q;
-        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                 ch == '_' || ch == '-' || ch == '.' || ch == ':';
-        if (!ok || n >= MARKET_IDEM_KEY_MAX) return 0;
-    }
-    return n > 0;
-}
-
-/* Whether idem (NULL is fine) has a valid key and fingerprint. */
-int market__idem_valid(const market_idem *idem) {
-    if (!idem) return 1;
-    if (!market_idem_key_valid(idem->key) || !idem->fingerprint) return 0;
-    size_t n = strlen(idem->fingerprint);
-    return n > 0 && n <= MARKET_IDEM_FP_MAX && !strchr(idem->fingerprint, ' ');
-}
-
 /* Writes "idem:<player>:<key>" into out. */
 void market__idem_key(char *out, size_t outlen, const char *player, const market_idem *idem) {
     snprintf(out, outlen, "idem:%s:%s", player, idem->key);

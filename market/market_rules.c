@@ -1,0 +1,102 @@
+/* market_rules.c - the rules of a purchase and of the arguments every write
+ * takes: pure functions (see market_rules.h). */
+#include "market/market_rules.h"
+
+#include <string.h>
+
+/* Returns 1 when id matches [A-Za-z0-9_-]{1,64}, else 0. Can't fail. */
+int market_id_valid(const char *id) {
+    if (!id) return 0;
+    size_t n = 0;
+    for (const char *p = id; *p; p++, n++) {
+        char ch = *p;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '_' || ch == '-';
+        if (!ok || n >= MARKET_ID_MAX) return 0;
+    }
+    return n > 0;
+}
+
+/* Returns 1 when key matches [A-Za-z0-9_.:-]{1,128}, else 0. Can't fail. */
+int market_idem_key_valid(const char *key) {
+    if (!key) return 0;
+    size_t n = 0;
+    for (const char *q = key; *q; q++, n++) {
+        char ch = *q;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '_' || ch == '-' || ch == '.' || ch == ':';
+        if (!ok || n >= MARKET_IDEM_KEY_MAX) return 0;
+    }
+    return n > 0;
+}
+
+/* Whether idem (NULL is fine) has a valid key and fingerprint. */
+int market__idem_valid(const market_idem *idem) {
+    if (!idem) return 1;
+    if (!market_idem_key_valid(idem->key) || !idem->fingerprint) return 0;
+    size_t n = strlen(idem->fingerprint);
+    return n > 0 && n <= MARKET_IDEM_FP_MAX && !strchr(idem->fingerprint, ' ');
+}
+
+/* Decides a purchase of a listing at price (MARKET__NOT_LISTED,
+ * MARKET__PRICE_UNREADABLE, or the price) by buyer from seller. expect_price
+ * > 0 makes it conditional on that price. The checks, in this order, and the
+ * first that fails is the verdict:
+ *   listed?                 MARKET_ERR_NOT_LISTED (unreadable: MARKET_ERR_STORE)
+ *   at the expected price?  MARKET_ERR_PRICE_CHANGED
+ *   does the buyer exist?   MARKET_ERR_NO_PLAYER (unreadable: MARKET_ERR_STORE)
+ *   can the buyer pay?      MARKET_ERR_INSUFFICIENT_FUNDS
+ *   can the seller be paid? MARKET_ERR_OVERFLOW (unreadable: MARKET_ERR_STORE; a seller
+ *                           without funds is paid from 0)
+ * Returns MARKET_OK when the purchase may happen, a refusal above, or
+ * MARKET__NEED_FUNDS when deciding needs funds that are MARKET__UNREAD.
+ * This function can't fail otherwise. */
+int market__purchase_rule(int64_t price, int64_t expect_price, const market__party *buyer,
+                          const market__party *seller) {
+    if (price == MARKET__NOT_LISTED) return MARKET_ERR_NOT_LISTED;
+    if (price < 0) return MARKET_ERR_STORE;
+    if (expect_price > 0 && expect_price != price) return MARKET_ERR_PRICE_CHANGED;
+    if (buyer->known == MARKET__UNREAD || seller->known == MARKET__UNREAD)
+        return MARKET__NEED_FUNDS;
+    if (buyer->known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
+    if (buyer->known == MARKET__ABSENT) return MARKET_ERR_NO_PLAYER;
+    if (buyer->funds < price) return MARKET_ERR_INSUFFICIENT_FUNDS;
+    if (seller->known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
+    int64_t seller_funds = seller->known == MARKET__PRESENT ? seller->funds : 0;
+    if (seller_funds > INT64_MAX - price) return MARKET_ERR_OVERFLOW;
+    return MARKET_OK;
+}
+
+/* market__purchase_rule(), and when it allows the purchase, moves price
+ * from buyer's funds to seller's (a seller without funds starts at 0).
+ * Returns the verdict. This function can't fail otherwise. */
+int market__purchase_apply(int64_t price, int64_t expect_price, market__party *buyer,
+                           market__party *seller) {
+    int rc = market__purchase_rule(price, expect_price, buyer, seller);
+    if (rc != MARKET_OK) return rc;
+    if (seller->known != MARKET__PRESENT) {
+        seller->known = MARKET__PRESENT;
+        seller->funds = 0;
+    }
+    buyer->funds -= price;
+    seller->funds += price;
+    return MARKET_OK;
+}
+
+/* Whether a purchase's arguments can be served: valid ids, a buyer who is
+ * not the seller, an expected price not above MARKET_PRICE_MAX (<= 0: any),
+ * a valid idempotency key and fingerprint (idem may be NULL). Can't fail. */
+int market__purchase_args_ok(const char *buyer, const char *seller, const char *item,
+                             int64_t expect_price, const market_idem *idem) {
+    return market_id_valid(buyer) && market_id_valid(seller) && market_id_valid(item) &&
+           strcmp(buyer, seller) != 0 && expect_price <= MARKET_PRICE_MAX &&
+           market__idem_valid(idem);
+}
+
+/* Whether a listing's arguments can be served: valid ids, a price in
+ * 1..MARKET_PRICE_MAX, a valid idempotency key (idem may be NULL). */
+int market__listing_args_ok(const char *seller, const char *item, int64_t price,
+                            const market_idem *idem) {
+    return market_id_valid(seller) && market_id_valid(item) && price >= 1 &&
+           price <= MARKET_PRICE_MAX && market__idem_valid(idem);
+}

@@ -1,0 +1,46 @@
+/* market_rules.h - the rules of a purchase, as pure functions (market_rules.c).
+ *
+ * No Redis, no I/O, no clock: what the store said goes in, the verdict comes
+ * out. Every path that decides a purchase asks these - the one-at-a-time
+ * path, the batch's decision in queue order, and the batch's look-ahead that
+ * chooses which funds to read - so the rules are written once, here, and
+ * unit-tested without a Redis (tests/unit/test_market_rules.c).
+ */
+#ifndef GM_MARKET_MARKET_RULES_H
+#define GM_MARKET_MARKET_RULES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "market/market.h"
+
+/* What the store said of a player's funds. */
+enum market__known {
+    MARKET__UNREAD = -2,     /* not read (yet): a verdict that needs them says so */
+    MARKET__UNREADABLE = -1, /* there, but not a number: the purchase fails (ERR_STORE) */
+    MARKET__ABSENT = 0,      /* no such player */
+    MARKET__PRESENT = 1,     /* funds hold the value */
+};
+
+typedef struct market__party {
+    int known;     /* enum market__known */
+    int64_t funds; /* when PRESENT */
+} market__party;
+
+/* A listing's price as the rules take it: > 0 listed at that price. */
+#define MARKET__NOT_LISTED 0      /* not listed, or sold earlier in the same batch */
+#define MARKET__PRICE_UNREADABLE -1 /* listed, but its score is not a whole price */
+
+#define MARKET__NEED_FUNDS 1 /* market__purchase_rule(): a party's funds are MARKET__UNREAD */
+
+int market__purchase_rule(int64_t price, int64_t expect_price, const market__party *buyer,
+                          const market__party *seller);
+int market__purchase_apply(int64_t price, int64_t expect_price, market__party *buyer,
+                           market__party *seller);
+int market__idem_valid(const market_idem *idem);
+int market__purchase_args_ok(const char *buyer, const char *seller, const char *item,
+                             int64_t expect_price, const market_idem *idem);
+int market__listing_args_ok(const char *seller, const char *item, int64_t price,
+                            const market_idem *idem);
+
+#endif /* GM_MARKET_MARKET_RULES_H */

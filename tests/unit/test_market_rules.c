@@ -1,0 +1,172 @@
+/* test_market_rules.c - the rules of a purchase (market_rules.c), without
+ * Redis: every verdict, the boundaries of prices and funds, overflow, and
+ * sequences in which earlier purchases change what later ones may do, as a
+ * batch decides them. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "market/market_rules.h"
+
+#define P(f) {MARKET__PRESENT, (f)}
+#define ABSENT {MARKET__ABSENT, 0}
+#define BAD {MARKET__UNREADABLE, 0}
+#define UNREAD {MARKET__UNREAD, 0}
+
+struct rule_case {
+    const char *what;
+    int64_t price, expect;
+    market__party buyer, seller;
+    int want;
+    int64_t buyer_after, seller_after; /* when allowed */
+};
+
+static void test_rule_table(void **state) {
+    (void)state;
+    static const struct rule_case cases[] = {
+        {"classic", 500, -1, P(800), P(100), MARKET_OK, 300, 600},
+        {"exactly the funds", 500, -1, P(500), P(0), MARKET_OK, 0, 500},
+        {"one short", 500, -1, P(499), P(0), MARKET_ERR_INSUFFICIENT_FUNDS, 0, 0},
+        {"negative funds never pay", 1, -1, P(-5), P(0), MARKET_ERR_INSUFFICIENT_FUNDS, 0, 0},
+        {"not listed", MARKET__NOT_LISTED, -1, P(800), P(0), MARKET_ERR_NOT_LISTED, 0, 0},
+        {"score unreadable", MARKET__PRICE_UNREADABLE, -1, P(800), P(0), MARKET_ERR_STORE, 0, 0},
+        {"price as expected", 500, 500, P(800), P(0), MARKET_OK, 300, 500},
+        {"price changed", 500, 400, P(800), P(0), MARKET_ERR_PRICE_CHANGED, 0, 0},
+        {"expect 0 means any", 500, 0, P(800), P(0), MARKET_OK, 300, 500},
+        {"not listed before price", MARKET__NOT_LISTED, 400, P(800), P(0), MARKET_ERR_NOT_LISTED, 0,
+         0},
+        {"price before the buyer", 500, 400, ABSENT, P(0), MARKET_ERR_PRICE_CHANGED, 0, 0},
+        {"no buyer", 500, -1, ABSENT, P(0), MARKET_ERR_NO_PLAYER, 0, 0},
+        {"buyer unreadable", 500, -1, BAD, P(0), MARKET_ERR_STORE, 0, 0},
+        {"funds before the seller", 500, -1, P(10), BAD, MARKET_ERR_INSUFFICIENT_FUNDS, 0, 0},
+        {"seller unreadable", 500, -1, P(800), BAD, MARKET_ERR_STORE, 0, 0},
+        {"seller without funds starts at 0", 500, -1, P(800), ABSENT, MARKET_OK, 300, 500},
+        {"seller at the top", 1, -1, P(1), P(INT64_MAX - 1), MARKET_OK, 0, INT64_MAX},
+        {"seller would overflow", 2, -1, P(2), P(INT64_MAX - 1), MARKET_ERR_OVERFLOW, 0, 0},
+        {"largest price", MARKET_PRICE_MAX, -1, P(MARKET_PRICE_MAX), P(0), MARKET_OK, 0,
+         MARKET_PRICE_MAX},
+        {"buyer funds unread", 500, -1, UNREAD, P(0), MARKET__NEED_FUNDS, 0, 0},
+        {"seller funds unread", 500, -1, P(800), UNREAD, MARKET__NEED_FUNDS, 0, 0},
+        {"no funds needed when not listed", MARKET__NOT_LISTED, -1, UNREAD, UNREAD,
+         MARKET_ERR_NOT_LISTED, 0, 0},
+        {"no funds needed when the price changed", 500, 7, UNREAD, UNREAD,
+         MARKET_ERR_PRICE_CHANGED, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const struct rule_case *c = &cases[i];
+        market__party b = c->buyer, s = c->seller;
+        int got = market__purchase_rule(c->price, c->expect, &b, &s);
+        if (got != c->want) fprintf(stderr, "case '%s': %d, want %d\n", c->what, got, c->want);
+        assert_int_equal(got, c->want);
+        assert_memory_equal(&b, &c->buyer, sizeof b); /* the rule only judges */
+        got = market__purchase_apply(c->price, c->expect, &b, &s);
+        assert_int_equal(got, c->want);
+        if (got == MARKET_OK) {
+            assert_int_equal(b.funds, c->buyer_after);
+            assert_int_equal(s.known, MARKET__PRESENT);
+            assert_int_equal(s.funds, c->seller_after);
+        } else {
+            assert_memory_equal(&b, &c->buyer, sizeof b); /* a refusal moves nothing */
+            assert_memory_equal(&s, &c->seller, sizeof s);
+        }
+    }
+}
+
+/* A batch decides in queue order, exactly as if the purchases ran one at a
+ * time: a buyer's funds fall as it buys, a seller's rise, and a listing sold
+ * by an earlier purchase is gone for a later one. */
+struct order {
+    int listing, buyer, seller;
+    int64_t expect;
+    int want;
+};
+
+static void decide_in_order(int64_t *price, market__party *party, const struct order *o,
+                            size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int64_t p = price[o[i].listing];
+        int rc = market__purchase_apply(p, o[i].expect, &party[o[i].buyer], &party[o[i].seller]);
+        if (rc != o[i].want) fprintf(stderr, "order %zu: %d, want %d\n", i, rc, o[i].want);
+        assert_int_equal(rc, o[i].want);
+        if (rc == MARKET_OK) price[o[i].listing] = MARKET__NOT_LISTED; /* sold */
+    }
+}
+
+static void test_rule_batch_earlier_purchases_change_later_ones(void **state) {
+    (void)state;
+    enum { SHOP, THRIFTY, SPENDER, RICH_SELLER };
+    market__party party[] = {P(0), P(250), P(1000), P(INT64_MAX - 150)};
+    int64_t price[] = {100, 100, 100, 100, 200};
+    static const struct order orders[] = {
+        {0, THRIFTY, SHOP, -1, MARKET_OK},                          /* 250 -> 150 */
+        {0, SPENDER, SHOP, -1, MARKET_ERR_NOT_LISTED},              /* sold just before */
+        {1, THRIFTY, SHOP, -1, MARKET_OK},                          /* 150 -> 50 */
+        {2, THRIFTY, SHOP, -1, MARKET_ERR_INSUFFICIENT_FUNDS},      /* 50 < 100 */
+        {2, SPENDER, SHOP, 150, MARKET_ERR_PRICE_CHANGED},          /* still listed at 100 */
+        {2, SPENDER, SHOP, 100, MARKET_OK},                         /* 1000 -> 900 */
+        {3, SPENDER, RICH_SELLER, -1, MARKET_OK},                   /* seller at MAX - 50 */
+        {4, SPENDER, RICH_SELLER, -1, MARKET_ERR_OVERFLOW},         /* + 200 would pass MAX */
+        {4, SHOP, SPENDER, -1, MARKET_OK},                          /* the shop, paid 300, buys */
+    };
+    decide_in_order(price, party, orders, sizeof orders / sizeof orders[0]);
+    assert_int_equal(party[THRIFTY].funds, 50);
+    assert_int_equal(party[SPENDER].funds, 1000 - 100 - 100 + 200);
+    assert_int_equal(party[SHOP].funds, 300 - 200);
+    assert_int_equal(party[RICH_SELLER].funds, INT64_MAX - 50);
+    /* funds are conserved within the batch: the changes add up to 0 */
+    const int64_t before[] = {0, 250, 1000, INT64_MAX - 150};
+    int64_t change = 0;
+    for (size_t i = 0; i < 4; i++) change += party[i].funds - before[i];
+    assert_int_equal(change, 0);
+}
+
+/* A buyer with funds for one of several items buys exactly one, whatever
+ * the listings: the first it reaches. */
+static void test_rule_batch_funds_for_one(void **state) {
+    (void)state;
+    market__party party[] = {P(0), P(600)};
+    int64_t price[8];
+    struct order o[8];
+    for (int i = 0; i < 8; i++) {
+        price[i] = 500;
+        o[i] = (struct order){i, 1, 0, -1, i == 0 ? MARKET_OK : MARKET_ERR_INSUFFICIENT_FUNDS};
+    }
+    decide_in_order(price, party, o, 8);
+    assert_int_equal(party[1].funds, 100);
+    assert_int_equal(party[0].funds, 500);
+}
+
+static void test_args_checks(void **state) {
+    (void)state;
+    char long_id[MARKET_ID_MAX + 2];
+    memset(long_id, 'a', sizeof long_id - 1);
+    long_id[MARKET_ID_MAX + 1] = '\0';
+    const market_idem ok = {"k", "fp"}, bad_key = {"has space", "fp"}, bad_fp = {"k", "f p"};
+    assert_true(market__purchase_args_ok("B", "A", "axe", -1, NULL));
+    assert_true(market__purchase_args_ok("B", "A", "axe", MARKET_PRICE_MAX, &ok));
+    assert_false(market__purchase_args_ok("B", "A", "axe", MARKET_PRICE_MAX + 1, NULL));
+    assert_false(market__purchase_args_ok("B", "B", "axe", -1, NULL));
+    assert_false(market__purchase_args_ok("B", "A", "ax e", -1, NULL));
+    assert_false(market__purchase_args_ok("B", "A", NULL, -1, NULL));
+    assert_false(market__purchase_args_ok(long_id, "A", "axe", -1, NULL));
+    long_id[MARKET_ID_MAX] = '\0';
+    assert_true(market__purchase_args_ok(long_id, "A", "axe", -1, NULL));
+    assert_false(market__purchase_args_ok("B", "A", "axe", -1, &bad_key));
+    assert_false(market__purchase_args_ok("B", "A", "axe", -1, &bad_fp));
+    assert_true(market__listing_args_ok("A", "axe", 1, NULL));
+    assert_true(market__listing_args_ok("A", "axe", MARKET_PRICE_MAX, &ok));
+    assert_false(market__listing_args_ok("A", "axe", 0, NULL));
+    assert_false(market__listing_args_ok("A", "axe", MARKET_PRICE_MAX + 1, NULL));
+    assert_false(market__listing_args_ok("A", "", 5, NULL));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rule_table),
+        cmocka_unit_test(test_rule_batch_earlier_purchases_change_later_ones),
+        cmocka_unit_test(test_rule_batch_funds_for_one),
+        cmocka_unit_test(test_args_checks),
+    };
+    return cmocka_run_group_tests_name("market rules (unit)", tests, NULL, NULL);
+}
