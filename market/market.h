@@ -191,7 +191,7 @@ int market_purchase_idem(market_conn *c, const char *buyer, const char *seller, 
                          int64_t expect_price, const market_idem *idem,
                          market_purchase_result *res);
 int market_purchase_submit(market *m, market_pending *p);
-int market_purchase_async(const market *m);
+int market_can_submit(const market *m);
 int market_list(market_conn *c, const char *seller, const char *item, int64_t price);
 int market_list_idem(market_conn *c, const char *seller, const char *item, int64_t price,
                      const market_idem *idem, int *replayed);
@@ -219,7 +219,6 @@ int market_world_generate(market_world *w, size_t players, size_t items, int64_t
                           int64_t price_lo, int64_t price_hi, uint64_t seed);
 int market_world_check(const market_world *w, char *why, size_t whylen);
 int market_world_store(market_conn *c, const market_world *w, int reset);
-int market_reset(market_conn *c);
 
 /* ---- helpers ---- */
 

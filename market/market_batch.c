@@ -3,7 +3,7 @@
  * DESIGN
  * A single market lock serialises every purchase, so what matters is the work
  * per lock hold and how waiters wait. Purchases do not each take the Redis
- * lock: they join an in-process queue (market_purchase_submit(), or
+ * lock: they join an in-process queue (market__queue_submit(), or
  * market_purchase_idem() which submits and waits), and one worker thread per
  * market serves the queue in batches (flat combining):
  *   1. one pipeline: WATCH the lock key, market:, every user involved, the
@@ -37,18 +37,37 @@
  * at once); one already taken into a batch waits for it. Outcomes and
  * invariants are those of serial execution in queue order.
  */
-#include "market/market.h"
-
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "market/market_impl.h"
-#include "market/market_rules.h"
+#include "market/market_batch.h"
 
 #define USERS_MAX (2 * MARKET__BATCH_MAX)
+
+/* The queue of purchases of the lock strategies, the threads that serve it,
+ * and the market lock kept across batches: this layer's own state. */
+struct market__queue {
+    pthread_mutex_t qmu;           /* guards the queue and the threads' state */
+    pthread_cond_t qcv;            /* signalled when a purchase is queued or at stop */
+    market_pending *qhead, *qtail; /* purchases waiting, oldest first */
+    pthread_t worker;
+    int worker_started, worker_stop;
+    /* Item strategy: a batch's locks are released by a releaser thread, so
+     * the worker goes on to its next batch at once. */
+    pthread_cond_t rcv; /* signalled when a release is queued or at stop */
+    struct market__release *rhead, *rtail;
+    pthread_t releaser;
+    int releaser_started, releaser_stop;
+    /* The market lock, kept from one batch to the next while purchases keep
+     * coming (the market strategy's one worker's alone). */
+    lock_handle hold;
+    int holding;
+    int64_t hold_since_ms;
+};
 
 enum {
     REQ_WAITING, /* queued */
@@ -588,11 +607,11 @@ static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
     struct market__batch *b = ud;
     b->now_ms = lock_now_ms();
     int rc = batch_read(c, held, b);
-    if (rc < 0) return market__refuse(c, rc);
-    if (batch_decide(b) == 0) return market__refuse(c, MARKET_OK);
+    if (rc < 0) return market__unwatch_later(c, rc);
+    if (batch_decide(b) == 0) return market__unwatch_later(c, MARKET_OK);
     if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
     if (c->m->cfg.strategy == MARKET_STRATEGY_ITEM && lease_lapsed(b))
-        return market__refuse(c, MARKET_ERR_LEASE_LOST);
+        return market__unwatch_later(c, MARKET_ERR_LEASE_LOST);
     return batch_commit(c, held, b);
 }
 
@@ -607,9 +626,9 @@ static int64_t hold_max_ms(const market *m) {
 }
 
 static void hold_drop(market *m) {
-    if (!m->holding) return;
-    (void)lock_release(m->lock, &m->hold); /* a lease we cannot release expires */
-    m->holding = 0;
+    if (!m->queue->holding) return;
+    (void)lock_release(m->lock, &m->queue->hold); /* a lease we cannot release expires */
+    m->queue->holding = 0;
 }
 
 /* Adds the lock "<prefix><id>" to the batch's locks unless it is there.
@@ -641,17 +660,17 @@ static void release_later(market *m, const lock_handle *h, size_t n) {
         memcpy(r->h, h, n * sizeof *h);
         r->n = n;
         r->next = NULL;
-        pthread_mutex_lock(&m->qmu);
-        int queued = m->releaser_started && !m->releaser_stop;
+        pthread_mutex_lock(&m->queue->qmu);
+        int queued = m->queue->releaser_started && !m->queue->releaser_stop;
         if (queued) {
-            if (m->rtail)
-                m->rtail->next = r;
+            if (m->queue->rtail)
+                m->queue->rtail->next = r;
             else
-                m->rhead = r;
-            m->rtail = r;
-            pthread_cond_signal(&m->rcv);
+                m->queue->rhead = r;
+            m->queue->rtail = r;
+            pthread_cond_signal(&m->queue->rcv);
         }
-        pthread_mutex_unlock(&m->qmu);
+        pthread_mutex_unlock(&m->queue->qmu);
         if (queued) return;
         free(r);
     }
@@ -662,22 +681,22 @@ static void release_later(market *m, const lock_handle *h, size_t n) {
  * releases what is queued first. */
 static void *releaser_main(void *arg) {
     market *m = arg;
-    pthread_mutex_lock(&m->qmu);
+    pthread_mutex_lock(&m->queue->qmu);
     for (;;) {
-        struct market__release *r = m->rhead;
+        struct market__release *r = m->queue->rhead;
         if (!r) {
-            if (m->releaser_stop) break;
-            pthread_cond_wait(&m->rcv, &m->qmu);
+            if (m->queue->releaser_stop) break;
+            pthread_cond_wait(&m->queue->rcv, &m->queue->qmu);
             continue;
         }
-        m->rhead = r->next;
-        if (!m->rhead) m->rtail = NULL;
-        pthread_mutex_unlock(&m->qmu);
+        m->queue->rhead = r->next;
+        if (!m->queue->rhead) m->queue->rtail = NULL;
+        pthread_mutex_unlock(&m->queue->qmu);
         (void)lock_release_multi(m->lock, r->h, r->n);
         free(r);
-        pthread_mutex_lock(&m->qmu);
+        pthread_mutex_lock(&m->queue->qmu);
     }
-    pthread_mutex_unlock(&m->qmu);
+    pthread_mutex_unlock(&m->queue->qmu);
     return NULL;
 }
 
@@ -782,7 +801,7 @@ static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
         release_later(m, b->lock_h, b->n_locks);
     } else if (sent) {
         market__replies_free(b->rep, sent);
-        market__refuse(c, rc); /* UNWATCH before the next pipeline */
+        market__unwatch_later(c, rc); /* UNWATCH before the next pipeline */
     }
     if (rc < 0) batch_fail(m, b, rc);
 }
@@ -820,22 +839,22 @@ static void batch_run(market_conn *c, struct market__batch *b) {
         return;
     }
     int64_t now = lock_now_ms();
-    if (m->holding && (now - m->hold_since_ms >= hold_max_ms(m) ||
-                       m->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
+    if (m->queue->holding && (now - m->queue->hold_since_ms >= hold_max_ms(m) ||
+                       m->queue->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
         hold_drop(m);
-    if (!m->holding) {
-        rc = market__lock(m, MARKET_LOCK_KEY, batch_deadline(b), &m->hold);
+    if (!m->queue->holding) {
+        rc = market__lock(m, MARKET_LOCK_KEY, batch_deadline(b), &m->queue->hold);
         if (rc == MARKET_OK) {
-            m->holding = 1;
-            m->hold_since_ms = now;
+            m->queue->holding = 1;
+            m->queue->hold_since_ms = now;
             if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
         }
     }
     if (rc == MARKET_OK) {
         market__held hd = {0};
         hd.tokens = m->lock_in_store;
-        market__held_set(&hd, 0, MARKET_LOCK_KEY, &m->hold);
-        rc = market__attempts(c, &m->hold, &hd, batch_attempt, b);
+        market__held_set(&hd, 0, MARKET_LOCK_KEY, &m->queue->hold);
+        rc = market__attempts(c, &m->queue->hold, &hd, batch_attempt, b);
         if (rc < 0) hold_drop(m); /* whatever went wrong, start the next batch afresh */
     }
     if (rc < 0) batch_fail(m, b, rc);
@@ -843,20 +862,23 @@ static void batch_run(market_conn *c, struct market__batch *b) {
 
 /* ---- the queue and its worker ---- */
 
-/* Sets up m's queue (its worker starts with the first purchase). Returns 0,
- * or -1 on out-of-memory. */
-int market__batch_init(market *m) {
-    if (pthread_mutex_init(&m->qmu, NULL) != 0) return -1;
-    if (pthread_cond_init(&m->qcv, NULL) != 0) {
-        pthread_mutex_destroy(&m->qmu);
-        return -1;
-    }
-    if (pthread_cond_init(&m->rcv, NULL) != 0) {
-        pthread_cond_destroy(&m->qcv);
-        pthread_mutex_destroy(&m->qmu);
-        return -1;
-    }
+/* Gives m its queue (m->queue; its worker starts with the first purchase).
+ * Returns 0, or -1 on out-of-memory. */
+int market__queue_new(market *m) {
+    struct market__queue *q = calloc(1, sizeof *q);
+    if (!q) return -1;
+    if (pthread_mutex_init(&q->qmu, NULL) != 0) goto fail_q;
+    if (pthread_cond_init(&q->qcv, NULL) != 0) goto fail_mu;
+    if (pthread_cond_init(&q->rcv, NULL) != 0) goto fail_cv;
+    m->queue = q;
     return 0;
+fail_cv:
+    pthread_cond_destroy(&q->qcv);
+fail_mu:
+    pthread_mutex_destroy(&q->qmu);
+fail_q:
+    free(q);
+    return -1;
 }
 
 /* Gives p its outcome and hands it back; p is not touched afterwards. */
@@ -880,17 +902,17 @@ static void *worker_main(void *arg) {
     size_t most = nomem ? 0 : m->cfg.batch_max;
     if (m->cfg.strategy == MARKET_STRATEGY_ITEM && most > MARKET__ITEM_BATCH_MAX)
         most = MARKET__ITEM_BATCH_MAX;
-    pthread_mutex_lock(&m->qmu);
+    pthread_mutex_lock(&m->queue->qmu);
     for (;;) {
-        if (!m->qhead) {
-            if (m->holding) { /* idle: free the market for other processes */
-                pthread_mutex_unlock(&m->qmu);
+        if (!m->queue->qhead) {
+            if (m->queue->holding) { /* idle: free the market for other processes */
+                pthread_mutex_unlock(&m->queue->qmu);
                 hold_drop(m);
-                pthread_mutex_lock(&m->qmu);
+                pthread_mutex_lock(&m->queue->qmu);
                 continue;
             }
-            if (m->worker_stop) break;
-            pthread_cond_wait(&m->qcv, &m->qmu);
+            if (m->queue->worker_stop) break;
+            pthread_cond_wait(&m->queue->qcv, &m->queue->qmu);
             continue;
         }
         /* Take a batch; purchases past their budget (or all, without
@@ -898,9 +920,9 @@ static void *worker_main(void *arg) {
         market_pending *refused = NULL;
         int64_t now = lock_now_ms();
         size_t n = 0;
-        while (m->qhead && (n < most || nomem)) {
-            market_pending *p = m->qhead;
-            m->qhead = p->next;
+        while (m->queue->qhead && (n < most || nomem)) {
+            market_pending *p = m->queue->qhead;
+            m->queue->qhead = p->next;
             p->state = REQ_TAKEN;
             if (!nomem && now < p->deadline_ms) {
                 b->req[n++] = p;
@@ -910,8 +932,8 @@ static void *worker_main(void *arg) {
             p->next = refused;
             refused = p;
         }
-        if (!m->qhead) m->qtail = NULL;
-        pthread_mutex_unlock(&m->qmu);
+        if (!m->queue->qhead) m->queue->qtail = NULL;
+        pthread_mutex_unlock(&m->queue->qmu);
 
         while (refused) {
             market_pending *p = refused;
@@ -924,100 +946,87 @@ static void *worker_main(void *arg) {
             batch_run(c, b);
             for (size_t i = 0; i < n; i++) finish(m, b->req[i], b->req[i]->rc);
         }
-        pthread_mutex_lock(&m->qmu);
+        pthread_mutex_lock(&m->queue->qmu);
     }
-    pthread_mutex_unlock(&m->qmu);
+    pthread_mutex_unlock(&m->queue->qmu);
     market_conn_free(c);
     free(b);
     return NULL;
 }
 
-/* Returns 1 when m's purchases can be submitted with market_purchase_submit()
- * (the market and item strategies), 0 when they run on the caller's thread
- * (optimistic). This function can't fail. */
-int market_purchase_async(const market *m) {
-    return m && m->cfg.strategy != MARKET_STRATEGY_OPTIMISTIC;
-}
-
-/* Queues purchase p (see market_pending) and returns at once. Returns
- * MARKET_OK when p is queued: p->done(p) will be called exactly once, from
- * the market's worker thread, with p->rc and p->res set, within about p's
- * wait budget (acquire_timeout_ms) plus the Redis timeout. Otherwise returns
- * MARKET_ERR_INVALID (bad arguments, as market_purchase_idem(), or a market
- * of the optimistic strategy: see market_purchase_async()),
- * MARKET_ERR_BUSY (after market_shutdown()) or MARKET_ERR_NOMEM (the worker
- * cannot start), and done is not called. */
-int market_purchase_submit(market *m, market_pending *p) {
-    if (!market_purchase_async(m) || !p || !p->done || !market_id_valid(p->buyer) ||
-        !market_id_valid(p->seller) || !market_id_valid(p->item) ||
-        strcmp(p->buyer, p->seller) == 0 || p->expect_price > MARKET_PRICE_MAX ||
-        !market__idem_valid(p->idem))
-        return MARKET_ERR_INVALID;
+/* Queues purchase p (arguments already checked: see market_purchase_submit)
+ * and returns at once. Returns MARKET_OK when p is queued (p->done(p) will
+ * be called exactly once, from the worker), MARKET_ERR_BUSY after
+ * market__queue_stop(), or MARKET_ERR_NOMEM (the worker cannot start). */
+int market__queue_submit(market *m, market_pending *p) {
     p->res = (market_purchase_result){0};
     p->rc = MARKET_ERR_STORE;
     p->state = REQ_WAITING;
     p->next = NULL;
     p->deadline_ms = lock_now_ms() + m->cfg.acquire_timeout_ms;
-    pthread_mutex_lock(&m->qmu);
-    if (m->worker_stop) {
-        pthread_mutex_unlock(&m->qmu);
+    pthread_mutex_lock(&m->queue->qmu);
+    if (m->queue->worker_stop) {
+        pthread_mutex_unlock(&m->queue->qmu);
         return MARKET_ERR_BUSY;
     }
-    if (!m->worker_started) {
-        if (pthread_create(&m->worker, NULL, worker_main, m) != 0) {
-            pthread_mutex_unlock(&m->qmu);
+    if (!m->queue->worker_started) {
+        if (pthread_create(&m->queue->worker, NULL, worker_main, m) != 0) {
+            pthread_mutex_unlock(&m->queue->qmu);
             return MARKET_ERR_NOMEM;
         }
-        m->worker_started = 1;
+        m->queue->worker_started = 1;
     }
     /* Without a releaser, the worker releases its locks itself. */
-    if (m->cfg.strategy == MARKET_STRATEGY_ITEM && !m->releaser_started &&
-        pthread_create(&m->releaser, NULL, releaser_main, m) == 0)
-        m->releaser_started = 1;
+    if (m->cfg.strategy == MARKET_STRATEGY_ITEM && !m->queue->releaser_started &&
+        pthread_create(&m->queue->releaser, NULL, releaser_main, m) == 0)
+        m->queue->releaser_started = 1;
     MARKET__COUNT(m, purchases);
-    if (m->qtail)
-        m->qtail->next = p;
+    if (m->queue->qtail)
+        m->queue->qtail->next = p;
     else
-        m->qhead = p;
-    m->qtail = p;
-    pthread_cond_signal(&m->qcv);
-    pthread_mutex_unlock(&m->qmu);
+        m->queue->qhead = p;
+    m->queue->qtail = p;
+    pthread_cond_signal(&m->queue->qcv);
+    pthread_mutex_unlock(&m->queue->qmu);
     return MARKET_OK;
 }
 
 /* Tells one of m's threads to stop (it finishes its queue first) and waits
  * for it. */
 static void stop_thread(market *m, int *stop, pthread_cond_t *cv, int *started, pthread_t t) {
-    pthread_mutex_lock(&m->qmu);
+    pthread_mutex_lock(&m->queue->qmu);
     *stop = 1;
     pthread_cond_signal(cv);
     int was = *started;
     *started = 0;
-    pthread_mutex_unlock(&m->qmu);
+    pthread_mutex_unlock(&m->queue->qmu);
     if (was) pthread_join(t, NULL);
 }
 
 /* Stops taking purchases: every queued one is served first, then the
- * worker ends and the market lock is released. Later purchases of the lock
- * strategies are refused with MARKET_ERR_BUSY. Other calls still work.
- * Idempotent; this function can't fail. */
-void market_shutdown(market *m) {
-    if (!m) return;
-    stop_thread(m, &m->worker_stop, &m->qcv, &m->worker_started, m->worker);
+ * worker ends and the market lock is released; later submissions answer
+ * MARKET_ERR_BUSY. Idempotent; this function can't fail. */
+void market__queue_stop(market *m) {
+    stop_thread(m, &m->queue->worker_stop, &m->queue->qcv, &m->queue->worker_started, m->queue->worker);
     /* the worker is gone: release what it left */
-    stop_thread(m, &m->releaser_stop, &m->rcv, &m->releaser_started, m->releaser);
+    stop_thread(m, &m->queue->releaser_stop, &m->queue->rcv, &m->queue->releaser_started, m->queue->releaser);
     hold_drop(m);
 }
 
-/* Shuts m's queue down and frees what market__batch_init() made. */
-void market__batch_free(market *m) {
-    market_shutdown(m);
-    pthread_cond_destroy(&m->rcv);
-    pthread_cond_destroy(&m->qcv);
-    pthread_mutex_destroy(&m->qmu);
+/* Stops m's queue and frees what market__queue_new() made. NULL queue: a
+ * no-op. This function can't fail. */
+void market__queue_free(market *m) {
+    struct market__queue *q = m->queue;
+    if (!q) return;
+    market__queue_stop(m);
+    pthread_cond_destroy(&q->rcv);
+    pthread_cond_destroy(&q->qcv);
+    pthread_mutex_destroy(&q->qmu);
+    free(q);
+    m->queue = NULL;
 }
 
-/* A caller waiting in market__purchase_batched(). */
+/* A caller waiting in market__queue_wait(). */
 struct sync_wait {
     market_pending p;
     market *m;
@@ -1027,17 +1036,17 @@ struct sync_wait {
 
 static void sync_done(market_pending *p) {
     struct sync_wait *w = p->ud;
-    pthread_mutex_lock(&w->m->qmu);
+    pthread_mutex_lock(&w->m->queue->qmu);
     w->done = 1;
     pthread_cond_signal(&w->cv); /* under the mutex: the waiter cannot free w before this */
-    pthread_mutex_unlock(&w->m->qmu);
+    pthread_mutex_unlock(&w->m->queue->qmu);
 }
 
 /* Submits one purchase and waits for its outcome. A purchase still queued
  * when its wait budget ends leaves the queue with MARKET_ERR_BUSY; one the
  * worker has taken is waited for. Arguments are already validated by
- * market_purchase_idem(), which counts the purchase. */
-int market__purchase_batched(market *m, const char *buyer, const char *seller, const char *item,
+ * market_purchase_idem(). */
+int market__queue_wait(market *m, const char *buyer, const char *seller, const char *item,
                              int64_t expect_price, const market_idem *idem,
                              market_purchase_result *res) {
     struct sync_wait w = {.p = {buyer, seller, item, expect_price, idem, sync_done, NULL}, .m = m};
@@ -1048,35 +1057,35 @@ int market__purchase_batched(market *m, const char *buyer, const char *seller, c
              pthread_cond_init(&w.cv, &ca) == 0;
     pthread_condattr_destroy(&ca);
     if (!ok) return MARKET_ERR_NOMEM;
-    int rc = market_purchase_submit(m, &w.p);
+    int rc = market__queue_submit(m, &w.p);
     if (rc != MARKET_OK) {
         pthread_cond_destroy(&w.cv);
         return rc;
     }
     struct timespec until = {(time_t)(w.p.deadline_ms / 1000),
                              (long)(w.p.deadline_ms % 1000) * 1000000L};
-    pthread_mutex_lock(&m->qmu);
+    pthread_mutex_lock(&m->queue->qmu);
     while (!w.done) {
         if (w.p.state == REQ_TAKEN) {
-            pthread_cond_wait(&w.cv, &m->qmu);
+            pthread_cond_wait(&w.cv, &m->queue->qmu);
             continue;
         }
-        if (pthread_cond_timedwait(&w.cv, &m->qmu, &until) != ETIMEDOUT ||
+        if (pthread_cond_timedwait(&w.cv, &m->queue->qmu, &until) != ETIMEDOUT ||
             w.p.state != REQ_WAITING)
             continue;
         /* Still queued when its budget ran out: leave the queue, busy. */
-        market_pending **pp = &m->qhead, *prev = NULL;
+        market_pending **pp = &m->queue->qhead, *prev = NULL;
         while (*pp != &w.p) {
             prev = *pp;
             pp = &(*pp)->next;
         }
         *pp = w.p.next;
-        if (m->qtail == &w.p) m->qtail = prev;
+        if (m->queue->qtail == &w.p) m->queue->qtail = prev;
         w.p.rc = MARKET_ERR_BUSY;
         MARKET__COUNT(m, lock_busy);
         break;
     }
-    pthread_mutex_unlock(&m->qmu);
+    pthread_mutex_unlock(&m->queue->qmu);
     pthread_cond_destroy(&w.cv);
     *res = w.p.res;
     return w.p.rc;

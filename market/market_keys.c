@@ -17,8 +17,6 @@
  * Servers that predate refusals and claims read both as unreadable (503),
  * never as a success.
  */
-#include "market/market.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +25,7 @@
 
 #include <openssl/evp.h>
 
-#include "market/market_impl.h"
+#include "market/market_keys.h"
 
 /* The longest lock key the market makes fits the lock layer, whatever the ids. */
 _Static_assert(sizeof MARKET__LOCK_HASHED - 1 + 2 * 32 <= LOCK_KEY_MAX,

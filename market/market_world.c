@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "market/market_impl.h"
+#include "market/market_store.h"
 
 #define ZADD_CHUNK 256     /* score/member pairs per ZADD while seeding */
 #define SCAN_COUNT "1000"  /* SCAN's COUNT hint */
@@ -283,26 +283,6 @@ static void batch_del_keys(struct batch *b, const struct keylist *keys) {
     }
     const char *argv[2] = {"UNLINK", "market:"};
     batch_add(b, 2, argv, NULL);
-}
-
-/* Deletes every market key: users:*, inventory:*, idem:* (stored outcomes of
- * idempotent requests) and market:. The lock keys and their fencing records
- * are left alone (a holder may be live). Returns MARKET_OK, ERR_STORE,
- * ERR_NOMEM. */
-int market_reset(market_conn *c) {
-    if (!c) return MARKET_ERR_INVALID;
-    struct keylist keys = {0};
-    int rc = collect_market_keys(c, &keys);
-    if (rc == MARKET_OK) {
-        struct batch b = {c, 0, 0};
-        const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
-        batch_add(&b, 1, multi, NULL);
-        batch_del_keys(&b, &keys);
-        batch_add(&b, 1, exec, NULL);
-        rc = batch_finish(&b);
-    }
-    keylist_free(&keys);
-    return rc;
 }
 
 static int cmp_item_owner(const void *a, const void *b) {

@@ -474,7 +474,7 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
     /* threads > 0: a pool of event loops, where a purchase suspends its
      * connection (see DESIGN); 0: a thread per connection, where it blocks
      * its thread. */
-    s->async = cfg->threads > 0 && market_purchase_async(s->market);
+    s->async = cfg->threads > 0 && market_can_submit(s->market);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                      MHD_USE_TURBO |
                      (cfg->threads ? MHD_USE_EPOLL : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL) |

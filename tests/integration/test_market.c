@@ -412,11 +412,11 @@ static void test_submit_outcomes_in_order_done_once(void **state) {
     pending_init(&b, &o, "D", "A", "axe");
     pending_init(&bad, &o, "C", "C", "bow");
     if (strategy == MARKET_STRATEGY_OPTIMISTIC) {
-        assert_int_equal(market_purchase_async(f->m), 0);
+        assert_int_equal(market_can_submit(f->m), 0);
         assert_int_equal(market_purchase_submit(f->m, &a.p), MARKET_ERR_INVALID);
         return;
     }
-    assert_int_equal(market_purchase_async(f->m), 1);
+    assert_int_equal(market_can_submit(f->m), 1);
     assert_int_equal(market_purchase_submit(f->m, &a.p), MARKET_OK);
     assert_int_equal(market_purchase_submit(f->m, &b.p), MARKET_OK);
     assert_int_equal(market_purchase_submit(f->m, &bad.p), MARKET_ERR_INVALID);
@@ -439,7 +439,7 @@ static void test_submit_outcomes_in_order_done_once(void **state) {
  * refuses later submissions as busy. */
 static void test_shutdown_serves_queue_then_refuses(void **state) {
     struct fx *f = *state;
-    if (!market_purchase_async(f->m)) skip();
+    if (!market_can_submit(f->m)) skip();
     struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     struct pending a, b, late;
     pending_init(&a, &o, "B", "A", "axe");
@@ -477,7 +477,7 @@ static void test_shutdown_serves_queue_then_refuses(void **state) {
  * with an idempotency key to the locked path. */
 static void test_idem_retry_replays_while_contended(void **state) {
     struct fx *f = *state;
-    if (!market_purchase_async(f->m)) skip();
+    if (!market_can_submit(f->m)) skip();
     market_idem k = {"order-1", "fp-1"};
     market_purchase_result res;
     assert_int_equal(market_purchase_idem(f->c, "B", "A", "axe", -1, &k, &res), MARKET_OK);
@@ -756,7 +756,7 @@ static void test_idem_concurrent_repeats_charged_once(void **state) {
     /* One worker serves a process's purchases in order: a copy comes after
      * the first's outcome, never beside it. Without a worker (optimistic),
      * a copy that reads while the first is deciding is told so. */
-    if (market_purchase_async(f->m)) assert_int_equal(in_progress, 0);
+    if (market_can_submit(f->m)) assert_int_equal(in_progress, 0);
     assert_int_equal(funds_of(f->c, "D"), 1000000 - 500);
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
@@ -1160,7 +1160,7 @@ static void test_longest_ids_trade(void **state) {
  * batched with it go through. */
 static void test_batch_one_bad_purchase_others_served(void **state) {
     struct fx *f = *state;
-    if (!market_purchase_async(f->m)) skip(); /* batches only */
+    if (!market_can_submit(f->m)) skip(); /* batches only */
     redis_do("ZADD market: 1.5 odd.A");   /* a price that is not whole */
     redis_do("HSET users:corrupt funds lots"); /* funds that are not a number */
     redis_do("ZADD market: 10 cheap.C");

@@ -6,7 +6,7 @@
 
 #include "tests/helpers/cmocka_all.h"
 
-#include "market/market_impl.h"
+#include "market/market_keys.h"
 
 static redisReply reply_str(const char *s) {
     redisReply r = {0};

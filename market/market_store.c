@@ -1,0 +1,254 @@
+/* market_store.c - the store layer: one Redis connection per market_conn,
+ * reconnecting by itself, pipelines, and replies read into values.
+ *
+ * The lowest layer of market/ that does I/O (market_store.h). It knows
+ * Redis, not the market's rules: the layers above build the commands
+ * (market_txn.c, market_batch.c, market.c, market_world.c) and judge what
+ * comes back.
+ */
+#include "market/market_store.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Forgets a dead or unwanted connection; the next call reconnects. */
+void market__drop(market_conn *c) {
+    if (c->ctx) redisFree(c->ctx);
+    c->ctx = NULL;
+    c->unwatch = 0;
+    c->unwatch_sent = 0;
+    c->closed = 0;
+}
+
+static struct timeval ms_to_tv(int ms) {
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+static int reply_is_ok(const redisReply *r) {
+    return r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+}
+
+/* Connects (when not connected), authenticates and selects the database.
+ * Returns MARKET_OK, or MARKET_ERR_STORE when Redis cannot be reached or
+ * refuses us, MARKET_ERR_NOMEM on out-of-memory. */
+int market__connect(market_conn *c) {
+    if (c->ctx) return MARKET_OK;
+    const market_config *cfg = &c->m->cfg;
+    struct timeval tv = ms_to_tv(cfg->redis_timeout_ms);
+    redisContext *ctx = redisConnectWithTimeout(cfg->redis.host, cfg->redis.port, tv);
+    if (!ctx) return MARKET_ERR_NOMEM;
+    if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) goto fail;
+    (void)redisEnableKeepAlive(ctx); /* best effort: only speeds up noticing a dead peer */
+    c->ctx = ctx;
+    if (cfg->redis.pass[0]) {
+        const char *argv[3] = {"AUTH", cfg->redis.user, cfg->redis.pass};
+        int argc = 3;
+        if (!cfg->redis.user[0]) {
+            argv[1] = cfg->redis.pass;
+            argc = 2;
+        }
+        redisReply *r = market__command(c, argc, argv, NULL);
+        int ok = reply_is_ok(r);
+        if (r) freeReplyObject(r);
+        if (!ok) goto fail_dropped;
+    }
+    if (cfg->redis.db != 0) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", cfg->redis.db);
+        const char *argv[2] = {"SELECT", db};
+        redisReply *r = market__command(c, 2, argv, NULL);
+        int ok = reply_is_ok(r);
+        if (r) freeReplyObject(r);
+        if (!ok) goto fail_dropped;
+    }
+    return MARKET_OK;
+fail:
+    redisFree(ctx);
+    return MARKET_ERR_STORE;
+fail_dropped:
+    market__drop(c);
+    return MARKET_ERR_STORE;
+}
+
+/* Runs one command and returns its reply (new; caller frees with
+ * freeReplyObject), or NULL after an I/O error, in which case the connection
+ * has been dropped. len may be NULL for NUL-terminated arguments. */
+redisReply *market__command(market_conn *c, int argc, const char **argv, const size_t *len) {
+    if (!c->ctx) return NULL;
+    redisReply *r = redisCommandArgv(c->ctx, argc, argv, len);
+    if (!r) market__drop(c);
+    return r;
+}
+
+/* Fills cmd with argc NUL-terminated arguments (at most 8). */
+void market__cmd_set(market__cmd *cmd, int argc, ...) {
+    va_list ap;
+    va_start(ap, argc);
+    cmd->argc = argc;
+    for (int i = 0; i < argc; i++) {
+        cmd->argv[i] = va_arg(ap, const char *);
+        cmd->len[i] = strlen(cmd->argv[i]);
+    }
+    va_end(ap);
+}
+
+/* Sends n commands in one write and reads their n replies into replies[]
+ * (new references; free with market__replies_free). Connects first when
+ * needed, and sends a pending UNWATCH in front. Returns MARKET_OK, or
+ * MARKET_ERR_STORE (connection dropped, no replies left to free) or
+ * MARKET_ERR_NOMEM. Error replies are returned as replies: the caller judges
+ * them. argv[i] holds argc[i] NUL-terminated arguments. */
+int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
+                          redisReply **replies) {
+    /* A connection that sat idle through a Redis restart is dead without
+     * knowing it. A pipeline that does not commit may run again on a fresh
+     * connection; one that commits (... EXEC) must not: its WATCH died
+     * with the old connection, and it may have been applied. */
+    int reused = c->ctx != NULL;
+    int may_retry = 1;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(argv[i][0], "EXEC") == 0) may_retry = 0;
+    for (;;) {
+        int rc = market__pipeline_send(c, n, argc, argv);
+        if (rc == MARKET_OK) rc = market__pipeline_recv(c, n, replies);
+        if (rc != MARKET_ERR_STORE || !(reused && may_retry && c->closed)) return rc;
+        reused = 0; /* one more try, on a new connection */
+    }
+}
+
+/* Drops c after a failed write or read, noting whether the server had
+ * closed it: only such a connection is worth another try (a timeout is a
+ * slow or paused server, and trying again doubles the wait). */
+static int pipeline_failed(market_conn *c) {
+    c->closed = c->ctx && (c->ctx->err == REDIS_ERR_EOF ||
+                           (c->ctx->err == REDIS_ERR_IO && (errno == ECONNRESET ||
+                                                            errno == EPIPE)));
+    int closed = c->closed;
+    market__drop(c); /* clears c->closed */
+    c->closed = closed;
+    return MARKET_ERR_STORE;
+}
+
+/* Sends a pipeline of n commands (as market__pipeline_argv()) and returns
+ * without waiting: read its replies with market__pipeline_recv() before any
+ * other use of c. Returns MARKET_OK, or MARKET_ERR_STORE with c dropped. */
+int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv) {
+    c->closed = 0;
+    int rc = market__connect(c);
+    if (rc < 0) return rc;
+    int unwatch = c->unwatch, done = 0;
+    if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
+    for (size_t i = 0; i < n; i++)
+        if (redisAppendCommandArgv(c->ctx, argc[i], argv[i], NULL) != REDIS_OK) goto fail;
+    while (!done)
+        if (redisBufferWrite(c->ctx, &done) != REDIS_OK) goto fail;
+    c->unwatch = 0;
+    c->unwatch_sent = unwatch;
+    return MARKET_OK;
+fail:
+    return pipeline_failed(c);
+}
+
+/* Reads the n replies of market__pipeline_send() into replies (the caller
+ * frees them with market__replies_free()). Returns MARKET_OK, or
+ * MARKET_ERR_STORE with c dropped and nothing to free. */
+int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
+    size_t got = 0;
+    c->closed = 0;
+    if (!c->ctx) return MARKET_ERR_STORE;
+    if (c->unwatch_sent) {
+        void *r = NULL;
+        if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
+        freeReplyObject(r);
+        c->unwatch_sent = 0;
+    }
+    for (; got < n; got++) {
+        void *r = NULL;
+        if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
+        replies[got] = r;
+    }
+    return MARKET_OK;
+fail:
+    market__replies_free(replies, got);
+    return pipeline_failed(c);
+}
+
+/* market__pipeline_argv() for fixed commands built with market__cmd_set(). */
+int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies) {
+    int argc[MARKET__PIPE_MAX];
+    const char **argv[MARKET__PIPE_MAX];
+    if (n > MARKET__PIPE_MAX) return MARKET_ERR_INVALID;
+    for (size_t i = 0; i < n; i++) {
+        argc[i] = cmds[i].argc;
+        argv[i] = (const char **)cmds[i].argv;
+    }
+    return market__pipeline_argv(c, n, argc, argv, replies);
+}
+
+/* Frees replies[0..n) and sets them to NULL. This function can't fail. */
+void market__replies_free(redisReply **replies, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (replies[i]) freeReplyObject(replies[i]);
+        replies[i] = NULL;
+    }
+}
+
+/* Parses a whole decimal int64. Returns 0, or -1 when s is not one. */
+int market__parse_i64(const char *s, size_t len, int64_t *out) {
+    char buf[32];
+    if (len == 0 || len >= sizeof buf) return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *end;
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Parses a zset score that must hold a whole price in 1..MARKET_PRICE_MAX.
+ * Returns 0, or -1 when it does not. */
+int market__parse_price(const char *s, size_t len, int64_t *out) {
+    char buf[64];
+    if (len == 0 || len >= sizeof buf) return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *end;
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (errno || *end || !(v >= 1.0 && v <= (double)MARKET_PRICE_MAX)) return -1;
+    int64_t p = (int64_t)v;
+    if ((double)p != v) return -1;
+    *out = p;
+    return 0;
+}
+
+/* The listing price a ZSCORE (or ZMSCORE element) reply gives, as the
+ * rules take it: MARKET__NOT_LISTED, MARKET__PRICE_UNREADABLE or the price. */
+int64_t market__reply_price(const redisReply *r) {
+    int64_t price;
+    if (r->type == REDIS_REPLY_NIL) return MARKET__NOT_LISTED;
+    if (r->type != REDIS_REPLY_STRING || market__parse_price(r->str, r->len, &price) < 0)
+        return MARKET__PRICE_UNREADABLE;
+    return price;
+}
+
+/* The party an HGET <user> funds reply gives (see market__party). */
+market__party market__reply_party(const redisReply *r) {
+    market__party p = {MARKET__ABSENT, 0};
+    if (r->type == REDIS_REPLY_NIL) return p;
+    p.known = r->type == REDIS_REPLY_STRING && market__parse_i64(r->str, r->len, &p.funds) == 0
+                  ? MARKET__PRESENT
+                  : MARKET__UNREADABLE;
+    return p;
+}
+
+/* Writes "<prefix><id>" into out. */
+void market__key(char *out, size_t outlen, const char *prefix, const char *id) {
+    snprintf(out, outlen, "%s%s", prefix, id);
+}

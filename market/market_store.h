@@ -1,0 +1,47 @@
+/* market_store.h - the store layer (market_store.c): a Redis connection per
+ * market_conn that reconnects by itself, pipelines, and replies read into
+ * the values the rules take. It calls nothing above it. */
+#ifndef GM_MARKET_MARKET_STORE_H
+#define GM_MARKET_MARKET_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis.h>
+
+#include "market/market_impl.h"
+#include "market/market_keys.h"
+#include "market/market_rules.h"
+
+struct market_conn {
+    market *m;
+    redisContext *ctx; /* NULL while disconnected; reconnected on next use */
+    int unwatch;       /* a WATCH is pending: send UNWATCH before the next pipeline */
+    int unwatch_sent;  /* market__pipeline_send() sent one: its reply comes first */
+    int closed;        /* the last pipeline failed because the server had closed c */
+};
+
+/* One command of a pipeline: argv/len as redisAppendCommandArgv takes them. */
+typedef struct market__cmd {
+    int argc;
+    const char *argv[10];
+    size_t len[10];
+} market__cmd;
+
+int market__connect(market_conn *c);
+void market__drop(market_conn *c);
+int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies);
+int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
+                          redisReply **replies);
+int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv);
+int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies);
+void market__replies_free(redisReply **replies, size_t n);
+redisReply *market__command(market_conn *c, int argc, const char **argv, const size_t *len);
+void market__cmd_set(market__cmd *cmd, int argc, ...);
+int market__parse_i64(const char *s, size_t len, int64_t *out);
+int market__parse_price(const char *s, size_t len, int64_t *out);
+int64_t market__reply_price(const redisReply *r);
+market__party market__reply_party(const redisReply *r);
+void market__key(char *out, size_t outlen, const char *prefix, const char *id);
+
+#endif /* GM_MARKET_MARKET_STORE_H */

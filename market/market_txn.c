@@ -1,0 +1,417 @@
+/* market_txn.c - the transaction layer: leases, the guarded commit and the
+ * operations that run one at a time.
+ *
+ * DESIGN
+ * Every write runs as a guarded transaction:
+ *   1. take the lock(s) of the strategy (market__lock*, through lock/lock.h);
+ *   2. one pipeline: WATCH the keys the decision depends on plus the leases
+ *      (their fencing records and, when the lock keys live in the store, the
+ *      keys themselves), and read them;
+ *   3. decide (market_rules.c);
+ *   4. one pipeline: MULTI, the writes, our fences, EXEC. Redis aborts the
+ *      EXEC when any watched key changed or expired, so a holder whose lease
+ *      lapsed or was taken over cannot write;
+ *   5. release the lock (compare-and-delete inside the lock layer).
+ * When EXEC aborts, lock_extend() tells the two causes apart: if the lease is
+ * still ours, someone outside the lock changed the data and the attempt is
+ * read again (a few times); if not, the operation fails with LEASE_LOST.
+ * A refusal after WATCH leaves the connection watching; the UNWATCH rides in
+ * front of the connection's next pipeline instead of costing a round trip
+ * (market__unwatch_later).
+ * The operations that run one at a time (purchases of the optimistic
+ * strategy, list, unlist) share market__single_*: the idempotency claim in
+ * front of the WATCH, the read, and the record of a final outcome.
+ */
+#include "market/market_txn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TXN_ABORTED MARKET__TXN_ABORTED
+#define TXN_RETRIES 32 /* reads again after an abort while the lease is still ours */
+#define OPTIMISTIC_BACKOFF_US 500 /* optimistic strategy: most random sleep between tries */
+
+/* ---- leases ---- */
+
+static int from_lock_err(int lrc) {
+    switch (lrc) {
+    case LOCK_ERR_BUSY: return MARKET_ERR_BUSY;
+    case LOCK_ERR_NOMEM: return MARKET_ERR_NOMEM;
+    case LOCK_ERR_NOT_OWNER:
+    case LOCK_ERR_LEASE_LOST: return MARKET_ERR_LEASE_LOST;
+    case LOCK_ERR_INVALID: return MARKET_ERR_INVALID;
+    default: return MARKET_ERR_STORE;
+    }
+}
+
+/* Sleeps ms milliseconds (the test hook between read and commit). */
+void market__stall(uint32_t ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* ---- the guarded transaction ---- */
+
+/* Ends an attempt that read under WATCH and will not commit: the UNWATCH is
+ * sent in front of the connection's next pipeline. Returns rc. */
+int market__unwatch_later(market_conn *c, int rc) {
+    c->unwatch = 1;
+    return rc;
+}
+
+static void sleep_us(long us) {
+    struct timespec ts = {0, us * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+static int64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void count_wait(market *m, int64_t us, int acquired) {
+    static const int64_t bounds[MARKET_WAIT_BUCKETS - 1] = {MARKET_WAIT_BUCKETS_US};
+    size_t b = 0;
+    while (b < MARKET_WAIT_BUCKETS - 1 && us > bounds[b]) b++;
+    atomic_fetch_add_explicit(&m->stats.lock_wait_bucket[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->stats.lock_wait_us, (uint64_t)us, memory_order_relaxed);
+    MARKET__COUNT(m, lock_waits);
+    if (acquired) MARKET__COUNT(m, lock_acquired);
+}
+
+/* Runs fn under the lock lock_key (taken before the monotonic time
+ * deadline_ms; NULL: no lock, the optimistic strategy) until it decides: see
+ * market__attempts(). Releases the lock on every path. Returns fn's result or
+ * a lock error mapped to a market code. Purchases under the market and item
+ * strategies do not come here: they are served in batches (market_batch.c). */
+int market__guarded(market_conn *c, const char *lock_key, int64_t deadline_ms, market__attempt fn,
+                    void *ud) {
+    market *m = c->m;
+    lock_handle h = {0};
+    market__held hd = {0};
+    int rc = MARKET_OK;
+    if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
+    if (lock_key) {
+        hd.tokens = m->lock_in_store;
+        rc = market__lock(m, lock_key, deadline_ms, &h);
+        if (rc < 0) goto out;
+        market__held_set(&hd, 0, lock_key, &h);
+        if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
+    }
+    rc = market__attempts(c, &h, &hd, fn, ud);
+    /* A failed release needs no undo: every commit was guarded, and a lease
+     * we cannot release expires by itself. */
+    if (lock_key) (void)lock_release(m->lock, &h);
+out:
+    market__count_result(m, rc);
+    return rc;
+}
+
+/* Takes the lock on key, waiting until the monotonic time by (ms), and
+ * counts the wait. A budget already spent is not tried at all: a purchase
+ * is never attempted after its deadline. Returns MARKET_OK, or ERR_BUSY,
+ * ERR_STORE, ERR_NOMEM. */
+int market__lock(market *m, const char *key, int64_t by, lock_handle *h) {
+    int64_t t0 = now_us(), left = by - t0 / 1000;
+    if (left <= 0) {
+        count_wait(m, 0, 0);
+        return MARKET_ERR_BUSY;
+    }
+    int lrc = lock_acquire(m->lock, key, m->cfg.lock_ttl_ms, left > 0 ? (uint32_t)left : 0, h);
+    count_wait(m, now_us() - t0, lrc == LOCK_OK);
+    return lrc < 0 ? from_lock_err(lrc) : MARKET_OK;
+}
+
+/* Takes the locks on keys[0..n) all or none, waiting until the monotonic
+ * time by (ms), and counts the wait. Returns MARKET_OK, or ERR_BUSY,
+ * ERR_STORE, ERR_NOMEM, ERR_INVALID. */
+int market__lock_multi(market *m, const char *const *keys, size_t n, int64_t by, lock_handle *h) {
+    int64_t t0 = now_us(), left = by - t0 / 1000;
+    if (left <= 0) {
+        count_wait(m, 0, 0);
+        return MARKET_ERR_BUSY;
+    }
+    int lrc = lock_acquire_multi(m->lock, keys, n, m->cfg.lock_ttl_ms,
+                                 left > 0 ? (uint32_t)left : 0, h);
+    count_wait(m, now_us() - t0, lrc == LOCK_OK);
+    return lrc < 0 ? from_lock_err(lrc) : MARKET_OK;
+}
+
+/* Describes lease h on key as entry k of hd (its fencing record, fence and token). */
+void market__held_set(market__held *hd, size_t k, const char *key, const lock_handle *h) {
+    market__held_name(hd, k, key);
+    snprintf(hd->fence[k], sizeof hd->fence[k], "%llu", (unsigned long long)h->fence);
+    hd->fence_v[k] = h->fence;
+    memcpy(hd->token[k], h->token, sizeof hd->token[k]);
+}
+
+/* Names lease k of hd (key, fencing record) before its fence is known. */
+void market__held_name(market__held *hd, size_t k, const char *key) {
+    hd->key[k] = key;
+    snprintf(hd->fenced[k], sizeof hd->fenced[k], "%s:fenced", key);
+    if (hd->n < k + 1) hd->n = k + 1;
+}
+
+/* Runs fn until it decides, under the leases h[0..hd->n) (none: optimistic).
+ * When EXEC aborts, lock_extend() tells a lapsed lease (MARKET_ERR_LEASE_LOST)
+ * from a write made without the lock (read again, up to TXN_RETRIES, within
+ * the wait budget). Without leases it retries with a short random sleep
+ * until the wait budget is spent (MARKET_ERR_CONFLICT). Returns fn's result
+ * or a lock error mapped to a market code; releases nothing. */
+int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, market__attempt fn,
+                     void *ud) {
+    market *m = c->m;
+    int64_t deadline = lock_now_ms() + m->cfg.acquire_timeout_ms;
+    int rc;
+    for (int i = 1;; i++) {
+        rc = fn(c, hd, ud);
+        if (rc != TXN_ABORTED) break;
+        MARKET__COUNT(m, txn_aborts);
+        rc = MARKET_ERR_CONFLICT;
+        if (hd->n == 0) {
+            if (lock_now_ms() >= deadline) break;
+            sleep_us(random() % OPTIMISTIC_BACKOFF_US);
+            continue;
+        }
+        if (i >= TXN_RETRIES || lock_now_ms() >= deadline) break;
+        /* Aborted under the lock: our lease lapsed, or someone wrote without it. */
+        for (size_t k = 0; k < hd->n; k++) {
+            int lrc = lock_extend(m->lock, &h[k], m->cfg.lock_ttl_ms);
+            if (lrc < 0 && lrc != LOCK_ERR_UNSUPPORTED) return from_lock_err(lrc);
+        }
+    }
+    return rc;
+}
+
+/* Counts a guarded operation's failure in the stats. Can't fail. */
+void market__count_result(market *m, int rc) {
+    if (rc == MARKET_ERR_BUSY) MARKET__COUNT(m, lock_busy);
+    if (rc == MARKET_ERR_LEASE_LOST) MARKET__COUNT(m, lease_lost);
+    if (rc == MARKET_ERR_STORE) MARKET__COUNT(m, store_errors);
+}
+
+/* Fills argv with "MGET", the fencing records of held and, when held->tokens,
+ * the lock keys themselves (argv has room for 1 + 2 * held->n); returns the
+ * count. Read under a WATCH of the same keys, its reply tells
+ * market__held_lost() whether the leases are still ours. */
+size_t market__held_read(const market__held *held, const char **argv) {
+    size_t k = 0;
+    argv[k++] = "MGET";
+    for (size_t i = 0; i < held->n; i++) argv[k++] = held->fenced[i];
+    if (held->tokens)
+        for (size_t i = 0; i < held->n; i++) argv[k++] = held->key[i];
+    return k;
+}
+
+/* Given the reply to market__held_read()'s MGET, returns 1 when a lease of
+ * held cannot commit: a newer holder has committed (a stored fence above
+ * ours), or, when held->tokens, a lock key no longer holds our token (the
+ * lease lapsed, or anyone speaking the lock protocol took the key over); else
+ * 0. A missing or unreadable fencing record counts as none. */
+int market__held_lost(const market__held *held, const redisReply *mget) {
+    if (!mget || mget->type != REDIS_REPLY_ARRAY) return held->tokens;
+    if (mget->elements != held->n * (held->tokens ? 2 : 1)) return 1;
+    for (size_t i = 0; i < held->n; i++) {
+        const redisReply *e = mget->element[i];
+        if (e->type != REDIS_REPLY_STRING) continue;
+        int64_t seen;
+        if (market__parse_i64(e->str, e->len, &seen) == 0 && (uint64_t)seen > held->fence_v[i])
+            return 1;
+    }
+    for (size_t i = 0; held->tokens && i < held->n; i++) {
+        const redisReply *e = mget->element[held->n + i];
+        if (e->type != REDIS_REPLY_STRING || e->len != LOCK_TOKEN_LEN ||
+            memcmp(e->str, held->token[i], LOCK_TOKEN_LEN) != 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Appends the fencing parts of an attempt: to w, the "<lock>:fenced" keys to
+ * watch (the lock keys are in w already: strategy_guard()); to cmd, the
+ * MGET of market__held_read() (cmd->argc 0 when nothing is held). */
+static void fence_read(const market__held *held, struct market__watchset *w, market__cmd *cmd) {
+    cmd->argc = 0;
+    if (held->n == 0) return;
+    for (size_t i = 0; i < held->n; i++) w->keys[w->n++] = held->fenced[i];
+    cmd->argc = (int)market__held_read(held, cmd->argv);
+    for (int i = 0; i < cmd->argc; i++) cmd->len[i] = strlen(cmd->argv[i]);
+}
+
+/* Appends "SET <lock>:fenced <our fence>" for every held lease to cmds. */
+size_t market__fence_write(const market__held *held, market__cmd *cmds) {
+    for (size_t i = 0; i < held->n; i++)
+        market__cmd_set(&cmds[i], 3, "SET", held->fenced[i], held->fence[i]);
+    return held->n;
+}
+
+/* Sends MULTI, cmds, EXEC in one pipeline. Returns MARKET_OK with *exec set
+ * to EXEC's reply (new; caller frees), TXN_ABORTED, or MARKET_ERR_STORE. */
+int market__commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply **exec) {
+    market__cmd all[MARKET__PIPE_MAX];
+    redisReply *rep[MARKET__PIPE_MAX] = {0};
+    if (n + 2 > MARKET__PIPE_MAX) return MARKET_ERR_INVALID;
+    market__cmd_set(&all[0], 1, "MULTI");
+    memcpy(&all[1], cmds, n * sizeof *cmds);
+    market__cmd_set(&all[n + 1], 1, "EXEC");
+    int rc = market__pipeline(c, all, n + 2, rep);
+    if (rc < 0) return rc;
+    c->unwatch = 0; /* EXEC, committed or aborted, ends every WATCH */
+    redisReply *r = rep[n + 1];
+    if (r->type == REDIS_REPLY_NIL) {
+        rc = TXN_ABORTED;
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == n) {
+        rc = MARKET_OK;
+        *exec = r;
+        rep[n + 1] = NULL;
+    } else {
+        rc = MARKET_ERR_STORE; /* EXECABORT or a queued command refused */
+    }
+    market__replies_free(rep, n + 2);
+    return rc;
+}
+
+/* ---- watching and the lock a strategy takes ---- */
+
+/* The WATCH command for keys a, b (b may be NULL) and everything in w. */
+static void watch_cmd(market__cmd *cmd, const char *a, const char *b, const struct market__watchset *w) {
+    cmd->argc = 0;
+    cmd->argv[cmd->argc++] = "WATCH";
+    cmd->argv[cmd->argc++] = a;
+    if (b) cmd->argv[cmd->argc++] = b;
+    for (size_t i = 0; i < w->n; i++) cmd->argv[cmd->argc++] = w->keys[i];
+    for (int i = 0; i < cmd->argc; i++) cmd->len[i] = strlen(cmd->argv[i]);
+}
+
+/* Sets *lock_key to the lock an operation on listing member takes under the
+ * market's strategy (NULL: none; an item lock is written into keybuf), and
+ * fills w with what it watches besides the keys it reads. Returns MARKET_OK,
+ * or MARKET_ERR_NOMEM when a long listing's key cannot be hashed. */
+int market__strategy_guard(const market *m, const char *member, char keybuf[MARKET__LOCK_KEY_MAX],
+                          struct market__watchset *w, const char **lock_key) {
+    w->n = 0;
+    *lock_key = NULL;
+    switch (m->cfg.strategy) {
+    case MARKET_STRATEGY_MARKET:
+        w->keys[w->n++] = MARKET_LOCK_KEY;
+        w->keys[w->n++] = "market:";
+        *lock_key = MARKET_LOCK_KEY;
+        break;
+    case MARKET_STRATEGY_ITEM:
+        /* The listing lock protects the listing, so market: itself is not
+         * watched (every purchase changes it); the lock key is. */
+        if (market__lock_key(keybuf, "lock:item:", member) < 0) return MARKET_ERR_NOMEM;
+        w->keys[w->n++] = keybuf;
+        *lock_key = keybuf;
+        break;
+    case MARKET_STRATEGY_OPTIMISTIC:
+        w->keys[w->n++] = "market:";
+        break;
+    }
+    return MARKET_OK;
+}
+
+/* ---- one operation at a time: purchases of the optimistic strategy, list, unlist ---- */
+
+/* Prepares s for an operation of player, before the monotonic time
+ * deadline_ms. Returns MARKET_OK, or MARKET_ERR_STORE when no claim token
+ * can be drawn. */
+int market__single_init(struct market__single *s, const char *player, const market_idem *idem,
+                       int64_t deadline_ms) {
+    s->idem = idem;
+    s->deadline_ms = deadline_ms;
+    s->replayed = 0;
+    if (!idem) return MARKET_OK;
+    market__idem_key(s->k_idem, sizeof s->k_idem, player, idem);
+    if (market__token_new(s->token) < 0) return MARKET_ERR_STORE;
+    market__idem_claim(s->claim, sizeof s->claim, idem, s->token);
+    return MARKET_OK;
+}
+
+/* Reads under WATCH for one attempt: [SET claim NX PX], WATCH a, b (may be
+ * NULL) and s->watch, own[0..n_own), [the leases' MGET], [GET of the
+ * record]. The claim goes before the WATCH, so our own claim does not abort
+ * our commit, while anyone else's write of the record after it does.
+ * Returns MARKET_OK with rep[0..*nrep) filled and own's replies from
+ * rep[*i_own] when the attempt should decide. When the read settles it, it
+ * returns that outcome with nothing left to free (*nrep = 0): ERR_STORE,
+ * ERR_LEASE_LOST (see market__held_lost), a stored outcome (MARKET_OK or a
+ * refusal, with s->replayed set), ERR_IN_PROGRESS, ERR_IDEM_MISMATCH, or
+ * ERR_BUSY when the deadline has passed (nothing is decided after it). */
+int market__single_read(market_conn *c, const market__held *held, struct market__single *s, const char *a,
+                       const char *b, const market__cmd *own, size_t n_own, redisReply **rep,
+                       size_t *nrep, size_t *i_own) {
+    market__cmd rd[MARKET__PIPE_MAX];
+    struct market__watchset w = s->watch;
+    size_t n = 0, i_fence = 0, i_idem = 0, i_claim = 0;
+    *nrep = 0;
+    if (s->idem) {
+        market__idem_claim_ttl(s->claim_ttl, sizeof s->claim_ttl, s->deadline_ms);
+        market__cmd_set(&rd[i_claim = n++], 6, "SET", s->k_idem, s->claim, "NX", "PX",
+                        s->claim_ttl);
+    }
+    size_t i_watch = n++;
+    *i_own = n;
+    memcpy(&rd[n], own, n_own * sizeof *own);
+    n += n_own;
+    if (held->n) fence_read(held, &w, &rd[i_fence = n++]);
+    if (s->idem) {
+        w.keys[w.n++] = s->k_idem;
+        market__cmd_set(&rd[i_idem = n++], 2, "GET", s->k_idem);
+    }
+    watch_cmd(&rd[i_watch], a, b, &w);
+    int rc = market__pipeline(c, rd, n, rep);
+    if (rc < 0) return rc;
+    int judged = MARKET__IDEM_FREE;
+    if (s->idem)
+        judged = market__idem_judge(rep[i_idem], s->idem, s->token, &s->stored_rc, &s->stored_a,
+                                    &s->stored_b);
+    if (rep[i_watch]->type != REDIS_REPLY_STATUS ||
+        (s->idem && rep[i_claim]->type == REDIS_REPLY_ERROR) || judged == MARKET_ERR_STORE)
+        rc = MARKET_ERR_STORE;
+    else if (held->n && market__held_lost(held, rep[i_fence]))
+        rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
+    else if (judged == MARKET__IDEM_DONE)
+        s->replayed = 1, rc = s->stored_rc;
+    else if (judged < 0)
+        rc = judged; /* ERR_IN_PROGRESS, ERR_IDEM_MISMATCH */
+    else if (lock_now_ms() >= s->deadline_ms)
+        rc = MARKET_ERR_BUSY;
+    else {
+        *nrep = n;
+        return MARKET_OK;
+    }
+    market__replies_free(rep, n);
+    return market__unwatch_later(c, rc);
+}
+
+/* Appends "SET <record> <outcome rc> EX <ttl>" to cmds when s has an
+ * idempotency key; returns how many commands it appended. */
+size_t market__single_record(struct market__single *s, int rc, int64_t a, int64_t b, market__cmd *cmds) {
+    if (!s->idem) return 0;
+    market__idem_record(s->record, sizeof s->record, s->idem, rc, a, b);
+    market__cmd_set(cmds, 5, "SET", s->k_idem, s->record, "EX", MARKET__IDEM_TTL);
+    return 1;
+}
+
+/* Ends an attempt that decided to refuse with rc. A final refusal of an
+ * idempotent request is recorded, with our fences, in a guarded commit, so
+ * that no other attempt of the same key can decide otherwise later; a is
+ * what the record keeps (the current price of a price_changed). Returns rc,
+ * MARKET__TXN_ABORTED (read again), or the commit's error. */
+int market__single_refuse(market_conn *c, const market__held *held, struct market__single *s, int rc,
+                         int64_t a) {
+    if (!s->idem || !market__idem_final(rc)) return market__unwatch_later(c, rc);
+    market__cmd wr[MARKET__PIPE_MAX - 2];
+    size_t nwr = market__fence_write(held, wr);
+    nwr += market__single_record(s, rc, a, 0, &wr[nwr]);
+    redisReply *exec = NULL;
+    int crc = market__commit(c, wr, nwr, &exec);
+    if (exec) freeReplyObject(exec);
+    return crc == MARKET_OK ? rc : crc;
+}
