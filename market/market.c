@@ -82,6 +82,15 @@ market_conn *market_conn_new(market *m, int *err) {
     return c;
 }
 
+/* Returns why the store last failed c's caller (after an operation that
+ * returned MARKET_ERR_STORE): "Redis refused AUTH: WRONGPASS ...", "commit
+ * refused: READONLY ...", "cannot connect to host:port: Connection refused".
+ * The text belongs to c and changes with its next failure; "" when none.
+ * This function can't fail. */
+const char *market_conn_errstr(const market_conn *c) {
+    return c ? c->errstr : "";
+}
+
 /* Closes and frees c; NULL is a no-op. This function can't fail. */
 void market_conn_free(market_conn *c) {
     if (!c) return;
@@ -195,7 +204,8 @@ int market_purchase_idem(market_conn *c, const char *buyer, const char *seller, 
     market *m = c->m;
     res->replayed = 0;
     if (market_can_submit(m)) /* the worker counts and serves it */
-        return market__queue_wait(m, buyer, seller, item, expect_price, idem, res);
+        return market__queue_wait(m, buyer, seller, item, expect_price, idem, res, c->errstr,
+                                  sizeof c->errstr);
     MARKET__COUNT(m, purchases);
     int64_t deadline = lock_now_ms() + m->cfg.acquire_timeout_ms;
     struct purchase p = {buyer, seller, item, expect_price, res};

@@ -124,6 +124,7 @@ struct market_pending {
     /* out: set before done is called */
     int rc;                   /* what market_purchase_idem() would have returned */
     market_purchase_result res;
+    char why[128];            /* with MARKET_ERR_STORE: the store's reason, as text */
     /* the market's own */
     int64_t deadline_ms;
     int state;
@@ -182,6 +183,7 @@ void market_free(market *m);
 void market_shutdown(market *m);
 market_conn *market_conn_new(market *m, int *err);
 void market_conn_free(market_conn *c);
+const char *market_conn_errstr(const market_conn *c);
 
 /* ---- trading ---- */
 

@@ -316,15 +316,15 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
     int rc = MARKET_OK, split = b->read_splitting;
     size_t o = b->read_off, i_mget = o + 3, i_users = b->read_i_users;
     const redisReply *w = b->rep[o], *z = b->rep[o + 1], *f = b->rep[o + 2];
-    for (size_t i = 0; i < o; i++)
-        if (b->rep[i]->type == REDIS_REPLY_ERROR) { /* e.g. a read-only replica */
-            rc = MARKET_ERR_STORE;
-            goto out;
-        }
+    const redisReply *err = market__reply_error(b->rep, o);
+    if (err) { /* a claim refused: e.g. a read-only replica */
+        rc = market__fail_reply(c, "claim refused", err);
+        goto out;
+    }
     if (b->n_idem) {
         const redisReply *mg = b->rep[i_mget];
         if (mg->type != REDIS_REPLY_ARRAY || mg->elements != b->n_idem) {
-            rc = MARKET_ERR_STORE;
+            rc = market__fail_reply(c, "reading idempotency records", mg);
             goto out;
         }
         for (size_t i = 0, j = 0; i < b->n; i++) {
@@ -335,7 +335,7 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
         }
     }
     if (w->type != REDIS_REPLY_STATUS || z->type != REDIS_REPLY_ARRAY || z->elements != b->n) {
-        rc = MARKET_ERR_STORE;
+        rc = market__fail_reply(c, "read refused", w->type != REDIS_REPLY_STATUS ? w : z);
         goto out;
     }
     if (market__held_lost(held, f)) {
@@ -576,16 +576,17 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
     if (rc < 0) return rc;
     c->unwatch = 0; /* EXEC ends every WATCH */
     const redisReply *r = b->rep[nc - 1];
-    for (size_t i = 0; i < pre; i++)
-        if (b->rep[i]->type == REDIS_REPLY_ERROR) rc = MARKET_ERR_STORE; /* the guard failed */
-    if (rc < 0) {
+    const redisReply *err = market__reply_error(b->rep, nc);
+    if (err) { /* the guard failed, or a queued command was refused (EXECABORT) */
+        rc = market__fail_reply(c, "commit refused", err);
     } else if (r->type == REDIS_REPLY_NIL) {
         rc = MARKET__TXN_ABORTED;
     } else if (r->type != REDIS_REPLY_ARRAY || r->elements != nc - pre - 2) {
-        rc = MARKET_ERR_STORE; /* EXECABORT: a queued command was refused */
+        rc = market__fail_reply(c, "commit refused", r);
     } else {
         for (size_t i = 0; i < r->elements; i++)
-            if (r->element[i]->type == REDIS_REPLY_ERROR) rc = MARKET_ERR_STORE;
+            if (r->element[i]->type == REDIS_REPLY_ERROR)
+                rc = market__fail_reply(c, "commit refused", r->element[i]);
     }
     market__replies_free(b->rep, nc);
     return rc;
@@ -790,7 +791,7 @@ static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
         size_t nc = read_build(m, &hd, b);
         if (market__pipeline_send(c, nc, b->argc, b->argv) == MARKET_OK) sent = nc;
     }
-    rc = market__lock_multi(m, b->lock_keys, b->n_locks, batch_deadline(b), b->lock_h);
+    rc = market__lock_multi(c, b->lock_keys, b->n_locks, batch_deadline(b), b->lock_h);
     if (sent && market__pipeline_recv(c, sent, b->rep) != MARKET_OK) sent = 0; /* read it again */
     if (rc == MARKET_OK) {
         if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
@@ -843,7 +844,7 @@ static void batch_run(market_conn *c, struct market__batch *b) {
                        m->queue->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
         hold_drop(m);
     if (!m->queue->holding) {
-        rc = market__lock(m, MARKET_LOCK_KEY, batch_deadline(b), &m->queue->hold);
+        rc = market__lock(c, MARKET_LOCK_KEY, batch_deadline(b), &m->queue->hold);
         if (rc == MARKET_OK) {
             m->queue->holding = 1;
             m->queue->hold_since_ms = now;
@@ -944,7 +945,11 @@ static void *worker_main(void *arg) {
         if (n) {
             b->n = n;
             batch_run(c, b);
-            for (size_t i = 0; i < n; i++) finish(m, b->req[i], b->req[i]->rc);
+            for (size_t i = 0; i < n; i++) {
+                market_pending *p = b->req[i];
+                if (p->rc == MARKET_ERR_STORE) snprintf(p->why, sizeof p->why, "%s", c->errstr);
+                finish(m, p, p->rc);
+            }
         }
         pthread_mutex_lock(&m->queue->qmu);
     }
@@ -961,6 +966,7 @@ static void *worker_main(void *arg) {
 int market__queue_submit(market *m, market_pending *p) {
     p->res = (market_purchase_result){0};
     p->rc = MARKET_ERR_STORE;
+    p->why[0] = '\0';
     p->state = REQ_WAITING;
     p->next = NULL;
     p->deadline_ms = lock_now_ms() + m->cfg.acquire_timeout_ms;
@@ -1047,8 +1053,8 @@ static void sync_done(market_pending *p) {
  * worker has taken is waited for. Arguments are already validated by
  * market_purchase_idem(). */
 int market__queue_wait(market *m, const char *buyer, const char *seller, const char *item,
-                             int64_t expect_price, const market_idem *idem,
-                             market_purchase_result *res) {
+                       int64_t expect_price, const market_idem *idem, market_purchase_result *res,
+                       char *why, size_t whylen) {
     struct sync_wait w = {.p = {buyer, seller, item, expect_price, idem, sync_done, NULL}, .m = m};
     w.p.ud = &w;
     pthread_condattr_t ca;
@@ -1088,5 +1094,6 @@ int market__queue_wait(market *m, const char *buyer, const char *seller, const c
     pthread_mutex_unlock(&m->queue->qmu);
     pthread_cond_destroy(&w.cv);
     *res = w.p.res;
+    if (w.p.rc == MARKET_ERR_STORE) snprintf(why, whylen, "%s", w.p.why);
     return w.p.rc;
 }

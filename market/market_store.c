@@ -32,16 +32,45 @@ static int reply_is_ok(const redisReply *r) {
     return r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
 }
 
+/* Records why the store failed in c->errstr (the hiredis err/errstr way: the
+ * reason travels as text to whoever reports it). Returns MARKET_ERR_STORE. */
+int market__fail(market_conn *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errstr, sizeof c->errstr, fmt, ap);
+    va_end(ap);
+    return MARKET_ERR_STORE;
+}
+
+/* market__fail() with what Redis answered to what: its error text, or the
+ * kind of reply that was not expected. Returns MARKET_ERR_STORE. */
+int market__fail_reply(market_conn *c, const char *what, const redisReply *r) {
+    if (r && (r->type == REDIS_REPLY_ERROR || r->type == REDIS_REPLY_STATUS))
+        return market__fail(c, "%s: %.*s", what, (int)(r->len < 96 ? r->len : 96), r->str);
+    return market__fail(c, "%s: unexpected reply (type %d)", what, r ? r->type : -1);
+}
+
+/* Returns the first error reply among replies[0..n), or NULL. */
+const redisReply *market__reply_error(redisReply *const *replies, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (replies[i] && replies[i]->type == REDIS_REPLY_ERROR) return replies[i];
+    return NULL;
+}
+
 /* Connects (when not connected), authenticates and selects the database.
  * Returns MARKET_OK, or MARKET_ERR_STORE when Redis cannot be reached or
- * refuses us, MARKET_ERR_NOMEM on out-of-memory. */
+ * refuses us (c->errstr says which), MARKET_ERR_NOMEM on out-of-memory. */
 int market__connect(market_conn *c) {
     if (c->ctx) return MARKET_OK;
     const market_config *cfg = &c->m->cfg;
     struct timeval tv = ms_to_tv(cfg->redis_timeout_ms);
     redisContext *ctx = redisConnectWithTimeout(cfg->redis.host, cfg->redis.port, tv);
     if (!ctx) return MARKET_ERR_NOMEM;
-    if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) goto fail;
+    if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) {
+        market__fail(c, "cannot connect to %s:%d: %s", cfg->redis.host, cfg->redis.port,
+                     ctx->err ? ctx->errstr : "cannot set the timeout");
+        goto fail;
+    }
     (void)redisEnableKeepAlive(ctx); /* best effort: only speeds up noticing a dead peer */
     c->ctx = ctx;
     if (cfg->redis.pass[0]) {
@@ -53,6 +82,7 @@ int market__connect(market_conn *c) {
         }
         redisReply *r = market__command(c, argc, argv, NULL);
         int ok = reply_is_ok(r);
+        if (!ok) market__fail_reply(c, "Redis refused AUTH", r);
         if (r) freeReplyObject(r);
         if (!ok) goto fail_dropped;
     }
@@ -62,6 +92,7 @@ int market__connect(market_conn *c) {
         const char *argv[2] = {"SELECT", db};
         redisReply *r = market__command(c, 2, argv, NULL);
         int ok = reply_is_ok(r);
+        if (!ok) market__fail_reply(c, "Redis refused SELECT", r);
         if (r) freeReplyObject(r);
         if (!ok) goto fail_dropped;
     }
@@ -127,6 +158,9 @@ static int pipeline_failed(market_conn *c) {
     c->closed = c->ctx && (c->ctx->err == REDIS_ERR_EOF ||
                            (c->ctx->err == REDIS_ERR_IO && (errno == ECONNRESET ||
                                                             errno == EPIPE)));
+    if (c->ctx)
+        market__fail(c, "Redis %s:%d: %s", c->m->cfg.redis.host, c->m->cfg.redis.port,
+                     c->ctx->err ? c->ctx->errstr : "connection failed");
     int closed = c->closed;
     market__drop(c); /* clears c->closed */
     c->closed = closed;
@@ -159,7 +193,7 @@ fail:
 int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
     size_t got = 0;
     c->closed = 0;
-    if (!c->ctx) return MARKET_ERR_STORE;
+    if (!c->ctx) return market__fail(c, "no connection to Redis");
     if (c->unwatch_sent) {
         void *r = NULL;
         if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;

@@ -19,6 +19,7 @@ struct market_conn {
     int unwatch;       /* a WATCH is pending: send UNWATCH before the next pipeline */
     int unwatch_sent;  /* market__pipeline_send() sent one: its reply comes first */
     int closed;        /* the last pipeline failed because the server had closed c */
+    char errstr[128];  /* why the store last failed (market_conn_errstr()); "" none yet */
 };
 
 /* One command of a pipeline: argv/len as redisAppendCommandArgv takes them. */
@@ -43,5 +44,8 @@ int market__parse_price(const char *s, size_t len, int64_t *out);
 int64_t market__reply_price(const redisReply *r);
 market__party market__reply_party(const redisReply *r);
 void market__key(char *out, size_t outlen, const char *prefix, const char *id);
+int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
+const redisReply *market__reply_error(redisReply *const *replies, size_t n);
 
 #endif /* GM_MARKET_MARKET_STORE_H */

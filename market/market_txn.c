@@ -98,7 +98,7 @@ int market__guarded(market_conn *c, const char *lock_key, int64_t deadline_ms, m
     if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
     if (lock_key) {
         hd.tokens = m->lock_in_store;
-        rc = market__lock(m, lock_key, deadline_ms, &h);
+        rc = market__lock(c, lock_key, deadline_ms, &h);
         if (rc < 0) goto out;
         market__held_set(&hd, 0, lock_key, &h);
         if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
@@ -112,34 +112,31 @@ out:
     return rc;
 }
 
-/* Takes the lock on key, waiting until the monotonic time by (ms), and
- * counts the wait. A budget already spent is not tried at all: a purchase
- * is never attempted after its deadline. Returns MARKET_OK, or ERR_BUSY,
- * ERR_STORE, ERR_NOMEM. */
-int market__lock(market *m, const char *key, int64_t by, lock_handle *h) {
+/* Takes the locks on keys[0..n) all or none (one key: lock_acquire),
+ * waiting until the monotonic time by (ms), and counts the wait. A budget
+ * already spent is not tried at all: a purchase is never attempted after
+ * its deadline. Returns MARKET_OK, or ERR_BUSY, ERR_STORE (c->errstr says
+ * the lock failed), ERR_NOMEM, ERR_INVALID. */
+int market__lock_multi(market_conn *c, const char *const *keys, size_t n, int64_t by,
+                       lock_handle *h) {
+    market *m = c->m;
     int64_t t0 = now_us(), left = by - t0 / 1000;
     if (left <= 0) {
         count_wait(m, 0, 0);
         return MARKET_ERR_BUSY;
     }
-    int lrc = lock_acquire(m->lock, key, m->cfg.lock_ttl_ms, left > 0 ? (uint32_t)left : 0, h);
+    int lrc = n == 1 ? lock_acquire(m->lock, keys[0], m->cfg.lock_ttl_ms, (uint32_t)left, h)
+                     : lock_acquire_multi(m->lock, keys, n, m->cfg.lock_ttl_ms, (uint32_t)left, h);
     count_wait(m, now_us() - t0, lrc == LOCK_OK);
-    return lrc < 0 ? from_lock_err(lrc) : MARKET_OK;
+    if (lrc == LOCK_OK) return MARKET_OK;
+    int rc = from_lock_err(lrc);
+    if (rc == MARKET_ERR_STORE) market__fail(c, "lock %s: %s", lock_name(m->lock), lock_strerror(lrc));
+    return rc;
 }
 
-/* Takes the locks on keys[0..n) all or none, waiting until the monotonic
- * time by (ms), and counts the wait. Returns MARKET_OK, or ERR_BUSY,
- * ERR_STORE, ERR_NOMEM, ERR_INVALID. */
-int market__lock_multi(market *m, const char *const *keys, size_t n, int64_t by, lock_handle *h) {
-    int64_t t0 = now_us(), left = by - t0 / 1000;
-    if (left <= 0) {
-        count_wait(m, 0, 0);
-        return MARKET_ERR_BUSY;
-    }
-    int lrc = lock_acquire_multi(m->lock, keys, n, m->cfg.lock_ttl_ms,
-                                 left > 0 ? (uint32_t)left : 0, h);
-    count_wait(m, now_us() - t0, lrc == LOCK_OK);
-    return lrc < 0 ? from_lock_err(lrc) : MARKET_OK;
+/* market__lock_multi() of the one key. */
+int market__lock(market_conn *c, const char *key, int64_t by, lock_handle *h) {
+    return market__lock_multi(c, &key, 1, by, h);
 }
 
 /* Describes lease h on key as entry k of hd (its fencing record, fence and token). */
@@ -270,7 +267,9 @@ int market__commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply
         *exec = r;
         rep[n + 1] = NULL;
     } else {
-        rc = MARKET_ERR_STORE; /* EXECABORT or a queued command refused */
+        /* EXECABORT or a queued command refused (a read-only replica, OOM) */
+        const redisReply *e = market__reply_error(rep, n + 2);
+        rc = market__fail_reply(c, "commit refused", e ? e : r);
     }
     market__replies_free(rep, n + 2);
     return rc;
@@ -371,9 +370,12 @@ int market__single_read(market_conn *c, const market__held *held, struct market_
     if (s->idem)
         judged = market__idem_judge(rep[i_idem], s->idem, s->token, &s->stored_rc, &s->stored_a,
                                     &s->stored_b);
+    const redisReply *err = market__reply_error(rep, n);
     if (rep[i_watch]->type != REDIS_REPLY_STATUS ||
-        (s->idem && rep[i_claim]->type == REDIS_REPLY_ERROR) || judged == MARKET_ERR_STORE)
-        rc = MARKET_ERR_STORE;
+        (s->idem && rep[i_claim]->type == REDIS_REPLY_ERROR))
+        rc = market__fail_reply(c, "read refused", err ? err : rep[i_watch]);
+    else if (judged == MARKET_ERR_STORE)
+        rc = market__fail(c, "idempotency record %s is unreadable", s->k_idem);
     else if (held->n && market__held_lost(held, rep[i_fence]))
         rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
     else if (judged == MARKET__IDEM_DONE)

@@ -53,8 +53,9 @@ struct market__single {
 };
 
 /* leases */
-int market__lock(market *m, const char *key, int64_t by, lock_handle *h);
-int market__lock_multi(market *m, const char *const *keys, size_t n, int64_t by, lock_handle *h);
+int market__lock(market_conn *c, const char *key, int64_t by, lock_handle *h);
+int market__lock_multi(market_conn *c, const char *const *keys, size_t n, int64_t by,
+                       lock_handle *h);
 void market__held_set(market__held *hd, size_t k, const char *key, const lock_handle *h);
 void market__held_name(market__held *hd, size_t k, const char *key);
 size_t market__held_read(const market__held *held, const char **argv);

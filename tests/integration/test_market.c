@@ -1195,6 +1195,28 @@ static void test_batch_one_bad_purchase_others_served(void **state) {
     redis_do("DEL users:corrupt");
 }
 
+/* Errors carry their reason as text to the caller: a store that refuses us
+ * (here: AUTH with a password the server does not have) is not just "store
+ * unavailable". Batched purchases bring the worker's reason back too. */
+static void test_store_failure_reason_reaches_caller(void **state) {
+    struct fx *f = *state;
+    market_config bad = config(5000, 500, 0);
+    snprintf(bad.redis.pass, sizeof bad.redis.pass, "not-the-password");
+    int err;
+    market *bm = market_new(&bad, f->lock, &err);
+    market_conn *bc = market_conn_new(bm, &err);
+    assert_non_null(bc);
+    assert_string_equal(market_conn_errstr(bc), "");
+    market_purchase_result r;
+    assert_int_equal(market_purchase(bc, "B", "A", "axe", -1, &r), MARKET_ERR_STORE);
+    const char *why = market_conn_errstr(bc);
+    if (!strstr(why, "Redis refused AUTH")) fprintf(stderr, "# reason: %s\n", why);
+    assert_non_null(strstr(why, "Redis refused AUTH"));
+    market_conn_free(bc);
+    market_free(bm);
+    assert_true(listed(f->c, "axe", "A"));
+}
+
 static void test_lock_held_elsewhere_busy(void **state) {
     struct fx *f = *state;
     if (strategy != MARKET_STRATEGY_MARKET) skip(); /* only this one takes lock:market */
@@ -1298,6 +1320,7 @@ int main(void) {
         T(test_idem_second_attempt_in_flight_in_progress),
         T(test_longest_ids_trade),
         T(test_batch_one_bad_purchase_others_served),
+        T(test_store_failure_reason_reaches_caller),
         T(test_lock_held_elsewhere_busy),
         T(test_redis_down_store_unavailable_then_recovers),
         T(test_redis_paused_store_unavailable_within_timeout),
