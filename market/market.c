@@ -104,8 +104,7 @@ void market_conn_free(market_conn *c) {
 const char *market_strerror(int err) {
     switch (err) {
 #define MARKET_ERR_STR(name, val, msg)                                                             \
-    case MARKET_##name:                                                                            \
-        return msg;
+    case MARKET_##name: return msg;
         MARKET_ERRNO_MAP(MARKET_ERR_STR)
 #undef MARKET_ERR_STR
     }
@@ -145,7 +144,9 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
     int64_t buyer_funds = buyer.funds;
     rc = market__purchase_rule(price, p->expect_price, &buyer, &seller);
     if (rc == MARKET_ERR_PRICE_CHANGED) p->res->price = price;
-    if (rc < 0) return market__single_refuse(c, held, &p->s, rc, rc == MARKET_ERR_PRICE_CHANGED ? price : 0);
+    if (rc < 0)
+        return market__single_refuse(c, held, &p->s, rc,
+                                     rc == MARKET_ERR_PRICE_CHANGED ? price : 0);
 
     if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
 
@@ -308,7 +309,8 @@ static int listing_guarded(market_conn *c, struct listing_op *op, const market_i
     char keybuf[MARKET__LOCK_KEY_MAX];
     const char *lock_key;
     int rc = market__single_init(&op->s, op->seller, idem, deadline);
-    if (rc == MARKET_OK) rc = market__strategy_guard(c->m, op->member, keybuf, &op->s.watch, &lock_key);
+    if (rc == MARKET_OK)
+        rc = market__strategy_guard(c->m, op->member, keybuf, &op->s.watch, &lock_key);
     if (rc == MARKET_OK) rc = market__guarded(c, lock_key, deadline, fn, op);
     return rc;
 }
@@ -399,7 +401,9 @@ int market_unlist(market_conn *c, const char *seller, const char *item, int64_t 
 
 /* ---- reading ---- */
 
-static int cmp_id(const void *a, const void *b) { return strcmp(a, b); }
+static int cmp_id(const void *a, const void *b) {
+    return strcmp(a, b);
+}
 
 /* Reads player id: name, funds and sorted inventory. Returns MARKET_OK with
  * *out a new player (caller frees with market_player_free), or ERR_INVALID,
@@ -468,8 +472,8 @@ void market_player_free(market_player *p) {
  * MARKET_OK with *out a new array of *n listings (caller frees with free();
  * NULL when *n is 0) and *total the number of listings; or ERR_INVALID,
  * ERR_STORE, ERR_NOMEM. */
-int market_listings(market_conn *c, size_t offset, size_t limit, market_listing **out,
-                    size_t *n, size_t *total) {
+int market_listings(market_conn *c, size_t offset, size_t limit, market_listing **out, size_t *n,
+                    size_t *total) {
     if (!out || !n || !total) return MARKET_ERR_INVALID;
     *out = NULL;
     *n = *total = 0;

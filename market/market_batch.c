@@ -78,12 +78,12 @@ struct market__batch {
     market_pending *req[MARKET__BATCH_MAX];
     size_t n;
     char member[MARKET__BATCH_MAX][MARKET__MEMBER_MAX];
-    size_t first[MARKET__BATCH_MAX];   /* index of the first purchase of the same listing */
-    int sold[MARKET__BATCH_MAX];       /* on the first purchase of a listing: sold in batch */
-    int64_t price[MARKET__BATCH_MAX];  /* listing price, 0 when not listed, -1 unreadable */
+    size_t first[MARKET__BATCH_MAX];  /* index of the first purchase of the same listing */
+    int sold[MARKET__BATCH_MAX];      /* on the first purchase of a listing: sold in batch */
+    int64_t price[MARKET__BATCH_MAX]; /* listing price, 0 when not listed, -1 unreadable */
     char k_idem[MARKET__BATCH_MAX][MARKET__IDEM_REDIS_MAX]; /* "" without a key */
     char record[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
-    char claim[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];  /* "<fp> ?<token>" */
+    char claim[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX]; /* "<fp> ?<token>" */
     char claim_ttl[MARKET__BATCH_MAX][24];
     char token[MARKET__TOKEN_LEN + 1]; /* this batch's claims */
     int idem_state[MARKET__BATCH_MAX]; /* market__idem_judge() of the stored record */
@@ -103,7 +103,7 @@ struct market__batch {
     /* pipeline scratch */
     const char *args_watch[3 + 2 * MARKET__HELD_MAX + USERS_MAX + MARKET__BATCH_MAX];
     size_t read_list[USERS_MAX]; /* the users whose funds are read */
-    int read_split; /* read funds in later round trips (see batch_read) */
+    int read_split;              /* read funds in later round trips (see batch_read) */
     int64_t now_ms; /* when this attempt began: purchases past their deadline then are not
                        decided (users_needed and batch_decide must agree) */
     market__party sim[USERS_MAX];     /* split reads: parties while walking the batch */
@@ -198,7 +198,8 @@ static void read_users(struct market__batch *b, size_t *nc, const size_t *users,
  * read fail only the purchases of that user (MARKET__UNREADABLE), not the
  * batch. */
 static void parse_users(struct market__batch *b, redisReply **rep, const size_t *users, size_t n) {
-    for (size_t j = 0; j < n; j++) b->party[users[j]] = market__reply_party(rep[j]);
+    for (size_t j = 0; j < n; j++)
+        b->party[users[j]] = market__reply_party(rep[j]);
 }
 
 /* Lists user u in b->read_list[0..*n) unless it is read or listed. */
@@ -219,7 +220,8 @@ static size_t users_needed(struct market__batch *b) {
     size_t n = 0;
     int64_t now = b->now_ms;
     memcpy(b->sim, b->party, b->n_users * sizeof *b->party);
-    for (size_t i = 0; i < b->n; i++) b->sim_state[i] = 0; /* on first: 1 sold, 2 undecided */
+    for (size_t i = 0; i < b->n; i++)
+        b->sim_state[i] = 0; /* on first: 1 sold, 2 undecided */
     for (size_t i = 0; i < b->n; i++) {
         size_t f = b->first[i], bu = b->buyer[i], se = b->seller[i];
         int64_t price = b->price[f];
@@ -278,14 +280,16 @@ static size_t read_build(const market *m, const market__held *held, struct marke
     }
     for (size_t i = 0; i < b->n; i++)
         if (b->k_idem[i][0]) b->args_watch[k++] = b->k_idem[i];
-    for (size_t u = 0; u < b->n_users; u++) b->args_watch[k++] = b->k_user[u];
+    for (size_t u = 0; u < b->n_users; u++)
+        b->args_watch[k++] = b->k_user[u];
     b->argv[nc] = b->args_watch;
     b->argc[nc++] = (int)k;
 
     k = 0;
     b->args_zmscore[k++] = "ZMSCORE";
     b->args_zmscore[k++] = "market:";
-    for (size_t i = 0; i < b->n; i++) b->args_zmscore[k++] = b->member[i];
+    for (size_t i = 0; i < b->n; i++)
+        b->args_zmscore[k++] = b->member[i];
     b->argv[nc] = b->args_zmscore;
     b->argc[nc++] = (int)k;
 
@@ -301,7 +305,8 @@ static size_t read_build(const market *m, const market__held *held, struct marke
     }
     b->read_i_users = nc;
     b->read_splitting = split;
-    for (size_t u = 0; u < b->n_users; u++) b->read_list[u] = u;
+    for (size_t u = 0; u < b->n_users; u++)
+        b->read_list[u] = u;
     if (!split) read_users(b, &nc, b->read_list, b->n_users);
     return nc;
 }
@@ -343,9 +348,9 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
         goto out;
     }
     for (size_t i = 0; i < held->n; i++) { /* our own earlier commit of this lease */
-        const redisReply *e = f->type == REDIS_REPLY_ARRAY && i < f->elements ? f->element[i] : NULL;
-        b->fence_same[i] = e && e->type == REDIS_REPLY_STRING &&
-                           e->len == strlen(held->fence[i]) &&
+        const redisReply *e =
+            f->type == REDIS_REPLY_ARRAY && i < f->elements ? f->element[i] : NULL;
+        b->fence_same[i] = e && e->type == REDIS_REPLY_STRING && e->len == strlen(held->fence[i]) &&
                            memcmp(e->str, held->fence[i], e->len) == 0;
     }
     size_t unlisted = 0;
@@ -365,7 +370,8 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
 
     /* Later round trips: the funds of the users that deciding in order will
      * reach, usually one round trip. */
-    for (size_t u = 0; u < b->n_users; u++) b->party[u] = (market__party){MARKET__UNREAD, 0};
+    for (size_t u = 0; u < b->n_users; u++)
+        b->party[u] = (market__party){MARKET__UNREAD, 0};
     size_t n_read;
     while ((n_read = users_needed(b)) > 0) { /* every user is watched already */
         nc = 0;
@@ -407,7 +413,7 @@ static int idem_decided(struct market__batch *b, size_t i) {
             const market_pending *q = b->req[j];
             if (!market__idem_final(q->rc) || strcmp(b->k_idem[j], b->k_idem[i]) != 0) continue;
             st = strcmp(q->idem->fingerprint, r->idem->fingerprint) == 0 ? MARKET__IDEM_DONE
-                                                                          : MARKET_ERR_IDEM_MISMATCH;
+                                                                         : MARKET_ERR_IDEM_MISMATCH;
             stored = q->rc;
             a = q->res.price;
             bb = q->res.buyer_funds;
@@ -445,8 +451,10 @@ static int recorded(const struct market__batch *b, size_t i) {
 static size_t batch_decide(struct market__batch *b) {
     size_t writes = 0;
     int64_t now = b->now_ms;
-    for (size_t u = 0; u < b->n_users; u++) b->read_funds[u] = b->party[u].funds;
-    for (size_t i = 0; i < b->n; i++) b->sold[i] = 0;
+    for (size_t u = 0; u < b->n_users; u++)
+        b->read_funds[u] = b->party[u].funds;
+    for (size_t i = 0; i < b->n; i++)
+        b->sold[i] = 0;
     for (size_t i = 0; i < b->n; i++) {
         market_pending *r = b->req[i];
         size_t f = b->first[i];
@@ -491,7 +499,8 @@ static void guard_build(const market__held *held, struct market__batch *b, size_
     size_t k = 0;
     snprintf(b->guard_key, sizeof b->guard_key, "guard:%s", b->token);
     b->args_guard_watch[k++] = "WATCH";
-    for (size_t i = 0; i < held->n; i++) b->args_guard_watch[k++] = held->key[i];
+    for (size_t i = 0; i < held->n; i++)
+        b->args_guard_watch[k++] = held->key[i];
     b->args_guard_watch[k++] = b->guard_key;
     b->argv[*nc] = b->args_guard_watch;
     b->argc[(*nc)++] = (int)k;
@@ -500,7 +509,8 @@ static void guard_build(const market__held *held, struct market__batch *b, size_
     b->args_guard[k++] = "EVAL";
     b->args_guard[k++] = guard_script;
     b->args_guard[k++] = b->guard_nkeys;
-    for (size_t i = 0; i < held->n; i++) b->args_guard[k++] = held->key[i];
+    for (size_t i = 0; i < held->n; i++)
+        b->args_guard[k++] = held->key[i];
     b->args_guard[k++] = b->guard_key;
     b->args_guard[k++] = held->token[0]; /* the handles of one acquisition share it */
     b->argv[*nc] = b->args_guard;
@@ -525,7 +535,8 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
     for (size_t u = 0; u < b->n_users; u++) {
         const market__party *pu = &b->party[u];
         if (pu->known != MARKET__PRESENT || pu->funds == b->read_funds[u]) continue;
-        snprintf(b->delta[u], sizeof b->delta[u], "%lld", (long long)(pu->funds - b->read_funds[u]));
+        snprintf(b->delta[u], sizeof b->delta[u], "%lld",
+                 (long long)(pu->funds - b->read_funds[u]));
         const char **a = b->args_hincr[u];
         a[0] = "HINCRBY";
         a[1] = b->k_user[u];
@@ -785,7 +796,8 @@ static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
     hd.n = 0;
     hd.tokens = 0;
     b->guard = m->lock_in_store;
-    for (size_t k = 0; k < b->n_locks; k++) market__held_name(&hd, k, b->lock_keys[k]);
+    for (size_t k = 0; k < b->n_locks; k++)
+        market__held_name(&hd, k, b->lock_keys[k]);
     size_t sent = 0;
     if (!m->cfg.test_stall_read_ms) {
         size_t nc = read_build(m, &hd, b);
@@ -840,8 +852,9 @@ static void batch_run(market_conn *c, struct market__batch *b) {
         return;
     }
     int64_t now = lock_now_ms();
-    if (m->queue->holding && (now - m->queue->hold_since_ms >= hold_max_ms(m) ||
-                       m->queue->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
+    if (m->queue->holding &&
+        (now - m->queue->hold_since_ms >= hold_max_ms(m) ||
+         m->queue->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
         hold_drop(m);
     if (!m->queue->holding) {
         rc = market__lock(c, MARKET_LOCK_KEY, batch_deadline(b), &m->queue->hold);
@@ -1013,9 +1026,11 @@ static void stop_thread(market *m, int *stop, pthread_cond_t *cv, int *started, 
  * worker ends and the market lock is released; later submissions answer
  * MARKET_ERR_BUSY. Idempotent; this function can't fail. */
 void market__queue_stop(market *m) {
-    stop_thread(m, &m->queue->worker_stop, &m->queue->qcv, &m->queue->worker_started, m->queue->worker);
+    stop_thread(m, &m->queue->worker_stop, &m->queue->qcv, &m->queue->worker_started,
+                m->queue->worker);
     /* the worker is gone: release what it left */
-    stop_thread(m, &m->queue->releaser_stop, &m->queue->rcv, &m->queue->releaser_started, m->queue->releaser);
+    stop_thread(m, &m->queue->releaser_stop, &m->queue->rcv, &m->queue->releaser_started,
+                m->queue->releaser);
     hold_drop(m);
 }
 
@@ -1059,8 +1074,8 @@ int market__queue_wait(market *m, const char *buyer, const char *seller, const c
     w.p.ud = &w;
     pthread_condattr_t ca;
     if (pthread_condattr_init(&ca) != 0) return MARKET_ERR_NOMEM;
-    int ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-             pthread_cond_init(&w.cv, &ca) == 0;
+    int ok =
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&w.cv, &ca) == 0;
     pthread_condattr_destroy(&ca);
     if (!ok) return MARKET_ERR_NOMEM;
     int rc = market__queue_submit(m, &w.p);

@@ -133,8 +133,8 @@ int market__idem_judge(const redisReply *r, const market_idem *idem, const char 
     *sp = '\0';
     const char *rest = sp + 1;
     if (strcmp(buf, idem->fingerprint) != 0) return MARKET_ERR_IDEM_MISMATCH;
-    if (rest[0] == '?') return strcmp(rest + 1, token) == 0 ? MARKET__IDEM_FREE
-                                                             : MARKET_ERR_IN_PROGRESS;
+    if (rest[0] == '?')
+        return strcmp(rest + 1, token) == 0 ? MARKET__IDEM_FREE : MARKET_ERR_IN_PROGRESS;
     long long x, y;
     int code;
     char tail;

@@ -28,7 +28,7 @@ typedef struct market__party {
 } market__party;
 
 /* A listing's price as the rules take it: > 0 listed at that price. */
-#define MARKET__NOT_LISTED 0      /* not listed, or sold earlier in the same batch */
+#define MARKET__NOT_LISTED 0        /* not listed, or sold earlier in the same batch */
 #define MARKET__PRICE_UNREADABLE -1 /* listed, but its score is not a whole price */
 
 #define MARKET__NEED_FUNDS 1 /* market__purchase_rule(): a party's funds are MARKET__UNREAD */

@@ -155,9 +155,9 @@ int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char 
  * closed it: only such a connection is worth another try (a timeout is a
  * slow or paused server, and trying again doubles the wait). */
 static int pipeline_failed(market_conn *c) {
-    c->closed = c->ctx && (c->ctx->err == REDIS_ERR_EOF ||
-                           (c->ctx->err == REDIS_ERR_IO && (errno == ECONNRESET ||
-                                                            errno == EPIPE)));
+    c->closed =
+        c->ctx && (c->ctx->err == REDIS_ERR_EOF ||
+                   (c->ctx->err == REDIS_ERR_IO && (errno == ECONNRESET || errno == EPIPE)));
     if (c->ctx)
         market__fail(c, "Redis %s:%d: %s", c->m->cfg.redis.host, c->m->cfg.redis.port,
                      c->ctx->err ? c->ctx->errstr : "connection failed");

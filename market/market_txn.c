@@ -31,7 +31,7 @@
 #include <time.h>
 
 #define TXN_ABORTED MARKET__TXN_ABORTED
-#define TXN_RETRIES 32 /* reads again after an abort while the lease is still ours */
+#define TXN_RETRIES 32            /* reads again after an abort while the lease is still ours */
 #define OPTIMISTIC_BACKOFF_US 500 /* optimistic strategy: most random sleep between tries */
 
 /* ---- leases ---- */
@@ -77,7 +77,8 @@ static int64_t now_us(void) {
 static void count_wait(market *m, int64_t us, int acquired) {
     static const int64_t bounds[MARKET_WAIT_BUCKETS - 1] = {MARKET_WAIT_BUCKETS_US};
     size_t b = 0;
-    while (b < MARKET_WAIT_BUCKETS - 1 && us > bounds[b]) b++;
+    while (b < MARKET_WAIT_BUCKETS - 1 && us > bounds[b])
+        b++;
     atomic_fetch_add_explicit(&m->stats.lock_wait_bucket[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->stats.lock_wait_us, (uint64_t)us, memory_order_relaxed);
     MARKET__COUNT(m, lock_waits);
@@ -130,7 +131,8 @@ int market__lock_multi(market_conn *c, const char *const *keys, size_t n, int64_
     count_wait(m, now_us() - t0, lrc == LOCK_OK);
     if (lrc == LOCK_OK) return MARKET_OK;
     int rc = from_lock_err(lrc);
-    if (rc == MARKET_ERR_STORE) market__fail(c, "lock %s: %s", lock_name(m->lock), lock_strerror(lrc));
+    if (rc == MARKET_ERR_STORE)
+        market__fail(c, "lock %s: %s", lock_name(m->lock), lock_strerror(lrc));
     return rc;
 }
 
@@ -199,9 +201,11 @@ void market__count_result(market *m, int rc) {
 size_t market__held_read(const market__held *held, const char **argv) {
     size_t k = 0;
     argv[k++] = "MGET";
-    for (size_t i = 0; i < held->n; i++) argv[k++] = held->fenced[i];
+    for (size_t i = 0; i < held->n; i++)
+        argv[k++] = held->fenced[i];
     if (held->tokens)
-        for (size_t i = 0; i < held->n; i++) argv[k++] = held->key[i];
+        for (size_t i = 0; i < held->n; i++)
+            argv[k++] = held->key[i];
     return k;
 }
 
@@ -235,9 +239,11 @@ int market__held_lost(const market__held *held, const redisReply *mget) {
 static void fence_read(const market__held *held, struct market__watchset *w, market__cmd *cmd) {
     cmd->argc = 0;
     if (held->n == 0) return;
-    for (size_t i = 0; i < held->n; i++) w->keys[w->n++] = held->fenced[i];
+    for (size_t i = 0; i < held->n; i++)
+        w->keys[w->n++] = held->fenced[i];
     cmd->argc = (int)market__held_read(held, cmd->argv);
-    for (int i = 0; i < cmd->argc; i++) cmd->len[i] = strlen(cmd->argv[i]);
+    for (int i = 0; i < cmd->argc; i++)
+        cmd->len[i] = strlen(cmd->argv[i]);
 }
 
 /* Appends "SET <lock>:fenced <our fence>" for every held lease to cmds. */
@@ -278,13 +284,16 @@ int market__commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply
 /* ---- watching and the lock a strategy takes ---- */
 
 /* The WATCH command for keys a, b (b may be NULL) and everything in w. */
-static void watch_cmd(market__cmd *cmd, const char *a, const char *b, const struct market__watchset *w) {
+static void watch_cmd(market__cmd *cmd, const char *a, const char *b,
+                      const struct market__watchset *w) {
     cmd->argc = 0;
     cmd->argv[cmd->argc++] = "WATCH";
     cmd->argv[cmd->argc++] = a;
     if (b) cmd->argv[cmd->argc++] = b;
-    for (size_t i = 0; i < w->n; i++) cmd->argv[cmd->argc++] = w->keys[i];
-    for (int i = 0; i < cmd->argc; i++) cmd->len[i] = strlen(cmd->argv[i]);
+    for (size_t i = 0; i < w->n; i++)
+        cmd->argv[cmd->argc++] = w->keys[i];
+    for (int i = 0; i < cmd->argc; i++)
+        cmd->len[i] = strlen(cmd->argv[i]);
 }
 
 /* Sets *lock_key to the lock an operation on listing member takes under the
@@ -292,7 +301,7 @@ static void watch_cmd(market__cmd *cmd, const char *a, const char *b, const stru
  * fills w with what it watches besides the keys it reads. Returns MARKET_OK,
  * or MARKET_ERR_NOMEM when a long listing's key cannot be hashed. */
 int market__strategy_guard(const market *m, const char *member, char keybuf[MARKET__LOCK_KEY_MAX],
-                          struct market__watchset *w, const char **lock_key) {
+                           struct market__watchset *w, const char **lock_key) {
     w->n = 0;
     *lock_key = NULL;
     switch (m->cfg.strategy) {
@@ -308,9 +317,7 @@ int market__strategy_guard(const market *m, const char *member, char keybuf[MARK
         w->keys[w->n++] = keybuf;
         *lock_key = keybuf;
         break;
-    case MARKET_STRATEGY_OPTIMISTIC:
-        w->keys[w->n++] = "market:";
-        break;
+    case MARKET_STRATEGY_OPTIMISTIC: w->keys[w->n++] = "market:"; break;
     }
     return MARKET_OK;
 }
@@ -321,7 +328,7 @@ int market__strategy_guard(const market *m, const char *member, char keybuf[MARK
  * deadline_ms. Returns MARKET_OK, or MARKET_ERR_STORE when no claim token
  * can be drawn. */
 int market__single_init(struct market__single *s, const char *player, const market_idem *idem,
-                       int64_t deadline_ms) {
+                        int64_t deadline_ms) {
     s->idem = idem;
     s->deadline_ms = deadline_ms;
     s->replayed = 0;
@@ -342,9 +349,9 @@ int market__single_init(struct market__single *s, const char *player, const mark
  * ERR_LEASE_LOST (see market__held_lost), a stored outcome (MARKET_OK or a
  * refusal, with s->replayed set), ERR_IN_PROGRESS, ERR_IDEM_MISMATCH, or
  * ERR_BUSY when the deadline has passed (nothing is decided after it). */
-int market__single_read(market_conn *c, const market__held *held, struct market__single *s, const char *a,
-                       const char *b, const market__cmd *own, size_t n_own, redisReply **rep,
-                       size_t *nrep, size_t *i_own) {
+int market__single_read(market_conn *c, const market__held *held, struct market__single *s,
+                        const char *a, const char *b, const market__cmd *own, size_t n_own,
+                        redisReply **rep, size_t *nrep, size_t *i_own) {
     market__cmd rd[MARKET__PIPE_MAX];
     struct market__watchset w = s->watch;
     size_t n = 0, i_fence = 0, i_idem = 0, i_claim = 0;
@@ -394,7 +401,8 @@ int market__single_read(market_conn *c, const market__held *held, struct market_
 
 /* Appends "SET <record> <outcome rc> EX <ttl>" to cmds when s has an
  * idempotency key; returns how many commands it appended. */
-size_t market__single_record(struct market__single *s, int rc, int64_t a, int64_t b, market__cmd *cmds) {
+size_t market__single_record(struct market__single *s, int rc, int64_t a, int64_t b,
+                             market__cmd *cmds) {
     if (!s->idem) return 0;
     market__idem_record(s->record, sizeof s->record, s->idem, rc, a, b);
     market__cmd_set(cmds, 5, "SET", s->k_idem, s->record, "EX", MARKET__IDEM_TTL);
@@ -406,8 +414,8 @@ size_t market__single_record(struct market__single *s, int rc, int64_t a, int64_
  * that no other attempt of the same key can decide otherwise later; a is
  * what the record keeps (the current price of a price_changed). Returns rc,
  * MARKET__TXN_ABORTED (read again), or the commit's error. */
-int market__single_refuse(market_conn *c, const market__held *held, struct market__single *s, int rc,
-                         int64_t a) {
+int market__single_refuse(market_conn *c, const market__held *held, struct market__single *s,
+                          int rc, int64_t a) {
     if (!s->idem || !market__idem_final(rc)) return market__unwatch_later(c, rc);
     market__cmd wr[MARKET__PIPE_MAX - 2];
     size_t nwr = market__fence_write(held, wr);

@@ -46,8 +46,8 @@ static void test_lock_key_longest_listing_hashed_fits(void **state) {
     assert_true(strlen(a) <= LOCK_KEY_MAX);
     assert_int_equal(strncmp(a, MARKET__LOCK_HASHED, strlen(MARKET__LOCK_HASHED)), 0);
     assert_int_equal(strlen(a), strlen(MARKET__LOCK_HASHED) + 64);
-    assert_string_equal(a, a2);      /* the same listing, the same lock */
-    assert_string_not_equal(a, b);   /* another listing, another lock */
+    assert_string_equal(a, a2);    /* the same listing, the same lock */
+    assert_string_not_equal(a, b); /* another listing, another lock */
 }
 
 static void test_lock_key_at_the_limit_not_hashed(void **state) {
@@ -85,8 +85,8 @@ static void test_idem_judge_table(void **state) {
         {"fp2 500 300", MARKET_ERR_IDEM_MISMATCH, 0, 0, 0},
         {"fp1 !-2 0", MARKET__IDEM_DONE, MARKET_ERR_INSUFFICIENT_FUNDS, 0, 0},
         {"fp1 !-3 500", MARKET__IDEM_DONE, MARKET_ERR_PRICE_CHANGED, 500, 0},
-        {"fp1 !-8 0", MARKET_ERR_STORE, 0, 0, 0},   /* store failures are never final */
-        {"fp1 !0 0", MARKET_ERR_STORE, 0, 0, 0},    /* a success is not written this way */
+        {"fp1 !-8 0", MARKET_ERR_STORE, 0, 0, 0}, /* store failures are never final */
+        {"fp1 !0 0", MARKET_ERR_STORE, 0, 0, 0},  /* a success is not written this way */
         {"fp1 500", MARKET_ERR_STORE, 0, 0, 0},
         {"fp1 500 300 7", MARKET_ERR_STORE, 0, 0, 0},
         {"fp1 abc def", MARKET_ERR_STORE, 0, 0, 0},
@@ -140,9 +140,9 @@ static void test_idem_record_round_trip(void **state) {
         assert_int_equal(a, MARKET_PRICE_MAX);
         assert_int_equal(b, finals[i] == MARKET_OK ? INT64_MAX : 0);
     }
-    static const int not_final[] = {MARKET_ERR_BUSY,     MARKET_ERR_STORE,   MARKET_ERR_LEASE_LOST,
-                                    MARKET_ERR_CONFLICT, MARKET_ERR_INVALID, MARKET_ERR_NOMEM,
-                                    MARKET_ERR_IDEM_MISMATCH, MARKET_ERR_IN_PROGRESS};
+    static const int not_final[] = {
+        MARKET_ERR_BUSY,    MARKET_ERR_STORE, MARKET_ERR_LEASE_LOST,    MARKET_ERR_CONFLICT,
+        MARKET_ERR_INVALID, MARKET_ERR_NOMEM, MARKET_ERR_IDEM_MISMATCH, MARKET_ERR_IN_PROGRESS};
     for (size_t i = 0; i < sizeof not_final / sizeof not_final[0]; i++)
         assert_false(market__idem_final(not_final[i]));
     char claim[MARKET__IDEM_RECORD_MAX];

@@ -9,10 +9,14 @@
 
 #include "market/market_rules.h"
 
-#define P(f) {MARKET__PRESENT, (f)}
-#define ABSENT {MARKET__ABSENT, 0}
-#define BAD {MARKET__UNREADABLE, 0}
-#define UNREAD {MARKET__UNREAD, 0}
+#define P(f)                                                                                       \
+    { MARKET__PRESENT, (f) }
+#define ABSENT                                                                                     \
+    { MARKET__ABSENT, 0 }
+#define BAD                                                                                        \
+    { MARKET__UNREADABLE, 0 }
+#define UNREAD                                                                                     \
+    { MARKET__UNREAD, 0 }
 
 struct rule_case {
     const char *what;
@@ -50,8 +54,8 @@ static void test_rule_table(void **state) {
         {"seller funds unread", 500, -1, P(800), UNREAD, MARKET__NEED_FUNDS, 0, 0},
         {"no funds needed when not listed", MARKET__NOT_LISTED, -1, UNREAD, UNREAD,
          MARKET_ERR_NOT_LISTED, 0, 0},
-        {"no funds needed when the price changed", 500, 7, UNREAD, UNREAD,
-         MARKET_ERR_PRICE_CHANGED, 0, 0},
+        {"no funds needed when the price changed", 500, 7, UNREAD, UNREAD, MARKET_ERR_PRICE_CHANGED,
+         0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const struct rule_case *c = &cases[i];
@@ -82,8 +86,7 @@ struct order {
     int want;
 };
 
-static void decide_in_order(int64_t *price, market__party *party, const struct order *o,
-                            size_t n) {
+static void decide_in_order(int64_t *price, market__party *party, const struct order *o, size_t n) {
     for (size_t i = 0; i < n; i++) {
         int64_t p = price[o[i].listing];
         int rc = market__purchase_apply(p, o[i].expect, &party[o[i].buyer], &party[o[i].seller]);
@@ -99,15 +102,15 @@ static void test_rule_batch_earlier_purchases_change_later_ones(void **state) {
     market__party party[] = {P(0), P(250), P(1000), P(INT64_MAX - 150)};
     int64_t price[] = {100, 100, 100, 100, 200};
     static const struct order orders[] = {
-        {0, THRIFTY, SHOP, -1, MARKET_OK},                          /* 250 -> 150 */
-        {0, SPENDER, SHOP, -1, MARKET_ERR_NOT_LISTED},              /* sold just before */
-        {1, THRIFTY, SHOP, -1, MARKET_OK},                          /* 150 -> 50 */
-        {2, THRIFTY, SHOP, -1, MARKET_ERR_INSUFFICIENT_FUNDS},      /* 50 < 100 */
-        {2, SPENDER, SHOP, 150, MARKET_ERR_PRICE_CHANGED},          /* still listed at 100 */
-        {2, SPENDER, SHOP, 100, MARKET_OK},                         /* 1000 -> 900 */
-        {3, SPENDER, RICH_SELLER, -1, MARKET_OK},                   /* seller at MAX - 50 */
-        {4, SPENDER, RICH_SELLER, -1, MARKET_ERR_OVERFLOW},         /* + 200 would pass MAX */
-        {4, SHOP, SPENDER, -1, MARKET_OK},                          /* the shop, paid 300, buys */
+        {0, THRIFTY, SHOP, -1, MARKET_OK},                     /* 250 -> 150 */
+        {0, SPENDER, SHOP, -1, MARKET_ERR_NOT_LISTED},         /* sold just before */
+        {1, THRIFTY, SHOP, -1, MARKET_OK},                     /* 150 -> 50 */
+        {2, THRIFTY, SHOP, -1, MARKET_ERR_INSUFFICIENT_FUNDS}, /* 50 < 100 */
+        {2, SPENDER, SHOP, 150, MARKET_ERR_PRICE_CHANGED},     /* still listed at 100 */
+        {2, SPENDER, SHOP, 100, MARKET_OK},                    /* 1000 -> 900 */
+        {3, SPENDER, RICH_SELLER, -1, MARKET_OK},              /* seller at MAX - 50 */
+        {4, SPENDER, RICH_SELLER, -1, MARKET_ERR_OVERFLOW},    /* + 200 would pass MAX */
+        {4, SHOP, SPENDER, -1, MARKET_OK},                     /* the shop, paid 300, buys */
     };
     decide_in_order(price, party, orders, sizeof orders / sizeof orders[0]);
     assert_int_equal(party[THRIFTY].funds, 50);
@@ -117,7 +120,8 @@ static void test_rule_batch_earlier_purchases_change_later_ones(void **state) {
     /* funds are conserved within the batch: the changes add up to 0 */
     const int64_t before[] = {0, 250, 1000, INT64_MAX - 150};
     int64_t change = 0;
-    for (size_t i = 0; i < 4; i++) change += party[i].funds - before[i];
+    for (size_t i = 0; i < 4; i++)
+        change += party[i].funds - before[i];
     assert_int_equal(change, 0);
 }
 
