@@ -117,6 +117,39 @@ static void assert_error(json_t *j, const char *code) {
 
 static const char purchase_axe[] = "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\"}";
 
+/* Sends raw request bytes req[0..len) (see th_http_raw) and asserts the
+ * status; returns the parsed JSON body (new reference; caller decrefs). */
+static json_t *call_raw(int port, const char *req, size_t len, long status) {
+    th_http r;
+    assert_int_equal(th_http_raw(port, req, len, &r), 0);
+    if (r.status != status) fprintf(stderr, "raw request -> %ld %s\n", r.status, r.body);
+    assert_int_equal(r.status, status);
+    assert_non_null(strstr(r.headers, "application/json"));
+    json_error_t e;
+    json_t *j = json_loads(r.body, 0, &e);
+    th_http_cleanup(&r);
+    assert_non_null(j);
+    return j;
+}
+
+/* Formats "<method> <target> HTTP/1.1" + headers + purchase_axe (POST) into
+ * out; target is tlen bytes (it may hold a NUL). Returns the length. */
+static size_t raw_request(char *out, size_t outlen, const char *method, const char *target,
+                          size_t tlen, const char *headers) {
+    int post = strcmp(method, "POST") == 0;
+    int n = snprintf(out, outlen, "%s ", method);
+    assert_true(n > 0 && (size_t)n + tlen < outlen);
+    memcpy(out + n, target, tlen);
+    size_t len = (size_t)n + tlen;
+    n = snprintf(out + len, outlen - len,
+                 " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s"
+                 "Content-Length: %zu\r\n\r\n%s",
+                 headers ? headers : "", post ? strlen(purchase_axe) : (size_t)0,
+                 post ? purchase_axe : "");
+    assert_true(n > 0 && (size_t)n < outlen - len);
+    return len + (size_t)n;
+}
+
 static int fx_setup(void **state) {
     struct fx *f = calloc(1, sizeof *f);
     seed_demo();
@@ -289,6 +322,101 @@ static void test_http_405_carries_allow(void **state) {
     assert_int_equal(r.status, 405);
     assert_non_null(strstr(r.headers, "Allow: POST"));
     th_http_cleanup(&r);
+}
+
+/* ---- request framing: what libmicrohttpd would let through ---- */
+
+/* A NUL in the path, decoded from %00 or sent raw, used to cut the path
+ * short before routing: "POST /purchase%00x" bought, "GET /players/B%00zz"
+ * read B. Every control byte in the path, raw or escaped, is now a 400
+ * invalid_path, and the store is untouched. */
+static void test_http_control_bytes_in_path_400_store_unchanged(void **state) {
+    struct fx *f = *state;
+    static const struct {
+        const char *method, *target;
+        size_t tlen; /* 0: strlen(target) */
+    } cases[] = {
+        {"POST", "/purchase%00x", 0},
+        {"POST", "/purchase%00", 0},
+        {"POST", "/purchase\0x", 11}, /* a raw NUL */
+        {"POST", "/purchase%0a", 0},
+        {"POST", "/purchase\x01", 0},
+        {"GET", "/players/B%00zz", 0},
+        {"GET", "/players/B%00zz?x=1", 0},
+        {"GET", "/players/B\0zz", 13},
+        {"GET", "/players/B%1F", 0},
+        {"GET", "/players/B%7f", 0},
+        {"GET", "/players/B\x7f", 0},
+        {"GET", "/players/B\t", 0},
+        {"GET", "/healthz%00", 0},
+        {"GET", "/metrics%00x", 0},
+    };
+    char *before = th_store_fingerprint(redis.port);
+    assert_non_null(before);
+    char req[512];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t tlen = cases[i].tlen ? cases[i].tlen : strlen(cases[i].target);
+        size_t len = raw_request(req, sizeof req, cases[i].method, cases[i].target, tlen, NULL);
+        json_t *j = call_raw(f->port, req, len, 400);
+        assert_error(j, "invalid_path");
+        assert_non_null(strstr(json_string_value(json_object_get(j, "detail")), "control byte"));
+        json_decref(j);
+    }
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    /* Escapes of anything else are still decoded, and the same raw request
+     * with a clean path buys. */
+    size_t len = raw_request(req, sizeof req, "GET", "/players/%42", 12, NULL);
+    json_t *j = call_raw(f->port, req, len, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "id")), "B");
+    json_decref(j);
+    len = raw_request(req, sizeof req, "POST", "/purchase", 9, NULL);
+    j = call_raw(f->port, req, len, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "purchased");
+    json_decref(j);
+}
+
+/* Two Content-Length headers used to be accepted, the first one framing the
+ * body (a proxy in front may frame by the other: request smuggling). Any
+ * repeat is refused, equal values included, before the body is read, and
+ * the server closes the connection (th_http_raw() reads until it does; the
+ * requests do not ask for it). */
+static void test_http_duplicate_content_length_400(void **state) {
+    struct fx *f = *state;
+    const size_t blen = strlen(purchase_axe);
+    char cl[4][64];
+    snprintf(cl[0], sizeof cl[0], "Content-Length: %zu\r\nContent-Length: 5\r\n", blen);
+    snprintf(cl[1], sizeof cl[1], "Content-Length: 5\r\nContent-Length: %zu\r\n", blen);
+    snprintf(cl[2], sizeof cl[2], "Content-Length: %zu\r\nContent-Length: %zu\r\n", blen, blen);
+    snprintf(cl[3], sizeof cl[3], "content-length: %zu\r\nCONTENT-LENGTH: %zu\r\n", blen, blen);
+    char *before = th_store_fingerprint(redis.port);
+    assert_non_null(before);
+    char req[512];
+    th_http_timeout_ms = 5000;
+    for (size_t i = 0; i < 4; i++) {
+        int n = snprintf(req, sizeof req, "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n%s",
+                         cl[i], purchase_axe);
+        assert_true(n > 0 && (size_t)n < sizeof req);
+        json_t *j = call_raw(f->port, req, (size_t)n, 400);
+        assert_error(j, "bad_request");
+        assert_non_null(strstr(json_string_value(json_object_get(j, "detail")), "Content-Length"));
+        json_decref(j);
+    }
+    th_http_timeout_ms = 20000;
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    /* One Content-Length: the purchase goes through. */
+    int n = snprintf(req, sizeof req,
+                     "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     blen, purchase_axe);
+    json_t *j = call_raw(f->port, req, (size_t)n, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "buyer_funds")), 300);
+    json_decref(j);
 }
 
 /* ---- dependencies down ---- */
@@ -773,6 +901,8 @@ int main(void) {
         T(test_http_bad_inputs_4xx_store_unchanged),
         T(test_http_body_over_64k_413),
         T(test_http_405_carries_allow),
+        T(test_http_control_bytes_in_path_400_store_unchanged),
+        T(test_http_duplicate_content_length_400),
         T(test_http_redis_down_503_then_recovers),
         T(test_http_lock_held_503_market_busy),
         T(test_http_many_buyers_one_item_one_200),
