@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -421,6 +422,109 @@ static void test_http_duplicate_content_length_400(void **state) {
 
 /* ---- dependencies down ---- */
 
+/* Asserts a /healthz 503: store_unavailable, "status":"unavailable", a
+ * detail holding want, and Retry-After. */
+static void assert_unhealthy(int port, const char *want) {
+    th_http r;
+    assert_int_equal(th_http_do(port, "GET", "/healthz", NULL, 0, &r), 0);
+    if (r.status != 503 || !strstr(r.body, want))
+        fprintf(stderr, "healthz -> %ld %s (want 503 '%s')\n", r.status, r.body, want);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.headers, "Retry-After: 1"));
+    json_error_t e;
+    json_t *j = json_loads(r.body, 0, &e);
+    th_http_cleanup(&r);
+    assert_non_null(j);
+    assert_error(j, "store_unavailable");
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "unavailable");
+    const char *detail = json_string_value(json_object_get(j, "detail"));
+    assert_non_null(detail);
+    assert_non_null(strstr(detail, want));
+    json_decref(j);
+}
+
+static void assert_healthy(int port) {
+    json_t *j = call(port, "GET", "/healthz", NULL, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "ok");
+    json_decref(j);
+}
+
+/* Runs one command on the test Redis and asserts it answered OK. */
+static void redis_ok(const char *fmt, ...) {
+    redisContext *c = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(c);
+    assert_int_equal(c->err, 0);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    if (r->type != REDIS_REPLY_STATUS) fprintf(stderr, "redis: %s\n", r->str ? r->str : "?");
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* Puts the test Redis back as the other tests expect it, whatever a test
+ * that changed it left: a master that takes writes. */
+static int fx_teardown_redis(void **state) {
+    redisContext *c = redisConnect("127.0.0.1", redis.port);
+    if (c && !c->err) {
+        static const char *const undo[] = {"REPLICAOF NO ONE", "CONFIG SET min-replicas-to-write 0",
+                                           "CONFIG SET maxmemory 0"};
+        for (size_t i = 0; i < sizeof undo / sizeof *undo; i++) {
+            redisReply *r = redisCommand(c, undo[i]);
+            if (r) freeReplyObject(r);
+        }
+    }
+    if (c) redisFree(c);
+    return fx_teardown(state);
+}
+
+/* /healthz used to PING only, and said 200 while the store was a replica
+ * on which every purchase failed. */
+static void test_http_healthz_503_when_redis_is_a_replica(void **state) {
+    struct fx *f = *state;
+    th_redis master = {0};
+    assert_int_equal(th_redis_start(&master), 0);
+    assert_healthy(f->port);
+    redis_ok("REPLICAOF 127.0.0.1 %d", master.port);
+    assert_unhealthy(f->port, "redis is a replica");
+    json_t *j = call(f->port, "POST", "/purchase", purchase_axe, 503); /* as health said */
+    json_decref(j);
+    assert_unhealthy(f->port, "redis is a replica"); /* still, whatever the sync did */
+    redis_ok("REPLICAOF NO ONE");
+    assert_healthy(f->port);
+    th_redis_stop(&master);
+}
+
+/* A master that answers PING but refuses writes cannot serve purchases
+ * either: min-replicas-to-write not met (-NOREPLICAS), maxmemory reached
+ * (-OOM). The check's write probe changes nothing. */
+static void test_http_healthz_503_when_writes_refused(void **state) {
+    struct fx *f = *state;
+    char *before = th_store_fingerprint(redis.port);
+    assert_non_null(before);
+    assert_healthy(f->port);
+
+    redis_ok("CONFIG SET min-replicas-to-write 1");
+    assert_unhealthy(f->port, "min-replicas-to-write");
+    json_t *j = call(f->port, "POST", "/purchase", purchase_axe, 503);
+    json_decref(j);
+    redis_ok("CONFIG SET min-replicas-to-write 0");
+    assert_healthy(f->port);
+
+    redis_ok("CONFIG SET maxmemory 1");
+    assert_unhealthy(f->port, "maxmemory");
+    redis_ok("CONFIG SET maxmemory 0");
+    assert_healthy(f->port);
+
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after); /* nothing was bought, the probes wrote nothing */
+    free(before);
+    free(after);
+}
+
 static void test_http_redis_down_503_then_recovers(void **state) {
     struct fx *f = *state;
     json_t *j = call(f->port, "GET", "/healthz", NULL, 200);
@@ -430,12 +534,10 @@ static void test_http_redis_down_503_then_recovers(void **state) {
     j = call(f->port, "POST", "/purchase", purchase_axe, 503);
     assert_error(j, "store_unavailable");
     json_decref(j);
-    j = call(f->port, "GET", "/healthz", NULL, 503);
-    json_decref(j);
+    assert_unhealthy(f->port, "redis does not answer");
     assert_true(lock_now_ms() - t0 < 3000); /* prompt: no hang */
     assert_int_equal(th_redis_restart(&redis), 0);
-    j = call(f->port, "GET", "/healthz", NULL, 200);
-    json_decref(j);
+    assert_healthy(f->port);
     seed_demo();
     j = call(f->port, "POST", "/purchase", purchase_axe, 200);
     assert_int_equal(json_integer_value(json_object_get(j, "buyer_funds")), 300);
@@ -904,6 +1006,10 @@ int main(void) {
         T(test_http_control_bytes_in_path_400_store_unchanged),
         T(test_http_duplicate_content_length_400),
         T(test_http_redis_down_503_then_recovers),
+        cmocka_unit_test_setup_teardown(test_http_healthz_503_when_redis_is_a_replica, fx_setup,
+                                        fx_teardown_redis),
+        cmocka_unit_test_setup_teardown(test_http_healthz_503_when_writes_refused, fx_setup,
+                                        fx_teardown_redis),
         T(test_http_lock_held_503_market_busy),
         T(test_http_many_buyers_one_item_one_200),
         T(test_http_waiting_purchase_holds_no_thread),
