@@ -31,6 +31,7 @@
  */
 #include "server/server.h"
 
+#include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -454,6 +455,41 @@ static int resolve_listen(const char *listen, struct sockaddr_storage *ss, sockl
     return 0;
 }
 
+/* Explains why the daemon could not listen on ss (cfg->listen) into why.
+ * libmicrohttpd does not say, so a probe socket is bound the way it binds
+ * its own, to read errno. */
+static void listen_failure(const server_config *cfg, const struct sockaddr_storage *ss,
+                           socklen_t sslen, char *why, size_t whylen) {
+    int e = 0, on = 1;
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        e = errno;
+    } else {
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+        if (cfg->reuse_port) (void)setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on);
+        if (bind(fd, (const struct sockaddr *)ss, sslen) != 0) e = errno;
+        close(fd);
+    }
+    if (e == EADDRINUSE && !cfg->reuse_port) {
+        snprintf(why, whylen,
+                 "cannot listen on %s: address already in use (another server there? servers "
+                 "share an address only when every one is given --reuse-port)",
+                 cfg->listen);
+    } else if (e == EADDRINUSE) {
+        snprintf(why, whylen,
+                 "cannot listen on %s: address already in use by a process that does not "
+                 "share it (--reuse-port)",
+                 cfg->listen);
+    } else if (e != 0) {
+        char msg[128];
+        if (strerror_r(e, msg, sizeof msg) != 0) snprintf(msg, sizeof msg, "error %d", e);
+        snprintf(why, whylen, "cannot listen on %s: %s", cfg->listen, msg);
+    } else {
+        snprintf(why, whylen, "cannot listen on %s (see the httpd warning logged above)",
+                 cfg->listen);
+    }
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     (void)cls;
     char msg[512];
@@ -585,15 +621,22 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg->connection_memory,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connections,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+        /* 0: libmicrohttpd's default, SO_REUSEADDR (a restart need not wait
+         * for TIME_WAIT), which still refuses an address someone listens on;
+         * 1 adds SO_REUSEPORT, which shares it with others that set it too. */
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)(cfg->reuse_port ? 1 : 0),
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_END);
     if (!s->daemon) {
         *err = SERVER_ERR_LISTEN;
-        snprintf(why, whylen, "cannot listen on %s", cfg->listen);
+        listen_failure(cfg, &ss, sslen, why, whylen);
         goto fail;
     }
+    if (cfg->reuse_port)
+        server_log(SERVER_LOG_WARN, "msg=\"--reuse-port: other processes given it may listen on "
+                                    "%s too and take a share of its connections\"",
+                   cfg->listen);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : 0;
     *err = SERVER_OK;

@@ -5,6 +5,7 @@
  * graceful stop. Every refused request must leave the store exactly as it
  * was (compared by a full fingerprint of the market keys).
  */
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -741,6 +743,128 @@ static void test_binary_sigterm_finishes_in_flight(void **state) {
     assert_int_equal(s.status, 200);
 }
 
+/* Starts bin/market-server with args (NULL-terminated, after the program
+ * name), adding env ("NAME=value") to its environment when not NULL; its
+ * stderr goes to a pipe whose read end is put in *errfd. */
+static pid_t spawn_args(const char *const *args, const char *env, int *errfd) {
+    const char *bin = getenv("MARKET_SERVER_BIN");
+    if (!bin) bin = "bin/market-server";
+    const char *argv[24] = {bin};
+    size_t n = 1;
+    while (args[n - 1] && n + 1 < sizeof argv / sizeof *argv) {
+        argv[n] = args[n - 1];
+        n++;
+    }
+    argv[n] = NULL;
+    int p[2];
+    if (pipe(p) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* not left behind by a failed test */
+        dup2(p[1], 2);
+        close(p[0]);
+        close(p[1]);
+        if (env) putenv((char *)env);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    close(p[1]);
+    *errfd = p[0];
+    return pid;
+}
+
+/* Reads fd into buf (NUL-terminated) until it holds want, or EOF, or
+ * timeout_ms pass. Returns 0 when want was read, else -1. */
+static int read_until(int fd, char *buf, size_t buflen, const char *want, int timeout_ms) {
+    size_t have = strlen(buf);
+    int64_t deadline = lock_now_ms() + timeout_ms;
+    while (!strstr(buf, want)) {
+        int64_t left = deadline - lock_now_ms();
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0 || have + 1 >= buflen) return -1;
+        ssize_t n = read(fd, buf + have, buflen - have - 1);
+        if (n <= 0) return -1;
+        have += (size_t)n;
+        buf[have] = '\0';
+    }
+    return 0;
+}
+
+/* Waits up to timeout_ms for pid to exit; returns its exit code, or -1
+ * after killing it when it would not. */
+static int exit_code_within(pid_t pid, int timeout_ms) {
+    int st = 0;
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+/* A second server on an address another one listens on used to start (the
+ * daemon asked for SO_REUSEPORT), and the two split the traffic silently.
+ * It is refused now, naming the address; servers that are all given
+ * --reuse-port (or MARKET_REUSE_PORT=1) share it. */
+static void test_binary_busy_address_refused_unless_reuse_port(void **state) {
+    (void)state;
+    int port = th_free_port();
+    char listen[32], err[4096] = "";
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    const char *plain[] = {"--listen", listen, "--redis", redis.url, "--no-auth",
+                           "--log-level", "error", NULL};
+    const char *shared[] = {"--listen", listen, "--redis", redis.url, "--no-auth",
+                            "--log-level", "warn", "--reuse-port", NULL};
+    const char *by_env[] = {"--listen", listen, "--redis", redis.url, "--no-auth",
+                            "--log-level", "warn", NULL};
+    int fd_a, fd_b, fd_c;
+
+    /* Without the flag: the second one exits 1 and says where and why. */
+    pid_t a = spawn_args(plain, NULL, &fd_a);
+    assert_true(a > 0);
+    assert_int_equal(wait_healthy(port), 0);
+    pid_t b = spawn_args(plain, NULL, &fd_b);
+    assert_true(b > 0);
+    assert_int_equal(exit_code_within(b, 10000), 1);
+    (void)read_until(fd_b, err, sizeof err, "\n", 1000);
+    close(fd_b);
+    if (!strstr(err, listen)) fprintf(stderr, "stderr: %s\n", err);
+    assert_non_null(strstr(err, listen));
+    assert_non_null(strstr(err, "already in use"));
+    assert_non_null(strstr(err, "--reuse-port"));
+    kill(a, SIGTERM);
+    assert_int_equal(exit_code_within(a, 15000), 0);
+    close(fd_a);
+
+    /* Given --reuse-port (or MARKET_REUSE_PORT=1), both serve on it; one
+     * without it is still refused. */
+    a = spawn_args(shared, NULL, &fd_a);
+    assert_true(a > 0);
+    err[0] = '\0';
+    assert_int_equal(read_until(fd_a, err, sizeof err, "msg=listening", 10000), 0);
+    b = spawn_args(by_env, "MARKET_REUSE_PORT=1", &fd_b);
+    assert_true(b > 0);
+    err[0] = '\0';
+    if (read_until(fd_b, err, sizeof err, "msg=listening", 10000) != 0)
+        fprintf(stderr, "stderr: %s\n", err);
+    assert_non_null(strstr(err, "msg=listening"));
+    assert_non_null(strstr(err, "--reuse-port"));
+    assert_int_equal(wait_healthy(port), 0);
+    pid_t c = spawn_args(plain, NULL, &fd_c);
+    assert_true(c > 0);
+    assert_int_equal(exit_code_within(c, 10000), 1);
+    close(fd_c);
+    kill(a, SIGTERM);
+    kill(b, SIGTERM);
+    assert_int_equal(exit_code_within(a, 15000), 0);
+    assert_int_equal(exit_code_within(b, 15000), 0);
+    close(fd_a);
+    close(fd_b);
+}
+
 static void test_binary_flags_help_and_bad(void **state) {
     (void)state;
     const char *bin = getenv("MARKET_SERVER_BIN");
@@ -752,6 +876,11 @@ static void test_binary_flags_help_and_bad(void **state) {
     int st = system(cmd);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
     snprintf(cmd, sizeof cmd, "MARKET_LOCK=bogus %s 2>/dev/null", bin);
+    st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    snprintf(cmd, sizeof cmd, "%s --help | grep -q -- '--reuse-port .*MARKET_REUSE_PORT'", bin);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "MARKET_REUSE_PORT=yes %s --no-auth 2>/dev/null", bin);
     st = system(cmd);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
     /* No secret and no --no-auth: it refuses to start. */
@@ -1016,6 +1145,7 @@ int main(void) {
         cmocka_unit_test(test_binary_sigterm_exits_zero),
         T(test_binary_sigterm_finishes_in_flight),
         cmocka_unit_test(test_binary_flags_help_and_bad),
+        cmocka_unit_test(test_binary_busy_address_refused_unless_reuse_port),
         T(test_http_auth_tokens_bind_players),
         T(test_http_idempotent_retries_charged_once),
         T(test_http_idempotent_replay_header),
