@@ -32,7 +32,9 @@
 #include "server/server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -455,21 +457,24 @@ static int resolve_listen(const char *listen, struct sockaddr_storage *ss, sockl
     return 0;
 }
 
-/* Explains why the daemon could not listen on ss (cfg->listen) into why.
- * libmicrohttpd does not say, so a probe socket is bound the way it binds
- * its own, to read errno. */
-static void listen_failure(const server_config *cfg, const struct sockaddr_storage *ss,
-                           socklen_t sslen, char *why, size_t whylen) {
-    int e = 0, on = 1;
+/* Opens a listening TCP socket on ss (cfg->listen). SO_REUSEADDR always, so
+ * that a restart need not wait for the TIME_WAIT of the last run's
+ * connections (the Debian 12 libmicrohttpd sets it only together with
+ * SO_REUSEPORT); SO_REUSEPORT only with --reuse-port, so that an address
+ * another process listens on is refused, not silently shared. Returns the
+ * socket (close-on-exec), or -1 with a sentence naming the address in why. */
+static int listen_socket(const server_config *cfg, const struct sockaddr_storage *ss,
+                         socklen_t sslen, char *why, size_t whylen) {
+    int on = 1;
     int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        e = errno;
-    } else {
-        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-        if (cfg->reuse_port) (void)setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on);
-        if (bind(fd, (const struct sockaddr *)ss, sslen) != 0) e = errno;
-        close(fd);
-    }
+    int ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) == 0 &&
+             (!cfg->reuse_port || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) == 0) &&
+             (ss->ss_family != AF_INET6 || /* v6 only, as libmicrohttpd's own */
+              setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) == 0) &&
+             bind(fd, (const struct sockaddr *)ss, sslen) == 0 && listen(fd, SOMAXCONN) == 0;
+    if (ok) return fd;
+    int e = errno;
+    if (fd >= 0) close(fd);
     if (e == EADDRINUSE && !cfg->reuse_port) {
         snprintf(why, whylen,
                  "cannot listen on %s: address already in use (another server there? servers "
@@ -480,14 +485,12 @@ static void listen_failure(const server_config *cfg, const struct sockaddr_stora
                  "cannot listen on %s: address already in use by a process that does not "
                  "share it (--reuse-port)",
                  cfg->listen);
-    } else if (e != 0) {
+    } else {
         char msg[128];
         if (strerror_r(e, msg, sizeof msg) != 0) snprintf(msg, sizeof msg, "error %d", e);
         snprintf(why, whylen, "cannot listen on %s: %s", cfg->listen, msg);
-    } else {
-        snprintf(why, whylen, "cannot listen on %s (see the httpd warning logged above)",
-                 cfg->listen);
     }
+    return -1;
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -608,31 +611,41 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
                      (cfg->threads ? MHD_USE_EPOLL : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL) |
                      (s->async ? MHD_ALLOW_SUSPEND_RESUME : 0);
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    int lfd = listen_socket(cfg, &ss, sslen, why, whylen);
+    if (lfd < 0) {
+        *err = SERVER_ERR_LISTEN;
+        goto fail;
+    }
+    /* libmicrohttpd gets a duplicate: when it fails to start, it may or may
+     * not have closed the socket it was given, and ours is closed below
+     * either way, never twice. */
+    int mfd = fcntl(lfd, F_DUPFD_CLOEXEC, 0);
     struct MHD_OptionItem pool[] = { /* a pool size only when there is a pool */
         {cfg->threads ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)cfg->threads, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
-    s->daemon = MHD_start_daemon(
+    s->daemon = mfd < 0 ? NULL : MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)mfd,
         MHD_OPTION_ARRAY, pool,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg->connection_memory,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connections,
-        /* 0: libmicrohttpd's default, SO_REUSEADDR (a restart need not wait
-         * for TIME_WAIT), which still refuses an address someone listens on;
-         * 1 adds SO_REUSEPORT, which shares it with others that set it too. */
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)(cfg->reuse_port ? 1 : 0),
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_END);
     if (!s->daemon) {
+        /* Stop listening, whoever still holds a descriptor of the socket. */
+        (void)shutdown(lfd, SHUT_RDWR);
+        close(lfd);
         *err = SERVER_ERR_LISTEN;
-        listen_failure(cfg, &ss, sslen, why, whylen);
+        snprintf(why, whylen, "cannot serve on %s: the HTTP daemon did not start%s", cfg->listen,
+                 mfd < 0 ? " (out of file descriptors)" : "");
         goto fail;
     }
+    close(lfd); /* the daemon has its own descriptor of the socket */
     if (cfg->reuse_port)
         server_log(SERVER_LOG_WARN, "msg=\"--reuse-port: other processes given it may listen on "
                                     "%s too and take a share of its connections\"",

@@ -807,8 +807,8 @@ static int exit_code_within(pid_t pid, int timeout_ms) {
 
 /* A second server on an address another one listens on used to start (the
  * daemon asked for SO_REUSEPORT), and the two split the traffic silently.
- * It is refused now, naming the address; servers that are all given
- * --reuse-port (or MARKET_REUSE_PORT=1) share it. */
+ * It is refused now, naming the address; a restart after a crash is not;
+ * servers that are all given --reuse-port (or MARKET_REUSE_PORT=1) share it. */
 static void test_binary_busy_address_refused_unless_reuse_port(void **state) {
     (void)state;
     int port = th_free_port();
@@ -835,6 +835,33 @@ static void test_binary_busy_address_refused_unless_reuse_port(void **state) {
     assert_non_null(strstr(err, listen));
     assert_non_null(strstr(err, "already in use"));
     assert_non_null(strstr(err, "--reuse-port"));
+
+    /* Refusing a busy address must not refuse a restart: killed while a
+     * client holds a connection, the server leaves it in TIME_WAIT, and a
+     * new one starts on the address at once. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    static const char ping[] = "GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    char buf[1024];
+    size_t got = 0;
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(send(fd, ping, sizeof ping - 1, 0), (ssize_t)(sizeof ping - 1));
+    for (;;) { /* the whole answer, so that our close is a FIN, not a reset */
+        ssize_t n = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        assert_true(n > 0);
+        got += (size_t)n;
+        buf[got] = '\0';
+        const char *end = strstr(buf, "\r\n\r\n"), *cl = strstr(buf, "Content-Length: ");
+        if (end && cl && got - (size_t)(end + 4 - buf) >= strtoul(cl + 16, NULL, 10)) break;
+    }
+    kill(a, SIGKILL);
+    assert_int_equal(exit_code_within(a, 15000), 128 + SIGKILL);
+    close(fd);
+    close(fd_a);
+    a = spawn_args(plain, NULL, &fd_a);
+    assert_true(a > 0);
+    assert_int_equal(wait_healthy(port), 0);
     kill(a, SIGTERM);
     assert_int_equal(exit_code_within(a, 15000), 0);
     close(fd_a);
