@@ -679,16 +679,31 @@ static void handle_market(market_conn *conn, const api_request *req, const char 
     free(l);
 }
 
-/* GET /healthz */
+/* GET /healthz: 200 {"status":"ok"} when the store can serve purchases
+ * (market_health()); otherwise 503 store_unavailable whose detail says why,
+ * with "status":"unavailable" as well, and Retry-After. */
 static void handle_healthz(market_conn *conn, const api_request *req, const char *arg,
                            api_response *resp) {
     (void)req;
     (void)arg;
     if (conn_missing(conn, resp)) return;
-    if (market_ping(conn) == MARKET_OK)
+    char why[API__WHY_MAX];
+    int rc = market_health(conn, why, sizeof why);
+    if (rc == MARKET_OK) {
         api__reply(resp, 200, json_pack("{s:s}", "status", "ok"));
-    else
-        api__reply_market(MARKET_ERR_STORE, 0, resp); /* any failure: the store is not usable */
+        return;
+    }
+    if (rc == MARKET_ERR_NOMEM) {
+        api__reply_market(rc, 0, resp);
+        return;
+    }
+    json_t *body = error_body("store_unavailable", why[0] ? why : market_strerror(rc));
+    if (body && json_object_set_new(body, "status", json_string("unavailable")) < 0) {
+        json_decref(body);
+        body = NULL;
+    }
+    resp->retry_after_s = 1;
+    api__reply(resp, 503, body); /* any failure: the store cannot serve purchases */
 }
 
 /* ---- routing ---- */

@@ -207,6 +207,7 @@ void market_player_free(market_player *p);
 int market_listings(market_conn *c, size_t offset, size_t limit, market_listing **out,
                     size_t *n, size_t *total);
 int market_ping(market_conn *c);
+int market_health(market_conn *c, char *why, size_t whylen);
 int market_audit(market_conn *c, market_audit_report *out);
 
 /* ---- seeding ---- */

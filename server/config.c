@@ -2,6 +2,7 @@
  *
  * Precedence: defaults, then MARKET_* environment variables, then flags.
  * Every flag has an environment twin: --lock-ttl-ms is MARKET_LOCK_TTL_MS.
+ * A flag that takes no value (--no-auth) reads "1" or "0" from its twin.
  */
 #include "server/server.h"
 
@@ -50,6 +51,7 @@ void server_usage(const char *prog) {
            "  --no-auth                 serve without authentication (tests, demos)  MARKET_NO_AUTH=1\n"
            "  --per-ip-connections N    connections per client IP, 0 = any (512)     MARKET_PER_IP_CONNECTIONS\n"
            "  --connection-memory N     buffer bytes per connection (32768)          MARKET_CONNECTION_MEMORY\n"
+           "  --reuse-port              share --listen with other servers given it   MARKET_REUSE_PORT=1\n"
            "  --log-level LEVEL         error|warn|info|debug (default info)         MARKET_LOG_LEVEL\n"
            "  --test-stall-ms N         test hook: stall between read and commit     MARKET_TEST_STALL_MS\n"
            "  --help                    this text\n",
@@ -70,13 +72,14 @@ static int parse_uint(const char *s, unsigned long long lo, unsigned long long h
 enum opt_id {
     OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_LOCK_REDIS, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
     OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_SECRET, OPT_NOAUTH, OPT_PERIP,
-    OPT_CONNMEM, OPT_HELP
+    OPT_CONNMEM, OPT_REUSEPORT, OPT_HELP
 };
 
 static const struct {
     enum opt_id id;
     const char *flag;
     const char *env;
+    int no_value; /* a flag without a value: the variable takes "1" or "0" */
 } opt_names[] = {
     {OPT_LISTEN, "listen", "MARKET_LISTEN"},
     {OPT_REDIS, "redis", "MARKET_REDIS"},
@@ -93,9 +96,10 @@ static const struct {
     {OPT_LOGLEVEL, "log-level", "MARKET_LOG_LEVEL"},
     {OPT_STALL, "test-stall-ms", "MARKET_TEST_STALL_MS"},
     {OPT_SECRET, "auth-secret", "MARKET_AUTH_SECRET"},
-    {OPT_NOAUTH, "no-auth", "MARKET_NO_AUTH"},
+    {OPT_NOAUTH, "no-auth", "MARKET_NO_AUTH", 1},
     {OPT_PERIP, "per-ip-connections", "MARKET_PER_IP_CONNECTIONS"},
     {OPT_CONNMEM, "connection-memory", "MARKET_CONNECTION_MEMORY"},
+    {OPT_REUSEPORT, "reuse-port", "MARKET_REUSE_PORT", 1},
 };
 
 static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
@@ -180,6 +184,10 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
         if (parse_uint(v, 4096, 16 * 1024 * 1024, &n) < 0) return -1;
         cfg->connection_memory = (size_t)n;
         return 0;
+    case OPT_REUSEPORT: /* a flag; from the environment, "1" or "0" */
+        if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0) return -1;
+        cfg->reuse_port = v[0] == '1';
+        return 0;
     case OPT_HELP:
         break;
     }
@@ -202,8 +210,7 @@ int server_config_parse(server_config *cfg, int argc, char **argv, char *why, si
     struct option longopts[sizeof opt_names / sizeof *opt_names + 2];
     for (size_t i = 0; i < nopts; i++)
         longopts[i] = (struct option){opt_names[i].flag,
-                                      opt_names[i].id == OPT_NOAUTH ? no_argument
-                                                                    : required_argument,
+                                      opt_names[i].no_value ? no_argument : required_argument,
                                       NULL, opt_names[i].id};
     longopts[nopts] = (struct option){"help", no_argument, NULL, OPT_HELP};
     longopts[nopts + 1] = (struct option){0};
@@ -217,7 +224,7 @@ int server_config_parse(server_config *cfg, int argc, char **argv, char *why, si
                      argv[optind - 1]);
             return SERVER_ERR_INVALID;
         }
-        if (set_opt(cfg, (enum opt_id)ch, ch == OPT_NOAUTH ? "1" : optarg) < 0) {
+        if (set_opt(cfg, (enum opt_id)ch, opt_names[ch - 1].no_value ? "1" : optarg) < 0) {
             snprintf(why, whylen, "bad value for --%s: '%s'", longopts[ch - 1].name,
                      ch == OPT_SECRET ? "***" : optarg);
             return SERVER_ERR_INVALID;

@@ -14,22 +14,34 @@
  * The access handler is the usual three phases: allocate per-request state,
  * accumulate the body (up to API_BODY_MAX; a larger one is read and dropped
  * up to DISCARD_MAX so the 413 reaches the client, and one declared larger
- * still is answered at once), then answer. Each thread lazily creates its own
- * market_conn, kept in thread-specific storage and freed by the key's
- * destructor when the thread ends. GET /metrics is served here (metrics.c).
+ * still is answered at once), then answer. The per-request state is made
+ * one step earlier, by on_uri(), which sees the request target before
+ * libmicrohttpd percent-decodes it into a C string: a NUL there (raw, or
+ * %00) would cut the path short ("/purchase%00x" would be routed as
+ * "/purchase"), so a path with a NUL or any other control byte is refused
+ * (400 invalid_path) before it is routed. So is a request with more than one
+ * Content-Length (400 bad_request): libmicrohttpd would frame the body by
+ * the first, a proxy in front perhaps by another. Both are answered at once,
+ * without reading the body, and libmicrohttpd then closes the connection.
+ * Each thread lazily creates its own market_conn, kept in thread-specific
+ * storage and freed by the key's destructor when the thread ends. GET /metrics is served here (metrics.c).
  * Graceful stop: quiesce (stop accepting), wait for requests in flight to
  * complete, stop the market's worker (it answers what is queued), then stop
  * the daemon.
  */
 #include "server/server.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,6 +69,9 @@ struct server {
 };
 
 struct request {
+    int started;         /* the access handler has seen it (phase 1 is over) */
+    int bad_path;        /* the raw path holds a control byte, or %00-%1F / %7F */
+    const char *uri_nul; /* where the raw target's C string ends (compared, never read) */
     char *body;
     size_t len, cap;
     size_t seen;  /* body bytes received, kept or not */
@@ -238,6 +253,72 @@ static int declared_too_big(struct MHD_Connection *conn) {
     return n <= DISCARD_MAX ? 1 : 2;
 }
 
+static int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Returns 1 when the path of raw request target uri (up to '?', before
+ * percent-decoding) holds a control byte (0x00-0x1F, 0x7F), raw or as a
+ * %XX escape that libmicrohttpd would decode into one; else 0. */
+static int path_has_control(const char *uri) {
+    for (const char *p = uri; *p && *p != '?'; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c < 0x20 || c == 0x7f) return 1;
+        if (c == '%') {
+            int hi = hex_value(p[1]), lo = hi < 0 ? -1 : hex_value(p[2]);
+            if (lo >= 0 && (hi * 16 + lo < 0x20 || hi * 16 + lo == 0x7f)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* libmicrohttpd's URI log callback: called once per request with the raw
+ * target, before it is split at '?' and percent-decoded. Makes the
+ * request's state (freed by on_completed(), which libmicrohttpd calls for
+ * every request this callback saw) and judges the path. Returns NULL when
+ * out of memory; on_request() then closes the connection. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)cls;
+    (void)conn;
+    struct request *rq = calloc(1, sizeof *rq);
+    if (!rq) return NULL;
+    rq->t0_us = now_us();
+    if (!uri) {
+        rq->bad_path = 1;
+    } else {
+        rq->bad_path = path_has_control(uri);
+        rq->uri_nul = uri + strlen(uri);
+    }
+    return rq;
+}
+
+/* Says whether the raw target held a NUL byte. libmicrohttpd (0.9.75) hands
+ * out the target and the HTTP version as C strings cut from the request
+ * line in place: the target ends where the space before the version was,
+ * so the version starts right after the target's terminating NUL. When it
+ * starts anywhere else, that NUL was the client's. */
+static int raw_nul_in_target(const struct request *rq, const char *version) {
+    return !rq->uri_nul || version != rq->uri_nul + 1;
+}
+
+static enum MHD_Result count_content_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                            const char *value) {
+    (void)kind;
+    (void)value;
+    if (key && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) (*(int *)cls)++;
+    return MHD_YES;
+}
+
+/* Returns how many Content-Length headers the request carries. Can't fail. */
+static int content_lengths(struct MHD_Connection *conn) {
+    int n = 0;
+    (void)MHD_get_connection_values(conn, MHD_HEADER_KIND, count_content_length, &n);
+    return n;
+}
+
 /* The market's worker has decided the purchase: wake its connection. */
 static void purchase_done(market_pending *p) {
     struct request *rq = p->ud;
@@ -265,19 +346,45 @@ static enum MHD_Result purchase_submit(server *s, struct MHD_Connection *conn, s
     return MHD_YES;
 }
 
+/* Sends resp, counts it and logs it. */
+static enum MHD_Result answer(server *s, struct MHD_Connection *conn, const char *method,
+                              const char *url, const struct request *rq, api_response *resp) {
+    int status = resp->status;
+    const char *route = resp->route;
+    char player[sizeof resp->player];
+    memcpy(player, resp->player, sizeof player);
+    enum MHD_Result rc = respond(conn, resp);
+    int64_t us = now_us() - rq->t0_us;
+    server__metrics_count(&s->metrics, route, status, us);
+    char path[128];
+    log_safe(path, sizeof path, url);
+    server_log(SERVER_LOG_INFO,
+               "msg=request method=%s path=%s status=%d latency_ms=%.3f player=%s", method, path,
+               status, (double)us / 1000.0, player[0] ? player : "-");
+    return rc;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls) {
-    (void)version;
     server *s = cls;
     struct request *rq = *con_cls;
     api_response resp = {0};
-    if (!rq) { /* phase 1: a new request */
-        rq = calloc(1, sizeof *rq);
-        if (!rq) return MHD_NO;
-        rq->t0_us = now_us();
-        *con_cls = rq;
-        atomic_fetch_add(&s->in_flight, 1);
+    if (!rq) return MHD_NO; /* on_uri() ran out of memory: close the connection */
+    if (!rq->started) { /* phase 1: a new request, its headers read */
+        rq->started = 1;
+        atomic_fetch_add(&s->in_flight, 1); /* not before: a stop waits for these */
+        /* Refusals of the request itself are answered now, without reading
+         * the body; libmicrohttpd then closes the connection. */
+        if (rq->bad_path || raw_nul_in_target(rq, version)) {
+            api_error(400, "invalid_path", "the request path contains a NUL or control byte",
+                      &resp);
+            return answer(s, conn, method, url, rq, &resp);
+        }
+        if (content_lengths(conn) > 1) {
+            api_error(400, "bad_request", "more than one Content-Length header", &resp);
+            return answer(s, conn, method, url, rq, &resp);
+        }
         int big = declared_too_big(conn);
         rq->too_big = big != 0;
         if (big != 2) return MHD_YES; /* else answer now, without reading the body */
@@ -309,19 +416,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return purchase_submit(s, conn, rq, &resp);
         }
     }
-    int status = resp.status;
-    const char *route = resp.route;
-    char player[sizeof resp.player];
-    memcpy(player, resp.player, sizeof player);
-    enum MHD_Result rc = respond(conn, &resp);
-    int64_t us = now_us() - rq->t0_us;
-    server__metrics_count(&s->metrics, route, status, us);
-    char path[128];
-    log_safe(path, sizeof path, url);
-    server_log(SERVER_LOG_INFO,
-               "msg=request method=%s path=%s status=%d latency_ms=%.3f player=%s", method, path,
-               status, (double)us / 1000.0, player[0] ? player : "-");
-    return rc;
+    return answer(s, conn, method, url, rq, &resp);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -331,10 +426,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     server *s = cls;
     struct request *rq = *con_cls;
     if (!rq) return;
+    if (rq->started) atomic_fetch_sub(&s->in_flight, 1);
     free(rq->body);
     free(rq);
     *con_cls = NULL;
-    atomic_fetch_sub(&s->in_flight, 1);
 }
 
 /* ---- start and stop ---- */
@@ -360,6 +455,42 @@ static int resolve_listen(const char *listen, struct sockaddr_storage *ss, sockl
     *sslen = ai->ai_addrlen;
     freeaddrinfo(ai);
     return 0;
+}
+
+/* Opens a listening TCP socket on ss (cfg->listen). SO_REUSEADDR always, so
+ * that a restart need not wait for the TIME_WAIT of the last run's
+ * connections (the Debian 12 libmicrohttpd sets it only together with
+ * SO_REUSEPORT); SO_REUSEPORT only with --reuse-port, so that an address
+ * another process listens on is refused, not silently shared. Returns the
+ * socket (close-on-exec), or -1 with a sentence naming the address in why. */
+static int listen_socket(const server_config *cfg, const struct sockaddr_storage *ss,
+                         socklen_t sslen, char *why, size_t whylen) {
+    int on = 1;
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) == 0 &&
+             (!cfg->reuse_port || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) == 0) &&
+             (ss->ss_family != AF_INET6 || /* v6 only, as libmicrohttpd's own */
+              setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) == 0) &&
+             bind(fd, (const struct sockaddr *)ss, sslen) == 0 && listen(fd, SOMAXCONN) == 0;
+    if (ok) return fd;
+    int e = errno;
+    if (fd >= 0) close(fd);
+    if (e == EADDRINUSE && !cfg->reuse_port) {
+        snprintf(why, whylen,
+                 "cannot listen on %s: address already in use (another server there? servers "
+                 "share an address only when every one is given --reuse-port)",
+                 cfg->listen);
+    } else if (e == EADDRINUSE) {
+        snprintf(why, whylen,
+                 "cannot listen on %s: address already in use by a process that does not "
+                 "share it (--reuse-port)",
+                 cfg->listen);
+    } else {
+        char msg[128];
+        if (strerror_r(e, msg, sizeof msg) != 0) snprintf(msg, sizeof msg, "error %d", e);
+        snprintf(why, whylen, "cannot listen on %s: %s", cfg->listen, msg);
+    }
+    return -1;
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -480,27 +611,45 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
                      (cfg->threads ? MHD_USE_EPOLL : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL) |
                      (s->async ? MHD_ALLOW_SUSPEND_RESUME : 0);
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    int lfd = listen_socket(cfg, &ss, sslen, why, whylen);
+    if (lfd < 0) {
+        *err = SERVER_ERR_LISTEN;
+        goto fail;
+    }
+    /* libmicrohttpd gets a duplicate: when it fails to start, it may or may
+     * not have closed the socket it was given, and ours is closed below
+     * either way, never twice. */
+    int mfd = fcntl(lfd, F_DUPFD_CLOEXEC, 0);
     struct MHD_OptionItem pool[] = { /* a pool size only when there is a pool */
         {cfg->threads ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)cfg->threads, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
-    s->daemon = MHD_start_daemon(
+    s->daemon = mfd < 0 ? NULL : MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)mfd,
         MHD_OPTION_ARRAY, pool,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg->connection_memory,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connections,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_END);
     if (!s->daemon) {
+        /* Stop listening, whoever still holds a descriptor of the socket. */
+        (void)shutdown(lfd, SHUT_RDWR);
+        close(lfd);
         *err = SERVER_ERR_LISTEN;
-        snprintf(why, whylen, "cannot listen on %s", cfg->listen);
+        snprintf(why, whylen, "cannot serve on %s: the HTTP daemon did not start%s", cfg->listen,
+                 mfd < 0 ? " (out of file descriptors)" : "");
         goto fail;
     }
+    close(lfd); /* the daemon has its own descriptor of the socket */
+    if (cfg->reuse_port)
+        server_log(SERVER_LOG_WARN, "msg=\"--reuse-port: other processes given it may listen on "
+                                    "%s too and take a share of its connections\"",
+                   cfg->listen);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : 0;
     *err = SERVER_OK;

@@ -49,6 +49,7 @@ typedef struct server_config {
     int no_auth;                 /* serve without authentication (tests, demos) */
     unsigned per_ip_connections; /* open connections per client IP (0: no limit) */
     size_t connection_memory;    /* bytes of buffer per connection */
+    int reuse_port;              /* share the listen address with other processes (SO_REUSEPORT) */
 } server_config;
 
 typedef struct server server;

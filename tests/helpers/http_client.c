@@ -1,9 +1,16 @@
-/* http_client.c - HTTP requests over libcurl and a dump of the store, for tests. */
+/* http_client.c - HTTP requests over libcurl (or raw bytes over a socket) and a dump of the
+ * store, for tests. */
 #include "tests/helpers/http_client.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <hiredis.h>
@@ -69,6 +76,63 @@ int th_http_do_header(int port, const char *method, const char *path, const char
     curl_easy_cleanup(c);
     if (!out->body) out->body = calloc(1, 1);
     return rc == CURLE_OK ? 0 : -1;
+}
+
+/* Sends req[0..len) as it is (any bytes: NULs, control bytes, repeated
+ * headers, which libcurl would refuse or rewrite) to 127.0.0.1:port and
+ * reads the answer until the server closes the connection, within
+ * th_http_timeout_ms; so the request should say "Connection: close", unless
+ * the test means to check that the server closes it. Returns 0 with *out
+ * filled (free with th_http_cleanup), or -1 when the connection failed, or
+ * timed out, or what came back is not an HTTP response. */
+int th_http_raw(int port, const char *req, size_t len, th_http *out) {
+    memset(out, 0, sizeof *out);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct timeval tv = {th_http_timeout_ms / 1000, (th_http_timeout_ms % 1000) * 1000};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    char *buf = NULL;
+    size_t have = 0;
+    int rc = -1;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0 ||
+        connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+        goto done;
+    for (size_t sent = 0; sent < len;) {
+        ssize_t n = send(fd, req + sent, len - sent, MSG_NOSIGNAL);
+        if (n <= 0) goto done;
+        sent += (size_t)n;
+    }
+    for (;;) { /* until EOF; a timeout or a reset is a failure */
+        char *b = realloc(buf, have + 4096 + 1);
+        if (!b) goto done;
+        buf = b;
+        ssize_t n = recv(fd, buf + have, 4096, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) goto done;
+        if (n == 0) break;
+        have += (size_t)n;
+    }
+    buf[have] = '\0';
+    char *end = strstr(buf, "\r\n\r\n");
+    if (strncmp(buf, "HTTP/1.", 7) != 0 || !end || have < 12) goto done;
+    out->status = strtol(buf + 9, NULL, 10);
+    size_t hlen = (size_t)(end - buf) + 4;
+    size_t keep = hlen < sizeof out->headers ? hlen : sizeof out->headers - 1;
+    memcpy(out->headers, buf, keep);
+    out->headers[keep] = '\0';
+    out->len = have - hlen;
+    out->body = malloc(out->len + 1);
+    if (!out->body) goto done;
+    memcpy(out->body, end + 4, out->len);
+    out->body[out->len] = '\0';
+    rc = 0;
+done:
+    free(buf);
+    close(fd);
+    if (!out->body) out->body = calloc(1, 1);
+    return rc;
 }
 
 /* Frees r's body. Safe twice. */

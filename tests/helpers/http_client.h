@@ -1,4 +1,4 @@
-/* http_client.h - a small libcurl client and store fingerprint for HTTP tests. */
+/* http_client.h - a small libcurl client, a raw-socket one, and a store fingerprint for HTTP tests. */
 #ifndef GM_TESTS_HTTP_CLIENT_H
 #define GM_TESTS_HTTP_CLIENT_H
 
@@ -15,6 +15,7 @@ int th_http_do(int port, const char *method, const char *path, const char *body,
                th_http *out);
 int th_http_do_header(int port, const char *method, const char *path, const char *header,
                       const char *body, size_t len, th_http *out);
+int th_http_raw(int port, const char *req, size_t len, th_http *out);
 void th_http_cleanup(th_http *r);
 char *th_store_fingerprint(int redis_port);
 extern long th_http_timeout_ms; /* per request; 20000 unless a test changes it */

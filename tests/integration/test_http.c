@@ -5,12 +5,15 @@
  * graceful stop. Every refused request must leave the store exactly as it
  * was (compared by a full fingerprint of the market keys).
  */
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -119,6 +122,39 @@ static void assert_error(json_t *j, const char *code) {
 }
 
 static const char purchase_axe[] = "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\"}";
+
+/* Sends raw request bytes req[0..len) (see th_http_raw) and asserts the
+ * status; returns the parsed JSON body (new reference; caller decrefs). */
+static json_t *call_raw(int port, const char *req, size_t len, long status) {
+    th_http r;
+    assert_int_equal(th_http_raw(port, req, len, &r), 0);
+    if (r.status != status) fprintf(stderr, "raw request -> %ld %s\n", r.status, r.body);
+    assert_int_equal(r.status, status);
+    assert_non_null(strstr(r.headers, "application/json"));
+    json_error_t e;
+    json_t *j = json_loads(r.body, 0, &e);
+    th_http_cleanup(&r);
+    assert_non_null(j);
+    return j;
+}
+
+/* Formats "<method> <target> HTTP/1.1" + headers + purchase_axe (POST) into
+ * out; target is tlen bytes (it may hold a NUL). Returns the length. */
+static size_t raw_request(char *out, size_t outlen, const char *method, const char *target,
+                          size_t tlen, const char *headers) {
+    int post = strcmp(method, "POST") == 0;
+    int n = snprintf(out, outlen, "%s ", method);
+    assert_true(n > 0 && (size_t)n + tlen < outlen);
+    memcpy(out + n, target, tlen);
+    size_t len = (size_t)n + tlen;
+    n = snprintf(out + len, outlen - len,
+                 " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s"
+                 "Content-Length: %zu\r\n\r\n%s",
+                 headers ? headers : "", post ? strlen(purchase_axe) : (size_t)0,
+                 post ? purchase_axe : "");
+    assert_true(n > 0 && (size_t)n < outlen - len);
+    return len + (size_t)n;
+}
 
 static int fx_setup(void **state) {
     struct fx *f = calloc(1, sizeof *f);
@@ -294,7 +330,205 @@ static void test_http_405_carries_allow(void **state) {
     th_http_cleanup(&r);
 }
 
+/* ---- request framing: what libmicrohttpd would let through ---- */
+
+/* A NUL in the path, decoded from %00 or sent raw, used to cut the path
+ * short before routing: "POST /purchase%00x" bought, "GET /players/B%00zz"
+ * read B. Every control byte in the path, raw or escaped, is now a 400
+ * invalid_path, and the store is untouched. */
+static void test_http_control_bytes_in_path_400_store_unchanged(void **state) {
+    struct fx *f = *state;
+    static const struct {
+        const char *method, *target;
+        size_t tlen; /* 0: strlen(target) */
+    } cases[] = {
+        {"POST", "/purchase%00x", 0},
+        {"POST", "/purchase%00", 0},
+        {"POST", "/purchase\0x", 11}, /* a raw NUL */
+        {"POST", "/purchase%0a", 0},
+        {"POST", "/purchase\x01", 0},
+        {"GET", "/players/B%00zz", 0},
+        {"GET", "/players/B%00zz?x=1", 0},
+        {"GET", "/players/B\0zz", 13},
+        {"GET", "/players/B%1F", 0},
+        {"GET", "/players/B%7f", 0},
+        {"GET", "/players/B\x7f", 0},
+        {"GET", "/players/B\t", 0},
+        {"GET", "/healthz%00", 0},
+        {"GET", "/metrics%00x", 0},
+    };
+    char *before = th_store_fingerprint(redis.port);
+    assert_non_null(before);
+    char req[512];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t tlen = cases[i].tlen ? cases[i].tlen : strlen(cases[i].target);
+        size_t len = raw_request(req, sizeof req, cases[i].method, cases[i].target, tlen, NULL);
+        json_t *j = call_raw(f->port, req, len, 400);
+        assert_error(j, "invalid_path");
+        assert_non_null(strstr(json_string_value(json_object_get(j, "detail")), "control byte"));
+        json_decref(j);
+    }
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    /* Escapes of anything else are still decoded, and the same raw request
+     * with a clean path buys. */
+    size_t len = raw_request(req, sizeof req, "GET", "/players/%42", 12, NULL);
+    json_t *j = call_raw(f->port, req, len, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "id")), "B");
+    json_decref(j);
+    len = raw_request(req, sizeof req, "POST", "/purchase", 9, NULL);
+    j = call_raw(f->port, req, len, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "purchased");
+    json_decref(j);
+}
+
+/* Two Content-Length headers used to be accepted, the first one framing the
+ * body (a proxy in front may frame by the other: request smuggling). Any
+ * repeat is refused, equal values included, before the body is read, and
+ * the server closes the connection (th_http_raw() reads until it does; the
+ * requests do not ask for it). */
+static void test_http_duplicate_content_length_400(void **state) {
+    struct fx *f = *state;
+    const size_t blen = strlen(purchase_axe);
+    char cl[4][64];
+    snprintf(cl[0], sizeof cl[0], "Content-Length: %zu\r\nContent-Length: 5\r\n", blen);
+    snprintf(cl[1], sizeof cl[1], "Content-Length: 5\r\nContent-Length: %zu\r\n", blen);
+    snprintf(cl[2], sizeof cl[2], "Content-Length: %zu\r\nContent-Length: %zu\r\n", blen, blen);
+    snprintf(cl[3], sizeof cl[3], "content-length: %zu\r\nCONTENT-LENGTH: %zu\r\n", blen, blen);
+    char *before = th_store_fingerprint(redis.port);
+    assert_non_null(before);
+    char req[512];
+    th_http_timeout_ms = 5000;
+    for (size_t i = 0; i < 4; i++) {
+        int n = snprintf(req, sizeof req, "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n%s",
+                         cl[i], purchase_axe);
+        assert_true(n > 0 && (size_t)n < sizeof req);
+        json_t *j = call_raw(f->port, req, (size_t)n, 400);
+        assert_error(j, "bad_request");
+        assert_non_null(strstr(json_string_value(json_object_get(j, "detail")), "Content-Length"));
+        json_decref(j);
+    }
+    th_http_timeout_ms = 20000;
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    /* One Content-Length: the purchase goes through. */
+    int n = snprintf(req, sizeof req,
+                     "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     blen, purchase_axe);
+    json_t *j = call_raw(f->port, req, (size_t)n, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "buyer_funds")), 300);
+    json_decref(j);
+}
+
 /* ---- dependencies down ---- */
+
+/* Asserts a /healthz 503: store_unavailable, "status":"unavailable", a
+ * detail holding want, and Retry-After. */
+static void assert_unhealthy(int port, const char *want) {
+    th_http r;
+    assert_int_equal(th_http_do(port, "GET", "/healthz", NULL, 0, &r), 0);
+    if (r.status != 503 || !strstr(r.body, want))
+        fprintf(stderr, "healthz -> %ld %s (want 503 '%s')\n", r.status, r.body, want);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.headers, "Retry-After: 1"));
+    json_error_t e;
+    json_t *j = json_loads(r.body, 0, &e);
+    th_http_cleanup(&r);
+    assert_non_null(j);
+    assert_error(j, "store_unavailable");
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "unavailable");
+    const char *detail = json_string_value(json_object_get(j, "detail"));
+    assert_non_null(detail);
+    assert_non_null(strstr(detail, want));
+    json_decref(j);
+}
+
+static void assert_healthy(int port) {
+    json_t *j = call(port, "GET", "/healthz", NULL, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "ok");
+    json_decref(j);
+}
+
+/* Runs one command on the test Redis and asserts it answered OK. */
+static void redis_ok(const char *fmt, ...) {
+    redisContext *c = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(c);
+    assert_int_equal(c->err, 0);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    if (r->type != REDIS_REPLY_STATUS) fprintf(stderr, "redis: %s\n", r->str ? r->str : "?");
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* Puts the test Redis back as the other tests expect it, whatever a test
+ * that changed it left: a master that takes writes. */
+static int fx_teardown_redis(void **state) {
+    redisContext *c = redisConnect("127.0.0.1", redis.port);
+    if (c && !c->err) {
+        static const char *const undo[] = {"REPLICAOF NO ONE", "CONFIG SET min-replicas-to-write 0",
+                                           "CONFIG SET maxmemory 0"};
+        for (size_t i = 0; i < sizeof undo / sizeof *undo; i++) {
+            redisReply *r = redisCommand(c, undo[i]);
+            if (r) freeReplyObject(r);
+        }
+    }
+    if (c) redisFree(c);
+    return fx_teardown(state);
+}
+
+/* /healthz used to PING only, and said 200 while the store was a replica
+ * on which every purchase failed. */
+static void test_http_healthz_503_when_redis_is_a_replica(void **state) {
+    struct fx *f = *state;
+    th_redis master = {0};
+    assert_int_equal(th_redis_start(&master), 0);
+    assert_healthy(f->port);
+    redis_ok("REPLICAOF 127.0.0.1 %d", master.port);
+    assert_unhealthy(f->port, "redis is a replica");
+    json_t *j = call(f->port, "POST", "/purchase", purchase_axe, 503); /* as health said */
+    json_decref(j);
+    assert_unhealthy(f->port, "redis is a replica"); /* still, whatever the sync did */
+    redis_ok("REPLICAOF NO ONE");
+    assert_healthy(f->port);
+    th_redis_stop(&master);
+}
+
+/* A master that answers PING but refuses writes cannot serve purchases
+ * either: min-replicas-to-write not met (-NOREPLICAS), maxmemory reached
+ * (-OOM). The check's write probe changes nothing. */
+static void test_http_healthz_503_when_writes_refused(void **state) {
+    struct fx *f = *state;
+    char *before = th_store_fingerprint(redis.port);
+    assert_non_null(before);
+    assert_healthy(f->port);
+
+    redis_ok("CONFIG SET min-replicas-to-write 1");
+    assert_unhealthy(f->port, "min-replicas-to-write");
+    json_t *j = call(f->port, "POST", "/purchase", purchase_axe, 503);
+    json_decref(j);
+    redis_ok("CONFIG SET min-replicas-to-write 0");
+    assert_healthy(f->port);
+
+    redis_ok("CONFIG SET maxmemory 1");
+    assert_unhealthy(f->port, "maxmemory");
+    redis_ok("CONFIG SET maxmemory 0");
+    assert_healthy(f->port);
+
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after); /* nothing was bought, the probes wrote nothing */
+    free(before);
+    free(after);
+}
 
 static void test_http_redis_down_503_then_recovers(void **state) {
     struct fx *f = *state;
@@ -305,12 +539,10 @@ static void test_http_redis_down_503_then_recovers(void **state) {
     j = call(f->port, "POST", "/purchase", purchase_axe, 503);
     assert_error(j, "store_unavailable");
     json_decref(j);
-    j = call(f->port, "GET", "/healthz", NULL, 503);
-    json_decref(j);
+    assert_unhealthy(f->port, "redis does not answer");
     assert_true(lock_now_ms() - t0 < 3000); /* prompt: no hang */
     assert_int_equal(th_redis_restart(&redis), 0);
-    j = call(f->port, "GET", "/healthz", NULL, 200);
-    json_decref(j);
+    assert_healthy(f->port);
     seed_demo();
     j = call(f->port, "POST", "/purchase", purchase_axe, 200);
     assert_int_equal(json_integer_value(json_object_get(j, "buyer_funds")), 300);
@@ -514,6 +746,155 @@ static void test_binary_sigterm_finishes_in_flight(void **state) {
     assert_int_equal(s.status, 200);
 }
 
+/* Starts bin/market-server with args (NULL-terminated, after the program
+ * name), adding env ("NAME=value") to its environment when not NULL; its
+ * stderr goes to a pipe whose read end is put in *errfd. */
+static pid_t spawn_args(const char *const *args, const char *env, int *errfd) {
+    const char *bin = getenv("MARKET_SERVER_BIN");
+    if (!bin) bin = "bin/market-server";
+    const char *argv[24] = {bin};
+    size_t n = 1;
+    while (args[n - 1] && n + 1 < sizeof argv / sizeof *argv) {
+        argv[n] = args[n - 1];
+        n++;
+    }
+    argv[n] = NULL;
+    int p[2];
+    if (pipe(p) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* not left behind by a failed test */
+        dup2(p[1], 2);
+        close(p[0]);
+        close(p[1]);
+        if (env) putenv((char *)env);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    close(p[1]);
+    *errfd = p[0];
+    return pid;
+}
+
+/* Reads fd into buf (NUL-terminated) until it holds want, or EOF, or
+ * timeout_ms pass. Returns 0 when want was read, else -1. */
+static int read_until(int fd, char *buf, size_t buflen, const char *want, int timeout_ms) {
+    size_t have = strlen(buf);
+    int64_t deadline = lock_now_ms() + timeout_ms;
+    while (!strstr(buf, want)) {
+        int64_t left = deadline - lock_now_ms();
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0 || have + 1 >= buflen) return -1;
+        ssize_t n = read(fd, buf + have, buflen - have - 1);
+        if (n <= 0) return -1;
+        have += (size_t)n;
+        buf[have] = '\0';
+    }
+    return 0;
+}
+
+/* Waits up to timeout_ms for pid to exit; returns its exit code, or -1
+ * after killing it when it would not. */
+static int exit_code_within(pid_t pid, int timeout_ms) {
+    int st = 0;
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+/* A second server on an address another one listens on used to start (the
+ * daemon asked for SO_REUSEPORT), and the two split the traffic silently.
+ * It is refused now, naming the address; a restart after a crash is not;
+ * servers that are all given --reuse-port (or MARKET_REUSE_PORT=1) share it. */
+static void test_binary_busy_address_refused_unless_reuse_port(void **state) {
+    (void)state;
+    int port = th_free_port();
+    char listen[32], err[4096] = "";
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    const char *plain[] = {"--listen", listen, "--redis", redis.url, "--no-auth",
+                           "--log-level", "error", NULL};
+    const char *shared[] = {"--listen", listen, "--redis", redis.url, "--no-auth",
+                            "--log-level", "warn", "--reuse-port", NULL};
+    const char *by_env[] = {"--listen", listen, "--redis", redis.url, "--no-auth",
+                            "--log-level", "warn", NULL};
+    int fd_a, fd_b, fd_c;
+
+    /* Without the flag: the second one exits 1 and says where and why. */
+    pid_t a = spawn_args(plain, NULL, &fd_a);
+    assert_true(a > 0);
+    assert_int_equal(wait_healthy(port), 0);
+    pid_t b = spawn_args(plain, NULL, &fd_b);
+    assert_true(b > 0);
+    assert_int_equal(exit_code_within(b, 10000), 1);
+    (void)read_until(fd_b, err, sizeof err, "\n", 1000);
+    close(fd_b);
+    if (!strstr(err, listen)) fprintf(stderr, "stderr: %s\n", err);
+    assert_non_null(strstr(err, listen));
+    assert_non_null(strstr(err, "already in use"));
+    assert_non_null(strstr(err, "--reuse-port"));
+
+    /* Refusing a busy address must not refuse a restart: killed while a
+     * client holds a connection, the server leaves it in TIME_WAIT, and a
+     * new one starts on the address at once. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    static const char ping[] = "GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    char buf[1024];
+    size_t got = 0;
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(send(fd, ping, sizeof ping - 1, 0), (ssize_t)(sizeof ping - 1));
+    for (;;) { /* the whole answer, so that our close is a FIN, not a reset */
+        ssize_t n = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        assert_true(n > 0);
+        got += (size_t)n;
+        buf[got] = '\0';
+        const char *end = strstr(buf, "\r\n\r\n"), *cl = strstr(buf, "Content-Length: ");
+        if (end && cl && got - (size_t)(end + 4 - buf) >= strtoul(cl + 16, NULL, 10)) break;
+    }
+    kill(a, SIGKILL);
+    assert_int_equal(exit_code_within(a, 15000), 128 + SIGKILL);
+    close(fd);
+    close(fd_a);
+    a = spawn_args(plain, NULL, &fd_a);
+    assert_true(a > 0);
+    assert_int_equal(wait_healthy(port), 0);
+    kill(a, SIGTERM);
+    assert_int_equal(exit_code_within(a, 15000), 0);
+    close(fd_a);
+
+    /* Given --reuse-port (or MARKET_REUSE_PORT=1), both serve on it; one
+     * without it is still refused. */
+    a = spawn_args(shared, NULL, &fd_a);
+    assert_true(a > 0);
+    err[0] = '\0';
+    assert_int_equal(read_until(fd_a, err, sizeof err, "msg=listening", 10000), 0);
+    b = spawn_args(by_env, "MARKET_REUSE_PORT=1", &fd_b);
+    assert_true(b > 0);
+    err[0] = '\0';
+    if (read_until(fd_b, err, sizeof err, "msg=listening", 10000) != 0)
+        fprintf(stderr, "stderr: %s\n", err);
+    assert_non_null(strstr(err, "msg=listening"));
+    assert_non_null(strstr(err, "--reuse-port"));
+    assert_int_equal(wait_healthy(port), 0);
+    pid_t c = spawn_args(plain, NULL, &fd_c);
+    assert_true(c > 0);
+    assert_int_equal(exit_code_within(c, 10000), 1);
+    close(fd_c);
+    kill(a, SIGTERM);
+    kill(b, SIGTERM);
+    assert_int_equal(exit_code_within(a, 15000), 0);
+    assert_int_equal(exit_code_within(b, 15000), 0);
+    close(fd_a);
+    close(fd_b);
+}
+
 static void test_binary_flags_help_and_bad(void **state) {
     (void)state;
     const char *bin = getenv("MARKET_SERVER_BIN");
@@ -525,6 +906,11 @@ static void test_binary_flags_help_and_bad(void **state) {
     int st = system(cmd);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
     snprintf(cmd, sizeof cmd, "MARKET_LOCK=bogus %s 2>/dev/null", bin);
+    st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    snprintf(cmd, sizeof cmd, "%s --help | grep -q -- '--reuse-port .*MARKET_REUSE_PORT'", bin);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "MARKET_REUSE_PORT=yes %s --no-auth 2>/dev/null", bin);
     st = system(cmd);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
     /* No secret and no --no-auth: it refuses to start. */
@@ -839,13 +1225,20 @@ int main(void) {
         T(test_http_bad_inputs_4xx_store_unchanged),
         T(test_http_body_over_64k_413),
         T(test_http_405_carries_allow),
+        T(test_http_control_bytes_in_path_400_store_unchanged),
+        T(test_http_duplicate_content_length_400),
         T(test_http_redis_down_503_then_recovers),
+        cmocka_unit_test_setup_teardown(test_http_healthz_503_when_redis_is_a_replica, fx_setup,
+                                        fx_teardown_redis),
+        cmocka_unit_test_setup_teardown(test_http_healthz_503_when_writes_refused, fx_setup,
+                                        fx_teardown_redis),
         T(test_http_lock_held_503_market_busy),
         T(test_http_many_buyers_one_item_one_200),
         T(test_http_waiting_purchase_holds_no_thread),
         cmocka_unit_test(test_binary_sigterm_exits_zero),
         T(test_binary_sigterm_finishes_in_flight),
         cmocka_unit_test(test_binary_flags_help_and_bad),
+        cmocka_unit_test(test_binary_busy_address_refused_unless_reuse_port),
         T(test_http_auth_tokens_bind_players),
         T(test_http_idempotent_retries_charged_once),
         T(test_http_idempotent_replay_header),
