@@ -18,10 +18,13 @@
  * one step earlier, by on_uri(), which sees the request target before
  * libmicrohttpd percent-decodes it into a C string: a NUL there (raw, or
  * %00) would cut the path short ("/purchase%00x" would be routed as
- * "/purchase"), so a path with a NUL or any other control byte is refused
- * (400 invalid_path) before it is routed. So is a request with more than one
- * Content-Length (400 bad_request): libmicrohttpd would frame the body by
- * the first, a proxy in front perhaps by another. Both are answered at once,
+ * "/purchase"), or a query value, so a target with a NUL or any other
+ * control byte is refused (400 invalid_path) before it is routed. So is a
+ * request whose body framing two parsers could read differently (400
+ * bad_request): more than one Content-Length (libmicrohttpd would frame the
+ * body by the first, a proxy in front perhaps by another), Transfer-Encoding
+ * beside Content-Length, or any Transfer-Encoding but one "chunked". All are
+ * answered at once,
  * without reading the body, and libmicrohttpd then closes the connection.
  * Each thread lazily creates its own market_conn, kept in thread-specific
  * storage and freed by the key's destructor when the thread ends. GET /metrics is served here (metrics.c).
@@ -70,7 +73,7 @@ struct server {
 
 struct request {
     int started;         /* the access handler has seen it (phase 1 is over) */
-    int bad_path;        /* the raw path holds a control byte, or %00-%1F / %7F */
+    int bad_path;        /* the raw target holds a control byte, or %00-%1F / %7F */
     const char *uri_nul; /* where the raw target's C string ends (compared, never read) */
     char *body;
     size_t len, cap;
@@ -260,11 +263,12 @@ static int hex_value(char c) {
     return -1;
 }
 
-/* Returns 1 when the path of raw request target uri (up to '?', before
+/* Returns 1 when raw request target uri (path and query, before
  * percent-decoding) holds a control byte (0x00-0x1F, 0x7F), raw or as a
- * %XX escape that libmicrohttpd would decode into one; else 0. */
-static int path_has_control(const char *uri) {
-    for (const char *p = uri; *p && *p != '?'; p++) {
+ * %XX escape that libmicrohttpd would decode into one; else 0. A decoded
+ * NUL would cut a path or a query value short without anyone seeing it. */
+static int target_has_control(const char *uri) {
+    for (const char *p = uri; *p; p++) {
         unsigned char c = (unsigned char)*p;
         if (c < 0x20 || c == 0x7f) return 1;
         if (c == '%') {
@@ -289,7 +293,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
     if (!uri) {
         rq->bad_path = 1;
     } else {
-        rq->bad_path = path_has_control(uri);
+        rq->bad_path = target_has_control(uri);
         rq->uri_nul = uri + strlen(uri);
     }
     return rq;
@@ -304,19 +308,40 @@ static int raw_nul_in_target(const struct request *rq, const char *version) {
     return !rq->uri_nul || version != rq->uri_nul + 1;
 }
 
-static enum MHD_Result count_content_length(void *cls, enum MHD_ValueKind kind, const char *key,
-                                            const char *value) {
+/* How a request says where its body ends. */
+struct framing {
+    int content_lengths;    /* Content-Length headers */
+    int transfer_encodings; /* Transfer-Encoding headers */
+    int chunked_only;       /* every Transfer-Encoding is exactly "chunked" */
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value) {
+    struct framing *f = cls;
     (void)kind;
-    (void)value;
-    if (key && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) (*(int *)cls)++;
+    if (!key) return MHD_YES;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) f->content_lengths++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        f->transfer_encodings++;
+        if (!value || strcasecmp(value, "chunked") != 0) f->chunked_only = 0;
+    }
     return MHD_YES;
 }
 
-/* Returns how many Content-Length headers the request carries. Can't fail. */
-static int content_lengths(struct MHD_Connection *conn) {
-    int n = 0;
-    (void)MHD_get_connection_values(conn, MHD_HEADER_KIND, count_content_length, &n);
-    return n;
+/* Returns why the request's framing is refused, or NULL when it is sound:
+ * more than one Content-Length, a Transfer-Encoding beside a Content-Length,
+ * or a Transfer-Encoding other than one "chunked". Each lets two parsers (a
+ * proxy in front and us) disagree on where the body ends: request
+ * smuggling. Can't fail. */
+static const char *framing_refused(struct MHD_Connection *conn) {
+    struct framing f = {0, 0, 1};
+    (void)MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &f);
+    if (f.content_lengths > 1) return "more than one Content-Length header";
+    if (f.transfer_encodings && f.content_lengths)
+        return "both Transfer-Encoding and Content-Length";
+    if (f.transfer_encodings > 1 || (f.transfer_encodings && !f.chunked_only))
+        return "Transfer-Encoding other than a single 'chunked'";
+    return NULL;
 }
 
 /* The market's worker has decided the purchase: wake its connection. */
@@ -377,12 +402,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* Refusals of the request itself are answered now, without reading
          * the body; libmicrohttpd then closes the connection. */
         if (rq->bad_path || raw_nul_in_target(rq, version)) {
-            api_error(400, "invalid_path", "the request path contains a NUL or control byte",
+            api_error(400, "invalid_path", "the request target contains a NUL or control byte",
                       &resp);
             return answer(s, conn, method, url, rq, &resp);
         }
-        if (content_lengths(conn) > 1) {
-            api_error(400, "bad_request", "more than one Content-Length header", &resp);
+        const char *framing = framing_refused(conn);
+        if (framing) {
+            api_error(400, "bad_request", framing, &resp);
             return answer(s, conn, method, url, rq, &resp);
         }
         int big = declared_too_big(conn);

@@ -425,6 +425,52 @@ static void test_http_duplicate_content_length_400(void **state) {
     json_decref(j);
 }
 
+/* The query string is part of the target: a NUL there would cut a value
+ * short as it cut the path. And a body framed two ways (Transfer-Encoding
+ * beside Content-Length, or an encoding other than "chunked") is refused,
+ * as a proxy in front could frame it otherwise; plain chunked still works. */
+static void test_http_query_control_and_transfer_encoding_400(void **state) {
+    struct fx *f = *state;
+    const size_t blen = strlen(purchase_axe);
+    char *before = th_store_fingerprint(redis.port);
+    assert_non_null(before);
+    char req[512];
+    th_http_timeout_ms = 5000;
+    json_t *j = call_raw(f->port, "GET /market?limit=5%00x HTTP/1.1\r\nHost: a\r\n\r\n",
+                         strlen("GET /market?limit=5%00x HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    assert_error(j, "invalid_path");
+    json_decref(j);
+    static const char *const framings[] = {
+        "Transfer-Encoding: chunked\r\nContent-Length: %zu\r\n",
+        "Content-Length: %zu\r\nTransfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: gzip\r\nX-Len: %zu\r\n",
+        "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\nX-Len: %zu\r\n",
+    };
+    for (size_t i = 0; i < sizeof framings / sizeof *framings; i++) {
+        char hdr[160];
+        snprintf(hdr, sizeof hdr, framings[i], blen);
+        int n = snprintf(req, sizeof req, "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n%s",
+                         hdr, purchase_axe);
+        assert_true(n > 0 && (size_t)n < sizeof req);
+        j = call_raw(f->port, req, (size_t)n, 400);
+        assert_error(j, "bad_request");
+        json_decref(j);
+    }
+    th_http_timeout_ms = 20000;
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    /* One "chunked", framed right: the purchase goes through. */
+    int n = snprintf(req, sizeof req,
+                     "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n",
+                     blen, purchase_axe);
+    j = call_raw(f->port, req, (size_t)n, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "buyer_funds")), 300);
+    json_decref(j);
+}
+
 /* ---- dependencies down ---- */
 
 /* Asserts a /healthz 503: store_unavailable, "status":"unavailable", a
@@ -1227,6 +1273,7 @@ int main(void) {
         T(test_http_405_carries_allow),
         T(test_http_control_bytes_in_path_400_store_unchanged),
         T(test_http_duplicate_content_length_400),
+        T(test_http_query_control_and_transfer_encoding_400),
         T(test_http_redis_down_503_then_recovers),
         cmocka_unit_test_setup_teardown(test_http_healthz_503_when_redis_is_a_replica, fx_setup,
                                         fx_teardown_redis),
