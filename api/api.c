@@ -331,6 +331,7 @@ void api__reply_market(int rc, int64_t price, api_response *resp) {
         body = NULL;
     }
     resp->retry_after_s = st->retry_after_s;
+    resp->market_rc = rc;
     api__reply(resp, st->status, body);
 }
 
@@ -787,6 +788,8 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
         return;
     }
     r->handle(conn, req, arg, resp);
+    if (resp->market_rc == MARKET_ERR_STORE)
+        snprintf(resp->why, sizeof resp->why, "%s", market_conn_errstr(conn));
 }
 
 /* Like api_handle(), except for a POST /purchase that passes validation:
@@ -812,6 +815,7 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
  * p->op.res) is in; resp keeps its route and player. */
 void api_purchase_end(const api_purchase *p, api_response *resp) {
     purchase_reply(p->buyer, p->seller, p->item, p->op.rc, &p->op.res, resp);
+    if (p->op.rc == MARKET_ERR_STORE) snprintf(resp->why, sizeof resp->why, "%s", p->op.why);
 }
 
 /* Fills resp (overwritten without being read) with status and the body

@@ -42,6 +42,8 @@ typedef struct api_response {
     int replayed;        /* 1: an Idempotency-Key repeat: send "Idempotent-Replayed: true" */
     const char *route;   /* for logs and metrics: the matched route (static), or NULL */
     char player[MARKET_ID_MAX + 1]; /* for logs: the player acting or read, or "" */
+    int market_rc;       /* for logs: the market code answered (0: none, or success) */
+    char why[128];       /* for logs: the store's reason behind a store_unavailable, or "" */
 } api_response;
 
 #define API_ROUTES 6 /* api_route_name(0..API_ROUTES-1) */

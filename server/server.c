@@ -118,18 +118,6 @@ void server_log(int level, const char *fmt, ...) {
     fprintf(stderr, "%s.%03ldZ level=%s %s\n", ts, now.tv_nsec / 1000000, names[level], msg);
 }
 
-/* Returns a static description of a server code. Can't fail. */
-const char *server_strerror(int err) {
-    switch (err) {
-#define SERVER_ERR_STR(name, val, msg)                                                             \
-    case SERVER_##name:                                                                            \
-        return msg;
-        SERVER_ERRNO_MAP(SERVER_ERR_STR)
-#undef SERVER_ERR_STR
-    }
-    return "unknown server error";
-}
-
 /* ---- per-thread store connection ---- */
 
 static void conn_destroy(void *p) { market_conn_free(p); }
@@ -188,6 +176,15 @@ static void log_safe(char *out, size_t outlen, const char *s) {
     size_t i = 0;
     for (; s && s[i] && i + 1 < outlen; i++)
         out[i] = s[i] > ' ' && s[i] < 0x7f ? s[i] : '?';
+    out[i] = '\0';
+}
+
+/* Copies text s into out for a quoted log value: printable ASCII and
+ * spaces kept, a quote or backslash becomes '\'', anything else '?'. */
+static void log_text(char *out, size_t outlen, const char *s) {
+    size_t i = 0;
+    for (; s && s[i] && i + 1 < outlen; i++)
+        out[i] = s[i] == '"' || s[i] == '\\' ? '\'' : s[i] >= ' ' && s[i] < 0x7f ? s[i] : '?';
     out[i] = '\0';
 }
 
@@ -376,8 +373,9 @@ static enum MHD_Result answer(server *s, struct MHD_Connection *conn, const char
                               const char *url, const struct request *rq, api_response *resp) {
     int status = resp->status;
     const char *route = resp->route;
-    char player[sizeof resp->player];
+    char player[sizeof resp->player], why[sizeof resp->why];
     memcpy(player, resp->player, sizeof player);
+    memcpy(why, resp->why, sizeof why);
     enum MHD_Result rc = respond(conn, resp);
     int64_t us = now_us() - rq->t0_us;
     server__metrics_count(&s->metrics, route, status, us);
@@ -386,6 +384,11 @@ static enum MHD_Result answer(server *s, struct MHD_Connection *conn, const char
     server_log(SERVER_LOG_INFO,
                "msg=request method=%s path=%s status=%d latency_ms=%.3f player=%s", method, path,
                status, (double)us / 1000.0, player[0] ? player : "-");
+    if (why[0]) { /* the store's reason behind a 503: for the operator, not the client */
+        char safe[sizeof resp->why];
+        log_text(safe, sizeof safe, why);
+        server_log(SERVER_LOG_WARN, "msg=\"store unavailable\" path=%s reason=\"%s\"", path, safe);
+    }
     return rc;
 }
 
@@ -555,43 +558,24 @@ static int parse_masters(const char *list, lock_redis_addr *nodes, size_t *n, ch
     return 0;
 }
 
-/* Builds the lock client and market from cfg and starts serving. Returns a
- * new server (stop and free with server_stop), or NULL with *err set
- * (SERVER_ERR_INVALID, _LISTEN, _BACKEND, _NOMEM) and a sentence in why.
- * Redis need not be up: connections are made on first use. */
-server *server_start(const server_config *cfg, int *err, char *why, size_t whylen) {
-    int dummy;
-    if (!err) err = &dummy;
-    *err = SERVER_ERR_NOMEM;
-    snprintf(why, whylen, "out of memory");
-    server *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
-    s->cfg = *cfg;
-    server_log_set_level(cfg->log_level);
-
+/* Builds s's lock client and market from its configuration. Returns
+ * SERVER_OK, or SERVER_ERR_INVALID, _BACKEND, _NOMEM with a sentence in why
+ * (what was built is freed by server_stop()). Redis need not be up:
+ * connections are made on first use. */
+static int market_build(server *s, char *why, size_t whylen) {
+    const server_config *cfg = &s->cfg;
     market_config mcfg = {.redis_timeout_ms = cfg->redis_timeout_ms,
                           .batch_max = cfg->batch_max,
                           .lock_ttl_ms = cfg->lock_ttl_ms,
                           .acquire_timeout_ms = cfg->acquire_timeout_ms,
                           .test_stall_ms = cfg->test_stall_ms};
     if (lock_redis_addr_parse(cfg->redis, &mcfg.redis) < 0) {
-        *err = SERVER_ERR_INVALID;
         snprintf(why, whylen, "bad Redis URL (want redis://[user:pass@]host[:port][/db])");
-        goto fail;
+        return SERVER_ERR_INVALID;
     }
-    if (!cfg->no_auth && !cfg->auth_secret[0]) {
-        *err = SERVER_ERR_INVALID;
-        snprintf(why, whylen, "no --auth-secret (MARKET_AUTH_SECRET) given; "
-                              "--no-auth serves without authentication");
-        goto fail;
-    }
-    if (cfg->no_auth)
-        server_log(SERVER_LOG_WARN, "msg=\"authentication is off (--no-auth): any client may "
-                                    "act for any player\"");
     if (market_strategy_parse(cfg->strategy, &mcfg.strategy) < 0) {
-        *err = SERVER_ERR_INVALID;
         snprintf(why, whylen, "unknown strategy '%s'", cfg->strategy);
-        goto fail;
+        return SERVER_ERR_INVALID;
     }
     int lerr = 0, merr = 0;
     if (strcmp(cfg->lock, "local") == 0) {
@@ -599,34 +583,39 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
     } else if (strcmp(cfg->lock, "redlock") == 0) {
         lock_redis_addr nodes[LOCK_REDLOCK_NODES_MAX];
         size_t n = 0;
-        if (parse_masters(cfg->lock_redis, nodes, &n, why, whylen) < 0) {
-            *err = SERVER_ERR_INVALID;
-            goto fail;
-        }
+        if (parse_masters(cfg->lock_redis, nodes, &n, why, whylen) < 0) return SERVER_ERR_INVALID;
         s->lock = lock_redlock_new(nodes, n, cfg->redis_timeout_ms, &lerr);
     } else {
         s->lock = lock_redis_new(&mcfg.redis, cfg->redis_timeout_ms, &lerr);
     }
     if (!s->lock) {
-        *err = lerr == LOCK_ERR_NOMEM ? SERVER_ERR_NOMEM : SERVER_ERR_BACKEND;
         snprintf(why, whylen, "lock backend '%s': %s", cfg->lock, lock_strerror(lerr));
-        goto fail;
+        return lerr == LOCK_ERR_NOMEM ? SERVER_ERR_NOMEM : SERVER_ERR_BACKEND;
     }
     s->market = market_new(&mcfg, s->lock, &merr);
     if (!s->market) {
-        *err = merr == MARKET_ERR_NOMEM ? SERVER_ERR_NOMEM : SERVER_ERR_INVALID;
         snprintf(why, whylen, "market: %s", market_strerror(merr));
-        goto fail;
+        return merr == MARKET_ERR_NOMEM ? SERVER_ERR_NOMEM : SERVER_ERR_INVALID;
     }
-    if (pthread_key_create(&s->conn_key, conn_destroy) != 0) goto fail;
+    return SERVER_OK;
+}
+
+/* Starts s's HTTP daemon on its configured address, over the market built
+ * by market_build(). Returns SERVER_OK, or SERVER_ERR_INVALID, _LISTEN,
+ * _NOMEM with a sentence in why (server_stop() frees what was made). */
+static int daemon_start(server *s, char *why, size_t whylen) {
+    const server_config *cfg = &s->cfg;
+    if (pthread_key_create(&s->conn_key, conn_destroy) != 0) {
+        snprintf(why, whylen, "out of memory");
+        return SERVER_ERR_NOMEM;
+    }
     s->key_ok = 1;
 
     struct sockaddr_storage ss;
     socklen_t sslen = 0;
     if (resolve_listen(cfg->listen, &ss, &sslen) < 0) {
-        *err = SERVER_ERR_INVALID;
         snprintf(why, whylen, "bad listen address '%s' (want HOST:PORT)", cfg->listen);
-        goto fail;
+        return SERVER_ERR_INVALID;
     }
     /* threads > 0: a pool of event loops, where a purchase suspends its
      * connection (see DESIGN); 0: a thread per connection, where it blocks
@@ -638,10 +627,7 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
                      (s->async ? MHD_ALLOW_SUSPEND_RESUME : 0);
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     int lfd = listen_socket(cfg, &ss, sslen, why, whylen);
-    if (lfd < 0) {
-        *err = SERVER_ERR_LISTEN;
-        goto fail;
-    }
+    if (lfd < 0) return SERVER_ERR_LISTEN;
     /* libmicrohttpd gets a duplicate: when it fails to start, it may or may
      * not have closed the socket it was given, and ours is closed below
      * either way, never twice. */
@@ -666,10 +652,9 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
         /* Stop listening, whoever still holds a descriptor of the socket. */
         (void)shutdown(lfd, SHUT_RDWR);
         close(lfd);
-        *err = SERVER_ERR_LISTEN;
         snprintf(why, whylen, "cannot serve on %s: the HTTP daemon did not start%s", cfg->listen,
                  mfd < 0 ? " (out of file descriptors)" : "");
-        goto fail;
+        return SERVER_ERR_LISTEN;
     }
     close(lfd); /* the daemon has its own descriptor of the socket */
     if (cfg->reuse_port)
@@ -678,10 +663,37 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
                    cfg->listen);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : 0;
-    *err = SERVER_OK;
-    why[0] = '\0';
-    return s;
-fail:
+    return SERVER_OK;
+}
+
+/* Builds the lock client and market from cfg (market_build) and starts
+ * serving (daemon_start). Returns a new server (stop and free with
+ * server_stop), or NULL with *err set (SERVER_ERR_INVALID, _LISTEN,
+ * _BACKEND, _NOMEM) and a sentence in why. */
+server *server_start(const server_config *cfg, int *err, char *why, size_t whylen) {
+    int dummy;
+    if (!err) err = &dummy;
+    *err = SERVER_ERR_NOMEM;
+    snprintf(why, whylen, "out of memory");
+    server *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->cfg = *cfg;
+    server_log_set_level(cfg->log_level);
+    if (!cfg->no_auth && !cfg->auth_secret[0]) {
+        *err = SERVER_ERR_INVALID;
+        snprintf(why, whylen, "no --auth-secret (MARKET_AUTH_SECRET) given; "
+                              "--no-auth serves without authentication");
+    } else {
+        if (cfg->no_auth)
+            server_log(SERVER_LOG_WARN, "msg=\"authentication is off (--no-auth): any client may "
+                                        "act for any player\"");
+        *err = market_build(s, why, whylen);
+        if (*err == SERVER_OK) *err = daemon_start(s, why, whylen);
+    }
+    if (*err == SERVER_OK) {
+        why[0] = '\0';
+        return s;
+    }
     server_stop(s);
     return NULL;
 }

@@ -60,7 +60,6 @@ void server_usage(const char *prog);
 server *server_start(const server_config *cfg, int *err, char *why, size_t whylen);
 int server_port(const server *s);
 void server_stop(server *s);
-const char *server_strerror(int err);
 void server_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void server_log_set_level(int level);
 

@@ -643,6 +643,31 @@ static void test_api_status_table_maps_every_market_code(void **state) {
     }
 }
 
+/* A purchase that failed in the store carries the store's reason to the
+ * server's log (resp->why), not to the client's body. */
+static void test_api_purchase_end_store_reason_for_logs(void **state) {
+    (void)state;
+    api_purchase p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.buyer, sizeof p.buyer, "B");
+    snprintf(p.seller, sizeof p.seller, "A");
+    snprintf(p.item, sizeof p.item, "axe");
+    p.op.rc = MARKET_ERR_STORE;
+    snprintf(p.op.why, sizeof p.op.why, "commit refused: READONLY replica");
+    api_response r = {0};
+    api_purchase_end(&p, &r);
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.why, "commit refused: READONLY replica");
+    assert_null(strstr(r.body, "READONLY"));
+    api_response_cleanup(&r);
+    p.op.rc = MARKET_ERR_BUSY; /* only a store failure has a reason to log */
+    api_response r2 = {0};
+    api_purchase_end(&p, &r2);
+    assert_int_equal(r2.status, 503);
+    assert_string_equal(r2.why, "");
+    api_response_cleanup(&r2);
+}
+
 static void test_api_status_table_price_is_64_bit(void **state) {
     (void)state;
     api_response r;
@@ -1224,6 +1249,7 @@ int main(void) {
         cmocka_unit_test(test_api_null_conn_validates_then_500),
         cmocka_unit_test(test_api_status_table_maps_every_market_code),
         cmocka_unit_test(test_api_status_table_price_is_64_bit),
+        cmocka_unit_test(test_api_purchase_end_store_reason_for_logs),
         cmocka_unit_test(test_api_error_builds_body),
         cmocka_unit_test(test_api_error_odd_input_is_made_safe),
         cmocka_unit_test(test_api_response_cleanup_twice_is_safe),
