@@ -154,11 +154,13 @@ static size_t user_index(struct market__batch *b, const char *id) {
     return i;
 }
 
-/* Names what the batch reads and writes. Returns MARKET_OK, or
- * MARKET_ERR_STORE when no claim token can be drawn. */
-static int batch_index(struct market__batch *b) {
+/* Names what the batch reads and writes, and draws the batch's token when
+ * it has claims to make or need_token (a getrandom() call: only then).
+ * Returns MARKET_OK, or MARKET_ERR_STORE when no token can be drawn. */
+static int batch_index(struct market__batch *b, int need_token) {
     b->n_users = b->n_idem = 0;
-    if (market__token_new(b->token) < 0) return MARKET_ERR_STORE;
+    for (size_t i = 0; i < b->n && !need_token; i++) need_token = b->req[i]->idem != NULL;
+    if (need_token && market__token_new(b->token) < 0) return MARKET_ERR_STORE;
     for (size_t i = 0; i < b->n; i++) {
         const market_pending *r = b->req[i];
         snprintf(b->member[i], sizeof b->member[i], "%s.%s", r->item, r->seller);
@@ -776,7 +778,7 @@ static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
  * only if it shares a listing or a buyer with this batch. */
 static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
     market *m = c->m;
-    int rc = batch_index(b);
+    int rc = batch_index(b, m->lock_in_store); /* the commit's guard key carries it */
     b->n_locks = 0;
     for (size_t i = 0; rc == MARKET_OK && i < b->n; i++) {
         rc = lock_key_add(b, "lock:item:", b->member[i]);
@@ -846,7 +848,7 @@ static void batch_run(market_conn *c, struct market__batch *b) {
         return;
     }
     MARKET__COUNT(m, batches);
-    int rc = batch_index(b);
+    int rc = batch_index(b, 0);
     if (rc < 0) {
         batch_fail(m, b, rc);
         return;
