@@ -40,9 +40,10 @@ REAL_CPPFLAGS = -I. -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(CPPFLAGS)
 REAL_CFLAGS = $(WARN) $(OPT) $(DEBUG) $(SANFLAGS) -pthread -MMD -MP $(PKG_CFLAGS) $(CFLAGS)
 REAL_LDFLAGS = $(SANFLAGS) -pthread $(LDFLAGS)
 
-MODULES = lock market api server
+MODULES = cli lock market api server
 # Module archives in link order: a module uses only those after it.
-LIBS_ALL = $(BUILD)/libserver.a $(BUILD)/libapi.a $(BUILD)/libmarket.a $(BUILD)/liblock.a
+LIBS_ALL = $(BUILD)/libserver.a $(BUILD)/libapi.a $(BUILD)/libmarket.a $(BUILD)/liblock.a \
+           $(BUILD)/libcli.a
 
 lib_srcs = $(filter-out server/main.c,$(wildcard $(1)/*.c))
 lib_objs = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1)))

@@ -57,6 +57,7 @@
 #include <hiredis.h>
 
 #include "api/api.h"
+#include "cli/cli.h"
 #include "lock/lock.h"
 #include "market/market.h"
 
@@ -331,17 +332,6 @@ static void usage(FILE *to) {
         "      server wants tokens: give it --auth-secret)\n");
 }
 
-static int parse_ull(const char *s, unsigned long long lo, unsigned long long hi,
-                     unsigned long long *out) {
-    if (!s || !*s || *s == '-' || *s == '+') return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
 /* The defaults of `make run` (scripts/run.sh): the service on $MARKET_LISTEN
  * or 127.0.0.1:8080, the store in $MARKET_REDIS or on 127.0.0.1:$MARKET_REDIS_PORT
  * (6380). A value that does not fit is left for the URL parsers to refuse. */
@@ -381,7 +371,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                                              {"hold-connections", required_argument, NULL, 'H'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
-    unsigned long long v;
+    uint64_t v;
     int ch;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -393,33 +383,28 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
         case 'a': o->auth_secret = optarg; break;
         case 'q': o->quiet = 1; break;
         case 'b':
-            if (parse_ull(optarg, 1, LOAD_BUYERS_MAX, &v) < 0) goto bad;
+            if (cli_parse_u64(optarg, 1, LOAD_BUYERS_MAX, &v) < 0) goto bad;
             o->buyers = (size_t)v;
             break;
         case 'H':
-            if (parse_ull(optarg, 1, LOAD_BUYERS_MAX, &v) < 0) goto bad;
+            if (cli_parse_u64(optarg, 1, LOAD_BUYERS_MAX, &v) < 0) goto bad;
             o->hold = (size_t)v;
             break;
         case 'n':
-            if (parse_ull(optarg, 1, 1000000000ULL, &v) < 0) goto bad;
+            if (cli_parse_u64(optarg, 1, 1000000000ULL, &v) < 0) goto bad;
             o->requests = v;
             break;
         case 't':
-            if (parse_ull(optarg, 1, 3600000, &v) < 0) goto bad;
+            if (cli_parse_u64(optarg, 1, 3600000, &v) < 0) goto bad;
             o->timeout_ms = (unsigned)v;
             break;
         case 's':
-            if (parse_ull(optarg, 0, UINT64_MAX, &v) < 0) goto bad;
+            if (cli_parse_u64(optarg, 0, UINT64_MAX, &v) < 0) goto bad;
             o->seed = v;
             break;
-        case 'd': {
-            char *end;
-            errno = 0;
-            double d = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(d > 0) || d > 86400) goto bad;
-            o->duration_s = d;
+        case 'd':
+            if (cli_parse_seconds(optarg, 86400, &o->duration_s) < 0) goto bad;
             break;
-        }
         case 'm': {
             size_t i = 0;
             while (i < 3 && strcmp(optarg, mix_names[i]) != 0)
@@ -473,22 +458,10 @@ static int parse_url(struct load *L, const char *url) {
     if (hl == 0 || hl >= sizeof L->host) goto bad;
     memcpy(L->host, h, hl);
     L->host[hl] = '\0';
-    char name[300], port[16] = "80";
-    const char *colon;
-    if (L->host[0] == '[') {
-        const char *rb = strchr(L->host, ']');
-        if (!rb || (rb[1] && rb[1] != ':')) goto bad;
-        snprintf(name, sizeof name, "%.*s", (int)(rb - L->host - 1), L->host + 1);
-        colon = rb[1] ? rb + 1 : NULL;
-    } else {
-        colon = strrchr(L->host, ':');
-        snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - L->host) : (int)hl, L->host);
-    }
-    if (colon) {
-        unsigned long long p;
-        if (parse_ull(colon + 1, 1, 65535, &p) < 0) goto bad;
-        snprintf(port, sizeof port, "%llu", p);
-    }
+    char name[300], port[8];
+    uint16_t pn;
+    if (cli_split_hostport(L->host, 80, name, sizeof name, &pn) < 0) goto bad;
+    snprintf(port, sizeof port, "%u", (unsigned)pn);
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
     int rc = getaddrinfo(name, port, &hints, &ai);
     if (rc != 0) {
