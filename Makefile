@@ -48,7 +48,13 @@ LIBS_ALL = $(BUILD)/libserver.a $(BUILD)/libapi.a $(BUILD)/libmarket.a $(BUILD)/
 lib_srcs = $(filter-out server/main.c,$(wildcard $(1)/*.c))
 lib_objs = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1)))
 
-PROGS = $(BIN)/market-server $(BIN)/market-seed $(patsubst tools/market_%.c,$(BIN)/market-%,$(filter-out tools/market_seed.c,$(wildcard tools/market_*.c)))
+# market-load is a folder: tools/load/main.c over libload.a, the rest of its
+# files, which its unit tests (tests/unit/test_load_*.c) link too.
+LOAD_LIB = $(BUILD)/libload.a
+LOAD_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(filter-out tools/load/main.c,$(wildcard tools/load/*.c)))
+
+PROGS = $(BIN)/market-server $(BIN)/market-seed $(BIN)/market-load \
+        $(patsubst tools/market_%.c,$(BIN)/market-%,$(filter-out tools/market_seed.c,$(wildcard tools/market_*.c)))
 UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 INTEG_TESTS = $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
 HELPER_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/helpers/*.c))
@@ -80,6 +86,18 @@ $(BIN)/market-server: $(BUILD)/server/main.o $(LIBS_ALL)
 $(BIN)/market-%: $(BUILD)/tools/market_%.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(REAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+$(LOAD_LIB): $(LOAD_OBJS)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(BIN)/market-load: $(BUILD)/tools/load/main.o $(LOAD_LIB) $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+$(BUILD)/tests/test_load_%: $(BUILD)/tests/unit/test_load_%.o $(HELPER_OBJS) $(LOAD_LIB) $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS) -lm
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(HELPER_OBJS) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
@@ -154,7 +172,7 @@ clean:
 	rm -rf build bin
 
 format:
-	clang-format -i $(wildcard */*.c */*.h tests/*/*.c tests/*/*.h)
+	clang-format -i $(wildcard */*.c */*.h tools/*/*.c tools/*/*.h tests/*/*.c tests/*/*.h)
 
 .SECONDARY:
 
