@@ -6,7 +6,7 @@
  */
 #include "tools/load/load.h"
 
-#include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 
 /* ---- latency histogram: log-linear, in nanoseconds ---- */
@@ -69,6 +69,14 @@ unsigned long long load_counts_other(const load_counts *k) {
 
 /* ---- Redis commandstats ---- */
 
+/* The decimal digits at p (before end), saturating at LLONG_MAX. */
+static long long digits(const char *p, const char *end) {
+    long long v = 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++)
+        v = v > (LLONG_MAX - (*p - '0')) / 10 ? LLONG_MAX : v * 10 + (*p - '0');
+    return v;
+}
+
 void load_cmdstats_parse(load_cmdstats *s, const char *text, size_t len) {
     memset(s, 0, sizeof *s);
     const char *p = text, *end = text + len;
@@ -87,7 +95,7 @@ void load_cmdstats_parse(load_cmdstats *s, const char *text, size_t len) {
                 load_cmdstat *c = &s->c[s->n++];
                 memcpy(c->name, p + 8, (size_t)(colon - p - 8));
                 c->name[colon - p - 8] = '\0';
-                c->calls = strtoll(calls, NULL, 10);
+                c->calls = digits(calls, nl);
                 if (strcmp(c->name, "info") != 0) s->total += c->calls;
             }
         }
