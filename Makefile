@@ -53,8 +53,7 @@ lib_objs = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1)))
 LOAD_LIB = $(BUILD)/libload.a
 LOAD_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(filter-out tools/load/main.c,$(wildcard tools/load/*.c)))
 
-PROGS = $(BIN)/market-server $(BIN)/market-seed $(BIN)/market-load \
-        $(patsubst tools/market_%.c,$(BIN)/market-%,$(filter-out tools/market_seed.c,$(wildcard tools/market_*.c)))
+PROGS = $(BIN)/market-server $(BIN)/market-seed $(BIN)/market-load
 UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 INTEG_TESTS = $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
 HELPER_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/helpers/*.c))
