@@ -186,7 +186,7 @@ static json_t *json_cmd_delta(const load_cmdstats *cb, const load_cmdstats *ca) 
 static json_t *json_status(const load_counts *k, const load_verdict *v) {
     json_t *by = json_object();
     for (int s = 100; by && s < 600; s++) {
-        char code[8];
+        char code[12];
         snprintf(code, sizeof code, "%d", s);
         if (k->by_code[s] && set(by, code, jcount(k->by_code[s])) < 0) {
             json_decref(by);
