@@ -600,8 +600,7 @@ static int funds_from_replies(const struct userkeys *keys, redisReply **rep,
  * the scan may be missed. Returns MARKET_OK, or ERR_INVALID, ERR_STORE
  * (Redis failed, or funds that are not a whole number), ERR_NOMEM, with
  * *out NULL and *n 0. */
-int market_players_scan(market_conn *c, const char *match, market_player_funds **out,
-                        size_t *n) {
+int market_players_scan(market_conn *c, const char *match, market_player_funds **out, size_t *n) {
     if (!out || !n) return MARKET_ERR_INVALID;
     *out = NULL;
     *n = 0;

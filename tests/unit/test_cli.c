@@ -33,8 +33,8 @@ static void test_u64_out_of_range_leaves_out(void **state) {
 
 static void test_u64_refuses_what_strtoull_takes(void **state) {
     (void)state;
-    static const char *const bad[] = {"",  "-1", "+1", " 1", "1 ", "0x10", "1e3", "1.0",
-                                      "a", "1a", "--", "\t7"};
+    static const char *const bad[] = {"",    "-1",  "+1", " 1", "1 ", "0x10",
+                                      "1e3", "1.0", "a",  "1a", "--", "\t7"};
     uint64_t v = 42;
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         if (cli_parse_u64(bad[i], 0, UINT64_MAX, &v) != CLI_ERR_SYNTAX)
@@ -66,8 +66,8 @@ static void test_seconds_decimals(void **state) {
 static void test_seconds_refused(void **state) {
     (void)state;
     double d = 7;
-    static const char *const syntax[] = {"", ".", "-1", "+1", "1e3", "10s", "inf", "nan",
-                                         "1.2.3", " 1", "0x10"};
+    static const char *const syntax[] = {"",    ".",   "-1",    "+1", "1e3", "10s",
+                                         "inf", "nan", "1.2.3", " 1", "0x10"};
     for (size_t i = 0; i < sizeof syntax / sizeof *syntax; i++) {
         if (cli_parse_seconds(syntax[i], 86400, &d) != CLI_ERR_SYNTAX)
             fail_msg("'%s' was not refused as a syntax error", syntax[i]);

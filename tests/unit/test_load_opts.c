@@ -85,12 +85,17 @@ static void test_every_flag(void **state) {
     (void)state;
     static load_opts o;
     char why[256];
-    const char *args[] = {"--url",         "http://h:1",    "--redis",    "redis://r:2/0",
-                          "--buyers",      "100000",        "--duration", "0.5",
-                          "--mix",         "contended",     "--players",  "p[0-9]*",
-                          "--seed",        "18446744073709551615",        "--auth-secret",
-                          "k",             "--timeout-ms",  "3600000",    "--json",
-                          "out.json",      "--quiet",       NULL};
+    const char *args[] = {"--url",         "http://h:1",
+                          "--redis",       "redis://r:2/0",
+                          "--buyers",      "100000",
+                          "--duration",    "0.5",
+                          "--mix",         "contended",
+                          "--players",     "p[0-9]*",
+                          "--seed",        "18446744073709551615",
+                          "--auth-secret", "k",
+                          "--timeout-ms",  "3600000",
+                          "--json",        "out.json",
+                          "--quiet",       NULL};
     assert_int_equal(parse(&o, &no_env, args, why, sizeof why), 0);
     assert_string_equal(o.url, "http://h:1");
     assert_string_equal(o.redis, "redis://r:2/0");
@@ -137,12 +142,11 @@ static void test_bad_values_name_flag_and_value(void **state) {
     static const struct {
         const char *flag, *value;
     } bad[] = {
-        {"--buyers", "0"},        {"--buyers", "100001"},  {"--buyers", "-4"},
-        {"--buyers", "4x"},       {"--requests", "0"},     {"--requests", "1000000001"},
-        {"--duration", "0"},      {"--duration", "86401"}, {"--duration", "1e2"},
-        {"--duration", "10s"},    {"--mix", "most"},       {"--seed", "18446744073709551616"},
-        {"--timeout-ms", "0"},    {"--timeout-ms", "3600001"},
-        {"--hold-connections", "0"},
+        {"--buyers", "0"},     {"--buyers", "100001"},      {"--buyers", "-4"},
+        {"--buyers", "4x"},    {"--requests", "0"},         {"--requests", "1000000001"},
+        {"--duration", "0"},   {"--duration", "86401"},     {"--duration", "1e2"},
+        {"--duration", "10s"}, {"--mix", "most"},           {"--seed", "18446744073709551616"},
+        {"--timeout-ms", "0"}, {"--timeout-ms", "3600001"}, {"--hold-connections", "0"},
     };
     static load_opts o;
     char why[256], want[256];
@@ -238,9 +242,18 @@ static void test_usage_names_every_flag(void **state) {
     assert_non_null(f);
     load_usage(f);
     assert_int_equal(fclose(f), 0);
-    static const char *const flags[] = {"--url",      "--redis",   "--buyers",      "--duration",
-                                        "--requests", "--mix",     "--players",     "--seed",
-                                        "--auth-secret", "--timeout-ms", "--json",  "--quiet",
+    static const char *const flags[] = {"--url",
+                                        "--redis",
+                                        "--buyers",
+                                        "--duration",
+                                        "--requests",
+                                        "--mix",
+                                        "--players",
+                                        "--seed",
+                                        "--auth-secret",
+                                        "--timeout-ms",
+                                        "--json",
+                                        "--quiet",
                                         "--hold-connections"};
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         if (!strstr(text, flags[i])) fail_msg("usage does not name %s", flags[i]);

@@ -44,14 +44,14 @@ static void test_hist_small_values_exact(void **state) {
 /* Above, every percentile is within 0.4% of the value it stands for. */
 static void test_hist_large_values_within_a_bucket(void **state) {
     (void)state;
-    static const uint64_t values[] = {257,          1000,        123456,       999999,
-                                      1000000,      2500000,     87654321,     1000000000,
-                                      123456789012, UINT64_C(1) << 45};
+    static const uint64_t values[] = {
+        257,     1000,     123456,     999999,       1000000,
+        2500000, 87654321, 1000000000, 123456789012, UINT64_C(1) << 45};
     for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
         load_hist *h = hist_new();
         load_hist_add(h, values[i]);
         load_hist_add(h, 1); /* so that the percentile is not just the max */
-        h->max = UINT64_MAX;  /* nor capped by it */
+        h->max = UINT64_MAX; /* nor capped by it */
         double got = (double)load_hist_pct(h, 100), want = (double)values[i];
         if (got < want * 0.996 || got > want * 1.004)
             fail_msg("%llu reads back as %.0f", (unsigned long long)values[i], got);
@@ -163,8 +163,7 @@ static void test_cmdstats_bounded(void **state) {
 
 /* ---- the verdict ---- */
 
-static const market_audit_report before = {.players = 10, .total_funds = 1000,
-                                           .items_listed = 100};
+static const market_audit_report before = {.players = 10, .total_funds = 1000, .items_listed = 100};
 
 static market_audit_report after_selling(size_t sold) {
     market_audit_report a = before;

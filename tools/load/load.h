@@ -347,8 +347,8 @@ typedef struct load_loop load_loop;
 /* A loop over max(buyers, hold) connections to t, asking plan for
  * purchases (NULL with hold: GET /healthz once on each), into run. The
  * arguments must outlive the loop. Returns NULL with a sentence in why. */
-load_loop *load_loop_new(const load_opts *o, const load_target *t, load_plan *plan,
-                         load_run *run, char *why, size_t whylen);
+load_loop *load_loop_new(const load_opts *o, const load_target *t, load_plan *plan, load_run *run,
+                         char *why, size_t whylen);
 
 /* Runs until the plan, the clock or a signal ends it. Returns 0, or -1 when
  * the server stopped answering altogether (run->last_error says why). */

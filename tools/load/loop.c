@@ -383,8 +383,8 @@ static void raise_fd_limit(size_t need) {
     }
 }
 
-load_loop *load_loop_new(const load_opts *o, const load_target *t, load_plan *plan,
-                         load_run *run, char *why, size_t whylen) {
+load_loop *load_loop_new(const load_opts *o, const load_target *t, load_plan *plan, load_run *run,
+                         char *why, size_t whylen) {
     load_loop *l = calloc(1, sizeof *l);
     if (!l) {
         snprintf(why, whylen, "out of memory");

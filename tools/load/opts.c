@@ -63,8 +63,8 @@ static void default_targets(load_opts *o, const load_env *env) {
     if (o->redis && *o->redis) return;
     o->redis = "redis://127.0.0.1:6380/0";
     if (env->redis_port && *env->redis_port) {
-        int n = snprintf(o->redis_buf, sizeof o->redis_buf, "redis://127.0.0.1:%s/0",
-                         env->redis_port);
+        int n =
+            snprintf(o->redis_buf, sizeof o->redis_buf, "redis://127.0.0.1:%s/0", env->redis_port);
         o->redis = n > 0 && (size_t)n < sizeof o->redis_buf ? o->redis_buf : env->redis_port;
     }
 }

@@ -64,8 +64,7 @@ int load_plan_add_item(load_plan *p, const char *item, const char *seller, int64
 }
 
 int load_plan_add_player(load_plan *p, const char *id, int64_t funds) {
-    if (reserve((void **)&p->players, &p->cap_players, p->n_players, sizeof *p->players, 1024) <
-        0)
+    if (reserve((void **)&p->players, &p->cap_players, p->n_players, sizeof *p->players, 1024) < 0)
         return MARKET_ERR_NOMEM;
     load_player *t = &p->players[p->n_players];
     memset(t, 0, sizeof *t);
@@ -236,8 +235,7 @@ static int next_contended(load_plan *p, load_pick *out) {
 }
 
 int load_plan_next(load_plan *p, load_pick *out) {
-    enum load_kind kind =
-        p->mix == LOAD_MIX_CONTENDED ? LOAD_KIND_CONTENDED : LOAD_KIND_DISTINCT;
+    enum load_kind kind = p->mix == LOAD_MIX_CONTENDED ? LOAD_KIND_CONTENDED : LOAD_KIND_DISTINCT;
     if (p->mix == LOAD_MIX_MIXED) kind = (p->seq & 1) ? LOAD_KIND_CONTENDED : LOAD_KIND_DISTINCT;
     p->seq++;
     *out = (load_pick){kind, LOAD_NONE, LOAD_NONE, LOAD_NONE};

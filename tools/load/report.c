@@ -27,14 +27,13 @@ void load_report_print(FILE *f, const load_report *r) {
             load_mix_name(o->mix), o->buyers, o->url, o->seed);
     fprintf(f, "  run           %.2f s, %s: %s\n", el, run->exhausted ? "stopped early" : "stopped",
             run->stop_reason ? run->stop_reason : "-");
-    fprintf(f, "  requests      %llu (%.1f/s), %llu reconnects, %llu connect errors\n",
-            k->requests, el > 0 ? (double)k->requests / el : 0.0, k->reconnects,
-            k->connect_errors);
+    fprintf(f, "  requests      %llu (%.1f/s), %llu reconnects, %llu connect errors\n", k->requests,
+            el > 0 ? (double)k->requests / el : 0.0, k->reconnects, k->connect_errors);
     fprintf(f,
             "  outcomes      200: %llu  401: %llu  402: %llu  403: %llu  404: %llu  409: %llu  "
             "503: %llu  other: %llu  transport errors: %llu\n",
-            ok, k->by_code[401], k->by_code[402], k->by_code[403], k->by_code[404],
-            k->by_code[409], k->by_code[503], load_counts_other(k), k->transport);
+            ok, k->by_code[401], k->by_code[402], k->by_code[403], k->by_code[404], k->by_code[409],
+            k->by_code[503], load_counts_other(k), k->transport);
     if (k->by_code[401])
         fprintf(f, "  401           %llu unauthorized: %s\n", k->by_code[401],
                 o->auth_secret ? "the server's secret is not the one given (--auth-secret or "
@@ -50,7 +49,8 @@ void load_report_print(FILE *f, const load_report *r) {
                    "market-seed --generate ...,funds=F)\n");
     if (k->transport && run->last_error[0]) fprintf(f, "  last error    %s\n", run->last_error);
     if (run->settle_ms)
-        fprintf(f, "  settle        waited %.1f s for the store to stop changing before the audit\n",
+        fprintf(f,
+                "  settle        waited %.1f s for the store to stop changing before the audit\n",
                 (double)run->settle_ms / 1000);
     if (r->plan->unaffordable)
         fprintf(f, "  skipped       %llu items nobody could pay for\n", r->plan->unaffordable);
@@ -103,8 +103,7 @@ static json_t *jreal(double x, int places) {
 }
 
 static json_t *jcount(unsigned long long n) {
-    return json_integer(n > (unsigned long long)JINT_MAX ? JINT_MAX
-                                                                 : (json_int_t)n);
+    return json_integer(n > (unsigned long long)JINT_MAX ? JINT_MAX : (json_int_t)n);
 }
 
 /* s as a JSON string; bytes that are not UTF-8 (a --players glob, say, is
@@ -193,13 +192,12 @@ static json_t *json_status(const load_counts *k, const load_verdict *v) {
             return NULL;
         }
     }
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "200",
-                     jcount(k->by_code[200]), "401", jcount(k->by_code[401]), "402",
-                     jcount(k->by_code[402]), "403", jcount(k->by_code[403]), "404",
-                     jcount(k->by_code[404]), "409", jcount(k->by_code[409]), "503",
-                     jcount(k->by_code[503]), "other", jcount(load_counts_other(k)),
-                     "transport_errors", jcount(k->transport), "errors", jcount(v->errors),
-                     "by_code", by);
+    return json_pack(
+        "{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "200", jcount(k->by_code[200]),
+        "401", jcount(k->by_code[401]), "402", jcount(k->by_code[402]), "403",
+        jcount(k->by_code[403]), "404", jcount(k->by_code[404]), "409", jcount(k->by_code[409]),
+        "503", jcount(k->by_code[503]), "other", jcount(load_counts_other(k)), "transport_errors",
+        jcount(k->transport), "errors", jcount(v->errors), "by_code", by);
 }
 
 json_t *load_report_json(const load_report *r) {
@@ -224,8 +222,8 @@ json_t *load_report_json(const load_report *r) {
                   jstr_or_null(o->players)));
     set(j, "setup",
         json_pack("{s:I, s:I, s:I, s:I}", "players", (json_int_t)r->plan->n_players, "listed",
-                  (json_int_t)r->plan->n_items, "contended_window",
-                  (json_int_t)r->plan->n_window, "contended_pool", (json_int_t)r->plan->n_pool));
+                  (json_int_t)r->plan->n_items, "contended_window", (json_int_t)r->plan->n_window,
+                  "contended_pool", (json_int_t)r->plan->n_pool));
     set(j, "run",
         json_pack("{s:o, s:o, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o}", "elapsed_s",
                   jreal(el, 4), "stop_reason", jstr(run->stop_reason ? run->stop_reason : ""),
@@ -236,8 +234,8 @@ json_t *load_report_json(const load_report *r) {
                   "unaffordable_skipped", jcount(r->plan->unaffordable), "settle_ms",
                   (json_int_t)run->settle_ms, "last_error", jstr(run->last_error)));
     set(j, "status", json_status(k, v));
-    set(j, "latency_ms", json_pack("{s:o, s:o}", "all", json_hist(&run->all), "ok",
-                                   json_hist(&run->ok)));
+    set(j, "latency_ms",
+        json_pack("{s:o, s:o}", "all", json_hist(&run->all), "ok", json_hist(&run->ok)));
     set(j, "redis_commands", json_integer(cmds));
     set(j, "redis_commands_per_purchase", per ? jreal(per_purchase, 3) : json_null());
     set(j, "redis",
@@ -248,18 +246,18 @@ json_t *load_report_json(const load_report *r) {
                   "commandstats_before", json_cmdstats(r->cb), "commandstats_after",
                   json_cmdstats(r->ca)));
     set(j, "invariants",
-        json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:o, s:o}", "ok", v->ok,
-                  "funds_conserved", v->funds, "no_negative_funds", v->negative,
-                  "items_in_one_place", v->one_place, "items_total_unchanged", v->total,
-                  "purchases_match", v->purchases, "items_left_market", (json_int_t)v->left,
-                  "before", json_audit(r->before), "after", json_audit(r->after)));
-    set(j, "result", json_pack("{s:i, s:o}", "exit", load_verdict_exit(v), "failed",
-                               jstr_or_null(v->failed)));
+        json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:o, s:o}", "ok", v->ok, "funds_conserved",
+                  v->funds, "no_negative_funds", v->negative, "items_in_one_place", v->one_place,
+                  "items_total_unchanged", v->total, "purchases_match", v->purchases,
+                  "items_left_market", (json_int_t)v->left, "before", json_audit(r->before),
+                  "after", json_audit(r->after)));
+    set(j, "result",
+        json_pack("{s:i, s:o}", "exit", load_verdict_exit(v), "failed", jstr_or_null(v->failed)));
     /* set() fails only out of memory; a report with a section missing is no report. */
-    static const char *const sections[] = {"tool",       "config",         "setup",
-                                           "run",        "status",         "latency_ms",
-                                           "redis_commands", "redis_commands_per_purchase",
-                                           "redis",      "invariants",     "result"};
+    static const char *const sections[] = {
+        "tool",   "config",     "setup",          "run",
+        "status", "latency_ms", "redis_commands", "redis_commands_per_purchase",
+        "redis",  "invariants", "result"};
     for (size_t i = 0; j && i < sizeof sections / sizeof *sections; i++)
         if (!json_object_get(j, sections[i])) {
             json_decref(j);
