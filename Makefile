@@ -40,14 +40,20 @@ REAL_CPPFLAGS = -I. -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(CPPFLAGS)
 REAL_CFLAGS = $(WARN) $(OPT) $(DEBUG) $(SANFLAGS) -pthread -MMD -MP $(PKG_CFLAGS) $(CFLAGS)
 REAL_LDFLAGS = $(SANFLAGS) -pthread $(LDFLAGS)
 
-MODULES = lock market api server
+MODULES = cli lock market api server
 # Module archives in link order: a module uses only those after it.
-LIBS_ALL = $(BUILD)/libserver.a $(BUILD)/libapi.a $(BUILD)/libmarket.a $(BUILD)/liblock.a
+LIBS_ALL = $(BUILD)/libserver.a $(BUILD)/libapi.a $(BUILD)/libmarket.a $(BUILD)/liblock.a \
+           $(BUILD)/libcli.a
 
 lib_srcs = $(filter-out server/main.c,$(wildcard $(1)/*.c))
 lib_objs = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1)))
 
-PROGS = $(BIN)/market-server $(BIN)/market-seed $(patsubst tools/market_%.c,$(BIN)/market-%,$(filter-out tools/market_seed.c,$(wildcard tools/market_*.c)))
+# market-load is a folder: tools/load/main.c over libload.a, the rest of its
+# files, which its unit tests (tests/unit/test_load_*.c) link too.
+LOAD_LIB = $(BUILD)/libload.a
+LOAD_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(filter-out tools/load/main.c,$(wildcard tools/load/*.c)))
+
+PROGS = $(BIN)/market-server $(BIN)/market-seed $(BIN)/market-load
 UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 INTEG_TESTS = $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
 HELPER_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/helpers/*.c))
@@ -79,6 +85,18 @@ $(BIN)/market-server: $(BUILD)/server/main.o $(LIBS_ALL)
 $(BIN)/market-%: $(BUILD)/tools/market_%.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(REAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+$(LOAD_LIB): $(LOAD_OBJS)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(BIN)/market-load: $(BUILD)/tools/load/main.o $(LOAD_LIB) $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+$(BUILD)/tests/test_load_%: $(BUILD)/tests/unit/test_load_%.o $(HELPER_OBJS) $(LOAD_LIB) $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS) -lm
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(HELPER_OBJS) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
@@ -153,7 +171,7 @@ clean:
 	rm -rf build bin
 
 format:
-	clang-format -i $(wildcard */*.c */*.h tests/*/*.c tests/*/*.h)
+	clang-format -i $(wildcard */*.c */*.h tools/*/*.c tools/*/*.h tests/*/*.c tests/*/*.h)
 
 .SECONDARY:
 

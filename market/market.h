@@ -139,6 +139,12 @@ typedef struct market_player {
     size_t n_inventory;
 } market_player;
 
+/* A player's id and funds, as market_players_scan() reads them. */
+typedef struct market_player_funds {
+    char id[MARKET_ID_MAX + 1];
+    int64_t funds;
+} market_player_funds;
+
 typedef struct market_listing {
     char item[MARKET_ID_MAX + 1];
     char seller[MARKET_ID_MAX + 1];
@@ -209,6 +215,9 @@ int market_listings(market_conn *c, size_t offset, size_t limit, market_listing 
 int market_ping(market_conn *c);
 int market_health(market_conn *c, char *why, size_t whylen);
 int market_audit(market_conn *c, market_audit_report *out);
+int market_players_scan(market_conn *c, const char *match, market_player_funds **out,
+                        size_t *n);
+int market_store_info(market_conn *c, const char *section, char **out);
 
 /* ---- seeding ---- */
 

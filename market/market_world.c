@@ -5,9 +5,12 @@
  * player) before anything is written, and written in one MULTI/EXEC, so a bad
  * world writes nothing. market_audit() reads the whole store back to check
  * the invariants: funds conserved, none negative, every item in one place.
+ * market_players_scan() and market_store_info() read the players and the
+ * store's counters for tools (market-load) without their knowing the keys.
  */
 #include "market/market.h"
 
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,5 +472,189 @@ out:
     keylist_free(&users);
     keylist_free(&invs);
     free(items.ids);
+    return rc;
+}
+
+/* ---- reading players and the store's counters ---- */
+
+#define USERS_PREFIX "users:"
+#define USERS_PREFIX_LEN 6
+
+/* The keys of the players one SCAN page chose: "users:<id>". */
+struct userkeys {
+    char (*keys)[MARKET__KEY_MAX];
+    size_t n, cap;
+};
+
+/* One command's argv in a pipeline that market_players_scan() builds. */
+struct argv6 {
+    const char *v[6];
+};
+
+/* The arrays market__pipeline_argv() takes, for up to cap commands. */
+struct pipe {
+    int *argc;
+    const char ***argv;
+    struct argv6 *cmd;
+    redisReply **rep;
+    size_t cap;
+};
+
+static void pipe_free(struct pipe *p) {
+    free(p->argc);
+    free(p->argv);
+    free(p->cmd);
+    free(p->rep);
+}
+
+static int pipe_reserve(struct pipe *p, size_t n) {
+    if (n <= p->cap) return MARKET_OK;
+    size_t ncap = p->cap ? p->cap * 2 : 64;
+    while (ncap < n)
+        ncap *= 2;
+    int *argc = realloc(p->argc, ncap * sizeof *argc);
+    if (argc) p->argc = argc;
+    const char ***argv = realloc(p->argv, ncap * sizeof *argv);
+    if (argv) p->argv = argv;
+    struct argv6 *cmd = realloc(p->cmd, ncap * sizeof *cmd);
+    if (cmd) p->cmd = cmd;
+    redisReply **rep = realloc(p->rep, ncap * sizeof *rep);
+    if (rep) p->rep = rep;
+    if (!argc || !argv || !cmd || !rep) return MARKET_ERR_NOMEM;
+    p->cap = ncap;
+    return MARKET_OK;
+}
+
+/* Reads a SCAN reply: the next cursor into cursor, and into next the keys of
+ * the players whose id is valid and matches match (NULL: every one). */
+static int userkeys_from_scan(const redisReply *r, char *cursor, size_t cursorlen,
+                              const char *match, struct userkeys *next) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY ||
+        r->element[0]->len >= cursorlen)
+        return MARKET_ERR_STORE;
+    memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
+    const redisReply *ks = r->element[1];
+    next->n = 0;
+    if (grow((void **)&next->keys, &next->cap, ks->elements, sizeof *next->keys) < 0)
+        return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < ks->elements; i++) {
+        const redisReply *k = ks->element[i];
+        if (k->type != REDIS_REPLY_STRING || k->len <= USERS_PREFIX_LEN ||
+            k->len - USERS_PREFIX_LEN > MARKET_ID_MAX)
+            continue;
+        char *key = next->keys[next->n];
+        memcpy(key, k->str, k->len);
+        key[k->len] = '\0';
+        const char *id = key + USERS_PREFIX_LEN;
+        if (!market_id_valid(id) || (match && fnmatch(match, id, 0) != 0)) continue;
+        next->n++;
+    }
+    return MARKET_OK;
+}
+
+/* Appends the players of keys whose funds reply (rep[i]) holds funds; nil
+ * (the player went away, or has no funds field) is skipped. */
+static int funds_from_replies(const struct userkeys *keys, redisReply **rep,
+                              market_player_funds **out, size_t *n, size_t *cap) {
+    if (grow((void **)out, cap, *n + keys->n, sizeof **out) < 0) return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < keys->n; i++) {
+        const redisReply *r = rep[i];
+        if (r->type == REDIS_REPLY_NIL) continue;
+        market_player_funds *p = &(*out)[*n];
+        if (r->type != REDIS_REPLY_STRING || market__parse_i64(r->str, r->len, &p->funds) < 0)
+            return MARKET_ERR_STORE;
+        snprintf(p->id, sizeof p->id, "%s", keys->keys[i] + USERS_PREFIX_LEN);
+        (*n)++;
+    }
+    return MARKET_OK;
+}
+
+/* Reads every player (SCAN users:*, no lock) whose id matches the fnmatch(3)
+ * pattern match (NULL: every player) with its funds into *out (new; caller
+ * frees with free(); NULL when there are none), in SCAN order. Each round trip
+ * is one pipeline: the funds (HGET) of the players the previous SCAN page
+ * chose, and the next page. A player whose hash goes away meanwhile, or has
+ * no funds field, is left out; keys whose id is not valid are ignored.
+ * Meant for load tests and tools on a quiet market: a player added during
+ * the scan may be missed. Returns MARKET_OK, or ERR_INVALID, ERR_STORE
+ * (Redis failed, or funds that are not a whole number), ERR_NOMEM, with
+ * *out NULL and *n 0. */
+int market_players_scan(market_conn *c, const char *match, market_player_funds **out, size_t *n) {
+    if (!out || !n) return MARKET_ERR_INVALID;
+    *out = NULL;
+    *n = 0;
+    if (!c) return MARKET_ERR_INVALID;
+    struct userkeys cur = {0}, next = {0};
+    struct pipe p = {0};
+    market_player_funds *got = NULL;
+    size_t n_got = 0, cap_got = 0;
+    char cursor[32] = "0";
+    int scanning = 1, rc = MARKET_OK;
+    while (rc == MARKET_OK && (scanning || cur.n)) {
+        size_t ncmd = cur.n + (scanning ? 1 : 0);
+        if ((rc = pipe_reserve(&p, ncmd)) < 0) break;
+        for (size_t i = 0; i < cur.n; i++) {
+            p.cmd[i] = (struct argv6){{"HGET", cur.keys[i], "funds"}};
+            p.argc[i] = 3;
+        }
+        if (scanning) {
+            p.cmd[cur.n] =
+                (struct argv6){{"SCAN", cursor, "MATCH", USERS_PREFIX "*", "COUNT", SCAN_COUNT}};
+            p.argc[cur.n] = 6;
+        }
+        for (size_t i = 0; i < ncmd; i++)
+            p.argv[i] = p.cmd[i].v;
+        if ((rc = market__pipeline_argv(c, ncmd, p.argc, p.argv, p.rep)) < 0) break;
+        rc = funds_from_replies(&cur, p.rep, &got, &n_got, &cap_got);
+        next.n = 0;
+        if (rc == MARKET_OK && scanning) {
+            rc = userkeys_from_scan(p.rep[cur.n], cursor, sizeof cursor, match, &next);
+            scanning = strcmp(cursor, "0") != 0;
+        }
+        market__replies_free(p.rep, ncmd);
+        struct userkeys t = cur;
+        cur = next;
+        next = t;
+    }
+    free(cur.keys);
+    free(next.keys);
+    pipe_free(&p);
+    if (rc < 0) {
+        free(got);
+        return rc;
+    }
+    if (n_got == 0) {
+        free(got);
+        got = NULL;
+    }
+    *out = got;
+    *n = n_got;
+    return MARKET_OK;
+}
+
+/* Reads the store's INFO text for section (e.g. "commandstats"; NULL: the
+ * default sections) into *out (new, NUL-terminated; caller frees with
+ * free()). Returns MARKET_OK, or ERR_INVALID, ERR_STORE, ERR_NOMEM with *out
+ * NULL. */
+int market_store_info(market_conn *c, const char *section, char **out) {
+    if (!out) return MARKET_ERR_INVALID;
+    *out = NULL;
+    if (!c) return MARKET_ERR_INVALID;
+    const char *argv[2] = {"INFO", section};
+    const char **cmds[1] = {argv};
+    int argc[1] = {section ? 2 : 1};
+    redisReply *rep[1] = {NULL};
+    int rc = market__pipeline_argv(c, 1, argc, cmds, rep);
+    if (rc < 0) return rc;
+    if (rep[0]->type != REDIS_REPLY_STRING)
+        rc = MARKET_ERR_STORE;
+    else if (!(*out = malloc(rep[0]->len + 1)))
+        rc = MARKET_ERR_NOMEM;
+    else {
+        memcpy(*out, rep[0]->str, rep[0]->len);
+        (*out)[rep[0]->len] = '\0';
+    }
+    market__replies_free(rep, 1);
     return rc;
 }

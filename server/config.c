@@ -6,12 +6,13 @@
  */
 #include "server/server.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "cli/cli.h"
 
 /* Fills cfg with the defaults. This function can't fail. */
 void server_config_defaults(server_config *cfg) {
@@ -58,17 +59,6 @@ void server_usage(const char *prog) {
            prog);
 }
 
-static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi,
-                      unsigned long long *out) {
-    if (!s || !*s || *s == '-' || *s == '+') return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
 enum opt_id {
     OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_LOCK_REDIS, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
     OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_SECRET, OPT_NOAUTH, OPT_PERIP,
@@ -103,7 +93,7 @@ static const struct {
 };
 
 static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
-    unsigned long long n;
+    uint64_t n;
     switch (id) {
     case OPT_LISTEN:
         return snprintf(cfg->listen, sizeof cfg->listen, "%s", v) < (int)sizeof cfg->listen ? 0 : -1;
@@ -126,31 +116,31 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
         snprintf(cfg->strategy, sizeof cfg->strategy, "%s", v);
         return 0;
     case OPT_BATCH:
-        if (parse_uint(v, 1, 256, &n) < 0) return -1;
+        if (cli_parse_u64(v, 1, 256, &n) < 0) return -1;
         cfg->batch_max = (unsigned)n;
         return 0;
     case OPT_TTL:
-        if (parse_uint(v, 1, UINT32_MAX, &n) < 0) return -1;
+        if (cli_parse_u64(v, 1, UINT32_MAX, &n) < 0) return -1;
         cfg->lock_ttl_ms = (uint32_t)n;
         return 0;
     case OPT_ACQUIRE:
-        if (parse_uint(v, 0, UINT32_MAX, &n) < 0) return -1;
+        if (cli_parse_u64(v, 0, UINT32_MAX, &n) < 0) return -1;
         cfg->acquire_timeout_ms = (uint32_t)n;
         return 0;
     case OPT_REDIS_TIMEOUT:
-        if (parse_uint(v, 1, 3600000, &n) < 0) return -1;
+        if (cli_parse_u64(v, 1, 3600000, &n) < 0) return -1;
         cfg->redis_timeout_ms = (int)n;
         return 0;
     case OPT_THREADS:
-        if (parse_uint(v, 0, 1024, &n) < 0) return -1;
+        if (cli_parse_u64(v, 0, 1024, &n) < 0) return -1;
         cfg->threads = (unsigned)n;
         return 0;
     case OPT_MAXCONN:
-        if (parse_uint(v, 1, 1000000, &n) < 0) return -1;
+        if (cli_parse_u64(v, 1, 1000000, &n) < 0) return -1;
         cfg->max_connections = (unsigned)n;
         return 0;
     case OPT_CONNTIMEOUT:
-        if (parse_uint(v, 0, 86400, &n) < 0) return -1;
+        if (cli_parse_u64(v, 0, 86400, &n) < 0) return -1;
         cfg->connection_timeout_s = (unsigned)n;
         return 0;
     case OPT_LOGLEVEL: {
@@ -163,7 +153,7 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
         return -1;
     }
     case OPT_STALL:
-        if (parse_uint(v, 0, 600000, &n) < 0) return -1;
+        if (cli_parse_u64(v, 0, 600000, &n) < 0) return -1;
         cfg->test_stall_ms = (uint32_t)n;
         return 0;
     case OPT_SECRET:
@@ -177,11 +167,11 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
         cfg->no_auth = v[0] == '1';
         return 0;
     case OPT_PERIP:
-        if (parse_uint(v, 0, 1000000, &n) < 0) return -1;
+        if (cli_parse_u64(v, 0, 1000000, &n) < 0) return -1;
         cfg->per_ip_connections = (unsigned)n;
         return 0;
     case OPT_CONNMEM:
-        if (parse_uint(v, 4096, 16 * 1024 * 1024, &n) < 0) return -1;
+        if (cli_parse_u64(v, 4096, 16 * 1024 * 1024, &n) < 0) return -1;
         cfg->connection_memory = (size_t)n;
         return 0;
     case OPT_REUSEPORT: /* a flag; from the environment, "1" or "0" */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "cli/cli.h"
 #include "lock/lock.h"
 #include "market/market.h"
 
@@ -70,21 +71,14 @@ fail:
     return NULL;
 }
 
-static int parse_num(const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
+#define GEN_UNSET UINT64_MAX /* players= or items= not given */
 
 struct gen {
-    long long players, items, funds, lo, hi, seed;
+    uint64_t players, items, funds, lo, hi, seed;
 };
 
 static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
-    *g = (struct gen){-1, -1, 100000, 1, 1000, 1};
+    *g = (struct gen){GEN_UNSET, GEN_UNSET, 100000, 1, 1000, 1};
     char *save = NULL;
     for (char *kv = strtok_r(spec, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
@@ -93,26 +87,26 @@ static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
         const char *k = kv, *v = eq + 1;
         int rc;
         if (strcmp(k, "players") == 0)
-            rc = parse_num(v, 1, 100000000, &g->players);
+            rc = cli_parse_u64(v, 1, 100000000, &g->players);
         else if (strcmp(k, "items") == 0)
-            rc = parse_num(v, 0, 100000000, &g->items);
+            rc = cli_parse_u64(v, 0, 100000000, &g->items);
         else if (strcmp(k, "funds") == 0)
-            rc = parse_num(v, 0, INT64_MAX, &g->funds);
+            rc = cli_parse_u64(v, 0, INT64_MAX, &g->funds);
         else if (strcmp(k, "seed") == 0)
-            rc = parse_num(v, 0, INT64_MAX, &g->seed);
+            rc = cli_parse_u64(v, 0, INT64_MAX, &g->seed);
         else if (strcmp(k, "prices") == 0) {
             char *dash = strchr(v, '-');
             if (!dash) goto bad;
             *dash = '\0';
-            rc = parse_num(v, 1, MARKET_PRICE_MAX, &g->lo) < 0 ||
-                         parse_num(dash + 1, 1, MARKET_PRICE_MAX, &g->hi) < 0 || g->hi < g->lo
+            rc = cli_parse_u64(v, 1, MARKET_PRICE_MAX, &g->lo) < 0 ||
+                         cli_parse_u64(dash + 1, 1, MARKET_PRICE_MAX, &g->hi) < 0 || g->hi < g->lo
                      ? -1
                      : 0;
         } else
             goto bad;
         if (rc < 0) goto bad;
     }
-    if (g->players < 0 || g->items < 0) {
+    if (g->players == GEN_UNSET || g->items == GEN_UNSET) {
         snprintf(why, whylen, "--generate needs players=N and items=M");
         return -1;
     }
@@ -182,8 +176,8 @@ int main(int argc, char **argv) {
         struct gen g;
         if (parse_generate(generate, &g, why, sizeof why) < 0) goto fail;
         if (!(w = market_world_new())) goto oom;
-        err = market_world_generate(w, (size_t)g.players, (size_t)g.items, g.funds, g.lo, g.hi,
-                                    (uint64_t)g.seed);
+        err = market_world_generate(w, (size_t)g.players, (size_t)g.items, (int64_t)g.funds,
+                                    (int64_t)g.lo, (int64_t)g.hi, g.seed);
         if (err < 0) {
             snprintf(why, sizeof why, "cannot generate: %s", market_strerror(err));
             goto fail;

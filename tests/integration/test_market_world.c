@@ -1,0 +1,314 @@
+/* test_market_world.c - market/'s readers for tools against a real redis-server:
+ * market_players_scan() (players and funds, over many SCAN pages, filtered,
+ * through AUTH and SELECT) and market_store_info() (the store's counters).
+ */
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "lock/lock.h"
+#include "market/market.h"
+#include "tests/helpers/redis_proc.h"
+
+#define MANY 2500 /* players: several SCAN pages (COUNT 1000) */
+
+static th_redis redis;
+
+struct fx {
+    lock_client *lock;
+    market *m;
+    market_conn *c;
+};
+
+/* ---- helpers ---- */
+
+static void fx_open(struct fx *f, const char *url) {
+    market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
+    assert_int_equal(lock_redis_addr_parse(url, &cfg.redis), LOCK_OK);
+    int err = 0;
+    assert_non_null(f->lock = lock_local_new(&err));
+    assert_non_null(f->m = market_new(&cfg, f->lock, &err));
+    assert_non_null(f->c = market_conn_new(f->m, &err));
+}
+
+static void fx_close(struct fx *f) {
+    market_conn_free(f->c);
+    market_free(f->m);
+    lock_free(f->lock);
+    memset(f, 0, sizeof *f);
+}
+
+/* Player i of a world of n: id "p<i>", funds 3 * i + 1 (each its own). */
+static int64_t funds_of(size_t i) {
+    return 3 * (int64_t)i + 1;
+}
+
+/* Replaces the store with n players p0.. (funds_of) and one listing. */
+static void seed_players(market_conn *c, size_t n) {
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    char id[32];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(id, sizeof id, "p%zu", i);
+        assert_int_equal(market_world_add_player(w, id, NULL, funds_of(i)), MARKET_OK);
+    }
+    assert_int_equal(market_world_add_listing(w, "p0", "axe", 5), MARKET_OK);
+    assert_int_equal(market_world_store(c, w, 1), MARKET_OK);
+    market_world_free(w);
+}
+
+/* Runs one command on the test's redis-server, without market/. */
+static void raw(const char *const *argv, int argc) {
+    redisContext *r = redisConnect("127.0.0.1", redis.port);
+    assert_true(r && !r->err);
+    redisReply *rep = redisCommandArgv(r, argc, (const char **)argv, NULL);
+    assert_non_null(rep);
+    assert_int_not_equal(rep->type, REDIS_REPLY_ERROR);
+    freeReplyObject(rep);
+    redisFree(r);
+}
+
+/* Checks that got[0..n) are exactly the players p<i> (i < world) whose id
+ * matches match (NULL: all), each once and with its own funds. */
+static void assert_players(const market_player_funds *got, size_t n, size_t world,
+                           const char *match) {
+    unsigned char *seen = calloc(world, 1);
+    assert_non_null(seen);
+    for (size_t k = 0; k < n; k++) {
+        char *end;
+        assert_int_equal(got[k].id[0], 'p');
+        unsigned long i = strtoul(got[k].id + 1, &end, 10);
+        assert_true(*end == '\0' && i < world);
+        if (seen[i]) fail_msg("player %s read twice", got[k].id);
+        seen[i] = 1;
+        assert_true(got[k].funds == funds_of(i));
+    }
+    size_t want = 0;
+    char id[32];
+    for (size_t i = 0; i < world; i++) {
+        snprintf(id, sizeof id, "p%zu", i);
+        if (!match || fnmatch(match, id, 0) == 0) {
+            want++;
+            if (!seen[i]) fail_msg("player %s not read", id);
+        }
+    }
+    assert_int_equal(n, want);
+    free(seen);
+}
+
+/* calls=N of cmdstat_<name> in an INFO commandstats text; 0 when absent. */
+static long long calls_of(const char *info, const char *name) {
+    char tag[64];
+    snprintf(tag, sizeof tag, "cmdstat_%s:calls=", name);
+    const char *p = strstr(info, tag);
+    return p ? strtoll(p + strlen(tag), NULL, 10) : 0;
+}
+
+static int fx_setup(void **state) {
+    struct fx *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    fx_open(f, redis.url);
+    *state = f;
+    return 0;
+}
+
+static int fx_teardown(void **state) {
+    struct fx *f = *state;
+    fx_close(f);
+    free(f);
+    return 0;
+}
+
+/* ---- market_players_scan ---- */
+
+static void test_players_scan_reads_every_player_once_with_funds(void **state) {
+    struct fx *f = *state;
+    seed_players(f->c, MANY);
+    market_player_funds *got = NULL;
+    size_t n = 0;
+    assert_int_equal(market_players_scan(f->c, NULL, &got, &n), MARKET_OK);
+    assert_players(got, n, MANY, NULL);
+    free(got);
+}
+
+/* Only the players chosen are read, and only their funds are asked for. */
+static void test_players_scan_match_reads_only_matching_funds(void **state) {
+    struct fx *f = *state;
+    seed_players(f->c, MANY);
+    char *before = NULL, *after = NULL;
+    assert_int_equal(market_store_info(f->c, "commandstats", &before), MARKET_OK);
+    market_player_funds *got = NULL;
+    size_t n = 0;
+    assert_int_equal(market_players_scan(f->c, "p1*", &got, &n), MARKET_OK);
+    assert_int_equal(n, 1 + 10 + 100 + 1000); /* p1, p1x, p1xx, p1xxx */
+    assert_players(got, n, MANY, "p1*");
+    assert_int_equal(market_store_info(f->c, "commandstats", &after), MARKET_OK);
+    assert_int_equal(calls_of(after, "hget") - calls_of(before, "hget"), (long long)n);
+    assert_true(calls_of(after, "scan") - calls_of(before, "scan") >= 2); /* more than a page */
+    free(got);
+    free(before);
+    free(after);
+}
+
+static void test_players_scan_no_match_and_empty_store(void **state) {
+    struct fx *f = *state;
+    seed_players(f->c, 10);
+    market_player_funds *got = (void *)1;
+    size_t n = 99;
+    assert_int_equal(market_players_scan(f->c, "nobody*", &got, &n), MARKET_OK);
+    assert_null(got);
+    assert_int_equal(n, 0);
+    market_world *empty = market_world_new(); /* stored with reset: an empty store */
+    assert_non_null(empty);
+    assert_int_equal(market_world_store(f->c, empty, 1), MARKET_OK);
+    market_world_free(empty);
+    assert_int_equal(market_players_scan(f->c, NULL, &got, &n), MARKET_OK);
+    assert_null(got);
+    assert_int_equal(n, 0);
+}
+
+/* Keys that are not a valid player id are ignored, a hash without funds
+ * (a player going away) is left out, and the others are read. */
+static void test_players_scan_skips_bad_ids_and_fundless(void **state) {
+    struct fx *f = *state;
+    seed_players(f->c, 3);
+    const char *bad_id[] = {"HSET", "users:not.an.id", "funds", "7"};
+    const char *no_funds[] = {"HSET", "users:ghost", "name", "Ghost"};
+    raw(bad_id, 4);
+    raw(no_funds, 4);
+    market_player_funds *got = NULL;
+    size_t n = 0;
+    assert_int_equal(market_players_scan(f->c, NULL, &got, &n), MARKET_OK);
+    assert_players(got, n, 3, NULL);
+    free(got);
+}
+
+static void test_players_scan_garbage_funds_is_store_error(void **state) {
+    struct fx *f = *state;
+    seed_players(f->c, 3);
+    const char *garbage[] = {"HSET", "users:p1", "funds", "12abc"};
+    raw(garbage, 4);
+    market_player_funds *got = (void *)1;
+    size_t n = 99;
+    assert_int_equal(market_players_scan(f->c, NULL, &got, &n), MARKET_ERR_STORE);
+    assert_null(got);
+    assert_int_equal(n, 0);
+    const char *wrongtype[] = {"SET", "users:p1", "x"};
+    raw(wrongtype, 3);
+    assert_int_equal(market_players_scan(f->c, NULL, &got, &n), MARKET_ERR_STORE);
+    assert_null(got);
+}
+
+static void test_players_scan_invalid_arguments(void **state) {
+    struct fx *f = *state;
+    market_player_funds *got = NULL;
+    size_t n = 0;
+    assert_int_equal(market_players_scan(NULL, NULL, &got, &n), MARKET_ERR_INVALID);
+    assert_int_equal(market_players_scan(f->c, NULL, NULL, &n), MARKET_ERR_INVALID);
+    assert_int_equal(market_players_scan(f->c, NULL, &got, NULL), MARKET_ERR_INVALID);
+    char *info = NULL;
+    assert_int_equal(market_store_info(NULL, "commandstats", &info), MARKET_ERR_INVALID);
+    assert_int_equal(market_store_info(f->c, "commandstats", NULL), MARKET_ERR_INVALID);
+}
+
+/* A store nobody answers on: a prompt store error, nothing handed out. */
+static void test_readers_store_down(void **state) {
+    (void)state;
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", th_free_port());
+    struct fx f = {0};
+    fx_open(&f, url);
+    market_player_funds *got = (void *)1;
+    size_t n = 99;
+    assert_int_equal(market_players_scan(f.c, NULL, &got, &n), MARKET_ERR_STORE);
+    assert_null(got);
+    assert_int_equal(n, 0);
+    char *info = (void *)1;
+    assert_int_equal(market_store_info(f.c, "commandstats", &info), MARKET_ERR_STORE);
+    assert_null(info);
+    fx_close(&f);
+}
+
+/* The readers connect as market/ does: AUTH with the URL's password and
+ * SELECT its db, so a world in db 3 of a guarded server is read, and db 0's
+ * emptiness is not mistaken for it. */
+static void test_readers_auth_and_select(void **state) {
+    (void)state;
+    th_redis guarded = {0};
+    snprintf(guarded.extra, sizeof guarded.extra, "--requirepass pw");
+    assert_int_equal(th_redis_start(&guarded), 0);
+    char url3[96], url0[96];
+    snprintf(url3, sizeof url3, "redis://:pw@127.0.0.1:%d/3", guarded.port);
+    snprintf(url0, sizeof url0, "redis://:pw@127.0.0.1:%d/0", guarded.port);
+    struct fx f = {0};
+    fx_open(&f, url3);
+    seed_players(f.c, 20);
+    market_player_funds *got = NULL;
+    size_t n = 0;
+    assert_int_equal(market_players_scan(f.c, NULL, &got, &n), MARKET_OK);
+    assert_players(got, n, 20, NULL);
+    free(got);
+    char *info = NULL;
+    assert_int_equal(market_store_info(f.c, "keyspace", &info), MARKET_OK);
+    assert_non_null(strstr(info, "db3:keys="));
+    free(info);
+    fx_close(&f);
+    fx_open(&f, url0);
+    assert_int_equal(market_players_scan(f.c, NULL, &got, &n), MARKET_OK);
+    assert_int_equal(n, 0);
+    fx_close(&f);
+    th_redis_stop(&guarded);
+}
+
+/* ---- market_store_info ---- */
+
+static void test_store_info_counts_commands(void **state) {
+    struct fx *f = *state;
+    seed_players(f->c, 5);
+    char *a = NULL, *b = NULL;
+    assert_int_equal(market_store_info(f->c, "commandstats", &a), MARKET_OK);
+    assert_non_null(strstr(a, "# Commandstats"));
+    assert_int_equal(market_ping(f->c), MARKET_OK);
+    assert_int_equal(market_ping(f->c), MARKET_OK);
+    assert_int_equal(market_store_info(f->c, "commandstats", &b), MARKET_OK);
+    assert_int_equal(calls_of(b, "ping") - calls_of(a, "ping"), 2);
+    assert_int_equal(calls_of(b, "info") - calls_of(a, "info"), 1);
+    free(a);
+    free(b);
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    return th_redis_start(&redis);
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    th_redis_stop(&redis);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_players_scan_reads_every_player_once_with_funds,
+                                        fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_players_scan_match_reads_only_matching_funds, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_players_scan_no_match_and_empty_store, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_players_scan_skips_bad_ids_and_fundless, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_players_scan_garbage_funds_is_store_error, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_players_scan_invalid_arguments, fx_setup, fx_teardown),
+        cmocka_unit_test(test_readers_store_down),
+        cmocka_unit_test(test_readers_auth_and_select),
+        cmocka_unit_test_setup_teardown(test_store_info_counts_commands, fx_setup, fx_teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,91 @@
+/* http.c - market-load's HTTP/1.1: the requests it writes and the answer heads it reads.
+ *
+ * Pure: bytes in, bytes or a parsed head out. The service answers with
+ * Content-Length, so chunked answers are refused rather than parsed.
+ */
+#include "tools/load/load.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api/api.h"
+
+int load_http_purchase(char *out, size_t outlen, const char *host, const char *buyer,
+                       const char *seller, const char *item, const char *auth_secret) {
+    char body[3 * MARKET_ID_MAX + 64], auth[API_TOKEN_MAX + 32] = "";
+    int bl = snprintf(body, sizeof body, "{\"buyer\":\"%s\",\"seller\":\"%s\",\"item\":\"%s\"}",
+                      buyer, seller, item);
+    if (bl < 0 || (size_t)bl >= sizeof body) return LOAD_HTTP_ERR_FIT;
+    if (auth_secret) {
+        char token[API_TOKEN_MAX + 1];
+        if (api_token_make(auth_secret, buyer, token, sizeof token) != MARKET_OK)
+            return LOAD_HTTP_ERR_TOKEN;
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
+    }
+    int n = snprintf(out, outlen,
+                     "POST /purchase HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                     "%sContent-Length: %d\r\n\r\n%s",
+                     host, auth, bl, body);
+    return n < 0 || (size_t)n >= outlen ? LOAD_HTTP_ERR_FIT : n;
+}
+
+int load_http_health(char *out, size_t outlen, const char *host) {
+    int n = snprintf(out, outlen, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", host);
+    return n <= 0 || (size_t)n >= outlen ? LOAD_HTTP_ERR_FIT : n;
+}
+
+static int name_is(const char *p, size_t len, const char *name) {
+    size_t n = strlen(name);
+    return len == n && strncasecmp(p, name, n) == 0;
+}
+
+int load_http_parse_head(const char *b, size_t len, load_http_head *out) {
+    size_t end = 0;
+    for (size_t i = 0; i + 3 < len; i++)
+        if (b[i] == '\r' && b[i + 1] == '\n' && b[i + 2] == '\r' && b[i + 3] == '\n') {
+            end = i + 4;
+            break;
+        }
+    if (!end) return len > LOAD_IN_MAX / 2 ? -1 : 0;
+    if (end < 12 || strncmp(b, "HTTP/1.", 7) != 0 || b[8] != ' ') return -1;
+    int status = 0;
+    for (int i = 9; i < 12; i++) {
+        if (b[i] < '0' || b[i] > '9') return -1;
+        status = status * 10 + (b[i] - '0');
+    }
+    int http10 = b[7] == '0', keep_alive = 0, chunked = 0, close_after = 0;
+    long long clen = -1;
+    const char *line = (const char *)memchr(b, '\n', end) + 1;
+    while (line < b + end - 2) {
+        const char *eol = memchr(line, '\r', (size_t)(b + end - line));
+        const char *colon = memchr(line, ':', (size_t)(eol - line));
+        if (!colon) return -1;
+        const char *v = colon + 1;
+        while (v < eol && (*v == ' ' || *v == '\t'))
+            v++;
+        size_t nl = (size_t)(colon - line), vl = (size_t)(eol - v);
+        if (name_is(line, nl, "content-length")) {
+            clen = 0;
+            for (const char *q = v; q < eol; q++) {
+                if (*q < '0' || *q > '9' || clen > LOAD_IN_MAX) return -1;
+                clen = clen * 10 + (*q - '0');
+            }
+        } else if (name_is(line, nl, "connection")) {
+            if (vl >= 5 && strncasecmp(v, "close", 5) == 0) close_after = 1;
+            if (vl >= 10 && strncasecmp(v, "keep-alive", 10) == 0) keep_alive = 1;
+        } else if (name_is(line, nl, "transfer-encoding")) {
+            chunked = 1;
+        }
+        line = eol + 2;
+    }
+    if (chunked) return -1; /* the service sends Content-Length */
+    if (http10 && !keep_alive) close_after = 1;
+    if (status == 204 || status == 304 || (status >= 100 && status < 200)) clen = 0;
+    if (clen < 0) close_after = 1; /* body until the server closes */
+    out->status = status;
+    out->body_len = clen;
+    out->hdr_len = end;
+    out->close_after = close_after;
+    return 1;
+}

@@ -1,0 +1,359 @@
+/* load.h - market-load's parts: shared by the files of tools/load/ and their unit
+ * tests (tests/unit/test_load_*.c), included by nothing else.
+ *
+ *   opts.c    the command line: flags, make run's defaults, --url        (pure)
+ *   plan.c    the snapshot of the market, and who buys what in which order (pure)
+ *   http.c    requests written, answers' heads read                      (pure)
+ *   stats.c   latency histograms, counts, commandstats, the verdict     (pure)
+ *   report.c  the text report and the JSON one (jansson)                  (pure)
+ *   world.c   the world and the store's counters, read through market/
+ *   loop.c    the target, the probe, the epoll loop over keep-alive connections
+ *   main.c    wiring and the exit status
+ *
+ * DESIGN
+ *   One thread, one epoll set, level-triggered. A connection is CONNECTING,
+ *   READY (idle, keep-alive), BUSY (one request written, answer not complete)
+ *   or WAITING (closed, reconnect at retry_at). A request is assigned only
+ *   when a connection is READY, so with --requests K exactly K requests are
+ *   written; a request whose connection fails before the answer is a
+ *   transport error and is not re-sent (it may or may not have bought).
+ *   Requests are planned from a snapshot of the market taken before the run:
+ *   "distinct" walks a seeded permutation of every listed item and hands each
+ *   one to a player other than its seller whose (tool-side) budget covers the
+ *   price, so every distinct purchase should answer 200; "contended" keeps a
+ *   window of the ~N/4 cheapest items not yet targeted, sends random picks
+ *   from it to the N poorest players, and refills a window slot when its item
+ *   answers 200 or 404, so the fight goes on over few items until the market
+ *   is empty. Latencies go into two log-linear histograms (nanoseconds, 128
+ *   sub-buckets per power of two: every percentile is within 0.4%).
+ *   Redis INFO commandstats is read right before the first request and right
+ *   after the last answer; the tool issues nothing to Redis in between, so
+ *   the delta (INFO itself excluded) is what the service spent.
+ *
+ * Errors are values: a function that can fail returns a negative code (a
+ * market_err where market/ is involved) and, where it says so, a sentence in
+ * why; only main.c prints.
+ */
+#ifndef GM_TOOLS_LOAD_LOAD_H
+#define GM_TOOLS_LOAD_LOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include <jansson.h>
+
+#include "market/market.h"
+
+/* ---- limits and constants ---- */
+
+#define LOAD_BUYERS_MAX 100000
+#define LOAD_REQUESTS_MAX 1000000000ULL
+#define LOAD_DURATION_MAX_S 86400.0
+#define LOAD_TIMEOUT_MAX_MS 3600000
+#define LOAD_HOST_MAX 300         /* HOST[:PORT] of --url */
+#define LOAD_LISTING_CHUNK 50000  /* listings per market_listings() call */
+#define LOAD_OUT_MAX 1024         /* one request, headers included */
+#define LOAD_IN_MAX (1024 * 1024) /* the largest answer we accept */
+#define LOAD_DRAIN_MS 10000       /* wait this long for in-flight answers at the end */
+#define LOAD_DEAD_MS 5000         /* no answer for this long while failing: give up */
+#define LOAD_SETTLE_MS 300        /* audits this far apart must agree after unanswered requests */
+#define LOAD_PROBE_MS 2000        /* connect timeout of the up-front server probe */
+#define LOAD_CMDS_MAX 256         /* distinct Redis commands tracked in commandstats */
+#define LOAD_BUYER_TRIES 32       /* random draws before a linear scan for a buyer */
+#define LOAD_NONE SIZE_MAX
+
+enum load_mix { LOAD_MIX_DISTINCT, LOAD_MIX_CONTENDED, LOAD_MIX_MIXED };
+enum load_kind { LOAD_KIND_DISTINCT, LOAD_KIND_CONTENDED, LOAD_KIND_HEALTH };
+
+/* "distinct", "contended" or "mixed". Can't fail. */
+const char *load_mix_name(enum load_mix mix);
+
+/* ---- opts.c: the command line ---- */
+
+/* The environment market-load reads its defaults from (make run's variables). */
+typedef struct load_env {
+    const char *listen;      /* MARKET_LISTEN: the service on http://<listen> */
+    const char *redis;       /* MARKET_REDIS: the store's URL */
+    const char *redis_port;  /* MARKET_REDIS_PORT: else the store on 127.0.0.1:<port> */
+    const char *auth_secret; /* MARKET_AUTH_SECRET */
+} load_env;
+
+/* The flags. The strings point into argv, the environment, or the buffers
+ * below: a load_opts is not copied once parsed. */
+typedef struct load_opts {
+    const char *url, *redis, *json;
+    const char *players;     /* NULL: every player; else an fnmatch pattern */
+    const char *auth_secret; /* NULL: send no tokens */
+    size_t buyers, hold;
+    double duration_s;           /* 0: none */
+    unsigned long long requests; /* 0: none */
+    enum load_mix mix;
+    uint64_t seed;
+    unsigned timeout_ms;
+    int quiet;
+    char url_buf[LOAD_HOST_MAX + 8], redis_buf[64]; /* defaults made from the environment */
+} load_opts;
+
+#define LOAD_OPTS_HELP 1 /* load_opts_parse(): --help was given */
+
+/* Fills o from env and argv. Returns 0 (run), LOAD_OPTS_HELP, or -1 with the
+ * sentence to print in why (a usage error: exit 2). */
+int load_opts_parse(load_opts *o, const load_env *env, int argc, char **argv, char *why,
+                    size_t whylen);
+
+/* Prints the usage text. Can't fail (the caller checks the stream). */
+void load_usage(FILE *to);
+
+/* --url split: http://HOST[:PORT][/]. */
+typedef struct load_url {
+    char host[LOAD_HOST_MAX]; /* HOST[:PORT] as written: the Host header */
+    char name[LOAD_HOST_MAX]; /* HOST, brackets removed: what to resolve */
+    uint16_t port;            /* 80 when none is given */
+} load_url;
+
+/* Splits url into *out. Returns 0, or -1 with a sentence in why. */
+int load_url_parse(const char *url, load_url *out, char *why, size_t whylen);
+
+/* ---- plan.c: the snapshot and who buys what ---- */
+
+typedef struct load_item {
+    size_t name;   /* offset of the item id in the plan's strings */
+    size_t seller; /* offset of the seller id */
+    int64_t price;
+    unsigned char claimed; /* handed to a request already */
+} load_item;
+
+typedef struct load_player {
+    size_t id;          /* offset in the plan's strings */
+    int64_t funds;      /* as read before the run */
+    int64_t budget;     /* funds not yet promised to distinct purchases */
+    unsigned char pool; /* one of the contended buyers */
+} load_player;
+
+typedef struct load_plan {
+    /* the snapshot: every id, NUL-terminated, back to back in str */
+    char *str;
+    size_t str_len, str_cap;
+    load_item *items;
+    size_t n_items, cap_items;
+    load_player *players;
+    size_t n_players, cap_players;
+    /* the order, made by load_plan_build() */
+    enum load_mix mix;
+    size_t *perm, perm_at;     /* distinct: seeded order of item indices */
+    size_t *sorted, sorted_at; /* contended: item indices by price */
+    size_t *window, n_window, window_live;
+    size_t *pool, n_pool;
+    uint64_t rng;
+    unsigned long long seq;
+    unsigned long long unaffordable; /* distinct items no player could pay for */
+} load_plan;
+
+/* One purchase to send: the buyer (a player index) buys the item (an item
+ * index); slot is its contended window slot (LOAD_NONE for distinct). */
+typedef struct load_pick {
+    enum load_kind kind;
+    size_t item, buyer, slot;
+} load_pick;
+
+/* Add to the snapshot (before load_plan_build). Return MARKET_OK, or
+ * MARKET_ERR_NOMEM. */
+int load_plan_add_item(load_plan *p, const char *item, const char *seller, int64_t price);
+int load_plan_add_player(load_plan *p, const char *id, int64_t funds);
+
+/* Builds the distinct order, the price order, and for the contended and
+ * mixed mixes the window (buyers / 4 slots, at least 1) and the pool (the
+ * max(buyers, 2) poorest players). Returns MARKET_OK or MARKET_ERR_NOMEM. */
+int load_plan_build(load_plan *p, enum load_mix mix, size_t buyers, uint64_t seed);
+
+/* The next purchase into *out: 1, or 0 when out->kind has nothing left. */
+int load_plan_next(load_plan *p, load_pick *out);
+
+/* An answer to pick came: a contended item that left the market (200) or
+ * was gone already (404) makes room in the window for the next one. */
+void load_plan_answered(load_plan *p, const load_pick *pick, int status);
+
+/* Ids of item i, its seller, and player i. */
+const char *load_plan_item(const load_plan *p, size_t i);
+const char *load_plan_seller(const load_plan *p, size_t i);
+const char *load_plan_player(const load_plan *p, size_t i);
+
+void load_plan_free(load_plan *p);
+
+/* ---- http.c: requests and answers ---- */
+
+#define LOAD_HTTP_ERR_FIT (-1)   /* the request does not fit the buffer */
+#define LOAD_HTTP_ERR_TOKEN (-2) /* no token can be made for the buyer */
+
+/* Writes POST /purchase for buyer, seller, item into out, with the buyer's
+ * token when auth_secret is not NULL. Returns its length, or a
+ * LOAD_HTTP_ERR_* code. */
+int load_http_purchase(char *out, size_t outlen, const char *host, const char *buyer,
+                       const char *seller, const char *item, const char *auth_secret);
+
+/* Writes GET /healthz into out. Returns its length, or LOAD_HTTP_ERR_FIT. */
+int load_http_health(char *out, size_t outlen, const char *host);
+
+/* An answer's status line and headers. */
+typedef struct load_http_head {
+    int status;
+    long long body_len; /* -1: until the server closes */
+    size_t hdr_len;     /* bytes up to and including the blank line */
+    int close_after;    /* Connection: close, or HTTP/1.0 without keep-alive */
+} load_http_head;
+
+/* Parses the head of the answer in buf[0..len). Returns 1 (parsed), 0 (more
+ * bytes are needed) or -1 (not an answer we take: malformed, chunked, or a
+ * head past LOAD_IN_MAX / 2). */
+int load_http_parse_head(const char *buf, size_t len, load_http_head *out);
+
+/* ---- stats.c: what a run measured, and what it means ---- */
+
+#define LOAD_HIST_LINEAR 256 /* values below are exact */
+#define LOAD_HIST_SUB 128    /* sub-buckets per power of two above */
+#define LOAD_HIST_SHIFTS 40
+#define LOAD_HIST_BUCKETS (LOAD_HIST_LINEAR + LOAD_HIST_SHIFTS * LOAD_HIST_SUB)
+
+/* A latency histogram: log-linear, in nanoseconds. Zeroed is empty. */
+typedef struct load_hist {
+    uint64_t n[LOAD_HIST_BUCKETS];
+    uint64_t count;
+    uint64_t max;
+    double sum;
+} load_hist;
+
+void load_hist_add(load_hist *h, uint64_t ns);
+/* The p-th percentile (0 < p <= 100) in nanoseconds; 0 when empty. */
+uint64_t load_hist_pct(const load_hist *h, double p);
+double load_ms(uint64_t ns);
+
+typedef struct load_counts {
+    unsigned long long requests, by_code[600], other, transport, connect_errors, reconnects;
+} load_counts;
+
+/* Answers whose status the reports do not name (anything but 200, 401, 402,
+ * 403, 404, 409, 503), and those outside 100..599. */
+unsigned long long load_counts_other(const load_counts *k);
+
+/* What a run did: load_loop_run() fills it, main.c adds settle_ms. */
+typedef struct load_run {
+    int64_t t0, t_end; /* ns, monotonic */
+    const char *stop_reason;
+    int exhausted; /* the plan ran out */
+    int aborted;   /* the server stopped answering */
+    char last_error[160];
+    load_counts k;
+    load_hist all, ok;
+    int64_t settle_ms; /* waited for the store to settle before the last audit */
+    size_t held;       /* hold mode: connections answered */
+} load_run;
+
+typedef struct load_cmdstat {
+    char name[48];
+    long long calls;
+} load_cmdstat;
+
+/* Redis INFO commandstats. */
+typedef struct load_cmdstats {
+    load_cmdstat c[LOAD_CMDS_MAX];
+    size_t n;
+    long long total; /* calls over every command but INFO */
+} load_cmdstats;
+
+/* Reads the text of INFO commandstats into *s. Lines it cannot read, and
+ * commands past LOAD_CMDS_MAX, are left out. Can't fail. */
+void load_cmdstats_parse(load_cmdstats *s, const char *text, size_t len);
+long long load_cmdstats_get(const load_cmdstats *s, const char *name);
+
+/* Whether the invariants held, and whether the run measured anything. */
+typedef struct load_verdict {
+    int funds, negative, one_place, total, purchases, ok;
+    long long left;            /* items that left the market */
+    unsigned long long errors; /* answers other than 200, 402, 404; transport errors */
+    const char *failed;        /* why the run failed (exit 4), or NULL */
+} load_verdict;
+
+load_verdict load_judge(const load_counts *k, const market_audit_report *before,
+                        const market_audit_report *after);
+/* The exit status the verdict calls for: 0, 3 an invariant broke, 4 the run failed. */
+int load_verdict_exit(const load_verdict *v);
+int load_audit_same(const market_audit_report *a, const market_audit_report *b);
+
+/* ---- report.c ---- */
+
+typedef struct load_report {
+    const load_opts *o;
+    const load_plan *plan;
+    const load_run *run;
+    const market_audit_report *before, *after;
+    const load_verdict *v;
+    const load_cmdstats *cb, *ca; /* commandstats before and after the run */
+} load_report;
+
+/* Prints the text report to f. Can't fail (the caller checks the stream). */
+void load_report_print(FILE *f, const load_report *r);
+
+/* The whole report as JSON (new reference), or NULL when out of memory. */
+json_t *load_report_json(const load_report *r);
+
+/* Writes load_report_json() to path. Returns 0, or -1 with a sentence in why. */
+int load_report_write(const load_report *r, const char *path, char *why, size_t whylen);
+
+/* ---- world.c: the store, through market/ ---- */
+
+/* Reads every listing and every player into p (with players, only those
+ * whose id matches, and only their listings). Returns 0, or -1 with a
+ * sentence in why. */
+int load_world_read(load_plan *p, market_conn *mc, const char *redis, const char *players,
+                    char *why, size_t whylen);
+
+/* Reads INFO commandstats into *s. Returns 0, or -1 with a sentence in why. */
+int load_cmdstats_read(market_conn *mc, load_cmdstats *s, char *why, size_t whylen);
+
+/* Audits the store after the run. When requests went unanswered
+ * (unanswered != 0) the server may still be working on them, and
+ * market_audit() is not atomic, so it audits again until two audits
+ * LOAD_SETTLE_MS apart agree (at most LOAD_DRAIN_MS), and says how long it
+ * waited in *settle_ms. Returns a market code. */
+int load_audit_settled(market_conn *mc, int unanswered, market_audit_report *out,
+                       int64_t *settle_ms);
+
+/* ---- loop.c: the service ---- */
+
+/* Where the service is: --url resolved. */
+typedef struct load_target {
+    char host[LOAD_HOST_MAX]; /* the Host header */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    int family;
+} load_target;
+
+/* Resolves u into *t. Returns 0, or -1 with a sentence in why. */
+int load_target_resolve(load_target *t, const load_url *u, char *why, size_t whylen);
+
+/* Connects once, with a deadline, so that a server that is down fails fast.
+ * Returns 0, or -1 with a sentence in why. */
+int load_probe(const load_target *t, const char *url, char *why, size_t whylen);
+
+/* SIGINT and SIGTERM stop the run (twice: at once); SIGPIPE is ignored. */
+void load_signals_install(void);
+
+int64_t load_now_ns(void);
+
+typedef struct load_loop load_loop;
+
+/* A loop over max(buyers, hold) connections to t, asking plan for
+ * purchases (NULL with hold: GET /healthz once on each), into run. The
+ * arguments must outlive the loop. Returns NULL with a sentence in why. */
+load_loop *load_loop_new(const load_opts *o, const load_target *t, load_plan *plan, load_run *run,
+                         char *why, size_t whylen);
+
+/* Runs until the plan, the clock or a signal ends it. Returns 0, or -1 when
+ * the server stopped answering altogether (run->last_error says why). */
+int load_loop_run(load_loop *l);
+
+void load_loop_free(load_loop *l);
+
+#endif /* GM_TOOLS_LOAD_LOAD_H */

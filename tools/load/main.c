@@ -1,0 +1,163 @@
+/* main.c - market-load: concurrent buyers against POST /purchase, with invariant checks.
+ *
+ *   market-load --buyers N (--duration S | --requests K) [--url URL] [--redis URL]
+ *               [--mix distinct|contended|mixed] [--players GLOB] [--seed X]
+ *               [--timeout-ms T] [--auth-secret S] [--json FILE] [--quiet]
+ *   market-load --hold-connections N [--duration S] [--url URL]
+ *
+ * Reads what is listed and who can pay from Redis (through market/), audits
+ * the store, drives N keep-alive HTTP/1.1 connections (one request in flight
+ * on each) from one epoll loop, then audits the store again and checks that
+ * the purchases kept the market's invariants. Its defaults are those of
+ * `make run`: the service on http://$MARKET_LISTEN (127.0.0.1:8080), the
+ * store in $MARKET_REDIS or on 127.0.0.1:$MARKET_REDIS_PORT (6380). Exit
+ * status: 0 all well, 1 setup failure (server or Redis unreachable, nothing
+ * to buy), 2 usage, 3 an invariant broke, 4 the run failed: no purchase
+ * succeeded, or most answers were errors (anything but 200, 402 and 404: a
+ * 401 for a missing secret, ...). The parts are in load.h; this file wires
+ * them and is the only one that prints errors.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lock/lock.h"
+#include "market/market.h"
+#include "tools/load/load.h"
+
+/* --hold-connections: open them, keep them idle, report. */
+static int hold_main(const load_opts *o, const load_target *t, load_run *run) {
+    char why[256];
+    load_loop *l = NULL;
+    if (load_probe(t, o->url, why, sizeof why) < 0 ||
+        !(l = load_loop_new(o, t, NULL, run, why, sizeof why))) {
+        fprintf(stderr, "market-load: %s\n", why);
+        return 1;
+    }
+    int rc = load_loop_run(l);
+    load_loop_free(l);
+    if (run->held < o->hold) {
+        fprintf(stderr, "market-load: only %zu of %zu connections answered (%s)\n", run->held,
+                o->hold, run->last_error[0] ? run->last_error : "no error seen");
+        return 1;
+    }
+    printf("released %zu connections after %.1f s\n", o->hold,
+           (double)(run->t_end - run->t0) / 1e9);
+    return rc < 0 ? 1 : 0;
+}
+
+/* The run: read the world, audit, load, audit, report. Returns the exit status. */
+static int load_main(const load_opts *o, const load_target *t, load_run *run) {
+    char why[512] = "";
+    int status = 1, err = 0;
+    lock_client *lock = NULL;
+    market *m = NULL;
+    market_conn *mc = NULL;
+    load_loop *l = NULL;
+    load_plan plan = {0};
+    market_audit_report before, after;
+    load_cmdstats *cb = calloc(1, sizeof *cb), *ca = calloc(1, sizeof *ca);
+    market_config cfg = {
+        .redis_timeout_ms = 10000, .lock_ttl_ms = 5000, .acquire_timeout_ms = 2000};
+    if (lock_redis_addr_parse(o->redis, &cfg.redis) < 0) {
+        fprintf(stderr, "market-load: bad Redis URL '%s'\n", o->redis);
+        status = 2;
+        goto out;
+    }
+    if (!cb || !ca) goto oom;
+    if (load_probe(t, o->url, why, sizeof why) < 0) goto fail;
+    if (!(lock = lock_local_new(&err)) || !(m = market_new(&cfg, lock, &err)) ||
+        !(mc = market_conn_new(m, &err)))
+        goto oom;
+    if ((err = market_audit(mc, &before)) < 0) {
+        snprintf(why, sizeof why, "cannot audit %s: %s", o->redis, market_strerror(err));
+        goto fail;
+    }
+    if (load_world_read(&plan, mc, o->redis, o->players, why, sizeof why) < 0) goto fail;
+    if (load_plan_build(&plan, o->mix, o->buyers, o->seed) < 0) goto oom;
+    if (!(l = load_loop_new(o, t, &plan, run, why, sizeof why))) goto fail;
+    if (plan.n_items == 0 || plan.n_players < 2) {
+        snprintf(why, sizeof why, "nothing to buy: %zu listed items, %zu players in %s%s%s",
+                 plan.n_items, plan.n_players, o->redis, o->players ? " matching " : "",
+                 o->players ? o->players : "");
+        goto fail;
+    }
+    if (!o->quiet)
+        fprintf(stderr, "market-load: %zu listed items, %zu players%s%s; %s mix, %zu buyers\n",
+                plan.n_items, plan.n_players, o->players ? " matching " : "",
+                o->players ? o->players : "", load_mix_name(o->mix), o->buyers);
+    if (load_cmdstats_read(mc, cb, why, sizeof why) < 0) goto fail;
+
+    int ran = load_loop_run(l);
+
+    if (load_cmdstats_read(mc, ca, why, sizeof why) < 0) goto fail;
+    if ((err = load_audit_settled(mc, run->k.transport != 0, &after, &run->settle_ms)) < 0) {
+        snprintf(why, sizeof why, "cannot audit %s after the run: %s", o->redis,
+                 market_strerror(err));
+        goto fail;
+    }
+    load_verdict v = load_judge(&run->k, &before, &after);
+    load_report rep = {o, &plan, run, &before, &after, &v, cb, ca};
+    load_report_print(stdout, &rep);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        snprintf(why, sizeof why, "cannot write the report: %s", strerror(errno));
+        goto fail;
+    }
+    if (o->json && load_report_write(&rep, o->json, why, sizeof why) < 0) {
+        fprintf(stderr, "market-load: %s\n", why);
+        goto out;
+    }
+    if (ran < 0) {
+        snprintf(why, sizeof why, "the server stopped answering (%s)",
+                 run->last_error[0] ? run->last_error : "no answer");
+        goto fail;
+    }
+    status = load_verdict_exit(&v);
+    goto out;
+oom:
+    snprintf(why, sizeof why, "out of memory");
+fail:
+    fprintf(stderr, "market-load: %s\n", why);
+out:
+    load_loop_free(l);
+    market_conn_free(mc);
+    market_free(m);
+    lock_free(lock);
+    load_plan_free(&plan);
+    free(cb);
+    free(ca);
+    return status;
+}
+
+int main(int argc, char **argv) {
+    static load_opts o; /* holds the strings it points to: not copied */
+    char why[512];
+    load_env env = {getenv("MARKET_LISTEN"), getenv("MARKET_REDIS"), getenv("MARKET_REDIS_PORT"),
+                    getenv("MARKET_AUTH_SECRET")};
+    int rc = load_opts_parse(&o, &env, argc, argv, why, sizeof why);
+    if (rc == LOAD_OPTS_HELP) {
+        load_usage(stdout);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "market-load: %s\nmarket-load: see --help\n", why);
+        return 2;
+    }
+    load_url u;
+    load_target t;
+    if (load_url_parse(o.url, &u, why, sizeof why) < 0 ||
+        load_target_resolve(&t, &u, why, sizeof why) < 0) {
+        fprintf(stderr, "market-load: %s\n", why);
+        return 2;
+    }
+    load_signals_install();
+    load_run *run = calloc(1, sizeof *run); /* large: the histograms */
+    if (!run) {
+        fprintf(stderr, "market-load: out of memory\n");
+        return 1;
+    }
+    int status = o.hold ? hold_main(&o, &t, run) : load_main(&o, &t, run);
+    free(run);
+    return status;
+}

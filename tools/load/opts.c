@@ -1,0 +1,189 @@
+/* opts.c - market-load's command line: the flags, make run's defaults, --url.
+ *
+ * Pure: the environment comes in as a load_env, messages go out in why.
+ */
+#include "tools/load/load.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const char *const mix_names[] = {"distinct", "contended", "mixed"};
+
+const char *load_mix_name(enum load_mix mix) {
+    return (unsigned)mix < 3 ? mix_names[mix] : "?";
+}
+
+void load_usage(FILE *to) {
+    fprintf(
+        to,
+        "usage: market-load --buyers N (--duration S | --requests K) [flags]\n"
+        "       market-load --hold-connections N [--duration S] [--url URL]\n"
+        "  --url URL               the service (default http://$MARKET_LISTEN, or\n"
+        "                          http://127.0.0.1:8080: where `make run` serves)\n"
+        "  --redis URL             its store, read before and after the run (default\n"
+        "                          $MARKET_REDIS, or redis://127.0.0.1:$MARKET_REDIS_PORT/0\n"
+        "                          with port 6380: `make run`'s Redis)\n"
+        "  --buyers N              concurrent keep-alive connections, one request in flight each\n"
+        "  --duration S            send for S seconds (decimals allowed), then wait for answers\n"
+        "  --requests K            send K requests in total\n"
+        "  --mix MIX               distinct (default): every item bought at most once;\n"
+        "                          contended: the ~N/4 cheapest items, the N poorest buyers;\n"
+        "                          mixed: half of each\n"
+        "  --players GLOB          buy only as players whose id matches GLOB (fnmatch), and\n"
+        "                          only what they list; every other player and listing is\n"
+        "                          left alone (default: every player)\n"
+        "  --seed X                seeds every pick (default 1)\n"
+        "  --auth-secret S         send each buyer's token (default $MARKET_AUTH_SECRET;\n"
+        "                          none without it, for a server run with --no-auth)\n"
+        "  --timeout-ms T          a request unanswered this long is an error (default 10000)\n"
+        "  --json FILE             write the whole report as JSON\n"
+        "  --quiet                 no progress line\n"
+        "  --hold-connections N    open N keep-alive connections (one GET /healthz each),\n"
+        "                          print 'holding N connections', keep them idle for --duration\n"
+        "                          (or until SIGINT/SIGTERM); for measuring server memory\n"
+        "exit: 0 ok; 1 setup failure (server or Redis unreachable, nothing to buy);\n"
+        "      2 usage; 3 an invariant broke; 4 the run failed: no purchase succeeded, or\n"
+        "      most answers were errors (anything but 200, 402 and 404; a 401 means the\n"
+        "      server wants tokens: give it --auth-secret)\n");
+}
+
+/* The defaults of `make run` (scripts/run.sh): the service on $MARKET_LISTEN
+ * or 127.0.0.1:8080, the store in $MARKET_REDIS or on 127.0.0.1:$MARKET_REDIS_PORT
+ * (6380). A value that does not fit is left for the URL parsers to refuse. */
+static void default_targets(load_opts *o, const load_env *env) {
+    o->url = "http://127.0.0.1:8080";
+    if (env->listen && *env->listen) {
+        int n = snprintf(o->url_buf, sizeof o->url_buf, "http://%s", env->listen);
+        o->url = n > 0 && (size_t)n < sizeof o->url_buf ? o->url_buf : env->listen;
+    }
+    o->redis = env->redis;
+    if (o->redis && *o->redis) return;
+    o->redis = "redis://127.0.0.1:6380/0";
+    if (env->redis_port && *env->redis_port) {
+        int n =
+            snprintf(o->redis_buf, sizeof o->redis_buf, "redis://127.0.0.1:%s/0", env->redis_port);
+        o->redis = n > 0 && (size_t)n < sizeof o->redis_buf ? o->redis_buf : env->redis_port;
+    }
+}
+
+static const struct option longopts[] = {{"url", required_argument, NULL, 'u'},
+                                         {"redis", required_argument, NULL, 'r'},
+                                         {"buyers", required_argument, NULL, 'b'},
+                                         {"duration", required_argument, NULL, 'd'},
+                                         {"requests", required_argument, NULL, 'n'},
+                                         {"mix", required_argument, NULL, 'm'},
+                                         {"players", required_argument, NULL, 'p'},
+                                         {"seed", required_argument, NULL, 's'},
+                                         {"auth-secret", required_argument, NULL, 'a'},
+                                         {"json", required_argument, NULL, 'j'},
+                                         {"quiet", no_argument, NULL, 'q'},
+                                         {"timeout-ms", required_argument, NULL, 't'},
+                                         {"hold-connections", required_argument, NULL, 'H'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+
+/* Applies one flag's value. Returns 0, or -1 when the value is bad. */
+static int set_flag(load_opts *o, int ch, const char *v) {
+    uint64_t n;
+    switch (ch) {
+    case 'u': o->url = v; return 0;
+    case 'r': o->redis = v; return 0;
+    case 'j': o->json = v; return 0;
+    case 'p': o->players = v; return 0;
+    case 'a': o->auth_secret = v; return 0;
+    case 'q': o->quiet = 1; return 0;
+    case 'b':
+        if (cli_parse_u64(v, 1, LOAD_BUYERS_MAX, &n) < 0) return -1;
+        o->buyers = (size_t)n;
+        return 0;
+    case 'H':
+        if (cli_parse_u64(v, 1, LOAD_BUYERS_MAX, &n) < 0) return -1;
+        o->hold = (size_t)n;
+        return 0;
+    case 'n':
+        if (cli_parse_u64(v, 1, LOAD_REQUESTS_MAX, &n) < 0) return -1;
+        o->requests = n;
+        return 0;
+    case 't':
+        if (cli_parse_u64(v, 1, LOAD_TIMEOUT_MAX_MS, &n) < 0) return -1;
+        o->timeout_ms = (unsigned)n;
+        return 0;
+    case 's': return cli_parse_u64(v, 0, UINT64_MAX, &o->seed) < 0 ? -1 : 0;
+    case 'd': return cli_parse_seconds(v, LOAD_DURATION_MAX_S, &o->duration_s) < 0 ? -1 : 0;
+    case 'm':
+        for (int i = 0; i < 3; i++)
+            if (strcmp(v, mix_names[i]) == 0) {
+                o->mix = (enum load_mix)i;
+                return 0;
+            }
+        return -1;
+    }
+    return -1;
+}
+
+int load_opts_parse(load_opts *o, const load_env *env, int argc, char **argv, char *why,
+                    size_t whylen) {
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    o->timeout_ms = 10000;
+    default_targets(o, env);
+    o->auth_secret = env->auth_secret;
+    optind = 0; /* glibc: start afresh, whatever an earlier parse left */
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (ch == 'h') return LOAD_OPTS_HELP;
+        if (ch == '?' || ch == ':') {
+            snprintf(why, whylen, "unknown flag or missing value: '%s'", argv[optind - 1]);
+            return -1;
+        }
+        if (set_flag(o, ch, optarg) < 0) {
+            const char *name = "?";
+            for (const struct option *lo = longopts; lo->name; lo++)
+                if (lo->val == ch) name = lo->name;
+            snprintf(why, whylen, "bad value for --%s: '%s'", name, optarg);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        snprintf(why, whylen, "unexpected argument '%s'", argv[optind]);
+        return -1;
+    }
+    if (o->auth_secret && !*o->auth_secret) o->auth_secret = NULL;
+    if (o->hold) {
+        if (o->buyers || o->requests) {
+            snprintf(why, whylen, "--hold-connections takes no --buyers or --requests");
+            return -1;
+        }
+        return 0;
+    }
+    if (!o->buyers || (o->duration_s > 0) == (o->requests > 0)) {
+        snprintf(why, whylen, "need --buyers N and one of --duration S, --requests K");
+        return -1;
+    }
+    return 0;
+}
+
+int load_url_parse(const char *url, load_url *out, char *why, size_t whylen) {
+    if (strncmp(url, "http://", 7) != 0) {
+        snprintf(why, whylen, "--url must start with http:// ('%s')", url);
+        return -1;
+    }
+    const char *h = url + 7, *end = h + strcspn(h, "/");
+    if (*end && strcmp(end, "/") != 0) {
+        snprintf(why, whylen, "--url takes no path ('%s')", url);
+        return -1;
+    }
+    size_t hl = (size_t)(end - h);
+    if (hl == 0 || hl >= sizeof out->host) goto bad;
+    memcpy(out->host, h, hl);
+    out->host[hl] = '\0';
+    if (cli_split_hostport(out->host, 80, out->name, sizeof out->name, &out->port) < 0) goto bad;
+    return 0;
+bad:
+    snprintf(why, whylen, "bad --url '%s' (want http://HOST[:PORT])", url);
+    return -1;
+}

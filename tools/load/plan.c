@@ -1,0 +1,251 @@
+/* plan.c - market-load's snapshot of the market, and who buys what in which order.
+ *
+ * Pure: the snapshot is filled by the caller (world.c reads it from the
+ * store), and every pick comes from a seeded generator, so a plan is the
+ * same for the same snapshot and seed. See load.h for the mixes.
+ */
+#include "tools/load/load.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* A uniform draw in [0, n), n > 0. */
+static size_t rng_below(uint64_t *s, size_t n) {
+    return (size_t)(splitmix64(s) % (uint64_t)n);
+}
+
+/* ---- the snapshot ---- */
+
+static int str_add(load_plan *p, const char *s, size_t *off) {
+    size_t len = strlen(s);
+    if (p->str_len + len + 1 > p->str_cap) {
+        size_t ncap = p->str_cap ? p->str_cap * 2 : 65536;
+        while (ncap < p->str_len + len + 1)
+            ncap *= 2;
+        char *b = realloc(p->str, ncap);
+        if (!b) return MARKET_ERR_NOMEM;
+        p->str = b;
+        p->str_cap = ncap;
+    }
+    memcpy(p->str + p->str_len, s, len + 1);
+    *off = p->str_len;
+    p->str_len += len + 1;
+    return MARKET_OK;
+}
+
+/* Makes room for one more element in *arr (of *cap, n used). */
+static int reserve(void **arr, size_t *cap, size_t n, size_t elem, size_t first) {
+    if (n < *cap) return MARKET_OK;
+    size_t ncap = *cap ? *cap * 2 : first;
+    void *a = realloc(*arr, ncap * elem);
+    if (!a) return MARKET_ERR_NOMEM;
+    *arr = a;
+    *cap = ncap;
+    return MARKET_OK;
+}
+
+int load_plan_add_item(load_plan *p, const char *item, const char *seller, int64_t price) {
+    if (reserve((void **)&p->items, &p->cap_items, p->n_items, sizeof *p->items, 4096) < 0)
+        return MARKET_ERR_NOMEM;
+    load_item *t = &p->items[p->n_items];
+    t->price = price;
+    t->claimed = 0;
+    if (str_add(p, item, &t->name) < 0 || str_add(p, seller, &t->seller) < 0)
+        return MARKET_ERR_NOMEM;
+    p->n_items++;
+    return MARKET_OK;
+}
+
+int load_plan_add_player(load_plan *p, const char *id, int64_t funds) {
+    if (reserve((void **)&p->players, &p->cap_players, p->n_players, sizeof *p->players, 1024) < 0)
+        return MARKET_ERR_NOMEM;
+    load_player *t = &p->players[p->n_players];
+    memset(t, 0, sizeof *t);
+    t->funds = t->budget = funds;
+    if (str_add(p, id, &t->id) < 0) return MARKET_ERR_NOMEM;
+    p->n_players++;
+    return MARKET_OK;
+}
+
+const char *load_plan_item(const load_plan *p, size_t i) {
+    return p->str + p->items[i].name;
+}
+
+const char *load_plan_seller(const load_plan *p, size_t i) {
+    return p->str + p->items[i].seller;
+}
+
+const char *load_plan_player(const load_plan *p, size_t i) {
+    return p->str + p->players[i].id;
+}
+
+void load_plan_free(load_plan *p) {
+    free(p->str);
+    free(p->items);
+    free(p->players);
+    free(p->perm);
+    free(p->sorted);
+    free(p->window);
+    free(p->pool);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- the order ---- */
+
+static const load_plan *sort_ctx; /* qsort has no user pointer */
+
+static int cmp_by_price(const void *a, const void *b) {
+    const load_item *x = &sort_ctx->items[*(const size_t *)a];
+    const load_item *y = &sort_ctx->items[*(const size_t *)b];
+    if (x->price != y->price) return x->price < y->price ? -1 : 1;
+    return strcmp(sort_ctx->str + x->name, sort_ctx->str + y->name);
+}
+
+struct poorest {
+    int64_t funds;
+    uint64_t tie;
+    size_t idx;
+};
+
+static int cmp_poorest(const void *a, const void *b) {
+    const struct poorest *x = a, *y = b;
+    if (x->funds != y->funds) return x->funds < y->funds ? -1 : 1;
+    return x->tie < y->tie ? -1 : x->tie > y->tie;
+}
+
+int load_plan_build(load_plan *p, enum load_mix mix, size_t buyers, uint64_t seed) {
+    size_t n = p->n_items;
+    p->mix = mix;
+    p->rng = seed ^ UINT64_C(0x6d61726b65746c64);
+    if (!(p->perm = malloc((n ? n : 1) * sizeof *p->perm)) ||
+        !(p->sorted = malloc((n ? n : 1) * sizeof *p->sorted)))
+        return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        p->perm[i] = p->sorted[i] = i;
+    for (size_t i = n; i > 1; i--) {
+        size_t j = rng_below(&p->rng, i), t = p->perm[i - 1];
+        p->perm[i - 1] = p->perm[j];
+        p->perm[j] = t;
+    }
+    sort_ctx = p;
+    qsort(p->sorted, n, sizeof *p->sorted, cmp_by_price);
+    sort_ctx = NULL;
+
+    if (mix == LOAD_MIX_DISTINCT) return MARKET_OK;
+    size_t np = p->n_players;
+    p->n_pool = buyers < 2 ? 2 : buyers;
+    if (p->n_pool > np) p->n_pool = np;
+    struct poorest *pp = malloc((np ? np : 1) * sizeof *pp);
+    if (!pp || !(p->pool = malloc((p->n_pool ? p->n_pool : 1) * sizeof *p->pool))) {
+        free(pp);
+        return MARKET_ERR_NOMEM;
+    }
+    uint64_t s = seed;
+    for (size_t i = 0; i < np; i++)
+        pp[i] = (struct poorest){p->players[i].funds, splitmix64(&s), i};
+    qsort(pp, np, sizeof *pp, cmp_poorest);
+    for (size_t i = 0; i < p->n_pool; i++) {
+        p->pool[i] = pp[i].idx;
+        p->players[pp[i].idx].pool = 1;
+    }
+    free(pp);
+    p->n_window = buyers / 4 ? buyers / 4 : 1;
+    if (!(p->window = malloc(p->n_window * sizeof *p->window))) return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < p->n_window; i++)
+        p->window[i] = LOAD_NONE;
+    return MARKET_OK;
+}
+
+static int buyer_fits(const load_plan *p, size_t b, size_t item, int skip_pool) {
+    const load_player *pl = &p->players[b];
+    return pl->budget >= p->items[item].price && !(skip_pool && pl->pool) &&
+           strcmp(load_plan_player(p, b), load_plan_seller(p, item)) != 0;
+}
+
+/* A player other than the seller whose budget covers the price, or LOAD_NONE. */
+static size_t distinct_buyer(load_plan *p, size_t item) {
+    size_t np = p->n_players;
+    if (!np) return LOAD_NONE;
+    int skip_pool = p->n_pool && np > p->n_pool + 1;
+    size_t b = 0;
+    for (int t = 0; t < LOAD_BUYER_TRIES; t++) {
+        b = rng_below(&p->rng, np);
+        if (buyer_fits(p, b, item, skip_pool)) return b;
+    }
+    for (size_t k = 0; k < np; k++)
+        if (buyer_fits(p, (b + k) % np, item, skip_pool)) return (b + k) % np;
+    return LOAD_NONE;
+}
+
+static int next_distinct(load_plan *p, load_pick *out) {
+    while (p->perm_at < p->n_items) {
+        size_t i = p->perm[p->perm_at++];
+        if (p->items[i].claimed) continue;
+        p->items[i].claimed = 1;
+        size_t b = distinct_buyer(p, i);
+        if (b == LOAD_NONE) {
+            p->unaffordable++;
+            continue;
+        }
+        p->players[b].budget -= p->items[i].price;
+        out->item = i;
+        out->buyer = b;
+        return 1;
+    }
+    return 0;
+}
+
+static void window_refill(load_plan *p, size_t s) {
+    p->window[s] = LOAD_NONE;
+    while (p->sorted_at < p->n_items) {
+        size_t i = p->sorted[p->sorted_at++];
+        if (p->items[i].claimed) continue;
+        p->items[i].claimed = 1;
+        p->window[s] = i;
+        p->window_live++;
+        return;
+    }
+}
+
+static int next_contended(load_plan *p, load_pick *out) {
+    if (p->n_pool == 0) return 0;
+    size_t k = p->n_window, s = rng_below(&p->rng, k);
+    for (size_t t = 0; t < k; t++) {
+        size_t at = (s + t) % k;
+        if (p->window[at] == LOAD_NONE) window_refill(p, at);
+        if (p->window[at] == LOAD_NONE) continue;
+        size_t i = p->window[at], b = rng_below(&p->rng, p->n_pool);
+        for (size_t u = 0; u < p->n_pool; u++) {
+            size_t pl = p->pool[(b + u) % p->n_pool];
+            if (strcmp(load_plan_player(p, pl), load_plan_seller(p, i)) == 0) continue;
+            out->item = i;
+            out->buyer = pl;
+            out->slot = at;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int load_plan_next(load_plan *p, load_pick *out) {
+    enum load_kind kind = p->mix == LOAD_MIX_CONTENDED ? LOAD_KIND_CONTENDED : LOAD_KIND_DISTINCT;
+    if (p->mix == LOAD_MIX_MIXED) kind = (p->seq & 1) ? LOAD_KIND_CONTENDED : LOAD_KIND_DISTINCT;
+    p->seq++;
+    *out = (load_pick){kind, LOAD_NONE, LOAD_NONE, LOAD_NONE};
+    return kind == LOAD_KIND_DISTINCT ? next_distinct(p, out) : next_contended(p, out);
+}
+
+void load_plan_answered(load_plan *p, const load_pick *pick, int status) {
+    if (pick->kind != LOAD_KIND_CONTENDED || (status != 200 && status != 404)) return;
+    if (pick->slot < p->n_window && p->window[pick->slot] == pick->item) {
+        p->window_live--;
+        window_refill(p, pick->slot);
+    }
+}

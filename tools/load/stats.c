@@ -1,0 +1,145 @@
+/* stats.c - what a market-load run measured, and what it means.
+ *
+ * Pure: latency histograms and their percentiles, the answers by status,
+ * Redis INFO commandstats read from its text, and the verdict on the audits
+ * before and after the run (which decides the exit status).
+ */
+#include "tools/load/load.h"
+
+#include <limits.h>
+#include <string.h>
+
+/* ---- latency histogram: log-linear, in nanoseconds ---- */
+
+static size_t hist_index(uint64_t v) {
+    if (v < LOAD_HIST_LINEAR) return (size_t)v;
+    int shift = 63 - __builtin_clzll(v) - 7; /* >= 1 */
+    if (shift > LOAD_HIST_SHIFTS) return LOAD_HIST_BUCKETS - 1;
+    return LOAD_HIST_LINEAR + (size_t)(shift - 1) * LOAD_HIST_SUB +
+           (size_t)((v >> shift) - LOAD_HIST_SUB);
+}
+
+/* The middle of bucket i. */
+static uint64_t hist_value(size_t i) {
+    if (i < LOAD_HIST_LINEAR) return i;
+    unsigned shift = (unsigned)((i - LOAD_HIST_LINEAR) / LOAD_HIST_SUB) + 1;
+    uint64_t lo = (uint64_t)((i - LOAD_HIST_LINEAR) % LOAD_HIST_SUB + LOAD_HIST_SUB) << shift;
+    return lo + ((UINT64_C(1) << shift) - 1) / 2;
+}
+
+void load_hist_add(load_hist *h, uint64_t v) {
+    h->n[hist_index(v)]++;
+    h->count++;
+    h->sum += (double)v;
+    if (v > h->max) h->max = v;
+}
+
+uint64_t load_hist_pct(const load_hist *h, double p) {
+    if (h->count == 0) return 0;
+    uint64_t want = (uint64_t)((p / 100.0) * (double)h->count + 0.999999);
+    if (want < 1) want = 1;
+    uint64_t seen = 0;
+    for (size_t i = 0; i < LOAD_HIST_BUCKETS; i++) {
+        seen += h->n[i];
+        if (seen >= want) {
+            uint64_t v = hist_value(i);
+            return v < h->max ? v : h->max;
+        }
+    }
+    return h->max;
+}
+
+double load_ms(uint64_t ns) {
+    return (double)ns / 1e6;
+}
+
+/* ---- answers by status ---- */
+
+/* The statuses the report names; every other one counts as "other". */
+static int status_named(int s) {
+    return s == 200 || s == 401 || s == 402 || s == 403 || s == 404 || s == 409 || s == 503;
+}
+
+unsigned long long load_counts_other(const load_counts *k) {
+    unsigned long long n = k->other;
+    for (int s = 100; s < 600; s++)
+        if (!status_named(s)) n += k->by_code[s];
+    return n;
+}
+
+/* ---- Redis commandstats ---- */
+
+/* The decimal digits at p (before end), saturating at LLONG_MAX. */
+static long long digits(const char *p, const char *end) {
+    long long v = 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++)
+        v = v > (LLONG_MAX - (*p - '0')) / 10 ? LLONG_MAX : v * 10 + (*p - '0');
+    return v;
+}
+
+void load_cmdstats_parse(load_cmdstats *s, const char *text, size_t len) {
+    memset(s, 0, sizeof *s);
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) nl = end;
+        if ((size_t)(nl - p) > 8 && strncmp(p, "cmdstat_", 8) == 0 && s->n < LOAD_CMDS_MAX) {
+            const char *colon = memchr(p, ':', (size_t)(nl - p));
+            const char *calls = NULL;
+            for (const char *q = colon; q && q + 6 < nl; q++)
+                if (strncmp(q, "calls=", 6) == 0) {
+                    calls = q + 6;
+                    break;
+                }
+            if (colon && calls && (size_t)(colon - p - 8) < sizeof s->c[0].name) {
+                load_cmdstat *c = &s->c[s->n++];
+                memcpy(c->name, p + 8, (size_t)(colon - p - 8));
+                c->name[colon - p - 8] = '\0';
+                c->calls = digits(calls, nl);
+                if (strcmp(c->name, "info") != 0) s->total += c->calls;
+            }
+        }
+        p = nl + 1;
+    }
+}
+
+long long load_cmdstats_get(const load_cmdstats *s, const char *name) {
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->c[i].name, name) == 0) return s->c[i].calls;
+    return 0;
+}
+
+/* ---- the verdict ---- */
+
+int load_audit_same(const market_audit_report *a, const market_audit_report *b) {
+    return a->players == b->players && a->total_funds == b->total_funds &&
+           a->negative_funds == b->negative_funds && a->items_held == b->items_held &&
+           a->items_listed == b->items_listed && a->items_misplaced == b->items_misplaced;
+}
+
+load_verdict load_judge(const load_counts *k, const market_audit_report *b,
+                        const market_audit_report *a) {
+    load_verdict v;
+    v.funds = a->total_funds == b->total_funds;
+    v.negative = a->negative_funds == 0;
+    v.one_place = a->items_misplaced == 0;
+    v.total = a->items_held + a->items_listed == b->items_held + b->items_listed;
+    v.left = (long long)b->items_listed - (long long)a->items_listed;
+    long long ok = (long long)k->by_code[200];
+    /* A request without an answer may have bought: it widens the window. */
+    v.purchases = v.left >= ok && v.left - ok <= (long long)k->transport;
+    v.ok = v.funds && v.negative && v.one_place && v.total && v.purchases;
+    /* 402 and 404 are the market saying no; anything else means the run did
+     * not measure purchases: a missing secret (401), a server in trouble. */
+    v.errors = k->requests - k->by_code[200] - k->by_code[402] - k->by_code[404];
+    v.failed = NULL;
+    if (ok == 0)
+        v.failed = "no purchase succeeded";
+    else if (v.errors > k->requests / 2)
+        v.failed = "most answers were errors";
+    return v;
+}
+
+int load_verdict_exit(const load_verdict *v) {
+    return !v->ok ? 3 : v->failed ? 4 : 0;
+}
