@@ -185,8 +185,8 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
 }
 
 /* Applies the MARKET_* environment, then argv, to cfg (which should hold the
- * defaults). Returns SERVER_OK, SERVER_HELP when --help was given, or
- * SERVER_ERR_INVALID with a sentence in why. */
+ * defaults). Returns SERVER_OK (with cfg->help set when --help was given),
+ * or SERVER_ERR_INVALID with a sentence in why. */
 int server_config_parse(server_config *cfg, int argc, char **argv, char *why, size_t whylen) {
     size_t nopts = sizeof opt_names / sizeof *opt_names;
     for (size_t i = 0; i < nopts; i++) {
@@ -208,7 +208,10 @@ int server_config_parse(server_config *cfg, int argc, char **argv, char *why, si
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (ch == OPT_HELP || ch == 'h') return SERVER_HELP;
+        if (ch == OPT_HELP || ch == 'h') {
+            cfg->help = 1;
+            return SERVER_OK;
+        }
         if (ch == '?' || ch == ':') {
             snprintf(why, whylen, "unknown flag or missing value: '%s' (see --help)",
                      argv[optind - 1]);

@@ -11,13 +11,13 @@ int main(int argc, char **argv) {
     char why[512];
     server_config_defaults(&cfg);
     int rc = server_config_parse(&cfg, argc, argv, why, sizeof why);
-    if (rc == SERVER_HELP) {
-        server_usage(argv[0]);
-        return 0;
-    }
     if (rc < 0) {
         fprintf(stderr, "market-server: %s\n", why);
         return 2;
+    }
+    if (cfg.help) {
+        server_usage(argv[0]);
+        return 0;
     }
 
     /* Block the stop signals in every thread; main waits for them below. */

@@ -19,8 +19,7 @@
     X(ERR_INVALID, -1, "invalid configuration")                                 \
     X(ERR_LISTEN, -2, "cannot listen on the address")                           \
     X(ERR_BACKEND, -3, "cannot set up the lock or the store")                   \
-    X(ERR_NOMEM, -4, "out of memory")                                           \
-    X(HELP, 1, "help requested")
+    X(ERR_NOMEM, -4, "out of memory")
 
 enum server_err {
 #define SERVER_ERR_ENUM(name, val, msg) SERVER_##name = (val),
@@ -50,6 +49,7 @@ typedef struct server_config {
     unsigned per_ip_connections; /* open connections per client IP (0: no limit) */
     size_t connection_memory;    /* bytes of buffer per connection */
     int reuse_port;              /* share the listen address with other processes (SO_REUSEPORT) */
+    int help;                    /* --help was given: print server_usage() instead of serving */
 } server_config;
 
 typedef struct server server;

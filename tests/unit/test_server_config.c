@@ -1,0 +1,99 @@
+/* test_server_config.c - server/config.c without a server: flags, the
+ * MARKET_* environment under them, --help, and refusals that say why
+ * (without echoing a secret). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "server/server.h"
+
+static int parse(server_config *cfg, char *why, size_t whylen, int argc, const char **argv) {
+    server_config_defaults(cfg);
+    return server_config_parse(cfg, argc, (char **)argv, why, whylen);
+}
+
+static void clear_env(void) {
+    static const char *const vars[] = {"MARKET_LISTEN",      "MARKET_STRATEGY",
+                                       "MARKET_LOCK_TTL_MS", "MARKET_AUTH_SECRET",
+                                       "MARKET_THREADS",     "MARKET_REUSE_PORT"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        unsetenv(vars[i]);
+}
+
+static void test_config_flags_set_fields(void **state) {
+    (void)state;
+    clear_env();
+    server_config cfg;
+    char why[256] = "";
+    const char *argv[] = {"market-server", "--listen",     "127.0.0.1:9", "--strategy",
+                          "item",          "--threads",    "3",           "--lock-ttl-ms",
+                          "250",           "--reuse-port", "--no-auth"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 11, argv), SERVER_OK);
+    assert_string_equal(cfg.listen, "127.0.0.1:9");
+    assert_string_equal(cfg.strategy, "item");
+    assert_int_equal(cfg.threads, 3);
+    assert_int_equal(cfg.lock_ttl_ms, 250);
+    assert_int_equal(cfg.reuse_port, 1);
+    assert_int_equal(cfg.no_auth, 1);
+    assert_int_equal(cfg.help, 0);
+}
+
+static void test_config_env_under_flags(void **state) {
+    (void)state;
+    clear_env();
+    setenv("MARKET_LISTEN", "127.0.0.1:7", 1);
+    setenv("MARKET_THREADS", "5", 1);
+    server_config cfg;
+    char why[256];
+    const char *argv[] = {"market-server", "--threads", "1"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 3, argv), SERVER_OK);
+    assert_string_equal(cfg.listen, "127.0.0.1:7"); /* from the environment */
+    assert_int_equal(cfg.threads, 1);               /* the flag wins */
+    clear_env();
+}
+
+static void test_config_help_is_not_an_error(void **state) {
+    (void)state;
+    clear_env();
+    server_config cfg;
+    char why[256];
+    const char *argv[] = {"market-server", "--help"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 2, argv), SERVER_OK);
+    assert_int_equal(cfg.help, 1);
+    const char *shortv[] = {"market-server", "-h"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 2, shortv), SERVER_OK);
+    assert_int_equal(cfg.help, 1);
+}
+
+static void test_config_refusals_say_why(void **state) {
+    (void)state;
+    clear_env();
+    server_config cfg;
+    char why[256];
+    const char *unknown[] = {"market-server", "--nope"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 2, unknown), SERVER_ERR_INVALID);
+    assert_non_null(strstr(why, "--nope"));
+    const char *bad_number[] = {"market-server", "--threads", "lots"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 3, bad_number), SERVER_ERR_INVALID);
+    assert_non_null(strstr(why, "threads"));
+    const char *extra[] = {"market-server", "stray"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 2, extra), SERVER_ERR_INVALID);
+    assert_non_null(strstr(why, "stray"));
+    setenv("MARKET_REUSE_PORT", "maybe", 1);
+    const char *none[] = {"market-server"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 1, none), SERVER_ERR_INVALID);
+    assert_non_null(strstr(why, "MARKET_REUSE_PORT"));
+    clear_env();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_flags_set_fields),
+        cmocka_unit_test(test_config_env_under_flags),
+        cmocka_unit_test(test_config_help_is_not_an_error),
+        cmocka_unit_test(test_config_refusals_say_why),
+    };
+    return cmocka_run_group_tests_name("server config (unit)", tests, NULL, NULL);
+}
