@@ -186,14 +186,15 @@ int market_world_check(const market_world *w, char *why, size_t whylen) {
 
 /* ---- writing a world ---- */
 
-/* A growing batch of commands sent in one pipeline; replies are checked. */
-struct batch {
+/* A bulk write: a growing pipeline of commands, its replies checked at the
+ * end (not the purchase batches of market_batch.c). */
+struct bulk {
     market_conn *c;
     size_t sent;
     int failed;
 };
 
-static void batch_add(struct batch *b, int argc, const char **argv, const size_t *len) {
+static void bulk_add(struct bulk *b, int argc, const char **argv, const size_t *len) {
     if (b->failed) return;
     if (redisAppendCommandArgv(b->c->ctx, argc, argv, len) != REDIS_OK)
         b->failed = 1;
@@ -203,7 +204,7 @@ static void batch_add(struct batch *b, int argc, const char **argv, const size_t
 
 /* Reads every pending reply. Returns MARKET_OK, or MARKET_ERR_STORE when a
  * reply was an error or the connection failed (then dropped). */
-static int batch_finish(struct batch *b) {
+static int bulk_finish(struct bulk *b) {
     int rc = b->failed ? MARKET_ERR_STORE : MARKET_OK;
     for (size_t i = 0; i < b->sent && b->c->ctx; i++) {
         void *r = NULL;
@@ -279,13 +280,13 @@ static int collect_market_keys(market_conn *c, struct keylist *keys) {
     return MARKET_OK;
 }
 
-static void batch_del_keys(struct batch *b, const struct keylist *keys) {
+static void bulk_del_keys(struct bulk *b, const struct keylist *keys) {
     for (size_t i = 0; i < keys->n; i++) {
         const char *argv[2] = {"UNLINK", keys->keys[i]};
-        batch_add(b, 2, argv, NULL);
+        bulk_add(b, 2, argv, NULL);
     }
     const char *argv[2] = {"UNLINK", "market:"};
-    batch_add(b, 2, argv, NULL);
+    bulk_add(b, 2, argv, NULL);
 }
 
 static int cmp_item_owner(const void *a, const void *b) {
@@ -314,10 +315,10 @@ int market_world_store(market_conn *c, const market_world *w, int reset) {
     if (w->n_items) memcpy(items, w->items, w->n_items * sizeof *items);
     qsort(items, w->n_items, sizeof *items, cmp_item_owner);
 
-    struct batch b = {c, 0, 0};
+    struct bulk b = {c, 0, 0};
     const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
-    batch_add(&b, 1, multi, NULL);
-    if (reset) batch_del_keys(&b, &keys);
+    bulk_add(&b, 1, multi, NULL);
+    if (reset) bulk_del_keys(&b, &keys);
     char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], funds[24];
     for (size_t i = 0; i < w->n_players; i++) {
         const struct wplayer *p = &w->players[i];
@@ -326,14 +327,14 @@ int market_world_store(market_conn *c, const market_world *w, int reset) {
         snprintf(funds, sizeof funds, "%lld", (long long)p->funds);
         const char *del[3] = {"DEL", k_user, k_inv};
         const char *hset[6] = {"HSET", k_user, "name", p->name, "funds", funds};
-        batch_add(&b, 3, del, NULL);
-        batch_add(&b, 6, hset, NULL);
+        bulk_add(&b, 3, del, NULL);
+        bulk_add(&b, 6, hset, NULL);
     }
     for (size_t i = 0; i < w->n_items; i++) {
         if (items[i].price != 0) continue;
         market__key(k_inv, sizeof k_inv, "inventory:", items[i].owner);
         const char *sadd[3] = {"SADD", k_inv, items[i].item};
-        batch_add(&b, 3, sadd, NULL);
+        bulk_add(&b, 3, sadd, NULL);
     }
     /* Listings: ZADD market: score member [score member ...] in chunks. */
     const char *argv[2 + 2 * ZADD_CHUNK];
@@ -349,13 +350,13 @@ int market_world_store(market_conn *c, const market_world *w, int reset) {
         argv[argc++] = score[k];
         argv[argc++] = member[k];
         if (argc == 2 + 2 * ZADD_CHUNK) {
-            batch_add(&b, argc, argv, NULL);
+            bulk_add(&b, argc, argv, NULL);
             argc = 2;
         }
     }
-    if (argc > 2) batch_add(&b, argc, argv, NULL);
-    batch_add(&b, 1, exec, NULL);
-    rc = batch_finish(&b);
+    if (argc > 2) bulk_add(&b, argc, argv, NULL);
+    bulk_add(&b, 1, exec, NULL);
+    rc = bulk_finish(&b);
 out:
     free(items);
     keylist_free(&keys);
@@ -383,12 +384,12 @@ static int per_key(market_conn *c, const struct keylist *keys, const char *cmd, 
                    int (*fn)(redisReply *r, void *ud), void *ud) {
     int rc = market__connect(c);
     if (rc < 0) return rc;
-    struct batch b = {c, 0, 0};
+    struct bulk b = {c, 0, 0};
     for (size_t i = 0; i < keys->n; i++) {
         const char *argv[3] = {cmd, keys->keys[i], arg};
-        batch_add(&b, arg ? 3 : 2, argv, NULL);
+        bulk_add(&b, arg ? 3 : 2, argv, NULL);
     }
-    if (b.failed) return batch_finish(&b);
+    if (b.failed) return bulk_finish(&b);
     for (size_t i = 0; i < b.sent; i++) {
         void *r = NULL;
         if (redisGetReply(c->ctx, &r) != REDIS_OK) {
