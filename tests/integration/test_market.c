@@ -901,6 +901,19 @@ static long long elapsed_ms(int64_t t0) {
     return (long long)(lock_now_ms() - t0);
 }
 
+/* After a takeover: the new holder's lease on key is untouched (then
+ * dropped for the next test), and B did not buy the axe. */
+static void assert_taken_over_nothing_bought(market_conn *c, const char *key, const char *holder) {
+    redisReply *r = redis_cmd("GET %s", key);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, holder);
+    freeReplyObject(r);
+    redis_do("DEL %s", key);
+    assert_int_equal(funds_of(c, "B"), 800);
+    assert_true(listed(c, "axe", "A"));
+    assert_invariants(c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
 /* Issue 9.1: a holder takes its lock, then pauses (test hook) before its
  * first read, past its 100 ms lease. Meanwhile a client of another kind
  * that speaks the same lock protocol (a plain SET NX PX, as node-redlock or
@@ -928,15 +941,8 @@ static void test_lease_taken_over_by_foreign_client_refused(void **state) {
     pthread_join(t, NULL);
     assert_true(elapsed_ms(t0) < 5000); /* it ended inside the foreign lease */
     assert_int_equal(s.rc, MARKET_ERR_LEASE_LOST);
-    r = redis_cmd("GET %s", key); /* the foreign lease is untouched */
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    assert_string_equal(r->str, "foreign-holder");
-    freeReplyObject(r);
-    redis_do("DEL %s", key);
     market_free(sm);
-    assert_int_equal(funds_of(f->c, "B"), 800);
-    assert_true(listed(f->c, "axe", "A"));
-    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+    assert_taken_over_nothing_bought(f->c, key, "foreign-holder");
 }
 
 struct slow_buy {
@@ -1018,15 +1024,8 @@ static void test_lock_key_taken_while_lease_valid_refused(void **state) {
     freeReplyObject(r);
     pthread_join(t, NULL);
     assert_int_equal(s.rc, MARKET_ERR_LEASE_LOST);
-    r = redis_cmd("GET %s", key);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    assert_string_equal(r->str, "other-holder");
-    freeReplyObject(r);
-    redis_do("DEL %s", key);
     market_free(sm);
-    assert_int_equal(funds_of(f->c, "B"), 800);
-    assert_true(listed(f->c, "axe", "A"));
-    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+    assert_taken_over_nothing_bought(f->c, key, "other-holder");
 }
 
 /* Issue 9.2(a): a purchase whose wait budget ran out before it could take
