@@ -141,6 +141,13 @@ int lock_release_multi(lock_client *c, const lock_handle *hs, size_t n) {
 
 /* ---- API: helpers ---- */
 
+/* Returns the version of the library this code was built as, LOCK_VERSION of its lock.h
+ * ("1.0.0"); a static string. A program can compare it with the LOCK_VERSION it was compiled
+ * against. This function can't fail. */
+const char *lock_version(void) {
+    return LOCK_VERSION;
+}
+
 /* Returns the backend's name ("redis", "redlock", "local"), or "none" for NULL; a static string.
  * This function can't fail. */
 const char *lock_name(const lock_client *c) {

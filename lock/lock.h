@@ -30,12 +30,39 @@
  *
  * Every lock_client is safe to share between threads; a lock_handle is plain
  * data owned by the caller and is not (see the watchdog section).
+ *
+ * As a library on its own: `make lib` builds liblock.a and liblock.so, and
+ * `make install` puts this header at <prefix>/include/gamemarket/lock.h with a
+ * pkg-config file "lock" (`pkg-config --cflags --libs lock`, then #include
+ * <lock.h>). docs/LOCKING.md shows the build, the install and the examples.
  */
 #ifndef GM_LOCK_LOCK_H
 #define GM_LOCK_LOCK_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* ---- version and exported symbols ----
+ *
+ * LOCK_VERSION_* describe this header; lock_version() the library actually
+ * linked. The major version is the shared library's soname (liblock.so.1): it
+ * changes when a program built against an older header could break, e.g. when
+ * lock_handle changes size. */
+#define LOCK_VERSION_MAJOR 1
+#define LOCK_VERSION_MINOR 0
+#define LOCK_VERSION_PATCH 0
+#define LOCK_VERSION_STR2_(x) #x
+#define LOCK_VERSION_STR_(a, b, c)                                                                 \
+    LOCK_VERSION_STR2_(a) "." LOCK_VERSION_STR2_(b) "." LOCK_VERSION_STR2_(c)
+#define LOCK_VERSION LOCK_VERSION_STR_(LOCK_VERSION_MAJOR, LOCK_VERSION_MINOR, LOCK_VERSION_PATCH)
+
+/* Marks the public API: liblock.so is built with -fvisibility=hidden, so only these names
+ * (all lock_*) are exported; the module's own lock__* helpers are not. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define LOCK_API __attribute__((visibility("default")))
+#else
+#define LOCK_API
+#endif
 
 /* ---- error codes: 0 is success, every error is negative ----
  *
@@ -102,23 +129,24 @@ typedef struct lock_redis_addr {
 
 /* ---- constructors ---- */
 
-lock_client *lock_redis_new(const lock_redis_addr *addr, int timeout_ms, int *err);
-lock_client *lock_redlock_new(const lock_redis_addr *addrs, size_t n, int timeout_ms, int *err);
-lock_client *lock_local_new(int *err);
+LOCK_API lock_client *lock_redis_new(const lock_redis_addr *addr, int timeout_ms, int *err);
+LOCK_API lock_client *lock_redlock_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
+                                       int *err);
+LOCK_API lock_client *lock_local_new(int *err);
 
 /* ---- operations ---- */
 
-int lock_acquire(lock_client *c, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
-                 lock_handle *out);
-int lock_release(lock_client *c, const lock_handle *h);
-int lock_extend(lock_client *c, lock_handle *h, uint32_t ttl_ms);
-void lock_free(lock_client *c);
+LOCK_API int lock_acquire(lock_client *c, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
+                          lock_handle *out);
+LOCK_API int lock_release(lock_client *c, const lock_handle *h);
+LOCK_API int lock_extend(lock_client *c, lock_handle *h, uint32_t ttl_ms);
+LOCK_API void lock_free(lock_client *c);
 
 /* ---- several keys at once: all or nothing, so never a deadlock ---- */
 
-int lock_acquire_multi(lock_client *c, const char *const *keys, size_t n, uint32_t ttl_ms,
-                       uint32_t wait_ms, lock_handle *out);
-int lock_release_multi(lock_client *c, const lock_handle *hs, size_t n);
+LOCK_API int lock_acquire_multi(lock_client *c, const char *const *keys, size_t n, uint32_t ttl_ms,
+                                uint32_t wait_ms, lock_handle *out);
+LOCK_API int lock_release_multi(lock_client *c, const lock_handle *hs, size_t n);
 
 /* ---- watchdog: renews a lease while its holder works, up to a hard limit ----
  *
@@ -140,17 +168,18 @@ int lock_release_multi(lock_client *c, const lock_handle *hs, size_t n);
  * Typical use: acquire; start; work; if (lock_watchdog_check(w, NULL) < 0)
  * give up; commit with the fence; lock_watchdog_stop(w, &h); lock_release(). */
 
-int lock_watchdog_start(lock_client *c, const lock_handle *h, uint32_t ttl_ms, uint32_t max_hold_ms,
-                        lock_watchdog **out);
-int lock_watchdog_check(const lock_watchdog *w, int64_t *valid_until_ms);
-int lock_watchdog_stop(lock_watchdog *w, lock_handle *h);
+LOCK_API int lock_watchdog_start(lock_client *c, const lock_handle *h, uint32_t ttl_ms,
+                                 uint32_t max_hold_ms, lock_watchdog **out);
+LOCK_API int lock_watchdog_check(const lock_watchdog *w, int64_t *valid_until_ms);
+LOCK_API int lock_watchdog_stop(lock_watchdog *w, lock_handle *h);
 
 /* ---- helpers ---- */
 
-const char *lock_name(const lock_client *c);
-int lock_store_addr(const lock_client *c, lock_redis_addr *out);
-const char *lock_strerror(int err);
-int lock_redis_addr_parse(const char *url, lock_redis_addr *out);
-int64_t lock_now_ms(void);
+LOCK_API const char *lock_version(void);
+LOCK_API const char *lock_name(const lock_client *c);
+LOCK_API int lock_store_addr(const lock_client *c, lock_redis_addr *out);
+LOCK_API const char *lock_strerror(int err);
+LOCK_API int lock_redis_addr_parse(const char *url, lock_redis_addr *out);
+LOCK_API int64_t lock_now_ms(void);
 
 #endif /* GM_LOCK_LOCK_H */
