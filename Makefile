@@ -219,6 +219,11 @@ install: lib
 		lock/lock.pc.in >'$(DESTDIR)$(PKGCONFIGDIR)/lock.pc'
 	chmod 644 '$(DESTDIR)$(PKGCONFIGDIR)/lock.pc'
 
+# Installs into a temporary DESTDIR, builds examples/ against it with pkg-config and runs them
+# against a throwaway redis-server (scripts/examples.sh; tests/run.sh runs it too).
+examples: deps
+	@BUILD=$(BUILD) MAKE="$(MAKE)" scripts/examples.sh
+
 uninstall:
 	rm -f '$(DESTDIR)$(INCLUDEDIR)/gamemarket/lock.h' '$(DESTDIR)$(LIBDIR)/liblock.a' \
 		'$(DESTDIR)$(LIBDIR)/$(LOCK_SO)' '$(DESTDIR)$(LIBDIR)/$(LOCK_SONAME)' \
