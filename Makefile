@@ -8,6 +8,10 @@
 #   make valgrind   the integration tests under valgrind
 #   make fuzz       the libFuzzer harnesses, FUZZ_SECONDS each (tests/fuzz/)
 #   make bench      the strategy comparison (bench/results.md)
+#   make lib        lock/ as a library: build/lib/liblock.a and liblock.so (see below)
+#   make install    the library, lock.h and lock.pc under DESTDIR + PREFIX (/usr/local)
+#   make examples   install into a temporary DESTDIR, build examples/ with pkg-config and
+#                   run them against a throwaway redis-server (make test runs them too)
 #
 # User CFLAGS/LDFLAGS are added to ours, never replace them.
 
@@ -58,7 +62,8 @@ UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/te
 INTEG_TESTS = $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
 HELPER_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/helpers/*.c))
 
-.PHONY: all build deps run load test check asan valgrind bench fuzz clean format
+.PHONY: all build deps run load test check asan valgrind bench fuzz clean format \
+	lib install uninstall examples
 all: deps
 	@$(MAKE) --no-print-directory build
 
@@ -166,6 +171,82 @@ fuzz: deps
 bench: deps
 	@$(MAKE) --no-print-directory build
 	@scripts/bench.sh
+
+# ---- lock/ as a library on its own (docs/LOCKING.md, "lock/ as a library") ----
+# The service links $(BUILD)/liblock.a, a module archive like the others. `make lib` builds
+# the library for other programs from the same sources, apart: position-independent objects
+# in $(BUILD)/pic, compiled with -fvisibility=hidden so that liblock.so exports only what
+# lock.h marks LOCK_API (every lock_* function; never the module's lock__* helpers; the
+# recipe checks with nm), and never with SANITIZE (another program links it). The soname
+# carries the major version of lock.h's LOCK_VERSION_*.
+# `make install` copies the libraries, lock.h as $(INCLUDEDIR)/gamemarket/lock.h (programs
+# include <lock.h>; the folder keeps so generic a name out of /usr/include) and lock.pc into
+# $(DESTDIR)$(PKGCONFIGDIR); lock.pc's paths are relative to its own folder, so the tree
+# also works from the DESTDIR staging folder. PREFIX, LIBDIR, INCLUDEDIR must be absolute.
+
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+LIB_BUILD = $(BUILD)/lib
+PIC_BUILD = $(BUILD)/pic
+
+lock_version_part = $(shell sed -n 's/^.define LOCK_VERSION_$(1) \([0-9][0-9]*\)$$/\1/p' lock/lock.h)
+LOCK_V_MAJOR := $(call lock_version_part,MAJOR)
+LOCK_V := $(LOCK_V_MAJOR).$(call lock_version_part,MINOR).$(call lock_version_part,PATCH)
+LOCK_SONAME = liblock.so.$(LOCK_V_MAJOR)
+LOCK_SO = liblock.so.$(LOCK_V)
+LOCK_PIC_OBJS = $(patsubst %.c,$(PIC_BUILD)/%.o,$(wildcard lock/*.c))
+HIREDIS_CFLAGS = $(shell $(PKG_CONFIG) --cflags hiredis)
+HIREDIS_LIBS = $(shell $(PKG_CONFIG) --libs hiredis)
+LIB_CFLAGS = $(WARN) $(OPT) $(DEBUG) -fPIC -fvisibility=hidden -pthread -MMD -MP \
+	$(HIREDIS_CFLAGS) $(CFLAGS)
+# the path from lock.pc's folder to $(1), for the relocatable lock.pc
+pc_rel = $(shell realpath -m --relative-to='$(PKGCONFIGDIR)' '$(1)')
+
+lib: $(LIB_BUILD)/liblock.a $(LIB_BUILD)/$(LOCK_SO)
+
+$(PIC_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_CPPFLAGS) $(LIB_CFLAGS) -c $< -o $@
+
+$(LIB_BUILD)/liblock.a: $(LOCK_PIC_OBJS)
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(LIB_BUILD)/$(LOCK_SO): $(LOCK_PIC_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,$(LOCK_SONAME) -Wl,--no-undefined -pthread $(LDFLAGS) \
+		-o $@.tmp $^ $(HIREDIS_LIBS)
+	@leaked=$$(nm -D --defined-only $@.tmp | awk '$$3 !~ /^lock_[a-z]/ {print $$3}'); \
+	if [ -n "$$leaked" ]; then echo "lib: exported beyond lock_*: $$leaked" >&2; exit 1; fi
+	@mv $@.tmp $@
+	ln -sf $(LOCK_SO) $(LIB_BUILD)/$(LOCK_SONAME)
+	ln -sf $(LOCK_SONAME) $(LIB_BUILD)/liblock.so
+
+install: lib
+	install -d '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(INCLUDEDIR)/gamemarket' '$(DESTDIR)$(PKGCONFIGDIR)'
+	install -m 644 lock/lock.h '$(DESTDIR)$(INCLUDEDIR)/gamemarket/lock.h'
+	install -m 644 $(LIB_BUILD)/liblock.a '$(DESTDIR)$(LIBDIR)/liblock.a'
+	install -m 755 $(LIB_BUILD)/$(LOCK_SO) '$(DESTDIR)$(LIBDIR)/$(LOCK_SO)'
+	ln -sf $(LOCK_SO) '$(DESTDIR)$(LIBDIR)/$(LOCK_SONAME)'
+	ln -sf $(LOCK_SONAME) '$(DESTDIR)$(LIBDIR)/liblock.so'
+	sed -e 's|@PREFIX_REL@|$(call pc_rel,$(PREFIX))|' -e 's|@LIBDIR_REL@|$(call pc_rel,$(LIBDIR))|' \
+		-e 's|@INCLUDEDIR_REL@|$(call pc_rel,$(INCLUDEDIR))|' -e 's|@VERSION@|$(LOCK_V)|' \
+		lock/lock.pc.in >'$(DESTDIR)$(PKGCONFIGDIR)/lock.pc'
+	chmod 644 '$(DESTDIR)$(PKGCONFIGDIR)/lock.pc'
+
+# Installs into a temporary DESTDIR, builds examples/ against it with pkg-config and runs them
+# against a throwaway redis-server (scripts/examples.sh; tests/run.sh runs it too).
+examples: deps
+	@BUILD=$(BUILD) MAKE="$(MAKE)" scripts/examples.sh
+
+uninstall:
+	rm -f '$(DESTDIR)$(INCLUDEDIR)/gamemarket/lock.h' '$(DESTDIR)$(LIBDIR)/liblock.a' \
+		'$(DESTDIR)$(LIBDIR)/$(LOCK_SO)' '$(DESTDIR)$(LIBDIR)/$(LOCK_SONAME)' \
+		'$(DESTDIR)$(LIBDIR)/liblock.so' '$(DESTDIR)$(PKGCONFIGDIR)/lock.pc'
+	-rmdir '$(DESTDIR)$(INCLUDEDIR)/gamemarket' 2>/dev/null
 
 clean:
 	rm -rf build bin

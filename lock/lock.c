@@ -29,13 +29,37 @@ static int key_ok(const char *key) {
     return n > 0 && n <= LOCK_KEY_MAX;
 }
 
-/* Returns 1 when h names a valid key and carries a token of exactly LOCK_TOKEN_LEN bytes, else
- * 0 (also for NULL). This function can't fail. */
+/* Returns 1 when owner is a NUL-terminated string of 1..LOCK_OWNER_MAX bytes. */
+static int owner_ok(const char *owner) {
+    if (owner == NULL) return 0;
+    size_t n = strnlen(owner, LOCK_OWNER_MAX + 1);
+    return n > 0 && n <= LOCK_OWNER_MAX;
+}
+
+/* Returns 1 when h names a valid key, carries a token of exactly LOCK_TOKEN_LEN bytes and an
+ * owner terminated within its field (empty for a plain lease), else 0 (also for NULL). This
+ * function can't fail. */
 int lock__handle_ok(const lock_handle *h) {
     if (h == NULL) return 0;
     if (memchr(h->key, '\0', sizeof h->key) == NULL || !key_ok(h->key)) return 0;
+    if (memchr(h->owner, '\0', sizeof h->owner) == NULL) return 0;
     if (memchr(h->token, '\0', sizeof h->token) == NULL) return 0;
     return strlen(h->token) == LOCK_TOKEN_LEN;
+}
+
+/* Releases the valid handle h: a plain lease is freed, a reentrant one loses a hold. The
+ * watchdogs of h's lease stop renewing when it is freed or found not ours; a reentrant lease
+ * that keeps holds (or whose fate a store error hides) keeps its watchdogs. */
+static int release_one(lock_client *c, const lock_handle *h) {
+    if (h->owner[0] == '\0') {
+        lock__watchdog_forget(c, h);
+        return c->ops->release(c->impl, h);
+    }
+    if (c->ops->release_owned == NULL) return LOCK_ERR_UNSUPPORTED; /* no such handle from c */
+    uint32_t left = 1;
+    int rc = c->ops->release_owned(c->impl, h, &left);
+    if ((rc == LOCK_OK && left == 0) || rc == LOCK_ERR_NOT_OWNER) lock__watchdog_forget(c, h);
+    return rc;
 }
 
 /* ---- API: operations ---- */
@@ -55,25 +79,45 @@ int lock_acquire(lock_client *c, const char *key, uint32_t ttl_ms, uint32_t wait
 }
 
 /* Frees the lease h describes, if h's token still holds it, and stops the renewals of a
- * watchdog started on it. h is borrowed and not changed. Fails with LOCK_ERR_INVALID (NULL
- * c/h, malformed handle), LOCK_ERR_NOT_OWNER (the token does not hold the lease: never held,
+ * watchdog started on it. For a reentrant lease (h->owner set) it drops one hold and frees the
+ * lease (and stops its watchdogs) only when that was the last one. h is borrowed and not
+ * changed. Fails with LOCK_ERR_INVALID (NULL c/h, malformed handle), LOCK_ERR_NOT_OWNER (the
+ * token, or for a reentrant lease the token and owner, do not hold the lease: never held,
  * already released, or expired) or LOCK_ERR_BACKEND. */
 int lock_release(lock_client *c, const lock_handle *h) {
     if (c == NULL || !lock__handle_ok(h)) return LOCK_ERR_INVALID;
-    lock__watchdog_forget(c, h);
-    return c->ops->release(c->impl, h);
+    return release_one(c, h);
 }
 
 /* Resets the lease h describes to ttl_ms from now and updates h->valid_until_ms, if h's token
- * still holds an unexpired lease. Fails with LOCK_ERR_INVALID (NULL c/h, malformed handle,
- * ttl_ms == 0), LOCK_ERR_UNSUPPORTED (the backend has no extend), LOCK_ERR_LEASE_LOST (the
- * token no longer holds it, or the store applied the extension but the new lease ran out
- * before the answer came back) or LOCK_ERR_BACKEND (the store did not answer); h is unchanged
- * on failure. */
+ * still holds an unexpired lease (a reentrant lease, which other holds may rely on, is
+ * prolonged to at least ttl_ms from now and never shortened). Fails with LOCK_ERR_INVALID (NULL
+ * c/h, malformed handle, ttl_ms == 0), LOCK_ERR_UNSUPPORTED (the backend has no extend),
+ * LOCK_ERR_LEASE_LOST (the token no longer holds it, or the store applied the extension but the new
+ * lease ran out before the answer came back) or LOCK_ERR_BACKEND (the store did not answer); h is
+ * unchanged on failure. */
 int lock_extend(lock_client *c, lock_handle *h, uint32_t ttl_ms) {
     if (c == NULL || !lock__handle_ok(h) || ttl_ms == 0) return LOCK_ERR_INVALID;
     if (c->ops->extend == NULL) return LOCK_ERR_UNSUPPORTED;
     return c->ops->extend(c->impl, h, ttl_ms);
+}
+
+/* Takes key for owner reentrantly (see lock.h): a new hold on the lease owner already has on
+ * key (at once; same token and fence; the lease prolonged to at least ttl_ms), or a new lease
+ * when the key is free, retrying for up to wait_ms (0: a single try). Fills the caller's *out,
+ * with out->owner = owner and out->holds = the lease's holds now. Fails with LOCK_ERR_INVALID
+ * (NULL c/key/owner/out, key or owner empty or too long, ttl_ms == 0), LOCK_ERR_UNSUPPORTED,
+ * LOCK_ERR_BUSY (held by another owner or a plain lease for the whole budget),
+ * LOCK_ERR_BACKEND or LOCK_ERR_NOMEM. On any failure *out (when non-NULL) is zeroed. */
+int lock_acquire_owned(lock_client *c, const char *key, const char *owner, uint32_t ttl_ms,
+                       uint32_t wait_ms, lock_handle *out) {
+    if (out != NULL) memset(out, 0, sizeof *out);
+    if (c == NULL || out == NULL || !key_ok(key) || !owner_ok(owner) || ttl_ms == 0)
+        return LOCK_ERR_INVALID;
+    if (c->ops->acquire_owned == NULL) return LOCK_ERR_UNSUPPORTED;
+    int rc = c->ops->acquire_owned(c->impl, key, owner, ttl_ms, wait_ms, out);
+    if (rc != LOCK_OK) memset(out, 0, sizeof *out);
+    return rc;
 }
 
 /* Frees c and everything its backend owns; leases it holds are left to expire. Watchdogs still
@@ -121,25 +165,38 @@ int lock_acquire_multi(lock_client *c, const char *const *keys, size_t n, uint32
 }
 
 /* Frees every lease of hs[0..n) that its token still holds (all of them, even after a
- * failure) and stops their watchdogs' renewals. Returns LOCK_OK, or the first failure in the
- * order of hs: LOCK_ERR_NOT_OWNER, LOCK_ERR_BACKEND; LOCK_ERR_INVALID (NULL c/hs, n == 0 or
- * above LOCK_MULTI_MAX, a malformed handle) releases nothing. */
+ * failure) and stops their watchdogs' renewals; a handle of a reentrant lease drops one hold,
+ * as lock_release() does. Returns LOCK_OK, or the first failure in the order of hs:
+ * LOCK_ERR_NOT_OWNER, LOCK_ERR_BACKEND; LOCK_ERR_INVALID (NULL c/hs, n == 0 or above
+ * LOCK_MULTI_MAX, a malformed handle) releases nothing. */
 int lock_release_multi(lock_client *c, const lock_handle *hs, size_t n) {
     if (c == NULL || hs == NULL || n == 0 || n > LOCK_MULTI_MAX) return LOCK_ERR_INVALID;
-    for (size_t i = 0; i < n; i++)
+    int owned = 0;
+    for (size_t i = 0; i < n; i++) {
         if (!lock__handle_ok(&hs[i])) return LOCK_ERR_INVALID;
-    for (size_t i = 0; i < n; i++)
-        lock__watchdog_forget(c, &hs[i]);
-    if (c->ops->release_multi != NULL) return c->ops->release_multi(c->impl, hs, n);
+        if (hs[i].owner[0] != '\0') owned = 1;
+    }
+    if (c->ops->release_multi != NULL && !owned) {
+        for (size_t i = 0; i < n; i++)
+            lock__watchdog_forget(c, &hs[i]);
+        return c->ops->release_multi(c->impl, hs, n);
+    }
     int first = LOCK_OK;
     for (size_t i = 0; i < n; i++) {
-        int rc = c->ops->release(c->impl, &hs[i]);
+        int rc = release_one(c, &hs[i]);
         if (rc != LOCK_OK && first == LOCK_OK) first = rc;
     }
     return first;
 }
 
 /* ---- API: helpers ---- */
+
+/* Returns the version of the library this code was built as, LOCK_VERSION of its lock.h
+ * ("1.0.0"); a static string. A program can compare it with the LOCK_VERSION it was compiled
+ * against. This function can't fail. */
+const char *lock_version(void) {
+    return LOCK_VERSION;
+}
 
 /* Returns the backend's name ("redis", "redlock", "local"), or "none" for NULL; a static string.
  * This function can't fail. */
@@ -318,13 +375,13 @@ int lock_redis_addr_parse(const char *url, lock_redis_addr *out) {
  * ops->destroy(impl). ops is borrowed and must outlive the client (static storage). On
  * success the client takes ownership of impl. Returns NULL with *err (when err is non-NULL)
  * set to LOCK_ERR_INVALID if ops is NULL or lacks a mandatory slot (name, acquire, release,
- * destroy), LOCK_ERR_NOMEM, or LOCK_ERR_BACKEND if the watchdog mutex or condition variable
- * cannot be created; impl then stays the caller's. */
+ * destroy; release_owned with acquire_owned), LOCK_ERR_NOMEM, or LOCK_ERR_BACKEND if the watchdog
+ * mutex or condition variable cannot be created; impl then stays the caller's. */
 lock_client *lock__client_new(const struct lock_ops *ops, void *impl, int *err) {
     int dummy;
     if (err == NULL) err = &dummy;
     if (ops == NULL || ops->name == NULL || ops->acquire == NULL || ops->release == NULL ||
-        ops->destroy == NULL) {
+        ops->destroy == NULL || (ops->acquire_owned != NULL && ops->release_owned == NULL)) {
         *err = LOCK_ERR_INVALID;
         return NULL;
     }

@@ -16,10 +16,11 @@
  * docs/LOCKING.md says what each one promises and what it cannot.
  *
  * Fences: a handle's fence is strictly larger than the fence of every earlier
- * acquisition of the same key through the same store (per Redis server for
+ * lease on the same key through the same store (per Redis server for
  * lock_redis, the maximum over the granting majority for lock_redlock, per
  * client for lock_local). A store that loses its data (a restart without
- * persistence, a failover that drops writes) can hand out a fence again.
+ * persistence, a failover that drops writes) can hand out a fence again. A
+ * reentrant re-acquisition is not a new lease: it carries its lease's fence.
  *
  * Waiting: the Redis backends queue the threads of one client that want the
  * same key in-process, so only one of them talks to Redis at a time, and the
@@ -28,14 +29,46 @@
  * the key without publishing (another lock library, a plain DEL) is noticed
  * within one poll interval, not at the end of its TTL.
  *
+ * Reentrant leases: lock_acquire_owned() names an owner (a thread, a request);
+ * that owner may take a key it already holds again, and each acquisition adds
+ * one hold to the same lease (same token, same fence); lock_release() drops one
+ * hold and frees the lease when none is left. See the section below.
+ *
  * Every lock_client is safe to share between threads; a lock_handle is plain
  * data owned by the caller and is not (see the watchdog section).
+ *
+ * As a library on its own: `make lib` builds liblock.a and liblock.so, and
+ * `make install` puts this header at <prefix>/include/gamemarket/lock.h with a
+ * pkg-config file "lock" (`pkg-config --cflags --libs lock`, then #include
+ * <lock.h>). docs/LOCKING.md shows the build, the install and the examples.
  */
 #ifndef GM_LOCK_LOCK_H
 #define GM_LOCK_LOCK_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* ---- version and exported symbols ----
+ *
+ * LOCK_VERSION_* describe this header; lock_version() the library actually
+ * linked. The major version is the shared library's soname (liblock.so.1): it
+ * changes when a program built against an older header could break, e.g. when
+ * lock_handle changes size. */
+#define LOCK_VERSION_MAJOR 1
+#define LOCK_VERSION_MINOR 0
+#define LOCK_VERSION_PATCH 0
+#define LOCK_VERSION_STR2_(x) #x
+#define LOCK_VERSION_STR_(a, b, c)                                                                 \
+    LOCK_VERSION_STR2_(a) "." LOCK_VERSION_STR2_(b) "." LOCK_VERSION_STR2_(c)
+#define LOCK_VERSION LOCK_VERSION_STR_(LOCK_VERSION_MAJOR, LOCK_VERSION_MINOR, LOCK_VERSION_PATCH)
+
+/* Marks the public API: liblock.so is built with -fvisibility=hidden, so only these names
+ * (all lock_*) are exported; the module's own lock__* helpers are not. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define LOCK_API __attribute__((visibility("default")))
+#else
+#define LOCK_API
+#endif
 
 /* ---- error codes: 0 is success, every error is negative ----
  *
@@ -76,17 +109,21 @@ enum lock_err {
 #define LOCK_TOKEN_LEN 32         /* a token is 128 random bits as lowercase hex */
 #define LOCK_MULTI_MAX 64         /* most keys one lock_acquire_multi() takes */
 #define LOCK_REDLOCK_NODES_MAX 15 /* most Redis masters one Redlock client uses */
+#define LOCK_OWNER_MAX 64         /* longest owner id of a reentrant lease, in bytes */
 
 typedef struct lock_client lock_client;
 typedef struct lock_watchdog lock_watchdog; /* renews one lease in the background */
 
 /* A held lease, filled in by lock_acquire(). Caller-allocated; plain data. The handles of one
- * lock_acquire_multi() share a token. */
+ * lock_acquire_multi() share a token, and so do the handles of the holds of one reentrant
+ * lease. */
 typedef struct lock_handle {
     char key[LOCK_KEY_MAX + 1];     /* the resource */
     char token[LOCK_TOKEN_LEN + 1]; /* proof of ownership */
-    uint64_t fence;                 /* strictly grows with each acquisition of key */
+    uint64_t fence;                 /* strictly grows with each new lease on key */
     int64_t valid_until_ms;         /* monotonic (lock_now_ms) deadline of the lease */
+    char owner[LOCK_OWNER_MAX + 1]; /* reentrant lease: its owner; "" for a plain lease */
+    uint32_t holds; /* reentrant lease: its holds counting this one (1: a new lease); plain: 0 */
 } lock_handle;
 
 /* Where a Redis server is, parsed from redis://[user:pass@]host[:port][/db]. */
@@ -102,23 +139,50 @@ typedef struct lock_redis_addr {
 
 /* ---- constructors ---- */
 
-lock_client *lock_redis_new(const lock_redis_addr *addr, int timeout_ms, int *err);
-lock_client *lock_redlock_new(const lock_redis_addr *addrs, size_t n, int timeout_ms, int *err);
-lock_client *lock_local_new(int *err);
+LOCK_API lock_client *lock_redis_new(const lock_redis_addr *addr, int timeout_ms, int *err);
+LOCK_API lock_client *lock_redlock_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
+                                       int *err);
+LOCK_API lock_client *lock_local_new(int *err);
 
 /* ---- operations ---- */
 
-int lock_acquire(lock_client *c, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
-                 lock_handle *out);
-int lock_release(lock_client *c, const lock_handle *h);
-int lock_extend(lock_client *c, lock_handle *h, uint32_t ttl_ms);
-void lock_free(lock_client *c);
+LOCK_API int lock_acquire(lock_client *c, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
+                          lock_handle *out);
+LOCK_API int lock_release(lock_client *c, const lock_handle *h);
+LOCK_API int lock_extend(lock_client *c, lock_handle *h, uint32_t ttl_ms);
+LOCK_API void lock_free(lock_client *c);
+
+/* ---- reentrant leases: an owner may take a key it already holds ----
+ *
+ * lock_acquire_owned() takes key for owner (1..LOCK_OWNER_MAX bytes, any text without NUL:
+ * a thread id, a request id). When that owner already holds key's lease, it succeeds at
+ * once without waiting and adds a hold to the same lease: the handle gets the lease's token
+ * and fence (a re-acquisition is not a new lease, so the fence does not change) and
+ * holds = the number of holds now; the lease is prolonged to at least ttl_ms from now, never
+ * shortened (the other holds keep their deadlines). Otherwise it waits like lock_acquire()
+ * and starts a new lease (holds = 1, a new token and fence). Another owner, and every plain
+ * lock_acquire(), finds the key held until the last hold is released or the lease expires.
+ *
+ * lock_release() of an owned handle drops one hold: the lease stays held while holds remain
+ * (its watchdogs keep renewing) and is freed by the last release. Holds are counted, not
+ * handles: every successful lock_acquire_owned() is balanced by exactly one lock_release()
+ * of any of the lease's handles. Release and extend still need the lease's token and the
+ * same owner (LOCK_ERR_NOT_OWNER / LOCK_ERR_LEASE_LOST otherwise); lock_extend() of an owned
+ * lease never shortens it either. Expiry ends every hold at once. The owner id is an
+ * identity, not a secret: on a shared store, any client naming the same owner joins the
+ * lease (which is how a request can re-enter across processes), so make owner ids unique
+ * where that is not wanted (e.g. prefix them with a host and process id). Fails like
+ * lock_acquire(), and with LOCK_ERR_INVALID for a NULL, empty or overlong owner, or
+ * LOCK_ERR_UNSUPPORTED for a backend without reentrant leases. */
+
+LOCK_API int lock_acquire_owned(lock_client *c, const char *key, const char *owner, uint32_t ttl_ms,
+                                uint32_t wait_ms, lock_handle *out);
 
 /* ---- several keys at once: all or nothing, so never a deadlock ---- */
 
-int lock_acquire_multi(lock_client *c, const char *const *keys, size_t n, uint32_t ttl_ms,
-                       uint32_t wait_ms, lock_handle *out);
-int lock_release_multi(lock_client *c, const lock_handle *hs, size_t n);
+LOCK_API int lock_acquire_multi(lock_client *c, const char *const *keys, size_t n, uint32_t ttl_ms,
+                                uint32_t wait_ms, lock_handle *out);
+LOCK_API int lock_release_multi(lock_client *c, const lock_handle *hs, size_t n);
 
 /* ---- watchdog: renews a lease while its holder works, up to a hard limit ----
  *
@@ -140,17 +204,18 @@ int lock_release_multi(lock_client *c, const lock_handle *hs, size_t n);
  * Typical use: acquire; start; work; if (lock_watchdog_check(w, NULL) < 0)
  * give up; commit with the fence; lock_watchdog_stop(w, &h); lock_release(). */
 
-int lock_watchdog_start(lock_client *c, const lock_handle *h, uint32_t ttl_ms, uint32_t max_hold_ms,
-                        lock_watchdog **out);
-int lock_watchdog_check(const lock_watchdog *w, int64_t *valid_until_ms);
-int lock_watchdog_stop(lock_watchdog *w, lock_handle *h);
+LOCK_API int lock_watchdog_start(lock_client *c, const lock_handle *h, uint32_t ttl_ms,
+                                 uint32_t max_hold_ms, lock_watchdog **out);
+LOCK_API int lock_watchdog_check(const lock_watchdog *w, int64_t *valid_until_ms);
+LOCK_API int lock_watchdog_stop(lock_watchdog *w, lock_handle *h);
 
 /* ---- helpers ---- */
 
-const char *lock_name(const lock_client *c);
-int lock_store_addr(const lock_client *c, lock_redis_addr *out);
-const char *lock_strerror(int err);
-int lock_redis_addr_parse(const char *url, lock_redis_addr *out);
-int64_t lock_now_ms(void);
+LOCK_API const char *lock_version(void);
+LOCK_API const char *lock_name(const lock_client *c);
+LOCK_API int lock_store_addr(const lock_client *c, lock_redis_addr *out);
+LOCK_API const char *lock_strerror(int err);
+LOCK_API int lock_redis_addr_parse(const char *url, lock_redis_addr *out);
+LOCK_API int64_t lock_now_ms(void);
 
 #endif /* GM_LOCK_LOCK_H */

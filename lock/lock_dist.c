@@ -56,6 +56,14 @@
  * the same schedule is all there is. Rounds that fail for store trouble
  * (BACKEND with some node answering) back off on the capped, jittered
  * backoff instead.
+ *
+ * Reentrant leases (an owner): one key, the owned scripts. Each node answers
+ * a hold on the owner's lease there, a new lease with this attempt's token
+ * where the key is free, or busy; the lease most nodes answered must have a
+ * quorum, and every other hold taken is given back (acquire_round_owned). The
+ * fence is the lease's, stored in its hash, so a re-acquisition answers the
+ * fence the lease started with (raised with the counters when the nodes
+ * disagreed). The owner's threads join its queue entry instead of queueing.
  */
 #include "lock/lock.h"
 
@@ -84,6 +92,7 @@ struct work {
     uint64_t fmax[LOCK_MULTI_MAX];
     char ttl[16];
     struct lock__sub sub;
+    char okey[LOCK_KEY_MAX + sizeof LOCK_OWNER_SUFFIX]; /* a reentrant lease's "<key>:owner" */
 };
 
 /* ---- Redlock arithmetic (pure) ---- */
@@ -153,6 +162,8 @@ static void call_init(struct lock__call *c, struct lock__node *nd, enum lock__sc
     c->nkeys = 0;
     c->nargs = 0;
     c->undo_nkeys = 0;
+    c->undo_nargs = 1;
+    c->undo_script = LOCK__SCRIPT_RELEASE;
 }
 
 static int node_timeout(const struct lock__dist *d, uint32_t ttl_ms) {
@@ -266,13 +277,129 @@ static int acquire_round(struct lock__dist *d, struct work *w, const char *const
     return LOCK_OK;
 }
 
+/* ---- reentrant rounds ---- */
+
+/* Returns 1 when call c answered an owned acquire with a hold: {fence > 0, holds > 0, token}. */
+static int granted_owned(const struct lock__call *c) {
+    return c->state == LOCK__CALL_ARRAY && c->nvals == 3 && c->vals[0] > 0 && c->vals[1] > 0 &&
+           c->text[0] != '\0';
+}
+
+/* Appends to w->more[*m] the release of one hold of key (w->okey) for owner and token on node
+ * nd. */
+static void add_release_owned(struct work *w, size_t *m, struct lock__node *nd, const char *key,
+                              const char *owner, const char *token) {
+    struct lock__call *u = &w->more[(*m)++];
+    call_init(u, nd, LOCK__SCRIPT_RELEASE_OWNED);
+    u->keys[u->nkeys++] = key;
+    u->keys[u->nkeys++] = w->okey;
+    u->args[u->nargs++] = owner;
+    u->args[u->nargs++] = token;
+}
+
+/* One owned acquire round for key: on each node, a hold on owner's lease there, a new lease
+ * with token where the key is free, or busy. The nodes may answer different leases (a node
+ * that lost the key grants a new one while the others count a hold on the old one): the lease
+ * most nodes answered wins and must have a quorum within the validity, as in acquire_round();
+ * every hold taken that is not part of the winning lease, or of a round that failed, is given
+ * back (a node that answered an error gets the release of token, the new lease it may have
+ * started unless that lease won; one that did not answer, the by-owner undo behind its call). The
+ * handle gets the winning lease's token, the largest fence and holds its nodes answered; lagging
+ * fences (the counter and the hash) are raised to it. Returns LOCK_OK (*out filled), LOCK_ERR_BUSY
+ * or LOCK_ERR_BACKEND; *failed and *pttl_ms as for acquire_round(). */
+static int acquire_round_owned(struct lock__dist *d, struct work *w, const char *key,
+                               const char *owner, const char *token, uint32_t ttl_ms,
+                               lock_handle *out, size_t *failed, int64_t *pttl_ms) {
+    int to = node_timeout(d, ttl_ms);
+    int64_t started = lock_now_ms();
+    for (size_t i = 0; i < d->n; i++) {
+        struct lock__call *c = &w->calls[i];
+        call_init(c, d->node[i], LOCK__SCRIPT_ACQUIRE_OWNED);
+        c->keys[c->nkeys++] = key;
+        c->keys[c->nkeys++] = w->okey;
+        c->keys[c->nkeys++] = LOCK_FENCE_KEY;
+        c->args[c->nargs++] = owner;
+        c->args[c->nargs++] = token;
+        c->args[c->nargs++] = w->ttl;
+        c->undo_script = LOCK__SCRIPT_RELEASE_OWNED; /* by owner: key, okey; owner */
+        c->undo_nkeys = 2;
+        c->undo_nargs = 1;
+    }
+    lock__node_calls(w->calls, d->n, to);
+    int64_t now = lock_now_ms();
+
+    size_t best = d->n, best_votes = 0, nfailed = 0;
+    int64_t pttl = -1;
+    for (size_t i = 0; i < d->n; i++) {
+        const struct lock__call *c = &w->calls[i];
+        if (granted_owned(c)) {
+            size_t votes = 0;
+            for (size_t j = 0; j < d->n; j++)
+                if (granted_owned(&w->calls[j]) && strcmp(w->calls[j].text, c->text) == 0) votes++;
+            if (votes > best_votes) {
+                best = i;
+                best_votes = votes;
+            }
+        } else if (c->state == LOCK__CALL_INT) {
+            if (c->ival >= 0 && (pttl < 0 || c->ival < pttl)) pttl = c->ival;
+        } else {
+            nfailed++;
+        }
+    }
+    int64_t drift = drift_of(d, ttl_ms);
+    int rc = lock__redlock_verdict(d->n, best_votes, nfailed,
+                                   lock__redlock_validity_ms(ttl_ms, started, now, drift));
+    *failed = nfailed;
+    *pttl_ms = pttl;
+
+    /* give back what is not the winning lease; raise the winners' fences when they differ */
+    const char *win = rc == LOCK_OK ? w->calls[best].text : NULL;
+    uint64_t fmax = 0, holds = 0;
+    for (size_t i = 0; win != NULL && i < d->n; i++) {
+        const struct lock__call *c = &w->calls[i];
+        if (!granted_owned(c) || strcmp(c->text, win) != 0) continue;
+        if ((uint64_t)c->vals[0] > fmax) fmax = (uint64_t)c->vals[0];
+        if ((uint64_t)c->vals[1] > holds) holds = (uint64_t)c->vals[1];
+    }
+    snprintf(w->num[0], sizeof w->num[0], "%llu", (unsigned long long)fmax);
+    size_t m = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        struct lock__call *c = &w->calls[i];
+        if (granted_owned(c) && (win == NULL || strcmp(c->text, win) != 0)) {
+            add_release_owned(w, &m, c->node, key, owner, c->text);
+        } else if (c->state == LOCK__CALL_ERROR && (win == NULL || strcmp(win, token) != 0)) {
+            add_release_owned(w, &m, c->node, key, owner, token); /* a new lease it may hold */
+        } else if (win != NULL && granted_owned(c) && (uint64_t)c->vals[0] != fmax) {
+            struct lock__call *u = &w->more[m++];
+            call_init(u, c->node, LOCK__SCRIPT_RAISE_OWNED);
+            u->keys[u->nkeys++] = LOCK_FENCE_KEY;
+            u->keys[u->nkeys++] = w->okey;
+            u->args[u->nargs++] = w->num[0];
+            u->args[u->nargs++] = win;
+        }
+    }
+    if (m > 0) lock__node_calls(w->more, m, to); /* best effort: the leases expire anyway */
+    if (rc != LOCK_OK) return rc;
+
+    strcpy(out->key, key);
+    memcpy(out->token, win, LOCK_TOKEN_LEN + 1);
+    out->fence = fmax;
+    out->valid_until_ms = started + (int64_t)ttl_ms - drift;
+    strcpy(out->owner, owner); /* length checked by lock.c */
+    out->holds = holds > UINT32_MAX ? UINT32_MAX : (uint32_t)holds;
+    return LOCK_OK;
+}
+
 /* ---- API (module-internal) ---- */
 
 /* Takes keys[0..nk) (distinct, checked by lock.c) for ttl_ms, all or none, retrying for up to
- * wait_ms, and fills out[0..nk). Returns LOCK_OK, LOCK_ERR_BUSY, LOCK_ERR_BACKEND (every node
- * failed, at once; or no quorum reachable by the end of the budget) or LOCK_ERR_NOMEM. */
-int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk, uint32_t ttl_ms,
-                       uint32_t wait_ms, lock_handle *out) {
+ * wait_ms, and fills out[0..nk). With an owner (then nk == 1) the lease is reentrant: a hold on
+ * the lease owner already has on keys[0], or a new one (acquire_round_owned), and the
+ * in-process queue lets the owner's threads join its lease instead of queueing behind it.
+ * Returns LOCK_OK, LOCK_ERR_BUSY, LOCK_ERR_BACKEND (every node failed, at once; or no quorum
+ * reachable by the end of the budget) or LOCK_ERR_NOMEM. */
+int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk, const char *owner,
+                       uint32_t ttl_ms, uint32_t wait_ms, lock_handle *out) {
     int64_t deadline = lock_now_ms() + wait_ms; /* the budget runs from the call's start */
     char token[LOCK_TOKEN_LEN + 1];
     int rc = lock__token_new(token);
@@ -285,9 +412,14 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
         w->chp[k] = w->chan[k];
     }
     snprintf(w->ttl, sizeof w->ttl, "%u", (unsigned)ttl_ms);
+    snprintf(w->okey, sizeof w->okey, "%s%s", keys[0], LOCK_OWNER_SUFFIX);
     uint64_t rng = strtoull(token + LOCK_TOKEN_LEN / 2, NULL, 16);
 
-    rc = lock__queue_enter(d->q, keys, nk, deadline);
+    int joined = 0; /* the owner's lease held the queue entry: we did not enter it */
+    if (owner != NULL)
+        rc = lock__queue_enter_owned(d->q, keys[0], owner, deadline, &joined);
+    else
+        rc = lock__queue_enter(d->q, keys, nk, deadline);
     if (rc != LOCK_OK) {
         free(w);
         return rc;
@@ -297,7 +429,10 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
     for (unsigned attempt = 0;; attempt++) {
         size_t failed = 0;
         int64_t pttl = -1;
-        rc = acquire_round(d, w, keys, nk, token, ttl_ms, out, &failed, &pttl);
+        if (owner != NULL)
+            rc = acquire_round_owned(d, w, keys[0], owner, token, ttl_ms, out, &failed, &pttl);
+        else
+            rc = acquire_round(d, w, keys, nk, token, ttl_ms, out, &failed, &pttl);
         if (rc == LOCK_OK) break;
         if (rc == LOCK_ERR_BACKEND && failed == d->n) break; /* nobody answered: say so now */
         int64_t now = lock_now_ms();
@@ -321,9 +456,11 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
         lock__sleep_ms((uint32_t)nap);
     }
     if (subscribed >= 0) lock__sub_end(&w->sub);
-    if (rc == LOCK_OK)
+    if (rc == LOCK_OK && owner != NULL)
+        lock__queue_hold_owned(d->q, keys[0], out->token, owner, out->valid_until_ms, joined);
+    else if (rc == LOCK_OK)
         lock__queue_hold(d->q, keys, nk, token, out[0].valid_until_ms);
-    else
+    else if (!joined)
         lock__queue_leave(d->q, keys, nk);
     free(w);
     return rc;
@@ -363,6 +500,45 @@ int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n) {
     return first;
 }
 
+/* Drops one hold of the reentrant lease h (validated by lock.c, with an owner) on every node,
+ * freeing it where it was the last. Returns LOCK_OK with *left = the holds left (the largest a
+ * node that said yes answered; 0: freed), LOCK_ERR_NOT_OWNER (the refusals rule a quorum
+ * out), LOCK_ERR_BACKEND or LOCK_ERR_NOMEM. The in-process queue entry is freed with the lease,
+ * when it is not ours any more, or when no hold taken through this client is left. */
+int lock__dist_release_owned(struct lock__dist *d, const lock_handle *h, uint32_t *left) {
+    struct work *w = malloc(sizeof *w);
+    if (w == NULL) return LOCK_ERR_NOMEM;
+    snprintf(w->okey, sizeof w->okey, "%s%s", h->key, LOCK_OWNER_SUFFIX);
+    for (size_t i = 0; i < d->n; i++) {
+        struct lock__call *c = &w->calls[i];
+        call_init(c, d->node[i], LOCK__SCRIPT_RELEASE_OWNED);
+        c->keys[c->nkeys++] = h->key;
+        c->keys[c->nkeys++] = w->okey;
+        c->args[c->nargs++] = h->owner;
+        c->args[c->nargs++] = h->token;
+    }
+    lock__node_calls(w->calls, d->n, d->timeout_ms);
+    size_t yes = 0, failed = 0;
+    long long most = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        const struct lock__call *c = &w->calls[i];
+        if (c->state != LOCK__CALL_INT) {
+            failed++;
+        } else if (c->ival >= 0) {
+            yes++;
+            if (c->ival > most) most = c->ival;
+        }
+    }
+    free(w);
+    int rc = lock__redlock_owner_verdict(d->n, yes, failed, 1);
+    if (rc == LOCK_OK) *left = most > UINT32_MAX ? UINT32_MAX : (uint32_t)most;
+    if ((rc == LOCK_OK && most == 0) || rc == LOCK_ERR_NOT_OWNER)
+        lock__queue_release(d->q, h->key, h->token);
+    else if (rc == LOCK_OK)
+        lock__queue_drop_hold(d->q, h->key, h->token);
+    return rc;
+}
+
 /* Resets h's lease to ttl_ms on every node where h's token still holds it, and moves
  * h->valid_until_ms to start + ttl - drift when a quorum did so in time. Returns LOCK_OK,
  * LOCK_ERR_LEASE_LOST (the refusals rule a quorum out, or a quorum answered but the round
@@ -373,11 +549,19 @@ int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms) {
     struct work *w = malloc(sizeof *w);
     if (w == NULL) return LOCK_ERR_NOMEM;
     snprintf(w->ttl, sizeof w->ttl, "%u", (unsigned)ttl_ms);
+    snprintf(w->okey, sizeof w->okey, "%s%s", h->key, LOCK_OWNER_SUFFIX);
     int64_t started = lock_now_ms();
     for (size_t i = 0; i < d->n; i++) {
         struct lock__call *c = &w->calls[i];
-        call_init(c, d->node[i], LOCK__SCRIPT_EXTEND);
-        c->keys[c->nkeys++] = h->key;
+        if (h->owner[0] != '\0') { /* a reentrant lease: never shortened */
+            call_init(c, d->node[i], LOCK__SCRIPT_EXTEND_OWNED);
+            c->keys[c->nkeys++] = h->key;
+            c->keys[c->nkeys++] = w->okey;
+            c->args[c->nargs++] = h->owner;
+        } else {
+            call_init(c, d->node[i], LOCK__SCRIPT_EXTEND);
+            c->keys[c->nkeys++] = h->key;
+        }
         c->args[c->nargs++] = h->token;
         c->args[c->nargs++] = w->ttl;
     }

@@ -5,9 +5,13 @@
  * before dispatching, so an op may assume: c, key, keys, out, h and hs are
  * non-NULL, every key is 1..LOCK_KEY_MAX bytes, the keys of a multi call are
  * distinct and number 1..LOCK_MULTI_MAX, a handle's token is LOCK_TOKEN_LEN
- * bytes and ttl_ms > 0. A NULL optional slot makes lock.c answer
- * LOCK_ERR_UNSUPPORTED (extend, acquire_multi) or fall back to one release per
- * handle (release_multi); name, acquire, release and destroy are mandatory.
+ * bytes and its owner a NUL-terminated string, an owner passed in is
+ * 1..LOCK_OWNER_MAX bytes, and ttl_ms > 0. A NULL optional slot makes lock.c
+ * answer LOCK_ERR_UNSUPPORTED (extend, acquire_multi, acquire_owned) or fall
+ * back to one release per handle (release_multi); name, acquire, release and
+ * destroy are mandatory, and release_owned is with acquire_owned. Handles of
+ * reentrant leases (h->owner non-empty) go to release_owned, never to release
+ * or release_multi; extend gets both kinds and must honour h->owner.
  *
  * The layers below the two Redis backends are here too, each with its prefix:
  *   lock__node_*, lock__sub_*  (lock_node.c)  one Redis server: connections,
@@ -37,6 +41,7 @@
 #define LOCK_FENCE_KEY "lock:fences"     /* counts acquisitions of every key, per server */
 #define LOCK_RELEASED_SUFFIX ":released" /* "<key>:released" is published on release */
 #define LOCK_WANTED_SUFFIX ":wanted"     /* "<key>:wanted": a waiter wants the release told */
+#define LOCK_OWNER_SUFFIX ":owner"       /* "<key>:owner": a reentrant lease's owner and holds */
 
 /* ---- types ---- */
 
@@ -56,6 +61,13 @@ struct lock_ops {
                          uint32_t wait_ms, lock_handle *out);
     /* Free every lease of hs[0..n); return the first error (optional). */
     int (*release_multi)(void *impl, const lock_handle *hs, size_t n);
+    /* Take key for owner, reentrantly: a hold on the lease owner already has, else a new
+     * lease, waiting until wait_ms have passed; fill *out with owner and holds (optional). */
+    int (*acquire_owned)(void *impl, const char *key, const char *owner, uint32_t ttl_ms,
+                         uint32_t wait_ms, lock_handle *out);
+    /* Drop one hold of the reentrant lease h describes if h's token and owner hold it, freeing
+     * the lease at zero; *left gets the holds left (0: freed) on success (with acquire_owned). */
+    int (*release_owned)(void *impl, const lock_handle *h, uint32_t *left);
 };
 
 /* The watchdogs of one client and the thread that renews them (lock_watchdog.c). */
@@ -111,6 +123,14 @@ enum lock__script {
     LOCK__SCRIPT_RELEASE, /* KEYS: n locks; ARGV: n tokens (or one) -> n of 0/1 */
     LOCK__SCRIPT_EXTEND,  /* KEYS: lock; ARGV: token, ttl -> 0/1 */
     LOCK__SCRIPT_RAISE,   /* KEYS: n fences; ARGV: n values -> 1 (raise to at least) */
+    /* reentrant leases: the lock key holds the token, "<key>:owner" a hash
+     * {owner, token, holds, fence} with the same expiry */
+    LOCK__SCRIPT_ACQUIRE_OWNED, /* KEYS: lock, owner rec, fences; ARGV: owner, token, ttl
+                                   -> {fence, holds, token} | pttl */
+    LOCK__SCRIPT_RELEASE_OWNED, /* KEYS: lock, owner rec; ARGV: owner[, token] -> holds left
+                                   | -1 (without token: the hold just added by owner) */
+    LOCK__SCRIPT_EXTEND_OWNED,  /* KEYS: lock, owner rec; ARGV: owner, token, ttl -> 0/1 */
+    LOCK__SCRIPT_RAISE_OWNED,   /* KEYS: fences, owner rec; ARGV: fence, token -> 1 */
     LOCK__SCRIPT_COUNT
 };
 
@@ -136,13 +156,16 @@ struct lock__call {
     size_t nkeys, nargs;
     const char *keys[LOCK__CALL_KEYS_MAX]; /* borrowed for the call */
     const char *args[LOCK__CALL_ARGS_MAX]; /* borrowed for the call */
-    size_t undo_nkeys; /* >0: if the answer never comes, send RELEASE(keys[0..undo_nkeys),
-                          args[0]) behind it on the same connection */
+    size_t undo_nkeys; /* >0: if the answer never comes, send undo_script(keys[0..undo_nkeys),
+                          args[0..undo_nargs)) behind it on the same connection */
+    size_t undo_nargs;
+    enum lock__script undo_script;
     /* out */
     enum lock__call_state state;
     long long ival;
     size_t nvals;
-    long long vals[LOCK_MULTI_MAX];
+    long long vals[LOCK_MULTI_MAX]; /* a string element of the array (a token) counts 0 here */
+    char text[LOCK_TOKEN_LEN + 1];  /* ... and is here ("" when none) */
     /* private to lock_node.c */
     struct lock__conn *conn;
     int phase;
@@ -180,6 +203,11 @@ void lock__queue_leave(struct lock__queue *q, const char *const *keys, size_t n)
 void lock__queue_release(struct lock__queue *q, const char *key, const char *token);
 void lock__queue_extend(struct lock__queue *q, const char *key, const char *token,
                         int64_t valid_until_ms);
+int lock__queue_enter_owned(struct lock__queue *q, const char *key, const char *owner,
+                            int64_t deadline_ms, int *joined);
+void lock__queue_hold_owned(struct lock__queue *q, const char *key, const char *token,
+                            const char *owner, int64_t valid_until_ms, int joined);
+void lock__queue_drop_hold(struct lock__queue *q, const char *key, const char *token);
 
 /* ---- the engine over N Redis nodes (lock_dist.c) ---- */
 
@@ -188,9 +216,10 @@ struct lock__dist;
 struct lock__dist *lock__dist_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
                                   int redlock, int *err);
 void lock__dist_free(struct lock__dist *d);
-int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t n, uint32_t ttl_ms,
-                       uint32_t wait_ms, lock_handle *out);
+int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t n, const char *owner,
+                       uint32_t ttl_ms, uint32_t wait_ms, lock_handle *out);
 int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n);
+int lock__dist_release_owned(struct lock__dist *d, const lock_handle *h, uint32_t *left);
 int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms);
 
 #endif /* GM_LOCK_LOCK_IMPL_H */

@@ -19,6 +19,12 @@
  * when every one is free, else none: a waiter never holds some keys while it
  * waits for others, so no order of keys can deadlock. It sleeps until the
  * earliest expiry among the keys still held, or a release.
+ *
+ * A reentrant lease (lock_acquire_owned) is the same record with an owner and
+ * a count of holds: its owner's next acquisition adds a hold (same token and
+ * fence; the expiry moves later, never earlier) and each release takes one
+ * away, the last freeing the record. A release or extend must name the
+ * record's token and owner ("" for a plain lease).
  */
 #include "lock/lock.h"
 
@@ -37,6 +43,8 @@ struct local_res {
     char token[LOCK_TOKEN_LEN + 1]; /* holder's token; empty when released */
     int64_t expires_at_ms;          /* monotonic; the lease is over at this instant */
     uint64_t fence;                 /* acquisitions so far; never reset */
+    char owner[LOCK_OWNER_MAX + 1]; /* a reentrant lease's owner; "" for a plain lease */
+    uint32_t holds;                 /* a reentrant lease's holds */
     struct local_res *next;         /* bucket chain */
 };
 
@@ -86,9 +94,30 @@ static int res_held(const struct local_res *r, int64_t now) {
     return r->token[0] != '\0' && now < r->expires_at_ms;
 }
 
-/* Returns 1 when token holds r's unexpired lease. */
-static int res_held_by(const struct local_res *r, const char *token, int64_t now) {
-    return res_held(r, now) && strcmp(r->token, token) == 0;
+/* Returns 1 when h's token and owner hold r's unexpired lease. */
+static int res_held_by(const struct local_res *r, const lock_handle *h, int64_t now) {
+    return res_held(r, now) && strcmp(r->token, h->token) == 0 && strcmp(r->owner, h->owner) == 0;
+}
+
+/* Starts a new lease on r: token, expiry, the next fence, owner ("" for a plain lease). Called
+ * with mu held. */
+static void res_take(struct local_res *r, const char *token, int64_t now, uint32_t ttl_ms,
+                     const char *owner) {
+    memcpy(r->token, token, LOCK_TOKEN_LEN + 1);
+    r->expires_at_ms = now + ttl_ms;
+    r->fence++;
+    strcpy(r->owner, owner); /* length checked by lock.c */
+    r->holds = owner[0] != '\0' ? 1 : 0;
+}
+
+/* Fills *out with r's lease as seen by this acquisition, valid until until_ms. */
+static void res_fill(const struct local_res *r, int64_t until_ms, lock_handle *out) {
+    strcpy(out->key, r->key);
+    memcpy(out->token, r->token, LOCK_TOKEN_LEN + 1);
+    out->fence = r->fence;
+    out->valid_until_ms = until_ms;
+    strcpy(out->owner, r->owner);
+    out->holds = r->holds;
 }
 
 static void ms_to_timespec(int64_t ms, struct timespec *ts) {
@@ -126,14 +155,8 @@ static int local_acquire_multi(void *impl, const char *const *keys, size_t n, ui
         }
         if (!held) {
             for (size_t i = 0; i < n; i++) {
-                struct local_res *r = res[i];
-                memcpy(r->token, token, sizeof token);
-                r->expires_at_ms = now + ttl_ms;
-                r->fence++;
-                strcpy(out[i].key, keys[i]);
-                memcpy(out[i].token, token, sizeof token);
-                out[i].fence = r->fence;
-                out[i].valid_until_ms = r->expires_at_ms;
+                res_take(res[i], token, now, ttl_ms, "");
+                res_fill(res[i], res[i]->expires_at_ms, &out[i]);
             }
             rc = LOCK_OK;
             goto done;
@@ -160,30 +183,105 @@ static int local_acquire(void *impl, const char *key, uint32_t ttl_ms, uint32_t 
     return local_acquire_multi(impl, &key, 1, ttl_ms, wait_ms, out);
 }
 
+/* Takes key for owner: a new hold on the lease owner has, at once, or a new lease when the
+ * key is free, waiting up to wait_ms for that. */
+static int local_acquire_owned(void *impl, const char *key, const char *owner, uint32_t ttl_ms,
+                               uint32_t wait_ms, lock_handle *out) {
+    struct local_impl *li = impl;
+    int64_t deadline = lock_now_ms() + wait_ms;
+    char token[LOCK_TOKEN_LEN + 1];
+    int rc = lock__token_new(token);
+    if (rc != LOCK_OK) return rc;
+
+    if (pthread_mutex_lock(&li->mu) != 0) return LOCK_ERR_BACKEND;
+    struct local_res *r = res_get(li, key);
+    if (r == NULL) {
+        rc = LOCK_ERR_NOMEM;
+        goto done;
+    }
+    for (;;) {
+        int64_t now = lock_now_ms();
+        if (res_held(r, now) && r->owner[0] != '\0' && strcmp(r->owner, owner) == 0) {
+            if (r->holds == UINT32_MAX) {
+                rc = LOCK_ERR_INVALID; /* more holds than can be counted */
+                goto done;
+            }
+            r->holds++;
+            if (now + ttl_ms > r->expires_at_ms) r->expires_at_ms = now + ttl_ms;
+            res_fill(r, now + ttl_ms, out);
+            rc = LOCK_OK;
+            goto done;
+        }
+        if (!res_held(r, now)) {
+            res_take(r, token, now, ttl_ms, owner);
+            res_fill(r, r->expires_at_ms, out);
+            rc = LOCK_OK;
+            goto done;
+        }
+        if (now >= deadline) {
+            rc = LOCK_ERR_BUSY;
+            goto done;
+        }
+        struct timespec until;
+        ms_to_timespec(r->expires_at_ms < deadline ? r->expires_at_ms : deadline, &until);
+        int e = pthread_cond_timedwait(&li->cv, &li->mu, &until);
+        if (e != 0 && e != ETIMEDOUT && e != EINTR) {
+            rc = LOCK_ERR_BACKEND;
+            goto done;
+        }
+    }
+done:
+    pthread_mutex_unlock(&li->mu);
+    return rc;
+}
+
+/* Frees r's lease and wakes the waiters. Called with mu held. */
+static void res_free(struct local_impl *li, struct local_res *r) {
+    r->token[0] = '\0';
+    r->expires_at_ms = 0;
+    r->owner[0] = '\0';
+    r->holds = 0;
+    pthread_cond_broadcast(&li->cv);
+}
+
 static int local_release(void *impl, const lock_handle *h) {
     struct local_impl *li = impl;
     if (pthread_mutex_lock(&li->mu) != 0) return LOCK_ERR_BACKEND;
     int rc = LOCK_ERR_NOT_OWNER;
     struct local_res *r = res_find(li, h->key);
-    if (r != NULL && res_held_by(r, h->token, lock_now_ms())) {
-        r->token[0] = '\0';
-        r->expires_at_ms = 0;
-        pthread_cond_broadcast(&li->cv);
+    if (r != NULL && res_held_by(r, h, lock_now_ms())) {
+        res_free(li, r);
         rc = LOCK_OK;
     }
     pthread_mutex_unlock(&li->mu);
     return rc;
 }
 
+static int local_release_owned(void *impl, const lock_handle *h, uint32_t *left) {
+    struct local_impl *li = impl;
+    if (pthread_mutex_lock(&li->mu) != 0) return LOCK_ERR_BACKEND;
+    int rc = LOCK_ERR_NOT_OWNER;
+    struct local_res *r = res_find(li, h->key);
+    if (r != NULL && res_held_by(r, h, lock_now_ms())) {
+        if (r->holds > 0) r->holds--;
+        *left = r->holds;
+        if (r->holds == 0) res_free(li, r);
+        rc = LOCK_OK;
+    }
+    pthread_mutex_unlock(&li->mu);
+    return rc;
+}
+
+/* A plain lease is reset to ttl_ms from now; a reentrant one only ever moves later. */
 static int local_extend(void *impl, lock_handle *h, uint32_t ttl_ms) {
     struct local_impl *li = impl;
     if (pthread_mutex_lock(&li->mu) != 0) return LOCK_ERR_BACKEND;
     int rc = LOCK_ERR_LEASE_LOST;
     struct local_res *r = res_find(li, h->key);
     int64_t now = lock_now_ms();
-    if (r != NULL && res_held_by(r, h->token, now)) {
-        r->expires_at_ms = now + ttl_ms;
-        h->valid_until_ms = r->expires_at_ms;
+    if (r != NULL && res_held_by(r, h, now)) {
+        if (r->owner[0] == '\0' || now + ttl_ms > r->expires_at_ms) r->expires_at_ms = now + ttl_ms;
+        h->valid_until_ms = now + ttl_ms;
         rc = LOCK_OK;
     }
     pthread_mutex_unlock(&li->mu);
@@ -215,6 +313,8 @@ static const struct lock_ops local_ops = {
     .destroy = local_destroy,
     .acquire_multi = local_acquire_multi,
     .release_multi = NULL, /* one release per handle: each is a mutex hop */
+    .acquire_owned = local_acquire_owned,
+    .release_owned = local_release_owned,
 };
 
 /* ---- API ---- */

@@ -37,10 +37,11 @@
  *
  * Lost answers: a call sent but not answered in time may still run when the
  * server wakes up (a paused server keeps the bytes in its socket). When the
- * caller asks for it (undo_nkeys), the release script is written behind it on
- * the same connection before that connection is closed: the server executes
- * a connection's commands in order, so a late SET is undone right after it
- * runs instead of holding the key until its TTL.
+ * caller asks for it (undo_nkeys), its undo script (the release script; for a
+ * reentrant acquire, the release of the hold its owner just added) is written
+ * behind it on the same connection before that connection is closed: the
+ * server executes a connection's commands in order, so a late SET is undone
+ * right after it runs instead of holding the key until its TTL.
  *
  * Pub/sub: lock__sub_begin() subscribes borrowed subscriber connections to
  * the channels and waits for the acknowledgements; lock__sub_wait() polls
@@ -152,6 +153,88 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
                            "redis.call('SET', KEYS[i], ARGV[i]) end "
                            "end "
                            "return 1",
+    /* A reentrant lease: the lock key holds the token, exactly as a plain lease (so every
+     * SET NX client sees it taken and a store can compare the token), and KEYS[2]
+     * ("<key>:owner") the hash {owner, token, holds, fence} with the same expiry. When the key
+     * is held and the hash names the same owner and the key's token, this is one more hold:
+     * holds + 1, the expiry of both moved to ttl when that is later, and the answer is the
+     * lease's {fence, holds, token}. A key held otherwise is busy, answered like the plain
+     * acquire (the ":wanted" mark, the PTTL). A free key gets a new lease: SET, the next fence
+     * (as the plain acquire counts it), a fresh hash; the answer {fence, 1, token}. */
+    [LOCK__SCRIPT_ACQUIRE_OWNED] =
+        "local cur = redis.call('GET', KEYS[1]) "
+        "if cur then "
+        "local o = redis.call('HMGET', KEYS[2], 'owner', 'token', 'fence') "
+        "if o[1] == ARGV[1] and o[2] == cur and o[3] then "
+        "local n = redis.call('HINCRBY', KEYS[2], 'holds', 1) "
+        "local t = redis.call('PTTL', KEYS[1]) "
+        "if t >= 0 and t < tonumber(ARGV[3]) then "
+        "redis.call('PEXPIRE', KEYS[1], ARGV[3]) "
+        "redis.call('PEXPIRE', KEYS[2], ARGV[3]) "
+        "end "
+        "return {tonumber(o[3]), n, cur} "
+        "end "
+        "redis.call('SET', KEYS[1] .. '" LOCK_WANTED_SUFFIX "', '1', 'PX', ARGV[3]) "
+        "return redis.call('PTTL', KEYS[1]) "
+        "end "
+        "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) "
+        "local v = redis.call('INCR', KEYS[3]) "
+        "if v < 1000000000000000 then "
+        "local t = redis.call('TIME') "
+        "v = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+        "redis.call('SET', KEYS[3], string.format('%.0f', v)) "
+        "end "
+        "redis.call('DEL', KEYS[2]) "
+        "redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'token', ARGV[2], 'holds', '1', "
+        "'fence', string.format('%.0f', v)) "
+        "redis.call('PEXPIRE', KEYS[2], ARGV[3]) "
+        "return {v, 1, ARGV[2]}",
+    /* One hold less, if the key holds the token ARGV[2] and the hash names owner ARGV[1] (a
+     * key holding the token without a hash is a lease whose hash is gone: freed at once).
+     * Without ARGV[2] it takes back the hold the owned acquire just sent on this connection
+     * added, whatever the token: the undo of an answer that never came. The last hold frees
+     * the lease as the plain release does (the key, the hash, the ":wanted" mark, and the
+     * "<key>:released" notice when marked). Answers the holds left, or -1: not ours. */
+    [LOCK__SCRIPT_RELEASE_OWNED] =
+        "local cur = redis.call('GET', KEYS[1]) "
+        "if not cur then return -1 end "
+        "local o = redis.call('HMGET', KEYS[2], 'owner', 'token') "
+        "if ARGV[2] then "
+        "if cur ~= ARGV[2] then return -1 end "
+        "if o[1] and (o[1] ~= ARGV[1] or o[2] ~= cur) then return -1 end "
+        "elseif o[1] ~= ARGV[1] or o[2] ~= cur then "
+        "return -1 "
+        "end "
+        "if o[1] then "
+        "local n = redis.call('HINCRBY', KEYS[2], 'holds', -1) "
+        "if n > 0 then return n end "
+        "end "
+        "local w = redis.call('GET', KEYS[1] .. '" LOCK_WANTED_SUFFIX "') "
+        "redis.call('DEL', KEYS[1], KEYS[2], KEYS[1] .. '" LOCK_WANTED_SUFFIX "') "
+        "if w then redis.pcall('PUBLISH', KEYS[1] .. '" LOCK_RELEASED_SUFFIX "', '1') end "
+        "return 0",
+    /* Compare-and-pexpire for a reentrant lease: the token in the key, the owner in the hash;
+     * the expiry of both only ever moves later (other holds rely on theirs). */
+    [LOCK__SCRIPT_EXTEND_OWNED] =
+        "if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end "
+        "local o = redis.call('HMGET', KEYS[2], 'owner', 'token') "
+        "if o[1] and (o[1] ~= ARGV[1] or o[2] ~= ARGV[2]) then return 0 end "
+        "local t = redis.call('PTTL', KEYS[1]) "
+        "if t >= 0 and t < tonumber(ARGV[3]) then "
+        "redis.call('PEXPIRE', KEYS[1], ARGV[3]) "
+        "if o[1] then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end "
+        "end "
+        "return 1",
+    /* Raises the fence counter to at least ARGV[1], and the fence a reentrant lease of token
+     * ARGV[2] keeps in its hash (what its re-acquisitions answer) likewise. */
+    [LOCK__SCRIPT_RAISE_OWNED] =
+        "local f = tonumber(ARGV[1]) "
+        "local c = tonumber(redis.call('GET', KEYS[1]) or '0') "
+        "if c == nil or c < f then redis.call('SET', KEYS[1], ARGV[1]) end "
+        "local o = redis.call('HMGET', KEYS[2], 'token', 'fence') "
+        "if o[1] == ARGV[2] and (tonumber(o[2] or '0') or 0) < f then "
+        "redis.call('HSET', KEYS[2], 'fence', ARGV[1]) end "
+        "return 1",
 };
 
 static char script_sha[LOCK__SCRIPT_COUNT][SHA_LEN + 1];
@@ -374,7 +457,8 @@ static int call_send_op(struct lock__call *c) {
     return 0;
 }
 
-/* Records a script's answer r in c. */
+/* Records a script's answer r in c: an integer, or an array of integers with at most one
+ * token-sized string among them (c->text; its place in c->vals holds 0). */
 static void call_take_answer(struct lock__call *c, const redisReply *r) {
     c->phase = PH_DONE;
     if (r->type == REDIS_REPLY_INTEGER) {
@@ -383,9 +467,19 @@ static void call_take_answer(struct lock__call *c, const redisReply *r) {
         return;
     }
     if (r->type == REDIS_REPLY_ARRAY && r->elements <= LOCK_MULTI_MAX) {
+        c->text[0] = '\0';
         for (size_t i = 0; i < r->elements; i++) {
-            if (r->element[i]->type != REDIS_REPLY_INTEGER) goto bad;
-            c->vals[i] = r->element[i]->integer;
+            const redisReply *e = r->element[i];
+            if (e->type == REDIS_REPLY_INTEGER) {
+                c->vals[i] = e->integer;
+            } else if (e->type == REDIS_REPLY_STRING && e->len == LOCK_TOKEN_LEN &&
+                       c->text[0] == '\0' && memchr(e->str, '\0', LOCK_TOKEN_LEN) == NULL) {
+                memcpy(c->text, e->str, LOCK_TOKEN_LEN);
+                c->text[LOCK_TOKEN_LEN] = '\0';
+                c->vals[i] = 0;
+            } else {
+                goto bad;
+            }
         }
         c->nvals = r->elements;
         c->state = LOCK__CALL_ARRAY;
@@ -447,7 +541,7 @@ static void call_give_up(struct lock__call *c) {
     int sent = c->phase == PH_OP || c->phase == PH_EVAL;
     c->state = sent ? LOCK__CALL_LOST : LOCK__CALL_UNSENT;
     if (sent && c->undo_nkeys > 0 && c->conn->ctx->err == 0 &&
-        call_append(c, c->conn, LOCK__SCRIPT_RELEASE, 1, c->undo_nkeys, 1) == 0)
+        call_append(c, c->conn, c->undo_script, 1, c->undo_nkeys, c->undo_nargs) == 0)
         (void)conn_flush(c->conn); /* best effort: the lease expires by itself anyway */
     c->phase = PH_BROKEN;
 }
@@ -468,6 +562,7 @@ void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms) {
         c->state = LOCK__CALL_UNSENT;
         c->phase = PH_NONE;
         c->nvals = 0;
+        c->text[0] = '\0';
         c->conn = NULL;
         if (conn_borrow(c->node, KIND_CMD, timeout_ms, &c->conn) != LOCK_OK) {
             conn_return(c->node, NULL, KIND_CMD, CONN_BROKEN);

@@ -26,6 +26,16 @@
  * Entries are freed when FREE with no waiter; an expired HELD entry nobody
  * waits for is freed when its bucket is next searched.
  *
+ * Reentrant leases: a HELD entry also names the lease's owner. A thread that
+ * wants the key for that same owner does not queue behind it: it "joins"
+ * (lock__queue_enter_owned) and goes to Redis, where its hold is counted; a
+ * thread of that owner already waiting is woken when the entry becomes HELD
+ * by its owner, so it can join too. The entry counts the holds taken through
+ * this client and stays HELD until the last of them is released, or the
+ * lease is freed: holds taken through other clients (another process naming
+ * the same owner) are Redis's business, and this client's other threads wait
+ * for them in Redis, as for any lease held elsewhere.
+ *
  * The queue is an optimisation, never the authority: Redis decides who holds
  * a key. A handle released through another client object still frees the key
  * in Redis, but this client's waiters then sleep until the lease's deadline.
@@ -47,6 +57,8 @@ struct qent {
     char key[LOCK_KEY_MAX + 1];
     int state;                      /* ENT_* */
     char token[LOCK_TOKEN_LEN + 1]; /* the holder's, when ENT_HELD */
+    char owner[LOCK_OWNER_MAX + 1]; /* a reentrant holder's owner when ENT_HELD, else "" */
+    uint32_t holds;                 /* ... and the holds taken through this client */
     int64_t valid_until_ms;         /* the holder's lease deadline, when ENT_HELD */
     unsigned waiters;               /* threads inside lock__queue_enter() naming this key */
     pthread_cond_t cv;              /* CLOCK_MONOTONIC; broadcast when the entry frees */
@@ -83,6 +95,12 @@ static int ent_idle(const struct qent *e, int64_t now) {
 /* An entry a thread may take now. */
 static int ent_available(const struct qent *e, int64_t now) {
     return e->state == ENT_FREE || (e->state == ENT_HELD && now >= e->valid_until_ms);
+}
+
+/* An entry whose unexpired lease owner holds: a thread of that owner may join it. */
+static int ent_joinable(const struct qent *e, const char *owner, int64_t now) {
+    return e->state == ENT_HELD && now < e->valid_until_ms && e->owner[0] != '\0' &&
+           strcmp(e->owner, owner) == 0;
 }
 
 /* Returns key's entry, or NULL; frees idle entries met on the way. Called with mu held. */
@@ -137,6 +155,8 @@ static void ent_maybe_free(struct lock__queue *q, struct qent *e) {
 static void ent_set_free(struct lock__queue *q, struct qent *e) {
     e->state = ENT_FREE;
     e->token[0] = '\0';
+    e->owner[0] = '\0';
+    e->holds = 0;
     e->valid_until_ms = 0;
     pthread_cond_broadcast(&e->cv);
     ent_maybe_free(q, e);
@@ -246,6 +266,7 @@ void lock__queue_hold(struct lock__queue *q, const char *const *keys, size_t n, 
         if (e == NULL || e->state != ENT_CONTENDING) continue;
         e->state = ENT_HELD;
         memcpy(e->token, token, LOCK_TOKEN_LEN + 1);
+        e->owner[0] = '\0';
         e->valid_until_ms = valid_until_ms;
     }
     pthread_mutex_unlock(&q->mu);
@@ -272,13 +293,103 @@ void lock__queue_release(struct lock__queue *q, const char *key, const char *tok
     pthread_mutex_unlock(&q->mu);
 }
 
-/* Moves the deadline of key's entry to valid_until_ms if token holds it. This function can't
- * fail. */
+/* Counts one hold of the reentrant lease token holds on key's entry as released (the lease
+ * itself keeps other holds): the entry is freed, and its waiters woken, when no hold taken
+ * through this client is left. This function can't fail. */
+void lock__queue_drop_hold(struct lock__queue *q, const char *key, const char *token) {
+    if (pthread_mutex_lock(&q->mu) != 0) return;
+    struct qent *e = ent_find(q, key, lock_now_ms());
+    if (e != NULL && e->state == ENT_HELD && strcmp(e->token, token) == 0) {
+        if (e->holds > 0) e->holds--;
+        if (e->holds == 0) ent_set_free(q, e);
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* Moves the deadline of key's entry to valid_until_ms if token holds it (for a reentrant
+ * lease, whose other holds keep theirs, only later). This function can't fail. */
 void lock__queue_extend(struct lock__queue *q, const char *key, const char *token,
                         int64_t valid_until_ms) {
     if (pthread_mutex_lock(&q->mu) != 0) return;
     struct qent *e = ent_find(q, key, lock_now_ms());
-    if (e != NULL && e->state == ENT_HELD && strcmp(e->token, token) == 0)
+    if (e != NULL && e->state == ENT_HELD && strcmp(e->token, token) == 0 &&
+        (e->owner[0] == '\0' || valid_until_ms > e->valid_until_ms))
         e->valid_until_ms = valid_until_ms;
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* lock__queue_enter() for one key on behalf of owner (a reentrant acquisition): when owner's
+ * unexpired lease holds the entry, or comes to hold it while the caller waits, returns LOCK_OK
+ * with *joined = 1 and changes nothing (the caller adds its hold in Redis and then calls
+ * lock__queue_hold_owned(), or nothing on failure). Otherwise it is lock__queue_enter(), with
+ * *joined = 0. Returns LOCK_OK, LOCK_ERR_BUSY, LOCK_ERR_NOMEM or LOCK_ERR_BACKEND. */
+int lock__queue_enter_owned(struct lock__queue *q, const char *key, const char *owner,
+                            int64_t deadline_ms, int *joined) {
+    *joined = 0;
+    if (pthread_mutex_lock(&q->mu) != 0) return LOCK_ERR_BACKEND;
+    int rc = LOCK_OK;
+    struct qent *e = ent_get(q, key, lock_now_ms());
+    if (e == NULL) {
+        pthread_mutex_unlock(&q->mu);
+        return LOCK_ERR_NOMEM;
+    }
+    e->waiters++;
+    for (;;) {
+        int64_t now = lock_now_ms();
+        if (ent_joinable(e, owner, now)) {
+            *joined = 1;
+            break;
+        }
+        if (ent_available(e, now)) {
+            e->state = ENT_CONTENDING;
+            e->token[0] = '\0';
+            e->owner[0] = '\0';
+            break;
+        }
+        if (now >= deadline_ms) {
+            rc = LOCK_ERR_BUSY;
+            break;
+        }
+        int64_t until = deadline_ms;
+        if (e->state == ENT_HELD && e->valid_until_ms < until) until = e->valid_until_ms;
+        struct timespec ts;
+        lock__timespec_at(until, &ts);
+        int err = pthread_cond_timedwait(&e->cv, &q->mu, &ts);
+        if (err != 0 && err != ETIMEDOUT && err != EINTR) {
+            rc = LOCK_ERR_BACKEND;
+            break;
+        }
+    }
+    e->waiters--;
+    if (rc != LOCK_OK) ent_maybe_free(q, e);
+    pthread_mutex_unlock(&q->mu);
+    return rc;
+}
+
+/* Records owner's reentrant lease (token, until valid_until_ms) on key's entry after a
+ * successful lock__queue_enter_owned(): the entry the caller contended for becomes HELD and
+ * the threads of owner waiting for it are woken to join; after a join the entry's deadline
+ * only moves later (or, if Redis answered with a new lease, the entry takes it). This
+ * function can't fail (without memory or the mutex the entry is left to the deadlines). */
+void lock__queue_hold_owned(struct lock__queue *q, const char *key, const char *token,
+                            const char *owner, int64_t valid_until_ms, int joined) {
+    if (pthread_mutex_lock(&q->mu) != 0) return;
+    int64_t now = lock_now_ms();
+    struct qent *e = joined ? ent_get(q, key, now) : ent_find(q, key, now);
+    if (e == NULL) goto out;
+    if (!joined && e->state != ENT_CONTENDING) goto out;
+    if (joined && e->state == ENT_CONTENDING) goto out; /* another thread's contention */
+    if (joined && e->state == ENT_HELD && strcmp(e->token, token) == 0) {
+        if (valid_until_ms > e->valid_until_ms) e->valid_until_ms = valid_until_ms;
+        if (e->holds < UINT32_MAX) e->holds++;
+        goto out;
+    }
+    e->state = ENT_HELD;
+    memcpy(e->token, token, LOCK_TOKEN_LEN + 1);
+    strcpy(e->owner, owner); /* length checked by lock.c */
+    e->holds = 1;
+    e->valid_until_ms = valid_until_ms;
+    pthread_cond_broadcast(&e->cv); /* waiters of the same owner may join now */
+out:
     pthread_mutex_unlock(&q->mu);
 }

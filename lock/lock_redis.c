@@ -17,6 +17,10 @@
  * queue in-process, and the one contending thread sleeps on pub/sub and a
  * short, capped poll (see lock_dist.c); scripts are called with EVALSHA, falling back to EVAL on
  * NOSCRIPT.
+ *
+ * A reentrant lease (lock_acquire_owned) is the same key with the same value,
+ * plus the hash "<key>:owner" {owner, token, holds, fence} with the same
+ * expiry, kept by their own scripts (lock_node.c); docs/LOCKING.md shows it.
  */
 #include "lock/lock.h"
 
@@ -28,12 +32,21 @@
 
 static int redis_acquire(void *impl, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
                          lock_handle *out) {
-    return lock__dist_acquire(impl, &key, 1, ttl_ms, wait_ms, out);
+    return lock__dist_acquire(impl, &key, 1, NULL, ttl_ms, wait_ms, out);
 }
 
 static int redis_acquire_multi(void *impl, const char *const *keys, size_t n, uint32_t ttl_ms,
                                uint32_t wait_ms, lock_handle *out) {
-    return lock__dist_acquire(impl, keys, n, ttl_ms, wait_ms, out);
+    return lock__dist_acquire(impl, keys, n, NULL, ttl_ms, wait_ms, out);
+}
+
+static int redis_acquire_owned(void *impl, const char *key, const char *owner, uint32_t ttl_ms,
+                               uint32_t wait_ms, lock_handle *out) {
+    return lock__dist_acquire(impl, &key, 1, owner, ttl_ms, wait_ms, out);
+}
+
+static int redis_release_owned(void *impl, const lock_handle *h, uint32_t *left) {
+    return lock__dist_release_owned(impl, h, left);
 }
 
 static int redis_release(void *impl, const lock_handle *h) {
@@ -60,6 +73,8 @@ static const struct lock_ops redis_ops = {
     .destroy = redis_destroy,
     .acquire_multi = redis_acquire_multi,
     .release_multi = redis_release_multi,
+    .acquire_owned = redis_acquire_owned,
+    .release_owned = redis_release_owned,
 };
 
 /* ---- API ---- */

@@ -22,6 +22,9 @@
  * Unreachable masters: when none answers, LOCK_ERR_BACKEND at once; when some
  * answer but no majority can, the attempt is retried until the wait budget
  * ends and then answers LOCK_ERR_BACKEND, never a hang.
+ * Reentrant leases: as lock_redis.c's on every master; an acquisition holds
+ * when a majority answered the same lease (a hold on the owner's lease, or
+ * one new lease), and what the others granted is given back.
  */
 #include "lock/lock.h"
 
@@ -33,12 +36,21 @@
 
 static int redlock_acquire(void *impl, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
                            lock_handle *out) {
-    return lock__dist_acquire(impl, &key, 1, ttl_ms, wait_ms, out);
+    return lock__dist_acquire(impl, &key, 1, NULL, ttl_ms, wait_ms, out);
 }
 
 static int redlock_acquire_multi(void *impl, const char *const *keys, size_t n, uint32_t ttl_ms,
                                  uint32_t wait_ms, lock_handle *out) {
-    return lock__dist_acquire(impl, keys, n, ttl_ms, wait_ms, out);
+    return lock__dist_acquire(impl, keys, n, NULL, ttl_ms, wait_ms, out);
+}
+
+static int redlock_acquire_owned(void *impl, const char *key, const char *owner, uint32_t ttl_ms,
+                                 uint32_t wait_ms, lock_handle *out) {
+    return lock__dist_acquire(impl, &key, 1, owner, ttl_ms, wait_ms, out);
+}
+
+static int redlock_release_owned(void *impl, const lock_handle *h, uint32_t *left) {
+    return lock__dist_release_owned(impl, h, left);
 }
 
 static int redlock_release(void *impl, const lock_handle *h) {
@@ -65,6 +77,8 @@ static const struct lock_ops redlock_ops = {
     .destroy = redlock_destroy,
     .acquire_multi = redlock_acquire_multi,
     .release_multi = redlock_release_multi,
+    .acquire_owned = redlock_acquire_owned,
+    .release_owned = redlock_release_owned,
 };
 
 /* ---- API ---- */

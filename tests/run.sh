@@ -3,9 +3,11 @@
 #
 # Integration tests start their own redis-server processes (tests/helpers/
 # redis_proc.c) on free loopback ports in temporary folders and stop them
-# when they end. VALGRIND=1 runs the integration tests under valgrind.
+# when they end. VALGRIND=1 runs the integration tests under valgrind. Last,
+# scripts/examples.sh installs lock/ as a library and runs examples/ against it.
 set -u
 BUILD=${BUILD:-build}
+export BUILD # scripts/examples.sh builds the library there
 export MARKET_SERVER_BIN="${BIN:-bin}/market-server"
 export MARKET_SEED_BIN="${BIN:-bin}/market-seed"
 export MARKET_LOAD_BIN="${BIN:-bin}/market-load"
@@ -44,6 +46,9 @@ for src in tests/integration/test_*.c; do
     [ -e "$src" ] || continue
     run_one "$BUILD/tests/$(basename "$src" .c)" "$wrap"
 done
+# lock/ as a library: make install into a temporary DESTDIR, build examples/ with pkg-config,
+# run them against a throwaway redis-server; it prints cmocka's summary lines.
+run_one scripts/examples.sh ""
 
 echo
 [ -n "$bad" ] && echo "failing:$bad"

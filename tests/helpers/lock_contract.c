@@ -4,8 +4,11 @@
  * themselves, release and extend only by the token holder, fences that grow,
  * a wait budget that is honoured (lower bound only: no timing targets), unique
  * tokens, LOCK_ERR_INVALID for bad arguments, all-or-nothing multi-key
- * acquisition without deadlock, and watchdogs that renew a lease, stop at
- * their limit and notice a lost lease. Timing-sensitive steps are written so
+ * acquisition without deadlock, watchdogs that renew a lease, stop at their
+ * limit and notice a lost lease, and reentrant leases: an owner takes its key
+ * again at once and its holds are counted, other owners wait for the last
+ * release, only the owner's token releases or extends, expiry ends every hold,
+ * a watchdog keeps the lease across inner holds. Timing-sensitive steps are written so
  * that a slow machine (valgrind) cannot make them fail falsely.
  *
  * The second half serves the integration tests: two-client checks and a
@@ -644,6 +647,357 @@ void lock_contract_watchdog_invalid_args(void **state) {
     assert_int_equal(lock_release(c, &h), LOCK_OK);
 }
 
+/* ---- reentrant leases ---- */
+
+/* Zero-wait probe by another owner: LOCK_ERR_BUSY while key is held, LOCK_OK (released at
+ * once) when it is free; returns the code. */
+static int probe_owned(lock_client *c, const char *key) {
+    lock_handle p;
+    int rc = lock_acquire_owned(c, key, "contract-prober", 10000, 0, &p);
+    if (rc == LOCK_OK) assert_int_equal(lock_release(c, &p), LOCK_OK);
+    return rc;
+}
+
+/* The same owner takes its key again at once, three times: one lease (same token and fence),
+ * holds 1, 2, 3. It stays held through two releases and is freed by the third; a fourth is
+ * refused. The next lease has a larger fence. */
+void lock_contract_owned_reacquire_counts(void **state) {
+    lock_client *c = client_of(state);
+    const char *key = "contract:own:count";
+    lock_handle h[3], extra, next;
+    for (uint32_t i = 0; i < 3; i++) {
+        assert_int_equal(lock_acquire_owned(c, key, "owner-a", 10000, 0, &h[i]), LOCK_OK);
+        assert_int_equal(h[i].holds, i + 1);
+        assert_string_equal(h[i].owner, "owner-a");
+        assert_string_equal(h[i].key, key);
+        assert_true(token_is_hex(h[i].token));
+        assert_string_equal(h[i].token, h[0].token);
+        assert_true(h[i].fence > 0);
+        assert_true(h[i].fence == h[0].fence);
+        assert_true(h[i].valid_until_ms > lock_now_ms());
+    }
+    assert_int_equal(lock_acquire(c, key, 1000, 0, &extra), LOCK_ERR_BUSY); /* plain: no */
+    assert_int_equal(lock_release(c, &h[2]), LOCK_OK);
+    assert_int_equal(probe_owned(c, key), LOCK_ERR_BUSY);
+    assert_int_equal(lock_release(c, &h[1]), LOCK_OK);
+    assert_int_equal(probe_owned(c, key), LOCK_ERR_BUSY);
+    assert_int_equal(lock_release(c, &h[0]), LOCK_OK);
+    assert_int_equal(lock_release(c, &h[0]), LOCK_ERR_NOT_OWNER);
+    assert_int_equal(lock_acquire_owned(c, key, "owner-a", 10000, 0, &next), LOCK_OK);
+    assert_int_equal(next.holds, 1);
+    assert_true(next.fence > h[0].fence);
+    assert_string_not_equal(next.token, h[0].token);
+    assert_int_equal(lock_release(c, &next), LOCK_OK);
+}
+
+struct owned_waiter {
+    lock_client *c;
+    const char *key;
+    lock_handle h;
+    int rc;
+    atomic_int done;
+    int64_t got_at_ms;
+};
+
+static void *owned_waiter_main(void *arg) {
+    struct owned_waiter *x = arg;
+    x->rc = lock_acquire_owned(x->c, x->key, "owner-b", 10000, 30000, &x->h);
+    x->got_at_ms = lock_now_ms();
+    atomic_store(&x->done, 1);
+    return NULL;
+}
+
+/* While owner A holds its lease twice, owner B's zero-wait and 100 ms tries are busy, and so
+ * is a plain acquire; a waiting B gets the key only after A's second release, as a new lease
+ * with a larger fence. A plain lease is no one's to re-enter. */
+void lock_contract_owned_other_owner_waits(void **state) {
+    lock_client *c = client_of(state);
+    const char *key = "contract:own:other";
+    lock_handle a1, a2, b, plain;
+    assert_int_equal(lock_acquire_owned(c, key, "owner-a", 60000, 0, &a1), LOCK_OK);
+    assert_int_equal(lock_acquire_owned(c, key, "owner-a", 60000, 0, &a2), LOCK_OK);
+    assert_int_equal(lock_acquire_owned(c, key, "owner-b", 10000, 0, &b), LOCK_ERR_BUSY);
+    int64_t t0 = lock_now_ms();
+    assert_int_equal(lock_acquire_owned(c, key, "owner-b", 10000, 100, &b), LOCK_ERR_BUSY);
+    assert_true(lock_now_ms() - t0 >= 100);
+    assert_int_equal(lock_acquire(c, key, 10000, 0, &plain), LOCK_ERR_BUSY);
+
+    struct owned_waiter x = {.c = c, .key = key};
+    atomic_init(&x.done, 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, owned_waiter_main, &x), 0);
+    sleep_until(lock_now_ms() + 50);
+    assert_int_equal(lock_release(c, &a2), LOCK_OK);
+    sleep_until(lock_now_ms() + 100);
+    int early = atomic_load(&x.done);
+    int64_t released_at = lock_now_ms();
+    assert_int_equal(lock_release(c, &a1), LOCK_OK);
+    pthread_join(th, NULL);
+    assert_int_equal(early, 0);
+    assert_int_equal(x.rc, LOCK_OK);
+    assert_true(x.got_at_ms >= released_at);
+    assert_int_equal(x.h.holds, 1);
+    assert_true(x.h.fence > a1.fence);
+    assert_int_equal(lock_release(c, &x.h), LOCK_OK);
+
+    assert_int_equal(lock_acquire(c, key, 10000, 0, &plain), LOCK_OK);
+    assert_int_equal(lock_acquire_owned(c, key, "owner-a", 10000, 0, &a1), LOCK_ERR_BUSY);
+    assert_int_equal(lock_release(c, &plain), LOCK_OK);
+}
+
+/* Only the lease's token with its owner releases or extends: a forged token, another owner
+ * with the right token, or a handle of another key change nothing (the holds are intact: one
+ * real release leaves the key held, the second frees it). */
+void lock_contract_owned_non_owner_refused(void **state) {
+    lock_client *c = client_of(state);
+    const char *key = "contract:own:nonowner";
+    lock_handle h1, h2, bad;
+    assert_int_equal(lock_acquire_owned(c, key, "owner-a", 10000, 0, &h1), LOCK_OK);
+    assert_int_equal(lock_acquire_owned(c, key, "owner-a", 10000, 0, &h2), LOCK_OK);
+    bad = h1;
+    bad.token[0] = bad.token[0] == '0' ? '1' : '0';
+    assert_int_equal(lock_release(c, &bad), LOCK_ERR_NOT_OWNER);
+    assert_int_equal(lock_extend(c, &bad, 10000), LOCK_ERR_LEASE_LOST);
+    bad = h1;
+    strcpy(bad.owner, "owner-b");
+    assert_int_equal(lock_release(c, &bad), LOCK_ERR_NOT_OWNER);
+    assert_int_equal(lock_extend(c, &bad, 10000), LOCK_ERR_LEASE_LOST);
+    bad = h1;
+    strcpy(bad.key, "contract:own:nonowner:other");
+    assert_int_equal(lock_release(c, &bad), LOCK_ERR_NOT_OWNER);
+    assert_int_equal(lock_release(c, &h2), LOCK_OK);
+    assert_int_equal(probe_owned(c, key), LOCK_ERR_BUSY);
+    assert_int_equal(lock_release(c, &h1), LOCK_OK);
+    assert_int_equal(probe_owned(c, key), LOCK_OK);
+}
+
+/* The owner extends its lease past the first ttl; a re-acquisition or an extend with a shorter
+ * ttl does not shorten it (another hold relies on it): the key stays held past them. */
+void lock_contract_owned_extend(void **state) {
+    lock_client *c = client_of(state);
+    const char *key = "contract:own:extend";
+    lock_handle h, inner;
+    assert_int_equal(lock_acquire_owned(c, key, "owner-a", 300, 0, &h), LOCK_OK);
+    int64_t first = h.valid_until_ms;
+    assert_int_equal(lock_extend(c, &h, 5000), LOCK_OK);
+    assert_true(h.valid_until_ms > first);
+    sleep_until(first + 100);
+    assert_int_equal(probe_owned(c, key), LOCK_ERR_BUSY);
+    assert_int_equal(lock_acquire_owned(c, key, "owner-a", 100, 0, &inner), LOCK_OK);
+    assert_int_equal(inner.holds, 2);
+    assert_int_equal(lock_extend(c, &inner, 50), LOCK_OK);
+    assert_true(inner.valid_until_ms <= lock_now_ms() + 50);
+    sleep_until(lock_now_ms() + 300); /* past both short ttls */
+    assert_int_equal(probe_owned(c, key), LOCK_ERR_BUSY);
+    assert_int_equal(lock_release(c, &inner), LOCK_OK);
+    assert_int_equal(probe_owned(c, key), LOCK_ERR_BUSY);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+    assert_int_equal(probe_owned(c, key), LOCK_OK);
+}
+
+/* A lease held three times expires as a whole: another owner takes the key after its deadline
+ * with a larger fence, and the old holds can neither release nor extend. */
+void lock_contract_owned_expiry(void **state) {
+    lock_client *c = client_of(state);
+    const char *key = "contract:own:expiry";
+    lock_handle h[3], b;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(lock_acquire_owned(c, key, "owner-a", 60, 0, &h[i]), LOCK_OK);
+    assert_int_equal(h[2].holds, 3);
+    int64_t until = h[2].valid_until_ms;
+    assert_int_equal(lock_acquire_owned(c, key, "owner-b", 10000, 5000, &b), LOCK_OK);
+    assert_true(lock_now_ms() >= until);
+    assert_int_equal(b.holds, 1);
+    assert_true(b.fence > h[0].fence);
+    assert_int_equal(lock_release(c, &h[0]), LOCK_ERR_NOT_OWNER);
+    assert_int_equal(lock_extend(c, &h[1], 10000), LOCK_ERR_LEASE_LOST);
+    assert_int_equal(lock_acquire_owned(c, key, "owner-a", 10000, 0, &h[0]), LOCK_ERR_BUSY);
+    assert_int_equal(lock_release(c, &b), LOCK_OK);
+}
+
+/* A watchdog on the outer hold keeps the lease for 3 x ttl while an inner hold comes and goes:
+ * the inner release does not stop the renewals (the lease is still held); the outer release
+ * frees the key and ends them. */
+void lock_contract_owned_watchdog(void **state) {
+    lock_client *c = client_of(state);
+    const char *key = "contract:own:wd";
+    const uint32_t ttl = 300;
+    lock_handle outer, inner;
+    lock_watchdog *w = NULL;
+    assert_int_equal(lock_acquire_owned(c, key, "owner-a", ttl, 0, &outer), LOCK_OK);
+    assert_int_equal(lock_watchdog_start(c, &outer, ttl, 60000, &w), LOCK_OK);
+    assert_int_equal(lock_acquire_owned(c, key, "owner-a", ttl, 0, &inner), LOCK_OK);
+    assert_int_equal(inner.holds, 2);
+    int busy = 0, probes = 0;
+    for (int64_t end = lock_now_ms() + 3 * ttl; lock_now_ms() < end; probes++) {
+        if (probe_owned(c, key) == LOCK_ERR_BUSY) busy++;
+        sleep_until(lock_now_ms() + 50);
+    }
+    assert_int_equal(busy, probes);
+    assert_int_equal(lock_release(c, &inner), LOCK_OK);
+    assert_int_equal(lock_watchdog_check(w, NULL), LOCK_OK);
+    busy = probes = 0;
+    for (int64_t end = lock_now_ms() + 3 * ttl; lock_now_ms() < end; probes++) {
+        if (probe_owned(c, key) == LOCK_ERR_BUSY) busy++;
+        sleep_until(lock_now_ms() + 50);
+    }
+    assert_int_equal(busy, probes);
+    assert_int_equal(lock_watchdog_check(w, NULL), LOCK_OK);
+    assert_int_equal(lock_release(c, &outer), LOCK_OK);
+    assert_int_equal(lock_watchdog_check(w, NULL), LOCK_ERR_LEASE_LOST);
+    assert_int_equal(lock_watchdog_stop(w, &outer), LOCK_ERR_LEASE_LOST);
+    assert_int_equal(probe_owned(c, key), LOCK_OK);
+}
+
+struct owned_joiner {
+    lock_client *c;
+    const char *key;
+    lock_handle h;
+    int rc;
+    int released;
+};
+
+static void *owned_joiner_main(void *arg) {
+    struct owned_joiner *x = arg;
+    x->rc = lock_acquire_owned(x->c, x->key, "request-42", 10000, 10000, &x->h);
+    if (x->rc == LOCK_OK) x->released = lock_release(x->c, &x->h);
+    return NULL;
+}
+
+/* An owner is not a thread: another thread naming the same owner (a request handled by
+ * several threads) joins the lease at once instead of waiting for it. */
+void lock_contract_owned_other_thread_joins(void **state) {
+    lock_client *c = client_of(state);
+    const char *key = "contract:own:join";
+    lock_handle h;
+    assert_int_equal(lock_acquire_owned(c, key, "request-42", 60000, 0, &h), LOCK_OK);
+    struct owned_joiner x = {.c = c, .key = key, .released = -100};
+    pthread_t th;
+    int64_t t0 = lock_now_ms();
+    assert_int_equal(pthread_create(&th, NULL, owned_joiner_main, &x), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(x.rc, LOCK_OK);
+    assert_int_equal(x.released, LOCK_OK);
+    assert_true(lock_now_ms() - t0 < 5000); /* not the 10 s wait */
+    assert_int_equal(x.h.holds, 2);
+    assert_string_equal(x.h.token, h.token);
+    assert_int_equal(probe_owned(c, key), LOCK_ERR_BUSY); /* the joiner's release kept it */
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+    assert_int_equal(probe_owned(c, key), LOCK_OK);
+}
+
+#define OWN_THREADS 4
+#define OWN_ITERS 40
+
+struct own_excl {
+    lock_client *c;
+    volatile long counter; /* only the lock protects it */
+    atomic_int holders;
+    atomic_int overlaps;
+    atomic_int failures;
+};
+
+struct own_worker {
+    struct own_excl *x;
+    char owner[16];
+};
+
+static void *own_worker_main(void *arg) {
+    struct own_worker *me = arg;
+    struct own_excl *x = me->x;
+    const char *key = "contract:own:excl";
+    for (int i = 0; i < OWN_ITERS; i++) {
+        lock_handle outer, inner;
+        if (lock_acquire_owned(x->c, key, me->owner, 10000, 30000, &outer) != LOCK_OK) {
+            atomic_fetch_add(&x->failures, 1);
+            continue;
+        }
+        if (atomic_fetch_add(&x->holders, 1) != 0) atomic_fetch_add(&x->overlaps, 1);
+        long v = x->counter;
+        /* a nested critical section of the same owner: at once, one more hold */
+        if (lock_acquire_owned(x->c, key, me->owner, 10000, 0, &inner) != LOCK_OK ||
+            inner.holds != 2 || inner.fence != outer.fence)
+            atomic_fetch_add(&x->failures, 1);
+        else if (lock_release(x->c, &inner) != LOCK_OK)
+            atomic_fetch_add(&x->failures, 1);
+        sched_yield();
+        x->counter = v + 1;
+        atomic_fetch_sub(&x->holders, 1);
+        if (lock_release(x->c, &outer) != LOCK_OK) atomic_fetch_add(&x->failures, 1);
+    }
+    return NULL;
+}
+
+/* Threads with owners of their own, each re-entering inside its critical section: the owners
+ * exclude each other (no overlap, no lost increment) and every nested acquisition is a hold
+ * on the outer lease. */
+void lock_contract_owned_owners_exclusive(void **state) {
+    struct own_excl x = {.c = client_of(state), .counter = 0};
+    atomic_init(&x.holders, 0);
+    atomic_init(&x.overlaps, 0);
+    atomic_init(&x.failures, 0);
+    struct own_worker ws[OWN_THREADS];
+    pthread_t th[OWN_THREADS];
+    int started = 0;
+    for (; started < OWN_THREADS; started++) {
+        ws[started].x = &x;
+        snprintf(ws[started].owner, sizeof ws[started].owner, "thread-%d", started);
+        if (pthread_create(&th[started], NULL, own_worker_main, &ws[started]) != 0) break;
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(started, OWN_THREADS);
+    assert_int_equal(atomic_load(&x.failures), 0);
+    assert_int_equal(atomic_load(&x.overlaps), 0);
+    assert_int_equal(x.counter, (long)OWN_THREADS * OWN_ITERS);
+}
+
+/* lock_release_multi() of reentrant handles drops one hold each, like lock_release(). */
+void lock_contract_owned_release_multi(void **state) {
+    lock_client *c = client_of(state);
+    const char *k1 = "contract:own:multi:1", *k2 = "contract:own:multi:2";
+    lock_handle hs[2], again;
+    assert_int_equal(lock_acquire_owned(c, k1, "owner-a", 10000, 0, &hs[0]), LOCK_OK);
+    assert_int_equal(lock_acquire_owned(c, k2, "owner-a", 10000, 0, &hs[1]), LOCK_OK);
+    assert_int_equal(lock_acquire_owned(c, k1, "owner-a", 10000, 0, &again), LOCK_OK);
+    assert_int_equal(lock_release_multi(c, hs, 2), LOCK_OK);
+    assert_int_equal(probe_owned(c, k1), LOCK_ERR_BUSY);
+    assert_int_equal(probe_owned(c, k2), LOCK_OK);
+    assert_int_equal(lock_release_multi(c, hs, 2), LOCK_ERR_NOT_OWNER); /* k2's: first error */
+    assert_int_equal(probe_owned(c, k1), LOCK_OK); /* ... and k1's last hold went with it */
+}
+
+/* Bad owners are refused before anything is taken; an owner of exactly LOCK_OWNER_MAX bytes is
+ * fine; a handle whose owner is not terminated is malformed. */
+void lock_contract_owned_invalid_args(void **state) {
+    lock_client *c = client_of(state);
+    const char *key = "contract:own:inv";
+    char owner[LOCK_OWNER_MAX + 2];
+    memset(owner, 'o', sizeof owner);
+    owner[LOCK_OWNER_MAX + 1] = '\0'; /* one byte too long */
+    lock_handle h, bad;
+    memset(&h, 0x5a, sizeof h);
+    assert_int_equal(lock_acquire_owned(c, key, NULL, 1000, 0, &h), LOCK_ERR_INVALID);
+    assert_int_equal(h.token[0], '\0'); /* zeroed on failure */
+    assert_int_equal(lock_acquire_owned(c, key, "", 1000, 0, &h), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_owned(c, key, owner, 1000, 0, &h), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_owned(c, key, "o", 0, 0, &h), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_owned(c, key, "o", 1000, 0, NULL), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_owned(c, "", "o", 1000, 0, &h), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_owned(c, NULL, "o", 1000, 0, &h), LOCK_ERR_INVALID);
+    assert_int_equal(lock_acquire_owned(NULL, key, "o", 1000, 0, &h), LOCK_ERR_INVALID);
+    assert_int_equal(probe_owned(c, key), LOCK_OK); /* nothing was taken */
+
+    owner[LOCK_OWNER_MAX] = '\0'; /* exactly the limit */
+    assert_int_equal(lock_acquire_owned(c, key, owner, 10000, 0, &h), LOCK_OK);
+    assert_string_equal(h.owner, owner);
+    bad = h;
+    memset(bad.owner, 'o', sizeof bad.owner); /* unterminated owner */
+    assert_int_equal(lock_release(c, &bad), LOCK_ERR_INVALID);
+    assert_int_equal(lock_extend(c, &bad, 1000), LOCK_ERR_INVALID);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+}
+
 /* ---- two clients ---- */
 
 void lock_contract_watchdog_two_clients(lock_client *holder, lock_client *prober, uint32_t ttl_ms) {
@@ -688,6 +1042,24 @@ void lock_contract_watchdog_max_hold_two_clients(lock_client *holder, lock_clien
     assert_int_equal(lock_watchdog_stop(w, &h), LOCK_ERR_LEASE_LOST);
     assert_int_equal(lock_release(holder, &h), LOCK_ERR_NOT_OWNER);
     assert_int_equal(lock_release(prober, &probe), LOCK_OK);
+}
+
+void lock_contract_owned_two_clients(lock_client *a, lock_client *b) {
+    const char *key = "contract:own2:join";
+    lock_handle ha, hb, probe;
+    assert_int_equal(lock_acquire_owned(a, key, "request-7", 60000, 0, &ha), LOCK_OK);
+    assert_int_equal(lock_acquire_owned(b, key, "request-8", 10000, 0, &probe), LOCK_ERR_BUSY);
+    assert_int_equal(lock_acquire(b, key, 10000, 0, &probe), LOCK_ERR_BUSY);
+    assert_int_equal(lock_acquire_owned(b, key, "request-7", 10000, 0, &hb), LOCK_OK);
+    assert_int_equal(hb.holds, 2);
+    assert_string_equal(hb.token, ha.token);
+    assert_true(hb.fence == ha.fence);
+    assert_int_equal(lock_release(a, &ha), LOCK_OK);
+    assert_int_equal(lock_acquire_owned(a, key, "request-8", 10000, 0, &probe), LOCK_ERR_BUSY);
+    assert_int_equal(lock_release(b, &hb), LOCK_OK);
+    assert_int_equal(lock_acquire_owned(a, key, "request-8", 10000, 0, &probe), LOCK_OK);
+    assert_true(probe.fence > ha.fence);
+    assert_int_equal(lock_release(a, &probe), LOCK_OK);
 }
 
 /* ---- a holder in a child process ---- */

@@ -44,6 +44,16 @@ void lock_contract_watchdog_max_hold(void **state);
 void lock_contract_watchdog_expired_lost(void **state);
 void lock_contract_watchdog_release_stops(void **state);
 void lock_contract_watchdog_invalid_args(void **state);
+void lock_contract_owned_reacquire_counts(void **state);
+void lock_contract_owned_other_owner_waits(void **state);
+void lock_contract_owned_non_owner_refused(void **state);
+void lock_contract_owned_extend(void **state);
+void lock_contract_owned_expiry(void **state);
+void lock_contract_owned_watchdog(void **state);
+void lock_contract_owned_other_thread_joins(void **state);
+void lock_contract_owned_owners_exclusive(void **state);
+void lock_contract_owned_release_multi(void **state);
+void lock_contract_owned_invalid_args(void **state);
 
 /* ---- the CMUnitTest entries, named test_<unit>_<condition>_<expected> ---- */
 
@@ -89,7 +99,27 @@ void lock_contract_watchdog_invalid_args(void **state);
         LOCK_CONTRACT_TEST("test_lock_watchdog_released_handle_stops_renewing",                    \
                            lock_contract_watchdog_release_stops),                                  \
         LOCK_CONTRACT_TEST("test_lock_watchdog_invalid_args_invalid",                              \
-                           lock_contract_watchdog_invalid_args)
+                           lock_contract_watchdog_invalid_args),                                   \
+        LOCK_CONTRACT_TEST("test_lock_acquire_owned_same_owner_again_counts_holds_one_lease",      \
+                           lock_contract_owned_reacquire_counts),                                  \
+        LOCK_CONTRACT_TEST("test_lock_acquire_owned_other_owner_waits_for_last_release",           \
+                           lock_contract_owned_other_owner_waits),                                 \
+        LOCK_CONTRACT_TEST("test_lock_release_owned_forged_token_or_other_owner_refused",          \
+                           lock_contract_owned_non_owner_refused),                                 \
+        LOCK_CONTRACT_TEST("test_lock_extend_owned_prolongs_never_shortens",                       \
+                           lock_contract_owned_extend),                                            \
+        LOCK_CONTRACT_TEST("test_lock_acquire_owned_lease_expired_every_hold_gone",                \
+                           lock_contract_owned_expiry),                                            \
+        LOCK_CONTRACT_TEST("test_lock_watchdog_owned_inner_release_keeps_renewing",                \
+                           lock_contract_owned_watchdog),                                          \
+        LOCK_CONTRACT_TEST("test_lock_acquire_owned_same_owner_other_thread_joins_at_once",        \
+                           lock_contract_owned_other_thread_joins),                                \
+        LOCK_CONTRACT_TEST("test_lock_acquire_owned_threads_own_owners_exclusive_reentrant",       \
+                           lock_contract_owned_owners_exclusive),                                  \
+        LOCK_CONTRACT_TEST("test_lock_release_multi_owned_handles_one_hold_each",                  \
+                           lock_contract_owned_release_multi),                                     \
+        LOCK_CONTRACT_TEST("test_lock_acquire_owned_bad_owner_invalid",                            \
+                           lock_contract_owned_invalid_args)
 
 /* ---- two clients of one store (integration) ---- */
 
@@ -103,6 +133,11 @@ void lock_contract_watchdog_two_clients(lock_client *holder, lock_client *prober
  * the lease lapses and prober gets it (not before the hold ended). */
 void lock_contract_watchdog_max_hold_two_clients(lock_client *holder, lock_client *prober,
                                                  uint32_t ttl_ms, uint32_t max_hold_ms);
+
+/* a holds a reentrant lease as owner "request-7"; b, another client of the store, naming the
+ * same owner joins it (same token and fence, holds 2) while another owner is busy on both; the
+ * key is freed by the second release, whichever client makes it. */
+void lock_contract_owned_two_clients(lock_client *a, lock_client *b);
 
 /* ---- a holder in a child process (integration) ---- */
 

@@ -235,6 +235,106 @@ static void test_lock_redis_script_flush_falls_back_to_eval(void **state) {
     assert_true(evalsha6);
 }
 
+/* ---- reentrant leases: what they look like in Redis ---- */
+
+/* Returns field of hash key as a string in the caller's buf (cap bytes), or "" when absent. */
+static const char *raw_hget(redisContext *raw, const char *key, const char *field, char *buf,
+                            size_t cap) {
+    redisReply *r = raw_cmd(raw, (const char *const[]){"HGET", key, field, NULL});
+    snprintf(buf, cap, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+    return buf;
+}
+
+/* A reentrant lease is the plain lease's key (value = the token, PX = ttl: any SET NX client
+ * finds it taken, and a store can compare the token) plus the hash "<key>:owner" {owner,
+ * token, holds, fence} with the same expiry. A re-acquisition counts a hold, draws no fence,
+ * and moves both expiries later, never earlier; the last release deletes both keys. */
+static void test_lock_redis_owned_key_holds_token_hash_holds_owner(void **state) {
+    lock_client *c = *state;
+    const char *key = "redis:own", *okey = "redis:own:owner";
+    char buf[64];
+    lock_handle h[3];
+    redisContext *raw = raw_connect(g_redis.port);
+    assert_int_equal(lock_acquire_owned(c, key, "req-1", 5000, 0, &h[0]), LOCK_OK);
+    redisReply *r = raw_cmd(raw, (const char *const[]){"GET", key, NULL});
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, h[0].token);
+    freeReplyObject(r);
+    assert_string_equal(raw_hget(raw, okey, "owner", buf, sizeof buf), "req-1");
+    assert_string_equal(raw_hget(raw, okey, "token", buf, sizeof buf), h[0].token);
+    assert_string_equal(raw_hget(raw, okey, "holds", buf, sizeof buf), "1");
+    assert_int_equal(strtoull(raw_hget(raw, okey, "fence", buf, sizeof buf), NULL, 10), h[0].fence);
+    long long p1 = raw_int(raw, (const char *const[]){"PTTL", key, NULL});
+    long long p2 = raw_int(raw, (const char *const[]){"PTTL", okey, NULL});
+    assert_true(p1 > 0 && p1 <= 5000 && p2 > 0 && p2 <= 5000);
+    assert_true(p1 - p2 <= 5 && p2 - p1 <= 5);
+
+    /* another client speaking the plain protocol (node-redlock: SET key value NX PX) */
+    r = raw_cmd(raw, (const char *const[]){"SET", key, "foreign", "NX", "PX", "1000", NULL});
+    assert_int_equal(r->type, REDIS_REPLY_NIL);
+    freeReplyObject(r);
+
+    assert_int_equal(lock_acquire_owned(c, key, "req-1", 60000, 0, &h[1]), LOCK_OK);
+    assert_string_equal(raw_hget(raw, okey, "holds", buf, sizeof buf), "2");
+    p1 = raw_int(raw, (const char *const[]){"PTTL", key, NULL});
+    p2 = raw_int(raw, (const char *const[]){"PTTL", okey, NULL});
+    assert_true(p1 > 5000 && p2 > 5000); /* prolonged */
+    assert_int_equal(lock_acquire_owned(c, key, "req-1", 1000, 0, &h[2]), LOCK_OK);
+    assert_string_equal(raw_hget(raw, okey, "holds", buf, sizeof buf), "3");
+    p1 = raw_int(raw, (const char *const[]){"PTTL", key, NULL});
+    assert_true(p1 > 5000); /* never shortened */
+    r = raw_cmd(raw, (const char *const[]){"GET", "lock:fences", NULL});
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_int_equal(strtoull(r->str, NULL, 10), h[0].fence); /* no fence drawn since */
+    freeReplyObject(r);
+
+    assert_int_equal(lock_release(c, &h[2]), LOCK_OK);
+    assert_string_equal(raw_hget(raw, okey, "holds", buf, sizeof buf), "2");
+    assert_int_equal(lock_release(c, &h[0]), LOCK_OK);
+    assert_string_equal(raw_hget(raw, okey, "holds", buf, sizeof buf), "1");
+    assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", key, NULL}), 1);
+    assert_int_equal(lock_release(c, &h[1]), LOCK_OK);
+    assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", key, okey, NULL}), 0);
+    redisFree(raw);
+}
+
+/* A foreign client that frees the key the plain way (DEL, or node-redlock's compare-and-delete)
+ * leaves the hash behind until it expires; the hash names the old token, so it lets nobody
+ * re-enter the next lease on the key, plain or reentrant. (Client b takes the key after the
+ * DEL: a's in-process queue, not told of the DEL, would wait for the old lease's deadline.) */
+static void test_lock_redis_owned_key_freed_by_foreign_client_stale_hash_ignored(void **state) {
+    lock_client *a = *state;
+    lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
+    const char *key = "redis:own:stale", *okey = "redis:own:stale:owner";
+    char buf[64];
+    lock_handle ha, plain, hb, again;
+    redisContext *raw = raw_connect(g_redis.port);
+    assert_int_equal(lock_acquire_owned(a, key, "req-a", 60000, 0, &ha), LOCK_OK);
+    assert_int_equal(raw_int(raw, (const char *const[]){"DEL", key, NULL}), 1);
+    assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", okey, NULL}), 1);
+    assert_int_equal(lock_acquire(b, key, 60000, 0, &plain), LOCK_OK);
+    assert_int_equal(lock_acquire_owned(a, key, "req-a", 10000, 0, &again), LOCK_ERR_BUSY);
+    assert_int_equal(lock_acquire_owned(b, key, "req-a", 10000, 0, &again), LOCK_ERR_BUSY);
+    assert_int_equal(lock_release(a, &ha), LOCK_ERR_NOT_OWNER);
+    assert_int_equal(lock_release(b, &plain), LOCK_OK);
+    assert_int_equal(lock_acquire_owned(b, key, "req-b", 10000, 0, &hb), LOCK_OK);
+    assert_int_equal(hb.holds, 1);
+    assert_string_equal(raw_hget(raw, okey, "owner", buf, sizeof buf), "req-b");
+    assert_string_equal(raw_hget(raw, okey, "token", buf, sizeof buf), hb.token);
+    assert_int_equal(lock_acquire_owned(a, key, "req-a", 10000, 0, &again), LOCK_ERR_BUSY);
+    assert_int_equal(lock_release(b, &hb), LOCK_OK);
+    assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", key, okey, NULL}), 0);
+    redisFree(raw);
+    lock_free(b);
+}
+
+static void test_lock_redis_owned_other_client_same_owner_joins(void **state) {
+    lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
+    lock_contract_owned_two_clients(*state, b);
+    lock_free(b);
+}
+
 /* ---- waiting without spinning: command counts ---- */
 
 /* Returns the calls of cmd in an INFO commandstats text, or 0. */
@@ -1004,6 +1104,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lock_redis_two_clients_mutually_exclusive),
         cmocka_unit_test(test_lock_redis_db_in_url_selected),
         cmocka_unit_test(test_lock_redis_script_flush_falls_back_to_eval),
+        cmocka_unit_test(test_lock_redis_owned_key_holds_token_hash_holds_owner),
+        cmocka_unit_test(test_lock_redis_owned_key_freed_by_foreign_client_stale_hash_ignored),
+        cmocka_unit_test(test_lock_redis_owned_other_client_same_owner_joins),
         cmocka_unit_test(test_lock_redis_16_threads_one_client_evalsha_within_3x_acquisitions),
         cmocka_unit_test(test_lock_redis_16_threads_four_clients_attempts_bounded),
         cmocka_unit_test(test_lock_redis_release_without_waiter_publishes_nothing),

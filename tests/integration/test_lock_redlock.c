@@ -164,7 +164,8 @@ static void test_lock_redlock_acquire_key_on_every_master(void **state) {
  * masters' counters are raised to it, so the next majority continues from there. */
 static void test_lock_redlock_fence_max_over_majority_and_raised(void **state) {
     lock_client *c = *state;
-    redisReply *r = raw_cmd(0, (const char *const[]){"SET", "lock:fences", "5000000000000000", NULL});
+    redisReply *r =
+        raw_cmd(0, (const char *const[]){"SET", "lock:fences", "5000000000000000", NULL});
     freeReplyObject(r);
     lock_handle h;
     assert_int_equal(lock_acquire(c, "rl:fence", 10000, 0, &h), LOCK_OK);
@@ -300,6 +301,69 @@ static void test_lock_redlock_multi_two_clients_opposite_orders(void **state) {
     lock_client *b = redlock_client();
     lock_contract_multi_race(*state, b);
     lock_free(b);
+}
+
+static void test_lock_redlock_owned_other_client_same_owner_joins(void **state) {
+    lock_client *b = redlock_client();
+    lock_contract_owned_two_clients(*state, b);
+    lock_free(b);
+}
+
+/* Returns master i's field of hash key as a number, or -1 when absent. */
+static long long raw_hget_num(int i, const char *key, const char *field) {
+    redisReply *r = raw_cmd(i, (const char *const[]){"HGET", key, field, NULL});
+    long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+/* A master that lost a reentrant lease (restarted empty; here its keys are deleted) grants a
+ * new lease to the owner's next acquisition; the majority counts a hold on the old one, which
+ * wins: the handle has the old token and fence, and the stray new lease is undone on that
+ * master. The two releases free the other two. */
+static void test_lock_redlock_owned_master_lost_lease_reentry_undoes_stray(void **state) {
+    lock_client *c = *state;
+    const char *key = "rl:own:lost", *okey = "rl:own:lost:owner";
+    lock_handle h1, h2;
+    assert_int_equal(lock_acquire_owned(c, key, "req-1", 60000, 0, &h1), LOCK_OK);
+    assert_int_equal(masters_holding(key), MASTERS);
+    assert_int_equal(raw_int(0, (const char *const[]){"DEL", key, okey, NULL}), 2);
+    assert_int_equal(lock_acquire_owned(c, key, "req-1", 60000, 0, &h2), LOCK_OK);
+    assert_string_equal(h2.token, h1.token);
+    assert_true(h2.fence == h1.fence);
+    assert_int_equal(h2.holds, 2);
+    assert_int_equal(raw_int(0, (const char *const[]){"EXISTS", key, okey, NULL}), 0);
+    for (int i = 1; i < MASTERS; i++)
+        assert_int_equal(raw_hget_num(i, okey, "holds"), 2);
+    assert_int_equal(lock_release(c, &h2), LOCK_OK);
+    assert_int_equal(masters_holding(key), MASTERS - 1);
+    assert_int_equal(lock_release(c, &h1), LOCK_OK);
+    assert_int_equal(masters_holding(key), 0);
+}
+
+/* Masters whose fence counters disagree: the reentrant lease's fence is their maximum, and the
+ * fence every master keeps in the lease's hash is raised to it, so a re-acquisition answers
+ * the same fence whichever majority it reaches. */
+static void test_lock_redlock_owned_fences_differ_hashes_raised(void **state) {
+    lock_client *c = *state;
+    const char *key = "rl:own:fence", *okey = "rl:own:fence:owner";
+    lock_handle h, again;
+    long long top = raw_get_num(2, "lock:fences") + 1000000;
+    char num[32];
+    snprintf(num, sizeof num, "%lld", top);
+    redisReply *r = raw_cmd(2, (const char *const[]){"SET", "lock:fences", num, NULL});
+    freeReplyObject(r);
+    assert_int_equal(lock_acquire_owned(c, key, "req-1", 60000, 0, &h), LOCK_OK);
+    assert_true(h.fence == (uint64_t)top + 1);
+    for (int i = 0; i < MASTERS; i++) {
+        assert_int_equal(raw_hget_num(i, okey, "fence"), top + 1);
+        assert_true(raw_get_num(i, "lock:fences") >= top + 1);
+    }
+    assert_int_equal(lock_acquire_owned(c, key, "req-1", 60000, 0, &again), LOCK_OK);
+    assert_true(again.fence == h.fence);
+    assert_int_equal(lock_release(c, &again), LOCK_OK);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+    assert_int_equal(masters_holding(key), 0);
 }
 
 static void test_lock_redlock_watchdog_other_client_never_gets_key(void **state) {
@@ -463,7 +527,8 @@ static void test_lock_redlock_extend_no_validity_lease_lost_unless_majority_sile
  * others were raised to its counter. */
 static void test_lock_redlock_master_lost_fence_still_grows(void **state) {
     lock_client *c = *state;
-    redisReply *r = raw_cmd(0, (const char *const[]){"SET", "lock:fences", "6000000000000000", NULL});
+    redisReply *r =
+        raw_cmd(0, (const char *const[]){"SET", "lock:fences", "6000000000000000", NULL});
     freeReplyObject(r);
     lock_handle h, h2;
     assert_int_equal(lock_acquire(c, "rl:f:fence", 10000, 0, &h), LOCK_OK);
@@ -529,6 +594,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lock_redlock_extend_no_validity_left_lease_lost),
         cmocka_unit_test(test_lock_redlock_foreign_holder_silent_release_waiter_polls),
         cmocka_unit_test(test_lock_redlock_multi_two_clients_opposite_orders),
+        cmocka_unit_test(test_lock_redlock_owned_other_client_same_owner_joins),
+        cmocka_unit_test(test_lock_redlock_owned_master_lost_lease_reentry_undoes_stray),
+        cmocka_unit_test(test_lock_redlock_owned_fences_differ_hashes_raised),
         cmocka_unit_test(test_lock_redlock_watchdog_other_client_never_gets_key),
         cmocka_unit_test(test_lock_redlock_watchdog_max_hold_other_client_gets_key),
         cmocka_unit_test(test_lock_redlock_holder_killed_lease_lapses_within_ttl),

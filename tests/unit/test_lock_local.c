@@ -264,6 +264,12 @@ static const struct lock_ops mock_ops = {
     .destroy = mock_destroy,
 };
 
+static int mock_acquire_owned(void *impl, const char *key, const char *owner, uint32_t ttl_ms,
+                              uint32_t wait_ms, lock_handle *out) {
+    (void)impl, (void)key, (void)owner, (void)ttl_ms, (void)wait_ms, (void)out;
+    return LOCK_ERR_BACKEND;
+}
+
 static void test_lock_client_new_missing_mandatory_op_invalid(void **state) {
     (void)state;
     struct lock_ops ops;
@@ -284,6 +290,10 @@ static void test_lock_client_new_missing_mandatory_op_invalid(void **state) {
     assert_null(lock__client_new(&ops, &destroyed, NULL));
     ops = mock_ops;
     ops.name = NULL;
+    assert_null(lock__client_new(&ops, &destroyed, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    ops = mock_ops;
+    ops.acquire_owned = mock_acquire_owned; /* without its release_owned */
     assert_null(lock__client_new(&ops, &destroyed, &err));
     assert_int_equal(err, LOCK_ERR_INVALID);
 }
@@ -357,6 +367,17 @@ static void test_lock_ops_null_multi_and_watchdog_slots(void **state) {
     lock_watchdog *w = NULL;
     assert_int_equal(lock_watchdog_start(c, &hs[0], 100, 100, &w), LOCK_ERR_UNSUPPORTED);
     assert_null(w);
+    /* no reentrant leases: acquire_owned is unsupported, and so is releasing a handle that
+     * claims an owner (this backend cannot have made it) */
+    assert_int_equal(lock_acquire_owned(c, "a", "o", 100, 0, &hs[0]), LOCK_ERR_UNSUPPORTED);
+    assert_int_equal(hs[0].token[0], '\0');
+    memset(&hs[0], 0, sizeof hs[0]);
+    strcpy(hs[0].key, "a");
+    memset(hs[0].token, 'a', LOCK_TOKEN_LEN);
+    strcpy(hs[0].owner, "o");
+    released_n = 0;
+    assert_int_equal(lock_release(c, &hs[0]), LOCK_ERR_UNSUPPORTED);
+    assert_int_equal(released_n, 0);
     lock_free(c);
     assert_int_equal(destroyed, 1);
 }

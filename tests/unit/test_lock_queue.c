@@ -3,7 +3,9 @@
  * No Redis: the queue is pure in-process state. These tests pin down that one
  * thread at a time gets a key, that the others sleep until a release or the
  * holder's deadline, that several keys are taken all at once or not at all
- * (so opposite orders cannot deadlock), and that a stale token changes nothing.
+ * (so opposite orders cannot deadlock), that a stale token changes nothing,
+ * and, for reentrant leases, that the owner's threads join its entry instead
+ * of queueing behind it while other owners wait for the last local hold.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -185,6 +187,71 @@ static void test_lock_queue_many_keys_expired_entries_reaped(void **state) {
     }
 }
 
+/* ---- reentrant leases ---- */
+
+/* The owner's second acquisition joins the HELD entry at once (nothing changes in the queue);
+ * another owner waits. Each local hold is counted: the entry frees with the last one. */
+static void test_lock_queue_owned_same_owner_joins_other_waits_holds_counted(void **state) {
+    struct lock__queue *q = *state;
+    const char *key = "q:own";
+    const char *k[] = {key};
+    int joined = -1;
+    assert_int_equal(lock__queue_enter_owned(q, key, "A", lock_now_ms(), &joined), LOCK_OK);
+    assert_int_equal(joined, 0); /* contending: it goes to Redis for a new lease */
+    lock__queue_hold_owned(q, key, TOK_A, "A", lock_now_ms() + 600000, joined);
+    assert_int_equal(lock__queue_enter_owned(q, key, "A", lock_now_ms(), &joined), LOCK_OK);
+    assert_int_equal(joined, 1);
+    lock__queue_hold_owned(q, key, TOK_A, "A", lock_now_ms() + 600000, joined);
+    assert_int_equal(lock__queue_enter_owned(q, key, "B", lock_now_ms() + 20, &joined),
+                     LOCK_ERR_BUSY);
+    assert_int_equal(joined, 0);
+    assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms()), LOCK_ERR_BUSY); /* plain */
+    lock__queue_drop_hold(q, key, TOK_B); /* a stale token: nothing */
+    lock__queue_drop_hold(q, key, TOK_A);
+    assert_int_equal(lock__queue_enter_owned(q, key, "B", lock_now_ms(), &joined),
+                     LOCK_ERR_BUSY); /* one local hold left */
+    lock__queue_drop_hold(q, key, TOK_A);
+    assert_int_equal(lock__queue_enter_owned(q, key, "B", lock_now_ms(), &joined), LOCK_OK);
+    assert_int_equal(joined, 0);
+    lock__queue_leave(q, k, 1);
+}
+
+struct owned_enterer {
+    struct lock__queue *q;
+    const char *owner;
+    int joined;
+    int rc;
+};
+
+static void *enter_owned_main(void *arg) {
+    struct owned_enterer *x = arg;
+    x->rc =
+        lock__queue_enter_owned(x->q, "q:own:wake", x->owner, lock_now_ms() + 60000, &x->joined);
+    return NULL;
+}
+
+/* A thread of owner A that waits while another thread of A contends is woken when the entry
+ * becomes A's, and joins it; it does not wait for the lease to end. */
+static void test_lock_queue_owned_waiter_of_same_owner_joins_when_held(void **state) {
+    struct lock__queue *q = *state;
+    const char *key = "q:own:wake";
+    int joined = -1;
+    assert_int_equal(lock__queue_enter_owned(q, key, "A", lock_now_ms(), &joined), LOCK_OK);
+    assert_int_equal(joined, 0);
+    struct owned_enterer x = {q, "A", -1, -100};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, enter_owned_main, &x), 0);
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    int64_t t0 = lock_now_ms();
+    lock__queue_hold_owned(q, key, TOK_A, "A", lock_now_ms() + 600000, joined);
+    pthread_join(th, NULL);
+    assert_int_equal(x.rc, LOCK_OK);
+    assert_int_equal(x.joined, 1);
+    assert_true(lock_now_ms() - t0 < 30000);
+    lock__queue_release(q, key, TOK_A);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lock_queue_enter_held_key_busy_until_release),
@@ -193,6 +260,8 @@ int main(void) {
         cmocka_unit_test(test_lock_queue_waiter_woken_by_release),
         cmocka_unit_test(test_lock_queue_multi_opposite_orders_no_deadlock),
         cmocka_unit_test(test_lock_queue_many_keys_expired_entries_reaped),
+        cmocka_unit_test(test_lock_queue_owned_same_owner_joins_other_waits_holds_counted),
+        cmocka_unit_test(test_lock_queue_owned_waiter_of_same_owner_joins_when_held),
     };
     return cmocka_run_group_tests_name("lock_queue", tests, queue_setup, queue_teardown);
 }
