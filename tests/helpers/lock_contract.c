@@ -783,11 +783,11 @@ void lock_contract_owned_extend(void **state) {
     assert_true(h.valid_until_ms > first);
     sleep_until(first + 100);
     assert_int_equal(probe_owned(c, key), LOCK_ERR_BUSY);
-    assert_int_equal(lock_acquire_owned(c, key, "owner-a", 100, 0, &inner), LOCK_OK);
+    assert_int_equal(lock_acquire_owned(c, key, "owner-a", 200, 0, &inner), LOCK_OK);
     assert_int_equal(inner.holds, 2);
-    assert_int_equal(lock_extend(c, &inner, 50), LOCK_OK);
-    assert_true(inner.valid_until_ms <= lock_now_ms() + 50);
-    sleep_until(lock_now_ms() + 300); /* past both short ttls */
+    assert_int_equal(lock_extend(c, &inner, 150), LOCK_OK);
+    assert_true(inner.valid_until_ms <= lock_now_ms() + 150);
+    sleep_until(lock_now_ms() + 400); /* past both short ttls */
     assert_int_equal(probe_owned(c, key), LOCK_ERR_BUSY);
     assert_int_equal(lock_release(c, &inner), LOCK_OK);
     assert_int_equal(probe_owned(c, key), LOCK_ERR_BUSY);
@@ -796,13 +796,14 @@ void lock_contract_owned_extend(void **state) {
 }
 
 /* A lease held three times expires as a whole: another owner takes the key after its deadline
- * with a larger fence, and the old holds can neither release nor extend. */
+ * with a larger fence, and the old holds can neither release nor extend. (200 ms: Redlock waits
+ * ttl/10 for each master's answer, which a shorter lease makes too tight on a busy machine.) */
 void lock_contract_owned_expiry(void **state) {
     lock_client *c = client_of(state);
     const char *key = "contract:own:expiry";
     lock_handle h[3], b;
     for (int i = 0; i < 3; i++)
-        assert_int_equal(lock_acquire_owned(c, key, "owner-a", 60, 0, &h[i]), LOCK_OK);
+        assert_int_equal(lock_acquire_owned(c, key, "owner-a", 200, 0, &h[i]), LOCK_OK);
     assert_int_equal(h[2].holds, 3);
     int64_t until = h[2].valid_until_ms;
     assert_int_equal(lock_acquire_owned(c, key, "owner-b", 10000, 5000, &b), LOCK_OK);
