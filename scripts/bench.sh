@@ -40,6 +40,7 @@ LEVELS=${BENCH_LEVELS:-"1 8 64"}
 MIXES=${BENCH_MIXES:-"distinct contended"}
 WORLD=${BENCH_WORLD:-players=10000,items=400000,funds=1000000000}
 OUT=${BENCH_OUT:-bench}
+case $OUT in /*) ;; *) OUT=$ROOT/$OUT ;; esac # absolute: the peers run from their own folder
 HOLD=256
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -237,7 +238,7 @@ if [ -n "${BENCH_PEERS:-}" ]; then
     peers=$BENCH_PEERS
     if [ -f "$peers" ]; then
         echo "bench: running the peers ($peers)"
-        LEVELS="$LEVELS" SECS="$SECS" OUT_MD="$ROOT/$OUT/peers.md" bash "$peers" \
+        LEVELS="$LEVELS" SECS="$SECS" OUT_MD="$OUT/peers.md" bash "$peers" \
             >"$OUT/raw/peers.log" 2>&1 || note "peers run failed (exit $?; see raw/peers.log)"
     else
         echo "bench: BENCH_PEERS names no file: $peers" >&2
