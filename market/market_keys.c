@@ -1,6 +1,6 @@
 /* market_keys.c - names and values of the market's bookkeeping keys: lock
  * keys, idempotency records and their claims. Pure: no Redis I/O (it only
- * reads replies handed to it), called by market.c and market_batch.c.
+ * reads replies handed to it), called by market_txn.c and market_batch.c.
  *
  * DESIGN
  * An idempotency record idem:<player>:<key> holds one of
