@@ -377,8 +377,9 @@ int market_list(market_conn *c, const char *seller, const char *item, int64_t pr
 }
 
 /* market_list(), made idempotent by idem (may be NULL; see market_idem):
- * *replayed (may be NULL) tells a replay. Also returns
- * MARKET_ERR_IDEM_MISMATCH. */
+ * *replayed (may be NULL) tells a replay of a stored outcome (MARKET_OK, or
+ * the stored refusal ERR_NOT_HELD). Also returns MARKET_ERR_IDEM_MISMATCH
+ * and MARKET_ERR_IN_PROGRESS. */
 int market_list_idem(market_conn *c, const char *seller, const char *item, int64_t price,
                      const market_idem *idem, int *replayed) {
     if (!c || !market__listing_args_ok(seller, item, price, idem)) return MARKET_ERR_INVALID;
