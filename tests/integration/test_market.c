@@ -1101,7 +1101,17 @@ static void test_idem_second_attempt_in_flight_in_progress(void **state) {
     pthread_t ta;
     int64_t t0 = lock_now_ms();
     assert_int_equal(pthread_create(&ta, NULL, slow_buy_run, &a), 0);
-    sleep_ms(150); /* S1 has claimed K and read; it pauses before committing */
+    /* Wait until S1 has claimed K (it then reads, and pauses before its
+     * commit for 400 ms): polled, not slept, so a slow machine cannot send
+     * S2 in before the claim. */
+    for (int tries = 0;; tries++) {
+        redisReply *claim = redis_cmd("GET idem:B:K2");
+        int claimed = claim->type == REDIS_REPLY_STRING && strstr(claim->str, " ?") != NULL;
+        freeReplyObject(claim);
+        if (claimed) break;
+        assert_true(tries < 400);
+        sleep_ms(5);
+    }
     market_purchase_result r = {0};
     assert_int_equal(market_purchase_idem(c2, "B", "A", "axe", -1, &k, &r), MARKET_ERR_IN_PROGRESS);
     pthread_join(ta, NULL);
