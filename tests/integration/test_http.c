@@ -384,30 +384,27 @@ static void test_http_control_bytes_in_path_400_store_unchanged(void **state) {
     json_decref(j);
 }
 
-/* Two Content-Length headers used to be accepted, the first one framing the
- * body (a proxy in front may frame by the other: request smuggling). Any
- * repeat is refused, equal values included, before the body is read, and
- * the server closes the connection (th_http_raw() reads until it does; the
- * requests do not ask for it). */
-static void test_http_duplicate_content_length_400(void **state) {
-    struct fx *f = *state;
+/* POSTs the axe purchase once per framing, each a printf format of its
+ * headers taking the body's length as %1$zu, over a raw socket: every one must
+ * be answered 400 with error code (and detail holding detail, when not
+ * NULL), and the store must be as it was. */
+static void raw_purchases_refused(int port, const char *const *framings, size_t n,
+                                  const char *code, const char *detail) {
     const size_t blen = strlen(purchase_axe);
-    char cl[4][64];
-    snprintf(cl[0], sizeof cl[0], "Content-Length: %zu\r\nContent-Length: 5\r\n", blen);
-    snprintf(cl[1], sizeof cl[1], "Content-Length: 5\r\nContent-Length: %zu\r\n", blen);
-    snprintf(cl[2], sizeof cl[2], "Content-Length: %zu\r\nContent-Length: %zu\r\n", blen, blen);
-    snprintf(cl[3], sizeof cl[3], "content-length: %zu\r\nCONTENT-LENGTH: %zu\r\n", blen, blen);
     char *before = th_store_fingerprint(redis.port);
     assert_non_null(before);
-    char req[512];
     th_http_timeout_ms = 5000;
-    for (size_t i = 0; i < 4; i++) {
-        int n = snprintf(req, sizeof req, "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n%s",
-                         cl[i], purchase_axe);
-        assert_true(n > 0 && (size_t)n < sizeof req);
-        json_t *j = call_raw(f->port, req, (size_t)n, 400);
-        assert_error(j, "bad_request");
-        assert_non_null(strstr(json_string_value(json_object_get(j, "detail")), "Content-Length"));
+    for (size_t i = 0; i < n; i++) {
+        char hdr[160], req[512];
+        snprintf(hdr, sizeof hdr, framings[i], blen);
+        int len = snprintf(req, sizeof req,
+                           "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n%s", hdr,
+                           purchase_axe);
+        assert_true(len > 0 && (size_t)len < sizeof req);
+        json_t *j = call_raw(port, req, (size_t)len, 400);
+        assert_error(j, code);
+        if (detail)
+            assert_non_null(strstr(json_string_value(json_object_get(j, "detail")), detail));
         json_decref(j);
     }
     th_http_timeout_ms = 20000;
@@ -415,14 +412,38 @@ static void test_http_duplicate_content_length_400(void **state) {
     assert_string_equal(before, after);
     free(before);
     free(after);
-    /* One Content-Length: the purchase goes through. */
-    int n = snprintf(req, sizeof req,
-                     "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                     "Content-Length: %zu\r\n\r\n%s",
-                     blen, purchase_axe);
-    json_t *j = call_raw(f->port, req, (size_t)n, 200);
+}
+
+/* POSTs the axe purchase framed by headers (as raw_purchases_refused) and
+ * body (a printf format taking the body's length as %1$zu or %1$zx and the body as
+ * %2$s; positional throughout): it buys. */
+static void raw_purchase_buys(int port, const char *headers, const char *body) {
+    char fmt[256], req[512];
+    snprintf(fmt, sizeof fmt,
+             "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s\r\n%s",
+             headers, body);
+    int len = snprintf(req, sizeof req, fmt, strlen(purchase_axe), purchase_axe);
+    assert_true(len > 0 && (size_t)len < sizeof req);
+    json_t *j = call_raw(port, req, (size_t)len, 200);
     assert_int_equal(json_integer_value(json_object_get(j, "buyer_funds")), 300);
     json_decref(j);
+}
+
+/* Two Content-Length headers used to be accepted, the first one framing the
+ * body (a proxy in front may frame by the other: request smuggling). Any
+ * repeat is refused, equal values included, before the body is read, and
+ * the server closes the connection (th_http_raw() reads until it does; the
+ * requests do not ask for it). */
+static void test_http_duplicate_content_length_400(void **state) {
+    struct fx *f = *state;
+    static const char *const twice[] = {
+        "Content-Length: %1$zu\r\nContent-Length: 5\r\n",
+        "Content-Length: 5\r\nContent-Length: %1$zu\r\n",
+        "Content-Length: %1$zu\r\nContent-Length: %1$zu\r\n",
+        "content-length: %1$zu\r\nCONTENT-LENGTH: %1$zu\r\n",
+    };
+    raw_purchases_refused(f->port, twice, 4, "bad_request", "Content-Length");
+    raw_purchase_buys(f->port, "Content-Length: %1$zu\r\n", "%2$s"); /* one: it buys */
 }
 
 /* The query string is part of the target: a NUL there would cut a value
@@ -431,44 +452,21 @@ static void test_http_duplicate_content_length_400(void **state) {
  * as a proxy in front could frame it otherwise; plain chunked still works. */
 static void test_http_query_control_and_transfer_encoding_400(void **state) {
     struct fx *f = *state;
-    const size_t blen = strlen(purchase_axe);
-    char *before = th_store_fingerprint(redis.port);
-    assert_non_null(before);
-    char req[512];
+    static const char nul_query[] = "GET /market?limit=5%00x HTTP/1.1\r\nHost: a\r\n\r\n";
     th_http_timeout_ms = 5000;
-    json_t *j = call_raw(f->port, "GET /market?limit=5%00x HTTP/1.1\r\nHost: a\r\n\r\n",
-                         strlen("GET /market?limit=5%00x HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    json_t *j = call_raw(f->port, nul_query, strlen(nul_query), 400);
+    th_http_timeout_ms = 20000;
     assert_error(j, "invalid_path");
     json_decref(j);
     static const char *const framings[] = {
-        "Transfer-Encoding: chunked\r\nContent-Length: %zu\r\n",
-        "Content-Length: %zu\r\nTransfer-Encoding: chunked\r\n",
-        "Transfer-Encoding: gzip\r\nX-Len: %zu\r\n",
-        "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\nX-Len: %zu\r\n",
+        "Transfer-Encoding: chunked\r\nContent-Length: %1$zu\r\n",
+        "Content-Length: %1$zu\r\nTransfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: gzip\r\nX-Len: %1$zu\r\n",
+        "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\nX-Len: %1$zu\r\n",
     };
-    for (size_t i = 0; i < sizeof framings / sizeof *framings; i++) {
-        char hdr[160];
-        snprintf(hdr, sizeof hdr, framings[i], blen);
-        int n = snprintf(req, sizeof req, "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n%s",
-                         hdr, purchase_axe);
-        assert_true(n > 0 && (size_t)n < sizeof req);
-        j = call_raw(f->port, req, (size_t)n, 400);
-        assert_error(j, "bad_request");
-        json_decref(j);
-    }
-    th_http_timeout_ms = 20000;
-    char *after = th_store_fingerprint(redis.port);
-    assert_string_equal(before, after);
-    free(before);
-    free(after);
+    raw_purchases_refused(f->port, framings, 4, "bad_request", "Transfer-Encoding");
     /* One "chunked", framed right: the purchase goes through. */
-    int n = snprintf(req, sizeof req,
-                     "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                     "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n",
-                     blen, purchase_axe);
-    j = call_raw(f->port, req, (size_t)n, 200);
-    assert_int_equal(json_integer_value(json_object_get(j, "buyer_funds")), 300);
-    json_decref(j);
+    raw_purchase_buys(f->port, "Transfer-Encoding: chunked\r\n", "%1$zx\r\n%2$s\r\n0\r\n\r\n");
 }
 
 /* ---- dependencies down ---- */
