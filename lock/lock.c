@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -192,7 +193,7 @@ int lock_release_multi(lock_client *c, const lock_handle *hs, size_t n) {
 /* ---- API: helpers ---- */
 
 /* Returns the version of the library this code was built as, LOCK_VERSION of its lock.h
- * ("1.0.0"); a static string. A program can compare it with the LOCK_VERSION it was compiled
+ * ("2.0.0"); a static string. A program can compare it with the LOCK_VERSION it was compiled
  * against. This function can't fail. */
 const char *lock_version(void) {
     return LOCK_VERSION;
@@ -290,11 +291,80 @@ static int host_char_ok(int ch, int bracketed) {
            ch == '.' || ch == '-' || ch == '_';
 }
 
-/* Parses url into the caller's *out: redis://[[user]:pass@]host[:port][/db], or the same
- * without the scheme (e.g. "host:port"). Defaults: host 127.0.0.1, port 6379, db 0, no user,
- * no password. user and pass are percent-decoded; an IPv6 host is written in brackets.
- * Fails with LOCK_ERR_INVALID (NULL arguments, another scheme such as rediss://, a userinfo
- * without ':', a port outside 1..65535, a db that is not a non-negative decimal, bad escapes,
+/* Parses one host[:port] in [p, end) into host (LOCK_HOST_MAX + 1 bytes) and *port: an IPv6
+ * host in brackets, an empty host meaning empty_host (NULL: not allowed), no port meaning
+ * defport. Returns 0, or -1 when it is not one. */
+static int parse_host_port(const char *p, const char *end, const char *empty_host, int defport,
+                           char *host, int *port) {
+    const char *h = p, *h_end;
+    int bracketed = 0;
+    if (p < end && *p == '[') {
+        bracketed = 1;
+        h = p + 1;
+        const char *close = memchr(h, ']', (size_t)(end - h));
+        if (close == NULL || close == h) return -1;
+        h_end = close;
+        p = close + 1;
+    } else {
+        h_end = memchr(p, ':', (size_t)(end - p));
+        if (h_end == NULL) h_end = end;
+        p = h_end;
+    }
+    size_t hlen = (size_t)(h_end - h);
+    if (hlen > LOCK_HOST_MAX) return -1;
+    for (size_t i = 0; i < hlen; i++)
+        if (!host_char_ok((unsigned char)h[i], bracketed)) return -1;
+    if (hlen == 0) {
+        if (empty_host == NULL) return -1;
+        snprintf(host, LOCK_HOST_MAX + 1, "%s", empty_host);
+    } else {
+        memcpy(host, h, hlen);
+        host[hlen] = '\0';
+    }
+    *port = defport;
+    if (p < end) {
+        if (*p != ':') return -1;
+        p++;
+        if (parse_uint(p, (size_t)(end - p), 1, 65535, port) != 0) return -1;
+    }
+    return 0;
+}
+
+/* Returns 1 when [s, s + len) is a master name: 1..LOCK_MASTER_NAME_MAX of [A-Za-z0-9._-]. */
+static int master_name_ok(const char *s, size_t len) {
+    if (len == 0 || len > LOCK_MASTER_NAME_MAX) return 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '-' || ch == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Parses a Sentinel group's "host[:port][,host[:port]...]" in [p, end) into a's sentinels.
+ * Returns 0 or -1. */
+static int parse_sentinels(const char *p, const char *end, lock_redis_addr *a) {
+    for (;;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *item_end = comma != NULL ? comma : end;
+        if (a->nsentinels == LOCK_SENTINELS_MAX) return -1;
+        struct lock_sentinel_at *at = &a->sentinels[a->nsentinels];
+        if (parse_host_port(p, item_end, NULL, 26379, at->host, &at->port) != 0) return -1;
+        a->nsentinels++;
+        if (comma == NULL) return 0;
+        p = comma + 1;
+    }
+}
+
+/* Parses url into the caller's *out:
+ *   redis://[[user]:pass@]host[:port][/db], or the same without the scheme ("host:port");
+ *   redis-sentinel://[[user]:pass@]host[:port][,host[:port]...]/name[/db].
+ * Defaults: host 127.0.0.1, port 6379 (a Sentinel's: 26379), db 0, no user, no password.
+ * user and pass are percent-decoded; an IPv6 host is written in brackets. Fails with
+ * LOCK_ERR_INVALID (NULL arguments, another scheme such as rediss://, a userinfo without
+ * ':', a port outside 1..65535, a db that is not a non-negative decimal, a Sentinel group
+ * without a master name or with more than LOCK_SENTINELS_MAX Sentinels, bad escapes,
  * overlong fields, trailing text); *out is written only on success. */
 int lock_redis_addr_parse(const char *url, lock_redis_addr *out) {
     if (url == NULL || out == NULL) return LOCK_ERR_INVALID;
@@ -303,10 +373,15 @@ int lock_redis_addr_parse(const char *url, lock_redis_addr *out) {
     a.port = 6379;
 
     const char *p = url;
-    if (strncasecmp(p, "redis://", 8) == 0)
+    int sentinel = 0;
+    if (strncasecmp(p, "redis://", 8) == 0) {
         p += 8;
-    else if (strstr(p, "://") != NULL)
+    } else if (strncasecmp(p, "redis-sentinel://", 17) == 0) {
+        p += 17;
+        sentinel = 1;
+    } else if (strstr(p, "://") != NULL) {
         return LOCK_ERR_INVALID; /* rediss:// (TLS) and every other scheme */
+    }
 
     const char *slash = strchr(p, '/');
     const char *auth_end = slash != NULL ? slash : p + strlen(p);
@@ -324,49 +399,76 @@ int lock_redis_addr_parse(const char *url, lock_redis_addr *out) {
         p = at + 1;
     }
 
-    /* host */
-    const char *host = p, *host_end;
-    int bracketed = 0;
-    if (*p == '[') {
-        bracketed = 1;
-        host = p + 1;
-        const char *close = memchr(host, ']', (size_t)(auth_end - host));
-        if (close == NULL) return LOCK_ERR_INVALID;
-        host_end = close;
-        p = close + 1;
-        if (host_end == host) return LOCK_ERR_INVALID;
+    const char *dbs = NULL; /* the db's digits, when a path gives them */
+    if (sentinel) {
+        if (slash == NULL || parse_sentinels(p, auth_end, &a) != 0) return LOCK_ERR_INVALID;
+        a.host[0] = '\0';
+        a.port = 0;
+        const char *name = slash + 1;
+        const char *name_end = strchr(name, '/');
+        if (name_end == NULL) name_end = name + strlen(name);
+        if (!master_name_ok(name, (size_t)(name_end - name))) return LOCK_ERR_INVALID;
+        memcpy(a.master_name, name, (size_t)(name_end - name));
+        a.master_name[name_end - name] = '\0';
+        if (*name_end == '/') dbs = name_end + 1;
     } else {
-        host_end = memchr(p, ':', (size_t)(auth_end - p));
-        if (host_end == NULL) host_end = auth_end;
-        p = host_end;
-    }
-    size_t hlen = (size_t)(host_end - host);
-    if (hlen > LOCK_HOST_MAX) return LOCK_ERR_INVALID;
-    for (size_t i = 0; i < hlen; i++)
-        if (!host_char_ok((unsigned char)host[i], bracketed)) return LOCK_ERR_INVALID;
-    if (hlen == 0)
-        strcpy(a.host, "127.0.0.1");
-    else {
-        memcpy(a.host, host, hlen);
-        a.host[hlen] = '\0';
-    }
-
-    /* port */
-    if (p < auth_end) {
-        if (*p != ':') return LOCK_ERR_INVALID;
-        p++;
-        if (parse_uint(p, (size_t)(auth_end - p), 1, 65535, &a.port) != 0) return LOCK_ERR_INVALID;
+        if (parse_host_port(p, auth_end, "127.0.0.1", 6379, a.host, &a.port) != 0)
+            return LOCK_ERR_INVALID;
+        if (slash != NULL) dbs = slash + 1;
     }
 
     /* db: "/" alone means 0 */
-    if (slash != NULL) {
-        const char *d = slash + 1;
-        size_t dlen = strlen(d);
-        if (dlen > 0 && parse_uint(d, dlen, 0, INT_MAX, &a.db) != 0) return LOCK_ERR_INVALID;
+    if (dbs != NULL) {
+        size_t dlen = strlen(dbs);
+        if (dlen > 0 && parse_uint(dbs, dlen, 0, INT_MAX, &a.db) != 0) return LOCK_ERR_INVALID;
     }
 
     *out = a;
     return LOCK_OK;
+}
+
+/* Parses a list of URLs separated by commas into out[0..max): "redis://a:1,redis://b:2",
+ * where a Sentinel group's own list of Sentinels stays with its URL
+ * ("redis-sentinel://s1:26379,s2:26379/m1,redis://c:3" is two). Writes how many into *n.
+ * Returns LOCK_OK, or LOCK_ERR_INVALID (NULL arguments, an empty list or item, more than max
+ * URLs, one that lock_redis_addr_parse() refuses); out and *n are then unspecified. */
+int lock_redis_addr_parse_list(const char *list, lock_redis_addr *out, size_t max, size_t *n) {
+    if (list == NULL || out == NULL || n == NULL) return LOCK_ERR_INVALID;
+    *n = 0;
+    const char *p = list;
+    for (;;) {
+        /* a Sentinel group's commas end at the '/' of its master name */
+        const char *from = p;
+        if (strncasecmp(p, "redis-sentinel://", 17) == 0) {
+            const char *slash = strchr(p + 17, '/');
+            from = slash != NULL ? slash : p + strlen(p);
+        }
+        const char *comma = strchr(from, ',');
+        size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        char url[LOCK_HOST_MAX * LOCK_SENTINELS_MAX + 4 * LOCK_CRED_MAX];
+        if (len == 0 || len >= sizeof url || *n == max) return LOCK_ERR_INVALID;
+        memcpy(url, p, len);
+        url[len] = '\0';
+        if (lock_redis_addr_parse(url, &out[*n]) != LOCK_OK) return LOCK_ERR_INVALID;
+        (*n)++;
+        if (comma == NULL) return LOCK_OK;
+        p = comma + 1;
+    }
+}
+
+/* Returns 1 when a and b name the same data: the same host, port and db, or the same
+ * Sentinel group (master name, db, and the same Sentinels in the same order); else 0
+ * (also for NULL). Credentials are not compared. This function can't fail. */
+int lock_redis_addr_same(const lock_redis_addr *a, const lock_redis_addr *b) {
+    if (a == NULL || b == NULL || a->db != b->db) return 0;
+    if (strcmp(a->master_name, b->master_name) != 0) return 0;
+    if (a->master_name[0] == '\0') return strcmp(a->host, b->host) == 0 && a->port == b->port;
+    if (a->nsentinels != b->nsentinels) return 0;
+    for (int i = 0; i < a->nsentinels; i++)
+        if (strcmp(a->sentinels[i].host, b->sentinels[i].host) != 0 ||
+            a->sentinels[i].port != b->sentinels[i].port)
+            return 0;
+    return 1;
 }
 
 /* ---- module-internal helpers ---- */
@@ -505,12 +607,24 @@ void lock__timespec_at(int64_t ms, struct timespec *ts) {
     ts->tv_nsec = (long)(ms % 1000) * 1000000L;
 }
 
-/* Returns 1 when *addr is usable for a connection: non-NULL, host non-empty, every string
- * NUL-terminated within its field, port in 1..65535 and db >= 0; else 0. This function can't
- * fail. */
+/* Returns 1 when *addr is usable: non-NULL, every string NUL-terminated within its field,
+ * db >= 0, and either one server (host non-empty, port in 1..65535) or a Sentinel group
+ * (1..LOCK_SENTINELS_MAX Sentinels, each with a host and a port); else 0. This function
+ * can't fail. */
 int lock__redis_addr_ok(const lock_redis_addr *addr) {
-    return addr != NULL && memchr(addr->host, '\0', sizeof addr->host) != NULL &&
-           addr->host[0] != '\0' && addr->port >= 1 && addr->port <= 65535 && addr->db >= 0 &&
-           memchr(addr->user, '\0', sizeof addr->user) != NULL &&
-           memchr(addr->pass, '\0', sizeof addr->pass) != NULL;
+    if (addr == NULL || addr->db < 0 || memchr(addr->user, '\0', sizeof addr->user) == NULL ||
+        memchr(addr->pass, '\0', sizeof addr->pass) == NULL ||
+        memchr(addr->master_name, '\0', sizeof addr->master_name) == NULL)
+        return 0;
+    if (addr->master_name[0] == '\0')
+        return memchr(addr->host, '\0', sizeof addr->host) != NULL && addr->host[0] != '\0' &&
+               addr->port >= 1 && addr->port <= 65535;
+    if (addr->nsentinels < 1 || addr->nsentinels > LOCK_SENTINELS_MAX) return 0;
+    for (int i = 0; i < addr->nsentinels; i++) {
+        const struct lock_sentinel_at *at = &addr->sentinels[i];
+        if (memchr(at->host, '\0', sizeof at->host) == NULL || at->host[0] == '\0' ||
+            at->port < 1 || at->port > 65535)
+            return 0;
+    }
+    return 1;
 }

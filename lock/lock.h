@@ -51,10 +51,10 @@
 /* ---- version and exported symbols ----
  *
  * LOCK_VERSION_* describe this header; lock_version() the library actually
- * linked. The major version is the shared library's soname (liblock.so.1): it
+ * linked. The major version is the shared library's soname (liblock.so.2): it
  * changes when a program built against an older header could break, e.g. when
  * lock_handle changes size. */
-#define LOCK_VERSION_MAJOR 1
+#define LOCK_VERSION_MAJOR 2
 #define LOCK_VERSION_MINOR 0
 #define LOCK_VERSION_PATCH 0
 #define LOCK_VERSION_STR2_(x) #x
@@ -126,15 +126,29 @@ typedef struct lock_handle {
     uint32_t holds; /* reentrant lease: its holds counting this one (1: a new lease); plain: 0 */
 } lock_handle;
 
-/* Where a Redis server is, parsed from redis://[user:pass@]host[:port][/db]. */
+/* Where a Redis server is, parsed by lock_redis_addr_parse() from
+ *   redis://[user:pass@]host[:port][/db]                                   one server, or
+ *   redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db]    a Sentinel group:
+ * the master that the Redis Sentinels at those addresses (port 26379 when not given) name
+ * "name" (see the Sentinel section below). In the second form host and port stay empty
+ * until a lock_sentinel resolves them; user and pass are the data servers' credentials
+ * (also sent to a Sentinel that asks for a password). */
 #define LOCK_HOST_MAX 255
 #define LOCK_CRED_MAX 255
+#define LOCK_SENTINELS_MAX 8     /* most Sentinels one group lists */
+#define LOCK_MASTER_NAME_MAX 63  /* longest master name: [A-Za-z0-9._-] */
 typedef struct lock_redis_addr {
     char host[LOCK_HOST_MAX + 1];
     int port;
     char user[LOCK_CRED_MAX + 1]; /* empty: no ACL user */
     char pass[LOCK_CRED_MAX + 1]; /* empty: no AUTH */
     int db;
+    char master_name[LOCK_MASTER_NAME_MAX + 1]; /* "": one server; else a Sentinel group */
+    int nsentinels;                             /* 1..LOCK_SENTINELS_MAX in a group, else 0 */
+    struct lock_sentinel_at {
+        char host[LOCK_HOST_MAX + 1];
+        int port;
+    } sentinels[LOCK_SENTINELS_MAX];
 } lock_redis_addr;
 
 /* ---- constructors ---- */
@@ -216,6 +230,50 @@ LOCK_API const char *lock_name(const lock_client *c);
 LOCK_API int lock_store_addr(const lock_client *c, lock_redis_addr *out);
 LOCK_API const char *lock_strerror(int err);
 LOCK_API int lock_redis_addr_parse(const char *url, lock_redis_addr *out);
+LOCK_API int lock_redis_addr_parse_list(const char *list, lock_redis_addr *out, size_t max,
+                                        size_t *n);
+LOCK_API int lock_redis_addr_same(const lock_redis_addr *a, const lock_redis_addr *b);
 LOCK_API int64_t lock_now_ms(void);
+
+/* ---- Redis Sentinel: find the master, follow a failover ----
+ *
+ * A lock_sentinel serves one Sentinel group (a lock_redis_addr with a master_name). The
+ * Redis backends make one for each Sentinel group they are given; a program that talks to
+ * the same data (the market's store) makes its own. lock_sentinel_master() answers the
+ * master the Sentinels name now: it asks them in turn until a majority of them answered
+ * (SENTINEL MASTER <name>) and takes the answer of the highest config epoch, so one
+ * Sentinel that has not heard of a failover yet cannot send writes to the old master. The
+ * answer is kept for later calls until something says it may be stale:
+ *   - a connection made to it failed, found it is not a master (ROLE), or was refused
+ *     with -READONLY, -LOADING or -MASTERDOWN: its user calls lock_sentinel_suspect();
+ *   - a Sentinel announced +switch-master (a background thread stays subscribed to one
+ *     Sentinel, moving to the next when it fails, and assumes a switch after every gap).
+ * Each of these bumps the group's generation (lock_sentinel_generation()); a connection
+ * remembers the generation it was made under and is closed, not reused, once it changed.
+ * So nothing is sent to an address after the Sentinels stop naming it, except what was
+ * already in flight. The check that the address really is a master (ROLE) is the
+ * connection's: lock_sentinel_master() only says where the Sentinels point.
+ *
+ * Every function is safe to call from any thread. */
+typedef struct lock_sentinel lock_sentinel;
+
+/* Creates the group's resolver and starts its watcher thread; contacts no Sentinel yet.
+ * Returns NULL with *err LOCK_ERR_INVALID (not a Sentinel group, timeout_ms <= 0),
+ * LOCK_ERR_NOMEM or LOCK_ERR_BACKEND (no thread). */
+LOCK_API lock_sentinel *lock_sentinel_new(const lock_redis_addr *group, int timeout_ms, int *err);
+/* Fills *master with the group's address resolved: host and port of the master, the
+ * group's credentials and db, no master_name; *generation (may be NULL) with the generation
+ * the answer belongs to. Returns LOCK_OK, or LOCK_ERR_BACKEND with a sentence in why (no
+ * Sentinel answers, none knows the name, too few answered for a majority). */
+LOCK_API int lock_sentinel_master(lock_sentinel *s, lock_redis_addr *master, uint64_t *generation,
+                                  char *why, size_t whylen);
+LOCK_API uint64_t lock_sentinel_generation(lock_sentinel *s);
+/* Says that the master of generation may be gone: the next lock_sentinel_master() asks the
+ * Sentinels again. A no-op when the generation has moved on already (many connections
+ * failing at once cost one new question). */
+LOCK_API void lock_sentinel_suspect(lock_sentinel *s, uint64_t generation);
+/* How many times the master changed (a new address from the Sentinels) since the start. */
+LOCK_API uint64_t lock_sentinel_failovers(lock_sentinel *s);
+LOCK_API void lock_sentinel_free(lock_sentinel *s);
 
 #endif /* GM_LOCK_LOCK_H */

@@ -1,6 +1,7 @@
 /* lock_node.c - one Redis server: pooled connections, the lock scripts, parallel calls, pub/sub.
  *
- * This is the only file of lock/ that speaks hiredis; lock_dist.c drives one
+ * This is the only file of lock/ that speaks hiredis to data servers (it asks
+ * lock_sentinel.c where a Sentinel group's master is); lock_dist.c drives one
  * or more nodes through lock__node_calls() and lock__sub_*() and sees plain
  * integers, never a redisReply.
  *
@@ -29,6 +30,16 @@
  * the timeout. After the deadline, one last non-blocking poll picks up
  * answers that already arrived (a slow client, e.g. under valgrind, must not
  * count a prompt server as lost).
+ *
+ * Sentinel groups: a node whose address is a Sentinel group connects to the
+ * master its lock_sentinel names, sets the connection up in plain round trips
+ * (AUTH, SELECT, then ROLE, which must say "master") and stamps it with the
+ * group's generation. A connection of an older generation is closed instead
+ * of reused; a socket failure, or an -READONLY, -LOADING or -MASTERDOWN
+ * answer, makes the node suspect the master it was made for, so the next
+ * connection asks the Sentinels again. A lease on a master that a failover
+ * dropped is gone with it (the new master may grant the key again): that is
+ * what the fences and the lease check at commit are for (docs/LOCKING.md).
  *
  * Scripts: the SHA-1 of each script is computed here (lock_sha1.c), so calls
  * use EVALSHA with no SCRIPT LOAD; a NOSCRIPT answer (after SCRIPT FLUSH or a
@@ -92,11 +103,14 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
      * deleted again (nobody can have seen them: it is one script), "<key>:wanted" is set
      * for the lease's length (someone waits: the release must announce itself), and the
      * taken key's PTTL is the answer (-1: a key without expiry), so a waiter knows when
-     * the lease runs out. When all are set, each distinct fence counter is incremented
+     * the lease runs out. When all are set, each distinct fence counter is advanced
      * once (the callers pass one counter for every key) and its value is every key's
-     * fence. A counter that is new starts at the server's clock in microseconds, above
-     * any fence a per-key counter of an older version handed out. So it is SET NX on all
-     * keys or on none, and a free single key costs exactly SET NX PX and INCR. */
+     * fence: one more than it was, or the server's clock in microseconds when that is
+     * larger. The clock is what keeps fences growing across a failover: a promoted
+     * replica that missed the last advance still starts above every fence the old
+     * master handed out, as long as the servers' clocks agree within the time a
+     * failover takes (docs/LOCKING.md). So it is SET NX on all keys or on none, and a
+     * free single key costs SET NX PX, TIME, GET and SET. */
     [LOCK__SCRIPT_ACQUIRE] = "local n = #KEYS / 2 "
                              "for i = 1, n do "
                              "if not redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then "
@@ -110,12 +124,11 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
                              "local k = KEYS[n + i] "
                              "local v = seen[k] "
                              "if not v then "
-                             "v = redis.call('INCR', k) "
-                             "if v < 1000000000000000 then "
+                             "v = (tonumber(redis.call('GET', k)) or 0) + 1 "
                              "local t = redis.call('TIME') "
-                             "v = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+                             "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+                             "if v < now then v = now end "
                              "redis.call('SET', k, string.format('%.0f', v)) "
-                             "end "
                              "seen[k] = v "
                              "end "
                              "f[i] = v "
@@ -178,12 +191,11 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
         "return redis.call('PTTL', KEYS[1]) "
         "end "
         "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) "
-        "local v = redis.call('INCR', KEYS[3]) "
-        "if v < 1000000000000000 then "
+        "local v = (tonumber(redis.call('GET', KEYS[3])) or 0) + 1 "
         "local t = redis.call('TIME') "
-        "v = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+        "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+        "if v < now then v = now end "
         "redis.call('SET', KEYS[3], string.format('%.0f', v)) "
-        "end "
         "redis.call('DEL', KEYS[2]) "
         "redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'token', ARGV[2], 'holds', '1', "
         "'fence', string.format('%.0f', v)) "
@@ -248,13 +260,16 @@ static void sha_init(void) {
 struct lock__conn {
     redisContext *ctx;       /* owned; connected */
     unsigned long gen;       /* node generation when it was made */
+    uint64_t sgen;           /* Sentinel group: the group's generation when it was made */
+    int stale;               /* answered -READONLY, -LOADING or -MASTERDOWN: not a master */
     int owed;                /* AUTH/SELECT answers still to come */
     int draining;            /* subscriber: an UNSUBSCRIBE went out, its answers may follow */
     struct lock__conn *next; /* free list */
 };
 
 struct lock__node {
-    lock_redis_addr addr; /* copy of the caller's */
+    lock_redis_addr addr;   /* copy of the caller's */
+    lock_sentinel *sentinel; /* owned; NULL unless addr is a Sentinel group */
     int timeout_ms;       /* socket send timeout; the default for calls */
     pthread_mutex_t mu;   /* guards idle, n_idle, gen */
     struct lock__conn *idle[KIND_COUNT];
@@ -303,16 +318,68 @@ static int conn_flush(struct lock__conn *cn) {
     return 0;
 }
 
+static int reply_is_ok(const redisReply *r) {
+    return r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+}
+
+/* Returns 1 when reply r says its server is not (or not yet) a master that takes writes. */
+static int reply_not_master(const redisReply *r) {
+    return r->type == REDIS_REPLY_ERROR &&
+           (strncmp(r->str, "READONLY", 8) == 0 || strncmp(r->str, "LOADING", 7) == 0 ||
+            strncmp(r->str, "MASTERDOWN", 10) == 0);
+}
+
+/* Runs argv on cn in one round trip and judges the answer: OK, or for ROLE an array whose
+ * first element is "master". Returns 0, or -1. */
+static int conn_setup_step(struct lock__conn *cn, int argc, const char **argv) {
+    redisReply *r = redisCommandArgv(cn->ctx, argc, argv, NULL);
+    int ok = r != NULL && (strcmp(argv[0], "ROLE") == 0
+                               ? r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                                     r->element[0]->type == REDIS_REPLY_STRING &&
+                                     strcmp(r->element[0]->str, "master") == 0
+                               : reply_is_ok(r));
+    if (r != NULL) freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+/* Sets up a connection to a Sentinel group's master in plain round trips: AUTH, SELECT for
+ * commands, then ROLE (see DESIGN). Returns 0, or -1. */
+static int conn_setup_master(struct lock__node *nd, struct lock__conn *cn, enum conn_kind kind) {
+    if (nd->addr.pass[0] != '\0') {
+        const char *argv[] = {"AUTH", nd->addr.user, nd->addr.pass};
+        int user = nd->addr.user[0] != '\0';
+        if (!user) argv[1] = nd->addr.pass;
+        if (conn_setup_step(cn, user ? 3 : 2, argv) != 0) return -1;
+    }
+    if (kind == KIND_CMD && nd->addr.db != 0) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", nd->addr.db);
+        const char *argv[] = {"SELECT", db};
+        if (conn_setup_step(cn, 2, argv) != 0) return -1;
+    }
+    const char *role[] = {"ROLE"};
+    return conn_setup_step(cn, 1, role);
+}
+
 /* Connects to nd within connect_ms and appends (does not send) AUTH and, for commands, SELECT;
- * cn->owed counts their answers. Returns LOCK_OK with a new connection in *out, LOCK_ERR_NOMEM
- * or LOCK_ERR_BACKEND. */
+ * cn->owed counts their answers. For a Sentinel group, connects to the master the Sentinels
+ * name and sets it up at once (conn_setup_master; nothing owed). Returns LOCK_OK with a new
+ * connection in *out, LOCK_ERR_NOMEM or LOCK_ERR_BACKEND. */
 static int conn_open(struct lock__node *nd, enum conn_kind kind, unsigned long gen, int connect_ms,
                      struct lock__conn **out) {
     int err = LOCK_ERR_BACKEND;
     struct lock__conn *cn = calloc(1, sizeof *cn);
     if (cn == NULL) return LOCK_ERR_NOMEM;
     cn->gen = gen;
-    cn->ctx = redisConnectWithTimeout(nd->addr.host, nd->addr.port, tv_of(connect_ms));
+    const char *host = nd->addr.host;
+    int port = nd->addr.port;
+    lock_redis_addr master;
+    if (nd->sentinel != NULL) {
+        if (lock_sentinel_master(nd->sentinel, &master, &cn->sgen, NULL, 0) != LOCK_OK) goto fail;
+        host = master.host;
+        port = master.port;
+    }
+    cn->ctx = redisConnectWithTimeout(host, port, tv_of(connect_ms));
     if (cn->ctx == NULL) {
         err = LOCK_ERR_NOMEM;
         goto fail;
@@ -320,7 +387,9 @@ static int conn_open(struct lock__node *nd, enum conn_kind kind, unsigned long g
     if (cn->ctx->err != 0) goto fail;
     if (redisSetTimeout(cn->ctx, tv_of(nd->timeout_ms)) != REDIS_OK) goto fail;
     if (redisEnableKeepAlive(cn->ctx) != REDIS_OK) goto fail;
-    if (nd->addr.user[0] != '\0') {
+    if (nd->sentinel != NULL) {
+        if (conn_setup_master(nd, cn, kind) != 0) goto fail;
+    } else if (nd->addr.user[0] != '\0') {
         const char *argv[] = {"AUTH", nd->addr.user, nd->addr.pass};
         if (conn_append(cn, 3, argv) != 0) goto nomem;
         cn->owed++;
@@ -342,6 +411,7 @@ static int conn_open(struct lock__node *nd, enum conn_kind kind, unsigned long g
 nomem:
     err = LOCK_ERR_NOMEM;
 fail:
+    if (nd->sentinel != NULL && cn->sgen != 0) lock_sentinel_suspect(nd->sentinel, cn->sgen);
     conn_free(cn);
     return err;
 }
@@ -374,7 +444,8 @@ static int conn_borrow(struct lock__node *nd, enum conn_kind kind, int connect_m
         unsigned long gen = nd->gen;
         pthread_mutex_unlock(&nd->mu);
         if (cn == NULL) return conn_open(nd, kind, gen, connect_ms, out);
-        if (conn_usable(cn, kind)) {
+        if ((nd->sentinel == NULL || cn->sgen == lock_sentinel_generation(nd->sentinel)) &&
+            conn_usable(cn, kind)) {
             *out = cn;
             return LOCK_OK;
         }
@@ -388,6 +459,9 @@ static void conn_return(struct lock__node *nd, struct lock__conn *cn, enum conn_
                         enum conn_fate fate) {
     struct lock__conn *drop[KIND_COUNT] = {NULL, NULL};
     if (cn == NULL && fate != CONN_BROKEN) return;
+    if (cn != NULL && cn->stale) fate = CONN_BROKEN;
+    if (fate == CONN_BROKEN && cn != NULL && nd->sentinel != NULL)
+        lock_sentinel_suspect(nd->sentinel, cn->sgen);
     if (pthread_mutex_lock(&nd->mu) != 0) {
         conn_free(cn);
         return;
@@ -424,10 +498,6 @@ static int conn_next(struct lock__conn *cn, redisReply **r) {
     if (redisGetReplyFromReader(cn->ctx, &reply) != REDIS_OK) return -1;
     *r = reply;
     return reply != NULL;
-}
-
-static int reply_is_ok(const redisReply *r) {
-    return r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
 }
 
 /* ---- calls ---- */
@@ -492,6 +562,7 @@ bad:
 
 /* Handles one reply r on c's connection, advancing c's phase. */
 static void call_on_reply(struct lock__call *c, const redisReply *r) {
+    if (reply_not_master(r)) c->conn->stale = 1;
     if (c->phase == PH_SETUP) {
         if (!reply_is_ok(r)) { /* a refused AUTH/SELECT: the script never went out */
             c->phase = PH_DROP;
@@ -790,7 +861,8 @@ void lock__sub_end(struct lock__sub *s) {
 
 /* ---- nodes ---- */
 
-/* Creates a node for the Redis server at *addr (borrowed; copied; checked by the caller), whose
+/* Creates a node for the Redis server or Sentinel group at *addr (borrowed; copied; checked by
+ * the caller; a group gets its lock_sentinel, whose watcher starts now), whose
  * sockets time out sends after timeout_ms. Does not connect. Returns LOCK_OK with a new node in
  * *out (caller frees with lock__node_free()), LOCK_ERR_NOMEM, or LOCK_ERR_BACKEND if the mutex
  * cannot be created. */
@@ -799,7 +871,16 @@ int lock__node_new(const lock_redis_addr *addr, int timeout_ms, struct lock__nod
     if (nd == NULL) return LOCK_ERR_NOMEM;
     nd->addr = *addr;
     nd->timeout_ms = timeout_ms;
+    if (addr->master_name[0] != '\0') {
+        int err = LOCK_OK;
+        nd->sentinel = lock_sentinel_new(addr, timeout_ms, &err);
+        if (nd->sentinel == NULL) {
+            free(nd);
+            return err;
+        }
+    }
     if (pthread_mutex_init(&nd->mu, NULL) != 0) {
+        lock_sentinel_free(nd->sentinel);
         free(nd);
         return LOCK_ERR_BACKEND;
     }
@@ -817,5 +898,6 @@ void lock__node_free(struct lock__node *nd) {
         nd->idle[k] = NULL;
     }
     pthread_mutex_destroy(&nd->mu);
+    lock_sentinel_free(nd->sentinel);
     free(nd);
 }
