@@ -73,6 +73,7 @@ static const api_status api_status_table[] = {
     {MARKET_ERR_NOMEM, 500, "internal_error", 0},
     {MARKET_ERR_IDEM_MISMATCH, 422, "idempotency_key_reused", 0},
     {MARKET_ERR_IN_PROGRESS, 409, "request_in_progress", 1},
+    {MARKET_ERR_NOT_REPLICATED, 503, "not_replicated", 1},
 };
 
 /* Every code the table does not list, and a success passed by mistake. */
@@ -788,7 +789,7 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
         return;
     }
     r->handle(conn, req, arg, resp);
-    if (resp->market_rc == MARKET_ERR_STORE)
+    if (resp->market_rc == MARKET_ERR_STORE || resp->market_rc == MARKET_ERR_NOT_REPLICATED)
         snprintf(resp->why, sizeof resp->why, "%s", market_conn_errstr(conn));
 }
 
@@ -815,7 +816,7 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
  * p->op.res) is in; resp keeps its route and player. */
 void api_purchase_end(const api_purchase *p, api_response *resp) {
     purchase_reply(p->buyer, p->seller, p->item, p->op.rc, &p->op.res, resp);
-    if (p->op.rc == MARKET_ERR_STORE) snprintf(resp->why, sizeof resp->why, "%s", p->op.why);
+    if (p->op.rc == MARKET_ERR_STORE || p->op.rc == MARKET_ERR_NOT_REPLICATED) snprintf(resp->why, sizeof resp->why, "%s", p->op.why);
 }
 
 /* Fills resp (overwritten without being read) with status and the body

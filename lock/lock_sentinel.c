@@ -44,6 +44,8 @@
 
 #define WATCH_POLL_MS 200  /* the watcher checks for a stop this often */
 #define WATCH_RETRY_MS 250 /* pause before the watcher tries the next Sentinel */
+/* what a master's address from a Sentinel may hold: a name, IPv4 or IPv6 */
+#define HOST_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:"
 
 struct lock_sentinel {
     lock_redis_addr group; /* copy of the caller's */
@@ -122,7 +124,8 @@ static int parse_master(const redisReply *r, struct answer *a) {
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
         const redisReply *k = r->element[i], *v = r->element[i + 1];
         if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) continue;
-        if (strcmp(k->str, "ip") == 0 && v->len > 0 && v->len <= LOCK_HOST_MAX) {
+        if (strcmp(k->str, "ip") == 0 && v->len > 0 && v->len <= LOCK_HOST_MAX &&
+            strspn(v->str, HOST_CHARS) == v->len) {
             memcpy(a->host, v->str, v->len);
             a->host[v->len] = '\0';
             got_ip = 1;

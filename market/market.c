@@ -38,14 +38,28 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
         return NULL;
     }
     m->cfg = *cfg;
+    if (m->cfg.replica_ack_timeout_ms <= 0) m->cfg.replica_ack_timeout_ms = cfg->redis_timeout_ms / 2;
+    if (m->cfg.replica_ack_timeout_ms >= cfg->redis_timeout_ms || m->cfg.replica_ack_timeout_ms <= 0) {
+        free(m);
+        *err = MARKET_ERR_INVALID;
+        return NULL;
+    }
     if (m->cfg.batch_max == 0) m->cfg.batch_max = 64;
     if (m->cfg.batch_max > MARKET__BATCH_MAX) m->cfg.batch_max = MARKET__BATCH_MAX;
     m->lock = lock;
     lock_redis_addr la;
-    m->lock_in_store = lock_store_addr(lock, &la) == LOCK_OK &&
-                       strcmp(la.host, cfg->redis.host) == 0 && la.port == cfg->redis.port &&
-                       la.db == cfg->redis.db;
+    m->lock_in_store = lock_store_addr(lock, &la) == LOCK_OK && lock_redis_addr_same(&la, &cfg->redis);
+    if (cfg->redis.master_name[0]) {
+        int lerr = LOCK_OK;
+        m->sentinel = lock_sentinel_new(&cfg->redis, cfg->redis_timeout_ms, &lerr);
+        if (!m->sentinel) {
+            free(m);
+            *err = lerr == LOCK_ERR_NOMEM ? MARKET_ERR_NOMEM : MARKET_ERR_INVALID;
+            return NULL;
+        }
+    }
     if (market__queue_new(m) < 0) {
+        lock_sentinel_free(m->sentinel);
         free(m);
         *err = MARKET_ERR_NOMEM;
         return NULL;
@@ -59,6 +73,7 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
 void market_free(market *m) {
     if (!m) return;
     market__queue_free(m); /* serves what is queued, releases the lock, frees the queue */
+    lock_sentinel_free(m->sentinel);
     free(m);
 }
 
@@ -264,6 +279,8 @@ void market_stats_get(const market *m, market_stats *out) {
     out->lock_busy = atomic_load(&mm->stats.lock_busy);
     out->lease_lost = atomic_load(&mm->stats.lease_lost);
     out->store_errors = atomic_load(&mm->stats.store_errors);
+    out->not_replicated = atomic_load(&mm->stats.not_replicated);
+    out->failovers = lock_sentinel_failovers(mm->sentinel);
     out->lock_acquired = atomic_load(&mm->stats.lock_acquired);
     out->lock_waits = atomic_load(&mm->stats.lock_waits);
     out->lock_wait_us = atomic_load(&mm->stats.lock_wait_us);

@@ -17,6 +17,16 @@
  *
  * Threads: a market is shared by all threads; a market_conn (one Redis
  * connection) is used by one thread at a time.
+ *
+ * High availability: cfg.redis may be a Sentinel group (redis-sentinel://):
+ * every connection goes to the master the Sentinels name now, is used only
+ * after ROLE says master, and is dropped when the group's generation moves
+ * (a failover, a suspicion: lock.h's Sentinel section). With
+ * cfg.min_replicas_ack N > 0, every write that commits (MULTI/EXEC) is
+ * followed by WAIT N, and answered MARKET_ERR_NOT_REPLICATED when fewer than
+ * N replicas confirmed it in time: the write may or may not survive a
+ * failover, so its outcome is unknown (a retry with the same idempotency key
+ * replays it if it survived, or performs it once if not).
  */
 #ifndef GM_MARKET_MARKET_H
 #define GM_MARKET_MARKET_H
@@ -44,7 +54,8 @@
     X(ERR_DUPLICATE, -12, "duplicate")                                          \
     X(ERR_NOMEM, -13, "out of memory")                                          \
     X(ERR_IDEM_MISMATCH, -14, "idempotency key already used for another request")          \
-    X(ERR_IN_PROGRESS, -15, "a request with this idempotency key is in progress")
+    X(ERR_IN_PROGRESS, -15, "a request with this idempotency key is in progress")          \
+    X(ERR_NOT_REPLICATED, -16, "committed on the master, not confirmed by enough replicas")
 
 enum market_err {
 #define MARKET_ERR_ENUM(name, val, msg) MARKET_##name = (val),
@@ -82,6 +93,8 @@ typedef struct market_config {
     enum market_strategy strategy;
     unsigned batch_max;          /* market strategy: most purchases per lock hold (0: 64) */
     int redis_timeout_ms;        /* connect and command timeout */
+    unsigned min_replicas_ack;   /* > 0: a commit needs that many replicas' WAIT (see top) */
+    int replica_ack_timeout_ms;  /* WAIT's timeout (0: redis_timeout_ms / 2), < redis_timeout_ms */
     uint32_t lock_ttl_ms;        /* lease of the market lock */
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
@@ -170,6 +183,8 @@ typedef struct market_stats {
     uint64_t lock_busy;       /* lock wait budgets spent */
     uint64_t lease_lost;      /* commits refused because the lease had lapsed */
     uint64_t store_errors;    /* operations failed by Redis errors or outages */
+    uint64_t not_replicated;  /* commits whose WAIT timed out (MARKET_ERR_NOT_REPLICATED) */
+    uint64_t failovers;       /* Sentinel group: times the master changed */
 } market_stats;
 
 /* What the store holds, read without the lock (see market_audit()). */
@@ -218,6 +233,7 @@ int market_audit(market_conn *c, market_audit_report *out);
 int market_players_scan(market_conn *c, const char *match, market_player_funds **out,
                         size_t *n);
 int market_store_info(market_conn *c, const char *section, char **out);
+int market_master(market *m, char *out, size_t outlen);
 
 /* ---- seeding ---- */
 

@@ -10,6 +10,9 @@
  *                                      lose it at its next sync.
  *   ZADD market: XX 0 healthz:probe    a write that writes nothing (below).
  *
+ * With --min-replicas-ack N, ROLE must also list at least N connected
+ * replicas: a master without them answers every purchase not_replicated.
+ *
  * Redis judges a write command before it runs it: a read-only replica
  * answers -READONLY, min-replicas-to-write not met -NOREPLICAS, a failing
  * RDB save or AOF write -MISCONF, maxmemory reached under noeviction -OOM,
@@ -66,27 +69,27 @@ static void explain_error(const redisReply *r, int known, const char *what, char
     snprintf(why, whylen, "%s (%s)", what, n ? code : "an error");
 }
 
-/* Judges ROLE's reply: 0 for a master, else -1 with a sentence in why. */
-static int judge_role(const redisReply *r, char *why, size_t whylen) {
+/* Judges ROLE's reply: 0 for a master with at least want replicas
+ * connected, else -1 with a sentence in why. */
+static int judge_role(const redisReply *r, unsigned want, char *why, size_t whylen) {
     if (r->type == REDIS_REPLY_ERROR) {
         /* LOADING is the one refusal of ROLE that is not about ROLE itself */
         explain_error(r, strncmp(r->str, "LOADING", 7) == 0,
                       "redis refuses ROLE, which the health check needs", why, whylen);
         return -1;
     }
-    const redisReply *name = r->type == REDIS_REPLY_ARRAY && r->elements > 0 ? r->element[0] : NULL;
-    if (!name || (name->type != REDIS_REPLY_STRING && name->type != REDIS_REPLY_STATUS)) {
-        snprintf(why, whylen, "redis answered ROLE with something unexpected");
+    if (market__judge_role(r, why, whylen) < 0) return -1;
+    /* a master's ROLE: "master", its offset, then one entry per connected replica */
+    size_t have = r->elements > 2 && r->element[2]->type == REDIS_REPLY_ARRAY
+                      ? r->element[2]->elements
+                      : 0;
+    if (have < want) {
+        snprintf(why, whylen,
+                 "redis master has %zu replicas connected; --min-replicas-ack needs %u", have,
+                 want);
         return -1;
     }
-    if (strcmp(name->str, "master") == 0) return 0;
-    if (strcmp(name->str, "slave") == 0)
-        snprintf(why, whylen, "redis is a replica");
-    else if (strcmp(name->str, "sentinel") == 0)
-        snprintf(why, whylen, "redis is a sentinel, not a data server");
-    else
-        snprintf(why, whylen, "redis has an unknown role");
-    return -1;
+    return 0;
 }
 
 /* Says whether c's store can serve purchases now: Redis answers, is a
@@ -120,7 +123,7 @@ int market_health(market_conn *c, char *why, size_t whylen) {
         return MARKET_ERR_STORE;
     }
     rc = MARKET_ERR_STORE;
-    if (judge_role(rep[0], why, whylen) < 0) goto done;
+    if (judge_role(rep[0], c->m->cfg.min_replicas_ack, why, whylen) < 0) goto done;
     if (rep[1]->type == REDIS_REPLY_ERROR) {
         explain_error(rep[1], 1, "redis refuses writes", why, whylen);
         goto done;
@@ -133,4 +136,18 @@ int market_health(market_conn *c, char *why, size_t whylen) {
 done:
     market__replies_free(rep, 2);
     return rc;
+}
+
+/* Writes where m's store is now into out: "host:port" of the master the
+ * Sentinels name (asking them when the answer kept is stale), or of the one
+ * configured server. Returns MARKET_OK, or MARKET_ERR_STORE (no master
+ * known: out holds ""), MARKET_ERR_INVALID for NULL arguments. */
+int market_master(market *m, char *out, size_t outlen) {
+    if (!m || !out || outlen == 0) return MARKET_ERR_INVALID;
+    lock_redis_addr a = m->cfg.redis;
+    out[0] = '\0';
+    if (m->sentinel && lock_sentinel_master(m->sentinel, &a, NULL, NULL, 0) != LOCK_OK)
+        return MARKET_ERR_STORE;
+    snprintf(out, outlen, "%s:%d", a.host, a.port);
+    return MARKET_OK;
 }

@@ -39,10 +39,11 @@ struct market {
      * each to still hold our token, whoever else speaks the lock protocol. */
     int lock_in_store;
     struct market__queue *queue; /* owned; see market_batch.h */
+    lock_sentinel *sentinel;     /* owned; NULL unless cfg.redis is a Sentinel group */
 
     struct {
         _Atomic uint64_t purchases, purchased, batches, txn_aborts, lock_busy, lease_lost,
-            store_errors, lock_acquired, lock_waits, lock_wait_us;
+            store_errors, lock_acquired, lock_waits, lock_wait_us, not_replicated;
         _Atomic uint64_t lock_wait_bucket[MARKET_WAIT_BUCKETS];
     } stats;
 };

@@ -5,6 +5,18 @@
  * Redis, not the market's rules: the layers above build the commands
  * (market_txn.c, market_batch.c, market.c, market_world.c) and judge what
  * comes back.
+ *
+ * Two things every layer above gets without asking:
+ *   - a Sentinel group's master: a connection goes to the address the
+ *     group's lock_sentinel names, is used only after ROLE says "master",
+ *     and is dropped (never reused) once the group's generation moved; a
+ *     failed socket or a -READONLY, -LOADING or -MASTERDOWN answer makes it
+ *     suspect that master, so the next connection asks the Sentinels again;
+ *   - acknowledged means replicated: with cfg.min_replicas_ack N > 0, a
+ *     pipeline that holds EXEC gets "WAIT N timeout" behind it (one WAIT per
+ *     commit, however many purchases it carries, and no extra round trip),
+ *     and a commit that fewer than N replicas confirmed in time is
+ *     MARKET_ERR_NOT_REPLICATED instead of its replies.
  */
 #include "market/market_store.h"
 
@@ -16,6 +28,8 @@
 
 /* Forgets a dead or unwanted connection; the next call reconnects. */
 void market__drop(market_conn *c) {
+    c->where[0] = '\0';
+    c->wait_sent = 0;
     if (c->ctx) redisFree(c->ctx);
     c->ctx = NULL;
     c->unwatch = 0;
@@ -57,27 +71,74 @@ const redisReply *market__reply_error(redisReply *const *replies, size_t n) {
     return NULL;
 }
 
-/* Connects (when not connected), authenticates and selects the database.
+/* Returns 1 when reply r says its server is not (or not yet) a master that
+ * takes writes: the answers after which a Sentinel group's master is
+ * suspect. */
+static int reply_not_master(const redisReply *r) {
+    return r && r->type == REDIS_REPLY_ERROR &&
+           (strncmp(r->str, "READONLY", 8) == 0 || strncmp(r->str, "LOADING", 7) == 0 ||
+            strncmp(r->str, "MASTERDOWN", 10) == 0);
+}
+
+/* Judges ROLE's reply: 0 for a master, else -1 with a sentence in why. */
+int market__judge_role(const redisReply *r, char *why, size_t whylen) {
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(why, whylen, "redis refuses ROLE: %.60s", r->str);
+        return -1;
+    }
+    const redisReply *name = r->type == REDIS_REPLY_ARRAY && r->elements > 0 ? r->element[0] : NULL;
+    if (!name || (name->type != REDIS_REPLY_STRING && name->type != REDIS_REPLY_STATUS)) {
+        snprintf(why, whylen, "redis answered ROLE with something unexpected");
+        return -1;
+    }
+    if (strcmp(name->str, "master") == 0) return 0;
+    if (strcmp(name->str, "slave") == 0)
+        snprintf(why, whylen, "redis is a replica");
+    else if (strcmp(name->str, "sentinel") == 0)
+        snprintf(why, whylen, "redis is a sentinel, not a data server");
+    else
+        snprintf(why, whylen, "redis has an unknown role");
+    return -1;
+}
+
+/* Says that c's server may not be the master any more (a Sentinel group
+ * only): the next connection asks the Sentinels again. */
+static void suspect(market_conn *c) {
+    if (c->m->sentinel && c->sgen) lock_sentinel_suspect(c->m->sentinel, c->sgen);
+}
+
+/* Connects (when not connected), authenticates and selects the database;
+ * for a Sentinel group, to the master the Sentinels name, checked with ROLE.
  * Returns MARKET_OK, or MARKET_ERR_STORE when Redis cannot be reached or
  * refuses us (c->errstr says which), MARKET_ERR_NOMEM on out-of-memory. */
 int market__connect(market_conn *c) {
+    if (c->ctx && c->m->sentinel && c->sgen != lock_sentinel_generation(c->m->sentinel))
+        market__drop(c); /* made for a master that may be gone: never reused */
     if (c->ctx) return MARKET_OK;
     const market_config *cfg = &c->m->cfg;
+    lock_redis_addr addr = cfg->redis;
+    c->sgen = 0;
+    if (c->m->sentinel) {
+        char why[160];
+        if (lock_sentinel_master(c->m->sentinel, &addr, &c->sgen, why, sizeof why) != LOCK_OK)
+            return market__fail(c, "no master: %s", why);
+    }
     struct timeval tv = ms_to_tv(cfg->redis_timeout_ms);
-    redisContext *ctx = redisConnectWithTimeout(cfg->redis.host, cfg->redis.port, tv);
+    redisContext *ctx = redisConnectWithTimeout(addr.host, addr.port, tv);
     if (!ctx) return MARKET_ERR_NOMEM;
     if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) {
-        market__fail(c, "cannot connect to %s:%d: %s", cfg->redis.host, cfg->redis.port,
+        market__fail(c, "cannot connect to %s:%d: %s", addr.host, addr.port,
                      ctx->err ? ctx->errstr : "cannot set the timeout");
         goto fail;
     }
     (void)redisEnableKeepAlive(ctx); /* best effort: only speeds up noticing a dead peer */
     c->ctx = ctx;
-    if (cfg->redis.pass[0]) {
-        const char *argv[3] = {"AUTH", cfg->redis.user, cfg->redis.pass};
+    snprintf(c->where, sizeof c->where, "%s:%d", addr.host, addr.port);
+    if (addr.pass[0]) {
+        const char *argv[3] = {"AUTH", addr.user, addr.pass};
         int argc = 3;
-        if (!cfg->redis.user[0]) {
-            argv[1] = cfg->redis.pass;
+        if (!addr.user[0]) {
+            argv[1] = addr.pass;
             argc = 2;
         }
         redisReply *r = market__command(c, argc, argv, NULL);
@@ -86,9 +147,9 @@ int market__connect(market_conn *c) {
         if (r) freeReplyObject(r);
         if (!ok) goto fail_dropped;
     }
-    if (cfg->redis.db != 0) {
+    if (addr.db != 0) {
         char db[16];
-        snprintf(db, sizeof db, "%d", cfg->redis.db);
+        snprintf(db, sizeof db, "%d", addr.db);
         const char *argv[2] = {"SELECT", db};
         redisReply *r = market__command(c, 2, argv, NULL);
         int ok = reply_is_ok(r);
@@ -96,11 +157,25 @@ int market__connect(market_conn *c) {
         if (r) freeReplyObject(r);
         if (!ok) goto fail_dropped;
     }
+    if (c->m->sentinel) {
+        const char *argv[1] = {"ROLE"};
+        redisReply *r = market__command(c, 1, argv, NULL);
+        char why[96] = "no answer to ROLE";
+        int ok = r && market__judge_role(r, why, sizeof why) == 0;
+        if (r) freeReplyObject(r);
+        if (!ok) {
+            market__fail(c, "Redis %s:%d, named master by the Sentinels: %s", addr.host,
+                         addr.port, why);
+            goto fail_dropped;
+        }
+    }
     return MARKET_OK;
 fail:
     redisFree(ctx);
+    suspect(c);
     return MARKET_ERR_STORE;
 fail_dropped:
+    suspect(c);
     market__drop(c);
     return MARKET_ERR_STORE;
 }
@@ -159,8 +234,9 @@ static int pipeline_failed(market_conn *c) {
         c->ctx && (c->ctx->err == REDIS_ERR_EOF ||
                    (c->ctx->err == REDIS_ERR_IO && (errno == ECONNRESET || errno == EPIPE)));
     if (c->ctx)
-        market__fail(c, "Redis %s:%d: %s", c->m->cfg.redis.host, c->m->cfg.redis.port,
+        market__fail(c, "Redis %s: %s", c->where,
                      c->ctx->err ? c->ctx->errstr : "connection failed");
+    suspect(c);
     int closed = c->closed;
     market__drop(c); /* clears c->closed */
     c->closed = closed;
@@ -174,17 +250,43 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
     c->closed = 0;
     int rc = market__connect(c);
     if (rc < 0) return rc;
-    int unwatch = c->unwatch, done = 0;
+    const market_config *cfg = &c->m->cfg;
+    int unwatch = c->unwatch, done = 0, wait = 0;
     if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (redisAppendCommandArgv(c->ctx, argc[i], argv[i], NULL) != REDIS_OK) goto fail;
+        if (cfg->min_replicas_ack && argc[i] == 1 && strcmp(argv[i][0], "EXEC") == 0) {
+            wait = 1;
+            c->exec_at = i;
+        }
+    }
+    if (wait && redisAppendCommand(c->ctx, "WAIT %u %d", cfg->min_replicas_ack,
+                                   cfg->replica_ack_timeout_ms) != REDIS_OK)
+        goto fail;
     while (!done)
         if (redisBufferWrite(c->ctx, &done) != REDIS_OK) goto fail;
     c->unwatch = 0;
     c->unwatch_sent = unwatch;
+    c->wait_sent = wait;
     return MARKET_OK;
 fail:
     return pipeline_failed(c);
+}
+
+/* Judges the WAIT behind a commit: MARKET_OK when EXEC committed nothing
+ * (aborted, refused) or enough replicas confirmed it; else
+ * MARKET_ERR_NOT_REPLICATED, counted, with the reason in c->errstr. */
+static int judge_wait(market_conn *c, const redisReply *exec, const redisReply *wait) {
+    unsigned want = c->m->cfg.min_replicas_ack;
+    if (exec->type != REDIS_REPLY_ARRAY) return MARKET_OK;
+    if (wait->type == REDIS_REPLY_INTEGER && wait->integer >= (long long)want) return MARKET_OK;
+    if (wait->type == REDIS_REPLY_INTEGER)
+        market__fail(c, "Redis %s: %lld of %u replicas confirmed the commit within %d ms",
+                     c->where, wait->integer, want, c->m->cfg.replica_ack_timeout_ms);
+    else
+        market__fail_reply(c, "WAIT after the commit", wait);
+    MARKET__COUNT(c->m, not_replicated);
+    return MARKET_ERR_NOT_REPLICATED;
 }
 
 /* Reads the n replies of market__pipeline_send() into replies (the caller
@@ -200,10 +302,27 @@ int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
         freeReplyObject(r);
         c->unwatch_sent = 0;
     }
+    int not_master = 0;
     for (; got < n; got++) {
         void *r = NULL;
         if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
         replies[got] = r;
+        not_master |= reply_not_master(r);
+    }
+    if (c->wait_sent) {
+        void *r = NULL;
+        if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
+        c->wait_sent = 0;
+        int rc = judge_wait(c, replies[c->exec_at], r);
+        freeReplyObject(r);
+        if (rc < 0) {
+            market__replies_free(replies, n);
+            return rc;
+        }
+    }
+    if (not_master) { /* the caller judges the replies; the connection is done */
+        suspect(c);
+        market__drop(c);
     }
     return MARKET_OK;
 fail:

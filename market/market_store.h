@@ -19,6 +19,10 @@ struct market_conn {
     int unwatch;       /* a WATCH is pending: send UNWATCH before the next pipeline */
     int unwatch_sent;  /* market__pipeline_send() sent one: its reply comes first */
     int closed;        /* the last pipeline failed because the server had closed c */
+    uint64_t sgen;     /* Sentinel group: the generation ctx was made under */
+    int wait_sent;     /* market__pipeline_send() put WAIT behind an EXEC: its reply comes last */
+    size_t exec_at;    /* then: the index of the (last) EXEC among the pipeline's commands */
+    char where[LOCK_HOST_MAX + 8]; /* "host:port" of ctx's server (for messages) */
     char errstr[128];  /* why the store last failed (market_conn_errstr()); "" none yet */
 };
 
@@ -30,6 +34,7 @@ typedef struct market__cmd {
 } market__cmd;
 
 int market__connect(market_conn *c);
+int market__judge_role(const redisReply *r, char *why, size_t whylen);
 void market__drop(market_conn *c);
 int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies);
 int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,

@@ -37,9 +37,14 @@ void server_config_defaults(server_config *cfg) {
 void server_usage(const char *prog) {
     printf("usage: %s [flags]\n"
            "  --listen HOST:PORT        listen address (default 127.0.0.1:8080)     MARKET_LISTEN\n"
-           "  --redis URL               redis://[user:pass@]host[:port][/db]         MARKET_REDIS\n"
+           "  --redis URL               redis://[user:pass@]host[:port][/db], or     MARKET_REDIS\n"
+           "                            redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db]\n"
            "  --lock redis|redlock|local  lock backend (default redis)               MARKET_LOCK\n"
-           "  --lock-redis URL          redlock: a master (repeat, or a comma list)  MARKET_LOCK_REDIS\n"
+           "  --lock-redis URL          redlock: a master (repeat, or a comma list); MARKET_LOCK_REDIS\n"
+           "                            redis: the lock's server if not --redis's\n"
+           "  --min-replicas-ack N      answer a commit only once N replicas have it MARKET_MIN_REPLICAS_ACK\n"
+           "                            (WAIT; default 0: do not wait)\n"
+           "  --replica-ack-timeout-ms N  WAIT's timeout (default: redis timeout/2) MARKET_REPLICA_ACK_TIMEOUT_MS\n"
            "  --strategy S              market|item|optimistic (default market)      MARKET_STRATEGY\n"
            "  --batch-max N             market strategy: purchases per lock hold (64) MARKET_BATCH_MAX\n"
            "  --lock-ttl-ms N           market lock lease, ms > 0 (default 5000)     MARKET_LOCK_TTL_MS\n"
@@ -62,7 +67,7 @@ void server_usage(const char *prog) {
 enum opt_id {
     OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_LOCK_REDIS, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
     OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_SECRET, OPT_NOAUTH, OPT_PERIP,
-    OPT_CONNMEM, OPT_REUSEPORT, OPT_HELP
+    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_HELP
 };
 
 static const struct {
@@ -90,6 +95,8 @@ static const struct {
     {OPT_PERIP, "per-ip-connections", "MARKET_PER_IP_CONNECTIONS"},
     {OPT_CONNMEM, "connection-memory", "MARKET_CONNECTION_MEMORY"},
     {OPT_REUSEPORT, "reuse-port", "MARKET_REUSE_PORT", 1},
+    {OPT_MINACK, "min-replicas-ack", "MARKET_MIN_REPLICAS_ACK"},
+    {OPT_ACKTIMEOUT, "replica-ack-timeout-ms", "MARKET_REPLICA_ACK_TIMEOUT_MS"},
 };
 
 static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
@@ -177,6 +184,14 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
     case OPT_REUSEPORT: /* a flag; from the environment, "1" or "0" */
         if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0) return -1;
         cfg->reuse_port = v[0] == '1';
+        return 0;
+    case OPT_MINACK:
+        if (cli_parse_u64(v, 0, 64, &n) < 0) return -1;
+        cfg->min_replicas_ack = (unsigned)n;
+        return 0;
+    case OPT_ACKTIMEOUT:
+        if (cli_parse_u64(v, 1, 3600000, &n) < 0) return -1;
+        cfg->replica_ack_timeout_ms = (int)n;
         return 0;
     case OPT_HELP:
         break;

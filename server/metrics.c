@@ -86,7 +86,7 @@ static void counter(struct text *t, const char *name, const char *help, uint64_t
 /* Renders every metric in the Prometheus text format. Returns a new
  * malloc'd text (caller frees) with its length in *len, or NULL on
  * out-of-memory. */
-char *server__metrics_render(const server__metrics *mt, const market *m, size_t *len) {
+char *server__metrics_render(const server__metrics *mt, market *m, size_t *len) {
     struct text t = {malloc(8192), 0, 8192, 0};
     if (!t.buf) return NULL;
     server__metrics *mm = (server__metrics *)mt; /* C11 atomic loads want non-const */
@@ -129,6 +129,17 @@ char *server__metrics_render(const server__metrics *mt, const market *m, size_t 
             s.batches);
     counter(&t, "market_txn_aborts_total", "MULTI/EXEC aborted by a changed watched key.",
             s.txn_aborts);
+    counter(&t, "market_not_replicated_total",
+            "Commits fewer replicas confirmed than --min-replicas-ack (503 not_replicated).",
+            s.not_replicated);
+    counter(&t, "market_failovers_total",
+            "Times the Sentinels named another master (redis-sentinel:// only).", s.failovers);
+    char master[LOCK_HOST_MAX + 8];
+    int known = market_master(m, master, sizeof master) == MARKET_OK;
+    put(&t, "# HELP market_redis_master_info The store's master now (1), as an address label.\n"
+            "# TYPE market_redis_master_info gauge\n"
+            "market_redis_master_info{address=\"%s\"} %d\n",
+        known ? master : "", known);
     if (t.failed) {
         free(t.buf);
         return NULL;

@@ -531,26 +531,19 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     server_log(SERVER_LOG_WARN, "httpd: %s", msg);
 }
 
-/* Parses a comma-separated list of Redlock masters: an odd number, 1 to
- * LOCK_REDLOCK_NODES_MAX. Returns 0, or -1 with a sentence in why. */
+/* Parses a comma-separated list of Redlock masters (each a server or a
+ * Sentinel group): an odd number, 1 to LOCK_REDLOCK_NODES_MAX. Returns 0, or
+ * -1 with a sentence in why. */
 static int parse_masters(const char *list, lock_redis_addr *nodes, size_t *n, char *why,
                          size_t whylen) {
-    char buf[sizeof ((server_config *)0)->lock_redis];
-    snprintf(buf, sizeof buf, "%s", list);
-    *n = 0;
-    char *save = NULL;
-    for (char *url = strtok_r(buf, ",", &save); url; url = strtok_r(NULL, ",", &save)) {
-        if (*n == LOCK_REDLOCK_NODES_MAX) {
-            snprintf(why, whylen, "redlock: more than %d masters", LOCK_REDLOCK_NODES_MAX);
-            return -1;
-        }
-        if (lock_redis_addr_parse(url, &nodes[*n]) < 0) {
-            snprintf(why, whylen, "redlock: bad master URL number %zu", *n + 1);
-            return -1;
-        }
-        (*n)++;
+    if (lock_redis_addr_parse_list(list, nodes, LOCK_REDLOCK_NODES_MAX, n) != LOCK_OK) {
+        snprintf(why, whylen,
+                 "redlock: bad --lock-redis list (want 1 to %d redis:// or redis-sentinel:// "
+                 "URLs, comma-separated)",
+                 LOCK_REDLOCK_NODES_MAX);
+        return -1;
     }
-    if (*n == 0 || *n % 2 == 0) {
+    if (*n % 2 == 0) {
         snprintf(why, whylen, "redlock needs an odd number of masters (--lock-redis), not %zu",
                  *n);
         return -1;
@@ -565,12 +558,21 @@ static int parse_masters(const char *list, lock_redis_addr *nodes, size_t *n, ch
 static int market_build(server *s, char *why, size_t whylen) {
     const server_config *cfg = &s->cfg;
     market_config mcfg = {.redis_timeout_ms = cfg->redis_timeout_ms,
+                          .min_replicas_ack = cfg->min_replicas_ack,
+                          .replica_ack_timeout_ms = cfg->replica_ack_timeout_ms,
                           .batch_max = cfg->batch_max,
                           .lock_ttl_ms = cfg->lock_ttl_ms,
                           .acquire_timeout_ms = cfg->acquire_timeout_ms,
                           .test_stall_ms = cfg->test_stall_ms};
     if (lock_redis_addr_parse(cfg->redis, &mcfg.redis) < 0) {
-        snprintf(why, whylen, "bad Redis URL (want redis://[user:pass@]host[:port][/db])");
+        snprintf(why, whylen,
+                 "bad Redis URL (want redis://[user:pass@]host[:port][/db] or "
+                 "redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db])");
+        return SERVER_ERR_INVALID;
+    }
+    if (cfg->min_replicas_ack > 0 && cfg->replica_ack_timeout_ms >= cfg->redis_timeout_ms) {
+        snprintf(why, whylen, "--replica-ack-timeout-ms (%d) must be below --redis-timeout-ms (%d)",
+                 cfg->replica_ack_timeout_ms, cfg->redis_timeout_ms);
         return SERVER_ERR_INVALID;
     }
     if (market_strategy_parse(cfg->strategy, &mcfg.strategy) < 0) {
@@ -586,7 +588,12 @@ static int market_build(server *s, char *why, size_t whylen) {
         if (parse_masters(cfg->lock_redis, nodes, &n, why, whylen) < 0) return SERVER_ERR_INVALID;
         s->lock = lock_redlock_new(nodes, n, cfg->redis_timeout_ms, &lerr);
     } else {
-        s->lock = lock_redis_new(&mcfg.redis, cfg->redis_timeout_ms, &lerr);
+        lock_redis_addr where = mcfg.redis;
+        if (cfg->lock_redis[0] && lock_redis_addr_parse(cfg->lock_redis, &where) < 0) {
+            snprintf(why, whylen, "bad --lock-redis URL for the redis lock (one URL)");
+            return SERVER_ERR_INVALID;
+        }
+        s->lock = lock_redis_new(&where, cfg->redis_timeout_ms, &lerr);
     }
     if (!s->lock) {
         snprintf(why, whylen, "lock backend '%s': %s", cfg->lock, lock_strerror(lerr));

@@ -31,9 +31,12 @@ enum server_log_level { SERVER_LOG_ERROR, SERVER_LOG_WARN, SERVER_LOG_INFO, SERV
 
 typedef struct server_config {
     char listen[300];            /* host:port or [v6]:port; port 0 picks a free one */
-    char redis[600];             /* redis://[user:pass@]host[:port][/db] */
+    char redis[2600];            /* redis://[user:pass@]host[:port][/db] or redis-sentinel://... */
     char lock[16];               /* lock backend: "redis", "redlock" or "local" */
-    char lock_redis[2048];       /* redlock: the masters' URLs, comma-separated */
+    char lock_redis[8192];       /* redlock: the masters' URLs, comma-separated; redis: one
+                                    URL when the lock lives elsewhere than the store */
+    unsigned min_replicas_ack;   /* > 0: a commit is answered only when that many replicas have it */
+    int replica_ack_timeout_ms;  /* WAIT's timeout (0: half of redis_timeout_ms) */
     char strategy[16];           /* "market", "item" or "optimistic" */
     unsigned batch_max;          /* market strategy: most purchases per lock hold */
     uint32_t lock_ttl_ms;        /* lease of the market lock */

@@ -20,6 +20,6 @@ typedef struct server__metrics {
 } server__metrics;
 
 void server__metrics_count(server__metrics *mt, const char *route, int status, int64_t us);
-char *server__metrics_render(const server__metrics *mt, const market *m, size_t *len);
+char *server__metrics_render(const server__metrics *mt, market *m, size_t *len);
 
 #endif /* GM_SERVER_SERVER_IMPL_H */
