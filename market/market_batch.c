@@ -876,6 +876,24 @@ static void batch_run(market_conn *c, struct market__batch *b) {
     if (rc < 0) batch_fail(m, b, rc);
 }
 
+/* Makes sure the stored outcomes this batch replays are on enough replicas
+ * (market__replicated: their commit may have been answered not_replicated);
+ * when that fails, they are answered with its error instead. */
+static void confirm_replays(market_conn *c, struct market__batch *b) {
+    const char *keys[MARKET__BATCH_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->req[i]->res.replayed) keys[n++] = b->k_idem[i];
+    int rc = market__replicated(c, keys, n);
+    if (rc == MARKET_OK) return;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->req[i]->res.replayed) {
+            b->req[i]->res.replayed = 0;
+            b->req[i]->rc = rc;
+            market__count_result(c->m, rc);
+        }
+}
+
 /* ---- the queue and its worker ---- */
 
 /* Gives m its queue (m->queue; its worker starts with the first purchase).
@@ -960,6 +978,7 @@ static void *worker_main(void *arg) {
         if (n) {
             b->n = n;
             batch_run(c, b);
+            confirm_replays(c, b);
             for (size_t i = 0; i < n; i++) {
                 market_pending *p = b->req[i];
                 if (p->rc == MARKET_ERR_STORE || p->rc == MARKET_ERR_NOT_REPLICATED) snprintf(p->why, sizeof p->why, "%s", c->errstr);

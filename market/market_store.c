@@ -330,6 +330,48 @@ fail:
     return pipeline_failed(c);
 }
 
+/* Makes sure a stored outcome that is about to be replayed is on enough
+ * replicas (cfg.min_replicas_ack): its commit may have been answered
+ * not_replicated. WAIT only counts this connection's own writes, so each
+ * record keys[0..n) is written again (EXPIRE to the full idempotency TTL, in
+ * one MULTI/EXEC), which puts the whole stream up to it behind the WAIT that
+ * every EXEC gets. Returns MARKET_OK (at once when no replica is asked
+ * for), MARKET_ERR_NOT_REPLICATED, MARKET_ERR_STORE (also when a record is
+ * gone: it expired after it was read), MARKET_ERR_INVALID (more than
+ * MARKET__BATCH_MAX keys). */
+int market__replicated(market_conn *c, const char *const *keys, size_t n) {
+    if (!c->m->cfg.min_replicas_ack || n == 0) return MARKET_OK;
+    if (n > MARKET__BATCH_MAX) return MARKET_ERR_INVALID;
+    int argc[MARKET__BATCH_MAX + 2];
+    const char *args[MARKET__BATCH_MAX + 2][3];
+    const char **argv[MARKET__BATCH_MAX + 2];
+    redisReply *rep[MARKET__BATCH_MAX + 2];
+    size_t nc = n + 2;
+    for (size_t i = 0; i < nc; i++) {
+        const char **a = args[i];
+        argv[i] = a;
+        if (i == 0 || i == nc - 1) {
+            a[0] = i == 0 ? "MULTI" : "EXEC";
+            argc[i] = 1;
+        } else {
+            a[0] = "EXPIRE";
+            a[1] = keys[i - 1];
+            a[2] = MARKET__IDEM_TTL;
+            argc[i] = 3;
+        }
+    }
+    int rc = market__pipeline_argv(c, nc, argc, (const char **const *)argv, rep);
+    if (rc < 0) return rc;
+    const redisReply *exec = rep[nc - 1];
+    if (exec->type != REDIS_REPLY_ARRAY || exec->elements != n)
+        rc = market__fail_reply(c, "re-recording a replayed outcome", exec);
+    for (size_t i = 0; i < n && rc == MARKET_OK; i++)
+        if (exec->element[i]->type != REDIS_REPLY_INTEGER || exec->element[i]->integer != 1)
+            rc = market__fail(c, "idempotency record %s expired while replayed", keys[i]);
+    market__replies_free(rep, nc);
+    return rc;
+}
+
 /* market__pipeline_argv() for fixed commands built with market__cmd_set(). */
 int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies) {
     int argc[MARKET__PIPE_MAX];

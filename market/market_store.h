@@ -41,6 +41,7 @@ int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char 
                           redisReply **replies);
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv);
 int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies);
+int market__replicated(market_conn *c, const char *const *keys, size_t n);
 void market__replies_free(redisReply **replies, size_t n);
 redisReply *market__command(market_conn *c, int argc, const char **argv, const size_t *len);
 void market__cmd_set(market__cmd *cmd, int argc, ...);

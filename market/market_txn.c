@@ -396,7 +396,13 @@ int market__single_read(market_conn *c, const market__held *held, struct market_
         return MARKET_OK;
     }
     market__replies_free(rep, n);
-    return market__unwatch_later(c, rc);
+    rc = market__unwatch_later(c, rc);
+    if (s->replayed) { /* its commit may have been answered not_replicated */
+        const char *k = s->k_idem;
+        int crc = market__replicated(c, &k, 1);
+        if (crc < 0) s->replayed = 0, rc = crc;
+    }
+    return rc;
 }
 
 /* Appends "SET <record> <outcome rc> EX <ttl>" to cmds when s has an
