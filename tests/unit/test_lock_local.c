@@ -149,6 +149,92 @@ static void test_lock_redis_addr_parse_bad_urls_invalid(void **state) {
     assert_int_equal(lock_redis_addr_parse("redis://h", NULL), LOCK_ERR_INVALID);
 }
 
+/* redis-sentinel://: the Sentinels (26379 by default), the master name, the db; host and port
+ * stay empty until a lock_sentinel resolves them. */
+static void test_lock_redis_addr_parse_sentinel_group(void **state) {
+    (void)state;
+    lock_redis_addr a;
+    assert_int_equal(lock_redis_addr_parse("redis-sentinel://:pw@10.0.0.1:26380,s2,[::1]:7/mymaster/3",
+                                           &a),
+                     LOCK_OK);
+    assert_string_equal(a.master_name, "mymaster");
+    assert_int_equal(a.nsentinels, 3);
+    assert_string_equal(a.sentinels[0].host, "10.0.0.1");
+    assert_int_equal(a.sentinels[0].port, 26380);
+    assert_string_equal(a.sentinels[1].host, "s2");
+    assert_int_equal(a.sentinels[1].port, 26379);
+    assert_string_equal(a.sentinels[2].host, "::1");
+    assert_int_equal(a.sentinels[2].port, 7);
+    assert_string_equal(a.pass, "pw");
+    assert_int_equal(a.db, 3);
+    assert_string_equal(a.host, "");
+    assert_int_equal(lock_redis_addr_parse("REDIS-SENTINEL://h/m.a-1_b", &a), LOCK_OK);
+    assert_string_equal(a.master_name, "m.a-1_b");
+    assert_int_equal(a.db, 0);
+    static const char *const bad[] = {
+        "redis-sentinel://h",          "redis-sentinel://h/",         "redis-sentinel://h//1",
+        "redis-sentinel:///m",         "redis-sentinel://h,/m",       "redis-sentinel://,h/m",
+        "redis-sentinel://h:0/m",      "redis-sentinel://h/m/x",      "redis-sentinel://h/m!",
+        "redis-sentinel://h/m/1/2",    "redis-sentinel://a,b,c,d,e,f,g,h,i/m",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = lock_redis_addr_parse(bad[i], &a);
+        if (rc != LOCK_ERR_INVALID) print_error("url: %s\n", bad[i]);
+        assert_int_equal(rc, LOCK_ERR_INVALID);
+    }
+    char name[LOCK_MASTER_NAME_MAX + 40];
+    memset(name, 'n', sizeof name);
+    memcpy(name, "redis-sentinel://h/", 19);
+    name[19 + LOCK_MASTER_NAME_MAX] = '\0';
+    assert_int_equal(lock_redis_addr_parse(name, &a), LOCK_OK);
+    name[19 + LOCK_MASTER_NAME_MAX] = 'n';
+    name[20 + LOCK_MASTER_NAME_MAX] = '\0';
+    assert_int_equal(lock_redis_addr_parse(name, &a), LOCK_ERR_INVALID);
+}
+
+/* A list keeps each Sentinel group's own commas with its URL. */
+static void test_lock_redis_addr_parse_list_groups_and_servers(void **state) {
+    (void)state;
+    lock_redis_addr a[5];
+    size_t n = 0;
+    assert_int_equal(lock_redis_addr_parse_list("redis-sentinel://s1:1,s2:2/m1,redis://h:3,"
+                                                "redis-sentinel://s3/m2/4,h4:5",
+                                                a, 5, &n),
+                     LOCK_OK);
+    assert_int_equal(n, 4);
+    assert_string_equal(a[0].master_name, "m1");
+    assert_int_equal(a[0].nsentinels, 2);
+    assert_string_equal(a[1].host, "h");
+    assert_int_equal(a[1].port, 3);
+    assert_string_equal(a[2].master_name, "m2");
+    assert_int_equal(a[2].db, 4);
+    assert_string_equal(a[3].host, "h4");
+    assert_int_equal(lock_redis_addr_parse_list("h1,h2,h3", a, 2, &n), LOCK_ERR_INVALID);
+    assert_int_equal(lock_redis_addr_parse_list("h1,,h3", a, 5, &n), LOCK_ERR_INVALID);
+    assert_int_equal(lock_redis_addr_parse_list("", a, 5, &n), LOCK_ERR_INVALID);
+    assert_int_equal(lock_redis_addr_parse_list("h1,", a, 5, &n), LOCK_ERR_INVALID);
+    assert_int_equal(lock_redis_addr_parse_list(NULL, a, 5, &n), LOCK_ERR_INVALID);
+}
+
+/* Same data: same server and db, or same group (name, db, Sentinels); credentials aside. */
+static void test_lock_redis_addr_same_compares_where_not_who(void **state) {
+    (void)state;
+    lock_redis_addr x, y;
+    assert_int_equal(lock_redis_addr_parse("redis://:a@h:1/2", &x), LOCK_OK);
+    assert_int_equal(lock_redis_addr_parse("redis://:b@h:1/2", &y), LOCK_OK);
+    assert_true(lock_redis_addr_same(&x, &y));
+    assert_int_equal(lock_redis_addr_parse("redis://h:1/3", &y), LOCK_OK);
+    assert_false(lock_redis_addr_same(&x, &y));
+    assert_int_equal(lock_redis_addr_parse("redis-sentinel://s:1,t:2/m", &x), LOCK_OK);
+    assert_int_equal(lock_redis_addr_parse("redis-sentinel://u:p@s:1,t:2/m/0", &y), LOCK_OK);
+    assert_true(lock_redis_addr_same(&x, &y));
+    assert_int_equal(lock_redis_addr_parse("redis-sentinel://s:1,t:2/n", &y), LOCK_OK);
+    assert_false(lock_redis_addr_same(&x, &y));
+    assert_int_equal(lock_redis_addr_parse("redis-sentinel://s:1/m", &y), LOCK_OK);
+    assert_false(lock_redis_addr_same(&x, &y));
+    assert_false(lock_redis_addr_same(&x, NULL));
+}
+
 static void test_lock_redis_addr_parse_overlong_fields_invalid(void **state) {
     (void)state;
     char url[1200];
@@ -553,6 +639,9 @@ int main(void) {
         cmocka_unit_test(test_lock_redis_addr_parse_escapes_decoded),
         cmocka_unit_test(test_lock_redis_addr_parse_bad_urls_invalid),
         cmocka_unit_test(test_lock_redis_addr_parse_overlong_fields_invalid),
+        cmocka_unit_test(test_lock_redis_addr_parse_sentinel_group),
+        cmocka_unit_test(test_lock_redis_addr_parse_list_groups_and_servers),
+        cmocka_unit_test(test_lock_redis_addr_same_compares_where_not_who),
         cmocka_unit_test(test_lock_strerror_every_code_has_its_message),
         cmocka_unit_test(test_lock_strerror_codes_distinct_negative),
         cmocka_unit_test(test_lock_name_null_none),
