@@ -25,8 +25,9 @@ static void usage(FILE *to) {
             "usage: market-seed [--redis URL] [--reset] FILE.json\n"
             "       market-seed [--redis URL] [--reset] --generate "
             "players=N,items=M[,funds=F][,prices=LO-HI][,seed=S]\n"
-            "  --redis URL   redis://[user:pass@]host[:port][/db] (default $MARKET_REDIS or\n"
-            "                redis://127.0.0.1:6379/0)\n"
+            "  --redis URL   redis://[user:pass@]host[:port][/db], or a Sentinel group:\n"
+            "                redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db]\n"
+            "                (default $MARKET_REDIS or redis://127.0.0.1:6379/0)\n"
             "  --reset       delete every market key (users:*, inventory:*, idem:*, market:) first\n"
             "  --generate    players p0.., items i0.. each listed by some player; default\n"
             "                funds 100000, prices 1-1000, seed 1\n"
@@ -168,7 +169,8 @@ int main(int argc, char **argv) {
     market_conn *c = NULL;
     market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 5000, .acquire_timeout_ms = 2000};
     if (lock_redis_addr_parse(url, &cfg.redis) < 0) {
-        fprintf(stderr, "market-seed: bad Redis URL (want redis://[user:pass@]host[:port][/db])\n");
+        fprintf(stderr, "market-seed: bad Redis URL (want redis://[user:pass@]host[:port][/db] "
+                        "or redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db])\n");
         return 2;
     }
 
