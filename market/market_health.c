@@ -119,7 +119,7 @@ int market_health(market_conn *c, char *why, size_t whylen) {
         return rc;
     }
     if (rc < 0) {
-        snprintf(why, whylen, "redis does not answer");
+        snprintf(why, whylen, "redis does not answer: %s", c->errstr);
         return MARKET_ERR_STORE;
     }
     rc = MARKET_ERR_STORE;
