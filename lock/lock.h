@@ -18,9 +18,12 @@
  * Fences: a handle's fence is strictly larger than the fence of every earlier
  * lease on the same key through the same store (per Redis server for
  * lock_redis, the maximum over the granting majority for lock_redlock, per
- * client for lock_local). A store that loses its data (a restart without
- * persistence, a failover that drops writes) can hand out a fence again. A
- * reentrant re-acquisition is not a new lease: it carries its lease's fence.
+ * client for lock_local). A Redis fence is max(counter + 1, the server's
+ * clock in microseconds), so a store that loses its last fences (a restart
+ * without persistence, a failover to a replica that missed them) still
+ * hands out larger ones, as long as the servers' clocks agree within the
+ * time the restart or failover takes. A reentrant re-acquisition is not a
+ * new lease: it carries its lease's fence.
  *
  * Waiting: the Redis backends queue the threads of one client that want the
  * same key in-process, so only one of them talks to Redis at a time, and the

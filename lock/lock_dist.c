@@ -32,7 +32,7 @@
  * round outlasted the new lease (validity <= 0) is LEASE_LOST, not a store
  * failure: the lease lapsed, nothing is wrong with Redis.
  *
- * Fences: every node INCRs its one counter, "lock:fences" (LOCK_FENCE_KEY),
+ * Fences: every node advances its one counter, "lock:fences" (LOCK_FENCE_KEY),
  * once per acquisition in the acquire script, so a fence grows for every key
  * at once and no counter is left behind per key; the handle gets the maximum
  * over the granting nodes. Two majorities always share a

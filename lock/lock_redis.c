@@ -1,8 +1,11 @@
 /* lock_redis.c - single-instance Redis lock backend.
  *
  * A lease is one Redis key: its value is the holder's token and its PX the
- * lease, set by a Lua script that also INCRs the server's fence counter
- * "lock:fences", so every acquisition gets a larger fencing number. Release is compare-and-delete
+ * lease, set by a Lua script that also advances the server's fence counter
+ * "lock:fences" (to max(counter + 1, the server's clock in microseconds)), so
+ * every acquisition gets a larger fencing number, even after a failover that
+ * lost the last ones. The address may be a Sentinel group (lock_node.c
+ * follows its master). Release is compare-and-delete
  * (and publishes "<key>:released") and extend is compare-and-pexpire, both
  * Lua, so a client can never free or prolong a lease it does not own. There is
  * never a blind DEL and never SETNX-then-EXPIRE.
