@@ -789,7 +789,7 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
         return;
     }
     r->handle(conn, req, arg, resp);
-    if (resp->market_rc == MARKET_ERR_STORE || resp->market_rc == MARKET_ERR_NOT_REPLICATED)
+    if (MARKET_ERR_HAS_REASON(resp->market_rc))
         snprintf(resp->why, sizeof resp->why, "%s", market_conn_errstr(conn));
 }
 
@@ -816,7 +816,7 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
  * p->op.res) is in; resp keeps its route and player. */
 void api_purchase_end(const api_purchase *p, api_response *resp) {
     purchase_reply(p->buyer, p->seller, p->item, p->op.rc, &p->op.res, resp);
-    if (p->op.rc == MARKET_ERR_STORE || p->op.rc == MARKET_ERR_NOT_REPLICATED) snprintf(resp->why, sizeof resp->why, "%s", p->op.why);
+    if (MARKET_ERR_HAS_REASON(p->op.rc)) snprintf(resp->why, sizeof resp->why, "%s", p->op.why);
 }
 
 /* Fills resp (overwritten without being read) with status and the body

@@ -38,8 +38,9 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
         return NULL;
     }
     m->cfg = *cfg;
-    if (m->cfg.replica_ack_timeout_ms <= 0) m->cfg.replica_ack_timeout_ms = cfg->redis_timeout_ms / 2;
-    if (m->cfg.replica_ack_timeout_ms >= cfg->redis_timeout_ms || m->cfg.replica_ack_timeout_ms <= 0) {
+    int *ack_ms = &m->cfg.replica_ack_timeout_ms;
+    if (*ack_ms <= 0) *ack_ms = cfg->redis_timeout_ms / 2;
+    if (*ack_ms <= 0 || *ack_ms >= cfg->redis_timeout_ms) { /* WAIT must end before the socket */
         free(m);
         *err = MARKET_ERR_INVALID;
         return NULL;
@@ -48,7 +49,8 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
     if (m->cfg.batch_max > MARKET__BATCH_MAX) m->cfg.batch_max = MARKET__BATCH_MAX;
     m->lock = lock;
     lock_redis_addr la;
-    m->lock_in_store = lock_store_addr(lock, &la) == LOCK_OK && lock_redis_addr_same(&la, &cfg->redis);
+    m->lock_in_store =
+        lock_store_addr(lock, &la) == LOCK_OK && lock_redis_addr_same(&la, &cfg->redis);
     if (cfg->redis.master_name[0]) {
         int lerr = LOCK_OK;
         m->sentinel = lock_sentinel_new(&cfg->redis, cfg->redis_timeout_ms, &lerr);

@@ -57,6 +57,10 @@
     X(ERR_IN_PROGRESS, -15, "a request with this idempotency key is in progress")          \
     X(ERR_NOT_REPLICATED, -16, "committed on the master, not confirmed by enough replicas")
 
+/* 1 when rc is a failure whose reason the store left as text (market_conn_errstr(),
+ * market_pending.why): the store's own failures. */
+#define MARKET_ERR_HAS_REASON(rc) ((rc) == MARKET_ERR_STORE || (rc) == MARKET_ERR_NOT_REPLICATED)
+
 enum market_err {
 #define MARKET_ERR_ENUM(name, val, msg) MARKET_##name = (val),
     MARKET_ERRNO_MAP(MARKET_ERR_ENUM)

@@ -981,7 +981,8 @@ static void *worker_main(void *arg) {
             confirm_replays(c, b);
             for (size_t i = 0; i < n; i++) {
                 market_pending *p = b->req[i];
-                if (p->rc == MARKET_ERR_STORE || p->rc == MARKET_ERR_NOT_REPLICATED) snprintf(p->why, sizeof p->why, "%s", c->errstr);
+                if (MARKET_ERR_HAS_REASON(p->rc))
+                    snprintf(p->why, sizeof p->why, "%s", c->errstr);
                 finish(m, p, p->rc);
             }
         }
@@ -1130,6 +1131,6 @@ int market__queue_wait(market *m, const char *buyer, const char *seller, const c
     pthread_mutex_unlock(&m->queue->qmu);
     pthread_cond_destroy(&w.cv);
     *res = w.p.res;
-    if (w.p.rc == MARKET_ERR_STORE || w.p.rc == MARKET_ERR_NOT_REPLICATED) snprintf(why, whylen, "%s", w.p.why);
+    if (MARKET_ERR_HAS_REASON(w.p.rc)) snprintf(why, whylen, "%s", w.p.why);
     return w.p.rc;
 }

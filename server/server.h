@@ -35,7 +35,7 @@ typedef struct server_config {
     char lock[16];               /* lock backend: "redis", "redlock" or "local" */
     char lock_redis[8192];       /* redlock: the masters' URLs, comma-separated; redis: one
                                     URL when the lock lives elsewhere than the store */
-    unsigned min_replicas_ack;   /* > 0: a commit is answered only when that many replicas have it */
+    unsigned min_replicas_ack;   /* > 0: answer a commit only when that many replicas have it */
     int replica_ack_timeout_ms;  /* WAIT's timeout (0: half of redis_timeout_ms) */
     char strategy[16];           /* "market", "item" or "optimistic" */
     unsigned batch_max;          /* market strategy: most purchases per lock hold */
