@@ -17,5 +17,5 @@ $SUDO apt-get update -qq
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 # The packaged redis-server starts a system-wide instance on 6379 (redis-sentinel
-# one on 26379); our tests and `make run` use their own private
-# servers, so leave the system ones alone.
+# one on 26379); our tests, `make run` and `make run-ha` use their own
+# private servers, so leave the system ones alone.
