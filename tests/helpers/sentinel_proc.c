@@ -10,7 +10,12 @@
 
 #define MASTER_NAME "mymaster"
 #define QUORUM 2
-#define DOWN_AFTER_MS 1000
+/* Well above the PING period (500 ms, below): a Sentinel gives a master it has just
+ * switched to a new link whose first PING goes one PING period later, yet counts the
+ * silence from the switch. With down-after equal to the period (1000 ms both) that
+ * PING's answer races the down-after, and a lost race is a spurious failover back to
+ * a node that is just returning. */
+#define DOWN_AFTER_MS 2000
 #define FAILOVER_TIMEOUT_MS 3000
 #define START_TIMEOUT_MS 30000
 
@@ -247,9 +252,11 @@ int th_topo_start(th_sentinel_topo *t, int nreplicas, const char *password) {
         /* Test pace (SENTINEL DEBUG, Redis 7): INFO every 1 s instead of 10 s, hello
          * messages every 0.5 s instead of 2 s, so discovery, config propagation and
          * the demotion of a returning old master (4 hello periods after its INFO says
-         * master) take seconds. An older Sentinel without it keeps its defaults. */
+         * master) take seconds; PING every 0.5 s instead of 1 s (see DOWN_AFTER_MS).
+         * An older Sentinel without it keeps its defaults. */
         redisReply *r =
-            ask(s->port, NULL, "SENTINEL DEBUG info-period 1000 publish-period 500", NULL);
+            ask(s->port, NULL, "SENTINEL DEBUG info-period 1000 publish-period 500 ping-period 500",
+                NULL);
         if (r) freeReplyObject(r);
     }
 
@@ -371,4 +378,44 @@ int th_topo_wait_replicas_synced(th_sentinel_topo *t, int master_port, int nrepl
         sleep_ms(50);
     } while (now_ms() < deadline);
     return -1;
+}
+
+/* Prints the last `lines` lines of r's log (its last 64 KiB at most), under a heading. */
+static void dump_one(const th_redis *r, const char *what, int lines, FILE *out) {
+    if (!r->dir[0]) return;
+    char path[sizeof r->dir + 16];
+    snprintf(path, sizeof path, "%s/redis.log", r->dir);
+    fprintf(out, "---- %s 127.0.0.1:%d (%s)\n", what, r->port, path);
+    static char buf[64 * 1024];
+    FILE *f = fopen(path, "r");
+    long size = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size < 0) {
+        fprintf(out, "(cannot read it)\n");
+        if (f) fclose(f);
+        return;
+    }
+    long from = size > (long)sizeof buf ? size - (long)sizeof buf : 0;
+    size_t n = 0;
+    if (fseek(f, from, SEEK_SET) == 0) n = fread(buf, 1, (size_t)(size - from), f);
+    fclose(f);
+    size_t start = n; /* back over `lines` newlines, the last one (ending the text) aside */
+    int seen = 0;
+    while (start > 0) {
+        if (buf[start - 1] == '\n' && start != n && ++seen == lines) break;
+        start--;
+    }
+    fwrite(buf + start, 1, n - start, out);
+}
+
+void th_topo_dump_logs(const th_sentinel_topo *t, int lines, FILE *out) {
+    char what[32];
+    for (int i = 0; i < 3; i++) {
+        snprintf(what, sizeof what, "sentinels[%d]", i);
+        dump_one(&t->sentinels[i], what, lines, out);
+    }
+    for (int i = 0; i < 3; i++) {
+        snprintf(what, sizeof what, "nodes[%d]", i);
+        dump_one(&t->nodes[i], what, lines, out);
+    }
 }

@@ -8,13 +8,15 @@
  * its data, from its own command line: the original master comes back as a
  * master (no --replicaof) until the Sentinels turn it into a replica.
  *
- * The Sentinels are tuned for tests: down-after-milliseconds 1000,
- * failover-timeout 3000, and (SENTINEL DEBUG) INFO every second and hello
- * messages every half second, so that a failover takes a few seconds and a
- * restarted old master is demoted a few seconds after it answers.
+ * The Sentinels are tuned for tests: down-after-milliseconds 2000,
+ * failover-timeout 3000, and (SENTINEL DEBUG) INFO every second, PING and
+ * hello messages every half second, so that a failover takes about 3.5 s and
+ * a restarted old master is demoted a few seconds after it answers.
  */
 #ifndef GM_TESTS_SENTINEL_PROC_H
 #define GM_TESTS_SENTINEL_PROC_H
+
+#include <stdio.h>
 
 #include "tests/helpers/redis_proc.h"
 
@@ -63,6 +65,10 @@ int th_topo_node_index(const th_sentinel_topo *t, int port);
  * timeout_ms. */
 int th_topo_wait_replicas_synced(th_sentinel_topo *t, int master_port, int nreplicas,
                                  int timeout_ms);
+
+/* Prints to out the last lines (at most lines) of every process's log: a failed wait's
+ * explanation. Returns nothing; a log that cannot be read is named and skipped. */
+void th_topo_dump_logs(const th_sentinel_topo *t, int lines, FILE *out);
 
 /* Returns a hiredis connection to 127.0.0.1:port, authenticated with password unless
  * NULL or "", whose connect and commands time out after timeout_ms; or NULL. The
