@@ -18,7 +18,7 @@
 
 #include "tests/helpers/sentinel_proc.h"
 
-#define FAILOVER_MS 15000 /* promotion bound: down-after 1 s, a failed election retries at 6 s */
+#define FAILOVER_MS 15000 /* promotion bound: down-after 2 s, a failed election retries at 6 s */
 #define DEMOTE_MS 30000   /* a returning old master turned into a replica */
 
 static th_sentinel_topo g_topo; /* stopped by the teardown, whatever the test did */
@@ -165,6 +165,7 @@ static void failover_and_return(const char *pw) {
     t0 = now_ms();
     int promoted = th_topo_wait_master(t, old, FAILOVER_MS);
     long long failover = now_ms() - t0;
+    if (promoted != replica) th_topo_dump_logs(t, 40, stderr);
     assert_int_equal(promoted, replica);
     assert_int_equal(th_topo_node_index(t, promoted), 1);
     assert_int_equal(th_topo_master_port(t), promoted);
@@ -180,8 +181,10 @@ static void failover_and_return(const char *pw) {
     long long as_master = now_ms() - t0;
 
     /* Then the Sentinels demote it and it syncs from the new master. */
-    assert_int_equal(th_topo_wait_role(old, pw, "slave", DEMOTE_MS), 0);
+    int role = th_topo_wait_role(old, pw, "slave", DEMOTE_MS);
     long long demoted = now_ms() - t0;
+    if (role != 0) th_topo_dump_logs(t, 40, stderr);
+    assert_int_equal(role, 0);
     assert_int_equal(th_topo_wait_replicas_synced(t, promoted, 1, 10000), 0);
     assert_int_equal(key_is(old, pw, "topo:after", "v2", 2000), 1);
     assert_int_equal(th_topo_master_port(t), promoted);
