@@ -17,16 +17,18 @@
 # Sentinel it started, wherever the failovers left the roles.
 #
 # Environment: MARKET_LISTEN (127.0.0.1:8080), MARKET_HA_PORT (6390),
-# MARKET_HA_DOWN_AFTER_MS (2000) and MARKET_HA_FAILOVER_TIMEOUT_MS (6000)
-# for the Sentinels, MARKET_AUTH_SECRET / MARKET_NO_AUTH=1 as for make run,
-# BIN (bin). Other MARKET_* variables and any arguments go to market-server.
-# The server's log is var/log/market-server-ha.log (the last one kept as .1).
+# MARKET_HA_DOWN_AFTER_MS (3000; keep it well above Sentinel's 1 s PING
+# period, or a master it has just switched to can look down before its first
+# PING is answered) and MARKET_HA_FAILOVER_TIMEOUT_MS (6000) for the
+# Sentinels, MARKET_AUTH_SECRET / MARKET_NO_AUTH=1 as for make run, BIN (bin).
+# Other MARKET_* variables and any arguments go to market-server. The
+# server's log is var/log/market-server-ha.log (the last one kept as .1).
 set -eu
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
 LISTEN=${MARKET_LISTEN:-127.0.0.1:8080}
 BASE=${MARKET_HA_PORT:-6390}
-DOWN_AFTER=${MARKET_HA_DOWN_AFTER_MS:-2000}
+DOWN_AFTER=${MARKET_HA_DOWN_AFTER_MS:-3000}
 FAILOVER_TIMEOUT=${MARKET_HA_FAILOVER_TIMEOUT_MS:-6000}
 NAME=mymaster
 HA="$PWD/var/ha"
