@@ -10,11 +10,11 @@
 
 #define MASTER_NAME "mymaster"
 #define QUORUM 2
-/* Well above the PING period (500 ms, below): a Sentinel gives a master it has just
- * switched to a new link whose first PING goes one PING period later, yet counts the
- * silence from the switch. With down-after equal to the period (1000 ms both) that
- * PING's answer races the down-after, and a lost race is a spurious failover back to
- * a node that is just returning. */
+/* Well above the PING period (500 ms, below). A Sentinel times a master it has just
+ * switched to from the switch, and PINGs it first one PING period later: with both at
+ * 1000 ms the leader once saw the new master +sdown 1.03 s after +switch-master (and
+ * -sdown 56 ms later), enough for a spurious failover back to the old master that
+ * had just been restarted, losing the writes made in between. */
 #define DOWN_AFTER_MS 2000
 #define FAILOVER_TIMEOUT_MS 3000
 #define START_TIMEOUT_MS 30000

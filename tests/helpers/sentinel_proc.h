@@ -34,7 +34,8 @@ typedef struct th_sentinel_topo {
 } th_sentinel_topo;
 
 /* Starts the topology into *t (overwritten): nreplicas 1 or 2, password NULL or "" for
- * none, else at most 63 printable characters without spaces. Returns once every
+ * none, else 1 to 63 printable ASCII characters but space, quotes and backslash (the
+ * URL percent-encodes the rest as needed). Returns once every
  * Sentinel answers, sees the master and every replica up and knows the two other
  * Sentinels. Returns 0, or -1 with everything it started stopped again. */
 int th_topo_start(th_sentinel_topo *t, int nreplicas, const char *password);
