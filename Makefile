@@ -2,6 +2,7 @@
 #
 #   make            build bin/market-server, bin/market-seed, bin/market-load
 #   make run        install what is missing, start a private redis, seed the demo, serve
+#   make run-ha     the same over Redis Sentinel: a master, a replica, three Sentinels (var/ha)
 #   make load       a 10 s, 16-buyer market-load run against the service make run serves
 #   make test       install what is missing, build, run unit + integration tests
 #   make asan       the whole test suite under AddressSanitizer + UBSan
@@ -62,7 +63,7 @@ UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/te
 INTEG_TESTS = $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
 HELPER_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/helpers/*.c))
 
-.PHONY: all build deps run load test check asan valgrind bench fuzz clean format \
+.PHONY: all build deps run run-ha load test check asan valgrind bench fuzz clean format \
 	lib install uninstall examples
 all: deps
 	@$(MAKE) --no-print-directory build
@@ -116,6 +117,11 @@ $(BUILD)/tests/%: $(BUILD)/tests/integration/%.o $(HELPER_OBJS) $(LIBS_ALL)
 run: deps
 	@$(MAKE) --no-print-directory build
 	@scripts/run.sh
+
+# The service over a Sentinel group, for watching and causing failovers (scripts/run_ha.sh).
+run-ha: deps
+	@$(MAKE) --no-print-directory build
+	@scripts/run_ha.sh
 
 # Against a running `make run` (another terminal): LOAD_SECONDS, LOAD_BUYERS, LOAD_MIX.
 load:

@@ -2,7 +2,7 @@
 # deps.sh - install the Debian 12 packages the build, tests and run need, when missing.
 set -eu
 PKGS="build-essential pkg-config libhiredis-dev libmicrohttpd-dev libjansson-dev \
-libcmocka-dev libcurl4-openssl-dev libssl-dev redis-server redis-tools"
+libcmocka-dev libcurl4-openssl-dev libssl-dev redis-server redis-tools redis-sentinel"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
@@ -16,5 +16,6 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
-# The packaged redis-server starts a system-wide instance on 6379; our tests and
-# `make run` use their own private servers, so leave the system one alone.
+# The packaged redis-server starts a system-wide instance on 6379 (redis-sentinel
+# one on 26379); our tests, `make run` and `make run-ha` use their own
+# private servers, so leave the system ones alone.

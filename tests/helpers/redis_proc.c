@@ -31,26 +31,50 @@ int th_free_port(void) {
     return port;
 }
 
+/* Returns 1 when the server on port answers PING (PONG, or NOAUTH from a server
+ * started with --requirepass), 0 otherwise. */
+static int answers_ping(int port) {
+    struct timeval tv = {0, 200000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!c) return 0;
+    int ok = 0;
+    if (!c->err && redisSetTimeout(c, tv) == REDIS_OK) {
+        redisReply *r = redisCommand(c, "PING");
+        ok = r && ((r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0) ||
+                   (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0));
+        if (r) freeReplyObject(r);
+    }
+    redisFree(c);
+    return ok;
+}
+
+static void sleep_20ms(void) {
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
 /* Polls PING until the server answers. Returns 0, or -1 after timeout_ms. */
 int th_redis_wait_ready(int port, int timeout_ms) {
     for (int waited = 0; waited < timeout_ms; waited += 20) {
-        struct timeval tv = {0, 200000};
-        redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-        if (c && !c->err) {
-            redisReply *r = redisCommand(c, "PING");
-            /* PONG, or NOAUTH from a server started with --requirepass. */
-            int ok = r && ((r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0) ||
-                           (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0));
-            if (r) freeReplyObject(r);
-            redisFree(c);
-            if (ok) return 0;
-        } else if (c) {
-            redisFree(c);
-        }
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        if (answers_ping(port)) return 0;
+        sleep_20ms();
     }
     return -1;
+}
+
+/* Whether a program named name is an executable file in a folder of $PATH. */
+static int on_path(const char *name) {
+    const char *path = getenv("PATH");
+    if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        char full[512];
+        int w = snprintf(full, sizeof full, "%.*s/%s", (int)n, path, name);
+        if (n > 0 && w > 0 && (size_t)w < sizeof full && access(full, X_OK) == 0) return 1;
+        path += n;
+        if (*path == ':') path++;
+    }
+    return 0;
 }
 
 static int spawn(th_redis *r) {
@@ -60,10 +84,24 @@ static int spawn(th_redis *r) {
     snprintf(extra, sizeof extra, "%s", r->extra);
     const char *bin = getenv("REDIS_SERVER");
     if (!bin || !*bin) bin = "redis-server";
+    char conf[sizeof r->dir + 16];
+    if (r->sentinel) {
+        snprintf(conf, sizeof conf, "%s/sentinel.conf", r->dir);
+        const char *sbin = getenv("REDIS_SENTINEL");
+        if (sbin && *sbin)
+            bin = sbin;
+        else if (on_path("redis-sentinel"))
+            bin = "redis-sentinel";
+    }
 
     char *argv[48];
     int n = 0;
     argv[n++] = (char *)bin;
+    if (r->sentinel) {
+        argv[n++] = conf; /* the config file comes first */
+        /* redis-sentinel ignores it; any other name of the binary needs it */
+        argv[n++] = (char *)"--sentinel";
+    }
     argv[n++] = (char *)"--port";
     argv[n++] = port;
     argv[n++] = (char *)"--bind";
@@ -89,25 +127,44 @@ static int spawn(th_redis *r) {
         _exit(127);
     }
     r->pid = pid;
-    if (th_redis_wait_ready(r->port, 10000) != 0) {
-        th_redis_signal(r, SIGKILL);
+    /* Like th_redis_wait_ready, but gives up as soon as the process exits (a
+     * port taken meanwhile, a bad argument) instead of waiting out the timeout. */
+    for (int waited = 0; waited < 10000; waited += 20) {
+        if (waitpid(pid, NULL, WNOHANG) == pid) {
+            r->pid = 0;
+            return -1;
+        }
+        if (answers_ping(r->port)) return 0;
+        sleep_20ms();
+    }
+    th_redis_signal(r, SIGKILL);
+    return -1;
+}
+
+/* Makes the server's folder and picks its port and url without starting it, for a
+ * caller that writes files there first (a sentinel.conf); th_redis_restart() starts
+ * it then. Returns 0, or -1 (nothing to undo but th_redis_stop()). */
+int th_redis_prepare(th_redis *r) {
+    r->pid = 0;
+    snprintf(r->dir, sizeof r->dir, "/tmp/gm-redis-XXXXXX");
+    if (!mkdtemp(r->dir)) {
+        r->dir[0] = '\0';
         return -1;
     }
+    r->port = th_free_port();
+    if (r->port < 0) return -1;
+    snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d/0", r->port);
     return 0;
 }
 
 /* Starts a new server in a new folder. Returns 0 or -1. */
 int th_redis_start(th_redis *r) {
-    snprintf(r->dir, sizeof r->dir, "/tmp/gm-redis-XXXXXX");
-    if (!mkdtemp(r->dir)) return -1;
-    r->port = th_free_port();
-    if (r->port < 0) return -1;
-    snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d/0", r->port);
-    r->pid = 0;
+    if (th_redis_prepare(r) != 0) return -1;
     return spawn(r);
 }
 
-/* Starts the server again on the same port and folder (after a stop or kill). */
+/* Starts the server again on the same port and folder, with the same arguments (after
+ * a kill, or the first time after th_redis_prepare). Returns 0 or -1. */
 int th_redis_restart(th_redis *r) {
     if (r->pid > 0) th_redis_signal(r, SIGKILL);
     for (int i = 0; i < 100; i++) { /* the port may linger a moment */

@@ -3,6 +3,11 @@
  * Each server runs on a free loopback port with its data in its own mktemp -d
  * folder, dies with the test process (PR_SET_PDEATHSIG), and is removed by
  * th_redis_stop(). The binary is $REDIS_SERVER, or redis-server on PATH.
+ *
+ * A th_redis with .sentinel set runs Redis Sentinel on <dir>/sentinel.conf,
+ * which the caller writes between th_redis_prepare() and the first
+ * th_redis_restart(). The binary is $REDIS_SENTINEL, or redis-sentinel on
+ * PATH, or else the redis-server one; it always gets --sentinel.
  */
 #ifndef GM_TESTS_REDIS_PROC_H
 #define GM_TESTS_REDIS_PROC_H
@@ -15,10 +20,12 @@ typedef struct th_redis {
     char dir[256];  /* its working folder */
     char url[64];   /* redis://127.0.0.1:<port>/0 */
     char extra[256]; /* extra arguments, space separated (e.g. "--appendonly yes") */
+    int sentinel;   /* 1: a Sentinel running <dir>/sentinel.conf (see above); 0: a data node */
 } th_redis;
 
 int th_free_port(void);
 int th_redis_start(th_redis *r);
+int th_redis_prepare(th_redis *r);
 int th_redis_restart(th_redis *r);
 void th_redis_signal(th_redis *r, int sig);
 void th_redis_stop(th_redis *r);
