@@ -8,8 +8,10 @@
 # bin/market-load for BENCH_SECONDS, keeping every JSON report under
 # bench/raw/. It also records the server's VmRSS after start, after the
 # 64-buyer runs and while 256 idle keep-alive connections are open, then
-# writes bench/results.md and bench/results.png (gnuplot). Every process it
-# started is stopped by PID on exit.
+# writes bench/results.md and bench/results.png (gnuplot). Then (BENCH_HA=1) it
+# attaches one replica redis-server to its Redis and runs 64 distinct buyers
+# against `--strategy market` with and without `--min-replicas-ack 1` (see
+# below). Every process it started is stopped by PID on exit.
 #
 #   scripts/bench.sh
 #   BENCH_SECONDS=3 BENCH_STRATEGIES=market scripts/bench.sh     # quick
@@ -18,12 +20,21 @@
 # Environment: BENCH_SECONDS (10), BENCH_STRATEGIES ("market item optimistic"),
 # BENCH_LEVELS ("1 8 64"), BENCH_MIXES ("distinct contended"),
 # BENCH_WORLD (players=10000,items=400000,funds=1000000000), BENCH_OUT (bench),
-# BENCH_PEERS (none), BIN (bin).
+# BENCH_HA (1; 0 skips the --min-replicas-ack section), BENCH_PEERS (none),
+# BIN (bin).
 #
 # The world gives every player funds for the whole market: the contended mix
 # sends its purchases as the N poorest players, and with too little they run
 # out within seconds, every strategy stops at the same count, and the rows
 # measure the fixture rather than the lock.
+#
+# BENCH_HA=1 (the default), after the strategies: starts a replica of the
+# bench's Redis (`--replicaof`, free port, no persistence), waits until the
+# master lists it state=online, and with it attached runs `market-load --buyers
+# 64 --mix distinct` once against `--strategy market` and once against
+# `--strategy market --min-replicas-ack 1` (every commit followed by `WAIT 1`),
+# reports raw/ha-noack.json and raw/ha-ack1.json, results.md section
+# "Acknowledged means replicated".
 #
 # BENCH_PEERS names a script of peer benchmarks, which are not part of this
 # repository (bench/peers.md says what they are). It is run with bash, with
@@ -40,6 +51,7 @@ LEVELS=${BENCH_LEVELS:-"1 8 64"}
 MIXES=${BENCH_MIXES:-"distinct contended"}
 WORLD=${BENCH_WORLD:-players=10000,items=400000,funds=1000000000}
 OUT=${BENCH_OUT:-bench}
+HA=${BENCH_HA:-1}
 case $OUT in /*) ;; *) OUT=$ROOT/$OUT ;; esac # absolute: the peers run from their own folder
 HOLD=256
 
@@ -88,7 +100,7 @@ free_port() { # the first port >= $1 nothing listens on
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo ""; }
 
 mkdir -p "$OUT/raw" || die "cannot create $OUT/raw"
-rm -f "$OUT"/raw/*.json "$OUT"/raw/*.txt "$OUT"/raw/*.dat "$OUT"/raw/*.log
+rm -f "$OUT"/raw/*.json "$OUT"/raw/*.txt "$OUT"/raw/*.dat "$OUT"/raw/*.log "$OUT"/raw/ha.tsv
 NOTES=$OUT/raw/notes.txt
 MEM=$OUT/raw/memory.tsv
 : >"$NOTES"
@@ -128,13 +140,16 @@ reseed() {
 }
 
 SPID=""
-start_server() { # $1: strategy, $2: "flag" or "noflag"; sets SPID and SPORT
+# $1: strategy, $2: "flag" or "noflag", $3: log name (raw/server-NAME.log),
+# $4...: further flags; sets SPID and SPORT
+start_server() {
     SPORT=$(free_port 18180)
     local args=(--listen "127.0.0.1:$SPORT" --redis "$RURL" --log-level warn)
     [ "$2" = flag ] && args+=(--strategy "$1")
     # market-load sends no player tokens: serve without authentication when the server has it.
     grep -q -- '--no-auth' <<<"$SERVER_HELP" && args+=(--no-auth)
-    "$BIN/market-server" "${args[@]}" 2>>"$OUT/raw/server-$1.log" &
+    args+=("${@:4}")
+    "$BIN/market-server" "${args[@]}" 2>>"$OUT/raw/server-$3.log" &
     SPID=$!
     PIDS+=("$SPID")
     for _ in $(seq 100); do
@@ -169,6 +184,15 @@ hold_rss() {
 }
 
 status=0
+load_verdict() { # $1: run name, $2: market-load's exit status; prints the summary, sets status
+    grep -E '^  (outcomes|purchases/s|latency ms|redis|invariants)' "$OUT/raw/$1.txt"
+    case $2 in
+    0) ;;
+    3) note "$1: INVARIANT BROKEN (see raw/$1.txt)"; status=3 ;;
+    *) note "$1: market-load exited $2: $(tail -1 "$OUT/raw/$1.txt")"
+       [ "$status" -eq 0 ] && status=1 ;;
+    esac
+}
 SERVER_HELP=$("$BIN/market-server" --help 2>&1)
 RAN=""
 for s in $STRATEGIES; do
@@ -190,7 +214,7 @@ for s in $STRATEGIES; do
         fi
     fi
     reseed
-    if ! start_server "$s" "$mode"; then
+    if ! start_server "$s" "$mode" "$s"; then
         note "skipped strategy '$s': market-server did not become healthy (see raw/server-$s.log)"
         status=1
         stop_pid "$SPID"
@@ -209,13 +233,7 @@ for s in $STRATEGIES; do
                 --duration "$SECS" --mix "$mix" --seed 1 --quiet --json "$OUT/raw/$name.json" \
                 >"$OUT/raw/$name.txt" 2>&1
             rc=$?
-            grep -E '^  (outcomes|purchases/s|latency ms|redis|invariants)' "$OUT/raw/$name.txt"
-            case $rc in
-            0) ;;
-            3) note "$name: INVARIANT BROKEN (see raw/$name.txt)"; status=3 ;;
-            *) note "$name: market-load exited $rc: $(tail -1 "$OUT/raw/$name.txt")"
-               [ "$status" -eq 0 ] && status=1 ;;
-            esac
+            load_verdict "$name" "$rc"
             if [ "$n" = 64 ]; then
                 [ "$mix" = distinct ] && rss64_distinct=$(rss_kb "$SPID")
                 [ "$mix" = contended ] && rss64_contended=$(rss_kb "$SPID")
@@ -232,6 +250,58 @@ for s in $STRATEGIES; do
         "$RSS_HOLD" >>"$MEM"
     stop_pid "$SPID"
 done
+
+# ---- acknowledged means replicated (--min-replicas-ack) ----
+online_replicas() { # replicas the bench's Redis lists as state=online
+    redis-cli -p "$RPORT" info replication 2>/dev/null | grep -c '^slave[0-9]*:.*state=online'
+}
+if [ "$HA" != 0 ]; then
+    HPORT=$(free_port $((RPORT + 1)))
+    mkdir -p "$TMP/replica"
+    redis-server --port "$HPORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP/replica" \
+        --logfile "$TMP/replica.log" --daemonize no --replicaof 127.0.0.1 "$RPORT" &
+    HPID=$!
+    PIDS+=("$HPID")
+    for _ in $(seq 300); do
+        redis-cli -p "$RPORT" info replication 2>/dev/null | grep -q "port=$HPORT,state=online" && break
+        kill -0 "$HPID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if ! redis-cli -p "$RPORT" info replication 2>/dev/null | grep -q "port=$HPORT,state=online"; then
+        note "ha: the replica on port $HPORT did not come online within 30 s; section skipped: $(tail -1 "$TMP/replica.log" 2>/dev/null)"
+        status=1
+    else
+        hmode=flag
+        grep -q -- '--strategy' <<<"$SERVER_HELP" || hmode=noflag
+        printf 'name\tflags\treplicas_before\treplicas_after\n' >"$OUT/raw/ha.tsv"
+        for cfg in noack ack1; do
+            extra=()
+            [ "$cfg" = ack1 ] && extra=(--min-replicas-ack 1)
+            name="ha-$cfg"
+            flags="--strategy market${extra[*]:+ ${extra[*]}}"
+            reseed
+            if ! start_server market "$hmode" "$name" "${extra[@]}"; then
+                note "$name: market-server $flags did not become healthy: $(tail -1 "$OUT/raw/server-$name.log" 2>/dev/null)"
+                printf '%s\t%s\t-\t-\n' "$name" "$flags" >>"$OUT/raw/ha.tsv"
+                status=1
+                stop_pid "$SPID"
+                continue
+            fi
+            before=$(online_replicas)
+            echo "bench: $name: $flags, $before replica(s) online (${SECS}s)"
+            "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$RURL" --buyers 64 \
+                --duration "$SECS" --mix distinct --seed 1 --quiet --json "$OUT/raw/$name.json" \
+                >"$OUT/raw/$name.txt" 2>&1
+            rc=$?
+            after=$(online_replicas)
+            load_verdict "$name" "$rc"
+            printf '%s\t%s\t%s\t%s\n' "$name" "$flags" "$before" "$after" >>"$OUT/raw/ha.tsv"
+            kill -0 "$SPID" 2>/dev/null || { note "$name: market-server died during the run"; status=1; }
+            stop_pid "$SPID"
+        done
+    fi
+    stop_pid "$HPID"
+fi
 
 # ---- peers (optional) ----
 if [ -n "${BENCH_PEERS:-}" ]; then
@@ -335,6 +405,45 @@ L.append("![purchases/s and p99 by buyers](results.png)")
 L.append("")
 L.append("Raw reports: `raw/<strategy>-<mix>-<buyers>.json` (whole market-load report, including the "
          "per-command Redis deltas) and `.txt`; plot data `raw/<strategy>-<mix>.dat`.")
+
+# ---- --min-replicas-ack: rows from raw/ha-*.json, configurations from raw/ha.tsv ----
+ha_tsv = os.path.join(raw, "ha.tsv")
+ha = [l.rstrip("\n").split("\t") for l in open(ha_tsv)][1:] if os.path.exists(ha_tsv) else []
+if any(os.path.exists(os.path.join(raw, f"{h[0]}.json")) for h in ha):
+    L.append("")
+    L.append("## Acknowledged means replicated (--min-replicas-ack)")
+    L.append("")
+    L.append("| configuration | purchases/s | p50 ms | p99 ms | 200 / 503 | invariants |")
+    L.append("|---|---:|---:|---:|---|---|")
+    waits = []
+    for name, flags, before, after in ha:
+        if not os.path.exists(os.path.join(raw, f"{name}.json")):
+            L.append(f"| `{flags}` | failed (see Notes) | - | - | - | - |")
+            continue
+        j = json.load(open(os.path.join(raw, f"{name}.json")))
+        st, lat, inv = j["status"], j["latency_ms"], j["invariants"]
+        pps = j["run"]["purchases_per_s"]
+        early = " (ran out)" if j["run"]["stopped_early"] else ""
+        L.append(f'| `{flags}` | {fmt(pps)}{early} | {lat["all"]["p50"]:.3f} | {lat["all"]["p99"]:.3f} '
+                 f'| {st["200"]} / {st["503"]} | {"OK" if inv["ok"] else "**BROKEN**"} |')
+        d = j["redis"].get("commands_delta", {})
+        if d.get("wait"):
+            waits.append(f"{d['wait']:,} `WAIT`s for {d.get('exec', 0):,} commits (`EXEC`) and "
+                         f"{st['200']:,} purchases answered 200 in `{flags}`")
+    L.append("")
+    ran_ha = [h for h in ha if os.path.exists(os.path.join(raw, f"{h[0]}.json"))]
+    counts = {c for h in ran_ha for c in h[2:4]}
+    if counts == {"1"}:
+        L.append(f"{'Both runs' if len(ran_ha) > 1 else 'The run'} (64 buyers, distinct mix, {secs} s, same seeded world) had the same one replica "
+                 "(`redis-server --replicaof`, same host, no persistence) attached and online before and "
+                 "after the run, so the master replicated the same writes in both; the difference is the "
+                 "`WAIT 1` that follows every commit (one per batch, not per purchase).")
+    else:
+        L.append("The replica was not online throughout: online replicas before/after each run were "
+                 + ", ".join(f"{h[0]} {h[2]}/{h[3]}" for h in ran_ha) + "; the rows are not comparable.")
+    if waits:
+        L.append("Measured in the master's `INFO commandstats`: " + "; ".join(waits) + ".")
+    L.append("Raw reports: `raw/ha-<configuration>.json` and `.txt`.")
 if notes:
     L.append("")
     L.append("## Notes")
