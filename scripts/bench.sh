@@ -304,12 +304,18 @@ if [ "$HA" != 0 ]; then
 fi
 
 # ---- peers (optional) ----
+PEERS_RAN=0
 if [ -n "${BENCH_PEERS:-}" ]; then
     peers=$BENCH_PEERS
     if [ -f "$peers" ]; then
         echo "bench: running the peers ($peers)"
-        LEVELS="$LEVELS" SECS="$SECS" OUT_MD="$OUT/peers.md" bash "$peers" \
-            >"$OUT/raw/peers.log" 2>&1 || note "peers run failed (exit $?; see raw/peers.log)"
+        if LEVELS="$LEVELS" SECS="$SECS" OUT_MD="$OUT/peers.md" bash "$peers" \
+            >"$OUT/raw/peers.log" 2>&1; then
+            PEERS_RAN=1
+        else
+            note "peers run failed (exit $?; see raw/peers.log)"
+        fi
+        sed -i "s|$ROOT/||g" "$OUT/raw/peers.log" # the log names this checkout's files relatively
     else
         echo "bench: BENCH_PEERS names no file: $peers" >&2
         note "BENCH_PEERS was given, but names no file; the peers did not run"
@@ -317,9 +323,10 @@ if [ -n "${BENCH_PEERS:-}" ]; then
 fi
 
 # ---- results.md ----
-python3 - "$OUT" "$SECS" "$HOLD" "$RAN" <<'PY' || { echo "bench: cannot write results.md" >&2; status=1; }
+python3 - "$OUT" "$SECS" "$HOLD" "$RAN" "$PEERS_RAN" <<'PY' || { echo "bench: cannot write results.md" >&2; status=1; }
 import json, os, sys
 out, secs, hold, ran = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split()
+peers_ran = sys.argv[5] == "1"
 raw = os.path.join(out, "raw")
 meta = dict(l.rstrip("\n").split("=", 1) for l in open(os.path.join(raw, "meta.txt")) if "=" in l)
 levels = meta["levels"].split()
@@ -450,7 +457,11 @@ if notes:
     L.append("")
     L += [f"- {n}" for n in notes]
 peers = os.path.join(out, "peers.md")
-if os.path.exists(peers):
+if os.path.exists(peers) and not peers_ran:
+    L.append("")
+    L.append("Peers: [peers.md](peers.md) is from an earlier run (its own date): not run this "
+             "time (BENCH_PEERS), so do not compare its rows with these.")
+elif os.path.exists(peers):
     L.append("")
     L.append("## Peers (run right after, same box): [peers.md](peers.md)")
     L.append("")
