@@ -607,6 +607,21 @@ void lock__timespec_at(int64_t ms, struct timespec *ts) {
     ts->tv_nsec = (long)(ms % 1000) * 1000000L;
 }
 
+/* Writes into out the fence counter that key's acquisitions advance: for a key with a Redis
+ * Cluster hash tag (the text between its first '{' and the next '}', when not empty)
+ * "lock:fences:{<tag>}", so the counter hashes to the key's slot and one script may touch
+ * both on a cluster; for any other key LOCK_FENCE_KEY. This function can't fail (key is at
+ * most LOCK_KEY_MAX bytes, checked by the callers). */
+void lock__fence_key(const char *key, char out[LOCK_FENCE_KEY_MAX]) {
+    const char *open = strchr(key, '{');
+    const char *close = open != NULL ? strchr(open + 1, '}') : NULL;
+    if (close == NULL || close == open + 1) {
+        memcpy(out, LOCK_FENCE_KEY, sizeof LOCK_FENCE_KEY);
+        return;
+    }
+    snprintf(out, LOCK_FENCE_KEY_MAX, LOCK_FENCE_KEY ":%.*s", (int)(close - open + 1), open);
+}
+
 /* Returns 1 when *addr is usable: non-NULL, every string NUL-terminated within its field,
  * db >= 0, and either one server (host non-empty, port in 1..65535) or a Sentinel group
  * (1..LOCK_SENTINELS_MAX Sentinels, each with a host and a port); else 0. This function

@@ -18,7 +18,9 @@
  * Fences: a handle's fence is strictly larger than the fence of every earlier
  * lease on the same key through the same store (per Redis server for
  * lock_redis, the maximum over the granting majority for lock_redlock, per
- * client for lock_local). A Redis fence is max(counter + 1, the server's
+ * client for lock_local). A Redis server counts every key in "lock:fences",
+ * except that the keys with a hash tag "{t}" count in "lock:fences:{t}", in
+ * the key's Redis Cluster slot. A Redis fence is max(counter + 1, the server's
  * clock in microseconds), so a store that loses its last fences (a restart
  * without persistence, a failover to a replica that missed them) still
  * hands out larger ones, as long as the servers' clocks agree within the

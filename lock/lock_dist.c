@@ -34,7 +34,9 @@
  *
  * Fences: every node advances its one counter, "lock:fences" (LOCK_FENCE_KEY),
  * once per acquisition in the acquire script, so a fence grows for every key
- * at once and no counter is left behind per key; the handle gets the maximum
+ * at once and no counter is left behind per key; keys with a Redis Cluster
+ * hash tag "{t}" have one counter per tag instead, "lock:fences:{t}", in
+ * their own slot (lock__fence_key()). The handle gets the maximum
  * over the granting nodes. Two majorities always share a
  * node, so the next lease's fence exceeds this one's as long as that shared
  * node's counter is at least this fence: when the granting nodes disagree
@@ -85,7 +87,8 @@ struct lock__dist {
 struct work {
     struct lock__call calls[LOCK_REDLOCK_NODES_MAX];
     struct lock__call more[LOCK_REDLOCK_NODES_MAX]; /* follow-up round: undo or raise */
-    const char *fence[LOCK_MULTI_MAX]; /* LOCK_FENCE_KEY for every key */
+    const char *fence[LOCK_MULTI_MAX]; /* every key's fence counter (in fence_buf) */
+    char fence_buf[LOCK_MULTI_MAX][LOCK_FENCE_KEY_MAX];
     char chan[LOCK_MULTI_MAX][LOCK_KEY_MAX + sizeof LOCK_RELEASED_SUFFIX];
     const char *chp[LOCK_MULTI_MAX];
     char num[LOCK_MULTI_MAX][24];
@@ -317,7 +320,7 @@ static int acquire_round_owned(struct lock__dist *d, struct work *w, const char 
         call_init(c, d->node[i], LOCK__SCRIPT_ACQUIRE_OWNED);
         c->keys[c->nkeys++] = key;
         c->keys[c->nkeys++] = w->okey;
-        c->keys[c->nkeys++] = LOCK_FENCE_KEY;
+        c->keys[c->nkeys++] = w->fence[0];
         c->args[c->nargs++] = owner;
         c->args[c->nargs++] = token;
         c->args[c->nargs++] = w->ttl;
@@ -372,7 +375,7 @@ static int acquire_round_owned(struct lock__dist *d, struct work *w, const char 
         } else if (win != NULL && granted_owned(c) && (uint64_t)c->vals[0] != fmax) {
             struct lock__call *u = &w->more[m++];
             call_init(u, c->node, LOCK__SCRIPT_RAISE_OWNED);
-            u->keys[u->nkeys++] = LOCK_FENCE_KEY;
+            u->keys[u->nkeys++] = w->fence[0];
             u->keys[u->nkeys++] = w->okey;
             u->args[u->nargs++] = w->num[0];
             u->args[u->nargs++] = win;
@@ -407,7 +410,8 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
     struct work *w = malloc(sizeof *w);
     if (w == NULL) return LOCK_ERR_NOMEM;
     for (size_t k = 0; k < nk; k++) {
-        w->fence[k] = LOCK_FENCE_KEY;
+        lock__fence_key(keys[k], w->fence_buf[k]);
+        w->fence[k] = w->fence_buf[k];
         snprintf(w->chan[k], sizeof w->chan[k], "%s%s", keys[k], LOCK_RELEASED_SUFFIX);
         w->chp[k] = w->chan[k];
     }

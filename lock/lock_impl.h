@@ -38,7 +38,9 @@
 #define LOCK_BACKOFF_CAP_MS 50u          /* no retry delay is longer than this */
 #define LOCK_WAIT_POLL_FIRST_MS 2u       /* a busy waiter's first poll, doubling from there */
 #define LOCK_WAIT_POLL_CAP_MS 50u        /* ... up to this: a silent release is seen this late */
-#define LOCK_FENCE_KEY "lock:fences"     /* counts acquisitions of every key, per server */
+#define LOCK_FENCE_KEY "lock:fences"     /* counts acquisitions of every untagged key, per server */
+/* the counter of the keys tagged "{t}": "lock:fences:{t}" (lock__fence_key()) */
+#define LOCK_FENCE_KEY_MAX (sizeof LOCK_FENCE_KEY + 3 + LOCK_KEY_MAX)
 #define LOCK_RELEASED_SUFFIX ":released" /* "<key>:released" is published on release */
 #define LOCK_WANTED_SUFFIX ":wanted"     /* "<key>:wanted": a waiter wants the release told */
 #define LOCK_OWNER_SUFFIX ":owner"       /* "<key>:owner": a reentrant lease's owner and holds */
@@ -98,6 +100,7 @@ void lock__sleep_ms(uint32_t ms);
 int lock__cond_init_monotonic(pthread_cond_t *cv);
 void lock__timespec_at(int64_t ms, struct timespec *ts);
 int lock__redis_addr_ok(const lock_redis_addr *addr);
+void lock__fence_key(const char *key, char out[LOCK_FENCE_KEY_MAX]);
 int lock__handle_ok(const lock_handle *h);
 
 /* ---- watchdog hooks (lock_watchdog.c) ---- */

@@ -782,6 +782,53 @@ static void test_lock_redis_multi_one_held_elsewhere_nothing_written(void **stat
     redisFree(raw);
 }
 
+/* Reads a fence counter key as a number (0 when absent). */
+static unsigned long long fence_counter(redisContext *raw, const char *key) {
+    redisReply *r = raw_cmd(raw, (const char *const[]){"GET", key, NULL});
+    unsigned long long v = r->type == REDIS_REPLY_STRING ? strtoull(r->str, NULL, 10) : 0;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Keys with a hash tag "{t}" advance their tag's own counter "lock:fences:{t}" (the key's
+ * Redis Cluster slot), the others "lock:fences"; an empty tag "{}" is no tag. Fences still
+ * grow per key, and a multi acquire over keys of one tag draws one fence from that counter. */
+static void test_lock_redis_tagged_keys_count_in_their_tag(void **state) {
+    lock_client *c = *state;
+    redisContext *raw = raw_connect(g_redis.port);
+    lock_handle a, b, u, e, hs[2];
+    assert_int_equal(lock_acquire(c, "tag:{eu-1}:a", 10000, 0, &a), LOCK_OK);
+    unsigned long long plain = fence_counter(raw, "lock:fences");
+    assert_int_equal(fence_counter(raw, "lock:fences:{eu-1}"), a.fence);
+    assert_int_equal(lock_acquire(c, "tag:{eu-1}:b", 10000, 0, &b), LOCK_OK);
+    assert_true(b.fence > a.fence);
+    assert_int_equal(fence_counter(raw, "lock:fences:{eu-1}"), b.fence);
+    assert_int_equal(fence_counter(raw, "lock:fences"), plain); /* untouched by tagged keys */
+    assert_int_equal(lock_acquire(c, "tag:untagged", 10000, 0, &u), LOCK_OK);
+    assert_int_equal(fence_counter(raw, "lock:fences"), u.fence);
+    assert_int_equal(lock_acquire(c, "tag:{}:empty", 10000, 0, &e), LOCK_OK);
+    assert_int_equal(fence_counter(raw, "lock:fences"), e.fence); /* "{}" is no tag */
+    assert_int_equal(raw_int(raw, (const char *const[]){"EXISTS", "lock:fences:{}", NULL}), 0);
+    const char *keys[] = {"tag:{eu-2}:x", "tag:{eu-2}:y"};
+    assert_int_equal(lock_acquire_multi(c, keys, 2, 10000, 0, hs), LOCK_OK);
+    assert_int_equal(hs[0].fence, hs[1].fence);
+    assert_int_equal(fence_counter(raw, "lock:fences:{eu-2}"), hs[0].fence);
+    lock_handle again;
+    assert_int_equal(lock_release(c, &a), LOCK_OK);
+    assert_int_equal(lock_acquire(c, "tag:{eu-1}:a", 10000, 0, &again), LOCK_OK);
+    assert_true(again.fence > b.fence);
+    assert_int_equal(lock_release(c, &again), LOCK_OK);
+    assert_int_equal(lock_release(c, &b), LOCK_OK);
+    assert_int_equal(lock_release(c, &u), LOCK_OK);
+    assert_int_equal(lock_release(c, &e), LOCK_OK);
+    assert_int_equal(lock_release_multi(c, hs, 2), LOCK_OK);
+    lock_handle o;
+    assert_int_equal(lock_acquire_owned(c, "tag:{eu-3}:o", "me", 10000, 0, &o), LOCK_OK);
+    assert_int_equal(fence_counter(raw, "lock:fences:{eu-3}"), o.fence);
+    assert_int_equal(lock_release(c, &o), LOCK_OK);
+    redisFree(raw);
+}
+
 static void test_lock_redis_multi_two_clients_opposite_orders(void **state) {
     lock_client *a = *state;
     lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
@@ -1117,6 +1164,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lock_redis_extend_answered_after_new_ttl_lease_lost),
         cmocka_unit_test(test_lock_redis_acquire_answered_after_ttl_undone_busy_or_retried),
         cmocka_unit_test(test_lock_redis_multi_one_held_elsewhere_nothing_written),
+        cmocka_unit_test(test_lock_redis_tagged_keys_count_in_their_tag),
         cmocka_unit_test(test_lock_redis_multi_two_clients_opposite_orders),
         cmocka_unit_test(test_lock_redis_watchdog_other_client_never_gets_key),
         cmocka_unit_test(test_lock_redis_watchdog_max_hold_other_client_gets_key),
