@@ -484,6 +484,57 @@ static void test_ha_fence_grows_across_lossy_failover(void **state) {
     th_topo_stop(&t);
 }
 
+/* 7. A Sentinel that missed a failover is outvoted: after a failover, a lone Sentinel that
+ * only ever knew the old master (config epoch 0; quorum 2, so alone it never fails over nor
+ * flags it o_down) is listed first in the URL. The answer of the highest epoch wins, so the
+ * market is pointed at the new master, not the dead one the first Sentinel names. */
+static void test_ha_stale_sentinel_outvoted_by_epoch(void **state) {
+    (void)state;
+    static th_sentinel_topo t;
+    static th_redis lone;
+    assert_int_equal(th_topo_start(&t, 1, NULL), 0);
+    int old = t.nodes[0].port;
+    th_redis_signal(&t.nodes[0], SIGKILL);
+    int port = th_topo_wait_master(&t, old, FAILOVER_MS);
+    assert_int_equal(port, t.nodes[1].port);
+
+    memset(&lone, 0, sizeof lone);
+    lone.sentinel = 1;
+    assert_int_equal(th_redis_prepare(&lone), 0);
+    char path[sizeof lone.dir + 16];
+    snprintf(path, sizeof path, "%s/sentinel.conf", lone.dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "port %d\nbind 127.0.0.1\ndaemonize no\nsentinel monitor mymaster 127.0.0.1 %d 2\n",
+            lone.port, old);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(th_redis_restart(&lone), 0);
+    redisContext *raw = th_topo_connect(lone.port, NULL, 5000);
+    assert_non_null(raw);
+    redisReply *r = redisCommand(raw, "SENTINEL get-master-addr-by-name mymaster");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(atoi(r->element[1]->str), old); /* the premise: it names the dead one */
+    freeReplyObject(r);
+    redisFree(raw);
+
+    char url[256];
+    snprintf(url, sizeof url,
+             "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/mymaster",
+             lone.port, t.sentinels[0].port, t.sentinels[1].port, t.sentinels[2].port);
+    lock_redis_addr group, master;
+    assert_int_equal(lock_redis_addr_parse(url, &group), LOCK_OK);
+    int err = 0;
+    lock_sentinel *ls = lock_sentinel_new(&group, 500, &err);
+    assert_non_null(ls);
+    char why[160];
+    assert_int_equal(lock_sentinel_master(ls, &master, NULL, why, sizeof why), LOCK_OK);
+    assert_int_equal(master.port, port);
+    lock_sentinel_free(ls);
+    th_redis_stop(&lone);
+    th_topo_stop(&t);
+}
+
 /* GET path from the server on port; returns the status, the body in *body (caller frees). */
 static long http_get(int port, const char *path, char **body) {
     th_http r;
@@ -578,6 +629,7 @@ int main(void) {
         cmocka_unit_test(test_ha_old_master_returns_never_written),
         cmocka_unit_test(test_ha_master_frozen_wakes_stale_none_lost),
         cmocka_unit_test(test_ha_http_healthz_and_metrics_follow_failover),
+        cmocka_unit_test(test_ha_stale_sentinel_outvoted_by_epoch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
