@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # load.sh - `make load`: a short market-load run against the service `make run` is serving.
 #
-# Reads where `make run` serves from var/run.env (written while it runs),
+# Reads where `make run` (or `make run-ha`) serves from var/run.env (written while it runs),
 # seeds a generated world into its Redis next to the demo (players p0.., items
 # i0..; market-seed --generate without --reset: it replaces those players and
 # lists those items again, undoing the last make load, and deletes nothing
@@ -50,7 +50,7 @@ pid=$(field pid)
 listen=$(field listen)
 redis=$(field redis)
 secret_from=$(field secret)
-if [ -z "$pid" ] || ! tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q 'run\.sh'; then
+if [ -z "$pid" ] || ! tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -Eq 'run(_ha)?\.sh'; then
     die "$not_running ($RUN_ENV is left from a make run that has stopped)"
 fi
 host=${listen%:*}
@@ -86,16 +86,40 @@ env)
     ;;
 esac
 
+# redis-cli does not speak redis-sentinel://: for it, the master the first Sentinel names
+# (market-seed and market-load take the Sentinel URL itself and follow the group).
+cli_url=$redis
+case $redis in
+redis-sentinel://*)
+    rest=${redis#redis-sentinel://}
+    userinfo=""
+    case ${rest%%/*} in *@*) userinfo="${rest%%@*}@" rest=${rest#*@} ;; esac
+    first=${rest%%[,/]*}
+    path=${rest#*/}
+    name=${path%%/*}
+    db=0
+    case $path in */*) db=${path#*/} ;; esac
+    shost=${first%:*}
+    sport=${first##*:}
+    [ "$sport" != "$first" ] || sport=26379
+    addr=$(redis-cli -h "$shost" -p "$sport" --raw SENTINEL get-master-addr-by-name "$name" 2>/dev/null)
+    mhost=$(echo "$addr" | sed -n 1p)
+    mport=$(echo "$addr" | sed -n 2p)
+    [ -n "$mport" ] || die "the Sentinel $shost:$sport names no master '$name'"
+    cli_url="redis://$userinfo$mhost:$mport/$db"
+    ;;
+esac
+
 # ---- the world: players p0.. and items i0.., next to the demo ----
 # market-seed --generate without --reset replaces the players p0.. (funds,
 # inventory) and lists the items i0.. again, and deletes nothing else. Only
 # players that make load made before are replaced: the mark says so.
-if [ "$(redis-cli --no-auth-warning -u "$redis" exists users:p0 2>/dev/null)" = 1 ] &&
-    [ "$(redis-cli --no-auth-warning -u "$redis" exists "$MARK" 2>/dev/null)" != 1 ]; then
+if [ "$(redis-cli --no-auth-warning -u "$cli_url" exists users:p0 2>/dev/null)" = 1 ] &&
+    [ "$(redis-cli --no-auth-warning -u "$cli_url" exists "$MARK" 2>/dev/null)" != 1 ]; then
     die "$redis already has a player p0 that make load did not make; it would be replaced, so make load stops"
 fi
 world="players=$PLAYERS,items=$ITEMS,funds=1000000000,prices=1-1000,seed=1"
-redis-cli --no-auth-warning -u "$redis" set "$MARK" "$world" >/dev/null 2>&1 || die "cannot write to $redis"
+redis-cli --no-auth-warning -u "$cli_url" set "$MARK" "$world" >/dev/null 2>&1 || die "cannot write to $redis"
 echo "load: adding the world $world to $redis (the demo stays)"
 "$BIN/market-seed" --redis "$redis" --generate "$world" || die "seeding failed"
 

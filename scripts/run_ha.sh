@@ -105,6 +105,7 @@ cleanup() {
     stop_all
     [ -z "$fifo_dir" ] || rm -rf "$fifo_dir"
     rm -f "$RUN_PID"
+    if [ "$(sed -n 's/^pid=//p' var/run.env 2>/dev/null)" = "$$" ]; then rm -f var/run.env; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT # while starting; serving, they stop the server (below)
@@ -252,9 +253,12 @@ echo "run-ha: master 127.0.0.1:$P0 (pid $pid0), replica 127.0.0.1:$P1 (pid $pid1
 noauth=""
 # shellcheck disable=SC2016 # printed for the user's shell to expand
 secret='"$MARKET_AUTH_SECRET"'
+secret_from="env" # for var/run.env, as scripts/run.sh writes it
 if [ "${MARKET_NO_AUTH:-0}" = 1 ]; then
     noauth="--no-auth"
+    secret_from="none"
 elif [ -z "${MARKET_AUTH_SECRET:-}" ]; then
+    secret_from="file"
     # shellcheck disable=SC2016
     secret='"$(cat var/auth-secret)"'
     if [ ! -s var/auth-secret ]; then
@@ -267,6 +271,16 @@ elif [ -z "${MARKET_AUTH_SECRET:-}" ]; then
 fi
 
 "$BIN/market-seed" --redis "$URL" --reset fixtures/demo.json || die "seeding through $URL failed"
+
+# Where this run serves, for `make load`, as scripts/run.sh writes it (mode 0600).
+mkdir -p var
+(umask 077 && cat >var/run.env <<ENV) || die "cannot write var/run.env"
+# written by scripts/run_ha.sh while make run-ha serves; read by make load
+pid=$$
+listen=$LISTEN
+redis=$URL
+secret=$secret_from
+ENV
 
 url="http://$LISTEN"
 log=var/log/market-server-ha.log
