@@ -150,7 +150,8 @@ static void test_json_shape(void **state) {
     assert_keys(j, "run",
                 "elapsed_s,stop_reason,stopped_early,requests,requests_per_s,purchases_per_s,"
                 "reconnects,connect_errors,unaffordable_skipped,settle_ms,last_error");
-    assert_keys(j, "status", "200,401,402,403,404,409,503,other,transport_errors,errors,by_code");
+    assert_keys(j, "status",
+                "200,401,402,403,404,409,503,other,transport_errors,unknown_outcome,errors,by_code");
     assert_keys(j, "status.by_code", "200,401,402,404,500,503");
     assert_keys(j, "latency_ms", "all,ok");
     assert_keys(j, "latency_ms.all", "count,p50,p90,p99,p999,max,mean");

@@ -189,6 +189,28 @@ static void test_verdict_ok(void **state) {
     assert_int_equal(load_verdict_exit(&v), 0);
 }
 
+/* A 503 of unknown outcome (not_replicated, store_unavailable) may have bought, like a request
+ * without an answer; a 200 missing from the store is broken whatever else happened. */
+static void test_verdict_unknown_outcomes_widen_the_window(void **state) {
+    (void)state;
+    static load_counts k;
+    memset(&k, 0, sizeof k);
+    k.requests = 30;
+    k.by_code[200] = 20;
+    k.by_code[503] = 10;
+    k.unknown = 3;
+    market_audit_report a = after_selling(23);
+    load_verdict v = load_judge(&k, &before, &a);
+    assert_true(v.purchases && v.ok);
+    a = after_selling(24); /* one more than the 503s can explain */
+    v = load_judge(&k, &before, &a);
+    assert_false(v.purchases);
+    assert_int_equal(load_verdict_exit(&v), 3);
+    a = after_selling(19); /* a 200 is missing */
+    v = load_judge(&k, &before, &a);
+    assert_false(v.purchases);
+}
+
 static void test_verdict_broken_invariants_exit_3(void **state) {
     (void)state;
     static load_counts k;
@@ -292,6 +314,7 @@ int main(void) {
         cmocka_unit_test(test_cmdstats_parse),
         cmocka_unit_test(test_cmdstats_bounded),
         cmocka_unit_test(test_verdict_ok),
+        cmocka_unit_test(test_verdict_unknown_outcomes_widen_the_window),
         cmocka_unit_test(test_verdict_broken_invariants_exit_3),
         cmocka_unit_test(test_verdict_transport_errors_widen_the_window),
         cmocka_unit_test(test_verdict_failed_runs_exit_4),

@@ -231,6 +231,9 @@ double load_ms(uint64_t ns);
 
 typedef struct load_counts {
     unsigned long long requests, by_code[600], other, transport, connect_errors, reconnects;
+    /* 503s whose outcome the service does not know (not_replicated, store_unavailable): the
+     * purchase may have been committed, like a request left without an answer */
+    unsigned long long unknown;
 } load_counts;
 
 /* Answers whose status the reports do not name (anything but 200, 401, 402,

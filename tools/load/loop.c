@@ -264,6 +264,14 @@ static void conn_dispatch(load_loop *l, struct conn *c) {
     conn_flush(l, c);
 }
 
+/* Returns 1 when text occurs in the n bytes at p (not NUL-terminated). */
+static int has_text(const char *p, size_t n, const char *text) {
+    size_t m = strlen(text);
+    for (size_t i = 0; m <= n && i <= n - m; i++)
+        if (memcmp(p + i, text, m) == 0) return 1;
+    return 0;
+}
+
 static void conn_answered(load_loop *l, struct conn *c) {
     load_run *run = l->run;
     int64_t now = load_now_ns();
@@ -278,6 +286,12 @@ static void conn_answered(load_loop *l, struct conn *c) {
         run->k.by_code[status]++;
     else
         run->k.other++;
+    if (status == 503 && c->head.body_len > 0) {
+        const char *body = c->in + c->head.hdr_len;
+        size_t n = (size_t)c->head.body_len;
+        if (has_text(body, n, "\"not_replicated\"") || has_text(body, n, "\"store_unavailable\""))
+            run->k.unknown++;
+    }
     load_hist_add(&run->all, lat);
     if (status == 200) load_hist_add(&run->ok, lat);
     if (c->pick.kind == LOAD_KIND_HEALTH)

@@ -47,6 +47,10 @@ void load_report_print(FILE *f, const load_report *r) {
         fprintf(f, "  402           more refusals for want of funds than purchases: the buyers "
                    "ran out, so the run measures their funds, not the service (seed more: "
                    "market-seed --generate ...,funds=F)\n");
+    if (k->unknown)
+        fprintf(f, "  503           %llu of unknown outcome (not_replicated, store_unavailable): "
+                   "each may have bought\n",
+                k->unknown);
     if (k->transport && run->last_error[0]) fprintf(f, "  last error    %s\n", run->last_error);
     if (run->settle_ms)
         fprintf(f,
@@ -78,7 +82,9 @@ void load_report_print(FILE *f, const load_report *r) {
             b->items_held + b->items_listed, a->items_held + a->items_listed);
     fprintf(f, "    %s %llu purchases answered 200, %lld items left the market%s\n",
             v->purchases ? "ok " : "BAD", ok, v->left,
-            k->transport ? " (unanswered requests may account for the difference)" : "");
+            k->transport || k->unknown
+                ? " (unanswered requests and 503s of unknown outcome may account for the difference)"
+                : "");
     if (!v->ok)
         fprintf(f, "  result        FAILED: an invariant broke (exit 3)\n");
     else if (v->failed)
@@ -193,11 +199,13 @@ static json_t *json_status(const load_counts *k, const load_verdict *v) {
         }
     }
     return json_pack(
-        "{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "200", jcount(k->by_code[200]),
+        "{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "200",
+        jcount(k->by_code[200]),
         "401", jcount(k->by_code[401]), "402", jcount(k->by_code[402]), "403",
         jcount(k->by_code[403]), "404", jcount(k->by_code[404]), "409", jcount(k->by_code[409]),
         "503", jcount(k->by_code[503]), "other", jcount(load_counts_other(k)), "transport_errors",
-        jcount(k->transport), "errors", jcount(v->errors), "by_code", by);
+        jcount(k->transport), "unknown_outcome", jcount(k->unknown), "errors", jcount(v->errors),
+        "by_code", by);
 }
 
 json_t *load_report_json(const load_report *r) {

@@ -126,8 +126,9 @@ load_verdict load_judge(const load_counts *k, const market_audit_report *b,
     v.total = a->items_held + a->items_listed == b->items_held + b->items_listed;
     v.left = (long long)b->items_listed - (long long)a->items_listed;
     long long ok = (long long)k->by_code[200];
-    /* A request without an answer may have bought: it widens the window. */
-    v.purchases = v.left >= ok && v.left - ok <= (long long)k->transport;
+    /* A request without an answer, or answered with an unknown outcome, may have bought: it
+     * widens the window. Every 200 must be there whatever happened. */
+    v.purchases = v.left >= ok && v.left - ok <= (long long)(k->transport + k->unknown);
     v.ok = v.funds && v.negative && v.one_place && v.total && v.purchases;
     /* 402 and 404 are the market saying no; anything else means the run did
      * not measure purchases: a missing secret (401), a server in trouble. */
