@@ -23,6 +23,8 @@
 # early and says so.
 set -u
 cd "$(dirname "$0")/.." || exit 1
+# shellcheck source=scripts/common.sh
+. scripts/common.sh
 BIN=${BIN:-bin}
 SECS=${LOAD_SECONDS:-10}
 BUYERS=${LOAD_BUYERS:-16}
@@ -53,14 +55,7 @@ secret_from=$(field secret)
 if [ -z "$pid" ] || ! tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -Eq 'run(_ha)?\.sh'; then
     die "$not_running ($RUN_ENV is left from a make run that has stopped)"
 fi
-host=${listen%:*}
-port=${listen##*:}
-probe_host=${host#[}
-probe_host=${probe_host%]}
-case $probe_host in
-"" | 0.0.0.0) probe_host=127.0.0.1 ;;
-::) probe_host=::1 ;;
-esac
+listen_split "$listen"
 # shellcheck disable=SC2016 # the inner bash expands them
 health=$(timeout 5 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
     printf "GET /healthz HTTP/1.0\r\nHost: %s\r\n\r\n" "$0" >&3

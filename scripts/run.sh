@@ -13,6 +13,8 @@
 # `make load` where it is.
 set -eu
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/common.sh
+. scripts/common.sh
 BIN=${BIN:-bin}
 LISTEN=${MARKET_LISTEN:-127.0.0.1:8080}
 RUN_ENV=var/run.env
@@ -22,12 +24,6 @@ fifo_dir=""
 die() {
     echo "run: $*" >&2
     exit 1
-}
-
-# Whether something accepts TCP connections on $1:$2.
-port_taken() {
-    # shellcheck disable=SC2016 # the inner bash expands them
-    timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null
 }
 
 # The first port after $2 on host $1 that nothing answers on (or "" after 100 tries).
@@ -57,14 +53,7 @@ trap cleanup EXIT
 trap ':' INT TERM # the server stops gracefully on these; then we stop redis
 trap 'exit 129' HUP
 
-host=${LISTEN%:*}
-port=${LISTEN##*:}
-probe_host=${host#[}
-probe_host=${probe_host%]}
-case $probe_host in
-"" | 0.0.0.0) probe_host=127.0.0.1 ;;
-::) probe_host=::1 ;;
-esac
+listen_split "$LISTEN"
 
 # ---- the ports: stop before starting anything when one is taken ----
 

@@ -25,6 +25,8 @@
 # server's log is var/log/market-server-ha.log (the last one kept as .1).
 set -eu
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/common.sh
+. scripts/common.sh
 BIN=${BIN:-bin}
 LISTEN=${MARKET_LISTEN:-127.0.0.1:8080}
 BASE=${MARKET_HA_PORT:-6390}
@@ -51,12 +53,6 @@ for b in market-server market-seed; do
     [ -x "$BIN/$b" ] || die "$BIN/$b is missing (run make build)"
 done
 command -v redis-sentinel >/dev/null || die "redis-sentinel is missing (scripts/deps.sh installs it)"
-
-# Whether something accepts TCP connections on $1:$2.
-port_taken() {
-    # shellcheck disable=SC2016 # the inner bash expands them
-    timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null
-}
 
 # The pid in var/ha/$1/redis.pid when that process is alive and works in var/ha/$1
 # (a Redis chdirs to its dir), else nothing: a pid reused by another program is not ours.
@@ -112,14 +108,7 @@ trap 'exit 130' INT # while starting; serving, they stop the server (below)
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 
-host=${LISTEN%:*}
-port=${LISTEN##*:}
-probe_host=${host#[}
-probe_host=${probe_host%]}
-case $probe_host in
-"" | 0.0.0.0) probe_host=127.0.0.1 ;;
-::) probe_host=::1 ;;
-esac
+listen_split "$LISTEN"
 
 # ---- the ports: the service's must be free; Redis ones are picked free ----
 
