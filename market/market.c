@@ -40,7 +40,8 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
     m->cfg = *cfg;
     int *ack_ms = &m->cfg.replica_ack_timeout_ms;
     if (*ack_ms <= 0) *ack_ms = cfg->redis_timeout_ms / 2;
-    if (*ack_ms <= 0 || *ack_ms >= cfg->redis_timeout_ms) { /* WAIT must end before the socket */
+    if (cfg->min_replicas_ack && (*ack_ms <= 0 || *ack_ms >= cfg->redis_timeout_ms)) {
+        /* WAIT must end before the socket's timeout */
         free(m);
         *err = MARKET_ERR_INVALID;
         return NULL;

@@ -570,9 +570,12 @@ static int market_build(server *s, char *why, size_t whylen) {
                  "redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db])");
         return SERVER_ERR_INVALID;
     }
-    if (cfg->min_replicas_ack > 0 && cfg->replica_ack_timeout_ms >= cfg->redis_timeout_ms) {
-        snprintf(why, whylen, "--replica-ack-timeout-ms (%d) must be below --redis-timeout-ms (%d)",
-                 cfg->replica_ack_timeout_ms, cfg->redis_timeout_ms);
+    int ack_ms = cfg->replica_ack_timeout_ms ? cfg->replica_ack_timeout_ms
+                                              : cfg->redis_timeout_ms / 2; /* the market's default */
+    if (cfg->min_replicas_ack > 0 && (ack_ms <= 0 || ack_ms >= cfg->redis_timeout_ms)) {
+        snprintf(why, whylen,
+                 "--replica-ack-timeout-ms (%d) must be above 0 and below --redis-timeout-ms (%d)",
+                 ack_ms, cfg->redis_timeout_ms);
         return SERVER_ERR_INVALID;
     }
     if (market_strategy_parse(cfg->strategy, &mcfg.strategy) < 0) {

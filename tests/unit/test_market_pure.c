@@ -1,6 +1,7 @@
 /* test_market_pure.c - the parts of market/ that need no Redis, which were
  * reachable only through a real redis-server before: building and checking
- * a world to seed, and reading replies into the values the rules take. */
+ * a world to seed, reading replies into the values the rules take, and the
+ * checks market_new() makes of its configuration. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,34 @@ static void test_reply_party(void **state) {
     assert_int_equal(market__reply_party(&r).known, MARKET__UNREADABLE);
 }
 
+/* ---- market_new's configuration ---- */
+
+/* WAIT's timeout matters only with min_replicas_ack: then it must be above 0 and below the
+ * socket timeout (its default, half of it); without it, any redis timeout will do. */
+static void test_market_new_replica_ack_timeout(void **state) {
+    (void)state;
+    int err = 0;
+    lock_client *l = lock_local_new(&err);
+    assert_non_null(l);
+    market_config cfg = {.redis_timeout_ms = 1, .lock_ttl_ms = 1000, .acquire_timeout_ms = 10};
+    assert_int_equal(lock_redis_addr_parse("redis://127.0.0.1:1", &cfg.redis), LOCK_OK);
+    market *m = market_new(&cfg, l, &err); /* half of 1 ms is 0: fine without replicas */
+    assert_non_null(m);
+    market_free(m);
+    cfg.min_replicas_ack = 1;
+    assert_null(market_new(&cfg, l, &err));
+    assert_int_equal(err, MARKET_ERR_INVALID);
+    cfg.redis_timeout_ms = 500;
+    assert_non_null(m = market_new(&cfg, l, &err)); /* default: 250 ms */
+    market_free(m);
+    cfg.replica_ack_timeout_ms = 500;
+    assert_null(market_new(&cfg, l, &err));
+    cfg.replica_ack_timeout_ms = 499;
+    assert_non_null(m = market_new(&cfg, l, &err));
+    market_free(m);
+    lock_free(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_world_check_finds_duplicates_and_strangers),
@@ -128,6 +157,7 @@ int main(void) {
         cmocka_unit_test(test_world_generate_checks_out),
         cmocka_unit_test(test_reply_price),
         cmocka_unit_test(test_reply_party),
+        cmocka_unit_test(test_market_new_replica_ack_timeout),
     };
     return cmocka_run_group_tests_name("market pure parts (unit)", tests, NULL, NULL);
 }
