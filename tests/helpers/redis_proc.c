@@ -200,3 +200,31 @@ void th_redis_stop(th_redis *r) {
         r->dir[0] = '\0';
     }
 }
+
+/* Prints the tail of r's log under a heading; see redis_proc.h. */
+void th_redis_dump_log(const th_redis *r, const char *what, int lines, FILE *out) {
+    if (!r->dir[0]) return;
+    char path[sizeof r->dir + 16];
+    snprintf(path, sizeof path, "%s/redis.log", r->dir);
+    fprintf(out, "---- %s 127.0.0.1:%d (%s)\n", what, r->port, path);
+    static char buf[64 * 1024];
+    FILE *f = fopen(path, "r");
+    long size = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size < 0) {
+        fprintf(out, "(cannot read it)\n");
+        if (f) fclose(f);
+        return;
+    }
+    long from = size > (long)sizeof buf ? size - (long)sizeof buf : 0;
+    size_t n = 0;
+    if (fseek(f, from, SEEK_SET) == 0) n = fread(buf, 1, (size_t)(size - from), f);
+    fclose(f);
+    size_t start = n; /* back over `lines` newlines, the last one (ending the text) aside */
+    int seen = 0;
+    while (start > 0) {
+        if (buf[start - 1] == '\n' && start != n && ++seen == lines) break;
+        start--;
+    }
+    fwrite(buf + start, 1, n - start, out);
+}

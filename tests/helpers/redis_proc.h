@@ -12,6 +12,7 @@
 #ifndef GM_TESTS_REDIS_PROC_H
 #define GM_TESTS_REDIS_PROC_H
 
+#include <stdio.h>
 #include <sys/types.h>
 
 typedef struct th_redis {
@@ -30,5 +31,11 @@ int th_redis_restart(th_redis *r);
 void th_redis_signal(th_redis *r, int sig);
 void th_redis_stop(th_redis *r);
 int th_redis_wait_ready(int port, int timeout_ms);
+
+/* Prints to out, under a heading naming what, r's folder and port, the last lines (at
+ * most lines, within the last 64 KiB) of r's redis.log: a failed wait's explanation.
+ * Returns nothing; prints "(cannot read it)" for a log it cannot read, nothing for a
+ * server without a folder. */
+void th_redis_dump_log(const th_redis *r, const char *what, int lines, FILE *out);
 
 #endif /* GM_TESTS_REDIS_PROC_H */

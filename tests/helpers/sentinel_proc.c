@@ -380,42 +380,14 @@ int th_topo_wait_replicas_synced(th_sentinel_topo *t, int master_port, int nrepl
     return -1;
 }
 
-/* Prints the last `lines` lines of r's log (its last 64 KiB at most), under a heading. */
-static void dump_one(const th_redis *r, const char *what, int lines, FILE *out) {
-    if (!r->dir[0]) return;
-    char path[sizeof r->dir + 16];
-    snprintf(path, sizeof path, "%s/redis.log", r->dir);
-    fprintf(out, "---- %s 127.0.0.1:%d (%s)\n", what, r->port, path);
-    static char buf[64 * 1024];
-    FILE *f = fopen(path, "r");
-    long size = -1;
-    if (f && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 0) {
-        fprintf(out, "(cannot read it)\n");
-        if (f) fclose(f);
-        return;
-    }
-    long from = size > (long)sizeof buf ? size - (long)sizeof buf : 0;
-    size_t n = 0;
-    if (fseek(f, from, SEEK_SET) == 0) n = fread(buf, 1, (size_t)(size - from), f);
-    fclose(f);
-    size_t start = n; /* back over `lines` newlines, the last one (ending the text) aside */
-    int seen = 0;
-    while (start > 0) {
-        if (buf[start - 1] == '\n' && start != n && ++seen == lines) break;
-        start--;
-    }
-    fwrite(buf + start, 1, n - start, out);
-}
-
 void th_topo_dump_logs(const th_sentinel_topo *t, int lines, FILE *out) {
     char what[32];
     for (int i = 0; i < 3; i++) {
         snprintf(what, sizeof what, "sentinels[%d]", i);
-        dump_one(&t->sentinels[i], what, lines, out);
+        th_redis_dump_log(&t->sentinels[i], what, lines, out);
     }
     for (int i = 0; i < 3; i++) {
         snprintf(what, sizeof what, "nodes[%d]", i);
-        dump_one(&t->nodes[i], what, lines, out);
+        th_redis_dump_log(&t->nodes[i], what, lines, out);
     }
 }
