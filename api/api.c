@@ -325,6 +325,7 @@ void api__reply_market(int rc, int64_t price, api_response *resp) {
     api_response keep = *resp; /* what logs need survives the reset */
     *resp = (api_response){.route = keep.route};
     memcpy(resp->player, keep.player, sizeof resp->player);
+    memcpy(resp->realm, keep.realm, sizeof resp->realm);
     json_t *body = error_body(st->code, market_strerror(rc));
     if (body && rc == MARKET_ERR_PRICE_CHANGED &&
         json_object_set_new(body, "price", json_integer((json_int_t)price)) < 0) {
@@ -431,8 +432,10 @@ static int conn_missing(const market_conn *conn, api_response *resp) {
 
 /* ---- handlers ---- */
 
-typedef void (*api_handler)(market_conn *conn, const api_request *req, const char *arg,
-                            api_response *resp);
+/* A route's handler: realm is the request's (MARKET_REALM_DEFAULT without a
+ * /realms/{realm} prefix), arg its id segment (prefix routes) or NULL. */
+typedef void (*api_handler)(market_conn *conn, const api_request *req, const char *realm,
+                            const char *arg, api_response *resp);
 
 /* The answer to a purchase whose market outcome is rc and res. */
 static void purchase_reply(const char *buyer, const char *seller, const char *item, int rc,
@@ -449,10 +452,11 @@ static void purchase_reply(const char *buyer, const char *seller, const char *it
     resp->replayed = res->replayed;
 }
 
-/* Validates POST /purchase {"buyer","seller","item"[,"price"]}, its token
- * and its Idempotency-Key into p (strings copied). Returns 1 when p is ready
- * for the market, 0 when resp holds the answer (an error). */
-static int purchase_prepare(const api_request *req, api_response *resp, api_purchase *p) {
+/* Validates POST /purchase {"buyer","seller","item"[,"price"]} on realm, its
+ * token and its Idempotency-Key into p (strings copied). Returns 1 when p is
+ * ready for the market, 0 when resp holds the answer (an error). */
+static int purchase_prepare(const api_request *req, const char *realm, api_response *resp,
+                            api_purchase *p) {
     static const field_spec spec[] = {
         {"buyer", FIELD_ID, 1},
         {"seller", FIELD_ID, 1},
@@ -466,10 +470,11 @@ static int purchase_prepare(const api_request *req, api_response *resp, api_purc
     int ready = 0;
     if (strcmp(v[0].id, v[1].id) == 0) {
         bad_request(resp, "fields 'buyer' and 'seller' must differ");
-    } else if (api__authorized(req, v[0].id, resp)) {
+    } else if (api__authorized(req, realm, v[0].id, resp)) {
         int has_key = api__idempotency(req, &p->idem, p->fp, resp); /* < 0: resp holds the error */
         if (has_key >= 0) {
             /* ids are valid, so they fit; the key was checked by api__idempotency() */
+            snprintf(p->realm, sizeof p->realm, "%s", realm);
             snprintf(p->buyer, sizeof p->buyer, "%s", v[0].id);
             snprintf(p->seller, sizeof p->seller, "%s", v[1].id);
             snprintf(p->item, sizeof p->item, "%s", v[2].id);
@@ -478,7 +483,8 @@ static int purchase_prepare(const api_request *req, api_response *resp, api_purc
                 p->idem.key = p->idem_key;
                 p->idem.fingerprint = p->fp;
             }
-            p->op = (market_pending){.buyer = p->buyer, .seller = p->seller, .item = p->item,
+            p->op = (market_pending){.realm = p->realm, .buyer = p->buyer, .seller = p->seller,
+                                     .item = p->item,
                                      .expect_price = v[3].present ? v[3].price : -1,
                                      .idem = has_key ? &p->idem : NULL};
             ready = 1;
@@ -489,20 +495,20 @@ static int purchase_prepare(const api_request *req, api_response *resp, api_purc
 }
 
 /* POST /purchase, run on this thread. */
-static void handle_purchase(market_conn *conn, const api_request *req, const char *arg,
-                            api_response *resp) {
+static void handle_purchase(market_conn *conn, const api_request *req, const char *realm,
+                            const char *arg, api_response *resp) {
     (void)arg;
     api_purchase p;
-    if (!purchase_prepare(req, resp, &p) || conn_missing(conn, resp)) return;
+    if (!purchase_prepare(req, realm, resp, &p) || conn_missing(conn, resp)) return;
     market_purchase_result res = {0};
-    int rc = market_purchase_idem(conn, p.buyer, p.seller, p.item, p.op.expect_price, p.op.idem,
-                                  &res);
+    int rc = market_purchase_idem(conn, p.realm, p.buyer, p.seller, p.item, p.op.expect_price,
+                                  p.op.idem, &res);
     purchase_reply(p.buyer, p.seller, p.item, rc, &res, resp);
 }
 
 /* POST /list {"seller","item","price"} */
-static void handle_list(market_conn *conn, const api_request *req, const char *arg,
-                        api_response *resp) {
+static void handle_list(market_conn *conn, const api_request *req, const char *realm,
+                        const char *arg, api_response *resp) {
     static const field_spec spec[] = {
         {"seller", FIELD_ID, 1},
         {"item", FIELD_ID, 1},
@@ -513,13 +519,13 @@ static void handle_list(market_conn *conn, const api_request *req, const char *a
     json_t *root = body_parse(req, spec, 3, v, resp);
     if (!root) return;
     snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
-    if (api__authorized(req, v[0].id, resp) && !conn_missing(conn, resp)) {
+    if (api__authorized(req, realm, v[0].id, resp) && !conn_missing(conn, resp)) {
         market_idem idem;
         char fp[MARKET_IDEM_FP_MAX + 1];
         int replayed = 0;
         int has_key = api__idempotency(req, &idem, fp, resp); /* < 0: resp holds the error */
         int rc = has_key < 0 ? MARKET_OK
-                             : market_list_idem(conn, v[0].id, v[1].id, v[2].price,
+                             : market_list_idem(conn, realm, v[0].id, v[1].id, v[2].price,
                                                 has_key ? &idem : NULL, &replayed);
         if (has_key >= 0 && rc != MARKET_OK) {
             api__reply_market(rc, 0, resp);
@@ -535,8 +541,8 @@ static void handle_list(market_conn *conn, const api_request *req, const char *a
 }
 
 /* POST /unlist {"seller","item"} */
-static void handle_unlist(market_conn *conn, const api_request *req, const char *arg,
-                          api_response *resp) {
+static void handle_unlist(market_conn *conn, const api_request *req, const char *realm,
+                          const char *arg, api_response *resp) {
     static const field_spec spec[] = {
         {"seller", FIELD_ID, 1},
         {"item", FIELD_ID, 1},
@@ -546,9 +552,9 @@ static void handle_unlist(market_conn *conn, const api_request *req, const char 
     json_t *root = body_parse(req, spec, 2, v, resp);
     if (!root) return;
     snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
-    if (api__authorized(req, v[0].id, resp) && !conn_missing(conn, resp)) {
+    if (api__authorized(req, realm, v[0].id, resp) && !conn_missing(conn, resp)) {
         int64_t price = 0;
-        int rc = market_unlist(conn, v[0].id, v[1].id, &price);
+        int rc = market_unlist(conn, realm, v[0].id, v[1].id, &price);
         if (rc != MARKET_OK)
             api__reply_market(rc, 0, resp);
         else
@@ -581,8 +587,8 @@ fail:
 }
 
 /* GET /players/{id} */
-static void handle_player(market_conn *conn, const api_request *req, const char *id,
-                          api_response *resp) {
+static void handle_player(market_conn *conn, const api_request *req, const char *realm,
+                          const char *id, api_response *resp) {
     (void)req;
     if (!market_id_valid(id)) {
         bad_request(resp, "player id must match " API_ID_RULE);
@@ -591,7 +597,7 @@ static void handle_player(market_conn *conn, const api_request *req, const char 
     snprintf(resp->player, sizeof resp->player, "%s", id);
     if (conn_missing(conn, resp)) return;
     market_player *p = NULL;
-    int rc = market_player_get(conn, id, &p);
+    int rc = market_player_get(conn, realm, id, &p);
     if (rc != MARKET_OK)
         api__reply_market(rc, 0, resp);
     else
@@ -653,8 +659,8 @@ fail:
 }
 
 /* GET /market?limit=&offset= */
-static void handle_market(market_conn *conn, const api_request *req, const char *arg,
-                          api_response *resp) {
+static void handle_market(market_conn *conn, const api_request *req, const char *realm,
+                          const char *arg, api_response *resp) {
     size_t limit, offset;
     char why[API__WHY_MAX];
     (void)arg;
@@ -673,7 +679,7 @@ static void handle_market(market_conn *conn, const api_request *req, const char 
     if (conn_missing(conn, resp)) return;
     market_listing *l = NULL;
     size_t n = 0, total = 0;
-    int rc = market_listings(conn, offset, limit, &l, &n, &total);
+    int rc = market_listings(conn, realm, offset, limit, &l, &n, &total);
     if (rc != MARKET_OK)
         api__reply_market(rc, 0, resp);
     else
@@ -684,9 +690,10 @@ static void handle_market(market_conn *conn, const api_request *req, const char 
 /* GET /healthz: 200 {"status":"ok"} when the store can serve purchases
  * (market_health()); otherwise 503 store_unavailable whose detail says why,
  * with "status":"unavailable" as well, and Retry-After. */
-static void handle_healthz(market_conn *conn, const api_request *req, const char *arg,
-                           api_response *resp) {
+static void handle_healthz(market_conn *conn, const api_request *req, const char *realm,
+                           const char *arg, api_response *resp) {
     (void)req;
+    (void)realm;
     (void)arg;
     if (conn_missing(conn, resp)) return;
     char why[API__WHY_MAX];
@@ -713,18 +720,19 @@ static void handle_healthz(market_conn *conn, const api_request *req, const char
 typedef struct api_route {
     const char *path; /* the exact path, or with prefix: everything before the id */
     int prefix;       /* 1: path is followed by one non-empty segment, the handler's arg */
+    int realm;        /* 1: also served under /realms/{realm} */
     const char *method;
     const char *allow; /* the Allow header of a 405 */
     api_handler handle;
 } api_route;
 
 static const api_route api_routes[API_ROUTES] = {
-    {"/purchase", 0, "POST", "POST", handle_purchase},
-    {"/list", 0, "POST", "POST", handle_list},
-    {"/unlist", 0, "POST", "POST", handle_unlist},
-    {"/players/", 1, "GET", "GET, HEAD", handle_player},
-    {"/market", 0, "GET", "GET, HEAD", handle_market},
-    {"/healthz", 0, "GET", "GET, HEAD", handle_healthz},
+    {"/purchase", 0, 1, "POST", "POST", handle_purchase},
+    {"/list", 0, 1, "POST", "POST", handle_list},
+    {"/unlist", 0, 1, "POST", "POST", handle_unlist},
+    {"/players/", 1, 1, "GET", "GET, HEAD", handle_player},
+    {"/market", 0, 1, "GET", "GET, HEAD", handle_market},
+    {"/healthz", 0, 0, "GET", "GET, HEAD", handle_healthz},
 };
 
 /* Names of the routes as logs and metrics show them. */
@@ -742,22 +750,49 @@ int api_route_index(const char *route) {
     return -1;
 }
 
-/* Returns the route serving path (and its id segment in *arg), or NULL. */
-static const api_route *route_find(const char *path, const char **arg) {
+/* The result of route_find(). */
+enum route_found {
+    ROUTE_NONE,      /* no route: 404 */
+    ROUTE_OK,        /* *route serves the path */
+    ROUTE_BAD_REALM, /* "/realms/<not an id>/...": 400 */
+};
+
+/* Finds the route serving path: its id segment goes into *arg, and its realm
+ * into realm (MARKET_REALM_MAX + 1 bytes): the segment after "/realms/"
+ * when path starts so (the route is the rest of the path, and must be one
+ * served per realm), else MARKET_REALM_DEFAULT. */
+static enum route_found route_find(const char *path, const api_route **route, const char **arg,
+                                   char *realm) {
+    int prefixed = strncmp(path, API_REALM_PREFIX, sizeof API_REALM_PREFIX - 1) == 0;
+    *route = NULL;
+    snprintf(realm, MARKET_REALM_MAX + 1, "%s", MARKET_REALM_DEFAULT);
+    if (prefixed) {
+        const char *id = path + sizeof API_REALM_PREFIX - 1, *slash = strchr(id, '/');
+        if (!slash) return ROUTE_NONE;
+        size_t len = (size_t)(slash - id);
+        if (len == 0 || len > MARKET_REALM_MAX) return ROUTE_BAD_REALM;
+        memcpy(realm, id, len);
+        realm[len] = '\0';
+        if (!market_id_valid(realm)) return ROUTE_BAD_REALM;
+        path = slash;
+    }
     for (size_t i = 0; i < sizeof api_routes / sizeof api_routes[0]; i++) {
         const api_route *r = &api_routes[i];
         size_t n = strlen(r->path);
+        if (prefixed && !r->realm) continue;
         if (!r->prefix && strcmp(path, r->path) == 0) {
             *arg = NULL;
-            return r;
+            *route = r;
+            return ROUTE_OK;
         }
         if (r->prefix && strncmp(path, r->path, n) == 0 && path[n] != '\0' &&
             !strchr(path + n, '/')) {
             *arg = path + n;
-            return r;
+            *route = r;
+            return ROUTE_OK;
         }
     }
-    return NULL;
+    return ROUTE_NONE;
 }
 
 /* ---- API ---- */
@@ -777,18 +812,25 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
         return;
     }
     const char *arg = NULL;
-    const api_route *r = route_find(req->path, &arg);
-    if (!r) {
+    const api_route *r;
+    char realm[MARKET_REALM_MAX + 1];
+    enum route_found found = route_find(req->path, &r, &arg, realm);
+    if (found == ROUTE_BAD_REALM) {
+        bad_request(resp, "realm id must match " API_ID_RULE);
+        return;
+    }
+    if (found != ROUTE_OK) {
         error_reply(resp, 404, "not_found", "no such resource", 0, NULL);
         return;
     }
     resp->route = api_route_names[r - api_routes];
+    snprintf(resp->realm, sizeof resp->realm, "%s", realm);
     int get_like = strcmp(r->method, "GET") == 0 && strcmp(req->method, "HEAD") == 0;
     if (strcmp(req->method, r->method) != 0 && !get_like) {
         error_reply(resp, 405, "method_not_allowed", NULL, 0, r->allow);
         return;
     }
-    r->handle(conn, req, arg, resp);
+    r->handle(conn, req, realm, arg, resp);
     if (MARKET_ERR_HAS_REASON(resp->market_rc))
         snprintf(resp->why, sizeof resp->why, "%s", market_conn_errstr(conn));
 }
@@ -803,13 +845,16 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
                      api_purchase *p) {
     if (!resp || !p) return 0;
     const char *arg = NULL;
-    const api_route *r = req && req->method && req->path ? route_find(req->path, &arg) : NULL;
+    const api_route *r = NULL;
+    char realm[MARKET_REALM_MAX + 1];
+    if (req && req->method && req->path) (void)route_find(req->path, &r, &arg, realm);
     if (!r || r->handle != handle_purchase || strcmp(req->method, "POST") != 0) {
         api_handle(conn, req, resp);
         return 0;
     }
     *resp = (api_response){.route = api_route_names[r - api_routes]};
-    return purchase_prepare(req, resp, p);
+    snprintf(resp->realm, sizeof resp->realm, "%s", realm);
+    return purchase_prepare(req, realm, resp, p);
 }
 
 /* Fills resp with the answer to p, whose market outcome (p->op.rc and

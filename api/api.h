@@ -42,17 +42,20 @@ typedef struct api_response {
     int replayed;        /* 1: an Idempotency-Key repeat: send "Idempotent-Replayed: true" */
     const char *route;   /* for logs and metrics: the matched route (static), or NULL */
     char player[MARKET_ID_MAX + 1]; /* for logs: the player acting or read, or "" */
+    char realm[MARKET_REALM_MAX + 1]; /* for logs and metrics: the request's realm, or "" */
     int market_rc;       /* for logs: the market code answered (0: none, or success) */
     char why[128];       /* for logs: the store's reason behind a store_unavailable, or "" */
 } api_response;
 
 #define API_ROUTES 6 /* api_route_name(0..API_ROUTES-1) */
 
-#define API_TOKEN_MAX (MARKET_ID_MAX + 1 + 64) /* "<player>.<64 hex digits>" */
+#define API_REALM_PREFIX "/realms/" /* "/realms/{realm}/<route>": a route of that realm */
+#define API_TOKEN_MAX (MARKET_REALM_MAX + 1 + MARKET_ID_MAX + 1 + 64) /* see api_token_make() */
 
 /* A validated POST /purchase waiting for the market (api_handle_begin()). */
 typedef struct api_purchase {
     market_pending op; /* the caller sets op.done and op.ud, then market_purchase_submit()s it */
+    char realm[MARKET_REALM_MAX + 1];
     char buyer[MARKET_ID_MAX + 1], seller[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1];
     market_idem idem;
     char idem_key[MARKET_IDEM_KEY_MAX + 1];
@@ -67,7 +70,8 @@ void api_error(int status, const char *code, const char *detail, api_response *r
 void api_response_cleanup(api_response *resp);
 const char *api_route_name(int i);
 int api_route_index(const char *route);
-int api_token_make(const char *secret, const char *player, char *out, size_t outlen);
+int api_token_make(const char *secret, const char *realm, const char *player, char *out,
+                   size_t outlen);
 int api_fixture_parse(const char *json, size_t len, market_world **out, char *why,
                       size_t whylen);
 

@@ -110,7 +110,7 @@ enum lock_err {
 
 /* ---- types ---- */
 
-#define LOCK_KEY_MAX 128          /* longest resource key, in bytes */
+#define LOCK_KEY_MAX 256          /* longest resource key, in bytes */
 #define LOCK_TOKEN_LEN 32         /* a token is 128 random bits as lowercase hex */
 #define LOCK_MULTI_MAX 64         /* most keys one lock_acquire_multi() takes */
 #define LOCK_REDLOCK_NODES_MAX 15 /* most Redis masters one Redlock client uses */

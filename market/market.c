@@ -46,6 +46,12 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
         *err = MARKET_ERR_INVALID;
         return NULL;
     }
+    if (m->cfg.workers == 0) m->cfg.workers = 4;
+    if (m->cfg.workers > MARKET_WORKERS_MAX) {
+        free(m);
+        *err = MARKET_ERR_INVALID;
+        return NULL;
+    }
     if (m->cfg.batch_max == 0) m->cfg.batch_max = 64;
     if (m->cfg.batch_max > MARKET__BATCH_MAX) m->cfg.batch_max = MARKET__BATCH_MAX;
     m->lock = lock;
@@ -133,6 +139,7 @@ struct purchase {
     const char *buyer, *seller, *item;
     int64_t expect_price;
     market_purchase_result *res;
+    market__realm realm;
     char k_buyer[MARKET__KEY_MAX], k_seller[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX];
     char member[MARKET__MEMBER_MAX];
     struct market__single s;
@@ -143,7 +150,7 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
     market__cmd own[3];
     redisReply *rep[MARKET__PIPE_MAX] = {0};
     size_t nrep, io;
-    market__cmd_set(&own[0], 3, "ZSCORE", "market:", p->member);
+    market__cmd_set(&own[0], 3, "ZSCORE", p->realm.market, p->member);
     market__cmd_set(&own[1], 3, "HGET", p->k_buyer, "funds");
     market__cmd_set(&own[2], 3, "HGET", p->k_seller, "funds");
     int rc = market__single_read(c, held, &p->s, p->k_buyer, p->k_seller, own, 3, rep, &nrep, &io);
@@ -175,7 +182,7 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
     market__cmd_set(&wr[0], 4, "HINCRBY", p->k_seller, "funds", credit);
     market__cmd_set(&wr[1], 4, "HINCRBY", p->k_buyer, "funds", debit);
     market__cmd_set(&wr[2], 3, "SADD", p->k_inv, p->item);
-    market__cmd_set(&wr[3], 3, "ZREM", "market:", p->member);
+    market__cmd_set(&wr[3], 3, "ZREM", p->realm.market, p->member);
     size_t nwr = 4 + market__fence_write(held, &wr[4]);
     nwr += market__single_record(&p->s, MARKET_OK, price, buyer_funds - price, &wr[nwr]);
     redisReply *exec = NULL;
@@ -192,7 +199,7 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
     return rc;
 }
 
-/* Buys item, listed by seller, for buyer. expect_price > 0 makes the purchase
+/* Buys item, listed by seller on realm's market, for buyer. expect_price > 0 makes the purchase
  * conditional on that price. Fills *res on success (and res->price on
  * MARKET_ERR_PRICE_CHANGED). Returns MARKET_OK or: ERR_INVALID (bad ids,
  * buyer == seller), ERR_NOT_LISTED, ERR_PRICE_CHANGED, ERR_NO_PLAYER (no such
@@ -204,9 +211,9 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
  * exception: ERR_STORE after the connection failed while EXEC's answer was
  * on its way leaves the outcome unknown (a client retries with the same
  * idempotency key to learn it; see market_purchase_idem). */
-int market_purchase(market_conn *c, const char *buyer, const char *seller, const char *item,
-                    int64_t expect_price, market_purchase_result *res) {
-    return market_purchase_idem(c, buyer, seller, item, expect_price, NULL, res);
+int market_purchase(market_conn *c, const char *realm, const char *buyer, const char *seller,
+                    const char *item, int64_t expect_price, market_purchase_result *res) {
+    return market_purchase_idem(c, realm, buyer, seller, item, expect_price, NULL, res);
 }
 
 /* market_purchase(), made idempotent by idem (may be NULL; see market_idem).
@@ -215,27 +222,28 @@ int market_purchase(market_conn *c, const char *buyer, const char *seller, const
  * the price of a price_changed). Also returns MARKET_ERR_IDEM_MISMATCH,
  * MARKET_ERR_IN_PROGRESS (another attempt of the same key is deciding), and
  * ERR_INVALID for a bad key or fingerprint. */
-int market_purchase_idem(market_conn *c, const char *buyer, const char *seller, const char *item,
-                         int64_t expect_price, const market_idem *idem,
+int market_purchase_idem(market_conn *c, const char *realm, const char *buyer, const char *seller,
+                         const char *item, int64_t expect_price, const market_idem *idem,
                          market_purchase_result *res) {
-    if (!c || !res || !market__purchase_args_ok(buyer, seller, item, expect_price, idem))
+    if (!c || !res || !market__purchase_args_ok(realm, buyer, seller, item, expect_price, idem))
         return MARKET_ERR_INVALID;
     market *m = c->m;
     res->replayed = 0;
     if (market_can_submit(m)) /* the worker counts and serves it */
-        return market__queue_wait(m, buyer, seller, item, expect_price, idem, res, c->errstr,
-                                  sizeof c->errstr);
+        return market__queue_wait(m, realm, buyer, seller, item, expect_price, idem, res,
+                                  c->errstr, sizeof c->errstr);
     MARKET__COUNT(m, purchases);
     int64_t deadline = lock_now_ms() + m->cfg.acquire_timeout_ms;
     struct purchase p = {buyer, seller, item, expect_price, res};
-    market__key(p.k_buyer, sizeof p.k_buyer, "users:", buyer);
-    market__key(p.k_seller, sizeof p.k_seller, "users:", seller);
-    market__key(p.k_inv, sizeof p.k_inv, "inventory:", buyer);
+    market__realm_init(&p.realm, realm);
+    market__key(p.k_buyer, sizeof p.k_buyer, "users", realm, buyer);
+    market__key(p.k_seller, sizeof p.k_seller, "users", realm, seller);
+    market__key(p.k_inv, sizeof p.k_inv, "inventory", realm, buyer);
     snprintf(p.member, sizeof p.member, "%s.%s", item, seller);
     char keybuf[MARKET__LOCK_KEY_MAX];
     const char *lock_key;
-    int rc = market__single_init(&p.s, buyer, idem, deadline);
-    if (rc == MARKET_OK) rc = market__strategy_guard(m, p.member, keybuf, &p.s.watch, &lock_key);
+    int rc = market__single_init(&p.s, realm, buyer, idem, deadline);
+    market__strategy_guard(m, &p.realm, p.member, keybuf, &p.s.watch, &lock_key);
     if (rc == MARKET_OK) rc = market__guarded(c, lock_key, deadline, purchase_attempt, &p);
     if (rc == MARKET_OK && !res->replayed) MARKET__COUNT(m, purchased);
     return rc;
@@ -258,7 +266,8 @@ int market_can_submit(const market *m) {
  * and done is not called. */
 int market_purchase_submit(market *m, market_pending *p) {
     if (!market_can_submit(m) || !p || !p->done ||
-        !market__purchase_args_ok(p->buyer, p->seller, p->item, p->expect_price, p->idem))
+        !market__purchase_args_ok(p->realm, p->buyer, p->seller, p->item, p->expect_price,
+                                  p->idem))
         return MARKET_ERR_INVALID;
     return market__queue_submit(m, p);
 }
@@ -312,10 +321,11 @@ const char *market_strategy_name(enum market_strategy s) {
 /* ---- list and unlist ---- */
 
 struct listing_op {
-    const char *seller, *item;
+    const char *realm_id, *seller, *item;
     int64_t price; /* list: the asking price; unlist: the price it had */
     char k_inv[MARKET__KEY_MAX];
     char member[MARKET__MEMBER_MAX];
+    market__realm realm;
     struct market__single s;
 };
 
@@ -324,13 +334,13 @@ struct listing_op {
 static int listing_guarded(market_conn *c, struct listing_op *op, const market_idem *idem,
                            market__attempt fn) {
     int64_t deadline = lock_now_ms() + c->m->cfg.acquire_timeout_ms;
-    market__key(op->k_inv, sizeof op->k_inv, "inventory:", op->seller);
+    market__realm_init(&op->realm, op->realm_id);
+    market__key(op->k_inv, sizeof op->k_inv, "inventory", op->realm_id, op->seller);
     snprintf(op->member, sizeof op->member, "%s.%s", op->item, op->seller);
     char keybuf[MARKET__LOCK_KEY_MAX];
     const char *lock_key;
-    int rc = market__single_init(&op->s, op->seller, idem, deadline);
-    if (rc == MARKET_OK)
-        rc = market__strategy_guard(c->m, op->member, keybuf, &op->s.watch, &lock_key);
+    int rc = market__single_init(&op->s, op->realm_id, op->seller, idem, deadline);
+    market__strategy_guard(c->m, &op->realm, op->member, keybuf, &op->s.watch, &lock_key);
     if (rc == MARKET_OK) rc = market__guarded(c, lock_key, deadline, fn, op);
     return rc;
 }
@@ -354,7 +364,7 @@ static int list_attempt(market_conn *c, const market__held *held, void *ud) {
     snprintf(score, sizeof score, "%lld", (long long)op->price);
     market__cmd wr[MARKET__PIPE_MAX - 2];
     market__cmd_set(&wr[0], 3, "SREM", op->k_inv, op->item);
-    market__cmd_set(&wr[1], 4, "ZADD", "market:", score, op->member);
+    market__cmd_set(&wr[1], 4, "ZADD", op->realm.market, score, op->member);
     size_t nwr = 2 + market__fence_write(held, &wr[2]);
     nwr += market__single_record(&op->s, MARKET_OK, op->price, 0, &wr[nwr]);
     redisReply *exec = NULL;
@@ -368,7 +378,7 @@ static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
     market__cmd own[1];
     redisReply *rep[MARKET__PIPE_MAX] = {0};
     size_t nrep, io;
-    market__cmd_set(&own[0], 3, "ZSCORE", "market:", op->member);
+    market__cmd_set(&own[0], 3, "ZSCORE", op->realm.market, op->member);
     int rc = market__single_read(c, held, &op->s, op->k_inv, NULL, own, 1, rep, &nrep, &io);
     if (nrep == 0) return rc;
     if (rep[io]->type == REDIS_REPLY_NIL)
@@ -380,7 +390,7 @@ static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
     if (rc < 0) return market__unwatch_later(c, rc);
 
     market__cmd wr[4];
-    market__cmd_set(&wr[0], 3, "ZREM", "market:", op->member);
+    market__cmd_set(&wr[0], 3, "ZREM", op->realm.market, op->member);
     market__cmd_set(&wr[1], 3, "SADD", op->k_inv, op->item);
     size_t nwr = 2 + market__fence_write(held, &wr[2]);
     redisReply *exec = NULL;
@@ -389,32 +399,36 @@ static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
     return rc;
 }
 
-/* Moves item from seller's inventory to the market at price. Returns
+/* Moves item from seller's inventory to realm's market at price. Returns
  * MARKET_OK or ERR_INVALID, ERR_NOT_HELD (the seller does not hold it),
  * ERR_BUSY, ERR_STORE, ERR_LEASE_LOST, ERR_CONFLICT, ERR_NOMEM. */
-int market_list(market_conn *c, const char *seller, const char *item, int64_t price) {
-    return market_list_idem(c, seller, item, price, NULL, NULL);
+int market_list(market_conn *c, const char *realm, const char *seller, const char *item,
+                int64_t price) {
+    return market_list_idem(c, realm, seller, item, price, NULL, NULL);
 }
 
 /* market_list(), made idempotent by idem (may be NULL; see market_idem):
  * *replayed (may be NULL) tells a replay of a stored outcome (MARKET_OK, or
  * the stored refusal ERR_NOT_HELD). Also returns MARKET_ERR_IDEM_MISMATCH
  * and MARKET_ERR_IN_PROGRESS. */
-int market_list_idem(market_conn *c, const char *seller, const char *item, int64_t price,
-                     const market_idem *idem, int *replayed) {
-    if (!c || !market__listing_args_ok(seller, item, price, idem)) return MARKET_ERR_INVALID;
-    struct listing_op op = {seller, item, price};
+int market_list_idem(market_conn *c, const char *realm, const char *seller, const char *item,
+                     int64_t price, const market_idem *idem, int *replayed) {
+    if (!c || !market__listing_args_ok(realm, seller, item, price, idem))
+        return MARKET_ERR_INVALID;
+    struct listing_op op = {realm, seller, item, price};
     int rc = listing_guarded(c, &op, idem, list_attempt);
     if (replayed) *replayed = op.s.replayed;
     return rc;
 }
 
-/* Moves item, listed by seller, back to the seller's inventory and stores the
+/* Moves item, listed by seller on realm's market, back to the seller's inventory and stores the
  * price it had in *price (may be NULL). Returns MARKET_OK or ERR_INVALID,
  * ERR_NOT_LISTED, ERR_BUSY, ERR_STORE, ERR_LEASE_LOST, ERR_CONFLICT. */
-int market_unlist(market_conn *c, const char *seller, const char *item, int64_t *price) {
-    if (!c || !market_id_valid(seller) || !market_id_valid(item)) return MARKET_ERR_INVALID;
-    struct listing_op op = {seller, item, 0};
+int market_unlist(market_conn *c, const char *realm, const char *seller, const char *item,
+                  int64_t *price) {
+    if (!c || !market_id_valid(realm) || !market_id_valid(seller) || !market_id_valid(item))
+        return MARKET_ERR_INVALID;
+    struct listing_op op = {realm, seller, item, 0};
     int rc = listing_guarded(c, &op, NULL, unlist_attempt);
     if (rc == MARKET_OK && price) *price = op.price;
     return rc;
@@ -426,17 +440,17 @@ static int cmp_id(const void *a, const void *b) {
     return strcmp(a, b);
 }
 
-/* Reads player id: name, funds and sorted inventory. Returns MARKET_OK with
+/* Reads player id of realm: name, funds and sorted inventory. Returns MARKET_OK with
  * *out a new player (caller frees with market_player_free), or ERR_INVALID,
  * ERR_NO_PLAYER, ERR_STORE, ERR_NOMEM with *out NULL. No lock is taken: the
  * two reads come from one pipeline, not one snapshot. */
-int market_player_get(market_conn *c, const char *id, market_player **out) {
+int market_player_get(market_conn *c, const char *realm, const char *id, market_player **out) {
     if (!out) return MARKET_ERR_INVALID;
     *out = NULL;
-    if (!c || !market_id_valid(id)) return MARKET_ERR_INVALID;
+    if (!c || !market_id_valid(realm) || !market_id_valid(id)) return MARKET_ERR_INVALID;
     char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX];
-    market__key(k_user, sizeof k_user, "users:", id);
-    market__key(k_inv, sizeof k_inv, "inventory:", id);
+    market__key(k_user, sizeof k_user, "users", realm, id);
+    market__key(k_inv, sizeof k_inv, "inventory", realm, id);
     market__cmd rd[2];
     redisReply *rep[2] = {0};
     market__cmd_set(&rd[0], 4, "HMGET", k_user, "name", "funds");
@@ -489,23 +503,26 @@ void market_player_free(market_player *p) {
     free(p);
 }
 
-/* Reads up to limit listings, cheapest first, starting at offset. Returns
+/* Reads up to limit listings of realm's market, cheapest first, starting at offset. Returns
  * MARKET_OK with *out a new array of *n listings (caller frees with free();
  * NULL when *n is 0) and *total the number of listings; or ERR_INVALID,
  * ERR_STORE, ERR_NOMEM. */
-int market_listings(market_conn *c, size_t offset, size_t limit, market_listing **out, size_t *n,
-                    size_t *total) {
+int market_listings(market_conn *c, const char *realm, size_t offset, size_t limit,
+                    market_listing **out, size_t *n, size_t *total) {
     if (!out || !n || !total) return MARKET_ERR_INVALID;
     *out = NULL;
     *n = *total = 0;
-    if (!c || limit == 0 || offset > INT32_MAX || limit > INT32_MAX) return MARKET_ERR_INVALID;
+    if (!c || !market_id_valid(realm) || limit == 0 || offset > INT32_MAX || limit > INT32_MAX)
+        return MARKET_ERR_INVALID;
+    market__realm rl;
+    market__realm_init(&rl, realm);
     char start[24], stop[24];
     snprintf(start, sizeof start, "%zu", offset);
     snprintf(stop, sizeof stop, "%zu", offset + limit - 1);
     market__cmd rd[2];
     redisReply *rep[2] = {0};
-    market__cmd_set(&rd[0], 2, "ZCARD", "market:");
-    market__cmd_set(&rd[1], 5, "ZRANGE", "market:", start, stop, "WITHSCORES");
+    market__cmd_set(&rd[0], 2, "ZCARD", rl.market);
+    market__cmd_set(&rd[1], 5, "ZRANGE", rl.market, start, stop, "WITHSCORES");
     int rc = market__pipeline(c, rd, 2, rep);
     if (rc < 0) return rc;
     redisReply *r = rep[1];

@@ -1,13 +1,24 @@
 /* market.h - the game market: players, inventories and listings in Redis.
  *
- * Data model (Redis):
- *   users:<id>      hash  {name, funds}   funds: signed 64-bit integer
- *   inventory:<id>  set   of item ids the player holds
- *   market:         zset  members "<item>.<seller>", score = price
- *   lock:market     the market lock (owned by the lock layer); the item strategy's
- *                   lock:item:<item>.<seller> (lock:item:#<sha256 hex> when that
- *                   would pass LOCK_KEY_MAX) and lock:player:<id>
- *   idem:<player>:<key>  a request's outcome or claim (market_keys.c)
+ * Realms: a game's world is divided into realms (shards, servers, worlds). A
+ * player belongs to a realm and trades on that realm's market; every operation
+ * names its realm (MARKET_REALM_DEFAULT when the caller has none). Every key
+ * of a realm carries the realm as a Redis Cluster hash tag, so one realm's
+ * keys live in one hash slot: a purchase's WATCH, MULTI/EXEC and lock scripts
+ * touch one slot, on one server of a cluster. The same keys are used against
+ * a single Redis, so nothing changes between the two but the address. Realm
+ * ids are validated like player ids. Two realms may share a slot; a realm
+ * never spans two.
+ *
+ * Data model (Redis), for realm r:
+ *   users:{r}:<id>      hash  {name, funds}   funds: signed 64-bit integer
+ *   inventory:{r}:<id>  set   of item ids the player holds
+ *   market:{r}          zset  members "<item>.<seller>", score = price
+ *   lock:market:{r}     the realm's market lock (owned by the lock layer, whose fence
+ *                       counter for it is lock:fences:{r}); the item strategy's
+ *                       lock:item:{r}:<item>.<seller> and lock:player:{r}:<id>
+ *   <lock key>:fenced   the fence of the last commit made under that lock
+ *   idem:{r}:<player>:<key>  a request's outcome or claim (market_keys.c)
  *
  * Every operation that moves funds or items takes the market lock through
  * lock/lock.h, reads what it needs in one pipeline under WATCH, and commits
@@ -72,7 +83,10 @@ enum market_err {
 #define MARKET_ID_MAX 64                      /* ids: [A-Za-z0-9_-]{1,64} */
 #define MARKET_NAME_MAX 128                   /* display names, bytes */
 #define MARKET_PRICE_MAX INT64_C(1000000000000) /* prices: 1..10^12 */
-#define MARKET_LOCK_KEY "lock:market"
+#define MARKET_REALM_MAX MARKET_ID_MAX          /* realm ids: like player ids */
+#define MARKET_REALM_DEFAULT "main"             /* the realm of callers that name none */
+#define MARKET_WORKERS_MAX 16                   /* cfg.workers */
+#define MARKET_REALMS_MAX 4096                  /* realms market_realm_nth() names */
 #define MARKET_IDEM_KEY_MAX 128                 /* Idempotency-Key bytes */
 #define MARKET_IDEM_FP_MAX 64                   /* request fingerprint bytes */
 #define MARKET_IDEM_TTL_S 86400                 /* how long a stored outcome is kept */
@@ -96,6 +110,8 @@ typedef struct market_config {
     lock_redis_addr redis;       /* the store */
     enum market_strategy strategy;
     unsigned batch_max;          /* market strategy: most purchases per lock hold (0: 64) */
+    unsigned workers;            /* lock strategies: threads serving purchases, each realm
+                                    always on the same one (0: 4; at most MARKET_WORKERS_MAX) */
     int redis_timeout_ms;        /* connect and command timeout */
     unsigned min_replicas_ack;   /* > 0: a commit needs that many replicas' WAIT (see top) */
     int replica_ack_timeout_ms;  /* WAIT's timeout (0: redis_timeout_ms / 2), < redis_timeout_ms */
@@ -133,7 +149,7 @@ typedef struct market_idem {
 typedef struct market_pending market_pending;
 struct market_pending {
     /* in */
-    const char *buyer, *seller, *item;
+    const char *realm, *buyer, *seller, *item;
     int64_t expect_price;     /* > 0: refuse any other price (PRICE_CHANGED); else any */
     const market_idem *idem;  /* may be NULL */
     void (*done)(market_pending *p); /* called once, on the market's worker thread */
@@ -145,6 +161,7 @@ struct market_pending {
     /* the market's own */
     int64_t deadline_ms;
     int state;
+    unsigned lane;
     market_pending *next;
 };
 
@@ -212,30 +229,32 @@ const char *market_conn_errstr(const market_conn *c);
 
 /* ---- trading ---- */
 
-int market_purchase(market_conn *c, const char *buyer, const char *seller, const char *item,
-                    int64_t expect_price, market_purchase_result *res);
-int market_purchase_idem(market_conn *c, const char *buyer, const char *seller, const char *item,
-                         int64_t expect_price, const market_idem *idem,
+int market_purchase(market_conn *c, const char *realm, const char *buyer, const char *seller,
+                    const char *item, int64_t expect_price, market_purchase_result *res);
+int market_purchase_idem(market_conn *c, const char *realm, const char *buyer, const char *seller,
+                         const char *item, int64_t expect_price, const market_idem *idem,
                          market_purchase_result *res);
 int market_purchase_submit(market *m, market_pending *p);
 int market_can_submit(const market *m);
-int market_list(market_conn *c, const char *seller, const char *item, int64_t price);
-int market_list_idem(market_conn *c, const char *seller, const char *item, int64_t price,
-                     const market_idem *idem, int *replayed);
+int market_list(market_conn *c, const char *realm, const char *seller, const char *item,
+                int64_t price);
+int market_list_idem(market_conn *c, const char *realm, const char *seller, const char *item,
+                     int64_t price, const market_idem *idem, int *replayed);
 int market_idem_key_valid(const char *key);
-int market_unlist(market_conn *c, const char *seller, const char *item, int64_t *price);
+int market_unlist(market_conn *c, const char *realm, const char *seller, const char *item,
+                  int64_t *price);
 
 /* ---- reading ---- */
 
-int market_player_get(market_conn *c, const char *id, market_player **out);
+int market_player_get(market_conn *c, const char *realm, const char *id, market_player **out);
 void market_player_free(market_player *p);
-int market_listings(market_conn *c, size_t offset, size_t limit, market_listing **out,
-                    size_t *n, size_t *total);
+int market_listings(market_conn *c, const char *realm, size_t offset, size_t limit,
+                    market_listing **out, size_t *n, size_t *total);
 int market_ping(market_conn *c);
 int market_health(market_conn *c, char *why, size_t whylen);
-int market_audit(market_conn *c, market_audit_report *out);
-int market_players_scan(market_conn *c, const char *match, market_player_funds **out,
-                        size_t *n);
+int market_audit(market_conn *c, const char *realm, market_audit_report *out);
+int market_players_scan(market_conn *c, const char *realm, const char *match,
+                        market_player_funds **out, size_t *n);
 int market_store_info(market_conn *c, const char *section, char **out);
 int market_master(market *m, char *out, size_t outlen);
 
@@ -250,7 +269,7 @@ int market_world_add_listing(market_world *w, const char *seller, const char *it
 int market_world_generate(market_world *w, size_t players, size_t items, int64_t funds,
                           int64_t price_lo, int64_t price_hi, uint64_t seed);
 int market_world_check(const market_world *w, char *why, size_t whylen);
-int market_world_store(market_conn *c, const market_world *w, int reset);
+int market_world_store(market_conn *c, const char *realm, const market_world *w, int reset);
 
 /* ---- helpers ---- */
 
@@ -258,6 +277,7 @@ void market_stats_get(const market *m, market_stats *out);
 int market_strategy_parse(const char *name, enum market_strategy *out);
 const char *market_strategy_name(enum market_strategy s);
 int market_id_valid(const char *id);
+int market_realm_nth(unsigned i, char *out, size_t outlen);
 const char *market_strerror(int err);
 
 #endif /* GM_MARKET_MARKET_H */

@@ -1,13 +1,15 @@
 /* market_batch.c - the lock strategies: purchases that arrive together share one lock hold.
  *
  * DESIGN
- * A single market lock serialises every purchase, so what matters is the work
- * per lock hold and how waiters wait. Purchases do not each take the Redis
- * lock: they join an in-process queue (market__queue_submit(), or
- * market_purchase_idem() which submits and waits), and one worker thread per
- * market serves the queue in batches (flat combining):
- *   1. one pipeline: WATCH the lock key, market:, every user involved, the
- *      lock's fencing record and any idempotency records; ZMSCORE market: for
+ * A single market lock serialises every purchase of a realm, so what matters
+ * is the work per lock hold and how waiters wait. Purchases do not each take
+ * the Redis lock: they join an in-process queue (market__queue_submit(), or
+ * market_purchase_idem() which submits and waits), one of cfg.workers lanes
+ * chosen by their realm, and each lane's worker thread serves its queue in
+ * batches of one realm (flat combining), so that a batch touches one hash
+ * slot and realms on different lanes proceed in parallel:
+ *   1. one pipeline: WATCH the lock key, the realm's market, every user involved, the
+ *      lock's fencing record and any idempotency records; ZMSCORE the market for
  *      every listing; GET the fencing record; HGET funds of every user; MGET
  *      the idempotency records. When buyers race for the same items (a
  *      quarter of the last batch found its listing gone), the funds are read
@@ -21,8 +23,8 @@
  *      listing, the idempotency records - aborted by Redis if anything
  *      watched changed or the lock key expired;
  *   4. hand every purchase its outcome (its done callback) and take the next
- *      batch. While purchases keep coming the worker keeps the lock from one
- *      batch to the next (up to MARKET__HOLD_MAX_MS, and never past half the
+ *      batch. While purchases of the realm keep coming the worker keeps its
+ *      lock from one batch to the next (up to MARKET__HOLD_MAX_MS, and never past half the
  *      lease), so a busy market pays for one acquire and one release per
  *      hold, not per batch; an idle one releases at once.
  * The item strategy takes, instead of the market lock, every listing's and
@@ -48,25 +50,36 @@
 
 #define USERS_MAX (2 * MARKET__BATCH_MAX)
 
-/* The queue of purchases of the lock strategies, the threads that serve it,
- * and the market lock kept across batches: this layer's own state. */
-struct market__queue {
-    pthread_mutex_t qmu;           /* guards the queue and the threads' state */
-    pthread_cond_t qcv;            /* signalled when a purchase is queued or at stop */
+/* One lane: a queue of purchases and the worker thread that serves it.
+ * Every purchase of a realm goes to the same lane (lane_of), so a realm's
+ * purchases are served in the order they came. */
+struct market__lane {
+    market *m;
+    pthread_cond_t cv;             /* signalled when a purchase is queued here, or at stop */
     market_pending *qhead, *qtail; /* purchases waiting, oldest first */
     pthread_t worker;
-    int worker_started, worker_stop;
+    int started;
+    /* The market lock of the realm last served, kept from one batch to the
+     * next while purchases keep coming (the market strategy; this lane's
+     * worker's alone). */
+    lock_handle hold;
+    int holding;
+    int64_t hold_since_ms;
+};
+
+/* The lanes of the lock strategies, the threads that serve them, and the
+ * releaser: this layer's own state. */
+struct market__queue {
+    pthread_mutex_t qmu; /* guards every lane's queue and the threads' state */
+    int worker_stop;
+    size_t nlanes; /* 1..MARKET_WORKERS_MAX */
+    struct market__lane lane[MARKET_WORKERS_MAX];
     /* Item strategy: a batch's locks are released by a releaser thread, so
      * the worker goes on to its next batch at once. */
     pthread_cond_t rcv; /* signalled when a release is queued or at stop */
     struct market__release *rhead, *rtail;
     pthread_t releaser;
     int releaser_started, releaser_stop;
-    /* The market lock, kept from one batch to the next while purchases keep
-     * coming (the market strategy's one worker's alone). */
-    lock_handle hold;
-    int holding;
-    int64_t hold_since_ms;
 };
 
 enum {
@@ -75,8 +88,9 @@ enum {
 };
 
 struct market__batch {
-    market_pending *req[MARKET__BATCH_MAX];
+    market_pending *req[MARKET__BATCH_MAX]; /* all of one realm */
     size_t n;
+    market__realm realm;
     char member[MARKET__BATCH_MAX][MARKET__MEMBER_MAX];
     size_t first[MARKET__BATCH_MAX];  /* index of the first purchase of the same listing */
     int sold[MARKET__BATCH_MAX];      /* on the first purchase of a listing: sold in batch */
@@ -149,8 +163,8 @@ static size_t user_index(struct market__batch *b, const char *id) {
         if (strcmp(b->user[i], id) == 0) return i;
     size_t i = b->n_users++;
     b->user[i] = id;
-    market__key(b->k_user[i], sizeof b->k_user[i], "users:", id);
-    market__key(b->k_inv[i], sizeof b->k_inv[i], "inventory:", id);
+    market__key(b->k_user[i], sizeof b->k_user[i], "users", b->realm.id, id);
+    market__key(b->k_inv[i], sizeof b->k_inv[i], "inventory", b->realm.id, id);
     return i;
 }
 
@@ -166,7 +180,7 @@ static int batch_index(struct market__batch *b, int need_token) {
         snprintf(b->member[i], sizeof b->member[i], "%s.%s", r->item, r->seller);
         b->k_idem[i][0] = '\0';
         if (r->idem) {
-            market__idem_key(b->k_idem[i], sizeof b->k_idem[i], r->buyer, r->idem);
+            market__idem_key(b->k_idem[i], sizeof b->k_idem[i], b->realm.id, r->buyer, r->idem);
             market__idem_claim(b->claim[i], sizeof b->claim[i], r->idem, b->token);
             b->n_idem++;
         }
@@ -270,7 +284,7 @@ static size_t read_build(const market *m, const market__held *held, struct marke
     b->args_watch[k++] = "WATCH";
     /* The market lock guards market: as a whole, so it is watched; listing
      * locks guard their own listings, and every purchase changes market:. */
-    if (m->cfg.strategy == MARKET_STRATEGY_MARKET) b->args_watch[k++] = "market:";
+    if (m->cfg.strategy == MARKET_STRATEGY_MARKET) b->args_watch[k++] = b->realm.market;
     for (size_t i = 0; i < held->n; i++) {
         /* The lock keys when they are read (held->tokens), or under the
          * market strategy; not the item strategy's when the lock lives
@@ -289,7 +303,7 @@ static size_t read_build(const market *m, const market__held *held, struct marke
 
     k = 0;
     b->args_zmscore[k++] = "ZMSCORE";
-    b->args_zmscore[k++] = "market:";
+    b->args_zmscore[k++] = b->realm.market;
     for (size_t i = 0; i < b->n; i++)
         b->args_zmscore[k++] = b->member[i];
     b->argv[nc] = b->args_zmscore;
@@ -561,7 +575,7 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
     }
     k = 0;
     b->args_zrem[k++] = "ZREM";
-    b->args_zrem[k++] = "market:";
+    b->args_zrem[k++] = b->realm.market;
     for (size_t i = 0; i < b->n; i++)
         if (won(b, i)) b->args_zrem[k++] = b->member[i];
     if (k > 2) { /* a batch may record refusals alone */
@@ -639,23 +653,22 @@ static int64_t hold_max_ms(const market *m) {
     return quarter < MARKET__HOLD_MAX_MS ? quarter : MARKET__HOLD_MAX_MS;
 }
 
-static void hold_drop(market *m) {
-    if (!m->queue->holding) return;
-    (void)lock_release(m->lock, &m->queue->hold); /* a lease we cannot release expires */
-    m->queue->holding = 0;
+static void hold_drop(struct market__lane *ln) {
+    if (!ln->holding) return;
+    (void)lock_release(ln->m->lock, &ln->hold); /* a lease we cannot release expires */
+    ln->holding = 0;
 }
 
-/* Adds the lock "<prefix><id>" to the batch's locks unless it is there.
- * Returns MARKET_OK, or MARKET_ERR_NOMEM when its name cannot be made. */
-static int lock_key_add(struct market__batch *b, const char *prefix, const char *id) {
+/* Adds the lock "lock:<kind>:{<realm>}:<id>" to the batch's locks unless it
+ * is there. This function can't fail. */
+static void lock_key_add(struct market__batch *b, const char *kind, const char *id) {
     char key[MARKET__LOCK_KEY_MAX];
-    if (market__lock_key(key, prefix, id) < 0) return MARKET_ERR_NOMEM;
+    market__lock_key(key, kind, b->realm.id, id);
     for (size_t i = 0; i < b->n_locks; i++)
-        if (strcmp(b->lock_key[i], key) == 0) return MARKET_OK;
+        if (strcmp(b->lock_key[i], key) == 0) return;
     memcpy(b->lock_key[b->n_locks], key, sizeof key);
     b->lock_keys[b->n_locks] = b->lock_key[b->n_locks];
     b->n_locks++;
-    return MARKET_OK;
 }
 
 /* A batch's locks, waiting for the releaser thread. */
@@ -742,7 +755,7 @@ static void batch_fail(market *m, struct market__batch *b, int rc) {
 static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
     size_t k = 0;
     b->args_zmscore[k++] = "ZMSCORE";
-    b->args_zmscore[k++] = "market:";
+    b->args_zmscore[k++] = b->realm.market;
     for (size_t i = 0; i < b->n; i++) {
         const market_pending *r = b->req[i];
         snprintf(b->member[i], sizeof b->member[i], "%s.%s", r->item, r->seller);
@@ -781,8 +794,8 @@ static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
     int rc = batch_index(b, m->lock_in_store); /* the commit's guard key carries it */
     b->n_locks = 0;
     for (size_t i = 0; rc == MARKET_OK && i < b->n; i++) {
-        rc = lock_key_add(b, "lock:item:", b->member[i]);
-        if (rc == MARKET_OK) rc = lock_key_add(b, "lock:player:", b->req[i]->buyer);
+        lock_key_add(b, "item", b->member[i]);
+        lock_key_add(b, "player", b->req[i]->buyer);
     }
     if (rc < 0) {
         batch_fail(m, b, rc);
@@ -840,7 +853,7 @@ static void batch_run_item(market_conn *c, struct market__batch *b) {
     }
 }
 
-static void batch_run(market_conn *c, struct market__batch *b) {
+static void batch_run(market_conn *c, struct market__lane *ln, struct market__batch *b) {
     market *m = c->m;
     if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
     if (m->cfg.strategy == MARKET_STRATEGY_ITEM) {
@@ -854,24 +867,24 @@ static void batch_run(market_conn *c, struct market__batch *b) {
         return;
     }
     int64_t now = lock_now_ms();
-    if (m->queue->holding &&
-        (now - m->queue->hold_since_ms >= hold_max_ms(m) ||
-         m->queue->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
-        hold_drop(m);
-    if (!m->queue->holding) {
-        rc = market__lock(c, MARKET_LOCK_KEY, batch_deadline(b), &m->queue->hold);
+    if (ln->holding &&
+        (strcmp(ln->hold.key, b->realm.lock) != 0 || now - ln->hold_since_ms >= hold_max_ms(m) ||
+         ln->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
+        hold_drop(ln);
+    if (!ln->holding) {
+        rc = market__lock(c, b->realm.lock, batch_deadline(b), &ln->hold);
         if (rc == MARKET_OK) {
-            m->queue->holding = 1;
-            m->queue->hold_since_ms = now;
+            ln->holding = 1;
+            ln->hold_since_ms = now;
             if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
         }
     }
     if (rc == MARKET_OK) {
         market__held hd = {0};
         hd.tokens = m->lock_in_store;
-        market__held_set(&hd, 0, MARKET_LOCK_KEY, &m->queue->hold);
-        rc = market__attempts(c, &m->queue->hold, &hd, batch_attempt, b);
-        if (rc < 0) hold_drop(m); /* whatever went wrong, start the next batch afresh */
+        market__held_set(&hd, 0, b->realm.lock, &ln->hold);
+        rc = market__attempts(c, &ln->hold, &hd, batch_attempt, b);
+        if (rc < 0) hold_drop(ln); /* whatever went wrong, start the next batch afresh */
     }
     if (rc < 0) batch_fail(m, b, rc);
 }
@@ -894,25 +907,41 @@ static void confirm_replays(market_conn *c, struct market__batch *b) {
         }
 }
 
-/* ---- the queue and its worker ---- */
+/* ---- the lanes and their workers ---- */
 
-/* Gives m its queue (m->queue; its worker starts with the first purchase).
- * Returns 0, or -1 on out-of-memory. */
+/* Gives m its queue (m->queue) of cfg.workers lanes; each lane's worker
+ * starts with its first purchase. Returns 0, or -1 on out-of-memory. */
 int market__queue_new(market *m) {
     struct market__queue *q = calloc(1, sizeof *q);
     if (!q) return -1;
+    q->nlanes = m->cfg.workers;
     if (pthread_mutex_init(&q->qmu, NULL) != 0) goto fail_q;
-    if (pthread_cond_init(&q->qcv, NULL) != 0) goto fail_mu;
-    if (pthread_cond_init(&q->rcv, NULL) != 0) goto fail_cv;
-    m->queue = q;
-    return 0;
-fail_cv:
-    pthread_cond_destroy(&q->qcv);
+    if (pthread_cond_init(&q->rcv, NULL) != 0) goto fail_mu;
+    size_t k = 0;
+    for (; k < q->nlanes; k++) {
+        q->lane[k].m = m;
+        if (pthread_cond_init(&q->lane[k].cv, NULL) != 0) break;
+    }
+    if (k == q->nlanes) {
+        m->queue = q;
+        return 0;
+    }
+    while (k-- > 0)
+        pthread_cond_destroy(&q->lane[k].cv);
+    pthread_cond_destroy(&q->rcv);
 fail_mu:
     pthread_mutex_destroy(&q->qmu);
 fail_q:
     free(q);
     return -1;
+}
+
+/* Returns the lane that serves realm: always the same one (FNV-1a of the id). */
+static unsigned lane_of(const struct market__queue *q, const char *realm) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char *s = (const unsigned char *)realm; *s; s++)
+        h = (h ^ *s) * 16777619u;
+    return (unsigned)(h % q->nlanes);
 }
 
 /* Gives p its outcome and hands it back; p is not touched afterwards. */
@@ -922,13 +951,49 @@ static void finish(market *m, market_pending *p, int rc) {
     p->done(p);
 }
 
-/* The worker: takes up to a batch of queued purchases at a time, answers
- * those whose wait budget ran out while queued with MARKET_ERR_BUSY, serves
- * the rest under one lock hold (see DESIGN), hands each its outcome, and
- * (market strategy) releases the lock when the queue is empty. At stop it
- * serves what is queued first. */
+/* Takes from ln's queue (under qmu) up to most purchases of one realm, the
+ * realm of the oldest one still in its budget, into b->req, keeping the
+ * order they came in; purchases of other realms stay queued in theirs.
+ * Purchases past their budget (or all of them, when nomem) are taken too
+ * and put on *refused with their answer. Returns how many went into b. */
+static size_t batch_take(struct market__lane *ln, struct market__batch *b, size_t most, int nomem,
+                         market_pending **refused) {
+    int64_t now = lock_now_ms();
+    const char *realm = NULL;
+    size_t n = 0;
+    market_pending **pp = &ln->qhead, *prev = NULL;
+    while (*pp && (n < most || nomem)) {
+        market_pending *p = *pp;
+        int late = nomem || now >= p->deadline_ms;
+        if (!late && realm && strcmp(p->realm, realm) != 0) {
+            prev = p;
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        p->state = REQ_TAKEN;
+        if (!late) {
+            realm = p->realm;
+            b->req[n++] = p;
+            continue;
+        }
+        p->rc = nomem ? MARKET_ERR_NOMEM : MARKET_ERR_BUSY;
+        p->next = *refused;
+        *refused = p;
+    }
+    if (!*pp) ln->qtail = prev; /* walked to the end: the last purchase kept is the tail */
+    return n;
+}
+
+/* A lane's worker: takes a batch of one realm at a time (batch_take),
+ * answers those whose wait budget ran out while queued with
+ * MARKET_ERR_BUSY, serves the rest under one lock hold (see DESIGN), hands
+ * each its outcome, and (market strategy) releases the lock when its queue
+ * is empty. At stop it serves what is queued first. */
 static void *worker_main(void *arg) {
-    market *m = arg;
+    struct market__lane *ln = arg;
+    market *m = ln->m;
+    struct market__queue *q = m->queue;
     struct market__batch *b = malloc(sizeof *b);
     market_conn *c = b ? market_conn_new(m, NULL) : NULL;
     int nomem = !b || !c; /* then every purchase it takes fails */
@@ -936,38 +1001,22 @@ static void *worker_main(void *arg) {
     size_t most = nomem ? 0 : m->cfg.batch_max;
     if (m->cfg.strategy == MARKET_STRATEGY_ITEM && most > MARKET__ITEM_BATCH_MAX)
         most = MARKET__ITEM_BATCH_MAX;
-    pthread_mutex_lock(&m->queue->qmu);
+    pthread_mutex_lock(&q->qmu);
     for (;;) {
-        if (!m->queue->qhead) {
-            if (m->queue->holding) { /* idle: free the market for other processes */
-                pthread_mutex_unlock(&m->queue->qmu);
-                hold_drop(m);
-                pthread_mutex_lock(&m->queue->qmu);
+        if (!ln->qhead) {
+            if (ln->holding) { /* idle: free the realm's market for other processes */
+                pthread_mutex_unlock(&q->qmu);
+                hold_drop(ln);
+                pthread_mutex_lock(&q->qmu);
                 continue;
             }
-            if (m->queue->worker_stop) break;
-            pthread_cond_wait(&m->queue->qcv, &m->queue->qmu);
+            if (q->worker_stop) break;
+            pthread_cond_wait(&ln->cv, &q->qmu);
             continue;
         }
-        /* Take a batch; purchases past their budget (or all, without
-         * scratch space) go on the refused list with their answer. */
         market_pending *refused = NULL;
-        int64_t now = lock_now_ms();
-        size_t n = 0;
-        while (m->queue->qhead && (n < most || nomem)) {
-            market_pending *p = m->queue->qhead;
-            m->queue->qhead = p->next;
-            p->state = REQ_TAKEN;
-            if (!nomem && now < p->deadline_ms) {
-                b->req[n++] = p;
-                continue;
-            }
-            p->rc = nomem ? MARKET_ERR_NOMEM : MARKET_ERR_BUSY;
-            p->next = refused;
-            refused = p;
-        }
-        if (!m->queue->qhead) m->queue->qtail = NULL;
-        pthread_mutex_unlock(&m->queue->qmu);
+        size_t n = batch_take(ln, b, most, nomem, &refused);
+        pthread_mutex_unlock(&q->qmu);
 
         while (refused) {
             market_pending *p = refused;
@@ -977,7 +1026,8 @@ static void *worker_main(void *arg) {
         }
         if (n) {
             b->n = n;
-            batch_run(c, b);
+            market__realm_init(&b->realm, b->req[0]->realm);
+            batch_run(c, ln, b);
             confirm_replays(c, b);
             for (size_t i = 0; i < n; i++) {
                 market_pending *p = b->req[i];
@@ -986,74 +1036,84 @@ static void *worker_main(void *arg) {
                 finish(m, p, p->rc);
             }
         }
-        pthread_mutex_lock(&m->queue->qmu);
+        pthread_mutex_lock(&q->qmu);
     }
-    pthread_mutex_unlock(&m->queue->qmu);
+    pthread_mutex_unlock(&q->qmu);
     market_conn_free(c);
     free(b);
     return NULL;
 }
 
 /* Queues purchase p (arguments already checked: see market_purchase_submit)
- * and returns at once. Returns MARKET_OK when p is queued (p->done(p) will
- * be called exactly once, from the worker), MARKET_ERR_BUSY after
- * market__queue_stop(), or MARKET_ERR_NOMEM (the worker cannot start). */
+ * on its realm's lane and returns at once. Returns MARKET_OK when p is
+ * queued (p->done(p) will be called exactly once, from the lane's worker),
+ * MARKET_ERR_BUSY after market__queue_stop(), or MARKET_ERR_NOMEM (the
+ * worker cannot start). */
 int market__queue_submit(market *m, market_pending *p) {
+    struct market__queue *q = m->queue;
     p->res = (market_purchase_result){0};
     p->rc = MARKET_ERR_STORE;
     p->why[0] = '\0';
     p->state = REQ_WAITING;
     p->next = NULL;
     p->deadline_ms = lock_now_ms() + m->cfg.acquire_timeout_ms;
-    pthread_mutex_lock(&m->queue->qmu);
-    if (m->queue->worker_stop) {
-        pthread_mutex_unlock(&m->queue->qmu);
+    p->lane = lane_of(q, p->realm);
+    struct market__lane *ln = &q->lane[p->lane];
+    pthread_mutex_lock(&q->qmu);
+    if (q->worker_stop) {
+        pthread_mutex_unlock(&q->qmu);
         return MARKET_ERR_BUSY;
     }
-    if (!m->queue->worker_started) {
-        if (pthread_create(&m->queue->worker, NULL, worker_main, m) != 0) {
-            pthread_mutex_unlock(&m->queue->qmu);
+    if (!ln->started) {
+        if (pthread_create(&ln->worker, NULL, worker_main, ln) != 0) {
+            pthread_mutex_unlock(&q->qmu);
             return MARKET_ERR_NOMEM;
         }
-        m->queue->worker_started = 1;
+        ln->started = 1;
     }
-    /* Without a releaser, the worker releases its locks itself. */
-    if (m->cfg.strategy == MARKET_STRATEGY_ITEM && !m->queue->releaser_started &&
-        pthread_create(&m->queue->releaser, NULL, releaser_main, m) == 0)
-        m->queue->releaser_started = 1;
+    /* Without a releaser, the workers release their locks themselves. */
+    if (m->cfg.strategy == MARKET_STRATEGY_ITEM && !q->releaser_started &&
+        pthread_create(&q->releaser, NULL, releaser_main, m) == 0)
+        q->releaser_started = 1;
     MARKET__COUNT(m, purchases);
-    if (m->queue->qtail)
-        m->queue->qtail->next = p;
+    if (ln->qtail)
+        ln->qtail->next = p;
     else
-        m->queue->qhead = p;
-    m->queue->qtail = p;
-    pthread_cond_signal(&m->queue->qcv);
-    pthread_mutex_unlock(&m->queue->qmu);
+        ln->qhead = p;
+    ln->qtail = p;
+    pthread_cond_signal(&ln->cv);
+    pthread_mutex_unlock(&q->qmu);
     return MARKET_OK;
 }
 
-/* Tells one of m's threads to stop (it finishes its queue first) and waits
- * for it. */
-static void stop_thread(market *m, int *stop, pthread_cond_t *cv, int *started, pthread_t t) {
-    pthread_mutex_lock(&m->queue->qmu);
-    *stop = 1;
-    pthread_cond_signal(cv);
-    int was = *started;
-    *started = 0;
-    pthread_mutex_unlock(&m->queue->qmu);
-    if (was) pthread_join(t, NULL);
-}
-
 /* Stops taking purchases: every queued one is served first, then the
- * worker ends and the market lock is released; later submissions answer
+ * workers end and the market locks are released; later submissions answer
  * MARKET_ERR_BUSY. Idempotent; this function can't fail. */
 void market__queue_stop(market *m) {
-    stop_thread(m, &m->queue->worker_stop, &m->queue->qcv, &m->queue->worker_started,
-                m->queue->worker);
-    /* the worker is gone: release what it left */
-    stop_thread(m, &m->queue->releaser_stop, &m->queue->rcv, &m->queue->releaser_started,
-                m->queue->releaser);
-    hold_drop(m);
+    struct market__queue *q = m->queue;
+    pthread_mutex_lock(&q->qmu);
+    q->worker_stop = 1;
+    for (size_t k = 0; k < q->nlanes; k++)
+        pthread_cond_signal(&q->lane[k].cv);
+    pthread_mutex_unlock(&q->qmu);
+    for (size_t k = 0; k < q->nlanes; k++) {
+        struct market__lane *ln = &q->lane[k];
+        pthread_mutex_lock(&q->qmu);
+        int was = ln->started;
+        ln->started = 0;
+        pthread_mutex_unlock(&q->qmu);
+        if (was) pthread_join(ln->worker, NULL);
+    }
+    /* the workers are gone: release what they left */
+    pthread_mutex_lock(&q->qmu);
+    q->releaser_stop = 1;
+    pthread_cond_signal(&q->rcv);
+    int was = q->releaser_started;
+    q->releaser_started = 0;
+    pthread_mutex_unlock(&q->qmu);
+    if (was) pthread_join(q->releaser, NULL);
+    for (size_t k = 0; k < q->nlanes; k++)
+        hold_drop(&q->lane[k]);
 }
 
 /* Stops m's queue and frees what market__queue_new() made. NULL queue: a
@@ -1062,8 +1122,9 @@ void market__queue_free(market *m) {
     struct market__queue *q = m->queue;
     if (!q) return;
     market__queue_stop(m);
+    for (size_t k = 0; k < q->nlanes; k++)
+        pthread_cond_destroy(&q->lane[k].cv);
     pthread_cond_destroy(&q->rcv);
-    pthread_cond_destroy(&q->qcv);
     pthread_mutex_destroy(&q->qmu);
     free(q);
     m->queue = NULL;
@@ -1089,10 +1150,11 @@ static void sync_done(market_pending *p) {
  * when its wait budget ends leaves the queue with MARKET_ERR_BUSY; one the
  * worker has taken is waited for. Arguments are already validated by
  * market_purchase_idem(). */
-int market__queue_wait(market *m, const char *buyer, const char *seller, const char *item,
-                       int64_t expect_price, const market_idem *idem, market_purchase_result *res,
-                       char *why, size_t whylen) {
-    struct sync_wait w = {.p = {buyer, seller, item, expect_price, idem, sync_done, NULL}, .m = m};
+int market__queue_wait(market *m, const char *realm, const char *buyer, const char *seller,
+                       const char *item, int64_t expect_price, const market_idem *idem,
+                       market_purchase_result *res, char *why, size_t whylen) {
+    struct sync_wait w = {.p = {realm, buyer, seller, item, expect_price, idem, sync_done, NULL},
+                          .m = m};
     w.p.ud = &w;
     pthread_condattr_t ca;
     if (pthread_condattr_init(&ca) != 0) return MARKET_ERR_NOMEM;
@@ -1117,13 +1179,14 @@ int market__queue_wait(market *m, const char *buyer, const char *seller, const c
             w.p.state != REQ_WAITING)
             continue;
         /* Still queued when its budget ran out: leave the queue, busy. */
-        market_pending **pp = &m->queue->qhead, *prev = NULL;
+        struct market__lane *ln = &m->queue->lane[w.p.lane];
+        market_pending **pp = &ln->qhead, *prev = NULL;
         while (*pp != &w.p) {
             prev = *pp;
             pp = &(*pp)->next;
         }
         *pp = w.p.next;
-        if (m->queue->qtail == &w.p) m->queue->qtail = prev;
+        if (ln->qtail == &w.p) ln->qtail = prev;
         w.p.rc = MARKET_ERR_BUSY;
         MARKET__COUNT(m, lock_busy);
         break;

@@ -8,7 +8,9 @@
  *                                      cannot take the purchase, and one made
  *                                      writable (replica-read-only no) would
  *                                      lose it at its next sync.
- *   ZADD market: XX 0 healthz:probe    a write that writes nothing (below).
+ *   ZADD market:{main} XX 0 healthz:probe
+ *                                      a write that writes nothing (below), on
+ *                                      the default realm's market.
  *
  * With --min-replicas-ack N, ROLE must also list at least N connected
  * replicas: a master without them answers every purchase not_replicated.
@@ -19,10 +21,10 @@
  * a user without write access -NOPERM. ZADD is a write that may use memory,
  * so every one of these checks applies to it, as it does to a purchase's
  * commands. With XX, ZADD only updates members that already exist, and
- * "healthz:probe" is never a member of market: (members are
+ * "healthz:probe" is never a member of a market (members are
  * "<item>.<seller>", and ids have neither ':' nor '.'), so the probe changes
  * nothing: it creates no key, is not propagated to replicas or the AOF, and
- * does not disturb a WATCH on market:.
+ * does not disturb a WATCH on the market.
  */
 #include <stdio.h>
 #include <string.h>
@@ -46,7 +48,7 @@ static const struct {
     {"NOPERM", "redis refuses writes: the service's user lacks permission (NOPERM)"},
     {"LOADING", "redis is loading its data"},
     {"MASTERDOWN", "redis is a replica whose master link is down"},
-    {"WRONGTYPE", "key market: is not a sorted set"},
+    {"WRONGTYPE", "the default realm's market key is not a sorted set"},
 };
 
 /* Writes "<what> (<code>)" into why, code being the first word of error
@@ -112,7 +114,9 @@ int market_health(market_conn *c, char *why, size_t whylen) {
     market__cmd cmds[2];
     redisReply *rep[2] = {NULL, NULL};
     market__cmd_set(&cmds[0], 1, "ROLE");
-    market__cmd_set(&cmds[1], 5, "ZADD", "market:", "XX", "0", PROBE_MEMBER);
+    market__realm rl;
+    market__realm_init(&rl, MARKET_REALM_DEFAULT);
+    market__cmd_set(&cmds[1], 5, "ZADD", rl.market, "XX", "0", PROBE_MEMBER);
     int rc = market__pipeline(c, cmds, 2, rep);
     if (rc == MARKET_ERR_NOMEM) {
         snprintf(why, whylen, "out of memory");

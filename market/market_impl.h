@@ -11,19 +11,20 @@
 
 #include "market/market.h"
 
-#define MARKET__KEY_MAX (MARKET_ID_MAX + 16)           /* "inventory:" + id */
+#define MARKET__TAG_MAX (MARKET_REALM_MAX + 3)         /* "{<realm>}" */
+#define MARKET__KEY_MAX (MARKET_ID_MAX + MARKET__TAG_MAX + 16) /* "inventory:{<realm>}:<id>" */
 #define MARKET__MEMBER_MAX (2 * MARKET_ID_MAX + 2)     /* "<item>.<seller>" */
 #define MARKET__PIPE_MAX 16                            /* commands in one fixed pipeline */
 #define MARKET__BATCH_MAX 256                          /* upper bound of cfg.batch_max */
 #define MARKET__HELD_MAX LOCK_MULTI_MAX                /* leases one transaction may hold */
 #define MARKET__ITEM_BATCH_MAX (MARKET__HELD_MAX / 2)  /* item strategy: 2 locks a purchase */
-#define MARKET__LOCK_KEY_MAX (MARKET__MEMBER_MAX + 16) /* "lock:item:<item>.<seller>" */
-#define MARKET__LOCK_HASHED "lock:item:#" /* + SHA-256 hex: a listing lock too long to name */
-#define MARKET__FENCED_MAX (MARKET__MEMBER_MAX + 24) /* "<lock key>:fenced" */
+#define MARKET__LOCK_KEY_MAX (MARKET__MEMBER_MAX + MARKET__TAG_MAX + 16) /* lock:item:{r}:<m> */
+#define MARKET__FENCED_MAX (MARKET__LOCK_KEY_MAX + 8) /* "<lock key>:fenced" */
 #define MARKET__HOLD_MAX_MS 20 /* most the worker keeps the market lock across batches */
 #define MARKET__TXN_ABORTED 1  /* an attempt's EXEC was aborted: a watched key changed */
 
-#define MARKET__IDEM_REDIS_MAX (8 + MARKET_ID_MAX + MARKET_IDEM_KEY_MAX) /* idem:<p>:<k> */
+#define MARKET__IDEM_REDIS_MAX (8 + MARKET__TAG_MAX + MARKET_ID_MAX + MARKET_IDEM_KEY_MAX)
+                                                               /* idem:{<r>}:<p>:<k> */
 #define MARKET__IDEM_RECORD_MAX (MARKET_IDEM_FP_MAX + 48)                /* "<fp> <a> <b>" */
 #define MARKET__IDEM_TTL "86400"                                         /* MARKET_IDEM_TTL_S */
 #define MARKET__IDEM_CLAIM_SLACK_MS 100 /* a claim outlives its attempt's budget by this */

@@ -1,9 +1,9 @@
-/* market_keys.c - names and values of the market's bookkeeping keys: lock
- * keys, idempotency records and their claims. Pure: no Redis I/O (it only
+/* market_keys.c - names and values of the market's keys: a realm's data and
+ * lock keys, idempotency records and their claims. Pure: no Redis I/O (it only
  * reads replies handed to it), called by market_txn.c and market_batch.c.
  *
  * DESIGN
- * An idempotency record idem:<player>:<key> holds one of
+ * An idempotency record idem:{<realm>}:<player>:<key> holds one of
  *   "<fp> <a> <b>"      a success: purchase price and buyer funds after it
  *                       (list: price and 0);
  *   "<fp> !<rc> <a>"    a final refusal: its market code (negative) and, for
@@ -23,53 +23,44 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include <openssl/evp.h>
-
 #include "market/market_keys.h"
 
-/* The longest lock key the market makes fits the lock layer, whatever the ids. */
-_Static_assert(sizeof MARKET__LOCK_HASHED - 1 + 2 * 32 <= LOCK_KEY_MAX,
-               "a hashed lock key exceeds the lock layer's limit");
-_Static_assert(sizeof "lock:player:" - 1 + MARKET_ID_MAX <= LOCK_KEY_MAX,
-               "a player's lock key exceeds the lock layer's limit");
-_Static_assert(LOCK_KEY_MAX + sizeof ":fenced" <= MARKET__FENCED_MAX,
+/* The longest names the market makes fit the lock layer and their buffers. */
+_Static_assert(MARKET__LOCK_KEY_MAX - 1 <= LOCK_KEY_MAX,
+               "a realm's lock key may exceed the lock layer's limit");
+_Static_assert(MARKET__LOCK_KEY_MAX - 1 + sizeof ":fenced" <= MARKET__FENCED_MAX,
                "a fencing record's name does not fit its buffer");
 
-/* ---- lock keys ---- */
+/* ---- a realm's keys ---- */
 
-/* Writes the lock key "<prefix><id>" into out (MARKET__LOCK_KEY_MAX bytes).
- * When that is longer than LOCK_KEY_MAX (an item lock on a listing of two
- * long ids), it writes "lock:item:#<hex SHA-256 of prefix and id>" instead:
- * the same listing always gets the same key, and keys that fit are left as
- * they are, so servers of an older version agree on them. Returns 0, or -1
- * when hashing fails (out of memory in libcrypto). */
-int market__lock_key(char *out, const char *prefix, const char *id) {
-    int n = snprintf(out, MARKET__LOCK_KEY_MAX, "%s%s", prefix, id);
-    if (n >= 0 && n <= LOCK_KEY_MAX) return 0;
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned mdlen = 0;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-             EVP_DigestUpdate(ctx, prefix, strlen(prefix)) == 1 &&
-             EVP_DigestUpdate(ctx, id, strlen(id)) == 1 &&
-             EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == 32;
-    EVP_MD_CTX_free(ctx);
-    if (!ok) return -1;
-    size_t k = (size_t)snprintf(out, MARKET__LOCK_KEY_MAX, "%s", MARKET__LOCK_HASHED);
-    for (unsigned i = 0; i < mdlen; i++) {
-        static const char hex[] = "0123456789abcdef";
-        out[k++] = hex[md[i] >> 4];
-        out[k++] = hex[md[i] & 15];
-    }
-    out[k] = '\0';
-    return 0;
+/* Writes "<kind>:{<realm>}:<id>" into out (MARKET__KEY_MAX bytes hold any
+ * valid ids): the key of a player's hash ("users") or inventory
+ * ("inventory") in realm. */
+void market__key(char *out, size_t outlen, const char *kind, const char *realm, const char *id) {
+    snprintf(out, outlen, "%s:{%s}:%s", kind, realm, id);
+}
+
+/* Fills *r with realm's id (borrowed) and the names every operation of the
+ * realm shares: its market and its market lock. */
+void market__realm_init(market__realm *r, const char *realm) {
+    r->id = realm;
+    snprintf(r->market, sizeof r->market, "market:{%s}", realm);
+    snprintf(r->lock, sizeof r->lock, "lock:market:{%s}", realm);
+}
+
+/* Writes the lock key "lock:<kind>:{<realm>}:<id>" into out
+ * (MARKET__LOCK_KEY_MAX bytes): the item strategy's lock of a listing
+ * ("item", id "<item>.<seller>") or of a buyer ("player"). */
+void market__lock_key(char *out, const char *kind, const char *realm, const char *id) {
+    snprintf(out, MARKET__LOCK_KEY_MAX, "lock:%s:{%s}:%s", kind, realm, id);
 }
 
 /* ---- idempotency records ---- */
 
-/* Writes "idem:<player>:<key>" into out. */
-void market__idem_key(char *out, size_t outlen, const char *player, const market_idem *idem) {
-    snprintf(out, outlen, "idem:%s:%s", player, idem->key);
+/* Writes "idem:{<realm>}:<player>:<key>" into out. */
+void market__idem_key(char *out, size_t outlen, const char *realm, const char *player,
+                      const market_idem *idem) {
+    snprintf(out, outlen, "idem:{%s}:%s:%s", realm, player, idem->key);
 }
 
 /* Whether rc is an answer that an idempotency key keeps for good: a success

@@ -1,5 +1,5 @@
-/* market_keys.h - names and values of the market's bookkeeping keys (market_keys.c):
- * lock key names, idempotency records and their claims. Pure: it reads the
+/* market_keys.h - names and values of the market's keys (market_keys.c): a
+ * realm's data and lock keys, idempotency records and their claims. Pure: it reads the
  * replies handed to it and does no I/O. */
 #ifndef GM_MARKET_MARKET_KEYS_H
 #define GM_MARKET_MARKET_KEYS_H
@@ -14,8 +14,18 @@
 #define MARKET__IDEM_FREE 2 /* market__idem_judge(): no outcome yet; ours to decide */
 #define MARKET__IDEM_DONE 3 /* market__idem_judge(): a final outcome is stored */
 
-int market__lock_key(char *out, const char *prefix, const char *id);
-void market__idem_key(char *out, size_t outlen, const char *player, const market_idem *idem);
+/* A realm: its id and the names every operation of it shares. */
+typedef struct market__realm {
+    const char *id;               /* borrowed */
+    char market[MARKET__KEY_MAX]; /* "market:{<realm>}" */
+    char lock[MARKET__KEY_MAX];   /* "lock:market:{<realm>}" */
+} market__realm;
+
+void market__realm_init(market__realm *r, const char *realm);
+void market__key(char *out, size_t outlen, const char *kind, const char *realm, const char *id);
+void market__lock_key(char *out, const char *kind, const char *realm, const char *id);
+void market__idem_key(char *out, size_t outlen, const char *realm, const char *player,
+                      const market_idem *idem);
 int market__idem_final(int rc);
 void market__idem_record(char *out, size_t outlen, const market_idem *idem, int rc, int64_t a,
                          int64_t b);

@@ -2,6 +2,7 @@
  * takes: pure functions (see market_rules.h). */
 #include "market/market_rules.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Returns 1 when id matches [A-Za-z0-9_-]{1,64}, else 0. Can't fail. */
@@ -86,17 +87,27 @@ int market__purchase_apply(int64_t price, int64_t expect_price, market__party *b
 /* Whether a purchase's arguments can be served: valid ids, a buyer who is
  * not the seller, an expected price not above MARKET_PRICE_MAX (<= 0: any),
  * a valid idempotency key and fingerprint (idem may be NULL). Can't fail. */
-int market__purchase_args_ok(const char *buyer, const char *seller, const char *item,
-                             int64_t expect_price, const market_idem *idem) {
-    return market_id_valid(buyer) && market_id_valid(seller) && market_id_valid(item) &&
+int market__purchase_args_ok(const char *realm, const char *buyer, const char *seller,
+                             const char *item, int64_t expect_price, const market_idem *idem) {
+    return market_id_valid(realm) && market_id_valid(buyer) && market_id_valid(seller) && market_id_valid(item) &&
            strcmp(buyer, seller) != 0 && expect_price <= MARKET_PRICE_MAX &&
            market__idem_valid(idem);
 }
 
 /* Whether a listing's arguments can be served: valid ids, a price in
  * 1..MARKET_PRICE_MAX, a valid idempotency key (idem may be NULL). */
-int market__listing_args_ok(const char *seller, const char *item, int64_t price,
-                            const market_idem *idem) {
-    return market_id_valid(seller) && market_id_valid(item) && price >= 1 &&
+int market__listing_args_ok(const char *realm, const char *seller, const char *item,
+                            int64_t price, const market_idem *idem) {
+    return market_id_valid(realm) && market_id_valid(seller) && market_id_valid(item) && price >= 1 &&
            price <= MARKET_PRICE_MAX && market__idem_valid(idem);
+}
+
+/* Writes the id of the i-th realm (0-based) of a world spread over several
+ * realms, "r<i>", into out: the names market-seed --generate realms=R and
+ * market-load --realms R agree on. Returns 0, or -1 when i is not below
+ * MARKET_REALMS_MAX or out is too small. */
+int market_realm_nth(unsigned i, char *out, size_t outlen) {
+    if (i >= MARKET_REALMS_MAX) return -1;
+    int n = snprintf(out, outlen, "r%u", i);
+    return n > 0 && (size_t)n < outlen ? 0 : -1;
 }

@@ -38,9 +38,9 @@ int market__purchase_rule(int64_t price, int64_t expect_price, const market__par
 int market__purchase_apply(int64_t price, int64_t expect_price, market__party *buyer,
                            market__party *seller);
 int market__idem_valid(const market_idem *idem);
-int market__purchase_args_ok(const char *buyer, const char *seller, const char *item,
-                             int64_t expect_price, const market_idem *idem);
-int market__listing_args_ok(const char *seller, const char *item, int64_t price,
-                            const market_idem *idem);
+int market__purchase_args_ok(const char *realm, const char *buyer, const char *seller,
+                             const char *item, int64_t expect_price, const market_idem *idem);
+int market__listing_args_ok(const char *realm, const char *seller, const char *item,
+                            int64_t price, const market_idem *idem);
 
 #endif /* GM_MARKET_MARKET_RULES_H */

@@ -443,7 +443,3 @@ market__party market__reply_party(const redisReply *r) {
     return p;
 }
 
-/* Writes "<prefix><id>" into out. */
-void market__key(char *out, size_t outlen, const char *prefix, const char *id) {
-    snprintf(out, outlen, "%s%s", prefix, id);
-}

@@ -49,7 +49,6 @@ int market__parse_i64(const char *s, size_t len, int64_t *out);
 int market__parse_price(const char *s, size_t len, int64_t *out);
 int64_t market__reply_price(const redisReply *r);
 market__party market__reply_party(const redisReply *r);
-void market__key(char *out, size_t outlen, const char *prefix, const char *id);
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
 const redisReply *market__reply_error(redisReply *const *replies, size_t n);

@@ -296,44 +296,45 @@ static void watch_cmd(market__cmd *cmd, const char *a, const char *b,
         cmd->len[i] = strlen(cmd->argv[i]);
 }
 
-/* Sets *lock_key to the lock an operation on listing member takes under the
- * market's strategy (NULL: none; an item lock is written into keybuf), and
- * fills w with what it watches besides the keys it reads. Returns MARKET_OK,
- * or MARKET_ERR_NOMEM when a long listing's key cannot be hashed. */
-int market__strategy_guard(const market *m, const char *member, char keybuf[MARKET__LOCK_KEY_MAX],
-                           struct market__watchset *w, const char **lock_key) {
+/* Sets *lock_key to the lock an operation on listing member of realm r
+ * takes under the market's strategy (NULL: none; an item lock is written
+ * into keybuf), and fills w with what it watches besides the keys it reads
+ * (w points into r and keybuf: they must outlive it). This function can't
+ * fail. */
+void market__strategy_guard(const market *m, const market__realm *r, const char *member,
+                            char keybuf[MARKET__LOCK_KEY_MAX], struct market__watchset *w,
+                            const char **lock_key) {
     w->n = 0;
     *lock_key = NULL;
     switch (m->cfg.strategy) {
     case MARKET_STRATEGY_MARKET:
-        w->keys[w->n++] = MARKET_LOCK_KEY;
-        w->keys[w->n++] = "market:";
-        *lock_key = MARKET_LOCK_KEY;
+        w->keys[w->n++] = r->lock;
+        w->keys[w->n++] = r->market;
+        *lock_key = r->lock;
         break;
     case MARKET_STRATEGY_ITEM:
-        /* The listing lock protects the listing, so market: itself is not
-         * watched (every purchase changes it); the lock key is. */
-        if (market__lock_key(keybuf, "lock:item:", member) < 0) return MARKET_ERR_NOMEM;
+        /* The listing lock protects the listing, so the market zset itself is
+         * not watched (every purchase changes it); the lock key is. */
+        market__lock_key(keybuf, "item", r->id, member);
         w->keys[w->n++] = keybuf;
         *lock_key = keybuf;
         break;
-    case MARKET_STRATEGY_OPTIMISTIC: w->keys[w->n++] = "market:"; break;
+    case MARKET_STRATEGY_OPTIMISTIC: w->keys[w->n++] = r->market; break;
     }
-    return MARKET_OK;
 }
 
 /* ---- one operation at a time: purchases of the optimistic strategy, list, unlist ---- */
 
-/* Prepares s for an operation of player, before the monotonic time
+/* Prepares s for an operation of player of realm, before the monotonic time
  * deadline_ms. Returns MARKET_OK, or MARKET_ERR_STORE when no claim token
  * can be drawn. */
-int market__single_init(struct market__single *s, const char *player, const market_idem *idem,
-                        int64_t deadline_ms) {
+int market__single_init(struct market__single *s, const char *realm, const char *player,
+                        const market_idem *idem, int64_t deadline_ms) {
     s->idem = idem;
     s->deadline_ms = deadline_ms;
     s->replayed = 0;
     if (!idem) return MARKET_OK;
-    market__idem_key(s->k_idem, sizeof s->k_idem, player, idem);
+    market__idem_key(s->k_idem, sizeof s->k_idem, realm, player, idem);
     if (market__token_new(s->token) < 0) return MARKET_ERR_STORE;
     market__idem_claim(s->claim, sizeof s->claim, idem, s->token);
     return MARKET_OK;

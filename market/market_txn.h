@@ -69,14 +69,15 @@ int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, mar
                      void *ud);
 int market__commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply **exec);
 int market__unwatch_later(market_conn *c, int rc);
-int market__strategy_guard(const market *m, const char *member, char keybuf[MARKET__LOCK_KEY_MAX],
-                           struct market__watchset *w, const char **lock_key);
+void market__strategy_guard(const market *m, const market__realm *r, const char *member,
+                            char keybuf[MARKET__LOCK_KEY_MAX], struct market__watchset *w,
+                            const char **lock_key);
 void market__count_result(market *m, int rc);
 void market__stall(uint32_t ms);
 
 /* one operation at a time */
-int market__single_init(struct market__single *s, const char *player, const market_idem *idem,
-                        int64_t deadline_ms);
+int market__single_init(struct market__single *s, const char *realm, const char *player,
+                        const market_idem *idem, int64_t deadline_ms);
 int market__single_read(market_conn *c, const market__held *held, struct market__single *s,
                         const char *a, const char *b, const market__cmd *own, size_t n_own,
                         redisReply **rep, size_t *nrep, size_t *i_own);

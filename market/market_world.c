@@ -17,6 +17,9 @@
 
 #include "market/market_store.h"
 
+/* The key patterns of a realm's keys that seeding with reset deletes (and its market). */
+static const char *const realm_kinds[] = {"users", "inventory", "idem"};
+
 #define ZADD_CHUNK 256     /* score/member pairs per ZADD while seeding */
 #define SCAN_COUNT "1000"  /* SCAN's COUNT hint */
 
@@ -270,22 +273,22 @@ static int scan_keys(market_conn *c, const char *pattern, struct keylist *out) {
     return MARKET_OK;
 }
 
-static const char *const market_patterns[] = {"users:*", "inventory:*", "idem:*"};
-
-static int collect_market_keys(market_conn *c, struct keylist *keys) {
-    for (size_t i = 0; i < sizeof market_patterns / sizeof *market_patterns; i++) {
-        int rc = scan_keys(c, market_patterns[i], keys);
+static int collect_realm_keys(market_conn *c, const char *realm, struct keylist *keys) {
+    for (size_t i = 0; i < sizeof realm_kinds / sizeof *realm_kinds; i++) {
+        char pattern[MARKET__KEY_MAX];
+        market__key(pattern, sizeof pattern, realm_kinds[i], realm, "*");
+        int rc = scan_keys(c, pattern, keys);
         if (rc < 0) return rc;
     }
     return MARKET_OK;
 }
 
-static void bulk_del_keys(struct bulk *b, const struct keylist *keys) {
+static void bulk_del_keys(struct bulk *b, const market__realm *r, const struct keylist *keys) {
     for (size_t i = 0; i < keys->n; i++) {
         const char *argv[2] = {"UNLINK", keys->keys[i]};
         bulk_add(b, 2, argv, NULL);
     }
-    const char *argv[2] = {"UNLINK", "market:"};
+    const char *argv[2] = {"UNLINK", r->market};
     bulk_add(b, 2, argv, NULL);
 }
 
@@ -294,18 +297,22 @@ static int cmp_item_owner(const void *a, const void *b) {
     return strcmp(x->owner, y->owner);
 }
 
-/* Writes w into the store in one MULTI/EXEC: each player's hash and
- * inventory are replaced, each listing added. With reset, every market key
- * is deleted first (inside the same transaction). w is checked first and
+/* Writes w into realm in one MULTI/EXEC: each player's hash and inventory
+ * are replaced, each listing added. With reset, the realm's players,
+ * inventories, idempotency records and market are deleted first (inside the
+ * same transaction; other realms are left alone). w is checked first and
  * nothing is written when it fails. Returns MARKET_OK, or ERR_DUPLICATE /
- * ERR_NO_PLAYER (see market_world_check), ERR_STORE, ERR_NOMEM. */
-int market_world_store(market_conn *c, const market_world *w, int reset) {
-    if (!c || !w) return MARKET_ERR_INVALID;
+ * ERR_NO_PLAYER (see market_world_check), ERR_INVALID (a bad realm id),
+ * ERR_STORE, ERR_NOMEM. */
+int market_world_store(market_conn *c, const char *realm, const market_world *w, int reset) {
+    if (!c || !w || !market_id_valid(realm)) return MARKET_ERR_INVALID;
     int rc = market_world_check(w, NULL, 0);
     if (rc < 0) return rc;
     struct keylist keys = {0};
     struct witem *items = NULL;
-    if (reset && (rc = collect_market_keys(c, &keys)) < 0) goto out;
+    market__realm rl;
+    market__realm_init(&rl, realm);
+    if (reset && (rc = collect_realm_keys(c, realm, &keys)) < 0) goto out;
     if ((rc = market__connect(c)) < 0) goto out;
     items = malloc((w->n_items ? w->n_items : 1) * sizeof *items);
     if (!items) {
@@ -318,12 +325,12 @@ int market_world_store(market_conn *c, const market_world *w, int reset) {
     struct bulk b = {c, 0, 0};
     const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
     bulk_add(&b, 1, multi, NULL);
-    if (reset) bulk_del_keys(&b, &keys);
+    if (reset) bulk_del_keys(&b, &rl, &keys);
     char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], funds[24];
     for (size_t i = 0; i < w->n_players; i++) {
         const struct wplayer *p = &w->players[i];
-        market__key(k_user, sizeof k_user, "users:", p->id);
-        market__key(k_inv, sizeof k_inv, "inventory:", p->id);
+        market__key(k_user, sizeof k_user, "users", realm, p->id);
+        market__key(k_inv, sizeof k_inv, "inventory", realm, p->id);
         snprintf(funds, sizeof funds, "%lld", (long long)p->funds);
         const char *del[3] = {"DEL", k_user, k_inv};
         const char *hset[6] = {"HSET", k_user, "name", p->name, "funds", funds};
@@ -332,16 +339,16 @@ int market_world_store(market_conn *c, const market_world *w, int reset) {
     }
     for (size_t i = 0; i < w->n_items; i++) {
         if (items[i].price != 0) continue;
-        market__key(k_inv, sizeof k_inv, "inventory:", items[i].owner);
+        market__key(k_inv, sizeof k_inv, "inventory", realm, items[i].owner);
         const char *sadd[3] = {"SADD", k_inv, items[i].item};
         bulk_add(&b, 3, sadd, NULL);
     }
-    /* Listings: ZADD market: score member [score member ...] in chunks. */
+    /* Listings: ZADD market:{r} score member [score member ...] in chunks. */
     const char *argv[2 + 2 * ZADD_CHUNK];
     char score[ZADD_CHUNK][24], member[ZADD_CHUNK][MARKET__MEMBER_MAX];
     int argc = 2;
     argv[0] = "ZADD";
-    argv[1] = "market:";
+    argv[1] = rl.market;
     for (size_t i = 0; i < w->n_items; i++) {
         if (items[i].price == 0) continue;
         int k = (argc - 2) / 2;
@@ -428,23 +435,29 @@ static int audit_inventory(redisReply *r, void *ud) {
 
 static int cmp_id(const void *a, const void *b) { return strcmp(a, b); }
 
-/* Reads the whole store (SCAN, no lock) and fills *out: players, total and
- * negative funds, items held, items listed, and items found in more than one
- * place. Meant for tests, load tests and operators on a quiet market.
- * Returns MARKET_OK, ERR_STORE, ERR_OVERFLOW (funds sum) or ERR_NOMEM. */
-int market_audit(market_conn *c, market_audit_report *out) {
-    if (!c || !out) return MARKET_ERR_INVALID;
+/* Reads the whole of realm (SCAN, no lock) and fills *out: players, total
+ * and negative funds, items held, items listed, and items found in more
+ * than one place. Meant for tests, load tests and operators on a quiet
+ * market. Returns MARKET_OK, ERR_INVALID, ERR_STORE, ERR_OVERFLOW (funds
+ * sum) or ERR_NOMEM. */
+int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
+    if (!c || !out || !market_id_valid(realm)) return MARKET_ERR_INVALID;
     memset(out, 0, sizeof *out);
     struct keylist users = {0}, invs = {0};
     struct itemlist items = {0};
     redisReply *z = NULL;
+    char pattern[MARKET__KEY_MAX];
+    market__realm rl;
+    market__realm_init(&rl, realm);
     int rc;
-    if ((rc = scan_keys(c, "users:*", &users)) < 0) goto out;
-    if ((rc = scan_keys(c, "inventory:*", &invs)) < 0) goto out;
+    market__key(pattern, sizeof pattern, "users", realm, "*");
+    if ((rc = scan_keys(c, pattern, &users)) < 0) goto out;
+    market__key(pattern, sizeof pattern, "inventory", realm, "*");
+    if ((rc = scan_keys(c, pattern, &invs)) < 0) goto out;
     if ((rc = per_key(c, &users, "HGET", "funds", audit_funds, out)) < 0) goto out;
     if ((rc = per_key(c, &invs, "SMEMBERS", NULL, audit_inventory, &items)) < 0) goto out;
     out->items_held = items.n;
-    const char *argv[4] = {"ZRANGE", "market:", "0", "-1"};
+    const char *argv[4] = {"ZRANGE", rl.market, "0", "-1"};
     if (!(z = market__command(c, 4, argv, NULL))) {
         rc = MARKET_ERR_STORE;
         goto out;
@@ -478,10 +491,7 @@ out:
 
 /* ---- reading players and the store's counters ---- */
 
-#define USERS_PREFIX "users:"
-#define USERS_PREFIX_LEN 6
-
-/* The keys of the players one SCAN page chose: "users:<id>". */
+/* The keys of the players one SCAN page chose: "users:{<realm>}:<id>". */
 struct userkeys {
     char (*keys)[MARKET__KEY_MAX];
     size_t n, cap;
@@ -529,7 +539,7 @@ static int pipe_reserve(struct pipe *p, size_t n) {
 /* Reads a SCAN reply: the next cursor into cursor, and into next the keys of
  * the players whose id is valid and matches match (NULL: every one). */
 static int userkeys_from_scan(const redisReply *r, char *cursor, size_t cursorlen,
-                              const char *match, struct userkeys *next) {
+                              size_t prefix_len, const char *match, struct userkeys *next) {
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY ||
         r->element[0]->len >= cursorlen)
@@ -541,13 +551,13 @@ static int userkeys_from_scan(const redisReply *r, char *cursor, size_t cursorle
         return MARKET_ERR_NOMEM;
     for (size_t i = 0; i < ks->elements; i++) {
         const redisReply *k = ks->element[i];
-        if (k->type != REDIS_REPLY_STRING || k->len <= USERS_PREFIX_LEN ||
-            k->len - USERS_PREFIX_LEN > MARKET_ID_MAX)
+        if (k->type != REDIS_REPLY_STRING || k->len <= prefix_len ||
+            k->len - prefix_len > MARKET_ID_MAX)
             continue;
         char *key = next->keys[next->n];
         memcpy(key, k->str, k->len);
         key[k->len] = '\0';
-        const char *id = key + USERS_PREFIX_LEN;
+        const char *id = key + prefix_len;
         if (!market_id_valid(id) || (match && fnmatch(match, id, 0) != 0)) continue;
         next->n++;
     }
@@ -556,7 +566,7 @@ static int userkeys_from_scan(const redisReply *r, char *cursor, size_t cursorle
 
 /* Appends the players of keys whose funds reply (rep[i]) holds funds; nil
  * (the player went away, or has no funds field) is skipped. */
-static int funds_from_replies(const struct userkeys *keys, redisReply **rep,
+static int funds_from_replies(const struct userkeys *keys, size_t prefix_len, redisReply **rep,
                               market_player_funds **out, size_t *n, size_t *cap) {
     if (grow((void **)out, cap, *n + keys->n, sizeof **out) < 0) return MARKET_ERR_NOMEM;
     for (size_t i = 0; i < keys->n; i++) {
@@ -565,15 +575,16 @@ static int funds_from_replies(const struct userkeys *keys, redisReply **rep,
         market_player_funds *p = &(*out)[*n];
         if (r->type != REDIS_REPLY_STRING || market__parse_i64(r->str, r->len, &p->funds) < 0)
             return MARKET_ERR_STORE;
-        snprintf(p->id, sizeof p->id, "%s", keys->keys[i] + USERS_PREFIX_LEN);
+        snprintf(p->id, sizeof p->id, "%s", keys->keys[i] + prefix_len);
         (*n)++;
     }
     return MARKET_OK;
 }
 
-/* Reads every player (SCAN users:*, no lock) whose id matches the fnmatch(3)
- * pattern match (NULL: every player) with its funds into *out (new; caller
- * frees with free(); NULL when there are none), in SCAN order. Each round trip
+/* Reads every player of realm (SCAN users:{<realm>}:*, no lock) whose id
+ * matches the fnmatch(3) pattern match (NULL: every player) with its funds
+ * into *out (new; caller frees with free(); NULL when there are none), in
+ * SCAN order. Each round trip
  * is one pipeline: the funds (HGET) of the players the previous SCAN page
  * chose, and the next page. A player whose hash goes away meanwhile, or has
  * no funds field, is left out; keys whose id is not valid are ignored.
@@ -581,11 +592,15 @@ static int funds_from_replies(const struct userkeys *keys, redisReply **rep,
  * the scan may be missed. Returns MARKET_OK, or ERR_INVALID, ERR_STORE
  * (Redis failed, or funds that are not a whole number), ERR_NOMEM, with
  * *out NULL and *n 0. */
-int market_players_scan(market_conn *c, const char *match, market_player_funds **out, size_t *n) {
+int market_players_scan(market_conn *c, const char *realm, const char *match,
+                        market_player_funds **out, size_t *n) {
     if (!out || !n) return MARKET_ERR_INVALID;
     *out = NULL;
     *n = 0;
-    if (!c) return MARKET_ERR_INVALID;
+    if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
+    char pattern[MARKET__KEY_MAX];
+    market__key(pattern, sizeof pattern, "users", realm, "*");
+    size_t prefix_len = strlen(pattern) - 1;
     struct userkeys cur = {0}, next = {0};
     struct pipe p = {0};
     market_player_funds *got = NULL;
@@ -601,16 +616,17 @@ int market_players_scan(market_conn *c, const char *match, market_player_funds *
         }
         if (scanning) {
             p.cmd[cur.n] =
-                (struct argv6){{"SCAN", cursor, "MATCH", USERS_PREFIX "*", "COUNT", SCAN_COUNT}};
+                (struct argv6){{"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT}};
             p.argc[cur.n] = 6;
         }
         for (size_t i = 0; i < ncmd; i++)
             p.argv[i] = p.cmd[i].v;
         if ((rc = market__pipeline_argv(c, ncmd, p.argc, p.argv, p.rep)) < 0) break;
-        rc = funds_from_replies(&cur, p.rep, &got, &n_got, &cap_got);
+        rc = funds_from_replies(&cur, prefix_len, p.rep, &got, &n_got, &cap_got);
         next.n = 0;
         if (rc == MARKET_OK && scanning) {
-            rc = userkeys_from_scan(p.rep[cur.n], cursor, sizeof cursor, match, &next);
+            rc = userkeys_from_scan(p.rep[cur.n], cursor, sizeof cursor, prefix_len, match,
+                                    &next);
             scanning = strcmp(cursor, "0") != 0;
         }
         market__replies_free(p.rep, ncmd);

@@ -109,7 +109,7 @@ esac
 # market-seed --generate without --reset replaces the players p0.. (funds,
 # inventory) and lists the items i0.. again, and deletes nothing else. Only
 # players that make load made before are replaced: the mark says so.
-if [ "$(redis-cli --no-auth-warning -u "$cli_url" exists users:p0 2>/dev/null)" = 1 ] &&
+if [ "$(redis-cli --no-auth-warning -u "$cli_url" exists "users:{main}:p0" 2>/dev/null)" = 1 ] &&
     [ "$(redis-cli --no-auth-warning -u "$cli_url" exists "$MARK" 2>/dev/null)" != 1 ]; then
     die "$redis already has a player p0 that make load did not make; it would be replaced, so make load stops"
 fi

@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "cli/cli.h"
+#include "market/market.h"
 
 /* Fills cfg with the defaults. This function can't fail. */
 void server_config_defaults(server_config *cfg) {
@@ -22,6 +23,7 @@ void server_config_defaults(server_config *cfg) {
     snprintf(cfg->lock, sizeof cfg->lock, "redis");
     snprintf(cfg->strategy, sizeof cfg->strategy, "market");
     cfg->batch_max = 64;
+    cfg->workers = 4;
     cfg->lock_ttl_ms = 5000;
     cfg->acquire_timeout_ms = 2000;
     cfg->redis_timeout_ms = 500;
@@ -47,6 +49,8 @@ void server_usage(const char *prog) {
            "  --replica-ack-timeout-ms N  WAIT's timeout (default: redis timeout/2) MARKET_REPLICA_ACK_TIMEOUT_MS\n"
            "  --strategy S              market|item|optimistic (default market)      MARKET_STRATEGY\n"
            "  --batch-max N             market strategy: purchases per lock hold (64) MARKET_BATCH_MAX\n"
+           "  --workers N               market/item: threads serving purchases, each   MARKET_WORKERS\n"
+           "                            realm on one; realms spread over them (4, 1..16)\n"
            "  --lock-ttl-ms N           market lock lease, ms > 0 (default 5000)     MARKET_LOCK_TTL_MS\n"
            "  --acquire-timeout-ms N    lock wait budget, ms (default 2000)          MARKET_ACQUIRE_TIMEOUT_MS\n"
            "  --redis-timeout-ms N      Redis connect/command timeout (default 500)  MARKET_REDIS_TIMEOUT_MS\n"
@@ -67,7 +71,7 @@ void server_usage(const char *prog) {
 enum opt_id {
     OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_LOCK_REDIS, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
     OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_SECRET, OPT_NOAUTH, OPT_PERIP,
-    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_HELP
+    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_WORKERS, OPT_HELP
 };
 
 static const struct {
@@ -97,6 +101,7 @@ static const struct {
     {OPT_REUSEPORT, "reuse-port", "MARKET_REUSE_PORT", 1},
     {OPT_MINACK, "min-replicas-ack", "MARKET_MIN_REPLICAS_ACK"},
     {OPT_ACKTIMEOUT, "replica-ack-timeout-ms", "MARKET_REPLICA_ACK_TIMEOUT_MS"},
+    {OPT_WORKERS, "workers", "MARKET_WORKERS"},
 };
 
 static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
@@ -125,6 +130,10 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
     case OPT_BATCH:
         if (cli_parse_u64(v, 1, 256, &n) < 0) return -1;
         cfg->batch_max = (unsigned)n;
+        return 0;
+    case OPT_WORKERS:
+        if (cli_parse_u64(v, 1, MARKET_WORKERS_MAX, &n) < 0) return -1;
+        cfg->workers = (unsigned)n;
         return 0;
     case OPT_TTL:
         if (cli_parse_u64(v, 1, UINT32_MAX, &n) < 0) return -1;

@@ -373,8 +373,9 @@ static enum MHD_Result answer(server *s, struct MHD_Connection *conn, const char
                               const char *url, const struct request *rq, api_response *resp) {
     int status = resp->status;
     const char *route = resp->route;
-    char player[sizeof resp->player], why[sizeof resp->why];
+    char player[sizeof resp->player], realm[sizeof resp->realm], why[sizeof resp->why];
     memcpy(player, resp->player, sizeof player);
+    memcpy(realm, resp->realm, sizeof realm);
     memcpy(why, resp->why, sizeof why);
     enum MHD_Result rc = respond(conn, resp);
     int64_t us = now_us() - rq->t0_us;
@@ -382,8 +383,9 @@ static enum MHD_Result answer(server *s, struct MHD_Connection *conn, const char
     char path[128];
     log_safe(path, sizeof path, url);
     server_log(SERVER_LOG_INFO,
-               "msg=request method=%s path=%s status=%d latency_ms=%.3f player=%s", method, path,
-               status, (double)us / 1000.0, player[0] ? player : "-");
+               "msg=request method=%s path=%s status=%d latency_ms=%.3f realm=%s player=%s",
+               method, path, status, (double)us / 1000.0, realm[0] ? realm : "-",
+               player[0] ? player : "-");
     if (why[0]) { /* the store's reason behind a 503: for the operator, not the client */
         char safe[sizeof resp->why];
         log_text(safe, sizeof safe, why);
@@ -561,6 +563,7 @@ static int market_build(server *s, char *why, size_t whylen) {
                           .min_replicas_ack = cfg->min_replicas_ack,
                           .replica_ack_timeout_ms = cfg->replica_ack_timeout_ms,
                           .batch_max = cfg->batch_max,
+                          .workers = cfg->workers,
                           .lock_ttl_ms = cfg->lock_ttl_ms,
                           .acquire_timeout_ms = cfg->acquire_timeout_ms,
                           .test_stall_ms = cfg->test_stall_ms};

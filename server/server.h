@@ -39,6 +39,7 @@ typedef struct server_config {
     int replica_ack_timeout_ms;  /* WAIT's timeout (0: half of redis_timeout_ms) */
     char strategy[16];           /* "market", "item" or "optimistic" */
     unsigned batch_max;          /* market strategy: most purchases per lock hold */
+    unsigned workers;            /* lock strategies: threads serving purchases (realms) */
     uint32_t lock_ttl_ms;        /* lease of the market lock */
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
     int redis_timeout_ms;        /* connect and command timeout */

@@ -1,11 +1,13 @@
 /* market_seed.c - market-seed: load a fixture file, or generate a large world, into Redis.
  *
- *   market-seed [--redis URL] [--reset] FILE.json
- *   market-seed [--redis URL] [--reset] --generate players=N,items=M[,funds=F][,prices=LO-HI][,seed=S]
- *   market-seed [--auth-secret S] --print-token PLAYER
+ *   market-seed [--redis URL] [--realm R] [--reset] FILE.json
+ *   market-seed [--redis URL] [--reset] --generate
+ *               [realms=R,]players=N,items=M[,funds=F][,prices=LO-HI][,seed=S]
+ *   market-seed [--auth-secret S] [--realm R] --print-token PLAYER
  *
- * The world is checked as a whole before anything is written (no item twice,
- * every owner a player) and written in one MULTI/EXEC.
+ * A realm's world is checked as a whole before anything is written (no item
+ * twice, every owner a player) and written in one MULTI/EXEC; a generated
+ * world of R realms is R such worlds, one per realm (market_realm_nth()).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -22,18 +24,22 @@
 
 static void usage(FILE *to) {
     fprintf(to,
-            "usage: market-seed [--redis URL] [--reset] FILE.json\n"
+            "usage: market-seed [--redis URL] [--realm R] [--reset] FILE.json\n"
             "       market-seed [--redis URL] [--reset] --generate "
-            "players=N,items=M[,funds=F][,prices=LO-HI][,seed=S]\n"
+            "[realms=R,]players=N,items=M[,funds=F][,prices=LO-HI][,seed=S]\n"
             "  --redis URL   redis://[user:pass@]host[:port][/db], or a Sentinel group:\n"
             "                redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db]\n"
             "                (default $MARKET_REDIS or redis://127.0.0.1:6379/0)\n"
-            "  --reset       delete every market key (users:*, inventory:*, idem:*, market:) first\n"
+            "  --realm R     the realm to write (default " MARKET_REALM_DEFAULT ")\n"
+            "  --reset       delete the realm's keys (users:{R}:*, inventory:{R}:*, idem:{R}:*,\n"
+            "                market:{R}) first; other realms are left alone\n"
             "  --generate    players p0.., items i0.. each listed by some player; default\n"
-            "                funds 100000, prices 1-1000, seed 1\n"
-            "       market-seed [--auth-secret S] --print-token PLAYER\n"
-            "  --print-token print PLAYER's bearer token for the secret (default\n"
-            "                $MARKET_AUTH_SECRET) and write nothing\n");
+            "                funds 100000, prices 1-1000, seed 1. With realms=R (R > 1) the\n"
+            "                players and items are spread over realms r0..r<R-1>, each its own\n"
+            "                world with its own p0.. and i0..; realms=1 is the --realm\n"
+            "       market-seed [--auth-secret S] [--realm R] --print-token PLAYER\n"
+            "  --print-token print PLAYER's bearer token of the realm for the secret\n"
+            "                (default $MARKET_AUTH_SECRET) and write nothing\n");
 }
 
 static char *read_file(const char *path, size_t *len, char *why, size_t whylen) {
@@ -75,11 +81,11 @@ fail:
 #define GEN_UNSET UINT64_MAX /* players= or items= not given */
 
 struct gen {
-    uint64_t players, items, funds, lo, hi, seed;
+    uint64_t players, items, funds, lo, hi, seed, realms;
 };
 
 static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
-    *g = (struct gen){GEN_UNSET, GEN_UNSET, 100000, 1, 1000, 1};
+    *g = (struct gen){GEN_UNSET, GEN_UNSET, 100000, 1, 1000, 1, 1};
     char *save = NULL;
     for (char *kv = strtok_r(spec, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
@@ -95,6 +101,8 @@ static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
             rc = cli_parse_u64(v, 0, INT64_MAX, &g->funds);
         else if (strcmp(k, "seed") == 0)
             rc = cli_parse_u64(v, 0, INT64_MAX, &g->seed);
+        else if (strcmp(k, "realms") == 0)
+            rc = cli_parse_u64(v, 1, MARKET_REALMS_MAX, &g->realms);
         else if (strcmp(k, "prices") == 0) {
             char *dash = strchr(v, '-');
             if (!dash) goto bad;
@@ -111,10 +119,45 @@ static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
         snprintf(why, whylen, "--generate needs players=N and items=M");
         return -1;
     }
+    if (g->players < g->realms) {
+        snprintf(why, whylen, "--generate needs at least one player per realm");
+        return -1;
+    }
     return 0;
 bad:
-    snprintf(why, whylen, "bad --generate spec (want players=N,items=M[,funds=F][,prices=LO-HI][,seed=S])");
+    snprintf(why, whylen, "bad --generate spec (want [realms=R,]players=N,items=M[,funds=F]"
+                          "[,prices=LO-HI][,seed=S])");
     return -1;
+}
+
+/* Writes realm k of g's n realms: players and items divided as evenly as
+ * they go, each realm generated from its own seed. Returns a market code
+ * with why filled on failure. */
+static int seed_generated(market_conn *c, const struct gen *g, const char *realm, uint64_t k,
+                          int reset, char *why, size_t whylen) {
+    uint64_t n = g->realms;
+    uint64_t players = g->players / n + (k < g->players % n);
+    uint64_t items = g->items / n + (k < g->items % n);
+    market_world *w = market_world_new();
+    if (!w) return MARKET_ERR_NOMEM;
+    int err = market_world_generate(w, (size_t)players, (size_t)items, (int64_t)g->funds,
+                                    (int64_t)g->lo, (int64_t)g->hi, g->seed + k);
+    if (err < 0)
+        snprintf(why, whylen, "cannot generate realm %s: %s", realm, market_strerror(err));
+    else if ((err = market_world_store(c, realm, w, reset)) < 0)
+        snprintf(why, whylen, "cannot write realm %s: %s (nothing written to it)", realm,
+                 market_strerror(err));
+    market_world_free(w);
+    return err;
+}
+
+/* Prints what realm holds now. */
+static void print_audit(market_conn *c, const char *url, const char *realm) {
+    market_audit_report a;
+    if (market_audit(c, realm, &a) == MARKET_OK)
+        printf("seeded %s realm %s: it now holds %zu players, %lld funds, %zu items held, "
+               "%zu listed\n",
+               url, realm, a.players, (long long)a.total_funds, a.items_held, a.items_listed);
 }
 
 int main(int argc, char **argv) {
@@ -122,9 +165,11 @@ int main(int argc, char **argv) {
     if (!url || !*url) url = "redis://127.0.0.1:6379/0";
     char *generate = NULL;
     const char *secret = getenv("MARKET_AUTH_SECRET"), *token_for = NULL;
+    const char *realm = MARKET_REALM_DEFAULT;
     int reset = 0;
     static const struct option longopts[] = {
         {"redis", required_argument, NULL, 'r'},
+        {"realm", required_argument, NULL, 'R'},
         {"reset", no_argument, NULL, 'x'},
         {"generate", required_argument, NULL, 'g'},
         {"auth-secret", required_argument, NULL, 's'},
@@ -135,6 +180,7 @@ int main(int argc, char **argv) {
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'r': url = optarg; break;
+        case 'R': realm = optarg; break;
         case 'x': reset = 1; break;
         case 'g': generate = optarg; break;
         case 's': secret = optarg; break;
@@ -149,7 +195,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "market-seed: --print-token needs --auth-secret or MARKET_AUTH_SECRET\n");
             return 2;
         }
-        if (api_token_make(secret, token_for, tok, sizeof tok) < 0) {
+        if (!market_id_valid(realm)) {
+            fprintf(stderr, "market-seed: '%s' is not a realm id\n", realm);
+            return 2;
+        }
+        if (api_token_make(secret, realm, token_for, tok, sizeof tok) < 0) {
             fprintf(stderr, "market-seed: '%s' is not a player id\n", token_for);
             return 2;
         }
@@ -158,6 +208,10 @@ int main(int argc, char **argv) {
     }
     if ((generate != NULL) == (optind < argc) || argc - optind > 1) {
         usage(stderr);
+        return 2;
+    }
+    if (!market_id_valid(realm)) {
+        fprintf(stderr, "market-seed: '%s' is not a realm id (want [A-Za-z0-9_-]{1,64})\n", realm);
         return 2;
     }
 
@@ -174,16 +228,9 @@ int main(int argc, char **argv) {
         return 2;
     }
 
+    struct gen g;
     if (generate) {
-        struct gen g;
         if (parse_generate(generate, &g, why, sizeof why) < 0) goto fail;
-        if (!(w = market_world_new())) goto oom;
-        err = market_world_generate(w, (size_t)g.players, (size_t)g.items, (int64_t)g.funds,
-                                    (int64_t)g.lo, (int64_t)g.hi, g.seed);
-        if (err < 0) {
-            snprintf(why, sizeof why, "cannot generate: %s", market_strerror(err));
-            goto fail;
-        }
     } else {
         size_t len = 0;
         char *text = read_file(argv[optind], &len, why, sizeof why);
@@ -198,16 +245,23 @@ int main(int argc, char **argv) {
     if (!(lock = lock_local_new(&err)) || !(m = market_new(&cfg, lock, &err)) ||
         !(c = market_conn_new(m, &err)))
         goto oom;
-    err = market_world_store(c, w, reset);
-    if (err < 0) {
-        snprintf(why, sizeof why, "cannot write to %s: %s (nothing written)", url,
-                 market_strerror(err));
-        goto fail;
+    if (generate) {
+        for (uint64_t k = 0; k < g.realms; k++) {
+            char name[MARKET_REALM_MAX + 1];
+            if (g.realms > 1) market_realm_nth((unsigned)k, name, sizeof name);
+            const char *rl = g.realms > 1 ? name : realm;
+            if (seed_generated(c, &g, rl, k, reset, why, sizeof why) < 0) goto fail;
+            print_audit(c, url, rl);
+        }
+    } else {
+        err = market_world_store(c, realm, w, reset);
+        if (err < 0) {
+            snprintf(why, sizeof why, "cannot write to %s: %s (nothing written)", url,
+                     market_strerror(err));
+            goto fail;
+        }
+        print_audit(c, url, realm);
     }
-    market_audit_report a;
-    if (market_audit(c, &a) == MARKET_OK)
-        printf("seeded %s: store now holds %zu players, %lld funds, %zu items held, %zu listed\n",
-               url, a.players, (long long)a.total_funds, a.items_held, a.items_listed);
     status = 0;
     goto out;
 oom:

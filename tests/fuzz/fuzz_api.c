@@ -203,6 +203,7 @@ static void check_handle(const api_response *resp, int conn_present, int auth) {
     if (resp->route) CHECK(api_route_name(api_route_index(resp->route)) == resp->route);
     CHECK(memchr(resp->player, '\0', sizeof resp->player) != NULL);
     CHECK(resp->player[0] == '\0' || market_id_valid(resp->player));
+    CHECK(resp->realm[0] == '\0' || market_id_valid(resp->realm));
 }
 
 /* Whether two answers to the same request agree. Two 503s agree whatever
@@ -307,6 +308,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (api_handle_begin(conn, &req, &r3, &p)) {
         CHECK(strcmp(req.method, "POST") == 0 && r3.route && r3.body == NULL);
         CHECK(market_id_valid(p.buyer) && market_id_valid(p.seller) && market_id_valid(p.item));
+        CHECK(market_id_valid(p.realm) && p.op.realm == p.realm);
         CHECK(strcmp(p.buyer, p.seller) != 0 && p.op.buyer == p.buyer);
         CHECK(!p.op.idem || market_idem_key_valid(p.op.idem->key));
         p.op.rc = (flags & 1) ? MARKET_OK : MARKET_ERR_NOT_LISTED;

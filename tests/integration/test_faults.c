@@ -25,6 +25,8 @@
 #include "server/server.h"
 #include "tests/helpers/redis_proc.h"
 
+#define REALM MARKET_REALM_DEFAULT /* the realm these tests use */
+
 #define PLAYERS 40
 #define ITEMS 60000
 #define FUNDS 1000000
@@ -169,7 +171,7 @@ static void seed(market_conn *c, void *ud) {
     atomic_store(&next_item, 20); /* items 0..19 are the contended mix's */
     market_world *w = market_world_new();
     assert_int_equal(market_world_generate(w, PLAYERS, ITEMS, FUNDS, 1, 1000, 7), MARKET_OK);
-    assert_int_equal(market_world_store(c, w, 1), MARKET_OK);
+    assert_int_equal(market_world_store(c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
 }
 
@@ -183,7 +185,7 @@ struct check {
 static void check(market_conn *c, void *ud) {
     struct check *k = ud;
     market_audit_report a;
-    assert_int_equal(market_audit(c, &a), MARKET_OK);
+    assert_int_equal(market_audit(c, REALM, &a), MARKET_OK);
     assert_int_equal(a.players, PLAYERS);
     assert_int_equal(a.total_funds, (int64_t)PLAYERS * FUNDS);
     assert_int_equal(a.negative_funds, 0);
@@ -202,7 +204,7 @@ static void check(market_conn *c, void *ud) {
         snprintf(id, sizeof id, "p%d", o->buyer);
         snprintf(item, sizeof item, "i%d", o->item);
         market_player *p = NULL;
-        assert_int_equal(market_player_get(c, id, &p), MARKET_OK);
+        assert_int_equal(market_player_get(c, REALM, id, &p), MARKET_OK);
         int found = 0;
         for (size_t j = 0; j < p->n_inventory; j++) found |= strcmp(p->inventory[j], item) == 0;
         market_player_free(p);

@@ -30,6 +30,8 @@
 #include "tests/helpers/http_client.h"
 #include "tests/helpers/sentinel_proc.h"
 
+#define REALM MARKET_REALM_DEFAULT /* the realm these tests use */
+
 #define PLAYERS 64
 #define ITEMS 40000
 #define FUNDS 1000000
@@ -67,7 +69,7 @@ static void ha_open(struct ha *h, int nreplicas, const char *password, unsigned 
     market_world *w = market_world_new();
     assert_non_null(w);
     assert_int_equal(market_world_generate(w, PLAYERS, ITEMS, FUNDS, 1, 10, 42), MARKET_OK);
-    assert_int_equal(market_world_store(h->c, w, 1), MARKET_OK);
+    assert_int_equal(market_world_store(h->c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
     int port = th_topo_master_port(&h->t);
     assert_int_equal(port, h->t.nodes[0].port);
@@ -132,7 +134,7 @@ static void *buyer_main(void *arg) {
         snprintf(key, sizeof key, "buy-%d", i);
         market_idem idem = {key, "fp"};
         market_purchase_result res;
-        int rc = market_purchase_idem(c, buyer, seller, item, 0, &idem, &res);
+        int rc = market_purchase_idem(c, REALM, buyer, seller, item, 0, &idem, &res);
         if (rc <= 0 && rc > -20) atomic_fetch_add(&l->by_rc[-rc], 1);
         if (rc == MARKET_OK) {
             int n = atomic_fetch_add(&l->n_ok, 1);
@@ -219,8 +221,8 @@ static void check_store(struct ha *h, struct load *l) {
     int n = atomic_load(&l->n_ok), lost = 0;
     if (n > MAX_OKS) n = MAX_OKS;
     for (int i = 0; i < n; i++) {
-        redisReply *r = redisCommand(raw, "SISMEMBER inventory:p%d i%d", l->oks[i].buyer,
-                                     l->oks[i].item);
+        redisReply *r = redisCommand(raw, "SISMEMBER inventory:{main}:p%d i%d",
+                                     l->oks[i].buyer, l->oks[i].item);
         assert_non_null(r);
         if (r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
             if (lost++ < 5)
@@ -238,7 +240,7 @@ static void check_store(struct ha *h, struct load *l) {
     assert_non_null(c);
     market_audit_report a;
     int rc = MARKET_ERR_STORE;
-    for (int tries = 0; tries < 50 && (rc = market_audit(c, &a)) != MARKET_OK; tries++)
+    for (int tries = 0; tries < 50 && (rc = market_audit(c, REALM, &a)) != MARKET_OK; tries++)
         sleep_ms(100);
     assert_int_equal(rc, MARKET_OK);
     market_conn_free(c);
@@ -386,8 +388,8 @@ static void test_ha_auth_master_found_and_used(void **state) {
     char why[160];
     assert_int_equal(market_health(h.c, why, sizeof why), MARKET_OK);
     market_purchase_result res;
-    assert_int_equal(market_purchase(h.c, "p1", "p0", "i0", 0, &res), MARKET_OK);
-    assert_int_equal(market_purchase(h.c, "p2", "p1", "i1", 0, &res), MARKET_OK);
+    assert_int_equal(market_purchase(h.c, REALM, "p1", "p0", "i0", 0, &res), MARKET_OK);
+    assert_int_equal(market_purchase(h.c, REALM, "p2", "p1", "i1", 0, &res), MARKET_OK);
     char master[300];
     assert_int_equal(market_master(h.m, master, sizeof master), MARKET_OK);
     char want[32];
@@ -409,7 +411,7 @@ static void test_ha_auth_master_found_and_used(void **state) {
     assert_non_null(m2);
     market_conn *c2 = market_conn_new(m2, &err);
     assert_int_equal(market_health(c2, why, sizeof why), MARKET_ERR_STORE);
-    assert_int_equal(market_purchase(c2, "p3", "p2", "i2", 0, &res), MARKET_ERR_STORE);
+    assert_int_equal(market_purchase(c2, REALM, "p3", "p2", "i2", 0, &res), MARKET_ERR_STORE);
     print_message("wrong password: %s\n", market_conn_errstr(c2));
     assert_non_null(strstr(market_conn_errstr(c2), "AUTH"));
     market_conn_free(c2);
@@ -604,7 +606,7 @@ static void test_ha_http_healthz_and_metrics_follow_failover(void **state) {
     assert_int_equal(market_world_add_player(w, "ann", NULL, 100), MARKET_OK);
     assert_int_equal(market_world_add_player(w, "bob", NULL, 100), MARKET_OK);
     assert_int_equal(market_world_add_listing(w, "bob", "axe", 40), MARKET_OK);
-    assert_int_equal(market_world_store(c, w, 1), MARKET_OK);
+    assert_int_equal(market_world_store(c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
     market_conn_free(c);
     market_free(m);

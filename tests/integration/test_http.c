@@ -35,6 +35,8 @@
 #include "tests/helpers/http_client.h"
 #include "tests/helpers/redis_proc.h"
 
+#define REALM MARKET_REALM_DEFAULT /* the realm these tests use */
+
 static th_redis redis;
 
 struct fx {
@@ -44,7 +46,7 @@ struct fx {
 
 /* ---- helpers ---- */
 
-static void seed_demo(void) {
+static void seed_demo_in(const char *realm) {
     FILE *f = fopen("fixtures/demo.json", "rb");
     assert_non_null(f);
     static char text[65536];
@@ -59,12 +61,14 @@ static void seed_demo(void) {
     lock_client *l = lock_local_new(&err);
     market *m = market_new(&cfg, l, &err);
     market_conn *c = market_conn_new(m, &err);
-    assert_int_equal(market_world_store(c, w, 1), MARKET_OK);
+    assert_int_equal(market_world_store(c, realm, w, 1), MARKET_OK);
     market_conn_free(c);
     market_free(m);
     lock_free(l);
     market_world_free(w);
 }
+
+static void seed_demo(void) { seed_demo_in(REALM); }
 
 static uint32_t next_stall_ms; /* test hook for the next server started */
 static char next_strategy[16]; /* strategy of the next server started; "": the default */
@@ -602,7 +606,7 @@ static void test_http_lock_held_503_market_busy(void **state) {
     int err;
     lock_client *l = lock_redis_new(&addr, 1000, &err);
     lock_handle h;
-    assert_int_equal(lock_acquire(l, MARKET_LOCK_KEY, 30000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_acquire(l, "lock:market:{" MARKET_REALM_DEFAULT "}", 30000, 0, &h), LOCK_OK);
     th_http r;
     assert_int_equal(th_http_do(port, "POST", "/purchase", purchase_axe, strlen(purchase_axe), &r),
                      0);
@@ -650,7 +654,7 @@ static void test_http_waiting_purchase_holds_no_thread(void **state) {
     lock_client *l = lock_redis_new(&addr, 1000, &err);
     assert_non_null(l);
     lock_handle h;
-    assert_int_equal(lock_acquire(l, MARKET_LOCK_KEY, 30000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_acquire(l, "lock:market:{" MARKET_REALM_DEFAULT "}", 30000, 0, &h), LOCK_OK);
     struct pending_buy b = {.port = port};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, pending_buy_main, &b), 0);
@@ -1205,8 +1209,8 @@ static void test_http_auth_tokens_bind_players(void **state) {
     int port;
     server *s = start_with(1000, "s3cret", &port);
     char tok_b[API_TOKEN_MAX + 1], tok_a[API_TOKEN_MAX + 1], hb[300], ha[300];
-    assert_int_equal(api_token_make("s3cret", "B", tok_b, sizeof tok_b), MARKET_OK);
-    assert_int_equal(api_token_make("s3cret", "A", tok_a, sizeof tok_a), MARKET_OK);
+    assert_int_equal(api_token_make("s3cret", NULL, "B", tok_b, sizeof tok_b), MARKET_OK);
+    assert_int_equal(api_token_make("s3cret", NULL, "A", tok_a, sizeof tok_a), MARKET_OK);
     snprintf(hb, sizeof hb, "Authorization: Bearer %s", tok_b);
     snprintf(ha, sizeof ha, "Authorization: Bearer %s", tok_a);
     char forged[300];
@@ -1241,6 +1245,64 @@ static void test_http_auth_tokens_bind_players(void **state) {
     assert_int_equal(auth_call(port, "/purchase", hb, purchase_axe, &r), 200);
     assert_non_null(strstr(r.body, "\"buyer_funds\":300"));
     th_http_cleanup(&r);
+    server_stop(s);
+}
+
+/* Every route but /healthz is also served per realm under /realms/{realm}; a
+ * token is good in its own realm only. */
+static void test_http_realm_routes_and_tokens(void **state) {
+    (void)state;
+    seed_demo_in("eu-1");
+    int port;
+    server *s = start_with(1000, "s3cret", &port);
+    char tok_main[API_TOKEN_MAX + 1], tok_eu[API_TOKEN_MAX + 1], hm[300], he[300];
+    assert_int_equal(api_token_make("s3cret", NULL, "B", tok_main, sizeof tok_main), MARKET_OK);
+    assert_int_equal(api_token_make("s3cret", "eu-1", "B", tok_eu, sizeof tok_eu), MARKET_OK);
+    snprintf(hm, sizeof hm, "Authorization: Bearer %s", tok_main);
+    snprintf(he, sizeof he, "Authorization: Bearer %s", tok_eu);
+    char *before = th_store_fingerprint(redis.port);
+    th_http r;
+    assert_int_equal(auth_call(port, "/realms/eu-1/purchase", hm, purchase_axe, &r), 403);
+    assert_non_null(strstr(r.body, "another realm"));
+    th_http_cleanup(&r);
+    assert_int_equal(auth_call(port, "/purchase", he, purchase_axe, &r), 403);
+    th_http_cleanup(&r);
+    assert_int_equal(auth_call(port, "/realms/eu-2/purchase", he, purchase_axe, &r), 403);
+    th_http_cleanup(&r);
+    assert_int_equal(auth_call(port, "/realms/{eu}/purchase", he, purchase_axe, &r), 400);
+    assert_non_null(strstr(r.body, "realm id must match"));
+    th_http_cleanup(&r);
+    assert_int_equal(auth_call(port, "/realms//purchase", he, purchase_axe, &r), 400);
+    th_http_cleanup(&r);
+    assert_int_equal(auth_call(port, "/realms/eu-1", he, purchase_axe, &r), 404);
+    th_http_cleanup(&r);
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after); /* nothing moved */
+    free(before);
+    free(after);
+
+    assert_int_equal(auth_call(port, "/realms/eu-1/purchase", he, purchase_axe, &r), 200);
+    assert_non_null(strstr(r.body, "\"buyer_funds\":300"));
+    th_http_cleanup(&r);
+    assert_int_equal(auth_call(port, "/realms/eu-1/purchase", he, purchase_axe, &r), 404);
+    th_http_cleanup(&r);
+    /* the default realm still lists its axe; eu-1's market does not */
+    json_t *j = call(port, "GET", "/market", NULL, 200);
+    size_t before_n = json_array_size(json_object_get(j, "listings"));
+    json_decref(j);
+    j = call(port, "GET", "/realms/eu-1/market", NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "listings")), before_n - 1);
+    json_decref(j);
+    j = call(port, "GET", "/realms/eu-1/players/B", NULL, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "funds")), 300);
+    json_decref(j);
+    j = call(port, "GET", "/players/B", NULL, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "funds")), 800);
+    json_decref(j);
+    j = call(port, "GET", "/realms/eu-1/healthz", NULL, 404);
+    json_decref(j);
+    j = call(port, "GET", "/realms/eu-1/players/nobody", NULL, 404);
+    json_decref(j);
     server_stop(s);
 }
 
@@ -1285,6 +1347,7 @@ int main(void) {
         cmocka_unit_test(test_binary_flags_help_and_bad),
         cmocka_unit_test(test_binary_busy_address_refused_unless_reuse_port),
         T(test_http_auth_tokens_bind_players),
+        T(test_http_realm_routes_and_tokens),
         T(test_http_idempotent_retries_charged_once),
         T(test_http_idempotent_replay_header),
         T(test_http_idempotent_second_attempt_409_then_replay),

@@ -28,6 +28,8 @@
 #include "server/server.h"
 #include "tests/helpers/redis_proc.h"
 
+#define REALM MARKET_REALM_DEFAULT /* the realm these tests use */
+
 #define TOOL_TIMEOUT_S 300 /* generous: the whole suite may run under valgrind */
 
 static th_redis redis;
@@ -61,7 +63,7 @@ static void seed_two_demo_players(void) {
     assert_int_equal(market_world_add_player(w, "A", "Alice", 100), MARKET_OK);
     assert_int_equal(market_world_add_player(w, "B", "Bob", 800), MARKET_OK);
     assert_int_equal(market_world_add_listing(w, "A", "axe", 500), MARKET_OK);
-    assert_int_equal(market_world_store(c, w, 0), MARKET_OK);
+    assert_int_equal(market_world_store(c, REALM, w, 0), MARKET_OK);
     market_world_free(w);
     market_conn_free(c);
     market_free(m);
@@ -95,7 +97,7 @@ static void seed_world(size_t players, size_t items, int64_t funds, int64_t lo, 
     market_world *w = market_world_new();
     assert_non_null(w);
     assert_int_equal(market_world_generate(w, players, items, funds, lo, hi, 7), MARKET_OK);
-    assert_int_equal(market_world_store(c, w, 1), MARKET_OK);
+    assert_int_equal(market_world_store(c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
     market_conn_free(c);
     market_free(m);
@@ -380,11 +382,11 @@ static void test_load_players_leaves_others_alone(void **state) {
                         "p[0-9]*");
     json_decref(j);
     char v[64];
-    redis_get(v, sizeof v, "ZSCORE", "market:", "axe.A");
+    redis_get(v, sizeof v, "ZSCORE", "market:{main}", "axe.A");
     assert_string_equal(v, "500");
-    redis_get(v, sizeof v, "HGET", "users:A", "funds");
+    redis_get(v, sizeof v, "HGET", "users:{main}:A", "funds");
     assert_string_equal(v, "100");
-    redis_get(v, sizeof v, "HGET", "users:B", "funds");
+    redis_get(v, sizeof v, "HGET", "users:{main}:B", "funds");
     assert_string_equal(v, "800");
 }
 

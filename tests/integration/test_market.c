@@ -19,6 +19,9 @@
 #include "market/market.h"
 #include "tests/helpers/redis_proc.h"
 
+#define REALM MARKET_REALM_DEFAULT /* the realm these tests use */
+#define MARKET_LOCK_KEY_MAIN "lock:market:{main}" /* its market lock */
+
 static th_redis redis;
 static enum market_strategy strategy; /* the group being run */
 
@@ -50,13 +53,13 @@ static void seed_classic(market_conn *c) {
     assert_int_equal(market_world_add_listing(w, "A", "axe", 500), MARKET_OK);
     assert_int_equal(market_world_add_item(w, "A", "shield"), MARKET_OK);
     assert_int_equal(market_world_add_listing(w, "C", "bow", 50), MARKET_OK);
-    assert_int_equal(market_world_store(c, w, 1), MARKET_OK);
+    assert_int_equal(market_world_store(c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
 }
 
 static int64_t funds_of(market_conn *c, const char *id) {
     market_player *p = NULL;
-    assert_int_equal(market_player_get(c, id, &p), MARKET_OK);
+    assert_int_equal(market_player_get(c, REALM, id, &p), MARKET_OK);
     int64_t f = p->funds;
     market_player_free(p);
     return f;
@@ -64,7 +67,7 @@ static int64_t funds_of(market_conn *c, const char *id) {
 
 static int holds(market_conn *c, const char *id, const char *item) {
     market_player *p = NULL;
-    assert_int_equal(market_player_get(c, id, &p), MARKET_OK);
+    assert_int_equal(market_player_get(c, REALM, id, &p), MARKET_OK);
     int found = 0;
     for (size_t i = 0; i < p->n_inventory; i++) found |= strcmp(p->inventory[i], item) == 0;
     market_player_free(p);
@@ -74,7 +77,7 @@ static int holds(market_conn *c, const char *id, const char *item) {
 static int listed(market_conn *c, const char *item, const char *seller) {
     market_listing *l = NULL;
     size_t n = 0, total = 0;
-    assert_int_equal(market_listings(c, 0, 1000, &l, &n, &total), MARKET_OK);
+    assert_int_equal(market_listings(c, REALM, 0, 1000, &l, &n, &total), MARKET_OK);
     int found = 0;
     for (size_t i = 0; i < n; i++)
         found |= strcmp(l[i].item, item) == 0 && strcmp(l[i].seller, seller) == 0;
@@ -84,7 +87,7 @@ static int listed(market_conn *c, const char *item, const char *seller) {
 
 static void assert_invariants(market_conn *c, int64_t total_funds, size_t items) {
     market_audit_report a;
-    assert_int_equal(market_audit(c, &a), MARKET_OK);
+    assert_int_equal(market_audit(c, REALM, &a), MARKET_OK);
     assert_int_equal(a.total_funds, total_funds);
     assert_int_equal(a.negative_funds, 0);
     assert_int_equal(a.items_misplaced, 0);
@@ -121,7 +124,7 @@ static int fx_teardown(void **state) {
 static void test_purchase_classic_trade_moves_funds_and_item(void **state) {
     struct fx *f = *state;
     market_purchase_result r = {0};
-    assert_int_equal(market_purchase(f->c, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
     assert_int_equal(r.price, 500);
     assert_int_equal(r.buyer_funds, 300);
     assert_int_equal(funds_of(f->c, "B"), 300);
@@ -134,8 +137,8 @@ static void test_purchase_classic_trade_moves_funds_and_item(void **state) {
 static void test_purchase_twice_second_not_listed(void **state) {
     struct fx *f = *state;
     market_purchase_result r = {0};
-    assert_int_equal(market_purchase(f->c, "B", "A", "axe", -1, &r), MARKET_OK);
-    assert_int_equal(market_purchase(f->c, "D", "A", "axe", -1, &r), MARKET_ERR_NOT_LISTED);
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_int_equal(market_purchase(f->c, REALM, "D", "A", "axe", -1, &r), MARKET_ERR_NOT_LISTED);
     assert_int_equal(funds_of(f->c, "D"), 1000000);
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
@@ -143,7 +146,7 @@ static void test_purchase_twice_second_not_listed(void **state) {
 static void test_purchase_poor_buyer_insufficient_nothing_moved(void **state) {
     struct fx *f = *state;
     market_purchase_result r = {0};
-    assert_int_equal(market_purchase(f->c, "C", "A", "axe", -1, &r),
+    assert_int_equal(market_purchase(f->c, REALM, "C", "A", "axe", -1, &r),
                      MARKET_ERR_INSUFFICIENT_FUNDS);
     assert_int_equal(funds_of(f->c, "C"), 100);
     assert_int_equal(funds_of(f->c, "A"), 100);
@@ -154,26 +157,26 @@ static void test_purchase_poor_buyer_insufficient_nothing_moved(void **state) {
 static void test_purchase_wrong_price_price_changed(void **state) {
     struct fx *f = *state;
     market_purchase_result r = {0};
-    assert_int_equal(market_purchase(f->c, "B", "A", "axe", 400, &r), MARKET_ERR_PRICE_CHANGED);
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", 400, &r), MARKET_ERR_PRICE_CHANGED);
     assert_int_equal(r.price, 500);
     assert_true(listed(f->c, "axe", "A"));
-    assert_int_equal(market_purchase(f->c, "B", "A", "axe", 500, &r), MARKET_OK);
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", 500, &r), MARKET_OK);
 }
 
 static void test_purchase_unknown_buyer_no_player(void **state) {
     struct fx *f = *state;
     market_purchase_result r = {0};
-    assert_int_equal(market_purchase(f->c, "nobody", "A", "axe", -1, &r), MARKET_ERR_NO_PLAYER);
+    assert_int_equal(market_purchase(f->c, REALM, "nobody", "A", "axe", -1, &r), MARKET_ERR_NO_PLAYER);
     assert_true(listed(f->c, "axe", "A"));
 }
 
 static void test_purchase_bad_arguments_invalid(void **state) {
     struct fx *f = *state;
     market_purchase_result r = {0};
-    assert_int_equal(market_purchase(f->c, "A", "A", "axe", -1, &r), MARKET_ERR_INVALID);
-    assert_int_equal(market_purchase(f->c, "B", "A", "a.x", -1, &r), MARKET_ERR_INVALID);
-    assert_int_equal(market_purchase(f->c, "", "A", "axe", -1, &r), MARKET_ERR_INVALID);
-    assert_int_equal(market_purchase(f->c, "B", "A", "axe", MARKET_PRICE_MAX + 1, &r),
+    assert_int_equal(market_purchase(f->c, REALM, "A", "A", "axe", -1, &r), MARKET_ERR_INVALID);
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "a.x", -1, &r), MARKET_ERR_INVALID);
+    assert_int_equal(market_purchase(f->c, REALM, "", "A", "axe", -1, &r), MARKET_ERR_INVALID);
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", MARKET_PRICE_MAX + 1, &r),
                      MARKET_ERR_INVALID);
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
@@ -183,10 +186,10 @@ static void test_purchase_seller_would_overflow_refused(void **state) {
     market_world *w = market_world_new();
     assert_int_equal(market_world_add_player(w, "rich", "Rich", INT64_MAX - 10), MARKET_OK);
     assert_int_equal(market_world_add_listing(w, "rich", "crown", 500), MARKET_OK);
-    assert_int_equal(market_world_store(f->c, w, 0), MARKET_OK);
+    assert_int_equal(market_world_store(f->c, REALM, w, 0), MARKET_OK);
     market_world_free(w);
     market_purchase_result r = {0};
-    assert_int_equal(market_purchase(f->c, "B", "rich", "crown", -1, &r), MARKET_ERR_OVERFLOW);
+    assert_int_equal(market_purchase(f->c, REALM, "B", "rich", "crown", -1, &r), MARKET_ERR_OVERFLOW);
     assert_int_equal(funds_of(f->c, "B"), 800);
     assert_int_equal(funds_of(f->c, "rich"), INT64_MAX - 10);
     assert_true(listed(f->c, "crown", "rich"));
@@ -196,12 +199,12 @@ static void test_purchase_seller_would_overflow_refused(void **state) {
 
 static void test_list_then_unlist_round_trip(void **state) {
     struct fx *f = *state;
-    assert_int_equal(market_list(f->c, "A", "shield", 42), MARKET_OK);
+    assert_int_equal(market_list(f->c, REALM, "A", "shield", 42), MARKET_OK);
     assert_false(holds(f->c, "A", "shield"));
     assert_true(listed(f->c, "shield", "A"));
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
     int64_t price = 0;
-    assert_int_equal(market_unlist(f->c, "A", "shield", &price), MARKET_OK);
+    assert_int_equal(market_unlist(f->c, REALM, "A", "shield", &price), MARKET_OK);
     assert_int_equal(price, 42);
     assert_true(holds(f->c, "A", "shield"));
     assert_false(listed(f->c, "shield", "A"));
@@ -210,11 +213,11 @@ static void test_list_then_unlist_round_trip(void **state) {
 
 static void test_list_item_not_held_refused(void **state) {
     struct fx *f = *state;
-    assert_int_equal(market_list(f->c, "B", "shield", 42), MARKET_ERR_NOT_HELD);
-    assert_int_equal(market_list(f->c, "A", "axe", 42), MARKET_ERR_NOT_HELD); /* listed already */
-    assert_int_equal(market_list(f->c, "A", "shield", 0), MARKET_ERR_INVALID);
+    assert_int_equal(market_list(f->c, REALM, "B", "shield", 42), MARKET_ERR_NOT_HELD);
+    assert_int_equal(market_list(f->c, REALM, "A", "axe", 42), MARKET_ERR_NOT_HELD); /* listed already */
+    assert_int_equal(market_list(f->c, REALM, "A", "shield", 0), MARKET_ERR_INVALID);
     int64_t price;
-    assert_int_equal(market_unlist(f->c, "B", "axe", &price), MARKET_ERR_NOT_LISTED);
+    assert_int_equal(market_unlist(f->c, REALM, "B", "axe", &price), MARKET_ERR_NOT_LISTED);
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
 
@@ -222,7 +225,7 @@ static void test_listings_sorted_by_price_and_paged(void **state) {
     struct fx *f = *state;
     market_listing *l = NULL;
     size_t n = 0, total = 0;
-    assert_int_equal(market_listings(f->c, 0, 10, &l, &n, &total), MARKET_OK);
+    assert_int_equal(market_listings(f->c, REALM, 0, 10, &l, &n, &total), MARKET_OK);
     assert_int_equal(total, 2);
     assert_int_equal(n, 2);
     assert_string_equal(l[0].item, "bow");
@@ -230,11 +233,11 @@ static void test_listings_sorted_by_price_and_paged(void **state) {
     assert_string_equal(l[1].item, "axe");
     assert_string_equal(l[1].seller, "A");
     free(l);
-    assert_int_equal(market_listings(f->c, 1, 10, &l, &n, &total), MARKET_OK);
+    assert_int_equal(market_listings(f->c, REALM, 1, 10, &l, &n, &total), MARKET_OK);
     assert_int_equal(n, 1);
     assert_string_equal(l[0].item, "axe");
     free(l);
-    assert_int_equal(market_listings(f->c, 5, 10, &l, &n, &total), MARKET_OK);
+    assert_int_equal(market_listings(f->c, REALM, 5, 10, &l, &n, &total), MARKET_OK);
     assert_int_equal(n, 0);
     assert_null(l);
 }
@@ -242,9 +245,9 @@ static void test_listings_sorted_by_price_and_paged(void **state) {
 static void test_player_get_unknown_no_player(void **state) {
     struct fx *f = *state;
     market_player *p = (market_player *)1;
-    assert_int_equal(market_player_get(f->c, "ghost", &p), MARKET_ERR_NO_PLAYER);
+    assert_int_equal(market_player_get(f->c, REALM, "ghost", &p), MARKET_ERR_NO_PLAYER);
     assert_null(p);
-    assert_int_equal(market_player_get(f->c, "A", &p), MARKET_OK);
+    assert_int_equal(market_player_get(f->c, REALM, "A", &p), MARKET_OK);
     assert_string_equal(p->name, "Alice");
     assert_int_equal(p->n_inventory, 1);
     assert_string_equal(p->inventory[0], "shield");
@@ -262,7 +265,7 @@ static void test_world_duplicate_item_writes_nothing(void **state) {
     char why[128];
     assert_int_equal(market_world_check(w, why, sizeof why), MARKET_ERR_DUPLICATE);
     assert_non_null(strstr(why, "gem"));
-    assert_int_equal(market_world_store(f->c, w, 1), MARKET_ERR_DUPLICATE);
+    assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_ERR_DUPLICATE);
     market_world_free(w);
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS); /* the reset did not happen */
 }
@@ -282,17 +285,17 @@ static void test_world_generate_lists_every_item(void **state) {
     struct fx *f = *state;
     market_world *w = market_world_new();
     assert_int_equal(market_world_generate(w, 10, 1000, 777, 5, 9, 42), MARKET_OK);
-    assert_int_equal(market_world_store(f->c, w, 1), MARKET_OK);
+    assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
     market_audit_report a;
-    assert_int_equal(market_audit(f->c, &a), MARKET_OK);
+    assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
     assert_int_equal(a.players, 10);
     assert_int_equal(a.total_funds, 7770);
     assert_int_equal(a.items_listed, 1000);
     assert_int_equal(a.items_held, 0);
     market_listing *l = NULL;
     size_t n, total;
-    assert_int_equal(market_listings(f->c, 0, 1000, &l, &n, &total), MARKET_OK);
+    assert_int_equal(market_listings(f->c, REALM, 0, 1000, &l, &n, &total), MARKET_OK);
     for (size_t i = 0; i < n; i++) assert_in_range(l[i].price, 5, 9);
     free(l);
 }
@@ -301,12 +304,12 @@ static void test_audit_item_in_two_places_counted(void **state) {
     struct fx *f = *state;
     redisContext *rc = redisConnect("127.0.0.1", redis.port);
     assert_non_null(rc);
-    redisReply *r = redisCommand(rc, "SADD inventory:B axe"); /* axe is also listed */
+    redisReply *r = redisCommand(rc, "SADD inventory:{main}:B axe"); /* axe is also listed */
     assert_non_null(r);
     freeReplyObject(r);
     redisFree(rc);
     market_audit_report a;
-    assert_int_equal(market_audit(f->c, &a), MARKET_OK);
+    assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
     assert_int_equal(a.items_misplaced, 1);
 }
 
@@ -324,7 +327,7 @@ static void *race(void *arg) {
     market_conn *c = market_conn_new(r->m, NULL);
     market_purchase_result res;
     pthread_barrier_wait(r->start);
-    r->rc = c ? market_purchase(c, r->buyer, r->seller, r->item, -1, &res) : MARKET_ERR_NOMEM;
+    r->rc = c ? market_purchase(c, REALM, r->buyer, r->seller, r->item, -1, &res) : MARKET_ERR_NOMEM;
     market_conn_free(c);
     return NULL;
 }
@@ -339,7 +342,7 @@ static void test_many_buyers_one_item_exactly_one_wins(void **state) {
         snprintf(ids[i], sizeof ids[i], "racer%d", i);
         assert_int_equal(market_world_add_player(w, ids[i], NULL, 1000), MARKET_OK);
     }
-    assert_int_equal(market_world_store(f->c, w, 0), MARKET_OK);
+    assert_int_equal(market_world_store(f->c, REALM, w, 0), MARKET_OK);
     market_world_free(w);
 
     pthread_barrier_t start;
@@ -360,6 +363,183 @@ static void test_many_buyers_one_item_exactly_one_wins(void **state) {
     assert_int_equal(won, 1);
     assert_int_equal(lost, RACERS - 1);
     assert_invariants(f->c, CLASSIC_FUNDS + RACERS * 1000, CLASSIC_ITEMS);
+}
+
+/* ---- realms ---- */
+
+/* The classic world in realm. */
+static void seed_classic_in(market_conn *c, const char *realm) {
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    assert_int_equal(market_world_add_player(w, "A", "Alice", 100), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "B", "Bob", 800), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "A", "axe", 500), MARKET_OK);
+    assert_int_equal(market_world_store(c, realm, w, 1), MARKET_OK);
+    market_world_free(w);
+}
+
+static int64_t funds_in(market_conn *c, const char *realm, const char *id) {
+    market_player *p = NULL;
+    assert_int_equal(market_player_get(c, realm, id, &p), MARKET_OK);
+    int64_t v = p->funds;
+    market_player_free(p);
+    return v;
+}
+
+/* Every key the market and its lock wrote carries a realm's hash tag: one
+ * realm's purchase touches one Redis Cluster slot. */
+static void assert_every_key_tagged(void) {
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    redisReply *r = redisCommand(rc, "KEYS *");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_true(r->elements > 0);
+    for (size_t i = 0; i < r->elements; i++) {
+        const char *k = r->element[i]->str, *open = strchr(k, '{');
+        if (!open || !strchr(open + 2, '}')) fail_msg("key %s has no hash tag", k);
+    }
+    freeReplyObject(r);
+    redisFree(rc);
+}
+
+static void test_realms_are_separate_worlds(void **state) {
+    struct fx *f = *state;
+    seed_classic_in(f->c, "eu-1");
+    market_purchase_result res;
+    assert_int_equal(market_purchase(f->c, "eu-1", "B", "A", "axe", -1, &res), MARKET_OK);
+    assert_int_equal(res.buyer_funds, 300);
+    /* the same ids in the default realm did not move */
+    assert_int_equal(funds_of(f->c, "B"), 800);
+    assert_int_equal(funds_of(f->c, "A"), 100);
+    assert_true(listed(f->c, "axe", "A"));
+    assert_false(holds(f->c, "B", "axe"));
+    assert_int_equal(funds_in(f->c, "eu-1", "A"), 600);
+    assert_int_equal(market_purchase(f->c, "eu-1", "B", "A", "axe", -1, &res),
+                     MARKET_ERR_NOT_LISTED);
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &res), MARKET_OK);
+    /* a player of one realm is unknown in another */
+    assert_int_equal(market_purchase(f->c, "eu-1", "D", "C", "bow", -1, &res),
+                     MARKET_ERR_NOT_LISTED);
+    market_player *p = NULL;
+    assert_int_equal(market_player_get(f->c, "eu-1", "D", &p), MARKET_ERR_NO_PLAYER);
+    market_audit_report a;
+    assert_int_equal(market_audit(f->c, "eu-1", &a), MARKET_OK);
+    assert_int_equal(a.players, 2);
+    assert_int_equal(a.total_funds, 900);
+    assert_int_equal(a.items_held + a.items_listed, 1);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+    /* an idempotency key is per realm and player */
+    const market_idem k = {"K1", "fp"};
+    assert_int_equal(market_list_idem(f->c, "eu-1", "B", "axe", 700, &k, NULL), MARKET_OK);
+    assert_int_equal(market_list_idem(f->c, REALM, "B", "axe", 700, &k, NULL), MARKET_OK);
+    assert_true(listed(f->c, "axe", "B"));
+    assert_every_key_tagged();
+}
+
+static void test_realm_ids_are_validated(void **state) {
+    struct fx *f = *state;
+    market_purchase_result res;
+    const char *bad[] = {"", "eu 1", "{eu}", "eu:1", NULL};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(market_purchase(f->c, bad[i], "B", "A", "axe", -1, &res),
+                         MARKET_ERR_INVALID);
+        assert_int_equal(market_list(f->c, bad[i], "A", "shield", 5), MARKET_ERR_INVALID);
+        market_player *p = NULL;
+        assert_int_equal(market_player_get(f->c, bad[i], "A", &p), MARKET_ERR_INVALID);
+    }
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+    assert_true(listed(f->c, "axe", "A"));
+}
+
+#define REALMS 12
+#define REALM_BUYERS 64
+#define REALM_PLAYERS 8
+#define REALM_ITEMS 48
+
+struct realm_buyer {
+    market *m;
+    char realm[8], buyer[8];
+    int first;   /* the item it starts with */
+    int ok;      /* purchases it made */
+    int refused; /* not listed any more, not enough funds */
+    int other;   /* anything else: a failure */
+};
+
+static void *realm_buy(void *arg) {
+    struct realm_buyer *b = arg;
+    market_conn *c = market_conn_new(b->m, NULL);
+    if (!c) {
+        b->other++;
+        return NULL;
+    }
+    for (int k = 0; k < REALM_ITEMS; k++) {
+        int i = (b->first + k) % REALM_ITEMS;
+        char item[16], seller[16];
+        snprintf(item, sizeof item, "i%d", i);
+        /* market_world_generate lists item i by player i % players */
+        snprintf(seller, sizeof seller, "p%d", i % REALM_PLAYERS);
+        if (strcmp(seller, b->buyer) == 0) continue;
+        market_purchase_result res;
+        int rc = market_purchase(c, b->realm, b->buyer, seller, item, -1, &res);
+        if (rc == MARKET_OK)
+            b->ok++;
+        else if (rc == MARKET_ERR_NOT_LISTED || rc == MARKET_ERR_INSUFFICIENT_FUNDS)
+            b->refused++;
+        else
+            b->other++;
+    }
+    market_conn_free(c);
+    return NULL;
+}
+
+/* 64 buyers over 12 realms at once: each realm keeps its own invariants,
+ * and what left each realm's market is what its buyers were told they
+ * bought. */
+static void test_realms_in_parallel_keep_their_invariants(void **state) {
+    struct fx *f = *state;
+    market_audit_report before[REALMS];
+    char names[REALMS][8];
+    for (int r = 0; r < REALMS; r++) {
+        assert_int_equal(market_realm_nth((unsigned)r, names[r], sizeof names[r]), 0);
+        market_world *w = market_world_new();
+        assert_non_null(w);
+        assert_int_equal(market_world_generate(w, REALM_PLAYERS, REALM_ITEMS, 3000, 10, 200,
+                                               (uint64_t)r + 1),
+                         MARKET_OK);
+        assert_int_equal(market_world_store(f->c, names[r], w, 1), MARKET_OK);
+        market_world_free(w);
+        assert_int_equal(market_audit(f->c, names[r], &before[r]), MARKET_OK);
+        assert_int_equal(before[r].items_listed, REALM_ITEMS);
+    }
+    static struct realm_buyer b[REALM_BUYERS];
+    pthread_t t[REALM_BUYERS];
+    for (int i = 0; i < REALM_BUYERS; i++) {
+        b[i] = (struct realm_buyer){.m = f->m, .first = (i * 7) % REALM_ITEMS};
+        snprintf(b[i].realm, sizeof b[i].realm, "%s", names[i % REALMS]);
+        snprintf(b[i].buyer, sizeof b[i].buyer, "p%d", (i / REALMS) % REALM_PLAYERS);
+        assert_int_equal(pthread_create(&t[i], NULL, realm_buy, &b[i]), 0);
+    }
+    int ok[REALMS] = {0};
+    for (int i = 0; i < REALM_BUYERS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(b[i].other, 0);
+        ok[i % REALMS] += b[i].ok;
+    }
+    int total_ok = 0;
+    for (int r = 0; r < REALMS; r++) {
+        market_audit_report a;
+        assert_int_equal(market_audit(f->c, names[r], &a), MARKET_OK);
+        assert_int_equal(a.total_funds, before[r].total_funds);
+        assert_int_equal(a.negative_funds, 0);
+        assert_int_equal(a.items_misplaced, 0);
+        assert_int_equal(a.items_held + a.items_listed, REALM_ITEMS);
+        assert_int_equal(before[r].items_listed - a.items_listed, ok[r]);
+        total_ok += ok[r];
+    }
+    assert_true(total_ok > REALMS); /* the buyers did buy, in every strategy */
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS); /* the default realm untouched */
+    assert_every_key_tagged();
 }
 
 /* ---- submitted purchases (market_purchase_submit) ---- */
@@ -389,7 +569,7 @@ static void pending_done(market_pending *p) {
 
 static void pending_init(struct pending *pd, struct outcome *o, const char *buyer,
                          const char *seller, const char *item) {
-    *pd = (struct pending){.p = {.buyer = buyer, .seller = seller, .item = item,
+    *pd = (struct pending){.p = {.realm = REALM, .buyer = buyer, .seller = seller, .item = item,
                                  .expect_price = -1, .done = pending_done},
                            .o = o};
     pd->p.ud = pd;
@@ -453,13 +633,13 @@ static void test_shutdown_serves_queue_then_refuses(void **state) {
     assert_int_equal(b.rc, MARKET_OK);
     assert_int_equal(market_purchase_submit(f->m, &late.p), MARKET_ERR_BUSY);
     market_purchase_result res;
-    assert_int_equal(market_purchase(f->c, "D", "A", "axe", -1, &res), MARKET_ERR_BUSY);
+    assert_int_equal(market_purchase(f->c, REALM, "D", "A", "axe", -1, &res), MARKET_ERR_BUSY);
     assert_int_equal(late.calls, 0);
     /* Every lease was released (none left to expire). */
     redisContext *r = redisConnect("127.0.0.1", redis.port);
     assert_non_null(r);
-    static const char *const keys[] = {MARKET_LOCK_KEY, "lock:item:axe.A", "lock:item:bow.C",
-                                       "lock:player:B", "lock:player:D"};
+    static const char *const keys[] = {MARKET_LOCK_KEY_MAIN, "lock:item:{main}:axe.A", "lock:item:{main}:bow.C",
+                                       "lock:player:{main}:B", "lock:player:{main}:D"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         redisReply *e = redisCommand(r, "EXISTS %s", keys[i]);
         assert_non_null(e);
@@ -480,14 +660,14 @@ static void test_idem_retry_replays_while_contended(void **state) {
     if (!market_can_submit(f->m)) skip();
     market_idem k = {"order-1", "fp-1"};
     market_purchase_result res;
-    assert_int_equal(market_purchase_idem(f->c, "B", "A", "axe", -1, &k, &res), MARKET_OK);
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &res), MARKET_OK);
     /* Hold the worker on a lock while eight purchases of gone listings queue
      * up, so that they make one batch: the market then reads as contended. */
     int err;
     lock_client *l = lock_redis_new(&f->cfg.redis, 1000, &err);
     assert_non_null(l);
     lock_handle h;
-    const char *block = strategy == MARKET_STRATEGY_ITEM ? "lock:player:C" : MARKET_LOCK_KEY;
+    const char *block = strategy == MARKET_STRATEGY_ITEM ? "lock:player:{main}:C" : MARKET_LOCK_KEY_MAIN;
     assert_int_equal(lock_acquire(l, block, 30000, 0, &h), LOCK_OK);
     struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     struct pending blocker, ghost[8];
@@ -507,7 +687,7 @@ static void test_idem_retry_replays_while_contended(void **state) {
     lock_free(l);
     /* The retry: replayed, not refused, nothing charged again. */
     memset(&res, 0, sizeof res);
-    assert_int_equal(market_purchase_idem(f->c, "B", "A", "axe", -1, &k, &res), MARKET_OK);
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &res), MARKET_OK);
     assert_int_equal(res.replayed, 1);
     assert_int_equal(res.buyer_funds, 300);
     assert_int_equal(funds_of(f->c, "B"), 300);
@@ -524,7 +704,7 @@ static void test_one_buyer_funds_for_one_never_negative(void **state) {
         snprintf(items[i], sizeof items[i], "ring%d", i);
         assert_int_equal(market_world_add_listing(w, "merchant", items[i], 500), MARKET_OK);
     }
-    assert_int_equal(market_world_store(f->c, w, 0), MARKET_OK);
+    assert_int_equal(market_world_store(f->c, REALM, w, 0), MARKET_OK);
     market_world_free(w);
 
     pthread_barrier_t start;
@@ -564,7 +744,7 @@ static void test_batch_mixed_outcomes_match_serial_order(void **state) {
         snprintf(items[i], sizeof items[i], "gem%d", i);
         assert_int_equal(market_world_add_listing(w, "shop", items[i], 100), MARKET_OK);
     }
-    assert_int_equal(market_world_store(f->c, w, 0), MARKET_OK);
+    assert_int_equal(market_world_store(f->c, REALM, w, 0), MARKET_OK);
     market_world_free(w);
 
     enum { N = 24 };
@@ -602,22 +782,22 @@ static void test_idem_repeat_replays_without_charging(void **state) {
     struct fx *f = *state;
     market_idem k = {"order-1", "fp-axe"};
     market_purchase_result r = {0}, again = {0};
-    assert_int_equal(market_purchase_idem(f->c, "B", "A", "axe", -1, &k, &r), MARKET_OK);
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &r), MARKET_OK);
     assert_int_equal(r.replayed, 0);
     assert_int_equal(r.buyer_funds, 300);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(market_purchase_idem(f->c, "B", "A", "axe", -1, &k, &again), MARKET_OK);
+        assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &again), MARKET_OK);
         assert_int_equal(again.replayed, 1);
         assert_int_equal(again.price, 500);
         assert_int_equal(again.buyer_funds, 300);
     }
     assert_int_equal(funds_of(f->c, "B"), 300);
     market_idem other = {"order-1", "fp-bow"};
-    assert_int_equal(market_purchase_idem(f->c, "B", "C", "bow", -1, &other, &again),
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "C", "bow", -1, &other, &again),
                      MARKET_ERR_IDEM_MISMATCH);
     assert_true(listed(f->c, "bow", "C"));
     /* Keys are per player: D may use the same key for its own purchase. */
-    assert_int_equal(market_purchase_idem(f->c, "D", "C", "bow", -1, &other, &again), MARKET_OK);
+    assert_int_equal(market_purchase_idem(f->c, REALM, "D", "C", "bow", -1, &other, &again), MARKET_OK);
     assert_int_equal(again.replayed, 0);
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
@@ -655,40 +835,40 @@ static void test_idem_refusal_is_final(void **state) {
     struct fx *f = *state;
     market_idem k = {"try", "fp"};
     market_purchase_result r = {0};
-    assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", -1, &k, &r),
+    assert_int_equal(market_purchase_idem(f->c, REALM, "C", "A", "axe", -1, &k, &r),
                      MARKET_ERR_INSUFFICIENT_FUNDS);
     assert_int_equal(r.replayed, 0);
-    redis_do("HINCRBY users:C funds 1000"); /* C could pay now */
-    assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", -1, &k, &r),
+    redis_do("HINCRBY users:{main}:C funds 1000"); /* C could pay now */
+    assert_int_equal(market_purchase_idem(f->c, REALM, "C", "A", "axe", -1, &k, &r),
                      MARKET_ERR_INSUFFICIENT_FUNDS);
     assert_int_equal(r.replayed, 1);
     assert_int_equal(funds_of(f->c, "C"), 1100);
     assert_true(listed(f->c, "axe", "A"));
     /* price_changed keeps the price it answered */
     market_idem kp = {"try-price", "fp"};
-    assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", 400, &kp, &r),
+    assert_int_equal(market_purchase_idem(f->c, REALM, "C", "A", "axe", 400, &kp, &r),
                      MARKET_ERR_PRICE_CHANGED);
     assert_int_equal(r.price, 500);
     memset(&r, 0, sizeof r);
-    assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", 400, &kp, &r),
+    assert_int_equal(market_purchase_idem(f->c, REALM, "C", "A", "axe", 400, &kp, &r),
                      MARKET_ERR_PRICE_CHANGED);
     assert_int_equal(r.replayed, 1);
     assert_int_equal(r.price, 500);
     /* a new key is a new request */
     market_idem k2 = {"try-2", "fp"};
-    assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", -1, &k2, &r), MARKET_OK);
+    assert_int_equal(market_purchase_idem(f->c, REALM, "C", "A", "axe", -1, &k2, &r), MARKET_OK);
     assert_int_equal(funds_of(f->c, "C"), 600);
     /* a refused listing is final too */
     int replayed = -1;
     market_idem kl = {"sell", "fpl"};
-    assert_int_equal(market_list_idem(f->c, "B", "shield", 10, &kl, &replayed),
+    assert_int_equal(market_list_idem(f->c, REALM, "B", "shield", 10, &kl, &replayed),
                      MARKET_ERR_NOT_HELD);
     assert_int_equal(replayed, 0);
-    assert_int_equal(market_list_idem(f->c, "B", "shield", 10, &kl, &replayed),
+    assert_int_equal(market_list_idem(f->c, REALM, "B", "shield", 10, &kl, &replayed),
                      MARKET_ERR_NOT_HELD);
     assert_int_equal(replayed, 1);
     market_idem bad = {"has space", "fp"};
-    assert_int_equal(market_purchase_idem(f->c, "B", "A", "axe", -1, &bad, &r), MARKET_ERR_INVALID);
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &bad, &r), MARKET_ERR_INVALID);
     assert_invariants(f->c, CLASSIC_FUNDS + 1000, CLASSIC_ITEMS);
 }
 
@@ -696,12 +876,12 @@ static void test_idem_list_replays(void **state) {
     struct fx *f = *state;
     market_idem k = {"sell-shield", "fp1"};
     int replayed = -1;
-    assert_int_equal(market_list_idem(f->c, "A", "shield", 42, &k, &replayed), MARKET_OK);
+    assert_int_equal(market_list_idem(f->c, REALM, "A", "shield", 42, &k, &replayed), MARKET_OK);
     assert_int_equal(replayed, 0);
-    assert_int_equal(market_list_idem(f->c, "A", "shield", 42, &k, &replayed), MARKET_OK);
+    assert_int_equal(market_list_idem(f->c, REALM, "A", "shield", 42, &k, &replayed), MARKET_OK);
     assert_int_equal(replayed, 1);
     market_idem k2 = {"sell-shield", "fp2"};
-    assert_int_equal(market_list_idem(f->c, "A", "shield", 43, &k2, &replayed),
+    assert_int_equal(market_list_idem(f->c, REALM, "A", "shield", 43, &k2, &replayed),
                      MARKET_ERR_IDEM_MISMATCH);
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
@@ -719,7 +899,7 @@ static void *idem_race(void *arg) {
     market_conn *c = market_conn_new(r->m, NULL);
     market_purchase_result res = {0};
     pthread_barrier_wait(r->start);
-    r->rc = c ? market_purchase_idem(c, "D", "A", r->item, -1, r->idem, &res) : MARKET_ERR_NOMEM;
+    r->rc = c ? market_purchase_idem(c, REALM, "D", "A", r->item, -1, r->idem, &res) : MARKET_ERR_NOMEM;
     r->replayed = res.replayed;
     market_conn_free(c);
     return NULL;
@@ -772,7 +952,7 @@ static void *stalled_purchase(void *arg) {
     struct stalled *s = arg;
     market_conn *c = market_conn_new(s->m, NULL);
     market_purchase_result res;
-    s->rc = c ? market_purchase(c, "B", "A", "axe", -1, &res) : MARKET_ERR_NOMEM;
+    s->rc = c ? market_purchase(c, REALM, "B", "A", "axe", -1, &res) : MARKET_ERR_NOMEM;
     market_conn_free(c);
     return NULL;
 }
@@ -797,7 +977,7 @@ static void test_stalled_holder_past_lease_cannot_commit(void **state) {
     assert_int_equal(pthread_create(&t, NULL, stalled_purchase, &s), 0);
     sleep_ms(200); /* the stalled holder's lease has lapsed; it is still asleep */
     market_purchase_result r;
-    assert_int_equal(market_purchase(f->c, "D", "C", "bow", -1, &r), MARKET_OK);
+    assert_int_equal(market_purchase(f->c, REALM, "D", "C", "bow", -1, &r), MARKET_OK);
     pthread_join(t, NULL);
     market_free(sm);
     assert_int_equal(s.rc, MARKET_ERR_LEASE_LOST);
@@ -873,7 +1053,7 @@ static void test_fence_stale_holder_lock_elsewhere_refused(void **state) {
      * strategy (the market lock, or buyer B's lock) but not its listing, so
      * without fencing the stalled purchase would still find the axe listed
      * and B able to pay, and would commit. */
-    int rc = market_purchase(qc, "B", "C", "bow", -1, &r);
+    int rc = market_purchase(qc, REALM, "B", "C", "bow", -1, &r);
     pthread_join(t, NULL);
     assert_int_equal(rc, MARKET_OK);
     assert_int_equal(s.rc, MARKET_ERR_LEASE_LOST);
@@ -892,8 +1072,8 @@ static void test_fence_stale_holder_lock_elsewhere_refused(void **state) {
 
 /* The lock key a purchase of listing member takes under the strategy. */
 static const char *listing_lock(const char *member, char *buf, size_t len) {
-    if (strategy == MARKET_STRATEGY_MARKET) return MARKET_LOCK_KEY;
-    snprintf(buf, len, "lock:item:%s", member);
+    if (strategy == MARKET_STRATEGY_MARKET) return MARKET_LOCK_KEY_MAIN;
+    snprintf(buf, len, "lock:item:{main}:%s", member);
     return buf;
 }
 
@@ -956,7 +1136,7 @@ struct slow_buy {
 static void *slow_buy_run(void *arg) {
     struct slow_buy *s = arg;
     market_conn *c = market_conn_new(s->m, NULL);
-    s->rc = c ? market_purchase_idem(c, s->buyer, s->seller, s->item, -1, s->idem, &s->res)
+    s->rc = c ? market_purchase_idem(c, REALM, s->buyer, s->seller, s->item, -1, s->idem, &s->res)
               : MARKET_ERR_NOMEM;
     market_conn_free(c);
     return NULL;
@@ -1038,7 +1218,7 @@ static void test_deadline_passed_before_lock_nothing_attempted(void **state) {
     market_conn *lc = market_conn_new(lm, &err);
     assert_non_null(lc);
     market_purchase_result r;
-    assert_int_equal(market_purchase(lc, "B", "A", "axe", -1, &r), MARKET_ERR_BUSY);
+    assert_int_equal(market_purchase(lc, REALM, "B", "A", "axe", -1, &r), MARKET_ERR_BUSY);
     market_stats st;
     market_stats_get(lm, &st);
     assert_int_equal(st.lock_acquired, 0);
@@ -1066,9 +1246,9 @@ static void test_idem_refused_elsewhere_not_committed_later(void **state) {
     assert_int_equal(pthread_create(&ta, NULL, slow_buy_run, &a), 0);
     sleep_ms(100); /* S1 is paused before its lock */
     market_purchase_result r = {0};
-    assert_int_equal(market_purchase_idem(f->c, "C", "A", "axe", -1, &k, &r),
+    assert_int_equal(market_purchase_idem(f->c, REALM, "C", "A", "axe", -1, &k, &r),
                      MARKET_ERR_INSUFFICIENT_FUNDS);
-    redis_do("HINCRBY users:C funds 1000"); /* now C could pay */
+    redis_do("HINCRBY users:{main}:C funds 1000"); /* now C could pay */
     pthread_join(ta, NULL);
     assert_int_equal(a.rc, MARKET_ERR_INSUFFICIENT_FUNDS);
     assert_int_equal(a.res.replayed, 1);
@@ -1103,7 +1283,7 @@ static void test_idem_second_attempt_in_flight_in_progress(void **state) {
      * commit for 400 ms): polled, not slept, so a slow machine cannot send
      * S2 in before the claim. */
     for (int tries = 0;; tries++) {
-        redisReply *claim = redis_cmd("GET idem:B:K2");
+        redisReply *claim = redis_cmd("GET idem:{main}:B:K2");
         int claimed = claim->type == REDIS_REPLY_STRING && strstr(claim->str, " ?") != NULL;
         freeReplyObject(claim);
         if (claimed) break;
@@ -1111,7 +1291,7 @@ static void test_idem_second_attempt_in_flight_in_progress(void **state) {
         sleep_ms(5);
     }
     market_purchase_result r = {0};
-    assert_int_equal(market_purchase_idem(c2, "B", "A", "axe", -1, &k, &r), MARKET_ERR_IN_PROGRESS);
+    assert_int_equal(market_purchase_idem(c2, REALM, "B", "A", "axe", -1, &k, &r), MARKET_ERR_IN_PROGRESS);
     pthread_join(ta, NULL);
     int lock_strategy = strategy != MARKET_STRATEGY_OPTIMISTIC;
     /* Lock strategies: S1's lease lapsed while it paused, so it may not
@@ -1121,7 +1301,7 @@ static void test_idem_second_attempt_in_flight_in_progress(void **state) {
      * strategies) or replays S1's purchase (optimistic). */
     while (elapsed_ms(t0) < 500 + 100 + 50) sleep_ms(20);
     memset(&r, 0, sizeof r);
-    assert_int_equal(market_purchase_idem(c2, "B", "A", "axe", -1, &k, &r), MARKET_OK);
+    assert_int_equal(market_purchase_idem(c2, REALM, "B", "A", "axe", -1, &k, &r), MARKET_OK);
     assert_int_equal(r.replayed, lock_strategy ? 0 : 1);
     assert_int_equal(r.buyer_funds, 300);
     assert_int_equal(funds_of(f->c, "B"), 300);
@@ -1147,16 +1327,16 @@ static void test_longest_ids_trade(void **state) {
     assert_int_equal(market_world_add_player(w, buyer, NULL, 1000), MARKET_OK);
     assert_int_equal(market_world_add_player(w, seller, NULL, 0), MARKET_OK);
     assert_int_equal(market_world_add_item(w, seller, item), MARKET_OK);
-    assert_int_equal(market_world_store(f->c, w, 0), MARKET_OK);
+    assert_int_equal(market_world_store(f->c, REALM, w, 0), MARKET_OK);
     market_world_free(w);
-    assert_int_equal(market_list(f->c, seller, item, 700), MARKET_OK);
+    assert_int_equal(market_list(f->c, REALM, seller, item, 700), MARKET_OK);
     int64_t price = 0;
-    assert_int_equal(market_unlist(f->c, seller, item, &price), MARKET_OK);
+    assert_int_equal(market_unlist(f->c, REALM, seller, item, &price), MARKET_OK);
     assert_int_equal(price, 700);
     market_idem k = {"long", "fp"};
-    assert_int_equal(market_list_idem(f->c, seller, item, 600, &k, NULL), MARKET_OK);
+    assert_int_equal(market_list_idem(f->c, REALM, seller, item, 600, &k, NULL), MARKET_OK);
     market_purchase_result r;
-    assert_int_equal(market_purchase_idem(f->c, buyer, seller, item, 600, &k, &r), MARKET_OK);
+    assert_int_equal(market_purchase_idem(f->c, REALM, buyer, seller, item, 600, &k, &r), MARKET_OK);
     assert_int_equal(r.buyer_funds, 400);
     assert_true(holds(f->c, buyer, item));
     assert_invariants(f->c, CLASSIC_FUNDS + 1000, CLASSIC_ITEMS + 1);
@@ -1168,15 +1348,15 @@ static void test_longest_ids_trade(void **state) {
 static void test_batch_one_bad_purchase_others_served(void **state) {
     struct fx *f = *state;
     if (!market_can_submit(f->m)) skip(); /* batches only */
-    redis_do("ZADD market: 1.5 odd.A");   /* a price that is not whole */
-    redis_do("HSET users:corrupt funds lots"); /* funds that are not a number */
-    redis_do("ZADD market: 10 cheap.C");
-    redis_do("SADD inventory:C ring");
+    redis_do("ZADD market:{main} 1.5 odd.A");   /* a price that is not whole */
+    redis_do("HSET users:{main}:corrupt funds lots"); /* funds that are not a number */
+    redis_do("ZADD market:{main} 10 cheap.C");
+    redis_do("SADD inventory:{main}:C ring");
     int err;
     lock_client *l = lock_redis_new(&f->cfg.redis, 1000, &err);
     assert_non_null(l);
     lock_handle h;
-    const char *block = strategy == MARKET_STRATEGY_ITEM ? "lock:player:C" : MARKET_LOCK_KEY;
+    const char *block = strategy == MARKET_STRATEGY_ITEM ? "lock:player:{main}:C" : MARKET_LOCK_KEY_MAIN;
     assert_int_equal(lock_acquire(l, block, 30000, 0, &h), LOCK_OK);
     struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     struct pending blocker, good1, odd, poor, good2;
@@ -1199,7 +1379,7 @@ static void test_batch_one_bad_purchase_others_served(void **state) {
     assert_true(holds(f->c, "B", "axe"));
     assert_true(holds(f->c, "D", "bow"));
     assert_int_equal(funds_of(f->c, "D"), 1000000 - 50);
-    redis_do("DEL users:corrupt");
+    redis_do("DEL users:{main}:corrupt");
 }
 
 /* Errors carry their reason as text to the caller: a store that refuses us
@@ -1215,7 +1395,7 @@ static void test_store_failure_reason_reaches_caller(void **state) {
     assert_non_null(bc);
     assert_string_equal(market_conn_errstr(bc), "");
     market_purchase_result r;
-    assert_int_equal(market_purchase(bc, "B", "A", "axe", -1, &r), MARKET_ERR_STORE);
+    assert_int_equal(market_purchase(bc, REALM, "B", "A", "axe", -1, &r), MARKET_ERR_STORE);
     const char *why = market_conn_errstr(bc);
     if (!strstr(why, "Redis refused AUTH")) fprintf(stderr, "# reason: %s\n", why);
     assert_non_null(strstr(why, "Redis refused AUTH"));
@@ -1228,15 +1408,15 @@ static void test_lock_held_elsewhere_busy(void **state) {
     struct fx *f = *state;
     if (strategy != MARKET_STRATEGY_MARKET) skip(); /* only this one takes lock:market */
     lock_handle h;
-    assert_int_equal(lock_acquire(f->lock, MARKET_LOCK_KEY, 10000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_acquire(f->lock, MARKET_LOCK_KEY_MAIN, 10000, 0, &h), LOCK_OK);
     market_config quick = config(5000, 100, 0);
     int err;
     market *qm = market_new(&quick, f->lock, &err);
     market_conn *qc = market_conn_new(qm, &err);
     market_purchase_result r;
-    assert_int_equal(market_purchase(qc, "B", "A", "axe", -1, &r), MARKET_ERR_BUSY);
+    assert_int_equal(market_purchase(qc, REALM, "B", "A", "axe", -1, &r), MARKET_ERR_BUSY);
     assert_int_equal(lock_release(f->lock, &h), LOCK_OK);
-    assert_int_equal(market_purchase(qc, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_int_equal(market_purchase(qc, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
     market_conn_free(qc);
     market_free(qm);
 }
@@ -1246,13 +1426,13 @@ static void test_redis_down_store_unavailable_then_recovers(void **state) {
     th_redis_signal(&redis, SIGKILL);
     market_purchase_result r;
     int64_t t0 = lock_now_ms();
-    assert_int_equal(market_purchase(f->c, "B", "A", "axe", -1, &r), MARKET_ERR_STORE);
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r), MARKET_ERR_STORE);
     assert_int_equal(market_ping(f->c), MARKET_ERR_STORE);
     assert_true(lock_now_ms() - t0 < 2000); /* prompt, not the wait budget */
     assert_int_equal(th_redis_restart(&redis), 0);
     assert_int_equal(market_ping(f->c), MARKET_OK);
     seed_classic(f->c); /* the restarted server is empty */
-    assert_int_equal(market_purchase(f->c, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
     assert_int_equal(r.buyer_funds, 300);
 }
 
@@ -1261,11 +1441,11 @@ static void test_redis_paused_store_unavailable_within_timeout(void **state) {
     assert_int_equal(market_ping(f->c), MARKET_OK);
     th_redis_signal(&redis, SIGSTOP);
     market_purchase_result r;
-    int rc = market_purchase(f->c, "B", "A", "axe", -1, &r);
+    int rc = market_purchase(f->c, REALM, "B", "A", "axe", -1, &r);
     th_redis_signal(&redis, SIGCONT);
     assert_int_equal(rc, MARKET_ERR_STORE);
     sleep_ms(100);
-    assert_int_equal(market_purchase(f->c, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
 
@@ -1307,6 +1487,9 @@ int main(void) {
         T(test_world_generate_lists_every_item),
         T(test_audit_item_in_two_places_counted),
         T(test_many_buyers_one_item_exactly_one_wins),
+        T(test_realms_are_separate_worlds),
+        T(test_realm_ids_are_validated),
+        T(test_realms_in_parallel_keep_their_invariants),
         T(test_one_buyer_funds_for_one_never_negative),
         T(test_submit_outcomes_in_order_done_once),
         T(test_shutdown_serves_queue_then_refuses),

@@ -15,6 +15,8 @@
 #include "market/market.h"
 #include "tests/helpers/redis_proc.h"
 
+#define REALM MARKET_REALM_DEFAULT /* the realm these tests use */
+
 #define MANY 2500 /* players: several SCAN pages (COUNT 1000) */
 
 static th_redis redis;
@@ -58,7 +60,7 @@ static void seed_players(market_conn *c, size_t n) {
         assert_int_equal(market_world_add_player(w, id, NULL, funds_of(i)), MARKET_OK);
     }
     assert_int_equal(market_world_add_listing(w, "p0", "axe", 5), MARKET_OK);
-    assert_int_equal(market_world_store(c, w, 1), MARKET_OK);
+    assert_int_equal(market_world_store(c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
 }
 
@@ -131,7 +133,7 @@ static void test_players_scan_reads_every_player_once_with_funds(void **state) {
     seed_players(f->c, MANY);
     market_player_funds *got = NULL;
     size_t n = 0;
-    assert_int_equal(market_players_scan(f->c, NULL, &got, &n), MARKET_OK);
+    assert_int_equal(market_players_scan(f->c, REALM, NULL, &got, &n), MARKET_OK);
     assert_players(got, n, MANY, NULL);
     free(got);
 }
@@ -144,7 +146,7 @@ static void test_players_scan_match_reads_only_matching_funds(void **state) {
     assert_int_equal(market_store_info(f->c, "commandstats", &before), MARKET_OK);
     market_player_funds *got = NULL;
     size_t n = 0;
-    assert_int_equal(market_players_scan(f->c, "p1*", &got, &n), MARKET_OK);
+    assert_int_equal(market_players_scan(f->c, REALM, "p1*", &got, &n), MARKET_OK);
     assert_int_equal(n, 1 + 10 + 100 + 1000); /* p1, p1x, p1xx, p1xxx */
     assert_players(got, n, MANY, "p1*");
     assert_int_equal(market_store_info(f->c, "commandstats", &after), MARKET_OK);
@@ -160,14 +162,14 @@ static void test_players_scan_no_match_and_empty_store(void **state) {
     seed_players(f->c, 10);
     market_player_funds *got = (void *)1;
     size_t n = 99;
-    assert_int_equal(market_players_scan(f->c, "nobody*", &got, &n), MARKET_OK);
+    assert_int_equal(market_players_scan(f->c, REALM, "nobody*", &got, &n), MARKET_OK);
     assert_null(got);
     assert_int_equal(n, 0);
     market_world *empty = market_world_new(); /* stored with reset: an empty store */
     assert_non_null(empty);
-    assert_int_equal(market_world_store(f->c, empty, 1), MARKET_OK);
+    assert_int_equal(market_world_store(f->c, REALM, empty, 1), MARKET_OK);
     market_world_free(empty);
-    assert_int_equal(market_players_scan(f->c, NULL, &got, &n), MARKET_OK);
+    assert_int_equal(market_players_scan(f->c, REALM, NULL, &got, &n), MARKET_OK);
     assert_null(got);
     assert_int_equal(n, 0);
 }
@@ -177,13 +179,13 @@ static void test_players_scan_no_match_and_empty_store(void **state) {
 static void test_players_scan_skips_bad_ids_and_fundless(void **state) {
     struct fx *f = *state;
     seed_players(f->c, 3);
-    const char *bad_id[] = {"HSET", "users:not.an.id", "funds", "7"};
-    const char *no_funds[] = {"HSET", "users:ghost", "name", "Ghost"};
+    const char *bad_id[] = {"HSET", "users:{main}:not.an.id", "funds", "7"};
+    const char *no_funds[] = {"HSET", "users:{main}:ghost", "name", "Ghost"};
     raw(bad_id, 4);
     raw(no_funds, 4);
     market_player_funds *got = NULL;
     size_t n = 0;
-    assert_int_equal(market_players_scan(f->c, NULL, &got, &n), MARKET_OK);
+    assert_int_equal(market_players_scan(f->c, REALM, NULL, &got, &n), MARKET_OK);
     assert_players(got, n, 3, NULL);
     free(got);
 }
@@ -191,16 +193,16 @@ static void test_players_scan_skips_bad_ids_and_fundless(void **state) {
 static void test_players_scan_garbage_funds_is_store_error(void **state) {
     struct fx *f = *state;
     seed_players(f->c, 3);
-    const char *garbage[] = {"HSET", "users:p1", "funds", "12abc"};
+    const char *garbage[] = {"HSET", "users:{main}:p1", "funds", "12abc"};
     raw(garbage, 4);
     market_player_funds *got = (void *)1;
     size_t n = 99;
-    assert_int_equal(market_players_scan(f->c, NULL, &got, &n), MARKET_ERR_STORE);
+    assert_int_equal(market_players_scan(f->c, REALM, NULL, &got, &n), MARKET_ERR_STORE);
     assert_null(got);
     assert_int_equal(n, 0);
-    const char *wrongtype[] = {"SET", "users:p1", "x"};
+    const char *wrongtype[] = {"SET", "users:{main}:p1", "x"};
     raw(wrongtype, 3);
-    assert_int_equal(market_players_scan(f->c, NULL, &got, &n), MARKET_ERR_STORE);
+    assert_int_equal(market_players_scan(f->c, REALM, NULL, &got, &n), MARKET_ERR_STORE);
     assert_null(got);
 }
 
@@ -208,9 +210,9 @@ static void test_players_scan_invalid_arguments(void **state) {
     struct fx *f = *state;
     market_player_funds *got = NULL;
     size_t n = 0;
-    assert_int_equal(market_players_scan(NULL, NULL, &got, &n), MARKET_ERR_INVALID);
-    assert_int_equal(market_players_scan(f->c, NULL, NULL, &n), MARKET_ERR_INVALID);
-    assert_int_equal(market_players_scan(f->c, NULL, &got, NULL), MARKET_ERR_INVALID);
+    assert_int_equal(market_players_scan(NULL, REALM, NULL, &got, &n), MARKET_ERR_INVALID);
+    assert_int_equal(market_players_scan(f->c, REALM, NULL, NULL, &n), MARKET_ERR_INVALID);
+    assert_int_equal(market_players_scan(f->c, REALM, NULL, &got, NULL), MARKET_ERR_INVALID);
     char *info = NULL;
     assert_int_equal(market_store_info(NULL, "commandstats", &info), MARKET_ERR_INVALID);
     assert_int_equal(market_store_info(f->c, "commandstats", NULL), MARKET_ERR_INVALID);
@@ -225,7 +227,7 @@ static void test_readers_store_down(void **state) {
     fx_open(&f, url);
     market_player_funds *got = (void *)1;
     size_t n = 99;
-    assert_int_equal(market_players_scan(f.c, NULL, &got, &n), MARKET_ERR_STORE);
+    assert_int_equal(market_players_scan(f.c, REALM, NULL, &got, &n), MARKET_ERR_STORE);
     assert_null(got);
     assert_int_equal(n, 0);
     char *info = (void *)1;
@@ -250,7 +252,7 @@ static void test_readers_auth_and_select(void **state) {
     seed_players(f.c, 20);
     market_player_funds *got = NULL;
     size_t n = 0;
-    assert_int_equal(market_players_scan(f.c, NULL, &got, &n), MARKET_OK);
+    assert_int_equal(market_players_scan(f.c, REALM, NULL, &got, &n), MARKET_OK);
     assert_players(got, n, 20, NULL);
     free(got);
     char *info = NULL;
@@ -259,7 +261,7 @@ static void test_readers_auth_and_select(void **state) {
     free(info);
     fx_close(&f);
     fx_open(&f, url0);
-    assert_int_equal(market_players_scan(f.c, NULL, &got, &n), MARKET_OK);
+    assert_int_equal(market_players_scan(f.c, REALM, NULL, &got, &n), MARKET_OK);
     assert_int_equal(n, 0);
     fx_close(&f);
     th_redis_stop(&guarded);

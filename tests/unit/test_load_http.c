@@ -14,7 +14,7 @@
 static void test_purchase_without_token(void **state) {
     (void)state;
     char out[LOAD_OUT_MAX];
-    int n = load_http_purchase(out, sizeof out, "127.0.0.1:8080", "B", "A", "axe", NULL);
+    int n = load_http_purchase(out, sizeof out, "127.0.0.1:8080", NULL, "B", "A", "axe", NULL);
     static const char want[] = "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
                                "Content-Type: application/json\r\nContent-Length: 39\r\n\r\n"
                                "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\"}";
@@ -25,21 +25,36 @@ static void test_purchase_without_token(void **state) {
 static void test_purchase_carries_the_buyers_token(void **state) {
     (void)state;
     char out[LOAD_OUT_MAX], token[API_TOKEN_MAX + 1], header[API_TOKEN_MAX + 40];
-    assert_int_equal(api_token_make("s3cret", "B", token, sizeof token), MARKET_OK);
+    assert_int_equal(api_token_make("s3cret", NULL, "B", token, sizeof token), MARKET_OK);
     snprintf(header, sizeof header, "\r\nAuthorization: Bearer %s\r\n", token);
-    int n = load_http_purchase(out, sizeof out, "h", "B", "A", "axe", "s3cret");
+    int n = load_http_purchase(out, sizeof out, "h", NULL, "B", "A", "axe", "s3cret");
     assert_true(n > 0);
     assert_non_null(strstr(out, header));
     assert_non_null(strstr(out, "\r\n\r\n{\"buyer\":\"B\","));
 }
 
+static void test_purchase_in_a_realm_goes_to_its_route_with_its_token(void **state) {
+    (void)state;
+    char out[LOAD_OUT_MAX], token[API_TOKEN_MAX + 1], header[API_TOKEN_MAX + 40];
+    assert_int_equal(api_token_make("s3cret", "eu-1", "B", token, sizeof token), MARKET_OK);
+    assert_string_equal(strchr(token, '.') - strlen("eu-1/B"), strstr(token, "eu-1/B."));
+    snprintf(header, sizeof header, "\r\nAuthorization: Bearer %s\r\n", token);
+    int n = load_http_purchase(out, sizeof out, "h", "eu-1", "B", "A", "axe", "s3cret");
+    assert_true(n > 0);
+    assert_memory_equal(out, "POST /realms/eu-1/purchase HTTP/1.1\r\n", 37);
+    assert_non_null(strstr(out, header));
+    /* the default realm keeps the plain route */
+    n = load_http_purchase(out, sizeof out, "h", MARKET_REALM_DEFAULT, "B", "A", "axe", NULL);
+    assert_memory_equal(out, "POST /purchase HTTP/1.1\r\n", 25);
+}
+
 static void test_purchase_errors(void **state) {
     (void)state;
     char out[64];
-    assert_int_equal(load_http_purchase(out, sizeof out, "h", "B", "A", "axe", NULL),
+    assert_int_equal(load_http_purchase(out, sizeof out, "h", NULL, "B", "A", "axe", NULL),
                      LOAD_HTTP_ERR_FIT);
     char big[LOAD_OUT_MAX];
-    assert_int_equal(load_http_purchase(big, sizeof big, "h", "not a player!", "A", "axe", "k"),
+    assert_int_equal(load_http_purchase(big, sizeof big, "h", NULL, "not a player!", "A", "axe", "k"),
                      LOAD_HTTP_ERR_TOKEN);
 }
 
@@ -137,6 +152,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_purchase_without_token),
         cmocka_unit_test(test_purchase_carries_the_buyers_token),
+        cmocka_unit_test(test_purchase_in_a_realm_goes_to_its_route_with_its_token),
         cmocka_unit_test(test_purchase_errors),
         cmocka_unit_test(test_health),
         cmocka_unit_test(test_head_keep_alive_with_length),

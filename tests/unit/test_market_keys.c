@@ -1,4 +1,4 @@
-/* test_market_keys.c - market_keys.c without Redis: lock key names, and
+/* test_market_keys.c - market_keys.c without Redis: a realm's key names, and
  * idempotency records and claims judged from hand-made replies. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,50 +19,64 @@ static redisReply reply_str(const char *s) {
 static const market_idem req = {"k", "fp1"};
 static const char mine[] = "0123456789abcdef0123456789abcdef";
 
-/* ---- lock keys ---- */
+/* ---- a realm's keys ---- */
 
-static void test_lock_key_short_unchanged(void **state) {
-    (void)state;
-    char out[MARKET__LOCK_KEY_MAX];
-    assert_int_equal(market__lock_key(out, "lock:item:", "axe.A"), 0);
-    assert_string_equal(out, "lock:item:axe.A");
-    assert_int_equal(market__lock_key(out, "lock:player:", "B"), 0);
-    assert_string_equal(out, "lock:player:B");
+/* The hash tag Redis Cluster would hash key by: from its first '{' to the
+ * first '}' after it, when not empty; "" when it has none. */
+static void tag_of(const char *key, char *out, size_t outlen) {
+    const char *open = strchr(key, '{'), *close = open ? strchr(open + 1, '}') : NULL;
+    out[0] = '\0';
+    if (close && close > open + 1) snprintf(out, outlen, "%.*s", (int)(close - open - 1), open + 1);
 }
 
-static void test_lock_key_longest_listing_hashed_fits(void **state) {
+static void test_realm_keys_carry_the_realm_tag(void **state) {
     (void)state;
-    char member[MARKET__MEMBER_MAX], other[MARKET__MEMBER_MAX];
-    memset(member, 'i', MARKET_ID_MAX);
-    member[MARKET_ID_MAX] = '.';
-    memset(member + MARKET_ID_MAX + 1, 's', MARKET_ID_MAX);
-    member[2 * MARKET_ID_MAX + 1] = '\0';
-    memcpy(other, member, sizeof member);
-    other[0] = 'j';
-    char a[MARKET__LOCK_KEY_MAX], a2[MARKET__LOCK_KEY_MAX], b[MARKET__LOCK_KEY_MAX];
-    assert_int_equal(market__lock_key(a, "lock:item:", member), 0);
-    assert_int_equal(market__lock_key(a2, "lock:item:", member), 0);
-    assert_int_equal(market__lock_key(b, "lock:item:", other), 0);
-    assert_true(strlen(a) <= LOCK_KEY_MAX);
-    assert_int_equal(strncmp(a, MARKET__LOCK_HASHED, strlen(MARKET__LOCK_HASHED)), 0);
-    assert_int_equal(strlen(a), strlen(MARKET__LOCK_HASHED) + 64);
-    assert_string_equal(a, a2);    /* the same listing, the same lock */
-    assert_string_not_equal(a, b); /* another listing, another lock */
+    char k[MARKET__KEY_MAX], l[MARKET__LOCK_KEY_MAX], i[MARKET__IDEM_REDIS_MAX];
+    market__realm r;
+    market__realm_init(&r, "eu-1");
+    assert_string_equal(r.id, "eu-1");
+    assert_string_equal(r.market, "market:{eu-1}");
+    assert_string_equal(r.lock, "lock:market:{eu-1}");
+    market__key(k, sizeof k, "users", "eu-1", "B");
+    assert_string_equal(k, "users:{eu-1}:B");
+    market__key(k, sizeof k, "inventory", "eu-1", "B");
+    assert_string_equal(k, "inventory:{eu-1}:B");
+    market__lock_key(l, "item", "eu-1", "axe.A");
+    assert_string_equal(l, "lock:item:{eu-1}:axe.A");
+    market__lock_key(l, "player", "eu-1", "B");
+    assert_string_equal(l, "lock:player:{eu-1}:B");
+    market__idem_key(i, sizeof i, "eu-1", "B", &req);
+    assert_string_equal(i, "idem:{eu-1}:B:k");
 }
 
-static void test_lock_key_at_the_limit_not_hashed(void **state) {
+static void test_longest_names_fit_and_keep_one_tag(void **state) {
     (void)state;
-    char id[LOCK_KEY_MAX + 1], out[MARKET__LOCK_KEY_MAX];
-    size_t n = LOCK_KEY_MAX - strlen("lock:item:");
-    memset(id, 'x', n);
-    id[n] = '\0';
-    assert_int_equal(market__lock_key(out, "lock:item:", id), 0);
-    assert_int_equal(strlen(out), LOCK_KEY_MAX);
-    assert_int_equal(strncmp(out, "lock:item:x", 11), 0);
-    id[n] = 'x';
-    id[n + 1] = '\0';
-    assert_int_equal(market__lock_key(out, "lock:item:", id), 0);
-    assert_int_equal(strncmp(out, MARKET__LOCK_HASHED, strlen(MARKET__LOCK_HASHED)), 0);
+    char realm[MARKET_REALM_MAX + 1], id[MARKET_ID_MAX + 1], member[MARKET__MEMBER_MAX];
+    char key[MARKET_IDEM_KEY_MAX + 1];
+    memset(realm, 'r', MARKET_REALM_MAX);
+    realm[MARKET_REALM_MAX] = '\0';
+    memset(id, 'p', MARKET_ID_MAX);
+    id[MARKET_ID_MAX] = '\0';
+    snprintf(member, sizeof member, "%s.%s", id, id);
+    memset(key, 'k', MARKET_IDEM_KEY_MAX);
+    key[MARKET_IDEM_KEY_MAX] = '\0';
+    const market_idem idem = {key, "fp"};
+    char k[MARKET__KEY_MAX], l[MARKET__LOCK_KEY_MAX], i[MARKET__IDEM_REDIS_MAX], t[80];
+    market__realm r;
+    market__realm_init(&r, realm);
+    market__key(k, sizeof k, "inventory", realm, id);
+    market__lock_key(l, "item", realm, member);
+    market__idem_key(i, sizeof i, realm, id, &idem);
+    /* nothing was cut: each ends with what it names */
+    assert_int_equal(strlen(k), strlen("inventory:{}:") + 2 * MARKET_ID_MAX);
+    assert_int_equal(strlen(l), strlen("lock:item:{}:") + MARKET_REALM_MAX + strlen(member));
+    assert_true(strlen(l) <= LOCK_KEY_MAX);
+    assert_int_equal(strlen(i), strlen("idem:{}::") + 2 * MARKET_ID_MAX + MARKET_IDEM_KEY_MAX);
+    const char *names[] = {k, l, i, r.market, r.lock};
+    for (size_t n = 0; n < sizeof names / sizeof *names; n++) {
+        tag_of(names[n], t, sizeof t);
+        assert_string_equal(t, realm); /* one slot for the realm, whatever the ids */
+    }
 }
 
 /* ---- idempotency records ---- */
@@ -167,9 +181,8 @@ static void test_token_new_random_hex(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lock_key_short_unchanged),
-        cmocka_unit_test(test_lock_key_longest_listing_hashed_fits),
-        cmocka_unit_test(test_lock_key_at_the_limit_not_hashed),
+        cmocka_unit_test(test_realm_keys_carry_the_realm_tag),
+        cmocka_unit_test(test_longest_names_fit_and_keep_one_tag),
         cmocka_unit_test(test_idem_judge_table),
         cmocka_unit_test(test_idem_record_round_trip),
         cmocka_unit_test(test_token_new_random_hex),

@@ -147,22 +147,44 @@ static void test_args_checks(void **state) {
     memset(long_id, 'a', sizeof long_id - 1);
     long_id[MARKET_ID_MAX + 1] = '\0';
     const market_idem ok = {"k", "fp"}, bad_key = {"has space", "fp"}, bad_fp = {"k", "f p"};
-    assert_true(market__purchase_args_ok("B", "A", "axe", -1, NULL));
-    assert_true(market__purchase_args_ok("B", "A", "axe", MARKET_PRICE_MAX, &ok));
-    assert_false(market__purchase_args_ok("B", "A", "axe", MARKET_PRICE_MAX + 1, NULL));
-    assert_false(market__purchase_args_ok("B", "B", "axe", -1, NULL));
-    assert_false(market__purchase_args_ok("B", "A", "ax e", -1, NULL));
-    assert_false(market__purchase_args_ok("B", "A", NULL, -1, NULL));
-    assert_false(market__purchase_args_ok(long_id, "A", "axe", -1, NULL));
+    assert_true(market__purchase_args_ok("main", "B", "A", "axe", -1, NULL));
+    assert_true(market__purchase_args_ok("main", "B", "A", "axe", MARKET_PRICE_MAX, &ok));
+    assert_false(market__purchase_args_ok("main", "B", "A", "axe", MARKET_PRICE_MAX + 1, NULL));
+    assert_false(market__purchase_args_ok("main", "B", "B", "axe", -1, NULL));
+    assert_false(market__purchase_args_ok("main", "B", "A", "ax e", -1, NULL));
+    assert_false(market__purchase_args_ok("main", "B", "A", NULL, -1, NULL));
+    assert_false(market__purchase_args_ok("main", long_id, "A", "axe", -1, NULL));
     long_id[MARKET_ID_MAX] = '\0';
-    assert_true(market__purchase_args_ok(long_id, "A", "axe", -1, NULL));
-    assert_false(market__purchase_args_ok("B", "A", "axe", -1, &bad_key));
-    assert_false(market__purchase_args_ok("B", "A", "axe", -1, &bad_fp));
-    assert_true(market__listing_args_ok("A", "axe", 1, NULL));
-    assert_true(market__listing_args_ok("A", "axe", MARKET_PRICE_MAX, &ok));
-    assert_false(market__listing_args_ok("A", "axe", 0, NULL));
-    assert_false(market__listing_args_ok("A", "axe", MARKET_PRICE_MAX + 1, NULL));
-    assert_false(market__listing_args_ok("A", "", 5, NULL));
+    assert_true(market__purchase_args_ok("main", long_id, "A", "axe", -1, NULL));
+    assert_false(market__purchase_args_ok("main", "B", "A", "axe", -1, &bad_key));
+    assert_false(market__purchase_args_ok("main", "B", "A", "axe", -1, &bad_fp));
+    assert_true(market__listing_args_ok("main", "A", "axe", 1, NULL));
+    assert_true(market__listing_args_ok("main", "A", "axe", MARKET_PRICE_MAX, &ok));
+    assert_false(market__listing_args_ok("main", "A", "axe", 0, NULL));
+    assert_false(market__listing_args_ok("main", "A", "axe", MARKET_PRICE_MAX + 1, NULL));
+    assert_false(market__listing_args_ok("main", "A", "", 5, NULL));
+    /* realms are ids too */
+    assert_true(market__purchase_args_ok("eu-1", "B", "A", "axe", -1, NULL));
+    assert_false(market__purchase_args_ok("eu 1", "B", "A", "axe", -1, NULL));
+    assert_false(market__purchase_args_ok("{eu}", "B", "A", "axe", -1, NULL));
+    assert_false(market__purchase_args_ok(NULL, "B", "A", "axe", -1, NULL));
+    assert_false(market__purchase_args_ok(long_id, "B", "A", "axe", -1, NULL) &&
+                 strlen(long_id) > MARKET_REALM_MAX);
+    assert_false(market__listing_args_ok("", "A", "axe", 5, NULL));
+    assert_false(market__listing_args_ok("eu:1", "A", "axe", 5, NULL));
+}
+
+static void test_realm_nth_names(void **state) {
+    (void)state;
+    char out[MARKET_REALM_MAX + 1], small[3];
+    assert_int_equal(market_realm_nth(0, out, sizeof out), 0);
+    assert_string_equal(out, "r0");
+    assert_int_equal(market_realm_nth(11, out, sizeof out), 0);
+    assert_string_equal(out, "r11");
+    assert_true(market_id_valid(out));
+    assert_int_equal(market_realm_nth(MARKET_REALMS_MAX - 1, out, sizeof out), 0);
+    assert_int_equal(market_realm_nth(MARKET_REALMS_MAX, out, sizeof out), -1);
+    assert_int_equal(market_realm_nth(100, small, sizeof small), -1);
 }
 
 int main(void) {
@@ -171,6 +193,7 @@ int main(void) {
         cmocka_unit_test(test_rule_batch_earlier_purchases_change_later_ones),
         cmocka_unit_test(test_rule_batch_funds_for_one),
         cmocka_unit_test(test_args_checks),
+        cmocka_unit_test(test_realm_nth_names),
     };
     return cmocka_run_group_tests_name("market rules (unit)", tests, NULL, NULL);
 }

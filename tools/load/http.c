@@ -11,22 +11,26 @@
 
 #include "api/api.h"
 
-int load_http_purchase(char *out, size_t outlen, const char *host, const char *buyer,
-                       const char *seller, const char *item, const char *auth_secret) {
+int load_http_purchase(char *out, size_t outlen, const char *host, const char *realm,
+                       const char *buyer, const char *seller, const char *item,
+                       const char *auth_secret) {
     char body[3 * MARKET_ID_MAX + 64], auth[API_TOKEN_MAX + 32] = "";
+    char path[sizeof API_REALM_PREFIX + MARKET_REALM_MAX + 16] = "/purchase";
+    if (realm && strcmp(realm, MARKET_REALM_DEFAULT) != 0)
+        snprintf(path, sizeof path, API_REALM_PREFIX "%s/purchase", realm);
     int bl = snprintf(body, sizeof body, "{\"buyer\":\"%s\",\"seller\":\"%s\",\"item\":\"%s\"}",
                       buyer, seller, item);
     if (bl < 0 || (size_t)bl >= sizeof body) return LOAD_HTTP_ERR_FIT;
     if (auth_secret) {
         char token[API_TOKEN_MAX + 1];
-        if (api_token_make(auth_secret, buyer, token, sizeof token) != MARKET_OK)
+        if (api_token_make(auth_secret, realm, buyer, token, sizeof token) != MARKET_OK)
             return LOAD_HTTP_ERR_TOKEN;
         snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
     }
     int n = snprintf(out, outlen,
-                     "POST /purchase HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                     "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
                      "%sContent-Length: %d\r\n\r\n%s",
-                     host, auth, bl, body);
+                     path, host, auth, bl, body);
     return n < 0 || (size_t)n >= outlen ? LOAD_HTTP_ERR_FIT : n;
 }
 

@@ -87,6 +87,7 @@ typedef struct load_opts {
     const char *players;     /* NULL: every player; else an fnmatch pattern */
     const char *auth_secret; /* NULL: send no tokens */
     size_t buyers, hold;
+    unsigned realms;             /* 1: the default realm; else r0..r<realms-1> */
     double duration_s;           /* 0: none */
     unsigned long long requests; /* 0: none */
     enum load_mix mix;
@@ -122,11 +123,13 @@ typedef struct load_item {
     size_t name;   /* offset of the item id in the plan's strings */
     size_t seller; /* offset of the seller id */
     int64_t price;
+    unsigned realm;        /* index of its realm */
     unsigned char claimed; /* handed to a request already */
 } load_item;
 
 typedef struct load_player {
     size_t id;          /* offset in the plan's strings */
+    unsigned realm;     /* index of its realm */
     int64_t funds;      /* as read before the run */
     int64_t budget;     /* funds not yet promised to distinct purchases */
     unsigned char pool; /* one of the contended buyers */
@@ -136,6 +139,10 @@ typedef struct load_plan {
     /* the snapshot: every id, NUL-terminated, back to back in str */
     char *str;
     size_t str_len, str_cap;
+    /* the realms, in the order they were added; the players of realm r are
+     * players[realm_first[r] .. realm_first[r + 1] or n_players) */
+    size_t *realm_name, *realm_first;
+    size_t n_realms, cap_realms;
     load_item *items;
     size_t n_items, cap_items;
     load_player *players;
@@ -158,8 +165,10 @@ typedef struct load_pick {
     size_t item, buyer, slot;
 } load_pick;
 
-/* Add to the snapshot (before load_plan_build). Return MARKET_OK, or
- * MARKET_ERR_NOMEM. */
+/* Add to the snapshot (before load_plan_build): a realm, then its items and
+ * players (they belong to the realm added last; a plan without a realm has
+ * the default one). Return MARKET_OK, or MARKET_ERR_NOMEM. */
+int load_plan_add_realm(load_plan *p, const char *realm);
 int load_plan_add_item(load_plan *p, const char *item, const char *seller, int64_t price);
 int load_plan_add_player(load_plan *p, const char *id, int64_t funds);
 
@@ -175,7 +184,8 @@ int load_plan_next(load_plan *p, load_pick *out);
  * was gone already (404) makes room in the window for the next one. */
 void load_plan_answered(load_plan *p, const load_pick *pick, int status);
 
-/* Ids of item i, its seller, and player i. */
+/* Ids of item i, its seller, player i, and item i's realm. */
+const char *load_plan_realm(const load_plan *p, size_t item);
 const char *load_plan_item(const load_plan *p, size_t i);
 const char *load_plan_seller(const load_plan *p, size_t i);
 const char *load_plan_player(const load_plan *p, size_t i);
@@ -187,11 +197,12 @@ void load_plan_free(load_plan *p);
 #define LOAD_HTTP_ERR_FIT (-1)   /* the request does not fit the buffer */
 #define LOAD_HTTP_ERR_TOKEN (-2) /* no token can be made for the buyer */
 
-/* Writes POST /purchase for buyer, seller, item into out, with the buyer's
- * token when auth_secret is not NULL. Returns its length, or a
- * LOAD_HTTP_ERR_* code. */
-int load_http_purchase(char *out, size_t outlen, const char *host, const char *buyer,
-                       const char *seller, const char *item, const char *auth_secret);
+/* Writes POST /purchase (POST /realms/{realm}/purchase, unless realm is the
+ * default one) for buyer, seller, item into out, with the buyer's token when
+ * auth_secret is not NULL. Returns its length, or a LOAD_HTTP_ERR_* code. */
+int load_http_purchase(char *out, size_t outlen, const char *host, const char *realm,
+                       const char *buyer, const char *seller, const char *item,
+                       const char *auth_secret);
 
 /* Writes GET /healthz into out. Returns its length, or LOAD_HTTP_ERR_FIT. */
 int load_http_health(char *out, size_t outlen, const char *host);
@@ -306,11 +317,20 @@ int load_report_write(const load_report *r, const char *path, char *why, size_t 
 
 /* ---- world.c: the store, through market/ ---- */
 
-/* Reads every listing and every player into p (with players, only those
- * whose id matches, and only their listings). Returns 0, or -1 with a
- * sentence in why. */
-int load_world_read(load_plan *p, market_conn *mc, const char *redis, const char *players,
+/* The realms a run of o uses: realms[0..o->realms) of MARKET_REALM_MAX + 1
+ * bytes each. Can't fail. */
+void load_realms_name(const load_opts *o, char (*realms)[MARKET_REALM_MAX + 1]);
+
+/* Reads every listing and every player of each of the n realms into p (with
+ * players, only those whose id matches, and only their listings). Returns
+ * 0, or -1 with a sentence in why. */
+int load_world_read(load_plan *p, market_conn *mc, const char *redis,
+                    char (*realms)[MARKET_REALM_MAX + 1], size_t n, const char *players,
                     char *why, size_t whylen);
+
+/* market_audit() of each of the n realms, summed into *out. Returns a market code. */
+int load_audit(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
+               market_audit_report *out);
 
 /* Reads INFO commandstats into *s. Returns 0, or -1 with a sentence in why. */
 int load_cmdstats_read(market_conn *mc, load_cmdstats *s, char *why, size_t whylen);
@@ -320,8 +340,8 @@ int load_cmdstats_read(market_conn *mc, load_cmdstats *s, char *why, size_t whyl
  * market_audit() is not atomic, so it audits again until two audits
  * LOAD_SETTLE_MS apart agree (at most LOAD_DRAIN_MS), and says how long it
  * waited in *settle_ms. Returns a market code. */
-int load_audit_settled(market_conn *mc, int unanswered, market_audit_report *out,
-                       int64_t *settle_ms);
+int load_audit_settled(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
+                       int unanswered, market_audit_report *out, int64_t *settle_ms);
 
 /* ---- loop.c: the service ---- */
 

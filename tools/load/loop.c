@@ -146,6 +146,7 @@ static int next_request(load_loop *l, struct conn *c) {
         return 0;
     }
     int n = load_http_purchase(c->out, sizeof c->out, l->t->host,
+                               load_plan_realm(l->plan, c->pick.item),
                                load_plan_player(l->plan, c->pick.buyer),
                                load_plan_seller(l->plan, c->pick.item),
                                load_plan_item(l->plan, c->pick.item), l->o->auth_secret);

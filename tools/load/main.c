@@ -1,7 +1,7 @@
 /* main.c - market-load: concurrent buyers against POST /purchase, with invariant checks.
  *
  *   market-load --buyers N (--duration S | --requests K) [--url URL] [--redis URL]
- *               [--mix distinct|contended|mixed] [--players GLOB] [--seed X]
+ *               [--mix distinct|contended|mixed] [--realms R] [--players GLOB] [--seed X]
  *               [--timeout-ms T] [--auth-secret S] [--json FILE] [--quiet]
  *   market-load --hold-connections N [--duration S] [--url URL]
  *
@@ -58,6 +58,7 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
     load_plan plan = {0};
     market_audit_report before, after;
     load_cmdstats *cb = calloc(1, sizeof *cb), *ca = calloc(1, sizeof *ca);
+    char(*realms)[MARKET_REALM_MAX + 1] = calloc(o->realms, sizeof *realms);
     market_config cfg = {
         .redis_timeout_ms = 10000, .lock_ttl_ms = 5000, .acquire_timeout_ms = 2000};
     if (lock_redis_addr_parse(o->redis, &cfg.redis) < 0) {
@@ -65,16 +66,18 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
         status = 2;
         goto out;
     }
-    if (!cb || !ca) goto oom;
+    if (!cb || !ca || !realms) goto oom;
+    load_realms_name(o, realms);
     if (load_probe(t, o->url, why, sizeof why) < 0) goto fail;
     if (!(lock = lock_local_new(&err)) || !(m = market_new(&cfg, lock, &err)) ||
         !(mc = market_conn_new(m, &err)))
         goto oom;
-    if ((err = market_audit(mc, &before)) < 0) {
+    if ((err = load_audit(mc, realms, o->realms, &before)) < 0) {
         snprintf(why, sizeof why, "cannot audit %s: %s", o->redis, market_strerror(err));
         goto fail;
     }
-    if (load_world_read(&plan, mc, o->redis, o->players, why, sizeof why) < 0) goto fail;
+    if (load_world_read(&plan, mc, o->redis, realms, o->realms, o->players, why, sizeof why) < 0)
+        goto fail;
     if (load_plan_build(&plan, o->mix, o->buyers, o->seed) < 0) goto oom;
     if (!(l = load_loop_new(o, t, &plan, run, why, sizeof why))) goto fail;
     if (plan.n_items == 0 || plan.n_players < 2) {
@@ -84,15 +87,19 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
         goto fail;
     }
     if (!o->quiet)
-        fprintf(stderr, "market-load: %zu listed items, %zu players%s%s; %s mix, %zu buyers\n",
+        fprintf(stderr,
+                "market-load: %zu listed items, %zu players%s%s in %u realm%s; %s mix, "
+                "%zu buyers\n",
                 plan.n_items, plan.n_players, o->players ? " matching " : "",
-                o->players ? o->players : "", load_mix_name(o->mix), o->buyers);
+                o->players ? o->players : "", o->realms, o->realms == 1 ? "" : "s",
+                load_mix_name(o->mix), o->buyers);
     if (load_cmdstats_read(mc, cb, why, sizeof why) < 0) goto fail;
 
     int ran = load_loop_run(l);
 
     if (load_cmdstats_read(mc, ca, why, sizeof why) < 0) goto fail;
-    if ((err = load_audit_settled(mc, run->k.transport != 0, &after, &run->settle_ms)) < 0) {
+    if ((err = load_audit_settled(mc, realms, o->realms, run->k.transport != 0, &after,
+                                  &run->settle_ms)) < 0) {
         snprintf(why, sizeof why, "cannot audit %s after the run: %s", o->redis,
                  market_strerror(err));
         goto fail;
@@ -127,6 +134,7 @@ out:
     load_plan_free(&plan);
     free(cb);
     free(ca);
+    free(realms);
     return status;
 }
 

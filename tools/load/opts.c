@@ -33,6 +33,9 @@ void load_usage(FILE *to) {
         "  --mix MIX               distinct (default): every item bought at most once;\n"
         "                          contended: the ~N/4 cheapest items, the N poorest buyers;\n"
         "                          mixed: half of each\n"
+        "  --realms R              spread the buyers over realms r0..r<R-1> (market-seed\n"
+        "                          --generate realms=R), each buying in its own realm, and\n"
+        "                          audit every one (default 1: the default realm)\n"
         "  --players GLOB          buy only as players whose id matches GLOB (fnmatch), and\n"
         "                          only what they list; every other player and listing is\n"
         "                          left alone (default: every player)\n"
@@ -77,6 +80,7 @@ static const struct option longopts[] = {{"url", required_argument, NULL, 'u'},
                                          {"requests", required_argument, NULL, 'n'},
                                          {"mix", required_argument, NULL, 'm'},
                                          {"players", required_argument, NULL, 'p'},
+                                         {"realms", required_argument, NULL, 'R'},
                                          {"seed", required_argument, NULL, 's'},
                                          {"auth-secret", required_argument, NULL, 'a'},
                                          {"json", required_argument, NULL, 'j'},
@@ -99,6 +103,10 @@ static int set_flag(load_opts *o, int ch, const char *v) {
     case 'b':
         if (cli_parse_u64(v, 1, LOAD_BUYERS_MAX, &n) < 0) return -1;
         o->buyers = (size_t)n;
+        return 0;
+    case 'R':
+        if (cli_parse_u64(v, 1, MARKET_REALMS_MAX, &n) < 0) return -1;
+        o->realms = (unsigned)n;
         return 0;
     case 'H':
         if (cli_parse_u64(v, 1, LOAD_BUYERS_MAX, &n) < 0) return -1;
@@ -129,6 +137,7 @@ int load_opts_parse(load_opts *o, const load_env *env, int argc, char **argv, ch
                     size_t whylen) {
     memset(o, 0, sizeof *o);
     o->seed = 1;
+    o->realms = 1;
     o->timeout_ms = 10000;
     default_targets(o, env);
     o->auth_secret = env->auth_secret;

@@ -51,11 +51,35 @@ static int reserve(void **arr, size_t *cap, size_t n, size_t elem, size_t first)
     return MARKET_OK;
 }
 
+int load_plan_add_realm(load_plan *p, const char *realm) {
+    size_t cap = p->cap_realms;
+    if (reserve((void **)&p->realm_name, &cap, p->n_realms, sizeof *p->realm_name, 16) < 0)
+        return MARKET_ERR_NOMEM;
+    if (reserve((void **)&p->realm_first, &p->cap_realms, p->n_realms, sizeof *p->realm_first,
+                16) < 0)
+        return MARKET_ERR_NOMEM;
+    if (str_add(p, realm, &p->realm_name[p->n_realms]) < 0) return MARKET_ERR_NOMEM;
+    p->realm_first[p->n_realms++] = p->n_players;
+    return MARKET_OK;
+}
+
+/* The realm later additions belong to: the last one added, made the default
+ * one when there is none yet. */
+static int realm_now(load_plan *p, unsigned *out) {
+    if (p->n_realms == 0 && load_plan_add_realm(p, MARKET_REALM_DEFAULT) < 0)
+        return MARKET_ERR_NOMEM;
+    *out = (unsigned)(p->n_realms - 1);
+    return MARKET_OK;
+}
+
 int load_plan_add_item(load_plan *p, const char *item, const char *seller, int64_t price) {
-    if (reserve((void **)&p->items, &p->cap_items, p->n_items, sizeof *p->items, 4096) < 0)
+    unsigned realm;
+    if (realm_now(p, &realm) < 0 ||
+        reserve((void **)&p->items, &p->cap_items, p->n_items, sizeof *p->items, 4096) < 0)
         return MARKET_ERR_NOMEM;
     load_item *t = &p->items[p->n_items];
     t->price = price;
+    t->realm = realm;
     t->claimed = 0;
     if (str_add(p, item, &t->name) < 0 || str_add(p, seller, &t->seller) < 0)
         return MARKET_ERR_NOMEM;
@@ -64,14 +88,21 @@ int load_plan_add_item(load_plan *p, const char *item, const char *seller, int64
 }
 
 int load_plan_add_player(load_plan *p, const char *id, int64_t funds) {
-    if (reserve((void **)&p->players, &p->cap_players, p->n_players, sizeof *p->players, 1024) < 0)
+    unsigned realm;
+    if (realm_now(p, &realm) < 0 ||
+        reserve((void **)&p->players, &p->cap_players, p->n_players, sizeof *p->players, 1024) < 0)
         return MARKET_ERR_NOMEM;
     load_player *t = &p->players[p->n_players];
     memset(t, 0, sizeof *t);
+    t->realm = realm;
     t->funds = t->budget = funds;
     if (str_add(p, id, &t->id) < 0) return MARKET_ERR_NOMEM;
     p->n_players++;
     return MARKET_OK;
+}
+
+const char *load_plan_realm(const load_plan *p, size_t item) {
+    return p->str + p->realm_name[p->items[item].realm];
 }
 
 const char *load_plan_item(const load_plan *p, size_t i) {
@@ -88,6 +119,8 @@ const char *load_plan_player(const load_plan *p, size_t i) {
 
 void load_plan_free(load_plan *p) {
     free(p->str);
+    free(p->realm_name);
+    free(p->realm_first);
     free(p->items);
     free(p->players);
     free(p->perm);
@@ -169,18 +202,24 @@ static int buyer_fits(const load_plan *p, size_t b, size_t item, int skip_pool) 
            strcmp(load_plan_player(p, b), load_plan_seller(p, item)) != 0;
 }
 
-/* A player other than the seller whose budget covers the price, or LOAD_NONE. */
+/* A player of the item's realm other than the seller whose budget covers the
+ * price, or LOAD_NONE. */
 static size_t distinct_buyer(load_plan *p, size_t item) {
-    size_t np = p->n_players;
+    unsigned r = p->items[item].realm;
+    size_t first = p->realm_first[r];
+    size_t np = (r + 1 < p->n_realms ? p->realm_first[r + 1] : p->n_players) - first;
     if (!np) return LOAD_NONE;
-    int skip_pool = p->n_pool && np > p->n_pool + 1;
-    size_t b = 0;
-    for (int t = 0; t < LOAD_BUYER_TRIES; t++) {
-        b = rng_below(&p->rng, np);
-        if (buyer_fits(p, b, item, skip_pool)) return b;
+    /* the contended pool's players are left to the contended purchases, unless the realm
+     * has no one else who can pay */
+    for (int skip_pool = p->n_pool && p->n_players > p->n_pool + 1; skip_pool >= 0; skip_pool--) {
+        size_t b = 0;
+        for (int t = 0; t < LOAD_BUYER_TRIES; t++) {
+            b = rng_below(&p->rng, np);
+            if (buyer_fits(p, first + b, item, skip_pool)) return first + b;
+        }
+        for (size_t k = 0; k < np; k++)
+            if (buyer_fits(p, first + (b + k) % np, item, skip_pool)) return first + (b + k) % np;
     }
-    for (size_t k = 0; k < np; k++)
-        if (buyer_fits(p, (b + k) % np, item, skip_pool)) return (b + k) % np;
     return LOAD_NONE;
 }
 
@@ -224,7 +263,9 @@ static int next_contended(load_plan *p, load_pick *out) {
         size_t i = p->window[at], b = rng_below(&p->rng, p->n_pool);
         for (size_t u = 0; u < p->n_pool; u++) {
             size_t pl = p->pool[(b + u) % p->n_pool];
-            if (strcmp(load_plan_player(p, pl), load_plan_seller(p, i)) == 0) continue;
+            if (p->players[pl].realm != p->items[i].realm ||
+                strcmp(load_plan_player(p, pl), load_plan_seller(p, i)) == 0)
+                continue;
             out->item = i;
             out->buyer = pl;
             out->slot = at;

@@ -1,8 +1,9 @@
 /* world.c - what market-load reads from the store, all through market/.
  *
  * The listings (market_listings, in chunks) and the players with their
- * funds (market_players_scan) before the run, INFO commandstats around it
- * (market_store_info), and the audit after it, until the store settles.
+ * funds (market_players_scan) of every realm of the run before it, INFO
+ * commandstats around it (market_store_info), and the audit of every realm
+ * (summed) after it, until the store settles.
  */
 #include "tools/load/load.h"
 
@@ -17,17 +18,18 @@ static int player_chosen(const char *players, const char *id) {
     return !players || fnmatch(players, id, 0) == 0;
 }
 
-/* Every listing (in chunks) into p; with players, only the listings of the
- * players chosen. */
-static int read_items(load_plan *p, market_conn *mc, const char *players, char *why,
-                      size_t whylen) {
+/* Every listing of realm (in chunks) into p; with players, only the
+ * listings of the players chosen. */
+static int read_items(load_plan *p, market_conn *mc, const char *realm, const char *players,
+                      char *why, size_t whylen) {
     size_t offset = 0;
     for (;;) {
         market_listing *l = NULL;
         size_t n = 0, total = 0;
-        int rc = market_listings(mc, offset, LOAD_LISTING_CHUNK, &l, &n, &total);
+        int rc = market_listings(mc, realm, offset, LOAD_LISTING_CHUNK, &l, &n, &total);
         if (rc < 0) {
-            snprintf(why, whylen, "cannot read the market: %s", market_strerror(rc));
+            snprintf(why, whylen, "cannot read the market of realm %s: %s", realm,
+                     market_strerror(rc));
             return -1;
         }
         for (size_t i = 0; i < n; i++)
@@ -43,13 +45,14 @@ static int read_items(load_plan *p, market_conn *mc, const char *players, char *
     }
 }
 
-static int read_players(load_plan *p, market_conn *mc, const char *redis, const char *players,
-                        char *why, size_t whylen) {
+static int read_players(load_plan *p, market_conn *mc, const char *redis, const char *realm,
+                        const char *players, char *why, size_t whylen) {
     market_player_funds *f = NULL;
     size_t n = 0;
-    int rc = market_players_scan(mc, players, &f, &n);
+    int rc = market_players_scan(mc, realm, players, &f, &n);
     if (rc < 0) {
-        snprintf(why, whylen, "cannot read the players in %s: %s", redis, market_strerror(rc));
+        snprintf(why, whylen, "cannot read the players of realm %s in %s: %s", realm, redis,
+                 market_strerror(rc));
         return -1;
     }
     for (size_t i = 0; i < n && rc == MARKET_OK; i++)
@@ -62,10 +65,28 @@ static int read_players(load_plan *p, market_conn *mc, const char *redis, const 
     return 0;
 }
 
-int load_world_read(load_plan *p, market_conn *mc, const char *redis, const char *players,
+void load_realms_name(const load_opts *o, char (*realms)[MARKET_REALM_MAX + 1]) {
+    if (o->realms <= 1) {
+        snprintf(realms[0], sizeof realms[0], "%s", MARKET_REALM_DEFAULT);
+        return;
+    }
+    for (unsigned i = 0; i < o->realms; i++)
+        (void)market_realm_nth(i, realms[i], sizeof realms[i]); /* i < MARKET_REALMS_MAX */
+}
+
+int load_world_read(load_plan *p, market_conn *mc, const char *redis,
+                    char (*realms)[MARKET_REALM_MAX + 1], size_t n, const char *players,
                     char *why, size_t whylen) {
-    if (read_items(p, mc, players, why, whylen) < 0) return -1;
-    return read_players(p, mc, redis, players, why, whylen);
+    for (size_t r = 0; r < n; r++) {
+        if (load_plan_add_realm(p, realms[r]) < 0) {
+            snprintf(why, whylen, "out of memory");
+            return -1;
+        }
+        if (read_items(p, mc, realms[r], players, why, whylen) < 0 ||
+            read_players(p, mc, redis, realms[r], players, why, whylen) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 int load_cmdstats_read(market_conn *mc, load_cmdstats *s, char *why, size_t whylen) {
@@ -80,10 +101,28 @@ int load_cmdstats_read(market_conn *mc, load_cmdstats *s, char *why, size_t whyl
     return 0;
 }
 
-int load_audit_settled(market_conn *mc, int unanswered, market_audit_report *out,
-                       int64_t *settle_ms) {
+int load_audit(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
+               market_audit_report *out) {
+    memset(out, 0, sizeof *out);
+    for (size_t r = 0; r < n; r++) {
+        market_audit_report a;
+        int rc = market_audit(mc, realms[r], &a);
+        if (rc < 0) return rc;
+        out->players += a.players;
+        if (__builtin_add_overflow(out->total_funds, a.total_funds, &out->total_funds))
+            return MARKET_ERR_OVERFLOW;
+        out->negative_funds += a.negative_funds;
+        out->items_held += a.items_held;
+        out->items_listed += a.items_listed;
+        out->items_misplaced += a.items_misplaced;
+    }
+    return MARKET_OK;
+}
+
+int load_audit_settled(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
+                       int unanswered, market_audit_report *out, int64_t *settle_ms) {
     *settle_ms = 0;
-    int rc = market_audit(mc, out);
+    int rc = load_audit(mc, realms, n, out);
     if (rc < 0 || !unanswered) return rc;
     int64_t t0 = load_now_ns();
     for (int64_t waited = 0; waited < (int64_t)LOAD_DRAIN_MS * 1000000;
@@ -91,7 +130,7 @@ int load_audit_settled(market_conn *mc, int unanswered, market_audit_report *out
         struct timespec ts = {0, LOAD_SETTLE_MS * 1000000L};
         nanosleep(&ts, NULL);
         market_audit_report again;
-        if ((rc = market_audit(mc, &again)) < 0) return rc;
+        if ((rc = load_audit(mc, realms, n, &again)) < 0) return rc;
         int same = load_audit_same(out, &again);
         *out = again;
         if (same) break;
