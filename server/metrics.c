@@ -14,14 +14,52 @@
 static const int64_t lat_bounds_us[SERVER__LAT_BUCKETS - 1] = {
     500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000};
 
+/* The statuses a purchase is counted by per realm; the last column is any other. */
+static const int realm_statuses[SERVER__REALM_STATUSES - 1] = {200, 400, 401, 402, 403,
+                                                               404, 409, 500, 503, 504};
+
+static size_t realm_status_col(int status) {
+    size_t k = 0;
+    while (k < SERVER__REALM_STATUSES - 1 && realm_statuses[k] != status) k++;
+    return k;
+}
+
+/* The row of realm's counters: its own among the first SERVER__REALMS
+ * realms seen, else NULL ("other"). Rows are claimed once and never given
+ * back, so the label set stays bounded however many realms clients name. */
+static server__realm_row *realm_row(server__metrics *mt, const char *realm) {
+    int n = atomic_load_explicit(&mt->realm_claimed, memory_order_acquire);
+    for (int i = 0; i < n && i < SERVER__REALMS; i++) {
+        server__realm_row *row = &mt->realm[i];
+        if (!atomic_load_explicit(&row->ready, memory_order_acquire)) continue; /* being named */
+        if (strcmp(row->name, realm) == 0) return row;
+    }
+    if (n >= SERVER__REALMS) return NULL;
+    int i = atomic_fetch_add_explicit(&mt->realm_claimed, 1, memory_order_acq_rel);
+    if (i >= SERVER__REALMS) return NULL;
+    /* Two threads meeting a new realm at once may both claim a row for it:
+     * the rows are summed by name when rendered. */
+    server__realm_row *row = &mt->realm[i];
+    snprintf(row->name, sizeof row->name, "%s", realm);
+    atomic_store_explicit(&row->ready, 1, memory_order_release);
+    return row;
+}
+
 /* Counts one answered request: route as api_route_name() gave it (NULL for
- * none), its status and, for purchases, its latency. Can't fail. */
-void server__metrics_count(server__metrics *mt, const char *route, int status, int64_t us) {
+ * none), the realm it named ("" or NULL: none), its status and, for
+ * purchases, its latency and its realm's count. Can't fail. */
+void server__metrics_count(server__metrics *mt, const char *route, const char *realm, int status,
+                           int64_t us) {
     int r = api_route_index(route);
     size_t row = r < 0 ? API_ROUTES : (size_t)r;
     if (status < 0 || status >= SERVER__STATUS_MAX) status = 0;
     atomic_fetch_add_explicit(&mt->requests[row][status], 1, memory_order_relaxed);
     if (r != 0) return; /* route 0 is /purchase */
+    if (realm && market_id_valid(realm)) {
+        server__realm_row *rr = realm_row(mt, realm);
+        _Atomic uint64_t *c = rr ? rr->by_status : mt->realm_other;
+        atomic_fetch_add_explicit(&c[realm_status_col(status)], 1, memory_order_relaxed);
+    }
     size_t b = 0;
     while (b < SERVER__LAT_BUCKETS - 1 && us > lat_bounds_us[b]) b++;
     atomic_fetch_add_explicit(&mt->purchase_bucket[b], 1, memory_order_relaxed);
@@ -83,6 +121,52 @@ static void counter(struct text *t, const char *name, const char *help, uint64_t
         (unsigned long long)v);
 }
 
+/* One sample of name{<realm label>status=...} (realm NULL: no realm label). */
+static void realm_sample(struct text *t, const char *name, const char *realm, size_t col,
+                         uint64_t v) {
+    if (!v) return;
+    char st[16];
+    if (col < SERVER__REALM_STATUSES - 1)
+        snprintf(st, sizeof st, "%d", realm_statuses[col]);
+    else
+        snprintf(st, sizeof st, "other");
+    put(t, "%s{%s%s%sstatus=\"%s\"} %llu\n", name, realm ? "realm=\"" : "", realm ? realm : "",
+        realm ? "\"," : "", st, (unsigned long long)v);
+}
+
+static void realm_lines(struct text *t, server__metrics *mt) {
+    put(t, "# HELP market_realm_purchases_total POST /purchase answers by realm and status "
+           "(the first %d realms seen).\n"
+           "# TYPE market_realm_purchases_total counter\n",
+        SERVER__REALMS);
+    int n = atomic_load_explicit(&mt->realm_claimed, memory_order_acquire);
+    if (n > SERVER__REALMS) n = SERVER__REALMS;
+    for (int i = 0; i < n; i++) {
+        const server__realm_row *row = &mt->realm[i];
+        int dup = 0; /* a realm two threads named at once: summed into its first row */
+        if (!atomic_load_explicit(&row->ready, memory_order_acquire)) continue;
+        for (int j = 0; j < i && !dup; j++)
+            dup = atomic_load_explicit(&mt->realm[j].ready, memory_order_acquire) &&
+                  strcmp(mt->realm[j].name, row->name) == 0;
+        if (dup) continue;
+        for (size_t col = 0; col < SERVER__REALM_STATUSES; col++) {
+            uint64_t v = 0;
+            for (int j = i; j < n; j++)
+                if (atomic_load_explicit(&mt->realm[j].ready, memory_order_acquire) &&
+                    strcmp(mt->realm[j].name, row->name) == 0)
+                    v += atomic_load_explicit(&mt->realm[j].by_status[col], memory_order_relaxed);
+            realm_sample(t, "market_realm_purchases_total", row->name, col, v);
+        }
+    }
+    put(t, "# HELP market_other_realms_purchases_total POST /purchase answers of the realms "
+           "past the first %d, by status.\n"
+           "# TYPE market_other_realms_purchases_total counter\n",
+        SERVER__REALMS);
+    for (size_t col = 0; col < SERVER__REALM_STATUSES; col++)
+        realm_sample(t, "market_other_realms_purchases_total", NULL, col,
+                     atomic_load_explicit(&mt->realm_other[col], memory_order_relaxed));
+}
+
 /* Renders every metric in the Prometheus text format. Returns a new
  * malloc'd text (caller frees) with its length in *len, or NULL on
  * out-of-memory. */
@@ -102,6 +186,7 @@ char *server__metrics_render(const server__metrics *mt, market *m, size_t *len) 
                     (unsigned long long)v);
         }
     }
+    realm_lines(&t, mm);
     uint64_t lat[SERVER__LAT_BUCKETS];
     for (size_t i = 0; i < SERVER__LAT_BUCKETS; i++)
         lat[i] = atomic_load_explicit(&mm->purchase_bucket[i], memory_order_relaxed);

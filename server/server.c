@@ -379,7 +379,7 @@ static enum MHD_Result answer(server *s, struct MHD_Connection *conn, const char
     memcpy(why, resp->why, sizeof why);
     enum MHD_Result rc = respond(conn, resp);
     int64_t us = now_us() - rq->t0_us;
-    server__metrics_count(&s->metrics, route, status, us);
+    server__metrics_count(&s->metrics, route, realm, status, us);
     char path[128];
     log_safe(path, sizeof path, url);
     server_log(SERVER_LOG_INFO,

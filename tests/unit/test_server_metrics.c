@@ -32,12 +32,12 @@ static void test_metrics_count_and_render(void **state) {
     server__metrics *mt = calloc(1, sizeof *mt);
     assert_non_null(mt);
 
-    server__metrics_count(mt, "/purchase", 200, 300);     /* 0.3 ms */
-    server__metrics_count(mt, "/purchase", 200, 3000);    /* 3 ms */
-    server__metrics_count(mt, "/purchase", 503, 9000000); /* past the last bound */
-    server__metrics_count(mt, "/players/{id}", 404, 10);
-    server__metrics_count(mt, NULL, 404, 10);         /* no route */
-    server__metrics_count(mt, "/purchase", 1000, -5); /* odd status and time: counted */
+    server__metrics_count(mt, "/purchase", "main", 200, 300);     /* 0.3 ms */
+    server__metrics_count(mt, "/purchase", "eu-1", 200, 3000);    /* 3 ms */
+    server__metrics_count(mt, "/purchase", "eu-1", 503, 9000000); /* past the last bound */
+    server__metrics_count(mt, "/players/{id}", "main", 404, 10);
+    server__metrics_count(mt, NULL, "", 404, 10);         /* no route */
+    server__metrics_count(mt, "/purchase", "main", 1000, -5); /* odd status and time: counted */
 
     size_t len = 0;
     char *text = server__metrics_render(mt, m, &len);
@@ -86,9 +86,61 @@ static void test_metrics_count_and_render(void **state) {
     lock_free(l);
 }
 
+/* Purchases are counted by realm: a row for each of the first SERVER__REALMS
+ * realms, the rest together without a realm label, so that clients naming
+ * ever new realms cannot grow the label set. */
+static void test_metrics_realms_bounded(void **state) {
+    (void)state;
+    int err;
+    lock_client *l = lock_local_new(&err);
+    market_config cfg = {.redis_timeout_ms = 100, .lock_ttl_ms = 100, .acquire_timeout_ms = 100};
+    snprintf(cfg.redis.host, sizeof cfg.redis.host, "127.0.0.1");
+    cfg.redis.port = 1;
+    market *m = market_new(&cfg, l, &err);
+    assert_non_null(m);
+    server__metrics *mt = calloc(1, sizeof *mt);
+    assert_non_null(mt);
+    char realm[16];
+    for (int i = 0; i < SERVER__REALMS + 10; i++) {
+        snprintf(realm, sizeof realm, "r%d", i);
+        server__metrics_count(mt, "/purchase", realm, 200, 10);
+        server__metrics_count(mt, "/purchase", realm, i % 2 ? 404 : 418, 10);
+    }
+    server__metrics_count(mt, "/purchase", "r0", 200, 10);
+    server__metrics_count(mt, "/purchase", "bad realm", 200, 10); /* not an id: no label */
+    server__metrics_count(mt, "/market", "r1", 200, 10);          /* not a purchase */
+    size_t len = 0;
+    char *text = server__metrics_render(mt, m, &len);
+    assert_non_null(text);
+    assert_int_equal(sample(text, "market_realm_purchases_total{realm=\"r0\",status=\"200\"}"),
+                     2);
+    assert_int_equal(
+        sample(text, "market_realm_purchases_total{realm=\"r0\",status=\"other\"}"), 1);
+    assert_int_equal(sample(text, "market_realm_purchases_total{realm=\"r1\",status=\"404\"}"),
+                     1);
+    snprintf(realm, sizeof realm, "r%d", SERVER__REALMS - 1);
+    char want[128];
+    snprintf(want, sizeof want, "market_realm_purchases_total{realm=\"%s\",status=\"200\"}",
+             realm);
+    assert_int_equal(sample(text, want), 1);
+    snprintf(want, sizeof want, "market_realm_purchases_total{realm=\"r%d\",status=\"200\"}",
+             SERVER__REALMS);
+    assert_int_equal(sample(text, want), -1); /* past the table */
+    assert_int_equal(sample(text, "market_other_realms_purchases_total{status=\"200\"}"), 10);
+    assert_int_equal(sample(text, "market_other_realms_purchases_total{status=\"404\"}"), 5);
+    assert_int_equal(sample(text, "market_other_realms_purchases_total{status=\"other\"}"), 5);
+    assert_non_null(strstr(text, "# TYPE market_realm_purchases_total counter\n"));
+    assert_non_null(strstr(text, "# TYPE market_other_realms_purchases_total counter\n"));
+    free(text);
+    free(mt);
+    market_free(m);
+    lock_free(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics_count_and_render),
+        cmocka_unit_test(test_metrics_realms_bounded),
     };
     return cmocka_run_group_tests_name("server metrics (unit)", tests, NULL, NULL);
 }
