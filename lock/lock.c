@@ -193,7 +193,7 @@ int lock_release_multi(lock_client *c, const lock_handle *hs, size_t n) {
 /* ---- API: helpers ---- */
 
 /* Returns the version of the library this code was built as, LOCK_VERSION of its lock.h
- * ("2.0.0"); a static string. A program can compare it with the LOCK_VERSION it was compiled
+ * ("3.0.0"); a static string. A program can compare it with the LOCK_VERSION it was compiled
  * against. This function can't fail. */
 const char *lock_version(void) {
     return LOCK_VERSION;

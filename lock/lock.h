@@ -59,7 +59,7 @@
  * linked. The major version is the shared library's soname (liblock.so.2): it
  * changes when a program built against an older header could break, e.g. when
  * lock_handle changes size. */
-#define LOCK_VERSION_MAJOR 2
+#define LOCK_VERSION_MAJOR 3
 #define LOCK_VERSION_MINOR 0
 #define LOCK_VERSION_PATCH 0
 #define LOCK_VERSION_STR2_(x) #x
