@@ -760,20 +760,25 @@ enum route_found {
 /* Finds the route serving path: its id segment goes into *arg, and its realm
  * into realm (MARKET_REALM_MAX + 1 bytes): the segment after "/realms/"
  * when path starts so (the route is the rest of the path, and must be one
- * served per realm), else MARKET_REALM_DEFAULT. */
+ * served per realm), else MARKET_REALM_DEFAULT. A route under a realm
+ * segment that is not a valid id is ROUTE_BAD_REALM, with *route set. */
 static enum route_found route_find(const char *path, const api_route **route, const char **arg,
                                    char *realm) {
     int prefixed = strncmp(path, API_REALM_PREFIX, sizeof API_REALM_PREFIX - 1) == 0;
+    int bad_realm = 0;
     *route = NULL;
     snprintf(realm, MARKET_REALM_MAX + 1, "%s", MARKET_REALM_DEFAULT);
     if (prefixed) {
         const char *id = path + sizeof API_REALM_PREFIX - 1, *slash = strchr(id, '/');
         if (!slash) return ROUTE_NONE;
         size_t len = (size_t)(slash - id);
-        if (len == 0 || len > MARKET_REALM_MAX) return ROUTE_BAD_REALM;
-        memcpy(realm, id, len);
-        realm[len] = '\0';
-        if (!market_id_valid(realm)) return ROUTE_BAD_REALM;
+        bad_realm = len == 0 || len > MARKET_REALM_MAX;
+        if (!bad_realm) {
+            memcpy(realm, id, len);
+            realm[len] = '\0';
+            bad_realm = !market_id_valid(realm);
+        }
+        if (bad_realm) snprintf(realm, MARKET_REALM_MAX + 1, "%s", MARKET_REALM_DEFAULT);
         path = slash;
     }
     for (size_t i = 0; i < sizeof api_routes / sizeof api_routes[0]; i++) {
@@ -783,13 +788,13 @@ static enum route_found route_find(const char *path, const api_route **route, co
         if (!r->prefix && strcmp(path, r->path) == 0) {
             *arg = NULL;
             *route = r;
-            return ROUTE_OK;
+            return bad_realm ? ROUTE_BAD_REALM : ROUTE_OK;
         }
         if (r->prefix && strncmp(path, r->path, n) == 0 && path[n] != '\0' &&
             !strchr(path + n, '/')) {
             *arg = path + n;
             *route = r;
-            return ROUTE_OK;
+            return bad_realm ? ROUTE_BAD_REALM : ROUTE_OK;
         }
     }
     return ROUTE_NONE;
@@ -815,15 +820,15 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
     const api_route *r;
     char realm[MARKET_REALM_MAX + 1];
     enum route_found found = route_find(req->path, &r, &arg, realm);
-    if (found == ROUTE_BAD_REALM) {
-        bad_request(resp, "realm id must match " API_ID_RULE);
-        return;
-    }
-    if (found != ROUTE_OK) {
+    if (found == ROUTE_NONE) {
         error_reply(resp, 404, "not_found", "no such resource", 0, NULL);
         return;
     }
     resp->route = api_route_names[r - api_routes];
+    if (found == ROUTE_BAD_REALM) {
+        bad_request(resp, "realm id must match " API_ID_RULE);
+        return;
+    }
     snprintf(resp->realm, sizeof resp->realm, "%s", realm);
     int get_like = strcmp(r->method, "GET") == 0 && strcmp(req->method, "HEAD") == 0;
     if (strcmp(req->method, r->method) != 0 && !get_like) {
@@ -847,8 +852,9 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
     const char *arg = NULL;
     const api_route *r = NULL;
     char realm[MARKET_REALM_MAX + 1];
-    if (req && req->method && req->path) (void)route_find(req->path, &r, &arg, realm);
-    if (!r || r->handle != handle_purchase || strcmp(req->method, "POST") != 0) {
+    enum route_found found = ROUTE_NONE;
+    if (req && req->method && req->path) found = route_find(req->path, &r, &arg, realm);
+    if (found != ROUTE_OK || r->handle != handle_purchase || strcmp(req->method, "POST") != 0) {
         api_handle(conn, req, resp);
         return 0;
     }
