@@ -211,6 +211,7 @@ struct lock__call {
     struct lock__node *routed_from; /* the cluster node node was routed from, or NULL */
     int asking;                     /* send ASKING before the script (an -ASK being followed) */
     int redirected;                 /* redirect holds a -MOVED/-ASK answer */
+    int skip_ok;                    /* +OK answers of ASKING still to skip before the script's */
     lock_cluster_redirect redirect;
 };
 
@@ -225,6 +226,7 @@ struct lock__sub {
 
 int lock__node_new(const lock_redis_addr *addr, int timeout_ms, struct lock__node **out);
 void lock__node_free(struct lock__node *nd);
+lock_cluster *lock__node_cluster(const struct lock__node *nd);
 void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms);
 size_t lock__sub_begin(struct lock__sub *s, struct lock__node *const *nodes, size_t n,
                        const char *const *channels, size_t nch, int timeout_ms);
@@ -264,5 +266,6 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t n, 
 int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n);
 int lock__dist_release_owned(struct lock__dist *d, const lock_handle *h, uint32_t *left);
 int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms);
+lock_cluster *lock__dist_cluster(const struct lock__dist *d);
 
 #endif /* GM_LOCK_LOCK_IMPL_H */
