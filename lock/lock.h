@@ -8,7 +8,9 @@
  *
  * Backends (chosen at run time, invisible to callers):
  *   lock_redis_new()   - one Redis server: SET key token NX PX ttl, Lua
- *                        compare-and-delete / compare-and-pexpire.
+ *                        compare-and-delete / compare-and-pexpire; or a
+ *                        Sentinel group's master, or a Redis Cluster (each
+ *                        key on the master of its slot; keys need a {tag}).
  *   lock_redlock_new() - Redlock over N independent Redis masters (N odd): a
  *                        lease needs a majority of them within its validity.
  *   lock_local_new()   - in-process mutex + condition variable with the same

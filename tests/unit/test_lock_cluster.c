@@ -1,6 +1,7 @@
 /* test_lock_cluster.c - lock_cluster.c without Redis: key slots against values
  * Redis 7's CLUSTER KEYSLOT gave, MOVED/ASK redirects, and slot maps built from
- * hand-made CLUSTER SLOTS and CLUSTER SHARDS replies, well-formed and malformed.
+ * hand-made CLUSTER SLOTS and CLUSTER SHARDS replies, well-formed and malformed;
+ * redis-cluster:// addresses, lists and their comparison; lock_cluster_new's checks.
  * The replies are allocated as hiredis allocates its own and freed with
  * freeReplyObject(). */
 #include <stdarg.h>
@@ -617,6 +618,134 @@ static void test_slotmap_set(void **state) {
     free(m);
 }
 
+/* ---- redis-cluster:// addresses ---- */
+
+/* The seeds (6379 by default), the credentials, db 0; host and port stay empty. */
+static void test_lock_redis_addr_parse_cluster_seeds(void **state) {
+    (void)state;
+    lock_redis_addr a;
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://u:p%40w@10.0.0.1:7000,n2,[::1]:7002/0",
+                                           &a),
+                     LOCK_OK);
+    assert_int_equal(a.cluster, 1);
+    assert_int_equal(a.nseeds, 3);
+    assert_string_equal(a.seeds[0].host, "10.0.0.1");
+    assert_int_equal(a.seeds[0].port, 7000);
+    assert_string_equal(a.seeds[1].host, "n2");
+    assert_int_equal(a.seeds[1].port, 6379);
+    assert_string_equal(a.seeds[2].host, "::1");
+    assert_int_equal(a.seeds[2].port, 7002);
+    assert_string_equal(a.user, "u");
+    assert_string_equal(a.pass, "p@w");
+    assert_int_equal(a.db, 0);
+    assert_string_equal(a.host, "");
+    assert_int_equal(a.port, 0);
+    assert_string_equal(a.master_name, "");
+    assert_int_equal(lock_redis_addr_parse("REDIS-CLUSTER://h", &a), LOCK_OK);
+    assert_int_equal(a.cluster, 1);
+    assert_int_equal(a.nseeds, 1);
+    assert_int_equal(a.seeds[0].port, 6379);
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://a,b,c,d,e,f,g,h/", &a), LOCK_OK);
+    assert_int_equal(a.nseeds, LOCK_SEEDS_MAX);
+    assert_int_equal(lock_redis_addr_parse("redis://h:1/3", &a), LOCK_OK);
+    assert_int_equal(a.cluster, 0); /* the other forms are not clusters */
+    assert_int_equal(a.nseeds, 0);
+}
+
+static void test_lock_redis_addr_parse_cluster_bad_invalid(void **state) {
+    (void)state;
+    static const char *const bad[] = {
+        "redis-cluster://h/1",     "redis-cluster://h:1/2",   "redis-cluster://",
+        "redis-cluster:///0",      "redis-cluster://h,/0",    "redis-cluster://,h",
+        "redis-cluster://h:0",     "redis-cluster://h:65536", "redis-cluster://h:x",
+        "redis-cluster://h/0/1",   "redis-cluster://h/m",     "redis-cluster://a,b,c,d,e,f,g,h,i",
+        "redis-cluster://u@h",     "redis-cluster://h:-1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        lock_redis_addr a;
+        memset(&a, 0x5a, sizeof a);
+        lock_redis_addr before = a;
+        int rc = lock_redis_addr_parse(bad[i], &a);
+        if (rc != LOCK_ERR_INVALID) print_error("url: %s\n", bad[i]);
+        assert_int_equal(rc, LOCK_ERR_INVALID);
+        assert_memory_equal(&a, &before, sizeof a);
+    }
+}
+
+/* A list keeps a cluster's commas with its URL until an item names a scheme. */
+static void test_lock_redis_addr_parse_list_cluster_commas(void **state) {
+    (void)state;
+    lock_redis_addr a[4];
+    size_t n = 0;
+    assert_int_equal(lock_redis_addr_parse_list("redis-cluster://a:1,b:2,redis://c:3,"
+                                                "redis-cluster://d,e/0,f:4",
+                                                a, 4, &n),
+                     LOCK_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(a[0].cluster, 1);
+    assert_int_equal(a[0].nseeds, 2);
+    assert_string_equal(a[0].seeds[1].host, "b");
+    assert_string_equal(a[1].host, "c");
+    assert_int_equal(a[2].cluster, 1);
+    assert_int_equal(a[2].nseeds, 2);
+    assert_string_equal(a[3].host, "f");
+    assert_int_equal(a[3].port, 4);
+}
+
+/* Clusters are the same when their seed lists are; never the same as one server. */
+static void test_lock_redis_addr_same_clusters(void **state) {
+    (void)state;
+    lock_redis_addr x, y;
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://a:1,b:2", &x), LOCK_OK);
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://u:p@a:1,b:2/0", &y), LOCK_OK);
+    assert_true(lock_redis_addr_same(&x, &y));
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://b:2,a:1", &y), LOCK_OK);
+    assert_false(lock_redis_addr_same(&x, &y));
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://a:1", &y), LOCK_OK);
+    assert_false(lock_redis_addr_same(&x, &y));
+    assert_int_equal(lock_redis_addr_parse("redis://a:1", &y), LOCK_OK);
+    assert_false(lock_redis_addr_same(&x, &y));
+    assert_false(lock_redis_addr_same(&y, &x));
+    assert_int_equal(lock_redis_addr_parse("redis-sentinel://a:1,b:2/m", &y), LOCK_OK);
+    assert_false(lock_redis_addr_same(&x, &y));
+    assert_false(lock_redis_addr_same(&x, NULL));
+}
+
+/* lock_cluster_new takes clusters only; nothing is contacted until asked. */
+static void test_lock_cluster_new_checks_args(void **state) {
+    (void)state;
+    lock_redis_addr a;
+    int err = -100;
+    assert_int_equal(lock_redis_addr_parse("redis://h:1", &a), LOCK_OK);
+    assert_null(lock_cluster_new(&a, 100, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    assert_null(lock_cluster_new(NULL, 100, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://h:1", &a), LOCK_OK);
+    assert_null(lock_cluster_new(&a, 0, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    a.db = 1;
+    assert_null(lock_cluster_new(&a, 100, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    a.db = 0;
+    lock_cluster *c = lock_cluster_new(&a, 100, &err);
+    assert_non_null(c);
+    assert_int_equal(err, LOCK_OK);
+    lock_cluster_stats st;
+    lock_cluster_stats_get(c, &st);
+    assert_int_equal(st.refreshes + st.moved + st.ask, 0);
+    lock_cluster_redirect r = {1, 5, "h", 2};
+    lock_cluster_redirected(c, &r);
+    r.ask = 0;
+    lock_cluster_redirected(c, &r);
+    lock_cluster_stats_get(c, &st);
+    assert_int_equal(st.ask, 1);
+    assert_int_equal(st.moved, 1);
+    assert_int_equal(st.refreshes, 0);
+    lock_cluster_free(c);
+    lock_cluster_free(NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc16_check_value),
@@ -634,6 +763,11 @@ int main(void) {
         cmocka_unit_test(test_slotmap_from_shards),
         cmocka_unit_test(test_slotmap_from_shards_rejects_malformed),
         cmocka_unit_test(test_slotmap_set),
+        cmocka_unit_test(test_lock_redis_addr_parse_cluster_seeds),
+        cmocka_unit_test(test_lock_redis_addr_parse_cluster_bad_invalid),
+        cmocka_unit_test(test_lock_redis_addr_parse_list_cluster_commas),
+        cmocka_unit_test(test_lock_redis_addr_same_clusters),
+        cmocka_unit_test(test_lock_cluster_new_checks_args),
     };
     return cmocka_run_group_tests_name("lock cluster: slots, redirects, slot maps (unit)", tests,
                                        NULL, NULL);
