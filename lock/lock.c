@@ -342,16 +342,16 @@ static int master_name_ok(const char *s, size_t len) {
     return 1;
 }
 
-/* Parses a Sentinel group's "host[:port][,host[:port]...]" in [p, end) into a's sentinels.
- * Returns 0 or -1. */
-static int parse_sentinels(const char *p, const char *end, lock_redis_addr *a) {
+/* Parses a Sentinel group's or a cluster's "host[:port][,host[:port]...]" in [p, end) into
+ * a's seeds, defport where no port is given. Returns 0 or -1. */
+static int parse_seeds(const char *p, const char *end, int defport, lock_redis_addr *a) {
     for (;;) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
         const char *item_end = comma != NULL ? comma : end;
-        if (a->nsentinels == LOCK_SENTINELS_MAX) return -1;
-        struct lock_sentinel_at *at = &a->sentinels[a->nsentinels];
-        if (parse_host_port(p, item_end, NULL, 26379, at->host, &at->port) != 0) return -1;
-        a->nsentinels++;
+        if (a->nseeds == LOCK_SEEDS_MAX) return -1;
+        struct lock_redis_at *at = &a->seeds[a->nseeds];
+        if (parse_host_port(p, item_end, NULL, defport, at->host, &at->port) != 0) return -1;
+        a->nseeds++;
         if (comma == NULL) return 0;
         p = comma + 1;
     }
@@ -359,12 +359,14 @@ static int parse_sentinels(const char *p, const char *end, lock_redis_addr *a) {
 
 /* Parses url into the caller's *out:
  *   redis://[[user]:pass@]host[:port][/db], or the same without the scheme ("host:port");
- *   redis-sentinel://[[user]:pass@]host[:port][,host[:port]...]/name[/db].
+ *   redis-sentinel://[[user]:pass@]host[:port][,host[:port]...]/name[/db];
+ *   redis-cluster://[[user]:pass@]host[:port][,host[:port]...][/0].
  * Defaults: host 127.0.0.1, port 6379 (a Sentinel's: 26379), db 0, no user, no password.
  * user and pass are percent-decoded; an IPv6 host is written in brackets. Fails with
  * LOCK_ERR_INVALID (NULL arguments, another scheme such as rediss://, a userinfo without
  * ':', a port outside 1..65535, a db that is not a non-negative decimal, a Sentinel group
- * without a master name or with more than LOCK_SENTINELS_MAX Sentinels, bad escapes,
+ * without a master name or with more than LOCK_SEEDS_MAX Sentinels, a cluster without a
+ * node, with more than LOCK_SEEDS_MAX of them or with a db other than 0, bad escapes,
  * overlong fields, trailing text); *out is written only on success. */
 int lock_redis_addr_parse(const char *url, lock_redis_addr *out) {
     if (url == NULL || out == NULL) return LOCK_ERR_INVALID;
@@ -373,12 +375,15 @@ int lock_redis_addr_parse(const char *url, lock_redis_addr *out) {
     a.port = 6379;
 
     const char *p = url;
-    int sentinel = 0;
+    int sentinel = 0, cluster = 0;
     if (strncasecmp(p, "redis://", 8) == 0) {
         p += 8;
     } else if (strncasecmp(p, "redis-sentinel://", 17) == 0) {
         p += 17;
         sentinel = 1;
+    } else if (strncasecmp(p, "redis-cluster://", 16) == 0) {
+        p += 16;
+        cluster = 1;
     } else if (strstr(p, "://") != NULL) {
         return LOCK_ERR_INVALID; /* rediss:// (TLS) and every other scheme */
     }
@@ -401,7 +406,7 @@ int lock_redis_addr_parse(const char *url, lock_redis_addr *out) {
 
     const char *dbs = NULL; /* the db's digits, when a path gives them */
     if (sentinel) {
-        if (slash == NULL || parse_sentinels(p, auth_end, &a) != 0) return LOCK_ERR_INVALID;
+        if (slash == NULL || parse_seeds(p, auth_end, 26379, &a) != 0) return LOCK_ERR_INVALID;
         a.host[0] = '\0';
         a.port = 0;
         const char *name = slash + 1;
@@ -411,6 +416,12 @@ int lock_redis_addr_parse(const char *url, lock_redis_addr *out) {
         memcpy(a.master_name, name, (size_t)(name_end - name));
         a.master_name[name_end - name] = '\0';
         if (*name_end == '/') dbs = name_end + 1;
+    } else if (cluster) {
+        if (parse_seeds(p, auth_end, 6379, &a) != 0) return LOCK_ERR_INVALID;
+        a.host[0] = '\0';
+        a.port = 0;
+        a.cluster = 1;
+        if (slash != NULL) dbs = slash + 1;
     } else {
         if (parse_host_port(p, auth_end, "127.0.0.1", 6379, a.host, &a.port) != 0)
             return LOCK_ERR_INVALID;
@@ -422,14 +433,26 @@ int lock_redis_addr_parse(const char *url, lock_redis_addr *out) {
         size_t dlen = strlen(dbs);
         if (dlen > 0 && parse_uint(dbs, dlen, 0, INT_MAX, &a.db) != 0) return LOCK_ERR_INVALID;
     }
+    if (cluster && a.db != 0) return LOCK_ERR_INVALID; /* a cluster has db 0 only */
 
     *out = a;
     return LOCK_OK;
 }
 
+/* Returns 1 when s starts with a URL scheme ("<letters, digits, +.->://"). */
+static int has_scheme(const char *s) {
+    size_t i = 0;
+    while ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+           (s[i] >= '0' && s[i] <= '9') || s[i] == '+' || s[i] == '.' || s[i] == '-')
+        i++;
+    return i > 0 && strncmp(s + i, "://", 3) == 0;
+}
+
 /* Parses a list of URLs separated by commas into out[0..max): "redis://a:1,redis://b:2",
  * where a Sentinel group's own list of Sentinels stays with its URL
- * ("redis-sentinel://s1:26379,s2:26379/m1,redis://c:3" is two). Writes how many into *n.
+ * ("redis-sentinel://s1:26379,s2:26379/m1,redis://c:3" is two), and so does a cluster's list
+ * of nodes up to the next URL that names a scheme ("redis-cluster://a:1,b:2,redis://c:3" is
+ * two; "redis-cluster://a:1,b:2/0,c:3" too). Writes how many into *n.
  * Returns LOCK_OK, or LOCK_ERR_INVALID (NULL arguments, an empty list or item, more than max
  * URLs, one that lock_redis_addr_parse() refuses); out and *n are then unspecified. */
 int lock_redis_addr_parse_list(const char *list, lock_redis_addr *out, size_t max, size_t *n) {
@@ -444,8 +467,15 @@ int lock_redis_addr_parse_list(const char *list, lock_redis_addr *out, size_t ma
             from = slash != NULL ? slash : p + strlen(p);
         }
         const char *comma = strchr(from, ',');
+        if (strncasecmp(p, "redis-cluster://", 16) == 0) {
+            /* a cluster's commas go on until its "/db" or an item with a scheme */
+            comma = strpbrk(p + 16, ",/");
+            while (comma != NULL && *comma == ',' && !has_scheme(comma + 1))
+                comma = strpbrk(comma + 1, ",/");
+            if (comma != NULL && *comma == '/') comma = strchr(comma, ',');
+        }
         size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
-        char url[LOCK_HOST_MAX * LOCK_SENTINELS_MAX + 4 * LOCK_CRED_MAX];
+        char url[(LOCK_HOST_MAX + 8) * LOCK_SEEDS_MAX + 4 * LOCK_CRED_MAX];
         if (len == 0 || len >= sizeof url || *n == max) return LOCK_ERR_INVALID;
         memcpy(url, p, len);
         url[len] = '\0';
@@ -457,16 +487,20 @@ int lock_redis_addr_parse_list(const char *list, lock_redis_addr *out, size_t ma
 }
 
 /* Returns 1 when a and b name the same data: the same host, port and db, or the same
- * Sentinel group (master name, db, and the same Sentinels in the same order); else 0
- * (also for NULL). Credentials are not compared. This function can't fail. */
+ * Sentinel group (master name, db, and the same Sentinels in the same order), or the same
+ * cluster (the same seed nodes in the same order); else 0 (also for NULL, and for a
+ * cluster and a single server, even one of its nodes). Credentials are not compared. This
+ * function can't fail. */
 int lock_redis_addr_same(const lock_redis_addr *a, const lock_redis_addr *b) {
-    if (a == NULL || b == NULL || a->db != b->db) return 0;
+    if (a == NULL || b == NULL || a->db != b->db || (a->cluster != 0) != (b->cluster != 0))
+        return 0;
     if (strcmp(a->master_name, b->master_name) != 0) return 0;
-    if (a->master_name[0] == '\0') return strcmp(a->host, b->host) == 0 && a->port == b->port;
-    if (a->nsentinels != b->nsentinels) return 0;
-    for (int i = 0; i < a->nsentinels; i++)
-        if (strcmp(a->sentinels[i].host, b->sentinels[i].host) != 0 ||
-            a->sentinels[i].port != b->sentinels[i].port)
+    if (a->master_name[0] == '\0' && !a->cluster)
+        return strcmp(a->host, b->host) == 0 && a->port == b->port;
+    if (a->nseeds != b->nseeds) return 0;
+    for (int i = 0; i < a->nseeds; i++)
+        if (strcmp(a->seeds[i].host, b->seeds[i].host) != 0 ||
+            a->seeds[i].port != b->seeds[i].port)
             return 0;
     return 1;
 }
@@ -623,20 +657,22 @@ void lock__fence_key(const char *key, char out[LOCK_FENCE_KEY_MAX]) {
 }
 
 /* Returns 1 when *addr is usable: non-NULL, every string NUL-terminated within its field,
- * db >= 0, and either one server (host non-empty, port in 1..65535) or a Sentinel group
- * (1..LOCK_SENTINELS_MAX Sentinels, each with a host and a port); else 0. This function
- * can't fail. */
+ * db >= 0, and either one server (host non-empty, port in 1..65535), a Sentinel group
+ * (1..LOCK_SEEDS_MAX Sentinels, each with a host and a port) or a cluster (no master name,
+ * db 0, 1..LOCK_SEEDS_MAX seeds, each with a host and a port); else 0. This function can't
+ * fail. */
 int lock__redis_addr_ok(const lock_redis_addr *addr) {
     if (addr == NULL || addr->db < 0 || memchr(addr->user, '\0', sizeof addr->user) == NULL ||
         memchr(addr->pass, '\0', sizeof addr->pass) == NULL ||
         memchr(addr->master_name, '\0', sizeof addr->master_name) == NULL)
         return 0;
-    if (addr->master_name[0] == '\0')
+    if (addr->cluster && (addr->master_name[0] != '\0' || addr->db != 0)) return 0;
+    if (addr->master_name[0] == '\0' && !addr->cluster)
         return memchr(addr->host, '\0', sizeof addr->host) != NULL && addr->host[0] != '\0' &&
                addr->port >= 1 && addr->port <= 65535;
-    if (addr->nsentinels < 1 || addr->nsentinels > LOCK_SENTINELS_MAX) return 0;
-    for (int i = 0; i < addr->nsentinels; i++) {
-        const struct lock_sentinel_at *at = &addr->sentinels[i];
+    if (addr->nseeds < 1 || addr->nseeds > LOCK_SEEDS_MAX) return 0;
+    for (int i = 0; i < addr->nseeds; i++) {
+        const struct lock_redis_at *at = &addr->seeds[i];
         if (memchr(at->host, '\0', sizeof at->host) == NULL || at->host[0] == '\0' ||
             at->port < 1 || at->port > 65535)
             return 0;

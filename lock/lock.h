@@ -8,7 +8,9 @@
  *
  * Backends (chosen at run time, invisible to callers):
  *   lock_redis_new()   - one Redis server: SET key token NX PX ttl, Lua
- *                        compare-and-delete / compare-and-pexpire.
+ *                        compare-and-delete / compare-and-pexpire; or a
+ *                        Sentinel group's master, or a Redis Cluster (each
+ *                        key on the master of its slot; keys need a {tag}).
  *   lock_redlock_new() - Redlock over N independent Redis masters (N odd): a
  *                        lease needs a majority of them within its validity.
  *   lock_local_new()   - in-process mutex + condition variable with the same
@@ -56,9 +58,10 @@
 /* ---- version and exported symbols ----
  *
  * LOCK_VERSION_* describe this header; lock_version() the library actually
- * linked. The major version is the shared library's soname (liblock.so.2): it
+ * linked. The major version is the shared library's soname (liblock.so.3): it
  * changes when a program built against an older header could break, e.g. when
- * lock_handle changes size. */
+ * lock_handle or lock_redis_addr changes size (3: LOCK_KEY_MAX 256 for
+ * realm-tagged keys, lock_redis_addr's cluster and seeds). */
 #define LOCK_VERSION_MAJOR 3
 #define LOCK_VERSION_MINOR 0
 #define LOCK_VERSION_PATCH 0
@@ -135,25 +138,30 @@ typedef struct lock_handle {
  *   redis://[user:pass@]host[:port][/db]                                   one server, or
  *   redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db]    a Sentinel group:
  * the master that the Redis Sentinels at those addresses (port 26379 when not given) name
- * "name" (see the Sentinel section below). In the second form host and port stay empty
- * until a lock_sentinel resolves them; user and pass are the data servers' credentials
- * (also sent to a Sentinel that asks for a password). */
+ * "name" (see the Sentinel section below), or
+ *   redis-cluster://[user:pass@]host[:port][,host[:port]...][/0]           a Redis Cluster:
+ * the cluster those nodes (port 6379 when not given; any of its nodes will do) belong to
+ * (see the Cluster section below); its db can only be 0. In the last two forms host and port
+ * stay empty (a lock_sentinel or a lock_cluster resolves them) and the addresses are in
+ * seeds; user and pass are the data servers' credentials (also sent to a Sentinel that asks
+ * for a password). */
 #define LOCK_HOST_MAX 255
 #define LOCK_CRED_MAX 255
-#define LOCK_SENTINELS_MAX 8     /* most Sentinels one group lists */
-#define LOCK_MASTER_NAME_MAX 63  /* longest master name: [A-Za-z0-9._-] */
+#define LOCK_SEEDS_MAX 8        /* most Sentinels of a group, or seed nodes of a cluster */
+#define LOCK_MASTER_NAME_MAX 63 /* longest master name: [A-Za-z0-9._-] */
 typedef struct lock_redis_addr {
     char host[LOCK_HOST_MAX + 1];
     int port;
     char user[LOCK_CRED_MAX + 1]; /* empty: no ACL user */
     char pass[LOCK_CRED_MAX + 1]; /* empty: no AUTH */
     int db;
-    char master_name[LOCK_MASTER_NAME_MAX + 1]; /* "": one server; else a Sentinel group */
-    int nsentinels;                             /* 1..LOCK_SENTINELS_MAX in a group, else 0 */
-    struct lock_sentinel_at {
+    char master_name[LOCK_MASTER_NAME_MAX + 1]; /* "": one server or a cluster; else a group */
+    int cluster;                                /* 1: a Redis Cluster (db 0, no master_name) */
+    int nseeds; /* 1..LOCK_SEEDS_MAX in a Sentinel group or a cluster, else 0 */
+    struct lock_redis_at {
         char host[LOCK_HOST_MAX + 1];
         int port;
-    } sentinels[LOCK_SENTINELS_MAX];
+    } seeds[LOCK_SEEDS_MAX]; /* a group's Sentinels, or some nodes of a cluster */
 } lock_redis_addr;
 
 /* ---- constructors ---- */
@@ -280,5 +288,79 @@ LOCK_API void lock_sentinel_suspect(lock_sentinel *s, uint64_t generation);
 /* How many times the master changed (a new address from the Sentinels) since the start. */
 LOCK_API uint64_t lock_sentinel_failovers(lock_sentinel *s);
 LOCK_API void lock_sentinel_free(lock_sentinel *s);
+
+/* ---- Redis Cluster: key slots, redirects, the slot map ----
+ *
+ * lock_redis_new() of a redis-cluster:// address sends each call to the master that serves
+ * its key's hash slot, and follows the cluster's redirects: a -MOVED answer updates the map
+ * and the call is sent once more to the new master at once; an -ASK answer (a slot half-way
+ * through a migration) sends ASKING and the call to the named node, once; -TRYAGAIN and
+ * -CLUSTERDOWN are store errors that acquire retries within its wait budget. On a cluster
+ * backend every key must carry a hash tag, "{t}" with t not empty (e.g. "lock:{eu-1}:B"):
+ * the fence counter "lock:fences:{t}" and the key's ":wanted", ":owner" and ":released"
+ * companions are then in the key's slot, which one script needs. An untagged key is refused
+ * with LOCK_ERR_INVALID, and so is a lock_acquire_multi() whose keys are in more than one
+ * slot (all-or-nothing cannot span masters); lock_redlock_new() refuses cluster addresses.
+ * A program that talks to the same cluster (the market's store) makes its own lock_cluster
+ * to route its commands. Every function is safe to call from any thread. */
+#define LOCK_CLUSTER_SLOTS 16384      /* hash slots of a Redis Cluster */
+#define LOCK_CLUSTER_REFRESH_MS 100   /* a stale slot map is fetched again at most this often */
+
+/* Returns the hash slot (0..16383) of key[0..len): the CRC16 of its {tag} (the bytes between
+ * its first '{' and the first '}' after it) when that is not empty, else of all of it. This
+ * function can't fail. */
+LOCK_API unsigned lock_key_slot(const char *key, size_t len);
+
+/* A -MOVED or -ASK error reply, as lock_cluster_redirect_parse() reads it. */
+typedef struct lock_cluster_redirect {
+    int ask;                      /* 0: -MOVED (the slot lives there now), 1: -ASK (migrating:
+                                     ASKING, once) */
+    unsigned slot;                /* 0..16383 */
+    char host[LOCK_HOST_MAX + 1]; /* "" = the host the command was sent to */
+    int port;                     /* 1..65535 */
+} lock_cluster_redirect;
+
+/* Reads an error reply's text (hiredis r->str/r->len: no leading '-') as MOVED/ASK
+ * "<slot> <host>:<port>" (an IPv6 host unbracketed, or in brackets) into *out. Returns 0, or
+ * -1 with *out untouched for anything else (TRYAGAIN, CLUSTERDOWN, other errors, a slot
+ * beyond 16383, a port outside 1..65535, a host too long or with spaces or control
+ * characters, trailing text). */
+LOCK_API int lock_cluster_redirect_parse(const char *err, size_t len, lock_cluster_redirect *out);
+
+typedef struct lock_cluster lock_cluster;
+typedef struct lock_cluster_stats {
+    uint64_t moved;     /* -MOVED redirects reported */
+    uint64_t ask;       /* -ASK redirects reported */
+    uint64_t refreshes; /* slot maps fetched from the cluster */
+} lock_cluster_stats;
+
+/* Returns a new slot map of the cluster at *cluster (borrowed; copied), shared by every thread
+ * of a program; contacts nothing yet. Caller frees with lock_cluster_free(). Returns NULL with
+ * *err (when err is non-NULL) LOCK_ERR_INVALID (addr not a cluster, timeout_ms <= 0),
+ * LOCK_ERR_NOMEM or LOCK_ERR_BACKEND (no mutex). */
+LOCK_API lock_cluster *lock_cluster_new(const lock_redis_addr *cluster, int timeout_ms, int *err);
+/* Fills *master with the address of the master serving slot now (host, port, plus the
+ * cluster's user/pass, db 0, not a cluster). Fetches the map first when it has none or it is
+ * stale (CLUSTER SHARDS, falling back to CLUSTER SLOTS on servers before 7; asking the
+ * masters it knows, then the seeds, until one answers; AUTH with the credentials), each node
+ * bounded by timeout_ms; a fetch that fails leaves the previous map in use. Returns LOCK_OK,
+ * or LOCK_ERR_BACKEND with a sentence in why (may be NULL) when no node answers or the slot
+ * has no master; LOCK_ERR_INVALID for NULL arguments or a slot beyond 16383. */
+LOCK_API int lock_cluster_master(lock_cluster *c, unsigned slot, lock_redis_addr *master,
+                                 char *why, size_t whylen);
+/* Reports that a reply was the redirect *r (its host already resolved by the caller when it
+ * came ""): a MOVED updates slot's master at once and makes the map stale (fetched again by
+ * a later lock_cluster_master(), at most once per LOCK_CLUSTER_REFRESH_MS, so a burst of
+ * redirects during a reshard costs one fetch); an ASK is only counted. This function can't
+ * fail. */
+LOCK_API void lock_cluster_redirected(lock_cluster *c, const lock_cluster_redirect *r);
+/* Reports that a connection to a master failed, or a node answered -CLUSTERDOWN: the map may
+ * be stale (a failover); it is fetched again on a later lock_cluster_master(), rate-limited as
+ * above. This function can't fail. */
+LOCK_API void lock_cluster_stale(lock_cluster *c);
+/* Copies c's counters into *out. This function can't fail. */
+LOCK_API void lock_cluster_stats_get(lock_cluster *c, lock_cluster_stats *out);
+/* Frees c. lock_cluster_free(NULL) is a no-op. This function can't fail. */
+LOCK_API void lock_cluster_free(lock_cluster *c);
 
 #endif /* GM_LOCK_LOCK_H */

@@ -43,6 +43,15 @@
  * (one was down, or restarted empty), the lagging counters are raised to the
  * maximum in one more round before acquire returns.
  *
+ * Redis Cluster: one node, which lock_node.c routes per call to the master of
+ * the call's slot. Every key must carry a hash tag, so that its fence counter
+ * and companions share its slot, and the keys of one call one slot
+ * (keys_routable: LOCK_ERR_INVALID otherwise; a release of handles in several
+ * slots goes one slot at a time). A round refused with -TRYAGAIN or
+ * -CLUSTERDOWN (a slot migrating, a failover under way) is store trouble that
+ * passes: acquire retries it on the backoff until its budget ends, whereas a
+ * master that cannot be reached fails at once, as one server does.
+ *
  * Waiting: the client's threads queue per key in-process (lock_queue.c), so
  * one thread per key contends here. After its first busy round it subscribes
  * to "<key>:released" on every node (lock__sub_begin), tries once more (a
@@ -78,6 +87,7 @@
 struct lock__dist {
     size_t n;                                        /* nodes */
     int redlock;                                     /* 0: one server's semantics */
+    int cluster;                                     /* 1: one node, a Redis Cluster */
     int timeout_ms;                                  /* connect and answer timeout */
     struct lock__node *node[LOCK_REDLOCK_NODES_MAX]; /* owned */
     struct lock__queue *q;                           /* owned */
@@ -155,6 +165,27 @@ int lock__redlock_owner_verdict(size_t n, size_t yes, size_t failed, int64_t val
     if (failed > n - q) return LOCK_ERR_BACKEND;
     if (validity_ms <= 0) return LOCK_ERR_LEASE_LOST;
     return LOCK_ERR_BACKEND;
+}
+
+/* ---- Redis Cluster ---- */
+
+/* Returns 1 when keys[0..n) may go to d as one call: anywhere but on a cluster, where each key
+ * needs a hash tag (its fence counter and companions live in its slot) and all one slot. */
+static int keys_routable(const struct lock__dist *d, const char *const *keys, size_t n) {
+    if (!d->cluster) return 1;
+    unsigned slot = lock_key_slot(keys[0], strlen(keys[0]));
+    for (size_t k = 0; k < n; k++)
+        if (!lock__key_tagged(keys[k]) || lock_key_slot(keys[k], strlen(keys[k])) != slot)
+            return 0;
+    return 1;
+}
+
+/* Returns 1 when every call of the round that just ended failed for a reason a cluster said is
+ * passing (-TRYAGAIN, -CLUSTERDOWN, a slot moving): worth another round within the budget. */
+static int round_retryable(const struct lock__dist *d, const struct work *w) {
+    for (size_t i = 0; i < d->n; i++)
+        if (!w->calls[i].retry) return 0;
+    return 1;
 }
 
 /* ---- rounds ---- */
@@ -400,10 +431,13 @@ static int acquire_round_owned(struct lock__dist *d, struct work *w, const char 
  * the lease owner already has on keys[0], or a new one (acquire_round_owned), and the
  * in-process queue lets the owner's threads join its lease instead of queueing behind it.
  * Returns LOCK_OK, LOCK_ERR_BUSY, LOCK_ERR_BACKEND (every node failed, at once; or no quorum
- * reachable by the end of the budget) or LOCK_ERR_NOMEM. */
+ * reachable by the end of the budget; a cluster's -TRYAGAIN/-CLUSTERDOWN is retried until
+ * then), LOCK_ERR_INVALID (a cluster: an untagged key, keys in several slots) or
+ * LOCK_ERR_NOMEM. */
 int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk, const char *owner,
                        uint32_t ttl_ms, uint32_t wait_ms, lock_handle *out) {
     int64_t deadline = lock_now_ms() + wait_ms; /* the budget runs from the call's start */
+    if (!keys_routable(d, keys, nk)) return LOCK_ERR_INVALID;
     char token[LOCK_TOKEN_LEN + 1];
     int rc = lock__token_new(token);
     if (rc != LOCK_OK) return rc;
@@ -438,7 +472,8 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
         else
             rc = acquire_round(d, w, keys, nk, token, ttl_ms, out, &failed, &pttl);
         if (rc == LOCK_OK) break;
-        if (rc == LOCK_ERR_BACKEND && failed == d->n) break; /* nobody answered: say so now */
+        if (rc == LOCK_ERR_BACKEND && failed == d->n && !round_retryable(d, w))
+            break; /* nobody answered: say so now */
         int64_t now = lock_now_ms();
         if (now >= deadline) break;
         if (rc == LOCK_ERR_BUSY && subscribed < 0) {
@@ -475,6 +510,18 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
  * nodes that refused rule out that the token held a quorum), LOCK_ERR_BACKEND (too many nodes
  * failed to tell) or LOCK_ERR_NOMEM (nothing released). */
 int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n) {
+    const char *keys[LOCK_MULTI_MAX];
+    for (size_t k = 0; k < n; k++)
+        keys[k] = hs[k].key;
+    if (d->cluster && n > 1 && !keys_routable(d, keys, n)) { /* several slots: one by one */
+        int first = LOCK_OK;
+        for (size_t k = 0; k < n; k++) {
+            int rc = lock__dist_release(d, &hs[k], 1);
+            if (rc != LOCK_OK && first == LOCK_OK) first = rc;
+        }
+        return first;
+    }
+    if (!keys_routable(d, keys, n)) return LOCK_ERR_INVALID;
     struct work *w = malloc(sizeof *w);
     if (w == NULL) return LOCK_ERR_NOMEM;
     for (size_t i = 0; i < d->n; i++) {
@@ -510,6 +557,8 @@ int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n) {
  * out), LOCK_ERR_BACKEND or LOCK_ERR_NOMEM. The in-process queue entry is freed with the lease,
  * when it is not ours any more, or when no hold taken through this client is left. */
 int lock__dist_release_owned(struct lock__dist *d, const lock_handle *h, uint32_t *left) {
+    const char *key = h->key;
+    if (!keys_routable(d, &key, 1)) return LOCK_ERR_INVALID;
     struct work *w = malloc(sizeof *w);
     if (w == NULL) return LOCK_ERR_NOMEM;
     snprintf(w->okey, sizeof w->okey, "%s%s", h->key, LOCK_OWNER_SUFFIX);
@@ -550,6 +599,8 @@ int lock__dist_release_owned(struct lock__dist *d, const lock_handle *h, uint32_
  * LOCK_ERR_BACKEND (too many nodes failed to answer for a quorum to tell) or LOCK_ERR_NOMEM;
  * h is unchanged on failure. A lost lease also frees its in-process queue entry. */
 int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms) {
+    const char *key = h->key;
+    if (!keys_routable(d, &key, 1)) return LOCK_ERR_INVALID;
     struct work *w = malloc(sizeof *w);
     if (w == NULL) return LOCK_ERR_NOMEM;
     snprintf(w->ttl, sizeof w->ttl, "%u", (unsigned)ttl_ms);
@@ -592,6 +643,12 @@ int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms) {
     return LOCK_OK;
 }
 
+/* Returns the slot map of an engine over a Redis Cluster (borrowed; valid until d is freed),
+ * or NULL. For tests and statistics. This function can't fail. */
+lock_cluster *lock__dist_cluster(const struct lock__dist *d) {
+    return d->cluster ? lock__node_cluster(d->node[0]) : NULL;
+}
+
 /* Frees d: its queue and its nodes with their idle connections. No operation may be running.
  * lock__dist_free(NULL) is a no-op. This function can't fail. */
 void lock__dist_free(struct lock__dist *d) {
@@ -614,6 +671,7 @@ struct lock__dist *lock__dist_new(const lock_redis_addr *addrs, size_t n, int ti
         return NULL;
     }
     d->redlock = redlock;
+    d->cluster = n == 1 && addrs[0].cluster;
     d->timeout_ms = timeout_ms;
     d->q = lock__queue_new(err);
     if (d->q == NULL) goto fail;

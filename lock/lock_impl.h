@@ -20,6 +20,7 @@
  *   lock__dist_*   (lock_dist.c)   the engine over N nodes that lock_redis.c
  *                              (N = 1) and lock_redlock.c (N odd) wrap;
  *   lock__redlock_* (lock_dist.c)  the quorum arithmetic, pure functions;
+ *   lock__slotmap_*, lock__crc16 (lock_cluster.c)  a Redis Cluster's slot map, pure;
  *   lock__watchdog_* (lock_watchdog.c) the hooks lock.c calls.
  */
 #ifndef GM_LOCK_LOCK_IMPL_H
@@ -119,6 +120,39 @@ int lock__redlock_node_timeout_ms(uint32_t ttl_ms, int timeout_ms);
 int lock__redlock_verdict(size_t n, size_t granted, size_t failed, int64_t validity_ms);
 int lock__redlock_owner_verdict(size_t n, size_t yes, size_t failed, int64_t validity_ms);
 
+/* ---- a Redis Cluster's slot map: pure, no I/O (lock_cluster.c) ---- */
+
+#define LOCK__CLUSTER_NODES_MAX 64 /* masters a slot map holds */
+#define LOCK__SLOT_NONE 0xFF       /* lock__slotmap.slot_node[] of an unassigned slot */
+#define LOCK__NODE_ID_LEN 40       /* a node id: 40 hex characters */
+
+struct redisReply;
+
+/* A master of the slot map. */
+typedef struct lock__cluster_node {
+    char host[LOCK_HOST_MAX + 1];    /* its preferred endpoint as the reply gave it: an address
+                                      * or a name; "" (a nil endpoint) means the host the reply
+                                      * came from; "?" is Redis's "unknown" */
+    int port;                        /* 1..65535 */
+    char id[LOCK__NODE_ID_LEN + 1]; /* its node id, "" when the reply had none */
+} lock__cluster_node;
+
+/* Which master serves each slot. About 35 KiB: keep it on the heap. */
+typedef struct lock__slotmap {
+    int nnodes;                                         /* 0..LOCK__CLUSTER_NODES_MAX */
+    lock__cluster_node nodes[LOCK__CLUSTER_NODES_MAX]; /* distinct host:port pairs */
+    uint8_t slot_node[LOCK_CLUSTER_SLOTS];             /* index into nodes, or LOCK__SLOT_NONE */
+} lock__slotmap;
+
+uint16_t lock__crc16(const char *buf, size_t len);
+int lock__key_tagged(const char *key);
+void lock__slotmap_clear(lock__slotmap *m);
+int lock__slotmap_from_slots(const struct redisReply *r, lock__slotmap *out);
+int lock__slotmap_from_shards(const struct redisReply *r, lock__slotmap *out);
+const lock__cluster_node *lock__slotmap_node(const lock__slotmap *m, unsigned slot);
+int lock__slotmap_find(const lock__slotmap *m, const char *host, int port);
+int lock__slotmap_set(lock__slotmap *m, unsigned slot, const char *host, int port);
+
 /* ---- one Redis server (lock_node.c) ---- */
 
 enum lock__script {
@@ -169,9 +203,16 @@ struct lock__call {
     size_t nvals;
     long long vals[LOCK_MULTI_MAX]; /* a string element of the array (a token) counts 0 here */
     char text[LOCK_TOKEN_LEN + 1];  /* ... and is here ("" when none) */
+    int retry; /* a cluster refused it for now (-TRYAGAIN, -CLUSTERDOWN, a second redirect):
+                  it did not run (state UNSENT); worth another try in a moment */
     /* private to lock_node.c */
     struct lock__conn *conn;
     int phase;
+    struct lock__node *routed_from; /* the cluster node node was routed from, or NULL */
+    int asking;                     /* send ASKING before the script (an -ASK being followed) */
+    int redirected;                 /* redirect holds a -MOVED/-ASK answer */
+    int skip_ok;                    /* +OK answers of ASKING still to skip before the script's */
+    lock_cluster_redirect redirect;
 };
 
 /* A pub/sub wait on some channels across some nodes. */
@@ -185,6 +226,7 @@ struct lock__sub {
 
 int lock__node_new(const lock_redis_addr *addr, int timeout_ms, struct lock__node **out);
 void lock__node_free(struct lock__node *nd);
+lock_cluster *lock__node_cluster(const struct lock__node *nd);
 void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms);
 size_t lock__sub_begin(struct lock__sub *s, struct lock__node *const *nodes, size_t n,
                        const char *const *channels, size_t nch, int timeout_ms);
@@ -224,5 +266,6 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t n, 
 int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n);
 int lock__dist_release_owned(struct lock__dist *d, const lock_handle *h, uint32_t *left);
 int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms);
+lock_cluster *lock__dist_cluster(const struct lock__dist *d);
 
 #endif /* GM_LOCK_LOCK_IMPL_H */

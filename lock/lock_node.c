@@ -136,7 +136,8 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
                              "return f",
     /* Compare-and-delete per key (ARGV[i], or ARGV[1] for all), in three commands whatever
      * the number of keys: MGET the keys, MGET their "<key>:wanted" marks, DEL the keys
-     * still ours with their marks. A deleted key that someone waits for is announced on
+     * still ours with the marks that exist (only those: on a cluster slot half-way through a
+     * migration, a DEL that names a missing key next to others is refused). A deleted key that someone waits for is announced on
      * "<key>:released". pcall: a user without channel rights still releases. */
     [LOCK__SCRIPT_RELEASE] = "local cur = redis.call('MGET', unpack(KEYS)) "
                              "local r, mine, marks = {}, {}, {} "
@@ -149,7 +150,9 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
                              "end "
                              "if #mine == 0 then return r end "
                              "local wanted = redis.call('MGET', unpack(marks)) "
-                             "for j = 1, #marks do mine[#mine + 1] = marks[j] end "
+                             "for j = 1, #marks do "
+                             "if wanted[j] then mine[#mine + 1] = marks[j] end "
+                             "end "
                              "redis.call('DEL', unpack(mine)) "
                              "for j = 1, #marks do "
                              "if wanted[j] then "
@@ -270,6 +273,11 @@ struct lock__conn {
 struct lock__node {
     lock_redis_addr addr;   /* copy of the caller's */
     lock_sentinel *sentinel; /* owned; NULL unless addr is a Sentinel group */
+    lock_cluster *cluster;   /* owned; NULL unless addr is a cluster (routes, never connects) */
+    struct lock__node *masters[LOCK__CLUSTER_NODES_MAX]; /* a cluster's node per master: owned,
+                                                           made on first use, guarded by mu */
+    size_t nmasters;
+    lock_cluster *cluster_of; /* a master's node: its cluster (borrowed), told of failures */
     int timeout_ms;       /* socket send timeout; the default for calls */
     pthread_mutex_t mu;   /* guards idle, n_idle, gen */
     struct lock__conn *idle[KIND_COUNT];
@@ -462,6 +470,7 @@ static void conn_return(struct lock__node *nd, struct lock__conn *cn, enum conn_
     if (cn != NULL && cn->stale) fate = CONN_BROKEN;
     if (fate == CONN_BROKEN && cn != NULL && nd->sentinel != NULL)
         lock_sentinel_suspect(nd->sentinel, cn->sgen);
+    if (fate == CONN_BROKEN && nd->cluster_of != NULL) lock_cluster_stale(nd->cluster_of);
     if (pthread_mutex_lock(&nd->mu) != 0) {
         conn_free(cn);
         return;
@@ -498,6 +507,67 @@ static int conn_next(struct lock__conn *cn, redisReply **r) {
     if (redisGetReplyFromReader(cn->ctx, &reply) != REDIS_OK) return -1;
     *r = reply;
     return reply != NULL;
+}
+
+/* ---- cluster routing ---- */
+
+/* Returns the node of cluster node nd for the master host:port, made (not connected) on first
+ * use; borrowed, valid until nd is freed. NULL when the table is full or memory runs out. */
+static struct lock__node *cluster_node_at(struct lock__node *nd, const char *host, int port) {
+    struct lock__node *found = NULL;
+    if (pthread_mutex_lock(&nd->mu) != 0) return NULL;
+    for (size_t i = 0; i < nd->nmasters && found == NULL; i++)
+        if (nd->masters[i]->addr.port == port && strcmp(nd->masters[i]->addr.host, host) == 0)
+            found = nd->masters[i];
+    if (found == NULL && nd->nmasters < LOCK__CLUSTER_NODES_MAX) {
+        lock_redis_addr a;
+        memset(&a, 0, sizeof a);
+        snprintf(a.host, sizeof a.host, "%s", host);
+        a.port = port;
+        memcpy(a.user, nd->addr.user, sizeof a.user);
+        memcpy(a.pass, nd->addr.pass, sizeof a.pass);
+        struct lock__node *m = NULL;
+        if (lock__node_new(&a, nd->timeout_ms, &m) == LOCK_OK) {
+            m->cluster_of = nd->cluster;
+            nd->masters[nd->nmasters++] = m;
+            found = m;
+        }
+    }
+    pthread_mutex_unlock(&nd->mu);
+    return found;
+}
+
+/* Returns the node of the master that serves key's slot in cluster node nd (borrowed), or
+ * NULL when the cluster cannot say (no node answers, the slot has no master). */
+static struct lock__node *cluster_route(struct lock__node *nd, const char *key) {
+    lock_redis_addr m;
+    if (lock_cluster_master(nd->cluster, lock_key_slot(key, strlen(key)), &m, NULL, 0) != LOCK_OK)
+        return NULL;
+    return cluster_node_at(nd, m.host, m.port);
+}
+
+/* Reads an error answer r to c's script from a cluster's master: a -MOVED/-ASK is kept in
+ * c->redirect for lock__node_calls() to follow; -TRYAGAIN and -CLUSTERDOWN (which also makes
+ * the map stale) mark c for a later retry. The script did not run: c ends UNSENT on a healthy
+ * connection. Returns 1 when r was one of these, else 0. */
+static int call_cluster_refusal(struct lock__call *c, const redisReply *r) {
+    lock_cluster *cl = c->node->cluster_of;
+    if (cl == NULL || r->type != REDIS_REPLY_ERROR) return 0;
+    if (lock_cluster_redirect_parse(r->str, r->len, &c->redirect) == 0) {
+        if (c->redirect.host[0] == '\0')
+            memcpy(c->redirect.host, c->node->addr.host, sizeof c->redirect.host);
+        c->redirected = 1;
+    } else if (strncmp(r->str, "TRYAGAIN", 8) == 0) {
+        c->retry = 1;
+    } else if (strncmp(r->str, "CLUSTERDOWN", 11) == 0) {
+        c->retry = 1;
+        lock_cluster_stale(cl);
+    } else {
+        return 0;
+    }
+    c->state = LOCK__CALL_UNSENT;
+    c->phase = PH_DONE;
+    return 1;
 }
 
 /* ---- calls ---- */
@@ -563,6 +633,10 @@ bad:
 /* Handles one reply r on c's connection, advancing c's phase. */
 static void call_on_reply(struct lock__call *c, const redisReply *r) {
     if (reply_not_master(r)) c->conn->stale = 1;
+    if (c->phase == PH_EVAL && c->skip_ok > 0 && r->type == REDIS_REPLY_STATUS) {
+        c->skip_ok--; /* ASKING's +OK before the EVAL's answer */
+        return;
+    }
     if (c->phase == PH_SETUP) {
         if (!reply_is_ok(r)) { /* a refused AUTH/SELECT: the script never went out */
             c->phase = PH_DROP;
@@ -571,7 +645,15 @@ static void call_on_reply(struct lock__call *c, const redisReply *r) {
         if (--c->conn->owed == 0 && call_send_op(c) != 0) c->phase = PH_BROKEN;
         return;
     }
+    if ((c->phase == PH_OP || c->phase == PH_EVAL) && call_cluster_refusal(c, r)) return;
     if (c->phase == PH_OP && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        const char *asking[] = {"ASKING"}; /* it covers one command: the EVAL needs its own */
+        if (c->asking && conn_append(c->conn, 1, asking) != 0) {
+            c->phase = PH_BROKEN;
+            c->state = LOCK__CALL_LOST;
+            return;
+        }
+        c->skip_ok = c->asking;
         if (call_append(c, c->conn, c->script, 1, c->nkeys, c->nargs) != 0 ||
             conn_flush(c->conn) != 0) {
             c->phase = PH_BROKEN;
@@ -611,33 +693,42 @@ static void call_read(struct lock__call *c) {
 static void call_give_up(struct lock__call *c) {
     int sent = c->phase == PH_OP || c->phase == PH_EVAL;
     c->state = sent ? LOCK__CALL_LOST : LOCK__CALL_UNSENT;
+    const char *asking[] = {"ASKING"};
     if (sent && c->undo_nkeys > 0 && c->conn->ctx->err == 0 &&
+        (!c->asking || conn_append(c->conn, 1, asking) == 0) &&
         call_append(c, c->conn, c->undo_script, 1, c->undo_nkeys, c->undo_nargs) == 0)
         (void)conn_flush(c->conn); /* best effort: the lease expires by itself anyway */
     c->phase = PH_BROKEN;
 }
 
-/* Runs calls[0..n) in parallel: each borrows a connection to its node, all scripts go out, and
- * the answers are read until timeout_ms after the last one was sent. Fills each call's state
- * (and ival or vals): UNSENT when the script cannot have run, LOST when it was sent but not
- * answered, ERROR on an error reply, INT or ARRAY with the answer. Connections go back to their
- * nodes (or are closed). The calls' keys and args are borrowed for the duration. This function
- * can't fail: failures are per call, in its state. */
-void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms) {
+/* Runs *cs[0..n) in parallel on their nodes (a NULL node: the call cannot go out); see
+ * lock__node_calls(). */
+static void run_calls(struct lock__call *const *cs, size_t n, int timeout_ms) {
     struct pollfd pfd[LOCK_REDLOCK_NODES_MAX];
     size_t idx[LOCK_REDLOCK_NODES_MAX];
     pthread_once(&sha_once, sha_init);
 
     for (size_t i = 0; i < n; i++) {
-        struct lock__call *c = &calls[i];
+        struct lock__call *c = cs[i];
         c->state = LOCK__CALL_UNSENT;
         c->phase = PH_NONE;
         c->nvals = 0;
         c->text[0] = '\0';
         c->conn = NULL;
+        c->skip_ok = 0;
+        if (c->node == NULL) continue; /* a cluster that could not say where */
         if (conn_borrow(c->node, KIND_CMD, timeout_ms, &c->conn) != LOCK_OK) {
             conn_return(c->node, NULL, KIND_CMD, CONN_BROKEN);
             continue;
+        }
+        const char *asking[] = {"ASKING"};
+        if (c->asking) {
+            if (conn_append(c->conn, 1, asking) != 0) {
+                conn_return(c->node, c->conn, KIND_CMD, CONN_DROP);
+                c->conn = NULL;
+                continue;
+            }
+            c->conn->owed++; /* answered +OK like AUTH/SELECT, before the script goes out */
         }
         if (c->conn->owed > 0) {
             c->phase = conn_flush(c->conn) == 0 ? PH_SETUP : PH_BROKEN;
@@ -651,8 +742,8 @@ void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms) {
     for (int last = 0; !last;) {
         nfds_t nfd = 0;
         for (size_t i = 0; i < n && nfd < LOCK_REDLOCK_NODES_MAX; i++) {
-            if (!call_waiting(&calls[i])) continue;
-            pfd[nfd].fd = calls[i].conn->ctx->fd;
+            if (!call_waiting(cs[i])) continue;
+            pfd[nfd].fd = cs[i]->conn->ctx->fd;
             pfd[nfd].events = POLLIN;
             pfd[nfd].revents = 0;
             idx[nfd++] = i;
@@ -666,11 +757,11 @@ void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms) {
         int pr = poll(pfd, nfd, (int)left);
         if (pr < 0 && errno != EINTR) break;
         for (nfds_t k = 0; pr > 0 && k < nfd; k++)
-            if (pfd[k].revents != 0) call_read(&calls[idx[k]]);
+            if (pfd[k].revents != 0) call_read(cs[idx[k]]);
     }
 
     for (size_t i = 0; i < n; i++) {
-        struct lock__call *c = &calls[i];
+        struct lock__call *c = cs[i];
         if (call_waiting(c)) call_give_up(c);
         if (c->phase == PH_BROKEN && c->state == LOCK__CALL_UNSENT && c->conn != NULL &&
             c->conn->owed == 0)
@@ -683,6 +774,60 @@ void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms) {
                                                     : CONN_BROKEN;
         if (c->conn != NULL) conn_return(c->node, c->conn, KIND_CMD, fate);
         c->conn = NULL;
+    }
+}
+
+/* Runs calls[0..n) in parallel: each borrows a connection to its node, all scripts go out, and
+ * the answers are read until timeout_ms after the last one was sent. Fills each call's state
+ * (and ival or vals): UNSENT when the script cannot have run, LOST when it was sent but not
+ * answered, ERROR on an error reply, INT or ARRAY with the answer. Connections go back to their
+ * nodes (or are closed). The calls' keys and args are borrowed for the duration.
+ *
+ * A call on a cluster's node goes to the master serving its first key's slot (the caller
+ * keeps a call's keys in one slot). A -MOVED answer is reported to the cluster and the call
+ * sent once more, at once, to the master it names; an -ASK answer sends ASKING and the call
+ * to the node it names, once. A call refused again, or answered -TRYAGAIN or -CLUSTERDOWN,
+ * ends UNSENT with retry set. Each call's node is the caller's again on return. This function
+ * can't fail: failures are per call, in its state. */
+void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms) {
+    struct lock__call *cs[LOCK_REDLOCK_NODES_MAX] = {NULL};
+    for (size_t i = 0; i < n; i++) {
+        struct lock__call *c = &calls[i];
+        c->retry = 0;
+        c->asking = 0;
+        c->redirected = 0;
+        c->routed_from = NULL;
+        if (c->node->cluster != NULL) {
+            c->routed_from = c->node;
+            c->node = cluster_route(c->routed_from, c->keys[0]);
+        }
+        cs[i] = c;
+    }
+    run_calls(cs, n, timeout_ms);
+
+    size_t m = 0; /* follow the redirects, once */
+    for (size_t i = 0; i < n; i++) {
+        struct lock__call *c = &calls[i];
+        if (!c->redirected || c->routed_from == NULL) continue;
+        c->redirected = 0;
+        lock_cluster_redirected(c->routed_from->cluster, &c->redirect);
+        c->node = cluster_node_at(c->routed_from, c->redirect.host, c->redirect.port);
+        c->asking = c->redirect.ask;
+        cs[m++] = c;
+    }
+    if (m > 0) run_calls(cs, m, timeout_ms);
+
+    for (size_t i = 0; i < n; i++) {
+        struct lock__call *c = &calls[i];
+        if (c->redirected) { /* moved again already: the next try has the newer map */
+            if (c->routed_from != NULL && !c->redirect.ask)
+                lock_cluster_redirected(c->routed_from->cluster, &c->redirect);
+            c->redirected = 0;
+            c->retry = 1;
+        }
+        if (c->routed_from != NULL) c->node = c->routed_from;
+        c->routed_from = NULL;
+        c->asking = 0;
     }
 }
 
@@ -779,11 +924,17 @@ size_t lock__sub_begin(struct lock__sub *s, struct lock__node *const *nodes, siz
     for (size_t k = 0; k < nch; k++)
         s->ch[k] = channels[k];
     for (size_t i = 0; i < n; i++) {
-        s->node[i] = nodes[i];
+        /* a cluster: the master of the channels' slot (PUBLISH reaches every node anyway) */
+        struct lock__node *nd = nodes[i]->cluster != NULL && nch > 0
+                                    ? cluster_route(nodes[i], channels[0])
+                                    : nodes[i];
+        s->node[i] = nd;
+        s->conn[i] = NULL;
         acks[i] = 0;
-        if (conn_borrow(nodes[i], KIND_SUB, timeout_ms, &s->conn[i]) != LOCK_OK) {
+        if (nd == NULL) continue;
+        if (conn_borrow(nd, KIND_SUB, timeout_ms, &s->conn[i]) != LOCK_OK) {
             s->conn[i] = NULL;
-            conn_return(nodes[i], NULL, KIND_SUB, CONN_BROKEN);
+            conn_return(nd, NULL, KIND_SUB, CONN_BROKEN);
             continue;
         }
         const char *argv[1 + LOCK_MULTI_MAX];
@@ -871,7 +1022,14 @@ int lock__node_new(const lock_redis_addr *addr, int timeout_ms, struct lock__nod
     if (nd == NULL) return LOCK_ERR_NOMEM;
     nd->addr = *addr;
     nd->timeout_ms = timeout_ms;
-    if (addr->master_name[0] != '\0') {
+    if (addr->cluster) {
+        int err = LOCK_OK;
+        nd->cluster = lock_cluster_new(addr, timeout_ms, &err);
+        if (nd->cluster == NULL) {
+            free(nd);
+            return err;
+        }
+    } else if (addr->master_name[0] != '\0') {
         int err = LOCK_OK;
         nd->sentinel = lock_sentinel_new(addr, timeout_ms, &err);
         if (nd->sentinel == NULL) {
@@ -881,12 +1039,19 @@ int lock__node_new(const lock_redis_addr *addr, int timeout_ms, struct lock__nod
     }
     if (pthread_mutex_init(&nd->mu, NULL) != 0) {
         lock_sentinel_free(nd->sentinel);
+        lock_cluster_free(nd->cluster);
         free(nd);
         return LOCK_ERR_BACKEND;
     }
     pthread_once(&sha_once, sha_init);
     *out = nd;
     return LOCK_OK;
+}
+
+/* Returns the slot map of a cluster's node (borrowed; valid until nd is freed), or NULL for
+ * another node. This function can't fail. */
+lock_cluster *lock__node_cluster(const struct lock__node *nd) {
+    return nd->cluster;
 }
 
 /* Closes every idle connection of nd and frees it; no connection may be borrowed.
@@ -897,7 +1062,10 @@ void lock__node_free(struct lock__node *nd) {
         conn_list_free(nd->idle[k]);
         nd->idle[k] = NULL;
     }
+    for (size_t i = 0; i < nd->nmasters; i++)
+        lock__node_free(nd->masters[i]);
     pthread_mutex_destroy(&nd->mu);
     lock_sentinel_free(nd->sentinel);
+    lock_cluster_free(nd->cluster);
     free(nd);
 }

@@ -5,7 +5,9 @@
  * "lock:fences" (to max(counter + 1, the server's clock in microseconds)), so
  * every acquisition gets a larger fencing number, even after a failover that
  * lost the last ones. The address may be a Sentinel group (lock_node.c
- * follows its master). Release is compare-and-delete
+ * follows its master) or a Redis Cluster (lock_node.c sends each call to the
+ * master of its key's slot and follows redirects; keys must carry a hash tag,
+ * see lock.h). Release is compare-and-delete
  * (and publishes "<key>:released") and extend is compare-and-pexpire, both
  * Lua, so a client can never free or prolong a lease it does not own. There is
  * never a blind DEL and never SETNX-then-EXPIRE.
@@ -86,7 +88,8 @@ static const struct lock_ops redis_ops = {
  * connecting and for each answer; caller frees with lock_free(). Does not contact Redis:
  * connections are made on first use and remade after failures, so the server may start
  * later. Returns NULL with *err (when err is non-NULL) set to LOCK_ERR_INVALID (NULL addr,
- * empty or unterminated host, port outside 1..65535, negative db, timeout_ms <= 0),
+ * empty or unterminated host, port outside 1..65535, negative db, a cluster with a db other
+ * than 0, timeout_ms <= 0),
  * LOCK_ERR_NOMEM, or LOCK_ERR_BACKEND if a mutex cannot be created; *err is LOCK_OK on
  * success. */
 lock_client *lock_redis_new(const lock_redis_addr *addr, int timeout_ms, int *err) {

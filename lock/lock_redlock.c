@@ -88,7 +88,8 @@ static const struct lock_ops redlock_ops = {
  * and waiting for its answer (acquire and extend wait at most min(timeout_ms, max(5, ttl/10))
  * per round); caller frees with lock_free(). Does not contact Redis. Returns NULL with *err
  * (when err is non-NULL) set to LOCK_ERR_INVALID (NULL addrs, n even, 0 or too large, a bad
- * address, timeout_ms <= 0), LOCK_ERR_NOMEM, or LOCK_ERR_BACKEND if a mutex cannot be
+ * address, a Redis Cluster: a lease there is one master's, no majority), timeout_ms <= 0),
+ * LOCK_ERR_NOMEM, or LOCK_ERR_BACKEND if a mutex cannot be
  * created; *err is LOCK_OK on success. */
 lock_client *lock_redlock_new(const lock_redis_addr *addrs, size_t n, int timeout_ms, int *err) {
     int dummy;
@@ -98,7 +99,7 @@ lock_client *lock_redlock_new(const lock_redis_addr *addrs, size_t n, int timeou
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
-        if (!lock__redis_addr_ok(&addrs[i])) {
+        if (!lock__redis_addr_ok(&addrs[i]) || addrs[i].cluster) {
             *err = LOCK_ERR_INVALID;
             return NULL;
         }

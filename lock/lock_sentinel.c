@@ -72,7 +72,7 @@ static struct timeval tv_of(int ms) {
 
 /* Connects to Sentinel i. Returns a context, or NULL with a sentence in why. */
 static redisContext *sentinel_connect(const lock_sentinel *s, int i, char *why, size_t whylen) {
-    const struct lock_sentinel_at *at = &s->group.sentinels[i];
+    const struct lock_redis_at *at = &s->group.seeds[i];
     redisContext *c = redisConnectWithTimeout(at->host, at->port, tv_of(s->timeout_ms));
     if (c == NULL) {
         snprintf(why, whylen, "out of memory");
@@ -148,7 +148,7 @@ static int parse_master(const redisReply *r, struct answer *a) {
 static int ask_one(const lock_sentinel *s, int i, struct answer *a, char *why, size_t whylen) {
     redisContext *c = sentinel_connect(s, i, why, whylen);
     if (c == NULL) return -1;
-    const struct lock_sentinel_at *at = &s->group.sentinels[i];
+    const struct lock_redis_at *at = &s->group.seeds[i];
     const char *argv[3] = {"SENTINEL", "MASTER", s->group.master_name};
     redisReply *r = sentinel_command(s, c, 3, argv);
     int rc = -1;
@@ -170,7 +170,7 @@ static int ask_one(const lock_sentinel *s, int i, struct answer *a, char *why, s
 /* Asks the Sentinels (see DESIGN). Called with s->mu held. Returns 0 with the winning answer in
  * *best, or -1 with a sentence in why. */
 static int ask_all(lock_sentinel *s, struct answer *best, char *why, size_t whylen) {
-    int n = s->group.nsentinels, need = n / 2 + 1, answered = 0;
+    int n = s->group.nseeds, need = n / 2 + 1, answered = 0;
     for (int k = 0; k < n && answered < need; k++) {
         int i = (s->first + k) % n;
         struct answer a;
@@ -232,7 +232,7 @@ int lock_sentinel_master(lock_sentinel *s, lock_redis_addr *master, uint64_t *ge
     memcpy(master->host, s->host, sizeof master->host);
     master->port = s->port;
     master->master_name[0] = '\0';
-    master->nsentinels = 0;
+    master->nseeds = 0;
     if (generation != NULL) *generation = gen;
     pthread_mutex_unlock(&s->mu);
     return LOCK_OK;
@@ -322,7 +322,7 @@ static void watch_one(lock_sentinel *s, int i) {
 
 static void *watcher_main(void *arg) {
     lock_sentinel *s = arg;
-    for (int i = 0; !watcher_stopping(s); i = (i + 1) % s->group.nsentinels) {
+    for (int i = 0; !watcher_stopping(s); i = (i + 1) % s->group.nseeds) {
         watch_one(s, i);
         if (watcher_pause(s, WATCH_RETRY_MS)) break;
     }

@@ -1,10 +1,10 @@
 /* test_cluster_topo.c - the Redis Cluster test harness (tests/helpers/cluster_proc.h),
- * and market_cluster.c against a live cluster.
+ * and lock_cluster.c against a live cluster.
  *
  * One cluster of six nodes (node timeout 1 s) serves every case, in order: it
  * starts with three masters serving the three thirds of the slots; a key is
- * served where CLUSTER KEYSLOT says; market__key_slot agrees with CLUSTER KEYSLOT
- * on thousands of random keys, and market__slotmap_from_slots/_from_shards with
+ * served where CLUSTER KEYSLOT says; lock_key_slot agrees with CLUSTER KEYSLOT
+ * on thousands of random keys, and lock__slotmap_from_slots/_from_shards with
  * what the nodes say; a slot moves with its keys to another master, answering
  * -ASK from the old owner half-way and -MOVED after, and moves back; a master
  * killed with SIGKILL is replaced by its replica, and rejoins as a replica when
@@ -22,13 +22,16 @@
 
 #include "tests/helpers/cmocka_all.h"
 
-#include "market/market_cluster.h"
+#include "lock/lock.h"
+#include "lock/lock_impl.h"
+
+#include <hiredis.h>
 #include "tests/helpers/cluster_proc.h"
 
 #define NODE_TIMEOUT_MS 1000
 #define FAILOVER_MS 15000 /* promotion bound: detection ~1 s, election delay 0.5-1.5 s */
 #define MOVE_KEYS 250     /* keys in the migrated slot: three MIGRATE batches */
-#define RANDOM_KEYS 4000  /* keys whose slot market__key_slot and CLUSTER KEYSLOT compare */
+#define RANDOM_KEYS 4000  /* keys whose slot lock_key_slot and CLUSTER KEYSLOT compare */
 
 static th_cluster g_cl; /* started by the group setup, stopped by its teardown */
 
@@ -58,14 +61,14 @@ static redisReply *on(int port, const char *fmt, ...) {
 }
 
 /* Fails the test unless r is the error redirect kind slot -> 127.0.0.1:port (read with
- * market__redirect_parse). Frees r. */
-static void expect_redirect_reply(redisReply *r, market__redirect_kind kind, int slot, int port) {
+ * lock_cluster_redirect_parse). Frees r. */
+static void expect_redirect_reply(redisReply *r, int kind, int slot, int port) {
     if (r->type != REDIS_REPLY_ERROR)
-        fail_msg("expected a %s, got reply type %d (%s)", kind == MARKET__ASK ? "ASK" : "MOVED",
+        fail_msg("expected a %s, got reply type %d (%s)", kind ? "ASK" : "MOVED",
                  r->type, r->str ? r->str : "");
-    market__redirect rd;
-    if (market__redirect_parse(r->str, r->len, &rd) != 0) fail_msg("unreadable: %s", r->str);
-    assert_int_equal(rd.kind, kind);
+    lock_cluster_redirect rd;
+    if (lock_cluster_redirect_parse(r->str, r->len, &rd) != 0) fail_msg("unreadable: %s", r->str);
+    assert_int_equal(rd.ask, kind == 1);
     assert_int_equal(rd.slot, slot);
     assert_string_equal(rd.host, "127.0.0.1");
     assert_int_equal(rd.port, port);
@@ -145,7 +148,7 @@ static void test_key_served_by_keyslot_owner_moved_elsewhere(void **state) {
     freeReplyObject(r);
     for (int i = 0; i < 3; i++) { /* the other masters send it to the owner */
         if (c->nodes[i].port == owner) continue;
-        expect_redirect_reply(on(c->nodes[i].port, "GET %s", "users:{eu-1}:B"), MARKET__MOVED, slot,
+        expect_redirect_reply(on(c->nodes[i].port, "GET %s", "users:{eu-1}:B"), 0, slot,
                               owner);
     }
     expect_string_reply(on(owner, "GET %s", "users:{eu-1}:B"), "100");
@@ -153,7 +156,7 @@ static void test_key_served_by_keyslot_owner_moved_elsewhere(void **state) {
     freeReplyObject(r);
 }
 
-/* ---- market_cluster.c against the live cluster ---- */
+/* ---- lock_cluster.c against the live cluster ---- */
 
 static uint64_t rng_state;
 
@@ -204,17 +207,17 @@ static void test_key_slot_matches_cluster_keyslot(void **state) {
         assert_int_equal(redisGetReply(ctx, &v), REDIS_OK);
         redisReply *r = v;
         assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-        uint16_t mine = market__key_slot(keys[i], lens[i]);
+        uint16_t mine = lock_key_slot(keys[i], lens[i]);
         if (mine != r->integer) {
             char hex[2 * 48 + 1];
             for (size_t k = 0; k < lens[i]; k++)
                 snprintf(hex + 2 * k, 3, "%02x", (unsigned char)keys[i][k]);
             hex[2 * lens[i]] = '\0';
-            fail_msg("key %s (hex, seed %llu): market__key_slot %u, CLUSTER KEYSLOT %lld", hex,
+            fail_msg("key %s (hex, seed %llu): lock_key_slot %u, CLUSTER KEYSLOT %lld", hex,
                      (unsigned long long)seed, (unsigned)mine, r->integer);
         }
         const char *open = memchr(keys[i], '{', lens[i]);
-        if (open && mine != market__crc16(keys[i], lens[i]) % 16384) tagged++;
+        if (open && mine != lock__crc16(keys[i], lens[i]) % 16384) tagged++;
         freeReplyObject(r);
     }
     redisFree(ctx);
@@ -225,10 +228,10 @@ static void test_key_slot_matches_cluster_keyslot(void **state) {
 
 /* Checks that *m serves every slot as the cluster does: th_cluster_slot_owner for a
  * sample, and c->agreed (the harness's own last agreed view) for every slot. */
-static void check_map(const th_cluster *c, const market__slotmap *m, int nmasters) {
+static void check_map(const th_cluster *c, const lock__slotmap *m, int nmasters) {
     assert_int_equal(m->nnodes, nmasters);
-    for (int s = 0; s < MARKET__SLOTS; s++) {
-        const market__cluster_node *n = market__slotmap_node(m, (uint16_t)s);
+    for (int s = 0; s < LOCK_CLUSTER_SLOTS; s++) {
+        const lock__cluster_node *n = lock__slotmap_node(m, (uint16_t)s);
         if (!n) fail_msg("slot %d unassigned", s);
         if (n->port != c->agreed[s])
             fail_msg("slot %d: map says %d, the cluster %d", s, n->port, c->agreed[s]);
@@ -246,16 +249,16 @@ static void check_map(const th_cluster *c, const market__slotmap *m, int nmaster
  * checks them against the cluster. */
 static void check_maps_of_every_node(th_cluster *c, int nmasters) {
     assert_int_equal(th_cluster_wait_ok(c, 10000), 0); /* c->agreed is current */
-    market__slotmap *m = malloc(sizeof *m);
+    lock__slotmap *m = malloc(sizeof *m);
     assert_non_null(m);
     for (int i = 0; i < c->n; i++) {
         if (c->nodes[i].pid <= 0) continue;
         redisReply *r = on(c->nodes[i].port, "CLUSTER SLOTS");
-        assert_int_equal(market__slotmap_from_slots(r, m), 0);
+        assert_int_equal(lock__slotmap_from_slots(r, m), 0);
         freeReplyObject(r);
         check_map(c, m, nmasters);
         r = on(c->nodes[i].port, "CLUSTER SHARDS");
-        assert_int_equal(market__slotmap_from_shards(r, m), 0);
+        assert_int_equal(lock__slotmap_from_shards(r, m), 0);
         freeReplyObject(r);
         check_map(c, m, nmasters);
     }
@@ -272,7 +275,7 @@ static void test_slotmap_matches_live_cluster(void **state) {
 static void test_move_slot_ask_half_way_moved_after(void **state) {
     (void)state;
     th_cluster *c = &g_cl;
-    const int slot = market__key_slot("{move}", 6);
+    const int slot = lock_key_slot("{move}", 6);
     const int from = th_cluster_slot_owner(c, slot);
     int to = -1;
     for (int i = 0; i < 3 && to < 0; i++)
@@ -300,8 +303,8 @@ static void test_move_slot_ask_half_way_moved_after(void **state) {
     /* Migrating, nothing moved yet: the old owner serves what it has, sends the rest to
      * the new one with -ASK; the new one sends plain requests back with -MOVED. */
     expect_string_reply(on(from, "GET %s", key[0]), val[0]);
-    expect_redirect_reply(on(from, "GET %s", "{move}:absent"), MARKET__ASK, slot, to);
-    expect_redirect_reply(on(to, "GET %s", key[0]), MARKET__MOVED, slot, from);
+    expect_redirect_reply(on(from, "GET %s", "{move}:absent"), 1, slot, to);
+    expect_redirect_reply(on(to, "GET %s", key[0]), 0, slot, from);
     assert_int_equal(th_cluster_slot_owner(c, slot), from);
 
     assert_int_equal(th_cluster_move_slot_keys(c, slot, to + 1, 10), -1); /* not that one */
@@ -318,7 +321,7 @@ static void test_move_slot_ask_half_way_moved_after(void **state) {
             kept_k = k;
             continue;
         }
-        expect_redirect_reply(r, MARKET__ASK, slot, to);
+        expect_redirect_reply(r, 1, slot, to);
         asked++;
         moved_k = k;
         /* where the ASK points, ASKING lets the next command through */
@@ -339,13 +342,13 @@ static void test_move_slot_ask_half_way_moved_after(void **state) {
     redisReply *r = on(from, "MGET %s %s", key[moved_k], key[kept_k]);
     assert_int_equal(r->type, REDIS_REPLY_ERROR);
     assert_int_equal(strncmp(r->str, "TRYAGAIN", 8), 0);
-    market__redirect rd;
-    assert_int_equal(market__redirect_parse(r->str, r->len, &rd), -1);
+    lock_cluster_redirect rd;
+    assert_int_equal(lock_cluster_redirect_parse(r->str, r->len, &rd), -1);
     freeReplyObject(r);
 
     assert_int_equal(th_cluster_move_slot_end(c, slot, to), -1); /* keys left: refused */
     assert_int_equal(th_cluster_slot_owner(c, slot), from);
-    expect_redirect_reply(on(from, "GET %s", key[moved_k]), MARKET__ASK, slot,
+    expect_redirect_reply(on(from, "GET %s", key[moved_k]), 1, slot,
                           to); /* still migrating */
     assert_int_equal(th_cluster_move_slot_keys(c, slot, to, -1), MOVE_KEYS - 100);
     assert_int_equal(th_cluster_move_slot_end(c, slot, to), 0);
@@ -355,12 +358,12 @@ static void test_move_slot_ask_half_way_moved_after(void **state) {
     assert_int_equal(th_cluster_slot_owner(c, slot), to);
     assert_int_equal(c->agreed[slot], to);
     for (int k = 0; k < MOVE_KEYS; k++) {
-        expect_redirect_reply(on(from, "GET %s", key[k]), MARKET__MOVED, slot, to);
+        expect_redirect_reply(on(from, "GET %s", key[k]), 0, slot, to);
         expect_string_reply(on(to, "GET %s", key[k]), val[k]);
     }
     for (int i = 0; i < 3; i++)
         if (c->nodes[i].port != from && c->nodes[i].port != to)
-            expect_redirect_reply(on(c->nodes[i].port, "GET %s", key[0]), MARKET__MOVED, slot, to);
+            expect_redirect_reply(on(c->nodes[i].port, "GET %s", key[0]), 0, slot, to);
     r = on(from, "CLUSTER COUNTKEYSINSLOT %d", slot);
     assert_int_equal(r->integer, 0);
     freeReplyObject(r);
@@ -373,7 +376,7 @@ static void test_move_slot_ask_half_way_moved_after(void **state) {
     assert_int_equal(th_cluster_slot_owner(c, slot), from);
     for (int k = 0; k < MOVE_KEYS; k++)
         expect_string_reply(on(from, "GET %s", key[k]), val[k]);
-    expect_redirect_reply(on(to, "GET %s", key[0]), MARKET__MOVED, slot, from);
+    expect_redirect_reply(on(to, "GET %s", key[0]), 0, slot, from);
     check_maps_of_every_node(c, 3);
     fprintf(stderr, "# slot %d with %d keys moved in %lld ms (checks included), back in %lld ms\n",
             slot, MOVE_KEYS, moved_ms, back_ms);
@@ -443,7 +446,7 @@ static int wait_role(int port, const char *role, int timeout_ms) {
 static void test_master_killed_replica_takes_over_old_master_rejoins(void **state) {
     (void)state;
     th_cluster *c = &g_cl;
-    const int slot = market__key_slot("{fail}", 6);
+    const int slot = lock_key_slot("{fail}", 6);
     const int old = th_cluster_slot_owner(c, slot);
     const int idx = th_cluster_node_index(c, old);
     assert_true(idx >= 0);
@@ -471,7 +474,7 @@ static void test_master_killed_replica_takes_over_old_master_rejoins(void **stat
     freeReplyObject(r);
     for (int i = 0; i < 3; i++) /* the other masters know */
         if (c->nodes[i].port != old)
-            expect_redirect_reply(on(c->nodes[i].port, "GET %s", "{fail}:k"), MARKET__MOVED, slot,
+            expect_redirect_reply(on(c->nodes[i].port, "GET %s", "{fail}:k"), 0, slot,
                                   replica);
     assert_int_equal(th_cluster_wait_ok(c, 1000), 0);
     assert_int_equal(th_cluster_wait_failover(c, old, 100), -1); /* it serves nothing now */
@@ -489,7 +492,7 @@ static void test_master_killed_replica_takes_over_old_master_rejoins(void **stat
     assert_int_equal(role, 0);
     assert_int_equal(th_cluster_wait_ok(c, FAILOVER_MS), 0);
     assert_int_equal(th_cluster_slot_owner(c, slot), replica);
-    expect_redirect_reply(on(old, "GET %s", "{fail}:k"), MARKET__MOVED, slot, replica);
+    expect_redirect_reply(on(old, "GET %s", "{fail}:k"), 0, slot, replica);
     long long deadline = now_ms() + 10000;
     int synced = 0;
     while (!synced && now_ms() < deadline) { /* READONLY: a replica serves reads */

@@ -158,13 +158,13 @@ static void test_lock_redis_addr_parse_sentinel_group(void **state) {
                                            &a),
                      LOCK_OK);
     assert_string_equal(a.master_name, "mymaster");
-    assert_int_equal(a.nsentinels, 3);
-    assert_string_equal(a.sentinels[0].host, "10.0.0.1");
-    assert_int_equal(a.sentinels[0].port, 26380);
-    assert_string_equal(a.sentinels[1].host, "s2");
-    assert_int_equal(a.sentinels[1].port, 26379);
-    assert_string_equal(a.sentinels[2].host, "::1");
-    assert_int_equal(a.sentinels[2].port, 7);
+    assert_int_equal(a.nseeds, 3);
+    assert_string_equal(a.seeds[0].host, "10.0.0.1");
+    assert_int_equal(a.seeds[0].port, 26380);
+    assert_string_equal(a.seeds[1].host, "s2");
+    assert_int_equal(a.seeds[1].port, 26379);
+    assert_string_equal(a.seeds[2].host, "::1");
+    assert_int_equal(a.seeds[2].port, 7);
     assert_string_equal(a.pass, "pw");
     assert_int_equal(a.db, 3);
     assert_string_equal(a.host, "");
@@ -203,7 +203,7 @@ static void test_lock_redis_addr_parse_list_groups_and_servers(void **state) {
                      LOCK_OK);
     assert_int_equal(n, 4);
     assert_string_equal(a[0].master_name, "m1");
-    assert_int_equal(a[0].nsentinels, 2);
+    assert_int_equal(a[0].nseeds, 2);
     assert_string_equal(a[1].host, "h");
     assert_int_equal(a[1].port, 3);
     assert_string_equal(a[2].master_name, "m2");

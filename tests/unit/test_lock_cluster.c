@@ -1,6 +1,7 @@
-/* test_market_cluster.c - market_cluster.c without Redis: key slots against values
+/* test_lock_cluster.c - lock_cluster.c without Redis: key slots against values
  * Redis 7's CLUSTER KEYSLOT gave, MOVED/ASK redirects, and slot maps built from
- * hand-made CLUSTER SLOTS and CLUSTER SHARDS replies, well-formed and malformed.
+ * hand-made CLUSTER SLOTS and CLUSTER SHARDS replies, well-formed and malformed;
+ * redis-cluster:// addresses, lists and their comparison; lock_cluster_new's checks.
  * The replies are allocated as hiredis allocates its own and freed with
  * freeReplyObject(). */
 #include <stdarg.h>
@@ -10,7 +11,10 @@
 
 #include "tests/helpers/cmocka_all.h"
 
-#include "market/market_cluster.h"
+#include "lock/lock.h"
+#include "lock/lock_impl.h"
+
+#include <hiredis.h>
 
 /* ---- hand-made replies (each fails the test if it cannot allocate) ---- */
 
@@ -92,14 +96,14 @@ static redisReply *three_masters_slots(void) {
 }
 
 /* A map with nothing in it but garbage, to see that a failed parse leaves it alone. */
-static market__slotmap *sentinel_map(void) {
-    market__slotmap *m = malloc(sizeof *m);
+static lock__slotmap *sentinel_map(void) {
+    lock__slotmap *m = malloc(sizeof *m);
     assert_non_null(m);
     memset(m, 0x5a, sizeof *m);
     return m;
 }
 
-static void assert_untouched(const market__slotmap *m) {
+static void assert_untouched(const lock__slotmap *m) {
     const unsigned char *p = (const unsigned char *)m;
     for (size_t i = 0; i < sizeof *m; i++)
         if (p[i] != 0x5a) fail_msg("the slot map changed at byte %zu", i);
@@ -108,14 +112,14 @@ static void assert_untouched(const market__slotmap *m) {
 /* ---- key slots ---- */
 
 static uint16_t slot_of(const char *key) {
-    return market__key_slot(key, strlen(key));
+    return lock_key_slot(key, strlen(key));
 }
 
 static void test_crc16_check_value(void **state) {
     (void)state;
-    assert_int_equal(market__crc16("123456789", 9), 0x31C3); /* CRC-16/XMODEM's check */
-    assert_int_equal(market__crc16("", 0), 0);
-    assert_int_equal(market__crc16(NULL, 0), 0);
+    assert_int_equal(lock__crc16("123456789", 9), 0x31C3); /* CRC-16/XMODEM's check */
+    assert_int_equal(lock__crc16("", 0), 0);
+    assert_int_equal(lock__crc16(NULL, 0), 0);
 }
 
 static void test_key_slot_known_values(void **state) {
@@ -126,7 +130,7 @@ static void test_key_slot_known_values(void **state) {
     assert_int_equal(slot_of("123456789"), 12739);
     assert_int_equal(slot_of("x"), 16287);
     assert_int_equal(slot_of(""), 0);
-    assert_int_equal(market__key_slot(NULL, 0), 0);
+    assert_int_equal(lock_key_slot(NULL, 0), 0);
     assert_int_equal(slot_of("{user1000}.following"), 3443);
     assert_int_equal(slot_of("{user1000}.followers"), 3443);
     assert_int_equal(slot_of("foo{}{bar}"), 8363);    /* empty tag: the whole key */
@@ -152,10 +156,10 @@ static void test_key_slot_realm_tags_share_a_slot(void **state) {
 static void test_key_slot_binary_and_length_bounded(void **state) {
     (void)state;
     /* a NUL byte is part of the key; only len bytes count, terminator or not */
-    assert_int_equal(market__key_slot("a\0{bar}", 7), 5061);
-    assert_int_equal(market__key_slot("{bar}", 4), 4015); /* "{bar" */
-    assert_int_equal(market__key_slot("foo{bar}", 3), 12182);
-    assert_int_equal(market__key_slot("\xff{\xfe}", 4), market__crc16("\xfe", 1) & 16383);
+    assert_int_equal(lock_key_slot("a\0{bar}", 7), 5061);
+    assert_int_equal(lock_key_slot("{bar}", 4), 4015); /* "{bar" */
+    assert_int_equal(lock_key_slot("foo{bar}", 3), 12182);
+    assert_int_equal(lock_key_slot("\xff{\xfe}", 4), lock__crc16("\xfe", 1) & 16383);
     /* a tag right at the end, and a '}' before the '{' */
     assert_int_equal(slot_of("zap{bar}"), 5061);
     assert_int_equal(slot_of("}{bar}"), 5061);
@@ -163,21 +167,21 @@ static void test_key_slot_binary_and_length_bounded(void **state) {
 
 /* ---- redirects ---- */
 
-static int parse(const char *s, market__redirect *out) {
-    return market__redirect_parse(s, strlen(s), out);
+static int parse(const char *s, lock_cluster_redirect *out) {
+    return lock_cluster_redirect_parse(s, strlen(s), out);
 }
 
 static void test_redirect_moved_and_ask(void **state) {
     (void)state;
-    market__redirect r;
+    lock_cluster_redirect r;
     assert_int_equal(parse("MOVED 3999 127.0.0.1:6381", &r), 0);
-    assert_int_equal(r.kind, MARKET__MOVED);
+    assert_int_equal(r.ask, 0);
     assert_int_equal(r.slot, 3999);
     assert_string_equal(r.host, "127.0.0.1");
     assert_int_equal(r.port, 6381);
 
     assert_int_equal(parse("ASK 16383 redis-3.example.net:65535", &r), 0);
-    assert_int_equal(r.kind, MARKET__ASK);
+    assert_int_equal(r.ask, 1);
     assert_int_equal(r.slot, 16383);
     assert_string_equal(r.host, "redis-3.example.net");
     assert_int_equal(r.port, 65535);
@@ -189,7 +193,7 @@ static void test_redirect_moved_and_ask(void **state) {
 
 static void test_redirect_ipv6_and_empty_host(void **state) {
     (void)state;
-    market__redirect r;
+    lock_cluster_redirect r;
     assert_int_equal(parse("MOVED 3999 :6380", &r), 0); /* the host asked */
     assert_string_equal(r.host, "");
     assert_int_equal(r.port, 6380);
@@ -207,14 +211,14 @@ static void test_redirect_ipv6_and_empty_host(void **state) {
 
 static void test_redirect_length_bounded(void **state) {
     (void)state;
-    market__redirect r;
+    lock_cluster_redirect r;
     const char *s = "MOVED 1 h:6379 and more";
-    assert_int_equal(market__redirect_parse(s, 14, &r), 0);
+    assert_int_equal(lock_cluster_redirect_parse(s, 14, &r), 0);
     assert_string_equal(r.host, "h");
     assert_int_equal(r.port, 6379);
-    assert_int_equal(market__redirect_parse(s, 13, &r), 0);
+    assert_int_equal(lock_cluster_redirect_parse(s, 13, &r), 0);
     assert_int_equal(r.port, 637);
-    assert_int_equal(market__redirect_parse(s, 10, &r), -1); /* "MOVED 1 h:" */
+    assert_int_equal(lock_cluster_redirect_parse(s, 10, &r), -1); /* "MOVED 1 h:" */
 }
 
 static void test_redirect_rejects_the_rest(void **state) {
@@ -255,25 +259,25 @@ static void test_redirect_rejects_the_rest(void **state) {
         "ASK 1",
         "-MOVED 3999 127.0.0.1:6379", /* hiredis strips the '-' */
     };
-    market__redirect r, before;
+    lock_cluster_redirect r, before;
     memset(&r, 0x5a, sizeof r);
     memcpy(&before, &r, sizeof r);
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         if (parse(bad[i], &r) != -1) fail_msg("accepted \"%s\"", bad[i]);
         assert_memory_equal(&r, &before, sizeof r);
     }
-    assert_int_equal(market__redirect_parse(NULL, 0, &r), -1);
-    assert_int_equal(market__redirect_parse("MOVED 1 a\0b:6379", 16, &r), -1); /* NUL in host */
+    assert_int_equal(lock_cluster_redirect_parse(NULL, 0, &r), -1);
+    assert_int_equal(lock_cluster_redirect_parse("MOVED 1 a\0b:6379", 16, &r), -1); /* NUL in host */
 
-    char longhost[MARKET__HOST_MAX + 32];
+    char longhost[(LOCK_HOST_MAX + 1) + 32];
     int n = snprintf(longhost, sizeof longhost, "ASK 1 ");
-    memset(longhost + n, 'h', MARKET__HOST_MAX);
-    snprintf(longhost + n + MARKET__HOST_MAX, sizeof longhost - (size_t)n - MARKET__HOST_MAX,
+    memset(longhost + n, 'h', (LOCK_HOST_MAX + 1));
+    snprintf(longhost + n + (LOCK_HOST_MAX + 1), sizeof longhost - (size_t)n - (LOCK_HOST_MAX + 1),
              ":6379");
     assert_int_equal(parse(longhost, &r), -1); /* one byte too long */
-    memmove(longhost + n + MARKET__HOST_MAX - 1, longhost + n + MARKET__HOST_MAX, 6);
+    memmove(longhost + n + (LOCK_HOST_MAX + 1) - 1, longhost + n + (LOCK_HOST_MAX + 1), 6);
     assert_int_equal(parse(longhost, &r), 0); /* the longest that fits */
-    assert_int_equal(strlen(r.host), MARKET__HOST_MAX - 1);
+    assert_int_equal(strlen(r.host), (LOCK_HOST_MAX + 1) - 1);
 }
 
 /* ---- slot maps: CLUSTER SLOTS ---- */
@@ -281,33 +285,33 @@ static void test_redirect_rejects_the_rest(void **state) {
 static void test_slotmap_from_slots_three_masters(void **state) {
     (void)state;
     redisReply *r = three_masters_slots();
-    market__slotmap *m = sentinel_map();
-    assert_int_equal(market__slotmap_from_slots(r, m), 0);
+    lock__slotmap *m = sentinel_map();
+    assert_int_equal(lock__slotmap_from_slots(r, m), 0);
     freeReplyObject(r);
 
     assert_int_equal(m->nnodes, 3); /* A's two ranges are one node; replicas are not kept */
-    const market__cluster_node *a = market__slotmap_node(m, 0);
+    const lock__cluster_node *a = lock__slotmap_node(m, 0);
     assert_non_null(a);
     assert_string_equal(a->host, "10.0.0.1");
     assert_int_equal(a->port, 7000);
     assert_string_equal(a->id, ID_A);
-    assert_ptr_equal(market__slotmap_node(m, 5460), a);
-    assert_ptr_equal(market__slotmap_node(m, 16000), a);
-    assert_ptr_equal(market__slotmap_node(m, 16383), a);
-    const market__cluster_node *b = market__slotmap_node(m, 5461);
+    assert_ptr_equal(lock__slotmap_node(m, 5460), a);
+    assert_ptr_equal(lock__slotmap_node(m, 16000), a);
+    assert_ptr_equal(lock__slotmap_node(m, 16383), a);
+    const lock__cluster_node *b = lock__slotmap_node(m, 5461);
     assert_string_equal(b->host, "10.0.0.2");
     assert_int_equal(b->port, 7001);
-    assert_ptr_equal(market__slotmap_node(m, 10922), b);
-    const market__cluster_node *c = market__slotmap_node(m, 10923);
+    assert_ptr_equal(lock__slotmap_node(m, 10922), b);
+    const lock__cluster_node *c = lock__slotmap_node(m, 10923);
     assert_string_equal(c->host, "::1");
     assert_string_equal(c->id, ID_C);
-    assert_ptr_equal(market__slotmap_node(m, 15999), c);
-    assert_int_equal(market__slotmap_node(m, 12182)->port, 7002); /* "foo" */
-    assert_null(market__slotmap_node(m, 16384));
-    assert_null(market__slotmap_node(m, 65535));
-    assert_int_equal(market__slotmap_find(m, "10.0.0.2", 7001), 1);
-    assert_int_equal(market__slotmap_find(m, "10.0.0.2", 7000), -1);
-    assert_int_equal(market__slotmap_find(m, "10.0.0.4", 7003), -1); /* a replica */
+    assert_ptr_equal(lock__slotmap_node(m, 15999), c);
+    assert_int_equal(lock__slotmap_node(m, 12182)->port, 7002); /* "foo" */
+    assert_null(lock__slotmap_node(m, 16384));
+    assert_null(lock__slotmap_node(m, 65535));
+    assert_int_equal(lock__slotmap_find(m, "10.0.0.2", 7001), 1);
+    assert_int_equal(lock__slotmap_find(m, "10.0.0.2", 7000), -1);
+    assert_int_equal(lock__slotmap_find(m, "10.0.0.4", 7003), -1); /* a replica */
     free(m);
 }
 
@@ -320,34 +324,34 @@ static void test_slotmap_from_slots_old_formats_nil_host_and_holes(void **state)
         rep_arr(3, rep_int(200), rep_int(200),
                 rep_arr(3, rep_str("h2"), rep_int(2), rep_str(ID_B))),
         rep_arr(3, rep_int(300), rep_int(301), rep_arr(3, rep_nil(), rep_int(3), rep_str(ID_C))));
-    market__slotmap *m = sentinel_map();
-    assert_int_equal(market__slotmap_from_slots(r, m), 0);
+    lock__slotmap *m = sentinel_map();
+    assert_int_equal(lock__slotmap_from_slots(r, m), 0);
     freeReplyObject(r);
     assert_int_equal(m->nnodes, 3);
-    assert_string_equal(market__slotmap_node(m, 99)->host, "h1");
-    assert_string_equal(market__slotmap_node(m, 99)->id, "");
-    assert_null(market__slotmap_node(m, 100)); /* a hole: unassigned */
-    assert_null(market__slotmap_node(m, 199));
-    assert_int_equal(market__slotmap_node(m, 200)->port, 2);
-    assert_null(market__slotmap_node(m, 201));
-    assert_string_equal(market__slotmap_node(m, 301)->host, "");
-    assert_int_equal(market__slotmap_node(m, 301)->port, 3);
-    assert_int_equal(m->slot_node[16383], MARKET__SLOT_NONE);
+    assert_string_equal(lock__slotmap_node(m, 99)->host, "h1");
+    assert_string_equal(lock__slotmap_node(m, 99)->id, "");
+    assert_null(lock__slotmap_node(m, 100)); /* a hole: unassigned */
+    assert_null(lock__slotmap_node(m, 199));
+    assert_int_equal(lock__slotmap_node(m, 200)->port, 2);
+    assert_null(lock__slotmap_node(m, 201));
+    assert_string_equal(lock__slotmap_node(m, 301)->host, "");
+    assert_int_equal(lock__slotmap_node(m, 301)->port, 3);
+    assert_int_equal(m->slot_node[16383], LOCK__SLOT_NONE);
 
     /* a fresh node's CLUSTER SLOTS is empty: a valid map serving nothing */
     r = rep_arr(0);
-    assert_int_equal(market__slotmap_from_slots(r, m), 0);
+    assert_int_equal(lock__slotmap_from_slots(r, m), 0);
     freeReplyObject(r);
     assert_int_equal(m->nnodes, 0);
-    for (int s = 0; s < MARKET__SLOTS; s++)
-        if (market__slotmap_node(m, (uint16_t)s)) fail_msg("slot %d assigned", s);
+    for (int s = 0; s < LOCK_CLUSTER_SLOTS; s++)
+        if (lock__slotmap_node(m, (uint16_t)s)) fail_msg("slot %d assigned", s);
     free(m);
 }
 
-/* Checks that market__slotmap_from_slots refuses r (which it frees) and leaves the map. */
+/* Checks that lock__slotmap_from_slots refuses r (which it frees) and leaves the map. */
 static void refuse_slots(redisReply *r, const char *what) {
-    market__slotmap *m = sentinel_map();
-    if (market__slotmap_from_slots(r, m) != -1) fail_msg("accepted %s", what);
+    lock__slotmap *m = sentinel_map();
+    if (lock__slotmap_from_slots(r, m) != -1) fail_msg("accepted %s", what);
     assert_untouched(m);
     free(m);
     freeReplyObject(r);
@@ -359,8 +363,8 @@ static redisReply *range(long long a, long long b, redisReply *master) {
 
 static void test_slotmap_from_slots_rejects_malformed(void **state) {
     (void)state;
-    market__slotmap *m = sentinel_map();
-    assert_int_equal(market__slotmap_from_slots(NULL, m), -1);
+    lock__slotmap *m = sentinel_map();
+    assert_int_equal(lock__slotmap_from_slots(NULL, m), -1);
     assert_untouched(m);
     free(m);
 
@@ -402,9 +406,9 @@ static void test_slotmap_from_slots_rejects_malformed(void **state) {
         rep_arr(1, rep_arr(4, rep_int(0), rep_int(1), slots_node("h", 1, ID_A), rep_int(3))),
         "a replica that is an integer");
 
-    char longhost[MARKET__HOST_MAX + 1];
-    memset(longhost, 'h', MARKET__HOST_MAX);
-    longhost[MARKET__HOST_MAX] = '\0';
+    char longhost[(LOCK_HOST_MAX + 1) + 1];
+    memset(longhost, 'h', (LOCK_HOST_MAX + 1));
+    longhost[(LOCK_HOST_MAX + 1)] = '\0';
     refuse_slots(rep_arr(1, range(0, 1, slots_node(longhost, 1, ID_A))), "a host too long");
     refuse_slots(rep_arr(1, range(0, 1, rep_arr(2, rep_str_len("h\0x", 3), rep_int(1)))),
                  "a NUL in a host");
@@ -419,9 +423,9 @@ static void test_slotmap_from_slots_rejects_malformed(void **state) {
 
 static void test_slotmap_from_slots_node_limit(void **state) {
     (void)state;
-    /* MARKET__CLUSTER_NODES_MAX masters of a slot each fit; one more does not */
+    /* LOCK__CLUSTER_NODES_MAX masters of a slot each fit; one more does not */
     for (int extra = 0; extra <= 1; extra++) {
-        size_t n = MARKET__CLUSTER_NODES_MAX + (size_t)extra;
+        size_t n = LOCK__CLUSTER_NODES_MAX + (size_t)extra;
         redisReply *r = rep_new(REDIS_REPLY_ARRAY);
         r->element = calloc(n, sizeof *r->element);
         assert_non_null(r->element);
@@ -432,14 +436,14 @@ static void test_slotmap_from_slots_node_limit(void **state) {
             r->element[i] =
                 range((long long)i * 10, (long long)i * 10 + 9, slots_node(host, 6379, ID_A));
         }
-        market__slotmap *m = sentinel_map();
+        lock__slotmap *m = sentinel_map();
         if (extra) {
-            assert_int_equal(market__slotmap_from_slots(r, m), -1);
+            assert_int_equal(lock__slotmap_from_slots(r, m), -1);
             assert_untouched(m);
         } else {
-            assert_int_equal(market__slotmap_from_slots(r, m), 0);
-            assert_int_equal(m->nnodes, MARKET__CLUSTER_NODES_MAX);
-            assert_string_equal(market__slotmap_node(m, 639)->host, "10.0.63.1");
+            assert_int_equal(lock__slotmap_from_slots(r, m), 0);
+            assert_int_equal(m->nnodes, LOCK__CLUSTER_NODES_MAX);
+            assert_string_equal(lock__slotmap_node(m, 639)->host, "10.0.63.1");
         }
         free(m);
         freeReplyObject(r);
@@ -466,17 +470,17 @@ static void test_slotmap_from_shards(void **state) {
                       rep_arr(1, shards_node("::1", 7002, ID_C, "master"))),
                 /* a failed old master that lost its slots: a shard without slots */
                 shard(rep_arr(0), rep_arr(1, shards_node("10.0.0.9", 7009, ID_R, "master"))));
-    market__slotmap *m = sentinel_map();
-    assert_int_equal(market__slotmap_from_shards(r, m), 0);
+    lock__slotmap *m = sentinel_map();
+    assert_int_equal(lock__slotmap_from_shards(r, m), 0);
     freeReplyObject(r);
     assert_int_equal(m->nnodes, 3);
-    assert_int_equal(market__slotmap_node(m, 0)->port, 7000);
-    assert_string_equal(market__slotmap_node(m, 0)->id, ID_A);
-    assert_int_equal(market__slotmap_node(m, 16383)->port, 7000);
-    assert_int_equal(market__slotmap_node(m, 5461)->port, 7001);
-    assert_string_equal(market__slotmap_node(m, 5461)->host, "10.0.0.2");
-    assert_string_equal(market__slotmap_node(m, 15999)->host, "::1");
-    assert_int_equal(market__slotmap_find(m, "10.0.0.9", 7009), -1);
+    assert_int_equal(lock__slotmap_node(m, 0)->port, 7000);
+    assert_string_equal(lock__slotmap_node(m, 0)->id, ID_A);
+    assert_int_equal(lock__slotmap_node(m, 16383)->port, 7000);
+    assert_int_equal(lock__slotmap_node(m, 5461)->port, 7001);
+    assert_string_equal(lock__slotmap_node(m, 5461)->host, "10.0.0.2");
+    assert_string_equal(lock__slotmap_node(m, 15999)->host, "::1");
+    assert_int_equal(lock__slotmap_find(m, "10.0.0.9", 7009), -1);
 
     /* no "endpoint": the "ip"; a nil endpoint: the host asked; unknown fields ignored */
     r = rep_arr(2,
@@ -488,19 +492,19 @@ static void test_slotmap_from_shards(void **state) {
                       rep_arr(1, rep_arr(8, rep_str("port"), rep_int(3), rep_str("ip"),
                                          rep_str("h3"), rep_str("endpoint"), rep_nil(),
                                          rep_str("role"), rep_str("master")))));
-    assert_int_equal(market__slotmap_from_shards(r, m), 0);
+    assert_int_equal(lock__slotmap_from_shards(r, m), 0);
     freeReplyObject(r);
     assert_int_equal(m->nnodes, 2);
-    assert_string_equal(market__slotmap_node(m, 0)->host, "h1");
-    assert_string_equal(market__slotmap_node(m, 0)->id, "");
-    assert_string_equal(market__slotmap_node(m, 1)->host, "");
-    assert_null(market__slotmap_node(m, 2));
+    assert_string_equal(lock__slotmap_node(m, 0)->host, "h1");
+    assert_string_equal(lock__slotmap_node(m, 0)->id, "");
+    assert_string_equal(lock__slotmap_node(m, 1)->host, "");
+    assert_null(lock__slotmap_node(m, 2));
     free(m);
 }
 
 static void refuse_shards(redisReply *r, const char *what) {
-    market__slotmap *m = sentinel_map();
-    if (market__slotmap_from_shards(r, m) != -1) fail_msg("accepted %s", what);
+    lock__slotmap *m = sentinel_map();
+    if (lock__slotmap_from_shards(r, m) != -1) fail_msg("accepted %s", what);
     assert_untouched(m);
     free(m);
     freeReplyObject(r);
@@ -508,8 +512,8 @@ static void refuse_shards(redisReply *r, const char *what) {
 
 static void test_slotmap_from_shards_rejects_malformed(void **state) {
     (void)state;
-    market__slotmap *m = sentinel_map();
-    assert_int_equal(market__slotmap_from_shards(NULL, m), -1);
+    lock__slotmap *m = sentinel_map();
+    assert_int_equal(lock__slotmap_from_shards(NULL, m), -1);
     assert_untouched(m);
     free(m);
 
@@ -578,40 +582,168 @@ static void test_slotmap_from_shards_rejects_malformed(void **state) {
 static void test_slotmap_set(void **state) {
     (void)state;
     redisReply *r = three_masters_slots();
-    market__slotmap *m = sentinel_map();
-    assert_int_equal(market__slotmap_from_slots(r, m), 0);
+    lock__slotmap *m = sentinel_map();
+    assert_int_equal(lock__slotmap_from_slots(r, m), 0);
     freeReplyObject(r);
 
-    assert_int_equal(market__slotmap_set(m, 100, "10.0.0.2", 7001), 1); /* a known node */
-    assert_int_equal(market__slotmap_node(m, 100)->port, 7001);
-    assert_int_equal(market__slotmap_node(m, 99)->port, 7000); /* its neighbours stay */
-    assert_int_equal(market__slotmap_node(m, 101)->port, 7000);
-    assert_int_equal(market__slotmap_set(m, 101, "10.0.0.7", 7007), 3); /* a new one */
+    assert_int_equal(lock__slotmap_set(m, 100, "10.0.0.2", 7001), 1); /* a known node */
+    assert_int_equal(lock__slotmap_node(m, 100)->port, 7001);
+    assert_int_equal(lock__slotmap_node(m, 99)->port, 7000); /* its neighbours stay */
+    assert_int_equal(lock__slotmap_node(m, 101)->port, 7000);
+    assert_int_equal(lock__slotmap_set(m, 101, "10.0.0.7", 7007), 3); /* a new one */
     assert_int_equal(m->nnodes, 4);
-    assert_string_equal(market__slotmap_node(m, 101)->host, "10.0.0.7");
-    assert_string_equal(market__slotmap_node(m, 101)->id, "");
+    assert_string_equal(lock__slotmap_node(m, 101)->host, "10.0.0.7");
+    assert_string_equal(lock__slotmap_node(m, 101)->id, "");
 
-    market__slotmap before;
+    lock__slotmap before;
     memcpy(&before, m, sizeof before);
-    assert_int_equal(market__slotmap_set(m, 16384, "h", 1), -1);
-    assert_int_equal(market__slotmap_set(m, 1, "h", 0), -1);
-    assert_int_equal(market__slotmap_set(m, 1, "h", 65536), -1);
-    assert_int_equal(market__slotmap_set(m, 1, "a b", 1), -1);
-    assert_int_equal(market__slotmap_set(m, 1, NULL, 1), -1);
-    for (int i = m->nnodes; i < MARKET__CLUSTER_NODES_MAX; i++) {
+    assert_int_equal(lock__slotmap_set(m, 16384, "h", 1), -1);
+    assert_int_equal(lock__slotmap_set(m, 1, "h", 0), -1);
+    assert_int_equal(lock__slotmap_set(m, 1, "h", 65536), -1);
+    assert_int_equal(lock__slotmap_set(m, 1, "a b", 1), -1);
+    assert_int_equal(lock__slotmap_set(m, 1, NULL, 1), -1);
+    for (int i = m->nnodes; i < LOCK__CLUSTER_NODES_MAX; i++) {
         char host[32];
         snprintf(host, sizeof host, "h%d", i);
-        assert_int_equal(market__slotmap_set(m, (uint16_t)(200 + i), host, 1), i);
+        assert_int_equal(lock__slotmap_set(m, (uint16_t)(200 + i), host, 1), i);
     }
     memcpy(&before, m, sizeof before);
-    assert_int_equal(market__slotmap_set(m, 1, "one-too-many", 1), -1); /* full */
+    assert_int_equal(lock__slotmap_set(m, 1, "one-too-many", 1), -1); /* full */
     assert_memory_equal(m, &before, sizeof before);
-    assert_int_equal(market__slotmap_set(m, 1, "h5", 1), 5); /* known ones still go */
+    assert_int_equal(lock__slotmap_set(m, 1, "h5", 1), 5); /* known ones still go */
 
-    market__slotmap_clear(m);
+    lock__slotmap_clear(m);
     assert_int_equal(m->nnodes, 0);
-    assert_null(market__slotmap_node(m, 0));
+    assert_null(lock__slotmap_node(m, 0));
     free(m);
+}
+
+/* ---- redis-cluster:// addresses ---- */
+
+/* The seeds (6379 by default), the credentials, db 0; host and port stay empty. */
+static void test_lock_redis_addr_parse_cluster_seeds(void **state) {
+    (void)state;
+    lock_redis_addr a;
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://u:p%40w@10.0.0.1:7000,n2,[::1]:7002/0",
+                                           &a),
+                     LOCK_OK);
+    assert_int_equal(a.cluster, 1);
+    assert_int_equal(a.nseeds, 3);
+    assert_string_equal(a.seeds[0].host, "10.0.0.1");
+    assert_int_equal(a.seeds[0].port, 7000);
+    assert_string_equal(a.seeds[1].host, "n2");
+    assert_int_equal(a.seeds[1].port, 6379);
+    assert_string_equal(a.seeds[2].host, "::1");
+    assert_int_equal(a.seeds[2].port, 7002);
+    assert_string_equal(a.user, "u");
+    assert_string_equal(a.pass, "p@w");
+    assert_int_equal(a.db, 0);
+    assert_string_equal(a.host, "");
+    assert_int_equal(a.port, 0);
+    assert_string_equal(a.master_name, "");
+    assert_int_equal(lock_redis_addr_parse("REDIS-CLUSTER://h", &a), LOCK_OK);
+    assert_int_equal(a.cluster, 1);
+    assert_int_equal(a.nseeds, 1);
+    assert_int_equal(a.seeds[0].port, 6379);
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://a,b,c,d,e,f,g,h/", &a), LOCK_OK);
+    assert_int_equal(a.nseeds, LOCK_SEEDS_MAX);
+    assert_int_equal(lock_redis_addr_parse("redis://h:1/3", &a), LOCK_OK);
+    assert_int_equal(a.cluster, 0); /* the other forms are not clusters */
+    assert_int_equal(a.nseeds, 0);
+}
+
+static void test_lock_redis_addr_parse_cluster_bad_invalid(void **state) {
+    (void)state;
+    static const char *const bad[] = {
+        "redis-cluster://h/1",     "redis-cluster://h:1/2",   "redis-cluster://",
+        "redis-cluster:///0",      "redis-cluster://h,/0",    "redis-cluster://,h",
+        "redis-cluster://h:0",     "redis-cluster://h:65536", "redis-cluster://h:x",
+        "redis-cluster://h/0/1",   "redis-cluster://h/m",     "redis-cluster://a,b,c,d,e,f,g,h,i",
+        "redis-cluster://u@h",     "redis-cluster://h:-1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        lock_redis_addr a;
+        memset(&a, 0x5a, sizeof a);
+        lock_redis_addr before = a;
+        int rc = lock_redis_addr_parse(bad[i], &a);
+        if (rc != LOCK_ERR_INVALID) print_error("url: %s\n", bad[i]);
+        assert_int_equal(rc, LOCK_ERR_INVALID);
+        assert_memory_equal(&a, &before, sizeof a);
+    }
+}
+
+/* A list keeps a cluster's commas with its URL until an item names a scheme. */
+static void test_lock_redis_addr_parse_list_cluster_commas(void **state) {
+    (void)state;
+    lock_redis_addr a[4];
+    size_t n = 0;
+    assert_int_equal(lock_redis_addr_parse_list("redis-cluster://a:1,b:2,redis://c:3,"
+                                                "redis-cluster://d,e/0,f:4",
+                                                a, 4, &n),
+                     LOCK_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(a[0].cluster, 1);
+    assert_int_equal(a[0].nseeds, 2);
+    assert_string_equal(a[0].seeds[1].host, "b");
+    assert_string_equal(a[1].host, "c");
+    assert_int_equal(a[2].cluster, 1);
+    assert_int_equal(a[2].nseeds, 2);
+    assert_string_equal(a[3].host, "f");
+    assert_int_equal(a[3].port, 4);
+}
+
+/* Clusters are the same when their seed lists are; never the same as one server. */
+static void test_lock_redis_addr_same_clusters(void **state) {
+    (void)state;
+    lock_redis_addr x, y;
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://a:1,b:2", &x), LOCK_OK);
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://u:p@a:1,b:2/0", &y), LOCK_OK);
+    assert_true(lock_redis_addr_same(&x, &y));
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://b:2,a:1", &y), LOCK_OK);
+    assert_false(lock_redis_addr_same(&x, &y));
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://a:1", &y), LOCK_OK);
+    assert_false(lock_redis_addr_same(&x, &y));
+    assert_int_equal(lock_redis_addr_parse("redis://a:1", &y), LOCK_OK);
+    assert_false(lock_redis_addr_same(&x, &y));
+    assert_false(lock_redis_addr_same(&y, &x));
+    assert_int_equal(lock_redis_addr_parse("redis-sentinel://a:1,b:2/m", &y), LOCK_OK);
+    assert_false(lock_redis_addr_same(&x, &y));
+    assert_false(lock_redis_addr_same(&x, NULL));
+}
+
+/* lock_cluster_new takes clusters only; nothing is contacted until asked. */
+static void test_lock_cluster_new_checks_args(void **state) {
+    (void)state;
+    lock_redis_addr a;
+    int err = -100;
+    assert_int_equal(lock_redis_addr_parse("redis://h:1", &a), LOCK_OK);
+    assert_null(lock_cluster_new(&a, 100, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    assert_null(lock_cluster_new(NULL, 100, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    assert_int_equal(lock_redis_addr_parse("redis-cluster://h:1", &a), LOCK_OK);
+    assert_null(lock_cluster_new(&a, 0, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    a.db = 1;
+    assert_null(lock_cluster_new(&a, 100, &err));
+    assert_int_equal(err, LOCK_ERR_INVALID);
+    a.db = 0;
+    lock_cluster *c = lock_cluster_new(&a, 100, &err);
+    assert_non_null(c);
+    assert_int_equal(err, LOCK_OK);
+    lock_cluster_stats st;
+    lock_cluster_stats_get(c, &st);
+    assert_int_equal(st.refreshes + st.moved + st.ask, 0);
+    lock_cluster_redirect r = {1, 5, "h", 2};
+    lock_cluster_redirected(c, &r);
+    r.ask = 0;
+    lock_cluster_redirected(c, &r);
+    lock_cluster_stats_get(c, &st);
+    assert_int_equal(st.ask, 1);
+    assert_int_equal(st.moved, 1);
+    assert_int_equal(st.refreshes, 0);
+    lock_cluster_free(c);
+    lock_cluster_free(NULL);
 }
 
 int main(void) {
@@ -631,7 +763,12 @@ int main(void) {
         cmocka_unit_test(test_slotmap_from_shards),
         cmocka_unit_test(test_slotmap_from_shards_rejects_malformed),
         cmocka_unit_test(test_slotmap_set),
+        cmocka_unit_test(test_lock_redis_addr_parse_cluster_seeds),
+        cmocka_unit_test(test_lock_redis_addr_parse_cluster_bad_invalid),
+        cmocka_unit_test(test_lock_redis_addr_parse_list_cluster_commas),
+        cmocka_unit_test(test_lock_redis_addr_same_clusters),
+        cmocka_unit_test(test_lock_cluster_new_checks_args),
     };
-    return cmocka_run_group_tests_name("market cluster: slots, redirects, slot maps (unit)", tests,
+    return cmocka_run_group_tests_name("lock cluster: slots, redirects, slot maps (unit)", tests,
                                        NULL, NULL);
 }
