@@ -188,6 +188,20 @@ static int round_retryable(const struct lock__dist *d, const struct work *w) {
     return 1;
 }
 
+/* Runs w's calls (lock__node_calls) and, on a cluster, runs them again while every one was
+ * refused for a passing reason (a slot on the move: -TRYAGAIN, a second redirect;
+ * -CLUSTERDOWN), after a short pause (1, 2, 4 ... 25 ms), until timeout_ms from the first.
+ * A release or extend during a reshard must not give up on a lease that is still there: it
+ * would outlive its holder until its TTL, and keep the next one waiting. */
+static void calls_run_settled(const struct lock__dist *d, struct work *w, int timeout_ms) {
+    int64_t until = lock_now_ms() + timeout_ms;
+    for (uint32_t pause = 1;; pause = pause < 16 ? pause * 2 : 25) {
+        lock__node_calls(w->calls, d->n, timeout_ms);
+        if (!d->cluster || !round_retryable(d, w) || lock_now_ms() + pause >= until) return;
+        lock__sleep_ms(pause);
+    }
+}
+
 /* ---- rounds ---- */
 
 static void call_init(struct lock__call *c, struct lock__node *nd, enum lock__script s) {
@@ -532,7 +546,7 @@ int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n) {
             c->args[c->nargs++] = hs[k].token;
         }
     }
-    lock__node_calls(w->calls, d->n, d->timeout_ms);
+    calls_run_settled(d, w, d->timeout_ms);
     int first = LOCK_OK;
     for (size_t k = 0; k < n; k++) {
         size_t yes = 0, failed = 0;
@@ -570,7 +584,7 @@ int lock__dist_release_owned(struct lock__dist *d, const lock_handle *h, uint32_
         c->args[c->nargs++] = h->owner;
         c->args[c->nargs++] = h->token;
     }
-    lock__node_calls(w->calls, d->n, d->timeout_ms);
+    calls_run_settled(d, w, d->timeout_ms);
     size_t yes = 0, failed = 0;
     long long most = 0;
     for (size_t i = 0; i < d->n; i++) {
@@ -620,7 +634,7 @@ int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms) {
         c->args[c->nargs++] = h->token;
         c->args[c->nargs++] = w->ttl;
     }
-    lock__node_calls(w->calls, d->n, node_timeout(d, ttl_ms));
+    calls_run_settled(d, w, node_timeout(d, ttl_ms));
     int64_t now = lock_now_ms();
     size_t yes = 0, failed = 0;
     for (size_t i = 0; i < d->n; i++) {

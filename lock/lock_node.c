@@ -115,7 +115,7 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
                              "for i = 1, n do "
                              "if not redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then "
                              "for j = 1, i - 1 do redis.call('DEL', KEYS[j]) end "
-                             "redis.call('SET', KEYS[i] .. '" LOCK_WANTED_SUFFIX "', '1', 'PX', ARGV[2]) "
+                             "redis.pcall('SET', KEYS[i] .. '" LOCK_WANTED_SUFFIX "', '1', 'PX', ARGV[2]) "
                              "return redis.call('PTTL', KEYS[i]) "
                              "end "
                              "end "
@@ -137,8 +137,12 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
     /* Compare-and-delete per key (ARGV[i], or ARGV[1] for all), in three commands whatever
      * the number of keys: MGET the keys, MGET their "<key>:wanted" marks, DEL the keys
      * still ours with the marks that exist (only those: on a cluster slot half-way through a
-     * migration, a DEL that names a missing key next to others is refused). A deleted key that someone waits for is announced on
-     * "<key>:released". pcall: a user without channel rights still releases. */
+     * migration, a DEL that names a missing key next to others is refused). A deleted key
+     * that someone waits for is announced on "<key>:released". pcall: a user without
+     * channel rights still releases; and so does a release on a slot half-way through a
+     * migration, where reading a mark that is not on this node fails (the marks are not
+     * among KEYS): the lease is deleted unannounced, and a waiter sees it free at its next
+     * poll (the mark, and the busy answer's pcall SET of it, likewise). */
     [LOCK__SCRIPT_RELEASE] = "local cur = redis.call('MGET', unpack(KEYS)) "
                              "local r, mine, marks = {}, {}, {} "
                              "for i = 1, #KEYS do "
@@ -149,7 +153,8 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
                              "else r[i] = 0 end "
                              "end "
                              "if #mine == 0 then return r end "
-                             "local wanted = redis.call('MGET', unpack(marks)) "
+                             "local wanted = redis.pcall('MGET', unpack(marks)) "
+                             "if wanted.err then wanted = {} end "
                              "for j = 1, #marks do "
                              "if wanted[j] then mine[#mine + 1] = marks[j] end "
                              "end "
@@ -190,7 +195,7 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
         "end "
         "return {tonumber(o[3]), n, cur} "
         "end "
-        "redis.call('SET', KEYS[1] .. '" LOCK_WANTED_SUFFIX "', '1', 'PX', ARGV[3]) "
+        "redis.pcall('SET', KEYS[1] .. '" LOCK_WANTED_SUFFIX "', '1', 'PX', ARGV[3]) "
         "return redis.call('PTTL', KEYS[1]) "
         "end "
         "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) "
@@ -224,9 +229,13 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
         "local n = redis.call('HINCRBY', KEYS[2], 'holds', -1) "
         "if n > 0 then return n end "
         "end "
-        "local w = redis.call('GET', KEYS[1] .. '" LOCK_WANTED_SUFFIX "') "
-        "redis.call('DEL', KEYS[1], KEYS[2], KEYS[1] .. '" LOCK_WANTED_SUFFIX "') "
-        "if w then redis.pcall('PUBLISH', KEYS[1] .. '" LOCK_RELEASED_SUFFIX "', '1') end "
+        "local w = redis.pcall('GET', KEYS[1] .. '" LOCK_WANTED_SUFFIX "') "
+        "if type(w) == 'table' then w = false end "
+        "redis.call('DEL', KEYS[1], KEYS[2]) "
+        "if w then "
+        "redis.call('DEL', KEYS[1] .. '" LOCK_WANTED_SUFFIX "') "
+        "redis.pcall('PUBLISH', KEYS[1] .. '" LOCK_RELEASED_SUFFIX "', '1') "
+        "end "
         "return 0",
     /* Compare-and-pexpire for a reentrant lease: the token in the key, the owner in the hash;
      * the expiry of both only ever moves later (other holds rely on theirs). */
