@@ -348,6 +348,13 @@ LOCK_API lock_cluster *lock_cluster_new(const lock_redis_addr *cluster, int time
  * has no master; LOCK_ERR_INVALID for NULL arguments or a slot beyond 16383. */
 LOCK_API int lock_cluster_master(lock_cluster *c, unsigned slot, lock_redis_addr *master,
                                  char *why, size_t whylen);
+/* Writes into slots[0..max) one slot of each master that serves any now (the lowest it
+ * serves), fetching the map first as lock_cluster_master() does, so that a caller can reach
+ * every master (a health check) through lock_cluster_master(). Returns how many (at most
+ * max), or -1 with a sentence in why (may be NULL) when no map can be had or NULL
+ * arguments. */
+LOCK_API int lock_cluster_master_slots(lock_cluster *c, unsigned *slots, size_t max, char *why,
+                                       size_t whylen);
 /* Reports that a reply was the redirect *r (its host already resolved by the caller when it
  * came ""): a MOVED updates slot's master at once and makes the map stale (fetched again by
  * a later lock_cluster_master(), at most once per LOCK_CLUSTER_REFRESH_MS, so a burst of

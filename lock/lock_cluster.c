@@ -523,6 +523,36 @@ int lock_cluster_master(lock_cluster *c, unsigned slot, lock_redis_addr *master,
     return rc;
 }
 
+/* Writes one slot of each master serving any into slots[0..max) (see lock.h). Returns how
+ * many, or -1 with a sentence in why. */
+int lock_cluster_master_slots(lock_cluster *c, unsigned *slots, size_t max, char *why,
+                              size_t whylen) {
+    char reason[LOCK_HOST_MAX + 128] = "no slot map";
+    if (why != NULL && whylen > 0) why[0] = '\0';
+    if (c == NULL || slots == NULL) return -1;
+    if (pthread_mutex_lock(&c->mu) != 0) {
+        if (why != NULL) snprintf(why, whylen, "cannot lock the slot map");
+        return -1;
+    }
+    int due = lock_now_ms() - c->tried_ms >= LOCK_CLUSTER_REFRESH_MS;
+    if (c->map == NULL || (c->stale && due)) (void)fetch(c, reason, sizeof reason);
+    int n = -1;
+    if (c->map != NULL) {
+        uint8_t seen[LOCK__CLUSTER_NODES_MAX] = {0};
+        n = 0;
+        for (unsigned s = 0; s < LOCK_CLUSTER_SLOTS && (size_t)n < max; s++) {
+            uint8_t k = c->map->slot_node[s];
+            if (k == LOCK__SLOT_NONE || seen[k]) continue;
+            seen[k] = 1;
+            slots[n++] = s;
+        }
+    } else if (why != NULL) {
+        snprintf(why, whylen, "no slot map: %s", reason);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
 /* Reports a redirect (see lock.h). This function can't fail. */
 void lock_cluster_redirected(lock_cluster *c, const lock_cluster_redirect *r) {
     if (c == NULL || r == NULL || pthread_mutex_lock(&c->mu) != 0) return;
