@@ -58,16 +58,20 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
     lock_redis_addr la;
     m->lock_in_store =
         lock_store_addr(lock, &la) == LOCK_OK && lock_redis_addr_same(&la, &cfg->redis);
-    if (cfg->redis.master_name[0]) {
+    if (cfg->redis.master_name[0] || cfg->redis.cluster) {
         int lerr = LOCK_OK;
-        m->sentinel = lock_sentinel_new(&cfg->redis, cfg->redis_timeout_ms, &lerr);
-        if (!m->sentinel) {
+        if (cfg->redis.cluster)
+            m->cluster = lock_cluster_new(&cfg->redis, cfg->redis_timeout_ms, &lerr);
+        else
+            m->sentinel = lock_sentinel_new(&cfg->redis, cfg->redis_timeout_ms, &lerr);
+        if (!m->sentinel && !m->cluster) {
             free(m);
             *err = lerr == LOCK_ERR_NOMEM ? MARKET_ERR_NOMEM : MARKET_ERR_INVALID;
             return NULL;
         }
     }
     if (market__queue_new(m) < 0) {
+        lock_cluster_free(m->cluster);
         lock_sentinel_free(m->sentinel);
         free(m);
         *err = MARKET_ERR_NOMEM;
@@ -83,6 +87,7 @@ void market_free(market *m) {
     if (!m) return;
     market__queue_free(m); /* serves what is queued, releases the lock, frees the queue */
     lock_sentinel_free(m->sentinel);
+    lock_cluster_free(m->cluster);
     free(m);
 }
 
@@ -102,6 +107,8 @@ market_conn *market_conn_new(market *m, int *err) {
         return NULL;
     }
     c->m = m;
+    /* until an operation names its realm: the default realm's master */
+    (void)market__route(c, MARKET_REALM_DEFAULT);
     *err = MARKET_OK;
     return c;
 }
@@ -118,7 +125,7 @@ const char *market_conn_errstr(const market_conn *c) {
 /* Closes and frees c; NULL is a no-op. This function can't fail. */
 void market_conn_free(market_conn *c) {
     if (!c) return;
-    market__drop(c);
+    market__close(c);
     free(c);
 }
 
@@ -244,6 +251,7 @@ int market_purchase_idem(market_conn *c, const char *realm, const char *buyer, c
     const char *lock_key;
     int rc = market__single_init(&p.s, realm, buyer, idem, deadline);
     market__strategy_guard(m, &p.realm, p.member, keybuf, &p.s.watch, &lock_key);
+    if (rc == MARKET_OK) rc = market__route(c, realm);
     if (rc == MARKET_OK) rc = market__guarded(c, lock_key, deadline, purchase_attempt, &p);
     if (rc == MARKET_OK && !res->replayed) MARKET__COUNT(m, purchased);
     return rc;
@@ -293,6 +301,13 @@ void market_stats_get(const market *m, market_stats *out) {
     out->store_errors = atomic_load(&mm->stats.store_errors);
     out->not_replicated = atomic_load(&mm->stats.not_replicated);
     out->failovers = lock_sentinel_failovers(mm->sentinel);
+    lock_cluster_stats cs;
+    lock_cluster_stats_get(mm->cluster, &cs);
+    out->cluster_moved = cs.moved;
+    out->cluster_ask = cs.ask;
+    out->cluster_refreshes = cs.refreshes;
+    out->cluster_tryagain = atomic_load(&mm->stats.cluster_tryagain);
+    out->cluster_down = atomic_load(&mm->stats.cluster_down);
     out->lock_acquired = atomic_load(&mm->stats.lock_acquired);
     out->lock_waits = atomic_load(&mm->stats.lock_waits);
     out->lock_wait_us = atomic_load(&mm->stats.lock_wait_us);
@@ -341,6 +356,7 @@ static int listing_guarded(market_conn *c, struct listing_op *op, const market_i
     const char *lock_key;
     int rc = market__single_init(&op->s, op->realm_id, op->seller, idem, deadline);
     market__strategy_guard(c->m, &op->realm, op->member, keybuf, &op->s.watch, &lock_key);
+    if (rc == MARKET_OK) rc = market__route(c, op->realm_id);
     if (rc == MARKET_OK) rc = market__guarded(c, lock_key, deadline, fn, op);
     return rc;
 }
@@ -455,7 +471,8 @@ int market_player_get(market_conn *c, const char *realm, const char *id, market_
     redisReply *rep[2] = {0};
     market__cmd_set(&rd[0], 4, "HMGET", k_user, "name", "funds");
     market__cmd_set(&rd[1], 2, "SMEMBERS", k_inv);
-    int rc = market__pipeline(c, rd, 2, rep);
+    int rc = market__route(c, realm);
+    if (rc == MARKET_OK) rc = market__pipeline(c, rd, 2, rep);
     if (rc < 0) return rc;
 
     market_player *p = NULL;
@@ -523,7 +540,8 @@ int market_listings(market_conn *c, const char *realm, size_t offset, size_t lim
     redisReply *rep[2] = {0};
     market__cmd_set(&rd[0], 2, "ZCARD", rl.market);
     market__cmd_set(&rd[1], 5, "ZRANGE", rl.market, start, stop, "WITHSCORES");
-    int rc = market__pipeline(c, rd, 2, rep);
+    int rc = market__route(c, realm);
+    if (rc == MARKET_OK) rc = market__pipeline(c, rd, 2, rep);
     if (rc < 0) return rc;
     redisReply *r = rep[1];
     market_listing *l = NULL;

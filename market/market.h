@@ -206,6 +206,12 @@ typedef struct market_stats {
     uint64_t store_errors;    /* operations failed by Redis errors or outages */
     uint64_t not_replicated;  /* commits whose WAIT timed out (MARKET_ERR_NOT_REPLICATED) */
     uint64_t failovers;       /* Sentinel group: times the master changed */
+    /* Redis Cluster: what the store met (the lock keeps its own slot map) */
+    uint64_t cluster_moved;     /* -MOVED answers: a slot had moved */
+    uint64_t cluster_ask;       /* -ASK answers: a slot was being migrated */
+    uint64_t cluster_tryagain;  /* -TRYAGAIN answers: the same, keys split between nodes */
+    uint64_t cluster_down;      /* -CLUSTERDOWN answers */
+    uint64_t cluster_refreshes; /* slot maps fetched */
 } market_stats;
 
 /* What the store holds, read without the lock (see market_audit()). */
@@ -256,6 +262,14 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out);
 int market_players_scan(market_conn *c, const char *realm, const char *match,
                         market_player_funds **out, size_t *n);
 int market_store_info(market_conn *c, const char *section, char **out);
+/* INFO of one master of the store (market_store_info_masters()). */
+typedef struct market_master_info {
+    char where[LOCK_HOST_MAX + 8]; /* "host:port" */
+    char *text;                    /* INFO's text, NUL-terminated */
+} market_master_info;
+int market_store_info_masters(market_conn *c, const char *section, market_master_info **out,
+                              size_t *n);
+void market_master_info_free(market_master_info *v, size_t n);
 int market_master(market *m, char *out, size_t outlen);
 
 /* ---- seeding ---- */

@@ -144,7 +144,7 @@ struct market__batch {
     /* item strategy with the lock keys in the store: the commit's guard (see
      * batch_commit) */
     int guard;
-    char guard_key[16 + MARKET__TOKEN_LEN];
+    char guard_key[16 + MARKET__TAG_MAX + MARKET__TOKEN_LEN]; /* "guard:{<realm>}:<token>" */
     char guard_nkeys[8];
     const char *args_guard_watch[2 + MARKET__HELD_MAX];
     const char *args_guard[5 + MARKET__HELD_MAX];
@@ -513,7 +513,8 @@ static const char guard_script[] =
  * commit pipeline at *nc. */
 static void guard_build(const market__held *held, struct market__batch *b, size_t *nc) {
     size_t k = 0;
-    snprintf(b->guard_key, sizeof b->guard_key, "guard:%s", b->token);
+    /* in the realm's slot, as every key of a MULTI on a cluster must be */
+    snprintf(b->guard_key, sizeof b->guard_key, "guard:{%s}:%s", b->realm.id, b->token);
     b->args_guard_watch[k++] = "WATCH";
     for (size_t i = 0; i < held->n; i++)
         b->args_guard_watch[k++] = held->key[i];
@@ -1027,7 +1028,11 @@ static void *worker_main(void *arg) {
         if (n) {
             b->n = n;
             market__realm_init(&b->realm, b->req[0]->realm);
-            batch_run(c, ln, b);
+            int rrc = market__route(c, b->realm.id);
+            if (rrc == MARKET_OK)
+                batch_run(c, ln, b);
+            else
+                batch_fail(m, b, rrc);
             confirm_replays(c, b);
             for (size_t i = 0; i < n; i++) {
                 market_pending *p = b->req[i];

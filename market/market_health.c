@@ -15,6 +15,10 @@
  * With --min-replicas-ack N, ROLE must also list at least N connected
  * replicas: a master without them answers every purchase not_replicated.
  *
+ * On a Redis Cluster every master that serves slots is probed the same way,
+ * on the market of a realm whose slot it serves ("hz<n>", found by
+ * market__slot_tag), so that a purchase of any realm would be served.
+ *
  * Redis judges a write command before it runs it: a read-only replica
  * answers -READONLY, min-replicas-to-write not met -NOREPLICAS, a failing
  * RDB save or AOF write -MISCONF, maxmemory reached under noeviction -OOM,
@@ -35,6 +39,7 @@
 #include "market/market_store.h"
 
 #define PROBE_MEMBER "healthz:probe" /* never "<item>.<seller>": see DESIGN */
+#define CLUSTER_MASTERS_MAX 64         /* masters of a cluster the health check probes */
 
 /* What a refusal's error code (the first word of an error reply) means for purchases. */
 static const struct {
@@ -94,28 +99,15 @@ static int judge_role(const redisReply *r, unsigned want, char *why, size_t whyl
     return 0;
 }
 
-/* Says whether c's store can serve purchases now: Redis answers, is a
- * master (ROLE) and accepts a write (see DESIGN; the probe changes
- * nothing). Returns MARKET_OK, or MARKET_ERR_STORE with a sentence in why
- * (which may be NULL or zero-sized) naming the first problem found,
- * MARKET_ERR_NOMEM on out-of-memory, MARKET_ERR_INVALID for a NULL c. On
- * MARKET_OK why holds "". Like every call on c, from one thread at a time. */
-int market_health(market_conn *c, char *why, size_t whylen) {
-    char dummy[1];
-    if (!why || whylen == 0) {
-        why = dummy;
-        whylen = sizeof dummy;
-    }
-    why[0] = '\0';
-    if (!c) {
-        snprintf(why, whylen, "no store connection");
-        return MARKET_ERR_INVALID;
-    }
+/* Probes the server c's next pipeline goes to (see DESIGN), writing into the
+ * market of realm. Returns MARKET_OK, MARKET_ERR_STORE with a sentence in
+ * why, or MARKET_ERR_NOMEM. */
+static int probe(market_conn *c, const char *realm, char *why, size_t whylen) {
     market__cmd cmds[2];
     redisReply *rep[2] = {NULL, NULL};
     market__cmd_set(&cmds[0], 1, "ROLE");
     market__realm rl;
-    market__realm_init(&rl, MARKET_REALM_DEFAULT);
+    market__realm_init(&rl, realm);
     market__cmd_set(&cmds[1], 5, "ZADD", rl.market, "XX", "0", PROBE_MEMBER);
     int rc = market__pipeline(c, cmds, 2, rep);
     if (rc == MARKET_ERR_NOMEM) {
@@ -142,9 +134,60 @@ done:
     return rc;
 }
 
+/* Probes every master of a cluster, each on a market of a realm in a
+ * slot it serves (market__slot_tag); see market_health(). */
+static int probe_cluster(market_conn *c, char *why, size_t whylen) {
+    unsigned slots[CLUSTER_MASTERS_MAX];
+    char reason[160];
+    int n = lock_cluster_master_slots(c->m->cluster, slots, CLUSTER_MASTERS_MAX, reason,
+                                      sizeof reason);
+    if (n <= 0) {
+        snprintf(why, whylen, "redis cluster: %s", n < 0 ? reason : "no master serves a slot");
+        return MARKET_ERR_STORE;
+    }
+    for (int i = 0; i < n; i++) {
+        char tag[16];
+        int rc = market__slot_tag(slots[i], tag, sizeof tag);
+        if (rc == 0) rc = market__route_slot(c, slots[i]);
+        if (rc == 0) rc = probe(c, tag, reason, sizeof reason);
+        else snprintf(reason, sizeof reason, "%s", c->errstr);
+        if (rc < 0) {
+            snprintf(why, whylen, "redis cluster master %s:%d (slot %u): %s", c->at_host,
+                     c->at_port, slots[i], reason);
+            return rc == MARKET_ERR_NOMEM ? rc : MARKET_ERR_STORE;
+        }
+    }
+    return MARKET_OK;
+}
+
+/* Says whether c's store can serve purchases now: Redis answers, is a
+ * master (ROLE) and accepts a write (see DESIGN; the probe changes
+ * nothing); on a Redis Cluster, every master that serves slots does.
+ * Returns MARKET_OK, or MARKET_ERR_STORE with a sentence in why (which may
+ * be NULL or zero-sized) naming the first problem found, MARKET_ERR_NOMEM
+ * on out-of-memory, MARKET_ERR_INVALID for a NULL c. On MARKET_OK why
+ * holds "". Like every call on c, from one thread at a time. */
+int market_health(market_conn *c, char *why, size_t whylen) {
+    char dummy[1];
+    if (!why || whylen == 0) {
+        why = dummy;
+        whylen = sizeof dummy;
+    }
+    why[0] = '\0';
+    if (!c) {
+        snprintf(why, whylen, "no store connection");
+        return MARKET_ERR_INVALID;
+    }
+    int rc = c->m->cluster ? probe_cluster(c, why, whylen)
+                           : probe(c, MARKET_REALM_DEFAULT, why, whylen);
+    if (rc == MARKET_OK) why[0] = '\0';
+    return rc;
+}
+
 /* Writes where m's store is now into out: "host:port" of the master the
- * Sentinels name (asking them when the answer kept is stale), or of the one
- * configured server. Returns MARKET_OK, or MARKET_ERR_STORE (no master
+ * Sentinels name (asking them when the answer kept is stale), of the
+ * cluster master that serves the default realm, or of the one configured
+ * server. Returns MARKET_OK, or MARKET_ERR_STORE (no master
  * known: out holds ""), MARKET_ERR_INVALID for NULL arguments. */
 int market_master(market *m, char *out, size_t outlen) {
     if (!m || !out || outlen == 0) return MARKET_ERR_INVALID;
@@ -152,6 +195,13 @@ int market_master(market *m, char *out, size_t outlen) {
     out[0] = '\0';
     if (m->sentinel && lock_sentinel_master(m->sentinel, &a, NULL, NULL, 0) != LOCK_OK)
         return MARKET_ERR_STORE;
+    if (m->cluster) {
+        char tag[MARKET__TAG_MAX + 1];
+        int n = snprintf(tag, sizeof tag, "{%s}", MARKET_REALM_DEFAULT);
+        if (lock_cluster_master(m->cluster, lock_key_slot(tag, (size_t)n), &a, NULL, 0) !=
+            LOCK_OK)
+            return MARKET_ERR_STORE;
+    }
     snprintf(out, outlen, "%s:%d", a.host, a.port);
     return MARKET_OK;
 }

@@ -22,6 +22,9 @@
 #define MARKET__FENCED_MAX (MARKET__LOCK_KEY_MAX + 8) /* "<lock key>:fenced" */
 #define MARKET__HOLD_MAX_MS 20 /* most the worker keeps the market lock across batches */
 #define MARKET__TXN_ABORTED 1  /* an attempt's EXEC was aborted: a watched key changed */
+#define MARKET__REDIRECTED (-100) /* cluster: a pipeline that relied on an earlier WATCH met a
+                                   * slot on the move (nothing applied): read again */
+#define MARKET__NODES_MAX 16 /* cluster: masters a market_conn keeps a connection to */
 
 #define MARKET__IDEM_REDIS_MAX (8 + MARKET__TAG_MAX + MARKET_ID_MAX + MARKET_IDEM_KEY_MAX)
                                                                /* idem:{<r>}:<p>:<k> */
@@ -41,10 +44,12 @@ struct market {
     int lock_in_store;
     struct market__queue *queue; /* owned; see market_batch.h */
     lock_sentinel *sentinel;     /* owned; NULL unless cfg.redis is a Sentinel group */
+    lock_cluster *cluster;       /* owned; NULL unless cfg.redis is a Redis Cluster */
 
     struct {
         _Atomic uint64_t purchases, purchased, batches, txn_aborts, lock_busy, lease_lost,
-            store_errors, lock_acquired, lock_waits, lock_wait_us, not_replicated;
+            store_errors, lock_acquired, lock_waits, lock_wait_us, not_replicated,
+            cluster_tryagain, cluster_down;
         _Atomic uint64_t lock_wait_bucket[MARKET_WAIT_BUCKETS];
     } stats;
 };

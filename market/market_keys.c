@@ -164,3 +164,16 @@ int market__token_new(char out[MARKET__TOKEN_LEN + 1]) {
     out[MARKET__TOKEN_LEN] = '\0';
     return 0;
 }
+
+/* Writes into out a realm id whose keys live in hash slot slot ("hz<n>", the first such n), so
+ * that a key of a chosen slot can be named (the health probe of each cluster master). Returns
+ * 0, or -1 when slot is beyond 16383 or out is too small. */
+int market__slot_tag(unsigned slot, char *out, size_t outlen) {
+    if (slot >= LOCK_CLUSTER_SLOTS) return -1;
+    for (unsigned n = 0; n < (1u << 22); n++) {
+        int len = snprintf(out, outlen, "hz%u", n);
+        if (len < 0 || (size_t)len >= outlen) return -1;
+        if (lock_key_slot(out, (size_t)len) == slot) return 0;
+    }
+    return -1; /* not reached: 2^22 tries all miss a slot with odds of e^-256 */
+}

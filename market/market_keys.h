@@ -34,5 +34,6 @@ void market__idem_claim_ttl(char *out, size_t outlen, int64_t deadline_ms);
 int market__idem_judge(const redisReply *r, const market_idem *idem, const char *token, int *rc,
                        int64_t *a, int64_t *b);
 int market__token_new(char out[MARKET__TOKEN_LEN + 1]);
+int market__slot_tag(unsigned slot, char *out, size_t outlen);
 
 #endif /* GM_MARKET_MARKET_KEYS_H */

@@ -1,5 +1,6 @@
-/* market_store.c - the store layer: one Redis connection per market_conn,
- * reconnecting by itself, pipelines, and replies read into values.
+/* market_store.c - the store layer: one Redis connection per market_conn
+ * (one per master on a Redis Cluster), reconnecting by itself, pipelines,
+ * and replies read into values.
  *
  * The lowest layer of market/ that does I/O (market_store.h). It knows
  * Redis, not the market's rules: the layers above build the commands
@@ -16,7 +17,28 @@
  *     pipeline that holds EXEC gets "WAIT N timeout" behind it (one WAIT per
  *     commit, however many purchases it carries, and no extra round trip),
  *     and a commit that fewer than N replicas confirmed in time is
- *     MARKET_ERR_NOT_REPLICATED instead of its replies.
+ *     MARKET_ERR_NOT_REPLICATED instead of its replies;
+ *   - a Redis Cluster's master: every operation names its realm
+ *     (market__route), whose keys all carry it as their hash tag, so they
+ *     live in one slot; a pipeline goes to the master that serves that slot
+ *     by m->cluster's map, on a connection kept per master. Every pipeline
+ *     asks the map again, except one that relies on a WATCH sent earlier:
+ *     it must go where the WATCH went. The cluster's answers:
+ *       -MOVED      the map is patched (and fetched again, rate-limited);
+ *       -ASK        the slot is being migrated: a market pipeline is
+ *       -TRYAGAIN   multi-key (WATCH, MULTI/EXEC, claims), which ASKING
+ *                   cannot serve while the slot's keys are split between two
+ *                   nodes, so it waits for the migration to end (backing off
+ *                   1, 2, 4 ... 25 ms);
+ *       -CLUSTERDOWN
+ *                   MARKET_ERR_STORE (a 503), and the map is fetched again.
+ *     A pipeline that met MOVED, ASK or TRYAGAIN applied nothing (an EXEC
+ *     behind such an answer is -EXECABORT), so one that stands alone is sent
+ *     again, up to cfg.redis_timeout_ms; one that relies on an earlier WATCH
+ *     returns MARKET__REDIRECTED and its attempt reads again
+ *     (market__attempts). The pipelines sent again are the market's reads,
+ *     its SET NX of its own claims, MULTI/EXEC blocks and seeding's writes:
+ *     all of them safe to repeat.
  */
 #include "market/market_store.h"
 
@@ -25,6 +47,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#define REDIRECT_PAUSE_MAX_MS 25 /* the longest pause before a migrating slot is tried again */
 
 /* Forgets a dead or unwanted connection; the next call reconnects. */
 void market__drop(market_conn *c) {
@@ -35,6 +60,16 @@ void market__drop(market_conn *c) {
     c->unwatch = 0;
     c->unwatch_sent = 0;
     c->closed = 0;
+    c->watching = 0;
+    c->exec_sent = 0;
+}
+
+/* Drops c's connection and every parked one. This function can't fail. */
+void market__close(market_conn *c) {
+    market__drop(c);
+    for (size_t i = 0; i < c->nparked; i++)
+        redisFree(c->parked[i].ctx);
+    c->nparked = 0;
 }
 
 static struct timeval ms_to_tv(int ms) {
@@ -101,10 +136,127 @@ int market__judge_role(const redisReply *r, char *why, size_t whylen) {
     return -1;
 }
 
-/* Says that c's server may not be the master any more (a Sentinel group
- * only): the next connection asks the Sentinels again. */
+/* Says that c's server may not be the master any more (a Sentinel group:
+ * the next connection asks the Sentinels again; a cluster: the slot map is
+ * fetched again). */
 static void suspect(market_conn *c) {
     if (c->m->sentinel && c->sgen) lock_sentinel_suspect(c->m->sentinel, c->sgen);
+    if (c->m->cluster) lock_cluster_stale(c->m->cluster);
+}
+
+/* ---- a cluster's masters ---- */
+
+/* 1 when the next pipeline must go where the last one went: a WATCH it
+ * relies on is there. */
+static int bound(const market_conn *c) {
+    return c->watching && !c->unwatch;
+}
+
+/* Keeps c's connection for later (evicting the oldest kept when full). */
+static void park(market_conn *c) {
+    if (!c->ctx) return;
+    if (c->nparked == MARKET__NODES_MAX - 1) {
+        redisFree(c->parked[0].ctx);
+        memmove(&c->parked[0], &c->parked[1], --c->nparked * sizeof c->parked[0]);
+    }
+    struct market__parked *p = &c->parked[c->nparked++];
+    p->ctx = c->ctx;
+    p->unwatch = c->unwatch || c->watching;
+    memcpy(p->where, c->where, sizeof p->where);
+    c->ctx = NULL;
+    market__drop(c);
+}
+
+/* Takes the kept connection to where ("host:port") back into use, if any. */
+static void unpark(market_conn *c, const char *where) {
+    for (size_t i = 0; i < c->nparked; i++) {
+        struct market__parked *p = &c->parked[i];
+        if (strcmp(p->where, where) != 0) continue;
+        c->ctx = p->ctx;
+        c->unwatch = p->unwatch;
+        memcpy(c->where, p->where, sizeof c->where);
+        memmove(p, p + 1, (--c->nparked - i) * sizeof *p);
+        return;
+    }
+}
+
+/* Points c at the master that serves c->slot now, by the slot map (which
+ * may fetch it): the connection in use is parked when that master changed.
+ * Returns MARKET_OK, or MARKET_ERR_STORE when no master is known. */
+static int follow(market_conn *c) {
+    lock_redis_addr a;
+    char why[128];
+    if (lock_cluster_master(c->m->cluster, (unsigned)c->slot, &a, why, sizeof why) != LOCK_OK)
+        return market__fail(c, "cluster slot %d: %s", c->slot, why);
+    if (a.port == c->at_port && strcmp(a.host, c->at_host) == 0) return MARKET_OK;
+    char where[sizeof c->where];
+    snprintf(where, sizeof where, "%s:%d", a.host, a.port);
+    park(c);
+    unpark(c, where);
+    memcpy(c->at_host, a.host, sizeof c->at_host);
+    c->at_port = a.port;
+    return MARKET_OK;
+}
+
+/* Sends c's next operations to the master of slot (a cluster; otherwise a
+ * no-op). Returns MARKET_OK, or MARKET_ERR_STORE when no master is known
+ * (c->errstr says why). */
+int market__route_slot(market_conn *c, unsigned slot) {
+    if (!c->m->cluster) return MARKET_OK;
+    c->slot = (int)slot;
+    return bound(c) ? MARKET_OK : follow(c);
+}
+
+/* Sends c's next operations to the master of realm's slot, the slot of
+ * "{<realm>}" and so of every key of the realm (see market__route_slot). */
+int market__route(market_conn *c, const char *realm) {
+    if (!c->m->cluster) return MARKET_OK;
+    char tag[MARKET__TAG_MAX + 1];
+    int n = snprintf(tag, sizeof tag, "{%s}", realm);
+    if (n < 0 || (size_t)n >= sizeof tag) return MARKET_ERR_INVALID;
+    return market__route_slot(c, lock_key_slot(tag, (size_t)n));
+}
+
+/* Waits before a slot on the move is tried again: nothing after a MOVED
+ * (the map knows the new master), else 1, 2, 4 ... REDIRECT_PAUSE_MAX_MS
+ * ms by tries (1, 2, ...). */
+void market__redirect_pause(market_conn *c, int tries) {
+    if (c->redirect == 1) return;
+    long ms = tries >= 5 ? REDIRECT_PAUSE_MAX_MS : 1L << (tries - 1);
+    if (ms > REDIRECT_PAUSE_MAX_MS) ms = REDIRECT_PAUSE_MAX_MS;
+    struct timespec ts = {0, ms * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Reads what a cluster said in replies[0..n) of the pipeline just sent:
+ * 0 nothing (or its EXEC committed), 1 MOVED, 2 ASK or TRYAGAIN, 3
+ * CLUSTERDOWN; reports redirects and outages to the slot map, and the
+ * first such answer to c->errstr. */
+static int cluster_said(market_conn *c, redisReply **replies, size_t n) {
+    if (c->exec_sent && replies[c->exec_sent - 1]->type == REDIS_REPLY_ARRAY) return 0;
+    int said = 0;
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *r = replies[i];
+        if (r->type != REDIS_REPLY_ERROR) continue;
+        int k = 0;
+        lock_cluster_redirect rd;
+        if (lock_cluster_redirect_parse(r->str, r->len, &rd) == 0) {
+            if (!rd.host[0]) memcpy(rd.host, c->at_host, sizeof rd.host);
+            lock_cluster_redirected(c->m->cluster, &rd);
+            k = rd.ask ? 2 : 1;
+        } else if (strncmp(r->str, "TRYAGAIN", 8) == 0) {
+            MARKET__COUNT(c->m, cluster_tryagain);
+            k = 2;
+        } else if (strncmp(r->str, "CLUSTERDOWN", 11) == 0) {
+            MARKET__COUNT(c->m, cluster_down);
+            lock_cluster_stale(c->m->cluster);
+            k = 3;
+        }
+        if (k && !said) market__fail_reply(c, "cluster", r);
+        if (k > said) said = k;
+    }
+    return said;
 }
 
 /* Connects (when not connected), authenticates and selects the database;
@@ -122,6 +274,15 @@ int market__connect(market_conn *c) {
         char why[160];
         if (lock_sentinel_master(c->m->sentinel, &addr, &c->sgen, why, sizeof why) != LOCK_OK)
             return market__fail(c, "no master: %s", why);
+    }
+    if (c->m->cluster) {
+        if (!c->at_port) {
+            int rc = follow(c);
+            if (rc < 0) return rc;
+        }
+        memcpy(addr.host, c->at_host, sizeof addr.host);
+        addr.port = c->at_port;
+        addr.db = 0;
     }
     struct timeval tv = ms_to_tv(cfg->redis_timeout_ms);
     redisContext *ctx = redisConnectWithTimeout(addr.host, addr.port, tv);
@@ -218,9 +379,17 @@ int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char 
     int may_retry = 1;
     for (size_t i = 0; i < n; i++)
         if (strcmp(argv[i][0], "EXEC") == 0) may_retry = 0;
-    for (;;) {
+    int64_t since = lock_now_ms();
+    int alone = !bound(c); /* relies on no earlier WATCH: may be sent again */
+    for (int moved = 1;; moved++) {
         int rc = market__pipeline_send(c, n, argc, argv);
         if (rc == MARKET_OK) rc = market__pipeline_recv(c, n, replies);
+        if (rc == MARKET__REDIRECTED) {
+            if (!alone) return rc; /* its attempt reads again */
+            if (lock_now_ms() - since >= c->m->cfg.redis_timeout_ms) return MARKET_ERR_STORE;
+            market__redirect_pause(c, moved);
+            continue;
+        }
         if (rc != MARKET_ERR_STORE || !(reused && may_retry && c->closed)) return rc;
         reused = 0; /* one more try, on a new connection */
     }
@@ -248,16 +417,26 @@ static int pipeline_failed(market_conn *c) {
  * other use of c. Returns MARKET_OK, or MARKET_ERR_STORE with c dropped. */
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv) {
     c->closed = 0;
+    if (c->m->cluster && !bound(c)) { /* the slot's master may have changed since */
+        int rc = follow(c);
+        if (rc < 0) return rc;
+    }
     int rc = market__connect(c);
     if (rc < 0) return rc;
     const market_config *cfg = &c->m->cfg;
-    int unwatch = c->unwatch, done = 0, wait = 0;
+    int unwatch = c->unwatch, done = 0, wait = 0, watch = 0;
+    size_t exec = 0;
     if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
     for (size_t i = 0; i < n; i++) {
         if (redisAppendCommandArgv(c->ctx, argc[i], argv[i], NULL) != REDIS_OK) goto fail;
-        if (cfg->min_replicas_ack && argc[i] == 1 && strcmp(argv[i][0], "EXEC") == 0) {
-            wait = 1;
-            c->exec_at = i;
+        if (strcmp(argv[i][0], "WATCH") == 0) watch = 1;
+        if (argc[i] == 1 && strcmp(argv[i][0], "EXEC") == 0) {
+            exec = i + 1;
+            watch = 0; /* EXEC ends every WATCH */
+            if (cfg->min_replicas_ack) {
+                wait = 1;
+                c->exec_at = i;
+            }
         }
     }
     if (wait && redisAppendCommand(c->ctx, "WAIT %u %d", cfg->min_replicas_ack,
@@ -268,6 +447,9 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
     c->unwatch = 0;
     c->unwatch_sent = unwatch;
     c->wait_sent = wait;
+    c->exec_sent = exec;
+    if (unwatch || exec) c->watching = 0;
+    if (watch) c->watching = 1;
     return MARKET_OK;
 fail:
     return pipeline_failed(c);
@@ -323,6 +505,14 @@ int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
     if (not_master) { /* the caller judges the replies; the connection is done */
         suspect(c);
         market__drop(c);
+    }
+    int said = c->m->cluster ? cluster_said(c, replies, n) : 0;
+    if (said) {
+        market__replies_free(replies, n);
+        if (c->watching) c->unwatch = 1; /* a WATCH that went out with it is abandoned */
+        if (said == 3) return MARKET_ERR_STORE;
+        c->redirect = said;
+        return MARKET__REDIRECTED;
     }
     return MARKET_OK;
 fail:

@@ -1,6 +1,7 @@
 /* market_store.h - the store layer (market_store.c): a Redis connection per
- * market_conn that reconnects by itself, pipelines, and replies read into
- * the values the rules take. It calls nothing above it. */
+ * market_conn (one per master on a Redis Cluster) that reconnects by itself,
+ * pipelines, and replies read into the values the rules take. It calls
+ * nothing above it. */
 #ifndef GM_MARKET_MARKET_STORE_H
 #define GM_MARKET_MARKET_STORE_H
 
@@ -13,6 +14,13 @@
 #include "market/market_keys.h"
 #include "market/market_rules.h"
 
+/* A connection to a cluster master other than the one in use, kept for later. */
+struct market__parked {
+    redisContext *ctx;
+    int unwatch;                   /* a WATCH lingers on it: UNWATCH before its next pipeline */
+    char where[LOCK_HOST_MAX + 8]; /* "host:port" */
+};
+
 struct market_conn {
     market *m;
     redisContext *ctx; /* NULL while disconnected; reconnected on next use */
@@ -24,6 +32,16 @@ struct market_conn {
     size_t exec_at;    /* then: the index of the (last) EXEC among the pipeline's commands */
     char where[LOCK_HOST_MAX + 8]; /* "host:port" of ctx's server (for messages) */
     char errstr[128];  /* why the store last failed (market_conn_errstr()); "" none yet */
+    int watching;      /* a WATCH went out, no EXEC or UNWATCH since: the next pipeline
+                        * relies on it, unless unwatch is set (then it is abandoned) */
+    size_t exec_sent;  /* 1 + the index of the EXEC in the pipeline sent; 0: none */
+    /* Redis Cluster only (m->cluster): */
+    int slot;                      /* the hash slot of the operation under way (market__route) */
+    int redirect;                  /* the last MARKET__REDIRECTED: 1 MOVED, 2 ASK or TRYAGAIN */
+    char at_host[LOCK_HOST_MAX + 1]; /* the master that serves slot, ctx's server */
+    int at_port;
+    size_t nparked;
+    struct market__parked parked[MARKET__NODES_MAX - 1]; /* the other masters' connections */
 };
 
 /* One command of a pipeline: argv/len as redisAppendCommandArgv takes them. */
@@ -34,6 +52,10 @@ typedef struct market__cmd {
 } market__cmd;
 
 int market__connect(market_conn *c);
+int market__route(market_conn *c, const char *realm);
+int market__route_slot(market_conn *c, unsigned slot);
+void market__redirect_pause(market_conn *c, int tries);
+void market__close(market_conn *c);
 int market__judge_role(const redisReply *r, char *why, size_t whylen);
 void market__drop(market_conn *c);
 int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies);

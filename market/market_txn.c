@@ -15,6 +15,9 @@
  * When EXEC aborts, lock_extend() tells the two causes apart: if the lease is
  * still ours, someone outside the lock changed the data and the attempt is
  * read again (a few times); if not, the operation fails with LEASE_LOST.
+ * On a Redis Cluster, an attempt whose slot moved between its read and its
+ * commit (MARKET__REDIRECTED: nothing applied) is read again, on the slot's
+ * new master, within the same budget.
  * A refusal after WATCH leaves the connection watching; the UNWATCH rides in
  * front of the connection's next pipeline instead of costing a round trip
  * (market__unwatch_later).
@@ -169,6 +172,12 @@ int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, mar
     int rc;
     for (int i = 1;; i++) {
         rc = fn(c, hd, ud);
+        if (rc == MARKET__REDIRECTED) { /* its slot moved under it: read again where it is */
+            rc = MARKET_ERR_STORE;     /* if it keeps moving (c->errstr says how) */
+            if (i >= TXN_RETRIES || lock_now_ms() >= deadline) break;
+            market__redirect_pause(c, i);
+            continue;
+        }
         if (rc != TXN_ABORTED) break;
         MARKET__COUNT(m, txn_aborts);
         rc = MARKET_ERR_CONFLICT;

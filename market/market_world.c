@@ -312,6 +312,7 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     struct witem *items = NULL;
     market__realm rl;
     market__realm_init(&rl, realm);
+    if ((rc = market__route(c, realm)) < 0) goto out;
     if (reset && (rc = collect_realm_keys(c, realm, &keys)) < 0) goto out;
     if ((rc = market__connect(c)) < 0) goto out;
     items = malloc((w->n_items ? w->n_items : 1) * sizeof *items);
@@ -449,7 +450,8 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
     char pattern[MARKET__KEY_MAX];
     market__realm rl;
     market__realm_init(&rl, realm);
-    int rc;
+    int rc = market__route(c, realm);
+    if (rc < 0) goto out;
     market__key(pattern, sizeof pattern, "users", realm, "*");
     if ((rc = scan_keys(c, pattern, &users)) < 0) goto out;
     market__key(pattern, sizeof pattern, "inventory", realm, "*");
@@ -606,7 +608,7 @@ int market_players_scan(market_conn *c, const char *realm, const char *match,
     market_player_funds *got = NULL;
     size_t n_got = 0, cap_got = 0;
     char cursor[32] = "0";
-    int scanning = 1, rc = MARKET_OK;
+    int scanning = 1, rc = market__route(c, realm);
     while (rc == MARKET_OK && (scanning || cur.n)) {
         size_t ncmd = cur.n + (scanning ? 1 : 0);
         if ((rc = pipe_reserve(&p, ncmd)) < 0) break;
@@ -674,4 +676,48 @@ int market_store_info(market_conn *c, const char *section, char **out) {
     }
     market__replies_free(rep, 1);
     return rc;
+}
+
+/* Reads INFO section (see market_store_info) from every master of the
+ * store: the one server or Sentinel group's master, or each master that
+ * serves slots of a Redis Cluster. Returns MARKET_OK with *out a new array
+ * of *n entries (caller frees with market_master_info_free()), or
+ * ERR_INVALID, ERR_STORE (c's errstr says why), ERR_NOMEM with *out NULL. */
+int market_store_info_masters(market_conn *c, const char *section, market_master_info **out,
+                              size_t *n) {
+    if (!out || !n) return MARKET_ERR_INVALID;
+    *out = NULL;
+    *n = 0;
+    if (!c) return MARKET_ERR_INVALID;
+    unsigned slots[64]; /* masters: as many as a slot map holds */
+    int want = 1;
+    if (c->m->cluster) {
+        char why[128];
+        want = lock_cluster_master_slots(c->m->cluster, slots, sizeof slots / sizeof *slots, why,
+                                         sizeof why);
+        if (want <= 0) return market__fail(c, "redis cluster: %s", want < 0 ? why : "no master");
+    }
+    market_master_info *v = calloc((size_t)want, sizeof *v);
+    if (!v) return MARKET_ERR_NOMEM;
+    int rc = MARKET_OK;
+    for (int i = 0; i < want && rc == MARKET_OK; i++) {
+        if (c->m->cluster) rc = market__route_slot(c, slots[i]);
+        if (rc == MARKET_OK) rc = market_store_info(c, section, &v[i].text);
+        if (rc == MARKET_OK) snprintf(v[i].where, sizeof v[i].where, "%s", c->where);
+    }
+    if (rc < 0) {
+        market_master_info_free(v, (size_t)want);
+        return rc;
+    }
+    *out = v;
+    *n = (size_t)want;
+    return MARKET_OK;
+}
+
+/* Frees v[0..n) and v; NULL is a no-op. This function can't fail. */
+void market_master_info_free(market_master_info *v, size_t n) {
+    if (!v) return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i].text);
+    free(v);
 }

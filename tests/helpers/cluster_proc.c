@@ -198,11 +198,13 @@ static int start_node(th_cluster *c, int i, int node_timeout_ms) {
         c->bus_port[i] = fresh_port(c, i, r->port);
         if (c->bus_port[i] < 0) return -1;
         /* AOF so that a node killed and restarted comes back with its data; replicas
-         * sync at once rather than after repl-diskless-sync-delay's 5 s. */
+         * sync at once rather than after repl-diskless-sync-delay's 5 s; a master down
+         * stops only its own slots, not the whole cluster (require-full-coverage no,
+         * what docs/OPERATIONS.md recommends, so that other realms go on). */
         int w = snprintf(r->extra, sizeof r->extra,
                          "--cluster-enabled yes --cluster-config-file nodes.conf "
                          "--cluster-node-timeout %d --cluster-port %d --appendonly yes "
-                         "--repl-diskless-sync-delay 0",
+                         "--repl-diskless-sync-delay 0 --cluster-require-full-coverage no",
                          node_timeout_ms, c->bus_port[i]);
         if (w < 0 || (size_t)w >= sizeof r->extra) return -1;
         if (th_redis_restart(r) == 0) return 0;
