@@ -20,7 +20,8 @@
 # Environment: BENCH_SECONDS (10), BENCH_STRATEGIES ("market item optimistic"),
 # BENCH_LEVELS ("1 8 64"), BENCH_MIXES ("distinct contended"),
 # BENCH_WORLD (players=10000,items=400000,funds=1000000000), BENCH_OUT (bench),
-# BENCH_HA (1; 0 skips the --min-replicas-ack section), BENCH_PEERS (none),
+# BENCH_HA (1; 0 skips the --min-replicas-ack section), BENCH_CLUSTER (1; 0 skips the
+# cluster section), BENCH_CLUSTER_REALMS (12), BENCH_PEERS (none),
 # BIN (bin).
 #
 # The world gives every player funds for the whole market: the contended mix
@@ -35,6 +36,15 @@
 # `--strategy market --min-replicas-ack 1` (every commit followed by `WAIT 1`),
 # reports raw/ha-noack.json and raw/ha-ack1.json, results.md section
 # "Acknowledged means replicated".
+#
+# BENCH_CLUSTER=1 (the default), after that: starts a Redis Cluster of three masters
+# (cluster-enabled redis-servers on free ports, no replicas, joined with `redis-cli --cluster
+# create`), and runs the same load twice, 64 buyers over BENCH_CLUSTER_REALMS realms (12),
+# distinct mix, `--strategy market`: once with the world (market-seed --generate realms=...)
+# on the bench's single Redis, once on the cluster (`--redis redis-cluster://...`). Reports
+# raw/cluster-single.json and raw/cluster-cluster.json, results.md section "Redis Cluster":
+# purchases/s of each and their ratio, Redis commands per purchase, and each master's share
+# of the commands (market-load reads INFO commandstats of every master).
 #
 # BENCH_PEERS names a script of peer benchmarks, which are not part of this
 # repository (bench/peers.md says what they are). It is run with bash, with
@@ -52,6 +62,8 @@ MIXES=${BENCH_MIXES:-"distinct contended"}
 WORLD=${BENCH_WORLD:-players=10000,items=400000,funds=1000000000}
 OUT=${BENCH_OUT:-bench}
 HA=${BENCH_HA:-1}
+CLUSTER=${BENCH_CLUSTER:-1}
+CREALMS=${BENCH_CLUSTER_REALMS:-12}
 case $OUT in /*) ;; *) OUT=$ROOT/$OUT ;; esac # absolute: the peers run from their own folder
 HOLD=256
 
@@ -303,6 +315,64 @@ if [ "$HA" != 0 ]; then
     stop_pid "$HPID"
 fi
 
+# ---- Redis Cluster ----
+if [ "$CLUSTER" != 0 ]; then
+    CPORTS=()
+    cport=$((RPORT + 100))
+    for i in 0 1 2; do
+        p=$(free_port "$cport")
+        b=$(free_port $((p + 1)))
+        cport=$((b + 1))
+        mkdir -p "$TMP/cluster$i"
+        redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP/cluster$i" \
+            --cluster-enabled yes --cluster-config-file nodes.conf --cluster-port "$b" \
+            --cluster-node-timeout 5000 --logfile "$TMP/cluster$i.log" --daemonize no &
+        PIDS+=($!)
+        CPORTS+=("$p")
+    done
+    for p in "${CPORTS[@]}"; do
+        for _ in $(seq 100); do
+            redis-cli -p "$p" ping 2>/dev/null | grep -q PONG && break
+            sleep 0.1
+        done
+    done
+    cluster_ok() {
+        for p in "${CPORTS[@]}"; do
+            redis-cli -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || return 1
+        done
+    }
+    redis-cli --cluster create "${CPORTS[@]/#/127.0.0.1:}" --cluster-replicas 0 --cluster-yes \
+        >"$TMP/cluster-create.log" 2>&1
+    for _ in $(seq 100); do cluster_ok && break; sleep 0.1; done
+    if ! cluster_ok; then
+        note "cluster: the three masters did not agree within 10 s; section skipped: $(tail -1 "$TMP/cluster-create.log")"
+        status=1
+    else
+        CURL="redis-cluster://$(printf '127.0.0.1:%s,' "${CPORTS[@]}" | sed 's/,$//')"
+        cworld="realms=$CREALMS,${WORLD}"
+        for target in single cluster; do
+            url=$RURL
+            [ "$target" = cluster ] && url=$CURL
+            name="cluster-$target"
+            "$BIN/market-seed" --redis "$url" --reset --generate "$cworld" >/dev/null \
+                2>"$TMP/seed.err" || die "seeding $target failed: $(cat "$TMP/seed.err")"
+            if ! start_server market flag "$name" --redis "$url"; then
+                note "$name: market-server did not become healthy: $(tail -1 "$OUT/raw/server-$name.log" 2>/dev/null)"
+                status=1
+                stop_pid "$SPID"
+                continue
+            fi
+            echo "bench: $name: 64 buyers over $CREALMS realms (${SECS}s)"
+            "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$url" --realms "$CREALMS" \
+                --buyers 64 --duration "$SECS" --mix distinct --seed 1 --quiet \
+                --json "$OUT/raw/$name.json" >"$OUT/raw/$name.txt" 2>&1
+            load_verdict "$name" "$?"
+            kill -0 "$SPID" 2>/dev/null || { note "$name: market-server died during the run"; status=1; }
+            stop_pid "$SPID"
+        done
+    fi
+fi
+
 # ---- peers (optional) ----
 PEERS_RAN=0
 if [ -n "${BENCH_PEERS:-}" ]; then
@@ -451,6 +521,30 @@ if any(os.path.exists(os.path.join(raw, f"{h[0]}.json")) for h in ha):
     if waits:
         L.append("Measured in the master's `INFO commandstats`: " + "; ".join(waits) + ".")
     L.append("Raw reports: `raw/ha-<configuration>.json` and `.txt`.")
+# ---- Redis Cluster: raw/cluster-single.json and raw/cluster-cluster.json ----
+cl = {t: os.path.join(raw, f"cluster-{t}.json") for t in ("single", "cluster")}
+if all(os.path.exists(p) for p in cl.values()):
+    cj = {t: json.load(open(p)) for t, p in cl.items()}
+    L.append("")
+    L.append("## Redis Cluster (64 buyers over several realms, distinct mix, --strategy market)")
+    L.append("")
+    L.append("| store | purchases/s | p50 ms | p99 ms | commands / purchase | commands per master | invariants |")
+    L.append("|---|---:|---:|---:|---:|---|---|")
+    for t, label in (("single", "one Redis"), ("cluster", "Redis Cluster, 3 masters")):
+        j = cj[t]
+        lat, inv, cpp = j["latency_ms"], j["invariants"], j.get("redis_commands_per_purchase")
+        masters = j.get("redis_masters", [])
+        share = ", ".join(f'{m["share"] * 100:.1f}%' for m in masters if m.get("share") is not None)
+        L.append(f'| {label} | {fmt(j["run"]["purchases_per_s"])} | {lat["all"]["p50"]:.3f} | '
+                 f'{lat["all"]["p99"]:.3f} | {cpp if cpp is None else f"{cpp:.2f}"} | '
+                 f'{share or "-"} | {"OK" if inv["ok"] else "**BROKEN**"} |')
+    s1, s3 = cj["single"]["run"]["purchases_per_s"], cj["cluster"]["run"]["purchases_per_s"]
+    if s1:
+        L.append("")
+        L.append(f"The cluster served {s3 / s1:.2f}x the single Redis's purchases/s on the same "
+                 "machine (every process shares its cores: the three masters do not add CPU here). "
+                 "Realms r0.. are spread over the masters by the CRC16 of their ids.")
+    L.append("Raw reports: `raw/cluster-single.json`, `raw/cluster-cluster.json` and `.txt`.")
 if notes:
     L.append("")
     L.append("## Notes")

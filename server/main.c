@@ -36,9 +36,12 @@ int main(int argc, char **argv) {
     }
     /* Never log a password: show the URL up to its scheme and from its host on. */
     char shown[sizeof cfg.redis];
-    const char *at = strrchr(cfg.redis, '@');
-    if (at)
-        snprintf(shown, sizeof shown, "redis://***@%s", at + 1);
+    const char *at = strrchr(cfg.redis, '@'), *scheme = strstr(cfg.redis, "://");
+    if (at && scheme && scheme < at)
+        snprintf(shown, sizeof shown, "%.*s://***@%s", (int)(scheme - cfg.redis), cfg.redis,
+                 at + 1);
+    else if (at)
+        snprintf(shown, sizeof shown, "***@%s", at + 1);
     else
         snprintf(shown, sizeof shown, "%s", cfg.redis);
     server_log(SERVER_LOG_WARN,

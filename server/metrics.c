@@ -219,6 +219,18 @@ char *server__metrics_render(const server__metrics *mt, market *m, size_t *len) 
             s.not_replicated);
     counter(&t, "market_failovers_total",
             "Times the Sentinels named another master (redis-sentinel:// only).", s.failovers);
+    counter(&t, "market_cluster_moved_total",
+            "-MOVED redirects the store followed (redis-cluster:// only).", s.cluster_moved);
+    counter(&t, "market_cluster_ask_total",
+            "-ASK answers the store met: a slot being migrated (redis-cluster:// only).",
+            s.cluster_ask);
+    counter(&t, "market_cluster_tryagain_total",
+            "-TRYAGAIN answers: a slot's keys split by a migration (redis-cluster:// only).",
+            s.cluster_tryagain);
+    counter(&t, "market_cluster_down_total", "-CLUSTERDOWN answers (503; redis-cluster:// only).",
+            s.cluster_down);
+    counter(&t, "market_cluster_slot_map_refreshes_total",
+            "Slot maps fetched from the cluster (redis-cluster:// only).", s.cluster_refreshes);
     char master[LOCK_HOST_MAX + 8];
     int known = market_master(m, master, sizeof master) == MARKET_OK;
     put(&t, "# HELP market_redis_master_info The store's master now (1), as an address label.\n"

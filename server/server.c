@@ -569,8 +569,9 @@ static int market_build(server *s, char *why, size_t whylen) {
                           .test_stall_ms = cfg->test_stall_ms};
     if (lock_redis_addr_parse(cfg->redis, &mcfg.redis) < 0) {
         snprintf(why, whylen,
-                 "bad Redis URL (want redis://[user:pass@]host[:port][/db] or "
-                 "redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db])");
+                 "bad Redis URL (want redis://[user:pass@]host[:port][/db], "
+                 "redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db] or "
+                 "redis-cluster://[user:pass@]host[:port][,host[:port]...])");
         return SERVER_ERR_INVALID;
     }
     int ack_ms = cfg->replica_ack_timeout_ms ? cfg->replica_ack_timeout_ms

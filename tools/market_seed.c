@@ -28,7 +28,8 @@ static void usage(FILE *to) {
             "       market-seed [--redis URL] [--reset] --generate "
             "[realms=R,]players=N,items=M[,funds=F][,prices=LO-HI][,seed=S]\n"
             "  --redis URL   redis://[user:pass@]host[:port][/db], or a Sentinel group:\n"
-            "                redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db]\n"
+            "                redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db],\n"
+            "                or a Redis Cluster: redis-cluster://[user:pass@]host[:port][,...]\n"
             "                (default $MARKET_REDIS or redis://127.0.0.1:6379/0)\n"
             "  --realm R     the realm to write (default " MARKET_REALM_DEFAULT ")\n"
             "  --reset       delete the realm's keys (users:{R}:*, inventory:{R}:*, idem:{R}:*,\n"
@@ -223,8 +224,9 @@ int main(int argc, char **argv) {
     market_conn *c = NULL;
     market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 5000, .acquire_timeout_ms = 2000};
     if (lock_redis_addr_parse(url, &cfg.redis) < 0) {
-        fprintf(stderr, "market-seed: bad Redis URL (want redis://[user:pass@]host[:port][/db] "
-                        "or redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db])\n");
+        fprintf(stderr, "market-seed: bad Redis URL (want redis://[user:pass@]host[:port][/db], "
+                        "redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db] "
+                        "or redis-cluster://[user:pass@]host[:port][,host[:port]...])\n");
         return 2;
     }
 

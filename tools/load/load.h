@@ -269,16 +269,28 @@ typedef struct load_cmdstat {
     long long calls;
 } load_cmdstat;
 
-/* Redis INFO commandstats. */
+#define LOAD_MASTERS_MAX 16 /* masters whose share of the commands is reported */
+
+/* Redis INFO commandstats, summed over the store's masters (a cluster has several). */
 typedef struct load_cmdstats {
     load_cmdstat c[LOAD_CMDS_MAX];
     size_t n;
     long long total; /* calls over every command but INFO */
+    struct {
+        char where[LOCK_HOST_MAX + 8]; /* "host:port" */
+        long long total;               /* its calls over every command but INFO */
+    } master[LOAD_MASTERS_MAX];
+    size_t nmasters;
 } load_cmdstats;
 
 /* Reads the text of INFO commandstats into *s. Lines it cannot read, and
  * commands past LOAD_CMDS_MAX, are left out. Can't fail. */
 void load_cmdstats_parse(load_cmdstats *s, const char *text, size_t len);
+/* Adds the counts of *one (one master's, called where) into *sum. Can't fail. */
+void load_cmdstats_add(load_cmdstats *sum, const load_cmdstats *one, const char *where);
+/* The calls master i of after served since before (matched by address; 0 if unknown). */
+long long load_cmdstats_master_delta(const load_cmdstats *before, const load_cmdstats *after,
+                                     size_t i);
 long long load_cmdstats_get(const load_cmdstats *s, const char *name);
 
 /* Whether the invariants held, and whether the run measured anything. */
@@ -332,7 +344,8 @@ int load_world_read(load_plan *p, market_conn *mc, const char *redis,
 int load_audit(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
                market_audit_report *out);
 
-/* Reads INFO commandstats into *s. Returns 0, or -1 with a sentence in why. */
+/* Reads INFO commandstats of every master of the store into *s (summed, with each master's
+ * total). Returns 0, or -1 with a sentence in why. */
 int load_cmdstats_read(market_conn *mc, load_cmdstats *s, char *why, size_t whylen);
 
 /* Audits the store after the run. When requests went unanswered

@@ -71,6 +71,11 @@ void load_report_print(FILE *f, const load_report *r) {
                 (double)cmds / (double)ok);
     else if (cmds >= 0)
         fprintf(f, "  redis         %lld commands\n", cmds);
+    for (size_t i = 0; cmds > 0 && r->ca->nmasters > 1 && i < r->ca->nmasters; i++) {
+        long long d = load_cmdstats_master_delta(r->cb, r->ca, i);
+        fprintf(f, "    master %-21s %lld commands, %.1f%%\n", r->ca->master[i].where, d,
+                100.0 * (double)d / (double)cmds);
+    }
     fprintf(f, "  invariants    %s\n", v->ok ? "OK" : "BROKEN");
     fprintf(f, "    %s funds %lld before, %lld after\n", v->funds ? "ok " : "BAD",
             (long long)b->total_funds, (long long)a->total_funds);
@@ -245,6 +250,16 @@ json_t *load_report_json(const load_report *r) {
     set(j, "latency_ms",
         json_pack("{s:o, s:o}", "all", json_hist(&run->all), "ok", json_hist(&run->ok)));
     set(j, "redis_commands", json_integer(cmds));
+    json_t *masters = json_array();
+    for (size_t i = 0; masters && i < r->ca->nmasters; i++) {
+        long long d = load_cmdstats_master_delta(r->cb, r->ca, i);
+        json_array_append_new(masters,
+                              json_pack("{s:s, s:I, s:o}", "address", r->ca->master[i].where,
+                                        "commands", (json_int_t)d, "share",
+                                        cmds > 0 ? jreal((double)d / (double)cmds, 4)
+                                                 : json_null()));
+    }
+    set(j, "redis_masters", masters);
     set(j, "redis_commands_per_purchase", per ? jreal(per_purchase, 3) : json_null());
     set(j, "redis",
         json_pack("{s:I, s:o, s:o, s:I, s:I, s:o, s:o}", "commands", (json_int_t)cmds,

@@ -103,6 +103,33 @@ void load_cmdstats_parse(load_cmdstats *s, const char *text, size_t len) {
     }
 }
 
+void load_cmdstats_add(load_cmdstats *sum, const load_cmdstats *one, const char *where) {
+    for (size_t i = 0; i < one->n; i++) {
+        size_t k = 0;
+        while (k < sum->n && strcmp(sum->c[k].name, one->c[i].name) != 0)
+            k++;
+        if (k == sum->n) {
+            if (sum->n == LOAD_CMDS_MAX) continue;
+            sum->c[sum->n++] = (load_cmdstat){.calls = 0};
+            memcpy(sum->c[k].name, one->c[i].name, sizeof sum->c[k].name);
+        }
+        sum->c[k].calls += one->c[i].calls;
+    }
+    sum->total += one->total;
+    if (sum->nmasters == LOAD_MASTERS_MAX) return;
+    snprintf(sum->master[sum->nmasters].where, sizeof sum->master[0].where, "%s", where);
+    sum->master[sum->nmasters++].total = one->total;
+}
+
+long long load_cmdstats_master_delta(const load_cmdstats *before, const load_cmdstats *after,
+                                     size_t i) {
+    if (i >= after->nmasters) return 0;
+    for (size_t k = 0; k < before->nmasters; k++)
+        if (strcmp(before->master[k].where, after->master[i].where) == 0)
+            return after->master[i].total - before->master[k].total;
+    return after->master[i].total;
+}
+
 long long load_cmdstats_get(const load_cmdstats *s, const char *name) {
     for (size_t i = 0; i < s->n; i++)
         if (strcmp(s->c[i].name, name) == 0) return s->c[i].calls;

@@ -90,14 +90,27 @@ int load_world_read(load_plan *p, market_conn *mc, const char *redis,
 }
 
 int load_cmdstats_read(market_conn *mc, load_cmdstats *s, char *why, size_t whylen) {
-    char *text = NULL;
-    int rc = market_store_info(mc, "commandstats", &text);
+    market_master_info *info = NULL;
+    size_t n = 0;
+    int rc = market_store_info_masters(mc, "commandstats", &info, &n);
     if (rc < 0) {
-        snprintf(why, whylen, "INFO commandstats failed: %s", market_strerror(rc));
+        snprintf(why, whylen, "INFO commandstats failed: %s (%s)", market_strerror(rc),
+                 market_conn_errstr(mc));
         return -1;
     }
-    load_cmdstats_parse(s, text, strlen(text));
-    free(text);
+    load_cmdstats *one = malloc(sizeof *one);
+    if (!one) {
+        market_master_info_free(info, n);
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    memset(s, 0, sizeof *s);
+    for (size_t i = 0; i < n; i++) {
+        load_cmdstats_parse(one, info[i].text, strlen(info[i].text));
+        load_cmdstats_add(s, one, info[i].where);
+    }
+    free(one);
+    market_master_info_free(info, n);
     return 0;
 }
 
