@@ -344,15 +344,36 @@ if [ "$CLUSTER" != 0 ]; then
     redis-cli --cluster create "${CPORTS[@]/#/127.0.0.1:}" --cluster-replicas 0 --cluster-yes \
         >"$TMP/cluster-create.log" 2>&1
     for _ in $(seq 100); do cluster_ok && break; sleep 0.1; done
+    # Place the realms evenly, as an operator would: realm i's slot (CLUSTER KEYSLOT "{ri}")
+    # to master i % 3. The slots are still empty, so SETSLOT ... NODE on every master moves
+    # one. Without this the CRC16 of 12 names lands 3, 6 and 3 realms on the masters.
+    if cluster_ok; then
+        CIDS=()
+        for p in "${CPORTS[@]}"; do CIDS+=("$(redis-cli -p "$p" cluster myid)"); done
+        for i in $(seq 0 $((CREALMS - 1))); do
+            slot=$(redis-cli -p "${CPORTS[0]}" cluster keyslot "{r$i}")
+            id=${CIDS[$((i % 3))]}
+            for p in "${CPORTS[@]}"; do
+                redis-cli -p "$p" cluster setslot "$slot" node "$id" >/dev/null
+            done
+        done
+        # every master was told directly: they agree at once
+    fi
     if ! cluster_ok; then
         note "cluster: the three masters did not agree within 10 s; section skipped: $(tail -1 "$TMP/cluster-create.log")"
         status=1
     else
         CURL="redis-cluster://$(printf '127.0.0.1:%s,' "${CPORTS[@]}" | sed 's/,$//')"
+        redis_cpu() { # CPU seconds (user + sys) the Redis servers on ports $@ have used
+            for p in "$@"; do redis-cli -p "$p" info cpu; done |
+                awk -F: '/^used_cpu_(user|sys):/ {s += $2} END {printf "%.3f", s}'
+        }
+        printf 'name\tredis_cpu_s\n' >"$OUT/raw/cluster.tsv"
         cworld="realms=$CREALMS,${WORLD}"
         for target in single cluster; do
             url=$RURL
-            [ "$target" = cluster ] && url=$CURL
+            ports=("$RPORT")
+            [ "$target" = cluster ] && url=$CURL && ports=("${CPORTS[@]}")
             name="cluster-$target"
             "$BIN/market-seed" --redis "$url" --reset --generate "$cworld" >/dev/null \
                 2>"$TMP/seed.err" || die "seeding $target failed: $(cat "$TMP/seed.err")"
@@ -363,10 +384,15 @@ if [ "$CLUSTER" != 0 ]; then
                 continue
             fi
             echo "bench: $name: 64 buyers over $CREALMS realms (${SECS}s)"
+            cpu0=$(redis_cpu "${ports[@]}")
             "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$url" --realms "$CREALMS" \
                 --buyers 64 --duration "$SECS" --mix distinct --seed 1 --quiet \
                 --json "$OUT/raw/$name.json" >"$OUT/raw/$name.txt" 2>&1
-            load_verdict "$name" "$?"
+            rc=$?
+            cpu1=$(redis_cpu "${ports[@]}")
+            printf '%s\t%s\n' "$name" "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN {printf "%.3f", b - a}')" \
+                >>"$OUT/raw/cluster.tsv"
+            load_verdict "$name" "$rc"
             kill -0 "$SPID" 2>/dev/null || { note "$name: market-server died during the run"; status=1; }
             stop_pid "$SPID"
         done
@@ -543,7 +569,17 @@ if all(os.path.exists(p) for p in cl.values()):
         L.append("")
         L.append(f"The cluster served {s3 / s1:.2f}x the single Redis's purchases/s on the same "
                  "machine (every process shares its cores: the three masters do not add CPU here). "
-                 "Realms r0.. are spread over the masters by the CRC16 of their ids.")
+                 "The bench places realm i's slot on master i % 3 before seeding (an empty slot moves "
+                 "with `CLUSTER SETSLOT <slot> NODE <id>`), as an operator places realms.")
+    cpu_tsv = os.path.join(raw, "cluster.tsv")
+    cpu = dict(l.rstrip("\n").split("\t") for l in list(open(cpu_tsv))[1:]) if os.path.exists(cpu_tsv) else {}
+    for t in ("single", "cluster"):
+        ok200 = cj[t]["status"].get("200", 0)
+        c = float(cpu.get(f"cluster-{t}", "0") or 0)
+        if ok200 and c > 0:
+            L.append(f"Redis CPU ({t}): {c:.2f} s (`INFO cpu`, user + sys, summed over its masters) for "
+                     f"{ok200:,} purchases: {c / ok200 * 1e6:.1f} µs of a Redis core per purchase, so "
+                     f"one master's core would carry about {ok200 / c:,.0f} purchases/s.")
     L.append("Raw reports: `raw/cluster-single.json`, `raw/cluster-cluster.json` and `.txt`.")
 if notes:
     L.append("")
