@@ -559,7 +559,7 @@ if all(os.path.exists(p) for p in cl.values()):
     for t, label in (("single", "one Redis"), ("cluster", "Redis Cluster, 3 masters")):
         j = cj[t]
         lat, inv, cpp = j["latency_ms"], j["invariants"], j.get("redis_commands_per_purchase")
-        masters = j.get("redis_masters", [])
+        masters = j["redis"].get("masters", [])
         share = ", ".join(f'{m["share"] * 100:.1f}%' for m in masters if m.get("share") is not None)
         L.append(f'| {label} | {fmt(j["run"]["purchases_per_s"])} | {lat["all"]["p50"]:.3f} | '
                  f'{lat["all"]["p99"]:.3f} | {cpp if cpp is None else f"{cpp:.2f}"} | '

@@ -157,7 +157,7 @@ static void test_json_shape(void **state) {
     assert_keys(j, "latency_ms.all", "count,p50,p90,p99,p999,max,mean");
     assert_keys(j, "redis",
                 "commands,commands_per_purchase,commands_delta,calls_before,calls_after,"
-                "commandstats_before,commandstats_after");
+                "commandstats_before,commandstats_after,masters");
     assert_keys(j, "invariants",
                 "ok,funds_conserved,no_negative_funds,items_in_one_place,items_total_unchanged,"
                 "purchases_match,items_left_market,before,after");

@@ -259,15 +259,14 @@ json_t *load_report_json(const load_report *r) {
                                         cmds > 0 ? jreal((double)d / (double)cmds, 4)
                                                  : json_null()));
     }
-    set(j, "redis_masters", masters);
     set(j, "redis_commands_per_purchase", per ? jreal(per_purchase, 3) : json_null());
     set(j, "redis",
-        json_pack("{s:I, s:o, s:o, s:I, s:I, s:o, s:o}", "commands", (json_int_t)cmds,
+        json_pack("{s:I, s:o, s:o, s:I, s:I, s:o, s:o, s:o}", "commands", (json_int_t)cmds,
                   "commands_per_purchase", per ? jreal(per_purchase, 3) : json_null(),
                   "commands_delta", json_cmd_delta(r->cb, r->ca), "calls_before",
                   (json_int_t)r->cb->total, "calls_after", (json_int_t)r->ca->total,
                   "commandstats_before", json_cmdstats(r->cb), "commandstats_after",
-                  json_cmdstats(r->ca)));
+                  json_cmdstats(r->ca), "masters", masters));
     set(j, "invariants",
         json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:o, s:o}", "ok", v->ok, "funds_conserved",
                   v->funds, "no_negative_funds", v->negative, "items_in_one_place", v->one_place,
