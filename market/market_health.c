@@ -39,7 +39,6 @@
 #include "market/market_store.h"
 
 #define PROBE_MEMBER "healthz:probe" /* never "<item>.<seller>": see DESIGN */
-#define CLUSTER_MASTERS_MAX 64         /* masters of a cluster the health check probes */
 
 /* What a refusal's error code (the first word of an error reply) means for purchases. */
 static const struct {
@@ -137,9 +136,9 @@ done:
 /* Probes every master of a cluster, each on a market of a realm in a
  * slot it serves (market__slot_tag); see market_health(). */
 static int probe_cluster(market_conn *c, char *why, size_t whylen) {
-    unsigned slots[CLUSTER_MASTERS_MAX];
+    unsigned slots[MARKET__MASTERS_MAX];
     char reason[160];
-    int n = lock_cluster_master_slots(c->m->cluster, slots, CLUSTER_MASTERS_MAX, reason,
+    int n = lock_cluster_master_slots(c->m->cluster, slots, MARKET__MASTERS_MAX, reason,
                                       sizeof reason);
     if (n <= 0) {
         snprintf(why, whylen, "redis cluster: %s", n < 0 ? reason : "no master serves a slot");
@@ -195,13 +194,10 @@ int market_master(market *m, char *out, size_t outlen) {
     out[0] = '\0';
     if (m->sentinel && lock_sentinel_master(m->sentinel, &a, NULL, NULL, 0) != LOCK_OK)
         return MARKET_ERR_STORE;
-    if (m->cluster) {
-        char tag[MARKET__TAG_MAX + 1];
-        int n = snprintf(tag, sizeof tag, "{%s}", MARKET_REALM_DEFAULT);
-        if (lock_cluster_master(m->cluster, lock_key_slot(tag, (size_t)n), &a, NULL, 0) !=
+    if (m->cluster &&
+        lock_cluster_master(m->cluster, market__realm_slot(MARKET_REALM_DEFAULT), &a, NULL, 0) !=
             LOCK_OK)
-            return MARKET_ERR_STORE;
-    }
+        return MARKET_ERR_STORE;
     snprintf(out, outlen, "%s:%d", a.host, a.port);
     return MARKET_OK;
 }

@@ -24,7 +24,8 @@
 #define MARKET__TXN_ABORTED 1  /* an attempt's EXEC was aborted: a watched key changed */
 #define MARKET__REDIRECTED (-100) /* cluster: a pipeline that relied on an earlier WATCH met a
                                    * slot on the move (nothing applied): read again */
-#define MARKET__NODES_MAX 16 /* cluster: masters a market_conn keeps a connection to */
+#define MARKET__NODES_MAX 16   /* cluster: masters a market_conn keeps a connection to */
+#define MARKET__MASTERS_MAX 64 /* cluster: masters health and INFO reach (a slot map's most) */
 
 #define MARKET__IDEM_REDIS_MAX (8 + MARKET__TAG_MAX + MARKET_ID_MAX + MARKET_IDEM_KEY_MAX)
                                                                /* idem:{<r>}:<p>:<k> */

@@ -165,6 +165,14 @@ int market__token_new(char out[MARKET__TOKEN_LEN + 1]) {
     return 0;
 }
 
+/* Returns the Redis Cluster hash slot of every key of realm: the slot of "{<realm>}". realm
+ * is a valid id (at most MARKET_REALM_MAX bytes). This function can't fail. */
+unsigned market__realm_slot(const char *realm) {
+    char tag[MARKET__TAG_MAX + 1];
+    int n = snprintf(tag, sizeof tag, "{%s}", realm);
+    return lock_key_slot(tag, n > 0 && (size_t)n < sizeof tag ? (size_t)n : 0);
+}
+
 /* Writes into out a realm id whose keys live in hash slot slot ("hz<n>", the first such n), so
  * that a key of a chosen slot can be named (the health probe of each cluster master). Returns
  * 0, or -1 when slot is beyond 16383 or out is too small. */

@@ -35,5 +35,6 @@ int market__idem_judge(const redisReply *r, const market_idem *idem, const char 
                        int64_t *a, int64_t *b);
 int market__token_new(char out[MARKET__TOKEN_LEN + 1]);
 int market__slot_tag(unsigned slot, char *out, size_t outlen);
+unsigned market__realm_slot(const char *realm);
 
 #endif /* GM_MARKET_MARKET_KEYS_H */

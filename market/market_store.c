@@ -210,11 +210,7 @@ int market__route_slot(market_conn *c, unsigned slot) {
 /* Sends c's next operations to the master of realm's slot, the slot of
  * "{<realm>}" and so of every key of the realm (see market__route_slot). */
 int market__route(market_conn *c, const char *realm) {
-    if (!c->m->cluster) return MARKET_OK;
-    char tag[MARKET__TAG_MAX + 1];
-    int n = snprintf(tag, sizeof tag, "{%s}", realm);
-    if (n < 0 || (size_t)n >= sizeof tag) return MARKET_ERR_INVALID;
-    return market__route_slot(c, lock_key_slot(tag, (size_t)n));
+    return c->m->cluster ? market__route_slot(c, market__realm_slot(realm)) : MARKET_OK;
 }
 
 /* Waits before a slot on the move is tried again: nothing after a MOVED

@@ -689,11 +689,11 @@ int market_store_info_masters(market_conn *c, const char *section, market_master
     *out = NULL;
     *n = 0;
     if (!c) return MARKET_ERR_INVALID;
-    unsigned slots[64]; /* masters: as many as a slot map holds */
+    unsigned slots[MARKET__MASTERS_MAX];
     int want = 1;
     if (c->m->cluster) {
         char why[128];
-        want = lock_cluster_master_slots(c->m->cluster, slots, sizeof slots / sizeof *slots, why,
+        want = lock_cluster_master_slots(c->m->cluster, slots, MARKET__MASTERS_MAX, why,
                                          sizeof why);
         if (want <= 0) return market__fail(c, "redis cluster: %s", want < 0 ? why : "no master");
     }

@@ -127,6 +127,25 @@ static int read_slots(int port, uint16_t owner[TH_CLUSTER_SLOTS]) {
     return rc;
 }
 
+int th_cluster_is_master(int port) {
+    redisContext *x = th_cluster_connect(port, 2000);
+    if (!x) return 0;
+    redisReply *role = redisCommand(x, "ROLE");
+    int master = role && role->type == REDIS_REPLY_ARRAY && role->elements > 0 &&
+                 role->element[0]->type == REDIS_REPLY_STRING &&
+                 strcmp(role->element[0]->str, "master") == 0;
+    if (role) freeReplyObject(role);
+    redisFree(x);
+    return master;
+}
+
+int th_cluster_other_master(const th_cluster *c, int port) {
+    for (int i = 0; i < c->n; i++)
+        if (c->nodes[i].port != port && th_cluster_is_master(c->nodes[i].port))
+            return c->nodes[i].port;
+    return -1;
+}
+
 int th_cluster_node_index(const th_cluster *c, int port) {
     if (port <= 0) return -1;
     for (int i = 0; i < c->n; i++)

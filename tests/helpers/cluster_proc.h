@@ -59,6 +59,14 @@ int th_cluster_slot_owner(const th_cluster *c, int slot);
 /* Returns the index in c->nodes of the node on port, or -1. */
 int th_cluster_node_index(const th_cluster *c, int port);
 
+/* Returns 1 when the node on port answers ROLE with "master", else 0 (a replica, a node
+ * that does not answer). */
+int th_cluster_is_master(int port);
+
+/* Returns the port of a running master of c other than port (the first in c->nodes), or
+ * -1. */
+int th_cluster_other_master(const th_cluster *c, int port);
+
 /* Moves slot, with its keys, to the master on to_port, as an operator would:
  * th_cluster_move_slot_begin(), th_cluster_move_slot_keys() of every key, then
  * th_cluster_move_slot_end(). Returns 0, or -1 (the slot may be left migrating). */

@@ -55,9 +55,7 @@ static lock_cluster_stats stats_of(lock_client *c) {
 
 /* The port of a master other than port (nodes[0..2] are the masters until the last case). */
 static int other_master(int port) {
-    for (int i = 0; i < 3; i++)
-        if (g_cl.nodes[i].port != port) return g_cl.nodes[i].port;
-    return -1;
+    return th_cluster_other_master(&g_cl, port);
 }
 
 /* ---- a client that tags the contract's keys: "contract:x:y" is "contract:{x}:y" ---- */

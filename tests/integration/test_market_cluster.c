@@ -9,6 +9,7 @@
  *     answered OK, and every key lives on the master of its realm's slot;
  *   - two realms whose ids hash to one slot: both work and stay apart, on one master;
  *   - a purchase that meets its realm's slot split between two masters waits, then buys;
+ *   - a purchase stopped between its read and its commit while its slot moves buys once;
  *   - busy realms' slots moved to another master (MIGRATING/IMPORTING, MIGRATE, SETSLOT)
  *     while 64 buyers run: the store follows -MOVED, -ASK and -TRYAGAIN, no purchase fails,
  *     and the funds match the answers to the coin;
@@ -72,12 +73,15 @@ static unsigned realm_slot(const char *realm) {
     return lock_key_slot(tag, (size_t)n);
 }
 
-static int fx_open(struct fx *f, enum market_strategy s, unsigned min_replicas_ack) {
+/* Opens a market of strategy s on the cluster; stall_ms > 0 stops every purchase that long
+ * between its read and its commit (the test hook). */
+static int fx_open(struct fx *f, enum market_strategy s, unsigned min_replicas_ack,
+                   uint32_t stall_ms) {
     memset(f, 0, sizeof *f);
     int err;
     f->cfg = (market_config){.redis_timeout_ms = TIMEOUT_MS, .lock_ttl_ms = 5000,
                              .acquire_timeout_ms = 3000, .strategy = s,
-                             .min_replicas_ack = min_replicas_ack};
+                             .min_replicas_ack = min_replicas_ack, .test_stall_ms = stall_ms};
     if (lock_redis_addr_parse(g_cl.url, &f->cfg.redis) != LOCK_OK || !f->cfg.redis.cluster)
         return -1;
     f->lock = lock_redis_new(&f->cfg.redis, TIMEOUT_MS, &err);
@@ -162,6 +166,14 @@ static void buyers_start(struct buyer *b, pthread_t *t, market *m, atomic_int *s
     }
 }
 
+/* Stops the buyers started by buyers_start() with stop, and waits for every one of them
+ * (before any check can end the test). */
+static void buyers_stop(pthread_t *t, atomic_int *stop) {
+    atomic_store(stop, 1);
+    for (int i = 0; i < BUYERS; i++)
+        pthread_join(t[i], NULL);
+}
+
 /* Checks realm r against what its buyers were told: every player's funds to the coin
  * (FUNDS, less what it paid, plus what its listings sold for), each buyer holding exactly
  * what it bought, the market short of exactly that, and the audit's invariants. */
@@ -228,13 +240,10 @@ static void check_realm_kept(market_conn *c, int r, const struct buyer *b) {
  * serves: no realm spans two masters, and nothing is left behind by a move. */
 static void assert_keys_on_their_masters(void) {
     for (int n = 0; n < TH_CLUSTER_NODES; n++) {
+        if (!th_cluster_is_master(g_cl.nodes[n].port)) continue; /* a replica, a killed node */
         redisContext *x = th_cluster_connect(g_cl.nodes[n].port, TIMEOUT_MS);
-        if (!x) continue; /* a killed node */
-        redisReply *role = redisCommand(x, "ROLE");
-        int master = role && role->type == REDIS_REPLY_ARRAY &&
-                     strcmp(role->element[0]->str, "master") == 0;
-        if (role) freeReplyObject(role);
-        redisReply *keys = master ? redisCommand(x, "KEYS *") : NULL;
+        if (!x) continue;
+        redisReply *keys = redisCommand(x, "KEYS *");
         for (size_t i = 0; keys && i < keys->elements; i++) {
             const redisReply *k = keys->element[i];
             assert_non_null(memchr(k->str, '{', k->len)); /* tagged */
@@ -268,7 +277,7 @@ static int masters_of_realms(void) {
 static void test_realms_on_every_master_every_operation_works(void **state) {
     (void)state;
     struct fx f;
-    assert_int_equal(fx_open(&f, MARKET_STRATEGY_MARKET, 0), 0);
+    assert_int_equal(fx_open(&f, MARKET_STRATEGY_MARKET, 0, 0), 0);
     assert_int_equal(masters_of_realms(), 3);
     for (int r = 0; r < REALMS; r++) {
         seed_realm(f.c, g_realm[r], (uint64_t)r + 1);
@@ -312,7 +321,7 @@ static void test_realms_on_every_master_every_operation_works(void **state) {
 /* 64 buyers over 12 realms on three masters, under strategy s. */
 static void realms_in_parallel(enum market_strategy s) {
     struct fx f;
-    assert_int_equal(fx_open(&f, s, 0), 0);
+    assert_int_equal(fx_open(&f, s, 0, 0), 0);
     for (int r = 0; r < REALMS; r++)
         seed_realm(f.c, g_realm[r], (uint64_t)r + 100 * s + 7);
     static struct buyer b[BUYERS];
@@ -353,7 +362,7 @@ static void test_realms_in_parallel_optimistic_strategy(void **state) {
 static void test_two_realms_in_one_slot_stay_apart(void **state) {
     (void)state;
     struct fx f;
-    assert_int_equal(fx_open(&f, MARKET_STRATEGY_MARKET, 0), 0);
+    assert_int_equal(fx_open(&f, MARKET_STRATEGY_MARKET, 0, 0), 0);
     char other[16] = "";
     unsigned slot = realm_slot("ta");
     for (int n = 0; n < 1 << 22 && !other[0]; n++) {
@@ -417,23 +426,13 @@ static int busiest_master(int *realms, int *n) {
 
 /* Another running master than port. */
 static int other_master(int port) {
-    for (int i = 0; i < TH_CLUSTER_NODES; i++) {
-        int p = g_cl.nodes[i].port;
-        if (p == port) continue;
-        redisContext *x = th_cluster_connect(p, TIMEOUT_MS);
-        if (!x) continue;
-        redisReply *role = redisCommand(x, "ROLE");
-        int master = role && role->type == REDIS_REPLY_ARRAY &&
-                     strcmp(role->element[0]->str, "master") == 0;
-        if (role) freeReplyObject(role);
-        redisFree(x);
-        if (master) return p;
-    }
-    return -1;
+    return th_cluster_other_master(&g_cl, port);
 }
 
+/* One purchase on a thread of its own: p0 buys i1 from p1 in realm. */
 struct split_buy {
     market *m;
+    const char *realm;
     int rc;
     market_purchase_result res;
 };
@@ -441,7 +440,7 @@ struct split_buy {
 static void *split_buy_main(void *arg) {
     struct split_buy *s = arg;
     market_conn *c = market_conn_new(s->m, NULL);
-    s->rc = c ? market_purchase(c, "split", "p0", "p1", "i1", -1, &s->res) : MARKET_ERR_NOMEM;
+    s->rc = c ? market_purchase(c, s->realm, "p0", "p1", "i1", -1, &s->res) : MARKET_ERR_NOMEM;
     market_conn_free(c);
     return NULL;
 }
@@ -452,7 +451,7 @@ static void *split_buy_main(void *arg) {
 static void test_purchase_meets_a_split_slot_waits_then_buys(void **state) {
     (void)state;
     struct fx f;
-    assert_int_equal(fx_open(&f, MARKET_STRATEGY_OPTIMISTIC, 0), 0);
+    assert_int_equal(fx_open(&f, MARKET_STRATEGY_OPTIMISTIC, 0, 0), 0);
     seed_realm(f.c, "split", 77);
     int slot = (int)realm_slot("split");
     int from = th_cluster_slot_owner(&g_cl, slot), to = other_master(from);
@@ -460,7 +459,7 @@ static void test_purchase_meets_a_split_slot_waits_then_buys(void **state) {
     market_stats_get(f.m, &before);
     int split = th_cluster_move_slot_begin(&g_cl, slot, to) == 0 &&
                 th_cluster_move_slot_keys(&g_cl, slot, to, PLAYERS) == PLAYERS;
-    struct split_buy sb = {.m = f.m, .rc = 1};
+    struct split_buy sb = {.m = f.m, .realm = "split", .rc = 1};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, split_buy_main, &sb), 0);
     sleep_ms(150); /* the purchase keeps meeting the split slot meanwhile */
@@ -482,6 +481,48 @@ static void test_purchase_meets_a_split_slot_waits_then_buys(void **state) {
     fx_close(&f);
 }
 
+/* The step between a purchase's read under WATCH and its commit: a purchase stopped there
+ * (the stall hook; market strategy, under the realm's lock) while its realm's slot moves to
+ * another master, keys and lock key with it. Its commit goes where its WATCH went and is
+ * refused there (nothing written); it reads again on the new master and buys, once. */
+static void test_slot_moves_between_read_and_commit_buys_once(void **state) {
+    (void)state;
+    struct fx f;
+    assert_int_equal(fx_open(&f, MARKET_STRATEGY_MARKET, 0, 400), 0);
+    seed_realm(f.c, "stall", 91);
+    int slot = (int)realm_slot("stall");
+    int from = th_cluster_slot_owner(&g_cl, slot), to = other_master(from);
+    market_stats before;
+    market_stats_get(f.m, &before);
+    struct split_buy sb = {.m = f.m, .realm = "stall", .rc = 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, split_buy_main, &sb), 0);
+    sleep_ms(150); /* read, decided, stopped before its commit */
+    int moved = th_cluster_move_slot(&g_cl, slot, to) == 0;
+    pthread_join(t, NULL);
+    assert_true(moved);
+    assert_int_equal(th_cluster_slot_owner(&g_cl, slot), to);
+    if (sb.rc != MARKET_OK) fail_msg("purchase: %s", market_strerror(sb.rc));
+    market_stats after;
+    market_stats_get(f.m, &after);
+    assert_true(after.cluster_moved > before.cluster_moved);
+    assert_int_equal(after.store_errors, before.store_errors);
+    market_player *pl = NULL;
+    assert_int_equal(market_player_get(f.c, "stall", "p0", &pl), MARKET_OK);
+    assert_int_equal(pl->funds, FUNDS - sb.res.price); /* charged once */
+    assert_int_equal(pl->n_inventory, 1);
+    market_player_free(pl);
+    assert_int_equal(market_player_get(f.c, "stall", "p1", &pl), MARKET_OK);
+    assert_int_equal(pl->funds, FUNDS + sb.res.price);
+    market_player_free(pl);
+    market_audit_report a;
+    assert_int_equal(market_audit(f.c, "stall", &a), MARKET_OK);
+    assert_int_equal(a.items_listed, ITEMS - 1);
+    assert_int_equal(a.items_misplaced, 0);
+    assert_keys_on_their_masters();
+    fx_close(&f);
+}
+
 /* The busiest master's realms move to another master while 64 buyers run, one slot at a
  * time as an operator's reshard does (half the keys, a pause with the slot split between
  * the two, the rest, then the new owner announced): no purchase fails, the store followed
@@ -489,7 +530,7 @@ static void test_purchase_meets_a_split_slot_waits_then_buys(void **state) {
 static void test_reshard_under_load_loses_nothing(void **state) {
     (void)state;
     struct fx f;
-    assert_int_equal(fx_open(&f, MARKET_STRATEGY_MARKET, 0), 0);
+    assert_int_equal(fx_open(&f, MARKET_STRATEGY_MARKET, 0, 0), 0);
     for (int r = 0; r < REALMS; r++)
         seed_realm(f.c, g_realm[r], (uint64_t)r + 500);
     int moving[REALMS], nmoving;
@@ -513,9 +554,7 @@ static void test_reshard_under_load_loses_nothing(void **state) {
                 th_cluster_move_slot_end(&g_cl, slot, to) == 0;
     }
     sleep_ms(100);
-    atomic_store(&stop, 1);
-    for (int i = 0; i < BUYERS; i++)
-        pthread_join(t[i], NULL);
+    buyers_stop(t, &stop);
     assert_true(moved);
     for (int i = 0; i < BUYERS; i++) {
         if (b[i].other) fail_msg("buyer %d (realm %s): %d failures, the last %s (%s)", i, b[i].realm,
@@ -545,7 +584,7 @@ static void test_reshard_under_load_loses_nothing(void **state) {
 static void test_master_killed_others_go_on_no_ok_lost(void **state) {
     (void)state;
     struct fx f;
-    assert_int_equal(fx_open(&f, MARKET_STRATEGY_MARKET, 1), 0);
+    assert_int_equal(fx_open(&f, MARKET_STRATEGY_MARKET, 1, 0), 0);
     for (int r = 0; r < REALMS; r++)
         seed_realm(f.c, g_realm[r], (uint64_t)r + 900);
     int victims[REALMS], nvictims;
@@ -580,9 +619,7 @@ static void test_master_killed_others_go_on_no_ok_lost(void **state) {
         after[nafter++] = rc;
     }
     market_conn_free(c);
-    atomic_store(&stop, 1);
-    for (int i = 0; i < BUYERS; i++)
-        pthread_join(t[i], NULL);
+    buyers_stop(t, &stop);
     assert_true(promoted > 0);
     assert_true(back);
     assert_int_equal(nafter, nvictims);
@@ -631,6 +668,7 @@ int main(void) {
         cmocka_unit_test(test_realms_in_parallel_optimistic_strategy),
         cmocka_unit_test(test_two_realms_in_one_slot_stay_apart),
         cmocka_unit_test(test_purchase_meets_a_split_slot_waits_then_buys),
+        cmocka_unit_test(test_slot_moves_between_read_and_commit_buys_once),
         cmocka_unit_test(test_reshard_under_load_loses_nothing),
         cmocka_unit_test(test_master_killed_others_go_on_no_ok_lost),
     };
