@@ -1,8 +1,12 @@
 /* server.c - the libmicrohttpd daemon: bodies in, api_handle, responses out.
  *
  * DESIGN
- * By default libmicrohttpd runs a small pool of epoll threads (--threads,
- * default 2). A purchase does not block its thread: the access handler
+ * By default libmicrohttpd runs a small pool of poll() event-loop threads
+ * (--threads, default 2). Not epoll: libmicrohttpd 0.9.75 (Debian 12) can
+ * abort the process when its epoll workers and MHD_quiesce_daemon() race to
+ * remove the listening socket from an epoll set ("Failed to remove listen FD
+ * from epoll set"), which a graceful stop does; with poll() quiescing only
+ * signals each worker. A purchase does not block its thread: the access handler
  * validates it (api_handle_begin), suspends the connection, and hands the
  * purchase to the market's worker (market_purchase_submit); the worker's
  * done callback resumes the connection, and libmicrohttpd calls the handler
@@ -637,7 +641,7 @@ static int daemon_start(server *s, char *why, size_t whylen) {
     s->async = cfg->threads > 0 && market_can_submit(s->market);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                      MHD_USE_TURBO |
-                     (cfg->threads ? MHD_USE_EPOLL : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL) |
+                     (cfg->threads ? MHD_USE_POLL : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL) |
                      (s->async ? MHD_ALLOW_SUSPEND_RESUME : 0);
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     int lfd = listen_socket(cfg, &ss, sslen, why, whylen);
@@ -721,8 +725,8 @@ int server_port(const server *s) { return s ? s->port : 0; }
 void server_stop(server *s) {
     if (!s) return;
     if (s->daemon) {
-        /* The quiesced listening socket is ours, but a pool's epoll sets may
-         * still name it until the daemon stops: stop listening now (new
+        /* The quiesced listening socket is ours, but a pool's threads may
+         * still poll it until they see the quiesce: stop listening now (new
          * connections are refused), close it only after MHD_stop_daemon. */
         MHD_socket fd = MHD_quiesce_daemon(s->daemon);
         if (fd != MHD_INVALID_SOCKET) (void)shutdown(fd, SHUT_RDWR);
