@@ -720,6 +720,7 @@ static void handle_healthz(market_conn *conn, const api_request *req, const char
 typedef struct api_route {
     const char *path; /* the exact path, or with prefix: everything before the id */
     int prefix;       /* 1: path is followed by one non-empty segment, the handler's arg */
+    const char *suffix; /* prefix routes: what follows the id segment ("/trades"), or NULL */
     int realm;        /* 1: also served under /realms/{realm} */
     const char *method;
     const char *allow; /* the Allow header of a 405 */
@@ -727,12 +728,12 @@ typedef struct api_route {
 } api_route;
 
 static const api_route api_routes[API_ROUTES] = {
-    {"/purchase", 0, 1, "POST", "POST", handle_purchase},
-    {"/list", 0, 1, "POST", "POST", handle_list},
-    {"/unlist", 0, 1, "POST", "POST", handle_unlist},
-    {"/players/", 1, 1, "GET", "GET, HEAD", handle_player},
-    {"/market", 0, 1, "GET", "GET, HEAD", handle_market},
-    {"/healthz", 0, 0, "GET", "GET, HEAD", handle_healthz},
+    {"/purchase", 0, NULL, 1, "POST", "POST", handle_purchase},
+    {"/list", 0, NULL, 1, "POST", "POST", handle_list},
+    {"/unlist", 0, NULL, 1, "POST", "POST", handle_unlist},
+    {"/players/", 1, NULL, 1, "GET", "GET, HEAD", handle_player},
+    {"/market", 0, NULL, 1, "GET", "GET, HEAD", handle_market},
+    {"/healthz", 0, NULL, 0, "GET", "GET, HEAD", handle_healthz},
 };
 
 /* Names of the routes as logs and metrics show them. */
@@ -757,13 +758,15 @@ enum route_found {
     ROUTE_BAD_REALM, /* "/realms/<not an id>/...": 400 */
 };
 
-/* Finds the route serving path: its id segment goes into *arg, and its realm
+/* Finds the route serving path: its id segment is copied into argbuf
+ * (arglen bytes; a longer one is copied as "", which no handler takes for an
+ * id) and *arg points to it, its realm
  * into realm (MARKET_REALM_MAX + 1 bytes): the segment after "/realms/"
  * when path starts so (the route is the rest of the path, and must be one
  * served per realm), else MARKET_REALM_DEFAULT. A route under a realm
  * segment that is not a valid id is ROUTE_BAD_REALM, with *route set. */
 static enum route_found route_find(const char *path, const api_route **route, const char **arg,
-                                   char *realm) {
+                                   char *argbuf, size_t arglen, char *realm) {
     int prefixed = strncmp(path, API_REALM_PREFIX, sizeof API_REALM_PREFIX - 1) == 0;
     int bad_realm = 0;
     *route = NULL;
@@ -791,8 +794,14 @@ static enum route_found route_find(const char *path, const api_route **route, co
             return bad_realm ? ROUTE_BAD_REALM : ROUTE_OK;
         }
         if (r->prefix && strncmp(path, r->path, n) == 0 && path[n] != '\0' &&
-            !strchr(path + n, '/')) {
-            *arg = path + n;
+            path[n] != '/') {
+            const char *end = strchr(path + n, '/');
+            if (r->suffix ? !end || strcmp(end, r->suffix) != 0 : end != NULL) continue;
+            size_t len = end ? (size_t)(end - (path + n)) : strlen(path + n);
+            if (len >= arglen) len = 0; /* longer than any id: the handler refuses "" */
+            memcpy(argbuf, path + n, len);
+            argbuf[len] = '\0';
+            *arg = argbuf;
             *route = r;
             return bad_realm ? ROUTE_BAD_REALM : ROUTE_OK;
         }
@@ -819,7 +828,8 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
     const char *arg = NULL;
     const api_route *r;
     char realm[MARKET_REALM_MAX + 1];
-    enum route_found found = route_find(req->path, &r, &arg, realm);
+    char argbuf[API__ARG_MAX];
+    enum route_found found = route_find(req->path, &r, &arg, argbuf, sizeof argbuf, realm);
     if (found == ROUTE_NONE) {
         error_reply(resp, 404, "not_found", "no such resource", 0, NULL);
         return;
@@ -853,7 +863,9 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
     const api_route *r = NULL;
     char realm[MARKET_REALM_MAX + 1];
     enum route_found found = ROUTE_NONE;
-    if (req && req->method && req->path) found = route_find(req->path, &r, &arg, realm);
+    char argbuf[API__ARG_MAX];
+    if (req && req->method && req->path)
+        found = route_find(req->path, &r, &arg, argbuf, sizeof argbuf, realm);
     if (found != ROUTE_OK || r->handle != handle_purchase || strcmp(req->method, "POST") != 0) {
         api_handle(conn, req, resp);
         return 0;

@@ -11,6 +11,7 @@
 #include "api/api.h"
 
 #define API__WHY_MAX 256  /* room for one validation message */
+#define API__ARG_MAX 256  /* a route's id segment, copied (longer ones read as "") */
 #define API__QUOTE_MAX 48 /* longest user-supplied name quoted in a message, in bytes */
 
 /* ---- JSON input ---- */
