@@ -74,6 +74,7 @@ static const api_status api_status_table[] = {
     {MARKET_ERR_IDEM_MISMATCH, 422, "idempotency_key_reused", 0},
     {MARKET_ERR_IN_PROGRESS, 409, "request_in_progress", 1},
     {MARKET_ERR_NOT_REPLICATED, 503, "not_replicated", 1},
+    {MARKET_ERR_NO_TRADE, 404, "trade_not_found", 0},
 };
 
 /* Every code the table does not list, and a success passed by mistake. */
@@ -445,10 +446,16 @@ static void purchase_reply(const char *buyer, const char *seller, const char *it
         resp->replayed = res->replayed; /* a refusal stored under the Idempotency-Key */
         return;
     }
-    api__reply(resp, 200,
-               json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "status", "purchased", "buyer", buyer,
-                         "seller", seller, "item", item, "price", (json_int_t)res->price,
-                         "buyer_funds", (json_int_t)res->buyer_funds));
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "status", "purchased", "buyer",
+                             buyer, "seller", seller, "item", item, "price",
+                             (json_int_t)res->price, "buyer_funds", (json_int_t)res->buyer_funds);
+    /* "" only when replaying a purchase recorded before trade ids */
+    if (body && res->trade_id[0] &&
+        json_object_set_new(body, "trade_id", json_string(res->trade_id)) < 0) {
+        json_decref(body);
+        body = NULL;
+    }
+    api__reply(resp, 200, body);
     resp->replayed = res->replayed;
 }
 
@@ -687,6 +694,115 @@ static void handle_market(market_conn *conn, const api_request *req, const char 
     free(l);
 }
 
+/* ---- trades ---- */
+
+/* Returns a new {"trade_id","buyer","seller","item","quantity","price",
+ * "total","fence","time_ms"} object for t, or NULL on out-of-memory. */
+static json_t *trade_body(const market_trade *t) {
+    return json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "trade_id", t->id, "buyer",
+                     t->buyer, "seller", t->seller, "item", t->item, "quantity",
+                     (json_int_t)t->quantity, "price", (json_int_t)t->price, "total",
+                     (json_int_t)t->total, "fence",
+                     (json_int_t)(t->fence > INT64_MAX ? INT64_MAX : t->fence), "time_ms",
+                     (json_int_t)t->time_ms);
+}
+
+/* Returns a new object {name: id, "trades": [...] [, "next_cursor": next]}
+ * (next NULL: no such member; "": null), or NULL on out-of-memory. */
+static json_t *trades_body(const char *name, const char *id, const market_trade *t, size_t n,
+                           const char *next) {
+    json_t *o = json_object(), *arr = json_array();
+    if (!o || !arr) goto fail;
+    for (size_t i = 0; i < n; i++)
+        if (json_array_append_new(arr, trade_body(&t[i])) < 0) goto fail; /* NULL fails too */
+    if (json_object_set_new(o, name, api__text_new(id)) < 0) goto fail;
+    int rc = json_object_set_new(o, "trades", arr); /* steals arr, even on failure */
+    arr = NULL;
+    if (rc < 0) goto fail;
+    if (next && json_object_set_new(o, "next_cursor", *next ? json_string(next) : json_null()) < 0)
+        goto fail;
+    return o;
+fail:
+    json_decref(arr);
+    json_decref(o);
+    return NULL;
+}
+
+/* Reads query argument "limit" (1..MARKET_TRADES_PAGE_MAX, default
+ * API_LIMIT_DEFAULT) into *limit. Returns 0, or -1 with resp holding the 400. */
+static int trades_limit(const api_request *req, size_t *limit, api_response *resp) {
+    if (query_size(req, "limit", API_LIMIT_DEFAULT, 1, MARKET_TRADES_PAGE_MAX, limit) == 0)
+        return 0;
+    char why[API__WHY_MAX];
+    api__why(why, sizeof why, "query parameter 'limit' must be an integer in 1..%d",
+             MARKET_TRADES_PAGE_MAX);
+    bad_request(resp, why);
+    return -1;
+}
+
+/* GET /trades/{id} */
+static void handle_trade(market_conn *conn, const api_request *req, const char *realm,
+                         const char *id, api_response *resp) {
+    (void)req;
+    if (!market_trade_id_valid(id)) {
+        bad_request(resp, "trade id must be '<ms>-<seq>', as a purchase's trade_id");
+        return;
+    }
+    if (conn_missing(conn, resp)) return;
+    market_trade t;
+    int rc = market_trade_get(conn, realm, id, &t);
+    if (rc != MARKET_OK)
+        api__reply_market(rc, 0, resp);
+    else
+        api__reply(resp, 200, trade_body(&t));
+}
+
+/* GET /players/{id}/trades?limit=&cursor= : the player's own, with their token */
+static void handle_player_trades(market_conn *conn, const api_request *req, const char *realm,
+                                 const char *id, api_response *resp) {
+    if (!market_id_valid(id)) {
+        bad_request(resp, "player id must match " API_ID_RULE);
+        return;
+    }
+    snprintf(resp->player, sizeof resp->player, "%s", id);
+    size_t limit;
+    if (trades_limit(req, &limit, resp) < 0) return;
+    const char *cursor = req->lookup ? req->lookup(req->lookup_ud, API_ARG_QUERY, "cursor") : NULL;
+    if (cursor && !market_trade_id_valid(cursor)) {
+        bad_request(resp, "query parameter 'cursor' must be a next_cursor this route answered");
+        return;
+    }
+    if (!api__authorized(req, realm, id, resp) || conn_missing(conn, resp)) return;
+    market_trade *t = NULL;
+    size_t n = 0;
+    char next[MARKET_TRADE_ID_MAX + 1];
+    int rc = market_trades_player(conn, realm, id, cursor, limit, &t, &n, next);
+    if (rc != MARKET_OK)
+        api__reply_market(rc, 0, resp);
+    else
+        api__reply(resp, 200, trades_body("player", id, t, n, next));
+    free(t);
+}
+
+/* GET /items/{item}/trades?limit= : the latest, newest first (a price chart) */
+static void handle_item_trades(market_conn *conn, const api_request *req, const char *realm,
+                               const char *item, api_response *resp) {
+    if (!market_id_valid(item)) {
+        bad_request(resp, "item id must match " API_ID_RULE);
+        return;
+    }
+    size_t limit;
+    if (trades_limit(req, &limit, resp) < 0 || conn_missing(conn, resp)) return;
+    market_trade *t = NULL;
+    size_t n = 0;
+    int rc = market_trades_item(conn, realm, item, limit, &t, &n);
+    if (rc != MARKET_OK)
+        api__reply_market(rc, 0, resp);
+    else
+        api__reply(resp, 200, trades_body("item", item, t, n, NULL));
+    free(t);
+}
+
 /* GET /healthz: 200 {"status":"ok"} when the store can serve purchases
  * (market_health()); otherwise 503 store_unavailable whose detail says why,
  * with "status":"unavailable" as well, and Retry-After. */
@@ -734,11 +850,16 @@ static const api_route api_routes[API_ROUTES] = {
     {"/players/", 1, NULL, 1, "GET", "GET, HEAD", handle_player},
     {"/market", 0, NULL, 1, "GET", "GET, HEAD", handle_market},
     {"/healthz", 0, NULL, 0, "GET", "GET, HEAD", handle_healthz},
+    {"/trades/", 1, NULL, 1, "GET", "GET, HEAD", handle_trade},
+    {"/players/", 1, "/trades", 1, "GET", "GET, HEAD", handle_player_trades},
+    {"/items/", 1, "/trades", 1, "GET", "GET, HEAD", handle_item_trades},
 };
 
 /* Names of the routes as logs and metrics show them. */
 static const char *const api_route_names[API_ROUTES] = {
-    "/purchase", "/list", "/unlist", "/players/{id}", "/market", "/healthz",
+    "/purchase", "/list",          "/unlist",
+    "/players/{id}", "/market",    "/healthz",
+    "/trades/{id}", "/players/{id}/trades", "/items/{item}/trades",
 };
 
 /* Returns route i's name (static), or NULL outside 0..API_ROUTES-1. */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "market/market_batch.h"
+#include "market/market_trade.h"
 
 /* ---- lifecycle ---- */
 
@@ -166,6 +167,7 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
             p->res->replayed = 1;
             p->res->price = p->s.stored_a;
             p->res->buyer_funds = p->s.stored_b;
+            memcpy(p->res->trade_id, p->s.stored_trade, sizeof p->s.stored_trade);
         }
         return rc;
     }
@@ -191,16 +193,38 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
     market__cmd_set(&wr[2], 3, "SADD", p->k_inv, p->item);
     market__cmd_set(&wr[3], 3, "ZREM", p->realm.market, p->member);
     size_t nwr = 4 + market__fence_write(held, &wr[4]);
-    nwr += market__single_record(&p->s, MARKET_OK, price, buyer_funds - price, &wr[nwr]);
+    /* the trade record, and the idempotency record with its id */
+    market__trade_rec t = {.buyer = p->buyer, .seller = p->seller, .item = p->item,
+                           .quantity = 1, .price = price,
+                           .fence = held->n ? held->fence[0] : "0"};
+    if (p->s.idem) {
+        market__idem_record(p->s.record, sizeof p->s.record, p->s.idem, MARKET_OK, price,
+                            buyer_funds - price);
+        t.idem_key = p->s.k_idem;
+        t.idem_record = p->s.record;
+    }
+    market__trades tw;
+    size_t i_trade = nwr++;
+    market__cmd *ev = &wr[i_trade];
+    ev->argc = (int)market__trades_argv(c->m, p->realm.id, &tw, &t, 1, ev->argv);
+    for (int i = 0; i < ev->argc; i++)
+        ev->len[i] = strlen(ev->argv[i]);
     redisReply *exec = NULL;
     rc = market__commit(c, wr, nwr, &exec);
     if (rc != MARKET_OK) return rc;
-    if (exec->element[1]->type == REDIS_REPLY_INTEGER) {
+    if (exec->element[1]->type == REDIS_REPLY_INTEGER &&
+        market__trades_ids(exec->element[i_trade], &t, 1) == MARKET_OK) {
         p->res->price = price;
         p->res->buyer_funds = exec->element[1]->integer;
         p->res->replayed = 0;
+        memcpy(p->res->trade_id, t.id, sizeof t.id);
     } else {
-        rc = MARKET_ERR_STORE; /* cannot happen: funds were parsed under WATCH */
+        /* cannot happen: funds were parsed under WATCH, and the script
+         * fails only with the store (then the transfer may have committed
+         * without its record: c->errstr says why) */
+        const redisReply *e = exec->element[i_trade];
+        rc = e->type == REDIS_REPLY_ERROR ? market__fail_reply(c, "trade record refused", e)
+                                          : MARKET_ERR_STORE;
     }
     freeReplyObject(exec);
     return rc;

@@ -19,6 +19,13 @@
  *                       lock:item:{r}:<item>.<seller> and lock:player:{r}:<id>
  *   <lock key>:fenced   the fence of the last commit made under that lock
  *   idem:{r}:<player>:<key>  a request's outcome or claim (market_keys.c)
+ *   trades:{r}          stream: one entry per purchase, its id the trade id, fields
+ *                       buyer seller item quantity price total fence (0: no lock);
+ *                       trimmed with MAXLEN ~ cfg.trade_history
+ *   trades:{r}:player:<id>  stream: the trades of a player, as buyer or seller, newest
+ *   trades:{r}:item:<item>  last; the item's trades; the same fields and "trade" (the
+ *                       trade id); each trimmed with MAXLEN ~ cfg.trade_index
+ *                       (market_trade.c writes all four in the purchase's MULTI/EXEC)
  *
  * Every operation that moves funds or items takes the market lock through
  * lock/lock.h, reads what it needs in one pipeline under WATCH, and commits
@@ -66,7 +73,8 @@
     X(ERR_NOMEM, -13, "out of memory")                                          \
     X(ERR_IDEM_MISMATCH, -14, "idempotency key already used for another request")          \
     X(ERR_IN_PROGRESS, -15, "a request with this idempotency key is in progress")          \
-    X(ERR_NOT_REPLICATED, -16, "committed on the master, not confirmed by enough replicas")
+    X(ERR_NOT_REPLICATED, -16, "committed on the master, not confirmed by enough replicas") \
+    X(ERR_NO_TRADE, -17, "no such trade")
 
 /* 1 when rc is a failure whose reason the store left as text (market_conn_errstr(),
  * market_pending.why): the store's own failures. */
@@ -90,6 +98,10 @@ enum market_err {
 #define MARKET_IDEM_KEY_MAX 128                 /* Idempotency-Key bytes */
 #define MARKET_IDEM_FP_MAX 64                   /* request fingerprint bytes */
 #define MARKET_IDEM_TTL_S 86400                 /* how long a stored outcome is kept */
+#define MARKET_TRADE_ID_MAX 41                  /* "<ms>-<seq>": a Redis stream id */
+#define MARKET_TRADE_HISTORY 1000000            /* cfg.trade_history's default */
+#define MARKET_TRADE_INDEX 1000                 /* cfg.trade_index's default */
+#define MARKET_TRADES_PAGE_MAX 1000             /* most trades one read returns */
 
 /* ---- types ---- */
 
@@ -117,6 +129,8 @@ typedef struct market_config {
     int replica_ack_timeout_ms;  /* WAIT's timeout (0: redis_timeout_ms / 2), < redis_timeout_ms */
     uint32_t lock_ttl_ms;        /* lease of the market lock */
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
+    uint64_t trade_history;      /* trades kept per realm, about (MAXLEN ~; 0: the default) */
+    uint64_t trade_index;        /* trades kept per player and per item, about (0: the default) */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
     uint32_t test_stall_read_ms; /* test hook: sleep after taking the locks, before reading */
     uint32_t test_stall_lock_ms; /* test hook: sleep before taking the locks (before the
@@ -127,6 +141,8 @@ typedef struct market_purchase_result {
     int64_t price;       /* the price paid, or the current price on PRICE_CHANGED */
     int64_t buyer_funds; /* the buyer's funds after the purchase */
     int replayed;        /* 1: an earlier request with the same idempotency key did it */
+    char trade_id[MARKET_TRADE_ID_MAX + 1]; /* a success: its trade record ("" when a replay
+                                               of a record older than trade ids) */
 } market_purchase_result;
 
 /* Makes a write idempotent: the first attempt that decides it for good (a
@@ -184,6 +200,15 @@ typedef struct market_listing {
     char seller[MARKET_ID_MAX + 1];
     int64_t price;
 } market_listing;
+
+/* A trade record (market_trade_get() and the lists of trades). */
+typedef struct market_trade {
+    char id[MARKET_TRADE_ID_MAX + 1]; /* "<ms>-<seq>", in the order trades committed */
+    char buyer[MARKET_ID_MAX + 1], seller[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1];
+    int64_t quantity, price, total; /* units, price of one, quantity * price */
+    uint64_t fence;                 /* the lock fence the commit held (0: none, optimistic) */
+    int64_t time_ms;                /* when it committed, by the store's clock (Unix ms) */
+} market_trade;
 
 /* Upper bounds (microseconds) of the lock wait histogram's buckets; a last,
  * unbounded bucket follows. */
@@ -256,6 +281,13 @@ int market_player_get(market_conn *c, const char *realm, const char *id, market_
 void market_player_free(market_player *p);
 int market_listings(market_conn *c, const char *realm, size_t offset, size_t limit,
                     market_listing **out, size_t *n, size_t *total);
+int market_trade_id_valid(const char *id);
+int market_trade_get(market_conn *c, const char *realm, const char *id, market_trade *out);
+int market_trades_player(market_conn *c, const char *realm, const char *player,
+                         const char *cursor, size_t limit, market_trade **out, size_t *n,
+                         char next[MARKET_TRADE_ID_MAX + 1]);
+int market_trades_item(market_conn *c, const char *realm, const char *item, size_t limit,
+                       market_trade **out, size_t *n);
 int market_ping(market_conn *c);
 int market_health(market_conn *c, char *why, size_t whylen);
 int market_audit(market_conn *c, const char *realm, market_audit_report *out);

@@ -47,6 +47,7 @@
 #include <time.h>
 
 #include "market/market_batch.h"
+#include "market/market_trade.h"
 
 #define USERS_MAX (2 * MARKET__BATCH_MAX)
 
@@ -103,6 +104,10 @@ struct market__batch {
     int idem_state[MARKET__BATCH_MAX]; /* market__idem_judge() of the stored record */
     int idem_rc[MARKET__BATCH_MAX];    /* a stored outcome's code */
     int64_t idem_a[MARKET__BATCH_MAX], idem_b[MARKET__BATCH_MAX];
+    char idem_trade[MARKET__BATCH_MAX][MARKET_TRADE_ID_MAX + 1]; /* a stored success's */
+    size_t same_as[MARKET__BATCH_MAX]; /* a replay of an earlier purchase of the batch: its
+                                          index (its trade id is known after the commit),
+                                          else SIZE_MAX */
     size_t n_idem;
     size_t buyer[MARKET__BATCH_MAX], seller[MARKET__BATCH_MAX]; /* user indexes */
 
@@ -137,9 +142,16 @@ struct market__batch {
     const char *args_sadd[2 * USERS_MAX + MARKET__BATCH_MAX]; /* every SADD, back to back */
     const char *args_zrem[2 + MARKET__BATCH_MAX];
     const char *args_hincr[USERS_MAX][4];
-    const char **argv[6 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
-    int argc[6 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
-    redisReply *rep[6 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
+    const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
+    const char **argv[7 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
+    int argc[7 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
+    redisReply *rep[7 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
+
+    /* the commit's trade records: one per purchase won, in queue order */
+    market__trades tw;
+    market__trade_rec trade[MARKET__BATCH_MAX];
+    size_t trade_req[MARKET__BATCH_MAX]; /* the purchase of trade[k] */
+    size_t n_trades;
 
     /* item strategy with the lock keys in the store: the commit's guard (see
      * batch_commit) */
@@ -352,7 +364,8 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
             b->idem_state[i] = MARKET__IDEM_FREE;
             if (!b->k_idem[i][0]) continue;
             b->idem_state[i] = market__idem_judge(mg->element[j++], b->req[i]->idem, b->token,
-                                                  &b->idem_rc[i], &b->idem_a[i], &b->idem_b[i]);
+                                                  &b->idem_rc[i], &b->idem_a[i], &b->idem_b[i],
+                                                  b->idem_trade[i]);
         }
     }
     if (w->type != REDIS_REPLY_STATUS || z->type != REDIS_REPLY_ARRAY || z->elements != b->n) {
@@ -424,6 +437,7 @@ static int idem_decided(struct market__batch *b, size_t i) {
     market_pending *r = b->req[i];
     int st = b->idem_state[i], stored = b->idem_rc[i];
     int64_t a = b->idem_a[i], bb = b->idem_b[i];
+    const char *trade = b->idem_trade[i];
     if (st == MARKET__IDEM_FREE) {
         for (size_t j = 0; j < i; j++) {
             const market_pending *q = b->req[j];
@@ -433,6 +447,8 @@ static int idem_decided(struct market__batch *b, size_t i) {
             stored = q->rc;
             a = q->res.price;
             bb = q->res.buyer_funds;
+            trade = q->res.trade_id; /* "" until the commit: then copied (batch_commit) */
+            if (st == MARKET__IDEM_DONE && !q->res.replayed) b->same_as[i] = j;
             break;
         }
         if (st == MARKET__IDEM_FREE) return 0;
@@ -445,6 +461,7 @@ static int idem_decided(struct market__batch *b, size_t i) {
     r->res.replayed = 1;
     r->res.price = a;
     r->res.buyer_funds = bb;
+    snprintf(r->res.trade_id, sizeof r->res.trade_id, "%s", trade);
     return 1;
 }
 
@@ -469,8 +486,10 @@ static size_t batch_decide(struct market__batch *b) {
     int64_t now = b->now_ms;
     for (size_t u = 0; u < b->n_users; u++)
         b->read_funds[u] = b->party[u].funds;
-    for (size_t i = 0; i < b->n; i++)
+    for (size_t i = 0; i < b->n; i++) {
         b->sold[i] = 0;
+        b->same_as[i] = SIZE_MAX;
+    }
     for (size_t i = 0; i < b->n; i++) {
         market_pending *r = b->req[i];
         size_t f = b->first[i];
@@ -534,6 +553,20 @@ static void guard_build(const market__held *held, struct market__batch *b, size_
     b->argc[(*nc)++] = (int)k;
 }
 
+/* The fence a trade of purchase i is recorded with: the market lock's, or
+ * under the item strategy its listing's lock's ("0" when not found: cannot
+ * happen, every listing of a batch is locked). */
+static const char *trade_fence(const market *m, const market__held *held,
+                               const struct market__batch *b, size_t i) {
+    if (held->n == 0) return "0";
+    if (m->cfg.strategy != MARKET_STRATEGY_ITEM) return held->fence[0]; /* the market lock */
+    char key[MARKET__LOCK_KEY_MAX];
+    market__lock_key(key, "item", b->realm.id, b->member[i]);
+    for (size_t k = 0; k < held->n; k++)
+        if (strcmp(held->key[k], key) == 0) return held->fence[k];
+    return "0";
+}
+
 static int batch_commit(market_conn *c, const market__held *held, struct market__batch *b) {
     static const char *const multi[1] = {"MULTI"}, *const exec[1] = {"EXEC"};
     size_t nc = 0, k;
@@ -583,11 +616,31 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
         b->argv[nc] = b->args_zrem;
         b->argc[nc++] = (int)k;
     }
+    b->n_trades = 0;
     for (size_t i = 0; i < b->n; i++) {
-        if (!recorded(b, i)) continue;
+        if (recorded(b, i)) {
+            const market_pending *r = b->req[i];
+            market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->rc, r->res.price,
+                                r->res.buyer_funds);
+        }
+        if (!won(b, i)) continue;
         const market_pending *r = b->req[i];
-        market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->rc, r->res.price,
-                            r->res.buyer_funds);
+        int keyed = b->k_idem[i][0] != '\0';
+        b->trade_req[b->n_trades] = i;
+        b->trade[b->n_trades++] = (market__trade_rec){
+            .buyer = r->buyer, .seller = r->seller, .item = r->item, .quantity = 1,
+            .price = r->res.price, .fence = trade_fence(c->m, held, b, i),
+            .idem_key = keyed ? b->k_idem[i] : NULL, .idem_record = keyed ? b->record[i] : NULL};
+    }
+    size_t i_trades = 0;
+    if (b->n_trades) { /* the trades, and the records of the purchases that made them */
+        i_trades = nc;
+        b->argv[nc] = b->args_trades;
+        b->argc[nc++] = (int)market__trades_argv(c->m, b->realm.id, &b->tw, b->trade,
+                                                 b->n_trades, b->args_trades);
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        if (!recorded(b, i) || won(b, i)) continue; /* the refusals' records */
         const char **a = b->args_setidem[i];
         a[0] = "SET";
         a[1] = b->k_idem[i];
@@ -615,6 +668,16 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
         for (size_t i = 0; i < r->elements; i++)
             if (r->element[i]->type == REDIS_REPLY_ERROR)
                 rc = market__fail_reply(c, "commit refused", r->element[i]);
+        /* EXEC's replies follow MULTI's: the script's is at i_trades - pre - 1 */
+        if (rc == MARKET_OK && b->n_trades &&
+            market__trades_ids(r->element[i_trades - pre - 1], b->trade, b->n_trades) < 0)
+            rc = market__fail(c, "the trade records' ids are unreadable");
+        for (size_t t = 0; rc == MARKET_OK && t < b->n_trades; t++)
+            memcpy(b->req[b->trade_req[t]]->res.trade_id, b->trade[t].id, sizeof b->trade[t].id);
+        for (size_t i = 0; rc == MARKET_OK && i < b->n; i++)
+            if (b->same_as[i] != SIZE_MAX)
+                memcpy(b->req[i]->res.trade_id, b->req[b->same_as[i]]->res.trade_id,
+                       sizeof b->req[i]->res.trade_id);
     }
     market__replies_free(b->rep, nc);
     return rc;

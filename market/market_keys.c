@@ -4,8 +4,10 @@
  *
  * DESIGN
  * An idempotency record idem:{<realm>}:<player>:<key> holds one of
- *   "<fp> <a> <b>"      a success: purchase price and buyer funds after it
- *                       (list: price and 0);
+ *   "<fp> <a> <b> <t>"  a purchase's success: price, buyer funds after it, trade id
+ *                       (market_trade.c's script appends " <t>" when it records the trade);
+ *   "<fp> <a> <b>"      a list's success (price and 0), or a purchase recorded before
+ *                       trade ids;
  *   "<fp> !<rc> <a>"    a final refusal: its market code (negative) and, for
  *                       a price_changed, the current price;
  *   "<fp> ?<token>"     a claim: an attempt with this token is deciding it.
@@ -46,6 +48,15 @@ void market__realm_init(market__realm *r, const char *realm) {
     r->id = realm;
     snprintf(r->market, sizeof r->market, "market:{%s}", realm);
     snprintf(r->lock, sizeof r->lock, "lock:market:{%s}", realm);
+    snprintf(r->trades, sizeof r->trades, "trades:{%s}", realm);
+}
+
+/* Writes "trades:{<realm>}:<kind>:<id>" into out (MARKET__KEY_MAX bytes
+ * hold any valid ids): the trades of a player (kind "player") or of an
+ * item ("item"). */
+void market__trade_key(char *out, size_t outlen, const char *realm, const char *kind,
+                       const char *id) {
+    snprintf(out, outlen, "trades:{%s}:%s:%s", realm, kind, id);
 }
 
 /* Writes the lock key "lock:<kind>:{<realm>}:<id>" into out
@@ -107,13 +118,16 @@ void market__idem_claim_ttl(char *out, size_t outlen, int64_t deadline_ms) {
 /* Judges the value of an idempotency record read under WATCH for the
  * request idem, whose attempt claims with token. Returns
  *   MARKET__IDEM_FREE       no record, or our own claim: decide and record;
- *   MARKET__IDEM_DONE       a final outcome: *rc (MARKET_OK or a refusal), *a, *b;
+ *   MARKET__IDEM_DONE       a final outcome: *rc (MARKET_OK or a refusal), *a, *b, and
+ *                           trade (MARKET_TRADE_ID_MAX + 1 bytes): a success's trade id,
+ *                           or "";
  *   MARKET_ERR_IN_PROGRESS  another attempt of the same request claims it;
  *   MARKET_ERR_IDEM_MISMATCH the key was used for another request;
  *   MARKET_ERR_STORE        the value cannot be read.
  * This function can't fail otherwise. */
 int market__idem_judge(const redisReply *r, const market_idem *idem, const char *token, int *rc,
-                       int64_t *a, int64_t *b) {
+                       int64_t *a, int64_t *b, char *trade) {
+    trade[0] = '\0';
     if (r->type == REDIS_REPLY_NIL) return MARKET__IDEM_FREE;
     if (r->type != REDIS_REPLY_STRING || r->len >= MARKET__IDEM_RECORD_MAX) return MARKET_ERR_STORE;
     char buf[MARKET__IDEM_RECORD_MAX];
@@ -138,7 +152,12 @@ int market__idem_judge(const redisReply *r, const market_idem *idem, const char 
         *b = 0;
         return MARKET__IDEM_DONE;
     }
-    if (sscanf(rest, "%lld %lld%c", &x, &y, &tail) != 2) return MARKET_ERR_STORE;
+    char t[MARKET_TRADE_ID_MAX + 2];
+    int got = sscanf(rest, "%lld %lld %42s%c", &x, &y, t, &tail);
+    if (got == 3 && market_trade_id_valid(t))
+        memcpy(trade, t, strlen(t) + 1);
+    else if (got != 2 || strchr(rest, ' ') != strrchr(rest, ' '))
+        return MARKET_ERR_STORE; /* "<a> <b>" alone, or with a valid trade id */
     *rc = MARKET_OK;
     *a = x;
     *b = y;

@@ -19,11 +19,14 @@ typedef struct market__realm {
     const char *id;               /* borrowed */
     char market[MARKET__KEY_MAX]; /* "market:{<realm>}" */
     char lock[MARKET__KEY_MAX];   /* "lock:market:{<realm>}" */
+    char trades[MARKET__KEY_MAX]; /* "trades:{<realm>}" */
 } market__realm;
 
 void market__realm_init(market__realm *r, const char *realm);
 void market__key(char *out, size_t outlen, const char *kind, const char *realm, const char *id);
 void market__lock_key(char *out, const char *kind, const char *realm, const char *id);
+void market__trade_key(char *out, size_t outlen, const char *realm, const char *kind,
+                       const char *id);
 void market__idem_key(char *out, size_t outlen, const char *realm, const char *player,
                       const market_idem *idem);
 int market__idem_final(int rc);
@@ -32,7 +35,7 @@ void market__idem_record(char *out, size_t outlen, const market_idem *idem, int 
 void market__idem_claim(char *out, size_t outlen, const market_idem *idem, const char *token);
 void market__idem_claim_ttl(char *out, size_t outlen, int64_t deadline_ms);
 int market__idem_judge(const redisReply *r, const market_idem *idem, const char *token, int *rc,
-                       int64_t *a, int64_t *b);
+                       int64_t *a, int64_t *b, char *trade);
 int market__token_new(char out[MARKET__TOKEN_LEN + 1]);
 int market__slot_tag(unsigned slot, char *out, size_t outlen);
 unsigned market__realm_slot(const char *realm);

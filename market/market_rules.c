@@ -111,3 +111,29 @@ int market_realm_nth(unsigned i, char *out, size_t outlen) {
     int n = snprintf(out, outlen, "r%u", i);
     return n > 0 && (size_t)n < outlen ? 0 : -1;
 }
+
+/* Reads the decimal digits at *p (at least one, no sign) into *v, advancing
+ * *p past them. Returns 0, or -1 when there are none or they exceed 2^64-1. */
+static int read_u64(const char **p, uint64_t *v) {
+    const char *s = *p;
+    uint64_t x = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (x > (UINT64_MAX - d) / 10) return -1;
+        x = x * 10 + d;
+    }
+    if (s == *p) return -1;
+    *p = s;
+    *v = x;
+    return 0;
+}
+
+/* Returns 1 when id is a trade id, "<ms>-<seq>" (a Redis stream id: two
+ * decimal numbers below 2^64, no sign), else 0. Can't fail. */
+int market_trade_id_valid(const char *id) {
+    uint64_t ms, seq;
+    if (!id || strlen(id) > MARKET_TRADE_ID_MAX || read_u64(&id, &ms) < 0 || *id++ != '-' ||
+        read_u64(&id, &seq) < 0)
+        return 0;
+    return *id == '\0';
+}

@@ -44,11 +44,13 @@ struct market_conn {
     struct market__parked parked[MARKET__NODES_MAX - 1]; /* the other masters' connections */
 };
 
+#define MARKET__CMD_ARGS 24 /* most arguments of one market__cmd (a one-trade EVAL: 19) */
+
 /* One command of a pipeline: argv/len as redisAppendCommandArgv takes them. */
 typedef struct market__cmd {
     int argc;
-    const char *argv[10];
-    size_t len[10];
+    const char *argv[MARKET__CMD_ARGS];
+    size_t len[MARKET__CMD_ARGS];
 } market__cmd;
 
 int market__connect(market_conn *c);

@@ -386,7 +386,7 @@ int market__single_read(market_conn *c, const market__held *held, struct market_
     int judged = MARKET__IDEM_FREE;
     if (s->idem)
         judged = market__idem_judge(rep[i_idem], s->idem, s->token, &s->stored_rc, &s->stored_a,
-                                    &s->stored_b);
+                                    &s->stored_b, s->stored_trade);
     const redisReply *err = market__reply_error(rep, n);
     if (rep[i_watch]->type != REDIS_REPLY_STATUS ||
         (s->idem && rep[i_claim]->type == REDIS_REPLY_ERROR))

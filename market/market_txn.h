@@ -50,6 +50,7 @@ struct market__single {
     /* set when market__single_read() finds a stored outcome */
     int replayed, stored_rc;
     int64_t stored_a, stored_b;
+    char stored_trade[MARKET_TRADE_ID_MAX + 1];
 };
 
 /* leases */

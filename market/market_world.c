@@ -17,8 +17,9 @@
 
 #include "market/market_store.h"
 
-/* The key patterns of a realm's keys that seeding with reset deletes (and its market). */
-static const char *const realm_kinds[] = {"users", "inventory", "idem"};
+/* The key patterns of a realm's keys that seeding with reset deletes (and its market and
+ * its trades). */
+static const char *const realm_kinds[] = {"users", "inventory", "idem", "trades"};
 
 #define ZADD_CHUNK 256     /* score/member pairs per ZADD while seeding */
 #define SCAN_COUNT "1000"  /* SCAN's COUNT hint */
@@ -288,8 +289,8 @@ static void bulk_del_keys(struct bulk *b, const market__realm *r, const struct k
         const char *argv[2] = {"UNLINK", keys->keys[i]};
         bulk_add(b, 2, argv, NULL);
     }
-    const char *argv[2] = {"UNLINK", r->market};
-    bulk_add(b, 2, argv, NULL);
+    const char *argv[3] = {"UNLINK", r->market, r->trades};
+    bulk_add(b, 3, argv, NULL);
 }
 
 static int cmp_item_owner(const void *a, const void *b) {

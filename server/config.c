@@ -26,6 +26,8 @@ void server_config_defaults(server_config *cfg) {
     cfg->workers = 4;
     cfg->lock_ttl_ms = 5000;
     cfg->acquire_timeout_ms = 2000;
+    cfg->trade_history = MARKET_TRADE_HISTORY;
+    cfg->trade_index = MARKET_TRADE_INDEX;
     cfg->redis_timeout_ms = 500;
     cfg->threads = 2;
     cfg->max_connections = 1024;
@@ -55,6 +57,8 @@ void server_usage(const char *prog) {
            "  --lock-ttl-ms N           market lock lease, ms > 0 (default 5000)     MARKET_LOCK_TTL_MS\n"
            "  --acquire-timeout-ms N    lock wait budget, ms (default 2000)          MARKET_ACQUIRE_TIMEOUT_MS\n"
            "  --redis-timeout-ms N      Redis connect/command timeout (default 500)  MARKET_REDIS_TIMEOUT_MS\n"
+           "  --trade-history N         trades kept per realm, about (1000000)       MARKET_TRADE_HISTORY\n"
+           "  --trade-index N           trades kept per player and per item (1000)   MARKET_TRADE_INDEX\n"
            "  --threads N               event-loop threads (2); 0: a thread per connection MARKET_THREADS\n"
            "  --max-connections N       open connections at once (default 1024)      MARKET_MAX_CONNECTIONS\n"
            "  --connection-timeout-s N  idle connection timeout (default 30)         MARKET_CONNECTION_TIMEOUT_S\n"
@@ -72,7 +76,7 @@ void server_usage(const char *prog) {
 enum opt_id {
     OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_LOCK_REDIS, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
     OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_SECRET, OPT_NOAUTH, OPT_PERIP,
-    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_WORKERS, OPT_HELP
+    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_WORKERS, OPT_HISTORY, OPT_TINDEX, OPT_HELP
 };
 
 static const struct {
@@ -103,6 +107,8 @@ static const struct {
     {OPT_MINACK, "min-replicas-ack", "MARKET_MIN_REPLICAS_ACK"},
     {OPT_ACKTIMEOUT, "replica-ack-timeout-ms", "MARKET_REPLICA_ACK_TIMEOUT_MS"},
     {OPT_WORKERS, "workers", "MARKET_WORKERS"},
+    {OPT_HISTORY, "trade-history", "MARKET_TRADE_HISTORY"},
+    {OPT_TINDEX, "trade-index", "MARKET_TRADE_INDEX"},
 };
 
 static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
@@ -202,6 +208,14 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
     case OPT_ACKTIMEOUT:
         if (cli_parse_u64(v, 1, 3600000, &n) < 0) return -1;
         cfg->replica_ack_timeout_ms = (int)n;
+        return 0;
+    case OPT_HISTORY: /* MAXLEN ~: Redis keeps at least this many, a node more at most */
+        if (cli_parse_u64(v, 1, UINT64_C(1000000000000), &n) < 0) return -1;
+        cfg->trade_history = n;
+        return 0;
+    case OPT_TINDEX:
+        if (cli_parse_u64(v, 1, UINT64_C(1000000000), &n) < 0) return -1;
+        cfg->trade_index = n;
         return 0;
     case OPT_HELP:
         break;

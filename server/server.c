@@ -570,6 +570,8 @@ static int market_build(server *s, char *why, size_t whylen) {
                           .workers = cfg->workers,
                           .lock_ttl_ms = cfg->lock_ttl_ms,
                           .acquire_timeout_ms = cfg->acquire_timeout_ms,
+                          .trade_history = cfg->trade_history,
+                          .trade_index = cfg->trade_index,
                           .test_stall_ms = cfg->test_stall_ms};
     if (lock_redis_addr_parse(cfg->redis, &mcfg.redis) < 0) {
         snprintf(why, whylen,

@@ -42,6 +42,8 @@ typedef struct server_config {
     unsigned workers;            /* lock strategies: threads serving purchases (realms) */
     uint32_t lock_ttl_ms;        /* lease of the market lock */
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
+    uint64_t trade_history;      /* trades kept per realm, about */
+    uint64_t trade_index;        /* trades kept per player and per item, about */
     int redis_timeout_ms;        /* connect and command timeout */
     unsigned threads;            /* HTTP event-loop threads; 0: a thread per connection */
     unsigned max_connections;    /* open connections at once */

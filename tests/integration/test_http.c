@@ -1248,6 +1248,73 @@ static void test_http_auth_tokens_bind_players(void **state) {
     server_stop(s);
 }
 
+/* A purchase answers its trade_id; GET /trades/{id} shows it, the item's
+ * trades list it publicly, and the player's own trades need the player's
+ * token (401 without one, 403 with another's). */
+static void test_http_trades_routes(void **state) {
+    (void)state;
+    int port;
+    server *s = start_with(1000, "s3cret", &port);
+    char tok_b[API_TOKEN_MAX + 1], tok_a[API_TOKEN_MAX + 1], hb[300], ha[300], path[128];
+    assert_int_equal(api_token_make("s3cret", NULL, "B", tok_b, sizeof tok_b), MARKET_OK);
+    assert_int_equal(api_token_make("s3cret", NULL, "A", tok_a, sizeof tok_a), MARKET_OK);
+    snprintf(hb, sizeof hb, "Authorization: Bearer %s", tok_b);
+    snprintf(ha, sizeof ha, "Authorization: Bearer %s", tok_a);
+    th_http r;
+    assert_int_equal(auth_call(port, "/purchase", hb, purchase_axe, &r), 200);
+    json_error_t e;
+    json_t *bought = json_loads(r.body, 0, &e);
+    th_http_cleanup(&r);
+    assert_non_null(bought);
+    const char *id = json_string_value(json_object_get(bought, "trade_id"));
+    assert_non_null(id);
+    assert_true(market_trade_id_valid(id));
+
+    snprintf(path, sizeof path, "/trades/%s", id);
+    json_t *t = call(port, "GET", path, NULL, 200);
+    assert_string_equal(json_string_value(json_object_get(t, "trade_id")), id);
+    assert_string_equal(json_string_value(json_object_get(t, "buyer")), "B");
+    assert_string_equal(json_string_value(json_object_get(t, "seller")), "A");
+    assert_string_equal(json_string_value(json_object_get(t, "item")), "axe");
+    assert_int_equal(json_integer_value(json_object_get(t, "quantity")), 1);
+    assert_int_equal(json_integer_value(json_object_get(t, "price")), 500);
+    assert_int_equal(json_integer_value(json_object_get(t, "total")), 500);
+    assert_true(json_integer_value(json_object_get(t, "fence")) > 0);
+    assert_true(json_integer_value(json_object_get(t, "time_ms")) > 1700000000000LL);
+    json_decref(t);
+    json_t *gone = call(port, "GET", "/trades/1-0", NULL, 404);
+    assert_error(gone, "trade_not_found");
+    json_decref(gone);
+
+    json_t *chart = call(port, "GET", "/items/axe/trades?limit=5", NULL, 200);
+    json_t *list = json_object_get(chart, "trades");
+    assert_int_equal(json_array_size(list), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "trade_id")),
+                        id);
+    json_decref(chart);
+
+    assert_int_equal(th_http_do_header(port, "GET", "/players/B/trades", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 401);
+    th_http_cleanup(&r);
+    assert_int_equal(th_http_do_header(port, "GET", "/players/B/trades", ha, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 403);
+    th_http_cleanup(&r);
+    assert_int_equal(th_http_do_header(port, "GET", "/players/B/trades?limit=1", hb, NULL, 0, &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    json_t *mine = json_loads(r.body, 0, &e);
+    th_http_cleanup(&r);
+    assert_non_null(mine);
+    list = json_object_get(mine, "trades");
+    assert_int_equal(json_array_size(list), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "trade_id")),
+                        id);
+    assert_true(json_is_null(json_object_get(mine, "next_cursor")));
+    json_decref(mine);
+    json_decref(bought);
+    server_stop(s);
+}
+
 /* Every route but /healthz is also served per realm under /realms/{realm}; a
  * token is good in its own realm only. */
 static void test_http_realm_routes_and_tokens(void **state) {
@@ -1348,6 +1415,7 @@ int main(void) {
         cmocka_unit_test(test_binary_busy_address_refused_unless_reuse_port),
         T(test_http_auth_tokens_bind_players),
         T(test_http_realm_routes_and_tokens),
+        T(test_http_trades_routes),
         T(test_http_idempotent_retries_charged_once),
         T(test_http_idempotent_replay_header),
         T(test_http_idempotent_second_attempt_409_then_replay),

@@ -85,6 +85,7 @@ struct judge_case {
     const char *value; /* NULL: nil reply */
     int want, rc;
     long long a, b;
+    const char *trade; /* the trade id read back ("" none) */
 };
 
 static void test_idem_judge_table(void **state) {
@@ -94,8 +95,17 @@ static void test_idem_judge_table(void **state) {
         {"fp1 ?0123456789abcdef0123456789abcdef", MARKET__IDEM_FREE, 0, 0, 0}, /* our claim */
         {"fp1 ?ffffffffffffffffffffffffffffffff", MARKET_ERR_IN_PROGRESS, 0, 0, 0},
         {"fp2 ?0123456789abcdef0123456789abcdef", MARKET_ERR_IDEM_MISMATCH, 0, 0, 0},
-        {"fp1 500 300", MARKET__IDEM_DONE, MARKET_OK, 500, 300},
-        {"fp1 -5 -9223372036854775808", MARKET__IDEM_DONE, MARKET_OK, -5, INT64_MIN},
+        {"fp1 500 300", MARKET__IDEM_DONE, MARKET_OK, 500, 300, ""}, /* before trade ids */
+        {"fp1 500 300 1764083045123-7", MARKET__IDEM_DONE, MARKET_OK, 500, 300,
+         "1764083045123-7"},
+        {"fp1 500 300 18446744073709551615-18446744073709551615", MARKET__IDEM_DONE, MARKET_OK,
+         500, 300, "18446744073709551615-18446744073709551615"},
+        {"fp1 500 300 18446744073709551616-0", MARKET_ERR_STORE, 0, 0, 0}, /* past 2^64-1 */
+        {"fp1 500 300 1-2 x", MARKET_ERR_STORE, 0, 0, 0},
+        {"fp1 500 300 ", MARKET_ERR_STORE, 0, 0, 0},
+        {"fp1 500 300 -1-2", MARKET_ERR_STORE, 0, 0, 0},
+        {"fp1 500 300 12", MARKET_ERR_STORE, 0, 0, 0},
+        {"fp1 -5 -9223372036854775808", MARKET__IDEM_DONE, MARKET_OK, -5, INT64_MIN, ""},
         {"fp2 500 300", MARKET_ERR_IDEM_MISMATCH, 0, 0, 0},
         {"fp1 !-2 0", MARKET__IDEM_DONE, MARKET_ERR_INSUFFICIENT_FUNDS, 0, 0},
         {"fp1 !-3 500", MARKET__IDEM_DONE, MARKET_ERR_PRICE_CHANGED, 500, 0},
@@ -116,20 +126,23 @@ static void test_idem_judge_table(void **state) {
             r.type = REDIS_REPLY_NIL;
         int rc = 99;
         int64_t a = 0, b = 0;
-        int got = market__idem_judge(&r, &req, mine, &rc, &a, &b);
+        char trade[MARKET_TRADE_ID_MAX + 1] = "junk";
+        int got = market__idem_judge(&r, &req, mine, &rc, &a, &b, trade);
         if (got != c->want) fprintf(stderr, "case %zu (%s): %d\n", i, c->value, got);
         assert_int_equal(got, c->want);
         if (got == MARKET__IDEM_DONE) {
             assert_int_equal(rc, c->rc);
             assert_int_equal(a, c->a);
             assert_int_equal(b, c->b);
+            assert_string_equal(trade, c->trade ? c->trade : "");
         }
     }
     redisReply wrong = {0};
     wrong.type = REDIS_REPLY_INTEGER;
     int rc;
     int64_t a, b;
-    assert_int_equal(market__idem_judge(&wrong, &req, mine, &rc, &a, &b), MARKET_ERR_STORE);
+    char trade[MARKET_TRADE_ID_MAX + 1];
+    assert_int_equal(market__idem_judge(&wrong, &req, mine, &rc, &a, &b, trade), MARKET_ERR_STORE);
 }
 
 /* What is written is read back as written, for every final outcome. */
@@ -149,7 +162,8 @@ static void test_idem_record_round_trip(void **state) {
         redisReply r = reply_str(rec);
         int rc = 99;
         int64_t a = 0, b = 0;
-        assert_int_equal(market__idem_judge(&r, &req, mine, &rc, &a, &b), MARKET__IDEM_DONE);
+        char trade[MARKET_TRADE_ID_MAX + 1];
+        assert_int_equal(market__idem_judge(&r, &req, mine, &rc, &a, &b, trade), MARKET__IDEM_DONE);
         assert_int_equal(rc, finals[i]);
         assert_int_equal(a, MARKET_PRICE_MAX);
         assert_int_equal(b, finals[i] == MARKET_OK ? INT64_MAX : 0);
@@ -164,9 +178,23 @@ static void test_idem_record_round_trip(void **state) {
     redisReply r = reply_str(claim);
     int rc;
     int64_t a, b;
-    assert_int_equal(market__idem_judge(&r, &req, mine, &rc, &a, &b), MARKET__IDEM_FREE);
-    assert_int_equal(market__idem_judge(&r, &req, "ffffffffffffffffffffffffffffffff", &rc, &a, &b),
-                     MARKET_ERR_IN_PROGRESS);
+    char trade[MARKET_TRADE_ID_MAX + 1];
+    assert_int_equal(market__idem_judge(&r, &req, mine, &rc, &a, &b, trade), MARKET__IDEM_FREE);
+    assert_int_equal(
+        market__idem_judge(&r, &req, "ffffffffffffffffffffffffffffffff", &rc, &a, &b, trade),
+        MARKET_ERR_IN_PROGRESS);
+    /* the longest purchase record, as the trade script completes it, fits its buffer */
+    char fp[MARKET_IDEM_FP_MAX + 1];
+    memset(fp, 'f', MARKET_IDEM_FP_MAX);
+    fp[MARKET_IDEM_FP_MAX] = '\0';
+    const market_idem longest = {"k", fp};
+    char rec[MARKET__IDEM_RECORD_MAX + MARKET_TRADE_ID_MAX + 1];
+    market__idem_record(rec, MARKET__IDEM_RECORD_MAX, &longest, MARKET_OK, INT64_MIN, INT64_MIN);
+    strcat(rec, " 18446744073709551615-18446744073709551615");
+    assert_true(strlen(rec) < MARKET__IDEM_RECORD_MAX);
+    r = reply_str(rec);
+    assert_int_equal(market__idem_judge(&r, &longest, mine, &rc, &a, &b, trade), MARKET__IDEM_DONE);
+    assert_string_equal(trade, "18446744073709551615-18446744073709551615");
 }
 
 static void test_token_new_random_hex(void **state) {

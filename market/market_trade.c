@@ -1,0 +1,296 @@
+/* market_trade.c - trade records: the script a purchase's commit runs to
+ * record its trades, and the reads of them (GET /trades, a player's and an
+ * item's trades).
+ *
+ * DESIGN
+ * A trade is recorded in the same MULTI/EXEC as the transfer it records, so
+ * that a purchase is committed with its record or not at all. Its id is the
+ * id Redis gives its entry of the realm's stream trades:{r} (XADD *), which
+ * orders the trades of a realm as they committed. That id is known only
+ * inside the EXEC, yet an idempotent purchase's record must keep it (a
+ * replay answers the same trade_id), so one script queued in the MULTI does
+ * every trade of a commit: XADD to trades:{r}, XADD the same fields and the
+ * trade id to the buyer's, the seller's and the item's streams (the indexes
+ * a player's history and an item's price chart read, newest first), and SET
+ * the purchase's idempotency record with the id appended. Every stream is
+ * trimmed with MAXLEN ~ (cfg.trade_history for the realm's, cfg.trade_index
+ * for the others), which costs nothing until a whole node can go.
+ * Every key of the script carries the realm's hash tag, so it runs in the
+ * realm's slot on a Redis Cluster. It is sent with EVAL, not EVALSHA: a
+ * NOSCRIPT inside an EXEC (a new master after a failover) would fail the
+ * script alone while the transfer committed.
+ */
+#include "market/market_trade.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* KEYS[1] the realm's stream; per trade t (from 0) KEYS[2+4t..5+4t]: the
+ * buyer's, seller's and item's streams, its idempotency record (KEYS[1]
+ * when it has none). ARGV[1] the realm stream's MAXLEN, ARGV[2] the
+ * others', ARGV[3] the record's TTL (s); per trade ARGV[4+8t..11+8t]:
+ * buyer, seller, item, quantity, price, total, fence, and the record's
+ * text ("" when none). Returns the trade ids in order. */
+static const char trades_script[] =
+    "local ids = {} "
+    "for t = 0, (#KEYS - 1) / 4 - 1 do "
+    "local a, k = 3 + 8 * t, 1 + 4 * t "
+    "local f = {'buyer', ARGV[a + 1], 'seller', ARGV[a + 2], 'item', ARGV[a + 3], "
+    "'quantity', ARGV[a + 4], 'price', ARGV[a + 5], 'total', ARGV[a + 6], 'fence', ARGV[a + 7]} "
+    "local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(f)) "
+    "f[#f + 1] = 'trade' f[#f + 1] = id "
+    "for j = 1, 3 do redis.call('XADD', KEYS[k + j], 'MAXLEN', '~', ARGV[2], '*', unpack(f)) end "
+    "if ARGV[a + 8] ~= '' then "
+    "redis.call('SET', KEYS[k + 4], ARGV[a + 8] .. ' ' .. id, 'EX', ARGV[3]) end "
+    "ids[t + 1] = id end "
+    "return ids";
+
+/* Fills argv (room for MARKET__TRADES_ARGC(n)) with the EVAL that records
+ * the n trades t[0..n) of realm, its strings kept in tw and t (which must
+ * outlive the command). Returns the count. This function can't fail. */
+size_t market__trades_argv(const market *m, const char *realm, market__trades *tw,
+                           market__trade_rec *t, size_t n, const char **argv) {
+    size_t k = 0;
+    market__realm rl;
+    market__realm_init(&rl, realm);
+    memcpy(tw->k_trades, rl.trades, sizeof tw->k_trades);
+    snprintf(tw->history, sizeof tw->history, "%llu",
+             (unsigned long long)(m->cfg.trade_history ? m->cfg.trade_history
+                                                       : MARKET_TRADE_HISTORY));
+    snprintf(tw->index, sizeof tw->index, "%llu",
+             (unsigned long long)(m->cfg.trade_index ? m->cfg.trade_index : MARKET_TRADE_INDEX));
+    snprintf(tw->nkeys, sizeof tw->nkeys, "%zu", 1 + MARKET__TRADE_KEYS * n);
+    argv[k++] = "EVAL";
+    argv[k++] = trades_script;
+    argv[k++] = tw->nkeys;
+    argv[k++] = tw->k_trades;
+    for (size_t i = 0; i < n; i++) {
+        market__trade_rec *r = &t[i];
+        market__trade_key(r->k_buyer, sizeof r->k_buyer, realm, "player", r->buyer);
+        market__trade_key(r->k_seller, sizeof r->k_seller, realm, "player", r->seller);
+        market__trade_key(r->k_item, sizeof r->k_item, realm, "item", r->item);
+        argv[k++] = r->k_buyer;
+        argv[k++] = r->k_seller;
+        argv[k++] = r->k_item;
+        argv[k++] = r->idem_key ? r->idem_key : tw->k_trades;
+        r->id[0] = '\0';
+    }
+    argv[k++] = tw->history;
+    argv[k++] = tw->index;
+    argv[k++] = MARKET__IDEM_TTL;
+    for (size_t i = 0; i < n; i++) {
+        market__trade_rec *r = &t[i];
+        snprintf(r->quantity_s, sizeof r->quantity_s, "%lld", (long long)r->quantity);
+        snprintf(r->price_s, sizeof r->price_s, "%lld", (long long)r->price);
+        snprintf(r->total_s, sizeof r->total_s, "%lld", (long long)(r->quantity * r->price));
+        argv[k++] = r->buyer;
+        argv[k++] = r->seller;
+        argv[k++] = r->item;
+        argv[k++] = r->quantity_s;
+        argv[k++] = r->price_s;
+        argv[k++] = r->total_s;
+        argv[k++] = r->fence;
+        argv[k++] = r->idem_key ? r->idem_record : "";
+    }
+    return k;
+}
+
+/* Reads the script's reply r (its element of EXEC's reply) into t[0..n).id.
+ * Returns MARKET_OK, or MARKET_ERR_STORE when r is not n trade ids. */
+int market__trades_ids(const redisReply *r, market__trade_rec *t, size_t n) {
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != n) return MARKET_ERR_STORE;
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_STRING || e->len > MARKET_TRADE_ID_MAX) return MARKET_ERR_STORE;
+        memcpy(t[i].id, e->str, e->len);
+        t[i].id[e->len] = '\0';
+        if (!market_trade_id_valid(t[i].id)) return MARKET_ERR_STORE;
+    }
+    return MARKET_OK;
+}
+
+/* ---- reading ---- */
+
+/* Copies string reply e into out (MARKET_ID_MAX + 1 bytes) when it is a valid id. */
+static int field_id(const redisReply *e, char *out) {
+    if (e->type != REDIS_REPLY_STRING || e->len > MARKET_ID_MAX) return -1;
+    memcpy(out, e->str, e->len);
+    out[e->len] = '\0';
+    return market_id_valid(out) ? 0 : -1;
+}
+
+/* Reads a stream entry [id, [field, value, ...]] of a trade into *t: the
+ * id is the trade's, unless a "trade" field names it (an index's entry),
+ * and *entry_id (MARKET_TRADE_ID_MAX + 1 bytes, may be NULL) gets the
+ * entry's own. Returns MARKET_OK or MARKET_ERR_STORE. */
+static int parse_entry(const redisReply *e, market_trade *t, char *entry_id) {
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) return MARKET_ERR_STORE;
+    const redisReply *id = e->element[0], *f = e->element[1];
+    if (id->type != REDIS_REPLY_STRING || id->len > MARKET_TRADE_ID_MAX ||
+        f->type != REDIS_REPLY_ARRAY || f->elements % 2)
+        return MARKET_ERR_STORE;
+    memset(t, 0, sizeof *t);
+    memcpy(t->id, id->str, id->len);
+    if (entry_id) memcpy(entry_id, t->id, id->len + 1);
+    unsigned seen = 0;
+    for (size_t i = 0; i < f->elements; i += 2) {
+        const redisReply *k = f->element[i], *v = f->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return MARKET_ERR_STORE;
+        int rc = 0;
+        int64_t x = 0;
+        if (strcmp(k->str, "buyer") == 0) {
+            rc = field_id(v, t->buyer), seen |= 1;
+        } else if (strcmp(k->str, "seller") == 0) {
+            rc = field_id(v, t->seller), seen |= 2;
+        } else if (strcmp(k->str, "item") == 0) {
+            rc = field_id(v, t->item), seen |= 4;
+        } else if (strcmp(k->str, "trade") == 0) {
+            if (v->len > MARKET_TRADE_ID_MAX) return MARKET_ERR_STORE;
+            memcpy(t->id, v->str, v->len);
+            t->id[v->len] = '\0';
+        } else if ((rc = market__parse_i64(v->str, v->len, &x)) == 0) {
+            if (strcmp(k->str, "quantity") == 0)
+                t->quantity = x, seen |= 8;
+            else if (strcmp(k->str, "price") == 0)
+                t->price = x, seen |= 16;
+            else if (strcmp(k->str, "total") == 0)
+                t->total = x, seen |= 32;
+            else if (strcmp(k->str, "fence") == 0)
+                t->fence = (uint64_t)x, seen |= 64;
+        }
+        if (rc < 0) return MARKET_ERR_STORE;
+    }
+    if (seen != 127 || !market_trade_id_valid(t->id)) return MARKET_ERR_STORE;
+    t->time_ms = strtoll(t->id, NULL, 10); /* the id's first part: valid, so it fits */
+    return MARKET_OK;
+}
+
+/* Reads the entries of a stream reply r (XRANGE / XREVRANGE) into a new
+ * array *out of *n trades (caller frees; NULL when none), at most max of
+ * them; *last_entry (may be NULL) gets the last one's entry id. Returns
+ * MARKET_OK, MARKET_ERR_STORE, MARKET_ERR_NOMEM. */
+static int parse_entries(const redisReply *r, size_t max, market_trade **out, size_t *n,
+                         char *last_entry) {
+    *out = NULL;
+    *n = 0;
+    if (r->type != REDIS_REPLY_ARRAY) return MARKET_ERR_STORE;
+    size_t count = r->elements < max ? r->elements : max;
+    if (count == 0) return MARKET_OK;
+    market_trade *v = calloc(count, sizeof *v);
+    if (!v) return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < count; i++) {
+        int rc = parse_entry(r->element[i], &v[i], last_entry);
+        if (rc < 0) {
+            free(v);
+            return rc;
+        }
+    }
+    *out = v;
+    *n = count;
+    return MARKET_OK;
+}
+
+/* Runs one read command on realm's master. Returns MARKET_OK with *rep set
+ * (caller frees), or ERR_STORE. */
+static int read_one(market_conn *c, const char *realm, int argc, const char **argv,
+                    redisReply **rep) {
+    int rc = market__route(c, realm);
+    if (rc < 0) return rc;
+    market__cmd cmd;
+    cmd.argc = argc;
+    for (int i = 0; i < argc; i++) {
+        cmd.argv[i] = argv[i];
+        cmd.len[i] = strlen(argv[i]);
+    }
+    rc = market__pipeline(c, &cmd, 1, rep);
+    if (rc < 0) return rc;
+    if ((*rep)->type == REDIS_REPLY_ERROR) {
+        rc = market__fail_reply(c, "read refused", *rep);
+        freeReplyObject(*rep);
+        *rep = NULL;
+    }
+    return rc;
+}
+
+/* Reads trade id of realm into *out. Returns MARKET_OK, or ERR_INVALID
+ * (bad realm or id), ERR_NO_TRADE (none, or trimmed from the history:
+ * cfg.trade_history), ERR_STORE. */
+int market_trade_get(market_conn *c, const char *realm, const char *id, market_trade *out) {
+    if (!c || !out || !market_id_valid(realm) || !market_trade_id_valid(id))
+        return MARKET_ERR_INVALID;
+    market__realm rl;
+    market__realm_init(&rl, realm);
+    const char *argv[6] = {"XRANGE", rl.trades, id, id, "COUNT", "1"};
+    redisReply *r = NULL;
+    int rc = read_one(c, realm, 6, argv, &r);
+    if (rc < 0) return rc;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 0)
+        rc = MARKET_ERR_NO_TRADE;
+    else if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
+             parse_entry(r->element[0], out, NULL) < 0 || strcmp(out->id, id) != 0)
+        rc = market__fail(c, "trade %s of realm %s is unreadable", id, realm);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Reads up to limit (1..MARKET_TRADES_PAGE_MAX) trades of player of realm,
+ * as buyer or seller, newest first, starting after cursor (NULL or "": the
+ * newest). Returns MARKET_OK with *out a new array of *n trades (caller
+ * frees with free(); NULL when none) and next the cursor of the next page
+ * ("" when this one is the last; MARKET_TRADE_ID_MAX + 1 bytes); or
+ * ERR_INVALID (bad ids, limit or cursor), ERR_STORE, ERR_NOMEM. A player's
+ * stream keeps about cfg.trade_index trades: older ones are gone from it. */
+int market_trades_player(market_conn *c, const char *realm, const char *player,
+                         const char *cursor, size_t limit, market_trade **out, size_t *n,
+                         char next[MARKET_TRADE_ID_MAX + 1]) {
+    if (!out || !n || !next) return MARKET_ERR_INVALID;
+    *out = NULL;
+    *n = 0;
+    next[0] = '\0';
+    if (!c || !market_id_valid(realm) || !market_id_valid(player) || limit == 0 ||
+        limit > MARKET_TRADES_PAGE_MAX || (cursor && *cursor && !market_trade_id_valid(cursor)))
+        return MARKET_ERR_INVALID;
+    char key[MARKET__KEY_MAX], start[MARKET_TRADE_ID_MAX + 2], count[24];
+    market__trade_key(key, sizeof key, realm, "player", player);
+    if (cursor && *cursor)
+        snprintf(start, sizeof start, "(%s", cursor); /* after it: exclusive */
+    else
+        snprintf(start, sizeof start, "+");
+    snprintf(count, sizeof count, "%zu", limit + 1); /* one more tells whether a page follows */
+    const char *argv[6] = {"XREVRANGE", key, start, "-", "COUNT", count};
+    redisReply *r = NULL;
+    int rc = read_one(c, realm, 6, argv, &r);
+    if (rc < 0) return rc;
+    char last[MARKET_TRADE_ID_MAX + 1] = "";
+    rc = parse_entries(r, limit, out, n, last);
+    if (rc == MARKET_ERR_STORE) rc = market__fail(c, "trades of %s are unreadable", player);
+    if (rc == MARKET_OK && r->elements > limit) memcpy(next, last, sizeof last);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Reads up to limit (1..MARKET_TRADES_PAGE_MAX) of the latest trades of
+ * item on realm's market, newest first. Returns MARKET_OK with *out a new
+ * array of *n trades (caller frees; NULL when none), or ERR_INVALID,
+ * ERR_STORE, ERR_NOMEM. */
+int market_trades_item(market_conn *c, const char *realm, const char *item, size_t limit,
+                       market_trade **out, size_t *n) {
+    if (!out || !n) return MARKET_ERR_INVALID;
+    *out = NULL;
+    *n = 0;
+    if (!c || !market_id_valid(realm) || !market_id_valid(item) || limit == 0 ||
+        limit > MARKET_TRADES_PAGE_MAX)
+        return MARKET_ERR_INVALID;
+    char key[MARKET__KEY_MAX], count[24];
+    market__trade_key(key, sizeof key, realm, "item", item);
+    snprintf(count, sizeof count, "%zu", limit);
+    const char *argv[6] = {"XREVRANGE", key, "+", "-", "COUNT", count};
+    redisReply *r = NULL;
+    int rc = read_one(c, realm, 6, argv, &r);
+    if (rc < 0) return rc;
+    rc = parse_entries(r, limit, out, n, NULL);
+    if (rc == MARKET_ERR_STORE) rc = market__fail(c, "trades of item %s are unreadable", item);
+    freeReplyObject(r);
+    return rc;
+}

@@ -1,0 +1,44 @@
+/* market_trade.h - trade records (market_trade.c): the script a purchase's
+ * commit runs to record its trades, and the reads of them. It calls the
+ * store layer, nothing above; the transaction and batch layers put its
+ * script into their commits. */
+#ifndef GM_MARKET_MARKET_TRADE_H
+#define GM_MARKET_MARKET_TRADE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "market/market_store.h"
+
+#define MARKET__TRADE_KEYS 4 /* KEYS per trade: buyer's, seller's and item's streams, record */
+#define MARKET__TRADE_ARGS 8 /* ARGV per trade */
+/* The arguments of a script recording n trades: EVAL, the script, numkeys, the realm's
+ * stream, three settings, and each trade's keys and arguments. */
+#define MARKET__TRADES_ARGC(n) (7 + (MARKET__TRADE_KEYS + MARKET__TRADE_ARGS) * (n))
+
+/* One trade a commit records. The caller sets the inputs; market__trades_argv()
+ * names its keys and writes its numbers; the script's reply gives its id. */
+typedef struct market__trade_rec {
+    /* in: borrowed, alive until the commit's replies are read */
+    const char *buyer, *seller, *item;
+    int64_t quantity, price;  /* units and the price of one */
+    const char *fence;        /* the fence of the lease the commit holds, decimal; "0": none */
+    const char *idem_key;     /* NULL: no idempotency record */
+    const char *idem_record;  /* the success record "<fp> <a> <b>"; the script appends " <id>" */
+    /* the rest is market_trade.c's */
+    char k_buyer[MARKET__KEY_MAX], k_seller[MARKET__KEY_MAX], k_item[MARKET__KEY_MAX];
+    char quantity_s[24], price_s[24], total_s[24];
+    char id[MARKET_TRADE_ID_MAX + 1]; /* out: the trade id, from the script's reply */
+} market__trade_rec;
+
+/* What the script's arguments share: the realm's stream and the settings, as text. */
+typedef struct market__trades {
+    char k_trades[MARKET__KEY_MAX];
+    char history[24], index[24], nkeys[16];
+} market__trades;
+
+size_t market__trades_argv(const market *m, const char *realm, market__trades *tw,
+                           market__trade_rec *t, size_t n, const char **argv);
+int market__trades_ids(const redisReply *r, market__trade_rec *t, size_t n);
+
+#endif /* GM_MARKET_MARKET_TRADE_H */

@@ -1,0 +1,429 @@
+/* test_market_trades.c - trade records (market/market_trade.c) against a real
+ * redis-server, under each strategy: every purchase that commits records
+ * its trade in the same MULTI/EXEC, nothing else does, a replay answers the
+ * same trade id, and the histories page newest first.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "lock/lock.h"
+#include "market/market.h"
+#include "tests/helpers/redis_proc.h"
+
+#define REALM MARKET_REALM_DEFAULT
+#define TRADES "trades:{main}"
+
+static th_redis redis;
+static enum market_strategy strategy; /* the group being run */
+
+struct fx {
+    lock_client *lock;
+    market *m;
+    market_conn *c;
+};
+
+/* ---- helpers ---- */
+
+static redisReply *redis_cmd(const char *fmt, ...) {
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    assert_int_equal(rc->err, 0);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(rc, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    redisFree(rc);
+    return r;
+}
+
+static long long redis_int(const char *fmt, ...) {
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(rc, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    redisFree(rc);
+    return v;
+}
+
+static struct fx *fx_new(uint32_t ttl_ms, uint32_t stall_ms, uint64_t history) {
+    struct fx *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = ttl_ms,
+                         .acquire_timeout_ms = 2000, .test_stall_ms = stall_ms,
+                         .strategy = strategy, .trade_history = history};
+    int err;
+    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
+    f->lock = lock_redis_new(&cfg.redis, 1000, &err);
+    assert_non_null(f->lock);
+    f->m = market_new(&cfg, f->lock, &err);
+    assert_non_null(f->m);
+    f->c = market_conn_new(f->m, &err);
+    assert_non_null(f->c);
+    return f;
+}
+
+static void fx_free(struct fx *f) {
+    market_conn_free(f->c);
+    market_free(f->m);
+    lock_free(f->lock);
+    free(f);
+}
+
+/* A shop listing n gems at 100 + i, A and its axe at 500, buyers B (800) and
+ * a rich D. Every key of the store is deleted first. */
+static void seed(market_conn *c, int n) {
+    redisReply *r = redis_cmd("FLUSHALL");
+    freeReplyObject(r);
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    assert_int_equal(market_world_add_player(w, "A", "Alice", 100), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "B", "Bob", 800), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "D", "Dave", 100000000), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "shop", NULL, 0), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "A", "axe", 500), MARKET_OK);
+    for (int i = 0; i < n; i++) {
+        char item[24];
+        snprintf(item, sizeof item, "gem%d", i);
+        assert_int_equal(market_world_add_listing(w, "shop", item, 100 + i), MARKET_OK);
+    }
+    assert_int_equal(market_world_store(c, REALM, w, 1), MARKET_OK);
+    market_world_free(w);
+}
+
+static int64_t funds_of(market_conn *c, const char *id) {
+    market_player *p = NULL;
+    assert_int_equal(market_player_get(c, REALM, id, &p), MARKET_OK);
+    int64_t v = p->funds;
+    market_player_free(p);
+    return v;
+}
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int fx_setup(void **state) {
+    struct fx *f = fx_new(5000, 0, 0);
+    seed(f->c, 40);
+    *state = f;
+    return 0;
+}
+
+static int fx_teardown(void **state) {
+    fx_free(*state);
+    return 0;
+}
+
+/* ---- tests ---- */
+
+/* A purchase answers its trade id; the record says who, what, how much,
+ * under which fence and when, and is in the buyer's, the seller's and the
+ * item's histories. */
+static void test_purchase_records_its_trade(void **state) {
+    struct fx *f = *state;
+    int64_t t0 = now_ms();
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_true(market_trade_id_valid(r.trade_id));
+    market_trade t;
+    assert_int_equal(market_trade_get(f->c, REALM, r.trade_id, &t), MARKET_OK);
+    assert_string_equal(t.id, r.trade_id);
+    assert_string_equal(t.buyer, "B");
+    assert_string_equal(t.seller, "A");
+    assert_string_equal(t.item, "axe");
+    assert_int_equal(t.quantity, 1);
+    assert_int_equal(t.price, 500);
+    assert_int_equal(t.total, 500);
+    if (strategy == MARKET_STRATEGY_OPTIMISTIC)
+        assert_int_equal(t.fence, 0);
+    else
+        assert_true(t.fence > 0);
+    assert_true(t.time_ms >= t0 - 5000 && t.time_ms <= now_ms() + 5000);
+    assert_int_equal(redis_int("XLEN %s", TRADES), 1);
+
+    static const char *const who[2] = {"B", "A"};
+    for (int i = 0; i < 2; i++) {
+        market_trade *v = NULL;
+        size_t n = 0;
+        char next[MARKET_TRADE_ID_MAX + 1];
+        assert_int_equal(market_trades_player(f->c, REALM, who[i], NULL, 10, &v, &n, next),
+                         MARKET_OK);
+        assert_int_equal(n, 1);
+        assert_string_equal(v[0].id, r.trade_id);
+        assert_int_equal(v[0].price, 500);
+        assert_string_equal(next, "");
+        free(v);
+    }
+    market_trade *v = NULL;
+    size_t n = 0;
+    assert_int_equal(market_trades_item(f->c, REALM, "axe", 10, &v, &n), MARKET_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(v[0].id, r.trade_id);
+    assert_string_equal(v[0].buyer, "B");
+    free(v);
+}
+
+/* A refusal records nothing, nor does a lapsed lease's commit. */
+static void test_refusals_record_nothing(void **state) {
+    struct fx *f = *state;
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase(f->c, REALM, "B", "shop", "nope", -1, &r),
+                     MARKET_ERR_NOT_LISTED);
+    assert_int_equal(market_purchase(f->c, REALM, "A", "shop", "gem5", -1, &r),
+                     MARKET_ERR_INSUFFICIENT_FUNDS);
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", 499, &r),
+                     MARKET_ERR_PRICE_CHANGED);
+    assert_int_equal(market_purchase(f->c, REALM, "ghost", "A", "axe", -1, &r),
+                     MARKET_ERR_NO_PLAYER);
+    assert_int_equal(redis_int("EXISTS %s", TRADES), 0);
+    if (strategy == MARKET_STRATEGY_OPTIMISTIC) return; /* no lease to lose */
+    /* a holder stalled past its lease between its read and its commit */
+    struct fx *slow = fx_new(100, 300, 0);
+    assert_int_equal(market_purchase(slow->c, REALM, "B", "A", "axe", -1, &r),
+                     MARKET_ERR_LEASE_LOST);
+    fx_free(slow);
+    assert_int_equal(redis_int("EXISTS %s", TRADES), 0);
+    assert_int_equal(funds_of(f->c, "B"), 800);
+}
+
+/* A replay under the same idempotency key answers the first trade id, and
+ * nothing more is recorded. */
+static void test_idem_replay_same_trade_id(void **state) {
+    struct fx *f = *state;
+    market_idem k = {"order-7", "fp-axe"};
+    market_purchase_result r = {0}, again = {0};
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &r), MARKET_OK);
+    assert_true(market_trade_id_valid(r.trade_id));
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &again),
+                     MARKET_OK);
+    assert_int_equal(again.replayed, 1);
+    assert_string_equal(again.trade_id, r.trade_id);
+    assert_int_equal(redis_int("XLEN %s", TRADES), 1);
+}
+
+struct buyer {
+    market *m;
+    const char *buyer, *item;
+    const market_idem *idem;
+    pthread_barrier_t *start;
+    int rc;
+    market_purchase_result res;
+};
+
+static void *buy(void *arg) {
+    struct buyer *b = arg;
+    int err;
+    market_conn *c = market_conn_new(b->m, &err);
+    pthread_barrier_wait(b->start);
+    b->rc = market_purchase_idem(c, REALM, b->buyer, "shop", b->item, -1, b->idem, &b->res);
+    market_conn_free(c);
+    return NULL;
+}
+
+/* Concurrent repeats of one request (one batch, or racing attempts) all
+ * answer the one trade they made. */
+static void test_idem_concurrent_repeats_one_trade(void **state) {
+    struct fx *f = *state;
+    enum { N = 12 };
+    market_idem k = {"order-9", "fp-gem3"};
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, N);
+    struct buyer b[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        b[i] = (struct buyer){f->m, "D", "gem3", &k, &start, 0, {0}};
+        assert_int_equal(pthread_create(&t[i], NULL, buy, &b[i]), 0);
+    }
+    const char *id = NULL;
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        if (b[i].rc == MARKET_ERR_IN_PROGRESS) continue; /* another attempt was deciding it */
+        assert_int_equal(b[i].rc, MARKET_OK);
+        assert_true(market_trade_id_valid(b[i].res.trade_id));
+        if (!id) id = b[i].res.trade_id;
+        assert_string_equal(b[i].res.trade_id, id);
+        ok++;
+    }
+    pthread_barrier_destroy(&start);
+    assert_true(ok >= 1);
+    assert_int_equal(redis_int("XLEN %s", TRADES), 1);
+    assert_int_equal(funds_of(f->c, "D"), 100000000 - 103);
+}
+
+/* 32 buyers at once (batches under the lock strategies): every purchase
+ * that succeeded has its own record, with its own item and price, and the
+ * records add up to the funds that moved. */
+static void test_concurrent_purchases_each_recorded(void **state) {
+    struct fx *f = *state;
+    enum { N = 32 };
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, N);
+    struct buyer b[N];
+    pthread_t t[N];
+    char items[N][24];
+    for (int i = 0; i < N; i++) {
+        snprintf(items[i], sizeof items[i], "gem%d", i);
+        b[i] = (struct buyer){f->m, "D", items[i], NULL, &start, 0, {0}};
+        assert_int_equal(pthread_create(&t[i], NULL, buy, &b[i]), 0);
+    }
+    int64_t spent = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(b[i].rc, MARKET_OK);
+        market_trade tr;
+        assert_int_equal(market_trade_get(f->c, REALM, b[i].res.trade_id, &tr), MARKET_OK);
+        assert_string_equal(tr.item, items[i]);
+        assert_int_equal(tr.price, 100 + i);
+        spent += tr.total;
+        for (int j = 0; j < i; j++) assert_string_not_equal(b[j].res.trade_id, b[i].res.trade_id);
+    }
+    pthread_barrier_destroy(&start);
+    assert_int_equal(redis_int("XLEN %s", TRADES), N);
+    assert_int_equal(funds_of(f->c, "shop"), spent);
+    assert_int_equal(funds_of(f->c, "D"), 100000000 - spent);
+    assert_int_equal(redis_int("XLEN trades:{main}:player:shop"), N);
+}
+
+/* A player's history pages newest first: every trade once, pages joined by
+ * next_cursor, the last page without one; a trade made between two pages
+ * does not shift the later ones. */
+static void test_player_history_pages_newest_first(void **state) {
+    struct fx *f = *state;
+    char ids[25][MARKET_TRADE_ID_MAX + 1];
+    for (int i = 0; i < 25; i++) {
+        char item[24];
+        snprintf(item, sizeof item, "gem%d", i);
+        market_purchase_result r = {0};
+        assert_int_equal(market_purchase(f->c, REALM, "D", "shop", item, -1, &r), MARKET_OK);
+        memcpy(ids[i], r.trade_id, sizeof ids[i]);
+    }
+    char cursor[MARKET_TRADE_ID_MAX + 1] = "";
+    int seen = 0, pages = 0;
+    do {
+        market_trade *v = NULL;
+        size_t n = 0;
+        char next[MARKET_TRADE_ID_MAX + 1];
+        assert_int_equal(market_trades_player(f->c, REALM, "D", cursor, 10, &v, &n, next),
+                         MARKET_OK);
+        for (size_t i = 0; i < n; i++, seen++)
+            assert_string_equal(v[i].id, ids[24 - seen]); /* newest first */
+        free(v);
+        if (pages++ == 0) { /* a newer trade meanwhile: not on the later pages */
+            market_purchase_result r = {0};
+            assert_int_equal(market_purchase(f->c, REALM, "D", "shop", "gem30", -1, &r),
+                             MARKET_OK);
+        }
+        memcpy(cursor, next, sizeof cursor);
+    } while (cursor[0]);
+    assert_int_equal(seen, 25);
+    assert_int_equal(pages, 3);
+}
+
+/* Ids, cursors and limits are checked; an unknown trade is ERR_NO_TRADE. */
+static void test_bad_arguments_and_unknown_trade(void **state) {
+    struct fx *f = *state;
+    market_trade t;
+    market_trade *v = NULL;
+    size_t n = 0;
+    char next[MARKET_TRADE_ID_MAX + 1];
+    static const char *const bad[] = {"", "1", "1-", "-1", "1-2-3", "a-1", "1-1 ", "+1-1",
+                                      "18446744073709551616-0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_false(market_trade_id_valid(bad[i]));
+        assert_int_equal(market_trade_get(f->c, REALM, bad[i], &t), MARKET_ERR_INVALID);
+    }
+    assert_int_equal(market_trade_get(f->c, REALM, "1-1", &t), MARKET_ERR_NO_TRADE);
+    assert_int_equal(market_trade_get(f->c, "bad realm", "1-1", &t), MARKET_ERR_INVALID);
+    assert_int_equal(market_trades_player(f->c, REALM, "D", "x", 10, &v, &n, next),
+                     MARKET_ERR_INVALID);
+    assert_int_equal(market_trades_player(f->c, REALM, "D", NULL, 0, &v, &n, next),
+                     MARKET_ERR_INVALID);
+    assert_int_equal(
+        market_trades_player(f->c, REALM, "D", NULL, MARKET_TRADES_PAGE_MAX + 1, &v, &n, next),
+        MARKET_ERR_INVALID);
+    assert_int_equal(market_trades_item(f->c, REALM, "a.b", 10, &v, &n), MARKET_ERR_INVALID);
+    /* nobody's history is an empty page */
+    assert_int_equal(market_trades_player(f->c, REALM, "nobody", NULL, 10, &v, &n, next),
+                     MARKET_OK);
+    assert_int_equal(n, 0);
+    assert_null(v);
+    assert_string_equal(next, "");
+}
+
+/* The realm's history is trimmed to about cfg.trade_history entries. */
+static void test_history_is_bounded(void **state) {
+    struct fx *f = *state;
+    redisReply *r = redis_cmd("CONFIG SET stream-node-max-entries 4");
+    freeReplyObject(r);
+    struct fx *g = fx_new(5000, 0, 5);
+    for (int i = 0; i < 40; i++) {
+        char item[24];
+        snprintf(item, sizeof item, "gem%d", i);
+        market_purchase_result res = {0};
+        assert_int_equal(market_purchase(g->c, REALM, "D", "shop", item, -1, &res), MARKET_OK);
+    }
+    fx_free(g);
+    r = redis_cmd("CONFIG SET stream-node-max-entries 100");
+    freeReplyObject(r);
+    long long len = redis_int("XLEN %s", TRADES);
+    assert_true(len >= 5 && len <= 12); /* MAXLEN ~ 5 keeps whole nodes of 4 */
+    (void)f;
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    return th_redis_start(&redis);
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    th_redis_stop(&redis);
+    return 0;
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+
+static int run_group(enum market_strategy s, const struct CMUnitTest *tests, size_t n) {
+    char name[64];
+    strategy = s;
+    snprintf(name, sizeof name, "market trades (integration, strategy %s)",
+             market_strategy_name(s));
+    return _cmocka_run_group_tests(name, tests, n, group_setup, group_teardown);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        T(test_purchase_records_its_trade),
+        T(test_refusals_record_nothing),
+        T(test_idem_replay_same_trade_id),
+        T(test_idem_concurrent_repeats_one_trade),
+        T(test_concurrent_purchases_each_recorded),
+        T(test_player_history_pages_newest_first),
+        T(test_bad_arguments_and_unknown_trade),
+        T(test_history_is_bounded),
+    };
+    size_t n = sizeof tests / sizeof *tests;
+    int failed = 0;
+    failed += run_group(MARKET_STRATEGY_MARKET, tests, n);
+    failed += run_group(MARKET_STRATEGY_ITEM, tests, n);
+    failed += run_group(MARKET_STRATEGY_OPTIMISTIC, tests, n);
+    return failed;
+}
