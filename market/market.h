@@ -22,10 +22,10 @@
  *   trades:{r}          stream: one entry per purchase, its id the trade id, fields
  *                       buyer seller item quantity price total fence (0: no lock);
  *                       trimmed with MAXLEN ~ cfg.trade_history
- *   trades:{r}:player:<id>  stream: the trades of a player, as buyer or seller, newest
- *   trades:{r}:item:<item>  last; the item's trades; the same fields and "trade" (the
- *                       trade id); each trimmed with MAXLEN ~ cfg.trade_index
- *                       (market_trade.c writes all four in the purchase's MULTI/EXEC)
+ *   trades:{r}:player:<id>  list: the ids of a player's trades, as buyer or seller,
+ *   trades:{r}:item:<item>  and of an item's trades, newest first; each keeps about
+ *                       cfg.trade_index (market_trade.c writes the stream and the
+ *                       lists in the purchase's MULTI/EXEC)
  *
  * Every operation that moves funds or items takes the market lock through
  * lock/lock.h, reads what it needs in one pipeline under WATCH, and commits
@@ -130,7 +130,8 @@ typedef struct market_config {
     uint32_t lock_ttl_ms;        /* lease of the market lock */
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
     uint64_t trade_history;      /* trades kept per realm, about (MAXLEN ~; 0: the default) */
-    uint64_t trade_index;        /* trades kept per player and per item, about (0: the default) */
+    uint64_t trade_index;        /* trade ids kept per player and per item, at least (up to
+                                    an eighth more; 0: the default) */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
     uint32_t test_stall_read_ms; /* test hook: sleep after taking the locks, before reading */
     uint32_t test_stall_lock_ms; /* test hook: sleep before taking the locks (before the
@@ -288,6 +289,9 @@ int market_trades_player(market_conn *c, const char *realm, const char *player,
                          char next[MARKET_TRADE_ID_MAX + 1]);
 int market_trades_item(market_conn *c, const char *realm, const char *item, size_t limit,
                        market_trade **out, size_t *n);
+int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID_MAX + 1]);
+int market_trades_after(market_conn *c, const char *realm, const char *after, size_t limit,
+                        market_trade **out, size_t *n);
 int market_ping(market_conn *c);
 int market_health(market_conn *c, char *why, size_t whylen);
 int market_audit(market_conn *c, const char *realm, market_audit_report *out);

@@ -60,12 +60,13 @@ static long long redis_int(const char *fmt, ...) {
     return v;
 }
 
-static struct fx *fx_new(uint32_t ttl_ms, uint32_t stall_ms, uint64_t history) {
+static struct fx *fx_new(uint32_t ttl_ms, uint32_t stall_ms, uint64_t history, uint64_t index) {
     struct fx *f = calloc(1, sizeof *f);
     assert_non_null(f);
     market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = ttl_ms,
                          .acquire_timeout_ms = 2000, .test_stall_ms = stall_ms,
-                         .strategy = strategy, .trade_history = history};
+                         .strategy = strategy, .trade_history = history,
+                         .trade_index = index};
     int err;
     assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
     f->lock = lock_redis_new(&cfg.redis, 1000, &err);
@@ -120,7 +121,7 @@ static int64_t now_ms(void) {
 }
 
 static int fx_setup(void **state) {
-    struct fx *f = fx_new(5000, 0, 0);
+    struct fx *f = fx_new(5000, 0, 0, 0);
     seed(f->c, 40);
     *state = f;
     return 0;
@@ -195,7 +196,7 @@ static void test_refusals_record_nothing(void **state) {
     assert_int_equal(redis_int("EXISTS %s", TRADES), 0);
     if (strategy == MARKET_STRATEGY_OPTIMISTIC) return; /* no lease to lose */
     /* a holder stalled past its lease between its read and its commit */
-    struct fx *slow = fx_new(100, 300, 0);
+    struct fx *slow = fx_new(100, 300, 0, 0);
     assert_int_equal(market_purchase(slow->c, REALM, "B", "A", "axe", -1, &r),
                      MARKET_ERR_LEASE_LOST);
     fx_free(slow);
@@ -299,7 +300,7 @@ static void test_concurrent_purchases_each_recorded(void **state) {
     assert_int_equal(redis_int("XLEN %s", TRADES), N);
     assert_int_equal(funds_of(f->c, "shop"), spent);
     assert_int_equal(funds_of(f->c, "D"), 100000000 - spent);
-    assert_int_equal(redis_int("XLEN trades:{main}:player:shop"), N);
+    assert_int_equal(redis_int("LLEN trades:{main}:player:shop"), N);
 }
 
 /* A player's history pages newest first: every trade once, pages joined by
@@ -368,18 +369,34 @@ static void test_bad_arguments_and_unknown_trade(void **state) {
     assert_string_equal(next, "");
 }
 
-/* The realm's history is trimmed to about cfg.trade_history entries. */
+/* The realm's history is trimmed to about cfg.trade_history entries, a
+ * player's and an item's index to cfg.trade_index ids (up to an eighth
+ * more), newest kept; a cursor trimmed away ends the history. */
 static void test_history_is_bounded(void **state) {
     struct fx *f = *state;
     redisReply *r = redis_cmd("CONFIG SET stream-node-max-entries 4");
     freeReplyObject(r);
-    struct fx *g = fx_new(5000, 0, 5);
+    struct fx *g = fx_new(5000, 0, 5, 16);
+    char first[MARKET_TRADE_ID_MAX + 1] = "", latest[MARKET_TRADE_ID_MAX + 1] = "";
     for (int i = 0; i < 40; i++) {
         char item[24];
         snprintf(item, sizeof item, "gem%d", i);
         market_purchase_result res = {0};
         assert_int_equal(market_purchase(g->c, REALM, "D", "shop", item, -1, &res), MARKET_OK);
+        if (i == 0) memcpy(first, res.trade_id, sizeof first);
+        memcpy(latest, res.trade_id, sizeof latest);
     }
+    long long kept = redis_int("LLEN trades:{main}:player:D");
+    assert_true(kept >= 16 && kept <= 18);
+    redisReply *head = redis_cmd("LINDEX trades:{main}:player:D 0");
+    assert_string_equal(head->str, latest);
+    freeReplyObject(head);
+    market_trade *v = NULL;
+    size_t n = 0;
+    char next[MARKET_TRADE_ID_MAX + 1];
+    assert_int_equal(market_trades_player(g->c, REALM, "D", first, 10, &v, &n, next), MARKET_OK);
+    assert_int_equal(n, 0);
+    assert_string_equal(next, "");
     fx_free(g);
     r = redis_cmd("CONFIG SET stream-node-max-entries 100");
     freeReplyObject(r);
