@@ -10,6 +10,7 @@
  * the same tests (the strategy name is the test's initial state).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ struct fx {
     const char *strategy; /* borrowed from the test table */
     const char *secret;   /* the server's auth secret; NULL: --no-auth */
     const char *players;  /* the tool's --players GLOB; NULL: none */
+    uint32_t stall_ms;    /* the server's --test-stall-ms */
     server *srv;
     int port;
     char json[64]; /* the tool's report, a mkstemp file */
@@ -113,6 +115,7 @@ static void start_server(struct fx *f) {
     cfg.threads = 8;
     cfg.acquire_timeout_ms = 10000; /* no 503 even when valgrind slows every holder */
     cfg.log_level = SERVER_LOG_ERROR;
+    cfg.test_stall_ms = f->stall_ms;
     if (f->secret)
         snprintf(cfg.auth_secret, sizeof cfg.auth_secret, "%s", f->secret);
     else
@@ -238,7 +241,8 @@ static void assert_invariants(json_t *j) {
                                        "no_negative_funds",
                                        "items_in_one_place",
                                        "items_total_unchanged",
-                                       "purchases_match"};
+                                       "purchases_match",
+                                       "trades_match"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         if (!json_is_true(json_object_get(inv, keys[i]))) fail_msg("invariant %s broke", keys[i]);
     }
@@ -311,6 +315,10 @@ static void test_load_distinct_all_200(void **state) {
     assert_int_equal(num(j, "status", "200"), 500);
     assert_int_equal(num(j, "run", "requests"), 500);
     assert_int_equal(num(j, "invariants", "items_left_market"), 500);
+    json_t *trades = json_object_get(json_object_get(j, "invariants"), "trades");
+    assert_int_equal(json_integer_value(json_object_get(trades, "recorded")), 500);
+    assert_int_equal(json_integer_value(json_object_get(trades, "players_checked")), 100);
+    assert_int_equal(json_integer_value(json_object_get(trades, "players_mismatched")), 0);
     assert_true(num(j, "redis", "commands") > 0);
     json_decref(j);
 }
@@ -390,6 +398,57 @@ static void test_load_players_leaves_others_alone(void **state) {
     assert_string_equal(v, "800");
 }
 
+/* Moves one coin from p0 to p1 outside any trade, once the run's first
+ * trade is in (the run is slowed by the server's stall, so this lands
+ * mid-run). Total funds stay the same: only the trade audit can tell. */
+static void *skim(void *arg) {
+    (void)arg;
+    redisContext *r = redisConnect("127.0.0.1", redis.port);
+    if (!r || r->err) return NULL;
+    for (int i = 0; i < 2000; i++) {
+        redisReply *x = redisCommand(r, "XLEN trades:{main}");
+        int started = x && x->type == REDIS_REPLY_INTEGER && x->integer > 0;
+        freeReplyObject(x);
+        if (started) break;
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    redisReply *x = redisCommand(r, "MULTI");
+    freeReplyObject(x);
+    x = redisCommand(r, "HINCRBY users:{main}:p0 funds -1");
+    freeReplyObject(x);
+    x = redisCommand(r, "HINCRBY users:{main}:p1 funds 1");
+    freeReplyObject(x);
+    x = redisCommand(r, "EXEC");
+    freeReplyObject(x);
+    redisFree(r);
+    return NULL;
+}
+
+/* Funds that move without a trade record break the run's invariants (exit
+ * 3), though the total is conserved and every 200 is in the store. */
+static void test_load_funds_moved_without_trade_exit_3(void **state) {
+    struct fx *f = *state;
+    seed_world(50, 400, 1000000, 1, 1000);
+    f->stall_ms = 100; /* 20 batches of one: the run lasts about 2 s */
+    start_server(f);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, skim, NULL), 0);
+    json_t *j = load_as(f, NULL, "distinct", "1", "20", 3);
+    pthread_join(t, NULL);
+    json_t *inv = json_object_get(j, "invariants");
+    assert_true(json_is_true(json_object_get(inv, "funds_conserved")));
+    assert_true(json_is_true(json_object_get(inv, "purchases_match")));
+    assert_true(json_is_false(json_object_get(inv, "trades_match")));
+    json_t *trades = json_object_get(inv, "trades");
+    assert_int_equal(json_integer_value(json_object_get(trades, "recorded")), 20);
+    assert_int_equal(json_integer_value(json_object_get(trades, "players_mismatched")), 2);
+    json_decref(j);
+    char *text = slurp(f->text);
+    assert_non_null(strstr(text, "players' funds moved otherwise"));
+    free(text);
+}
+
 /* A server that is not there is a prompt setup failure, not a hang. */
 static void test_load_server_down_exits_1(void **state) {
     (void)state;
@@ -446,6 +505,8 @@ int main(void) {
         {"test_load_players_leaves_others_alone", test_load_players_leaves_others_alone, fx_setup,
          fx_teardown, (void *)"market"},
         {"test_load_without_secret_exits_4_names_401", test_load_without_secret_exits_4_names_401,
+         fx_setup, fx_teardown, (void *)"market"},
+        {"test_load_funds_moved_without_trade_exit_3", test_load_funds_moved_without_trade_exit_3,
          fx_setup, fx_teardown, (void *)"market"},
         cmocka_unit_test(test_load_server_down_exits_1),
         cmocka_unit_test(test_load_bad_flags_exit_2),

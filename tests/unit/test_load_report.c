@@ -18,6 +18,7 @@ struct fx {
     market_audit_report before, after;
     load_verdict v;
     load_cmdstats cb, ca;
+    load_ledger ledger;
     load_report r;
 };
 
@@ -70,7 +71,10 @@ static int fx_setup(void **state) {
     f->v = load_judge(k, &f->before, &f->after);
     load_cmdstats_parse(&f->cb, info_before, strlen(info_before));
     load_cmdstats_parse(&f->ca, info_after, strlen(info_after));
-    f->r = (load_report){&f->o, &f->plan, &f->run, &f->before, &f->after, &f->v, &f->cb, &f->ca};
+    f->ledger = (load_ledger){.n = 50, .recorded = 60};
+    load_judge_trades(&f->v, &f->ledger);
+    f->r = (load_report){&f->o,  &f->plan, &f->run, &f->before, &f->after,
+                         &f->v,  &f->cb,   &f->ca,  &f->ledger};
     *state = f;
     return 0;
 }
@@ -160,7 +164,9 @@ static void test_json_shape(void **state) {
                 "commandstats_before,commandstats_after,masters");
     assert_keys(j, "invariants",
                 "ok,funds_conserved,no_negative_funds,items_in_one_place,items_total_unchanged,"
-                "purchases_match,items_left_market,before,after");
+                "purchases_match,items_left_market,trades_match,trades,before,after");
+    assert_keys(j, "invariants.trades",
+                "recorded,players_checked,players_mismatched,unknown,first_mismatch");
     assert_keys(j, "invariants.before",
                 "players,total_funds,negative_funds,items_held,items_listed,items_misplaced");
     assert_keys(j, "result", "exit,failed");

@@ -296,6 +296,7 @@ long long load_cmdstats_get(const load_cmdstats *s, const char *name);
 /* Whether the invariants held, and whether the run measured anything. */
 typedef struct load_verdict {
     int funds, negative, one_place, total, purchases, ok;
+    int trades;                /* load_judge_trades(): 1 until it says otherwise */
     long long left;            /* items that left the market */
     unsigned long long errors; /* answers other than 200, 402, 404; transport errors */
     const char *failed;        /* why the run failed (exit 4), or NULL */
@@ -307,6 +308,36 @@ load_verdict load_judge(const load_counts *k, const market_audit_report *before,
 int load_verdict_exit(const load_verdict *v);
 int load_audit_same(const market_audit_report *a, const market_audit_report *b);
 
+/* ---- ledger.c: do the trade records account for the funds that moved? ---- */
+
+typedef struct load_ledger_row {
+    const char *id; /* borrowed from the plan */
+    unsigned realm;
+    int64_t before, after; /* funds before and after the run */
+    int64_t traded;        /* what the trades say moved: sold - bought */
+    int seen;              /* after was read */
+} load_ledger_row;
+
+typedef struct load_ledger {
+    load_ledger_row *rows; /* sorted by realm, then id */
+    size_t n;
+    long long recorded;   /* trades recorded during the run */
+    long long unknown;    /* trades or players after the run that the plan did not have */
+    long long mismatched; /* rows whose change the trades do not account for */
+    const char *first_bad; /* the first of them, or NULL */
+} load_ledger;
+
+int load_ledger_init(load_ledger *l, const load_plan *p);
+void load_ledger_free(load_ledger *l);
+void load_ledger_after(load_ledger *l, unsigned realm, const char *id, int64_t funds);
+void load_ledger_trade(load_ledger *l, unsigned realm, const char *buyer, const char *seller,
+                       int64_t total);
+void load_ledger_close(load_ledger *l);
+/* Sets v->trades (and clears v->ok when it fails): every item that left the
+ * market has its trade record, and the records account for every player's
+ * change of funds. Can't fail. */
+void load_judge_trades(load_verdict *v, const load_ledger *l);
+
 /* ---- report.c ---- */
 
 typedef struct load_report {
@@ -316,6 +347,7 @@ typedef struct load_report {
     const market_audit_report *before, *after;
     const load_verdict *v;
     const load_cmdstats *cb, *ca; /* commandstats before and after the run */
+    const load_ledger *ledger;    /* the trade audit */
 } load_report;
 
 /* Prints the text report to f. Can't fail (the caller checks the stream). */
@@ -355,6 +387,17 @@ int load_cmdstats_read(market_conn *mc, load_cmdstats *s, char *why, size_t whyl
  * waited in *settle_ms. Returns a market code. */
 int load_audit_settled(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
                        int unanswered, market_audit_report *out, int64_t *settle_ms);
+
+/* The id of the latest trade of each of the n realms, into marks ("" when
+ * none). Returns 0, or -1 with a sentence in why. */
+int load_trades_mark(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
+                     char (*marks)[MARKET_TRADE_ID_MAX + 1], char *why, size_t whylen);
+/* Reads into l the funds of every player (matching players, when not NULL)
+ * and every trade recorded after marks, of each of the n realms, then
+ * closes it (load_ledger_close). Returns 0, or -1 with a sentence in why. */
+int load_trades_read(load_ledger *l, market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1],
+                     size_t n, char (*marks)[MARKET_TRADE_ID_MAX + 1], const char *players,
+                     char *why, size_t whylen);
 
 /* ---- loop.c: the service ---- */
 

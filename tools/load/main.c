@@ -57,6 +57,8 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
     load_loop *l = NULL;
     load_plan plan = {0};
     market_audit_report before, after;
+    load_ledger ledger = {0};
+    char(*marks)[MARKET_TRADE_ID_MAX + 1] = calloc(o->realms, sizeof *marks);
     load_cmdstats *cb = calloc(1, sizeof *cb), *ca = calloc(1, sizeof *ca);
     char(*realms)[MARKET_REALM_MAX + 1] = calloc(o->realms, sizeof *realms);
     market_config cfg = {
@@ -66,7 +68,7 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
         status = 2;
         goto out;
     }
-    if (!cb || !ca || !realms) goto oom;
+    if (!cb || !ca || !realms || !marks) goto oom;
     load_realms_name(o, realms);
     if (load_probe(t, o->url, why, sizeof why) < 0) goto fail;
     if (!(lock = lock_local_new(&err)) || !(m = market_new(&cfg, lock, &err)) ||
@@ -78,7 +80,9 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
     }
     if (load_world_read(&plan, mc, o->redis, realms, o->realms, o->players, why, sizeof why) < 0)
         goto fail;
+    if (load_trades_mark(mc, realms, o->realms, marks, why, sizeof why) < 0) goto fail;
     if (load_plan_build(&plan, o->mix, o->buyers, o->seed) < 0) goto oom;
+    if (load_ledger_init(&ledger, &plan) < 0) goto oom;
     if (!(l = load_loop_new(o, t, &plan, run, why, sizeof why))) goto fail;
     if (plan.n_items == 0 || plan.n_players < 2) {
         snprintf(why, sizeof why, "nothing to buy: %zu listed items, %zu players in %s%s%s",
@@ -104,8 +108,11 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
                  market_strerror(err));
         goto fail;
     }
+    if (load_trades_read(&ledger, mc, realms, o->realms, marks, o->players, why, sizeof why) < 0)
+        goto fail;
     load_verdict v = load_judge(&run->k, &before, &after);
-    load_report rep = {o, &plan, run, &before, &after, &v, cb, ca};
+    load_judge_trades(&v, &ledger);
+    load_report rep = {o, &plan, run, &before, &after, &v, cb, ca, &ledger};
     load_report_print(stdout, &rep);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         snprintf(why, sizeof why, "cannot write the report: %s", strerror(errno));
@@ -131,7 +138,9 @@ out:
     market_conn_free(mc);
     market_free(m);
     lock_free(lock);
+    load_ledger_free(&ledger);
     load_plan_free(&plan);
+    free(marks);
     free(cb);
     free(ca);
     free(realms);

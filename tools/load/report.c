@@ -90,6 +90,17 @@ void load_report_print(FILE *f, const load_report *r) {
             k->transport || k->unknown
                 ? " (unanswered requests and 503s of unknown outcome may account for the difference)"
                 : "");
+    const load_ledger *l = r->ledger;
+    if (l && v->trades)
+        fprintf(f, "    ok  %lld trades recorded, one for each item that left the market; they "
+                   "account for the funds of all %zu players\n",
+                l->recorded, l->n);
+    else if (l)
+        fprintf(f,
+                "    BAD %lld trades recorded for %lld items that left the market; %lld of %zu "
+                "players' funds moved otherwise%s%s; %lld trades or players unknown to the run\n",
+                l->recorded, v->left, l->mismatched, l->n, l->first_bad ? ", the first: " : "",
+                l->first_bad ? l->first_bad : "", l->unknown);
     if (!v->ok)
         fprintf(f, "  result        FAILED: an invariant broke (exit 3)\n");
     else if (v->failed)
@@ -267,12 +278,19 @@ json_t *load_report_json(const load_report *r) {
                   (json_int_t)r->cb->total, "calls_after", (json_int_t)r->ca->total,
                   "commandstats_before", json_cmdstats(r->cb), "commandstats_after",
                   json_cmdstats(r->ca), "masters", masters));
+    const load_ledger *l = r->ledger;
     set(j, "invariants",
-        json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:o, s:o}", "ok", v->ok, "funds_conserved",
-                  v->funds, "no_negative_funds", v->negative, "items_in_one_place", v->one_place,
-                  "items_total_unchanged", v->total, "purchases_match", v->purchases,
-                  "items_left_market", (json_int_t)v->left, "before", json_audit(r->before),
-                  "after", json_audit(r->after)));
+        json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:b, s:o, s:o, s:o}", "ok", v->ok,
+                  "funds_conserved", v->funds, "no_negative_funds", v->negative,
+                  "items_in_one_place", v->one_place, "items_total_unchanged", v->total,
+                  "purchases_match", v->purchases, "items_left_market", (json_int_t)v->left,
+                  "trades_match", v->trades, "trades",
+                  l ? json_pack("{s:I, s:I, s:I, s:I, s:o}", "recorded", (json_int_t)l->recorded,
+                                "players_checked", (json_int_t)l->n, "players_mismatched",
+                                (json_int_t)l->mismatched, "unknown", (json_int_t)l->unknown,
+                                "first_mismatch", jstr_or_null(l->first_bad))
+                    : json_null(),
+                  "before", json_audit(r->before), "after", json_audit(r->after)));
     set(j, "result",
         json_pack("{s:i, s:o}", "exit", load_verdict_exit(v), "failed", jstr_or_null(v->failed)));
     /* set() fails only out of memory; a report with a section missing is no report. */

@@ -157,6 +157,7 @@ load_verdict load_judge(const load_counts *k, const market_audit_report *b,
      * widens the window. Every 200 must be there whatever happened. */
     v.purchases = v.left >= ok && v.left - ok <= (long long)(k->transport + k->unknown);
     v.ok = v.funds && v.negative && v.one_place && v.total && v.purchases;
+    v.trades = 1;
     /* 402 and 404 are the market saying no; anything else means the run did
      * not measure purchases: a missing secret (401), a server in trouble. */
     v.errors = k->requests - k->by_code[200] - k->by_code[402] - k->by_code[404];
@@ -166,6 +167,11 @@ load_verdict load_judge(const load_counts *k, const market_audit_report *b,
     else if (v.errors > k->requests / 2)
         v.failed = "most answers were errors";
     return v;
+}
+
+void load_judge_trades(load_verdict *v, const load_ledger *l) {
+    v->trades = l->recorded == v->left && l->unknown == 0 && l->mismatched == 0;
+    if (!v->trades) v->ok = 0;
 }
 
 int load_verdict_exit(const load_verdict *v) {

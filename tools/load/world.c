@@ -151,3 +151,48 @@ int load_audit_settled(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], si
     *settle_ms = (load_now_ns() - t0) / 1000000;
     return MARKET_OK;
 }
+
+int load_trades_mark(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
+                     char (*marks)[MARKET_TRADE_ID_MAX + 1], char *why, size_t whylen) {
+    for (size_t r = 0; r < n; r++) {
+        int rc = market_trade_last(mc, realms[r], marks[r]);
+        if (rc < 0) {
+            snprintf(why, whylen, "cannot read the trades of realm %s: %s (%s)", realms[r],
+                     market_strerror(rc), market_conn_errstr(mc));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int load_trades_read(load_ledger *l, market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1],
+                     size_t n, char (*marks)[MARKET_TRADE_ID_MAX + 1], const char *players,
+                     char *why, size_t whylen) {
+    for (size_t r = 0; r < n; r++) {
+        market_player_funds *f = NULL;
+        size_t nf = 0;
+        int rc = market_players_scan(mc, realms[r], players, &f, &nf);
+        for (size_t i = 0; rc == MARKET_OK && i < nf; i++)
+            load_ledger_after(l, (unsigned)r, f[i].id, f[i].funds);
+        free(f);
+        char after[MARKET_TRADE_ID_MAX + 1];
+        memcpy(after, marks[r], sizeof after);
+        while (rc == MARKET_OK) {
+            market_trade *t = NULL;
+            size_t nt = 0;
+            rc = market_trades_after(mc, realms[r], after, MARKET_TRADES_PAGE_MAX, &t, &nt);
+            for (size_t i = 0; rc == MARKET_OK && i < nt; i++)
+                load_ledger_trade(l, (unsigned)r, t[i].buyer, t[i].seller, t[i].total);
+            if (nt) memcpy(after, t[nt - 1].id, sizeof after);
+            free(t);
+            if (nt < MARKET_TRADES_PAGE_MAX) break;
+        }
+        if (rc < 0) {
+            snprintf(why, whylen, "cannot read the trades and players of realm %s: %s (%s)",
+                     realms[r], market_strerror(rc), market_conn_errstr(mc));
+            return -1;
+        }
+    }
+    load_ledger_close(l);
+    return 0;
+}
