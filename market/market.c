@@ -6,8 +6,9 @@
  *   market_txn.c    leases, the guarded commit, one-at-a-time operations;
  *   market_store.c  the Redis connection, pipelines, replies;
  * beside them the pure parts, which do no I/O: market_rules.c (the rules of
- * a purchase) and market_keys.c (key names, idempotency records); and
- * market_world.c (seeding, audit) over the store.
+ * a purchase) and market_keys.c (key names, idempotency records); and over
+ * the store, market_trade.c (trade records: what a commit writes, and their
+ * reads) and market_world.c (seeding, audit).
  */
 #include "market/market.h"
 
