@@ -74,7 +74,8 @@
     X(ERR_IDEM_MISMATCH, -14, "idempotency key already used for another request")          \
     X(ERR_IN_PROGRESS, -15, "a request with this idempotency key is in progress")          \
     X(ERR_NOT_REPLICATED, -16, "committed on the master, not confirmed by enough replicas") \
-    X(ERR_NO_TRADE, -17, "no such trade")
+    X(ERR_NO_TRADE, -17, "no such trade")                                         \
+    X(ERR_NOT_ENOUGH, -18, "not enough units listed")
 
 /* 1 when rc is a failure whose reason the store left as text (market_conn_errstr(),
  * market_pending.why): the store's own failures. */
@@ -102,6 +103,9 @@ enum market_err {
 #define MARKET_TRADE_HISTORY 1000000            /* cfg.trade_history's default */
 #define MARKET_TRADE_INDEX 1000                 /* cfg.trade_index's default */
 #define MARKET_TRADES_PAGE_MAX 1000             /* most trades one read returns */
+#define MARKET_QUANTITY_MAX 1000000000          /* units of a stackable good in one request */
+#define MARKET_FILL_MAX 32                      /* listings one purchase without a seller
+                                                   may buy from */
 
 /* ---- types ---- */
 

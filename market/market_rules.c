@@ -54,18 +54,7 @@ int market__idem_valid(const market_idem *idem) {
  * This function can't fail otherwise. */
 int market__purchase_rule(int64_t price, int64_t expect_price, const market__party *buyer,
                           const market__party *seller) {
-    if (price == MARKET__NOT_LISTED) return MARKET_ERR_NOT_LISTED;
-    if (price < 0) return MARKET_ERR_STORE;
-    if (expect_price > 0 && expect_price != price) return MARKET_ERR_PRICE_CHANGED;
-    if (buyer->known == MARKET__UNREAD || seller->known == MARKET__UNREAD)
-        return MARKET__NEED_FUNDS;
-    if (buyer->known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
-    if (buyer->known == MARKET__ABSENT) return MARKET_ERR_NO_PLAYER;
-    if (buyer->funds < price) return MARKET_ERR_INSUFFICIENT_FUNDS;
-    if (seller->known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
-    int64_t seller_funds = seller->known == MARKET__PRESENT ? seller->funds : 0;
-    if (seller_funds > INT64_MAX - price) return MARKET_ERR_OVERFLOW;
-    return MARKET_OK;
+    return market__units_rule(price, 1, 1, expect_price, buyer, seller);
 }
 
 /* market__purchase_rule(), and when it allows the purchase, moves price
@@ -73,15 +62,76 @@ int market__purchase_rule(int64_t price, int64_t expect_price, const market__par
  * Returns the verdict. This function can't fail otherwise. */
 int market__purchase_apply(int64_t price, int64_t expect_price, market__party *buyer,
                            market__party *seller) {
-    int rc = market__purchase_rule(price, expect_price, buyer, seller);
+    return market__units_apply(price, 1, 1, expect_price, buyer, seller);
+}
+
+/* Decides a purchase of quantity units of a listing of units units (a
+ * unique item is a listing of one) at price each (MARKET__NOT_LISTED,
+ * MARKET__PRICE_UNREADABLE, or the price), as market__purchase_rule()
+ * does one unit, with one more check after the price: are there enough
+ * units? (MARKET_ERR_NOT_ENOUGH). A total past 2^63-1 is more than any
+ * buyer can pay (MARKET_ERR_INSUFFICIENT_FUNDS). quantity and units are
+ * at least 1. This function can't fail otherwise. */
+int market__units_rule(int64_t price, int64_t units, int64_t quantity, int64_t expect_price,
+                       const market__party *buyer, const market__party *seller) {
+    if (price == MARKET__NOT_LISTED || units <= 0) return MARKET_ERR_NOT_LISTED;
+    if (price < 0 || quantity <= 0) return MARKET_ERR_STORE;
+    if (expect_price > 0 && expect_price != price) return MARKET_ERR_PRICE_CHANGED;
+    if (units < quantity) return MARKET_ERR_NOT_ENOUGH;
+    if (buyer->known == MARKET__UNREAD || seller->known == MARKET__UNREAD)
+        return MARKET__NEED_FUNDS;
+    if (buyer->known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
+    if (buyer->known == MARKET__ABSENT) return MARKET_ERR_NO_PLAYER;
+    if (price > INT64_MAX / quantity || buyer->funds < price * quantity)
+        return MARKET_ERR_INSUFFICIENT_FUNDS;
+    int64_t total = price * quantity;
+    if (seller->known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
+    int64_t seller_funds = seller->known == MARKET__PRESENT ? seller->funds : 0;
+    if (seller_funds > INT64_MAX - total) return MARKET_ERR_OVERFLOW;
+    return MARKET_OK;
+}
+
+/* market__units_rule(), and when it allows the purchase, moves the total
+ * from buyer's funds to seller's (a seller without funds starts at 0).
+ * Returns the verdict. This function can't fail otherwise. */
+int market__units_apply(int64_t price, int64_t units, int64_t quantity, int64_t expect_price,
+                        market__party *buyer, market__party *seller) {
+    int rc = market__units_rule(price, units, quantity, expect_price, buyer, seller);
     if (rc != MARKET_OK) return rc;
     if (seller->known != MARKET__PRESENT) {
         seller->known = MARKET__PRESENT;
         seller->funds = 0;
     }
-    buyer->funds -= price;
-    seller->funds += price;
+    buyer->funds -= price * quantity;
+    seller->funds += price * quantity;
     return MARKET_OK;
+}
+
+/* Chooses what a purchase without a seller buys: quantity units from
+ * offers[0..n) (the listings of one item, cheapest first), taking from the
+ * cheapest at or under max_price that are not buyer's own, all or nothing.
+ * Sets offers[i].take and *total (what they cost together). Returns
+ * MARKET_OK, or MARKET_ERR_NOT_ENOUGH with *available the units that could
+ * be had at that price (every take 0). The funds are judged apart (by
+ * market__units_rule() per listing). This function can't fail otherwise. */
+int market__fill(market__offer *offers, size_t n, const char *buyer, int64_t quantity,
+                 int64_t max_price, int64_t *available, int64_t *total) {
+    int64_t left = quantity, have = 0, cost = 0;
+    for (size_t i = 0; i < n; i++) {
+        market__offer *o = &offers[i];
+        o->take = 0;
+        if (o->price > max_price || o->units <= 0 || strcmp(o->seller, buyer) == 0) continue;
+        have = o->units > INT64_MAX - have ? INT64_MAX : have + o->units;
+        if (left == 0) continue;
+        o->take = o->units < left ? o->units : left;
+        left -= o->take;
+        cost = o->price > (INT64_MAX - cost) / o->take ? INT64_MAX : cost + o->price * o->take;
+    }
+    *available = have;
+    *total = left == 0 ? cost : 0;
+    if (left == 0) return MARKET_OK;
+    for (size_t i = 0; i < n; i++) offers[i].take = 0;
+    return MARKET_ERR_NOT_ENOUGH;
 }
 
 /* Whether a purchase's arguments can be served: valid ids, a buyer who is

@@ -35,6 +35,21 @@ typedef struct market__party {
 
 int market__purchase_rule(int64_t price, int64_t expect_price, const market__party *buyer,
                           const market__party *seller);
+int market__units_rule(int64_t price, int64_t units, int64_t quantity, int64_t expect_price,
+                       const market__party *buyer, const market__party *seller);
+int market__units_apply(int64_t price, int64_t units, int64_t quantity, int64_t expect_price,
+                        market__party *buyer, market__party *seller);
+
+/* One listing a purchase without a seller may buy from (market__fill()). */
+typedef struct market__offer {
+    const char *seller;
+    int64_t price; /* of one unit */
+    int64_t units; /* listed */
+    int64_t take;  /* out: units bought from it */
+} market__offer;
+
+int market__fill(market__offer *offers, size_t n, const char *buyer, int64_t quantity,
+                 int64_t max_price, int64_t *available, int64_t *total);
 int market__purchase_apply(int64_t price, int64_t expect_price, market__party *buyer,
                            market__party *seller);
 int market__idem_valid(const market_idem *idem);

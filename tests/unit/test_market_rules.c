@@ -187,9 +187,84 @@ static void test_realm_nth_names(void **state) {
     assert_int_equal(market_realm_nth(100, small, sizeof small), -1);
 }
 
+struct units_case {
+    const char *what;
+    int64_t price, units, quantity;
+    market__party buyer, seller;
+    int want;
+    int64_t buyer_after, seller_after;
+};
+
+/* Units of a stackable listing: enough of them, their total, and totals
+ * past 2^63-1. */
+static void test_units_rule_table(void **state) {
+    (void)state;
+    static const struct units_case cases[] = {
+        {"five of twenty", 25, 20, 5, P(200), P(0), MARKET_OK, 75, 125},
+        {"all of them", 25, 20, 20, P(500), P(0), MARKET_OK, 0, 500},
+        {"one too many", 25, 20, 21, P(10000), P(0), MARKET_ERR_NOT_ENOUGH, 0, 0},
+        {"none left", 25, 0, 1, P(10000), P(0), MARKET_ERR_NOT_LISTED, 0, 0},
+        {"units before funds", 25, 2, 3, UNREAD, UNREAD, MARKET_ERR_NOT_ENOUGH, 0, 0},
+        {"the total, not the price", 25, 20, 5, P(124), P(0), MARKET_ERR_INSUFFICIENT_FUNDS, 0, 0},
+        {"a total past 2^63-1", MARKET_PRICE_MAX, MARKET_QUANTITY_MAX, MARKET_QUANTITY_MAX,
+         P(INT64_MAX), P(0), MARKET_ERR_INSUFFICIENT_FUNDS, 0, 0},
+        {"seller overflow on the total", 2, 10, 10, P(20), P(INT64_MAX - 19),
+         MARKET_ERR_OVERFLOW, 0, 0},
+        {"one unit is a unique item", 500, 1, 1, P(800), P(100), MARKET_OK, 300, 600},
+        {"a unique item, two asked", 500, 1, 2, P(8000), P(100), MARKET_ERR_NOT_ENOUGH, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const struct units_case *c = &cases[i];
+        market__party b = c->buyer, s = c->seller;
+        int got = market__units_apply(c->price, c->units, c->quantity, -1, &b, &s);
+        if (got != c->want) fprintf(stderr, "case '%s': %d, want %d\n", c->what, got, c->want);
+        assert_int_equal(got, c->want);
+        if (got == MARKET_OK) {
+            assert_int_equal(b.funds, c->buyer_after);
+            assert_int_equal(s.funds, c->seller_after);
+        } else {
+            assert_memory_equal(&b, &c->buyer, sizeof b);
+        }
+    }
+}
+
+/* A purchase without a seller fills from the cheapest listings at or under
+ * its price, never the buyer's own, all or nothing. */
+static void test_fill_cheapest_first_all_or_nothing(void **state) {
+    (void)state;
+    market__offer o[] = {{"C", 20, 5, 9}, {"B", 22, 100, 9}, {"D", 25, 10, 9}, {"E", 30, 50, 9},
+                         {"F", 31, 500, 9}};
+    int64_t avail = -1, total = -1;
+    /* 30 at <= 30, B's own listing left out: 5 from C, 10 from D, 15 from E */
+    assert_int_equal(market__fill(o, 5, "B", 30, 30, &avail, &total), MARKET_OK);
+    assert_int_equal(o[0].take, 5);
+    assert_int_equal(o[1].take, 0);
+    assert_int_equal(o[2].take, 10);
+    assert_int_equal(o[3].take, 15);
+    assert_int_equal(o[4].take, 0);
+    assert_int_equal(total, 5 * 20 + 10 * 25 + 15 * 30);
+    assert_int_equal(avail, 65);
+    /* not enough at that price: how many there are, nothing taken */
+    assert_int_equal(market__fill(o, 5, "B", 66, 30, &avail, &total), MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(avail, 65);
+    assert_int_equal(total, 0);
+    for (size_t i = 0; i < 5; i++) assert_int_equal(o[i].take, 0);
+    /* another buyer may take B's */
+    assert_int_equal(market__fill(o, 5, "Z", 6, 22, &avail, &total), MARKET_OK);
+    assert_int_equal(o[0].take, 5);
+    assert_int_equal(o[1].take, 1);
+    assert_int_equal(total, 5 * 20 + 22);
+    /* nothing at that price */
+    assert_int_equal(market__fill(o, 5, "Z", 1, 19, &avail, &total), MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(avail, 0);
+    assert_int_equal(market__fill(o, 0, "Z", 1, 19, &avail, &total), MARKET_ERR_NOT_ENOUGH);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rule_table),
+        cmocka_unit_test(test_units_rule_table),
+        cmocka_unit_test(test_fill_cheapest_first_all_or_nothing),
         cmocka_unit_test(test_rule_batch_earlier_purchases_change_later_ones),
         cmocka_unit_test(test_rule_batch_funds_for_one),
         cmocka_unit_test(test_args_checks),
