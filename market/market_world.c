@@ -705,7 +705,7 @@ struct reindex {
     const char *range[5];
     const char **argv[MARKET__IDX_KINDS + 1];
     int argc[MARKET__IDX_KINDS + 1];
-    redisReply *rep[MARKET__IDX_KINDS + 1];
+    redisReply *rep[MARKET__IDX_KINDS + 2]; /* also the swap's MULTI, kinds, EXEC */
 };
 
 /* Makes x's command number at a ZRANGE of zset from rank start, one chunk, WITHSCORES. */
