@@ -234,7 +234,7 @@ typedef struct market_audit_report {
 
 /* A search of a realm's market (market_search()): the listings that match every filter
  * given, in price order, a page at a time. */
-#define MARKET_SEARCH_LIMIT_MAX 1000 /* most listings a page holds */
+#define MARKET_SEARCH_LIMIT_MAX 1000                   /* most listings a page holds */
 #define MARKET_CURSOR_MAX (13 + 2 + 2 * MARKET_ID_MAX) /* "<13 digits>:<item>.<seller>" */
 
 typedef struct market_search_query {
@@ -250,9 +250,9 @@ typedef struct market_search_query {
 typedef struct market_search_result {
     market_listing *listings; /* new array of n (NULL when n is 0): see cleanup below */
     size_t n;
-    size_t total;             /* listings that match the filters, on every page */
+    size_t total;                            /* listings that match the filters, on every page */
     char next_cursor[MARKET_CURSOR_MAX + 1]; /* the next page's cursor; "" on the last page */
-    int seller_exists;        /* with query.seller: 1 when users:{r}:<seller> exists */
+    int seller_exists; /* with query.seller: 1 when users:{r}:<seller> exists */
 } market_search_result;
 
 /* ---- lifecycle ---- */

@@ -50,6 +50,8 @@
 #include "market/market_batch.h"
 
 #define USERS_MAX (2 * MARKET__BATCH_MAX)
+/* commands in one of a batch's pipelines: room for the commit's index ZREMs too */
+#define CMDS_MAX (6 + MARKET__IDX_KINDS + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX)
 
 /* One lane: a queue of purchases and the worker thread that serves it.
  * Every purchase of a realm goes to the same lane (lane_of), so a realm's
@@ -137,15 +139,13 @@ struct market__batch {
     const char *args_hget[USERS_MAX][3];
     const char *args_sadd[2 * USERS_MAX + MARKET__BATCH_MAX]; /* every SADD, back to back */
     const char *args_zrem[2 + MARKET__BATCH_MAX];
-    market__idx idx;                                   /* the realm's search indexes */
+    market__idx idx; /* the realm's search indexes */
     char idx_member[MARKET__BATCH_MAX][MARKET__IDX_KINDS][MARKET__IDX_MEMBER_MAX];
     const char *args_zrem_idx[MARKET__IDX_KINDS][2 + MARKET__BATCH_MAX];
     const char *args_hincr[USERS_MAX][4];
-    const char **argv[6 + MARKET__IDX_KINDS + MARKET__HELD_MAX + 2 * USERS_MAX +
-                      2 * MARKET__BATCH_MAX];
-    int argc[6 + MARKET__IDX_KINDS + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
-    redisReply *rep[6 + MARKET__IDX_KINDS + MARKET__HELD_MAX + 2 * USERS_MAX +
-                    2 * MARKET__BATCH_MAX];
+    const char **argv[CMDS_MAX];
+    int argc[CMDS_MAX];
+    redisReply *rep[CMDS_MAX];
 
     /* item strategy with the lock keys in the store: the commit's guard (see
      * batch_commit) */

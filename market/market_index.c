@@ -136,7 +136,9 @@ int market__cursor_parse(const char *s, market_listing *out) {
 
 /* ---- searches ---- */
 
-static int has(const char *s) { return s && *s; }
+static int has(const char *s) {
+    return s && *s;
+}
 
 /* Checks query q. Returns MARKET_OK, or MARKET_ERR_INVALID with *field naming the first
  * part found wrong ("item", "seller", "min_price", "max_price", "limit" or "cursor") and
@@ -162,11 +164,10 @@ int market_search_check(const market_search_query *q, const char **field, const 
         f = "limit", w = "must be an integer in 1..1000";
     } else if (has(q->cursor) && market__cursor_parse(q->cursor, &cur) < 0) {
         f = "cursor", w = "is not a cursor this service gave";
-    } else if (has(q->cursor) &&
-               ((q->item && strcmp(cur.item, q->item) != 0) ||
-                (q->seller && strcmp(cur.seller, q->seller) != 0) ||
-                (q->min_price && cur.price < q->min_price) ||
-                (q->max_price && cur.price > q->max_price))) {
+    } else if (has(q->cursor) && ((q->item && strcmp(cur.item, q->item) != 0) ||
+                                  (q->seller && strcmp(cur.seller, q->seller) != 0) ||
+                                  (q->min_price && cur.price < q->min_price) ||
+                                  (q->max_price && cur.price > q->max_price))) {
         f = "cursor", w = "belongs to another search (its listing is outside this search's "
                           "item, seller or prices)";
     }

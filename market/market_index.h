@@ -10,8 +10,8 @@
 #include "market/market_impl.h"
 
 #define MARKET__PRICE_DIGITS 13 /* a price in an index: zero-padded, 10^12 fits */
-#define MARKET__IDX_MEMBER_MAX (MARKET_CURSOR_MAX + 1)    /* a member, with its NUL */
-#define MARKET__IDX_KEY_MAX (MARKET__TAG_MAX + 24)        /* "idx:{<realm>}:seller:new" */
+#define MARKET__IDX_MEMBER_MAX (MARKET_CURSOR_MAX + 1)     /* a member, with its NUL */
+#define MARKET__IDX_KEY_MAX (MARKET__TAG_MAX + 24)         /* "idx:{<realm>}:seller:new" */
 #define MARKET__IDX_BOUND_MAX (MARKET__IDX_MEMBER_MAX + 2) /* "(" <member> ";" */
 
 /* The indexes; every listing of market:{r} has one member in each. */
@@ -35,17 +35,17 @@ typedef struct market__idx_entry {
 
 /* What market_search() sends for a query. */
 typedef struct market__search_plan {
-    int point;  /* 1: item and seller given: ZSCORE of market:{r} "<item>.<seller>" */
-    int kind;   /* otherwise: the index read (enum market__idx_kind) */
-    int desc;   /* ZRANGE ... REV */
-    int64_t lo, hi;                      /* the price range, both ends included */
-    char min[MARKET__IDX_BOUND_MAX];     /* ZLEXCOUNT min max: every listing that matches */
+    int point;      /* 1: item and seller given: ZSCORE of market:{r} "<item>.<seller>" */
+    int kind;       /* otherwise: the index read (enum market__idx_kind) */
+    int desc;       /* ZRANGE ... REV */
+    int64_t lo, hi; /* the price range, both ends included */
+    char min[MARKET__IDX_BOUND_MAX]; /* ZLEXCOUNT min max: every listing that matches */
     char max[MARKET__IDX_BOUND_MAX];
-    char start[MARKET__IDX_BOUND_MAX];   /* ZRANGE start stop BYLEX [REV]: the page; with */
-    char stop[MARKET__IDX_BOUND_MAX];    /* REV start is the upper end */
-    char count[24];                      /* LIMIT 0 <count>: limit + 1 (one more: a next page) */
+    char start[MARKET__IDX_BOUND_MAX]; /* ZRANGE start stop BYLEX [REV]: the page; with */
+    char stop[MARKET__IDX_BOUND_MAX];  /* REV start is the upper end */
+    char count[24];                    /* LIMIT 0 <count>: limit + 1 (one more: a next page) */
     int has_cursor;
-    market_listing after;                /* the cursor's listing */
+    market_listing after; /* the cursor's listing */
 } market__search_plan;
 
 void market__idx_init(market__idx *x, const char *realm);

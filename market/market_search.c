@@ -20,8 +20,8 @@
  * first limit members as listings, and the next page's cursor when there is one more.
  * Returns MARKET_OK, MARKET_ERR_NOMEM, or MARKET_ERR_STORE when a member is not one of
  * the index's (its reason in c's errstr). */
-static int page_read(market_conn *c, const char *key, int kind, const redisReply *r,
-                     size_t limit, market_search_result *out) {
+static int page_read(market_conn *c, const char *key, int kind, const redisReply *r, size_t limit,
+                     market_search_result *out) {
     if (r->type != REDIS_REPLY_ARRAY) return market__fail_reply(c, "search refused", r);
     size_t n = r->elements < limit ? r->elements : limit;
     if (n && !(out->listings = calloc(n, sizeof *out->listings))) return MARKET_ERR_NOMEM;
@@ -29,8 +29,10 @@ static int page_read(market_conn *c, const char *key, int kind, const redisReply
         const redisReply *e = r->element[i];
         if (e->type != REDIS_REPLY_STRING ||
             market__idx_decode(kind, e->str, e->len, &out->listings[i]) < 0)
-            return market__fail(c, "search index %s holds a malformed member (rebuild it: "
-                                   "market-seed --reindex)", key);
+            return market__fail(c,
+                                "search index %s holds a malformed member (rebuild it: "
+                                "market-seed --reindex)",
+                                key);
         out->n++;
     }
     if (r->elements > limit) market_cursor_make(&out->listings[n - 1], out->next_cursor);

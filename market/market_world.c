@@ -361,8 +361,8 @@ static void chunk_flush(struct bulk *b, const market__realm *rl, struct listing_
  * (0: not listed, or not a listing of the world), so that a listing whose price the
  * seeding changes loses its old index entries. ch is scratch. Returns MARKET_OK, or
  * MARKET_ERR_STORE (the connection dropped, which ends the WATCH). */
-static int old_prices(market_conn *c, const market__realm *rl, const struct witem *items,
-                      size_t n, struct listing_chunk *ch, int64_t *old) {
+static int old_prices(market_conn *c, const market__realm *rl, const struct witem *items, size_t n,
+                      struct listing_chunk *ch, int64_t *old) {
     struct bulk b = {c, 0, 0};
     const char *watch[2] = {"WATCH", rl->market};
     const char **argv = ch->argv;

@@ -263,11 +263,10 @@ int main(int argc, char **argv) {
         size_t n = 0;
         err = market_reindex(c, realm, &n);
         if (err < 0) {
+            const char *detail = MARKET_ERR_HAS_REASON(err) ? market_conn_errstr(c) : "";
+            if (err == MARKET_ERR_CONFLICT) detail = "a listing changed meanwhile; nothing swapped";
             snprintf(why, sizeof why, "cannot rebuild the search indexes of realm %s on %s: %s%s%s",
-                     realm, url, market_strerror(err),
-                     err == MARKET_ERR_CONFLICT ? " (a listing changed meanwhile; nothing swapped)"
-                                                : MARKET_ERR_HAS_REASON(err) ? ": " : "",
-                     MARKET_ERR_HAS_REASON(err) ? market_conn_errstr(c) : "");
+                     realm, url, market_strerror(err), detail[0] ? ": " : "", detail);
             goto fail;
         }
         printf("reindexed %s realm %s: %zu listings in idx:{%s}:all, :item and :seller\n", url,

@@ -37,9 +37,9 @@ static const struct {
     const char *seller, *item;
     int64_t price;
 } shop[] = {
-    {"A", "axe", 500},    {"A", "bow", 50},     {"A", "cap", 50},  {"B", "dagger", 300},
-    {"B", "elixir", 50},  {"B", "flail", 900},  {"C", "gem", 10},  {"C", "helm", 300},
-    {"C", "ink", 75},     {"C", "javelin", 1200},
+    {"A", "axe", 500},   {"A", "bow", 50},       {"A", "cap", 50}, {"B", "dagger", 300},
+    {"B", "elixir", 50}, {"B", "flail", 900},    {"C", "gem", 10}, {"C", "helm", 300},
+    {"C", "ink", 75},    {"C", "javelin", 1200},
 };
 #define SHOP (sizeof shop / sizeof *shop)
 
@@ -61,8 +61,10 @@ static void seed_shop(market_conn *c) {
 static int fx_setup(void **state) {
     struct fx *f = calloc(1, sizeof *f);
     int err;
-    f->cfg = (market_config){.redis_timeout_ms = 2000, .lock_ttl_ms = 5000,
-                             .acquire_timeout_ms = 4000, .strategy = strategy};
+    f->cfg = (market_config){.redis_timeout_ms = 2000,
+                             .lock_ttl_ms = 5000,
+                             .acquire_timeout_ms = 4000,
+                             .strategy = strategy};
     if (lock_redis_addr_parse(redis.url, &f->cfg.redis) != LOCK_OK) return -1;
     f->lock = lock_redis_new(&f->cfg.redis, 1000, &err);
     f->m = f->lock ? market_new(&f->cfg, f->lock, &err) : NULL;
@@ -86,7 +88,8 @@ static int fx_teardown(void **state) {
 static market_search_result search(market_conn *c, market_search_query q) {
     market_search_result r;
     int rc = market_search(c, REALM, &q, &r);
-    if (rc != MARKET_OK) fail_msg("search failed: %s (%s)", market_strerror(rc), market_conn_errstr(c));
+    if (rc != MARKET_OK)
+        fail_msg("search failed: %s (%s)", market_strerror(rc), market_conn_errstr(c));
     return r;
 }
 
@@ -161,8 +164,8 @@ static void test_search_filters_by_item_seller_and_price(void **state) {
                 0);
     expect_page(f->c, (market_search_query){.max_price = 10, .limit = 50}, "gem.C:10", 1, 0);
     expect_page(f->c,
-                (market_search_query){.seller = "B", .min_price = 100, .max_price = 900,
-                                      .desc = 1, .limit = 1},
+                (market_search_query){
+                    .seller = "B", .min_price = 100, .max_price = 900, .desc = 1, .limit = 1},
                 "flail.B:900", 2, 1);
     expect_page(f->c, (market_search_query){.item = "helm", .seller = "C", .limit = 5},
                 "helm.C:300", 1, 0);
@@ -229,8 +232,8 @@ static void test_search_follows_list_unlist_purchase(void **state) {
     expect_page(f->c, (market_search_query){.seller = "A", .limit = 50}, "cap.A:50,spare.A:60", 2,
                 0);
     expect_page(f->c, (market_search_query){.item = "axe", .limit = 50}, "", 0, 0);
-    expect_page(f->c, (market_search_query){.min_price = 400, .max_price = 600, .limit = 50}, "",
-                0, 0);
+    expect_page(f->c, (market_search_query){.min_price = 400, .max_price = 600, .limit = 50}, "", 0,
+                0);
     assert_indexed(f->c);
 }
 
@@ -300,8 +303,10 @@ static void walk_while_changing(market_conn *c, market_search_query q) {
             } else {
                 rc = market_unlist(c, REALM, seller, item, NULL);
             }
-            if (rc == MARKET_OK) there_throughout[i] = 0;
-            else assert_int_equal(rc, MARKET_ERR_NOT_LISTED); /* gone already */
+            if (rc == MARKET_OK)
+                there_throughout[i] = 0;
+            else
+                assert_int_equal(rc, MARKET_ERR_NOT_LISTED); /* gone already */
         }
         if (listed_new < 50) {
             char item[32], seller[32];
@@ -336,8 +341,8 @@ static void test_cursor_pages_of_a_seller_with_prices(void **state) {
     seed_walk(f->c);
     /* s2's listings priced 12..30, both orders, a page at a time */
     for (int desc = 0; desc < 2; desc++) {
-        market_search_query q = {.seller = "s2", .min_price = 12, .max_price = 30, .limit = 1,
-                                 .desc = desc};
+        market_search_query q = {
+            .seller = "s2", .min_price = 12, .max_price = 30, .limit = 1, .desc = desc};
         char cursor[MARKET_CURSOR_MAX + 1] = "";
         size_t n = 0, total = 0;
         int64_t last = desc ? 31 : 0;
@@ -451,8 +456,8 @@ static void test_reseed_without_reset_moves_the_index_entry(void **state) {
     assert_int_equal(market_world_store(f->c, REALM, w, 0), MARKET_OK);
     market_world_free(w);
     expect_page(f->c, (market_search_query){.item = "axe", .limit = 5}, "axe.A:700", 1, 0);
-    expect_page(f->c, (market_search_query){.min_price = 500, .max_price = 500, .limit = 5}, "",
-                0, 0);
+    expect_page(f->c, (market_search_query){.min_price = 500, .max_price = 500, .limit = 5}, "", 0,
+                0);
     assert_indexed(f->c);
 }
 

@@ -80,13 +80,13 @@ static void test_idx_decode_refuses_table(void **state) {
     } rows[] = {
         {MARKET__IDX_ALL, ""},
         {MARKET__IDX_ALL, "0000000000500"},
-        {MARKET__IDX_ALL, "0000000000500:axe"},     /* no seller */
-        {MARKET__IDX_ALL, "0000000000500:axe."},    /* empty seller */
-        {MARKET__IDX_ALL, "0000000000500:.A"},      /* empty item */
-        {MARKET__IDX_ALL, "0000000000000:axe.A"},   /* price 0 */
-        {MARKET__IDX_ALL, "1000000000001:axe.A"},   /* above 10^12 */
+        {MARKET__IDX_ALL, "0000000000500:axe"},   /* no seller */
+        {MARKET__IDX_ALL, "0000000000500:axe."},  /* empty seller */
+        {MARKET__IDX_ALL, "0000000000500:.A"},    /* empty item */
+        {MARKET__IDX_ALL, "0000000000000:axe.A"}, /* price 0 */
+        {MARKET__IDX_ALL, "1000000000001:axe.A"}, /* above 10^12 */
         {MARKET__IDX_ALL, "9999999999999:axe.A"},
-        {MARKET__IDX_ALL, "000000000500:axe.A"},    /* 12 digits */
+        {MARKET__IDX_ALL, "000000000500:axe.A"}, /* 12 digits */
         {MARKET__IDX_ALL, "-000000000500:axe.A"},
         {MARKET__IDX_ALL, "00000000005 0:axe.A"},
         {MARKET__IDX_ALL, "0000000000500.axe.A"},   /* no ':' */
@@ -135,9 +135,16 @@ static void test_cursor_round_trip_and_refusals(void **state) {
     assert_string_equal(got.seller, "C");
     assert_int_equal(got.price, 1200);
     static const char *const bad[] = {
-        "", "x", "1200:sword-2.C", "0000000001200:sword-2", "0000000001200:sword-2.C%20",
-        "0000000001200:sword-2.C\n", "0000000001200:sword-2.C.", "0000000001200;sword-2.C",
-        "AAAAAAAAAAAAA:sword-2.C", "0000000001200:sword 2.C",
+        "",
+        "x",
+        "1200:sword-2.C",
+        "0000000001200:sword-2",
+        "0000000001200:sword-2.C%20",
+        "0000000001200:sword-2.C\n",
+        "0000000001200:sword-2.C.",
+        "0000000001200;sword-2.C",
+        "AAAAAAAAAAAAA:sword-2.C",
+        "0000000001200:sword 2.C",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         if (market__cursor_parse(bad[i], &got) == 0) fail_msg("cursor '%s' parsed", bad[i]);
@@ -199,20 +206,54 @@ static void test_search_plan_table(void **state) {
         int point, kind;
         const char *min, *max, *start, *stop, *count;
     } rows[] = {
-        {{NULL, NULL, 0, 0, 0, 50, NULL}, 0, MARKET__IDX_ALL, "[0000000000001",
-         "(1000000000000;", "[0000000000001", "(1000000000000;", "51"},
-        {{NULL, NULL, 10, 20, 1, 5, NULL}, 0, MARKET__IDX_ALL, "[0000000000010", "(0000000000020;",
-         "(0000000000020;", "[0000000000010", "6"},
-        {{"axe", NULL, 0, 300, 0, 1, NULL}, 0, MARKET__IDX_ITEM, "[axe:0000000000001",
-         "(axe:0000000000300;", "[axe:0000000000001", "(axe:0000000000300;", "2"},
-        {{NULL, "C", 0, 0, 0, 100, "0000000000025:potion-1.C"}, 0, MARKET__IDX_SELLER,
-         "[C:0000000000001", "(C:1000000000000;", "(C:0000000000025:potion-1",
-         "(C:1000000000000;", "101"},
-        {{NULL, NULL, 0, 0, 1, 2, "0000000000500:axe.A"}, 0, MARKET__IDX_ALL, "[0000000000001",
-         "(1000000000000;", "(0000000000500:axe.A", "[0000000000001", "3"},
-        {{"axe", NULL, 0, 0, 1, 2, "0000000000500:axe.A"}, 0, MARKET__IDX_ITEM,
-         "[axe:0000000000001", "(axe:1000000000000;", "(axe:0000000000500:A",
-         "[axe:0000000000001", "3"},
+        {{NULL, NULL, 0, 0, 0, 50, NULL},
+         0,
+         MARKET__IDX_ALL,
+         "[0000000000001",
+         "(1000000000000;",
+         "[0000000000001",
+         "(1000000000000;",
+         "51"},
+        {{NULL, NULL, 10, 20, 1, 5, NULL},
+         0,
+         MARKET__IDX_ALL,
+         "[0000000000010",
+         "(0000000000020;",
+         "(0000000000020;",
+         "[0000000000010",
+         "6"},
+        {{"axe", NULL, 0, 300, 0, 1, NULL},
+         0,
+         MARKET__IDX_ITEM,
+         "[axe:0000000000001",
+         "(axe:0000000000300;",
+         "[axe:0000000000001",
+         "(axe:0000000000300;",
+         "2"},
+        {{NULL, "C", 0, 0, 0, 100, "0000000000025:potion-1.C"},
+         0,
+         MARKET__IDX_SELLER,
+         "[C:0000000000001",
+         "(C:1000000000000;",
+         "(C:0000000000025:potion-1",
+         "(C:1000000000000;",
+         "101"},
+        {{NULL, NULL, 0, 0, 1, 2, "0000000000500:axe.A"},
+         0,
+         MARKET__IDX_ALL,
+         "[0000000000001",
+         "(1000000000000;",
+         "(0000000000500:axe.A",
+         "[0000000000001",
+         "3"},
+        {{"axe", NULL, 0, 0, 1, 2, "0000000000500:axe.A"},
+         0,
+         MARKET__IDX_ITEM,
+         "[axe:0000000000001",
+         "(axe:1000000000000;",
+         "(axe:0000000000500:A",
+         "[axe:0000000000001",
+         "3"},
         {{"axe", "A", 0, 0, 0, 1, NULL}, 1, 0, "", "", "", "", "2"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
@@ -272,7 +313,9 @@ static market_listing world[N_LISTINGS];
 /* The members of index kind for world, sorted as Redis sorts equal scores (bytewise). */
 static char members[N_LISTINGS][MARKET__IDX_MEMBER_MAX];
 
-static int cmp_member(const void *a, const void *b) { return strcmp(a, b); }
+static int cmp_member(const void *a, const void *b) {
+    return strcmp(a, b);
+}
 
 static void world_make(void) {
     uint64_t s = 7;
@@ -372,24 +415,15 @@ static void test_pages_visit_every_match_once(void **state) {
     (void)state;
     world_make();
     static const market_search_query qs[] = {
-        {NULL, NULL, 0, 0, 0, 7, NULL},
-        {NULL, NULL, 0, 0, 1, 7, NULL},
-        {NULL, NULL, 0, 0, 0, 1, NULL},
-        {NULL, NULL, 0, 0, 0, 1000, NULL},
-        {NULL, NULL, 3, 9, 0, 4, NULL},
-        {NULL, NULL, 3, 9, 1, 4, NULL},
-        {NULL, NULL, 20, 20, 0, 2, NULL},
-        {NULL, NULL, MARKET_PRICE_MAX, 0, 1, 2, NULL},
-        {"shared", NULL, 0, 0, 0, 1, NULL},
-        {"shared", NULL, 0, 0, 1, 1, NULL},
-        {"sharedA", NULL, 0, 0, 0, 1, NULL},
-        {"i10", NULL, 0, 0, 0, 3, NULL}, /* not i100 .. i109 */
-        {"nothing", NULL, 0, 0, 0, 3, NULL},
-        {NULL, "p3", 0, 0, 0, 5, NULL},
-        {NULL, "p3", 0, 0, 1, 5, NULL},
-        {NULL, "p3", 5, 12, 0, 3, NULL},
-        {NULL, "p3", 5, 12, 1, 3, NULL},
-        {NULL, "p-2", 0, 0, 0, 3, NULL},
+        {NULL, NULL, 0, 0, 0, 7, NULL},      {NULL, NULL, 0, 0, 1, 7, NULL},
+        {NULL, NULL, 0, 0, 0, 1, NULL},      {NULL, NULL, 0, 0, 0, 1000, NULL},
+        {NULL, NULL, 3, 9, 0, 4, NULL},      {NULL, NULL, 3, 9, 1, 4, NULL},
+        {NULL, NULL, 20, 20, 0, 2, NULL},    {NULL, NULL, MARKET_PRICE_MAX, 0, 1, 2, NULL},
+        {"shared", NULL, 0, 0, 0, 1, NULL},  {"shared", NULL, 0, 0, 1, 1, NULL},
+        {"sharedA", NULL, 0, 0, 0, 1, NULL}, {"i10", NULL, 0, 0, 0, 3, NULL}, /* not i100 .. i109 */
+        {"nothing", NULL, 0, 0, 0, 3, NULL}, {NULL, "p3", 0, 0, 0, 5, NULL},
+        {NULL, "p3", 0, 0, 1, 5, NULL},      {NULL, "p3", 5, 12, 0, 3, NULL},
+        {NULL, "p3", 5, 12, 1, 3, NULL},     {NULL, "p-2", 0, 0, 0, 3, NULL},
     };
     for (size_t i = 0; i < sizeof qs / sizeof *qs; i++)
         walk(qs[i]);

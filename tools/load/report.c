@@ -149,12 +149,11 @@ static json_t *jseed(uint64_t seed) {
 }
 
 static json_t *json_audit(const market_audit_report *a) {
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "players", (json_int_t)a->players,
-                     "total_funds", (json_int_t)a->total_funds, "negative_funds",
-                     (json_int_t)a->negative_funds, "items_held", (json_int_t)a->items_held,
-                     "items_listed", (json_int_t)a->items_listed, "items_misplaced",
-                     (json_int_t)a->items_misplaced, "index_mismatch",
-                     (json_int_t)a->index_mismatch);
+    return json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "players", (json_int_t)a->players, "total_funds",
+        (json_int_t)a->total_funds, "negative_funds", (json_int_t)a->negative_funds, "items_held",
+        (json_int_t)a->items_held, "items_listed", (json_int_t)a->items_listed, "items_misplaced",
+        (json_int_t)a->items_misplaced, "index_mismatch", (json_int_t)a->index_mismatch);
 }
 
 static json_t *json_hist(const load_hist *h) {
@@ -274,9 +273,9 @@ json_t *load_report_json(const load_report *r) {
         json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:o, s:o}", "ok", v->ok,
                   "funds_conserved", v->funds, "no_negative_funds", v->negative,
                   "items_in_one_place", v->one_place, "items_total_unchanged", v->total,
-                  "purchases_match", v->purchases, "indexes_match", v->indexed,
-                  "items_left_market", (json_int_t)v->left, "before", json_audit(r->before),
-                  "after", json_audit(r->after)));
+                  "purchases_match", v->purchases, "indexes_match", v->indexed, "items_left_market",
+                  (json_int_t)v->left, "before", json_audit(r->before), "after",
+                  json_audit(r->after)));
     set(j, "result",
         json_pack("{s:i, s:o}", "exit", load_verdict_exit(v), "failed", jstr_or_null(v->failed)));
     /* set() fails only out of memory; a report with a section missing is no report. */
