@@ -47,7 +47,7 @@ typedef struct api_response {
     char why[128];       /* for logs: the store's reason behind a store_unavailable, or "" */
 } api_response;
 
-#define API_ROUTES 9 /* api_route_name(0..API_ROUTES-1) */
+#define API_ROUTES 10 /* api_route_name(0..API_ROUTES-1) */
 
 #define API_REALM_PREFIX "/realms/" /* "/realms/{realm}/<route>": a route of that realm */
 #define API_TOKEN_MAX (MARKET_REALM_MAX + 1 + MARKET_ID_MAX + 1 + 64) /* see api_token_make() */

@@ -6,9 +6,11 @@
  *   market_txn.c    leases, the guarded commit, one-at-a-time operations;
  *   market_store.c  the Redis connection, pipelines, replies;
  * beside them the pure parts, which do no I/O: market_rules.c (the rules of
- * a purchase) and market_keys.c (key names, idempotency records); and over
- * the store, market_trade.c (trade records: what a commit writes, and their
- * reads) and market_world.c (seeding, audit).
+ * a purchase), market_keys.c (key names, idempotency records) and
+ * market_index.c (the search indexes, cursors, search plans); and
+ * market_world.c (seeding, audit, reindex), market_search.c (searches)
+ * and market_trade.c (trade records: what a commit writes, and their
+ * reads) over the store.
  */
 #include "market/market.h"
 
@@ -188,12 +190,15 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
     char credit[24], debit[24];
     snprintf(credit, sizeof credit, "%lld", (long long)price);
     snprintf(debit, sizeof debit, "%lld", -(long long)price);
-    market__cmd wr[8];
+    market__cmd wr[MARKET__PIPE_MAX - 2];
+    market__idx_entry ix;
+    market__idx_entry_init(&ix, p->realm.id, p->item, p->seller, price);
     market__cmd_set(&wr[0], 4, "HINCRBY", p->k_seller, "funds", credit);
     market__cmd_set(&wr[1], 4, "HINCRBY", p->k_buyer, "funds", debit);
     market__cmd_set(&wr[2], 3, "SADD", p->k_inv, p->item);
     market__cmd_set(&wr[3], 3, "ZREM", p->realm.market, p->member);
     size_t nwr = 4 + market__fence_write(held, &wr[4]);
+    nwr += market__idx_cmds(&ix, 0, &wr[nwr]);
     /* the trade record, and the idempotency record with its id */
     market__trade_rec t = {.buyer = p->buyer, .seller = p->seller, .item = p->item,
                            .quantity = 1, .price = price,
@@ -404,9 +409,12 @@ static int list_attempt(market_conn *c, const market__held *held, void *ud) {
     char score[24];
     snprintf(score, sizeof score, "%lld", (long long)op->price);
     market__cmd wr[MARKET__PIPE_MAX - 2];
+    market__idx_entry ix;
+    market__idx_entry_init(&ix, op->realm_id, op->item, op->seller, op->price);
     market__cmd_set(&wr[0], 3, "SREM", op->k_inv, op->item);
     market__cmd_set(&wr[1], 4, "ZADD", op->realm.market, score, op->member);
     size_t nwr = 2 + market__fence_write(held, &wr[2]);
+    nwr += market__idx_cmds(&ix, 1, &wr[nwr]);
     nwr += market__single_record(&op->s, MARKET_OK, op->price, 0, &wr[nwr]);
     redisReply *exec = NULL;
     rc = market__commit(c, wr, nwr, &exec);
@@ -430,10 +438,13 @@ static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
     market__replies_free(rep, nrep);
     if (rc < 0) return market__unwatch_later(c, rc);
 
-    market__cmd wr[4];
+    market__cmd wr[MARKET__PIPE_MAX - 2];
+    market__idx_entry ix;
+    market__idx_entry_init(&ix, op->realm_id, op->item, op->seller, op->price);
     market__cmd_set(&wr[0], 3, "ZREM", op->realm.market, op->member);
     market__cmd_set(&wr[1], 3, "SADD", op->k_inv, op->item);
     size_t nwr = 2 + market__fence_write(held, &wr[2]);
+    nwr += market__idx_cmds(&ix, 0, &wr[nwr]);
     redisReply *exec = NULL;
     rc = market__commit(c, wr, nwr, &exec);
     if (exec) freeReplyObject(exec);

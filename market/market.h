@@ -26,6 +26,13 @@
  *   trades:{r}:item:<item>  and of an item's trades, newest first; each keeps about
  *                       cfg.trade_index (market_trade.c writes the stream and the
  *                       lists in the purchase's MULTI/EXEC)
+ *   idx:{r}:all         zset  the search indexes (market_index.c): every score 0, members
+ *   idx:{r}:item              "<price>:<item>.<seller>", "<item>:<price>:<seller>" and
+ *   idx:{r}:seller            "<seller>:<price>:<item>", <price> as 13 zero-padded digits;
+ *                       each listing of market:{r} is in all three, written in the same
+ *                       MULTI/EXEC as the listing (list, unlist, every purchase, seeding),
+ *                       so ZRANGE BYLEX reads a filtered page in price order in
+ *                       O(log N + page) (market_search())
  *
  * Every operation that moves funds or items takes the market lock through
  * lock/lock.h, reads what it needs in one pipeline under WATCH, and commits
@@ -252,7 +259,31 @@ typedef struct market_audit_report {
     size_t items_held;      /* members of every inventory:<id> */
     size_t items_listed;    /* members of market: */
     size_t items_misplaced; /* items found in more than one place */
+    size_t index_mismatch;  /* search index entries missing or extra against market: */
 } market_audit_report;
+
+/* A search of a realm's market (market_search()): the listings that match every filter
+ * given, in price order, a page at a time. */
+#define MARKET_SEARCH_LIMIT_MAX 1000                   /* most listings a page holds */
+#define MARKET_CURSOR_MAX (13 + 2 + 2 * MARKET_ID_MAX) /* "<13 digits>:<item>.<seller>" */
+
+typedef struct market_search_query {
+    const char *item;   /* NULL: any item */
+    const char *seller; /* NULL: any seller */
+    int64_t min_price;  /* 0: no lower bound; else 1..MARKET_PRICE_MAX */
+    int64_t max_price;  /* 0: no upper bound; else 1..MARKET_PRICE_MAX, >= min_price */
+    int desc;           /* 0: cheapest first; 1: dearest first (equal prices: reversed too) */
+    size_t limit;       /* 1..MARKET_SEARCH_LIMIT_MAX */
+    const char *cursor; /* NULL or "": the first page; else a next_cursor of this search */
+} market_search_query;
+
+typedef struct market_search_result {
+    market_listing *listings; /* new array of n (NULL when n is 0): see cleanup below */
+    size_t n;
+    size_t total;                            /* listings that match the filters, on every page */
+    char next_cursor[MARKET_CURSOR_MAX + 1]; /* the next page's cursor; "" on the last page */
+    int seller_exists; /* with query.seller: 1 when users:{r}:<seller> exists */
+} market_search_result;
 
 /* ---- lifecycle ---- */
 
@@ -296,6 +327,11 @@ int market_trades_item(market_conn *c, const char *realm, const char *item, size
 int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID_MAX + 1]);
 int market_trades_after(market_conn *c, const char *realm, const char *after, size_t limit,
                         market_trade **out, size_t *n);
+int market_search(market_conn *c, const char *realm, const market_search_query *q,
+                  market_search_result *out);
+void market_search_result_cleanup(market_search_result *r);
+int market_search_check(const market_search_query *q, const char **field, const char **why);
+void market_cursor_make(const market_listing *l, char out[MARKET_CURSOR_MAX + 1]);
 int market_ping(market_conn *c);
 int market_health(market_conn *c, char *why, size_t whylen);
 int market_audit(market_conn *c, const char *realm, market_audit_report *out);
@@ -324,6 +360,7 @@ int market_world_generate(market_world *w, size_t players, size_t items, int64_t
                           int64_t price_lo, int64_t price_hi, uint64_t seed);
 int market_world_check(const market_world *w, char *why, size_t whylen);
 int market_world_store(market_conn *c, const char *realm, const market_world *w, int reset);
+int market_reindex(market_conn *c, const char *realm, size_t *listings);
 
 /* ---- helpers ---- */
 

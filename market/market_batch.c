@@ -20,7 +20,8 @@
  *      repeated idempotency key replays the first outcome);
  *   3. one MULTI/EXEC: our fence into the fencing record, HINCRBY each user's
  *      net change, SADD each buyer's new items, one ZREM of every sold
- *      listing, the idempotency records - aborted by Redis if anything
+ *      listing from the market and one from each search index, the
+ *      idempotency records - aborted by Redis if anything
  *      watched changed or the lock key expired;
  *   4. hand every purchase its outcome (its done callback) and take the next
  *      batch. While purchases of the realm keep coming the worker keeps its
@@ -50,6 +51,9 @@
 #include "market/market_trade.h"
 
 #define USERS_MAX (2 * MARKET__BATCH_MAX)
+/* commands in one of a batch's pipelines: room for the commit's index ZREMs and trade
+ * script too */
+#define CMDS_MAX (7 + MARKET__IDX_KINDS + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX)
 
 /* One lane: a queue of purchases and the worker thread that serves it.
  * Every purchase of a realm goes to the same lane (lane_of), so a realm's
@@ -141,11 +145,14 @@ struct market__batch {
     const char *args_hget[USERS_MAX][3];
     const char *args_sadd[2 * USERS_MAX + MARKET__BATCH_MAX]; /* every SADD, back to back */
     const char *args_zrem[2 + MARKET__BATCH_MAX];
+    market__idx idx; /* the realm's search indexes */
+    char idx_member[MARKET__BATCH_MAX][MARKET__IDX_KINDS][MARKET__IDX_MEMBER_MAX];
+    const char *args_zrem_idx[MARKET__IDX_KINDS][2 + MARKET__BATCH_MAX];
     const char *args_hincr[USERS_MAX][4];
     const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
-    const char **argv[7 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
-    int argc[7 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
-    redisReply *rep[7 + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX];
+    const char **argv[CMDS_MAX];
+    int argc[CMDS_MAX];
+    redisReply *rep[CMDS_MAX];
 
     /* the commit's trade records: one per purchase won, in queue order */
     market__trades tw;
@@ -615,6 +622,21 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
     if (k > 2) { /* a batch may record refusals alone */
         b->argv[nc] = b->args_zrem;
         b->argc[nc++] = (int)k;
+        market__idx_init(&b->idx, b->realm.id);
+    }
+    for (int x = 0; x < MARKET__IDX_KINDS && k > 2; x++) { /* the same listings' index entries */
+        const char **a = b->args_zrem_idx[x];
+        size_t kx = 0;
+        a[kx++] = "ZREM";
+        a[kx++] = b->idx.key[x];
+        for (size_t i = 0; i < b->n; i++) {
+            if (!won(b, i)) continue;
+            const market_pending *r = b->req[i];
+            market__idx_member(b->idx_member[i][x], x, r->item, r->seller, r->res.price);
+            a[kx++] = b->idx_member[i][x];
+        }
+        b->argv[nc] = a;
+        b->argc[nc++] = (int)kx;
     }
     b->n_trades = 0;
     for (size_t i = 0; i < b->n; i++) {

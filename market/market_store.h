@@ -11,6 +11,7 @@
 #include <hiredis.h>
 
 #include "market/market_impl.h"
+#include "market/market_index.h"
 #include "market/market_keys.h"
 #include "market/market_rules.h"
 

@@ -62,6 +62,7 @@ void market__held_name(market__held *hd, size_t k, const char *key);
 size_t market__held_read(const market__held *held, const char **argv);
 int market__held_lost(const market__held *held, const redisReply *mget);
 size_t market__fence_write(const market__held *held, market__cmd *cmds);
+size_t market__idx_cmds(const market__idx_entry *e, int add, market__cmd *cmds);
 
 /* the guarded transaction */
 int market__guarded(market_conn *c, const char *lock_key, int64_t deadline_ms, market__attempt fn,

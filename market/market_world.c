@@ -3,8 +3,11 @@
  * A market_world is a plain in-memory description of players, held items and
  * listings. It is checked as a whole (no player or item twice, every owner a
  * player) before anything is written, and written in one MULTI/EXEC, so a bad
- * world writes nothing. market_audit() reads the whole store back to check
- * the invariants: funds conserved, none negative, every item in one place.
+ * world writes nothing; its listings go into the search indexes in the same
+ * transaction (market_index.c). market_audit() reads the whole store back to check
+ * the invariants: funds conserved, none negative, every item in one place, the
+ * indexes holding exactly the market's listings. market_reindex() rebuilds a
+ * realm's indexes from its market (stores seeded before the indexes existed).
  * market_players_scan() and market_store_info() read the players and the
  * store's counters for tools (market-load) without their knowing the keys.
  */
@@ -19,9 +22,10 @@
 
 /* The key patterns of a realm's keys that seeding with reset deletes (and its market and
  * its trades). */
-static const char *const realm_kinds[] = {"users", "inventory", "idem", "trades"};
+static const char *const realm_kinds[] = {"users", "inventory", "idem", "idx", "trades"};
 
 #define ZADD_CHUNK 256     /* score/member pairs per ZADD while seeding */
+#define REINDEX_CHUNK 1000 /* listings read and indexed per round trip by market_reindex() */
 #define SCAN_COUNT "1000"  /* SCAN's COUNT hint */
 
 struct wplayer {
@@ -217,9 +221,10 @@ static int bulk_finish(struct bulk *b) {
             return MARKET_ERR_STORE;
         }
         redisReply *rep = r;
-        if (rep->type == REDIS_REPLY_ERROR ||
-            (rep->type == REDIS_REPLY_NIL && i + 1 == b->sent)) /* EXEC aborted */
-            rc = MARKET_ERR_STORE;
+        if (rep->type == REDIS_REPLY_ERROR)
+            rc = market__fail_reply(b->c, "write refused", rep);
+        else if (rep->type == REDIS_REPLY_NIL && i + 1 == b->sent) /* EXEC aborted */
+            rc = market__fail(b->c, "the market changed while it was written; nothing written");
         freeReplyObject(rep);
     }
     if (b->failed) market__drop(b->c); /* the output buffer is in an unknown state */
@@ -298,10 +303,112 @@ static int cmp_item_owner(const void *a, const void *b) {
     return strcmp(x->owner, y->owner);
 }
 
+/* Listings of a world, written a chunk at a time (chunk_flush()). */
+struct listing_chunk {
+    size_t n;
+    const struct witem *it[ZADD_CHUNK];
+    int64_t old[ZADD_CHUNK]; /* the price it has in market:{r} now; 0: none or unknown */
+    market__idx idx;
+    const char *argv[2 + 2 * ZADD_CHUNK];
+    char score[ZADD_CHUNK][24];
+    char member[ZADD_CHUNK][MARKET__MEMBER_MAX];
+    char idx_member[ZADD_CHUNK][MARKET__IDX_MEMBER_MAX];
+};
+
+/* Appends to b the writes of ch's listings, and empties ch: the index entries of a
+ * listing whose price changes are removed (ZREM), then ZADD market:{r} score member
+ * [...] and each index's ZADD 0 member [...]. This function can't fail (b notes a
+ * failure). */
+static void chunk_flush(struct bulk *b, const market__realm *rl, struct listing_chunk *ch) {
+    if (ch->n == 0) return;
+    const char **argv = ch->argv;
+    for (int k = 0; k < MARKET__IDX_KINDS; k++) {
+        int argc = 2;
+        argv[0] = "ZREM";
+        argv[1] = ch->idx.key[k];
+        for (size_t i = 0; i < ch->n; i++) {
+            const struct witem *it = ch->it[i];
+            if (ch->old[i] <= 0 || ch->old[i] == it->price) continue;
+            market__idx_member(ch->idx_member[i], k, it->item, it->owner, ch->old[i]);
+            argv[argc++] = ch->idx_member[i];
+        }
+        if (argc > 2) bulk_add(b, argc, argv, NULL);
+    }
+    argv[0] = "ZADD";
+    argv[1] = rl->market;
+    for (size_t i = 0; i < ch->n; i++) {
+        const struct witem *it = ch->it[i];
+        snprintf(ch->score[i], sizeof ch->score[i], "%lld", (long long)it->price);
+        snprintf(ch->member[i], sizeof ch->member[i], "%s.%s", it->item, it->owner);
+        argv[2 + 2 * i] = ch->score[i];
+        argv[3 + 2 * i] = ch->member[i];
+    }
+    bulk_add(b, (int)(2 + 2 * ch->n), argv, NULL);
+    for (int k = 0; k < MARKET__IDX_KINDS; k++) {
+        argv[1] = ch->idx.key[k];
+        for (size_t i = 0; i < ch->n; i++) {
+            const struct witem *it = ch->it[i];
+            market__idx_member(ch->idx_member[i], k, it->item, it->owner, it->price);
+            argv[2 + 2 * i] = "0";
+            argv[3 + 2 * i] = ch->idx_member[i];
+        }
+        bulk_add(b, (int)(2 + 2 * ch->n), argv, NULL);
+    }
+    ch->n = 0;
+}
+
+/* Seeding without reset: WATCHes realm's market (the seeding's EXEC then aborts if it
+ * changes meanwhile) and reads into old[i] the price each listing items[i] has in it now
+ * (0: not listed, or not a listing of the world), so that a listing whose price the
+ * seeding changes loses its old index entries. ch is scratch. Returns MARKET_OK, or
+ * MARKET_ERR_STORE (the connection dropped, which ends the WATCH). */
+static int old_prices(market_conn *c, const market__realm *rl, const struct witem *items, size_t n,
+                      struct listing_chunk *ch, int64_t *old) {
+    struct bulk b = {c, 0, 0};
+    const char *watch[2] = {"WATCH", rl->market};
+    const char **argv = ch->argv;
+    bulk_add(&b, 2, watch, NULL);
+    argv[0] = "ZMSCORE";
+    argv[1] = rl->market;
+    int argc = 2;
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].price == 0) continue;
+        snprintf(ch->member[argc - 2], sizeof ch->member[0], "%s.%s", items[i].item,
+                 items[i].owner);
+        argv[argc] = ch->member[argc - 2];
+        if (++argc == 2 + ZADD_CHUNK) {
+            bulk_add(&b, argc, argv, NULL);
+            argc = 2;
+        }
+    }
+    if (argc > 2) bulk_add(&b, argc, argv, NULL);
+    if (b.failed) return bulk_finish(&b);
+    int rc = MARKET_OK;
+    size_t next = 0; /* the item the next score belongs to */
+    for (size_t r = 0; r < b.sent; r++) {
+        void *v = NULL;
+        if (redisGetReply(c->ctx, &v) != REDIS_OK) {
+            market__drop(c);
+            return MARKET_ERR_STORE;
+        }
+        const redisReply *rep = v;
+        if (rep->type == REDIS_REPLY_ERROR) rc = MARKET_ERR_STORE;
+        for (size_t e = 0; r > 0 && rep->type == REDIS_REPLY_ARRAY && e < rep->elements; e++) {
+            while (next < n && items[next].price == 0)
+                next++;
+            if (next < n) old[next++] = market__reply_price(rep->element[e]);
+        }
+        freeReplyObject(v);
+    }
+    if (rc < 0) market__drop(c); /* and its WATCH */
+    return rc;
+}
+
 /* Writes w into realm in one MULTI/EXEC: each player's hash and inventory
- * are replaced, each listing added. With reset, the realm's players,
- * inventories, idempotency records and market are deleted first (inside the
- * same transaction; other realms are left alone). w is checked first and
+ * are replaced, each listing added (and put in the search indexes; a listing
+ * that was there at another price leaves its old index entries). With reset, the
+ * realm's players, inventories, idempotency records, indexes and market are deleted
+ * first (inside the same transaction; other realms are left alone). w is checked first and
  * nothing is written when it fails. Returns MARKET_OK, or ERR_DUPLICATE /
  * ERR_NO_PLAYER (see market_world_check), ERR_INVALID (a bad realm id),
  * ERR_STORE, ERR_NOMEM. */
@@ -311,6 +418,8 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     if (rc < 0) return rc;
     struct keylist keys = {0};
     struct witem *items = NULL;
+    struct listing_chunk *ch = NULL;
+    int64_t *old = NULL; /* without reset: each item's price in market:{r} now (0: none) */
     market__realm rl;
     market__realm_init(&rl, realm);
     if ((rc = market__route(c, realm)) < 0) goto out;
@@ -323,6 +432,17 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     }
     if (w->n_items) memcpy(items, w->items, w->n_items * sizeof *items);
     qsort(items, w->n_items, sizeof *items, cmp_item_owner);
+    ch = malloc(sizeof *ch);
+    if (!ch || (!reset && !(old = calloc(w->n_items ? w->n_items : 1, sizeof *old)))) {
+        rc = MARKET_ERR_NOMEM;
+        goto out;
+    }
+    ch->n = 0;
+    market__idx_init(&ch->idx, realm);
+    size_t n_listed = 0;
+    for (size_t i = 0; i < w->n_items; i++)
+        n_listed += items[i].price != 0;
+    if (!reset && n_listed && (rc = old_prices(c, &rl, items, w->n_items, ch, old)) < 0) goto out;
 
     struct bulk b = {c, 0, 0};
     const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
@@ -345,28 +465,19 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
         const char *sadd[3] = {"SADD", k_inv, items[i].item};
         bulk_add(&b, 3, sadd, NULL);
     }
-    /* Listings: ZADD market:{r} score member [score member ...] in chunks. */
-    const char *argv[2 + 2 * ZADD_CHUNK];
-    char score[ZADD_CHUNK][24], member[ZADD_CHUNK][MARKET__MEMBER_MAX];
-    int argc = 2;
-    argv[0] = "ZADD";
-    argv[1] = rl.market;
+    /* Listings: ZADD market:{r} score member [...] and each index's ZADD 0 member [...]. */
     for (size_t i = 0; i < w->n_items; i++) {
         if (items[i].price == 0) continue;
-        int k = (argc - 2) / 2;
-        snprintf(score[k], sizeof score[k], "%lld", (long long)items[i].price);
-        snprintf(member[k], sizeof member[k], "%s.%s", items[i].item, items[i].owner);
-        argv[argc++] = score[k];
-        argv[argc++] = member[k];
-        if (argc == 2 + 2 * ZADD_CHUNK) {
-            bulk_add(&b, argc, argv, NULL);
-            argc = 2;
-        }
+        ch->it[ch->n] = &items[i];
+        ch->old[ch->n] = old ? old[i] : 0;
+        if (++ch->n == ZADD_CHUNK) chunk_flush(&b, &rl, ch);
     }
-    if (argc > 2) bulk_add(&b, argc, argv, NULL);
+    chunk_flush(&b, &rl, ch);
     bulk_add(&b, 1, exec, NULL);
     rc = bulk_finish(&b);
 out:
+    free(ch);
+    free(old);
     free(items);
     keylist_free(&keys);
     return rc;
@@ -437,9 +548,97 @@ static int audit_inventory(redisReply *r, void *ud) {
 
 static int cmp_id(const void *a, const void *b) { return strcmp(a, b); }
 
+static int cmp_str_p(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Reads a market:{r} entry (member e "<item>.<seller>", score sc) into *l. Returns 0, or
+ * -1 when it is not a listing (no dot, a bad id, a price that is not whole or out of
+ * range). */
+static int listing_read(const redisReply *e, const redisReply *sc, market_listing *l) {
+    if (e->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING) return -1;
+    const char *dot = memchr(e->str, '.', e->len);
+    size_t ilen = dot ? (size_t)(dot - e->str) : 0, slen = dot ? e->len - ilen - 1 : 0;
+    if (ilen == 0 || ilen > MARKET_ID_MAX || slen == 0 || slen > MARKET_ID_MAX) return -1;
+    memcpy(l->item, e->str, ilen);
+    l->item[ilen] = '\0';
+    memcpy(l->seller, dot + 1, slen);
+    l->seller[slen] = '\0';
+    if (strlen(l->item) != ilen || strlen(l->seller) != slen || !market_id_valid(l->item) ||
+        !market_id_valid(l->seller))
+        return -1;
+    return market__parse_price(sc->str, sc->len, &l->price);
+}
+
+/* Adds to *mismatch how far index kind (key) of a realm is from its market, z (ZRANGE
+ * market:{r} 0 -1 WITHSCORES): members of listings that it lacks (a listing that cannot be
+ * read counts as lacking), members no listing has, and scores other than 0. Both sides
+ * are sorted and walked once. Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
+static int audit_index(market_conn *c, const char *key, int kind, const redisReply *z,
+                       size_t *mismatch) {
+    size_t n = z->elements / 2, need = 0, ne = 0, na = 0;
+    for (size_t i = 0; i < n; i++) /* a member is the listing's + 14 bytes, and a NUL */
+        need += z->element[2 * i]->len + MARKET__PRICE_DIGITS + 2;
+    char *buf = malloc(need ? need : 1), **exp = malloc((n ? n : 1) * sizeof *exp), **act = NULL;
+    redisReply *r = NULL;
+    int rc = MARKET_OK;
+    if (!buf || !exp) {
+        rc = MARKET_ERR_NOMEM;
+        goto out;
+    }
+    char *at = buf;
+    for (size_t i = 0; i < n; i++) {
+        market_listing l;
+        if (listing_read(z->element[2 * i], z->element[2 * i + 1], &l) < 0) {
+            (*mismatch)++;
+            continue;
+        }
+        market__idx_member(at, kind, l.item, l.seller, l.price); /* fits: see need */
+        exp[ne++] = at;
+        at += strlen(at) + 1;
+    }
+    const char *argv[5] = {"ZRANGE", key, "0", "-1", "WITHSCORES"};
+    if (!(r = market__command(c, 5, argv, NULL))) {
+        rc = MARKET_ERR_STORE;
+        goto out;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) {
+        rc = market__fail_reply(c, "reading a search index", r);
+        goto out;
+    }
+    if (!(act = malloc((r->elements / 2 + 1) * sizeof *act))) {
+        rc = MARKET_ERR_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *m = r->element[i], *sc = r->element[i + 1];
+        if (m->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING ||
+            strcmp(sc->str, "0") != 0 || strlen(m->str) != m->len)
+            (*mismatch)++;
+        else
+            act[na++] = m->str;
+    }
+    qsort(exp, ne, sizeof *exp, cmp_str_p);
+    qsort(act, na, sizeof *act, cmp_str_p);
+    size_t i = 0, j = 0;
+    while (i < ne || j < na) {
+        int d = i == ne ? 1 : j == na ? -1 : strcmp(exp[i], act[j]);
+        if (d <= 0) i++;
+        if (d >= 0) j++;
+        if (d != 0) (*mismatch)++;
+    }
+out:
+    if (r) freeReplyObject(r);
+    free(act);
+    free(exp);
+    free(buf);
+    return rc;
+}
+
 /* Reads the whole of realm (SCAN, no lock) and fills *out: players, total
- * and negative funds, items held, items listed, and items found in more
- * than one place. Meant for tests, load tests and operators on a quiet
+ * and negative funds, items held, items listed, items found in more
+ * than one place, and search index entries that disagree with the market
+ * (index_mismatch). Meant for tests, load tests and operators on a quiet
  * market. Returns MARKET_OK, ERR_INVALID, ERR_STORE, ERR_OVERFLOW (funds
  * sum) or ERR_NOMEM. */
 int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
@@ -460,16 +659,16 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
     if ((rc = per_key(c, &users, "HGET", "funds", audit_funds, out)) < 0) goto out;
     if ((rc = per_key(c, &invs, "SMEMBERS", NULL, audit_inventory, &items)) < 0) goto out;
     out->items_held = items.n;
-    const char *argv[4] = {"ZRANGE", rl.market, "0", "-1"};
-    if (!(z = market__command(c, 4, argv, NULL))) {
+    const char *argv[5] = {"ZRANGE", rl.market, "0", "-1", "WITHSCORES"};
+    if (!(z = market__command(c, 5, argv, NULL))) {
         rc = MARKET_ERR_STORE;
         goto out;
     }
-    if (z->type != REDIS_REPLY_ARRAY) {
+    if (z->type != REDIS_REPLY_ARRAY || z->elements % 2) {
         rc = MARKET_ERR_STORE;
         goto out;
     }
-    for (size_t i = 0; i < z->elements; i++) {
+    for (size_t i = 0; i < z->elements; i += 2) {
         const redisReply *e = z->element[i];
         const char *dot = e->type == REDIS_REPLY_STRING ? memchr(e->str, '.', e->len) : NULL;
         if (!dot) {
@@ -478,17 +677,161 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
         }
         if ((rc = itemlist_add(&items, e->str, (size_t)(dot - e->str))) < 0) goto out;
     }
-    out->items_listed = z->elements;
+    out->items_listed = z->elements / 2;
     if (items.n) qsort(items.ids, items.n, sizeof *items.ids, cmp_id);
     for (size_t i = 1; i < items.n; i++)
         if (strcmp(items.ids[i - 1], items.ids[i]) == 0 &&
             (i < 2 || strcmp(items.ids[i - 2], items.ids[i]) != 0))
             out->items_misplaced++;
+    market__idx ix;
+    market__idx_init(&ix, realm);
+    for (int k = 0; k < MARKET__IDX_KINDS && rc == MARKET_OK; k++)
+        rc = audit_index(c, ix.key[k], k, z, &out->index_mismatch);
 out:
     if (z) freeReplyObject(z);
     keylist_free(&users);
     keylist_free(&invs);
     free(items.ids);
+    return rc;
+}
+
+/* ---- rebuilding the search indexes ---- */
+
+/* The round trips of market_reindex(): one chunk of listings put in every index, and
+ * the next chunk read. */
+struct reindex {
+    const char *zadd[MARKET__IDX_KINDS][2 + 2 * REINDEX_CHUNK];
+    char member[MARKET__IDX_KINDS][REINDEX_CHUNK][MARKET__IDX_MEMBER_MAX];
+    char start[24], stop[24];
+    const char *range[5];
+    const char **argv[MARKET__IDX_KINDS + 1];
+    int argc[MARKET__IDX_KINDS + 1];
+    redisReply *rep[MARKET__IDX_KINDS + 2]; /* also the swap's MULTI, kinds, EXEC */
+};
+
+/* Makes x's command number at a ZRANGE of zset from rank start, one chunk, WITHSCORES. */
+static void reindex_range(struct reindex *x, const char *zset, size_t start, size_t at) {
+    snprintf(x->start, sizeof x->start, "%zu", start);
+    snprintf(x->stop, sizeof x->stop, "%zu", start + REINDEX_CHUNK - 1);
+    x->range[0] = "ZRANGE";
+    x->range[1] = zset;
+    x->range[2] = x->start;
+    x->range[3] = x->stop;
+    x->range[4] = "WITHSCORES";
+    x->argv[at] = x->range;
+    x->argc[at] = 5;
+}
+
+/* Rebuilds realm's search indexes from its market: reads market:{r} a chunk of
+ * REINDEX_CHUNK listings per round trip (by rank, no SCAN), writes every listing's members
+ * into fresh keys ("idx:{r}:<kind>:new"), and swaps them in for the indexes in one
+ * MULTI/EXEC that market:{r}, watched from the start, lets through only if no listing
+ * changed meanwhile. Meant for a store seeded before the indexes existed, or one whose
+ * audit finds index_mismatch; searches see the old indexes until the swap. Stores how
+ * many listings were indexed in *listings (may be NULL). Returns MARKET_OK, or
+ * ERR_INVALID (a bad realm), ERR_CONFLICT (the market changed during the rebuild: nothing
+ * was swapped; run it again when the realm is quiet), ERR_STORE (Redis failed, or the
+ * market holds an entry that is not a listing; c's errstr says which), ERR_NOMEM. */
+int market_reindex(market_conn *c, const char *realm, size_t *listings) {
+    if (listings) *listings = 0;
+    if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
+    market__realm rl;
+    market__idx live, fresh;
+    market__realm_init(&rl, realm);
+    market__idx_init(&live, realm);
+    for (int k = 0; k < MARKET__IDX_KINDS; k++)
+        snprintf(fresh.key[k], sizeof fresh.key[k], "%s:new", live.key[k]);
+    struct reindex *x = malloc(sizeof *x);
+    if (!x) return MARKET_ERR_NOMEM;
+    size_t count = 0, nc = 0;
+    market__cmd first[3];
+    market__cmd_set(&first[0], 2, "WATCH", rl.market);
+    market__cmd_set(&first[1], 4, "DEL", fresh.key[0], fresh.key[1], fresh.key[2]);
+    market__cmd_set(&first[2], 5, "ZRANGE", rl.market, "0", "999", "WITHSCORES");
+    _Static_assert(REINDEX_CHUNK == 1000, "the first ZRANGE reads one chunk");
+    int rc = market__route(c, realm);
+    if (rc == MARKET_OK) rc = market__pipeline(c, first, 3, x->rep);
+    if (rc < 0) goto out;
+    nc = 3;
+    for (;;) {
+        const redisReply *err = market__reply_error(x->rep, nc), *z = x->rep[nc - 1];
+        if (err || z->type != REDIS_REPLY_ARRAY || z->elements % 2) {
+            rc = market__fail_reply(c, "rebuilding the search indexes", err ? err : z);
+            goto out;
+        }
+        size_t n = z->elements / 2;
+        for (size_t i = 0; i < n; i++) {
+            market_listing l;
+            if (listing_read(z->element[2 * i], z->element[2 * i + 1], &l) < 0) {
+                rc = market__fail(c, "%s holds an entry that is not a listing: %.*s", rl.market,
+                                  (int)(z->element[2 * i]->len < 80 ? z->element[2 * i]->len : 80),
+                                  z->element[2 * i]->str ? z->element[2 * i]->str : "");
+                goto out;
+            }
+            for (int k = 0; k < MARKET__IDX_KINDS; k++) {
+                market__idx_member(x->member[k][i], k, l.item, l.seller, l.price);
+                x->zadd[k][2 + 2 * i] = "0";
+                x->zadd[k][3 + 2 * i] = x->member[k][i];
+            }
+        }
+        market__replies_free(x->rep, nc);
+        nc = 0;
+        count += n;
+        if (n == 0) break;
+        for (int k = 0; k < MARKET__IDX_KINDS; k++) {
+            x->zadd[k][0] = "ZADD";
+            x->zadd[k][1] = fresh.key[k];
+            x->argv[nc] = x->zadd[k];
+            x->argc[nc++] = (int)(2 + 2 * n);
+        }
+        int more = n == REINDEX_CHUNK;
+        if (more) reindex_range(x, rl.market, count, nc++);
+        if ((rc = market__pipeline_argv(c, nc, x->argc, (const char **const *)x->argv, x->rep)) <
+            0) {
+            nc = 0;
+            goto out;
+        }
+        if (!more) {
+            const redisReply *e = market__reply_error(x->rep, nc);
+            if (e) rc = market__fail_reply(c, "rebuilding the search indexes", e);
+            market__replies_free(x->rep, nc);
+            nc = 0;
+            if (rc < 0) goto out;
+            break;
+        }
+    }
+    /* the swap: the fresh keys become the indexes, unless the market changed */
+    market__cmd sw[2 + MARKET__IDX_KINDS];
+    size_t ns = 0;
+    market__cmd_set(&sw[ns++], 1, "MULTI");
+    for (int k = 0; k < MARKET__IDX_KINDS; k++) {
+        if (count)
+            market__cmd_set(&sw[ns++], 3, "RENAME", fresh.key[k], live.key[k]);
+        else
+            market__cmd_set(&sw[ns++], 2, "DEL", live.key[k]);
+    }
+    market__cmd_set(&sw[ns++], 1, "EXEC");
+    if ((rc = market__pipeline(c, sw, ns, x->rep)) < 0) goto out;
+    nc = ns;
+    const redisReply *exec = x->rep[ns - 1], *err = market__reply_error(x->rep, ns);
+    if (exec->type == REDIS_REPLY_NIL)
+        rc = MARKET_ERR_CONFLICT;
+    else if (err || exec->type != REDIS_REPLY_ARRAY)
+        rc = market__fail_reply(c, "swapping in the rebuilt indexes", err ? err : exec);
+    else if (market__reply_error(exec->element, exec->elements))
+        rc = market__fail_reply(c, "swapping in the rebuilt indexes",
+                                market__reply_error(exec->element, exec->elements));
+out:
+    market__replies_free(x->rep, nc);
+    if (rc < 0 && c->ctx) { /* the WATCH may linger; the fresh keys are of no use */
+        market__cmd del[2];
+        redisReply *rep[2] = {0};
+        c->unwatch = 1;
+        market__cmd_set(&del[0], 4, "DEL", fresh.key[0], fresh.key[1], fresh.key[2]);
+        if (market__pipeline(c, del, 1, rep) == MARKET_OK) market__replies_free(rep, 1);
+    }
+    if (rc == MARKET_OK && listings) *listings = count;
+    free(x);
     return rc;
 }
 

@@ -3,11 +3,14 @@
  *   market-seed [--redis URL] [--realm R] [--reset] FILE.json
  *   market-seed [--redis URL] [--reset] --generate
  *               [realms=R,]players=N,items=M[,funds=F][,prices=LO-HI][,seed=S]
+ *   market-seed [--redis URL] [--realm R] --reindex
  *   market-seed [--auth-secret S] [--realm R] --print-token PLAYER
  *
  * A realm's world is checked as a whole before anything is written (no item
  * twice, every owner a player) and written in one MULTI/EXEC; a generated
  * world of R realms is R such worlds, one per realm (market_realm_nth()).
+ * --reindex rebuilds a realm's search indexes from its market (market_reindex()), for a
+ * store seeded before they existed.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -33,11 +36,15 @@ static void usage(FILE *to) {
             "                (default $MARKET_REDIS or redis://127.0.0.1:6379/0)\n"
             "  --realm R     the realm to write (default " MARKET_REALM_DEFAULT ")\n"
             "  --reset       delete the realm's keys (users:{R}:*, inventory:{R}:*, idem:{R}:*,\n"
-            "                market:{R}) first; other realms are left alone\n"
+            "                idx:{R}:*, market:{R}) first; other realms are left alone\n"
             "  --generate    players p0.., items i0.. each listed by some player; default\n"
             "                funds 100000, prices 1-1000, seed 1. With realms=R (R > 1) the\n"
             "                players and items are spread over realms r0..r<R-1>, each its own\n"
             "                world with its own p0.. and i0..; realms=1 is the --realm\n"
+            "       market-seed [--redis URL] [--realm R] --reindex\n"
+            "  --reindex     rebuild the realm's search indexes (idx:{R}:*) from its market\n"
+            "                (a store seeded before they existed); run it on a quiet realm:\n"
+            "                it exits 1 and changes nothing when a listing changes meanwhile\n"
             "       market-seed [--auth-secret S] [--realm R] --print-token PLAYER\n"
             "  --print-token print PLAYER's bearer token of the realm for the secret\n"
             "                (default $MARKET_AUTH_SECRET) and write nothing\n");
@@ -167,12 +174,13 @@ int main(int argc, char **argv) {
     char *generate = NULL;
     const char *secret = getenv("MARKET_AUTH_SECRET"), *token_for = NULL;
     const char *realm = MARKET_REALM_DEFAULT;
-    int reset = 0;
+    int reset = 0, reindex = 0;
     static const struct option longopts[] = {
         {"redis", required_argument, NULL, 'r'},
         {"realm", required_argument, NULL, 'R'},
         {"reset", no_argument, NULL, 'x'},
         {"generate", required_argument, NULL, 'g'},
+        {"reindex", no_argument, NULL, 'i'},
         {"auth-secret", required_argument, NULL, 's'},
         {"print-token", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
@@ -184,6 +192,7 @@ int main(int argc, char **argv) {
         case 'R': realm = optarg; break;
         case 'x': reset = 1; break;
         case 'g': generate = optarg; break;
+        case 'i': reindex = 1; break;
         case 's': secret = optarg; break;
         case 't': token_for = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -207,7 +216,8 @@ int main(int argc, char **argv) {
         printf("%s\n", tok);
         return 0;
     }
-    if ((generate != NULL) == (optind < argc) || argc - optind > 1) {
+    if (reindex ? generate || reset || optind < argc
+                : (generate != NULL) == (optind < argc) || argc - optind > 1) {
         usage(stderr);
         return 2;
     }
@@ -231,7 +241,9 @@ int main(int argc, char **argv) {
     }
 
     struct gen g;
-    if (generate) {
+    if (reindex) {
+        /* nothing to read first */
+    } else if (generate) {
         if (parse_generate(generate, &g, why, sizeof why) < 0) goto fail;
     } else {
         size_t len = 0;
@@ -247,7 +259,19 @@ int main(int argc, char **argv) {
     if (!(lock = lock_local_new(&err)) || !(m = market_new(&cfg, lock, &err)) ||
         !(c = market_conn_new(m, &err)))
         goto oom;
-    if (generate) {
+    if (reindex) {
+        size_t n = 0;
+        err = market_reindex(c, realm, &n);
+        if (err < 0) {
+            const char *detail = MARKET_ERR_HAS_REASON(err) ? market_conn_errstr(c) : "";
+            if (err == MARKET_ERR_CONFLICT) detail = "a listing changed meanwhile; nothing swapped";
+            snprintf(why, sizeof why, "cannot rebuild the search indexes of realm %s on %s: %s%s%s",
+                     realm, url, market_strerror(err), detail[0] ? ": " : "", detail);
+            goto fail;
+        }
+        printf("reindexed %s realm %s: %zu listings in idx:{%s}:all, :item and :seller\n", url,
+               realm, n, realm);
+    } else if (generate) {
         for (uint64_t k = 0; k < g.realms; k++) {
             char name[MARKET_REALM_MAX + 1];
             if (g.realms > 1) market_realm_nth((unsigned)k, name, sizeof name);

@@ -250,6 +250,117 @@ static void test_http_list_unlist_and_market(void **state) {
     json_decref(j);
 }
 
+/* ---- searches and a player's listings ---- */
+
+/* "item.seller:price,..." of a page body's listings. */
+static void listings_text(json_t *j, char *out, size_t outlen) {
+    size_t at = 0, i;
+    json_t *e;
+    out[0] = '\0';
+    json_array_foreach(json_object_get(j, "listings"), i, e) {
+        at += (size_t)snprintf(out + at, outlen - at, "%s%s.%s:%lld", i ? "," : "",
+                               json_string_value(json_object_get(e, "item")),
+                               json_string_value(json_object_get(e, "seller")),
+                               (long long)json_integer_value(json_object_get(e, "price")));
+        if (at >= outlen) break;
+    }
+}
+
+/* GETs path, checks its listings, total and whether a next page is offered; returns the
+ * next_cursor (static, "" when null). */
+static const char *expect_listings(int port, const char *path, const char *want, long total) {
+    static char next[256];
+    json_t *j = call(port, "GET", path, NULL, 200);
+    char got[1024];
+    listings_text(j, got, sizeof got);
+    if (strcmp(got, want) != 0) fail_msg("%s\n  got  %s\n  want %s", path, got, want);
+    assert_int_equal(json_integer_value(json_object_get(j, "total")), total);
+    json_t *c = json_object_get(j, "next_cursor");
+    assert_non_null(c); /* present on every page, null on the last */
+    snprintf(next, sizeof next, "%s", json_is_string(c) ? json_string_value(c) : "");
+    if (!json_is_string(c)) assert_true(json_is_null(c));
+    json_decref(j);
+    return next;
+}
+
+static void test_http_market_search_filters_sorts_and_cursors(void **state) {
+    struct fx *f = *state;
+    char path[512];
+    const char *next =
+        expect_listings(f->port, "/market?seller=C", "potion-1.C:25,sword-2.C:1200", 2);
+    assert_string_equal(next, "");
+    expect_listings(f->port, "/market?seller=E&sort=-price", "staff-6.E:4000,cloak-5.E:750", 2);
+    expect_listings(f->port, "/market?item=axe", "axe.A:500", 1);
+    expect_listings(f->port, "/market?item=axe&seller=C", "", 0);
+    expect_listings(f->port, "/market?min_price=300&max_price=750",
+                    "shield-8.D:300,axe.A:500,cloak-5.E:750", 3);
+    expect_listings(f->port, "/realms/main/market?max_price=300&sort=-price",
+                    "shield-8.D:300,potion-1.C:25", 2);
+    /* pages of 2, dearest first, with the cursor each page gives */
+    next =
+        expect_listings(f->port, "/market?sort=-price&limit=2", "staff-6.E:4000,sword-2.C:1200", 6);
+    assert_string_equal(next, "0000000001200:sword-2.C");
+    snprintf(path, sizeof path, "/market?sort=-price&limit=2&cursor=%s", next);
+    next = expect_listings(f->port, path, "cloak-5.E:750,axe.A:500", 6);
+    json_t *j = call(f->port, "POST", "/purchase", purchase_axe, 200); /* bought meanwhile */
+    json_decref(j);
+    snprintf(path, sizeof path, "/market?sort=-price&limit=2&cursor=%s", next);
+    next = expect_listings(f->port, path, "shield-8.D:300,potion-1.C:25", 5);
+    assert_string_equal(next, ""); /* nothing after potion-1 */
+    /* the pages by offset, as before, also give the cursor to go on with */
+    j = call(f->port, "GET", "/market?limit=2", NULL, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "offset")), 0);
+    assert_string_equal(json_string_value(json_object_get(j, "next_cursor")),
+                        "0000000000300:shield-8.D");
+    json_decref(j);
+    expect_listings(f->port, "/market?cursor=0000000000300:shield-8.D&limit=2",
+                    "cloak-5.E:750,sword-2.C:1200", 5);
+    j = call(f->port, "GET", "/market?limit=2&offset=4", NULL, 200);
+    assert_true(json_is_null(json_object_get(j, "next_cursor"))); /* the last page */
+    json_decref(j);
+    j = call(f->port, "GET", "/market?item=sword-2", NULL, 200);
+    assert_null(json_object_get(j, "offset")); /* a search has no offset */
+    assert_int_equal(json_integer_value(json_object_get(j, "limit")), 50);
+    json_decref(j);
+}
+
+static void test_http_player_listings_and_player_body(void **state) {
+    struct fx *f = *state;
+    const char *next = expect_listings(f->port, "/players/C/listings?limit=1", "potion-1.C:25", 2);
+    char path[256];
+    snprintf(path, sizeof path, "/players/C/listings?limit=1&cursor=%s", next);
+    next = expect_listings(f->port, path, "sword-2.C:1200", 2);
+    assert_string_equal(next, "");
+    expect_listings(f->port, "/players/B/listings", "", 0); /* B lists nothing */
+    json_t *j = call(f->port, "GET", "/players/E/listings", NULL, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "id")), "E");
+    assert_int_equal(json_integer_value(json_object_get(j, "limit")), 50);
+    json_decref(j);
+    j = call(f->port, "GET", "/players/ghost/listings", NULL, 404);
+    assert_error(j, "player_not_found");
+    json_decref(j);
+    j = call(f->port, "GET", "/players/C/listings?cursor=0000000000500:axe.A", NULL, 400);
+    assert_error(j, "bad_request");
+    json_decref(j);
+    /* GET /players/{id} says what the player lists */
+    j = call(f->port, "GET", "/players/C", NULL, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "listings_total")), 2);
+    json_t *l = json_object_get(j, "listings");
+    assert_int_equal(json_array_size(l), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(l, 0), "item")),
+                        "potion-1");
+    assert_int_equal(json_array_size(json_object_get(j, "inventory")), 2); /* not the listed */
+    json_decref(j);
+    j = call(f->port, "POST", "/list", "{\"seller\":\"C\",\"item\":\"sword-1\",\"price\":99}", 201);
+    json_decref(j);
+    j = call(f->port, "GET", "/players/C", NULL, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "listings_total")), 3);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(j, "listings"), 1), "item")),
+                        "sword-1");
+    json_decref(j);
+}
+
 /* ---- bad input: 4xx with a JSON body, and the store untouched ---- */
 
 static void test_http_bad_inputs_4xx_store_unchanged(void **state) {
@@ -293,6 +404,18 @@ static void test_http_bad_inputs_4xx_store_unchanged(void **state) {
         {"GET", "/players/ghost", NULL, 404, "player_not_found"},
         {"GET", "/market?limit=0", NULL, 400, "bad_request"},
         {"GET", "/market?limit=abc", NULL, 400, "bad_request"},
+        {"GET", "/market?sort=name", NULL, 400, "bad_request"},
+        {"GET", "/market?min_price=0", NULL, 400, "bad_request"},
+        {"GET", "/market?min_price=9&max_price=8", NULL, 400, "bad_request"},
+        {"GET", "/market?item=a.b", NULL, 400, "bad_request"},
+        {"GET", "/market?cursor=", NULL, 400, "bad_request"},
+        {"GET", "/market?cursor=0000000000500:axe", NULL, 400, "bad_request"},
+        {"GET", "/market?seller=C&cursor=0000000000500:axe.A", NULL, 400, "bad_request"},
+        {"GET", "/market?offset=1&cursor=0000000000500:axe.A", NULL, 400, "bad_request"},
+        {"GET", "/market?offset=1&seller=C", NULL, 400, "bad_request"},
+        {"GET", "/players/C/listings?limit=0", NULL, 400, "bad_request"},
+        {"GET", "/players/ghost/listings", NULL, 404, "player_not_found"},
+        {"POST", "/players/C/listings", "{}", 405, "method_not_allowed"},
         {"POST", "/purchase", "{\"buyer\":\"ghost\",\"seller\":\"A\",\"item\":\"axe\"}", 404,
          "player_not_found"},
     };
@@ -1395,6 +1518,8 @@ int main(void) {
         T(test_http_insufficient_funds_402_nothing_moved),
         T(test_http_price_changed_409_with_price),
         T(test_http_list_unlist_and_market),
+        T(test_http_market_search_filters_sorts_and_cursors),
+        T(test_http_player_listings_and_player_body),
         T(test_http_bad_inputs_4xx_store_unchanged),
         T(test_http_body_over_64k_413),
         T(test_http_405_carries_allow),

@@ -242,7 +242,8 @@ static void assert_invariants(json_t *j) {
                                        "items_in_one_place",
                                        "items_total_unchanged",
                                        "purchases_match",
-                                       "trades_match"};
+                                       "trades_match",
+                                       "indexes_match"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         if (!json_is_true(json_object_get(inv, keys[i]))) fail_msg("invariant %s broke", keys[i]);
     }

@@ -91,6 +91,7 @@ static void assert_invariants(market_conn *c, int64_t total_funds, size_t items)
     assert_int_equal(a.total_funds, total_funds);
     assert_int_equal(a.negative_funds, 0);
     assert_int_equal(a.items_misplaced, 0);
+    assert_int_equal(a.index_mismatch, 0);
     assert_int_equal(a.items_held + a.items_listed, items);
 }
 

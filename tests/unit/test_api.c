@@ -481,6 +481,105 @@ static void test_api_market_good_query_reaches_store_503(void **state) {
     expect_error(&r, 503, "store_unavailable", NULL);
 }
 
+static void test_api_market_search_bad_query_400(void **state) {
+    env *e = *state;
+    static const struct {
+        const char *q[9];
+        const char *detail;
+    } rows[] = {
+        {{"item", "", NULL}, "query parameter 'item' must match [A-Za-z0-9_-]{1,64}"},
+        {{"item", "a.x", NULL}, "query parameter 'item' must match"},
+        {{"seller", "A B", NULL}, "query parameter 'seller' must match"},
+        {{"min_price", "0", NULL},
+         "query parameter 'min_price' must be an integer in 1..1000000000000"},
+        {{"min_price", "-5", NULL}, "query parameter 'min_price' must be an integer"},
+        {{"max_price", "1000000000001", NULL}, "query parameter 'max_price' must be an integer"},
+        {{"max_price", "1e3", NULL}, "query parameter 'max_price' must be an integer"},
+        {{"min_price", "10", "max_price", "9", NULL},
+         "query parameter 'min_price' must not exceed max_price"},
+        {{"sort", "name", NULL}, "query parameter 'sort' must be 'price' or '-price'"},
+        {{"sort", "", NULL}, "query parameter 'sort' must be"},
+        {{"sort", "PRICE", NULL}, "query parameter 'sort' must be"},
+        {{"cursor", "", NULL}, "query parameter 'cursor' must not be empty"},
+        {{"cursor", "abc", NULL}, "query parameter 'cursor' is not a cursor this service gave"},
+        {{"cursor", "0000000000500:axe.A.B", NULL}, "query parameter 'cursor' is not a cursor"},
+        {{"cursor", "0000000000500:axe.A", "seller", "B", NULL},
+         "query parameter 'cursor' belongs to another search"},
+        {{"cursor", "0000000000500:axe.A", "max_price", "499", NULL},
+         "query parameter 'cursor' belongs to another search"},
+        {{"cursor", "0000000000500:axe.A", "offset", "0", NULL},
+         "query parameters 'offset' and 'cursor' cannot be combined"},
+        {{"item", "axe", "offset", "10", NULL}, "query parameter 'offset' cannot be combined"},
+        {{"sort", "price", "offset", "0", NULL}, "query parameter 'offset' cannot be combined"},
+        {{"limit", "0", "item", "axe", NULL},
+         "query parameter 'limit' must be an integer in 1..1000"},
+    };
+    api_response r;
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        call_q(e, "GET", "/market", NULL, rows[i].q, &r);
+        expect_error(&r, 400, "bad_request", rows[i].detail);
+        call_q(e, "GET", "/realms/eu-1/market", NULL, rows[i].q, &r);
+        expect_error(&r, 400, "bad_request", rows[i].detail);
+    }
+}
+
+static void test_api_market_search_good_query_reaches_store_503(void **state) {
+    env *e = *state;
+    static const char *const queries[][13] = {
+        {"item", "axe", NULL},
+        {"seller", "A", "sort", "-price", NULL},
+        {"min_price", "1", "max_price", "1000000000000", NULL},
+        {"min_price", "7", "max_price", "7", "limit", "1000", NULL},
+        {"sort", "price", NULL},
+        {"cursor", "0000000000500:axe.A", NULL},
+        {"item", "axe", "seller", "A", "cursor", "0000000000500:axe.A", "sort", "-price", NULL},
+        {"offset", "3", "limit", "2", "unknown", "x", NULL},
+    };
+    api_response r;
+    for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++) {
+        call_q(e, "GET", "/market", NULL, queries[i], &r);
+        expect_error(&r, 503, "store_unavailable", NULL);
+    }
+}
+
+static void test_api_player_listings_routes(void **state) {
+    env *e = *state;
+    api_response r;
+    call(e, "GET", "/players/A/listings", NULL, &r);
+    assert_string_equal(r.route, "/players/{id}/listings");
+    assert_string_equal(r.player, "A");
+    expect_error(&r, 503, "store_unavailable", NULL);
+    call(e, "HEAD", "/realms/eu-1/players/A/listings", NULL, &r);
+    assert_string_equal(r.realm, "eu-1");
+    expect_error(&r, 503, "store_unavailable", NULL);
+    call(e, "GET", "/players/a.b/listings", NULL, &r);
+    expect_error(&r, 400, "bad_request", "player id must match");
+    const char *const other[] = {"cursor", "0000000000500:axe.B", NULL};
+    call_q(e, "GET", "/players/A/listings", NULL, other, &r);
+    expect_error(&r, 400, "bad_request", "query parameter 'cursor' belongs to another search");
+    const char *const mine[] = {"cursor", "0000000000500:axe.A", "limit", "1", NULL};
+    call_q(e, "GET", "/players/A/listings", NULL, mine, &r);
+    expect_error(&r, 503, "store_unavailable", NULL);
+    const char *const bad_limit[] = {"limit", "1001", NULL};
+    call_q(e, "GET", "/players/A/listings", NULL, bad_limit, &r);
+    expect_error(&r, 400, "bad_request", "query parameter 'limit' must be an integer in 1..1000");
+    const char *const ignored[] = {"item", "a.b", "sort", "x", NULL}; /* not this route's */
+    call_q(e, "GET", "/players/A/listings", NULL, ignored, &r);
+    expect_error(&r, 503, "store_unavailable", NULL);
+    call(e, "POST", "/players/A/listings", "{}", &r);
+    assert_string_equal(r.allow, "GET, HEAD");
+    expect_error(&r, 405, "method_not_allowed", NULL);
+    static const char *const not_found[] = {"/players/A/listings/", "/players//listings",
+                                            "/players/A/listing", "/players/A/listings/x"};
+    for (size_t i = 0; i < sizeof not_found / sizeof *not_found; i++) {
+        call(e, "GET", not_found[i], NULL, &r);
+        expect_error(&r, 404, "not_found", NULL);
+    }
+    int i = api_route_index("/players/{id}/listings");
+    assert_true(i >= 0 && i < API_ROUTES);
+    assert_string_equal(api_route_name(i), "/players/{id}/listings");
+}
+
 static void test_api_healthz_store_down_503(void **state) {
     env *e = *state;
     api_response r;
@@ -576,8 +675,8 @@ static void test_api_null_conn_validates_then_500(void **state) {
     req.body_len = strlen(req.body);
     api_handle(NULL, &req, &r);
     expect_error(&r, 500, "internal_error", "no store connection");
-    static const char *const gets[] = {"/healthz", "/market", "/players/A"};
-    for (size_t i = 0; i < 3; i++) {
+    static const char *const gets[] = {"/healthz", "/market", "/players/A", "/players/A/listings"};
+    for (size_t i = 0; i < sizeof gets / sizeof *gets; i++) {
         req = (api_request){"GET", gets[i], NULL, 0, NULL, NULL};
         api_handle(NULL, &req, &r);
         expect_error(&r, 500, "internal_error", NULL);
@@ -1242,6 +1341,9 @@ int main(void) {
         T(test_api_players_store_down_503),
         T(test_api_market_bad_query_400),
         T(test_api_market_good_query_reaches_store_503),
+        T(test_api_market_search_bad_query_400),
+        T(test_api_market_search_good_query_reaches_store_503),
+        T(test_api_player_listings_routes),
         T(test_api_healthz_store_down_503),
         T(test_api_unknown_path_404),
         T(test_api_wrong_method_405_with_allow),

@@ -164,11 +164,12 @@ static void test_json_shape(void **state) {
                 "commandstats_before,commandstats_after,masters");
     assert_keys(j, "invariants",
                 "ok,funds_conserved,no_negative_funds,items_in_one_place,items_total_unchanged,"
-                "purchases_match,items_left_market,trades_match,trades,before,after");
+                "purchases_match,indexes_match,items_left_market,trades_match,trades,before,after");
     assert_keys(j, "invariants.trades",
                 "recorded,players_checked,players_mismatched,unknown,first_mismatch");
     assert_keys(j, "invariants.before",
-                "players,total_funds,negative_funds,items_held,items_listed,items_misplaced");
+                "players,total_funds,negative_funds,items_held,items_listed,items_misplaced,"
+                "index_mismatch");
     assert_keys(j, "result", "exit,failed");
     json_decref(j);
 }

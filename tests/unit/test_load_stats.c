@@ -182,7 +182,8 @@ static void test_verdict_ok(void **state) {
     k.by_code[404] = 5;
     market_audit_report a = after_selling(20);
     load_verdict v = load_judge(&k, &before, &a);
-    assert_true(v.ok && v.funds && v.negative && v.one_place && v.total && v.purchases);
+    assert_true(v.ok && v.funds && v.negative && v.one_place && v.total && v.purchases &&
+                v.indexed);
     assert_int_equal(v.left, 20);
     assert_int_equal(v.errors, 0);
     assert_null(v.failed);
@@ -234,6 +235,13 @@ static void test_verdict_broken_invariants_exit_3(void **state) {
     a.items_misplaced = 1;
     v = load_judge(&k, &before, &a);
     assert_false(v.one_place);
+    assert_int_equal(load_verdict_exit(&v), 3);
+
+    a = after_selling(10);
+    a.index_mismatch = 2; /* a listing missing from an index, a stale entry in another */
+    v = load_judge(&k, &before, &a);
+    assert_false(v.indexed);
+    assert_false(v.ok);
     assert_int_equal(load_verdict_exit(&v), 3);
 
     a = after_selling(10);
@@ -300,6 +308,9 @@ static void test_audit_same(void **state) {
     market_audit_report a = before, b = before;
     assert_true(load_audit_same(&a, &b));
     b.items_held = 1;
+    assert_false(load_audit_same(&a, &b));
+    b = before;
+    b.index_mismatch = 1; /* a write between the audit's reads: settle again */
     assert_false(load_audit_same(&a, &b));
 }
 

@@ -295,7 +295,7 @@ long long load_cmdstats_get(const load_cmdstats *s, const char *name);
 
 /* Whether the invariants held, and whether the run measured anything. */
 typedef struct load_verdict {
-    int funds, negative, one_place, total, purchases, ok;
+    int funds, negative, one_place, total, purchases, indexed, ok;
     int trades;                /* load_judge_trades(): 1 until it says otherwise */
     long long left;            /* items that left the market */
     unsigned long long errors; /* answers other than 200, 402, 404; transport errors */

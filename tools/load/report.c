@@ -83,6 +83,8 @@ void load_report_print(FILE *f, const load_report *r) {
             a->negative_funds);
     fprintf(f, "    %s %zu items in more than one place\n", v->one_place ? "ok " : "BAD",
             a->items_misplaced);
+    fprintf(f, "    %s %zu search index entries disagree with the market\n",
+            v->indexed ? "ok " : "BAD", a->index_mismatch);
     fprintf(f, "    %s items held+listed %zu before, %zu after\n", v->total ? "ok " : "BAD",
             b->items_held + b->items_listed, a->items_held + a->items_listed);
     fprintf(f, "    %s %llu purchases answered 200, %lld items left the market%s\n",
@@ -158,11 +160,11 @@ static json_t *jseed(uint64_t seed) {
 }
 
 static json_t *json_audit(const market_audit_report *a) {
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "players", (json_int_t)a->players,
-                     "total_funds", (json_int_t)a->total_funds, "negative_funds",
-                     (json_int_t)a->negative_funds, "items_held", (json_int_t)a->items_held,
-                     "items_listed", (json_int_t)a->items_listed, "items_misplaced",
-                     (json_int_t)a->items_misplaced);
+    return json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "players", (json_int_t)a->players, "total_funds",
+        (json_int_t)a->total_funds, "negative_funds", (json_int_t)a->negative_funds, "items_held",
+        (json_int_t)a->items_held, "items_listed", (json_int_t)a->items_listed, "items_misplaced",
+        (json_int_t)a->items_misplaced, "index_mismatch", (json_int_t)a->index_mismatch);
 }
 
 static json_t *json_hist(const load_hist *h) {
@@ -280,11 +282,11 @@ json_t *load_report_json(const load_report *r) {
                   json_cmdstats(r->ca), "masters", masters));
     const load_ledger *l = r->ledger;
     set(j, "invariants",
-        json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:b, s:o, s:o, s:o}", "ok", v->ok,
+        json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:b, s:o, s:o, s:o}", "ok", v->ok,
                   "funds_conserved", v->funds, "no_negative_funds", v->negative,
                   "items_in_one_place", v->one_place, "items_total_unchanged", v->total,
-                  "purchases_match", v->purchases, "items_left_market", (json_int_t)v->left,
-                  "trades_match", v->trades, "trades",
+                  "purchases_match", v->purchases, "indexes_match", v->indexed,
+                  "items_left_market", (json_int_t)v->left, "trades_match", v->trades, "trades",
                   l ? json_pack("{s:I, s:I, s:I, s:I, s:o}", "recorded", (json_int_t)l->recorded,
                                 "players_checked", (json_int_t)l->n, "players_mismatched",
                                 (json_int_t)l->mismatched, "unknown", (json_int_t)l->unknown,

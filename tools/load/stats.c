@@ -141,7 +141,8 @@ long long load_cmdstats_get(const load_cmdstats *s, const char *name) {
 int load_audit_same(const market_audit_report *a, const market_audit_report *b) {
     return a->players == b->players && a->total_funds == b->total_funds &&
            a->negative_funds == b->negative_funds && a->items_held == b->items_held &&
-           a->items_listed == b->items_listed && a->items_misplaced == b->items_misplaced;
+           a->items_listed == b->items_listed && a->items_misplaced == b->items_misplaced &&
+           a->index_mismatch == b->index_mismatch;
 }
 
 load_verdict load_judge(const load_counts *k, const market_audit_report *b,
@@ -150,13 +151,14 @@ load_verdict load_judge(const load_counts *k, const market_audit_report *b,
     v.funds = a->total_funds == b->total_funds;
     v.negative = a->negative_funds == 0;
     v.one_place = a->items_misplaced == 0;
+    v.indexed = a->index_mismatch == 0; /* the search indexes hold exactly the listings */
     v.total = a->items_held + a->items_listed == b->items_held + b->items_listed;
     v.left = (long long)b->items_listed - (long long)a->items_listed;
     long long ok = (long long)k->by_code[200];
     /* A request without an answer, or answered with an unknown outcome, may have bought: it
      * widens the window. Every 200 must be there whatever happened. */
     v.purchases = v.left >= ok && v.left - ok <= (long long)(k->transport + k->unknown);
-    v.ok = v.funds && v.negative && v.one_place && v.total && v.purchases;
+    v.ok = v.funds && v.negative && v.one_place && v.total && v.purchases && v.indexed;
     v.trades = 1;
     /* 402 and 404 are the market saying no; anything else means the run did
      * not measure purchases: a missing secret (401), a server in trouble. */

@@ -128,6 +128,7 @@ int load_audit(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
         out->items_held += a.items_held;
         out->items_listed += a.items_listed;
         out->items_misplaced += a.items_misplaced;
+        out->index_mismatch += a.index_mismatch;
     }
     return MARKET_OK;
 }
