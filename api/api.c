@@ -45,7 +45,7 @@
 #define API_LIMIT_DEFAULT 50
 #define API_LIMIT_MAX 1000
 #define API_OFFSET_MAX 1000000000
-#define API_FIELDS_MAX 4
+#define API_FIELDS_MAX 6
 #define API_PLAYER_LISTINGS 100 /* GET /players/{id} shows this many of the player's listings */
 
 _Static_assert(API_LIMIT_MAX == MARKET_SEARCH_LIMIT_MAX, "a page's limit is the market's");
@@ -78,6 +78,7 @@ static const api_status api_status_table[] = {
     {MARKET_ERR_IN_PROGRESS, 409, "request_in_progress", 1},
     {MARKET_ERR_NOT_REPLICATED, 503, "not_replicated", 1},
     {MARKET_ERR_NO_TRADE, 404, "trade_not_found", 0},
+    {MARKET_ERR_NOT_ENOUGH, 409, "not_enough_units", 0},
 };
 
 /* Every code the table does not list, and a success passed by mistake. */
@@ -331,8 +332,12 @@ void api__reply_market(int rc, int64_t price, api_response *resp) {
     memcpy(resp->player, keep.player, sizeof resp->player);
     memcpy(resp->realm, keep.realm, sizeof resp->realm);
     json_t *body = error_body(st->code, market_strerror(rc));
-    if (body && rc == MARKET_ERR_PRICE_CHANGED &&
-        json_object_set_new(body, "price", json_integer((json_int_t)price)) < 0) {
+    /* what the refusal is about: the price there is, the units there are or held */
+    const char *what = rc == MARKET_ERR_PRICE_CHANGED            ? "price"
+                       : rc == MARKET_ERR_NOT_ENOUGH             ? "available"
+                       : rc == MARKET_ERR_NOT_HELD && price > 0 ? "held"
+                                                                  : NULL;
+    if (body && what && json_object_set_new(body, what, json_integer((json_int_t)price)) < 0) {
         json_decref(body);
         body = NULL;
     }
@@ -344,8 +349,9 @@ void api__reply_market(int rc, int64_t price, api_response *resp) {
 /* ---- request bodies ---- */
 
 enum field_kind {
-    FIELD_ID,    /* a string matching API_ID_RULE */
-    FIELD_PRICE, /* an integer in 1..MARKET_PRICE_MAX */
+    FIELD_ID,       /* a string matching API_ID_RULE */
+    FIELD_PRICE,    /* an integer in 1..MARKET_PRICE_MAX */
+    FIELD_QUANTITY, /* an integer in 1..MARKET_QUANTITY_MAX */
 };
 
 typedef struct field_spec {
@@ -357,7 +363,7 @@ typedef struct field_spec {
 typedef struct field_value {
     int present;
     const char *id; /* FIELD_ID: borrowed from the parsed body */
-    int64_t price;  /* FIELD_PRICE */
+    int64_t price;  /* FIELD_PRICE, FIELD_QUANTITY */
 } field_value;
 
 /* Loads req's body as a JSON object holding only the fields of spec[0..n),
@@ -411,10 +417,11 @@ static json_t *body_parse(const api_request *req, const field_spec *spec, size_t
                 goto bad;
             }
         } else {
+            int64_t most = spec[i].kind == FIELD_PRICE ? MARKET_PRICE_MAX : MARKET_QUANTITY_MAX;
             json_int_t p = json_is_integer(v) ? json_integer_value(v) : 0;
-            if (p < 1 || p > MARKET_PRICE_MAX) {
+            if (p < 1 || p > most) {
                 api__why(why, sizeof why, "field '%s' must be an integer in 1..%" PRId64,
-                         spec[i].name, MARKET_PRICE_MAX);
+                         spec[i].name, most);
                 goto bad;
             }
             vals[i].price = (int64_t)p;
@@ -442,16 +449,19 @@ typedef void (*api_handler)(market_conn *conn, const api_request *req, const cha
                             const char *arg, api_response *resp);
 
 /* The answer to a purchase whose market outcome is rc and res. */
-static void purchase_reply(const char *buyer, const char *seller, const char *item, int rc,
-                           const market_purchase_result *res, api_response *resp) {
+static void purchase_reply(const char *buyer, const char *seller, const char *item,
+                           int64_t quantity, int rc, const market_purchase_result *res,
+                           api_response *resp) {
     if (rc != MARKET_OK) {
-        api__reply_market(rc, res->price, resp);
+        api__reply_market(rc, rc == MARKET_ERR_NOT_ENOUGH ? res->available : res->price, resp);
         resp->replayed = res->replayed; /* a refusal stored under the Idempotency-Key */
         return;
     }
-    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "status", "purchased", "buyer",
-                             buyer, "seller", seller, "item", item, "price",
-                             (json_int_t)res->price, "buyer_funds", (json_int_t)res->buyer_funds);
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "status", "purchased",
+                             "buyer", buyer, "seller", seller, "item", item, "quantity",
+                             (json_int_t)quantity, "price", (json_int_t)res->price, "total",
+                             (json_int_t)(res->price * quantity), "buyer_funds",
+                             (json_int_t)res->buyer_funds);
     /* "" only when replaying a purchase recorded before trade ids */
     if (body && res->trade_id[0] &&
         json_object_set_new(body, "trade_id", json_string(res->trade_id)) < 0) {
@@ -472,9 +482,10 @@ static int purchase_prepare(const api_request *req, const char *realm, api_respo
         {"seller", FIELD_ID, 1},
         {"item", FIELD_ID, 1},
         {"price", FIELD_PRICE, 0},
+        {"quantity", FIELD_QUANTITY, 0},
     };
-    field_value v[4];
-    json_t *root = body_parse(req, spec, 4, v, resp);
+    field_value v[5];
+    json_t *root = body_parse(req, spec, 5, v, resp);
     if (!root) return 0;
     snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
     int ready = 0;
@@ -495,6 +506,7 @@ static int purchase_prepare(const api_request *req, const char *realm, api_respo
             }
             p->op = (market_pending){.realm = p->realm, .buyer = p->buyer, .seller = p->seller,
                                      .item = p->item,
+                                     .quantity = v[4].present ? v[4].price : 1,
                                      .expect_price = v[3].present ? v[3].price : -1,
                                      .idem = has_key ? &p->idem : NULL};
             ready = 1;
@@ -511,40 +523,44 @@ static void handle_purchase(market_conn *conn, const api_request *req, const cha
     api_purchase p;
     if (!purchase_prepare(req, realm, resp, &p) || conn_missing(conn, resp)) return;
     market_purchase_result res = {0};
-    int rc = market_purchase_idem(conn, p.realm, p.buyer, p.seller, p.item, p.op.expect_price,
-                                  p.op.idem, &res);
-    purchase_reply(p.buyer, p.seller, p.item, rc, &res, resp);
+    int rc = market_purchase_units(conn, p.realm, p.buyer, p.seller, p.item, p.op.quantity,
+                                   p.op.expect_price, p.op.idem, &res);
+    purchase_reply(p.buyer, p.seller, p.item, p.op.quantity, rc, &res, resp);
 }
 
-/* POST /list {"seller","item","price"} */
+/* POST /list {"seller","item","price"[,"quantity"]} */
 static void handle_list(market_conn *conn, const api_request *req, const char *realm,
                         const char *arg, api_response *resp) {
     static const field_spec spec[] = {
         {"seller", FIELD_ID, 1},
         {"item", FIELD_ID, 1},
         {"price", FIELD_PRICE, 1},
+        {"quantity", FIELD_QUANTITY, 0},
     };
-    field_value v[3];
+    field_value v[4];
     (void)arg;
-    json_t *root = body_parse(req, spec, 3, v, resp);
+    json_t *root = body_parse(req, spec, 4, v, resp);
     if (!root) return;
     snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
     if (api__authorized(req, realm, v[0].id, resp) && !conn_missing(conn, resp)) {
         market_idem idem;
         char fp[MARKET_IDEM_FP_MAX + 1];
-        int replayed = 0;
+        market_list_result res = {0};
         int has_key = api__idempotency(req, &idem, fp, resp); /* < 0: resp holds the error */
         int rc = has_key < 0 ? MARKET_OK
-                             : market_list_idem(conn, realm, v[0].id, v[1].id, v[2].price,
-                                                has_key ? &idem : NULL, &replayed);
+                             : market_list_units(conn, realm, v[0].id, v[1].id,
+                                                 v[3].present ? v[3].price : 0, v[2].price,
+                                                 has_key ? &idem : NULL, &res);
         if (has_key >= 0 && rc != MARKET_OK) {
-            api__reply_market(rc, 0, resp);
-            resp->replayed = replayed; /* a refusal stored under the Idempotency-Key */
+            api__reply_market(rc, rc == MARKET_ERR_NOT_HELD ? res.held : res.price, resp);
+            resp->replayed = res.replayed; /* a refusal stored under the Idempotency-Key */
         } else if (has_key >= 0) {
+            /* quantity: the units the seller's listing holds now (an item of its own: 1) */
             api__reply(resp, 201,
-                       json_pack("{s:s, s:s, s:s, s:I}", "status", "listed", "seller", v[0].id,
-                                 "item", v[1].id, "price", (json_int_t)v[2].price));
-            resp->replayed = replayed;
+                       json_pack("{s:s, s:s, s:s, s:I, s:I}", "status", "listed", "seller",
+                                 v[0].id, "item", v[1].id, "price", (json_int_t)v[2].price,
+                                 "quantity", (json_int_t)(res.quantity ? res.quantity : 1)));
+            resp->replayed = res.replayed;
         }
     }
     json_decref(root);
@@ -563,14 +579,15 @@ static void handle_unlist(market_conn *conn, const api_request *req, const char 
     if (!root) return;
     snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
     if (api__authorized(req, realm, v[0].id, resp) && !conn_missing(conn, resp)) {
-        int64_t price = 0;
-        int rc = market_unlist(conn, realm, v[0].id, v[1].id, &price);
+        int64_t price = 0, units = 0;
+        int rc = market_unlist_units(conn, realm, v[0].id, v[1].id, &price, &units);
         if (rc != MARKET_OK)
             api__reply_market(rc, 0, resp);
         else
             api__reply(resp, 200,
-                       json_pack("{s:s, s:s, s:s, s:I}", "status", "unlisted", "seller", v[0].id,
-                                 "item", v[1].id, "price", (json_int_t)price));
+                       json_pack("{s:s, s:s, s:s, s:I, s:I}", "status", "unlisted", "seller",
+                                 v[0].id, "item", v[1].id, "price", (json_int_t)price,
+                                 "quantity", (json_int_t)units));
     }
     json_decref(root);
 }
@@ -1156,7 +1173,7 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
 /* Fills resp with the answer to p, whose market outcome (p->op.rc and
  * p->op.res) is in; resp keeps its route and player. */
 void api_purchase_end(const api_purchase *p, api_response *resp) {
-    purchase_reply(p->buyer, p->seller, p->item, p->op.rc, &p->op.res, resp);
+    purchase_reply(p->buyer, p->seller, p->item, p->op.quantity, p->op.rc, &p->op.res, resp);
     if (MARKET_ERR_HAS_REASON(p->op.rc)) snprintf(resp->why, sizeof resp->why, "%s", p->op.why);
 }
 

@@ -148,64 +148,85 @@ const char *market_strerror(int err) {
 
 struct purchase {
     const char *buyer, *seller, *item;
-    int64_t expect_price;
+    int64_t quantity, expect_price;
     market_purchase_result *res;
     market__realm realm;
     char k_buyer[MARKET__KEY_MAX], k_seller[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX];
+    char k_stacks[MARKET__KEY_MAX];
     char member[MARKET__MEMBER_MAX];
     struct market__single s;
 };
 
 static int purchase_attempt(market_conn *c, const market__held *held, void *ud) {
     struct purchase *p = ud;
-    market__cmd own[3];
+    market__cmd own[4];
     redisReply *rep[MARKET__PIPE_MAX] = {0};
     size_t nrep, io;
     market__cmd_set(&own[0], 3, "ZSCORE", p->realm.market, p->member);
-    market__cmd_set(&own[1], 3, "HGET", p->k_buyer, "funds");
-    market__cmd_set(&own[2], 3, "HGET", p->k_seller, "funds");
-    int rc = market__single_read(c, held, &p->s, p->k_buyer, p->k_seller, own, 3, rep, &nrep, &io);
+    market__cmd_set(&own[1], 3, "HGET", p->realm.units, p->member);
+    market__cmd_set(&own[2], 3, "HGET", p->k_buyer, "funds");
+    market__cmd_set(&own[3], 3, "HGET", p->k_seller, "funds");
+    int rc = market__single_read(c, held, &p->s, p->k_buyer, p->k_seller, own, 4, rep, &nrep, &io);
     if (nrep == 0) {
         if (p->s.replayed) {
             p->res->replayed = 1;
             p->res->price = p->s.stored_a;
             p->res->buyer_funds = p->s.stored_b;
+            if (rc == MARKET_ERR_NOT_ENOUGH) p->res->available = p->s.stored_a, p->res->price = 0;
             memcpy(p->res->trade_id, p->s.stored_trade, sizeof p->s.stored_trade);
         }
         return rc;
     }
     int64_t price = market__reply_price(rep[io]);
-    market__party buyer = market__reply_party(rep[io + 1]);
-    market__party seller = market__reply_party(rep[io + 2]);
+    int stack = rep[io + 1]->type != REDIS_REPLY_NIL; /* no count: a unique item */
+    int64_t units = stack ? market__reply_units(rep[io + 1]) : 1;
+    if (price > 0 && units <= 0) price = MARKET__PRICE_UNREADABLE;
+    market__party buyer = market__reply_party(rep[io + 2]);
+    market__party seller = market__reply_party(rep[io + 3]);
     market__replies_free(rep, nrep);
-    int64_t buyer_funds = buyer.funds;
-    rc = market__purchase_rule(price, p->expect_price, &buyer, &seller);
+    int64_t buyer_funds = buyer.funds, q = p->quantity;
+    rc = market__units_rule(price, units, q, p->expect_price, &buyer, &seller);
     if (rc == MARKET_ERR_PRICE_CHANGED) p->res->price = price;
+    if (rc == MARKET_ERR_NOT_ENOUGH) p->res->available = units;
     if (rc < 0)
         return market__single_refuse(c, held, &p->s, rc,
-                                     rc == MARKET_ERR_PRICE_CHANGED ? price : 0);
+                                     rc == MARKET_ERR_PRICE_CHANGED ? price
+                                     : rc == MARKET_ERR_NOT_ENOUGH  ? units
+                                                                    : 0);
 
     if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
 
-    char credit[24], debit[24];
-    snprintf(credit, sizeof credit, "%lld", (long long)price);
-    snprintf(debit, sizeof debit, "%lld", -(long long)price);
+    char credit[24], debit[24], qty[24], left[24];
+    snprintf(credit, sizeof credit, "%lld", (long long)(price * q));
+    snprintf(debit, sizeof debit, "%lld", -(long long)(price * q));
+    snprintf(qty, sizeof qty, "%lld", (long long)q);
+    snprintf(left, sizeof left, "%lld", -(long long)q);
     market__cmd wr[MARKET__PIPE_MAX - 2];
     market__idx_entry ix;
     market__idx_entry_init(&ix, p->realm.id, p->item, p->seller, price);
-    market__cmd_set(&wr[0], 4, "HINCRBY", p->k_seller, "funds", credit);
-    market__cmd_set(&wr[1], 4, "HINCRBY", p->k_buyer, "funds", debit);
-    market__cmd_set(&wr[2], 3, "SADD", p->k_inv, p->item);
-    market__cmd_set(&wr[3], 3, "ZREM", p->realm.market, p->member);
-    size_t nwr = 4 + market__fence_write(held, &wr[4]);
-    nwr += market__idx_cmds(&ix, 0, &wr[nwr]);
+    size_t nwr = 0;
+    market__cmd_set(&wr[nwr++], 4, "HINCRBY", p->k_seller, "funds", credit);
+    size_t i_buyer = nwr;
+    market__cmd_set(&wr[nwr++], 4, "HINCRBY", p->k_buyer, "funds", debit);
+    if (stack)
+        market__cmd_set(&wr[nwr++], 4, "HINCRBY", p->k_stacks, p->item, qty);
+    else
+        market__cmd_set(&wr[nwr++], 3, "SADD", p->k_inv, p->item);
+    if (units > q) { /* part of a stack: the rest stays listed */
+        market__cmd_set(&wr[nwr++], 4, "HINCRBY", p->realm.units, p->member, left);
+    } else {
+        market__cmd_set(&wr[nwr++], 3, "ZREM", p->realm.market, p->member);
+        if (stack) market__cmd_set(&wr[nwr++], 3, "HDEL", p->realm.units, p->member);
+        nwr += market__idx_cmds(&ix, 0, &wr[nwr]);
+    }
+    nwr += market__fence_write(held, &wr[nwr]);
     /* the trade record, and the idempotency record with its id */
     market__trade_rec t = {.buyer = p->buyer, .seller = p->seller, .item = p->item,
-                           .quantity = 1, .price = price,
+                           .quantity = q, .price = price,
                            .fence = held->n ? held->fence[0] : "0"};
     if (p->s.idem) {
         market__idem_record(p->s.record, sizeof p->s.record, p->s.idem, MARKET_OK, price,
-                            buyer_funds - price);
+                            buyer_funds - price * q);
         t.idem_key = p->s.k_idem;
         t.idem_record = p->s.record;
     }
@@ -218,10 +239,10 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
     redisReply *exec = NULL;
     rc = market__commit(c, wr, nwr, &exec);
     if (rc != MARKET_OK) return rc;
-    if (exec->element[1]->type == REDIS_REPLY_INTEGER &&
+    if (exec->element[i_buyer]->type == REDIS_REPLY_INTEGER &&
         market__trades_ids(exec->element[i_trade], &t, 1) == MARKET_OK) {
         p->res->price = price;
-        p->res->buyer_funds = exec->element[1]->integer;
+        p->res->buyer_funds = exec->element[i_buyer]->integer;
         p->res->replayed = 0;
         memcpy(p->res->trade_id, t.id, sizeof t.id);
     } else {
@@ -262,25 +283,42 @@ int market_purchase(market_conn *c, const char *realm, const char *buyer, const 
 int market_purchase_idem(market_conn *c, const char *realm, const char *buyer, const char *seller,
                          const char *item, int64_t expect_price, const market_idem *idem,
                          market_purchase_result *res) {
-    if (!c || !res || !market__purchase_args_ok(realm, buyer, seller, item, expect_price, idem))
+    return market_purchase_units(c, realm, buyer, seller, item, 1, expect_price, idem, res);
+}
+
+/* market_purchase_idem() of quantity units (1..MARKET_QUANTITY_MAX) of a
+ * listing of stackable goods (a unique item's listing is one unit): the
+ * units go to the buyer's stacks, the total (quantity x the unit price)
+ * moves, and the rest of the listing stays listed. Also returns
+ * MARKET_ERR_NOT_ENOUGH when fewer units are listed (res->available says
+ * how many). */
+int market_purchase_units(market_conn *c, const char *realm, const char *buyer,
+                          const char *seller, const char *item, int64_t quantity,
+                          int64_t expect_price, const market_idem *idem,
+                          market_purchase_result *res) {
+    if (!c || !res || !market__purchase_args_ok(realm, buyer, seller, item, expect_price, idem) ||
+        quantity < 1 || quantity > MARKET_QUANTITY_MAX)
         return MARKET_ERR_INVALID;
     market *m = c->m;
-    res->replayed = 0;
+    *res = (market_purchase_result){0};
     if (market_can_submit(m)) /* the worker counts and serves it */
-        return market__queue_wait(m, realm, buyer, seller, item, expect_price, idem, res,
-                                  c->errstr, sizeof c->errstr);
+        return market__queue_wait(m, realm, buyer, seller, item, quantity, expect_price, idem,
+                                  res, c->errstr, sizeof c->errstr);
     MARKET__COUNT(m, purchases);
     int64_t deadline = lock_now_ms() + m->cfg.acquire_timeout_ms;
-    struct purchase p = {buyer, seller, item, expect_price, res};
+    struct purchase p = {buyer, seller, item, quantity, expect_price, res};
     market__realm_init(&p.realm, realm);
     market__key(p.k_buyer, sizeof p.k_buyer, "users", realm, buyer);
     market__key(p.k_seller, sizeof p.k_seller, "users", realm, seller);
     market__key(p.k_inv, sizeof p.k_inv, "inventory", realm, buyer);
+    market__key(p.k_stacks, sizeof p.k_stacks, "stacks", realm, buyer);
     snprintf(p.member, sizeof p.member, "%s.%s", item, seller);
     char keybuf[MARKET__LOCK_KEY_MAX];
     const char *lock_key;
     int rc = market__single_init(&p.s, realm, buyer, idem, deadline);
     market__strategy_guard(m, &p.realm, p.member, keybuf, &p.s.watch, &lock_key);
+    if (m->cfg.strategy != MARKET_STRATEGY_ITEM) /* a listing's units, as its price */
+        p.s.watch.keys[p.s.watch.n++] = p.realm.units;
     if (rc == MARKET_OK) rc = market__route(c, realm);
     if (rc == MARKET_OK) rc = market__guarded(c, lock_key, deadline, purchase_attempt, &p);
     if (rc == MARKET_OK && !res->replayed) MARKET__COUNT(m, purchased);
@@ -305,7 +343,8 @@ int market_can_submit(const market *m) {
 int market_purchase_submit(market *m, market_pending *p) {
     if (!market_can_submit(m) || !p || !p->done ||
         !market__purchase_args_ok(p->realm, p->buyer, p->seller, p->item, p->expect_price,
-                                  p->idem))
+                                  p->idem) ||
+        p->quantity < 0 || p->quantity > MARKET_QUANTITY_MAX)
         return MARKET_ERR_INVALID;
     return market__queue_submit(m, p);
 }
@@ -367,8 +406,10 @@ const char *market_strategy_name(enum market_strategy s) {
 
 struct listing_op {
     const char *realm_id, *seller, *item;
-    int64_t price; /* list: the asking price; unlist: the price it had */
-    char k_inv[MARKET__KEY_MAX];
+    int64_t price;    /* list: the asking price; unlist: the price it had */
+    int64_t quantity; /* list: the units asked (0: not given); unlist: the units it had */
+    market_list_result *res; /* list */
+    char k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX];
     char member[MARKET__MEMBER_MAX];
     market__realm realm;
     struct market__single s;
@@ -381,11 +422,15 @@ static int listing_guarded(market_conn *c, struct listing_op *op, const market_i
     int64_t deadline = lock_now_ms() + c->m->cfg.acquire_timeout_ms;
     market__realm_init(&op->realm, op->realm_id);
     market__key(op->k_inv, sizeof op->k_inv, "inventory", op->realm_id, op->seller);
+    market__key(op->k_stacks, sizeof op->k_stacks, "stacks", op->realm_id, op->seller);
     snprintf(op->member, sizeof op->member, "%s.%s", op->item, op->seller);
     char keybuf[MARKET__LOCK_KEY_MAX];
     const char *lock_key;
     int rc = market__single_init(&op->s, op->realm_id, op->seller, idem, deadline);
     market__strategy_guard(c->m, &op->realm, op->member, keybuf, &op->s.watch, &lock_key);
+    op->s.watch.keys[op->s.watch.n++] = op->k_stacks; /* read, as the inventory */
+    if (c->m->cfg.strategy != MARKET_STRATEGY_ITEM) /* a listing's units, as its price */
+        op->s.watch.keys[op->s.watch.n++] = op->realm.units;
     if (rc == MARKET_OK) rc = market__route(c, op->realm_id);
     if (rc == MARKET_OK) rc = market__guarded(c, lock_key, deadline, fn, op);
     return rc;
@@ -393,29 +438,60 @@ static int listing_guarded(market_conn *c, struct listing_op *op, const market_i
 
 static int list_attempt(market_conn *c, const market__held *held, void *ud) {
     struct listing_op *op = ud;
-    market__cmd own[1];
+    market__cmd own[4];
     redisReply *rep[MARKET__PIPE_MAX] = {0};
     size_t nrep, io;
     market__cmd_set(&own[0], 3, "SISMEMBER", op->k_inv, op->item);
-    int rc = market__single_read(c, held, &op->s, op->k_inv, NULL, own, 1, rep, &nrep, &io);
-    if (nrep == 0) return rc;
-    if (rep[io]->type != REDIS_REPLY_INTEGER)
-        rc = MARKET_ERR_STORE;
-    else if (rep[io]->integer != 1)
-        rc = MARKET_ERR_NOT_HELD;
+    market__cmd_set(&own[1], 3, "HGET", op->k_stacks, op->item);
+    market__cmd_set(&own[2], 3, "ZSCORE", op->realm.market, op->member);
+    market__cmd_set(&own[3], 3, "HGET", op->realm.units, op->member);
+    int rc = market__single_read(c, held, &op->s, op->k_inv, NULL, own, 4, rep, &nrep, &io);
+    if (nrep == 0) {
+        if (op->s.replayed && rc == MARKET_OK) op->res->quantity = op->s.stored_b;
+        if (op->s.replayed && rc == MARKET_ERR_NOT_HELD) op->res->held = op->s.stored_a;
+        if (op->s.replayed && rc == MARKET_ERR_PRICE_CHANGED) op->res->price = op->s.stored_a;
+        return rc;
+    }
+    int unique = rep[io]->type == REDIS_REPLY_INTEGER ? rep[io]->integer == 1 : -1;
+    int64_t stacked = market__reply_units(rep[io + 1]);
+    int64_t listed = market__reply_price(rep[io + 2]);
+    int64_t listed_units = market__reply_units(rep[io + 3]);
     market__replies_free(rep, nrep);
-    if (rc < 0) return market__single_refuse(c, held, &op->s, rc, 0);
+    int stack = 0;
+    rc = unique < 0 ? MARKET_ERR_STORE
+                    : market__list_rule(unique, stacked, op->quantity, listed, listed_units,
+                                        op->price, &stack);
+    int64_t q = op->quantity > 0 ? op->quantity : 1;
+    if (rc == MARKET_ERR_NOT_HELD) op->res->held = stacked;
+    if (rc == MARKET_ERR_PRICE_CHANGED) op->res->price = listed;
+    if (rc < 0)
+        return market__single_refuse(c, held, &op->s, rc,
+                                     rc == MARKET_ERR_NOT_HELD        ? stacked
+                                     : rc == MARKET_ERR_PRICE_CHANGED ? listed
+                                                                      : 0);
+    op->res->quantity = stack ? listed_units + q : 1;
 
-    char score[24];
+    char score[24], qty[24], less[24];
     snprintf(score, sizeof score, "%lld", (long long)op->price);
+    snprintf(qty, sizeof qty, "%lld", (long long)q);
+    snprintf(less, sizeof less, "%lld", -(long long)q);
     market__cmd wr[MARKET__PIPE_MAX - 2];
     market__idx_entry ix;
     market__idx_entry_init(&ix, op->realm_id, op->item, op->seller, op->price);
-    market__cmd_set(&wr[0], 3, "SREM", op->k_inv, op->item);
-    market__cmd_set(&wr[1], 4, "ZADD", op->realm.market, score, op->member);
-    size_t nwr = 2 + market__fence_write(held, &wr[2]);
-    nwr += market__idx_cmds(&ix, 1, &wr[nwr]);
-    nwr += market__single_record(&op->s, MARKET_OK, op->price, 0, &wr[nwr]);
+    size_t nwr = 0;
+    if (!stack)
+        market__cmd_set(&wr[nwr++], 3, "SREM", op->k_inv, op->item);
+    else if (stacked == q)
+        market__cmd_set(&wr[nwr++], 3, "HDEL", op->k_stacks, op->item);
+    else
+        market__cmd_set(&wr[nwr++], 4, "HINCRBY", op->k_stacks, op->item, less);
+    if (stack) market__cmd_set(&wr[nwr++], 4, "HINCRBY", op->realm.units, op->member, qty);
+    if (listed <= 0) { /* a new listing: the market and the indexes */
+        market__cmd_set(&wr[nwr++], 4, "ZADD", op->realm.market, score, op->member);
+        nwr += market__idx_cmds(&ix, 1, &wr[nwr]);
+    }
+    nwr += market__fence_write(held, &wr[nwr]);
+    nwr += market__single_record(&op->s, MARKET_OK, op->price, op->res->quantity, &wr[nwr]);
     redisReply *exec = NULL;
     rc = market__commit(c, wr, nwr, &exec);
     if (exec) freeReplyObject(exec);
@@ -424,26 +500,37 @@ static int list_attempt(market_conn *c, const market__held *held, void *ud) {
 
 static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
     struct listing_op *op = ud;
-    market__cmd own[1];
+    market__cmd own[2];
     redisReply *rep[MARKET__PIPE_MAX] = {0};
     size_t nrep, io;
     market__cmd_set(&own[0], 3, "ZSCORE", op->realm.market, op->member);
-    int rc = market__single_read(c, held, &op->s, op->k_inv, NULL, own, 1, rep, &nrep, &io);
+    market__cmd_set(&own[1], 3, "HGET", op->realm.units, op->member);
+    int rc = market__single_read(c, held, &op->s, op->k_inv, NULL, own, 2, rep, &nrep, &io);
     if (nrep == 0) return rc;
+    int64_t units = market__reply_units(rep[io + 1]); /* 0: a unique item */
     if (rep[io]->type == REDIS_REPLY_NIL)
         rc = MARKET_ERR_NOT_LISTED;
     else if (rep[io]->type != REDIS_REPLY_STRING ||
-             market__parse_price(rep[io]->str, rep[io]->len, &op->price) < 0)
+             market__parse_price(rep[io]->str, rep[io]->len, &op->price) < 0 || units < 0)
         rc = MARKET_ERR_STORE;
     market__replies_free(rep, nrep);
     if (rc < 0) return market__unwatch_later(c, rc);
+    op->quantity = units ? units : 1;
 
+    char qty[24];
+    snprintf(qty, sizeof qty, "%lld", (long long)units);
     market__cmd wr[MARKET__PIPE_MAX - 2];
     market__idx_entry ix;
     market__idx_entry_init(&ix, op->realm_id, op->item, op->seller, op->price);
-    market__cmd_set(&wr[0], 3, "ZREM", op->realm.market, op->member);
-    market__cmd_set(&wr[1], 3, "SADD", op->k_inv, op->item);
-    size_t nwr = 2 + market__fence_write(held, &wr[2]);
+    size_t nwr = 0;
+    market__cmd_set(&wr[nwr++], 3, "ZREM", op->realm.market, op->member);
+    if (units) {
+        market__cmd_set(&wr[nwr++], 3, "HDEL", op->realm.units, op->member);
+        market__cmd_set(&wr[nwr++], 4, "HINCRBY", op->k_stacks, op->item, qty);
+    } else {
+        market__cmd_set(&wr[nwr++], 3, "SADD", op->k_inv, op->item);
+    }
+    nwr += market__fence_write(held, &wr[nwr]);
     nwr += market__idx_cmds(&ix, 0, &wr[nwr]);
     redisReply *exec = NULL;
     rc = market__commit(c, wr, nwr, &exec);
@@ -465,11 +552,30 @@ int market_list(market_conn *c, const char *realm, const char *seller, const cha
  * and MARKET_ERR_IN_PROGRESS. */
 int market_list_idem(market_conn *c, const char *realm, const char *seller, const char *item,
                      int64_t price, const market_idem *idem, int *replayed) {
-    if (!c || !market__listing_args_ok(realm, seller, item, price, idem))
+    market_list_result res;
+    int rc = market_list_units(c, realm, seller, item, 0, price, idem, &res);
+    if (replayed) *replayed = rc == MARKET_ERR_INVALID ? 0 : res.replayed;
+    return rc;
+}
+
+/* market_list_idem() of stackable goods as well: with quantity 0 it lists
+ * the seller's unique item, or else one unit; with quantity
+ * 1..MARKET_QUANTITY_MAX that many units of the seller's stack, at price
+ * each, added to the seller's listing of the same item when it has the
+ * same price. Fills *res: the units listed now (1: a unique item), and on a
+ * refusal what the seller holds (ERR_NOT_HELD) or the price of the listing
+ * there is (ERR_PRICE_CHANGED). */
+int market_list_units(market_conn *c, const char *realm, const char *seller, const char *item,
+                      int64_t quantity, int64_t price, const market_idem *idem,
+                      market_list_result *res) {
+    if (!res) return MARKET_ERR_INVALID;
+    *res = (market_list_result){0};
+    if (!c || !market__listing_args_ok(realm, seller, item, price, idem) || quantity < 0 ||
+        quantity > MARKET_QUANTITY_MAX)
         return MARKET_ERR_INVALID;
-    struct listing_op op = {realm, seller, item, price};
+    struct listing_op op = {realm, seller, item, price, quantity, res};
     int rc = listing_guarded(c, &op, idem, list_attempt);
-    if (replayed) *replayed = op.s.replayed;
+    res->replayed = op.s.replayed;
     return rc;
 }
 
@@ -478,11 +584,20 @@ int market_list_idem(market_conn *c, const char *realm, const char *seller, cons
  * ERR_NOT_LISTED, ERR_BUSY, ERR_STORE, ERR_LEASE_LOST, ERR_CONFLICT. */
 int market_unlist(market_conn *c, const char *realm, const char *seller, const char *item,
                   int64_t *price) {
+    return market_unlist_units(c, realm, seller, item, price, NULL);
+}
+
+/* market_unlist() of a listing of units as well: they go back to the
+ * seller's stack, and *units (may be NULL) says how many (1: a unique
+ * item). */
+int market_unlist_units(market_conn *c, const char *realm, const char *seller, const char *item,
+                        int64_t *price, int64_t *units) {
     if (!c || !market_id_valid(realm) || !market_id_valid(seller) || !market_id_valid(item))
         return MARKET_ERR_INVALID;
-    struct listing_op op = {realm, seller, item, 0};
+    struct listing_op op = {realm, seller, item, 0, 0, NULL};
     int rc = listing_guarded(c, &op, NULL, unlist_attempt);
     if (rc == MARKET_OK && price) *price = op.price;
+    if (rc == MARKET_OK && units) *units = op.quantity;
     return rc;
 }
 

@@ -150,7 +150,8 @@ typedef struct market_config {
 } market_config;
 
 typedef struct market_purchase_result {
-    int64_t price;       /* the price paid, or the current price on PRICE_CHANGED */
+    int64_t price;       /* the price paid (of one unit), or the current price on PRICE_CHANGED */
+    int64_t available;   /* on NOT_ENOUGH: the units there are (at that price) */
     int64_t buyer_funds; /* the buyer's funds after the purchase */
     int replayed;        /* 1: an earlier request with the same idempotency key did it */
     char trade_id[MARKET_TRADE_ID_MAX + 1]; /* a success: its trade record ("" when a replay
@@ -178,6 +179,7 @@ typedef struct market_pending market_pending;
 struct market_pending {
     /* in */
     const char *realm, *buyer, *seller, *item;
+    int64_t quantity;         /* units to buy, 1..MARKET_QUANTITY_MAX (0: one) */
     int64_t expect_price;     /* > 0: refuse any other price (PRICE_CHANGED); else any */
     const market_idem *idem;  /* may be NULL */
     void (*done)(market_pending *p); /* called once, on the market's worker thread */
@@ -301,12 +303,28 @@ int market_purchase(market_conn *c, const char *realm, const char *buyer, const 
 int market_purchase_idem(market_conn *c, const char *realm, const char *buyer, const char *seller,
                          const char *item, int64_t expect_price, const market_idem *idem,
                          market_purchase_result *res);
+int market_purchase_units(market_conn *c, const char *realm, const char *buyer,
+                          const char *seller, const char *item, int64_t quantity,
+                          int64_t expect_price, const market_idem *idem,
+                          market_purchase_result *res);
 int market_purchase_submit(market *m, market_pending *p);
 int market_can_submit(const market *m);
 int market_list(market_conn *c, const char *realm, const char *seller, const char *item,
                 int64_t price);
 int market_list_idem(market_conn *c, const char *realm, const char *seller, const char *item,
                      int64_t price, const market_idem *idem, int *replayed);
+/* What market_list_units() did, or why not. */
+typedef struct market_list_result {
+    int replayed;     /* 1: an earlier request with the same idempotency key did it */
+    int64_t quantity; /* units the seller's listing of the item holds now (1: a unique item) */
+    int64_t held;     /* on NOT_HELD: the units of it the seller holds */
+    int64_t price;    /* on PRICE_CHANGED: the price of the seller's listing of it */
+} market_list_result;
+int market_list_units(market_conn *c, const char *realm, const char *seller, const char *item,
+                      int64_t quantity, int64_t price, const market_idem *idem,
+                      market_list_result *res);
+int market_unlist_units(market_conn *c, const char *realm, const char *seller, const char *item,
+                        int64_t *price, int64_t *units);
 int market_idem_key_valid(const char *key);
 int market_unlist(market_conn *c, const char *realm, const char *seller, const char *item,
                   int64_t *price);

@@ -53,7 +53,7 @@
 #define USERS_MAX (2 * MARKET__BATCH_MAX)
 /* commands in one of a batch's pipelines: room for the commit's index ZREMs and trade
  * script too */
-#define CMDS_MAX (7 + MARKET__IDX_KINDS + MARKET__HELD_MAX + 2 * USERS_MAX + 2 * MARKET__BATCH_MAX)
+#define CMDS_MAX (9 + MARKET__IDX_KINDS + MARKET__HELD_MAX + 2 * USERS_MAX + 4 * MARKET__BATCH_MAX)
 
 /* One lane: a queue of purchases and the worker thread that serves it.
  * Every purchase of a realm goes to the same lane (lane_of), so a realm's
@@ -98,8 +98,11 @@ struct market__batch {
     market__realm realm;
     char member[MARKET__BATCH_MAX][MARKET__MEMBER_MAX];
     size_t first[MARKET__BATCH_MAX];  /* index of the first purchase of the same listing */
-    int sold[MARKET__BATCH_MAX];      /* on the first purchase of a listing: sold in batch */
     int64_t price[MARKET__BATCH_MAX]; /* listing price, 0 when not listed, -1 unreadable */
+    /* on the first purchase of a listing: */
+    int64_t units[MARKET__BATCH_MAX]; /* units listed as read (1: a unique item) */
+    int stack[MARKET__BATCH_MAX];     /* a listing of stackable goods (a count in units:) */
+    int64_t left[MARKET__BATCH_MAX];  /* units left as the batch decides */
     char k_idem[MARKET__BATCH_MAX][MARKET__IDEM_REDIS_MAX]; /* "" without a key */
     char record[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
     char claim[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX]; /* "<fp> ?<token>" */
@@ -119,21 +122,24 @@ struct market__batch {
     const char *user[USERS_MAX];
     char k_user[USERS_MAX][MARKET__KEY_MAX];
     char k_inv[USERS_MAX][MARKET__KEY_MAX];
+    char k_stacks[USERS_MAX][MARKET__KEY_MAX];
     market__party party[USERS_MAX]; /* what was read, then as the batch decides */
     int64_t read_funds[USERS_MAX];  /* party[].funds as read: the commit writes the change */
     char delta[USERS_MAX][24];
 
     /* pipeline scratch */
-    const char *args_watch[3 + 2 * MARKET__HELD_MAX + USERS_MAX + MARKET__BATCH_MAX];
+    const char *args_watch[4 + 2 * MARKET__HELD_MAX + USERS_MAX + MARKET__BATCH_MAX];
     size_t read_list[USERS_MAX]; /* the users whose funds are read */
     int read_split;              /* read funds in later round trips (see batch_read) */
     int64_t now_ms; /* when this attempt began: purchases past their deadline then are not
                        decided (users_needed and batch_decide must agree) */
     market__party sim[USERS_MAX];     /* split reads: parties while walking the batch */
     int sim_state[MARKET__BATCH_MAX]; /* split reads: on a listing's first purchase */
+    int64_t sim_left[MARKET__BATCH_MAX]; /* split reads: its units left */
     int fence_same[MARKET__HELD_MAX]; /* the fencing record already holds our fence */
     size_t read_off;                  /* read_build(): the claims in front of the WATCH */
     size_t read_i_users;              /* read_build(): where the funds replies start */
+    size_t read_i_units;              /* read_build(): the HMGET of the listings' units */
     int read_splitting;               /* read_build(): funds left to later round trips */
     size_t prefetched;                /* the read's commands already sent, replies in rep */
     const char *args_mget[1 + MARKET__BATCH_MAX];
@@ -142,6 +148,11 @@ struct market__batch {
     const char *args_claim[MARKET__BATCH_MAX][6];
     const char *args_setfence[MARKET__HELD_MAX][3];
     const char *args_zmscore[2 + MARKET__BATCH_MAX];
+    const char *args_units[2 + MARKET__BATCH_MAX]; /* HMGET units: <members> */
+    const char *args_unitsw[MARKET__BATCH_MAX][4]; /* HINCRBY units: <member> -<sold> */
+    const char *args_hdel[2 + MARKET__BATCH_MAX];  /* HDEL units: <members sold out> */
+    const char *args_stack[MARKET__BATCH_MAX][4];  /* HINCRBY stacks:{r}:<buyer> <item> <n> */
+    char units_delta[MARKET__BATCH_MAX][24], stack_delta[MARKET__BATCH_MAX][24];
     const char *args_hget[USERS_MAX][3];
     const char *args_sadd[2 * USERS_MAX + MARKET__BATCH_MAX]; /* every SADD, back to back */
     const char *args_zrem[2 + MARKET__BATCH_MAX];
@@ -184,6 +195,7 @@ static size_t user_index(struct market__batch *b, const char *id) {
     b->user[i] = id;
     market__key(b->k_user[i], sizeof b->k_user[i], "users", b->realm.id, id);
     market__key(b->k_inv[i], sizeof b->k_inv[i], "inventory", b->realm.id, id);
+    market__key(b->k_stacks[i], sizeof b->k_stacks[i], "stacks", b->realm.id, id);
     return i;
 }
 
@@ -245,6 +257,11 @@ static void need_user(struct market__batch *b, size_t u, size_t *n) {
     b->read_list[(*n)++] = u;
 }
 
+/* The units purchase r asks for (a unique item: one). */
+static int64_t quantity_of(const market_pending *r) {
+    return r->quantity > 0 ? r->quantity : 1;
+}
+
 /* Split reads: walks the batch in order as batch_decide() will, with the
  * funds read so far, and lists in b->read_list the users whose funds it
  * needs and does not have (the buyer and seller of a purchase whose listing
@@ -255,20 +272,26 @@ static size_t users_needed(struct market__batch *b) {
     size_t n = 0;
     int64_t now = b->now_ms;
     memcpy(b->sim, b->party, b->n_users * sizeof *b->party);
-    for (size_t i = 0; i < b->n; i++)
-        b->sim_state[i] = 0; /* on first: 1 sold, 2 undecided */
+    for (size_t i = 0; i < b->n; i++) {
+        b->sim_state[i] = 0; /* on first: 2 undecided */
+        b->sim_left[i] = b->units[i];
+    }
     for (size_t i = 0; i < b->n; i++) {
         size_t f = b->first[i], bu = b->buyer[i], se = b->seller[i];
         int64_t price = b->price[f];
-        if (price <= 0 || b->sim_state[f] != 0 || now >= b->req[i]->deadline_ms) continue;
+        if (price <= 0 || b->sim_state[f] != 0 || b->sim_left[f] <= 0 ||
+            now >= b->req[i]->deadline_ms)
+            continue;
         if (b->k_idem[i][0] && b->idem_state[i] != MARKET__IDEM_FREE) continue; /* settled */
-        int rc = market__purchase_apply(price, b->req[i]->expect_price, &b->sim[bu], &b->sim[se]);
+        int64_t q = quantity_of(b->req[i]);
+        int rc = market__units_apply(price, b->sim_left[f], q, b->req[i]->expect_price,
+                                     &b->sim[bu], &b->sim[se]);
         if (rc == MARKET__NEED_FUNDS) {
             need_user(b, bu, &n);
             need_user(b, se, &n);
             b->sim_state[f] = 2;
         } else if (rc == MARKET_OK) {
-            b->sim_state[f] = 1;
+            b->sim_left[f] -= q;
         } /* refused: the next purchase of this listing is reached */
     }
     return n;
@@ -303,7 +326,10 @@ static size_t read_build(const market *m, const market__held *held, struct marke
     b->args_watch[k++] = "WATCH";
     /* The market lock guards market: as a whole, so it is watched; listing
      * locks guard their own listings, and every purchase changes market:. */
-    if (m->cfg.strategy == MARKET_STRATEGY_MARKET) b->args_watch[k++] = b->realm.market;
+    if (m->cfg.strategy == MARKET_STRATEGY_MARKET) {
+        b->args_watch[k++] = b->realm.market;
+        b->args_watch[k++] = b->realm.units;
+    }
     for (size_t i = 0; i < held->n; i++) {
         /* The lock keys when they are read (held->tokens), or under the
          * market strategy; not the item strategy's when the lock lives
@@ -338,6 +364,14 @@ static size_t read_build(const market *m, const market__held *held, struct marke
         b->argv[nc] = b->args_mget;
         b->argc[nc++] = (int)k;
     }
+    k = 0;
+    b->args_units[k++] = "HMGET";
+    b->args_units[k++] = b->realm.units;
+    for (size_t i = 0; i < b->n; i++)
+        b->args_units[k++] = b->member[i];
+    b->read_i_units = nc;
+    b->argv[nc] = b->args_units;
+    b->argc[nc++] = (int)k;
     b->read_i_users = nc;
     b->read_splitting = split;
     for (size_t u = 0; u < b->n_users; u++)
@@ -389,10 +423,19 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
         b->fence_same[i] = e && e->type == REDIS_REPLY_STRING && e->len == strlen(held->fence[i]) &&
                            memcmp(e->str, held->fence[i], e->len) == 0;
     }
+    const redisReply *ur = b->rep[b->read_i_units];
+    if (ur->type != REDIS_REPLY_ARRAY || ur->elements != b->n) {
+        rc = market__fail_reply(c, "reading the listings' units", ur);
+        goto out;
+    }
     size_t unlisted = 0;
     for (size_t i = 0; i < b->n; i++) {
         b->price[i] = market__reply_price(z->element[i]);
         unlisted += b->price[i] == MARKET__NOT_LISTED;
+        /* no count: a unique item; a count that is not a positive number: unreadable */
+        b->stack[i] = ur->element[i]->type != REDIS_REPLY_NIL;
+        b->units[i] = b->stack[i] ? market__reply_units(ur->element[i]) : 1;
+        if (b->price[i] > 0 && b->units[i] <= 0) b->price[i] = MARKET__PRICE_UNREADABLE;
     }
     /* Next batch: split the read when a quarter of this one was not listed
      * (a lone purchase tells too little to change the mode). */
@@ -468,6 +511,7 @@ static int idem_decided(struct market__batch *b, size_t i) {
     r->res.replayed = 1;
     r->res.price = a;
     r->res.buyer_funds = bb;
+    if (stored == MARKET_ERR_NOT_ENOUGH) r->res.available = a, r->res.price = 0;
     snprintf(r->res.trade_id, sizeof r->res.trade_id, "%s", trade);
     return 1;
 }
@@ -494,7 +538,7 @@ static size_t batch_decide(struct market__batch *b) {
     for (size_t u = 0; u < b->n_users; u++)
         b->read_funds[u] = b->party[u].funds;
     for (size_t i = 0; i < b->n; i++) {
-        b->sold[i] = 0;
+        b->left[i] = b->units[i];
         b->same_as[i] = SIZE_MAX;
     }
     for (size_t i = 0; i < b->n; i++) {
@@ -507,13 +551,14 @@ static size_t batch_decide(struct market__batch *b) {
             r->rc = MARKET_ERR_BUSY;
         } else {
             market__party *buyer = &b->party[b->buyer[i]], *seller = &b->party[b->seller[i]];
-            int rc = market__purchase_apply(b->sold[f] ? MARKET__NOT_LISTED : price,
-                                            r->expect_price, buyer, seller);
+            int64_t q = quantity_of(r);
+            int rc = market__units_apply(price, b->left[f], q, r->expect_price, buyer, seller);
             if (rc > 0) rc = MARKET_ERR_STORE; /* funds left unread: users_needed() reads them */
             r->rc = rc;
             if (rc == MARKET_ERR_PRICE_CHANGED) r->res.price = price;
+            if (rc == MARKET_ERR_NOT_ENOUGH) r->res.available = b->left[f];
             if (rc == MARKET_OK) {
-                b->sold[f] = 1;
+                b->left[f] -= q;
                 r->res.price = price;
                 r->res.buyer_funds = buyer->funds;
             }
@@ -574,9 +619,98 @@ static const char *trade_fence(const market *m, const market__held *held,
     return "0";
 }
 
+/* Appends to the commit at nc what the purchases won move: unique items
+ * into their buyers' inventories (one SADD a buyer), units into their
+ * buyers' stacks (one HINCRBY a buyer and item), and the listings: one sold
+ * out leaves the market, its units record and the search indexes; one
+ * sold in part keeps its remaining units (HINCRBY units: <member> -<sold>).
+ * Returns the new nc. This function can't fail. */
+static size_t commit_goods(struct market__batch *b, size_t nc) {
+    size_t k;
+    const char **sadd = b->args_sadd;
+    for (size_t u = 0; u < b->n_users; u++) {
+        k = 0;
+        sadd[k++] = "SADD";
+        sadd[k++] = b->k_inv[u];
+        for (size_t i = 0; i < b->n; i++)
+            if (won(b, i) && !b->stack[b->first[i]] && b->buyer[i] == u)
+                sadd[k++] = b->req[i]->item;
+        if (k == 2) continue;
+        b->argv[nc] = sadd;
+        b->argc[nc++] = (int)k;
+        sadd += k;
+    }
+    for (size_t i = 0; i < b->n; i++) { /* units: the first purchase of a buyer and item sums */
+        if (!won(b, i) || !b->stack[b->first[i]]) continue;
+        int64_t units = 0;
+        size_t j = 0;
+        for (; j < b->n; j++) {
+            if (!won(b, j) || !b->stack[b->first[j]] || b->buyer[j] != b->buyer[i] ||
+                strcmp(b->req[j]->item, b->req[i]->item) != 0)
+                continue;
+            if (j < i) break; /* an earlier one sums them */
+            units += quantity_of(b->req[j]);
+        }
+        if (j < i) continue;
+        snprintf(b->stack_delta[i], sizeof b->stack_delta[i], "%lld", (long long)units);
+        const char **a = b->args_stack[i];
+        a[0] = "HINCRBY";
+        a[1] = b->k_stacks[b->buyer[i]];
+        a[2] = b->req[i]->item;
+        a[3] = b->stack_delta[i];
+        b->argv[nc] = a;
+        b->argc[nc++] = 4;
+    }
+    size_t kz = 0, kh = 0;
+    b->args_zrem[kz++] = "ZREM";
+    b->args_zrem[kz++] = b->realm.market;
+    b->args_hdel[kh++] = "HDEL";
+    b->args_hdel[kh++] = b->realm.units;
+    for (size_t f = 0; f < b->n; f++) {
+        if (b->first[f] != f || b->price[f] <= 0 || b->left[f] == b->units[f]) continue;
+        if (b->left[f] == 0) {
+            b->args_zrem[kz++] = b->member[f];
+            if (b->stack[f]) b->args_hdel[kh++] = b->member[f];
+            continue;
+        }
+        snprintf(b->units_delta[f], sizeof b->units_delta[f], "%lld",
+                 (long long)(b->left[f] - b->units[f]));
+        const char **a = b->args_unitsw[f];
+        a[0] = "HINCRBY";
+        a[1] = b->realm.units;
+        a[2] = b->member[f];
+        a[3] = b->units_delta[f];
+        b->argv[nc] = a;
+        b->argc[nc++] = 4;
+    }
+    if (kh > 2) {
+        b->argv[nc] = b->args_hdel;
+        b->argc[nc++] = (int)kh;
+    }
+    if (kz == 2) return nc; /* nothing sold out (a batch may record refusals alone) */
+    b->argv[nc] = b->args_zrem;
+    b->argc[nc++] = (int)kz;
+    market__idx_init(&b->idx, b->realm.id);
+    for (int x = 0; x < MARKET__IDX_KINDS; x++) { /* the same listings' index entries */
+        const char **a = b->args_zrem_idx[x];
+        k = 0;
+        a[k++] = "ZREM";
+        a[k++] = b->idx.key[x];
+        for (size_t f = 0; f < b->n; f++) {
+            if (b->first[f] != f || b->price[f] <= 0 || b->left[f] != 0) continue;
+            const market_pending *r = b->req[f];
+            market__idx_member(b->idx_member[f][x], x, r->item, r->seller, b->price[f]);
+            a[k++] = b->idx_member[f][x];
+        }
+        b->argv[nc] = a;
+        b->argc[nc++] = (int)k;
+    }
+    return nc;
+}
+
 static int batch_commit(market_conn *c, const market__held *held, struct market__batch *b) {
     static const char *const multi[1] = {"MULTI"}, *const exec[1] = {"EXEC"};
-    size_t nc = 0, k;
+    size_t nc = 0;
     if (b->guard) guard_build(held, b, &nc);
     size_t pre = nc; /* replies before MULTI's */
     b->argv[nc] = (const char **)multi;
@@ -602,47 +736,13 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
         b->argv[nc] = a;
         b->argc[nc++] = 4;
     }
-    const char **sadd = b->args_sadd;
-    for (size_t u = 0; u < b->n_users; u++) {
-        k = 0;
-        sadd[k++] = "SADD";
-        sadd[k++] = b->k_inv[u];
-        for (size_t i = 0; i < b->n; i++)
-            if (won(b, i) && b->buyer[i] == u) sadd[k++] = b->req[i]->item;
-        if (k == 2) continue;
-        b->argv[nc] = sadd;
-        b->argc[nc++] = (int)k;
-        sadd += k;
-    }
-    k = 0;
-    b->args_zrem[k++] = "ZREM";
-    b->args_zrem[k++] = b->realm.market;
-    for (size_t i = 0; i < b->n; i++)
-        if (won(b, i)) b->args_zrem[k++] = b->member[i];
-    if (k > 2) { /* a batch may record refusals alone */
-        b->argv[nc] = b->args_zrem;
-        b->argc[nc++] = (int)k;
-        market__idx_init(&b->idx, b->realm.id);
-    }
-    for (int x = 0; x < MARKET__IDX_KINDS && k > 2; x++) { /* the same listings' index entries */
-        const char **a = b->args_zrem_idx[x];
-        size_t kx = 0;
-        a[kx++] = "ZREM";
-        a[kx++] = b->idx.key[x];
-        for (size_t i = 0; i < b->n; i++) {
-            if (!won(b, i)) continue;
-            const market_pending *r = b->req[i];
-            market__idx_member(b->idx_member[i][x], x, r->item, r->seller, r->res.price);
-            a[kx++] = b->idx_member[i][x];
-        }
-        b->argv[nc] = a;
-        b->argc[nc++] = (int)kx;
-    }
+    nc = commit_goods(b, nc);
     b->n_trades = 0;
     for (size_t i = 0; i < b->n; i++) {
         if (recorded(b, i)) {
             const market_pending *r = b->req[i];
-            market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->rc, r->res.price,
+            market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->rc,
+                                r->rc == MARKET_ERR_NOT_ENOUGH ? r->res.available : r->res.price,
                                 r->res.buyer_funds);
         }
         if (!won(b, i)) continue;
@@ -650,7 +750,7 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
         int keyed = b->k_idem[i][0] != '\0';
         b->trade_req[b->n_trades] = i;
         b->trade[b->n_trades++] = (market__trade_rec){
-            .buyer = r->buyer, .seller = r->seller, .item = r->item, .quantity = 1,
+            .buyer = r->buyer, .seller = r->seller, .item = r->item, .quantity = quantity_of(r),
             .price = r->res.price, .fence = trade_fence(c->m, held, b, i),
             .idem_key = keyed ? b->k_idem[i] : NULL, .idem_record = keyed ? b->record[i] : NULL};
     }
@@ -1241,9 +1341,12 @@ static void sync_done(market_pending *p) {
  * worker has taken is waited for. Arguments are already validated by
  * market_purchase_idem(). */
 int market__queue_wait(market *m, const char *realm, const char *buyer, const char *seller,
-                       const char *item, int64_t expect_price, const market_idem *idem,
-                       market_purchase_result *res, char *why, size_t whylen) {
-    struct sync_wait w = {.p = {realm, buyer, seller, item, expect_price, idem, sync_done, NULL},
+                       const char *item, int64_t quantity, int64_t expect_price,
+                       const market_idem *idem, market_purchase_result *res, char *why,
+                       size_t whylen) {
+    struct sync_wait w = {.p = {.realm = realm, .buyer = buyer, .seller = seller, .item = item,
+                                .quantity = quantity, .expect_price = expect_price, .idem = idem,
+                                .done = sync_done},
                           .m = m};
     w.p.ud = &w;
     pthread_condattr_t ca;

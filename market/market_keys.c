@@ -36,8 +36,8 @@ _Static_assert(MARKET__LOCK_KEY_MAX - 1 + sizeof ":fenced" <= MARKET__FENCED_MAX
 /* ---- a realm's keys ---- */
 
 /* Writes "<kind>:{<realm>}:<id>" into out (MARKET__KEY_MAX bytes hold any
- * valid ids): the key of a player's hash ("users") or inventory
- * ("inventory") in realm. */
+ * valid ids): the key of a player's hash ("users"), unique items
+ * ("inventory") or stackable goods ("stacks": item -> units) in realm. */
 void market__key(char *out, size_t outlen, const char *kind, const char *realm, const char *id) {
     snprintf(out, outlen, "%s:{%s}:%s", kind, realm, id);
 }
@@ -49,6 +49,7 @@ void market__realm_init(market__realm *r, const char *realm) {
     snprintf(r->market, sizeof r->market, "market:{%s}", realm);
     snprintf(r->lock, sizeof r->lock, "lock:market:{%s}", realm);
     snprintf(r->trades, sizeof r->trades, "trades:{%s}", realm);
+    snprintf(r->units, sizeof r->units, "market:{%s}:units", realm);
 }
 
 /* Writes "trades:{<realm>}:<kind>:<id>" into out (MARKET__KEY_MAX bytes
@@ -85,6 +86,7 @@ int market__idem_final(int rc) {
     case MARKET_ERR_PRICE_CHANGED:
     case MARKET_ERR_NO_PLAYER:
     case MARKET_ERR_NOT_HELD:
+    case MARKET_ERR_NOT_ENOUGH:
     case MARKET_ERR_OVERFLOW: return 1;
     default: return 0;
     }

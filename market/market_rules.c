@@ -187,3 +187,28 @@ int market_trade_id_valid(const char *id) {
         return 0;
     return *id == '\0';
 }
+
+/* Decides a listing of quantity units (0: not given) of item at price, by
+ * a seller who holds it as a unique item (unique_held) or has stacked units
+ * of it (-1: unreadable), where the seller's listing of that item, if any,
+ * is at listed_price (MARKET__NOT_LISTED: none) with listed_units (0: a
+ * unique item's listing). A unique item is listed when held and no quantity
+ * above 1 is asked; otherwise units are: they must be held
+ * (MARKET_ERR_NOT_HELD), and join the seller's listing of the same item
+ * only at its price (MARKET_ERR_PRICE_CHANGED). Returns MARKET_OK with
+ * *stack (1: units, 0: the unique item), a refusal, or MARKET_ERR_STORE
+ * for what cannot be read. This function can't fail otherwise. */
+int market__list_rule(int unique_held, int64_t stacked, int64_t quantity, int64_t listed_price,
+                      int64_t listed_units, int64_t price, int *stack) {
+    *stack = 0;
+    if (unique_held && quantity <= 1) return MARKET_OK;
+    if (stacked < 0 || listed_price == MARKET__PRICE_UNREADABLE || listed_units < 0)
+        return MARKET_ERR_STORE;
+    int64_t q = quantity > 0 ? quantity : 1;
+    if (stacked < q) return MARKET_ERR_NOT_HELD;
+    if (listed_price > 0 && listed_units == 0) return MARKET_ERR_STORE; /* units and a unique */
+    if (listed_price > 0 && listed_price != price) return MARKET_ERR_PRICE_CHANGED;
+    if (listed_units > INT64_MAX - q) return MARKET_ERR_OVERFLOW;
+    *stack = 1;
+    return MARKET_OK;
+}

@@ -50,6 +50,8 @@ typedef struct market__offer {
 
 int market__fill(market__offer *offers, size_t n, const char *buyer, int64_t quantity,
                  int64_t max_price, int64_t *available, int64_t *total);
+int market__list_rule(int unique_held, int64_t stacked, int64_t quantity, int64_t listed_price,
+                      int64_t listed_units, int64_t price, int *stack);
 int market__purchase_apply(int64_t price, int64_t expect_price, market__party *buyer,
                            market__party *seller);
 int market__idem_valid(const market_idem *idem);

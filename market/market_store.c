@@ -619,6 +619,16 @@ int64_t market__reply_price(const redisReply *r) {
     return price;
 }
 
+/* The count an HGET of units: or stacks: gives: 0 for nil (none), the count
+ * (1..2^63-1), or -1 when it is not a positive whole number. */
+int64_t market__reply_units(const redisReply *r) {
+    int64_t v;
+    if (r->type == REDIS_REPLY_NIL) return 0;
+    if (r->type != REDIS_REPLY_STRING || market__parse_i64(r->str, r->len, &v) < 0 || v <= 0)
+        return -1;
+    return v;
+}
+
 /* The party an HGET <user> funds reply gives (see market__party). */
 market__party market__reply_party(const redisReply *r) {
     market__party p = {MARKET__ABSENT, 0};

@@ -73,6 +73,7 @@ void market__cmd_set(market__cmd *cmd, int argc, ...);
 int market__parse_i64(const char *s, size_t len, int64_t *out);
 int market__parse_price(const char *s, size_t len, int64_t *out);
 int64_t market__reply_price(const redisReply *r);
+int64_t market__reply_units(const redisReply *r);
 market__party market__reply_party(const redisReply *r);
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);

@@ -1,0 +1,353 @@
+/* test_market_stacks.c - stackable goods against a real redis-server, under
+ * each strategy: listing units from a stack, buying part of a listing, the
+ * refusals that say how many there are, 64 buyers racing for the units of
+ * one listing, and every unit in exactly one place afterwards.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "lock/lock.h"
+#include "market/market.h"
+#include "tests/helpers/redis_proc.h"
+
+#define REALM MARKET_REALM_DEFAULT
+
+static th_redis redis;
+static enum market_strategy strategy; /* the group being run */
+
+struct fx {
+    lock_client *lock;
+    market *m;
+    market_conn *c;
+};
+
+/* ---- helpers ---- */
+
+static redisReply *redis_cmd(const char *fmt, ...) {
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    assert_int_equal(rc->err, 0);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(rc, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+    redisFree(rc);
+    return r;
+}
+
+/* An integer a command answers, as a bulk string or an integer; 0 for nil. */
+static long long redis_num(const char *fmt, ...) {
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(rc, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer
+                  : r->type == REDIS_REPLY_STRING ? atoll(r->str)
+                                                  : 0;
+    assert_true(r->type == REDIS_REPLY_INTEGER || r->type == REDIS_REPLY_STRING ||
+                r->type == REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    redisFree(rc);
+    return v;
+}
+
+static long long stack_of(const char *player, const char *item) {
+    return redis_num("HGET stacks:{main}:%s %s", player, item);
+}
+
+static long long listed_units(const char *member) {
+    return redis_num("HGET market:{main}:units %s", member);
+}
+
+static int64_t funds_of(market_conn *c, const char *id) {
+    market_player *p = NULL;
+    assert_int_equal(market_player_get(c, REALM, id, &p), MARKET_OK);
+    int64_t v = p->funds;
+    market_player_free(p);
+    return v;
+}
+
+/* C holds 50 potions and lists 20 at 25; A holds 10 arrows; B has 2000, D a
+ * fortune, E only 100. */
+static void seed(market_conn *c) {
+    redisReply *r = redis_cmd("FLUSHALL");
+    freeReplyObject(r);
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    assert_int_equal(market_world_add_player(w, "A", "Alice", 0), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "B", "Bob", 2000), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "C", "Carol", 0), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "D", "Dave", 100000000), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "E", "Eve", 100), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "A", "axe", 500), MARKET_OK);
+    assert_int_equal(market_world_store(c, REALM, w, 1), MARKET_OK);
+    market_world_free(w);
+    r = redis_cmd("HSET stacks:{main}:C potion 50");
+    freeReplyObject(r);
+    r = redis_cmd("HSET stacks:{main}:A arrow 10");
+    freeReplyObject(r);
+    market_list_result lr;
+    assert_int_equal(market_list_units(c, REALM, "C", "potion", 20, 25, NULL, &lr), MARKET_OK);
+    assert_int_equal(lr.quantity, 20);
+}
+
+static int fx_setup(void **state) {
+    struct fx *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = 5000,
+                         .acquire_timeout_ms = 5000, .strategy = strategy};
+    int err;
+    if (lock_redis_addr_parse(redis.url, &cfg.redis) != LOCK_OK) return -1;
+    f->lock = lock_redis_new(&cfg.redis, 1000, &err);
+    f->m = f->lock ? market_new(&cfg, f->lock, &err) : NULL;
+    f->c = f->m ? market_conn_new(f->m, &err) : NULL;
+    if (!f->c) return -1;
+    seed(f->c);
+    *state = f;
+    return 0;
+}
+
+static int fx_teardown(void **state) {
+    struct fx *f = *state;
+    market_conn_free(f->c);
+    market_free(f->m);
+    lock_free(f->lock);
+    free(f);
+    return 0;
+}
+
+/* Every potion is in one place: C's stack, C's listing, or a buyer's stack. */
+static void assert_potions(long long total) {
+    long long sum = listed_units("potion.C");
+    static const char *const who[] = {"A", "B", "C", "D", "E"};
+    for (size_t i = 0; i < sizeof who / sizeof *who; i++) sum += stack_of(who[i], "potion");
+    assert_int_equal(sum, total);
+}
+
+/* ---- tests ---- */
+
+/* Units leave the seller's stack for the listing; more at the same price
+ * join it; another price, or more than held, is refused with the numbers. */
+static void test_list_units_from_a_stack(void **state) {
+    struct fx *f = *state;
+    assert_int_equal(stack_of("C", "potion"), 30);
+    assert_int_equal(listed_units("potion.C"), 20);
+    assert_int_equal(redis_num("ZSCORE market:{main} potion.C"), 25);
+    market_list_result r;
+    assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 5, 25, NULL, &r), MARKET_OK);
+    assert_int_equal(r.quantity, 25);
+    assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 5, 30, NULL, &r),
+                     MARKET_ERR_PRICE_CHANGED);
+    assert_int_equal(r.price, 25);
+    assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 26, 25, NULL, &r),
+                     MARKET_ERR_NOT_HELD);
+    assert_int_equal(r.held, 25);
+    /* all that is left: the stack's field goes */
+    assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 25, 25, NULL, &r), MARKET_OK);
+    assert_int_equal(r.quantity, 50);
+    assert_int_equal(redis_num("HEXISTS stacks:{main}:C potion"), 0);
+    /* a unique item still lists as before, and is not a stack */
+    assert_int_equal(market_list_units(f->c, REALM, "A", "arrow", 0, 3, NULL, &r), MARKET_OK);
+    assert_int_equal(r.quantity, 1);
+    assert_int_equal(stack_of("A", "arrow"), 9);
+    assert_potions(50);
+}
+
+/* Part of a listing: the units go to the buyer's stack, the total moves,
+ * the rest stays listed; the trade says how many. */
+static void test_buy_part_of_a_listing(void **state) {
+    struct fx *f = *state;
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase_units(f->c, REALM, "B", "C", "potion", 5, -1, NULL, &r),
+                     MARKET_OK);
+    assert_int_equal(r.price, 25);
+    assert_int_equal(r.buyer_funds, 2000 - 125);
+    assert_int_equal(stack_of("B", "potion"), 5);
+    assert_int_equal(listed_units("potion.C"), 15);
+    assert_int_equal(funds_of(f->c, "C"), 125);
+    market_trade t;
+    assert_int_equal(market_trade_get(f->c, REALM, r.trade_id, &t), MARKET_OK);
+    assert_int_equal(t.quantity, 5);
+    assert_int_equal(t.total, 125);
+    /* more than there are: how many there are */
+    assert_int_equal(market_purchase_units(f->c, REALM, "B", "C", "potion", 16, -1, NULL, &r),
+                     MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(r.available, 15);
+    /* more than one can pay */
+    assert_int_equal(market_purchase_units(f->c, REALM, "E", "C", "potion", 5, -1, NULL, &r),
+                     MARKET_ERR_INSUFFICIENT_FUNDS);
+    /* the rest: the listing leaves the market and the index */
+    assert_int_equal(market_purchase_units(f->c, REALM, "D", "C", "potion", 15, 25, NULL, &r),
+                     MARKET_OK);
+    assert_int_equal(redis_num("EXISTS market:{main}:units"), 0);
+    assert_int_equal(redis_num("ZSCORE market:{main} potion.C"), 0);
+    market_audit_report a;
+    assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
+    assert_int_equal(a.index_mismatch, 0);
+    assert_int_equal(market_purchase_units(f->c, REALM, "D", "C", "potion", 1, -1, NULL, &r),
+                     MARKET_ERR_NOT_LISTED);
+    assert_potions(50);
+    /* a unique item is one unit */
+    assert_int_equal(market_purchase_units(f->c, REALM, "B", "A", "axe", 2, -1, NULL, &r),
+                     MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(r.available, 1);
+    assert_int_equal(market_purchase_units(f->c, REALM, "B", "A", "axe", 1, -1, NULL, &r),
+                     MARKET_OK);
+    assert_int_equal(redis_num("SISMEMBER inventory:{main}:B axe"), 1);
+}
+
+/* Unlisting gives the units back to the stack. */
+static void test_unlist_units_back_to_the_stack(void **state) {
+    struct fx *f = *state;
+    market_purchase_result r = {0};
+    assert_int_equal(market_purchase_units(f->c, REALM, "B", "C", "potion", 4, -1, NULL, &r),
+                     MARKET_OK);
+    int64_t price = 0, units = 0;
+    assert_int_equal(market_unlist_units(f->c, REALM, "C", "potion", &price, &units), MARKET_OK);
+    assert_int_equal(price, 25);
+    assert_int_equal(units, 16);
+    assert_int_equal(stack_of("C", "potion"), 46);
+    assert_int_equal(redis_num("EXISTS market:{main}:units"), 0);
+    assert_potions(50);
+}
+
+/* A refusal for want of units is final under its idempotency key, and a
+ * success replays with its trade. */
+static void test_idem_units(void **state) {
+    struct fx *f = *state;
+    market_idem k = {"u-1", "fp-potions"};
+    market_purchase_result r = {0}, again = {0};
+    assert_int_equal(market_purchase_units(f->c, REALM, "D", "C", "potion", 21, -1, &k, &r),
+                     MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(market_purchase_units(f->c, REALM, "D", "C", "potion", 21, -1, &k, &again),
+                     MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(again.replayed, 1);
+    assert_int_equal(again.available, 20);
+    market_idem k2 = {"u-2", "fp-potions-3"};
+    assert_int_equal(market_purchase_units(f->c, REALM, "D", "C", "potion", 3, -1, &k2, &r),
+                     MARKET_OK);
+    assert_int_equal(market_purchase_units(f->c, REALM, "D", "C", "potion", 3, -1, &k2, &again),
+                     MARKET_OK);
+    assert_int_equal(again.replayed, 1);
+    assert_string_equal(again.trade_id, r.trade_id);
+    assert_int_equal(stack_of("D", "potion"), 3);
+}
+
+struct racer {
+    market *m;
+    char buyer[16];
+    int64_t quantity;
+    pthread_barrier_t *start;
+    int rc;
+    market_purchase_result res;
+};
+
+static void *race(void *arg) {
+    struct racer *r = arg;
+    int err;
+    market_conn *c = market_conn_new(r->m, &err);
+    pthread_barrier_wait(r->start);
+    r->rc = market_purchase_units(c, REALM, r->buyer, "C", "potion", r->quantity, -1, NULL,
+                                  &r->res);
+    market_conn_free(c);
+    return NULL;
+}
+
+/* 64 buyers at once, 3 units each, for a listing of 20 (then 50): exactly
+ * as many win as the units allow, each refusal says how many were left
+ * when it was decided, and every unit and coin is accounted for. */
+static void test_64_buyers_race_for_units(void **state) {
+    struct fx *f = *state;
+    enum { N = 64 };
+    market_list_result lr;
+    assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 30, 25, NULL, &lr), MARKET_OK);
+    assert_int_equal(lr.quantity, 50);
+    market_world *w = market_world_new();
+    char names[N][16];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "b%d", i);
+        assert_int_equal(market_world_add_player(w, names[i], NULL, 1000), MARKET_OK);
+    }
+    assert_int_equal(market_world_store(f->c, REALM, w, 0), MARKET_OK);
+    market_world_free(w);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, N);
+    struct racer r[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        r[i] = (struct racer){.m = f->m, .quantity = 3, .start = &start};
+        memcpy(r[i].buyer, names[i], sizeof r[i].buyer);
+        assert_int_equal(pthread_create(&t[i], NULL, race, &r[i]), 0);
+    }
+    int won = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        if (r[i].rc == MARKET_OK) {
+            won++;
+            assert_int_equal(stack_of(names[i], "potion"), 3);
+            assert_int_equal(funds_of(f->c, names[i]), 1000 - 75);
+        } else {
+            assert_int_equal(r[i].rc, MARKET_ERR_NOT_ENOUGH);
+            assert_int_equal(r[i].res.available, 2); /* 50 = 16 x 3 + 2 */
+            assert_int_equal(stack_of(names[i], "potion"), 0);
+            assert_int_equal(funds_of(f->c, names[i]), 1000);
+        }
+    }
+    pthread_barrier_destroy(&start);
+    assert_int_equal(won, 16);
+    assert_int_equal(listed_units("potion.C"), 2);
+    assert_int_equal(funds_of(f->c, "C"), 16 * 75);
+    assert_int_equal(redis_num("XLEN trades:{main}"), 16);
+    long long sum = listed_units("potion.C") + stack_of("C", "potion");
+    for (int i = 0; i < N; i++) sum += stack_of(names[i], "potion");
+    assert_int_equal(sum, 50);
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    return th_redis_start(&redis);
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    th_redis_stop(&redis);
+    return 0;
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+
+static int run_group(enum market_strategy s, const struct CMUnitTest *tests, size_t n) {
+    char name[64];
+    strategy = s;
+    snprintf(name, sizeof name, "market stacks (integration, strategy %s)",
+             market_strategy_name(s));
+    return _cmocka_run_group_tests(name, tests, n, group_setup, group_teardown);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        T(test_list_units_from_a_stack),
+        T(test_buy_part_of_a_listing),
+        T(test_unlist_units_back_to_the_stack),
+        T(test_idem_units),
+        T(test_64_buyers_race_for_units),
+    };
+    size_t n = sizeof tests / sizeof *tests;
+    int failed = 0;
+    failed += run_group(MARKET_STRATEGY_MARKET, tests, n);
+    failed += run_group(MARKET_STRATEGY_ITEM, tests, n);
+    failed += run_group(MARKET_STRATEGY_OPTIMISTIC, tests, n);
+    return failed;
+}
