@@ -307,6 +307,27 @@ int market_purchase_units(market_conn *c, const char *realm, const char *buyer,
                           const char *seller, const char *item, int64_t quantity,
                           int64_t expect_price, const market_idem *idem,
                           market_purchase_result *res);
+/* One part of a purchase without a seller (market_buy_units()). */
+typedef struct market_fill {
+    char seller[MARKET_ID_MAX + 1];
+    int64_t quantity, price; /* units bought from this seller, and the price of one */
+    char trade_id[MARKET_TRADE_ID_MAX + 1];
+} market_fill;
+
+typedef struct market_buy_result {
+    int replayed;        /* 1: an earlier request with the same idempotency key did it */
+    int64_t quantity;    /* units bought */
+    int64_t total;       /* what they cost together */
+    int64_t buyer_funds; /* the buyer's funds after it */
+    int64_t available;   /* on NOT_ENOUGH: the units there are at or under the price */
+    size_t n_fills;      /* the parts (none in a replay) */
+    market_fill fill[MARKET_FILL_MAX];
+    char trade_id[MARKET_TRADE_ID_MAX + 1]; /* the first part's trade */
+} market_buy_result;
+
+int market_buy_units(market_conn *c, const char *realm, const char *buyer, const char *item,
+                     int64_t quantity, int64_t max_price, const market_idem *idem,
+                     market_buy_result *res);
 int market_purchase_submit(market *m, market_pending *p);
 int market_can_submit(const market *m);
 int market_list(market_conn *c, const char *realm, const char *seller, const char *item,

@@ -279,14 +279,36 @@ size_t market__idx_cmds(const market__idx_entry *e, int add, market__cmd *cmds) 
 /* Sends MULTI, cmds, EXEC in one pipeline. Returns MARKET_OK with *exec set
  * to EXEC's reply (new; caller frees), TXN_ABORTED, or MARKET_ERR_STORE. */
 int market__commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply **exec) {
-    market__cmd all[MARKET__PIPE_MAX];
-    redisReply *rep[MARKET__PIPE_MAX] = {0};
-    if (n + 2 > MARKET__PIPE_MAX) return MARKET_ERR_INVALID;
-    market__cmd_set(&all[0], 1, "MULTI");
-    memcpy(&all[1], cmds, n * sizeof *cmds);
-    market__cmd_set(&all[n + 1], 1, "EXEC");
-    int rc = market__pipeline(c, all, n + 2, rep);
-    if (rc < 0) return rc;
+    int argc[MARKET__PIPE_MAX];
+    const char **argv[MARKET__PIPE_MAX];
+    if (n > MARKET__PIPE_MAX) return MARKET_ERR_INVALID;
+    for (size_t i = 0; i < n; i++) {
+        argc[i] = cmds[i].argc;
+        argv[i] = (const char **)cmds[i].argv;
+    }
+    return market__commit_argv(c, n, argc, argv, exec);
+}
+
+/* market__commit() of n commands of any number, argv[i] holding argc[i]
+ * arguments. Also returns MARKET_ERR_NOMEM. */
+int market__commit_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
+                        redisReply **exec) {
+    static const char *const multi[1] = {"MULTI"}, *const exec_cmd[1] = {"EXEC"};
+    int *all_argc = malloc((n + 2) * sizeof *all_argc);
+    const char **(*all_argv) = malloc((n + 2) * sizeof *all_argv);
+    redisReply **rep = calloc(n + 2, sizeof *rep);
+    int rc = MARKET_ERR_NOMEM;
+    if (!all_argc || !all_argv || !rep) goto out;
+    all_argc[0] = 1;
+    all_argv[0] = (const char **)multi;
+    for (size_t i = 0; i < n; i++) {
+        all_argc[i + 1] = argc[i];
+        all_argv[i + 1] = (const char **)argv[i];
+    }
+    all_argc[n + 1] = 1;
+    all_argv[n + 1] = (const char **)exec_cmd;
+    rc = market__pipeline_argv(c, n + 2, all_argc, (const char **const *)all_argv, rep);
+    if (rc < 0) goto out;
     c->unwatch = 0; /* EXEC, committed or aborted, ends every WATCH */
     redisReply *r = rep[n + 1];
     if (r->type == REDIS_REPLY_NIL) {
@@ -301,6 +323,10 @@ int market__commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply
         rc = market__fail_reply(c, "commit refused", e ? e : r);
     }
     market__replies_free(rep, n + 2);
+out:
+    free(rep);
+    free(all_argv);
+    free(all_argc);
     return rc;
 }
 

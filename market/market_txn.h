@@ -70,6 +70,8 @@ int market__guarded(market_conn *c, const char *lock_key, int64_t deadline_ms, m
 int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, market__attempt fn,
                      void *ud);
 int market__commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply **exec);
+int market__commit_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
+                        redisReply **exec);
 int market__unwatch_later(market_conn *c, int rc);
 void market__strategy_guard(const market *m, const market__realm *r, const char *member,
                             char keybuf[MARKET__LOCK_KEY_MAX], struct market__watchset *w,

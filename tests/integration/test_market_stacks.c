@@ -315,6 +315,148 @@ static void test_64_buyers_race_for_units(void **state) {
     assert_int_equal(sum, 50);
 }
 
+/* Sellers C (20 at 25), F (10 at 22), G (30 at 31) and B's own (5 at 20). */
+static void seed_commodity(market_conn *c) {
+    market_world *w = market_world_new();
+    assert_int_equal(market_world_add_player(w, "F", "Fay", 0), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "G", "Gus", 0), MARKET_OK);
+    assert_int_equal(market_world_store(c, REALM, w, 0), MARKET_OK);
+    market_world_free(w);
+    redisReply *r = redis_cmd("HSET stacks:{main}:F potion 10");
+    freeReplyObject(r);
+    r = redis_cmd("HSET stacks:{main}:G potion 30");
+    freeReplyObject(r);
+    r = redis_cmd("HSET stacks:{main}:B potion 5");
+    freeReplyObject(r);
+    market_list_result lr;
+    assert_int_equal(market_list_units(c, REALM, "F", "potion", 10, 22, NULL, &lr), MARKET_OK);
+    assert_int_equal(market_list_units(c, REALM, "G", "potion", 30, 31, NULL, &lr), MARKET_OK);
+    assert_int_equal(market_list_units(c, REALM, "B", "potion", 5, 20, NULL, &lr), MARKET_OK);
+}
+
+/* Without a seller: the cheapest units at or under the price, across
+ * sellers, never the buyer's own, all or nothing, one trade a seller. */
+static void test_buy_cheapest_across_sellers(void **state) {
+    struct fx *f = *state;
+    seed_commodity(f->c);
+    market_buy_result r;
+    /* 25 at <= 30: F's 10 at 22, then 15 of C's at 25; B's own at 20 left alone */
+    assert_int_equal(market_buy_units(f->c, REALM, "B", "potion", 25, 30, NULL, &r), MARKET_OK);
+    assert_int_equal(r.total, 10 * 22 + 15 * 25);
+    assert_int_equal(r.buyer_funds, 2000 - r.total);
+    assert_int_equal(r.n_fills, 2);
+    assert_string_equal(r.fill[0].seller, "F");
+    assert_int_equal(r.fill[0].quantity, 10);
+    assert_string_equal(r.fill[1].seller, "C");
+    assert_int_equal(r.fill[1].quantity, 15);
+    market_trade t;
+    assert_int_equal(market_trade_get(f->c, REALM, r.fill[1].trade_id, &t), MARKET_OK);
+    assert_int_equal(t.quantity, 15);
+    assert_int_equal(t.price, 25);
+    assert_int_equal(stack_of("B", "potion"), 25);
+    assert_int_equal(listed_units("potion.F"), 0); /* sold out: gone */
+    assert_int_equal(redis_num("ZSCORE market:{main} potion.F"), 0);
+    assert_int_equal(listed_units("potion.C"), 5);
+    assert_int_equal(funds_of(f->c, "F"), 220);
+    assert_int_equal(funds_of(f->c, "C"), 375);
+    market_audit_report a;
+    assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
+    assert_int_equal(a.index_mismatch, 0);
+    /* not enough at that price: how many there are, nothing moves */
+    assert_int_equal(market_buy_units(f->c, REALM, "D", "potion", 41, 31, NULL, &r),
+                     MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(r.available, 5 + 5 + 30); /* C's rest, B's own (not D's), G's */
+    assert_int_equal(market_buy_units(f->c, REALM, "D", "potion", 11, 25, NULL, &r),
+                     MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(r.available, 10);
+    /* more than one can pay */
+    assert_int_equal(market_buy_units(f->c, REALM, "E", "potion", 6, 25, NULL, &r),
+                     MARKET_ERR_INSUFFICIENT_FUNDS); /* 5 x 20 + 25 > 100 */
+    assert_int_equal(funds_of(f->c, "E"), 100);
+    /* an idempotent repeat replays the total and the first trade */
+    market_idem k = {"c-1", "fp-c"};
+    market_buy_result again;
+    assert_int_equal(market_buy_units(f->c, REALM, "D", "potion", 12, 40, &k, &r), MARKET_OK);
+    assert_int_equal(market_buy_units(f->c, REALM, "D", "potion", 12, 40, &k, &again), MARKET_OK);
+    assert_int_equal(again.replayed, 1);
+    assert_int_equal(again.total, r.total);
+    assert_string_equal(again.trade_id, r.fill[0].trade_id);
+    assert_int_equal(stack_of("D", "potion"), 12);
+    long long sum = listed_units("potion.C") + listed_units("potion.G") + listed_units("potion.B");
+    static const char *const who[] = {"A", "B", "C", "D", "E", "F", "G"};
+    for (size_t i = 0; i < sizeof who / sizeof *who; i++) sum += stack_of(who[i], "potion");
+    assert_int_equal(sum, 50 + 10 + 30 + 5);
+}
+
+struct cbuyer {
+    market *m;
+    char buyer[16];
+    pthread_barrier_t *start;
+    int rc;
+    market_buy_result res;
+};
+
+static void *cbuy(void *arg) {
+    struct cbuyer *r = arg;
+    int err;
+    market_conn *c = market_conn_new(r->m, &err);
+    pthread_barrier_wait(r->start);
+    r->rc = market_buy_units(c, REALM, r->buyer, "potion", 4, 40, NULL, &r->res);
+    market_conn_free(c);
+    return NULL;
+}
+
+/* 32 buyers without a seller at once, 4 units each, for 20 + 10 + 30 + 5
+ * units: 16 of them win, every unit and coin accounted for. */
+static void test_buyers_without_seller_race(void **state) {
+    struct fx *f = *state;
+    enum { N = 32 };
+    seed_commodity(f->c);
+    market_world *w = market_world_new();
+    char names[N][16];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "c%d", i);
+        assert_int_equal(market_world_add_player(w, names[i], NULL, 1000), MARKET_OK);
+    }
+    assert_int_equal(market_world_store(f->c, REALM, w, 0), MARKET_OK);
+    market_world_free(w);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, N);
+    struct cbuyer r[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        r[i] = (struct cbuyer){.m = f->m, .start = &start};
+        memcpy(r[i].buyer, names[i], sizeof r[i].buyer);
+        assert_int_equal(pthread_create(&t[i], NULL, cbuy, &r[i]), 0);
+    }
+    int won = 0;
+    int64_t paid = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        if (r[i].rc == MARKET_OK) {
+            won++;
+            paid += r[i].res.total;
+            assert_int_equal(stack_of(names[i], "potion"), 4);
+            assert_int_equal(funds_of(f->c, names[i]), 1000 - r[i].res.total);
+        } else {
+            if (r[i].rc != MARKET_ERR_NOT_ENOUGH) fprintf(stderr, "%s: %d\n", names[i], r[i].rc);
+            assert_int_equal(r[i].rc, MARKET_ERR_NOT_ENOUGH);
+            assert_int_equal(stack_of(names[i], "potion"), 0);
+        }
+    }
+    pthread_barrier_destroy(&start);
+    assert_int_equal(won, 16); /* 65 units: 16 x 4 */
+    long long left = listed_units("potion.C") + listed_units("potion.F") +
+                     listed_units("potion.G") + listed_units("potion.B");
+    assert_int_equal(left, 1);
+    assert_int_equal(funds_of(f->c, "C") + funds_of(f->c, "F") + funds_of(f->c, "G") +
+                         funds_of(f->c, "B") - 2000,
+                     paid);
+    market_audit_report a;
+    assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
+    assert_int_equal(a.index_mismatch, 0);
+}
+
 static int group_setup(void **state) {
     (void)state;
     return th_redis_start(&redis);
@@ -343,6 +485,8 @@ int main(void) {
         T(test_unlist_units_back_to_the_stack),
         T(test_idem_units),
         T(test_64_buyers_race_for_units),
+        T(test_buy_cheapest_across_sellers),
+        T(test_buyers_without_seller_race),
     };
     size_t n = sizeof tests / sizeof *tests;
     int failed = 0;

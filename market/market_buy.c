@@ -1,0 +1,493 @@
+/* market_buy.c - a purchase without a seller: quantity units of an item from
+ * the cheapest listings at or under a price, across sellers, all or nothing
+ * (the commodity market of a game: market_buy_units()).
+ *
+ * DESIGN
+ * The item's listings, cheapest first, are a range of the item index
+ * (idx:{r}:item, "<item>:<price>:<seller>": market_index.c). An attempt
+ * reads under WATCH, decides with market__fill() and market__units_rule()
+ * (market_rules.c), and commits every part in one MULTI/EXEC: the buyer's
+ * funds and goods, each seller's funds, each listing's rest or its removal
+ * (and its index entries), one trade record a seller (market_trade.c), the
+ * fences of the leases held. What it takes to make the read safe depends on
+ * the strategy:
+ *   market      the realm's lock, held for the attempt, and WATCH of the
+ *               market and its units (whoever else speaks the lock protocol);
+ *   optimistic  no lock: WATCH of the market and its units, read again on an
+ *               abort;
+ *   item        the lock of every listing bought from and of the buyer, as a
+ *               batch of that strategy takes them. The listings are chosen
+ *               before the locks are taken (a read without them), then read
+ *               again under the locks; when they no longer make up the
+ *               quantity (bought meanwhile), the choice is made again, a few
+ *               times, within the wait budget.
+ * A purchase reads at most MARKET_FILL_MAX listings (the cheapest), so it
+ * buys from at most that many sellers; a refusal for want of units counts
+ * the units of those listings.
+ * It runs on the caller's thread under every strategy (it is not batched).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "market/market_index.h"
+#include "market/market_trade.h"
+#include "market/market_txn.h"
+
+#define CHOOSE_TRIES 4 /* item strategy: choices of listings made again when bought meanwhile */
+#define SCAN (MARKET_FILL_MAX + 1) /* index entries read: one more tells there are more */
+#define MARKET__REFILL 2 /* an attempt's locked listings no longer make the quantity */
+
+/* One listing the purchase may buy from. */
+struct offer {
+    char seller[MARKET_ID_MAX + 1];
+    char member[MARKET__MEMBER_MAX];      /* "<item>.<seller>" */
+    char k_seller[MARKET__KEY_MAX];       /* users:{r}:<seller> */
+    char lock[MARKET__LOCK_KEY_MAX];      /* item strategy: lock:item:{r}:<member> */
+    int stack;                            /* a count in units: (else a unique item) */
+    char rest[24];                        /* HINCRBY units: <member> -<take> */
+    char credit[24];                      /* HINCRBY <seller> funds +<take * price> */
+    market__idx_entry ix;                 /* its index entries, when it sells out */
+};
+
+struct buy {
+    const char *buyer, *item;
+    int64_t quantity, max_price;
+    market_buy_result *res;
+    market__realm realm;
+    market__idx idx;
+    char k_buyer[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX];
+    char lo[MARKET__IDX_BOUND_MAX], hi[MARKET__IDX_BOUND_MAX], scan[8];
+    struct market__single s;
+    int fixed; /* item strategy: the offers are chosen and locked; read only those */
+    int enough; /* item strategy: when they were chosen, they made the quantity */
+    const lock_handle *lease; /* item strategy: the leases held (as many as held->n) */
+    size_t n;
+    struct offer o[SCAN];
+    market__offer off[SCAN]; /* what the rules see of o[] */
+    market__party buyer_party, party[SCAN];
+    int64_t available;       /* units of the offers read, at or under the price */
+};
+
+/* ---- reading ---- */
+
+/* Reads the index range reply z (ZRANGE ... BYLEX) into b's offers, leaving
+ * out the buyer's own listings. Returns MARKET_OK or ERR_STORE. */
+static int offers_from_index(market_conn *c, struct buy *b, const redisReply *z) {
+    b->n = 0;
+    if (z->type != REDIS_REPLY_ARRAY) return market__fail_reply(c, "reading the item index", z);
+    for (size_t i = 0; i < z->elements && b->n < MARKET_FILL_MAX; i++) {
+        const redisReply *e = z->element[i];
+        market_listing l;
+        if (e->type != REDIS_REPLY_STRING ||
+            market__idx_decode(MARKET__IDX_ITEM, e->str, e->len, &l) < 0 ||
+            strcmp(l.item, b->item) != 0)
+            return market__fail(c, "the item index holds a bad entry");
+        if (strcmp(l.seller, b->buyer) == 0) continue;
+        struct offer *o = &b->o[b->n];
+        memcpy(o->seller, l.seller, sizeof o->seller);
+        snprintf(o->member, sizeof o->member, "%s.%s", b->item, l.seller);
+        market__key(o->k_seller, sizeof o->k_seller, "users", b->realm.id, l.seller);
+        market__lock_key(o->lock, "item", b->realm.id, o->member);
+        b->off[b->n] = (market__offer){o->seller, l.price, 0, 0};
+        b->n++;
+    }
+    return MARKET_OK;
+}
+
+/* Reads, under WATCH of their sellers, the offers' prices and units, and
+ * the sellers' funds, in one pipeline; with leases (the item strategy's:
+ * fixed offers), also their fencing records and, when the lock keys live in
+ * the store, the keys, watched too. Returns MARKET_OK, or ERR_STORE,
+ * ERR_LEASE_LOST, ERR_NOMEM. */
+static int offers_read(market_conn *c, const market__held *held, struct buy *b) {
+    size_t n = b->n, nc = 0, nh = held->n * 2;
+    const char **watch = malloc((1 + n + nh) * sizeof *watch);
+    const char **fences = malloc((1 + nh) * sizeof *fences);
+    const char **zms = malloc((2 + n) * sizeof *zms);
+    const char **hm = malloc((2 + n) * sizeof *hm);
+    const char *(*hget)[3] = malloc((n ? n : 1) * sizeof *hget);
+    int argc[4 + SCAN];
+    const char **argv[4 + SCAN];
+    redisReply *rep[4 + SCAN] = {0};
+    int rc = MARKET_ERR_NOMEM;
+    if (!watch || !fences || !zms || !hm || !hget) goto out;
+    size_t kw = 0;
+    watch[kw++] = "WATCH";
+    for (size_t i = 0; i < held->n; i++) {
+        watch[kw++] = held->fenced[i];
+        if (held->tokens) watch[kw++] = held->key[i];
+    }
+    zms[0] = "ZMSCORE";
+    zms[1] = b->realm.market;
+    hm[0] = "HMGET";
+    hm[1] = b->realm.units;
+    for (size_t i = 0; i < n; i++) {
+        watch[kw++] = b->o[i].k_seller;
+        zms[2 + i] = b->o[i].member;
+        hm[2 + i] = b->o[i].member;
+        hget[i][0] = "HGET";
+        hget[i][1] = b->o[i].k_seller;
+        hget[i][2] = "funds";
+    }
+    argv[nc] = watch, argc[nc++] = (int)kw;
+    argv[nc] = fences, argc[nc++] = (int)market__held_read(held, fences);
+    argv[nc] = zms, argc[nc++] = (int)(2 + n);
+    argv[nc] = hm, argc[nc++] = (int)(2 + n);
+    for (size_t i = 0; i < n; i++) argv[nc] = hget[i], argc[nc++] = 3;
+    size_t first = 0;
+    if (held->n == 0) first = 1, argv[1] = argv[0], argc[1] = argc[0]; /* no MGET: from 1 */
+    if ((rc = market__pipeline_argv(c, nc - first, argc + first,
+                                    (const char **const *)argv + first, rep + first)) < 0)
+        goto out;
+    const redisReply *z = rep[2], *u = rep[3];
+    if (rep[first]->type != REDIS_REPLY_STATUS || z->type != REDIS_REPLY_ARRAY ||
+        z->elements != n || u->type != REDIS_REPLY_ARRAY || u->elements != n) {
+        const redisReply *e = market__reply_error(rep + first, nc - first);
+        rc = market__fail_reply(c, "read refused", e ? e : rep[first]);
+        goto out;
+    }
+    if (held->n && market__held_lost(held, rep[1])) {
+        rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
+        goto out;
+    }
+    b->available = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t price = market__reply_price(z->element[i]);
+        struct offer *o = &b->o[i];
+        o->stack = u->element[i]->type != REDIS_REPLY_NIL;
+        int64_t units = o->stack ? market__reply_units(u->element[i]) : price > 0;
+        if (price == MARKET__PRICE_UNREADABLE || units < 0) {
+            rc = market__fail(c, "listing %s is unreadable", o->member);
+            goto out;
+        }
+        b->off[i].price = price > 0 ? price : INT64_MAX; /* gone: never at or under the price */
+        b->off[i].units = price > 0 ? units : 0;
+        b->party[i] = market__reply_party(rep[4 + i]);
+    }
+    rc = MARKET_OK;
+out:
+    market__replies_free(rep, nc);
+    free(watch);
+    free(fences);
+    free(zms);
+    free(hm);
+    free(hget);
+    return rc;
+}
+
+/* ---- deciding and committing ---- */
+
+/* The verdict on the offers read: which units come from where, whether the
+ * buyer can pay and each seller be paid. Returns MARKET_OK (b->off[].take,
+ * the parties moved), a refusal, or MARKET__REFILL (fixed offers that no
+ * longer make the quantity). */
+static int decide(struct buy *b) {
+    int64_t total;
+    int rc = market__fill(b->off, b->n, b->buyer, b->quantity, b->max_price, &b->available,
+                          &total);
+    if (rc == MARKET_ERR_NOT_ENOUGH) return b->fixed && b->enough ? MARKET__REFILL : rc;
+    market__party buyer = b->buyer_party;
+    if (buyer.known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
+    if (buyer.known == MARKET__ABSENT) return MARKET_ERR_NO_PLAYER;
+    if (total > buyer.funds) return MARKET_ERR_INSUFFICIENT_FUNDS; /* total saturates */
+    for (size_t i = 0; i < b->n; i++) {
+        if (!b->off[i].take) continue;
+        rc = market__units_apply(b->off[i].price, b->off[i].units, b->off[i].take, -1, &buyer,
+                                 &b->party[i]);
+        if (rc != MARKET_OK) return rc;
+    }
+    b->buyer_party = buyer;
+    b->res->total = total;
+    b->res->buyer_funds = buyer.funds;
+    return MARKET_OK;
+}
+
+/* Builds the commit of b's decision (see the top) and runs it. Returns
+ * MARKET_OK, MARKET__TXN_ABORTED, or ERR_STORE, ERR_NOMEM. */
+static int commit(market_conn *c, const market__held *held, struct buy *b) {
+    size_t n = b->n, nc = 0, nt = 0, most = 8 + MARKET__HELD_MAX + n * (5 + MARKET__IDX_KINDS);
+    struct args {
+        const char *a[4];
+    } *args = calloc(most, sizeof *args);
+    int *argc = calloc(most, sizeof *argc);
+    const char ***argv = calloc(most, sizeof *argv);
+    market__trade_rec *t = calloc(n ? n : 1, sizeof *t);
+    const char **trades = malloc(MARKET__TRADES_ARGC(n ? n : 1) * sizeof *trades);
+    size_t *trade_of = calloc(n ? n : 1, sizeof *trade_of);
+    market__cmd cmds[MARKET__HELD_MAX + 1 + MARKET__IDX_KINDS];
+    redisReply *exec = NULL;
+    market__trades tw;
+    char debit[24], units[24];
+    int rc = MARKET_ERR_NOMEM;
+    if (!args || !argc || !argv || !t || !trades || !trade_of) goto out;
+#define PUSH(k, ...)                                                                               \
+    do {                                                                                           \
+        const char *v_[] = {__VA_ARGS__};                                                          \
+        memcpy(args[nc].a, v_, sizeof v_);                                                         \
+        argv[nc] = args[nc].a;                                                                     \
+        argc[nc++] = (k);                                                                          \
+    } while (0)
+    snprintf(debit, sizeof debit, "%lld", -(long long)b->res->total);
+    PUSH(4, "HINCRBY", b->k_buyer, "funds", debit);
+    int64_t stacked = 0;
+    for (size_t i = 0; i < n; i++) {
+        const market__offer *f = &b->off[i];
+        struct offer *o = &b->o[i];
+        if (!f->take) continue;
+        snprintf(o->credit, sizeof o->credit, "%lld", (long long)(f->take * f->price));
+        PUSH(4, "HINCRBY", o->k_seller, "funds", o->credit);
+        if (o->stack)
+            stacked += f->take;
+        else
+            PUSH(3, "SADD", b->k_inv, b->item);
+        if (f->take < f->units) { /* the rest stays listed */
+            snprintf(o->rest, sizeof o->rest, "%lld", -(long long)f->take);
+            PUSH(4, "HINCRBY", b->realm.units, o->member, o->rest);
+        } else {
+            PUSH(3, "ZREM", b->realm.market, o->member);
+            if (o->stack) PUSH(3, "HDEL", b->realm.units, o->member);
+            market__idx_entry_init(&o->ix, b->realm.id, b->item, o->seller, f->price);
+            for (int k = 0; k < MARKET__IDX_KINDS; k++)
+                PUSH(3, "ZREM", o->ix.idx.key[k], o->ix.member[k]);
+        }
+        trade_of[nt] = i;
+        t[nt++] = (market__trade_rec){.buyer = b->buyer, .seller = o->seller, .item = b->item,
+                                      .quantity = f->take, .price = f->price,
+                                      /* the listing's own lock, or the market's */
+                                      .fence = b->fixed && i < held->n ? held->fence[i]
+                                               : held->n               ? held->fence[0]
+                                                                       : "0"};
+    }
+    if (stacked) {
+        snprintf(units, sizeof units, "%lld", (long long)stacked);
+        PUSH(4, "HINCRBY", b->k_stacks, b->item, units);
+    }
+    size_t nf = market__fence_write(held, cmds);
+    for (size_t i = 0; i < nf; i++) argv[nc] = cmds[i].argv, argc[nc++] = cmds[i].argc;
+#undef PUSH
+    if (b->s.idem) { /* the record keeps the first trade's id */
+        market__idem_record(b->s.record, sizeof b->s.record, b->s.idem, MARKET_OK,
+                            b->res->total, b->res->buyer_funds);
+        t[0].idem_key = b->s.k_idem;
+        t[0].idem_record = b->s.record;
+    }
+    size_t i_trades = nc;
+    argv[nc] = trades;
+    argc[nc++] = (int)market__trades_argv(c->m, b->realm.id, &tw, t, nt, trades);
+    rc = market__commit_argv(c, nc, argc, (const char **const *)argv, &exec);
+    if (rc != MARKET_OK) goto out;
+    if (market__trades_ids(exec->element[i_trades], t, nt) < 0) {
+        const redisReply *e = exec->element[i_trades];
+        rc = e->type == REDIS_REPLY_ERROR ? market__fail_reply(c, "trade record refused", e)
+                                          : market__fail(c, "the trade records' ids are unreadable");
+        goto out;
+    }
+    b->res->n_fills = nt;
+    for (size_t k = 0; k < nt; k++) {
+        market_fill *fl = &b->res->fill[k];
+        const market__offer *f = &b->off[trade_of[k]];
+        memcpy(fl->seller, b->o[trade_of[k]].seller, sizeof fl->seller);
+        fl->quantity = f->take;
+        fl->price = f->price;
+        memcpy(fl->trade_id, t[k].id, sizeof fl->trade_id);
+    }
+    memcpy(b->res->trade_id, t[0].id, sizeof t[0].id);
+out:
+    if (exec) freeReplyObject(exec);
+    free(args);
+    free(argc);
+    free(argv);
+    free(t);
+    free(trades);
+    free(trade_of);
+    return rc;
+}
+
+/* Item strategy: whether a lease has run out by our clock (valid_until_ms
+ * errs early): checked right before the commit, as a batch of that strategy
+ * does, for the lock keys it could not watch (a lock elsewhere). */
+static int lapsed(const lock_handle *h, size_t n) {
+    int64_t now = lock_now_ms();
+    for (size_t k = 0; k < n; k++)
+        if (now >= h[k].valid_until_ms) return 1;
+    return 0;
+}
+
+/* One attempt: read (the item's cheapest listings, or the ones chosen and
+ * locked), decide, commit. The leases (item strategy) are checked by
+ * offers_read(), not by market__single_read(), which sees none. */
+static int buy_attempt(market_conn *c, const market__held *held, void *ud) {
+    struct buy *b = ud;
+    static const market__held none;
+    market__cmd own[2];
+    redisReply *rep[MARKET__PIPE_MAX] = {0};
+    size_t nrep, io, n_own = 0;
+    if (!b->fixed) { /* ZRANGE idx:{r}:item <lo> <hi> BYLEX LIMIT 0 <scan> */
+        market__cmd_set(&own[n_own++], 8, "ZRANGE", b->idx.key[MARKET__IDX_ITEM], b->lo, b->hi,
+                        "BYLEX", "LIMIT", "0", b->scan);
+    }
+    market__cmd_set(&own[n_own++], 3, "HGET", b->k_buyer, "funds");
+    int rc = market__single_read(c, b->fixed ? &none : held, &b->s, b->k_buyer, b->k_stacks,
+                                 own, n_own, rep, &nrep, &io);
+    if (nrep == 0) {
+        if (b->s.replayed) {
+            b->res->replayed = 1;
+            if (rc == MARKET_OK) {
+                b->res->total = b->s.stored_a;
+                b->res->buyer_funds = b->s.stored_b;
+                b->res->quantity = b->quantity;
+                memcpy(b->res->trade_id, b->s.stored_trade, sizeof b->s.stored_trade);
+            } else if (rc == MARKET_ERR_NOT_ENOUGH) {
+                b->res->available = b->s.stored_a;
+            }
+        }
+        return rc;
+    }
+    if (!b->fixed) rc = offers_from_index(c, b, rep[io]);
+    b->buyer_party = market__reply_party(rep[io + n_own - 1]);
+    market__replies_free(rep, nrep);
+    if (rc == MARKET_OK) rc = offers_read(c, b->fixed ? held : &none, b);
+    if (rc < 0) return market__unwatch_later(c, rc);
+    rc = decide(b);
+    if (rc == MARKET__REFILL) return market__unwatch_later(c, rc);
+    if (rc == MARKET_ERR_NOT_ENOUGH) b->res->available = b->available;
+    if (rc < 0)
+        return market__single_refuse(c, held, &b->s, rc,
+                                     rc == MARKET_ERR_NOT_ENOUGH ? b->available : 0);
+    if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
+    if (b->fixed && b->lease && lapsed(b->lease, held->n))
+        return market__unwatch_later(c, MARKET_ERR_LEASE_LOST);
+    b->res->quantity = b->quantity;
+    return commit(c, held, b);
+}
+
+/* ---- the item strategy: choose, lock, buy ---- */
+
+/* Chooses the listings to lock: reads the item's cheapest without a lock
+ * and keeps those that make the quantity (or, when they do not, every one
+ * at or under the price, so that the refusal is decided under their locks).
+ * Returns MARKET_OK or ERR_STORE, ERR_NOMEM. */
+static int choose(market_conn *c, struct buy *b) {
+    static const market__held none;
+    market__cmd cmd;
+    redisReply *z = NULL;
+    market__cmd_set(&cmd, 8, "ZRANGE", b->idx.key[MARKET__IDX_ITEM], b->lo, b->hi, "BYLEX",
+                    "LIMIT", "0", b->scan);
+    int rc = market__pipeline(c, &cmd, 1, &z);
+    if (rc < 0) return rc;
+    b->fixed = 0;
+    rc = offers_from_index(c, b, z);
+    freeReplyObject(z);
+    if (rc == MARKET_OK) rc = offers_read(c, &none, b);
+    market__unwatch_later(c, rc); /* offers_read watched: nothing is committed here */
+    if (rc < 0) return rc;
+    int64_t total;
+    b->enough = market__fill(b->off, b->n, b->buyer, b->quantity, b->max_price, &b->available,
+                             &total) == MARKET_OK;
+    size_t k = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        int keep = b->enough ? b->off[i].take > 0
+                             : b->off[i].price <= b->max_price && b->off[i].units > 0;
+        if (!keep) continue;
+        if (k != i) {
+            b->o[k] = b->o[i];
+            b->off[k] = b->off[i];
+            b->off[k].seller = b->o[k].seller;
+        }
+        k++;
+    }
+    b->n = k;
+    return MARKET_OK;
+}
+
+/* The item strategy's purchase: choose, take every chosen listing's lock
+ * and the buyer's all or none, buy under them; choose again when the
+ * listings were bought meanwhile. Releases every lock it took. */
+static int buy_item_locked(market_conn *c, struct buy *b, int64_t deadline) {
+    market *m = c->m;
+    int rc = MARKET_ERR_NOT_ENOUGH;
+    for (int tries = 0; tries < CHOOSE_TRIES; tries++) {
+        if ((rc = choose(c, b)) < 0) return rc;
+        const char *keys[MARKET__HELD_MAX];
+        char buyer_lock[MARKET__LOCK_KEY_MAX];
+        lock_handle h[MARKET__HELD_MAX];
+        market__held hd = {0};
+        size_t nk = 0;
+        for (size_t i = 0; i < b->n; i++) keys[nk++] = b->o[i].lock;
+        market__lock_key(buyer_lock, "player", b->realm.id, b->buyer);
+        keys[nk++] = buyer_lock;
+        hd.tokens = m->lock_in_store;
+        if ((rc = market__lock_multi(c, keys, nk, deadline, h)) < 0) return rc;
+        for (size_t k = 0; k < nk; k++) market__held_set(&hd, k, keys[k], &h[k]);
+        b->fixed = 1;
+        b->lease = h;
+        rc = market__attempts(c, h, &hd, buy_attempt, b);
+        (void)lock_release_multi(m->lock, h, nk); /* a lease not released expires */
+        b->lease = NULL;
+        if (rc != MARKET__REFILL) break;
+        rc = MARKET_ERR_CONFLICT; /* if the listings keep going */
+        if (lock_now_ms() >= deadline) break;
+    }
+    return rc;
+}
+
+/* ---- the public operation ---- */
+
+/* Buys quantity (1..MARKET_QUANTITY_MAX) units of item on realm's market
+ * for buyer, from the cheapest listings at or under max_price
+ * (1..MARKET_PRICE_MAX) of other sellers, all or nothing; idem (may be
+ * NULL) makes it idempotent (a replay answers the total, the buyer's funds
+ * and the first trade's id). Fills *res: the total, the buyer's funds after
+ * it, and each part (seller, units, price, trade id). Returns MARKET_OK, or
+ * ERR_INVALID, ERR_NOT_ENOUGH (fewer units at that price: res->available,
+ * counted over the MARKET_FILL_MAX cheapest listings), ERR_NO_PLAYER,
+ * ERR_INSUFFICIENT_FUNDS, ERR_OVERFLOW, ERR_BUSY, ERR_STORE,
+ * ERR_LEASE_LOST, ERR_CONFLICT, ERR_IDEM_MISMATCH, ERR_IN_PROGRESS,
+ * ERR_NOMEM. Nothing is written unless it returns MARKET_OK (with the
+ * exception market_purchase() describes). */
+int market_buy_units(market_conn *c, const char *realm, const char *buyer, const char *item,
+                     int64_t quantity, int64_t max_price, const market_idem *idem,
+                     market_buy_result *res) {
+    if (!res) return MARKET_ERR_INVALID;
+    *res = (market_buy_result){0};
+    if (!c || !market_id_valid(realm) || !market_id_valid(buyer) || !market_id_valid(item) ||
+        quantity < 1 || quantity > MARKET_QUANTITY_MAX || max_price < 1 ||
+        max_price > MARKET_PRICE_MAX || !market__idem_valid(idem))
+        return MARKET_ERR_INVALID;
+    market *m = c->m;
+    struct buy *b = calloc(1, sizeof *b);
+    if (!b) return MARKET_ERR_NOMEM;
+    MARKET__COUNT(m, purchases);
+    int64_t deadline = lock_now_ms() + m->cfg.acquire_timeout_ms;
+    b->buyer = buyer;
+    b->item = item;
+    b->quantity = quantity;
+    b->max_price = max_price;
+    b->res = res;
+    market__realm_init(&b->realm, realm);
+    market__idx_init(&b->idx, realm);
+    market__key(b->k_buyer, sizeof b->k_buyer, "users", realm, buyer);
+    market__key(b->k_inv, sizeof b->k_inv, "inventory", realm, buyer);
+    market__key(b->k_stacks, sizeof b->k_stacks, "stacks", realm, buyer);
+    snprintf(b->lo, sizeof b->lo, "[%s:", item); /* every listing of the item ... */
+    snprintf(b->hi, sizeof b->hi, "(%s:%0*lld", item, MARKET__PRICE_DIGITS,
+             (long long)max_price + 1); /* ... at or under the price */
+    snprintf(b->scan, sizeof b->scan, "%d", SCAN);
+    int rc = market__single_init(&b->s, realm, buyer, idem, deadline);
+    if (rc == MARKET_OK) rc = market__route(c, realm);
+    if (rc == MARKET_OK && m->cfg.strategy == MARKET_STRATEGY_ITEM) {
+        b->s.watch.n = 0;
+        rc = buy_item_locked(c, b, deadline);
+        market__count_result(m, rc);
+    } else if (rc == MARKET_OK) {
+        char keybuf[MARKET__LOCK_KEY_MAX];
+        const char *lock_key;
+        market__strategy_guard(m, &b->realm, "", keybuf, &b->s.watch, &lock_key);
+        b->s.watch.keys[b->s.watch.n++] = b->realm.units; /* read, as the market */
+        rc = market__guarded(c, lock_key, deadline, buy_attempt, b);
+    }
+    if (rc == MARKET_OK && !res->replayed) MARKET__COUNT(m, purchased);
+    free(b);
+    return rc;
+}
