@@ -472,24 +472,34 @@ static void purchase_reply(const char *buyer, const char *seller, const char *it
     resp->replayed = res->replayed;
 }
 
-/* Validates POST /purchase {"buyer","seller","item"[,"price"]} on realm, its
- * token and its Idempotency-Key into p (strings copied). Returns 1 when p is
- * ready for the market, 0 when resp holds the answer (an error). */
+/* Validates POST /purchase {"buyer","seller","item"[,"price"][,"quantity"]}
+ * or, without a seller, {"buyer","item","max_price"[,"quantity"]} on realm,
+ * its token and its Idempotency-Key into p (strings copied; p->max_price > 0
+ * without a seller). Returns 1 when p is ready for the market, 0 when resp
+ * holds the answer (an error). */
 static int purchase_prepare(const api_request *req, const char *realm, api_response *resp,
                             api_purchase *p) {
     static const field_spec spec[] = {
         {"buyer", FIELD_ID, 1},
-        {"seller", FIELD_ID, 1},
+        {"seller", FIELD_ID, 0},
         {"item", FIELD_ID, 1},
         {"price", FIELD_PRICE, 0},
         {"quantity", FIELD_QUANTITY, 0},
+        {"max_price", FIELD_PRICE, 0},
     };
-    field_value v[5];
-    json_t *root = body_parse(req, spec, 5, v, resp);
+    field_value v[6];
+    json_t *root = body_parse(req, spec, 6, v, resp);
     if (!root) return 0;
     snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
     int ready = 0;
-    if (strcmp(v[0].id, v[1].id) == 0) {
+    if (!v[1].present && !v[5].present) {
+        bad_request(resp, "missing field 'seller' (or 'max_price', to buy the cheapest units "
+                          "of any seller)");
+    } else if (v[1].present && v[5].present) {
+        bad_request(resp, "field 'max_price' is for a purchase without 'seller'");
+    } else if (!v[1].present && v[3].present) {
+        bad_request(resp, "field 'price' needs a 'seller'; without one, give 'max_price'");
+    } else if (v[1].present && strcmp(v[0].id, v[1].id) == 0) {
         bad_request(resp, "fields 'buyer' and 'seller' must differ");
     } else if (api__authorized(req, realm, v[0].id, resp)) {
         int has_key = api__idempotency(req, &p->idem, p->fp, resp); /* < 0: resp holds the error */
@@ -497,7 +507,8 @@ static int purchase_prepare(const api_request *req, const char *realm, api_respo
             /* ids are valid, so they fit; the key was checked by api__idempotency() */
             snprintf(p->realm, sizeof p->realm, "%s", realm);
             snprintf(p->buyer, sizeof p->buyer, "%s", v[0].id);
-            snprintf(p->seller, sizeof p->seller, "%s", v[1].id);
+            snprintf(p->seller, sizeof p->seller, "%s", v[1].present ? v[1].id : "");
+            p->max_price = v[5].present ? v[5].price : 0;
             snprintf(p->item, sizeof p->item, "%s", v[2].id);
             if (has_key) {
                 snprintf(p->idem_key, sizeof p->idem_key, "%s", p->idem.key);
@@ -516,12 +527,60 @@ static int purchase_prepare(const api_request *req, const char *realm, api_respo
     return ready;
 }
 
+/* Returns a new {"status","buyer","item","quantity","total","buyer_funds",
+ * "trade_id","fills":[{"seller","quantity","price","trade_id"}...]}, or NULL
+ * on out-of-memory. A replay has no fills (the store keeps the first trade). */
+static json_t *bought_body(const api_purchase *p, const market_buy_result *r) {
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "status", "purchased", "buyer",
+                          p->buyer, "item", p->item, "quantity", (json_int_t)r->quantity,
+                          "total", (json_int_t)r->total, "buyer_funds",
+                          (json_int_t)r->buyer_funds);
+    json_t *fills = json_array();
+    if (!o || !fills) goto fail;
+    for (size_t i = 0; i < r->n_fills; i++) {
+        const market_fill *f = &r->fill[i];
+        if (json_array_append_new(fills, json_pack("{s:s, s:I, s:I, s:s}", "seller", f->seller,
+                                                   "quantity", (json_int_t)f->quantity, "price",
+                                                   (json_int_t)f->price, "trade_id",
+                                                   f->trade_id)) < 0)
+            goto fail;
+    }
+    if ((r->trade_id[0] && json_object_set_new(o, "trade_id", json_string(r->trade_id)) < 0))
+        goto fail;
+    int rc = json_object_set_new(o, "fills", fills); /* steals fills, even on failure */
+    fills = NULL;
+    if (rc < 0) goto fail;
+    return o;
+fail:
+    json_decref(fills);
+    json_decref(o);
+    return NULL;
+}
+
+/* A purchase without a seller (validated into p), run on this thread. */
+static void buy_cheapest(market_conn *conn, const api_purchase *p, api_response *resp) {
+    market_buy_result r;
+    int rc = market_buy_units(conn, p->realm, p->buyer, p->item, p->op.quantity, p->max_price,
+                              p->op.idem, &r);
+    if (rc != MARKET_OK)
+        api__reply_market(rc, r.available, resp);
+    else
+        api__reply(resp, 200, bought_body(p, &r));
+    resp->replayed = r.replayed;
+    if (MARKET_ERR_HAS_REASON(rc)) snprintf(resp->why, sizeof resp->why, "%s",
+                                            market_conn_errstr(conn));
+}
+
 /* POST /purchase, run on this thread. */
 static void handle_purchase(market_conn *conn, const api_request *req, const char *realm,
                             const char *arg, api_response *resp) {
     (void)arg;
     api_purchase p;
     if (!purchase_prepare(req, realm, resp, &p) || conn_missing(conn, resp)) return;
+    if (p.max_price > 0) {
+        buy_cheapest(conn, &p, resp);
+        return;
+    }
     market_purchase_result res = {0};
     int rc = market_purchase_units(conn, p.realm, p.buyer, p.seller, p.item, p.op.quantity,
                                    p.op.expect_price, p.op.idem, &res);
@@ -644,7 +703,10 @@ static json_t *listings_array(const market_listing *l, size_t n) {
         json_t *e = json_object();
         if (!e || json_object_set_new(e, "item", api__text_new(l[i].item)) < 0 ||
             json_object_set_new(e, "seller", api__text_new(l[i].seller)) < 0 ||
-            json_object_set_new(e, "price", json_integer((json_int_t)l[i].price)) < 0) {
+            json_object_set_new(e, "price", json_integer((json_int_t)l[i].price)) < 0 ||
+            /* units of a stackable good: how many; a unique item has no quantity */
+            (l[i].stack &&
+             json_object_set_new(e, "quantity", json_integer((json_int_t)l[i].quantity)) < 0)) {
             json_decref(e);
             goto fail;
         }
@@ -1167,7 +1229,10 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
     }
     *resp = (api_response){.route = api_route_names[r - api_routes]};
     snprintf(resp->realm, sizeof resp->realm, "%s", realm);
-    return purchase_prepare(req, realm, resp, p);
+    if (!purchase_prepare(req, realm, resp, p)) return 0;
+    if (p->max_price == 0) return 1;
+    if (!conn_missing(conn, resp)) buy_cheapest(conn, p, resp); /* not queued: answered here */
+    return 0;
 }
 
 /* Fills resp with the answer to p, whose market outcome (p->op.rc and

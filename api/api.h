@@ -55,6 +55,7 @@ typedef struct api_response {
 /* A validated POST /purchase waiting for the market (api_handle_begin()). */
 typedef struct api_purchase {
     market_pending op; /* the caller sets op.done and op.ud, then market_purchase_submit()s it */
+    int64_t max_price; /* > 0: no seller: the cheapest units at or under it (not queued) */
     char realm[MARKET_REALM_MAX + 1];
     char buyer[MARKET_ID_MAX + 1], seller[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1];
     market_idem idem;

@@ -717,6 +717,8 @@ int market_listings(market_conn *c, const char *realm, size_t offset, size_t lim
         memcpy(l[count].seller, dot + 1, slen);
         count++;
     }
+    rc = market__units_fill(c, &rl, l, count);
+    if (rc < 0) goto out;
     *out = l;
     l = NULL;
     *n = count;

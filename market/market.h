@@ -212,7 +212,9 @@ typedef struct market_player_funds {
 typedef struct market_listing {
     char item[MARKET_ID_MAX + 1];
     char seller[MARKET_ID_MAX + 1];
-    int64_t price;
+    int64_t price;    /* of one unit */
+    int64_t quantity; /* units listed (a unique item: 1) */
+    int stack;        /* 1: units of a stackable good; 0: a unique item */
 } market_listing;
 
 /* A trade record (market_trade_get() and the lists of trades). */
@@ -262,6 +264,8 @@ typedef struct market_audit_report {
     size_t items_listed;    /* members of market: */
     size_t items_misplaced; /* items found in more than one place */
     size_t index_mismatch;  /* search index entries missing or extra against market: */
+    int64_t units_held;     /* units of stackable goods in every stacks:<id> */
+    int64_t units_listed;   /* units listed (market:{r}:units) */
 } market_audit_report;
 
 /* A search of a realm's market (market_search()): the listings that match every filter
@@ -395,6 +399,9 @@ int market_world_add_player(market_world *w, const char *id, const char *name, i
 int market_world_add_item(market_world *w, const char *owner, const char *item);
 int market_world_add_listing(market_world *w, const char *seller, const char *item,
                              int64_t price);
+int market_world_add_stack(market_world *w, const char *owner, const char *item, int64_t units);
+int market_world_add_units_listing(market_world *w, const char *seller, const char *item,
+                                   int64_t price, int64_t units);
 int market_world_generate(market_world *w, size_t players, size_t items, int64_t funds,
                           int64_t price_lo, int64_t price_hi, uint64_t seed);
 int market_world_check(const market_world *w, char *why, size_t whylen);

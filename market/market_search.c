@@ -121,6 +121,7 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
     out->total = (size_t)rep[1]->integer;
     rc = page_read(c, key, p.kind, rep[0], q->limit, out);
 out:
+    if (rc == MARKET_OK) rc = market__units_fill(c, &rl, out->listings, out->n);
     market__replies_free(rep, nc);
     if (rc < 0) market_search_result_cleanup(out);
     return rc;

@@ -629,6 +629,46 @@ int64_t market__reply_units(const redisReply *r) {
     return v;
 }
 
+/* Reads, in one round trip, the units of the n listings l[0..n) of realm
+ * rl into their quantity and stack (a listing without a count is a unique
+ * item: 1). Returns MARKET_OK, or ERR_STORE, ERR_NOMEM. */
+int market__units_fill(market_conn *c, const market__realm *rl, market_listing *l, size_t n) {
+    if (n == 0) return MARKET_OK;
+    const char **argv = malloc((n + 2) * sizeof *argv);
+    char(*member)[MARKET__MEMBER_MAX] = malloc(n * sizeof *member);
+    redisReply *r = NULL;
+    int rc = MARKET_ERR_NOMEM;
+    if (!argv || !member) goto out;
+    argv[0] = "HMGET";
+    argv[1] = rl->units;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(member[i], sizeof member[i], "%s.%s", l[i].item, l[i].seller);
+        argv[2 + i] = member[i];
+    }
+    int argc = (int)(n + 2);
+    const char **const *av = (const char **const *)&argv;
+    if ((rc = market__pipeline_argv(c, 1, &argc, av, &r)) < 0) goto out;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
+        rc = market__fail_reply(c, "reading the listings' units", r);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t v = market__reply_units(r->element[i]);
+        if (v < 0) {
+            rc = market__fail(c, "the units of %s are unreadable", member[i]);
+            goto out;
+        }
+        l[i].stack = v > 0;
+        l[i].quantity = v > 0 ? v : 1;
+    }
+    rc = MARKET_OK;
+out:
+    if (r) freeReplyObject(r);
+    free(member);
+    free(argv);
+    return rc;
+}
+
 /* The party an HGET <user> funds reply gives (see market__party). */
 market__party market__reply_party(const redisReply *r) {
     market__party p = {MARKET__ABSENT, 0};

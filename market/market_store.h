@@ -74,6 +74,7 @@ int market__parse_i64(const char *s, size_t len, int64_t *out);
 int market__parse_price(const char *s, size_t len, int64_t *out);
 int64_t market__reply_price(const redisReply *r);
 int64_t market__reply_units(const redisReply *r);
+int market__units_fill(market_conn *c, const market__realm *rl, market_listing *l, size_t n);
 market__party market__reply_party(const redisReply *r);
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);

@@ -22,7 +22,7 @@
 
 /* The key patterns of a realm's keys that seeding with reset deletes (and its market and
  * its trades). */
-static const char *const realm_kinds[] = {"users", "inventory", "idem", "idx", "trades"};
+static const char *const realm_kinds[] = {"users", "inventory", "stacks", "idem", "idx", "trades"};
 
 #define ZADD_CHUNK 256     /* score/member pairs per ZADD while seeding */
 #define REINDEX_CHUNK 1000 /* listings read and indexed per round trip by market_reindex() */
@@ -38,6 +38,7 @@ struct witem {
     char item[MARKET_ID_MAX + 1];
     char owner[MARKET_ID_MAX + 1];
     int64_t price; /* 0: held in the owner's inventory; > 0: listed by the owner */
+    int64_t units; /* 0: a unique item; > 0: that many units of a stackable good */
 };
 
 struct market_world {
@@ -88,20 +89,39 @@ int market_world_add_player(market_world *w, const char *id, const char *name, i
     return MARKET_OK;
 }
 
-static int add_item(market_world *w, const char *owner, const char *item, int64_t price) {
-    if (!w || !market_id_valid(owner) || !market_id_valid(item)) return MARKET_ERR_INVALID;
+static int add_item(market_world *w, const char *owner, const char *item, int64_t price,
+                    int64_t units) {
+    if (!w || !market_id_valid(owner) || !market_id_valid(item) || units < 0 ||
+        units > MARKET_QUANTITY_MAX)
+        return MARKET_ERR_INVALID;
     if (grow((void **)&w->items, &w->cap_items, w->n_items + 1, sizeof *w->items) < 0)
         return MARKET_ERR_NOMEM;
     struct witem *it = &w->items[w->n_items++];
     snprintf(it->item, sizeof it->item, "%s", item);
     snprintf(it->owner, sizeof it->owner, "%s", owner);
     it->price = price;
+    it->units = units;
     return MARKET_OK;
 }
 
 /* Puts item in owner's inventory. Returns MARKET_OK, ERR_INVALID, ERR_NOMEM. */
 int market_world_add_item(market_world *w, const char *owner, const char *item) {
-    return add_item(w, owner, item, 0);
+    return add_item(w, owner, item, 0, 0);
+}
+
+/* Puts units (1..MARKET_QUANTITY_MAX) of the stackable good item in owner's
+ * stacks. Returns MARKET_OK, ERR_INVALID, ERR_NOMEM. */
+int market_world_add_stack(market_world *w, const char *owner, const char *item, int64_t units) {
+    if (units < 1) return MARKET_ERR_INVALID;
+    return add_item(w, owner, item, 0, units);
+}
+
+/* Lists units (1..MARKET_QUANTITY_MAX) of the stackable good item by seller
+ * at price each. Returns MARKET_OK, ERR_INVALID, ERR_NOMEM. */
+int market_world_add_units_listing(market_world *w, const char *seller, const char *item,
+                                   int64_t price, int64_t units) {
+    if (units < 1 || price < 1 || price > MARKET_PRICE_MAX) return MARKET_ERR_INVALID;
+    return add_item(w, seller, item, price, units);
 }
 
 /* Lists item by seller at price (1..MARKET_PRICE_MAX). Returns MARKET_OK,
@@ -109,7 +129,7 @@ int market_world_add_item(market_world *w, const char *owner, const char *item) 
 int market_world_add_listing(market_world *w, const char *seller, const char *item,
                              int64_t price) {
     if (price < 1 || price > MARKET_PRICE_MAX) return MARKET_ERR_INVALID;
-    return add_item(w, seller, item, price);
+    return add_item(w, seller, item, price, 0);
 }
 
 static uint64_t splitmix64(uint64_t *s) {
@@ -149,6 +169,14 @@ static int cmp_str_ptr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* Orders goods (items with units) by listed or held, item, owner. */
+static int cmp_good(const void *a, const void *b) {
+    const struct witem *x = *(const struct witem *const *)a, *y = *(const struct witem *const *)b;
+    if ((x->price != 0) != (y->price != 0)) return x->price != 0 ? 1 : -1;
+    int c = strcmp(x->item, y->item);
+    return c ? c : strcmp(x->owner, y->owner);
+}
+
 /* Checks w as a whole: no player twice, no item twice (in inventories and
  * listings together), every owner a player of w. Returns MARKET_OK, or
  * ERR_DUPLICATE / ERR_NO_PLAYER with a sentence in why, or ERR_NOMEM. */
@@ -179,15 +207,38 @@ int market_world_check(const market_world *w, char *why, size_t whylen) {
             rc = MARKET_ERR_NO_PLAYER;
         }
     }
-    if (rc == MARKET_OK) {
-        for (size_t i = 0; i < w->n_items; i++) ids[i] = w->items[i].item;
-        qsort(ids, w->n_items, sizeof *ids, cmp_str_ptr);
-        for (size_t i = 1; i < w->n_items && rc == MARKET_OK; i++)
-            if (strcmp(ids[i - 1], ids[i]) == 0) {
-                snprintf(why, whylen, "item '%s' appears twice", ids[i]);
-                rc = MARKET_ERR_DUPLICATE;
-            }
-    }
+    size_t nu = 0; /* the unique items first, sorted; then the goods' ids, sorted */
+    for (size_t i = 0; i < w->n_items && rc == MARKET_OK; i++)
+        if (!w->items[i].units) ids[nu++] = w->items[i].item;
+    size_t ng = nu;
+    for (size_t i = 0; i < w->n_items && rc == MARKET_OK; i++)
+        if (w->items[i].units) ids[ng++] = w->items[i].item;
+    qsort(ids, nu, sizeof *ids, cmp_str_ptr);
+    qsort(ids + nu, ng - nu, sizeof *ids, cmp_str_ptr);
+    for (size_t i = 1; i < nu && rc == MARKET_OK; i++)
+        if (strcmp(ids[i - 1], ids[i]) == 0) {
+            snprintf(why, whylen, "item '%s' appears twice", ids[i]);
+            rc = MARKET_ERR_DUPLICATE;
+        }
+    for (size_t i = 0; i < nu && rc == MARKET_OK; i++)
+        if (bsearch(&ids[i], ids + nu, ng - nu, sizeof *ids, cmp_str_ptr)) {
+            snprintf(why, whylen, "item '%s' is both a unique item and a stackable good", ids[i]);
+            rc = MARKET_ERR_DUPLICATE;
+        }
+    /* one stack of a good per owner, one listing of it per seller */
+    const struct witem **g = malloc((ng - nu ? ng - nu : 1) * sizeof *g);
+    if (!g) rc = rc == MARKET_OK ? MARKET_ERR_NOMEM : rc;
+    size_t k = 0;
+    for (size_t i = 0; g && i < w->n_items; i++)
+        if (w->items[i].units) g[k++] = &w->items[i];
+    if (g) qsort(g, k, sizeof *g, cmp_good);
+    for (size_t i = 1; g && i < k && rc == MARKET_OK; i++)
+        if (cmp_good(&g[i - 1], &g[i]) == 0) {
+            snprintf(why, whylen, "%s of '%s' by '%s' appears twice",
+                     g[i]->price ? "a listing" : "a stack", g[i]->item, g[i]->owner);
+            rc = MARKET_ERR_DUPLICATE;
+        }
+    free(g);
     free(ids);
     return rc;
 }
@@ -294,8 +345,8 @@ static void bulk_del_keys(struct bulk *b, const market__realm *r, const struct k
         const char *argv[2] = {"UNLINK", keys->keys[i]};
         bulk_add(b, 2, argv, NULL);
     }
-    const char *argv[3] = {"UNLINK", r->market, r->trades};
-    bulk_add(b, 3, argv, NULL);
+    const char *argv[4] = {"UNLINK", r->market, r->units, r->trades};
+    bulk_add(b, 4, argv, NULL);
 }
 
 static int cmp_item_owner(const void *a, const void *b) {
@@ -448,22 +499,39 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
     bulk_add(&b, 1, multi, NULL);
     if (reset) bulk_del_keys(&b, &rl, &keys);
-    char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], funds[24];
+    char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX], funds[24];
+    char units[24], member[MARKET__MEMBER_MAX];
     for (size_t i = 0; i < w->n_players; i++) {
         const struct wplayer *p = &w->players[i];
         market__key(k_user, sizeof k_user, "users", realm, p->id);
         market__key(k_inv, sizeof k_inv, "inventory", realm, p->id);
         snprintf(funds, sizeof funds, "%lld", (long long)p->funds);
-        const char *del[3] = {"DEL", k_user, k_inv};
+        market__key(k_stacks, sizeof k_stacks, "stacks", realm, p->id);
+        const char *del[4] = {"DEL", k_user, k_inv, k_stacks};
         const char *hset[6] = {"HSET", k_user, "name", p->name, "funds", funds};
-        bulk_add(&b, 3, del, NULL);
+        bulk_add(&b, 4, del, NULL);
         bulk_add(&b, 6, hset, NULL);
     }
     for (size_t i = 0; i < w->n_items; i++) {
-        if (items[i].price != 0) continue;
-        market__key(k_inv, sizeof k_inv, "inventory", realm, items[i].owner);
-        const char *sadd[3] = {"SADD", k_inv, items[i].item};
-        bulk_add(&b, 3, sadd, NULL);
+        const struct witem *it = &items[i];
+        snprintf(units, sizeof units, "%lld", (long long)it->units);
+        if (it->price == 0 && it->units) { /* a stack */
+            market__key(k_stacks, sizeof k_stacks, "stacks", realm, it->owner);
+            const char *hset[4] = {"HSET", k_stacks, it->item, units};
+            bulk_add(&b, 4, hset, NULL);
+        } else if (it->price == 0) { /* a unique item */
+            market__key(k_inv, sizeof k_inv, "inventory", realm, it->owner);
+            const char *sadd[3] = {"SADD", k_inv, it->item};
+            bulk_add(&b, 3, sadd, NULL);
+        } else { /* a listing: its units, or none (a unique item's) */
+            snprintf(member, sizeof member, "%s.%s", it->item, it->owner);
+            const char *hset[4] = {"HSET", rl.units, member, units};
+            const char *hdel[3] = {"HDEL", rl.units, member};
+            if (it->units)
+                bulk_add(&b, 4, hset, NULL);
+            else
+                bulk_add(&b, 3, hdel, NULL);
+        }
     }
     /* Listings: ZADD market:{r} score member [...] and each index's ZADD 0 member [...]. */
     for (size_t i = 0; i < w->n_items; i++) {
@@ -521,6 +589,25 @@ static int per_key(market_conn *c, const struct keylist *keys, const char *cmd, 
         if (frc < 0) rc = frc; /* keep reading: the replies must be drained */
     }
     return rc;
+}
+
+/* Adds the counts of an HVALS of a stacks: hash to the report's units held. */
+static int audit_stacks(redisReply *r, void *ud) {
+    market_audit_report *a = ud;
+    if (r->type != REDIS_REPLY_ARRAY) return MARKET_ERR_STORE;
+    for (size_t i = 0; i < r->elements; i++) {
+        int64_t v = market__reply_units(r->element[i]);
+        if (v <= 0 || a->units_held > INT64_MAX - v) return MARKET_ERR_STORE;
+        a->units_held += v;
+    }
+    return MARKET_OK;
+}
+
+static int cmp_reply_str(const void *a, const void *b) {
+    const redisReply *x = *(const redisReply *const *)a, *y = *(const redisReply *const *)b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->str, y->str, n);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
 }
 
 static int audit_funds(redisReply *r, void *ud) {
@@ -644,9 +731,10 @@ out:
 int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
     if (!c || !out || !market_id_valid(realm)) return MARKET_ERR_INVALID;
     memset(out, 0, sizeof *out);
-    struct keylist users = {0}, invs = {0};
+    struct keylist users = {0}, invs = {0}, stacks = {0};
     struct itemlist items = {0};
-    redisReply *z = NULL;
+    redisReply *z = NULL, *u = NULL;
+    redisReply **goods = NULL; /* the listings of units (members of units:), sorted */
     char pattern[MARKET__KEY_MAX];
     market__realm rl;
     market__realm_init(&rl, realm);
@@ -659,6 +747,27 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
     if ((rc = per_key(c, &users, "HGET", "funds", audit_funds, out)) < 0) goto out;
     if ((rc = per_key(c, &invs, "SMEMBERS", NULL, audit_inventory, &items)) < 0) goto out;
     out->items_held = items.n;
+    market__key(pattern, sizeof pattern, "stacks", realm, "*");
+    if ((rc = scan_keys(c, pattern, &stacks)) < 0) goto out;
+    if ((rc = per_key(c, &stacks, "HVALS", NULL, audit_stacks, out)) < 0) goto out;
+    const char *hgetall[2] = {"HGETALL", rl.units};
+    if (!(u = market__command(c, 2, hgetall, NULL)) || u->type != REDIS_REPLY_ARRAY ||
+        u->elements % 2 || !(goods = malloc((u->elements / 2 + 1) * sizeof *goods))) {
+        rc = u && u->type == REDIS_REPLY_ARRAY ? MARKET_ERR_NOMEM : MARKET_ERR_STORE;
+        goto out;
+    }
+    size_t n_goods = 0;
+    for (size_t i = 0; i + 1 < u->elements; i += 2) {
+        int64_t v = market__reply_units(u->element[i + 1]);
+        if (u->element[i]->type != REDIS_REPLY_STRING || v <= 0 ||
+            out->units_listed > INT64_MAX - v) {
+            rc = MARKET_ERR_STORE;
+            goto out;
+        }
+        out->units_listed += v;
+        goods[n_goods++] = u->element[i];
+    }
+    qsort(goods, n_goods, sizeof *goods, cmp_reply_str);
     const char *argv[5] = {"ZRANGE", rl.market, "0", "-1", "WITHSCORES"};
     if (!(z = market__command(c, 5, argv, NULL))) {
         rc = MARKET_ERR_STORE;
@@ -675,6 +784,7 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
             rc = MARKET_ERR_STORE;
             goto out;
         }
+        if (bsearch(&e, goods, n_goods, sizeof *goods, cmp_reply_str)) continue; /* units */
         if ((rc = itemlist_add(&items, e->str, (size_t)(dot - e->str))) < 0) goto out;
     }
     out->items_listed = z->elements / 2;
@@ -689,8 +799,11 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
         rc = audit_index(c, ix.key[k], k, z, &out->index_mismatch);
 out:
     if (z) freeReplyObject(z);
+    if (u) freeReplyObject(u);
+    free(goods);
     keylist_free(&users);
     keylist_free(&invs);
+    keylist_free(&stacks);
     free(items.ids);
     return rc;
 }

@@ -230,6 +230,21 @@ static void test_api_body_too_large_413(void **state) {
 static void test_api_purchase_missing_field_400(void **state) {
     expect_bad(*state, "/purchase", "{\"seller\":\"A\",\"item\":\"axe\"}", "missing field 'buyer'");
     expect_bad(*state, "/purchase", "{\"buyer\":\"B\",\"item\":\"axe\"}", "missing field 'seller'");
+    expect_bad(*state, "/purchase", "{\"buyer\":\"B\",\"item\":\"axe\"}", "or 'max_price'");
+    expect_bad(*state, "/purchase",
+               "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"potion\",\"max_price\":3}",
+               "field 'max_price' is for a purchase without 'seller'");
+    expect_bad(*state, "/purchase",
+               "{\"buyer\":\"B\",\"item\":\"potion\",\"price\":3,\"max_price\":5}",
+               "field 'price' needs a 'seller'");
+    expect_bad(*state, "/purchase",
+               "{\"buyer\":\"B\",\"item\":\"potion\",\"max_price\":3,\"quantity\":0}",
+               "field 'quantity' must be an integer in 1..1000000000");
+    expect_bad(*state, "/purchase",
+               "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"potion\",\"quantity\":1000000001}",
+               "field 'quantity' must be an integer in 1..1000000000");
+    expect_bad(*state, "/list", "{\"seller\":\"A\",\"item\":\"potion\",\"price\":3,\"quantity\":-1}",
+               "field 'quantity' must be an integer in 1..1000000000");
     expect_bad(*state, "/purchase", "{\"buyer\":\"B\",\"seller\":\"A\"}", "missing field 'item'");
     expect_bad(*state, "/purchase", "{}", "missing field 'buyer'");
 }
@@ -670,7 +685,7 @@ static void test_api_null_conn_validates_then_500(void **state) {
     api_response r;
     api_request req = {"POST", "/purchase", "{\"buyer\":\"B\"}", 13, NULL, NULL};
     api_handle(NULL, &req, &r);
-    expect_error(&r, 400, "bad_request", "missing field 'seller'");
+    expect_error(&r, 400, "bad_request", "missing field 'item'");
     req.body = "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"x\"}";
     req.body_len = strlen(req.body);
     api_handle(NULL, &req, &r);

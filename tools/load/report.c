@@ -85,8 +85,10 @@ void load_report_print(FILE *f, const load_report *r) {
             a->items_misplaced);
     fprintf(f, "    %s %zu search index entries disagree with the market\n",
             v->indexed ? "ok " : "BAD", a->index_mismatch);
-    fprintf(f, "    %s items held+listed %zu before, %zu after\n", v->total ? "ok " : "BAD",
-            b->items_held + b->items_listed, a->items_held + a->items_listed);
+    fprintf(f, "    %s items held+listed %zu before, %zu after; units %lld before, %lld after\n",
+            v->total ? "ok " : "BAD", b->items_held + b->items_listed,
+            a->items_held + a->items_listed, (long long)(b->units_held + b->units_listed),
+            (long long)(a->units_held + a->units_listed));
     fprintf(f, "    %s %llu purchases answered 200, %lld items left the market%s\n",
             v->purchases ? "ok " : "BAD", ok, v->left,
             k->transport || k->unknown
@@ -161,10 +163,12 @@ static json_t *jseed(uint64_t seed) {
 
 static json_t *json_audit(const market_audit_report *a) {
     return json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "players", (json_int_t)a->players, "total_funds",
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "players", (json_int_t)a->players,
+        "total_funds",
         (json_int_t)a->total_funds, "negative_funds", (json_int_t)a->negative_funds, "items_held",
         (json_int_t)a->items_held, "items_listed", (json_int_t)a->items_listed, "items_misplaced",
-        (json_int_t)a->items_misplaced, "index_mismatch", (json_int_t)a->index_mismatch);
+        (json_int_t)a->items_misplaced, "index_mismatch", (json_int_t)a->index_mismatch,
+        "units_held", (json_int_t)a->units_held, "units_listed", (json_int_t)a->units_listed);
 }
 
 static json_t *json_hist(const load_hist *h) {

@@ -142,7 +142,8 @@ int load_audit_same(const market_audit_report *a, const market_audit_report *b) 
     return a->players == b->players && a->total_funds == b->total_funds &&
            a->negative_funds == b->negative_funds && a->items_held == b->items_held &&
            a->items_listed == b->items_listed && a->items_misplaced == b->items_misplaced &&
-           a->index_mismatch == b->index_mismatch;
+           a->index_mismatch == b->index_mismatch && a->units_held == b->units_held &&
+           a->units_listed == b->units_listed;
 }
 
 load_verdict load_judge(const load_counts *k, const market_audit_report *b,

@@ -32,8 +32,8 @@ static int read_items(load_plan *p, market_conn *mc, const char *realm, const ch
                      market_strerror(rc));
             return -1;
         }
-        for (size_t i = 0; i < n; i++)
-            if (player_chosen(players, l[i].seller) &&
+        for (size_t i = 0; i < n; i++) /* units of stackable goods are not its to buy */
+            if (!l[i].stack && player_chosen(players, l[i].seller) &&
                 load_plan_add_item(p, l[i].item, l[i].seller, l[i].price) < 0) {
                 free(l);
                 snprintf(why, whylen, "out of memory");
@@ -129,6 +129,9 @@ int load_audit(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
         out->items_listed += a.items_listed;
         out->items_misplaced += a.items_misplaced;
         out->index_mismatch += a.index_mismatch;
+        if (__builtin_add_overflow(out->units_held, a.units_held, &out->units_held) ||
+            __builtin_add_overflow(out->units_listed, a.units_listed, &out->units_listed))
+            return MARKET_ERR_OVERFLOW;
     }
     return MARKET_OK;
 }
