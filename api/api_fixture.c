@@ -3,12 +3,17 @@
  * The format, strict like request bodies (duplicate keys and unknown fields
  * are refused):
  *
- *   {"players":  [{"id": "A", "name": "Alice", "funds": 100, "inventory": ["sword-1"]}, ...],
- *    "listings": [{"item": "axe", "seller": "A", "price": 500}, ...]}
+ *   {"players":  [{"id": "A", "name": "Alice", "funds": 100, "inventory": ["sword-1"],
+ *                  "stacks": {"potion": 20}}, ...],
+ *    "listings": [{"item": "axe", "seller": "A", "price": 500},
+ *                 {"item": "potion", "seller": "A", "price": 25, "quantity": 10}, ...]}
  *
- * "name" defaults to the id, "inventory" and "listings" to empty; funds are
- * integers in 0..INT64_MAX, prices in 1..MARKET_PRICE_MAX, ids match
- * [A-Za-z0-9_-]{1,64}.
+ * "name" defaults to the id, "inventory", "stacks" and "listings" to empty;
+ * funds are integers in 0..INT64_MAX, prices in 1..MARKET_PRICE_MAX, units
+ * (a stack's, a listing's "quantity") in 1..MARKET_QUANTITY_MAX, ids match
+ * [A-Za-z0-9_-]{1,64}. An item in an inventory, or listed without a
+ * quantity, is unique; one in stacks, or listed with a quantity, is a
+ * stackable good: many players hold and list units of it.
  *
  * DESIGN
  * Three passes, so that every message names the place in the file:
@@ -140,13 +145,13 @@ static int get_int(fixture *f, json_t *obj, const char *at, const char *key, int
 
 /* Pass 1 for players[i]: its shape, its id and its items into f. */
 static int shape_player(fixture *f, size_t i) {
-    static const char *const known[] = {"id", "name", "funds", "inventory"};
+    static const char *const known[] = {"id", "name", "funds", "inventory", "stacks"};
     char at[FIXTURE_PLACE_MAX];
     json_t *p = json_array_get(f->players, i);
     const char *id;
     int64_t funds;
     snprintf(at, sizeof at, "players[%zu]", i);
-    if (check_object(f, p, at, known, 4) < 0 || get_id(f, p, at, "id", &id) < 0) return -1;
+    if (check_object(f, p, at, known, 5) < 0 || get_id(f, p, at, "id", &id) < 0) return -1;
     json_t *name = json_object_get(p, "name");
     if (name && (!json_is_string(name) || json_string_length(name) == 0 ||
                  json_string_length(name) > MARKET_NAME_MAX)) {
@@ -156,6 +161,24 @@ static int shape_player(fixture *f, size_t i) {
     }
     if (get_int(f, p, at, "funds", 0, INT64_MAX, &funds) < 0) return -1;
     f->pids[f->n_pids++] = (place){id, PLACE_PLAYER, i, 0};
+    json_t *stacks = json_object_get(p, "stacks"), *units;
+    const char *good;
+    if (stacks && !json_is_object(stacks)) {
+        api__why(f->why, f->whylen, "%s.stacks: must be an object of item: units", at);
+        return -1;
+    }
+    json_object_foreach(stacks, good, units) {
+        json_int_t u = json_is_integer(units) ? json_integer_value(units) : 0;
+        if (!market_id_valid(good) || u < 1 || u > MARKET_QUANTITY_MAX) {
+            char q[API__QUOTE_MAX + 4];
+            api__quote(q, sizeof q, good);
+            api__why(f->why, f->whylen,
+                     "%s.stacks: '%s' must be an id matching %s, its units an integer in "
+                     "1..%d",
+                     at, q, FIXTURE_ID_RULE, MARKET_QUANTITY_MAX);
+            return -1;
+        }
+    }
     json_t *inv = json_object_get(p, "inventory");
     if (!inv) return 0;
     if (!json_is_array(inv)) {
@@ -176,16 +199,19 @@ static int shape_player(fixture *f, size_t i) {
 
 /* Pass 1 for listings[i]. */
 static int shape_listing(fixture *f, size_t i) {
-    static const char *const known[] = {"item", "seller", "price"};
+    static const char *const known[] = {"item", "seller", "price", "quantity"};
     char at[FIXTURE_PLACE_MAX];
     json_t *l = json_array_get(f->listings, i);
     const char *item, *seller;
-    int64_t price;
+    int64_t price, units;
     snprintf(at, sizeof at, "listings[%zu]", i);
-    if (check_object(f, l, at, known, 3) < 0 || get_id(f, l, at, "item", &item) < 0 ||
+    if (check_object(f, l, at, known, 4) < 0 || get_id(f, l, at, "item", &item) < 0 ||
         get_id(f, l, at, "seller", &seller) < 0 ||
         get_int(f, l, at, "price", 1, MARKET_PRICE_MAX, &price) < 0)
         return -1;
+    if (json_object_get(l, "quantity")) { /* units of a good: not a unique item */
+        return get_int(f, l, at, "quantity", 1, MARKET_QUANTITY_MAX, &units);
+    }
     f->items[f->n_items++] = (place){item, PLACE_LISTING, i, 0};
     return 0;
 }
@@ -216,16 +242,25 @@ static int build(fixture *f, market_world *w) {
                                      (int64_t)json_integer_value(json_object_get(p, "funds")));
         for (j = 0; j < json_array_size(inv) && rc == MARKET_OK; j++)
             rc = market_world_add_item(w, id, json_string_value(json_array_get(inv, j)));
+        const char *good;
+        json_t *units;
+        json_object_foreach(json_object_get(p, "stacks"), good, units) {
+            if (rc == MARKET_OK)
+                rc = market_world_add_stack(w, id, good, (int64_t)json_integer_value(units));
+        }
     }
     if (rc != MARKET_OK) {
         api__why(f->why, f->whylen, "players[%zu]: %s", i - 1, market_strerror(rc));
         return rc;
     }
     for (i = 0; i < json_array_size(f->listings) && rc == MARKET_OK; i++) {
-        json_t *l = json_array_get(f->listings, i);
-        rc = market_world_add_listing(w, json_string_value(json_object_get(l, "seller")),
-                                      json_string_value(json_object_get(l, "item")),
-                                      (int64_t)json_integer_value(json_object_get(l, "price")));
+        json_t *l = json_array_get(f->listings, i), *q = json_object_get(l, "quantity");
+        const char *seller = json_string_value(json_object_get(l, "seller"));
+        const char *item = json_string_value(json_object_get(l, "item"));
+        int64_t price = (int64_t)json_integer_value(json_object_get(l, "price"));
+        rc = q ? market_world_add_units_listing(w, seller, item, price,
+                                                (int64_t)json_integer_value(q))
+               : market_world_add_listing(w, seller, item, price);
     }
     if (rc != MARKET_OK) {
         api__why(f->why, f->whylen, "listings[%zu]: %s", i - 1, market_strerror(rc));

@@ -404,6 +404,8 @@ int market_world_add_units_listing(market_world *w, const char *seller, const ch
                                    int64_t price, int64_t units);
 int market_world_generate(market_world *w, size_t players, size_t items, int64_t funds,
                           int64_t price_lo, int64_t price_hi, uint64_t seed);
+int market_world_generate_goods(market_world *w, size_t players, size_t goods, int64_t price_lo,
+                                int64_t price_hi, uint64_t seed);
 int market_world_check(const market_world *w, char *why, size_t whylen);
 int market_world_store(market_conn *c, const char *realm, const market_world *w, int reset);
 int market_reindex(market_conn *c, const char *realm, size_t *listings);

@@ -165,6 +165,28 @@ int market_world_generate(market_world *w, size_t players, size_t items, int64_t
     return MARKET_OK;
 }
 
+/* Adds stackable goods g0..g<goods-1> to a world of players p0..p<players-1>
+ * (market_world_generate()'s): player k holds 100 units of good k % goods
+ * and lists 50 more of it at a price uniform in price_lo..price_hi
+ * (deterministic for a seed). Returns MARKET_OK, or ERR_INVALID, ERR_NOMEM. */
+int market_world_generate_goods(market_world *w, size_t players, size_t goods, int64_t price_lo,
+                                int64_t price_hi, uint64_t seed) {
+    if (!w || players == 0 || price_lo < 1 || price_hi < price_lo || price_hi > MARKET_PRICE_MAX)
+        return MARKET_ERR_INVALID;
+    char id[MARKET_ID_MAX + 1], good[MARKET_ID_MAX + 1];
+    uint64_t span = (uint64_t)(price_hi - price_lo) + 1, s = seed ^ UINT64_C(0x600d5);
+    for (size_t k = 0; goods && k < players; k++) {
+        snprintf(id, sizeof id, "p%zu", k);
+        snprintf(good, sizeof good, "g%zu", k % goods);
+        int rc = market_world_add_stack(w, id, good, 100);
+        if (rc == MARKET_OK)
+            rc = market_world_add_units_listing(w, id, good,
+                                                price_lo + (int64_t)(splitmix64(&s) % span), 50);
+        if (rc < 0) return rc;
+    }
+    return MARKET_OK;
+}
+
 static int cmp_str_ptr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }

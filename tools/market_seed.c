@@ -2,7 +2,7 @@
  *
  *   market-seed [--redis URL] [--realm R] [--reset] FILE.json
  *   market-seed [--redis URL] [--reset] --generate
- *               [realms=R,]players=N,items=M[,funds=F][,prices=LO-HI][,seed=S]
+ *               [realms=R,]players=N,items=M[,goods=G][,funds=F][,prices=LO-HI][,seed=S]
  *   market-seed [--redis URL] [--realm R] --reindex
  *   market-seed [--auth-secret S] [--realm R] --print-token PLAYER
  *
@@ -29,18 +29,21 @@ static void usage(FILE *to) {
     fprintf(to,
             "usage: market-seed [--redis URL] [--realm R] [--reset] FILE.json\n"
             "       market-seed [--redis URL] [--reset] --generate "
-            "[realms=R,]players=N,items=M[,funds=F][,prices=LO-HI][,seed=S]\n"
+            "[realms=R,]players=N,items=M[,goods=G][,funds=F][,prices=LO-HI][,seed=S]\n"
             "  --redis URL   redis://[user:pass@]host[:port][/db], or a Sentinel group:\n"
             "                redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db],\n"
             "                or a Redis Cluster: redis-cluster://[user:pass@]host[:port][,...]\n"
             "                (default $MARKET_REDIS or redis://127.0.0.1:6379/0)\n"
             "  --realm R     the realm to write (default " MARKET_REALM_DEFAULT ")\n"
-            "  --reset       delete the realm's keys (users:{R}:*, inventory:{R}:*, idem:{R}:*,\n"
-            "                idx:{R}:*, market:{R}) first; other realms are left alone\n"
+            "  --reset       delete the realm's keys (users:{R}:*, inventory:{R}:*, stacks:{R}:*,\n"
+            "                idem:{R}:*, idx:{R}:*, trades:{R}*, market:{R}*) first; other\n"
+            "                realms are left alone\n"
             "  --generate    players p0.., items i0.. each listed by some player; default\n"
             "                funds 100000, prices 1-1000, seed 1. With realms=R (R > 1) the\n"
             "                players and items are spread over realms r0..r<R-1>, each its own\n"
-            "                world with its own p0.. and i0..; realms=1 is the --realm\n"
+            "                world with its own p0.. and i0..; realms=1 is the --realm.\n"
+            "                goods=G adds stackable goods g0..: player k holds 100 units of\n"
+            "                g<k mod G> and lists 50 more\n"
             "       market-seed [--redis URL] [--realm R] --reindex\n"
             "  --reindex     rebuild the realm's search indexes (idx:{R}:*) from its market\n"
             "                (a store seeded before they existed); run it on a quiet realm:\n"
@@ -89,11 +92,11 @@ fail:
 #define GEN_UNSET UINT64_MAX /* players= or items= not given */
 
 struct gen {
-    uint64_t players, items, funds, lo, hi, seed, realms;
+    uint64_t players, items, funds, lo, hi, seed, realms, goods;
 };
 
 static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
-    *g = (struct gen){GEN_UNSET, GEN_UNSET, 100000, 1, 1000, 1, 1};
+    *g = (struct gen){GEN_UNSET, GEN_UNSET, 100000, 1, 1000, 1, 1, 0};
     char *save = NULL;
     for (char *kv = strtok_r(spec, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
@@ -111,6 +114,8 @@ static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
             rc = cli_parse_u64(v, 0, INT64_MAX, &g->seed);
         else if (strcmp(k, "realms") == 0)
             rc = cli_parse_u64(v, 1, MARKET_REALMS_MAX, &g->realms);
+        else if (strcmp(k, "goods") == 0)
+            rc = cli_parse_u64(v, 0, 100000000, &g->goods);
         else if (strcmp(k, "prices") == 0) {
             char *dash = strchr(v, '-');
             if (!dash) goto bad;
@@ -133,8 +138,8 @@ static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
     }
     return 0;
 bad:
-    snprintf(why, whylen, "bad --generate spec (want [realms=R,]players=N,items=M[,funds=F]"
-                          "[,prices=LO-HI][,seed=S])");
+    snprintf(why, whylen, "bad --generate spec (want [realms=R,]players=N,items=M[,goods=G]"
+                          "[,funds=F][,prices=LO-HI][,seed=S])");
     return -1;
 }
 
@@ -150,6 +155,9 @@ static int seed_generated(market_conn *c, const struct gen *g, const char *realm
     if (!w) return MARKET_ERR_NOMEM;
     int err = market_world_generate(w, (size_t)players, (size_t)items, (int64_t)g->funds,
                                     (int64_t)g->lo, (int64_t)g->hi, g->seed + k);
+    if (err == MARKET_OK)
+        err = market_world_generate_goods(w, (size_t)players, (size_t)g->goods, (int64_t)g->lo,
+                                          (int64_t)g->hi, g->seed + k);
     if (err < 0)
         snprintf(why, whylen, "cannot generate realm %s: %s", realm, market_strerror(err));
     else if ((err = market_world_store(c, realm, w, reset)) < 0)
@@ -164,8 +172,9 @@ static void print_audit(market_conn *c, const char *url, const char *realm) {
     market_audit_report a;
     if (market_audit(c, realm, &a) == MARKET_OK)
         printf("seeded %s realm %s: it now holds %zu players, %lld funds, %zu items held, "
-               "%zu listed\n",
-               url, realm, a.players, (long long)a.total_funds, a.items_held, a.items_listed);
+               "%zu listings, %lld units of goods held, %lld listed\n",
+               url, realm, a.players, (long long)a.total_funds, a.items_held, a.items_listed,
+               (long long)a.units_held, (long long)a.units_listed);
 }
 
 int main(int argc, char **argv) {

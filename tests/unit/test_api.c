@@ -994,6 +994,39 @@ static void test_api_fixture_parse_good_gives_world(void **state) {
                      MARKET_OK);
 }
 
+/* Stackable goods: stacks held by several players, listings of units by
+ * several sellers; an id that is both a unique item and a good, units out
+ * of range, or a second listing of a good by the same seller, refused. */
+static void test_api_fixture_parse_stacks(void **state) {
+    char why[256];
+    (void)state;
+    assert_int_equal(
+        fixture_rc("{\"players\":[{\"id\":\"A\",\"funds\":1,\"stacks\":{\"potion\":20,"
+                   "\"ore\":1}},{\"id\":\"B\",\"funds\":1,\"stacks\":{\"potion\":1000000000}}],"
+                   "\"listings\":[{\"item\":\"potion\",\"seller\":\"A\",\"price\":25,"
+                   "\"quantity\":5},{\"item\":\"potion\",\"seller\":\"B\",\"price\":20,"
+                   "\"quantity\":1}]}",
+                   why, sizeof why),
+        MARKET_OK);
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1,\"stacks\":[1]}]}",
+                           MARKET_ERR_INVALID, "players[0].stacks: must be an object");
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1,\"stacks\":{\"ore\":0}}]}",
+                           MARKET_ERR_INVALID, "'ore' must be an id matching");
+    expect_fixture_refused(
+        "{\"players\":[{\"id\":\"A\",\"funds\":1,\"stacks\":{\"a.b\":1}}]}",
+        MARKET_ERR_INVALID, "players[0].stacks: 'a.b'");
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1}],\"listings\":[{"
+                           "\"item\":\"ore\",\"seller\":\"A\",\"price\":2,\"quantity\":0}]}",
+                           MARKET_ERR_INVALID, "listings[0].quantity: must be an integer in 1..");
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1,\"inventory\":[\"ore\"],"
+                           "\"stacks\":{\"ore\":3}}]}",
+                           MARKET_ERR_DUPLICATE, "both a unique item and a stackable good");
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1}],\"listings\":["
+                           "{\"item\":\"ore\",\"seller\":\"A\",\"price\":2,\"quantity\":1},"
+                           "{\"item\":\"ore\",\"seller\":\"A\",\"price\":3,\"quantity\":1}]}",
+                           MARKET_ERR_DUPLICATE, "a listing of 'ore' by 'A' appears twice");
+}
+
 static void test_api_fixture_parse_demo_file(void **state) {
     const char *path = getenv("API_DEMO_FIXTURE");
     (void)state;
@@ -1379,6 +1412,7 @@ int main(void) {
     const struct CMUnitTest fixture_parse[] = {
         cmocka_unit_test(test_api_fixture_parse_good_gives_world),
         cmocka_unit_test(test_api_fixture_parse_demo_file),
+        cmocka_unit_test(test_api_fixture_parse_stacks),
         cmocka_unit_test(test_api_fixture_parse_not_json_refused),
         cmocka_unit_test(test_api_fixture_parse_shape_refused),
         cmocka_unit_test(test_api_fixture_parse_bad_values_refused),
