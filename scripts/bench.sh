@@ -464,7 +464,7 @@ PY
         fi
         t1=$(date +%s.%N)
         mem=$(redis-cli -p "$RPORT" info memory | sed -n 's/^used_memory_human:\(.*\)\r$/\1/p')
-        printf '%s\t%s\t%s\n' "$n" "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')" \
+        printf '%s\t%s\t%s\n' "$n" "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')" \
             "$mem" >>"$OUT/raw/search-seed.tsv"
         cursor=$(redis-cli -p "$RPORT" zrange 'idx:{main}:all' $((n * 9 / 10)) $((n * 9 / 10)))
         if ! start_server market flag "search-$n"; then
