@@ -718,15 +718,16 @@ fail:
     return NULL;
 }
 
-/* Returns a new page of listings, {"total"[,"offset"],"limit","listings":[...],
- * "next_cursor"}: "offset" only when offset >= 0, next_cursor null when cursor is "". NULL
- * on out-of-memory. */
-static json_t *page_body(const market_listing *l, size_t n, size_t total, long long offset,
-                         size_t limit, const char *cursor) {
+/* Returns a new page of listings, {["id",]"total"[,"offset"],"limit","listings":[...],
+ * "next_cursor"}: "id" only when id is not NULL, "offset" only when offset >= 0,
+ * next_cursor null when cursor is "". NULL on out-of-memory. */
+static json_t *page_body(const char *id, const market_listing *l, size_t n, size_t total,
+                         long long offset, size_t limit, const char *cursor) {
     json_t *o = json_object(), *arr = listings_array(l, n);
     if (!o || !arr) goto fail;
     if (total > (size_t)INT64_MAX) total = (size_t)INT64_MAX;
-    if (json_object_set_new(o, "total", json_integer((json_int_t)total)) < 0 ||
+    if ((id && json_object_set_new(o, "id", api__text_new(id)) < 0) ||
+        json_object_set_new(o, "total", json_integer((json_int_t)total)) < 0 ||
         (offset >= 0 && json_object_set_new(o, "offset", json_integer((json_int_t)offset)) < 0) ||
         json_object_set_new(o, "limit", json_integer((json_int_t)limit)) < 0)
         goto fail;
@@ -839,7 +840,8 @@ static void handle_market(market_conn *conn, const api_request *req, const char 
         if (rc != MARKET_OK)
             api__reply_market(rc, 0, resp);
         else
-            api__reply(resp, 200, page_body(r.listings, r.n, r.total, -1, q.limit, r.next_cursor));
+            api__reply(resp, 200,
+                       page_body(NULL, r.listings, r.n, r.total, -1, q.limit, r.next_cursor));
         market_search_result_cleanup(&r);
         return;
     }
@@ -851,7 +853,7 @@ static void handle_market(market_conn *conn, const api_request *req, const char 
     if (rc != MARKET_OK)
         api__reply_market(rc, 0, resp);
     else
-        api__reply(resp, 200, page_body(l, n, total, (long long)offset, q.limit, cursor));
+        api__reply(resp, 200, page_body(NULL, l, n, total, (long long)offset, q.limit, cursor));
     free(l);
 }
 
@@ -915,16 +917,11 @@ static void handle_player_listings(market_conn *conn, const api_request *req, co
     market_search_result r;
     int rc = market_search(conn, realm, &q, &r);
     if (rc == MARKET_OK && !r.seller_exists) rc = MARKET_ERR_NO_PLAYER;
-    json_t *body =
-        rc == MARKET_OK ? page_body(r.listings, r.n, r.total, -1, q.limit, r.next_cursor) : NULL;
-    if (body && json_object_set_new(body, "id", api__text_new(id)) < 0) {
-        json_decref(body);
-        body = NULL;
-    }
     if (rc != MARKET_OK)
         api__reply_market(rc, 0, resp);
     else
-        api__reply(resp, 200, body);
+        api__reply(resp, 200,
+                   page_body(id, r.listings, r.n, r.total, -1, q.limit, r.next_cursor));
     market_search_result_cleanup(&r);
 }
 

@@ -34,7 +34,8 @@
 #include "market/market_trade.h"
 #include "market/market_txn.h"
 
-#define CHOOSE_TRIES 4 /* item strategy: choices of listings made again when bought meanwhile */
+#define CHOOSE_TRIES 64 /* item strategy: choices of listings made again when bought meanwhile
+                          * (within the wait budget) */
 #define SCAN (MARKET_FILL_MAX + 1) /* index entries read: one more tells there are more */
 #define MARKET__REFILL 2 /* an attempt's locked listings no longer make the quantity */
 

@@ -33,6 +33,10 @@
 
 static const char *const kind_names[MARKET__IDX_KINDS] = {"all", "item", "seller"};
 
+/* market_search_check()'s messages name these limits */
+_Static_assert(MARKET_SEARCH_LIMIT_MAX == 1000, "the limit's message says 1..1000");
+_Static_assert(MARKET_PRICE_MAX == INT64_C(1000000000000), "the prices' messages say 10^12");
+
 /* ---- names and members ---- */
 
 /* Writes realm's index keys, "idx:{<realm>}:all", ":item" and ":seller", into *x. This

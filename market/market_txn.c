@@ -473,11 +473,26 @@ size_t market__single_record(struct market__single *s, int rc, int64_t a, int64_
 int market__single_refuse(market_conn *c, const market__held *held, struct market__single *s,
                           int rc, int64_t a) {
     if (!s->idem || !market__idem_final(rc)) return market__unwatch_later(c, rc);
-    market__cmd wr[MARKET__PIPE_MAX - 2];
-    size_t nwr = market__fence_write(held, wr);
-    nwr += market__single_record(s, rc, a, 0, &wr[nwr]);
-    redisReply *exec = NULL;
-    int crc = market__commit(c, wr, nwr, &exec);
-    if (exec) freeReplyObject(exec);
+    /* a fence per lease held (a purchase without a seller may hold dozens) and the record */
+    market__cmd *wr = malloc((held->n + 1) * sizeof *wr);
+    int *argc = malloc((held->n + 1) * sizeof *argc);
+    const char ***argv = malloc((held->n + 1) * sizeof *argv);
+    int crc = MARKET_ERR_NOMEM;
+    if (wr && argc && argv) {
+        size_t nwr = market__fence_write(held, wr);
+        nwr += market__single_record(s, rc, a, 0, &wr[nwr]);
+        for (size_t i = 0; i < nwr; i++) {
+            argc[i] = wr[i].argc;
+            argv[i] = wr[i].argv;
+        }
+        redisReply *exec = NULL;
+        crc = market__commit_argv(c, nwr, argc, (const char **const *)argv, &exec);
+        if (exec) freeReplyObject(exec);
+    } else {
+        crc = market__unwatch_later(c, crc);
+    }
+    free(wr);
+    free(argc);
+    free(argv);
     return crc == MARKET_OK ? rc : crc;
 }

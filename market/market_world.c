@@ -376,7 +376,7 @@ static int cmp_item_owner(const void *a, const void *b) {
     return strcmp(x->owner, y->owner);
 }
 
-/* Listings of a world, written a chunk at a time (chunk_flush()). */
+/* Scratch for writing a world's listings a chunk at a time. */
 struct listing_chunk {
     size_t n;
     const struct witem *it[ZADD_CHUNK];
@@ -388,14 +388,12 @@ struct listing_chunk {
     char idx_member[ZADD_CHUNK][MARKET__IDX_MEMBER_MAX];
 };
 
-/* Appends to b the writes of ch's listings, and empties ch: the index entries of a
- * listing whose price changes are removed (ZREM), then ZADD market:{r} score member
- * [...] and each index's ZADD 0 member [...]. This function can't fail (b notes a
- * failure). */
-static void chunk_flush(struct bulk *b, const market__realm *rl, struct listing_chunk *ch) {
-    if (ch->n == 0) return;
+/* Appends to b, for those of ch's listings whose price the seeding changes, the removal
+ * of their index entries at the old price (ZREM <index> <member> [...]), and empties ch.
+ * This function can't fail (b notes a failure). */
+static void stale_flush(struct bulk *b, struct listing_chunk *ch) {
     const char **argv = ch->argv;
-    for (int k = 0; k < MARKET__IDX_KINDS; k++) {
+    for (int k = 0; k < MARKET__IDX_KINDS && ch->n; k++) {
         int argc = 2;
         argv[0] = "ZREM";
         argv[1] = ch->idx.key[k];
@@ -407,27 +405,77 @@ static void chunk_flush(struct bulk *b, const market__realm *rl, struct listing_
         }
         if (argc > 2) bulk_add(b, argc, argv, NULL);
     }
-    argv[0] = "ZADD";
-    argv[1] = rl->market;
-    for (size_t i = 0; i < ch->n; i++) {
-        const struct witem *it = ch->it[i];
-        snprintf(ch->score[i], sizeof ch->score[i], "%lld", (long long)it->price);
-        snprintf(ch->member[i], sizeof ch->member[i], "%s.%s", it->item, it->owner);
-        argv[2 + 2 * i] = ch->score[i];
-        argv[3 + 2 * i] = ch->member[i];
-    }
-    bulk_add(b, (int)(2 + 2 * ch->n), argv, NULL);
-    for (int k = 0; k < MARKET__IDX_KINDS; k++) {
-        argv[1] = ch->idx.key[k];
-        for (size_t i = 0; i < ch->n; i++) {
-            const struct witem *it = ch->it[i];
-            market__idx_member(ch->idx_member[i], k, it->item, it->owner, it->price);
-            argv[2 + 2 * i] = "0";
-            argv[3 + 2 * i] = ch->idx_member[i];
-        }
-        bulk_add(b, (int)(2 + 2 * ch->n), argv, NULL);
-    }
     ch->n = 0;
+}
+
+static int cmp_cstr_p(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Appends to b the ZADDs of the world's listings (items[0..n) with a price): into each
+ * index (ZADD <index> 0 <member> [...]) and into market:{r} (ZADD score member [...]), in
+ * chunks, each zset's members in the order the zset keeps them (sorted: Redis inserts a
+ * run of neighbours faster than members scattered over a large zset). The idx:{r}:all
+ * order, price then "<item>.<seller>", is market:{r}'s too. Returns MARKET_OK or
+ * MARKET_ERR_NOMEM (b then holds part of them: the caller must not commit it). */
+static int listings_add(struct bulk *b, const market__realm *rl, const struct witem *items,
+                        size_t n, struct listing_chunk *ch) {
+    size_t listed = 0, need = 0;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].price) {
+            listed++;
+            need += strlen(items[i].item) + strlen(items[i].owner) + MARKET__PRICE_DIGITS + 3;
+        }
+    if (!listed) return MARKET_OK;
+    char *buf = malloc(need);
+    const char **m = malloc(listed * sizeof *m);
+    if (!buf || !m) {
+        free(buf);
+        free(m);
+        return MARKET_ERR_NOMEM;
+    }
+    const char **argv = ch->argv;
+    for (int k = 0; k < MARKET__IDX_KINDS; k++) {
+        char *at = buf;
+        size_t j = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!items[i].price) continue;
+            market__idx_member(at, k, items[i].item, items[i].owner, items[i].price); /* fits */
+            m[j++] = at;
+            at += strlen(at) + 1;
+        }
+        qsort(m, listed, sizeof *m, cmp_cstr_p);
+        for (size_t i = 0; i < listed; i += ZADD_CHUNK) {
+            size_t c = listed - i < ZADD_CHUNK ? listed - i : ZADD_CHUNK;
+            argv[0] = "ZADD";
+            if (k == MARKET__IDX_ALL) { /* "<price>:<item>.<seller>": market:{r}'s order */
+                argv[1] = rl->market;
+                for (size_t x = 0; x < c; x++) {
+                    memcpy(ch->score[x], m[i + x], MARKET__PRICE_DIGITS);
+                    ch->score[x][MARKET__PRICE_DIGITS] = '\0';
+                    argv[2 + 2 * x] = ch->score[x];
+                    argv[3 + 2 * x] = m[i + x] + MARKET__PRICE_DIGITS + 1;
+                }
+                bulk_add(b, (int)(2 + 2 * c), argv, NULL);
+            }
+            argv[1] = ch->idx.key[k];
+            for (size_t x = 0; x < c; x++) {
+                argv[2 + 2 * x] = "0";
+                argv[3 + 2 * x] = m[i + x];
+            }
+            bulk_add(b, (int)(2 + 2 * c), argv, NULL);
+        }
+    }
+    free(buf);
+    free(m);
+    return MARKET_OK;
+}
+
+/* The time to wait for an EXEC that writes listings listings: the store's timeout, and
+ * 20 us more for each listing. */
+static struct timeval exec_timeout(const market_conn *c, size_t listings) {
+    int64_t ms = c->m->cfg.redis_timeout_ms + (int64_t)(listings / 50);
+    return (struct timeval){(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 }
 
 /* Seeding without reset: WATCHes realm's market (the seeding's EXEC then aborts if it
@@ -555,16 +603,27 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
                 bulk_add(&b, 3, hdel, NULL);
         }
     }
-    /* Listings: ZADD market:{r} score member [...] and each index's ZADD 0 member [...]. */
-    for (size_t i = 0; i < w->n_items; i++) {
-        if (items[i].price == 0) continue;
+    /* Listings: a repriced one's old index entries out, then every one into market:{r}
+     * and the indexes. */
+    for (size_t i = 0; old && i < w->n_items; i++) {
+        if (items[i].price == 0 || old[i] <= 0 || old[i] == items[i].price) continue;
         ch->it[ch->n] = &items[i];
-        ch->old[ch->n] = old ? old[i] : 0;
-        if (++ch->n == ZADD_CHUNK) chunk_flush(&b, &rl, ch);
+        ch->old[ch->n] = old[i];
+        if (++ch->n == ZADD_CHUNK) stale_flush(&b, ch);
     }
-    chunk_flush(&b, &rl, ch);
+    stale_flush(&b, ch);
+    if ((rc = listings_add(&b, &rl, items, w->n_items, ch)) < 0) {
+        market__drop(c); /* the transaction is cut short: never EXEC it */
+        goto out;
+    }
     bulk_add(&b, 1, exec, NULL);
+    /* EXEC runs the whole world at once: a large one takes Redis a while (about 4 us a
+     * listing: one insert into market:{r} and each index), so its answer is given time. */
+    struct timeval tv = exec_timeout(c, n_listed);
+    if (c->ctx) (void)redisSetTimeout(c->ctx, tv); /* failing, it waits as long as ever */
     rc = bulk_finish(&b);
+    tv = exec_timeout(c, 0);
+    if (c->ctx && redisSetTimeout(c->ctx, tv) != REDIS_OK) market__drop(c);
 out:
     free(ch);
     free(old);

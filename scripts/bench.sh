@@ -16,13 +16,15 @@
 #   scripts/bench.sh
 #   BENCH_SECONDS=3 BENCH_STRATEGIES=market scripts/bench.sh     # quick
 #   BENCH_PEERS=SCRIPT scripts/bench.sh # then also the peer benchmarks (see below)
+#   BENCH_STRATEGIES= BENCH_HA=0 BENCH_CLUSTER=0 BENCH_OUT=/tmp/b scripts/bench.sh  # search only
 #
-# Environment: BENCH_SECONDS (10), BENCH_STRATEGIES ("market item optimistic"),
+# Environment: BENCH_SECONDS (10), BENCH_STRATEGIES ("market item optimistic"; empty: none),
 # BENCH_LEVELS ("1 8 64"), BENCH_MIXES ("distinct contended"),
 # BENCH_WORLD (players=10000,items=400000,funds=1000000000), BENCH_OUT (bench),
 # BENCH_HA (1; 0 skips the --min-replicas-ack section), BENCH_CLUSTER (1; 0 skips the
-# cluster section), BENCH_CLUSTER_REALMS (12), BENCH_PEERS (none),
-# BIN (bin).
+# cluster section), BENCH_CLUSTER_REALMS (12), BENCH_SEARCH (1; 0 skips the search
+# section), BENCH_SEARCH_SIZES ("1000 1000000"), BENCH_SEARCH_REQUESTS (2000),
+# BENCH_PEERS (none), BIN (bin).
 #
 # The world gives every player funds for the whole market: the contended mix
 # sends its purchases as the N poorest players, and with too little they run
@@ -46,6 +48,16 @@
 # purchases/s of each and their ratio, Redis commands per purchase, and each master's share
 # of the commands (market-load reads INFO commandstats of every master).
 #
+# BENCH_SEARCH=1 (the default), after that: for each size in BENCH_SEARCH_SIZES, seeds a
+# world of that many listings (`market-seed --reset --generate players=N/100,items=N`,
+# prices 1-1000, timed), starts `market-server` on it, and times BENCH_SEARCH_REQUESTS
+# requests of each kind, one at a time over one keep-alive connection (python3
+# http.client, after 100 of warm-up): `GET /market?item=<a random listed item>`,
+# `?min_price=X&max_price=X+99&limit=50` (X random), `?seller=<random>&limit=50`, a page
+# 90% deep by cursor (`?limit=50&cursor=...`, the cursor read from idx:{main}:all) and the
+# same page by offset (`?limit=50&offset=0.9N`). Reports raw/search.tsv and results.md
+# section "Search": median and p99 ms per kind and size, the seeding time and Redis memory.
+#
 # BENCH_PEERS names a script of peer benchmarks, which are not part of this
 # repository (bench/peers.md says what they are). It is run with bash, with
 # LEVELS, SECS and OUT_MD (where to write its markdown table) in its
@@ -56,7 +68,7 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 BIN=${BIN:-bin}
 SECS=${BENCH_SECONDS:-10}
-STRATEGIES=${BENCH_STRATEGIES:-"market item optimistic"}
+STRATEGIES=${BENCH_STRATEGIES-"market item optimistic"} # set but empty: none
 LEVELS=${BENCH_LEVELS:-"1 8 64"}
 MIXES=${BENCH_MIXES:-"distinct contended"}
 WORLD=${BENCH_WORLD:-players=10000,items=400000,funds=1000000000}
@@ -64,6 +76,9 @@ OUT=${BENCH_OUT:-bench}
 HA=${BENCH_HA:-1}
 CLUSTER=${BENCH_CLUSTER:-1}
 CREALMS=${BENCH_CLUSTER_REALMS:-12}
+SEARCH=${BENCH_SEARCH:-1}
+SEARCH_SIZES=${BENCH_SEARCH_SIZES:-"1000 1000000"}
+SEARCH_N=${BENCH_SEARCH_REQUESTS:-2000}
 case $OUT in /*) ;; *) OUT=$ROOT/$OUT ;; esac # absolute: the peers run from their own folder
 HOLD=256
 
@@ -112,7 +127,8 @@ free_port() { # the first port >= $1 nothing listens on
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo ""; }
 
 mkdir -p "$OUT/raw" || die "cannot create $OUT/raw"
-rm -f "$OUT"/raw/*.json "$OUT"/raw/*.txt "$OUT"/raw/*.dat "$OUT"/raw/*.log "$OUT"/raw/ha.tsv
+rm -f "$OUT"/raw/*.json "$OUT"/raw/*.txt "$OUT"/raw/*.dat "$OUT"/raw/*.log "$OUT"/raw/ha.tsv \
+    "$OUT"/raw/search*.tsv
 NOTES=$OUT/raw/notes.txt
 MEM=$OUT/raw/memory.tsv
 : >"$NOTES"
@@ -399,6 +415,73 @@ if [ "$CLUSTER" != 0 ]; then
     fi
 fi
 
+# ---- search: GET /market at several market sizes ----
+if [ "$SEARCH" != 0 ]; then
+    cat >"$TMP/search_time.py" <<'PY'
+import http.client, random, sys, time
+port, listings, players, n, cursor = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), \
+    int(sys.argv[4]), sys.argv[5]
+deep = listings * 9 // 10
+rnd = random.Random(1)
+kinds = [
+    ("item", lambda: f"/market?item=i{rnd.randrange(listings)}"),
+    ("price range, limit 50", lambda: (lambda x: f"/market?min_price={x}&max_price={x + 99}&limit=50")(rnd.randrange(1, 902))),
+    ("seller, limit 50", lambda: f"/market?seller=p{rnd.randrange(players)}&limit=50"),
+    ("page 90% deep by cursor, limit 50", lambda: f"/market?limit=50&cursor={cursor}"),
+    ("page 90% deep by offset, limit 50", lambda: f"/market?limit=50&offset={deep}"),
+]
+conn = http.client.HTTPConnection("127.0.0.1", port)
+def get(path):
+    conn.request("GET", path)
+    r = conn.getresponse()
+    body = r.read()
+    if r.status != 200:
+        sys.exit(f"GET {path}: {r.status} {body[:200]!r}")
+for name, make in kinds:
+    for _ in range(100):
+        get(make())
+    ms = []
+    for _ in range(n):
+        path = make()
+        t0 = time.perf_counter_ns()
+        get(path)
+        ms.append((time.perf_counter_ns() - t0) / 1e6)
+    ms.sort()
+    print(f"{listings}\t{name}\t{n}\t{ms[len(ms) // 2]:.3f}\t{ms[min(len(ms) - 1, len(ms) * 99 // 100)]:.3f}")
+PY
+    printf 'listings\tquery\trequests\tp50_ms\tp99_ms\n' >"$OUT/raw/search.tsv"
+    printf 'listings\tseed_s\tredis_memory\n' >"$OUT/raw/search-seed.tsv"
+    for n in $SEARCH_SIZES; do
+        players=$((n / 100))
+        [ "$players" -ge 1 ] || players=1
+        echo "bench: search: seeding $n listings ($players sellers)"
+        t0=$(date +%s.%N)
+        if ! "$BIN/market-seed" --redis "$RURL" --reset --generate "players=$players,items=$n" \
+            >/dev/null 2>"$TMP/seed.err"; then
+            note "search: seeding $n listings failed: $(cat "$TMP/seed.err")"
+            status=1
+            continue
+        fi
+        t1=$(date +%s.%N)
+        mem=$(redis-cli -p "$RPORT" info memory | sed -n 's/^used_memory_human:\(.*\)\r$/\1/p')
+        printf '%s\t%s\t%s\n' "$n" "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')" \
+            "$mem" >>"$OUT/raw/search-seed.tsv"
+        cursor=$(redis-cli -p "$RPORT" zrange 'idx:{main}:all' $((n * 9 / 10)) $((n * 9 / 10)))
+        if ! start_server market flag "search-$n"; then
+            note "search: market-server did not become healthy (see raw/server-search-$n.log)"
+            status=1
+            stop_pid "$SPID"
+            continue
+        fi
+        echo "bench: search: $SEARCH_N requests of each kind at $n listings"
+        python3 "$TMP/search_time.py" "$SPORT" "$n" "$players" "$SEARCH_N" "$cursor" \
+            >>"$OUT/raw/search.tsv" 2>"$TMP/search.err" ||
+            { note "search at $n listings failed: $(tail -1 "$TMP/search.err")"; status=1; }
+        stop_pid "$SPID"
+    done
+    column -t -s "$(printf '\t')" "$OUT/raw/search.tsv"
+fi
+
 # ---- peers (optional) ----
 PEERS_RAN=0
 if [ -n "${BENCH_PEERS:-}" ]; then
@@ -581,6 +664,41 @@ if all(os.path.exists(p) for p in cl.values()):
                      f"{ok200:,} purchases: {c / ok200 * 1e6:.1f} µs of a Redis core per purchase, so "
                      f"one master's core would carry about {ok200 / c:,.0f} purchases/s.")
     L.append("Raw reports: `raw/cluster-single.json`, `raw/cluster-cluster.json` and `.txt`.")
+# ---- search: raw/search.tsv and raw/search-seed.tsv ----
+stsv = os.path.join(raw, "search.tsv")
+srows = [l.rstrip("\n").split("\t") for l in open(stsv)][1:] if os.path.exists(stsv) else []
+if srows:
+    sizes = sorted({int(r[0]) for r in srows})
+    kinds = list(dict.fromkeys(r[1] for r in srows))
+    by = {(int(r[0]), r[1]): (float(r[3]), float(r[4])) for r in srows}
+    seed_tsv = os.path.join(raw, "search-seed.tsv")
+    seeds = {int(l.split("\t")[0]): l.rstrip("\n").split("\t")[1:] for l in list(open(seed_tsv))[1:]} \
+        if os.path.exists(seed_tsv) else {}
+    L.append("")
+    L.append("## Search (GET /market) by market size")
+    L.append("")
+    L.append("| query | " + " | ".join(f"{n:,} listings: p50 / p99 ms" for n in sizes) +
+             (f" | p50 at {sizes[-1]:,} / at {sizes[0]:,} |" if len(sizes) > 1 else " |"))
+    L.append("|---|" + "---:|" * len(sizes) + ("---:|" if len(sizes) > 1 else ""))
+    for k in kinds:
+        cells = [f"{by[(n, k)][0]:.3f} / {by[(n, k)][1]:.3f}" if (n, k) in by else "-" for n in sizes]
+        ratio = ""
+        if len(sizes) > 1 and (sizes[0], k) in by and (sizes[-1], k) in by:
+            ratio = f" | {by[(sizes[-1], k)][0] / by[(sizes[0], k)][0]:.2f}x"
+        L.append(f"| `{k}` | " + " | ".join(cells) + ratio + (" |" if ratio else ""))
+    L.append("")
+    n_req = srows[0][2]
+    L.append(f"Each size: `market-seed --reset --generate players=N/100,items=N` (prices 1-1000; every "
+             f"listing in market:{{main}} and the three search indexes), then `market-server` (defaults, "
+             f"`--log-level warn`) and {n_req} requests of each kind, one at a time over one keep-alive "
+             "connection from python3's http.client (its own cost, some 0.1 ms, is in every number), "
+             "after 100 of warm-up; random items, sellers and price windows (100 wide). "
+             "The deep pages start 90% into the market: by a cursor read from idx:{main}:all, and by "
+             "offset as before (a ZRANGE by rank of market:{main}).")
+    if seeds:
+        L.append("Seeding: " + "; ".join(f"{n:,} listings in {v[0]} s (Redis used_memory {v[1]} after)"
+                                          for n, v in sorted(seeds.items())) + ".")
+    L.append("Raw: `raw/search.tsv`, `raw/search-seed.tsv`.")
 if notes:
     L.append("")
     L.append("## Notes")

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include <hiredis.h>
 
@@ -516,6 +517,29 @@ static void test_reindex_refuses_a_market_entry_that_is_no_listing(void **state)
     assert_indexed(f->c); /* the indexes were left as they were */
 }
 
+/* bin/market-seed --reindex ($MARKET_SEED_BIN): rebuilds, says so, exits 0; refuses to be
+ * mixed with a fixture or --generate (exit 2). */
+static void test_seed_tool_reindex(void **state) {
+    struct fx *f = *state;
+    const char *bin = getenv("MARKET_SEED_BIN");
+    if (!bin || !*bin) bin = "bin/market-seed";
+    redis_do("DEL idx:{main}:all idx:{main}:seller %s", "idx:{main}:item");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "%s --redis %s --reindex | grep -q '^reindexed .* realm main: 10 listings'", bin,
+             redis.url);
+    assert_int_equal(system(cmd), 0);
+    assert_indexed(f->c);
+    expect_page(f->c, (market_search_query){.item = "gem", .limit = 5}, "gem.C:10", 1, 0);
+    snprintf(cmd, sizeof cmd, "%s --redis %s --reindex fixtures/demo.json 2>/dev/null", bin,
+             redis.url);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    snprintf(cmd, sizeof cmd, "%s --redis %s --realm 'a b' --reindex 2>/dev/null", bin, redis.url);
+    st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+}
+
 static int group_setup(void **state) {
     (void)state;
     return th_redis_start(&redis);
@@ -544,6 +568,7 @@ int main(void) {
         T(test_reindex_rebuilds_deleted_indexes),
         T(test_reindex_many_listings_in_chunks),
         T(test_reindex_refuses_a_market_entry_that_is_no_listing),
+        T(test_seed_tool_reindex),
     };
     static const enum market_strategy all[] = {MARKET_STRATEGY_MARKET, MARKET_STRATEGY_ITEM,
                                                MARKET_STRATEGY_OPTIMISTIC};

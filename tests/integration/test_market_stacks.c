@@ -291,9 +291,9 @@ static void test_64_buyers_race_for_units(void **state) {
         memcpy(r[i].buyer, names[i], sizeof r[i].buyer);
         assert_int_equal(pthread_create(&t[i], NULL, race, &r[i]), 0);
     }
+    for (int i = 0; i < N; i++) pthread_join(t[i], NULL); /* all, before any assertion */
     int won = 0;
     for (int i = 0; i < N; i++) {
-        pthread_join(t[i], NULL);
         if (r[i].rc == MARKET_OK) {
             won++;
             assert_int_equal(stack_of(names[i], "potion"), 3);
@@ -429,10 +429,10 @@ static void test_buyers_without_seller_race(void **state) {
         memcpy(r[i].buyer, names[i], sizeof r[i].buyer);
         assert_int_equal(pthread_create(&t[i], NULL, cbuy, &r[i]), 0);
     }
+    for (int i = 0; i < N; i++) pthread_join(t[i], NULL); /* all, before any assertion */
     int won = 0;
     int64_t paid = 0;
     for (int i = 0; i < N; i++) {
-        pthread_join(t[i], NULL);
         if (r[i].rc == MARKET_OK) {
             won++;
             paid += r[i].res.total;
