@@ -457,6 +457,35 @@ static void test_buyers_without_seller_race(void **state) {
     assert_int_equal(a.index_mismatch, 0);
 }
 
+/* A refusal for want of units, under an idempotency key, from 20 listings
+ * (under the item strategy: 21 leases whose fences the record's commit
+ * writes) is final: the replay says the same. */
+static void test_idem_refusal_over_many_listings(void **state) {
+    struct fx *f = *state;
+    market_world *w = market_world_new();
+    char id[16];
+    for (int i = 0; i < 20; i++) {
+        snprintf(id, sizeof id, "s%d", i);
+        assert_int_equal(market_world_add_player(w, id, NULL, 0), MARKET_OK);
+        assert_int_equal(market_world_add_units_listing(w, id, "ore", 10 + i, 1), MARKET_OK);
+    }
+    assert_int_equal(market_world_store(f->c, REALM, w, 0), MARKET_OK);
+    market_world_free(w);
+    market_idem k = {"ore-1", "fp-ore"};
+    market_buy_result r, again;
+    assert_int_equal(market_buy_units(f->c, REALM, "D", "ore", 25, 100, &k, &r),
+                     MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(r.available, 20);
+    assert_int_equal(market_buy_units(f->c, REALM, "D", "ore", 25, 100, &k, &again),
+                     MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(again.replayed, 1);
+    assert_int_equal(again.available, 20);
+    assert_int_equal(market_buy_units(f->c, REALM, "D", "ore", 20, 100, NULL, &r), MARKET_OK);
+    assert_int_equal(r.n_fills, 20);
+    assert_int_equal(r.total, 20 * 10 + 190);
+    assert_int_equal(stack_of("D", "ore"), 20);
+}
+
 static int group_setup(void **state) {
     (void)state;
     return th_redis_start(&redis);
@@ -487,6 +516,7 @@ int main(void) {
         T(test_64_buyers_race_for_units),
         T(test_buy_cheapest_across_sellers),
         T(test_buyers_without_seller_race),
+        T(test_idem_refusal_over_many_listings),
     };
     size_t n = sizeof tests / sizeof *tests;
     int failed = 0;
