@@ -1438,6 +1438,61 @@ static void test_http_trades_routes(void **state) {
     server_stop(s);
 }
 
+/* Stackable goods over HTTP: units listed from a stack, part of a listing
+ * bought (through the queued path), the cheapest units of any seller bought
+ * (on the request's thread), and the refusals that say how many. The demo
+ * world's A holds 200 arrows and C 40. */
+static void test_http_stackable_goods(void **state) {
+    (void)state;
+    int port;
+    server *s = start(1000, &port);
+    json_t *j = call(port, "POST", "/list",
+                     "{\"seller\":\"A\",\"item\":\"arrow\",\"price\":3,\"quantity\":50}", 201);
+    assert_int_equal(json_integer_value(json_object_get(j, "quantity")), 50);
+    json_decref(j);
+    j = call(port, "POST", "/list",
+             "{\"seller\":\"C\",\"item\":\"arrow\",\"price\":2,\"quantity\":20}", 201);
+    json_decref(j);
+    j = call(port, "POST", "/list",
+             "{\"seller\":\"C\",\"item\":\"arrow\",\"price\":2,\"quantity\":21}", 404);
+    assert_error(j, "item_not_held");
+    assert_int_equal(json_integer_value(json_object_get(j, "held")), 20);
+    json_decref(j);
+    j = call(port, "GET", "/market?item=arrow", NULL, 200);
+    json_t *first = json_array_get(json_object_get(j, "listings"), 0);
+    assert_string_equal(json_string_value(json_object_get(first, "seller")), "C");
+    assert_int_equal(json_integer_value(json_object_get(first, "quantity")), 20);
+    json_decref(j);
+    j = call(port, "POST", "/purchase",
+             "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"arrow\",\"quantity\":10}", 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "quantity")), 10);
+    assert_int_equal(json_integer_value(json_object_get(j, "total")), 30);
+    assert_int_equal(json_integer_value(json_object_get(j, "buyer_funds")), 770);
+    json_decref(j);
+    j = call(port, "POST", "/purchase",
+             "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"arrow\",\"quantity\":41}", 409);
+    assert_error(j, "not_enough_units");
+    assert_int_equal(json_integer_value(json_object_get(j, "available")), 40);
+    json_decref(j);
+    /* without a seller: 20 of C's at 2, then 5 of A's at 3 */
+    j = call(port, "POST", "/purchase",
+             "{\"buyer\":\"E\",\"item\":\"arrow\",\"quantity\":25,\"max_price\":3}", 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "total")), 20 * 2 + 5 * 3);
+    json_t *fills = json_object_get(j, "fills");
+    assert_int_equal(json_array_size(fills), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(fills, 0), "seller")), "C");
+    json_decref(j);
+    j = call(port, "POST", "/purchase",
+             "{\"buyer\":\"E\",\"item\":\"arrow\",\"quantity\":36,\"max_price\":3}", 409);
+    assert_error(j, "not_enough_units");
+    assert_int_equal(json_integer_value(json_object_get(j, "available")), 35);
+    json_decref(j);
+    j = call(port, "POST", "/unlist", "{\"seller\":\"A\",\"item\":\"arrow\"}", 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "quantity")), 35);
+    json_decref(j);
+    server_stop(s);
+}
+
 /* Every route but /healthz is also served per realm under /realms/{realm}; a
  * token is good in its own realm only. */
 static void test_http_realm_routes_and_tokens(void **state) {
@@ -1541,6 +1596,7 @@ int main(void) {
         T(test_http_auth_tokens_bind_players),
         T(test_http_realm_routes_and_tokens),
         T(test_http_trades_routes),
+        T(test_http_stackable_goods),
         T(test_http_idempotent_retries_charged_once),
         T(test_http_idempotent_replay_header),
         T(test_http_idempotent_second_attempt_409_then_replay),
