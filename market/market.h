@@ -13,7 +13,10 @@
  * Data model (Redis), for realm r:
  *   users:{r}:<id>      hash  {name, funds}   funds: signed 64-bit integer
  *   inventory:{r}:<id>  set   of item ids the player holds
- *   market:{r}          zset  members "<item>.<seller>", score = price
+ *   market:{r}          zset  members "<item>.<seller>", score = price (of one unit)
+ *   stacks:{r}:<id>     hash  item -> units: the stackable goods a player holds
+ *   market:{r}:units    hash  "<item>.<seller>" -> units listed, for listings of
+ *                       stackable goods (a listing without one is a unique item)
  *   lock:market:{r}     the realm's market lock (owned by the lock layer, whose fence
  *                       counter for it is lock:fences:{r}); the item strategy's
  *                       lock:item:{r}:<item>.<seller> and lock:player:{r}:<id>
