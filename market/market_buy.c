@@ -113,6 +113,9 @@ static int offers_read(market_conn *c, const market__held *held, struct buy *b) 
     redisReply *rep[4 + SCAN] = {0};
     int rc = MARKET_ERR_NOMEM;
     if (!watch || !fences || !zms || !hm || !hget) goto out;
+    b->available = 0;
+    rc = MARKET_OK;
+    if (n == 0 && held->n == 0) goto out; /* nothing listed at that price, no lease to check */
     size_t kw = 0;
     watch[kw++] = "WATCH";
     for (size_t i = 0; i < held->n; i++) {
@@ -133,17 +136,20 @@ static int offers_read(market_conn *c, const market__held *held, struct buy *b) 
     }
     argv[nc] = watch, argc[nc++] = (int)kw;
     argv[nc] = fences, argc[nc++] = (int)market__held_read(held, fences);
-    argv[nc] = zms, argc[nc++] = (int)(2 + n);
-    argv[nc] = hm, argc[nc++] = (int)(2 + n);
+    if (n) { /* ZMSCORE and HMGET of no member are errors */
+        argv[nc] = zms, argc[nc++] = (int)(2 + n);
+        argv[nc] = hm, argc[nc++] = (int)(2 + n);
+    }
     for (size_t i = 0; i < n; i++) argv[nc] = hget[i], argc[nc++] = 3;
     size_t first = 0;
     if (held->n == 0) first = 1, argv[1] = argv[0], argc[1] = argc[0]; /* no MGET: from 1 */
     if ((rc = market__pipeline_argv(c, nc - first, argc + first,
                                     (const char **const *)argv + first, rep + first)) < 0)
         goto out;
-    const redisReply *z = rep[2], *u = rep[3];
-    if (rep[first]->type != REDIS_REPLY_STATUS || z->type != REDIS_REPLY_ARRAY ||
-        z->elements != n || u->type != REDIS_REPLY_ARRAY || u->elements != n) {
+    const redisReply *z = n ? rep[2] : NULL, *u = n ? rep[3] : NULL;
+    if (rep[first]->type != REDIS_REPLY_STATUS ||
+        (n && (z->type != REDIS_REPLY_ARRAY || z->elements != n || u->type != REDIS_REPLY_ARRAY ||
+               u->elements != n))) {
         const redisReply *e = market__reply_error(rep + first, nc - first);
         rc = market__fail_reply(c, "read refused", e ? e : rep[first]);
         goto out;
@@ -152,7 +158,6 @@ static int offers_read(market_conn *c, const market__held *held, struct buy *b) 
         rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
         goto out;
     }
-    b->available = 0;
     for (size_t i = 0; i < n; i++) {
         int64_t price = market__reply_price(z->element[i]);
         struct offer *o = &b->o[i];

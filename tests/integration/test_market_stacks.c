@@ -382,6 +382,16 @@ static void test_buy_cheapest_across_sellers(void **state) {
     assert_int_equal(again.total, r.total);
     assert_string_equal(again.trade_id, r.fill[0].trade_id);
     assert_int_equal(stack_of("D", "potion"), 12);
+    /* nothing listed at all: none available */
+    assert_int_equal(market_buy_units(f->c, REALM, "D", "elixir", 1, 1000, NULL, &r),
+                     MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(r.available, 0);
+    /* a unique item is one unit, bought into the inventory */
+    assert_int_equal(market_buy_units(f->c, REALM, "D", "axe", 1, 499, NULL, &r),
+                     MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(market_buy_units(f->c, REALM, "D", "axe", 1, 500, NULL, &r), MARKET_OK);
+    assert_int_equal(redis_num("SISMEMBER inventory:{main}:D axe"), 1);
+    assert_int_equal(redis_num("ZSCORE market:{main} axe.A"), 0);
     long long sum = listed_units("potion.C") + listed_units("potion.G") + listed_units("potion.B");
     static const char *const who[] = {"A", "B", "C", "D", "E", "F", "G"};
     for (size_t i = 0; i < sizeof who / sizeof *who; i++) sum += stack_of(who[i], "potion");
