@@ -4,7 +4,8 @@
  * listings. It is checked as a whole (no player or item twice, every owner a
  * player) before anything is written, and written in one MULTI/EXEC, so a bad
  * world writes nothing. market_audit() reads the whole store back to check
- * the invariants: funds conserved, none negative, every item in one place.
+ * the invariants: funds conserved, none negative, every item in one place,
+ * and the units of stackable goods and flash sales (stacks, stock, sold).
  * market_players_scan() and market_store_info() read the players and the
  * store's counters for tools (market-load) without their knowing the keys.
  */
@@ -18,8 +19,10 @@
 #include "market/market_store.h"
 
 /* The key patterns of a realm's keys that seeding with reset deletes (and its market and
- * its trades). */
-static const char *const realm_kinds[] = {"users", "inventory", "idem", "trades"};
+ * its trades): players, inventories, idempotency records, trade indexes, sales (with their
+ * bought hashes) and stacks. */
+static const char *const realm_kinds[] = {"users", "inventory", "idem", "trades", "sale",
+                                          "stacks"};
 
 #define ZADD_CHUNK 256     /* score/member pairs per ZADD while seeding */
 #define SCAN_COUNT "1000"  /* SCAN's COUNT hint */
@@ -437,9 +440,111 @@ static int audit_inventory(redisReply *r, void *ud) {
 
 static int cmp_id(const void *a, const void *b) { return strcmp(a, b); }
 
+/* What audit_units() gathers: the items sales sell (sorted, for bsearch). */
+struct units {
+    market_audit_report *a;
+    struct itemlist sale_items;
+};
+
+static int audit_sale(redisReply *r, void *ud) {
+    struct units *u = ud;
+    market_audit_report *a = u->a;
+    int64_t v[3];
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return MARKET_ERR_STORE;
+    const redisReply *item = r->element[0];
+    if (item->type == REDIS_REPLY_NIL) return MARKET_OK; /* went away meanwhile */
+    for (size_t i = 0; i < 3; i++) {
+        const redisReply *e = r->element[1 + i];
+        if (item->type != REDIS_REPLY_STRING || e->type != REDIS_REPLY_STRING ||
+            market__parse_i64(e->str, e->len, &v[i]) < 0)
+            return MARKET_ERR_STORE;
+    }
+    int64_t initial = v[0], stock = v[1], sold = v[2];
+    a->sales++;
+    if (sold > initial || stock < 0) a->sales_oversold++;
+    if (stock + sold != initial) a->sales_unbalanced++;
+    if (__builtin_add_overflow(a->units_in_sales, stock, &a->units_in_sales) ||
+        __builtin_add_overflow(a->units_sold_by_sales, sold, &a->units_sold_by_sales))
+        return MARKET_ERR_OVERFLOW;
+    return itemlist_add(&u->sale_items, item->str, item->len);
+}
+
+static int audit_stacks(redisReply *r, void *ud) {
+    struct units *u = ud;
+    market_audit_report *a = u->a;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) return MARKET_ERR_STORE;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *e = r->element[i + 1];
+        int64_t n;
+        if (k->type != REDIS_REPLY_STRING || k->len > MARKET_ID_MAX ||
+            e->type != REDIS_REPLY_STRING || market__parse_i64(e->str, e->len, &n) < 0)
+            return MARKET_ERR_STORE;
+        if (__builtin_add_overflow(a->units_in_stacks, n, &a->units_in_stacks))
+            return MARKET_ERR_OVERFLOW;
+        char item[MARKET_ID_MAX + 1];
+        memcpy(item, k->str, k->len);
+        item[k->len] = '\0';
+        if (u->sale_items.n &&
+            bsearch(item, u->sale_items.ids, u->sale_items.n, sizeof *u->sale_items.ids, cmp_id) &&
+            __builtin_add_overflow(a->sale_units_in_stacks, n, &a->sale_units_in_stacks))
+            return MARKET_ERR_OVERFLOW;
+    }
+    return MARKET_OK;
+}
+
+/* Adds the units of realm's sales and stacks to *a (see market_audit_report).
+ * Returns MARKET_OK, ERR_STORE, ERR_OVERFLOW or ERR_NOMEM. */
+static int audit_units(market_conn *c, const char *realm, market_audit_report *a) {
+    struct keylist sales = {0}, stacks = {0};
+    struct units u = {a, {0}};
+    char pattern[MARKET__KEY_MAX];
+    market__key(pattern, sizeof pattern, "sale", realm, "*");
+    int rc = scan_keys(c, pattern, &sales);
+    size_t kept = 0; /* the sales, not their bought hashes (ids hold no ':') */
+    for (size_t i = 0; rc == MARKET_OK && i < sales.n; i++) {
+        size_t len = strlen(sales.keys[i]);
+        if (len > 7 && strcmp(sales.keys[i] + len - 7, ":bought") == 0)
+            free(sales.keys[i]);
+        else
+            sales.keys[kept++] = sales.keys[i];
+    }
+    if (rc == MARKET_OK) sales.n = kept;
+    if (rc == MARKET_OK && (rc = market__connect(c)) == MARKET_OK) {
+        struct bulk b = {c, 0, 0};
+        for (size_t i = 0; i < sales.n; i++) {
+            const char *argv[6] = {"HMGET", sales.keys[i], "item", "initial", "stock", "sold"};
+            bulk_add(&b, 6, argv, NULL);
+        }
+        if (b.failed) {
+            rc = bulk_finish(&b);
+        } else {
+            for (size_t i = 0; i < b.sent; i++) {
+                void *r = NULL;
+                if (redisGetReply(c->ctx, &r) != REDIS_OK) {
+                    market__drop(c);
+                    rc = MARKET_ERR_STORE;
+                    break;
+                }
+                int frc = rc == MARKET_OK ? audit_sale(r, &u) : rc;
+                freeReplyObject(r);
+                if (frc < 0) rc = frc; /* keep reading: the replies must be drained */
+            }
+        }
+    }
+    if (u.sale_items.n) qsort(u.sale_items.ids, u.sale_items.n, sizeof *u.sale_items.ids, cmp_id);
+    market__key(pattern, sizeof pattern, "stacks", realm, "*");
+    if (rc == MARKET_OK) rc = scan_keys(c, pattern, &stacks);
+    if (rc == MARKET_OK) rc = per_key(c, &stacks, "HGETALL", NULL, audit_stacks, &u);
+    keylist_free(&sales);
+    keylist_free(&stacks);
+    free(u.sale_items.ids);
+    return rc;
+}
+
 /* Reads the whole of realm (SCAN, no lock) and fills *out: players, total
- * and negative funds, items held, items listed, and items found in more
- * than one place. Meant for tests, load tests and operators on a quiet
+ * and negative funds, items held, items listed, items found in more than
+ * one place, and the units of stackable goods and flash sales (stacks,
+ * stock left, sold, and sales that sold more than they had). Meant for tests, load tests and operators on a quiet
  * market. Returns MARKET_OK, ERR_INVALID, ERR_STORE, ERR_OVERFLOW (funds
  * sum) or ERR_NOMEM. */
 int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
@@ -484,6 +589,7 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
         if (strcmp(items.ids[i - 1], items.ids[i]) == 0 &&
             (i < 2 || strcmp(items.ids[i - 2], items.ids[i]) != 0))
             out->items_misplaced++;
+    rc = audit_units(c, realm, out);
 out:
     if (z) freeReplyObject(z);
     keylist_free(&users);
