@@ -141,7 +141,9 @@ long long load_cmdstats_get(const load_cmdstats *s, const char *name) {
 int load_audit_same(const market_audit_report *a, const market_audit_report *b) {
     return a->players == b->players && a->total_funds == b->total_funds &&
            a->negative_funds == b->negative_funds && a->items_held == b->items_held &&
-           a->items_listed == b->items_listed && a->items_misplaced == b->items_misplaced;
+           a->items_listed == b->items_listed && a->items_misplaced == b->items_misplaced &&
+           a->units_in_stacks == b->units_in_stacks && a->units_in_sales == b->units_in_sales &&
+           a->units_sold_by_sales == b->units_sold_by_sales;
 }
 
 load_verdict load_judge(const load_counts *k, const market_audit_report *b,
@@ -172,6 +174,23 @@ load_verdict load_judge(const load_counts *k, const market_audit_report *b,
 void load_judge_trades(load_verdict *v, const load_ledger *l) {
     v->trades = l->recorded == v->left && l->unknown == 0 && l->mismatched == 0;
     if (!v->trades) v->ok = 0;
+}
+
+void load_judge_flash(load_verdict *v, const load_counts *k, load_flash *f) {
+    long long ok = (long long)k->by_code[200];
+    /* each 200 bought one unit; an unanswered request may have too */
+    v->left = f->sold;
+    v->purchases = f->sold >= ok && f->sold - ok <= (long long)(k->transport + k->unknown);
+    f->ok = f->oversold == 0 && f->violations == 0 && f->bought_sum == f->sold &&
+            f->stacked == f->sold && f->sold + f->left == f->stock;
+    v->ok = v->funds && v->negative && v->one_place && v->total && v->purchases && f->ok;
+    /* sold out (409) is the sale's answer, not an error */
+    v->errors = k->requests - k->by_code[200] - k->by_code[402] - k->by_code[409];
+    v->failed = NULL;
+    if (ok == 0)
+        v->failed = "no purchase succeeded";
+    else if (v->errors > k->requests / 2)
+        v->failed = "most answers were errors";
 }
 
 int load_verdict_exit(const load_verdict *v) {
