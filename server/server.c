@@ -11,7 +11,9 @@
  * purchase to the market's worker (market_purchase_submit); the worker's
  * done callback resumes the connection, and libmicrohttpd calls the handler
  * again, which answers. A batch of purchases thus costs one wake-up of the
- * worker and one of each event loop, not a thread switch per request. Reads
+ * worker and one of each event loop, not a thread switch per request. A buy
+ * from a flash sale (POST /sales/{id}/buy) goes the same way to its sale's
+ * worker (market_sale_buy_submit). Reads
  * (GET) run on the event-loop thread. --threads 0 selects a thread per
  * connection instead, where every request, purchases included, runs on its
  * connection's thread (as does every purchase of the optimistic strategy).
