@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include <jansson.h>
+#include <openssl/rand.h>
 
 #include "api/api_impl.h"
 
@@ -45,10 +46,11 @@
 #define API_LIMIT_DEFAULT 50
 #define API_LIMIT_MAX 1000
 #define API_OFFSET_MAX 1000000000
-#define API_FIELDS_MAX 6
+#define API_FIELDS_MAX 8
 #define API_PLAYER_LISTINGS 100 /* GET /players/{id} shows this many of the player's listings */
 
 _Static_assert(API_LIMIT_MAX == MARKET_SEARCH_LIMIT_MAX, "a page's limit is the market's");
+#define API_TIME_MAX INT64_C(253402300799999) /* Unix ms of 9999-12-31T23:59:59.999Z */
 
 /* ---- the status table ---- */
 
@@ -79,6 +81,10 @@ static const api_status api_status_table[] = {
     {MARKET_ERR_NOT_REPLICATED, 503, "not_replicated", 1},
     {MARKET_ERR_NO_TRADE, 404, "trade_not_found", 0},
     {MARKET_ERR_NOT_ENOUGH, 409, "not_enough_units", 0},
+    {MARKET_ERR_NO_SALE, 404, "sale_not_found", 0},
+    {MARKET_ERR_SALE_NOT_ACTIVE, 409, "sale_not_active", 0},
+    {MARKET_ERR_SOLD_OUT, 409, "sold_out", 0},
+    {MARKET_ERR_LIMIT_EXCEEDED, 409, "limit_exceeded", 0},
 };
 
 /* Every code the table does not list, and a success passed by mistake. */
@@ -318,12 +324,25 @@ static void bad_request(api_response *resp, const char *detail) {
     error_reply(resp, 400, "bad_request", detail, 0, NULL);
 }
 
+static void reply_market_member(int rc, const char *member, int64_t v, api_response *resp);
+
 /* Fills resp with the answer to market code rc (negative; anything that is
  * not in the table, success included, is a 500): the table's status, error
- * code, Retry-After, and the market's description as "detail". price goes
- * into the body of a price_changed answer (the current price). On
+ * code, Retry-After, and the market's description as "detail". n goes into
+ * the body of the refusals that say what they are about: a price_changed
+ * ("price", the current price), a not_enough_units ("available", the units
+ * there are), an item_not_held of units ("held", when n > 0). On
  * out-of-memory: status 500 with a NULL body. */
-void api__reply_market(int rc, int64_t price, api_response *resp) {
+void api__reply_market(int rc, int64_t n, api_response *resp) {
+    const char *what = rc == MARKET_ERR_PRICE_CHANGED        ? "price"
+                       : rc == MARKET_ERR_NOT_ENOUGH         ? "available"
+                       : rc == MARKET_ERR_NOT_HELD && n > 0 ? "held"
+                                                              : NULL;
+    reply_market_member(rc, what, n, resp);
+}
+
+/* api__reply_market(), with member (NULL: none) set to v in the body. */
+static void reply_market_member(int rc, const char *member, int64_t v, api_response *resp) {
     const api_status *st = &api_status_default;
     for (size_t i = 0; i < sizeof api_status_table / sizeof api_status_table[0]; i++)
         if (api_status_table[i].rc == rc) st = &api_status_table[i];
@@ -332,12 +351,7 @@ void api__reply_market(int rc, int64_t price, api_response *resp) {
     memcpy(resp->player, keep.player, sizeof resp->player);
     memcpy(resp->realm, keep.realm, sizeof resp->realm);
     json_t *body = error_body(st->code, market_strerror(rc));
-    /* what the refusal is about: the price there is, the units there are or held */
-    const char *what = rc == MARKET_ERR_PRICE_CHANGED            ? "price"
-                       : rc == MARKET_ERR_NOT_ENOUGH             ? "available"
-                       : rc == MARKET_ERR_NOT_HELD && price > 0 ? "held"
-                                                                  : NULL;
-    if (body && what && json_object_set_new(body, what, json_integer((json_int_t)price)) < 0) {
+    if (body && member && json_object_set_new(body, member, json_integer((json_int_t)v)) < 0) {
         json_decref(body);
         body = NULL;
     }
@@ -352,6 +366,8 @@ enum field_kind {
     FIELD_ID,       /* a string matching API_ID_RULE */
     FIELD_PRICE,    /* an integer in 1..MARKET_PRICE_MAX */
     FIELD_QUANTITY, /* an integer in 1..MARKET_QUANTITY_MAX */
+    FIELD_UNITS,    /* an integer in 1..MARKET_SALE_STOCK_MAX */
+    FIELD_TIME,     /* an integer in 0..API_TIME_MAX: Unix ms */
 };
 
 typedef struct field_spec {
@@ -363,7 +379,7 @@ typedef struct field_spec {
 typedef struct field_value {
     int present;
     const char *id; /* FIELD_ID: borrowed from the parsed body */
-    int64_t price;  /* FIELD_PRICE, FIELD_QUANTITY */
+    int64_t price;  /* FIELD_PRICE, FIELD_QUANTITY, FIELD_UNITS, FIELD_TIME */
 } field_value;
 
 /* Loads req's body as a JSON object holding only the fields of spec[0..n),
@@ -417,11 +433,16 @@ static json_t *body_parse(const api_request *req, const field_spec *spec, size_t
                 goto bad;
             }
         } else {
-            int64_t most = spec[i].kind == FIELD_PRICE ? MARKET_PRICE_MAX : MARKET_QUANTITY_MAX;
-            json_int_t p = json_is_integer(v) ? json_integer_value(v) : 0;
-            if (p < 1 || p > most) {
-                api__why(why, sizeof why, "field '%s' must be an integer in 1..%" PRId64,
-                         spec[i].name, most);
+            int64_t lo = spec[i].kind == FIELD_TIME ? 0 : 1;
+            int64_t hi = spec[i].kind == FIELD_PRICE      ? MARKET_PRICE_MAX
+                         : spec[i].kind == FIELD_QUANTITY ? MARKET_QUANTITY_MAX
+                         : spec[i].kind == FIELD_UNITS    ? MARKET_SALE_STOCK_MAX
+                                                          : API_TIME_MAX;
+            json_int_t p = json_is_integer(v) ? json_integer_value(v) : lo - 1;
+            if (p < lo || p > hi) {
+                api__why(why, sizeof why, "field '%s' must be an integer in %" PRId64 "..%" PRId64
+                         "%s", spec[i].name, lo, hi,
+                         spec[i].kind == FIELD_TIME ? " (Unix time in ms)" : "");
                 goto bad;
             }
             vals[i].price = (int64_t)p;
@@ -651,11 +672,15 @@ static void handle_unlist(market_conn *conn, const api_request *req, const char 
     json_decref(root);
 }
 
-/* Returns a new {"id","name","funds","inventory":[...]} object for p, or NULL
- * on out-of-memory. */
+/* Returns a new {"id","name","funds","inventory":[...],"stacks":{item:count}}
+ * object for p, or NULL on out-of-memory. */
 static json_t *player_body(const market_player *p) {
-    json_t *o = json_object(), *inv = json_array();
-    if (!o || !inv) goto fail;
+    json_t *o = json_object(), *inv = json_array(), *stacks = json_object();
+    if (!o || !inv || !stacks) goto fail;
+    for (size_t i = 0; i < p->n_stacks; i++)
+        if (json_object_set_new(stacks, p->stacks[i].item,
+                                json_integer((json_int_t)p->stacks[i].count)) < 0)
+            goto fail;
     for (size_t i = 0; i < p->n_inventory; i++)
         if (json_array_append_new(inv, api__text_new(p->inventory[i])) < 0) goto fail;
     if (json_object_set_new(o, "id", api__text_new(p->id)) < 0 ||
@@ -665,11 +690,194 @@ static json_t *player_body(const market_player *p) {
     int rc = json_object_set_new(o, "inventory", inv); /* steals inv, even on failure */
     inv = NULL;
     if (rc < 0) goto fail;
+    rc = json_object_set_new(o, "stacks", stacks); /* steals stacks, even on failure */
+    stacks = NULL;
+    if (rc < 0) goto fail;
     return o;
 fail:
+    json_decref(stacks);
     json_decref(inv);
     json_decref(o);
     return NULL;
+}
+
+/* ---- flash sales ---- */
+
+/* Returns a new object describing sale s: {"id","item","price","stock",
+ * "stock_left","sold","limit","start","end","house","active"}, active when
+ * the store's clock is within [start, end) and units are left; NULL on
+ * out-of-memory. */
+static json_t *sale_body(const market_sale *s) {
+    int active = s->now_ms >= s->start_ms && s->now_ms < s->end_ms && s->left > 0;
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:b}", "id", s->id,
+                     "item", s->item, "price", (json_int_t)s->price, "stock",
+                     (json_int_t)s->initial, "stock_left", (json_int_t)s->left, "sold",
+                     (json_int_t)s->sold, "limit", (json_int_t)s->limit, "start",
+                     (json_int_t)s->start_ms, "end", (json_int_t)s->end_ms, "house", s->house,
+                     "active", active);
+}
+
+/* Writes a fresh sale id ("s" and 16 hex digits) into out (MARKET_ID_MAX + 1
+ * bytes). Returns 0, or -1 when no randomness can be had. */
+static int sale_id_new(char *out) {
+    unsigned char raw[8];
+    if (RAND_bytes(raw, sizeof raw) != 1) return -1;
+    out[0] = 's';
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(out + 1 + 2 * i, 3, "%02x", raw[i]);
+    return 0;
+}
+
+/* POST /sales {"id"?,"item","stock","price","limit","start","end","house"?}: the
+ * admin's. Validated first (400), then the admin token (401, 403). */
+static void handle_sale_create(market_conn *conn, const api_request *req, const char *realm,
+                               const char *arg, api_response *resp) {
+    static const field_spec spec[] = {
+        {"id", FIELD_ID, 0},       {"item", FIELD_ID, 1},    {"stock", FIELD_UNITS, 1},
+        {"price", FIELD_PRICE, 1}, {"limit", FIELD_UNITS, 1}, {"start", FIELD_TIME, 1},
+        {"end", FIELD_TIME, 1},    {"house", FIELD_ID, 0},
+    };
+    field_value v[8];
+    (void)arg;
+    json_t *root = body_parse(req, spec, 8, v, resp);
+    if (!root) return;
+    market_sale s = {.initial = v[2].price, .price = v[3].price, .limit = v[4].price,
+                     .start_ms = v[5].price, .end_ms = v[6].price};
+    snprintf(s.item, sizeof s.item, "%s", v[1].id);
+    snprintf(s.house, sizeof s.house, "%s", v[7].present ? v[7].id : MARKET_SALE_HOUSE);
+    if (v[0].present) snprintf(s.id, sizeof s.id, "%s", v[0].id);
+    json_decref(root);
+    if (s.limit > s.initial) {
+        bad_request(resp, "field 'limit' must not exceed field 'stock'");
+        return;
+    }
+    if (s.start_ms >= s.end_ms) {
+        bad_request(resp, "field 'start' must be before field 'end'");
+        return;
+    }
+    if (!api__admin(req, resp) || conn_missing(conn, resp)) return;
+    if (!s.id[0] && sale_id_new(s.id) < 0) {
+        error_reply(resp, 500, "internal_error", "cannot draw a sale id", 0, NULL);
+        return;
+    }
+    int rc = market_sale_create(conn, realm, &s);
+    if (rc == MARKET_ERR_DUPLICATE) {
+        error_reply(resp, 409, "sale_exists", "a sale with this id exists", 0, NULL);
+        resp->market_rc = rc;
+        return;
+    }
+    if (rc == MARKET_ERR_NO_PLAYER) {
+        error_reply(resp, 404, "player_not_found", "the house is not a player of the realm", 0,
+                    NULL);
+        resp->market_rc = rc;
+        return;
+    }
+    if (rc != MARKET_OK) {
+        api__reply_market(rc, 0, resp);
+        return;
+    }
+    market_sale got; /* the store's view, with its clock for "active" */
+    rc = market_sale_get(conn, realm, s.id, &got);
+    if (rc != MARKET_OK)
+        api__reply_market(rc, 0, resp);
+    else
+        api__reply(resp, 201, sale_body(&got));
+}
+
+/* GET /sales/{id}: public. */
+static void handle_sale_get(market_conn *conn, const api_request *req, const char *realm,
+                            const char *id, api_response *resp) {
+    (void)req;
+    if (!market_id_valid(id)) {
+        bad_request(resp, "sale id must match " API_ID_RULE);
+        return;
+    }
+    if (conn_missing(conn, resp)) return;
+    market_sale s;
+    int rc = market_sale_get(conn, realm, id, &s);
+    if (rc != MARKET_OK)
+        api__reply_market(rc, 0, resp);
+    else
+        api__reply(resp, 200, sale_body(&s));
+}
+
+/* The answer to a buy of sale whose market outcome is rc and res. */
+static void sale_buy_reply(const char *sale, const char *buyer, int rc,
+                           const market_sale_result *res, api_response *resp) {
+    if (rc != MARKET_OK) {
+        if (rc == MARKET_ERR_SOLD_OUT)
+            reply_market_member(rc, "stock_left", res->left, resp);
+        else if (rc == MARKET_ERR_LIMIT_EXCEEDED)
+            reply_market_member(rc, "may_buy", res->may_buy, resp);
+        else
+            api__reply_market(rc, 0, resp);
+        resp->replayed = res->replayed;
+        return;
+    }
+    json_t *body = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "status", "bought",
+                             "sale", sale, "buyer", buyer, "quantity", (json_int_t)res->quantity,
+                             "price", (json_int_t)res->price, "total", (json_int_t)res->total,
+                             "buyer_funds", (json_int_t)res->buyer_funds, "trade_id",
+                             res->trade_id);
+    /* what is left is known at the time of the buy, not of a replay */
+    if (body && !res->replayed &&
+        json_object_set_new(body, "stock_left", json_integer((json_int_t)res->left)) < 0) {
+        json_decref(body);
+        body = NULL;
+    }
+    api__reply(resp, 200, body);
+    resp->replayed = res->replayed;
+}
+
+/* Validates POST /sales/{id}/buy {"buyer","quantity"} on realm, its token
+ * and its Idempotency-Key into p (strings copied; p->is_sale set). Returns
+ * 1 when p->sale_op is ready for the market, 0 when resp holds the answer. */
+static int sale_buy_prepare(const api_request *req, const char *realm, const char *id,
+                            api_response *resp, api_purchase *p) {
+    static const field_spec spec[] = {
+        {"buyer", FIELD_ID, 1},
+        {"quantity", FIELD_UNITS, 1},
+    };
+    if (!market_id_valid(id)) {
+        bad_request(resp, "sale id must match " API_ID_RULE);
+        return 0;
+    }
+    field_value v[2];
+    json_t *root = body_parse(req, spec, 2, v, resp);
+    if (!root) return 0;
+    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
+    int ready = 0;
+    if (api__authorized(req, realm, v[0].id, resp)) {
+        int has_key = api__idempotency(req, &p->idem, p->fp, resp); /* < 0: resp holds it */
+        if (has_key >= 0) {
+            p->is_sale = 1;
+            snprintf(p->realm, sizeof p->realm, "%s", realm);
+            snprintf(p->buyer, sizeof p->buyer, "%s", v[0].id);
+            snprintf(p->sale, sizeof p->sale, "%s", id);
+            if (has_key) {
+                snprintf(p->idem_key, sizeof p->idem_key, "%s", p->idem.key);
+                p->idem.key = p->idem_key;
+                p->idem.fingerprint = p->fp;
+            }
+            p->sale_op = (market_sale_pending){.realm = p->realm, .sale = p->sale,
+                                               .buyer = p->buyer, .quantity = v[1].price,
+                                               .idem = has_key ? &p->idem : NULL};
+            ready = 1;
+        }
+    }
+    json_decref(root);
+    return ready;
+}
+
+/* POST /sales/{id}/buy, run on this thread (it waits for the sale's worker). */
+static void handle_sale_buy(market_conn *conn, const api_request *req, const char *realm,
+                            const char *id, api_response *resp) {
+    api_purchase p;
+    if (!sale_buy_prepare(req, realm, id, resp, &p) || conn_missing(conn, resp)) return;
+    market_sale_result res = {0};
+    int rc = market_sale_buy(conn, p.realm, p.sale, p.buyer, p.sale_op.quantity, p.sale_op.idem,
+                             &res);
+    sale_buy_reply(p.sale, p.buyer, rc, &res, resp);
 }
 
 /* Reads query argument name as a decimal integer in lo..hi (digits only, no
@@ -1085,6 +1293,9 @@ static const api_route api_routes[API_ROUTES] = {
     {"/trades/", 1, NULL, 1, "GET", "GET, HEAD", handle_trade},
     {"/players/", 1, "/trades", 1, "GET", "GET, HEAD", handle_player_trades},
     {"/items/", 1, "/trades", 1, "GET", "GET, HEAD", handle_item_trades},
+    {"/sales", 0, NULL, 1, "POST", "POST", handle_sale_create},
+    {"/sales/", 1, NULL, 1, "GET", "GET, HEAD", handle_sale_get},
+    {"/sales/", 1, "/buy", 1, "POST", "POST", handle_sale_buy},
 };
 
 /* Names of the routes as logs and metrics show them. */
@@ -1092,7 +1303,8 @@ static const char *const api_route_names[API_ROUTES] = {
     "/purchase",     "/list",         "/unlist",
     "/players/{id}", "/market",       "/healthz",
     "/players/{id}/listings", "/trades/{id}", "/players/{id}/trades",
-    "/items/{item}/trades",
+    "/items/{item}/trades", "/sales", "/sales/{id}",
+    "/sales/{id}/buy",
 };
 
 /* Returns route i's name (static), or NULL outside 0..API_ROUTES-1. */
@@ -1204,10 +1416,12 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
         snprintf(resp->why, sizeof resp->why, "%s", market_conn_errstr(conn));
 }
 
-/* Like api_handle(), except for a POST /purchase that passes validation:
- * that one is not run; it is written into p and 1 is returned, with resp
- * holding only what logs need (route, player). The caller then submits
- * p->op with market_purchase_submit() (after setting op.done and op.ud) and,
+/* Like api_handle(), except for a POST /purchase or POST /sales/{id}/buy
+ * that passes validation: that one is not run; it is written into p and
+ * API_BEGIN_PURCHASE or API_BEGIN_SALE_BUY is returned, with resp holding
+ * only what logs need (route, player). The caller then submits p->op with
+ * market_purchase_submit() (after setting op.done and op.ud), or
+ * p->sale_op with market_sale_buy_submit() (sale_op.done, sale_op.ud), and,
  * once done has been called, turns the outcome into resp with
  * api_purchase_end(). Returns 0 when resp is the whole answer. */
 int api_handle_begin(market_conn *conn, const api_request *req, api_response *resp,
@@ -1220,14 +1434,18 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
     char argbuf[API__ARG_MAX];
     if (req && req->method && req->path)
         found = route_find(req->path, &r, &arg, argbuf, sizeof argbuf, realm);
-    if (found != ROUTE_OK || r->handle != handle_purchase || strcmp(req->method, "POST") != 0) {
+    if (found != ROUTE_OK || (r->handle != handle_purchase && r->handle != handle_sale_buy) ||
+        strcmp(req->method, "POST") != 0) {
         api_handle(conn, req, resp);
         return 0;
     }
     *resp = (api_response){.route = api_route_names[r - api_routes]};
     snprintf(resp->realm, sizeof resp->realm, "%s", realm);
+    p->is_sale = 0;
+    if (r->handle == handle_sale_buy)
+        return sale_buy_prepare(req, realm, arg, resp, p) ? API_BEGIN_SALE_BUY : 0;
     if (!purchase_prepare(req, realm, resp, p)) return 0;
-    if (p->max_price == 0) return 1;
+    if (p->max_price == 0) return API_BEGIN_PURCHASE;
     if (!conn_missing(conn, resp)) buy_cheapest(conn, p, resp); /* not queued: answered here */
     return 0;
 }
@@ -1235,6 +1453,12 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
 /* Fills resp with the answer to p, whose market outcome (p->op.rc and
  * p->op.res) is in; resp keeps its route and player. */
 void api_purchase_end(const api_purchase *p, api_response *resp) {
+    if (p->is_sale) {
+        sale_buy_reply(p->sale, p->buyer, p->sale_op.rc, &p->sale_op.res, resp);
+        if (MARKET_ERR_HAS_REASON(p->sale_op.rc))
+            snprintf(resp->why, sizeof resp->why, "%s", p->sale_op.why);
+        return;
+    }
     purchase_reply(p->buyer, p->seller, p->item, p->op.quantity, p->op.rc, &p->op.res, resp);
     if (MARKET_ERR_HAS_REASON(p->op.rc)) snprintf(resp->why, sizeof resp->why, "%s", p->op.why);
 }

@@ -29,6 +29,8 @@ typedef struct api_request {
     const char *(*lookup)(void *ud, enum api_arg_kind kind, const char *name);
     void *lookup_ud;
     const char *auth_secret; /* player tokens are checked with it; NULL: no authentication */
+    const char *admin_secret; /* the admin token of POST /sales is checked with it; NULL: no
+                                 admin routes (403 admin_disabled), whatever auth_secret is */
 } api_request;
 
 /* One HTTP response. body is malloc'd; release with api_response_cleanup(). */
@@ -47,12 +49,17 @@ typedef struct api_response {
     char why[128];       /* for logs: the store's reason behind a store_unavailable, or "" */
 } api_response;
 
-#define API_ROUTES 10 /* api_route_name(0..API_ROUTES-1) */
+#define API_ROUTES 13 /* api_route_name(0..API_ROUTES-1) */
 
 #define API_REALM_PREFIX "/realms/" /* "/realms/{realm}/<route>": a route of that realm */
 #define API_TOKEN_MAX (MARKET_REALM_MAX + 1 + MARKET_ID_MAX + 1 + 64) /* see api_token_make() */
+#define API_ADMIN_TOKEN_MAX (6 + 64) /* "admin.<hex>": see api_admin_token_make() */
 
-/* A validated POST /purchase waiting for the market (api_handle_begin()). */
+#define API_BEGIN_PURCHASE 1 /* api_handle_begin(): submit p->op (market_purchase_submit) */
+#define API_BEGIN_SALE_BUY 2 /* api_handle_begin(): submit p->sale_op (market_sale_buy_submit) */
+
+/* A validated POST /purchase, or POST /sales/{id}/buy, waiting for the
+ * market (api_handle_begin()). */
 typedef struct api_purchase {
     market_pending op; /* the caller sets op.done and op.ud, then market_purchase_submit()s it */
     int64_t max_price; /* > 0: no seller: the cheapest units at or under it (not queued) */
@@ -61,6 +68,10 @@ typedef struct api_purchase {
     market_idem idem;
     char idem_key[MARKET_IDEM_KEY_MAX + 1];
     char fp[MARKET_IDEM_FP_MAX + 1];
+    /* a buy from a sale: sale_op instead of op (sale_op.done and .ud set by the caller) */
+    int is_sale;
+    market_sale_pending sale_op;
+    char sale[MARKET_ID_MAX + 1];
 } api_purchase;
 
 void api_handle(market_conn *conn, const api_request *req, api_response *resp);
@@ -73,6 +84,7 @@ const char *api_route_name(int i);
 int api_route_index(const char *route);
 int api_token_make(const char *secret, const char *realm, const char *player, char *out,
                    size_t outlen);
+int api_admin_token_make(const char *secret, char *out, size_t outlen);
 int api_fixture_parse(const char *json, size_t len, market_world **out, char *why,
                       size_t whylen);
 

@@ -80,6 +80,47 @@ static int token_valid(const char *secret, const char *tok, char *realm, char *w
            CRYPTO_memcmp(hex, dot + 1, 2 * MAC_LEN) == 0;
 }
 
+/* Writes the admin token for secret ("admin.<hex HMAC-SHA256(secret,
+ * "admin")>") into out (API_ADMIN_TOKEN_MAX + 1 bytes is enough). Returns
+ * MARKET_OK, or MARKET_ERR_INVALID (empty secret, out too small) or
+ * MARKET_ERR_NOMEM (libcrypto failed). */
+int api_admin_token_make(const char *secret, char *out, size_t outlen) {
+    char hex[2 * MAC_LEN + 1];
+    if (!secret || !*secret || !out) return MARKET_ERR_INVALID;
+    if (mac_hex(secret, "admin", hex) < 0) return MARKET_ERR_NOMEM;
+    int n = snprintf(out, outlen, "admin.%s", hex);
+    return n > 0 && (size_t)n < outlen ? MARKET_OK : MARKET_ERR_INVALID;
+}
+
+/* Checks req's bearer token against the admin token of req->admin_secret.
+ * Returns 1 when it is the admin's; otherwise fills resp (403
+ * admin_disabled without an admin secret, 401 for a missing or wrong token,
+ * player tokens included) and returns 0. */
+int api__admin(const api_request *req, api_response *resp) {
+    if (!req->admin_secret || !*req->admin_secret) {
+        api__error_reply(resp, 403, "admin_disabled",
+                         "admin routes are off: the server has no --admin-secret");
+        return 0;
+    }
+    const char *h = req->lookup ? req->lookup(req->lookup_ud, API_ARG_HEADER, "Authorization")
+                                : NULL;
+    const char *tok = h && strncasecmp(h, "Bearer ", 7) == 0 ? h + 7 : NULL;
+    char want[API_ADMIN_TOKEN_MAX + 1];
+    if (api_admin_token_make(req->admin_secret, want, sizeof want) != MARKET_OK) {
+        api__error_reply(resp, 500, "internal_error", "cannot make the admin token");
+        return 0;
+    }
+    size_t n = strlen(want);
+    if (!tok || strlen(tok) != n || CRYPTO_memcmp(tok, want, n) != 0) {
+        api__error_reply(resp, 401, "unauthorized",
+                         h ? "the bearer token is not the admin token"
+                           : "missing 'Authorization: Bearer <admin token>'");
+        resp->auth_challenge = "Bearer";
+        return 0;
+    }
+    return 1;
+}
+
 /* Checks req's bearer token against player of realm. Returns 1 when the
  * request may act for them (or authentication is off); otherwise fills resp
  * with 401 or 403 and returns 0. */

@@ -29,6 +29,7 @@ void api__reply_market(int rc, int64_t price, api_response *resp);
 void api__error_reply(api_response *resp, int status, const char *code, const char *detail);
 int api__authorized(const api_request *req, const char *realm, const char *player,
                     api_response *resp);
+int api__admin(const api_request *req, api_response *resp);
 int api__idempotency(const api_request *req, market_idem *idem, char *fp, api_response *resp);
 
 #endif /* GM_API_API_IMPL_H */

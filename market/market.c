@@ -3,6 +3,8 @@
  * The layers, each calling only those below it (their headers say more):
  *   market.c        the public API: lifecycle, purchase, list, unlist, reads;
  *   market_batch.c  the lock strategies' queue, worker and batches;
+ *   market_sale.c   flash sales: their creation, reads, and the sale workers'
+ *                   batches of buys (beside market_batch.c, over the same layers);
  *   market_txn.c    leases, the guarded commit, one-at-a-time operations;
  *   market_store.c  the Redis connection, pipelines, replies;
  * beside them the pure parts, which do no I/O: market_rules.c (the rules of
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "market/market_batch.h"
+#include "market/market_sale.h"
 #include "market/market_trade.h"
 
 /* ---- lifecycle ---- */
@@ -74,7 +77,8 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
             return NULL;
         }
     }
-    if (market__queue_new(m) < 0) {
+    if (market__queue_new(m) < 0 || market__sale_queue_new(m) < 0) {
+        market__queue_free(m);
         lock_cluster_free(m->cluster);
         lock_sentinel_free(m->sentinel);
         free(m);
@@ -90,6 +94,7 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
 void market_free(market *m) {
     if (!m) return;
     market__queue_free(m); /* serves what is queued, releases the lock, frees the queue */
+    market__sale_queue_free(m);
     lock_sentinel_free(m->sentinel);
     lock_cluster_free(m->cluster);
     free(m);
@@ -354,7 +359,9 @@ int market_purchase_submit(market *m, market_pending *p) {
  * strategies are refused with MARKET_ERR_BUSY. Other calls still work.
  * Idempotent; this function can't fail. */
 void market_shutdown(market *m) {
-    if (m) market__queue_stop(m);
+    if (!m) return;
+    market__queue_stop(m);
+    market__sale_queue_stop(m);
 }
 
 /* Copies the counters into *out (each read atomically; together they are
@@ -364,6 +371,10 @@ void market_stats_get(const market *m, market_stats *out) {
     out->purchases = atomic_load(&mm->stats.purchases);
     out->purchased = atomic_load(&mm->stats.purchased);
     out->batches = atomic_load(&mm->stats.batches);
+    out->sale_buys = atomic_load(&mm->stats.sale_buys);
+    out->sale_bought = atomic_load(&mm->stats.sale_bought);
+    out->sale_units = atomic_load(&mm->stats.sale_units);
+    out->sale_batches = atomic_load(&mm->stats.sale_batches);
     out->txn_aborts = atomic_load(&mm->stats.txn_aborts);
     out->lock_busy = atomic_load(&mm->stats.lock_busy);
     out->lease_lost = atomic_load(&mm->stats.lease_lost);
@@ -607,23 +618,51 @@ static int cmp_id(const void *a, const void *b) {
     return strcmp(a, b);
 }
 
-/* Reads player id of realm: name, funds and sorted inventory. Returns MARKET_OK with
+static int cmp_stack(const void *a, const void *b) {
+    return strcmp(((const market_stack *)a)->item, ((const market_stack *)b)->item);
+}
+
+/* Reads an HGETALL of a player's stacks into p (sorted by item); entries
+ * whose item is not an id or whose count is not a whole number are
+ * unreadable. Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
+static int parse_stacks(const redisReply *r, market_player *p) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) return MARKET_ERR_STORE;
+    if (r->elements == 0) return MARKET_OK;
+    if (!(p->stacks = calloc(r->elements / 2, sizeof *p->stacks))) return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *v = r->element[i + 1];
+        market_stack *s = &p->stacks[p->n_stacks];
+        if (k->type != REDIS_REPLY_STRING || k->len > MARKET_ID_MAX ||
+            v->type != REDIS_REPLY_STRING || market__parse_i64(v->str, v->len, &s->count) < 0)
+            return MARKET_ERR_STORE;
+        memcpy(s->item, k->str, k->len);
+        s->item[k->len] = '\0';
+        if (!market_id_valid(s->item)) return MARKET_ERR_STORE;
+        p->n_stacks++;
+    }
+    qsort(p->stacks, p->n_stacks, sizeof *p->stacks, cmp_stack);
+    return MARKET_OK;
+}
+
+/* Reads player id of realm: name, funds, sorted inventory and stacks. Returns MARKET_OK with
  * *out a new player (caller frees with market_player_free), or ERR_INVALID,
  * ERR_NO_PLAYER, ERR_STORE, ERR_NOMEM with *out NULL. No lock is taken: the
- * two reads come from one pipeline, not one snapshot. */
+ * three reads come from one pipeline, not one snapshot. */
 int market_player_get(market_conn *c, const char *realm, const char *id, market_player **out) {
     if (!out) return MARKET_ERR_INVALID;
     *out = NULL;
     if (!c || !market_id_valid(realm) || !market_id_valid(id)) return MARKET_ERR_INVALID;
-    char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX];
+    char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX];
     market__key(k_user, sizeof k_user, "users", realm, id);
     market__key(k_inv, sizeof k_inv, "inventory", realm, id);
-    market__cmd rd[2];
-    redisReply *rep[2] = {0};
+    market__key(k_stacks, sizeof k_stacks, "stacks", realm, id);
+    market__cmd rd[3];
+    redisReply *rep[3] = {0};
     market__cmd_set(&rd[0], 4, "HMGET", k_user, "name", "funds");
     market__cmd_set(&rd[1], 2, "SMEMBERS", k_inv);
+    market__cmd_set(&rd[2], 2, "HGETALL", k_stacks);
     int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline(c, rd, 2, rep);
+    if (rc == MARKET_OK) rc = market__pipeline(c, rd, 3, rep);
     if (rc < 0) return rc;
 
     market_player *p = NULL;
@@ -656,11 +695,12 @@ int market_player_get(market_conn *c, const char *realm, const char *id, market_
         p->inventory[p->n_inventory++][e->len] = '\0';
     }
     if (p->n_inventory) qsort(p->inventory, p->n_inventory, sizeof *p->inventory, cmp_id);
+    if ((rc = parse_stacks(rep[2], p)) < 0) goto out;
     *out = p;
     p = NULL;
 out:
     market_player_free(p);
-    market__replies_free(rep, 2);
+    market__replies_free(rep, 3);
     return rc;
 }
 
@@ -668,6 +708,7 @@ out:
 void market_player_free(market_player *p) {
     if (!p) return;
     free(p->inventory);
+    free(p->stacks);
     free(p);
 }
 

@@ -36,6 +36,18 @@
  *                       MULTI/EXEC as the listing (list, unlist, every purchase, seeding),
  *                       so ZRANGE BYLEX reads a filtered page in price order in
  *                       O(log N + page) (market_search())
+ *   stacks:{r}:<id>     hash  item -> count: the player's stackable goods, in units
+ *   sale:{r}:<sale>     hash  {item, price, initial, stock, sold, limit, start_ms, end_ms,
+ *                       house}: a flash sale (market_sale.c); stock is the units left,
+ *                       stock + sold == initial, start_ms <= Redis time < end_ms is active
+ *   sale:{r}:<sale>:bought  hash  player -> units bought (the per-player limit)
+ *   lock:sale:{r}:<sale>  the sale's lock (and its fencing record "<key>:fenced")
+ *
+ * A sale's units are created by the game: a buy of n units moves n * price
+ * from the buyer to the sale's house (a player of the realm, so total funds
+ * stay conserved) and n units from the sale's stock to the buyer's stack
+ * (HINCRBY stacks:{r}:<buyer> <item> n), and records a trade (seller: the
+ * house) in the same MULTI/EXEC. See market_sale.c.
  *
  * Every operation that moves funds or items takes the market lock through
  * lock/lock.h, reads what it needs in one pipeline under WATCH, and commits
@@ -85,7 +97,11 @@
     X(ERR_IN_PROGRESS, -15, "a request with this idempotency key is in progress")          \
     X(ERR_NOT_REPLICATED, -16, "committed on the master, not confirmed by enough replicas") \
     X(ERR_NO_TRADE, -17, "no such trade")                                         \
-    X(ERR_NOT_ENOUGH, -18, "not enough units listed")
+    X(ERR_NOT_ENOUGH, -18, "not enough units listed")                             \
+    X(ERR_NO_SALE, -19, "no such sale")                                           \
+    X(ERR_SALE_NOT_ACTIVE, -20, "the sale has not started or has ended")         \
+    X(ERR_SOLD_OUT, -21, "the sale has fewer units left than asked for")         \
+    X(ERR_LIMIT_EXCEEDED, -22, "the per-player limit of the sale would be exceeded")
 
 /* 1 when rc is a failure whose reason the store left as text (market_conn_errstr(),
  * market_pending.why): the store's own failures. */
@@ -116,6 +132,8 @@ enum market_err {
 #define MARKET_QUANTITY_MAX 1000000000          /* units of a stackable good in one request */
 #define MARKET_FILL_MAX 32                      /* listings one purchase without a seller
                                                    may buy from */
+#define MARKET_SALE_STOCK_MAX INT64_C(1000000000) /* a sale's stock (and a buy's quantity): 1..10^9 */
+#define MARKET_SALE_HOUSE "game"                /* the house a sale pays by default */
 
 /* ---- types ---- */
 
@@ -198,12 +216,20 @@ struct market_pending {
     market_pending *next;
 };
 
+/* Units of one stackable good a player holds. */
+typedef struct market_stack {
+    char item[MARKET_ID_MAX + 1];
+    int64_t count;
+} market_stack;
+
 typedef struct market_player {
     char id[MARKET_ID_MAX + 1];
     char name[MARKET_NAME_MAX + 1];
     int64_t funds;
     char (*inventory)[MARKET_ID_MAX + 1]; /* sorted item ids */
     size_t n_inventory;
+    market_stack *stacks; /* stackable goods, sorted by item (NULL when none) */
+    size_t n_stacks;
 } market_player;
 
 /* A player's id and funds, as market_players_scan() reads them. */
@@ -229,6 +255,61 @@ typedef struct market_trade {
     int64_t time_ms;                /* when it committed, by the store's clock (Unix ms) */
 } market_trade;
 
+/* A flash sale: the game sells stock units of a stackable item at price
+ * each, at most limit to a player, while start_ms <= the store's clock <
+ * end_ms (Unix ms). */
+typedef struct market_sale {
+    char id[MARKET_ID_MAX + 1];
+    char item[MARKET_ID_MAX + 1];
+    char house[MARKET_ID_MAX + 1]; /* the player paid ("": MARKET_SALE_HOUSE at creation) */
+    int64_t price;                 /* of one unit: 1..MARKET_PRICE_MAX */
+    int64_t initial;               /* units on sale at creation: 1..MARKET_SALE_STOCK_MAX */
+    int64_t left, sold;            /* read: units left and sold (left + sold == initial) */
+    int64_t limit;                 /* most units one player may buy: 1..initial */
+    int64_t start_ms, end_ms;      /* start_ms < end_ms */
+    int64_t now_ms;                /* read: the store's clock when it was read */
+} market_sale;
+
+/* What a buy from a sale got (market_sale_buy()). */
+typedef struct market_sale_result {
+    int64_t quantity, price, total; /* a success: units, the price of one, quantity * price */
+    int64_t buyer_funds;            /* a success: the buyer's funds after it */
+    int64_t left;     /* a success: units left after it (0 for a replay); ERR_SOLD_OUT: the
+                         units left */
+    int64_t may_buy;  /* ERR_LIMIT_EXCEEDED: how many more the buyer may buy */
+    int replayed;     /* 1: an earlier request with the same idempotency key did it */
+    char trade_id[MARKET_TRADE_ID_MAX + 1]; /* a success: its trade record */
+} market_sale_result;
+
+/* A buy from a sale handed to the market without waiting for it: see
+ * market_sale_buy_submit(). As market_pending: the caller keeps the struct
+ * and its strings alive until done is called, and reads the outputs in done
+ * or after it. */
+typedef struct market_sale_pending market_sale_pending;
+struct market_sale_pending {
+    /* in */
+    const char *realm, *sale, *buyer;
+    int64_t quantity;        /* 1..MARKET_SALE_STOCK_MAX */
+    const market_idem *idem; /* may be NULL */
+    void (*done)(market_sale_pending *p); /* called once, on a sale worker thread */
+    void *ud;
+    /* out: set before done is called */
+    int rc;
+    market_sale_result res;
+    char why[128]; /* with MARKET_ERR_STORE: the store's reason, as text */
+    /* the market's own */
+    int64_t deadline_ms;
+    int state;
+    unsigned lane;
+    market_sale_pending *next;
+};
+
+/* Units a player bought from a sale (market_sale_buyers()). */
+typedef struct market_sale_buyer {
+    char player[MARKET_ID_MAX + 1];
+    int64_t units;
+} market_sale_buyer;
+
 /* Upper bounds (microseconds) of the lock wait histogram's buckets; a last,
  * unbounded bucket follows. */
 #define MARKET_WAIT_BUCKETS_US 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, \
@@ -244,6 +325,10 @@ typedef struct market_stats {
     uint64_t purchases;       /* market_purchase calls */
     uint64_t purchased;       /* of which committed */
     uint64_t batches;         /* lock strategies: batches the worker served */
+    uint64_t sale_buys;       /* buys from flash sales asked for */
+    uint64_t sale_bought;     /* of which committed (replays not counted) */
+    uint64_t sale_units;      /* units they sold */
+    uint64_t sale_batches;    /* batches the sale workers served */
     uint64_t txn_aborts;      /* EXECs aborted by a changed watched key */
     uint64_t lock_busy;       /* lock wait budgets spent */
     uint64_t lease_lost;      /* commits refused because the lease had lapsed */
@@ -267,8 +352,16 @@ typedef struct market_audit_report {
     size_t items_listed;    /* members of market: */
     size_t items_misplaced; /* items found in more than one place */
     size_t index_mismatch;  /* search index entries missing or extra against market: */
-    int64_t units_held;     /* units of stackable goods in every stacks:<id> */
-    int64_t units_listed;   /* units listed (market:{r}:units) */
+    /* stackable goods and flash sales (units, not items) */
+    int64_t units_in_stacks;      /* every count of every stacks:<id> */
+    int64_t units_listed;         /* units listed (market:{r}:units) */
+    int64_t sale_units_in_stacks; /* of those in stacks, the units of items some sale sells */
+    int64_t units_in_sales;       /* units left on sale: the stock of every sale */
+    int64_t units_sold_by_sales;  /* the sold of every sale */
+    size_t sales;                 /* sales found */
+    size_t sales_oversold;        /* sales with sold above their initial stock, or stock
+                                     below 0: must be 0 */
+    size_t sales_unbalanced;      /* sales whose stock + sold is not their initial: must be 0 */
 } market_audit_report;
 
 /* A search of a realm's market (market_search()): the listings that match every filter
@@ -356,6 +449,16 @@ int market_unlist_units(market_conn *c, const char *realm, const char *seller, c
 int market_idem_key_valid(const char *key);
 int market_unlist(market_conn *c, const char *realm, const char *seller, const char *item,
                   int64_t *price);
+
+/* ---- flash sales (market_sale.c) ---- */
+
+int market_sale_create(market_conn *c, const char *realm, const market_sale *s);
+int market_sale_get(market_conn *c, const char *realm, const char *id, market_sale *out);
+int market_sale_buy(market_conn *c, const char *realm, const char *sale, const char *buyer,
+                    int64_t quantity, const market_idem *idem, market_sale_result *res);
+int market_sale_buy_submit(market *m, market_sale_pending *p);
+int market_sale_buyers(market_conn *c, const char *realm, const char *id,
+                       market_sale_buyer **out, size_t *n);
 
 /* ---- reading ---- */
 

@@ -35,6 +35,7 @@
 #define MARKET__TOKEN_LEN 32            /* a claim token: 128 random bits in hex */
 
 struct market__queue; /* the lock strategies' queue and threads: market_batch.c's alone */
+struct market__sale_queue; /* the flash sales' queue and threads: market_sale.c's alone */
 
 struct market {
     market_config cfg;
@@ -44,13 +45,14 @@ struct market {
      * each to still hold our token, whoever else speaks the lock protocol. */
     int lock_in_store;
     struct market__queue *queue; /* owned; see market_batch.h */
+    struct market__sale_queue *sales; /* owned; see market_sale.h */
     lock_sentinel *sentinel;     /* owned; NULL unless cfg.redis is a Sentinel group */
     lock_cluster *cluster;       /* owned; NULL unless cfg.redis is a Redis Cluster */
 
     struct {
         _Atomic uint64_t purchases, purchased, batches, txn_aborts, lock_busy, lease_lost,
             store_errors, lock_acquired, lock_waits, lock_wait_us, not_replicated,
-            cluster_tryagain, cluster_down;
+            cluster_tryagain, cluster_down, sale_buys, sale_bought, sale_units, sale_batches;
         _Atomic uint64_t lock_wait_bucket[MARKET_WAIT_BUCKETS];
     } stats;
 };

@@ -5,11 +5,13 @@
  * DESIGN
  * An idempotency record idem:{<realm>}:<player>:<key> holds one of
  *   "<fp> <a> <b> <t>"  a purchase's success: price, buyer funds after it, trade id
+ *                       (a buy from a sale: the price of one unit, buyer funds, trade id)
  *                       (market_trade.c's script appends " <t>" when it records the trade);
  *   "<fp> <a> <b>"      a list's success (price and 0), or a purchase recorded before
  *                       trade ids;
  *   "<fp> !<rc> <a>"    a final refusal: its market code (negative) and, for
- *                       a price_changed, the current price;
+ *                       a price_changed, the current price (a sale's sold_out: the
+ *                       units left; limit_exceeded: how many more the buyer may buy);
  *   "<fp> ?<token>"     a claim: an attempt with this token is deciding it.
  * An attempt claims the key (SET NX PX, before its WATCH) and reads it back
  * under WATCH: the commit that writes the final record aborts if anyone else
@@ -87,7 +89,11 @@ int market__idem_final(int rc) {
     case MARKET_ERR_NO_PLAYER:
     case MARKET_ERR_NOT_HELD:
     case MARKET_ERR_NOT_ENOUGH:
-    case MARKET_ERR_OVERFLOW: return 1;
+    case MARKET_ERR_OVERFLOW:
+    case MARKET_ERR_NO_SALE:
+    case MARKET_ERR_SALE_NOT_ACTIVE:
+    case MARKET_ERR_SOLD_OUT:
+    case MARKET_ERR_LIMIT_EXCEEDED: return 1;
     default: return 0;
     }
 }

@@ -134,6 +134,100 @@ int market__fill(market__offer *offers, size_t n, const char *buyer, int64_t qua
     return MARKET_ERR_NOT_ENOUGH;
 }
 
+/* Decides a buy of quantity units from sale s by buyer, who has bought
+ * bought units of it already (-1: unreadable), at the store's time now_ms;
+ * buyer_is_house says the buyer is the sale's house. The checks, in this
+ * order, and the first that fails is the verdict:
+ *   is there such a sale?       MARKET_ERR_NO_SALE (unreadable: MARKET_ERR_STORE)
+ *   is it on now?               MARKET_ERR_SALE_NOT_ACTIVE (before start_ms, or from end_ms)
+ *   is the buyer not the house? MARKET_ERR_INVALID
+ *   does the buyer exist?       MARKET_ERR_NO_PLAYER (unreadable: MARKET_ERR_STORE)
+ *   are there units enough?     MARKET_ERR_SOLD_OUT, *info = the units left
+ *   within the player's limit?  MARKET_ERR_LIMIT_EXCEEDED, *info = how many more they may
+ *                               buy (unreadable bought: MARKET_ERR_STORE)
+ *   can the buyer pay?          MARKET_ERR_INSUFFICIENT_FUNDS (also when quantity * price
+ *                               exceeds any funds a player can hold)
+ *   can the house be paid?      MARKET_ERR_OVERFLOW (unreadable: MARKET_ERR_STORE; a house
+ *                               without funds is paid from 0)
+ * Returns MARKET_OK when the buy may happen, or MARKET__NEED_FUNDS when
+ * deciding needs funds that are MARKET__UNREAD. info may be NULL. This
+ * function can't fail otherwise. */
+int market__sale_rule(const market__sale_state *s, int64_t now_ms, int64_t quantity,
+                      int64_t bought, int buyer_is_house, const market__party *buyer,
+                      const market__party *house, int64_t *info) {
+    int64_t scratch;
+    if (!info) info = &scratch;
+    *info = 0;
+    if (s->known == MARKET__ABSENT) return MARKET_ERR_NO_SALE;
+    if (s->known != MARKET__PRESENT) return MARKET_ERR_STORE;
+    if (now_ms < s->start_ms || now_ms >= s->end_ms) return MARKET_ERR_SALE_NOT_ACTIVE;
+    if (buyer_is_house) return MARKET_ERR_INVALID;
+    if (buyer->known == MARKET__UNREAD || house->known == MARKET__UNREAD)
+        return MARKET__NEED_FUNDS;
+    if (buyer->known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
+    if (buyer->known == MARKET__ABSENT) return MARKET_ERR_NO_PLAYER;
+    if (quantity < 1) return MARKET_ERR_INVALID;
+    if (s->left < quantity) {
+        *info = s->left > 0 ? s->left : 0;
+        return MARKET_ERR_SOLD_OUT;
+    }
+    if (bought < 0) return MARKET_ERR_STORE;
+    if (bought > s->limit || quantity > s->limit - bought) {
+        *info = bought < s->limit ? s->limit - bought : 0;
+        return MARKET_ERR_LIMIT_EXCEEDED;
+    }
+    if (s->price < 1 || quantity > INT64_MAX / s->price) return MARKET_ERR_INSUFFICIENT_FUNDS;
+    int64_t total = quantity * s->price;
+    if (buyer->funds < total) return MARKET_ERR_INSUFFICIENT_FUNDS;
+    if (house->known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
+    int64_t house_funds = house->known == MARKET__PRESENT ? house->funds : 0;
+    if (house_funds > INT64_MAX - total) return MARKET_ERR_OVERFLOW;
+    return MARKET_OK;
+}
+
+/* market__sale_rule(), and when it allows the buy, applies it to what the
+ * batch knows: the units leave s->left for s->sold and *bought, the total
+ * moves from buyer's funds to house's (a house without funds starts at 0).
+ * Returns the verdict. This function can't fail otherwise. */
+int market__sale_apply(market__sale_state *s, int64_t now_ms, int64_t quantity, int64_t *bought,
+                       int buyer_is_house, market__party *buyer, market__party *house,
+                       int64_t *info) {
+    int rc = market__sale_rule(s, now_ms, quantity, *bought, buyer_is_house, buyer, house, info);
+    if (rc != MARKET_OK) return rc;
+    int64_t total = quantity * s->price;
+    if (house->known != MARKET__PRESENT) {
+        house->known = MARKET__PRESENT;
+        house->funds = 0;
+    }
+    s->left -= quantity;
+    s->sold += quantity;
+    *bought += quantity;
+    buyer->funds -= total;
+    house->funds += total;
+    return MARKET_OK;
+}
+
+/* Whether a buy's arguments can be served: valid realm, sale and buyer ids,
+ * a quantity in 1..MARKET_SALE_STOCK_MAX, a valid idempotency key (idem may
+ * be NULL). Can't fail. */
+int market__sale_args_ok(const char *realm, const char *sale, const char *buyer,
+                         int64_t quantity, const market_idem *idem) {
+    return market_id_valid(realm) && market_id_valid(sale) && market_id_valid(buyer) &&
+           quantity >= 1 && quantity <= MARKET_SALE_STOCK_MAX && market__idem_valid(idem);
+}
+
+/* Whether a new sale s of realm can be created: valid ids (the house may be
+ * "": the default), stock in 1..MARKET_SALE_STOCK_MAX, price in
+ * 1..MARKET_PRICE_MAX, limit in 1..stock, start_ms < end_ms, both at least
+ * 0. Can't fail. */
+int market__sale_new_ok(const char *realm, const market_sale *s) {
+    return s && market_id_valid(realm) && market_id_valid(s->id) && market_id_valid(s->item) &&
+           (s->house[0] == '\0' || market_id_valid(s->house)) && s->initial >= 1 &&
+           s->initial <= MARKET_SALE_STOCK_MAX && s->price >= 1 && s->price <= MARKET_PRICE_MAX &&
+           s->limit >= 1 && s->limit <= s->initial && s->start_ms >= 0 &&
+           s->start_ms < s->end_ms;
+}
+
 /* Whether a purchase's arguments can be served: valid ids, a buyer who is
  * not the seller, an expected price not above MARKET_PRICE_MAX (<= 0: any),
  * a valid idempotency key and fingerprint (idem may be NULL). Can't fail. */

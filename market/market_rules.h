@@ -4,7 +4,9 @@
  * out. Every path that decides a purchase asks these - the one-at-a-time
  * path, the batch's decision in queue order, and the batch's look-ahead that
  * chooses which funds to read - so the rules are written once, here, and
- * unit-tested without a Redis (tests/unit/test_market_rules.c).
+ * unit-tested without a Redis (tests/unit/test_market_rules.c). The rules
+ * of a buy from a flash sale live here too (market__sale_rule), for the
+ * same reasons.
  */
 #ifndef GM_MARKET_MARKET_RULES_H
 #define GM_MARKET_MARKET_RULES_H
@@ -54,6 +56,24 @@ int market__list_rule(int unique_held, int64_t stacked, int64_t quantity, int64_
                       int64_t listed_units, int64_t price, int *stack);
 int market__purchase_apply(int64_t price, int64_t expect_price, market__party *buyer,
                            market__party *seller);
+/* What a sale's batch knows of the sale as it decides its buys in queue order. */
+typedef struct market__sale_state {
+    int known;                 /* MARKET__PRESENT, MARKET__ABSENT (no such sale), or
+                                  MARKET__UNREADABLE */
+    int64_t price, left, sold; /* of one unit; units left; units sold */
+    int64_t limit;             /* most units one player may buy */
+    int64_t start_ms, end_ms;  /* active while start_ms <= now < end_ms */
+} market__sale_state;
+
+int market__sale_rule(const market__sale_state *s, int64_t now_ms, int64_t quantity,
+                      int64_t bought, int buyer_is_house, const market__party *buyer,
+                      const market__party *house, int64_t *info);
+int market__sale_apply(market__sale_state *s, int64_t now_ms, int64_t quantity, int64_t *bought,
+                       int buyer_is_house, market__party *buyer, market__party *house,
+                       int64_t *info);
+int market__sale_args_ok(const char *realm, const char *sale, const char *buyer,
+                         int64_t quantity, const market_idem *idem);
+int market__sale_new_ok(const char *realm, const market_sale *s);
 int market__idem_valid(const market_idem *idem);
 int market__purchase_args_ok(const char *realm, const char *buyer, const char *seller,
                              const char *item, int64_t expect_price, const market_idem *idem);

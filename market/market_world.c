@@ -6,8 +6,10 @@
  * world writes nothing; its listings go into the search indexes in the same
  * transaction (market_index.c). market_audit() reads the whole store back to check
  * the invariants: funds conserved, none negative, every item in one place, the
- * indexes holding exactly the market's listings. market_reindex() rebuilds a
- * realm's indexes from its market (stores seeded before the indexes existed).
+ * indexes holding exactly the market's listings, and the units of stackable
+ * goods and flash sales (stacks, listed units, stock, sold). market_reindex()
+ * rebuilds a realm's indexes from its market (stores seeded before the indexes
+ * existed).
  * market_players_scan() and market_store_info() read the players and the
  * store's counters for tools (market-load) without their knowing the keys.
  */
@@ -21,8 +23,10 @@
 #include "market/market_store.h"
 
 /* The key patterns of a realm's keys that seeding with reset deletes (and its market and
- * its trades). */
-static const char *const realm_kinds[] = {"users", "inventory", "stacks", "idem", "idx", "trades"};
+ * its trades): players, inventories, stacks, idempotency records, search indexes, trade
+ * indexes, and sales (with their bought hashes). */
+static const char *const realm_kinds[] = {"users", "inventory", "stacks", "idem",
+                                          "idx",   "trades",    "sale"};
 
 #define ZADD_CHUNK 256     /* score/member pairs per ZADD while seeding */
 #define REINDEX_CHUNK 1000 /* listings read and indexed per round trip by market_reindex() */
@@ -672,18 +676,6 @@ static int per_key(market_conn *c, const struct keylist *keys, const char *cmd, 
     return rc;
 }
 
-/* Adds the counts of an HVALS of a stacks: hash to the report's units held. */
-static int audit_stacks(redisReply *r, void *ud) {
-    market_audit_report *a = ud;
-    if (r->type != REDIS_REPLY_ARRAY) return MARKET_ERR_STORE;
-    for (size_t i = 0; i < r->elements; i++) {
-        int64_t v = market__reply_units(r->element[i]);
-        if (v <= 0 || a->units_held > INT64_MAX - v) return MARKET_ERR_STORE;
-        a->units_held += v;
-    }
-    return MARKET_OK;
-}
-
 static int cmp_reply_str(const void *a, const void *b) {
     const redisReply *x = *(const redisReply *const *)a, *y = *(const redisReply *const *)b;
     size_t n = x->len < y->len ? x->len : y->len;
@@ -803,16 +795,119 @@ out:
     return rc;
 }
 
+/* What audit_units() gathers: the items sales sell (sorted, for bsearch). */
+struct units {
+    market_audit_report *a;
+    struct itemlist sale_items;
+};
+
+static int audit_sale(redisReply *r, void *ud) {
+    struct units *u = ud;
+    market_audit_report *a = u->a;
+    int64_t v[3];
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return MARKET_ERR_STORE;
+    const redisReply *item = r->element[0];
+    if (item->type == REDIS_REPLY_NIL) return MARKET_OK; /* went away meanwhile */
+    for (size_t i = 0; i < 3; i++) {
+        const redisReply *e = r->element[1 + i];
+        if (item->type != REDIS_REPLY_STRING || e->type != REDIS_REPLY_STRING ||
+            market__parse_i64(e->str, e->len, &v[i]) < 0)
+            return MARKET_ERR_STORE;
+    }
+    int64_t initial = v[0], stock = v[1], sold = v[2];
+    a->sales++;
+    if (sold > initial || stock < 0) a->sales_oversold++;
+    if (stock + sold != initial) a->sales_unbalanced++;
+    if (__builtin_add_overflow(a->units_in_sales, stock, &a->units_in_sales) ||
+        __builtin_add_overflow(a->units_sold_by_sales, sold, &a->units_sold_by_sales))
+        return MARKET_ERR_OVERFLOW;
+    return itemlist_add(&u->sale_items, item->str, item->len);
+}
+
+static int audit_stacks(redisReply *r, void *ud) {
+    struct units *u = ud;
+    market_audit_report *a = u->a;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) return MARKET_ERR_STORE;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *e = r->element[i + 1];
+        int64_t n;
+        if (k->type != REDIS_REPLY_STRING || k->len > MARKET_ID_MAX ||
+            e->type != REDIS_REPLY_STRING || market__parse_i64(e->str, e->len, &n) < 0)
+            return MARKET_ERR_STORE;
+        if (__builtin_add_overflow(a->units_in_stacks, n, &a->units_in_stacks))
+            return MARKET_ERR_OVERFLOW;
+        char item[MARKET_ID_MAX + 1];
+        memcpy(item, k->str, k->len);
+        item[k->len] = '\0';
+        if (u->sale_items.n &&
+            bsearch(item, u->sale_items.ids, u->sale_items.n, sizeof *u->sale_items.ids, cmp_id) &&
+            __builtin_add_overflow(a->sale_units_in_stacks, n, &a->sale_units_in_stacks))
+            return MARKET_ERR_OVERFLOW;
+    }
+    return MARKET_OK;
+}
+
+/* Adds the units of realm's sales and stacks to *a (see market_audit_report).
+ * Returns MARKET_OK, ERR_STORE, ERR_OVERFLOW or ERR_NOMEM. */
+static int audit_units(market_conn *c, const char *realm, market_audit_report *a) {
+    struct keylist sales = {0}, stacks = {0};
+    struct units u = {a, {0}};
+    char pattern[MARKET__KEY_MAX];
+    market__key(pattern, sizeof pattern, "sale", realm, "*");
+    int rc = scan_keys(c, pattern, &sales);
+    size_t kept = 0; /* the sales, not their bought hashes (ids hold no ':') */
+    for (size_t i = 0; rc == MARKET_OK && i < sales.n; i++) {
+        size_t len = strlen(sales.keys[i]);
+        if (len > 7 && strcmp(sales.keys[i] + len - 7, ":bought") == 0)
+            free(sales.keys[i]);
+        else
+            sales.keys[kept++] = sales.keys[i];
+    }
+    if (rc == MARKET_OK) sales.n = kept;
+    if (rc == MARKET_OK && (rc = market__connect(c)) == MARKET_OK) {
+        struct bulk b = {c, 0, 0};
+        for (size_t i = 0; i < sales.n; i++) {
+            const char *argv[6] = {"HMGET", sales.keys[i], "item", "initial", "stock", "sold"};
+            bulk_add(&b, 6, argv, NULL);
+        }
+        if (b.failed) {
+            rc = bulk_finish(&b);
+        } else {
+            for (size_t i = 0; i < b.sent; i++) {
+                void *r = NULL;
+                if (redisGetReply(c->ctx, &r) != REDIS_OK) {
+                    market__drop(c);
+                    rc = MARKET_ERR_STORE;
+                    break;
+                }
+                int frc = rc == MARKET_OK ? audit_sale(r, &u) : rc;
+                freeReplyObject(r);
+                if (frc < 0) rc = frc; /* keep reading: the replies must be drained */
+            }
+        }
+    }
+    if (u.sale_items.n) qsort(u.sale_items.ids, u.sale_items.n, sizeof *u.sale_items.ids, cmp_id);
+    market__key(pattern, sizeof pattern, "stacks", realm, "*");
+    if (rc == MARKET_OK) rc = scan_keys(c, pattern, &stacks);
+    if (rc == MARKET_OK) rc = per_key(c, &stacks, "HGETALL", NULL, audit_stacks, &u);
+    keylist_free(&sales);
+    keylist_free(&stacks);
+    free(u.sale_items.ids);
+    return rc;
+}
+
 /* Reads the whole of realm (SCAN, no lock) and fills *out: players, total
  * and negative funds, items held, items listed, items found in more
- * than one place, and search index entries that disagree with the market
- * (index_mismatch). Meant for tests, load tests and operators on a quiet
+ * than one place, search index entries that disagree with the market
+ * (index_mismatch), and the units of stackable goods and flash sales (stacks,
+ * listed units, stock left, sold, and sales that sold more than they had).
+ * Meant for tests, load tests and operators on a quiet
  * market. Returns MARKET_OK, ERR_INVALID, ERR_STORE, ERR_OVERFLOW (funds
  * sum) or ERR_NOMEM. */
 int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
     if (!c || !out || !market_id_valid(realm)) return MARKET_ERR_INVALID;
     memset(out, 0, sizeof *out);
-    struct keylist users = {0}, invs = {0}, stacks = {0};
+    struct keylist users = {0}, invs = {0};
     struct itemlist items = {0};
     redisReply *z = NULL, *u = NULL;
     redisReply **goods = NULL; /* the listings of units (members of units:), sorted */
@@ -828,9 +923,6 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
     if ((rc = per_key(c, &users, "HGET", "funds", audit_funds, out)) < 0) goto out;
     if ((rc = per_key(c, &invs, "SMEMBERS", NULL, audit_inventory, &items)) < 0) goto out;
     out->items_held = items.n;
-    market__key(pattern, sizeof pattern, "stacks", realm, "*");
-    if ((rc = scan_keys(c, pattern, &stacks)) < 0) goto out;
-    if ((rc = per_key(c, &stacks, "HVALS", NULL, audit_stacks, out)) < 0) goto out;
     const char *hgetall[2] = {"HGETALL", rl.units};
     if (!(u = market__command(c, 2, hgetall, NULL)) || u->type != REDIS_REPLY_ARRAY ||
         u->elements % 2 || !(goods = malloc((u->elements / 2 + 1) * sizeof *goods))) {
@@ -878,13 +970,13 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
     market__idx_init(&ix, realm);
     for (int k = 0; k < MARKET__IDX_KINDS && rc == MARKET_OK; k++)
         rc = audit_index(c, ix.key[k], k, z, &out->index_mismatch);
+    if (rc == MARKET_OK) rc = audit_units(c, realm, out);
 out:
     if (z) freeReplyObject(z);
     if (u) freeReplyObject(u);
     free(goods);
     keylist_free(&users);
     keylist_free(&invs);
-    keylist_free(&stacks);
     free(items.ids);
     return rc;
 }

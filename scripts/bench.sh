@@ -24,7 +24,8 @@
 # BENCH_HA (1; 0 skips the --min-replicas-ack section), BENCH_CLUSTER (1; 0 skips the
 # cluster section), BENCH_CLUSTER_REALMS (12), BENCH_SEARCH (1; 0 skips the search
 # section), BENCH_SEARCH_SIZES ("1000 1000000"), BENCH_SEARCH_REQUESTS (2000),
-# BENCH_PEERS (none), BIN (bin).
+# BENCH_FLASH (1; 0 skips the flash sale), BENCH_FLASH_BUYERS (1000), BENCH_FLASH_STOCK
+# (10000), BENCH_PEERS (none), BIN (bin).
 #
 # The world gives every player funds for the whole market: the contended mix
 # sends its purchases as the N poorest players, and with too little they run
@@ -58,6 +59,13 @@
 # same page by offset (`?limit=50&offset=0.9N`). Reports raw/search.tsv and results.md
 # section "Search": median and p99 ms per kind and size, the seeding time and Redis memory.
 #
+# BENCH_FLASH=1 (the default), after that: a flash sale. Reseeds the world, starts
+# `--strategy market` (with --per-ip-connections 0: every buyer comes from 127.0.0.1), and runs
+# `market-load --mix flash --buyers BENCH_FLASH_BUYERS (1000) --sale-stock BENCH_FLASH_STOCK
+# (10000)`: market-load creates the sale, its buyers all buy one unit a request until it is sold
+# out. Reports raw/flash.json, results.md section "Flash sale": time to sell out, purchases/s,
+# p50/p99, oversold and limit violations (both must be 0).
+#
 # BENCH_PEERS names a script of peer benchmarks, which are not part of this
 # repository (bench/peers.md says what they are). It is run with bash, with
 # LEVELS, SECS and OUT_MD (where to write its markdown table) in its
@@ -79,6 +87,9 @@ CREALMS=${BENCH_CLUSTER_REALMS:-12}
 SEARCH=${BENCH_SEARCH:-1}
 SEARCH_SIZES=${BENCH_SEARCH_SIZES:-"1000 1000000"}
 SEARCH_N=${BENCH_SEARCH_REQUESTS:-2000}
+FLASH=${BENCH_FLASH:-1}
+FBUYERS=${BENCH_FLASH_BUYERS:-1000}
+FSTOCK=${BENCH_FLASH_STOCK:-10000}
 case $OUT in /*) ;; *) OUT=$ROOT/$OUT ;; esac # absolute: the peers run from their own folder
 HOLD=256
 
@@ -482,6 +493,28 @@ PY
     column -t -s "$(printf '\t')" "$OUT/raw/search.tsv"
 fi
 
+# ---- a flash sale ----
+if [ "$FLASH" != 0 ]; then
+    reseed
+    fmode=flag
+    grep -q -- '--strategy' <<<"$SERVER_HELP" || fmode=noflag
+    if ! start_server market "$fmode" flash --per-ip-connections 0 \
+        --max-connections $((FBUYERS + 256)); then
+        note "flash: market-server did not become healthy: $(tail -1 "$OUT/raw/server-flash.log" 2>/dev/null)"
+        status=1
+    else
+        echo "bench: flash: $FBUYERS buyers, a sale of $FSTOCK units"
+        "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$RURL" --mix flash \
+            --buyers "$FBUYERS" --sale-stock "$FSTOCK" --seed 1 --quiet \
+            --json "$OUT/raw/flash.json" >"$OUT/raw/flash.txt" 2>&1
+        rc=$?
+        grep -E '^(  flash sale|    .*(sold out|oversold|above the limit))' "$OUT/raw/flash.txt"
+        load_verdict flash "$rc"
+        kill -0 "$SPID" 2>/dev/null || { note "flash: market-server died during the run"; status=1; }
+    fi
+    stop_pid "$SPID"
+fi
+
 # ---- peers (optional) ----
 PEERS_RAN=0
 if [ -n "${BENCH_PEERS:-}" ]; then
@@ -699,6 +732,32 @@ if srows:
         L.append("Seeding: " + "; ".join(f"{n:,} listings in {v[0]} s (Redis used_memory {v[1]} after)"
                                           for n, v in sorted(seeds.items())) + ".")
     L.append("Raw: `raw/search.tsv`, `raw/search-seed.tsv`.")
+# ---- a flash sale: raw/flash.json ----
+fp = os.path.join(raw, "flash.json")
+if os.path.exists(fp):
+    fj = json.load(open(fp))
+    fl, lat, st = fj.get("flash", {}), fj["latency_ms"], fj["status"]
+    L.append("")
+    L.append("## Flash sale (--strategy market, market-load --mix flash)")
+    L.append("")
+    L.append("| buyers | stock | limit | time to sell out s | purchases/s | p50 ms | p99 ms | "
+             "oversold | limit violations | 200 / 409 / 503 / other / transport | invariants |")
+    L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    L.append(f'| {fj["config"]["buyers"]:,} | {fl.get("stock", 0):,} | {fl.get("limit", 0):,} | '
+             f'{fl.get("time_to_sell_out_s", 0):.3f}{"" if fl.get("sold_out") else " (not sold out)"} | '
+             f'{fmt(fl.get("purchases_per_s", 0))} | {lat["all"]["p50"]:.3f} | {lat["all"]["p99"]:.3f} | '
+             f'{fl.get("oversold", "?")} | {fl.get("limit_violations", "?")} | '
+             f'{st["200"]} / {st["409"]} / {st["503"]} / {st["other"]} / {st["transport_errors"]} | '
+             f'{"OK" if fj["invariants"]["ok"] else "**BROKEN**"} |')
+    L.append("")
+    L.append("Every buyer sends one request at a time (one unit each) from its own keep-alive "
+             "connection; a sale's buys queue in the server and one worker serves them in batches "
+             "(up to `--batch-max`) under the sale's lock, one guarded `HINCRBY` of the stock per "
+             "batch. Time to sell out runs from the first request to the first 409 sold_out; "
+             "purchases/s is the 200s over that time. Oversold (units beyond the stock) and limit "
+             "violations (buyers above the limit in the sale's bought hash, read after the run) "
+             "must be 0; the invariants include the trade audit and the house's funds. Raw report: "
+             "`raw/flash.json` and `.txt`.")
 if notes:
     L.append("")
     L.append("## Notes")

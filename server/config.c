@@ -64,6 +64,8 @@ void server_usage(const char *prog) {
            "  --connection-timeout-s N  idle connection timeout (default 30)         MARKET_CONNECTION_TIMEOUT_S\n"
            "  --auth-secret S           HMAC key of player tokens                    MARKET_AUTH_SECRET\n"
            "  --no-auth                 serve without authentication (tests, demos)  MARKET_NO_AUTH=1\n"
+           "  --admin-secret S          HMAC key of the admin token (POST /sales);  MARKET_ADMIN_SECRET\n"
+           "                            none: admin routes off (checked even with --no-auth)\n"
            "  --per-ip-connections N    connections per client IP, 0 = any (512)     MARKET_PER_IP_CONNECTIONS\n"
            "  --connection-memory N     buffer bytes per connection (32768)          MARKET_CONNECTION_MEMORY\n"
            "  --reuse-port              share --listen with other servers given it   MARKET_REUSE_PORT=1\n"
@@ -76,7 +78,7 @@ void server_usage(const char *prog) {
 enum opt_id {
     OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_LOCK_REDIS, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
     OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_SECRET, OPT_NOAUTH, OPT_PERIP,
-    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_WORKERS, OPT_HISTORY, OPT_TINDEX, OPT_HELP
+    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_WORKERS, OPT_HISTORY, OPT_TINDEX, OPT_ADMIN, OPT_HELP
 };
 
 static const struct {
@@ -109,6 +111,7 @@ static const struct {
     {OPT_WORKERS, "workers", "MARKET_WORKERS"},
     {OPT_HISTORY, "trade-history", "MARKET_TRADE_HISTORY"},
     {OPT_TINDEX, "trade-index", "MARKET_TRADE_INDEX"},
+    {OPT_ADMIN, "admin-secret", "MARKET_ADMIN_SECRET"},
 };
 
 static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
@@ -217,6 +220,12 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
         if (cli_parse_u64(v, 1, UINT64_C(1000000000), &n) < 0) return -1;
         cfg->trade_index = n;
         return 0;
+    case OPT_ADMIN:
+        if (!*v) return -1;
+        return snprintf(cfg->admin_secret, sizeof cfg->admin_secret, "%s", v) <
+                       (int)sizeof cfg->admin_secret
+                   ? 0
+                   : -1;
     case OPT_HELP:
         break;
     }
@@ -232,7 +241,7 @@ int server_config_parse(server_config *cfg, int argc, char **argv, char *why, si
         const char *v = getenv(opt_names[i].env);
         if (v && *v && set_opt(cfg, opt_names[i].id, v) < 0) {
             snprintf(why, whylen, "bad value for %s: '%s'", opt_names[i].env,
-                     opt_names[i].id == OPT_SECRET ? "***" : v);
+                     opt_names[i].id == OPT_SECRET || opt_names[i].id == OPT_ADMIN ? "***" : v);
             return SERVER_ERR_INVALID;
         }
     }
@@ -258,7 +267,7 @@ int server_config_parse(server_config *cfg, int argc, char **argv, char *why, si
         }
         if (set_opt(cfg, (enum opt_id)ch, opt_names[ch - 1].no_value ? "1" : optarg) < 0) {
             snprintf(why, whylen, "bad value for --%s: '%s'", longopts[ch - 1].name,
-                     ch == OPT_SECRET ? "***" : optarg);
+                     ch == OPT_SECRET || ch == OPT_ADMIN ? "***" : optarg);
             return SERVER_ERR_INVALID;
         }
     }

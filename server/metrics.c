@@ -212,6 +212,12 @@ char *server__metrics_render(const server__metrics *mt, market *m, size_t *len) 
     counter(&t, "market_purchases_committed_total", "Purchases committed.", s.purchased);
     counter(&t, "market_batches_total", "Batches of purchases served (market and item strategies).",
             s.batches);
+    counter(&t, "market_sale_buys_total", "Buys from flash sales asked for.", s.sale_buys);
+    counter(&t, "market_sale_buys_committed_total", "Buys from flash sales committed.",
+            s.sale_bought);
+    counter(&t, "market_sale_units_total", "Units flash sales sold.", s.sale_units);
+    counter(&t, "market_sale_batches_total", "Batches of flash-sale buys served.",
+            s.sale_batches);
     counter(&t, "market_txn_aborts_total", "MULTI/EXEC aborted by a changed watched key.",
             s.txn_aborts);
     counter(&t, "market_not_replicated_total",

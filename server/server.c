@@ -11,7 +11,9 @@
  * purchase to the market's worker (market_purchase_submit); the worker's
  * done callback resumes the connection, and libmicrohttpd calls the handler
  * again, which answers. A batch of purchases thus costs one wake-up of the
- * worker and one of each event loop, not a thread switch per request. Reads
+ * worker and one of each event loop, not a thread switch per request. A buy
+ * from a flash sale (POST /sales/{id}/buy) goes the same way to its sale's
+ * worker (market_sale_buy_submit). Reads
  * (GET) run on the event-loop thread. --threads 0 selects a thread per
  * connection instead, where every request, purchases included, runs on its
  * connection's thread (as does every purchase of the optimistic strategy).
@@ -352,18 +354,35 @@ static void purchase_done(market_pending *p) {
     MHD_resume_connection(rq->conn);
 }
 
+/* A sale worker has decided the buy: wake its connection. */
+static void sale_buy_done(market_sale_pending *p) {
+    struct request *rq = p->ud;
+    atomic_store(&rq->done, 1);
+    MHD_resume_connection(rq->conn);
+}
+
 /* Hands rq's validated purchase to the market and suspends the connection
  * until purchase_done() resumes it; libmicrohttpd then calls on_request()
  * again, which answers. The connection is suspended first, since the worker
  * may finish before submit returns. */
 static enum MHD_Result purchase_submit(server *s, struct MHD_Connection *conn, struct request *rq,
-                                       api_response *head) {
+                                       api_response *head, int kind) {
     rq->head = *head; /* route and player only: no body yet */
     rq->conn = conn;
     rq->pending = 1;
+    MHD_suspend_connection(conn);
+    if (kind == API_BEGIN_SALE_BUY) { /* a buy from a flash sale, to its sale's worker */
+        rq->purchase.sale_op.done = sale_buy_done;
+        rq->purchase.sale_op.ud = rq;
+        int rc = market_sale_buy_submit(s->market, &rq->purchase.sale_op);
+        if (rc != MARKET_OK) {
+            rq->purchase.sale_op.rc = rc;
+            sale_buy_done(&rq->purchase.sale_op);
+        }
+        return MHD_YES;
+    }
     rq->purchase.op.done = purchase_done;
     rq->purchase.op.ud = rq;
-    MHD_suspend_connection(conn);
     int rc = market_purchase_submit(s->market, &rq->purchase.op);
     if (rc != MARKET_OK) { /* not queued: answer it as the worker would have */
         rq->purchase.op.rc = rc;
@@ -442,13 +461,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     } else {
         market_conn *mc = thread_conn(s);
         api_request req = {method, url, rq->body, rq->len, lookup, conn,
-                           s->cfg.no_auth ? NULL : s->cfg.auth_secret};
+                           s->cfg.no_auth ? NULL : s->cfg.auth_secret,
+                           s->cfg.admin_secret[0] ? s->cfg.admin_secret : NULL};
+        int kind = 0;
         if (!mc) {
             api_error(500, "internal_error", "out of memory", &resp);
         } else if (!s->async) {
             api_handle(mc, &req, &resp);
-        } else if (api_handle_begin(mc, &req, &resp, &rq->purchase)) {
-            return purchase_submit(s, conn, rq, &resp);
+        } else if ((kind = api_handle_begin(mc, &req, &resp, &rq->purchase)) != 0) {
+            return purchase_submit(s, conn, rq, &resp, kind);
         }
     }
     return answer(s, conn, method, url, rq, &resp);

@@ -52,6 +52,9 @@ typedef struct server_config {
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
     char auth_secret[256];       /* HMAC key of player tokens; empty needs no_auth */
     int no_auth;                 /* serve without authentication (tests, demos) */
+    char admin_secret[256];      /* HMAC key of the admin token (POST /sales); empty: the
+                                    admin routes answer 403 admin_disabled. Checked even
+                                    with no_auth */
     unsigned per_ip_connections; /* open connections per client IP (0: no limit) */
     size_t connection_memory;    /* bytes of buffer per connection */
     int reuse_port;              /* share the listen address with other processes (SO_REUSEPORT) */

@@ -5,6 +5,7 @@
  *               [realms=R,]players=N,items=M[,goods=G][,funds=F][,prices=LO-HI][,seed=S]
  *   market-seed [--redis URL] [--realm R] --reindex
  *   market-seed [--auth-secret S] [--realm R] --print-token PLAYER
+ *   market-seed [--admin-secret S] --print-admin-token
  *
  * A realm's world is checked as a whole before anything is written (no item
  * twice, every owner a player) and written in one MULTI/EXEC; a generated
@@ -50,7 +51,10 @@ static void usage(FILE *to) {
             "                it exits 1 and changes nothing when a listing changes meanwhile\n"
             "       market-seed [--auth-secret S] [--realm R] --print-token PLAYER\n"
             "  --print-token print PLAYER's bearer token of the realm for the secret\n"
-            "                (default $MARKET_AUTH_SECRET) and write nothing\n");
+            "                (default $MARKET_AUTH_SECRET) and write nothing\n"
+            "       market-seed [--admin-secret S] --print-admin-token\n"
+            "  --print-admin-token  print the admin token (POST /sales) for the admin secret\n"
+            "                (default $MARKET_ADMIN_SECRET) and write nothing\n");
 }
 
 static char *read_file(const char *path, size_t *len, char *why, size_t whylen) {
@@ -174,7 +178,7 @@ static void print_audit(market_conn *c, const char *url, const char *realm) {
         printf("seeded %s realm %s: it now holds %zu players, %lld funds, %zu items held, "
                "%zu listings, %lld units of goods held, %lld listed\n",
                url, realm, a.players, (long long)a.total_funds, a.items_held, a.items_listed,
-               (long long)a.units_held, (long long)a.units_listed);
+               (long long)a.units_in_stacks, (long long)a.units_listed);
 }
 
 int main(int argc, char **argv) {
@@ -182,6 +186,8 @@ int main(int argc, char **argv) {
     if (!url || !*url) url = "redis://127.0.0.1:6379/0";
     char *generate = NULL;
     const char *secret = getenv("MARKET_AUTH_SECRET"), *token_for = NULL;
+    const char *admin_secret = getenv("MARKET_ADMIN_SECRET");
+    int admin_token = 0;
     const char *realm = MARKET_REALM_DEFAULT;
     int reset = 0, reindex = 0;
     static const struct option longopts[] = {
@@ -192,6 +198,8 @@ int main(int argc, char **argv) {
         {"reindex", no_argument, NULL, 'i'},
         {"auth-secret", required_argument, NULL, 's'},
         {"print-token", required_argument, NULL, 't'},
+        {"admin-secret", required_argument, NULL, 'A'},
+        {"print-admin-token", no_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int ch;
@@ -204,9 +212,25 @@ int main(int argc, char **argv) {
         case 'i': reindex = 1; break;
         case 's': secret = optarg; break;
         case 't': token_for = optarg; break;
+        case 'A': admin_secret = optarg; break;
+        case 'T': admin_token = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
+    }
+    if (admin_token) {
+        char tok[API_ADMIN_TOKEN_MAX + 1];
+        if (!admin_secret || !*admin_secret) {
+            fprintf(stderr, "market-seed: --print-admin-token needs --admin-secret or "
+                            "MARKET_ADMIN_SECRET\n");
+            return 2;
+        }
+        if (api_admin_token_make(admin_secret, tok, sizeof tok) < 0) {
+            fprintf(stderr, "market-seed: cannot make the admin token\n");
+            return 1;
+        }
+        printf("%s\n", tok);
+        return 0;
     }
     if (token_for) {
         char tok[API_TOKEN_MAX + 1];

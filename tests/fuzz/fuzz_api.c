@@ -1,4 +1,5 @@
-/* fuzz_api.c - libFuzzer harness over api_handle(), api_handle_begin() and api_error().
+/* fuzz_api.c - libFuzzer harness over api_handle(), api_handle_begin() (purchases and sale
+ * buys) and api_error().
  *
  * Every input is one HTTP request, laid out as
  *
@@ -305,7 +306,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
      * answers like the market would; anything else is api_handle()'s answer. */
     api_purchase p;
     api_response r3;
-    if (api_handle_begin(conn, &req, &r3, &p)) {
+    int kind = api_handle_begin(conn, &req, &r3, &p);
+    if (kind == API_BEGIN_SALE_BUY) { /* a buy from a flash sale */
+        CHECK(strcmp(req.method, "POST") == 0 && r3.route && r3.body == NULL && p.is_sale);
+        CHECK(market_id_valid(p.buyer) && market_id_valid(p.sale) && market_id_valid(p.realm));
+        CHECK(p.sale_op.realm == p.realm && p.sale_op.sale == p.sale && p.sale_op.buyer == p.buyer);
+        CHECK(p.sale_op.quantity >= 1 && p.sale_op.quantity <= MARKET_SALE_STOCK_MAX);
+        CHECK(!p.sale_op.idem || market_idem_key_valid(p.sale_op.idem->key));
+        p.sale_op.rc = (flags & 1) ? MARKET_OK : MARKET_ERR_SOLD_OUT;
+        p.sale_op.res = (market_sale_result){.quantity = 1, .price = 5, .total = 5, .left = 3};
+        api_purchase_end(&p, &r3);
+        CHECK(r3.body != NULL && r3.status == ((flags & 1) ? 200 : 409));
+    } else if (kind) {
+        CHECK(kind == API_BEGIN_PURCHASE && !p.is_sale);
         CHECK(strcmp(req.method, "POST") == 0 && r3.route && r3.body == NULL);
         CHECK(market_id_valid(p.buyer) && market_id_valid(p.seller) && market_id_valid(p.item));
         CHECK(market_id_valid(p.realm) && p.op.realm == p.realm);

@@ -450,6 +450,41 @@ static void test_load_funds_moved_without_trade_exit_3(void **state) {
     free(text);
 }
 
+/* --mix flash: 200 buyers at once empty a sale of 500 units (limit 5)
+ * that the tool creates; the report says it sold out, exactly, with no
+ * limit broken, and the invariants (trades, funds to the house) hold. */
+static void test_load_flash_sells_out_exactly(void **state) {
+    struct fx *f = *state;
+    seed_world(300, 10, 1000, 1, 10);
+    start_server(f);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", f->port);
+    const char *args[] = {"--url",        url,   "--redis",      redis.url, "--mix",
+                          "flash",        "--buyers", "200",     "--sale-stock", "500",
+                          "--sale-limit", "5",   "--sale-price", "3",       "--json",
+                          f->json,        "--quiet", NULL};
+    int rc = run_tool_to(args, f->text);
+    char *text = slurp(f->text);
+    if (rc != 0) fprintf(stderr, "market-load --mix flash exited %d:\n%s", rc, text);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(text, "sold out in"));
+    free(text);
+    json_error_t e;
+    json_t *j = json_load_file(f->json, 0, &e);
+    assert_non_null(j);
+    assert_invariants(j);
+    assert_int_equal(num(j, "status", "200"), 500);
+    assert_int_equal(num(j, "flash", "sold"), 500);
+    assert_int_equal(num(j, "flash", "left"), 0);
+    assert_int_equal(num(j, "flash", "oversold"), 0);
+    assert_int_equal(num(j, "flash", "limit_violations"), 0);
+    assert_int_equal(num(j, "flash", "stacked"), 500);
+    assert_true(json_is_true(json_object_get(json_object_get(j, "flash"), "sold_out")));
+    json_t *trades = json_object_get(json_object_get(j, "invariants"), "trades");
+    assert_int_equal(json_integer_value(json_object_get(trades, "recorded")), 500);
+    json_decref(j);
+}
+
 /* A server that is not there is a prompt setup failure, not a hang. */
 static void test_load_server_down_exits_1(void **state) {
     (void)state;
@@ -468,6 +503,10 @@ static void test_load_bad_flags_exit_2(void **state) {
     assert_int_equal(run_tool(no_stop), 2);
     const char *bad_mix[] = {"--buyers", "4", "--requests", "1", "--mix", "most", NULL};
     assert_int_equal(run_tool(bad_mix), 2);
+    const char *flash_realms[] = {"--buyers", "4", "--mix", "flash", "--realms", "2", NULL};
+    assert_int_equal(run_tool(flash_realms), 2);
+    const char *flash_stock[] = {"--buyers", "4", "--mix", "flash", "--sale-stock", "0", NULL};
+    assert_int_equal(run_tool(flash_stock), 2);
 }
 
 static int group_setup(void **state) {
@@ -509,6 +548,8 @@ int main(void) {
          fx_setup, fx_teardown, (void *)"market"},
         {"test_load_funds_moved_without_trade_exit_3", test_load_funds_moved_without_trade_exit_3,
          fx_setup, fx_teardown, (void *)"market"},
+        {"test_load_flash_sells_out_exactly", test_load_flash_sells_out_exactly, fx_setup,
+         fx_teardown, (void *)"market"},
         cmocka_unit_test(test_load_server_down_exits_1),
         cmocka_unit_test(test_load_bad_flags_exit_2),
     };

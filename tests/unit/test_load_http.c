@@ -148,6 +148,23 @@ static void test_head_refused(void **state) {
     free(junk);
 }
 
+/* A buy from a flash sale: its route (per realm), one unit, the buyer's token. */
+static void test_sale_buy(void **state) {
+    (void)state;
+    char out[LOAD_OUT_MAX];
+    int n = load_http_sale_buy(out, sizeof out, "h", NULL, "flash-1", "B", 1, NULL);
+    assert_true(n > 0);
+    assert_non_null(strstr(out, "POST /sales/flash-1/buy HTTP/1.1\r\n"));
+    assert_non_null(strstr(out, "\r\n\r\n{\"buyer\":\"B\",\"quantity\":1}"));
+    assert_null(strstr(out, "Authorization"));
+    n = load_http_sale_buy(out, sizeof out, "h", "eu-1", "flash-1", "B", 2, "s3cret");
+    assert_true(n > 0);
+    assert_non_null(strstr(out, "POST /realms/eu-1/sales/flash-1/buy HTTP/1.1\r\n"));
+    assert_non_null(strstr(out, "Authorization: Bearer eu-1/B."));
+    assert_int_equal(load_http_sale_buy(out, 40, "h", NULL, "flash-1", "B", 1, NULL),
+                     LOAD_HTTP_ERR_FIT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_purchase_without_token),
@@ -155,6 +172,7 @@ int main(void) {
         cmocka_unit_test(test_purchase_in_a_realm_goes_to_its_route_with_its_token),
         cmocka_unit_test(test_purchase_errors),
         cmocka_unit_test(test_health),
+        cmocka_unit_test(test_sale_buy),
         cmocka_unit_test(test_head_keep_alive_with_length),
         cmocka_unit_test(test_head_connection_rules),
         cmocka_unit_test(test_head_incomplete_then_complete),

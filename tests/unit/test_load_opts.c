@@ -260,6 +260,39 @@ static void test_usage_names_every_flag(void **state) {
     free(text);
 }
 
+/* --mix flash: no --duration or --requests needed; the limit defaults to
+ * twice the fair share (rounded up), never above the stock; one realm. */
+static void test_flash_defaults(void **state) {
+    (void)state;
+    static load_opts o;
+    char why[256];
+    const char *a1[] = {"--mix", "flash", "--buyers", "1000", NULL};
+    assert_int_equal(parse(&o, &no_env, a1, why, sizeof why), 0);
+    assert_int_equal(o.mix, LOAD_MIX_FLASH);
+    assert_int_equal(o.sale_stock, 10000);
+    assert_int_equal(o.sale_limit, 20);
+    assert_int_equal(o.sale_price, 1);
+    assert_string_equal(o.sale_house, "game");
+    const char *a2[] = {"--mix", "flash", "--buyers", "3", "--sale-stock", "5", NULL};
+    assert_int_equal(parse(&o, &no_env, a2, why, sizeof why), 0);
+    assert_int_equal(o.sale_limit, 4);
+    const char *a3[] = {"--mix", "flash", "--buyers", "1", "--sale-stock", "5", NULL};
+    assert_int_equal(parse(&o, &no_env, a3, why, sizeof why), 0);
+    assert_int_equal(o.sale_limit, 5);
+    const char *a4[] = {"--mix",        "flash", "--buyers",     "8", "--sale-limit", "2",
+                        "--sale-price", "30",    "--sale-house", "bank", NULL};
+    assert_int_equal(parse(&o, &no_env, a4, why, sizeof why), 0);
+    assert_int_equal(o.sale_limit, 2);
+    assert_int_equal(o.sale_price, 30);
+    assert_string_equal(o.sale_house, "bank");
+    const char *bad[][8] = {{"--mix", "flash", "--buyers", "4", "--realms", "2", NULL},
+                            {"--mix", "flash", "--buyers", "4", "--sale-stock", "0", NULL},
+                            {"--mix", "flash", "--buyers", "4", "--sale-house", "a b", NULL},
+                            {"--mix", "flash", NULL}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(parse(&o, &no_env, bad[i], why, sizeof why), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_are_make_runs),
@@ -274,6 +307,7 @@ int main(void) {
         cmocka_unit_test(test_url_forms),
         cmocka_unit_test(test_url_refused_with_reason),
         cmocka_unit_test(test_usage_names_every_flag),
+        cmocka_unit_test(test_flash_defaults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -247,6 +247,38 @@ static void test_mixed_alternates_and_keeps_apart(void **state) {
     load_plan_free(&p);
 }
 
+/* Flash: the house never buys, nobody is picked past the limit (200s and
+ * requests in flight), a buyer who cannot pay is left alone, and a 409
+ * (sold out) ends the plan. */
+static void test_flash_limits_and_sold_out(void **state) {
+    (void)state;
+    load_plan p = {0};
+    assert_int_equal(load_plan_add_player(&p, "A", 100), MARKET_OK);
+    assert_int_equal(load_plan_add_player(&p, "game", 0), MARKET_OK);
+    assert_int_equal(load_plan_add_player(&p, "B", 100), MARKET_OK);
+    assert_int_equal(load_plan_add_player(&p, "poor", 5), MARKET_OK);
+    assert_int_equal(load_plan_build(&p, LOAD_MIX_FLASH, 10, 1), MARKET_OK);
+    assert_int_equal(load_plan_flash(&p, "flash-1", 10, 2, "game", 10, 1), MARKET_OK);
+    assert_int_equal(p.n_flash, 2); /* A and B: the house and the poor one are out */
+    load_pick pk[8];
+    size_t n = 0;
+    while (n < 8 && load_plan_next(&p, &pk[n])) {
+        assert_int_equal(pk[n].kind, LOAD_KIND_FLASH);
+        assert_string_not_equal(load_plan_player(&p, pk[n].buyer), "game");
+        n++;
+    }
+    assert_int_equal(n, 4); /* two each in flight: the limit */
+    load_plan_answered(&p, &pk[0], 200);
+    load_pick more;
+    assert_int_equal(load_plan_next(&p, &more), 0); /* 1 bought + 1 in flight = 2 */
+    load_plan_answered(&p, &pk[1], 503);            /* that one did not buy */
+    assert_int_equal(load_plan_next(&p, &more), 1);
+    load_plan_answered(&p, &more, 409); /* sold out */
+    assert_int_equal(load_plan_next(&p, &more), 0);
+    assert_true(p.flash_over);
+    load_plan_free(&p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_distinct_each_item_once_within_budgets),
@@ -257,6 +289,7 @@ int main(void) {
         cmocka_unit_test(test_contended_window_and_pool),
         cmocka_unit_test(test_contended_runs_out_in_price_order),
         cmocka_unit_test(test_mixed_alternates_and_keeps_apart),
+        cmocka_unit_test(test_flash_limits_and_sold_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

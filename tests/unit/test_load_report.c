@@ -169,7 +169,7 @@ static void test_json_shape(void **state) {
                 "recorded,players_checked,players_mismatched,unknown,first_mismatch");
     assert_keys(j, "invariants.before",
                 "players,total_funds,negative_funds,items_held,items_listed,items_misplaced,"
-                "index_mismatch,units_held,units_listed");
+                "index_mismatch,units_in_stacks,units_listed,units_in_sales");
     assert_keys(j, "result", "exit,failed");
     json_decref(j);
 }

@@ -1,7 +1,7 @@
-/* test_market_rules.c - the rules of a purchase (market_rules.c), without
- * Redis: every verdict, the boundaries of prices and funds, overflow, and
- * sequences in which earlier purchases change what later ones may do, as a
- * batch decides them. */
+/* test_market_rules.c - the rules of a purchase and of a buy from a flash
+ * sale (market_rules.c), without Redis: every verdict, the boundaries of
+ * prices, funds, stock, limits and time, overflow, and sequences in which
+ * earlier decisions change what later ones may do, as a batch decides them. */
 #include <stdio.h>
 #include <string.h>
 
@@ -260,8 +260,161 @@ static void test_fill_cheapest_first_all_or_nothing(void **state) {
     assert_int_equal(market__fill(o, 0, "Z", 1, 19, &avail, &total), MARKET_ERR_NOT_ENOUGH);
 }
 
+/* ---- flash sales (market__sale_rule) ---- */
+
+#define ON(left, sold, limit)                                                                      \
+    { MARKET__PRESENT, 10, (left), (sold), (limit), 1000, 2000 }
+
+struct sale_case {
+    const char *what;
+    market__sale_state sale;
+    int64_t now, quantity, bought;
+    int is_house;
+    market__party buyer, house;
+    int want;
+    int64_t info; /* sold_out: units left; limit_exceeded: how many more */
+};
+
+static void test_sale_rule_table(void **state) {
+    (void)state;
+    static const struct sale_case cases[] = {
+        {"a buy", ON(100, 0, 5), 1500, 2, 0, 0, P(100), P(0), MARKET_OK, 0},
+        {"no such sale", {MARKET__ABSENT}, 1500, 1, 0, 0, P(100), P(0), MARKET_ERR_NO_SALE, 0},
+        {"sale unreadable", {MARKET__UNREADABLE}, 1500, 1, 0, 0, P(100), P(0), MARKET_ERR_STORE,
+         0},
+        {"before the start", ON(100, 0, 5), 999, 1, 0, 0, P(100), P(0),
+         MARKET_ERR_SALE_NOT_ACTIVE, 0},
+        {"at the start", ON(100, 0, 5), 1000, 1, 0, 0, P(100), P(0), MARKET_OK, 0},
+        {"at the end", ON(100, 0, 5), 2000, 1, 0, 0, P(100), P(0), MARKET_ERR_SALE_NOT_ACTIVE,
+         0},
+        {"the last ms", ON(100, 0, 5), 1999, 1, 0, 0, P(100), P(0), MARKET_OK, 0},
+        {"ended before sold out", ON(0, 100, 5), 2500, 1, 0, 0, P(100), P(0),
+         MARKET_ERR_SALE_NOT_ACTIVE, 0},
+        {"the house buys", ON(100, 0, 5), 1500, 1, 0, 1, P(100), P(100), MARKET_ERR_INVALID, 0},
+        {"no buyer", ON(100, 0, 5), 1500, 1, 0, 0, ABSENT, P(0), MARKET_ERR_NO_PLAYER, 0},
+        {"buyer unreadable", ON(100, 0, 5), 1500, 1, 0, 0, BAD, P(0), MARKET_ERR_STORE, 0},
+        {"sold out", ON(0, 100, 5), 1500, 1, 0, 0, P(100), P(0), MARKET_ERR_SOLD_OUT, 0},
+        {"fewer left than asked", ON(3, 97, 5), 1500, 4, 0, 0, P(100), P(0), MARKET_ERR_SOLD_OUT,
+         3},
+        {"exactly what is left", ON(3, 97, 5), 1500, 3, 0, 0, P(100), P(0), MARKET_OK, 0},
+        {"sold out before the limit", ON(1, 99, 5), 1500, 2, 5, 0, P(100), P(0),
+         MARKET_ERR_SOLD_OUT, 1},
+        {"at the limit", ON(100, 0, 5), 1500, 1, 5, 0, P(100), P(0), MARKET_ERR_LIMIT_EXCEEDED,
+         0},
+        {"over the limit", ON(100, 0, 5), 1500, 3, 3, 0, P(100), P(0),
+         MARKET_ERR_LIMIT_EXCEEDED, 2},
+        {"up to the limit", ON(100, 0, 5), 1500, 2, 3, 0, P(100), P(0), MARKET_OK, 0},
+        {"bought unreadable", ON(100, 0, 5), 1500, 1, -1, 0, P(100), P(0), MARKET_ERR_STORE, 0},
+        {"limit before funds", ON(100, 0, 5), 1500, 6, 0, 0, P(0), P(0),
+         MARKET_ERR_LIMIT_EXCEEDED, 5},
+        {"one short", ON(100, 0, 5), 1500, 2, 0, 0, P(19), P(0), MARKET_ERR_INSUFFICIENT_FUNDS,
+         0},
+        {"exactly the funds", ON(100, 0, 5), 1500, 2, 0, 0, P(20), P(0), MARKET_OK, 0},
+        {"house without funds", ON(100, 0, 5), 1500, 1, 0, 0, P(20), ABSENT, MARKET_OK, 0},
+        {"house unreadable", ON(100, 0, 5), 1500, 1, 0, 0, P(20), BAD, MARKET_ERR_STORE, 0},
+        {"house would overflow", ON(100, 0, 5), 1500, 1, 0, 0, P(20), P(INT64_MAX - 9),
+         MARKET_ERR_OVERFLOW, 0},
+        {"house at the top", ON(100, 0, 5), 1500, 1, 0, 0, P(20), P(INT64_MAX - 10), MARKET_OK,
+         0},
+        {"funds unread", ON(100, 0, 5), 1500, 1, 0, 0, UNREAD, P(0), MARKET__NEED_FUNDS, 0},
+        {"quantity zero", ON(100, 0, 5), 1500, 0, 0, 0, P(20), P(0), MARKET_ERR_INVALID, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const struct sale_case *c = &cases[i];
+        int64_t info = -7;
+        int got = market__sale_rule(&c->sale, c->now, c->quantity, c->bought, c->is_house,
+                                    &c->buyer, &c->house, &info);
+        if (got != c->want || (got == MARKET_ERR_SOLD_OUT && info != c->info) ||
+            (got == MARKET_ERR_LIMIT_EXCEEDED && info != c->info))
+            fail_msg("%s: got %d info %lld, want %d info %lld", c->what, got, (long long)info,
+                     c->want, (long long)c->info);
+    }
+}
+
+/* A total beyond any funds (quantity * price overflows) is insufficient funds. */
+static void test_sale_rule_total_overflow_insufficient(void **state) {
+    (void)state;
+    market__sale_state s = {MARKET__PRESENT, MARKET_PRICE_MAX, MARKET_SALE_STOCK_MAX, 0,
+                            MARKET_SALE_STOCK_MAX, 0, 10};
+    market__party buyer = P(INT64_MAX), house = P(0);
+    assert_int_equal(market__sale_rule(&s, 5, MARKET_SALE_STOCK_MAX, 0, 0, &buyer, &house, NULL),
+                     MARKET_ERR_INSUFFICIENT_FUNDS);
+    assert_int_equal(market__sale_rule(&s, 5, 9000000, 0, 0, &buyer, &house, NULL), MARKET_OK);
+}
+
+/* Buys applied in order, as a batch decides them: the stock falls, each
+ * buyer's count rises to the limit, funds move to the house, and the last
+ * units go to whoever comes first. */
+static void test_sale_apply_batch_in_order(void **state) {
+    (void)state;
+    market__sale_state s = ON(5, 0, 2);
+    market__party a = P(100), b = P(15), house = P(7);
+    int64_t bought_a = 0, bought_b = 0, info = 0;
+    assert_int_equal(market__sale_apply(&s, 1500, 1, &bought_a, 0, &a, &house, &info), MARKET_OK);
+    assert_int_equal(market__sale_apply(&s, 1500, 2, &bought_a, 0, &a, &house, &info),
+                     MARKET_ERR_LIMIT_EXCEEDED);
+    assert_int_equal(info, 1);
+    assert_int_equal(market__sale_apply(&s, 1500, 1, &bought_a, 0, &a, &house, &info), MARKET_OK);
+    assert_int_equal(market__sale_apply(&s, 1500, 2, &bought_b, 0, &b, &house, &info),
+                     MARKET_ERR_INSUFFICIENT_FUNDS);
+    assert_int_equal(market__sale_apply(&s, 1500, 1, &bought_b, 0, &b, &house, &info), MARKET_OK);
+    assert_int_equal(s.left, 2);
+    assert_int_equal(s.sold, 3);
+    assert_int_equal(bought_a, 2);
+    assert_int_equal(bought_b, 1);
+    assert_int_equal(a.funds, 80);
+    assert_int_equal(b.funds, 5);
+    assert_int_equal(house.funds, 37);
+    market__party c = P(1000), none = ABSENT;
+    int64_t bought_c = 0;
+    s.limit = 10;
+    assert_int_equal(market__sale_apply(&s, 1500, 3, &bought_c, 0, &c, &none, &info),
+                     MARKET_ERR_SOLD_OUT);
+    assert_int_equal(info, 2);
+    assert_int_equal(market__sale_apply(&s, 1500, 2, &bought_c, 0, &c, &none, &info), MARKET_OK);
+    assert_int_equal(none.known, MARKET__PRESENT); /* paid from 0 */
+    assert_int_equal(none.funds, 20);
+    assert_int_equal(market__sale_apply(&s, 1500, 1, &bought_c, 0, &c, &none, &info),
+                     MARKET_ERR_SOLD_OUT);
+    assert_int_equal(info, 0);
+    assert_int_equal(s.left + s.sold, 5);
+}
+
+static void test_sale_args_checks(void **state) {
+    (void)state;
+    assert_true(market__sale_args_ok("main", "s1", "B", 1, NULL));
+    assert_true(market__sale_args_ok("main", "s1", "B", MARKET_SALE_STOCK_MAX, NULL));
+    assert_false(market__sale_args_ok("main", "s1", "B", 0, NULL));
+    assert_false(market__sale_args_ok("main", "s1", "B", MARKET_SALE_STOCK_MAX + 1, NULL));
+    assert_false(market__sale_args_ok("main", "s.1", "B", 1, NULL));
+    assert_false(market__sale_args_ok("main", "s1", "", 1, NULL));
+    market_sale s = {.id = "s1", .item = "potion", .price = 10, .initial = 100, .limit = 2,
+                     .start_ms = 0, .end_ms = 1};
+    assert_true(market__sale_new_ok("main", &s));
+    s.limit = 101;
+    assert_false(market__sale_new_ok("main", &s));
+    s.limit = 100;
+    s.end_ms = 0;
+    assert_false(market__sale_new_ok("main", &s));
+    s.end_ms = 5;
+    s.initial = MARKET_SALE_STOCK_MAX + 1;
+    assert_false(market__sale_new_ok("main", &s));
+    s.initial = 100;
+    s.price = MARKET_PRICE_MAX + 1;
+    assert_false(market__sale_new_ok("main", &s));
+    s.price = 10;
+    snprintf(s.house, sizeof s.house, "a b");
+    assert_false(market__sale_new_ok("main", &s));
+    snprintf(s.house, sizeof s.house, "bank");
+    assert_true(market__sale_new_ok("main", &s));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sale_rule_table),
+        cmocka_unit_test(test_sale_rule_total_overflow_insufficient),
+        cmocka_unit_test(test_sale_apply_batch_in_order),
+        cmocka_unit_test(test_sale_args_checks),
         cmocka_unit_test(test_rule_table),
         cmocka_unit_test(test_units_rule_table),
         cmocka_unit_test(test_fill_cheapest_first_all_or_nothing),

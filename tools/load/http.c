@@ -34,6 +34,31 @@ int load_http_purchase(char *out, size_t outlen, const char *host, const char *r
     return n < 0 || (size_t)n >= outlen ? LOAD_HTTP_ERR_FIT : n;
 }
 
+int load_http_sale_buy(char *out, size_t outlen, const char *host, const char *realm,
+                       const char *sale, const char *buyer, int64_t quantity,
+                       const char *auth_secret) {
+    char body[MARKET_ID_MAX + 64], auth[API_TOKEN_MAX + 32] = "";
+    char path[sizeof API_REALM_PREFIX + MARKET_REALM_MAX + MARKET_ID_MAX + 16];
+    if (realm && strcmp(realm, MARKET_REALM_DEFAULT) != 0)
+        snprintf(path, sizeof path, API_REALM_PREFIX "%s/sales/%s/buy", realm, sale);
+    else
+        snprintf(path, sizeof path, "/sales/%s/buy", sale);
+    int bl = snprintf(body, sizeof body, "{\"buyer\":\"%s\",\"quantity\":%lld}", buyer,
+                      (long long)quantity);
+    if (bl < 0 || (size_t)bl >= sizeof body) return LOAD_HTTP_ERR_FIT;
+    if (auth_secret) {
+        char token[API_TOKEN_MAX + 1];
+        if (api_token_make(auth_secret, realm, buyer, token, sizeof token) != MARKET_OK)
+            return LOAD_HTTP_ERR_TOKEN;
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
+    }
+    int n = snprintf(out, outlen,
+                     "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                     "%sContent-Length: %d\r\n\r\n%s",
+                     path, host, auth, bl, body);
+    return n < 0 || (size_t)n >= outlen ? LOAD_HTTP_ERR_FIT : n;
+}
+
 int load_http_health(char *out, size_t outlen, const char *host) {
     int n = snprintf(out, outlen, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", host);
     return n <= 0 || (size_t)n >= outlen ? LOAD_HTTP_ERR_FIT : n;

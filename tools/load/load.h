@@ -64,10 +64,12 @@
 #define LOAD_BUYER_TRIES 32       /* random draws before a linear scan for a buyer */
 #define LOAD_NONE SIZE_MAX
 
-enum load_mix { LOAD_MIX_DISTINCT, LOAD_MIX_CONTENDED, LOAD_MIX_MIXED };
-enum load_kind { LOAD_KIND_DISTINCT, LOAD_KIND_CONTENDED, LOAD_KIND_HEALTH };
+enum load_mix { LOAD_MIX_DISTINCT, LOAD_MIX_CONTENDED, LOAD_MIX_MIXED, LOAD_MIX_FLASH };
+enum load_kind { LOAD_KIND_DISTINCT, LOAD_KIND_CONTENDED, LOAD_KIND_HEALTH, LOAD_KIND_FLASH };
 
-/* "distinct", "contended" or "mixed". Can't fail. */
+#define LOAD_SALE_STOCK 10000 /* --sale-stock's default */
+
+/* "distinct", "contended", "mixed" or "flash". Can't fail. */
 const char *load_mix_name(enum load_mix mix);
 
 /* ---- opts.c: the command line ---- */
@@ -94,6 +96,9 @@ typedef struct load_opts {
     uint64_t seed;
     unsigned timeout_ms;
     int quiet;
+    /* --mix flash: the sale market-load creates (through market/) and buys from */
+    int64_t sale_stock, sale_limit, sale_price; /* limit 0: 2 * stock / buyers, rounded up */
+    const char *sale_house;                     /* "game" unless given */
     char url_buf[LOAD_HOST_MAX + 8], redis_buf[64]; /* defaults made from the environment */
 } load_opts;
 
@@ -156,6 +161,12 @@ typedef struct load_plan {
     uint64_t rng;
     unsigned long long seq;
     unsigned long long unaffordable; /* distinct items no player could pay for */
+    /* flash: the sale, and the buyers taking turns (load_plan_flash) */
+    char sale[MARKET_ID_MAX + 1];
+    int64_t sale_price, sale_limit;
+    size_t *flash, n_flash, flash_at;
+    int64_t *flash_bought, *flash_inflight; /* per flash buyer: 200s, requests in flight */
+    int flash_over;                         /* a 409 came: sold out (or the sale ended) */
 } load_plan;
 
 /* One purchase to send: the buyer (a player index) buys the item (an item
@@ -177,6 +188,14 @@ int load_plan_add_player(load_plan *p, const char *id, int64_t funds);
  * max(buyers, 2) poorest players). Returns MARKET_OK or MARKET_ERR_NOMEM. */
 int load_plan_build(load_plan *p, enum load_mix mix, size_t buyers, uint64_t seed);
 
+/* Flash mix (after load_plan_build): buyers of sale (price, limit each)
+ * are the plan's players of its first realm but house whose funds cover
+ * one unit, up to buyers of them (seeded order); each request buys one
+ * unit, and a buyer is not picked while its 200s and requests in flight
+ * reach the limit. Returns MARKET_OK or MARKET_ERR_NOMEM. */
+int load_plan_flash(load_plan *p, const char *sale, int64_t price, int64_t limit,
+                    const char *house, size_t buyers, uint64_t seed);
+
 /* The next purchase into *out: 1, or 0 when out->kind has nothing left. */
 int load_plan_next(load_plan *p, load_pick *out);
 
@@ -189,6 +208,7 @@ const char *load_plan_realm(const load_plan *p, size_t item);
 const char *load_plan_item(const load_plan *p, size_t i);
 const char *load_plan_seller(const load_plan *p, size_t i);
 const char *load_plan_player(const load_plan *p, size_t i);
+const char *load_plan_player_realm(const load_plan *p, size_t i);
 
 void load_plan_free(load_plan *p);
 
@@ -202,6 +222,13 @@ void load_plan_free(load_plan *p);
  * auth_secret is not NULL. Returns its length, or a LOAD_HTTP_ERR_* code. */
 int load_http_purchase(char *out, size_t outlen, const char *host, const char *realm,
                        const char *buyer, const char *seller, const char *item,
+                       const char *auth_secret);
+
+/* Writes POST /sales/{sale}/buy (under /realms/{realm} unless the default
+ * realm) of quantity units for buyer into out, with the buyer's token when
+ * auth_secret is not NULL. Returns its length, or a LOAD_HTTP_ERR_* code. */
+int load_http_sale_buy(char *out, size_t outlen, const char *host, const char *realm,
+                       const char *sale, const char *buyer, int64_t quantity,
                        const char *auth_secret);
 
 /* Writes GET /healthz into out. Returns its length, or LOAD_HTTP_ERR_FIT. */
@@ -261,6 +288,7 @@ typedef struct load_run {
     load_counts k;
     load_hist all, ok;
     int64_t settle_ms; /* waited for the store to settle before the last audit */
+    int64_t t_soldout; /* flash: when the first 409 (sold out) came (ns, monotonic); 0 none */
     size_t held;       /* hold mode: connections answered */
 } load_run;
 
@@ -307,6 +335,7 @@ load_verdict load_judge(const load_counts *k, const market_audit_report *before,
 /* The exit status the verdict calls for: 0, 3 an invariant broke, 4 the run failed. */
 int load_verdict_exit(const load_verdict *v);
 int load_audit_same(const market_audit_report *a, const market_audit_report *b);
+int64_t load_units(const market_audit_report *a);
 
 /* ---- ledger.c: do the trade records account for the funds that moved? ---- */
 
@@ -338,6 +367,25 @@ void load_ledger_close(load_ledger *l);
  * change of funds. Can't fail. */
 void load_judge_trades(load_verdict *v, const load_ledger *l);
 
+/* ---- flash sales: what the store says after the run ---- */
+
+typedef struct load_flash {
+    char sale[MARKET_ID_MAX + 1];
+    int64_t stock, limit, price; /* as created */
+    int64_t sold, left;          /* read after the run */
+    int64_t oversold;            /* units sold beyond the stock (sold - stock, or left < 0) */
+    int64_t violations;          /* buyers whose bought count is above the limit */
+    int64_t bought_sum;          /* the bought hash's total: must equal sold */
+    int64_t buyers_seen;         /* entries of the bought hash */
+    int64_t stacked;             /* units of the sale's item that reached stacks in the run */
+    int ok;                      /* every check above held */
+} load_flash;
+
+/* Judges a flash run into v from f and the counts: the 200s are units sold
+ * (within the unanswered), 409 sold_out is an answer, not an error. Can't
+ * fail. */
+void load_judge_flash(load_verdict *v, const load_counts *k, load_flash *f);
+
 /* ---- report.c ---- */
 
 typedef struct load_report {
@@ -348,6 +396,7 @@ typedef struct load_report {
     const load_verdict *v;
     const load_cmdstats *cb, *ca; /* commandstats before and after the run */
     const load_ledger *ledger;    /* the trade audit */
+    const load_flash *flash;      /* --mix flash: the sale's checks; else NULL */
 } load_report;
 
 /* Prints the text report to f. Can't fail (the caller checks the stream). */
@@ -398,6 +447,16 @@ int load_trades_mark(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size
 int load_trades_read(load_ledger *l, market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1],
                      size_t n, char (*marks)[MARKET_TRADE_ID_MAX + 1], const char *players,
                      char *why, size_t whylen);
+
+/* Flash mix: creates sale id (item id, o's stock, limit, price; from Unix
+ * ms 0 to a day from now) in realm through market/, and its house (funds
+ * 0) when it is not a player yet, so that the audit before the run counts
+ * both. Returns 0, or -1 with a sentence in why. */
+int load_flash_create(market_conn *mc, const load_opts *o, const char *realm, const char *id,
+                      char *why, size_t whylen);
+/* Flash mix, after the run: reads the sale and who bought what into *f.
+ * Returns 0, or -1 with a sentence in why. */
+int load_flash_read(market_conn *mc, const char *realm, load_flash *f, char *why, size_t whylen);
 
 /* ---- loop.c: the service ---- */
 

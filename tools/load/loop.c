@@ -140,10 +140,23 @@ static int next_request(load_loop *l, struct conn *c) {
         return 1;
     }
     if (!load_plan_next(l->plan, &c->pick)) {
-        l->run->stop_reason = c->pick.kind == LOAD_KIND_DISTINCT
+        l->run->stop_reason = c->pick.kind == LOAD_KIND_FLASH
+                                  ? (l->plan->flash_over ? "the sale is sold out (flash)"
+                                                         : "every buyer reached the limit (flash)")
+                              : c->pick.kind == LOAD_KIND_DISTINCT
                                   ? "no more items to buy (distinct)"
                                   : "no more items to fight over (contended)";
         return 0;
+    }
+    if (c->pick.kind == LOAD_KIND_FLASH) {
+        int n = load_http_sale_buy(c->out, sizeof c->out, l->t->host,
+                                   load_plan_player_realm(l->plan, c->pick.buyer),
+                                   l->plan->sale, load_plan_player(l->plan, c->pick.buyer), 1,
+                                   l->o->auth_secret);
+        if (n == LOAD_HTTP_ERR_TOKEN) l->run->stop_reason = "cannot make a buyer's token";
+        if (n < 0) return 0;
+        c->out_len = (size_t)n;
+        return 1;
     }
     int n = load_http_purchase(c->out, sizeof c->out, l->t->host,
                                load_plan_realm(l->plan, c->pick.item),
@@ -295,6 +308,8 @@ static void conn_answered(load_loop *l, struct conn *c) {
     }
     load_hist_add(&run->all, lat);
     if (status == 200) load_hist_add(&run->ok, lat);
+    if (c->pick.kind == LOAD_KIND_FLASH && status == 409 && !run->t_soldout)
+        run->t_soldout = now;
     if (c->pick.kind == LOAD_KIND_HEALTH)
         run->held++;
     else

@@ -3,6 +3,8 @@
  *   market-load --buyers N (--duration S | --requests K) [--url URL] [--redis URL]
  *               [--mix distinct|contended|mixed] [--realms R] [--players GLOB] [--seed X]
  *               [--timeout-ms T] [--auth-secret S] [--json FILE] [--quiet]
+ *   market-load --mix flash --buyers N [--sale-stock N] [--sale-limit L] [--sale-price P]
+ *               [--sale-house H] [flags]
  *   market-load --hold-connections N [--duration S] [--url URL]
  *
  * Reads what is listed and who can pay from Redis (through market/), audits
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lock/lock.h"
 #include "market/market.h"
@@ -58,6 +61,8 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
     load_plan plan = {0};
     market_audit_report before, after;
     load_ledger ledger = {0};
+    load_flash flash = {0};
+    int is_flash = o->mix == LOAD_MIX_FLASH;
     char(*marks)[MARKET_TRADE_ID_MAX + 1] = calloc(o->realms, sizeof *marks);
     load_cmdstats *cb = calloc(1, sizeof *cb), *ca = calloc(1, sizeof *ca);
     char(*realms)[MARKET_REALM_MAX + 1] = calloc(o->realms, sizeof *realms);
@@ -74,17 +79,50 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
     if (!(lock = lock_local_new(&err)) || !(m = market_new(&cfg, lock, &err)) ||
         !(mc = market_conn_new(m, &err)))
         goto oom;
+    if (is_flash) { /* the sale (and its house) exist before the first audit */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(flash.sale, sizeof flash.sale, "flash-%lld",
+                 (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+        flash.stock = o->sale_stock;
+        flash.limit = o->sale_limit;
+        flash.price = o->sale_price;
+        if (load_flash_create(mc, o, realms[0], flash.sale, why, sizeof why) < 0) goto fail;
+    }
     if ((err = load_audit(mc, realms, o->realms, &before)) < 0) {
         snprintf(why, sizeof why, "cannot audit %s: %s", o->redis, market_strerror(err));
         goto fail;
     }
     if (load_world_read(&plan, mc, o->redis, realms, o->realms, o->players, why, sizeof why) < 0)
         goto fail;
+    if (is_flash) { /* the house is paid: the trade audit needs its row, whatever --players */
+        int have = 0;
+        for (size_t i = 0; i < plan.n_players && !have; i++)
+            have = strcmp(load_plan_player(&plan, i), o->sale_house) == 0;
+        market_player *h = NULL;
+        if (!have && (err = market_player_get(mc, realms[0], o->sale_house, &h)) < 0) {
+            snprintf(why, sizeof why, "cannot read the house %s: %s", o->sale_house,
+                     market_strerror(err));
+            goto fail;
+        }
+        err = have ? MARKET_OK : load_plan_add_player(&plan, o->sale_house, h->funds);
+        market_player_free(h);
+        if (err < 0) goto oom;
+    }
     if (load_trades_mark(mc, realms, o->realms, marks, why, sizeof why) < 0) goto fail;
     if (load_plan_build(&plan, o->mix, o->buyers, o->seed) < 0) goto oom;
+    if (is_flash && load_plan_flash(&plan, flash.sale, o->sale_price, o->sale_limit,
+                                    o->sale_house, o->buyers, o->seed) < 0)
+        goto oom;
     if (load_ledger_init(&ledger, &plan) < 0) goto oom;
     if (!(l = load_loop_new(o, t, &plan, run, why, sizeof why))) goto fail;
-    if (plan.n_items == 0 || plan.n_players < 2) {
+    if (is_flash && plan.n_flash == 0) {
+        snprintf(why, sizeof why, "nobody to buy: no player of %s%s%s but the house can pay %lld",
+                 o->redis, o->players ? " matching " : "", o->players ? o->players : "",
+                 (long long)o->sale_price);
+        goto fail;
+    }
+    if (!is_flash && (plan.n_items == 0 || plan.n_players < 2)) {
         snprintf(why, sizeof why, "nothing to buy: %zu listed items, %zu players in %s%s%s",
                  plan.n_items, plan.n_players, o->redis, o->players ? " matching " : "",
                  o->players ? o->players : "");
@@ -111,8 +149,14 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
     if (load_trades_read(&ledger, mc, realms, o->realms, marks, o->players, why, sizeof why) < 0)
         goto fail;
     load_verdict v = load_judge(&run->k, &before, &after);
+    if (is_flash) {
+        if (load_flash_read(mc, realms[0], &flash, why, sizeof why) < 0) goto fail;
+        flash.stacked = after.sale_units_in_stacks - before.sale_units_in_stacks;
+        load_judge_flash(&v, &run->k, &flash);
+    }
     load_judge_trades(&v, &ledger);
-    load_report rep = {o, &plan, run, &before, &after, &v, cb, ca, &ledger};
+    load_report rep = {o, &plan, run, &before, &after, &v, cb, ca, &ledger,
+                       is_flash ? &flash : NULL};
     load_report_print(stdout, &rep);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         snprintf(why, sizeof why, "cannot write the report: %s", strerror(errno));

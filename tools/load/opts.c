@@ -10,16 +10,18 @@
 
 #include "cli/cli.h"
 
-static const char *const mix_names[] = {"distinct", "contended", "mixed"};
+static const char *const mix_names[] = {"distinct", "contended", "mixed", "flash"};
+#define MIXES 4
 
 const char *load_mix_name(enum load_mix mix) {
-    return (unsigned)mix < 3 ? mix_names[mix] : "?";
+    return (unsigned)mix < MIXES ? mix_names[mix] : "?";
 }
 
 void load_usage(FILE *to) {
     fprintf(
         to,
         "usage: market-load --buyers N (--duration S | --requests K) [flags]\n"
+        "       market-load --mix flash --buyers N [--sale-stock N] [--sale-limit L] [flags]\n"
         "       market-load --hold-connections N [--duration S] [--url URL]\n"
         "  --url URL               the service (default http://$MARKET_LISTEN, or\n"
         "                          http://127.0.0.1:8080: where `make run` serves)\n"
@@ -33,7 +35,18 @@ void load_usage(FILE *to) {
         "  --requests K            send K requests in total\n"
         "  --mix MIX               distinct (default): every item bought at most once;\n"
         "                          contended: the ~N/4 cheapest items, the N poorest buyers;\n"
-        "                          mixed: half of each\n"
+        "                          mixed: half of each;\n"
+        "                          flash: a flash sale market-load creates through the store\n"
+        "                          (sale and item flash-<ms>, house --sale-house), its buyers\n"
+        "                          buying one unit a request at once until it is sold out\n"
+        "                          (--duration and --requests optional); reports the time to\n"
+        "                          sell out, units sold, oversold and limit violations\n"
+        "  --sale-stock N          flash: units on sale (default 10000)\n"
+        "  --sale-limit L          flash: most units a buyer may buy (default 2 * stock / buyers,\n"
+        "                          rounded up)\n"
+        "  --sale-price P          flash: the price of a unit (default 1)\n"
+        "  --sale-house H          flash: the player paid, made with no funds when missing\n"
+        "                          (default game)\n"
         "  --realms R              spread the buyers over realms r0..r<R-1> (market-seed\n"
         "                          --generate realms=R), each buying in its own realm, and\n"
         "                          audit every one (default 1: the default realm)\n"
@@ -88,6 +101,10 @@ static const struct option longopts[] = {{"url", required_argument, NULL, 'u'},
                                          {"quiet", no_argument, NULL, 'q'},
                                          {"timeout-ms", required_argument, NULL, 't'},
                                          {"hold-connections", required_argument, NULL, 'H'},
+                                         {"sale-stock", required_argument, NULL, 'S'},
+                                         {"sale-limit", required_argument, NULL, 'L'},
+                                         {"sale-price", required_argument, NULL, 'P'},
+                                         {"sale-house", required_argument, NULL, 'o'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
 
@@ -101,6 +118,22 @@ static int set_flag(load_opts *o, int ch, const char *v) {
     case 'p': o->players = v; return 0;
     case 'a': o->auth_secret = v; return 0;
     case 'q': o->quiet = 1; return 0;
+    case 'o':
+        if (!market_id_valid(v)) return -1;
+        o->sale_house = v;
+        return 0;
+    case 'S':
+        if (cli_parse_u64(v, 1, (uint64_t)MARKET_SALE_STOCK_MAX, &n) < 0) return -1;
+        o->sale_stock = (int64_t)n;
+        return 0;
+    case 'L':
+        if (cli_parse_u64(v, 1, (uint64_t)MARKET_SALE_STOCK_MAX, &n) < 0) return -1;
+        o->sale_limit = (int64_t)n;
+        return 0;
+    case 'P':
+        if (cli_parse_u64(v, 1, (uint64_t)MARKET_PRICE_MAX, &n) < 0) return -1;
+        o->sale_price = (int64_t)n;
+        return 0;
     case 'b':
         if (cli_parse_u64(v, 1, LOAD_BUYERS_MAX, &n) < 0) return -1;
         o->buyers = (size_t)n;
@@ -124,7 +157,7 @@ static int set_flag(load_opts *o, int ch, const char *v) {
     case 's': return cli_parse_u64(v, 0, UINT64_MAX, &o->seed) < 0 ? -1 : 0;
     case 'd': return cli_parse_seconds(v, LOAD_DURATION_MAX_S, &o->duration_s) < 0 ? -1 : 0;
     case 'm':
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < MIXES; i++)
             if (strcmp(v, mix_names[i]) == 0) {
                 o->mix = (enum load_mix)i;
                 return 0;
@@ -140,6 +173,9 @@ int load_opts_parse(load_opts *o, const load_env *env, int argc, char **argv, ch
     o->seed = 1;
     o->realms = 1;
     o->timeout_ms = 10000;
+    o->sale_stock = LOAD_SALE_STOCK;
+    o->sale_price = 1;
+    o->sale_house = MARKET_SALE_HOUSE;
     default_targets(o, env);
     o->auth_secret = env->auth_secret;
     optind = 0; /* glibc: start afresh, whatever an earlier parse left */
@@ -169,6 +205,19 @@ int load_opts_parse(load_opts *o, const load_env *env, int argc, char **argv, ch
             snprintf(why, whylen, "--hold-connections takes no --buyers or --requests");
             return -1;
         }
+        return 0;
+    }
+    if (o->mix == LOAD_MIX_FLASH) {
+        if (!o->buyers || (o->duration_s > 0 && o->requests > 0) || o->realms != 1) {
+            snprintf(why, whylen, "--mix flash needs --buyers N, at most one of --duration S, "
+                                  "--requests K, and one realm");
+            return -1;
+        }
+        if (!o->sale_limit) { /* twice the fair share, so that the stock can sell out */
+            uint64_t share = ((uint64_t)o->sale_stock * 2 + o->buyers - 1) / o->buyers;
+            o->sale_limit = share < 1 ? 1 : (int64_t)share;
+        }
+        if (o->sale_limit > o->sale_stock) o->sale_limit = o->sale_stock;
         return 0;
     }
     if (!o->buyers || (o->duration_s > 0) == (o->requests > 0)) {

@@ -6,6 +6,7 @@
  */
 #include "tools/load/load.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,6 +118,10 @@ const char *load_plan_player(const load_plan *p, size_t i) {
     return p->str + p->players[i].id;
 }
 
+const char *load_plan_player_realm(const load_plan *p, size_t i) {
+    return p->str + p->realm_name[p->players[i].realm];
+}
+
 void load_plan_free(load_plan *p) {
     free(p->str);
     free(p->realm_name);
@@ -127,6 +132,9 @@ void load_plan_free(load_plan *p) {
     free(p->sorted);
     free(p->window);
     free(p->pool);
+    free(p->flash);
+    free(p->flash_bought);
+    free(p->flash_inflight);
     memset(p, 0, sizeof *p);
 }
 
@@ -275,7 +283,58 @@ static int next_contended(load_plan *p, load_pick *out) {
     return 0;
 }
 
+int load_plan_flash(load_plan *p, const char *sale, int64_t price, int64_t limit,
+                    const char *house, size_t buyers, uint64_t seed) {
+    size_t first = p->n_realms ? p->realm_first[0] : 0;
+    size_t end = p->n_realms > 1 ? p->realm_first[1] : p->n_players;
+    size_t n = end > first ? end - first : 0;
+    snprintf(p->sale, sizeof p->sale, "%s", sale);
+    p->sale_price = price;
+    p->sale_limit = limit;
+    p->n_flash = p->flash_at = 0;
+    p->flash_over = 0;
+    if (!(p->flash = malloc((n ? n : 1) * sizeof *p->flash)) ||
+        !(p->flash_bought = calloc(n ? n : 1, sizeof *p->flash_bought)) ||
+        !(p->flash_inflight = calloc(n ? n : 1, sizeof *p->flash_inflight)))
+        return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const load_player *pl = &p->players[first + i];
+        if (pl->funds >= price && strcmp(load_plan_player(p, first + i), house) != 0)
+            p->flash[p->n_flash++] = first + i;
+    }
+    uint64_t s = seed ^ UINT64_C(0x666c617368);
+    for (size_t i = p->n_flash; i > 1; i--) {
+        size_t j = rng_below(&s, i), t = p->flash[i - 1];
+        p->flash[i - 1] = p->flash[j];
+        p->flash[j] = t;
+    }
+    if (p->n_flash > buyers) p->n_flash = buyers;
+    return MARKET_OK;
+}
+
+/* The next flash buyer, in turn, whose 200s and requests in flight are
+ * below the limit and whose funds (as the tool counts them) pay a unit. */
+static int next_flash(load_plan *p, load_pick *out) {
+    if (p->flash_over) return 0;
+    for (size_t t = 0; t < p->n_flash; t++) {
+        size_t k = (p->flash_at + t) % p->n_flash, pl = p->flash[k];
+        if (p->flash_bought[k] + p->flash_inflight[k] >= p->sale_limit ||
+            p->players[pl].budget < p->sale_price * (p->flash_inflight[k] + 1))
+            continue;
+        p->flash_at = k + 1;
+        p->flash_inflight[k]++;
+        out->buyer = pl;
+        out->slot = k;
+        return 1;
+    }
+    return 0;
+}
+
 int load_plan_next(load_plan *p, load_pick *out) {
+    if (p->mix == LOAD_MIX_FLASH) {
+        *out = (load_pick){LOAD_KIND_FLASH, LOAD_NONE, LOAD_NONE, LOAD_NONE};
+        return next_flash(p, out);
+    }
     enum load_kind kind = p->mix == LOAD_MIX_CONTENDED ? LOAD_KIND_CONTENDED : LOAD_KIND_DISTINCT;
     if (p->mix == LOAD_MIX_MIXED) kind = (p->seq & 1) ? LOAD_KIND_CONTENDED : LOAD_KIND_DISTINCT;
     p->seq++;
@@ -284,6 +343,19 @@ int load_plan_next(load_plan *p, load_pick *out) {
 }
 
 void load_plan_answered(load_plan *p, const load_pick *pick, int status) {
+    if (pick->kind == LOAD_KIND_FLASH && pick->slot < p->n_flash) {
+        size_t k = pick->slot;
+        p->flash_inflight[k]--;
+        if (status == 200) {
+            p->flash_bought[k]++;
+            p->players[pick->buyer].budget -= p->sale_price;
+        } else if (status == 402) {
+            p->players[pick->buyer].budget = 0; /* cannot pay: not picked again */
+        } else if (status == 409) {
+            p->flash_over = 1; /* sold out, or the sale is over: the tool never exceeds a limit */
+        }
+        return;
+    }
     if (pick->kind != LOAD_KIND_CONTENDED || (status != 200 && status != 404)) return;
     if (pick->slot < p->n_window && p->window[pick->slot] == pick->item) {
         p->window_live--;

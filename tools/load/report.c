@@ -87,18 +87,35 @@ void load_report_print(FILE *f, const load_report *r) {
             v->indexed ? "ok " : "BAD", a->index_mismatch);
     fprintf(f, "    %s items held+listed %zu before, %zu after; units %lld before, %lld after\n",
             v->total ? "ok " : "BAD", b->items_held + b->items_listed,
-            a->items_held + a->items_listed, (long long)(b->units_held + b->units_listed),
-            (long long)(a->units_held + a->units_listed));
-    fprintf(f, "    %s %llu purchases answered 200, %lld items left the market%s\n",
-            v->purchases ? "ok " : "BAD", ok, v->left,
+            a->items_held + a->items_listed, (long long)load_units(b), (long long)load_units(a));
+    fprintf(f, "    %s %llu purchases answered 200, %lld %s%s\n", v->purchases ? "ok " : "BAD",
+            ok, v->left, r->flash ? "units sold" : "items left the market",
             k->transport || k->unknown
                 ? " (unanswered requests and 503s of unknown outcome may account for the difference)"
                 : "");
+    const load_flash *fl = r->flash;
+    if (fl) {
+        double sell = run->t_soldout ? (double)(run->t_soldout - run->t0) / 1e9 : el;
+        fprintf(f, "  flash sale    %s: %lld units at %lld, limit %lld a buyer\n", fl->sale,
+                (long long)fl->stock, (long long)fl->price, (long long)fl->limit);
+        fprintf(f, "    %s sold out in %.3f s, %.1f purchases/s until then\n",
+                run->t_soldout ? "   " : "NOT", sell, sell > 0 ? (double)ok / sell : 0.0);
+        fprintf(f, "    %s %lld units sold, %lld left (of %lld); oversold %lld\n",
+                fl->oversold == 0 && fl->sold + fl->left == fl->stock ? "ok " : "BAD",
+                (long long)fl->sold, (long long)fl->left, (long long)fl->stock,
+                (long long)fl->oversold);
+        fprintf(f, "    %s %lld buyers above the limit (%lld bought, %lld units)\n",
+                fl->violations == 0 && fl->bought_sum == fl->sold ? "ok " : "BAD",
+                (long long)fl->violations, (long long)fl->buyers_seen,
+                (long long)fl->bought_sum);
+        fprintf(f, "    %s %lld units reached the buyers' stacks\n",
+                fl->stacked == fl->sold ? "ok " : "BAD", (long long)fl->stacked);
+    }
     const load_ledger *l = r->ledger;
     if (l && v->trades)
-        fprintf(f, "    ok  %lld trades recorded, one for each item that left the market; they "
-                   "account for the funds of all %zu players\n",
-                l->recorded, l->n);
+        fprintf(f, "    ok  %lld trades recorded, one for each %s; they account for the funds of "
+                   "all %zu players\n",
+                l->recorded, r->flash ? "unit sold" : "item that left the market", l->n);
     else if (l)
         fprintf(f,
                 "    BAD %lld trades recorded for %lld items that left the market; %lld of %zu "
@@ -163,12 +180,13 @@ static json_t *jseed(uint64_t seed) {
 
 static json_t *json_audit(const market_audit_report *a) {
     return json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "players", (json_int_t)a->players,
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "players", (json_int_t)a->players,
         "total_funds",
         (json_int_t)a->total_funds, "negative_funds", (json_int_t)a->negative_funds, "items_held",
         (json_int_t)a->items_held, "items_listed", (json_int_t)a->items_listed, "items_misplaced",
         (json_int_t)a->items_misplaced, "index_mismatch", (json_int_t)a->index_mismatch,
-        "units_held", (json_int_t)a->units_held, "units_listed", (json_int_t)a->units_listed);
+        "units_in_stacks", (json_int_t)a->units_in_stacks, "units_listed",
+        (json_int_t)a->units_listed, "units_in_sales", (json_int_t)a->units_in_sales);
 }
 
 static json_t *json_hist(const load_hist *h) {
@@ -297,6 +315,20 @@ json_t *load_report_json(const load_report *r) {
                                 "first_mismatch", jstr_or_null(l->first_bad))
                     : json_null(),
                   "before", json_audit(r->before), "after", json_audit(r->after)));
+    const load_flash *fl = r->flash;
+    if (fl) {
+        double sell = run->t_soldout ? (double)(run->t_soldout - run->t0) / 1e9 : el;
+        set(j, "flash",
+            json_pack("{s:s, s:I, s:I, s:I, s:b, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:b}",
+                      "sale", fl->sale, "stock", (json_int_t)fl->stock, "limit",
+                      (json_int_t)fl->limit, "price", (json_int_t)fl->price, "sold_out",
+                      run->t_soldout != 0, "time_to_sell_out_s", jreal(sell, 4),
+                      "purchases_per_s", jreal(sell > 0 ? (double)ok / sell : 0.0, 2), "sold",
+                      (json_int_t)fl->sold, "left", (json_int_t)fl->left, "oversold",
+                      (json_int_t)fl->oversold, "limit_violations", (json_int_t)fl->violations,
+                      "bought_sum", (json_int_t)fl->bought_sum, "stacked",
+                      (json_int_t)fl->stacked, "ok", fl->ok));
+    }
     set(j, "result",
         json_pack("{s:i, s:o}", "exit", load_verdict_exit(v), "failed", jstr_or_null(v->failed)));
     /* set() fails only out of memory; a report with a section missing is no report. */

@@ -138,12 +138,19 @@ long long load_cmdstats_get(const load_cmdstats *s, const char *name) {
 
 /* ---- the verdict ---- */
 
+/* The units of stackable goods a store holds: in stacks, listed, and left on sale
+ * (a sale's buys move units from its stock to stacks). */
+int64_t load_units(const market_audit_report *a) {
+    return a->units_in_stacks + a->units_listed + a->units_in_sales;
+}
+
 int load_audit_same(const market_audit_report *a, const market_audit_report *b) {
     return a->players == b->players && a->total_funds == b->total_funds &&
            a->negative_funds == b->negative_funds && a->items_held == b->items_held &&
            a->items_listed == b->items_listed && a->items_misplaced == b->items_misplaced &&
-           a->index_mismatch == b->index_mismatch && a->units_held == b->units_held &&
-           a->units_listed == b->units_listed;
+           a->index_mismatch == b->index_mismatch && a->units_in_stacks == b->units_in_stacks &&
+           a->units_listed == b->units_listed && a->units_in_sales == b->units_in_sales &&
+           a->units_sold_by_sales == b->units_sold_by_sales;
 }
 
 load_verdict load_judge(const load_counts *k, const market_audit_report *b,
@@ -153,7 +160,8 @@ load_verdict load_judge(const load_counts *k, const market_audit_report *b,
     v.negative = a->negative_funds == 0;
     v.one_place = a->items_misplaced == 0;
     v.indexed = a->index_mismatch == 0; /* the search indexes hold exactly the listings */
-    v.total = a->items_held + a->items_listed == b->items_held + b->items_listed;
+    v.total = a->items_held + a->items_listed == b->items_held + b->items_listed &&
+              load_units(a) == load_units(b);
     v.left = (long long)b->items_listed - (long long)a->items_listed;
     long long ok = (long long)k->by_code[200];
     /* A request without an answer, or answered with an unknown outcome, may have bought: it
@@ -175,6 +183,23 @@ load_verdict load_judge(const load_counts *k, const market_audit_report *b,
 void load_judge_trades(load_verdict *v, const load_ledger *l) {
     v->trades = l->recorded == v->left && l->unknown == 0 && l->mismatched == 0;
     if (!v->trades) v->ok = 0;
+}
+
+void load_judge_flash(load_verdict *v, const load_counts *k, load_flash *f) {
+    long long ok = (long long)k->by_code[200];
+    /* each 200 bought one unit; an unanswered request may have too */
+    v->left = f->sold;
+    v->purchases = f->sold >= ok && f->sold - ok <= (long long)(k->transport + k->unknown);
+    f->ok = f->oversold == 0 && f->violations == 0 && f->bought_sum == f->sold &&
+            f->stacked == f->sold && f->sold + f->left == f->stock;
+    v->ok = v->funds && v->negative && v->one_place && v->total && v->purchases && f->ok;
+    /* sold out (409) is the sale's answer, not an error */
+    v->errors = k->requests - k->by_code[200] - k->by_code[402] - k->by_code[409];
+    v->failed = NULL;
+    if (ok == 0)
+        v->failed = "no purchase succeeded";
+    else if (v->errors > k->requests / 2)
+        v->failed = "most answers were errors";
 }
 
 int load_verdict_exit(const load_verdict *v) {

@@ -129,9 +129,17 @@ int load_audit(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
         out->items_listed += a.items_listed;
         out->items_misplaced += a.items_misplaced;
         out->index_mismatch += a.index_mismatch;
-        if (__builtin_add_overflow(out->units_held, a.units_held, &out->units_held) ||
-            __builtin_add_overflow(out->units_listed, a.units_listed, &out->units_listed))
+        if (__builtin_add_overflow(out->units_in_stacks, a.units_in_stacks,
+                                   &out->units_in_stacks) ||
+            __builtin_add_overflow(out->units_listed, a.units_listed, &out->units_listed) ||
+            __builtin_add_overflow(out->units_in_sales, a.units_in_sales, &out->units_in_sales) ||
+            __builtin_add_overflow(out->units_sold_by_sales, a.units_sold_by_sales,
+                                   &out->units_sold_by_sales))
             return MARKET_ERR_OVERFLOW;
+        out->sale_units_in_stacks += a.sale_units_in_stacks;
+        out->sales += a.sales;
+        out->sales_oversold += a.sales_oversold;
+        out->sales_unbalanced += a.sales_unbalanced;
     }
     return MARKET_OK;
 }
@@ -198,5 +206,62 @@ int load_trades_read(load_ledger *l, market_conn *mc, char (*realms)[MARKET_REAL
         }
     }
     load_ledger_close(l);
+    return 0;
+}
+
+int load_flash_create(market_conn *mc, const load_opts *o, const char *realm, const char *id,
+                      char *why, size_t whylen) {
+    market_player *h = NULL;
+    int rc = market_player_get(mc, realm, o->sale_house, &h);
+    market_player_free(h);
+    if (rc == MARKET_ERR_NO_PLAYER) { /* a house with no funds: the totals do not move */
+        market_world *w = market_world_new();
+        rc = !w ? MARKET_ERR_NOMEM
+                : market_world_add_player(w, o->sale_house, "The game (the house)", 0);
+        if (rc == MARKET_OK) rc = market_world_store(mc, realm, w, 0);
+        market_world_free(w);
+    }
+    if (rc < 0) {
+        snprintf(why, whylen, "cannot make the house %s of realm %s: %s (%s)", o->sale_house,
+                 realm, market_strerror(rc), market_conn_errstr(mc));
+        return -1;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    market_sale s = {.price = o->sale_price, .initial = o->sale_stock, .limit = o->sale_limit,
+                     .start_ms = 0, .end_ms = (int64_t)ts.tv_sec * 1000 + 86400000};
+    snprintf(s.id, sizeof s.id, "%s", id);
+    snprintf(s.item, sizeof s.item, "%s", id);
+    snprintf(s.house, sizeof s.house, "%s", o->sale_house);
+    rc = market_sale_create(mc, realm, &s);
+    if (rc < 0) {
+        snprintf(why, whylen, "cannot create the sale %s in realm %s: %s (%s)", id, realm,
+                 market_strerror(rc), market_conn_errstr(mc));
+        return -1;
+    }
+    return 0;
+}
+
+int load_flash_read(market_conn *mc, const char *realm, load_flash *f, char *why, size_t whylen) {
+    market_sale s;
+    market_sale_buyer *b = NULL;
+    size_t n = 0;
+    int rc = market_sale_get(mc, realm, f->sale, &s);
+    if (rc == MARKET_OK) rc = market_sale_buyers(mc, realm, f->sale, &b, &n);
+    if (rc < 0) {
+        snprintf(why, whylen, "cannot read the sale %s of realm %s: %s (%s)", f->sale, realm,
+                 market_strerror(rc), market_conn_errstr(mc));
+        return -1;
+    }
+    f->sold = s.sold;
+    f->left = s.left;
+    f->oversold = s.sold > f->stock ? s.sold - f->stock : s.left < 0 ? -s.left : 0;
+    f->violations = f->bought_sum = 0;
+    f->buyers_seen = (int64_t)n;
+    for (size_t i = 0; i < n; i++) {
+        f->bought_sum += b[i].units;
+        if (b[i].units > f->limit) f->violations++;
+    }
+    free(b);
     return 0;
 }

@@ -1,0 +1,1141 @@
+/* market_sale.c - flash sales: the game sells a limited stock of a stackable
+ * item; thousands of buyers arrive in the same second.
+ *
+ * DESIGN
+ * A sale is one hash, sale:{r}:<id> {item, price, initial, stock, sold,
+ * limit, start_ms, end_ms, house}, with the units each player bought in
+ * sale:{r}:<id>:bought. Every buy of a sale changes the same keys, so a
+ * lock per buyer would be a queue in Redis, one lock round trip per buyer,
+ * all on one key: the hot spot. Instead the buys of a process queue in
+ * process, one of cfg.workers lanes chosen by (realm, sale), and the lane's
+ * worker serves them in batches (flat combining, as market_batch.c does for
+ * purchases):
+ *   1. the worker takes the sale's lock lock:sale:{r}:<id> through the lock
+ *      layer (fenced), and keeps it from one batch to the next while buys
+ *      keep coming (at most MARKET__HOLD_MAX_MS, never past half the lease;
+ *      released at once when its queue is empty);
+ *   2. one pipeline claims the buys' idempotency keys (SET NX PX, before the
+ *      WATCH), WATCHes the sale, its bought hash, the lock key and its
+ *      fencing record, the idempotency records and every user involved, and
+ *      reads the store's clock (TIME), the sale, what each buyer bought, the
+ *      fencing record, the idempotency records and every user's funds. The
+ *      sale's house is remembered per lane; its first batch reads the
+ *      house's funds in a second round trip under the same WATCH;
+ *   3. market__sale_apply() (market_rules.c, pure) decides every buy in queue
+ *      order against an in-memory copy, by the store's clock, so that
+ *      servers with skewed clocks agree on the sale's start and end;
+ *   4. one MULTI/EXEC: our fence, HINCRBY stock -k and sold +k (one guarded
+ *      decrement for the whole batch), each buyer's bought, funds and stack,
+ *      the house's funds, the trade records (market_trade.c's script, which
+ *      also writes the successes' idempotency records) and the refusals'
+ *      records. Redis aborts it if anything watched changed (another
+ *      process serving the same sale, a lapsed or taken-over lease), and
+ *      market__attempts() reads again or answers lease_lost.
+ * A buy is decided at the store's time of its batch's read; its commit
+ * follows within the batch's round trip, and the trade's time is the
+ * commit's. Other processes serving the same sale are serialised by the
+ * lock and guarded by WATCH and the fence, as the market strategy's
+ * purchases are. A buy still queued when its wait budget ends is answered
+ * MARKET_ERR_BUSY; a store that is down fails the batch at once
+ * (MARKET_ERR_STORE). Outcomes and invariants are those of serial execution
+ * in queue order.
+ */
+#include "market/market_sale.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "market/market_trade.h"
+
+#define USERS_MAX (MARKET__BATCH_MAX + 1)        /* every buyer, and the house */
+#define CMDS_MAX (16 + 4 * MARKET__BATCH_MAX + 3 * USERS_MAX)
+#define SALE_FIELDS 9 /* item price initial stock sold limit start_ms end_ms house */
+
+static const char *const sale_fields[SALE_FIELDS] = {
+    "item", "price", "initial", "stock", "sold", "limit", "start_ms", "end_ms", "house"};
+
+enum {
+    REQ_WAITING, /* queued */
+    REQ_TAKEN,   /* taken by the worker: it will call done, whatever the budget */
+};
+
+/* One lane: a queue of buys and the worker thread that serves it. */
+struct sale_lane {
+    market *m;
+    pthread_cond_t cv;
+    market_sale_pending *qhead, *qtail;
+    pthread_t worker;
+    int started;
+    /* the lock of the sale last served, kept across batches (the worker's alone) */
+    lock_handle hold;
+    int holding;
+    int64_t hold_since_ms;
+    /* the house of the sale last served: its funds are read with the first pipeline */
+    char cache_key[MARKET__KEY_MAX];
+    char cache_house[MARKET_ID_MAX + 1];
+};
+
+struct market__sale_queue {
+    pthread_mutex_t qmu; /* guards every lane's queue and the threads' state */
+    int stop;
+    size_t nlanes;
+    struct sale_lane lane[MARKET_WORKERS_MAX];
+};
+
+/* One batch: buys of one sale, and what the attempt read and decides. */
+struct sale_batch {
+    market_sale_pending *req[MARKET__BATCH_MAX];
+    size_t n;
+    const char *realm, *sale;
+    char k_sale[MARKET__KEY_MAX], k_bought[MARKET__KEY_MAX + 8];
+    char lock_key[MARKET__LOCK_KEY_MAX];
+    struct sale_lane *ln;
+
+    size_t n_users;
+    const char *user[USERS_MAX];
+    char k_user[USERS_MAX][MARKET__KEY_MAX];
+    char k_stacks[USERS_MAX][MARKET__KEY_MAX];
+    size_t buyer[MARKET__BATCH_MAX]; /* user index of each buy */
+    size_t house_u;                  /* the house's user index, SIZE_MAX: not read yet */
+    market__party party[USERS_MAX];
+    int64_t read_funds[USERS_MAX];
+    int64_t bought[USERS_MAX], read_bought[USERS_MAX];
+    char house[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1];
+    market__sale_state st;
+    int64_t read_left;
+    int64_t store_now_ms; /* TIME of the read */
+    int64_t now_ms;       /* our monotonic clock when the attempt began (budgets) */
+    int fence_same;
+
+    /* idempotency */
+    char token[MARKET__TOKEN_LEN + 1];
+    char k_idem[MARKET__BATCH_MAX][MARKET__IDEM_REDIS_MAX]; /* "" without a key */
+    char record[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
+    char claim[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
+    char claim_ttl[MARKET__BATCH_MAX][24];
+    int idem_state[MARKET__BATCH_MAX];
+    int idem_rc[MARKET__BATCH_MAX];
+    int64_t idem_a[MARKET__BATCH_MAX], idem_b[MARKET__BATCH_MAX];
+    char idem_trade[MARKET__BATCH_MAX][MARKET_TRADE_ID_MAX + 1];
+    size_t same_as[MARKET__BATCH_MAX];
+    size_t n_idem;
+
+    /* pipeline scratch */
+    const char *args_claim[MARKET__BATCH_MAX][6];
+    const char *args_watch[8 + MARKET__BATCH_MAX + USERS_MAX];
+    const char *args_time[1];
+    const char *args_sale[2 + SALE_FIELDS];
+    const char *args_bought[2 + USERS_MAX];
+    const char *args_fence[1 + 2];
+    const char *args_mget[1 + MARKET__BATCH_MAX];
+    const char *args_hget[USERS_MAX][3];
+    const char *args_hwatch[2];
+    const char *args_setfence[3];
+    const char *args_left[4], *args_sold[4];
+    const char *args_hb[USERS_MAX][4], *args_hs[USERS_MAX][4], *args_hf[USERS_MAX][4];
+    const char *args_setidem[MARKET__BATCH_MAX][5];
+    const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
+    char d_left[24], d_sold[24];
+    char d_bought[USERS_MAX][24], d_funds[USERS_MAX][24];
+    const char **argv[CMDS_MAX];
+    int argc[CMDS_MAX];
+    redisReply *rep[CMDS_MAX];
+    size_t read_off, i_time, i_sale, i_bought, i_fence, i_mget, i_users;
+
+    market__trades tw;
+    market__trade_rec trade[MARKET__BATCH_MAX];
+    size_t trade_req[MARKET__BATCH_MAX];
+    size_t n_trades;
+};
+
+/* ---- creating and reading sales ---- */
+
+/* KEYS[1] the sale, KEYS[2] the house's hash; ARGV item, price, initial,
+ * limit, start_ms, end_ms, house. Returns 1 created, 0 the sale exists, -1
+ * no such house. */
+static const char create_script[] =
+    "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end "
+    "if redis.call('HEXISTS', KEYS[2], 'funds') == 0 then return -1 end "
+    "redis.call('HSET', KEYS[1], 'item', ARGV[1], 'price', ARGV[2], 'initial', ARGV[3], "
+    "'stock', ARGV[3], 'sold', '0', 'limit', ARGV[4], 'start_ms', ARGV[5], 'end_ms', ARGV[6], "
+    "'house', ARGV[7]) "
+    "return 1";
+
+/* Creates sale s (s->id, item, price, initial, limit, start_ms, end_ms,
+ * house: "" for MARKET_SALE_HOUSE) in realm, with all its units in stock,
+ * in one script (atomic). Returns MARKET_OK, or ERR_INVALID (see
+ * market__sale_new_ok), ERR_DUPLICATE (a sale with that id exists),
+ * ERR_NO_PLAYER (the house is not a player of the realm), ERR_STORE. */
+int market_sale_create(market_conn *c, const char *realm, const market_sale *s) {
+    if (!c || !market__sale_new_ok(realm, s)) return MARKET_ERR_INVALID;
+    const char *house = s->house[0] ? s->house : MARKET_SALE_HOUSE;
+    char k_sale[MARKET__KEY_MAX], k_house[MARKET__KEY_MAX];
+    char price[24], initial[24], limit[24], start[24], end[24];
+    market__key(k_sale, sizeof k_sale, "sale", realm, s->id);
+    market__key(k_house, sizeof k_house, "users", realm, house);
+    snprintf(price, sizeof price, "%lld", (long long)s->price);
+    snprintf(initial, sizeof initial, "%lld", (long long)s->initial);
+    snprintf(limit, sizeof limit, "%lld", (long long)s->limit);
+    snprintf(start, sizeof start, "%lld", (long long)s->start_ms);
+    snprintf(end, sizeof end, "%lld", (long long)s->end_ms);
+    market__cmd cmd;
+    cmd.argc = 12;
+    const char *argv[12] = {"EVAL", create_script, "2",  k_sale, k_house, s->item,
+                            price,  initial,       limit, start,  end,     house};
+    for (int i = 0; i < cmd.argc; i++) {
+        cmd.argv[i] = argv[i];
+        cmd.len[i] = strlen(argv[i]);
+    }
+    redisReply *r = NULL;
+    int rc = market__route(c, realm);
+    if (rc == MARKET_OK) rc = market__pipeline(c, &cmd, 1, &r);
+    if (rc < 0) return rc;
+    if (r->type != REDIS_REPLY_INTEGER)
+        rc = market__fail_reply(c, "creating a sale", r);
+    else
+        rc = r->integer == 1 ? MARKET_OK : r->integer == 0 ? MARKET_ERR_DUPLICATE
+                                                            : MARKET_ERR_NO_PLAYER;
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Reads TIME's reply into *ms. Returns 0, or -1 when it is not one. */
+static int reply_time(const redisReply *r, int64_t *ms) {
+    int64_t sec, usec;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        market__parse_i64(r->element[0]->str, r->element[0]->len, &sec) < 0 ||
+        market__parse_i64(r->element[1]->str, r->element[1]->len, &usec) < 0)
+        return -1;
+    *ms = sec * 1000 + usec / 1000;
+    return 0;
+}
+
+/* Copies string reply e into out (MARKET_ID_MAX + 1 bytes) when it is a valid id. */
+static int reply_id(const redisReply *e, char *out) {
+    if (e->type != REDIS_REPLY_STRING || e->len > MARKET_ID_MAX) return -1;
+    memcpy(out, e->str, e->len);
+    out[e->len] = '\0';
+    return market_id_valid(out) ? 0 : -1;
+}
+
+/* Reads the HMGET of sale_fields (r) into *st, and the item and house ids
+ * into item and house (MARKET_ID_MAX + 1 bytes each; may be NULL), with
+ * *initial the stock it was created with. Returns st->known. */
+static int parse_sale(const redisReply *r, market__sale_state *st, int64_t *initial, char *item,
+                      char *house) {
+    memset(st, 0, sizeof *st);
+    st->known = MARKET__UNREADABLE;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != SALE_FIELDS) return st->known;
+    size_t nil = 0;
+    for (size_t i = 0; i < SALE_FIELDS; i++)
+        nil += r->element[i]->type == REDIS_REPLY_NIL;
+    if (nil == SALE_FIELDS) return st->known = MARKET__ABSENT;
+    if (nil) return st->known;
+    char id[MARKET_ID_MAX + 1];
+    if (reply_id(r->element[0], item ? item : id) < 0 ||
+        reply_id(r->element[8], house ? house : id) < 0)
+        return st->known;
+    int64_t *v[7] = {&st->price, initial, &st->left, &st->sold, &st->limit, &st->start_ms,
+                     &st->end_ms};
+    for (size_t i = 0; i < 7; i++)
+        if (market__parse_i64(r->element[1 + i]->str, r->element[1 + i]->len, v[i]) < 0)
+            return st->known;
+    return st->known = MARKET__PRESENT;
+}
+
+/* Reads sale id of realm into *out, with out->now_ms the store's clock at
+ * the read (one pipeline; no lock). Returns MARKET_OK, or ERR_INVALID,
+ * ERR_NO_SALE, ERR_STORE (unreachable, or the sale is unreadable). */
+int market_sale_get(market_conn *c, const char *realm, const char *id, market_sale *out) {
+    if (!c || !out || !market_id_valid(realm) || !market_id_valid(id)) return MARKET_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    char k_sale[MARKET__KEY_MAX];
+    market__key(k_sale, sizeof k_sale, "sale", realm, id);
+    market__cmd rd[2];
+    rd[0].argc = 0;
+    market__cmd_set(&rd[0], 1, "TIME");
+    rd[1].argc = 2 + SALE_FIELDS;
+    rd[1].argv[0] = "HMGET";
+    rd[1].argv[1] = k_sale;
+    for (size_t i = 0; i < SALE_FIELDS; i++)
+        rd[1].argv[2 + i] = sale_fields[i];
+    for (int i = 0; i < rd[1].argc; i++)
+        rd[1].len[i] = strlen(rd[1].argv[i]);
+    redisReply *rep[2] = {0};
+    int rc = market__route(c, realm);
+    if (rc == MARKET_OK) rc = market__pipeline(c, rd, 2, rep);
+    if (rc < 0) return rc;
+    market__sale_state st;
+    int known = parse_sale(rep[1], &st, &out->initial, out->item, out->house);
+    if (reply_time(rep[0], &out->now_ms) < 0 || known == MARKET__UNREADABLE)
+        rc = market__fail(c, "sale %s of realm %s is unreadable", id, realm);
+    else if (known == MARKET__ABSENT)
+        rc = MARKET_ERR_NO_SALE;
+    market__replies_free(rep, 2);
+    if (rc < 0) return rc;
+    snprintf(out->id, sizeof out->id, "%s", id);
+    out->price = st.price;
+    out->left = st.left;
+    out->sold = st.sold;
+    out->limit = st.limit;
+    out->start_ms = st.start_ms;
+    out->end_ms = st.end_ms;
+    return MARKET_OK;
+}
+
+/* Reads who bought how many units of sale id of realm (its bought hash)
+ * into *out, a new array of *n entries (caller frees with free(); NULL when
+ * none), in no order. Returns MARKET_OK, or ERR_INVALID, ERR_STORE (also a
+ * count that is not a whole number), ERR_NOMEM. No sale reads as none. */
+int market_sale_buyers(market_conn *c, const char *realm, const char *id,
+                       market_sale_buyer **out, size_t *n) {
+    if (!out || !n) return MARKET_ERR_INVALID;
+    *out = NULL;
+    *n = 0;
+    if (!c || !market_id_valid(realm) || !market_id_valid(id)) return MARKET_ERR_INVALID;
+    char k_bought[MARKET__KEY_MAX + 8];
+    snprintf(k_bought, sizeof k_bought, "sale:{%s}:%s:bought", realm, id);
+    market__cmd cmd;
+    market__cmd_set(&cmd, 2, "HGETALL", k_bought);
+    redisReply *r = NULL;
+    int rc = market__route(c, realm);
+    if (rc == MARKET_OK) rc = market__pipeline(c, &cmd, 1, &r);
+    if (rc < 0) return rc;
+    market_sale_buyer *v = NULL;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) {
+        rc = market__fail_reply(c, "reading a sale's buyers", r);
+        goto out;
+    }
+    if (r->elements && !(v = calloc(r->elements / 2, sizeof *v))) {
+        rc = MARKET_ERR_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        market_sale_buyer *b = &v[i / 2];
+        const redisReply *u = r->element[i + 1];
+        if (reply_id(r->element[i], b->player) < 0 || u->type != REDIS_REPLY_STRING ||
+            market__parse_i64(u->str, u->len, &b->units) < 0) {
+            rc = market__fail(c, "the buyers of sale %s of realm %s are unreadable", id, realm);
+            goto out;
+        }
+    }
+    *out = v;
+    *n = r->elements / 2;
+    v = NULL;
+out:
+    free(v);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* ---- one batch: read, decide, commit ---- */
+
+static size_t user_index(struct sale_batch *b, const char *id) {
+    for (size_t i = 0; i < b->n_users; i++)
+        if (strcmp(b->user[i], id) == 0) return i;
+    size_t i = b->n_users++;
+    b->user[i] = id;
+    market__key(b->k_user[i], sizeof b->k_user[i], "users", b->realm, id);
+    market__key(b->k_stacks[i], sizeof b->k_stacks[i], "stacks", b->realm, id);
+    return i;
+}
+
+/* Names what the batch reads and writes (the house too when the lane
+ * remembers it), and draws a claim token when a buy has an idempotency key.
+ * Returns MARKET_OK, or MARKET_ERR_STORE when no token can be drawn. */
+static int batch_index(struct sale_batch *b) {
+    b->n_users = b->n_idem = 0;
+    b->house_u = SIZE_MAX;
+    int need_token = 0;
+    for (size_t i = 0; i < b->n; i++)
+        need_token |= b->req[i]->idem != NULL;
+    if (need_token && market__token_new(b->token) < 0) return MARKET_ERR_STORE;
+    for (size_t i = 0; i < b->n; i++) {
+        const market_sale_pending *r = b->req[i];
+        b->k_idem[i][0] = '\0';
+        if (r->idem) {
+            market__idem_key(b->k_idem[i], sizeof b->k_idem[i], b->realm, r->buyer, r->idem);
+            market__idem_claim(b->claim[i], sizeof b->claim[i], r->idem, b->token);
+            b->n_idem++;
+        }
+        b->buyer[i] = user_index(b, r->buyer);
+    }
+    b->house[0] = '\0';
+    if (strcmp(b->ln->cache_key, b->k_sale) == 0) {
+        memcpy(b->house, b->ln->cache_house, sizeof b->house);
+        b->house_u = user_index(b, b->house);
+    }
+    return MARKET_OK;
+}
+
+static void push(struct sale_batch *b, size_t *nc, const char **argv, int argc) {
+    b->argv[*nc] = argv;
+    b->argc[(*nc)++] = argc;
+}
+
+/* Builds the read pipeline (see DESIGN, step 2) into b->argv; returns its length. */
+static size_t read_build(const market__held *held, struct sale_batch *b) {
+    size_t nc = 0, k = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        if (!b->k_idem[i][0]) continue;
+        market__idem_claim_ttl(b->claim_ttl[i], sizeof b->claim_ttl[i], b->req[i]->deadline_ms);
+        const char **a = b->args_claim[i];
+        a[0] = "SET";
+        a[1] = b->k_idem[i];
+        a[2] = b->claim[i];
+        a[3] = "NX";
+        a[4] = "PX";
+        a[5] = b->claim_ttl[i];
+        push(b, &nc, a, 6);
+    }
+    b->read_off = nc;
+    b->args_watch[k++] = "WATCH";
+    b->args_watch[k++] = b->k_sale;
+    b->args_watch[k++] = b->k_bought;
+    b->args_watch[k++] = held->key[0];
+    b->args_watch[k++] = held->fenced[0];
+    for (size_t i = 0; i < b->n; i++)
+        if (b->k_idem[i][0]) b->args_watch[k++] = b->k_idem[i];
+    for (size_t u = 0; u < b->n_users; u++)
+        b->args_watch[k++] = b->k_user[u];
+    push(b, &nc, b->args_watch, (int)k);
+    b->args_time[0] = "TIME";
+    b->i_time = nc;
+    push(b, &nc, b->args_time, 1);
+    k = 0;
+    b->args_sale[k++] = "HMGET";
+    b->args_sale[k++] = b->k_sale;
+    for (size_t i = 0; i < SALE_FIELDS; i++)
+        b->args_sale[k++] = sale_fields[i];
+    b->i_sale = nc;
+    push(b, &nc, b->args_sale, (int)k);
+    k = 0;
+    b->args_bought[k++] = "HMGET";
+    b->args_bought[k++] = b->k_bought;
+    for (size_t u = 0; u < b->n_users; u++)
+        b->args_bought[k++] = b->user[u];
+    b->i_bought = nc;
+    push(b, &nc, b->args_bought, (int)k);
+    b->i_fence = nc;
+    push(b, &nc, b->args_fence, (int)market__held_read(held, b->args_fence));
+    b->i_mget = nc;
+    if (b->n_idem) {
+        k = 0;
+        b->args_mget[k++] = "MGET";
+        for (size_t i = 0; i < b->n; i++)
+            if (b->k_idem[i][0]) b->args_mget[k++] = b->k_idem[i];
+        push(b, &nc, b->args_mget, (int)k);
+    }
+    b->i_users = nc;
+    for (size_t u = 0; u < b->n_users; u++) {
+        const char **a = b->args_hget[u];
+        a[0] = "HGET";
+        a[1] = b->k_user[u];
+        a[2] = "funds";
+        push(b, &nc, a, 3);
+    }
+    return nc;
+}
+
+/* Reads a bought count: nil is 0, anything but a whole number >= 0 is -1. */
+static int64_t reply_bought(const redisReply *r) {
+    int64_t v;
+    if (r->type == REDIS_REPLY_NIL) return 0;
+    if (r->type != REDIS_REPLY_STRING || market__parse_i64(r->str, r->len, &v) < 0 || v < 0)
+        return -1;
+    return v;
+}
+
+/* The house's funds, on the sale's first batch in this lane: WATCH its
+ * hash (the WATCH of the first read still holds) and read them. */
+static int read_house(market_conn *c, struct sale_batch *b) {
+    b->house_u = user_index(b, b->house);
+    memcpy(b->ln->cache_key, b->k_sale, sizeof b->ln->cache_key);
+    memcpy(b->ln->cache_house, b->house, sizeof b->ln->cache_house);
+    if (b->house_u != b->n_users - 1) return MARKET_OK; /* a buyer: read already */
+    size_t u = b->house_u, nc = 0;
+    b->args_hwatch[0] = "WATCH";
+    b->args_hwatch[1] = b->k_user[u];
+    push(b, &nc, b->args_hwatch, 2);
+    const char **a = b->args_hget[u];
+    a[0] = "HGET";
+    a[1] = b->k_user[u];
+    a[2] = "funds";
+    push(b, &nc, a, 3);
+    int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+    if (rc < 0) return rc;
+    if (b->rep[0]->type != REDIS_REPLY_STATUS)
+        rc = market__fail_reply(c, "read refused", b->rep[0]);
+    else
+        b->party[u] = market__reply_party(b->rep[1]);
+    b->bought[u] = b->read_bought[u] = 0; /* the house cannot buy (market__sale_rule) */
+    market__replies_free(b->rep, nc);
+    return rc;
+}
+
+/* Reads what the batch decides on (one pipeline, two on a sale's first
+ * batch in the lane). What concerns one buy (its idempotency record, its
+ * buyer's funds or count) fails that buy alone when decided; what concerns
+ * the batch (the WATCH, a claim refused, the lease, the clock) fails it. */
+static int batch_read(market_conn *c, const market__held *held, struct sale_batch *b) {
+    size_t nc = read_build(held, b);
+    int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+    if (rc < 0) return rc;
+    const redisReply *err = market__reply_error(b->rep, b->read_off);
+    const redisReply *w = b->rep[b->read_off], *bo = b->rep[b->i_bought];
+    int64_t initial = 0;
+    if (err) {
+        rc = market__fail_reply(c, "claim refused", err);
+        goto out;
+    }
+    if (w->type != REDIS_REPLY_STATUS || bo->type != REDIS_REPLY_ARRAY ||
+        bo->elements != b->n_users) {
+        rc = market__fail_reply(c, "read refused", w->type != REDIS_REPLY_STATUS ? w : bo);
+        goto out;
+    }
+    if (reply_time(b->rep[b->i_time], &b->store_now_ms) < 0) {
+        rc = market__fail_reply(c, "reading the store's clock", b->rep[b->i_time]);
+        goto out;
+    }
+    const redisReply *f = b->rep[b->i_fence];
+    if (market__held_lost(held, f)) {
+        rc = MARKET_ERR_LEASE_LOST;
+        goto out;
+    }
+    const redisReply *e = f->type == REDIS_REPLY_ARRAY && f->elements ? f->element[0] : NULL;
+    b->fence_same = e && e->type == REDIS_REPLY_STRING && e->len == strlen(held->fence[0]) &&
+                    memcmp(e->str, held->fence[0], e->len) == 0;
+    if (b->n_idem) {
+        const redisReply *mg = b->rep[b->i_mget];
+        if (mg->type != REDIS_REPLY_ARRAY || mg->elements != b->n_idem) {
+            rc = market__fail_reply(c, "reading idempotency records", mg);
+            goto out;
+        }
+        for (size_t i = 0, j = 0; i < b->n; i++) {
+            b->idem_state[i] = MARKET__IDEM_FREE;
+            if (!b->k_idem[i][0]) continue;
+            b->idem_state[i] = market__idem_judge(mg->element[j++], b->req[i]->idem, b->token,
+                                                  &b->idem_rc[i], &b->idem_a[i], &b->idem_b[i],
+                                                  b->idem_trade[i]);
+        }
+    }
+    char house[MARKET_ID_MAX + 1] = "";
+    parse_sale(b->rep[b->i_sale], &b->st, &initial, b->item, house);
+    b->read_left = b->st.left;
+    for (size_t u = 0; u < b->n_users; u++) {
+        b->party[u] = market__reply_party(b->rep[b->i_users + u]);
+        b->bought[u] = b->read_bought[u] = reply_bought(bo->element[u]);
+    }
+    int house_changed = b->st.known == MARKET__PRESENT && strcmp(house, b->house) != 0;
+    market__replies_free(b->rep, nc);
+    nc = 0;
+    if (house_changed) { /* not remembered, or (never) another sale under the same key */
+        memcpy(b->house, house, sizeof b->house);
+        rc = read_house(c, b);
+    }
+    for (size_t u = 0; u < b->n_users; u++)
+        b->read_funds[u] = b->party[u].funds;
+    return rc;
+out:
+    market__replies_free(b->rep, nc);
+    return rc;
+}
+
+/* Settles buy i from its idempotency key (a stored outcome, an earlier buy
+ * of the batch under the same key, another attempt, an unreadable record).
+ * Returns 1 when settled. */
+static int idem_decided(struct sale_batch *b, size_t i) {
+    market_sale_pending *r = b->req[i];
+    int st = b->idem_state[i], stored = b->idem_rc[i];
+    int64_t a = b->idem_a[i], bb = b->idem_b[i];
+    const char *trade = b->idem_trade[i];
+    if (st == MARKET__IDEM_FREE) {
+        for (size_t j = 0; j < i; j++) {
+            const market_sale_pending *q = b->req[j];
+            if (!market__idem_final(q->rc) || strcmp(b->k_idem[j], b->k_idem[i]) != 0) continue;
+            st = strcmp(q->idem->fingerprint, r->idem->fingerprint) == 0 ? MARKET__IDEM_DONE
+                                                                         : MARKET_ERR_IDEM_MISMATCH;
+            stored = q->rc;
+            a = q->rc == MARKET_OK                  ? q->res.price
+                : q->rc == MARKET_ERR_SOLD_OUT      ? q->res.left
+                : q->rc == MARKET_ERR_LIMIT_EXCEEDED ? q->res.may_buy
+                                                     : 0;
+            bb = q->res.buyer_funds;
+            trade = q->res.trade_id;
+            if (st == MARKET__IDEM_DONE && !q->res.replayed) b->same_as[i] = j;
+            break;
+        }
+        if (st == MARKET__IDEM_FREE) return 0;
+    }
+    if (st != MARKET__IDEM_DONE) {
+        r->rc = st;
+        return 1;
+    }
+    r->rc = stored;
+    r->res.replayed = 1;
+    if (stored == MARKET_OK) {
+        r->res.quantity = r->quantity; /* the same fingerprint: the same request */
+        r->res.price = a;
+        r->res.total = a * r->quantity;
+        r->res.buyer_funds = bb;
+        snprintf(r->res.trade_id, sizeof r->res.trade_id, "%s", trade);
+    } else if (stored == MARKET_ERR_SOLD_OUT) {
+        r->res.left = a;
+    } else if (stored == MARKET_ERR_LIMIT_EXCEEDED) {
+        r->res.may_buy = a;
+    }
+    return 1;
+}
+
+static int won(const struct sale_batch *b, size_t i) {
+    return b->req[i]->rc == MARKET_OK && !b->req[i]->res.replayed;
+}
+
+static int recorded(const struct sale_batch *b, size_t i) {
+    const market_sale_pending *r = b->req[i];
+    return b->k_idem[i][0] && !r->res.replayed && market__idem_final(r->rc);
+}
+
+/* Decides every buy in queue order (market__sale_apply); returns how many
+ * have something to write (a success, or a recorded refusal). Nothing is
+ * decided for a buy whose wait budget had run out when the attempt began. */
+static size_t batch_decide(struct sale_batch *b) {
+    size_t writes = 0;
+    static const market__party nobody = {MARKET__ABSENT, 0};
+    for (size_t i = 0; i < b->n; i++)
+        b->same_as[i] = SIZE_MAX;
+    for (size_t i = 0; i < b->n; i++) {
+        market_sale_pending *r = b->req[i];
+        r->res = (market_sale_result){0};
+        if (b->k_idem[i][0] && idem_decided(b, i)) {
+            writes += recorded(b, i);
+            continue;
+        }
+        if (b->now_ms >= r->deadline_ms) {
+            r->rc = MARKET_ERR_BUSY;
+            continue;
+        }
+        size_t u = b->buyer[i];
+        market__party house_missing = nobody;
+        market__party *house = b->house_u != SIZE_MAX ? &b->party[b->house_u] : &house_missing;
+        int64_t info = 0;
+        int rc = market__sale_apply(&b->st, b->store_now_ms, r->quantity, &b->bought[u],
+                                    u == b->house_u, &b->party[u], house, &info);
+        if (rc > 0) rc = MARKET_ERR_STORE; /* cannot happen: every party is read */
+        r->rc = rc;
+        if (rc == MARKET_ERR_SOLD_OUT) r->res.left = info;
+        if (rc == MARKET_ERR_LIMIT_EXCEEDED) r->res.may_buy = info;
+        if (rc == MARKET_OK) {
+            r->res.quantity = r->quantity;
+            r->res.price = b->st.price;
+            r->res.total = r->quantity * b->st.price;
+            r->res.buyer_funds = b->party[u].funds;
+            r->res.left = b->st.left;
+        }
+        writes += won(b, i) || recorded(b, i);
+    }
+    return writes;
+}
+
+static void hincr(const char **a, const char *key, const char *field, const char *by) {
+    a[0] = "HINCRBY";
+    a[1] = key;
+    a[2] = field;
+    a[3] = by;
+}
+
+/* The commit (see DESIGN, step 4). Returns MARKET_OK, MARKET__TXN_ABORTED,
+ * MARKET__REDIRECTED or a market error. */
+static int batch_commit(market_conn *c, const market__held *held, struct sale_batch *b) {
+    static const char *const multi[1] = {"MULTI"}, *const exec[1] = {"EXEC"};
+    size_t nc = 0;
+    push(b, &nc, (const char **)multi, 1);
+    if (!b->fence_same) {
+        b->args_setfence[0] = "SET";
+        b->args_setfence[1] = held->fenced[0];
+        b->args_setfence[2] = held->fence[0];
+        push(b, &nc, b->args_setfence, 3);
+    }
+    int64_t units = b->read_left - b->st.left;
+    if (units > 0) {
+        snprintf(b->d_left, sizeof b->d_left, "%lld", -(long long)units);
+        snprintf(b->d_sold, sizeof b->d_sold, "%lld", (long long)units);
+        hincr(b->args_left, b->k_sale, "stock", b->d_left);
+        hincr(b->args_sold, b->k_sale, "sold", b->d_sold);
+        push(b, &nc, b->args_left, 4);
+        push(b, &nc, b->args_sold, 4);
+    }
+    for (size_t u = 0; u < b->n_users; u++) {
+        int64_t q = b->bought[u] - b->read_bought[u];
+        if (q > 0) {
+            snprintf(b->d_bought[u], sizeof b->d_bought[u], "%lld", (long long)q);
+            hincr(b->args_hb[u], b->k_bought, b->user[u], b->d_bought[u]);
+            hincr(b->args_hs[u], b->k_stacks[u], b->item, b->d_bought[u]);
+            push(b, &nc, b->args_hb[u], 4);
+            push(b, &nc, b->args_hs[u], 4);
+        }
+        const market__party *p = &b->party[u];
+        if (p->known != MARKET__PRESENT || p->funds == b->read_funds[u]) continue;
+        snprintf(b->d_funds[u], sizeof b->d_funds[u], "%lld",
+                 (long long)(p->funds - b->read_funds[u]));
+        hincr(b->args_hf[u], b->k_user[u], "funds", b->d_funds[u]);
+        push(b, &nc, b->args_hf[u], 4);
+    }
+    b->n_trades = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const market_sale_pending *r = b->req[i];
+        if (recorded(b, i)) {
+            int64_t a = r->rc == MARKET_OK                  ? r->res.price
+                        : r->rc == MARKET_ERR_SOLD_OUT      ? r->res.left
+                        : r->rc == MARKET_ERR_LIMIT_EXCEEDED ? r->res.may_buy
+                                                             : 0;
+            market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->rc, a,
+                                r->res.buyer_funds);
+        }
+        if (!won(b, i)) continue;
+        int keyed = b->k_idem[i][0] != '\0';
+        b->trade_req[b->n_trades] = i;
+        b->trade[b->n_trades++] = (market__trade_rec){
+            .buyer = r->buyer, .seller = b->house, .item = b->item, .quantity = r->quantity,
+            .price = r->res.price, .fence = held->fence[0],
+            .idem_key = keyed ? b->k_idem[i] : NULL, .idem_record = keyed ? b->record[i] : NULL};
+    }
+    size_t i_trades = 0;
+    if (b->n_trades) {
+        i_trades = nc;
+        push(b, &nc, b->args_trades,
+             (int)market__trades_argv(c->m, b->realm, &b->tw, b->trade, b->n_trades,
+                                      b->args_trades));
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        if (!recorded(b, i) || won(b, i)) continue; /* the refusals' records */
+        const char **a = b->args_setidem[i];
+        a[0] = "SET";
+        a[1] = b->k_idem[i];
+        a[2] = b->record[i];
+        a[3] = "EX";
+        a[4] = MARKET__IDEM_TTL;
+        push(b, &nc, a, 5);
+    }
+    push(b, &nc, (const char **)exec, 1);
+
+    int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+    if (rc < 0) return rc;
+    c->unwatch = 0; /* EXEC ends every WATCH */
+    const redisReply *r = b->rep[nc - 1];
+    const redisReply *err = market__reply_error(b->rep, nc);
+    if (err) {
+        rc = market__fail_reply(c, "commit refused", err);
+    } else if (r->type == REDIS_REPLY_NIL) {
+        rc = MARKET__TXN_ABORTED;
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != nc - 2) {
+        rc = market__fail_reply(c, "commit refused", r);
+    } else {
+        for (size_t i = 0; i < r->elements; i++)
+            if (r->element[i]->type == REDIS_REPLY_ERROR)
+                rc = market__fail_reply(c, "commit refused", r->element[i]);
+        if (rc == MARKET_OK && b->n_trades &&
+            market__trades_ids(r->element[i_trades - 1], b->trade, b->n_trades) < 0)
+            rc = market__fail(c, "the trade records' ids are unreadable");
+        for (size_t t = 0; rc == MARKET_OK && t < b->n_trades; t++)
+            memcpy(b->req[b->trade_req[t]]->res.trade_id, b->trade[t].id, sizeof b->trade[t].id);
+        for (size_t i = 0; rc == MARKET_OK && i < b->n; i++)
+            if (b->same_as[i] != SIZE_MAX)
+                memcpy(b->req[i]->res.trade_id, b->req[b->same_as[i]]->res.trade_id,
+                       sizeof b->req[i]->res.trade_id);
+        if (rc == MARKET_OK && units > 0) {
+            market *m = c->m;
+            atomic_fetch_add_explicit(&m->stats.sale_units, (uint64_t)units,
+                                      memory_order_relaxed);
+            atomic_fetch_add_explicit(&m->stats.sale_bought, b->n_trades, memory_order_relaxed);
+        }
+    }
+    market__replies_free(b->rep, nc);
+    return rc;
+}
+
+static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
+    struct sale_batch *b = ud;
+    b->now_ms = lock_now_ms();
+    int rc = batch_read(c, held, b);
+    if (rc < 0 || rc == MARKET__REDIRECTED) return market__unwatch_later(c, rc);
+    if (batch_decide(b) == 0) return market__unwatch_later(c, MARKET_OK);
+    if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
+    return batch_commit(c, held, b);
+}
+
+/* ---- the lanes ---- */
+
+/* How long a worker keeps a sale's lock across batches (see market_batch.c). */
+static int64_t hold_max_ms(const market *m) {
+    int64_t quarter = m->cfg.lock_ttl_ms / 4;
+    return quarter < MARKET__HOLD_MAX_MS ? quarter : MARKET__HOLD_MAX_MS;
+}
+
+static void hold_drop(struct sale_lane *ln) {
+    if (!ln->holding) return;
+    (void)lock_release(ln->m->lock, &ln->hold); /* a lease we cannot release expires */
+    ln->holding = 0;
+}
+
+static int64_t batch_deadline(const struct sale_batch *b) {
+    int64_t by = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->req[i]->deadline_ms > by) by = b->req[i]->deadline_ms;
+    return by;
+}
+
+static void batch_fail(market *m, struct sale_batch *b, int rc) {
+    for (size_t i = 0; i < b->n; i++) {
+        b->req[i]->rc = rc;
+        market__count_result(m, rc);
+    }
+}
+
+/* Serves one batch under the sale's lock, kept from the last batch when it
+ * is the same sale's and still young (see DESIGN, step 1). */
+static void batch_run(market_conn *c, struct sale_lane *ln, struct sale_batch *b) {
+    market *m = c->m;
+    MARKET__COUNT(m, sale_batches);
+    market__key(b->k_sale, sizeof b->k_sale, "sale", b->realm, b->sale);
+    snprintf(b->k_bought, sizeof b->k_bought, "%s:bought", b->k_sale);
+    market__lock_key(b->lock_key, "sale", b->realm, b->sale);
+    b->ln = ln;
+    int rc = batch_index(b);
+    if (rc < 0) {
+        batch_fail(m, b, rc);
+        return;
+    }
+    if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
+    int64_t now = lock_now_ms();
+    if (ln->holding &&
+        (strcmp(ln->hold.key, b->lock_key) != 0 || now - ln->hold_since_ms >= hold_max_ms(m) ||
+         ln->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
+        hold_drop(ln);
+    if (!ln->holding) {
+        rc = market__lock(c, b->lock_key, batch_deadline(b), &ln->hold);
+        if (rc == MARKET_OK) {
+            ln->holding = 1;
+            ln->hold_since_ms = now;
+            if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
+        }
+    }
+    if (rc == MARKET_OK) {
+        market__held hd = {0};
+        hd.tokens = m->lock_in_store;
+        market__held_set(&hd, 0, b->lock_key, &ln->hold);
+        rc = market__attempts(c, &ln->hold, &hd, batch_attempt, b);
+        if (rc < 0) hold_drop(ln); /* whatever went wrong, start the next batch afresh */
+    }
+    if (rc < 0) batch_fail(m, b, rc);
+}
+
+/* Makes sure the outcomes this batch replays are on enough replicas (see
+ * market__replicated); when that fails, they are answered its error. */
+static void confirm_replays(market_conn *c, struct sale_batch *b) {
+    const char *keys[MARKET__BATCH_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->req[i]->res.replayed) keys[n++] = b->k_idem[i];
+    int rc = market__replicated(c, keys, n);
+    if (rc == MARKET_OK) return;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->req[i]->res.replayed) {
+            b->req[i]->res.replayed = 0;
+            b->req[i]->rc = rc;
+            market__count_result(c->m, rc);
+        }
+}
+
+/* Gives m its sale queue (m->sales) of cfg.workers lanes; each lane's
+ * worker starts with its first buy. Returns 0, or -1 on out-of-memory. */
+int market__sale_queue_new(market *m) {
+    struct market__sale_queue *q = calloc(1, sizeof *q);
+    if (!q) return -1;
+    q->nlanes = m->cfg.workers;
+    if (pthread_mutex_init(&q->qmu, NULL) != 0) {
+        free(q);
+        return -1;
+    }
+    size_t k = 0;
+    for (; k < q->nlanes; k++) {
+        q->lane[k].m = m;
+        if (pthread_cond_init(&q->lane[k].cv, NULL) != 0) break;
+    }
+    if (k == q->nlanes) {
+        m->sales = q;
+        return 0;
+    }
+    while (k-- > 0)
+        pthread_cond_destroy(&q->lane[k].cv);
+    pthread_mutex_destroy(&q->qmu);
+    free(q);
+    return -1;
+}
+
+/* The lane that serves sale of realm: always the same one. */
+static unsigned lane_of(const struct market__sale_queue *q, const char *realm, const char *sale) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char *s = (const unsigned char *)realm; *s; s++)
+        h = (h ^ *s) * 16777619u;
+    h = (h ^ '/') * 16777619u;
+    for (const unsigned char *s = (const unsigned char *)sale; *s; s++)
+        h = (h ^ *s) * 16777619u;
+    return (unsigned)(h % q->nlanes);
+}
+
+static void finish(market_sale_pending *p) {
+    p->done(p);
+}
+
+/* Takes from ln's queue (under qmu) up to most buys of one sale, the sale
+ * of the oldest one still in its budget, keeping their order; buys past
+ * their budget (or all, when nomem) go to *refused with their answer.
+ * Returns how many went into b. */
+static size_t batch_take(struct sale_lane *ln, struct sale_batch *b, size_t most, int nomem,
+                         market_sale_pending **refused) {
+    int64_t now = lock_now_ms();
+    const market_sale_pending *first = NULL;
+    size_t n = 0;
+    market_sale_pending **pp = &ln->qhead, *prev = NULL;
+    while (*pp && (n < most || nomem)) {
+        market_sale_pending *p = *pp;
+        int late = nomem || now >= p->deadline_ms;
+        if (!late && first &&
+            (strcmp(p->realm, first->realm) != 0 || strcmp(p->sale, first->sale) != 0)) {
+            prev = p;
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        p->state = REQ_TAKEN;
+        if (!late) {
+            first = first ? first : p;
+            b->req[n++] = p;
+            continue;
+        }
+        p->rc = nomem ? MARKET_ERR_NOMEM : MARKET_ERR_BUSY;
+        p->next = *refused;
+        *refused = p;
+    }
+    if (!*pp) ln->qtail = prev;
+    return n;
+}
+
+/* A lane's worker: batches of one sale at a time (see DESIGN); releases the
+ * sale's lock when its queue is empty; at stop it serves what is queued. */
+static void *worker_main(void *arg) {
+    struct sale_lane *ln = arg;
+    market *m = ln->m;
+    struct market__sale_queue *q = m->sales;
+    struct sale_batch *b = malloc(sizeof *b);
+    market_conn *c = b ? market_conn_new(m, NULL) : NULL;
+    int nomem = !b || !c;
+    size_t most = nomem ? 0 : m->cfg.batch_max;
+    pthread_mutex_lock(&q->qmu);
+    for (;;) {
+        if (!ln->qhead) {
+            if (ln->holding) {
+                pthread_mutex_unlock(&q->qmu);
+                hold_drop(ln);
+                pthread_mutex_lock(&q->qmu);
+                continue;
+            }
+            if (q->stop) break;
+            pthread_cond_wait(&ln->cv, &q->qmu);
+            continue;
+        }
+        market_sale_pending *refused = NULL;
+        size_t n = batch_take(ln, b, most, nomem, &refused);
+        pthread_mutex_unlock(&q->qmu);
+        while (refused) {
+            market_sale_pending *p = refused;
+            refused = p->next;
+            if (p->rc == MARKET_ERR_BUSY) MARKET__COUNT(m, lock_busy);
+            finish(p);
+        }
+        if (n) {
+            b->n = n;
+            b->realm = b->req[0]->realm;
+            b->sale = b->req[0]->sale;
+            int rrc = market__route(c, b->realm);
+            if (rrc == MARKET_OK)
+                batch_run(c, ln, b);
+            else
+                batch_fail(m, b, rrc);
+            confirm_replays(c, b);
+            for (size_t i = 0; i < n; i++) {
+                market_sale_pending *p = b->req[i];
+                if (MARKET_ERR_HAS_REASON(p->rc)) snprintf(p->why, sizeof p->why, "%s", c->errstr);
+                finish(p);
+            }
+        }
+        pthread_mutex_lock(&q->qmu);
+    }
+    pthread_mutex_unlock(&q->qmu);
+    market_conn_free(c);
+    free(b);
+    return NULL;
+}
+
+/* Queues buy p (see market_sale_pending) on its sale's lane and returns at
+ * once. Returns MARKET_OK when p is queued: p->done(p) will be called
+ * exactly once, from a sale worker, with p->rc and p->res set, within about
+ * p's wait budget (acquire_timeout_ms) plus the Redis timeout. Otherwise
+ * returns ERR_INVALID (bad arguments), ERR_BUSY (after market_shutdown()),
+ * ERR_NOMEM (the worker cannot start), and done is not called. */
+int market_sale_buy_submit(market *m, market_sale_pending *p) {
+    if (!m || !p || !p->done ||
+        !market__sale_args_ok(p->realm, p->sale, p->buyer, p->quantity, p->idem))
+        return MARKET_ERR_INVALID;
+    struct market__sale_queue *q = m->sales;
+    p->res = (market_sale_result){0};
+    p->rc = MARKET_ERR_STORE;
+    p->why[0] = '\0';
+    p->state = REQ_WAITING;
+    p->next = NULL;
+    p->deadline_ms = lock_now_ms() + m->cfg.acquire_timeout_ms;
+    p->lane = lane_of(q, p->realm, p->sale);
+    struct sale_lane *ln = &q->lane[p->lane];
+    pthread_mutex_lock(&q->qmu);
+    if (q->stop) {
+        pthread_mutex_unlock(&q->qmu);
+        return MARKET_ERR_BUSY;
+    }
+    if (!ln->started) {
+        if (pthread_create(&ln->worker, NULL, worker_main, ln) != 0) {
+            pthread_mutex_unlock(&q->qmu);
+            return MARKET_ERR_NOMEM;
+        }
+        ln->started = 1;
+    }
+    MARKET__COUNT(m, sale_buys);
+    if (ln->qtail)
+        ln->qtail->next = p;
+    else
+        ln->qhead = p;
+    ln->qtail = p;
+    pthread_cond_signal(&ln->cv);
+    pthread_mutex_unlock(&q->qmu);
+    return MARKET_OK;
+}
+
+/* Stops taking buys: every queued one is served first, then the workers end
+ * and the sale locks are released; later submissions answer ERR_BUSY.
+ * Idempotent; this function can't fail. */
+void market__sale_queue_stop(market *m) {
+    struct market__sale_queue *q = m->sales;
+    if (!q) return;
+    pthread_mutex_lock(&q->qmu);
+    q->stop = 1;
+    for (size_t k = 0; k < q->nlanes; k++)
+        pthread_cond_signal(&q->lane[k].cv);
+    pthread_mutex_unlock(&q->qmu);
+    for (size_t k = 0; k < q->nlanes; k++) {
+        struct sale_lane *ln = &q->lane[k];
+        pthread_mutex_lock(&q->qmu);
+        int was = ln->started;
+        ln->started = 0;
+        pthread_mutex_unlock(&q->qmu);
+        if (was) pthread_join(ln->worker, NULL);
+        hold_drop(ln);
+    }
+}
+
+/* Stops m's sale queue and frees it. NULL queue: a no-op. Can't fail. */
+void market__sale_queue_free(market *m) {
+    struct market__sale_queue *q = m->sales;
+    if (!q) return;
+    market__sale_queue_stop(m);
+    for (size_t k = 0; k < q->nlanes; k++)
+        pthread_cond_destroy(&q->lane[k].cv);
+    pthread_mutex_destroy(&q->qmu);
+    free(q);
+    m->sales = NULL;
+}
+
+/* A caller waiting in market_sale_buy(). */
+struct sync_wait {
+    market_sale_pending p;
+    market *m;
+    pthread_cond_t cv;
+    int done;
+};
+
+static void sync_done(market_sale_pending *p) {
+    struct sync_wait *w = p->ud;
+    pthread_mutex_lock(&w->m->sales->qmu);
+    w->done = 1;
+    pthread_cond_signal(&w->cv); /* under the mutex: the waiter cannot free w before this */
+    pthread_mutex_unlock(&w->m->sales->qmu);
+}
+
+/* Buys quantity units of sale of realm for buyer (see market.h's data
+ * model), made idempotent by idem (may be NULL; see market_idem), and waits
+ * for the outcome. Fills *res. Returns MARKET_OK, or ERR_INVALID (bad
+ * arguments, or the buyer is the sale's house), ERR_NO_SALE,
+ * ERR_SALE_NOT_ACTIVE, ERR_NO_PLAYER (no such buyer), ERR_SOLD_OUT
+ * (res->left: the units left), ERR_LIMIT_EXCEEDED (res->may_buy),
+ * ERR_INSUFFICIENT_FUNDS, ERR_OVERFLOW (the house's funds), ERR_BUSY (the
+ * wait budget was spent), ERR_STORE, ERR_LEASE_LOST, ERR_CONFLICT,
+ * ERR_NOT_REPLICATED, ERR_IDEM_MISMATCH, ERR_IN_PROGRESS, ERR_NOMEM. A
+ * replay returns the stored outcome with res->replayed set. Nothing is
+ * written unless it returns MARKET_OK (or a final refusal under an
+ * idempotency key, which is recorded), but for a store that failed while
+ * EXEC's answer was on its way. */
+int market_sale_buy(market_conn *c, const char *realm, const char *sale, const char *buyer,
+                    int64_t quantity, const market_idem *idem, market_sale_result *res) {
+    if (!c || !res || !market__sale_args_ok(realm, sale, buyer, quantity, idem))
+        return MARKET_ERR_INVALID;
+    market *m = c->m;
+    struct sync_wait w = {.p = {.realm = realm, .sale = sale, .buyer = buyer,
+                                .quantity = quantity, .idem = idem, .done = sync_done},
+                          .m = m};
+    w.p.ud = &w;
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0) return MARKET_ERR_NOMEM;
+    int ok =
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&w.cv, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    if (!ok) return MARKET_ERR_NOMEM;
+    int rc = market_sale_buy_submit(m, &w.p);
+    if (rc != MARKET_OK) {
+        pthread_cond_destroy(&w.cv);
+        return rc;
+    }
+    struct timespec until = {(time_t)(w.p.deadline_ms / 1000),
+                             (long)(w.p.deadline_ms % 1000) * 1000000L};
+    pthread_mutex_lock(&m->sales->qmu);
+    while (!w.done) {
+        if (w.p.state == REQ_TAKEN) {
+            pthread_cond_wait(&w.cv, &m->sales->qmu);
+            continue;
+        }
+        if (pthread_cond_timedwait(&w.cv, &m->sales->qmu, &until) != ETIMEDOUT ||
+            w.p.state != REQ_WAITING)
+            continue;
+        /* Still queued when its budget ran out: leave the queue, busy. */
+        struct sale_lane *ln = &m->sales->lane[w.p.lane];
+        market_sale_pending **pp = &ln->qhead, *prev = NULL;
+        while (*pp != &w.p) {
+            prev = *pp;
+            pp = &(*pp)->next;
+        }
+        *pp = w.p.next;
+        if (ln->qtail == &w.p) ln->qtail = prev;
+        w.p.rc = MARKET_ERR_BUSY;
+        MARKET__COUNT(m, lock_busy);
+        break;
+    }
+    pthread_mutex_unlock(&m->sales->qmu);
+    pthread_cond_destroy(&w.cv);
+    *res = w.p.res;
+    if (MARKET_ERR_HAS_REASON(w.p.rc))
+        snprintf(c->errstr, sizeof c->errstr, "%s", w.p.why);
+    return w.p.rc;
+}

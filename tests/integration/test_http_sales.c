@@ -1,0 +1,388 @@
+/* test_http_sales.c - flash sales over HTTP against a real redis-server:
+ * the admin credential of POST /sales (apart from player tokens, checked
+ * even with --no-auth), GET /sales/{id}, POST /sales/{id}/buy with the
+ * buyer's token and an Idempotency-Key, the stacks of GET /players/{id},
+ * bad input answered 4xx with the store unchanged, and 300 concurrent
+ * buyers over HTTP (suspended connections, one worker) checked exactly.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <hiredis.h>
+#include <jansson.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "api/api.h"
+#include "lock/lock.h"
+#include "market/market.h"
+#include "server/server.h"
+#include "tests/helpers/http_client.h"
+#include "tests/helpers/redis_proc.h"
+
+#define SECRET "player-secret"
+#define ADMIN "admin-secret"
+#define NBUYERS 300
+
+static th_redis redis;
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The demo world (which has the house "game"), and players q0..q<NBUYERS-1>
+ * with 100 each; every key is deleted first. */
+static void seed(void) {
+    FILE *f = fopen("fixtures/demo.json", "rb");
+    assert_non_null(f);
+    static char text[65536];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    market_world *w = NULL;
+    char why[256];
+    assert_int_equal(api_fixture_parse(text, n, &w, why, sizeof why), MARKET_OK);
+    for (int i = 0; i < NBUYERS; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "q%d", i);
+        assert_int_equal(market_world_add_player(w, id, NULL, 100), MARKET_OK);
+    }
+    market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
+    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
+    int err;
+    lock_client *l = lock_local_new(&err);
+    market *m = market_new(&cfg, l, &err);
+    market_conn *c = market_conn_new(m, &err);
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    freeReplyObject(redisCommand(rc, "FLUSHALL"));
+    redisFree(rc);
+    assert_int_equal(market_world_store(c, MARKET_REALM_DEFAULT, w, 1), MARKET_OK);
+    market_conn_free(c);
+    market_free(m);
+    lock_free(l);
+    market_world_free(w);
+}
+
+/* A server with player tokens (secret, or none: --no-auth) and admin secret
+ * admin (NULL: none). */
+static server *start(const char *secret, const char *admin, int *port) {
+    server_config cfg;
+    server_config_defaults(&cfg);
+    if (secret)
+        snprintf(cfg.auth_secret, sizeof cfg.auth_secret, "%s", secret);
+    else
+        cfg.no_auth = 1;
+    if (admin) snprintf(cfg.admin_secret, sizeof cfg.admin_secret, "%s", admin);
+    snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
+    snprintf(cfg.redis, sizeof cfg.redis, "%s", redis.url);
+    cfg.threads = 2;
+    cfg.log_level = SERVER_LOG_ERROR;
+    int err;
+    char why[256];
+    server *s = server_start(&cfg, &err, why, sizeof why);
+    assert_non_null(s);
+    *port = server_port(s);
+    return s;
+}
+
+/* Sends a request with an optional header, asserts its status, returns the
+ * parsed body (new reference). */
+static json_t *call(int port, const char *method, const char *path, const char *header,
+                    const char *body, long status) {
+    th_http r;
+    assert_int_equal(th_http_do_header(port, method, path, header, body, body ? strlen(body) : 0,
+                                       &r),
+                     0);
+    if (r.status != status)
+        fprintf(stderr, "%s %s %s -> %ld %s\n", method, path, body ? body : "", r.status, r.body);
+    assert_int_equal(r.status, status);
+    json_error_t e;
+    json_t *j = json_loads(r.body, 0, &e);
+    th_http_cleanup(&r);
+    assert_non_null(j);
+    return j;
+}
+
+static void bearer(char *out, size_t outlen, const char *player) {
+    char tok[API_TOKEN_MAX + 1];
+    assert_int_equal(api_token_make(SECRET, NULL, player, tok, sizeof tok), MARKET_OK);
+    snprintf(out, outlen, "Authorization: Bearer %s", tok);
+}
+
+static void admin_bearer(char *out, size_t outlen, const char *secret) {
+    char tok[API_ADMIN_TOKEN_MAX + 1];
+    assert_int_equal(api_admin_token_make(secret, tok, sizeof tok), MARKET_OK);
+    snprintf(out, outlen, "Authorization: Bearer %s", tok);
+}
+
+static int64_t jint(json_t *j, const char *key) {
+    json_t *v = json_object_get(j, key);
+    assert_true(json_is_integer(v));
+    return (int64_t)json_integer_value(v);
+}
+
+static void assert_error(json_t *j, const char *code) {
+    const char *got = json_string_value(json_object_get(j, "error"));
+    assert_non_null(got);
+    assert_string_equal(got, code);
+}
+
+static char *sale_body(const char *id, int64_t stock, int64_t limit) {
+    static char b[512];
+    int64_t t = now_ms();
+    snprintf(b, sizeof b,
+             "{\"id\":\"%s\",\"item\":\"potion\",\"stock\":%lld,\"price\":10,\"limit\":%lld,"
+             "\"start\":%lld,\"end\":%lld}",
+             id, (long long)stock, (long long)limit, (long long)(t - 1000),
+             (long long)(t + 3600000));
+    return b;
+}
+
+/* ---- tests ---- */
+
+/* Only the admin token creates a sale: no admin secret is 403, a player
+ * token or none is 401, also with --no-auth; the admin's is 201, once. */
+static void test_http_sales_admin_credential(void **state) {
+    (void)state;
+    seed();
+    char adm[256], bob[256], other[256];
+    admin_bearer(adm, sizeof adm, ADMIN);
+    admin_bearer(other, sizeof other, "not-the-admin-secret");
+    bearer(bob, sizeof bob, "B");
+    int port;
+    server *s = start(SECRET, NULL, &port);
+    json_t *j = call(port, "POST", "/sales", adm, sale_body("s1", 10, 2), 403);
+    assert_error(j, "admin_disabled");
+    json_decref(j);
+    server_stop(s);
+
+    s = start(SECRET, ADMIN, &port);
+    j = call(port, "POST", "/sales", bob, sale_body("s1", 10, 2), 401);
+    assert_error(j, "unauthorized");
+    json_decref(j);
+    j = call(port, "POST", "/sales", NULL, sale_body("s1", 10, 2), 401);
+    json_decref(j);
+    j = call(port, "POST", "/sales", other, sale_body("s1", 10, 2), 401);
+    json_decref(j);
+    j = call(port, "GET", "/sales/s1", NULL, NULL, 404);
+    assert_error(j, "sale_not_found");
+    json_decref(j);
+    j = call(port, "POST", "/sales", adm, sale_body("s1", 10, 2), 201);
+    assert_string_equal(json_string_value(json_object_get(j, "id")), "s1");
+    assert_int_equal(jint(j, "stock_left"), 10);
+    assert_true(json_is_true(json_object_get(j, "active")));
+    assert_string_equal(json_string_value(json_object_get(j, "house")), "game");
+    json_decref(j);
+    j = call(port, "POST", "/sales", adm, sale_body("s1", 10, 2), 409);
+    assert_error(j, "sale_exists");
+    json_decref(j);
+    char nohouse[600];
+    snprintf(nohouse, sizeof nohouse, "%.*s,\"house\":\"nobody\"}",
+             (int)strlen(sale_body("s2", 10, 2)) - 1, sale_body("s2", 10, 2));
+    j = call(port, "POST", "/sales", adm, nohouse, 404);
+    assert_error(j, "player_not_found");
+    json_decref(j);
+    j = call(port, "GET", "/sales/s2", NULL, NULL, 404);
+    json_decref(j);
+    /* an id is drawn when none is given */
+    j = call(port, "POST", "/sales", adm,
+             "{\"item\":\"gem\",\"stock\":1,\"price\":1,\"limit\":1,\"start\":0,\"end\":1}", 201);
+    assert_true(market_id_valid(json_string_value(json_object_get(j, "id"))));
+    assert_true(json_is_false(json_object_get(j, "active")));
+    json_decref(j);
+    server_stop(s);
+
+    s = start(NULL, ADMIN, &port); /* --no-auth: players act freely, the admin route does not */
+    j = call(port, "POST", "/sales", NULL, sale_body("s3", 10, 2), 401);
+    json_decref(j);
+    j = call(port, "POST", "/sales", adm, sale_body("s3", 10, 2), 201);
+    json_decref(j);
+    j = call(port, "POST", "/sales/s3/buy", NULL, "{\"buyer\":\"B\",\"quantity\":1}", 200);
+    json_decref(j);
+    server_stop(s);
+}
+
+/* A buy with the buyer's token: 200 with the trade, the player's stack and
+ * the sale show it; a retry with the same Idempotency-Key replays it; the
+ * refusals say why; bad input changes nothing. */
+static void test_http_sales_buy_and_refusals(void **state) {
+    (void)state;
+    seed();
+    char adm[256], bob[256], carol[256], key[300];
+    admin_bearer(adm, sizeof adm, ADMIN);
+    bearer(bob, sizeof bob, "B");
+    bearer(carol, sizeof carol, "C");
+    int port;
+    server *s = start(SECRET, ADMIN, &port);
+    json_t *j = call(port, "POST", "/sales", adm, sale_body("s1", 5, 3), 201);
+    json_decref(j);
+    char *before = th_store_fingerprint(redis.port);
+    j = call(port, "POST", "/sales/s1/buy", NULL, "{\"buyer\":\"B\",\"quantity\":1}", 401);
+    json_decref(j);
+    j = call(port, "POST", "/sales/s1/buy", carol, "{\"buyer\":\"B\",\"quantity\":1}", 403);
+    json_decref(j);
+    j = call(port, "POST", "/sales/s1/buy", bob, "{\"buyer\":\"B\",\"quantity\":0}", 400);
+    json_decref(j);
+    j = call(port, "POST", "/sales/s1/buy", bob, "{\"buyer\":\"B\",\"quantity\":1,\"x\":1}", 400);
+    json_decref(j);
+    j = call(port, "POST", "/sales/s1/buy", bob, "{\"buyer\":\"B\"}", 400);
+    json_decref(j);
+    j = call(port, "POST", "/sales/a.b/buy", bob, "{\"buyer\":\"B\",\"quantity\":1}", 400);
+    json_decref(j);
+    j = call(port, "POST", "/sales", adm, "{\"item\":\"potion\"}", 400);
+    json_decref(j);
+    j = call(port, "GET", "/sales/s1/buy", NULL, NULL, 405);
+    json_decref(j);
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+
+    snprintf(key, sizeof key, "%s\r\nIdempotency-Key: buy-1", bob);
+    j = call(port, "POST", "/sales/s1/buy", key, "{\"buyer\":\"B\",\"quantity\":2}", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "bought");
+    assert_int_equal(jint(j, "quantity"), 2);
+    assert_int_equal(jint(j, "total"), 20);
+    assert_int_equal(jint(j, "buyer_funds"), 780);
+    assert_int_equal(jint(j, "stock_left"), 3);
+    char trade[64];
+    snprintf(trade, sizeof trade, "%s", json_string_value(json_object_get(j, "trade_id")));
+    json_decref(j);
+    j = call(port, "POST", "/sales/s1/buy", key, "{\"buyer\":\"B\",\"quantity\":2}", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "trade_id")), trade);
+    json_decref(j);
+    j = call(port, "GET", "/players/B", NULL, NULL, 200);
+    assert_int_equal(jint(j, "funds"), 780);
+    assert_int_equal(jint(json_object_get(j, "stacks"), "potion"), 2);
+    json_decref(j);
+    j = call(port, "GET", "/players/D", NULL, NULL, 200); /* holds no goods */
+    assert_true(json_is_object(json_object_get(j, "stacks")));
+    assert_int_equal(json_object_size(json_object_get(j, "stacks")), 0);
+    json_decref(j);
+    char path[128];
+    snprintf(path, sizeof path, "/trades/%s", trade);
+    j = call(port, "GET", path, NULL, NULL, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "seller")), "game");
+    assert_int_equal(jint(j, "quantity"), 2);
+    json_decref(j);
+    j = call(port, "POST", "/sales/s1/buy", bob, "{\"buyer\":\"B\",\"quantity\":2}", 409);
+    assert_error(j, "limit_exceeded");
+    assert_int_equal(jint(j, "may_buy"), 1);
+    json_decref(j);
+    j = call(port, "POST", "/sales/s1/buy", carol, "{\"buyer\":\"C\",\"quantity\":4}", 409);
+    assert_error(j, "sold_out");
+    assert_int_equal(jint(j, "stock_left"), 3);
+    json_decref(j);
+    j = call(port, "GET", "/sales/s1", NULL, NULL, 200);
+    assert_int_equal(jint(j, "stock_left"), 3);
+    assert_int_equal(jint(j, "sold"), 2);
+    assert_int_equal(jint(j, "stock"), 5);
+    assert_int_equal(jint(j, "limit"), 3);
+    assert_int_equal(jint(j, "price"), 10);
+    assert_string_equal(json_string_value(json_object_get(j, "item")), "potion");
+    json_decref(j);
+    j = call(port, "POST", "/sales/nope/buy", bob, "{\"buyer\":\"B\",\"quantity\":1}", 404);
+    assert_error(j, "sale_not_found");
+    json_decref(j);
+    j = call(port, "GET", "/players/game", NULL, NULL, 200);
+    assert_int_equal(jint(j, "funds"), 20);
+    json_decref(j);
+    server_stop(s);
+}
+
+struct buyer {
+    int port;
+    char id[16];
+    long status[3];
+};
+
+static void *buy_main(void *arg) {
+    struct buyer *b = arg;
+    char body[64];
+    snprintf(body, sizeof body, "{\"buyer\":\"%s\",\"quantity\":1}", b->id);
+    for (int i = 0; i < 3; i++) {
+        th_http r;
+        if (th_http_do(b->port, "POST", "/realms/main/sales/hot/buy", body, strlen(body), &r) ==
+            0)
+            b->status[i] = r.status;
+        th_http_cleanup(&r);
+    }
+    return NULL;
+}
+
+/* 300 buyers at once over HTTP (--no-auth), three buys each, for 50 units
+ * with a limit of 2: exactly 50 answered 200, nobody above 2. */
+static void test_http_sales_concurrent_buyers_exact(void **state) {
+    (void)state;
+    seed();
+    char adm[256];
+    admin_bearer(adm, sizeof adm, ADMIN);
+    int port;
+    server *s = start(NULL, ADMIN, &port);
+    json_t *j = call(port, "POST", "/realms/main/sales", adm, sale_body("hot", 50, 2), 201);
+    json_decref(j);
+    static struct buyer b[NBUYERS];
+    pthread_t t[NBUYERS];
+    for (int i = 0; i < NBUYERS; i++) {
+        b[i] = (struct buyer){.port = port};
+        snprintf(b[i].id, sizeof b[i].id, "q%d", i);
+        assert_int_equal(pthread_create(&t[i], NULL, buy_main, &b[i]), 0);
+    }
+    long ok = 0;
+    for (int i = 0; i < NBUYERS; i++) {
+        pthread_join(t[i], NULL);
+        long mine = 0;
+        for (int k = 0; k < 3; k++) {
+            assert_true(b[i].status[k] == 200 || b[i].status[k] == 409);
+            mine += b[i].status[k] == 200;
+        }
+        assert_true(mine <= 2);
+        ok += mine;
+        char path[128];
+        snprintf(path, sizeof path, "/players/%s", b[i].id);
+        j = call(port, "GET", path, NULL, NULL, 200);
+        assert_int_equal(jint(j, "funds"), 100 - 10 * mine);
+        json_decref(j);
+    }
+    assert_int_equal(ok, 50);
+    j = call(port, "GET", "/sales/hot", NULL, NULL, 200);
+    assert_int_equal(jint(j, "sold"), 50);
+    assert_int_equal(jint(j, "stock_left"), 0);
+    assert_true(json_is_false(json_object_get(j, "active")));
+    json_decref(j);
+    j = call(port, "GET", "/players/game", NULL, NULL, 200);
+    assert_int_equal(jint(j, "funds"), 500);
+    json_decref(j);
+    server_stop(s);
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    signal(SIGPIPE, SIG_IGN);
+    return th_redis_start(&redis);
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    th_redis_stop(&redis);
+    curl_global_cleanup();
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_http_sales_admin_credential),
+        cmocka_unit_test(test_http_sales_buy_and_refusals),
+        cmocka_unit_test(test_http_sales_concurrent_buyers_exact),
+    };
+    return cmocka_run_group_tests_name("flash sales over HTTP (integration)", tests, group_setup,
+                                       group_teardown);
+}
