@@ -143,6 +143,10 @@ if [ -n "$started" ]; then
 else
     "$BIN/market-seed" fixtures/demo.json
 fi
+# A flash sale to try, running for a day: 100 potions at 10, at most 5 a player (an
+# existing sale of that id, in a Redis named by MARKET_REDIS, is left as it is).
+"$BIN/market-seed" --sale id=potions,item=potion,stock=100,price=10,limit=5 ||
+    echo "run: the demo sale 'potions' was not created (see above); the rest works without it"
 
 url="http://$LISTEN"
 log=var/log/market-server.log
@@ -171,6 +175,9 @@ $token_line  curl -s -X POST $url/purchase $auth-d '{"buyer":"B","seller":"A","i
   curl -s -X POST $url/purchase $auth-d '{"buyer":"B","seller":"A","item":"axe"}'
   curl -s $url/players/B
   curl -s '$url/market?limit=10'
+A flash sale runs: 100 potions at 10 each, at most 5 a player. Bob buys 2; then what is left.
+  curl -s -X POST $url/sales/potions/buy $auth-d '{"buyer":"B","quantity":2}'
+  curl -s $url/sales/potions
 $tokens
 
 MSG

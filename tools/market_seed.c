@@ -6,6 +6,8 @@
  *   market-seed [--redis URL] [--realm R] --reindex
  *   market-seed [--auth-secret S] [--realm R] --print-token PLAYER
  *   market-seed [--admin-secret S] --print-admin-token
+ *   market-seed [--redis URL] [--realm R] --sale id=ID,item=ITEM,stock=N,price=P[,limit=L]
+ *               [,hours=H][,house=PLAYER]
  *
  * A realm's world is checked as a whole before anything is written (no item
  * twice, every owner a player) and written in one MULTI/EXEC; a generated
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/api.h"
 #include "cli/cli.h"
@@ -54,6 +57,12 @@ static void usage(FILE *to) {
             "                (default $MARKET_AUTH_SECRET) and write nothing\n"
             "       market-seed [--admin-secret S] --print-admin-token\n"
             "  --print-admin-token  print the admin token (POST /sales) for the admin secret\n"
+            "       market-seed [--redis URL] [--realm R] --sale id=ID,item=ITEM,stock=N,price=P\n"
+            "                   [,limit=L][,hours=H][,house=PLAYER]\n"
+            "  --sale        create a flash sale of the realm straight in the store, as POST /sales\n"
+            "                would (no admin token: whoever reaches the store may): N units of\n"
+            "                ITEM at P each, at most L a player (default N), from now for H hours\n"
+            "                (default 24), paid to PLAYER (default " MARKET_SALE_HOUSE ")\n"
             "                (default $MARKET_ADMIN_SECRET) and write nothing\n");
 }
 
@@ -91,6 +100,49 @@ fail:
     free(buf);
     fclose(f);
     return NULL;
+}
+
+/* Reads --sale's spec "id=..,item=..,stock=N,price=P[,limit=L][,hours=H][,house=..]" into
+ * *s, the sale running from now. Returns 0, or -1 with a sentence in why. */
+static int parse_sale(char *spec, market_sale *s, char *why, size_t whylen) {
+    uint64_t hours = 24, v;
+    memset(s, 0, sizeof *s);
+    char *save = NULL;
+    for (char *kv = strtok_r(spec, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq) goto bad;
+        *eq = '\0';
+        const char *k = kv, *val = eq + 1;
+        char *id = strcmp(k, "id") == 0     ? s->id
+                   : strcmp(k, "item") == 0  ? s->item
+                   : strcmp(k, "house") == 0 ? s->house
+                                             : NULL;
+        if (id) {
+            if (!market_id_valid(val)) goto bad;
+            snprintf(id, MARKET_ID_MAX + 1, "%s", val);
+        } else if (strcmp(k, "stock") == 0 && cli_parse_u64(val, 1, MARKET_SALE_STOCK_MAX, &v) == 0) {
+            s->initial = (int64_t)v;
+        } else if (strcmp(k, "price") == 0 && cli_parse_u64(val, 1, MARKET_PRICE_MAX, &v) == 0) {
+            s->price = (int64_t)v;
+        } else if (strcmp(k, "limit") == 0 && cli_parse_u64(val, 1, MARKET_SALE_STOCK_MAX, &v) == 0) {
+            s->limit = (int64_t)v;
+        } else if (strcmp(k, "hours") == 0 && cli_parse_u64(val, 1, 24 * 365, &hours) == 0) {
+        } else {
+            goto bad;
+        }
+    }
+    if (!s->id[0] || !s->item[0] || !s->initial || !s->price) goto bad;
+    if (!s->limit) s->limit = s->initial;
+    if (s->limit > s->initial) goto bad;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    s->start_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    s->end_ms = s->start_ms + (int64_t)hours * 3600000;
+    return 0;
+bad:
+    snprintf(why, whylen, "bad --sale spec (want id=ID,item=ITEM,stock=N,price=P[,limit=L<=N]"
+                          "[,hours=H][,house=PLAYER])");
+    return -1;
 }
 
 #define GEN_UNSET UINT64_MAX /* players= or items= not given */
@@ -190,6 +242,7 @@ int main(int argc, char **argv) {
     int admin_token = 0;
     const char *realm = MARKET_REALM_DEFAULT;
     int reset = 0, reindex = 0;
+    char *sale_spec = NULL;
     static const struct option longopts[] = {
         {"redis", required_argument, NULL, 'r'},
         {"realm", required_argument, NULL, 'R'},
@@ -200,6 +253,7 @@ int main(int argc, char **argv) {
         {"print-token", required_argument, NULL, 't'},
         {"admin-secret", required_argument, NULL, 'A'},
         {"print-admin-token", no_argument, NULL, 'T'},
+        {"sale", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int ch;
@@ -214,6 +268,7 @@ int main(int argc, char **argv) {
         case 't': token_for = optarg; break;
         case 'A': admin_secret = optarg; break;
         case 'T': admin_token = 1; break;
+        case 'S': sale_spec = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -249,8 +304,8 @@ int main(int argc, char **argv) {
         printf("%s\n", tok);
         return 0;
     }
-    if (reindex ? generate || reset || optind < argc
-                : (generate != NULL) == (optind < argc) || argc - optind > 1) {
+    if (reindex || sale_spec ? generate || reset || optind < argc || (reindex && sale_spec)
+                             : (generate != NULL) == (optind < argc) || argc - optind > 1) {
         usage(stderr);
         return 2;
     }
@@ -274,7 +329,13 @@ int main(int argc, char **argv) {
     }
 
     struct gen g;
-    if (reindex) {
+    market_sale sale;
+    if (sale_spec) {
+        if (parse_sale(sale_spec, &sale, why, sizeof why) < 0) {
+            fprintf(stderr, "market-seed: %s\n", why);
+            return 2;
+        }
+    } else if (reindex) {
         /* nothing to read first */
     } else if (generate) {
         if (parse_generate(generate, &g, why, sizeof why) < 0) goto fail;
@@ -292,7 +353,20 @@ int main(int argc, char **argv) {
     if (!(lock = lock_local_new(&err)) || !(m = market_new(&cfg, lock, &err)) ||
         !(c = market_conn_new(m, &err)))
         goto oom;
-    if (reindex) {
+    if (sale_spec) {
+        err = market_sale_create(c, realm, &sale);
+        if (err < 0) {
+            snprintf(why, sizeof why, "cannot create sale %s on %s: %s", sale.id, url,
+                     err == MARKET_ERR_DUPLICATE   ? "a sale with this id exists"
+                     : err == MARKET_ERR_NO_PLAYER ? "the house is not a player of the realm"
+                                                   : market_strerror(err));
+            goto fail;
+        }
+        printf("created sale %s of realm %s on %s: %lld units of %s at %lld, at most %lld a "
+               "player, until Unix ms %lld\n",
+               sale.id, realm, url, (long long)sale.initial, sale.item, (long long)sale.price,
+               (long long)sale.limit, (long long)sale.end_ms);
+    } else if (reindex) {
         size_t n = 0;
         err = market_reindex(c, realm, &n);
         if (err < 0) {
