@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <string.h>
 #include <time.h>
 
@@ -532,6 +533,39 @@ static void test_sale_create_checks(void **state) {
     assert_int_equal(g.end_ms, t + 10);
 }
 
+/* bin/market-seed --sale ($MARKET_SEED_BIN) creates a running sale straight in the store,
+ * refuses the same id again (exit 1) and a bad spec (exit 2). */
+static void test_seed_tool_sale(void **state) {
+    struct fx *f = *state;
+    const char *bin = getenv("MARKET_SEED_BIN");
+    if (!bin || !*bin) bin = "bin/market-seed";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "%s --redis %s --sale id=demo,item=potion,stock=30,price=7,limit=4,hours=2 "
+             "| grep -q '^created sale demo of realm main'",
+             bin, redis.url);
+    assert_int_equal(system(cmd), 0);
+    market_sale s;
+    assert_int_equal(market_sale_get(f->c, REALM, "demo", &s), MARKET_OK);
+    assert_string_equal(s.item, "potion");
+    assert_int_equal(s.initial, 30);
+    assert_int_equal(s.left, 30);
+    assert_int_equal(s.price, 7);
+    assert_int_equal(s.limit, 4);
+    assert_string_equal(s.house, "game");
+    assert_int_equal(s.end_ms - s.start_ms, 2 * 3600000);
+    assert_true(s.now_ms >= s.start_ms && s.now_ms < s.end_ms); /* running */
+    snprintf(cmd, sizeof cmd, "%s --redis %s --sale id=demo,item=potion,stock=3,price=7 2>/dev/null",
+             bin, redis.url);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    snprintf(cmd, sizeof cmd,
+             "%s --redis %s --sale id=x,item=potion,stock=3,price=7,limit=4 2>/dev/null", bin,
+             redis.url);
+    st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2); /* limit above the stock */
+}
+
 int main(void) {
     if (th_redis_start(&redis) < 0) {
         fprintf(stderr, "cannot start redis-server\n");
@@ -552,6 +586,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_sale_holder_stalled_past_lease_cannot_commit,
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_sale_create_checks, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_seed_tool_sale, fx_setup, fx_teardown),
     };
     int rc = cmocka_run_group_tests_name("market flash sales (integration)", tests, NULL, NULL);
     th_redis_stop(&redis);
