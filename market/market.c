@@ -229,9 +229,9 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
     market__trade_rec t = {.buyer = p->buyer, .seller = p->seller, .item = p->item,
                            .quantity = q, .price = price,
                            .fence = held->n ? held->fence[0] : "0"};
-    if (p->s.idem) {
-        market__idem_record(p->s.record, sizeof p->s.record, p->s.idem, MARKET_OK, price,
-                            buyer_funds - price * q);
+    if (p->s.idem) { /* recorded as done before the script completes the record with the
+                      * trade id: were the script to fail, the purchase is still done once */
+        nwr += market__single_record(&p->s, MARKET_OK, price, buyer_funds - price * q, &wr[nwr]);
         t.idem_key = p->s.k_idem;
         t.idem_record = p->s.record;
     }

@@ -495,7 +495,7 @@ static int idem_decided(struct market__batch *b, size_t i) {
             st = strcmp(q->idem->fingerprint, r->idem->fingerprint) == 0 ? MARKET__IDEM_DONE
                                                                          : MARKET_ERR_IDEM_MISMATCH;
             stored = q->rc;
-            a = q->res.price;
+            a = q->rc == MARKET_ERR_NOT_ENOUGH ? q->res.available : q->res.price;
             bb = q->res.buyer_funds;
             trade = q->res.trade_id; /* "" until the commit: then copied (batch_commit) */
             if (st == MARKET__IDEM_DONE && !q->res.replayed) b->same_as[i] = j;
@@ -754,15 +754,12 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
             .price = r->res.price, .fence = trade_fence(c->m, held, b, i),
             .idem_key = keyed ? b->k_idem[i] : NULL, .idem_record = keyed ? b->record[i] : NULL};
     }
-    size_t i_trades = 0;
-    if (b->n_trades) { /* the trades, and the records of the purchases that made them */
-        i_trades = nc;
-        b->argv[nc] = b->args_trades;
-        b->argc[nc++] = (int)market__trades_argv(c->m, b->realm.id, &b->tw, b->trade,
-                                                 b->n_trades, b->args_trades);
-    }
+    /* Every final outcome's record, a success's too: the trade script below
+     * completes a success's with its trade id, and were the script to fail
+     * (its error does not undo the rest of the EXEC), the purchase would still
+     * be recorded as done, never done twice. */
     for (size_t i = 0; i < b->n; i++) {
-        if (!recorded(b, i) || won(b, i)) continue; /* the refusals' records */
+        if (!recorded(b, i)) continue;
         const char **a = b->args_setidem[i];
         a[0] = "SET";
         a[1] = b->k_idem[i];
@@ -771,6 +768,13 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
         a[4] = MARKET__IDEM_TTL;
         b->argv[nc] = a;
         b->argc[nc++] = 5;
+    }
+    size_t i_trades = 0;
+    if (b->n_trades) { /* the trades, and the records of the purchases that made them */
+        i_trades = nc;
+        b->argv[nc] = b->args_trades;
+        b->argc[nc++] = (int)market__trades_argv(c->m, b->realm.id, &b->tw, b->trade,
+                                                 b->n_trades, b->args_trades);
     }
     b->argv[nc] = (const char **)exec;
     b->argc[nc++] = 1;

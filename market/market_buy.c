@@ -212,9 +212,9 @@ static int decide(struct buy *b) {
 /* Builds the commit of b's decision (see the top) and runs it. Returns
  * MARKET_OK, MARKET__TXN_ABORTED, or ERR_STORE, ERR_NOMEM. */
 static int commit(market_conn *c, const market__held *held, struct buy *b) {
-    size_t n = b->n, nc = 0, nt = 0, most = 8 + MARKET__HELD_MAX + n * (5 + MARKET__IDX_KINDS);
+    size_t n = b->n, nc = 0, nt = 0, most = 9 + MARKET__HELD_MAX + n * (5 + MARKET__IDX_KINDS);
     struct args {
-        const char *a[4];
+        const char *a[5];
     } *args = calloc(most, sizeof *args);
     int *argc = calloc(most, sizeof *argc);
     const char ***argv = calloc(most, sizeof *argv);
@@ -272,9 +272,13 @@ static int commit(market_conn *c, const market__held *held, struct buy *b) {
     size_t nf = market__fence_write(held, cmds);
     for (size_t i = 0; i < nf; i++) argv[nc] = cmds[i].argv, argc[nc++] = cmds[i].argc;
 #undef PUSH
-    if (b->s.idem) { /* the record keeps the first trade's id */
-        market__idem_record(b->s.record, sizeof b->s.record, b->s.idem, MARKET_OK,
-                            b->res->total, b->res->buyer_funds);
+    if (b->s.idem) { /* recorded as done, then completed with the first trade's id: were
+                      * the script to fail, the purchase is still done once */
+        market__cmd rec;
+        market__single_record(&b->s, MARKET_OK, b->res->total, b->res->buyer_funds, &rec);
+        memcpy(args[nc].a, rec.argv, 5 * sizeof *rec.argv);
+        argv[nc] = args[nc].a;
+        argc[nc++] = 5;
         t[0].idem_key = b->s.k_idem;
         t[0].idem_record = b->s.record;
     }

@@ -74,8 +74,8 @@ int market__purchase_apply(int64_t price, int64_t expect_price, market__party *b
  * at least 1. This function can't fail otherwise. */
 int market__units_rule(int64_t price, int64_t units, int64_t quantity, int64_t expect_price,
                        const market__party *buyer, const market__party *seller) {
-    if (price == MARKET__NOT_LISTED || units <= 0) return MARKET_ERR_NOT_LISTED;
-    if (price < 0 || quantity <= 0) return MARKET_ERR_STORE;
+    if (price < 0 || units < 0 || quantity <= 0) return MARKET_ERR_STORE; /* unreadable */
+    if (price == MARKET__NOT_LISTED || units == 0) return MARKET_ERR_NOT_LISTED;
     if (expect_price > 0 && expect_price != price) return MARKET_ERR_PRICE_CHANGED;
     if (units < quantity) return MARKET_ERR_NOT_ENOUGH;
     if (buyer->known == MARKET__UNREAD || seller->known == MARKET__UNREAD)
@@ -289,13 +289,16 @@ int market_trade_id_valid(const char *id) {
  * unique item's listing). A unique item is listed when held and no quantity
  * above 1 is asked; otherwise units are: they must be held
  * (MARKET_ERR_NOT_HELD), and join the seller's listing of the same item
- * only at its price (MARKET_ERR_PRICE_CHANGED). Returns MARKET_OK with
- * *stack (1: units, 0: the unique item), a refusal, or MARKET_ERR_STORE
- * for what cannot be read. This function can't fail otherwise. */
+ * only at its price (MARKET_ERR_PRICE_CHANGED). A unique item whose id the
+ * seller also lists as units is refused (MARKET_ERR_DUPLICATE: listing it
+ * would lose one of the two). Returns MARKET_OK with *stack (1: units, 0:
+ * the unique item), a refusal, or MARKET_ERR_STORE for what cannot be
+ * read. This function can't fail otherwise. */
 int market__list_rule(int unique_held, int64_t stacked, int64_t quantity, int64_t listed_price,
                       int64_t listed_units, int64_t price, int *stack) {
     *stack = 0;
-    if (unique_held && quantity <= 1) return MARKET_OK;
+    if (unique_held && quantity <= 1) /* no listing of the same id: one of units would be lost */
+        return listed_price == MARKET__NOT_LISTED ? MARKET_OK : MARKET_ERR_DUPLICATE;
     if (stacked < 0 || listed_price == MARKET__PRICE_UNREADABLE || listed_units < 0)
         return MARKET_ERR_STORE;
     int64_t q = quantity > 0 ? quantity : 1;

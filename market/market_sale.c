@@ -51,7 +51,8 @@
 
 #include "market/market_trade.h"
 
-#define USERS_MAX (MARKET__BATCH_MAX + 1)        /* every buyer, and the house */
+#define USERS_MAX (MARKET__BATCH_MAX + 2) /* every buyer, the house, and a house cached from
+                                           * before the sale was made again with another */
 #define CMDS_MAX (16 + 4 * MARKET__BATCH_MAX + 3 * USERS_MAX)
 #define SALE_FIELDS 9 /* item price initial stock sold limit start_ms end_ms house */
 
@@ -705,15 +706,12 @@ static int batch_commit(market_conn *c, const market__held *held, struct sale_ba
             .price = r->res.price, .fence = held->fence[0],
             .idem_key = keyed ? b->k_idem[i] : NULL, .idem_record = keyed ? b->record[i] : NULL};
     }
-    size_t i_trades = 0;
-    if (b->n_trades) {
-        i_trades = nc;
-        push(b, &nc, b->args_trades,
-             (int)market__trades_argv(c->m, b->realm, &b->tw, b->trade, b->n_trades,
-                                      b->args_trades));
-    }
+    /* Every final outcome's record, a success's too, before the trade script
+     * that completes a success's with its trade id: were the script to fail
+     * (its error does not undo the rest of the EXEC), the buy would still be
+     * recorded as done, never done twice. */
     for (size_t i = 0; i < b->n; i++) {
-        if (!recorded(b, i) || won(b, i)) continue; /* the refusals' records */
+        if (!recorded(b, i)) continue;
         const char **a = b->args_setidem[i];
         a[0] = "SET";
         a[1] = b->k_idem[i];
@@ -721,6 +719,13 @@ static int batch_commit(market_conn *c, const market__held *held, struct sale_ba
         a[3] = "EX";
         a[4] = MARKET__IDEM_TTL;
         push(b, &nc, a, 5);
+    }
+    size_t i_trades = 0;
+    if (b->n_trades) {
+        i_trades = nc;
+        push(b, &nc, b->args_trades,
+             (int)market__trades_argv(c->m, b->realm, &b->tw, b->trade, b->n_trades,
+                                      b->args_trades));
     }
     push(b, &nc, (const char **)exec, 1);
 

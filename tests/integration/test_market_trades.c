@@ -405,6 +405,30 @@ static void test_history_is_bounded(void **state) {
     (void)f;
 }
 
+/* A trade record that cannot be written (trades:{r} is not a stream: the
+ * script fails inside the EXEC, whose other commands still apply) leaves
+ * the purchase done and answered as the store's failure; its idempotency
+ * record says done, so a retry replays it instead of buying again. */
+static void test_record_failure_purchase_done_once(void **state) {
+    struct fx *f = *state;
+    redisReply *r = redis_cmd("SET %s not-a-stream", TRADES);
+    freeReplyObject(r);
+    market_idem k = {"order-x", "fp-axe"};
+    market_purchase_result res = {0}, again = {0};
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &res),
+                     MARKET_ERR_STORE);
+    assert_int_equal(funds_of(f->c, "B"), 300); /* committed all the same */
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &again),
+                     MARKET_OK);
+    assert_int_equal(again.replayed, 1);
+    assert_int_equal(again.price, 500);
+    assert_int_equal(again.buyer_funds, 300);
+    assert_string_equal(again.trade_id, ""); /* the script that would name it failed */
+    assert_int_equal(funds_of(f->c, "B"), 300);
+    r = redis_cmd("DEL %s", TRADES);
+    freeReplyObject(r);
+}
+
 static int group_setup(void **state) {
     (void)state;
     return th_redis_start(&redis);
@@ -436,6 +460,7 @@ int main(void) {
         T(test_player_history_pages_newest_first),
         T(test_bad_arguments_and_unknown_trade),
         T(test_history_is_bounded),
+        T(test_record_failure_purchase_done_once),
     };
     size_t n = sizeof tests / sizeof *tests;
     int failed = 0;

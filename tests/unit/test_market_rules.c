@@ -260,6 +260,47 @@ static void test_fill_cheapest_first_all_or_nothing(void **state) {
     assert_int_equal(market__fill(o, 0, "Z", 1, 19, &avail, &total), MARKET_ERR_NOT_ENOUGH);
 }
 
+struct list_case {
+    const char *what;
+    int unique;
+    int64_t stacked, quantity, listed_price, listed_units, price;
+    int want, stack;
+};
+
+/* Listing a unique item or units: held or not, joining the seller's listing
+ * of the good at its price only, what cannot be read. */
+static void test_list_rule_table(void **state) {
+    (void)state;
+    static const struct list_case cases[] = {
+        {"a unique item", 1, 0, 0, MARKET__NOT_LISTED, 0, 50, MARKET_OK, 0},
+        {"a unique item, quantity 1", 1, 0, 1, MARKET__NOT_LISTED, 0, 50, MARKET_OK, 0},
+        {"a unique item listed as units too", 1, 5, 0, 40, 5, 50, MARKET_ERR_DUPLICATE, 0},
+        {"not held", 0, 0, 0, MARKET__NOT_LISTED, 0, 50, MARKET_ERR_NOT_HELD, 0},
+        {"one unit of a stack", 0, 3, 0, MARKET__NOT_LISTED, 0, 50, MARKET_OK, 1},
+        {"units held", 0, 20, 20, MARKET__NOT_LISTED, 0, 25, MARKET_OK, 1},
+        {"more than held", 0, 20, 21, MARKET__NOT_LISTED, 0, 25, MARKET_ERR_NOT_HELD, 0},
+        {"join the listing", 0, 20, 5, 25, 10, 25, MARKET_OK, 1},
+        {"another price", 0, 20, 5, 25, 10, 30, MARKET_ERR_PRICE_CHANGED, 0},
+        {"stack unreadable", 0, -1, 5, MARKET__NOT_LISTED, 0, 25, MARKET_ERR_STORE, 0},
+        {"listing unreadable", 0, 20, 5, MARKET__PRICE_UNREADABLE, 0, 25, MARKET_ERR_STORE, 0},
+        {"listed units unreadable", 0, 20, 5, 25, -1, 25, MARKET_ERR_STORE, 0},
+        {"units beside a unique listing", 0, 20, 5, 25, 0, 25, MARKET_ERR_STORE, 0},
+        {"units past 2^63-1", 0, 20, 5, 25, INT64_MAX - 1, 25, MARKET_ERR_OVERFLOW, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const struct list_case *c = &cases[i];
+        int stack = 9;
+        int got = market__list_rule(c->unique, c->stacked, c->quantity, c->listed_price,
+                                    c->listed_units, c->price, &stack);
+        if (got != c->want) fprintf(stderr, "case '%s': %d, want %d\n", c->what, got, c->want);
+        assert_int_equal(got, c->want);
+        if (got == MARKET_OK) assert_int_equal(stack, c->stack);
+    }
+    /* units that cannot be read are the store's failure, not a refusal */
+    market__party b = P(100), s2 = P(0);
+    assert_int_equal(market__units_rule(25, -1, 1, -1, &b, &s2), MARKET_ERR_STORE);
+}
+
 /* ---- flash sales (market__sale_rule) ---- */
 
 #define ON(left, sold, limit)                                                                      \
@@ -418,6 +459,7 @@ int main(void) {
         cmocka_unit_test(test_rule_table),
         cmocka_unit_test(test_units_rule_table),
         cmocka_unit_test(test_fill_cheapest_first_all_or_nothing),
+        cmocka_unit_test(test_list_rule_table),
         cmocka_unit_test(test_rule_batch_earlier_purchases_change_later_ones),
         cmocka_unit_test(test_rule_batch_funds_for_one),
         cmocka_unit_test(test_args_checks),
