@@ -3,8 +3,10 @@
 #
 # Integration tests start their own redis-server processes (tests/helpers/
 # redis_proc.c) on free loopback ports in temporary folders and stop them
-# when they end. VALGRIND=1 runs the integration tests under valgrind. Last,
-# scripts/examples.sh installs lock/ as a library and runs examples/ against it.
+# when they end. VALGRIND=1 runs the integration tests under valgrind. Then
+# tests/openapi/check_openapi.py checks docs/openapi.yaml against a running
+# server. Last, scripts/examples.sh installs lock/ as a library and runs
+# examples/ against it.
 set -u
 BUILD=${BUILD:-build}
 export BUILD # scripts/examples.sh builds the library there
@@ -46,6 +48,10 @@ for src in tests/integration/test_*.c; do
     [ -e "$src" ] || continue
     run_one "$BUILD/tests/$(basename "$src" .c)" "$wrap"
 done
+# docs/openapi.yaml against a live server: Debian's python3 (jsonschema, yaml; scripts/deps.sh).
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+run_one tests/openapi/check_openapi.py "$PY"
 # lock/ as a library: make install into a temporary DESTDIR, build examples/ with pkg-config,
 # run them against a throwaway redis-server; it prints cmocka's summary lines.
 run_one scripts/examples.sh ""

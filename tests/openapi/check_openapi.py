@@ -1,0 +1,544 @@
+#!/usr/bin/python3
+"""check_openapi.py - checks docs/openapi.yaml against a running market-server.
+
+    tests/openapi/check_openapi.py            (from the repository root; make test runs it)
+
+It starts a private redis-server and a market-server (authentication and the
+admin route on) on free loopback ports, seeds the demo world, and checks:
+  - the document: every schema is a valid JSON Schema 2020-12, every $ref
+    resolves, every example validates against its schema;
+  - the routes: the paths of docs/openapi.yaml are exactly the routes of
+    api/api.c (api_route_names) plus /metrics;
+  - the answers: a sequence of requests (successes and every refusal a test can
+    provoke, including 503s after Redis is stopped) each answers the expected
+    status, a status the document lists for the operation, with a body its schema
+    accepts (jsonschema, Draft 2020-12) and the headers it marks required; a body
+    the server takes is one the request schema accepts, and one it refuses for a
+    rule the schema states is one the schema refuses;
+  - coverage: every operation is exercised with a success and a refusal.
+It prints cmocka's summary lines, which tests/run.sh counts.
+"""
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import warnings
+
+import yaml
+from jsonschema import Draft202012Validator
+
+warnings.simplefilter("ignore", DeprecationWarning)  # RefResolver: newer jsonschema prefers referencing
+from jsonschema import RefResolver  # noqa: E402  (kept for Debian 12's jsonschema 4.10)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SPEC_PATH = os.path.join(ROOT, "docs", "openapi.yaml")
+SERVER = os.environ.get("MARKET_SERVER_BIN", os.path.join(ROOT, "bin", "market-server"))
+SEED = os.environ.get("MARKET_SEED_BIN", os.path.join(ROOT, "bin", "market-seed"))
+SECRET = "openapi-secret"
+ADMIN_SECRET = "openapi-admin"
+METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+
+passed = []
+failed = []
+
+
+def check(name, fn):
+    """Runs one named check; fn raises AssertionError (or any error) to fail."""
+    print(f"[ RUN      ] {name}", flush=True)
+    try:
+        fn()
+    except Exception as e:  # a check's failure, reported and counted
+        print(f"  {type(e).__name__}: {e}")
+        print(f"[  FAILED  ] {name}", flush=True)
+        failed.append(name)
+        return
+    print(f"[       OK ] {name}", flush=True)
+    passed.append(name)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+# ---- the document ----
+
+with open(SPEC_PATH, encoding="utf-8") as f:
+    SPEC = yaml.safe_load(f)
+RESOLVER = RefResolver.from_schema(SPEC)
+
+
+def deref(obj):
+    """Follows obj's $ref (within the document) until an object without one."""
+    while isinstance(obj, dict) and "$ref" in obj and len(obj) == 1:
+        _, obj = RESOLVER.resolve(obj["$ref"])
+    return obj
+
+
+def validator(schema):
+    return Draft202012Validator(schema, resolver=RESOLVER)
+
+
+def errors_of(schema, value):
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+            for e in validator(schema).iter_errors(value)]
+
+
+def walk(obj, path=()):
+    """Yields (path, node) for every dict in obj."""
+    if isinstance(obj, dict):
+        yield path, obj
+        for k, v in obj.items():
+            yield from walk(v, path + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from walk(v, path + (i,))
+
+
+def check_document():
+    assert SPEC.get("openapi", "").startswith("3.1"), "not OpenAPI 3.1"
+    n = 0
+    for path, node in walk(SPEC):
+        if "$ref" in node:
+            RESOLVER.resolve(node["$ref"])  # raises when it does not resolve
+            n += 1
+    for name, schema in SPEC["components"]["schemas"].items():
+        Draft202012Validator.check_schema(schema)
+    print(f"  {n} $refs resolve, {len(SPEC['components']['schemas'])} schemas are valid")
+
+
+def media_examples():
+    """Yields (where, schema, example) for every example of a request or response body."""
+    for p, item in SPEC["paths"].items():
+        for m in METHODS:
+            op = item.get(m)
+            if not op:
+                continue
+            bodies = []
+            if "requestBody" in op:
+                bodies.append(("request", deref(op["requestBody"])))
+            for status, resp in op["responses"].items():
+                bodies.append((status, deref(resp)))
+            for what, body in bodies:
+                for ctype, media in body.get("content", {}).items():
+                    if "example" in media:
+                        yield f"{m.upper()} {p} {what}", media["schema"], media["example"]
+                    for ename, ex in media.get("examples", {}).items():
+                        yield f"{m.upper()} {p} {what} {ename}", media["schema"], deref(ex)["value"]
+    for rname, resp in SPEC["components"]["responses"].items():
+        for ctype, media in resp.get("content", {}).items():
+            if "example" in media:
+                yield f"response {rname}", media["schema"], media["example"]
+
+
+def check_examples():
+    n = 0
+    for where, schema, example in media_examples():
+        errs = errors_of(schema, example)
+        assert not errs, f"{where}: the example breaks its schema: {errs}"
+        n += 1
+    assert n > 0
+    print(f"  {n} examples validate")
+
+
+def server_routes():
+    """The route names api/api.c serves, and /metrics (served by server/)."""
+    with open(os.path.join(ROOT, "api", "api.c"), encoding="utf-8") as f:
+        src = f.read()
+    m = re.search(r"api_route_names\[API_ROUTES\]\s*=\s*\{(.*?)\};", src, re.S)
+    assert m, "api_route_names not found in api/api.c"
+    names = set(re.findall(r'"([^"]+)"', m.group(1)))
+    assert len(names) >= 10, names
+    return names | {"/metrics"}
+
+
+def check_routes():
+    documented = set(SPEC["paths"])
+    served = server_routes()
+    assert documented == served, (f"served, not documented: {sorted(served - documented)}; "
+                                  f"documented, not served: {sorted(documented - served)}")
+
+
+# ---- the servers ----
+
+class World:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="openapi.")
+        self.redis_port = free_port()
+        self.http_port = free_port()
+        self.redis = subprocess.Popen(
+            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"redis://127.0.0.1:{self.redis_port}/0"
+        self.server = None
+        for _ in range(100):
+            if subprocess.run(["redis-cli", "-p", str(self.redis_port), "ping"],
+                              capture_output=True, text=True).stdout.strip() == "PONG":
+                break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("redis-server did not start")
+        subprocess.run([SEED, "--redis", self.url, "--reset", os.path.join(ROOT, "fixtures", "demo.json")],
+                       check=True, stdout=subprocess.DEVNULL)
+        self.log = open(os.path.join(self.dir, "server.log"), "w")
+        self.server = subprocess.Popen(
+            [SERVER, "--listen", f"127.0.0.1:{self.http_port}", "--redis", self.url,
+             "--auth-secret", SECRET, "--admin-secret", ADMIN_SECRET, "--redis-timeout-ms", "300",
+             "--acquire-timeout-ms", "500", "--log-level", "warn"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(200):
+            try:
+                if self.request("GET", "/healthz")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("market-server did not start")
+
+    def token(self, player, realm=None):
+        args = [SEED, "--auth-secret", SECRET] + (["--realm", realm] if realm else []) + ["--print-token", player]
+        return subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip()
+
+    def admin_token(self):
+        return subprocess.run([SEED, "--admin-secret", ADMIN_SECRET, "--print-admin-token"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    def request(self, method, target, body=None, headers=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=10)
+        try:
+            data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+            conn.request(method, target, body=data, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            conn.close()
+
+    def stop_redis(self):
+        self.redis.terminate()
+        self.redis.wait(10)
+
+    def close(self):
+        if self.server:
+            self.server.terminate()
+            self.server.wait(10)
+        if self.redis.poll() is None:
+            self.redis.terminate()
+            self.redis.wait(10)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ---- matching a request to the document ----
+
+def templates():
+    """(regex, template, path item) for every documented path, more literal first."""
+    out = []
+    for t, item in SPEC["paths"].items():
+        rx = "^" + re.sub(r"\\\{[a-z_]+\\\}", "[^/]+", re.escape(t)) + "$"
+        out.append((re.compile(rx), t, item))
+    return out
+
+
+TEMPLATES = templates()
+
+
+def find_operation(method, target):
+    """Returns (template, operation) documenting method and target, or (None, None)."""
+    path = urllib.parse.unquote(target.split("?", 1)[0])
+    realm = re.match(r"^/realms/[^/]+(/.*)$", path)
+    if realm:
+        path = realm.group(1)
+    for rx, t, item in TEMPLATES:
+        if rx.match(path):
+            servers = item.get("servers")
+            if realm and servers and not any("{realm}" in s["url"] for s in servers):
+                return None, None  # documented as not served per realm
+            return t, item.get(method.lower())
+    return None, None
+
+
+exercised = {}  # (template, method) -> set of statuses seen
+
+
+def call(world, method, target, expect, body=None, token=None, headers=None, schema_rejects=False):
+    """Sends one request; checks its status, and the answer against the document.
+    Returns the decoded JSON body (or the raw text)."""
+    h = dict(headers or {})
+    if token:
+        h["Authorization"] = f"Bearer {token}"
+    status, rh, raw = world.request(method, target, body, h)
+    where = f"{method} {target} -> {status}"
+    assert status == expect, f"{where}: expected {expect}; body {raw[:300]!r}"
+    template, op = find_operation(method, target)
+    ctype = rh.get("content-type", "")
+    if op is None:
+        # not a documented operation: the generic 404 / 405 error body
+        assert status in (404, 405), f"{where}: an undocumented route answered {status}"
+        doc = json.loads(raw)
+        errs = errors_of({"$ref": "#/components/schemas/Error"}, doc)
+        assert not errs, f"{where}: {errs}"
+        want = "not_found" if status == 404 else "method_not_allowed"
+        assert doc["error"] == want, f"{where}: {doc}"
+        if status == 405:
+            assert rh.get("allow"), f"{where}: no Allow header"
+        return doc
+    exercised.setdefault((template, method.upper()), set()).add(status)
+    responses = op["responses"]
+    assert str(status) in responses, f"{where}: status not documented for {method} {template}"
+    resp = deref(responses[str(status)])
+    content = resp.get("content", {})
+    assert ctype in content, f"{where}: Content-Type {ctype!r} not documented ({list(content)})"
+    media = content[ctype]
+    doc = json.loads(raw) if ctype == "application/json" else raw.decode()
+    errs = errors_of(media["schema"], doc)
+    assert not errs, f"{where}: the body breaks the schema: {errs}; body {doc}"
+    for hname, hdef in resp.get("headers", {}).items():
+        hdef = deref(hdef)
+        value = rh.get(hname.lower())
+        if value is None:
+            assert not hdef.get("required"), f"{where}: required header {hname} missing"
+            continue
+        hs = hdef.get("schema", {})
+        v = int(value) if hs.get("type") == "integer" else value
+        herrs = errors_of(hs, v)
+        assert not herrs, f"{where}: header {hname}: {herrs}"
+    if "requestBody" in op and isinstance(body, dict):
+        rs = deref(op["requestBody"])["content"]["application/json"]["schema"]
+        berrs = errors_of(rs, body)
+        if 200 <= status < 300:
+            assert not berrs, f"{where}: the server took a body the request schema refuses: {berrs}"
+        if schema_rejects:
+            assert berrs, f"{where}: the server refused a body the request schema accepts"
+    return doc
+
+
+# ---- the requests ----
+
+def run_requests(w):
+    tB, tA, tC, tD, tE = (w.token(p) for p in "BACDE")
+    tZ = w.token("Z")
+    admin = w.admin_token()
+    key = {"Idempotency-Key": "openapi-1"}
+
+    def ops_health():
+        call(w, "GET", "/healthz", 200)
+        text = call(w, "GET", "/metrics", 200)
+        assert "market_purchases_total" in text
+
+    def market_reads():
+        call(w, "GET", "/market", 200)
+        call(w, "GET", "/market?item=axe", 200)
+        page = call(w, "GET", "/market?sort=-price&limit=2", 200)
+        assert page["next_cursor"], page
+        call(w, "GET", "/market?sort=-price&limit=2&cursor=" + urllib.parse.quote(page["next_cursor"]), 200)
+        call(w, "GET", "/market?sort=name", 400)
+        call(w, "GET", "/market?limit=0", 400)
+        call(w, "GET", "/realms/eu-1/market", 200)
+
+    def player_reads():
+        p = call(w, "GET", "/players/A", 200)
+        assert p["stacks"] == {"arrow": 200}, p
+        call(w, "GET", "/players/Z", 404)
+        call(w, "GET", "/players/a.b", 400)
+        page = call(w, "GET", "/players/E/listings?limit=1", 200)
+        call(w, "GET", "/players/E/listings?limit=1&cursor=" + urllib.parse.quote(page["next_cursor"]), 200)
+        call(w, "GET", "/players/Z/listings", 404)
+        call(w, "GET", "/players/E/listings?limit=0", 400)
+
+    def purchases():
+        axe = {"buyer": "B", "seller": "A", "item": "axe"}
+        call(w, "POST", "/purchase", 401, axe)
+        call(w, "POST", "/purchase", 403, axe, token=tA)
+        call(w, "POST", "/purchase", 400, {"buyer": "B", "seller": "A", "item": "axe", "prize": 1},
+             token=tB, schema_rejects=True)
+        call(w, "POST", "/purchase", 400, {"buyer": "B", "seller": "A"}, token=tB, schema_rejects=True)
+        call(w, "POST", "/purchase", 400, {"buyer": "B", "seller": "A", "item": "axe", "price": 0},
+             token=tB, schema_rejects=True)
+        call(w, "POST", "/purchase", 400, {"buyer": "B", "seller": "A", "item": "a.b"},
+             token=tB, schema_rejects=True)
+        call(w, "POST", "/purchase", 400, axe, token=tB, headers={"Idempotency-Key": "bad key"})
+        first = call(w, "POST", "/purchase", 200, axe, token=tB, headers=key)
+        again = call(w, "POST", "/purchase", 200, axe, token=tB, headers=key)
+        assert first == again, (first, again)
+        call(w, "POST", "/purchase", 422, {"buyer": "B", "seller": "C", "item": "potion-1"},
+             token=tB, headers=key)
+        call(w, "POST", "/purchase", 404, axe, token=tB)
+        call(w, "POST", "/purchase", 402, {"buyer": "D", "seller": "C", "item": "sword-2"}, token=tD)
+        doc = call(w, "POST", "/purchase", 409, {"buyer": "B", "seller": "C", "item": "potion-1", "price": 20},
+                   token=tB)
+        assert doc["error"] == "price_changed" and doc["price"] == 25, doc
+        doc = call(w, "POST", "/purchase", 404, {"buyer": "Z", "seller": "C", "item": "sword-2"}, token=tZ)
+        assert doc["error"] == "player_not_found", doc
+        call(w, "POST", "/purchase", 413, b" " * 70000, token=tB)
+        call(w, "POST", "/realms/eu-1/purchase", 403, axe, token=tB)
+        return first["trade_id"]
+
+    def listings():
+        call(w, "POST", "/list", 401, {"seller": "A", "item": "arrow", "price": 3, "quantity": 50})
+        call(w, "POST", "/list", 201, {"seller": "A", "item": "arrow", "price": 3, "quantity": 50}, token=tA)
+        call(w, "POST", "/list", 201, {"seller": "C", "item": "arrow", "price": 2, "quantity": 20}, token=tC)
+        doc = call(w, "POST", "/list", 409, {"seller": "C", "item": "arrow", "price": 4, "quantity": 5}, token=tC)
+        assert doc["error"] == "price_changed", doc
+        doc = call(w, "POST", "/list", 404, {"seller": "C", "item": "arrow", "price": 2, "quantity": 30}, token=tC)
+        assert doc["held"] == 20, doc
+        call(w, "POST", "/list", 201, {"seller": "C", "item": "potion-3", "price": 40}, token=tC,
+             headers={"Idempotency-Key": "list-1"})
+        call(w, "POST", "/list", 422, {"seller": "C", "item": "sword-1", "price": 40}, token=tC,
+             headers={"Idempotency-Key": "list-1"})
+        call(w, "POST", "/list", 403, {"seller": "C", "item": "sword-1", "price": 40}, token=tA)
+        call(w, "POST", "/list", 400, {"seller": "C", "item": "sword-1", "price": 1.5}, token=tC,
+             schema_rejects=True)
+        call(w, "POST", "/list", 400, {"seller": "C", "item": "sword-1", "price": 5, "quantity": 0}, token=tC,
+             schema_rejects=True)
+        call(w, "POST", "/list", 413, b" " * 70000, token=tC)
+        doc = call(w, "POST", "/purchase", 200, {"buyer": "E", "item": "arrow", "quantity": 25, "max_price": 3},
+                   token=tE)
+        assert [f["seller"] for f in doc["fills"]] == ["C", "A"], doc
+        doc = call(w, "POST", "/purchase", 409, {"buyer": "E", "item": "arrow", "quantity": 1000, "max_price": 3},
+                   token=tE)
+        assert doc["error"] == "not_enough_units" and doc["available"] == 45, doc
+        call(w, "POST", "/purchase", 400, {"buyer": "E", "seller": "A", "item": "arrow", "max_price": 3},
+             token=tE, schema_rejects=True)
+        call(w, "POST", "/unlist", 401, {"seller": "C", "item": "potion-3"})
+        call(w, "POST", "/unlist", 403, {"seller": "C", "item": "potion-3"}, token=tA)
+        call(w, "POST", "/unlist", 400, {"seller": "C"}, token=tC, schema_rejects=True)
+        call(w, "POST", "/unlist", 200, {"seller": "C", "item": "potion-3"}, token=tC)
+        call(w, "POST", "/unlist", 404, {"seller": "C", "item": "potion-3"}, token=tC)
+        call(w, "POST", "/unlist", 413, b" " * 70000, token=tC)
+
+    def trades(trade_id):
+        t = call(w, "GET", f"/trades/{trade_id}", 200)
+        assert t["buyer"] == "B" and t["item"] == "axe", t
+        call(w, "GET", "/trades/1-0", 404)
+        call(w, "GET", "/trades/x", 400)
+        page = call(w, "GET", "/players/B/trades?limit=1", 200, token=tB)
+        assert page["trades"][0]["trade_id"] == trade_id, page
+        call(w, "GET", "/players/B/trades", 401)
+        call(w, "GET", "/players/B/trades", 403, token=tA)
+        call(w, "GET", "/players/B/trades?limit=0", 400, token=tB)
+        call(w, "GET", "/players/B/trades?cursor=nope", 400, token=tB)
+        page = call(w, "GET", "/items/axe/trades", 200)
+        assert len(page["trades"]) == 1, page
+        call(w, "GET", "/items/axe/trades?limit=0", 400)
+        call(w, "GET", "/items/a.b/trades", 400)
+
+    def sales():
+        sale = {"id": "potions", "item": "potion", "stock": 10, "price": 20, "limit": 3,
+                "start": 0, "end": 4102444800000}
+        call(w, "POST", "/sales", 401, sale)
+        call(w, "POST", "/sales", 401, sale, token=tB)
+        call(w, "POST", "/sales", 400, dict(sale, limit=11), token=admin)
+        call(w, "POST", "/sales", 400, dict(sale, stock=0), token=admin, schema_rejects=True)
+        doc = call(w, "POST", "/sales", 404, dict(sale, id="other", house="Z"), token=admin)
+        assert doc["error"] == "player_not_found", doc
+        call(w, "POST", "/sales", 201, sale, token=admin)
+        call(w, "POST", "/sales", 409, sale, token=admin)
+        call(w, "POST", "/sales", 413, b" " * 70000, token=admin)
+        call(w, "GET", "/sales/potions", 200)
+        call(w, "GET", "/sales/nope", 404)
+        call(w, "GET", "/sales/a.b", 400)
+        buy = {"buyer": "B", "quantity": 2}
+        call(w, "POST", "/sales/potions/buy", 401, buy)
+        call(w, "POST", "/sales/potions/buy", 403, buy, token=tA)
+        call(w, "POST", "/sales/potions/buy", 400, {"buyer": "B", "quantity": 0}, token=tB, schema_rejects=True)
+        doc = call(w, "POST", "/sales/potions/buy", 200, buy, token=tB, headers={"Idempotency-Key": "sale-1"})
+        assert doc["stock_left"] == 8, doc
+        again = call(w, "POST", "/sales/potions/buy", 200, buy, token=tB, headers={"Idempotency-Key": "sale-1"})
+        assert "stock_left" not in again and again["trade_id"] == doc["trade_id"], again
+        call(w, "POST", "/sales/potions/buy", 422, {"buyer": "B", "quantity": 1}, token=tB,
+             headers={"Idempotency-Key": "sale-1"})
+        doc = call(w, "POST", "/sales/potions/buy", 409, buy, token=tB)
+        assert doc["error"] == "limit_exceeded" and doc["may_buy"] == 1, doc
+        call(w, "POST", "/sales/potions/buy", 402, {"buyer": "D", "quantity": 3}, token=tD)
+        doc = call(w, "POST", "/sales/nope/buy", 404, buy, token=tB)
+        assert doc["error"] == "sale_not_found", doc
+        call(w, "POST", "/sales/potions/buy", 413, b" " * 70000, token=tB)
+
+    def unrouted():
+        call(w, "GET", "/nope", 404)
+        call(w, "GET", "/market/", 404)
+        call(w, "GET", "/realms/eu-1/healthz", 404)
+        call(w, "GET", "/purchase", 405)
+        call(w, "POST", "/market", 405, {})
+        call(w, "DELETE", "/metrics", 405)
+
+    def outage():
+        w.stop_redis()
+        doc = call(w, "GET", "/healthz", 503)
+        assert doc["status"] == "unavailable", doc
+        call(w, "GET", "/players/A", 503)
+        call(w, "GET", "/market", 503)
+        call(w, "POST", "/purchase", 503, {"buyer": "C", "seller": "E", "item": "cloak-5"}, token=tC)
+        call(w, "GET", "/metrics", 200)  # served without Redis
+
+    check("health and metrics answer as documented", ops_health)
+    check("market searches answer as documented", market_reads)
+    check("player reads answer as documented", player_reads)
+    trade_box = []
+    check("purchases answer as documented", lambda: trade_box.append(purchases()))
+    check("listings and unlistings answer as documented", listings)
+    check("trades answer as documented", lambda: trades(trade_box[0]))
+    check("flash sales answer as documented", sales)
+    check("paths and methods no route serves get the documented 404 and 405", unrouted)
+    check("with Redis stopped, the documented 503s", outage)
+
+
+def check_coverage():
+    missing = []
+    for t, item in SPEC["paths"].items():
+        for m in METHODS:
+            if m not in item:
+                continue
+            seen = exercised.get((t, m.upper()), set())
+            ok = any(200 <= s < 300 for s in seen) and (t in ("/healthz", "/metrics") or
+                                                        any(400 <= s < 500 for s in seen))
+            if not ok:
+                missing.append(f"{m.upper()} {t} (saw {sorted(seen)})")
+            untried = sorted(set(item[m]["responses"]) - {str(s) for s in seen})
+            if untried:
+                print(f"  {m.upper()} {t}: documented, not provoked here: {', '.join(untried)}")
+    assert not missing, f"operations without a success and a refusal checked: {missing}"
+
+
+def main():
+    check("docs/openapi.yaml is OpenAPI 3.1 with valid schemas and resolving $refs", check_document)
+    check("every example in docs/openapi.yaml validates against its schema", check_examples)
+    check("the documented paths are exactly the routes the server has", check_routes)
+    world = None
+    try:
+        world = World()
+        run_requests(world)
+        check("every operation is exercised with a success and a refusal", check_coverage)
+    except Exception as e:  # the servers would not start
+        print(f"  cannot run the server checks: {e}")
+        failed.append("servers")
+    finally:
+        if world:
+            if failed:
+                with open(os.path.join(world.dir, "server.log"), encoding="utf-8", errors="replace") as f:
+                    tail = f.read()[-2000:]
+                if tail:
+                    print("  market-server's log (end):\n" + tail)
+            world.close()
+    print(f"[==========] {len(passed) + len(failed)} test(s) run.")
+    print(f"[  PASSED  ] {len(passed)} test(s).")
+    if failed:
+        print(f"[  FAILED  ] {len(failed)} test(s), listed below:")
+        for name in failed:
+            print(f"[  FAILED  ] {name}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
