@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "market/market.h"
+#include "server/server_impl.h"
 
 /* Fills cfg with the defaults. This function can't fail. */
 void server_config_defaults(server_config *cfg) {
@@ -69,6 +70,8 @@ void server_usage(const char *prog) {
            "  --per-ip-connections N    connections per client IP, 0 = any (512)     MARKET_PER_IP_CONNECTIONS\n"
            "  --connection-memory N     buffer bytes per connection (32768)          MARKET_CONNECTION_MEMORY\n"
            "  --reuse-port              share --listen with other servers given it   MARKET_REUSE_PORT=1\n"
+           "  --cors-origin ORIGIN      a browser origin allowed to call the API     MARKET_CORS_ORIGIN\n"
+           "                            (https://game.example[:port], or *); repeat (a comma list); none: no CORS\n"
            "  --log-level LEVEL         error|warn|info|debug (default info)         MARKET_LOG_LEVEL\n"
            "  --test-stall-ms N         test hook: stall between read and commit     MARKET_TEST_STALL_MS\n"
            "  --help                    this text\n",
@@ -78,7 +81,7 @@ void server_usage(const char *prog) {
 enum opt_id {
     OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_LOCK_REDIS, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
     OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_SECRET, OPT_NOAUTH, OPT_PERIP,
-    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_WORKERS, OPT_HISTORY, OPT_TINDEX, OPT_ADMIN, OPT_HELP
+    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_WORKERS, OPT_HISTORY, OPT_TINDEX, OPT_ADMIN, OPT_CORS, OPT_HELP
 };
 
 static const struct {
@@ -112,7 +115,26 @@ static const struct {
     {OPT_HISTORY, "trade-history", "MARKET_TRADE_HISTORY"},
     {OPT_TINDEX, "trade-index", "MARKET_TRADE_INDEX"},
     {OPT_ADMIN, "admin-secret", "MARKET_ADMIN_SECRET"},
+    {OPT_CORS, "cors-origin", "MARKET_CORS_ORIGIN"},
 };
+
+/* Adds the origins of v, a comma-separated list, to cfg's CORS origins.
+ * Returns 0, or -1 (cfg's list may then hold some of them) when one is not an
+ * origin (server__cors_origin_ok) or there would be more than SERVER_CORS_MAX. */
+static int add_cors(server_config *cfg, const char *v) {
+    for (const char *p = v;; p++) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (cfg->n_cors == SERVER_CORS_MAX || n == 0 || n >= SERVER_CORS_ORIGIN_MAX) return -1;
+        char *o = cfg->cors_origins[cfg->n_cors];
+        memcpy(o, p, n);
+        o[n] = '\0';
+        if (!server__cors_origin_ok(o)) return -1;
+        cfg->n_cors++;
+        if (!end) return 0;
+        p = end;
+    }
+}
 
 static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
     uint64_t n;
@@ -226,6 +248,8 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
                        (int)sizeof cfg->admin_secret
                    ? 0
                    : -1;
+    case OPT_CORS: /* repeated flags add to the list */
+        return add_cors(cfg, v);
     case OPT_HELP:
         break;
     }

@@ -34,6 +34,8 @@
  * without reading the body, and libmicrohttpd then closes the connection.
  * Each thread lazily creates its own market_conn, kept in thread-specific
  * storage and freed by the key's destructor when the thread ends. GET /metrics is served here (metrics.c).
+ * With --cors-origin, every answer gets the CORS headers of its Origin, and a
+ * preflight (OPTIONS, which a route would answer 405) gets 204 (cors.c).
  * Graceful stop: quiesce (stop accepting), wait for requests in flight to
  * complete, stop the market's worker (it answers what is queued), then stop
  * the daemon.
@@ -147,30 +149,62 @@ static const char *lookup(void *ud, enum api_arg_kind kind, const char *name) {
                                        name);
 }
 
-static enum MHD_Result respond(struct MHD_Connection *conn, api_response *resp) {
+/* The request's Origin header when the server answers CORS, else NULL. */
+static const char *request_origin(const server *s, struct MHD_Connection *conn) {
+    return s->cfg.n_cors ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                       MHD_HTTP_HEADER_ORIGIN)
+                         : NULL;
+}
+
+/* Whether the request is a CORS preflight of an allowed origin: OPTIONS with
+ * Access-Control-Request-Method (cors.c says what it is answered). */
+static int is_preflight(const server *s, struct MHD_Connection *conn, const char *method) {
+    return s->cfg.n_cors && strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0 &&
+           MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                       MHD_HTTP_HEADER_ACCESS_CONTROL_REQUEST_METHOD) &&
+           server__cors_allow(&s->cfg, request_origin(s, conn));
+}
+
+/* Turns resp, a 405 of a preflight, into its 204: no body, the route's
+ * methods (resp->allow) as Access-Control-Allow-Methods. */
+static void preflight_reply(api_response *resp) {
+    api_response_cleanup(resp);
+    resp->status = 204;
+}
+
+/* Queues resp: a JSON body (an empty one on a 204), its headers, and the CORS
+ * headers of the request's origin. */
+static enum MHD_Result respond(const server *s, struct MHD_Connection *conn, api_response *resp) {
     static const char oom[] = "{\"error\":\"internal_error\"}";
     struct MHD_Response *r;
+    int empty = resp->status == 204;
     if (resp->body) {
         r = MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
         if (r) resp->body = NULL; /* MHD owns it now */
+    } else if (empty) {
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     } else {
         resp->status = 500;
         r = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
     }
     api_response_cleanup(resp);
     if (!r) return MHD_NO;
-    int ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json") == MHD_YES;
+    int ok = empty || MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json") ==
+                          MHD_YES;
     if (ok && resp->retry_after_s > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", resp->retry_after_s);
         ok = MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra) == MHD_YES;
     }
-    if (ok && resp->allow) ok = MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow) == MHD_YES;
+    if (ok && resp->allow && !empty)
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow) == MHD_YES;
     if (ok && resp->replayed)
         ok = MHD_add_response_header(r, "Idempotent-Replayed", "true") == MHD_YES;
     if (ok && resp->auth_challenge)
         ok = MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, resp->auth_challenge) ==
              MHD_YES;
+    if (ok)
+        ok = server__cors_add(r, &s->cfg, request_origin(s, conn), empty ? resp->allow : NULL) == 0;
     enum MHD_Result rc = ok ? MHD_queue_response(conn, (unsigned)resp->status, r) : MHD_NO;
     MHD_destroy_response(r);
     return rc;
@@ -201,13 +235,14 @@ static enum MHD_Result metrics_respond(server *s, struct MHD_Connection *conn, c
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
         api_error(405, "method_not_allowed", NULL, &resp);
         resp.allow = "GET, HEAD";
-        return respond(conn, &resp);
+        if (is_preflight(s, conn, method)) preflight_reply(&resp);
+        return respond(s, conn, &resp);
     }
     size_t len = 0;
     char *text = server__metrics_render(&s->metrics, s->market, &len);
     if (!text) {
         api_error(500, "internal_error", "out of memory", &resp);
-        return respond(conn, &resp);
+        return respond(s, conn, &resp);
     }
     struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -216,7 +251,8 @@ static enum MHD_Result metrics_respond(server *s, struct MHD_Connection *conn, c
     }
     enum MHD_Result rc =
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-                                "text/plain; version=0.0.4; charset=utf-8") == MHD_YES
+                                "text/plain; version=0.0.4; charset=utf-8") == MHD_YES &&
+                server__cors_add(r, &s->cfg, request_origin(s, conn), NULL) == 0
             ? MHD_queue_response(conn, MHD_HTTP_OK, r)
             : MHD_NO;
     MHD_destroy_response(r);
@@ -400,7 +436,7 @@ static enum MHD_Result answer(server *s, struct MHD_Connection *conn, const char
     memcpy(player, resp->player, sizeof player);
     memcpy(realm, resp->realm, sizeof realm);
     memcpy(why, resp->why, sizeof why);
-    enum MHD_Result rc = respond(conn, resp);
+    enum MHD_Result rc = respond(s, conn, resp);
     int64_t us = now_us() - rq->t0_us;
     server__metrics_count(&s->metrics, route, realm, status, us);
     char path[128];
@@ -471,6 +507,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         } else if ((kind = api_handle_begin(mc, &req, &resp, &rq->purchase)) != 0) {
             return purchase_submit(s, conn, rq, &resp, kind);
         }
+        if (resp.status == 405 && is_preflight(s, conn, method)) preflight_reply(&resp);
     }
     return answer(s, conn, method, url, rq, &resp);
 }

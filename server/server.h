@@ -27,6 +27,9 @@ enum server_err {
 #undef SERVER_ERR_ENUM
 };
 
+#define SERVER_CORS_MAX 16 /* --cors-origin: origins at most */
+#define SERVER_CORS_ORIGIN_MAX 256 /* bytes of one origin, with its NUL */
+
 enum server_log_level { SERVER_LOG_ERROR, SERVER_LOG_WARN, SERVER_LOG_INFO, SERVER_LOG_DEBUG };
 
 typedef struct server_config {
@@ -58,6 +61,9 @@ typedef struct server_config {
     unsigned per_ip_connections; /* open connections per client IP (0: no limit) */
     size_t connection_memory;    /* bytes of buffer per connection */
     int reuse_port;              /* share the listen address with other processes (SO_REUSEPORT) */
+    char cors_origins[SERVER_CORS_MAX][SERVER_CORS_ORIGIN_MAX]; /* browser origins allowed
+                                    (CORS), or "*": any; none: no CORS headers */
+    unsigned n_cors;
     int help;                    /* --help was given: print server_usage() instead of serving */
 } server_config;
 

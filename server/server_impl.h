@@ -1,4 +1,4 @@
-/* server_impl.h - what the files of server/ share: request metrics. Included only by server/. */
+/* server_impl.h - what the files of server/ share: request metrics, CORS. Included only by server/. */
 #ifndef GM_SERVER_SERVER_IMPL_H
 #define GM_SERVER_SERVER_IMPL_H
 
@@ -8,6 +8,9 @@
 
 #include "api/api.h"
 #include "market/market.h"
+#include "server/server.h"
+
+struct MHD_Response;
 
 #define SERVER__STATUS_MAX 600 /* statuses 0..599 are counted */
 #define SERVER__LAT_BUCKETS 14 /* purchase latency buckets, the last unbounded */
@@ -36,5 +39,10 @@ typedef struct server__metrics {
 void server__metrics_count(server__metrics *mt, const char *route, const char *realm, int status,
                            int64_t us);
 char *server__metrics_render(const server__metrics *mt, market *m, size_t *len);
+
+int server__cors_origin_ok(const char *origin);
+const char *server__cors_allow(const server_config *cfg, const char *origin);
+int server__cors_add(struct MHD_Response *r, const server_config *cfg, const char *origin,
+                     const char *methods);
 
 #endif /* GM_SERVER_SERVER_IMPL_H */
