@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "market/market_batch.h"
+#include "market/market_changes.h"
 #include "market/market_sale.h"
 #include "market/market_trade.h"
 
@@ -503,6 +504,9 @@ static int list_attempt(market_conn *c, const market__held *held, void *ud) {
     }
     nwr += market__fence_write(held, &wr[nwr]);
     nwr += market__single_record(&op->s, MARKET_OK, op->price, op->res->quantity, &wr[nwr]);
+    char ch_price[24], ch_qty[24];
+    market__change_cmd(&wr[nwr++], &op->realm, 1, op->seller, op->item, op->price,
+                       op->res->quantity, ch_price, ch_qty);
     redisReply *exec = NULL;
     rc = market__commit(c, wr, nwr, &exec);
     if (exec) freeReplyObject(exec);
@@ -543,6 +547,9 @@ static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
     }
     nwr += market__fence_write(held, &wr[nwr]);
     nwr += market__idx_cmds(&ix, 0, &wr[nwr]);
+    char ch_price[24], ch_qty[24];
+    market__change_cmd(&wr[nwr++], &op->realm, 0, op->seller, op->item, op->price, op->quantity,
+                       ch_price, ch_qty);
     redisReply *exec = NULL;
     rc = market__commit(c, wr, nwr, &exec);
     if (exec) freeReplyObject(exec);

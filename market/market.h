@@ -29,6 +29,9 @@
  *   trades:{r}:item:<item>  and of an item's trades, newest first; each keeps about
  *                       cfg.trade_index (market_trade.c writes the stream and the
  *                       lists in the purchase's MULTI/EXEC)
+ *   market:{r}:changes  stream: one entry per committed list and unlist (action,
+ *                       seller, item, price, quantity), trimmed to about 1,000
+ *                       (market_changes.c); GET /events follows it with trades:{r}
  *   idx:{r}:all         zset  the search indexes (market_index.c): every score 0, members
  *   idx:{r}:item              "<price>:<item>.<seller>", "<item>:<price>:<seller>" and
  *   idx:{r}:seller            "<seller>:<price>:<item>", <price> as 13 zero-padded digits;
@@ -474,6 +477,17 @@ int market_trades_player(market_conn *c, const char *realm, const char *player,
 int market_trades_item(market_conn *c, const char *realm, const char *item, size_t limit,
                        market_trade **out, size_t *n);
 int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID_MAX + 1]);
+
+/* A listing change (market_changes_after()): a listing made or taken back. */
+typedef struct market_change {
+    char id[MARKET_TRADE_ID_MAX + 1]; /* the feed entry's id, in commit order */
+    int listed;                       /* 1: listed (POST /list), 0: unlisted */
+    market_listing listing;           /* item, seller, price, quantity (stack unset) */
+} market_change;
+
+int market_changes_after(market_conn *c, const char *realm, const char *after, size_t limit,
+                         market_change **out, size_t *n);
+int market_change_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID_MAX + 1]);
 int market_trades_after(market_conn *c, const char *realm, const char *after, size_t limit,
                         market_trade **out, size_t *n);
 int market_search(market_conn *c, const char *realm, const market_search_query *q,

@@ -52,6 +52,7 @@ void market__realm_init(market__realm *r, const char *realm) {
     snprintf(r->lock, sizeof r->lock, "lock:market:{%s}", realm);
     snprintf(r->trades, sizeof r->trades, "trades:{%s}", realm);
     snprintf(r->units, sizeof r->units, "market:{%s}:units", realm);
+    snprintf(r->changes, sizeof r->changes, "market:{%s}:changes", realm);
 }
 
 /* Writes "trades:{<realm>}:<kind>:<id>" into out (MARKET__KEY_MAX bytes

@@ -21,6 +21,7 @@ typedef struct market__realm {
     char lock[MARKET__KEY_MAX];   /* "lock:market:{<realm>}" */
     char trades[MARKET__KEY_MAX]; /* "trades:{<realm>}" */
     char units[MARKET__KEY_MAX];  /* "market:{<realm>}:units": the units of stack listings */
+    char changes[MARKET__KEY_MAX]; /* "market:{<realm>}:changes": the listing changes' feed */
 } market__realm;
 
 void market__realm_init(market__realm *r, const char *realm);
