@@ -1146,6 +1146,28 @@ static json_t *trade_body(const market_trade *t) {
                      (json_int_t)t->time_ms);
 }
 
+/* Returns trade t as GET /trades/{id} answers it, compact JSON in a new
+ * malloc'd buffer (caller frees) of *len bytes, or NULL on out-of-memory. */
+char *api_trade_text(const market_trade *t, size_t *len) {
+    json_t *o = trade_body(t);
+    char *text = o ? dump_body(o, len) : NULL;
+    json_decref(o);
+    return text;
+}
+
+/* Returns listing change ch as {"action":"listed"|"unlisted","seller","item",
+ * "price","quantity"}, compact JSON in a new malloc'd buffer (caller frees)
+ * of *len bytes, or NULL on out-of-memory. */
+char *api_change_text(const market_change *ch, size_t *len) {
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I}", "action", ch->listed ? "listed" : "unlisted",
+                          "seller", ch->listing.seller, "item", ch->listing.item, "price",
+                          (json_int_t)ch->listing.price, "quantity",
+                          (json_int_t)ch->listing.quantity);
+    char *text = o ? dump_body(o, len) : NULL;
+    json_decref(o);
+    return text;
+}
+
 /* Returns a new object {name: id, "trades": [...] [, "next_cursor": next]}
  * (next NULL: no such member; "": null), or NULL on out-of-memory. */
 static json_t *trades_body(const char *name, const char *id, const market_trade *t, size_t n,

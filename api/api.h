@@ -80,6 +80,8 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
 void api_purchase_end(const api_purchase *p, api_response *resp);
 void api_error(int status, const char *code, const char *detail, api_response *resp);
 void api_response_cleanup(api_response *resp);
+char *api_trade_text(const market_trade *t, size_t *len);
+char *api_change_text(const market_change *ch, size_t *len);
 const char *api_route_name(int i);
 int api_route_index(const char *route);
 int api_token_make(const char *secret, const char *realm, const char *player, char *out,

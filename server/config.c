@@ -36,6 +36,7 @@ void server_config_defaults(server_config *cfg) {
     cfg->log_level = SERVER_LOG_INFO;
     cfg->per_ip_connections = 512;
     cfg->connection_memory = 32 * 1024;
+    snprintf(cfg->web_dir, sizeof cfg->web_dir, "web");
 }
 
 /* Prints the flags on stdout. This function can't fail. */
@@ -72,6 +73,8 @@ void server_usage(const char *prog) {
            "  --reuse-port              share --listen with other servers given it   MARKET_REUSE_PORT=1\n"
            "  --cors-origin ORIGIN      a browser origin allowed to call the API     MARKET_CORS_ORIGIN\n"
            "                            (https://game.example[:port], or *); repeat (a comma list); none: no CORS\n"
+           "  --web-dir DIR             the market page's files, served at GET /     MARKET_WEB_DIR\n"
+           "                            (default web; \"\": no page)\n"
            "  --log-level LEVEL         error|warn|info|debug (default info)         MARKET_LOG_LEVEL\n"
            "  --test-stall-ms N         test hook: stall between read and commit     MARKET_TEST_STALL_MS\n"
            "  --help                    this text\n",
@@ -81,7 +84,7 @@ void server_usage(const char *prog) {
 enum opt_id {
     OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_LOCK_REDIS, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
     OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_SECRET, OPT_NOAUTH, OPT_PERIP,
-    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_WORKERS, OPT_HISTORY, OPT_TINDEX, OPT_ADMIN, OPT_CORS, OPT_HELP
+    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_WORKERS, OPT_HISTORY, OPT_TINDEX, OPT_ADMIN, OPT_CORS, OPT_WEBDIR, OPT_HELP
 };
 
 static const struct {
@@ -116,6 +119,7 @@ static const struct {
     {OPT_TINDEX, "trade-index", "MARKET_TRADE_INDEX"},
     {OPT_ADMIN, "admin-secret", "MARKET_ADMIN_SECRET"},
     {OPT_CORS, "cors-origin", "MARKET_CORS_ORIGIN"},
+    {OPT_WEBDIR, "web-dir", "MARKET_WEB_DIR"},
 };
 
 /* Adds the origins of v, a comma-separated list, to cfg's CORS origins.
@@ -248,6 +252,9 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
                        (int)sizeof cfg->admin_secret
                    ? 0
                    : -1;
+    case OPT_WEBDIR:
+        return snprintf(cfg->web_dir, sizeof cfg->web_dir, "%s", v) < (int)sizeof cfg->web_dir ? 0
+                                                                                             : -1;
     case OPT_CORS: /* repeated flags add to the list */
         return add_cors(cfg, v);
     case OPT_HELP:

@@ -36,6 +36,8 @@
  * storage and freed by the key's destructor when the thread ends. GET /metrics is served here (metrics.c).
  * With --cors-origin, every answer gets the CORS headers of its Origin, and a
  * preflight (OPTIONS, which a route would answer 405) gets 204 (cors.c).
+ * GET / serves the market page, read from --web-dir at start (web.c), and
+ * GET /events streams a realm's trades and listing changes (events.c).
  * Graceful stop: quiesce (stop accepting), wait for requests in flight to
  * complete, stop the market's worker (it answers what is queued), then stop
  * the daemon.
@@ -77,6 +79,8 @@ struct server {
     atomic_long in_flight; /* requests begun and not yet completed */
     int async;             /* purchases suspend their connection instead of their thread */
     server__metrics metrics;
+    server__web web; /* the market page's files */
+    server__events *events; /* GET /events */
 };
 
 struct request {
@@ -207,6 +211,37 @@ static enum MHD_Result respond(const server *s, struct MHD_Connection *conn, api
         ok = server__cors_add(r, &s->cfg, request_origin(s, conn), empty ? resp->allow : NULL) == 0;
     enum MHD_Result rc = ok ? MHD_queue_response(conn, (unsigned)resp->status, r) : MHD_NO;
     MHD_destroy_response(r);
+    return rc;
+}
+
+/* GET / and the page's other files (web.c): from memory, as they were at start. */
+static enum MHD_Result web_respond(server *s, struct MHD_Connection *conn, const char *method,
+                                   const struct request *rq, const server__web_file *f) {
+    api_response resp = {0};
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        api_error(405, "method_not_allowed", NULL, &resp);
+        resp.allow = "GET, HEAD";
+        if (is_preflight(s, conn, method)) preflight_reply(&resp);
+        return respond(s, conn, &resp);
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(f->len, f->body, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    /* Scripts and styles only from this server, no frames, no inline code. */
+    static const char csp[] = "default-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                              "form-action 'self'; frame-ancestors 'none'";
+    enum MHD_Result rc =
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, f->type) == MHD_YES &&
+                MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache") == MHD_YES &&
+                MHD_add_response_header(r, "X-Content-Type-Options", "nosniff") == MHD_YES &&
+                MHD_add_response_header(r, "Content-Security-Policy", csp) == MHD_YES &&
+                MHD_add_response_header(r, "Referrer-Policy", "no-referrer") == MHD_YES &&
+                server__cors_add(r, &s->cfg, request_origin(s, conn), NULL) == 0
+            ? MHD_queue_response(conn, MHD_HTTP_OK, r)
+            : MHD_NO;
+    MHD_destroy_response(r);
+    server_log(SERVER_LOG_DEBUG, "msg=request method=%s path=%s status=200 latency_ms=%.3f", method,
+               f->path, (double)(now_us() - rq->t0_us) / 1000.0);
     return rc;
 }
 
@@ -453,6 +488,54 @@ static enum MHD_Result answer(server *s, struct MHD_Connection *conn, const char
     return rc;
 }
 
+/* Whether url is GET /events of a realm: 0 no; 1 yes, the realm in realm
+ * (MARKET_REALM_MAX + 1 bytes); -1 /realms/{realm}/events with a realm that is
+ * not an id. */
+static int events_path(const char *url, char *realm) {
+    if (strcmp(url, "/events") == 0) {
+        snprintf(realm, MARKET_REALM_MAX + 1, "%s", MARKET_REALM_DEFAULT);
+        return 1;
+    }
+    size_t pre = strlen(API_REALM_PREFIX), n = strlen(url);
+    if (strncmp(url, API_REALM_PREFIX, pre) != 0 || n < pre + 8 || strcmp(url + n - 7, "/events") != 0)
+        return 0;
+    size_t len = n - pre - 7;
+    if (len > MARKET_REALM_MAX || memchr(url + pre, '/', len)) return len > MARKET_REALM_MAX ? -1 : 0;
+    memcpy(realm, url + pre, len);
+    realm[len] = '\0';
+    return market_id_valid(realm) ? 1 : -1;
+}
+
+/* GET /events: the realm's stream of trades and listing changes (events.c). */
+static enum MHD_Result events_respond(server *s, struct MHD_Connection *conn, const char *method,
+                                      const char *url, const struct request *rq,
+                                      const char *realm) {
+    api_response resp = {.route = NULL};
+    if (strcmp(method, "GET") != 0) {
+        api_error(405, "method_not_allowed", NULL, &resp);
+        resp.allow = "GET";
+        if (is_preflight(s, conn, method)) preflight_reply(&resp);
+        return answer(s, conn, method, url, rq, &resp);
+    }
+    if (!realm) {
+        api_error(400, "bad_request", "realm id must match [A-Za-z0-9_-]{1,64}", &resp);
+        return answer(s, conn, method, url, rq, &resp);
+    }
+    int status = 0;
+    const char *why = NULL;
+    enum MHD_Result rc = server__events_subscribe(s->events, &s->cfg, request_origin(s, conn), realm,
+                                                  conn, &status, &why);
+    if (status) {
+        api_error(status, "events_unavailable", why, &resp);
+        resp.retry_after_s = 1;
+        return answer(s, conn, method, url, rq, &resp);
+    }
+    char path[128];
+    log_safe(path, sizeof path, url);
+    server_log(SERVER_LOG_INFO, "msg=\"event stream\" path=%s realm=%s", path, realm);
+    return rc;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls) {
@@ -488,6 +571,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     /* phase 3: answer */
     if (strcmp(url, "/metrics") == 0 && !rq->too_big)
         return metrics_respond(s, conn, method, rq);
+    const server__web_file *page = rq->too_big ? NULL : server__web_find(&s->web, url);
+    if (page) return web_respond(s, conn, method, rq, page);
+    char events_realm[MARKET_REALM_MAX + 1];
+    int events = rq->too_big || rq->pending ? 0 : events_path(url, events_realm);
+    if (events) return events_respond(s, conn, method, url, rq, events > 0 ? events_realm : NULL);
     if (rq->pending) { /* resumed: the market has answered */
         if (!atomic_load(&rq->done)) return MHD_YES; /* not ours to answer yet */
         resp = rq->head;
@@ -766,6 +854,13 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
             server_log(SERVER_LOG_WARN, "msg=\"authentication is off (--no-auth): any client may "
                                         "act for any player\"");
         *err = market_build(s, why, whylen);
+        if (*err == SERVER_OK && cfg->web_dir[0]) {
+            int rc = server__web_load(&s->web, cfg->web_dir, why, whylen);
+            if (rc < 0) *err = SERVER_ERR_INVALID;
+            if (rc > 0) server_log(SERVER_LOG_INFO, "msg=\"no market page at GET /\" reason=\"%s\"", why);
+        }
+        if (*err == SERVER_OK && !(s->events = server__events_new(s->market, cfg->threads > 0)))
+            *err = SERVER_ERR_NOMEM;
         if (*err == SERVER_OK) *err = daemon_start(s, why, whylen);
     }
     if (*err == SERVER_OK) {
@@ -790,6 +885,7 @@ void server_stop(server *s) {
          * connections are refused), close it only after MHD_stop_daemon. */
         MHD_socket fd = MHD_quiesce_daemon(s->daemon);
         if (fd != MHD_INVALID_SOCKET) (void)shutdown(fd, SHUT_RDWR);
+        server__events_stop(s->events); /* event streams end: not requests to wait for */
         int64_t deadline = lock_now_ms() + DRAIN_MS;
         while (atomic_load(&s->in_flight) > 0 && lock_now_ms() < deadline) {
             struct timespec ts = {0, 10 * 1000 * 1000};
@@ -806,7 +902,9 @@ void server_stop(server *s) {
         market_conn_free(pthread_getspecific(s->conn_key));
         pthread_key_delete(s->conn_key);
     }
+    server__events_free(s->events); /* its followers use the market */
     market_free(s->market);
     lock_free(s->lock);
+    server__web_free(&s->web);
     free(s);
 }

@@ -64,6 +64,7 @@ typedef struct server_config {
     char cors_origins[SERVER_CORS_MAX][SERVER_CORS_ORIGIN_MAX]; /* browser origins allowed
                                     (CORS), or "*": any; none: no CORS headers */
     unsigned n_cors;
+    char web_dir[4096];          /* the market page's files (GET /); "" or missing: no page */
     int help;                    /* --help was given: print server_usage() instead of serving */
 } server_config;
 

@@ -1,4 +1,5 @@
-/* server_impl.h - what the files of server/ share: request metrics, CORS. Included only by server/. */
+/* server_impl.h - what the files of server/ share: request metrics, CORS, the page's files,
+ * the event streams. Included only by server/. */
 #ifndef GM_SERVER_SERVER_IMPL_H
 #define GM_SERVER_SERVER_IMPL_H
 
@@ -39,6 +40,37 @@ typedef struct server__metrics {
 void server__metrics_count(server__metrics *mt, const char *route, const char *realm, int status,
                            int64_t us);
 char *server__metrics_render(const server__metrics *mt, market *m, size_t *len);
+
+/* The market page's static files (web.c). */
+#define SERVER__WEB_FILES 3
+typedef struct server__web_file {
+    const char *path; /* the URL path it is served at ("/" for index.html) */
+    const char *type; /* its Content-Type */
+    char *body;
+    size_t len;
+} server__web_file;
+typedef struct server__web {
+    server__web_file files[SERVER__WEB_FILES];
+    int loaded; /* 1: every file read */
+} server__web;
+
+int server__web_load(server__web *w, const char *dir, char *why, size_t whylen);
+const server__web_file *server__web_find(const server__web *w, const char *url);
+void server__web_free(server__web *w);
+
+/* GET /events (events.c). */
+#define SERVER__EVENTS_REALMS 16          /* realms followed at once */
+#define SERVER__EVENTS_SUBSCRIBERS 1024   /* event streams open at once */
+struct MHD_Connection;
+typedef struct server__events server__events;
+typedef struct server__sub server__sub;
+
+server__events *server__events_new(market *m, int suspend);
+int server__events_subscribe(server__events *h, const server_config *cfg, const char *origin,
+                             const char *realm, struct MHD_Connection *conn, int *status,
+                             const char **why);
+void server__events_stop(server__events *h);
+void server__events_free(server__events *h);
 
 int server__cors_origin_ok(const char *origin);
 const char *server__cors_allow(const server_config *cfg, const char *origin);

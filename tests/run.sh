@@ -5,7 +5,8 @@
 # redis_proc.c) on free loopback ports in temporary folders and stop them
 # when they end. VALGRIND=1 runs the integration tests under valgrind. Then
 # tests/openapi/check_openapi.py checks docs/openapi.yaml against a running
-# server. Last, scripts/examples.sh installs lock/ as a library and runs
+# server, and tests/web/test_page.py drives the market page in headless
+# Chromium. Last, scripts/examples.sh installs lock/ as a library and runs
 # examples/ against it.
 set -u
 BUILD=${BUILD:-build}
@@ -52,6 +53,8 @@ done
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 run_one tests/openapi/check_openapi.py "$PY"
+# The market page in headless Chromium (chromium, chromium-driver, python3-selenium).
+run_one tests/web/test_page.py "$PY"
 # lock/ as a library: make install into a temporary DESTDIR, build examples/ with pkg-config,
 # run them against a throwaway redis-server; it prints cmocka's summary lines.
 run_one scripts/examples.sh ""

@@ -18,15 +18,11 @@ admin route on) on free loopback ports, seeds the demo world, and checks:
   - coverage: every operation is exercised with a success and a refusal.
 It prints cmocka's summary lines, which tests/run.sh counts.
 """
-import http.client
 import json
 import os
 import re
-import shutil
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 import warnings
@@ -34,41 +30,18 @@ import warnings
 import yaml
 from jsonschema import Draft202012Validator
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from market_world import ROOT, Checks, World  # noqa: E402
+
 warnings.simplefilter("ignore", DeprecationWarning)  # RefResolver: newer jsonschema prefers referencing
 from jsonschema import RefResolver  # noqa: E402  (kept for Debian 12's jsonschema 4.10)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC_PATH = os.path.join(ROOT, "docs", "openapi.yaml")
-SERVER = os.environ.get("MARKET_SERVER_BIN", os.path.join(ROOT, "bin", "market-server"))
-SEED = os.environ.get("MARKET_SEED_BIN", os.path.join(ROOT, "bin", "market-seed"))
 SECRET = "openapi-secret"
 ADMIN_SECRET = "openapi-admin"
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
-
-passed = []
-failed = []
-
-
-def check(name, fn):
-    """Runs one named check; fn raises AssertionError (or any error) to fail."""
-    print(f"[ RUN      ] {name}", flush=True)
-    try:
-        fn()
-    except Exception as e:  # a check's failure, reported and counted
-        print(f"  {type(e).__name__}: {e}")
-        print(f"[  FAILED  ] {name}", flush=True)
-        failed.append(name)
-        return
-    print(f"[       OK ] {name}", flush=True)
-    passed.append(name)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+CHECKS = Checks()
+check = CHECKS.run
 
 
 # ---- the document ----
@@ -152,14 +125,19 @@ def check_examples():
 
 
 def server_routes():
-    """The route names api/api.c serves, and /metrics (served by server/)."""
+    """The route names api/api.c serves, /metrics, and the page's files (served by server/)."""
     with open(os.path.join(ROOT, "api", "api.c"), encoding="utf-8") as f:
         src = f.read()
     m = re.search(r"api_route_names\[API_ROUTES\]\s*=\s*\{(.*?)\};", src, re.S)
     assert m, "api_route_names not found in api/api.c"
     names = set(re.findall(r'"([^"]+)"', m.group(1)))
     assert len(names) >= 10, names
-    return names | {"/metrics"}
+    with open(os.path.join(ROOT, "server", "web.c"), encoding="utf-8") as f:
+        web = re.findall(r'\{"(/[^"]*)", "[^"]+", "[^"]+"\}', f.read())
+    assert "/" in web, web
+    with open(os.path.join(ROOT, "server", "server.c"), encoding="utf-8") as f:
+        events = {"/events"} if 'strcmp(url, "/events")' in f.read() else set()
+    return names | {"/metrics"} | set(web) | events
 
 
 def check_routes():
@@ -167,76 +145,6 @@ def check_routes():
     served = server_routes()
     assert documented == served, (f"served, not documented: {sorted(served - documented)}; "
                                   f"documented, not served: {sorted(documented - served)}")
-
-
-# ---- the servers ----
-
-class World:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="openapi.")
-        self.redis_port = free_port()
-        self.http_port = free_port()
-        self.redis = subprocess.Popen(
-            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.url = f"redis://127.0.0.1:{self.redis_port}/0"
-        self.server = None
-        for _ in range(100):
-            if subprocess.run(["redis-cli", "-p", str(self.redis_port), "ping"],
-                              capture_output=True, text=True).stdout.strip() == "PONG":
-                break
-            time.sleep(0.05)
-        else:
-            raise RuntimeError("redis-server did not start")
-        subprocess.run([SEED, "--redis", self.url, "--reset", os.path.join(ROOT, "fixtures", "demo.json")],
-                       check=True, stdout=subprocess.DEVNULL)
-        self.log = open(os.path.join(self.dir, "server.log"), "w")
-        self.server = subprocess.Popen(
-            [SERVER, "--listen", f"127.0.0.1:{self.http_port}", "--redis", self.url,
-             "--auth-secret", SECRET, "--admin-secret", ADMIN_SECRET, "--redis-timeout-ms", "300",
-             "--acquire-timeout-ms", "500", "--log-level", "warn"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        for _ in range(200):
-            try:
-                if self.request("GET", "/healthz")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("market-server did not start")
-
-    def token(self, player, realm=None):
-        args = [SEED, "--auth-secret", SECRET] + (["--realm", realm] if realm else []) + ["--print-token", player]
-        return subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip()
-
-    def admin_token(self):
-        return subprocess.run([SEED, "--admin-secret", ADMIN_SECRET, "--print-admin-token"],
-                              check=True, capture_output=True, text=True).stdout.strip()
-
-    def request(self, method, target, body=None, headers=None):
-        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=10)
-        try:
-            data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-            conn.request(method, target, body=data, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-        finally:
-            conn.close()
-
-    def stop_redis(self):
-        self.redis.terminate()
-        self.redis.wait(10)
-
-    def close(self):
-        if self.server:
-            self.server.terminate()
-            self.server.wait(10)
-        if self.redis.poll() is None:
-            self.redis.terminate()
-            self.redis.wait(10)
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # ---- matching a request to the document ----
@@ -335,6 +243,10 @@ def run_requests(w):
         call(w, "GET", "/healthz", 200)
         text = call(w, "GET", "/metrics", 200)
         assert "market_purchases_total" in text
+        page = call(w, "GET", "/", 200)
+        assert "<title>Game market</title>" in page
+        assert "fetch(" in call(w, "GET", "/app.js", 200)
+        call(w, "GET", "/style.css", 200)
 
     def market_reads():
         call(w, "GET", "/market", 200)
@@ -465,6 +377,48 @@ def run_requests(w):
         assert doc["error"] == "sale_not_found", doc
         call(w, "POST", "/sales/potions/buy", 413, b" " * 70000, token=tB)
 
+    def events():
+        # the stream stays open: read its head, then the events a listing and a purchase
+        # make, each validated against its schema, then hang up
+        sock = socket.create_connection(("127.0.0.1", w.http_port), timeout=5)
+        data = b""
+
+        def read_until(marker):
+            nonlocal data
+            while marker not in data and len(data) < 65536:
+                chunk = sock.recv(4096)
+                assert chunk, f"the stream ended before {marker!r}: {data!r}"
+                data += chunk
+
+        try:
+            sock.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+            read_until(b"retry: 3000")
+            head = data.split(b"\r\n\r\n", 1)[0].decode()
+            assert head.startswith("HTTP/1.1 200"), head
+            ctype = re.search(r"(?im)^content-type:\s*(.+?)\s*$", head).group(1)
+            assert ctype in SPEC["paths"]["/events"]["get"]["responses"]["200"]["content"], ctype
+            exercised.setdefault(("/events", "GET"), set()).add(200)
+            time.sleep(0.5)  # the realm's follower starts from what is there now
+            assert w.request("POST", "/list", {"seller": "C", "item": "sword-1", "price": 90},
+                             {"Authorization": "Bearer " + tC})[0] == 201
+            assert w.request("POST", "/purchase", {"buyer": "E", "seller": "C", "item": "sword-1"},
+                             {"Authorization": "Bearer " + tE})[0] == 200
+            read_until(b"event: trade\ndata: ")
+            read_until(b"}\n\n")
+        finally:
+            sock.close()
+        body = data.split(b"\r\n\r\n", 1)[1]
+        text = re.sub(rb"(^|\r\n)[0-9a-fA-F]+\r\n", b"", body).decode()  # the chunks' framing
+        for event, schema in (("listing", "ListingChange"), ("trade", "Trade")):
+            m = re.search(r"event: " + event + r"\ndata: (\{.*?\})\n\n", text)
+            assert m, f"no {event} event in {text!r}"
+            doc = json.loads(m.group(1))
+            errs = errors_of({"$ref": "#/components/schemas/" + schema}, doc)
+            assert not errs, f"{event} event: {errs}: {doc}"
+            assert doc["item"] == "sword-1", doc
+        call(w, "GET", "/realms/a.b/events", 400)
+        call(w, "POST", "/events", 405, {})
+
     def unrouted():
         call(w, "GET", "/nope", 404)
         call(w, "GET", "/market/", 404)
@@ -472,6 +426,7 @@ def run_requests(w):
         call(w, "GET", "/purchase", 405)
         call(w, "POST", "/market", 405, {})
         call(w, "DELETE", "/metrics", 405)
+        call(w, "POST", "/", 405, {})
 
     def outage():
         w.stop_redis()
@@ -490,6 +445,7 @@ def run_requests(w):
     check("listings and unlistings answer as documented", listings)
     check("trades answer as documented", lambda: trades(trade_box[0]))
     check("flash sales answer as documented", sales)
+    check("GET /events streams as documented", events)
     check("paths and methods no route serves get the documented 404 and 405", unrouted)
     check("with Redis stopped, the documented 503s", outage)
 
@@ -501,8 +457,8 @@ def check_coverage():
             if m not in item:
                 continue
             seen = exercised.get((t, m.upper()), set())
-            ok = any(200 <= s < 300 for s in seen) and (t in ("/healthz", "/metrics") or
-                                                        any(400 <= s < 500 for s in seen))
+            no_refusal = ("/healthz", "/metrics", "/", "/app.js", "/style.css")  # nothing to refuse
+            ok = any(200 <= s < 300 for s in seen) and (t in no_refusal or any(400 <= s < 500 for s in seen))
             if not ok:
                 missing.append(f"{m.upper()} {t} (saw {sorted(seen)})")
             untried = sorted(set(item[m]["responses"]) - {str(s) for s in seen})
@@ -517,27 +473,17 @@ def main():
     check("the documented paths are exactly the routes the server has", check_routes)
     world = None
     try:
-        world = World()
+        world = World(SECRET, ADMIN_SECRET)
         run_requests(world)
         check("every operation is exercised with a success and a refusal", check_coverage)
     except Exception as e:  # the servers would not start
-        print(f"  cannot run the server checks: {e}")
-        failed.append("servers")
+        CHECKS.fail("servers", f"cannot run the server checks: {e}")
     finally:
         if world:
-            if failed:
-                with open(os.path.join(world.dir, "server.log"), encoding="utf-8", errors="replace") as f:
-                    tail = f.read()[-2000:]
-                if tail:
-                    print("  market-server's log (end):\n" + tail)
+            if CHECKS.failed:
+                print("  market-server's log (end):\n" + world.server_log()[-2000:])
             world.close()
-    print(f"[==========] {len(passed) + len(failed)} test(s) run.")
-    print(f"[  PASSED  ] {len(passed)} test(s).")
-    if failed:
-        print(f"[  FAILED  ] {len(failed)} test(s), listed below:")
-        for name in failed:
-            print(f"[  FAILED  ] {name}")
-    return 1 if failed else 0
+    return CHECKS.summary()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,388 @@
+/* events.c - GET /events: a realm's trades and listing changes as Server-Sent Events.
+ *
+ * DESIGN
+ * A follower thread per realm that has had a subscriber (at most
+ * SERVER__EVENTS_REALMS) reads, every EVENTS_POLL_MS, the realm's trades
+ * (trades:{r}) and listing changes (market:{r}:changes) after the last entries
+ * it saw, from the store every server shares: so a browser sees what any
+ * server committed, and nothing that was not committed. Each new entry becomes
+ * one SSE message, formatted once and shared by reference among the realm's
+ * subscribers, in commit order (stream ids are the store's clock).
+ * A follower sends at most EVENTS_READ entries of each stream a poll, so a
+ * burst reaches subscribers at a pace a reading client keeps up with.
+ * A subscriber is a streaming response (MHD_create_response_from_callback)
+ * with a queue of at most EVENTS_QUEUE messages. Its reader copies queued
+ * messages out; with none, it suspends its connection (thread pool) or waits
+ * on a condition (a thread per connection), and the follower resumes or wakes
+ * it when it queues more. A subscriber whose queue is full, a browser slower
+ * than the market, is ended (its EventSource reconnects and reloads): no
+ * subscriber can make the server hold more than EVENTS_QUEUE messages for it,
+ * or slow anyone else. Every EVENTS_PING_MS each subscriber gets a comment line,
+ * which keeps proxies from closing an idle stream and lets libmicrohttpd see a
+ * browser that went away (a suspended connection is not watched).
+ * Lock order: the hub's mutex, then libmicrohttpd's (the reader suspends under
+ * the hub's mutex); resumes happen after the hub's mutex is released. A
+ * suspended connection is never completed by libmicrohttpd, so its subscriber
+ * outlives the resume. server__events_stop() ends every stream (a graceful
+ * stop then finds no request in flight), the followers stop, and
+ * server__events_free() joins them.
+ */
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lock/lock.h"
+#include "server/server_impl.h"
+
+#define EVENTS_QUEUE 4096    /* messages queued for one subscriber, at most (a pointer each) */
+#define EVENTS_POLL_MS 200   /* a follower's reads of the store, apart */
+#define EVENTS_PING_MS 15000 /* a comment to every subscriber, apart */
+#define EVENTS_READ 1000     /* entries of each stream one poll reads, at most: a follower sends
+                                at most 10,000 messages a second, and a queue holds two polls' */
+
+/* One SSE message, shared by the subscribers it is queued for. */
+typedef struct ev_msg {
+    atomic_int refs;
+    size_t len;
+    char text[];
+} ev_msg;
+
+struct server__sub {
+    server__events *hub;
+    int realm; /* index into hub->realms */
+    struct MHD_Connection *conn;
+    ev_msg *q[EVENTS_QUEUE];
+    size_t head, count, off; /* off: bytes of q[head] already sent */
+    int suspended;           /* the reader suspended conn; a follower resumes it */
+    int ended;               /* the stream ends (queue full, or the server stops) */
+    server__sub *prev, *next;
+};
+
+typedef struct ev_realm {
+    char id[MARKET_REALM_MAX + 1];
+    pthread_t thread;
+    server__events *hub;
+} ev_realm;
+
+struct server__events {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* new messages (thread-per-connection readers), or stopping */
+    market *market;
+    int suspend; /* 1: readers suspend their connection; 0: they wait on cv */
+    atomic_int stopping; /* written under mu; read without it by the followers' loops */
+    size_t nsubs;
+    server__sub *subs;
+    ev_realm realms[SERVER__EVENTS_REALMS];
+    size_t nrealms;
+};
+
+static void msg_unref(ev_msg *m) {
+    if (m && atomic_fetch_sub(&m->refs, 1) == 1) free(m);
+}
+
+/* Returns a new message: "id: <id>\nevent: <event>\ndata: <data>\n\n" (or a
+ * comment line when event is NULL), with one reference; NULL on out-of-memory. */
+static ev_msg *msg_new(const char *id, const char *event, const char *data) {
+    char head[160];
+    int hn = event ? snprintf(head, sizeof head, "id: %s\nevent: %s\ndata: ", id, event)
+                   : snprintf(head, sizeof head, "%s", data);
+    if (hn < 0 || (size_t)hn >= sizeof head) return NULL;
+    size_t dn = event ? strlen(data) : 0;
+    ev_msg *m = malloc(sizeof *m + (size_t)hn + dn + 3);
+    if (!m) return NULL;
+    atomic_init(&m->refs, 1);
+    memcpy(m->text, head, (size_t)hn);
+    memcpy(m->text + hn, event ? data : "", dn);
+    m->len = (size_t)hn + dn;
+    if (event) {
+        memcpy(m->text + m->len, "\n\n", 2);
+        m->len += 2;
+    }
+    return m;
+}
+
+/* Queues m for every subscriber of realm r (or of all realms, r < 0), ends
+ * those whose queue is full, and wakes the ones waiting. */
+static void broadcast(server__events *h, int r, ev_msg *m) {
+    struct MHD_Connection **wake = NULL;
+    size_t nwake = 0;
+    pthread_mutex_lock(&h->mu);
+    if (h->suspend && h->nsubs) wake = malloc(h->nsubs * sizeof *wake);
+    for (server__sub *s = h->subs; s; s = s->next) {
+        if ((r >= 0 && s->realm != r) || s->ended) continue;
+        if (s->count == EVENTS_QUEUE) {
+            s->ended = 1; /* slower than the market: end it, it reconnects */
+        } else {
+            atomic_fetch_add(&m->refs, 1);
+            s->q[(s->head + s->count++) % EVENTS_QUEUE] = m;
+        }
+        if (s->suspended && wake) {
+            s->suspended = 0;
+            wake[nwake++] = s->conn;
+        }
+    }
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    for (size_t i = 0; i < nwake; i++) MHD_resume_connection(wake[i]);
+    free(wake);
+}
+
+/* Compares two stream ids "<ms>-<seq>": <0, 0, >0. */
+static int id_cmp(const char *a, const char *b) {
+    unsigned long long am = strtoull(a, NULL, 10), bm = strtoull(b, NULL, 10);
+    if (am != bm) return am < bm ? -1 : 1;
+    const char *ad = strchr(a, '-'), *bd = strchr(b, '-');
+    unsigned long long as = ad ? strtoull(ad + 1, NULL, 10) : 0, bs = bd ? strtoull(bd + 1, NULL, 10) : 0;
+    return as < bs ? -1 : as > bs;
+}
+
+/* Sleeps up to ms, less when the hub stops. Returns 1 when it is stopping. */
+static int nap(server__events *h, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&h->mu);
+    if (!h->stopping) (void)pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+    int stop = h->stopping;
+    pthread_mutex_unlock(&h->mu);
+    return stop;
+}
+
+/* Sends the trades t[0..nt) and changes c[0..nc) to realm r's subscribers,
+ * in commit order. */
+static void send_new(server__events *h, int r, const market_trade *t, size_t nt,
+                     const market_change *c, size_t nc) {
+    size_t i = 0, j = 0;
+    while (i < nt || j < nc) {
+        int trade = j == nc || (i < nt && id_cmp(t[i].id, c[j].id) <= 0);
+        size_t len = 0;
+        char *data = trade ? api_trade_text(&t[i], &len) : api_change_text(&c[j], &len);
+        ev_msg *m = data ? msg_new(trade ? t[i].id : c[j].id, trade ? "trade" : "listing", data)
+                         : NULL;
+        free(data);
+        if (m) {
+            broadcast(h, r, m);
+            msg_unref(m);
+        }
+        trade ? i++ : j++;
+    }
+}
+
+/* A realm's follower: polls the store for new trades and listing changes. */
+static void *follow(void *arg) {
+    ev_realm *rl = arg;
+    server__events *h = rl->hub;
+    int r = (int)(rl - h->realms), err = 0;
+    market_conn *c = market_conn_new(h->market, &err);
+    char last_t[MARKET_TRADE_ID_MAX + 1] = "", last_c[MARKET_TRADE_ID_MAX + 1] = "";
+    int started = 0;
+    int64_t ping = lock_now_ms() + EVENTS_PING_MS;
+    while (c && !nap(h, EVENTS_POLL_MS)) {
+        if (!started) { /* from now on: what is already there is the past */
+            started = market_trade_last(c, rl->id, last_t) == MARKET_OK &&
+                      market_change_last(c, rl->id, last_c) == MARKET_OK;
+            continue;
+        }
+        market_trade *t = NULL;
+        market_change *ch = NULL;
+        size_t nt = 0, nc = 0;
+        if (market_trades_after(c, rl->id, last_t, EVENTS_READ, &t, &nt) == MARKET_OK &&
+            market_changes_after(c, rl->id, last_c, EVENTS_READ, &ch, &nc) == MARKET_OK) {
+            send_new(h, r, t, nt, ch, nc);
+            if (nt) memcpy(last_t, t[nt - 1].id, sizeof last_t);
+            if (nc) memcpy(last_c, ch[nc - 1].id, sizeof last_c);
+        } /* else the store is down: the same reads next time */
+        free(t);
+        free(ch);
+        if (lock_now_ms() >= ping) {
+            ping = lock_now_ms() + EVENTS_PING_MS;
+            ev_msg *m = msg_new(NULL, NULL, ": ping\n\n");
+            if (m) {
+                broadcast(h, r, m);
+                msg_unref(m);
+            }
+        }
+    }
+    market_conn_free(c);
+    return NULL;
+}
+
+/* The reader of a subscriber's stream: queued messages, else a wait. */
+static ssize_t sub_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    server__sub *s = cls;
+    server__events *h = s->hub;
+    pthread_mutex_lock(&h->mu);
+    if (!h->suspend && !s->count && !s->ended && !h->stopping) { /* a thread of its own: wait */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        (void)pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+    }
+    size_t n = 0;
+    while (s->count && n < max) {
+        ev_msg *m = s->q[s->head];
+        size_t k = m->len - s->off < max - n ? m->len - s->off : max - n;
+        memcpy(buf + n, m->text + s->off, k);
+        n += k;
+        s->off += k;
+        if (s->off == m->len) {
+            msg_unref(m);
+            s->head = (s->head + 1) % EVENTS_QUEUE;
+            s->count--;
+            s->off = 0;
+        }
+    }
+    ssize_t rc = (ssize_t)n;
+    if (n == 0 && (s->ended || h->stopping)) {
+        rc = MHD_CONTENT_READER_END_OF_STREAM;
+    } else if (n == 0 && h->suspend) {
+        s->suspended = 1;
+        MHD_suspend_connection(s->conn);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return rc;
+}
+
+/* Frees a subscriber once libmicrohttpd is done with its stream. */
+static void sub_free(void *cls) {
+    server__sub *s = cls;
+    server__events *h = s->hub;
+    pthread_mutex_lock(&h->mu);
+    if (s->prev) s->prev->next = s->next;
+    else h->subs = s->next;
+    if (s->next) s->next->prev = s->prev;
+    h->nsubs--;
+    pthread_mutex_unlock(&h->mu);
+    for (size_t i = 0; i < s->count; i++) msg_unref(s->q[(s->head + i) % EVENTS_QUEUE]);
+    free(s);
+}
+
+/* Makes a hub for market m's events; suspend: readers may suspend their
+ * connection (libmicrohttpd's thread pool with suspend/resume). Returns NULL
+ * on out-of-memory. */
+server__events *server__events_new(market *m, int suspend) {
+    server__events *h = calloc(1, sizeof *h);
+    if (!h) return NULL;
+    if (pthread_mutex_init(&h->mu, NULL) != 0) {
+        free(h);
+        return NULL;
+    }
+    if (pthread_cond_init(&h->cv, NULL) != 0) {
+        pthread_mutex_destroy(&h->mu);
+        free(h);
+        return NULL;
+    }
+    h->market = m;
+    h->suspend = suspend;
+    return h;
+}
+
+/* Queues conn's answer to GET /events of realm: a stream of the realm's
+ * events from now on. Returns MHD_YES, or MHD_NO (libmicrohttpd closes the
+ * connection); *status is 0 when the stream was queued, else the status to
+ * answer (503: too many subscribers or realms, or out of memory) with a
+ * sentence in why. */
+int server__events_subscribe(server__events *h, const server_config *cfg, const char *origin,
+                             const char *realm, struct MHD_Connection *conn, int *status,
+                             const char **why) {
+    *status = 503;
+    server__sub *s = calloc(1, sizeof *s);
+    ev_msg *hello = msg_new(NULL, NULL, "retry: 3000\n: connected\n\n");
+    if (!s || !hello) {
+        free(s);
+        msg_unref(hello);
+        *why = "out of memory";
+        return MHD_YES;
+    }
+    pthread_mutex_lock(&h->mu);
+    int r = -1;
+    for (size_t i = 0; i < h->nrealms; i++)
+        if (strcmp(h->realms[i].id, realm) == 0) r = (int)i;
+    *why = h->stopping                                  ? "the server is stopping"
+           : h->nsubs >= SERVER__EVENTS_SUBSCRIBERS     ? "too many event streams open"
+           : r < 0 && h->nrealms == SERVER__EVENTS_REALMS ? "too many realms followed"
+                                                          : NULL;
+    if (!*why && r < 0) { /* the realm's first subscriber: start its follower */
+        ev_realm *rl = &h->realms[h->nrealms];
+        snprintf(rl->id, sizeof rl->id, "%s", realm);
+        rl->hub = h;
+        if (pthread_create(&rl->thread, NULL, follow, rl) != 0)
+            *why = "cannot start a thread";
+        else
+            r = (int)h->nrealms++;
+    }
+    if (*why) {
+        pthread_mutex_unlock(&h->mu);
+        free(s);
+        msg_unref(hello);
+        return MHD_YES;
+    }
+    s->hub = h;
+    s->realm = r;
+    s->conn = conn;
+    s->q[0] = hello;
+    s->count = 1;
+    s->next = h->subs;
+    if (h->subs) h->subs->prev = s;
+    h->subs = s;
+    h->nsubs++;
+    pthread_mutex_unlock(&h->mu);
+
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sub_read, s, sub_free);
+    if (!resp) {
+        sub_free(s);
+        *why = "out of memory";
+        return MHD_YES;
+    }
+    *status = 0;
+    enum MHD_Result rc =
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream") == MHD_YES &&
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache") == MHD_YES &&
+                MHD_add_response_header(resp, "X-Accel-Buffering", "no") == MHD_YES &&
+                server__cors_add(resp, cfg, origin, NULL) == 0
+            ? MHD_queue_response(conn, MHD_HTTP_OK, resp)
+            : MHD_NO;
+    MHD_destroy_response(resp); /* sub_free() runs when the stream is done */
+    return rc;
+}
+
+/* Ends every stream (each reader then finishes its stream) and stops the
+ * followers' polling. This function can't fail. */
+void server__events_stop(server__events *h) {
+    if (!h) return;
+    struct MHD_Connection **wake = NULL;
+    size_t nwake = 0;
+    pthread_mutex_lock(&h->mu);
+    h->stopping = 1;
+    if (h->nsubs) wake = malloc(h->nsubs * sizeof *wake);
+    for (server__sub *s = h->subs; s; s = s->next) {
+        s->ended = 1;
+        if (s->suspended && wake) {
+            s->suspended = 0;
+            wake[nwake++] = s->conn;
+        }
+    }
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    for (size_t i = 0; i < nwake; i++) MHD_resume_connection(wake[i]);
+    free(wake);
+}
+
+/* Stops h (server__events_stop()), joins its followers and frees it; the
+ * daemon must be stopped, so no subscriber is left. NULL is a no-op. */
+void server__events_free(server__events *h) {
+    if (!h) return;
+    server__events_stop(h);
+    for (size_t i = 0; i < h->nrealms; i++) pthread_join(h->realms[i].thread, NULL);
+    pthread_cond_destroy(&h->cv);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}

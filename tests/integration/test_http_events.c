@@ -1,0 +1,307 @@
+/* test_http_events.c - GET /events against a real redis-server: a stream on
+ * one server sees the trades and listing changes another server commits, in
+ * commit order; a subscriber that stops reading is ended once its queue is
+ * full while one that reads gets every event (a burst of 40,000 written
+ * straight into the store); the pool and the thread-per-connection modes;
+ * a server stops promptly with streams open; bad requests get their 4xx.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <hiredis.h>
+#include <netinet/in.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "api/api.h"
+#include "lock/lock.h"
+#include "market/market.h"
+#include "server/server.h"
+#include "tests/helpers/http_client.h"
+#include "tests/helpers/redis_proc.h"
+
+static th_redis redis;
+
+static void seed(void) {
+    FILE *f = fopen("fixtures/demo.json", "rb");
+    assert_non_null(f);
+    static char text[65536];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    market_world *w = NULL;
+    char why[256];
+    assert_int_equal(api_fixture_parse(text, n, &w, why, sizeof why), MARKET_OK);
+    market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
+    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
+    int err;
+    lock_client *l = lock_local_new(&err);
+    market *m = market_new(&cfg, l, &err);
+    market_conn *c = market_conn_new(m, &err);
+    assert_non_null(c);
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    freeReplyObject(redisCommand(rc, "FLUSHALL"));
+    redisFree(rc);
+    assert_int_equal(market_world_store(c, MARKET_REALM_DEFAULT, w, 1), MARKET_OK);
+    market_conn_free(c);
+    market_free(m);
+    lock_free(l);
+    market_world_free(w);
+}
+
+static server *start(unsigned threads, int *port) {
+    server_config cfg;
+    server_config_defaults(&cfg);
+    cfg.no_auth = 1;
+    cfg.threads = threads;
+    snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
+    snprintf(cfg.redis, sizeof cfg.redis, "%s", redis.url);
+    cfg.log_level = SERVER_LOG_ERROR;
+    int err;
+    char why[256];
+    server *s = server_start(&cfg, &err, why, sizeof why);
+    if (!s) fprintf(stderr, "server_start: %s\n", why);
+    assert_non_null(s);
+    *port = server_port(s);
+    return s;
+}
+
+/* An open event stream: its socket, and what it has read so far. */
+typedef struct stream {
+    int fd;
+    char *buf;
+    size_t len, cap;
+    int eof;
+} stream;
+
+/* Opens GET path on port; rcvbuf > 0 shrinks the socket's receive buffer.
+ * HTTP/1.0, so the stream comes unchunked and counting needs no decoding
+ * (the browser test reads it chunked, as HTTP/1.1). */
+static void stream_open(stream *st, int port, const char *path, int rcvbuf) {
+    memset(st, 0, sizeof *st);
+    st->fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(st->fd >= 0);
+    if (rcvbuf > 0)
+        assert_int_equal(setsockopt(st->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(st->fd, (struct sockaddr *)&a, sizeof a), 0);
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
+    assert_int_equal(send(st->fd, req, (size_t)n, MSG_NOSIGNAL), n);
+}
+
+/* Reads what arrives within ms; returns the bytes read (0 at EOF or none). */
+static size_t stream_read(stream *st, int ms) {
+    struct pollfd p = {st->fd, POLLIN, 0};
+    if (st->eof || poll(&p, 1, ms) <= 0) return 0;
+    if (st->cap - st->len < 65536) {
+        st->cap = st->cap * 2 + 65536;
+        st->buf = realloc(st->buf, st->cap + 1);
+        assert_non_null(st->buf);
+    }
+    ssize_t n = recv(st->fd, st->buf + st->len, st->cap - st->len, 0);
+    if (n <= 0) {
+        st->eof = 1;
+        return 0;
+    }
+    st->len += (size_t)n;
+    st->buf[st->len] = '\0';
+    return (size_t)n;
+}
+
+/* Reads until needle has come count times in all, or ms pass; returns how
+ * many came. Each byte is scanned once: a client that rescans its buffer
+ * would itself become the slow subscriber. */
+static size_t stream_wait(stream *st, const char *needle, size_t count, int ms) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    size_t seen = 0, scanned = 0, nl = strlen(needle);
+    for (;;) {
+        if (st->buf) {
+            const char *p = st->buf + scanned;
+            while ((p = strstr(p, needle))) {
+                seen++;
+                p += nl;
+            }
+            scanned = st->len >= nl ? st->len - nl + 1 : 0;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long el = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+        if (seen >= count || el >= ms || st->eof) return seen;
+        stream_read(st, 50);
+    }
+}
+
+static void stream_close(stream *st) {
+    close(st->fd);
+    free(st->buf);
+}
+
+static void post(int port, const char *path, const char *body, long status) {
+    th_http r;
+    assert_int_equal(th_http_do(port, "POST", path, body, strlen(body), &r), 0);
+    if (r.status != status) fprintf(stderr, "POST %s %s -> %ld %s\n", path, body, r.status, r.body);
+    assert_int_equal(r.status, status);
+    th_http_cleanup(&r);
+}
+
+static void test_stream_sees_commits_of_another_server(void **state) {
+    (void)state;
+    seed();
+    int pa, pb;
+    server *a = start(2, &pa), *b = start(2, &pb);
+    stream st;
+    stream_open(&st, pa, "/events", 0);
+    assert_int_equal(stream_wait(&st, "retry: 3000", 1, 5000), 1);
+    assert_non_null(strstr(st.buf, " 200 OK\r\n"));
+    assert_non_null(strstr(st.buf, "text/event-stream"));
+    struct timespec ts = {0, 400 * 1000 * 1000}; /* the follower starts from what is there */
+    nanosleep(&ts, NULL);
+    /* on the other server: a listing, a purchase of it, an unlisting */
+    post(pb, "/list", "{\"seller\":\"C\",\"item\":\"sword-1\",\"price\":90}", 201);
+    post(pb, "/purchase", "{\"buyer\":\"E\",\"seller\":\"C\",\"item\":\"sword-1\"}", 200);
+    post(pb, "/list", "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":40}", 201);
+    post(pb, "/unlist", "{\"seller\":\"C\",\"item\":\"potion-3\"}", 200);
+    assert_int_equal(stream_wait(&st, "\nevent: ", 4, 5000), 4);
+    const char *l1 = strstr(st.buf, "event: listing\ndata: {\"action\":\"listed\",\"seller\":\"C\",\"item\":\"sword-1\"");
+    const char *t1 = strstr(st.buf, "event: trade\ndata: {\"trade_id\":");
+    const char *l2 = strstr(st.buf, "\"action\":\"listed\",\"seller\":\"C\",\"item\":\"potion-3\"");
+    const char *u2 = strstr(st.buf, "\"action\":\"unlisted\",\"seller\":\"C\",\"item\":\"potion-3\"");
+    assert_non_null(l1);
+    assert_non_null(t1);
+    assert_non_null(l2);
+    assert_non_null(u2);
+    assert_true(l1 < t1 && t1 < l2 && l2 < u2); /* commit order, across both streams */
+    assert_non_null(strstr(t1, "\"buyer\":\"E\",\"seller\":\"C\",\"item\":\"sword-1\""));
+    stream_close(&st);
+    server_stop(b);
+    server_stop(a);
+}
+
+/* Appends n trades straight to the realm's stream, in one pipeline. */
+static void inject_trades(int n) {
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(redisAppendCommand(rc, "XADD trades:{main} * buyer B seller A item i%d "
+                                                "quantity 1 price 1 total 1 fence 0",
+                                            i),
+                         REDIS_OK);
+    for (int i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        assert_int_equal(redisGetReply(rc, (void **)&r), REDIS_OK);
+        assert_int_equal(r->type, REDIS_REPLY_STRING);
+        freeReplyObject(r);
+    }
+    redisFree(rc);
+}
+
+static void slow_and_fast(unsigned threads) {
+    seed();
+    int port;
+    server *s = start(threads, &port);
+    stream slow, fast;
+    stream_open(&slow, port, "/events", 2048);
+    stream_open(&fast, port, "/events", 0);
+    assert_int_equal(stream_wait(&fast, "retry: 3000", 1, 5000), 1);
+    assert_true(stream_read(&slow, 5000) > 0); /* its head, then it stops reading */
+    struct timespec ts = {0, 400 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    enum { N = 40000 }; /* ~10 MB: more than the kernel's socket buffers hold */
+    inject_trades(N);
+    /* the reader gets every one of them, while the other one reads nothing */
+    assert_int_equal(stream_wait(&fast, "event: trade\n", N, 60000), N);
+    /* the one that stopped reading was ended: draining it reaches EOF well before N */
+    while (!slow.eof) stream_read(&slow, 5000);
+    size_t got = 0;
+    for (const char *p = slow.buf; (p = strstr(p, "event: trade\n")); p++) got++;
+    assert_true(got < N);
+    assert_true(slow.eof);
+    /* the server still serves, and the fast stream still streams */
+    post(port, "/list", "{\"seller\":\"C\",\"item\":\"sword-1\",\"price\":90}", 201);
+    assert_int_equal(stream_wait(&fast, "event: listing\n", 1, 5000), 1);
+    stream_close(&slow);
+    stream_close(&fast);
+    server_stop(s);
+}
+
+static void test_slow_subscriber_is_ended_pool(void **state) {
+    (void)state;
+    slow_and_fast(2);
+}
+
+static void test_slow_subscriber_is_ended_thread_per_connection(void **state) {
+    (void)state;
+    slow_and_fast(0);
+}
+
+static void test_stop_with_streams_open(void **state) {
+    (void)state;
+    seed();
+    int port;
+    server *s = start(2, &port);
+    stream st[3];
+    for (int i = 0; i < 3; i++) {
+        stream_open(&st[i], port, i == 2 ? "/realms/eu-1/events" : "/events", 0);
+        assert_int_equal(stream_wait(&st[i], "retry: 3000", 1, 5000), 1);
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    server_stop(s); /* would wait out the 10 s drain if a stream counted as a request left */
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    assert_true(ms < 5000);
+    for (int i = 0; i < 3; i++) {
+        while (!st[i].eof) stream_read(&st[i], 2000);
+        assert_true(st[i].eof); /* each stream ended */
+        stream_close(&st[i]);
+    }
+}
+
+static void test_bad_requests(void **state) {
+    (void)state;
+    int port;
+    server *s = start(2, &port);
+    th_http r;
+    assert_int_equal(th_http_do(port, "POST", "/events", "{}", 2, &r), 0);
+    assert_int_equal(r.status, 405);
+    assert_non_null(strstr(r.headers, "Allow: GET"));
+    th_http_cleanup(&r);
+    assert_int_equal(th_http_do(port, "GET", "/realms/a.b/events", NULL, 0, &r), 0);
+    assert_int_equal(r.status, 400);
+    th_http_cleanup(&r);
+    assert_int_equal(th_http_do(port, "GET", "/events/x", NULL, 0, &r), 0);
+    assert_int_equal(r.status, 404);
+    th_http_cleanup(&r);
+    server_stop(s);
+}
+
+static int setup(void **state) {
+    (void)state;
+    return th_redis_start(&redis) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    th_redis_stop(&redis);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_sees_commits_of_another_server),
+        cmocka_unit_test(test_slow_subscriber_is_ended_pool),
+        cmocka_unit_test(test_slow_subscriber_is_ended_thread_per_connection),
+        cmocka_unit_test(test_stop_with_streams_open),
+        cmocka_unit_test(test_bad_requests),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,266 @@
+// app.js - the market page's behaviour: searches GET /market, shows a player (GET
+// /players/{id}, and /players/{id}/trades with their token), buys with POST /purchase
+// (the pasted token, an Idempotency-Key per click), and follows GET /events (Server-Sent
+// Events) to show trades and listing changes as they happen. No framework, no build.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { cursor: null, source: null, refreshTimer: 0, searchSeq: 0, playerSeq: 0 };
+
+// ---- the API ----
+
+function realm() {
+  const r = $("realm").value.trim();
+  return /^[A-Za-z0-9_-]{1,64}$/.test(r) ? r : "main";
+}
+
+// The path of a route in the chosen realm: "/realms/eu-1/market" or "/market".
+function route(path) {
+  return realm() === "main" ? path : "/realms/" + encodeURIComponent(realm()) + path;
+}
+
+function token() {
+  return $("token").value.trim();
+}
+
+// The player a token speaks for: a JWT's sub ("<player>" or "<realm>/<player>"), or the
+// "<player>" of "[<realm>/]<player>.<mac>"; "" when it cannot tell.
+function tokenPlayer(t) {
+  try {
+    const parts = t.split(".");
+    let sub = "";
+    if (parts.length === 3) {
+      const b64 = parts[1].replace(/-/g, "+").replace(/_/g, "/");
+      sub = JSON.parse(atob(b64 + "===".slice((b64.length + 3) % 4))).sub || "";
+    } else if (parts.length === 2) {
+      sub = parts[0];
+    }
+    sub = String(sub);
+    return sub.includes("/") ? sub.slice(sub.indexOf("/") + 1) : sub;
+  } catch (e) {
+    return "";
+  }
+}
+
+// Calls the API: resolves to {status, body} (body parsed JSON, or null), never rejects
+// for an HTTP error; a network failure becomes status 0.
+async function api(method, path, body, extraHeaders) {
+  const headers = Object.assign({}, extraHeaders || {});
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  try {
+    const r = await fetch(route(path), {
+      method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    let parsed = null;
+    try { parsed = await r.json(); } catch (e) { parsed = null; }
+    return { status: r.status, body: parsed };
+  } catch (e) {
+    return { status: 0, body: { error: "network", detail: String(e) } };
+  }
+}
+
+function say(text, ok) {
+  const m = $("message");
+  m.textContent = text;
+  m.className = ok ? "ok" : "err";
+}
+
+function why(res) {
+  const b = res.body || {};
+  return (b.error || "error " + res.status) + (b.detail ? ": " + b.detail : "");
+}
+
+function idempotencyKey() {
+  if (window.crypto && crypto.randomUUID) return "web-" + crypto.randomUUID();
+  return "web-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2);
+}
+
+// ---- the market ----
+
+function query(cursor) {
+  const q = new URLSearchParams();
+  const put = (k, v) => { if (v.trim()) q.set(k, v.trim()); };
+  put("item", $("q-item").value);
+  put("seller", $("q-seller").value);
+  put("min_price", $("q-min").value);
+  put("max_price", $("q-max").value);
+  if ($("q-sort").value !== "price") q.set("sort", $("q-sort").value);
+  q.set("limit", "20");
+  if (cursor) q.set("cursor", cursor);
+  return "/market?" + q.toString();
+}
+
+function listingRow(l) {
+  const tr = document.createElement("tr");
+  tr.dataset.item = l.item;
+  tr.dataset.seller = l.seller;
+  for (const [text, cls] of [[l.item, ""], [l.seller, ""], [String(l.price), "num"],
+                             [l.quantity ? String(l.quantity) : "1", "num"]]) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    if (cls) td.className = cls;
+    tr.appendChild(td);
+  }
+  const td = document.createElement("td");
+  const b = document.createElement("button");
+  b.textContent = "Buy";
+  b.className = "buy";
+  b.setAttribute("aria-label", "buy " + l.item + " from " + l.seller);
+  b.addEventListener("click", () => buy(l, b));
+  td.appendChild(b);
+  tr.appendChild(td);
+  return tr;
+}
+
+async function search(more) {
+  const seq = ++state.searchSeq;
+  const res = await api("GET", query(more ? state.cursor : null));
+  if (seq !== state.searchSeq) return; // a newer search answers instead
+  const tbody = $("listings").querySelector("tbody");
+  if (res.status !== 200) {
+    say("search: " + why(res), false);
+    return;
+  }
+  if (!more) tbody.textContent = "";
+  for (const l of res.body.listings) tbody.appendChild(listingRow(l));
+  state.cursor = res.body.next_cursor;
+  $("more").hidden = !state.cursor;
+  $("total").textContent = res.body.total + (res.body.total === 1 ? " listing" : " listings");
+}
+
+async function buy(l, button) {
+  const buyer = $("player").value.trim() || tokenPlayer(token());
+  if (!buyer) {
+    say("paste your token (or type your player id) first", false);
+    return;
+  }
+  button.disabled = true;
+  const headers = { "Idempotency-Key": idempotencyKey() };
+  if (token()) headers.Authorization = "Bearer " + token();
+  const body = { buyer, seller: l.seller, item: l.item, price: l.price };
+  const res = await api("POST", "/purchase", body, headers);
+  button.disabled = false;
+  if (res.status === 200) {
+    const p = res.body;
+    say(`Bought ${p.quantity} ${p.item} from ${p.seller} for ${p.total}; funds now ${p.buyer_funds}`, true);
+    $("funds").textContent = p.buyer_funds;
+  } else {
+    say("purchase refused: " + why(res), false);
+  }
+  await Promise.all([search(false), showPlayer()]);
+}
+
+// ---- the player ----
+
+function fill(listId, items) {
+  const ul = $(listId);
+  ul.textContent = "";
+  for (const text of items) {
+    const li = document.createElement("li");
+    li.textContent = text;
+    ul.appendChild(li);
+  }
+}
+
+function tradeLine(t, me) {
+  const li = document.createElement("li");
+  const verb = me ? (t.buyer === me ? "bought" : "sold") : t.buyer + " bought";
+  const other = me ? (t.buyer === me ? " from " + t.seller : " to " + t.buyer) : " from " + t.seller;
+  li.textContent = `${new Date(t.time_ms).toLocaleTimeString()} ${verb} ${t.quantity} ${t.item}` +
+                   `${other} at ${t.price}`;
+  return li;
+}
+
+async function showPlayer() {
+  const id = $("player").value.trim();
+  if (!id) return;
+  const seq = ++state.playerSeq;
+  const res = await api("GET", "/players/" + encodeURIComponent(id));
+  if (seq !== state.playerSeq) return; // a newer refresh answers instead
+  if (res.status !== 200) {
+    $("player-view").hidden = true;
+    say("player: " + why(res), false);
+    return;
+  }
+  const p = res.body;
+  $("player-view").hidden = false;
+  $("funds").textContent = p.funds;
+  fill("inventory", p.inventory);
+  fill("stacks", Object.entries(p.stacks).map(([k, v]) => `${k} ×${v}`));
+  fill("my-listings", p.listings.map((l) => `${l.item} @${l.price}` + (l.quantity ? ` ×${l.quantity}` : "")));
+  const trades = $("trades");
+  trades.textContent = "";
+  if (!token()) {
+    const li = document.createElement("li");
+    li.textContent = "paste the player's token to see their trades";
+    trades.appendChild(li);
+    return;
+  }
+  const tr = await api("GET", "/players/" + encodeURIComponent(id) + "/trades?limit=20", undefined,
+                       { Authorization: "Bearer " + token() });
+  if (seq !== state.playerSeq) return;
+  if (tr.status === 200) {
+    for (const t of tr.body.trades) trades.appendChild(tradeLine(t, id));
+  } else {
+    const li = document.createElement("li");
+    li.textContent = why(tr);
+    trades.appendChild(li);
+  }
+}
+
+// ---- live ----
+
+function refreshSoon() { // many events in a burst: one refresh
+  clearTimeout(state.refreshTimer);
+  state.refreshTimer = setTimeout(() => { search(false); showPlayer(); }, 250);
+}
+
+function feed(text) {
+  const ol = $("feed");
+  const li = document.createElement("li");
+  li.textContent = text;
+  ol.insertBefore(li, ol.firstChild);
+  while (ol.children.length > 50) ol.removeChild(ol.lastChild);
+}
+
+function live() {
+  if (state.source) state.source.close();
+  if (!window.EventSource) return;
+  const src = new EventSource(route("/events"));
+  state.source = src;
+  const dot = $("live");
+  src.onopen = () => { dot.textContent = "live"; dot.className = "live on"; };
+  src.onerror = () => { dot.textContent = "reconnecting"; dot.className = "live off"; };
+  src.addEventListener("trade", (e) => {
+    const t = JSON.parse(e.data);
+    feed(tradeLine(t, null).textContent);
+    refreshSoon();
+  });
+  src.addEventListener("listing", (e) => {
+    const l = JSON.parse(e.data);
+    feed(`${l.seller} ${l.action} ${l.item}` + (l.price ? ` at ${l.price}` : ""));
+    refreshSoon();
+  });
+}
+
+// ---- wiring ----
+
+$("search").addEventListener("submit", (e) => { e.preventDefault(); search(false); });
+$("more").addEventListener("click", () => search(true));
+$("signin").addEventListener("submit", (e) => {
+  e.preventDefault();
+  if (!$("player").value.trim()) $("player").value = tokenPlayer(token());
+  sessionStorage.setItem("market.token", token());
+  showPlayer();
+});
+$("token").addEventListener("change", () => {
+  const p = tokenPlayer(token());
+  if (p) $("player").value = p;
+});
+$("realm").addEventListener("change", () => { search(false); showPlayer(); live(); });
+
+$("token").value = sessionStorage.getItem("market.token") || "";
+if (token()) $("player").value = tokenPlayer(token());
+search(false);
+showPlayer();
+live();
