@@ -991,9 +991,9 @@ static void test_binary_busy_address_refused_unless_reuse_port(void **state) {
     const char *plain[] = {"--listen", listen, "--redis", redis.url, "--no-auth",
                            "--log-level", "error", NULL};
     const char *shared[] = {"--listen", listen, "--redis", redis.url, "--no-auth",
-                            "--log-level", "warn", "--reuse-port", NULL};
+                            "--log-level", "info", "--reuse-port", NULL};
     const char *by_env[] = {"--listen", listen, "--redis", redis.url, "--no-auth",
-                            "--log-level", "warn", NULL};
+                            "--log-level", "info", NULL};
     int fd_a, fd_b, fd_c;
 
     /* Without the flag: the second one exits 1 and says where and why. */
@@ -1064,6 +1064,81 @@ static void test_binary_busy_address_refused_unless_reuse_port(void **state) {
     assert_int_equal(exit_code_within(b, 15000), 0);
     close(fd_a);
     close(fd_b);
+}
+
+/* Returns the text of path (new; caller frees), or NULL when it cannot be read. */
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static const size_t cap = 1 << 20;
+    char *buf = malloc(cap);
+    size_t n = buf ? fread(buf, 1, cap - 1, f) : 0;
+    fclose(f);
+    if (buf) buf[n] = '\0';
+    return buf;
+}
+
+/* Waits up to timeout_ms for path to hold want. Returns 0 or -1. */
+static int file_has_within(const char *path, const char *want, int timeout_ms) {
+    for (int waited = 0; waited <= timeout_ms; waited += 20) {
+        char *text = slurp(path);
+        int found = text && strstr(text, want);
+        free(text);
+        if (found) return 0;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+/* --log-file: the log goes there (start and stop at info, a request line
+ * with its client and request id); logrotate's rename then SIGHUP makes the
+ * server write a new file at the same path, and it keeps serving. */
+static void test_binary_sighup_reopens_log_file(void **state) {
+    (void)state;
+    int port = th_free_port();
+    char dir[] = "/tmp/gm-logfile.XXXXXX", log[64], rotated[64], listen[32], err[1024] = "";
+    assert_non_null(mkdtemp(dir));
+    snprintf(log, sizeof log, "%s/market.log", dir);
+    snprintf(rotated, sizeof rotated, "%s/market.log.1", dir);
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    const char *args[] = {"--listen", listen, "--redis", redis.url, "--no-auth", "--log-level",
+                          "info", "--log-file", log, NULL};
+    int fd;
+    pid_t pid = spawn_args(args, NULL, &fd);
+    assert_true(pid > 0);
+    assert_int_equal(wait_healthy(port), 0);
+    assert_int_equal(file_has_within(log, "level=info msg=listening", 5000), 0);
+    th_http r;
+    assert_int_equal(
+        th_http_do_header(port, "GET", "/nowhere", "X-Request-Id: before-hup", NULL, 0, &r), 0);
+    th_http_cleanup(&r);
+    assert_int_equal(file_has_within(log, "status=404 error=not_found", 5000), 0);
+    assert_int_equal(file_has_within(log, "client=127.0.0.1 request_id=before-hup", 5000), 0);
+
+    assert_int_equal(rename(log, rotated), 0);
+    assert_int_equal(kill(pid, SIGHUP), 0);
+    assert_int_equal(file_has_within(log, "msg=\"log file reopened\"", 5000), 0);
+    assert_int_equal(
+        th_http_do_header(port, "GET", "/nowhere", "X-Request-Id: after-hup", NULL, 0, &r), 0);
+    assert_int_equal(r.status, 404); /* still serving */
+    th_http_cleanup(&r);
+    assert_int_equal(file_has_within(log, "request_id=after-hup", 5000), 0);
+    char *old = slurp(rotated);
+    assert_non_null(old);
+    assert_null(strstr(old, "after-hup")); /* the rotated file gets nothing more */
+    free(old);
+    assert_int_equal(kill(pid, 0), 0);
+
+    kill(pid, SIGTERM);
+    assert_int_equal(exit_code_within(pid, 15000), 0);
+    assert_int_equal(file_has_within(log, "level=info msg=stopped", 1000), 0);
+    (void)read_until(fd, err, sizeof err, "\n", 100); /* nothing on stderr: it is the file */
+    assert_null(strstr(err, "msg=request"));
+    close(fd);
+    unlink(log);
+    unlink(rotated);
+    rmdir(dir);
 }
 
 static void test_binary_flags_help_and_bad(void **state) {
@@ -1675,6 +1750,7 @@ int main(void) {
         T(test_binary_sigterm_finishes_in_flight),
         cmocka_unit_test(test_binary_flags_help_and_bad),
         cmocka_unit_test(test_binary_busy_address_refused_unless_reuse_port),
+        cmocka_unit_test(test_binary_sighup_reopens_log_file),
         T(test_http_auth_tokens_bind_players),
         T(test_http_realm_routes_and_tokens),
         T(test_http_trades_routes),
