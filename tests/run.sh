@@ -3,14 +3,18 @@
 #
 # Integration tests start their own redis-server processes (tests/helpers/
 # redis_proc.c) on free loopback ports in temporary folders and stop them
-# when they end. VALGRIND=1 runs the integration tests under valgrind. Last,
-# scripts/examples.sh installs lock/ as a library and runs examples/ against it.
+# when they end. VALGRIND=1 runs the integration tests under valgrind. Then
+# scripts/examples.sh installs lock/ as a library and runs examples/ against it,
+# and scripts/check_deploy.sh checks deploy/ (the Prometheus rules and config, the
+# Grafana files). promtool, which test_http and check_deploy.sh use, is installed
+# first when missing (scripts/ci_deps.sh promtool); without it their checks skip.
 set -u
 BUILD=${BUILD:-build}
 export BUILD # scripts/examples.sh builds the library there
 export MARKET_SERVER_BIN="${BIN:-bin}/market-server"
 export MARKET_SEED_BIN="${BIN:-bin}/market-seed"
 export MARKET_LOAD_BIN="${BIN:-bin}/market-load"
+scripts/ci_deps.sh promtool || echo "run: promtool could not be installed: its checks are skipped"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 passed=0
@@ -49,6 +53,7 @@ done
 # lock/ as a library: make install into a temporary DESTDIR, build examples/ with pkg-config,
 # run them against a throwaway redis-server; it prints cmocka's summary lines.
 run_one scripts/examples.sh ""
+run_one scripts/check_deploy.sh ""
 
 echo
 [ -n "$bad" ] && echo "failing:$bad"
