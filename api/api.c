@@ -312,6 +312,7 @@ static void error_reply(api_response *resp, int status, const char *code, const 
                         int retry_after_s, const char *allow) {
     resp->retry_after_s = retry_after_s;
     resp->allow = allow;
+    snprintf(resp->error, sizeof resp->error, "%s", code ? code : "internal_error");
     api__reply(resp, status, error_body(code, detail));
 }
 
@@ -357,6 +358,7 @@ static void reply_market_member(int rc, const char *member, int64_t v, api_respo
     }
     resp->retry_after_s = st->retry_after_s;
     resp->market_rc = rc;
+    snprintf(resp->error, sizeof resp->error, "%s", st->code);
     api__reply(resp, st->status, body);
 }
 
@@ -1289,6 +1291,7 @@ static void handle_healthz(market_conn *conn, const api_request *req, const char
         body = NULL;
     }
     resp->retry_after_s = 1;
+    snprintf(resp->error, sizeof resp->error, "store_unavailable");
     api__reply(resp, 503, body); /* any failure: the store cannot serve purchases */
 }
 

@@ -47,6 +47,7 @@ typedef struct api_response {
     char realm[MARKET_REALM_MAX + 1]; /* for logs and metrics: the request's realm, or "" */
     int market_rc;       /* for logs: the market code answered (0: none, or success) */
     char why[128];       /* for logs: the store's reason behind a store_unavailable, or "" */
+    char error[40];      /* for logs: the body's "error" code, or "" */
 } api_response;
 
 #define API_ROUTES 13 /* api_route_name(0..API_ROUTES-1) */

@@ -1,8 +1,10 @@
 #!/bin/sh
-# ci_deps.sh - installs, when missing, the extra tools of `make fuzz` and `make valgrind`.
+# ci_deps.sh - installs, when missing, the extra tools of `make fuzz`, `make valgrind`
+# and the deploy/ checks of `make test`.
 #
 #   scripts/ci_deps.sh fuzz       clang with libFuzzer and the sanitizer runtimes
 #   scripts/ci_deps.sh valgrind   valgrind
+#   scripts/ci_deps.sh promtool   promtool (Debian's prometheus package, 2.42 on Debian 12)
 #
 # scripts/deps.sh installs the base packages; these are only for the hardening
 # targets. "Present" is judged by use, not by package name: for fuzz, $FUZZ_CC
@@ -49,8 +51,14 @@ valgrind)
     command -v valgrind >/dev/null 2>&1 && exit 0
     install valgrind
     ;;
+promtool)
+    # Debian has promtool only in the prometheus package, which brings the server too
+    # (on a host run by systemd, the package starts one on :9090; tests never use it).
+    command -v promtool >/dev/null 2>&1 && exit 0
+    install prometheus
+    ;;
 *)
-    echo "usage: scripts/ci_deps.sh fuzz|valgrind" >&2
+    echo "usage: scripts/ci_deps.sh fuzz|valgrind|promtool" >&2
     exit 2
     ;;
 esac

@@ -76,6 +76,7 @@ void server_usage(const char *prog) {
            "  --web-dir DIR             the market page's files, served at GET /     MARKET_WEB_DIR\n"
            "                            (default web; \"\": no page)\n"
            "  --log-level LEVEL         error|warn|info|debug (default info)         MARKET_LOG_LEVEL\n"
+           "  --log-file PATH           log there, not on stderr; SIGHUP reopens it  MARKET_LOG_FILE\n"
            "  --test-stall-ms N         test hook: stall between read and commit     MARKET_TEST_STALL_MS\n"
            "  --help                    this text\n",
            prog);
@@ -83,6 +84,7 @@ void server_usage(const char *prog) {
 
 enum opt_id {
     OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_LOCK_REDIS, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
+    OPT_LOGFILE,
     OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_SECRET, OPT_NOAUTH, OPT_PERIP,
     OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_WORKERS, OPT_HISTORY, OPT_TINDEX, OPT_ADMIN, OPT_CORS, OPT_WEBDIR, OPT_HELP
 };
@@ -103,6 +105,7 @@ static const struct {
     {OPT_ACQUIRE, "acquire-timeout-ms", "MARKET_ACQUIRE_TIMEOUT_MS"},
     {OPT_REDIS_TIMEOUT, "redis-timeout-ms", "MARKET_REDIS_TIMEOUT_MS"},
     {OPT_THREADS, "threads", "MARKET_THREADS"},
+    {OPT_LOGFILE, "log-file", "MARKET_LOG_FILE"},
     {OPT_MAXCONN, "max-connections", "MARKET_MAX_CONNECTIONS"},
     {OPT_CONNTIMEOUT, "connection-timeout-s", "MARKET_CONNECTION_TIMEOUT_S"},
     {OPT_LOGLEVEL, "log-level", "MARKET_LOG_LEVEL"},
@@ -204,6 +207,11 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
             }
         return -1;
     }
+    case OPT_LOGFILE:
+        if (!*v) return -1;
+        return snprintf(cfg->log_file, sizeof cfg->log_file, "%s", v) < (int)sizeof cfg->log_file
+                   ? 0
+                   : -1;
     case OPT_STALL:
         if (cli_parse_u64(v, 0, 600000, &n) < 0) return -1;
         cfg->test_stall_ms = (uint32_t)n;

@@ -1,4 +1,5 @@
-/* main.c - market-server: parse the configuration, serve, stop on SIGINT/SIGTERM. */
+/* main.c - market-server: parse the configuration, serve, stop on SIGINT/SIGTERM,
+ * reopen the --log-file on SIGHUP. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,13 +21,18 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    /* Block the stop signals in every thread; main waits for them below. */
+    /* Block the stop signals and SIGHUP in every thread; main waits for them below. */
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
+    if (cfg.log_file[0] && server_log_reopen(cfg.log_file, why, sizeof why) < 0) {
+        fprintf(stderr, "market-server: %s\n", why);
+        return 1;
+    }
 
     int err;
     server *s = server_start(&cfg, &err, why, sizeof why);
@@ -44,15 +50,22 @@ int main(int argc, char **argv) {
         snprintf(shown, sizeof shown, "***@%s", at + 1);
     else
         snprintf(shown, sizeof shown, "%s", cfg.redis);
-    server_log(SERVER_LOG_WARN,
+    server_log(SERVER_LOG_INFO,
                "msg=listening listen=%s port=%d redis=%s lock=%s strategy=%s lock_ttl_ms=%u "
                "acquire_timeout_ms=%u threads=%u",
                cfg.listen, server_port(s), shown, cfg.lock, cfg.strategy, cfg.lock_ttl_ms,
                cfg.acquire_timeout_ms, cfg.threads);
     int sig = 0;
-    sigwait(&stop, &sig);
-    server_log(SERVER_LOG_WARN, "msg=stopping signal=%d", sig);
+    while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) { /* logrotate moved the file */
+        if (!cfg.log_file[0])
+            server_log(SERVER_LOG_INFO, "msg=\"SIGHUP ignored: no --log-file to reopen\"");
+        else if (server_log_reopen(cfg.log_file, why, sizeof why) < 0)
+            server_log(SERVER_LOG_ERROR, "msg=\"log file not reopened\" reason=\"%s\"", why);
+        else
+            server_log(SERVER_LOG_INFO, "msg=\"log file reopened\" signal=%d", sig);
+    }
+    server_log(SERVER_LOG_INFO, "msg=stopping signal=%d", sig);
     server_stop(s);
-    server_log(SERVER_LOG_WARN, "msg=stopped");
+    server_log(SERVER_LOG_INFO, "msg=stopped");
     return 0;
 }

@@ -1,8 +1,10 @@
-/* metrics.c - GET /metrics: request counters, latency and lock histograms, Prometheus text.
+/* metrics.c - GET /metrics: request counters, latency and lock histograms, gauges, Prometheus text.
  *
  * Counters are plain relaxed atomics bumped on the request path; rendering
  * reads them without a lock, so one scrape is not a single snapshot (each
- * number is exact, their sums may lag by requests in flight).
+ * number is exact, their sums may lag by requests in flight). The gauges
+ * and the process metrics are read by the caller (server.c, process.c) and
+ * handed in, so rendering is a pure function of its arguments.
  */
 #include "server/server_impl.h"
 
@@ -10,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <microhttpd.h>
 
 static const int64_t lat_bounds_us[SERVER__LAT_BUCKETS - 1] = {
     500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000};
@@ -45,15 +49,65 @@ static server__realm_row *realm_row(server__metrics *mt, const char *realm) {
     return row;
 }
 
+static const char *const method_names[SERVER__METHODS] = {"GET",    "HEAD",  "POST",    "PUT",
+                                                          "DELETE", "PATCH", "OPTIONS", "other"};
+
+/* Returns the column of method in the request counters: its index in
+ * method_names, or the last ("other") for any other or NULL. Can't fail. */
+int server__method_index(const char *method) {
+    int i = 0;
+    while (i < SERVER__METHODS - 1 && (!method || strcmp(method, method_names[i]) != 0)) i++;
+    return i;
+}
+
+static const char *const outcome_names[SERVER__OUTCOMES] = {"ok", "refused", "unavailable",
+                                                            "error"};
+
+static int outcome_index(int status) {
+    if (status >= 200 && status < 400) return 0;
+    if (status >= 400 && status < 500) return 1;
+    if (status == 503 || status == 504) return 2;
+    return 3;
+}
+
+/* Returns the outcome label of a purchase answered with status: "ok"
+ * (2xx, 3xx), "refused" (4xx: the client's fault or the market's rules),
+ * "unavailable" (503, 504: the store, the lock or a replica failed; retry)
+ * or "error" (any other). The string is static. Can't fail. */
+const char *server__outcome_name(int status) { return outcome_names[outcome_index(status)]; }
+
+/* Zeroes mt and marks the store's state unknown. Can't fail. */
+void server__metrics_init(server__metrics *mt) {
+    memset(mt, 0, sizeof *mt);
+    atomic_store(&mt->redis_up, -1);
+}
+
+/* Records the outcome of an operation that reached the store (or failed
+ * to): up 1 or 0, seen at now_ms. Can't fail. */
+void server__metrics_store_outcome(server__metrics *mt, int up, int64_t now_ms) {
+    atomic_store_explicit(&mt->redis_up, up ? 1 : 0, memory_order_relaxed);
+    atomic_store_explicit(&mt->redis_seen_ms, now_ms, memory_order_relaxed);
+}
+
+/* Returns 1 when the last store outcome is unknown or older than
+ * SERVER__REDIS_STALE_MS at now_ms, and claims the probe (the time is moved
+ * on, so concurrent scrapes probe once); else 0. Can't fail. */
+int server__metrics_redis_stale(server__metrics *mt, int64_t now_ms) {
+    int64_t seen = atomic_load_explicit(&mt->redis_seen_ms, memory_order_relaxed);
+    if (seen && now_ms - seen < SERVER__REDIS_STALE_MS) return 0;
+    return atomic_compare_exchange_strong(&mt->redis_seen_ms, &seen, now_ms);
+}
+
 /* Counts one answered request: route as api_route_name() gave it (NULL for
- * none), the realm it named ("" or NULL: none), its status and, for
- * purchases, its latency and its realm's count. Can't fail. */
-void server__metrics_count(server__metrics *mt, const char *route, const char *realm, int status,
-                           int64_t us) {
+ * none), its method, the realm it named ("" or NULL: none), its status and,
+ * for purchases, its latency by outcome and its realm's count. Can't fail. */
+void server__metrics_count(server__metrics *mt, const char *route, const char *method,
+                           const char *realm, int status, int64_t us) {
     int r = api_route_index(route);
     size_t row = r < 0 ? API_ROUTES : (size_t)r;
     if (status < 0 || status >= SERVER__STATUS_MAX) status = 0;
-    atomic_fetch_add_explicit(&mt->requests[row][status], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mt->requests[row][server__method_index(method)][status], 1,
+                              memory_order_relaxed);
     if (r != 0) return; /* route 0 is /purchase */
     if (realm && market_id_valid(realm)) {
         server__realm_row *rr = realm_row(mt, realm);
@@ -61,10 +115,12 @@ void server__metrics_count(server__metrics *mt, const char *route, const char *r
         atomic_fetch_add_explicit(&c[realm_status_col(status)], 1, memory_order_relaxed);
     }
     size_t b = 0;
+    int o = outcome_index(status);
     while (b < SERVER__LAT_BUCKETS - 1 && us > lat_bounds_us[b]) b++;
-    atomic_fetch_add_explicit(&mt->purchase_bucket[b], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&mt->purchase_us, (uint64_t)(us < 0 ? 0 : us), memory_order_relaxed);
-    atomic_fetch_add_explicit(&mt->purchase_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mt->purchase_bucket[o][b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mt->purchase_us[o], (uint64_t)(us < 0 ? 0 : us),
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&mt->purchase_count[o], 1, memory_order_relaxed);
 }
 
 /* A growing text buffer; on out-of-memory it stops growing and fails. */
@@ -101,19 +157,72 @@ static void put(struct text *t, const char *fmt, ...) {
     }
 }
 
-static void histogram(struct text *t, const char *name, const char *help, const int64_t *bounds,
-                      size_t nb, const uint64_t *counts, uint64_t sum_us, uint64_t count) {
-    put(t, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+/* The samples of one histogram series; label is "" or `name="value",`
+ * (with its trailing comma). */
+static void histogram_series(struct text *t, const char *name, const char *label,
+                             const int64_t *bounds, size_t nb, const uint64_t *counts,
+                             uint64_t sum_us, uint64_t count) {
     uint64_t cum = 0;
     for (size_t i = 0; i < nb; i++) {
         cum += counts[i];
-        put(t, "%s_bucket{le=\"%g\"} %llu\n", name, (double)bounds[i] / 1e6,
+        put(t, "%s_bucket{%sle=\"%g\"} %llu\n", name, label, (double)bounds[i] / 1e6,
             (unsigned long long)cum);
     }
     cum += counts[nb];
-    put(t, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
-    put(t, "%s_sum %.6f\n%s_count %llu\n", name, (double)sum_us / 1e6, name,
-        (unsigned long long)count);
+    put(t, "%s_bucket{%sle=\"+Inf\"} %llu\n", name, label, (unsigned long long)cum);
+    size_t ll = strlen(label);
+    if (ll) /* the label without its trailing comma */
+        put(t, "%s_sum{%.*s} %.6f\n%s_count{%.*s} %llu\n", name, (int)(ll - 1), label,
+            (double)sum_us / 1e6, name, (int)(ll - 1), label, (unsigned long long)count);
+    else
+        put(t, "%s_sum %.6f\n%s_count %llu\n", name, (double)sum_us / 1e6, name,
+            (unsigned long long)count);
+}
+
+static void histogram(struct text *t, const char *name, const char *help, const int64_t *bounds,
+                      size_t nb, const uint64_t *counts, uint64_t sum_us, uint64_t count) {
+    put(t, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    histogram_series(t, name, "", bounds, nb, counts, sum_us, count);
+}
+
+/* A gauge with one sample; v < 0 (unknown) leaves the sample out. */
+static void gauge(struct text *t, const char *name, const char *help, double v) {
+    put(t, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+    if (v >= 0) put(t, "%s %.17g\n", name, v);
+}
+
+static void process_lines(struct text *t, const server__process *p) {
+    put(t, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+           "# TYPE process_cpu_seconds_total counter\n");
+    if (p->cpu_seconds >= 0) put(t, "process_cpu_seconds_total %.2f\n", p->cpu_seconds);
+    gauge(t, "process_resident_memory_bytes", "Resident memory size in bytes.", p->resident_bytes);
+    gauge(t, "process_virtual_memory_bytes", "Virtual memory size in bytes.", p->virtual_bytes);
+    gauge(t, "process_open_fds", "Number of open file descriptors.", p->open_fds);
+    gauge(t, "process_max_fds", "Maximum number of open file descriptors.", p->max_fds);
+    put(t, "# HELP process_start_time_seconds Start time of the process since unix epoch in "
+           "seconds.\n# TYPE process_start_time_seconds gauge\n");
+    if (p->start_time_seconds >= 0)
+        put(t, "process_start_time_seconds %.2f\n", p->start_time_seconds);
+}
+
+static void gauge_lines(struct text *t, const server__gauges *g) {
+    put(t, "# HELP market_build_info The server's version (always 1).\n"
+           "# TYPE market_build_info gauge\n"
+           "market_build_info{version=\"%s\",microhttpd=\"%s\"} 1\n",
+        SERVER__VERSION, MHD_get_version());
+    gauge(t, "market_http_connections", "Open HTTP connections.", (double)g->connections);
+    gauge(t, "market_http_requests_in_flight", "HTTP requests begun and not yet answered.",
+          (double)g->requests_in_flight);
+    gauge(t, "market_purchases_in_flight",
+          "POST /purchase and sale buys begun and not yet answered.",
+          (double)g->purchases_in_flight);
+    gauge(t, "market_purchase_queue_depth",
+          "Purchases and sale buys handed to the market's workers and not yet decided.",
+          (double)g->queue_depth);
+    gauge(t, "market_redis_up",
+          "1 when the store's last outcome (a request that reached it, or a scrape's probe) was "
+          "good, 0 when it failed.",
+          (double)g->redis_up);
 }
 
 static void counter(struct text *t, const char *name, const char *help, uint64_t v) {
@@ -121,7 +230,7 @@ static void counter(struct text *t, const char *name, const char *help, uint64_t
         (unsigned long long)v);
 }
 
-/* One sample of name{<realm label>status=...} (realm NULL: no realm label). */
+/* One sample of name{<realm label>code=...} (realm NULL: no realm label). */
 static void realm_sample(struct text *t, const char *name, const char *realm, size_t col,
                          uint64_t v) {
     if (!v) return;
@@ -130,12 +239,12 @@ static void realm_sample(struct text *t, const char *name, const char *realm, si
         snprintf(st, sizeof st, "%d", realm_statuses[col]);
     else
         snprintf(st, sizeof st, "other");
-    put(t, "%s{%s%s%sstatus=\"%s\"} %llu\n", name, realm ? "realm=\"" : "", realm ? realm : "",
+    put(t, "%s{%s%s%scode=\"%s\"} %llu\n", name, realm ? "realm=\"" : "", realm ? realm : "",
         realm ? "\"," : "", st, (unsigned long long)v);
 }
 
 static void realm_lines(struct text *t, server__metrics *mt) {
-    put(t, "# HELP market_realm_purchases_total POST /purchase answers by realm and status "
+    put(t, "# HELP market_realm_purchases_total POST /purchase answers by realm and code "
            "(the first %d realms seen).\n"
            "# TYPE market_realm_purchases_total counter\n",
         SERVER__REALMS);
@@ -159,7 +268,7 @@ static void realm_lines(struct text *t, server__metrics *mt) {
         }
     }
     put(t, "# HELP market_other_realms_purchases_total POST /purchase answers of the realms "
-           "past the first %d, by status.\n"
+           "past the first %d, by code.\n"
            "# TYPE market_other_realms_purchases_total counter\n",
         SERVER__REALMS);
     for (size_t col = 0; col < SERVER__REALM_STATUSES; col++)
@@ -167,33 +276,48 @@ static void realm_lines(struct text *t, server__metrics *mt) {
                      atomic_load_explicit(&mt->realm_other[col], memory_order_relaxed));
 }
 
-/* Renders every metric in the Prometheus text format. Returns a new
- * malloc'd text (caller frees) with its length in *len, or NULL on
+/* Renders every metric in the Prometheus text format: mt's counters, the
+ * market's, the gauges g and the process metrics p (both borrowed). Returns
+ * a new malloc'd text (caller frees) with its length in *len, or NULL on
  * out-of-memory. */
-char *server__metrics_render(const server__metrics *mt, market *m, size_t *len) {
-    struct text t = {malloc(8192), 0, 8192, 0};
+char *server__metrics_render(const server__metrics *mt, market *m, const server__gauges *g,
+                             const server__process *p, size_t *len) {
+    struct text t = {malloc(16384), 0, 16384, 0};
     if (!t.buf) return NULL;
     server__metrics *mm = (server__metrics *)mt; /* C11 atomic loads want non-const */
 
-    put(&t, "# HELP market_http_requests_total HTTP requests answered, by route and status.\n"
+    process_lines(&t, p);
+    gauge_lines(&t, g);
+    put(&t, "# HELP market_http_requests_total HTTP requests answered, by route, method and "
+            "code.\n"
             "# TYPE market_http_requests_total counter\n");
     for (size_t r = 0; r <= API_ROUTES; r++) {
         const char *name = r < API_ROUTES ? api_route_name((int)r) : "none";
-        for (int st = 0; st < SERVER__STATUS_MAX; st++) {
-            uint64_t v = atomic_load_explicit(&mm->requests[r][st], memory_order_relaxed);
-            if (v)
-                put(&t, "market_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n", name, st,
-                    (unsigned long long)v);
-        }
+        for (int me = 0; me < SERVER__METHODS; me++)
+            for (int st = 0; st < SERVER__STATUS_MAX; st++) {
+                uint64_t v =
+                    atomic_load_explicit(&mm->requests[r][me][st], memory_order_relaxed);
+                if (v)
+                    put(&t,
+                        "market_http_requests_total{route=\"%s\",method=\"%s\",code=\"%d\"} "
+                        "%llu\n",
+                        name, method_names[me], st, (unsigned long long)v);
+            }
     }
     realm_lines(&t, mm);
-    uint64_t lat[SERVER__LAT_BUCKETS];
-    for (size_t i = 0; i < SERVER__LAT_BUCKETS; i++)
-        lat[i] = atomic_load_explicit(&mm->purchase_bucket[i], memory_order_relaxed);
-    histogram(&t, "market_purchase_duration_seconds",
-              "Time to answer POST /purchase, from its first byte to its response.",
-              lat_bounds_us, SERVER__LAT_BUCKETS - 1, lat, atomic_load(&mm->purchase_us),
-              atomic_load(&mm->purchase_count));
+    put(&t, "# HELP market_purchase_duration_seconds Time to answer POST /purchase, from its "
+            "first byte to its response, by outcome.\n"
+            "# TYPE market_purchase_duration_seconds histogram\n");
+    for (int o = 0; o < SERVER__OUTCOMES; o++) {
+        uint64_t lat[SERVER__LAT_BUCKETS];
+        for (size_t i = 0; i < SERVER__LAT_BUCKETS; i++)
+            lat[i] = atomic_load_explicit(&mm->purchase_bucket[o][i], memory_order_relaxed);
+        char label[32];
+        snprintf(label, sizeof label, "outcome=\"%s\",", outcome_names[o]);
+        histogram_series(&t, "market_purchase_duration_seconds", label, lat_bounds_us,
+                         SERVER__LAT_BUCKETS - 1, lat, atomic_load(&mm->purchase_us[o]),
+                         atomic_load(&mm->purchase_count[o]));
+    }
 
     market_stats s;
     market_stats_get(m, &s);

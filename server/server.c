@@ -38,12 +38,15 @@
  * preflight (OPTIONS, which a route would answer 405) gets 204 (cors.c).
  * GET / serves the market page, read from --web-dir at start (web.c), and
  * GET /events streams a realm's trades and listing changes (events.c).
+ * Every request has an id (request_id.c): the client's X-Request-Id when it
+ * is sane, else a new one; it is sent back in X-Request-Id and logged.
  * Graceful stop: quiesce (stop accepting), wait for requests in flight to
  * complete, stop the market's worker (it answers what is queued), then stop
  * the daemon.
  */
 #include "server/server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -78,6 +81,8 @@ struct server {
     int port;
     atomic_long in_flight; /* requests begun and not yet completed */
     int async;             /* purchases suspend their connection instead of their thread */
+    atomic_long purchases_in_flight; /* POST /purchase and sale buys begun, not completed */
+    atomic_long queue_depth;         /* purchases submitted to the market, not yet decided */
     server__metrics metrics;
     server__web web; /* the market page's files */
     server__events *events; /* GET /events */
@@ -98,6 +103,9 @@ struct request {
     struct MHD_Connection *conn;
     api_purchase purchase;
     api_response head;           /* route and player, for the log line */
+    server *srv;                 /* for the queue depth, once submitted */
+    int is_purchase;             /* POST .../purchase or .../buy: in purchases_in_flight */
+    char id[SERVER__REQUEST_ID_MAX + 1]; /* X-Request-Id */
 };
 
 static int64_t now_us(void) {
@@ -178,7 +186,8 @@ static void preflight_reply(api_response *resp) {
 
 /* Queues resp: a JSON body (an empty one on a 204), its headers, and the CORS
  * headers of the request's origin. */
-static enum MHD_Result respond(const server *s, struct MHD_Connection *conn, api_response *resp) {
+static enum MHD_Result respond(const server *s, struct MHD_Connection *conn, const char *id,
+                              api_response *resp) {
     static const char oom[] = "{\"error\":\"internal_error\"}";
     struct MHD_Response *r;
     int empty = resp->status == 204;
@@ -207,6 +216,7 @@ static enum MHD_Result respond(const server *s, struct MHD_Connection *conn, api
     if (ok && resp->auth_challenge)
         ok = MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, resp->auth_challenge) ==
              MHD_YES;
+    if (ok && id[0]) ok = MHD_add_response_header(r, "X-Request-Id", id) == MHD_YES;
     if (ok)
         ok = server__cors_add(r, &s->cfg, request_origin(s, conn), empty ? resp->allow : NULL) == 0;
     enum MHD_Result rc = ok ? MHD_queue_response(conn, (unsigned)resp->status, r) : MHD_NO;
@@ -222,7 +232,7 @@ static enum MHD_Result web_respond(server *s, struct MHD_Connection *conn, const
         api_error(405, "method_not_allowed", NULL, &resp);
         resp.allow = "GET, HEAD";
         if (is_preflight(s, conn, method)) preflight_reply(&resp);
-        return respond(s, conn, &resp);
+        return respond(s, conn, rq->id, &resp);
     }
     struct MHD_Response *r =
         MHD_create_response_from_buffer(f->len, f->body, MHD_RESPMEM_PERSISTENT);
@@ -236,6 +246,7 @@ static enum MHD_Result web_respond(server *s, struct MHD_Connection *conn, const
                 MHD_add_response_header(r, "X-Content-Type-Options", "nosniff") == MHD_YES &&
                 MHD_add_response_header(r, "Content-Security-Policy", csp) == MHD_YES &&
                 MHD_add_response_header(r, "Referrer-Policy", "no-referrer") == MHD_YES &&
+                MHD_add_response_header(r, "X-Request-Id", rq->id) == MHD_YES &&
                 server__cors_add(r, &s->cfg, request_origin(s, conn), NULL) == 0
             ? MHD_queue_response(conn, MHD_HTTP_OK, r)
             : MHD_NO;
@@ -271,13 +282,28 @@ static enum MHD_Result metrics_respond(server *s, struct MHD_Connection *conn, c
         api_error(405, "method_not_allowed", NULL, &resp);
         resp.allow = "GET, HEAD";
         if (is_preflight(s, conn, method)) preflight_reply(&resp);
-        return respond(s, conn, &resp);
+        return respond(s, conn, rq->id, &resp);
     }
+    /* Redis up: the last outcome of a request that reached the store; when
+     * there was none for SERVER__REDIS_STALE_MS, one scrape probes. */
+    market_conn *mc = NULL;
+    if (server__metrics_redis_stale(&s->metrics, lock_now_ms()) && (mc = thread_conn(s))) {
+        char why[128];
+        server__metrics_store_outcome(&s->metrics, market_health(mc, why, sizeof why) == MARKET_OK,
+                                      lock_now_ms());
+    }
+    const union MHD_DaemonInfo *di =
+        MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    server__gauges g = {di ? (long)di->num_connections : -1, atomic_load(&s->in_flight),
+                        atomic_load(&s->purchases_in_flight), atomic_load(&s->queue_depth),
+                        atomic_load(&s->metrics.redis_up)};
+    server__process proc;
+    server__process_read(&proc);
     size_t len = 0;
-    char *text = server__metrics_render(&s->metrics, s->market, &len);
+    char *text = server__metrics_render(&s->metrics, s->market, &g, &proc, &len);
     if (!text) {
         api_error(500, "internal_error", "out of memory", &resp);
-        return respond(s, conn, &resp);
+        return respond(s, conn, rq->id, &resp);
     }
     struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -287,12 +313,14 @@ static enum MHD_Result metrics_respond(server *s, struct MHD_Connection *conn, c
     enum MHD_Result rc =
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                                 "text/plain; version=0.0.4; charset=utf-8") == MHD_YES &&
+                MHD_add_response_header(r, "X-Request-Id", rq->id) == MHD_YES &&
                 server__cors_add(r, &s->cfg, request_origin(s, conn), NULL) == 0
             ? MHD_queue_response(conn, MHD_HTTP_OK, r)
             : MHD_NO;
     MHD_destroy_response(r);
-    server_log(SERVER_LOG_DEBUG, "msg=request method=%s path=/metrics status=200 latency_ms=%.3f",
-               method, (double)(now_us() - rq->t0_us) / 1000.0);
+    server_log(SERVER_LOG_DEBUG,
+               "msg=request method=%s path=/metrics status=200 latency_ms=%.3f request_id=%s",
+               method, (double)(now_us() - rq->t0_us) / 1000.0, rq->id);
     return rc;
 }
 
@@ -421,6 +449,7 @@ static const char *framing_refused(struct MHD_Connection *conn) {
 /* The market's worker has decided the purchase: wake its connection. */
 static void purchase_done(market_pending *p) {
     struct request *rq = p->ud;
+    atomic_fetch_sub(&rq->srv->queue_depth, 1);
     atomic_store(&rq->done, 1);
     MHD_resume_connection(rq->conn);
 }
@@ -428,6 +457,7 @@ static void purchase_done(market_pending *p) {
 /* A sale worker has decided the buy: wake its connection. */
 static void sale_buy_done(market_sale_pending *p) {
     struct request *rq = p->ud;
+    atomic_fetch_sub(&rq->srv->queue_depth, 1);
     atomic_store(&rq->done, 1);
     MHD_resume_connection(rq->conn);
 }
@@ -441,6 +471,8 @@ static enum MHD_Result purchase_submit(server *s, struct MHD_Connection *conn, s
     rq->head = *head; /* route and player only: no body yet */
     rq->conn = conn;
     rq->pending = 1;
+    rq->srv = s;
+    atomic_fetch_add(&s->queue_depth, 1); /* the done callback takes it off */
     MHD_suspend_connection(conn);
     if (kind == API_BEGIN_SALE_BUY) { /* a buy from a flash sale, to its sale's worker */
         rq->purchase.sale_op.done = sale_buy_done;
@@ -462,28 +494,64 @@ static enum MHD_Result purchase_submit(server *s, struct MHD_Connection *conn, s
     return MHD_YES;
 }
 
+/* Writes the client's address of conn (numeric, without the port) into
+ * out, or "-" when libmicrohttpd cannot tell. */
+static void client_address(struct MHD_Connection *conn, char *out, size_t outlen) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    const void *a = NULL;
+    if (sa && sa->sa_family == AF_INET)
+        a = &((const struct sockaddr_in *)sa)->sin_addr;
+    else if (sa && sa->sa_family == AF_INET6)
+        a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    if (!a || !inet_ntop(sa->sa_family, a, out, (socklen_t)outlen)) snprintf(out, outlen, "-");
+}
+
+/* Records what resp says of the store for market_redis_up: a store
+ * failure (503 store_unavailable, not_replicated; /healthz's 503) is down;
+ * a success or a market refusal (the store answered) is up; anything else
+ * (a 400 before the store was asked) says nothing. */
+static void store_outcome(server *s, const char *route, int status, int market_rc) {
+    int up = -1;
+    if (route && strcmp(route, "/healthz") == 0)
+        up = status == 200;
+    else if (MARKET_ERR_HAS_REASON(market_rc))
+        up = 0;
+    else if (route && (status / 100 == 2 || (market_rc < 0 && market_rc != MARKET_ERR_NOMEM)))
+        up = 1;
+    if (up >= 0) server__metrics_store_outcome(&s->metrics, up, lock_now_ms());
+}
+
 /* Sends resp, counts it and logs it. */
 static enum MHD_Result answer(server *s, struct MHD_Connection *conn, const char *method,
                               const char *url, const struct request *rq, api_response *resp) {
-    int status = resp->status;
+    int status = resp->status, market_rc = resp->market_rc;
     const char *route = resp->route;
     char player[sizeof resp->player], realm[sizeof resp->realm], why[sizeof resp->why];
+    char error[sizeof resp->error];
     memcpy(player, resp->player, sizeof player);
     memcpy(realm, resp->realm, sizeof realm);
     memcpy(why, resp->why, sizeof why);
-    enum MHD_Result rc = respond(s, conn, resp);
+    memcpy(error, resp->error, sizeof error);
+    enum MHD_Result rc = respond(s, conn, rq->id, resp);
     int64_t us = now_us() - rq->t0_us;
-    server__metrics_count(&s->metrics, route, realm, status, us);
-    char path[128];
+    server__metrics_count(&s->metrics, route, method, realm, status, us);
+    store_outcome(s, route, status, market_rc);
+    char path[128], client[INET6_ADDRSTRLEN], safe_method[16];
     log_safe(path, sizeof path, url);
+    log_safe(safe_method, sizeof safe_method, method);
+    client_address(conn, client, sizeof client);
     server_log(SERVER_LOG_INFO,
-               "msg=request method=%s path=%s status=%d latency_ms=%.3f realm=%s player=%s",
-               method, path, status, (double)us / 1000.0, realm[0] ? realm : "-",
-               player[0] ? player : "-");
+               "msg=request method=%s path=%s status=%d error=%s latency_ms=%.3f realm=%s "
+               "player=%s client=%s request_id=%s",
+               safe_method, path, status, error[0] ? error : "-", (double)us / 1000.0,
+               realm[0] ? realm : "-", player[0] ? player : "-", client, rq->id);
     if (why[0]) { /* the store's reason behind a 503: for the operator, not the client */
         char safe[sizeof resp->why];
         log_text(safe, sizeof safe, why);
-        server_log(SERVER_LOG_WARN, "msg=\"store unavailable\" path=%s reason=\"%s\"", path, safe);
+        server_log(SERVER_LOG_WARN, "msg=\"store unavailable\" path=%s reason=\"%s\" request_id=%s",
+                   path, safe, rq->id);
     }
     return rc;
 }
@@ -546,6 +614,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!rq->started) { /* phase 1: a new request, its headers read */
         rq->started = 1;
         atomic_fetch_add(&s->in_flight, 1); /* not before: a stop waits for these */
+        const char *id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+        if (server__request_id_valid(id))
+            snprintf(rq->id, sizeof rq->id, "%s", id);
+        else
+            server__request_id_make(rq->id, sizeof rq->id);
+        size_t ul = strlen(url);
+        rq->is_purchase = strcmp(method, "POST") == 0 &&
+                          ((ul >= 9 && strcmp(url + ul - 9, "/purchase") == 0) ||
+                           (ul >= 4 && strcmp(url + ul - 4, "/buy") == 0));
+        if (rq->is_purchase) atomic_fetch_add(&s->purchases_in_flight, 1);
         /* Refusals of the request itself are answered now, without reading
          * the body; libmicrohttpd then closes the connection. */
         if (rq->bad_path || raw_nul_in_target(rq, version)) {
@@ -608,6 +686,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct request *rq = *con_cls;
     if (!rq) return;
     if (rq->started) atomic_fetch_sub(&s->in_flight, 1);
+    if (rq->is_purchase) atomic_fetch_sub(&s->purchases_in_flight, 1);
     free(rq->body);
     free(rq);
     *con_cls = NULL;
@@ -844,6 +923,7 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
     server *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->cfg = *cfg;
+    server__metrics_init(&s->metrics);
     server_log_set_level(cfg->log_level);
     if (!cfg->no_auth && !cfg->auth_secret[0]) {
         *err = SERVER_ERR_INVALID;

@@ -52,6 +52,7 @@ typedef struct server_config {
     unsigned max_connections;    /* open connections at once */
     unsigned connection_timeout_s; /* idle connections are closed after this */
     int log_level;               /* enum server_log_level */
+    char log_file[4096];         /* "": log on stderr; else append there, reopened on SIGHUP */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
     char auth_secret[256];       /* HMAC key of player tokens; empty needs no_auth */
     int no_auth;                 /* serve without authentication (tests, demos) */
@@ -78,5 +79,6 @@ int server_port(const server *s);
 void server_stop(server *s);
 void server_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void server_log_set_level(int level);
+int server_log_reopen(const char *path, char *why, size_t whylen);
 
 #endif /* GM_SERVER_SERVER_H */

@@ -1,5 +1,5 @@
-/* server_impl.h - what the files of server/ share: request metrics, CORS, the page's files,
- * the event streams. Included only by server/. */
+/* server_impl.h - what the files of server/ share: request metrics, process metrics, request
+ * ids, CORS, the page's files, the event streams. Included only by server/ and its tests. */
 #ifndef GM_SERVER_SERVER_IMPL_H
 #define GM_SERVER_SERVER_IMPL_H
 
@@ -15,9 +15,16 @@ struct MHD_Response;
 
 #define SERVER__STATUS_MAX 600 /* statuses 0..599 are counted */
 #define SERVER__LAT_BUCKETS 14 /* purchase latency buckets, the last unbounded */
+#define SERVER__METHODS 8      /* GET HEAD POST PUT DELETE PATCH OPTIONS, then any other */
+#define SERVER__OUTCOMES 4     /* purchase outcomes: ok, refused, unavailable, error */
 
 #define SERVER__REALMS 32     /* realms that get their own label; the rest count as "other" */
 #define SERVER__REALM_STATUSES 11 /* the statuses a purchase is counted by per realm */
+
+#define SERVER__VERSION "0.9.0" /* market_build_info's version label */
+
+#define SERVER__REQUEST_ID_MAX 64 /* longest X-Request-Id taken from a client */
+#define SERVER__REDIS_STALE_MS 10000 /* a scrape probes the store when its last outcome is older */
 
 /* A realm's purchase counters: the first SERVER__REALMS realms seen get a
  * row each (name written, then ready set with release; read after ready). */
@@ -29,17 +36,56 @@ typedef struct server__realm_row {
 
 /* Counters for GET /metrics; every field is updated with relaxed atomics. */
 typedef struct server__metrics {
-    _Atomic uint64_t requests[API_ROUTES + 1][SERVER__STATUS_MAX]; /* [route or none][status] */
-    _Atomic uint64_t purchase_bucket[SERVER__LAT_BUCKETS];         /* not cumulative */
-    _Atomic uint64_t purchase_us, purchase_count;
+    /* [route or none][method][status] */
+    _Atomic uint64_t requests[API_ROUTES + 1][SERVER__METHODS][SERVER__STATUS_MAX];
+    _Atomic uint64_t purchase_bucket[SERVER__OUTCOMES][SERVER__LAT_BUCKETS]; /* not cumulative */
+    _Atomic uint64_t purchase_us[SERVER__OUTCOMES], purchase_count[SERVER__OUTCOMES];
     server__realm_row realm[SERVER__REALMS];
     _Atomic int realm_claimed;                                  /* rows handed out so far */
     _Atomic uint64_t realm_other[SERVER__REALM_STATUSES];       /* realms past the table */
+    _Atomic int redis_up;        /* the last store outcome: 1 up, 0 down, -1 none yet */
+    _Atomic int64_t redis_seen_ms; /* when it was seen (lock_now_ms()), 0: never */
 } server__metrics;
 
-void server__metrics_count(server__metrics *mt, const char *route, const char *realm, int status,
-                           int64_t us);
-char *server__metrics_render(const server__metrics *mt, market *m, size_t *len);
+/* What a scrape shows beside the counters; server.c fills it. -1: unknown. */
+typedef struct server__gauges {
+    long connections;         /* open HTTP connections */
+    long requests_in_flight;  /* requests begun and not completed */
+    long purchases_in_flight; /* POST /purchase and sale buys begun and not completed */
+    long queue_depth;         /* purchases handed to the market's workers, not yet decided */
+    int redis_up;             /* server__metrics.redis_up */
+} server__gauges;
+
+/* The process metrics every exporter has, read from /proc/self. -1 (or < 0): unknown. */
+typedef struct server__process {
+    double cpu_seconds;        /* user + system time */
+    double start_time_seconds; /* since the epoch */
+    double resident_bytes;
+    double virtual_bytes;
+    double open_fds;
+    double max_fds;
+} server__process;
+
+/* metrics.c */
+void server__metrics_init(server__metrics *mt);
+void server__metrics_count(server__metrics *mt, const char *route, const char *method,
+                           const char *realm, int status, int64_t us);
+void server__metrics_store_outcome(server__metrics *mt, int up, int64_t now_ms);
+int server__metrics_redis_stale(server__metrics *mt, int64_t now_ms);
+int server__method_index(const char *method);
+const char *server__outcome_name(int status);
+char *server__metrics_render(const server__metrics *mt, market *m, const server__gauges *g,
+                             const server__process *p, size_t *len);
+
+/* process.c */
+int server__proc_stat_parse(const char *stat, long clk_tck, double btime, server__process *out);
+int server__proc_statm_parse(const char *statm, long page_size, server__process *out);
+int server__proc_btime_parse(const char *stat, double *btime);
+void server__process_read(server__process *out);
+
+/* request_id.c */
+int server__request_id_valid(const char *id);
+void server__request_id_make(char *out, size_t outlen);
 
 /* The market page's static files (web.c). */
 #define SERVER__WEB_FILES 3

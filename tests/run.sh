@@ -7,13 +7,17 @@
 # tests/openapi/check_openapi.py checks docs/openapi.yaml against a running
 # server, and tests/web/test_page.py drives the market page in headless
 # Chromium. Last, scripts/examples.sh installs lock/ as a library and runs
-# examples/ against it.
+# examples/ against it, and scripts/check_deploy.sh checks deploy/ (the
+# Prometheus rules and config, the Grafana files). promtool, which test_http
+# and check_deploy.sh use, is installed first when missing (scripts/ci_deps.sh
+# promtool); without it their checks skip.
 set -u
 BUILD=${BUILD:-build}
 export BUILD # scripts/examples.sh builds the library there
 export MARKET_SERVER_BIN="${BIN:-bin}/market-server"
 export MARKET_SEED_BIN="${BIN:-bin}/market-seed"
 export MARKET_LOAD_BIN="${BIN:-bin}/market-load"
+scripts/ci_deps.sh promtool || echo "run: promtool could not be installed: its checks are skipped"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 passed=0
@@ -58,6 +62,7 @@ run_one tests/web/test_page.py "$PY"
 # lock/ as a library: make install into a temporary DESTDIR, build examples/ with pkg-config,
 # run them against a throwaway redis-server; it prints cmocka's summary lines.
 run_one scripts/examples.sh ""
+run_one scripts/check_deploy.sh ""
 
 echo
 [ -n "$bad" ] && echo "failing:$bad"

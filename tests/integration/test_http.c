@@ -991,9 +991,9 @@ static void test_binary_busy_address_refused_unless_reuse_port(void **state) {
     const char *plain[] = {"--listen", listen, "--redis", redis.url, "--no-auth",
                            "--log-level", "error", NULL};
     const char *shared[] = {"--listen", listen, "--redis", redis.url, "--no-auth",
-                            "--log-level", "warn", "--reuse-port", NULL};
+                            "--log-level", "info", "--reuse-port", NULL};
     const char *by_env[] = {"--listen", listen, "--redis", redis.url, "--no-auth",
-                            "--log-level", "warn", NULL};
+                            "--log-level", "info", NULL};
     int fd_a, fd_b, fd_c;
 
     /* Without the flag: the second one exits 1 and says where and why. */
@@ -1064,6 +1064,81 @@ static void test_binary_busy_address_refused_unless_reuse_port(void **state) {
     assert_int_equal(exit_code_within(b, 15000), 0);
     close(fd_a);
     close(fd_b);
+}
+
+/* Returns the text of path (new; caller frees), or NULL when it cannot be read. */
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static const size_t cap = 1 << 20;
+    char *buf = malloc(cap);
+    size_t n = buf ? fread(buf, 1, cap - 1, f) : 0;
+    fclose(f);
+    if (buf) buf[n] = '\0';
+    return buf;
+}
+
+/* Waits up to timeout_ms for path to hold want. Returns 0 or -1. */
+static int file_has_within(const char *path, const char *want, int timeout_ms) {
+    for (int waited = 0; waited <= timeout_ms; waited += 20) {
+        char *text = slurp(path);
+        int found = text && strstr(text, want);
+        free(text);
+        if (found) return 0;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+/* --log-file: the log goes there (start and stop at info, a request line
+ * with its client and request id); logrotate's rename then SIGHUP makes the
+ * server write a new file at the same path, and it keeps serving. */
+static void test_binary_sighup_reopens_log_file(void **state) {
+    (void)state;
+    int port = th_free_port();
+    char dir[] = "/tmp/gm-logfile.XXXXXX", log[64], rotated[64], listen[32], err[1024] = "";
+    assert_non_null(mkdtemp(dir));
+    snprintf(log, sizeof log, "%s/market.log", dir);
+    snprintf(rotated, sizeof rotated, "%s/market.log.1", dir);
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    const char *args[] = {"--listen", listen, "--redis", redis.url, "--no-auth", "--log-level",
+                          "info", "--log-file", log, NULL};
+    int fd;
+    pid_t pid = spawn_args(args, NULL, &fd);
+    assert_true(pid > 0);
+    assert_int_equal(wait_healthy(port), 0);
+    assert_int_equal(file_has_within(log, "level=info msg=listening", 5000), 0);
+    th_http r;
+    assert_int_equal(
+        th_http_do_header(port, "GET", "/nowhere", "X-Request-Id: before-hup", NULL, 0, &r), 0);
+    th_http_cleanup(&r);
+    assert_int_equal(file_has_within(log, "status=404 error=not_found", 5000), 0);
+    assert_int_equal(file_has_within(log, "client=127.0.0.1 request_id=before-hup", 5000), 0);
+
+    assert_int_equal(rename(log, rotated), 0);
+    assert_int_equal(kill(pid, SIGHUP), 0);
+    assert_int_equal(file_has_within(log, "msg=\"log file reopened\"", 5000), 0);
+    assert_int_equal(
+        th_http_do_header(port, "GET", "/nowhere", "X-Request-Id: after-hup", NULL, 0, &r), 0);
+    assert_int_equal(r.status, 404); /* still serving */
+    th_http_cleanup(&r);
+    assert_int_equal(file_has_within(log, "request_id=after-hup", 5000), 0);
+    char *old = slurp(rotated);
+    assert_non_null(old);
+    assert_null(strstr(old, "after-hup")); /* the rotated file gets nothing more */
+    free(old);
+    assert_int_equal(kill(pid, 0), 0);
+
+    kill(pid, SIGTERM);
+    assert_int_equal(exit_code_within(pid, 15000), 0);
+    assert_int_equal(file_has_within(log, "level=info msg=stopped", 1000), 0);
+    (void)read_until(fd, err, sizeof err, "\n", 100); /* nothing on stderr: it is the file */
+    assert_null(strstr(err, "msg=request"));
+    close(fd);
+    unlink(log);
+    unlink(rotated);
+    rmdir(dir);
 }
 
 static void test_binary_flags_help_and_bad(void **state) {
@@ -1298,11 +1373,24 @@ static void test_http_metrics_count_requests_and_locks(void **state) {
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.headers, "text/plain"));
     static const char *const want[] = {
-        "market_http_requests_total{route=\"/purchase\",status=\"200\"} 1\n",
-        "market_http_requests_total{route=\"/purchase\",status=\"404\"} 1\n",
-        "market_http_requests_total{route=\"none\",status=\"404\"} 1\n",
-        "market_purchase_duration_seconds_count 2\n",
-        "market_purchase_duration_seconds_bucket{le=\"+Inf\"} 2\n",
+        "market_http_requests_total{route=\"/purchase\",method=\"POST\",code=\"200\"} 1\n",
+        "market_http_requests_total{route=\"/purchase\",method=\"POST\",code=\"404\"} 1\n",
+        "market_http_requests_total{route=\"none\",method=\"GET\",code=\"404\"} 1\n",
+        "market_purchase_duration_seconds_count{outcome=\"ok\"} 1\n",
+        "market_purchase_duration_seconds_count{outcome=\"refused\"} 1\n",
+        "market_purchase_duration_seconds_count{outcome=\"unavailable\"} 0\n",
+        "market_purchase_duration_seconds_bucket{outcome=\"ok\",le=\"+Inf\"} 1\n",
+        /* the new families, with their types */
+        "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total ",
+        "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes ",
+        "# TYPE process_open_fds gauge\nprocess_open_fds ",
+        "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds ",
+        "# TYPE market_build_info gauge\nmarket_build_info{version=\"",
+        "# TYPE market_http_connections gauge\nmarket_http_connections ",
+        "# TYPE market_http_requests_in_flight gauge\nmarket_http_requests_in_flight ",
+        "# TYPE market_purchases_in_flight gauge\nmarket_purchases_in_flight ",
+        "# TYPE market_purchase_queue_depth gauge\nmarket_purchase_queue_depth 0\n",
+        "# TYPE market_redis_up gauge\nmarket_redis_up 1\n",
         "market_lock_wait_seconds_bucket{le=\"+Inf\"}",
         "market_lock_acquisitions_total ",
         "market_lock_busy_total 0\n",
@@ -1316,6 +1404,75 @@ static void test_http_metrics_count_requests_and_locks(void **state) {
     th_http_cleanup(&r);
     assert_int_equal(th_http_do(f->port, "POST", "/metrics", "", 0, &r), 0);
     assert_int_equal(r.status, 405);
+    th_http_cleanup(&r);
+}
+
+/* The /metrics answer of a server that has served a few requests passes
+ * `promtool check metrics` (Prometheus's own linter), when promtool is
+ * installed (Debian's prometheus package; scripts/ci_deps.sh promtool). */
+static void test_http_metrics_pass_promtool(void **state) {
+    struct fx *f = *state;
+    if (system("command -v promtool >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "skipped: promtool is not installed (scripts/ci_deps.sh promtool)\n");
+        return;
+    }
+    json_t *j = call(f->port, "POST", "/purchase", purchase_axe, 200);
+    json_decref(j);
+    j = call(f->port, "GET", "/nowhere", NULL, 404);
+    json_decref(j);
+    th_http r;
+    assert_int_equal(th_http_do(f->port, "GET", "/metrics", NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    char dir[] = "/tmp/gm-promtool.XXXXXX", file[64], cmd[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/metrics.txt", dir);
+    FILE *out = fopen(file, "w");
+    assert_non_null(out);
+    assert_int_equal(fwrite(r.body, 1, r.len, out), r.len);
+    fclose(out);
+    th_http_cleanup(&r);
+    snprintf(cmd, sizeof cmd, "promtool check metrics <%s", file);
+    int rc = system(cmd);
+    unlink(file);
+    rmdir(dir);
+    assert_int_equal(rc, 0);
+}
+
+/* X-Request-Id: a sane one from the client is echoed; none, or one too
+ * long or with a space or a quote, gets a new 16-hex-digit id. */
+static void test_http_request_id_echoed_or_made(void **state) {
+    struct fx *f = *state;
+    th_http r;
+    assert_int_equal(
+        th_http_do_header(f->port, "GET", "/healthz", "X-Request-Id: client-id_42.x", NULL, 0, &r),
+        0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.headers, "X-Request-Id: client-id_42.x\r\n"));
+    th_http_cleanup(&r);
+    char long_id[128] = "X-Request-Id: ";
+    memset(long_id + strlen(long_id), 'a', 65);
+    const char *bad[] = {NULL, long_id, "X-Request-Id: a\"b", "X-Request-Id: a b"};
+    char seen[4][17] = {{0}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (bad[i])
+            assert_int_equal(th_http_do_header(f->port, "GET", "/nowhere", bad[i], NULL, 0, &r), 0);
+        else
+            assert_int_equal(th_http_do(f->port, "GET", "/nowhere", NULL, 0, &r), 0);
+        assert_int_equal(r.status, 404);
+        const char *h = strstr(r.headers, "X-Request-Id: ");
+        assert_non_null(h);
+        h += strlen("X-Request-Id: ");
+        assert_int_equal(strspn(h, "0123456789abcdef"), 16);
+        assert_true(h[16] == '\r');
+        memcpy(seen[i], h, 16);
+        for (size_t k = 0; k < i; k++) assert_string_not_equal(seen[k], seen[i]);
+        th_http_cleanup(&r);
+    }
+    /* /metrics answers carry one too */
+    assert_int_equal(th_http_do_header(f->port, "GET", "/metrics", "X-Request-Id: scrape-1", NULL,
+                                       0, &r),
+                     0);
+    assert_non_null(strstr(r.headers, "X-Request-Id: scrape-1\r\n"));
     th_http_cleanup(&r);
 }
 
@@ -1593,6 +1750,7 @@ int main(void) {
         T(test_binary_sigterm_finishes_in_flight),
         cmocka_unit_test(test_binary_flags_help_and_bad),
         cmocka_unit_test(test_binary_busy_address_refused_unless_reuse_port),
+        cmocka_unit_test(test_binary_sighup_reopens_log_file),
         T(test_http_auth_tokens_bind_players),
         T(test_http_realm_routes_and_tokens),
         T(test_http_trades_routes),
@@ -1602,6 +1760,8 @@ int main(void) {
         T(test_http_idempotent_second_attempt_409_then_replay),
         T(test_http_idempotent_refusal_replayed),
         T(test_http_metrics_count_requests_and_locks),
+        T(test_http_metrics_pass_promtool),
+        T(test_http_request_id_echoed_or_made),
         T(test_http_slow_clients_do_not_starve_others),
         T(test_http_redis_acl_user_end_to_end),
     };
