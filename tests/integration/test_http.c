@@ -1327,18 +1327,27 @@ static long auth_call(int port, const char *path, const char *header, const char
     return r->status;
 }
 
+/* Writes an HS256 JWT of player of realm (NULL: the default) under "s3cret", issued
+ * now for an hour, into tok (API_TOKEN_MAX + 1 bytes). */
+static void jwt_for(const char *realm, const char *player, char *tok, size_t len) {
+    api_token_spec spec = {"s3cret", NULL, NULL, realm, player, (int64_t)time(NULL), 3600};
+    assert_int_equal(api_token_make(&spec, tok, len), MARKET_OK);
+}
+
 static void test_http_auth_tokens_bind_players(void **state) {
     (void)state;
     int port;
     server *s = start_with(1000, "s3cret", &port);
-    char tok_b[API_TOKEN_MAX + 1], tok_a[API_TOKEN_MAX + 1], hb[300], ha[300];
-    assert_int_equal(api_token_make("s3cret", NULL, "B", tok_b, sizeof tok_b), MARKET_OK);
-    assert_int_equal(api_token_make("s3cret", NULL, "A", tok_a, sizeof tok_a), MARKET_OK);
+    char tok_b[API_TOKEN_MAX + 1], tok_a[API_TOKEN_MAX + 1];
+    char hb[API_TOKEN_MAX + 64], ha[API_TOKEN_MAX + 64];
+    jwt_for(NULL, "B", tok_b, sizeof tok_b);
+    jwt_for(NULL, "A", tok_a, sizeof tok_a);
     snprintf(hb, sizeof hb, "Authorization: Bearer %s", tok_b);
     snprintf(ha, sizeof ha, "Authorization: Bearer %s", tok_a);
-    char forged[300];
+    char forged[API_TOKEN_MAX + 64];
     snprintf(forged, sizeof forged, "Authorization: Bearer %s", tok_b);
-    forged[strlen(forged) - 1] ^= 1; /* one hex digit off */
+    size_t at = strlen(forged) - 2; /* a bit of the signature off */
+    forged[at] = forged[at] == 'A' ? 'B' : 'A';
     char *before = th_store_fingerprint(redis.port);
     th_http r;
 
@@ -1378,9 +1387,10 @@ static void test_http_trades_routes(void **state) {
     (void)state;
     int port;
     server *s = start_with(1000, "s3cret", &port);
-    char tok_b[API_TOKEN_MAX + 1], tok_a[API_TOKEN_MAX + 1], hb[300], ha[300], path[128];
-    assert_int_equal(api_token_make("s3cret", NULL, "B", tok_b, sizeof tok_b), MARKET_OK);
-    assert_int_equal(api_token_make("s3cret", NULL, "A", tok_a, sizeof tok_a), MARKET_OK);
+    char tok_b[API_TOKEN_MAX + 1], tok_a[API_TOKEN_MAX + 1], path[128];
+    char hb[API_TOKEN_MAX + 64], ha[API_TOKEN_MAX + 64];
+    jwt_for(NULL, "B", tok_b, sizeof tok_b);
+    jwt_for(NULL, "A", tok_a, sizeof tok_a);
     snprintf(hb, sizeof hb, "Authorization: Bearer %s", tok_b);
     snprintf(ha, sizeof ha, "Authorization: Bearer %s", tok_a);
     th_http r;
@@ -1500,9 +1510,10 @@ static void test_http_realm_routes_and_tokens(void **state) {
     seed_demo_in("eu-1");
     int port;
     server *s = start_with(1000, "s3cret", &port);
-    char tok_main[API_TOKEN_MAX + 1], tok_eu[API_TOKEN_MAX + 1], hm[300], he[300];
-    assert_int_equal(api_token_make("s3cret", NULL, "B", tok_main, sizeof tok_main), MARKET_OK);
-    assert_int_equal(api_token_make("s3cret", "eu-1", "B", tok_eu, sizeof tok_eu), MARKET_OK);
+    char tok_main[API_TOKEN_MAX + 1], tok_eu[API_TOKEN_MAX + 1];
+    char hm[API_TOKEN_MAX + 64], he[API_TOKEN_MAX + 64];
+    jwt_for(NULL, "B", tok_main, sizeof tok_main);
+    jwt_for("eu-1", "B", tok_eu, sizeof tok_eu);
     snprintf(hm, sizeof hm, "Authorization: Bearer %s", tok_main);
     snprintf(he, sizeof he, "Authorization: Bearer %s", tok_eu);
     char *before = th_store_fingerprint(redis.port);
