@@ -9,10 +9,58 @@
 #define GM_API_API_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "market/market.h"
 
 #define API_BODY_MAX (64 * 1024) /* larger request bodies get 413 */
+
+/* ---- player tokens: JWTs (api_auth.c) ---- */
+
+#define API_TOKEN_MAX 2048     /* longest bearer token read or made, in bytes */
+#define API_KID_MAX 64         /* a key id: [A-Za-z0-9_.-]{1,64} */
+#define API_AUTH_KEYS_MAX 16   /* verification keys with a kid, at once */
+#define API_AUTH_SECRET_MAX 255 /* longest HS256 secret, in bytes */
+#define API_AUTH_LEEWAY_S 60   /* default clock skew allowed on exp, iat and nbf */
+#define API_TOKEN_TTL_MAX (366 * 86400) /* longest lifetime api_token_make() gives */
+
+/* Why a token was refused: the detail of its 401 (api_auth_strerror()). */
+#define API_AUTH_ERRNO_MAP(X)                                                   \
+    X(OK, 0, "success")                                                         \
+    X(ERR_MALFORMED, -1, "malformed token")                                     \
+    X(ERR_ALG_NONE, -2, "algorithm none is refused")                            \
+    X(ERR_NO_KID, -3, "token has no kid")                                       \
+    X(ERR_UNKNOWN_KID, -4, "unknown key id")                                    \
+    X(ERR_WRONG_ALG, -5, "algorithm does not match the key")                    \
+    X(ERR_SIGNATURE, -6, "signature does not verify")                           \
+    X(ERR_NO_EXP, -7, "token has no exp")                                       \
+    X(ERR_EXPIRED, -8, "token expired")                                         \
+    X(ERR_IAT_FUTURE, -9, "token issued in the future")                         \
+    X(ERR_NOT_YET, -10, "token not yet valid")                                  \
+    X(ERR_AUDIENCE, -11, "wrong audience")                                      \
+    X(ERR_SUB, -12, "token sub is not a player")                                \
+    X(ERR_KEY, -13, "bad verification key")                                     \
+    X(ERR_NOMEM, -14, "out of memory")
+
+enum api_auth_err {
+#define API_AUTH_ERR_ENUM(name, val, msg) API_AUTH_##name = (val),
+    API_AUTH_ERRNO_MAP(API_AUTH_ERR_ENUM)
+#undef API_AUTH_ERR_ENUM
+};
+
+/* The verification keys, audience and leeway of player tokens (opaque). */
+typedef struct api_auth api_auth;
+
+/* What api_token_make() signs: an HS256 JWT {sub, iat, exp[, aud]}. */
+typedef struct api_token_spec {
+    const char *secret;   /* the HS256 key */
+    const char *kid;      /* NULL: no kid (the --auth-secret's tokens) */
+    const char *audience; /* NULL: no aud claim */
+    const char *realm;    /* NULL: the default realm (sub is "<player>") */
+    const char *player;
+    int64_t iat;          /* Unix seconds */
+    int64_t ttl_s;        /* exp is iat + ttl_s; 1..API_TOKEN_TTL_MAX */
+} api_token_spec;
 
 enum api_arg_kind {
     API_ARG_QUERY,  /* ?name=value */
@@ -28,7 +76,7 @@ typedef struct api_request {
     /* Looks up a query argument or header; NULL when absent. May be NULL. */
     const char *(*lookup)(void *ud, enum api_arg_kind kind, const char *name);
     void *lookup_ud;
-    const char *auth_secret; /* player tokens are checked with it; NULL: no authentication */
+    const api_auth *auth; /* player tokens are verified with its keys; NULL: no authentication */
     const char *admin_secret; /* the admin token of POST /sales is checked with it; NULL: no
                                  admin routes (403 admin_disabled), whatever auth_secret is */
 } api_request;
@@ -53,7 +101,6 @@ typedef struct api_response {
 #define API_ROUTES 13 /* api_route_name(0..API_ROUTES-1) */
 
 #define API_REALM_PREFIX "/realms/" /* "/realms/{realm}/<route>": a route of that realm */
-#define API_TOKEN_MAX (MARKET_REALM_MAX + 1 + MARKET_ID_MAX + 1 + 64) /* see api_token_make() */
 #define API_ADMIN_TOKEN_MAX (6 + 64) /* "admin.<hex>": see api_admin_token_make() */
 
 #define API_BEGIN_PURCHASE 1 /* api_handle_begin(): submit p->op (market_purchase_submit) */
@@ -85,8 +132,18 @@ char *api_trade_text(const market_trade *t, size_t *len);
 char *api_change_text(const market_change *ch, size_t *len);
 const char *api_route_name(int i);
 int api_route_index(const char *route);
-int api_token_make(const char *secret, const char *realm, const char *player, char *out,
-                   size_t outlen);
+int api_token_make(const api_token_spec *spec, char *out, size_t outlen);
+api_auth *api_auth_new(void);
+void api_auth_free(api_auth *a);
+int api_auth_set_secret(api_auth *a, const char *secret, char *why, size_t whylen);
+int api_auth_add_key(api_auth *a, const char *spec, char *why, size_t whylen);
+int api_auth_add_pem(api_auth *a, const char *kid, const char *alg, const char *pem, size_t len,
+                     char *why, size_t whylen);
+int api_auth_set_audience(api_auth *a, const char *audience);
+void api_auth_set_leeway(api_auth *a, unsigned leeway_s);
+int api_auth_verify(const api_auth *a, const char *token, int64_t now_s, char *realm,
+                    char *player);
+const char *api_auth_strerror(int err);
 int api_admin_token_make(const char *secret, char *out, size_t outlen);
 int api_fixture_parse(const char *json, size_t len, market_world **out, char *why,
                       size_t whylen);

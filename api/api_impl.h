@@ -30,6 +30,8 @@ void api__error_reply(api_response *resp, int status, const char *code, const ch
 int api__authorized(const api_request *req, const char *realm, const char *player,
                     api_response *resp);
 int api__admin(const api_request *req, api_response *resp);
+size_t api__b64url_encode(const unsigned char *in, size_t n, char *out, size_t outlen);
+long api__b64url_decode(const char *src, size_t n, unsigned char *out);
 int api__idempotency(const api_request *req, market_idem *idem, char *fp, api_response *resp);
 
 #endif /* GM_API_API_IMPL_H */

@@ -41,6 +41,31 @@ int cli_parse_seconds(const char *s, double max_s, double *out) {
     return CLI_OK;
 }
 
+int cli_parse_duration(const char *s, uint64_t max_s, uint64_t *out) {
+    static const struct {
+        char unit;
+        uint64_t s;
+    } units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+    char num[24];
+    size_t n = s ? strlen(s) : 0;
+    uint64_t mult = 1, v;
+    if (n == 0) return CLI_ERR_SYNTAX;
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (s[n - 1] == units[i].unit) {
+            mult = units[i].s;
+            n--;
+            break;
+        }
+    if (n == 0 || n >= sizeof num) return n == 0 ? CLI_ERR_SYNTAX : CLI_ERR_RANGE;
+    memcpy(num, s, n);
+    num[n] = '\0';
+    int rc = cli_parse_u64(num, 1, UINT64_MAX, &v);
+    if (rc < 0) return rc;
+    if (v > max_s / mult) return CLI_ERR_RANGE;
+    *out = v * mult;
+    return CLI_OK;
+}
+
 int cli_split_hostport(const char *s, uint16_t default_port, char *host, size_t hostlen,
                        uint16_t *port) {
     if (!s || !host || hostlen == 0) return CLI_ERR_SYNTAX;

@@ -38,6 +38,12 @@ int cli_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
  * CLI_ERR_RANGE (zero, or above max_s). */
 int cli_parse_seconds(const char *s, double max_s, double *out);
 
+/* Parses a whole duration "N" or "N" followed by one unit, s, m, h or d ("90s",
+ * "15m", "1h", "7d"; no unit: seconds), into *out seconds when 1 <= value <= max_s.
+ * Returns CLI_OK, CLI_ERR_SYNTAX (no digits, a sign, a fraction, another unit or
+ * more than one) or CLI_ERR_RANGE (zero, above max_s, or past UINT64_MAX). */
+int cli_parse_duration(const char *s, uint64_t max_s, uint64_t *out);
+
 /* Splits "HOST", "HOST:PORT", "[V6]" or "[V6]:PORT" into host (brackets
  * removed) and port (default_port when none is given; otherwise 1..65535).
  * Returns CLI_OK, CLI_ERR_SYNTAX (empty host, a bracket left open, junk after

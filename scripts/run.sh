@@ -156,13 +156,15 @@ if [ -n "$noauth" ]; then
     tokens="Authentication is off (MARKET_NO_AUTH): any client may act for any player."
 else
     auth="-H \"Authorization: Bearer \$TOKEN\" "
-    token_line="  TOKEN=$("$BIN/market-seed" --print-token B)
-"
     # shellcheck disable=SC2016 # printed for the user's shell to expand
     secret='"$MARKET_AUTH_SECRET"'
     # shellcheck disable=SC2016
     [ "$secret_from" = env ] || secret='"$(cat var/auth-secret)"'
-    tokens="TOKEN is B's. Any player's token: bin/market-seed --auth-secret $secret --print-token A"
+    # The command, not a token: a token (a JWT) expires an hour after it is made.
+    token_line="  TOKEN=\$($BIN/market-seed --auth-secret $secret --print-token B)
+"
+    tokens="TOKEN is B's, valid for an hour (--ttl 1d for longer). Any player's token:
+bin/market-seed --auth-secret $secret --print-token A"
 fi
 cat <<MSG
 

@@ -279,9 +279,10 @@ if [ -n "$noauth" ]; then
     tokens="  Authentication is off (MARKET_NO_AUTH)."
 else
     auth="-H \"Authorization: Bearer \$TOKEN\" "
-    token_line="  TOKEN=$("$BIN/market-seed" --print-token B)
+    # The command, not a token: a token (a JWT) expires an hour after it is made.
+    token_line="  TOKEN=\$($BIN/market-seed --auth-secret $secret --print-token B)
 "
-    tokens="  TOKEN is B's. Any player's: bin/market-seed --auth-secret $secret --print-token A"
+    tokens="  TOKEN is B's, valid for an hour. Any player's: bin/market-seed --auth-secret $secret --print-token A"
 fi
 cat <<MSG
 

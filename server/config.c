@@ -37,6 +37,7 @@ void server_config_defaults(server_config *cfg) {
     cfg->per_ip_connections = 512;
     cfg->connection_memory = 32 * 1024;
     snprintf(cfg->web_dir, sizeof cfg->web_dir, "web");
+    cfg->auth_leeway_s = 60;
 }
 
 /* Prints the flags on stdout. This function can't fail. */
@@ -64,7 +65,12 @@ void server_usage(const char *prog) {
            "  --threads N               event-loop threads (2); 0: a thread per connection MARKET_THREADS\n"
            "  --max-connections N       open connections at once (default 1024)      MARKET_MAX_CONNECTIONS\n"
            "  --connection-timeout-s N  idle connection timeout (default 30)         MARKET_CONNECTION_TIMEOUT_S\n"
-           "  --auth-secret S           HMAC key of player tokens                    MARKET_AUTH_SECRET\n"
+           "  --auth-secret S           HS256 key of player JWTs without a kid       MARKET_AUTH_SECRET\n"
+           "  --auth-key KID:ALG:KEY    a key chosen by the tokens' kid (repeat):    MARKET_AUTH_KEYS\n"
+           "                            KID:hs256:SECRET, KID:rs256:PUB.pem, KID:es256:PUB.pem\n"
+           "                            (the variable: specs separated by spaces)\n"
+           "  --auth-audience AUD       tokens must have this aud                    MARKET_AUTH_AUDIENCE\n"
+           "  --auth-leeway-s N         clock skew allowed on exp/iat/nbf (60)       MARKET_AUTH_LEEWAY_S\n"
            "  --no-auth                 serve without authentication (tests, demos)  MARKET_NO_AUTH=1\n"
            "  --admin-secret S          HMAC key of the admin token (POST /sales);  MARKET_ADMIN_SECRET\n"
            "                            none: admin routes off (checked even with --no-auth)\n"
@@ -86,7 +92,8 @@ enum opt_id {
     OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_LOCK_REDIS, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
     OPT_LOGFILE,
     OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_SECRET, OPT_NOAUTH, OPT_PERIP,
-    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_WORKERS, OPT_HISTORY, OPT_TINDEX, OPT_ADMIN, OPT_CORS, OPT_WEBDIR, OPT_HELP
+    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_WORKERS, OPT_HISTORY, OPT_TINDEX, OPT_ADMIN, OPT_CORS, OPT_WEBDIR,
+    OPT_AUTH_KEY, OPT_AUDIENCE, OPT_LEEWAY, OPT_HELP
 };
 
 static const struct {
@@ -123,6 +130,9 @@ static const struct {
     {OPT_ADMIN, "admin-secret", "MARKET_ADMIN_SECRET"},
     {OPT_CORS, "cors-origin", "MARKET_CORS_ORIGIN"},
     {OPT_WEBDIR, "web-dir", "MARKET_WEB_DIR"},
+    {OPT_AUTH_KEY, "auth-key", "MARKET_AUTH_KEYS"},
+    {OPT_AUDIENCE, "auth-audience", "MARKET_AUTH_AUDIENCE"},
+    {OPT_LEEWAY, "auth-leeway-s", "MARKET_AUTH_LEEWAY_S"},
 };
 
 /* Adds the origins of v, a comma-separated list, to cfg's CORS origins.
@@ -141,6 +151,34 @@ static int add_cors(server_config *cfg, const char *v) {
         if (!end) return 0;
         p = end;
     }
+}
+
+/* Checks the form of one --auth-key spec, "KID:ALG:KEY" (its key is read at start). */
+static int auth_key_spec_ok(const char *v, size_t n) {
+    const char *c1 = memchr(v, ':', n);
+    const char *c2 = c1 ? memchr(c1 + 1, ':', n - (size_t)(c1 + 1 - v)) : NULL;
+    if (!c2 || c1 == v || c2 == v + n - 1) return 0;
+    size_t alen = (size_t)(c2 - c1 - 1);
+    return (alen == 5 && (strncasecmp(c1 + 1, "hs256", 5) == 0 ||
+                          strncasecmp(c1 + 1, "rs256", 5) == 0 ||
+                          strncasecmp(c1 + 1, "es256", 5) == 0));
+}
+
+/* Adds the --auth-key specs of v (separated by blanks) to cfg->auth_keys, one a line. */
+static int auth_keys_add(server_config *cfg, const char *v) {
+    int any = 0;
+    while (*v) {
+        size_t skip = strspn(v, " \t\n\r"), n;
+        v += skip;
+        if (!*v) break;
+        n = strcspn(v, " \t\n\r");
+        size_t have = strlen(cfg->auth_keys);
+        if (!auth_key_spec_ok(v, n) || have + n + 2 > sizeof cfg->auth_keys) return -1;
+        snprintf(cfg->auth_keys + have, sizeof cfg->auth_keys - have, "%.*s\n", (int)n, v);
+        v += n;
+        any = 1;
+    }
+    return any ? 0 : -1;
 }
 
 static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
@@ -265,6 +303,18 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
                                                                                              : -1;
     case OPT_CORS: /* repeated flags add to the list */
         return add_cors(cfg, v);
+    case OPT_AUTH_KEY: /* repeated flags, and the variable's specs, add to the list */
+        return auth_keys_add(cfg, v);
+    case OPT_AUDIENCE:
+        if (!*v) return -1;
+        return snprintf(cfg->auth_audience, sizeof cfg->auth_audience, "%s", v) <
+                       (int)sizeof cfg->auth_audience
+                   ? 0
+                   : -1;
+    case OPT_LEEWAY:
+        if (cli_parse_u64(v, 0, 3600, &n) < 0) return -1;
+        cfg->auth_leeway_s = (unsigned)n;
+        return 0;
     case OPT_HELP:
         break;
     }
@@ -280,7 +330,10 @@ int server_config_parse(server_config *cfg, int argc, char **argv, char *why, si
         const char *v = getenv(opt_names[i].env);
         if (v && *v && set_opt(cfg, opt_names[i].id, v) < 0) {
             snprintf(why, whylen, "bad value for %s: '%s'", opt_names[i].env,
-                     opt_names[i].id == OPT_SECRET || opt_names[i].id == OPT_ADMIN ? "***" : v);
+                     opt_names[i].id == OPT_SECRET || opt_names[i].id == OPT_ADMIN ||
+                             opt_names[i].id == OPT_AUTH_KEY
+                         ? "***"
+                         : v);
             return SERVER_ERR_INVALID;
         }
     }
@@ -306,7 +359,7 @@ int server_config_parse(server_config *cfg, int argc, char **argv, char *why, si
         }
         if (set_opt(cfg, (enum opt_id)ch, opt_names[ch - 1].no_value ? "1" : optarg) < 0) {
             snprintf(why, whylen, "bad value for --%s: '%s'", longopts[ch - 1].name,
-                     ch == OPT_SECRET || ch == OPT_ADMIN ? "***" : optarg);
+                     ch == OPT_SECRET || ch == OPT_ADMIN || ch == OPT_AUTH_KEY ? "***" : optarg);
             return SERVER_ERR_INVALID;
         }
     }

@@ -86,6 +86,7 @@ struct server {
     server__metrics metrics;
     server__web web; /* the market page's files */
     server__events *events; /* GET /events */
+    api_auth *auth;        /* player tokens' keys; NULL: --no-auth */
 };
 
 struct request {
@@ -663,7 +664,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     } else {
         market_conn *mc = thread_conn(s);
         api_request req = {method, url, rq->body, rq->len, lookup, conn,
-                           s->cfg.no_auth ? NULL : s->cfg.auth_secret,
+                           s->auth,
                            s->cfg.admin_secret[0] ? s->cfg.admin_secret : NULL};
         int kind = 0;
         if (!mc) {
@@ -911,6 +912,35 @@ static int daemon_start(server *s, char *why, size_t whylen) {
     return SERVER_OK;
 }
 
+/* Builds s->auth, the verification keys of player tokens, from s->cfg: the
+ * --auth-secret (tokens without a kid), each --auth-key (PEM files read now), the
+ * audience and the leeway. Returns SERVER_OK, SERVER_ERR_INVALID with a sentence in
+ * why (a bad key; never the secret), or SERVER_ERR_NOMEM. */
+static int auth_build(server *s, char *why, size_t whylen) {
+    char kwhy[300];
+    if (!(s->auth = api_auth_new())) return SERVER_ERR_NOMEM;
+    api_auth_set_leeway(s->auth, s->cfg.auth_leeway_s);
+    if (api_auth_set_audience(s->auth, s->cfg.auth_audience) < 0 ||
+        (s->cfg.auth_secret[0] &&
+         api_auth_set_secret(s->auth, s->cfg.auth_secret, kwhy, sizeof kwhy) < 0)) {
+        snprintf(why, whylen, "bad --auth-secret or --auth-audience");
+        return SERVER_ERR_INVALID;
+    }
+    const char *line = s->cfg.auth_keys;
+    while (*line) {
+        char spec[sizeof s->cfg.auth_keys];
+        size_t n = strcspn(line, "\n");
+        snprintf(spec, sizeof spec, "%.*s", (int)n, line);
+        int rc = api_auth_add_key(s->auth, spec, kwhy, sizeof kwhy);
+        if (rc < 0) {
+            snprintf(why, whylen, "--auth-key: %s", kwhy);
+            return SERVER_ERR_INVALID;
+        }
+        line += n + (line[n] == '\n');
+    }
+    return SERVER_OK;
+}
+
 /* Builds the lock client and market from cfg (market_build) and starts
  * serving (daemon_start). Returns a new server (stop and free with
  * server_stop), or NULL with *err set (SERVER_ERR_INVALID, _LISTEN,
@@ -925,10 +955,12 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
     s->cfg = *cfg;
     server__metrics_init(&s->metrics);
     server_log_set_level(cfg->log_level);
-    if (!cfg->no_auth && !cfg->auth_secret[0]) {
+    if (!cfg->no_auth && !cfg->auth_secret[0] && !cfg->auth_keys[0]) {
         *err = SERVER_ERR_INVALID;
-        snprintf(why, whylen, "no --auth-secret (MARKET_AUTH_SECRET) given; "
-                              "--no-auth serves without authentication");
+        snprintf(why, whylen, "no --auth-secret (MARKET_AUTH_SECRET) nor --auth-key "
+                              "(MARKET_AUTH_KEYS) given; --no-auth serves without authentication");
+    } else if (!cfg->no_auth && (*err = auth_build(s, why, whylen)) != SERVER_OK) {
+        /* why says which key */
     } else {
         if (cfg->no_auth)
             server_log(SERVER_LOG_WARN, "msg=\"authentication is off (--no-auth): any client may "
@@ -986,5 +1018,6 @@ void server_stop(server *s) {
     market_free(s->market);
     lock_free(s->lock);
     server__web_free(&s->web);
+    api_auth_free(s->auth);
     free(s);
 }

@@ -54,7 +54,12 @@ typedef struct server_config {
     int log_level;               /* enum server_log_level */
     char log_file[4096];         /* "": log on stderr; else append there, reopened on SIGHUP */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
-    char auth_secret[256];       /* HMAC key of player tokens; empty needs no_auth */
+    char auth_secret[256];       /* HS256 key of player tokens without a kid; empty and no
+                                    auth_keys need no_auth */
+    char auth_keys[8192];        /* --auth-key specs, one a line: KID:hs256:SECRET,
+                                    KID:rs256:PEM-FILE or KID:es256:PEM-FILE */
+    char auth_audience[256];     /* "": tokens' aud is not checked */
+    unsigned auth_leeway_s;      /* clock skew allowed on a token's exp, iat and nbf */
     int no_auth;                 /* serve without authentication (tests, demos) */
     char admin_secret[256];      /* HMAC key of the admin token (POST /sales); empty: the
                                     admin routes answer 403 admin_disabled. Checked even

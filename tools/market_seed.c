@@ -4,7 +4,8 @@
  *   market-seed [--redis URL] [--reset] --generate
  *               [realms=R,]players=N,items=M[,goods=G][,funds=F][,prices=LO-HI][,seed=S]
  *   market-seed [--redis URL] [--realm R] --reindex
- *   market-seed [--auth-secret S] [--realm R] --print-token PLAYER
+ *   market-seed [--auth-secret S] [--realm R] [--ttl 1h] [--kid K] [--audience A]
+ *               --print-token PLAYER
  *   market-seed [--admin-secret S] --print-admin-token
  *   market-seed [--redis URL] [--realm R] --sale id=ID,item=ITEM,stock=N,price=P[,limit=L]
  *               [,hours=H][,house=PLAYER]
@@ -52,18 +53,22 @@ static void usage(FILE *to) {
             "  --reindex     rebuild the realm's search indexes (idx:{R}:*) from its market\n"
             "                (a store seeded before they existed); run it on a quiet realm:\n"
             "                it exits 1 and changes nothing when a listing changes meanwhile\n"
-            "       market-seed [--auth-secret S] [--realm R] --print-token PLAYER\n"
-            "  --print-token print PLAYER's bearer token of the realm for the secret\n"
-            "                (default $MARKET_AUTH_SECRET) and write nothing\n"
+            "       market-seed [--auth-secret S] [--realm R] [--ttl 1h] [--kid K] [--audience A]\n"
+            "                   --print-token PLAYER\n"
+            "  --print-token print PLAYER's bearer token of the realm, an HS256 JWT signed with\n"
+            "                the secret (default $MARKET_AUTH_SECRET), and write nothing\n"
+            "  --ttl T       the token's lifetime: N[s|m|h|d], at most 366d (default 1h)\n"
+            "  --kid K       put kid K in its header (a server's --auth-key K:hs256:S)\n"
+            "  --audience A  give it aud A (a server's --auth-audience)\n"
             "       market-seed [--admin-secret S] --print-admin-token\n"
             "  --print-admin-token  print the admin token (POST /sales) for the admin secret\n"
+            "                (default $MARKET_ADMIN_SECRET) and write nothing\n"
             "       market-seed [--redis URL] [--realm R] --sale id=ID,item=ITEM,stock=N,price=P\n"
             "                   [,limit=L][,hours=H][,house=PLAYER]\n"
             "  --sale        create a flash sale of the realm straight in the store, as POST /sales\n"
             "                would (no admin token: whoever reaches the store may): N units of\n"
             "                ITEM at P each, at most L a player (default N), from now for H hours\n"
-            "                (default 24), paid to PLAYER (default " MARKET_SALE_HOUSE ")\n"
-            "                (default $MARKET_ADMIN_SECRET) and write nothing\n");
+            "                (default 24), paid to PLAYER (default " MARKET_SALE_HOUSE ")\n");
 }
 
 static char *read_file(const char *path, size_t *len, char *why, size_t whylen) {
@@ -240,6 +245,8 @@ int main(int argc, char **argv) {
     const char *secret = getenv("MARKET_AUTH_SECRET"), *token_for = NULL;
     const char *admin_secret = getenv("MARKET_ADMIN_SECRET");
     int admin_token = 0;
+    const char *kid = NULL, *audience = NULL;
+    uint64_t ttl_s = 3600;
     const char *realm = MARKET_REALM_DEFAULT;
     int reset = 0, reindex = 0;
     char *sale_spec = NULL;
@@ -254,6 +261,9 @@ int main(int argc, char **argv) {
         {"admin-secret", required_argument, NULL, 'A'},
         {"print-admin-token", no_argument, NULL, 'T'},
         {"sale", required_argument, NULL, 'S'},
+        {"ttl", required_argument, NULL, 'L'},
+        {"kid", required_argument, NULL, 'K'},
+        {"audience", required_argument, NULL, 'U'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int ch;
@@ -269,6 +279,15 @@ int main(int argc, char **argv) {
         case 'A': admin_secret = optarg; break;
         case 'T': admin_token = 1; break;
         case 'S': sale_spec = optarg; break;
+        case 'K': kid = optarg; break;
+        case 'U': audience = optarg; break;
+        case 'L':
+            if (cli_parse_duration(optarg, API_TOKEN_TTL_MAX, &ttl_s) < 0) {
+                fprintf(stderr, "market-seed: bad --ttl '%s' (want N[s|m|h|d], 1s..366d)\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -297,8 +316,21 @@ int main(int argc, char **argv) {
             fprintf(stderr, "market-seed: '%s' is not a realm id\n", realm);
             return 2;
         }
-        if (api_token_make(secret, realm, token_for, tok, sizeof tok) < 0) {
+        if (!market_id_valid(token_for)) {
             fprintf(stderr, "market-seed: '%s' is not a player id\n", token_for);
+            return 2;
+        }
+        api_token_spec spec = {secret, kid, audience, realm, token_for, (int64_t)time(NULL),
+                               (int64_t)ttl_s};
+        int rc = api_token_make(&spec, tok, sizeof tok);
+        if (rc == MARKET_ERR_NOMEM) {
+            fprintf(stderr, "market-seed: cannot sign the token\n");
+            return 1;
+        }
+        if (rc < 0) {
+            fprintf(stderr, "market-seed: cannot make the token: the secret must be 1..255 "
+                            "bytes, --kid match [A-Za-z0-9_.-]{1,64}, --audience 1..255 "
+                            "printable bytes without '\"' or '\\'\n");
             return 2;
         }
         printf("%s\n", tok);

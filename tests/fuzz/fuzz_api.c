@@ -13,7 +13,7 @@
  *   then        the path, up to the first '\n' or NUL: "?" starts a list of
  *               "name=value" pairs joined by '&', which serve both as query
  *               arguments and (names compared without case) as headers, so
- *               "?Authorization=Bearer A.<hex>" carries a token;
+ *               "?Authorization=Bearer <JWT>" carries a token;
  *   the rest    the body, verbatim, after the '\n' or NUL. With no separator at
  *               all the body is NULL; with nothing after it, empty but not NULL.
  *
@@ -68,6 +68,7 @@ static const char *const fuzz_methods[8] = {"GET",    "POST", "HEAD",    "PUT",
 static lock_client *fuzz_lock;
 static market *fuzz_markets[3];
 static market_conn *fuzz_conns[3];
+static api_auth *fuzz_auth; /* FUZZ_AUTH_SECRET, for tokens without a kid */
 
 /* The query string of one input, split in place. */
 typedef struct fuzz_query {
@@ -102,6 +103,9 @@ static void fuzz_setup(void) {
         fuzz_conns[i] = market_conn_new(fuzz_markets[i], &err);
         CHECK(fuzz_conns[i] != NULL);
     }
+    fuzz_auth = api_auth_new();
+    CHECK(fuzz_auth != NULL);
+    CHECK(api_auth_set_secret(fuzz_auth, FUZZ_AUTH_SECRET, NULL, 0) == API_AUTH_OK);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -287,7 +291,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                        .body_len = body_len,
                        .lookup = flags & 0x80 ? NULL : fuzz_lookup,
                        .lookup_ud = flags & 0x80 ? NULL : &q,
-                       .auth_secret = auth ? FUZZ_AUTH_SECRET : NULL};
+                       .auth = auth ? fuzz_auth : NULL};
 
     api_response r1, r2;
     api_handle(conn, &req, &r1);

@@ -11,6 +11,7 @@ Idempotency-Key headers).
 corpus_fixture/: fixtures/demo.json (as is and compact) and one seed per kind
 of refusal api_fixture_parse() gives. Both folders are rewritten from scratch.
 """
+import base64
 import hashlib
 import hmac
 import json
@@ -36,9 +37,17 @@ def api_seed(method, path, query=None, body=None, flags=0):
     return seed if body is None else seed + b"\n" + body
 
 
+def b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
 def token(player):
-    """api_token_make(): "<player>.<hex HMAC-SHA256(secret, player)>"."""
-    return player + "." + hmac.new(AUTH_SECRET, player.encode(), hashlib.sha256).hexdigest()
+    """api_token_make(): an HS256 JWT {"sub": player, "iat", "exp"}, valid until 2100 so that
+    the seeds stay good."""
+    head = b64url(b'{"alg":"HS256","typ":"JWT"}')
+    body = b64url(('{"sub":"%s","iat":1700000000,"exp":4102444800}' % player).encode())
+    mac = hmac.new(AUTH_SECRET, (head + "." + body).encode(), hashlib.sha256).digest()
+    return head + "." + body + "." + b64url(mac)
 
 
 def write(folder, name, data):

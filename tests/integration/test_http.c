@@ -28,7 +28,15 @@
 
 #include "tests/helpers/cmocka_all.h"
 
+#include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/pem.h>
+
 #include "api/api.h"
+#include "api/api_impl.h"
 #include "lock/lock.h"
 #include "market/market.h"
 #include "server/server.h"
@@ -73,6 +81,8 @@ static void seed_demo(void) { seed_demo_in(REALM); }
 static uint32_t next_stall_ms; /* test hook for the next server started */
 static char next_strategy[16]; /* strategy of the next server started; "": the default */
 static unsigned next_threads;   /* event-loop threads of the next server started; 0: 4 */
+static const char *next_auth_key; /* an --auth-key of the next server started, or NULL */
+static const char *next_audience; /* the --auth-audience of the next server started, or NULL */
 
 static server *start_with(uint32_t acquire_ms, const char *secret, int *port) {
     server_config cfg;
@@ -85,6 +95,9 @@ static server *start_with(uint32_t acquire_ms, const char *secret, int *port) {
         snprintf(cfg.auth_secret, sizeof cfg.auth_secret, "%s", secret);
     else
         cfg.no_auth = 1;
+    if (next_auth_key) snprintf(cfg.auth_keys, sizeof cfg.auth_keys, "%s\n", next_auth_key);
+    if (next_audience) snprintf(cfg.auth_audience, sizeof cfg.auth_audience, "%s", next_audience);
+    next_auth_key = next_audience = NULL;
     snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
     snprintf(cfg.redis, sizeof cfg.redis, "%s", redis.url);
     cfg.threads = next_threads ? next_threads : 4;
@@ -1163,6 +1176,12 @@ static void test_binary_flags_help_and_bad(void **state) {
     snprintf(cmd, sizeof cmd, "MARKET_AUTH_SECRET= %s --listen 127.0.0.1:0 2>/dev/null", bin);
     st = system(cmd);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    /* A key file it cannot read: it refuses to start, and says which. */
+    snprintf(cmd, sizeof cmd,
+             "MARKET_AUTH_SECRET= %s --listen 127.0.0.1:0 --auth-key k1:rs256:/nonexistent.pem "
+             "2>&1 | grep -q 'cannot read the key file /nonexistent.pem'",
+             bin);
+    assert_int_equal(system(cmd), 0);
 }
 
 /* ---- idempotency ---- */
@@ -1484,18 +1503,212 @@ static long auth_call(int port, const char *path, const char *header, const char
     return r->status;
 }
 
+/* Writes an HS256 JWT of player of realm (NULL: the default) under "s3cret", issued
+ * now for an hour, into tok (API_TOKEN_MAX + 1 bytes). */
+static void jwt_for(const char *realm, const char *player, char *tok, size_t len) {
+    api_token_spec spec = {"s3cret", NULL, NULL, realm, player, (int64_t)time(NULL), 3600};
+    assert_int_equal(api_token_make(&spec, tok, len), MARKET_OK);
+}
+
+/* Writes "Authorization: Bearer <JWT>" into out: header and payload as given (JSON
+ * text), signed with HMAC-SHA256 under secret, or with an empty signature when
+ * secret is NULL. */
+static void jwt_raw(const char *header, const char *payload, const char *secret, char *out,
+                    size_t outlen) {
+    char tok[API_TOKEN_MAX + 1];
+    size_t h = api__b64url_encode((const unsigned char *)header, strlen(header), tok, sizeof tok);
+    assert_true(h > 0);
+    tok[h++] = '.';
+    size_t p = api__b64url_encode((const unsigned char *)payload, strlen(payload), tok + h,
+                                  sizeof tok - h);
+    assert_true(p > 0);
+    tok[h + p] = '.';
+    tok[h + p + 1] = '\0';
+    if (secret) {
+        unsigned char mac[32];
+        unsigned int maclen = 0;
+        assert_non_null(HMAC(EVP_sha256(), secret, (int)strlen(secret), (unsigned char *)tok,
+                             h + p, mac, &maclen));
+        assert_true(api__b64url_encode(mac, maclen, tok + h + p + 1, sizeof tok - h - p - 1) > 0);
+    }
+    snprintf(out, outlen, "Authorization: Bearer %s", tok);
+}
+
+/* POSTs a purchase with header and asserts a 401 whose detail is detail. */
+static void expect_401(int port, const char *path, const char *header, const char *detail) {
+    th_http r;
+    assert_int_equal(th_http_do_header(port, "POST", path, header, purchase_axe,
+                                       strlen(purchase_axe), &r),
+                     0);
+    if (r.status != 401 || !strstr(r.body, detail))
+        fprintf(stderr, "%s -> %ld %s (want 401 %s)\n", header ? header : "(none)", r.status,
+                r.body, detail);
+    assert_int_equal(r.status, 401);
+    json_error_t e;
+    json_t *j = json_loads(r.body, 0, &e);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(j, "error")), "unauthorized");
+    assert_string_equal(json_string_value(json_object_get(j, "detail")), detail);
+    assert_non_null(strstr(r.headers, "WWW-Authenticate: Bearer"));
+    json_decref(j);
+    th_http_cleanup(&r);
+}
+
+/* Every refused JWT gets a 401 naming the check that failed, and changes nothing;
+ * a token of the rotation key (by kid) and one of the --auth-secret (no kid) both
+ * buy. */
+static void test_http_auth_jwt_refusals_name_the_check(void **state) {
+    (void)state;
+    int port;
+    next_auth_key = "k2:hs256:n3w-secret";
+    server *s = start_with(1000, "s3cret", &port);
+    char h[API_TOKEN_MAX + 64], payload[256];
+    long long now = (long long)time(NULL);
+    char *before = th_store_fingerprint(redis.port);
+
+    snprintf(payload, sizeof payload, "{\"sub\":\"B\",\"iat\":%lld,\"exp\":%lld}", now - 7200,
+             now - 3600);
+    jwt_raw("{\"alg\":\"HS256\",\"typ\":\"JWT\"}", payload, "s3cret", h, sizeof h);
+    expect_401(port, "/purchase", h, "token expired");
+    snprintf(payload, sizeof payload, "{\"sub\":\"B\",\"iat\":%lld,\"exp\":%lld}", now, now + 600);
+    jwt_raw("{\"alg\":\"HS256\",\"typ\":\"JWT\"}", payload, "not-the-secret", h, sizeof h);
+    expect_401(port, "/purchase", h, "signature does not verify");
+    jwt_raw("{\"alg\":\"none\",\"typ\":\"JWT\"}", payload, NULL, h, sizeof h);
+    expect_401(port, "/purchase", h, "algorithm none is refused");
+    jwt_raw("{\"alg\":\"HS256\",\"kid\":\"k9\"}", payload, "s3cret", h, sizeof h);
+    expect_401(port, "/purchase", h, "unknown key id");
+    jwt_raw("{\"alg\":\"RS256\",\"kid\":\"k2\"}", payload, "n3w-secret", h, sizeof h);
+    expect_401(port, "/purchase", h, "algorithm does not match the key");
+    jwt_raw("{\"alg\":\"HS256\"}", "{\"sub\":\"B\"}", "s3cret", h, sizeof h);
+    expect_401(port, "/purchase", h, "token has no exp");
+    snprintf(payload, sizeof payload, "{\"sub\":\"B\",\"iat\":%lld,\"exp\":%lld}", now + 3600,
+             now + 7200);
+    jwt_raw("{\"alg\":\"HS256\"}", payload, "s3cret", h, sizeof h);
+    expect_401(port, "/purchase", h, "token issued in the future");
+    expect_401(port, "/purchase", "Authorization: Bearer B.0123abcd", "malformed token");
+    expect_401(port, "/purchase", "Authorization: Bearer a.b.c", "malformed token");
+    expect_401(port, "/purchase", "Authorization: Basic QjpC",
+               "the Authorization header is not 'Bearer <token>'");
+    expect_401(port, "/purchase", NULL, "missing 'Authorization: Bearer <token>'");
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after); /* nothing moved */
+    free(before);
+    free(after);
+
+    /* the rotation key's token, chosen by kid, buys */
+    snprintf(payload, sizeof payload, "{\"sub\":\"B\",\"iat\":%lld,\"exp\":%lld,\"jti\":\"t-1\"}",
+             now, now + 600);
+    jwt_raw("{\"alg\":\"HS256\",\"typ\":\"JWT\",\"kid\":\"k2\"}", payload, "n3w-secret", h,
+            sizeof h);
+    th_http r;
+    assert_int_equal(auth_call(port, "/purchase", h, purchase_axe, &r), 200);
+    assert_non_null(strstr(r.body, "\"buyer_funds\":300"));
+    th_http_cleanup(&r);
+    server_stop(s);
+}
+
+/* With --auth-audience, a token needs that aud (a string, or an array holding it). */
+static void test_http_auth_audience(void **state) {
+    (void)state;
+    int port;
+    next_audience = "gamemarket";
+    server *s = start_with(1000, "s3cret", &port);
+    char tok[API_TOKEN_MAX + 1], h[API_TOKEN_MAX + 64], payload[256];
+    jwt_for(NULL, "B", tok, sizeof tok); /* no aud */
+    snprintf(h, sizeof h, "Authorization: Bearer %s", tok);
+    expect_401(port, "/purchase", h, "wrong audience");
+    long long now = (long long)time(NULL);
+    snprintf(payload, sizeof payload, "{\"sub\":\"B\",\"iat\":%lld,\"exp\":%lld,\"aud\":\"other\"}",
+             now, now + 600);
+    jwt_raw("{\"alg\":\"HS256\"}", payload, "s3cret", h, sizeof h);
+    expect_401(port, "/purchase", h, "wrong audience");
+    api_token_spec spec = {"s3cret", NULL, "gamemarket", NULL, "B", now, 600};
+    assert_int_equal(api_token_make(&spec, tok, sizeof tok), MARKET_OK);
+    snprintf(h, sizeof h, "Authorization: Bearer %s", tok);
+    th_http r;
+    assert_int_equal(auth_call(port, "/purchase", h, purchase_axe, &r), 200);
+    th_http_cleanup(&r);
+    server_stop(s);
+}
+
+/* A studio's login service signs with ES256: the server reads its public key from a PEM
+ * file (--auth-key KID:es256:FILE), a token of it buys, and an HS256 token of that kid
+ * (the public key used as an HMAC secret) is refused. The key is made here. */
+static void test_http_auth_es256_key_file(void **state) {
+    (void)state;
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    assert_non_null(key);
+    char path[] = "/tmp/test_http_es256_XXXXXX", spec[128], pem[1024];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    BIO *b = BIO_new(BIO_s_mem());
+    assert_non_null(b);
+    assert_int_equal(PEM_write_bio_PUBKEY(b, key), 1);
+    char *data = NULL;
+    long n = BIO_get_mem_data(b, &data);
+    assert_true(n > 0 && (size_t)n < sizeof pem);
+    memcpy(pem, data, (size_t)n);
+    pem[n] = '\0';
+    BIO_free(b);
+    assert_int_equal(write(fd, pem, (size_t)n), (ssize_t)n);
+    close(fd);
+    snprintf(spec, sizeof spec, "login-es:es256:%s", path);
+    next_auth_key = spec;
+    int port;
+    server *s = start_with(1000, "s3cret", &port);
+    unlink(path); /* read at start */
+
+    /* header.payload, signed with ES256 (DER turned into JWS's r||s) */
+    char tok[API_TOKEN_MAX + 1], h[API_TOKEN_MAX + 64], payload[128];
+    static const char header[] = "{\"alg\":\"ES256\",\"typ\":\"JWT\",\"kid\":\"login-es\"}";
+    long long now = (long long)time(NULL);
+    snprintf(payload, sizeof payload, "{\"sub\":\"B\",\"iat\":%lld,\"exp\":%lld}", now, now + 300);
+    size_t hl = api__b64url_encode((const unsigned char *)header, strlen(header), tok, sizeof tok);
+    tok[hl++] = '.';
+    size_t pl = api__b64url_encode((const unsigned char *)payload, strlen(payload), tok + hl,
+                                   sizeof tok - hl);
+    assert_true(hl > 1 && pl > 0);
+    unsigned char der[128], rs[64];
+    size_t dlen = sizeof der;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    assert_non_null(ctx);
+    assert_int_equal(EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, key), 1);
+    assert_int_equal(EVP_DigestSign(ctx, der, &dlen, (unsigned char *)tok, hl + pl), 1);
+    EVP_MD_CTX_free(ctx);
+    const unsigned char *p = der;
+    ECDSA_SIG *es = d2i_ECDSA_SIG(NULL, &p, (long)dlen);
+    assert_non_null(es);
+    assert_int_equal(BN_bn2binpad(ECDSA_SIG_get0_r(es), rs, 32), 32);
+    assert_int_equal(BN_bn2binpad(ECDSA_SIG_get0_s(es), rs + 32, 32), 32);
+    ECDSA_SIG_free(es);
+    tok[hl + pl] = '.';
+    assert_true(api__b64url_encode(rs, 64, tok + hl + pl + 1, sizeof tok - hl - pl - 1) > 0);
+    snprintf(h, sizeof h, "Authorization: Bearer %s", tok);
+    th_http r;
+    assert_int_equal(auth_call(port, "/purchase", h, purchase_axe, &r), 200);
+    th_http_cleanup(&r);
+
+    /* alg confusion: HS256 under that kid, the public key as the HMAC secret */
+    jwt_raw("{\"alg\":\"HS256\",\"kid\":\"login-es\"}", payload, pem, h, sizeof h);
+    expect_401(port, "/purchase", h, "algorithm does not match the key");
+    server_stop(s);
+    EVP_PKEY_free(key);
+}
+
 static void test_http_auth_tokens_bind_players(void **state) {
     (void)state;
     int port;
     server *s = start_with(1000, "s3cret", &port);
-    char tok_b[API_TOKEN_MAX + 1], tok_a[API_TOKEN_MAX + 1], hb[300], ha[300];
-    assert_int_equal(api_token_make("s3cret", NULL, "B", tok_b, sizeof tok_b), MARKET_OK);
-    assert_int_equal(api_token_make("s3cret", NULL, "A", tok_a, sizeof tok_a), MARKET_OK);
+    char tok_b[API_TOKEN_MAX + 1], tok_a[API_TOKEN_MAX + 1];
+    char hb[API_TOKEN_MAX + 64], ha[API_TOKEN_MAX + 64];
+    jwt_for(NULL, "B", tok_b, sizeof tok_b);
+    jwt_for(NULL, "A", tok_a, sizeof tok_a);
     snprintf(hb, sizeof hb, "Authorization: Bearer %s", tok_b);
     snprintf(ha, sizeof ha, "Authorization: Bearer %s", tok_a);
-    char forged[300];
+    char forged[API_TOKEN_MAX + 64];
     snprintf(forged, sizeof forged, "Authorization: Bearer %s", tok_b);
-    forged[strlen(forged) - 1] ^= 1; /* one hex digit off */
+    size_t at = strlen(forged) - 2; /* a bit of the signature off */
+    forged[at] = forged[at] == 'A' ? 'B' : 'A';
     char *before = th_store_fingerprint(redis.port);
     th_http r;
 
@@ -1535,9 +1748,10 @@ static void test_http_trades_routes(void **state) {
     (void)state;
     int port;
     server *s = start_with(1000, "s3cret", &port);
-    char tok_b[API_TOKEN_MAX + 1], tok_a[API_TOKEN_MAX + 1], hb[300], ha[300], path[128];
-    assert_int_equal(api_token_make("s3cret", NULL, "B", tok_b, sizeof tok_b), MARKET_OK);
-    assert_int_equal(api_token_make("s3cret", NULL, "A", tok_a, sizeof tok_a), MARKET_OK);
+    char tok_b[API_TOKEN_MAX + 1], tok_a[API_TOKEN_MAX + 1], path[128];
+    char hb[API_TOKEN_MAX + 64], ha[API_TOKEN_MAX + 64];
+    jwt_for(NULL, "B", tok_b, sizeof tok_b);
+    jwt_for(NULL, "A", tok_a, sizeof tok_a);
     snprintf(hb, sizeof hb, "Authorization: Bearer %s", tok_b);
     snprintf(ha, sizeof ha, "Authorization: Bearer %s", tok_a);
     th_http r;
@@ -1657,9 +1871,10 @@ static void test_http_realm_routes_and_tokens(void **state) {
     seed_demo_in("eu-1");
     int port;
     server *s = start_with(1000, "s3cret", &port);
-    char tok_main[API_TOKEN_MAX + 1], tok_eu[API_TOKEN_MAX + 1], hm[300], he[300];
-    assert_int_equal(api_token_make("s3cret", NULL, "B", tok_main, sizeof tok_main), MARKET_OK);
-    assert_int_equal(api_token_make("s3cret", "eu-1", "B", tok_eu, sizeof tok_eu), MARKET_OK);
+    char tok_main[API_TOKEN_MAX + 1], tok_eu[API_TOKEN_MAX + 1];
+    char hm[API_TOKEN_MAX + 64], he[API_TOKEN_MAX + 64];
+    jwt_for(NULL, "B", tok_main, sizeof tok_main);
+    jwt_for("eu-1", "B", tok_eu, sizeof tok_eu);
     snprintf(hm, sizeof hm, "Authorization: Bearer %s", tok_main);
     snprintf(he, sizeof he, "Authorization: Bearer %s", tok_eu);
     char *before = th_store_fingerprint(redis.port);
@@ -1752,6 +1967,9 @@ int main(void) {
         cmocka_unit_test(test_binary_busy_address_refused_unless_reuse_port),
         cmocka_unit_test(test_binary_sighup_reopens_log_file),
         T(test_http_auth_tokens_bind_players),
+        T(test_http_auth_jwt_refusals_name_the_check),
+        T(test_http_auth_audience),
+        T(test_http_auth_es256_key_file),
         T(test_http_realm_routes_and_tokens),
         T(test_http_trades_routes),
         T(test_http_stackable_goods),

@@ -112,8 +112,10 @@ static json_t *call(int port, const char *method, const char *path, const char *
 
 static void bearer(char *out, size_t outlen, const char *player) {
     char tok[API_TOKEN_MAX + 1];
-    assert_int_equal(api_token_make(SECRET, NULL, player, tok, sizeof tok), MARKET_OK);
-    snprintf(out, outlen, "Authorization: Bearer %s", tok);
+    api_token_spec spec = {SECRET, NULL, NULL, NULL, player, (int64_t)time(NULL), 3600};
+    assert_int_equal(api_token_make(&spec, tok, sizeof tok), MARKET_OK);
+    int n = snprintf(out, outlen, "Authorization: Bearer %s", tok);
+    assert_true(n > 0 && (size_t)n < outlen);
 }
 
 static void admin_bearer(char *out, size_t outlen, const char *secret) {

@@ -85,6 +85,40 @@ static void test_seconds_refused(void **state) {
 
 /* ---- cli_split_hostport ---- */
 
+/* ---- cli_parse_duration ---- */
+
+static void test_duration_units(void **state) {
+    (void)state;
+    static const struct {
+        const char *s;
+        uint64_t want;
+    } ok[] = {{"1", 1}, {"90s", 90}, {"15m", 900}, {"1h", 3600}, {"7d", 604800}, {"366d", 31622400}};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        uint64_t v = 0;
+        assert_int_equal(cli_parse_duration(ok[i].s, 366 * 86400, &v), CLI_OK);
+        assert_int_equal(v, ok[i].want);
+    }
+}
+
+static void test_duration_refused(void **state) {
+    (void)state;
+    static const struct {
+        const char *s;
+        int rc;
+    } bad[] = {{"", CLI_ERR_SYNTAX},   {"h", CLI_ERR_SYNTAX},    {"1w", CLI_ERR_SYNTAX},
+               {"1hh", CLI_ERR_SYNTAX}, {"-1h", CLI_ERR_SYNTAX}, {"1.5h", CLI_ERR_SYNTAX},
+               {" 1h", CLI_ERR_SYNTAX}, {"0h", CLI_ERR_RANGE},   {"367d", CLI_ERR_RANGE},
+               {"99999999999999999999s", CLI_ERR_RANGE}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        uint64_t v = 42;
+        if (cli_parse_duration(bad[i].s, 366 * 86400, &v) != bad[i].rc)
+            fail_msg("'%s' should give %d", bad[i].s, bad[i].rc);
+        assert_int_equal(v, 42);
+    }
+    uint64_t v = 42;
+    assert_int_equal(cli_parse_duration(NULL, 10, &v), CLI_ERR_SYNTAX);
+}
+
 static void test_hostport_forms(void **state) {
     (void)state;
     char host[64];
@@ -137,6 +171,8 @@ int main(void) {
         cmocka_unit_test(test_u64_refuses_what_strtoull_takes),
         cmocka_unit_test(test_seconds_decimals),
         cmocka_unit_test(test_seconds_refused),
+        cmocka_unit_test(test_duration_units),
+        cmocka_unit_test(test_duration_refused),
         cmocka_unit_test(test_hostport_forms),
         cmocka_unit_test(test_hostport_refused),
         cmocka_unit_test(test_strerror_names_every_code),

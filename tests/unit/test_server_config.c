@@ -17,7 +17,9 @@ static int parse(server_config *cfg, char *why, size_t whylen, int argc, const c
 static void clear_env(void) {
     static const char *const vars[] = {"MARKET_LISTEN",      "MARKET_STRATEGY",
                                        "MARKET_LOCK_TTL_MS", "MARKET_AUTH_SECRET",
-                                       "MARKET_THREADS",     "MARKET_REUSE_PORT"};
+                                       "MARKET_THREADS",     "MARKET_REUSE_PORT",
+                                       "MARKET_AUTH_KEYS",   "MARKET_AUTH_AUDIENCE",
+                                       "MARKET_AUTH_LEEWAY_S"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
         unsetenv(vars[i]);
 }
@@ -88,12 +90,51 @@ static void test_config_refusals_say_why(void **state) {
     clear_env();
 }
 
+/* --auth-key adds to MARKET_AUTH_KEYS, one spec a line; the audience and leeway have
+ * their twins; a bad spec is refused without echoing it (it may hold a secret). */
+static void test_config_auth_keys(void **state) {
+    (void)state;
+    clear_env();
+    server_config cfg;
+    char why[256];
+    const char *none[] = {"market-server"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 1, none), SERVER_OK);
+    assert_string_equal(cfg.auth_keys, "");
+    assert_int_equal(cfg.auth_leeway_s, 60);
+    setenv("MARKET_AUTH_KEYS", "old:hs256:s1  new:RS256:/k/new.pem", 1);
+    setenv("MARKET_AUTH_AUDIENCE", "gamemarket", 1);
+    setenv("MARKET_AUTH_LEEWAY_S", "5", 1);
+    const char *argv[] = {"market-server", "--auth-key", "es:es256:/k/es.pem", "--auth-leeway-s",
+                          "0"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 5, argv), SERVER_OK);
+    assert_string_equal(cfg.auth_keys, "old:hs256:s1\nnew:RS256:/k/new.pem\nes:es256:/k/es.pem\n");
+    assert_string_equal(cfg.auth_audience, "gamemarket");
+    assert_int_equal(cfg.auth_leeway_s, 0);
+    clear_env();
+    static const char *const bad[] = {"k1:hs512:t0p-secret", "k1:hs256:", ":hs256:t0p-secret",
+                                      "t0p-secret", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *bv[] = {"market-server", "--auth-key", bad[i]};
+        assert_int_equal(parse(&cfg, why, sizeof why, 3, bv), SERVER_ERR_INVALID);
+        assert_non_null(strstr(why, "--auth-key"));
+        assert_null(strstr(why, "t0p-secret"));
+    }
+    setenv("MARKET_AUTH_KEYS", "k1:hs257:t0p-secret", 1);
+    assert_int_equal(parse(&cfg, why, sizeof why, 1, none), SERVER_ERR_INVALID);
+    assert_non_null(strstr(why, "MARKET_AUTH_KEYS"));
+    assert_null(strstr(why, "t0p-secret"));
+    clear_env();
+    const char *leeway[] = {"market-server", "--auth-leeway-s", "3601"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 3, leeway), SERVER_ERR_INVALID);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_flags_set_fields),
         cmocka_unit_test(test_config_env_under_flags),
         cmocka_unit_test(test_config_help_is_not_an_error),
         cmocka_unit_test(test_config_refusals_say_why),
+        cmocka_unit_test(test_config_auth_keys),
     };
     return cmocka_run_group_tests_name("server config (unit)", tests, NULL, NULL);
 }

@@ -1,15 +1,34 @@
 /* http.c - market-load's HTTP/1.1: the requests it writes and the answer heads it reads.
  *
- * Pure: bytes in, bytes or a parsed head out. The service answers with
- * Content-Length, so chunked answers are refused rather than parsed.
+ * Pure: bytes in, bytes or a parsed head out, but for the clock that dates the
+ * buyers' tokens (HS256 JWTs, valid for TOKEN_TTL_S from the request's second). The
+ * service answers with Content-Length, so chunked answers are refused rather than
+ * parsed.
  */
 #include "tools/load/load.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "api/api.h"
+
+#define TOKEN_TTL_S 3600
+
+/* Writes "Authorization: Bearer <buyer's token>\r\n" into auth (API_TOKEN_MAX + 32
+ * bytes), or "" without a secret. Returns 0, or LOAD_HTTP_ERR_TOKEN. */
+static int auth_header(char *auth, size_t len, const char *auth_secret, const char *realm,
+                       const char *buyer) {
+    char token[API_TOKEN_MAX + 1];
+    auth[0] = '\0';
+    if (!auth_secret) return 0;
+    api_token_spec spec = {auth_secret, NULL, NULL, realm, buyer, (int64_t)time(NULL),
+                           TOKEN_TTL_S};
+    if (api_token_make(&spec, token, sizeof token) != MARKET_OK) return LOAD_HTTP_ERR_TOKEN;
+    int n = snprintf(auth, len, "Authorization: Bearer %s\r\n", token);
+    return n > 0 && (size_t)n < len ? 0 : LOAD_HTTP_ERR_TOKEN;
+}
 
 int load_http_purchase(char *out, size_t outlen, const char *host, const char *realm,
                        const char *buyer, const char *seller, const char *item,
@@ -21,12 +40,7 @@ int load_http_purchase(char *out, size_t outlen, const char *host, const char *r
     int bl = snprintf(body, sizeof body, "{\"buyer\":\"%s\",\"seller\":\"%s\",\"item\":\"%s\"}",
                       buyer, seller, item);
     if (bl < 0 || (size_t)bl >= sizeof body) return LOAD_HTTP_ERR_FIT;
-    if (auth_secret) {
-        char token[API_TOKEN_MAX + 1];
-        if (api_token_make(auth_secret, realm, buyer, token, sizeof token) != MARKET_OK)
-            return LOAD_HTTP_ERR_TOKEN;
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
-    }
+    if (auth_header(auth, sizeof auth, auth_secret, realm, buyer) < 0) return LOAD_HTTP_ERR_TOKEN;
     int n = snprintf(out, outlen,
                      "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
                      "%sContent-Length: %d\r\n\r\n%s",
@@ -46,12 +60,7 @@ int load_http_sale_buy(char *out, size_t outlen, const char *host, const char *r
     int bl = snprintf(body, sizeof body, "{\"buyer\":\"%s\",\"quantity\":%lld}", buyer,
                       (long long)quantity);
     if (bl < 0 || (size_t)bl >= sizeof body) return LOAD_HTTP_ERR_FIT;
-    if (auth_secret) {
-        char token[API_TOKEN_MAX + 1];
-        if (api_token_make(auth_secret, realm, buyer, token, sizeof token) != MARKET_OK)
-            return LOAD_HTTP_ERR_TOKEN;
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
-    }
+    if (auth_header(auth, sizeof auth, auth_secret, realm, buyer) < 0) return LOAD_HTTP_ERR_TOKEN;
     int n = snprintf(out, outlen,
                      "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
                      "%sContent-Length: %d\r\n\r\n%s",
