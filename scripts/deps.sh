@@ -2,7 +2,8 @@
 # deps.sh - install the Debian 12 packages the build, tests and run need, when missing.
 set -eu
 PKGS="build-essential pkg-config libhiredis-dev libmicrohttpd-dev libjansson-dev \
-libcmocka-dev libcurl4-openssl-dev libssl-dev redis-server redis-tools redis-sentinel"
+libcmocka-dev libcurl4-openssl-dev libssl-dev redis-server redis-tools redis-sentinel \
+help2man"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
