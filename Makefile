@@ -12,6 +12,7 @@
 #   make lib        lock/ as a library: build/lib/liblock.a and liblock.so (see below)
 #   make install    the programs, their man pages (help2man), docs, the systemd unit, and
 #                   the library, lock.h and lock.pc, under DESTDIR + PREFIX (/usr/local)
+#   make deb        build/gamemarket_<VERSION>_<arch>.deb with dpkg-deb (scripts/deb.sh)
 #   make examples   install into a temporary DESTDIR, build examples/ with pkg-config and
 #                   run them against a throwaway redis-server (make test runs them too)
 #
@@ -259,7 +260,8 @@ uninstall-lib:
 # `make install` = install-lib (above) + install-progs: market-server, market-seed and
 # market-load in BINDIR, a man page for each made by help2man from its --help in MANDIR/man1,
 # the docs and examples in DOCDIR, market-server.service in SYSTEMDUNITDIR (ExecStart made to
-# name BINDIR).
+# name BINDIR). `make deb` stages install-progs with PREFIX=/usr and packs it with dpkg-deb
+# (scripts/deb.sh); tests/package/test_package.sh checks both (make test runs it).
 
 VERSION ?= 0.1.0
 BINDIR ?= $(PREFIX)/bin
@@ -274,7 +276,7 @@ man_name_market-server = the game-market trading service: an HTTP API over Redis
 man_name_market-seed = write players, listings and flash sales into the market store (Redis)
 man_name_market-load = load generator and auditor of the market service
 
-.PHONY: install-lib install-progs uninstall-lib uninstall-progs man
+.PHONY: install-lib install-progs uninstall-lib uninstall-progs man deb
 install: install-lib install-progs
 uninstall: uninstall-lib uninstall-progs
 man: $(MANPAGES)
@@ -301,6 +303,9 @@ uninstall-progs:
 		$(patsubst $(BIN)/%,'$(DESTDIR)$(MANDIR)/man1/%.1',$(PROGS)) \
 		'$(DESTDIR)$(SYSTEMDUNITDIR)/market-server.service'
 	rm -rf '$(DESTDIR)$(DOCDIR)'
+
+deb: $(PROGS) $(MANPAGES)
+	@BUILD=$(BUILD) BIN=$(BIN) VERSION=$(VERSION) MAKE="$(MAKE)" scripts/deb.sh
 
 clean:
 	rm -rf build bin

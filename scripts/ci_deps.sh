@@ -3,6 +3,7 @@
 #
 #   scripts/ci_deps.sh fuzz       clang with libFuzzer and the sanitizer runtimes
 #   scripts/ci_deps.sh valgrind   valgrind
+#   scripts/ci_deps.sh lintian    lintian (tests/package/test_package.sh checks the .deb with it)
 #
 # scripts/deps.sh installs the base packages; these are only for the hardening
 # targets. "Present" is judged by use, not by package name: for fuzz, $FUZZ_CC
@@ -49,8 +50,12 @@ valgrind)
     command -v valgrind >/dev/null 2>&1 && exit 0
     install valgrind
     ;;
+lintian)
+    command -v lintian >/dev/null 2>&1 && exit 0
+    install lintian
+    ;;
 *)
-    echo "usage: scripts/ci_deps.sh fuzz|valgrind" >&2
+    echo "usage: scripts/ci_deps.sh fuzz|valgrind|lintian" >&2
     exit 2
     ;;
 esac
