@@ -4,7 +4,8 @@
 # Integration tests start their own redis-server processes (tests/helpers/
 # redis_proc.c) on free loopback ports in temporary folders and stop them
 # when they end. VALGRIND=1 runs the integration tests under valgrind. Last,
-# scripts/examples.sh installs lock/ as a library and runs examples/ against it.
+# scripts/examples.sh installs lock/ as a library and runs examples/ against it, and
+# tests/package/test_package.sh checks make install, make deb and the Docker files.
 set -u
 BUILD=${BUILD:-build}
 export BUILD # scripts/examples.sh builds the library there
@@ -49,6 +50,8 @@ done
 # lock/ as a library: make install into a temporary DESTDIR, build examples/ with pkg-config,
 # run them against a throwaway redis-server; it prints cmocka's summary lines.
 run_one scripts/examples.sh ""
+# make install, make deb (lintian when installed), the Docker deployment's scripts and files.
+run_one tests/package/test_package.sh ""
 
 echo
 [ -n "$bad" ] && echo "failing:$bad"
