@@ -10,7 +10,9 @@
 #   make fuzz       the libFuzzer harnesses, FUZZ_SECONDS each (tests/fuzz/)
 #   make bench      the strategy comparison (bench/results.md)
 #   make lib        lock/ as a library: build/lib/liblock.a and liblock.so (see below)
-#   make install    the library, lock.h and lock.pc under DESTDIR + PREFIX (/usr/local)
+#   make install    the programs, their man pages (help2man), docs, the systemd unit, and
+#                   the library, lock.h and lock.pc, under DESTDIR + PREFIX (/usr/local)
+#   make deb        build/gamemarket_<VERSION>_<arch>.deb with dpkg-deb (scripts/deb.sh)
 #   make examples   install into a temporary DESTDIR, build examples/ with pkg-config and
 #                   run them against a throwaway redis-server (make test runs them too)
 #
@@ -231,7 +233,7 @@ $(LIB_BUILD)/$(LOCK_SO): $(LOCK_PIC_OBJS)
 	ln -sf $(LOCK_SO) $(LIB_BUILD)/$(LOCK_SONAME)
 	ln -sf $(LOCK_SONAME) $(LIB_BUILD)/liblock.so
 
-install: lib
+install-lib: lib
 	install -d '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(INCLUDEDIR)/gamemarket' '$(DESTDIR)$(PKGCONFIGDIR)'
 	install -m 644 lock/lock.h '$(DESTDIR)$(INCLUDEDIR)/gamemarket/lock.h'
 	install -m 644 $(LIB_BUILD)/liblock.a '$(DESTDIR)$(LIBDIR)/liblock.a'
@@ -248,11 +250,65 @@ install: lib
 examples: deps
 	@BUILD=$(BUILD) MAKE="$(MAKE)" scripts/examples.sh
 
-uninstall:
+uninstall-lib:
 	rm -f '$(DESTDIR)$(INCLUDEDIR)/gamemarket/lock.h' '$(DESTDIR)$(LIBDIR)/liblock.a' \
 		'$(DESTDIR)$(LIBDIR)/$(LOCK_SO)' '$(DESTDIR)$(LIBDIR)/$(LOCK_SONAME)' \
 		'$(DESTDIR)$(LIBDIR)/liblock.so' '$(DESTDIR)$(PKGCONFIGDIR)/lock.pc'
 	-rmdir '$(DESTDIR)$(INCLUDEDIR)/gamemarket' 2>/dev/null
+
+# ---- the programs installed and packaged (docs/OPERATIONS.md, "Installing") ----
+# `make install` = install-lib (above) + install-progs: market-server, market-seed and
+# market-load in BINDIR, a man page for each made by help2man from its --help in MANDIR/man1,
+# the docs and examples in DOCDIR, the market page's files (web/) in WEBDIR, market-server.service in SYSTEMDUNITDIR (ExecStart made to
+# name BINDIR). `make deb` stages install-progs with PREFIX=/usr and packs it with dpkg-deb
+# (scripts/deb.sh); tests/package/test_package.sh checks both (make test runs it).
+
+VERSION ?= 0.1.0
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/gamemarket
+WEBDIR ?= $(PREFIX)/share/gamemarket/web
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+MANPAGES = $(patsubst $(BIN)/%,$(BUILD)/man/%.1,$(PROGS))
+INSTALL_DOCS = README.md docs/API.md docs/LOCKING.md docs/OPERATIONS.md
+INSTALL_EXAMPLES = deploy/systemd/market-server.env.example deploy/redis/market.acl \
+	fixtures/demo.json
+man_name_market-server = the game-market trading service: an HTTP API over Redis
+man_name_market-seed = write players, listings and flash sales into the market store (Redis)
+man_name_market-load = load generator and auditor of the market service
+
+.PHONY: install-lib install-progs uninstall-lib uninstall-progs man deb
+install: install-lib install-progs
+uninstall: uninstall-lib uninstall-progs
+man: $(MANPAGES)
+
+# help2man runs `<prog> --help` (scripts/man.sh: its usage lines become the SYNOPSIS).
+$(BUILD)/man/%.1: $(BIN)/% scripts/man.sh
+	@mkdir -p $(dir $@)
+	scripts/man.sh $< '$(VERSION)' '$(man_name_$*)' $@
+
+install-progs: $(PROGS) $(MANPAGES)
+	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(MANDIR)/man1' '$(DESTDIR)$(DOCDIR)/examples' \
+		'$(DESTDIR)$(SYSTEMDUNITDIR)' '$(DESTDIR)$(WEBDIR)'
+	install -m 644 web/index.html web/app.js web/style.css '$(DESTDIR)$(WEBDIR)/'
+	install -m 755 $(PROGS) '$(DESTDIR)$(BINDIR)/'
+	install -m 644 $(MANPAGES) '$(DESTDIR)$(MANDIR)/man1/'
+	install -m 644 $(INSTALL_DOCS) '$(DESTDIR)$(DOCDIR)/'
+	install -m 644 $(INSTALL_EXAMPLES) '$(DESTDIR)$(DOCDIR)/examples/'
+	sed -e 's|^ExecStart=/usr/bin/|ExecStart=$(BINDIR)/|' \
+		-e 's|/usr/share/doc/gamemarket|$(DOCDIR)|g' \
+		-e 's|/usr/share/gamemarket/web|$(WEBDIR)|g' deploy/systemd/market-server.service \
+		>'$(DESTDIR)$(SYSTEMDUNITDIR)/market-server.service'
+	chmod 644 '$(DESTDIR)$(SYSTEMDUNITDIR)/market-server.service'
+
+uninstall-progs:
+	rm -f $(patsubst $(BIN)/%,'$(DESTDIR)$(BINDIR)/%',$(PROGS)) \
+		$(patsubst $(BIN)/%,'$(DESTDIR)$(MANDIR)/man1/%.1',$(PROGS)) \
+		'$(DESTDIR)$(SYSTEMDUNITDIR)/market-server.service'
+	rm -rf '$(DESTDIR)$(DOCDIR)' '$(DESTDIR)$(WEBDIR)'
+
+deb: $(PROGS) $(MANPAGES)
+	@BUILD=$(BUILD) BIN=$(BIN) VERSION=$(VERSION) MAKE="$(MAKE)" scripts/deb.sh
 
 clean:
 	rm -rf build bin

@@ -5,6 +5,7 @@
 #   scripts/ci_deps.sh fuzz       clang with libFuzzer and the sanitizer runtimes
 #   scripts/ci_deps.sh valgrind   valgrind
 #   scripts/ci_deps.sh promtool   promtool (Debian's prometheus package, 2.42 on Debian 12)
+#   scripts/ci_deps.sh lintian    lintian (tests/package/test_package.sh checks the .deb with it)
 #
 # scripts/deps.sh installs the base packages; these are only for the hardening
 # targets. "Present" is judged by use, not by package name: for fuzz, $FUZZ_CC
@@ -57,8 +58,12 @@ promtool)
     command -v promtool >/dev/null 2>&1 && exit 0
     install prometheus
     ;;
+lintian)
+    command -v lintian >/dev/null 2>&1 && exit 0
+    install lintian
+    ;;
 *)
-    echo "usage: scripts/ci_deps.sh fuzz|valgrind|promtool" >&2
+    echo "usage: scripts/ci_deps.sh fuzz|valgrind|promtool|lintian" >&2
     exit 2
     ;;
 esac

@@ -1,7 +1,7 @@
 #!/bin/sh
 # examples.sh - lock/ as a library, end to end, the way another program would use it.
 #
-#   1. make lib, then make install DESTDIR=<temporary folder> PREFIX=/usr;
+#   1. make lib, then make install-lib DESTDIR=<temporary folder> PREFIX=/usr;
 #   2. check the installed tree: lock.h, liblock.a, liblock.so.MAJOR (its soname) and its
 #      links, lock.pc; liblock.so exports only lock_* names; pkg-config's version is lock.h's;
 #   3. build examples/*.c against that tree with nothing but
@@ -79,7 +79,7 @@ unset PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_LIBDIR
 
 install_lib() {
     "$MAKE" --no-print-directory BUILD="$BUILD" lib &&
-        "$MAKE" --no-print-directory BUILD="$BUILD" install DESTDIR="$root" PREFIX="$prefix"
+        "$MAKE" --no-print-directory BUILD="$BUILD" install-lib DESTDIR="$root" PREFIX="$prefix"
 }
 
 installed_tree() {

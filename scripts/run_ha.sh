@@ -12,7 +12,11 @@
 # fixtures/demo.json through the Sentinel URL, prints how to watch and cause a
 # failover, and runs
 #   market-server --redis URL --lock-redis URL --min-replicas-ack 1
-# with URL redis-sentinel://127.0.0.1:S0,127.0.0.1:S1,127.0.0.1:S2/mymaster.
+# with URL redis-sentinel://market:PASS@127.0.0.1:S0,127.0.0.1:S1,127.0.0.1:S2/mymaster:
+# the service connects as the Redis user `market`, made on both nodes from
+# deploy/redis/market.acl with a password drawn at each start (var/ha/market.pass), which
+# may run only the service's commands on its keys. The default user (no password, loopback
+# only) stays the administrator's: the seed, make load, redis-cli and the Sentinels use it.
 # Ctrl-C (or a TERM to this script) stops the server, then every Redis and
 # Sentinel it started, wherever the failovers left the roles.
 #
@@ -149,6 +153,12 @@ set -- $ports "$@"
 P0=$1 P1=$2 S0=$3 S1=$4 S2=$5
 shift 5
 URL="redis-sentinel://127.0.0.1:$S0,127.0.0.1:$S1,127.0.0.1:$S2/$NAME"
+# The service's Redis user (deploy/redis/market.acl), with a fresh password each start.
+[ -r deploy/redis/market.acl ] || die "deploy/redis/market.acl is missing"
+ACL_RULES=$(sed 's/#.*//' deploy/redis/market.acl | tr '\t\n' '  ' | tr -s ' ')
+MARKET_PASS=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+(umask 077 && echo "$MARKET_PASS" >"$HA/market.pass") || die "cannot write $HA/market.pass"
+SURL="redis-sentinel://market:$MARKET_PASS@127.0.0.1:$S0,127.0.0.1:$S1,127.0.0.1:$S2/$NAME"
 
 # ---- the data nodes: config files, so a node killed with -9 starts again with
 # redis-server var/ha/nodeN/redis.conf (and one that Sentinel made a replica,
@@ -160,7 +170,7 @@ for n in $NODES $SENTINELS; do
 done
 
 node_conf() { # $1 node, $2 port, $3 "replicaof host port" or ""
-    cat >"$HA/$1/redis.conf" <<CONF
+    (umask 077 && cat >"$HA/$1/redis.conf") <<CONF
 # written by scripts/run_ha.sh (make run-ha); Sentinel may rewrite it
 port $2
 bind 127.0.0.1
@@ -174,6 +184,7 @@ appendfsync everysec
 save ""
 repl-diskless-sync-delay 0
 enable-debug-command local
+user market on >$MARKET_PASS $ACL_RULES
 $3
 CONF
 }
@@ -287,7 +298,7 @@ fi
 cat <<MSG
 
 market-server on $url over a Sentinel group  (Ctrl-C stops it all; request log: $log)
-  $URL
+  $URL, as the Redis user market (deploy/redis/market.acl)
   node0 127.0.0.1:$P0 starts as master (pid $pid0), node1 127.0.0.1:$P1 as its replica (pid $pid1)
   Sentinels on $S0, $S1, $S2 (down-after ${DOWN_AFTER} ms); data, configs and logs in var/ha/
   The server waits for 1 replica to confirm each commit (--min-replicas-ack 1).
@@ -325,7 +336,7 @@ mkfifo "$fifo_dir/log" || die "mkfifo failed"
 tee -a "$log" <"$fifo_dir/log" | grep --line-buffered -v ' msg=request ' >&2 &
 filter=$!
 # shellcheck disable=SC2086 # $noauth is one word or none
-"$BIN/market-server" --listen "$LISTEN" $noauth --redis "$URL" --lock-redis "$URL" \
+"$BIN/market-server" --listen "$LISTEN" $noauth --redis "$SURL" --lock-redis "$SURL" \
     --min-replicas-ack 1 "$@" 2>"$fifo_dir/log" &
 server=$!
 trap 'kill -TERM "$server" 2>/dev/null || true' INT TERM

@@ -870,7 +870,8 @@ static int daemon_start(server *s, char *why, size_t whylen) {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                      MHD_USE_TURBO |
                      (cfg->threads ? MHD_USE_POLL : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL) |
-                     (s->async ? MHD_ALLOW_SUSPEND_RESUME : 0);
+                     (cfg->threads ? MHD_ALLOW_SUSPEND_RESUME : 0); /* purchases (async) and
+                                                                     event streams suspend */
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     int lfd = listen_socket(cfg, &ss, sslen, why, whylen);
     if (lfd < 0) return SERVER_ERR_LISTEN;

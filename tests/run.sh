@@ -10,7 +10,8 @@
 # examples/ against it, and scripts/check_deploy.sh checks deploy/ (the
 # Prometheus rules and config, the Grafana files). promtool, which test_http
 # and check_deploy.sh use, is installed first when missing (scripts/ci_deps.sh
-# promtool); without it their checks skip.
+# promtool); without it their checks skip. tests/package/test_package.sh checks
+# make install, make deb and the Docker files.
 set -u
 BUILD=${BUILD:-build}
 export BUILD # scripts/examples.sh builds the library there
@@ -63,6 +64,8 @@ run_one tests/web/test_page.py "$PY"
 # run them against a throwaway redis-server; it prints cmocka's summary lines.
 run_one scripts/examples.sh ""
 run_one scripts/check_deploy.sh ""
+# make install, make deb (lintian when installed), the Docker deployment's scripts and files.
+run_one tests/package/test_package.sh ""
 
 echo
 [ -n "$bad" ] && echo "failing:$bad"
