@@ -170,7 +170,8 @@ cat <<MSG
 
 market-server on $url  (Ctrl-C stops it; request log: $log)
 
-The market page: open $url/ in a browser (paste TOKEN to buy).
+The market page: open $url/ in a browser; paste a player's token (echo \$TOKEN,
+made as below) to see their funds and trades and to buy.
 
 Try it from another terminal. Bob (B) buys Alice's axe; the same purchase again answers
 404 item_not_listed, since the axe is Bob's now; then Bob's funds and inventory, and the
