@@ -48,7 +48,8 @@ static int read_file(const char *dir, const char *name, char **out, size_t *len,
         free(buf);
         return -1;
     }
-    *out = buf;
+    char *fit = realloc(buf, n ? n : 1); /* keep what the file needs, not the 1 MiB read buffer */
+    *out = fit ? fit : buf;
     *len = n;
     return 0;
 }
