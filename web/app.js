@@ -229,7 +229,13 @@ function live() {
   const src = new EventSource(route("/events"));
   state.source = src;
   const dot = $("live");
-  src.onopen = () => { dot.textContent = "live"; dot.className = "live on"; };
+  let opened = false;
+  src.onopen = () => {
+    dot.textContent = "live";
+    dot.className = "live on";
+    if (opened) refreshSoon(); // a reconnect: what changed meanwhile was not streamed
+    opened = true;
+  };
   src.onerror = () => { dot.textContent = "reconnecting"; dot.className = "live off"; };
   src.addEventListener("trade", (e) => {
     const t = JSON.parse(e.data);
