@@ -1,8 +1,9 @@
 /* events.c - GET /events: a realm's trades and listing changes as Server-Sent Events.
  *
  * DESIGN
- * A follower thread per realm that has had a subscriber (at most
- * SERVER__EVENTS_REALMS) reads, every EVENTS_POLL_MS, the realm's trades
+ * A follower thread per realm that has subscribers (at most
+ * SERVER__EVENTS_REALMS at once; one ends, freeing its slot, once its realm has
+ * had none for EVENTS_IDLE_POLLS polls) reads, every EVENTS_POLL_MS, the realm's trades
  * (trades:{r}) and listing changes (market:{r}:changes) after the last entries
  * it saw, from the store every server shares: so a browser sees what any
  * server committed, and nothing that was not committed. Each new entry becomes
@@ -17,15 +18,21 @@
  * it when it queues more. A subscriber whose queue is full, a browser slower
  * than the market, is ended (its EventSource reconnects and reloads): no
  * subscriber can make the server hold more than EVENTS_QUEUE messages for it,
- * or slow anyone else. Every EVENTS_PING_MS each subscriber gets a comment line,
+ * or slow anyone else. Streams may take a quarter of --max-connections at
+ * most (SERVER__EVENTS_SUBSCRIBERS at most), so pages cannot crowd out the API. Every EVENTS_PING_MS each subscriber gets a comment line,
  * which keeps proxies from closing an idle stream and lets libmicrohttpd see a
  * browser that went away (a suspended connection is not watched).
  * Lock order: the hub's mutex, then libmicrohttpd's (the reader suspends under
- * the hub's mutex); resumes happen after the hub's mutex is released. A
+ * the hub's mutex); resumes happen after the hub's mutex is released, from a
+ * list threaded through the subscribers (no allocation that could fail and
+ * leave one suspended). Readers wait on one condition, followers nap on
+ * another that only a stop signals, so one realm's messages do not wake
+ * another realm's follower. A
  * suspended connection is never completed by libmicrohttpd, so its subscriber
  * outlives the resume. server__events_stop() ends every stream (a graceful
  * stop then finds no request in flight), the followers stop, and
- * server__events_free() joins them.
+ * server__events_free() waits for them (they are detached: an idle one ends
+ * by itself).
  */
 #include <microhttpd.h>
 #include <pthread.h>
@@ -43,6 +50,7 @@
 #define EVENTS_PING_MS 15000 /* a comment to every subscriber, apart */
 #define EVENTS_READ 1000     /* entries of each stream one poll reads, at most: a follower sends
                                 at most 10,000 messages a second, and a queue holds two polls' */
+#define EVENTS_IDLE_POLLS 25 /* polls without a subscriber (5 s) before a follower ends */
 
 /* One SSE message, shared by the subscribers it is queued for. */
 typedef struct ev_msg {
@@ -60,24 +68,27 @@ struct server__sub {
     int suspended;           /* the reader suspended conn; a follower resumes it */
     int ended;               /* the stream ends (queue full, or the server stops) */
     server__sub *prev, *next;
+    server__sub *wake_next;  /* in a list of connections to resume (no allocation) */
 };
 
 typedef struct ev_realm {
     char id[MARKET_REALM_MAX + 1];
-    pthread_t thread;
+    int active;   /* a follower runs for it */
+    size_t nsubs; /* its subscribers */
     server__events *hub;
 } ev_realm;
 
 struct server__events {
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* new messages (thread-per-connection readers), or stopping */
+    pthread_cond_t cv;      /* new messages, for thread-per-connection readers */
+    pthread_cond_t stop_cv; /* the followers' naps: only stopping signals it */
     market *market;
     int suspend; /* 1: readers suspend their connection; 0: they wait on cv */
     atomic_int stopping; /* written under mu; read without it by the followers' loops */
-    size_t nsubs;
+    size_t nsubs, max_subs;
     server__sub *subs;
     ev_realm realms[SERVER__EVENTS_REALMS];
-    size_t nrealms;
+    int followers; /* follower threads running (detached; each ends itself) */
 };
 
 static void msg_unref(ev_msg *m) {
@@ -105,30 +116,40 @@ static ev_msg *msg_new(const char *id, const char *event, const char *data) {
     return m;
 }
 
-/* Queues m for every subscriber of realm r (or of all realms, r < 0), ends
- * those whose queue is full, and wakes the ones waiting. */
+/* Resumes the connections of the list w (built under the hub's mutex, which
+ * the caller no longer holds). A suspended connection is not completed by
+ * libmicrohttpd, so each subscriber on the list is alive until resumed. */
+static void resume_all(server__sub *w) {
+    while (w) {
+        server__sub *next = w->wake_next;
+        struct MHD_Connection *conn = w->conn;
+        MHD_resume_connection(conn); /* w may be freed from here on */
+        w = next;
+    }
+}
+
+/* Queues m for every subscriber of realm r, ends those whose queue is full,
+ * and wakes the ones waiting. */
 static void broadcast(server__events *h, int r, ev_msg *m) {
-    struct MHD_Connection **wake = NULL;
-    size_t nwake = 0;
+    server__sub *wake = NULL;
     pthread_mutex_lock(&h->mu);
-    if (h->suspend && h->nsubs) wake = malloc(h->nsubs * sizeof *wake);
     for (server__sub *s = h->subs; s; s = s->next) {
-        if ((r >= 0 && s->realm != r) || s->ended) continue;
+        if (s->realm != r || s->ended) continue;
         if (s->count == EVENTS_QUEUE) {
             s->ended = 1; /* slower than the market: end it, it reconnects */
         } else {
             atomic_fetch_add(&m->refs, 1);
             s->q[(s->head + s->count++) % EVENTS_QUEUE] = m;
         }
-        if (s->suspended && wake) {
+        if (s->suspended) {
             s->suspended = 0;
-            wake[nwake++] = s->conn;
+            s->wake_next = wake;
+            wake = s;
         }
     }
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
-    for (size_t i = 0; i < nwake; i++) MHD_resume_connection(wake[i]);
-    free(wake);
+    resume_all(wake);
 }
 
 /* Compares two stream ids "<ms>-<seq>": <0, 0, >0. */
@@ -148,23 +169,27 @@ static int nap(server__events *h, int ms) {
     ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000L;
     ts.tv_nsec %= 1000000000L;
     pthread_mutex_lock(&h->mu);
-    if (!h->stopping) (void)pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+    if (!h->stopping) (void)pthread_cond_timedwait(&h->stop_cv, &h->mu, &ts);
     int stop = h->stopping;
     pthread_mutex_unlock(&h->mu);
     return stop;
 }
 
 /* Sends the trades t[0..nt) and changes c[0..nc) to realm r's subscribers,
- * in commit order. */
+ * in commit order, up to cutoff (NULL: all of them): a stream whose read was
+ * a full page may have older entries still unread, so nothing later than
+ * its page's last may go before them. *st and *sc get how many of each went. */
 static void send_new(server__events *h, int r, const market_trade *t, size_t nt,
-                     const market_change *c, size_t nc) {
+                     const market_change *c, size_t nc, const char *cutoff, size_t *st,
+                     size_t *sc) {
     size_t i = 0, j = 0;
     while (i < nt || j < nc) {
         int trade = j == nc || (i < nt && id_cmp(t[i].id, c[j].id) <= 0);
+        const char *id = trade ? t[i].id : c[j].id;
+        if (cutoff && id_cmp(id, cutoff) > 0) break;
         size_t len = 0;
         char *data = trade ? api_trade_text(&t[i], &len) : api_change_text(&c[j], &len);
-        ev_msg *m = data ? msg_new(trade ? t[i].id : c[j].id, trade ? "trade" : "listing", data)
-                         : NULL;
+        ev_msg *m = data ? msg_new(id, trade ? "trade" : "listing", data) : NULL;
         free(data);
         if (m) {
             broadcast(h, r, m);
@@ -172,34 +197,38 @@ static void send_new(server__events *h, int r, const market_trade *t, size_t nt,
         }
         trade ? i++ : j++;
     }
+    *st = i;
+    *sc = j;
 }
 
-/* A realm's follower: polls the store for new trades and listing changes. */
+/* Whether realm slot r may end its follower: no subscriber for
+ * EVENTS_IDLE_POLLS polls (counted by *idle). It then frees the slot. */
+static int idle_end(server__events *h, int r, int *idle) {
+    pthread_mutex_lock(&h->mu);
+    int end = 0;
+    if (h->realms[r].nsubs > 0) {
+        *idle = 0;
+    } else if (++*idle >= EVENTS_IDLE_POLLS) {
+        h->realms[r].active = 0; /* the slot is free for another realm */
+        end = 1;
+    }
+    pthread_mutex_unlock(&h->mu);
+    return end;
+}
+
+/* A realm's follower: polls the store for new trades and listing changes
+ * while the realm has subscribers. */
 static void *follow(void *arg) {
     ev_realm *rl = arg;
     server__events *h = rl->hub;
-    int r = (int)(rl - h->realms), err = 0;
-    market_conn *c = market_conn_new(h->market, &err);
+    int r = (int)(rl - h->realms), err = 0, idle = 0;
+    char realm[MARKET_REALM_MAX + 1];
+    memcpy(realm, rl->id, sizeof realm);
+    market_conn *c = NULL;
     char last_t[MARKET_TRADE_ID_MAX + 1] = "", last_c[MARKET_TRADE_ID_MAX + 1] = "";
     int started = 0;
     int64_t ping = lock_now_ms() + EVENTS_PING_MS;
-    while (c && !nap(h, EVENTS_POLL_MS)) {
-        if (!started) { /* from now on: what is already there is the past */
-            started = market_trade_last(c, rl->id, last_t) == MARKET_OK &&
-                      market_change_last(c, rl->id, last_c) == MARKET_OK;
-            continue;
-        }
-        market_trade *t = NULL;
-        market_change *ch = NULL;
-        size_t nt = 0, nc = 0;
-        if (market_trades_after(c, rl->id, last_t, EVENTS_READ, &t, &nt) == MARKET_OK &&
-            market_changes_after(c, rl->id, last_c, EVENTS_READ, &ch, &nc) == MARKET_OK) {
-            send_new(h, r, t, nt, ch, nc);
-            if (nt) memcpy(last_t, t[nt - 1].id, sizeof last_t);
-            if (nc) memcpy(last_c, ch[nc - 1].id, sizeof last_c);
-        } /* else the store is down: the same reads next time */
-        free(t);
-        free(ch);
+    while (!nap(h, EVENTS_POLL_MS) && !idle_end(h, r, &idle)) {
         if (lock_now_ms() >= ping) {
             ping = lock_now_ms() + EVENTS_PING_MS;
             ev_msg *m = msg_new(NULL, NULL, ": ping\n\n");
@@ -208,8 +237,36 @@ static void *follow(void *arg) {
                 msg_unref(m);
             }
         }
+        if (!c && !(c = market_conn_new(h->market, &err))) continue; /* out of memory: later */
+        if (!started) { /* from now on: what is already there is the past */
+            started = market_trade_last(c, realm, last_t) == MARKET_OK &&
+                      market_change_last(c, realm, last_c) == MARKET_OK;
+            continue;
+        }
+        market_trade *t = NULL;
+        market_change *ch = NULL;
+        size_t nt = 0, nc = 0;
+        if (market_trades_after(c, realm, last_t, EVENTS_READ, &t, &nt) == MARKET_OK &&
+            market_changes_after(c, realm, last_c, EVENTS_READ, &ch, &nc) == MARKET_OK) {
+            /* a full page may be followed by older entries than the other stream's */
+            const char *cutoff = NULL;
+            if (nt == EVENTS_READ) cutoff = t[nt - 1].id;
+            if (nc == EVENTS_READ && (!cutoff || id_cmp(ch[nc - 1].id, cutoff) < 0))
+                cutoff = ch[nc - 1].id;
+            size_t st = 0, sc = 0;
+            send_new(h, r, t, nt, ch, nc, cutoff, &st, &sc);
+            if (st) memcpy(last_t, t[st - 1].id, sizeof last_t);
+            if (sc) memcpy(last_c, ch[sc - 1].id, sizeof last_c);
+        } /* else the store is down: the same reads next time */
+        free(t);
+        free(ch);
     }
     market_conn_free(c);
+    pthread_mutex_lock(&h->mu);
+    if (h->stopping) h->realms[r].active = 0;
+    h->followers--;
+    pthread_cond_broadcast(&h->stop_cv); /* server__events_free() waits for the last */
+    pthread_mutex_unlock(&h->mu);
     return NULL;
 }
 
@@ -259,15 +316,17 @@ static void sub_free(void *cls) {
     else h->subs = s->next;
     if (s->next) s->next->prev = s->prev;
     h->nsubs--;
+    h->realms[s->realm].nsubs--;
     pthread_mutex_unlock(&h->mu);
     for (size_t i = 0; i < s->count; i++) msg_unref(s->q[(s->head + i) % EVENTS_QUEUE]);
     free(s);
 }
 
 /* Makes a hub for market m's events; suspend: readers may suspend their
- * connection (libmicrohttpd's thread pool with suspend/resume). Returns NULL
- * on out-of-memory. */
-server__events *server__events_new(market *m, int suspend) {
+ * connection (libmicrohttpd's thread pool with suspend/resume);
+ * max_connections: the server's, of which streams may take a quarter.
+ * Returns NULL on out-of-memory. */
+server__events *server__events_new(market *m, int suspend, unsigned max_connections) {
     server__events *h = calloc(1, sizeof *h);
     if (!h) return NULL;
     if (pthread_mutex_init(&h->mu, NULL) != 0) {
@@ -279,8 +338,16 @@ server__events *server__events_new(market *m, int suspend) {
         free(h);
         return NULL;
     }
+    if (pthread_cond_init(&h->stop_cv, NULL) != 0) {
+        pthread_cond_destroy(&h->cv);
+        pthread_mutex_destroy(&h->mu);
+        free(h);
+        return NULL;
+    }
     h->market = m;
     h->suspend = suspend;
+    h->max_subs = max_connections / 4 ? max_connections / 4 : 1;
+    if (h->max_subs > SERVER__EVENTS_SUBSCRIBERS) h->max_subs = SERVER__EVENTS_SUBSCRIBERS;
     return h;
 }
 
@@ -302,21 +369,34 @@ int server__events_subscribe(server__events *h, const server_config *cfg, const 
         return MHD_YES;
     }
     pthread_mutex_lock(&h->mu);
-    int r = -1;
-    for (size_t i = 0; i < h->nrealms; i++)
-        if (strcmp(h->realms[i].id, realm) == 0) r = (int)i;
-    *why = h->stopping                                  ? "the server is stopping"
-           : h->nsubs >= SERVER__EVENTS_SUBSCRIBERS     ? "too many event streams open"
-           : r < 0 && h->nrealms == SERVER__EVENTS_REALMS ? "too many realms followed"
-                                                          : NULL;
+    int r = -1, free_slot = -1;
+    for (int i = 0; i < SERVER__EVENTS_REALMS; i++) {
+        if (h->realms[i].active && strcmp(h->realms[i].id, realm) == 0) r = i;
+        if (!h->realms[i].active && free_slot < 0) free_slot = i;
+    }
+    *why = h->stopping                     ? "the server is stopping"
+           : h->nsubs >= h->max_subs         ? "too many event streams open"
+           : r < 0 && free_slot < 0          ? "too many realms followed"
+                                             : NULL;
     if (!*why && r < 0) { /* the realm's first subscriber: start its follower */
-        ev_realm *rl = &h->realms[h->nrealms];
+        ev_realm *rl = &h->realms[free_slot];
         snprintf(rl->id, sizeof rl->id, "%s", realm);
         rl->hub = h;
-        if (pthread_create(&rl->thread, NULL, follow, rl) != 0)
+        rl->nsubs = 0;
+        pthread_t th;
+        pthread_attr_t attr;
+        int ok = pthread_attr_init(&attr) == 0;
+        if (ok && (pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) != 0 ||
+                   pthread_create(&th, &attr, follow, rl) != 0))
+            ok = 0;
+        if (ok) {
+            rl->active = 1;
+            h->followers++;
+            r = free_slot;
+        } else {
             *why = "cannot start a thread";
-        else
-            r = (int)h->nrealms++;
+        }
+        pthread_attr_destroy(&attr);
     }
     if (*why) {
         pthread_mutex_unlock(&h->mu);
@@ -333,6 +413,7 @@ int server__events_subscribe(server__events *h, const server_config *cfg, const 
     if (h->subs) h->subs->prev = s;
     h->subs = s;
     h->nsubs++;
+    h->realms[r].nsubs++;
     pthread_mutex_unlock(&h->mu);
 
     struct MHD_Response *resp =
@@ -358,30 +439,32 @@ int server__events_subscribe(server__events *h, const server_config *cfg, const 
  * followers' polling. This function can't fail. */
 void server__events_stop(server__events *h) {
     if (!h) return;
-    struct MHD_Connection **wake = NULL;
-    size_t nwake = 0;
+    server__sub *wake = NULL;
     pthread_mutex_lock(&h->mu);
     h->stopping = 1;
-    if (h->nsubs) wake = malloc(h->nsubs * sizeof *wake);
     for (server__sub *s = h->subs; s; s = s->next) {
         s->ended = 1;
-        if (s->suspended && wake) {
+        if (s->suspended) {
             s->suspended = 0;
-            wake[nwake++] = s->conn;
+            s->wake_next = wake;
+            wake = s;
         }
     }
     pthread_cond_broadcast(&h->cv);
+    pthread_cond_broadcast(&h->stop_cv);
     pthread_mutex_unlock(&h->mu);
-    for (size_t i = 0; i < nwake; i++) MHD_resume_connection(wake[i]);
-    free(wake);
+    resume_all(wake);
 }
 
-/* Stops h (server__events_stop()), joins its followers and frees it; the
- * daemon must be stopped, so no subscriber is left. NULL is a no-op. */
+/* Stops h (server__events_stop()), waits for its followers to end and frees
+ * it; the daemon must be stopped, so no subscriber is left. NULL is a no-op. */
 void server__events_free(server__events *h) {
     if (!h) return;
     server__events_stop(h);
-    for (size_t i = 0; i < h->nrealms; i++) pthread_join(h->realms[i].thread, NULL);
+    pthread_mutex_lock(&h->mu);
+    while (h->followers > 0) pthread_cond_wait(&h->stop_cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+    pthread_cond_destroy(&h->stop_cv);
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
     free(h);

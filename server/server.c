@@ -972,7 +972,8 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
             if (rc < 0) *err = SERVER_ERR_INVALID;
             if (rc > 0) server_log(SERVER_LOG_INFO, "msg=\"no market page at GET /\" reason=\"%s\"", why);
         }
-        if (*err == SERVER_OK && !(s->events = server__events_new(s->market, cfg->threads > 0)))
+        if (*err == SERVER_OK && !(s->events = server__events_new(s->market, cfg->threads > 0,
+                                                                     cfg->max_connections)))
             *err = SERVER_ERR_NOMEM;
         if (*err == SERVER_OK) *err = daemon_start(s, why, whylen);
     }

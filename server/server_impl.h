@@ -106,12 +106,13 @@ void server__web_free(server__web *w);
 
 /* GET /events (events.c). */
 #define SERVER__EVENTS_REALMS 16          /* realms followed at once */
-#define SERVER__EVENTS_SUBSCRIBERS 1024   /* event streams open at once */
+#define SERVER__EVENTS_SUBSCRIBERS 1024   /* event streams open at once, at most (and at most a
+                                             quarter of --max-connections) */
 struct MHD_Connection;
 typedef struct server__events server__events;
 typedef struct server__sub server__sub;
 
-server__events *server__events_new(market *m, int suspend);
+server__events *server__events_new(market *m, int suspend, unsigned max_connections);
 int server__events_subscribe(server__events *h, const server_config *cfg, const char *origin,
                              const char *realm, struct MHD_Connection *conn, int *status,
                              const char **why);

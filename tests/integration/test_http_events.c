@@ -3,7 +3,9 @@
  * commit order; a subscriber that stops reading is ended once its queue is
  * full while one that reads gets every event (a burst of 40,000 written
  * straight into the store); the pool and the thread-per-connection modes;
- * a server stops promptly with streams open; bad requests get their 4xx.
+ * a server stops promptly with streams open; streams take a quarter of the
+ * connections at most; a realm's slot is freed once it has no stream; bad
+ * requests get their 4xx.
  */
 #include <errno.h>
 #include <poll.h>
@@ -56,11 +58,12 @@ static void seed(void) {
     market_world_free(w);
 }
 
-static server *start(unsigned threads, int *port) {
+static server *start_max(unsigned threads, unsigned max_connections, int *port) {
     server_config cfg;
     server_config_defaults(&cfg);
     cfg.no_auth = 1;
     cfg.threads = threads;
+    cfg.max_connections = max_connections;
     snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
     snprintf(cfg.redis, sizeof cfg.redis, "%s", redis.url);
     cfg.log_level = SERVER_LOG_ERROR;
@@ -72,6 +75,8 @@ static server *start(unsigned threads, int *port) {
     *port = server_port(s);
     return s;
 }
+
+static server *start(unsigned threads, int *port) { return start_max(threads, 1024, port); }
 
 /* An open event stream: its socket, and what it has read so far. */
 typedef struct stream {
@@ -204,6 +209,70 @@ static void inject_trades(int n) {
     redisFree(rc);
 }
 
+/* Appends n trades, then n listing changes, straight to the realm's streams:
+ * a poll's full page of changes is then newer than trades still unread. */
+static void inject_both(int n) {
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(redisAppendCommand(rc, "XADD trades:{main} * buyer B seller A item i%d "
+                                                "quantity 1 price 1 total 1 fence 0",
+                                            i),
+                         REDIS_OK);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(redisAppendCommand(rc, "XADD market:{main}:changes * action listed "
+                                                "seller C item c%d price 5 quantity 1",
+                                            i),
+                         REDIS_OK);
+    for (int i = 0; i < 2 * n; i++) {
+        redisReply *r = NULL;
+        assert_int_equal(redisGetReply(rc, (void **)&r), REDIS_OK);
+        assert_int_equal(r->type, REDIS_REPLY_STRING);
+        freeReplyObject(r);
+    }
+    redisFree(rc);
+}
+
+/* Compares stream ids "<ms>-<seq>". */
+static int id_less(const char *a, const char *b) {
+    unsigned long long am = strtoull(a, NULL, 10), bm = strtoull(b, NULL, 10);
+    if (am != bm) return am < bm;
+    return strtoull(strchr(a, '-') + 1, NULL, 10) < strtoull(strchr(b, '-') + 1, NULL, 10);
+}
+
+static void test_burst_of_both_streams_in_commit_order(void **state) {
+    (void)state;
+    seed();
+    int port;
+    server *s = start(2, &port);
+    stream st;
+    stream_open(&st, port, "/events", 0);
+    assert_int_equal(stream_wait(&st, "retry: 3000", 1, 5000), 1);
+    struct timespec ts = {0, 400 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    enum { N = 3000 }; /* each stream: several full pages a poll */
+    inject_both(N);
+    assert_int_equal(stream_wait(&st, "\nevent: ", 2 * N, 30000), 2 * N);
+    /* no id before the one before: commit order across both streams (each has its own
+     * sequence, so a trade and a change may share an id) */
+    char prev[64] = "0-0";
+    size_t n = 0;
+    for (const char *p = st.buf; (p = strstr(p, "\nid: ")); p += 5) {
+        char id[64];
+        size_t len = strcspn(p + 5, "\n");
+        assert_true(len < sizeof id);
+        memcpy(id, p + 5, len);
+        id[len] = '\0';
+        if (id_less(id, prev)) fprintf(stderr, "out of order: %s after %s\n", id, prev);
+        assert_false(id_less(id, prev));
+        memcpy(prev, id, sizeof prev);
+        n++;
+    }
+    assert_int_equal(n, 2 * N);
+    stream_close(&st);
+    server_stop(s);
+}
+
 static void slow_and_fast(unsigned threads) {
     seed();
     int port;
@@ -266,6 +335,66 @@ static void test_stop_with_streams_open(void **state) {
     }
 }
 
+/* GET path's status (the stream, if it opens, is closed at once). */
+static long stream_status(int port, const char *path) {
+    stream st;
+    stream_open(&st, port, path, 0);
+    while (!st.eof && !strstr(st.buf ? st.buf : "", "\r\n\r\n")) stream_read(&st, 2000);
+    long status = st.buf && strncmp(st.buf, "HTTP/1.", 7) == 0 ? strtol(st.buf + 9, NULL, 10) : 0;
+    stream_close(&st);
+    return status;
+}
+
+static void test_limits_and_realm_slots_freed(void **state) {
+    (void)state;
+    seed();
+    int port;
+    /* streams may take a quarter of the connections: 3 of 12 */
+    server *s = start_max(2, 12, &port);
+    stream st[3];
+    for (int i = 0; i < 3; i++) {
+        stream_open(&st[i], port, "/events", 0);
+        assert_int_equal(stream_wait(&st[i], "retry: 3000", 1, 5000), 1);
+    }
+    th_http r;
+    assert_int_equal(th_http_do(port, "GET", "/events", NULL, 0, &r), 0);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "\"events_unavailable\""));
+    assert_non_null(strstr(r.body, "too many event streams open"));
+    assert_non_null(strstr(r.headers, "Retry-After: 1"));
+    th_http_cleanup(&r);
+    post(port, "/list", "{\"seller\":\"C\",\"item\":\"sword-1\",\"price\":90}", 201); /* the API serves */
+    for (int i = 0; i < 3; i++) stream_close(&st[i]);
+    server_stop(s);
+
+    /* 16 realms followed at once; a 17th waits until one has had no stream for 5 s */
+    s = start(2, &port);
+    stream rs[16];
+    char path[64];
+    for (int i = 0; i < 16; i++) {
+        snprintf(path, sizeof path, "/realms/r%d/events", i);
+        stream_open(&rs[i], port, path, 0);
+        assert_int_equal(stream_wait(&rs[i], "retry: 3000", 1, 5000), 1);
+    }
+    assert_int_equal(th_http_do(port, "GET", "/realms/r16/events", NULL, 0, &r), 0);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "too many realms followed"));
+    th_http_cleanup(&r);
+    stream_close(&rs[3]); /* r3 has no stream now */
+    long got = 0;
+    /* the server sees the close at the next ping (15 s at most: a waiting stream's
+     * connection is not watched), and frees the slot 5 s after */
+    for (int tries = 0; tries < 200 && got != 200; tries++) {
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        got = stream_status(port, "/realms/r16/events");
+    }
+    assert_int_equal(got, 200);
+    for (int i = 0; i < 16; i++)
+        if (i != 3) stream_close(&rs[i]);
+    server_stop(s);
+}
+
 static void test_bad_requests(void **state) {
     (void)state;
     int port;
@@ -298,9 +427,11 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_sees_commits_of_another_server),
+        cmocka_unit_test(test_burst_of_both_streams_in_commit_order),
         cmocka_unit_test(test_slow_subscriber_is_ended_pool),
         cmocka_unit_test(test_slow_subscriber_is_ended_thread_per_connection),
         cmocka_unit_test(test_stop_with_streams_open),
+        cmocka_unit_test(test_limits_and_realm_slots_freed),
         cmocka_unit_test(test_bad_requests),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
