@@ -81,11 +81,9 @@ int market_changes_after(market_conn *c, const char *realm, const char *after, s
     char start[MARKET_TRADE_ID_MAX + 2], count[24];
     snprintf(start, sizeof start, "%s%s", after && *after ? "(" : "", after && *after ? after : "-");
     snprintf(count, sizeof count, "%zu", limit);
-    market__cmd cmd;
-    market__cmd_set(&cmd, 6, "XRANGE", rl.changes, start, "+", "COUNT", count);
-    int rc = market__route(c, realm);
+    const char *argv[6] = {"XRANGE", rl.changes, start, "+", "COUNT", count};
     redisReply *r = NULL;
-    if (rc == MARKET_OK) rc = market__pipeline(c, &cmd, 1, &r);
+    int rc = market__read_one(c, realm, 6, argv, &r);
     if (rc < 0) return rc;
     if (r->type != REDIS_REPLY_ARRAY) {
         rc = market__fail(c, "the listing changes of realm %s are unreadable", realm);
@@ -116,11 +114,9 @@ int market_change_last(market_conn *c, const char *realm, char id[MARKET_TRADE_I
     if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
     market__realm rl;
     market__realm_init(&rl, realm);
-    market__cmd cmd;
-    market__cmd_set(&cmd, 6, "XREVRANGE", rl.changes, "+", "-", "COUNT", "1");
-    int rc = market__route(c, realm);
+    const char *argv[6] = {"XREVRANGE", rl.changes, "+", "-", "COUNT", "1"};
     redisReply *r = NULL;
-    if (rc == MARKET_OK) rc = market__pipeline(c, &cmd, 1, &r);
+    int rc = market__read_one(c, realm, 6, argv, &r);
     if (rc < 0) return rc;
     market_change ch;
     if (r->type != REDIS_REPLY_ARRAY || (r->elements == 1 && parse_change(r->element[0], &ch) < 0))

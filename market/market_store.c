@@ -679,3 +679,24 @@ market__party market__reply_party(const redisReply *r) {
     return p;
 }
 
+/* Runs one read command on realm's master. Returns MARKET_OK with *rep set
+ * (caller frees; never an error reply), or ERR_STORE. */
+int market__read_one(market_conn *c, const char *realm, int argc, const char **argv,
+                     redisReply **rep) {
+    int rc = market__route(c, realm);
+    if (rc < 0) return rc;
+    market__cmd cmd;
+    cmd.argc = argc;
+    for (int i = 0; i < argc; i++) {
+        cmd.argv[i] = argv[i];
+        cmd.len[i] = strlen(argv[i]);
+    }
+    rc = market__pipeline(c, &cmd, 1, rep);
+    if (rc < 0) return rc;
+    if ((*rep)->type == REDIS_REPLY_ERROR) {
+        rc = market__fail_reply(c, "read refused", *rep);
+        freeReplyObject(*rep);
+        *rep = NULL;
+    }
+    return rc;
+}

@@ -78,6 +78,8 @@ int market__units_fill(market_conn *c, const market__realm *rl, market_listing *
 market__party market__reply_party(const redisReply *r);
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
+int market__read_one(market_conn *c, const char *realm, int argc, const char **argv,
+                     redisReply **rep);
 const redisReply *market__reply_error(redisReply *const *replies, size_t n);
 
 #endif /* GM_MARKET_MARKET_STORE_H */

@@ -213,28 +213,6 @@ static int parse_entries(const redisReply *r, size_t max, market_trade **out, si
     return MARKET_OK;
 }
 
-/* Runs one read command on realm's master. Returns MARKET_OK with *rep set
- * (caller frees), or ERR_STORE. */
-static int read_one(market_conn *c, const char *realm, int argc, const char **argv,
-                    redisReply **rep) {
-    int rc = market__route(c, realm);
-    if (rc < 0) return rc;
-    market__cmd cmd;
-    cmd.argc = argc;
-    for (int i = 0; i < argc; i++) {
-        cmd.argv[i] = argv[i];
-        cmd.len[i] = strlen(argv[i]);
-    }
-    rc = market__pipeline(c, &cmd, 1, rep);
-    if (rc < 0) return rc;
-    if ((*rep)->type == REDIS_REPLY_ERROR) {
-        rc = market__fail_reply(c, "read refused", *rep);
-        freeReplyObject(*rep);
-        *rep = NULL;
-    }
-    return rc;
-}
-
 /* Reads trade id of realm into *out. Returns MARKET_OK, or ERR_INVALID
  * (bad realm or id), ERR_NO_TRADE (none, or trimmed from the history:
  * cfg.trade_history), ERR_STORE. */
@@ -245,7 +223,7 @@ int market_trade_get(market_conn *c, const char *realm, const char *id, market_t
     market__realm_init(&rl, realm);
     const char *argv[6] = {"XRANGE", rl.trades, id, id, "COUNT", "1"};
     redisReply *r = NULL;
-    int rc = read_one(c, realm, 6, argv, &r);
+    int rc = market__read_one(c, realm, 6, argv, &r);
     if (rc < 0) return rc;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 0)
         rc = MARKET_ERR_NO_TRADE;
@@ -273,7 +251,7 @@ static int read_page(market_conn *c, const char *realm, const char *key, const c
     snprintf(count, sizeof count, "%zu", want);
     const char *argv[6] = {"EVAL", page_script, "1", key, cursor ? cursor : "", count};
     redisReply *ids = NULL;
-    int rc = read_one(c, realm, 6, argv, &ids);
+    int rc = market__read_one(c, realm, 6, argv, &ids);
     if (rc < 0) return rc;
     struct lookups { /* the pipeline of record lookups, on the heap: up to 1000 */
         int argc[MARKET_TRADES_PAGE_MAX];
@@ -398,7 +376,7 @@ int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID
     market__realm_init(&rl, realm);
     const char *argv[6] = {"XREVRANGE", rl.trades, "+", "-", "COUNT", "1"};
     redisReply *r = NULL;
-    int rc = read_one(c, realm, 6, argv, &r);
+    int rc = market__read_one(c, realm, 6, argv, &r);
     if (rc < 0) return rc;
     market_trade *t = NULL;
     size_t n = 0;
@@ -431,7 +409,7 @@ int market_trades_after(market_conn *c, const char *realm, const char *after, si
     snprintf(count, sizeof count, "%zu", limit);
     const char *argv[6] = {"XRANGE", rl.trades, start, "+", "COUNT", count};
     redisReply *r = NULL;
-    int rc = read_one(c, realm, 6, argv, &r);
+    int rc = market__read_one(c, realm, 6, argv, &r);
     if (rc < 0) return rc;
     rc = parse_entries(r, limit, out, n, NULL);
     if (rc == MARKET_ERR_STORE) rc = market__fail(c, "the trades of realm %s are unreadable", realm);

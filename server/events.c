@@ -128,6 +128,15 @@ static void resume_all(server__sub *w) {
     }
 }
 
+/* Puts s on the list *wake of connections to resume, if its reader
+ * suspended it (called under the hub's mutex). */
+static void wake_later(server__sub *s, server__sub **wake) {
+    if (!s->suspended) return;
+    s->suspended = 0;
+    s->wake_next = *wake;
+    *wake = s;
+}
+
 /* Queues m for every subscriber of realm r, ends those whose queue is full,
  * and wakes the ones waiting. */
 static void broadcast(server__events *h, int r, ev_msg *m) {
@@ -141,11 +150,7 @@ static void broadcast(server__events *h, int r, ev_msg *m) {
             atomic_fetch_add(&m->refs, 1);
             s->q[(s->head + s->count++) % EVENTS_QUEUE] = m;
         }
-        if (s->suspended) {
-            s->suspended = 0;
-            s->wake_next = wake;
-            wake = s;
-        }
+        wake_later(s, &wake);
     }
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
@@ -444,11 +449,7 @@ void server__events_stop(server__events *h) {
     h->stopping = 1;
     for (server__sub *s = h->subs; s; s = s->next) {
         s->ended = 1;
-        if (s->suspended) {
-            s->suspended = 0;
-            s->wake_next = wake;
-            wake = s;
-        }
+        wake_later(s, &wake);
     }
     pthread_cond_broadcast(&h->cv);
     pthread_cond_broadcast(&h->stop_cv);

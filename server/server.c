@@ -185,6 +185,15 @@ static void preflight_reply(api_response *resp) {
     resp->status = 204;
 }
 
+/* Fills resp with the answer to method on a path whose route serves only
+ * allow (a static string): 405 with Allow, or the 204 of a CORS preflight. */
+static void refuse_method(const server *s, struct MHD_Connection *conn, const char *method,
+                          const char *allow, api_response *resp) {
+    api_error(405, "method_not_allowed", NULL, resp);
+    resp->allow = allow;
+    if (is_preflight(s, conn, method)) preflight_reply(resp);
+}
+
 /* Queues resp: a JSON body (an empty one on a 204), its headers, and the CORS
  * headers of the request's origin. */
 static enum MHD_Result respond(const server *s, struct MHD_Connection *conn, const char *id,
@@ -230,9 +239,7 @@ static enum MHD_Result web_respond(server *s, struct MHD_Connection *conn, const
                                    const struct request *rq, const server__web_file *f) {
     api_response resp = {0};
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-        api_error(405, "method_not_allowed", NULL, &resp);
-        resp.allow = "GET, HEAD";
-        if (is_preflight(s, conn, method)) preflight_reply(&resp);
+        refuse_method(s, conn, method, "GET, HEAD", &resp);
         return respond(s, conn, rq->id, &resp);
     }
     struct MHD_Response *r =
@@ -280,9 +287,7 @@ static enum MHD_Result metrics_respond(server *s, struct MHD_Connection *conn, c
                                        struct request *rq) {
     api_response resp = {0};
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-        api_error(405, "method_not_allowed", NULL, &resp);
-        resp.allow = "GET, HEAD";
-        if (is_preflight(s, conn, method)) preflight_reply(&resp);
+        refuse_method(s, conn, method, "GET, HEAD", &resp);
         return respond(s, conn, rq->id, &resp);
     }
     /* Redis up: the last outcome of a request that reached the store; when
@@ -581,9 +586,7 @@ static enum MHD_Result events_respond(server *s, struct MHD_Connection *conn, co
                                       const char *realm) {
     api_response resp = {.route = NULL};
     if (strcmp(method, "GET") != 0) {
-        api_error(405, "method_not_allowed", NULL, &resp);
-        resp.allow = "GET";
-        if (is_preflight(s, conn, method)) preflight_reply(&resp);
+        refuse_method(s, conn, method, "GET", &resp);
         return answer(s, conn, method, url, rq, &resp);
     }
     if (!realm) {

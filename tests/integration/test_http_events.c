@@ -27,35 +27,17 @@
 #include "market/market.h"
 #include "server/server.h"
 #include "tests/helpers/http_client.h"
+#include "tests/helpers/demo_world.h"
 #include "tests/helpers/redis_proc.h"
 
 static th_redis redis;
 
 static void seed(void) {
-    FILE *f = fopen("fixtures/demo.json", "rb");
-    assert_non_null(f);
-    static char text[65536];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    market_world *w = NULL;
-    char why[256];
-    assert_int_equal(api_fixture_parse(text, n, &w, why, sizeof why), MARKET_OK);
-    market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
-    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
-    int err;
-    lock_client *l = lock_local_new(&err);
-    market *m = market_new(&cfg, l, &err);
-    market_conn *c = market_conn_new(m, &err);
-    assert_non_null(c);
     redisContext *rc = redisConnect("127.0.0.1", redis.port);
     assert_non_null(rc);
     freeReplyObject(redisCommand(rc, "FLUSHALL"));
     redisFree(rc);
-    assert_int_equal(market_world_store(c, MARKET_REALM_DEFAULT, w, 1), MARKET_OK);
-    market_conn_free(c);
-    market_free(m);
-    lock_free(l);
-    market_world_free(w);
+    th_world_store(redis.url, MARKET_REALM_DEFAULT, th_demo_world());
 }
 
 static server *start_max(unsigned threads, unsigned max_connections, int *port) {
@@ -191,40 +173,22 @@ static void test_stream_sees_commits_of_another_server(void **state) {
     server_stop(a);
 }
 
-/* Appends n trades straight to the realm's stream, in one pipeline. */
-static void inject_trades(int n) {
+/* Appends nt trades, then nc listing changes, straight to the realm's
+ * streams, in one pipeline. */
+static void inject(int nt, int nc) {
     redisContext *rc = redisConnect("127.0.0.1", redis.port);
     assert_non_null(rc);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < nt; i++)
         assert_int_equal(redisAppendCommand(rc, "XADD trades:{main} * buyer B seller A item i%d "
                                                 "quantity 1 price 1 total 1 fence 0",
                                             i),
                          REDIS_OK);
-    for (int i = 0; i < n; i++) {
-        redisReply *r = NULL;
-        assert_int_equal(redisGetReply(rc, (void **)&r), REDIS_OK);
-        assert_int_equal(r->type, REDIS_REPLY_STRING);
-        freeReplyObject(r);
-    }
-    redisFree(rc);
-}
-
-/* Appends n trades, then n listing changes, straight to the realm's streams:
- * a poll's full page of changes is then newer than trades still unread. */
-static void inject_both(int n) {
-    redisContext *rc = redisConnect("127.0.0.1", redis.port);
-    assert_non_null(rc);
-    for (int i = 0; i < n; i++)
-        assert_int_equal(redisAppendCommand(rc, "XADD trades:{main} * buyer B seller A item i%d "
-                                                "quantity 1 price 1 total 1 fence 0",
-                                            i),
-                         REDIS_OK);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < nc; i++)
         assert_int_equal(redisAppendCommand(rc, "XADD market:{main}:changes * action listed "
                                                 "seller C item c%d price 5 quantity 1",
                                             i),
                          REDIS_OK);
-    for (int i = 0; i < 2 * n; i++) {
+    for (int i = 0; i < nt + nc; i++) {
         redisReply *r = NULL;
         assert_int_equal(redisGetReply(rc, (void **)&r), REDIS_OK);
         assert_int_equal(r->type, REDIS_REPLY_STRING);
@@ -251,7 +215,7 @@ static void test_burst_of_both_streams_in_commit_order(void **state) {
     struct timespec ts = {0, 400 * 1000 * 1000};
     nanosleep(&ts, NULL);
     enum { N = 3000 }; /* each stream: several full pages a poll */
-    inject_both(N);
+    inject(N, N); /* a poll's full page of changes is newer than trades still unread */
     assert_int_equal(stream_wait(&st, "\nevent: ", 2 * N, 30000), 2 * N);
     /* no id before the one before: commit order across both streams (each has its own
      * sequence, so a trade and a change may share an id) */
@@ -285,7 +249,7 @@ static void slow_and_fast(unsigned threads) {
     struct timespec ts = {0, 400 * 1000 * 1000};
     nanosleep(&ts, NULL);
     enum { N = 40000 }; /* ~10 MB: more than the kernel's socket buffers hold */
-    inject_trades(N);
+    inject(N, 0);
     /* the reader gets every one of them, while the other one reads nothing */
     assert_int_equal(stream_wait(&fast, "event: trade\n", N, 60000), N);
     /* the one that stopped reading was ended: draining it reaches EOF well before N */

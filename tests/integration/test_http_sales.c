@@ -23,6 +23,7 @@
 #include "market/market.h"
 #include "server/server.h"
 #include "tests/helpers/http_client.h"
+#include "tests/helpers/demo_world.h"
 #include "tests/helpers/redis_proc.h"
 
 #define SECRET "player-secret"
@@ -40,34 +41,17 @@ static int64_t now_ms(void) {
 /* The demo world (which has the house "game"), and players q0..q<NBUYERS-1>
  * with 100 each; every key is deleted first. */
 static void seed(void) {
-    FILE *f = fopen("fixtures/demo.json", "rb");
-    assert_non_null(f);
-    static char text[65536];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    market_world *w = NULL;
-    char why[256];
-    assert_int_equal(api_fixture_parse(text, n, &w, why, sizeof why), MARKET_OK);
+    market_world *w = th_demo_world();
     for (int i = 0; i < NBUYERS; i++) {
         char id[16];
         snprintf(id, sizeof id, "q%d", i);
         assert_int_equal(market_world_add_player(w, id, NULL, 100), MARKET_OK);
     }
-    market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
-    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
-    int err;
-    lock_client *l = lock_local_new(&err);
-    market *m = market_new(&cfg, l, &err);
-    market_conn *c = market_conn_new(m, &err);
     redisContext *rc = redisConnect("127.0.0.1", redis.port);
     assert_non_null(rc);
     freeReplyObject(redisCommand(rc, "FLUSHALL"));
     redisFree(rc);
-    assert_int_equal(market_world_store(c, MARKET_REALM_DEFAULT, w, 1), MARKET_OK);
-    market_conn_free(c);
-    market_free(m);
-    lock_free(l);
-    market_world_free(w);
+    th_world_store(redis.url, MARKET_REALM_DEFAULT, w);
 }
 
 /* A server with player tokens (secret, or none: --no-auth) and admin secret

@@ -35,6 +35,7 @@
 #include "market/market.h"
 #include "server/server.h"
 #include "tests/helpers/http_client.h"
+#include "tests/helpers/demo_world.h"
 #include "tests/helpers/redis_proc.h"
 
 #define ACL_FILE "deploy/redis/market.acl"
@@ -124,30 +125,11 @@ static void acl_user_create(void) {
 
 /* The demo world, every key deleted first, and ACL LOG emptied. */
 static void seed(void) {
-    FILE *f = fopen("fixtures/demo.json", "rb");
-    assert_non_null(f);
-    static char text[65536];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    market_world *w = NULL;
-    char why[256];
-    assert_int_equal(api_fixture_parse(text, n, &w, why, sizeof why), MARKET_OK);
     redisContext *rc = admin();
     freeReplyObject(redisCommand(rc, "FLUSHALL"));
     freeReplyObject(redisCommand(rc, "ACL LOG RESET"));
     redisFree(rc);
-    market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
-    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
-    int err;
-    lock_client *l = lock_local_new(&err);
-    market *m = market_new(&cfg, l, &err);
-    market_conn *c = market_conn_new(m, &err);
-    assert_non_null(c);
-    assert_int_equal(market_world_store(c, REALM, w, 1), MARKET_OK);
-    market_conn_free(c);
-    market_free(m);
-    lock_free(l);
-    market_world_free(w);
+    th_world_store(redis.url, REALM, th_demo_world());
 }
 
 /* Creates the running flash sale "potions" (100 potions at 10, 5 a player) through the store
