@@ -32,13 +32,12 @@
  *   market:{r}:changes  stream: one entry per committed list and unlist (action,
  *                       seller, item, price, quantity), trimmed to about 1,000
  *                       (market_changes.c); GET /events follows it with trades:{r}
- *   idx:{r}:all         zset  the search indexes (market_index.c): every score 0, members
- *   idx:{r}:item              "<price>:<item>.<seller>", "<item>:<price>:<seller>" and
- *   idx:{r}:seller            "<seller>:<price>:<item>", <price> as 13 zero-padded digits;
- *                       each listing of market:{r} is in all three, written in the same
- *                       MULTI/EXEC as the listing (list, unlist, every purchase, seeding),
- *                       so ZRANGE BYLEX reads a filtered page in price order in
- *                       O(log N + page) (market_search())
+ *   idx:{r}:item:<item> zset  the search indexes (market_index.c): who lists the item
+ *   idx:{r}:seller:<s>  zset  (member the seller) and what the seller lists (member the
+ *                       item), each scored by the listing's price; each listing of
+ *                       market:{r} is in both, written in the same MULTI/EXEC as the
+ *                       listing (list, unlist, every purchase, seeding), so a filtered
+ *                       page in price order costs O(log N + page) (market_search())
  *   stacks:{r}:<id>     hash  item -> count: the player's stackable goods, in units
  *   sale:{r}:<sale>     hash  {item, price, initial, stock, sold, limit, start_ms, end_ms,
  *                       house}: a flash sale (market_sale.c); stock is the units left,

@@ -20,8 +20,8 @@
  *      repeated idempotency key replays the first outcome);
  *   3. one MULTI/EXEC: our fence into the fencing record, HINCRBY each user's
  *      net change, SADD each buyer's new items, one ZREM of every sold
- *      listing from the market and one from each search index, the
- *      idempotency records - aborted by Redis if anything
+ *      listing from the market and one from each of its search indexes, the
+ *      trade records and the idempotency records - aborted by Redis if anything
  *      watched changed or the lock key expired;
  *   4. hand every purchase its outcome (its done callback) and take the next
  *      batch. While purchases of the realm keep coming the worker keeps its
@@ -53,7 +53,7 @@
 #define USERS_MAX (2 * MARKET__BATCH_MAX)
 /* commands in one of a batch's pipelines: room for the commit's index ZREMs and trade
  * script too */
-#define CMDS_MAX (9 + MARKET__IDX_KINDS + MARKET__HELD_MAX + 2 * USERS_MAX + 4 * MARKET__BATCH_MAX)
+#define CMDS_MAX (9 + MARKET__HELD_MAX + 2 * USERS_MAX + (4 + MARKET__IDX_KINDS) * MARKET__BATCH_MAX)
 
 /* One lane: a queue of purchases and the worker thread that serves it.
  * Every purchase of a realm goes to the same lane (lane_of), so a realm's
@@ -156,9 +156,8 @@ struct market__batch {
     const char *args_hget[USERS_MAX][3];
     const char *args_sadd[2 * USERS_MAX + MARKET__BATCH_MAX]; /* every SADD, back to back */
     const char *args_zrem[2 + MARKET__BATCH_MAX];
-    market__idx idx; /* the realm's search indexes */
-    char idx_member[MARKET__BATCH_MAX][MARKET__IDX_KINDS][MARKET__IDX_MEMBER_MAX];
-    const char *args_zrem_idx[MARKET__IDX_KINDS][2 + MARKET__BATCH_MAX];
+    market__idx_entry idx[MARKET__BATCH_MAX]; /* a sold-out listing's search index entries */
+    const char *args_zrem_idx[MARKET__BATCH_MAX][MARKET__IDX_KINDS][3];
     const char *args_hincr[USERS_MAX][4];
     const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
     const char **argv[CMDS_MAX];
@@ -690,20 +689,19 @@ static size_t commit_goods(struct market__batch *b, size_t nc) {
     if (kz == 2) return nc; /* nothing sold out (a batch may record refusals alone) */
     b->argv[nc] = b->args_zrem;
     b->argc[nc++] = (int)kz;
-    market__idx_init(&b->idx, b->realm.id);
-    for (int x = 0; x < MARKET__IDX_KINDS; x++) { /* the same listings' index entries */
-        const char **a = b->args_zrem_idx[x];
-        k = 0;
-        a[k++] = "ZREM";
-        a[k++] = b->idx.key[x];
-        for (size_t f = 0; f < b->n; f++) {
-            if (b->first[f] != f || b->price[f] <= 0 || b->left[f] != 0) continue;
-            const market_pending *r = b->req[f];
-            market__idx_member(b->idx_member[f][x], x, r->item, r->seller, b->price[f]);
-            a[k++] = b->idx_member[f][x];
+    for (size_t f = 0; f < b->n; f++) { /* the same listings' index entries */
+        if (b->first[f] != f || b->price[f] <= 0 || b->left[f] != 0) continue;
+        const market_pending *r = b->req[f];
+        market__idx_entry *e = &b->idx[f];
+        market__idx_entry_init(e, b->realm.id, r->item, r->seller, b->price[f]);
+        for (int x = 0; x < MARKET__IDX_KINDS; x++) {
+            const char **a = b->args_zrem_idx[f][x];
+            a[0] = "ZREM";
+            a[1] = e->key[x];
+            a[2] = e->member[x];
+            b->argv[nc] = a;
+            b->argc[nc++] = 3;
         }
-        b->argv[nc] = a;
-        b->argc[nc++] = (int)k;
     }
     return nc;
 }

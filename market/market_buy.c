@@ -3,8 +3,8 @@
  * (the commodity market of a game: market_buy_units()).
  *
  * DESIGN
- * The item's listings, cheapest first, are a range of the item index
- * (idx:{r}:item, "<item>:<price>:<seller>": market_index.c). An attempt
+ * The item's listings, cheapest first, are a range of the item's index
+ * (idx:{r}:item:<item>, sellers scored by price: market_index.c). An attempt
  * reads under WATCH, decides with market__fill() and market__units_rule()
  * (market_rules.c), and commits every part in one MULTI/EXEC: the buyer's
  * funds and goods, each seller's funds, each listing's rest or its removal
@@ -56,9 +56,9 @@ struct buy {
     int64_t quantity, max_price;
     market_buy_result *res;
     market__realm realm;
-    market__idx idx;
+    char k_index[MARKET__IDX_KEY_MAX]; /* the item's index */
     char k_buyer[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX];
-    char lo[MARKET__IDX_BOUND_MAX], hi[MARKET__IDX_BOUND_MAX], scan[8];
+    char hi[24], scan[8]; /* the listings at or under max_price, SCAN of them at most */
     struct market__single s;
     int fixed; /* item strategy: the offers are chosen and locked; read only those */
     int enough; /* item strategy: when they were chosen, they made the quantity */
@@ -72,25 +72,30 @@ struct buy {
 
 /* ---- reading ---- */
 
-/* Reads the index range reply z (ZRANGE ... BYLEX) into b's offers, leaving
- * out the buyer's own listings. Returns MARKET_OK or ERR_STORE. */
+/* Reads the index range reply z (ZRANGE ... BYSCORE ... WITHSCORES: seller, price, ...)
+ * into b's offers, leaving out the buyer's own listings. Returns MARKET_OK or ERR_STORE. */
 static int offers_from_index(market_conn *c, struct buy *b, const redisReply *z) {
     b->n = 0;
-    if (z->type != REDIS_REPLY_ARRAY) return market__fail_reply(c, "reading the item index", z);
-    for (size_t i = 0; i < z->elements && b->n < MARKET_FILL_MAX; i++) {
-        const redisReply *e = z->element[i];
-        market_listing l;
-        if (e->type != REDIS_REPLY_STRING ||
-            market__idx_decode(MARKET__IDX_ITEM, e->str, e->len, &l) < 0 ||
-            strcmp(l.item, b->item) != 0)
-            return market__fail(c, "the item index holds a bad entry");
-        if (strcmp(l.seller, b->buyer) == 0) continue;
+    if (z->type != REDIS_REPLY_ARRAY || z->elements % 2)
+        return market__fail_reply(c, "reading the item index", z);
+    for (size_t i = 0; i < z->elements && b->n < MARKET_FILL_MAX; i += 2) {
+        const redisReply *e = z->element[i], *sc = z->element[i + 1];
         struct offer *o = &b->o[b->n];
-        memcpy(o->seller, l.seller, sizeof o->seller);
-        snprintf(o->member, sizeof o->member, "%s.%s", b->item, l.seller);
-        market__key(o->k_seller, sizeof o->k_seller, "users", b->realm.id, l.seller);
+        int64_t price;
+        if (e->type != REDIS_REPLY_STRING || e->len > MARKET_ID_MAX ||
+            sc->type != REDIS_REPLY_STRING || market__parse_price(sc->str, sc->len, &price) < 0)
+            return market__fail(c, "the item index %s holds a bad entry", b->k_index);
+        char seller[MARKET_ID_MAX + 1];
+        memcpy(seller, e->str, e->len);
+        seller[e->len] = '\0';
+        if (strlen(seller) != e->len || !market_id_valid(seller))
+            return market__fail(c, "the item index %s holds a bad entry", b->k_index);
+        if (strcmp(seller, b->buyer) == 0) continue;
+        memcpy(o->seller, seller, sizeof seller);
+        snprintf(o->member, sizeof o->member, "%s.%s", b->item, seller);
+        market__key(o->k_seller, sizeof o->k_seller, "users", b->realm.id, seller);
         market__lock_key(o->lock, "item", b->realm.id, o->member);
-        b->off[b->n] = (market__offer){o->seller, l.price, 0, 0};
+        b->off[b->n] = (market__offer){o->seller, price, 0, 0};
         b->n++;
     }
     return MARKET_OK;
@@ -255,7 +260,7 @@ static int commit(market_conn *c, const market__held *held, struct buy *b) {
             if (o->stack) PUSH(3, "HDEL", b->realm.units, o->member);
             market__idx_entry_init(&o->ix, b->realm.id, b->item, o->seller, f->price);
             for (int k = 0; k < MARKET__IDX_KINDS; k++)
-                PUSH(3, "ZREM", o->ix.idx.key[k], o->ix.member[k]);
+                PUSH(3, "ZREM", o->ix.key[k], o->ix.member[k]);
         }
         trade_of[nt] = i;
         t[nt++] = (market__trade_rec){.buyer = b->buyer, .seller = o->seller, .item = b->item,
@@ -333,10 +338,9 @@ static int buy_attempt(market_conn *c, const market__held *held, void *ud) {
     market__cmd own[2];
     redisReply *rep[MARKET__PIPE_MAX] = {0};
     size_t nrep, io, n_own = 0;
-    if (!b->fixed) { /* ZRANGE idx:{r}:item <lo> <hi> BYLEX LIMIT 0 <scan> */
-        market__cmd_set(&own[n_own++], 8, "ZRANGE", b->idx.key[MARKET__IDX_ITEM], b->lo, b->hi,
-                        "BYLEX", "LIMIT", "0", b->scan);
-    }
+    if (!b->fixed) /* ZRANGE idx:{r}:item:<item> 1 <hi> BYSCORE LIMIT 0 <scan> WITHSCORES */
+        market__cmd_set(&own[n_own++], 9, "ZRANGE", b->k_index, "1", b->hi, "BYSCORE", "LIMIT",
+                        "0", b->scan, "WITHSCORES");
     market__cmd_set(&own[n_own++], 3, "HGET", b->k_buyer, "funds");
     int rc = market__single_read(c, b->fixed ? &none : held, &b->s, b->k_buyer, b->k_stacks,
                                  own, n_own, rep, &nrep, &io);
@@ -382,8 +386,8 @@ static int choose(market_conn *c, struct buy *b) {
     static const market__held none;
     market__cmd cmd;
     redisReply *z = NULL;
-    market__cmd_set(&cmd, 8, "ZRANGE", b->idx.key[MARKET__IDX_ITEM], b->lo, b->hi, "BYLEX",
-                    "LIMIT", "0", b->scan);
+    market__cmd_set(&cmd, 9, "ZRANGE", b->k_index, "1", b->hi, "BYSCORE", "LIMIT", "0", b->scan,
+                    "WITHSCORES");
     int rc = market__pipeline(c, &cmd, 1, &z);
     if (rc < 0) return rc;
     b->fixed = 0;
@@ -476,13 +480,11 @@ int market_buy_units(market_conn *c, const char *realm, const char *buyer, const
     b->max_price = max_price;
     b->res = res;
     market__realm_init(&b->realm, realm);
-    market__idx_init(&b->idx, realm);
+    market__idx_key(b->k_index, MARKET__IDX_ITEM, realm, item);
     market__key(b->k_buyer, sizeof b->k_buyer, "users", realm, buyer);
     market__key(b->k_inv, sizeof b->k_inv, "inventory", realm, buyer);
     market__key(b->k_stacks, sizeof b->k_stacks, "stacks", realm, buyer);
-    snprintf(b->lo, sizeof b->lo, "[%s:", item); /* every listing of the item ... */
-    snprintf(b->hi, sizeof b->hi, "(%s:%0*lld", item, MARKET__PRICE_DIGITS,
-             (long long)max_price + 1); /* ... at or under the price */
+    snprintf(b->hi, sizeof b->hi, "%lld", (long long)max_price);
     snprintf(b->scan, sizeof b->scan, "%d", SCAN);
     int rc = market__single_init(&b->s, realm, buyer, idem, deadline);
     if (rc == MARKET_OK) rc = market__route(c, realm);

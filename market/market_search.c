@@ -1,12 +1,13 @@
 /* market_search.c - searching a realm's market through its indexes (market_search()).
  *
- * One pipeline per page, over the store layer: ZRANGE <index> <start> <stop> BYLEX [REV]
- * LIMIT 0 <limit + 1> for the page (one more than asked tells whether a next page
- * exists), ZLEXCOUNT of the whole match for its total, and with a seller EXISTS of the
- * player's hash. A search naming both item and seller reads that one listing's score in
- * market:{r} instead. Which index and which bounds is decided by market_index.c; the
- * indexes are kept in the same MULTI/EXEC as every listing's change, so what a page
- * shows is what market:{r} held at that instant. No lock is taken.
+ * One script per page, over the store layer: in the zset the search reads (market:{r},
+ * or the item's or the seller's index: market_index.c decides), it counts every listing
+ * in the price range (ZCOUNT), finds where the page starts (after the cursor, or at the
+ * end of the range the order starts from) and reads one more listing than asked, which
+ * tells whether a next page exists. With a seller it also asks whether the player
+ * exists. A search naming both item and seller reads that one listing's score in
+ * market:{r} instead. The indexes are kept in the same MULTI/EXEC as every listing's
+ * change, so what a page shows is what market:{r} held at that instant. No lock is taken.
  */
 #include "market/market.h"
 
@@ -16,34 +17,85 @@
 
 #include "market/market_store.h"
 
-/* Reads a ZRANGE BYLEX reply r of index kind (at most limit + 1 members) into out: the
- * first limit members as listings, and the next page's cursor when there is one more.
- * Returns MARKET_OK, MARKET_ERR_NOMEM, or MARKET_ERR_STORE when a member is not one of
- * the index's (its reason in c's errstr). */
-static int page_read(market_conn *c, const char *key, int kind, const redisReply *r, size_t limit,
+/* A page of zset KEYS[1], ordered by (score, member) with members compared byte by byte
+ * (Redis's order of a zset): ARGV[1], ARGV[2] the price range; ARGV[3] how many; ARGV[4]
+ * "1" for highest price first; ARGV[5], ARGV[6] the cursor's price and member ("" when
+ * none): the page starts strictly after it in the search's order. Returns {the range's
+ * count, {member, score, ...} in the search's order}. The start is the cursor member's
+ * rank when it is still there at the cursor's price, else found by a binary search over
+ * the ranks of that price (Lua's own string comparison follows the locale, so the bytes
+ * are compared one by one). Reads only. */
+static const char page_script[] =
+    "#!lua flags=no-writes\n"
+    "local k, n, desc = KEYS[1], tonumber(ARGV[3]), ARGV[4] == '1' "
+    "local lo, hi = tonumber(ARGV[1]), tonumber(ARGV[2]) "
+    "local function less(x, y) "
+    "for i = 1, math.min(#x, #y) do "
+    "local a, b = string.byte(x, i), string.byte(y, i) "
+    "if a ~= b then return a < b end end "
+    "return #x < #y end "
+    /* how many members come before (p, m), counting m itself when it is there and `incl` */
+    "local function rank(p, m, incl) "
+    "local r = redis.call('ZRANK', k, m) "
+    "if r and tonumber(redis.call('ZSCORE', k, m)) == tonumber(p) then return r + incl end "
+    "local a = redis.call('ZCOUNT', k, '-inf', '(' .. p) "
+    "local b = redis.call('ZCOUNT', k, '-inf', p) "
+    "while a < b do "
+    "local mid = math.floor((a + b) / 2) "
+    "if less(m, redis.call('ZRANGE', k, mid, mid)[1]) then b = mid else a = mid + 1 end end "
+    "return a end "
+    "local first, last "
+    "if not desc then "
+    "if ARGV[5] ~= '' then first = rank(ARGV[5], ARGV[6], 1) "
+    "else first = redis.call('ZCOUNT', k, '-inf', '(' .. ARGV[1]) end "
+    "last = first + n - 1 "
+    "else "
+    "if ARGV[5] ~= '' then last = rank(ARGV[5], ARGV[6], 0) - 1 "
+    "else last = redis.call('ZCOUNT', k, '-inf', ARGV[2]) - 1 end "
+    "first = math.max(last - n + 1, 0) end "
+    "local out = {} "
+    "if last >= first then "
+    "local r = redis.call('ZRANGE', k, first, last, 'WITHSCORES') "
+    "local from, to, step = 1, #r - 1, 2 "
+    "if desc then from, to, step = #r - 1, 1, -2 end "
+    "for i = from, to, step do "
+    "local p = tonumber(r[i + 1]) "
+    "if p < lo or p > hi then break end "
+    "out[#out + 1] = r[i] out[#out + 1] = r[i + 1] end end "
+    "return {redis.call('ZCOUNT', k, ARGV[1], ARGV[2]), out}";
+
+/* Reads the script's page r ({member, score, ...}, at most limit + 1 listings) of the zset
+ * key that plan p reads for query q into out: the first limit as listings, and the next
+ * page's cursor when there is one more. Returns MARKET_OK, MARKET_ERR_NOMEM, or
+ * MARKET_ERR_STORE when an entry is not a listing of that zset (its reason in c's errstr). */
+static int page_read(market_conn *c, const char *key, const market__search_plan *p,
+                     const market_search_query *q, const redisReply *r,
                      market_search_result *out) {
-    if (r->type != REDIS_REPLY_ARRAY) return market__fail_reply(c, "search refused", r);
-    size_t n = r->elements < limit ? r->elements : limit;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2)
+        return market__fail_reply(c, "search refused", r);
+    size_t got = r->elements / 2, n = got < q->limit ? got : q->limit;
     if (n && !(out->listings = calloc(n, sizeof *out->listings))) return MARKET_ERR_NOMEM;
     for (size_t i = 0; i < n; i++) {
-        const redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_STRING ||
-            market__idx_decode(kind, e->str, e->len, &out->listings[i]) < 0)
+        const redisReply *e = r->element[2 * i], *sc = r->element[2 * i + 1];
+        market_listing *l = &out->listings[i];
+        if (e->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING ||
+            market__search_member(p, q, e->str, e->len, l) < 0 ||
+            market__parse_price(sc->str, sc->len, &l->price) < 0)
             return market__fail(c,
-                                "search index %s holds a malformed member (rebuild it: "
-                                "market-seed --reindex)",
+                                "%s holds an entry that is not a listing (rebuild the "
+                                "indexes: market-seed --reindex)",
                                 key);
         out->n++;
     }
-    if (r->elements > limit) market_cursor_make(&out->listings[n - 1], out->next_cursor);
+    if (got > q->limit) market_cursor_make(&out->listings[n - 1], out->next_cursor);
     return MARKET_OK;
 }
 
 /* Searches realm's market for the listings that match q (see market_search_query), in
  * price order, one page: fills *out (see market_search_result; free its listings with
- * market_search_result_cleanup(); after a failure *out is empty). Listings of equal price come in
- * the order of their index member. A page costs O(log N + q->limit) in Redis, however
- * deep the cursor. Returns MARKET_OK, or MARKET_ERR_INVALID (a bad realm or query:
+ * market_search_result_cleanup(); after a failure *out is empty). Listings of equal price come
+ * in the order of their item, then their seller. A page costs O(log N + q->limit) in Redis,
+ * however deep the cursor. Returns MARKET_OK, or MARKET_ERR_INVALID (a bad realm or query:
  * market_search_check() says which part), MARKET_ERR_STORE (Redis failed, or an index
  * holds what no write of ours puts there; c's errstr says which), MARKET_ERR_NOMEM. */
 int market_search(market_conn *c, const char *realm, const market_search_query *q,
@@ -54,28 +106,24 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
     if (!c || !market_id_valid(realm) || market__search_plan_make(q, &p) < 0)
         return MARKET_ERR_INVALID;
     market__realm rl;
-    market__idx ix;
     market__realm_init(&rl, realm);
-    market__idx_init(&ix, realm);
-    const char *key = ix.key[p.kind];
+    char key[MARKET__IDX_KEY_MAX > MARKET__KEY_MAX ? MARKET__IDX_KEY_MAX : MARKET__KEY_MAX];
+    if (p.source == MARKET__SEARCH_ITEM)
+        market__idx_key(key, MARKET__IDX_ITEM, realm, q->item);
+    else if (p.source == MARKET__SEARCH_SELLER)
+        market__idx_key(key, MARKET__IDX_SELLER, realm, q->seller);
+    else
+        snprintf(key, sizeof key, "%s", rl.market);
     char member[MARKET__MEMBER_MAX], k_user[MARKET__KEY_MAX];
-    market__cmd rd[3];
-    redisReply *rep[3] = {0};
+    market__cmd rd[2];
+    redisReply *rep[2] = {0};
     size_t nc = 0;
     if (p.point) {
         snprintf(member, sizeof member, "%s.%s", q->item, q->seller);
         market__cmd_set(&rd[nc++], 3, "ZSCORE", rl.market, member);
     } else {
-        market__cmd *z = &rd[nc++];
-        market__cmd_set(z, 8, "ZRANGE", key, p.start, p.stop, "BYLEX", "LIMIT", "0", p.count);
-        if (p.desc) { /* ZRANGE key start stop BYLEX REV LIMIT 0 n */
-            memmove(&z->argv[5], &z->argv[4], 4 * sizeof *z->argv);
-            memmove(&z->len[5], &z->len[4], 4 * sizeof *z->len);
-            z->argv[5] = "REV";
-            z->len[5] = 3;
-            z->argc = 9;
-        }
-        market__cmd_set(&rd[nc++], 4, "ZLEXCOUNT", key, p.min, p.max);
+        market__cmd_set(&rd[nc++], 10, "EVAL", page_script, "1", key, p.lo_s, p.hi_s, p.count,
+                        p.desc ? "1" : "0", p.after_price, p.after_member);
     }
     size_t i_user = nc;
     if (q->seller) {
@@ -114,12 +162,14 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
         out->n = 1;
         goto out;
     }
-    if (rep[1]->type != REDIS_REPLY_INTEGER || rep[1]->integer < 0) {
-        rc = market__fail_reply(c, "search refused", rep[1]);
+    const redisReply *r = rep[0];
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < 0) {
+        rc = market__fail_reply(c, "search refused", r);
         goto out;
     }
-    out->total = (size_t)rep[1]->integer;
-    rc = page_read(c, key, p.kind, rep[0], q->limit, out);
+    out->total = (size_t)r->element[0]->integer;
+    rc = page_read(c, key, &p, q, r->element[1], out);
 out:
     if (rc == MARKET_OK) rc = market__units_fill(c, &rl, out->listings, out->n);
     market__replies_free(rep, nc);

@@ -263,15 +263,15 @@ size_t market__fence_write(const market__held *held, market__cmd *cmds) {
 }
 
 /* Appends to cmds the writes that keep the search indexes with a listing added (add: ZADD
- * <index> 0 <member>) or removed (ZREM <index> <member>), one per index, naming e's keys
- * and members (e must outlive cmds). Returns how many it appended (MARKET__IDX_KINDS).
+ * <index> <price> <member>) or removed (ZREM <index> <member>), one per index, naming e's
+ * keys and members (e must outlive cmds). Returns how many it appended (MARKET__IDX_KINDS).
  * This function can't fail. */
 size_t market__idx_cmds(const market__idx_entry *e, int add, market__cmd *cmds) {
     for (int k = 0; k < MARKET__IDX_KINDS; k++) {
         if (add)
-            market__cmd_set(&cmds[k], 4, "ZADD", e->idx.key[k], "0", e->member[k]);
+            market__cmd_set(&cmds[k], 4, "ZADD", e->key[k], e->score, e->member[k]);
         else
-            market__cmd_set(&cmds[k], 3, "ZREM", e->idx.key[k], e->member[k]);
+            market__cmd_set(&cmds[k], 3, "ZREM", e->key[k], e->member[k]);
     }
     return MARKET__IDX_KINDS;
 }

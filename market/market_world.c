@@ -8,14 +8,15 @@
  * the invariants: funds conserved, none negative, every item in one place, the
  * indexes holding exactly the market's listings, and the units of stackable
  * goods and flash sales (stacks, listed units, stock, sold). market_reindex()
- * rebuilds a realm's indexes from its market (stores seeded before the indexes
- * existed).
+ * rebuilds a realm's indexes from its market, also while the service runs (stores
+ * seeded before the indexes existed or in their former layout, or found off by the audit).
  * market_players_scan() and market_store_info() read the players and the
  * store's counters for tools (market-load) without their knowing the keys.
  */
 #include "market/market.h"
 
 #include <fnmatch.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ static const char *const realm_kinds[] = {"users", "inventory", "stacks", "idem"
 
 #define ZADD_CHUNK 256     /* score/member pairs per ZADD while seeding */
 #define REINDEX_CHUNK 1000 /* listings read and indexed per round trip by market_reindex() */
+#define KEYS_CHUNK 1000    /* index keys read per round trip by the audit and market_reindex() */
 #define SCAN_COUNT "1000"  /* SCAN's COUNT hint */
 
 struct wplayer {
@@ -298,10 +300,7 @@ static int bulk_finish(struct bulk *b) {
             return MARKET_ERR_STORE;
         }
         redisReply *rep = r;
-        if (rep->type == REDIS_REPLY_ERROR)
-            rc = market__fail_reply(b->c, "write refused", rep);
-        else if (rep->type == REDIS_REPLY_NIL && i + 1 == b->sent) /* EXEC aborted */
-            rc = market__fail(b->c, "the market changed while it was written; nothing written");
+        if (rep->type == REDIS_REPLY_ERROR) rc = market__fail_reply(b->c, "write refused", rep);
         freeReplyObject(rep);
     }
     if (b->failed) market__drop(b->c); /* the output buffer is in an unknown state */
@@ -380,98 +379,81 @@ static int cmp_item_owner(const void *a, const void *b) {
     return strcmp(x->owner, y->owner);
 }
 
-/* Scratch for writing a world's listings a chunk at a time. */
+/* Scratch for writing a world's listings a ZADD at a time. */
 struct listing_chunk {
-    size_t n;
-    const struct witem *it[ZADD_CHUNK];
-    int64_t old[ZADD_CHUNK]; /* the price it has in market:{r} now; 0: none or unknown */
-    market__idx idx;
     const char *argv[2 + 2 * ZADD_CHUNK];
-    char score[ZADD_CHUNK][24];
-    char member[ZADD_CHUNK][MARKET__MEMBER_MAX];
-    char idx_member[ZADD_CHUNK][MARKET__IDX_MEMBER_MAX];
+    market__idx_entry e[ZADD_CHUNK];             /* each listing's index entries and score */
+    char member[ZADD_CHUNK][MARKET__MEMBER_MAX]; /* ... and its member of market:{r} */
 };
 
-/* Appends to b, for those of ch's listings whose price the seeding changes, the removal
- * of their index entries at the old price (ZREM <index> <member> [...]), and empties ch.
- * This function can't fail (b notes a failure). */
-static void stale_flush(struct bulk *b, struct listing_chunk *ch) {
-    const char **argv = ch->argv;
-    for (int k = 0; k < MARKET__IDX_KINDS && ch->n; k++) {
-        int argc = 2;
-        argv[0] = "ZREM";
-        argv[1] = ch->idx.key[k];
-        for (size_t i = 0; i < ch->n; i++) {
-            const struct witem *it = ch->it[i];
-            if (ch->old[i] <= 0 || ch->old[i] == it->price) continue;
-            market__idx_member(ch->idx_member[i], k, it->item, it->owner, ch->old[i]);
-            argv[argc++] = ch->idx_member[i];
-        }
-        if (argc > 2) bulk_add(b, argc, argv, NULL);
-    }
-    ch->n = 0;
+/* Orders listings as market:{r} does: by price, item, seller. */
+static int cmp_by_price(const void *a, const void *b) {
+    const struct witem *x = *(const struct witem *const *)a, *y = *(const struct witem *const *)b;
+    if (x->price != y->price) return x->price < y->price ? -1 : 1;
+    int c = strcmp(x->item, y->item);
+    return c ? c : strcmp(x->owner, y->owner);
 }
 
-static int cmp_cstr_p(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+/* Orders listings by seller, item: each seller's index's together. */
+static int cmp_by_seller(const void *a, const void *b) {
+    const struct witem *x = *(const struct witem *const *)a, *y = *(const struct witem *const *)b;
+    int c = strcmp(x->owner, y->owner);
+    return c ? c : strcmp(x->item, y->item);
 }
 
-/* Appends to b the ZADDs of the world's listings (items[0..n) with a price): into each
- * index (ZADD <index> 0 <member> [...]) and into market:{r} (ZADD score member [...]), in
- * chunks, each zset's members in the order the zset keeps them (sorted: Redis inserts a
- * run of neighbours faster than members scattered over a large zset). The idx:{r}:all
- * order, price then "<item>.<seller>", is market:{r}'s too. Returns MARKET_OK or
+/* Returns 1 when listings x and y go into the same zset of kind: the same item's index,
+ * the same seller's, or (MARKET__IDX_KINDS) market:{r}. */
+static int same_zset(int kind, const struct witem *x, const struct witem *y) {
+    if (kind == MARKET__IDX_ITEM) return strcmp(x->item, y->item) == 0;
+    if (kind == MARKET__IDX_SELLER) return strcmp(x->owner, y->owner) == 0;
+    return 1;
+}
+
+/* Appends to b the ZADDs of the world's listings (items[0..n) with a price): into
+ * market:{r} (member "<item>.<seller>"), into each item's index and into each seller's
+ * (market_index.c), every one scored by its price; one ZADD per zset and ZADD_CHUNK
+ * listings at most. market:{r}'s members go in its order (Redis inserts a run of
+ * neighbours faster than members scattered over a large zset). Returns MARKET_OK or
  * MARKET_ERR_NOMEM (b then holds part of them: the caller must not commit it). */
 static int listings_add(struct bulk *b, const market__realm *rl, const struct witem *items,
                         size_t n, struct listing_chunk *ch) {
-    size_t listed = 0, need = 0;
+    /* listings ordered so that each zset's come together: cmp_good orders them by item */
+    static int (*const order[MARKET__IDX_KINDS + 1])(const void *, const void *) = {
+        [MARKET__IDX_ITEM] = cmp_good,
+        [MARKET__IDX_SELLER] = cmp_by_seller,
+        [MARKET__IDX_KINDS] = cmp_by_price,
+    };
+    size_t listed = 0;
     for (size_t i = 0; i < n; i++)
-        if (items[i].price) {
-            listed++;
-            need += strlen(items[i].item) + strlen(items[i].owner) + MARKET__PRICE_DIGITS + 3;
-        }
+        listed += items[i].price != 0;
     if (!listed) return MARKET_OK;
-    char *buf = malloc(need);
-    const char **m = malloc(listed * sizeof *m);
-    if (!buf || !m) {
-        free(buf);
-        free(m);
-        return MARKET_ERR_NOMEM;
-    }
+    const struct witem **l = malloc(listed * sizeof *l);
+    if (!l) return MARKET_ERR_NOMEM;
+    listed = 0;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].price) l[listed++] = &items[i];
     const char **argv = ch->argv;
-    for (int k = 0; k < MARKET__IDX_KINDS; k++) {
-        char *at = buf;
-        size_t j = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (!items[i].price) continue;
-            market__idx_member(at, k, items[i].item, items[i].owner, items[i].price); /* fits */
-            m[j++] = at;
-            at += strlen(at) + 1;
-        }
-        qsort(m, listed, sizeof *m, cmp_cstr_p);
-        for (size_t i = 0; i < listed; i += ZADD_CHUNK) {
-            size_t c = listed - i < ZADD_CHUNK ? listed - i : ZADD_CHUNK;
-            argv[0] = "ZADD";
-            if (k == MARKET__IDX_ALL) { /* "<price>:<item>.<seller>": market:{r}'s order */
-                argv[1] = rl->market;
-                for (size_t x = 0; x < c; x++) {
-                    memcpy(ch->score[x], m[i + x], MARKET__PRICE_DIGITS);
-                    ch->score[x][MARKET__PRICE_DIGITS] = '\0';
-                    argv[2 + 2 * x] = ch->score[x];
-                    argv[3 + 2 * x] = m[i + x] + MARKET__PRICE_DIGITS + 1;
+    for (int k = 0; k <= MARKET__IDX_KINDS; k++) { /* the indexes, then market:{r} */
+        qsort(l, listed, sizeof *l, order[k]);
+        for (size_t i = 0, c; i < listed; i += c) {
+            for (c = 0; c < ZADD_CHUNK && i + c < listed && same_zset(k, l[i], l[i + c]); c++) {
+                const struct witem *it = l[i + c];
+                market__idx_entry *e = &ch->e[c];
+                market__idx_entry_init(e, rl->id, it->item, it->owner, it->price);
+                argv[2 + 2 * c] = e->score;
+                if (k < MARKET__IDX_KINDS) {
+                    argv[3 + 2 * c] = e->member[k];
+                } else {
+                    snprintf(ch->member[c], sizeof ch->member[c], "%s.%s", it->item, it->owner);
+                    argv[3 + 2 * c] = ch->member[c];
                 }
-                bulk_add(b, (int)(2 + 2 * c), argv, NULL);
             }
-            argv[1] = ch->idx.key[k];
-            for (size_t x = 0; x < c; x++) {
-                argv[2 + 2 * x] = "0";
-                argv[3 + 2 * x] = m[i + x];
-            }
+            argv[0] = "ZADD";
+            argv[1] = k < MARKET__IDX_KINDS ? ch->e[0].key[k] : rl->market;
             bulk_add(b, (int)(2 + 2 * c), argv, NULL);
         }
     }
-    free(buf);
-    free(m);
+    free(l);
     return MARKET_OK;
 }
 
@@ -482,56 +464,9 @@ static struct timeval exec_timeout(const market_conn *c, size_t listings) {
     return (struct timeval){(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 }
 
-/* Seeding without reset: WATCHes realm's market (the seeding's EXEC then aborts if it
- * changes meanwhile) and reads into old[i] the price each listing items[i] has in it now
- * (0: not listed, or not a listing of the world), so that a listing whose price the
- * seeding changes loses its old index entries. ch is scratch. Returns MARKET_OK, or
- * MARKET_ERR_STORE (the connection dropped, which ends the WATCH). */
-static int old_prices(market_conn *c, const market__realm *rl, const struct witem *items, size_t n,
-                      struct listing_chunk *ch, int64_t *old) {
-    struct bulk b = {c, 0, 0};
-    const char *watch[2] = {"WATCH", rl->market};
-    const char **argv = ch->argv;
-    bulk_add(&b, 2, watch, NULL);
-    argv[0] = "ZMSCORE";
-    argv[1] = rl->market;
-    int argc = 2;
-    for (size_t i = 0; i < n; i++) {
-        if (items[i].price == 0) continue;
-        snprintf(ch->member[argc - 2], sizeof ch->member[0], "%s.%s", items[i].item,
-                 items[i].owner);
-        argv[argc] = ch->member[argc - 2];
-        if (++argc == 2 + ZADD_CHUNK) {
-            bulk_add(&b, argc, argv, NULL);
-            argc = 2;
-        }
-    }
-    if (argc > 2) bulk_add(&b, argc, argv, NULL);
-    if (b.failed) return bulk_finish(&b);
-    int rc = MARKET_OK;
-    size_t next = 0; /* the item the next score belongs to */
-    for (size_t r = 0; r < b.sent; r++) {
-        void *v = NULL;
-        if (redisGetReply(c->ctx, &v) != REDIS_OK) {
-            market__drop(c);
-            return MARKET_ERR_STORE;
-        }
-        const redisReply *rep = v;
-        if (rep->type == REDIS_REPLY_ERROR) rc = MARKET_ERR_STORE;
-        for (size_t e = 0; r > 0 && rep->type == REDIS_REPLY_ARRAY && e < rep->elements; e++) {
-            while (next < n && items[next].price == 0)
-                next++;
-            if (next < n) old[next++] = market__reply_price(rep->element[e]);
-        }
-        freeReplyObject(v);
-    }
-    if (rc < 0) market__drop(c); /* and its WATCH */
-    return rc;
-}
-
 /* Writes w into realm in one MULTI/EXEC: each player's hash and inventory
- * are replaced, each listing added (and put in the search indexes; a listing
- * that was there at another price leaves its old index entries). With reset, the
+ * are replaced, each listing added (and put in its search indexes at its price, which
+ * replaces the price of an entry that was there). With reset, the
  * realm's players, inventories, idempotency records, indexes and market are deleted
  * first (inside the same transaction; other realms are left alone). w is checked first and
  * nothing is written when it fails. Returns MARKET_OK, or ERR_DUPLICATE /
@@ -544,7 +479,6 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     struct keylist keys = {0};
     struct witem *items = NULL;
     struct listing_chunk *ch = NULL;
-    int64_t *old = NULL; /* without reset: each item's price in market:{r} now (0: none) */
     market__realm rl;
     market__realm_init(&rl, realm);
     if ((rc = market__route(c, realm)) < 0) goto out;
@@ -557,17 +491,13 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     }
     if (w->n_items) memcpy(items, w->items, w->n_items * sizeof *items);
     qsort(items, w->n_items, sizeof *items, cmp_item_owner);
-    ch = malloc(sizeof *ch);
-    if (!ch || (!reset && !(old = calloc(w->n_items ? w->n_items : 1, sizeof *old)))) {
+    if (!(ch = malloc(sizeof *ch))) {
         rc = MARKET_ERR_NOMEM;
         goto out;
     }
-    ch->n = 0;
-    market__idx_init(&ch->idx, realm);
     size_t n_listed = 0;
     for (size_t i = 0; i < w->n_items; i++)
         n_listed += items[i].price != 0;
-    if (!reset && n_listed && (rc = old_prices(c, &rl, items, w->n_items, ch, old)) < 0) goto out;
 
     struct bulk b = {c, 0, 0};
     const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
@@ -607,15 +537,6 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
                 bulk_add(&b, 3, hdel, NULL);
         }
     }
-    /* Listings: a repriced one's old index entries out, then every one into market:{r}
-     * and the indexes. */
-    for (size_t i = 0; old && i < w->n_items; i++) {
-        if (items[i].price == 0 || old[i] <= 0 || old[i] == items[i].price) continue;
-        ch->it[ch->n] = &items[i];
-        ch->old[ch->n] = old[i];
-        if (++ch->n == ZADD_CHUNK) stale_flush(&b, ch);
-    }
-    stale_flush(&b, ch);
     if ((rc = listings_add(&b, &rl, items, w->n_items, ch)) < 0) {
         market__drop(c); /* the transaction is cut short: never EXEC it */
         goto out;
@@ -630,7 +551,6 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     if (c->ctx && redisSetTimeout(c->ctx, tv) != REDIS_OK) market__drop(c);
 out:
     free(ch);
-    free(old);
     free(items);
     keylist_free(&keys);
     return rc;
@@ -730,68 +650,204 @@ static int listing_read(const redisReply *e, const redisReply *sc, market_listin
     return market__parse_price(sc->str, sc->len, &l->price);
 }
 
-/* Adds to *mismatch how far index kind (key) of a realm is from its market, z (ZRANGE
- * market:{r} 0 -1 WITHSCORES): members of listings that it lacks (a listing that cannot be
- * read counts as lacking), members no listing has, and scores other than 0. Both sides
- * are sorted and walked once. Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
-static int audit_index(market_conn *c, const char *key, int kind, const redisReply *z,
-                       size_t *mismatch) {
-    size_t n = z->elements / 2, need = 0, ne = 0, na = 0;
-    for (size_t i = 0; i < n; i++) /* a member is the listing's + 14 bytes, and a NUL */
-        need += z->element[2 * i]->len + MARKET__PRICE_DIGITS + 2;
-    char *buf = malloc(need ? need : 1), **exp = malloc((n ? n : 1) * sizeof *exp), **act = NULL;
-    redisReply *r = NULL;
-    int rc = MARKET_OK;
-    if (!buf || !exp) {
-        rc = MARKET_ERR_NOMEM;
-        goto out;
+/* Strings kept end to end in one buffer: the index entries the audit compares, the market
+ * members market_reindex() looks up. */
+struct strs {
+    char *buf;
+    size_t len, cap;
+    size_t *at; /* where each string starts in buf */
+    size_t n, cap_at;
+    char **p; /* strs_index()'s pointers */
+    size_t cap_p;
+};
+
+static int strs_add(struct strs *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Adds the string fmt makes to s. Returns MARKET_OK or MARKET_ERR_NOMEM. */
+static int strs_add(struct strs *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (len < 0 || grow((void **)&s->buf, &s->cap, s->len + (size_t)len + 1, 1) < 0 ||
+        grow((void **)&s->at, &s->cap_at, s->n + 1, sizeof *s->at) < 0)
+        return MARKET_ERR_NOMEM;
+    va_start(ap, fmt);
+    vsnprintf(s->buf + s->len, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    s->at[s->n++] = s->len;
+    s->len += (size_t)len + 1;
+    return MARKET_OK;
+}
+
+/* Points s->p[0..s->n) at s's strings, valid until the next strs_add(). Returns
+ * MARKET_OK or MARKET_ERR_NOMEM. */
+static int strs_index(struct strs *s) {
+    if (grow((void **)&s->p, &s->cap_p, s->n ? s->n : 1, sizeof *s->p) < 0)
+        return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < s->n; i++)
+        s->p[i] = s->buf + s->at[i];
+    return MARKET_OK;
+}
+
+static void strs_free(struct strs *s) {
+    free(s->buf);
+    free(s->at);
+    free(s->p);
+    memset(s, 0, sizeof *s);
+}
+
+/* Writes the keys of realm's search indexes in their former layout (one big zset each,
+ * every score 0) into out: idx:{r}:all, idx:{r}:item and idx:{r}:seller. */
+static void legacy_keys(const char *realm, char out[3][MARKET__KEY_MAX]) {
+    static const char *const names[3] = {"all", "item", "seller"};
+    for (size_t i = 0; i < 3; i++)
+        market__key(out[i], MARKET__KEY_MAX, "idx", realm, names[i]);
+}
+
+/* Returns the id in key when it is a key of realm's indexes, "idx:{<realm>}:item:<id>" or
+ * "idx:{<realm>}:seller:<id>" (borrowed from key), with its kind in *kind; else NULL. */
+static const char *idx_key_id(const char *realm, const char *key, int *kind) {
+    for (*kind = 0; *kind < MARKET__IDX_KINDS; (*kind)++) {
+        char prefix[MARKET__IDX_KEY_MAX];
+        market__idx_key(prefix, *kind, realm, "");
+        size_t len = strlen(prefix);
+        if (strncmp(key, prefix, len) == 0) return key + len;
     }
-    char *at = buf;
+    return NULL;
+}
+
+/* Collects the keys of realm's search indexes (idx:{r}:item:* and idx:{r}:seller:*, in one
+ * SCAN of idx:{r}:*) into keys. Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
+static int idx_keys_scan(market_conn *c, const char *realm, struct keylist *keys) {
+    char pattern[MARKET__KEY_MAX];
+    int kind;
+    market__key(pattern, sizeof pattern, "idx", realm, "*");
+    int rc = scan_keys(c, pattern, keys);
+    size_t kept = 0; /* not the former layout's keys (legacy_keys()), nor others */
+    for (size_t i = 0; rc == MARKET_OK && i < keys->n; i++) {
+        if (idx_key_id(realm, keys->keys[i], &kind))
+            keys->keys[kept++] = keys->keys[i];
+        else
+            free(keys->keys[i]);
+    }
+    if (rc == MARKET_OK) keys->n = kept;
+    return rc;
+}
+
+/* A pipeline that reads index keys whole: [WATCH market:{r} <keys>,] ZRANGE <key> 0 -1
+ * WITHSCORES for each key. */
+struct idx_read {
+    const char *watch[2 + KEYS_CHUNK];
+    const char *zrange[KEYS_CHUNK][5];
+    const char **argv[1 + KEYS_CHUNK];
+    int argc[1 + KEYS_CHUNK];
+    redisReply *rep[1 + KEYS_CHUNK];
+    size_t n; /* the replies rep holds */
+};
+
+/* Reads keys[0..n) (n <= KEYS_CHUNK) into r->rep, in one pipeline: with watch (the name of
+ * market:{r}; NULL: none) after a WATCH of it and of the keys, whose reply is rep[0].
+ * Returns MARKET_OK, or ERR_STORE, ERR_NOMEM, MARKET__REDIRECTED (market__pipeline_argv())
+ * with nothing in rep. */
+static int idx_read(market_conn *c, struct idx_read *r, const char *watch, char *const *keys,
+                    size_t n) {
+    size_t nc = 0;
+    if (watch) {
+        r->watch[0] = "WATCH";
+        r->watch[1] = watch;
+        for (size_t i = 0; i < n; i++)
+            r->watch[2 + i] = keys[i];
+        r->argv[nc] = r->watch;
+        r->argc[nc++] = (int)(2 + n);
+    }
     for (size_t i = 0; i < n; i++) {
+        const char **z = r->zrange[i];
+        z[0] = "ZRANGE", z[1] = keys[i], z[2] = "0", z[3] = "-1", z[4] = "WITHSCORES";
+        r->argv[nc] = z;
+        r->argc[nc++] = 5;
+    }
+    int rc = market__pipeline_argv(c, nc, r->argc, (const char **const *)r->argv, r->rep);
+    r->n = rc == MARKET_OK ? nc : 0;
+    return rc;
+}
+
+/* Adds to *mismatch how far realm's search indexes are from its market, z (ZRANGE
+ * market:{r} 0 -1 WITHSCORES): the entries of listings that they lack or hold at another
+ * price (a listing that cannot be read lacks both of its), entries no listing has (also
+ * members and scores that are not a listing's, keys that are no zset), and each key of
+ * the former layout still there (legacy_keys()). Both sides, written
+ * "<kind>|<id>|<member>|<price>", are sorted and walked once; the index keys are read
+ * KEYS_CHUNK a round trip. Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
+static int audit_index(market_conn *c, const char *realm, const redisReply *z, size_t *mismatch) {
+    struct strs exp = {0}, act = {0};
+    struct keylist keys = {0};
+    struct idx_read *r = malloc(sizeof *r);
+    char legacy[3][MARKET__KEY_MAX];
+    legacy_keys(realm, legacy);
+    market__cmd exists;
+    market__cmd_set(&exists, 4, "EXISTS", legacy[0], legacy[1], legacy[2]);
+    int rc = r ? market__pipeline(c, &exists, 1, r->rep) : MARKET_ERR_NOMEM;
+    if (rc < 0) goto out;
+    if (r->rep[0]->type == REDIS_REPLY_INTEGER)
+        *mismatch += (size_t)r->rep[0]->integer;
+    else
+        rc = market__fail_reply(c, "looking for the former search indexes", r->rep[0]);
+    market__replies_free(r->rep, 1);
+    for (size_t i = 0; rc == MARKET_OK && i < z->elements / 2; i++) {
         market_listing l;
+        market__idx_entry e;
         if (listing_read(z->element[2 * i], z->element[2 * i + 1], &l) < 0) {
-            (*mismatch)++;
+            *mismatch += MARKET__IDX_KINDS;
             continue;
         }
-        market__idx_member(at, kind, l.item, l.seller, l.price); /* fits: see need */
-        exp[ne++] = at;
-        at += strlen(at) + 1;
+        const char *id[MARKET__IDX_KINDS] = {[MARKET__IDX_ITEM] = l.item,
+                                             [MARKET__IDX_SELLER] = l.seller};
+        market__idx_entry_init(&e, realm, l.item, l.seller, l.price);
+        for (int k = 0; k < MARKET__IDX_KINDS && rc == MARKET_OK; k++)
+            rc = strs_add(&exp, "%d|%s|%s|%s", k, id[k], e.member[k], e.score);
     }
-    const char *argv[5] = {"ZRANGE", key, "0", "-1", "WITHSCORES"};
-    if (!(r = market__command(c, 5, argv, NULL))) {
-        rc = MARKET_ERR_STORE;
-        goto out;
+    if (rc == MARKET_OK) rc = idx_keys_scan(c, realm, &keys);
+    for (size_t at = 0; rc == MARKET_OK && at < keys.n; at += KEYS_CHUNK) {
+        size_t n = keys.n - at < KEYS_CHUNK ? keys.n - at : KEYS_CHUNK;
+        if ((rc = idx_read(c, r, NULL, keys.keys + at, n)) < 0) break;
+        for (size_t i = 0; i < n && rc == MARKET_OK; i++) {
+            const redisReply *x = r->rep[i];
+            int kind;
+            const char *id = idx_key_id(realm, keys.keys[at + i], &kind);
+            if (x->type != REDIS_REPLY_ARRAY || x->elements % 2) { /* not a zset: no index */
+                (*mismatch)++;
+                continue;
+            }
+            for (size_t j = 0; j < x->elements && rc == MARKET_OK; j += 2) {
+                const redisReply *m = x->element[j], *sc = x->element[j + 1];
+                int64_t price;
+                if (m->type != REDIS_REPLY_STRING || strlen(m->str) != m->len ||
+                    sc->type != REDIS_REPLY_STRING ||
+                    market__parse_price(sc->str, sc->len, &price) < 0)
+                    (*mismatch)++;
+                else
+                    rc = strs_add(&act, "%d|%s|%s|%lld", kind, id, m->str, (long long)price);
+            }
+        }
+        market__replies_free(r->rep, r->n);
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) {
-        rc = market__fail_reply(c, "reading a search index", r);
-        goto out;
-    }
-    if (!(act = malloc((r->elements / 2 + 1) * sizeof *act))) {
-        rc = MARKET_ERR_NOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i + 1 < r->elements; i += 2) {
-        const redisReply *m = r->element[i], *sc = r->element[i + 1];
-        if (m->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING ||
-            strcmp(sc->str, "0") != 0 || strlen(m->str) != m->len)
-            (*mismatch)++;
-        else
-            act[na++] = m->str;
-    }
-    qsort(exp, ne, sizeof *exp, cmp_str_p);
-    qsort(act, na, sizeof *act, cmp_str_p);
+    if (rc == MARKET_OK && (rc = strs_index(&exp)) == MARKET_OK) rc = strs_index(&act);
+    if (rc < 0) goto out;
+    qsort(exp.p, exp.n, sizeof *exp.p, cmp_str_p);
+    qsort(act.p, act.n, sizeof *act.p, cmp_str_p);
     size_t i = 0, j = 0;
-    while (i < ne || j < na) {
-        int d = i == ne ? 1 : j == na ? -1 : strcmp(exp[i], act[j]);
+    while (i < exp.n || j < act.n) {
+        int d = i == exp.n ? 1 : j == act.n ? -1 : strcmp(exp.p[i], act.p[j]);
         if (d <= 0) i++;
         if (d >= 0) j++;
         if (d != 0) (*mismatch)++;
     }
 out:
-    if (r) freeReplyObject(r);
-    free(act);
-    free(exp);
-    free(buf);
+    strs_free(&exp);
+    strs_free(&act);
+    keylist_free(&keys);
+    free(r);
     return rc;
 }
 
@@ -966,11 +1022,8 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
         if (strcmp(items.ids[i - 1], items.ids[i]) == 0 &&
             (i < 2 || strcmp(items.ids[i - 2], items.ids[i]) != 0))
             out->items_misplaced++;
-    market__idx ix;
-    market__idx_init(&ix, realm);
-    for (int k = 0; k < MARKET__IDX_KINDS && rc == MARKET_OK; k++)
-        rc = audit_index(c, ix.key[k], k, z, &out->index_mismatch);
-    if (rc == MARKET_OK) rc = audit_units(c, realm, out);
+    if ((rc = audit_index(c, realm, z, &out->index_mismatch)) == MARKET_OK)
+        rc = audit_units(c, realm, out);
 out:
     if (z) freeReplyObject(z);
     if (u) freeReplyObject(u);
@@ -983,153 +1036,9 @@ out:
 
 /* ---- rebuilding the search indexes ---- */
 
-/* The round trips of market_reindex(): one chunk of listings put in every index, and
- * the next chunk read. */
-struct reindex {
-    const char *zadd[MARKET__IDX_KINDS][2 + 2 * REINDEX_CHUNK];
-    char member[MARKET__IDX_KINDS][REINDEX_CHUNK][MARKET__IDX_MEMBER_MAX];
-    char start[24], stop[24];
-    const char *range[5];
-    const char **argv[MARKET__IDX_KINDS + 1];
-    int argc[MARKET__IDX_KINDS + 1];
-    redisReply *rep[MARKET__IDX_KINDS + 2]; /* also the swap's MULTI, kinds, EXEC */
-};
+#define REINDEX_TRIES 10 /* the most times a round of market_reindex() is run */
 
-/* Makes x's command number at a ZRANGE of zset from rank start, one chunk, WITHSCORES. */
-static void reindex_range(struct reindex *x, const char *zset, size_t start, size_t at) {
-    snprintf(x->start, sizeof x->start, "%zu", start);
-    snprintf(x->stop, sizeof x->stop, "%zu", start + REINDEX_CHUNK - 1);
-    x->range[0] = "ZRANGE";
-    x->range[1] = zset;
-    x->range[2] = x->start;
-    x->range[3] = x->stop;
-    x->range[4] = "WITHSCORES";
-    x->argv[at] = x->range;
-    x->argc[at] = 5;
-}
-
-/* Rebuilds realm's search indexes from its market: reads market:{r} a chunk of
- * REINDEX_CHUNK listings per round trip (by rank, no SCAN), writes every listing's members
- * into fresh keys ("idx:{r}:<kind>:new"), and swaps them in for the indexes in one
- * MULTI/EXEC that market:{r}, watched from the start, lets through only if no listing
- * changed meanwhile. Meant for a store seeded before the indexes existed, or one whose
- * audit finds index_mismatch; searches see the old indexes until the swap. Stores how
- * many listings were indexed in *listings (may be NULL). Returns MARKET_OK, or
- * ERR_INVALID (a bad realm), ERR_CONFLICT (the market changed during the rebuild: nothing
- * was swapped; run it again when the realm is quiet), ERR_STORE (Redis failed, or the
- * market holds an entry that is not a listing; c's errstr says which), ERR_NOMEM. */
-int market_reindex(market_conn *c, const char *realm, size_t *listings) {
-    if (listings) *listings = 0;
-    if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
-    market__realm rl;
-    market__idx live, fresh;
-    market__realm_init(&rl, realm);
-    market__idx_init(&live, realm);
-    for (int k = 0; k < MARKET__IDX_KINDS; k++)
-        snprintf(fresh.key[k], sizeof fresh.key[k], "%s:new", live.key[k]);
-    struct reindex *x = malloc(sizeof *x);
-    if (!x) return MARKET_ERR_NOMEM;
-    size_t count = 0, nc = 0;
-    market__cmd first[3];
-    market__cmd_set(&first[0], 2, "WATCH", rl.market);
-    market__cmd_set(&first[1], 4, "DEL", fresh.key[0], fresh.key[1], fresh.key[2]);
-    market__cmd_set(&first[2], 5, "ZRANGE", rl.market, "0", "999", "WITHSCORES");
-    _Static_assert(REINDEX_CHUNK == 1000, "the first ZRANGE reads one chunk");
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline(c, first, 3, x->rep);
-    if (rc < 0) goto out;
-    nc = 3;
-    for (;;) {
-        const redisReply *err = market__reply_error(x->rep, nc), *z = x->rep[nc - 1];
-        if (err || z->type != REDIS_REPLY_ARRAY || z->elements % 2) {
-            rc = market__fail_reply(c, "rebuilding the search indexes", err ? err : z);
-            goto out;
-        }
-        size_t n = z->elements / 2;
-        for (size_t i = 0; i < n; i++) {
-            market_listing l;
-            if (listing_read(z->element[2 * i], z->element[2 * i + 1], &l) < 0) {
-                rc = market__fail(c, "%s holds an entry that is not a listing: %.*s", rl.market,
-                                  (int)(z->element[2 * i]->len < 80 ? z->element[2 * i]->len : 80),
-                                  z->element[2 * i]->str ? z->element[2 * i]->str : "");
-                goto out;
-            }
-            for (int k = 0; k < MARKET__IDX_KINDS; k++) {
-                market__idx_member(x->member[k][i], k, l.item, l.seller, l.price);
-                x->zadd[k][2 + 2 * i] = "0";
-                x->zadd[k][3 + 2 * i] = x->member[k][i];
-            }
-        }
-        market__replies_free(x->rep, nc);
-        nc = 0;
-        count += n;
-        if (n == 0) break;
-        for (int k = 0; k < MARKET__IDX_KINDS; k++) {
-            x->zadd[k][0] = "ZADD";
-            x->zadd[k][1] = fresh.key[k];
-            x->argv[nc] = x->zadd[k];
-            x->argc[nc++] = (int)(2 + 2 * n);
-        }
-        int more = n == REINDEX_CHUNK;
-        if (more) reindex_range(x, rl.market, count, nc++);
-        if ((rc = market__pipeline_argv(c, nc, x->argc, (const char **const *)x->argv, x->rep)) <
-            0) {
-            nc = 0;
-            goto out;
-        }
-        if (!more) {
-            const redisReply *e = market__reply_error(x->rep, nc);
-            if (e) rc = market__fail_reply(c, "rebuilding the search indexes", e);
-            market__replies_free(x->rep, nc);
-            nc = 0;
-            if (rc < 0) goto out;
-            break;
-        }
-    }
-    /* the swap: the fresh keys become the indexes, unless the market changed */
-    market__cmd sw[2 + MARKET__IDX_KINDS];
-    size_t ns = 0;
-    market__cmd_set(&sw[ns++], 1, "MULTI");
-    for (int k = 0; k < MARKET__IDX_KINDS; k++) {
-        if (count)
-            market__cmd_set(&sw[ns++], 3, "RENAME", fresh.key[k], live.key[k]);
-        else
-            market__cmd_set(&sw[ns++], 2, "DEL", live.key[k]);
-    }
-    market__cmd_set(&sw[ns++], 1, "EXEC");
-    if ((rc = market__pipeline(c, sw, ns, x->rep)) < 0) goto out;
-    nc = ns;
-    const redisReply *exec = x->rep[ns - 1], *err = market__reply_error(x->rep, ns);
-    if (exec->type == REDIS_REPLY_NIL)
-        rc = MARKET_ERR_CONFLICT;
-    else if (err || exec->type != REDIS_REPLY_ARRAY)
-        rc = market__fail_reply(c, "swapping in the rebuilt indexes", err ? err : exec);
-    else if (market__reply_error(exec->element, exec->elements))
-        rc = market__fail_reply(c, "swapping in the rebuilt indexes",
-                                market__reply_error(exec->element, exec->elements));
-out:
-    market__replies_free(x->rep, nc);
-    if (rc < 0 && c->ctx) { /* the WATCH may linger; the fresh keys are of no use */
-        market__cmd del[2];
-        redisReply *rep[2] = {0};
-        c->unwatch = 1;
-        market__cmd_set(&del[0], 4, "DEL", fresh.key[0], fresh.key[1], fresh.key[2]);
-        if (market__pipeline(c, del, 1, rep) == MARKET_OK) market__replies_free(rep, 1);
-    }
-    if (rc == MARKET_OK && listings) *listings = count;
-    free(x);
-    return rc;
-}
-
-/* ---- reading players and the store's counters ---- */
-
-/* The keys of the players one SCAN page chose: "users:{<realm>}:<id>". */
-struct userkeys {
-    char (*keys)[MARKET__KEY_MAX];
-    size_t n, cap;
-};
-
-/* One command's argv in a pipeline that market_players_scan() builds. */
+/* One command's argv in a pipeline that market_players_scan() or market_reindex() builds. */
 struct argv6 {
     const char *v[6];
 };
@@ -1167,6 +1076,278 @@ static int pipe_reserve(struct pipe *p, size_t n) {
     p->cap = ncap;
     return MARKET_OK;
 }
+
+/* Puts the command cmd (argc arguments) at place *nc of p, which has room, and counts it. */
+static void pipe_put(struct pipe *p, size_t *nc, int argc, struct argv6 cmd) {
+    p->cmd[*nc] = cmd;
+    p->argv[*nc] = p->cmd[*nc].v;
+    p->argc[(*nc)++] = argc;
+}
+
+/* The scratch of market_reindex(). */
+struct reindex {
+    char lo[32];          /* step 2: the lowest price left ("-inf", "<p>", "(<p>"); "": none */
+    market__idx_entry *e; /* step 2: the entries of the listings a round read */
+    size_t cap_e;
+    struct pipe look;   /* step 3: a round's ZSCOREs of market:{r} */
+    struct pipe write;  /* a round's MULTI ... EXEC */
+    struct idx_read rd; /* step 3: a round's WATCH and reads of index keys */
+    struct strs mm;     /* step 3: the market member of each index member read */
+};
+
+/* Judges round tries (1, 2, ...) of market_reindex(), which returned *rc: 1 when it is to
+ * run again (its EXEC was aborted, or its slot moved, and it ran fewer than REINDEX_TRIES
+ * times), else 0 with *rc the round's result: ERR_CONFLICT after the last abort, ERR_STORE
+ * after the last move. */
+static int reindex_again(market_conn *c, int *rc, int tries) {
+    if (*rc != MARKET__TXN_ABORTED && *rc != MARKET__REDIRECTED) return 0;
+    if (tries < REINDEX_TRIES) {
+        if (*rc == MARKET__REDIRECTED) market__redirect_pause(c, tries);
+        return 1;
+    }
+    *rc = *rc == MARKET__TXN_ABORTED ? MARKET_ERR_CONFLICT : MARKET_ERR_STORE;
+    return 0;
+}
+
+/* Sends x->write's n commands (MULTI ... EXEC) and judges the EXEC. Returns MARKET_OK,
+ * MARKET__TXN_ABORTED (a watched key changed: nothing written), MARKET__REDIRECTED, or
+ * ERR_STORE (Redis failed or refused a write; c's errstr says which), ERR_NOMEM. */
+static int reindex_commit(market_conn *c, struct reindex *x, size_t n) {
+    redisReply **rep = x->write.rep;
+    int rc = market__pipeline_argv(c, n, x->write.argc, x->write.argv, rep);
+    if (rc < 0) return rc;
+    const redisReply *exec = rep[n - 1], *err = market__reply_error(rep, n);
+    if (!err && exec->type == REDIS_REPLY_ARRAY)
+        err = market__reply_error(exec->element, exec->elements);
+    if (exec->type == REDIS_REPLY_NIL)
+        rc = MARKET__TXN_ABORTED;
+    else if (err || exec->type != REDIS_REPLY_ARRAY)
+        rc = market__fail_reply(c, "rebuilding the search indexes", err ? err : exec);
+    market__replies_free(rep, n);
+    return rc;
+}
+
+/* Reads the listings of z, a ZRANGE WITHSCORES of market:{r}, into x->e[0..*n): their
+ * entries in the indexes. Returns MARKET_OK, or ERR_STORE (z is no such reply, or holds an
+ * entry that is not a listing; c's errstr says which), ERR_NOMEM. */
+static int fill_read(market_conn *c, const market__realm *rl, struct reindex *x,
+                     const redisReply *z, size_t *n) {
+    if (z->type != REDIS_REPLY_ARRAY || z->elements % 2)
+        return market__fail_reply(c, "rebuilding the search indexes", z);
+    *n = z->elements / 2;
+    if (grow((void **)&x->e, &x->cap_e, *n ? *n : 1, sizeof *x->e) < 0) return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < *n; i++) {
+        const redisReply *m = z->element[2 * i];
+        market_listing l;
+        if (listing_read(m, z->element[2 * i + 1], &l) < 0)
+            return market__fail(c, "%s holds an entry that is not a listing: %.*s", rl->market,
+                                (int)(m->len < 80 ? m->len : 80), m->str ? m->str : "");
+        market__idx_entry_init(&x->e[i], rl->id, l.item, l.seller, l.price);
+    }
+    return MARKET_OK;
+}
+
+/* A round of step 2 of market_reindex(): under a WATCH of market:{r}, reads its listings
+ * priced x->lo and up, REINDEX_CHUNK of them but whole prices (all of the last price read,
+ * or none of it), and writes their entries in both indexes in one MULTI/EXEC; then moves
+ * x->lo past them ("" when none are left). Stores how many it indexed in *n. Returns
+ * MARKET_OK, MARKET__TXN_ABORTED (x->lo unchanged), MARKET__REDIRECTED, or ERR_STORE (as
+ * fill_read()), ERR_NOMEM. */
+static int fill_round(market_conn *c, const market__realm *rl, struct reindex *x, size_t *n) {
+    char count[24], next[sizeof x->lo] = "", price[24];
+    market__cmd rd[2];
+    redisReply *rep[2] = {NULL, NULL};
+    snprintf(count, sizeof count, "%d", REINDEX_CHUNK);
+    market__cmd_set(&rd[0], 2, "WATCH", rl->market);
+    market__cmd_set(&rd[1], 9, "ZRANGE", rl->market, x->lo, "+inf", "BYSCORE", "LIMIT", "0",
+                    count, "WITHSCORES");
+    int rc = market__pipeline(c, rd, 2, rep);
+    if (rc < 0) return rc;
+    const redisReply *err = market__reply_error(rep, 2);
+    rc = err ? market__fail_reply(c, "rebuilding the search indexes", err)
+             : fill_read(c, rl, x, rep[1], n);
+    market__replies_free(rep, 2);
+    if (rc < 0) return rc;
+    if (*n == 0) { /* nothing left */
+        c->unwatch = 1;
+        x->lo[0] = '\0';
+        return MARKET_OK;
+    }
+    if (*n == REINDEX_CHUNK) { /* more may follow: end at a whole price */
+        snprintf(price, sizeof price, "%s", x->e[*n - 1].score);
+        size_t keep = *n - 1;
+        while (keep > 0 && strcmp(x->e[keep - 1].score, price) == 0)
+            keep--;
+        if (keep) { /* the next round starts at the last price read */
+            snprintf(next, sizeof next, "%s", price);
+            *n = keep;
+        } else { /* all were of one price: all of that price, and the next after it */
+            snprintf(next, sizeof next, "(%s", price);
+            market__cmd_set(&rd[1], 6, "ZRANGE", rl->market, price, price, "BYSCORE",
+                            "WITHSCORES");
+            if ((rc = market__pipeline(c, &rd[1], 1, rep)) < 0) return rc;
+            rc = rep[0]->type == REDIS_REPLY_ERROR
+                     ? market__fail_reply(c, "rebuilding the search indexes", rep[0])
+                     : fill_read(c, rl, x, rep[0], n);
+            market__replies_free(rep, 1);
+            if (rc < 0) return rc;
+        }
+    }
+    size_t nc = 0;
+    if ((rc = pipe_reserve(&x->write, 2 * *n + 2)) < 0) return rc;
+    pipe_put(&x->write, &nc, 1, (struct argv6){{"MULTI"}});
+    for (size_t i = 0; i < *n; i++) {
+        const market__idx_entry *e = &x->e[i];
+        for (int k = 0; k < MARKET__IDX_KINDS; k++)
+            pipe_put(&x->write, &nc, 4,
+                     (struct argv6){{"ZADD", e->key[k], e->score, e->member[k]}});
+    }
+    pipe_put(&x->write, &nc, 1, (struct argv6){{"EXEC"}});
+    if ((rc = reindex_commit(c, x, nc)) == MARKET_OK) snprintf(x->lo, sizeof x->lo, "%s", next);
+    return rc;
+}
+
+/* A round of step 3 of market_reindex() over the index keys keys[0..n) (n <= KEYS_CHUNK):
+ * under a WATCH of market:{r} and of the keys, reads their members and scores, then the
+ * price in market:{r} of each member's listing, and in one MULTI/EXEC removes the members
+ * whose listing is gone (or is no listing) and gives the others their listing's price
+ * where they have another. Returns MARKET_OK, MARKET__TXN_ABORTED, MARKET__REDIRECTED, or
+ * ERR_STORE (Redis failed, or a key is no zset; c's errstr says which), ERR_NOMEM. */
+static int sweep_round(market_conn *c, const market__realm *rl, struct reindex *x,
+                       char *const *keys, size_t n) {
+    size_t nl = 0, nw = 0;
+    int rc = idx_read(c, &x->rd, rl->market, keys, n);
+    if (rc < 0) return rc;
+    redisReply **z = x->rd.rep + 1; /* z[i]: the members and scores of keys[i] */
+    const redisReply *bad = market__reply_error(x->rd.rep, x->rd.n);
+    x->mm.len = x->mm.n = 0;
+    for (size_t i = 0; i < n && !bad && rc == MARKET_OK; i++) {
+        int kind;
+        const char *id = idx_key_id(rl->id, keys[i], &kind);
+        if (z[i]->type != REDIS_REPLY_ARRAY || z[i]->elements % 2) bad = z[i];
+        for (size_t j = 0; !bad && j < z[i]->elements && rc == MARKET_OK; j += 2) {
+            const redisReply *m = z[i]->element[j];
+            if (m->type != REDIS_REPLY_STRING)
+                bad = m;
+            else if (kind == MARKET__IDX_ITEM)
+                rc = strs_add(&x->mm, "%s.%s", id, m->str);
+            else
+                rc = strs_add(&x->mm, "%s.%s", m->str, id);
+        }
+    }
+    if (bad) rc = market__fail_reply(c, "reading a search index", bad);
+    if (rc == MARKET_OK) rc = strs_index(&x->mm);
+    if (rc == MARKET_OK) rc = pipe_reserve(&x->look, x->mm.n);
+    if (rc == MARKET_OK && x->mm.n) {
+        for (size_t g = 0; g < x->mm.n; g++)
+            pipe_put(&x->look, &nl, 3, (struct argv6){{"ZSCORE", rl->market, x->mm.p[g]}});
+        if ((rc = market__pipeline_argv(c, nl, x->look.argc, x->look.argv, x->look.rep)) < 0)
+            nl = 0;
+        else if ((bad = market__reply_error(x->look.rep, nl)))
+            rc = market__fail_reply(c, "reading the market", bad);
+    }
+    if (rc == MARKET_OK) rc = pipe_reserve(&x->write, x->mm.n + 2);
+    if (rc == MARKET_OK) {
+        pipe_put(&x->write, &nw, 1, (struct argv6){{"MULTI"}});
+        for (size_t i = 0, g = 0; i < n; i++)
+            for (size_t j = 0; j < z[i]->elements; j += 2, g++) {
+                const redisReply *m = z[i]->element[j], *sc = z[i]->element[j + 1];
+                const redisReply *now = x->look.rep[g];
+                int64_t want = market__reply_price(now), have;
+                if (want <= 0) /* no listing */
+                    pipe_put(&x->write, &nw, 3, (struct argv6){{"ZREM", keys[i], m->str}});
+                else if (market__parse_price(sc->str, sc->len, &have) < 0 || have != want)
+                    pipe_put(&x->write, &nw, 4,
+                             (struct argv6){{"ZADD", keys[i], now->str, m->str}});
+            }
+        pipe_put(&x->write, &nw, 1, (struct argv6){{"EXEC"}});
+        if (nw > 2)
+            rc = reindex_commit(c, x, nw);
+        else
+            c->unwatch = 1; /* all were right */
+    }
+    market__replies_free(x->look.rep, nl);
+    market__replies_free(x->rd.rep, x->rd.n);
+    return rc;
+}
+
+/* Rebuilds realm's search indexes from its market, correctly while the service runs:
+ *   1. deletes the indexes of the former layout (idx:{r}:all, idx:{r}:item and
+ *      idx:{r}:seller, one big zset each);
+ *   2. puts every listing of market:{r} in both of its indexes (idx:{r}:item:<item> and
+ *      idx:{r}:seller:<seller>, scored by its price), a round at a time: under a WATCH of
+ *      market:{r}, the next REINDEX_CHUNK or so listings in price order (by price, not by
+ *      rank: a listing that goes meanwhile would move the ranks of those after it, and one
+ *      could be skipped), and their entries written in one MULTI/EXEC;
+ *   3. sweeps the index keys (idx:{r}:item:* and idx:{r}:seller:*, by SCAN), KEYS_CHUNK a round:
+ *      under a WATCH of market:{r} and the keys, their members and each one's listing read,
+ *      and in one MULTI/EXEC the members whose listing is gone removed, the ones at another
+ *      price given their listing's.
+ * A round whose EXEC is aborted (the market changed meanwhile) runs again, REINDEX_TRIES
+ * times at most; a listing added or changed meanwhile gets its entries from the write that
+ * changes it, so at the end the indexes hold exactly the market's listings. Meant for a store
+ * seeded before the indexes existed or in the former layout, or one whose audit finds
+ * index_mismatch. Stores how many listings step 2 indexed in *listings (may be NULL; 0
+ * on failure). Returns MARKET_OK, or ERR_INVALID (a bad realm), ERR_CONFLICT (a round was
+ * aborted every time: the realm is too busy; what was written is right, but the rebuild is
+ * not finished: run it again), ERR_STORE (Redis failed, or the market holds an entry that is
+ * not a listing, or a key of the indexes is no zset; c's errstr says which; what was written
+ * before stays), ERR_NOMEM. */
+int market_reindex(market_conn *c, const char *realm, size_t *listings) {
+    if (listings) *listings = 0;
+    if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
+    market__realm rl;
+    market__realm_init(&rl, realm);
+    struct reindex *x = calloc(1, sizeof *x);
+    if (!x) return MARKET_ERR_NOMEM;
+    struct keylist keys = {0};
+    size_t count = 0, n = 0;
+    char legacy[3][MARKET__KEY_MAX];
+    legacy_keys(realm, legacy);
+    market__cmd del;
+    redisReply *rep[1] = {NULL};
+    market__cmd_set(&del, 4, "UNLINK", legacy[0], legacy[1], legacy[2]); /* step 1 */
+    int rc = market__route(c, realm);
+    if (rc == MARKET_OK) rc = market__pipeline(c, &del, 1, rep);
+    if (rc < 0) goto out;
+    if (rep[0]->type == REDIS_REPLY_ERROR)
+        rc = market__fail_reply(c, "deleting the former search indexes", rep[0]);
+    market__replies_free(rep, 1);
+    snprintf(x->lo, sizeof x->lo, "-inf");
+    while (rc == MARKET_OK && x->lo[0]) { /* step 2 */
+        int tries = 0;
+        do
+            rc = fill_round(c, &rl, x, &n);
+        while (reindex_again(c, &rc, ++tries));
+        count += rc == MARKET_OK ? n : 0;
+    }
+    if (rc == MARKET_OK) rc = idx_keys_scan(c, realm, &keys); /* step 3 */
+    for (size_t at = 0; rc == MARKET_OK && at < keys.n; at += KEYS_CHUNK) {
+        int tries = 0;
+        do
+            rc = sweep_round(c, &rl, x, keys.keys + at,
+                             keys.n - at < KEYS_CHUNK ? keys.n - at : KEYS_CHUNK);
+        while (reindex_again(c, &rc, ++tries));
+    }
+out:
+    if (c->watching) c->unwatch = 1; /* a round failed after its WATCH */
+    if (rc == MARKET_OK && listings) *listings = count;
+    keylist_free(&keys);
+    pipe_free(&x->look);
+    pipe_free(&x->write);
+    strs_free(&x->mm);
+    free(x->e);
+    free(x);
+    return rc;
+}
+
+/* ---- reading players and the store's counters ---- */
+
+/* The keys of the players one SCAN page chose: "users:{<realm>}:<id>". */
+struct userkeys {
+    char (*keys)[MARKET__KEY_MAX];
+    size_t n, cap;
+};
 
 /* Reads a SCAN reply: the next cursor into cursor, and into next the keys of
  * the players whose id is valid and matches match (NULL: every one). */

@@ -55,7 +55,7 @@
 # requests of each kind, one at a time over one keep-alive connection (python3
 # http.client, after 100 of warm-up): `GET /market?item=<a random listed item>`,
 # `?min_price=X&max_price=X+99&limit=50` (X random), `?seller=<random>&limit=50`, a page
-# 90% deep by cursor (`?limit=50&cursor=...`, the cursor read from idx:{main}:all) and the
+# 90% deep by cursor (`?limit=50&cursor=...`, the cursor of market:{main}'s listing there) and the
 # same page by offset (`?limit=50&offset=0.9N`). Reports raw/search.tsv and results.md
 # section "Search": median and p99 ms per kind and size, the seeding time and Redis memory.
 #
@@ -477,7 +477,9 @@ PY
         mem=$(redis-cli -p "$RPORT" info memory | sed -n 's/^used_memory_human:\(.*\)\r$/\1/p')
         printf '%s\t%s\t%s\n' "$n" "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')" \
             "$mem" >>"$OUT/raw/search-seed.tsv"
-        cursor=$(redis-cli -p "$RPORT" zrange 'idx:{main}:all' $((n * 9 / 10)) $((n * 9 / 10)))
+        # the cursor of the listing 90% into the market: "<price, 13 digits>:<item>.<seller>"
+        cursor=$(redis-cli -p "$RPORT" zrange 'market:{main}' $((n * 9 / 10)) $((n * 9 / 10)) \
+            withscores | paste -sd' ' | awk '{printf "%013.0f:%s", $2, $1}')
         if ! start_server market flag "search-$n"; then
             note "search: market-server did not become healthy (see raw/server-search-$n.log)"
             status=1
@@ -722,11 +724,11 @@ if srows:
     L.append("")
     n_req = srows[0][2]
     L.append(f"Each size: `market-seed --reset --generate players=N/100,items=N` (prices 1-1000; every "
-             f"listing in market:{{main}} and the three search indexes), then `market-server` (defaults, "
+             f"listing in market:{{main}} and its item's and seller's search indexes), then `market-server` (defaults, "
              f"`--log-level warn`) and {n_req} requests of each kind, one at a time over one keep-alive "
              "connection from python3's http.client (its own cost, some 0.1 ms, is in every number), "
              "after 100 of warm-up; random items, sellers and price windows (100 wide). "
-             "The deep pages start 90% into the market: by a cursor read from idx:{main}:all, and by "
+             "The deep pages start 90% into the market: by the cursor of the listing there, and by "
              "offset as before (a ZRANGE by rank of market:{main}).")
     if seeds:
         L.append("Seeding: " + "; ".join(f"{n:,} listings in {v[0]} s (Redis used_memory {v[1]} after)"

@@ -14,7 +14,8 @@
  * twice, every owner a player) and written in one MULTI/EXEC; a generated
  * world of R realms is R such worlds, one per realm (market_realm_nth()).
  * --reindex rebuilds a realm's search indexes from its market (market_reindex()), for a
- * store seeded before they existed.
+ * store seeded before they existed or in their former layout (idx:{R}:all, :item and
+ * :seller), and may run while the service does.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -50,9 +51,11 @@ static void usage(FILE *to) {
             "                goods=G adds stackable goods g0..: player k holds 100 units of\n"
             "                g<k mod G> and lists 50 more\n"
             "       market-seed [--redis URL] [--realm R] --reindex\n"
-            "  --reindex     rebuild the realm's search indexes (idx:{R}:*) from its market\n"
-            "                (a store seeded before they existed); run it on a quiet realm:\n"
-            "                it exits 1 and changes nothing when a listing changes meanwhile\n"
+            "  --reindex     rebuild the realm's search indexes (idx:{R}:item:<item> and\n"
+            "                idx:{R}:seller:<seller>) from its market: every listing put in\n"
+            "                both, stale entries removed, the former idx:{R}:all, :item and\n"
+            "                :seller deleted; safe while the service runs. It exits 1 when the\n"
+            "                realm keeps changing under it (what it wrote is right: run it again)\n"
             "       market-seed [--auth-secret S] [--realm R] [--ttl 1h] [--kid K] [--audience A]\n"
             "                   --print-token PLAYER\n"
             "  --print-token print PLAYER's bearer token of the realm, an HS256 JWT signed with\n"
@@ -403,13 +406,13 @@ int main(int argc, char **argv) {
         err = market_reindex(c, realm, &n);
         if (err < 0) {
             const char *detail = MARKET_ERR_HAS_REASON(err) ? market_conn_errstr(c) : "";
-            if (err == MARKET_ERR_CONFLICT) detail = "a listing changed meanwhile; nothing swapped";
+            if (err == MARKET_ERR_CONFLICT) detail = "the market kept changing; run it again";
             snprintf(why, sizeof why, "cannot rebuild the search indexes of realm %s on %s: %s%s%s",
                      realm, url, market_strerror(err), detail[0] ? ": " : "", detail);
             goto fail;
         }
-        printf("reindexed %s realm %s: %zu listings in idx:{%s}:all, :item and :seller\n", url,
-               realm, n, realm);
+        printf("reindexed %s realm %s: %zu listings in idx:{%s}:item:* and idx:{%s}:seller:*\n",
+               url, realm, n, realm, realm);
     } else if (generate) {
         for (uint64_t k = 0; k < g.realms; k++) {
             char name[MARKET_REALM_MAX + 1];

@@ -1,11 +1,12 @@
 /* test_market_search.c - searching the market against a real redis-server: filters and
  * orders, cursor pages while the market changes, the indexes after concurrent purchases
- * under each strategy, reseeding, and market_reindex().
+ * under each strategy, reseeding, and market_reindex() (also while purchases run).
  *
  * Every test starts from a freshly seeded world in a throwaway redis-server, with the
  * redis lock backend on the same server; the whole list runs once per strategy.
  */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,14 +123,45 @@ static void assert_indexed(market_conn *c) {
     assert_int_equal(a.index_mismatch, 0);
 }
 
-static void redis_do(const char *fmt, const char *arg) {
+/* Runs the command fmt (hiredis's format) with ap, which must not fail, and writes its
+ * reply into out as text: a string's, an integer's digits, "nil", or "" for other replies. */
+static void redis_vtext(char *out, size_t outlen, const char *fmt, va_list ap) {
     redisContext *rc = redisConnect("127.0.0.1", redis.port);
     assert_non_null(rc);
-    redisReply *r = redisCommand(rc, fmt, arg);
+    redisReply *r = redisvCommand(rc, fmt, ap);
     assert_non_null(r);
     assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+    if (r->type == REDIS_REPLY_STRING)
+        snprintf(out, outlen, "%s", r->str);
+    else if (r->type == REDIS_REPLY_INTEGER)
+        snprintf(out, outlen, "%lld", r->integer);
+    else
+        snprintf(out, outlen, "%s", r->type == REDIS_REPLY_NIL ? "nil" : "");
     freeReplyObject(r);
     redisFree(rc);
+}
+
+/* The reply of command fmt, as text (see redis_vtext()). */
+static void redis_text(char *out, size_t outlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redis_vtext(out, outlen, fmt, ap);
+    va_end(ap);
+}
+
+static void redis_do(const char *fmt, ...) {
+    char ignored[8];
+    va_list ap;
+    va_start(ap, fmt);
+    redis_vtext(ignored, sizeof ignored, fmt, ap);
+    va_end(ap);
+}
+
+/* Deletes every key matching pattern (KEYS, in a script). */
+static void redis_unlink_matching(const char *pattern) {
+    redis_do("EVAL %s 0 %s",
+             "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('UNLINK', k) end",
+             pattern);
 }
 
 /* ---- filters and orders ---- */
@@ -291,6 +323,18 @@ static void walk_while_changing(market_conn *c, market_search_query q) {
         market_search_result_cleanup(&r);
         pages++;
         if (!cursor[0]) break;
+        if (step % 2 == 0) { /* every other page, the cursor's own listing goes: the next page
+                              * starts where it was (the script's search by price and member) */
+            const char *colon = strchr(cursor, ':'), *dot = strchr(cursor, '.');
+            assert_non_null(colon);
+            assert_non_null(dot);
+            char item[MARKET_ID_MAX + 1], seller[MARKET_ID_MAX + 1];
+            snprintf(item, sizeof item, "%.*s", (int)(dot - colon - 1), colon + 1);
+            snprintf(seller, sizeof seller, "%s", dot + 1);
+            market_purchase_result res;
+            assert_int_equal(market_purchase(c, REALM, "buyer", seller, item, -1, &res), MARKET_OK);
+            if (item[0] == 'w') there_throughout[atoi(item + 1)] = 0;
+        }
         /* change the market: buy two listings, unlist one, list one (on either side) */
         for (int t = 0; t < 3; t++) {
             int i = (step * 13 + t * 41) % WALK_ITEMS;
@@ -394,8 +438,9 @@ static void *buy_all(void *arg) {
     return NULL;
 }
 
-static void test_indexes_match_market_after_concurrent_purchases(void **state) {
-    struct fx *f = *state;
+/* Seeds the rush: sellers v0..v7 list items r0..r<RUSH_ITEMS-1> at prices 1..9, and the
+ * BUYERS buyers of b, made here, have funds. */
+static void seed_rush(struct fx *f, struct buyer *b) {
     market_world *w = market_world_new();
     assert_non_null(w);
     char id[32], item[32];
@@ -408,7 +453,6 @@ static void test_indexes_match_market_after_concurrent_purchases(void **state) {
         snprintf(item, sizeof item, "r%d", i);
         assert_int_equal(market_world_add_listing(w, id, item, 1 + i % 9), MARKET_OK);
     }
-    static struct buyer b[BUYERS];
     for (int i = 0; i < BUYERS; i++) {
         b[i] = (struct buyer){.m = f->m, .first = (i * 5) % RUSH_ITEMS};
         snprintf(b[i].id, sizeof b[i].id, "b%d", i);
@@ -416,14 +460,29 @@ static void test_indexes_match_market_after_concurrent_purchases(void **state) {
     }
     assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
+}
+
+/* Runs the buyers of b at once, and meanwhile(f) (NULL: nothing) while they buy. Returns
+ * how many purchases they made. */
+static int rush(struct fx *f, struct buyer *b, void (*meanwhile)(struct fx *)) {
     pthread_t t[BUYERS];
     for (int i = 0; i < BUYERS; i++)
         assert_int_equal(pthread_create(&t[i], NULL, buy_all, &b[i]), 0);
+    if (meanwhile) meanwhile(f);
     int ok = 0;
     for (int i = 0; i < BUYERS; i++) {
         pthread_join(t[i], NULL);
         ok += b[i].ok;
     }
+    return ok;
+}
+
+static void test_indexes_match_market_after_concurrent_purchases(void **state) {
+    struct fx *f = *state;
+    static struct buyer b[BUYERS];
+    char id[32];
+    seed_rush(f, b);
+    int ok = rush(f, b, NULL);
     market_audit_report a;
     assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
     assert_int_equal(a.index_mismatch, 0);
@@ -464,16 +523,20 @@ static void test_reseed_without_reset_moves_the_index_entry(void **state) {
 
 static void test_reindex_rebuilds_deleted_indexes(void **state) {
     struct fx *f = *state;
-    redis_do("DEL idx:{main}:all idx:{main}:item %s", "idx:{main}:seller");
-    redis_do("ZADD idx:{main}:all 0 %s", "0000000000001:stale.X"); /* and a stray entry */
+    char t[32];
+    redis_unlink_matching("idx:{main}:*");
+    redis_do("ZADD idx:{main}:seller:X 1 %s", "stale"); /* a stray entry */
+    redis_do("ZADD idx:{main}:all 0 %s", "0000000000001:stale.X"); /* the former layout */
     market_audit_report a;
     assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
-    assert_int_equal(a.index_mismatch, 3 * SHOP + 1);
+    assert_int_equal(a.index_mismatch, 2 * SHOP + 2);
     expect_page(f->c, (market_search_query){.seller = "A", .limit = 5}, "", 0, 0);
     size_t n = 0;
     assert_int_equal(market_reindex(f->c, REALM, &n), MARKET_OK);
     assert_int_equal(n, SHOP);
     assert_indexed(f->c);
+    redis_text(t, sizeof t, "EXISTS idx:{main}:all %s", "idx:{main}:seller:X");
+    assert_string_equal(t, "0");
     expect_page(f->c, (market_search_query){.seller = "A", .limit = 5},
                 "bow.A:50,cap.A:50,axe.A:500", 3, 0);
     expect_page(f->c, (market_search_query){.limit = 2}, "gem.C:10,bow.A:50", SHOP, 1);
@@ -486,6 +549,60 @@ static void test_reindex_rebuilds_deleted_indexes(void **state) {
     assert_int_equal(market_reindex(f->c, "a b", &n), MARKET_ERR_INVALID);
 }
 
+/* The sweep: an entry whose listing is gone goes, one at another price takes its listing's,
+ * and a key no listing has goes. */
+static void test_reindex_removes_stale_member_and_fixes_wrong_score(void **state) {
+    struct fx *f = *state;
+    char t[32];
+    redis_do("ZADD idx:{main}:item:axe 500 %s", "Z");   /* no listing axe.Z */
+    redis_do("ZADD idx:{main}:seller:A 999 %s", "bow"); /* bow.A is listed at 50 */
+    redis_do("ZADD idx:{main}:item:ghost 5 %s", "A");   /* nobody lists ghost */
+    market_audit_report a;
+    assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
+    assert_int_equal(a.index_mismatch, 4); /* bow.A: missing at 50, extra at 999 */
+    size_t n = 0;
+    assert_int_equal(market_reindex(f->c, REALM, &n), MARKET_OK);
+    assert_int_equal(n, SHOP);
+    assert_indexed(f->c);
+    redis_text(t, sizeof t, "ZSCORE idx:{main}:item:axe %s", "Z");
+    assert_string_equal(t, "nil");
+    redis_text(t, sizeof t, "ZSCORE idx:{main}:seller:A %s", "bow");
+    assert_string_equal(t, "50");
+    redis_text(t, sizeof t, "EXISTS %s", "idx:{main}:item:ghost");
+    assert_string_equal(t, "0");
+    expect_page(f->c, (market_search_query){.seller = "A", .limit = 5},
+                "bow.A:50,cap.A:50,axe.A:500", 3, 0);
+    expect_page(f->c, (market_search_query){.item = "axe", .limit = 5}, "axe.A:500", 1, 0);
+}
+
+/* Rebuilds the indexes, again while the market keeps changing too fast for it (ERR_CONFLICT:
+ * the purchases end in the meantime). */
+static void reindex_meanwhile(struct fx *f) {
+    size_t n = 0;
+    int rc, tries = 0;
+    while ((rc = market_reindex(f->c, REALM, &n)) == MARKET_ERR_CONFLICT && ++tries < 1000) {
+    }
+    if (rc != MARKET_OK)
+        fail_msg("reindex: %s (%s)", market_strerror(rc), market_conn_errstr(f->c));
+    assert_true(n <= RUSH_ITEMS);
+}
+
+/* market_reindex() while purchases run: each of its rounds commits only what the market
+ * holds at that moment, so when the purchases are done the indexes are the market's. */
+static void test_reindex_while_purchases_run(void **state) {
+    struct fx *f = *state;
+    static struct buyer b[BUYERS];
+    seed_rush(f, b);
+    redis_unlink_matching("idx:{main}:*");
+    redis_do("ZADD idx:{main}:seller:v0 1 %s", "gone"); /* a stray entry */
+    int ok = rush(f, b, reindex_meanwhile);
+    market_audit_report a;
+    assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
+    assert_int_equal(a.index_mismatch, 0);
+    assert_int_equal(a.items_misplaced, 0);
+    assert_int_equal(RUSH_ITEMS - (int)a.items_listed, ok);
+}
+
 /* More listings than one round trip of the rebuild reads. */
 static void test_reindex_many_listings_in_chunks(void **state) {
     struct fx *f = *state;
@@ -495,7 +612,7 @@ static void test_reindex_many_listings_in_chunks(void **state) {
     assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
     assert_indexed(f->c);
-    redis_do("DEL %s", "idx:{main}:item");
+    redis_unlink_matching("idx:{main}:item:*");
     size_t n = 0;
     assert_int_equal(market_reindex(f->c, REALM, &n), MARKET_OK);
     assert_int_equal(n, 2500);
@@ -503,6 +620,19 @@ static void test_reindex_many_listings_in_chunks(void **state) {
     market_search_result r = search(f->c, (market_search_query){.item = "i2499", .limit = 5});
     assert_int_equal(r.n, 1);
     assert_string_equal(r.listings[0].seller, "p49");
+    market_search_result_cleanup(&r);
+    /* all of them at one price: more than a round reads, taken whole */
+    w = market_world_new();
+    assert_non_null(w);
+    assert_int_equal(market_world_generate(w, 50, 2500, 1000, 7, 7, 9), MARKET_OK);
+    assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
+    market_world_free(w);
+    redis_unlink_matching("idx:{main}:seller:*");
+    assert_int_equal(market_reindex(f->c, REALM, &n), MARKET_OK);
+    assert_int_equal(n, 2500);
+    assert_indexed(f->c);
+    r = search(f->c, (market_search_query){.seller = "p3", .limit = 100});
+    assert_int_equal(r.total, 50);
     market_search_result_cleanup(&r);
 }
 
@@ -523,7 +653,7 @@ static void test_seed_tool_reindex(void **state) {
     struct fx *f = *state;
     const char *bin = getenv("MARKET_SEED_BIN");
     if (!bin || !*bin) bin = "bin/market-seed";
-    redis_do("DEL idx:{main}:all idx:{main}:seller %s", "idx:{main}:item");
+    redis_unlink_matching("idx:{main}:*");
     char cmd[512];
     snprintf(cmd, sizeof cmd,
              "%s --redis %s --reindex | grep -q '^reindexed .* realm main: 10 listings'", bin,
@@ -566,6 +696,8 @@ int main(void) {
         T(test_indexes_match_market_after_concurrent_purchases),
         T(test_reseed_without_reset_moves_the_index_entry),
         T(test_reindex_rebuilds_deleted_indexes),
+        T(test_reindex_removes_stale_member_and_fixes_wrong_score),
+        T(test_reindex_while_purchases_run),
         T(test_reindex_many_listings_in_chunks),
         T(test_reindex_refuses_a_market_entry_that_is_no_listing),
         T(test_seed_tool_reindex),
