@@ -173,9 +173,24 @@ RURL="redis://127.0.0.1:$RPORT/0"
     echo "world=$WORLD"
 } >"$OUT/raw/meta.txt"
 
+# Waits (up to 60 s) until the Redis servers on ports $@ have freed what a reseed's UNLINKs
+# handed to their background threads: that CPU is not the run's (market-load reports the
+# Redis CPU of the run itself, INFO cpu counting every thread).
+lazyfree_wait() {
+    local p n
+    for _ in $(seq 600); do
+        n=0
+        for p in "$@"; do
+            n=$((n + $(redis-cli -p "$p" info memory | awk -F: '/^lazyfree_pending_objects:/ {print $2 + 0}')))
+        done
+        [ "$n" -eq 0 ] && return 0
+        sleep 0.1
+    done
+}
 reseed() {
     "$BIN/market-seed" --redis "$RURL" --reset --generate "$WORLD" >/dev/null 2>"$TMP/seed.err" \
         || die "seeding failed: $(cat "$TMP/seed.err")"
+    lazyfree_wait "$RPORT"
 }
 
 SPID=""
@@ -391,11 +406,6 @@ if [ "$CLUSTER" != 0 ]; then
         status=1
     else
         CURL="redis-cluster://$(printf '127.0.0.1:%s,' "${CPORTS[@]}" | sed 's/,$//')"
-        redis_cpu() { # CPU seconds (user + sys) the Redis servers on ports $@ have used
-            for p in "$@"; do redis-cli -p "$p" info cpu; done |
-                awk -F: '/^used_cpu_(user|sys):/ {s += $2} END {printf "%.3f", s}'
-        }
-        printf 'name\tredis_cpu_s\n' >"$OUT/raw/cluster.tsv"
         cworld="realms=$CREALMS,${WORLD}"
         for target in single cluster; do
             url=$RURL
@@ -404,6 +414,7 @@ if [ "$CLUSTER" != 0 ]; then
             name="cluster-$target"
             "$BIN/market-seed" --redis "$url" --reset --generate "$cworld" >/dev/null \
                 2>"$TMP/seed.err" || die "seeding $target failed: $(cat "$TMP/seed.err")"
+            lazyfree_wait "${ports[@]}"
             if ! start_server market flag "$name" --redis "$url"; then
                 note "$name: market-server did not become healthy: $(tail -1 "$OUT/raw/server-$name.log" 2>/dev/null)"
                 status=1
@@ -411,14 +422,10 @@ if [ "$CLUSTER" != 0 ]; then
                 continue
             fi
             echo "bench: $name: 64 buyers over $CREALMS realms (${SECS}s)"
-            cpu0=$(redis_cpu "${ports[@]}")
             "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$url" --realms "$CREALMS" \
                 --buyers 64 --duration "$SECS" --mix distinct --seed 1 --quiet \
                 --json "$OUT/raw/$name.json" >"$OUT/raw/$name.txt" 2>&1
             rc=$?
-            cpu1=$(redis_cpu "${ports[@]}")
-            printf '%s\t%s\n' "$name" "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN {printf "%.3f", b - a}')" \
-                >>"$OUT/raw/cluster.tsv"
             load_verdict "$name" "$rc"
             kill -0 "$SPID" 2>/dev/null || { note "$name: market-server died during the run"; status=1; }
             stop_pid "$SPID"
@@ -556,18 +563,19 @@ for s in ran:
         for n in levels:
             path = os.path.join(raw, f"{s}-{mix}-{n}.json")
             if not os.path.exists(path):
-                rows.append(f"| {s} | {mix} | {n} | failed | - | - | - | - | - | - |")
+                rows.append(f"| {s} | {mix} | {n} | failed | - | - | - | - | - | - | - |")
                 continue
             j = json.load(open(path))
             st, lat, r, inv = j["status"], j["latency_ms"], j["redis"], j["invariants"]
             pps = j["run"]["purchases_per_s"]
             dat.append(f'{n} {pps:.2f} {lat["all"]["p50"]:.4f} {lat["all"]["p99"]:.4f}')
-            cpp = r.get("commands_per_purchase")
+            cpp, cpu = r.get("commands_per_purchase"), r.get("cpu_us_per_purchase")
             outcomes = f'{st["200"]} / {st["402"]} / {st["404"]} / {st["409"]} / {st["503"]} / {st["other"]} / {st["transport_errors"]}'
             early = " (ran out)" if j["run"]["stopped_early"] else ""
             rows.append(
                 f'| {s} | {mix} | {n} | {fmt(pps)}{early} | {lat["all"]["p50"]:.3f} | {lat["all"]["p99"]:.3f} '
-                f'| {lat["ok"]["p99"]:.3f} | {fmt(cpp, 2)} | {outcomes} | {"OK" if inv["ok"] else "**BROKEN**"} |')
+                f'| {lat["ok"]["p99"]:.3f} | {fmt(cpp, 2)} | {fmt(cpu, 1)} | {outcomes} '
+                f'| {"OK" if inv["ok"] else "**BROKEN**"} |')
         with open(os.path.join(raw, f"{s}-{mix}.dat"), "w") as f:
             f.write("# buyers purchases_per_s p50_ms p99_ms\n" + "\n".join(dat) + "\n")
 
@@ -596,15 +604,16 @@ L.append(f'**Caveat: {meta["nproc"]} cores shared by everything.** Redis, market
          "40% at 64 clients, and mostly by less than 5% at 1 and 8.")
 L.append("")
 L.append("| strategy | mix | buyers | purchases/s | p50 ms | p99 ms | p99 ms (200s) | Redis cmds / purchase "
-         "| 200 / 402 / 404 / 409 / 503 / other / transport | invariants |")
-L.append("|---|---|---:|---:|---:|---:|---:|---:|---|---|")
+         "| Redis CPU µs / purchase | 200 / 402 / 404 / 409 / 503 / other / transport | invariants |")
+L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
 L += rows
 L.append("")
 L.append("Like Redis in Action's table 6.2, one row per strategy and load. purchases/s counts 200 "
          "answers per second of the run; latencies are over every request (and over the 200s); "
          "Redis cmds / purchase = the `INFO commandstats` calls delta between the first request and "
          "the last answer (INFO itself excluded) divided by the 200s, so in the contended mix it also "
-         "carries the cost of the refused (404/402) attempts. *distinct*: every request buys a different "
+         "carries the cost of the refused (404/402) attempts; Redis CPU µs / purchase = the `INFO cpu` "
+         "user + sys delta over the same span (every Redis thread) divided by the 200s. *distinct*: every request buys a different "
          "item (contention only on the lock); *contended*: the N buyers with the least funds fight over a "
          "window of the ~N/4 cheapest items still listed (a 404 means another buyer won the race; every "
          "player has funds for the whole market, so a 402 means something is wrong). "
@@ -689,13 +698,12 @@ if all(os.path.exists(p) for p in cl.values()):
                  "machine (every process shares its cores: the three masters do not add CPU here). "
                  "The bench places realm i's slot on master i % 3 before seeding (an empty slot moves "
                  "with `CLUSTER SETSLOT <slot> NODE <id>`), as an operator places realms.")
-    cpu_tsv = os.path.join(raw, "cluster.tsv")
-    cpu = dict(l.rstrip("\n").split("\t") for l in list(open(cpu_tsv))[1:]) if os.path.exists(cpu_tsv) else {}
     for t in ("single", "cluster"):
         ok200 = cj[t]["status"].get("200", 0)
-        c = float(cpu.get(f"cluster-{t}", "0") or 0)
+        c = cj[t]["redis"].get("cpu_seconds") or 0
         if ok200 and c > 0:
-            L.append(f"Redis CPU ({t}): {c:.2f} s (`INFO cpu`, user + sys, summed over its masters) for "
+            L.append(f"Redis CPU ({t}): {c:.2f} s (`INFO cpu`, user + sys, summed over its masters, from "
+                     f"the first request to the last answer) for "
                      f"{ok200:,} purchases: {c / ok200 * 1e6:.1f} µs of a Redis core per purchase, so "
                      f"one master's core would carry about {ok200 / c:,.0f} purchases/s.")
     L.append("Raw reports: `raw/cluster-single.json`, `raw/cluster-cluster.json` and `.txt`.")

@@ -71,6 +71,8 @@ static int fx_setup(void **state) {
     f->v = load_judge(k, &f->before, &f->after);
     load_cmdstats_parse(&f->cb, info_before, strlen(info_before));
     load_cmdstats_parse(&f->ca, info_after, strlen(info_after));
+    f->cb.cpu_s = 10.5; /* INFO cpu: 0.12 s of Redis CPU over the run's 60 purchases */
+    f->ca.cpu_s = 10.62;
     f->ledger = (load_ledger){.n = 50, .recorded = 60};
     load_judge_trades(&f->v, &f->ledger);
     f->r = (load_report){&f->o,  &f->plan, &f->run, &f->before, &f->after,
@@ -160,8 +162,8 @@ static void test_json_shape(void **state) {
     assert_keys(j, "latency_ms", "all,ok");
     assert_keys(j, "latency_ms.all", "count,p50,p90,p99,p999,max,mean");
     assert_keys(j, "redis",
-                "commands,commands_per_purchase,commands_delta,calls_before,calls_after,"
-                "commandstats_before,commandstats_after,masters");
+                "commands,commands_per_purchase,cpu_seconds,cpu_us_per_purchase,commands_delta,"
+                "calls_before,calls_after,commandstats_before,commandstats_after,masters");
     assert_keys(j, "invariants",
                 "ok,funds_conserved,no_negative_funds,items_in_one_place,items_total_unchanged,"
                 "purchases_match,indexes_match,items_left_market,trades_match,trades,before,after");
@@ -211,6 +213,8 @@ static void test_json_values(void **state) {
     assert_int_equal(int_at(j, "redis_commands"), 180);
     assert_true(real_at(j, "redis_commands_per_purchase") == 3.0);
     assert_int_equal(int_at(j, "redis.commands"), 180);
+    assert_true(real_at(j, "redis.cpu_seconds") == 0.12); /* INFO cpu after - before */
+    assert_true(real_at(j, "redis.cpu_us_per_purchase") == 2000.0);
     assert_int_equal(int_at(j, "redis.calls_before"), 105);
     assert_int_equal(int_at(j, "redis.calls_after"), 285);
     assert_keys(j, "redis.commands_delta", "evalsha,exec");
@@ -236,6 +240,7 @@ static void test_json_failed_run(void **state) {
     assert_non_null(j);
     assert_true(json_is_null(get(j, "redis_commands_per_purchase")));
     assert_true(json_is_null(get(j, "redis.commands_per_purchase")));
+    assert_true(json_is_null(get(j, "redis.cpu_us_per_purchase")));
     assert_int_equal(int_at(j, "result.exit"), 4);
     assert_string_equal(json_string_value(get(j, "result.failed")), "no purchase succeeded");
     assert_true(json_is_false(get(j, "config.tokens")));
@@ -302,7 +307,7 @@ static void test_text_report(void **state) {
         "  401           5 unauthorized: the server's secret is not the one given",
         "  skipped       3 items nobody could pay for\n",
         "  purchases/s   30.0\n",
-        "  redis         180 commands, 3.00 per purchase\n",
+        "  redis         180 commands, 3.00 per purchase; 2000.0 us of CPU per purchase\n",
         "  invariants    OK\n",
         "    ok  funds 5000 before, 5000 after\n",
         "    ok  60 purchases answered 200, 60 items left the market\n",

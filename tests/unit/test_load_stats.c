@@ -144,6 +144,19 @@ static void test_cmdstats_parse(void **state) {
     free(s);
 }
 
+/* INFO cpu: used_cpu_user + used_cpu_sys; the children's and threads' lines are not the
+ * server's own, and a line that is not a number counts nothing. */
+static void test_cpu_parse(void **state) {
+    (void)state;
+    static const char cpu[] = "# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:3.500000\r\n"
+                               "used_cpu_sys_children:9.000000\r\nused_cpu_user_children:9.0\r\n"
+                               "used_cpu_sys_main_thread:1.0\r\n";
+    assert_true(load_cpu_parse(cpu, strlen(cpu)) == 4.75);
+    static const char bad[] = "used_cpu_sys:x\r\nused_cpu_user:-2\r\nused_cpu_user:";
+    assert_true(load_cpu_parse(bad, strlen(bad)) == 0);
+    assert_true(load_cpu_parse("", 0) == 0);
+}
+
 static void test_cmdstats_bounded(void **state) {
     (void)state;
     size_t cap = (LOAD_CMDS_MAX + 10) * 48 + 1;
@@ -323,6 +336,7 @@ int main(void) {
         cmocka_unit_test(test_hist_percentiles_of_a_run),
         cmocka_unit_test(test_counts_other),
         cmocka_unit_test(test_cmdstats_parse),
+        cmocka_unit_test(test_cpu_parse),
         cmocka_unit_test(test_cmdstats_bounded),
         cmocka_unit_test(test_verdict_ok),
         cmocka_unit_test(test_verdict_unknown_outcomes_widen_the_window),

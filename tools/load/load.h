@@ -304,6 +304,7 @@ typedef struct load_cmdstats {
     load_cmdstat c[LOAD_CMDS_MAX];
     size_t n;
     long long total; /* calls over every command but INFO */
+    double cpu_s;    /* used_cpu_user + used_cpu_sys (INFO cpu), summed over the masters */
     struct {
         char where[LOCK_HOST_MAX + 8]; /* "host:port" */
         long long total;               /* its calls over every command but INFO */
@@ -314,6 +315,9 @@ typedef struct load_cmdstats {
 /* Reads the text of INFO commandstats into *s. Lines it cannot read, and
  * commands past LOAD_CMDS_MAX, are left out. Can't fail. */
 void load_cmdstats_parse(load_cmdstats *s, const char *text, size_t len);
+/* The CPU seconds, used_cpu_user + used_cpu_sys, in the text of INFO cpu (0 when neither
+ * is there). Can't fail. */
+double load_cpu_parse(const char *text, size_t len);
 /* Adds the counts of *one (one master's, called where) into *sum. Can't fail. */
 void load_cmdstats_add(load_cmdstats *sum, const load_cmdstats *one, const char *where);
 /* The calls master i of after served since before (matched by address; 0 if unknown). */
@@ -425,8 +429,8 @@ int load_world_read(load_plan *p, market_conn *mc, const char *redis,
 int load_audit(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
                market_audit_report *out);
 
-/* Reads INFO commandstats of every master of the store into *s (summed, with each master's
- * total). Returns 0, or -1 with a sentence in why. */
+/* Reads INFO commandstats and INFO cpu of every master of the store into *s (summed, with
+ * each master's total). Returns 0, or -1 with a sentence in why. */
 int load_cmdstats_read(market_conn *mc, load_cmdstats *s, char *why, size_t whylen);
 
 /* Audits the store after the run. When requests went unanswered

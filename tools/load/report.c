@@ -66,9 +66,10 @@ void load_report_print(FILE *f, const load_report *r) {
             load_ms(load_hist_pct(&run->all, 99)), load_ms(run->all.max),
             load_ms(load_hist_pct(&run->ok, 50)), load_ms(load_hist_pct(&run->ok, 99)));
     long long cmds = r->ca->total - r->cb->total;
+    double cpu = r->ca->cpu_s - r->cb->cpu_s;
     if (cmds >= 0 && ok)
-        fprintf(f, "  redis         %lld commands, %.2f per purchase\n", cmds,
-                (double)cmds / (double)ok);
+        fprintf(f, "  redis         %lld commands, %.2f per purchase; %.1f us of CPU per purchase\n",
+                cmds, (double)cmds / (double)ok, cpu * 1e6 / (double)ok);
     else if (cmds >= 0)
         fprintf(f, "  redis         %lld commands\n", cmds);
     for (size_t i = 0; cmds > 0 && r->ca->nmasters > 1 && i < r->ca->nmasters; i++) {
@@ -296,8 +297,11 @@ json_t *load_report_json(const load_report *r) {
     }
     set(j, "redis_commands_per_purchase", per ? jreal(per_purchase, 3) : json_null());
     set(j, "redis",
-        json_pack("{s:I, s:o, s:o, s:I, s:I, s:o, s:o, s:o}", "commands", (json_int_t)cmds,
-                  "commands_per_purchase", per ? jreal(per_purchase, 3) : json_null(),
+        json_pack("{s:I, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:o, s:o}", "commands",
+                  (json_int_t)cmds, "commands_per_purchase",
+                  per ? jreal(per_purchase, 3) : json_null(), "cpu_seconds",
+                  jreal(r->ca->cpu_s - r->cb->cpu_s, 3), "cpu_us_per_purchase",
+                  per ? jreal((r->ca->cpu_s - r->cb->cpu_s) * 1e6 / (double)ok, 2) : json_null(),
                   "commands_delta", json_cmd_delta(r->cb, r->ca), "calls_before",
                   (json_int_t)r->cb->total, "calls_after", (json_int_t)r->ca->total,
                   "commandstats_before", json_cmdstats(r->cb), "commandstats_after",

@@ -7,6 +7,7 @@
 #include "tools/load/load.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- latency histogram: log-linear, in nanoseconds ---- */
@@ -101,6 +102,30 @@ void load_cmdstats_parse(load_cmdstats *s, const char *text, size_t len) {
         }
         p = nl + 1;
     }
+}
+
+double load_cpu_parse(const char *text, size_t len) {
+    static const char *const fields[] = {"used_cpu_user:", "used_cpu_sys:"};
+    double s = 0;
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) nl = end;
+        for (size_t f = 0; f < sizeof fields / sizeof *fields; f++) {
+            size_t fl = strlen(fields[f]);
+            char num[32];
+            size_t nlen = (size_t)(nl - p) - fl;
+            if ((size_t)(nl - p) <= fl || strncmp(p, fields[f], fl) != 0 || nlen >= sizeof num)
+                continue;
+            memcpy(num, p + fl, nlen);
+            num[nlen] = '\0';
+            char *e;
+            double v = strtod(num, &e);
+            if (e != num && v >= 0) s += v;
+        }
+        p = nl + 1;
+    }
+    return s;
 }
 
 void load_cmdstats_add(load_cmdstats *sum, const load_cmdstats *one, const char *where) {

@@ -111,6 +111,14 @@ int load_cmdstats_read(market_conn *mc, load_cmdstats *s, char *why, size_t whyl
     }
     free(one);
     market_master_info_free(info, n);
+    if ((rc = market_store_info_masters(mc, "cpu", &info, &n)) < 0) {
+        snprintf(why, whylen, "INFO cpu failed: %s (%s)", market_strerror(rc),
+                 market_conn_errstr(mc));
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        s->cpu_s += load_cpu_parse(info[i].text, strlen(info[i].text));
+    market_master_info_free(info, n);
     return 0;
 }
 
