@@ -4,9 +4,9 @@
  * or the item's or the seller's index: market_index.c decides), it counts every listing
  * in the price range (ZCOUNT), finds where the page starts (after the cursor, or at the
  * end of the range the order starts from) and reads one more listing than asked, which
- * tells whether a next page exists. With a seller it also asks whether the player
- * exists. A search naming both item and seller reads that one listing's score in
- * market:{r} instead. The indexes are kept in the same MULTI/EXEC as every listing's
+ * tells whether a next page exists, with each listing's units (market:{r}:units). With a
+ * seller it also asks whether the player exists, in the same pipeline. A search naming
+ * both item and seller reads that one listing's score and units instead. The indexes are kept in the same MULTI/EXEC as every listing's
  * change, so what a page shows is what market:{r} held at that instant. No lock is taken.
  */
 #include "market/market.h"
@@ -20,8 +20,10 @@
 /* A page of zset KEYS[1], ordered by (score, member) with members compared byte by byte
  * (Redis's order of a zset): ARGV[1], ARGV[2] the price range; ARGV[3] how many; ARGV[4]
  * "1" for highest price first; ARGV[5], ARGV[6] the cursor's price and member ("" when
- * none): the page starts strictly after it in the search's order. Returns {the range's
- * count, {member, score, ...} in the search's order}. The start is the cursor member's
+ * none): the page starts strictly after it in the search's order; ARGV[7], ARGV[8] what
+ * goes before and after a member to make its listing's member of market:{r}. Returns {the
+ * range's count, {member, score, ...} in the search's order, each listing's field of the
+ * units hash KEYS[2] (nil: a unique item)}. The start is the cursor member's
  * rank when it is still there at the cursor's price, else found by a binary search over
  * the ranks of that price (Lua's own string comparison follows the locale, so the bytes
  * are compared one by one). Reads only. */
@@ -62,16 +64,21 @@ static const char page_script[] =
     "local p = tonumber(r[i + 1]) "
     "if p < lo or p > hi then break end "
     "out[#out + 1] = r[i] out[#out + 1] = r[i + 1] end end "
-    "return {redis.call('ZCOUNT', k, ARGV[1], ARGV[2]), out}";
+    "local ms = {} "
+    "for i = 1, #out, 2 do ms[#ms + 1] = ARGV[7] .. out[i] .. ARGV[8] end "
+    "local units = #ms > 0 and redis.call('HMGET', KEYS[2], unpack(ms)) or {} "
+    "return {redis.call('ZCOUNT', k, ARGV[1], ARGV[2]), out, units}";
 
 /* Reads the script's page r ({member, score, ...}, at most limit + 1 listings) of the zset
- * key that plan p reads for query q into out: the first limit as listings, and the next
- * page's cursor when there is one more. Returns MARKET_OK, MARKET_ERR_NOMEM, or
- * MARKET_ERR_STORE when an entry is not a listing of that zset (its reason in c's errstr). */
+ * key that plan p reads for query q, and their units u, into out: the first limit as
+ * listings, and the next page's cursor when there is one more. Returns MARKET_OK,
+ * MARKET_ERR_NOMEM, or MARKET_ERR_STORE when an entry is not a listing of that zset or its
+ * units are unreadable (its reason in c's errstr). */
 static int page_read(market_conn *c, const char *key, const market__search_plan *p,
-                     const market_search_query *q, const redisReply *r,
+                     const market_search_query *q, const redisReply *r, const redisReply *u,
                      market_search_result *out) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2 || u->type != REDIS_REPLY_ARRAY ||
+        u->elements != r->elements / 2)
         return market__fail_reply(c, "search refused", r);
     size_t got = r->elements / 2, n = got < q->limit ? got : q->limit;
     if (n && !(out->listings = calloc(n, sizeof *out->listings))) return MARKET_ERR_NOMEM;
@@ -85,6 +92,8 @@ static int page_read(market_conn *c, const char *key, const market__search_plan 
                                 "%s holds an entry that is not a listing (rebuild the "
                                 "indexes: market-seed --reindex)",
                                 key);
+        if (market__listing_units(l, u->element[i]) < 0)
+            return market__fail(c, "the units of %s.%s are unreadable", l->item, l->seller);
         out->n++;
     }
     if (got > q->limit) market_cursor_make(&out->listings[n - 1], out->next_cursor);
@@ -115,15 +124,20 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
     else
         snprintf(key, sizeof key, "%s", rl.market);
     char member[MARKET__MEMBER_MAX], k_user[MARKET__KEY_MAX];
-    market__cmd rd[2];
-    redisReply *rep[2] = {0};
+    char before[MARKET_ID_MAX + 2] = "", after[MARKET_ID_MAX + 2] = ""; /* around a member */
+    if (p.source == MARKET__SEARCH_ITEM) snprintf(before, sizeof before, "%s.", q->item);
+    if (p.source == MARKET__SEARCH_SELLER) snprintf(after, sizeof after, ".%s", q->seller);
+    market__cmd rd[3];
+    redisReply *rep[3] = {0};
     size_t nc = 0;
     if (p.point) {
         snprintf(member, sizeof member, "%s.%s", q->item, q->seller);
         market__cmd_set(&rd[nc++], 3, "ZSCORE", rl.market, member);
+        market__cmd_set(&rd[nc++], 3, "HGET", rl.units, member);
     } else {
-        market__cmd_set(&rd[nc++], 10, "EVAL", page_script, "1", key, p.lo_s, p.hi_s, p.count,
-                        p.desc ? "1" : "0", p.after_price, p.after_member);
+        market__cmd_set(&rd[nc++], 13, "EVAL", page_script, "2", key, rl.units, p.lo_s, p.hi_s,
+                        p.count, p.desc ? "1" : "0", p.after_price, p.after_member, before,
+                        after);
     }
     size_t i_user = nc;
     if (q->seller) {
@@ -160,18 +174,19 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
         snprintf(out->listings[0].seller, sizeof out->listings[0].seller, "%s", q->seller);
         out->listings[0].price = price;
         out->n = 1;
+        if (market__listing_units(&out->listings[0], rep[1]) < 0)
+            rc = market__fail(c, "the units of %s are unreadable", member);
         goto out;
     }
     const redisReply *r = rep[0];
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < 0) {
         rc = market__fail_reply(c, "search refused", r);
         goto out;
     }
     out->total = (size_t)r->element[0]->integer;
-    rc = page_read(c, key, &p, q, r->element[1], out);
+    rc = page_read(c, key, &p, q, r->element[1], r->element[2], out);
 out:
-    if (rc == MARKET_OK) rc = market__units_fill(c, &rl, out->listings, out->n);
     market__replies_free(rep, nc);
     if (rc < 0) market_search_result_cleanup(out);
     return rc;

@@ -629,6 +629,16 @@ int64_t market__reply_units(const redisReply *r) {
     return v;
 }
 
+/* Sets listing l's quantity and stack from r, its field of market:{r}:units (nil: a unique
+ * item, 1). Returns 0, or -1 when r is no count. */
+int market__listing_units(market_listing *l, const redisReply *r) {
+    int64_t v = market__reply_units(r);
+    if (v < 0) return -1;
+    l->stack = v > 0;
+    l->quantity = v > 0 ? v : 1;
+    return 0;
+}
+
 /* Reads, in one round trip, the units of the n listings l[0..n) of realm
  * rl into their quantity and stack (a listing without a count is a unique
  * item: 1). Returns MARKET_OK, or ERR_STORE, ERR_NOMEM. */
@@ -652,15 +662,11 @@ int market__units_fill(market_conn *c, const market__realm *rl, market_listing *
         rc = market__fail_reply(c, "reading the listings' units", r);
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        int64_t v = market__reply_units(r->element[i]);
-        if (v < 0) {
+    for (size_t i = 0; i < n; i++)
+        if (market__listing_units(&l[i], r->element[i]) < 0) {
             rc = market__fail(c, "the units of %s are unreadable", member[i]);
             goto out;
         }
-        l[i].stack = v > 0;
-        l[i].quantity = v > 0 ? v : 1;
-    }
     rc = MARKET_OK;
 out:
     if (r) freeReplyObject(r);
@@ -699,4 +705,21 @@ int market__read_one(market_conn *c, const char *realm, int argc, const char **a
         *rep = NULL;
     }
     return rc;
+}
+
+/* Reads, with one XRANGE on realm's master, up to limit (1..MARKET_TRADES_PAGE_MAX)
+ * entries of realm's stream key made after entry id after (NULL or "": from the oldest
+ * kept), oldest first. Returns MARKET_OK with *rep set (caller frees; never an error
+ * reply), ERR_INVALID (a bad realm, limit or after), or ERR_STORE. */
+int market__stream_after(market_conn *c, const char *realm, const char *key, const char *after,
+                         size_t limit, redisReply **rep) {
+    int from = after && *after;
+    if (!c || !market_id_valid(realm) || limit == 0 || limit > MARKET_TRADES_PAGE_MAX ||
+        (from && !market_trade_id_valid(after)))
+        return MARKET_ERR_INVALID;
+    char start[MARKET_TRADE_ID_MAX + 2], count[24];
+    snprintf(start, sizeof start, "%s%s", from ? "(" : "", from ? after : "-");
+    snprintf(count, sizeof count, "%zu", limit);
+    const char *argv[6] = {"XRANGE", key, start, "+", "COUNT", count};
+    return market__read_one(c, realm, 6, argv, rep);
 }

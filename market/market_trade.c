@@ -398,18 +398,11 @@ int market_trades_after(market_conn *c, const char *realm, const char *after, si
     if (!out || !n) return MARKET_ERR_INVALID;
     *out = NULL;
     *n = 0;
-    if (!c || !market_id_valid(realm) || limit == 0 || limit > MARKET_TRADES_PAGE_MAX ||
-        (after && *after && !market_trade_id_valid(after)))
-        return MARKET_ERR_INVALID;
+    if (!market_id_valid(realm)) return MARKET_ERR_INVALID;
     market__realm rl;
     market__realm_init(&rl, realm);
-    char start[MARKET_TRADE_ID_MAX + 2], count[24];
-    snprintf(start, sizeof start, "%s%s", after && *after ? "(" : "",
-             after && *after ? after : "-");
-    snprintf(count, sizeof count, "%zu", limit);
-    const char *argv[6] = {"XRANGE", rl.trades, start, "+", "COUNT", count};
     redisReply *r = NULL;
-    int rc = market__read_one(c, realm, 6, argv, &r);
+    int rc = market__stream_after(c, realm, rl.trades, after, limit, &r);
     if (rc < 0) return rc;
     rc = parse_entries(r, limit, out, n, NULL);
     if (rc == MARKET_ERR_STORE) rc = market__fail(c, "the trades of realm %s are unreadable", realm);

@@ -223,6 +223,38 @@ static void test_search_seller_exists_reported(void **state) {
     market_search_result_cleanup(&r);
 }
 
+/* Every kind of search reads each listing's units with its page (a stack's count, 1 for
+ * a unique item); a count that is not one fails the search rather than showing it. */
+static void test_search_reads_units_and_refuses_unreadable_ones(void **state) {
+    struct fx *f = *state;
+    redis_do("HSET market:{main}:units bow.A %s", "7"); /* bow.A: a stack of 7 */
+    static const market_search_query qs[] = {
+        {NULL, NULL, 50, 50, 0, 10, NULL}, /* the market */
+        {"bow", NULL, 0, 0, 0, 10, NULL},  /* the item's index */
+        {NULL, "A", 0, 0, 0, 10, NULL},    /* the seller's */
+        {"bow", "A", 0, 0, 0, 10, NULL},   /* the one listing */
+    };
+    for (size_t i = 0; i < sizeof qs / sizeof *qs; i++) {
+        market_search_result r = search(f->c, qs[i]);
+        size_t seen = 0;
+        for (size_t k = 0; k < r.n; k++) {
+            int bow = strcmp(r.listings[k].item, "bow") == 0;
+            seen += bow;
+            assert_int_equal(r.listings[k].stack, bow);
+            assert_int_equal(r.listings[k].quantity, bow ? 7 : 1);
+        }
+        assert_int_equal(seen, 1);
+        market_search_result_cleanup(&r);
+    }
+    redis_do("HSET market:{main}:units bow.A %s", "x");
+    for (size_t i = 0; i < sizeof qs / sizeof *qs; i++) {
+        market_search_result r;
+        assert_int_equal(market_search(f->c, REALM, &qs[i], &r), MARKET_ERR_STORE);
+        assert_non_null(strstr(market_conn_errstr(f->c), "units of bow.A"));
+        assert_int_equal(r.n, 0);
+    }
+}
+
 static void test_search_bad_query_invalid(void **state) {
     struct fx *f = *state;
     static const market_search_query bad[] = {
@@ -688,6 +720,7 @@ int main(void) {
         T(test_search_every_listing_cheapest_then_dearest),
         T(test_search_filters_by_item_seller_and_price),
         T(test_search_seller_exists_reported),
+        T(test_search_reads_units_and_refuses_unreadable_ones),
         T(test_search_bad_query_invalid),
         T(test_search_follows_list_unlist_purchase),
         T(test_cursor_pages_ascending_while_market_changes),

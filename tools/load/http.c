@@ -30,28 +30,36 @@ static int auth_header(char *auth, size_t len, const char *auth_secret, const ch
     return n > 0 && (size_t)n < len ? 0 : LOAD_HTTP_ERR_TOKEN;
 }
 
+/* Writes into out the request POST path with the JSON body, as buyer (a token from
+ * auth_secret, when given). Returns its length, or LOAD_HTTP_ERR_FIT / LOAD_HTTP_ERR_TOKEN. */
+static int post(char *out, size_t outlen, const char *host, const char *path, const char *body,
+                const char *auth_secret, const char *realm, const char *buyer) {
+    char auth[API_TOKEN_MAX + 32];
+    if (auth_header(auth, sizeof auth, auth_secret, realm, buyer) < 0) return LOAD_HTTP_ERR_TOKEN;
+    int n = snprintf(out, outlen,
+                     "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                     "%sContent-Length: %d\r\n\r\n%s",
+                     path, host, auth, (int)strlen(body), body);
+    return n < 0 || (size_t)n >= outlen ? LOAD_HTTP_ERR_FIT : n;
+}
+
 int load_http_purchase(char *out, size_t outlen, const char *host, const char *realm,
                        const char *buyer, const char *seller, const char *item,
                        const char *auth_secret) {
-    char body[3 * MARKET_ID_MAX + 64], auth[API_TOKEN_MAX + 32] = "";
+    char body[3 * MARKET_ID_MAX + 64];
     char path[sizeof API_REALM_PREFIX + MARKET_REALM_MAX + 16] = "/purchase";
     if (realm && strcmp(realm, MARKET_REALM_DEFAULT) != 0)
         snprintf(path, sizeof path, API_REALM_PREFIX "%s/purchase", realm);
     int bl = snprintf(body, sizeof body, "{\"buyer\":\"%s\",\"seller\":\"%s\",\"item\":\"%s\"}",
                       buyer, seller, item);
     if (bl < 0 || (size_t)bl >= sizeof body) return LOAD_HTTP_ERR_FIT;
-    if (auth_header(auth, sizeof auth, auth_secret, realm, buyer) < 0) return LOAD_HTTP_ERR_TOKEN;
-    int n = snprintf(out, outlen,
-                     "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                     "%sContent-Length: %d\r\n\r\n%s",
-                     path, host, auth, bl, body);
-    return n < 0 || (size_t)n >= outlen ? LOAD_HTTP_ERR_FIT : n;
+    return post(out, outlen, host, path, body, auth_secret, realm, buyer);
 }
 
 int load_http_sale_buy(char *out, size_t outlen, const char *host, const char *realm,
                        const char *sale, const char *buyer, int64_t quantity,
                        const char *auth_secret) {
-    char body[MARKET_ID_MAX + 64], auth[API_TOKEN_MAX + 32] = "";
+    char body[MARKET_ID_MAX + 64];
     char path[sizeof API_REALM_PREFIX + MARKET_REALM_MAX + MARKET_ID_MAX + 16];
     if (realm && strcmp(realm, MARKET_REALM_DEFAULT) != 0)
         snprintf(path, sizeof path, API_REALM_PREFIX "%s/sales/%s/buy", realm, sale);
@@ -60,12 +68,7 @@ int load_http_sale_buy(char *out, size_t outlen, const char *host, const char *r
     int bl = snprintf(body, sizeof body, "{\"buyer\":\"%s\",\"quantity\":%lld}", buyer,
                       (long long)quantity);
     if (bl < 0 || (size_t)bl >= sizeof body) return LOAD_HTTP_ERR_FIT;
-    if (auth_header(auth, sizeof auth, auth_secret, realm, buyer) < 0) return LOAD_HTTP_ERR_TOKEN;
-    int n = snprintf(out, outlen,
-                     "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                     "%sContent-Length: %d\r\n\r\n%s",
-                     path, host, auth, bl, body);
-    return n < 0 || (size_t)n >= outlen ? LOAD_HTTP_ERR_FIT : n;
+    return post(out, outlen, host, path, body, auth_secret, realm, buyer);
 }
 
 int load_http_health(char *out, size_t outlen, const char *host) {
