@@ -136,6 +136,7 @@ const char *market_conn_errstr(const market_conn *c) {
 void market_conn_free(market_conn *c) {
     if (!c) return;
     market__close(c);
+    free(c->out);
     free(c);
 }
 

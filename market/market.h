@@ -23,12 +23,14 @@
  *   <lock key>:fenced   the fence of the last commit made under that lock
  *   idem:{r}:<player>:<key>  a request's outcome or claim (market_keys.c)
  *   trades:{r}          stream: one entry per purchase, its id the trade id, fields
- *                       buyer seller item quantity price total fence (0: no lock);
- *                       trimmed with MAXLEN ~ cfg.trade_history
+ *                       buyer seller item quantity price total fence (0: no lock)
+ *                       prev (the item's trade before, "" none); trimmed with
+ *                       MAXLEN ~ cfg.trade_history
  *   trades:{r}:player:<id>  list: the ids of a player's trades, as buyer or seller,
- *   trades:{r}:item:<item>  and of an item's trades, newest first; each keeps about
- *                       cfg.trade_index (market_trade.c writes the stream and the
- *                       lists in the purchase's MULTI/EXEC)
+ *                       newest first; keeps about cfg.trade_index
+ *   trades:{r}:items    hash: item -> its latest trade id, where its chain starts
+ *                       (market_trade.c writes the stream, lists and hash in the
+ *                       purchase's MULTI/EXEC)
  *   market:{r}:changes  stream: one entry per committed list and unlist (action,
  *                       seller, item, price, quantity), trimmed to about 1,000
  *                       (market_changes.c); GET /events follows it with trades:{r}
@@ -164,8 +166,8 @@ typedef struct market_config {
     uint32_t lock_ttl_ms;        /* lease of the market lock */
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
     uint64_t trade_history;      /* trades kept per realm, about (MAXLEN ~; 0: the default) */
-    uint64_t trade_index;        /* trade ids kept per player and per item, at least (up to
-                                    an eighth more; 0: the default) */
+    uint64_t trade_index;        /* trade ids kept per player, at least (up to an eighth
+                                    more; 0: the default) */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
     uint32_t test_stall_read_ms; /* test hook: sleep after taking the locks, before reading */
     uint32_t test_stall_lock_ms; /* test hook: sleep before taking the locks (before the

@@ -44,8 +44,8 @@ static const char *const kind_names[MARKET__IDX_KINDS] = {"item", "seller"};
  * "idx:{<realm>}:item:<id>" or "idx:{<realm>}:seller:<id>". realm and id are valid ids,
  * so it fits. This function can't fail. */
 void market__idx_key(char out[MARKET__IDX_KEY_MAX], int kind, const char *realm, const char *id) {
-    snprintf(out, MARKET__IDX_KEY_MAX, "idx:{%s}:%s:%s", realm,
-             kind_names[kind == MARKET__IDX_SELLER], id);
+    market__join(out, MARKET__IDX_KEY_MAX, "idx:{", realm, "}:",
+                 kind_names[kind == MARKET__IDX_SELLER], ":", id, (const char *)NULL);
 }
 
 /* Fills *e with the listing's (item, seller, price) entry in every index of realm: the
@@ -55,9 +55,9 @@ void market__idx_entry_init(market__idx_entry *e, const char *realm, const char 
                             const char *seller, int64_t price) {
     market__idx_key(e->key[MARKET__IDX_ITEM], MARKET__IDX_ITEM, realm, item);
     market__idx_key(e->key[MARKET__IDX_SELLER], MARKET__IDX_SELLER, realm, seller);
-    snprintf(e->member[MARKET__IDX_ITEM], sizeof e->member[0], "%s", seller);
-    snprintf(e->member[MARKET__IDX_SELLER], sizeof e->member[0], "%s", item);
-    snprintf(e->score, sizeof e->score, "%lld", (long long)price);
+    market__join(e->member[MARKET__IDX_ITEM], sizeof e->member[0], seller, (const char *)NULL);
+    market__join(e->member[MARKET__IDX_SELLER], sizeof e->member[0], item, (const char *)NULL);
+    market__i64_str(e->score, price);
 }
 
 /* Copies the id s[0..len) into out (MARKET_ID_MAX + 1 bytes). Returns 0, or -1 when it

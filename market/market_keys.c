@@ -41,18 +41,21 @@ _Static_assert(MARKET__LOCK_KEY_MAX - 1 + sizeof ":fenced" <= MARKET__FENCED_MAX
  * valid ids): the key of a player's hash ("users"), unique items
  * ("inventory") or stackable goods ("stacks": item -> units) in realm. */
 void market__key(char *out, size_t outlen, const char *kind, const char *realm, const char *id) {
-    snprintf(out, outlen, "%s:{%s}:%s", kind, realm, id);
+    market__join(out, outlen, kind, ":{", realm, "}:", id, (const char *)NULL);
 }
 
 /* Fills *r with realm's id (borrowed) and the names every operation of the
  * realm shares: its market and its market lock. */
 void market__realm_init(market__realm *r, const char *realm) {
     r->id = realm;
-    snprintf(r->market, sizeof r->market, "market:{%s}", realm);
-    snprintf(r->lock, sizeof r->lock, "lock:market:{%s}", realm);
-    snprintf(r->trades, sizeof r->trades, "trades:{%s}", realm);
-    snprintf(r->units, sizeof r->units, "market:{%s}:units", realm);
-    snprintf(r->changes, sizeof r->changes, "market:{%s}:changes", realm);
+    market__join(r->market, sizeof r->market, "market:{", realm, "}", (const char *)NULL);
+    market__join(r->lock, sizeof r->lock, "lock:market:{", realm, "}", (const char *)NULL);
+    market__join(r->trades, sizeof r->trades, "trades:{", realm, "}", (const char *)NULL);
+    market__join(r->trade_items, sizeof r->trade_items, "trades:{", realm, "}:items",
+                 (const char *)NULL);
+    market__join(r->units, sizeof r->units, "market:{", realm, "}:units", (const char *)NULL);
+    market__join(r->changes, sizeof r->changes, "market:{", realm, "}:changes",
+                 (const char *)NULL);
 }
 
 /* Writes "trades:{<realm>}:<kind>:<id>" into out (MARKET__KEY_MAX bytes
@@ -60,7 +63,7 @@ void market__realm_init(market__realm *r, const char *realm) {
  * item ("item"). */
 void market__trade_key(char *out, size_t outlen, const char *realm, const char *kind,
                        const char *id) {
-    snprintf(out, outlen, "trades:{%s}:%s:%s", realm, kind, id);
+    market__join(out, outlen, "trades:{", realm, "}:", kind, ":", id, (const char *)NULL);
 }
 
 /* Writes the lock key "lock:<kind>:{<realm>}:<id>" into out

@@ -20,6 +20,7 @@ typedef struct market__realm {
     char market[MARKET__KEY_MAX]; /* "market:{<realm>}" */
     char lock[MARKET__KEY_MAX];   /* "lock:market:{<realm>}" */
     char trades[MARKET__KEY_MAX]; /* "trades:{<realm>}" */
+    char trade_items[MARKET__KEY_MAX]; /* "trades:{<realm>}:items": each item's latest trade */
     char units[MARKET__KEY_MAX];  /* "market:{<realm>}:units": the units of stack listings */
     char changes[MARKET__KEY_MAX]; /* "market:{<realm>}:changes": the listing changes' feed */
 } market__realm;

@@ -408,9 +408,58 @@ static int pipeline_failed(market_conn *c) {
     return MARKET_ERR_STORE;
 }
 
+#define OUT_KEEP (1u << 20) /* the largest encoded pipeline a connection keeps room for */
+
+/* Writes v in decimal at p; returns the digits written (at most 20). */
+static size_t put_u64(char *p, uint64_t v) {
+    char tmp[20];
+    size_t n = 0;
+    do tmp[n++] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    for (size_t i = 0; i < n; i++) p[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* Appends command argv[0..argc) (NUL-terminated arguments), encoded as
+ * Redis's protocol (RESP: *<argc>, then $<len> and the bytes of each
+ * argument), to the buffer *buf of *cap bytes at *len, growing it as
+ * needed. Returns 0, or -1 when it cannot grow (*buf, *cap, *len are then
+ * as they were). Pure: what redisFormatCommandArgv writes, without its
+ * allocation a command. */
+int market__resp_append(char **buf, size_t *cap, size_t *len, int argc, const char *const *argv) {
+    size_t at = *len;
+    for (int i = -1; i < argc; i++) {
+        size_t l = i < 0 ? 0 : strlen(argv[i]);
+        size_t need = at + l + 24 + 2 + 2; /* header, digits, CRLFs */
+        if (need > *cap) {
+            size_t ncap = *cap ? *cap : 4096;
+            while (ncap < need) ncap *= 2;
+            char *nb = realloc(*buf, ncap);
+            if (!nb) return -1;
+            *buf = nb;
+            *cap = ncap;
+        }
+        char *p = *buf + at;
+        *p++ = i < 0 ? '*' : '$';
+        p += put_u64(p, i < 0 ? (uint64_t)argc : l);
+        *p++ = '\r';
+        *p++ = '\n';
+        if (i >= 0) {
+            memcpy(p, argv[i], l);
+            p += l;
+            *p++ = '\r';
+            *p++ = '\n';
+        }
+        at = (size_t)(p - *buf);
+    }
+    *len = at;
+    return 0;
+}
+
 /* Sends a pipeline of n commands (as market__pipeline_argv()) and returns
  * without waiting: read its replies with market__pipeline_recv() before any
- * other use of c. Returns MARKET_OK, or MARKET_ERR_STORE with c dropped. */
+ * other use of c. Returns MARKET_OK, MARKET_ERR_STORE with c dropped, or
+ * MARKET_ERR_NOMEM with nothing sent. */
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv) {
     c->closed = 0;
     if (c->m->cluster && !bound(c)) { /* the slot's master may have changed since */
@@ -422,9 +471,12 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
     const market_config *cfg = &c->m->cfg;
     int unwatch = c->unwatch, done = 0, wait = 0, watch = 0;
     size_t exec = 0;
-    if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
-    for (size_t i = 0; i < n; i++) {
-        if (redisAppendCommandArgv(c->ctx, argc[i], argv[i], NULL) != REDIS_OK) goto fail;
+    c->out_len = 0;
+    for (size_t i = 0; i < n; i++) { /* encoded first: nothing is queued when it fails */
+        if (market__resp_append(&c->out, &c->out_cap, &c->out_len, argc[i], argv[i]) < 0) {
+            market__fail(c, "out of memory for a pipeline of %zu commands", n);
+            return MARKET_ERR_NOMEM;
+        }
         if (strcmp(argv[i][0], "WATCH") == 0) watch = 1;
         if (argc[i] == 1 && strcmp(argv[i][0], "EXEC") == 0) {
             exec = i + 1;
@@ -435,6 +487,16 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
             }
         }
     }
+    if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
+    /* one copy into hiredis's output buffer, not an allocation a command */
+    int appended =
+        !c->out_len || redisAppendFormattedCommand(c->ctx, c->out, c->out_len) == REDIS_OK;
+    if (c->out_cap > OUT_KEEP) { /* a rare large pipeline (seeding): not kept for the next */
+        free(c->out);
+        c->out = NULL;
+        c->out_cap = 0;
+    }
+    if (!appended) goto fail;
     if (wait && redisAppendCommand(c->ctx, "WAIT %u %d", cfg->min_replicas_ack,
                                    cfg->replica_ack_timeout_ms) != REDIS_OK)
         goto fail;

@@ -36,6 +36,8 @@ struct market_conn {
     int watching;      /* a WATCH went out, no EXEC or UNWATCH since: the next pipeline
                         * relies on it, unless unwatch is set (then it is abandoned) */
     size_t exec_sent;  /* 1 + the index of the EXEC in the pipeline sent; 0: none */
+    char *out;         /* the pipeline being sent, encoded (market__resp_append) */
+    size_t out_cap, out_len;
     /* Redis Cluster only (m->cluster): */
     int slot;                      /* the hash slot of the operation under way (market__route) */
     int redirect;                  /* the last MARKET__REDIRECTED: 1 MOVED, 2 ASK or TRYAGAIN */
@@ -65,6 +67,7 @@ int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisRep
 int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
                           redisReply **replies);
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv);
+int market__resp_append(char **buf, size_t *cap, size_t *len, int argc, const char *const *argv);
 int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies);
 int market__replicated(market_conn *c, const char *const *keys, size_t n);
 void market__replies_free(redisReply **replies, size_t n);

@@ -10,11 +10,11 @@
 
 #include "market/market_store.h"
 
-#define MARKET__TRADE_KEYS 4 /* KEYS per trade: buyer's, seller's and item's streams, record */
+#define MARKET__TRADE_KEYS 3 /* KEYS per trade: buyer's and seller's lists, record */
 #define MARKET__TRADE_ARGS 8 /* ARGV per trade */
 /* The arguments of a script recording n trades: EVAL, the script, numkeys, the realm's
- * stream, three settings, and each trade's keys and arguments. */
-#define MARKET__TRADES_ARGC(n) (7 + (MARKET__TRADE_KEYS + MARKET__TRADE_ARGS) * (n))
+ * stream and items' hash, three settings, and each trade's keys and arguments. */
+#define MARKET__TRADES_ARGC(n) (8 + (MARKET__TRADE_KEYS + MARKET__TRADE_ARGS) * (n))
 
 /* One trade a commit records. The caller sets the inputs; market__trades_argv()
  * names its keys and writes its numbers; the script's reply gives its id. */
@@ -26,14 +26,15 @@ typedef struct market__trade_rec {
     const char *idem_key;     /* NULL: no idempotency record */
     const char *idem_record;  /* the success record "<fp> <a> <b>"; the script appends " <id>" */
     /* the rest is market_trade.c's */
-    char k_buyer[MARKET__KEY_MAX], k_seller[MARKET__KEY_MAX], k_item[MARKET__KEY_MAX];
+    char k_buyer[MARKET__KEY_MAX], k_seller[MARKET__KEY_MAX];
     char quantity_s[24], price_s[24], total_s[24];
     char id[MARKET_TRADE_ID_MAX + 1]; /* out: the trade id, from the script's reply */
 } market__trade_rec;
 
-/* What the script's arguments share: the realm's stream and the settings, as text. */
+/* What the script's arguments share: the realm's stream and items' hash, and the
+ * settings, as text. */
 typedef struct market__trades {
-    char k_trades[MARKET__KEY_MAX];
+    char k_trades[MARKET__KEY_MAX], k_items[MARKET__KEY_MAX];
     char history[24], index[24], nkeys[16];
 } market__trades;
 

@@ -61,7 +61,7 @@ void server_usage(const char *prog) {
            "  --acquire-timeout-ms N    lock wait budget, ms (default 2000)          MARKET_ACQUIRE_TIMEOUT_MS\n"
            "  --redis-timeout-ms N      Redis connect/command timeout (default 500)  MARKET_REDIS_TIMEOUT_MS\n"
            "  --trade-history N         trades kept per realm, about (1000000)       MARKET_TRADE_HISTORY\n"
-           "  --trade-index N           trades kept per player and per item (1000)   MARKET_TRADE_INDEX\n"
+           "  --trade-index N           trades kept in each player's index (1000)    MARKET_TRADE_INDEX\n"
            "  --threads N               event-loop threads (2); 0: a thread per connection MARKET_THREADS\n"
            "  --max-connections N       open connections at once (default 1024)      MARKET_MAX_CONNECTIONS\n"
            "  --connection-timeout-s N  idle connection timeout (default 30)         MARKET_CONNECTION_TIMEOUT_S\n"

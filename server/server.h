@@ -46,7 +46,7 @@ typedef struct server_config {
     uint32_t lock_ttl_ms;        /* lease of the market lock */
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
     uint64_t trade_history;      /* trades kept per realm, about */
-    uint64_t trade_index;        /* trades kept per player and per item, about */
+    uint64_t trade_index;        /* trades kept in each player's index, about */
     int redis_timeout_ms;        /* connect and command timeout */
     unsigned threads;            /* HTTP event-loop threads; 0: a thread per connection */
     unsigned max_connections;    /* open connections at once */

@@ -353,6 +353,13 @@ static void test_buy_cheapest_across_sellers(void **state) {
     assert_int_equal(market_trade_get(f->c, REALM, r.fill[1].trade_id, &t), MARKET_OK);
     assert_int_equal(t.quantity, 15);
     assert_int_equal(t.price, 25);
+    market_trade *chart = NULL; /* both trades of one commit, chained: newest first */
+    size_t nc = 0;
+    assert_int_equal(market_trades_item(f->c, REALM, "potion", 10, &chart, &nc), MARKET_OK);
+    assert_int_equal(nc, 2);
+    assert_string_equal(chart[0].id, r.fill[1].trade_id);
+    assert_string_equal(chart[1].id, r.fill[0].trade_id);
+    free(chart);
     assert_int_equal(stack_of("B", "potion"), 25);
     assert_int_equal(listed_units("potion.F"), 0); /* sold out: gone */
     assert_int_equal(redis_num("ZSCORE market:{main} potion.F"), 0);

@@ -181,6 +181,69 @@ static void test_purchase_records_its_trade(void **state) {
     free(v);
 }
 
+/* Reads item's history (limit up to 10) into ids[0..*n), newest first. */
+static void item_ids(market_conn *c, const char *item, size_t limit, char ids[][MARKET_TRADE_ID_MAX + 1],
+                     size_t *n) {
+    market_trade *v = NULL;
+    assert_int_equal(market_trades_item(c, REALM, item, limit, &v, n), MARKET_OK);
+    for (size_t i = 0; i < *n; i++) memcpy(ids[i], v[i].id, sizeof v[i].id);
+    free(v);
+}
+
+/* An item's history is a chain through the realm's stream: a unique item
+ * sold, listed again and sold again shows both trades, newest first; a
+ * trade trimmed from the stream ends it; an item whose trades were indexed
+ * by an earlier version (a list of ids, records without a chain) still
+ * shows them, behind the newer ones. */
+static void test_item_history_chains_its_trades(void **state) {
+    struct fx *f = *state;
+    market_purchase_result r1 = {0}, r2 = {0}, r3 = {0};
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r1), MARKET_OK);
+    assert_int_equal(market_list(f->c, REALM, "B", "axe", 600), MARKET_OK);
+    assert_int_equal(market_purchase(f->c, REALM, "D", "B", "axe", -1, &r2), MARKET_OK);
+    char ids[10][MARKET_TRADE_ID_MAX + 1];
+    size_t n = 0;
+    item_ids(f->c, "axe", 10, ids, &n);
+    assert_int_equal(n, 2);
+    assert_string_equal(ids[0], r2.trade_id);
+    assert_string_equal(ids[1], r1.trade_id);
+    item_ids(f->c, "axe", 1, ids, &n);
+    assert_int_equal(n, 1);
+    assert_string_equal(ids[0], r2.trade_id);
+    redisReply *h = redis_cmd("HGET %s:items axe", TRADES);
+    assert_string_equal(h->str, r2.trade_id); /* the item's latest trade */
+    freeReplyObject(h);
+    item_ids(f->c, "gem7", 10, ids, &n); /* never traded */
+    assert_int_equal(n, 0);
+
+    /* a trade trimmed from the stream ends the chain */
+    assert_int_equal(redis_int("XDEL %s %s", TRADES, r1.trade_id), 1);
+    item_ids(f->c, "axe", 10, ids, &n);
+    assert_int_equal(n, 1);
+    assert_string_equal(ids[0], r2.trade_id);
+
+    /* an earlier version's list: its trades follow the chain's first */
+    redisReply *x = redis_cmd("XADD %s * buyer D seller shop item gem0 quantity 1 price 100 "
+                              "total 100 fence 3", TRADES);
+    assert_int_equal(x->type, REDIS_REPLY_STRING);
+    char old[MARKET_TRADE_ID_MAX + 1];
+    snprintf(old, sizeof old, "%s", x->str);
+    freeReplyObject(x);
+    x = redis_cmd("LPUSH %s:item:gem0 %s", TRADES, old);
+    freeReplyObject(x);
+    item_ids(f->c, "gem0", 10, ids, &n);
+    assert_int_equal(n, 1);
+    assert_string_equal(ids[0], old);
+    assert_int_equal(market_purchase(f->c, REALM, "D", "shop", "gem0", -1, &r3), MARKET_OK);
+    item_ids(f->c, "gem0", 10, ids, &n);
+    assert_int_equal(n, 2);
+    assert_string_equal(ids[0], r3.trade_id);
+    assert_string_equal(ids[1], old);
+    market_trade t;
+    assert_int_equal(market_trade_get(f->c, REALM, old, &t), MARKET_OK); /* no prev: read */
+    assert_string_equal(t.item, "gem0");
+}
+
 /* A refusal records nothing, nor does a lapsed lease's commit. */
 static void test_refusals_record_nothing(void **state) {
     struct fx *f = *state;
@@ -453,6 +516,7 @@ static int run_group(enum market_strategy s, const struct CMUnitTest *tests, siz
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_purchase_records_its_trade),
+        T(test_item_history_chains_its_trades),
         T(test_refusals_record_nothing),
         T(test_idem_replay_same_trade_id),
         T(test_idem_concurrent_repeats_one_trade),

@@ -1,5 +1,6 @@
 /* test_market_keys.c - market_keys.c without Redis: a realm's key names, and
  * idempotency records and claims judged from hand-made replies. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,8 +208,30 @@ static void test_token_new_random_hex(void **state) {
     assert_string_not_equal(a, b);
 }
 
+/* market__i64_str and market__join write what snprintf would, at the ends
+ * of the range and when cut. */
+static void test_text_without_printf_matches_printf(void **state) {
+    (void)state;
+    const int64_t v[] = {0, 7, -7, 10, 999, -1000, INT64_MAX, INT64_MIN};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char got[24], want[24];
+        size_t n = market__i64_str(got, v[i]);
+        snprintf(want, sizeof want, "%lld", (long long)v[i]);
+        assert_string_equal(got, want);
+        assert_int_equal(n, strlen(want));
+    }
+    char out[8];
+    market__join(out, sizeof out, "ab", "", "cd", (const char *)NULL);
+    assert_string_equal(out, "abcd");
+    market__join(out, sizeof out, "abcd", "efgh", (const char *)NULL); /* cut to 7 */
+    assert_string_equal(out, "abcdefg");
+    market__join(out, sizeof out, (const char *)NULL);
+    assert_string_equal(out, "");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_text_without_printf_matches_printf),
         cmocka_unit_test(test_realm_keys_carry_the_realm_tag),
         cmocka_unit_test(test_longest_names_fit_and_keep_one_tag),
         cmocka_unit_test(test_idem_judge_table),
