@@ -23,8 +23,10 @@
  *      listing from the market and one from each of its search indexes, the
  *      trade records and the idempotency records - aborted by Redis if anything
  *      watched changed or the lock key expired;
- *   4. hand every purchase its outcome (its done callback) and take the next
- *      batch. While purchases of the realm keep coming the worker keeps its
+ *   4. take the next batch, and hand every purchase its outcome (its done
+ *      callback) once that batch's read is sent, while Redis works on it: the
+ *      next batch loses nothing by it, since none of these buyers can ask
+ *      again before it is answered. While purchases of the realm keep coming the worker keeps its
  *      lock from one batch to the next (up to MARKET__HOLD_MAX_MS, and never past half the
  *      lease), so a busy market pays for one acquire and one release per
  *      hold, not per batch; an idle one releases at once.
@@ -70,6 +72,10 @@ struct market__lane {
     lock_handle hold;
     int holding;
     int64_t hold_since_ms;
+    /* The last batch's purchases, decided, handed their outcomes once the
+     * next batch's read is on its way to Redis (answer_now). */
+    market_pending *answer[MARKET__BATCH_MAX];
+    size_t n_answer;
 };
 
 /* The lanes of the lock strategies, the threads that serve them, and the
@@ -1055,10 +1061,27 @@ static void batch_run_item(market_conn *c, struct market__batch *b) {
     }
 }
 
+/* Gives p its outcome and hands it back; p is not touched afterwards. */
+static void finish(market *m, market_pending *p, int rc) {
+    p->rc = rc;
+    if (rc == MARKET_OK && !p->res.replayed) MARKET__COUNT(m, purchased);
+    p->done(p);
+}
+
+/* Hands the last batch's purchases their outcomes (see DESIGN, step 4). */
+static void answer_now(struct market__lane *ln) {
+    for (size_t i = 0; i < ln->n_answer; i++) finish(ln->m, ln->answer[i], ln->answer[i]->rc);
+    ln->n_answer = 0;
+}
+
+/* market_conn's sent hook: the next batch's read is on its way. */
+static void answer_sent(void *ud) { answer_now(ud); }
+
 static void batch_run(market_conn *c, struct market__lane *ln, struct market__batch *b) {
     market *m = c->m;
     if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
     if (m->cfg.strategy == MARKET_STRATEGY_ITEM) {
+        answer_now(ln); /* its locks are taken first, which may wait */
         batch_run_item(c, b);
         return;
     }
@@ -1074,6 +1097,7 @@ static void batch_run(market_conn *c, struct market__lane *ln, struct market__ba
          ln->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
         hold_drop(ln);
     if (!ln->holding) {
+        answer_now(ln); /* taking the lock may wait */
         rc = market__lock(c, b->realm.lock, batch_deadline(b), &ln->hold);
         if (rc == MARKET_OK) {
             ln->holding = 1;
@@ -1140,17 +1164,7 @@ fail_q:
 
 /* Returns the lane that serves realm: always the same one (FNV-1a of the id). */
 static unsigned lane_of(const struct market__queue *q, const char *realm) {
-    uint32_t h = 2166136261u;
-    for (const unsigned char *s = (const unsigned char *)realm; *s; s++)
-        h = (h ^ *s) * 16777619u;
-    return (unsigned)(h % q->nlanes);
-}
-
-/* Gives p its outcome and hands it back; p is not touched afterwards. */
-static void finish(market *m, market_pending *p, int rc) {
-    p->rc = rc;
-    if (rc == MARKET_OK && !p->res.replayed) MARKET__COUNT(m, purchased);
-    p->done(p);
+    return (unsigned)(id_hash(realm) % q->nlanes);
 }
 
 /* Takes from ln's queue (under qmu) up to most purchases of one realm, the
@@ -1205,6 +1219,12 @@ static void *worker_main(void *arg) {
         most = MARKET__ITEM_BATCH_MAX;
     pthread_mutex_lock(&q->qmu);
     for (;;) {
+        if (!ln->qhead && ln->n_answer) { /* nothing to overlap them with */
+            pthread_mutex_unlock(&q->qmu);
+            answer_now(ln);
+            pthread_mutex_lock(&q->qmu);
+            continue;
+        }
         if (!ln->qhead) {
             if (ln->holding) { /* idle: free the realm's market for other processes */
                 pthread_mutex_unlock(&q->qmu);
@@ -1229,22 +1249,28 @@ static void *worker_main(void *arg) {
         if (n) {
             b->n = n;
             market__realm_init(&b->realm, b->req[0]->realm);
+            c->sent = ln->n_answer ? answer_sent : NULL;
+            c->sent_ud = ln;
             int rrc = market__route(c, b->realm.id);
             if (rrc == MARKET_OK)
                 batch_run(c, ln, b);
             else
                 batch_fail(m, b, rrc);
+            c->sent = NULL;
+            answer_now(ln); /* when this batch sent nothing */
             confirm_replays(c, b);
             for (size_t i = 0; i < n; i++) {
                 market_pending *p = b->req[i];
                 if (MARKET_ERR_HAS_REASON(p->rc))
                     snprintf(p->why, sizeof p->why, "%s", c->errstr);
-                finish(m, p, p->rc);
+                ln->answer[i] = p;
             }
+            ln->n_answer = n;
         }
         pthread_mutex_lock(&q->qmu);
     }
     pthread_mutex_unlock(&q->qmu);
+    answer_now(ln);
     market_conn_free(c);
     free(b);
     return NULL;

@@ -460,8 +460,16 @@ int market__resp_append(char **buf, size_t *cap, size_t *len, int argc, const ch
  * without waiting: read its replies with market__pipeline_recv() before any
  * other use of c. Returns MARKET_OK, MARKET_ERR_STORE with c dropped, or
  * MARKET_ERR_NOMEM with nothing sent. */
+/* Runs c's sent hook, once. */
+static void run_sent(market_conn *c) {
+    void (*f)(void *) = c->sent;
+    c->sent = NULL;
+    if (f) f(c->sent_ud);
+}
+
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv) {
     c->closed = 0;
+    if (!c->ctx || c->m->cluster) run_sent(c); /* connecting or following may wait */
     if (c->m->cluster && !bound(c)) { /* the slot's master may have changed since */
         int rc = follow(c);
         if (rc < 0) return rc;
@@ -502,6 +510,7 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
         goto fail;
     while (!done)
         if (redisBufferWrite(c->ctx, &done) != REDIS_OK) goto fail;
+    run_sent(c);
     c->unwatch = 0;
     c->unwatch_sent = unwatch;
     c->wait_sent = wait;
@@ -510,6 +519,7 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
     if (watch) c->watching = 1;
     return MARKET_OK;
 fail:
+    run_sent(c);
     return pipeline_failed(c);
 }
 

@@ -38,6 +38,10 @@ struct market_conn {
     size_t exec_sent;  /* 1 + the index of the EXEC in the pipeline sent; 0: none */
     char *out;         /* the pipeline being sent, encoded (market__resp_append) */
     size_t out_cap, out_len;
+    /* Called once by the next market__pipeline_send(), when its pipeline is on its way (or
+     * before it could wait on a connection): a caller's work to do while Redis works. */
+    void (*sent)(void *ud);
+    void *sent_ud;
     /* Redis Cluster only (m->cluster): */
     int slot;                      /* the hash slot of the operation under way (market__route) */
     int redirect;                  /* the last MARKET__REDIRECTED: 1 MOVED, 2 ASK or TRYAGAIN */

@@ -1207,6 +1207,62 @@ static void test_lock_key_taken_while_lease_valid_refused(void **state) {
     assert_taken_over_nothing_bought(f->c, key, "other-holder");
 }
 
+/* What a done call saw of the store: its own purchase committed, the next
+ * one not yet. */
+struct seen {
+    struct pending pd;
+    long long own_funds, next_funds; /* B's and D's funds when a's done ran */
+};
+
+static long long funds_now(const char *id) {
+    redisReply *r = redis_cmd("HGET users:{main}:%s funds", id);
+    long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+static void seen_done(market_pending *p) {
+    struct seen *sn = p->ud;
+    sn->own_funds = funds_now("B");
+    sn->next_funds = funds_now("D");
+    sn->pd.p.ud = &sn->pd;
+    pending_done(p);
+}
+
+/* A batch's answers go out once the next batch's read is on its way, never
+ * held until it commits: with batches of one, b queued right behind a, a's
+ * done call finds a committed (an answer follows its commit) and b not, and
+ * comes first. (The same worker thread answers a and commits b: the order is
+ * not a race.) */
+static void test_answer_not_held_by_next_batch(void **state) {
+    struct fx *f = *state;
+    if (!market_can_submit(f->m)) skip();
+    market_config one = config(5000, 5000, 0);
+    one.batch_max = 1;
+    int err;
+    market *sm = market_new(&one, f->lock, &err);
+    assert_non_null(sm);
+    struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    struct seen a = {.own_funds = -2, .next_funds = -2};
+    struct pending b;
+    pending_init(&a.pd, &o, "B", "A", "axe");
+    a.pd.p.done = seen_done;
+    a.pd.p.ud = &a;
+    pending_init(&b, &o, "D", "C", "bow");
+    assert_int_equal(market_purchase_submit(sm, &a.pd.p), MARKET_OK);
+    assert_int_equal(market_purchase_submit(sm, &b.p), MARKET_OK);
+    outcome_wait(&o, 1);
+    assert_int_equal(a.pd.rc, MARKET_OK);
+    assert_int_equal(b.calls, 0); /* a first */
+    assert_int_equal(a.own_funds, 300);
+    assert_int_equal(a.next_funds, 1000000);
+    outcome_wait(&o, 2);
+    assert_int_equal(b.rc, MARKET_OK);
+    assert_int_equal(funds_of(f->c, "D"), 1000000 - 50);
+    market_free(sm);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
 /* Issue 9.2(a): a purchase whose wait budget ran out before it could take
  * its lock (a pause, here the test hook) is answered busy without trying:
  * no lock is taken, nothing is read or decided, nothing changes. */
@@ -1493,6 +1549,7 @@ int main(void) {
         T(test_realms_in_parallel_keep_their_invariants),
         T(test_one_buyer_funds_for_one_never_negative),
         T(test_submit_outcomes_in_order_done_once),
+        T(test_answer_not_held_by_next_batch),
         T(test_shutdown_serves_queue_then_refuses),
         T(test_idem_retry_replays_while_contended),
         T(test_batch_mixed_outcomes_match_serial_order),
