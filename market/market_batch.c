@@ -26,10 +26,12 @@
  *   4. take the next batch, and hand every purchase its outcome (its done
  *      callback) once that batch's read is sent, while Redis works on it: the
  *      next batch loses nothing by it, since none of these buyers can ask
- *      again before it is answered. While purchases of the realm keep coming the worker keeps its
- *      lock from one batch to the next (up to MARKET__HOLD_MAX_MS, and never past half the
- *      lease), so a busy market pays for one acquire and one release per
- *      hold, not per batch; an idle one releases at once.
+ *      again before it is answered (answered at once when no batch follows,
+ *      or before a lock is taken). While purchases of the realm keep coming
+ *      the worker keeps its lock from one batch to the next (up to
+ *      MARKET__HOLD_MAX_MS, and never past half the lease), so a busy market
+ *      pays for one acquire and one release per hold, not per batch; an idle
+ *      one releases at once.
  * The item strategy takes, instead of the market lock, every listing's and
  * buyer's lock of a batch in one all-or-nothing round trip, with the read of
  * step 1 already sent (answered while the locks are taken; it watches the

@@ -456,10 +456,6 @@ int market__resp_append(char **buf, size_t *cap, size_t *len, int argc, const ch
     return 0;
 }
 
-/* Sends a pipeline of n commands (as market__pipeline_argv()) and returns
- * without waiting: read its replies with market__pipeline_recv() before any
- * other use of c. Returns MARKET_OK, MARKET_ERR_STORE with c dropped, or
- * MARKET_ERR_NOMEM with nothing sent. */
 /* Runs c's sent hook, once. */
 static void run_sent(market_conn *c) {
     void (*f)(void *) = c->sent;
@@ -467,6 +463,10 @@ static void run_sent(market_conn *c) {
     if (f) f(c->sent_ud);
 }
 
+/* Sends a pipeline of n commands (as market__pipeline_argv()) and returns
+ * without waiting: read its replies with market__pipeline_recv() before any
+ * other use of c. Returns MARKET_OK, MARKET_ERR_STORE with c dropped, or
+ * MARKET_ERR_NOMEM with nothing sent. Runs c's sent hook (see market_conn). */
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv) {
     c->closed = 0;
     if (!c->ctx || c->m->cluster) run_sent(c); /* connecting or following may wait */

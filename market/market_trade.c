@@ -55,6 +55,7 @@ static const char trades_script[] =
     "local ids, keep = {}, tonumber(ARGV[2]) "
     "local most = keep + math.floor(keep / 8) "
     "local n, items, head = (#KEYS - 2) / 3, {}, {} "
+    "if n == 0 then return ids end "
     "for t = 1, n do items[t] = ARGV[8 * t - 2] end "
     "local last = redis.call('HMGET', KEYS[2], unpack(items)) "
     "for t = 1, n do head[items[t]] = last[t] or '' end "
