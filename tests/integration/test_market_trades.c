@@ -182,8 +182,8 @@ static void test_purchase_records_its_trade(void **state) {
 }
 
 /* Reads item's history (limit up to 10) into ids[0..*n), newest first. */
-static void item_ids(market_conn *c, const char *item, size_t limit, char ids[][MARKET_TRADE_ID_MAX + 1],
-                     size_t *n) {
+static void item_ids(market_conn *c, const char *item, size_t limit,
+                     char ids[][MARKET_TRADE_ID_MAX + 1], size_t *n) {
     market_trade *v = NULL;
     assert_int_equal(market_trades_item(c, REALM, item, limit, &v, n), MARKET_OK);
     for (size_t i = 0; i < *n; i++) memcpy(ids[i], v[i].id, sizeof v[i].id);
