@@ -1094,12 +1094,12 @@ static void batch_run(market_conn *c, struct market__lane *ln, struct market__ba
         return;
     }
     int64_t now = lock_now_ms();
-    if (ln->holding &&
-        (strcmp(ln->hold.key, b->realm.lock) != 0 || now - ln->hold_since_ms >= hold_max_ms(m) ||
-         ln->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
-        hold_drop(ln);
+    int keep = ln->holding && strcmp(ln->hold.key, b->realm.lock) == 0 &&
+               now - ln->hold_since_ms < hold_max_ms(m) &&
+               ln->hold.valid_until_ms - now >= (int64_t)m->cfg.lock_ttl_ms / 2;
+    if (!keep) answer_now(ln); /* releasing and taking the lock may wait */
+    if (ln->holding && !keep) hold_drop(ln);
     if (!ln->holding) {
-        answer_now(ln); /* taking the lock may wait */
         rc = market__lock(c, b->realm.lock, batch_deadline(b), &ln->hold);
         if (rc == MARKET_OK) {
             ln->holding = 1;

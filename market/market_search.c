@@ -6,8 +6,9 @@
  * end of the range the order starts from) and reads one more listing than asked, which
  * tells whether a next page exists, with each listing's units (market:{r}:units). With a
  * seller it also asks whether the player exists, in the same pipeline. A search naming
- * both item and seller reads that one listing's score and units instead. The indexes are kept in the same MULTI/EXEC as every listing's
- * change, so what a page shows is what market:{r} held at that instant. No lock is taken.
+ * both item and seller reads that one listing's score and units instead. The indexes are
+ * kept in the same MULTI/EXEC as every listing's change, so what a page shows is what
+ * market:{r} held at that instant. No lock is taken.
  */
 #include "market/market.h"
 

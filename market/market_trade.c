@@ -72,9 +72,9 @@ static const char trades_script[] =
     "if ARGV[a + 8] ~= '' then "
     "redis.call('SET', KEYS[k + 3], ARGV[a + 8] .. ' ' .. id, 'EX', ARGV[3]) end "
     "ids[t + 1] = id end "
-    "local set = {} "
+    "local set, seen = {}, {} "
     "for t = 1, n do local i = items[t] "
-    "if head[i] ~= '' then set[#set + 1] = i; set[#set + 1] = head[i]; head[i] = '' end end "
+    "if not seen[i] then seen[i] = true; set[#set + 1] = i; set[#set + 1] = head[i] end end "
     "redis.call('HSET', KEYS[2], unpack(set)) "
     "return ids";
 

@@ -1214,6 +1214,7 @@ struct seen {
     struct pending *next;
     long long own_funds, next_funds; /* B's and D's funds when a's done ran */
     int next_calls;                  /* the next one's done calls by then */
+    long long lock_held;             /* whether the market lock's key was there */
 };
 
 static long long funds_now(const char *id) {
@@ -1228,25 +1229,27 @@ static void seen_done(market_pending *p) {
     sn->own_funds = funds_now("B");
     sn->next_funds = funds_now("D");
     sn->next_calls = sn->next->calls; /* the same worker thread calls both */
+    redisReply *r = redis_cmd("EXISTS %s", MARKET_LOCK_KEY_MAIN);
+    sn->lock_held = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
     sn->pd.p.ud = &sn->pd;
     pending_done(p);
 }
 
-/* A batch's answers go out once the next batch's read is on its way, never
- * held until it commits: with batches of one, b queued right behind a, a's
- * done call finds a committed (an answer follows its commit) and b not, and
- * comes first. (The same worker thread answers a and commits b: the order is
- * not a race.) */
-static void test_answer_not_held_by_next_batch(void **state) {
-    struct fx *f = *state;
-    if (!market_can_submit(f->m)) skip();
-    market_config one = config(5000, 5000, 0);
+/* Submits a (B buys the axe) and b (D buys the bow) at once to a market of
+ * batches of one that pauses stall_ms between each batch's read and commit,
+ * and checks what a's done call saw: a committed (an answer follows its
+ * commit), b not, and a first. (The same worker thread answers a and
+ * commits b: the order is not a race.) Returns whether the market lock was
+ * held when a was answered (1), or not (0). */
+static long long answer_order(struct fx *f, uint32_t stall_ms) {
+    market_config one = config(5000, 5000, stall_ms);
     one.batch_max = 1;
     int err;
     market *sm = market_new(&one, f->lock, &err);
     assert_non_null(sm);
     struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-    struct seen a = {.own_funds = -2, .next_funds = -2, .next_calls = -1};
+    struct seen a = {.own_funds = -2, .next_funds = -2, .next_calls = -1, .lock_held = -1};
     struct pending b;
     pending_init(&a.pd, &o, "B", "A", "axe");
     a.pd.p.done = seen_done;
@@ -1265,6 +1268,25 @@ static void test_answer_not_held_by_next_batch(void **state) {
     assert_int_equal(funds_of(f->c, "D"), 1000000 - 50);
     market_free(sm);
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+    return a.lock_held;
+}
+
+/* A batch's answers go out once the next batch's read is on its way, never
+ * held until it commits (the lock kept from a to b: answered from the read's
+ * send). */
+static void test_answer_not_held_by_next_batch(void **state) {
+    struct fx *f = *state;
+    if (!market_can_submit(f->m)) skip();
+    (void)answer_order(f, 0);
+}
+
+/* When the next batch must give the market lock up and take it again (a's
+ * batch held it past MARKET__HOLD_MAX_MS: a pause of 40 ms), a is answered
+ * before the release's round trip, while the lock is still ours. */
+static void test_answer_not_held_by_lock_release(void **state) {
+    struct fx *f = *state;
+    if (strategy != MARKET_STRATEGY_MARKET) skip(); /* the market lock's hold */
+    assert_int_equal(answer_order(f, 40), 1);
 }
 
 /* Issue 9.2(a): a purchase whose wait budget ran out before it could take
@@ -1554,6 +1576,7 @@ int main(void) {
         T(test_one_buyer_funds_for_one_never_negative),
         T(test_submit_outcomes_in_order_done_once),
         T(test_answer_not_held_by_next_batch),
+        T(test_answer_not_held_by_lock_release),
         T(test_shutdown_serves_queue_then_refuses),
         T(test_idem_retry_replays_while_contended),
         T(test_batch_mixed_outcomes_match_serial_order),
