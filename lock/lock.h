@@ -259,8 +259,9 @@ LOCK_API int64_t lock_now_ms(void);
  * answer is kept for later calls until something says it may be stale:
  *   - a connection made to it failed, found it is not a master (ROLE), or was refused
  *     with -READONLY, -LOADING or -MASTERDOWN: its user calls lock_sentinel_suspect();
- *   - a Sentinel announced +switch-master (a background thread stays subscribed to one
- *     Sentinel, moving to the next when it fails, and assumes a switch after every gap).
+ *   - a Sentinel announced +switch-master (a background thread stays subscribed to every
+ *     Sentinel, and asks all of them each second, so a switch it missed shows up as a new
+ *     address).
  * Each of these bumps the group's generation (lock_sentinel_generation()); a connection
  * remembers the generation it was made under and is closed, not reused, once it changed.
  * So nothing is sent to an address after the Sentinels stop naming it, except what was
@@ -287,6 +288,24 @@ LOCK_API uint64_t lock_sentinel_generation(lock_sentinel *s);
 LOCK_API void lock_sentinel_suspect(lock_sentinel *s, uint64_t generation);
 /* How many times the master changed (a new address from the Sentinels) since the start. */
 LOCK_API uint64_t lock_sentinel_failovers(lock_sentinel *s);
+/* What the Sentinels say a write on the group's master must reach to survive a failover
+ * (lock_sentinel_view_get()). */
+typedef struct lock_sentinel_view {
+    uint64_t generation; /* the group's generation now (lock_sentinel_generation()) */
+    int known;           /* 1: what follows describes the master of that generation */
+    unsigned replicas;   /* its replicas that a Sentinel could promote now: no Sentinel that
+                          * answered flags them s_down or disconnected, they answered a ping
+                          * in the last 5 s, their priority is not 0 and their link to the
+                          * master has not been down for ten down-after periods; a former
+                          * master that still reports itself master is not counted */
+    int failover;        /* 1: a failover is under way: a Sentinel flags the master
+                          * failover_in_progress or o_down, or announced a step of one that
+                          * no refresh has answered since */
+    uint64_t alarms;     /* failover steps announced by any Sentinel since the start */
+} lock_sentinel_view;
+/* Fills *v (all zero for a NULL s). A background thread subscribed to every Sentinel keeps it
+ * current: it asks every Sentinel each second and at once after an event about the group. */
+LOCK_API void lock_sentinel_view_get(lock_sentinel *s, lock_sentinel_view *v);
 LOCK_API void lock_sentinel_free(lock_sentinel *s);
 
 /* ---- Redis Cluster: key slots, redirects, the slot map ----

@@ -153,6 +153,48 @@ const lock__cluster_node *lock__slotmap_node(const lock__slotmap *m, unsigned sl
 int lock__slotmap_find(const lock__slotmap *m, const char *host, int port);
 int lock__slotmap_set(lock__slotmap *m, unsigned slot, const char *host, int port);
 
+/* ---- a Sentinel group's view: pure, no I/O (lock_sentinel.c) ---- */
+
+#define LOCK__REPLICAS_MAX 16 /* replicas of one master a Sentinel's answer keeps */
+/* A replica the Sentinels have not heard from for longer than this cannot be promoted
+ * (Sentinel's own rule: five ping periods of 1 s). */
+#define LOCK__SENTINEL_PING_STALE_MS 5000
+
+/* One replica as one Sentinel lists it (SENTINEL REPLICAS). */
+struct lock__sentinel_replica {
+    char host[LOCK_HOST_MAX + 1];
+    int port;
+    int promotable;  /* this Sentinel could promote it now (lock__sentinel_parse_replicas) */
+    int role_master; /* it reports itself a master ("role-reported") */
+};
+
+/* What one Sentinel says of the group's master (SENTINEL MASTER, SENTINEL REPLICAS). */
+struct lock__sentinel_answer {
+    char host[LOCK_HOST_MAX + 1];
+    int port;
+    uint64_t epoch;         /* config-epoch */
+    int down;               /* flagged o_down: a quorum cannot reach it */
+    int failover;           /* flagged failover_in_progress */
+    int64_t down_after_ms;  /* down-after-milliseconds */
+    int have_replicas;      /* the replicas below were read */
+    size_t nreplicas;       /* listed (at most LOCK__REPLICAS_MAX kept; more: have_replicas 0) */
+    struct lock__sentinel_replica replicas[LOCK__REPLICAS_MAX];
+};
+
+/* An address this process named master before the Sentinels switched away from it. */
+struct lock__sentinel_addr {
+    char host[LOCK_HOST_MAX + 1];
+    int port;
+};
+
+int lock__sentinel_parse_master(const struct redisReply *r, struct lock__sentinel_answer *a);
+int lock__sentinel_parse_replicas(const struct redisReply *r, struct lock__sentinel_answer *a);
+int lock__sentinel_promotable(const struct lock__sentinel_answer *answers, size_t n, size_t best,
+                              const struct lock__sentinel_addr *demoted, size_t ndemoted,
+                              unsigned *count);
+int lock__sentinel_event(const char *master_name, const char *channel, const char *msg,
+                         size_t msglen);
+
 /* ---- one Redis server (lock_node.c) ---- */
 
 enum lock__script {

@@ -14,10 +14,18 @@
  *     failed socket or a -READONLY, -LOADING or -MASTERDOWN answer makes it
  *     suspect that master, so the next connection asks the Sentinels again;
  *   - acknowledged means replicated: with cfg.min_replicas_ack N > 0, a
- *     pipeline that holds EXEC gets "WAIT N timeout" behind it (one WAIT per
+ *     pipeline that holds EXEC gets "WAIT K timeout" behind it (one WAIT per
  *     commit, however many purchases it carries, and no extra round trip),
- *     and a commit that fewer than N replicas confirmed in time is
- *     MARKET_ERR_NOT_REPLICATED instead of its replies;
+ *     and a commit that fewer than K replicas confirmed in time is
+ *     MARKET_ERR_NOT_REPLICATED instead of its replies. K is N, and on a
+ *     Sentinel group at least every replica the Sentinels could promote
+ *     (lock_sentinel_view: a replica that confirmed a write and is not the
+ *     one promoted resyncs from the one that is, and forgets it). On a
+ *     Sentinel group a commit is not even sent while a failover is under
+ *     way or once the Sentinels name another master (MARKET_ERR_STORE), and
+ *     a commit whose confirmation spans an announced step of a failover, or
+ *     a new master, is MARKET_ERR_NOT_REPLICATED (market__ack_plan,
+ *     judge_wait);
  *   - a Redis Cluster's master: every operation names its realm
  *     (market__route), whose keys all carry it as their hash tag, so they
  *     live in one slot; a pipeline goes to the master that serves that slot
@@ -134,6 +142,25 @@ int market__judge_role(const redisReply *r, char *why, size_t whylen) {
     else
         snprintf(why, whylen, "redis has an unknown role");
     return -1;
+}
+
+/* Plans the acknowledgement of a commit about to be sent on c (cfg.min_replicas_ack > 0):
+ * *need is the replicas WAIT must count, cfg.min_replicas_ack or, on a Sentinel group, every
+ * replica the Sentinels could promote if there are more (see top); *v the view it was planned
+ * under (zero without Sentinels). Returns MARKET_OK, or MARKET_ERR_STORE with the reason in
+ * c->errstr when no commit may be acknowledged now: a failover is under way, or c's master is
+ * not the one the Sentinels name. */
+int market__ack_plan(market_conn *c, unsigned *need, lock_sentinel_view *v) {
+    *need = c->m->cfg.min_replicas_ack;
+    memset(v, 0, sizeof *v);
+    if (!c->m->sentinel) return MARKET_OK;
+    lock_sentinel_view_get(c->m->sentinel, v);
+    if (!v->known || v->generation != c->sgen)
+        return market__fail(c, "Redis %s is no longer the master the Sentinels name", c->where);
+    if (v->failover)
+        return market__fail(c, "a failover of master %s is under way", c->where);
+    if (v->replicas > *need) *need = v->replicas;
+    return MARKET_OK;
 }
 
 /* Says that c's server may not be the master any more (a Sentinel group:
@@ -495,6 +522,11 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
             }
         }
     }
+    if (wait && (rc = market__ack_plan(c, &c->wait_need, &c->wait_view)) < 0) {
+        run_sent(c);
+        market__drop(c); /* nothing sent; a WATCH it relied on goes with the connection */
+        return rc;
+    }
     if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
     /* one copy into hiredis's output buffer, not an allocation a command */
     int appended =
@@ -505,7 +537,7 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
         c->out_cap = 0;
     }
     if (!appended) goto fail;
-    if (wait && redisAppendCommand(c->ctx, "WAIT %u %d", cfg->min_replicas_ack,
+    if (wait && redisAppendCommand(c->ctx, "WAIT %u %d", c->wait_need,
                                    cfg->replica_ack_timeout_ms) != REDIS_OK)
         goto fail;
     while (!done)
@@ -524,17 +556,34 @@ fail:
 }
 
 /* Judges the WAIT behind a commit: MARKET_OK when EXEC committed nothing
- * (aborted, refused) or enough replicas confirmed it; else
- * MARKET_ERR_NOT_REPLICATED, counted, with the reason in c->errstr. */
+ * (aborted, refused), or when the replicas planned (c->wait_need) confirmed
+ * it and, on a Sentinel group, no step of a failover was announced and no
+ * new master named meanwhile, and the Sentinels list no more replicas that
+ * could be promoted than confirmed it; else MARKET_ERR_NOT_REPLICATED,
+ * counted, with the reason in c->errstr. */
 static int judge_wait(market_conn *c, const redisReply *exec, const redisReply *wait) {
-    unsigned want = c->m->cfg.min_replicas_ack;
+    unsigned want = c->wait_need;
     if (exec->type != REDIS_REPLY_ARRAY) return MARKET_OK;
-    if (wait->type == REDIS_REPLY_INTEGER && wait->integer >= (long long)want) return MARKET_OK;
-    if (wait->type == REDIS_REPLY_INTEGER)
+    if (wait->type != REDIS_REPLY_INTEGER) {
+        market__fail_reply(c, "WAIT after the commit", wait);
+    } else if (wait->integer < (long long)want) {
         market__fail(c, "Redis %s: %lld of %u replicas confirmed the commit within %d ms",
                      c->where, wait->integer, want, c->m->cfg.replica_ack_timeout_ms);
-    else
-        market__fail_reply(c, "WAIT after the commit", wait);
+    } else if (!c->m->sentinel) {
+        return MARKET_OK;
+    } else {
+        const lock_sentinel_view *then = &c->wait_view;
+        lock_sentinel_view now;
+        lock_sentinel_view_get(c->m->sentinel, &now);
+        if (now.generation != then->generation || now.alarms != then->alarms || now.failover)
+            market__fail(c, "Redis %s: a failover began before the commit was confirmed",
+                         c->where);
+        else if (now.replicas > (unsigned long long)wait->integer)
+            market__fail(c, "Redis %s: %lld replicas confirmed the commit, the Sentinels could "
+                            "promote %u", c->where, wait->integer, now.replicas);
+        else
+            return MARKET_OK;
+    }
     MARKET__COUNT(c->m, not_replicated);
     return MARKET_ERR_NOT_REPLICATED;
 }

@@ -31,6 +31,8 @@ struct market_conn {
     uint64_t sgen;     /* Sentinel group: the generation ctx was made under */
     int wait_sent;     /* market__pipeline_send() put WAIT behind an EXEC: its reply comes last */
     size_t exec_at;    /* then: the index of the (last) EXEC among the pipeline's commands */
+    unsigned wait_need;          /* then: the replicas that must confirm it (market__ack_plan) */
+    lock_sentinel_view wait_view; /* then: the Sentinels' view it was planned under */
     char where[LOCK_HOST_MAX + 8]; /* "host:port" of ctx's server (for messages) */
     char errstr[128];  /* why the store last failed (market_conn_errstr()); "" none yet */
     int watching;      /* a WATCH went out, no EXEC or UNWATCH since: the next pipeline
@@ -66,6 +68,7 @@ int market__route_slot(market_conn *c, unsigned slot);
 void market__redirect_pause(market_conn *c, int tries);
 void market__close(market_conn *c);
 int market__judge_role(const redisReply *r, char *why, size_t whylen);
+int market__ack_plan(market_conn *c, unsigned *need, lock_sentinel_view *v);
 void market__drop(market_conn *c);
 int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies);
 int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,

@@ -391,3 +391,19 @@ void th_topo_dump_logs(const th_sentinel_topo *t, int lines, FILE *out) {
         th_redis_dump_log(&t->nodes[i], what, lines, out);
     }
 }
+
+int th_topo_failover(th_sentinel_topo *t, int timeout_ms) {
+    long long deadline = now_ms() + timeout_ms;
+    for (int i = 0;; i = (i + 1) % 3) {
+        redisContext *c = th_topo_connect(t->sentinels[i].port, NULL, 1000);
+        if (c) {
+            redisReply *r = redisCommand(c, "SENTINEL FAILOVER %s", t->master_name);
+            int ok = r && r->type == REDIS_REPLY_STATUS;
+            if (r) freeReplyObject(r);
+            redisFree(c);
+            if (ok) return 0;
+        }
+        if (now_ms() >= deadline) return -1;
+        sleep_ms(100); /* -INPROG: the last one still runs; -NOGOODSLAVE: replicas still sync */
+    }
+}

@@ -57,6 +57,12 @@ int th_topo_wait_master(th_sentinel_topo *t, int not_port, int timeout_ms);
  * names role ("master" or "slave"). Returns 0, or -1 after timeout_ms. */
 int th_topo_wait_role(int port, const char *password, const char *role, int timeout_ms);
 
+/* Asks a Sentinel for a planned failover (SENTINEL FAILOVER, the one an operator starts for
+ * maintenance), trying the Sentinels in turn while they answer -INPROG (a failover still
+ * runs) or -NOGOODSLAVE (no replica may be promoted yet). Returns 0 once one accepted it (the
+ * failover runs on; th_topo_wait_master() waits for its end), or -1 after timeout_ms. */
+int th_topo_failover(th_sentinel_topo *t, int timeout_ms);
+
 /* Returns the index in t->nodes of the data node on port, or -1. */
 int th_topo_node_index(const th_sentinel_topo *t, int port);
 

@@ -96,19 +96,34 @@ static void sleep_ms(int ms) {
 
 /* ---- buyers ---- */
 
+/* What the buyers buy. */
+enum kind {
+    LISTINGS, /* buyer k buys items k, k + BUYERS, ...: an item has one buyer */
+    CONTENDED, /* buyers k and k + BUYERS / 2 race for items k, k + BUYERS / 2, ... */
+    SALE,     /* every buyer buys 1 to 3 units at a time from the flash sale SALE_ID */
+};
+
+#define SALE_ID "flash"
+#define SALE_ITEM "potion"
+#define SALE_STOCK 1000000
+#define FINISH_MS 60000 /* most a buyer keeps asking after the stop to finish its last key */
+
 struct ok {
-    int item;     /* bought item i<item> */
-    int buyer;    /* by p<buyer> */
-    int64_t at;   /* answered at (now_ms) */
+    int item;   /* LISTINGS, CONTENDED: bought item i<item>; SALE: the buy's number */
+    int buyer;  /* by p<buyer> */
+    int units;  /* units bought (1 for an item) */
+    int64_t at; /* answered at (now_ms) */
 };
 
 struct load {
     market *m;
+    enum kind kind;
     atomic_int stop;
     atomic_int n_ok;
     struct ok oks[MAX_OKS];
-    atomic_long by_rc[20]; /* answers by -rc (0: OK) */
-    atomic_long replays;   /* OK answers that replayed a stored outcome */
+    atomic_long by_rc[20];  /* answers by -rc (0: OK) */
+    atomic_long replays;    /* OK answers that replayed a stored outcome */
+    atomic_int unfinished;  /* buyers that gave up a key without a final answer */
 };
 
 struct buyer {
@@ -117,33 +132,77 @@ struct buyer {
     pthread_t th;
 };
 
-/* Buyer k buys items k, k + BUYERS, ... as p<k + 1> (never their seller p<item % PLAYERS>), one
- * Idempotency-Key per item, and asks again with the same key after a 503 until the answer is
- * final. */
+/* The Idempotency-Key of buy n (an item, or a sale buy's number) by p<buyer>. */
+static void key_of(enum kind kind, int n, int buyer, char *key, size_t len) {
+    if (kind == SALE)
+        snprintf(key, len, "sale-%d", n);
+    else if (kind == CONTENDED)
+        snprintf(key, len, "buy-%d-%d", n, buyer);
+    else
+        snprintf(key, len, "buy-%d", n);
+}
+
+/* Buys n (see enum kind) as p<buyer> under its key. Returns the answer; *units the units. */
+static int buy_one(struct load *l, market_conn *c, int buyer, int n, int *units, int *replayed) {
+    char who[16], key[48];
+    snprintf(who, sizeof who, "p%d", buyer);
+    key_of(l->kind, n, buyer, key, sizeof key);
+    market_idem idem = {key, "fp"};
+    if (l->kind == SALE) {
+        *units = 1 + n % 3;
+        market_sale_result res;
+        int rc = market_sale_buy(c, REALM, SALE_ID, who, *units, &idem, &res);
+        *replayed = rc == MARKET_OK && res.replayed;
+        return rc;
+    }
+    char seller[16], item[16];
+    snprintf(seller, sizeof seller, "p%d", n % PLAYERS);
+    snprintf(item, sizeof item, "i%d", n);
+    *units = 1;
+    market_purchase_result res;
+    int rc = market_purchase_idem(c, REALM, who, seller, item, 0, &idem, &res);
+    *replayed = rc == MARKET_OK && res.replayed;
+    return rc;
+}
+
+static int final_answer(int rc) {
+    return rc == MARKET_OK || rc == MARKET_ERR_NOT_LISTED || rc == MARKET_ERR_INSUFFICIENT_FUNDS ||
+           rc == MARKET_ERR_SOLD_OUT || rc == MARKET_ERR_LIMIT_EXCEEDED;
+}
+
+/* Buyer k buys as p<k + 1> (never the seller p<item % PLAYERS> of what it buys; the sale's house
+ * is p0), one Idempotency-Key per buy, and asks again with the same key after any answer that
+ * is not final, as a client would. After the stop it keeps asking until its last key has a
+ * final answer (at most FINISH_MS), so that every commit has its answer. */
 static void *buyer_main(void *arg) {
     struct buyer *b = arg;
     struct load *l = b->l;
     int err = 0;
     market_conn *c = market_conn_new(l->m, &err);
     if (!c) return NULL;
-    char buyer[16], seller[16], item[16], key[32];
-    snprintf(buyer, sizeof buyer, "p%d", b->k + 1);
-    for (int i = b->k; i < ITEMS && !atomic_load(&l->stop);) {
-        snprintf(seller, sizeof seller, "p%d", i % PLAYERS);
-        snprintf(item, sizeof item, "i%d", i);
-        snprintf(key, sizeof key, "buy-%d", i);
-        market_idem idem = {key, "fp"};
-        market_purchase_result res;
-        int rc = market_purchase_idem(c, REALM, buyer, seller, item, 0, &idem, &res);
+    int step = l->kind == CONTENDED ? BUYERS / 2 : BUYERS;
+    int n = l->kind == CONTENDED ? b->k % step : b->k, done = 1;
+    int64_t give_up = 0;
+    while (l->kind == SALE || n < ITEMS) {
+        if (atomic_load(&l->stop)) {
+            if (done) break;
+            if (!give_up) give_up = now_ms() + FINISH_MS;
+            if (now_ms() > give_up) {
+                atomic_fetch_add(&l->unfinished, 1);
+                break;
+            }
+        }
+        int units = 0, replayed = 0;
+        int rc = buy_one(l, c, b->k + 1, n, &units, &replayed);
         if (rc <= 0 && rc > -20) atomic_fetch_add(&l->by_rc[-rc], 1);
         if (rc == MARKET_OK) {
-            int n = atomic_fetch_add(&l->n_ok, 1);
-            if (n < MAX_OKS) l->oks[n] = (struct ok){i, b->k + 1, now_ms()};
-            if (res.replayed) atomic_fetch_add(&l->replays, 1);
+            int i = atomic_fetch_add(&l->n_ok, 1);
+            if (i < MAX_OKS) l->oks[i] = (struct ok){n, b->k + 1, units, now_ms()};
+            if (replayed) atomic_fetch_add(&l->replays, 1);
         }
-        int final = rc == MARKET_OK || rc == MARKET_ERR_NOT_LISTED ||
-                    rc == MARKET_ERR_INSUFFICIENT_FUNDS;
-        if (final) i += BUYERS;
+        done = final_answer(rc);
+        if (done && l->kind == SALE && rc != MARKET_OK) break; /* sold out, limit reached */
+        if (done) n += l->kind == SALE ? 1 : step;
         struct timespec ts = {0, PACE_US * 1000L};
         nanosleep(&ts, NULL);
     }
@@ -151,9 +210,10 @@ static void *buyer_main(void *arg) {
     return NULL;
 }
 
-static void load_start(struct load *l, market *m, struct buyer *bs) {
+static void load_start(struct load *l, market *m, enum kind kind, struct buyer *bs) {
     memset(l, 0, sizeof *l);
     l->m = m;
+    l->kind = kind;
     for (int k = 0; k < BUYERS; k++) {
         bs[k].l = l;
         bs[k].k = k;
@@ -165,6 +225,7 @@ static void load_stop(struct load *l, struct buyer *bs) {
     atomic_store(&l->stop, 1);
     for (int k = 0; k < BUYERS; k++)
         pthread_join(bs[k].th, NULL);
+    assert_int_equal(atomic_load(&l->unfinished), 0);
 }
 
 static int cmp_at(const void *a, const void *b) {
@@ -211,28 +272,65 @@ static void load_print(const char *name, struct load *l, int64_t gap_ms) {
 
 /* ---- checks on the store the Sentinels name now ---- */
 
-/* Every purchase answered OK is in the store (the item in its buyer's inventory), and the
- * bank holds: funds conserved and never negative, every item in exactly one place. */
+/* 1 when what reply r of cmd says is there: an integer 1, or a string. */
+static int present(redisContext *raw, const char *fmt, int a, const char *b) {
+    redisReply *r = redisCommand(raw, fmt, a, b);
+    assert_non_null(r);
+    int yes = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) || r->type == REDIS_REPLY_STRING;
+    freeReplyObject(r);
+    return yes;
+}
+
+/* Every purchase answered OK is in the store: the item in its buyer's inventory (or, for the
+ * sale, the units in the buyers' stacks, not one more nor less) and its idempotency record;
+ * no item was answered OK to two buyers; and the bank holds: funds conserved and never
+ * negative, every item in exactly one place, the sale never oversold. */
 static void check_store(struct ha *h, struct load *l) {
     int port = th_topo_wait_master(&h->t, -1, FAILOVER_MS);
     assert_true(port > 0);
     redisContext *raw = th_topo_connect(port, h->t.password, 5000);
     assert_non_null(raw);
-    int n = atomic_load(&l->n_ok), lost = 0;
+    int n = atomic_load(&l->n_ok), lost = 0, twice = 0;
     if (n > MAX_OKS) n = MAX_OKS;
+    static unsigned char sold[ITEMS];
+    static int64_t units[BUYERS + 1];
+    memset(sold, 0, sizeof sold);
+    memset(units, 0, sizeof units);
     for (int i = 0; i < n; i++) {
-        redisReply *r = redisCommand(raw, "SISMEMBER inventory:{main}:p%d i%d",
-                                     l->oks[i].buyer, l->oks[i].item);
-        assert_non_null(r);
-        if (r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
-            if (lost++ < 5)
-                print_error("purchase of i%d by p%d was answered OK and is not in the store\n",
-                            l->oks[i].item, l->oks[i].buyer);
+        const struct ok *o = &l->oks[i];
+        char key[48];
+        key_of(l->kind, o->item, o->buyer, key, sizeof key);
+        int in = present(raw, "EXISTS idem:{main}:p%d:%s", o->buyer, key);
+        if (l->kind == SALE) {
+            units[o->buyer] += o->units;
+        } else {
+            char item[16];
+            snprintf(item, sizeof item, "i%d", o->item);
+            in = in && present(raw, "SISMEMBER inventory:{main}:p%d %s", o->buyer, item);
+            if (sold[o->item]++ && twice++ < 5)
+                print_error("i%d was answered OK to two buyers\n", o->item);
         }
+        if (!in && lost++ < 5)
+            print_error("buy %d by p%d was answered OK and is not in the store\n", o->item,
+                        o->buyer);
+    }
+    int64_t acked = 0;
+    for (int k = 1; l->kind == SALE && k <= BUYERS; k++) {
+        redisReply *r = redisCommand(raw, "HGET stacks:{main}:p%d " SALE_ITEM, k);
+        assert_non_null(r);
+        int64_t have = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
         freeReplyObject(r);
+        if (have < units[k] && lost++ < 5)
+            print_error("p%d was answered OK for %lld units and holds %lld\n", k,
+                        (long long)units[k], (long long)have);
+        assert_true(have <= units[k]); /* every buy was finished: none landed unanswered */
+        acked += units[k];
     }
     redisFree(raw);
+    print_message("checked %d OK answers: %d not in the store, %d items sold twice\n", n, lost,
+                  twice);
     assert_int_equal(lost, 0);
+    assert_int_equal(twice, 0);
 
     /* a fresh market on the same group reads what the Sentinels name now */
     int err = 0;
@@ -243,12 +341,20 @@ static void check_store(struct ha *h, struct load *l) {
     for (int tries = 0; tries < 50 && (rc = market_audit(c, REALM, &a)) != MARKET_OK; tries++)
         sleep_ms(100);
     assert_int_equal(rc, MARKET_OK);
+    if (l->kind == SALE) {
+        market_sale s;
+        assert_int_equal(market_sale_get(c, REALM, SALE_ID, &s), MARKET_OK);
+        assert_int_equal(s.sold, acked);
+    }
     market_conn_free(c);
     assert_int_equal(a.players, PLAYERS);
     assert_int_equal(a.total_funds, (int64_t)PLAYERS * FUNDS);
     assert_int_equal(a.negative_funds, 0);
     assert_int_equal(a.items_misplaced, 0);
     assert_int_equal(a.items_held + a.items_listed, ITEMS);
+    assert_int_equal(a.sales_oversold, 0);
+    assert_int_equal(a.sales_unbalanced, 0);
+    assert_int_equal(a.units_in_stacks, a.units_sold_by_sales);
 }
 
 /* INFO commandstats calls of cmd on 127.0.0.1:port. */
@@ -279,7 +385,7 @@ static void test_ha_master_killed_purchases_resume_none_lost(void **state) {
     struct buyer bs[BUYERS];
     ha_open(&h, 2, NULL, 1, MARKET_STRATEGY_MARKET);
     int old = h.t.nodes[0].port;
-    load_start(&l, h.m, bs);
+    load_start(&l, h.m, LISTINGS, bs);
     assert_int_equal(wait_ok_after(&l, now_ms(), 10000), 0);
     sleep_ms(1000);
     int64_t t_kill = now_ms();
@@ -324,7 +430,7 @@ static void test_ha_old_master_returns_never_written(void **state) {
     int64_t t_start = now_ms();
     char why[160];
     assert_int_equal(market_health(h.c, why, sizeof why), MARKET_OK);
-    load_start(&l, h.m, bs);
+    load_start(&l, h.m, LISTINGS, bs);
     assert_int_equal(wait_ok_after(&l, now_ms(), 10000), 0);
     sleep_ms(1000);
     th_redis_signal(&h.t.nodes[0], SIGKILL);
@@ -361,7 +467,7 @@ static void test_ha_master_frozen_wakes_stale_none_lost(void **state) {
     struct buyer bs[BUYERS];
     ha_open(&h, 2, NULL, 1, MARKET_STRATEGY_MARKET);
     int old = h.t.nodes[0].port;
-    load_start(&l, h.m, bs);
+    load_start(&l, h.m, LISTINGS, bs);
     assert_int_equal(wait_ok_after(&l, now_ms(), 10000), 0);
     sleep_ms(1000);
     int64_t t_stop = now_ms();
@@ -622,6 +728,134 @@ static void test_ha_http_healthz_and_metrics_follow_failover(void **state) {
     th_topo_stop(&t);
 }
 
+/* ---- two replicas: a 200 survives every failover ---- */
+
+/* Waits until a replica of the group (not old) says it is a master: promoted, whether or not
+ * the Sentinels have published it yet. Returns its port, or -1 after timeout_ms. */
+static int wait_promoted(struct ha *h, int old, int timeout_ms) {
+    for (int64_t end = now_ms() + timeout_ms; now_ms() < end;) {
+        for (int i = 0; i <= h->t.nreplicas; i++) {
+            int p = h->t.nodes[i].port;
+            if (p != old && th_topo_wait_role(p, h->t.password, "master", 0) == 0) return p;
+        }
+        sleep_ms(5);
+    }
+    return -1;
+}
+
+/* A market on a master with two replicas and --min-replicas-ack 1, 32 buyers of kind with
+ * their Idempotency-Keys; a sale for SALE. */
+static void acks_open(struct ha *h, struct load *l, enum kind kind, struct buyer *bs) {
+    ha_open(h, 2, NULL, 1, MARKET_STRATEGY_MARKET);
+    if (kind == SALE) {
+        market_sale s = {.price = 1, .initial = SALE_STOCK, .limit = SALE_STOCK,
+                         .start_ms = 0, .end_ms = INT64_MAX / 2};
+        snprintf(s.id, sizeof s.id, SALE_ID);
+        snprintf(s.item, sizeof s.item, SALE_ITEM);
+        snprintf(s.house, sizeof s.house, "p0");
+        assert_int_equal(market_sale_create(h->c, REALM, &s), MARKET_OK);
+    }
+    load_start(l, h->m, kind, bs);
+    assert_int_equal(wait_ok_after(l, now_ms(), 10000), 0);
+    sleep_ms(1000);
+}
+
+/* Lets the buyers go on until the Sentinels name a master other than not_port (-1: any) and a
+ * purchase succeeded after that, then stops them (each finishes its last key), prints what
+ * happened and checks the store. */
+static void acks_close(struct ha *h, struct load *l, struct buyer *bs, const char *name,
+                       int64_t t_fault, int not_port) {
+    int port = th_topo_wait_master(&h->t, not_port, FAILOVER_MS);
+    assert_true(port > 0);
+    assert_int_equal(wait_ok_after(l, now_ms(), 30000), 0);
+    sleep_ms(500);
+    load_stop(l, bs);
+    load_print(name, l, longest_gap(l, t_fault - 1000));
+    check_store(h, l);
+    ha_close(h);
+}
+
+/* 8. The failover an operator starts for maintenance, SENTINEL FAILOVER, under 32 buyers that
+ * race in pairs for the same listings. The promoted replica has every purchase answered OK,
+ * none was sold twice: for the moments the old master still takes writes after the promotion,
+ * its other replica confirms them (WAIT 1) and then loses them in a full resync from the new
+ * master, so an acknowledgement must cover every replica the Sentinels could promote. */
+static void test_ha_planned_failover_contended_none_lost(void **state) {
+    (void)state;
+    static struct ha h;
+    static struct load l;
+    struct buyer bs[BUYERS];
+    acks_open(&h, &l, CONTENDED, bs);
+    int64_t t = now_ms();
+    assert_int_equal(th_topo_failover(&h.t, FAILOVER_MS), 0);
+    acks_close(&h, &l, bs, "planned failover, contended listings", t, h.t.nodes[0].port);
+}
+
+/* 9. The same for a flash sale: every unit answered OK is in its buyer's stack, the sale's sold
+ * count is exactly the units answered OK. */
+static void test_ha_planned_failover_sale_none_lost(void **state) {
+    (void)state;
+    static struct ha h;
+    static struct load l;
+    struct buyer bs[BUYERS];
+    acks_open(&h, &l, SALE, bs);
+    int64_t t = now_ms();
+    assert_int_equal(th_topo_failover(&h.t, FAILOVER_MS), 0);
+    acks_close(&h, &l, bs, "planned failover, flash sale", t, h.t.nodes[0].port);
+}
+
+/* 10. The master frozen past down-after and woken the moment a replica is promoted, before the
+ * Sentinels have published the switch or moved the other replica: it takes the purchases in
+ * its socket, and the other replica still confirms them. */
+static void test_ha_frozen_woken_at_promotion_none_lost(void **state) {
+    (void)state;
+    static struct ha h;
+    static struct load l;
+    struct buyer bs[BUYERS];
+    acks_open(&h, &l, CONTENDED, bs);
+    int old = h.t.nodes[0].port;
+    int64_t t = now_ms();
+    th_redis_signal(&h.t.nodes[0], SIGSTOP);
+    int promoted = wait_promoted(&h, old, FAILOVER_MS);
+    th_redis_signal(&h.t.nodes[0], SIGCONT);
+    assert_true(promoted > 0);
+    acks_close(&h, &l, bs, "frozen, woken at the promotion", t, old);
+}
+
+/* 11. kill -9 of the master, restarted at once from its AOF (before the Sentinels see it
+ * down): it comes back with every write it answered (the AOF is written before the answer),
+ * and the replicas resync from it. */
+static void test_ha_killed_restarted_from_aof_none_lost(void **state) {
+    (void)state;
+    static struct ha h;
+    static struct load l;
+    struct buyer bs[BUYERS];
+    acks_open(&h, &l, SALE, bs);
+    int64_t t = now_ms();
+    th_redis_signal(&h.t.nodes[0], SIGKILL);
+    assert_int_equal(th_redis_restart(&h.t.nodes[0]), 0);
+    acks_close(&h, &l, bs, "killed, restarted from the AOF", t, -1);
+}
+
+/* 12. Five planned failovers in a row, one every 3 s (each asked for as soon as the Sentinels
+ * take it), under the racing buyers. */
+static void test_ha_five_failovers_none_lost(void **state) {
+    (void)state;
+    static struct ha h;
+    static struct load l;
+    struct buyer bs[BUYERS];
+    acks_open(&h, &l, CONTENDED, bs);
+    int64_t t = now_ms();
+    int port = -1;
+    for (int i = 0; i < 5; i++) {
+        if (i > 0) sleep_ms(3000);
+        port = th_topo_wait_master(&h.t, port, FAILOVER_MS); /* the last one has ended */
+        assert_true(port > 0);
+        assert_int_equal(th_topo_failover(&h.t, FAILOVER_MS), 0);
+    }
+    acks_close(&h, &l, bs, "five failovers", t, port);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
@@ -632,6 +866,12 @@ int main(void) {
         cmocka_unit_test(test_ha_master_frozen_wakes_stale_none_lost),
         cmocka_unit_test(test_ha_http_healthz_and_metrics_follow_failover),
         cmocka_unit_test(test_ha_stale_sentinel_outvoted_by_epoch),
+        cmocka_unit_test(test_ha_planned_failover_contended_none_lost),
+        cmocka_unit_test(test_ha_planned_failover_sale_none_lost),
+        cmocka_unit_test(test_ha_frozen_woken_at_promotion_none_lost),
+        cmocka_unit_test(test_ha_killed_restarted_from_aof_none_lost),
+        cmocka_unit_test(test_ha_five_failovers_none_lost),
     };
+    if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "*five*" */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
