@@ -12,8 +12,11 @@
  *                                      a write that writes nothing (below), on
  *                                      the default realm's market.
  *
- * With --min-replicas-ack N, ROLE must also list at least N connected
- * replicas: a master without them answers every purchase not_replicated.
+ * With --min-replicas-ack N, ROLE must also list at least as many connected
+ * replicas as a commit's WAIT asks for: N, or on a Sentinel group every
+ * replica the Sentinels could promote if there are more (market__ack_plan);
+ * a master without them answers every purchase not_replicated. On a
+ * Sentinel group the check also fails while a failover is under way.
  *
  * On a Redis Cluster every master that serves slots is probed the same way,
  * on the market of a realm whose slot it serves ("hz<n>", found by
@@ -91,8 +94,8 @@ static int judge_role(const redisReply *r, unsigned want, char *why, size_t whyl
                       : 0;
     if (have < want) {
         snprintf(why, whylen,
-                 "redis master has %zu replicas connected; --min-replicas-ack needs %u", have,
-                 want);
+                 "redis master has %zu replicas connected; a purchase's acknowledgement needs %u",
+                 have, want);
         return -1;
     }
     return 0;
@@ -118,7 +121,13 @@ static int probe(market_conn *c, const char *realm, char *why, size_t whylen) {
         return MARKET_ERR_STORE;
     }
     rc = MARKET_ERR_STORE;
-    if (judge_role(rep[0], c->m->cfg.min_replicas_ack, why, whylen) < 0) goto done;
+    unsigned want = 0;
+    lock_sentinel_view v;
+    if (c->m->cfg.min_replicas_ack && market__ack_plan(c, &want, &v) < 0) {
+        snprintf(why, whylen, "purchases are not acknowledged now: %s", c->errstr);
+        goto done;
+    }
+    if (judge_role(rep[0], want, why, whylen) < 0) goto done;
     if (rep[1]->type == REDIS_REPLY_ERROR) {
         explain_error(rep[1], 1, "redis refuses writes", why, whylen);
         goto done;

@@ -837,7 +837,25 @@ static void test_ha_killed_restarted_from_aof_none_lost(void **state) {
     acks_close(&h, &l, bs, "killed, restarted from the AOF", t, -1);
 }
 
-/* 12. Five planned failovers in a row, one every 3 s (each asked for as soon as the Sentinels
+/* 12. kill -9 of the master, restarted from its AOF the moment a replica is promoted, before
+ * the Sentinels have published the switch: it is a master again, with its data, and the other
+ * replica, still pointed at it, resyncs from it and confirms what it takes. */
+static void test_ha_killed_restarted_at_promotion_none_lost(void **state) {
+    (void)state;
+    static struct ha h;
+    static struct load l;
+    struct buyer bs[BUYERS];
+    acks_open(&h, &l, CONTENDED, bs);
+    int old = h.t.nodes[0].port;
+    int64_t t = now_ms();
+    th_redis_signal(&h.t.nodes[0], SIGKILL);
+    int promoted = wait_promoted(&h, old, FAILOVER_MS);
+    assert_int_equal(th_redis_restart(&h.t.nodes[0]), 0);
+    assert_true(promoted > 0);
+    acks_close(&h, &l, bs, "killed, restarted from the AOF at the promotion", t, old);
+}
+
+/* 13. Five planned failovers in a row, one every 3 s (each asked for as soon as the Sentinels
  * take it), under the racing buyers. */
 static void test_ha_five_failovers_none_lost(void **state) {
     (void)state;
@@ -870,6 +888,7 @@ int main(void) {
         cmocka_unit_test(test_ha_planned_failover_sale_none_lost),
         cmocka_unit_test(test_ha_frozen_woken_at_promotion_none_lost),
         cmocka_unit_test(test_ha_killed_restarted_from_aof_none_lost),
+        cmocka_unit_test(test_ha_killed_restarted_at_promotion_none_lost),
         cmocka_unit_test(test_ha_five_failovers_none_lost),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "*five*" */

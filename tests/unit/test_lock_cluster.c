@@ -16,66 +16,19 @@
 
 #include <hiredis.h>
 
-/* ---- hand-made replies (each fails the test if it cannot allocate) ---- */
-
-static redisReply *rep_new(int type) {
-    redisReply *r = calloc(1, sizeof *r);
-    assert_non_null(r);
-    r->type = type;
-    return r;
-}
-
-static redisReply *rep_str_len(const char *s, size_t len) {
-    redisReply *r = rep_new(REDIS_REPLY_STRING);
-    r->str = malloc(len + 1);
-    assert_non_null(r->str);
-    memcpy(r->str, s, len);
-    r->str[len] = '\0';
-    r->len = len;
-    return r;
-}
-
-static redisReply *rep_str(const char *s) {
-    return rep_str_len(s, strlen(s));
-}
-
-static redisReply *rep_int(long long v) {
-    redisReply *r = rep_new(REDIS_REPLY_INTEGER);
-    r->integer = v;
-    return r;
-}
-
-static redisReply *rep_nil(void) {
-    return rep_new(REDIS_REPLY_NIL);
-}
-
-/* An array of the n replies that follow (owned by it from now on). */
-static redisReply *rep_arr(size_t n, ...) {
-    redisReply *r = rep_new(REDIS_REPLY_ARRAY);
-    r->elements = n;
-    if (n) {
-        r->element = calloc(n, sizeof *r->element);
-        assert_non_null(r->element);
-    }
-    va_list ap;
-    va_start(ap, n);
-    for (size_t i = 0; i < n; i++)
-        r->element[i] = va_arg(ap, redisReply *);
-    va_end(ap);
-    return r;
-}
+#include "tests/helpers/reply.h"
 
 /* A Redis 7 CLUSTER SLOTS node: [host, port, id, {}] (no hostname metadata). */
 static redisReply *slots_node(const char *host, long long port, const char *id) {
-    return rep_arr(4, rep_str(host), rep_int(port), rep_str(id), rep_arr(0));
+    return th_rep_arr(4, th_rep_str(host), th_rep_int(port), th_rep_str(id), th_rep_arr(0));
 }
 
 /* A CLUSTER SHARDS node, RESP2: flat field/value pairs. */
 static redisReply *shards_node(const char *ip, long long port, const char *id, const char *role) {
-    return rep_arr(14, rep_str("id"), rep_str(id), rep_str("port"), rep_int(port), rep_str("ip"),
-                   rep_str(ip), rep_str("endpoint"), rep_str(ip), rep_str("role"), rep_str(role),
-                   rep_str("replication-offset"), rep_int(42), rep_str("health"),
-                   rep_str("online"));
+    return th_rep_arr(14, th_rep_str("id"), th_rep_str(id), th_rep_str("port"), th_rep_int(port), th_rep_str("ip"),
+                   th_rep_str(ip), th_rep_str("endpoint"), th_rep_str(ip), th_rep_str("role"), th_rep_str(role),
+                   th_rep_str("replication-offset"), th_rep_int(42), th_rep_str("health"),
+                   th_rep_str("online"));
 }
 
 #define ID_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -86,13 +39,13 @@ static redisReply *shards_node(const char *ip, long long port, const char *id, c
 /* The CLUSTER SLOTS of a three-master cluster as redis-cli --cluster create splits it,
  * with A also serving 16000..16383 out of order, and one replica per range. */
 static redisReply *three_masters_slots(void) {
-    return rep_arr(4,
-                   rep_arr(4, rep_int(0), rep_int(5460), slots_node("10.0.0.1", 7000, ID_A),
+    return th_rep_arr(4,
+                   th_rep_arr(4, th_rep_int(0), th_rep_int(5460), slots_node("10.0.0.1", 7000, ID_A),
                            slots_node("10.0.0.4", 7003, ID_R)),
-                   rep_arr(4, rep_int(5461), rep_int(10922), slots_node("10.0.0.2", 7001, ID_B),
+                   th_rep_arr(4, th_rep_int(5461), th_rep_int(10922), slots_node("10.0.0.2", 7001, ID_B),
                            slots_node("10.0.0.5", 7004, ID_R)),
-                   rep_arr(3, rep_int(10923), rep_int(15999), slots_node("::1", 7002, ID_C)),
-                   rep_arr(3, rep_int(16000), rep_int(16383), slots_node("10.0.0.1", 7000, ID_A)));
+                   th_rep_arr(3, th_rep_int(10923), th_rep_int(15999), slots_node("::1", 7002, ID_C)),
+                   th_rep_arr(3, th_rep_int(16000), th_rep_int(16383), slots_node("10.0.0.1", 7000, ID_A)));
 }
 
 /* A map with nothing in it but garbage, to see that a failed parse leaves it alone. */
@@ -319,11 +272,11 @@ static void test_slotmap_from_slots_old_formats_nil_host_and_holes(void **state)
     (void)state;
     /* Redis 3.0: [host, port]; Redis 4-6: [host, port, id]; a nil host (Redis 7's
      * cluster-preferred-endpoint-type unknown-endpoint): the host asked. */
-    redisReply *r = rep_arr(
-        3, rep_arr(3, rep_int(0), rep_int(99), rep_arr(2, rep_str("h1"), rep_int(1))),
-        rep_arr(3, rep_int(200), rep_int(200),
-                rep_arr(3, rep_str("h2"), rep_int(2), rep_str(ID_B))),
-        rep_arr(3, rep_int(300), rep_int(301), rep_arr(3, rep_nil(), rep_int(3), rep_str(ID_C))));
+    redisReply *r = th_rep_arr(
+        3, th_rep_arr(3, th_rep_int(0), th_rep_int(99), th_rep_arr(2, th_rep_str("h1"), th_rep_int(1))),
+        th_rep_arr(3, th_rep_int(200), th_rep_int(200),
+                th_rep_arr(3, th_rep_str("h2"), th_rep_int(2), th_rep_str(ID_B))),
+        th_rep_arr(3, th_rep_int(300), th_rep_int(301), th_rep_arr(3, th_rep_nil(), th_rep_int(3), th_rep_str(ID_C))));
     lock__slotmap *m = sentinel_map();
     assert_int_equal(lock__slotmap_from_slots(r, m), 0);
     freeReplyObject(r);
@@ -339,7 +292,7 @@ static void test_slotmap_from_slots_old_formats_nil_host_and_holes(void **state)
     assert_int_equal(m->slot_node[16383], LOCK__SLOT_NONE);
 
     /* a fresh node's CLUSTER SLOTS is empty: a valid map serving nothing */
-    r = rep_arr(0);
+    r = th_rep_arr(0);
     assert_int_equal(lock__slotmap_from_slots(r, m), 0);
     freeReplyObject(r);
     assert_int_equal(m->nnodes, 0);
@@ -358,7 +311,7 @@ static void refuse_slots(redisReply *r, const char *what) {
 }
 
 static redisReply *range(long long a, long long b, redisReply *master) {
-    return rep_arr(3, rep_int(a), rep_int(b), master);
+    return th_rep_arr(3, th_rep_int(a), th_rep_int(b), master);
 }
 
 static void test_slotmap_from_slots_rejects_malformed(void **state) {
@@ -368,53 +321,53 @@ static void test_slotmap_from_slots_rejects_malformed(void **state) {
     assert_untouched(m);
     free(m);
 
-    refuse_slots(rep_str("0 16383"), "a string");
-    refuse_slots(rep_int(0), "an integer");
-    refuse_slots(rep_nil(), "nil");
-    refuse_slots(rep_arr(1, rep_int(0)), "an entry that is no array");
-    refuse_slots(rep_arr(1, rep_arr(2, rep_int(0), rep_int(5))), "an entry without a master");
-    refuse_slots(rep_arr(1, rep_arr(3, rep_str("0"), rep_int(5), slots_node("h", 1, ID_A))),
+    refuse_slots(th_rep_str("0 16383"), "a string");
+    refuse_slots(th_rep_int(0), "an integer");
+    refuse_slots(th_rep_nil(), "nil");
+    refuse_slots(th_rep_arr(1, th_rep_int(0)), "an entry that is no array");
+    refuse_slots(th_rep_arr(1, th_rep_arr(2, th_rep_int(0), th_rep_int(5))), "an entry without a master");
+    refuse_slots(th_rep_arr(1, th_rep_arr(3, th_rep_str("0"), th_rep_int(5), slots_node("h", 1, ID_A))),
                  "a start that is a string");
-    refuse_slots(rep_arr(1, rep_arr(3, rep_int(0), rep_nil(), slots_node("h", 1, ID_A))),
+    refuse_slots(th_rep_arr(1, th_rep_arr(3, th_rep_int(0), th_rep_nil(), slots_node("h", 1, ID_A))),
                  "an end that is nil");
-    refuse_slots(rep_arr(1, range(5, 4, slots_node("h", 1, ID_A))), "start > end");
-    refuse_slots(rep_arr(1, range(-1, 4, slots_node("h", 1, ID_A))), "a negative slot");
-    refuse_slots(rep_arr(1, range(0, 16384, slots_node("h", 1, ID_A))), "slot 16384");
-    refuse_slots(rep_arr(1, range(1LL << 40, 1LL << 40, slots_node("h", 1, ID_A))), "a huge slot");
-    refuse_slots(rep_arr(2, range(0, 10, slots_node("h", 1, ID_A)),
+    refuse_slots(th_rep_arr(1, range(5, 4, slots_node("h", 1, ID_A))), "start > end");
+    refuse_slots(th_rep_arr(1, range(-1, 4, slots_node("h", 1, ID_A))), "a negative slot");
+    refuse_slots(th_rep_arr(1, range(0, 16384, slots_node("h", 1, ID_A))), "slot 16384");
+    refuse_slots(th_rep_arr(1, range(1LL << 40, 1LL << 40, slots_node("h", 1, ID_A))), "a huge slot");
+    refuse_slots(th_rep_arr(2, range(0, 10, slots_node("h", 1, ID_A)),
                          range(10, 20, slots_node("h2", 2, ID_B))),
                  "overlapping ranges");
     refuse_slots(
-        rep_arr(2, range(0, 10, slots_node("h", 1, ID_A)), range(5, 5, slots_node("h", 1, ID_A))),
+        th_rep_arr(2, range(0, 10, slots_node("h", 1, ID_A)), range(5, 5, slots_node("h", 1, ID_A))),
         "a slot listed twice for the same master");
-    refuse_slots(rep_arr(1, range(0, 1, rep_str("h:1"))), "a master that is a string");
-    refuse_slots(rep_arr(1, range(0, 1, rep_arr(1, rep_str("h")))), "a master without port");
-    refuse_slots(rep_arr(1, range(0, 1, rep_arr(2, rep_str("h"), rep_str("1")))),
+    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_str("h:1"))), "a master that is a string");
+    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(1, th_rep_str("h")))), "a master without port");
+    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_str("h"), th_rep_str("1")))),
                  "a port that is a string");
-    refuse_slots(rep_arr(1, range(0, 1, rep_arr(2, rep_int(1), rep_int(1)))),
+    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_int(1), th_rep_int(1)))),
                  "a host that is an integer");
-    refuse_slots(rep_arr(1, range(0, 1, rep_arr(2, rep_str("h"), rep_int(0)))), "port 0");
-    refuse_slots(rep_arr(1, range(0, 1, rep_arr(2, rep_str("h"), rep_int(65536)))), "port 65536");
-    refuse_slots(rep_arr(1, range(0, 1, rep_arr(3, rep_str("h"), rep_int(1), rep_int(7)))),
+    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_str("h"), th_rep_int(0)))), "port 0");
+    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_str("h"), th_rep_int(65536)))), "port 65536");
+    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(3, th_rep_str("h"), th_rep_int(1), th_rep_int(7)))),
                  "an id that is an integer");
-    refuse_slots(rep_arr(1, range(0, 1, slots_node("h", 1, ID_A "a"))), "a 41-byte id");
-    refuse_slots(rep_arr(1, range(0, 1, slots_node("a host", 1, ID_A))), "a space in a host");
-    refuse_slots(rep_arr(1, rep_arr(4, rep_int(0), rep_int(1), slots_node("h", 1, ID_A),
-                                    rep_arr(2, rep_str("r"), rep_str("1")))),
+    refuse_slots(th_rep_arr(1, range(0, 1, slots_node("h", 1, ID_A "a"))), "a 41-byte id");
+    refuse_slots(th_rep_arr(1, range(0, 1, slots_node("a host", 1, ID_A))), "a space in a host");
+    refuse_slots(th_rep_arr(1, th_rep_arr(4, th_rep_int(0), th_rep_int(1), slots_node("h", 1, ID_A),
+                                    th_rep_arr(2, th_rep_str("r"), th_rep_str("1")))),
                  "a replica with a string port");
     refuse_slots(
-        rep_arr(1, rep_arr(4, rep_int(0), rep_int(1), slots_node("h", 1, ID_A), rep_int(3))),
+        th_rep_arr(1, th_rep_arr(4, th_rep_int(0), th_rep_int(1), slots_node("h", 1, ID_A), th_rep_int(3))),
         "a replica that is an integer");
 
     char longhost[(LOCK_HOST_MAX + 1) + 1];
     memset(longhost, 'h', (LOCK_HOST_MAX + 1));
     longhost[(LOCK_HOST_MAX + 1)] = '\0';
-    refuse_slots(rep_arr(1, range(0, 1, slots_node(longhost, 1, ID_A))), "a host too long");
-    refuse_slots(rep_arr(1, range(0, 1, rep_arr(2, rep_str_len("h\0x", 3), rep_int(1)))),
+    refuse_slots(th_rep_arr(1, range(0, 1, slots_node(longhost, 1, ID_A))), "a host too long");
+    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_str_len("h\0x", 3), th_rep_int(1)))),
                  "a NUL in a host");
 
     /* a NULL element pointer (never from hiredis, but not a crash either) */
-    redisReply *r = rep_arr(1, range(0, 1, slots_node("h", 1, ID_A)));
+    redisReply *r = th_rep_arr(1, range(0, 1, slots_node("h", 1, ID_A)));
     redisReply *node = r->element[0]->element[2];
     r->element[0]->element[2] = NULL;
     refuse_slots(r, "a NULL master");
@@ -426,7 +379,7 @@ static void test_slotmap_from_slots_node_limit(void **state) {
     /* LOCK__CLUSTER_NODES_MAX masters of a slot each fit; one more does not */
     for (int extra = 0; extra <= 1; extra++) {
         size_t n = LOCK__CLUSTER_NODES_MAX + (size_t)extra;
-        redisReply *r = rep_new(REDIS_REPLY_ARRAY);
+        redisReply *r = th_rep_new(REDIS_REPLY_ARRAY);
         r->element = calloc(n, sizeof *r->element);
         assert_non_null(r->element);
         r->elements = n;
@@ -453,23 +406,23 @@ static void test_slotmap_from_slots_node_limit(void **state) {
 /* ---- slot maps: CLUSTER SHARDS ---- */
 
 static redisReply *shard(redisReply *slots, redisReply *nodes) {
-    return rep_arr(4, rep_str("slots"), slots, rep_str("nodes"), nodes);
+    return th_rep_arr(4, th_rep_str("slots"), slots, th_rep_str("nodes"), nodes);
 }
 
 static void test_slotmap_from_shards(void **state) {
     (void)state;
     redisReply *r =
-        rep_arr(4,
-                shard(rep_arr(4, rep_int(0), rep_int(5460), rep_int(16000), rep_int(16383)),
-                      rep_arr(2, shards_node("10.0.0.1", 7000, ID_A, "master"),
+        th_rep_arr(4,
+                shard(th_rep_arr(4, th_rep_int(0), th_rep_int(5460), th_rep_int(16000), th_rep_int(16383)),
+                      th_rep_arr(2, shards_node("10.0.0.1", 7000, ID_A, "master"),
                               shards_node("10.0.0.4", 7003, ID_R, "replica"))),
-                shard(rep_arr(2, rep_int(5461), rep_int(10922)),
-                      rep_arr(2, shards_node("10.0.0.5", 7004, ID_R, "replica"), /* replica first */
+                shard(th_rep_arr(2, th_rep_int(5461), th_rep_int(10922)),
+                      th_rep_arr(2, shards_node("10.0.0.5", 7004, ID_R, "replica"), /* replica first */
                               shards_node("10.0.0.2", 7001, ID_B, "master"))),
-                shard(rep_arr(2, rep_int(10923), rep_int(15999)),
-                      rep_arr(1, shards_node("::1", 7002, ID_C, "master"))),
+                shard(th_rep_arr(2, th_rep_int(10923), th_rep_int(15999)),
+                      th_rep_arr(1, shards_node("::1", 7002, ID_C, "master"))),
                 /* a failed old master that lost its slots: a shard without slots */
-                shard(rep_arr(0), rep_arr(1, shards_node("10.0.0.9", 7009, ID_R, "master"))));
+                shard(th_rep_arr(0), th_rep_arr(1, shards_node("10.0.0.9", 7009, ID_R, "master"))));
     lock__slotmap *m = sentinel_map();
     assert_int_equal(lock__slotmap_from_shards(r, m), 0);
     freeReplyObject(r);
@@ -483,15 +436,15 @@ static void test_slotmap_from_shards(void **state) {
     assert_int_equal(lock__slotmap_find(m, "10.0.0.9", 7009), -1);
 
     /* no "endpoint": the "ip"; a nil endpoint: the host asked; unknown fields ignored */
-    r = rep_arr(2,
-                shard(rep_arr(2, rep_int(0), rep_int(0)),
-                      rep_arr(1, rep_arr(8, rep_str("port"), rep_int(1), rep_str("ip"),
-                                         rep_str("h1"), rep_str("role"), rep_str("master"),
-                                         rep_str("tls-port"), rep_int(2)))),
-                shard(rep_arr(2, rep_int(1), rep_int(1)),
-                      rep_arr(1, rep_arr(8, rep_str("port"), rep_int(3), rep_str("ip"),
-                                         rep_str("h3"), rep_str("endpoint"), rep_nil(),
-                                         rep_str("role"), rep_str("master")))));
+    r = th_rep_arr(2,
+                shard(th_rep_arr(2, th_rep_int(0), th_rep_int(0)),
+                      th_rep_arr(1, th_rep_arr(8, th_rep_str("port"), th_rep_int(1), th_rep_str("ip"),
+                                         th_rep_str("h1"), th_rep_str("role"), th_rep_str("master"),
+                                         th_rep_str("tls-port"), th_rep_int(2)))),
+                shard(th_rep_arr(2, th_rep_int(1), th_rep_int(1)),
+                      th_rep_arr(1, th_rep_arr(8, th_rep_str("port"), th_rep_int(3), th_rep_str("ip"),
+                                         th_rep_str("h3"), th_rep_str("endpoint"), th_rep_nil(),
+                                         th_rep_str("role"), th_rep_str("master")))));
     assert_int_equal(lock__slotmap_from_shards(r, m), 0);
     freeReplyObject(r);
     assert_int_equal(m->nnodes, 2);
@@ -517,63 +470,63 @@ static void test_slotmap_from_shards_rejects_malformed(void **state) {
     assert_untouched(m);
     free(m);
 
-    refuse_shards(rep_str("shards"), "a string");
-    refuse_shards(rep_arr(1, rep_int(1)), "a shard that is an integer");
-    refuse_shards(rep_arr(1, rep_arr(3, rep_str("slots"), rep_arr(0), rep_str("nodes"))),
+    refuse_shards(th_rep_str("shards"), "a string");
+    refuse_shards(th_rep_arr(1, th_rep_int(1)), "a shard that is an integer");
+    refuse_shards(th_rep_arr(1, th_rep_arr(3, th_rep_str("slots"), th_rep_arr(0), th_rep_str("nodes"))),
                   "an odd field/value array");
-    refuse_shards(rep_arr(1, rep_arr(2, rep_str("slots"), rep_arr(0))), "no nodes");
-    refuse_shards(rep_arr(1, rep_arr(2, rep_str("nodes"), rep_arr(0))), "no slots");
-    refuse_shards(rep_arr(1, rep_arr(4, rep_int(1), rep_arr(0), rep_str("nodes"), rep_arr(0))),
+    refuse_shards(th_rep_arr(1, th_rep_arr(2, th_rep_str("slots"), th_rep_arr(0))), "no nodes");
+    refuse_shards(th_rep_arr(1, th_rep_arr(2, th_rep_str("nodes"), th_rep_arr(0))), "no slots");
+    refuse_shards(th_rep_arr(1, th_rep_arr(4, th_rep_int(1), th_rep_arr(0), th_rep_str("nodes"), th_rep_arr(0))),
                   "a field that is an integer");
     refuse_shards(
-        rep_arr(1, shard(rep_arr(1, rep_int(0)), rep_arr(1, shards_node("h", 1, ID_A, "master")))),
+        th_rep_arr(1, shard(th_rep_arr(1, th_rep_int(0)), th_rep_arr(1, shards_node("h", 1, ID_A, "master")))),
         "an odd slots array");
-    refuse_shards(rep_arr(1, shard(rep_arr(2, rep_int(0), rep_str("9")),
-                                   rep_arr(1, shards_node("h", 1, ID_A, "master")))),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_str("9")),
+                                   th_rep_arr(1, shards_node("h", 1, ID_A, "master")))),
                   "a slot that is a string");
-    refuse_shards(rep_arr(1, shard(rep_arr(2, rep_int(0), rep_int(16384)),
-                                   rep_arr(1, shards_node("h", 1, ID_A, "master")))),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(16384)),
+                                   th_rep_arr(1, shards_node("h", 1, ID_A, "master")))),
                   "slot 16384");
-    refuse_shards(rep_arr(1, shard(rep_arr(2, rep_int(9), rep_int(0)),
-                                   rep_arr(1, shards_node("h", 1, ID_A, "master")))),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(9), th_rep_int(0)),
+                                   th_rep_arr(1, shards_node("h", 1, ID_A, "master")))),
                   "start > end");
-    refuse_shards(rep_arr(2,
-                          shard(rep_arr(2, rep_int(0), rep_int(9)),
-                                rep_arr(1, shards_node("h", 1, ID_A, "master"))),
-                          shard(rep_arr(2, rep_int(9), rep_int(20)),
-                                rep_arr(1, shards_node("h2", 2, ID_B, "master")))),
+    refuse_shards(th_rep_arr(2,
+                          shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                                th_rep_arr(1, shards_node("h", 1, ID_A, "master"))),
+                          shard(th_rep_arr(2, th_rep_int(9), th_rep_int(20)),
+                                th_rep_arr(1, shards_node("h2", 2, ID_B, "master")))),
                   "overlapping shards");
-    refuse_shards(rep_arr(1, shard(rep_arr(2, rep_int(0), rep_int(9)),
-                                   rep_arr(1, shards_node("h", 1, ID_A, "replica")))),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                                   th_rep_arr(1, shards_node("h", 1, ID_A, "replica")))),
                   "slots and no master");
-    refuse_shards(rep_arr(1, shard(rep_arr(2, rep_int(0), rep_int(9)),
-                                   rep_arr(2, shards_node("h", 1, ID_A, "master"),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                                   th_rep_arr(2, shards_node("h", 1, ID_A, "master"),
                                            shards_node("h2", 2, ID_B, "master")))),
                   "two masters in a shard");
-    refuse_shards(rep_arr(1, shard(rep_arr(2, rep_int(0), rep_int(9)),
-                                   rep_arr(1, shards_node("h", 0, ID_A, "master")))),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                                   th_rep_arr(1, shards_node("h", 0, ID_A, "master")))),
                   "port 0");
-    refuse_shards(rep_arr(1, shard(rep_arr(0), rep_arr(1, shards_node("h", 0, ID_A, "master")))),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(0), th_rep_arr(1, shards_node("h", 0, ID_A, "master")))),
                   "port 0 in a shard without slots");
-    refuse_shards(rep_arr(1, shard(rep_arr(2, rep_int(0), rep_int(9)),
-                                   rep_arr(1, rep_arr(4, rep_str("port"), rep_str("1"),
-                                                      rep_str("role"), rep_str("master"))))),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                                   th_rep_arr(1, th_rep_arr(4, th_rep_str("port"), th_rep_str("1"),
+                                                      th_rep_str("role"), th_rep_str("master"))))),
                   "a port that is a string");
-    refuse_shards(rep_arr(1, shard(rep_arr(2, rep_int(0), rep_int(9)),
-                                   rep_arr(1, rep_arr(4, rep_str("port"), rep_int(1),
-                                                      rep_str("role"), rep_str("master"))))),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                                   th_rep_arr(1, th_rep_arr(4, th_rep_str("port"), th_rep_int(1),
+                                                      th_rep_str("role"), th_rep_str("master"))))),
                   "a master with neither endpoint nor ip");
-    refuse_shards(rep_arr(1, shard(rep_arr(2, rep_int(0), rep_int(9)),
-                                   rep_arr(1, rep_arr(4, rep_str("port"), rep_int(1), rep_str("ip"),
-                                                      rep_str("h"))))),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                                   th_rep_arr(1, th_rep_arr(4, th_rep_str("port"), th_rep_int(1), th_rep_str("ip"),
+                                                      th_rep_str("h"))))),
                   "a node without role");
-    refuse_shards(rep_arr(1, shard(rep_arr(2, rep_int(0), rep_int(9)),
-                                   rep_arr(1, shards_node("a b", 1, ID_A, "master")))),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                                   th_rep_arr(1, shards_node("a b", 1, ID_A, "master")))),
                   "a space in the endpoint");
-    refuse_shards(rep_arr(1, shard(rep_arr(2, rep_int(0), rep_int(9)),
-                                   rep_arr(1, shards_node("h", 1, ID_A "x", "master")))),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                                   th_rep_arr(1, shards_node("h", 1, ID_A "x", "master")))),
                   "a 41-byte id");
-    refuse_shards(rep_arr(1, shard(rep_arr(2, rep_int(0), rep_int(9)), rep_arr(1, rep_nil()))),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)), th_rep_arr(1, th_rep_nil()))),
                   "a node that is nil");
 }
 
