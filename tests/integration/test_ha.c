@@ -855,6 +855,25 @@ static void test_ha_killed_restarted_at_promotion_none_lost(void **state) {
     acks_close(&h, &l, bs, "killed, restarted from the AOF at the promotion", t, old);
 }
 
+/* 14. A replica dies under load: commits wait for it (the Sentinels could still promote it)
+ * until the Sentinels see it gone, then purchases go on with the one left, and a planned
+ * failover after that promotes it with every purchase. */
+static void test_ha_replica_killed_purchases_go_on(void **state) {
+    (void)state;
+    static struct ha h;
+    static struct load l;
+    struct buyer bs[BUYERS];
+    acks_open(&h, &l, CONTENDED, bs);
+    int64_t t = now_ms();
+    th_redis_signal(&h.t.nodes[2], SIGKILL);
+    assert_int_equal(wait_ok_after(&l, now_ms() + 100, 30000), 0); /* one replica left */
+    int64_t t_back = now_ms();
+    sleep_ms(1000);
+    print_message("a replica killed: purchases went on %lld ms after\n", (long long)(t_back - t));
+    assert_int_equal(th_topo_failover(&h.t, FAILOVER_MS), 0);
+    acks_close(&h, &l, bs, "a replica killed, then a planned failover", t, h.t.nodes[0].port);
+}
+
 /* 13. Five planned failovers in a row, one every 3 s (each asked for as soon as the Sentinels
  * take it), under the racing buyers. */
 static void test_ha_five_failovers_none_lost(void **state) {
@@ -890,6 +909,7 @@ int main(void) {
         cmocka_unit_test(test_ha_killed_restarted_from_aof_none_lost),
         cmocka_unit_test(test_ha_killed_restarted_at_promotion_none_lost),
         cmocka_unit_test(test_ha_five_failovers_none_lost),
+        cmocka_unit_test(test_ha_replica_killed_purchases_go_on),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "*five*" */
     return cmocka_run_group_tests(tests, NULL, NULL);
