@@ -43,6 +43,10 @@
  * MARKET_ERR_BUSY (by the worker when it reaches it, or by a waiting caller
  * at once); one already taken into a batch waits for it. Outcomes and
  * invariants are those of serial execution in queue order.
+ * On a Redis Cluster, a batch whose realm's slot is split by a migration, or
+ * whose lock store keeps failing, is not waited for in place: it goes back
+ * to the head of the queue and its realm rests while the lane serves the
+ * others (market_lane.c).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -52,6 +56,7 @@
 #include <time.h>
 
 #include "market/market_batch.h"
+#include "market/market_lane.h"
 #include "market/market_trade.h"
 
 #define USERS_MAX (2 * MARKET__BATCH_MAX)
@@ -78,6 +83,7 @@ struct market__lane {
      * next batch's read is on its way to Redis (answer_now). */
     market_pending *answer[MARKET__BATCH_MAX];
     size_t n_answer;
+    market__rest rest; /* realms set aside (the worker's alone) */
 };
 
 /* The lanes of the lock strategies, the threads that serve them, and the
@@ -117,6 +123,7 @@ struct market__batch {
     char claim[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX]; /* "<fp> ?<token>" */
     char claim_ttl[MARKET__BATCH_MAX][24];
     char token[MARKET__TOKEN_LEN + 1]; /* this batch's claims */
+    int token_set;                     /* token holds one: drawn, or kept by a rest */
     int idem_state[MARKET__BATCH_MAX]; /* market__idem_judge() of the stored record */
     int idem_rc[MARKET__BATCH_MAX];    /* a stored outcome's code */
     int64_t idem_a[MARKET__BATCH_MAX], idem_b[MARKET__BATCH_MAX];
@@ -225,7 +232,10 @@ static size_t user_index(struct market__batch *b, const char *id) {
 static int batch_index(struct market__batch *b, int need_token) {
     b->n_users = b->n_idem = 0;
     for (size_t i = 0; i < b->n && !need_token; i++) need_token = b->req[i]->idem != NULL;
-    if (need_token && market__token_new(b->token) < 0) return MARKET_ERR_STORE;
+    if (need_token && !b->token_set) {
+        if (market__token_new(b->token) < 0) return MARKET_ERR_STORE;
+        b->token_set = 1;
+    }
     for (size_t i = 0; i < b->n; i++) {
         const market_pending *r = b->req[i];
         market__join(b->member[i], sizeof b->member[i], r->item, ".", r->seller,
@@ -998,8 +1008,10 @@ static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
 /* The item strategy's batch: every listing's lock and every buyer's lock,
  * taken all or none in one round trip (no deadlock, no partial hold), one
  * read, one commit, released all at once. Another process's purchase waits
- * only if it shares a listing or a buyer with this batch. */
-static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
+ * only if it shares a listing or a buyer with this batch. Returns MARKET_OK,
+ * MARKET__REDIRECTED (set it aside: nothing applied, nobody answered), or the
+ * error every purchase was given. */
+static int batch_run_item_locked(market_conn *c, struct market__batch *b) {
     market *m = c->m;
     int rc = batch_index(b, m->lock_in_store); /* the commit's guard key carries it */
     b->n_locks = 0;
@@ -1009,7 +1021,7 @@ static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
     }
     if (rc < 0) {
         batch_fail(m, b, rc);
-        return;
+        return rc;
     }
     /* The read goes out before the locks are asked for, and is answered
      * while they are taken: its WATCH covers everything it reads, so a
@@ -1028,7 +1040,7 @@ static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
         size_t nc = read_build(m, &hd, b);
         if (market__pipeline_send(c, nc, b->argc, b->argv) == MARKET_OK) sent = nc;
     }
-    rc = market__lock_multi(c, b->lock_keys, b->n_locks, batch_deadline(b), b->lock_h);
+    rc = market__lane_lock(c, b->lock_keys, b->n_locks, batch_deadline(b), b->lock_h);
     if (sent && market__pipeline_recv(c, sent, b->rep) != MARKET_OK) sent = 0; /* read it again */
     if (rc == MARKET_OK) {
         if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
@@ -1041,26 +1053,29 @@ static void batch_run_item_locked(market_conn *c, struct market__batch *b) {
         market__replies_free(b->rep, sent);
         market__unwatch_later(c, rc); /* UNWATCH before the next pipeline */
     }
-    if (rc < 0) batch_fail(m, b, rc);
+    if (rc < 0 && rc != MARKET__REDIRECTED) batch_fail(m, b, rc);
+    return rc;
 }
 
 /* The item strategy's batch, filtered first while buyers race (see
- * prefilter_unlisted); the refused purchases keep their answer. */
-static void batch_run_item(market_conn *c, struct market__batch *b) {
+ * prefilter_unlisted); the refused purchases keep their answer, unless the
+ * batch is set aside. Returns as batch_run_item_locked() does. */
+static int batch_run_item(market_conn *c, struct market__batch *b) {
     MARKET__COUNT(c->m, batches);
     size_t all = b->n, refused = 0;
     if (b->read_split) {
         refused = prefilter_unlisted(c, b);
         if (b->n == 0) {
             b->n = all;
-            return; /* every one refused; the market still reads as contended */
+            return MARKET_OK; /* every one refused; the market still reads as contended */
         }
     }
-    batch_run_item_locked(c, b);
+    int rc = batch_run_item_locked(c, b);
     if (refused) {
         b->read_split = 1; /* it looked uncontended only because it was filtered */
         b->n = all;
     }
+    return rc;
 }
 
 /* Gives p its outcome and hands it back; p is not touched afterwards. */
@@ -1079,19 +1094,21 @@ static void answer_now(struct market__lane *ln) {
 /* market_conn's sent hook: the next batch's read is on its way. */
 static void answer_sent(void *ud) { answer_now(ud); }
 
-static void batch_run(market_conn *c, struct market__lane *ln, struct market__batch *b) {
+/* Serves batch b of lane ln (see DESIGN). Returns MARKET_OK (every purchase
+ * decided), MARKET__REDIRECTED (to be set aside: nothing applied, nobody
+ * answered), or the error every purchase was given. */
+static int batch_run(market_conn *c, struct market__lane *ln, struct market__batch *b) {
     market *m = c->m;
     if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
     if (m->cfg.strategy == MARKET_STRATEGY_ITEM) {
         answer_now(ln); /* its locks are taken first, which may wait */
-        batch_run_item(c, b);
-        return;
+        return batch_run_item(c, b);
     }
     MARKET__COUNT(m, batches);
     int rc = batch_index(b, 0);
     if (rc < 0) {
         batch_fail(m, b, rc);
-        return;
+        return rc;
     }
     int64_t now = lock_now_ms();
     int keep = ln->holding && strcmp(ln->hold.key, b->realm.lock) == 0 &&
@@ -1100,7 +1117,8 @@ static void batch_run(market_conn *c, struct market__lane *ln, struct market__ba
     if (!keep) answer_now(ln); /* releasing and taking the lock may wait */
     if (ln->holding && !keep) hold_drop(ln);
     if (!ln->holding) {
-        rc = market__lock(c, b->realm.lock, batch_deadline(b), &ln->hold);
+        const char *key = b->realm.lock;
+        rc = market__lane_lock(c, &key, 1, batch_deadline(b), &ln->hold);
         if (rc == MARKET_OK) {
             ln->holding = 1;
             ln->hold_since_ms = now;
@@ -1114,7 +1132,8 @@ static void batch_run(market_conn *c, struct market__lane *ln, struct market__ba
         rc = market__attempts(c, &ln->hold, &hd, batch_attempt, b);
         if (rc < 0) hold_drop(ln); /* whatever went wrong, start the next batch afresh */
     }
-    if (rc < 0) batch_fail(m, b, rc);
+    if (rc < 0 && rc != MARKET__REDIRECTED) batch_fail(m, b, rc);
+    return rc;
 }
 
 /* Makes sure the stored outcomes this batch replays are on enough replicas
@@ -1148,7 +1167,7 @@ int market__queue_new(market *m) {
     size_t k = 0;
     for (; k < q->nlanes; k++) {
         q->lane[k].m = m;
-        if (pthread_cond_init(&q->lane[k].cv, NULL) != 0) break;
+        if (market__lane_cond_init(&q->lane[k].cv) != 0) break;
     }
     if (k == q->nlanes) {
         m->queue = q;
@@ -1170,8 +1189,9 @@ static unsigned lane_of(const struct market__queue *q, const char *realm) {
 }
 
 /* Takes from ln's queue (under qmu) up to most purchases of one realm, the
- * realm of the oldest one still in its budget, into b->req, keeping the
- * order they came in; purchases of other realms stay queued in theirs.
+ * realm of the oldest one still in its budget that is not resting
+ * (market__rest_due), into b->req, keeping the order they came in;
+ * purchases of other realms stay queued in theirs.
  * Purchases past their budget (or all of them, when nomem) are taken too
  * and put on *refused with their answer. Returns how many went into b. */
 static size_t batch_take(struct market__lane *ln, struct market__batch *b, size_t most, int nomem,
@@ -1183,7 +1203,8 @@ static size_t batch_take(struct market__lane *ln, struct market__batch *b, size_
     while (*pp && (n < most || nomem)) {
         market_pending *p = *pp;
         int late = nomem || now >= p->deadline_ms;
-        if (!late && realm && strcmp(p->realm, realm) != 0) {
+        if (!late && (realm ? strcmp(p->realm, realm) != 0
+                            : !market__rest_due(&ln->rest, p->realm, "", now))) {
             prev = p;
             pp = &p->next;
             continue;
@@ -1203,11 +1224,41 @@ static size_t batch_take(struct market__lane *ln, struct market__batch *b, size_
     return n;
 }
 
+/* Makes p a queued purchase not yet served: as it is submitted, or put back. */
+static void pending_reset(market_pending *p) {
+    p->res = (market_purchase_result){0};
+    p->rc = MARKET_ERR_STORE;
+    p->why[0] = '\0';
+    p->state = REQ_WAITING;
+    p->next = NULL;
+}
+
+/* Sets batch b aside (see market_lane.c): its realm rests, and its
+ * purchases go back to the head of ln's queue in their order, as if never
+ * taken. Returns 0, or -1 when too many of ln's realms rest already (then b
+ * is left as it was). */
+static int set_aside(struct market__lane *ln, struct market__batch *b) {
+    if (market__rest_begin(&ln->rest, b->realm.id, "", b->token_set ? b->token : NULL,
+                           lock_now_ms()) < 0)
+        return -1;
+    pthread_mutex_lock(&ln->m->queue->qmu);
+    for (size_t i = b->n; i-- > 0;) {
+        market_pending *p = b->req[i];
+        pending_reset(p);
+        p->next = ln->qhead;
+        ln->qhead = p;
+        if (!ln->qtail) ln->qtail = p;
+    }
+    pthread_mutex_unlock(&ln->m->queue->qmu);
+    return 0;
+}
+
 /* A lane's worker: takes a batch of one realm at a time (batch_take),
  * answers those whose wait budget ran out while queued with
  * MARKET_ERR_BUSY, serves the rest under one lock hold (see DESIGN), hands
  * each its outcome, and (market strategy) releases the lock when its queue
- * is empty. At stop it serves what is queued first. */
+ * is empty, or holds only purchases of resting realms. At stop it serves
+ * what is queued first. */
 static void *worker_main(void *arg) {
     struct market__lane *ln = arg;
     market *m = ln->m;
@@ -1216,6 +1267,7 @@ static void *worker_main(void *arg) {
     market_conn *c = b ? market_conn_new(m, NULL) : NULL;
     int nomem = !b || !c; /* then every purchase it takes fails */
     if (b) b->read_split = 0, b->prefetched = 0, b->guard = 0;
+    if (c) c->set_aside = m->cluster != NULL; /* see market_lane.c */
     size_t most = nomem ? 0 : m->cfg.batch_max;
     if (m->cfg.strategy == MARKET_STRATEGY_ITEM && most > MARKET__ITEM_BATCH_MAX)
         most = MARKET__ITEM_BATCH_MAX;
@@ -1239,7 +1291,13 @@ static void *worker_main(void *arg) {
             continue;
         }
         market_pending *refused = NULL;
+        int64_t now = lock_now_ms();
         size_t n = batch_take(ln, b, most, nomem, &refused);
+        if (!n && !refused && !ln->n_answer && !ln->holding) {
+            /* every purchase queued is of a resting realm: until the first rest ends */
+            market__lane_wait(&ln->cv, &q->qmu, market__rest_next(&ln->rest, now));
+            continue;
+        }
         pthread_mutex_unlock(&q->qmu);
 
         while (refused) {
@@ -1248,18 +1306,28 @@ static void *worker_main(void *arg) {
             if (p->rc == MARKET_ERR_BUSY) MARKET__COUNT(m, lock_busy);
             finish(m, p, p->rc);
         }
-        if (n) {
+        if (!n) { /* nothing to serve now: as when idle */
+            answer_now(ln);
+            hold_drop(ln);
+        } else {
             b->n = n;
             market__realm_init(&b->realm, b->req[0]->realm);
+            b->token_set = market__rest_token(&ln->rest, b->realm.id, "", b->token);
             c->sent = ln->n_answer ? answer_sent : NULL;
             c->sent_ud = ln;
-            int rrc = market__route(c, b->realm.id);
-            if (rrc == MARKET_OK)
-                batch_run(c, ln, b);
+            int rc = market__route(c, b->realm.id);
+            if (rc == MARKET_OK)
+                rc = batch_run(c, ln, b);
             else
-                batch_fail(m, b, rrc);
+                batch_fail(m, b, rc);
             c->sent = NULL;
             answer_now(ln); /* when this batch sent nothing */
+            if (rc == MARKET__REDIRECTED && set_aside(ln, b) == 0) {
+                pthread_mutex_lock(&q->qmu);
+                continue;
+            }
+            if (rc == MARKET__REDIRECTED) batch_fail(m, b, MARKET_ERR_STORE); /* no room */
+            market__rest_end(&ln->rest, b->realm.id, "");
             confirm_replays(c, b);
             for (size_t i = 0; i < n; i++) {
                 market_pending *p = b->req[i];
@@ -1285,11 +1353,7 @@ static void *worker_main(void *arg) {
  * worker cannot start). */
 int market__queue_submit(market *m, market_pending *p) {
     struct market__queue *q = m->queue;
-    p->res = (market_purchase_result){0};
-    p->rc = MARKET_ERR_STORE;
-    p->why[0] = '\0';
-    p->state = REQ_WAITING;
-    p->next = NULL;
+    pending_reset(p);
     p->deadline_ms = lock_now_ms() + m->cfg.acquire_timeout_ms;
     p->lane = lane_of(q, p->realm);
     struct market__lane *ln = &q->lane[p->lane];

@@ -25,7 +25,9 @@
 #define MARKET__HOLD_MAX_MS 20 /* most the worker keeps the market lock across batches */
 #define MARKET__TXN_ABORTED 1  /* an attempt's EXEC was aborted: a watched key changed */
 #define MARKET__REDIRECTED (-100) /* cluster: a pipeline that relied on an earlier WATCH met a
-                                   * slot on the move (nothing applied): read again */
+                                   * slot on the move (nothing applied): read again; or a
+                                   * lane's batch met a split slot or a failing lock store:
+                                   * set it aside (market_lane.c) */
 #define MARKET__NODES_MAX 16   /* cluster: masters a market_conn keeps a connection to */
 #define MARKET__MASTERS_MAX 64 /* cluster: masters health and INFO reach (a slot map's most) */
 

@@ -37,10 +37,14 @@
  * lock and guarded by WATCH and the fence, as the market strategy's
  * purchases are. A buy still queued when its wait budget ends is answered
  * MARKET_ERR_BUSY; a store that is down fails the batch at once
- * (MARKET_ERR_STORE). Outcomes and invariants are those of serial execution
- * in queue order.
+ * (MARKET_ERR_STORE), but on a Redis Cluster a batch whose sale's slot is
+ * split by a migration, or whose lock store keeps failing, goes back to the
+ * head of the queue and its sale rests while the lane serves the others
+ * (market_lane.c). Outcomes and invariants are those of serial execution in
+ * queue order.
  */
 #include "market/market_sale.h"
+#include "market/market_lane.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -78,6 +82,7 @@ struct sale_lane {
     /* the house of the sale last served: its funds are read with the first pipeline */
     char cache_key[MARKET__KEY_MAX];
     char cache_house[MARKET_ID_MAX + 1];
+    market__rest rest; /* sales set aside (the worker's alone) */
 };
 
 struct market__sale_queue {
@@ -114,6 +119,7 @@ struct sale_batch {
 
     /* idempotency */
     char token[MARKET__TOKEN_LEN + 1];
+    int token_set; /* token holds one: drawn, or kept by a rest */
     char k_idem[MARKET__BATCH_MAX][MARKET__IDEM_REDIS_MAX]; /* "" without a key */
     char record[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
     char claim[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
@@ -355,7 +361,10 @@ static int batch_index(struct sale_batch *b) {
     int need_token = 0;
     for (size_t i = 0; i < b->n; i++)
         need_token |= b->req[i]->idem != NULL;
-    if (need_token && market__token_new(b->token) < 0) return MARKET_ERR_STORE;
+    if (need_token && !b->token_set) {
+        if (market__token_new(b->token) < 0) return MARKET_ERR_STORE;
+        b->token_set = 1;
+    }
     for (size_t i = 0; i < b->n; i++) {
         const market_sale_pending *r = b->req[i];
         b->k_idem[i][0] = '\0';
@@ -803,8 +812,10 @@ static void batch_fail(market *m, struct sale_batch *b, int rc) {
 }
 
 /* Serves one batch under the sale's lock, kept from the last batch when it
- * is the same sale's and still young (see DESIGN, step 1). */
-static void batch_run(market_conn *c, struct sale_lane *ln, struct sale_batch *b) {
+ * is the same sale's and still young (see DESIGN, step 1). Returns
+ * MARKET_OK (every buy decided), MARKET__REDIRECTED (to be set aside:
+ * nothing applied, nobody answered), or the error every buy was given. */
+static int batch_run(market_conn *c, struct sale_lane *ln, struct sale_batch *b) {
     market *m = c->m;
     MARKET__COUNT(m, sale_batches);
     market__key(b->k_sale, sizeof b->k_sale, "sale", b->realm, b->sale);
@@ -814,7 +825,7 @@ static void batch_run(market_conn *c, struct sale_lane *ln, struct sale_batch *b
     int rc = batch_index(b);
     if (rc < 0) {
         batch_fail(m, b, rc);
-        return;
+        return rc;
     }
     if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
     int64_t now = lock_now_ms();
@@ -823,7 +834,8 @@ static void batch_run(market_conn *c, struct sale_lane *ln, struct sale_batch *b
          ln->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
         hold_drop(ln);
     if (!ln->holding) {
-        rc = market__lock(c, b->lock_key, batch_deadline(b), &ln->hold);
+        const char *key = b->lock_key;
+        rc = market__lane_lock(c, &key, 1, batch_deadline(b), &ln->hold);
         if (rc == MARKET_OK) {
             ln->holding = 1;
             ln->hold_since_ms = now;
@@ -837,7 +849,8 @@ static void batch_run(market_conn *c, struct sale_lane *ln, struct sale_batch *b
         rc = market__attempts(c, &ln->hold, &hd, batch_attempt, b);
         if (rc < 0) hold_drop(ln); /* whatever went wrong, start the next batch afresh */
     }
-    if (rc < 0) batch_fail(m, b, rc);
+    if (rc < 0 && rc != MARKET__REDIRECTED) batch_fail(m, b, rc);
+    return rc;
 }
 
 /* Makes sure the outcomes this batch replays are on enough replicas (see
@@ -870,7 +883,7 @@ int market__sale_queue_new(market *m) {
     size_t k = 0;
     for (; k < q->nlanes; k++) {
         q->lane[k].m = m;
-        if (pthread_cond_init(&q->lane[k].cv, NULL) != 0) break;
+        if (market__lane_cond_init(&q->lane[k].cv) != 0) break;
     }
     if (k == q->nlanes) {
         m->sales = q;
@@ -899,7 +912,8 @@ static void finish(market_sale_pending *p) {
 }
 
 /* Takes from ln's queue (under qmu) up to most buys of one sale, the sale
- * of the oldest one still in its budget, keeping their order; buys past
+ * of the oldest one still in its budget that is not resting
+ * (market__rest_due), keeping their order; buys past
  * their budget (or all, when nomem) go to *refused with their answer.
  * Returns how many went into b. */
 static size_t batch_take(struct sale_lane *ln, struct sale_batch *b, size_t most, int nomem,
@@ -911,8 +925,9 @@ static size_t batch_take(struct sale_lane *ln, struct sale_batch *b, size_t most
     while (*pp && (n < most || nomem)) {
         market_sale_pending *p = *pp;
         int late = nomem || now >= p->deadline_ms;
-        if (!late && first &&
-            (strcmp(p->realm, first->realm) != 0 || strcmp(p->sale, first->sale) != 0)) {
+        if (!late &&
+            (first ? strcmp(p->realm, first->realm) != 0 || strcmp(p->sale, first->sale) != 0
+                   : !market__rest_due(&ln->rest, p->realm, p->sale, now))) {
             prev = p;
             pp = &p->next;
             continue;
@@ -932,8 +947,38 @@ static size_t batch_take(struct sale_lane *ln, struct sale_batch *b, size_t most
     return n;
 }
 
+/* Makes p a queued buy not yet served: as it is submitted, or put back. */
+static void pending_reset(market_sale_pending *p) {
+    p->res = (market_sale_result){0};
+    p->rc = MARKET_ERR_STORE;
+    p->why[0] = '\0';
+    p->state = REQ_WAITING;
+    p->next = NULL;
+}
+
+/* Sets batch b aside (see market_lane.c): its sale rests, and its buys go
+ * back to the head of ln's queue in their order, as if never taken. Returns
+ * 0, or -1 when too many of ln's sales rest already (then b is left as it
+ * was). */
+static int set_aside(struct sale_lane *ln, struct sale_batch *b) {
+    if (market__rest_begin(&ln->rest, b->realm, b->sale, b->token_set ? b->token : NULL,
+                           lock_now_ms()) < 0)
+        return -1;
+    pthread_mutex_lock(&ln->m->sales->qmu);
+    for (size_t i = b->n; i-- > 0;) {
+        market_sale_pending *p = b->req[i];
+        pending_reset(p);
+        p->next = ln->qhead;
+        ln->qhead = p;
+        if (!ln->qtail) ln->qtail = p;
+    }
+    pthread_mutex_unlock(&ln->m->sales->qmu);
+    return 0;
+}
+
 /* A lane's worker: batches of one sale at a time (see DESIGN); releases the
- * sale's lock when its queue is empty; at stop it serves what is queued. */
+ * sale's lock when its queue is empty, or holds only buys of resting sales;
+ * at stop it serves what is queued. */
 static void *worker_main(void *arg) {
     struct sale_lane *ln = arg;
     market *m = ln->m;
@@ -941,6 +986,7 @@ static void *worker_main(void *arg) {
     struct sale_batch *b = malloc(sizeof *b);
     market_conn *c = b ? market_conn_new(m, NULL) : NULL;
     int nomem = !b || !c;
+    if (c) c->set_aside = m->cluster != NULL; /* see market_lane.c */
     size_t most = nomem ? 0 : m->cfg.batch_max;
     pthread_mutex_lock(&q->qmu);
     for (;;) {
@@ -956,7 +1002,13 @@ static void *worker_main(void *arg) {
             continue;
         }
         market_sale_pending *refused = NULL;
+        int64_t now = lock_now_ms();
         size_t n = batch_take(ln, b, most, nomem, &refused);
+        if (!n && !refused && !ln->holding) {
+            /* every buy queued is of a resting sale: until the first rest ends */
+            market__lane_wait(&ln->cv, &q->qmu, market__rest_next(&ln->rest, now));
+            continue;
+        }
         pthread_mutex_unlock(&q->qmu);
         while (refused) {
             market_sale_pending *p = refused;
@@ -964,15 +1016,24 @@ static void *worker_main(void *arg) {
             if (p->rc == MARKET_ERR_BUSY) MARKET__COUNT(m, lock_busy);
             finish(p);
         }
-        if (n) {
+        if (!n) { /* nothing to serve now: as when idle */
+            hold_drop(ln);
+        } else {
             b->n = n;
             b->realm = b->req[0]->realm;
             b->sale = b->req[0]->sale;
-            int rrc = market__route(c, b->realm);
-            if (rrc == MARKET_OK)
-                batch_run(c, ln, b);
+            b->token_set = market__rest_token(&ln->rest, b->realm, b->sale, b->token);
+            int rc = market__route(c, b->realm);
+            if (rc == MARKET_OK)
+                rc = batch_run(c, ln, b);
             else
-                batch_fail(m, b, rrc);
+                batch_fail(m, b, rc);
+            if (rc == MARKET__REDIRECTED && set_aside(ln, b) == 0) {
+                pthread_mutex_lock(&q->qmu);
+                continue;
+            }
+            if (rc == MARKET__REDIRECTED) batch_fail(m, b, MARKET_ERR_STORE); /* no room */
+            market__rest_end(&ln->rest, b->realm, b->sale);
             confirm_replays(c, b);
             for (size_t i = 0; i < n; i++) {
                 market_sale_pending *p = b->req[i];
@@ -999,11 +1060,7 @@ int market_sale_buy_submit(market *m, market_sale_pending *p) {
         !market__sale_args_ok(p->realm, p->sale, p->buyer, p->quantity, p->idem))
         return MARKET_ERR_INVALID;
     struct market__sale_queue *q = m->sales;
-    p->res = (market_sale_result){0};
-    p->rc = MARKET_ERR_STORE;
-    p->why[0] = '\0';
-    p->state = REQ_WAITING;
-    p->next = NULL;
+    pending_reset(p);
     p->deadline_ms = lock_now_ms() + m->cfg.acquire_timeout_ms;
     p->lane = lane_of(q, p->realm, p->sale);
     struct sale_lane *ln = &q->lane[p->lane];

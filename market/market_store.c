@@ -46,7 +46,10 @@
  *     returns MARKET__REDIRECTED and its attempt reads again
  *     (market__attempts). The pipelines sent again are the market's reads,
  *     its SET NX of its own claims, MULTI/EXEC blocks and seeding's writes:
- *     all of them safe to repeat.
+ *     all of them safe to repeat. A lane's connection (c->set_aside) does
+ *     not wait for a split slot: ASK and TRYAGAIN come back to it at once as
+ *     MARKET__REDIRECTED, and its lane serves other realms meanwhile
+ *     (market_lane.c).
  */
 #include "market/market_store.h"
 
@@ -389,9 +392,11 @@ void market__cmd_set(market__cmd *cmd, int argc, ...) {
 /* Sends n commands in one write and reads their n replies into replies[]
  * (new references; free with market__replies_free). Connects first when
  * needed, and sends a pending UNWATCH in front. Returns MARKET_OK, or
- * MARKET_ERR_STORE (connection dropped, no replies left to free) or
- * MARKET_ERR_NOMEM. Error replies are returned as replies: the caller judges
- * them. argv[i] holds argc[i] NUL-terminated arguments. */
+ * MARKET_ERR_STORE (connection dropped, no replies left to free),
+ * MARKET_ERR_NOMEM, or MARKET__REDIRECTED (nothing applied: a cluster slot on
+ * the move, when the pipeline relies on an earlier WATCH or c->set_aside).
+ * Error replies are returned as replies: the caller judges them. argv[i]
+ * holds argc[i] NUL-terminated arguments. */
 int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
                           redisReply **replies) {
     /* A connection that sat idle through a Redis restart is dead without
@@ -408,7 +413,8 @@ int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char 
         int rc = market__pipeline_send(c, n, argc, argv);
         if (rc == MARKET_OK) rc = market__pipeline_recv(c, n, replies);
         if (rc == MARKET__REDIRECTED) {
-            if (!alone) return rc; /* its attempt reads again */
+            /* Its attempt reads again; a lane tries a split slot later. */
+            if (!alone || (c->set_aside && c->redirect == 2)) return rc;
             if (lock_now_ms() - since >= c->m->cfg.redis_timeout_ms) return MARKET_ERR_STORE;
             market__redirect_pause(c, moved);
             continue;
@@ -668,6 +674,7 @@ int market__replicated(market_conn *c, const char *const *keys, size_t n) {
         }
     }
     int rc = market__pipeline_argv(c, nc, argc, (const char **const *)argv, rep);
+    if (rc == MARKET__REDIRECTED) return MARKET_ERR_STORE; /* a lane's: c->errstr says why */
     if (rc < 0) return rc;
     const redisReply *exec = rep[nc - 1];
     if (exec->type != REDIS_REPLY_ARRAY || exec->elements != n)

@@ -47,6 +47,8 @@ struct market_conn {
     /* Redis Cluster only (m->cluster): */
     int slot;                      /* the hash slot of the operation under way (market__route) */
     int redirect;                  /* the last MARKET__REDIRECTED: 1 MOVED, 2 ASK or TRYAGAIN */
+    int set_aside; /* a lane's connection (market_lane.c): a slot split by a migration (-ASK,
+                    * -TRYAGAIN) is handed back at once as MARKET__REDIRECTED, not waited for */
     char at_host[LOCK_HOST_MAX + 1]; /* the master that serves slot, ctx's server */
     int at_port;
     size_t nparked;

@@ -17,7 +17,8 @@
  * read again (a few times); if not, the operation fails with LEASE_LOST.
  * On a Redis Cluster, an attempt whose slot moved between its read and its
  * commit (MARKET__REDIRECTED: nothing applied) is read again, on the slot's
- * new master, within the same budget.
+ * new master, within the same budget; a slot split by a migration is handed
+ * back to a lane instead (market_lane.c).
  * A refusal after WATCH leaves the connection watching; the UNWATCH rides in
  * front of the connection's next pipeline instead of costing a round trip
  * (market__unwatch_later).
@@ -163,7 +164,10 @@ void market__held_name(market__held *hd, size_t k, const char *key) {
  * When EXEC aborts, lock_extend() tells a lapsed lease (MARKET_ERR_LEASE_LOST)
  * from a write made without the lock (read again, up to TXN_RETRIES, within
  * the wait budget). Without leases it retries with a short random sleep
- * until the wait budget is spent (MARKET_ERR_CONFLICT). Returns fn's result
+ * until the wait budget is spent (MARKET_ERR_CONFLICT). A slot on the move
+ * is read again where it is now, after a pause when it is split (-ASK,
+ * -TRYAGAIN), but on a lane's connection (c->set_aside) the split is handed
+ * back at once: MARKET__REDIRECTED, nothing applied. Returns fn's result
  * or a lock error mapped to a market code; releases nothing. */
 int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, market__attempt fn,
                      void *ud) {
@@ -173,6 +177,7 @@ int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, mar
     for (int i = 1;; i++) {
         rc = fn(c, hd, ud);
         if (rc == MARKET__REDIRECTED) { /* its slot moved under it: read again where it is */
+            if (c->set_aside && c->redirect == 2) break; /* split: its lane tries it later */
             rc = MARKET_ERR_STORE;     /* if it keeps moving (c->errstr says how) */
             if (i >= TXN_RETRIES || lock_now_ms() >= deadline) break;
             market__redirect_pause(c, i);

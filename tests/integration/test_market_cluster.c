@@ -73,21 +73,27 @@ static unsigned realm_slot(const char *realm) {
     return lock_key_slot(tag, (size_t)n);
 }
 
+/* Opens a market on the cluster with f->cfg (its store address filled in here), under the
+ * cluster's Redis lock, or under the in-process lock when local_lock. */
+static int fx_start(struct fx *f, int local_lock) {
+    int err;
+    if (lock_redis_addr_parse(g_cl.url, &f->cfg.redis) != LOCK_OK || !f->cfg.redis.cluster)
+        return -1;
+    f->lock = local_lock ? lock_local_new(&err) : lock_redis_new(&f->cfg.redis, TIMEOUT_MS, &err);
+    f->m = f->lock ? market_new(&f->cfg, f->lock, &err) : NULL;
+    f->c = f->m ? market_conn_new(f->m, &err) : NULL;
+    return f->c ? 0 : -1;
+}
+
 /* Opens a market of strategy s on the cluster; stall_ms > 0 stops every purchase that long
  * between its read and its commit (the test hook). */
 static int fx_open(struct fx *f, enum market_strategy s, unsigned min_replicas_ack,
                    uint32_t stall_ms) {
     memset(f, 0, sizeof *f);
-    int err;
     f->cfg = (market_config){.redis_timeout_ms = TIMEOUT_MS, .lock_ttl_ms = 5000,
                              .acquire_timeout_ms = 3000, .strategy = s,
                              .min_replicas_ack = min_replicas_ack, .test_stall_ms = stall_ms};
-    if (lock_redis_addr_parse(g_cl.url, &f->cfg.redis) != LOCK_OK || !f->cfg.redis.cluster)
-        return -1;
-    f->lock = lock_redis_new(&f->cfg.redis, TIMEOUT_MS, &err);
-    f->m = f->lock ? market_new(&f->cfg, f->lock, &err) : NULL;
-    f->c = f->m ? market_conn_new(f->m, &err) : NULL;
-    return f->c ? 0 : -1;
+    return fx_start(f, 0);
 }
 
 static void fx_close(struct fx *f) {
@@ -523,6 +529,213 @@ static void test_slot_moves_between_read_and_commit_buys_once(void **state) {
     fx_close(&f);
 }
 
+/* ---- a realm whose slot is on the move does not hold up its lane ---- */
+
+#define HOL_ITEMS 3000    /* listings in each realm: the buyers do not run out */
+#define HOL_BUYERS 3      /* buyers in each of the two realms */
+#define HOL_SPLIT_MS 3000 /* how long the moving realm's slot stays split between two masters */
+
+enum { HOL_BEFORE, HOL_SPLIT, HOL_AFTER, HOL_PHASES }; /* where the migration is */
+
+/* What a buyer of the lane test was answered. */
+struct hol_count {
+    int ok[HOL_PHASES];          /* purchases answered OK */
+    int unavailable[HOL_PHASES]; /* answered 503: MARKET_ERR_BUSY or MARKET_ERR_STORE */
+    int ok_total;
+    int store; /* answered MARKET_ERR_STORE: outcome unknown */
+};
+
+/* A buyer of the lane test: buys item after item in its realm, and counts its answers by
+ * where the migration was (a purchase counts in a phase when it began and ended in it). */
+struct hol_buyer {
+    market *m;
+    const char *realm;
+    char id[8];
+    int first;               /* the item it starts with */
+    const atomic_int *phase; /* HOL_* */
+    const atomic_int *stop;
+    struct hol_count n;
+    int refused, other; /* not listed (or not enough funds); anything else */
+    int last_rc;
+    char last_why[128];
+};
+
+/* Sums the counts of the buyers b[0..HOL_BUYERS). */
+static struct hol_count hol_total(const struct hol_buyer *b) {
+    struct hol_count t = {0};
+    for (int i = 0; i < HOL_BUYERS; i++) {
+        for (int p = 0; p < HOL_PHASES; p++) {
+            t.ok[p] += b[i].n.ok[p];
+            t.unavailable[p] += b[i].n.unavailable[p];
+        }
+        t.ok_total += b[i].n.ok_total;
+        t.store += b[i].n.store;
+    }
+    return t;
+}
+
+static void *hol_buy(void *arg) {
+    struct hol_buyer *b = arg;
+    market_conn *c = market_conn_new(b->m, NULL);
+    if (!c) {
+        b->other++;
+        return NULL;
+    }
+    for (int k = 0; !atomic_load(b->stop); k++) {
+        int i = 1 + (b->first + k) % (HOL_ITEMS - 1);
+        char item[16], seller[16];
+        snprintf(item, sizeof item, "i%d", i);
+        snprintf(seller, sizeof seller, "p%d", i % PLAYERS);
+        if (strcmp(seller, b->id) == 0) continue;
+        int began = atomic_load(b->phase);
+        market_purchase_result res;
+        int rc = market_purchase(c, b->realm, b->id, seller, item, -1, &res);
+        int ended = atomic_load(b->phase);
+        if (rc == MARKET_OK) {
+            b->n.ok_total++;
+            if (began == ended) b->n.ok[ended]++;
+        } else if (rc == MARKET_ERR_NOT_LISTED || rc == MARKET_ERR_INSUFFICIENT_FUNDS) {
+            b->refused++;
+        } else {
+            if (rc == MARKET_ERR_BUSY || rc == MARKET_ERR_STORE)
+                b->n.unavailable[ended]++;
+            else
+                b->other++;
+            b->n.store += rc == MARKET_ERR_STORE;
+            b->last_rc = rc;
+            snprintf(b->last_why, sizeof b->last_why, "%s", market_conn_errstr(c));
+            sleep_ms(10); /* as a client would, before its next try */
+        }
+        sleep_ms(1); /* a steady pace: the listings last the whole test */
+    }
+    market_conn_free(c);
+    return NULL;
+}
+
+/* Checks realm against its buyers' answers: funds conserved, no item in two places, every
+ * item either listed or held, and held exactly by the purchases answered OK (plus at most
+ * those whose answer was MARKET_ERR_STORE: their outcome is unknown). */
+static void hol_check_realm(market_conn *c, const char *realm, const struct hol_buyer *b) {
+    market_audit_report a;
+    assert_int_equal(market_audit(c, realm, &a), MARKET_OK);
+    assert_int_equal(a.total_funds, (int64_t)PLAYERS * FUNDS);
+    assert_int_equal(a.negative_funds, 0);
+    assert_int_equal(a.items_misplaced, 0);
+    assert_int_equal(a.index_mismatch, 0);
+    assert_int_equal(a.items_listed + a.items_held, HOL_ITEMS);
+    struct hol_count t = hol_total(b);
+    assert_true(a.items_held >= (size_t)t.ok_total &&
+                a.items_held <= (size_t)t.ok_total + (size_t)t.store);
+}
+
+/* Two realms served by one lane (cfg.workers 1), in different slots: while the slot of one
+ * of them stays split between two masters (MIGRATING/IMPORTING, some keys moved: its
+ * multi-key commands are answered -TRYAGAIN or -ASK) for HOL_SPLIT_MS, buyers buy in both.
+ * The other realm's purchases go on meanwhile and none of them is answered 503; once the
+ * migration ends, the moving realm's purchases succeed again; both realms' audits hold.
+ * local_lock: under the in-process lock, so that the moving realm's batches get their lock
+ * and meet the split slot in the store's read; else under the cluster's Redis lock, whose
+ * acquire script meets it first. */
+static void lane_not_held_up(int local_lock) {
+    struct fx f;
+    memset(&f, 0, sizeof f);
+    f.cfg = (market_config){.redis_timeout_ms = TIMEOUT_MS, .lock_ttl_ms = 5000,
+                            .acquire_timeout_ms = 1000, .strategy = MARKET_STRATEGY_MARKET,
+                            .workers = 1};
+    assert_int_equal(fx_start(&f, local_lock), 0);
+    const char *moving = local_lock ? "holm1" : "holm0", *steady = local_lock ? "hols1" : "hols0";
+    int slot = (int)realm_slot(moving);
+    assert_int_not_equal(slot, (int)realm_slot(steady));
+    const char *realms[2] = {moving, steady};
+    for (int k = 0; k < 2; k++) {
+        market_world *w = market_world_new();
+        assert_non_null(w);
+        assert_int_equal(market_world_generate(w, PLAYERS, HOL_ITEMS, FUNDS, 10, 200, 1300 + k),
+                         MARKET_OK);
+        assert_int_equal(market_world_store(f.c, realms[k], w, 1), MARKET_OK);
+        market_world_free(w);
+    }
+    int from = th_cluster_slot_owner(&g_cl, slot), to = other_master(from);
+    assert_true(from > 0 && to > 0);
+
+    static struct hol_buyer b[2][HOL_BUYERS]; /* [0] the moving realm's, [1] the steady one's */
+    pthread_t t[2][HOL_BUYERS];
+    atomic_int phase = HOL_BEFORE, stop = 0;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < HOL_BUYERS; i++) {
+            b[k][i] = (struct hol_buyer){.m = f.m, .realm = realms[k],
+                                         .first = i * (HOL_ITEMS / HOL_BUYERS), .phase = &phase,
+                                         .stop = &stop};
+            snprintf(b[k][i].id, sizeof b[k][i].id, "p%d", i);
+            assert_int_equal(pthread_create(&t[k][i], NULL, hol_buy, &b[k][i]), 0);
+        }
+    sleep_ms(300);
+    /* the split: the migration begun and a few keys moved, the rest left behind */
+    int split = th_cluster_move_slot_begin(&g_cl, slot, to) == 0 &&
+                th_cluster_move_slot_keys(&g_cl, slot, to, PLAYERS) > 0;
+    atomic_store(&phase, HOL_SPLIT);
+    sleep_ms(HOL_SPLIT_MS);
+    atomic_store(&phase, HOL_AFTER);
+    int moved = th_cluster_move_slot_keys(&g_cl, slot, to, -1) >= 0 &&
+                th_cluster_move_slot_end(&g_cl, slot, to) == 0;
+    /* the moving realm's buyers buy again (every one of them, or a generous while) */
+    for (int64_t until = now_ms() + FAILOVER_MS; now_ms() < until; sleep_ms(20)) {
+        int all = 1;
+        for (int i = 0; i < HOL_BUYERS; i++)
+            all &= b[0][i].n.ok[HOL_AFTER] > 0;
+        if (all) break;
+    }
+    atomic_store(&stop, 1);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < HOL_BUYERS; i++)
+            pthread_join(t[k][i], NULL);
+
+    for (int k = 0; k < 2; k++) {
+        struct hol_count n = hol_total(b[k]);
+        fprintf(stderr,
+                "# %s lock, %s realm: OK %d before, %d while split, %d after; 503 %d before, "
+                "%d while split, %d after\n",
+                local_lock ? "in-process" : "Redis", k ? "steady" : "moving", n.ok[HOL_BEFORE],
+                n.ok[HOL_SPLIT], n.ok[HOL_AFTER], n.unavailable[HOL_BEFORE],
+                n.unavailable[HOL_SPLIT], n.unavailable[HOL_AFTER]);
+    }
+    assert_true(split);
+    assert_true(moved);
+    assert_int_equal(th_cluster_slot_owner(&g_cl, slot), to);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < HOL_BUYERS; i++)
+            if (b[k][i].other)
+                fail_msg("%s buyer %d: %d failures, the last %s (%s)", realms[k], i, b[k][i].other,
+                         market_strerror(b[k][i].last_rc), b[k][i].last_why);
+    /* the steady realm: never a 503, and it went on buying while the other slot was split */
+    for (int i = 0; i < HOL_BUYERS; i++) {
+        const struct hol_buyer *s = &b[1][i];
+        int n503 = s->n.unavailable[HOL_BEFORE] + s->n.unavailable[HOL_SPLIT] +
+                   s->n.unavailable[HOL_AFTER];
+        if (n503)
+            fail_msg("steady realm, buyer %d: %d answers 503, the last %s (%s)", i, n503,
+                     market_strerror(s->last_rc), s->last_why);
+    }
+    assert_true(hol_total(b[1]).ok[HOL_SPLIT] > 0);
+    /* the moving realm: every buyer bought once the migration ended */
+    for (int i = 0; i < HOL_BUYERS; i++)
+        assert_true(b[0][i].n.ok[HOL_AFTER] > 0);
+    for (int k = 0; k < 2; k++)
+        hol_check_realm(f.c, realms[k], b[k]);
+    assert_keys_on_their_masters();
+    fx_close(&f);
+}
+
+static void test_split_slot_does_not_hold_up_its_lane_redis_lock(void **state) {
+    (void)state;
+    lane_not_held_up(0);
+}
+
+static void test_split_slot_does_not_hold_up_its_lane_local_lock(void **state) {
+    (void)state;
+    lane_not_held_up(1);
+}
+
 /* The busiest master's realms move to another master while 64 buyers run, one slot at a
  * time as an operator's reshard does (half the keys, a pause with the slot split between
  * the two, the rest, then the new owner announced): no purchase fails, the store followed
@@ -669,6 +882,8 @@ int main(void) {
         cmocka_unit_test(test_two_realms_in_one_slot_stay_apart),
         cmocka_unit_test(test_purchase_meets_a_split_slot_waits_then_buys),
         cmocka_unit_test(test_slot_moves_between_read_and_commit_buys_once),
+        cmocka_unit_test(test_split_slot_does_not_hold_up_its_lane_redis_lock),
+        cmocka_unit_test(test_split_slot_does_not_hold_up_its_lane_local_lock),
         cmocka_unit_test(test_reshard_under_load_loses_nothing),
         cmocka_unit_test(test_master_killed_others_go_on_no_ok_lost),
     };
