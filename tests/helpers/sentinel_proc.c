@@ -324,6 +324,23 @@ int th_topo_wait_master(th_sentinel_topo *t, int not_port, int timeout_ms) {
     return -1;
 }
 
+int th_topo_failover(th_sentinel_topo *t, int timeout_ms) {
+    long long deadline = now_ms() + timeout_ms;
+    int old = th_topo_master_port(t);
+    if (old < 0) return -1;
+    for (int accepted = 0, i = 0; !accepted; i = (i + 1) % 3) {
+        if (now_ms() >= deadline) return -1;
+        redisContext *c = th_topo_connect(t->sentinels[i].port, NULL, 1000);
+        redisReply *r = c ? redisCommand(c, "SENTINEL FAILOVER %s", t->master_name) : NULL;
+        accepted = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+        if (r) freeReplyObject(r);
+        if (c) redisFree(c);
+        if (!accepted) sleep_ms(200); /* -INPROG, -NOGOODSLAVE, or no answer: again */
+    }
+    long long left = deadline - now_ms();
+    return th_topo_wait_master(t, old, left > 0 ? (int)left : 1);
+}
+
 int th_topo_wait_role(int port, const char *password, const char *role, int timeout_ms) {
     long long deadline = now_ms() + timeout_ms;
     do {
