@@ -4,7 +4,11 @@
  * random 128-bit token (release and extend must present it, so a client can
  * never free or prolong a lease it does not own) and a fencing number that
  * grows with each acquisition of the resource, so that storage can refuse a
- * write from a holder that lost its lease.
+ * write from a holder that lost its lease. The Redis backends draw the first
+ * 64 bits of a token once per client (its id) and the other 64 per lease: a
+ * lease the client gave up that a failover or a restart brought back under
+ * its id (its release was lost with the old master's writes) is taken over by
+ * the client's next acquire of the key, not waited out (docs/LOCKING.md).
  *
  * Backends (chosen at run time, invisible to callers):
  *   lock_redis_new()   - one Redis server: SET key token NX PX ttl, Lua
@@ -114,7 +118,7 @@ enum lock_err {
 /* ---- types ---- */
 
 #define LOCK_KEY_MAX 256          /* longest resource key, in bytes */
-#define LOCK_TOKEN_LEN 32         /* a token is 128 random bits as lowercase hex */
+#define LOCK_TOKEN_LEN 32         /* a token is 128 random bits as lowercase hex (see above) */
 #define LOCK_MULTI_MAX 64         /* most keys one lock_acquire_multi() takes */
 #define LOCK_REDLOCK_NODES_MAX 15 /* most Redis masters one Redlock client uses */
 #define LOCK_OWNER_MAX 64         /* longest owner id of a reentrant lease, in bytes */

@@ -68,6 +68,19 @@
  * (BACKEND with some node answering) back off on the capped, jittered
  * backoff instead.
  *
+ * Our own leases given up: every token this client makes begins with its id, 64 random bits
+ * drawn once (d->id), and ends with 64 random bits of its own. A thread that reaches Redis
+ * for a key holds the key's in-process queue entry, so no thread of this client holds a lease
+ * on it: a lease on it under our id is one we gave up (released, or lapsed by our clock) that
+ * a node still has. That happens when the release never reached the master that has the key
+ * now: sent to the old master during a failover (refused -READONLY, unanswered, or answered
+ * and then lost with the old master's writes), or lost in a restart from an AOF. The acquire
+ * script takes such a lease over at once (compare-and-overwrite inside the script: no extra
+ * round trip) instead of waiting out its TTL; a lease under any other id is waited for as
+ * always. Fencing is untouched: the holder of the old token had given it up (or was past its
+ * own deadline, when the server key would still live for a round trip or so), the new lease
+ * gets a new fence, and a commit guarded by the old token finds the key changed.
+ *
  * Reentrant leases (an owner): one key, the owned scripts. Each node answers
  * a hold on the owner's lease there, a new lease with this attempt's token
  * where the key is free, or busy; the lease most nodes answered must have a
@@ -85,6 +98,7 @@
 #include "lock/lock_impl.h"
 
 struct lock__dist {
+    char id[LOCK__CLIENT_ID_LEN + 1];                /* random; every token's first half */
     size_t n;                                        /* nodes */
     int redlock;                                     /* 0: one server's semantics */
     int cluster;                                     /* 1: one node, a Redis Cluster */
@@ -269,9 +283,10 @@ static void raise_round(struct lock__dist *d, struct work *w, size_t nk, int tim
     lock__node_calls(w->more, m, timeout_ms); /* best effort: see DESIGN */
 }
 
-/* One acquire round for keys[0..nk) with token. Returns LOCK_OK (out[] filled), LOCK_ERR_BUSY
- * or LOCK_ERR_BACKEND; *failed is the number of nodes that failed, *pttl_ms the smallest
- * remaining lease among busy nodes (-1: unknown). */
+/* One acquire round for keys[0..nk) with token, taking over the leases of this client that the
+ * nodes still have on them (the caller holds the keys' queue entries; see DESIGN). Returns LOCK_OK
+ * (out[] filled), LOCK_ERR_BUSY or LOCK_ERR_BACKEND; *failed is the number of nodes that failed,
+ * *pttl_ms the smallest remaining lease among busy nodes (-1: unknown). */
 static int acquire_round(struct lock__dist *d, struct work *w, const char *const *keys, size_t nk,
                          const char *token, uint32_t ttl_ms, lock_handle *out, size_t *failed,
                          int64_t *pttl_ms) {
@@ -286,6 +301,7 @@ static int acquire_round(struct lock__dist *d, struct work *w, const char *const
             c->keys[c->nkeys++] = w->fence[k];
         c->args[c->nargs++] = token;
         c->args[c->nargs++] = w->ttl;
+        c->args[c->nargs++] = d->id; /* our caller holds the keys' queue entries */
         c->undo_nkeys = nk;
     }
     lock__node_calls(w->calls, d->n, to);
@@ -353,10 +369,12 @@ static void add_release_owned(struct work *w, size_t *m, struct lock__node *nd, 
  * back (a node that answered an error gets the release of token, the new lease it may have
  * started unless that lease won; one that did not answer, the by-owner undo behind its call). The
  * handle gets the winning lease's token, the largest fence and holds its nodes answered; lagging
- * fences (the counter and the hash) are raised to it. Returns LOCK_OK (*out filled), LOCK_ERR_BUSY
+ * fences (the counter and the hash) are raised to it. Unless joined (the owner's lease holds the
+ * key's queue entry, so a lease of ours there may be live), a lease of this client's that the
+ * nodes still have is taken over (see DESIGN). Returns LOCK_OK (*out filled), LOCK_ERR_BUSY
  * or LOCK_ERR_BACKEND; *failed and *pttl_ms as for acquire_round(). */
 static int acquire_round_owned(struct lock__dist *d, struct work *w, const char *key,
-                               const char *owner, const char *token, uint32_t ttl_ms,
+                               const char *owner, const char *token, uint32_t ttl_ms, int joined,
                                lock_handle *out, size_t *failed, int64_t *pttl_ms) {
     int to = node_timeout(d, ttl_ms);
     int64_t started = lock_now_ms();
@@ -369,6 +387,7 @@ static int acquire_round_owned(struct lock__dist *d, struct work *w, const char 
         c->args[c->nargs++] = owner;
         c->args[c->nargs++] = token;
         c->args[c->nargs++] = w->ttl;
+        if (!joined) c->args[c->nargs++] = d->id;    /* else our owner's lease may be live */
         c->undo_script = LOCK__SCRIPT_RELEASE_OWNED; /* by owner: key, okey; owner */
         c->undo_nkeys = 2;
         c->undo_nargs = 1;
@@ -455,6 +474,7 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
     char token[LOCK_TOKEN_LEN + 1];
     int rc = lock__token_new(token);
     if (rc != LOCK_OK) return rc;
+    memcpy(token, d->id, LOCK__CLIENT_ID_LEN); /* our id, then 64 random bits */
     struct work *w = malloc(sizeof *w);
     if (w == NULL) return LOCK_ERR_NOMEM;
     for (size_t k = 0; k < nk; k++) {
@@ -482,7 +502,8 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
         size_t failed = 0;
         int64_t pttl = -1;
         if (owner != NULL)
-            rc = acquire_round_owned(d, w, keys[0], owner, token, ttl_ms, out, &failed, &pttl);
+            rc = acquire_round_owned(d, w, keys[0], owner, token, ttl_ms, joined, out, &failed,
+                                     &pttl);
         else
             rc = acquire_round(d, w, keys, nk, token, ttl_ms, out, &failed, &pttl);
         if (rc == LOCK_OK) break;
@@ -676,7 +697,8 @@ void lock__dist_free(struct lock__dist *d) {
 /* Returns a new engine over the n servers of addrs[0..n) (borrowed; copied; checked by the
  * caller), answering within timeout_ms per node, with Redlock semantics when redlock is
  * non-zero; caller frees with lock__dist_free(). Does not connect. Returns NULL with *err set
- * to LOCK_ERR_NOMEM or LOCK_ERR_BACKEND (a mutex cannot be created). */
+ * to LOCK_ERR_NOMEM or LOCK_ERR_BACKEND (a mutex cannot be created, or no random bytes for the
+ * client's id). */
 struct lock__dist *lock__dist_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
                                   int redlock, int *err) {
     struct lock__dist *d = calloc(1, sizeof *d);
@@ -684,6 +706,14 @@ struct lock__dist *lock__dist_new(const lock_redis_addr *addrs, size_t n, int ti
         *err = LOCK_ERR_NOMEM;
         return NULL;
     }
+    char fresh[LOCK_TOKEN_LEN + 1];
+    *err = lock__token_new(fresh);
+    if (*err != LOCK_OK) {
+        free(d);
+        return NULL;
+    }
+    memcpy(d->id, fresh, LOCK__CLIENT_ID_LEN);
+    d->id[LOCK__CLIENT_ID_LEN] = '\0';
     d->redlock = redlock;
     d->cluster = n == 1 && addrs[0].cluster;
     d->timeout_ms = timeout_ms;

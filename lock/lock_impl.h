@@ -45,6 +45,7 @@
 #define LOCK_RELEASED_SUFFIX ":released" /* "<key>:released" is published on release */
 #define LOCK_WANTED_SUFFIX ":wanted"     /* "<key>:wanted": a waiter wants the release told */
 #define LOCK_OWNER_SUFFIX ":owner"       /* "<key>:owner": a reentrant lease's owner and holds */
+#define LOCK__CLIENT_ID_LEN (LOCK_TOKEN_LEN / 2) /* a Redis client's id: its tokens' first half */
 
 /* ---- types ---- */
 
@@ -198,14 +199,15 @@ int lock__sentinel_event(const char *master_name, const char *channel, const cha
 /* ---- one Redis server (lock_node.c) ---- */
 
 enum lock__script {
-    LOCK__SCRIPT_ACQUIRE, /* KEYS: n locks, n fences; ARGV: token, ttl -> fences | pttl */
+    LOCK__SCRIPT_ACQUIRE, /* KEYS: n locks, n fences; ARGV: token, ttl[, client id: take
+                             over the client's own given-up leases] -> fences | pttl */
     LOCK__SCRIPT_RELEASE, /* KEYS: n locks; ARGV: n tokens (or one) -> n of 0/1 */
     LOCK__SCRIPT_EXTEND,  /* KEYS: lock; ARGV: token, ttl -> 0/1 */
     LOCK__SCRIPT_RAISE,   /* KEYS: n fences; ARGV: n values -> 1 (raise to at least) */
     /* reentrant leases: the lock key holds the token, "<key>:owner" a hash
      * {owner, token, holds, fence} with the same expiry */
-    LOCK__SCRIPT_ACQUIRE_OWNED, /* KEYS: lock, owner rec, fences; ARGV: owner, token, ttl
-                                   -> {fence, holds, token} | pttl */
+    LOCK__SCRIPT_ACQUIRE_OWNED, /* KEYS: lock, owner rec, fences; ARGV: owner, token, ttl[,
+                                   client id] -> {fence, holds, token} | pttl */
     LOCK__SCRIPT_RELEASE_OWNED, /* KEYS: lock, owner rec; ARGV: owner[, token] -> holds left
                                    | -1 (without token: the hold just added by owner) */
     LOCK__SCRIPT_EXTEND_OWNED,  /* KEYS: lock, owner rec; ARGV: owner, token, ttl -> 0/1 */

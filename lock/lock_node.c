@@ -40,6 +40,9 @@
  * connection asks the Sentinels again. A lease on a master that a failover
  * dropped is gone with it (the new master may grant the key again): that is
  * what the fences and the lease check at commit are for (docs/LOCKING.md).
+ * A lease the failover kept although we had given it up (its release went to
+ * the old master) is taken over by the acquire script on our next acquire of
+ * the key: our tokens carry our client's id (lock_dist.c).
  *
  * Scripts: the SHA-1 of each script is computed here (lock_sha1.c), so calls
  * use EVALSHA with no SCRIPT LOAD; a NOSCRIPT answer (after SCRIPT FLUSH or a
@@ -110,30 +113,49 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
      * replica that missed the last advance still starts above every fence the old
      * master handed out, as long as the servers' clocks agree within the time a
      * failover takes (docs/LOCKING.md). So it is SET NX on all keys or on none, and a
-     * free single key costs SET NX PX, TIME, GET and SET. */
-    [LOCK__SCRIPT_ACQUIRE] = "local n = #KEYS / 2 "
-                             "for i = 1, n do "
-                             "if not redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then "
-                             "for j = 1, i - 1 do redis.call('DEL', KEYS[j]) end "
-                             "redis.pcall('SET', KEYS[i] .. '" LOCK_WANTED_SUFFIX "', '1', 'PX', ARGV[2]) "
-                             "return redis.call('PTTL', KEYS[i]) "
-                             "end "
-                             "end "
-                             "local f, seen = {}, {} "
-                             "for i = 1, n do "
-                             "local k = KEYS[n + i] "
-                             "local v = seen[k] "
-                             "if not v then "
-                             "v = (tonumber(redis.call('GET', k)) or 0) + 1 "
-                             "local t = redis.call('TIME') "
-                             "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
-                             "if v < now then v = now end "
-                             "redis.call('SET', k, string.format('%.0f', v)) "
-                             "seen[k] = v "
-                             "end "
-                             "f[i] = v "
-                             "end "
-                             "return f",
+     * free single key costs SET NX PX, TIME, GET and SET.
+     * ARGV[3] (optional) is the client's id, the first half of each of its tokens: a key
+     * held by a token of the same length that begins with it is a lease this client gave
+     * up (its caller holds the key's in-process queue entry, so no thread of the client
+     * holds that lease), come back with a failover or a restart that lost its release: it
+     * is taken over like a free key instead of waited out (docs/LOCKING.md). Not when
+     * "<key>:owner" names that token: a reentrant lease, whose holds other clients naming
+     * the same owner may share. */
+    [LOCK__SCRIPT_ACQUIRE] =
+        "local n = #KEYS / 2 "
+        "for i = 1, n do "
+        "if not redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then "
+        "local cur = ARGV[3] and redis.pcall('GET', KEYS[i]) "
+        "local ours = type(cur) == 'string' and #cur == #ARGV[1] and "
+        "string.sub(cur, 1, #ARGV[3]) == ARGV[3] "
+        "if ours then "
+        "local o = redis.pcall('HGET', KEYS[i] .. '" LOCK_OWNER_SUFFIX "', 'token') "
+        "ours = type(o) ~= 'table' and o ~= cur "
+        "end "
+        "if ours then "
+        "redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) "
+        "else "
+        "for j = 1, i - 1 do redis.call('DEL', KEYS[j]) end "
+        "redis.pcall('SET', KEYS[i] .. '" LOCK_WANTED_SUFFIX "', '1', 'PX', ARGV[2]) "
+        "return redis.call('PTTL', KEYS[i]) "
+        "end "
+        "end "
+        "end "
+        "local f, seen = {}, {} "
+        "for i = 1, n do "
+        "local k = KEYS[n + i] "
+        "local v = seen[k] "
+        "if not v then "
+        "v = (tonumber(redis.call('GET', k)) or 0) + 1 "
+        "local t = redis.call('TIME') "
+        "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+        "if v < now then v = now end "
+        "redis.call('SET', k, string.format('%.0f', v)) "
+        "seen[k] = v "
+        "end "
+        "f[i] = v "
+        "end "
+        "return f",
     /* Compare-and-delete per key (ARGV[i], or ARGV[1] for all), in three commands whatever
      * the number of keys: MGET the keys, MGET their "<key>:wanted" marks, DEL the keys
      * still ours with the marks that exist (only those: on a cluster slot half-way through a
@@ -181,7 +203,10 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
      * holds + 1, the expiry of both moved to ttl when that is later, and the answer is the
      * lease's {fence, holds, token}. A key held otherwise is busy, answered like the plain
      * acquire (the ":wanted" mark, the PTTL). A free key gets a new lease: SET, the next fence
-     * (as the plain acquire counts it), a fresh hash; the answer {fence, 1, token}. */
+     * (as the plain acquire counts it), a fresh hash; the answer {fence, 1, token}.
+     * ARGV[4] (optional) is the client's id, as ARGV[3] of the plain acquire: a key held
+     * otherwise by a token of this client, with no hash naming that token, is a plain lease it
+     * gave up, taken over like a free key. */
     [LOCK__SCRIPT_ACQUIRE_OWNED] =
         "local cur = redis.call('GET', KEYS[1]) "
         "if cur then "
@@ -195,8 +220,11 @@ static const char *const script_text[LOCK__SCRIPT_COUNT] = {
         "end "
         "return {tonumber(o[3]), n, cur} "
         "end "
+        "if not (ARGV[4] and o[2] ~= cur and #cur == #ARGV[2] and "
+        "string.sub(cur, 1, #ARGV[4]) == ARGV[4]) then "
         "redis.pcall('SET', KEYS[1] .. '" LOCK_WANTED_SUFFIX "', '1', 'PX', ARGV[3]) "
         "return redis.call('PTTL', KEYS[1]) "
+        "end "
         "end "
         "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) "
         "local v = (tonumber(redis.call('GET', KEYS[3])) or 0) + 1 "

@@ -874,7 +874,9 @@ static int64_t hold_max_ms(const market *m) {
 
 static void hold_drop(struct market__lane *ln) {
     if (!ln->holding) return;
-    (void)lock_release(ln->m->lock, &ln->hold); /* a lease we cannot release expires */
+    /* a lease we cannot release (the store failing over) expires, or our next acquire of the
+     * key takes it over: the lock knows its own tokens (lock.h) */
+    (void)lock_release(ln->m->lock, &ln->hold);
     ln->holding = 0;
 }
 

@@ -324,6 +324,23 @@ int th_topo_wait_master(th_sentinel_topo *t, int not_port, int timeout_ms) {
     return -1;
 }
 
+int th_topo_failover(th_sentinel_topo *t, int timeout_ms) {
+    long long deadline = now_ms() + timeout_ms;
+    int old = th_topo_master_port(t);
+    if (old < 0) return -1;
+    for (int accepted = 0, i = 0; !accepted; i = (i + 1) % 3) {
+        if (now_ms() >= deadline) return -1;
+        redisContext *c = th_topo_connect(t->sentinels[i].port, NULL, 1000);
+        redisReply *r = c ? redisCommand(c, "SENTINEL FAILOVER %s", t->master_name) : NULL;
+        accepted = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+        if (r) freeReplyObject(r);
+        if (c) redisFree(c);
+        if (!accepted) sleep_ms(200); /* -INPROG, -NOGOODSLAVE, or no answer: again */
+    }
+    long long left = deadline - now_ms();
+    return th_topo_wait_master(t, old, left > 0 ? (int)left : 1);
+}
+
 int th_topo_wait_role(int port, const char *password, const char *role, int timeout_ms) {
     long long deadline = now_ms() + timeout_ms;
     do {
@@ -389,21 +406,5 @@ void th_topo_dump_logs(const th_sentinel_topo *t, int lines, FILE *out) {
     for (int i = 0; i < 3; i++) {
         snprintf(what, sizeof what, "nodes[%d]", i);
         th_redis_dump_log(&t->nodes[i], what, lines, out);
-    }
-}
-
-int th_topo_failover(th_sentinel_topo *t, int timeout_ms) {
-    long long deadline = now_ms() + timeout_ms;
-    for (int i = 0;; i = (i + 1) % 3) {
-        redisContext *c = th_topo_connect(t->sentinels[i].port, NULL, 1000);
-        if (c) {
-            redisReply *r = redisCommand(c, "SENTINEL FAILOVER %s", t->master_name);
-            int ok = r && r->type == REDIS_REPLY_STATUS;
-            if (r) freeReplyObject(r);
-            redisFree(c);
-            if (ok) return 0;
-        }
-        if (now_ms() >= deadline) return -1;
-        sleep_ms(100); /* -INPROG: the last one still runs; -NOGOODSLAVE: replicas still sync */
     }
 }

@@ -53,15 +53,17 @@ int th_topo_master_port(const th_sentinel_topo *t);
  * port, or -1 after timeout_ms. */
 int th_topo_wait_master(th_sentinel_topo *t, int not_port, int timeout_ms);
 
+/* Starts a planned failover: SENTINEL FAILOVER <master> to the Sentinels in turn until one
+ * accepts it (+OK), asking again every 200 ms while they answer -INPROG (one is under way)
+ * or -NOGOODSLAVE (the replicas are still syncing), then waits until every Sentinel names
+ * a master other than the one named before and that node's ROLE says master. Returns the
+ * new master's port, or -1 after timeout_ms (or when no Sentinel names a master at the
+ * start). */
+int th_topo_failover(th_sentinel_topo *t, int timeout_ms);
+
 /* Waits until ROLE on 127.0.0.1:port (authenticated with password unless NULL or "")
  * names role ("master" or "slave"). Returns 0, or -1 after timeout_ms. */
 int th_topo_wait_role(int port, const char *password, const char *role, int timeout_ms);
-
-/* Asks a Sentinel for a planned failover (SENTINEL FAILOVER, the one an operator starts for
- * maintenance), trying the Sentinels in turn while they answer -INPROG (a failover still
- * runs) or -NOGOODSLAVE (no replica may be promoted yet). Returns 0 once one accepted it (the
- * failover runs on; th_topo_wait_master() waits for its end), or -1 after timeout_ms. */
-int th_topo_failover(th_sentinel_topo *t, int timeout_ms);
 
 /* Returns the index in t->nodes of the data node on port, or -1. */
 int th_topo_node_index(const th_sentinel_topo *t, int port);

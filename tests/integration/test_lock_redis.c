@@ -177,6 +177,57 @@ static void test_lock_redis_other_holder_key_busy(void **state) {
     redisFree(raw);
 }
 
+/* A lease this client gave up that the server still has under its token (a failover or a
+ * restart from an AOF that lost the release brings it back; here a SET puts it back) is taken
+ * over at once by the client's next acquire, with a new token and a larger fence; a plain and
+ * a reentrant acquire alike. A lease of another client, and one a thread of this client still
+ * holds, are waited for and left alone (so is a reentrant lease under our token, which other
+ * clients may have joined: lock_contract_owned_two_clients). */
+static void test_lock_redis_own_lease_given_up_taken_over_others_waited(void **state) {
+    lock_client *a = *state;
+    lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
+    redisContext *raw = raw_connect(g_redis.port);
+    lock_handle h1, h2, hb, hx;
+    assert_int_equal(lock_acquire(a, "redis:gaveup", 60000, 0, &h1), LOCK_OK);
+    assert_int_equal(lock_release(a, &h1), LOCK_OK);
+    raw_ok(raw, (const char *const[]){"SET", "redis:gaveup", h1.token, "PX", "60000", NULL});
+    int64_t t0 = lock_now_ms();
+    assert_int_equal(lock_acquire(a, "redis:gaveup", 60000, 0, &h2), LOCK_OK);
+    assert_true(lock_now_ms() - t0 < TIMEOUT_MS);
+    assert_string_not_equal(h2.token, h1.token);
+    assert_true(h2.fence > h1.fence);
+    redisReply *r = raw_cmd(raw, (const char *const[]){"GET", "redis:gaveup", NULL});
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, h2.token);
+    freeReplyObject(r);
+    /* ... while this client holds it, another acquire of its own waits (in-process) */
+    assert_int_equal(lock_acquire(a, "redis:gaveup", 60000, 200, &hx), LOCK_ERR_BUSY);
+    assert_int_equal(lock_release(a, &h2), LOCK_OK);
+
+    /* another client's lease is waited out, and its given-up lease is not ours to take */
+    assert_int_equal(lock_acquire(b, "redis:gaveup:theirs", 60000, 0, &hb), LOCK_OK);
+    assert_int_equal(lock_acquire(a, "redis:gaveup:theirs", 60000, 300, &hx), LOCK_ERR_BUSY);
+    assert_int_equal(lock_release(b, &hb), LOCK_OK);
+    raw_ok(raw, (const char *const[]){"SET", "redis:gaveup:theirs", hb.token, "PX", "60000", NULL});
+    assert_int_equal(lock_acquire(a, "redis:gaveup:theirs", 60000, 300, &hx), LOCK_ERR_BUSY);
+    r = raw_cmd(raw, (const char *const[]){"GET", "redis:gaveup:theirs", NULL});
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, hb.token);
+    freeReplyObject(r);
+
+    /* a reentrant acquire takes over a plain lease of ours given up too */
+    assert_int_equal(lock_acquire(a, "redis:gaveup:owned", 60000, 0, &h1), LOCK_OK);
+    assert_int_equal(lock_release(a, &h1), LOCK_OK);
+    raw_ok(raw, (const char *const[]){"SET", "redis:gaveup:owned", h1.token, "PX", "60000", NULL});
+    assert_int_equal(lock_acquire_owned(a, "redis:gaveup:owned", "req-2", 60000, 0, &h2), LOCK_OK);
+    assert_true(h2.fence > h1.fence);
+    assert_int_equal(h2.holds, 1);
+    assert_int_equal(lock_release(a, &h2), LOCK_OK);
+    assert_int_equal(raw_int(raw, (const char *const[]){"DEL", "redis:gaveup:theirs", NULL}), 1);
+    redisFree(raw);
+    lock_free(b);
+}
+
 static void test_lock_redis_two_clients_mutually_exclusive(void **state) {
     lock_client *a = *state;
     lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
@@ -1149,6 +1200,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lock_redis_name_is_redis),
         cmocka_unit_test(test_lock_redis_acquire_key_pttl_within_ttl),
         cmocka_unit_test(test_lock_redis_other_holder_key_busy),
+        cmocka_unit_test(test_lock_redis_own_lease_given_up_taken_over_others_waited),
         cmocka_unit_test(test_lock_redis_two_clients_mutually_exclusive),
         cmocka_unit_test(test_lock_redis_db_in_url_selected),
         cmocka_unit_test(test_lock_redis_script_flush_falls_back_to_eval),
