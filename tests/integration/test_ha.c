@@ -961,7 +961,7 @@ static void test_ha_killed_restarted_at_promotion_none_lost(void **state) {
 /* 14. A replica dies under load: commits wait for it (the Sentinels could still promote it)
  * until the Sentinels see it gone, then purchases go on with the one left, and a planned
  * failover after that promotes it with every purchase. */
-static void test_ha_replica_killed_purchases_go_on(void **state) {
+static void test_ha_replica_killed_then_failover_none_lost(void **state) {
     (void)state;
     static struct ha h;
     static struct load l;
@@ -1011,7 +1011,7 @@ int main(void) {
         cmocka_unit_test(test_ha_killed_restarted_from_aof_none_lost),
         cmocka_unit_test(test_ha_killed_restarted_at_promotion_none_lost),
         cmocka_unit_test(test_ha_five_failovers_none_lost),
-        cmocka_unit_test(test_ha_replica_killed_purchases_go_on),
+        cmocka_unit_test(test_ha_replica_killed_then_failover_none_lost),
         cmocka_unit_test(test_ha_own_lease_freed_after_failover_foreign_waited),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "*five*" */
