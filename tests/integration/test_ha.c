@@ -878,6 +878,65 @@ static void acks_close(struct ha *h, struct load *l, struct buyer *bs, const cha
     ha_close(h);
 }
 
+/* What happens to the group in a scenario of acks_run(). */
+enum fault {
+    PLANNED,             /* SENTINEL FAILOVER */
+    FROZEN_AT_PROMOTION, /* master SIGSTOPped, SIGCONTed the moment a replica is promoted */
+    KILLED_RESTARTED,    /* master kill -9, restarted at once from its AOF */
+    KILLED_AT_PROMOTION, /* master kill -9, restarted from its AOF the moment of the promotion */
+    REPLICA_KILLED,      /* a replica kill -9, then SENTINEL FAILOVER */
+    FIVE_PLANNED,        /* SENTINEL FAILOVER five times, 3 s apart */
+};
+
+/* One scenario: 32 buyers of kind with their keys on a master with two replicas and
+ * --min-replicas-ack 1 (acks_open), fault f under them, then the store checked (acks_close). */
+static void acks_run(enum kind kind, enum fault f, const char *name) {
+    static struct ha h;
+    static struct load l;
+    struct buyer bs[BUYERS];
+    acks_open(&h, &l, kind, bs);
+    int old = h.t.nodes[0].port, not_port = old, promoted = 0;
+    int64_t t = now_ms();
+    switch (f) {
+    case PLANNED:
+        assert_true(th_topo_failover(&h.t, FAILOVER_MS) > 0);
+        break;
+    case FROZEN_AT_PROMOTION:
+        th_redis_signal(&h.t.nodes[0], SIGSTOP);
+        promoted = wait_promoted(&h, old, FAILOVER_MS);
+        th_redis_signal(&h.t.nodes[0], SIGCONT);
+        assert_true(promoted > 0);
+        break;
+    case KILLED_RESTARTED:
+        th_redis_signal(&h.t.nodes[0], SIGKILL);
+        assert_int_equal(th_redis_restart(&h.t.nodes[0]), 0);
+        not_port = -1; /* it may still be the master */
+        break;
+    case KILLED_AT_PROMOTION:
+        th_redis_signal(&h.t.nodes[0], SIGKILL);
+        promoted = wait_promoted(&h, old, FAILOVER_MS);
+        assert_int_equal(th_redis_restart(&h.t.nodes[0]), 0);
+        assert_true(promoted > 0);
+        break;
+    case REPLICA_KILLED:
+        th_redis_signal(&h.t.nodes[2], SIGKILL);
+        assert_int_equal(wait_ok_after(&l, now_ms() + 100, 30000), 0); /* one replica left */
+        print_message("a replica killed: purchases went on %lld ms after\n",
+                      (long long)(now_ms() - t));
+        sleep_ms(1000);
+        assert_true(th_topo_failover(&h.t, FAILOVER_MS) > 0);
+        break;
+    case FIVE_PLANNED:
+        for (int i = 0; i < 5; i++) {
+            if (i > 0) sleep_ms(3000);
+            not_port = th_topo_master_port(&h.t);
+            assert_true(th_topo_failover(&h.t, FAILOVER_MS) > 0); /* and it has ended */
+        }
+        break;
+    }
+    acks_close(&h, &l, bs, name, t, not_port);
+}
+
 /* 8. The failover an operator starts for maintenance, SENTINEL FAILOVER, under 32 buyers that
  * race in pairs for the same listings. The promoted replica has every purchase answered OK,
  * none was sold twice: for the moments the old master still takes writes after the promotion,
@@ -885,26 +944,14 @@ static void acks_close(struct ha *h, struct load *l, struct buyer *bs, const cha
  * master, so an acknowledgement must cover every replica the Sentinels could promote. */
 static void test_ha_planned_failover_contended_none_lost(void **state) {
     (void)state;
-    static struct ha h;
-    static struct load l;
-    struct buyer bs[BUYERS];
-    acks_open(&h, &l, CONTENDED, bs);
-    int64_t t = now_ms();
-    assert_true(th_topo_failover(&h.t, FAILOVER_MS) > 0);
-    acks_close(&h, &l, bs, "planned failover, contended listings", t, h.t.nodes[0].port);
+    acks_run(CONTENDED, PLANNED, "planned failover, contended listings");
 }
 
 /* 9. The same for a flash sale: every unit answered OK is in its buyer's stack, the sale's sold
  * count is exactly the units answered OK. */
 static void test_ha_planned_failover_sale_none_lost(void **state) {
     (void)state;
-    static struct ha h;
-    static struct load l;
-    struct buyer bs[BUYERS];
-    acks_open(&h, &l, SALE, bs);
-    int64_t t = now_ms();
-    assert_true(th_topo_failover(&h.t, FAILOVER_MS) > 0);
-    acks_close(&h, &l, bs, "planned failover, flash sale", t, h.t.nodes[0].port);
+    acks_run(SALE, PLANNED, "planned failover, flash sale");
 }
 
 /* 10. The master frozen past down-after and woken the moment a replica is promoted, before the
@@ -912,17 +959,7 @@ static void test_ha_planned_failover_sale_none_lost(void **state) {
  * its socket, and the other replica still confirms them. */
 static void test_ha_frozen_woken_at_promotion_none_lost(void **state) {
     (void)state;
-    static struct ha h;
-    static struct load l;
-    struct buyer bs[BUYERS];
-    acks_open(&h, &l, CONTENDED, bs);
-    int old = h.t.nodes[0].port;
-    int64_t t = now_ms();
-    th_redis_signal(&h.t.nodes[0], SIGSTOP);
-    int promoted = wait_promoted(&h, old, FAILOVER_MS);
-    th_redis_signal(&h.t.nodes[0], SIGCONT);
-    assert_true(promoted > 0);
-    acks_close(&h, &l, bs, "frozen, woken at the promotion", t, old);
+    acks_run(CONTENDED, FROZEN_AT_PROMOTION, "frozen, woken at the promotion");
 }
 
 /* 11. kill -9 of the master, restarted at once from its AOF (before the Sentinels see it
@@ -930,14 +967,7 @@ static void test_ha_frozen_woken_at_promotion_none_lost(void **state) {
  * and the replicas resync from it. */
 static void test_ha_killed_restarted_from_aof_none_lost(void **state) {
     (void)state;
-    static struct ha h;
-    static struct load l;
-    struct buyer bs[BUYERS];
-    acks_open(&h, &l, SALE, bs);
-    int64_t t = now_ms();
-    th_redis_signal(&h.t.nodes[0], SIGKILL);
-    assert_int_equal(th_redis_restart(&h.t.nodes[0]), 0);
-    acks_close(&h, &l, bs, "killed, restarted from the AOF", t, -1);
+    acks_run(SALE, KILLED_RESTARTED, "killed, restarted from the AOF");
 }
 
 /* 12. kill -9 of the master, restarted from its AOF the moment a replica is promoted, before
@@ -945,17 +975,14 @@ static void test_ha_killed_restarted_from_aof_none_lost(void **state) {
  * replica, still pointed at it, resyncs from it and confirms what it takes. */
 static void test_ha_killed_restarted_at_promotion_none_lost(void **state) {
     (void)state;
-    static struct ha h;
-    static struct load l;
-    struct buyer bs[BUYERS];
-    acks_open(&h, &l, CONTENDED, bs);
-    int old = h.t.nodes[0].port;
-    int64_t t = now_ms();
-    th_redis_signal(&h.t.nodes[0], SIGKILL);
-    int promoted = wait_promoted(&h, old, FAILOVER_MS);
-    assert_int_equal(th_redis_restart(&h.t.nodes[0]), 0);
-    assert_true(promoted > 0);
-    acks_close(&h, &l, bs, "killed, restarted from the AOF at the promotion", t, old);
+    acks_run(CONTENDED, KILLED_AT_PROMOTION, "killed, restarted from the AOF at the promotion");
+}
+
+/* 13. Five planned failovers in a row, one every 3 s (each asked for as soon as the Sentinels
+ * take it), under the racing buyers. */
+static void test_ha_five_failovers_none_lost(void **state) {
+    (void)state;
+    acks_run(CONTENDED, FIVE_PLANNED, "five failovers");
 }
 
 /* 14. A replica dies under load: commits wait for it (the Sentinels could still promote it)
@@ -963,36 +990,7 @@ static void test_ha_killed_restarted_at_promotion_none_lost(void **state) {
  * failover after that promotes it with every purchase. */
 static void test_ha_replica_killed_then_failover_none_lost(void **state) {
     (void)state;
-    static struct ha h;
-    static struct load l;
-    struct buyer bs[BUYERS];
-    acks_open(&h, &l, CONTENDED, bs);
-    int64_t t = now_ms();
-    th_redis_signal(&h.t.nodes[2], SIGKILL);
-    assert_int_equal(wait_ok_after(&l, now_ms() + 100, 30000), 0); /* one replica left */
-    int64_t t_back = now_ms();
-    sleep_ms(1000);
-    print_message("a replica killed: purchases went on %lld ms after\n", (long long)(t_back - t));
-    assert_true(th_topo_failover(&h.t, FAILOVER_MS) > 0);
-    acks_close(&h, &l, bs, "a replica killed, then a planned failover", t, h.t.nodes[0].port);
-}
-
-/* 13. Five planned failovers in a row, one every 3 s (each asked for as soon as the Sentinels
- * take it), under the racing buyers. */
-static void test_ha_five_failovers_none_lost(void **state) {
-    (void)state;
-    static struct ha h;
-    static struct load l;
-    struct buyer bs[BUYERS];
-    acks_open(&h, &l, CONTENDED, bs);
-    int64_t t = now_ms();
-    int port = -1;
-    for (int i = 0; i < 5; i++) {
-        if (i > 0) sleep_ms(3000);
-        port = th_topo_master_port(&h.t);
-        assert_true(th_topo_failover(&h.t, FAILOVER_MS) > 0); /* and it has ended */
-    }
-    acks_close(&h, &l, bs, "five failovers", t, port);
+    acks_run(CONTENDED, REPLICA_KILLED, "a replica killed, then a planned failover");
 }
 
 int main(void) {
