@@ -9,9 +9,10 @@
 # bench/raw/. It also records the server's VmRSS after start, after the
 # 64-buyer runs and while 256 idle keep-alive connections are open, then
 # writes bench/results.md and bench/results.png (gnuplot). Then (BENCH_HA=1) it
-# attaches one replica redis-server to its Redis and runs 64 distinct buyers
-# against `--strategy market` with and without `--min-replicas-ack 1` (see
-# below). Every process it started is stopped by PID on exit.
+# makes its Redis the master of a Sentinel group (two replicas, three
+# Sentinels) and runs 64 distinct buyers against `--strategy market` with and
+# without `--min-replicas-ack 1` (see below). Every process it started is
+# stopped by PID on exit.
 #
 #   scripts/bench.sh
 #   BENCH_SECONDS=3 BENCH_STRATEGIES=market scripts/bench.sh     # quick
@@ -21,24 +22,37 @@
 # Environment: BENCH_SECONDS (10), BENCH_STRATEGIES ("market item optimistic"; empty: none),
 # BENCH_LEVELS ("1 8 64"), BENCH_MIXES ("distinct contended"),
 # BENCH_WORLD (players=10000,items=400000,funds=1000000000), BENCH_OUT (bench),
-# BENCH_HA (1; 0 skips the --min-replicas-ack section), BENCH_CLUSTER (1; 0 skips the
-# cluster section), BENCH_CLUSTER_REALMS (12), BENCH_SEARCH (1; 0 skips the search
-# section), BENCH_SEARCH_SIZES ("1000 1000000"), BENCH_SEARCH_REQUESTS (2000),
-# BENCH_FLASH (1; 0 skips the flash sale), BENCH_FLASH_BUYERS (1000), BENCH_FLASH_STOCK
-# (10000), BENCH_PEERS (none), BIN (bin).
+# BENCH_HA (1; 0 skips the --min-replicas-ack section), BENCH_HA_RUNS (3 of each
+# configuration), BENCH_CLUSTER (1; 0 skips the cluster section), BENCH_CLUSTER_REALMS
+# (12), BENCH_SEARCH (1; 0 skips the search section), BENCH_SEARCH_SIZES ("1000 1000000"),
+# BENCH_SEARCH_REQUESTS (2000), BENCH_FLASH (1; 0 skips the flash sale), BENCH_FLASH_BUYERS
+# (1000), BENCH_FLASH_STOCK (10000), BENCH_PEERS (none), BIN (bin).
 #
 # The world gives every player funds for the whole market: the contended mix
 # sends its purchases as the N poorest players, and with too little they run
 # out within seconds, every strategy stops at the same count, and the rows
 # measure the fixture rather than the lock.
 #
-# BENCH_HA=1 (the default), after the strategies: starts a replica of the
-# bench's Redis (`--replicaof`, free port, no persistence), waits until the
-# master lists it state=online, and with it attached runs `market-load --buyers
-# 64 --mix distinct` once against `--strategy market` and once against
-# `--strategy market --min-replicas-ack 1` (every commit followed by `WAIT 1`),
-# reports raw/ha-noack.json and raw/ha-ack1.json, results.md section
-# "Acknowledged means replicated".
+# BENCH_HA=1 (the default), after the strategies: makes the bench's Redis the
+# master of a Sentinel group as users run one: two replicas (`--replicaof`,
+# free ports, no persistence) and three redis-sentinels (free ports, configs in
+# the temp dir, `sentinel monitor benchmaster 127.0.0.1 <port> 2`,
+# down-after-milliseconds 60000 so that none fails it over during the bench).
+# Once the master lists both replicas online and every Sentinel lists both
+# (SENTINEL REPLICAS: flags slave, master-link-status ok) and the two other
+# Sentinels, it runs `market-load --buyers 64 --mix distinct` against
+# `--strategy market` (noack) and `--strategy market --min-replicas-ack 1`
+# (ack1: every commit followed by a WAIT for every replica the Sentinels could
+# promote, here `WAIT 2`), alternately, BENCH_HA_RUNS (3) times each: noack,
+# ack1, noack, ack1, ... Server and load get `--redis redis-sentinel://<the
+# three Sentinels>/benchmaster`; the world is reseeded and the replicas catch
+# up before each run. Then a short ack1 run (8 buyers, 500 purchases) under
+# `redis-cli MONITOR` on the master counts the WAITs by numreplicas (too heavy
+# during the timed runs). Reports raw/ha-<noack|ack1>-<run>.json, raw/ha.tsv
+# (replicas online and seen by every Sentinel before/after each run, the master
+# after it), raw/ha-wait.tsv, results.md section "Acknowledged means
+# replicated": each run, the median of each configuration, ack1/noack of the
+# medians.
 #
 # BENCH_CLUSTER=1 (the default), after that: starts a Redis Cluster of three masters
 # (cluster-enabled redis-servers on free ports, no replicas, joined with `redis-cli --cluster
@@ -82,6 +96,7 @@ MIXES=${BENCH_MIXES:-"distinct contended"}
 WORLD=${BENCH_WORLD:-players=10000,items=400000,funds=1000000000}
 OUT=${BENCH_OUT:-bench}
 HA=${BENCH_HA:-1}
+HA_RUNS=${BENCH_HA_RUNS:-3}
 CLUSTER=${BENCH_CLUSTER:-1}
 CREALMS=${BENCH_CLUSTER_REALMS:-12}
 SEARCH=${BENCH_SEARCH:-1}
@@ -94,6 +109,7 @@ case $OUT in /*) ;; *) OUT=$ROOT/$OUT ;; esac # absolute: the peers run from the
 HOLD=256
 
 die() { echo "bench: $*" >&2; exit 1; }
+case $HA_RUNS in '' | *[!0-9]* | 0) die "BENCH_HA_RUNS is a whole number above 0 ('$HA_RUNS')" ;; esac
 for b in market-server market-seed market-load; do
     [ -x "$BIN/$b" ] || die "$BIN/$b is missing (run make build)"
 done
@@ -138,7 +154,7 @@ free_port() { # the first port >= $1 nothing listens on
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo ""; }
 
 mkdir -p "$OUT/raw" || die "cannot create $OUT/raw"
-rm -f "$OUT"/raw/*.json "$OUT"/raw/*.txt "$OUT"/raw/*.dat "$OUT"/raw/*.log "$OUT"/raw/ha.tsv \
+rm -f "$OUT"/raw/*.json "$OUT"/raw/*.txt "$OUT"/raw/*.dat "$OUT"/raw/*.log "$OUT"/raw/ha*.tsv \
     "$OUT"/raw/search*.tsv
 NOTES=$OUT/raw/notes.txt
 MEM=$OUT/raw/memory.tsv
@@ -305,56 +321,187 @@ for s in $STRATEGIES; do
     stop_pid "$SPID"
 done
 
-# ---- acknowledged means replicated (--min-replicas-ack) ----
+# ---- acknowledged means replicated (--min-replicas-ack) on a Sentinel group ----
+HA_NAME=benchmaster
 online_replicas() { # replicas the bench's Redis lists as state=online
     redis-cli -p "$RPORT" info replication 2>/dev/null | grep -c '^slave[0-9]*:.*state=online'
 }
-if [ "$HA" != 0 ]; then
-    HPORT=$(free_port $((RPORT + 1)))
-    mkdir -p "$TMP/replica"
-    redis-server --port "$HPORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP/replica" \
-        --logfile "$TMP/replica.log" --daemonize no --replicaof 127.0.0.1 "$RPORT" &
-    HPID=$!
-    PIDS+=("$HPID")
-    for _ in $(seq 300); do
-        redis-cli -p "$RPORT" info replication 2>/dev/null | grep -q "port=$HPORT,state=online" && break
-        kill -0 "$HPID" 2>/dev/null || break
-        sleep 0.1
+sentinel_field() { # $1 Sentinel port, $2 field of SENTINEL MASTER
+    redis-cli -p "$1" sentinel master "$HA_NAME" 2>/dev/null |
+        awk -v k="$2" 'NR % 2 == 1 && $0 == k { getline v; print v; exit }'
+}
+sentinel_replicas_ok() { # $1 Sentinel port: the replicas it lists with flags "slave" and link ok
+    redis-cli -p "$1" sentinel replicas "$HA_NAME" 2>/dev/null |
+        awk 'NR % 2 == 1 { k = $0; next }
+             k == "name" { if (f == "slave" && m == "ok") n++; f = m = "" }
+             k == "flags" { f = $0 }
+             k == "master-link-status" { m = $0 }
+             END { if (f == "slave" && m == "ok") n++; print n + 0 }'
+}
+sentinels_min_ok() { # the fewest replicas any of the Sentinels sees as sentinel_replicas_ok does
+    local sp n min=""
+    for sp in "${SPORTS[@]}"; do
+        n=$(sentinel_replicas_ok "$sp")
+        [ -z "$min" ] || [ "$n" -lt "$min" ] && min=$n
     done
-    if ! redis-cli -p "$RPORT" info replication 2>/dev/null | grep -q "port=$HPORT,state=online"; then
-        note "ha: the replica on port $HPORT did not come online within 30 s; section skipped: $(tail -1 "$TMP/replica.log" 2>/dev/null)"
+    echo "${min:-0}"
+}
+sentinel_group_ready() { # every Sentinel: the master up, both replicas, the two other Sentinels
+    local sp
+    for sp in "${SPORTS[@]}"; do
+        if [ "$(sentinel_field "$sp" flags)" != master ] ||
+            [ "$(sentinel_field "$sp" num-other-sentinels)" != 2 ] ||
+            [ "$(sentinel_replicas_ok "$sp")" != 2 ]; then
+            return 1
+        fi
+    done
+}
+# Waits (up to 60 s) until each replica has applied everything the master had written when
+# called (a reseed): its replication, like its lazy free, is not the run's.
+replicas_caught_up() {
+    local m p o
+    m=$(redis-cli -p "$RPORT" info replication | awk -F: '/^master_repl_offset:/ {print $2 + 0}')
+    for p in "${HPORTS[@]}"; do
+        for _ in $(seq 600); do
+            o=$(redis-cli -p "$p" info replication | awk -F: '/^slave_repl_offset:/ {print $2 + 0}')
+            [ "${o:-0}" -ge "$m" ] && break
+            sleep 0.1
+        done
+        [ "${o:-0}" -ge "$m" ] || return 1
+    done
+}
+ha_reseed() {
+    reseed
+    replicas_caught_up || note "ha: a replica had not caught up with the reseed within 60 s"
+    lazyfree_wait "${HPORTS[@]}"
+}
+if [ "$HA" != 0 ]; then
+    HPORTS=()
+    HPIDS=()
+    SPORTS=()
+    SENTPIDS=()
+    HA_OK=1
+    command -v redis-sentinel >/dev/null || { note "ha: redis-sentinel is missing (scripts/deps.sh installs it); section skipped"; HA_OK=0; }
+    if [ "$HA_OK" = 1 ]; then
+        hport=$((RPORT + 1))
+        for i in 1 2; do
+            p=$(free_port "$hport")
+            hport=$((p + 1))
+            mkdir -p "$TMP/replica$i"
+            redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP/replica$i" \
+                --logfile "$TMP/replica$i.log" --daemonize no --replicaof 127.0.0.1 "$RPORT" &
+            PIDS+=($!)
+            HPIDS+=($!)
+            HPORTS+=("$p")
+        done
+        for _ in $(seq 300); do
+            [ "$(online_replicas)" = 2 ] && break
+            sleep 0.1
+        done
+        if [ "$(online_replicas)" != 2 ]; then
+            note "ha: the replicas on ports ${HPORTS[*]} did not both come online within 30 s; section skipped: $(tail -qn1 "$TMP"/replica*.log 2>/dev/null | paste -sd' ')"
+            HA_OK=0
+        fi
+    fi
+    if [ "$HA_OK" = 1 ]; then
+        sport=$hport
+        for i in 1 2 3; do
+            p=$(free_port "$sport")
+            sport=$((p + 1))
+            mkdir -p "$TMP/sentinel$i"
+            cat >"$TMP/sentinel$i/sentinel.conf" <<CONF
+port $p
+bind 127.0.0.1
+dir $TMP/sentinel$i
+logfile $TMP/sentinel$i.log
+sentinel monitor $HA_NAME 127.0.0.1 $RPORT 2
+sentinel down-after-milliseconds $HA_NAME 60000
+sentinel failover-timeout $HA_NAME 180000
+CONF
+            redis-sentinel "$TMP/sentinel$i/sentinel.conf" &
+            PIDS+=($!)
+            SENTPIDS+=($!)
+            SPORTS+=("$p")
+        done
+        for _ in $(seq 600); do
+            sentinel_group_ready && break
+            sleep 0.1
+        done
+        if ! sentinel_group_ready; then
+            note "ha: the Sentinels on ports ${SPORTS[*]} did not all see the master, both replicas and each other within 60 s; section skipped (see their logs)"
+            HA_OK=0
+        fi
+    fi
+    if [ "$HA_OK" = 0 ]; then
         status=1
     else
+        HURL="redis-sentinel://$(printf '127.0.0.1:%s,' "${SPORTS[@]}" | sed 's/,$//')/$HA_NAME"
+        echo "bench: ha: master $RPORT, replicas ${HPORTS[*]}, Sentinels ${SPORTS[*]} ($HURL)"
         hmode=flag
         grep -q -- '--strategy' <<<"$SERVER_HELP" || hmode=noflag
-        printf 'name\tflags\treplicas_before\treplicas_after\n' >"$OUT/raw/ha.tsv"
-        for cfg in noack ack1; do
-            extra=()
-            [ "$cfg" = ack1 ] && extra=(--min-replicas-ack 1)
-            name="ha-$cfg"
-            flags="--strategy market${extra[*]:+ ${extra[*]}}"
-            reseed
-            if ! start_server market "$hmode" "$name" "${extra[@]}"; then
-                note "$name: market-server $flags did not become healthy: $(tail -1 "$OUT/raw/server-$name.log" 2>/dev/null)"
-                printf '%s\t%s\t-\t-\n' "$name" "$flags" >>"$OUT/raw/ha.tsv"
-                status=1
+        printf 'name\tconfig\trun\tflags\treplicas_before\treplicas_after\tsentinels_see_before\tsentinels_see_after\tmaster_after\n' \
+            >"$OUT/raw/ha.tsv"
+        for r in $(seq "$HA_RUNS"); do
+            for cfg in noack ack1; do
+                extra=()
+                [ "$cfg" = ack1 ] && extra=(--min-replicas-ack 1)
+                name="ha-$cfg-$r"
+                flags="--strategy market${extra[*]:+ ${extra[*]}}"
+                ha_reseed
+                if ! start_server market "$hmode" "$name" --redis "$HURL" "${extra[@]}"; then
+                    note "$name: market-server $flags did not become healthy: $(tail -1 "$OUT/raw/server-$name.log" 2>/dev/null)"
+                    printf '%s\t%s\t%s\t%s\t-\t-\t-\t-\t-\n' "$name" "$cfg" "$r" "$flags" >>"$OUT/raw/ha.tsv"
+                    status=1
+                    stop_pid "$SPID"
+                    continue
+                fi
+                before=$(online_replicas)
+                sbefore=$(sentinels_min_ok)
+                echo "bench: $name: $flags, $before replica(s) online, every Sentinel sees $sbefore (${SECS}s)"
+                "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$HURL" --buyers 64 \
+                    --duration "$SECS" --mix distinct --seed 1 --quiet --json "$OUT/raw/$name.json" \
+                    >"$OUT/raw/$name.txt" 2>&1
+                rc=$?
+                after=$(online_replicas)
+                safter=$(sentinels_min_ok)
+                master=$(redis-cli -p "${SPORTS[0]}" sentinel get-master-addr-by-name "$HA_NAME" 2>/dev/null |
+                    paste -sd:)
+                load_verdict "$name" "$rc"
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$cfg" "$r" "$flags" "$before" "$after" \
+                    "$sbefore" "$safter" "$master" >>"$OUT/raw/ha.tsv"
+                [ "$master" = "127.0.0.1:$RPORT" ] ||
+                    { note "$name: the Sentinels name $master as master after the run, not 127.0.0.1:$RPORT"; status=1; }
+                kill -0 "$SPID" 2>/dev/null || { note "$name: market-server died during the run"; status=1; }
                 stop_pid "$SPID"
-                continue
-            fi
-            before=$(online_replicas)
-            echo "bench: $name: $flags, $before replica(s) online (${SECS}s)"
-            "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$RURL" --buyers 64 \
-                --duration "$SECS" --mix distinct --seed 1 --quiet --json "$OUT/raw/$name.json" \
-                >"$OUT/raw/$name.txt" 2>&1
-            rc=$?
-            after=$(online_replicas)
-            load_verdict "$name" "$rc"
-            printf '%s\t%s\t%s\t%s\n' "$name" "$flags" "$before" "$after" >>"$OUT/raw/ha.tsv"
-            kill -0 "$SPID" 2>/dev/null || { note "$name: market-server died during the run"; status=1; }
-            stop_pid "$SPID"
+            done
         done
+        # What a commit's WAIT asks for: a short run of the ack1 configuration, after the timed
+        # ones, while redis-cli MONITOR copies the master's commands (too heavy to run during them).
+        ha_reseed
+        printf 'command\tcount\n' >"$OUT/raw/ha-wait.tsv"
+        if start_server market "$hmode" ha-wait --redis "$HURL" --min-replicas-ack 1; then
+            redis-cli -p "$RPORT" monitor >"$TMP/monitor.txt" 2>&1 &
+            mpid=$!
+            PIDS+=("$mpid")
+            sleep 0.5
+            "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$HURL" --buyers 8 \
+                --requests 500 --mix distinct --seed 1 --quiet >"$OUT/raw/ha-wait.txt" 2>&1 ||
+                note "ha-wait: market-load exited $?: $(tail -1 "$OUT/raw/ha-wait.txt")"
+            sleep 0.5
+            stop_pid "$mpid"
+            # "WAIT <numreplicas>" and how many, then "EXEC" and how many
+            grep -o '"WAIT" "[0-9]*"' "$TMP/monitor.txt" | tr -d '"' | sort | uniq -c |
+                awk '{printf "%s %s\t%d\n", $2, $3, $1}' >>"$OUT/raw/ha-wait.tsv"
+            printf 'EXEC\t%s\n' "$(grep -c '"EXEC"' "$TMP/monitor.txt")" >>"$OUT/raw/ha-wait.tsv"
+            rm -f "$TMP/monitor.txt" # some 90 MB: market-load's audits read the whole world
+        else
+            note "ha-wait: market-server did not become healthy: $(tail -1 "$OUT/raw/server-ha-wait.log" 2>/dev/null)"
+            status=1
+        fi
+        stop_pid "$SPID"
     fi
-    stop_pid "$HPID"
+    # the Sentinels first: no failover while the replicas go
+    for p in "${SENTPIDS[@]}" "${HPIDS[@]}"; do stop_pid "$p"; done
 fi
 
 # ---- Redis Cluster ----
@@ -636,44 +783,108 @@ L.append("")
 L.append("Raw reports: `raw/<strategy>-<mix>-<buyers>.json` (whole market-load report, including the "
          "per-command Redis deltas) and `.txt`; plot data `raw/<strategy>-<mix>.dat`.")
 
-# ---- --min-replicas-ack: rows from raw/ha-*.json, configurations from raw/ha.tsv ----
+# ---- --min-replicas-ack on a Sentinel group: raw/ha.tsv (the runs), raw/ha-<cfg>-<run>.json,
+# raw/ha-wait.tsv (the WAITs MONITOR saw in a short run after them) ----
 ha_tsv = os.path.join(raw, "ha.tsv")
-ha = [l.rstrip("\n").split("\t") for l in open(ha_tsv)][1:] if os.path.exists(ha_tsv) else []
-if any(os.path.exists(os.path.join(raw, f"{h[0]}.json")) for h in ha):
+ha = []
+if os.path.exists(ha_tsv):
+    hlines = [l.rstrip("\n").split("\t") for l in open(ha_tsv)]
+    ha = [dict(zip(hlines[0], h)) for h in hlines[1:]]
+for h in ha:
+    p = os.path.join(raw, f'{h["name"]}.json')
+    h["j"] = json.load(open(p)) if os.path.exists(p) else None
+if any(h["j"] for h in ha):
+    from statistics import median
+    cfgs = list(dict.fromkeys(h["config"] for h in ha))
+    flags = {h["config"]: h["flags"] for h in ha}
+    done = {c: [h for h in ha if h["config"] == c and h["j"]] for c in cfgs}
+    med = {}
     L.append("")
     L.append("## Acknowledged means replicated (--min-replicas-ack)")
     L.append("")
-    L.append("| configuration | purchases/s | p50 ms | p99 ms | 200 / 503 | invariants |")
-    L.append("|---|---:|---:|---:|---|---|")
-    waits = []
-    for name, flags, before, after in ha:
-        if not os.path.exists(os.path.join(raw, f"{name}.json")):
-            L.append(f"| `{flags}` | failed (see Notes) | - | - | - | - |")
+    L.append("| configuration | runs | median purchases/s | median p50 ms | median p99 ms | purchases/s of each run |")
+    L.append("|---|---:|---:|---:|---:|---|")
+    for c in cfgs:
+        js = [h["j"] for h in done[c]]
+        if not js:
+            L.append(f"| `{flags[c]}` | 0 | failed (see Notes) | - | - | - |")
             continue
-        j = json.load(open(os.path.join(raw, f"{name}.json")))
-        st, lat, inv = j["status"], j["latency_ms"], j["invariants"]
-        pps = j["run"]["purchases_per_s"]
-        early = " (ran out)" if j["run"]["stopped_early"] else ""
-        L.append(f'| `{flags}` | {fmt(pps)}{early} | {lat["all"]["p50"]:.3f} | {lat["all"]["p99"]:.3f} '
-                 f'| {st["200"]} / {st["503"]} | {"OK" if inv["ok"] else "**BROKEN**"} |')
-        d = j["redis"].get("commands_delta", {})
-        if d.get("wait"):
-            waits.append(f"{d['wait']:,} `WAIT`s for {d.get('exec', 0):,} commits (`EXEC`) and "
-                         f"{st['200']:,} purchases answered 200 in `{flags}`")
+        med[c] = {"pps": median(j["run"]["purchases_per_s"] for j in js),
+                  "p50": median(j["latency_ms"]["all"]["p50"] for j in js),
+                  "p99": median(j["latency_ms"]["all"]["p99"] for j in js)}
+        each = ", ".join(fmt(j["run"]["purchases_per_s"]) for j in js)
+        L.append(f'| `{flags[c]}` | {len(js)} | {fmt(med[c]["pps"])} | {med[c]["p50"]:.3f} | '
+                 f'{med[c]["p99"]:.3f} | {each} |')
     L.append("")
-    ran_ha = [h for h in ha if os.path.exists(os.path.join(raw, f"{h[0]}.json"))]
-    counts = {c for h in ran_ha for c in h[2:4]}
-    if counts == {"1"}:
-        L.append(f"{'Both runs' if len(ran_ha) > 1 else 'The run'} (64 buyers, distinct mix, {secs} s, same seeded world) had the same one replica "
-                 "(`redis-server --replicaof`, same host, no persistence) attached and online before and "
-                 "after the run, so the master replicated the same writes in both; the difference is the "
-                 "`WAIT 1` that follows every commit (one per batch, not per purchase).")
+    if "noack" in med and "ack1" in med and med["noack"]["pps"]:
+        L.append(f'**ack1 / noack, of the medians: {med["ack1"]["pps"] / med["noack"]["pps"]:.2f}x the '
+                 f'purchases/s**, {med["ack1"]["p50"] / med["noack"]["p50"]:.2f}x the p50 and '
+                 f'{med["ack1"]["p99"] / med["noack"]["p99"]:.2f}x the p99.')
+        L.append("")
+    L.append("| run | configuration | purchases/s | p50 ms | p99 ms | 200 / 503 | `EXEC` / `WAIT` | replicas online before / after "
+             "| replicas every Sentinel sees before / after | invariants |")
+    L.append("|---:|---|---:|---:|---:|---|---|---|---|---|")
+    for h in ha:
+        j = h["j"]
+        if not j:
+            L.append(f'| {h["run"]} | `{h["flags"]}` | failed (see Notes) | - | - | - | - | - | - | - |')
+            continue
+        st, lat, inv = j["status"], j["latency_ms"], j["invariants"]
+        d = j["redis"].get("commands_delta", {})
+        early = " (ran out)" if j["run"]["stopped_early"] else ""
+        L.append(f'| {h["run"]} | `{h["flags"]}` | {fmt(j["run"]["purchases_per_s"])}{early} | '
+                 f'{lat["all"]["p50"]:.3f} | {lat["all"]["p99"]:.3f} | {st["200"]:,} / {st["503"]:,} | '
+                 f'{d.get("exec", 0):,} / {d.get("wait", 0):,} | {h["replicas_before"]} / {h["replicas_after"]} | '
+                 f'{h["sentinels_see_before"]} / {h["sentinels_see_after"]} | {"OK" if inv["ok"] else "**BROKEN**"} |')
+    L.append("")
+    ran_ha = [h for h in ha if h["j"]]
+    steady = all(h[k] == "2" for h in ran_ha for k in
+                 ("replicas_before", "replicas_after", "sentinels_see_before", "sentinels_see_after"))
+    masters = {h["master_after"] for h in ran_ha}
+    runs = max(int(h["run"]) for h in ha)
+    spread = [f'{(max(p) - min(p)) / med[c]["pps"] * 100:.0f}% of the median for {c}'
+              for c in cfgs if c in med and med[c]["pps"]
+              for p in [[h["j"]["run"]["purchases_per_s"] for h in done[c]]]]
+    L.append(f"The bench's Redis is the master of a Sentinel group: two replicas (`redis-server --replicaof`, "
+             "same host, no persistence) and three `redis-sentinel`s (`sentinel monitor <name> 127.0.0.1 "
+             "<port> 2`, `down-after-milliseconds` 60000 so that none fails it over during the bench). "
+             "`market-server` and `market-load` get `--redis redis-sentinel://<the three Sentinels>/<name>`, "
+             "as users run it. "
+             f"64 buyers, distinct mix, {secs} s a run, the same seeded world (reseeded, and the replicas "
+             f"caught up with the reseed, before each run); the two configurations alternate, {runs} runs "
+             "each (noack, ack1, noack, ...), because runs on this shared machine move by some ±20% at "
+             "64 buyers: compare the medians"
+             + (" (this time, max - min of the runs: " + ", ".join(spread) + ")" if spread else "")
+             + ". The p50 and p99 medians are the medians of the runs' p50 and p99.")
+    if steady and len(masters) == 1:
+        L.append("Every run had both replicas online on the master before and after it, every Sentinel "
+                 "listed both (`SENTINEL REPLICAS`: flags `slave`, `master-link-status` ok), and the "
+                 "Sentinels named the same master after every run: the master replicated the same "
+                 "writes to the same two replicas in both configurations; the difference is the `WAIT` "
+                 "that follows every commit (one per batch, not per purchase) with `--min-replicas-ack 1`.")
     else:
-        L.append("The replica was not online throughout: online replicas before/after each run were "
-                 + ", ".join(f"{h[0]} {h[2]}/{h[3]}" for h in ran_ha) + "; the rows are not comparable.")
-    if waits:
-        L.append("Measured in the master's `INFO commandstats`: " + "; ".join(waits) + ".")
-    L.append("Raw reports: `raw/ha-<configuration>.json` and `.txt`.")
+        L.append("The group was not steady throughout (replicas online, replicas every Sentinel sees, "
+                 "before/after each run: " + ", ".join(
+                     f'{h["name"]} {h["replicas_before"]}/{h["replicas_after"]}, '
+                     f'{h["sentinels_see_before"]}/{h["sentinels_see_after"]}' for h in ran_ha)
+                 + f'; master after the runs: {", ".join(sorted(masters))}): the rows are not comparable.')
+    wait_tsv = os.path.join(raw, "ha-wait.tsv")
+    wl = dict(l.rstrip("\n").split("\t") for l in list(open(wait_tsv))[1:]) if os.path.exists(wait_tsv) else {}
+    wl_wait = {k[5:]: int(n) for k, n in wl.items() if k.startswith("WAIT ")}
+    if wl_wait:
+        L.append("What each `WAIT` asks for: in a short run of the ack1 configuration after the timed ones "
+                 "(8 buyers, 500 purchases), `redis-cli MONITOR` on the master saw "
+                 + ", ".join(f"{n:,} `WAIT {k} <timeout>`" for k, n in sorted(wl_wait.items()))
+                 + f' for {int(wl.get("EXEC", 0)):,} `EXEC`s'
+                 + ("; with two promotable replicas the service waits for both (docs/LOCKING.md, "
+                    "\"What a write must reach to survive a failover\"), not for the one "
+                    "`--min-replicas-ack 1` names." if list(wl_wait) == ["2"] else "."))
+    elif os.path.exists(wait_tsv):
+        L.append("What each `WAIT` asks for could not be read: `MONITOR` saw no `WAIT` in the short run "
+                 "after the timed ones (raw/ha-wait.txt).")
+    L.append("`EXEC` / `WAIT`: the master's `INFO commandstats` calls delta over the run (market-load reads "
+             "it through the Sentinels). Raw reports: `raw/ha-<configuration>-<run>.json` and `.txt`, "
+             "`raw/ha.tsv`, `raw/ha-wait.tsv`.")
 # ---- Redis Cluster: raw/cluster-single.json and raw/cluster-cluster.json ----
 cl = {t: os.path.join(raw, f"cluster-{t}.json") for t in ("single", "cluster")}
 if all(os.path.exists(p) for p in cl.values()):
