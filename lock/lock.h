@@ -299,9 +299,10 @@ typedef struct lock_sentinel_view {
     int known;           /* 1: what follows describes the master of that generation */
     unsigned replicas;   /* its replicas that a Sentinel could promote now: no Sentinel that
                           * answered flags them s_down or disconnected, they answered a ping
-                          * in the last 5 s, their priority is not 0 and their link to the
-                          * master has not been down for ten down-after periods; a former
-                          * master that still reports itself master is not counted */
+                          * in the last 5 s, the Sentinel has their INFO, their priority is
+                          * not 0 and their link to the master has not been down for ten
+                          * down-after periods; a former master that still reports itself
+                          * master is not counted */
     int failover;        /* 1: a failover is under way: a Sentinel flags the master
                           * failover_in_progress or o_down, or announced a step of one that
                           * no refresh has answered since */

@@ -29,9 +29,9 @@
  * a write survives every failover the Sentinels can perform only if every
  * replica they could promote has it. Sentinel promotes a replica that no
  * Sentinel flags s_down or disconnected, that answered a ping in the last
- * five seconds, whose priority is not 0 and whose link to the master has not
- * been down for longer than ten down-after periods (sentinel.c,
- * sentinelSelectSlave); the view counts the replicas that any answering
+ * five seconds, whose INFO it has (it names the replica's master), whose
+ * priority is not 0 and whose link to the master has not been down for
+ * longer than ten down-after periods (sentinel.c, sentinelSelectSlave); the view counts the replicas that any answering
  * Sentinel lists so (lock__sentinel_promotable). One kind is left out: a
  * master this process followed before the Sentinels switched away from it,
  * while it still reports itself master (Sentinel turns it into a replica a
@@ -206,7 +206,7 @@ int lock__sentinel_parse_master(const redisReply *r, answer *a) {
  * when its address is missing. */
 static int parse_replica(const redisReply *r, int64_t down_after_ms,
                          struct lock__sentinel_replica *rp) {
-    int got_ip = 0, got_port = 0, bad = 0;
+    int got_ip = 0, got_port = 0, bad = 0, no_info = 0;
     memset(rp, 0, sizeof *rp);
     if (r->type != REDIS_REPLY_ARRAY) return -1;
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
@@ -227,7 +227,12 @@ static int parse_replica(const redisReply *r, int64_t down_after_ms,
             bad |= down_after_ms > 0 && strtoll(v->str, NULL, 10) > 10 * down_after_ms;
         else if (strcmp(k->str, "role-reported") == 0)
             rp->role_master = strcmp(v->str, "master") == 0;
+        else if (strcmp(k->str, "master-host") == 0)
+            no_info = strcmp(v->str, "?") == 0;
     }
+    /* Never answered this Sentinel's INFO as a replica (it learnt of it from a master's INFO
+     * or a switch, and names no master of it): Sentinel promotes none whose INFO it lacks. */
+    bad |= no_info && !rp->role_master;
     rp->promotable = !bad;
     return got_ip && got_port ? 0 : -1;
 }

@@ -24,12 +24,14 @@ static redisReply *master_rep(int port, const char *flags, const char *epoch) {
 
 /* One SENTINEL REPLICAS entry. */
 static redisReply *replica_rep(int port, const char *flags, const char *role, const char *prio,
-                               const char *ping_ms, const char *link_down_ms) {
+                               const char *ping_ms, const char *link_down_ms,
+                               const char *master_host) {
     char p[16];
     snprintf(p, sizeof p, "%d", port);
-    return th_rep_map(8, "ip", "10.0.0.2", "port", p, "flags", flags, "role-reported", role,
+    return th_rep_map(9, "ip", "10.0.0.2", "port", p, "flags", flags, "role-reported", role,
                       "slave-priority", prio, "last-ok-ping-reply", ping_ms,
-                      "master-link-down-time", link_down_ms, "master-link-status", "ok");
+                      "master-link-down-time", link_down_ms, "master-link-status", "ok",
+                      "master-host", master_host);
 }
 
 static void test_parse_master_flags_and_epoch(void **state) {
@@ -75,19 +77,20 @@ static void test_parse_master_flags_and_epoch(void **state) {
 static void test_parse_replicas_promotable_by_sentinels_rules(void **state) {
     (void)state;
     static const struct {
-        const char *flags, *role, *prio, *ping, *link_down;
+        const char *flags, *role, *prio, *ping, *link_down, *master_host;
         int promotable, role_master;
     } cases[] = {
-        {"slave", "slave", "100", "300", "0", 1, 0},
-        {"s_down,slave", "slave", "100", "300", "0", 0, 0},
-        {"slave,disconnected", "slave", "100", "300", "0", 0, 0},
-        {"slave", "slave", "0", "300", "0", 0, 0},           /* priority 0: never promoted */
-        {"slave", "slave", "100", "5001", "0", 0, 0},        /* no ping answer for 5 s */
-        {"slave", "slave", "100", "5000", "0", 1, 0},
-        {"slave", "slave", "100", "300", "10001", 0, 0},     /* link down > 10 down-after */
-        {"slave", "slave", "100", "300", "10000", 1, 0},
-        {"slave", "master", "100", "300", "0", 1, 1},        /* being promoted, or demoted */
-        {"slave,promoted", "master", "100", "300", "0", 1, 1},
+        {"slave", "slave", "100", "300", "0", "10.0.0.1", 1, 0},
+        {"s_down,slave", "slave", "100", "300", "0", "10.0.0.1", 0, 0},
+        {"slave,disconnected", "slave", "100", "300", "0", "10.0.0.1", 0, 0},
+        {"slave", "slave", "0", "300", "0", "10.0.0.1", 0, 0},    /* priority 0: never promoted */
+        {"slave", "slave", "100", "5001", "0", "10.0.0.1", 0, 0}, /* no ping answer for 5 s */
+        {"slave", "slave", "100", "5000", "0", "10.0.0.1", 1, 0},
+        {"slave", "slave", "100", "300", "10001", "10.0.0.1", 0, 0}, /* link down > 10 periods */
+        {"slave", "slave", "100", "300", "10000", "10.0.0.1", 1, 0},
+        {"slave", "slave", "100", "300", "0", "?", 0, 0}, /* no INFO from it yet: not promoted */
+        {"slave", "master", "100", "300", "0", "?", 1, 1}, /* being promoted, or demoted */
+        {"slave,promoted", "master", "100", "300", "0", "?", 1, 1},
     };
     size_t n = sizeof cases / sizeof cases[0];
     redisReply *list = th_rep_arr(0);
@@ -96,7 +99,8 @@ static void test_parse_replicas_promotable_by_sentinels_rules(void **state) {
     list->elements = n;
     for (size_t i = 0; i < n; i++)
         list->element[i] = replica_rep(7000 + (int)i, cases[i].flags, cases[i].role,
-                                       cases[i].prio, cases[i].ping, cases[i].link_down);
+                                       cases[i].prio, cases[i].ping, cases[i].link_down,
+                                       cases[i].master_host);
     answer a;
     memset(&a, 0, sizeof a);
     a.down_after_ms = 1000;
