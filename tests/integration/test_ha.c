@@ -885,6 +885,7 @@ enum fault {
     KILLED_RESTARTED,    /* master kill -9, restarted at once from its AOF */
     KILLED_AT_PROMOTION, /* master kill -9, restarted from its AOF the moment of the promotion */
     REPLICA_KILLED,      /* a replica kill -9, then SENTINEL FAILOVER */
+    REPLICA_FROZEN,      /* a replica SIGSTOPped, then SENTINEL FAILOVER while it sleeps */
     FIVE_PLANNED,        /* SENTINEL FAILOVER five times, 3 s apart */
 };
 
@@ -925,6 +926,16 @@ static void acks_run(enum kind kind, enum fault f, const char *name) {
                       (long long)(now_ms() - t));
         sleep_ms(1000);
         assert_true(th_topo_failover(&h.t, FAILOVER_MS) > 0);
+        break;
+    case REPLICA_FROZEN:
+        th_redis_signal(&h.t.nodes[2], SIGSTOP);
+        assert_int_equal(wait_ok_after(&l, now_ms() + 100, 30000), 0); /* one replica left */
+        print_message("a replica frozen: purchases went on %lld ms after\n",
+                      (long long)(now_ms() - t));
+        sleep_ms(1000);
+        promoted = th_topo_failover(&h.t, FAILOVER_MS);
+        th_redis_signal(&h.t.nodes[2], SIGCONT);
+        assert_int_equal(promoted, h.t.nodes[1].port); /* never the one asleep */
         break;
     case FIVE_PLANNED:
         for (int i = 0; i < 5; i++) {
@@ -993,6 +1004,15 @@ static void test_ha_replica_killed_then_failover_none_lost(void **state) {
     acks_run(CONTENDED, REPLICA_KILLED, "a replica killed, then a planned failover");
 }
 
+/* 15. A replica frozen under load (a stuck process or a link cut: no answer, no refusal):
+ * commits wait for it until the Sentinels stop counting it (s_down, or 5 s without a ping
+ * answer), then go on with the other, which a planned failover then promotes with every
+ * purchase. */
+static void test_ha_replica_frozen_then_failover_none_lost(void **state) {
+    (void)state;
+    acks_run(CONTENDED, REPLICA_FROZEN, "a replica frozen, then a planned failover");
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
@@ -1010,6 +1030,7 @@ int main(void) {
         cmocka_unit_test(test_ha_killed_restarted_at_promotion_none_lost),
         cmocka_unit_test(test_ha_five_failovers_none_lost),
         cmocka_unit_test(test_ha_replica_killed_then_failover_none_lost),
+        cmocka_unit_test(test_ha_replica_frozen_then_failover_none_lost),
         cmocka_unit_test(test_ha_own_lease_freed_after_failover_foreign_waited),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "*five*" */
