@@ -12,7 +12,10 @@
  *     group's lock_sentinel names, is used only after ROLE says "master",
  *     and is dropped (never reused) once the group's generation moved; a
  *     failed socket or a -READONLY, -LOADING or -MASTERDOWN answer makes it
- *     suspect that master, so the next connection asks the Sentinels again;
+ *     suspect that master, so the next connection asks the Sentinels again.
+ *     A pipeline that relies on a WATCH made under an older generation is not
+ *     sent on a new connection, where nothing would guard it: it returns
+ *     MARKET__REDIRECTED and its attempt reads again (market__attempts);
  *   - acknowledged means replicated: with cfg.min_replicas_ack N > 0, a
  *     pipeline that holds EXEC gets "WAIT K timeout" behind it (one WAIT per
  *     commit, however many purchases it carries, and no extra round trip),
@@ -498,10 +501,22 @@ static void run_sent(market_conn *c) {
 
 /* Sends a pipeline of n commands (as market__pipeline_argv()) and returns
  * without waiting: read its replies with market__pipeline_recv() before any
- * other use of c. Returns MARKET_OK, MARKET_ERR_STORE with c dropped, or
- * MARKET_ERR_NOMEM with nothing sent. Runs c's sent hook (see market_conn). */
+ * other use of c. Returns MARKET_OK, MARKET_ERR_STORE with c dropped,
+ * MARKET_ERR_NOMEM with nothing sent, or MARKET__REDIRECTED with c dropped
+ * and nothing sent (it relies on a WATCH made for a master the Sentinels may
+ * no longer name). Runs c's sent hook (see market_conn). */
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv) {
     c->closed = 0;
+    if (c->ctx && bound(c) && c->m->sentinel &&
+        c->sgen != lock_sentinel_generation(c->m->sentinel)) {
+        /* The WATCH this pipeline relies on is on a master the Sentinels may no longer name:
+         * it must not go out on a new connection, unguarded. Its attempt reads again. */
+        run_sent(c);
+        market__drop(c);
+        c->redirect = 1; /* read again at once */
+        market__fail(c, "the Sentinels' master may have changed since the read");
+        return MARKET__REDIRECTED;
+    }
     if (!c->ctx || c->m->cluster) run_sent(c); /* connecting or following may wait */
     if (c->m->cluster && !bound(c)) { /* the slot's master may have changed since */
         int rc = follow(c);

@@ -1013,6 +1013,83 @@ static void test_ha_replica_frozen_then_failover_none_lost(void **state) {
     acks_run(CONTENDED, REPLICA_FROZEN, "a replica frozen, then a planned failover");
 }
 
+/* ---- a commit whose read went to the old master ---- */
+
+struct stalled {
+    market *m;
+    int rc;
+};
+
+/* p1 buys i0 from p0 under the key "stall-1", on a market that sleeps between read and
+ * commit (test_stall_ms). */
+static void *stalled_main(void *arg) {
+    struct stalled *st = arg;
+    int err = 0;
+    market_conn *c = market_conn_new(st->m, &err);
+    if (!c) return NULL;
+    market_idem idem = {"stall-1", "fp"};
+    market_purchase_result res;
+    st->rc = market_purchase_idem(c, REALM, "p1", "p0", "i0", 0, &idem, &res);
+    market_conn_free(c);
+    return NULL;
+}
+
+/* 1 when redis on port answers integer 1 to the command. */
+static int raw_yes(int port, const char *fmt, const char *a, const char *b) {
+    redisContext *raw = th_topo_connect(port, NULL, 5000);
+    assert_non_null(raw);
+    redisReply *r = redisCommand(raw, fmt, a, b);
+    assert_non_null(r);
+    int yes = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    redisFree(raw);
+    return yes;
+}
+
+/* 16. A purchase read (under WATCH) on the old master, paused between its read and its commit
+ * while a planned failover runs, and meanwhile the item it read is sold to someone else on the
+ * new master: its commit must not go to the new master on a fresh connection, where no WATCH
+ * guards it (the read it decided on is gone with the old connection). It reads again there,
+ * and finds the item sold. */
+static void test_ha_commit_after_failover_reads_again(void **state) {
+    (void)state;
+    static struct ha h;
+    ha_open(&h, 2, NULL, 1, MARKET_STRATEGY_MARKET, 60000);
+    int err = 0;
+    lock_client *lk = lock_redis_new(&h.addr, 500, &err);
+    assert_non_null(lk);
+    market_config cfg = {.redis = h.addr,
+                         .strategy = MARKET_STRATEGY_MARKET,
+                         .redis_timeout_ms = 500,
+                         .min_replicas_ack = 1,
+                         .replica_ack_timeout_ms = 200,
+                         .lock_ttl_ms = 60000,
+                         .acquire_timeout_ms = 60000,
+                         .test_stall_ms = 12000};
+    struct stalled st = {market_new(&cfg, lk, &err), MARKET_ERR_STORE};
+    assert_non_null(st.m);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stalled_main, &st), 0);
+    int old = h.t.nodes[0].port;
+    /* its read claimed the key: it now sleeps before its commit */
+    for (int64_t end = now_ms() + 10000;
+         !raw_yes(old, "EXISTS %s%s", "idem:{main}:p1:", "stall-1") && now_ms() < end;)
+        sleep_ms(10);
+    assert_true(raw_yes(old, "EXISTS %s%s", "idem:{main}:p1:", "stall-1"));
+    int port = th_topo_failover(&h.t, FAILOVER_MS);
+    assert_true(port > 0);
+    /* another server sells i0 to p2 on the new master */
+    assert_true(raw_yes(port, "ZREM market:{main} %s%s", "i0.p0", ""));
+    assert_true(raw_yes(port, "SADD inventory:{main}:p2 %s%s", "i0", ""));
+    pthread_join(th, NULL);
+    print_message("the purchase paused across the failover answered %d\n", st.rc);
+    assert_false(raw_yes(port, "SISMEMBER inventory:{main}:p1 %s%s", "i0", ""));
+    assert_int_not_equal(st.rc, MARKET_OK);
+    market_free(st.m);
+    lock_free(lk);
+    ha_close(&h);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
@@ -1031,6 +1108,7 @@ int main(void) {
         cmocka_unit_test(test_ha_five_failovers_none_lost),
         cmocka_unit_test(test_ha_replica_killed_then_failover_none_lost),
         cmocka_unit_test(test_ha_replica_frozen_then_failover_none_lost),
+        cmocka_unit_test(test_ha_commit_after_failover_reads_again),
         cmocka_unit_test(test_ha_own_lease_freed_after_failover_foreign_waited),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "*five*" */
