@@ -397,7 +397,8 @@ void market__cmd_set(market__cmd *cmd, int argc, ...) {
  * needed, and sends a pending UNWATCH in front. Returns MARKET_OK, or
  * MARKET_ERR_STORE (connection dropped, no replies left to free),
  * MARKET_ERR_NOMEM, or MARKET__REDIRECTED (nothing applied: a cluster slot on
- * the move, when the pipeline relies on an earlier WATCH or c->set_aside).
+ * the move, when the pipeline relies on an earlier WATCH or c->set_aside; or
+ * the WATCH it relies on went to a master the Sentinels may no longer name).
  * Error replies are returned as replies: the caller judges them. argv[i]
  * holds argc[i] NUL-terminated arguments. */
 int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
