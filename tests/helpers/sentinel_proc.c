@@ -408,3 +408,19 @@ void th_topo_dump_logs(const th_sentinel_topo *t, int lines, FILE *out) {
         th_redis_dump_log(&t->nodes[i], what, lines, out);
     }
 }
+
+int th_topo_set_down_after(th_sentinel_topo *t, int ms) {
+    char v[16];
+    snprintf(v, sizeof v, "%d", ms > 0 ? ms : DOWN_AFTER_MS);
+    int ok = 0;
+    for (int i = 0; i < 3; i++) {
+        redisContext *c = th_topo_connect(t->sentinels[i].port, NULL, 5000);
+        redisReply *r = c ? redisCommand(c, "SENTINEL SET %s down-after-milliseconds %s",
+                                         t->master_name, v)
+                          : NULL;
+        ok += r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        if (c) redisFree(c);
+    }
+    return ok == 3 ? 0 : -1;
+}

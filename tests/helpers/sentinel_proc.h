@@ -65,6 +65,11 @@ int th_topo_failover(th_sentinel_topo *t, int timeout_ms);
  * names role ("master" or "slave"). Returns 0, or -1 after timeout_ms. */
 int th_topo_wait_role(int port, const char *password, const char *role, int timeout_ms);
 
+/* Sets every Sentinel's down-after-milliseconds for the master to ms (0: back to the
+ * topology's own, 2000), e.g. to let a long write through on a busy machine without a
+ * failover. Returns 0, or -1 when a Sentinel did not take it. */
+int th_topo_set_down_after(th_sentinel_topo *t, int ms);
+
 /* Returns the index in t->nodes of the data node on port, or -1. */
 int th_topo_node_index(const th_sentinel_topo *t, int port);
 
