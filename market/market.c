@@ -10,9 +10,12 @@
  * beside them the pure parts, which do no I/O: market_rules.c (the rules of
  * a purchase), market_keys.c (key names, idempotency records) and
  * market_index.c (the search indexes, cursors, search plans); and
- * market_world.c (seeding, audit, reindex), market_search.c (searches)
- * and market_trade.c (trade records: what a commit writes, and their
- * reads) over the store.
+ * market_search.c (searches) and market_trade.c (trade records: what a
+ * commit writes, and their reads) over the store; and for tools, over
+ * market_bulk.c (whole-realm pipelines and SCANs): market_world.c
+ * (building and seeding worlds), market_audit.c (the audit),
+ * market_reindex.c (rebuilding the indexes) and market_info.c (players
+ * and INFO).
  */
 #include "market/market.h"
 

@@ -4,8 +4,8 @@
  *
  * The lowest layer of market/ that does I/O (market_store.h). It knows
  * Redis, not the market's rules: the layers above build the commands
- * (market_txn.c, market_batch.c, market.c, market_world.c) and judge what
- * comes back.
+ * (market_txn.c, market_batch.c, market.c, market_bulk.c and the tools'
+ * files over it) and judge what comes back.
  *
  * Two things every layer above gets without asking:
  *   - a Sentinel group's master: a connection goes to the address the

@@ -1,0 +1,355 @@
+/* market_audit.c - the audit: a whole realm read back and its invariants checked.
+ *
+ * market_audit() reads the whole store (SCAN, no lock) to check the invariants: funds
+ * conserved, none negative, every item in one place, the search indexes holding exactly
+ * the market's listings (market_reindex.c rebuilds them when they do not), and the units
+ * of stackable goods and flash sales (stacks, listed units, stock, sold). Meant for tests,
+ * load tests and operators on a quiet market.
+ */
+#include "market/market.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "market/market_bulk.h"
+
+struct itemlist {
+    char (*ids)[MARKET_ID_MAX + 1];
+    size_t n, cap;
+};
+
+static int itemlist_add(struct itemlist *l, const char *s, size_t len) {
+    if (len > MARKET_ID_MAX) len = MARKET_ID_MAX;
+    if (market__grow((void **)&l->ids, &l->cap, l->n + 1, sizeof *l->ids) < 0)
+        return MARKET_ERR_NOMEM;
+    memcpy(l->ids[l->n], s, len);
+    l->ids[l->n++][len] = '\0';
+    return MARKET_OK;
+}
+
+/* Runs one command per key (argv[0] cmd, argv[1] key, optional argv[2]) in
+ * one pipeline and hands each reply to fn. */
+static int per_key(market_conn *c, const struct market__keylist *keys, const char *cmd,
+                   const char *arg, int (*fn)(redisReply *r, void *ud), void *ud) {
+    int rc = market__connect(c);
+    if (rc < 0) return rc;
+    struct market__bulk b = {c, 0, 0};
+    for (size_t i = 0; i < keys->n; i++) {
+        const char *argv[3] = {cmd, keys->keys[i], arg};
+        market__bulk_add(&b, arg ? 3 : 2, argv, NULL);
+    }
+    if (b.failed) return market__bulk_finish(&b);
+    for (size_t i = 0; i < b.sent; i++) {
+        void *r = NULL;
+        if (redisGetReply(c->ctx, &r) != REDIS_OK) {
+            market__drop(c);
+            return MARKET_ERR_STORE;
+        }
+        int frc = rc == MARKET_OK ? fn(r, ud) : rc;
+        freeReplyObject(r);
+        if (frc < 0) rc = frc; /* keep reading: the replies must be drained */
+    }
+    return rc;
+}
+
+static int cmp_reply_str(const void *a, const void *b) {
+    const redisReply *x = *(const redisReply *const *)a, *y = *(const redisReply *const *)b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->str, y->str, n);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+static int audit_funds(redisReply *r, void *ud) {
+    market_audit_report *a = ud;
+    int64_t f;
+    if (r->type == REDIS_REPLY_NIL) return MARKET_OK; /* a users: hash without funds */
+    if (r->type != REDIS_REPLY_STRING || market__parse_i64(r->str, r->len, &f) < 0)
+        return MARKET_ERR_STORE;
+    a->players++;
+    if (f < 0) a->negative_funds++;
+    if (__builtin_add_overflow(a->total_funds, f, &a->total_funds)) return MARKET_ERR_OVERFLOW;
+    return MARKET_OK;
+}
+
+static int audit_inventory(redisReply *r, void *ud) {
+    struct itemlist *l = ud;
+    if (r->type != REDIS_REPLY_ARRAY) return MARKET_ERR_STORE;
+    for (size_t i = 0; i < r->elements; i++) {
+        if (r->element[i]->type != REDIS_REPLY_STRING) return MARKET_ERR_STORE;
+        int rc = itemlist_add(l, r->element[i]->str, r->element[i]->len);
+        if (rc < 0) return rc;
+    }
+    return MARKET_OK;
+}
+
+static int cmp_id(const void *a, const void *b) {
+    return strcmp(a, b);
+}
+
+static int cmp_str_p(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Adds to *mismatch how far realm's search indexes are from its market, z (ZRANGE
+ * market:{r} 0 -1 WITHSCORES): the entries of listings that they lack or hold at another
+ * price (a listing that cannot be read lacks both of its), entries no listing has (also
+ * members and scores that are not a listing's, keys that are no zset), and each key of
+ * the former layout still there (market__idx_legacy_keys()). Both sides, written
+ * "<kind>|<id>|<member>|<price>", are sorted and walked once; the index keys are read
+ * MARKET__KEYS_CHUNK a round trip. Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
+static int audit_index(market_conn *c, const char *realm, const redisReply *z, size_t *mismatch) {
+    struct market__strs exp = {0}, act = {0};
+    struct market__keylist keys = {0};
+    struct market__idx_read *r = malloc(sizeof *r);
+    char legacy[3][MARKET__KEY_MAX];
+    market__idx_legacy_keys(realm, legacy);
+    market__cmd exists;
+    market__cmd_set(&exists, 4, "EXISTS", legacy[0], legacy[1], legacy[2]);
+    int rc = r ? market__pipeline(c, &exists, 1, r->rep) : MARKET_ERR_NOMEM;
+    if (rc < 0) goto out;
+    if (r->rep[0]->type == REDIS_REPLY_INTEGER)
+        *mismatch += (size_t)r->rep[0]->integer;
+    else
+        rc = market__fail_reply(c, "looking for the former search indexes", r->rep[0]);
+    market__replies_free(r->rep, 1);
+    for (size_t i = 0; rc == MARKET_OK && i < z->elements / 2; i++) {
+        market_listing l;
+        market__idx_entry e;
+        if (market__listing_read(z->element[2 * i], z->element[2 * i + 1], &l) < 0) {
+            *mismatch += MARKET__IDX_KINDS;
+            continue;
+        }
+        const char *id[MARKET__IDX_KINDS] = {
+            [MARKET__IDX_ITEM] = l.item, [MARKET__IDX_SELLER] = l.seller};
+        market__idx_entry_init(&e, realm, l.item, l.seller, l.price);
+        for (int k = 0; k < MARKET__IDX_KINDS && rc == MARKET_OK; k++)
+            rc = market__strs_add(&exp, "%d|%s|%s|%s", k, id[k], e.member[k], e.score);
+    }
+    if (rc == MARKET_OK) rc = market__idx_keys_scan(c, realm, &keys);
+    for (size_t at = 0; rc == MARKET_OK && at < keys.n; at += MARKET__KEYS_CHUNK) {
+        size_t n = keys.n - at < MARKET__KEYS_CHUNK ? keys.n - at : MARKET__KEYS_CHUNK;
+        if ((rc = market__idx_read(c, r, NULL, keys.keys + at, n)) < 0) break;
+        for (size_t i = 0; i < n && rc == MARKET_OK; i++) {
+            const redisReply *x = r->rep[i];
+            int kind;
+            const char *id = market__idx_key_id(realm, keys.keys[at + i], &kind);
+            if (x->type != REDIS_REPLY_ARRAY || x->elements % 2) { /* not a zset: no index */
+                (*mismatch)++;
+                continue;
+            }
+            for (size_t j = 0; j < x->elements && rc == MARKET_OK; j += 2) {
+                const redisReply *m = x->element[j], *sc = x->element[j + 1];
+                int64_t price;
+                if (m->type != REDIS_REPLY_STRING || strlen(m->str) != m->len ||
+                    sc->type != REDIS_REPLY_STRING ||
+                    market__parse_price(sc->str, sc->len, &price) < 0)
+                    (*mismatch)++;
+                else
+                    rc =
+                        market__strs_add(&act, "%d|%s|%s|%lld", kind, id, m->str, (long long)price);
+            }
+        }
+        market__replies_free(r->rep, r->n);
+    }
+    if (rc == MARKET_OK && (rc = market__strs_index(&exp)) == MARKET_OK)
+        rc = market__strs_index(&act);
+    if (rc < 0) goto out;
+    qsort(exp.p, exp.n, sizeof *exp.p, cmp_str_p);
+    qsort(act.p, act.n, sizeof *act.p, cmp_str_p);
+    size_t i = 0, j = 0;
+    while (i < exp.n || j < act.n) {
+        int d = i == exp.n ? 1 : j == act.n ? -1 : strcmp(exp.p[i], act.p[j]);
+        if (d <= 0) i++;
+        if (d >= 0) j++;
+        if (d != 0) (*mismatch)++;
+    }
+out:
+    market__strs_free(&exp);
+    market__strs_free(&act);
+    market__keylist_free(&keys);
+    free(r);
+    return rc;
+}
+
+/* What audit_units() gathers: the items sales sell (sorted, for bsearch). */
+struct units {
+    market_audit_report *a;
+    struct itemlist sale_items;
+};
+
+static int audit_sale(redisReply *r, void *ud) {
+    struct units *u = ud;
+    market_audit_report *a = u->a;
+    int64_t v[3];
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return MARKET_ERR_STORE;
+    const redisReply *item = r->element[0];
+    if (item->type == REDIS_REPLY_NIL) return MARKET_OK; /* went away meanwhile */
+    for (size_t i = 0; i < 3; i++) {
+        const redisReply *e = r->element[1 + i];
+        if (item->type != REDIS_REPLY_STRING || e->type != REDIS_REPLY_STRING ||
+            market__parse_i64(e->str, e->len, &v[i]) < 0)
+            return MARKET_ERR_STORE;
+    }
+    int64_t initial = v[0], stock = v[1], sold = v[2];
+    a->sales++;
+    if (sold > initial || stock < 0) a->sales_oversold++;
+    if (stock + sold != initial) a->sales_unbalanced++;
+    if (__builtin_add_overflow(a->units_in_sales, stock, &a->units_in_sales) ||
+        __builtin_add_overflow(a->units_sold_by_sales, sold, &a->units_sold_by_sales))
+        return MARKET_ERR_OVERFLOW;
+    return itemlist_add(&u->sale_items, item->str, item->len);
+}
+
+static int audit_stacks(redisReply *r, void *ud) {
+    struct units *u = ud;
+    market_audit_report *a = u->a;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) return MARKET_ERR_STORE;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *e = r->element[i + 1];
+        int64_t n;
+        if (k->type != REDIS_REPLY_STRING || k->len > MARKET_ID_MAX ||
+            e->type != REDIS_REPLY_STRING || market__parse_i64(e->str, e->len, &n) < 0)
+            return MARKET_ERR_STORE;
+        if (__builtin_add_overflow(a->units_in_stacks, n, &a->units_in_stacks))
+            return MARKET_ERR_OVERFLOW;
+        char item[MARKET_ID_MAX + 1];
+        memcpy(item, k->str, k->len);
+        item[k->len] = '\0';
+        if (u->sale_items.n &&
+            bsearch(item, u->sale_items.ids, u->sale_items.n, sizeof *u->sale_items.ids, cmp_id) &&
+            __builtin_add_overflow(a->sale_units_in_stacks, n, &a->sale_units_in_stacks))
+            return MARKET_ERR_OVERFLOW;
+    }
+    return MARKET_OK;
+}
+
+/* Adds the units of realm's sales and stacks to *a (see market_audit_report).
+ * Returns MARKET_OK, ERR_STORE, ERR_OVERFLOW or ERR_NOMEM. */
+static int audit_units(market_conn *c, const char *realm, market_audit_report *a) {
+    struct market__keylist sales = {0}, stacks = {0};
+    struct units u = {a, {0}};
+    char pattern[MARKET__KEY_MAX];
+    market__key(pattern, sizeof pattern, "sale", realm, "*");
+    int rc = market__scan_keys(c, pattern, &sales);
+    size_t kept = 0; /* the sales, not their bought hashes (ids hold no ':') */
+    for (size_t i = 0; rc == MARKET_OK && i < sales.n; i++) {
+        size_t len = strlen(sales.keys[i]);
+        if (len > 7 && strcmp(sales.keys[i] + len - 7, ":bought") == 0)
+            free(sales.keys[i]);
+        else
+            sales.keys[kept++] = sales.keys[i];
+    }
+    if (rc == MARKET_OK) sales.n = kept;
+    if (rc == MARKET_OK && (rc = market__connect(c)) == MARKET_OK) {
+        struct market__bulk b = {c, 0, 0};
+        for (size_t i = 0; i < sales.n; i++) {
+            const char *argv[6] = {"HMGET", sales.keys[i], "item", "initial", "stock", "sold"};
+            market__bulk_add(&b, 6, argv, NULL);
+        }
+        if (b.failed) {
+            rc = market__bulk_finish(&b);
+        } else {
+            for (size_t i = 0; i < b.sent; i++) {
+                void *r = NULL;
+                if (redisGetReply(c->ctx, &r) != REDIS_OK) {
+                    market__drop(c);
+                    rc = MARKET_ERR_STORE;
+                    break;
+                }
+                int frc = rc == MARKET_OK ? audit_sale(r, &u) : rc;
+                freeReplyObject(r);
+                if (frc < 0) rc = frc; /* keep reading: the replies must be drained */
+            }
+        }
+    }
+    if (u.sale_items.n) qsort(u.sale_items.ids, u.sale_items.n, sizeof *u.sale_items.ids, cmp_id);
+    market__key(pattern, sizeof pattern, "stacks", realm, "*");
+    if (rc == MARKET_OK) rc = market__scan_keys(c, pattern, &stacks);
+    if (rc == MARKET_OK) rc = per_key(c, &stacks, "HGETALL", NULL, audit_stacks, &u);
+    market__keylist_free(&sales);
+    market__keylist_free(&stacks);
+    free(u.sale_items.ids);
+    return rc;
+}
+
+/* Reads the whole of realm (SCAN, no lock) and fills *out: players, total
+ * and negative funds, items held, items listed, items found in more
+ * than one place, search index entries that disagree with the market
+ * (index_mismatch), and the units of stackable goods and flash sales (stacks,
+ * listed units, stock left, sold, and sales that sold more than they had).
+ * Meant for tests, load tests and operators on a quiet
+ * market. Returns MARKET_OK, ERR_INVALID, ERR_STORE, ERR_OVERFLOW (funds
+ * sum) or ERR_NOMEM. */
+int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
+    if (!c || !out || !market_id_valid(realm)) return MARKET_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    struct market__keylist users = {0}, invs = {0};
+    struct itemlist items = {0};
+    redisReply *z = NULL, *u = NULL;
+    redisReply **goods = NULL; /* the listings of units (members of units:), sorted */
+    char pattern[MARKET__KEY_MAX];
+    market__realm rl;
+    market__realm_init(&rl, realm);
+    int rc = market__route(c, realm);
+    if (rc < 0) goto out;
+    market__key(pattern, sizeof pattern, "users", realm, "*");
+    if ((rc = market__scan_keys(c, pattern, &users)) < 0) goto out;
+    market__key(pattern, sizeof pattern, "inventory", realm, "*");
+    if ((rc = market__scan_keys(c, pattern, &invs)) < 0) goto out;
+    if ((rc = per_key(c, &users, "HGET", "funds", audit_funds, out)) < 0) goto out;
+    if ((rc = per_key(c, &invs, "SMEMBERS", NULL, audit_inventory, &items)) < 0) goto out;
+    out->items_held = items.n;
+    const char *hgetall[2] = {"HGETALL", rl.units};
+    if (!(u = market__command(c, 2, hgetall, NULL)) || u->type != REDIS_REPLY_ARRAY ||
+        u->elements % 2 || !(goods = malloc((u->elements / 2 + 1) * sizeof *goods))) {
+        rc = u && u->type == REDIS_REPLY_ARRAY ? MARKET_ERR_NOMEM : MARKET_ERR_STORE;
+        goto out;
+    }
+    size_t n_goods = 0;
+    for (size_t i = 0; i + 1 < u->elements; i += 2) {
+        int64_t v = market__reply_units(u->element[i + 1]);
+        if (u->element[i]->type != REDIS_REPLY_STRING || v <= 0 ||
+            out->units_listed > INT64_MAX - v) {
+            rc = MARKET_ERR_STORE;
+            goto out;
+        }
+        out->units_listed += v;
+        goods[n_goods++] = u->element[i];
+    }
+    qsort(goods, n_goods, sizeof *goods, cmp_reply_str);
+    const char *argv[5] = {"ZRANGE", rl.market, "0", "-1", "WITHSCORES"};
+    if (!(z = market__command(c, 5, argv, NULL))) {
+        rc = MARKET_ERR_STORE;
+        goto out;
+    }
+    if (z->type != REDIS_REPLY_ARRAY || z->elements % 2) {
+        rc = MARKET_ERR_STORE;
+        goto out;
+    }
+    for (size_t i = 0; i < z->elements; i += 2) {
+        const redisReply *e = z->element[i];
+        const char *dot = e->type == REDIS_REPLY_STRING ? memchr(e->str, '.', e->len) : NULL;
+        if (!dot) {
+            rc = MARKET_ERR_STORE;
+            goto out;
+        }
+        if (bsearch(&e, goods, n_goods, sizeof *goods, cmp_reply_str)) continue; /* units */
+        if ((rc = itemlist_add(&items, e->str, (size_t)(dot - e->str))) < 0) goto out;
+    }
+    out->items_listed = z->elements / 2;
+    if (items.n) qsort(items.ids, items.n, sizeof *items.ids, cmp_id);
+    for (size_t i = 1; i < items.n; i++)
+        if (strcmp(items.ids[i - 1], items.ids[i]) == 0 &&
+            (i < 2 || strcmp(items.ids[i - 2], items.ids[i]) != 0))
+            out->items_misplaced++;
+    if ((rc = audit_index(c, realm, z, &out->index_mismatch)) == MARKET_OK)
+        rc = audit_units(c, realm, out);
+out:
+    if (z) freeReplyObject(z);
+    if (u) freeReplyObject(u);
+    free(goods);
+    market__keylist_free(&users);
+    market__keylist_free(&invs);
+    free(items.ids);
+    return rc;
+}

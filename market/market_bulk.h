@@ -1,0 +1,95 @@
+/* market_bulk.h - the bulk layer (market_bulk.c): what the files that read or write a
+ * whole realm for tools (market_world.c, market_audit.c, market_reindex.c, market_info.c)
+ * share: arrays that grow, pipelines of many commands, SCANs into key lists, strings kept
+ * end to end, and the search indexes' keys read whole. It calls the store layer
+ * (market_store.h) and nothing above it. */
+#ifndef GM_MARKET_MARKET_BULK_H
+#define GM_MARKET_MARKET_BULK_H
+
+#include <stddef.h>
+
+#include <hiredis.h>
+
+#include "market/market_store.h"
+
+#define MARKET__SCAN_COUNT "1000" /* SCAN's COUNT hint */
+#define MARKET__KEYS_CHUNK                                                                         \
+    1000 /* index keys read per round trip by the audit and market_reindex() */
+
+/* A bulk write: a growing pipeline of commands, its replies checked at the
+ * end (not the purchase batches of market_batch.c). */
+struct market__bulk {
+    market_conn *c;
+    size_t sent;
+    int failed;
+};
+
+/* Keys that market__scan_keys() collected, each a new string. */
+struct market__keylist {
+    char **keys;
+    size_t n, cap;
+};
+
+/* Strings kept end to end in one buffer: the index entries the audit compares, the market
+ * members market_reindex() looks up. */
+struct market__strs {
+    char *buf;
+    size_t len, cap;
+    size_t *at; /* where each string starts in buf */
+    size_t n, cap_at;
+    char **p; /* market__strs_index()'s pointers */
+    size_t cap_p;
+};
+
+/* A pipeline that reads index keys whole: [WATCH market:{r} <keys>,] ZRANGE <key> 0 -1
+ * WITHSCORES for each key. */
+struct market__idx_read {
+    const char *watch[2 + MARKET__KEYS_CHUNK];
+    const char *zrange[MARKET__KEYS_CHUNK][5];
+    const char **argv[1 + MARKET__KEYS_CHUNK];
+    int argc[1 + MARKET__KEYS_CHUNK];
+    redisReply *rep[1 + MARKET__KEYS_CHUNK];
+    size_t n; /* the replies rep holds */
+};
+
+/* One command's argv in a pipeline that market_players_scan() or market_reindex() builds. */
+struct market__argv6 {
+    const char *v[6];
+};
+
+/* The arrays market__pipeline_argv() takes, for up to cap commands. */
+struct market__pipe {
+    int *argc;
+    const char ***argv;
+    struct market__argv6 *cmd;
+    redisReply **rep;
+    size_t cap;
+};
+
+/* ---- arrays and strings ---- */
+int market__grow(void **arr, size_t *cap, size_t need, size_t elem);
+int market__strs_add(struct market__strs *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+int market__strs_index(struct market__strs *s);
+void market__strs_free(struct market__strs *s);
+
+/* ---- pipelines of many commands ---- */
+void market__bulk_add(struct market__bulk *b, int argc, const char **argv, const size_t *len);
+int market__bulk_finish(struct market__bulk *b);
+int market__pipe_reserve(struct market__pipe *p, size_t n);
+void market__pipe_put(struct market__pipe *p, size_t *nc, int argc, struct market__argv6 cmd);
+void market__pipe_free(struct market__pipe *p);
+
+/* ---- keys ---- */
+int market__scan_keys(market_conn *c, const char *pattern, struct market__keylist *out);
+void market__keylist_free(struct market__keylist *k);
+
+/* ---- the market and its search indexes ---- */
+int market__listing_read(const redisReply *e, const redisReply *sc, market_listing *l);
+void market__idx_legacy_keys(const char *realm, char out[3][MARKET__KEY_MAX]);
+const char *market__idx_key_id(const char *realm, const char *key, int *kind);
+int market__idx_keys_scan(market_conn *c, const char *realm, struct market__keylist *keys);
+int market__idx_read(market_conn *c, struct market__idx_read *r, const char *watch,
+                     char *const *keys, size_t n);
+
+#endif /* GM_MARKET_MARKET_BULK_H */

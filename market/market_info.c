@@ -1,0 +1,203 @@
+/* market_info.c - reads for tools: the players with their funds, the store's counters.
+ *
+ * market_players_scan() and market_store_info() read the players and the store's
+ * counters (INFO, from every master) for tools (market-load) without their knowing the
+ * keys.
+ */
+#include "market/market.h"
+
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "market/market_bulk.h"
+
+/* The keys of the players one SCAN page chose: "users:{<realm>}:<id>". */
+struct userkeys {
+    char (*keys)[MARKET__KEY_MAX];
+    size_t n, cap;
+};
+
+/* Reads a SCAN reply: the next cursor into cursor, and into next the keys of
+ * the players whose id is valid and matches match (NULL: every one). */
+static int userkeys_from_scan(const redisReply *r, char *cursor, size_t cursorlen,
+                              size_t prefix_len, const char *match, struct userkeys *next) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY ||
+        r->element[0]->len >= cursorlen)
+        return MARKET_ERR_STORE;
+    memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
+    const redisReply *ks = r->element[1];
+    next->n = 0;
+    if (market__grow((void **)&next->keys, &next->cap, ks->elements, sizeof *next->keys) < 0)
+        return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < ks->elements; i++) {
+        const redisReply *k = ks->element[i];
+        if (k->type != REDIS_REPLY_STRING || k->len <= prefix_len ||
+            k->len - prefix_len > MARKET_ID_MAX)
+            continue;
+        char *key = next->keys[next->n];
+        memcpy(key, k->str, k->len);
+        key[k->len] = '\0';
+        const char *id = key + prefix_len;
+        if (!market_id_valid(id) || (match && fnmatch(match, id, 0) != 0)) continue;
+        next->n++;
+    }
+    return MARKET_OK;
+}
+
+/* Appends the players of keys whose funds reply (rep[i]) holds funds; nil
+ * (the player went away, or has no funds field) is skipped. */
+static int funds_from_replies(const struct userkeys *keys, size_t prefix_len, redisReply **rep,
+                              market_player_funds **out, size_t *n, size_t *cap) {
+    if (market__grow((void **)out, cap, *n + keys->n, sizeof **out) < 0) return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < keys->n; i++) {
+        const redisReply *r = rep[i];
+        if (r->type == REDIS_REPLY_NIL) continue;
+        market_player_funds *p = &(*out)[*n];
+        if (r->type != REDIS_REPLY_STRING || market__parse_i64(r->str, r->len, &p->funds) < 0)
+            return MARKET_ERR_STORE;
+        snprintf(p->id, sizeof p->id, "%s", keys->keys[i] + prefix_len);
+        (*n)++;
+    }
+    return MARKET_OK;
+}
+
+/* Reads every player of realm (SCAN users:{<realm>}:*, no lock) whose id
+ * matches the fnmatch(3) pattern match (NULL: every player) with its funds
+ * into *out (new; caller frees with free(); NULL when there are none), in
+ * SCAN order. Each round trip
+ * is one pipeline: the funds (HGET) of the players the previous SCAN page
+ * chose, and the next page. A player whose hash goes away meanwhile, or has
+ * no funds field, is left out; keys whose id is not valid are ignored.
+ * Meant for load tests and tools on a quiet market: a player added during
+ * the scan may be missed. Returns MARKET_OK, or ERR_INVALID, ERR_STORE
+ * (Redis failed, or funds that are not a whole number), ERR_NOMEM, with
+ * *out NULL and *n 0. */
+int market_players_scan(market_conn *c, const char *realm, const char *match,
+                        market_player_funds **out, size_t *n) {
+    if (!out || !n) return MARKET_ERR_INVALID;
+    *out = NULL;
+    *n = 0;
+    if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
+    char pattern[MARKET__KEY_MAX];
+    market__key(pattern, sizeof pattern, "users", realm, "*");
+    size_t prefix_len = strlen(pattern) - 1;
+    struct userkeys cur = {0}, next = {0};
+    struct market__pipe p = {0};
+    market_player_funds *got = NULL;
+    size_t n_got = 0, cap_got = 0;
+    char cursor[32] = "0";
+    int scanning = 1, rc = market__route(c, realm);
+    while (rc == MARKET_OK && (scanning || cur.n)) {
+        size_t ncmd = cur.n + (scanning ? 1 : 0);
+        if ((rc = market__pipe_reserve(&p, ncmd)) < 0) break;
+        for (size_t i = 0; i < cur.n; i++) {
+            p.cmd[i] = (struct market__argv6){{"HGET", cur.keys[i], "funds"}};
+            p.argc[i] = 3;
+        }
+        if (scanning) {
+            p.cmd[cur.n] = (struct market__argv6){
+                {"SCAN", cursor, "MATCH", pattern, "COUNT", MARKET__SCAN_COUNT}};
+            p.argc[cur.n] = 6;
+        }
+        for (size_t i = 0; i < ncmd; i++)
+            p.argv[i] = p.cmd[i].v;
+        if ((rc = market__pipeline_argv(c, ncmd, p.argc, p.argv, p.rep)) < 0) break;
+        rc = funds_from_replies(&cur, prefix_len, p.rep, &got, &n_got, &cap_got);
+        next.n = 0;
+        if (rc == MARKET_OK && scanning) {
+            rc = userkeys_from_scan(p.rep[cur.n], cursor, sizeof cursor, prefix_len, match, &next);
+            scanning = strcmp(cursor, "0") != 0;
+        }
+        market__replies_free(p.rep, ncmd);
+        struct userkeys t = cur;
+        cur = next;
+        next = t;
+    }
+    free(cur.keys);
+    free(next.keys);
+    market__pipe_free(&p);
+    if (rc < 0) {
+        free(got);
+        return rc;
+    }
+    if (n_got == 0) {
+        free(got);
+        got = NULL;
+    }
+    *out = got;
+    *n = n_got;
+    return MARKET_OK;
+}
+
+/* Reads the store's INFO text for section (e.g. "commandstats"; NULL: the
+ * default sections) into *out (new, NUL-terminated; caller frees with
+ * free()). Returns MARKET_OK, or ERR_INVALID, ERR_STORE, ERR_NOMEM with *out
+ * NULL. */
+int market_store_info(market_conn *c, const char *section, char **out) {
+    if (!out) return MARKET_ERR_INVALID;
+    *out = NULL;
+    if (!c) return MARKET_ERR_INVALID;
+    const char *argv[2] = {"INFO", section};
+    const char **cmds[1] = {argv};
+    int argc[1] = {section ? 2 : 1};
+    redisReply *rep[1] = {NULL};
+    int rc = market__pipeline_argv(c, 1, argc, cmds, rep);
+    if (rc < 0) return rc;
+    if (rep[0]->type != REDIS_REPLY_STRING)
+        rc = MARKET_ERR_STORE;
+    else if (!(*out = malloc(rep[0]->len + 1)))
+        rc = MARKET_ERR_NOMEM;
+    else {
+        memcpy(*out, rep[0]->str, rep[0]->len);
+        (*out)[rep[0]->len] = '\0';
+    }
+    market__replies_free(rep, 1);
+    return rc;
+}
+
+/* Reads INFO section (see market_store_info) from every master of the
+ * store: the one server or Sentinel group's master, or each master that
+ * serves slots of a Redis Cluster. Returns MARKET_OK with *out a new array
+ * of *n entries (caller frees with market_master_info_free()), or
+ * ERR_INVALID, ERR_STORE (c's errstr says why), ERR_NOMEM with *out NULL. */
+int market_store_info_masters(market_conn *c, const char *section, market_master_info **out,
+                              size_t *n) {
+    if (!out || !n) return MARKET_ERR_INVALID;
+    *out = NULL;
+    *n = 0;
+    if (!c) return MARKET_ERR_INVALID;
+    unsigned slots[MARKET__MASTERS_MAX];
+    int want = 1;
+    if (c->m->cluster) {
+        char why[128];
+        want =
+            lock_cluster_master_slots(c->m->cluster, slots, MARKET__MASTERS_MAX, why, sizeof why);
+        if (want <= 0) return market__fail(c, "redis cluster: %s", want < 0 ? why : "no master");
+    }
+    market_master_info *v = calloc((size_t)want, sizeof *v);
+    if (!v) return MARKET_ERR_NOMEM;
+    int rc = MARKET_OK;
+    for (int i = 0; i < want && rc == MARKET_OK; i++) {
+        if (c->m->cluster) rc = market__route_slot(c, slots[i]);
+        if (rc == MARKET_OK) rc = market_store_info(c, section, &v[i].text);
+        if (rc == MARKET_OK) snprintf(v[i].where, sizeof v[i].where, "%s", c->where);
+    }
+    if (rc < 0) {
+        market_master_info_free(v, (size_t)want);
+        return rc;
+    }
+    *out = v;
+    *n = (size_t)want;
+    return MARKET_OK;
+}
+
+/* Frees v[0..n) and v; NULL is a no-op. This function can't fail. */
+void market_master_info_free(market_master_info *v, size_t n) {
+    if (!v) return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i].text);
+    free(v);
+}

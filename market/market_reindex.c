@@ -1,0 +1,276 @@
+/* market_reindex.c - rebuilding a realm's search indexes from its market.
+ *
+ * market_reindex() rebuilds a realm's indexes (market_index.c names them) from its
+ * market, also while the service runs: for stores seeded before the indexes existed or in
+ * their former layout, or found off by the audit (market_audit.c). It works in rounds,
+ * each under a WATCH and written in one MULTI/EXEC, and runs a round again when the
+ * market changed meanwhile.
+ */
+#include "market/market.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "market/market_bulk.h"
+
+#define REINDEX_CHUNK 1000 /* listings read and indexed per round trip by market_reindex() */
+#define REINDEX_TRIES 10   /* the most times a round of market_reindex() is run */
+
+/* The scratch of market_reindex(). */
+struct reindex {
+    char lo[32];          /* step 2: the lowest price left ("-inf", "<p>", "(<p>"); "": none */
+    market__idx_entry *e; /* step 2: the entries of the listings a round read */
+    size_t cap_e;
+    struct market__pipe look;   /* step 3: a round's ZSCOREs of market:{r} */
+    struct market__pipe write;  /* a round's MULTI ... EXEC */
+    struct market__idx_read rd; /* step 3: a round's WATCH and reads of index keys */
+    struct market__strs mm;     /* step 3: the market member of each index member read */
+};
+
+/* Judges round tries (1, 2, ...) of market_reindex(), which returned *rc: 1 when it is to
+ * run again (its EXEC was aborted, or its slot moved, and it ran fewer than REINDEX_TRIES
+ * times), else 0 with *rc the round's result: ERR_CONFLICT after the last abort, ERR_STORE
+ * after the last move. */
+static int reindex_again(market_conn *c, int *rc, int tries) {
+    if (*rc != MARKET__TXN_ABORTED && *rc != MARKET__REDIRECTED) return 0;
+    if (tries < REINDEX_TRIES) {
+        if (*rc == MARKET__REDIRECTED) market__redirect_pause(c, tries);
+        return 1;
+    }
+    *rc = *rc == MARKET__TXN_ABORTED ? MARKET_ERR_CONFLICT : MARKET_ERR_STORE;
+    return 0;
+}
+
+/* Sends x->write's n commands (MULTI ... EXEC) and judges the EXEC. Returns MARKET_OK,
+ * MARKET__TXN_ABORTED (a watched key changed: nothing written), MARKET__REDIRECTED, or
+ * ERR_STORE (Redis failed or refused a write; c's errstr says which), ERR_NOMEM. */
+static int reindex_commit(market_conn *c, struct reindex *x, size_t n) {
+    redisReply **rep = x->write.rep;
+    int rc = market__pipeline_argv(c, n, x->write.argc, x->write.argv, rep);
+    if (rc < 0) return rc;
+    const redisReply *exec = rep[n - 1], *err = market__reply_error(rep, n);
+    if (!err && exec->type == REDIS_REPLY_ARRAY)
+        err = market__reply_error(exec->element, exec->elements);
+    if (exec->type == REDIS_REPLY_NIL)
+        rc = MARKET__TXN_ABORTED;
+    else if (err || exec->type != REDIS_REPLY_ARRAY)
+        rc = market__fail_reply(c, "rebuilding the search indexes", err ? err : exec);
+    market__replies_free(rep, n);
+    return rc;
+}
+
+/* Reads the listings of z, a ZRANGE WITHSCORES of market:{r}, into x->e[0..*n): their
+ * entries in the indexes. Returns MARKET_OK, or ERR_STORE (z is no such reply, or holds an
+ * entry that is not a listing; c's errstr says which), ERR_NOMEM. */
+static int fill_read(market_conn *c, const market__realm *rl, struct reindex *x,
+                     const redisReply *z, size_t *n) {
+    if (z->type != REDIS_REPLY_ARRAY || z->elements % 2)
+        return market__fail_reply(c, "rebuilding the search indexes", z);
+    *n = z->elements / 2;
+    if (market__grow((void **)&x->e, &x->cap_e, *n ? *n : 1, sizeof *x->e) < 0)
+        return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < *n; i++) {
+        const redisReply *m = z->element[2 * i];
+        market_listing l;
+        if (market__listing_read(m, z->element[2 * i + 1], &l) < 0)
+            return market__fail(c, "%s holds an entry that is not a listing: %.*s", rl->market,
+                                (int)(m->len < 80 ? m->len : 80), m->str ? m->str : "");
+        market__idx_entry_init(&x->e[i], rl->id, l.item, l.seller, l.price);
+    }
+    return MARKET_OK;
+}
+
+/* A round of step 2 of market_reindex(): under a WATCH of market:{r}, reads its listings
+ * priced x->lo and up, REINDEX_CHUNK of them but whole prices (all of the last price read,
+ * or none of it), and writes their entries in both indexes in one MULTI/EXEC; then moves
+ * x->lo past them ("" when none are left). Stores how many it indexed in *n. Returns
+ * MARKET_OK, MARKET__TXN_ABORTED (x->lo unchanged), MARKET__REDIRECTED, or ERR_STORE (as
+ * fill_read()), ERR_NOMEM. */
+static int fill_round(market_conn *c, const market__realm *rl, struct reindex *x, size_t *n) {
+    char count[24], next[sizeof x->lo] = "", price[24];
+    market__cmd rd[2];
+    redisReply *rep[2] = {NULL, NULL};
+    snprintf(count, sizeof count, "%d", REINDEX_CHUNK);
+    market__cmd_set(&rd[0], 2, "WATCH", rl->market);
+    market__cmd_set(&rd[1], 9, "ZRANGE", rl->market, x->lo, "+inf", "BYSCORE", "LIMIT", "0", count,
+                    "WITHSCORES");
+    int rc = market__pipeline(c, rd, 2, rep);
+    if (rc < 0) return rc;
+    const redisReply *err = market__reply_error(rep, 2);
+    rc = err ? market__fail_reply(c, "rebuilding the search indexes", err)
+             : fill_read(c, rl, x, rep[1], n);
+    market__replies_free(rep, 2);
+    if (rc < 0) return rc;
+    if (*n == 0) { /* nothing left */
+        c->unwatch = 1;
+        x->lo[0] = '\0';
+        return MARKET_OK;
+    }
+    if (*n == REINDEX_CHUNK) { /* more may follow: end at a whole price */
+        snprintf(price, sizeof price, "%s", x->e[*n - 1].score);
+        size_t keep = *n - 1;
+        while (keep > 0 && strcmp(x->e[keep - 1].score, price) == 0)
+            keep--;
+        if (keep) { /* the next round starts at the last price read */
+            snprintf(next, sizeof next, "%s", price);
+            *n = keep;
+        } else { /* all were of one price: all of that price, and the next after it */
+            snprintf(next, sizeof next, "(%s", price);
+            market__cmd_set(&rd[1], 6, "ZRANGE", rl->market, price, price, "BYSCORE", "WITHSCORES");
+            if ((rc = market__pipeline(c, &rd[1], 1, rep)) < 0) return rc;
+            rc = rep[0]->type == REDIS_REPLY_ERROR
+                     ? market__fail_reply(c, "rebuilding the search indexes", rep[0])
+                     : fill_read(c, rl, x, rep[0], n);
+            market__replies_free(rep, 1);
+            if (rc < 0) return rc;
+        }
+    }
+    size_t nc = 0;
+    if ((rc = market__pipe_reserve(&x->write, 2 * *n + 2)) < 0) return rc;
+    market__pipe_put(&x->write, &nc, 1, (struct market__argv6){{"MULTI"}});
+    for (size_t i = 0; i < *n; i++) {
+        const market__idx_entry *e = &x->e[i];
+        for (int k = 0; k < MARKET__IDX_KINDS; k++)
+            market__pipe_put(&x->write, &nc, 4,
+                             (struct market__argv6){{"ZADD", e->key[k], e->score, e->member[k]}});
+    }
+    market__pipe_put(&x->write, &nc, 1, (struct market__argv6){{"EXEC"}});
+    if ((rc = reindex_commit(c, x, nc)) == MARKET_OK) snprintf(x->lo, sizeof x->lo, "%s", next);
+    return rc;
+}
+
+/* A round of step 3 of market_reindex() over the index keys keys[0..n) (n <= MARKET__KEYS_CHUNK):
+ * under a WATCH of market:{r} and of the keys, reads their members and scores, then the
+ * price in market:{r} of each member's listing, and in one MULTI/EXEC removes the members
+ * whose listing is gone (or is no listing) and gives the others their listing's price
+ * where they have another. Returns MARKET_OK, MARKET__TXN_ABORTED, MARKET__REDIRECTED, or
+ * ERR_STORE (Redis failed, or a key is no zset; c's errstr says which), ERR_NOMEM. */
+static int sweep_round(market_conn *c, const market__realm *rl, struct reindex *x,
+                       char *const *keys, size_t n) {
+    size_t nl = 0, nw = 0;
+    int rc = market__idx_read(c, &x->rd, rl->market, keys, n);
+    if (rc < 0) return rc;
+    redisReply **z = x->rd.rep + 1; /* z[i]: the members and scores of keys[i] */
+    const redisReply *bad = market__reply_error(x->rd.rep, x->rd.n);
+    x->mm.len = x->mm.n = 0;
+    for (size_t i = 0; i < n && !bad && rc == MARKET_OK; i++) {
+        int kind;
+        const char *id = market__idx_key_id(rl->id, keys[i], &kind);
+        if (z[i]->type != REDIS_REPLY_ARRAY || z[i]->elements % 2) bad = z[i];
+        for (size_t j = 0; !bad && j < z[i]->elements && rc == MARKET_OK; j += 2) {
+            const redisReply *m = z[i]->element[j];
+            if (m->type != REDIS_REPLY_STRING)
+                bad = m;
+            else if (kind == MARKET__IDX_ITEM)
+                rc = market__strs_add(&x->mm, "%s.%s", id, m->str);
+            else
+                rc = market__strs_add(&x->mm, "%s.%s", m->str, id);
+        }
+    }
+    if (bad) rc = market__fail_reply(c, "reading a search index", bad);
+    if (rc == MARKET_OK) rc = market__strs_index(&x->mm);
+    if (rc == MARKET_OK) rc = market__pipe_reserve(&x->look, x->mm.n);
+    if (rc == MARKET_OK && x->mm.n) {
+        for (size_t g = 0; g < x->mm.n; g++)
+            market__pipe_put(&x->look, &nl, 3,
+                             (struct market__argv6){{"ZSCORE", rl->market, x->mm.p[g]}});
+        if ((rc = market__pipeline_argv(c, nl, x->look.argc, x->look.argv, x->look.rep)) < 0)
+            nl = 0;
+        else if ((bad = market__reply_error(x->look.rep, nl)))
+            rc = market__fail_reply(c, "reading the market", bad);
+    }
+    if (rc == MARKET_OK) rc = market__pipe_reserve(&x->write, x->mm.n + 2);
+    if (rc == MARKET_OK) {
+        market__pipe_put(&x->write, &nw, 1, (struct market__argv6){{"MULTI"}});
+        for (size_t i = 0, g = 0; i < n; i++)
+            for (size_t j = 0; j < z[i]->elements; j += 2, g++) {
+                const redisReply *m = z[i]->element[j], *sc = z[i]->element[j + 1];
+                const redisReply *now = x->look.rep[g];
+                int64_t want = market__reply_price(now), have;
+                if (want <= 0) /* no listing */
+                    market__pipe_put(&x->write, &nw, 3,
+                                     (struct market__argv6){{"ZREM", keys[i], m->str}});
+                else if (market__parse_price(sc->str, sc->len, &have) < 0 || have != want)
+                    market__pipe_put(&x->write, &nw, 4,
+                                     (struct market__argv6){{"ZADD", keys[i], now->str, m->str}});
+            }
+        market__pipe_put(&x->write, &nw, 1, (struct market__argv6){{"EXEC"}});
+        if (nw > 2)
+            rc = reindex_commit(c, x, nw);
+        else
+            c->unwatch = 1; /* all were right */
+    }
+    market__replies_free(x->look.rep, nl);
+    market__replies_free(x->rd.rep, x->rd.n);
+    return rc;
+}
+
+/* Rebuilds realm's search indexes from its market, correctly while the service runs:
+ *   1. deletes the indexes of the former layout (idx:{r}:all, idx:{r}:item and
+ *      idx:{r}:seller, one big zset each);
+ *   2. puts every listing of market:{r} in both of its indexes (idx:{r}:item:<item> and
+ *      idx:{r}:seller:<seller>, scored by its price), a round at a time: under a WATCH of
+ *      market:{r}, the next REINDEX_CHUNK or so listings in price order (by price, not by
+ *      rank: a listing that goes meanwhile would move the ranks of those after it, and one
+ *      could be skipped), and their entries written in one MULTI/EXEC;
+ *   3. sweeps the index keys (idx:{r}:item:* and idx:{r}:seller:*, by SCAN), MARKET__KEYS_CHUNK a
+ * round: under a WATCH of market:{r} and the keys, their members and each one's listing read, and
+ * in one MULTI/EXEC the members whose listing is gone removed, the ones at another price given
+ * their listing's. A round whose EXEC is aborted (the market changed meanwhile) runs again,
+ * REINDEX_TRIES times at most; a listing added or changed meanwhile gets its entries from the write
+ * that changes it, so at the end the indexes hold exactly the market's listings. Meant for a store
+ * seeded before the indexes existed or in the former layout, or one whose audit finds
+ * index_mismatch. Stores how many listings step 2 indexed in *listings (may be NULL; 0
+ * on failure). Returns MARKET_OK, or ERR_INVALID (a bad realm), ERR_CONFLICT (a round was
+ * aborted every time: the realm is too busy; what was written is right, but the rebuild is
+ * not finished: run it again), ERR_STORE (Redis failed, or the market holds an entry that is
+ * not a listing, or a key of the indexes is no zset; c's errstr says which; what was written
+ * before stays), ERR_NOMEM. */
+int market_reindex(market_conn *c, const char *realm, size_t *listings) {
+    if (listings) *listings = 0;
+    if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
+    market__realm rl;
+    market__realm_init(&rl, realm);
+    struct reindex *x = calloc(1, sizeof *x);
+    if (!x) return MARKET_ERR_NOMEM;
+    struct market__keylist keys = {0};
+    size_t count = 0, n = 0;
+    char legacy[3][MARKET__KEY_MAX];
+    market__idx_legacy_keys(realm, legacy);
+    market__cmd del;
+    redisReply *rep[1] = {NULL};
+    market__cmd_set(&del, 4, "UNLINK", legacy[0], legacy[1], legacy[2]); /* step 1 */
+    int rc = market__route(c, realm);
+    if (rc == MARKET_OK) rc = market__pipeline(c, &del, 1, rep);
+    if (rc < 0) goto out;
+    if (rep[0]->type == REDIS_REPLY_ERROR)
+        rc = market__fail_reply(c, "deleting the former search indexes", rep[0]);
+    market__replies_free(rep, 1);
+    snprintf(x->lo, sizeof x->lo, "-inf");
+    while (rc == MARKET_OK && x->lo[0]) { /* step 2 */
+        int tries = 0;
+        do
+            rc = fill_round(c, &rl, x, &n);
+        while (reindex_again(c, &rc, ++tries));
+        count += rc == MARKET_OK ? n : 0;
+    }
+    if (rc == MARKET_OK) rc = market__idx_keys_scan(c, realm, &keys); /* step 3 */
+    for (size_t at = 0; rc == MARKET_OK && at < keys.n; at += MARKET__KEYS_CHUNK) {
+        int tries = 0;
+        do
+            rc = sweep_round(c, &rl, x, keys.keys + at,
+                             keys.n - at < MARKET__KEYS_CHUNK ? keys.n - at : MARKET__KEYS_CHUNK);
+        while (reindex_again(c, &rc, ++tries));
+    }
+out:
+    if (c->watching) c->unwatch = 1; /* a round failed after its WATCH */
+    if (rc == MARKET_OK && listings) *listings = count;
+    market__keylist_free(&keys);
+    market__pipe_free(&x->look);
+    market__pipe_free(&x->write);
+    market__strs_free(&x->mm);
+    free(x->e);
+    free(x);
+    return rc;
+}
