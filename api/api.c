@@ -12,6 +12,10 @@
  * served like GET on GET routes (libmicrohttpd drops the body of a HEAD reply),
  * so Allow says "GET, HEAD" there. A trailing slash is a different path (404),
  * and so is "/players/" with an empty id or an id followed by more segments.
+ * A purchase-like write (POST /purchase, POST /sales/{id}/buy) also has a
+ * begin step in its row: those routes, and only those, are deferred by the
+ * event-loop server (api_route_deferrable(), api_handle_begin(),
+ * api_purchase_submit()), which thus matches no path itself.
  *
  * Request bodies are strict: one JSON object (duplicate keys, trailing bytes,
  * NUL bytes refused), every field known, typed and in range, before anything
@@ -471,6 +475,12 @@ static int conn_missing(const market_conn *conn, api_response *resp) {
 typedef void (*api_handler)(market_conn *conn, const api_request *req, const char *realm,
                             const char *arg, api_response *resp);
 
+/* A deferred route's first half (api_handle_begin()): like its handler, but a
+ * request that passes validation is written into p and its API_BEGIN_* kind
+ * returned instead of being run; 0 when resp holds the whole answer. */
+typedef int (*api_beginner)(market_conn *conn, const api_request *req, const char *realm,
+                            const char *arg, api_response *resp, api_purchase *p);
+
 /* The answer to a purchase whose market outcome is rc and res. */
 static void purchase_reply(const char *buyer, const char *seller, const char *item,
                            int64_t quantity, int rc, const market_purchase_result *res,
@@ -608,6 +618,18 @@ static void handle_purchase(market_conn *conn, const api_request *req, const cha
     int rc = market_purchase_units(conn, p.realm, p.buyer, p.seller, p.item, p.op.quantity,
                                    p.op.expect_price, p.op.idem, &res);
     purchase_reply(p.buyer, p.seller, p.item, p.op.quantity, rc, &res, resp);
+}
+
+/* POST /purchase, begun (api_handle_begin()): validated into p, and
+ * API_BEGIN_PURCHASE returned for the market's queue; a purchase without a
+ * seller is not queued but answered here, on this thread (0). */
+static int begin_purchase(market_conn *conn, const api_request *req, const char *realm,
+                          const char *arg, api_response *resp, api_purchase *p) {
+    (void)arg;
+    if (!purchase_prepare(req, realm, resp, p)) return 0;
+    if (p->max_price == 0) return API_BEGIN_PURCHASE;
+    if (!conn_missing(conn, resp)) buy_cheapest(conn, p, resp); /* not queued: answered here */
+    return 0;
 }
 
 /* POST /list {"seller","item","price"[,"quantity"]} */
@@ -880,6 +902,15 @@ static void handle_sale_buy(market_conn *conn, const api_request *req, const cha
     int rc = market_sale_buy(conn, p.realm, p.sale, p.buyer, p.sale_op.quantity, p.sale_op.idem,
                              &res);
     sale_buy_reply(p.sale, p.buyer, rc, &res, resp);
+}
+
+/* POST /sales/{id}/buy, begun (api_handle_begin()): validated into p, and
+ * API_BEGIN_SALE_BUY returned for the sale's worker; 0 when resp holds the
+ * answer (an error). */
+static int begin_sale_buy(market_conn *conn, const api_request *req, const char *realm,
+                          const char *id, api_response *resp, api_purchase *p) {
+    (void)conn;
+    return sale_buy_prepare(req, realm, id, resp, p) ? API_BEGIN_SALE_BUY : 0;
 }
 
 /* Reads query argument name as a decimal integer in lo..hi (digits only, no
@@ -1305,10 +1336,11 @@ typedef struct api_route {
     const char *method;
     const char *allow; /* the Allow header of a 405 */
     api_handler handle;
+    api_beginner begin; /* non-NULL: deferred (a purchase-like write): see api_handle_begin() */
 } api_route;
 
 static const api_route api_routes[API_ROUTES] = {
-    {"/purchase", 0, NULL, 1, "POST", "POST", handle_purchase},
+    {"/purchase", 0, NULL, 1, "POST", "POST", handle_purchase, begin_purchase},
     {"/list", 0, NULL, 1, "POST", "POST", handle_list},
     {"/unlist", 0, NULL, 1, "POST", "POST", handle_unlist},
     {"/players/", 1, NULL, 1, "GET", "GET, HEAD", handle_player},
@@ -1320,7 +1352,7 @@ static const api_route api_routes[API_ROUTES] = {
     {"/items/", 1, "/trades", 1, "GET", "GET, HEAD", handle_item_trades},
     {"/sales", 0, NULL, 1, "POST", "POST", handle_sale_create},
     {"/sales/", 1, NULL, 1, "GET", "GET, HEAD", handle_sale_get},
-    {"/sales/", 1, "/buy", 1, "POST", "POST", handle_sale_buy},
+    {"/sales/", 1, "/buy", 1, "POST", "POST", handle_sale_buy, begin_sale_buy},
 };
 
 /* Names of the routes as logs and metrics show them. */
@@ -1400,6 +1432,18 @@ static enum route_found route_find(const char *path, const api_route **route, co
     return ROUTE_NONE;
 }
 
+/* Finds the deferred route serving method and path (see route_find() for
+ * argbuf, arglen and realm): the route, with *arg set, when path names a
+ * route of the table (under a valid realm, if any) that has a begin step
+ * and method is the one it serves; else NULL. This function can't fail. */
+static const api_route *deferred_route(const char *method, const char *path, const char **arg,
+                                       char *argbuf, size_t arglen, char *realm) {
+    const api_route *r = NULL;
+    if (!method || !path) return NULL;
+    if (route_find(path, &r, arg, argbuf, arglen, realm) != ROUTE_OK) return NULL;
+    return r->begin && strcmp(method, r->method) == 0 ? r : NULL;
+}
+
 /* ---- API ---- */
 
 /* Answers one request: routes req by method and path, validates it, calls
@@ -1441,38 +1485,83 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
         snprintf(resp->why, sizeof resp->why, "%s", market_conn_errstr(conn));
 }
 
-/* Like api_handle(), except for a POST /purchase or POST /sales/{id}/buy
- * that passes validation: that one is not run; it is written into p and
- * API_BEGIN_PURCHASE or API_BEGIN_SALE_BUY is returned, with resp holding
- * only what logs need (route, player). The caller then submits p->op with
- * market_purchase_submit() (after setting op.done and op.ud), or
- * p->sale_op with market_sale_buy_submit() (sale_op.done, sale_op.ud), and,
- * once done has been called, turns the outcome into resp with
+/* Returns 1 when method and path (without the query string; both borrowed)
+ * name a route of the table that api_handle_begin() may defer: a
+ * purchase-like write, answered later from a market worker, such as POST
+ * /purchase or POST /realms/{realm}/sales/{id}/buy; else 0 (an unknown path,
+ * another method, a realm that is not an id, NULL). Whether a given request
+ * is deferred still depends on its body: see api_handle_begin(). This
+ * function can't fail. */
+int api_route_deferrable(const char *method, const char *path) {
+    const char *arg = NULL;
+    char argbuf[API__ARG_MAX], realm[MARKET_REALM_MAX + 1];
+    return deferred_route(method, path, &arg, argbuf, sizeof argbuf, realm) != NULL;
+}
+
+/* Like api_handle(), except for a request of a deferrable route (see
+ * api_route_deferrable()) that passes validation: that one is not run; it
+ * is written into p and its kind (API_BEGIN_PURCHASE or API_BEGIN_SALE_BUY)
+ * is returned, with resp holding only what logs need (route, player). The
+ * caller then hands p to the market with api_purchase_submit() and, once
+ * its done callback has been called, turns the outcome into resp with
  * api_purchase_end(). Returns 0 when resp is the whole answer. */
 int api_handle_begin(market_conn *conn, const api_request *req, api_response *resp,
                      api_purchase *p) {
     if (!resp || !p) return 0;
     const char *arg = NULL;
-    const api_route *r = NULL;
     char realm[MARKET_REALM_MAX + 1];
-    enum route_found found = ROUTE_NONE;
     char argbuf[API__ARG_MAX];
-    if (req && req->method && req->path)
-        found = route_find(req->path, &r, &arg, argbuf, sizeof argbuf, realm);
-    if (found != ROUTE_OK || (r->handle != handle_purchase && r->handle != handle_sale_buy) ||
-        strcmp(req->method, "POST") != 0) {
+    const api_route *r =
+        req ? deferred_route(req->method, req->path, &arg, argbuf, sizeof argbuf, realm) : NULL;
+    if (!r) {
         api_handle(conn, req, resp);
         return 0;
     }
     *resp = (api_response){.route = api_route_names[r - api_routes]};
     snprintf(resp->realm, sizeof resp->realm, "%s", realm);
     p->is_sale = 0;
-    if (r->handle == handle_sale_buy)
-        return sale_buy_prepare(req, realm, arg, resp, p) ? API_BEGIN_SALE_BUY : 0;
-    if (!purchase_prepare(req, realm, resp, p)) return 0;
-    if (p->max_price == 0) return API_BEGIN_PURCHASE;
-    if (!conn_missing(conn, resp)) buy_cheapest(conn, p, resp); /* not queued: answered here */
-    return 0;
+    return r->begin(conn, req, realm, arg, resp, p);
+}
+
+/* The market's worker has decided a purchase: tell api_purchase_submit()'s caller. */
+static void purchase_decided(market_pending *op) {
+    api_purchase *p = op->ud;
+    p->done(p->ud); /* may free p: not touched after */
+}
+
+/* A sale's worker has decided a buy: tell api_purchase_submit()'s caller. */
+static void sale_buy_decided(market_sale_pending *op) {
+    api_purchase *p = op->ud;
+    p->done(p->ud);
+}
+
+/* Hands p, which api_handle_begin() filled (and returned non-zero for), to
+ * the worker of m that decides its kind: the market's purchase queue, or its
+ * sale's worker. done(ud) is then called exactly once, from that worker's
+ * thread, or from this call when m refuses to queue p (stopping, out of
+ * memory: the refusal is p's outcome); after it, api_purchase_end() answers
+ * p. p is borrowed until done is called, and may be freed from done. This
+ * function can't fail otherwise. */
+void api_purchase_submit(market *m, api_purchase *p, void (*done)(void *ud), void *ud) {
+    p->done = done;
+    p->ud = ud;
+    if (p->is_sale) { /* a buy from a flash sale, to its sale's worker */
+        p->sale_op.done = sale_buy_decided;
+        p->sale_op.ud = p;
+        int rc = market_sale_buy_submit(m, &p->sale_op);
+        if (rc != MARKET_OK) { /* not queued: answer it as the worker would have */
+            p->sale_op.rc = rc;
+            sale_buy_decided(&p->sale_op);
+        }
+        return;
+    }
+    p->op.done = purchase_decided;
+    p->op.ud = p;
+    int rc = market_purchase_submit(m, &p->op);
+    if (rc != MARKET_OK) {
+        p->op.rc = rc;
+        purchase_decided(&p->op);
+    }
 }
 
 /* Fills resp with the answer to p, whose market outcome (p->op.rc and
