@@ -103,28 +103,33 @@ typedef struct api_response {
 #define API_REALM_PREFIX "/realms/" /* "/realms/{realm}/<route>": a route of that realm */
 #define API_ADMIN_TOKEN_MAX (6 + 64) /* "admin.<hex>": see api_admin_token_make() */
 
-#define API_BEGIN_PURCHASE 1 /* api_handle_begin(): submit p->op (market_purchase_submit) */
-#define API_BEGIN_SALE_BUY 2 /* api_handle_begin(): submit p->sale_op (market_sale_buy_submit) */
+#define API_BEGIN_PURCHASE 1 /* api_handle_begin(): p->op, for the market's purchase queue */
+#define API_BEGIN_SALE_BUY 2 /* api_handle_begin(): p->sale_op, for its sale's worker */
 
-/* A validated POST /purchase, or POST /sales/{id}/buy, waiting for the
- * market (api_handle_begin()). */
+/* A validated request of a deferrable route (POST /purchase, POST
+ * /sales/{id}/buy) waiting for the market: api_handle_begin() fills it,
+ * api_purchase_submit() queues it, api_purchase_end() answers it. */
 typedef struct api_purchase {
-    market_pending op; /* the caller sets op.done and op.ud, then market_purchase_submit()s it */
+    market_pending op; /* a purchase (api_purchase_submit() sets op.done and op.ud) */
     int64_t max_price; /* > 0: no seller: the cheapest units at or under it (not queued) */
     char realm[MARKET_REALM_MAX + 1];
     char buyer[MARKET_ID_MAX + 1], seller[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1];
     market_idem idem;
     char idem_key[MARKET_IDEM_KEY_MAX + 1];
     char fp[MARKET_IDEM_FP_MAX + 1];
-    /* a buy from a sale: sale_op instead of op (sale_op.done and .ud set by the caller) */
+    /* a buy from a sale: sale_op instead of op (api_purchase_submit() sets its done and ud) */
     int is_sale;
     market_sale_pending sale_op;
     char sale[MARKET_ID_MAX + 1];
+    void (*done)(void *ud); /* api_purchase_submit()'s caller's callback, and its argument */
+    void *ud;
 } api_purchase;
 
 void api_handle(market_conn *conn, const api_request *req, api_response *resp);
+int api_route_deferrable(const char *method, const char *path);
 int api_handle_begin(market_conn *conn, const api_request *req, api_response *resp,
                      api_purchase *p);
+void api_purchase_submit(market *m, api_purchase *p, void (*done)(void *ud), void *ud);
 void api_purchase_end(const api_purchase *p, api_response *resp);
 void api_error(int status, const char *code, const char *detail, api_response *resp);
 void api_response_cleanup(api_response *resp);

@@ -1,4 +1,5 @@
-/* api_impl.h - what the files of api/ share: strict JSON loading, safe strings, replies.
+/* api_impl.h - what the files of api/ share: strict JSON loading, safe strings, replies,
+ * and the handlers the route table names.
  * Included only by api/ and its tests. */
 #ifndef GM_API_API_IMPL_H
 #define GM_API_API_IMPL_H
@@ -13,6 +14,30 @@
 #define API__WHY_MAX 256  /* room for one validation message */
 #define API__ARG_MAX 256  /* a route's id segment, copied (longer ones read as "") */
 #define API__QUOTE_MAX 48 /* longest user-supplied name quoted in a message, in bytes */
+#define API__ID_RULE "[A-Za-z0-9_-]{1,64}" /* what market_id_valid() takes, for messages */
+#define API__LIMIT_DEFAULT 50 /* a page's size when ?limit is not given */
+
+/* ---- request bodies: what a route's spec table says of a field ---- */
+
+enum api__field_kind {
+    API__FIELD_ID,       /* a string matching API__ID_RULE */
+    API__FIELD_PRICE,    /* an integer in 1..MARKET_PRICE_MAX */
+    API__FIELD_QUANTITY, /* an integer in 1..MARKET_QUANTITY_MAX */
+    API__FIELD_UNITS,    /* an integer in 1..MARKET_SALE_STOCK_MAX */
+    API__FIELD_TIME,     /* an integer in 0..9999-12-31T23:59:59.999Z in Unix ms */
+};
+
+typedef struct api__field_spec {
+    const char *name;
+    enum api__field_kind kind;
+    int required;
+} api__field_spec;
+
+typedef struct api__field_value {
+    int present;
+    const char *id; /* API__FIELD_ID: borrowed from the parsed body */
+    int64_t price;  /* API__FIELD_PRICE, API__FIELD_QUANTITY, API__FIELD_UNITS, API__FIELD_TIME */
+} api__field_value;
 
 /* ---- JSON input ---- */
 
@@ -21,17 +46,67 @@ const char *api__unknown_key(json_t *obj, const char *const *known, size_t n);
 void api__quote(char *out, size_t outlen, const char *s);
 void api__why(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+json_t *api__body_parse(const api_request *req, const api__field_spec *spec, size_t n,
+                        api__field_value *vals, api_response *resp);
+int api__conn_missing(const market_conn *conn, api_response *resp);
+
+/* ---- query arguments ---- */
+
+int api__query_size(const api_request *req, const char *name, size_t def, size_t lo, size_t hi,
+                    size_t *out);
+const char *api__query_arg(const api_request *req, const char *name);
+void api__bad_query(api_response *resp, const char *name, const char *what);
+
 /* ---- JSON output ---- */
 
 json_t *api__text_new(const char *s);
+char *api__dump_body(const json_t *body, size_t *len);
+json_t *api__error_body(const char *code, const char *detail);
 void api__reply(api_response *resp, int status, json_t *body);
 void api__reply_market(int rc, int64_t price, api_response *resp);
+void api__reply_market_member(int rc, const char *member, int64_t v, api_response *resp);
 void api__error_reply(api_response *resp, int status, const char *code, const char *detail);
+void api__error_reply_full(api_response *resp, int status, const char *code, const char *detail,
+                           int retry_after_s, const char *allow);
+void api__bad_request(api_response *resp, const char *detail);
 int api__authorized(const api_request *req, const char *realm, const char *player,
                     api_response *resp);
 int api__admin(const api_request *req, api_response *resp);
 size_t api__b64url_encode(const unsigned char *in, size_t n, char *out, size_t outlen);
 long api__b64url_decode(const char *src, size_t n, unsigned char *out);
 int api__idempotency(const api_request *req, market_idem *idem, char *fp, api_response *resp);
+
+/* ---- the handlers of api.c's route table (api_purchase.c, api_market.c, api_trades.c) ---- */
+
+void api__handle_purchase(market_conn *conn, const api_request *req, const char *realm,
+                          const char *arg, api_response *resp);
+int api__begin_purchase(market_conn *conn, const api_request *req, const char *realm,
+                        const char *arg, api_response *resp, api_purchase *p);
+void api__handle_list(market_conn *conn, const api_request *req, const char *realm,
+                      const char *arg, api_response *resp);
+void api__handle_unlist(market_conn *conn, const api_request *req, const char *realm,
+                        const char *arg, api_response *resp);
+void api__handle_sale_create(market_conn *conn, const api_request *req, const char *realm,
+                             const char *arg, api_response *resp);
+void api__handle_sale_get(market_conn *conn, const api_request *req, const char *realm,
+                          const char *id, api_response *resp);
+void api__handle_sale_buy(market_conn *conn, const api_request *req, const char *realm,
+                          const char *id, api_response *resp);
+int api__begin_sale_buy(market_conn *conn, const api_request *req, const char *realm,
+                        const char *id, api_response *resp, api_purchase *p);
+void api__handle_market(market_conn *conn, const api_request *req, const char *realm,
+                        const char *arg, api_response *resp);
+void api__handle_player(market_conn *conn, const api_request *req, const char *realm,
+                        const char *id, api_response *resp);
+void api__handle_player_listings(market_conn *conn, const api_request *req, const char *realm,
+                                 const char *id, api_response *resp);
+void api__handle_healthz(market_conn *conn, const api_request *req, const char *realm,
+                         const char *arg, api_response *resp);
+void api__handle_trade(market_conn *conn, const api_request *req, const char *realm,
+                       const char *id, api_response *resp);
+void api__handle_player_trades(market_conn *conn, const api_request *req, const char *realm,
+                               const char *id, api_response *resp);
+void api__handle_item_trades(market_conn *conn, const api_request *req, const char *realm,
+                             const char *item, api_response *resp);
 
 #endif /* GM_API_API_IMPL_H */

@@ -7,13 +7,14 @@
  * remove the listening socket from an epoll set ("Failed to remove listen FD
  * from epoll set"), which a graceful stop does; with poll() quiescing only
  * signals each worker. A purchase does not block its thread: the access handler
- * validates it (api_handle_begin), suspends the connection, and hands the
- * purchase to the market's worker (market_purchase_submit); the worker's
+ * asks api/ to begin it (api_handle_begin validates it), suspends the
+ * connection, and hands it to the market (api_purchase_submit, which picks
+ * the worker of its kind: the purchase queue, or a flash sale's worker); the
  * done callback resumes the connection, and libmicrohttpd calls the handler
  * again, which answers. A batch of purchases thus costs one wake-up of the
- * worker and one of each event loop, not a thread switch per request. A buy
- * from a flash sale (POST /sales/{id}/buy) goes the same way to its sale's
- * worker (market_sale_buy_submit). Reads
+ * worker and one of each event loop, not a thread switch per request. Which
+ * routes are deferred is api/'s to say (api_route_deferrable); this file
+ * matches no API path and knows no kind of order. Reads
  * (GET) run on the event-loop thread. --threads 0 selects a thread per
  * connection instead, where every request, purchases included, runs on its
  * connection's thread (as does every purchase of the optimistic strategy).
@@ -81,7 +82,7 @@ struct server {
     int port;
     atomic_long in_flight; /* requests begun and not yet completed */
     int async;             /* purchases suspend their connection instead of their thread */
-    atomic_long purchases_in_flight; /* POST /purchase and sale buys begun, not completed */
+    atomic_long purchases_in_flight; /* deferrable requests begun, not completed */
     atomic_long queue_depth;         /* purchases submitted to the market, not yet decided */
     server__metrics metrics;
     server__web web; /* the market page's files */
@@ -105,7 +106,8 @@ struct request {
     api_purchase purchase;
     api_response head;           /* route and player, for the log line */
     server *srv;                 /* for the queue depth, once submitted */
-    int is_purchase;             /* POST .../purchase or .../buy: in purchases_in_flight */
+    int is_purchase;             /* a deferrable route (api_route_deferrable()): in
+                                    purchases_in_flight */
     char id[SERVER__REQUEST_ID_MAX + 1]; /* X-Request-Id */
 };
 
@@ -452,51 +454,28 @@ static const char *framing_refused(struct MHD_Connection *conn) {
     return NULL;
 }
 
-/* The market's worker has decided the purchase: wake its connection. */
-static void purchase_done(market_pending *p) {
-    struct request *rq = p->ud;
+/* The market has decided rq's deferred request (api_purchase_submit()'s
+ * done callback, on a market worker's thread): wake its connection. */
+static void purchase_done(void *ud) {
+    struct request *rq = ud;
     atomic_fetch_sub(&rq->srv->queue_depth, 1);
     atomic_store(&rq->done, 1);
     MHD_resume_connection(rq->conn);
 }
 
-/* A sale worker has decided the buy: wake its connection. */
-static void sale_buy_done(market_sale_pending *p) {
-    struct request *rq = p->ud;
-    atomic_fetch_sub(&rq->srv->queue_depth, 1);
-    atomic_store(&rq->done, 1);
-    MHD_resume_connection(rq->conn);
-}
-
-/* Hands rq's validated purchase to the market and suspends the connection
- * until purchase_done() resumes it; libmicrohttpd then calls on_request()
- * again, which answers. The connection is suspended first, since the worker
- * may finish before submit returns. */
+/* Hands rq's validated request to the market (api_purchase_submit()) and
+ * suspends the connection until purchase_done() resumes it; libmicrohttpd
+ * then calls on_request() again, which answers. The connection is suspended
+ * first, since the worker may finish before submit returns. */
 static enum MHD_Result purchase_submit(server *s, struct MHD_Connection *conn, struct request *rq,
-                                       api_response *head, int kind) {
+                                       api_response *head) {
     rq->head = *head; /* route and player only: no body yet */
     rq->conn = conn;
     rq->pending = 1;
     rq->srv = s;
     atomic_fetch_add(&s->queue_depth, 1); /* the done callback takes it off */
     MHD_suspend_connection(conn);
-    if (kind == API_BEGIN_SALE_BUY) { /* a buy from a flash sale, to its sale's worker */
-        rq->purchase.sale_op.done = sale_buy_done;
-        rq->purchase.sale_op.ud = rq;
-        int rc = market_sale_buy_submit(s->market, &rq->purchase.sale_op);
-        if (rc != MARKET_OK) {
-            rq->purchase.sale_op.rc = rc;
-            sale_buy_done(&rq->purchase.sale_op);
-        }
-        return MHD_YES;
-    }
-    rq->purchase.op.done = purchase_done;
-    rq->purchase.op.ud = rq;
-    int rc = market_purchase_submit(s->market, &rq->purchase.op);
-    if (rc != MARKET_OK) { /* not queued: answer it as the worker would have */
-        rq->purchase.op.rc = rc;
-        purchase_done(&rq->purchase.op);
-    }
+    api_purchase_submit(s->market, &rq->purchase, purchase_done, rq);
     return MHD_YES;
 }
 
@@ -623,10 +602,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             snprintf(rq->id, sizeof rq->id, "%s", id);
         else
             server__request_id_make(rq->id, sizeof rq->id);
-        size_t ul = strlen(url);
-        rq->is_purchase = strcmp(method, "POST") == 0 &&
-                          ((ul >= 9 && strcmp(url + ul - 9, "/purchase") == 0) ||
-                           (ul >= 4 && strcmp(url + ul - 4, "/buy") == 0));
+        rq->is_purchase = api_route_deferrable(method, url);
         if (rq->is_purchase) atomic_fetch_add(&s->purchases_in_flight, 1);
         /* Refusals of the request itself are answered now, without reading
          * the body; libmicrohttpd then closes the connection. */
@@ -669,13 +645,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         api_request req = {method, url, rq->body, rq->len, lookup, conn,
                            s->auth,
                            s->cfg.admin_secret[0] ? s->cfg.admin_secret : NULL};
-        int kind = 0;
         if (!mc) {
             api_error(500, "internal_error", "out of memory", &resp);
         } else if (!s->async) {
             api_handle(mc, &req, &resp);
-        } else if ((kind = api_handle_begin(mc, &req, &resp, &rq->purchase)) != 0) {
-            return purchase_submit(s, conn, rq, &resp, kind);
+        } else if (api_handle_begin(mc, &req, &resp, &rq->purchase) != 0) {
+            return purchase_submit(s, conn, rq, &resp);
         }
         if (resp.status == 405 && is_preflight(s, conn, method)) preflight_reply(&resp);
     }

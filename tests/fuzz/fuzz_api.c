@@ -314,6 +314,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     api_purchase p;
     api_response r3;
     int kind = api_handle_begin(conn, &req, &r3, &p);
+    CHECK(!kind || api_route_deferrable(req.method, req.path)); /* what server/ counts */
     if (kind == API_BEGIN_SALE_BUY) { /* a buy from a flash sale */
         CHECK(strcmp(req.method, "POST") == 0 && r3.route && r3.body == NULL && p.is_sale);
         CHECK(market_id_valid(p.buyer) && market_id_valid(p.sale) && market_id_valid(p.realm));

@@ -647,6 +647,124 @@ static void test_api_wrong_method_405_with_allow(void **state) {
     }
 }
 
+/* Which requests api/ defers (api_route_deferrable()), row by row of its
+ * route table, with the paths a suffix match would take for a purchase. Each
+ * row is also begun with a body valid for the route it names: a request is
+ * begun (api_handle_begin() returns non-zero) exactly when it is deferrable. */
+static void test_api_route_deferrable_follows_route_table(void **state) {
+    static const char purchase[] = "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\"}";
+    static const char sale_buy[] = "{\"buyer\":\"B\",\"quantity\":1}";
+    static const struct {
+        const char *method, *path;
+        int deferrable;
+        const char *body; /* valid for the route, when it is one */
+    } cases[] = {
+        /* the deferred routes, with their realms */
+        {"POST", "/purchase", 1, purchase},
+        {"POST", "/realms/eu-1/purchase", 1, purchase},
+        {"POST", "/sales/s1/buy", 1, sale_buy},
+        {"POST", "/realms/eu/sales/s1/buy", 1, sale_buy},
+        /* the same paths with another method */
+        {"GET", "/purchase", 0, purchase},
+        {"HEAD", "/purchase", 0, purchase},
+        {"PUT", "/purchase", 0, purchase},
+        {"post", "/purchase", 0, purchase},
+        {"", "/purchase", 0, purchase},
+        {"GET", "/sales/s1/buy", 0, sale_buy},
+        {"DELETE", "/realms/eu/sales/s1/buy", 0, sale_buy},
+        /* every other route of the table, with the method it serves */
+        {"POST", "/list", 0, "{\"seller\":\"A\",\"item\":\"axe\",\"price\":5}"},
+        {"POST", "/unlist", 0, "{\"seller\":\"A\",\"item\":\"axe\"}"},
+        {"POST", "/realms/eu/list", 0, "{\"seller\":\"A\",\"item\":\"axe\",\"price\":5}"},
+        {"GET", "/players/A", 0, NULL},
+        {"GET", "/market", 0, NULL},
+        {"GET", "/healthz", 0, NULL},
+        {"GET", "/players/A/listings", 0, NULL},
+        {"GET", "/trades/t1", 0, NULL},
+        {"GET", "/players/A/trades", 0, NULL},
+        {"GET", "/items/axe/trades", 0, NULL},
+        {"POST", "/sales", 0, "{}"},
+        {"GET", "/sales/s1", 0, NULL},
+        {"POST", "/sales/s1", 0, sale_buy},
+        /* suffix tricks: not routes of the table, or routes that are not deferred */
+        {"POST", "/x/purchase", 0, purchase},
+        {"POST", "/players/A/purchase", 0, purchase},
+        {"POST", "/sales/s1/purchase", 0, purchase},
+        {"POST", "/purchase/", 0, purchase},
+        {"POST", "/purchase/purchase", 0, purchase},
+        {"POST", "/realms/eu/x/purchase", 0, purchase},
+        {"POST", "/realms/eu", 0, purchase},
+        {"POST", "/realms/bad!/purchase", 0, purchase},
+        {"POST", "/realms//purchase", 0, purchase},
+        {"POST", "/realms/purchase", 0, purchase},
+        {"POST", "/buy", 0, sale_buy},
+        {"POST", "/x/buy", 0, sale_buy},
+        {"POST", "/sales/buy", 0, sale_buy},
+        {"POST", "/sales//buy", 0, sale_buy},
+        {"POST", "/sales/s1/x/buy", 0, sale_buy},
+        {"POST", "/sales/s1/buy/", 0, sale_buy},
+        {"POST", "/items/axe/buy", 0, sale_buy},
+        {"POST", "/realms/bad!/sales/s1/buy", 0, sale_buy},
+        {"POST", "", 0, purchase},
+        {"POST", "/", 0, purchase},
+    };
+    env *e = *state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int got = api_route_deferrable(cases[i].method, cases[i].path);
+        if (got != cases[i].deferrable)
+            fail_msg("%s '%s': deferrable %d, want %d", cases[i].method, cases[i].path, got,
+                     cases[i].deferrable);
+        const char *body = cases[i].body;
+        api_request req = {cases[i].method, cases[i].path, body, body ? strlen(body) : 0};
+        api_response r;
+        api_purchase p;
+        int kind = api_handle_begin(e->conn, &req, &r, &p);
+        if ((kind != 0) != cases[i].deferrable)
+            fail_msg("%s '%s': begun as %d (status %d)", cases[i].method, cases[i].path, kind,
+                     r.status);
+        if (kind) assert_null(r.body);
+        api_response_cleanup(&r);
+    }
+    assert_int_equal(api_route_deferrable(NULL, "/purchase"), 0);
+    assert_int_equal(api_route_deferrable("POST", NULL), 0);
+}
+
+/* Counts the calls of api_purchase_submit()'s done callback. */
+static void count_done(void *ud) {
+    ++*(int *)ud;
+}
+
+/* api_purchase_submit() hands each kind to its worker; one the market refuses
+ * (here: stopped) is answered through the callback, before the call returns. */
+static void test_api_purchase_submit_refused_calls_done_once(void **state) {
+    static const struct {
+        const char *path, *body, *route;
+        int kind;
+    } cases[] = {
+        {"/purchase", "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\"}", "/purchase",
+         API_BEGIN_PURCHASE},
+        {"/sales/s1/buy", "{\"buyer\":\"B\",\"quantity\":1}", "/sales/{id}/buy",
+         API_BEGIN_SALE_BUY},
+    };
+    env *e = *state;
+    market_shutdown(e->m);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        api_request req = {"POST", cases[i].path, cases[i].body, strlen(cases[i].body)};
+        api_response r;
+        api_purchase p;
+        assert_int_equal(api_handle_begin(e->conn, &req, &r, &p), cases[i].kind);
+        int calls = 0;
+        api_purchase_submit(e->m, &p, count_done, &calls);
+        assert_int_equal(calls, 1);
+        assert_int_equal(cases[i].kind == API_BEGIN_SALE_BUY ? p.sale_op.rc : p.op.rc,
+                         MARKET_ERR_BUSY);
+        api_purchase_end(&p, &r);
+        assert_string_equal(r.route, cases[i].route);
+        assert_string_equal(r.player, "B");
+        expect_error(&r, 503, "market_busy", NULL);
+    }
+}
+
 static void test_api_head_served_like_get(void **state) {
     env *e = *state;
     api_response r;
@@ -1400,6 +1518,8 @@ int main(void) {
         T(test_api_healthz_store_down_503),
         T(test_api_unknown_path_404),
         T(test_api_wrong_method_405_with_allow),
+        T(test_api_route_deferrable_follows_route_table),
+        T(test_api_purchase_submit_refused_calls_done_once),
         T(test_api_head_served_like_get),
         T(test_api_get_ignores_body),
         T(test_api_incomplete_request_500),

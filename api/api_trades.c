@@ -1,0 +1,149 @@
+/* api_trades.c - trades: GET /trades/{id}, /players/{id}/trades,
+ * /items/{item}/trades, and the JSON of the event stream (api_trade_text(),
+ * api_change_text()).
+ *
+ * Above api_common.c and api_auth.c; called by api.c's route table and by
+ * server/'s GET /events.
+ */
+#include "api/api.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "api/api_impl.h"
+
+/* ---- trades ---- */
+
+/* Returns a new {"trade_id","buyer","seller","item","quantity","price",
+ * "total","fence","time_ms"} object for t, or NULL on out-of-memory. */
+static json_t *trade_body(const market_trade *t) {
+    return json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "trade_id", t->id, "buyer",
+                     t->buyer, "seller", t->seller, "item", t->item, "quantity",
+                     (json_int_t)t->quantity, "price", (json_int_t)t->price, "total",
+                     (json_int_t)t->total, "fence",
+                     (json_int_t)(t->fence > INT64_MAX ? INT64_MAX : t->fence), "time_ms",
+                     (json_int_t)t->time_ms);
+}
+
+/* Returns trade t as GET /trades/{id} answers it, compact JSON in a new
+ * malloc'd buffer (caller frees) of *len bytes, or NULL on out-of-memory. */
+char *api_trade_text(const market_trade *t, size_t *len) {
+    json_t *o = trade_body(t);
+    char *text = o ? api__dump_body(o, len) : NULL;
+    json_decref(o);
+    return text;
+}
+
+/* Returns listing change ch as {"action":"listed"|"unlisted","seller","item",
+ * "price","quantity"}, compact JSON in a new malloc'd buffer (caller frees)
+ * of *len bytes, or NULL on out-of-memory. */
+char *api_change_text(const market_change *ch, size_t *len) {
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I}", "action", ch->listed ? "listed" : "unlisted",
+                          "seller", ch->listing.seller, "item", ch->listing.item, "price",
+                          (json_int_t)ch->listing.price, "quantity",
+                          (json_int_t)ch->listing.quantity);
+    char *text = o ? api__dump_body(o, len) : NULL;
+    json_decref(o);
+    return text;
+}
+
+/* Returns a new object {name: id, "trades": [...] [, "next_cursor": next]}
+ * (next NULL: no such member; "": null), or NULL on out-of-memory. */
+static json_t *trades_body(const char *name, const char *id, const market_trade *t, size_t n,
+                           const char *next) {
+    json_t *o = json_object(), *arr = json_array();
+    if (!o || !arr) goto fail;
+    for (size_t i = 0; i < n; i++)
+        if (json_array_append_new(arr, trade_body(&t[i])) < 0) goto fail; /* NULL fails too */
+    if (json_object_set_new(o, name, api__text_new(id)) < 0) goto fail;
+    int rc = json_object_set_new(o, "trades", arr); /* steals arr, even on failure */
+    arr = NULL;
+    if (rc < 0) goto fail;
+    if (next && json_object_set_new(o, "next_cursor", *next ? json_string(next) : json_null()) < 0)
+        goto fail;
+    return o;
+fail:
+    json_decref(arr);
+    json_decref(o);
+    return NULL;
+}
+
+/* Reads query argument "limit" (1..MARKET_TRADES_PAGE_MAX, default
+ * API__LIMIT_DEFAULT) into *limit. Returns 0, or -1 with resp holding the 400. */
+static int trades_limit(const api_request *req, size_t *limit, api_response *resp) {
+    if (api__query_size(req, "limit", API__LIMIT_DEFAULT, 1, MARKET_TRADES_PAGE_MAX, limit) == 0)
+        return 0;
+    char why[API__WHY_MAX];
+    api__why(why, sizeof why, "query parameter 'limit' must be an integer in 1..%d",
+             MARKET_TRADES_PAGE_MAX);
+    api__bad_request(resp, why);
+    return -1;
+}
+
+/* GET /trades/{id} */
+void api__handle_trade(market_conn *conn, const api_request *req, const char *realm,
+                       const char *id, api_response *resp) {
+    (void)req;
+    if (!market_trade_id_valid(id)) {
+        api__bad_request(resp, "trade id must be '<ms>-<seq>', as a purchase's trade_id");
+        return;
+    }
+    if (api__conn_missing(conn, resp)) return;
+    market_trade t;
+    int rc = market_trade_get(conn, realm, id, &t);
+    if (rc != MARKET_OK)
+        api__reply_market(rc, 0, resp);
+    else
+        api__reply(resp, 200, trade_body(&t));
+}
+
+/* GET /players/{id}/trades?limit=&cursor= : the player's own, with their token */
+void api__handle_player_trades(market_conn *conn, const api_request *req, const char *realm,
+                               const char *id, api_response *resp) {
+    if (!market_id_valid(id)) {
+        api__bad_request(resp, "player id must match " API__ID_RULE);
+        return;
+    }
+    snprintf(resp->player, sizeof resp->player, "%s", id);
+    size_t limit;
+    if (trades_limit(req, &limit, resp) < 0) return;
+    const char *cursor = req->lookup ? req->lookup(req->lookup_ud, API_ARG_QUERY, "cursor") : NULL;
+    if (cursor && !market_trade_id_valid(cursor)) {
+        api__bad_request(resp,
+                         "query parameter 'cursor' must be a next_cursor this route answered");
+        return;
+    }
+    if (!api__authorized(req, realm, id, resp) || api__conn_missing(conn, resp)) return;
+    market_trade *t = NULL;
+    size_t n = 0;
+    char next[MARKET_TRADE_ID_MAX + 1];
+    int rc = market_trades_player(conn, realm, id, cursor, limit, &t, &n, next);
+    if (rc != MARKET_OK)
+        api__reply_market(rc, 0, resp);
+    else
+        api__reply(resp, 200, trades_body("player", id, t, n, next));
+    free(t);
+}
+
+/* GET /items/{item}/trades?limit= : the latest, newest first (a price chart) */
+void api__handle_item_trades(market_conn *conn, const api_request *req, const char *realm,
+                             const char *item, api_response *resp) {
+    if (!market_id_valid(item)) {
+        api__bad_request(resp, "item id must match " API__ID_RULE);
+        return;
+    }
+    size_t limit;
+    if (trades_limit(req, &limit, resp) < 0 || api__conn_missing(conn, resp)) return;
+    market_trade *t = NULL;
+    size_t n = 0;
+    int rc = market_trades_item(conn, realm, item, limit, &t, &n);
+    if (rc != MARKET_OK)
+        api__reply_market(rc, 0, resp);
+    else
+        api__reply(resp, 200, trades_body("item", item, t, n, NULL));
+    free(t);
+}
