@@ -52,6 +52,8 @@ pid=$(field pid)
 listen=$(field listen)
 redis=$(field redis)
 secret_from=$(field secret)
+log=$(field log)
+log=${log:-var/log/market-server.log} # a run.env of an older make run names none
 if [ -z "$pid" ] || ! tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -Eq 'run(_ha)?\.sh'; then
     die "$not_running ($RUN_ENV is left from a make run that has stopped)"
 fi
@@ -62,8 +64,8 @@ health=$(timeout 5 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
     head -c 12 <&3' "$probe_host" "$port" 2>/dev/null)
 case $health in
 "HTTP/1."?" 200") ;;
-"") die "make run (pid $pid) does not answer on $listen: it may still be starting (try again in a moment), or its server stopped (see var/log/market-server.log)" ;;
-*) die "make run answers GET /healthz on $listen with '${health#HTTP/1.? }': is its Redis up? (see var/log/market-server.log)" ;;
+"") die "make run (pid $pid) does not answer on $listen: it may still be starting (try again in a moment), or its server stopped (see $log)" ;;
+*) die "make run answers GET /healthz on $listen with '${health#HTTP/1.? }': is its Redis up? (see $log)" ;;
 esac
 
 # ---- the buyers' tokens: make run's secret ----
@@ -124,5 +126,5 @@ echo "load: $BUYERS buyers for $SECS s against http://$listen ($MIX mix)"
 "$BIN/market-load" --url "http://$listen" --redis "$redis" --players 'p[0-9]*' --mix "$MIX" \
     --buyers "$BUYERS" --duration "$SECS" --json var/log/market-load.json "${auth[@]}"
 status=$?
-echo "load: JSON report in var/log/market-load.json; the server's log in var/log/market-server.log"
+echo "load: JSON report in var/log/market-load.json; the server's log in $log"
 exit "$status"

@@ -94,6 +94,7 @@ pid=$$
 listen=$LISTEN
 redis=${MARKET_REDIS:-redis://127.0.0.1:${MARKET_REDIS_PORT:-6380}/0}
 secret=$secret_from
+log=var/log/market-server.log
 ENV
 
 if [ -z "${MARKET_REDIS:-}" ]; then

@@ -280,6 +280,7 @@ pid=$$
 listen=$LISTEN
 redis=$URL
 secret=$secret_from
+log=var/log/market-server-ha.log
 ENV
 
 url="http://$LISTEN"
