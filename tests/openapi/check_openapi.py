@@ -90,6 +90,16 @@ def check_document():
     print(f"  {n} $refs resolve, {len(SPEC['components']['schemas'])} schemas are valid")
 
 
+def check_no_stray_keys():
+    """A comma inside an unquoted description of a flow mapping ({type: x, description: a, b})
+    makes YAML read "b" as a key of its own, with no value: every key with a blank in it and
+    a null value is such a piece of text."""
+    stray = [f"{'/'.join(map(str, path))}: {k!r}" for path, node in walk(SPEC)
+             for k, v in node.items() if v is None and isinstance(k, str) and " " in k]
+    assert not stray, "text read as keys (quote the description): " + "; ".join(stray)
+    print("  no description split into keys")
+
+
 def media_examples():
     """Yields (where, schema, example) for every example of a request or response body."""
     for p, item in SPEC["paths"].items():
@@ -469,6 +479,7 @@ def check_coverage():
 
 def main():
     check("docs/openapi.yaml is OpenAPI 3.1 with valid schemas and resolving $refs", check_document)
+    check("no description in docs/openapi.yaml is split into keys by a comma", check_no_stray_keys)
     check("every example in docs/openapi.yaml validates against its schema", check_examples)
     check("the documented paths are exactly the routes the server has", check_routes)
     world = None
