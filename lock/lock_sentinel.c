@@ -265,33 +265,24 @@ int lock__sentinel_promotable(const answer *answers, size_t n, size_t best,
                               const struct lock__sentinel_addr *demoted, size_t ndemoted,
                               unsigned *count) {
     const answer *b = &answers[best];
-    unsigned k = 0;
+    const struct lock__sentinel_replica *seen[LOCK_SEEDS_MAX * LOCK__REPLICAS_MAX];
+    size_t k = 0;
     int read = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && i < LOCK_SEEDS_MAX; i++) {
         const answer *a = &answers[i];
         if (!a->have_replicas || !same_addr(a->host, a->port, b->host, b->port)) continue;
         read = 1;
         for (size_t j = 0; j < a->nreplicas; j++) {
             const struct lock__sentinel_replica *rp = &a->replicas[j];
-            if (!rp->promotable) continue;
-            int skip = 0;
-            for (size_t d = 0; d < ndemoted && !skip; d++)
-                skip = rp->role_master &&
-                       same_addr(rp->host, rp->port, demoted[d].host, demoted[d].port);
-            /* counted once: skip it when an earlier answer (or this one) listed it already */
-            for (size_t i2 = 0; i2 <= i && !skip; i2++) {
-                const answer *e = &answers[i2];
-                if (!e->have_replicas || !same_addr(e->host, e->port, b->host, b->port)) continue;
-                size_t upto = i2 == i ? j : e->nreplicas;
-                for (size_t j2 = 0; j2 < upto && !skip; j2++)
-                    skip = e->replicas[j2].promotable &&
-                           same_addr(e->replicas[j2].host, e->replicas[j2].port, rp->host,
-                                     rp->port);
-            }
-            k += !skip;
+            int skip = !rp->promotable;
+            for (size_t d = 0; d < ndemoted && !skip && rp->role_master; d++)
+                skip = same_addr(rp->host, rp->port, demoted[d].host, demoted[d].port);
+            for (size_t s = 0; s < k && !skip; s++) /* counted once, whoever listed it */
+                skip = same_addr(seen[s]->host, seen[s]->port, rp->host, rp->port);
+            if (!skip) seen[k++] = rp;
         }
     }
-    *count = k;
+    *count = (unsigned)k;
     return read ? 0 : -1;
 }
 

@@ -14,6 +14,7 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -314,12 +315,21 @@ static void load_print(const char *name, struct load *l, int64_t gap_ms) {
 
 /* ---- checks on the store the Sentinels name now ---- */
 
-/* 1 when what reply r of cmd says is there: an integer 1, or a string. */
-static int present(redisContext *raw, const char *fmt, int a, const char *b) {
-    redisReply *r = redisCommand(raw, fmt, a, b);
+/* 1 when the reply to the command (fmt, as redisCommand takes it) says it is there: an integer
+ * 1, or a string. */
+static int vpresent(redisContext *raw, const char *fmt, va_list ap) {
+    redisReply *r = redisvCommand(raw, fmt, ap);
     assert_non_null(r);
     int yes = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) || r->type == REDIS_REPLY_STRING;
     freeReplyObject(r);
+    return yes;
+}
+
+static int present(redisContext *raw, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int yes = vpresent(raw, fmt, ap);
+    va_end(ap);
     return yes;
 }
 
@@ -1079,14 +1089,14 @@ static void *stalled_main(void *arg) {
     return NULL;
 }
 
-/* 1 when redis on port answers integer 1 to the command. */
-static int raw_yes(int port, const char *fmt, const char *a, const char *b) {
+/* present() on a connection of its own to 127.0.0.1:port. */
+static int raw_yes(int port, const char *fmt, ...) {
     redisContext *raw = th_topo_connect(port, NULL, 5000);
     assert_non_null(raw);
-    redisReply *r = redisCommand(raw, fmt, a, b);
-    assert_non_null(r);
-    int yes = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    freeReplyObject(r);
+    va_list ap;
+    va_start(ap, fmt);
+    int yes = vpresent(raw, fmt, ap);
+    va_end(ap);
     redisFree(raw);
     return yes;
 }
@@ -1118,17 +1128,17 @@ static void test_ha_commit_after_failover_reads_again(void **state) {
     int old = h.t.nodes[0].port;
     /* its read claimed the key: it now sleeps before its commit */
     for (int64_t end = now_ms() + 10000;
-         !raw_yes(old, "EXISTS %s%s", "idem:{main}:p1:", "stall-1") && now_ms() < end;)
+         !raw_yes(old, "EXISTS idem:{main}:p1:stall-1") && now_ms() < end;)
         sleep_ms(10);
-    assert_true(raw_yes(old, "EXISTS %s%s", "idem:{main}:p1:", "stall-1"));
+    assert_true(raw_yes(old, "EXISTS idem:{main}:p1:stall-1"));
     int port = th_topo_failover(&h.t, FAILOVER_MS);
     assert_true(port > 0);
     /* another server sells i0 to p2 on the new master */
-    assert_true(raw_yes(port, "ZREM market:{main} %s%s", "i0.p0", ""));
-    assert_true(raw_yes(port, "SADD inventory:{main}:p2 %s%s", "i0", ""));
+    assert_true(raw_yes(port, "ZREM market:{main} i0.p0"));
+    assert_true(raw_yes(port, "SADD inventory:{main}:p2 i0"));
     pthread_join(th, NULL);
     print_message("the purchase paused across the failover answered %d\n", st.rc);
-    assert_false(raw_yes(port, "SISMEMBER inventory:{main}:p1 %s%s", "i0", ""));
+    assert_false(raw_yes(port, "SISMEMBER inventory:{main}:p1 i0"));
     assert_int_not_equal(st.rc, MARKET_OK);
     market_free(st.m);
     lock_free(lk);
