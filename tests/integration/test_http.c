@@ -723,7 +723,7 @@ static void test_http_lock_held_503_market_busy(void **state) {
     int err;
     lock_client *l = lock_redis_new(&addr, 1000, &err);
     lock_handle h;
-    assert_int_equal(lock_acquire(l, "lock:market:{" MARKET_REALM_DEFAULT "}", 30000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_acquire(l, "lock:market:{" MARKET_REALM_DEFAULT "}", 30000, 30000, &h), LOCK_OK);
     th_http r;
     assert_int_equal(th_http_do(port, "POST", "/purchase", purchase_axe, strlen(purchase_axe), &r),
                      0);
@@ -771,7 +771,7 @@ static void test_http_waiting_purchase_holds_no_thread(void **state) {
     lock_client *l = lock_redis_new(&addr, 1000, &err);
     assert_non_null(l);
     lock_handle h;
-    assert_int_equal(lock_acquire(l, "lock:market:{" MARKET_REALM_DEFAULT "}", 30000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_acquire(l, "lock:market:{" MARKET_REALM_DEFAULT "}", 30000, 30000, &h), LOCK_OK);
     struct pending_buy b = {.port = port};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, pending_buy_main, &b), 0);

@@ -669,7 +669,7 @@ static void test_idem_retry_replays_while_contended(void **state) {
     assert_non_null(l);
     lock_handle h;
     const char *block = strategy == MARKET_STRATEGY_ITEM ? "lock:player:{main}:C" : MARKET_LOCK_KEY_MAIN;
-    assert_int_equal(lock_acquire(l, block, 30000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_acquire(l, block, 30000, 30000, &h), LOCK_OK);
     struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     struct pending blocker, ghost[8];
     char items[8][24];
@@ -1440,7 +1440,7 @@ static void test_batch_one_bad_purchase_others_served(void **state) {
     assert_non_null(l);
     lock_handle h;
     const char *block = strategy == MARKET_STRATEGY_ITEM ? "lock:player:{main}:C" : MARKET_LOCK_KEY_MAIN;
-    assert_int_equal(lock_acquire(l, block, 30000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_acquire(l, block, 30000, 30000, &h), LOCK_OK);
     struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     struct pending blocker, good1, odd, poor, good2;
     pending_init(&blocker, &o, "C", "A", "shield"); /* holds the worker on the lock */
