@@ -2,9 +2,10 @@
  *
  * The layers, each calling only those below it (their headers say more):
  *   market.c        the public API: lifecycle, purchase, list, unlist, reads;
- *   market_batch.c  the lock strategies' queue, worker and batches;
- *   market_sale.c   flash sales: their creation, reads, and the sale workers'
- *                   batches of buys (beside market_batch.c, over the same layers);
+ *   market_purchase.c, market_sale.c  the order kinds: purchases of
+ *                   listings; flash sales (their creation, reads, and buys);
+ *   market_combine.c the combiner: lanes, workers, batches under one lock
+ *                   hold, for every kind of order (an ops table each);
  *   market_txn.c    leases, the guarded commit, one-at-a-time operations;
  *   market_store.c  the Redis connection, pipelines, replies;
  * beside them the pure parts, which do no I/O: market_rules.c (the rules of
@@ -24,8 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "market/market_batch.h"
 #include "market/market_changes.h"
+#include "market/market_purchase.h"
 #include "market/market_sale.h"
 #include "market/market_trade.h"
 

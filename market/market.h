@@ -133,6 +133,7 @@ enum market_err {
 #define MARKET_TRADE_HISTORY 1000000            /* cfg.trade_history's default */
 #define MARKET_TRADE_INDEX 1000                 /* cfg.trade_index's default */
 #define MARKET_TRADES_PAGE_MAX 1000             /* most trades one read returns */
+#define MARKET_WHY_MAX 128                      /* a failure's reason as text, bytes */
 #define MARKET_QUANTITY_MAX 1000000000          /* units of a stackable good in one request */
 #define MARKET_FILL_MAX 32                      /* listings one purchase without a seller
                                                    may buy from */
@@ -196,6 +197,25 @@ typedef struct market_idem {
     const char *fingerprint; /* identifies the request (e.g. a hash of its body), no spaces */
 } market_idem;
 
+/* The market's own part of an order handed to it without waiting
+ * (market_pending, market_sale_pending): its place in the combiner's queue
+ * (market_combine.c) and where its outcome goes. The caller leaves it alone. */
+struct market__kind;
+typedef struct market_queued market_queued;
+struct market_queued {
+    const struct market__kind *kind; /* what kind of order, and how it is served */
+    void *order;                     /* the market_pending (...) it is part of */
+    const char *realm, *group;       /* its batch: orders of one kind, realm and group */
+    int *rc;                         /* its outcome's code, */
+    char *why;                       /* reason (MARKET_WHY_MAX bytes) */
+    int *replayed;                   /* and replay flag */
+    const char *k_idem;              /* while in a batch: its idempotency record ("" none) */
+    int64_t deadline_ms;
+    int state;
+    unsigned lane;
+    market_queued *next;
+};
+
 /* A purchase handed to the market without waiting for it: see
  * market_purchase_submit(). The caller fills the inputs, keeps the struct
  * and every string it points to alive until done is called, and reads the
@@ -212,12 +232,8 @@ struct market_pending {
     /* out: set before done is called */
     int rc;                   /* what market_purchase_idem() would have returned */
     market_purchase_result res;
-    char why[128];            /* with MARKET_ERR_STORE: the store's reason, as text */
-    /* the market's own */
-    int64_t deadline_ms;
-    int state;
-    unsigned lane;
-    market_pending *next;
+    char why[MARKET_WHY_MAX]; /* with MARKET_ERR_STORE: the store's reason, as text */
+    market_queued q; /* the market's own */
 };
 
 /* Units of one stackable good a player holds. */
@@ -300,12 +316,8 @@ struct market_sale_pending {
     /* out: set before done is called */
     int rc;
     market_sale_result res;
-    char why[128]; /* with MARKET_ERR_STORE: the store's reason, as text */
-    /* the market's own */
-    int64_t deadline_ms;
-    int state;
-    unsigned lane;
-    market_sale_pending *next;
+    char why[MARKET_WHY_MAX]; /* with MARKET_ERR_STORE: the store's reason, as text */
+    market_queued q; /* the market's own */
 };
 
 /* Units a player bought from a sale (market_sale_buyers()). */

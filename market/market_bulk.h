@@ -17,7 +17,7 @@
     1000 /* index keys read per round trip by the audit and market_reindex() */
 
 /* A bulk write: a growing pipeline of commands, its replies checked at the
- * end (not the purchase batches of market_batch.c). */
+ * end (not the purchase batches of market_purchase.c). */
 struct market__bulk {
     market_conn *c;
     size_t sent;

@@ -1,7 +1,7 @@
 /* market_impl.h - the market object that every file of market/ reads: its
  * configuration, its lock client, its counters, and the sizes of names.
  * Included only by market/ and its tests; the layers' own headers
- * (market_store.h, market_txn.h, market_batch.h) build on it. */
+ * (market_store.h, market_txn.h, market_combine.h) build on it. */
 #ifndef GM_MARKET_MARKET_IMPL_H
 #define GM_MARKET_MARKET_IMPL_H
 
@@ -38,8 +38,7 @@
 #define MARKET__IDEM_CLAIM_SLACK_MS 100 /* a claim outlives its attempt's budget by this */
 #define MARKET__TOKEN_LEN 32            /* a claim token: 128 random bits in hex */
 
-struct market__queue; /* the lock strategies' queue and threads: market_batch.c's alone */
-struct market__sale_queue; /* the flash sales' queue and threads: market_sale.c's alone */
+struct market__combiner; /* lanes of orders and their workers: market_combine.c's alone */
 
 struct market {
     market_config cfg;
@@ -48,8 +47,8 @@ struct market {
      * server): every read under WATCH also reads them, and a commit needs
      * each to still hold our token, whoever else speaks the lock protocol. */
     int lock_in_store;
-    struct market__queue *queue; /* owned; see market_batch.h */
-    struct market__sale_queue *sales; /* owned; see market_sale.h */
+    struct market__combiner *queue; /* owned: purchases' lanes (market_purchase.h) */
+    struct market__combiner *sales; /* owned: flash-sale buys' lanes (market_sale.h) */
     lock_sentinel *sentinel;     /* owned; NULL unless cfg.redis is a Sentinel group */
     lock_cluster *cluster;       /* owned; NULL unless cfg.redis is a Redis Cluster */
 

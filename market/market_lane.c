@@ -1,4 +1,4 @@
-/* market_lane.c - what the two lane engines share: resting realms, the lane's
+/* market_lane.c - a combiner lane's parts (market_combine.c): resting realms, the lane's
  * lock wait and its timed wait.
  *
  * DESIGN

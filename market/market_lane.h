@@ -1,8 +1,7 @@
-/* market_lane.h - what the two lane engines share (market_lane.c): a lane's
- * resting realms, its lock wait, and its timed wait. market_batch.c (purchases)
- * and market_sale.c (flash-sale buys) each serve cfg.workers lanes of
- * batches; both set a batch aside, rather than wait in place, when its realm's
- * store is in passing trouble. It calls the transaction layer, nothing above. */
+/* market_lane.h - a combiner lane's parts (market_lane.c): its resting
+ * realms, its lock wait, and its timed wait. The combiner (market_combine.c)
+ * sets a batch aside, rather than wait in place, when its realm's store is in
+ * passing trouble. It calls the transaction layer, nothing above. */
 #ifndef GM_MARKET_MARKET_LANE_H
 #define GM_MARKET_MARKET_LANE_H
 

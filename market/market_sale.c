@@ -7,9 +7,9 @@
  * sale:{r}:<id>:bought. Every buy of a sale changes the same keys, so a
  * lock per buyer would be a queue in Redis, one lock round trip per buyer,
  * all on one key: the hot spot. Instead the buys of a process queue in
- * process, one of cfg.workers lanes chosen by (realm, sale), and the lane's
- * worker serves them in batches (flat combining, as market_batch.c does for
- * purchases):
+ * process: the sale kind's orders, on the market's sale combiner
+ * (market_combine.c), one of cfg.workers lanes chosen by (realm, sale), and
+ * the lane's worker serves them in batches (flat combining):
  *   1. the worker takes the sale's lock lock:sale:{r}:<id> through the lock
  *      layer (fenced), and keeps it from one batch to the next while buys
  *      keep coming (at most MARKET__HOLD_MAX_MS, never past half the lease;
@@ -35,16 +35,12 @@
  * follows within the batch's round trip, and the trade's time is the
  * commit's. Other processes serving the same sale are serialised by the
  * lock and guarded by WATCH and the fence, as the market strategy's
- * purchases are. A buy still queued when its wait budget ends is answered
- * MARKET_ERR_BUSY; a store that is down fails the batch at once
- * (MARKET_ERR_STORE), but on a Redis Cluster a batch whose sale's slot is
- * split by a migration, or whose lock store keeps failing, goes back to the
- * head of the queue and its sale rests while the lane serves the others
- * (market_lane.c). Outcomes and invariants are those of serial execution in
- * queue order.
+ * purchases are. Budgets, stop, answers and Redis Cluster's resting sales
+ * are the combiner's (market_combine.c). Outcomes and invariants are those of
+ * serial execution in queue order.
  */
 #include "market/market_sale.h"
-#include "market/market_lane.h"
+#include "market/market_combine.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -63,43 +59,18 @@
 static const char *const sale_fields[SALE_FIELDS] = {
     "item", "price", "initial", "stock", "sold", "limit", "start_ms", "end_ms", "house"};
 
-enum {
-    REQ_WAITING, /* queued */
-    REQ_TAKEN,   /* taken by the worker: it will call done, whatever the budget */
-};
-
-/* One lane: a queue of buys and the worker thread that serves it. */
-struct sale_lane {
-    market *m;
-    pthread_cond_t cv;
-    market_sale_pending *qhead, *qtail;
-    pthread_t worker;
-    int started;
-    /* the lock of the sale last served, kept across batches (the worker's alone) */
-    lock_handle hold;
-    int holding;
-    int64_t hold_since_ms;
-    /* the house of the sale last served: its funds are read with the first pipeline */
-    char cache_key[MARKET__KEY_MAX];
-    char cache_house[MARKET_ID_MAX + 1];
-    market__rest rest; /* sales set aside (the worker's alone) */
-};
-
-struct market__sale_queue {
-    pthread_mutex_t qmu; /* guards every lane's queue and the threads' state */
-    int stop;
-    size_t nlanes;
-    struct sale_lane lane[MARKET_WORKERS_MAX];
-};
-
-/* One batch: buys of one sale, and what the attempt read and decides. */
+/* The kind's state on a lane: a batch of buys of one sale, and what its
+ * attempt read and decides. */
 struct sale_batch {
-    market_sale_pending *req[MARKET__BATCH_MAX];
+    market__cbatch *cb;
+    market_sale_pending *req[MARKET__BATCH_MAX]; /* cb's buys, in order */
     size_t n;
     const char *realm, *sale;
     char k_sale[MARKET__KEY_MAX], k_bought[MARKET__KEY_MAX + 8];
-    char lock_key[MARKET__LOCK_KEY_MAX];
-    struct sale_lane *ln;
+    /* the house of the sale last served on this lane: its funds are read with the first
+     * pipeline */
+    char cache_key[MARKET__KEY_MAX];
+    char cache_house[MARKET_ID_MAX + 1];
 
     size_t n_users;
     const char *user[USERS_MAX];
@@ -118,8 +89,7 @@ struct sale_batch {
     int fence_same;
 
     /* idempotency */
-    char token[MARKET__TOKEN_LEN + 1];
-    int token_set; /* token holds one: drawn, or kept by a rest */
+    const char *token; /* cb->token */
     char k_idem[MARKET__BATCH_MAX][MARKET__IDEM_REDIS_MAX]; /* "" without a key */
     char record[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
     char claim[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
@@ -361,13 +331,12 @@ static int batch_index(struct sale_batch *b) {
     int need_token = 0;
     for (size_t i = 0; i < b->n; i++)
         need_token |= b->req[i]->idem != NULL;
-    if (need_token && !b->token_set) {
-        if (market__token_new(b->token) < 0) return MARKET_ERR_STORE;
-        b->token_set = 1;
-    }
+    if (need_token && market__cbatch_token(b->cb) < 0) return MARKET_ERR_STORE;
+    b->token = b->cb->token;
     for (size_t i = 0; i < b->n; i++) {
         const market_sale_pending *r = b->req[i];
         b->k_idem[i][0] = '\0';
+        b->req[i]->q.k_idem = b->k_idem[i];
         if (r->idem) {
             market__idem_key(b->k_idem[i], sizeof b->k_idem[i], b->realm, r->buyer, r->idem);
             market__idem_claim(b->claim[i], sizeof b->claim[i], r->idem, b->token);
@@ -376,8 +345,8 @@ static int batch_index(struct sale_batch *b) {
         b->buyer[i] = user_index(b, r->buyer);
     }
     b->house[0] = '\0';
-    if (strcmp(b->ln->cache_key, b->k_sale) == 0) {
-        memcpy(b->house, b->ln->cache_house, sizeof b->house);
+    if (strcmp(b->cache_key, b->k_sale) == 0) {
+        memcpy(b->house, b->cache_house, sizeof b->house);
         b->house_u = user_index(b, b->house);
     }
     return MARKET_OK;
@@ -393,7 +362,7 @@ static size_t read_build(const market__held *held, struct sale_batch *b) {
     size_t nc = 0, k = 0;
     for (size_t i = 0; i < b->n; i++) {
         if (!b->k_idem[i][0]) continue;
-        market__idem_claim_ttl(b->claim_ttl[i], sizeof b->claim_ttl[i], b->req[i]->deadline_ms);
+        market__idem_claim_ttl(b->claim_ttl[i], sizeof b->claim_ttl[i], b->req[i]->q.deadline_ms);
         const char **a = b->args_claim[i];
         a[0] = "SET";
         a[1] = b->k_idem[i];
@@ -465,8 +434,8 @@ static int64_t reply_bought(const redisReply *r) {
  * hash (the WATCH of the first read still holds) and read them. */
 static int read_house(market_conn *c, struct sale_batch *b) {
     b->house_u = user_index(b, b->house);
-    memcpy(b->ln->cache_key, b->k_sale, sizeof b->ln->cache_key);
-    memcpy(b->ln->cache_house, b->house, sizeof b->ln->cache_house);
+    memcpy(b->cache_key, b->k_sale, sizeof b->cache_key);
+    memcpy(b->cache_house, b->house, sizeof b->cache_house);
     if (b->house_u != b->n_users - 1) return MARKET_OK; /* a buyer: read already */
     size_t u = b->house_u, nc = 0;
     b->args_hwatch[0] = "WATCH";
@@ -492,7 +461,9 @@ static int read_house(market_conn *c, struct sale_batch *b) {
  * batch in the lane). What concerns one buy (its idempotency record, its
  * buyer's funds or count) fails that buy alone when decided; what concerns
  * the batch (the WATCH, a claim refused, the lease, the clock) fails it. */
-static int batch_read(market_conn *c, const market__held *held, struct sale_batch *b) {
+static int batch_read(market_conn *c, const market__held *held, market__cbatch *cb) {
+    struct sale_batch *b = cb->ks;
+    b->now_ms = cb->now_ms;
     size_t nc = read_build(held, b);
     int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
     if (rc < 0) return rc;
@@ -614,7 +585,8 @@ static int recorded(const struct sale_batch *b, size_t i) {
 /* Decides every buy in queue order (market__sale_apply); returns how many
  * have something to write (a success, or a recorded refusal). Nothing is
  * decided for a buy whose wait budget had run out when the attempt began. */
-static size_t batch_decide(struct sale_batch *b) {
+static size_t batch_decide(market__cbatch *cb) {
+    struct sale_batch *b = cb->ks;
     size_t writes = 0;
     static const market__party nobody = {MARKET__ABSENT, 0};
     for (size_t i = 0; i < b->n; i++)
@@ -626,7 +598,7 @@ static size_t batch_decide(struct sale_batch *b) {
             writes += recorded(b, i);
             continue;
         }
-        if (b->now_ms >= r->deadline_ms) {
+        if (b->now_ms >= r->q.deadline_ms) {
             r->rc = MARKET_ERR_BUSY;
             continue;
         }
@@ -661,7 +633,8 @@ static void hincr(const char **a, const char *key, const char *field, const char
 
 /* The commit (see DESIGN, step 4). Returns MARKET_OK, MARKET__TXN_ABORTED,
  * MARKET__REDIRECTED or a market error. */
-static int batch_commit(market_conn *c, const market__held *held, struct sale_batch *b) {
+static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
+    struct sale_batch *b = cb->ks;
     static const char *const multi[1] = {"MULTI"}, *const exec[1] = {"EXEC"};
     size_t nc = 0;
     push(b, &nc, (const char **)multi, 1);
@@ -773,282 +746,75 @@ static int batch_commit(market_conn *c, const market__held *held, struct sale_ba
     return rc;
 }
 
-static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
-    struct sale_batch *b = ud;
-    b->now_ms = lock_now_ms();
-    int rc = batch_read(c, held, b);
-    if (rc < 0 || rc == MARKET__REDIRECTED) return market__unwatch_later(c, rc);
-    if (batch_decide(b) == 0) return market__unwatch_later(c, MARKET_OK);
-    if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
-    return batch_commit(c, held, b);
+/* ---- the kind's ops (market_combine.h) ---- */
+
+static int policy(const market *m) {
+    (void)m;
+    return MARKET__POLICY_HOLD;
 }
 
-/* ---- the lanes ---- */
-
-/* How long a worker keeps a sale's lock across batches (see market_batch.c). */
-static int64_t hold_max_ms(const market *m) {
-    int64_t quarter = m->cfg.lock_ttl_ms / 4;
-    return quarter < MARKET__HOLD_MAX_MS ? quarter : MARKET__HOLD_MAX_MS;
+static void *state_new(void) {
+    struct sale_batch *b = malloc(sizeof *b);
+    if (b) b->cache_key[0] = '\0';
+    return b;
 }
 
-static void hold_drop(struct sale_lane *ln) {
-    if (!ln->holding) return;
-    /* a lease we cannot release (the store failing over) expires, or our next acquire of the
-     * key takes it over: the lock knows its own tokens (lock.h) */
-    (void)lock_release(ln->m->lock, &ln->hold);
-    ln->holding = 0;
-}
+static void state_free(void *ks) { free(ks); }
 
-static int64_t batch_deadline(const struct sale_batch *b) {
-    int64_t by = 0;
-    for (size_t i = 0; i < b->n; i++)
-        if (b->req[i]->deadline_ms > by) by = b->req[i]->deadline_ms;
-    return by;
-}
-
-static void batch_fail(market *m, struct sale_batch *b, int rc) {
-    for (size_t i = 0; i < b->n; i++) {
-        b->req[i]->rc = rc;
-        market__count_result(m, rc);
-    }
-}
-
-/* Serves one batch under the sale's lock, kept from the last batch when it
- * is the same sale's and still young (see DESIGN, step 1). Returns
- * MARKET_OK (every buy decided), MARKET__REDIRECTED (to be set aside:
- * nothing applied, nobody answered), or the error every buy was given. */
-static int batch_run(market_conn *c, struct sale_lane *ln, struct sale_batch *b) {
-    market *m = c->m;
-    MARKET__COUNT(m, sale_batches);
+/* Names what the batch reads and writes, and the sale's lock. */
+static int prepare(market_conn *c, market__cbatch *cb) {
+    struct sale_batch *b = cb->ks;
+    MARKET__COUNT(c->m, sale_batches);
+    b->cb = cb;
+    b->n = cb->n_open;
+    for (size_t i = 0; i < b->n; i++) b->req[i] = cb->req[i]->order;
+    b->realm = cb->realm;
+    b->sale = cb->group;
     market__key(b->k_sale, sizeof b->k_sale, "sale", b->realm, b->sale);
     snprintf(b->k_bought, sizeof b->k_bought, "%s:bought", b->k_sale);
-    market__lock_key(b->lock_key, "sale", b->realm, b->sale);
-    b->ln = ln;
-    int rc = batch_index(b);
-    if (rc < 0) {
-        batch_fail(m, b, rc);
-        return rc;
-    }
-    if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
-    int64_t now = lock_now_ms();
-    if (ln->holding &&
-        (strcmp(ln->hold.key, b->lock_key) != 0 || now - ln->hold_since_ms >= hold_max_ms(m) ||
-         ln->hold.valid_until_ms - now < (int64_t)m->cfg.lock_ttl_ms / 2))
-        hold_drop(ln);
-    if (!ln->holding) {
-        const char *key = b->lock_key;
-        rc = market__lane_lock(c, &key, 1, batch_deadline(b), &ln->hold);
-        if (rc == MARKET_OK) {
-            ln->holding = 1;
-            ln->hold_since_ms = now;
-            if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
-        }
-    }
-    if (rc == MARKET_OK) {
-        market__held hd = {0};
-        hd.tokens = m->lock_in_store;
-        market__held_set(&hd, 0, b->lock_key, &ln->hold);
-        rc = market__attempts(c, &ln->hold, &hd, batch_attempt, b);
-        if (rc < 0) hold_drop(ln); /* whatever went wrong, start the next batch afresh */
-    }
-    if (rc < 0 && rc != MARKET__REDIRECTED) batch_fail(m, b, rc);
-    return rc;
+    market__cbatch_lock(cb, "sale", b->sale);
+    return batch_index(b);
 }
 
-/* Makes sure the outcomes this batch replays are on enough replicas (see
- * market__replicated); when that fails, they are answered its error. */
-static void confirm_replays(market_conn *c, struct sale_batch *b) {
-    const char *keys[MARKET__BATCH_MAX];
-    size_t n = 0;
-    for (size_t i = 0; i < b->n; i++)
-        if (b->req[i]->res.replayed) keys[n++] = b->k_idem[i];
-    int rc = market__replicated(c, keys, n);
-    if (rc == MARKET_OK) return;
-    for (size_t i = 0; i < b->n; i++)
-        if (b->req[i]->res.replayed) {
-            b->req[i]->res.replayed = 0;
-            b->req[i]->rc = rc;
-            market__count_result(c->m, rc);
-        }
+static void reset(market_queued *q) {
+    market_sale_pending *p = q->order;
+    p->res = (market_sale_result){0};
 }
 
-/* Gives m its sale queue (m->sales) of cfg.workers lanes; each lane's
- * worker starts with its first buy. Returns 0, or -1 on out-of-memory. */
-int market__sale_queue_new(market *m) {
-    struct market__sale_queue *q = calloc(1, sizeof *q);
-    if (!q) return -1;
-    q->nlanes = m->cfg.workers;
-    if (pthread_mutex_init(&q->qmu, NULL) != 0) {
-        free(q);
-        return -1;
-    }
-    size_t k = 0;
-    for (; k < q->nlanes; k++) {
-        q->lane[k].m = m;
-        if (market__lane_cond_init(&q->lane[k].cv) != 0) break;
-    }
-    if (k == q->nlanes) {
-        m->sales = q;
-        return 0;
-    }
-    while (k-- > 0)
-        pthread_cond_destroy(&q->lane[k].cv);
-    pthread_mutex_destroy(&q->qmu);
-    free(q);
-    return -1;
-}
-
-/* The lane that serves sale of realm: always the same one. */
-static unsigned lane_of(const struct market__sale_queue *q, const char *realm, const char *sale) {
-    uint32_t h = 2166136261u;
-    for (const unsigned char *s = (const unsigned char *)realm; *s; s++)
-        h = (h ^ *s) * 16777619u;
-    h = (h ^ '/') * 16777619u;
-    for (const unsigned char *s = (const unsigned char *)sale; *s; s++)
-        h = (h ^ *s) * 16777619u;
-    return (unsigned)(h % q->nlanes);
-}
-
-static void finish(market_sale_pending *p) {
+static void answer(market *m, market_queued *q) {
+    market_sale_pending *p = q->order;
+    (void)m;
     p->done(p);
 }
 
-/* Takes from ln's queue (under qmu) up to most buys of one sale, the sale
- * of the oldest one still in its budget that is not resting
- * (market__rest_due), keeping their order; buys past
- * their budget (or all, when nomem) go to *refused with their answer.
- * Returns how many went into b. */
-static size_t batch_take(struct sale_lane *ln, struct sale_batch *b, size_t most, int nomem,
-                         market_sale_pending **refused) {
-    int64_t now = lock_now_ms();
-    const market_sale_pending *first = NULL;
-    size_t n = 0;
-    market_sale_pending **pp = &ln->qhead, *prev = NULL;
-    while (*pp && (n < most || nomem)) {
-        market_sale_pending *p = *pp;
-        int late = nomem || now >= p->deadline_ms;
-        if (!late &&
-            (first ? strcmp(p->realm, first->realm) != 0 || strcmp(p->sale, first->sale) != 0
-                   : !market__rest_due(&ln->rest, p->realm, p->sale, now))) {
-            prev = p;
-            pp = &p->next;
-            continue;
-        }
-        *pp = p->next;
-        p->state = REQ_TAKEN;
-        if (!late) {
-            first = first ? first : p;
-            b->req[n++] = p;
-            continue;
-        }
-        p->rc = nomem ? MARKET_ERR_NOMEM : MARKET_ERR_BUSY;
-        p->next = *refused;
-        *refused = p;
-    }
-    if (!*pp) ln->qtail = prev;
-    return n;
+/* Buying units of a flash sale. */
+static const struct market__kind sale_kind = {
+    .name = "sale buy",
+    .slot = 1,
+    .policy = policy,
+    .state_new = state_new,
+    .state_free = state_free,
+    .prepare = prepare,
+    .read = batch_read,
+    .decide = batch_decide,
+    .commit = batch_commit,
+    .reset = reset,
+    .answer = answer,
+};
+
+/* ---- the queue ---- */
+
+/* Gives m its sales' combiner (m->sales). Returns 0, or -1 on out-of-memory. */
+int market__sale_queue_new(market *m) {
+    m->sales = market__combine_new(m);
+    return m->sales ? 0 : -1;
 }
 
-/* Makes p a queued buy not yet served: as it is submitted, or put back. */
-static void pending_reset(market_sale_pending *p) {
-    p->res = (market_sale_result){0};
-    p->rc = MARKET_ERR_STORE;
-    p->why[0] = '\0';
-    p->state = REQ_WAITING;
-    p->next = NULL;
-}
+void market__sale_queue_stop(market *m) { market__combine_stop(m->sales); }
 
-/* Sets batch b aside (see market_lane.c): its sale rests, and its buys go
- * back to the head of ln's queue in their order, as if never taken. Returns
- * 0, or -1 when too many of ln's sales rest already (then b is left as it
- * was). */
-static int set_aside(struct sale_lane *ln, struct sale_batch *b) {
-    if (market__rest_begin(&ln->rest, b->realm, b->sale, b->token_set ? b->token : NULL,
-                           lock_now_ms()) < 0)
-        return -1;
-    pthread_mutex_lock(&ln->m->sales->qmu);
-    for (size_t i = b->n; i-- > 0;) {
-        market_sale_pending *p = b->req[i];
-        pending_reset(p);
-        p->next = ln->qhead;
-        ln->qhead = p;
-        if (!ln->qtail) ln->qtail = p;
-    }
-    pthread_mutex_unlock(&ln->m->sales->qmu);
-    return 0;
-}
-
-/* A lane's worker: batches of one sale at a time (see DESIGN); releases the
- * sale's lock when its queue is empty, or holds only buys of resting sales;
- * at stop it serves what is queued. */
-static void *worker_main(void *arg) {
-    struct sale_lane *ln = arg;
-    market *m = ln->m;
-    struct market__sale_queue *q = m->sales;
-    struct sale_batch *b = malloc(sizeof *b);
-    market_conn *c = b ? market_conn_new(m, NULL) : NULL;
-    int nomem = !b || !c;
-    if (c) c->set_aside = m->cluster != NULL; /* see market_lane.c */
-    size_t most = nomem ? 0 : m->cfg.batch_max;
-    pthread_mutex_lock(&q->qmu);
-    for (;;) {
-        if (!ln->qhead) {
-            if (ln->holding) {
-                pthread_mutex_unlock(&q->qmu);
-                hold_drop(ln);
-                pthread_mutex_lock(&q->qmu);
-                continue;
-            }
-            if (q->stop) break;
-            pthread_cond_wait(&ln->cv, &q->qmu);
-            continue;
-        }
-        market_sale_pending *refused = NULL;
-        int64_t now = lock_now_ms();
-        size_t n = batch_take(ln, b, most, nomem, &refused);
-        if (!n && !refused && !ln->holding) {
-            /* every buy queued is of a resting sale: until the first rest ends */
-            market__lane_wait(&ln->cv, &q->qmu, market__rest_next(&ln->rest, now));
-            continue;
-        }
-        pthread_mutex_unlock(&q->qmu);
-        while (refused) {
-            market_sale_pending *p = refused;
-            refused = p->next;
-            if (p->rc == MARKET_ERR_BUSY) MARKET__COUNT(m, lock_busy);
-            finish(p);
-        }
-        if (!n) { /* nothing to serve now: as when idle */
-            hold_drop(ln);
-        } else {
-            b->n = n;
-            b->realm = b->req[0]->realm;
-            b->sale = b->req[0]->sale;
-            b->token_set = market__rest_token(&ln->rest, b->realm, b->sale, b->token);
-            int rc = market__route(c, b->realm);
-            if (rc == MARKET_OK)
-                rc = batch_run(c, ln, b);
-            else
-                batch_fail(m, b, rc);
-            if (rc == MARKET__REDIRECTED && set_aside(ln, b) == 0) {
-                pthread_mutex_lock(&q->qmu);
-                continue;
-            }
-            if (rc == MARKET__REDIRECTED) batch_fail(m, b, MARKET_ERR_STORE); /* no room */
-            market__rest_end(&ln->rest, b->realm, b->sale);
-            confirm_replays(c, b);
-            for (size_t i = 0; i < n; i++) {
-                market_sale_pending *p = b->req[i];
-                if (MARKET_ERR_HAS_REASON(p->rc)) snprintf(p->why, sizeof p->why, "%s", c->errstr);
-                finish(p);
-            }
-        }
-        pthread_mutex_lock(&q->qmu);
-    }
-    pthread_mutex_unlock(&q->qmu);
-    market_conn_free(c);
-    free(b);
-    return NULL;
+void market__sale_queue_free(market *m) {
+    market__combine_free(m->sales);
+    m->sales = NULL;
 }
 
 /* Queues buy p (see market_sale_pending) on its sale's lane and returns at
@@ -1061,83 +827,14 @@ int market_sale_buy_submit(market *m, market_sale_pending *p) {
     if (!m || !p || !p->done ||
         !market__sale_args_ok(p->realm, p->sale, p->buyer, p->quantity, p->idem))
         return MARKET_ERR_INVALID;
-    struct market__sale_queue *q = m->sales;
-    pending_reset(p);
-    p->deadline_ms = lock_now_ms() + m->cfg.acquire_timeout_ms;
-    p->lane = lane_of(q, p->realm, p->sale);
-    struct sale_lane *ln = &q->lane[p->lane];
-    pthread_mutex_lock(&q->qmu);
-    if (q->stop) {
-        pthread_mutex_unlock(&q->qmu);
-        return MARKET_ERR_BUSY;
-    }
-    if (!ln->started) {
-        if (pthread_create(&ln->worker, NULL, worker_main, ln) != 0) {
-            pthread_mutex_unlock(&q->qmu);
-            return MARKET_ERR_NOMEM;
-        }
-        ln->started = 1;
-    }
-    MARKET__COUNT(m, sale_buys);
-    if (ln->qtail)
-        ln->qtail->next = p;
-    else
-        ln->qhead = p;
-    ln->qtail = p;
-    pthread_cond_signal(&ln->cv);
-    pthread_mutex_unlock(&q->qmu);
-    return MARKET_OK;
+    p->q = (market_queued){.kind = &sale_kind, .order = p, .realm = p->realm, .group = p->sale,
+                           .rc = &p->rc, .why = p->why, .replayed = &p->res.replayed};
+    int rc = market__combine_submit(m->sales, &p->q);
+    if (rc == MARKET_OK) MARKET__COUNT(m, sale_buys);
+    return rc;
 }
 
-/* Stops taking buys: every queued one is served first, then the workers end
- * and the sale locks are released; later submissions answer ERR_BUSY.
- * Idempotent; this function can't fail. */
-void market__sale_queue_stop(market *m) {
-    struct market__sale_queue *q = m->sales;
-    if (!q) return;
-    pthread_mutex_lock(&q->qmu);
-    q->stop = 1;
-    for (size_t k = 0; k < q->nlanes; k++)
-        pthread_cond_signal(&q->lane[k].cv);
-    pthread_mutex_unlock(&q->qmu);
-    for (size_t k = 0; k < q->nlanes; k++) {
-        struct sale_lane *ln = &q->lane[k];
-        pthread_mutex_lock(&q->qmu);
-        int was = ln->started;
-        ln->started = 0;
-        pthread_mutex_unlock(&q->qmu);
-        if (was) pthread_join(ln->worker, NULL);
-        hold_drop(ln);
-    }
-}
-
-/* Stops m's sale queue and frees it. NULL queue: a no-op. Can't fail. */
-void market__sale_queue_free(market *m) {
-    struct market__sale_queue *q = m->sales;
-    if (!q) return;
-    market__sale_queue_stop(m);
-    for (size_t k = 0; k < q->nlanes; k++)
-        pthread_cond_destroy(&q->lane[k].cv);
-    pthread_mutex_destroy(&q->qmu);
-    free(q);
-    m->sales = NULL;
-}
-
-/* A caller waiting in market_sale_buy(). */
-struct sync_wait {
-    market_sale_pending p;
-    market *m;
-    pthread_cond_t cv;
-    int done;
-};
-
-static void sync_done(market_sale_pending *p) {
-    struct sync_wait *w = p->ud;
-    pthread_mutex_lock(&w->m->sales->qmu);
-    w->done = 1;
-    pthread_cond_signal(&w->cv); /* under the mutex: the waiter cannot free w before this */
-    pthread_mutex_unlock(&w->m->sales->qmu);
-}
+static void sync_done(market_sale_pending *p) { market__combine_wake(p->ud); }
 
 /* Buys quantity units of sale of realm for buyer (see market.h's data
  * model), made idempotent by idem (may be NULL; see market_idem), and waits
@@ -1157,49 +854,13 @@ int market_sale_buy(market_conn *c, const char *realm, const char *sale, const c
     if (!c || !res || !market__sale_args_ok(realm, sale, buyer, quantity, idem))
         return MARKET_ERR_INVALID;
     market *m = c->m;
-    struct sync_wait w = {.p = {.realm = realm, .sale = sale, .buyer = buyer,
-                                .quantity = quantity, .idem = idem, .done = sync_done},
-                          .m = m};
-    w.p.ud = &w;
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0) return MARKET_ERR_NOMEM;
-    int ok =
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&w.cv, &ca) == 0;
-    pthread_condattr_destroy(&ca);
-    if (!ok) return MARKET_ERR_NOMEM;
-    int rc = market_sale_buy_submit(m, &w.p);
-    if (rc != MARKET_OK) {
-        pthread_cond_destroy(&w.cv);
-        return rc;
-    }
-    struct timespec until = {(time_t)(w.p.deadline_ms / 1000),
-                             (long)(w.p.deadline_ms % 1000) * 1000000L};
-    pthread_mutex_lock(&m->sales->qmu);
-    while (!w.done) {
-        if (w.p.state == REQ_TAKEN) {
-            pthread_cond_wait(&w.cv, &m->sales->qmu);
-            continue;
-        }
-        if (pthread_cond_timedwait(&w.cv, &m->sales->qmu, &until) != ETIMEDOUT ||
-            w.p.state != REQ_WAITING)
-            continue;
-        /* Still queued when its budget ran out: leave the queue, busy. */
-        struct sale_lane *ln = &m->sales->lane[w.p.lane];
-        market_sale_pending **pp = &ln->qhead, *prev = NULL;
-        while (*pp != &w.p) {
-            prev = *pp;
-            pp = &(*pp)->next;
-        }
-        *pp = w.p.next;
-        if (ln->qtail == &w.p) ln->qtail = prev;
-        w.p.rc = MARKET_ERR_BUSY;
-        MARKET__COUNT(m, lock_busy);
-        break;
-    }
-    pthread_mutex_unlock(&m->sales->qmu);
-    pthread_cond_destroy(&w.cv);
-    *res = w.p.res;
-    if (MARKET_ERR_HAS_REASON(w.p.rc))
-        snprintf(c->errstr, sizeof c->errstr, "%s", w.p.why);
-    return w.p.rc;
+    market__waiter w;
+    market_sale_pending p = {.realm = realm, .sale = sale, .buyer = buyer, .quantity = quantity,
+                             .idem = idem, .done = sync_done, .ud = &w};
+    int rc = market__waiter_init(&w, m->sales);
+    if (rc == MARKET_OK) rc = market_sale_buy_submit(m, &p);
+    rc = market__combine_wait(&w, rc == MARKET_OK ? &p.q : NULL, rc);
+    *res = p.res;
+    if (MARKET_ERR_HAS_REASON(rc)) snprintf(c->errstr, sizeof c->errstr, "%s", p.why);
+    return rc;
 }

@@ -4,7 +4,7 @@
  *
  * The lowest layer of market/ that does I/O (market_store.h). It knows
  * Redis, not the market's rules: the layers above build the commands
- * (market_txn.c, market_batch.c, market.c, market_bulk.c and the tools'
+ * (market_txn.c, market_purchase.c, market.c, market_bulk.c and the tools'
  * files over it) and judge what comes back.
  *
  * Two things every layer above gets without asking:

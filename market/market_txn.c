@@ -93,7 +93,7 @@ static void count_wait(market *m, int64_t us, int acquired) {
  * deadline_ms; NULL: no lock, the optimistic strategy) until it decides: see
  * market__attempts(). Releases the lock on every path. Returns fn's result or
  * a lock error mapped to a market code. Purchases under the market and item
- * strategies do not come here: they are served in batches (market_batch.c). */
+ * strategies do not come here: they are served in batches (market_combine.c). */
 int market__guarded(market_conn *c, const char *lock_key, int64_t deadline_ms, market__attempt fn,
                     void *ud) {
     market *m = c->m;

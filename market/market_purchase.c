@@ -1,52 +1,34 @@
-/* market_batch.c - the lock strategies: purchases that arrive together share one lock hold.
+/* market_purchase.c - the purchase kind: buying a listing (a unique item, or
+ * units of a stackable good from one seller), served in batches by the
+ * combiner (market_combine.c), one realm a batch.
  *
  * DESIGN
- * A single market lock serialises every purchase of a realm, so what matters
- * is the work per lock hold and how waiters wait. Purchases do not each take
- * the Redis lock: they join an in-process queue (market__queue_submit(), or
- * market_purchase_idem() which submits and waits), one of cfg.workers lanes
- * chosen by their realm, and each lane's worker thread serves its queue in
- * batches of one realm (flat combining), so that a batch touches one hash
- * slot and realms on different lanes proceed in parallel:
- *   1. one pipeline: WATCH the lock key, the realm's market, every user involved, the
- *      lock's fencing record and any idempotency records; ZMSCORE the market for
- *      every listing; GET the fencing record; HGET funds of every user; MGET
- *      the idempotency records. When buyers race for the same items (a
- *      quarter of the last batch found its listing gone), the funds are read
- *      in a second round trip, and only for listings that are there;
+ * A batch's locks are the realm's market lock (market strategy: kept from
+ * one batch to the next, MARKET__POLICY_HOLD), or every listing's and every
+ * buyer's lock of the batch (item strategy: MARKET__POLICY_EACH, its read
+ * sent before the locks are taken). An attempt is
+ *   1. one pipeline: claim the idempotency keys (SET NX PX, before the
+ *      WATCH), WATCH the lock key, the realm's market, every user involved,
+ *      the lock's fencing record and any idempotency records; ZMSCORE the
+ *      market for every listing; GET the fencing record; HMGET the listings'
+ *      units; HGET funds of every user; MGET the idempotency records. When
+ *      buyers race for the same items (a quarter of the last batch found its
+ *      listing gone), the funds are read in later round trips, and only for
+ *      listings that are there; under the item strategy the purchases whose
+ *      listing is gone are then refused before any lock is taken
+ *      (prefilter_unlisted);
  *   2. decide each purchase in queue order against an in-memory copy of what
  *      was read, exactly as if they ran one at a time (an item sold earlier in
  *      the batch is not listed any more; a buyer's funds fall as it buys; a
  *      repeated idempotency key replays the first outcome);
  *   3. one MULTI/EXEC: our fence into the fencing record, HINCRBY each user's
- *      net change, SADD each buyer's new items, one ZREM of every sold
- *      listing from the market and one from each of its search indexes, the
- *      trade records and the idempotency records - aborted by Redis if anything
- *      watched changed or the lock key expired;
- *   4. take the next batch, and hand every purchase its outcome (its done
- *      callback) once that batch's read is sent, while Redis works on it: the
- *      next batch loses nothing by it, since none of these buyers can ask
- *      again before it is answered (answered at once when no batch follows,
- *      or before a lock is taken). While purchases of the realm keep coming
- *      the worker keeps its lock from one batch to the next (up to
- *      MARKET__HOLD_MAX_MS, and never past half the lease), so a busy market
- *      pays for one acquire and one release per hold, not per batch; an idle
- *      one releases at once.
- * The item strategy takes, instead of the market lock, every listing's and
- * buyer's lock of a batch in one all-or-nothing round trip, with the read of
- * step 1 already sent (answered while the locks are taken; it watches the
- * fencing records and data but not the lock keys, and the leases are checked
- * against the clock before the commit), and hands the locks to a releaser
- * thread after the commit, so that the next batch does not wait for the
- * release's round trip.
- * A purchase still queued when its wait budget ends is answered
- * MARKET_ERR_BUSY (by the worker when it reaches it, or by a waiting caller
- * at once); one already taken into a batch waits for it. Outcomes and
- * invariants are those of serial execution in queue order.
- * On a Redis Cluster, a batch whose realm's slot is split by a migration, or
- * whose lock store keeps failing, is not waited for in place: it goes back
- * to the head of the queue and its realm rests while the lane serves the
- * others (market_lane.c).
+ *      net change, SADD each buyer's new items (HINCRBY its stack for units),
+ *      one ZREM of every sold listing from the market and one from each of
+ *      its search indexes, the trade records and the idempotency records -
+ *      aborted by Redis if anything watched changed or the lock key expired;
+ *      under the item strategy with the lock keys in the store, a guard
+ *      script checks the leases right before it (guard_build).
+ * Outcomes and invariants are those of serial execution in queue order.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -55,8 +37,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "market/market_batch.h"
-#include "market/market_lane.h"
+#include "market/market_purchase.h"
+#include "market/market_combine.h"
 #include "market/market_trade.h"
 
 #define USERS_MAX (2 * MARKET__BATCH_MAX)
@@ -64,50 +46,11 @@
  * script too */
 #define CMDS_MAX (9 + MARKET__HELD_MAX + 2 * USERS_MAX + (4 + MARKET__IDX_KINDS) * MARKET__BATCH_MAX)
 
-/* One lane: a queue of purchases and the worker thread that serves it.
- * Every purchase of a realm goes to the same lane (lane_of), so a realm's
- * purchases are served in the order they came. */
-struct market__lane {
-    market *m;
-    pthread_cond_t cv;             /* signalled when a purchase is queued here, or at stop */
-    market_pending *qhead, *qtail; /* purchases waiting, oldest first */
-    pthread_t worker;
-    int started;
-    /* The market lock of the realm last served, kept from one batch to the
-     * next while purchases keep coming (the market strategy; this lane's
-     * worker's alone). */
-    lock_handle hold;
-    int holding;
-    int64_t hold_since_ms;
-    /* The last batch's purchases, decided, handed their outcomes once the
-     * next batch's read is on its way to Redis (answer_now). */
-    market_pending *answer[MARKET__BATCH_MAX];
-    size_t n_answer;
-    market__rest rest; /* realms set aside (the worker's alone) */
-};
-
-/* The lanes of the lock strategies, the threads that serve them, and the
- * releaser: this layer's own state. */
-struct market__queue {
-    pthread_mutex_t qmu; /* guards every lane's queue and the threads' state */
-    int worker_stop;
-    size_t nlanes; /* 1..MARKET_WORKERS_MAX */
-    struct market__lane lane[MARKET_WORKERS_MAX];
-    /* Item strategy: a batch's locks are released by a releaser thread, so
-     * the worker goes on to its next batch at once. */
-    pthread_cond_t rcv; /* signalled when a release is queued or at stop */
-    struct market__release *rhead, *rtail;
-    pthread_t releaser;
-    int releaser_started, releaser_stop;
-};
-
-enum {
-    REQ_WAITING, /* queued */
-    REQ_TAKEN,   /* taken by the worker: it will call done, whatever the budget */
-};
-
+/* The kind's state on a lane: a batch of purchases of one realm, and what
+ * its attempt reads and decides. */
 struct market__batch {
-    market_pending *req[MARKET__BATCH_MAX]; /* all of one realm */
+    market__cbatch *cb;
+    market_pending *req[MARKET__BATCH_MAX]; /* cb's open purchases, in order */
     size_t n;
     market__realm realm;
     char member[MARKET__BATCH_MAX][MARKET__MEMBER_MAX];
@@ -122,8 +65,7 @@ struct market__batch {
     char record[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
     char claim[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX]; /* "<fp> ?<token>" */
     char claim_ttl[MARKET__BATCH_MAX][24];
-    char token[MARKET__TOKEN_LEN + 1]; /* this batch's claims */
-    int token_set;                     /* token holds one: drawn, or kept by a rest */
+    const char *token;                 /* this batch's claims: cb->token */
     int idem_state[MARKET__BATCH_MAX]; /* market__idem_judge() of the stored record */
     int idem_rc[MARKET__BATCH_MAX];    /* a stored outcome's code */
     int64_t idem_a[MARKET__BATCH_MAX], idem_b[MARKET__BATCH_MAX];
@@ -148,8 +90,9 @@ struct market__batch {
     const char *args_watch[4 + 2 * MARKET__HELD_MAX + USERS_MAX + MARKET__BATCH_MAX];
     size_t read_list[USERS_MAX]; /* the users whose funds are read */
     int read_split;              /* read funds in later round trips (see batch_read) */
-    int64_t now_ms; /* when this attempt began: purchases past their deadline then are not
-                       decided (users_needed and batch_decide must agree) */
+    int filtered;                /* prefilter_unlisted() refused some of this batch */
+    int64_t now_ms; /* cb->now_ms: purchases past their deadline then are not decided
+                       (users_needed and batch_decide must agree) */
     market__party sim[USERS_MAX];     /* split reads: parties while walking the batch */
     int sim_state[MARKET__BATCH_MAX]; /* split reads: on a listing's first purchase */
     int64_t sim_left[MARKET__BATCH_MAX]; /* split reads: its units left */
@@ -159,6 +102,7 @@ struct market__batch {
     size_t read_i_units;              /* read_build(): the HMGET of the listings' units */
     int read_splitting;               /* read_build(): funds left to later round trips */
     size_t prefetched;                /* the read's commands already sent, replies in rep */
+    size_t sending;                   /* read_send(): the read's commands sent early */
     const char *args_mget[1 + MARKET__BATCH_MAX];
     const char *args_setidem[MARKET__BATCH_MAX][5];
     const char *args_fence[1 + 2 * MARKET__HELD_MAX];
@@ -194,12 +138,6 @@ struct market__batch {
     char guard_nkeys[8];
     const char *args_guard_watch[2 + MARKET__HELD_MAX];
     const char *args_guard[5 + MARKET__HELD_MAX];
-
-    /* item strategy: the batch's locks, each listing and each buyer once */
-    char lock_key[MARKET__HELD_MAX][MARKET__LOCK_KEY_MAX];
-    const char *lock_keys[MARKET__HELD_MAX];
-    lock_handle lock_h[MARKET__HELD_MAX];
-    size_t n_locks;
 };
 
 /* ---- building the batch ---- */
@@ -232,16 +170,15 @@ static size_t user_index(struct market__batch *b, const char *id) {
 static int batch_index(struct market__batch *b, int need_token) {
     b->n_users = b->n_idem = 0;
     for (size_t i = 0; i < b->n && !need_token; i++) need_token = b->req[i]->idem != NULL;
-    if (need_token && !b->token_set) {
-        if (market__token_new(b->token) < 0) return MARKET_ERR_STORE;
-        b->token_set = 1;
-    }
+    if (need_token && market__cbatch_token(b->cb) < 0) return MARKET_ERR_STORE;
+    b->token = b->cb->token;
     for (size_t i = 0; i < b->n; i++) {
         const market_pending *r = b->req[i];
         market__join(b->member[i], sizeof b->member[i], r->item, ".", r->seller,
                      (const char *)NULL);
         b->member_hash[i] = id_hash(b->member[i]);
         b->k_idem[i][0] = '\0';
+        b->req[i]->q.k_idem = b->k_idem[i];
         if (r->idem) {
             market__idem_key(b->k_idem[i], sizeof b->k_idem[i], b->realm.id, r->buyer, r->idem);
             market__idem_claim(b->claim[i], sizeof b->claim[i], r->idem, b->token);
@@ -312,7 +249,7 @@ static size_t users_needed(struct market__batch *b) {
         size_t f = b->first[i], bu = b->buyer[i], se = b->seller[i];
         int64_t price = b->price[f];
         if (price <= 0 || b->sim_state[f] != 0 || b->sim_left[f] <= 0 ||
-            now >= b->req[i]->deadline_ms)
+            now >= b->req[i]->q.deadline_ms)
             continue;
         if (b->k_idem[i][0] && b->idem_state[i] != MARKET__IDEM_FREE) continue; /* settled */
         int64_t q = quantity_of(b->req[i]);
@@ -343,7 +280,7 @@ static size_t read_build(const market *m, const market__held *held, struct marke
     size_t nc = 0, k = 0;
     for (size_t i = 0; i < b->n; i++) {
         if (!b->k_idem[i][0]) continue;
-        market__idem_claim_ttl(b->claim_ttl[i], sizeof b->claim_ttl[i], b->req[i]->deadline_ms);
+        market__idem_claim_ttl(b->claim_ttl[i], sizeof b->claim_ttl[i], b->req[i]->q.deadline_ms);
         const char **a = b->args_claim[i];
         a[0] = "SET";
         a[1] = b->k_idem[i];
@@ -471,7 +408,7 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
     }
     /* Next batch: split the read when a quarter of this one was not listed
      * (a lone purchase tells too little to change the mode). */
-    if (b->n > 1) b->read_split = unlisted * 4 >= b->n;
+    if (b->n > 1 && !b->filtered) b->read_split = unlisted * 4 >= b->n;
     if (!split) {
         parse_users(b, b->rep + i_users, b->read_list, b->n_users);
         goto out;
@@ -500,7 +437,9 @@ out:
 
 /* Reads what the batch decides on (see read_build): one pipeline, or the
  * replies of the one already sent (b->prefetched commands). */
-static int batch_read(market_conn *c, const market__held *held, struct market__batch *b) {
+static int batch_read(market_conn *c, const market__held *held, market__cbatch *cb) {
+    struct market__batch *b = cb->ks;
+    b->now_ms = cb->now_ms;
     size_t nc = b->prefetched;
     b->prefetched = 0;
     if (!nc) {
@@ -564,7 +503,8 @@ static int recorded(const struct market__batch *b, size_t i) {
  * how many have something to write (a success, or a recorded refusal).
  * Nothing is decided for a purchase whose wait budget had run out when the
  * attempt began. */
-static size_t batch_decide(struct market__batch *b) {
+static size_t batch_decide(market__cbatch *cb) {
+    struct market__batch *b = cb->ks;
     size_t writes = 0;
     int64_t now = b->now_ms;
     for (size_t u = 0; u < b->n_users; u++)
@@ -579,7 +519,7 @@ static size_t batch_decide(struct market__batch *b) {
         int64_t price = b->price[f];
         r->res = (market_purchase_result){0};
         if (b->k_idem[i][0] && idem_decided(b, i)) continue;
-        if (now >= r->deadline_ms) {
+        if (now >= r->q.deadline_ms) {
             r->rc = MARKET_ERR_BUSY;
         } else {
             market__party *buyer = &b->party[b->buyer[i]], *seller = &b->party[b->seller[i]];
@@ -738,7 +678,8 @@ static size_t commit_goods(struct market__batch *b, size_t nc) {
     return nc;
 }
 
-static int batch_commit(market_conn *c, const market__held *held, struct market__batch *b) {
+static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
+    struct market__batch *b = cb->ks;
     static const char *const multi[1] = {"MULTI"}, *const exec[1] = {"EXEC"};
     size_t nc = 0;
     if (b->guard) guard_build(held, b, &nc);
@@ -838,142 +779,28 @@ static int batch_commit(market_conn *c, const market__held *held, struct market_
     return rc;
 }
 
-/* Item strategy: whether a lease of the batch has run out by our clock
- * (valid_until_ms errs early). Its read did not watch the lock keys (it went
- * out before they were taken), so a lapse is caught here, right before the
- * commit; another holder's commit meanwhile is caught by the fencing records
- * and data keys the read did watch. */
-static int lease_lapsed(const struct market__batch *b) {
-    int64_t now = lock_now_ms();
-    for (size_t k = 0; k < b->n_locks; k++)
-        if (now >= b->lock_h[k].valid_until_ms) return 1;
-    return 0;
+/* ---- the kind's ops (market_combine.h) ---- */
+
+static int policy(const market *m) {
+    return m->cfg.strategy == MARKET_STRATEGY_ITEM ? MARKET__POLICY_EACH : MARKET__POLICY_HOLD;
 }
 
-static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
-    struct market__batch *b = ud;
-    b->now_ms = lock_now_ms();
-    int rc = batch_read(c, held, b);
-    if (rc < 0) return market__unwatch_later(c, rc);
-    if (batch_decide(b) == 0) return market__unwatch_later(c, MARKET_OK);
-    if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
-    if (c->m->cfg.strategy == MARKET_STRATEGY_ITEM && lease_lapsed(b))
-        return market__unwatch_later(c, MARKET_ERR_LEASE_LOST);
-    return batch_commit(c, held, b);
+static void *state_new(void) {
+    struct market__batch *b = malloc(sizeof *b);
+    if (b) b->read_split = 0, b->filtered = 0, b->prefetched = 0, b->sending = 0, b->guard = 0;
+    return b;
 }
 
-/* ---- the queue ---- */
-
-/* How long one thread keeps the market lock across batches while purchases
- * keep coming: amortises acquire and release, bounded so that other
- * processes sharing the lock get their turn. */
-static int64_t hold_max_ms(const market *m) {
-    int64_t quarter = m->cfg.lock_ttl_ms / 4;
-    return quarter < MARKET__HOLD_MAX_MS ? quarter : MARKET__HOLD_MAX_MS;
-}
-
-static void hold_drop(struct market__lane *ln) {
-    if (!ln->holding) return;
-    /* a lease we cannot release (the store failing over) expires, or our next acquire of the
-     * key takes it over: the lock knows its own tokens (lock.h) */
-    (void)lock_release(ln->m->lock, &ln->hold);
-    ln->holding = 0;
-}
-
-/* Adds the lock "lock:<kind>:{<realm>}:<id>" to the batch's locks unless it
- * is there. This function can't fail. */
-static void lock_key_add(struct market__batch *b, const char *kind, const char *id) {
-    char key[MARKET__LOCK_KEY_MAX];
-    market__lock_key(key, kind, b->realm.id, id);
-    for (size_t i = 0; i < b->n_locks; i++)
-        if (strcmp(b->lock_key[i], key) == 0) return;
-    memcpy(b->lock_key[b->n_locks], key, sizeof key);
-    b->lock_keys[b->n_locks] = b->lock_key[b->n_locks];
-    b->n_locks++;
-}
-
-/* A batch's locks, waiting for the releaser thread. */
-struct market__release {
-    lock_handle h[MARKET__HELD_MAX];
-    size_t n;
-    struct market__release *next;
-};
-
-/* Releases h[0..n) soon: hands them to the releaser thread, or releases them
- * here when it cannot (no memory, no thread). A lease that is not released
- * expires. This function can't fail. */
-static void release_later(market *m, const lock_handle *h, size_t n) {
-    struct market__release *r = malloc(sizeof *r);
-    if (r) {
-        memcpy(r->h, h, n * sizeof *h);
-        r->n = n;
-        r->next = NULL;
-        pthread_mutex_lock(&m->queue->qmu);
-        int queued = m->queue->releaser_started && !m->queue->releaser_stop;
-        if (queued) {
-            if (m->queue->rtail)
-                m->queue->rtail->next = r;
-            else
-                m->queue->rhead = r;
-            m->queue->rtail = r;
-            pthread_cond_signal(&m->queue->rcv);
-        }
-        pthread_mutex_unlock(&m->queue->qmu);
-        if (queued) return;
-        free(r);
-    }
-    (void)lock_release_multi(m->lock, h, n);
-}
-
-/* The releaser: releases queued batches' locks, oldest first; at stop it
- * releases what is queued first. */
-static void *releaser_main(void *arg) {
-    market *m = arg;
-    pthread_mutex_lock(&m->queue->qmu);
-    for (;;) {
-        struct market__release *r = m->queue->rhead;
-        if (!r) {
-            if (m->queue->releaser_stop) break;
-            pthread_cond_wait(&m->queue->rcv, &m->queue->qmu);
-            continue;
-        }
-        m->queue->rhead = r->next;
-        if (!m->queue->rhead) m->queue->rtail = NULL;
-        pthread_mutex_unlock(&m->queue->qmu);
-        (void)lock_release_multi(m->lock, r->h, r->n);
-        free(r);
-        pthread_mutex_lock(&m->queue->qmu);
-    }
-    pthread_mutex_unlock(&m->queue->qmu);
-    return NULL;
-}
-
-/* The lock wait of a batch ends with the latest budget among its purchases:
- * the others are answered MARKET_ERR_BUSY when their turn to be decided
- * comes after their own (batch_decide). */
-static int64_t batch_deadline(const struct market__batch *b) {
-    int64_t by = 0;
-    for (size_t i = 0; i < b->n; i++)
-        if (b->req[i]->deadline_ms > by) by = b->req[i]->deadline_ms;
-    return by;
-}
-
-/* Gives every purchase of b the batch's failure rc, counted per purchase
- * like the 503s it causes. */
-static void batch_fail(market *m, struct market__batch *b, int rc) {
-    for (size_t i = 0; i < b->n; i++) {
-        b->req[i]->rc = rc;
-        market__count_result(m, rc);
-    }
-}
+static void state_free(void *ks) { free(ks); }
 
 /* Item strategy, while buyers race for the same items: refuses before
  * taking any lock the purchases whose listing is gone (one ZMSCORE, no
  * lock needed: the listing was absent at that instant, a valid moment for
- * the refusal), and moves them behind the others, so that b->n becomes the
- * number still to serve. Purchases with an idempotency key are kept: their
+ * the refusal), and moves them behind the others, so that b->n and
+ * cb->n_open become the number still to serve. Purchases with an idempotency key are kept: their
  * answer may be a stored success. Returns how many it refused. */
 static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
+    market__cbatch *cb = b->cb;
     size_t k = 0;
     b->args_zmscore[k++] = "ZMSCORE";
     b->args_zmscore[k++] = b->realm.market;
@@ -989,363 +816,127 @@ static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
         return 0; /* the locked path will meet the same trouble and answer it */
     const redisReply *z = b->rep[0];
     size_t kept = 0, refused = 0;
-    market_pending *gone[MARKET__BATCH_MAX];
+    market_queued *gone[MARKET__BATCH_MAX];
     if (z->type == REDIS_REPLY_ARRAY && z->elements == b->n) {
         for (size_t i = 0; i < b->n; i++) {
             market_pending *r = b->req[i];
             if (z->element[i]->type == REDIS_REPLY_NIL && !r->idem) {
                 r->rc = MARKET_ERR_NOT_LISTED;
-                gone[refused++] = r;
+                gone[refused++] = &r->q;
             } else {
-                b->req[kept++] = r;
+                b->req[kept] = r;
+                cb->req[kept++] = &r->q;
             }
         }
-        memcpy(b->req + kept, gone, refused * sizeof *gone);
-        b->n = kept;
+        memcpy(cb->req + kept, gone, refused * sizeof *gone);
+        b->n = cb->n_open = kept;
     }
     market__replies_free(b->rep, 1);
     return refused;
 }
 
-/* The item strategy's batch: every listing's lock and every buyer's lock,
- * taken all or none in one round trip (no deadlock, no partial hold), one
- * read, one commit, released all at once. Another process's purchase waits
- * only if it shares a listing or a buyer with this batch. Returns MARKET_OK,
- * MARKET__REDIRECTED (set it aside: nothing applied, nobody answered), or the
- * error every purchase was given. */
-static int batch_run_item_locked(market_conn *c, struct market__batch *b) {
+/* Names the batch's purchases, users and records, and its locks: the
+ * realm's market lock, or (item strategy) every listing's and every buyer's
+ * lock, after refusing, while buyers race, the purchases whose listing is
+ * gone (prefilter_unlisted). */
+static int prepare(market_conn *c, market__cbatch *cb) {
     market *m = c->m;
-    int rc = batch_index(b, m->lock_in_store); /* the commit's guard key carries it */
-    b->n_locks = 0;
-    for (size_t i = 0; rc == MARKET_OK && i < b->n; i++) {
-        lock_key_add(b, "item", b->member[i]);
-        lock_key_add(b, "player", b->req[i]->buyer);
+    struct market__batch *b = cb->ks;
+    b->cb = cb;
+    b->n = cb->n_open;
+    for (size_t i = 0; i < b->n; i++) b->req[i] = cb->req[i]->order;
+    market__realm_init(&b->realm, cb->realm);
+    MARKET__COUNT(m, batches);
+    b->filtered = 0;
+    if (cb->policy == MARKET__POLICY_HOLD) {
+        market__cbatch_lock_key(cb, b->realm.lock);
+        b->guard = 0;
+        return batch_index(b, 0);
     }
-    if (rc < 0) {
-        batch_fail(m, b, rc);
-        return rc;
-    }
-    /* The read goes out before the locks are asked for, and is answered
-     * while they are taken: its WATCH covers everything it reads, so a
-     * change made before the locks were ours aborts the commit, and it is
-     * read again. It cannot watch the lock keys it is about to set: when
-     * they live in the store, the commit's guard checks them (b->guard).
-     * (Not with the stall hook, which sleeps before the read.) */
-    market__held hd;
-    hd.n = 0;
-    hd.tokens = 0;
+    /* While buyers race: the refused keep their answer, and the market keeps
+     * reading as contended (it looks uncontended only because it was filtered). */
+    b->filtered = b->read_split && prefilter_unlisted(c, b) > 0;
+    if (b->n == 0) return MARKET_OK;
     b->guard = m->lock_in_store;
-    for (size_t k = 0; k < b->n_locks; k++)
-        market__held_name(&hd, k, b->lock_keys[k]);
-    size_t sent = 0;
-    if (!m->cfg.test_stall_read_ms) {
-        size_t nc = read_build(m, &hd, b);
-        if (market__pipeline_send(c, nc, b->argc, b->argv) == MARKET_OK) sent = nc;
+    int rc = batch_index(b, m->lock_in_store); /* the commit's guard key carries the token */
+    for (size_t i = 0; rc == MARKET_OK && i < b->n; i++) {
+        market__cbatch_lock(cb, "item", b->member[i]);
+        market__cbatch_lock(cb, "player", b->req[i]->buyer);
     }
-    rc = market__lane_lock(c, b->lock_keys, b->n_locks, batch_deadline(b), b->lock_h);
-    if (sent && market__pipeline_recv(c, sent, b->rep) != MARKET_OK) sent = 0; /* read it again */
-    if (rc == MARKET_OK) {
-        if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
-        for (size_t k = 0; k < b->n_locks; k++)
-            market__held_set(&hd, k, b->lock_keys[k], &b->lock_h[k]);
-        b->prefetched = sent;
-        rc = market__attempts(c, b->lock_h, &hd, batch_attempt, b);
-        release_later(m, b->lock_h, b->n_locks);
-    } else if (sent) {
-        market__replies_free(b->rep, sent);
-        market__unwatch_later(c, rc); /* UNWATCH before the next pipeline */
-    }
-    if (rc < 0 && rc != MARKET__REDIRECTED) batch_fail(m, b, rc);
     return rc;
 }
 
-/* The item strategy's batch, filtered first while buyers race (see
- * prefilter_unlisted); the refused purchases keep their answer, unless the
- * batch is set aside. Returns as batch_run_item_locked() does. */
-static int batch_run_item(market_conn *c, struct market__batch *b) {
-    MARKET__COUNT(c->m, batches);
-    size_t all = b->n, refused = 0;
-    if (b->read_split) {
-        refused = prefilter_unlisted(c, b);
-        if (b->n == 0) {
-            b->n = all;
-            return MARKET_OK; /* every one refused; the market still reads as contended */
-        }
+/* MARKET__POLICY_EACH: the read, sent before the locks are taken (see
+ * market_combine.c); read_recv() takes its replies in once they are ours,
+ * or drops them. */
+static void read_send(market_conn *c, const market__held *held, market__cbatch *cb) {
+    struct market__batch *b = cb->ks;
+    size_t nc = read_build(c->m, held, b);
+    b->sending = market__pipeline_send(c, nc, b->argc, b->argv) == MARKET_OK ? nc : 0;
+}
+
+static void read_recv(market_conn *c, market__cbatch *cb, int locked) {
+    struct market__batch *b = cb->ks;
+    size_t sent = b->sending;
+    b->sending = 0;
+    if (sent && market__pipeline_recv(c, sent, b->rep) != MARKET_OK) sent = 0; /* read again */
+    if (locked) {
+        b->prefetched = sent;
+    } else if (sent) {
+        market__replies_free(b->rep, sent);
+        (void)market__unwatch_later(c, MARKET_OK); /* UNWATCH before the next pipeline */
     }
-    int rc = batch_run_item_locked(c, b);
-    if (refused) {
-        b->read_split = 1; /* it looked uncontended only because it was filtered */
-        b->n = all;
-    }
-    return rc;
+}
+
+static void reset(market_queued *q) {
+    market_pending *p = q->order;
+    p->res = (market_purchase_result){0};
 }
 
 /* Gives p its outcome and hands it back; p is not touched afterwards. */
-static void finish(market *m, market_pending *p, int rc) {
-    p->rc = rc;
-    if (rc == MARKET_OK && !p->res.replayed) MARKET__COUNT(m, purchased);
+static void answer(market *m, market_queued *q) {
+    market_pending *p = q->order;
+    if (p->rc == MARKET_OK && !p->res.replayed) MARKET__COUNT(m, purchased);
     p->done(p);
 }
 
-/* Hands the last batch's purchases their outcomes (see DESIGN, step 4). */
-static void answer_now(struct market__lane *ln) {
-    for (size_t i = 0; i < ln->n_answer; i++) finish(ln->m, ln->answer[i], ln->answer[i]->rc);
-    ln->n_answer = 0;
-}
+/* Buying a listing: a unique item, or units of a stackable good from one seller. */
+static const struct market__kind purchase_kind = {
+    .name = "purchase",
+    .slot = 0,
+    .policy = policy,
+    .state_new = state_new,
+    .state_free = state_free,
+    .prepare = prepare,
+    .read_send = read_send,
+    .read_recv = read_recv,
+    .read = batch_read,
+    .decide = batch_decide,
+    .commit = batch_commit,
+    .reset = reset,
+    .answer = answer,
+};
 
-/* market_conn's sent hook: the next batch's read is on its way. */
-static void answer_sent(void *ud) { answer_now(ud); }
+/* ---- the queue ---- */
 
-/* Serves batch b of lane ln (see DESIGN). Returns MARKET_OK (every purchase
- * decided), MARKET__REDIRECTED (to be set aside: nothing applied, nobody
- * answered), or the error every purchase was given. */
-static int batch_run(market_conn *c, struct market__lane *ln, struct market__batch *b) {
-    market *m = c->m;
-    if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
-    if (m->cfg.strategy == MARKET_STRATEGY_ITEM) {
-        answer_now(ln); /* its locks are taken first, which may wait */
-        return batch_run_item(c, b);
-    }
-    MARKET__COUNT(m, batches);
-    int rc = batch_index(b, 0);
-    if (rc < 0) {
-        batch_fail(m, b, rc);
-        return rc;
-    }
-    int64_t now = lock_now_ms();
-    int keep = ln->holding && strcmp(ln->hold.key, b->realm.lock) == 0 &&
-               now - ln->hold_since_ms < hold_max_ms(m) &&
-               ln->hold.valid_until_ms - now >= (int64_t)m->cfg.lock_ttl_ms / 2;
-    if (!keep) answer_now(ln); /* releasing and taking the lock may wait */
-    if (ln->holding && !keep) hold_drop(ln);
-    if (!ln->holding) {
-        const char *key = b->realm.lock;
-        rc = market__lane_lock(c, &key, 1, batch_deadline(b), &ln->hold);
-        if (rc == MARKET_OK) {
-            ln->holding = 1;
-            ln->hold_since_ms = now;
-            if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
-        }
-    }
-    if (rc == MARKET_OK) {
-        market__held hd = {0};
-        hd.tokens = m->lock_in_store;
-        market__held_set(&hd, 0, b->realm.lock, &ln->hold);
-        rc = market__attempts(c, &ln->hold, &hd, batch_attempt, b);
-        if (rc < 0) hold_drop(ln); /* whatever went wrong, start the next batch afresh */
-    }
-    if (rc < 0 && rc != MARKET__REDIRECTED) batch_fail(m, b, rc);
-    return rc;
-}
-
-/* Makes sure the stored outcomes this batch replays are on enough replicas
- * (market__replicated: their commit may have been answered not_replicated);
- * when that fails, they are answered with its error instead. */
-static void confirm_replays(market_conn *c, struct market__batch *b) {
-    const char *keys[MARKET__BATCH_MAX];
-    size_t n = 0;
-    for (size_t i = 0; i < b->n; i++)
-        if (b->req[i]->res.replayed) keys[n++] = b->k_idem[i];
-    int rc = market__replicated(c, keys, n);
-    if (rc == MARKET_OK) return;
-    for (size_t i = 0; i < b->n; i++)
-        if (b->req[i]->res.replayed) {
-            b->req[i]->res.replayed = 0;
-            b->req[i]->rc = rc;
-            market__count_result(c->m, rc);
-        }
-}
-
-/* ---- the lanes and their workers ---- */
-
-/* Gives m its queue (m->queue) of cfg.workers lanes; each lane's worker
- * starts with its first purchase. Returns 0, or -1 on out-of-memory. */
+/* Gives m its purchases' combiner (m->queue). Returns 0, or -1 on
+ * out-of-memory. */
 int market__queue_new(market *m) {
-    struct market__queue *q = calloc(1, sizeof *q);
-    if (!q) return -1;
-    q->nlanes = m->cfg.workers;
-    if (pthread_mutex_init(&q->qmu, NULL) != 0) goto fail_q;
-    if (pthread_cond_init(&q->rcv, NULL) != 0) goto fail_mu;
-    size_t k = 0;
-    for (; k < q->nlanes; k++) {
-        q->lane[k].m = m;
-        if (market__lane_cond_init(&q->lane[k].cv) != 0) break;
-    }
-    if (k == q->nlanes) {
-        m->queue = q;
-        return 0;
-    }
-    while (k-- > 0)
-        pthread_cond_destroy(&q->lane[k].cv);
-    pthread_cond_destroy(&q->rcv);
-fail_mu:
-    pthread_mutex_destroy(&q->qmu);
-fail_q:
-    free(q);
-    return -1;
+    m->queue = market__combine_new(m);
+    return m->queue ? 0 : -1;
 }
 
-/* Returns the lane that serves realm: always the same one (FNV-1a of the id). */
-static unsigned lane_of(const struct market__queue *q, const char *realm) {
-    return (unsigned)(id_hash(realm) % q->nlanes);
+void market__queue_stop(market *m) { market__combine_stop(m->queue); }
+
+void market__queue_free(market *m) {
+    market__combine_free(m->queue);
+    m->queue = NULL;
 }
 
-/* Takes from ln's queue (under qmu) up to most purchases of one realm, the
- * realm of the oldest one still in its budget that is not resting
- * (market__rest_due), into b->req, keeping the order they came in;
- * purchases of other realms stay queued in theirs.
- * Purchases past their budget (or all of them, when nomem) are taken too
- * and put on *refused with their answer. Returns how many went into b. */
-static size_t batch_take(struct market__lane *ln, struct market__batch *b, size_t most, int nomem,
-                         market_pending **refused) {
-    int64_t now = lock_now_ms();
-    const char *realm = NULL;
-    size_t n = 0;
-    market_pending **pp = &ln->qhead, *prev = NULL;
-    while (*pp && (n < most || nomem)) {
-        market_pending *p = *pp;
-        int late = nomem || now >= p->deadline_ms;
-        if (!late && (realm ? strcmp(p->realm, realm) != 0
-                            : !market__rest_due(&ln->rest, p->realm, "", now))) {
-            prev = p;
-            pp = &p->next;
-            continue;
-        }
-        *pp = p->next;
-        p->state = REQ_TAKEN;
-        if (!late) {
-            realm = p->realm;
-            b->req[n++] = p;
-            continue;
-        }
-        p->rc = nomem ? MARKET_ERR_NOMEM : MARKET_ERR_BUSY;
-        p->next = *refused;
-        *refused = p;
-    }
-    if (!*pp) ln->qtail = prev; /* walked to the end: the last purchase kept is the tail */
-    return n;
-}
-
-/* Makes p a queued purchase not yet served: as it is submitted, or put back. */
-static void pending_reset(market_pending *p) {
-    p->res = (market_purchase_result){0};
-    p->rc = MARKET_ERR_STORE;
-    p->why[0] = '\0';
-    p->state = REQ_WAITING;
-    p->next = NULL;
-}
-
-/* Sets batch b aside (see market_lane.c): its realm rests, and its
- * purchases go back to the head of ln's queue in their order, as if never
- * taken. Returns 0, or -1 when too many of ln's realms rest already (then b
- * is left as it was). */
-static int set_aside(struct market__lane *ln, struct market__batch *b) {
-    if (market__rest_begin(&ln->rest, b->realm.id, "", b->token_set ? b->token : NULL,
-                           lock_now_ms()) < 0)
-        return -1;
-    pthread_mutex_lock(&ln->m->queue->qmu);
-    for (size_t i = b->n; i-- > 0;) {
-        market_pending *p = b->req[i];
-        pending_reset(p);
-        p->next = ln->qhead;
-        ln->qhead = p;
-        if (!ln->qtail) ln->qtail = p;
-    }
-    pthread_mutex_unlock(&ln->m->queue->qmu);
-    return 0;
-}
-
-/* A lane's worker: takes a batch of one realm at a time (batch_take),
- * answers those whose wait budget ran out while queued with
- * MARKET_ERR_BUSY, serves the rest under one lock hold (see DESIGN), hands
- * each its outcome, and (market strategy) releases the lock when its queue
- * is empty, or holds only purchases of resting realms. At stop it serves
- * what is queued first. */
-static void *worker_main(void *arg) {
-    struct market__lane *ln = arg;
-    market *m = ln->m;
-    struct market__queue *q = m->queue;
-    struct market__batch *b = malloc(sizeof *b);
-    market_conn *c = b ? market_conn_new(m, NULL) : NULL;
-    int nomem = !b || !c; /* then every purchase it takes fails */
-    if (b) b->read_split = 0, b->prefetched = 0, b->guard = 0;
-    if (c) c->set_aside = m->cluster != NULL; /* see market_lane.c */
-    size_t most = nomem ? 0 : m->cfg.batch_max;
-    if (m->cfg.strategy == MARKET_STRATEGY_ITEM && most > MARKET__ITEM_BATCH_MAX)
-        most = MARKET__ITEM_BATCH_MAX;
-    pthread_mutex_lock(&q->qmu);
-    for (;;) {
-        if (!ln->qhead && ln->n_answer) { /* nothing to overlap them with */
-            pthread_mutex_unlock(&q->qmu);
-            answer_now(ln);
-            pthread_mutex_lock(&q->qmu);
-            continue;
-        }
-        if (!ln->qhead) {
-            if (ln->holding) { /* idle: free the realm's market for other processes */
-                pthread_mutex_unlock(&q->qmu);
-                hold_drop(ln);
-                pthread_mutex_lock(&q->qmu);
-                continue;
-            }
-            if (q->worker_stop) break;
-            pthread_cond_wait(&ln->cv, &q->qmu);
-            continue;
-        }
-        market_pending *refused = NULL;
-        int64_t now = lock_now_ms();
-        size_t n = batch_take(ln, b, most, nomem, &refused);
-        if (!n && !refused && !ln->n_answer && !ln->holding) {
-            /* every purchase queued is of a resting realm: until the first rest ends */
-            market__lane_wait(&ln->cv, &q->qmu, market__rest_next(&ln->rest, now));
-            continue;
-        }
-        pthread_mutex_unlock(&q->qmu);
-
-        while (refused) {
-            market_pending *p = refused;
-            refused = p->next;
-            if (p->rc == MARKET_ERR_BUSY) MARKET__COUNT(m, lock_busy);
-            finish(m, p, p->rc);
-        }
-        if (!n) { /* nothing to serve now: as when idle */
-            answer_now(ln);
-            hold_drop(ln);
-        } else {
-            b->n = n;
-            market__realm_init(&b->realm, b->req[0]->realm);
-            b->token_set = market__rest_token(&ln->rest, b->realm.id, "", b->token);
-            c->sent = ln->n_answer ? answer_sent : NULL;
-            c->sent_ud = ln;
-            int rc = market__route(c, b->realm.id);
-            if (rc == MARKET_OK)
-                rc = batch_run(c, ln, b);
-            else
-                batch_fail(m, b, rc);
-            c->sent = NULL;
-            answer_now(ln); /* when this batch sent nothing */
-            if (rc == MARKET__REDIRECTED && set_aside(ln, b) == 0) {
-                pthread_mutex_lock(&q->qmu);
-                continue;
-            }
-            if (rc == MARKET__REDIRECTED) batch_fail(m, b, MARKET_ERR_STORE); /* no room */
-            market__rest_end(&ln->rest, b->realm.id, "");
-            confirm_replays(c, b);
-            for (size_t i = 0; i < n; i++) {
-                market_pending *p = b->req[i];
-                if (MARKET_ERR_HAS_REASON(p->rc))
-                    snprintf(p->why, sizeof p->why, "%s", c->errstr);
-                ln->answer[i] = p;
-            }
-            ln->n_answer = n;
-        }
-        pthread_mutex_lock(&q->qmu);
-    }
-    pthread_mutex_unlock(&q->qmu);
-    answer_now(ln);
-    market_conn_free(c);
-    free(b);
-    return NULL;
+/* Makes p's queue part: a purchase of a listing. */
+static void queued_init(market_pending *p) {
+    p->q = (market_queued){.kind = &purchase_kind, .order = p, .realm = p->realm, .group = "",
+                           .rc = &p->rc, .why = p->why, .replayed = &p->res.replayed};
 }
 
 /* Queues purchase p (arguments already checked: see market_purchase_submit)
@@ -1354,149 +945,28 @@ static void *worker_main(void *arg) {
  * MARKET_ERR_BUSY after market__queue_stop(), or MARKET_ERR_NOMEM (the
  * worker cannot start). */
 int market__queue_submit(market *m, market_pending *p) {
-    struct market__queue *q = m->queue;
-    pending_reset(p);
-    p->deadline_ms = lock_now_ms() + m->cfg.acquire_timeout_ms;
-    p->lane = lane_of(q, p->realm);
-    struct market__lane *ln = &q->lane[p->lane];
-    pthread_mutex_lock(&q->qmu);
-    if (q->worker_stop) {
-        pthread_mutex_unlock(&q->qmu);
-        return MARKET_ERR_BUSY;
-    }
-    if (!ln->started) {
-        if (pthread_create(&ln->worker, NULL, worker_main, ln) != 0) {
-            pthread_mutex_unlock(&q->qmu);
-            return MARKET_ERR_NOMEM;
-        }
-        ln->started = 1;
-    }
-    /* Without a releaser, the workers release their locks themselves. */
-    if (m->cfg.strategy == MARKET_STRATEGY_ITEM && !q->releaser_started &&
-        pthread_create(&q->releaser, NULL, releaser_main, m) == 0)
-        q->releaser_started = 1;
-    MARKET__COUNT(m, purchases);
-    if (ln->qtail)
-        ln->qtail->next = p;
-    else
-        ln->qhead = p;
-    ln->qtail = p;
-    pthread_cond_signal(&ln->cv);
-    pthread_mutex_unlock(&q->qmu);
-    return MARKET_OK;
+    queued_init(p);
+    int rc = market__combine_submit(m->queue, &p->q);
+    if (rc == MARKET_OK) MARKET__COUNT(m, purchases);
+    return rc;
 }
 
-/* Stops taking purchases: every queued one is served first, then the
- * workers end and the market locks are released; later submissions answer
- * MARKET_ERR_BUSY. Idempotent; this function can't fail. */
-void market__queue_stop(market *m) {
-    struct market__queue *q = m->queue;
-    pthread_mutex_lock(&q->qmu);
-    q->worker_stop = 1;
-    for (size_t k = 0; k < q->nlanes; k++)
-        pthread_cond_signal(&q->lane[k].cv);
-    pthread_mutex_unlock(&q->qmu);
-    for (size_t k = 0; k < q->nlanes; k++) {
-        struct market__lane *ln = &q->lane[k];
-        pthread_mutex_lock(&q->qmu);
-        int was = ln->started;
-        ln->started = 0;
-        pthread_mutex_unlock(&q->qmu);
-        if (was) pthread_join(ln->worker, NULL);
-    }
-    /* the workers are gone: release what they left */
-    pthread_mutex_lock(&q->qmu);
-    q->releaser_stop = 1;
-    pthread_cond_signal(&q->rcv);
-    int was = q->releaser_started;
-    q->releaser_started = 0;
-    pthread_mutex_unlock(&q->qmu);
-    if (was) pthread_join(q->releaser, NULL);
-    for (size_t k = 0; k < q->nlanes; k++)
-        hold_drop(&q->lane[k]);
-}
+static void sync_done(market_pending *p) { market__combine_wake(p->ud); }
 
-/* Stops m's queue and frees what market__queue_new() made. NULL queue: a
- * no-op. This function can't fail. */
-void market__queue_free(market *m) {
-    struct market__queue *q = m->queue;
-    if (!q) return;
-    market__queue_stop(m);
-    for (size_t k = 0; k < q->nlanes; k++)
-        pthread_cond_destroy(&q->lane[k].cv);
-    pthread_cond_destroy(&q->rcv);
-    pthread_mutex_destroy(&q->qmu);
-    free(q);
-    m->queue = NULL;
-}
-
-/* A caller waiting in market__queue_wait(). */
-struct sync_wait {
-    market_pending p;
-    market *m;
-    pthread_cond_t cv;
-    int done;
-};
-
-static void sync_done(market_pending *p) {
-    struct sync_wait *w = p->ud;
-    pthread_mutex_lock(&w->m->queue->qmu);
-    w->done = 1;
-    pthread_cond_signal(&w->cv); /* under the mutex: the waiter cannot free w before this */
-    pthread_mutex_unlock(&w->m->queue->qmu);
-}
-
-/* Submits one purchase and waits for its outcome. A purchase still queued
- * when its wait budget ends leaves the queue with MARKET_ERR_BUSY; one the
- * worker has taken is waited for. Arguments are already validated by
- * market_purchase_idem(). */
+/* Submits one purchase and waits for its outcome (market__combine_wait).
+ * Arguments are already validated by market_purchase_idem(). */
 int market__queue_wait(market *m, const char *realm, const char *buyer, const char *seller,
                        const char *item, int64_t quantity, int64_t expect_price,
                        const market_idem *idem, market_purchase_result *res, char *why,
                        size_t whylen) {
-    struct sync_wait w = {.p = {.realm = realm, .buyer = buyer, .seller = seller, .item = item,
-                                .quantity = quantity, .expect_price = expect_price, .idem = idem,
-                                .done = sync_done},
-                          .m = m};
-    w.p.ud = &w;
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0) return MARKET_ERR_NOMEM;
-    int ok =
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&w.cv, &ca) == 0;
-    pthread_condattr_destroy(&ca);
-    if (!ok) return MARKET_ERR_NOMEM;
-    int rc = market__queue_submit(m, &w.p);
-    if (rc != MARKET_OK) {
-        pthread_cond_destroy(&w.cv);
-        return rc;
-    }
-    struct timespec until = {(time_t)(w.p.deadline_ms / 1000),
-                             (long)(w.p.deadline_ms % 1000) * 1000000L};
-    pthread_mutex_lock(&m->queue->qmu);
-    while (!w.done) {
-        if (w.p.state == REQ_TAKEN) {
-            pthread_cond_wait(&w.cv, &m->queue->qmu);
-            continue;
-        }
-        if (pthread_cond_timedwait(&w.cv, &m->queue->qmu, &until) != ETIMEDOUT ||
-            w.p.state != REQ_WAITING)
-            continue;
-        /* Still queued when its budget ran out: leave the queue, busy. */
-        struct market__lane *ln = &m->queue->lane[w.p.lane];
-        market_pending **pp = &ln->qhead, *prev = NULL;
-        while (*pp != &w.p) {
-            prev = *pp;
-            pp = &(*pp)->next;
-        }
-        *pp = w.p.next;
-        if (ln->qtail == &w.p) ln->qtail = prev;
-        w.p.rc = MARKET_ERR_BUSY;
-        MARKET__COUNT(m, lock_busy);
-        break;
-    }
-    pthread_mutex_unlock(&m->queue->qmu);
-    pthread_cond_destroy(&w.cv);
-    *res = w.p.res;
-    if (MARKET_ERR_HAS_REASON(w.p.rc)) snprintf(why, whylen, "%s", w.p.why);
-    return w.p.rc;
+    market__waiter w;
+    market_pending p = {.realm = realm, .buyer = buyer, .seller = seller, .item = item,
+                        .quantity = quantity, .expect_price = expect_price, .idem = idem,
+                        .done = sync_done, .ud = &w};
+    int rc = market__waiter_init(&w, m->queue);
+    if (rc == MARKET_OK) rc = market__queue_submit(m, &p);
+    rc = market__combine_wait(&w, rc == MARKET_OK ? &p.q : NULL, rc);
+    *res = p.res;
+    if (MARKET_ERR_HAS_REASON(rc)) snprintf(why, whylen, "%s", p.why);
+    return rc;
 }

@@ -1,9 +1,9 @@
-/* market_batch.h - the batch layer (market_batch.c): the lock strategies'
- * lanes of purchases, their worker threads, which serve them in batches of
- * one realm under one lock hold, and the releaser. Its state is its own (struct
- * market__queue); it calls the transaction and store layers, nothing above. */
-#ifndef GM_MARKET_MARKET_BATCH_H
-#define GM_MARKET_MARKET_BATCH_H
+/* market_purchase.h - the purchase kind (market_purchase.c): purchases of
+ * listings queued on the market's purchase combiner (m->queue), served in
+ * batches of one realm by market_combine.c. It calls the combiner, the
+ * transaction, trade and store layers, nothing above. */
+#ifndef GM_MARKET_MARKET_PURCHASE_H
+#define GM_MARKET_MARKET_PURCHASE_H
 
 #include "market/market_txn.h"
 
@@ -16,4 +16,4 @@ int market__queue_wait(market *m, const char *realm, const char *buyer, const ch
                        const market_idem *idem, market_purchase_result *res, char *why,
                        size_t whylen);
 
-#endif /* GM_MARKET_MARKET_BATCH_H */
+#endif /* GM_MARKET_MARKET_PURCHASE_H */

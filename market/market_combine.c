@@ -1,0 +1,720 @@
+/* market_combine.c - the combiner: orders that arrive together share one lock hold.
+ *
+ * DESIGN
+ * Orders do not each take the Redis lock: they join an in-process queue
+ * (market__combine_submit(), or market__combine_wait() which submits and
+ * waits), one of cfg.workers lanes chosen by their realm and group (a sale,
+ * or "" for a realm's market), and each lane's worker thread serves its
+ * queue in batches of one kind, realm and group (flat combining), so that a
+ * batch touches one hash slot and realms on different lanes proceed in
+ * parallel. For each batch the worker
+ *   1. lets the kind name what the batch reads, writes and locks
+ *      (kind->prepare);
+ *   2. takes the locks by the kind's policy: MARKET__POLICY_HOLD takes one
+ *      lock and keeps it from one batch to the next while orders of its
+ *      group keep coming (up to MARKET__HOLD_MAX_MS, never past half the
+ *      lease), so a busy market pays for one acquire and one release per
+ *      hold, not per batch, and an idle one releases at once;
+ *      MARKET__POLICY_EACH takes every lock the batch names in one
+ *      all-or-nothing round trip (no deadlock, no partial hold), with the
+ *      kind's read already sent (answered while the locks are taken), and
+ *      hands them to a releaser thread after the commit, so that the next
+ *      batch does not wait for the release's round trip;
+ *   3. runs attempts (market__attempts: read again when a watched key
+ *      changed) of read, decide, commit - the kind's three ops;
+ *   4. takes the next batch, and hands every order its outcome once that
+ *      batch's read is sent, while Redis works on it: the next batch loses
+ *      nothing by it, since none of these callers can ask again before it is
+ *      answered (answered at once when no batch follows, or before a lock is
+ *      taken or waited for). Stored outcomes a batch replays are first
+ *      confirmed on enough replicas (market__replicated).
+ * An order still queued when its wait budget ends is answered
+ * MARKET_ERR_BUSY (by the worker when it reaches it, or by a waiting caller
+ * at once); one already taken into a batch waits for it. Outcomes and
+ * invariants are those of serial execution in queue order.
+ * On a Redis Cluster, a batch whose realm's slot is split by a migration, or
+ * whose lock store keeps failing, is not waited for in place: it goes back
+ * to the head of the queue and its group rests while the lane serves the
+ * others (market_lane.c).
+ */
+#include "market/market_combine.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "market/market_lane.h"
+
+enum {
+    REQ_WAITING, /* queued */
+    REQ_TAKEN,   /* taken by the worker: it will be answered, whatever its budget */
+};
+
+/* One lane: a queue of orders and the worker thread that serves it. Every
+ * order of a realm and group goes to the same lane (lane_of), so they are
+ * served in the order they came. */
+struct market__lane {
+    market__combiner *q;
+    pthread_cond_t cv;            /* signalled when an order is queued here, or at stop */
+    market_queued *qhead, *qtail; /* orders waiting, oldest first */
+    pthread_t worker;
+    int started;
+    /* MARKET__POLICY_HOLD: the lock of the group last served, kept from one
+     * batch to the next while its orders keep coming (the worker's alone). */
+    lock_handle hold;
+    int holding;
+    int64_t hold_since_ms;
+    /* The last batch's orders, decided, handed their outcomes once the next
+     * batch's read is on its way to Redis (answer_now). */
+    market_queued *answer[MARKET__BATCH_MAX];
+    size_t n_answer;
+    market__rest rest; /* groups set aside (the worker's alone) */
+};
+
+/* A batch's locks, waiting for the releaser thread. */
+struct market__release {
+    lock_handle h[MARKET__HELD_MAX];
+    size_t n;
+    struct market__release *next;
+};
+
+struct market__combiner {
+    market *m;
+    pthread_mutex_t qmu; /* guards every lane's queue and the threads' state */
+    int stop;
+    size_t nlanes; /* 1..MARKET_WORKERS_MAX */
+    struct market__lane lane[MARKET_WORKERS_MAX];
+    /* MARKET__POLICY_EACH: a batch's locks are released by the releaser
+     * thread, so the worker goes on to its next batch at once. */
+    pthread_cond_t rcv; /* signalled when a release is queued or at stop */
+    struct market__release *rhead, *rtail;
+    pthread_t releaser;
+    int releaser_started, releaser_stop;
+};
+
+/* ---- for the kinds ---- */
+
+/* Draws the batch's claim token unless it holds one (a getrandom() call:
+ * only when a kind needs it). Returns MARKET_OK, or MARKET_ERR_STORE. */
+int market__cbatch_token(market__cbatch *cb) {
+    if (cb->token_set) return MARKET_OK;
+    if (market__token_new(cb->token) < 0) return MARKET_ERR_STORE;
+    cb->token_set = 1;
+    return MARKET_OK;
+}
+
+/* Adds the lock "lock:<kind>:{<realm>}:<id>" to the batch's locks unless it
+ * is there. The caller keeps within MARKET__HELD_MAX. This function can't
+ * fail. */
+void market__cbatch_lock(market__cbatch *cb, const char *kind, const char *id) {
+    char key[MARKET__LOCK_KEY_MAX];
+    market__lock_key(key, kind, cb->realm, id);
+    market__cbatch_lock_key(cb, key);
+}
+
+/* Adds lock key (MARKET__LOCK_KEY_MAX bytes at the most) to the batch's
+ * locks unless it is there. This function can't fail. */
+void market__cbatch_lock_key(market__cbatch *cb, const char *key) {
+    for (size_t i = 0; i < cb->n_locks; i++)
+        if (strcmp(cb->lock_key[i], key) == 0) return;
+    snprintf(cb->lock_key[cb->n_locks], sizeof cb->lock_key[cb->n_locks], "%s", key);
+    cb->lock_keys[cb->n_locks] = cb->lock_key[cb->n_locks];
+    cb->n_locks++;
+}
+
+/* ---- the locks ---- */
+
+/* How long one worker keeps a lock across batches while orders keep
+ * coming: amortises acquire and release, bounded so that other processes
+ * sharing the lock get their turn. */
+static int64_t hold_max_ms(const market *m) {
+    int64_t quarter = m->cfg.lock_ttl_ms / 4;
+    return quarter < MARKET__HOLD_MAX_MS ? quarter : MARKET__HOLD_MAX_MS;
+}
+
+static void hold_drop(struct market__lane *ln) {
+    if (!ln->holding) return;
+    /* a lease we cannot release (the store failing over) expires, or our next acquire of the
+     * key takes it over: the lock knows its own tokens (lock.h) */
+    (void)lock_release(ln->q->m->lock, &ln->hold);
+    ln->holding = 0;
+}
+
+/* Releases h[0..n) soon: hands them to the releaser thread, or releases them
+ * here when it cannot (no memory, no thread). A lease that is not released
+ * expires. This function can't fail. */
+static void release_later(market__combiner *q, const lock_handle *h, size_t n) {
+    struct market__release *r = malloc(sizeof *r);
+    if (r) {
+        memcpy(r->h, h, n * sizeof *h);
+        r->n = n;
+        r->next = NULL;
+        pthread_mutex_lock(&q->qmu);
+        int queued = q->releaser_started && !q->releaser_stop;
+        if (queued) {
+            if (q->rtail)
+                q->rtail->next = r;
+            else
+                q->rhead = r;
+            q->rtail = r;
+            pthread_cond_signal(&q->rcv);
+        }
+        pthread_mutex_unlock(&q->qmu);
+        if (queued) return;
+        free(r);
+    }
+    (void)lock_release_multi(q->m->lock, h, n);
+}
+
+/* The releaser: releases queued batches' locks, oldest first; at stop it
+ * releases what is queued first. */
+static void *releaser_main(void *arg) {
+    market__combiner *q = arg;
+    pthread_mutex_lock(&q->qmu);
+    for (;;) {
+        struct market__release *r = q->rhead;
+        if (!r) {
+            if (q->releaser_stop) break;
+            pthread_cond_wait(&q->rcv, &q->qmu);
+            continue;
+        }
+        q->rhead = r->next;
+        if (!q->rhead) q->rtail = NULL;
+        pthread_mutex_unlock(&q->qmu);
+        (void)lock_release_multi(q->m->lock, r->h, r->n);
+        free(r);
+        pthread_mutex_lock(&q->qmu);
+    }
+    pthread_mutex_unlock(&q->qmu);
+    return NULL;
+}
+
+/* ---- one batch ---- */
+
+/* The lock wait of a batch ends with the latest budget among its orders:
+ * the others are answered MARKET_ERR_BUSY when their turn to be decided
+ * comes after their own. */
+static int64_t batch_deadline(const market__cbatch *cb) {
+    int64_t by = 0;
+    for (size_t i = 0; i < cb->n_open; i++)
+        if (cb->req[i]->deadline_ms > by) by = cb->req[i]->deadline_ms;
+    return by;
+}
+
+/* Gives every open order of cb the batch's failure rc, counted per order
+ * like the 503s it causes. */
+static void batch_fail(market *m, market__cbatch *cb, int rc) {
+    for (size_t i = 0; i < cb->n_open; i++) {
+        *cb->req[i]->rc = rc;
+        market__count_result(m, rc);
+    }
+}
+
+/* MARKET__POLICY_EACH: whether a lease of the batch has run out by our
+ * clock (valid_until_ms errs early). Its read did not watch the lock keys
+ * (it went out before they were taken), so a lapse is caught here, right
+ * before the commit; another holder's commit meanwhile is caught by the
+ * fencing records and data keys the read did watch. */
+static int lease_lapsed(const market__cbatch *cb) {
+    int64_t now = lock_now_ms();
+    for (size_t k = 0; k < cb->n_locks; k++)
+        if (now >= cb->lock_h[k].valid_until_ms) return 1;
+    return 0;
+}
+
+/* One attempt: the kind's read, decision and commit. */
+static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
+    market__cbatch *cb = ud;
+    const struct market__kind *k = cb->kind;
+    cb->now_ms = lock_now_ms();
+    int rc = k->read(c, held, cb);
+    if (rc < 0) return market__unwatch_later(c, rc);
+    if (k->decide(cb) == 0) return market__unwatch_later(c, MARKET_OK);
+    if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
+    if (cb->policy == MARKET__POLICY_EACH && lease_lapsed(cb))
+        return market__unwatch_later(c, MARKET_ERR_LEASE_LOST);
+    return k->commit(c, held, cb);
+}
+
+/* Hands the last batch's orders their outcomes (see DESIGN, step 4). */
+static void answer_now(struct market__lane *ln) {
+    for (size_t i = 0; i < ln->n_answer; i++) ln->answer[i]->kind->answer(ln->q->m, ln->answer[i]);
+    ln->n_answer = 0;
+}
+
+/* market_conn's sent hook: the next batch's read is on its way. */
+static void answer_sent(void *ud) { answer_now(ud); }
+
+/* MARKET__POLICY_EACH: every lock the batch names, taken all or none in one
+ * round trip, one read, one commit, released all at once. Another process's
+ * order waits only if it shares a lock with this batch. The read goes out
+ * before the locks are asked for, and is answered while they are taken: its
+ * WATCH covers everything it reads, so a change made before the locks were
+ * ours aborts the commit, and it is read again. (Not with the stall hook,
+ * which sleeps before the read.) */
+static int run_each(market_conn *c, struct market__lane *ln, market__cbatch *cb) {
+    market *m = c->m;
+    const struct market__kind *k = cb->kind;
+    answer_now(ln); /* the locks are taken first, which may wait */
+    market__held hd;
+    hd.n = 0;
+    hd.tokens = 0;
+    for (size_t i = 0; i < cb->n_locks; i++)
+        market__held_name(&hd, i, cb->lock_keys[i]);
+    int early = k->read_send && !m->cfg.test_stall_read_ms;
+    if (early) k->read_send(c, &hd, cb);
+    int rc = market__lane_lock(c, cb->lock_keys, cb->n_locks, batch_deadline(cb), cb->lock_h);
+    if (early) k->read_recv(c, cb, rc == MARKET_OK);
+    if (rc != MARKET_OK) return rc;
+    if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
+    for (size_t i = 0; i < cb->n_locks; i++)
+        market__held_set(&hd, i, cb->lock_keys[i], &cb->lock_h[i]);
+    rc = market__attempts(c, cb->lock_h, &hd, batch_attempt, cb);
+    release_later(ln->q, cb->lock_h, cb->n_locks);
+    return rc;
+}
+
+/* MARKET__POLICY_HOLD: the batch's one lock, kept from the last batch when
+ * it is the same and still young (see DESIGN, step 2). */
+static int run_hold(market_conn *c, struct market__lane *ln, market__cbatch *cb) {
+    market *m = c->m;
+    const char *key = cb->lock_keys[0];
+    int64_t now = lock_now_ms();
+    int keep = ln->holding && strcmp(ln->hold.key, key) == 0 &&
+               now - ln->hold_since_ms < hold_max_ms(m) &&
+               ln->hold.valid_until_ms - now >= (int64_t)m->cfg.lock_ttl_ms / 2;
+    if (!keep) answer_now(ln); /* releasing and taking the lock may wait */
+    if (ln->holding && !keep) hold_drop(ln);
+    int rc = MARKET_OK;
+    if (!ln->holding) {
+        rc = market__lane_lock(c, &key, 1, batch_deadline(cb), &ln->hold);
+        if (rc != MARKET_OK) return rc;
+        ln->holding = 1;
+        ln->hold_since_ms = now;
+        if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
+    }
+    market__held hd = {0};
+    hd.tokens = m->lock_in_store;
+    market__held_set(&hd, 0, key, &ln->hold);
+    rc = market__attempts(c, &ln->hold, &hd, batch_attempt, cb);
+    if (rc < 0) hold_drop(ln); /* whatever went wrong, start the next batch afresh */
+    return rc;
+}
+
+/* Serves batch cb of lane ln (see DESIGN). Returns MARKET_OK (every open
+ * order decided), MARKET__REDIRECTED (to be set aside: nothing applied,
+ * nobody answered), or the error every open order was given. */
+static int batch_run(market_conn *c, struct market__lane *ln, market__cbatch *cb) {
+    market *m = c->m;
+    if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
+    cb->n_locks = 0;
+    int rc = cb->kind->prepare(c, cb);
+    if (rc == MARKET_OK && cb->n_open == 0) return MARKET_OK; /* every one answered early */
+    if (rc == MARKET_OK)
+        rc = cb->policy == MARKET__POLICY_EACH ? run_each(c, ln, cb) : run_hold(c, ln, cb);
+    if (rc < 0 && rc != MARKET__REDIRECTED) batch_fail(m, cb, rc);
+    return rc;
+}
+
+/* Makes sure the stored outcomes this batch replays are on enough replicas
+ * (market__replicated: their commit may have been answered not_replicated);
+ * when that fails, they are answered with its error instead. */
+static void confirm_replays(market_conn *c, market__cbatch *cb) {
+    const char *keys[MARKET__BATCH_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < cb->n; i++)
+        if (*cb->req[i]->replayed) keys[n++] = cb->req[i]->k_idem;
+    int rc = market__replicated(c, keys, n);
+    if (rc == MARKET_OK) return;
+    for (size_t i = 0; i < cb->n; i++)
+        if (*cb->req[i]->replayed) {
+            *cb->req[i]->replayed = 0;
+            *cb->req[i]->rc = rc;
+            market__count_result(c->m, rc);
+        }
+}
+
+/* ---- the lanes and their workers ---- */
+
+/* Makes a combiner of m's cfg.workers lanes; each lane's worker starts with
+ * its first order. Returns NULL on out-of-memory. */
+market__combiner *market__combine_new(market *m) {
+    market__combiner *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    q->m = m;
+    q->nlanes = m->cfg.workers;
+    if (pthread_mutex_init(&q->qmu, NULL) != 0) goto fail_q;
+    if (pthread_cond_init(&q->rcv, NULL) != 0) goto fail_mu;
+    size_t k = 0;
+    for (; k < q->nlanes; k++) {
+        q->lane[k].q = q;
+        if (market__lane_cond_init(&q->lane[k].cv) != 0) break;
+    }
+    if (k == q->nlanes) return q;
+    while (k-- > 0)
+        pthread_cond_destroy(&q->lane[k].cv);
+    pthread_cond_destroy(&q->rcv);
+fail_mu:
+    pthread_mutex_destroy(&q->qmu);
+fail_q:
+    free(q);
+    return NULL;
+}
+
+/* Returns the lane that serves o's realm and group: always the same one
+ * (FNV-1a of "<realm>", or of "<realm>/<group>"). */
+static unsigned lane_of(const market__combiner *q, const market_queued *o) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char *s = (const unsigned char *)o->realm; *s; s++)
+        h = (h ^ *s) * 16777619u;
+    if (o->group[0]) {
+        h = (h ^ '/') * 16777619u;
+        for (const unsigned char *s = (const unsigned char *)o->group; *s; s++)
+            h = (h ^ *s) * 16777619u;
+    }
+    return (unsigned)(h % q->nlanes);
+}
+
+/* Whether a and b go into one batch: one kind, realm and group. */
+static int same_batch(const market_queued *a, const market_queued *b) {
+    return a->kind == b->kind && strcmp(a->realm, b->realm) == 0 &&
+           strcmp(a->group, b->group) == 0;
+}
+
+/* Orders one batch of o's kind takes at the most. */
+static size_t batch_most(const market *m, const market_queued *o) {
+    size_t most = m->cfg.batch_max;
+    if (o->kind->policy(m) == MARKET__POLICY_EACH && most > MARKET__ITEM_BATCH_MAX)
+        most = MARKET__ITEM_BATCH_MAX; /* two locks an order, at the most */
+    return most;
+}
+
+/* Takes from ln's queue (under qmu) the orders of one batch, the batch of
+ * the oldest order still in its budget whose group is not resting
+ * (market__rest_due), into cb->req, keeping the order they came in; orders
+ * of other batches stay queued in theirs. Orders past their budget (or all
+ * of them, when nomem) are taken too and put on *refused with their answer.
+ * Returns how many went into cb. */
+static size_t batch_take(struct market__lane *ln, market__cbatch *cb, int nomem,
+                         market_queued **refused) {
+    int64_t now = lock_now_ms();
+    const market_queued *first = NULL;
+    size_t n = 0, most = 0;
+    market_queued **pp = &ln->qhead, *prev = NULL;
+    while (*pp && (!first || n < most || nomem)) {
+        market_queued *p = *pp;
+        int late = nomem || now >= p->deadline_ms;
+        if (!late && (first ? !same_batch(p, first)
+                            : !market__rest_due(&ln->rest, p->realm, p->group, now))) {
+            prev = p;
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        p->state = REQ_TAKEN;
+        if (!late) {
+            if (!first) most = batch_most(ln->q->m, first = p);
+            cb->req[n++] = p;
+            continue;
+        }
+        *p->rc = nomem ? MARKET_ERR_NOMEM : MARKET_ERR_BUSY;
+        p->next = *refused;
+        *refused = p;
+    }
+    if (!*pp) ln->qtail = prev; /* walked to the end: the last order kept is the tail */
+    return n;
+}
+
+/* Makes o a queued order not yet served: as it is submitted, or put back. */
+static void order_reset(market_queued *o) {
+    o->kind->reset(o);
+    *o->rc = MARKET_ERR_STORE;
+    *o->replayed = 0;
+    o->why[0] = '\0';
+    o->k_idem = "";
+    o->state = REQ_WAITING;
+    o->next = NULL;
+}
+
+/* Sets batch cb aside (see market_lane.c): its group rests, and its orders
+ * go back to the head of ln's queue in their order, as if never taken.
+ * Returns 0, or -1 when too many of ln's groups rest already (then cb is
+ * left as it was). */
+static int set_aside(struct market__lane *ln, market__cbatch *cb) {
+    if (market__rest_begin(&ln->rest, cb->realm, cb->group, cb->token_set ? cb->token : NULL,
+                           lock_now_ms()) < 0)
+        return -1;
+    pthread_mutex_lock(&ln->q->qmu);
+    for (size_t i = cb->n; i-- > 0;) {
+        market_queued *p = cb->req[i];
+        order_reset(p);
+        p->next = ln->qhead;
+        ln->qhead = p;
+        if (!ln->qtail) ln->qtail = p;
+    }
+    pthread_mutex_unlock(&ln->q->qmu);
+    return 0;
+}
+
+/* A worker's kind states, made at a kind's first batch. */
+struct worker {
+    struct market__lane *ln;
+    market_conn *c;
+    market__cbatch *cb;
+    struct {
+        const struct market__kind *kind;
+        void *ks;
+    } state[MARKET__KINDS_MAX]; /* by kind->slot */
+};
+
+/* Serves the n orders taken into w->cb (see DESIGN) and lists them to be
+ * answered. Returns 1 when the batch was set aside instead. */
+static int serve(struct worker *w, size_t n) {
+    struct market__lane *ln = w->ln;
+    market *m = ln->q->m;
+    market__cbatch *cb = w->cb;
+    market_conn *c = w->c;
+    const struct market__kind *k = cb->req[0]->kind;
+    cb->kind = k;
+    cb->n = cb->n_open = n;
+    cb->realm = cb->req[0]->realm;
+    cb->group = cb->req[0]->group;
+    cb->policy = k->policy(m);
+    cb->token_set = market__rest_token(&ln->rest, cb->realm, cb->group, cb->token);
+    if (!w->state[k->slot].ks) {
+        w->state[k->slot].ks = k->state_new();
+        w->state[k->slot].kind = k;
+    }
+    cb->ks = w->state[k->slot].ks;
+    c->sent = ln->n_answer ? answer_sent : NULL;
+    c->sent_ud = ln;
+    int rc = cb->ks ? market__route(c, cb->realm) : MARKET_ERR_NOMEM;
+    if (rc == MARKET_OK)
+        rc = batch_run(c, ln, cb);
+    else
+        batch_fail(m, cb, rc);
+    c->sent = NULL;
+    answer_now(ln); /* when this batch sent nothing */
+    if (rc == MARKET__REDIRECTED && set_aside(ln, cb) == 0) return 1;
+    if (rc == MARKET__REDIRECTED) batch_fail(m, cb, MARKET_ERR_STORE); /* no room */
+    market__rest_end(&ln->rest, cb->realm, cb->group);
+    confirm_replays(c, cb);
+    for (size_t i = 0; i < n; i++) {
+        market_queued *p = cb->req[i];
+        if (MARKET_ERR_HAS_REASON(*p->rc)) snprintf(p->why, MARKET_WHY_MAX, "%s", c->errstr);
+        ln->answer[i] = p;
+    }
+    ln->n_answer = n;
+    return 0;
+}
+
+/* A lane's worker: takes a batch at a time (batch_take), answers those
+ * whose wait budget ran out while queued with MARKET_ERR_BUSY, serves the
+ * rest under one lock hold (see DESIGN), hands each its outcome, and
+ * releases a kept lock when its queue is empty, or holds only orders of
+ * resting groups. At stop it serves what is queued first. */
+static void *worker_main(void *arg) {
+    struct worker w = {.ln = arg};
+    struct market__lane *ln = w.ln;
+    market__combiner *q = ln->q;
+    market *m = q->m;
+    w.cb = malloc(sizeof *w.cb);
+    w.c = w.cb ? market_conn_new(m, NULL) : NULL;
+    int nomem = !w.cb || !w.c; /* then every order it takes fails */
+    if (w.c) w.c->set_aside = m->cluster != NULL; /* see market_lane.c */
+    pthread_mutex_lock(&q->qmu);
+    for (;;) {
+        if (!ln->qhead && ln->n_answer) { /* nothing to overlap them with */
+            pthread_mutex_unlock(&q->qmu);
+            answer_now(ln);
+            pthread_mutex_lock(&q->qmu);
+            continue;
+        }
+        if (!ln->qhead) {
+            if (ln->holding) { /* idle: free the group for other processes */
+                pthread_mutex_unlock(&q->qmu);
+                hold_drop(ln);
+                pthread_mutex_lock(&q->qmu);
+                continue;
+            }
+            if (q->stop) break;
+            pthread_cond_wait(&ln->cv, &q->qmu);
+            continue;
+        }
+        market_queued *refused = NULL;
+        int64_t now = lock_now_ms();
+        size_t n = batch_take(ln, w.cb, nomem, &refused);
+        if (!n && !refused && !ln->n_answer && !ln->holding) {
+            /* every order queued is of a resting group: until the first rest ends */
+            market__lane_wait(&ln->cv, &q->qmu, market__rest_next(&ln->rest, now));
+            continue;
+        }
+        pthread_mutex_unlock(&q->qmu);
+        while (refused) {
+            market_queued *p = refused;
+            refused = p->next;
+            if (*p->rc == MARKET_ERR_BUSY) MARKET__COUNT(m, lock_busy);
+            p->kind->answer(m, p);
+        }
+        if (!n) { /* nothing to serve now: as when idle */
+            answer_now(ln);
+            hold_drop(ln);
+        } else {
+            (void)serve(&w, n);
+        }
+        pthread_mutex_lock(&q->qmu);
+    }
+    pthread_mutex_unlock(&q->qmu);
+    answer_now(ln);
+    market_conn_free(w.c);
+    for (size_t k = 0; k < MARKET__KINDS_MAX; k++)
+        if (w.state[k].ks) w.state[k].kind->state_free(w.state[k].ks);
+    free(w.cb);
+    return NULL;
+}
+
+/* Queues order o (arguments already checked by its kind; o->kind, order,
+ * realm, group, rc, why and replayed set) on its lane and returns at once.
+ * Returns MARKET_OK when o is queued (its kind's answer will be called
+ * exactly once, from the lane's worker), MARKET_ERR_BUSY after
+ * market__combine_stop(), or MARKET_ERR_NOMEM (the worker cannot start). */
+int market__combine_submit(market__combiner *q, market_queued *o) {
+    market *m = q->m;
+    order_reset(o);
+    o->deadline_ms = lock_now_ms() + m->cfg.acquire_timeout_ms;
+    o->lane = lane_of(q, o);
+    struct market__lane *ln = &q->lane[o->lane];
+    pthread_mutex_lock(&q->qmu);
+    if (q->stop) {
+        pthread_mutex_unlock(&q->qmu);
+        return MARKET_ERR_BUSY;
+    }
+    if (!ln->started) {
+        if (pthread_create(&ln->worker, NULL, worker_main, ln) != 0) {
+            pthread_mutex_unlock(&q->qmu);
+            return MARKET_ERR_NOMEM;
+        }
+        ln->started = 1;
+    }
+    /* Without a releaser, the workers release their locks themselves. */
+    if (o->kind->policy(m) == MARKET__POLICY_EACH && !q->releaser_started &&
+        pthread_create(&q->releaser, NULL, releaser_main, q) == 0)
+        q->releaser_started = 1;
+    if (ln->qtail)
+        ln->qtail->next = o;
+    else
+        ln->qhead = o;
+    ln->qtail = o;
+    pthread_cond_signal(&ln->cv);
+    pthread_mutex_unlock(&q->qmu);
+    return MARKET_OK;
+}
+
+/* Stops taking orders: every queued one is served first, then the workers
+ * end and their locks are released; later submissions answer
+ * MARKET_ERR_BUSY. Idempotent; this function can't fail. */
+void market__combine_stop(market__combiner *q) {
+    if (!q) return;
+    pthread_mutex_lock(&q->qmu);
+    q->stop = 1;
+    for (size_t k = 0; k < q->nlanes; k++)
+        pthread_cond_signal(&q->lane[k].cv);
+    pthread_mutex_unlock(&q->qmu);
+    for (size_t k = 0; k < q->nlanes; k++) {
+        struct market__lane *ln = &q->lane[k];
+        pthread_mutex_lock(&q->qmu);
+        int was = ln->started;
+        ln->started = 0;
+        pthread_mutex_unlock(&q->qmu);
+        if (was) pthread_join(ln->worker, NULL);
+    }
+    /* the workers are gone: release what they left */
+    pthread_mutex_lock(&q->qmu);
+    q->releaser_stop = 1;
+    pthread_cond_signal(&q->rcv);
+    int was = q->releaser_started;
+    q->releaser_started = 0;
+    pthread_mutex_unlock(&q->qmu);
+    if (was) pthread_join(q->releaser, NULL);
+    for (size_t k = 0; k < q->nlanes; k++)
+        hold_drop(&q->lane[k]);
+}
+
+/* Stops q and frees it. NULL: a no-op. This function can't fail. */
+void market__combine_free(market__combiner *q) {
+    if (!q) return;
+    market__combine_stop(q);
+    for (size_t k = 0; k < q->nlanes; k++)
+        pthread_cond_destroy(&q->lane[k].cv);
+    pthread_cond_destroy(&q->rcv);
+    pthread_mutex_destroy(&q->qmu);
+    free(q);
+}
+
+/* ---- waiting for one order ---- */
+
+/* Wakes the caller waiting on w: the order's kind calls it from the done
+ * callback of the order it made for market__combine_wait(). */
+void market__combine_wake(market__waiter *w) {
+    pthread_mutex_lock(&w->q->qmu);
+    w->done = 1;
+    pthread_cond_signal(&w->cv); /* under the mutex: the waiter cannot free w before this */
+    pthread_mutex_unlock(&w->q->qmu);
+}
+
+/* Readies w to wait for an order of q. Returns MARKET_OK or MARKET_ERR_NOMEM. */
+int market__waiter_init(market__waiter *w, market__combiner *q) {
+    w->q = q;
+    w->done = 0;
+    w->ready = 0;
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0) return MARKET_ERR_NOMEM;
+    int ok =
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&w->cv, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    w->ready = ok;
+    return ok ? MARKET_OK : MARKET_ERR_NOMEM;
+}
+
+/* Waits on w (market__waiter_init, then MARKET_OK) for the outcome of order
+ * o, submitted with a done callback that wakes w (market__combine_wake),
+ * and returns it (*o->rc); or, with o NULL, returns rc, the failure to make
+ * w or to submit. An order still queued when its wait budget ends leaves the
+ * queue with MARKET_ERR_BUSY; one the worker has taken is waited for. Ends
+ * w either way. */
+int market__combine_wait(market__waiter *w, market_queued *o, int rc) {
+    market__combiner *q = w->q;
+    if (!o) {
+        if (w->ready) pthread_cond_destroy(&w->cv);
+        return rc;
+    }
+    struct timespec until = {(time_t)(o->deadline_ms / 1000),
+                             (long)(o->deadline_ms % 1000) * 1000000L};
+    pthread_mutex_lock(&q->qmu);
+    while (!w->done) {
+        if (o->state == REQ_TAKEN) {
+            pthread_cond_wait(&w->cv, &q->qmu);
+            continue;
+        }
+        if (pthread_cond_timedwait(&w->cv, &q->qmu, &until) != ETIMEDOUT ||
+            o->state != REQ_WAITING)
+            continue;
+        /* Still queued when its budget ran out: leave the queue, busy. */
+        struct market__lane *ln = &q->lane[o->lane];
+        market_queued **pp = &ln->qhead, *prev = NULL;
+        while (*pp != o) {
+            prev = *pp;
+            pp = &(*pp)->next;
+        }
+        *pp = o->next;
+        if (ln->qtail == o) ln->qtail = prev;
+        *o->rc = MARKET_ERR_BUSY;
+        MARKET__COUNT(q->m, lock_busy);
+        break;
+    }
+    pthread_mutex_unlock(&q->qmu);
+    pthread_cond_destroy(&w->cv);
+    return *o->rc;
+}
