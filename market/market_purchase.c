@@ -678,6 +678,63 @@ static size_t commit_goods(struct market__batch *b, size_t nc) {
     return nc;
 }
 
+/* Appends to the commit at nc the trade records of the purchases won and
+ * the records of every final outcome under an idempotency key; returns the
+ * new count. */
+static size_t commit_records(const market *m, const market__held *held, struct market__batch *b,
+                             size_t nc) {
+    b->n_trades = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        if (recorded(b, i)) {
+            const market_pending *r = b->req[i];
+            market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->rc,
+                                r->rc == MARKET_ERR_NOT_ENOUGH ? r->res.available : r->res.price,
+                                r->res.buyer_funds);
+        }
+        if (!won(b, i)) continue;
+        const market_pending *r = b->req[i];
+        int keyed = b->k_idem[i][0] != '\0';
+        b->trade_req[b->n_trades] = i;
+        b->trade[b->n_trades++] = (market__trade_rec){
+            .buyer = r->buyer, .seller = r->seller, .item = r->item, .quantity = quantity_of(r),
+            .price = r->res.price, .fence = trade_fence(m, held, b, i),
+            .idem_key = keyed ? b->k_idem[i] : NULL, .idem_record = keyed ? b->record[i] : NULL};
+    }
+    /* Every final outcome's record, a success's too: the trade script below
+     * completes a success's with its trade id, and were the script to fail
+     * (its error does not undo the rest of the EXEC), the purchase would still
+     * be recorded as done, never done twice. */
+    for (size_t i = 0; i < b->n; i++) {
+        if (!recorded(b, i)) continue;
+        const char **a = b->args_setidem[i];
+        a[0] = "SET";
+        a[1] = b->k_idem[i];
+        a[2] = b->record[i];
+        a[3] = "EX";
+        a[4] = MARKET__IDEM_TTL;
+        b->argv[nc] = a;
+        b->argc[nc++] = 5;
+    }
+    return nc;
+}
+
+/* Reads the commit's nc replies (pre of them before MULTI's; the trade
+ * script's at i_trades): MARKET_OK, and the trade ids handed to the
+ * purchases that made (or replay) them; MARKET__TXN_ABORTED; or a failure. */
+static int commit_reply(market_conn *c, struct market__batch *b, size_t nc, size_t pre,
+                        size_t i_trades) {
+    int rc = market__trades_commit_reply(c, b->rep, nc, pre, i_trades, b->trade, b->n_trades);
+    for (size_t t = 0; rc == MARKET_OK && t < b->n_trades; t++)
+        memcpy(b->req[b->trade_req[t]]->res.trade_id, b->trade[t].id, sizeof b->trade[t].id);
+    for (size_t i = 0; rc == MARKET_OK && i < b->n; i++)
+        if (b->same_as[i] != SIZE_MAX)
+            memcpy(b->req[i]->res.trade_id, b->req[b->same_as[i]]->res.trade_id,
+                   sizeof b->req[i]->res.trade_id);
+    return rc;
+}
+
+/* The commit (see DESIGN, step 3). Returns MARKET_OK, MARKET__TXN_ABORTED,
+ * MARKET__REDIRECTED or a market error. */
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct market__batch *b = cb->ks;
     static const char *const multi[1] = {"MULTI"}, *const exec[1] = {"EXEC"};
@@ -707,38 +764,7 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
         b->argc[nc++] = 4;
     }
     nc = commit_goods(b, nc);
-    b->n_trades = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        if (recorded(b, i)) {
-            const market_pending *r = b->req[i];
-            market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->rc,
-                                r->rc == MARKET_ERR_NOT_ENOUGH ? r->res.available : r->res.price,
-                                r->res.buyer_funds);
-        }
-        if (!won(b, i)) continue;
-        const market_pending *r = b->req[i];
-        int keyed = b->k_idem[i][0] != '\0';
-        b->trade_req[b->n_trades] = i;
-        b->trade[b->n_trades++] = (market__trade_rec){
-            .buyer = r->buyer, .seller = r->seller, .item = r->item, .quantity = quantity_of(r),
-            .price = r->res.price, .fence = trade_fence(c->m, held, b, i),
-            .idem_key = keyed ? b->k_idem[i] : NULL, .idem_record = keyed ? b->record[i] : NULL};
-    }
-    /* Every final outcome's record, a success's too: the trade script below
-     * completes a success's with its trade id, and were the script to fail
-     * (its error does not undo the rest of the EXEC), the purchase would still
-     * be recorded as done, never done twice. */
-    for (size_t i = 0; i < b->n; i++) {
-        if (!recorded(b, i)) continue;
-        const char **a = b->args_setidem[i];
-        a[0] = "SET";
-        a[1] = b->k_idem[i];
-        a[2] = b->record[i];
-        a[3] = "EX";
-        a[4] = MARKET__IDEM_TTL;
-        b->argv[nc] = a;
-        b->argc[nc++] = 5;
-    }
+    nc = commit_records(c->m, held, b, nc);
     size_t i_trades = 0;
     if (b->n_trades) { /* the trades, and the records of the purchases that made them */
         i_trades = nc;
@@ -752,29 +778,7 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
     if (rc < 0) return rc;
     c->unwatch = 0; /* EXEC ends every WATCH */
-    const redisReply *r = b->rep[nc - 1];
-    const redisReply *err = market__reply_error(b->rep, nc);
-    if (err) { /* the guard failed, or a queued command was refused (EXECABORT) */
-        rc = market__fail_reply(c, "commit refused", err);
-    } else if (r->type == REDIS_REPLY_NIL) {
-        rc = MARKET__TXN_ABORTED;
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != nc - pre - 2) {
-        rc = market__fail_reply(c, "commit refused", r);
-    } else {
-        for (size_t i = 0; i < r->elements; i++)
-            if (r->element[i]->type == REDIS_REPLY_ERROR)
-                rc = market__fail_reply(c, "commit refused", r->element[i]);
-        /* EXEC's replies follow MULTI's: the script's is at i_trades - pre - 1 */
-        if (rc == MARKET_OK && b->n_trades &&
-            market__trades_ids(r->element[i_trades - pre - 1], b->trade, b->n_trades) < 0)
-            rc = market__fail(c, "the trade records' ids are unreadable");
-        for (size_t t = 0; rc == MARKET_OK && t < b->n_trades; t++)
-            memcpy(b->req[b->trade_req[t]]->res.trade_id, b->trade[t].id, sizeof b->trade[t].id);
-        for (size_t i = 0; rc == MARKET_OK && i < b->n; i++)
-            if (b->same_as[i] != SIZE_MAX)
-                memcpy(b->req[i]->res.trade_id, b->req[b->same_as[i]]->res.trade_id,
-                       sizeof b->req[i]->res.trade_id);
-    }
+    rc = commit_reply(c, b, nc, pre, i_trades);
     market__replies_free(b->rep, nc);
     return rc;
 }

@@ -631,6 +631,46 @@ static void hincr(const char **a, const char *key, const char *field, const char
     a[3] = by;
 }
 
+/* Appends to the commit at nc the trade records of the buys won and the
+ * records of every final outcome under an idempotency key; returns the new
+ * count. */
+static size_t commit_records(const market__held *held, struct sale_batch *b, size_t nc) {
+    b->n_trades = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const market_sale_pending *r = b->req[i];
+        if (recorded(b, i)) {
+            int64_t a = r->rc == MARKET_OK                  ? r->res.price
+                        : r->rc == MARKET_ERR_SOLD_OUT      ? r->res.left
+                        : r->rc == MARKET_ERR_LIMIT_EXCEEDED ? r->res.may_buy
+                                                             : 0;
+            market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->rc, a,
+                                r->res.buyer_funds);
+        }
+        if (!won(b, i)) continue;
+        int keyed = b->k_idem[i][0] != '\0';
+        b->trade_req[b->n_trades] = i;
+        b->trade[b->n_trades++] = (market__trade_rec){
+            .buyer = r->buyer, .seller = b->house, .item = b->item, .quantity = r->quantity,
+            .price = r->res.price, .fence = held->fence[0],
+            .idem_key = keyed ? b->k_idem[i] : NULL, .idem_record = keyed ? b->record[i] : NULL};
+    }
+    /* Every final outcome's record, a success's too, before the trade script
+     * that completes a success's with its trade id: were the script to fail
+     * (its error does not undo the rest of the EXEC), the buy would still be
+     * recorded as done, never done twice. */
+    for (size_t i = 0; i < b->n; i++) {
+        if (!recorded(b, i)) continue;
+        const char **a = b->args_setidem[i];
+        a[0] = "SET";
+        a[1] = b->k_idem[i];
+        a[2] = b->record[i];
+        a[3] = "EX";
+        a[4] = MARKET__IDEM_TTL;
+        push(b, &nc, a, 5);
+    }
+    return nc;
+}
+
 /* The commit (see DESIGN, step 4). Returns MARKET_OK, MARKET__TXN_ABORTED,
  * MARKET__REDIRECTED or a market error. */
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
@@ -669,39 +709,7 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
         hincr(b->args_hf[u], b->k_user[u], "funds", b->d_funds[u]);
         push(b, &nc, b->args_hf[u], 4);
     }
-    b->n_trades = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        const market_sale_pending *r = b->req[i];
-        if (recorded(b, i)) {
-            int64_t a = r->rc == MARKET_OK                  ? r->res.price
-                        : r->rc == MARKET_ERR_SOLD_OUT      ? r->res.left
-                        : r->rc == MARKET_ERR_LIMIT_EXCEEDED ? r->res.may_buy
-                                                             : 0;
-            market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->rc, a,
-                                r->res.buyer_funds);
-        }
-        if (!won(b, i)) continue;
-        int keyed = b->k_idem[i][0] != '\0';
-        b->trade_req[b->n_trades] = i;
-        b->trade[b->n_trades++] = (market__trade_rec){
-            .buyer = r->buyer, .seller = b->house, .item = b->item, .quantity = r->quantity,
-            .price = r->res.price, .fence = held->fence[0],
-            .idem_key = keyed ? b->k_idem[i] : NULL, .idem_record = keyed ? b->record[i] : NULL};
-    }
-    /* Every final outcome's record, a success's too, before the trade script
-     * that completes a success's with its trade id: were the script to fail
-     * (its error does not undo the rest of the EXEC), the buy would still be
-     * recorded as done, never done twice. */
-    for (size_t i = 0; i < b->n; i++) {
-        if (!recorded(b, i)) continue;
-        const char **a = b->args_setidem[i];
-        a[0] = "SET";
-        a[1] = b->k_idem[i];
-        a[2] = b->record[i];
-        a[3] = "EX";
-        a[4] = MARKET__IDEM_TTL;
-        push(b, &nc, a, 5);
-    }
+    nc = commit_records(held, b, nc);
     size_t i_trades = 0;
     if (b->n_trades) {
         i_trades = nc;
@@ -714,33 +722,16 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
     if (rc < 0) return rc;
     c->unwatch = 0; /* EXEC ends every WATCH */
-    const redisReply *r = b->rep[nc - 1];
-    const redisReply *err = market__reply_error(b->rep, nc);
-    if (err) {
-        rc = market__fail_reply(c, "commit refused", err);
-    } else if (r->type == REDIS_REPLY_NIL) {
-        rc = MARKET__TXN_ABORTED;
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != nc - 2) {
-        rc = market__fail_reply(c, "commit refused", r);
-    } else {
-        for (size_t i = 0; i < r->elements; i++)
-            if (r->element[i]->type == REDIS_REPLY_ERROR)
-                rc = market__fail_reply(c, "commit refused", r->element[i]);
-        if (rc == MARKET_OK && b->n_trades &&
-            market__trades_ids(r->element[i_trades - 1], b->trade, b->n_trades) < 0)
-            rc = market__fail(c, "the trade records' ids are unreadable");
-        for (size_t t = 0; rc == MARKET_OK && t < b->n_trades; t++)
-            memcpy(b->req[b->trade_req[t]]->res.trade_id, b->trade[t].id, sizeof b->trade[t].id);
-        for (size_t i = 0; rc == MARKET_OK && i < b->n; i++)
-            if (b->same_as[i] != SIZE_MAX)
-                memcpy(b->req[i]->res.trade_id, b->req[b->same_as[i]]->res.trade_id,
-                       sizeof b->req[i]->res.trade_id);
-        if (rc == MARKET_OK && units > 0) {
-            market *m = c->m;
-            atomic_fetch_add_explicit(&m->stats.sale_units, (uint64_t)units,
-                                      memory_order_relaxed);
-            atomic_fetch_add_explicit(&m->stats.sale_bought, b->n_trades, memory_order_relaxed);
-        }
+    rc = market__trades_commit_reply(c, b->rep, nc, 0, i_trades, b->trade, b->n_trades);
+    for (size_t t = 0; rc == MARKET_OK && t < b->n_trades; t++)
+        memcpy(b->req[b->trade_req[t]]->res.trade_id, b->trade[t].id, sizeof b->trade[t].id);
+    for (size_t i = 0; rc == MARKET_OK && i < b->n; i++)
+        if (b->same_as[i] != SIZE_MAX)
+            memcpy(b->req[i]->res.trade_id, b->req[b->same_as[i]]->res.trade_id,
+                   sizeof b->req[i]->res.trade_id);
+    if (rc == MARKET_OK && units > 0) {
+        atomic_fetch_add_explicit(&c->m->stats.sale_units, (uint64_t)units, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->m->stats.sale_bought, b->n_trades, memory_order_relaxed);
     }
     market__replies_free(b->rep, nc);
     return rc;

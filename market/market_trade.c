@@ -177,6 +177,31 @@ int market__trades_ids(const redisReply *r, market__trade_rec *t, size_t n) {
     return MARKET_OK;
 }
 
+/* Reads the replies rep[0..nc) of a commit pipeline whose MULTI follows
+ * pre commands and whose trade script (n trades: t[0..n)) is command
+ * i_trades: fills t[].id. Returns MARKET_OK, MARKET__TXN_ABORTED (EXEC
+ * answered nil: a watched key changed), or MARKET_ERR_STORE with c->errstr
+ * saying why (a command refused, before or inside EXEC, or ids that cannot
+ * be read). Frees nothing. */
+int market__trades_commit_reply(market_conn *c, redisReply **rep, size_t nc, size_t pre,
+                                size_t i_trades, market__trade_rec *t, size_t n) {
+    int rc = MARKET_OK;
+    const redisReply *r = rep[nc - 1];
+    const redisReply *err = market__reply_error(rep, nc);
+    if (err) /* a guard failed, or a queued command was refused (EXECABORT) */
+        return market__fail_reply(c, "commit refused", err);
+    if (r->type == REDIS_REPLY_NIL) return MARKET__TXN_ABORTED;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != nc - pre - 2)
+        return market__fail_reply(c, "commit refused", r);
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type == REDIS_REPLY_ERROR)
+            rc = market__fail_reply(c, "commit refused", r->element[i]);
+    /* EXEC's replies follow MULTI's: the script's is at i_trades - pre - 1 */
+    if (rc == MARKET_OK && n && market__trades_ids(r->element[i_trades - pre - 1], t, n) < 0)
+        rc = market__fail(c, "the trade records' ids are unreadable");
+    return rc;
+}
+
 /* ---- reading ---- */
 
 /* Copies string reply e into out (MARKET_ID_MAX + 1 bytes) when it is a valid id. */
