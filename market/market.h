@@ -208,7 +208,8 @@ struct market_queued {
     const char *realm, *group;       /* its batch: orders of one kind, realm and group */
     int *rc;                         /* its outcome's code, */
     char *why;                       /* reason (MARKET_WHY_MAX bytes) */
-    int *replayed;                   /* and replay flag */
+    int *replayed;                   /* replay flag, */
+    char *trade_id;                  /* and trade id (MARKET_TRADE_ID_MAX + 1 bytes) */
     const char *k_idem;              /* while in a batch: its idempotency record ("" none) */
     int64_t deadline_ms;
     int state;

@@ -112,6 +112,17 @@ void market__idem_record(char *out, size_t outlen, const market_idem *idem, int 
         snprintf(out, outlen, "%s !%d %lld", idem->fingerprint, rc, (long long)a);
 }
 
+/* Fills a (5 slots) with the command that stores record under key for
+ * MARKET_IDEM_TTL_S, and returns its length. Can't fail. */
+int market__idem_record_argv(const char **a, const char *key, const char *record) {
+    a[0] = "SET";
+    a[1] = key;
+    a[2] = record;
+    a[3] = "EX";
+    a[4] = MARKET__IDEM_TTL;
+    return 5;
+}
+
 /* Writes the claim "<fp> ?<token>" into out. */
 void market__idem_claim(char *out, size_t outlen, const market_idem *idem, const char *token) {
     snprintf(out, outlen, "%s ?%s", idem->fingerprint, token);

@@ -35,6 +35,7 @@ void market__idem_key(char *out, size_t outlen, const char *realm, const char *p
 int market__idem_final(int rc);
 void market__idem_record(char *out, size_t outlen, const market_idem *idem, int rc, int64_t a,
                          int64_t b);
+int market__idem_record_argv(const char **a, const char *key, const char *record);
 void market__idem_claim(char *out, size_t outlen, const market_idem *idem, const char *token);
 void market__idem_claim_ttl(char *out, size_t outlen, int64_t deadline_ms);
 int market__idem_judge(const redisReply *r, const market_idem *idem, const char *token, int *rc,

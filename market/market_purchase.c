@@ -706,14 +706,8 @@ static size_t commit_records(const market *m, const market__held *held, struct m
      * be recorded as done, never done twice. */
     for (size_t i = 0; i < b->n; i++) {
         if (!recorded(b, i)) continue;
-        const char **a = b->args_setidem[i];
-        a[0] = "SET";
-        a[1] = b->k_idem[i];
-        a[2] = b->record[i];
-        a[3] = "EX";
-        a[4] = MARKET__IDEM_TTL;
-        b->argv[nc] = a;
-        b->argc[nc++] = 5;
+        b->argv[nc] = b->args_setidem[i];
+        b->argc[nc++] = market__idem_record_argv(b->args_setidem[i], b->k_idem[i], b->record[i]);
     }
     return nc;
 }
@@ -724,12 +718,8 @@ static size_t commit_records(const market *m, const market__held *held, struct m
 static int commit_reply(market_conn *c, struct market__batch *b, size_t nc, size_t pre,
                         size_t i_trades) {
     int rc = market__trades_commit_reply(c, b->rep, nc, pre, i_trades, b->trade, b->n_trades);
-    for (size_t t = 0; rc == MARKET_OK && t < b->n_trades; t++)
-        memcpy(b->req[b->trade_req[t]]->res.trade_id, b->trade[t].id, sizeof b->trade[t].id);
-    for (size_t i = 0; rc == MARKET_OK && i < b->n; i++)
-        if (b->same_as[i] != SIZE_MAX)
-            memcpy(b->req[i]->res.trade_id, b->req[b->same_as[i]]->res.trade_id,
-                   sizeof b->req[i]->res.trade_id);
+    if (rc == MARKET_OK)
+        market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->same_as);
     return rc;
 }
 
@@ -940,7 +930,8 @@ void market__queue_free(market *m) {
 /* Makes p's queue part: a purchase of a listing. */
 static void queued_init(market_pending *p) {
     p->q = (market_queued){.kind = &purchase_kind, .order = p, .realm = p->realm, .group = "",
-                           .rc = &p->rc, .why = p->why, .replayed = &p->res.replayed};
+                           .rc = &p->rc, .why = p->why, .replayed = &p->res.replayed,
+                           .trade_id = p->res.trade_id};
 }
 
 /* Queues purchase p (arguments already checked: see market_purchase_submit)

@@ -660,13 +660,8 @@ static size_t commit_records(const market__held *held, struct sale_batch *b, siz
      * recorded as done, never done twice. */
     for (size_t i = 0; i < b->n; i++) {
         if (!recorded(b, i)) continue;
-        const char **a = b->args_setidem[i];
-        a[0] = "SET";
-        a[1] = b->k_idem[i];
-        a[2] = b->record[i];
-        a[3] = "EX";
-        a[4] = MARKET__IDEM_TTL;
-        push(b, &nc, a, 5);
+        push(b, &nc, b->args_setidem[i],
+             market__idem_record_argv(b->args_setidem[i], b->k_idem[i], b->record[i]));
     }
     return nc;
 }
@@ -723,12 +718,8 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     if (rc < 0) return rc;
     c->unwatch = 0; /* EXEC ends every WATCH */
     rc = market__trades_commit_reply(c, b->rep, nc, 0, i_trades, b->trade, b->n_trades);
-    for (size_t t = 0; rc == MARKET_OK && t < b->n_trades; t++)
-        memcpy(b->req[b->trade_req[t]]->res.trade_id, b->trade[t].id, sizeof b->trade[t].id);
-    for (size_t i = 0; rc == MARKET_OK && i < b->n; i++)
-        if (b->same_as[i] != SIZE_MAX)
-            memcpy(b->req[i]->res.trade_id, b->req[b->same_as[i]]->res.trade_id,
-                   sizeof b->req[i]->res.trade_id);
+    if (rc == MARKET_OK)
+        market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->same_as);
     if (rc == MARKET_OK && units > 0) {
         atomic_fetch_add_explicit(&c->m->stats.sale_units, (uint64_t)units, memory_order_relaxed);
         atomic_fetch_add_explicit(&c->m->stats.sale_bought, b->n_trades, memory_order_relaxed);
@@ -819,7 +810,8 @@ int market_sale_buy_submit(market *m, market_sale_pending *p) {
         !market__sale_args_ok(p->realm, p->sale, p->buyer, p->quantity, p->idem))
         return MARKET_ERR_INVALID;
     p->q = (market_queued){.kind = &sale_kind, .order = p, .realm = p->realm, .group = p->sale,
-                           .rc = &p->rc, .why = p->why, .replayed = &p->res.replayed};
+                           .rc = &p->rc, .why = p->why, .replayed = &p->res.replayed,
+                           .trade_id = p->res.trade_id};
     int rc = market__combine_submit(m->sales, &p->q);
     if (rc == MARKET_OK) MARKET__COUNT(m, sale_buys);
     return rc;

@@ -202,6 +202,18 @@ int market__trades_commit_reply(market_conn *c, redisReply **rep, size_t nc, siz
     return rc;
 }
 
+/* Hands each order of req[0..n) that made trade t[k] (req[t_req[k]]) its
+ * id, and each order that replays an earlier one of the batch (same_as[i]
+ * != SIZE_MAX) that one's. Can't fail. */
+void market__trades_hand(market_queued *const *req, size_t n, const market__trade_rec *t,
+                         const size_t *t_req, size_t n_t, const size_t *same_as) {
+    for (size_t k = 0; k < n_t; k++)
+        memcpy(req[t_req[k]]->trade_id, t[k].id, sizeof t[k].id);
+    for (size_t i = 0; i < n; i++)
+        if (same_as[i] != SIZE_MAX)
+            memcpy(req[i]->trade_id, req[same_as[i]]->trade_id, MARKET_TRADE_ID_MAX + 1);
+}
+
 /* ---- reading ---- */
 
 /* Copies string reply e into out (MARKET_ID_MAX + 1 bytes) when it is a valid id. */
