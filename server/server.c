@@ -13,8 +13,11 @@
  * done callback resumes the connection, and libmicrohttpd calls the handler
  * again, which answers. A batch of purchases thus costs one wake-up of the
  * worker and one of each event loop, not a thread switch per request. Which
- * routes are deferred is api/'s to say (api_route_deferrable); this file
- * matches no API path and knows no kind of order. Reads
+ * routes are deferred is api/'s to say (api_route_deferrable), and so is
+ * which paths server/ answers itself (api_endpoint_find: /metrics and the
+ * event streams); this file matches no API path and knows no kind of
+ * order. Whether the store answered is api/'s to say too
+ * (api_response_store_up). Reads
  * (GET) run on the event-loop thread. --threads 0 selects a thread per
  * connection instead, where every request, purchases included, runs on its
  * connection's thread (as does every purchase of the optimistic strategy).
@@ -103,10 +106,10 @@ struct request {
     int pending;                 /* submitted; answered once done is set */
     atomic_int done;             /* set by the market's worker, then the connection resumes */
     struct MHD_Connection *conn;
-    api_purchase purchase;
+    api_purchase deferred;
     api_response head;           /* route and player, for the log line */
     server *srv;                 /* for the queue depth, once submitted */
-    int is_purchase;             /* a deferrable route (api_route_deferrable()): in
+    int deferrable;              /* a deferrable route (api_route_deferrable()): in
                                     purchases_in_flight */
     char id[SERVER__REQUEST_ID_MAX + 1]; /* X-Request-Id */
 };
@@ -456,7 +459,7 @@ static const char *framing_refused(struct MHD_Connection *conn) {
 
 /* The market has decided rq's deferred request (api_purchase_submit()'s
  * done callback, on a market worker's thread): wake its connection. */
-static void purchase_done(void *ud) {
+static void deferred_done(void *ud) {
     struct request *rq = ud;
     atomic_fetch_sub(&rq->srv->queue_depth, 1);
     atomic_store(&rq->done, 1);
@@ -464,10 +467,10 @@ static void purchase_done(void *ud) {
 }
 
 /* Hands rq's validated request to the market (api_purchase_submit()) and
- * suspends the connection until purchase_done() resumes it; libmicrohttpd
+ * suspends the connection until deferred_done() resumes it; libmicrohttpd
  * then calls on_request() again, which answers. The connection is suspended
  * first, since the worker may finish before submit returns. */
-static enum MHD_Result purchase_submit(server *s, struct MHD_Connection *conn, struct request *rq,
+static enum MHD_Result deferred_submit(server *s, struct MHD_Connection *conn, struct request *rq,
                                        api_response *head) {
     rq->head = *head; /* route and player only: no body yet */
     rq->conn = conn;
@@ -475,7 +478,7 @@ static enum MHD_Result purchase_submit(server *s, struct MHD_Connection *conn, s
     rq->srv = s;
     atomic_fetch_add(&s->queue_depth, 1); /* the done callback takes it off */
     MHD_suspend_connection(conn);
-    api_purchase_submit(s->market, &rq->purchase, purchase_done, rq);
+    api_purchase_submit(s->market, &rq->deferred, deferred_done, rq);
     return MHD_YES;
 }
 
@@ -493,25 +496,10 @@ static void client_address(struct MHD_Connection *conn, char *out, size_t outlen
     if (!a || !inet_ntop(sa->sa_family, a, out, (socklen_t)outlen)) snprintf(out, outlen, "-");
 }
 
-/* Records what resp says of the store for market_redis_up: a store
- * failure (503 store_unavailable, not_replicated; /healthz's 503) is down;
- * a success or a market refusal (the store answered) is up; anything else
- * (a 400 before the store was asked) says nothing. */
-static void store_outcome(server *s, const char *route, int status, int market_rc) {
-    int up = -1;
-    if (route && strcmp(route, "/healthz") == 0)
-        up = status == 200;
-    else if (MARKET_ERR_HAS_REASON(market_rc))
-        up = 0;
-    else if (route && (status / 100 == 2 || (market_rc < 0 && market_rc != MARKET_ERR_NOMEM)))
-        up = 1;
-    if (up >= 0) server__metrics_store_outcome(&s->metrics, up, lock_now_ms());
-}
-
 /* Sends resp, counts it and logs it. */
 static enum MHD_Result answer(server *s, struct MHD_Connection *conn, const char *method,
                               const char *url, const struct request *rq, api_response *resp) {
-    int status = resp->status, market_rc = resp->market_rc;
+    int status = resp->status, store_up = api_response_store_up(resp);
     const char *route = resp->route;
     char player[sizeof resp->player], realm[sizeof resp->realm], why[sizeof resp->why];
     char error[sizeof resp->error];
@@ -522,7 +510,7 @@ static enum MHD_Result answer(server *s, struct MHD_Connection *conn, const char
     enum MHD_Result rc = respond(s, conn, rq->id, resp);
     int64_t us = now_us() - rq->t0_us;
     server__metrics_count(&s->metrics, route, method, realm, status, us);
-    store_outcome(s, route, status, market_rc);
+    if (store_up >= 0) server__metrics_store_outcome(&s->metrics, store_up, lock_now_ms());
     char path[128], client[INET6_ADDRSTRLEN], safe_method[16];
     log_safe(path, sizeof path, url);
     log_safe(safe_method, sizeof safe_method, method);
@@ -539,24 +527,6 @@ static enum MHD_Result answer(server *s, struct MHD_Connection *conn, const char
                    path, safe, rq->id);
     }
     return rc;
-}
-
-/* Whether url is GET /events of a realm: 0 no; 1 yes, the realm in realm
- * (MARKET_REALM_MAX + 1 bytes); -1 /realms/{realm}/events with a realm that is
- * not an id. */
-static int events_path(const char *url, char *realm) {
-    if (strcmp(url, "/events") == 0) {
-        snprintf(realm, MARKET_REALM_MAX + 1, "%s", MARKET_REALM_DEFAULT);
-        return 1;
-    }
-    size_t pre = strlen(API_REALM_PREFIX), n = strlen(url);
-    if (strncmp(url, API_REALM_PREFIX, pre) != 0 || n < pre + 8 || strcmp(url + n - 7, "/events") != 0)
-        return 0;
-    size_t len = n - pre - 7;
-    if (len > MARKET_REALM_MAX || memchr(url + pre, '/', len)) return len > MARKET_REALM_MAX ? -1 : 0;
-    memcpy(realm, url + pre, len);
-    realm[len] = '\0';
-    return market_id_valid(realm) ? 1 : -1;
 }
 
 /* GET /events: the realm's stream of trades and listing changes (events.c). */
@@ -602,8 +572,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             snprintf(rq->id, sizeof rq->id, "%s", id);
         else
             server__request_id_make(rq->id, sizeof rq->id);
-        rq->is_purchase = api_route_deferrable(method, url);
-        if (rq->is_purchase) atomic_fetch_add(&s->purchases_in_flight, 1);
+        rq->deferrable = api_route_deferrable(method, url);
+        if (rq->deferrable) atomic_fetch_add(&s->purchases_in_flight, 1);
         /* Refusals of the request itself are answered now, without reading
          * the body; libmicrohttpd then closes the connection. */
         if (rq->bad_path || raw_nul_in_target(rq, version)) {
@@ -627,17 +597,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     /* phase 3: answer */
-    if (strcmp(url, "/metrics") == 0 && !rq->too_big)
-        return metrics_respond(s, conn, method, rq);
+    char realm[MARKET_REALM_MAX + 1];
+    int endpoint = rq->too_big ? API_ENDPOINT_ROUTE : api_endpoint_find(url, realm);
+    if (endpoint == API_ENDPOINT_METRICS) return metrics_respond(s, conn, method, rq);
     const server__web_file *page = rq->too_big ? NULL : server__web_find(&s->web, url);
     if (page) return web_respond(s, conn, method, rq, page);
-    char events_realm[MARKET_REALM_MAX + 1];
-    int events = rq->too_big || rq->pending ? 0 : events_path(url, events_realm);
-    if (events) return events_respond(s, conn, method, url, rq, events > 0 ? events_realm : NULL);
+    if (endpoint == API_ENDPOINT_EVENTS && !rq->pending)
+        return events_respond(s, conn, method, url, rq, realm[0] ? realm : NULL);
     if (rq->pending) { /* resumed: the market has answered */
         if (!atomic_load(&rq->done)) return MHD_YES; /* not ours to answer yet */
         resp = rq->head;
-        api_purchase_end(&rq->purchase, &resp);
+        api_purchase_end(&rq->deferred, &resp);
     } else if (rq->too_big) {
         api_error(413, "payload_too_large", "request body exceeds 65536 bytes", &resp);
     } else {
@@ -649,8 +619,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             api_error(500, "internal_error", "out of memory", &resp);
         } else if (!s->async) {
             api_handle(mc, &req, &resp);
-        } else if (api_handle_begin(mc, &req, &resp, &rq->purchase) != 0) {
-            return purchase_submit(s, conn, rq, &resp);
+        } else if (api_handle_begin(mc, &req, &resp, &rq->deferred) != 0) {
+            return deferred_submit(s, conn, rq, &resp);
         }
         if (resp.status == 405 && is_preflight(s, conn, method)) preflight_reply(&resp);
     }
@@ -665,7 +635,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct request *rq = *con_cls;
     if (!rq) return;
     if (rq->started) atomic_fetch_sub(&s->in_flight, 1);
-    if (rq->is_purchase) atomic_fetch_sub(&s->purchases_in_flight, 1);
+    if (rq->deferrable) atomic_fetch_sub(&s->purchases_in_flight, 1);
     free(rq->body);
     free(rq);
     *con_cls = NULL;
