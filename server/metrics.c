@@ -3,7 +3,7 @@
  * Counters are plain relaxed atomics bumped on the request path; rendering
  * reads them without a lock, so one scrape is not a single snapshot (each
  * number is exact, their sums may lag by requests in flight). The gauges
- * and the process metrics are read by the caller (server.c, process.c) and
+ * and the process metrics are read by the caller (respond.c, process.c) and
  * handed in, so rendering is a pure function of its arguments.
  */
 #include "server/server_impl.h"
