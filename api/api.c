@@ -33,19 +33,6 @@
 
 #include "api/api_impl.h"
 
-/* ---- handlers ---- */
-
-/* A route's handler: realm is the request's (MARKET_REALM_DEFAULT without a
- * /realms/{realm} prefix), arg its id segment (prefix routes) or NULL. */
-typedef void (*api_handler)(market_conn *conn, const api_request *req, const char *realm,
-                            const char *arg, api_response *resp);
-
-/* A deferred route's first half (api_handle_begin()): like its handler, but a
- * request that passes validation is written into p and its API_BEGIN_* kind
- * returned instead of being run; 0 when resp holds the whole answer. */
-typedef int (*api_beginner)(market_conn *conn, const api_request *req, const char *realm,
-                            const char *arg, api_response *resp, api_purchase *p);
-
 /* ---- routing ---- */
 
 typedef struct api_route {
@@ -55,8 +42,8 @@ typedef struct api_route {
     int realm;        /* 1: also served under /realms/{realm} */
     const char *method;
     const char *allow; /* the Allow header of a 405 */
-    api_handler handle;
-    api_beginner begin; /* non-NULL: deferred (a purchase-like write): see api_handle_begin() */
+    api__handler *handle;
+    api__beginner *begin; /* non-NULL: deferred (a purchase-like write): see api_handle_begin() */
 } api_route;
 
 static const api_route api_routes[API_ROUTES] = {
