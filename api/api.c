@@ -15,7 +15,9 @@
  * A purchase-like write (POST /purchase, POST /sales/{id}/buy) also has a
  * begin step in its row: those routes, and only those, are deferred by the
  * event-loop server (api_route_deferrable(), api_handle_begin(),
- * api_purchase_submit()), which thus matches no path itself.
+ * api_purchase_submit()), which thus matches no path itself. The paths
+ * server/ answers on its own, /metrics and the event streams, are named
+ * here too (api_endpoint_find()).
  *
  * The handlers live by resource, each file calling only the ones below it:
  * api_purchase.c (purchases, listings, flash sales), api_market.c (market,
@@ -31,19 +33,6 @@
 
 #include "api/api_impl.h"
 
-/* ---- handlers ---- */
-
-/* A route's handler: realm is the request's (MARKET_REALM_DEFAULT without a
- * /realms/{realm} prefix), arg its id segment (prefix routes) or NULL. */
-typedef void (*api_handler)(market_conn *conn, const api_request *req, const char *realm,
-                            const char *arg, api_response *resp);
-
-/* A deferred route's first half (api_handle_begin()): like its handler, but a
- * request that passes validation is written into p and its API_BEGIN_* kind
- * returned instead of being run; 0 when resp holds the whole answer. */
-typedef int (*api_beginner)(market_conn *conn, const api_request *req, const char *realm,
-                            const char *arg, api_response *resp, api_purchase *p);
-
 /* ---- routing ---- */
 
 typedef struct api_route {
@@ -53,8 +42,8 @@ typedef struct api_route {
     int realm;        /* 1: also served under /realms/{realm} */
     const char *method;
     const char *allow; /* the Allow header of a 405 */
-    api_handler handle;
-    api_beginner begin; /* non-NULL: deferred (a purchase-like write): see api_handle_begin() */
+    api__handler *handle;
+    api__beginner *begin; /* non-NULL: deferred (a purchase-like write): see api_handle_begin() */
 } api_route;
 
 static const api_route api_routes[API_ROUTES] = {
@@ -216,6 +205,49 @@ int api_route_deferrable(const char *method, const char *path) {
     return deferred_route(method, path, &arg, argbuf, sizeof argbuf, realm) != NULL;
 }
 
+/* The paths server/ answers itself, without api_handle(), and whether each
+ * is also served under /realms/{realm}. */
+static const struct {
+    const char *path;
+    int realm;
+    enum api_endpoint kind;
+} api_endpoints[] = {
+    {"/metrics", 0, API_ENDPOINT_METRICS},
+    {"/events", 1, API_ENDPOINT_EVENTS},
+};
+
+/* Says who answers path (without the query string; borrowed): server/
+ * itself for /metrics (API_ENDPOINT_METRICS) and for a realm's event
+ * stream, "/events" or "/realms/{realm}/events" (API_ENDPOINT_EVENTS, the
+ * realm written into realm, MARKET_REALM_MAX + 1 bytes: "" when the realm
+ * segment is not an id, which server/ answers 400); api_handle() for any
+ * other path, and NULL (API_ENDPOINT_ROUTE). The method is not looked at:
+ * a path server/ serves gets its 405 there. This function can't fail. */
+int api_endpoint_find(const char *path, char *realm) {
+    size_t pre = sizeof API_REALM_PREFIX - 1, n = path ? strlen(path) : 0;
+    for (size_t i = 0; path && i < sizeof api_endpoints / sizeof api_endpoints[0]; i++) {
+        const char *e = api_endpoints[i].path;
+        size_t elen = strlen(e);
+        if (strcmp(path, e) == 0) {
+            snprintf(realm, MARKET_REALM_MAX + 1, "%s", MARKET_REALM_DEFAULT);
+            return api_endpoints[i].kind;
+        }
+        if (!api_endpoints[i].realm || strncmp(path, API_REALM_PREFIX, pre) != 0 ||
+            n < pre + elen + 1 || strcmp(path + n - elen, e) != 0)
+            continue;
+        size_t len = n - pre - elen; /* the realm segment */
+        if (len <= MARKET_REALM_MAX && memchr(path + pre, '/', len)) continue;
+        realm[0] = '\0';
+        if (len <= MARKET_REALM_MAX) {
+            memcpy(realm, path + pre, len);
+            realm[len] = '\0';
+            if (!market_id_valid(realm)) realm[0] = '\0';
+        }
+        return api_endpoints[i].kind;
+    }
+    return API_ENDPOINT_ROUTE;
+}
+
 /* Like api_handle(), except for a request of a deferrable route (see
  * api_route_deferrable()) that passes validation: that one is not run; it
  * is written into p and its kind (API_BEGIN_PURCHASE or API_BEGIN_SALE_BUY)
@@ -263,3 +295,18 @@ void api_response_cleanup(api_response *resp) {
     resp->body_len = 0;
 }
 
+
+/* Says what resp, an answer of api_handle(), api_purchase_end() or
+ * api_error(), tells of the store: 0 down (a store failure: 503
+ * store_unavailable, not_replicated; /healthz's 503), 1 up (a success or a
+ * market refusal: the store answered; /healthz's 200), -1 nothing (an answer
+ * given before the store was asked, such as a 400, or none of a route). This
+ * function can't fail. */
+int api_response_store_up(const api_response *resp) {
+    if (resp->route && strcmp(resp->route, "/healthz") == 0) return resp->status == 200;
+    if (MARKET_ERR_HAS_REASON(resp->market_rc)) return 0;
+    if (resp->route && (resp->status / 100 == 2 ||
+                        (resp->market_rc < 0 && resp->market_rc != MARKET_ERR_NOMEM)))
+        return 1;
+    return -1;
+}

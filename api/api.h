@@ -125,7 +125,15 @@ typedef struct api_purchase {
     void *ud;
 } api_purchase;
 
+/* Who answers a path (api_endpoint_find()): api_handle(), or server/ itself. */
+enum api_endpoint {
+    API_ENDPOINT_ROUTE,   /* api_handle(): a route of the table, or its 404 */
+    API_ENDPOINT_METRICS, /* /metrics: the Prometheus text */
+    API_ENDPOINT_EVENTS,  /* /events, /realms/{realm}/events: the realm's event stream */
+};
+
 void api_handle(market_conn *conn, const api_request *req, api_response *resp);
+int api_endpoint_find(const char *path, char *realm);
 int api_route_deferrable(const char *method, const char *path);
 int api_handle_begin(market_conn *conn, const api_request *req, api_response *resp,
                      api_purchase *p);
@@ -133,6 +141,7 @@ void api_purchase_submit(market *m, api_purchase *p, void (*done)(void *ud), voi
 void api_purchase_end(const api_purchase *p, api_response *resp);
 void api_error(int status, const char *code, const char *detail, api_response *resp);
 void api_response_cleanup(api_response *resp);
+int api_response_store_up(const api_response *resp);
 char *api_trade_text(const market_trade *t, size_t *len);
 char *api_change_text(const market_change *ch, size_t *len);
 const char *api_route_name(int i);

@@ -260,6 +260,15 @@ char *api__dump_body(const json_t *body, size_t *len) {
     return text;
 }
 
+/* Sets member key of o to *value, which it steals even on failure, and sets
+ * *value to NULL, so that a failure path may release *value whatever
+ * happened. Returns 0, or -1 (out of memory, or o not an object). */
+int api__object_steal(json_t *o, const char *key, json_t **value) {
+    int rc = json_object_set_new(o, key, *value);
+    *value = NULL;
+    return rc < 0 ? -1 : 0;
+}
+
 /* Fills resp with status and the compact text of body, and releases body
  * (stolen; NULL stands for a failed allocation). On out-of-memory resp
  * becomes status 500 with a NULL body and no Retry-After or Allow. */
@@ -322,6 +331,28 @@ void api__reply_market(int rc, int64_t n, api_response *resp) {
                        : rc == MARKET_ERR_NOT_HELD && n > 0 ? "held"
                                                               : NULL;
     api__reply_market_member(rc, what, n, resp);
+}
+
+/* Answers rc, a market outcome: status with body (stolen) on MARKET_OK,
+ * else rc's row of the status table (api__reply_market()), body released
+ * (callers pass NULL then: rc == MARKET_OK ? x_body(...) : NULL). */
+void api__reply_outcome(api_response *resp, int rc, int status, json_t *body) {
+    if (rc != MARKET_OK) {
+        json_decref(body);
+        api__reply_market(rc, 0, resp);
+        return;
+    }
+    api__reply(resp, status, body);
+}
+
+/* Returns 1 when id, a route's id segment, is an id; else answers 400 "<what>
+ * id must match [A-Za-z0-9_-]{1,64}" into resp and returns 0. */
+int api__id_ok(const char *id, const char *what, api_response *resp) {
+    if (market_id_valid(id)) return 1;
+    char detail[64];
+    snprintf(detail, sizeof detail, "%s id must match " API__ID_RULE, what);
+    api__bad_request(resp, detail);
+    return 0;
 }
 
 /* api__reply_market(), with member (NULL: none) set to v in the body. */

@@ -60,15 +60,18 @@ void api__bad_query(api_response *resp, const char *name, const char *what);
 /* ---- JSON output ---- */
 
 json_t *api__text_new(const char *s);
+int api__object_steal(json_t *o, const char *key, json_t **value);
 char *api__dump_body(const json_t *body, size_t *len);
 json_t *api__error_body(const char *code, const char *detail);
 void api__reply(api_response *resp, int status, json_t *body);
 void api__reply_market(int rc, int64_t price, api_response *resp);
 void api__reply_market_member(int rc, const char *member, int64_t v, api_response *resp);
+void api__reply_outcome(api_response *resp, int rc, int status, json_t *body);
 void api__error_reply(api_response *resp, int status, const char *code, const char *detail);
 void api__error_reply_full(api_response *resp, int status, const char *code, const char *detail,
                            int retry_after_s, const char *allow);
 void api__bad_request(api_response *resp, const char *detail);
+int api__id_ok(const char *id, const char *what, api_response *resp);
 int api__authorized(const api_request *req, const char *realm, const char *player,
                     api_response *resp);
 int api__admin(const api_request *req, api_response *resp);
@@ -78,35 +81,23 @@ int api__idempotency(const api_request *req, market_idem *idem, char *fp, api_re
 
 /* ---- the handlers of api.c's route table (api_purchase.c, api_market.c, api_trades.c) ---- */
 
-void api__handle_purchase(market_conn *conn, const api_request *req, const char *realm,
+/* A route's handler: realm is the request's (MARKET_REALM_DEFAULT without a
+ * /realms/{realm} prefix), arg its id segment (prefix routes) or NULL. */
+typedef void api__handler(market_conn *conn, const api_request *req, const char *realm,
                           const char *arg, api_response *resp);
-int api__begin_purchase(market_conn *conn, const api_request *req, const char *realm,
-                        const char *arg, api_response *resp, api_purchase *p);
-void api__handle_list(market_conn *conn, const api_request *req, const char *realm,
-                      const char *arg, api_response *resp);
-void api__handle_unlist(market_conn *conn, const api_request *req, const char *realm,
-                        const char *arg, api_response *resp);
-void api__handle_sale_create(market_conn *conn, const api_request *req, const char *realm,
-                             const char *arg, api_response *resp);
-void api__handle_sale_get(market_conn *conn, const api_request *req, const char *realm,
-                          const char *id, api_response *resp);
-void api__handle_sale_buy(market_conn *conn, const api_request *req, const char *realm,
-                          const char *id, api_response *resp);
-int api__begin_sale_buy(market_conn *conn, const api_request *req, const char *realm,
-                        const char *id, api_response *resp, api_purchase *p);
-void api__handle_market(market_conn *conn, const api_request *req, const char *realm,
-                        const char *arg, api_response *resp);
-void api__handle_player(market_conn *conn, const api_request *req, const char *realm,
-                        const char *id, api_response *resp);
-void api__handle_player_listings(market_conn *conn, const api_request *req, const char *realm,
-                                 const char *id, api_response *resp);
-void api__handle_healthz(market_conn *conn, const api_request *req, const char *realm,
-                         const char *arg, api_response *resp);
-void api__handle_trade(market_conn *conn, const api_request *req, const char *realm,
-                       const char *id, api_response *resp);
-void api__handle_player_trades(market_conn *conn, const api_request *req, const char *realm,
-                               const char *id, api_response *resp);
-void api__handle_item_trades(market_conn *conn, const api_request *req, const char *realm,
-                             const char *item, api_response *resp);
+
+/* A deferred route's first half (api_handle_begin()): like its handler, but a
+ * request that passes validation is written into p and its API_BEGIN_* kind
+ * returned instead of being run; 0 when resp holds the whole answer. */
+typedef int api__beginner(market_conn *conn, const api_request *req, const char *realm,
+                          const char *arg, api_response *resp, api_purchase *p);
+
+api__handler api__handle_purchase, api__handle_list, api__handle_unlist;
+api__beginner api__begin_purchase;
+api__handler api__handle_sale_create, api__handle_sale_get, api__handle_sale_buy;
+api__beginner api__begin_sale_buy;
+api__handler api__handle_market, api__handle_player, api__handle_player_listings;
+api__handler api__handle_healthz;
+api__handler api__handle_trade, api__handle_player_trades, api__handle_item_trades;
 
 #endif /* GM_API_API_IMPL_H */

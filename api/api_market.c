@@ -35,12 +35,9 @@ static json_t *player_body(const market_player *p) {
         json_object_set_new(o, "name", api__text_new(p->name)) < 0 ||
         json_object_set_new(o, "funds", json_integer((json_int_t)p->funds)) < 0)
         goto fail;
-    int rc = json_object_set_new(o, "inventory", inv); /* steals inv, even on failure */
-    inv = NULL;
-    if (rc < 0) goto fail;
-    rc = json_object_set_new(o, "stacks", stacks); /* steals stacks, even on failure */
-    stacks = NULL;
-    if (rc < 0) goto fail;
+    if (api__object_steal(o, "inventory", &inv) < 0 ||
+        api__object_steal(o, "stacks", &stacks) < 0)
+        goto fail;
     return o;
 fail:
     json_decref(stacks);
@@ -86,9 +83,7 @@ static json_t *page_body(const char *id, const market_listing *l, size_t n, size
         (offset >= 0 && json_object_set_new(o, "offset", json_integer((json_int_t)offset)) < 0) ||
         json_object_set_new(o, "limit", json_integer((json_int_t)limit)) < 0)
         goto fail;
-    int rc = json_object_set_new(o, "listings", arr); /* steals arr, even on failure */
-    arr = NULL;
-    if (rc < 0 ||
+    if (api__object_steal(o, "listings", &arr) < 0 ||
         json_object_set_new(o, "next_cursor", cursor[0] ? api__text_new(cursor) : json_null()) < 0)
         goto fail;
     return o;
@@ -180,11 +175,10 @@ void api__handle_market(market_conn *conn, const api_request *req, const char *r
     if (search) {
         market_search_result r;
         int rc = market_search(conn, realm, &q, &r);
-        if (rc != MARKET_OK)
-            api__reply_market(rc, 0, resp);
-        else
-            api__reply(resp, 200,
-                       page_body(NULL, r.listings, r.n, r.total, -1, q.limit, r.next_cursor));
+        api__reply_outcome(
+            resp, rc, 200,
+            rc == MARKET_OK ? page_body(NULL, r.listings, r.n, r.total, -1, q.limit, r.next_cursor)
+                            : NULL);
         market_search_result_cleanup(&r);
         return;
     }
@@ -193,10 +187,9 @@ void api__handle_market(market_conn *conn, const api_request *req, const char *r
     int rc = market_listings(conn, realm, offset, q.limit, &l, &n, &total);
     if (rc == MARKET_OK && n && offset + n < total) /* the same order: go on with a cursor */
         market_cursor_make(&l[n - 1], cursor);
-    if (rc != MARKET_OK)
-        api__reply_market(rc, 0, resp);
-    else
-        api__reply(resp, 200, page_body(NULL, l, n, total, (long long)offset, q.limit, cursor));
+    api__reply_outcome(
+        resp, rc, 200,
+        rc == MARKET_OK ? page_body(NULL, l, n, total, (long long)offset, q.limit, cursor) : NULL);
     free(l);
 }
 
@@ -220,10 +213,7 @@ static json_t *with_listings(json_t *o, const market_search_result *r) {
 void api__handle_player(market_conn *conn, const api_request *req, const char *realm,
                         const char *id, api_response *resp) {
     (void)req;
-    if (!market_id_valid(id)) {
-        api__bad_request(resp, "player id must match " API__ID_RULE);
-        return;
-    }
+    if (!api__id_ok(id, "player", resp)) return;
     snprintf(resp->player, sizeof resp->player, "%s", id);
     if (api__conn_missing(conn, resp)) return;
     market_player *p = NULL;
@@ -231,10 +221,7 @@ void api__handle_player(market_conn *conn, const api_request *req, const char *r
     market_search_query q = {.seller = id, .limit = API_PLAYER_LISTINGS};
     int rc = market_player_get(conn, realm, id, &p);
     if (rc == MARKET_OK) rc = market_search(conn, realm, &q, &r);
-    if (rc != MARKET_OK)
-        api__reply_market(rc, 0, resp);
-    else
-        api__reply(resp, 200, with_listings(player_body(p), &r));
+    api__reply_outcome(resp, rc, 200, rc == MARKET_OK ? with_listings(player_body(p), &r) : NULL);
     market_search_result_cleanup(&r);
     market_player_free(p);
 }
@@ -243,10 +230,7 @@ void api__handle_player(market_conn *conn, const api_request *req, const char *r
  * at a time; 404 player_not_found for a player that does not exist. */
 void api__handle_player_listings(market_conn *conn, const api_request *req, const char *realm,
                                  const char *id, api_response *resp) {
-    if (!market_id_valid(id)) {
-        api__bad_request(resp, "player id must match " API__ID_RULE);
-        return;
-    }
+    if (!api__id_ok(id, "player", resp)) return;
     snprintf(resp->player, sizeof resp->player, "%s", id);
     market_search_query q;
     if (!search_query(req, 0, &q, resp)) return;
@@ -260,11 +244,10 @@ void api__handle_player_listings(market_conn *conn, const api_request *req, cons
     market_search_result r;
     int rc = market_search(conn, realm, &q, &r);
     if (rc == MARKET_OK && !r.seller_exists) rc = MARKET_ERR_NO_PLAYER;
-    if (rc != MARKET_OK)
-        api__reply_market(rc, 0, resp);
-    else
-        api__reply(resp, 200,
-                   page_body(id, r.listings, r.n, r.total, -1, q.limit, r.next_cursor));
+    api__reply_outcome(resp, rc, 200,
+                       rc == MARKET_OK
+                           ? page_body(id, r.listings, r.n, r.total, -1, q.limit, r.next_cursor)
+                           : NULL);
     market_search_result_cleanup(&r);
 }
 

@@ -119,9 +119,7 @@ static json_t *bought_body(const api_purchase *p, const market_buy_result *r) {
     }
     if ((r->trade_id[0] && json_object_set_new(o, "trade_id", json_string(r->trade_id)) < 0))
         goto fail;
-    int rc = json_object_set_new(o, "fills", fills); /* steals fills, even on failure */
-    fills = NULL;
-    if (rc < 0) goto fail;
+    if (api__object_steal(o, "fills", &fills) < 0) goto fail;
     return o;
 fail:
     json_decref(fills);
@@ -224,13 +222,12 @@ void api__handle_unlist(market_conn *conn, const api_request *req, const char *r
     if (api__authorized(req, realm, v[0].id, resp) && !api__conn_missing(conn, resp)) {
         int64_t price = 0, units = 0;
         int rc = market_unlist_units(conn, realm, v[0].id, v[1].id, &price, &units);
-        if (rc != MARKET_OK)
-            api__reply_market(rc, 0, resp);
-        else
-            api__reply(resp, 200,
-                       json_pack("{s:s, s:s, s:s, s:I, s:I}", "status", "unlisted", "seller",
-                                 v[0].id, "item", v[1].id, "price", (json_int_t)price,
-                                 "quantity", (json_int_t)units));
+        api__reply_outcome(resp, rc, 200,
+                           rc == MARKET_OK
+                               ? json_pack("{s:s, s:s, s:s, s:I, s:I}", "status", "unlisted",
+                                           "seller", v[0].id, "item", v[1].id, "price",
+                                           (json_int_t)price, "quantity", (json_int_t)units)
+                               : NULL);
     }
     json_decref(root);
 }
@@ -313,27 +310,18 @@ void api__handle_sale_create(market_conn *conn, const api_request *req, const ch
     }
     market_sale got; /* the store's view, with its clock for "active" */
     rc = market_sale_get(conn, realm, s.id, &got);
-    if (rc != MARKET_OK)
-        api__reply_market(rc, 0, resp);
-    else
-        api__reply(resp, 201, sale_body(&got));
+    api__reply_outcome(resp, rc, 201, rc == MARKET_OK ? sale_body(&got) : NULL);
 }
 
 /* GET /sales/{id}: public. */
 void api__handle_sale_get(market_conn *conn, const api_request *req, const char *realm,
                           const char *id, api_response *resp) {
     (void)req;
-    if (!market_id_valid(id)) {
-        api__bad_request(resp, "sale id must match " API__ID_RULE);
-        return;
-    }
+    if (!api__id_ok(id, "sale", resp)) return;
     if (api__conn_missing(conn, resp)) return;
     market_sale s;
     int rc = market_sale_get(conn, realm, id, &s);
-    if (rc != MARKET_OK)
-        api__reply_market(rc, 0, resp);
-    else
-        api__reply(resp, 200, sale_body(&s));
+    api__reply_outcome(resp, rc, 200, rc == MARKET_OK ? sale_body(&s) : NULL);
 }
 
 /* The answer to a buy of sale whose market outcome is rc and res. */
@@ -373,10 +361,7 @@ static int sale_buy_prepare(const api_request *req, const char *realm, const cha
         {"buyer", API__FIELD_ID, 1},
         {"quantity", API__FIELD_UNITS, 1},
     };
-    if (!market_id_valid(id)) {
-        api__bad_request(resp, "sale id must match " API__ID_RULE);
-        return 0;
-    }
+    if (!api__id_ok(id, "sale", resp)) return 0;
     api__field_value v[2];
     json_t *root = api__body_parse(req, spec, 2, v, resp);
     if (!root) return 0;

@@ -60,9 +60,7 @@ static json_t *trades_body(const char *name, const char *id, const market_trade 
     for (size_t i = 0; i < n; i++)
         if (json_array_append_new(arr, trade_body(&t[i])) < 0) goto fail; /* NULL fails too */
     if (json_object_set_new(o, name, api__text_new(id)) < 0) goto fail;
-    int rc = json_object_set_new(o, "trades", arr); /* steals arr, even on failure */
-    arr = NULL;
-    if (rc < 0) goto fail;
+    if (api__object_steal(o, "trades", &arr) < 0) goto fail;
     if (next && json_object_set_new(o, "next_cursor", *next ? json_string(next) : json_null()) < 0)
         goto fail;
     return o;
@@ -95,19 +93,13 @@ void api__handle_trade(market_conn *conn, const api_request *req, const char *re
     if (api__conn_missing(conn, resp)) return;
     market_trade t;
     int rc = market_trade_get(conn, realm, id, &t);
-    if (rc != MARKET_OK)
-        api__reply_market(rc, 0, resp);
-    else
-        api__reply(resp, 200, trade_body(&t));
+    api__reply_outcome(resp, rc, 200, rc == MARKET_OK ? trade_body(&t) : NULL);
 }
 
 /* GET /players/{id}/trades?limit=&cursor= : the player's own, with their token */
 void api__handle_player_trades(market_conn *conn, const api_request *req, const char *realm,
                                const char *id, api_response *resp) {
-    if (!market_id_valid(id)) {
-        api__bad_request(resp, "player id must match " API__ID_RULE);
-        return;
-    }
+    if (!api__id_ok(id, "player", resp)) return;
     snprintf(resp->player, sizeof resp->player, "%s", id);
     size_t limit;
     if (trades_limit(req, &limit, resp) < 0) return;
@@ -122,28 +114,21 @@ void api__handle_player_trades(market_conn *conn, const api_request *req, const 
     size_t n = 0;
     char next[MARKET_TRADE_ID_MAX + 1];
     int rc = market_trades_player(conn, realm, id, cursor, limit, &t, &n, next);
-    if (rc != MARKET_OK)
-        api__reply_market(rc, 0, resp);
-    else
-        api__reply(resp, 200, trades_body("player", id, t, n, next));
+    api__reply_outcome(resp, rc, 200,
+                       rc == MARKET_OK ? trades_body("player", id, t, n, next) : NULL);
     free(t);
 }
 
 /* GET /items/{item}/trades?limit= : the latest, newest first (a price chart) */
 void api__handle_item_trades(market_conn *conn, const api_request *req, const char *realm,
                              const char *item, api_response *resp) {
-    if (!market_id_valid(item)) {
-        api__bad_request(resp, "item id must match " API__ID_RULE);
-        return;
-    }
+    if (!api__id_ok(item, "item", resp)) return;
     size_t limit;
     if (trades_limit(req, &limit, resp) < 0 || api__conn_missing(conn, resp)) return;
     market_trade *t = NULL;
     size_t n = 0;
     int rc = market_trades_item(conn, realm, item, limit, &t, &n);
-    if (rc != MARKET_OK)
-        api__reply_market(rc, 0, resp);
-    else
-        api__reply(resp, 200, trades_body("item", item, t, n, NULL));
+    api__reply_outcome(resp, rc, 200,
+                       rc == MARKET_OK ? trades_body("item", item, t, n, NULL) : NULL);
     free(t);
 }

@@ -7,6 +7,8 @@
 #include "server/server.h"
 
 #include <getopt.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,44 +100,89 @@ enum opt_id {
     OPT_AUTH_KEY, OPT_AUDIENCE, OPT_LEEWAY, OPT_HELP
 };
 
-static const struct {
+/* How an option's value is read into its field. */
+enum opt_kind {
+    KIND_TEXT,    /* a string that fits the field, "" too */
+    KIND_WORD,    /* a non-empty string that fits the field */
+    KIND_NUMBER,  /* a whole number in lo..hi (cli_parse_u64), into an integer field */
+    KIND_FLAG,    /* a flag without a value: its variable takes "1" or "0" (int field) */
+    KIND_CHOICE,  /* one of the words of choices, copied into the field */
+    KIND_SPECIAL, /* read by set_special() */
+};
+
+/* A field of server_config: where it is and how big. */
+#define FIELD(f) offsetof(server_config, f), sizeof ((server_config *)0)->f
+#define TEXT(f) KIND_TEXT, FIELD(f), 0, 0, NULL
+#define WORD(f) KIND_WORD, FIELD(f), 0, 0, NULL
+#define NUMBER(f, lo, hi) KIND_NUMBER, FIELD(f), (lo), (hi), NULL
+#define FLAG(f) KIND_FLAG, FIELD(f), 0, 1, NULL
+#define CHOICE(f, words) KIND_CHOICE, FIELD(f), 0, 0, (words)
+#define SPECIAL KIND_SPECIAL, 0, 0, 0, 0, NULL
+
+static const char *const lock_names[] = {"redis", "redlock", "local", NULL};
+static const char *const strategy_names[] = {"market", "item", "optimistic", NULL};
+
+/* Every option, in enum opt_id's order (set_opt() finds one by its id). */
+static const struct opt {
     enum opt_id id;
     const char *flag;
     const char *env;
-    int no_value; /* a flag without a value: the variable takes "1" or "0" */
+    int secret; /* 1: its value is never repeated in an error */
+    enum opt_kind kind;
+    size_t off, size; /* the field (not KIND_SPECIAL) */
+    uint64_t lo, hi;  /* KIND_NUMBER's range */
+    const char *const *choices; /* KIND_CHOICE's words, NULL-terminated */
 } opt_names[] = {
-    {OPT_LISTEN, "listen", "MARKET_LISTEN"},
-    {OPT_REDIS, "redis", "MARKET_REDIS"},
-    {OPT_LOCK, "lock", "MARKET_LOCK"},
-    {OPT_LOCK_REDIS, "lock-redis", "MARKET_LOCK_REDIS"},
-    {OPT_STRATEGY, "strategy", "MARKET_STRATEGY"},
-    {OPT_BATCH, "batch-max", "MARKET_BATCH_MAX"},
-    {OPT_TTL, "lock-ttl-ms", "MARKET_LOCK_TTL_MS"},
-    {OPT_ACQUIRE, "acquire-timeout-ms", "MARKET_ACQUIRE_TIMEOUT_MS"},
-    {OPT_REDIS_TIMEOUT, "redis-timeout-ms", "MARKET_REDIS_TIMEOUT_MS"},
-    {OPT_THREADS, "threads", "MARKET_THREADS"},
-    {OPT_LOGFILE, "log-file", "MARKET_LOG_FILE"},
-    {OPT_MAXCONN, "max-connections", "MARKET_MAX_CONNECTIONS"},
-    {OPT_CONNTIMEOUT, "connection-timeout-s", "MARKET_CONNECTION_TIMEOUT_S"},
-    {OPT_LOGLEVEL, "log-level", "MARKET_LOG_LEVEL"},
-    {OPT_STALL, "test-stall-ms", "MARKET_TEST_STALL_MS"},
-    {OPT_SECRET, "auth-secret", "MARKET_AUTH_SECRET"},
-    {OPT_NOAUTH, "no-auth", "MARKET_NO_AUTH", 1},
-    {OPT_PERIP, "per-ip-connections", "MARKET_PER_IP_CONNECTIONS"},
-    {OPT_CONNMEM, "connection-memory", "MARKET_CONNECTION_MEMORY"},
-    {OPT_REUSEPORT, "reuse-port", "MARKET_REUSE_PORT", 1},
-    {OPT_MINACK, "min-replicas-ack", "MARKET_MIN_REPLICAS_ACK"},
-    {OPT_ACKTIMEOUT, "replica-ack-timeout-ms", "MARKET_REPLICA_ACK_TIMEOUT_MS"},
-    {OPT_WORKERS, "workers", "MARKET_WORKERS"},
-    {OPT_HISTORY, "trade-history", "MARKET_TRADE_HISTORY"},
-    {OPT_TINDEX, "trade-index", "MARKET_TRADE_INDEX"},
-    {OPT_ADMIN, "admin-secret", "MARKET_ADMIN_SECRET"},
-    {OPT_CORS, "cors-origin", "MARKET_CORS_ORIGIN"},
-    {OPT_WEBDIR, "web-dir", "MARKET_WEB_DIR"},
-    {OPT_AUTH_KEY, "auth-key", "MARKET_AUTH_KEYS"},
-    {OPT_AUDIENCE, "auth-audience", "MARKET_AUTH_AUDIENCE"},
-    {OPT_LEEWAY, "auth-leeway-s", "MARKET_AUTH_LEEWAY_S"},
+    {OPT_LISTEN, "listen", "MARKET_LISTEN", 0, TEXT(listen)},
+    {OPT_REDIS, "redis", "MARKET_REDIS", 0, TEXT(redis)},
+    {OPT_LOCK, "lock", "MARKET_LOCK", 0, CHOICE(lock, lock_names)},
+    {OPT_LOCK_REDIS, "lock-redis", "MARKET_LOCK_REDIS", 0, SPECIAL},
+    {OPT_STRATEGY, "strategy", "MARKET_STRATEGY", 0, CHOICE(strategy, strategy_names)},
+    {OPT_BATCH, "batch-max", "MARKET_BATCH_MAX", 0, NUMBER(batch_max, 1, 256)},
+    {OPT_TTL, "lock-ttl-ms", "MARKET_LOCK_TTL_MS", 0, NUMBER(lock_ttl_ms, 1, UINT32_MAX)},
+    {OPT_ACQUIRE, "acquire-timeout-ms", "MARKET_ACQUIRE_TIMEOUT_MS", 0,
+     NUMBER(acquire_timeout_ms, 0, UINT32_MAX)},
+    {OPT_REDIS_TIMEOUT, "redis-timeout-ms", "MARKET_REDIS_TIMEOUT_MS", 0,
+     NUMBER(redis_timeout_ms, 1, 3600000)},
+    {OPT_THREADS, "threads", "MARKET_THREADS", 0, NUMBER(threads, 0, 1024)},
+    {OPT_LOGFILE, "log-file", "MARKET_LOG_FILE", 0, WORD(log_file)},
+    {OPT_MAXCONN, "max-connections", "MARKET_MAX_CONNECTIONS", 0,
+     NUMBER(max_connections, 1, 1000000)},
+    {OPT_CONNTIMEOUT, "connection-timeout-s", "MARKET_CONNECTION_TIMEOUT_S", 0,
+     NUMBER(connection_timeout_s, 0, 86400)},
+    {OPT_LOGLEVEL, "log-level", "MARKET_LOG_LEVEL", 0, SPECIAL},
+    {OPT_STALL, "test-stall-ms", "MARKET_TEST_STALL_MS", 0, NUMBER(test_stall_ms, 0, 600000)},
+    {OPT_SECRET, "auth-secret", "MARKET_AUTH_SECRET", 1, WORD(auth_secret)},
+    {OPT_NOAUTH, "no-auth", "MARKET_NO_AUTH", 0, FLAG(no_auth)},
+    {OPT_PERIP, "per-ip-connections", "MARKET_PER_IP_CONNECTIONS", 0,
+     NUMBER(per_ip_connections, 0, 1000000)},
+    {OPT_CONNMEM, "connection-memory", "MARKET_CONNECTION_MEMORY", 0,
+     NUMBER(connection_memory, 4096, 16 * 1024 * 1024)},
+    {OPT_REUSEPORT, "reuse-port", "MARKET_REUSE_PORT", 0, FLAG(reuse_port)},
+    {OPT_MINACK, "min-replicas-ack", "MARKET_MIN_REPLICAS_ACK", 0,
+     NUMBER(min_replicas_ack, 0, 64)},
+    {OPT_ACKTIMEOUT, "replica-ack-timeout-ms", "MARKET_REPLICA_ACK_TIMEOUT_MS", 0,
+     NUMBER(replica_ack_timeout_ms, 1, 3600000)},
+    {OPT_WORKERS, "workers", "MARKET_WORKERS", 0, NUMBER(workers, 1, MARKET_WORKERS_MAX)},
+    /* MAXLEN ~: Redis keeps at least this many, a node more at most */
+    {OPT_HISTORY, "trade-history", "MARKET_TRADE_HISTORY", 0,
+     NUMBER(trade_history, 1, UINT64_C(1000000000000))},
+    {OPT_TINDEX, "trade-index", "MARKET_TRADE_INDEX", 0,
+     NUMBER(trade_index, 1, UINT64_C(1000000000))},
+    {OPT_ADMIN, "admin-secret", "MARKET_ADMIN_SECRET", 1, WORD(admin_secret)},
+    {OPT_CORS, "cors-origin", "MARKET_CORS_ORIGIN", 0, SPECIAL},
+    {OPT_WEBDIR, "web-dir", "MARKET_WEB_DIR", 0, TEXT(web_dir)},
+    {OPT_AUTH_KEY, "auth-key", "MARKET_AUTH_KEYS", 1, SPECIAL},
+    {OPT_AUDIENCE, "auth-audience", "MARKET_AUTH_AUDIENCE", 0, WORD(auth_audience)},
+    {OPT_LEEWAY, "auth-leeway-s", "MARKET_AUTH_LEEWAY_S", 0, NUMBER(auth_leeway_s, 0, 3600)},
 };
+
+#define NOPTS (sizeof opt_names / sizeof *opt_names)
+_Static_assert(NOPTS == OPT_HELP - 1, "a row for every option but --help");
+
+/* Every numeric field is 4 bytes (int, unsigned, uint32_t) or 8 (uint64_t, size_t). */
+_Static_assert(sizeof(int) == 4 && sizeof(unsigned) == 4 && sizeof(size_t) == 8,
+               "store_number() writes 4- and 8-byte fields");
 
 /* Adds the origins of v, a comma-separated list, to cfg's CORS origins.
  * Returns 0, or -1 (cfg's list may then hold some of them) when one is not an
@@ -183,61 +230,26 @@ static int auth_keys_add(server_config *cfg, const char *v) {
     return any ? 0 : -1;
 }
 
-static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
-    uint64_t n;
+/* Writes n, in range for the field, into the size-byte integer at field. */
+static void store_number(void *field, size_t size, uint64_t n) {
+    if (size == sizeof(uint64_t)) {
+        memcpy(field, &n, sizeof n);
+    } else { /* a non-negative int is an unsigned of the same bits */
+        uint32_t v = (uint32_t)n;
+        memcpy(field, &v, sizeof v);
+    }
+}
+
+/* Reads v into cfg for an option the table cannot say: the lists that
+ * repeated flags add to, and the log level. Returns 0, or -1 when v is bad. */
+static int set_special(server_config *cfg, enum opt_id id, const char *v) {
     switch (id) {
-    case OPT_LISTEN:
-        return snprintf(cfg->listen, sizeof cfg->listen, "%s", v) < (int)sizeof cfg->listen ? 0 : -1;
-    case OPT_REDIS:
-        return snprintf(cfg->redis, sizeof cfg->redis, "%s", v) < (int)sizeof cfg->redis ? 0 : -1;
-    case OPT_LOCK:
-        if (strcmp(v, "redis") != 0 && strcmp(v, "redlock") != 0 && strcmp(v, "local") != 0)
-            return -1;
-        snprintf(cfg->lock, sizeof cfg->lock, "%s", v);
-        return 0;
     case OPT_LOCK_REDIS: { /* repeated flags add to the list */
         size_t have = strlen(cfg->lock_redis);
         int w = snprintf(cfg->lock_redis + have, sizeof cfg->lock_redis - have, "%s%s",
                          have ? "," : "", v);
         return w > 0 && (size_t)w < sizeof cfg->lock_redis - have ? 0 : -1;
     }
-    case OPT_STRATEGY:
-        if (strcmp(v, "market") != 0 && strcmp(v, "item") != 0 && strcmp(v, "optimistic") != 0)
-            return -1;
-        snprintf(cfg->strategy, sizeof cfg->strategy, "%s", v);
-        return 0;
-    case OPT_BATCH:
-        if (cli_parse_u64(v, 1, 256, &n) < 0) return -1;
-        cfg->batch_max = (unsigned)n;
-        return 0;
-    case OPT_WORKERS:
-        if (cli_parse_u64(v, 1, MARKET_WORKERS_MAX, &n) < 0) return -1;
-        cfg->workers = (unsigned)n;
-        return 0;
-    case OPT_TTL:
-        if (cli_parse_u64(v, 1, UINT32_MAX, &n) < 0) return -1;
-        cfg->lock_ttl_ms = (uint32_t)n;
-        return 0;
-    case OPT_ACQUIRE:
-        if (cli_parse_u64(v, 0, UINT32_MAX, &n) < 0) return -1;
-        cfg->acquire_timeout_ms = (uint32_t)n;
-        return 0;
-    case OPT_REDIS_TIMEOUT:
-        if (cli_parse_u64(v, 1, 3600000, &n) < 0) return -1;
-        cfg->redis_timeout_ms = (int)n;
-        return 0;
-    case OPT_THREADS:
-        if (cli_parse_u64(v, 0, 1024, &n) < 0) return -1;
-        cfg->threads = (unsigned)n;
-        return 0;
-    case OPT_MAXCONN:
-        if (cli_parse_u64(v, 1, 1000000, &n) < 0) return -1;
-        cfg->max_connections = (unsigned)n;
-        return 0;
-    case OPT_CONNTIMEOUT:
-        if (cli_parse_u64(v, 0, 86400, &n) < 0) return -1;
-        cfg->connection_timeout_s = (unsigned)n;
-        return 0;
     case OPT_LOGLEVEL: {
         static const char *const levels[] = {"error", "warn", "info", "debug"};
         for (int i = 0; i < 4; i++)
@@ -247,102 +259,67 @@ static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
             }
         return -1;
     }
-    case OPT_LOGFILE:
-        if (!*v) return -1;
-        return snprintf(cfg->log_file, sizeof cfg->log_file, "%s", v) < (int)sizeof cfg->log_file
-                   ? 0
-                   : -1;
-    case OPT_STALL:
-        if (cli_parse_u64(v, 0, 600000, &n) < 0) return -1;
-        cfg->test_stall_ms = (uint32_t)n;
-        return 0;
-    case OPT_SECRET:
-        if (!*v) return -1;
-        return snprintf(cfg->auth_secret, sizeof cfg->auth_secret, "%s", v) <
-                       (int)sizeof cfg->auth_secret
-                   ? 0
-                   : -1;
-    case OPT_NOAUTH: /* a flag; from the environment, "1" or "0" */
-        if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0) return -1;
-        cfg->no_auth = v[0] == '1';
-        return 0;
-    case OPT_PERIP:
-        if (cli_parse_u64(v, 0, 1000000, &n) < 0) return -1;
-        cfg->per_ip_connections = (unsigned)n;
-        return 0;
-    case OPT_CONNMEM:
-        if (cli_parse_u64(v, 4096, 16 * 1024 * 1024, &n) < 0) return -1;
-        cfg->connection_memory = (size_t)n;
-        return 0;
-    case OPT_REUSEPORT: /* a flag; from the environment, "1" or "0" */
-        if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0) return -1;
-        cfg->reuse_port = v[0] == '1';
-        return 0;
-    case OPT_MINACK:
-        if (cli_parse_u64(v, 0, 64, &n) < 0) return -1;
-        cfg->min_replicas_ack = (unsigned)n;
-        return 0;
-    case OPT_ACKTIMEOUT:
-        if (cli_parse_u64(v, 1, 3600000, &n) < 0) return -1;
-        cfg->replica_ack_timeout_ms = (int)n;
-        return 0;
-    case OPT_HISTORY: /* MAXLEN ~: Redis keeps at least this many, a node more at most */
-        if (cli_parse_u64(v, 1, UINT64_C(1000000000000), &n) < 0) return -1;
-        cfg->trade_history = n;
-        return 0;
-    case OPT_TINDEX:
-        if (cli_parse_u64(v, 1, UINT64_C(1000000000), &n) < 0) return -1;
-        cfg->trade_index = n;
-        return 0;
-    case OPT_ADMIN:
-        if (!*v) return -1;
-        return snprintf(cfg->admin_secret, sizeof cfg->admin_secret, "%s", v) <
-                       (int)sizeof cfg->admin_secret
-                   ? 0
-                   : -1;
-    case OPT_WEBDIR:
-        return snprintf(cfg->web_dir, sizeof cfg->web_dir, "%s", v) < (int)sizeof cfg->web_dir ? 0
-                                                                                             : -1;
     case OPT_CORS: /* repeated flags add to the list */
         return add_cors(cfg, v);
     case OPT_AUTH_KEY: /* repeated flags, and the variable's specs, add to the list */
         return auth_keys_add(cfg, v);
-    case OPT_AUDIENCE:
+    default:
+        return -1;
+    }
+}
+
+/* Reads v, the value of option id, into cfg as the table says. Returns 0, or
+ * -1 when v is bad (a text field may then hold it cut short). */
+static int set_opt(server_config *cfg, enum opt_id id, const char *v) {
+    if (id < 1 || (size_t)id > NOPTS) return -1; /* OPT_HELP */
+    const struct opt *o = &opt_names[id - 1];
+    char *field = (char *)cfg + o->off;
+    uint64_t n;
+    switch (o->kind) {
+    case KIND_WORD:
         if (!*v) return -1;
-        return snprintf(cfg->auth_audience, sizeof cfg->auth_audience, "%s", v) <
-                       (int)sizeof cfg->auth_audience
-                   ? 0
-                   : -1;
-    case OPT_LEEWAY:
-        if (cli_parse_u64(v, 0, 3600, &n) < 0) return -1;
-        cfg->auth_leeway_s = (unsigned)n;
+        /* fall through */
+    case KIND_TEXT:
+        return snprintf(field, o->size, "%s", v) < (int)o->size ? 0 : -1;
+    case KIND_NUMBER:
+        if (cli_parse_u64(v, o->lo, o->hi, &n) < 0) return -1;
+        store_number(field, o->size, n);
         return 0;
-    case OPT_HELP:
+    case KIND_FLAG:
+        if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0) return -1;
+        store_number(field, o->size, v[0] == '1');
+        return 0;
+    case KIND_CHOICE:
+        for (const char *const *c = o->choices; *c; c++)
+            if (strcmp(v, *c) == 0) {
+                snprintf(field, o->size, "%s", v);
+                return 0;
+            }
+        return -1;
+    case KIND_SPECIAL:
         break;
     }
-    return -1;
+    return set_special(cfg, id, v);
 }
 
 /* Applies the MARKET_* environment, then argv, to cfg (which should hold the
  * defaults). Returns SERVER_OK (with cfg->help set when --help was given),
  * or SERVER_ERR_INVALID with a sentence in why. */
 int server_config_parse(server_config *cfg, int argc, char **argv, char *why, size_t whylen) {
-    size_t nopts = sizeof opt_names / sizeof *opt_names;
+    size_t nopts = NOPTS;
     for (size_t i = 0; i < nopts; i++) {
         const char *v = getenv(opt_names[i].env);
         if (v && *v && set_opt(cfg, opt_names[i].id, v) < 0) {
             snprintf(why, whylen, "bad value for %s: '%s'", opt_names[i].env,
-                     opt_names[i].id == OPT_SECRET || opt_names[i].id == OPT_ADMIN ||
-                             opt_names[i].id == OPT_AUTH_KEY
-                         ? "***"
-                         : v);
+                     opt_names[i].secret ? "***" : v);
             return SERVER_ERR_INVALID;
         }
     }
-    struct option longopts[sizeof opt_names / sizeof *opt_names + 2];
+    struct option longopts[NOPTS + 2];
     for (size_t i = 0; i < nopts; i++)
         longopts[i] = (struct option){opt_names[i].flag,
-                                      opt_names[i].no_value ? no_argument : required_argument,
+                                      opt_names[i].kind == KIND_FLAG ? no_argument
+                                                                     : required_argument,
                                       NULL, opt_names[i].id};
     longopts[nopts] = (struct option){"help", no_argument, NULL, OPT_HELP};
     longopts[nopts + 1] = (struct option){0};
@@ -359,9 +336,9 @@ int server_config_parse(server_config *cfg, int argc, char **argv, char *why, si
                      argv[optind - 1]);
             return SERVER_ERR_INVALID;
         }
-        if (set_opt(cfg, (enum opt_id)ch, opt_names[ch - 1].no_value ? "1" : optarg) < 0) {
+        if (set_opt(cfg, (enum opt_id)ch, opt_names[ch - 1].kind == KIND_FLAG ? "1" : optarg) < 0) {
             snprintf(why, whylen, "bad value for --%s: '%s'", longopts[ch - 1].name,
-                     ch == OPT_SECRET || ch == OPT_ADMIN || ch == OPT_AUTH_KEY ? "***" : optarg);
+                     opt_names[ch - 1].secret ? "***" : optarg);
             return SERVER_ERR_INVALID;
         }
     }

@@ -3,12 +3,13 @@
  * Counters are plain relaxed atomics bumped on the request path; rendering
  * reads them without a lock, so one scrape is not a single snapshot (each
  * number is exact, their sums may lag by requests in flight). The gauges
- * and the process metrics are read by the caller (server.c, process.c) and
+ * and the process metrics are read by the caller (respond.c, process.c) and
  * handed in, so rendering is a pure function of its arguments.
  */
 #include "server/server_impl.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,6 +277,112 @@ static void realm_lines(struct text *t, server__metrics *mt) {
                      atomic_load_explicit(&mt->realm_other[col], memory_order_relaxed));
 }
 
+/* market_http_requests_total: every non-zero [route][method][status] counter. */
+static void request_lines(struct text *t, server__metrics *mt) {
+    put(t, "# HELP market_http_requests_total HTTP requests answered, by route, method and "
+           "code.\n"
+           "# TYPE market_http_requests_total counter\n");
+    for (size_t r = 0; r <= API_ROUTES; r++) {
+        const char *name = r < API_ROUTES ? api_route_name((int)r) : "none";
+        for (int me = 0; me < SERVER__METHODS; me++)
+            for (int st = 0; st < SERVER__STATUS_MAX; st++) {
+                uint64_t v =
+                    atomic_load_explicit(&mt->requests[r][me][st], memory_order_relaxed);
+                if (v)
+                    put(t,
+                        "market_http_requests_total{route=\"%s\",method=\"%s\",code=\"%d\"} "
+                        "%llu\n",
+                        name, method_names[me], st, (unsigned long long)v);
+            }
+    }
+}
+
+/* market_purchase_duration_seconds: a histogram series per outcome. */
+static void purchase_duration_lines(struct text *t, server__metrics *mt) {
+    put(t, "# HELP market_purchase_duration_seconds Time to answer POST /purchase, from its "
+           "first byte to its response, by outcome.\n"
+           "# TYPE market_purchase_duration_seconds histogram\n");
+    for (int o = 0; o < SERVER__OUTCOMES; o++) {
+        uint64_t lat[SERVER__LAT_BUCKETS];
+        for (size_t i = 0; i < SERVER__LAT_BUCKETS; i++)
+            lat[i] = atomic_load_explicit(&mt->purchase_bucket[o][i], memory_order_relaxed);
+        char label[32];
+        snprintf(label, sizeof label, "outcome=\"%s\",", outcome_names[o]);
+        histogram_series(t, "market_purchase_duration_seconds", label, lat_bounds_us,
+                         SERVER__LAT_BUCKETS - 1, lat, atomic_load(&mt->purchase_us[o]),
+                         atomic_load(&mt->purchase_count[o]));
+    }
+}
+
+/* The market's counters (market_stats), in the order they are shown. */
+static const struct {
+    const char *name, *help;
+    size_t off; /* of the uint64_t in market_stats */
+} market_counters[] = {
+    {"market_lock_acquisitions_total", "Locks acquired.", offsetof(market_stats, lock_acquired)},
+    {"market_lock_busy_total", "Lock wait budgets spent (503 market_busy).",
+     offsetof(market_stats, lock_busy)},
+    {"market_lock_lease_lost_total", "Commits refused because the lease had lapsed.",
+     offsetof(market_stats, lease_lost)},
+    {"market_redis_errors_total", "Operations failed by Redis errors or outages.",
+     offsetof(market_stats, store_errors)},
+    {"market_purchases_total", "Purchases asked for.", offsetof(market_stats, purchases)},
+    {"market_purchases_committed_total", "Purchases committed.",
+     offsetof(market_stats, purchased)},
+    {"market_batches_total", "Batches of purchases served (market and item strategies).",
+     offsetof(market_stats, batches)},
+    {"market_sale_buys_total", "Buys from flash sales asked for.",
+     offsetof(market_stats, sale_buys)},
+    {"market_sale_buys_committed_total", "Buys from flash sales committed.",
+     offsetof(market_stats, sale_bought)},
+    {"market_sale_units_total", "Units flash sales sold.", offsetof(market_stats, sale_units)},
+    {"market_sale_batches_total", "Batches of flash-sale buys served.",
+     offsetof(market_stats, sale_batches)},
+    {"market_txn_aborts_total", "MULTI/EXEC aborted by a changed watched key.",
+     offsetof(market_stats, txn_aborts)},
+    {"market_not_replicated_total",
+     "Commits fewer replicas confirmed than --min-replicas-ack (503 not_replicated).",
+     offsetof(market_stats, not_replicated)},
+    {"market_failovers_total",
+     "Times the Sentinels named another master (redis-sentinel:// only).",
+     offsetof(market_stats, failovers)},
+    {"market_cluster_moved_total",
+     "-MOVED redirects the store followed (redis-cluster:// only).",
+     offsetof(market_stats, cluster_moved)},
+    {"market_cluster_ask_total",
+     "-ASK answers the store met: a slot being migrated (redis-cluster:// only).",
+     offsetof(market_stats, cluster_ask)},
+    {"market_cluster_tryagain_total",
+     "-TRYAGAIN answers: a slot's keys split by a migration (redis-cluster:// only).",
+     offsetof(market_stats, cluster_tryagain)},
+    {"market_cluster_down_total", "-CLUSTERDOWN answers (503; redis-cluster:// only).",
+     offsetof(market_stats, cluster_down)},
+    {"market_cluster_slot_map_refreshes_total",
+     "Slot maps fetched from the cluster (redis-cluster:// only).",
+     offsetof(market_stats, cluster_refreshes)},
+};
+
+/* The market's lock wait histogram, its counters and its master now. */
+static void market_lines(struct text *t, market *m) {
+    market_stats s;
+    market_stats_get(m, &s);
+    static const int64_t wait_bounds[MARKET_WAIT_BUCKETS - 1] = {MARKET_WAIT_BUCKETS_US};
+    histogram(t, "market_lock_wait_seconds", "Time spent acquiring a market lock, per attempt.",
+              wait_bounds, MARKET_WAIT_BUCKETS - 1, s.lock_wait_bucket, s.lock_wait_us,
+              s.lock_waits);
+    for (size_t i = 0; i < sizeof market_counters / sizeof market_counters[0]; i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&s + market_counters[i].off, sizeof v);
+        counter(t, market_counters[i].name, market_counters[i].help, v);
+    }
+    char master[LOCK_HOST_MAX + 8];
+    int known = market_master(m, master, sizeof master) == MARKET_OK;
+    put(t, "# HELP market_redis_master_info The store's master now (1), as an address label.\n"
+           "# TYPE market_redis_master_info gauge\n"
+           "market_redis_master_info{address=\"%s\"} %d\n",
+        known ? master : "", known);
+}
+
 /* Renders every metric in the Prometheus text format: mt's counters, the
  * market's, the gauges g and the process metrics p (both borrowed). Returns
  * a new malloc'd text (caller frees) with its length in *len, or NULL on
@@ -288,85 +395,10 @@ char *server__metrics_render(const server__metrics *mt, market *m, const server_
 
     process_lines(&t, p);
     gauge_lines(&t, g);
-    put(&t, "# HELP market_http_requests_total HTTP requests answered, by route, method and "
-            "code.\n"
-            "# TYPE market_http_requests_total counter\n");
-    for (size_t r = 0; r <= API_ROUTES; r++) {
-        const char *name = r < API_ROUTES ? api_route_name((int)r) : "none";
-        for (int me = 0; me < SERVER__METHODS; me++)
-            for (int st = 0; st < SERVER__STATUS_MAX; st++) {
-                uint64_t v =
-                    atomic_load_explicit(&mm->requests[r][me][st], memory_order_relaxed);
-                if (v)
-                    put(&t,
-                        "market_http_requests_total{route=\"%s\",method=\"%s\",code=\"%d\"} "
-                        "%llu\n",
-                        name, method_names[me], st, (unsigned long long)v);
-            }
-    }
+    request_lines(&t, mm);
     realm_lines(&t, mm);
-    put(&t, "# HELP market_purchase_duration_seconds Time to answer POST /purchase, from its "
-            "first byte to its response, by outcome.\n"
-            "# TYPE market_purchase_duration_seconds histogram\n");
-    for (int o = 0; o < SERVER__OUTCOMES; o++) {
-        uint64_t lat[SERVER__LAT_BUCKETS];
-        for (size_t i = 0; i < SERVER__LAT_BUCKETS; i++)
-            lat[i] = atomic_load_explicit(&mm->purchase_bucket[o][i], memory_order_relaxed);
-        char label[32];
-        snprintf(label, sizeof label, "outcome=\"%s\",", outcome_names[o]);
-        histogram_series(&t, "market_purchase_duration_seconds", label, lat_bounds_us,
-                         SERVER__LAT_BUCKETS - 1, lat, atomic_load(&mm->purchase_us[o]),
-                         atomic_load(&mm->purchase_count[o]));
-    }
-
-    market_stats s;
-    market_stats_get(m, &s);
-    static const int64_t wait_bounds[MARKET_WAIT_BUCKETS - 1] = {MARKET_WAIT_BUCKETS_US};
-    histogram(&t, "market_lock_wait_seconds", "Time spent acquiring a market lock, per attempt.",
-              wait_bounds, MARKET_WAIT_BUCKETS - 1, s.lock_wait_bucket, s.lock_wait_us,
-              s.lock_waits);
-    counter(&t, "market_lock_acquisitions_total", "Locks acquired.", s.lock_acquired);
-    counter(&t, "market_lock_busy_total", "Lock wait budgets spent (503 market_busy).",
-            s.lock_busy);
-    counter(&t, "market_lock_lease_lost_total", "Commits refused because the lease had lapsed.",
-            s.lease_lost);
-    counter(&t, "market_redis_errors_total", "Operations failed by Redis errors or outages.",
-            s.store_errors);
-    counter(&t, "market_purchases_total", "Purchases asked for.", s.purchases);
-    counter(&t, "market_purchases_committed_total", "Purchases committed.", s.purchased);
-    counter(&t, "market_batches_total", "Batches of purchases served (market and item strategies).",
-            s.batches);
-    counter(&t, "market_sale_buys_total", "Buys from flash sales asked for.", s.sale_buys);
-    counter(&t, "market_sale_buys_committed_total", "Buys from flash sales committed.",
-            s.sale_bought);
-    counter(&t, "market_sale_units_total", "Units flash sales sold.", s.sale_units);
-    counter(&t, "market_sale_batches_total", "Batches of flash-sale buys served.",
-            s.sale_batches);
-    counter(&t, "market_txn_aborts_total", "MULTI/EXEC aborted by a changed watched key.",
-            s.txn_aborts);
-    counter(&t, "market_not_replicated_total",
-            "Commits fewer replicas confirmed than --min-replicas-ack (503 not_replicated).",
-            s.not_replicated);
-    counter(&t, "market_failovers_total",
-            "Times the Sentinels named another master (redis-sentinel:// only).", s.failovers);
-    counter(&t, "market_cluster_moved_total",
-            "-MOVED redirects the store followed (redis-cluster:// only).", s.cluster_moved);
-    counter(&t, "market_cluster_ask_total",
-            "-ASK answers the store met: a slot being migrated (redis-cluster:// only).",
-            s.cluster_ask);
-    counter(&t, "market_cluster_tryagain_total",
-            "-TRYAGAIN answers: a slot's keys split by a migration (redis-cluster:// only).",
-            s.cluster_tryagain);
-    counter(&t, "market_cluster_down_total", "-CLUSTERDOWN answers (503; redis-cluster:// only).",
-            s.cluster_down);
-    counter(&t, "market_cluster_slot_map_refreshes_total",
-            "Slot maps fetched from the cluster (redis-cluster:// only).", s.cluster_refreshes);
-    char master[LOCK_HOST_MAX + 8];
-    int known = market_master(m, master, sizeof master) == MARKET_OK;
-    put(&t, "# HELP market_redis_master_info The store's master now (1), as an address label.\n"
-            "# TYPE market_redis_master_info gauge\n"
-            "market_redis_master_info{address=\"%s\"} %d\n",
-        known ? master : "", known);
+    purchase_duration_lines(&t, mm);
+    market_lines(&t, m);
     if (t.failed) {
         free(t.buf);
         return NULL;

@@ -1,17 +1,21 @@
 /* server_impl.h - what the files of server/ share: request metrics, process metrics, request
- * ids, CORS, the page's files, the event streams. Included only by server/ and its tests. */
+ * ids, CORS, the page's files, the event streams, and the server and request state that
+ * server.c, daemon.c, request.c, respond.c and conn.c work on. Included only by server/ and
+ * its tests. */
 #ifndef GM_SERVER_SERVER_IMPL_H
 #define GM_SERVER_SERVER_IMPL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include <microhttpd.h>
+
 #include "api/api.h"
+#include "lock/lock.h"
 #include "market/market.h"
 #include "server/server.h"
-
-struct MHD_Response;
 
 #define SERVER__STATUS_MAX 600 /* statuses 0..599 are counted */
 #define SERVER__LAT_BUCKETS 14 /* purchase latency buckets, the last unbounded */
@@ -47,7 +51,7 @@ typedef struct server__metrics {
     _Atomic int64_t redis_seen_ms; /* when it was seen (lock_now_ms()), 0: never */
 } server__metrics;
 
-/* What a scrape shows beside the counters; server.c fills it. -1: unknown. */
+/* What a scrape shows beside the counters; respond.c fills it. -1: unknown. */
 typedef struct server__gauges {
     long connections;         /* open HTTP connections */
     long requests_in_flight;  /* requests begun and not completed */
@@ -108,7 +112,6 @@ void server__web_free(server__web *w);
 #define SERVER__EVENTS_REALMS 16          /* realms followed at once */
 #define SERVER__EVENTS_SUBSCRIBERS 1024   /* event streams open at once, at most (and at most a
                                              quarter of --max-connections) */
-struct MHD_Connection;
 typedef struct server__events server__events;
 typedef struct server__sub server__sub;
 
@@ -123,5 +126,84 @@ int server__cors_origin_ok(const char *origin);
 const char *server__cors_allow(const server_config *cfg, const char *origin);
 int server__cors_add(struct MHD_Response *r, const server_config *cfg, const char *origin,
                      const char *methods);
+
+/* ---- the server and one request ---- */
+
+/* A running server (server.c builds it; the other files serve with it). */
+struct server {
+    server_config cfg;
+    lock_client *lock;
+    market *market;
+    struct MHD_Daemon *daemon;
+    pthread_key_t conn_key; /* this thread's market_conn */
+    int key_ok;
+    int port;
+    atomic_long in_flight; /* requests begun and not yet completed */
+    int async;             /* purchases suspend their connection instead of their thread */
+    atomic_long purchases_in_flight; /* deferrable requests begun, not completed */
+    atomic_long queue_depth;         /* purchases submitted to the market, not yet decided */
+    server__metrics metrics;
+    server__web web; /* the market page's files */
+    server__events *events; /* GET /events */
+    api_auth *auth;        /* player tokens' keys; NULL: --no-auth */
+};
+
+/* One request's state, from the raw target (server__on_uri()) to its
+ * completion (server__on_completed()). */
+typedef struct server__request {
+    int started;         /* the access handler has seen it (phase 1 is over) */
+    int bad_path;        /* the raw target holds a control byte, or %00-%1F / %7F */
+    const char *uri_nul; /* where the raw target's C string ends (compared, never read) */
+    char *body;
+    size_t len, cap;
+    size_t seen;  /* body bytes received, kept or not */
+    int too_big;
+    int64_t t0_us;
+    /* A purchase handed to the market while its connection is suspended. */
+    int pending;                 /* submitted; answered once done is set */
+    atomic_int done;             /* set by the market's worker, then the connection resumes */
+    struct MHD_Connection *conn;
+    api_purchase deferred;
+    api_response head;           /* route and player, for the log line */
+    server *srv;                 /* for the queue depth, once submitted */
+    int deferrable;              /* a deferrable route (api_route_deferrable()): in
+                                    purchases_in_flight */
+    char id[SERVER__REQUEST_ID_MAX + 1]; /* X-Request-Id */
+} server__request;
+
+/* log.c */
+int64_t server__now_us(void);
+void server__log_safe(char *out, size_t outlen, const char *s);
+void server__log_text(char *out, size_t outlen, const char *s);
+
+/* conn.c */
+int server__conn_key_create(server *s);
+market_conn *server__thread_conn(server *s);
+void server__conn_key_delete(server *s);
+
+/* respond.c */
+int server__is_preflight(const server *s, struct MHD_Connection *conn, const char *method);
+void server__preflight_reply(api_response *resp);
+enum MHD_Result server__respond_web(server *s, struct MHD_Connection *conn, const char *method,
+                                    const server__request *rq, const server__web_file *f);
+enum MHD_Result server__respond_metrics(server *s, struct MHD_Connection *conn,
+                                        const char *method, const server__request *rq);
+enum MHD_Result server__respond_events(server *s, struct MHD_Connection *conn,
+                                       const char *method, const char *url,
+                                       const server__request *rq, const char *realm);
+enum MHD_Result server__answer(server *s, struct MHD_Connection *conn, const char *method,
+                               const char *url, const server__request *rq, api_response *resp);
+
+/* request.c: libmicrohttpd's callbacks */
+void *server__on_uri(void *cls, const char *uri, struct MHD_Connection *conn);
+enum MHD_Result server__on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                   const char *method, const char *version,
+                                   const char *upload_data, size_t *upload_size,
+                                   void **con_cls);
+void server__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                          enum MHD_RequestTerminationCode toe);
+
+/* daemon.c */
+int server__daemon_start(server *s, char *why, size_t whylen);
 
 #endif /* GM_SERVER_SERVER_IMPL_H */

@@ -135,19 +135,20 @@ def check_examples():
 
 
 def server_routes():
-    """The route names api/api.c serves, /metrics, and the page's files (served by server/)."""
+    """The route names api/api.c serves, the paths it leaves to server/ (/metrics, /events),
+    and the page's files (served by server/)."""
     with open(os.path.join(ROOT, "api", "api.c"), encoding="utf-8") as f:
         src = f.read()
     m = re.search(r"api_route_names\[API_ROUTES\]\s*=\s*\{(.*?)\};", src, re.S)
     assert m, "api_route_names not found in api/api.c"
     names = set(re.findall(r'"([^"]+)"', m.group(1)))
     assert len(names) >= 10, names
+    endpoints = set(re.findall(r'\{"(/[^"]*)", [01], API_ENDPOINT_[A-Z]+\}', src))
+    assert "/metrics" in endpoints, endpoints
     with open(os.path.join(ROOT, "server", "web.c"), encoding="utf-8") as f:
         web = re.findall(r'\{"(/[^"]*)", "[^"]+", "[^"]+"\}', f.read())
     assert "/" in web, web
-    with open(os.path.join(ROOT, "server", "server.c"), encoding="utf-8") as f:
-        events = {"/events"} if 'strcmp(url, "/events")' in f.read() else set()
-    return names | {"/metrics"} | set(web) | events
+    return names | endpoints | set(web)
 
 
 def check_routes():

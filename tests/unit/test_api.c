@@ -729,6 +729,69 @@ static void test_api_route_deferrable_follows_route_table(void **state) {
     assert_int_equal(api_route_deferrable("POST", NULL), 0);
 }
 
+/* The paths server/ answers itself (api_endpoint_find()): /metrics, and the
+ * event stream of a realm, with what server/ once matched by suffix. */
+static void test_api_endpoint_find_names_server_paths(void **state) {
+    static const char long_realm[] = "/realms/"
+                                     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                                     "/x/events";
+    static const struct {
+        const char *path;
+        int want;
+        const char *realm; /* with API_ENDPOINT_EVENTS: "" for a realm that is not an id */
+    } cases[] = {
+        {"/metrics", API_ENDPOINT_METRICS, NULL},
+        {"/events", API_ENDPOINT_EVENTS, MARKET_REALM_DEFAULT},
+        {"/realms/eu-1/events", API_ENDPOINT_EVENTS, "eu-1"},
+        {"/realms/bad!/events", API_ENDPOINT_EVENTS, ""},
+        {long_realm, API_ENDPOINT_EVENTS, ""}, /* longer than any id, as before */
+        {"/realms/eu/x/events", API_ENDPOINT_ROUTE, NULL},
+        {"/realms//events", API_ENDPOINT_ROUTE, NULL},
+        {"/realms/events", API_ENDPOINT_ROUTE, NULL},
+        {"/realms/eu/metrics", API_ENDPOINT_ROUTE, NULL},
+        {"/metrics/", API_ENDPOINT_ROUTE, NULL},
+        {"/events/", API_ENDPOINT_ROUTE, NULL},
+        {"/x/events", API_ENDPOINT_ROUTE, NULL},
+        {"/purchase", API_ENDPOINT_ROUTE, NULL},
+        {"/", API_ENDPOINT_ROUTE, NULL},
+        {"", API_ENDPOINT_ROUTE, NULL},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char realm[MARKET_REALM_MAX + 1] = "?";
+        int got = api_endpoint_find(cases[i].path, realm);
+        if (got != cases[i].want)
+            fail_msg("'%s': endpoint %d, want %d", cases[i].path, got, cases[i].want);
+        if (cases[i].realm) assert_string_equal(realm, cases[i].realm);
+    }
+    assert_int_equal(api_endpoint_find(NULL, NULL), API_ENDPOINT_ROUTE);
+}
+
+/* What an answer says of the store (api_response_store_up()). */
+static void test_api_response_store_up_by_answer(void **state) {
+    static const struct {
+        const char *route;
+        int status, market_rc, want;
+    } cases[] = {
+        {"/healthz", 200, 0, 1},
+        {"/healthz", 503, MARKET_ERR_STORE, 0},
+        {"/purchase", 200, 0, 1},
+        {"/purchase", 404, MARKET_ERR_NOT_LISTED, 1},
+        {"/purchase", 503, MARKET_ERR_STORE, 0},
+        {"/purchase", 503, MARKET_ERR_NOT_REPLICATED, 0},
+        {"/purchase", 500, MARKET_ERR_NOMEM, -1},
+        {"/purchase", 400, 0, -1},
+        {NULL, 404, 0, -1},
+        {NULL, 200, 0, -1},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        api_response r = {.route = cases[i].route, .status = cases[i].status,
+                          .market_rc = cases[i].market_rc};
+        assert_int_equal(api_response_store_up(&r), cases[i].want);
+    }
+}
+
 /* Counts the calls of api_purchase_submit()'s done callback. */
 static void count_done(void *ud) {
     ++*(int *)ud;
@@ -1519,6 +1582,8 @@ int main(void) {
         T(test_api_unknown_path_404),
         T(test_api_wrong_method_405_with_allow),
         T(test_api_route_deferrable_follows_route_table),
+        cmocka_unit_test(test_api_endpoint_find_names_server_paths),
+        cmocka_unit_test(test_api_response_store_up_by_answer),
         T(test_api_purchase_submit_refused_calls_done_once),
         T(test_api_head_served_like_get),
         T(test_api_get_ignores_body),
