@@ -573,20 +573,27 @@ static uint64_t rng_next(uint64_t *s) {
     return x * 0x2545f4914f6cdd1dull;
 }
 
+/* Returns the step-th (0-based) of a series of delays: first doubling per step, capped at cap,
+ * less a random jitter of up to d / spread_div of the delay d (a value in [d - d/spread_div,
+ * d]), never below 1 ms. *rng_state as for lock__backoff_ms(). This function can't fail. */
+static uint32_t jittered_ms(unsigned step, uint32_t first, uint32_t cap, uint32_t spread_div,
+                            uint64_t *rng_state) {
+    uint32_t d = cap;
+    if (step < 16) {
+        uint32_t e = first << step;
+        if (e < d) d = e;
+    }
+    uint64_t r = rng_next(rng_state);
+    uint32_t ms = d - (uint32_t)((r >> 32) % (uint64_t)(d / spread_div + 1));
+    return ms == 0 ? 1 : ms;
+}
+
 /* Returns the delay before retry number attempt (0-based): exponential from
  * LOCK_BACKOFF_BASE_MS, capped at LOCK_BACKOFF_CAP_MS, with equal jitter (a random value in
  * [d/2, d]), never below 1 ms. *rng_state is a caller-owned xorshift64* state, advanced on
  * each call (0 is replaced by a fixed seed). This function can't fail. */
 uint32_t lock__backoff_ms(unsigned attempt, uint64_t *rng_state) {
-    uint32_t d = LOCK_BACKOFF_CAP_MS;
-    if (attempt < 16) {
-        uint32_t e = LOCK_BACKOFF_BASE_MS << attempt;
-        if (e < d) d = e;
-    }
-    uint64_t r = rng_next(rng_state);
-    uint32_t half = d / 2;
-    uint32_t ms = half + (uint32_t)((r >> 32) % (uint64_t)(d - half + 1));
-    return ms == 0 ? 1 : ms;
+    return jittered_ms(attempt, LOCK_BACKOFF_BASE_MS, LOCK_BACKOFF_CAP_MS, 2, rng_state);
 }
 
 /* Returns how long a waiter whose key is busy sleeps before poll number step (0-based) of
@@ -595,15 +602,7 @@ uint32_t lock__backoff_ms(unsigned attempt, uint64_t *rng_state) {
  * processes drift apart; never below 1 ms. *rng_state as for lock__backoff_ms(). This
  * function can't fail. */
 uint32_t lock__wait_poll_ms(unsigned step, uint64_t *rng_state) {
-    uint32_t d = LOCK_WAIT_POLL_CAP_MS;
-    if (step < 16) {
-        uint32_t e = LOCK_WAIT_POLL_FIRST_MS << step;
-        if (e < d) d = e;
-    }
-    uint64_t r = rng_next(rng_state);
-    uint32_t quarter = d / 4;
-    uint32_t ms = d - (uint32_t)((r >> 32) % (uint64_t)(quarter + 1));
-    return ms == 0 ? 1 : ms;
+    return jittered_ms(step, LOCK_WAIT_POLL_FIRST_MS, LOCK_WAIT_POLL_CAP_MS, 4, rng_state);
 }
 
 /* Sleeps ms milliseconds on the monotonic clock, resuming after signals. This function
