@@ -5,7 +5,7 @@
  * "lock:fences" (to max(counter + 1, the server's clock in microseconds)), so
  * every acquisition gets a larger fencing number, even after a failover that
  * lost the last ones. The address may be a Sentinel group (lock_node.c
- * follows its master) or a Redis Cluster (lock_node.c sends each call to the
+ * follows its master) or a Redis Cluster (lock_call.c sends each call to the
  * master of its key's slot and follows redirects; keys must carry a hash tag,
  * see lock.h). Release is compare-and-delete
  * (and publishes "<key>:released") and extend is compare-and-pexpire, both
@@ -25,7 +25,7 @@
  *
  * A reentrant lease (lock_acquire_owned) is the same key with the same value,
  * plus the hash "<key>:owner" {owner, token, holds, fence} with the same
- * expiry, kept by their own scripts (lock_node.c); docs/LOCKING.md shows it.
+ * expiry, kept by their own scripts (lock_script.c); docs/LOCKING.md shows it.
  */
 #include "lock/lock.h"
 
