@@ -697,6 +697,17 @@ void lock__timespec_at(int64_t ms, struct timespec *ts) {
     ts->tv_nsec = (long)(ms % 1000) * 1000000L;
 }
 
+/* Returns the FNV-1a hash of the NUL-terminated key, for the in-process tables of keys
+ * (lock_local.c, lock_queue.c). This function can't fail. */
+uint32_t lock__key_hash(const char *key) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        h ^= *p;
+        h *= 16777619u;
+    }
+    return h;
+}
+
 /* Writes into out the fence counter that key's acquisitions advance: for a key with a Redis
  * Cluster hash tag (the text between its first '{' and the next '}', when not empty)
  * "lock:fences:{<tag>}", so the counter hashes to the key's slot and one script may touch

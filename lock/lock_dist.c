@@ -765,3 +765,63 @@ fail:
     return NULL;
 }
 
+/* ---- the ops table of lock_redis.c and lock_redlock.c ---- */
+
+static int dist_acquire(void *impl, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
+                        lock_handle *out) {
+    return lock__dist_acquire(impl, &key, 1, NULL, ttl_ms, wait_ms, out);
+}
+
+static int dist_acquire_multi(void *impl, const char *const *keys, size_t n, uint32_t ttl_ms,
+                              uint32_t wait_ms, lock_handle *out) {
+    return lock__dist_acquire(impl, keys, n, NULL, ttl_ms, wait_ms, out);
+}
+
+static int dist_acquire_owned(void *impl, const char *key, const char *owner, uint32_t ttl_ms,
+                              uint32_t wait_ms, lock_handle *out) {
+    return lock__dist_acquire(impl, &key, 1, owner, ttl_ms, wait_ms, out);
+}
+
+static int dist_release(void *impl, const lock_handle *h) {
+    return lock__dist_release(impl, h, 1);
+}
+
+static int dist_release_multi(void *impl, const lock_handle *hs, size_t n) {
+    return lock__dist_release(impl, hs, n);
+}
+
+static int dist_release_owned(void *impl, const lock_handle *h, uint32_t *left) {
+    return lock__dist_release_owned(impl, h, left);
+}
+
+static int dist_extend(void *impl, lock_handle *h, uint32_t ttl_ms) {
+    return lock__dist_extend(impl, h, ttl_ms);
+}
+
+static void dist_destroy(void *impl) {
+    lock__dist_free(impl);
+}
+
+/* The one table of both backends; only the name differs. */
+#define DIST_OPS(backend)                                                                          \
+    {                                                                                              \
+        .name = (backend), .acquire = dist_acquire, .release = dist_release,                       \
+        .extend = dist_extend, .destroy = dist_destroy, .acquire_multi = dist_acquire_multi,       \
+        .release_multi = dist_release_multi, .acquire_owned = dist_acquire_owned,                  \
+        .release_owned = dist_release_owned,                                                       \
+    }
+static const struct lock_ops redis_ops = DIST_OPS("redis");
+static const struct lock_ops redlock_ops = DIST_OPS("redlock");
+
+/* Returns a new lock_client over a new engine (lock__dist_new(addrs, n, timeout_ms, redlock)),
+ * named "redlock" when redlock is non-zero, else "redis"; caller frees with lock_free(). The
+ * addresses are borrowed (copied) and checked by the caller. Returns NULL with *err set as
+ * lock__dist_new() and lock__client_new() fail. */
+lock_client *lock__dist_client_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
+                                   int redlock, int *err) {
+    struct lock__dist *d = lock__dist_new(addrs, n, timeout_ms, redlock, err);
+    if (d == NULL) return NULL;
+    lock_client *c = lock__client_new(redlock ? &redlock_ops : &redis_ops, d, err);
+    if (c == NULL) lock__dist_free(d);
+    return c;
+}

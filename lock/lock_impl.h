@@ -107,6 +107,7 @@ int lock__cond_init_monotonic(pthread_cond_t *cv);
 void lock__timespec_at(int64_t ms, struct timespec *ts);
 int lock__redis_addr_ok(const lock_redis_addr *addr);
 void lock__fence_key(const char *key, char out[LOCK_FENCE_KEY_MAX]);
+uint32_t lock__key_hash(const char *key);
 int lock__handle_ok(const lock_handle *h);
 
 /* ---- why a call failed: the calling thread's reason (lock.c, lock_last_error()) ---- */
@@ -396,5 +397,7 @@ int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n);
 int lock__dist_release_owned(struct lock__dist *d, const lock_handle *h, uint32_t *left);
 int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms);
 lock_cluster *lock__dist_cluster(const struct lock__dist *d);
+lock_client *lock__dist_client_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
+                                   int redlock, int *err);
 
 #endif /* GM_LOCK_LOCK_IMPL_H */
