@@ -5,13 +5,15 @@
  * never repeat the checks. A NULL optional op answers LOCK_ERR_UNSUPPORTED
  * (release_multi falls back to one release per handle). The file also holds
  * what the backends share: client wrapping, token generation, retry backoff,
- * sleeping, the monotonic clock and the parser for redis:// addresses.
+ * sleeping, the monotonic clock, the parser for redis:// addresses, and the
+ * calling thread's reason for its last failed call (lock_last_error()).
  */
 #include "lock/lock.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,11 +74,13 @@ static int release_one(lock_client *c, const lock_handle *h) {
  * On any failure *out (when non-NULL) is zeroed. */
 int lock_acquire(lock_client *c, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
                  lock_handle *out) {
+    lock__why_begin();
     if (out != NULL) memset(out, 0, sizeof *out);
-    if (c == NULL || out == NULL || !key_ok(key) || ttl_ms == 0) return LOCK_ERR_INVALID;
+    if (c == NULL || out == NULL || !key_ok(key) || ttl_ms == 0)
+        return lock__why_end(LOCK_ERR_INVALID);
     int rc = c->ops->acquire(c->impl, key, ttl_ms, wait_ms, out);
     if (rc != LOCK_OK) memset(out, 0, sizeof *out);
-    return rc;
+    return lock__why_end(rc);
 }
 
 /* Frees the lease h describes, if h's token still holds it, and stops the renewals of a
@@ -86,8 +90,9 @@ int lock_acquire(lock_client *c, const char *key, uint32_t ttl_ms, uint32_t wait
  * token, or for a reentrant lease the token and owner, do not hold the lease: never held,
  * already released, or expired) or LOCK_ERR_BACKEND. */
 int lock_release(lock_client *c, const lock_handle *h) {
-    if (c == NULL || !lock__handle_ok(h)) return LOCK_ERR_INVALID;
-    return release_one(c, h);
+    lock__why_begin();
+    if (c == NULL || !lock__handle_ok(h)) return lock__why_end(LOCK_ERR_INVALID);
+    return lock__why_end(release_one(c, h));
 }
 
 /* Resets the lease h describes to ttl_ms from now and updates h->valid_until_ms, if h's token
@@ -98,9 +103,10 @@ int lock_release(lock_client *c, const lock_handle *h) {
  * lease ran out before the answer came back) or LOCK_ERR_BACKEND (the store did not answer); h is
  * unchanged on failure. */
 int lock_extend(lock_client *c, lock_handle *h, uint32_t ttl_ms) {
-    if (c == NULL || !lock__handle_ok(h) || ttl_ms == 0) return LOCK_ERR_INVALID;
-    if (c->ops->extend == NULL) return LOCK_ERR_UNSUPPORTED;
-    return c->ops->extend(c->impl, h, ttl_ms);
+    lock__why_begin();
+    if (c == NULL || !lock__handle_ok(h) || ttl_ms == 0) return lock__why_end(LOCK_ERR_INVALID);
+    if (c->ops->extend == NULL) return lock__why_end(LOCK_ERR_UNSUPPORTED);
+    return lock__why_end(c->ops->extend(c->impl, h, ttl_ms));
 }
 
 /* Takes key for owner reentrantly (see lock.h): a new hold on the lease owner already has on
@@ -112,13 +118,14 @@ int lock_extend(lock_client *c, lock_handle *h, uint32_t ttl_ms) {
  * LOCK_ERR_BACKEND or LOCK_ERR_NOMEM. On any failure *out (when non-NULL) is zeroed. */
 int lock_acquire_owned(lock_client *c, const char *key, const char *owner, uint32_t ttl_ms,
                        uint32_t wait_ms, lock_handle *out) {
+    lock__why_begin();
     if (out != NULL) memset(out, 0, sizeof *out);
     if (c == NULL || out == NULL || !key_ok(key) || !owner_ok(owner) || ttl_ms == 0)
-        return LOCK_ERR_INVALID;
-    if (c->ops->acquire_owned == NULL) return LOCK_ERR_UNSUPPORTED;
+        return lock__why_end(LOCK_ERR_INVALID);
+    if (c->ops->acquire_owned == NULL) return lock__why_end(LOCK_ERR_UNSUPPORTED);
     int rc = c->ops->acquire_owned(c->impl, key, owner, ttl_ms, wait_ms, out);
     if (rc != LOCK_OK) memset(out, 0, sizeof *out);
-    return rc;
+    return lock__why_end(rc);
 }
 
 /* Frees c and everything its backend owns; leases it holds are left to expire. Watchdogs still
@@ -157,12 +164,14 @@ static int keys_ok(const char *const *keys, size_t n) {
  * limit) is then zeroed and no key is held. */
 int lock_acquire_multi(lock_client *c, const char *const *keys, size_t n, uint32_t ttl_ms,
                        uint32_t wait_ms, lock_handle *out) {
+    lock__why_begin();
     if (out != NULL && n <= LOCK_MULTI_MAX) memset(out, 0, n * sizeof *out);
-    if (c == NULL || out == NULL || !keys_ok(keys, n) || ttl_ms == 0) return LOCK_ERR_INVALID;
-    if (c->ops->acquire_multi == NULL) return LOCK_ERR_UNSUPPORTED;
+    if (c == NULL || out == NULL || !keys_ok(keys, n) || ttl_ms == 0)
+        return lock__why_end(LOCK_ERR_INVALID);
+    if (c->ops->acquire_multi == NULL) return lock__why_end(LOCK_ERR_UNSUPPORTED);
     int rc = c->ops->acquire_multi(c->impl, keys, n, ttl_ms, wait_ms, out);
     if (rc != LOCK_OK) memset(out, 0, n * sizeof *out);
-    return rc;
+    return lock__why_end(rc);
 }
 
 /* Frees every lease of hs[0..n) that its token still holds (all of them, even after a
@@ -171,29 +180,31 @@ int lock_acquire_multi(lock_client *c, const char *const *keys, size_t n, uint32
  * LOCK_ERR_NOT_OWNER, LOCK_ERR_BACKEND; LOCK_ERR_INVALID (NULL c/hs, n == 0 or above
  * LOCK_MULTI_MAX, a malformed handle) releases nothing. */
 int lock_release_multi(lock_client *c, const lock_handle *hs, size_t n) {
-    if (c == NULL || hs == NULL || n == 0 || n > LOCK_MULTI_MAX) return LOCK_ERR_INVALID;
+    lock__why_begin();
+    if (c == NULL || hs == NULL || n == 0 || n > LOCK_MULTI_MAX)
+        return lock__why_end(LOCK_ERR_INVALID);
     int owned = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!lock__handle_ok(&hs[i])) return LOCK_ERR_INVALID;
+        if (!lock__handle_ok(&hs[i])) return lock__why_end(LOCK_ERR_INVALID);
         if (hs[i].owner[0] != '\0') owned = 1;
     }
     if (c->ops->release_multi != NULL && !owned) {
         for (size_t i = 0; i < n; i++)
             lock__watchdog_forget(c, &hs[i]);
-        return c->ops->release_multi(c->impl, hs, n);
+        return lock__why_end(c->ops->release_multi(c->impl, hs, n));
     }
     int first = LOCK_OK;
     for (size_t i = 0; i < n; i++) {
         int rc = release_one(c, &hs[i]);
         if (rc != LOCK_OK && first == LOCK_OK) first = rc;
     }
-    return first;
+    return lock__why_end(first);
 }
 
 /* ---- API: helpers ---- */
 
 /* Returns the version of the library this code was built as, LOCK_VERSION of its lock.h
- * ("3.0.0"); a static string. A program can compare it with the LOCK_VERSION it was compiled
+ * ("3.1.0"); a static string. A program can compare it with the LOCK_VERSION it was compiled
  * against. This function can't fail. */
 const char *lock_version(void) {
     return LOCK_VERSION;
@@ -229,6 +240,52 @@ const char *lock_strerror(int err) {
 #undef LOCK_ERR_MSG
     default: return "unknown lock error";
     }
+}
+
+/* ---- why a call failed ----
+ *
+ * Each thread keeps two texts: cur, the reason being gathered by the call under way (the
+ * layers below write it with lock__why() where hiredis or a server says what went wrong),
+ * and last, what lock_last_error() answers: set when a call fails, left alone when one
+ * succeeds. Thread-local, so no lock and no thread ever reads another's. */
+static _Thread_local char why_cur[LOCK__WHY_MAX];
+static _Thread_local char why_last[LOCK__WHY_MAX + 64]; /* + lock_strerror()'s text */
+
+/* See lock.h. Returns the calling thread's text (borrowed). This function can't fail. */
+const char *lock_last_error(void) {
+    return why_last;
+}
+
+/* Starts a public call: the calling thread's reason under way is emptied. This function
+ * can't fail. */
+void lock__why_begin(void) {
+    why_cur[0] = '\0';
+}
+
+/* Returns the reason gathered so far by the calling thread's call under way ("" when none;
+ * borrowed, valid until the thread's next lock__why*() call). This function can't fail. */
+const char *lock__why_now(void) {
+    return why_cur;
+}
+
+/* Writes the reason of the failure under way (printf-style; truncated to LOCK__WHY_MAX - 1
+ * bytes), replacing what an earlier step wrote. This function can't fail. */
+void lock__why(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why_cur, sizeof why_cur, fmt, ap);
+    va_end(ap);
+}
+
+/* Ends a public call that answers rc: on a failure, the calling thread's last reason becomes
+ * lock_strerror(rc), plus ": " and the reason gathered when there is one. Returns rc. This
+ * function can't fail. */
+int lock__why_end(int rc) {
+    if (rc < 0)
+        snprintf(why_last, sizeof why_last, "%s%s%s", lock_strerror(rc), why_cur[0] ? ": " : "",
+                 why_cur);
+    why_cur[0] = '\0';
+    return rc;
 }
 
 /* Returns CLOCK_MONOTONIC in milliseconds. This function can't fail (the clock is mandatory
@@ -573,20 +630,27 @@ static uint64_t rng_next(uint64_t *s) {
     return x * 0x2545f4914f6cdd1dull;
 }
 
+/* Returns the step-th (0-based) of a series of delays: first doubling per step, capped at cap,
+ * less a random jitter of up to d / spread_div of the delay d (a value in [d - d/spread_div,
+ * d]), never below 1 ms. *rng_state as for lock__backoff_ms(). This function can't fail. */
+static uint32_t jittered_ms(unsigned step, uint32_t first, uint32_t cap, uint32_t spread_div,
+                            uint64_t *rng_state) {
+    uint32_t d = cap;
+    if (step < 16) {
+        uint32_t e = first << step;
+        if (e < d) d = e;
+    }
+    uint64_t r = rng_next(rng_state);
+    uint32_t ms = d - (uint32_t)((r >> 32) % (uint64_t)(d / spread_div + 1));
+    return ms == 0 ? 1 : ms;
+}
+
 /* Returns the delay before retry number attempt (0-based): exponential from
  * LOCK_BACKOFF_BASE_MS, capped at LOCK_BACKOFF_CAP_MS, with equal jitter (a random value in
  * [d/2, d]), never below 1 ms. *rng_state is a caller-owned xorshift64* state, advanced on
  * each call (0 is replaced by a fixed seed). This function can't fail. */
 uint32_t lock__backoff_ms(unsigned attempt, uint64_t *rng_state) {
-    uint32_t d = LOCK_BACKOFF_CAP_MS;
-    if (attempt < 16) {
-        uint32_t e = LOCK_BACKOFF_BASE_MS << attempt;
-        if (e < d) d = e;
-    }
-    uint64_t r = rng_next(rng_state);
-    uint32_t half = d / 2;
-    uint32_t ms = half + (uint32_t)((r >> 32) % (uint64_t)(d - half + 1));
-    return ms == 0 ? 1 : ms;
+    return jittered_ms(attempt, LOCK_BACKOFF_BASE_MS, LOCK_BACKOFF_CAP_MS, 2, rng_state);
 }
 
 /* Returns how long a waiter whose key is busy sleeps before poll number step (0-based) of
@@ -595,15 +659,7 @@ uint32_t lock__backoff_ms(unsigned attempt, uint64_t *rng_state) {
  * processes drift apart; never below 1 ms. *rng_state as for lock__backoff_ms(). This
  * function can't fail. */
 uint32_t lock__wait_poll_ms(unsigned step, uint64_t *rng_state) {
-    uint32_t d = LOCK_WAIT_POLL_CAP_MS;
-    if (step < 16) {
-        uint32_t e = LOCK_WAIT_POLL_FIRST_MS << step;
-        if (e < d) d = e;
-    }
-    uint64_t r = rng_next(rng_state);
-    uint32_t quarter = d / 4;
-    uint32_t ms = d - (uint32_t)((r >> 32) % (uint64_t)(quarter + 1));
-    return ms == 0 ? 1 : ms;
+    return jittered_ms(step, LOCK_WAIT_POLL_FIRST_MS, LOCK_WAIT_POLL_CAP_MS, 4, rng_state);
 }
 
 /* Sleeps ms milliseconds on the monotonic clock, resuming after signals. This function
@@ -639,6 +695,17 @@ void lock__timespec_at(int64_t ms, struct timespec *ts) {
     if (ms < 0) ms = 0;
     ts->tv_sec = (time_t)(ms / 1000);
     ts->tv_nsec = (long)(ms % 1000) * 1000000L;
+}
+
+/* Returns the FNV-1a hash of the NUL-terminated key, for the in-process tables of keys
+ * (lock_local.c, lock_queue.c). This function can't fail. */
+uint32_t lock__key_hash(const char *key) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        h ^= *p;
+        h *= 16777619u;
+    }
+    return h;
 }
 
 /* Writes into out the fence counter that key's acquisitions advance: for a key with a Redis

@@ -67,7 +67,7 @@
  * lock_handle or lock_redis_addr changes size (3: LOCK_KEY_MAX 256 for
  * realm-tagged keys, lock_redis_addr's cluster and seeds). */
 #define LOCK_VERSION_MAJOR 3
-#define LOCK_VERSION_MINOR 0
+#define LOCK_VERSION_MINOR 1
 #define LOCK_VERSION_PATCH 0
 #define LOCK_VERSION_STR2_(x) #x
 #define LOCK_VERSION_STR_(a, b, c)                                                                 \
@@ -97,6 +97,10 @@
  *                      store applied the extension but the new lease ran out before its answer
  *                      came back (a round trip longer than a 1-2 ms lease): the lease lapsed,
  *                      the store is fine. Stop work that relies on the lock and do not commit.
+ *
+ * Why a call failed: lock_strerror(code) names the code; lock_last_error() gives the reason
+ * of the calling thread's last failed call, with what hiredis or the server said (see the
+ * helpers below).
  */
 
 #define LOCK_ERRNO_MAP(X)                                                                          \
@@ -246,6 +250,16 @@ LOCK_API const char *lock_version(void);
 LOCK_API const char *lock_name(const lock_client *c);
 LOCK_API int lock_store_addr(const lock_client *c, lock_redis_addr *out);
 LOCK_API const char *lock_strerror(int err);
+/* The reason the calling thread's last failed call of a lock_client failed (the operations,
+ * the reentrant, multi-key and watchdog calls; a constructor says all through *err):
+ * lock_strerror() of its code, then, when the store said why, ": " and what it said, e.g.
+ * "lock store unavailable: 127.0.0.1:6379: Connection refused" or "lock store unavailable:
+ * 127.0.0.1:6379: NOPERM ...". The text lives in the calling thread (like errno), so
+ * threads sharing a client never see each other's; a call that succeeds leaves it as it
+ * was. Returns "" before any failure; borrowed: valid until this thread's next failed call.
+ * The Sentinel and Cluster functions below report through their own why argument. This
+ * function can't fail. */
+LOCK_API const char *lock_last_error(void);
 LOCK_API int lock_redis_addr_parse(const char *url, lock_redis_addr *out);
 LOCK_API int lock_redis_addr_parse_list(const char *list, lock_redis_addr *out, size_t max,
                                         size_t *n);

@@ -389,20 +389,19 @@ static int fetch_from(const lock_cluster *c, const char *host, int port, lock__s
         }
         freeReplyObject(r);
     }
-    const char *shards[] = {"CLUSTER", "SHARDS"};
-    r = redisCommandArgv(ctx, 2, shards, NULL);
-    if (r == NULL) goto io;
-    if (r->type == REDIS_REPLY_ARRAY && lock__slotmap_from_shards(r, out) == 0) {
-        rc = 0;
-        goto done;
-    }
-    freeReplyObject(r);
-    const char *slots[] = {"CLUSTER", "SLOTS"};
-    r = redisCommandArgv(ctx, 2, slots, NULL);
-    if (r == NULL) goto io;
-    if (r->type == REDIS_REPLY_ARRAY && lock__slotmap_from_slots(r, out) == 0) {
-        rc = 0;
-        goto done;
+    static const struct {
+        const char *sub; /* CLUSTER <sub>: SHARDS (Redis 7), else SLOTS */
+        int (*parse)(const redisReply *r, lock__slotmap *out);
+    } ways[] = {{"SHARDS", lock__slotmap_from_shards}, {"SLOTS", lock__slotmap_from_slots}};
+    for (size_t k = 0; k < sizeof ways / sizeof ways[0]; k++) {
+        if (r != NULL) freeReplyObject(r);
+        const char *argv[] = {"CLUSTER", ways[k].sub};
+        r = redisCommandArgv(ctx, 2, argv, NULL);
+        if (r == NULL) goto io;
+        if (r->type == REDIS_REPLY_ARRAY && ways[k].parse(r, out) == 0) {
+            rc = 0;
+            goto done;
+        }
     }
     snprintf(why, whylen, "cluster node %s:%d: no slot map in its answer%s%s", host, port,
              r->type == REDIS_REPLY_ERROR ? ": " : "",

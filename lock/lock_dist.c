@@ -18,7 +18,7 @@
  * itself on every node that may have granted (answered yes, or an error
  * mid-script); nodes that answered "busy" hold nothing of ours and nodes that
  * never got the script cannot; a node that did not answer in time gets the
- * undo behind the acquire on the same connection (lock_node.c).
+ * undo behind the acquire on the same connection (lock_call.c).
  *
  * Outcomes: all nodes failing at once is LOCK_ERR_BACKEND at once (nothing to
  * wait for). Otherwise a failed round is retried until the wait budget ends,
@@ -43,7 +43,7 @@
  * (one was down, or restarted empty), the lagging counters are raised to the
  * maximum in one more round before acquire returns.
  *
- * Redis Cluster: one node, which lock_node.c routes per call to the master of
+ * Redis Cluster: one node, which lock_call.c routes per call to the master of
  * the call's slot. Every key must carry a hash tag, so that its fence counter
  * and companions share its slot, and the keys of one call one slot
  * (keys_routable: LOCK_ERR_INVALID otherwise; a release of handles in several
@@ -218,6 +218,25 @@ static void calls_run_settled(const struct lock__dist *d, struct work *w, int ti
 
 /* ---- rounds ---- */
 
+/* Makes what the calls[0..n) of a round that failed said (lock_call.c: "host:port: text"), "; "
+ * between them, the calling thread's reason under way (lock_last_error() once the call fails);
+ * empties it when none failed, so a busy round after a failed one is not blamed on the store.
+ * This function can't fail (a long text is cut). */
+static void round_why(const struct lock__call *calls, size_t n) {
+    char buf[LOCK__WHY_MAX];
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && len < sizeof buf - 1; i++) {
+        const struct lock__call *c = &calls[i];
+        if (c->state == LOCK__CALL_INT || c->state == LOCK__CALL_ARRAY || c->why[0] == '\0')
+            continue;
+        int k = snprintf(buf + len, sizeof buf - len, "%s%s", len > 0 ? "; " : "", c->why);
+        if (k < 0) break;
+        len += (size_t)k < sizeof buf - len ? (size_t)k : sizeof buf - 1 - len;
+    }
+    lock__why("%s", buf);
+}
+
 static void call_init(struct lock__call *c, struct lock__node *nd, enum lock__script s) {
     c->node = nd;
     c->script = s;
@@ -306,6 +325,7 @@ static int acquire_round(struct lock__dist *d, struct work *w, const char *const
     }
     lock__node_calls(w->calls, d->n, to);
     int64_t now = lock_now_ms();
+    round_why(w->calls, d->n);
 
     size_t granted = 0, nfailed = 0;
     int64_t pttl = -1;
@@ -361,6 +381,31 @@ static void add_release_owned(struct work *w, size_t *m, struct lock__node *nd, 
     u->args[u->nargs++] = token;
 }
 
+/* Reads an owned acquire round's answers in w->calls: returns the call whose lease most nodes
+ * answered (d->n when none granted) with their number in *votes, and counts the nodes that
+ * failed in *nfailed and the smallest remaining lease among busy nodes in *pttl (-1: none). */
+static size_t owned_winner(const struct lock__dist *d, const struct work *w, size_t *votes,
+                           size_t *nfailed, int64_t *pttl) {
+    size_t best = d->n;
+    for (size_t i = 0; i < d->n; i++) {
+        const struct lock__call *c = &w->calls[i];
+        if (granted_owned(c)) {
+            size_t v = 0;
+            for (size_t j = 0; j < d->n; j++)
+                if (granted_owned(&w->calls[j]) && strcmp(w->calls[j].text, c->text) == 0) v++;
+            if (v > *votes) {
+                best = i;
+                *votes = v;
+            }
+        } else if (c->state == LOCK__CALL_INT) {
+            if (c->ival >= 0 && (*pttl < 0 || c->ival < *pttl)) *pttl = c->ival;
+        } else {
+            (*nfailed)++;
+        }
+    }
+    return best;
+}
+
 /* One owned acquire round for key: on each node, a hold on owner's lease there, a new lease
  * with token where the key is free, or busy. The nodes may answer different leases (a node
  * that lost the key grants a new one while the others count a hold on the old one): the lease
@@ -394,25 +439,11 @@ static int acquire_round_owned(struct lock__dist *d, struct work *w, const char 
     }
     lock__node_calls(w->calls, d->n, to);
     int64_t now = lock_now_ms();
+    round_why(w->calls, d->n);
 
-    size_t best = d->n, best_votes = 0, nfailed = 0;
+    size_t best_votes = 0, nfailed = 0;
     int64_t pttl = -1;
-    for (size_t i = 0; i < d->n; i++) {
-        const struct lock__call *c = &w->calls[i];
-        if (granted_owned(c)) {
-            size_t votes = 0;
-            for (size_t j = 0; j < d->n; j++)
-                if (granted_owned(&w->calls[j]) && strcmp(w->calls[j].text, c->text) == 0) votes++;
-            if (votes > best_votes) {
-                best = i;
-                best_votes = votes;
-            }
-        } else if (c->state == LOCK__CALL_INT) {
-            if (c->ival >= 0 && (pttl < 0 || c->ival < pttl)) pttl = c->ival;
-        } else {
-            nfailed++;
-        }
-    }
+    size_t best = owned_winner(d, w, &best_votes, &nfailed, &pttl);
     int64_t drift = drift_of(d, ttl_ms);
     int rc = lock__redlock_verdict(d->n, best_votes, nfailed,
                                    lock__redlock_validity_ms(ttl_ms, started, now, drift));
@@ -568,6 +599,7 @@ int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n) {
         }
     }
     calls_run_settled(d, w, d->timeout_ms);
+    round_why(w->calls, d->n);
     int first = LOCK_OK;
     for (size_t k = 0; k < n; k++) {
         size_t yes = 0, failed = 0;
@@ -606,6 +638,7 @@ int lock__dist_release_owned(struct lock__dist *d, const lock_handle *h, uint32_
         c->args[c->nargs++] = h->token;
     }
     calls_run_settled(d, w, d->timeout_ms);
+    round_why(w->calls, d->n);
     size_t yes = 0, failed = 0;
     long long most = 0;
     for (size_t i = 0; i < d->n; i++) {
@@ -656,6 +689,7 @@ int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms) {
         c->args[c->nargs++] = w->ttl;
     }
     calls_run_settled(d, w, node_timeout(d, ttl_ms));
+    round_why(w->calls, d->n);
     int64_t now = lock_now_ms();
     size_t yes = 0, failed = 0;
     for (size_t i = 0; i < d->n; i++) {
@@ -729,4 +763,65 @@ struct lock__dist *lock__dist_new(const lock_redis_addr *addrs, size_t n, int ti
 fail:
     lock__dist_free(d);
     return NULL;
+}
+
+/* ---- the ops table of lock_redis.c and lock_redlock.c ---- */
+
+static int dist_acquire(void *impl, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
+                        lock_handle *out) {
+    return lock__dist_acquire(impl, &key, 1, NULL, ttl_ms, wait_ms, out);
+}
+
+static int dist_acquire_multi(void *impl, const char *const *keys, size_t n, uint32_t ttl_ms,
+                              uint32_t wait_ms, lock_handle *out) {
+    return lock__dist_acquire(impl, keys, n, NULL, ttl_ms, wait_ms, out);
+}
+
+static int dist_acquire_owned(void *impl, const char *key, const char *owner, uint32_t ttl_ms,
+                              uint32_t wait_ms, lock_handle *out) {
+    return lock__dist_acquire(impl, &key, 1, owner, ttl_ms, wait_ms, out);
+}
+
+static int dist_release(void *impl, const lock_handle *h) {
+    return lock__dist_release(impl, h, 1);
+}
+
+static int dist_release_multi(void *impl, const lock_handle *hs, size_t n) {
+    return lock__dist_release(impl, hs, n);
+}
+
+static int dist_release_owned(void *impl, const lock_handle *h, uint32_t *left) {
+    return lock__dist_release_owned(impl, h, left);
+}
+
+static int dist_extend(void *impl, lock_handle *h, uint32_t ttl_ms) {
+    return lock__dist_extend(impl, h, ttl_ms);
+}
+
+static void dist_destroy(void *impl) {
+    lock__dist_free(impl);
+}
+
+/* The one table of both backends; only the name differs. */
+#define DIST_OPS(backend)                                                                          \
+    {                                                                                              \
+        .name = (backend), .acquire = dist_acquire, .release = dist_release,                       \
+        .extend = dist_extend, .destroy = dist_destroy, .acquire_multi = dist_acquire_multi,       \
+        .release_multi = dist_release_multi, .acquire_owned = dist_acquire_owned,                  \
+        .release_owned = dist_release_owned,                                                       \
+    }
+static const struct lock_ops redis_ops = DIST_OPS("redis");
+static const struct lock_ops redlock_ops = DIST_OPS("redlock");
+
+/* Returns a new lock_client over a new engine (lock__dist_new(addrs, n, timeout_ms, redlock)),
+ * named "redlock" when redlock is non-zero, else "redis"; caller frees with lock_free(). The
+ * addresses are borrowed (copied) and checked by the caller. Returns NULL with *err set as
+ * lock__dist_new() and lock__client_new() fail. */
+lock_client *lock__dist_client_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
+                                   int redlock, int *err) {
+    struct lock__dist *d = lock__dist_new(addrs, n, timeout_ms, redlock, err);
+    if (d == NULL) return NULL;
+    lock_client *c = lock__client_new(redlock ? &redlock_ops : &redis_ops, d, err);
+    if (c == NULL) lock__dist_free(d);
+    return c;
 }

@@ -14,8 +14,11 @@
  * or release_multi; extend gets both kinds and must honour h->owner.
  *
  * The layers below the two Redis backends are here too, each with its prefix:
- *   lock__node_*, lock__sub_*  (lock_node.c)  one Redis server: connections,
- *                              scripts, parallel calls, pub/sub waits;
+ *   lock__script_* (lock_script.c)  the Lua scripts and their SHA-1s, pure;
+ *   lock__node_*, lock__conn_* (lock_node.c)  one Redis server: its nodes (a
+ *                              cluster's masters too) and pooled connections;
+ *   lock__node_calls (lock_call.c)  script calls on several nodes in parallel;
+ *   lock__sub_*    (lock_sub.c)    pub/sub waits for a release;
  *   lock__queue_*  (lock_queue.c)  the in-process queue per key;
  *   lock__dist_*   (lock_dist.c)   the engine over N nodes that lock_redis.c
  *                              (N = 1) and lock_redlock.c (N odd) wrap;
@@ -46,6 +49,7 @@
 #define LOCK_WANTED_SUFFIX ":wanted"     /* "<key>:wanted": a waiter wants the release told */
 #define LOCK_OWNER_SUFFIX ":owner"       /* "<key>:owner": a reentrant lease's owner and holds */
 #define LOCK__CLIENT_ID_LEN (LOCK_TOKEN_LEN / 2) /* a Redis client's id: its tokens' first half */
+#define LOCK__WHY_MAX 256 /* the text of one failure's reason (lock_last_error()) */
 
 /* ---- types ---- */
 
@@ -103,7 +107,15 @@ int lock__cond_init_monotonic(pthread_cond_t *cv);
 void lock__timespec_at(int64_t ms, struct timespec *ts);
 int lock__redis_addr_ok(const lock_redis_addr *addr);
 void lock__fence_key(const char *key, char out[LOCK_FENCE_KEY_MAX]);
+uint32_t lock__key_hash(const char *key);
 int lock__handle_ok(const lock_handle *h);
+
+/* ---- why a call failed: the calling thread's reason (lock.c, lock_last_error()) ---- */
+
+void lock__why_begin(void);
+void lock__why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *lock__why_now(void);
+int lock__why_end(int rc);
 
 /* ---- watchdog hooks (lock_watchdog.c) ---- */
 
@@ -196,7 +208,7 @@ int lock__sentinel_promotable(const struct lock__sentinel_answer *answers, size_
 int lock__sentinel_event(const char *master_name, const char *channel, const char *msg,
                          size_t msglen);
 
-/* ---- one Redis server (lock_node.c) ---- */
+/* ---- the Lua scripts (lock_script.c) ---- */
 
 enum lock__script {
     LOCK__SCRIPT_ACQUIRE, /* KEYS: n locks, n fences; ARGV: token, ttl[, client id: take
@@ -215,6 +227,85 @@ enum lock__script {
     LOCK__SCRIPT_COUNT
 };
 
+const char *lock__script_text(enum lock__script s);
+const char *lock__script_sha(enum lock__script s);
+void lock__sha1_hex(const char *data, size_t len, char out[41]); /* lock_sha1.c */
+
+/* ---- one Redis server: nodes and pooled connections (lock_node.c) ---- */
+
+#define LOCK__CALL_KEYS_MAX (2 * LOCK_MULTI_MAX)
+#define LOCK__CALL_ARGS_MAX LOCK_MULTI_MAX
+/* the longest command: EVALSHA sha nkeys keys... args... */
+#define LOCK__ARGV_MAX (3 + LOCK__CALL_KEYS_MAX + LOCK__CALL_ARGS_MAX)
+#define LOCK__AT_MAX (LOCK_HOST_MAX + 16) /* "host:port" */
+
+enum lock__conn_kind { LOCK__CONN_CMD, LOCK__CONN_SUB, LOCK__CONN_KINDS };
+
+/* What lock__conn_return() does with a connection given back. */
+enum lock__conn_fate {
+    LOCK__CONN_HEALTHY, /* back to the free list */
+    LOCK__CONN_DROP,    /* close it alone (an error reply) */
+    LOCK__CONN_BROKEN   /* close it, bump the generation, empty the free lists */
+};
+
+struct redisContext;
+
+/* A connection to a node's server, lent to one call or one subscription at a time. */
+struct lock__conn {
+    struct redisContext *ctx; /* owned; connected */
+    unsigned long gen;        /* node generation when it was made */
+    uint64_t sgen;            /* Sentinel group: the group's generation when it was made */
+    int stale;                /* answered -READONLY, -LOADING or -MASTERDOWN: not a master */
+    int owed;                 /* AUTH/SELECT answers still to come */
+    int draining;             /* subscriber: an UNSUBSCRIBE went out, its answers may follow */
+    char at[LOCK__AT_MAX];    /* "host:port" of its server, for failure reasons */
+    struct lock__conn *next;  /* free list */
+};
+
+/* One Redis server, Sentinel group or cluster, with its idle connections. */
+struct lock__node {
+    lock_redis_addr addr;    /* copy of the caller's */
+    lock_sentinel *sentinel; /* owned; NULL unless addr is a Sentinel group */
+    lock_cluster *cluster;   /* owned; NULL unless addr is a cluster (routes, never connects) */
+    struct lock__node *masters[LOCK__CLUSTER_NODES_MAX]; /* a cluster's node per master: owned,
+                                                           made on first use, guarded by mu */
+    size_t nmasters;
+    lock_cluster *cluster_of; /* a master's node: its cluster (borrowed), told of failures */
+    int timeout_ms;           /* socket send timeout; the default for calls */
+    pthread_mutex_t mu;       /* guards idle, n_idle, gen, masters, nmasters */
+    struct lock__conn *idle[LOCK__CONN_KINDS];
+    size_t n_idle[LOCK__CONN_KINDS];
+    unsigned long gen; /* bumped on every socket failure */
+};
+
+int lock__node_new(const lock_redis_addr *addr, int timeout_ms, struct lock__node **out);
+void lock__node_free(struct lock__node *nd);
+lock_cluster *lock__node_cluster(const struct lock__node *nd);
+struct lock__node *lock__node_at(struct lock__node *nd, const char *host, int port);
+struct lock__node *lock__node_route(struct lock__node *nd, const char *key, char *why,
+                                    size_t whylen);
+int lock__conn_borrow(struct lock__node *nd, enum lock__conn_kind kind, int connect_ms,
+                      struct lock__conn **out, char *why, size_t whylen);
+void lock__conn_return(struct lock__node *nd, struct lock__conn *cn, enum lock__conn_kind kind,
+                       enum lock__conn_fate fate);
+int lock__conn_usable(struct lock__conn *cn, enum lock__conn_kind kind);
+int lock__conn_append(struct lock__conn *cn, int argc, const char **argv);
+int lock__conn_flush(struct lock__conn *cn);
+int lock__conn_read(struct lock__conn *cn);
+int lock__conn_next(struct lock__conn *cn, struct redisReply **r);
+const char *lock__conn_errstr(const struct lock__conn *cn);
+int lock__reply_is_ok(const struct redisReply *r);
+int lock__reply_not_master(const struct redisReply *r);
+
+struct pollfd;
+/* lock__poll_until()'s two hooks: list the sockets to wait on, handle one that is ready. */
+typedef size_t (*lock__poll_fill_fn)(void *ud, struct pollfd *pfd, size_t *idx);
+typedef int (*lock__poll_ready_fn)(void *ud, size_t i);
+int lock__poll_until(int64_t deadline_ms, lock__poll_fill_fn fill, lock__poll_ready_fn ready,
+                     void *ud);
+
+/* ---- script calls on several nodes in parallel (lock_call.c) ---- */
+
 enum lock__call_state {
     LOCK__CALL_UNSENT, /* never reached the server: it cannot have run */
     LOCK__CALL_LOST,   /* sent, no answer in time: it may have run */
@@ -222,12 +313,6 @@ enum lock__call_state {
     LOCK__CALL_INT,    /* answered an integer: ival */
     LOCK__CALL_ARRAY   /* answered an array of integers: vals[0..nvals) */
 };
-
-#define LOCK__CALL_KEYS_MAX (2 * LOCK_MULTI_MAX)
-#define LOCK__CALL_ARGS_MAX LOCK_MULTI_MAX
-
-struct lock__node;
-struct lock__conn;
 
 /* One script call on one node; lock__node_calls() runs a batch of them in parallel. */
 struct lock__call {
@@ -249,7 +334,9 @@ struct lock__call {
     char text[LOCK_TOKEN_LEN + 1];  /* ... and is here ("" when none) */
     int retry; /* a cluster refused it for now (-TRYAGAIN, -CLUSTERDOWN, a second redirect):
                   it did not run (state UNSENT); worth another try in a moment */
-    /* private to lock_node.c */
+    char why[LOCK__WHY_MAX]; /* state UNSENT, LOST or ERROR: what hiredis or the server said,
+                                "host:port: text" */
+    /* private to lock_call.c */
     struct lock__conn *conn;
     int phase;
     struct lock__node *routed_from; /* the cluster node node was routed from, or NULL */
@@ -258,6 +345,10 @@ struct lock__call {
     int skip_ok;                    /* +OK answers of ASKING still to skip before the script's */
     lock_cluster_redirect redirect;
 };
+
+void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms);
+
+/* ---- pub/sub waits (lock_sub.c) ---- */
 
 /* A pub/sub wait on some channels across some nodes. */
 struct lock__sub {
@@ -268,15 +359,10 @@ struct lock__sub {
     const char *ch[LOCK_MULTI_MAX]; /* borrowed until lock__sub_end() */
 };
 
-int lock__node_new(const lock_redis_addr *addr, int timeout_ms, struct lock__node **out);
-void lock__node_free(struct lock__node *nd);
-lock_cluster *lock__node_cluster(const struct lock__node *nd);
-void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms);
 size_t lock__sub_begin(struct lock__sub *s, struct lock__node *const *nodes, size_t n,
                        const char *const *channels, size_t nch, int timeout_ms);
 int lock__sub_wait(struct lock__sub *s, int64_t until_ms);
 void lock__sub_end(struct lock__sub *s);
-void lock__sha1_hex(const char *data, size_t len, char out[41]);
 
 /* ---- the in-process queue per key (lock_queue.c) ---- */
 
@@ -311,5 +397,7 @@ int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n);
 int lock__dist_release_owned(struct lock__dist *d, const lock_handle *h, uint32_t *left);
 int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms);
 lock_cluster *lock__dist_cluster(const struct lock__dist *d);
+lock_client *lock__dist_client_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
+                                   int redlock, int *err);
 
 #endif /* GM_LOCK_LOCK_IMPL_H */

@@ -57,12 +57,7 @@ struct local_impl {
 /* ---- private ---- */
 
 static size_t key_hash(const char *key) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-        h ^= *p;
-        h *= 16777619u;
-    }
-    return h % LOCAL_BUCKETS;
+    return lock__key_hash(key) % LOCAL_BUCKETS;
 }
 
 /* Returns key's resource, or NULL. Called with mu held. */
@@ -120,9 +115,19 @@ static void res_fill(const struct local_res *r, int64_t until_ms, lock_handle *o
     out->holds = r->holds;
 }
 
-static void ms_to_timespec(int64_t ms, struct timespec *ts) {
-    ts->tv_sec = (time_t)(ms / 1000);
-    ts->tv_nsec = (long)(ms % 1000) * 1000000L;
+/* Waits, with li->mu held, for a change of the leases until the monotonic time wake (never
+ * past deadline) unless the deadline has come. Returns LOCK_OK (look again), LOCK_ERR_BUSY
+ * (now is past the deadline) or LOCK_ERR_BACKEND (the wait failed). */
+static int local_wait(struct local_impl *li, int64_t now, int64_t wake, int64_t deadline) {
+    if (now >= deadline) return LOCK_ERR_BUSY;
+    struct timespec until;
+    lock__timespec_at(wake < deadline ? wake : deadline, &until);
+    int e = pthread_cond_timedwait(&li->cv, &li->mu, &until);
+    if (e != 0 && e != ETIMEDOUT && e != EINTR) {
+        lock__why("pthread_cond_timedwait: %s", strerror(e));
+        return LOCK_ERR_BACKEND;
+    }
+    return LOCK_OK;
 }
 
 /* ---- ops ---- */
@@ -161,17 +166,8 @@ static int local_acquire_multi(void *impl, const char *const *keys, size_t n, ui
             rc = LOCK_OK;
             goto done;
         }
-        if (now >= deadline) {
-            rc = LOCK_ERR_BUSY;
-            goto done;
-        }
-        struct timespec until;
-        ms_to_timespec(wake, &until);
-        int e = pthread_cond_timedwait(&li->cv, &li->mu, &until);
-        if (e != 0 && e != ETIMEDOUT && e != EINTR) {
-            rc = LOCK_ERR_BACKEND;
-            goto done;
-        }
+        rc = local_wait(li, now, wake, deadline);
+        if (rc != LOCK_OK) goto done;
     }
 done:
     pthread_mutex_unlock(&li->mu);
@@ -218,17 +214,8 @@ static int local_acquire_owned(void *impl, const char *key, const char *owner, u
             rc = LOCK_OK;
             goto done;
         }
-        if (now >= deadline) {
-            rc = LOCK_ERR_BUSY;
-            goto done;
-        }
-        struct timespec until;
-        ms_to_timespec(r->expires_at_ms < deadline ? r->expires_at_ms : deadline, &until);
-        int e = pthread_cond_timedwait(&li->cv, &li->mu, &until);
-        if (e != 0 && e != ETIMEDOUT && e != EINTR) {
-            rc = LOCK_ERR_BACKEND;
-            goto done;
-        }
+        rc = local_wait(li, now, r->expires_at_ms, deadline);
+        if (rc != LOCK_OK) goto done;
     }
 done:
     pthread_mutex_unlock(&li->mu);

@@ -73,12 +73,7 @@ struct lock__queue {
 /* ---- private ---- */
 
 static size_t key_hash(const char *key) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-        h ^= *p;
-        h *= 16777619u;
-    }
-    return h % QUEUE_BUCKETS;
+    return lock__key_hash(key) % QUEUE_BUCKETS;
 }
 
 static void ent_free(struct qent *e) {

@@ -32,55 +32,6 @@
 
 #include "lock/lock_impl.h"
 
-/* ---- ops ---- */
-
-static int redlock_acquire(void *impl, const char *key, uint32_t ttl_ms, uint32_t wait_ms,
-                           lock_handle *out) {
-    return lock__dist_acquire(impl, &key, 1, NULL, ttl_ms, wait_ms, out);
-}
-
-static int redlock_acquire_multi(void *impl, const char *const *keys, size_t n, uint32_t ttl_ms,
-                                 uint32_t wait_ms, lock_handle *out) {
-    return lock__dist_acquire(impl, keys, n, NULL, ttl_ms, wait_ms, out);
-}
-
-static int redlock_acquire_owned(void *impl, const char *key, const char *owner, uint32_t ttl_ms,
-                                 uint32_t wait_ms, lock_handle *out) {
-    return lock__dist_acquire(impl, &key, 1, owner, ttl_ms, wait_ms, out);
-}
-
-static int redlock_release_owned(void *impl, const lock_handle *h, uint32_t *left) {
-    return lock__dist_release_owned(impl, h, left);
-}
-
-static int redlock_release(void *impl, const lock_handle *h) {
-    return lock__dist_release(impl, h, 1);
-}
-
-static int redlock_release_multi(void *impl, const lock_handle *hs, size_t n) {
-    return lock__dist_release(impl, hs, n);
-}
-
-static int redlock_extend(void *impl, lock_handle *h, uint32_t ttl_ms) {
-    return lock__dist_extend(impl, h, ttl_ms);
-}
-
-static void redlock_destroy(void *impl) {
-    lock__dist_free(impl);
-}
-
-static const struct lock_ops redlock_ops = {
-    .name = "redlock",
-    .acquire = redlock_acquire,
-    .release = redlock_release,
-    .extend = redlock_extend,
-    .destroy = redlock_destroy,
-    .acquire_multi = redlock_acquire_multi,
-    .release_multi = redlock_release_multi,
-    .acquire_owned = redlock_acquire_owned,
-    .release_owned = redlock_release_owned,
-};
-
 /* ---- API ---- */
 
 /* Returns a new Redlock client over the n independent Redis masters addrs[0..n) (borrowed;
@@ -104,9 +55,5 @@ lock_client *lock_redlock_new(const lock_redis_addr *addrs, size_t n, int timeou
             return NULL;
         }
     }
-    struct lock__dist *d = lock__dist_new(addrs, n, timeout_ms, 1, err);
-    if (d == NULL) return NULL;
-    lock_client *c = lock__client_new(&redlock_ops, d, err);
-    if (c == NULL) lock__dist_free(d);
-    return c;
+    return lock__dist_client_new(addrs, n, timeout_ms, 1, err);
 }

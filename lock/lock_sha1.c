@@ -2,7 +2,7 @@
  *
  * Redis names a cached Lua script by the SHA-1 of its text. Computing it here
  * lets a new connection call EVALSHA at once, with no SCRIPT LOAD round trip;
- * a NOSCRIPT answer still falls back to EVAL (lock_node.c). SHA-1 is used
+ * a NOSCRIPT answer still falls back to EVAL (lock_call.c). SHA-1 is used
  * only as Redis's script name, never for security. FIPS 180-4, section 6.1.
  */
 #include "lock/lock.h"

@@ -22,7 +22,9 @@
  * another token).
  *
  * Thread-safety: a watchdog's state and deadline are C11 atomics written by
- * the thread under the mutex and read by lock_watchdog_check() without it.
+ * the thread under the mutex and read by lock_watchdog_check() without it;
+ * the text of the last failed renewal (why, for lock_last_error()) is
+ * written and read under the mutex, and read only once the lease is lost.
  * The watchdog renews its own copy of the handle; the caller's handle is
  * written only by lock_watchdog_stop(), on the caller's thread. Stopping
  * waits for a renewal of that watchdog in flight, so its memory is never
@@ -33,6 +35,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +58,7 @@ struct lock_watchdog {
     _Atomic int64_t valid_until_ms; /* the live deadline */
     _Atomic int state;              /* WD_* */
     int in_flight;                  /* the thread is renewing it, without the mutex */
+    char why[LOCK__WHY_MAX];        /* the last failed renewal's reason; "" none */
     struct lock_watchdog *next;     /* c->wd.list */
 };
 
@@ -92,9 +96,13 @@ static void wd_renew(lock_client *c, lock_watchdog *w) {
     lock_handle copy = w->h;
     w->in_flight = 1;
     pthread_mutex_unlock(&set->mu);
+    lock__why_begin(); /* this thread's reason under way: what the renewal's store says */
     int rc = c->ops->extend(c->impl, &copy, ttl);
     pthread_mutex_lock(&set->mu);
     w->in_flight = 0;
+    if (rc != LOCK_OK) /* kept for lock_watchdog_check() on the holder's thread */
+        snprintf(w->why, sizeof w->why, "%s%s%.200s", lock_strerror(rc),
+                 lock__why_now()[0] ? ": " : "", lock__why_now());
     now = lock_now_ms();
     if (atomic_load(&w->state) == WD_ACTIVE) {
         if (rc == LOCK_OK) {
@@ -141,6 +149,20 @@ static void *wd_main(void *arg) {
     return NULL;
 }
 
+/* Writes why w's lease is lost into the calling thread's reason under way (lock__why()). */
+static void wd_why(const lock_watchdog *w) {
+    struct lock__wdset *set = &w->c->wd;
+    pthread_mutex_lock(&set->mu);
+    int st = atomic_load(&w->state);
+    if (st == WD_RELEASED)
+        lock__why("the lease was released");
+    else if (w->why[0] != '\0')
+        lock__why("%s renewal: %s", st == WD_LOST ? "last" : "a", w->why);
+    else
+        lock__why("the lease ran out%s", st == WD_DONE ? " after max_hold_ms" : "");
+    pthread_mutex_unlock(&set->mu);
+}
+
 /* LOCK_OK while w's lease is held by what w knows, else LOCK_ERR_LEASE_LOST. */
 static int wd_status(const lock_watchdog *w, int64_t *valid_until_ms) {
     int st = atomic_load(&w->state);
@@ -160,12 +182,13 @@ static int wd_status(const lock_watchdog *w, int64_t *valid_until_ms) {
  * thread cannot be started); *out (when out is non-NULL) is then NULL. */
 int lock_watchdog_start(lock_client *c, const lock_handle *h, uint32_t ttl_ms, uint32_t max_hold_ms,
                         lock_watchdog **out) {
+    lock__why_begin();
     if (out != NULL) *out = NULL;
     if (c == NULL || out == NULL || !lock__handle_ok(h) || ttl_ms == 0 || max_hold_ms == 0)
-        return LOCK_ERR_INVALID;
-    if (c->ops->extend == NULL) return LOCK_ERR_UNSUPPORTED;
+        return lock__why_end(LOCK_ERR_INVALID);
+    if (c->ops->extend == NULL) return lock__why_end(LOCK_ERR_UNSUPPORTED);
     lock_watchdog *w = calloc(1, sizeof *w);
-    if (w == NULL) return LOCK_ERR_NOMEM;
+    if (w == NULL) return lock__why_end(LOCK_ERR_NOMEM);
     int64_t now = lock_now_ms();
     w->c = c;
     w->h = *h;
@@ -180,14 +203,17 @@ int lock_watchdog_start(lock_client *c, const lock_handle *h, uint32_t ttl_ms, u
     struct lock__wdset *set = &c->wd;
     if (pthread_mutex_lock(&set->mu) != 0) {
         free(w);
-        return LOCK_ERR_BACKEND;
+        lock__why("cannot lock the watchdogs' mutex");
+        return lock__why_end(LOCK_ERR_BACKEND);
     }
     if (!set->running) {
         set->quit = 0;
-        if (pthread_create(&set->thread, NULL, wd_main, c) != 0) {
+        int e = pthread_create(&set->thread, NULL, wd_main, c);
+        if (e != 0) {
             pthread_mutex_unlock(&set->mu);
             free(w);
-            return LOCK_ERR_BACKEND;
+            lock__why("cannot start the watchdog thread: %s", strerror(e));
+            return lock__why_end(LOCK_ERR_BACKEND);
         }
         set->running = 1;
     }
@@ -205,8 +231,11 @@ int lock_watchdog_start(lock_client *c, const lock_handle *h, uint32_t ttl_ms, u
  * (monotonic). Safe from any thread while w is not stopped. Fails with LOCK_ERR_INVALID for a
  * NULL w. */
 int lock_watchdog_check(const lock_watchdog *w, int64_t *valid_until_ms) {
-    if (w == NULL) return LOCK_ERR_INVALID;
-    return wd_status(w, valid_until_ms);
+    lock__why_begin();
+    if (w == NULL) return lock__why_end(LOCK_ERR_INVALID);
+    int rc = wd_status(w, valid_until_ms);
+    if (rc != LOCK_OK) wd_why(w);
+    return lock__why_end(rc);
 }
 
 /* Stops w's renewals (waiting for one in flight), frees w, and when h is non-NULL and names
@@ -214,7 +243,8 @@ int lock_watchdog_check(const lock_watchdog *w, int64_t *valid_until_ms) {
  * Returns LOCK_OK if the lease was held at that moment, LOCK_ERR_LEASE_LOST if not, or
  * LOCK_ERR_INVALID for a NULL w (nothing happens). w is invalid afterwards. */
 int lock_watchdog_stop(lock_watchdog *w, lock_handle *h) {
-    if (w == NULL) return LOCK_ERR_INVALID;
+    lock__why_begin();
+    if (w == NULL) return lock__why_end(LOCK_ERR_INVALID);
     struct lock__wdset *set = &w->c->wd;
     pthread_mutex_lock(&set->mu);
     wd_unlink(set, w);
@@ -223,10 +253,11 @@ int lock_watchdog_stop(lock_watchdog *w, lock_handle *h) {
     pthread_mutex_unlock(&set->mu);
     int64_t until;
     int rc = wd_status(w, &until);
+    if (rc != LOCK_OK) wd_why(w);
     if (h != NULL && strcmp(h->key, w->h.key) == 0 && strcmp(h->token, w->h.token) == 0)
         h->valid_until_ms = until;
     free(w);
-    return rc;
+    return lock__why_end(rc);
 }
 
 /* ---- module-internal hooks ---- */

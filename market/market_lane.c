@@ -108,7 +108,8 @@ int64_t market__rest_next(const market__rest *r, int64_t now) {
  * back (c->set_aside) and the lock's store is still failing after MARKET__LANE_SLICE_MS
  * (a slot on the move, a failover under way: the lock layer retries those) while by is
  * ahead, it gives up early with MARKET__REDIRECTED, so the lane can set the batch aside.
- * Returns MARKET_OK, MARKET__REDIRECTED, or market__lock_multi()'s errors. */
+ * Returns MARKET_OK, MARKET__REDIRECTED, or market__lock_multi()'s errors; with
+ * MARKET__REDIRECTED and MARKET_ERR_STORE, c->errstr says why (the lock's reason). */
 int market__lane_lock(market_conn *c, const char *const *keys, size_t n, int64_t by,
                       lock_handle *h) {
     if (!c->set_aside) return market__lock_multi(c, keys, n, by, h);
@@ -117,7 +118,12 @@ int market__lane_lock(market_conn *c, const char *const *keys, size_t n, int64_t
     int64_t now = lock_now_ms();
     if (rc == MARKET_ERR_BUSY && now < by) /* held elsewhere: wait in place, as ever */
         return market__lock_multi(c, keys, n, by, h);
-    if (rc == MARKET_ERR_STORE && now < by && now >= slice) return MARKET__REDIRECTED;
+    if (rc == MARKET_ERR_STORE && now < by && now >= slice) {
+        char why[sizeof c->errstr]; /* the lock's reason, kept for the batch set aside */
+        snprintf(why, sizeof why, "%s", c->errstr);
+        market__fail(c, "set aside after %lld ms: %s", (long long)(now - t0), why);
+        return MARKET__REDIRECTED;
+    }
     return rc;
 }
 

@@ -135,8 +135,8 @@ int market__lock_multi(market_conn *c, const char *const *keys, size_t n, int64_
     count_wait(m, now_us() - t0, lrc == LOCK_OK);
     if (lrc == LOCK_OK) return MARKET_OK;
     int rc = from_lock_err(lrc);
-    if (rc == MARKET_ERR_STORE)
-        market__fail(c, "lock %s: %s", lock_name(m->lock), lock_strerror(lrc));
+    if (rc == MARKET_ERR_STORE) /* why, with what the lock's store said (lock_last_error()) */
+        market__fail(c, "lock %s: %s", lock_name(m->lock), lock_last_error());
     return rc;
 }
 

@@ -919,6 +919,7 @@ static void test_lock_redis_watchdog_key_deleted_lost(void **state) {
         rc = lock_watchdog_check(w, NULL);
     }
     assert_int_equal(rc, LOCK_ERR_LEASE_LOST);
+    assert_non_null(strstr(lock_last_error(), "renewal")); /* the watchdog thread's reason */
     assert_int_equal(lock_watchdog_stop(w, &h), LOCK_ERR_LEASE_LOST);
     assert_int_equal(lock_release(c, &h), LOCK_ERR_NOT_OWNER);
 }
@@ -994,6 +995,52 @@ static void test_lock_redis_new_no_server_backend_promptly(void **state) {
     lock_free(c);
 }
 
+/* A failure says why, as hiredis said it, with the server's address: nothing listens, so the
+ * connection is refused. The reason is the calling thread's: another thread's calls neither
+ * see nor change it. */
+static void *other_thread_reason(void *arg) {
+    lock_client *c = arg;
+    lock_handle h;
+    int fresh = strcmp(lock_last_error(), "") == 0;
+    int invalid = lock_acquire(c, "", 1000, 0, &h) == LOCK_ERR_INVALID &&
+                  strcmp(lock_last_error(), lock_strerror(LOCK_ERR_INVALID)) == 0;
+    return (void *)(intptr_t)(fresh && invalid);
+}
+
+static void test_lock_redis_no_server_reason_names_address_and_refusal(void **state) {
+    (void)state;
+    char url[96], at[32];
+    int port = th_free_port();
+    assert_true(port > 0);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+    snprintf(at, sizeof at, "127.0.0.1:%d: ", port);
+    lock_client *c = client_for(url, TIMEOUT_MS);
+    lock_handle h;
+    assert_int_equal(lock_acquire(c, "redis:noserver", 1000, 0, &h), LOCK_ERR_BACKEND);
+    char why[512];
+    snprintf(why, sizeof why, "%s", lock_last_error());
+    print_message("reason: %s\n", why);
+    assert_true(strncmp(why, "lock store unavailable: ", 24) == 0);
+    assert_non_null(strstr(why, at));
+    assert_non_null(strstr(why, "refused"));
+
+    pthread_t th;
+    void *other_ok = NULL;
+    assert_int_equal(pthread_create(&th, NULL, other_thread_reason, c), 0);
+    pthread_join(th, &other_ok);
+    assert_non_null(other_ok);
+    assert_string_equal(lock_last_error(), why);
+
+    /* a call that succeeds leaves the last failure's reason alone */
+    lock_client *local = lock_local_new(NULL);
+    assert_non_null(local);
+    assert_int_equal(lock_acquire(local, "k", 1000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_release(local, &h), LOCK_OK);
+    assert_string_equal(lock_last_error(), why);
+    lock_free(local);
+    lock_free(c);
+}
+
 static void test_lock_redis_hung_server_backend_then_recovers(void **state) {
     (void)state;
     lock_client *c = client_for(g_redis.url, 300);
@@ -1006,9 +1053,14 @@ static void test_lock_redis_hung_server_backend_then_recovers(void **state) {
     int rc = lock_acquire(c, "redis:hung", 200, 5000, &h);
     int64_t spent = lock_now_ms() - t0;
     int rc2 = lock_acquire(c, "redis:hung", 200, 5000, &h); /* a new connection times out too */
+    char why[512];
+    snprintf(why, sizeof why, "%s", lock_last_error());
     th_redis_signal(&g_redis, SIGCONT);
     assert_int_equal(rc, LOCK_ERR_BACKEND);
     assert_int_equal(rc2, LOCK_ERR_BACKEND);
+    print_message("reason: %s\n", why);
+    assert_non_null(strstr(why, "no answer"));
+    assert_non_null(strstr(why, "within 300 ms"));
     assert_true(spent < 2000);
 
     /* the server may still run the timed-out SET later: that ghost lease expires by itself */
@@ -1073,7 +1125,9 @@ static void test_lock_redis_server_down_backend_then_recovers(void **state) {
     assert_int_equal(lock_acquire(c, "redis:down", 1000, 5000, &h), LOCK_ERR_BACKEND);
     assert_int_equal(lock_acquire(c, "redis:down", 1000, 5000, &h), LOCK_ERR_BACKEND);
     assert_int_equal(lock_release(c, &old), LOCK_ERR_BACKEND);
+    assert_non_null(strstr(lock_last_error(), "refused"));
     assert_int_equal(lock_extend(c, &old, 1000), LOCK_ERR_BACKEND);
+    assert_non_null(strstr(lock_last_error(), "refused"));
     assert_true(lock_now_ms() - t0 < 2000);
     assert_int_equal(th_redis_restart(&g_redis), 0);
     assert_int_equal(lock_acquire(c, "redis:down", 1000, 0, &h), LOCK_OK);
@@ -1190,6 +1244,28 @@ static void test_lock_redis_acl_user_without_eval_backend(void **state) {
     assert_int_equal(try_url("redis://noeval:pw@127.0.0.1:%d/0"), LOCK_ERR_BACKEND);
 }
 
+/* Asserts that the calling thread's last reason holds want (and names the server). */
+static void assert_reason_has(const char *want) {
+    char at[32];
+    snprintf(at, sizeof at, "127.0.0.1:%d: ", g_auth.port);
+    const char *why = lock_last_error();
+    print_message("reason: %s\n", why);
+    assert_non_null(strstr(why, at));
+    assert_non_null(strstr(why, want));
+}
+
+/* The server's error replies reach the caller: a refused AUTH (a wrong password, none at all)
+ * and a script refused by the ACL, each with Redis's own words. */
+static void test_lock_redis_refusals_reason_carries_server_error(void **state) {
+    (void)state;
+    assert_int_equal(try_url("redis://gm:bad@127.0.0.1:%d/0"), LOCK_ERR_BACKEND);
+    assert_reason_has("AUTH/SELECT: WRONGPASS");
+    assert_int_equal(try_url("redis://127.0.0.1:%d/0"), LOCK_ERR_BACKEND);
+    assert_reason_has("NOAUTH");
+    assert_int_equal(try_url("redis://noeval:pw@127.0.0.1:%d/0"), LOCK_ERR_BACKEND);
+    assert_reason_has("script: NOPERM");
+}
+
 int main(int argc, char **argv) {
     int child = lock_child_main(argc, argv);
     if (child >= 0) return child;
@@ -1224,6 +1300,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lock_redis_holder_killed_lease_lapses_within_ttl),
         cmocka_unit_test(test_lock_redis_holder_stopped_past_lease_release_not_owner),
         cmocka_unit_test(test_lock_redis_new_no_server_backend_promptly),
+        cmocka_unit_test(test_lock_redis_no_server_reason_names_address_and_refusal),
         cmocka_unit_test(test_lock_redis_hung_server_backend_then_recovers),
         cmocka_unit_test(test_lock_redis_server_down_backend_then_recovers),
     };
@@ -1233,6 +1310,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lock_redis_acl_user_ok),
         cmocka_unit_test(test_lock_redis_acl_wrong_password_backend),
         cmocka_unit_test(test_lock_redis_acl_user_without_eval_backend),
+        cmocka_unit_test(test_lock_redis_refusals_reason_carries_server_error),
         cmocka_unit_test(test_lock_redis_acl_user_without_channels_waiter_still_acquires),
     };
     int failed = cmocka_run_group_tests_name("lock_redis", redis, redis_setup, redis_teardown);

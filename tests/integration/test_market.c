@@ -1487,6 +1487,39 @@ static void test_store_failure_reason_reaches_caller(void **state) {
     assert_true(listed(f->c, "axe", "A"));
 }
 
+/* A lock store that fails says why, up to the caller: the lock's Redis is not there (nothing
+ * listens on its port), and the reason names it and what hiredis said, not only "lock store
+ * unavailable". */
+static void test_lock_failure_reason_reaches_caller(void **state) {
+    struct fx *f = *state;
+    if (strategy == MARKET_STRATEGY_OPTIMISTIC) skip(); /* it takes no lock */
+    int port = th_free_port();
+    assert_true(port > 0);
+    char url[64], at[32];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+    snprintf(at, sizeof at, "127.0.0.1:%d", port);
+    lock_redis_addr la;
+    assert_int_equal(lock_redis_addr_parse(url, &la), LOCK_OK);
+    int err;
+    lock_client *gone = lock_redis_new(&la, 1000, &err);
+    assert_non_null(gone);
+    market_config quick = config(5000, 300, 0);
+    market *gm = market_new(&quick, gone, &err);
+    market_conn *gc = market_conn_new(gm, &err);
+    assert_non_null(gc);
+    market_purchase_result r;
+    assert_int_equal(market_purchase(gc, REALM, "B", "A", "axe", -1, &r), MARKET_ERR_STORE);
+    const char *why = market_conn_errstr(gc);
+    fprintf(stderr, "# reason: %s\n", why);
+    assert_non_null(strstr(why, "lock redis: "));
+    assert_non_null(strstr(why, at));
+    assert_non_null(strstr(why, "refused"));
+    market_conn_free(gc);
+    market_free(gm);
+    lock_free(gone);
+    assert_true(listed(f->c, "axe", "A"));
+}
+
 static void test_lock_held_elsewhere_busy(void **state) {
     struct fx *f = *state;
     if (strategy != MARKET_STRATEGY_MARKET) skip(); /* only this one takes lock:market */
@@ -1596,6 +1629,7 @@ int main(void) {
         T(test_longest_ids_trade),
         T(test_batch_one_bad_purchase_others_served),
         T(test_store_failure_reason_reaches_caller),
+        T(test_lock_failure_reason_reaches_caller),
         T(test_lock_held_elsewhere_busy),
         T(test_redis_down_store_unavailable_then_recovers),
         T(test_redis_paused_store_unavailable_within_timeout),

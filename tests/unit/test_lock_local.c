@@ -7,6 +7,7 @@
  * EVALSHA and the constructors' argument checks.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -626,6 +627,45 @@ static void test_lock_local_restarted_client_fences_keep_growing(void **state) {
     }
 }
 
+/* lock_last_error(): a failure without more to say gives its code's text; the reason is the
+ * failing thread's, kept through later successes, and a watchdog's lost lease says why. */
+static void *busy_in_thread(void *arg) {
+    lock_client *c = arg;
+    lock_handle h;
+    int fresh = strcmp(lock_last_error(), "") == 0;
+    int busy = lock_acquire(c, "lk:why", 1000, 0, &h) == LOCK_ERR_BUSY;
+    int said = strcmp(lock_last_error(), lock_strerror(LOCK_ERR_BUSY)) == 0;
+    return (void *)(intptr_t)(fresh && busy && said);
+}
+
+static void test_lock_last_error_per_thread_kept_through_success(void **state) {
+    (void)state;
+    lock_client *c = lock_local_new(NULL);
+    assert_non_null(c);
+    lock_handle h, h2;
+    assert_int_equal(lock_acquire(c, "lk:why", 60000, 0, &h), LOCK_OK);
+    memset(&h2, 0, sizeof h2); /* no key, no token */
+    assert_int_equal(lock_release(c, &h2), LOCK_ERR_INVALID);
+    assert_string_equal(lock_last_error(), lock_strerror(LOCK_ERR_INVALID));
+    pthread_t th;
+    void *ok = NULL;
+    assert_int_equal(pthread_create(&th, NULL, busy_in_thread, c), 0);
+    pthread_join(th, &ok);
+    assert_non_null(ok);
+    assert_string_equal(lock_last_error(), lock_strerror(LOCK_ERR_INVALID)); /* not the busy */
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+    assert_string_equal(lock_last_error(), lock_strerror(LOCK_ERR_INVALID));
+
+    lock_watchdog *w = NULL;
+    assert_int_equal(lock_acquire(c, "lk:why", 60000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_watchdog_start(c, &h, 60000, 60000, &w), LOCK_OK);
+    assert_int_equal(lock_release(c, &h), LOCK_OK);
+    assert_int_equal(lock_watchdog_check(w, NULL), LOCK_ERR_LEASE_LOST);
+    assert_string_equal(lock_last_error(), "lease lost: the lease was released");
+    assert_int_equal(lock_watchdog_stop(w, NULL), LOCK_ERR_LEASE_LOST);
+    lock_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest contract[] = {
         LOCK_CONTRACT_TESTS,
@@ -655,6 +695,7 @@ int main(void) {
         cmocka_unit_test(test_lock_ops_null_multi_and_watchdog_slots),
         cmocka_unit_test(test_lock_sha1_known_vectors),
         cmocka_unit_test(test_lock_redlock_new_bad_args_invalid),
+        cmocka_unit_test(test_lock_last_error_per_thread_kept_through_success),
     };
     int failed = cmocka_run_group_tests_name("lock_local", contract, local_setup, local_teardown);
     failed += cmocka_run_group_tests_name("lock_api", api, NULL, NULL);
