@@ -84,7 +84,6 @@ struct market__batch {
     char k_stacks[USERS_MAX][MARKET__KEY_MAX];
     market__party party[USERS_MAX]; /* what was read, then as the batch decides */
     int64_t read_funds[USERS_MAX];  /* party[].funds as read: the commit writes the change */
-    char delta[USERS_MAX][24];
 
     /* pipeline scratch */
     const char *args_watch[4 + 2 * MARKET__HELD_MAX + USERS_MAX + MARKET__BATCH_MAX];
@@ -104,23 +103,14 @@ struct market__batch {
     size_t prefetched;                /* the read's commands already sent, replies in rep */
     size_t sending;                   /* read_send(): the read's commands sent early */
     const char *args_mget[1 + MARKET__BATCH_MAX];
-    const char *args_setidem[MARKET__BATCH_MAX][5];
     const char *args_fence[1 + 2 * MARKET__HELD_MAX];
     const char *args_claim[MARKET__BATCH_MAX][6];
-    const char *args_setfence[MARKET__HELD_MAX][3];
     const char *args_zmscore[2 + MARKET__BATCH_MAX];
     const char *args_units[2 + MARKET__BATCH_MAX]; /* HMGET units: <members> */
-    const char *args_unitsw[MARKET__BATCH_MAX][4]; /* HINCRBY units: <member> -<sold> */
-    const char *args_hdel[2 + MARKET__BATCH_MAX];  /* HDEL units: <members sold out> */
-    const char *args_stack[MARKET__BATCH_MAX][4];  /* HINCRBY stacks:{r}:<buyer> <item> <n> */
-    char units_delta[MARKET__BATCH_MAX][24], stack_delta[MARKET__BATCH_MAX][24];
     const char *args_hget[USERS_MAX][3];
-    const char *args_sadd[2 * USERS_MAX + MARKET__BATCH_MAX]; /* every SADD, back to back */
-    const char *args_zrem[2 + MARKET__BATCH_MAX];
     market__idx_entry idx[MARKET__BATCH_MAX]; /* a sold-out listing's search index entries */
-    const char *args_zrem_idx[MARKET__BATCH_MAX][MARKET__IDX_KINDS][3];
-    const char *args_hincr[USERS_MAX][4];
     const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
+    market__buf wb; /* the commit (market_model.h) */
     const char **argv[CMDS_MAX];
     int argc[CMDS_MAX];
     redisReply *rep[CMDS_MAX];
@@ -134,10 +124,6 @@ struct market__batch {
     /* item strategy with the lock keys in the store: the commit's guard (see
      * batch_commit) */
     int guard;
-    char guard_key[16 + MARKET__TAG_MAX + MARKET__TOKEN_LEN]; /* "guard:{<realm>}:<token>" */
-    char guard_nkeys[8];
-    const char *args_guard_watch[2 + MARKET__HELD_MAX];
-    const char *args_guard[5 + MARKET__HELD_MAX];
 };
 
 /* ---- building the batch ---- */
@@ -540,43 +526,6 @@ static size_t batch_decide(market__cbatch *cb) {
     return writes;
 }
 
-/* The item strategy's guard, run right before its MULTI when the lock keys
- * live in the store (KEYS: the lock keys, then the guard key; ARGV: our
- * token). Its read went out before the locks were taken, so it could not
- * watch them; this WATCHes them and checks they hold our token. If one does
- * not (lapsed, or taken over by anyone speaking the lock protocol), it
- * writes the guard key, which is watched too: our own EXEC then aborts. */
-static const char guard_script[] =
-    "for i = 1, #KEYS - 1 do "
-    "if redis.call('GET', KEYS[i]) ~= ARGV[1] then "
-    "redis.call('SET', KEYS[#KEYS], '1', 'PX', 1000) return 0 end end "
-    "return 1";
-
-/* Appends WATCH <lock keys> <guard key> and the guard script to the
- * commit pipeline at *nc. */
-static void guard_build(const market__held *held, struct market__batch *b, size_t *nc) {
-    size_t k = 0;
-    /* in the realm's slot, as every key of a MULTI on a cluster must be */
-    snprintf(b->guard_key, sizeof b->guard_key, "guard:{%s}:%s", b->realm.id, b->token);
-    b->args_guard_watch[k++] = "WATCH";
-    for (size_t i = 0; i < held->n; i++)
-        b->args_guard_watch[k++] = held->key[i];
-    b->args_guard_watch[k++] = b->guard_key;
-    b->argv[*nc] = b->args_guard_watch;
-    b->argc[(*nc)++] = (int)k;
-    snprintf(b->guard_nkeys, sizeof b->guard_nkeys, "%zu", held->n + 1);
-    k = 0;
-    b->args_guard[k++] = "EVAL";
-    b->args_guard[k++] = guard_script;
-    b->args_guard[k++] = b->guard_nkeys;
-    for (size_t i = 0; i < held->n; i++)
-        b->args_guard[k++] = held->key[i];
-    b->args_guard[k++] = b->guard_key;
-    b->args_guard[k++] = held->token[0]; /* the handles of one acquisition share it */
-    b->argv[*nc] = b->args_guard;
-    b->argc[(*nc)++] = (int)k;
-}
-
 /* The fence a trade of purchase i is recorded with: the market lock's, or
  * under the item strategy its listing's lock's ("0" when not found: cannot
  * happen, every listing of a batch is locked). */
@@ -591,26 +540,18 @@ static const char *trade_fence(const market *m, const market__held *held,
     return "0";
 }
 
-/* Appends to the commit at nc what the purchases won move: unique items
- * into their buyers' inventories (one SADD a buyer), units into their
- * buyers' stacks (one HINCRBY a buyer and item), and the listings: one sold
- * out leaves the market, its units record and the search indexes; one
- * sold in part keeps its remaining units (HINCRBY units: <member> -<sold>).
- * Returns the new nc. This function can't fail. */
-static size_t commit_goods(struct market__batch *b, size_t nc) {
-    size_t k;
-    const char **sadd = b->args_sadd;
+/* Appends to the commit what the purchases won move: unique items into
+ * their buyers' inventories (one SADD a buyer), units into their buyers'
+ * stacks (one HINCRBY a buyer and item), and the listings: one sold out
+ * leaves the market, its units record and the search indexes; one sold in
+ * part keeps its remaining units. */
+static void commit_goods(struct market__batch *b, market__buf *w) {
     for (size_t u = 0; u < b->n_users; u++) {
-        k = 0;
-        sadd[k++] = "SADD";
-        sadd[k++] = b->k_inv[u];
+        market__fx_items_begin(w, b->k_inv[u]);
         for (size_t i = 0; i < b->n; i++)
             if (won(b, i) && !b->stack[b->first[i]] && b->buyer[i] == u)
-                sadd[k++] = b->req[i]->item;
-        if (k == 2) continue;
-        b->argv[nc] = sadd;
-        b->argc[nc++] = (int)k;
-        sadd += k;
+                market__buf_arg(w, b->req[i]->item);
+        market__buf_end(w, 1);
     }
     for (size_t i = 0; i < b->n; i++) { /* units: the first purchase of a buyer and item sums */
         if (!won(b, i) || !b->stack[b->first[i]]) continue;
@@ -623,66 +564,34 @@ static size_t commit_goods(struct market__batch *b, size_t nc) {
             if (j < i) break; /* an earlier one sums them */
             units += quantity_of(b->req[j]);
         }
-        if (j < i) continue;
-        market__i64_str(b->stack_delta[i], units);
-        const char **a = b->args_stack[i];
-        a[0] = "HINCRBY";
-        a[1] = b->k_stacks[b->buyer[i]];
-        a[2] = b->req[i]->item;
-        a[3] = b->stack_delta[i];
-        b->argv[nc] = a;
-        b->argc[nc++] = 4;
+        if (j >= i) market__fx_units(w, b->k_stacks[b->buyer[i]], b->req[i]->item, units);
     }
-    size_t kz = 0, kh = 0;
-    b->args_zrem[kz++] = "ZREM";
-    b->args_zrem[kz++] = b->realm.market;
-    b->args_hdel[kh++] = "HDEL";
-    b->args_hdel[kh++] = b->realm.units;
-    for (size_t f = 0; f < b->n; f++) {
-        if (b->first[f] != f || b->price[f] <= 0 || b->left[f] == b->units[f]) continue;
-        if (b->left[f] == 0) {
-            b->args_zrem[kz++] = b->member[f];
-            if (b->stack[f]) b->args_hdel[kh++] = b->member[f];
-            continue;
-        }
-        market__i64_str(b->units_delta[f], b->left[f] - b->units[f]);
-        const char **a = b->args_unitsw[f];
-        a[0] = "HINCRBY";
-        a[1] = b->realm.units;
-        a[2] = b->member[f];
-        a[3] = b->units_delta[f];
-        b->argv[nc] = a;
-        b->argc[nc++] = 4;
-    }
-    if (kh > 2) {
-        b->argv[nc] = b->args_hdel;
-        b->argc[nc++] = (int)kh;
-    }
-    if (kz == 2) return nc; /* nothing sold out (a batch may record refusals alone) */
-    b->argv[nc] = b->args_zrem;
-    b->argc[nc++] = (int)kz;
+    /* a listing sold in part keeps its units; sold out, its units record goes */
+    for (size_t f = 0; f < b->n; f++)
+        if (b->first[f] == f && b->price[f] > 0 && b->left[f] != b->units[f] && b->left[f] != 0)
+            market__fx_listing_units(w, &b->realm, b->member[f], b->left[f] - b->units[f]);
+    market__fx_delist_units_begin(w, &b->realm);
+    for (size_t f = 0; f < b->n; f++)
+        if (b->first[f] == f && b->price[f] > 0 && b->left[f] == 0 && b->units[f] != 0 &&
+            b->stack[f])
+            market__buf_arg(w, b->member[f]);
+    market__buf_end(w, 1);
+    market__fx_delist_begin(w, &b->realm);
+    for (size_t f = 0; f < b->n; f++)
+        if (b->first[f] == f && b->price[f] > 0 && b->left[f] == 0 && b->units[f] != 0)
+            market__buf_arg(w, b->member[f]);
+    if (market__buf_end(w, 1) == 0) return; /* nothing sold out (refusals recorded alone) */
     for (size_t f = 0; f < b->n; f++) { /* the same listings' index entries */
         if (b->first[f] != f || b->price[f] <= 0 || b->left[f] != 0) continue;
-        const market_pending *r = b->req[f];
         market__idx_entry *e = &b->idx[f];
-        market__idx_entry_init(e, b->realm.id, r->item, r->seller, b->price[f]);
-        for (int x = 0; x < MARKET__IDX_KINDS; x++) {
-            const char **a = b->args_zrem_idx[f][x];
-            a[0] = "ZREM";
-            a[1] = e->key[x];
-            a[2] = e->member[x];
-            b->argv[nc] = a;
-            b->argc[nc++] = 3;
-        }
+        market__idx_entry_init(e, b->realm.id, b->req[f]->item, b->req[f]->seller, b->price[f]);
+        market__fx_idx_remove(w, e);
     }
-    return nc;
 }
 
-/* Appends to the commit at nc the trade records of the purchases won and
- * the records of every final outcome under an idempotency key; returns the
- * new count. */
-static size_t commit_records(const market *m, const market__held *held, struct market__batch *b,
-                             size_t nc) {
+/* Appends to the commit the records of every final outcome under an
+ * idempotency key, and lists the trades of the purchases won (b->trade). */
+static void commit_records(const market *m, const market__held *held, struct market__batch *b) {
     b->n_trades = 0;
     for (size_t i = 0; i < b->n; i++) {
         if (recorded(b, i)) {
@@ -704,12 +613,8 @@ static size_t commit_records(const market *m, const market__held *held, struct m
      * completes a success's with its trade id, and were the script to fail
      * (its error does not undo the rest of the EXEC), the purchase would still
      * be recorded as done, never done twice. */
-    for (size_t i = 0; i < b->n; i++) {
-        if (!recorded(b, i)) continue;
-        b->argv[nc] = b->args_setidem[i];
-        b->argc[nc++] = market__idem_record_argv(b->args_setidem[i], b->k_idem[i], b->record[i]);
-    }
-    return nc;
+    for (size_t i = 0; i < b->n; i++)
+        if (recorded(b, i)) market__fx_idem_record(&b->wb, b->k_idem[i], b->record[i]);
 }
 
 /* Reads the commit's nc replies (pre of them before MULTI's; the trade
@@ -717,7 +622,7 @@ static size_t commit_records(const market *m, const market__held *held, struct m
  * purchases that made (or replay) them; MARKET__TXN_ABORTED; or a failure. */
 static int commit_reply(market_conn *c, struct market__batch *b, size_t nc, size_t pre,
                         size_t i_trades) {
-    int rc = market__trades_commit_reply(c, b->rep, nc, pre, i_trades, b->trade, b->n_trades);
+    int rc = market__trades_commit_reply(c, b->wb.rep, nc, pre, i_trades, b->trade, b->n_trades);
     if (rc == MARKET_OK)
         market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->same_as);
     return rc;
@@ -727,49 +632,37 @@ static int commit_reply(market_conn *c, struct market__batch *b, size_t nc, size
  * MARKET__REDIRECTED or a market error. */
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct market__batch *b = cb->ks;
-    static const char *const multi[1] = {"MULTI"}, *const exec[1] = {"EXEC"};
-    size_t nc = 0;
-    if (b->guard) guard_build(held, b, &nc);
-    size_t pre = nc; /* replies before MULTI's */
-    b->argv[nc] = (const char **)multi;
-    b->argc[nc++] = 1;
-    for (size_t i = 0; i < held->n; i++) {
-        if (b->fence_same[i]) continue; /* writing it again would change nothing */
-        b->args_setfence[i][0] = "SET";
-        b->args_setfence[i][1] = held->fenced[i];
-        b->args_setfence[i][2] = held->fence[i];
-        b->argv[nc] = b->args_setfence[i];
-        b->argc[nc++] = 3;
+    market__buf *w = &b->wb;
+    market__buf_reset(w);
+    if (b->guard) { /* in the realm's slot, as every key of a MULTI on a cluster must be */
+        const char *guard_key = market__buf_join(w, "guard:{", b->realm.id, "}:", b->token,
+                                                 (const char *)NULL);
+        market__fx_guard(w, held->key, held->n, guard_key, held->token[0]);
     }
-    for (size_t u = 0; u < b->n_users; u++) {
-        const market__party *pu = &b->party[u];
-        if (pu->known != MARKET__PRESENT || pu->funds == b->read_funds[u]) continue;
-        market__i64_str(b->delta[u], pu->funds - b->read_funds[u]);
-        const char **a = b->args_hincr[u];
-        a[0] = "HINCRBY";
-        a[1] = b->k_user[u];
-        a[2] = "funds";
-        a[3] = b->delta[u];
-        b->argv[nc] = a;
-        b->argc[nc++] = 4;
-    }
-    nc = commit_goods(b, nc);
-    nc = commit_records(c->m, held, b, nc);
+    size_t pre = w->n; /* replies before MULTI's */
+    market__fx_multi(w);
+    for (size_t i = 0; i < held->n; i++)
+        if (!b->fence_same[i]) /* writing it again would change nothing */
+            market__fx_fence(w, held->fenced[i], held->fence[i]);
+    for (size_t u = 0; u < b->n_users; u++)
+        if (b->party[u].known == MARKET__PRESENT)
+            market__fx_funds(w, b->k_user[u], b->party[u].funds - b->read_funds[u]);
+    commit_goods(b, w);
+    commit_records(c->m, held, b);
     size_t i_trades = 0;
     if (b->n_trades) { /* the trades, and the records of the purchases that made them */
-        i_trades = nc;
-        b->argv[nc] = b->args_trades;
-        b->argc[nc++] = (int)market__trades_argv(c->m, b->realm.id, &b->tw, b->trade,
-                                                 b->n_trades, b->args_trades);
+        i_trades = w->n;
+        market__buf_cmdv(w, (int)market__trades_argv(c->m, b->realm.id, &b->tw, b->trade,
+                                                     b->n_trades, b->args_trades),
+                         b->args_trades);
     }
-    b->argv[nc] = (const char **)exec;
-    b->argc[nc++] = 1;
+    market__fx_exec(w);
 
-    int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+    int rc = market__pipeline_buf(c, w);
     if (rc < 0) return rc;
     c->unwatch = 0; /* EXEC ends every WATCH */
-    rc = commit_reply(c, b, nc, pre, i_trades);
-    market__replies_free(b->rep, nc);
+    rc = commit_reply(c, b, w->n, pre, i_trades);
+    market__replies_free(w->rep, w->n);
     return rc;
 }
 
@@ -781,11 +674,19 @@ static int policy(const market *m) {
 
 static void *state_new(void) {
     struct market__batch *b = malloc(sizeof *b);
-    if (b) b->read_split = 0, b->filtered = 0, b->prefetched = 0, b->sending = 0, b->guard = 0;
+    if (b) {
+        b->read_split = b->filtered = b->guard = 0;
+        b->prefetched = b->sending = 0;
+        b->wb = (market__buf){0};
+    }
     return b;
 }
 
-static void state_free(void *ks) { free(ks); }
+static void state_free(void *ks) {
+    struct market__batch *b = ks;
+    market__buf_free(&b->wb);
+    free(b);
+}
 
 /* Item strategy, while buyers race for the same items: refuses before
  * taking any lock the purchases whose listing is gone (one ZMSCORE, no

@@ -111,13 +111,8 @@ struct sale_batch {
     const char *args_mget[1 + MARKET__BATCH_MAX];
     const char *args_hget[USERS_MAX][3];
     const char *args_hwatch[2];
-    const char *args_setfence[3];
-    const char *args_left[4], *args_sold[4];
-    const char *args_hb[USERS_MAX][4], *args_hs[USERS_MAX][4], *args_hf[USERS_MAX][4];
-    const char *args_setidem[MARKET__BATCH_MAX][5];
     const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
-    char d_left[24], d_sold[24];
-    char d_bought[USERS_MAX][24], d_funds[USERS_MAX][24];
+    market__buf wb; /* the commit (market_model.h) */
     const char **argv[CMDS_MAX];
     int argc[CMDS_MAX];
     redisReply *rep[CMDS_MAX];
@@ -624,17 +619,9 @@ static size_t batch_decide(market__cbatch *cb) {
     return writes;
 }
 
-static void hincr(const char **a, const char *key, const char *field, const char *by) {
-    a[0] = "HINCRBY";
-    a[1] = key;
-    a[2] = field;
-    a[3] = by;
-}
-
-/* Appends to the commit at nc the trade records of the buys won and the
- * records of every final outcome under an idempotency key; returns the new
- * count. */
-static size_t commit_records(const market__held *held, struct sale_batch *b, size_t nc) {
+/* Appends to the commit the records of every final outcome under an
+ * idempotency key, and lists the trades of the buys won (b->trade). */
+static void commit_records(const market__held *held, struct sale_batch *b) {
     b->n_trades = 0;
     for (size_t i = 0; i < b->n; i++) {
         const market_sale_pending *r = b->req[i];
@@ -658,73 +645,48 @@ static size_t commit_records(const market__held *held, struct sale_batch *b, siz
      * that completes a success's with its trade id: were the script to fail
      * (its error does not undo the rest of the EXEC), the buy would still be
      * recorded as done, never done twice. */
-    for (size_t i = 0; i < b->n; i++) {
-        if (!recorded(b, i)) continue;
-        push(b, &nc, b->args_setidem[i],
-             market__idem_record_argv(b->args_setidem[i], b->k_idem[i], b->record[i]));
-    }
-    return nc;
+    for (size_t i = 0; i < b->n; i++)
+        if (recorded(b, i)) market__fx_idem_record(&b->wb, b->k_idem[i], b->record[i]);
 }
 
 /* The commit (see DESIGN, step 4). Returns MARKET_OK, MARKET__TXN_ABORTED,
  * MARKET__REDIRECTED or a market error. */
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct sale_batch *b = cb->ks;
-    static const char *const multi[1] = {"MULTI"}, *const exec[1] = {"EXEC"};
-    size_t nc = 0;
-    push(b, &nc, (const char **)multi, 1);
-    if (!b->fence_same) {
-        b->args_setfence[0] = "SET";
-        b->args_setfence[1] = held->fenced[0];
-        b->args_setfence[2] = held->fence[0];
-        push(b, &nc, b->args_setfence, 3);
-    }
+    market__buf *w = &b->wb;
+    market__buf_reset(w);
+    market__fx_multi(w);
+    if (!b->fence_same) market__fx_fence(w, held->fenced[0], held->fence[0]);
     int64_t units = b->read_left - b->st.left;
-    if (units > 0) {
-        snprintf(b->d_left, sizeof b->d_left, "%lld", -(long long)units);
-        snprintf(b->d_sold, sizeof b->d_sold, "%lld", (long long)units);
-        hincr(b->args_left, b->k_sale, "stock", b->d_left);
-        hincr(b->args_sold, b->k_sale, "sold", b->d_sold);
-        push(b, &nc, b->args_left, 4);
-        push(b, &nc, b->args_sold, 4);
-    }
+    market__fx_sale_take(w, b->k_sale, units);
     for (size_t u = 0; u < b->n_users; u++) {
         int64_t q = b->bought[u] - b->read_bought[u];
-        if (q > 0) {
-            snprintf(b->d_bought[u], sizeof b->d_bought[u], "%lld", (long long)q);
-            hincr(b->args_hb[u], b->k_bought, b->user[u], b->d_bought[u]);
-            hincr(b->args_hs[u], b->k_stacks[u], b->item, b->d_bought[u]);
-            push(b, &nc, b->args_hb[u], 4);
-            push(b, &nc, b->args_hs[u], 4);
-        }
+        market__fx_sale_bought(w, b->k_bought, b->user[u], q);
+        if (q > 0) market__fx_units(w, b->k_stacks[u], b->item, q);
         const market__party *p = &b->party[u];
-        if (p->known != MARKET__PRESENT || p->funds == b->read_funds[u]) continue;
-        snprintf(b->d_funds[u], sizeof b->d_funds[u], "%lld",
-                 (long long)(p->funds - b->read_funds[u]));
-        hincr(b->args_hf[u], b->k_user[u], "funds", b->d_funds[u]);
-        push(b, &nc, b->args_hf[u], 4);
+        if (p->known == MARKET__PRESENT) market__fx_funds(w, b->k_user[u], p->funds - b->read_funds[u]);
     }
-    nc = commit_records(held, b, nc);
+    commit_records(held, b);
     size_t i_trades = 0;
     if (b->n_trades) {
-        i_trades = nc;
-        push(b, &nc, b->args_trades,
-             (int)market__trades_argv(c->m, b->realm, &b->tw, b->trade, b->n_trades,
-                                      b->args_trades));
+        i_trades = w->n;
+        market__buf_cmdv(w, (int)market__trades_argv(c->m, b->realm, &b->tw, b->trade, b->n_trades,
+                                                     b->args_trades),
+                         b->args_trades);
     }
-    push(b, &nc, (const char **)exec, 1);
+    market__fx_exec(w);
 
-    int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+    int rc = market__pipeline_buf(c, w);
     if (rc < 0) return rc;
     c->unwatch = 0; /* EXEC ends every WATCH */
-    rc = market__trades_commit_reply(c, b->rep, nc, 0, i_trades, b->trade, b->n_trades);
+    rc = market__trades_commit_reply(c, w->rep, w->n, 0, i_trades, b->trade, b->n_trades);
     if (rc == MARKET_OK)
         market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->same_as);
     if (rc == MARKET_OK && units > 0) {
         atomic_fetch_add_explicit(&c->m->stats.sale_units, (uint64_t)units, memory_order_relaxed);
         atomic_fetch_add_explicit(&c->m->stats.sale_bought, b->n_trades, memory_order_relaxed);
     }
-    market__replies_free(b->rep, nc);
+    market__replies_free(w->rep, w->n);
     return rc;
 }
 
@@ -737,11 +699,18 @@ static int policy(const market *m) {
 
 static void *state_new(void) {
     struct sale_batch *b = malloc(sizeof *b);
-    if (b) b->cache_key[0] = '\0';
+    if (b) {
+        b->cache_key[0] = '\0';
+        b->wb = (market__buf){0};
+    }
     return b;
 }
 
-static void state_free(void *ks) { free(ks); }
+static void state_free(void *ks) {
+    struct sale_batch *b = ks;
+    market__buf_free(&b->wb);
+    free(b);
+}
 
 /* Names what the batch reads and writes, and the sale's lock. */
 static int prepare(market_conn *c, market__cbatch *cb) {

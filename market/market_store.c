@@ -500,6 +500,15 @@ static void run_sent(market_conn *c) {
     if (f) f(c->sent_ud);
 }
 
+/* Sends buffer b's commands (market_model.h) as one pipeline and reads
+ * their replies into b->rep, as market__pipeline_argv() does; the caller
+ * frees them (market__replies_free(b->rep, b->n)) unless it fails. */
+int market__pipeline_buf(market_conn *c, market__buf *b) {
+    int rc = market__buf_seal(b);
+    if (rc < 0) return rc;
+    return market__pipeline_argv(c, b->n, b->argc, b->argv, b->rep);
+}
+
 /* Sends a pipeline of n commands (as market__pipeline_argv()) and returns
  * without waiting: read its replies with market__pipeline_recv() before any
  * other use of c. Returns MARKET_OK, MARKET_ERR_STORE with c dropped,

@@ -13,6 +13,7 @@
 #include "market/market_impl.h"
 #include "market/market_index.h"
 #include "market/market_keys.h"
+#include "market/market_model.h"
 #include "market/market_rules.h"
 
 /* A connection to a cluster master other than the one in use, kept for later. */
@@ -76,6 +77,7 @@ int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisRep
 int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
                           redisReply **replies);
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv);
+int market__pipeline_buf(market_conn *c, market__buf *b);
 int market__resp_append(char **buf, size_t *cap, size_t *len, int argc, const char *const *argv);
 int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies);
 int market__replicated(market_conn *c, const char *const *keys, size_t n);
