@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "market/market_changes.h"
 #include "market/market_purchase.h"
 #include "market/market_sale.h"
 #include "market/market_trade.h"
@@ -207,48 +206,42 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
 
     if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
 
-    char credit[24], debit[24], qty[24], left[24];
-    snprintf(credit, sizeof credit, "%lld", (long long)(price * q));
-    snprintf(debit, sizeof debit, "%lld", -(long long)(price * q));
-    snprintf(qty, sizeof qty, "%lld", (long long)q);
-    snprintf(left, sizeof left, "%lld", -(long long)q);
-    market__cmd wr[MARKET__PIPE_MAX - 2];
+    market__buf w = {0};
     market__idx_entry ix;
     market__idx_entry_init(&ix, p->realm.id, p->item, p->seller, price);
-    size_t nwr = 0;
-    market__cmd_set(&wr[nwr++], 4, "HINCRBY", p->k_seller, "funds", credit);
-    size_t i_buyer = nwr;
-    market__cmd_set(&wr[nwr++], 4, "HINCRBY", p->k_buyer, "funds", debit);
+    market__fx_multi(&w);
+    market__fx_funds(&w, p->k_seller, price * q);
+    size_t i_buyer = w.n - 1; /* EXEC's replies follow MULTI's */
+    market__fx_funds(&w, p->k_buyer, -price * q);
     if (stack)
-        market__cmd_set(&wr[nwr++], 4, "HINCRBY", p->k_stacks, p->item, qty);
+        market__fx_units(&w, p->k_stacks, p->item, q);
     else
-        market__cmd_set(&wr[nwr++], 3, "SADD", p->k_inv, p->item);
+        market__fx_item_in(&w, p->k_inv, p->item);
     if (units > q) { /* part of a stack: the rest stays listed */
-        market__cmd_set(&wr[nwr++], 4, "HINCRBY", p->realm.units, p->member, left);
+        market__fx_listing_units(&w, &p->realm, p->member, -q);
     } else {
-        market__cmd_set(&wr[nwr++], 3, "ZREM", p->realm.market, p->member);
-        if (stack) market__cmd_set(&wr[nwr++], 3, "HDEL", p->realm.units, p->member);
-        nwr += market__idx_cmds(&ix, 0, &wr[nwr]);
+        market__fx_delist(&w, &p->realm, p->member, stack);
+        market__fx_idx_remove(&w, &ix);
     }
-    nwr += market__fence_write(held, &wr[nwr]);
+    market__held_fences(held, &w);
     /* the trade record, and the idempotency record with its id */
     market__trade_rec t = {.buyer = p->buyer, .seller = p->seller, .item = p->item,
                            .quantity = q, .price = price,
                            .fence = held->n ? held->fence[0] : "0"};
     if (p->s.idem) { /* recorded as done before the script completes the record with the
                       * trade id: were the script to fail, the purchase is still done once */
-        nwr += market__single_record(&p->s, MARKET_OK, price, buyer_funds - price * q, &wr[nwr]);
+        market__single_record(&p->s, MARKET_OK, price, buyer_funds - price * q, &w);
         t.idem_key = p->s.k_idem;
         t.idem_record = p->s.record;
     }
     market__trades tw;
-    size_t i_trade = nwr++;
-    market__cmd *ev = &wr[i_trade];
-    ev->argc = (int)market__trades_argv(c->m, p->realm.id, &tw, &t, 1, ev->argv);
-    for (int i = 0; i < ev->argc; i++)
-        ev->len[i] = strlen(ev->argv[i]);
+    const char *targv[MARKET__TRADES_ARGC(1)];
+    size_t i_trade = w.n - 1;
+    market__buf_cmdv(&w, (int)market__trades_argv(c->m, p->realm.id, &tw, &t, 1, targv), targv);
+    market__fx_exec(&w);
     redisReply *exec = NULL;
-    rc = market__commit(c, wr, nwr, &exec);
+    rc = market__commit_buf(c, &w, &exec);
+    market__buf_free(&w);
     if (rc != MARKET_OK) return rc;
     if (exec->element[i_buyer]->type == REDIS_REPLY_INTEGER &&
         market__trades_ids(exec->element[i_trade], &t, 1) == MARKET_OK) {
@@ -432,6 +425,16 @@ struct listing_op {
     struct market__single s;
 };
 
+/* Commits w (market__commit_buf), frees it and EXEC's reply, and returns
+ * the commit's outcome. */
+static int commit_free(market_conn *c, market__buf *w) {
+    redisReply *exec = NULL;
+    int rc = market__commit_buf(c, w, &exec);
+    if (exec) freeReplyObject(exec);
+    market__buf_free(w);
+    return rc;
+}
+
 /* Runs a list or unlist attempt under the market's strategy; idem may be
  * NULL (unlist: always). */
 static int listing_guarded(market_conn *c, struct listing_op *op, const market_idem *idem,
@@ -488,34 +491,26 @@ static int list_attempt(market_conn *c, const market__held *held, void *ud) {
                                                                       : 0);
     op->res->quantity = stack ? listed_units + q : 1;
 
-    char score[24], qty[24], less[24];
-    snprintf(score, sizeof score, "%lld", (long long)op->price);
-    snprintf(qty, sizeof qty, "%lld", (long long)q);
-    snprintf(less, sizeof less, "%lld", -(long long)q);
-    market__cmd wr[MARKET__PIPE_MAX - 2];
+    market__buf w = {0};
     market__idx_entry ix;
     market__idx_entry_init(&ix, op->realm_id, op->item, op->seller, op->price);
-    size_t nwr = 0;
+    market__fx_multi(&w);
     if (!stack)
-        market__cmd_set(&wr[nwr++], 3, "SREM", op->k_inv, op->item);
+        market__fx_item_out(&w, op->k_inv, op->item);
     else if (stacked == q)
-        market__cmd_set(&wr[nwr++], 3, "HDEL", op->k_stacks, op->item);
+        market__fx_units_gone(&w, op->k_stacks, op->item);
     else
-        market__cmd_set(&wr[nwr++], 4, "HINCRBY", op->k_stacks, op->item, less);
-    if (stack) market__cmd_set(&wr[nwr++], 4, "HINCRBY", op->realm.units, op->member, qty);
+        market__fx_units(&w, op->k_stacks, op->item, -q);
+    if (stack) market__fx_listing_units(&w, &op->realm, op->member, q);
     if (listed <= 0) { /* a new listing: the market and the indexes */
-        market__cmd_set(&wr[nwr++], 4, "ZADD", op->realm.market, score, op->member);
-        nwr += market__idx_cmds(&ix, 1, &wr[nwr]);
+        market__fx_list(&w, &op->realm, op->member, op->price);
+        market__fx_idx_add(&w, &ix);
     }
-    nwr += market__fence_write(held, &wr[nwr]);
-    nwr += market__single_record(&op->s, MARKET_OK, op->price, op->res->quantity, &wr[nwr]);
-    char ch_price[24], ch_qty[24];
-    market__change_cmd(&wr[nwr++], &op->realm, 1, op->seller, op->item, op->price,
-                       op->res->quantity, ch_price, ch_qty);
-    redisReply *exec = NULL;
-    rc = market__commit(c, wr, nwr, &exec);
-    if (exec) freeReplyObject(exec);
-    return rc;
+    market__held_fences(held, &w);
+    market__single_record(&op->s, MARKET_OK, op->price, op->res->quantity, &w);
+    market__fx_change(&w, &op->realm, 1, op->seller, op->item, op->price, op->res->quantity);
+    market__fx_exec(&w);
+    return commit_free(c, &w);
 }
 
 static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
@@ -537,28 +532,20 @@ static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
     if (rc < 0) return market__unwatch_later(c, rc);
     op->quantity = units ? units : 1;
 
-    char qty[24];
-    snprintf(qty, sizeof qty, "%lld", (long long)units);
-    market__cmd wr[MARKET__PIPE_MAX - 2];
+    market__buf w = {0};
     market__idx_entry ix;
     market__idx_entry_init(&ix, op->realm_id, op->item, op->seller, op->price);
-    size_t nwr = 0;
-    market__cmd_set(&wr[nwr++], 3, "ZREM", op->realm.market, op->member);
-    if (units) {
-        market__cmd_set(&wr[nwr++], 3, "HDEL", op->realm.units, op->member);
-        market__cmd_set(&wr[nwr++], 4, "HINCRBY", op->k_stacks, op->item, qty);
-    } else {
-        market__cmd_set(&wr[nwr++], 3, "SADD", op->k_inv, op->item);
-    }
-    nwr += market__fence_write(held, &wr[nwr]);
-    nwr += market__idx_cmds(&ix, 0, &wr[nwr]);
-    char ch_price[24], ch_qty[24];
-    market__change_cmd(&wr[nwr++], &op->realm, 0, op->seller, op->item, op->price, op->quantity,
-                       ch_price, ch_qty);
-    redisReply *exec = NULL;
-    rc = market__commit(c, wr, nwr, &exec);
-    if (exec) freeReplyObject(exec);
-    return rc;
+    market__fx_multi(&w);
+    market__fx_delist(&w, &op->realm, op->member, units != 0);
+    if (units)
+        market__fx_units(&w, op->k_stacks, op->item, units);
+    else
+        market__fx_item_in(&w, op->k_inv, op->item);
+    market__held_fences(held, &w);
+    market__fx_idx_remove(&w, &ix);
+    market__fx_change(&w, &op->realm, 0, op->seller, op->item, op->price, op->quantity);
+    market__fx_exec(&w);
+    return commit_free(c, &w);
 }
 
 /* Moves item from seller's inventory to realm's market at price. Returns

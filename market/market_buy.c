@@ -46,8 +46,6 @@ struct offer {
     char k_seller[MARKET__KEY_MAX];       /* users:{r}:<seller> */
     char lock[MARKET__LOCK_KEY_MAX];      /* item strategy: lock:item:{r}:<member> */
     int stack;                            /* a count in units: (else a unique item) */
-    char rest[24];                        /* HINCRBY units: <member> -<take> */
-    char credit[24];                      /* HINCRBY <seller> funds +<take * price> */
     market__idx_entry ix;                 /* its index entries, when it sells out */
 };
 
@@ -217,50 +215,36 @@ static int decide(struct buy *b) {
 /* Builds the commit of b's decision (see the top) and runs it. Returns
  * MARKET_OK, MARKET__TXN_ABORTED, or ERR_STORE, ERR_NOMEM. */
 static int commit(market_conn *c, const market__held *held, struct buy *b) {
-    size_t n = b->n, nc = 0, nt = 0, most = 9 + MARKET__HELD_MAX + n * (5 + MARKET__IDX_KINDS);
-    struct args {
-        const char *a[5];
-    } *args = calloc(most, sizeof *args);
-    int *argc = calloc(most, sizeof *argc);
-    const char ***argv = calloc(most, sizeof *argv);
+    size_t n = b->n, nt = 0;
     market__trade_rec *t = calloc(n ? n : 1, sizeof *t);
     const char **trades = malloc(MARKET__TRADES_ARGC(n ? n : 1) * sizeof *trades);
     size_t *trade_of = calloc(n ? n : 1, sizeof *trade_of);
-    market__cmd cmds[MARKET__HELD_MAX + 1 + MARKET__IDX_KINDS];
+    market__buf w = {0};
     redisReply *exec = NULL;
     market__trades tw;
-    char debit[24], units[24];
     int rc = MARKET_ERR_NOMEM;
-    if (!args || !argc || !argv || !t || !trades || !trade_of) goto out;
-#define PUSH(k, ...)                                                                               \
-    do {                                                                                           \
-        const char *v_[] = {__VA_ARGS__};                                                          \
-        memcpy(args[nc].a, v_, sizeof v_);                                                         \
-        argv[nc] = args[nc].a;                                                                     \
-        argc[nc++] = (k);                                                                          \
-    } while (0)
-    snprintf(debit, sizeof debit, "%lld", -(long long)b->res->total);
-    PUSH(4, "HINCRBY", b->k_buyer, "funds", debit);
+    if (!t || !trades || !trade_of) {
+        rc = market__unwatch_later(c, rc);
+        goto out;
+    }
+    market__fx_multi(&w);
+    market__fx_funds(&w, b->k_buyer, -b->res->total);
     int64_t stacked = 0;
     for (size_t i = 0; i < n; i++) {
         const market__offer *f = &b->off[i];
         struct offer *o = &b->o[i];
         if (!f->take) continue;
-        snprintf(o->credit, sizeof o->credit, "%lld", (long long)(f->take * f->price));
-        PUSH(4, "HINCRBY", o->k_seller, "funds", o->credit);
+        market__fx_funds(&w, o->k_seller, f->take * f->price);
         if (o->stack)
             stacked += f->take;
         else
-            PUSH(3, "SADD", b->k_inv, b->item);
+            market__fx_item_in(&w, b->k_inv, b->item);
         if (f->take < f->units) { /* the rest stays listed */
-            snprintf(o->rest, sizeof o->rest, "%lld", -(long long)f->take);
-            PUSH(4, "HINCRBY", b->realm.units, o->member, o->rest);
+            market__fx_listing_units(&w, &b->realm, o->member, -f->take);
         } else {
-            PUSH(3, "ZREM", b->realm.market, o->member);
-            if (o->stack) PUSH(3, "HDEL", b->realm.units, o->member);
+            market__fx_delist(&w, &b->realm, o->member, o->stack);
             market__idx_entry_init(&o->ix, b->realm.id, b->item, o->seller, f->price);
-            for (int k = 0; k < MARKET__IDX_KINDS; k++)
-                PUSH(3, "ZREM", o->ix.key[k], o->ix.member[k]);
+            market__fx_idx_remove(&w, &o->ix);
         }
         trade_of[nt] = i;
         t[nt++] = (market__trade_rec){.buyer = b->buyer, .seller = o->seller, .item = b->item,
@@ -270,27 +254,18 @@ static int commit(market_conn *c, const market__held *held, struct buy *b) {
                                                : held->n               ? held->fence[0]
                                                                        : "0"};
     }
-    if (stacked) {
-        snprintf(units, sizeof units, "%lld", (long long)stacked);
-        PUSH(4, "HINCRBY", b->k_stacks, b->item, units);
-    }
-    size_t nf = market__fence_write(held, cmds);
-    for (size_t i = 0; i < nf; i++) argv[nc] = cmds[i].argv, argc[nc++] = cmds[i].argc;
-#undef PUSH
+    market__fx_units(&w, b->k_stacks, b->item, stacked);
+    market__held_fences(held, &w);
     if (b->s.idem) { /* recorded as done, then completed with the first trade's id: were
                       * the script to fail, the purchase is still done once */
-        market__cmd rec;
-        market__single_record(&b->s, MARKET_OK, b->res->total, b->res->buyer_funds, &rec);
-        memcpy(args[nc].a, rec.argv, 5 * sizeof *rec.argv);
-        argv[nc] = args[nc].a;
-        argc[nc++] = 5;
+        market__single_record(&b->s, MARKET_OK, b->res->total, b->res->buyer_funds, &w);
         t[0].idem_key = b->s.k_idem;
         t[0].idem_record = b->s.record;
     }
-    size_t i_trades = nc;
-    argv[nc] = trades;
-    argc[nc++] = (int)market__trades_argv(c->m, b->realm.id, &tw, t, nt, trades);
-    rc = market__commit_argv(c, nc, argc, (const char **const *)argv, &exec);
+    size_t i_trades = w.n - 1; /* EXEC's replies follow MULTI's */
+    market__buf_cmdv(&w, (int)market__trades_argv(c->m, b->realm.id, &tw, t, nt, trades), trades);
+    market__fx_exec(&w);
+    rc = market__commit_buf(c, &w, &exec);
     if (rc != MARKET_OK) goto out;
     if (market__trades_ids(exec->element[i_trades], t, nt) < 0) {
         const redisReply *e = exec->element[i_trades];
@@ -310,9 +285,7 @@ static int commit(market_conn *c, const market__held *held, struct buy *b) {
     memcpy(b->res->trade_id, t[0].id, sizeof t[0].id);
 out:
     if (exec) freeReplyObject(exec);
-    free(args);
-    free(argc);
-    free(argv);
+    market__buf_free(&w);
     free(t);
     free(trades);
     free(trade_of);

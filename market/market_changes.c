@@ -1,5 +1,6 @@
 /* market_changes.c - the realm's feed of listing changes: the entry a
- * listing's commit adds, and the reads of the feed (GET /events follows it).
+ * listing's commit adds (market__fx_change in market_model.c), and the reads
+ * of the feed (GET /events follows it).
  *
  * Every POST /list and POST /unlist that commits adds, in the same
  * MULTI/EXEC, one entry to the stream market:{r}:changes (fields action
@@ -13,20 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "market/market_changes.h"
-
-/* Fills *cmd with the XADD of a listing change of realm rl to queue in the
- * commit: listed 1 (POST /list) or 0 (POST /unlist). The numbers are
- * written into price_buf and qty_buf (24 bytes each), which must outlive cmd. */
-void market__change_cmd(market__cmd *cmd, const market__realm *rl, int listed, const char *seller,
-                        const char *item, int64_t price, int64_t quantity, char *price_buf,
-                        char *qty_buf) {
-    snprintf(price_buf, 24, "%lld", (long long)price);
-    snprintf(qty_buf, 24, "%lld", (long long)quantity);
-    market__cmd_set(cmd, 16, "XADD", rl->changes, "MAXLEN", "~", MARKET_CHANGES_KEPT_S, "*",
-                    "action", listed ? "listed" : "unlisted", "seller", seller, "item", item,
-                    "price", price_buf, "quantity", qty_buf);
-}
+#include "market/market_store.h"
 
 /* Reads one entry [id, [field, value...]] into *ch. Returns 0, or -1 when
  * it is not a change this file wrote. */

@@ -14,6 +14,8 @@
  */
 #include "market/market_model.h"
 
+#include "market/market_changes.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,4 +296,47 @@ void market__fx_guard(market__buf *b, const char *const *lock_keys, size_t n,
     market__buf_arg(b, guard_key);
     market__buf_arg(b, token);
     market__buf_end(b, 0);
+}
+
+/* A unique item leaves a player's inventory. */
+void market__fx_item_out(market__buf *b, const char *inventory_key, const char *item) {
+    market__buf_cmd(b, 3, "SREM", inventory_key, item);
+}
+
+/* A unique item enters a player's inventory. */
+void market__fx_item_in(market__buf *b, const char *inventory_key, const char *item) {
+    market__buf_cmd(b, 3, "SADD", inventory_key, item);
+}
+
+/* A player's last units of a stackable item leave (the field goes). */
+void market__fx_units_gone(market__buf *b, const char *stacks_key, const char *item) {
+    market__buf_cmd(b, 3, "HDEL", stacks_key, item);
+}
+
+/* A new listing of member at price enters the realm's market. */
+void market__fx_list(market__buf *b, const market__realm *r, const char *member, int64_t price) {
+    market__buf_cmd(b, 4, "ZADD", r->market, market__buf_i64(b, price), member);
+}
+
+/* A listing leaves the realm's market, and its units record when it is a stack's. */
+void market__fx_delist(market__buf *b, const market__realm *r, const char *member, int stack) {
+    market__buf_cmd(b, 3, "ZREM", r->market, member);
+    if (stack) market__buf_cmd(b, 3, "HDEL", r->units, member);
+}
+
+/* A new listing's entries enter its search indexes. */
+void market__fx_idx_add(market__buf *b, const market__idx_entry *e) {
+    for (int x = 0; x < MARKET__IDX_KINDS; x++)
+        market__buf_cmd(b, 4, "ZADD", e->key[x], e->score, e->member[x]);
+}
+
+/* A listing change into the realm's feed of changes: listed 1 (a listing
+ * made or grown) or 0 (taken back). */
+void market__fx_change(market__buf *b, const market__realm *r, int listed, const char *seller,
+                       const char *item, int64_t price, int64_t quantity) {
+    const char *argv[] = {"XADD", r->changes, "MAXLEN", "~", MARKET_CHANGES_KEPT_S, "*",
+                          "action", listed ? "listed" : "unlisted", "seller", seller,
+                          "item", item, "price", market__buf_i64(b, price),
+                          "quantity", market__buf_i64(b, quantity)};
+    market__buf_cmdv(b, (int)(sizeof argv / sizeof *argv), argv);
 }

@@ -62,4 +62,13 @@ void market__fx_sale_take(market__buf *b, const char *sale_key, int64_t units);
 void market__fx_sale_bought(market__buf *b, const char *bought_key, const char *player,
                             int64_t units);
 
+void market__fx_item_out(market__buf *b, const char *inventory_key, const char *item);
+void market__fx_item_in(market__buf *b, const char *inventory_key, const char *item);
+void market__fx_units_gone(market__buf *b, const char *stacks_key, const char *item);
+void market__fx_list(market__buf *b, const market__realm *r, const char *member, int64_t price);
+void market__fx_delist(market__buf *b, const market__realm *r, const char *member, int stack);
+void market__fx_idx_add(market__buf *b, const market__idx_entry *e);
+void market__fx_change(market__buf *b, const market__realm *r, int listed, const char *seller,
+                       const char *item, int64_t price, int64_t quantity);
+
 #endif /* GM_MARKET_MARKET_MODEL_H */

@@ -260,78 +260,32 @@ static void fence_read(const market__held *held, struct market__watchset *w, mar
         cmd->len[i] = strlen(cmd->argv[i]);
 }
 
-/* Appends "SET <lock>:fenced <our fence>" for every held lease to cmds. */
-size_t market__fence_write(const market__held *held, market__cmd *cmds) {
-    for (size_t i = 0; i < held->n; i++)
-        market__cmd_set(&cmds[i], 3, "SET", held->fenced[i], held->fence[i]);
-    return held->n;
+/* Appends our fence into the fencing record of every lease held. */
+void market__held_fences(const market__held *held, market__buf *w) {
+    for (size_t i = 0; i < held->n; i++) market__fx_fence(w, held->fenced[i], held->fence[i]);
 }
 
-/* Appends to cmds the writes that keep the search indexes with a listing added (add: ZADD
- * <index> <price> <member>) or removed (ZREM <index> <member>), one per index, naming e's
- * keys and members (e must outlive cmds). Returns how many it appended (MARKET__IDX_KINDS).
- * This function can't fail. */
-size_t market__idx_cmds(const market__idx_entry *e, int add, market__cmd *cmds) {
-    for (int k = 0; k < MARKET__IDX_KINDS; k++) {
-        if (add)
-            market__cmd_set(&cmds[k], 4, "ZADD", e->key[k], e->score, e->member[k]);
-        else
-            market__cmd_set(&cmds[k], 3, "ZREM", e->key[k], e->member[k]);
-    }
-    return MARKET__IDX_KINDS;
-}
-
-/* Sends MULTI, cmds, EXEC in one pipeline. Returns MARKET_OK with *exec set
- * to EXEC's reply (new; caller frees), TXN_ABORTED, or MARKET_ERR_STORE. */
-int market__commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply **exec) {
-    int argc[MARKET__PIPE_MAX];
-    const char **argv[MARKET__PIPE_MAX];
-    if (n > MARKET__PIPE_MAX) return MARKET_ERR_INVALID;
-    for (size_t i = 0; i < n; i++) {
-        argc[i] = cmds[i].argc;
-        argv[i] = (const char **)cmds[i].argv;
-    }
-    return market__commit_argv(c, n, argc, argv, exec);
-}
-
-/* market__commit() of n commands of any number, argv[i] holding argc[i]
- * arguments. Also returns MARKET_ERR_NOMEM. */
-int market__commit_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
-                        redisReply **exec) {
-    static const char *const multi[1] = {"MULTI"}, *const exec_cmd[1] = {"EXEC"};
-    int *all_argc = malloc((n + 2) * sizeof *all_argc);
-    const char **(*all_argv) = malloc((n + 2) * sizeof *all_argv);
-    redisReply **rep = calloc(n + 2, sizeof *rep);
-    int rc = MARKET_ERR_NOMEM;
-    if (!all_argc || !all_argv || !rep) goto out;
-    all_argc[0] = 1;
-    all_argv[0] = (const char **)multi;
-    for (size_t i = 0; i < n; i++) {
-        all_argc[i + 1] = argc[i];
-        all_argv[i + 1] = (const char **)argv[i];
-    }
-    all_argc[n + 1] = 1;
-    all_argv[n + 1] = (const char **)exec_cmd;
-    rc = market__pipeline_argv(c, n + 2, all_argc, (const char **const *)all_argv, rep);
-    if (rc < 0) goto out;
+/* Sends w, a commit (market__fx_multi(), effects, market__fx_exec()), as
+ * one pipeline. Returns MARKET_OK with *exec set to EXEC's reply (taken out
+ * of w->rep: the caller frees it), TXN_ABORTED, or MARKET_ERR_STORE (c->errstr
+ * says why), MARKET_ERR_NOMEM. */
+int market__commit_buf(market_conn *c, market__buf *w, redisReply **exec) {
+    if (market__buf_seal(w) < 0) return market__unwatch_later(c, MARKET_ERR_NOMEM);
+    int rc = market__pipeline_buf(c, w);
+    if (rc < 0) return rc;
     c->unwatch = 0; /* EXEC, committed or aborted, ends every WATCH */
-    redisReply *r = rep[n + 1];
+    redisReply *r = w->rep[w->n - 1];
     if (r->type == REDIS_REPLY_NIL) {
         rc = TXN_ABORTED;
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == n) {
-        rc = MARKET_OK;
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == w->n - 2) {
         *exec = r;
-        rep[n + 1] = NULL;
+        w->rep[w->n - 1] = NULL;
     } else {
         /* EXECABORT or a queued command refused (a read-only replica, OOM) */
-        const redisReply *e = market__reply_error(rep, n + 2);
+        const redisReply *e = market__reply_error(w->rep, w->n);
         rc = market__fail_reply(c, "commit refused", e ? e : r);
     }
-    market__replies_free(rep, n + 2);
-out:
-    free(rep);
-    free(all_argv);
-    free(all_argc);
+    market__replies_free(w->rep, w->n);
     return rc;
 }
 
@@ -460,14 +414,13 @@ int market__single_read(market_conn *c, const market__held *held, struct market_
     return rc;
 }
 
-/* Appends "SET <record> <outcome rc> EX <ttl>" to cmds when s has an
- * idempotency key; returns how many commands it appended. */
-size_t market__single_record(struct market__single *s, int rc, int64_t a, int64_t b,
-                             market__cmd *cmds) {
-    if (!s->idem) return 0;
+/* Appends the record of outcome rc (a and b: see market__idem_record) to w
+ * when s has an idempotency key. */
+void market__single_record(struct market__single *s, int rc, int64_t a, int64_t b,
+                           market__buf *w) {
+    if (!s->idem) return;
     market__idem_record(s->record, sizeof s->record, s->idem, rc, a, b);
-    market__cmd_set(cmds, 5, "SET", s->k_idem, s->record, "EX", MARKET__IDEM_TTL);
-    return 1;
+    market__fx_idem_record(w, s->k_idem, s->record);
 }
 
 /* Ends an attempt that decided to refuse with rc. A final refusal of an
@@ -479,25 +432,14 @@ int market__single_refuse(market_conn *c, const market__held *held, struct marke
                           int rc, int64_t a) {
     if (!s->idem || !market__idem_final(rc)) return market__unwatch_later(c, rc);
     /* a fence per lease held (a purchase without a seller may hold dozens) and the record */
-    market__cmd *wr = malloc((held->n + 1) * sizeof *wr);
-    int *argc = malloc((held->n + 1) * sizeof *argc);
-    const char ***argv = malloc((held->n + 1) * sizeof *argv);
-    int crc = MARKET_ERR_NOMEM;
-    if (wr && argc && argv) {
-        size_t nwr = market__fence_write(held, wr);
-        nwr += market__single_record(s, rc, a, 0, &wr[nwr]);
-        for (size_t i = 0; i < nwr; i++) {
-            argc[i] = wr[i].argc;
-            argv[i] = wr[i].argv;
-        }
-        redisReply *exec = NULL;
-        crc = market__commit_argv(c, nwr, argc, (const char **const *)argv, &exec);
-        if (exec) freeReplyObject(exec);
-    } else {
-        crc = market__unwatch_later(c, crc);
-    }
-    free(wr);
-    free(argc);
-    free(argv);
+    market__buf w = {0};
+    market__fx_multi(&w);
+    market__held_fences(held, &w);
+    market__single_record(s, rc, a, 0, &w);
+    market__fx_exec(&w);
+    redisReply *exec = NULL;
+    int crc = market__commit_buf(c, &w, &exec);
+    if (exec) freeReplyObject(exec);
+    market__buf_free(&w);
     return crc == MARKET_OK ? rc : crc;
 }

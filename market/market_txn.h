@@ -61,17 +61,14 @@ void market__held_set(market__held *hd, size_t k, const char *key, const lock_ha
 void market__held_name(market__held *hd, size_t k, const char *key);
 size_t market__held_read(const market__held *held, const char **argv);
 int market__held_lost(const market__held *held, const redisReply *mget);
-size_t market__fence_write(const market__held *held, market__cmd *cmds);
-size_t market__idx_cmds(const market__idx_entry *e, int add, market__cmd *cmds);
+void market__held_fences(const market__held *held, market__buf *w);
 
 /* the guarded transaction */
 int market__guarded(market_conn *c, const char *lock_key, int64_t deadline_ms, market__attempt fn,
                     void *ud);
 int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, market__attempt fn,
                      void *ud);
-int market__commit(market_conn *c, const market__cmd *cmds, size_t n, redisReply **exec);
-int market__commit_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
-                        redisReply **exec);
+int market__commit_buf(market_conn *c, market__buf *w, redisReply **exec);
 int market__unwatch_later(market_conn *c, int rc);
 void market__strategy_guard(const market *m, const market__realm *r, const char *member,
                             char keybuf[MARKET__LOCK_KEY_MAX], struct market__watchset *w,
@@ -85,8 +82,8 @@ int market__single_init(struct market__single *s, const char *realm, const char 
 int market__single_read(market_conn *c, const market__held *held, struct market__single *s,
                         const char *a, const char *b, const market__cmd *own, size_t n_own,
                         redisReply **rep, size_t *nrep, size_t *i_own);
-size_t market__single_record(struct market__single *s, int rc, int64_t a, int64_t b,
-                             market__cmd *cmds);
+void market__single_record(struct market__single *s, int rc, int64_t a, int64_t b,
+                           market__buf *w);
 int market__single_refuse(market_conn *c, const market__held *held, struct market__single *s,
                           int rc, int64_t a);
 
