@@ -14,8 +14,6 @@
  */
 #include "market/market_model.h"
 
-#include "market/market_changes.h"
-
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>

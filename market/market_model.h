@@ -13,6 +13,8 @@
 #include "market/market_index.h"
 #include "market/market_keys.h"
 
+#define MARKET_CHANGES_KEPT_S "1000" /* MAXLEN ~ of market:{r}:changes (market_changes.c) */
+
 struct market__text; /* the buffer's text: chunks that never move */
 
 /* Commands being built for one pipeline. Zeroed: empty. An append that
