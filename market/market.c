@@ -174,8 +174,8 @@ static int purchase_attempt(market_conn *c, const market__held *held, void *ud) 
     size_t nrep, io;
     market__cmd_set(&own[0], 3, "ZSCORE", p->realm.market, p->member);
     market__cmd_set(&own[1], 3, "HGET", p->realm.units, p->member);
-    market__cmd_set(&own[2], 3, "HGET", p->k_buyer, "funds");
-    market__cmd_set(&own[3], 3, "HGET", p->k_seller, "funds");
+    market__cmd_set(&own[2], 3, "HGET", p->k_buyer, MARKET__FIELD_FUNDS);
+    market__cmd_set(&own[3], 3, "HGET", p->k_seller, MARKET__FIELD_FUNDS);
     int rc = market__single_read(c, held, &p->s, p->k_buyer, p->k_seller, own, 4, rep, &nrep, &io);
     if (nrep == 0) {
         if (p->s.replayed) {
@@ -312,10 +312,10 @@ int market_purchase_units(market_conn *c, const char *realm, const char *buyer,
     int64_t deadline = lock_now_ms() + m->cfg.acquire_timeout_ms;
     struct purchase p = {buyer, seller, item, quantity, expect_price, res};
     market__realm_init(&p.realm, realm);
-    market__key(p.k_buyer, sizeof p.k_buyer, "users", realm, buyer);
-    market__key(p.k_seller, sizeof p.k_seller, "users", realm, seller);
-    market__key(p.k_inv, sizeof p.k_inv, "inventory", realm, buyer);
-    market__key(p.k_stacks, sizeof p.k_stacks, "stacks", realm, buyer);
+    market__key_user(p.k_buyer, realm, buyer);
+    market__key_user(p.k_seller, realm, seller);
+    market__key_inventory(p.k_inv, realm, buyer);
+    market__key_stacks(p.k_stacks, realm, buyer);
     snprintf(p.member, sizeof p.member, "%s.%s", item, seller);
     char keybuf[MARKET__LOCK_KEY_MAX];
     const char *lock_key;
@@ -441,8 +441,8 @@ static int listing_guarded(market_conn *c, struct listing_op *op, const market_i
                            market__attempt fn) {
     int64_t deadline = lock_now_ms() + c->m->cfg.acquire_timeout_ms;
     market__realm_init(&op->realm, op->realm_id);
-    market__key(op->k_inv, sizeof op->k_inv, "inventory", op->realm_id, op->seller);
-    market__key(op->k_stacks, sizeof op->k_stacks, "stacks", op->realm_id, op->seller);
+    market__key_inventory(op->k_inv, op->realm_id, op->seller);
+    market__key_stacks(op->k_stacks, op->realm_id, op->seller);
     snprintf(op->member, sizeof op->member, "%s.%s", op->item, op->seller);
     char keybuf[MARKET__LOCK_KEY_MAX];
     const char *lock_key;
@@ -652,12 +652,12 @@ int market_player_get(market_conn *c, const char *realm, const char *id, market_
     *out = NULL;
     if (!c || !market_id_valid(realm) || !market_id_valid(id)) return MARKET_ERR_INVALID;
     char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX];
-    market__key(k_user, sizeof k_user, "users", realm, id);
-    market__key(k_inv, sizeof k_inv, "inventory", realm, id);
-    market__key(k_stacks, sizeof k_stacks, "stacks", realm, id);
+    market__key_user(k_user, realm, id);
+    market__key_inventory(k_inv, realm, id);
+    market__key_stacks(k_stacks, realm, id);
     market__cmd rd[3];
     redisReply *rep[3] = {0};
-    market__cmd_set(&rd[0], 4, "HMGET", k_user, "name", "funds");
+    market__cmd_set(&rd[0], 4, "HMGET", k_user, MARKET__FIELD_NAME, MARKET__FIELD_FUNDS);
     market__cmd_set(&rd[1], 2, "SMEMBERS", k_inv);
     market__cmd_set(&rd[2], 2, "HGETALL", k_stacks);
     int rc = market__route(c, realm);

@@ -229,7 +229,7 @@ static int audit_units(market_conn *c, const char *realm, market_audit_report *a
     struct market__keylist sales = {0}, stacks = {0};
     struct units u = {a, {0}};
     char pattern[MARKET__KEY_MAX];
-    market__key(pattern, sizeof pattern, "sale", realm, "*");
+    market__key_sale(pattern, realm, "*");
     int rc = market__scan_keys(c, pattern, &sales);
     size_t kept = 0; /* the sales, not their bought hashes (ids hold no ':') */
     for (size_t i = 0; rc == MARKET_OK && i < sales.n; i++) {
@@ -263,7 +263,7 @@ static int audit_units(market_conn *c, const char *realm, market_audit_report *a
         }
     }
     if (u.sale_items.n) qsort(u.sale_items.ids, u.sale_items.n, sizeof *u.sale_items.ids, cmp_id);
-    market__key(pattern, sizeof pattern, "stacks", realm, "*");
+    market__key_stacks(pattern, realm, "*");
     if (rc == MARKET_OK) rc = market__scan_keys(c, pattern, &stacks);
     if (rc == MARKET_OK) rc = per_key(c, &stacks, "HGETALL", NULL, audit_stacks, &u);
     market__keylist_free(&sales);
@@ -292,11 +292,11 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
     market__realm_init(&rl, realm);
     int rc = market__route(c, realm);
     if (rc < 0) goto out;
-    market__key(pattern, sizeof pattern, "users", realm, "*");
+    market__key_user(pattern, realm, "*");
     if ((rc = market__scan_keys(c, pattern, &users)) < 0) goto out;
-    market__key(pattern, sizeof pattern, "inventory", realm, "*");
+    market__key_inventory(pattern, realm, "*");
     if ((rc = market__scan_keys(c, pattern, &invs)) < 0) goto out;
-    if ((rc = per_key(c, &users, "HGET", "funds", audit_funds, out)) < 0) goto out;
+    if ((rc = per_key(c, &users, "HGET", MARKET__FIELD_FUNDS, audit_funds, out)) < 0) goto out;
     if ((rc = per_key(c, &invs, "SMEMBERS", NULL, audit_inventory, &items)) < 0) goto out;
     out->items_held = items.n;
     const char *hgetall[2] = {"HGETALL", rl.units};

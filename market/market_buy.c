@@ -91,7 +91,7 @@ static int offers_from_index(market_conn *c, struct buy *b, const redisReply *z)
         if (strcmp(seller, b->buyer) == 0) continue;
         memcpy(o->seller, seller, sizeof seller);
         snprintf(o->member, sizeof o->member, "%s.%s", b->item, seller);
-        market__key(o->k_seller, sizeof o->k_seller, "users", b->realm.id, seller);
+        market__key_user(o->k_seller, b->realm.id, seller);
         market__lock_key(o->lock, "item", b->realm.id, o->member);
         b->off[b->n] = (market__offer){o->seller, price, 0, 0};
         b->n++;
@@ -135,7 +135,7 @@ static int offers_read(market_conn *c, const market__held *held, struct buy *b) 
         hm[2 + i] = b->o[i].member;
         hget[i][0] = "HGET";
         hget[i][1] = b->o[i].k_seller;
-        hget[i][2] = "funds";
+        hget[i][2] = MARKET__FIELD_FUNDS;
     }
     argv[nc] = watch, argc[nc++] = (int)kw;
     argv[nc] = fences, argc[nc++] = (int)market__held_read(held, fences);
@@ -314,7 +314,7 @@ static int buy_attempt(market_conn *c, const market__held *held, void *ud) {
     if (!b->fixed) /* ZRANGE idx:{r}:item:<item> 1 <hi> BYSCORE LIMIT 0 <scan> WITHSCORES */
         market__cmd_set(&own[n_own++], 9, "ZRANGE", b->k_index, "1", b->hi, "BYSCORE", "LIMIT",
                         "0", b->scan, "WITHSCORES");
-    market__cmd_set(&own[n_own++], 3, "HGET", b->k_buyer, "funds");
+    market__cmd_set(&own[n_own++], 3, "HGET", b->k_buyer, MARKET__FIELD_FUNDS);
     int rc = market__single_read(c, b->fixed ? &none : held, &b->s, b->k_buyer, b->k_stacks,
                                  own, n_own, rep, &nrep, &io);
     if (nrep == 0) {
@@ -454,9 +454,9 @@ int market_buy_units(market_conn *c, const char *realm, const char *buyer, const
     b->res = res;
     market__realm_init(&b->realm, realm);
     market__idx_key(b->k_index, MARKET__IDX_ITEM, realm, item);
-    market__key(b->k_buyer, sizeof b->k_buyer, "users", realm, buyer);
-    market__key(b->k_inv, sizeof b->k_inv, "inventory", realm, buyer);
-    market__key(b->k_stacks, sizeof b->k_stacks, "stacks", realm, buyer);
+    market__key_user(b->k_buyer, realm, buyer);
+    market__key_inventory(b->k_inv, realm, buyer);
+    market__key_stacks(b->k_stacks, realm, buyer);
     snprintf(b->hi, sizeof b->hi, "%lld", (long long)max_price);
     snprintf(b->scan, sizeof b->scan, "%d", SCAN);
     int rc = market__single_init(&b->s, realm, buyer, idem, deadline);

@@ -82,7 +82,7 @@ int market_players_scan(market_conn *c, const char *realm, const char *match,
     *n = 0;
     if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
     char pattern[MARKET__KEY_MAX];
-    market__key(pattern, sizeof pattern, "users", realm, "*");
+    market__key_user(pattern, realm, "*");
     size_t prefix_len = strlen(pattern) - 1;
     struct userkeys cur = {0}, next = {0};
     struct market__pipe p = {0};
@@ -94,7 +94,7 @@ int market_players_scan(market_conn *c, const char *realm, const char *match,
         size_t ncmd = cur.n + (scanning ? 1 : 0);
         if ((rc = market__pipe_reserve(&p, ncmd)) < 0) break;
         for (size_t i = 0; i < cur.n; i++) {
-            p.cmd[i] = (struct market__argv6){{"HGET", cur.keys[i], "funds"}};
+            p.cmd[i] = (struct market__argv6){{"HGET", cur.keys[i], MARKET__FIELD_FUNDS}};
             p.argc[i] = 3;
         }
         if (scanning) {

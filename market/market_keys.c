@@ -44,6 +44,33 @@ void market__key(char *out, size_t outlen, const char *kind, const char *realm, 
     market__join(out, outlen, kind, ":{", realm, "}:", id, (const char *)NULL);
 }
 
+/* The kinds of keys a realm has, one "<kind>:{<realm>}:..." pattern each
+ * (market_world.c deletes them all to reset a realm). */
+const char *const market__realm_kinds[MARKET__REALM_KINDS] = {
+    "users", "inventory", "stacks", "idem", "idx", "trades", "sale"};
+
+/* Writes the key of player id's hash in realm (its name and funds; "*": the
+ * pattern of every player's) into out (MARKET__KEY_MAX bytes). */
+void market__key_user(char *out, const char *realm, const char *id) {
+    market__key(out, MARKET__KEY_MAX, market__realm_kinds[0], realm, id);
+}
+
+/* Writes the key of player id's unique items in realm into out. */
+void market__key_inventory(char *out, const char *realm, const char *id) {
+    market__key(out, MARKET__KEY_MAX, market__realm_kinds[1], realm, id);
+}
+
+/* Writes the key of player id's stackable goods (item -> units) in realm into out. */
+void market__key_stacks(char *out, const char *realm, const char *id) {
+    market__key(out, MARKET__KEY_MAX, market__realm_kinds[2], realm, id);
+}
+
+/* Writes the key of sale id's hash in realm ("*": the pattern of every
+ * sale's keys) into out. */
+void market__key_sale(char *out, const char *realm, const char *id) {
+    market__key(out, MARKET__KEY_MAX, market__realm_kinds[6], realm, id);
+}
+
 /* Fills *r with realm's id (borrowed) and the names every operation of the
  * realm shares: its market and its market lock. */
 void market__realm_init(market__realm *r, const char *realm) {

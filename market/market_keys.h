@@ -26,7 +26,16 @@ typedef struct market__realm {
 } market__realm;
 
 void market__realm_init(market__realm *r, const char *realm);
+#define MARKET__REALM_KINDS 7
+#define MARKET__FIELD_FUNDS "funds" /* a player's hash: its funds */
+#define MARKET__FIELD_NAME "name"   /* a player's hash: its display name */
+extern const char *const market__realm_kinds[MARKET__REALM_KINDS];
+
 void market__key(char *out, size_t outlen, const char *kind, const char *realm, const char *id);
+void market__key_user(char *out, const char *realm, const char *id);
+void market__key_inventory(char *out, const char *realm, const char *id);
+void market__key_stacks(char *out, const char *realm, const char *id);
+void market__key_sale(char *out, const char *realm, const char *id);
 void market__lock_key(char *out, const char *kind, const char *realm, const char *id);
 void market__trade_key(char *out, size_t outlen, const char *realm, const char *kind,
                        const char *id);

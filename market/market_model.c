@@ -216,7 +216,7 @@ void market__fx_fence(market__buf *b, const char *fenced, const char *fence) {
 
 /* A player's funds change by delta (none when 0). */
 void market__fx_funds(market__buf *b, const char *user_key, int64_t delta) {
-    if (delta) market__buf_cmd(b, 4, "HINCRBY", user_key, "funds", market__buf_i64(b, delta));
+    if (delta) market__buf_cmd(b, 4, "HINCRBY", user_key, MARKET__FIELD_FUNDS, market__buf_i64(b, delta));
 }
 
 /* A player's units of a stackable item change by n (none when 0). */

@@ -144,9 +144,9 @@ static size_t user_index(struct market__batch *b, const char *id) {
     size_t i = b->n_users++;
     b->user[i] = id;
     b->user_hash[i] = h;
-    market__key(b->k_user[i], sizeof b->k_user[i], "users", b->realm.id, id);
-    market__key(b->k_inv[i], sizeof b->k_inv[i], "inventory", b->realm.id, id);
-    market__key(b->k_stacks[i], sizeof b->k_stacks[i], "stacks", b->realm.id, id);
+    market__key_user(b->k_user[i], b->realm.id, id);
+    market__key_inventory(b->k_inv[i], b->realm.id, id);
+    market__key_stacks(b->k_stacks[i], b->realm.id, id);
     return i;
 }
 
@@ -190,7 +190,7 @@ static void read_users(struct market__batch *b, size_t *nc, const size_t *users,
         const char **a = b->args_hget[j];
         a[0] = "HGET";
         a[1] = b->k_user[users[j]];
-        a[2] = "funds";
+        a[2] = MARKET__FIELD_FUNDS;
         b->argv[*nc] = a;
         b->argc[(*nc)++] = 3;
     }

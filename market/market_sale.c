@@ -147,8 +147,8 @@ int market_sale_create(market_conn *c, const char *realm, const market_sale *s) 
     const char *house = s->house[0] ? s->house : MARKET_SALE_HOUSE;
     char k_sale[MARKET__KEY_MAX], k_house[MARKET__KEY_MAX];
     char price[24], initial[24], limit[24], start[24], end[24];
-    market__key(k_sale, sizeof k_sale, "sale", realm, s->id);
-    market__key(k_house, sizeof k_house, "users", realm, house);
+    market__key_sale(k_sale, realm, s->id);
+    market__key_user(k_house, realm, house);
     snprintf(price, sizeof price, "%lld", (long long)s->price);
     snprintf(initial, sizeof initial, "%lld", (long long)s->initial);
     snprintf(limit, sizeof limit, "%lld", (long long)s->limit);
@@ -227,7 +227,7 @@ int market_sale_get(market_conn *c, const char *realm, const char *id, market_sa
     if (!c || !out || !market_id_valid(realm) || !market_id_valid(id)) return MARKET_ERR_INVALID;
     memset(out, 0, sizeof *out);
     char k_sale[MARKET__KEY_MAX];
-    market__key(k_sale, sizeof k_sale, "sale", realm, id);
+    market__key_sale(k_sale, realm, id);
     market__cmd rd[2];
     rd[0].argc = 0;
     market__cmd_set(&rd[0], 1, "TIME");
@@ -312,8 +312,8 @@ static size_t user_index(struct sale_batch *b, const char *id) {
         if (strcmp(b->user[i], id) == 0) return i;
     size_t i = b->n_users++;
     b->user[i] = id;
-    market__key(b->k_user[i], sizeof b->k_user[i], "users", b->realm, id);
-    market__key(b->k_stacks[i], sizeof b->k_stacks[i], "stacks", b->realm, id);
+    market__key_user(b->k_user[i], b->realm, id);
+    market__key_stacks(b->k_stacks[i], b->realm, id);
     return i;
 }
 
@@ -410,7 +410,7 @@ static size_t read_build(const market__held *held, struct sale_batch *b) {
         const char **a = b->args_hget[u];
         a[0] = "HGET";
         a[1] = b->k_user[u];
-        a[2] = "funds";
+        a[2] = MARKET__FIELD_FUNDS;
         push(b, &nc, a, 3);
     }
     return nc;
@@ -439,7 +439,7 @@ static int read_house(market_conn *c, struct sale_batch *b) {
     const char **a = b->args_hget[u];
     a[0] = "HGET";
     a[1] = b->k_user[u];
-    a[2] = "funds";
+    a[2] = MARKET__FIELD_FUNDS;
     push(b, &nc, a, 3);
     int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
     if (rc < 0) return rc;
@@ -721,7 +721,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     for (size_t i = 0; i < b->n; i++) b->req[i] = cb->req[i]->order;
     b->realm = cb->realm;
     b->sale = cb->group;
-    market__key(b->k_sale, sizeof b->k_sale, "sale", b->realm, b->sale);
+    market__key_sale(b->k_sale, b->realm, b->sale);
     snprintf(b->k_bought, sizeof b->k_bought, "%s:bought", b->k_sale);
     market__cbatch_lock(cb, "sale", b->sale);
     return batch_index(b);

@@ -142,7 +142,7 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
     }
     size_t i_user = nc;
     if (q->seller) {
-        market__key(k_user, sizeof k_user, "users", realm, q->seller);
+        market__key_user(k_user, realm, q->seller);
         market__cmd_set(&rd[nc++], 2, "EXISTS", k_user);
     }
     int rc = market__route(c, realm);

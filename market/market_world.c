@@ -18,8 +18,6 @@
 /* The key patterns of a realm's keys that seeding with reset deletes (and its market and
  * its trades): players, inventories, stacks, idempotency records, search indexes, trade
  * indexes, and sales (with their bought hashes). */
-static const char *const realm_kinds[] = {"users", "inventory", "stacks", "idem",
-                                          "idx",   "trades",    "sale"};
 
 #define ZADD_CHUNK 256 /* score/member pairs per ZADD while seeding */
 
@@ -255,9 +253,9 @@ int market_world_check(const market_world *w, char *why, size_t whylen) {
 /* ---- writing a world ---- */
 
 static int collect_realm_keys(market_conn *c, const char *realm, struct market__keylist *keys) {
-    for (size_t i = 0; i < sizeof realm_kinds / sizeof *realm_kinds; i++) {
+    for (size_t i = 0; i < MARKET__REALM_KINDS; i++) {
         char pattern[MARKET__KEY_MAX];
-        market__key(pattern, sizeof pattern, realm_kinds[i], realm, "*");
+        market__key(pattern, sizeof pattern, market__realm_kinds[i], realm, "*");
         int rc = market__scan_keys(c, pattern, keys);
         if (rc < 0) return rc;
     }
@@ -407,12 +405,12 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     char units[24], member[MARKET__MEMBER_MAX];
     for (size_t i = 0; i < w->n_players; i++) {
         const struct wplayer *p = &w->players[i];
-        market__key(k_user, sizeof k_user, "users", realm, p->id);
-        market__key(k_inv, sizeof k_inv, "inventory", realm, p->id);
+        market__key_user(k_user, realm, p->id);
+        market__key_inventory(k_inv, realm, p->id);
         snprintf(funds, sizeof funds, "%lld", (long long)p->funds);
-        market__key(k_stacks, sizeof k_stacks, "stacks", realm, p->id);
+        market__key_stacks(k_stacks, realm, p->id);
         const char *del[4] = {"DEL", k_user, k_inv, k_stacks};
-        const char *hset[6] = {"HSET", k_user, "name", p->name, "funds", funds};
+        const char *hset[6] = {"HSET", k_user, MARKET__FIELD_NAME, p->name, MARKET__FIELD_FUNDS, funds};
         market__bulk_add(&b, 4, del, NULL);
         market__bulk_add(&b, 6, hset, NULL);
     }
@@ -420,11 +418,11 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
         const struct witem *it = &items[i];
         snprintf(units, sizeof units, "%lld", (long long)it->units);
         if (it->price == 0 && it->units) { /* a stack */
-            market__key(k_stacks, sizeof k_stacks, "stacks", realm, it->owner);
+            market__key_stacks(k_stacks, realm, it->owner);
             const char *hset[4] = {"HSET", k_stacks, it->item, units};
             market__bulk_add(&b, 4, hset, NULL);
         } else if (it->price == 0) { /* a unique item */
-            market__key(k_inv, sizeof k_inv, "inventory", realm, it->owner);
+            market__key_inventory(k_inv, realm, it->owner);
             const char *sadd[3] = {"SADD", k_inv, it->item};
             market__bulk_add(&b, 3, sadd, NULL);
         } else { /* a listing: its units, or none (a unique item's) */
