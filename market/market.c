@@ -156,111 +156,6 @@ const char *market_strerror(int err) {
     return "unknown market error";
 }
 
-struct purchase {
-    const char *buyer, *seller, *item;
-    int64_t quantity, expect_price;
-    market_purchase_result *res;
-    market__realm realm;
-    char k_buyer[MARKET__KEY_MAX], k_seller[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX];
-    char k_stacks[MARKET__KEY_MAX];
-    char member[MARKET__MEMBER_MAX];
-    struct market__single s;
-};
-
-static int purchase_attempt(market_conn *c, const market__held *held, void *ud) {
-    struct purchase *p = ud;
-    market__cmd own[4];
-    redisReply *rep[MARKET__PIPE_MAX] = {0};
-    size_t nrep, io;
-    market__cmd_set(&own[0], 3, "ZSCORE", p->realm.market, p->member);
-    market__cmd_set(&own[1], 3, "HGET", p->realm.units, p->member);
-    market__cmd_set(&own[2], 3, "HGET", p->k_buyer, MARKET__FIELD_FUNDS);
-    market__cmd_set(&own[3], 3, "HGET", p->k_seller, MARKET__FIELD_FUNDS);
-    int rc = market__single_read(c, held, &p->s, p->k_buyer, p->k_seller, own, 4, rep, &nrep, &io);
-    if (nrep == 0) {
-        if (p->s.replayed) {
-            p->res->replayed = 1;
-            p->res->price = p->s.stored_a;
-            p->res->buyer_funds = p->s.stored_b;
-            if (rc == MARKET_ERR_NOT_ENOUGH) p->res->available = p->s.stored_a, p->res->price = 0;
-            memcpy(p->res->trade_id, p->s.stored_trade, sizeof p->s.stored_trade);
-        }
-        return rc;
-    }
-    int64_t price = market__reply_price(rep[io]);
-    int stack = rep[io + 1]->type != REDIS_REPLY_NIL; /* no count: a unique item */
-    int64_t units = stack ? market__reply_units(rep[io + 1]) : 1;
-    if (price > 0 && units <= 0) price = MARKET__PRICE_UNREADABLE;
-    market__party buyer = market__reply_party(rep[io + 2]);
-    market__party seller = market__reply_party(rep[io + 3]);
-    market__replies_free(rep, nrep);
-    int64_t buyer_funds = buyer.funds, q = p->quantity;
-    rc = market__units_rule(price, units, q, p->expect_price, &buyer, &seller);
-    if (rc == MARKET_ERR_PRICE_CHANGED) p->res->price = price;
-    if (rc == MARKET_ERR_NOT_ENOUGH) p->res->available = units;
-    if (rc < 0)
-        return market__single_refuse(c, held, &p->s, rc,
-                                     rc == MARKET_ERR_PRICE_CHANGED ? price
-                                     : rc == MARKET_ERR_NOT_ENOUGH  ? units
-                                                                    : 0);
-
-    if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
-
-    market__buf w = {0};
-    market__idx_entry ix;
-    market__idx_entry_init(&ix, p->realm.id, p->item, p->seller, price);
-    market__fx_multi(&w);
-    market__fx_funds(&w, p->k_seller, price * q);
-    size_t i_buyer = w.n - 1; /* EXEC's replies follow MULTI's */
-    market__fx_funds(&w, p->k_buyer, -price * q);
-    if (stack)
-        market__fx_units(&w, p->k_stacks, p->item, q);
-    else
-        market__fx_item_in(&w, p->k_inv, p->item);
-    if (units > q) { /* part of a stack: the rest stays listed */
-        market__fx_listing_units(&w, &p->realm, p->member, -q);
-    } else {
-        market__fx_delist(&w, &p->realm, p->member, stack);
-        market__fx_idx_remove(&w, &ix);
-    }
-    market__held_fences(held, &w);
-    /* the trade record, and the idempotency record with its id */
-    market__trade_rec t = {.buyer = p->buyer, .seller = p->seller, .item = p->item,
-                           .quantity = q, .price = price,
-                           .fence = held->n ? held->fence[0] : "0"};
-    if (p->s.idem) { /* recorded as done before the script completes the record with the
-                      * trade id: were the script to fail, the purchase is still done once */
-        market__single_record(&p->s, MARKET_OK, price, buyer_funds - price * q, &w);
-        t.idem_key = p->s.k_idem;
-        t.idem_record = p->s.record;
-    }
-    market__trades tw;
-    const char *targv[MARKET__TRADES_ARGC(1)];
-    size_t i_trade = w.n - 1;
-    market__buf_cmdv(&w, (int)market__trades_argv(c->m, p->realm.id, &tw, &t, 1, targv), targv);
-    market__fx_exec(&w);
-    redisReply *exec = NULL;
-    rc = market__commit_buf(c, &w, &exec);
-    market__buf_free(&w);
-    if (rc != MARKET_OK) return rc;
-    if (exec->element[i_buyer]->type == REDIS_REPLY_INTEGER &&
-        market__trades_ids(exec->element[i_trade], &t, 1) == MARKET_OK) {
-        p->res->price = price;
-        p->res->buyer_funds = exec->element[i_buyer]->integer;
-        p->res->replayed = 0;
-        memcpy(p->res->trade_id, t.id, sizeof t.id);
-    } else {
-        /* cannot happen: funds were parsed under WATCH, and the script
-         * fails only with the store (then the transfer may have committed
-         * without its record: c->errstr says why) */
-        const redisReply *e = exec->element[i_trade];
-        rc = e->type == REDIS_REPLY_ERROR ? market__fail_reply(c, "trade record refused", e)
-                                          : MARKET_ERR_STORE;
-    }
-    freeReplyObject(exec);
-    return rc;
-}
-
 /* Buys item, listed by seller on realm's market, for buyer. expect_price > 0 makes the purchase
  * conditional on that price. Fills *res on success (and res->price on
  * MARKET_ERR_PRICE_CHANGED). Returns MARKET_OK or: ERR_INVALID (bad ids,
@@ -305,43 +200,20 @@ int market_purchase_units(market_conn *c, const char *realm, const char *buyer,
         return MARKET_ERR_INVALID;
     market *m = c->m;
     *res = (market_purchase_result){0};
-    if (market_can_submit(m)) /* the worker counts and serves it */
-        return market__queue_wait(m, realm, buyer, seller, item, quantity, expect_price, idem,
-                                  res, c->errstr, sizeof c->errstr);
-    MARKET__COUNT(m, purchases);
-    int64_t deadline = lock_now_ms() + m->cfg.acquire_timeout_ms;
-    struct purchase p = {buyer, seller, item, quantity, expect_price, res};
-    market__realm_init(&p.realm, realm);
-    market__key_user(p.k_buyer, realm, buyer);
-    market__key_user(p.k_seller, realm, seller);
-    market__key_inventory(p.k_inv, realm, buyer);
-    market__key_stacks(p.k_stacks, realm, buyer);
-    snprintf(p.member, sizeof p.member, "%s.%s", item, seller);
-    char keybuf[MARKET__LOCK_KEY_MAX];
-    const char *lock_key;
-    int rc = market__single_init(&p.s, realm, buyer, idem, deadline);
-    market__strategy_guard(m, &p.realm, p.member, keybuf, &p.s.watch, &lock_key);
-    if (m->cfg.strategy != MARKET_STRATEGY_ITEM) /* a listing's units, as its price */
-        p.s.watch.keys[p.s.watch.n++] = p.realm.units;
-    if (rc == MARKET_OK) rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__guarded(c, lock_key, deadline, purchase_attempt, &p);
-    if (rc == MARKET_OK && !res->replayed) MARKET__COUNT(m, purchased);
-    return rc;
+    return market__queue_wait(m, realm, buyer, seller, item, quantity, expect_price, idem, res,
+                              c->errstr, sizeof c->errstr);
 }
 
-/* Returns 1 when m's purchases can be submitted with market_purchase_submit()
- * (the market and item strategies queue them for one worker), 0 when they
- * run on the caller's thread (optimistic). This function can't fail. */
-int market_can_submit(const market *m) {
-    return m && m->cfg.strategy != MARKET_STRATEGY_OPTIMISTIC;
-}
+/* Returns 1 when m's purchases can be submitted with market_purchase_submit():
+ * every strategy's can (they all go through the combiner); 0 for NULL. This
+ * function can't fail. */
+int market_can_submit(const market *m) { return m != NULL; }
 
 /* Queues purchase p (see market_pending) and returns at once. Returns
  * MARKET_OK when p is queued: p->done(p) will be called exactly once, from
  * the market's worker thread, with p->rc and p->res set, within about p's
  * wait budget (acquire_timeout_ms) plus the Redis timeout. Otherwise returns
- * MARKET_ERR_INVALID (bad arguments, as market_purchase_idem(), or a market
- * of the optimistic strategy: see market_can_submit()), MARKET_ERR_BUSY
+ * MARKET_ERR_INVALID (bad arguments, as market_purchase_idem()), MARKET_ERR_BUSY
  * (after market_shutdown()) or MARKET_ERR_NOMEM (the worker cannot start),
  * and done is not called. */
 int market_purchase_submit(market *m, market_pending *p) {

@@ -19,7 +19,9 @@
  *      all-or-nothing round trip (no deadlock, no partial hold), with the
  *      kind's read already sent (answered while the locks are taken), and
  *      hands them to a releaser thread after the commit, so that the next
- *      batch does not wait for the release's round trip;
+ *      batch does not wait for the release's round trip; MARKET__POLICY_NONE
+ *      takes no lock at all, and an attempt whose EXEC a watched key
+ *      aborted reads again after a random pause (the optimistic strategy);
  *   3. runs attempts (market__attempts: read again when a watched key
  *      changed) of read, decide, commit - the kind's three ops;
  *   4. takes the next batch, and hands every order its outcome once that
@@ -312,8 +314,13 @@ static int batch_run(market_conn *c, struct market__lane *ln, market__cbatch *cb
     cb->n_locks = 0;
     int rc = cb->kind->prepare(c, cb);
     if (rc == MARKET_OK && cb->n_open == 0) return MARKET_OK; /* every one answered early */
-    if (rc == MARKET_OK)
+    if (rc == MARKET_OK && cb->policy == MARKET__POLICY_NONE) {
+        answer_now(ln); /* an abort's backoff may wait */
+        market__held none = {0};
+        rc = market__attempts(c, NULL, &none, batch_attempt, cb);
+    } else if (rc == MARKET_OK) {
         rc = cb->policy == MARKET__POLICY_EACH ? run_each(c, ln, cb) : run_hold(c, ln, cb);
+    }
     if (rc < 0 && rc != MARKET__REDIRECTED) batch_fail(m, cb, rc);
     return rc;
 }

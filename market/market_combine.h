@@ -20,6 +20,7 @@
 enum {
     MARKET__POLICY_HOLD, /* one lock (cb->lock_keys[0]), kept from one batch to the next */
     MARKET__POLICY_EACH, /* every lock its orders name, all or none, released after the batch */
+    MARKET__POLICY_NONE, /* no lock: the read's WATCH alone guards the commit (optimistic) */
 };
 
 /* A batch as the combiner sees it: orders of one kind, realm and group,

@@ -99,6 +99,8 @@ struct market__batch {
     size_t read_off;                  /* read_build(): the claims in front of the WATCH */
     size_t read_i_users;              /* read_build(): where the funds replies start */
     size_t read_i_units;              /* read_build(): the HMGET of the listings' units */
+    size_t read_i_fence;              /* read_build(): the leases' MGET (SIZE_MAX: none) */
+    size_t read_i_idem;               /* read_build(): the idempotency records' MGET */
     int read_splitting;               /* read_build(): funds left to later round trips */
     size_t prefetched;                /* the read's commands already sent, replies in rep */
     size_t sending;                   /* read_send(): the read's commands sent early */
@@ -279,9 +281,10 @@ static size_t read_build(const market *m, const market__held *held, struct marke
     }
     b->read_off = nc;
     b->args_watch[k++] = "WATCH";
-    /* The market lock guards market: as a whole, so it is watched; listing
-     * locks guard their own listings, and every purchase changes market:. */
-    if (m->cfg.strategy == MARKET_STRATEGY_MARKET) {
+    /* The market lock guards market: as a whole, so it is watched, and with
+     * no lock the WATCH alone guards it; listing locks guard their own
+     * listings, and every purchase changes market:. */
+    if (m->cfg.strategy != MARKET_STRATEGY_ITEM) {
         b->args_watch[k++] = b->realm.market;
         b->args_watch[k++] = b->realm.units;
     }
@@ -309,9 +312,14 @@ static size_t read_build(const market *m, const market__held *held, struct marke
     b->argv[nc] = b->args_zmscore;
     b->argc[nc++] = (int)k;
 
-    b->argv[nc] = b->args_fence;
-    b->argc[nc++] = (int)market__held_read(held, b->args_fence);
-    if (b->n_idem) { /* right after the leases, as read_parse() expects */
+    b->read_i_fence = SIZE_MAX; /* no lease (optimistic): no fencing record */
+    if (held->n) {
+        b->read_i_fence = nc;
+        b->argv[nc] = b->args_fence;
+        b->argc[nc++] = (int)market__held_read(held, b->args_fence);
+    }
+    b->read_i_idem = nc;
+    if (b->n_idem) {
         k = 0;
         b->args_mget[k++] = "MGET";
         for (size_t i = 0; i < b->n; i++)
@@ -343,8 +351,9 @@ static size_t read_build(const market *m, const market__held *held, struct marke
 static int read_parse(market_conn *c, const market__held *held, struct market__batch *b,
                       size_t nc) {
     int rc = MARKET_OK, split = b->read_splitting;
-    size_t o = b->read_off, i_mget = o + 3, i_users = b->read_i_users;
-    const redisReply *w = b->rep[o], *z = b->rep[o + 1], *f = b->rep[o + 2];
+    size_t o = b->read_off, i_mget = b->read_i_idem, i_users = b->read_i_users;
+    const redisReply *w = b->rep[o], *z = b->rep[o + 1];
+    const redisReply *f = b->read_i_fence != SIZE_MAX ? b->rep[b->read_i_fence] : NULL;
     const redisReply *err = market__reply_error(b->rep, o);
     if (err) { /* a claim refused: e.g. a read-only replica */
         rc = market__fail_reply(c, "claim refused", err);
@@ -368,13 +377,13 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
         rc = market__fail_reply(c, "read refused", w->type != REDIS_REPLY_STATUS ? w : z);
         goto out;
     }
-    if (market__held_lost(held, f)) {
+    if (held->n && market__held_lost(held, f)) {
         rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
         goto out;
     }
     for (size_t i = 0; i < held->n; i++) { /* our own earlier commit of this lease */
         const redisReply *e =
-            f->type == REDIS_REPLY_ARRAY && i < f->elements ? f->element[i] : NULL;
+            f && f->type == REDIS_REPLY_ARRAY && i < f->elements ? f->element[i] : NULL;
         b->fence_same[i] = e && e->type == REDIS_REPLY_STRING && e->len == strlen(held->fence[i]) &&
                            memcmp(e->str, held->fence[i], e->len) == 0;
     }
@@ -669,7 +678,11 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
 /* ---- the kind's ops (market_combine.h) ---- */
 
 static int policy(const market *m) {
-    return m->cfg.strategy == MARKET_STRATEGY_ITEM ? MARKET__POLICY_EACH : MARKET__POLICY_HOLD;
+    switch (m->cfg.strategy) {
+    case MARKET_STRATEGY_ITEM: return MARKET__POLICY_EACH;
+    case MARKET_STRATEGY_OPTIMISTIC: return MARKET__POLICY_NONE;
+    default: return MARKET__POLICY_HOLD;
+    }
 }
 
 static void *state_new(void) {
@@ -743,8 +756,8 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     market__realm_init(&b->realm, cb->realm);
     MARKET__COUNT(m, batches);
     b->filtered = 0;
-    if (cb->policy == MARKET__POLICY_HOLD) {
-        market__cbatch_lock_key(cb, b->realm.lock);
+    if (cb->policy != MARKET__POLICY_EACH) {
+        if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
         b->guard = 0;
         return batch_index(b, 0);
     }

@@ -22,8 +22,8 @@
  * A refusal after WATCH leaves the connection watching; the UNWATCH rides in
  * front of the connection's next pipeline instead of costing a round trip
  * (market__unwatch_later).
- * The operations that run one at a time (purchases of the optimistic
- * strategy, list, unlist) share market__single_*: the idempotency claim in
+ * The operations that run one at a time (list, unlist, a purchase without
+ * a seller) share market__single_*: the idempotency claim in
  * front of the WATCH, the read, and the record of a final outcome.
  */
 #include "market/market_txn.h"
@@ -331,7 +331,7 @@ void market__strategy_guard(const market *m, const market__realm *r, const char 
     }
 }
 
-/* ---- one operation at a time: purchases of the optimistic strategy, list, unlist ---- */
+/* ---- one operation at a time: list, unlist, a purchase without a seller ---- */
 
 /* Prepares s for an operation of player of realm, before the monotonic time
  * deadline_ms. Returns MARKET_OK, or MARKET_ERR_STORE when no claim token

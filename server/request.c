@@ -30,7 +30,7 @@
  * event streams); this file matches no API path and knows no kind of order.
  * Reads (GET) run on the event-loop thread; with --threads 0 (a thread per
  * connection) every request, purchases included, runs on its connection's
- * thread, as does every purchase of the optimistic strategy.
+ * thread.
  *
  * Called by daemon.c (the callbacks it gives libmicrohttpd); answers through
  * respond.c, over conn.c and log.c.
