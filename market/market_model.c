@@ -110,15 +110,16 @@ void market__buf_cmd(market__buf *b, int argc, ...) {
     market__buf_cmdv(b, argc < 8 ? argc : 8, argv);
 }
 
-/* Opens the command "<cmd> <key>", to which market__buf_arg() appends and
- * which market__buf_end() closes. */
+/* Opens the command "<cmd> <key>" ("<cmd>" with key NULL), to which
+ * market__buf_arg() appends and which market__buf_end() closes. */
 void market__buf_begin(market__buf *b, const char *cmd, const char *key) {
     if (room(b, 2) < 0) return;
     b->open = b->n;
     b->at[b->n] = b->n_args;
-    b->argc[b->n++] = 2;
+    b->argc[b->n++] = 1;
     b->args[b->n_args++] = cmd;
-    b->args[b->n_args++] = key;
+    if (key) b->argc[b->open]++, b->args[b->n_args++] = key;
+    b->open_base = b->argc[b->open];
 }
 
 /* Appends arg to the open command. */
@@ -129,10 +130,11 @@ void market__buf_arg(market__buf *b, const char *arg) {
 }
 
 /* Closes the open command: kept when it has at least `least` arguments
- * after its key, else taken back. Returns how many it has. */
+ * after its key (after its name, when opened without a key), else taken
+ * back. Returns how many it has. */
 size_t market__buf_end(market__buf *b, size_t least) {
     if (b->nomem || b->open >= b->n) return 0;
-    size_t has = (size_t)b->argc[b->open] - 2;
+    size_t has = (size_t)(b->argc[b->open] - b->open_base);
     if (has < least) {
         b->n_args = b->at[b->open];
         b->n = b->open;
@@ -337,4 +339,32 @@ void market__fx_change(market__buf *b, const market__realm *r, int listed, const
                           "item", item, "price", market__buf_i64(b, price),
                           "quantity", market__buf_i64(b, quantity)};
     market__buf_cmdv(b, (int)(sizeof argv / sizeof *argv), argv);
+}
+
+/* ---- reads ---- */
+
+/* Claims an idempotency key for an attempt: SET <key> <claim> NX PX <ttl_ms>. */
+void market__rd_claim(market__buf *b, const char *k_idem, const char *claim, const char *ttl_ms) {
+    market__buf_cmd(b, 6, "SET", k_idem, claim, "NX", "PX", ttl_ms);
+}
+
+/* Opens the WATCH of what a read reads (its keys, then end). */
+void market__rd_watch_begin(market__buf *b) { market__buf_begin(b, "WATCH", NULL); }
+
+/* Opens a read of string keys: idempotency records, fencing records (keys, then end). */
+void market__rd_records_begin(market__buf *b) { market__buf_begin(b, "MGET", NULL); }
+
+/* Opens a read of listings' prices (members, then end). */
+void market__rd_prices_begin(market__buf *b, const market__realm *r) {
+    market__buf_begin(b, "ZMSCORE", r->market);
+}
+
+/* Opens a read of stack listings' units (members, then end). */
+void market__rd_listing_units_begin(market__buf *b, const market__realm *r) {
+    market__buf_begin(b, "HMGET", r->units);
+}
+
+/* A player's funds. */
+void market__rd_funds(market__buf *b, const char *user_key) {
+    market__buf_cmd(b, 3, "HGET", user_key, MARKET__FIELD_FUNDS);
 }

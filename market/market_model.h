@@ -29,6 +29,7 @@ typedef struct market__buf {
     const char **args;  /* every command's arguments, back to back */
     size_t n_args, cap_args;
     size_t open;        /* the command market__buf_begin() opened, n when none */
+    int open_base;      /* its arguments when opened (name, and key if any) */
     struct market__text *text, *text_at; /* chunks, and the one being filled */
     int nomem;
 } market__buf;
@@ -72,5 +73,14 @@ void market__fx_delist(market__buf *b, const market__realm *r, const char *membe
 void market__fx_idx_add(market__buf *b, const market__idx_entry *e);
 void market__fx_change(market__buf *b, const market__realm *r, int listed, const char *seller,
                        const char *item, int64_t price, int64_t quantity);
+
+
+/* reads */
+void market__rd_claim(market__buf *b, const char *k_idem, const char *claim, const char *ttl_ms);
+void market__rd_watch_begin(market__buf *b);
+void market__rd_records_begin(market__buf *b);
+void market__rd_prices_begin(market__buf *b, const market__realm *r);
+void market__rd_listing_units_begin(market__buf *b, const market__realm *r);
+void market__rd_funds(market__buf *b, const char *user_key);
 
 #endif /* GM_MARKET_MARKET_MODEL_H */

@@ -42,9 +42,6 @@
 #include "market/market_trade.h"
 
 #define USERS_MAX (2 * MARKET__BATCH_MAX)
-/* commands in one of a batch's pipelines: room for the commit's index ZREMs and trade
- * script too */
-#define CMDS_MAX (9 + MARKET__HELD_MAX + 2 * USERS_MAX + (4 + MARKET__IDX_KINDS) * MARKET__BATCH_MAX)
 
 /* The kind's state on a lane: a batch of purchases of one realm, and what
  * its attempt reads and decides. */
@@ -86,7 +83,6 @@ struct market__batch {
     int64_t read_funds[USERS_MAX];  /* party[].funds as read: the commit writes the change */
 
     /* pipeline scratch */
-    const char *args_watch[4 + 2 * MARKET__HELD_MAX + USERS_MAX + MARKET__BATCH_MAX];
     size_t read_list[USERS_MAX]; /* the users whose funds are read */
     int read_split;              /* read funds in later round trips (see batch_read) */
     int filtered;                /* prefilter_unlisted() refused some of this batch */
@@ -104,18 +100,9 @@ struct market__batch {
     int read_splitting;               /* read_build(): funds left to later round trips */
     size_t prefetched;                /* the read's commands already sent, replies in rep */
     size_t sending;                   /* read_send(): the read's commands sent early */
-    const char *args_mget[1 + MARKET__BATCH_MAX];
-    const char *args_fence[1 + 2 * MARKET__HELD_MAX];
-    const char *args_claim[MARKET__BATCH_MAX][6];
-    const char *args_zmscore[2 + MARKET__BATCH_MAX];
-    const char *args_units[2 + MARKET__BATCH_MAX]; /* HMGET units: <members> */
-    const char *args_hget[USERS_MAX][3];
     market__idx_entry idx[MARKET__BATCH_MAX]; /* a sold-out listing's search index entries */
     const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
-    market__buf wb; /* the commit (market_model.h) */
-    const char **argv[CMDS_MAX];
-    int argc[CMDS_MAX];
-    redisReply *rep[CMDS_MAX];
+    market__buf rb, wb; /* the read and the commit (market_model.h) */
 
     /* the commit's trade records: one per purchase won, in queue order */
     market__trades tw;
@@ -186,16 +173,9 @@ static int batch_index(struct market__batch *b, int need_token) {
 
 /* ---- one attempt: read, decide, commit ---- */
 
-/* Appends HGET funds for users[0..n) to the pipeline at *nc. */
-static void read_users(struct market__batch *b, size_t *nc, const size_t *users, size_t n) {
-    for (size_t j = 0; j < n; j++) {
-        const char **a = b->args_hget[j];
-        a[0] = "HGET";
-        a[1] = b->k_user[users[j]];
-        a[2] = MARKET__FIELD_FUNDS;
-        b->argv[*nc] = a;
-        b->argc[(*nc)++] = 3;
-    }
+/* Appends the reads of the funds of users[0..n) to the read. */
+static void read_users(struct market__batch *b, const size_t *users, size_t n) {
+    for (size_t j = 0; j < n; j++) market__rd_funds(&b->rb, b->k_user[users[j]]);
 }
 
 /* Reads the funds replies rep[0..n) of users[0..n). Funds that cannot be
@@ -264,86 +244,67 @@ static size_t users_needed(struct market__batch *b) {
  * because its listing is gone, or was sold earlier in the batch, then costs
  * one ZMSCORE member, not two HGETs. */
 static size_t read_build(const market *m, const market__held *held, struct market__batch *b) {
-    int split = b->read_split;
-    size_t nc = 0, k = 0;
+    market__buf *r = &b->rb;
+    market__buf_reset(r);
     for (size_t i = 0; i < b->n; i++) {
         if (!b->k_idem[i][0]) continue;
         market__idem_claim_ttl(b->claim_ttl[i], sizeof b->claim_ttl[i], b->req[i]->q.deadline_ms);
-        const char **a = b->args_claim[i];
-        a[0] = "SET";
-        a[1] = b->k_idem[i];
-        a[2] = b->claim[i];
-        a[3] = "NX";
-        a[4] = "PX";
-        a[5] = b->claim_ttl[i];
-        b->argv[nc] = a;
-        b->argc[nc++] = 6;
+        market__rd_claim(r, b->k_idem[i], b->claim[i], b->claim_ttl[i]);
     }
-    b->read_off = nc;
-    b->args_watch[k++] = "WATCH";
+    b->read_off = r->n;
+    market__rd_watch_begin(r);
     /* The market lock guards market: as a whole, so it is watched, and with
      * no lock the WATCH alone guards it; listing locks guard their own
      * listings, and every purchase changes market:. */
     if (m->cfg.strategy != MARKET_STRATEGY_ITEM) {
-        b->args_watch[k++] = b->realm.market;
-        b->args_watch[k++] = b->realm.units;
+        market__buf_arg(r, b->realm.market);
+        market__buf_arg(r, b->realm.units);
     }
     for (size_t i = 0; i < held->n; i++) {
         /* The lock keys when they are read (held->tokens), or under the
          * market strategy; not the item strategy's when the lock lives
          * elsewhere: its read goes out before they are set (see
-         * batch_run_item_locked, lease_lapsed). */
+         * market_combine.c's run_each, lease_lapsed). */
         if (m->cfg.strategy == MARKET_STRATEGY_MARKET || held->tokens)
-            b->args_watch[k++] = held->key[i];
-        b->args_watch[k++] = held->fenced[i];
+            market__buf_arg(r, held->key[i]);
+        market__buf_arg(r, held->fenced[i]);
     }
     for (size_t i = 0; i < b->n; i++)
-        if (b->k_idem[i][0]) b->args_watch[k++] = b->k_idem[i];
+        if (b->k_idem[i][0]) market__buf_arg(r, b->k_idem[i]);
     for (size_t u = 0; u < b->n_users; u++)
-        b->args_watch[k++] = b->k_user[u];
-    b->argv[nc] = b->args_watch;
-    b->argc[nc++] = (int)k;
+        market__buf_arg(r, b->k_user[u]);
+    market__buf_end(r, 0);
 
-    k = 0;
-    b->args_zmscore[k++] = "ZMSCORE";
-    b->args_zmscore[k++] = b->realm.market;
+    market__rd_prices_begin(r, &b->realm);
     for (size_t i = 0; i < b->n; i++)
-        b->args_zmscore[k++] = b->member[i];
-    b->argv[nc] = b->args_zmscore;
-    b->argc[nc++] = (int)k;
-
+        market__buf_arg(r, b->member[i]);
+    market__buf_end(r, 0);
     b->read_i_fence = SIZE_MAX; /* no lease (optimistic): no fencing record */
     if (held->n) {
-        b->read_i_fence = nc;
-        b->argv[nc] = b->args_fence;
-        b->argc[nc++] = (int)market__held_read(held, b->args_fence);
+        b->read_i_fence = r->n;
+        market__held_read_buf(held, r);
     }
-    b->read_i_idem = nc;
+    b->read_i_idem = r->n;
     if (b->n_idem) {
-        k = 0;
-        b->args_mget[k++] = "MGET";
+        market__rd_records_begin(r);
         for (size_t i = 0; i < b->n; i++)
-            if (b->k_idem[i][0]) b->args_mget[k++] = b->k_idem[i];
-        b->argv[nc] = b->args_mget;
-        b->argc[nc++] = (int)k;
+            if (b->k_idem[i][0]) market__buf_arg(r, b->k_idem[i]);
+        market__buf_end(r, 0);
     }
-    k = 0;
-    b->args_units[k++] = "HMGET";
-    b->args_units[k++] = b->realm.units;
+    b->read_i_units = r->n;
+    market__rd_listing_units_begin(r, &b->realm);
     for (size_t i = 0; i < b->n; i++)
-        b->args_units[k++] = b->member[i];
-    b->read_i_units = nc;
-    b->argv[nc] = b->args_units;
-    b->argc[nc++] = (int)k;
-    b->read_i_users = nc;
-    b->read_splitting = split;
+        market__buf_arg(r, b->member[i]);
+    market__buf_end(r, 0);
+    b->read_i_users = r->n;
+    b->read_splitting = b->read_split;
     for (size_t u = 0; u < b->n_users; u++)
         b->read_list[u] = u;
-    if (!split) read_users(b, &nc, b->read_list, b->n_users);
-    return nc;
+    if (!b->read_splitting) read_users(b, b->read_list, b->n_users);
+    return r->n;
 }
 
-/* Takes in the nc replies (b->rep) of read_build()'s pipeline, then reads
+/* Takes in the nc replies (b->rb.rep) of read_build()'s pipeline, then reads
  * more funds if the read is split. Frees the replies. What cannot be read
  * for one purchase (its listing's score, its idempotency record, its
  * users' funds) fails that purchase alone (ERR_STORE when decided); what
@@ -352,15 +313,15 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
                       size_t nc) {
     int rc = MARKET_OK, split = b->read_splitting;
     size_t o = b->read_off, i_mget = b->read_i_idem, i_users = b->read_i_users;
-    const redisReply *w = b->rep[o], *z = b->rep[o + 1];
-    const redisReply *f = b->read_i_fence != SIZE_MAX ? b->rep[b->read_i_fence] : NULL;
-    const redisReply *err = market__reply_error(b->rep, o);
+    const redisReply *w = b->rb.rep[o], *z = b->rb.rep[o + 1];
+    const redisReply *f = b->read_i_fence != SIZE_MAX ? b->rb.rep[b->read_i_fence] : NULL;
+    const redisReply *err = market__reply_error(b->rb.rep, o);
     if (err) { /* a claim refused: e.g. a read-only replica */
         rc = market__fail_reply(c, "claim refused", err);
         goto out;
     }
     if (b->n_idem) {
-        const redisReply *mg = b->rep[i_mget];
+        const redisReply *mg = b->rb.rep[i_mget];
         if (mg->type != REDIS_REPLY_ARRAY || mg->elements != b->n_idem) {
             rc = market__fail_reply(c, "reading idempotency records", mg);
             goto out;
@@ -387,7 +348,7 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
         b->fence_same[i] = e && e->type == REDIS_REPLY_STRING && e->len == strlen(held->fence[i]) &&
                            memcmp(e->str, held->fence[i], e->len) == 0;
     }
-    const redisReply *ur = b->rep[b->read_i_units];
+    const redisReply *ur = b->rb.rep[b->read_i_units];
     if (ur->type != REDIS_REPLY_ARRAY || ur->elements != b->n) {
         rc = market__fail_reply(c, "reading the listings' units", ur);
         goto out;
@@ -405,10 +366,10 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
      * (a lone purchase tells too little to change the mode). */
     if (b->n > 1 && !b->filtered) b->read_split = unlisted * 4 >= b->n;
     if (!split) {
-        parse_users(b, b->rep + i_users, b->read_list, b->n_users);
+        parse_users(b, b->rb.rep + i_users, b->read_list, b->n_users);
         goto out;
     }
-    market__replies_free(b->rep, nc);
+    market__replies_free(b->rb.rep, nc);
     nc = 0;
 
     /* Later round trips: the funds of the users that deciding in order will
@@ -417,16 +378,16 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
         b->party[u] = (market__party){MARKET__UNREAD, 0};
     size_t n_read;
     while ((n_read = users_needed(b)) > 0) { /* every user is watched already */
-        nc = 0;
-        read_users(b, &nc, b->read_list, n_read);
-        rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+        market__buf_reset(&b->rb);
+        read_users(b, b->read_list, n_read);
+        rc = market__pipeline_buf(c, &b->rb);
         if (rc < 0) return rc;
-        parse_users(b, b->rep, b->read_list, n_read);
-        market__replies_free(b->rep, nc);
+        parse_users(b, b->rb.rep, b->read_list, n_read);
+        market__replies_free(b->rb.rep, b->rb.n);
     }
     return MARKET_OK;
 out:
-    market__replies_free(b->rep, nc);
+    market__replies_free(b->rb.rep, nc);
     return rc;
 }
 
@@ -439,7 +400,7 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     b->prefetched = 0;
     if (!nc) {
         nc = read_build(c->m, held, b);
-        int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+        int rc = market__pipeline_buf(c, &b->rb);
         if (rc < 0) return rc;
     }
     return read_parse(c, held, b, nc);
@@ -690,13 +651,14 @@ static void *state_new(void) {
     if (b) {
         b->read_split = b->filtered = b->guard = 0;
         b->prefetched = b->sending = 0;
-        b->wb = (market__buf){0};
+        b->rb = b->wb = (market__buf){0};
     }
     return b;
 }
 
 static void state_free(void *ks) {
     struct market__batch *b = ks;
+    market__buf_free(&b->rb);
     market__buf_free(&b->wb);
     free(b);
 }
@@ -709,20 +671,18 @@ static void state_free(void *ks) {
  * answer may be a stored success. Returns how many it refused. */
 static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
     market__cbatch *cb = b->cb;
-    size_t k = 0;
-    b->args_zmscore[k++] = "ZMSCORE";
-    b->args_zmscore[k++] = b->realm.market;
+    market__buf_reset(&b->rb);
+    market__rd_prices_begin(&b->rb, &b->realm);
     for (size_t i = 0; i < b->n; i++) {
         const market_pending *r = b->req[i];
         market__join(b->member[i], sizeof b->member[i], r->item, ".", r->seller,
                      (const char *)NULL);
-        b->args_zmscore[k++] = b->member[i];
+        market__buf_arg(&b->rb, b->member[i]);
     }
-    b->argv[0] = b->args_zmscore;
-    b->argc[0] = (int)k;
-    if (market__pipeline_argv(c, 1, b->argc, b->argv, b->rep) < 0)
+    market__buf_end(&b->rb, 0);
+    if (market__pipeline_buf(c, &b->rb) < 0)
         return 0; /* the locked path will meet the same trouble and answer it */
-    const redisReply *z = b->rep[0];
+    const redisReply *z = b->rb.rep[0];
     size_t kept = 0, refused = 0;
     market_queued *gone[MARKET__BATCH_MAX];
     if (z->type == REDIS_REPLY_ARRAY && z->elements == b->n) {
@@ -739,7 +699,7 @@ static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
         memcpy(cb->req + kept, gone, refused * sizeof *gone);
         b->n = cb->n_open = kept;
     }
-    market__replies_free(b->rep, 1);
+    market__replies_free(b->rb.rep, 1);
     return refused;
 }
 
@@ -780,18 +740,21 @@ static int prepare(market_conn *c, market__cbatch *cb) {
 static void read_send(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct market__batch *b = cb->ks;
     size_t nc = read_build(c->m, held, b);
-    b->sending = market__pipeline_send(c, nc, b->argc, b->argv) == MARKET_OK ? nc : 0;
+    b->sending = market__buf_seal(&b->rb) == MARKET_OK &&
+                         market__pipeline_send(c, nc, b->rb.argc, b->rb.argv) == MARKET_OK
+                     ? nc
+                     : 0;
 }
 
 static void read_recv(market_conn *c, market__cbatch *cb, int locked) {
     struct market__batch *b = cb->ks;
     size_t sent = b->sending;
     b->sending = 0;
-    if (sent && market__pipeline_recv(c, sent, b->rep) != MARKET_OK) sent = 0; /* read again */
+    if (sent && market__pipeline_recv(c, sent, b->rb.rep) != MARKET_OK) sent = 0; /* read again */
     if (locked) {
         b->prefetched = sent;
     } else if (sent) {
-        market__replies_free(b->rep, sent);
+        market__replies_free(b->rb.rep, sent);
         (void)market__unwatch_later(c, MARKET_OK); /* UNWATCH before the next pipeline */
     }
 }

@@ -223,6 +223,13 @@ size_t market__held_read(const market__held *held, const char **argv) {
     return k;
 }
 
+/* Appends to w the read of market__held_read(): the fencing records of
+ * held and, when held->tokens, the lock keys (held->n > 0). */
+void market__held_read_buf(const market__held *held, market__buf *w) {
+    const char *argv[1 + 2 * MARKET__HELD_MAX];
+    market__buf_cmdv(w, (int)market__held_read(held, argv), argv);
+}
+
 /* Given the reply to market__held_read()'s MGET, returns 1 when a lease of
  * held cannot commit: a newer holder has committed (a stored fence above
  * ours), or, when held->tokens, a lock key no longer holds our token (the
