@@ -368,3 +368,22 @@ void market__rd_listing_units_begin(market__buf *b, const market__realm *r) {
 void market__rd_funds(market__buf *b, const char *user_key) {
     market__buf_cmd(b, 3, "HGET", user_key, MARKET__FIELD_FUNDS);
 }
+
+/* The store's clock. */
+void market__rd_time(market__buf *b) { market__buf_cmd(b, 1, "TIME"); }
+
+/* The fields of a sale's hash, in the order market__rd_sale() reads them. */
+const char *const market__sale_fields[MARKET__SALE_FIELDS] = {
+    "item", "price", "initial", "stock", "sold", "limit", "start_ms", "end_ms", "house"};
+
+/* A sale: its market__sale_fields. */
+void market__rd_sale(market__buf *b, const char *sale_key) {
+    market__buf_begin(b, "HMGET", sale_key);
+    for (size_t i = 0; i < MARKET__SALE_FIELDS; i++) market__buf_arg(b, market__sale_fields[i]);
+    market__buf_end(b, 0);
+}
+
+/* Opens a read of the units players bought of a sale (players, then end). */
+void market__rd_bought_begin(market__buf *b, const char *bought_key) {
+    market__buf_begin(b, "HMGET", bought_key);
+}

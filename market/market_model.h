@@ -82,5 +82,10 @@ void market__rd_records_begin(market__buf *b);
 void market__rd_prices_begin(market__buf *b, const market__realm *r);
 void market__rd_listing_units_begin(market__buf *b, const market__realm *r);
 void market__rd_funds(market__buf *b, const char *user_key);
+#define MARKET__SALE_FIELDS 9 /* item price initial stock sold limit start_ms end_ms house */
+extern const char *const market__sale_fields[MARKET__SALE_FIELDS];
+void market__rd_time(market__buf *b);
+void market__rd_sale(market__buf *b, const char *sale_key);
+void market__rd_bought_begin(market__buf *b, const char *bought_key);
 
 #endif /* GM_MARKET_MARKET_MODEL_H */

@@ -53,11 +53,6 @@
 
 #define USERS_MAX (MARKET__BATCH_MAX + 2) /* every buyer, the house, and a house cached from
                                            * before the sale was made again with another */
-#define CMDS_MAX (16 + 4 * MARKET__BATCH_MAX + 3 * USERS_MAX)
-#define SALE_FIELDS 9 /* item price initial stock sold limit start_ms end_ms house */
-
-static const char *const sale_fields[SALE_FIELDS] = {
-    "item", "price", "initial", "stock", "sold", "limit", "start_ms", "end_ms", "house"};
 
 /* The kind's state on a lane: a batch of buys of one sale, and what its
  * attempt read and decides. */
@@ -102,20 +97,8 @@ struct sale_batch {
     size_t n_idem;
 
     /* pipeline scratch */
-    const char *args_claim[MARKET__BATCH_MAX][6];
-    const char *args_watch[8 + MARKET__BATCH_MAX + USERS_MAX];
-    const char *args_time[1];
-    const char *args_sale[2 + SALE_FIELDS];
-    const char *args_bought[2 + USERS_MAX];
-    const char *args_fence[1 + 2];
-    const char *args_mget[1 + MARKET__BATCH_MAX];
-    const char *args_hget[USERS_MAX][3];
-    const char *args_hwatch[2];
     const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
-    market__buf wb; /* the commit (market_model.h) */
-    const char **argv[CMDS_MAX];
-    int argc[CMDS_MAX];
-    redisReply *rep[CMDS_MAX];
+    market__buf rb, wb; /* the read and the commit (market_model.h) */
     size_t read_off, i_time, i_sale, i_bought, i_fence, i_mget, i_users;
 
     market__trades tw;
@@ -195,18 +178,18 @@ static int reply_id(const redisReply *e, char *out) {
     return market_id_valid(out) ? 0 : -1;
 }
 
-/* Reads the HMGET of sale_fields (r) into *st, and the item and house ids
+/* Reads the HMGET of market__sale_fields (r) into *st, and the item and house ids
  * into item and house (MARKET_ID_MAX + 1 bytes each; may be NULL), with
  * *initial the stock it was created with. Returns st->known. */
 static int parse_sale(const redisReply *r, market__sale_state *st, int64_t *initial, char *item,
                       char *house) {
     memset(st, 0, sizeof *st);
     st->known = MARKET__UNREADABLE;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != SALE_FIELDS) return st->known;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != MARKET__SALE_FIELDS) return st->known;
     size_t nil = 0;
-    for (size_t i = 0; i < SALE_FIELDS; i++)
+    for (size_t i = 0; i < MARKET__SALE_FIELDS; i++)
         nil += r->element[i]->type == REDIS_REPLY_NIL;
-    if (nil == SALE_FIELDS) return st->known = MARKET__ABSENT;
+    if (nil == MARKET__SALE_FIELDS) return st->known = MARKET__ABSENT;
     if (nil) return st->known;
     char id[MARKET_ID_MAX + 1];
     if (reply_id(r->element[0], item ? item : id) < 0 ||
@@ -228,20 +211,16 @@ int market_sale_get(market_conn *c, const char *realm, const char *id, market_sa
     memset(out, 0, sizeof *out);
     char k_sale[MARKET__KEY_MAX];
     market__key_sale(k_sale, realm, id);
-    market__cmd rd[2];
-    rd[0].argc = 0;
-    market__cmd_set(&rd[0], 1, "TIME");
-    rd[1].argc = 2 + SALE_FIELDS;
-    rd[1].argv[0] = "HMGET";
-    rd[1].argv[1] = k_sale;
-    for (size_t i = 0; i < SALE_FIELDS; i++)
-        rd[1].argv[2 + i] = sale_fields[i];
-    for (int i = 0; i < rd[1].argc; i++)
-        rd[1].len[i] = strlen(rd[1].argv[i]);
-    redisReply *rep[2] = {0};
+    market__buf rd = {0};
+    market__rd_time(&rd);
+    market__rd_sale(&rd, k_sale);
     int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline(c, rd, 2, rep);
-    if (rc < 0) return rc;
+    if (rc == MARKET_OK) rc = market__pipeline_buf(c, &rd);
+    redisReply **rep = rd.rep;
+    if (rc < 0) {
+        market__buf_free(&rd);
+        return rc;
+    }
     market__sale_state st;
     int known = parse_sale(rep[1], &st, &out->initial, out->item, out->house);
     if (reply_time(rep[0], &out->now_ms) < 0 || known == MARKET__UNREADABLE)
@@ -249,6 +228,7 @@ int market_sale_get(market_conn *c, const char *realm, const char *id, market_sa
     else if (known == MARKET__ABSENT)
         rc = MARKET_ERR_NO_SALE;
     market__replies_free(rep, 2);
+    market__buf_free(&rd);
     if (rc < 0) return rc;
     snprintf(out->id, sizeof out->id, "%s", id);
     out->price = st.price;
@@ -347,73 +327,48 @@ static int batch_index(struct sale_batch *b) {
     return MARKET_OK;
 }
 
-static void push(struct sale_batch *b, size_t *nc, const char **argv, int argc) {
-    b->argv[*nc] = argv;
-    b->argc[(*nc)++] = argc;
-}
-
-/* Builds the read pipeline (see DESIGN, step 2) into b->argv; returns its length. */
+/* Builds the read pipeline (see DESIGN, step 2) into b->rb; returns its length. */
 static size_t read_build(const market__held *held, struct sale_batch *b) {
-    size_t nc = 0, k = 0;
+    market__buf *r = &b->rb;
+    market__buf_reset(r);
     for (size_t i = 0; i < b->n; i++) {
         if (!b->k_idem[i][0]) continue;
         market__idem_claim_ttl(b->claim_ttl[i], sizeof b->claim_ttl[i], b->req[i]->q.deadline_ms);
-        const char **a = b->args_claim[i];
-        a[0] = "SET";
-        a[1] = b->k_idem[i];
-        a[2] = b->claim[i];
-        a[3] = "NX";
-        a[4] = "PX";
-        a[5] = b->claim_ttl[i];
-        push(b, &nc, a, 6);
+        market__rd_claim(r, b->k_idem[i], b->claim[i], b->claim_ttl[i]);
     }
-    b->read_off = nc;
-    b->args_watch[k++] = "WATCH";
-    b->args_watch[k++] = b->k_sale;
-    b->args_watch[k++] = b->k_bought;
-    b->args_watch[k++] = held->key[0];
-    b->args_watch[k++] = held->fenced[0];
+    b->read_off = r->n;
+    market__rd_watch_begin(r);
+    market__buf_arg(r, b->k_sale);
+    market__buf_arg(r, b->k_bought);
+    market__buf_arg(r, held->key[0]);
+    market__buf_arg(r, held->fenced[0]);
     for (size_t i = 0; i < b->n; i++)
-        if (b->k_idem[i][0]) b->args_watch[k++] = b->k_idem[i];
+        if (b->k_idem[i][0]) market__buf_arg(r, b->k_idem[i]);
     for (size_t u = 0; u < b->n_users; u++)
-        b->args_watch[k++] = b->k_user[u];
-    push(b, &nc, b->args_watch, (int)k);
-    b->args_time[0] = "TIME";
-    b->i_time = nc;
-    push(b, &nc, b->args_time, 1);
-    k = 0;
-    b->args_sale[k++] = "HMGET";
-    b->args_sale[k++] = b->k_sale;
-    for (size_t i = 0; i < SALE_FIELDS; i++)
-        b->args_sale[k++] = sale_fields[i];
-    b->i_sale = nc;
-    push(b, &nc, b->args_sale, (int)k);
-    k = 0;
-    b->args_bought[k++] = "HMGET";
-    b->args_bought[k++] = b->k_bought;
+        market__buf_arg(r, b->k_user[u]);
+    market__buf_end(r, 0);
+    b->i_time = r->n;
+    market__rd_time(r);
+    b->i_sale = r->n;
+    market__rd_sale(r, b->k_sale);
+    b->i_bought = r->n;
+    market__rd_bought_begin(r, b->k_bought);
     for (size_t u = 0; u < b->n_users; u++)
-        b->args_bought[k++] = b->user[u];
-    b->i_bought = nc;
-    push(b, &nc, b->args_bought, (int)k);
-    b->i_fence = nc;
-    push(b, &nc, b->args_fence, (int)market__held_read(held, b->args_fence));
-    b->i_mget = nc;
+        market__buf_arg(r, b->user[u]);
+    market__buf_end(r, 0);
+    b->i_fence = r->n;
+    market__held_read_buf(held, r);
+    b->i_mget = r->n;
     if (b->n_idem) {
-        k = 0;
-        b->args_mget[k++] = "MGET";
+        market__rd_records_begin(r);
         for (size_t i = 0; i < b->n; i++)
-            if (b->k_idem[i][0]) b->args_mget[k++] = b->k_idem[i];
-        push(b, &nc, b->args_mget, (int)k);
+            if (b->k_idem[i][0]) market__buf_arg(r, b->k_idem[i]);
+        market__buf_end(r, 0);
     }
-    b->i_users = nc;
-    for (size_t u = 0; u < b->n_users; u++) {
-        const char **a = b->args_hget[u];
-        a[0] = "HGET";
-        a[1] = b->k_user[u];
-        a[2] = MARKET__FIELD_FUNDS;
-        push(b, &nc, a, 3);
-    }
-    return nc;
+    b->i_users = r->n;
+    for (size_t u = 0; u < b->n_users; u++)
+        market__rd_funds(r, b->k_user[u]);
+    return r->n;
 }
 
 /* Reads a bought count: nil is 0, anything but a whole number >= 0 is -1. */
@@ -432,23 +387,21 @@ static int read_house(market_conn *c, struct sale_batch *b) {
     memcpy(b->cache_key, b->k_sale, sizeof b->cache_key);
     memcpy(b->cache_house, b->house, sizeof b->cache_house);
     if (b->house_u != b->n_users - 1) return MARKET_OK; /* a buyer: read already */
-    size_t u = b->house_u, nc = 0;
-    b->args_hwatch[0] = "WATCH";
-    b->args_hwatch[1] = b->k_user[u];
-    push(b, &nc, b->args_hwatch, 2);
-    const char **a = b->args_hget[u];
-    a[0] = "HGET";
-    a[1] = b->k_user[u];
-    a[2] = MARKET__FIELD_FUNDS;
-    push(b, &nc, a, 3);
-    int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+    size_t u = b->house_u;
+    market__buf *r = &b->rb;
+    market__buf_reset(r);
+    market__rd_watch_begin(r);
+    market__buf_arg(r, b->k_user[u]);
+    market__buf_end(r, 0);
+    market__rd_funds(r, b->k_user[u]);
+    int rc = market__pipeline_buf(c, r);
     if (rc < 0) return rc;
-    if (b->rep[0]->type != REDIS_REPLY_STATUS)
-        rc = market__fail_reply(c, "read refused", b->rep[0]);
+    if (r->rep[0]->type != REDIS_REPLY_STATUS)
+        rc = market__fail_reply(c, "read refused", r->rep[0]);
     else
-        b->party[u] = market__reply_party(b->rep[1]);
+        b->party[u] = market__reply_party(r->rep[1]);
     b->bought[u] = b->read_bought[u] = 0; /* the house cannot buy (market__sale_rule) */
-    market__replies_free(b->rep, nc);
+    market__replies_free(r->rep, r->n);
     return rc;
 }
 
@@ -460,10 +413,10 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     struct sale_batch *b = cb->ks;
     b->now_ms = cb->now_ms;
     size_t nc = read_build(held, b);
-    int rc = market__pipeline_argv(c, nc, b->argc, b->argv, b->rep);
+    int rc = market__pipeline_buf(c, &b->rb);
     if (rc < 0) return rc;
-    const redisReply *err = market__reply_error(b->rep, b->read_off);
-    const redisReply *w = b->rep[b->read_off], *bo = b->rep[b->i_bought];
+    const redisReply *err = market__reply_error(b->rb.rep, b->read_off);
+    const redisReply *w = b->rb.rep[b->read_off], *bo = b->rb.rep[b->i_bought];
     int64_t initial = 0;
     if (err) {
         rc = market__fail_reply(c, "claim refused", err);
@@ -474,11 +427,11 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         rc = market__fail_reply(c, "read refused", w->type != REDIS_REPLY_STATUS ? w : bo);
         goto out;
     }
-    if (reply_time(b->rep[b->i_time], &b->store_now_ms) < 0) {
-        rc = market__fail_reply(c, "reading the store's clock", b->rep[b->i_time]);
+    if (reply_time(b->rb.rep[b->i_time], &b->store_now_ms) < 0) {
+        rc = market__fail_reply(c, "reading the store's clock", b->rb.rep[b->i_time]);
         goto out;
     }
-    const redisReply *f = b->rep[b->i_fence];
+    const redisReply *f = b->rb.rep[b->i_fence];
     if (market__held_lost(held, f)) {
         rc = MARKET_ERR_LEASE_LOST;
         goto out;
@@ -487,7 +440,7 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     b->fence_same = e && e->type == REDIS_REPLY_STRING && e->len == strlen(held->fence[0]) &&
                     memcmp(e->str, held->fence[0], e->len) == 0;
     if (b->n_idem) {
-        const redisReply *mg = b->rep[b->i_mget];
+        const redisReply *mg = b->rb.rep[b->i_mget];
         if (mg->type != REDIS_REPLY_ARRAY || mg->elements != b->n_idem) {
             rc = market__fail_reply(c, "reading idempotency records", mg);
             goto out;
@@ -501,14 +454,14 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         }
     }
     char house[MARKET_ID_MAX + 1] = "";
-    parse_sale(b->rep[b->i_sale], &b->st, &initial, b->item, house);
+    parse_sale(b->rb.rep[b->i_sale], &b->st, &initial, b->item, house);
     b->read_left = b->st.left;
     for (size_t u = 0; u < b->n_users; u++) {
-        b->party[u] = market__reply_party(b->rep[b->i_users + u]);
+        b->party[u] = market__reply_party(b->rb.rep[b->i_users + u]);
         b->bought[u] = b->read_bought[u] = reply_bought(bo->element[u]);
     }
     int house_changed = b->st.known == MARKET__PRESENT && strcmp(house, b->house) != 0;
-    market__replies_free(b->rep, nc);
+    market__replies_free(b->rb.rep, nc);
     nc = 0;
     if (house_changed) { /* not remembered, or (never) another sale under the same key */
         memcpy(b->house, house, sizeof b->house);
@@ -518,7 +471,7 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         b->read_funds[u] = b->party[u].funds;
     return rc;
 out:
-    market__replies_free(b->rep, nc);
+    market__replies_free(b->rb.rep, nc);
     return rc;
 }
 
@@ -701,13 +654,14 @@ static void *state_new(void) {
     struct sale_batch *b = malloc(sizeof *b);
     if (b) {
         b->cache_key[0] = '\0';
-        b->wb = (market__buf){0};
+        b->rb = b->wb = (market__buf){0};
     }
     return b;
 }
 
 static void state_free(void *ks) {
     struct sale_batch *b = ks;
+    market__buf_free(&b->rb);
     market__buf_free(&b->wb);
     free(b);
 }
