@@ -39,6 +39,7 @@
 
 #include "market/market_purchase.h"
 #include "market/market_combine.h"
+#include "market/market_idem.h"
 #include "market/market_trade.h"
 
 #define USERS_MAX (2 * MARKET__BATCH_MAX)
@@ -58,19 +59,8 @@ struct market__batch {
     int64_t units[MARKET__BATCH_MAX]; /* units listed as read (1: a unique item) */
     int stack[MARKET__BATCH_MAX];     /* a listing of stackable goods (a count in units:) */
     int64_t left[MARKET__BATCH_MAX];  /* units left as the batch decides */
-    char k_idem[MARKET__BATCH_MAX][MARKET__IDEM_REDIS_MAX]; /* "" without a key */
-    char record[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
-    char claim[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX]; /* "<fp> ?<token>" */
-    char claim_ttl[MARKET__BATCH_MAX][24];
-    const char *token;                 /* this batch's claims: cb->token */
-    int idem_state[MARKET__BATCH_MAX]; /* market__idem_judge() of the stored record */
-    int idem_rc[MARKET__BATCH_MAX];    /* a stored outcome's code */
-    int64_t idem_a[MARKET__BATCH_MAX], idem_b[MARKET__BATCH_MAX];
-    char idem_trade[MARKET__BATCH_MAX][MARKET_TRADE_ID_MAX + 1]; /* a stored success's */
-    size_t same_as[MARKET__BATCH_MAX]; /* a replay of an earlier purchase of the batch: its
-                                          index (its trade id is known after the commit),
-                                          else SIZE_MAX */
-    size_t n_idem;
+    const char *token;     /* this batch's claims: cb->token */
+    market__idem_set idem; /* the purchases' idempotency keys */
     size_t buyer[MARKET__BATCH_MAX], seller[MARKET__BATCH_MAX]; /* user indexes */
 
     size_t n_users;
@@ -143,22 +133,18 @@ static size_t user_index(struct market__batch *b, const char *id) {
  * it has claims to make or need_token (a getrandom() call: only then).
  * Returns MARKET_OK, or MARKET_ERR_STORE when no token can be drawn. */
 static int batch_index(struct market__batch *b, int need_token) {
-    b->n_users = b->n_idem = 0;
+    b->n_users = 0;
     for (size_t i = 0; i < b->n && !need_token; i++) need_token = b->req[i]->idem != NULL;
     if (need_token && market__cbatch_token(b->cb) < 0) return MARKET_ERR_STORE;
     b->token = b->cb->token;
+    market__idem_set_begin(&b->idem, b->n);
     for (size_t i = 0; i < b->n; i++) {
         const market_pending *r = b->req[i];
         market__join(b->member[i], sizeof b->member[i], r->item, ".", r->seller,
                      (const char *)NULL);
         b->member_hash[i] = id_hash(b->member[i]);
-        b->k_idem[i][0] = '\0';
-        b->req[i]->q.k_idem = b->k_idem[i];
-        if (r->idem) {
-            market__idem_key(b->k_idem[i], sizeof b->k_idem[i], b->realm.id, r->buyer, r->idem);
-            market__idem_claim(b->claim[i], sizeof b->claim[i], r->idem, b->token);
-            b->n_idem++;
-        }
+        b->req[i]->q.k_idem =
+            market__idem_set_key(&b->idem, i, b->realm.id, r->buyer, r->idem, b->token);
         b->first[i] = i;
         for (size_t j = 0; j < i; j++)
             if (b->member_hash[j] == b->member_hash[i] && strcmp(b->member[j], b->member[i]) == 0) {
@@ -219,7 +205,7 @@ static size_t users_needed(struct market__batch *b) {
         if (price <= 0 || b->sim_state[f] != 0 || b->sim_left[f] <= 0 ||
             now >= b->req[i]->q.deadline_ms)
             continue;
-        if (b->k_idem[i][0] && b->idem_state[i] != MARKET__IDEM_FREE) continue; /* settled */
+        if (b->idem.idem[i] && b->idem.state[i] != MARKET__IDEM_FREE) continue; /* settled */
         int64_t q = quantity_of(b->req[i]);
         int rc = market__units_apply(price, b->sim_left[f], q, b->req[i]->expect_price,
                                      &b->sim[bu], &b->sim[se]);
@@ -246,11 +232,7 @@ static size_t users_needed(struct market__batch *b) {
 static size_t read_build(const market *m, const market__held *held, struct market__batch *b) {
     market__buf *r = &b->rb;
     market__buf_reset(r);
-    for (size_t i = 0; i < b->n; i++) {
-        if (!b->k_idem[i][0]) continue;
-        market__idem_claim_ttl(b->claim_ttl[i], sizeof b->claim_ttl[i], b->req[i]->q.deadline_ms);
-        market__rd_claim(r, b->k_idem[i], b->claim[i], b->claim_ttl[i]);
-    }
+    market__idem_set_claims(&b->idem, b->cb->req, r);
     b->read_off = r->n;
     market__rd_watch_begin(r);
     /* The market lock guards market: as a whole, so it is watched, and with
@@ -269,8 +251,7 @@ static size_t read_build(const market *m, const market__held *held, struct marke
             market__buf_arg(r, held->key[i]);
         market__buf_arg(r, held->fenced[i]);
     }
-    for (size_t i = 0; i < b->n; i++)
-        if (b->k_idem[i][0]) market__buf_arg(r, b->k_idem[i]);
+    market__idem_set_watch(&b->idem, r);
     for (size_t u = 0; u < b->n_users; u++)
         market__buf_arg(r, b->k_user[u]);
     market__buf_end(r, 0);
@@ -285,12 +266,7 @@ static size_t read_build(const market *m, const market__held *held, struct marke
         market__held_read_buf(held, r);
     }
     b->read_i_idem = r->n;
-    if (b->n_idem) {
-        market__rd_records_begin(r);
-        for (size_t i = 0; i < b->n; i++)
-            if (b->k_idem[i][0]) market__buf_arg(r, b->k_idem[i]);
-        market__buf_end(r, 0);
-    }
+    market__idem_set_read(&b->idem, r);
     b->read_i_units = r->n;
     market__rd_listing_units_begin(r, &b->realm);
     for (size_t i = 0; i < b->n; i++)
@@ -320,19 +296,10 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
         rc = market__fail_reply(c, "claim refused", err);
         goto out;
     }
-    if (b->n_idem) {
-        const redisReply *mg = b->rb.rep[i_mget];
-        if (mg->type != REDIS_REPLY_ARRAY || mg->elements != b->n_idem) {
-            rc = market__fail_reply(c, "reading idempotency records", mg);
-            goto out;
-        }
-        for (size_t i = 0, j = 0; i < b->n; i++) {
-            b->idem_state[i] = MARKET__IDEM_FREE;
-            if (!b->k_idem[i][0]) continue;
-            b->idem_state[i] = market__idem_judge(mg->element[j++], b->req[i]->idem, b->token,
-                                                  &b->idem_rc[i], &b->idem_a[i], &b->idem_b[i],
-                                                  b->idem_trade[i]);
-        }
+    const redisReply *mg = b->idem.n_keyed ? b->rb.rep[i_mget] : NULL;
+    if (market__idem_set_judge(&b->idem, mg, b->token) < 0) {
+        rc = market__fail_reply(c, "reading idempotency records", mg);
+        goto out;
     }
     if (w->type != REDIS_REPLY_STATUS || z->type != REDIS_REPLY_ARRAY || z->elements != b->n) {
         rc = market__fail_reply(c, "read refused", w->type != REDIS_REPLY_STATUS ? w : z);
@@ -406,41 +373,21 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     return read_parse(c, held, b, nc);
 }
 
-/* Settles purchase i from its idempotency key: a stored outcome, an
- * earlier purchase of this batch under the same key that was decided for
- * good, another attempt in progress, or a record that cannot be read.
- * Returns 1 when settled. */
-static int idem_decided(struct market__batch *b, size_t i) {
-    market_pending *r = b->req[i];
-    int st = b->idem_state[i], stored = b->idem_rc[i];
-    int64_t a = b->idem_a[i], bb = b->idem_b[i];
-    const char *trade = b->idem_trade[i];
-    if (st == MARKET__IDEM_FREE) {
-        for (size_t j = 0; j < i; j++) {
-            const market_pending *q = b->req[j];
-            if (!market__idem_final(q->rc) || strcmp(b->k_idem[j], b->k_idem[i]) != 0) continue;
-            st = strcmp(q->idem->fingerprint, r->idem->fingerprint) == 0 ? MARKET__IDEM_DONE
-                                                                         : MARKET_ERR_IDEM_MISMATCH;
-            stored = q->rc;
-            a = q->rc == MARKET_ERR_NOT_ENOUGH ? q->res.available : q->res.price;
-            bb = q->res.buyer_funds;
-            trade = q->res.trade_id; /* "" until the commit: then copied (batch_commit) */
-            if (st == MARKET__IDEM_DONE && !q->res.replayed) b->same_as[i] = j;
-            break;
-        }
-        if (st == MARKET__IDEM_FREE) return 0;
-    }
-    if (st != MARKET__IDEM_DONE) {
-        r->rc = st; /* ERR_IN_PROGRESS, ERR_IDEM_MISMATCH, ERR_STORE */
-        return 1;
-    }
-    r->rc = stored;
-    r->res.replayed = 1;
-    r->res.price = a;
-    r->res.buyer_funds = bb;
-    if (stored == MARKET_ERR_NOT_ENOUGH) r->res.available = a, r->res.price = 0;
-    snprintf(r->res.trade_id, sizeof r->res.trade_id, "%s", trade);
-    return 1;
+/* What an idempotency record keeps of purchase r's outcome besides its
+ * code: the price, or a not_enough's units available. */
+static int64_t outcome_a(const market_pending *r) {
+    return r->rc == MARKET_ERR_NOT_ENOUGH ? r->res.available : r->res.price;
+}
+
+/* Answers purchase r with outcome o, settled by its idempotency key. */
+static void replay(market_pending *r, const market__outcome *o) {
+    r->rc = o->rc;
+    r->res.replayed = o->replayed;
+    if (!o->replayed) return; /* in_progress, idem_mismatch, store */
+    r->res.price = o->a;
+    r->res.buyer_funds = o->b;
+    if (o->rc == MARKET_ERR_NOT_ENOUGH) r->res.available = o->a, r->res.price = 0;
+    snprintf(r->res.trade_id, sizeof r->res.trade_id, "%s", o->trade);
 }
 
 /* Purchase i succeeded in this batch (not a replay): it has writes. */
@@ -451,8 +398,7 @@ static int won(const struct market__batch *b, size_t i) {
 /* Purchase i was decided for good in this batch under an idempotency key:
  * its outcome is recorded in the commit. */
 static int recorded(const struct market__batch *b, size_t i) {
-    const market_pending *r = b->req[i];
-    return b->k_idem[i][0] && !r->res.replayed && market__idem_final(r->rc);
+    return market__idem_set_recorded(&b->idem, i);
 }
 
 /* Decides every purchase in order, as if they ran one at a time; returns
@@ -465,16 +411,18 @@ static size_t batch_decide(market__cbatch *cb) {
     int64_t now = b->now_ms;
     for (size_t u = 0; u < b->n_users; u++)
         b->read_funds[u] = b->party[u].funds;
-    for (size_t i = 0; i < b->n; i++) {
+    for (size_t i = 0; i < b->n; i++)
         b->left[i] = b->units[i];
-        b->same_as[i] = SIZE_MAX;
-    }
     for (size_t i = 0; i < b->n; i++) {
         market_pending *r = b->req[i];
         size_t f = b->first[i];
         int64_t price = b->price[f];
         r->res = (market_purchase_result){0};
-        if (b->k_idem[i][0] && idem_decided(b, i)) continue;
+        market__outcome o;
+        if (market__idem_set_settle(&b->idem, i, &o)) {
+            replay(r, &o);
+            continue;
+        }
         if (now >= r->q.deadline_ms) {
             r->rc = MARKET_ERR_BUSY;
         } else {
@@ -491,6 +439,7 @@ static size_t batch_decide(market__cbatch *cb) {
                 r->res.buyer_funds = buyer->funds;
             }
         }
+        market__idem_set_decided(&b->idem, i, r->rc, outcome_a(r), r->res.buyer_funds);
         writes += won(b, i) || recorded(b, i);
     }
     return writes;
@@ -564,27 +513,23 @@ static void commit_goods(struct market__batch *b, market__buf *w) {
 static void commit_records(const market *m, const market__held *held, struct market__batch *b) {
     b->n_trades = 0;
     for (size_t i = 0; i < b->n; i++) {
-        if (recorded(b, i)) {
-            const market_pending *r = b->req[i];
-            market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->rc,
-                                r->rc == MARKET_ERR_NOT_ENOUGH ? r->res.available : r->res.price,
-                                r->res.buyer_funds);
-        }
+        if (recorded(b, i)) market__idem_set_record(&b->idem, i, NULL);
         if (!won(b, i)) continue;
         const market_pending *r = b->req[i];
-        int keyed = b->k_idem[i][0] != '\0';
+        int keyed = b->idem.idem[i] != NULL;
         b->trade_req[b->n_trades] = i;
         b->trade[b->n_trades++] = (market__trade_rec){
             .buyer = r->buyer, .seller = r->seller, .item = r->item, .quantity = quantity_of(r),
             .price = r->res.price, .fence = trade_fence(m, held, b, i),
-            .idem_key = keyed ? b->k_idem[i] : NULL, .idem_record = keyed ? b->record[i] : NULL};
+            .idem_key = keyed ? b->idem.key[i] : NULL,
+            .idem_record = keyed ? b->idem.record[i] : NULL};
     }
     /* Every final outcome's record, a success's too: the trade script below
      * completes a success's with its trade id, and were the script to fail
      * (its error does not undo the rest of the EXEC), the purchase would still
      * be recorded as done, never done twice. */
     for (size_t i = 0; i < b->n; i++)
-        if (recorded(b, i)) market__fx_idem_record(&b->wb, b->k_idem[i], b->record[i]);
+        if (recorded(b, i)) market__fx_idem_record(&b->wb, b->idem.key[i], b->idem.record[i]);
 }
 
 /* Reads the commit's nc replies (pre of them before MULTI's; the trade
@@ -594,7 +539,7 @@ static int commit_reply(market_conn *c, struct market__batch *b, size_t nc, size
                         size_t i_trades) {
     int rc = market__trades_commit_reply(c, b->wb.rep, nc, pre, i_trades, b->trade, b->n_trades);
     if (rc == MARKET_OK)
-        market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->same_as);
+        market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->idem.same_as);
     return rc;
 }
 

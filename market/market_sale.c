@@ -41,6 +41,7 @@
  */
 #include "market/market_sale.h"
 #include "market/market_combine.h"
+#include "market/market_idem.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -85,16 +86,7 @@ struct sale_batch {
 
     /* idempotency */
     const char *token; /* cb->token */
-    char k_idem[MARKET__BATCH_MAX][MARKET__IDEM_REDIS_MAX]; /* "" without a key */
-    char record[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
-    char claim[MARKET__BATCH_MAX][MARKET__IDEM_RECORD_MAX];
-    char claim_ttl[MARKET__BATCH_MAX][24];
-    int idem_state[MARKET__BATCH_MAX];
-    int idem_rc[MARKET__BATCH_MAX];
-    int64_t idem_a[MARKET__BATCH_MAX], idem_b[MARKET__BATCH_MAX];
-    char idem_trade[MARKET__BATCH_MAX][MARKET_TRADE_ID_MAX + 1];
-    size_t same_as[MARKET__BATCH_MAX];
-    size_t n_idem;
+    market__idem_set idem;
 
     /* pipeline scratch */
     const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
@@ -301,22 +293,18 @@ static size_t user_index(struct sale_batch *b, const char *id) {
  * remembers it), and draws a claim token when a buy has an idempotency key.
  * Returns MARKET_OK, or MARKET_ERR_STORE when no token can be drawn. */
 static int batch_index(struct sale_batch *b) {
-    b->n_users = b->n_idem = 0;
+    b->n_users = 0;
     b->house_u = SIZE_MAX;
     int need_token = 0;
     for (size_t i = 0; i < b->n; i++)
         need_token |= b->req[i]->idem != NULL;
     if (need_token && market__cbatch_token(b->cb) < 0) return MARKET_ERR_STORE;
     b->token = b->cb->token;
+    market__idem_set_begin(&b->idem, b->n);
     for (size_t i = 0; i < b->n; i++) {
         const market_sale_pending *r = b->req[i];
-        b->k_idem[i][0] = '\0';
-        b->req[i]->q.k_idem = b->k_idem[i];
-        if (r->idem) {
-            market__idem_key(b->k_idem[i], sizeof b->k_idem[i], b->realm, r->buyer, r->idem);
-            market__idem_claim(b->claim[i], sizeof b->claim[i], r->idem, b->token);
-            b->n_idem++;
-        }
+        b->req[i]->q.k_idem =
+            market__idem_set_key(&b->idem, i, b->realm, r->buyer, r->idem, b->token);
         b->buyer[i] = user_index(b, r->buyer);
     }
     b->house[0] = '\0';
@@ -331,19 +319,14 @@ static int batch_index(struct sale_batch *b) {
 static size_t read_build(const market__held *held, struct sale_batch *b) {
     market__buf *r = &b->rb;
     market__buf_reset(r);
-    for (size_t i = 0; i < b->n; i++) {
-        if (!b->k_idem[i][0]) continue;
-        market__idem_claim_ttl(b->claim_ttl[i], sizeof b->claim_ttl[i], b->req[i]->q.deadline_ms);
-        market__rd_claim(r, b->k_idem[i], b->claim[i], b->claim_ttl[i]);
-    }
+    market__idem_set_claims(&b->idem, b->cb->req, r);
     b->read_off = r->n;
     market__rd_watch_begin(r);
     market__buf_arg(r, b->k_sale);
     market__buf_arg(r, b->k_bought);
     market__buf_arg(r, held->key[0]);
     market__buf_arg(r, held->fenced[0]);
-    for (size_t i = 0; i < b->n; i++)
-        if (b->k_idem[i][0]) market__buf_arg(r, b->k_idem[i]);
+    market__idem_set_watch(&b->idem, r);
     for (size_t u = 0; u < b->n_users; u++)
         market__buf_arg(r, b->k_user[u]);
     market__buf_end(r, 0);
@@ -359,12 +342,7 @@ static size_t read_build(const market__held *held, struct sale_batch *b) {
     b->i_fence = r->n;
     market__held_read_buf(held, r);
     b->i_mget = r->n;
-    if (b->n_idem) {
-        market__rd_records_begin(r);
-        for (size_t i = 0; i < b->n; i++)
-            if (b->k_idem[i][0]) market__buf_arg(r, b->k_idem[i]);
-        market__buf_end(r, 0);
-    }
+    market__idem_set_read(&b->idem, r);
     b->i_users = r->n;
     for (size_t u = 0; u < b->n_users; u++)
         market__rd_funds(r, b->k_user[u]);
@@ -439,19 +417,10 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     const redisReply *e = f->type == REDIS_REPLY_ARRAY && f->elements ? f->element[0] : NULL;
     b->fence_same = e && e->type == REDIS_REPLY_STRING && e->len == strlen(held->fence[0]) &&
                     memcmp(e->str, held->fence[0], e->len) == 0;
-    if (b->n_idem) {
-        const redisReply *mg = b->rb.rep[b->i_mget];
-        if (mg->type != REDIS_REPLY_ARRAY || mg->elements != b->n_idem) {
-            rc = market__fail_reply(c, "reading idempotency records", mg);
-            goto out;
-        }
-        for (size_t i = 0, j = 0; i < b->n; i++) {
-            b->idem_state[i] = MARKET__IDEM_FREE;
-            if (!b->k_idem[i][0]) continue;
-            b->idem_state[i] = market__idem_judge(mg->element[j++], b->req[i]->idem, b->token,
-                                                  &b->idem_rc[i], &b->idem_a[i], &b->idem_b[i],
-                                                  b->idem_trade[i]);
-        }
+    const redisReply *mg = b->idem.n_keyed ? b->rb.rep[b->i_mget] : NULL;
+    if (market__idem_set_judge(&b->idem, mg, b->token) < 0) {
+        rc = market__fail_reply(c, "reading idempotency records", mg);
+        goto out;
     }
     char house[MARKET_ID_MAX + 1] = "";
     parse_sale(b->rb.rep[b->i_sale], &b->st, &initial, b->item, house);
@@ -475,50 +444,32 @@ out:
     return rc;
 }
 
-/* Settles buy i from its idempotency key (a stored outcome, an earlier buy
- * of the batch under the same key, another attempt, an unreadable record).
- * Returns 1 when settled. */
-static int idem_decided(struct sale_batch *b, size_t i) {
-    market_sale_pending *r = b->req[i];
-    int st = b->idem_state[i], stored = b->idem_rc[i];
-    int64_t a = b->idem_a[i], bb = b->idem_b[i];
-    const char *trade = b->idem_trade[i];
-    if (st == MARKET__IDEM_FREE) {
-        for (size_t j = 0; j < i; j++) {
-            const market_sale_pending *q = b->req[j];
-            if (!market__idem_final(q->rc) || strcmp(b->k_idem[j], b->k_idem[i]) != 0) continue;
-            st = strcmp(q->idem->fingerprint, r->idem->fingerprint) == 0 ? MARKET__IDEM_DONE
-                                                                         : MARKET_ERR_IDEM_MISMATCH;
-            stored = q->rc;
-            a = q->rc == MARKET_OK                  ? q->res.price
-                : q->rc == MARKET_ERR_SOLD_OUT      ? q->res.left
-                : q->rc == MARKET_ERR_LIMIT_EXCEEDED ? q->res.may_buy
-                                                     : 0;
-            bb = q->res.buyer_funds;
-            trade = q->res.trade_id;
-            if (st == MARKET__IDEM_DONE && !q->res.replayed) b->same_as[i] = j;
-            break;
-        }
-        if (st == MARKET__IDEM_FREE) return 0;
-    }
-    if (st != MARKET__IDEM_DONE) {
-        r->rc = st;
-        return 1;
-    }
-    r->rc = stored;
-    r->res.replayed = 1;
-    if (stored == MARKET_OK) {
+/* What an idempotency record keeps of buy r's outcome besides its code: a
+ * success's price, a sold_out's units left, a limit_exceeded's units the
+ * buyer may buy. */
+static int64_t outcome_a(const market_sale_pending *r) {
+    return r->rc == MARKET_OK                  ? r->res.price
+           : r->rc == MARKET_ERR_SOLD_OUT      ? r->res.left
+           : r->rc == MARKET_ERR_LIMIT_EXCEEDED ? r->res.may_buy
+                                                : 0;
+}
+
+/* Answers buy r with outcome o, settled by its idempotency key. */
+static void replay(market_sale_pending *r, const market__outcome *o) {
+    r->rc = o->rc;
+    r->res.replayed = o->replayed;
+    if (!o->replayed) return; /* in_progress, idem_mismatch, store */
+    if (o->rc == MARKET_OK) {
         r->res.quantity = r->quantity; /* the same fingerprint: the same request */
-        r->res.price = a;
-        r->res.total = a * r->quantity;
-        r->res.buyer_funds = bb;
-        snprintf(r->res.trade_id, sizeof r->res.trade_id, "%s", trade);
-    } else if (stored == MARKET_ERR_SOLD_OUT) {
-        r->res.left = a;
-    } else if (stored == MARKET_ERR_LIMIT_EXCEEDED) {
-        r->res.may_buy = a;
+        r->res.price = o->a;
+        r->res.total = o->a * r->quantity;
+        r->res.buyer_funds = o->b;
+        snprintf(r->res.trade_id, sizeof r->res.trade_id, "%s", o->trade);
+    } else if (o->rc == MARKET_ERR_SOLD_OUT) {
+        r->res.left = o->a;
+    } else if (o->rc == MARKET_ERR_LIMIT_EXCEEDED) {
+        r->res.may_buy = o->a;
     }
-    return 1;
 }
 
 static int won(const struct sale_batch *b, size_t i) {
@@ -526,8 +477,7 @@ static int won(const struct sale_batch *b, size_t i) {
 }
 
 static int recorded(const struct sale_batch *b, size_t i) {
-    const market_sale_pending *r = b->req[i];
-    return b->k_idem[i][0] && !r->res.replayed && market__idem_final(r->rc);
+    return market__idem_set_recorded(&b->idem, i);
 }
 
 /* Decides every buy in queue order (market__sale_apply); returns how many
@@ -537,17 +487,18 @@ static size_t batch_decide(market__cbatch *cb) {
     struct sale_batch *b = cb->ks;
     size_t writes = 0;
     static const market__party nobody = {MARKET__ABSENT, 0};
-    for (size_t i = 0; i < b->n; i++)
-        b->same_as[i] = SIZE_MAX;
     for (size_t i = 0; i < b->n; i++) {
         market_sale_pending *r = b->req[i];
         r->res = (market_sale_result){0};
-        if (b->k_idem[i][0] && idem_decided(b, i)) {
+        market__outcome o;
+        if (market__idem_set_settle(&b->idem, i, &o)) {
+            replay(r, &o);
             writes += recorded(b, i);
             continue;
         }
         if (b->now_ms >= r->q.deadline_ms) {
             r->rc = MARKET_ERR_BUSY;
+            market__idem_set_decided(&b->idem, i, r->rc, 0, 0);
             continue;
         }
         size_t u = b->buyer[i];
@@ -567,6 +518,7 @@ static size_t batch_decide(market__cbatch *cb) {
             r->res.buyer_funds = b->party[u].funds;
             r->res.left = b->st.left;
         }
+        market__idem_set_decided(&b->idem, i, r->rc, outcome_a(r), r->res.buyer_funds);
         writes += won(b, i) || recorded(b, i);
     }
     return writes;
@@ -578,28 +530,22 @@ static void commit_records(const market__held *held, struct sale_batch *b) {
     b->n_trades = 0;
     for (size_t i = 0; i < b->n; i++) {
         const market_sale_pending *r = b->req[i];
-        if (recorded(b, i)) {
-            int64_t a = r->rc == MARKET_OK                  ? r->res.price
-                        : r->rc == MARKET_ERR_SOLD_OUT      ? r->res.left
-                        : r->rc == MARKET_ERR_LIMIT_EXCEEDED ? r->res.may_buy
-                                                             : 0;
-            market__idem_record(b->record[i], sizeof b->record[i], r->idem, r->rc, a,
-                                r->res.buyer_funds);
-        }
+        if (recorded(b, i)) market__idem_set_record(&b->idem, i, NULL);
         if (!won(b, i)) continue;
-        int keyed = b->k_idem[i][0] != '\0';
+        int keyed = b->idem.idem[i] != NULL;
         b->trade_req[b->n_trades] = i;
         b->trade[b->n_trades++] = (market__trade_rec){
             .buyer = r->buyer, .seller = b->house, .item = b->item, .quantity = r->quantity,
             .price = r->res.price, .fence = held->fence[0],
-            .idem_key = keyed ? b->k_idem[i] : NULL, .idem_record = keyed ? b->record[i] : NULL};
+            .idem_key = keyed ? b->idem.key[i] : NULL,
+            .idem_record = keyed ? b->idem.record[i] : NULL};
     }
     /* Every final outcome's record, a success's too, before the trade script
      * that completes a success's with its trade id: were the script to fail
      * (its error does not undo the rest of the EXEC), the buy would still be
      * recorded as done, never done twice. */
     for (size_t i = 0; i < b->n; i++)
-        if (recorded(b, i)) market__fx_idem_record(&b->wb, b->k_idem[i], b->record[i]);
+        if (recorded(b, i)) market__fx_idem_record(&b->wb, b->idem.key[i], b->idem.record[i]);
 }
 
 /* The commit (see DESIGN, step 4). Returns MARKET_OK, MARKET__TXN_ABORTED,
@@ -634,7 +580,7 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     c->unwatch = 0; /* EXEC ends every WATCH */
     rc = market__trades_commit_reply(c, w->rep, w->n, 0, i_trades, b->trade, b->n_trades);
     if (rc == MARKET_OK)
-        market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->same_as);
+        market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->idem.same_as);
     if (rc == MARKET_OK && units > 0) {
         atomic_fetch_add_explicit(&c->m->stats.sale_units, (uint64_t)units, memory_order_relaxed);
         atomic_fetch_add_explicit(&c->m->stats.sale_bought, b->n_trades, memory_order_relaxed);
