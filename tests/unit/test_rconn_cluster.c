@@ -1,7 +1,7 @@
-/* test_lock_cluster.c - lock_cluster.c without Redis: key slots against values
+/* test_rconn_cluster.c - rconn_cluster.c without Redis: key slots against values
  * Redis 7's CLUSTER KEYSLOT gave, MOVED/ASK redirects, and slot maps built from
  * hand-made CLUSTER SLOTS and CLUSTER SHARDS replies, well-formed and malformed;
- * redis-cluster:// addresses, lists and their comparison; lock_cluster_new's checks.
+ * redis-cluster:// addresses, lists and their comparison; rconn_cluster_new's checks.
  * The replies are allocated as hiredis allocates its own and freed with
  * freeReplyObject(). */
 #include <stdarg.h>
@@ -11,8 +11,8 @@
 
 #include "tests/helpers/cmocka_all.h"
 
-#include "lock/lock.h"
-#include "lock/lock_impl.h"
+#include "rconn/rconn.h"
+#include "rconn/rconn_impl.h"
 
 #include <hiredis.h>
 
@@ -49,14 +49,14 @@ static redisReply *three_masters_slots(void) {
 }
 
 /* A map with nothing in it but garbage, to see that a failed parse leaves it alone. */
-static lock__slotmap *sentinel_map(void) {
-    lock__slotmap *m = malloc(sizeof *m);
+static rconn__slotmap *sentinel_map(void) {
+    rconn__slotmap *m = malloc(sizeof *m);
     assert_non_null(m);
     memset(m, 0x5a, sizeof *m);
     return m;
 }
 
-static void assert_untouched(const lock__slotmap *m) {
+static void assert_untouched(const rconn__slotmap *m) {
     const unsigned char *p = (const unsigned char *)m;
     for (size_t i = 0; i < sizeof *m; i++)
         if (p[i] != 0x5a) fail_msg("the slot map changed at byte %zu", i);
@@ -65,14 +65,14 @@ static void assert_untouched(const lock__slotmap *m) {
 /* ---- key slots ---- */
 
 static uint16_t slot_of(const char *key) {
-    return lock_key_slot(key, strlen(key));
+    return rconn_key_slot(key, strlen(key));
 }
 
 static void test_crc16_check_value(void **state) {
     (void)state;
-    assert_int_equal(lock__crc16("123456789", 9), 0x31C3); /* CRC-16/XMODEM's check */
-    assert_int_equal(lock__crc16("", 0), 0);
-    assert_int_equal(lock__crc16(NULL, 0), 0);
+    assert_int_equal(rconn__crc16("123456789", 9), 0x31C3); /* CRC-16/XMODEM's check */
+    assert_int_equal(rconn__crc16("", 0), 0);
+    assert_int_equal(rconn__crc16(NULL, 0), 0);
 }
 
 static void test_key_slot_known_values(void **state) {
@@ -83,7 +83,7 @@ static void test_key_slot_known_values(void **state) {
     assert_int_equal(slot_of("123456789"), 12739);
     assert_int_equal(slot_of("x"), 16287);
     assert_int_equal(slot_of(""), 0);
-    assert_int_equal(lock_key_slot(NULL, 0), 0);
+    assert_int_equal(rconn_key_slot(NULL, 0), 0);
     assert_int_equal(slot_of("{user1000}.following"), 3443);
     assert_int_equal(slot_of("{user1000}.followers"), 3443);
     assert_int_equal(slot_of("foo{}{bar}"), 8363);    /* empty tag: the whole key */
@@ -109,10 +109,10 @@ static void test_key_slot_realm_tags_share_a_slot(void **state) {
 static void test_key_slot_binary_and_length_bounded(void **state) {
     (void)state;
     /* a NUL byte is part of the key; only len bytes count, terminator or not */
-    assert_int_equal(lock_key_slot("a\0{bar}", 7), 5061);
-    assert_int_equal(lock_key_slot("{bar}", 4), 4015); /* "{bar" */
-    assert_int_equal(lock_key_slot("foo{bar}", 3), 12182);
-    assert_int_equal(lock_key_slot("\xff{\xfe}", 4), lock__crc16("\xfe", 1) & 16383);
+    assert_int_equal(rconn_key_slot("a\0{bar}", 7), 5061);
+    assert_int_equal(rconn_key_slot("{bar}", 4), 4015); /* "{bar" */
+    assert_int_equal(rconn_key_slot("foo{bar}", 3), 12182);
+    assert_int_equal(rconn_key_slot("\xff{\xfe}", 4), rconn__crc16("\xfe", 1) & 16383);
     /* a tag right at the end, and a '}' before the '{' */
     assert_int_equal(slot_of("zap{bar}"), 5061);
     assert_int_equal(slot_of("}{bar}"), 5061);
@@ -120,13 +120,13 @@ static void test_key_slot_binary_and_length_bounded(void **state) {
 
 /* ---- redirects ---- */
 
-static int parse(const char *s, lock_cluster_redirect *out) {
-    return lock_cluster_redirect_parse(s, strlen(s), out);
+static int parse(const char *s, rconn_cluster_redirect *out) {
+    return rconn_cluster_redirect_parse(s, strlen(s), out);
 }
 
 static void test_redirect_moved_and_ask(void **state) {
     (void)state;
-    lock_cluster_redirect r;
+    rconn_cluster_redirect r;
     assert_int_equal(parse("MOVED 3999 127.0.0.1:6381", &r), 0);
     assert_int_equal(r.ask, 0);
     assert_int_equal(r.slot, 3999);
@@ -146,7 +146,7 @@ static void test_redirect_moved_and_ask(void **state) {
 
 static void test_redirect_ipv6_and_empty_host(void **state) {
     (void)state;
-    lock_cluster_redirect r;
+    rconn_cluster_redirect r;
     assert_int_equal(parse("MOVED 3999 :6380", &r), 0); /* the host asked */
     assert_string_equal(r.host, "");
     assert_int_equal(r.port, 6380);
@@ -164,14 +164,14 @@ static void test_redirect_ipv6_and_empty_host(void **state) {
 
 static void test_redirect_length_bounded(void **state) {
     (void)state;
-    lock_cluster_redirect r;
+    rconn_cluster_redirect r;
     const char *s = "MOVED 1 h:6379 and more";
-    assert_int_equal(lock_cluster_redirect_parse(s, 14, &r), 0);
+    assert_int_equal(rconn_cluster_redirect_parse(s, 14, &r), 0);
     assert_string_equal(r.host, "h");
     assert_int_equal(r.port, 6379);
-    assert_int_equal(lock_cluster_redirect_parse(s, 13, &r), 0);
+    assert_int_equal(rconn_cluster_redirect_parse(s, 13, &r), 0);
     assert_int_equal(r.port, 637);
-    assert_int_equal(lock_cluster_redirect_parse(s, 10, &r), -1); /* "MOVED 1 h:" */
+    assert_int_equal(rconn_cluster_redirect_parse(s, 10, &r), -1); /* "MOVED 1 h:" */
 }
 
 static void test_redirect_rejects_the_rest(void **state) {
@@ -212,25 +212,25 @@ static void test_redirect_rejects_the_rest(void **state) {
         "ASK 1",
         "-MOVED 3999 127.0.0.1:6379", /* hiredis strips the '-' */
     };
-    lock_cluster_redirect r, before;
+    rconn_cluster_redirect r, before;
     memset(&r, 0x5a, sizeof r);
     memcpy(&before, &r, sizeof r);
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         if (parse(bad[i], &r) != -1) fail_msg("accepted \"%s\"", bad[i]);
         assert_memory_equal(&r, &before, sizeof r);
     }
-    assert_int_equal(lock_cluster_redirect_parse(NULL, 0, &r), -1);
-    assert_int_equal(lock_cluster_redirect_parse("MOVED 1 a\0b:6379", 16, &r), -1); /* NUL in host */
+    assert_int_equal(rconn_cluster_redirect_parse(NULL, 0, &r), -1);
+    assert_int_equal(rconn_cluster_redirect_parse("MOVED 1 a\0b:6379", 16, &r), -1); /* NUL in host */
 
-    char longhost[(LOCK_HOST_MAX + 1) + 32];
+    char longhost[(RCONN_HOST_MAX + 1) + 32];
     int n = snprintf(longhost, sizeof longhost, "ASK 1 ");
-    memset(longhost + n, 'h', (LOCK_HOST_MAX + 1));
-    snprintf(longhost + n + (LOCK_HOST_MAX + 1), sizeof longhost - (size_t)n - (LOCK_HOST_MAX + 1),
+    memset(longhost + n, 'h', (RCONN_HOST_MAX + 1));
+    snprintf(longhost + n + (RCONN_HOST_MAX + 1), sizeof longhost - (size_t)n - (RCONN_HOST_MAX + 1),
              ":6379");
     assert_int_equal(parse(longhost, &r), -1); /* one byte too long */
-    memmove(longhost + n + (LOCK_HOST_MAX + 1) - 1, longhost + n + (LOCK_HOST_MAX + 1), 6);
+    memmove(longhost + n + (RCONN_HOST_MAX + 1) - 1, longhost + n + (RCONN_HOST_MAX + 1), 6);
     assert_int_equal(parse(longhost, &r), 0); /* the longest that fits */
-    assert_int_equal(strlen(r.host), (LOCK_HOST_MAX + 1) - 1);
+    assert_int_equal(strlen(r.host), (RCONN_HOST_MAX + 1) - 1);
 }
 
 /* ---- slot maps: CLUSTER SLOTS ---- */
@@ -238,33 +238,33 @@ static void test_redirect_rejects_the_rest(void **state) {
 static void test_slotmap_from_slots_three_masters(void **state) {
     (void)state;
     redisReply *r = three_masters_slots();
-    lock__slotmap *m = sentinel_map();
-    assert_int_equal(lock__slotmap_from_slots(r, m), 0);
+    rconn__slotmap *m = sentinel_map();
+    assert_int_equal(rconn__slotmap_from_slots(r, m), 0);
     freeReplyObject(r);
 
     assert_int_equal(m->nnodes, 3); /* A's two ranges are one node; replicas are not kept */
-    const lock__cluster_node *a = lock__slotmap_node(m, 0);
+    const rconn__cluster_node *a = rconn__slotmap_node(m, 0);
     assert_non_null(a);
     assert_string_equal(a->host, "10.0.0.1");
     assert_int_equal(a->port, 7000);
     assert_string_equal(a->id, ID_A);
-    assert_ptr_equal(lock__slotmap_node(m, 5460), a);
-    assert_ptr_equal(lock__slotmap_node(m, 16000), a);
-    assert_ptr_equal(lock__slotmap_node(m, 16383), a);
-    const lock__cluster_node *b = lock__slotmap_node(m, 5461);
+    assert_ptr_equal(rconn__slotmap_node(m, 5460), a);
+    assert_ptr_equal(rconn__slotmap_node(m, 16000), a);
+    assert_ptr_equal(rconn__slotmap_node(m, 16383), a);
+    const rconn__cluster_node *b = rconn__slotmap_node(m, 5461);
     assert_string_equal(b->host, "10.0.0.2");
     assert_int_equal(b->port, 7001);
-    assert_ptr_equal(lock__slotmap_node(m, 10922), b);
-    const lock__cluster_node *c = lock__slotmap_node(m, 10923);
+    assert_ptr_equal(rconn__slotmap_node(m, 10922), b);
+    const rconn__cluster_node *c = rconn__slotmap_node(m, 10923);
     assert_string_equal(c->host, "::1");
     assert_string_equal(c->id, ID_C);
-    assert_ptr_equal(lock__slotmap_node(m, 15999), c);
-    assert_int_equal(lock__slotmap_node(m, 12182)->port, 7002); /* "foo" */
-    assert_null(lock__slotmap_node(m, 16384));
-    assert_null(lock__slotmap_node(m, 65535));
-    assert_int_equal(lock__slotmap_find(m, "10.0.0.2", 7001), 1);
-    assert_int_equal(lock__slotmap_find(m, "10.0.0.2", 7000), -1);
-    assert_int_equal(lock__slotmap_find(m, "10.0.0.4", 7003), -1); /* a replica */
+    assert_ptr_equal(rconn__slotmap_node(m, 15999), c);
+    assert_int_equal(rconn__slotmap_node(m, 12182)->port, 7002); /* "foo" */
+    assert_null(rconn__slotmap_node(m, 16384));
+    assert_null(rconn__slotmap_node(m, 65535));
+    assert_int_equal(rconn__slotmap_find(m, "10.0.0.2", 7001), 1);
+    assert_int_equal(rconn__slotmap_find(m, "10.0.0.2", 7000), -1);
+    assert_int_equal(rconn__slotmap_find(m, "10.0.0.4", 7003), -1); /* a replica */
     free(m);
 }
 
@@ -277,34 +277,34 @@ static void test_slotmap_from_slots_old_formats_nil_host_and_holes(void **state)
         th_rep_arr(3, th_rep_int(200), th_rep_int(200),
                 th_rep_arr(3, th_rep_str("h2"), th_rep_int(2), th_rep_str(ID_B))),
         th_rep_arr(3, th_rep_int(300), th_rep_int(301), th_rep_arr(3, th_rep_nil(), th_rep_int(3), th_rep_str(ID_C))));
-    lock__slotmap *m = sentinel_map();
-    assert_int_equal(lock__slotmap_from_slots(r, m), 0);
+    rconn__slotmap *m = sentinel_map();
+    assert_int_equal(rconn__slotmap_from_slots(r, m), 0);
     freeReplyObject(r);
     assert_int_equal(m->nnodes, 3);
-    assert_string_equal(lock__slotmap_node(m, 99)->host, "h1");
-    assert_string_equal(lock__slotmap_node(m, 99)->id, "");
-    assert_null(lock__slotmap_node(m, 100)); /* a hole: unassigned */
-    assert_null(lock__slotmap_node(m, 199));
-    assert_int_equal(lock__slotmap_node(m, 200)->port, 2);
-    assert_null(lock__slotmap_node(m, 201));
-    assert_string_equal(lock__slotmap_node(m, 301)->host, "");
-    assert_int_equal(lock__slotmap_node(m, 301)->port, 3);
-    assert_int_equal(m->slot_node[16383], LOCK__SLOT_NONE);
+    assert_string_equal(rconn__slotmap_node(m, 99)->host, "h1");
+    assert_string_equal(rconn__slotmap_node(m, 99)->id, "");
+    assert_null(rconn__slotmap_node(m, 100)); /* a hole: unassigned */
+    assert_null(rconn__slotmap_node(m, 199));
+    assert_int_equal(rconn__slotmap_node(m, 200)->port, 2);
+    assert_null(rconn__slotmap_node(m, 201));
+    assert_string_equal(rconn__slotmap_node(m, 301)->host, "");
+    assert_int_equal(rconn__slotmap_node(m, 301)->port, 3);
+    assert_int_equal(m->slot_node[16383], RCONN__SLOT_NONE);
 
     /* a fresh node's CLUSTER SLOTS is empty: a valid map serving nothing */
     r = th_rep_arr(0);
-    assert_int_equal(lock__slotmap_from_slots(r, m), 0);
+    assert_int_equal(rconn__slotmap_from_slots(r, m), 0);
     freeReplyObject(r);
     assert_int_equal(m->nnodes, 0);
-    for (int s = 0; s < LOCK_CLUSTER_SLOTS; s++)
-        if (lock__slotmap_node(m, (uint16_t)s)) fail_msg("slot %d assigned", s);
+    for (int s = 0; s < RCONN_CLUSTER_SLOTS; s++)
+        if (rconn__slotmap_node(m, (uint16_t)s)) fail_msg("slot %d assigned", s);
     free(m);
 }
 
-/* Checks that lock__slotmap_from_slots refuses r (which it frees) and leaves the map. */
+/* Checks that rconn__slotmap_from_slots refuses r (which it frees) and leaves the map. */
 static void refuse_slots(redisReply *r, const char *what) {
-    lock__slotmap *m = sentinel_map();
-    if (lock__slotmap_from_slots(r, m) != -1) fail_msg("accepted %s", what);
+    rconn__slotmap *m = sentinel_map();
+    if (rconn__slotmap_from_slots(r, m) != -1) fail_msg("accepted %s", what);
     assert_untouched(m);
     free(m);
     freeReplyObject(r);
@@ -316,8 +316,8 @@ static redisReply *range(long long a, long long b, redisReply *master) {
 
 static void test_slotmap_from_slots_rejects_malformed(void **state) {
     (void)state;
-    lock__slotmap *m = sentinel_map();
-    assert_int_equal(lock__slotmap_from_slots(NULL, m), -1);
+    rconn__slotmap *m = sentinel_map();
+    assert_int_equal(rconn__slotmap_from_slots(NULL, m), -1);
     assert_untouched(m);
     free(m);
 
@@ -359,9 +359,9 @@ static void test_slotmap_from_slots_rejects_malformed(void **state) {
         th_rep_arr(1, th_rep_arr(4, th_rep_int(0), th_rep_int(1), slots_node("h", 1, ID_A), th_rep_int(3))),
         "a replica that is an integer");
 
-    char longhost[(LOCK_HOST_MAX + 1) + 1];
-    memset(longhost, 'h', (LOCK_HOST_MAX + 1));
-    longhost[(LOCK_HOST_MAX + 1)] = '\0';
+    char longhost[(RCONN_HOST_MAX + 1) + 1];
+    memset(longhost, 'h', (RCONN_HOST_MAX + 1));
+    longhost[(RCONN_HOST_MAX + 1)] = '\0';
     refuse_slots(th_rep_arr(1, range(0, 1, slots_node(longhost, 1, ID_A))), "a host too long");
     refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_str_len("h\0x", 3), th_rep_int(1)))),
                  "a NUL in a host");
@@ -376,9 +376,9 @@ static void test_slotmap_from_slots_rejects_malformed(void **state) {
 
 static void test_slotmap_from_slots_node_limit(void **state) {
     (void)state;
-    /* LOCK__CLUSTER_NODES_MAX masters of a slot each fit; one more does not */
+    /* RCONN__CLUSTER_NODES_MAX masters of a slot each fit; one more does not */
     for (int extra = 0; extra <= 1; extra++) {
-        size_t n = LOCK__CLUSTER_NODES_MAX + (size_t)extra;
+        size_t n = RCONN__CLUSTER_NODES_MAX + (size_t)extra;
         redisReply *r = th_rep_new(REDIS_REPLY_ARRAY);
         r->element = calloc(n, sizeof *r->element);
         assert_non_null(r->element);
@@ -389,14 +389,14 @@ static void test_slotmap_from_slots_node_limit(void **state) {
             r->element[i] =
                 range((long long)i * 10, (long long)i * 10 + 9, slots_node(host, 6379, ID_A));
         }
-        lock__slotmap *m = sentinel_map();
+        rconn__slotmap *m = sentinel_map();
         if (extra) {
-            assert_int_equal(lock__slotmap_from_slots(r, m), -1);
+            assert_int_equal(rconn__slotmap_from_slots(r, m), -1);
             assert_untouched(m);
         } else {
-            assert_int_equal(lock__slotmap_from_slots(r, m), 0);
-            assert_int_equal(m->nnodes, LOCK__CLUSTER_NODES_MAX);
-            assert_string_equal(lock__slotmap_node(m, 639)->host, "10.0.63.1");
+            assert_int_equal(rconn__slotmap_from_slots(r, m), 0);
+            assert_int_equal(m->nnodes, RCONN__CLUSTER_NODES_MAX);
+            assert_string_equal(rconn__slotmap_node(m, 639)->host, "10.0.63.1");
         }
         free(m);
         freeReplyObject(r);
@@ -423,17 +423,17 @@ static void test_slotmap_from_shards(void **state) {
                       th_rep_arr(1, shards_node("::1", 7002, ID_C, "master"))),
                 /* a failed old master that lost its slots: a shard without slots */
                 shard(th_rep_arr(0), th_rep_arr(1, shards_node("10.0.0.9", 7009, ID_R, "master"))));
-    lock__slotmap *m = sentinel_map();
-    assert_int_equal(lock__slotmap_from_shards(r, m), 0);
+    rconn__slotmap *m = sentinel_map();
+    assert_int_equal(rconn__slotmap_from_shards(r, m), 0);
     freeReplyObject(r);
     assert_int_equal(m->nnodes, 3);
-    assert_int_equal(lock__slotmap_node(m, 0)->port, 7000);
-    assert_string_equal(lock__slotmap_node(m, 0)->id, ID_A);
-    assert_int_equal(lock__slotmap_node(m, 16383)->port, 7000);
-    assert_int_equal(lock__slotmap_node(m, 5461)->port, 7001);
-    assert_string_equal(lock__slotmap_node(m, 5461)->host, "10.0.0.2");
-    assert_string_equal(lock__slotmap_node(m, 15999)->host, "::1");
-    assert_int_equal(lock__slotmap_find(m, "10.0.0.9", 7009), -1);
+    assert_int_equal(rconn__slotmap_node(m, 0)->port, 7000);
+    assert_string_equal(rconn__slotmap_node(m, 0)->id, ID_A);
+    assert_int_equal(rconn__slotmap_node(m, 16383)->port, 7000);
+    assert_int_equal(rconn__slotmap_node(m, 5461)->port, 7001);
+    assert_string_equal(rconn__slotmap_node(m, 5461)->host, "10.0.0.2");
+    assert_string_equal(rconn__slotmap_node(m, 15999)->host, "::1");
+    assert_int_equal(rconn__slotmap_find(m, "10.0.0.9", 7009), -1);
 
     /* no "endpoint": the "ip"; a nil endpoint: the host asked; unknown fields ignored */
     r = th_rep_arr(2,
@@ -445,19 +445,19 @@ static void test_slotmap_from_shards(void **state) {
                       th_rep_arr(1, th_rep_arr(8, th_rep_str("port"), th_rep_int(3), th_rep_str("ip"),
                                          th_rep_str("h3"), th_rep_str("endpoint"), th_rep_nil(),
                                          th_rep_str("role"), th_rep_str("master")))));
-    assert_int_equal(lock__slotmap_from_shards(r, m), 0);
+    assert_int_equal(rconn__slotmap_from_shards(r, m), 0);
     freeReplyObject(r);
     assert_int_equal(m->nnodes, 2);
-    assert_string_equal(lock__slotmap_node(m, 0)->host, "h1");
-    assert_string_equal(lock__slotmap_node(m, 0)->id, "");
-    assert_string_equal(lock__slotmap_node(m, 1)->host, "");
-    assert_null(lock__slotmap_node(m, 2));
+    assert_string_equal(rconn__slotmap_node(m, 0)->host, "h1");
+    assert_string_equal(rconn__slotmap_node(m, 0)->id, "");
+    assert_string_equal(rconn__slotmap_node(m, 1)->host, "");
+    assert_null(rconn__slotmap_node(m, 2));
     free(m);
 }
 
 static void refuse_shards(redisReply *r, const char *what) {
-    lock__slotmap *m = sentinel_map();
-    if (lock__slotmap_from_shards(r, m) != -1) fail_msg("accepted %s", what);
+    rconn__slotmap *m = sentinel_map();
+    if (rconn__slotmap_from_shards(r, m) != -1) fail_msg("accepted %s", what);
     assert_untouched(m);
     free(m);
     freeReplyObject(r);
@@ -465,8 +465,8 @@ static void refuse_shards(redisReply *r, const char *what) {
 
 static void test_slotmap_from_shards_rejects_malformed(void **state) {
     (void)state;
-    lock__slotmap *m = sentinel_map();
-    assert_int_equal(lock__slotmap_from_shards(NULL, m), -1);
+    rconn__slotmap *m = sentinel_map();
+    assert_int_equal(rconn__slotmap_from_shards(NULL, m), -1);
     assert_untouched(m);
     free(m);
 
@@ -535,51 +535,51 @@ static void test_slotmap_from_shards_rejects_malformed(void **state) {
 static void test_slotmap_set(void **state) {
     (void)state;
     redisReply *r = three_masters_slots();
-    lock__slotmap *m = sentinel_map();
-    assert_int_equal(lock__slotmap_from_slots(r, m), 0);
+    rconn__slotmap *m = sentinel_map();
+    assert_int_equal(rconn__slotmap_from_slots(r, m), 0);
     freeReplyObject(r);
 
-    assert_int_equal(lock__slotmap_set(m, 100, "10.0.0.2", 7001), 1); /* a known node */
-    assert_int_equal(lock__slotmap_node(m, 100)->port, 7001);
-    assert_int_equal(lock__slotmap_node(m, 99)->port, 7000); /* its neighbours stay */
-    assert_int_equal(lock__slotmap_node(m, 101)->port, 7000);
-    assert_int_equal(lock__slotmap_set(m, 101, "10.0.0.7", 7007), 3); /* a new one */
+    assert_int_equal(rconn__slotmap_set(m, 100, "10.0.0.2", 7001), 1); /* a known node */
+    assert_int_equal(rconn__slotmap_node(m, 100)->port, 7001);
+    assert_int_equal(rconn__slotmap_node(m, 99)->port, 7000); /* its neighbours stay */
+    assert_int_equal(rconn__slotmap_node(m, 101)->port, 7000);
+    assert_int_equal(rconn__slotmap_set(m, 101, "10.0.0.7", 7007), 3); /* a new one */
     assert_int_equal(m->nnodes, 4);
-    assert_string_equal(lock__slotmap_node(m, 101)->host, "10.0.0.7");
-    assert_string_equal(lock__slotmap_node(m, 101)->id, "");
+    assert_string_equal(rconn__slotmap_node(m, 101)->host, "10.0.0.7");
+    assert_string_equal(rconn__slotmap_node(m, 101)->id, "");
 
-    lock__slotmap before;
+    rconn__slotmap before;
     memcpy(&before, m, sizeof before);
-    assert_int_equal(lock__slotmap_set(m, 16384, "h", 1), -1);
-    assert_int_equal(lock__slotmap_set(m, 1, "h", 0), -1);
-    assert_int_equal(lock__slotmap_set(m, 1, "h", 65536), -1);
-    assert_int_equal(lock__slotmap_set(m, 1, "a b", 1), -1);
-    assert_int_equal(lock__slotmap_set(m, 1, NULL, 1), -1);
-    for (int i = m->nnodes; i < LOCK__CLUSTER_NODES_MAX; i++) {
+    assert_int_equal(rconn__slotmap_set(m, 16384, "h", 1), -1);
+    assert_int_equal(rconn__slotmap_set(m, 1, "h", 0), -1);
+    assert_int_equal(rconn__slotmap_set(m, 1, "h", 65536), -1);
+    assert_int_equal(rconn__slotmap_set(m, 1, "a b", 1), -1);
+    assert_int_equal(rconn__slotmap_set(m, 1, NULL, 1), -1);
+    for (int i = m->nnodes; i < RCONN__CLUSTER_NODES_MAX; i++) {
         char host[32];
         snprintf(host, sizeof host, "h%d", i);
-        assert_int_equal(lock__slotmap_set(m, (uint16_t)(200 + i), host, 1), i);
+        assert_int_equal(rconn__slotmap_set(m, (uint16_t)(200 + i), host, 1), i);
     }
     memcpy(&before, m, sizeof before);
-    assert_int_equal(lock__slotmap_set(m, 1, "one-too-many", 1), -1); /* full */
+    assert_int_equal(rconn__slotmap_set(m, 1, "one-too-many", 1), -1); /* full */
     assert_memory_equal(m, &before, sizeof before);
-    assert_int_equal(lock__slotmap_set(m, 1, "h5", 1), 5); /* known ones still go */
+    assert_int_equal(rconn__slotmap_set(m, 1, "h5", 1), 5); /* known ones still go */
 
-    lock__slotmap_clear(m);
+    rconn__slotmap_clear(m);
     assert_int_equal(m->nnodes, 0);
-    assert_null(lock__slotmap_node(m, 0));
+    assert_null(rconn__slotmap_node(m, 0));
     free(m);
 }
 
 /* ---- redis-cluster:// addresses ---- */
 
 /* The seeds (6379 by default), the credentials, db 0; host and port stay empty. */
-static void test_lock_redis_addr_parse_cluster_seeds(void **state) {
+static void test_rconn_addr_parse_cluster_seeds(void **state) {
     (void)state;
-    lock_redis_addr a;
-    assert_int_equal(lock_redis_addr_parse("redis-cluster://u:p%40w@10.0.0.1:7000,n2,[::1]:7002/0",
+    rconn_addr a;
+    assert_int_equal(rconn_addr_parse("redis-cluster://u:p%40w@10.0.0.1:7000,n2,[::1]:7002/0",
                                            &a),
-                     LOCK_OK);
+                     RCONN_OK);
     assert_int_equal(a.cluster, 1);
     assert_int_equal(a.nseeds, 3);
     assert_string_equal(a.seeds[0].host, "10.0.0.1");
@@ -594,18 +594,18 @@ static void test_lock_redis_addr_parse_cluster_seeds(void **state) {
     assert_string_equal(a.host, "");
     assert_int_equal(a.port, 0);
     assert_string_equal(a.master_name, "");
-    assert_int_equal(lock_redis_addr_parse("REDIS-CLUSTER://h", &a), LOCK_OK);
+    assert_int_equal(rconn_addr_parse("REDIS-CLUSTER://h", &a), RCONN_OK);
     assert_int_equal(a.cluster, 1);
     assert_int_equal(a.nseeds, 1);
     assert_int_equal(a.seeds[0].port, 6379);
-    assert_int_equal(lock_redis_addr_parse("redis-cluster://a,b,c,d,e,f,g,h/", &a), LOCK_OK);
-    assert_int_equal(a.nseeds, LOCK_SEEDS_MAX);
-    assert_int_equal(lock_redis_addr_parse("redis://h:1/3", &a), LOCK_OK);
+    assert_int_equal(rconn_addr_parse("redis-cluster://a,b,c,d,e,f,g,h/", &a), RCONN_OK);
+    assert_int_equal(a.nseeds, RCONN_SEEDS_MAX);
+    assert_int_equal(rconn_addr_parse("redis://h:1/3", &a), RCONN_OK);
     assert_int_equal(a.cluster, 0); /* the other forms are not clusters */
     assert_int_equal(a.nseeds, 0);
 }
 
-static void test_lock_redis_addr_parse_cluster_bad_invalid(void **state) {
+static void test_rconn_addr_parse_cluster_bad_invalid(void **state) {
     (void)state;
     static const char *const bad[] = {
         "redis-cluster://h/1",     "redis-cluster://h:1/2",   "redis-cluster://",
@@ -615,25 +615,25 @@ static void test_lock_redis_addr_parse_cluster_bad_invalid(void **state) {
         "redis-cluster://u@h",     "redis-cluster://h:-1",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        lock_redis_addr a;
+        rconn_addr a;
         memset(&a, 0x5a, sizeof a);
-        lock_redis_addr before = a;
-        int rc = lock_redis_addr_parse(bad[i], &a);
-        if (rc != LOCK_ERR_INVALID) print_error("url: %s\n", bad[i]);
-        assert_int_equal(rc, LOCK_ERR_INVALID);
+        rconn_addr before = a;
+        int rc = rconn_addr_parse(bad[i], &a);
+        if (rc != RCONN_ERR_INVALID) print_error("url: %s\n", bad[i]);
+        assert_int_equal(rc, RCONN_ERR_INVALID);
         assert_memory_equal(&a, &before, sizeof a);
     }
 }
 
 /* A list keeps a cluster's commas with its URL until an item names a scheme. */
-static void test_lock_redis_addr_parse_list_cluster_commas(void **state) {
+static void test_rconn_addr_parse_list_cluster_commas(void **state) {
     (void)state;
-    lock_redis_addr a[4];
+    rconn_addr a[4];
     size_t n = 0;
-    assert_int_equal(lock_redis_addr_parse_list("redis-cluster://a:1,b:2,redis://c:3,"
+    assert_int_equal(rconn_addr_parse_list("redis-cluster://a:1,b:2,redis://c:3,"
                                                 "redis-cluster://d,e/0,f:4",
                                                 a, 4, &n),
-                     LOCK_OK);
+                     RCONN_OK);
     assert_int_equal(n, 4);
     assert_int_equal(a[0].cluster, 1);
     assert_int_equal(a[0].nseeds, 2);
@@ -646,57 +646,57 @@ static void test_lock_redis_addr_parse_list_cluster_commas(void **state) {
 }
 
 /* Clusters are the same when their seed lists are; never the same as one server. */
-static void test_lock_redis_addr_same_clusters(void **state) {
+static void test_rconn_addr_same_clusters(void **state) {
     (void)state;
-    lock_redis_addr x, y;
-    assert_int_equal(lock_redis_addr_parse("redis-cluster://a:1,b:2", &x), LOCK_OK);
-    assert_int_equal(lock_redis_addr_parse("redis-cluster://u:p@a:1,b:2/0", &y), LOCK_OK);
-    assert_true(lock_redis_addr_same(&x, &y));
-    assert_int_equal(lock_redis_addr_parse("redis-cluster://b:2,a:1", &y), LOCK_OK);
-    assert_false(lock_redis_addr_same(&x, &y));
-    assert_int_equal(lock_redis_addr_parse("redis-cluster://a:1", &y), LOCK_OK);
-    assert_false(lock_redis_addr_same(&x, &y));
-    assert_int_equal(lock_redis_addr_parse("redis://a:1", &y), LOCK_OK);
-    assert_false(lock_redis_addr_same(&x, &y));
-    assert_false(lock_redis_addr_same(&y, &x));
-    assert_int_equal(lock_redis_addr_parse("redis-sentinel://a:1,b:2/m", &y), LOCK_OK);
-    assert_false(lock_redis_addr_same(&x, &y));
-    assert_false(lock_redis_addr_same(&x, NULL));
+    rconn_addr x, y;
+    assert_int_equal(rconn_addr_parse("redis-cluster://a:1,b:2", &x), RCONN_OK);
+    assert_int_equal(rconn_addr_parse("redis-cluster://u:p@a:1,b:2/0", &y), RCONN_OK);
+    assert_true(rconn_addr_same(&x, &y));
+    assert_int_equal(rconn_addr_parse("redis-cluster://b:2,a:1", &y), RCONN_OK);
+    assert_false(rconn_addr_same(&x, &y));
+    assert_int_equal(rconn_addr_parse("redis-cluster://a:1", &y), RCONN_OK);
+    assert_false(rconn_addr_same(&x, &y));
+    assert_int_equal(rconn_addr_parse("redis://a:1", &y), RCONN_OK);
+    assert_false(rconn_addr_same(&x, &y));
+    assert_false(rconn_addr_same(&y, &x));
+    assert_int_equal(rconn_addr_parse("redis-sentinel://a:1,b:2/m", &y), RCONN_OK);
+    assert_false(rconn_addr_same(&x, &y));
+    assert_false(rconn_addr_same(&x, NULL));
 }
 
-/* lock_cluster_new takes clusters only; nothing is contacted until asked. */
-static void test_lock_cluster_new_checks_args(void **state) {
+/* rconn_cluster_new takes clusters only; nothing is contacted until asked. */
+static void test_rconn_cluster_new_checks_args(void **state) {
     (void)state;
-    lock_redis_addr a;
+    rconn_addr a;
     int err = -100;
-    assert_int_equal(lock_redis_addr_parse("redis://h:1", &a), LOCK_OK);
-    assert_null(lock_cluster_new(&a, 100, &err));
-    assert_int_equal(err, LOCK_ERR_INVALID);
-    assert_null(lock_cluster_new(NULL, 100, &err));
-    assert_int_equal(err, LOCK_ERR_INVALID);
-    assert_int_equal(lock_redis_addr_parse("redis-cluster://h:1", &a), LOCK_OK);
-    assert_null(lock_cluster_new(&a, 0, &err));
-    assert_int_equal(err, LOCK_ERR_INVALID);
+    assert_int_equal(rconn_addr_parse("redis://h:1", &a), RCONN_OK);
+    assert_null(rconn_cluster_new(&a, 100, &err));
+    assert_int_equal(err, RCONN_ERR_INVALID);
+    assert_null(rconn_cluster_new(NULL, 100, &err));
+    assert_int_equal(err, RCONN_ERR_INVALID);
+    assert_int_equal(rconn_addr_parse("redis-cluster://h:1", &a), RCONN_OK);
+    assert_null(rconn_cluster_new(&a, 0, &err));
+    assert_int_equal(err, RCONN_ERR_INVALID);
     a.db = 1;
-    assert_null(lock_cluster_new(&a, 100, &err));
-    assert_int_equal(err, LOCK_ERR_INVALID);
+    assert_null(rconn_cluster_new(&a, 100, &err));
+    assert_int_equal(err, RCONN_ERR_INVALID);
     a.db = 0;
-    lock_cluster *c = lock_cluster_new(&a, 100, &err);
+    rconn_cluster *c = rconn_cluster_new(&a, 100, &err);
     assert_non_null(c);
-    assert_int_equal(err, LOCK_OK);
-    lock_cluster_stats st;
-    lock_cluster_stats_get(c, &st);
+    assert_int_equal(err, RCONN_OK);
+    rconn_cluster_stats st;
+    rconn_cluster_stats_get(c, &st);
     assert_int_equal(st.refreshes + st.moved + st.ask, 0);
-    lock_cluster_redirect r = {1, 5, "h", 2};
-    lock_cluster_redirected(c, &r);
+    rconn_cluster_redirect r = {1, 5, "h", 2};
+    rconn_cluster_redirected(c, &r);
     r.ask = 0;
-    lock_cluster_redirected(c, &r);
-    lock_cluster_stats_get(c, &st);
+    rconn_cluster_redirected(c, &r);
+    rconn_cluster_stats_get(c, &st);
     assert_int_equal(st.ask, 1);
     assert_int_equal(st.moved, 1);
     assert_int_equal(st.refreshes, 0);
-    lock_cluster_free(c);
-    lock_cluster_free(NULL);
+    rconn_cluster_free(c);
+    rconn_cluster_free(NULL);
 }
 
 int main(void) {
@@ -716,12 +716,12 @@ int main(void) {
         cmocka_unit_test(test_slotmap_from_shards),
         cmocka_unit_test(test_slotmap_from_shards_rejects_malformed),
         cmocka_unit_test(test_slotmap_set),
-        cmocka_unit_test(test_lock_redis_addr_parse_cluster_seeds),
-        cmocka_unit_test(test_lock_redis_addr_parse_cluster_bad_invalid),
-        cmocka_unit_test(test_lock_redis_addr_parse_list_cluster_commas),
-        cmocka_unit_test(test_lock_redis_addr_same_clusters),
-        cmocka_unit_test(test_lock_cluster_new_checks_args),
+        cmocka_unit_test(test_rconn_addr_parse_cluster_seeds),
+        cmocka_unit_test(test_rconn_addr_parse_cluster_bad_invalid),
+        cmocka_unit_test(test_rconn_addr_parse_list_cluster_commas),
+        cmocka_unit_test(test_rconn_addr_same_clusters),
+        cmocka_unit_test(test_rconn_cluster_new_checks_args),
     };
-    return cmocka_run_group_tests_name("lock cluster: slots, redirects, slot maps (unit)", tests,
+    return cmocka_run_group_tests_name("rconn cluster: slots, redirects, slot maps (unit)", tests,
                                        NULL, NULL);
 }
