@@ -48,10 +48,15 @@
  * Every lock_client is safe to share between threads; a lock_handle is plain
  * data owned by the caller and is not (see the watchdog section).
  *
- * As a library on its own: `make lib` builds liblock.a and liblock.so, and
- * `make install` puts this header at <prefix>/include/gamemarket/lock.h with a
- * pkg-config file "lock" (`pkg-config --cflags --libs lock`, then #include
- * <lock.h>). docs/LOCKING.md shows the build, the install and the examples.
+ * Below it is rconn/ (rconn/rconn.h, included here): the Redis addresses this
+ * header's constructors take, connections, Sentinel, Cluster and the clock.
+ *
+ * As a library on its own: `make lib` builds liblock.a and liblock.so (with
+ * rconn/ inside), and `make install` puts this header at
+ * <prefix>/include/gamemarket/lock.h, rconn.h at .../gamemarket/rconn/rconn.h,
+ * with a pkg-config file "lock" (`pkg-config --cflags --libs lock`, then
+ * #include <lock.h>). docs/LOCKING.md shows the build, the install and the
+ * examples, and which lock_ names are rconn_'s former ones.
  */
 #ifndef GM_LOCK_LOCK_H
 #define GM_LOCK_LOCK_H
