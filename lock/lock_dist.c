@@ -733,8 +733,8 @@ void lock__dist_free(struct lock__dist *d) {
  * non-zero; caller frees with lock__dist_free(). Does not connect. Returns NULL with *err set
  * to LOCK_ERR_NOMEM or LOCK_ERR_BACKEND (a mutex cannot be created, or no random bytes for the
  * client's id). */
-struct lock__dist *lock__dist_new(const rconn_addr *addrs, size_t n, int timeout_ms,
-                                  int redlock, int *err) {
+struct lock__dist *lock__dist_new(const rconn_addr *addrs, size_t n, int timeout_ms, int redlock,
+                                  int *err) {
     struct lock__dist *d = calloc(1, sizeof *d);
     if (d == NULL) {
         *err = LOCK_ERR_NOMEM;
@@ -817,8 +817,8 @@ static const struct lock_ops redlock_ops = DIST_OPS("redlock");
  * named "redlock" when redlock is non-zero, else "redis"; caller frees with lock_free(). The
  * addresses are borrowed (copied) and checked by the caller. Returns NULL with *err set as
  * lock__dist_new() and lock__client_new() fail. */
-lock_client *lock__dist_client_new(const rconn_addr *addrs, size_t n, int timeout_ms,
-                                   int redlock, int *err) {
+lock_client *lock__dist_client_new(const rconn_addr *addrs, size_t n, int timeout_ms, int redlock,
+                                   int *err) {
     struct lock__dist *d = lock__dist_new(addrs, n, timeout_ms, redlock, err);
     if (d == NULL) return NULL;
     lock_client *c = lock__client_new(redlock ? &redlock_ops : &redis_ops, d, err);

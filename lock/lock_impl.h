@@ -42,11 +42,11 @@
 
 #define LOCK__CLUSTER_NODES_MAX 64 /* masters of a cluster a node keeps a node for */
 
-#define LOCK_BACKOFF_BASE_MS 1u          /* first retry delay before jitter */
-#define LOCK_BACKOFF_CAP_MS 50u          /* no retry delay is longer than this */
-#define LOCK_WAIT_POLL_FIRST_MS 2u       /* a busy waiter's first poll, doubling from there */
-#define LOCK_WAIT_POLL_CAP_MS 50u        /* ... up to this: a silent release is seen this late */
-#define LOCK_FENCE_KEY "lock:fences"     /* counts acquisitions of every untagged key, per server */
+#define LOCK_BACKOFF_BASE_MS 1u      /* first retry delay before jitter */
+#define LOCK_BACKOFF_CAP_MS 50u      /* no retry delay is longer than this */
+#define LOCK_WAIT_POLL_FIRST_MS 2u   /* a busy waiter's first poll, doubling from there */
+#define LOCK_WAIT_POLL_CAP_MS 50u    /* ... up to this: a silent release is seen this late */
+#define LOCK_FENCE_KEY "lock:fences" /* counts acquisitions of every untagged key, per server */
 /* the counter of the keys tagged "{t}": "lock:fences:{t}" (lock__fence_key()) */
 #define LOCK_FENCE_KEY_MAX (sizeof LOCK_FENCE_KEY + 3 + LOCK_KEY_MAX)
 #define LOCK_RELEASED_SUFFIX ":released" /* "<key>:released" is published on release */
@@ -97,7 +97,7 @@ struct lock_client {
     void *impl;                 /* owned; freed by ops->destroy */
     struct lock__wdset wd;      /* watchdogs; the thread starts with the first one */
     int has_store;              /* 1: every lease is a key on the one server in store */
-    rconn_addr store;      /* see lock_store_addr() */
+    rconn_addr store;           /* see lock_store_addr() */
 };
 
 /* ---- module-internal helpers (lock.c) ---- */
@@ -193,15 +193,15 @@ struct lock__conn {
 
 /* One Redis server, Sentinel group or cluster, with its idle connections. */
 struct lock__node {
-    rconn_addr addr;    /* copy of the caller's */
+    rconn_addr addr;          /* copy of the caller's */
     rconn_sentinel *sentinel; /* owned; NULL unless addr is a Sentinel group */
     rconn_cluster *cluster;   /* owned; NULL unless addr is a cluster (routes, never connects) */
     struct lock__node *masters[LOCK__CLUSTER_NODES_MAX]; /* a cluster's node per master: owned,
                                                            made on first use, guarded by mu */
     size_t nmasters;
     rconn_cluster *cluster_of; /* a master's node: its cluster (borrowed), told of failures */
-    int timeout_ms;           /* socket send timeout; the default for calls */
-    pthread_mutex_t mu;       /* guards idle, n_idle, gen, masters, nmasters */
+    int timeout_ms;            /* socket send timeout; the default for calls */
+    pthread_mutex_t mu;        /* guards idle, n_idle, gen, masters, nmasters */
     struct lock__conn *idle[LOCK__CONN_KINDS];
     size_t n_idle[LOCK__CONN_KINDS];
     unsigned long gen; /* bumped on every socket failure */
@@ -317,8 +317,8 @@ void lock__queue_drop_hold(struct lock__queue *q, const char *key, const char *t
 
 struct lock__dist;
 
-struct lock__dist *lock__dist_new(const rconn_addr *addrs, size_t n, int timeout_ms,
-                                  int redlock, int *err);
+struct lock__dist *lock__dist_new(const rconn_addr *addrs, size_t n, int timeout_ms, int redlock,
+                                  int *err);
 void lock__dist_free(struct lock__dist *d);
 int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t n, const char *owner,
                        uint32_t ttl_ms, uint32_t wait_ms, lock_handle *out);
@@ -326,7 +326,7 @@ int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n);
 int lock__dist_release_owned(struct lock__dist *d, const lock_handle *h, uint32_t *left);
 int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms);
 rconn_cluster *lock__dist_cluster(const struct lock__dist *d);
-lock_client *lock__dist_client_new(const rconn_addr *addrs, size_t n, int timeout_ms,
-                                   int redlock, int *err);
+lock_client *lock__dist_client_new(const rconn_addr *addrs, size_t n, int timeout_ms, int redlock,
+                                   int *err);
 
 #endif /* GM_LOCK_LOCK_IMPL_H */

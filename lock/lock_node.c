@@ -133,7 +133,8 @@ static int conn_open(struct lock__node *nd, enum lock__conn_kind kind, unsigned 
     rconn_addr master;
     if (nd->sentinel != NULL) {
         char swhy[LOCK__WHY_MAX - 64];
-        if (rconn_sentinel_master(nd->sentinel, &master, &cn->sgen, swhy, sizeof swhy) != RCONN_OK) {
+        if (rconn_sentinel_master(nd->sentinel, &master, &cn->sgen, swhy, sizeof swhy) !=
+            RCONN_OK) {
             snprintf(why, whylen, "Sentinel group %s: %s", nd->addr.master_name, swhy);
             goto fail;
         }

@@ -68,8 +68,7 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
     if (m->cfg.batch_max > MARKET__BATCH_MAX) m->cfg.batch_max = MARKET__BATCH_MAX;
     m->lock = lock;
     rconn_addr la;
-    m->lock_in_store =
-        lock_store_addr(lock, &la) == LOCK_OK && rconn_addr_same(&la, &cfg->redis);
+    m->lock_in_store = lock_store_addr(lock, &la) == LOCK_OK && rconn_addr_same(&la, &cfg->redis);
     if (cfg->redis.master_name[0] || cfg->redis.cluster) {
         int rerr = RCONN_OK;
         if (cfg->redis.cluster)

@@ -203,10 +203,10 @@ typedef struct rconn_cluster_stats {
 } rconn_cluster_stats;
 
 RCONN_API rconn_cluster *rconn_cluster_new(const rconn_addr *cluster, int timeout_ms, int *err);
-RCONN_API int rconn_cluster_master(rconn_cluster *c, unsigned slot, rconn_addr *master,
-                                   char *why, size_t whylen);
-RCONN_API int rconn_cluster_master_slots(rconn_cluster *c, unsigned *slots, size_t max,
-                                         char *why, size_t whylen);
+RCONN_API int rconn_cluster_master(rconn_cluster *c, unsigned slot, rconn_addr *master, char *why,
+                                   size_t whylen);
+RCONN_API int rconn_cluster_master_slots(rconn_cluster *c, unsigned *slots, size_t max, char *why,
+                                         size_t whylen);
 RCONN_API void rconn_cluster_redirected(rconn_cluster *c, const rconn_cluster_redirect *r);
 RCONN_API void rconn_cluster_stale(rconn_cluster *c);
 RCONN_API void rconn_cluster_stats_get(rconn_cluster *c, rconn_cluster_stats *out);

@@ -270,8 +270,7 @@ int rconn_addr_same(const rconn_addr *a, const rconn_addr *b) {
         return strcmp(a->host, b->host) == 0 && a->port == b->port;
     if (a->nseeds != b->nseeds) return 0;
     for (int i = 0; i < a->nseeds; i++)
-        if (strcmp(a->seeds[i].host, b->seeds[i].host) != 0 ||
-            a->seeds[i].port != b->seeds[i].port)
+        if (strcmp(a->seeds[i].host, b->seeds[i].host) != 0 || a->seeds[i].port != b->seeds[i].port)
             return 0;
     return 1;
 }

@@ -351,12 +351,12 @@ int rconn__slotmap_from_shards(const redisReply *r, rconn__slotmap *out) {
 /* ---- the shared map ---- */
 
 struct rconn_cluster {
-    rconn_addr addr; /* copy of the caller's */
-    int timeout_ms;       /* connect and answer timeout of each node asked */
-    pthread_mutex_t mu;   /* guards what follows; held during a fetch */
-    rconn__slotmap *map;   /* owned; NULL until a fetch succeeded */
-    int stale;            /* something said the map may be behind */
-    int64_t tried_ms;     /* when the last fetch was tried (rconn_now_ms); 0: never */
+    rconn_addr addr;     /* copy of the caller's */
+    int timeout_ms;      /* connect and answer timeout of each node asked */
+    pthread_mutex_t mu;  /* guards what follows; held during a fetch */
+    rconn__slotmap *map; /* owned; NULL until a fetch succeeded */
+    int stale;           /* something said the map may be behind */
+    int64_t tried_ms;    /* when the last fetch was tried (rconn_now_ms); 0: never */
     rconn_cluster_stats stats;
 };
 
@@ -392,8 +392,7 @@ static int fetch_from(const rconn_cluster *c, const char *host, int port, rconn_
         }
     }
     snprintf(why, whylen, "cluster node %s:%d: no slot map in its answer%s%s", host, port,
-             r->type == REDIS_REPLY_ERROR ? ": " : "",
-             r->type == REDIS_REPLY_ERROR ? r->str : "");
+             r->type == REDIS_REPLY_ERROR ? ": " : "", r->type == REDIS_REPLY_ERROR ? r->str : "");
     goto done;
 io:
     snprintf(why, whylen, "cluster node %s:%d: %s", host, port, ctx->errstr);
@@ -479,7 +478,7 @@ rconn_cluster *rconn_cluster_new(const rconn_addr *cluster, int timeout_ms, int 
  * node answers or the slot has no master, RCONN_ERR_INVALID for NULL arguments or a slot
  * beyond 16383. */
 int rconn_cluster_master(rconn_cluster *c, unsigned slot, rconn_addr *master, char *why,
-                        size_t whylen) {
+                         size_t whylen) {
     char reason[RCONN_HOST_MAX + 128] = "";
     if (why != NULL && whylen > 0) why[0] = '\0';
     if (c == NULL || master == NULL || slot >= RCONN_CLUSTER_SLOTS) return RCONN_ERR_INVALID;
@@ -521,7 +520,7 @@ int rconn_cluster_master(rconn_cluster *c, unsigned slot, rconn_addr *master, ch
  * max), or -1 with a sentence in why (may be NULL) when no map can be had or for NULL
  * arguments. */
 int rconn_cluster_master_slots(rconn_cluster *c, unsigned *slots, size_t max, char *why,
-                              size_t whylen) {
+                               size_t whylen) {
     char reason[RCONN_HOST_MAX + 128] = "no slot map";
     if (why != NULL && whylen > 0) why[0] = '\0';
     if (c == NULL || slots == NULL) return -1;

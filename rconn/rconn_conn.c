@@ -17,7 +17,22 @@
 
 #include <hiredis.h>
 
+#include "rconn/rconn_impl.h"
+
 /* ---- connecting ---- */
+
+/* Returns a why buffer to write into, emptied: why itself, or, when the caller passed none
+ * (NULL or whylen 0), a one-byte buffer of the calling thread (*whylen then 1). This function
+ * can't fail. */
+char *rconn__why_start(char *why, size_t *whylen) {
+    static _Thread_local char sink[1];
+    if (why == NULL || *whylen == 0) {
+        why = sink;
+        *whylen = sizeof sink;
+    }
+    why[0] = '\0';
+    return why;
+}
 
 static struct timeval tv_of(int ms) {
     struct timeval tv = {ms / 1000, (suseconds_t)(ms % 1000) * 1000};
@@ -29,14 +44,9 @@ static struct timeval tv_of(int ms) {
  * RCONN_OK with a new context in *out (caller frees with redisFree()), RCONN_ERR_NOMEM, or
  * RCONN_ERR_UNAVAILABLE with "host:port: <what hiredis said>" in why (may be NULL);
  * RCONN_ERR_INVALID for NULL host or out or a timeout <= 0. *out is NULL on failure. */
-int rconn_connect(const char *host, int port, int connect_ms, int io_ms,
-                  struct redisContext **out, char *why, size_t whylen) {
-    char dummy[1];
-    if (why == NULL || whylen == 0) {
-        why = dummy;
-        whylen = sizeof dummy;
-    }
-    why[0] = '\0';
+int rconn_connect(const char *host, int port, int connect_ms, int io_ms, struct redisContext **out,
+                  char *why, size_t whylen) {
+    why = rconn__why_start(why, &whylen);
     if (out != NULL) *out = NULL;
     if (host == NULL || out == NULL || connect_ms <= 0 || io_ms <= 0) return RCONN_ERR_INVALID;
     redisContext *ctx = redisConnectWithTimeout(host, port, tv_of(connect_ms));
@@ -85,8 +95,8 @@ static int setup_step(struct redisContext *ctx, int argc, const char **argv, cha
     redisReply *r = redisCommandArgv(ctx, argc, argv, NULL);
     char judged[96] = "";
     int role = strcmp(argv[0], "ROLE") == 0;
-    int ok = r != NULL &&
-             (role ? rconn_role_master(r, judged, sizeof judged) == 0 : rconn_reply_ok(r));
+    int ok =
+        r != NULL && (role ? rconn_role_master(r, judged, sizeof judged) == 0 : rconn_reply_ok(r));
     if (!ok && r == NULL)
         snprintf(why, whylen, "%s: %s", argv[0], rconn_errstr(ctx));
     else if (!ok && role)
@@ -108,12 +118,7 @@ static int setup_step(struct redisContext *ctx, int argc, const char **argv, cha
  * RCONN_ERR_INVALID for NULL ctx or addr. */
 int rconn_setup(struct redisContext *ctx, const rconn_addr *addr, unsigned what, char *why,
                 size_t whylen) {
-    char dummy[1];
-    if (why == NULL || whylen == 0) {
-        why = dummy;
-        whylen = sizeof dummy;
-    }
-    why[0] = '\0';
+    why = rconn__why_start(why, &whylen);
     if (ctx == NULL || addr == NULL) return RCONN_ERR_INVALID;
     const char *auth[3];
     int argc = (what & RCONN_SETUP_AUTH) ? rconn_auth_argv(addr, auth) : 0;
@@ -177,9 +182,11 @@ int rconn_role_master(const struct redisReply *r, char *why, size_t whylen) {
 static size_t put_u64(char *p, uint64_t v) {
     char tmp[20];
     size_t n = 0;
-    do tmp[n++] = (char)('0' + v % 10);
+    do
+        tmp[n++] = (char)('0' + v % 10);
     while ((v /= 10) != 0);
-    for (size_t i = 0; i < n; i++) p[i] = tmp[n - 1 - i];
+    for (size_t i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
     return n;
 }
 
@@ -195,7 +202,8 @@ int rconn_resp_append(char **buf, size_t *cap, size_t *len, int argc, const char
         size_t need = at + l + 24 + 2 + 2; /* header, digits, CRLFs */
         if (need > *cap) {
             size_t ncap = *cap ? *cap : 4096;
-            while (ncap < need) ncap *= 2;
+            while (ncap < need)
+                ncap *= 2;
             char *nb = realloc(*buf, ncap);
             if (!nb) return RCONN_ERR_NOMEM;
             *buf = nb;

@@ -1,6 +1,7 @@
 /* rconn_impl.h - private to rconn/ and its tests: the pure halves of the Sentinel and
  * Cluster code (replies into values, no I/O), for the unit tests.
  *
+ *   rconn__why_start (rconn_conn.c)                    a why argument made writable;
  *   rconn__slotmap_*, rconn__crc16 (rconn_cluster.c)   a Redis Cluster's slot map;
  *   rconn__sentinel_* (rconn_sentinel.c)               a Sentinel group's answers and view.
  */
@@ -13,6 +14,10 @@
 #include "rconn/rconn.h"
 
 struct redisReply;
+
+/* ---- why buffers (rconn_conn.c) ---- */
+
+char *rconn__why_start(char *why, size_t *whylen);
 
 /* ---- a Redis Cluster's slot map: pure, no I/O (rconn_cluster.c) ---- */
 
@@ -33,7 +38,7 @@ typedef struct rconn__cluster_node {
 typedef struct rconn__slotmap {
     int nnodes;                                          /* 0..RCONN__CLUSTER_NODES_MAX */
     rconn__cluster_node nodes[RCONN__CLUSTER_NODES_MAX]; /* distinct host:port pairs */
-    uint8_t slot_node[RCONN_CLUSTER_SLOTS]; /* index into nodes, or RCONN__SLOT_NONE */
+    uint8_t slot_node[RCONN_CLUSTER_SLOTS];              /* index into nodes, or RCONN__SLOT_NONE */
 } rconn__slotmap;
 
 uint16_t rconn__crc16(const char *buf, size_t len);
@@ -80,9 +85,9 @@ struct rconn__sentinel_addr {
 
 int rconn__sentinel_parse_master(const struct redisReply *r, struct rconn__sentinel_answer *a);
 int rconn__sentinel_parse_replicas(const struct redisReply *r, struct rconn__sentinel_answer *a);
-int rconn__sentinel_promotable(const struct rconn__sentinel_answer *answers, size_t n,
-                               size_t best, const struct rconn__sentinel_addr *demoted,
-                               size_t ndemoted, unsigned *count);
+int rconn__sentinel_promotable(const struct rconn__sentinel_answer *answers, size_t n, size_t best,
+                               const struct rconn__sentinel_addr *demoted, size_t ndemoted,
+                               unsigned *count);
 int rconn__sentinel_event(const char *master_name, const char *channel, const char *msg,
                           size_t msglen);
 

@@ -32,20 +32,17 @@
  * Sentinel flags s_down or disconnected, that answered a ping in the last
  * five seconds, whose INFO it has (it names the replica's master), whose
  * priority is not 0 and whose link to the master has not been down for
- * longer than ten down-after periods (sentinel.c, sentinelSelectSlave); the view counts the replicas that any answering
- * Sentinel lists so (rconn__sentinel_promotable). One kind is left out: a
- * master this process followed before the Sentinels switched away from it,
- * while it still reports itself master (Sentinel turns it into a replica a
- * few seconds later): it takes no replication stream, so no WAIT could ever
- * cover it, and Sentinel ranks it behind every replica with a replication
- * offset. Everything else reporting itself master is counted, because during
- * a failover the replica being promoted does so too, and leaving it out
- * would let a WAIT that the other replica answers pass on the old master.
- * The view also says whether a failover is under way: a Sentinel flags the
- * master failover_in_progress or o_down, or one announced a step of a
- * failover (below) that no full refresh has answered since; and it counts
- * those announcements (alarms), so that a commit whose confirmation spans
- * one can be told.
+ * longer than ten down-after periods (sentinel.c, sentinelSelectSlave); the view counts the
+ * replicas that any answering Sentinel lists so (rconn__sentinel_promotable). One kind is left out:
+ * a master this process followed before the Sentinels switched away from it, while it still reports
+ * itself master (Sentinel turns it into a replica a few seconds later): it takes no replication
+ * stream, so no WAIT could ever cover it, and Sentinel ranks it behind every replica with a
+ * replication offset. Everything else reporting itself master is counted, because during a failover
+ * the replica being promoted does so too, and leaving it out would let a WAIT that the other
+ * replica answers pass on the old master. The view also says whether a failover is under way: a
+ * Sentinel flags the master failover_in_progress or o_down, or one announced a step of a failover
+ * (below) that no full refresh has answered since; and it counts those announcements (alarms), so
+ * that a commit whose confirmation spans one can be told.
  *
  * Following: a watcher thread stays subscribed (PSUBSCRIBE *) to every
  * Sentinel at once, so that the one running a failover is heard whichever it
@@ -95,13 +92,13 @@ struct rconn_sentinel {
     int have_last; /* host:port holds the last answer (kept when it goes stale) */
     char host[RCONN_HOST_MAX + 1];
     int port;
-    int first; /* the Sentinel to ask first */
+    int first;         /* the Sentinel to ask first */
     unsigned replicas; /* the view of cached_gen's master (DESIGN) */
     int view_failover; /* the last answers flag a failover */
     int alarm;         /* an alarm that no full refresh has answered yet */
     size_t ndemoted;
     struct rconn__sentinel_addr demoted[DEMOTED_MAX]; /* former masters, newest last */
-    int refresh;       /* the watcher should refresh at once */
+    int refresh;                                      /* the watcher should refresh at once */
     int stop;
     pthread_t watcher;
 };
@@ -247,8 +244,8 @@ static int same_addr(const char *h1, int p1, const char *h2, int p2) {
  * former master (demoted[0..ndemoted)) that still reports itself master (DESIGN). Returns 0,
  * or -1 when no answer naming that master listed its replicas. */
 int rconn__sentinel_promotable(const answer *answers, size_t n, size_t best,
-                              const struct rconn__sentinel_addr *demoted, size_t ndemoted,
-                              unsigned *count) {
+                               const struct rconn__sentinel_addr *demoted, size_t ndemoted,
+                               unsigned *count) {
     const answer *b = &answers[best];
     const struct rconn__sentinel_replica *seen[RCONN_SEEDS_MAX * RCONN__REPLICAS_MAX];
     size_t k = 0;
@@ -273,9 +270,17 @@ int rconn__sentinel_promotable(const answer *answers, size_t n, size_t best,
 
 /* Events of a failover under way (DESIGN). */
 static const char *const failover_steps[] = {
-    "+odown",         "+try-failover",      "+vote-for-leader",   "+new-epoch",
-    "+elected-leader", "+selected-slave",   "+promoted-slave",    "+switch-master",
-    "+slave-reconf-sent", "+slave-reconf-inprog", "+slave-reconf-done",
+    "+odown",
+    "+try-failover",
+    "+vote-for-leader",
+    "+new-epoch",
+    "+elected-leader",
+    "+selected-slave",
+    "+promoted-slave",
+    "+switch-master",
+    "+slave-reconf-sent",
+    "+slave-reconf-inprog",
+    "+slave-reconf-done",
 };
 
 /* Judges a Sentinel's event, published on channel with text msg[0..msglen): 0 it is not about
@@ -283,7 +288,7 @@ static const char *const failover_steps[] = {
  * 3 it is the group's +switch-master. An event that names no master (+vote-for-leader,
  * +new-epoch) is taken as the group's. */
 int rconn__sentinel_event(const char *master_name, const char *channel, const char *msg,
-                         size_t msglen) {
+                          size_t msglen) {
     size_t nl = strlen(master_name);
     char name[RCONN_MASTER_NAME_MAX + 16];
     int ours = 0;
@@ -352,8 +357,8 @@ static int ask_one(const rconn_sentinel *s, int i, redisContext **cp, answer *a,
  * them when all is set, on the contexts in ctx[] (NULL: a connection made for this question and
  * closed after). Fills answers[0..*n), *best, and *first with the first that answered. Returns
  * 0, or -1 with a sentence in why when none answered or the winner flags the master o_down. */
-static int ask(const rconn_sentinel *s, int *first, int all, redisContext **ctx,
-               answer *answers, size_t *n, size_t *best, char *why, size_t whylen) {
+static int ask(const rconn_sentinel *s, int *first, int all, redisContext **ctx, answer *answers,
+               size_t *n, size_t *best, char *why, size_t whylen) {
     int ns = s->group.nseeds, need = all ? ns : ns / 2 + 1;
     int from = *first;
     *n = 0;
@@ -401,7 +406,8 @@ static uint64_t apply(rconn_sentinel *s, const answer *answers, size_t n, size_t
     /* a former master that is named master again is no longer a former one */
     for (size_t d = 0; d < s->ndemoted; d++)
         if (same_addr(s->demoted[d].host, s->demoted[d].port, a->host, a->port)) {
-            memmove(&s->demoted[d], &s->demoted[d + 1], (s->ndemoted - d - 1) * sizeof s->demoted[0]);
+            memmove(&s->demoted[d], &s->demoted[d + 1],
+                    (s->ndemoted - d - 1) * sizeof s->demoted[0]);
             s->ndemoted--;
             break;
         }
@@ -429,14 +435,9 @@ static uint64_t apply(rconn_sentinel *s, const answer *answers, size_t n, size_t
  * RCONN_OK, RCONN_ERR_INVALID for NULL s or master, or RCONN_ERR_UNAVAILABLE with a sentence
  * in why (may be NULL: no Sentinel answers, none knows the name, too few answered for a
  * majority, the winner sees the master down). */
-int rconn_sentinel_master(rconn_sentinel *s, rconn_addr *master, uint64_t *generation,
-                         char *why, size_t whylen) {
-    char dummy[1];
-    if (why == NULL || whylen == 0) {
-        why = dummy;
-        whylen = sizeof dummy;
-    }
-    why[0] = '\0';
+int rconn_sentinel_master(rconn_sentinel *s, rconn_addr *master, uint64_t *generation, char *why,
+                          size_t whylen) {
+    why = rconn__why_start(why, &whylen);
     if (s == NULL || master == NULL) {
         snprintf(why, whylen, "invalid argument");
         return RCONN_ERR_INVALID;

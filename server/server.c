@@ -34,8 +34,7 @@
 /* Parses a comma-separated list of Redlock masters (each a server or a
  * Sentinel group): an odd number, 1 to LOCK_REDLOCK_NODES_MAX. Returns 0, or
  * -1 with a sentence in why. */
-static int parse_masters(const char *list, rconn_addr *nodes, size_t *n, char *why,
-                         size_t whylen) {
+static int parse_masters(const char *list, rconn_addr *nodes, size_t *n, char *why, size_t whylen) {
     if (rconn_addr_parse_list(list, nodes, LOCK_REDLOCK_NODES_MAX, n) != RCONN_OK) {
         snprintf(why, whylen,
                  "redlock: bad --lock-redis list (want 1 to %d redis:// or redis-sentinel:// "

@@ -78,8 +78,7 @@ static unsigned realm_slot(const char *realm) {
  * cluster's Redis lock, or under the in-process lock when local_lock. */
 static int fx_start(struct fx *f, int local_lock) {
     int err;
-    if (rconn_addr_parse(g_cl.url, &f->cfg.redis) != RCONN_OK || !f->cfg.redis.cluster)
-        return -1;
+    if (rconn_addr_parse(g_cl.url, &f->cfg.redis) != RCONN_OK || !f->cfg.redis.cluster) return -1;
     f->lock = local_lock ? lock_local_new(&err) : lock_redis_new(&f->cfg.redis, TIMEOUT_MS, &err);
     f->m = f->lock ? market_new(&f->cfg, f->lock, &err) : NULL;
     f->c = f->m ? market_conn_new(f->m, &err) : NULL;

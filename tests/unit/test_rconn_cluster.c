@@ -1,7 +1,7 @@
 /* test_rconn_cluster.c - rconn_cluster.c without Redis: key slots against values
  * Redis 7's CLUSTER KEYSLOT gave, MOVED/ASK redirects, and slot maps built from
  * hand-made CLUSTER SLOTS and CLUSTER SHARDS replies, well-formed and malformed;
- * redis-cluster:// addresses, lists and their comparison; rconn_cluster_new's checks.
+ * rconn_cluster_new's checks (the redis-cluster:// URLs are in test_rconn_addr.c).
  * The replies are allocated as hiredis allocates its own and freed with
  * freeReplyObject(). */
 #include <stdarg.h>
@@ -25,10 +25,10 @@ static redisReply *slots_node(const char *host, long long port, const char *id) 
 
 /* A CLUSTER SHARDS node, RESP2: flat field/value pairs. */
 static redisReply *shards_node(const char *ip, long long port, const char *id, const char *role) {
-    return th_rep_arr(14, th_rep_str("id"), th_rep_str(id), th_rep_str("port"), th_rep_int(port), th_rep_str("ip"),
-                   th_rep_str(ip), th_rep_str("endpoint"), th_rep_str(ip), th_rep_str("role"), th_rep_str(role),
-                   th_rep_str("replication-offset"), th_rep_int(42), th_rep_str("health"),
-                   th_rep_str("online"));
+    return th_rep_arr(14, th_rep_str("id"), th_rep_str(id), th_rep_str("port"), th_rep_int(port),
+                      th_rep_str("ip"), th_rep_str(ip), th_rep_str("endpoint"), th_rep_str(ip),
+                      th_rep_str("role"), th_rep_str(role), th_rep_str("replication-offset"),
+                      th_rep_int(42), th_rep_str("health"), th_rep_str("online"));
 }
 
 #define ID_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -39,13 +39,14 @@ static redisReply *shards_node(const char *ip, long long port, const char *id, c
 /* The CLUSTER SLOTS of a three-master cluster as redis-cli --cluster create splits it,
  * with A also serving 16000..16383 out of order, and one replica per range. */
 static redisReply *three_masters_slots(void) {
-    return th_rep_arr(4,
-                   th_rep_arr(4, th_rep_int(0), th_rep_int(5460), slots_node("10.0.0.1", 7000, ID_A),
-                           slots_node("10.0.0.4", 7003, ID_R)),
-                   th_rep_arr(4, th_rep_int(5461), th_rep_int(10922), slots_node("10.0.0.2", 7001, ID_B),
-                           slots_node("10.0.0.5", 7004, ID_R)),
-                   th_rep_arr(3, th_rep_int(10923), th_rep_int(15999), slots_node("::1", 7002, ID_C)),
-                   th_rep_arr(3, th_rep_int(16000), th_rep_int(16383), slots_node("10.0.0.1", 7000, ID_A)));
+    return th_rep_arr(
+        4,
+        th_rep_arr(4, th_rep_int(0), th_rep_int(5460), slots_node("10.0.0.1", 7000, ID_A),
+                   slots_node("10.0.0.4", 7003, ID_R)),
+        th_rep_arr(4, th_rep_int(5461), th_rep_int(10922), slots_node("10.0.0.2", 7001, ID_B),
+                   slots_node("10.0.0.5", 7004, ID_R)),
+        th_rep_arr(3, th_rep_int(10923), th_rep_int(15999), slots_node("::1", 7002, ID_C)),
+        th_rep_arr(3, th_rep_int(16000), th_rep_int(16383), slots_node("10.0.0.1", 7000, ID_A)));
 }
 
 /* A map with nothing in it but garbage, to see that a failed parse leaves it alone. */
@@ -220,13 +221,14 @@ static void test_redirect_rejects_the_rest(void **state) {
         assert_memory_equal(&r, &before, sizeof r);
     }
     assert_int_equal(rconn_cluster_redirect_parse(NULL, 0, &r), -1);
-    assert_int_equal(rconn_cluster_redirect_parse("MOVED 1 a\0b:6379", 16, &r), -1); /* NUL in host */
+    assert_int_equal(rconn_cluster_redirect_parse("MOVED 1 a\0b:6379", 16, &r),
+                     -1); /* NUL in host */
 
     char longhost[(RCONN_HOST_MAX + 1) + 32];
     int n = snprintf(longhost, sizeof longhost, "ASK 1 ");
     memset(longhost + n, 'h', (RCONN_HOST_MAX + 1));
-    snprintf(longhost + n + (RCONN_HOST_MAX + 1), sizeof longhost - (size_t)n - (RCONN_HOST_MAX + 1),
-             ":6379");
+    snprintf(longhost + n + (RCONN_HOST_MAX + 1),
+             sizeof longhost - (size_t)n - (RCONN_HOST_MAX + 1), ":6379");
     assert_int_equal(parse(longhost, &r), -1); /* one byte too long */
     memmove(longhost + n + (RCONN_HOST_MAX + 1) - 1, longhost + n + (RCONN_HOST_MAX + 1), 6);
     assert_int_equal(parse(longhost, &r), 0); /* the longest that fits */
@@ -272,11 +274,14 @@ static void test_slotmap_from_slots_old_formats_nil_host_and_holes(void **state)
     (void)state;
     /* Redis 3.0: [host, port]; Redis 4-6: [host, port, id]; a nil host (Redis 7's
      * cluster-preferred-endpoint-type unknown-endpoint): the host asked. */
-    redisReply *r = th_rep_arr(
-        3, th_rep_arr(3, th_rep_int(0), th_rep_int(99), th_rep_arr(2, th_rep_str("h1"), th_rep_int(1))),
-        th_rep_arr(3, th_rep_int(200), th_rep_int(200),
-                th_rep_arr(3, th_rep_str("h2"), th_rep_int(2), th_rep_str(ID_B))),
-        th_rep_arr(3, th_rep_int(300), th_rep_int(301), th_rep_arr(3, th_rep_nil(), th_rep_int(3), th_rep_str(ID_C))));
+    redisReply *r =
+        th_rep_arr(3,
+                   th_rep_arr(3, th_rep_int(0), th_rep_int(99),
+                              th_rep_arr(2, th_rep_str("h1"), th_rep_int(1))),
+                   th_rep_arr(3, th_rep_int(200), th_rep_int(200),
+                              th_rep_arr(3, th_rep_str("h2"), th_rep_int(2), th_rep_str(ID_B))),
+                   th_rep_arr(3, th_rep_int(300), th_rep_int(301),
+                              th_rep_arr(3, th_rep_nil(), th_rep_int(3), th_rep_str(ID_C))));
     rconn__slotmap *m = sentinel_map();
     assert_int_equal(rconn__slotmap_from_slots(r, m), 0);
     freeReplyObject(r);
@@ -325,46 +330,55 @@ static void test_slotmap_from_slots_rejects_malformed(void **state) {
     refuse_slots(th_rep_int(0), "an integer");
     refuse_slots(th_rep_nil(), "nil");
     refuse_slots(th_rep_arr(1, th_rep_int(0)), "an entry that is no array");
-    refuse_slots(th_rep_arr(1, th_rep_arr(2, th_rep_int(0), th_rep_int(5))), "an entry without a master");
-    refuse_slots(th_rep_arr(1, th_rep_arr(3, th_rep_str("0"), th_rep_int(5), slots_node("h", 1, ID_A))),
-                 "a start that is a string");
-    refuse_slots(th_rep_arr(1, th_rep_arr(3, th_rep_int(0), th_rep_nil(), slots_node("h", 1, ID_A))),
-                 "an end that is nil");
+    refuse_slots(th_rep_arr(1, th_rep_arr(2, th_rep_int(0), th_rep_int(5))),
+                 "an entry without a master");
+    refuse_slots(
+        th_rep_arr(1, th_rep_arr(3, th_rep_str("0"), th_rep_int(5), slots_node("h", 1, ID_A))),
+        "a start that is a string");
+    refuse_slots(
+        th_rep_arr(1, th_rep_arr(3, th_rep_int(0), th_rep_nil(), slots_node("h", 1, ID_A))),
+        "an end that is nil");
     refuse_slots(th_rep_arr(1, range(5, 4, slots_node("h", 1, ID_A))), "start > end");
     refuse_slots(th_rep_arr(1, range(-1, 4, slots_node("h", 1, ID_A))), "a negative slot");
     refuse_slots(th_rep_arr(1, range(0, 16384, slots_node("h", 1, ID_A))), "slot 16384");
-    refuse_slots(th_rep_arr(1, range(1LL << 40, 1LL << 40, slots_node("h", 1, ID_A))), "a huge slot");
+    refuse_slots(th_rep_arr(1, range(1LL << 40, 1LL << 40, slots_node("h", 1, ID_A))),
+                 "a huge slot");
     refuse_slots(th_rep_arr(2, range(0, 10, slots_node("h", 1, ID_A)),
-                         range(10, 20, slots_node("h2", 2, ID_B))),
+                            range(10, 20, slots_node("h2", 2, ID_B))),
                  "overlapping ranges");
-    refuse_slots(
-        th_rep_arr(2, range(0, 10, slots_node("h", 1, ID_A)), range(5, 5, slots_node("h", 1, ID_A))),
-        "a slot listed twice for the same master");
+    refuse_slots(th_rep_arr(2, range(0, 10, slots_node("h", 1, ID_A)),
+                            range(5, 5, slots_node("h", 1, ID_A))),
+                 "a slot listed twice for the same master");
     refuse_slots(th_rep_arr(1, range(0, 1, th_rep_str("h:1"))), "a master that is a string");
-    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(1, th_rep_str("h")))), "a master without port");
+    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(1, th_rep_str("h")))),
+                 "a master without port");
     refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_str("h"), th_rep_str("1")))),
                  "a port that is a string");
     refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_int(1), th_rep_int(1)))),
                  "a host that is an integer");
-    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_str("h"), th_rep_int(0)))), "port 0");
-    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_str("h"), th_rep_int(65536)))), "port 65536");
-    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(3, th_rep_str("h"), th_rep_int(1), th_rep_int(7)))),
-                 "an id that is an integer");
+    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_str("h"), th_rep_int(0)))),
+                 "port 0");
+    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_str("h"), th_rep_int(65536)))),
+                 "port 65536");
+    refuse_slots(
+        th_rep_arr(1, range(0, 1, th_rep_arr(3, th_rep_str("h"), th_rep_int(1), th_rep_int(7)))),
+        "an id that is an integer");
     refuse_slots(th_rep_arr(1, range(0, 1, slots_node("h", 1, ID_A "a"))), "a 41-byte id");
     refuse_slots(th_rep_arr(1, range(0, 1, slots_node("a host", 1, ID_A))), "a space in a host");
     refuse_slots(th_rep_arr(1, th_rep_arr(4, th_rep_int(0), th_rep_int(1), slots_node("h", 1, ID_A),
-                                    th_rep_arr(2, th_rep_str("r"), th_rep_str("1")))),
+                                          th_rep_arr(2, th_rep_str("r"), th_rep_str("1")))),
                  "a replica with a string port");
-    refuse_slots(
-        th_rep_arr(1, th_rep_arr(4, th_rep_int(0), th_rep_int(1), slots_node("h", 1, ID_A), th_rep_int(3))),
-        "a replica that is an integer");
+    refuse_slots(th_rep_arr(1, th_rep_arr(4, th_rep_int(0), th_rep_int(1), slots_node("h", 1, ID_A),
+                                          th_rep_int(3))),
+                 "a replica that is an integer");
 
     char longhost[(RCONN_HOST_MAX + 1) + 1];
     memset(longhost, 'h', (RCONN_HOST_MAX + 1));
     longhost[(RCONN_HOST_MAX + 1)] = '\0';
     refuse_slots(th_rep_arr(1, range(0, 1, slots_node(longhost, 1, ID_A))), "a host too long");
-    refuse_slots(th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_str_len("h\0x", 3), th_rep_int(1)))),
-                 "a NUL in a host");
+    refuse_slots(
+        th_rep_arr(1, range(0, 1, th_rep_arr(2, th_rep_str_len("h\0x", 3), th_rep_int(1)))),
+        "a NUL in a host");
 
     /* a NULL element pointer (never from hiredis, but not a crash either) */
     redisReply *r = th_rep_arr(1, range(0, 1, slots_node("h", 1, ID_A)));
@@ -411,18 +425,18 @@ static redisReply *shard(redisReply *slots, redisReply *nodes) {
 
 static void test_slotmap_from_shards(void **state) {
     (void)state;
-    redisReply *r =
-        th_rep_arr(4,
-                shard(th_rep_arr(4, th_rep_int(0), th_rep_int(5460), th_rep_int(16000), th_rep_int(16383)),
-                      th_rep_arr(2, shards_node("10.0.0.1", 7000, ID_A, "master"),
-                              shards_node("10.0.0.4", 7003, ID_R, "replica"))),
-                shard(th_rep_arr(2, th_rep_int(5461), th_rep_int(10922)),
-                      th_rep_arr(2, shards_node("10.0.0.5", 7004, ID_R, "replica"), /* replica first */
-                              shards_node("10.0.0.2", 7001, ID_B, "master"))),
-                shard(th_rep_arr(2, th_rep_int(10923), th_rep_int(15999)),
-                      th_rep_arr(1, shards_node("::1", 7002, ID_C, "master"))),
-                /* a failed old master that lost its slots: a shard without slots */
-                shard(th_rep_arr(0), th_rep_arr(1, shards_node("10.0.0.9", 7009, ID_R, "master"))));
+    redisReply *r = th_rep_arr(
+        4,
+        shard(th_rep_arr(4, th_rep_int(0), th_rep_int(5460), th_rep_int(16000), th_rep_int(16383)),
+              th_rep_arr(2, shards_node("10.0.0.1", 7000, ID_A, "master"),
+                         shards_node("10.0.0.4", 7003, ID_R, "replica"))),
+        shard(th_rep_arr(2, th_rep_int(5461), th_rep_int(10922)),
+              th_rep_arr(2, shards_node("10.0.0.5", 7004, ID_R, "replica"), /* replica first */
+                         shards_node("10.0.0.2", 7001, ID_B, "master"))),
+        shard(th_rep_arr(2, th_rep_int(10923), th_rep_int(15999)),
+              th_rep_arr(1, shards_node("::1", 7002, ID_C, "master"))),
+        /* a failed old master that lost its slots: a shard without slots */
+        shard(th_rep_arr(0), th_rep_arr(1, shards_node("10.0.0.9", 7009, ID_R, "master"))));
     rconn__slotmap *m = sentinel_map();
     assert_int_equal(rconn__slotmap_from_shards(r, m), 0);
     freeReplyObject(r);
@@ -436,15 +450,16 @@ static void test_slotmap_from_shards(void **state) {
     assert_int_equal(rconn__slotmap_find(m, "10.0.0.9", 7009), -1);
 
     /* no "endpoint": the "ip"; a nil endpoint: the host asked; unknown fields ignored */
-    r = th_rep_arr(2,
-                shard(th_rep_arr(2, th_rep_int(0), th_rep_int(0)),
-                      th_rep_arr(1, th_rep_arr(8, th_rep_str("port"), th_rep_int(1), th_rep_str("ip"),
-                                         th_rep_str("h1"), th_rep_str("role"), th_rep_str("master"),
-                                         th_rep_str("tls-port"), th_rep_int(2)))),
-                shard(th_rep_arr(2, th_rep_int(1), th_rep_int(1)),
-                      th_rep_arr(1, th_rep_arr(8, th_rep_str("port"), th_rep_int(3), th_rep_str("ip"),
-                                         th_rep_str("h3"), th_rep_str("endpoint"), th_rep_nil(),
-                                         th_rep_str("role"), th_rep_str("master")))));
+    r = th_rep_arr(
+        2,
+        shard(th_rep_arr(2, th_rep_int(0), th_rep_int(0)),
+              th_rep_arr(1, th_rep_arr(8, th_rep_str("port"), th_rep_int(1), th_rep_str("ip"),
+                                       th_rep_str("h1"), th_rep_str("role"), th_rep_str("master"),
+                                       th_rep_str("tls-port"), th_rep_int(2)))),
+        shard(th_rep_arr(2, th_rep_int(1), th_rep_int(1)),
+              th_rep_arr(1, th_rep_arr(8, th_rep_str("port"), th_rep_int(3), th_rep_str("ip"),
+                                       th_rep_str("h3"), th_rep_str("endpoint"), th_rep_nil(),
+                                       th_rep_str("role"), th_rep_str("master")))));
     assert_int_equal(rconn__slotmap_from_shards(r, m), 0);
     freeReplyObject(r);
     assert_int_equal(m->nnodes, 2);
@@ -472,61 +487,68 @@ static void test_slotmap_from_shards_rejects_malformed(void **state) {
 
     refuse_shards(th_rep_str("shards"), "a string");
     refuse_shards(th_rep_arr(1, th_rep_int(1)), "a shard that is an integer");
-    refuse_shards(th_rep_arr(1, th_rep_arr(3, th_rep_str("slots"), th_rep_arr(0), th_rep_str("nodes"))),
-                  "an odd field/value array");
+    refuse_shards(
+        th_rep_arr(1, th_rep_arr(3, th_rep_str("slots"), th_rep_arr(0), th_rep_str("nodes"))),
+        "an odd field/value array");
     refuse_shards(th_rep_arr(1, th_rep_arr(2, th_rep_str("slots"), th_rep_arr(0))), "no nodes");
     refuse_shards(th_rep_arr(1, th_rep_arr(2, th_rep_str("nodes"), th_rep_arr(0))), "no slots");
-    refuse_shards(th_rep_arr(1, th_rep_arr(4, th_rep_int(1), th_rep_arr(0), th_rep_str("nodes"), th_rep_arr(0))),
+    refuse_shards(th_rep_arr(1, th_rep_arr(4, th_rep_int(1), th_rep_arr(0), th_rep_str("nodes"),
+                                           th_rep_arr(0))),
                   "a field that is an integer");
-    refuse_shards(
-        th_rep_arr(1, shard(th_rep_arr(1, th_rep_int(0)), th_rep_arr(1, shards_node("h", 1, ID_A, "master")))),
-        "an odd slots array");
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(1, th_rep_int(0)),
+                                      th_rep_arr(1, shards_node("h", 1, ID_A, "master")))),
+                  "an odd slots array");
     refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_str("9")),
-                                   th_rep_arr(1, shards_node("h", 1, ID_A, "master")))),
+                                      th_rep_arr(1, shards_node("h", 1, ID_A, "master")))),
                   "a slot that is a string");
     refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(16384)),
-                                   th_rep_arr(1, shards_node("h", 1, ID_A, "master")))),
+                                      th_rep_arr(1, shards_node("h", 1, ID_A, "master")))),
                   "slot 16384");
     refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(9), th_rep_int(0)),
-                                   th_rep_arr(1, shards_node("h", 1, ID_A, "master")))),
+                                      th_rep_arr(1, shards_node("h", 1, ID_A, "master")))),
                   "start > end");
     refuse_shards(th_rep_arr(2,
-                          shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
-                                th_rep_arr(1, shards_node("h", 1, ID_A, "master"))),
-                          shard(th_rep_arr(2, th_rep_int(9), th_rep_int(20)),
-                                th_rep_arr(1, shards_node("h2", 2, ID_B, "master")))),
+                             shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                                   th_rep_arr(1, shards_node("h", 1, ID_A, "master"))),
+                             shard(th_rep_arr(2, th_rep_int(9), th_rep_int(20)),
+                                   th_rep_arr(1, shards_node("h2", 2, ID_B, "master")))),
                   "overlapping shards");
     refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
-                                   th_rep_arr(1, shards_node("h", 1, ID_A, "replica")))),
+                                      th_rep_arr(1, shards_node("h", 1, ID_A, "replica")))),
                   "slots and no master");
     refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
-                                   th_rep_arr(2, shards_node("h", 1, ID_A, "master"),
-                                           shards_node("h2", 2, ID_B, "master")))),
+                                      th_rep_arr(2, shards_node("h", 1, ID_A, "master"),
+                                                 shards_node("h2", 2, ID_B, "master")))),
                   "two masters in a shard");
     refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
-                                   th_rep_arr(1, shards_node("h", 0, ID_A, "master")))),
+                                      th_rep_arr(1, shards_node("h", 0, ID_A, "master")))),
                   "port 0");
-    refuse_shards(th_rep_arr(1, shard(th_rep_arr(0), th_rep_arr(1, shards_node("h", 0, ID_A, "master")))),
-                  "port 0 in a shard without slots");
+    refuse_shards(
+        th_rep_arr(1, shard(th_rep_arr(0), th_rep_arr(1, shards_node("h", 0, ID_A, "master")))),
+        "port 0 in a shard without slots");
+    refuse_shards(
+        th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                            th_rep_arr(1, th_rep_arr(4, th_rep_str("port"), th_rep_str("1"),
+                                                     th_rep_str("role"), th_rep_str("master"))))),
+        "a port that is a string");
+    refuse_shards(
+        th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                            th_rep_arr(1, th_rep_arr(4, th_rep_str("port"), th_rep_int(1),
+                                                     th_rep_str("role"), th_rep_str("master"))))),
+        "a master with neither endpoint nor ip");
+    refuse_shards(
+        th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                            th_rep_arr(1, th_rep_arr(4, th_rep_str("port"), th_rep_int(1),
+                                                     th_rep_str("ip"), th_rep_str("h"))))),
+        "a node without role");
     refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
-                                   th_rep_arr(1, th_rep_arr(4, th_rep_str("port"), th_rep_str("1"),
-                                                      th_rep_str("role"), th_rep_str("master"))))),
-                  "a port that is a string");
-    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
-                                   th_rep_arr(1, th_rep_arr(4, th_rep_str("port"), th_rep_int(1),
-                                                      th_rep_str("role"), th_rep_str("master"))))),
-                  "a master with neither endpoint nor ip");
-    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
-                                   th_rep_arr(1, th_rep_arr(4, th_rep_str("port"), th_rep_int(1), th_rep_str("ip"),
-                                                      th_rep_str("h"))))),
-                  "a node without role");
-    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
-                                   th_rep_arr(1, shards_node("a b", 1, ID_A, "master")))),
+                                      th_rep_arr(1, shards_node("a b", 1, ID_A, "master")))),
                   "a space in the endpoint");
     refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
-                                   th_rep_arr(1, shards_node("h", 1, ID_A "x", "master")))),
+                                      th_rep_arr(1, shards_node("h", 1, ID_A "x", "master")))),
                   "a 41-byte id");
-    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)), th_rep_arr(1, th_rep_nil()))),
+    refuse_shards(th_rep_arr(1, shard(th_rep_arr(2, th_rep_int(0), th_rep_int(9)),
+                                      th_rep_arr(1, th_rep_nil()))),
                   "a node that is nil");
 }
 
@@ -569,99 +591,6 @@ static void test_slotmap_set(void **state) {
     assert_int_equal(m->nnodes, 0);
     assert_null(rconn__slotmap_node(m, 0));
     free(m);
-}
-
-/* ---- redis-cluster:// addresses ---- */
-
-/* The seeds (6379 by default), the credentials, db 0; host and port stay empty. */
-static void test_rconn_addr_parse_cluster_seeds(void **state) {
-    (void)state;
-    rconn_addr a;
-    assert_int_equal(rconn_addr_parse("redis-cluster://u:p%40w@10.0.0.1:7000,n2,[::1]:7002/0",
-                                           &a),
-                     RCONN_OK);
-    assert_int_equal(a.cluster, 1);
-    assert_int_equal(a.nseeds, 3);
-    assert_string_equal(a.seeds[0].host, "10.0.0.1");
-    assert_int_equal(a.seeds[0].port, 7000);
-    assert_string_equal(a.seeds[1].host, "n2");
-    assert_int_equal(a.seeds[1].port, 6379);
-    assert_string_equal(a.seeds[2].host, "::1");
-    assert_int_equal(a.seeds[2].port, 7002);
-    assert_string_equal(a.user, "u");
-    assert_string_equal(a.pass, "p@w");
-    assert_int_equal(a.db, 0);
-    assert_string_equal(a.host, "");
-    assert_int_equal(a.port, 0);
-    assert_string_equal(a.master_name, "");
-    assert_int_equal(rconn_addr_parse("REDIS-CLUSTER://h", &a), RCONN_OK);
-    assert_int_equal(a.cluster, 1);
-    assert_int_equal(a.nseeds, 1);
-    assert_int_equal(a.seeds[0].port, 6379);
-    assert_int_equal(rconn_addr_parse("redis-cluster://a,b,c,d,e,f,g,h/", &a), RCONN_OK);
-    assert_int_equal(a.nseeds, RCONN_SEEDS_MAX);
-    assert_int_equal(rconn_addr_parse("redis://h:1/3", &a), RCONN_OK);
-    assert_int_equal(a.cluster, 0); /* the other forms are not clusters */
-    assert_int_equal(a.nseeds, 0);
-}
-
-static void test_rconn_addr_parse_cluster_bad_invalid(void **state) {
-    (void)state;
-    static const char *const bad[] = {
-        "redis-cluster://h/1",     "redis-cluster://h:1/2",   "redis-cluster://",
-        "redis-cluster:///0",      "redis-cluster://h,/0",    "redis-cluster://,h",
-        "redis-cluster://h:0",     "redis-cluster://h:65536", "redis-cluster://h:x",
-        "redis-cluster://h/0/1",   "redis-cluster://h/m",     "redis-cluster://a,b,c,d,e,f,g,h,i",
-        "redis-cluster://u@h",     "redis-cluster://h:-1",
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        rconn_addr a;
-        memset(&a, 0x5a, sizeof a);
-        rconn_addr before = a;
-        int rc = rconn_addr_parse(bad[i], &a);
-        if (rc != RCONN_ERR_INVALID) print_error("url: %s\n", bad[i]);
-        assert_int_equal(rc, RCONN_ERR_INVALID);
-        assert_memory_equal(&a, &before, sizeof a);
-    }
-}
-
-/* A list keeps a cluster's commas with its URL until an item names a scheme. */
-static void test_rconn_addr_parse_list_cluster_commas(void **state) {
-    (void)state;
-    rconn_addr a[4];
-    size_t n = 0;
-    assert_int_equal(rconn_addr_parse_list("redis-cluster://a:1,b:2,redis://c:3,"
-                                                "redis-cluster://d,e/0,f:4",
-                                                a, 4, &n),
-                     RCONN_OK);
-    assert_int_equal(n, 4);
-    assert_int_equal(a[0].cluster, 1);
-    assert_int_equal(a[0].nseeds, 2);
-    assert_string_equal(a[0].seeds[1].host, "b");
-    assert_string_equal(a[1].host, "c");
-    assert_int_equal(a[2].cluster, 1);
-    assert_int_equal(a[2].nseeds, 2);
-    assert_string_equal(a[3].host, "f");
-    assert_int_equal(a[3].port, 4);
-}
-
-/* Clusters are the same when their seed lists are; never the same as one server. */
-static void test_rconn_addr_same_clusters(void **state) {
-    (void)state;
-    rconn_addr x, y;
-    assert_int_equal(rconn_addr_parse("redis-cluster://a:1,b:2", &x), RCONN_OK);
-    assert_int_equal(rconn_addr_parse("redis-cluster://u:p@a:1,b:2/0", &y), RCONN_OK);
-    assert_true(rconn_addr_same(&x, &y));
-    assert_int_equal(rconn_addr_parse("redis-cluster://b:2,a:1", &y), RCONN_OK);
-    assert_false(rconn_addr_same(&x, &y));
-    assert_int_equal(rconn_addr_parse("redis-cluster://a:1", &y), RCONN_OK);
-    assert_false(rconn_addr_same(&x, &y));
-    assert_int_equal(rconn_addr_parse("redis://a:1", &y), RCONN_OK);
-    assert_false(rconn_addr_same(&x, &y));
-    assert_false(rconn_addr_same(&y, &x));
-    assert_int_equal(rconn_addr_parse("redis-sentinel://a:1,b:2/m", &y), RCONN_OK);
-    assert_false(rconn_addr_same(&x, &y));
-    assert_false(rconn_addr_same(&x, NULL));
 }
 
 /* rconn_cluster_new takes clusters only; nothing is contacted until asked. */
@@ -716,10 +645,6 @@ int main(void) {
         cmocka_unit_test(test_slotmap_from_shards),
         cmocka_unit_test(test_slotmap_from_shards_rejects_malformed),
         cmocka_unit_test(test_slotmap_set),
-        cmocka_unit_test(test_rconn_addr_parse_cluster_seeds),
-        cmocka_unit_test(test_rconn_addr_parse_cluster_bad_invalid),
-        cmocka_unit_test(test_rconn_addr_parse_list_cluster_commas),
-        cmocka_unit_test(test_rconn_addr_same_clusters),
         cmocka_unit_test(test_rconn_cluster_new_checks_args),
     };
     return cmocka_run_group_tests_name("rconn cluster: slots, redirects, slot maps (unit)", tests,

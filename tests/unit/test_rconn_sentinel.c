@@ -88,7 +88,7 @@ static void test_parse_replicas_promotable_by_sentinels_rules(void **state) {
         {"slave", "slave", "100", "5000", "0", "10.0.0.1", 1, 0},
         {"slave", "slave", "100", "300", "10001", "10.0.0.1", 0, 0}, /* link down > 10 periods */
         {"slave", "slave", "100", "300", "10000", "10.0.0.1", 1, 0},
-        {"slave", "slave", "100", "300", "0", "?", 0, 0}, /* no INFO from it yet: not promoted */
+        {"slave", "slave", "100", "300", "0", "?", 0, 0},  /* no INFO from it yet: not promoted */
         {"slave", "master", "100", "300", "0", "?", 1, 1}, /* being promoted, or demoted */
         {"slave,promoted", "master", "100", "300", "0", "?", 1, 1},
     };
@@ -98,9 +98,8 @@ static void test_parse_replicas_promotable_by_sentinels_rules(void **state) {
     assert_non_null(list->element);
     list->elements = n;
     for (size_t i = 0; i < n; i++)
-        list->element[i] = replica_rep(7000 + (int)i, cases[i].flags, cases[i].role,
-                                       cases[i].prio, cases[i].ping, cases[i].link_down,
-                                       cases[i].master_host);
+        list->element[i] = replica_rep(7000 + (int)i, cases[i].flags, cases[i].role, cases[i].prio,
+                                       cases[i].ping, cases[i].link_down, cases[i].master_host);
     answer a;
     memset(&a, 0, sizeof a);
     a.down_after_ms = 1000;
@@ -211,11 +210,10 @@ static void test_event_judged(void **state) {
         {"+sdown", "sentinel 10.0.0.9:26379 10.0.0.9 26379 @ mymaster 10.0.0.1 6379", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int got = rconn__sentinel_event("mymaster", cases[i].channel, cases[i].msg,
-                                       strlen(cases[i].msg));
+        int got =
+            rconn__sentinel_event("mymaster", cases[i].channel, cases[i].msg, strlen(cases[i].msg));
         if (got != cases[i].want)
-            fail_msg("%s \"%s\": %d, want %d", cases[i].channel, cases[i].msg, got,
-                     cases[i].want);
+            fail_msg("%s \"%s\": %d, want %d", cases[i].channel, cases[i].msg, got, cases[i].want);
     }
 }
 
