@@ -9,9 +9,9 @@
 #   make valgrind   the integration tests under valgrind
 #   make fuzz       the libFuzzer harnesses, FUZZ_SECONDS each (tests/fuzz/)
 #   make bench      the strategy comparison (bench/results.md)
-#   make lib        lock/ as a library: build/lib/liblock.a and liblock.so (see below)
+#   make lib        lock/ (with rconn/) as a library: build/lib/liblock.a and liblock.so
 #   make install    the programs, their man pages (help2man), docs, the systemd unit, and
-#                   the library, lock.h and lock.pc, under DESTDIR + PREFIX (/usr/local)
+#                   the library, lock.h, rconn.h and lock.pc, under DESTDIR + PREFIX (/usr/local)
 #   make deb        build/gamemarket_<VERSION>_<arch>.deb with dpkg-deb (scripts/deb.sh)
 #   make examples   install into a temporary DESTDIR, build examples/ with pkg-config and
 #                   run them against a throwaway redis-server (make test runs them too)
@@ -47,10 +47,10 @@ REAL_CPPFLAGS = -I. -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(CPPFLAGS)
 REAL_CFLAGS = $(WARN) $(OPT) $(DEBUG) $(SANFLAGS) -pthread -MMD -MP $(PKG_CFLAGS) $(CFLAGS)
 REAL_LDFLAGS = $(SANFLAGS) -pthread $(LDFLAGS)
 
-MODULES = cli lock market api server
+MODULES = cli rconn lock market api server
 # Module archives in link order: a module uses only those after it.
 LIBS_ALL = $(BUILD)/libserver.a $(BUILD)/libapi.a $(BUILD)/libmarket.a $(BUILD)/liblock.a \
-           $(BUILD)/libcli.a
+           $(BUILD)/librconn.a $(BUILD)/libcli.a
 
 lib_srcs = $(filter-out server/main.c,$(wildcard $(1)/*.c))
 lib_objs = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1)))
@@ -150,7 +150,7 @@ valgrind: deps
 	@BUILD=$(BUILD) BIN=$(BIN) VALGRIND=1 tests/run.sh
 
 # ---- fuzzing: libFuzzer harnesses in tests/fuzz/ (see tests/fuzz/README.md) ----
-# clang builds lock/, market/ and api/ from source into each harness with
+# clang builds rconn/, lock/, market/ and api/ from source into each harness with
 # ASan + UBSan + libFuzzer, under $(FUZZ_BUILD) (the archives above are gcc's).
 # `make fuzz` replays tests/fuzz/regressions/, then fuzzes each harness for
 # FUZZ_SECONDS (both at once when there are two cores) from its seed corpus.
@@ -160,7 +160,7 @@ FUZZ_BUILD ?= build/fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_SANFLAGS = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS = $(WARN) -O1 -g $(FUZZ_SANFLAGS) -pthread -MMD -MP $(PKG_CFLAGS) $(CFLAGS)
-FUZZ_OBJS = $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(wildcard lock/*.c market/*.c api/*.c))
+FUZZ_OBJS = $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(wildcard rconn/*.c lock/*.c market/*.c api/*.c))
 FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/%,$(wildcard tests/fuzz/fuzz_*.c))
 
 $(FUZZ_BUILD)/%.o: %.c
@@ -184,11 +184,14 @@ bench: deps
 # The service links $(BUILD)/liblock.a, a module archive like the others. `make lib` builds
 # the library for other programs from the same sources, apart: position-independent objects
 # in $(BUILD)/pic, compiled with -fvisibility=hidden so that liblock.so exports only what
-# lock.h marks LOCK_API (every lock_* function; never the module's lock__* helpers; the
-# recipe checks with nm), and never with SANITIZE (another program links it). The soname
-# carries the major version of lock.h's LOCK_VERSION_*.
+# lock.h marks LOCK_API and rconn.h RCONN_API (every lock_* and rconn_* function; never the
+# modules' lock__* and rconn__* helpers; the recipe checks with nm), and never with SANITIZE
+# (another program links it). liblock carries rconn/ (the Redis module below lock/: lock.h's
+# constructors take its rconn_addr). The soname carries the major version of lock.h's
+# LOCK_VERSION_*.
 # `make install` copies the libraries, lock.h as $(INCLUDEDIR)/gamemarket/lock.h (programs
-# include <lock.h>; the folder keeps so generic a name out of /usr/include) and lock.pc into
+# include <lock.h>; the folder keeps so generic a name out of /usr/include), rconn.h as
+# $(INCLUDEDIR)/gamemarket/rconn/rconn.h (where lock.h's #include "rconn/rconn.h" finds it) and lock.pc into
 # $(DESTDIR)$(PKGCONFIGDIR); lock.pc's paths are relative to its own folder, so the tree
 # also works from the DESTDIR staging folder. PREFIX, LIBDIR, INCLUDEDIR must be absolute.
 
@@ -204,7 +207,7 @@ LOCK_V_MAJOR := $(call lock_version_part,MAJOR)
 LOCK_V := $(LOCK_V_MAJOR).$(call lock_version_part,MINOR).$(call lock_version_part,PATCH)
 LOCK_SONAME = liblock.so.$(LOCK_V_MAJOR)
 LOCK_SO = liblock.so.$(LOCK_V)
-LOCK_PIC_OBJS = $(patsubst %.c,$(PIC_BUILD)/%.o,$(wildcard lock/*.c))
+LOCK_PIC_OBJS = $(patsubst %.c,$(PIC_BUILD)/%.o,$(wildcard lock/*.c rconn/*.c))
 HIREDIS_CFLAGS = $(shell $(PKG_CONFIG) --cflags hiredis)
 HIREDIS_LIBS = $(shell $(PKG_CONFIG) --libs hiredis)
 LIB_CFLAGS = $(WARN) $(OPT) $(DEBUG) -fPIC -fvisibility=hidden -pthread -MMD -MP \
@@ -227,15 +230,17 @@ $(LIB_BUILD)/$(LOCK_SO): $(LOCK_PIC_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,$(LOCK_SONAME) -Wl,--no-undefined -pthread $(LDFLAGS) \
 		-o $@.tmp $^ $(HIREDIS_LIBS)
-	@leaked=$$(nm -D --defined-only $@.tmp | awk '$$3 !~ /^lock_[a-z]/ {print $$3}'); \
-	if [ -n "$$leaked" ]; then echo "lib: exported beyond lock_*: $$leaked" >&2; exit 1; fi
+	@leaked=$$(nm -D --defined-only $@.tmp | awk '$$3 !~ /^(lock|rconn)_[a-z]/ {print $$3}'); \
+	if [ -n "$$leaked" ]; then echo "lib: exported beyond lock_*, rconn_*: $$leaked" >&2; exit 1; fi
 	@mv $@.tmp $@
 	ln -sf $(LOCK_SO) $(LIB_BUILD)/$(LOCK_SONAME)
 	ln -sf $(LOCK_SONAME) $(LIB_BUILD)/liblock.so
 
 install-lib: lib
-	install -d '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(INCLUDEDIR)/gamemarket' '$(DESTDIR)$(PKGCONFIGDIR)'
+	install -d '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(INCLUDEDIR)/gamemarket/rconn' \
+		'$(DESTDIR)$(PKGCONFIGDIR)'
 	install -m 644 lock/lock.h '$(DESTDIR)$(INCLUDEDIR)/gamemarket/lock.h'
+	install -m 644 rconn/rconn.h '$(DESTDIR)$(INCLUDEDIR)/gamemarket/rconn/rconn.h'
 	install -m 644 $(LIB_BUILD)/liblock.a '$(DESTDIR)$(LIBDIR)/liblock.a'
 	install -m 755 $(LIB_BUILD)/$(LOCK_SO) '$(DESTDIR)$(LIBDIR)/$(LOCK_SO)'
 	ln -sf $(LOCK_SO) '$(DESTDIR)$(LIBDIR)/$(LOCK_SONAME)'
@@ -252,9 +257,10 @@ examples: deps
 
 uninstall-lib:
 	rm -f '$(DESTDIR)$(INCLUDEDIR)/gamemarket/lock.h' '$(DESTDIR)$(LIBDIR)/liblock.a' \
+		'$(DESTDIR)$(INCLUDEDIR)/gamemarket/rconn/rconn.h' \
 		'$(DESTDIR)$(LIBDIR)/$(LOCK_SO)' '$(DESTDIR)$(LIBDIR)/$(LOCK_SONAME)' \
 		'$(DESTDIR)$(LIBDIR)/liblock.so' '$(DESTDIR)$(PKGCONFIGDIR)/lock.pc'
-	-rmdir '$(DESTDIR)$(INCLUDEDIR)/gamemarket' 2>/dev/null
+	-rmdir '$(DESTDIR)$(INCLUDEDIR)/gamemarket/rconn' '$(DESTDIR)$(INCLUDEDIR)/gamemarket' 2>/dev/null
 
 # ---- the programs installed and packaged (docs/OPERATIONS.md, "Installing") ----
 # `make install` = install-lib (above) + install-progs: market-server, market-seed and

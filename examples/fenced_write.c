@@ -67,7 +67,7 @@ static int expect(int ok, const char *what) {
     return !ok;
 }
 
-static lock_client *client_new(const lock_redis_addr *addrs, size_t n) {
+static lock_client *client_new(const rconn_addr *addrs, size_t n) {
     int err = 0;
     lock_client *c =
         n == 1 ? lock_redis_new(&addrs[0], 1000, &err) : lock_redlock_new(addrs, n, 1000, &err);
@@ -125,16 +125,16 @@ int main(int argc, char **argv) {
         st.check_fences = 0;
         first = 2;
     }
-    lock_redis_addr addrs[LOCK_REDLOCK_NODES_MAX];
+    rconn_addr addrs[LOCK_REDLOCK_NODES_MAX];
     size_t n = 0;
     for (int i = first; i < argc; i++) {
-        if (n == LOCK_REDLOCK_NODES_MAX || lock_redis_addr_parse(argv[i], &addrs[n]) != LOCK_OK) {
+        if (n == LOCK_REDLOCK_NODES_MAX || rconn_addr_parse(argv[i], &addrs[n]) != RCONN_OK) {
             fprintf(stderr, "usage: %s [--no-fence-check] [redis://host:port ...]\n", argv[0]);
             return 2;
         }
         n++;
     }
-    if (n == 0 && lock_redis_addr_parse("redis://127.0.0.1:6379", &addrs[n++]) != LOCK_OK) return 2;
+    if (n == 0 && rconn_addr_parse("redis://127.0.0.1:6379", &addrs[n++]) != RCONN_OK) return 2;
     printf("liblock %s (built against lock.h %s)\n", lock_version(), LOCK_VERSION);
 
     /* a client each, as three processes would have */

@@ -48,10 +48,15 @@
  * Every lock_client is safe to share between threads; a lock_handle is plain
  * data owned by the caller and is not (see the watchdog section).
  *
- * As a library on its own: `make lib` builds liblock.a and liblock.so, and
- * `make install` puts this header at <prefix>/include/gamemarket/lock.h with a
- * pkg-config file "lock" (`pkg-config --cflags --libs lock`, then #include
- * <lock.h>). docs/LOCKING.md shows the build, the install and the examples.
+ * Below it is rconn/ (rconn/rconn.h, included here): the Redis addresses this
+ * header's constructors take, connections, Sentinel, Cluster and the clock.
+ *
+ * As a library on its own: `make lib` builds liblock.a and liblock.so (with
+ * rconn/ inside), and `make install` puts this header at
+ * <prefix>/include/gamemarket/lock.h, rconn.h at .../gamemarket/rconn/rconn.h,
+ * with a pkg-config file "lock" (`pkg-config --cflags --libs lock`, then
+ * #include <lock.h>). docs/LOCKING.md shows the build, the install and the
+ * examples, and which lock_ names are rconn_'s former ones.
  */
 #ifndef GM_LOCK_LOCK_H
 #define GM_LOCK_LOCK_H
@@ -59,15 +64,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rconn/rconn.h"
+
 /* ---- version and exported symbols ----
  *
  * LOCK_VERSION_* describe this header; lock_version() the library actually
  * linked. The major version is the shared library's soname (liblock.so.3): it
  * changes when a program built against an older header could break, e.g. when
  * lock_handle or lock_redis_addr changes size (3: LOCK_KEY_MAX 256 for
- * realm-tagged keys, lock_redis_addr's cluster and seeds). */
-#define LOCK_VERSION_MAJOR 3
-#define LOCK_VERSION_MINOR 1
+ * realm-tagged keys, lock_redis_addr's cluster and seeds), or a function goes (4: the
+ * lock_sentinel_* and lock_cluster_* functions became rconn/'s rconn_sentinel_* and
+ * rconn_cluster_*, which liblock.so exports instead). */
+#define LOCK_VERSION_MAJOR 4
+#define LOCK_VERSION_MINOR 0
 #define LOCK_VERSION_PATCH 0
 #define LOCK_VERSION_STR2_(x) #x
 #define LOCK_VERSION_STR_(a, b, c)                                                                 \
@@ -75,7 +84,8 @@
 #define LOCK_VERSION LOCK_VERSION_STR_(LOCK_VERSION_MAJOR, LOCK_VERSION_MINOR, LOCK_VERSION_PATCH)
 
 /* Marks the public API: liblock.so is built with -fvisibility=hidden, so only these names
- * (all lock_*) are exported; the module's own lock__* helpers are not. */
+ * (all lock_*) and rconn.h's (all rconn_*) are exported; the modules' own lock__* and
+ * rconn__* helpers are not. */
 #if defined(__GNUC__) && __GNUC__ >= 4
 #define LOCK_API __attribute__((visibility("default")))
 #else
@@ -142,42 +152,34 @@ typedef struct lock_handle {
     uint32_t holds; /* reentrant lease: its holds counting this one (1: a new lease); plain: 0 */
 } lock_handle;
 
-/* Where a Redis server is, parsed by lock_redis_addr_parse() from
- *   redis://[user:pass@]host[:port][/db]                                   one server, or
- *   redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db]    a Sentinel group:
- * the master that the Redis Sentinels at those addresses (port 26379 when not given) name
- * "name" (see the Sentinel section below), or
- *   redis-cluster://[user:pass@]host[:port][,host[:port]...][/0]           a Redis Cluster:
- * the cluster those nodes (port 6379 when not given; any of its nodes will do) belong to
- * (see the Cluster section below); its db can only be 0. In the last two forms host and port
- * stay empty (a lock_sentinel or a lock_cluster resolves them) and the addresses are in
- * seeds; user and pass are the data servers' credentials (also sent to a Sentinel that asks
- * for a password). */
-#define LOCK_HOST_MAX 255
-#define LOCK_CRED_MAX 255
-#define LOCK_SEEDS_MAX 8        /* most Sentinels of a group, or seed nodes of a cluster */
-#define LOCK_MASTER_NAME_MAX 63 /* longest master name: [A-Za-z0-9._-] */
-typedef struct lock_redis_addr {
-    char host[LOCK_HOST_MAX + 1];
-    int port;
-    char user[LOCK_CRED_MAX + 1]; /* empty: no ACL user */
-    char pass[LOCK_CRED_MAX + 1]; /* empty: no AUTH */
-    int db;
-    char master_name[LOCK_MASTER_NAME_MAX + 1]; /* "": one server or a cluster; else a group */
-    int cluster;                                /* 1: a Redis Cluster (db 0, no master_name) */
-    int nseeds; /* 1..LOCK_SEEDS_MAX in a Sentinel group or a cluster, else 0 */
-    struct lock_redis_at {
-        char host[LOCK_HOST_MAX + 1];
-        int port;
-    } seeds[LOCK_SEEDS_MAX]; /* a group's Sentinels, or some nodes of a cluster */
-} lock_redis_addr;
+/* Where a Redis server is: rconn/'s address (rconn/rconn.h), parsed from a redis://,
+ * redis-sentinel:// or redis-cluster:// URL by rconn_addr_parse(). lock_redis_addr and the
+ * LOCK_*_MAX sizes are its former names, kept for programs written against liblock 3. */
+typedef rconn_addr lock_redis_addr;
+#define LOCK_HOST_MAX RCONN_HOST_MAX
+#define LOCK_CRED_MAX RCONN_CRED_MAX
+#define LOCK_SEEDS_MAX RCONN_SEEDS_MAX
+#define LOCK_MASTER_NAME_MAX RCONN_MASTER_NAME_MAX
 
 /* ---- constructors ---- */
 
-LOCK_API lock_client *lock_redis_new(const lock_redis_addr *addr, int timeout_ms, int *err);
-LOCK_API lock_client *lock_redlock_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
+LOCK_API lock_client *lock_redis_new(const rconn_addr *addr, int timeout_ms, int *err);
+LOCK_API lock_client *lock_redlock_new(const rconn_addr *addrs, size_t n, int timeout_ms,
                                        int *err);
 LOCK_API lock_client *lock_local_new(int *err);
+
+/* On a Redis Cluster: lock_redis_new() of a redis-cluster:// address sends each call to the
+ * master that serves its key's hash slot (an rconn_cluster, rconn/rconn.h), and follows the
+ * cluster's redirects: a -MOVED answer updates the map and the call is sent once more to the
+ * new master at once; an -ASK answer (a slot half-way through a migration) sends ASKING and
+ * the call to the named node, once; -TRYAGAIN and -CLUSTERDOWN are store errors that acquire
+ * retries within its wait budget. On a cluster backend every key must carry a hash tag, "{t}"
+ * with t not empty (e.g. "lock:{eu-1}:B"): the fence counter "lock:fences:{t}" and the key's
+ * ":wanted", ":owner" and ":released" companions are then in the key's slot, which one script
+ * needs. An untagged key is refused with LOCK_ERR_INVALID, and so is a lock_acquire_multi()
+ * whose keys are in more than one slot (all-or-nothing cannot span masters);
+ * lock_redlock_new() refuses cluster addresses. On a Sentinel group (redis-sentinel://) it
+ * follows the master an rconn_sentinel names. */
 
 /* ---- operations ---- */
 
@@ -248,7 +250,7 @@ LOCK_API int lock_watchdog_stop(lock_watchdog *w, lock_handle *h);
 
 LOCK_API const char *lock_version(void);
 LOCK_API const char *lock_name(const lock_client *c);
-LOCK_API int lock_store_addr(const lock_client *c, lock_redis_addr *out);
+LOCK_API int lock_store_addr(const lock_client *c, rconn_addr *out);
 LOCK_API const char *lock_strerror(int err);
 /* The reason the calling thread's last failed call of a lock_client failed (the operations,
  * the reentrant, multi-key and watchdog calls; a constructor says all through *err):
@@ -257,155 +259,19 @@ LOCK_API const char *lock_strerror(int err);
  * 127.0.0.1:6379: NOPERM ...". The text lives in the calling thread (like errno), so
  * threads sharing a client never see each other's; a call that succeeds leaves it as it
  * was. Returns "" before any failure; borrowed: valid until this thread's next failed call.
- * The Sentinel and Cluster functions below report through their own why argument. This
- * function can't fail. */
+ * rconn/'s functions (Sentinel, Cluster, connections) report through their own why argument.
+ * This function can't fail. */
 LOCK_API const char *lock_last_error(void);
-LOCK_API int lock_redis_addr_parse(const char *url, lock_redis_addr *out);
+
+/* ---- former names of rconn/'s functions, kept for programs written against liblock 3 ----
+ *
+ * Each calls its rconn_ namesake (rconn/rconn.h), with the code turned into a lock_err. */
+LOCK_API int64_t lock_now_ms(void);                                         /* rconn_now_ms */
+LOCK_API int lock_redis_addr_parse(const char *url, lock_redis_addr *out); /* rconn_addr_parse */
 LOCK_API int lock_redis_addr_parse_list(const char *list, lock_redis_addr *out, size_t max,
-                                        size_t *n);
-LOCK_API int lock_redis_addr_same(const lock_redis_addr *a, const lock_redis_addr *b);
-LOCK_API int64_t lock_now_ms(void);
-
-/* ---- Redis Sentinel: find the master, follow a failover ----
- *
- * A lock_sentinel serves one Sentinel group (a lock_redis_addr with a master_name). The
- * Redis backends make one for each Sentinel group they are given; a program that talks to
- * the same data (the market's store) makes its own. lock_sentinel_master() answers the
- * master the Sentinels name now: it asks them in turn until a majority of them answered
- * (SENTINEL MASTER <name>) and takes the answer of the highest config epoch, so one
- * Sentinel that has not heard of a failover yet cannot send writes to the old master. The
- * answer is kept for later calls until something says it may be stale:
- *   - a connection made to it failed, found it is not a master (ROLE), or was refused
- *     with -READONLY, -LOADING or -MASTERDOWN: its user calls lock_sentinel_suspect();
- *   - a Sentinel announced +switch-master (a background thread stays subscribed to every
- *     Sentinel, and asks all of them each second, so a switch it missed shows up as a new
- *     address).
- * Each of these bumps the group's generation (lock_sentinel_generation()); a connection
- * remembers the generation it was made under and is closed, not reused, once it changed.
- * So nothing is sent to an address after the Sentinels stop naming it, except what was
- * already in flight. The check that the address really is a master (ROLE) is the
- * connection's: lock_sentinel_master() only says where the Sentinels point.
- *
- * Every function is safe to call from any thread. */
-typedef struct lock_sentinel lock_sentinel;
-
-/* Creates the group's resolver and starts its watcher thread; contacts no Sentinel yet.
- * Returns NULL with *err LOCK_ERR_INVALID (not a Sentinel group, timeout_ms <= 0),
- * LOCK_ERR_NOMEM or LOCK_ERR_BACKEND (no thread). */
-LOCK_API lock_sentinel *lock_sentinel_new(const lock_redis_addr *group, int timeout_ms, int *err);
-/* Fills *master with the group's address resolved: host and port of the master, the
- * group's credentials and db, no master_name; *generation (may be NULL) with the generation
- * the answer belongs to. Returns LOCK_OK, or LOCK_ERR_BACKEND with a sentence in why (no
- * Sentinel answers, none knows the name, too few answered for a majority). */
-LOCK_API int lock_sentinel_master(lock_sentinel *s, lock_redis_addr *master, uint64_t *generation,
-                                  char *why, size_t whylen);
-LOCK_API uint64_t lock_sentinel_generation(lock_sentinel *s);
-/* Says that the master of generation may be gone: the next lock_sentinel_master() asks the
- * Sentinels again. A no-op when the generation has moved on already (many connections
- * failing at once cost one new question). */
-LOCK_API void lock_sentinel_suspect(lock_sentinel *s, uint64_t generation);
-/* How many times the master changed (a new address from the Sentinels) since the start. */
-LOCK_API uint64_t lock_sentinel_failovers(lock_sentinel *s);
-/* What the Sentinels say a write on the group's master must reach to survive a failover
- * (lock_sentinel_view_get()). */
-typedef struct lock_sentinel_view {
-    uint64_t generation; /* the group's generation now (lock_sentinel_generation()) */
-    int known;           /* 1: what follows describes the master of that generation */
-    unsigned replicas;   /* its replicas that a Sentinel could promote now: no Sentinel that
-                          * answered flags them s_down or disconnected, they answered a ping
-                          * in the last 5 s, the Sentinel has their INFO, their priority is
-                          * not 0 and their link to the master has not been down for ten
-                          * down-after periods; a former master that still reports itself
-                          * master is not counted */
-    int failover;        /* 1: a failover is under way: a Sentinel flags the master
-                          * failover_in_progress or o_down, or announced a step of one that
-                          * no refresh has answered since */
-    uint64_t alarms;     /* failover steps announced by any Sentinel since the start */
-} lock_sentinel_view;
-/* Fills *v (all zero for a NULL s). A background thread subscribed to every Sentinel keeps it
- * current: it asks every Sentinel each second and at once after an event about the group. */
-LOCK_API void lock_sentinel_view_get(lock_sentinel *s, lock_sentinel_view *v);
-LOCK_API void lock_sentinel_free(lock_sentinel *s);
-
-/* ---- Redis Cluster: key slots, redirects, the slot map ----
- *
- * lock_redis_new() of a redis-cluster:// address sends each call to the master that serves
- * its key's hash slot, and follows the cluster's redirects: a -MOVED answer updates the map
- * and the call is sent once more to the new master at once; an -ASK answer (a slot half-way
- * through a migration) sends ASKING and the call to the named node, once; -TRYAGAIN and
- * -CLUSTERDOWN are store errors that acquire retries within its wait budget. On a cluster
- * backend every key must carry a hash tag, "{t}" with t not empty (e.g. "lock:{eu-1}:B"):
- * the fence counter "lock:fences:{t}" and the key's ":wanted", ":owner" and ":released"
- * companions are then in the key's slot, which one script needs. An untagged key is refused
- * with LOCK_ERR_INVALID, and so is a lock_acquire_multi() whose keys are in more than one
- * slot (all-or-nothing cannot span masters); lock_redlock_new() refuses cluster addresses.
- * A program that talks to the same cluster (the market's store) makes its own lock_cluster
- * to route its commands. Every function is safe to call from any thread. */
-#define LOCK_CLUSTER_SLOTS 16384      /* hash slots of a Redis Cluster */
-#define LOCK_CLUSTER_REFRESH_MS 100   /* a stale slot map is fetched again at most this often */
-
-/* Returns the hash slot (0..16383) of key[0..len): the CRC16 of its {tag} (the bytes between
- * its first '{' and the first '}' after it) when that is not empty, else of all of it. This
- * function can't fail. */
-LOCK_API unsigned lock_key_slot(const char *key, size_t len);
-
-/* A -MOVED or -ASK error reply, as lock_cluster_redirect_parse() reads it. */
-typedef struct lock_cluster_redirect {
-    int ask;                      /* 0: -MOVED (the slot lives there now), 1: -ASK (migrating:
-                                     ASKING, once) */
-    unsigned slot;                /* 0..16383 */
-    char host[LOCK_HOST_MAX + 1]; /* "" = the host the command was sent to */
-    int port;                     /* 1..65535 */
-} lock_cluster_redirect;
-
-/* Reads an error reply's text (hiredis r->str/r->len: no leading '-') as MOVED/ASK
- * "<slot> <host>:<port>" (an IPv6 host unbracketed, or in brackets) into *out. Returns 0, or
- * -1 with *out untouched for anything else (TRYAGAIN, CLUSTERDOWN, other errors, a slot
- * beyond 16383, a port outside 1..65535, a host too long or with spaces or control
- * characters, trailing text). */
-LOCK_API int lock_cluster_redirect_parse(const char *err, size_t len, lock_cluster_redirect *out);
-
-typedef struct lock_cluster lock_cluster;
-typedef struct lock_cluster_stats {
-    uint64_t moved;     /* -MOVED redirects reported */
-    uint64_t ask;       /* -ASK redirects reported */
-    uint64_t refreshes; /* slot maps fetched from the cluster */
-} lock_cluster_stats;
-
-/* Returns a new slot map of the cluster at *cluster (borrowed; copied), shared by every thread
- * of a program; contacts nothing yet. Caller frees with lock_cluster_free(). Returns NULL with
- * *err (when err is non-NULL) LOCK_ERR_INVALID (addr not a cluster, timeout_ms <= 0),
- * LOCK_ERR_NOMEM or LOCK_ERR_BACKEND (no mutex). */
-LOCK_API lock_cluster *lock_cluster_new(const lock_redis_addr *cluster, int timeout_ms, int *err);
-/* Fills *master with the address of the master serving slot now (host, port, plus the
- * cluster's user/pass, db 0, not a cluster). Fetches the map first when it has none or it is
- * stale (CLUSTER SHARDS, falling back to CLUSTER SLOTS on servers before 7; asking the
- * masters it knows, then the seeds, until one answers; AUTH with the credentials), each node
- * bounded by timeout_ms; a fetch that fails leaves the previous map in use. Returns LOCK_OK,
- * or LOCK_ERR_BACKEND with a sentence in why (may be NULL) when no node answers or the slot
- * has no master; LOCK_ERR_INVALID for NULL arguments or a slot beyond 16383. */
-LOCK_API int lock_cluster_master(lock_cluster *c, unsigned slot, lock_redis_addr *master,
-                                 char *why, size_t whylen);
-/* Writes into slots[0..max) one slot of each master that serves any now (the lowest it
- * serves), fetching the map first as lock_cluster_master() does, so that a caller can reach
- * every master (a health check) through lock_cluster_master(). Returns how many (at most
- * max), or -1 with a sentence in why (may be NULL) when no map can be had or NULL
- * arguments. */
-LOCK_API int lock_cluster_master_slots(lock_cluster *c, unsigned *slots, size_t max, char *why,
-                                       size_t whylen);
-/* Reports that a reply was the redirect *r (its host already resolved by the caller when it
- * came ""): a MOVED updates slot's master at once and makes the map stale (fetched again by
- * a later lock_cluster_master(), at most once per LOCK_CLUSTER_REFRESH_MS, so a burst of
- * redirects during a reshard costs one fetch); an ASK is only counted. This function can't
- * fail. */
-LOCK_API void lock_cluster_redirected(lock_cluster *c, const lock_cluster_redirect *r);
-/* Reports that a connection to a master failed, or a node answered -CLUSTERDOWN: the map may
- * be stale (a failover); it is fetched again on a later lock_cluster_master(), rate-limited as
- * above. This function can't fail. */
-LOCK_API void lock_cluster_stale(lock_cluster *c);
-/* Copies c's counters into *out. This function can't fail. */
-LOCK_API void lock_cluster_stats_get(lock_cluster *c, lock_cluster_stats *out);
-/* Frees c. lock_cluster_free(NULL) is a no-op. This function can't fail. */
-LOCK_API void lock_cluster_free(lock_cluster *c);
+                                        size_t *n); /* rconn_addr_parse_list */
+LOCK_API int lock_redis_addr_same(const lock_redis_addr *a,
+                                  const lock_redis_addr *b); /* rconn_addr_same */
+LOCK_API unsigned lock_key_slot(const char *key, size_t len); /* rconn_key_slot */
 
 #endif /* GM_LOCK_LOCK_H */

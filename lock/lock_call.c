@@ -93,9 +93,9 @@ static void call_why_reply(struct lock__call *c, const char *what, const redisRe
  * the map stale) mark c for a later retry. The script did not run: c ends UNSENT on a healthy
  * connection. Returns 1 when r was one of these, else 0. */
 static int call_cluster_refusal(struct lock__call *c, const redisReply *r) {
-    lock_cluster *cl = c->node->cluster_of;
+    rconn_cluster *cl = c->node->cluster_of;
     if (cl == NULL || r->type != REDIS_REPLY_ERROR) return 0;
-    if (lock_cluster_redirect_parse(r->str, r->len, &c->redirect) == 0) {
+    if (rconn_cluster_redirect_parse(r->str, r->len, &c->redirect) == 0) {
         if (c->redirect.host[0] == '\0')
             memcpy(c->redirect.host, c->node->addr.host, sizeof c->redirect.host);
         c->redirected = 1;
@@ -103,7 +103,7 @@ static int call_cluster_refusal(struct lock__call *c, const redisReply *r) {
         c->retry = 1;
     } else if (strncmp(r->str, "CLUSTERDOWN", 11) == 0) {
         c->retry = 1;
-        lock_cluster_stale(cl);
+        rconn_cluster_stale(cl);
     } else {
         return 0;
     }
@@ -195,13 +195,13 @@ static void call_resend_eval(struct lock__call *c) {
 
 /* Handles one reply r on c's connection, advancing c's phase. */
 static void call_on_reply(struct lock__call *c, const redisReply *r) {
-    if (lock__reply_not_master(r)) c->conn->stale = 1;
+    if (rconn_reply_not_master(r)) c->conn->stale = 1;
     if (c->phase == PH_EVAL && c->skip_ok > 0 && r->type == REDIS_REPLY_STATUS) {
         c->skip_ok--; /* ASKING's +OK before the EVAL's answer */
         return;
     }
     if (c->phase == PH_SETUP) {
-        if (!lock__reply_is_ok(r)) { /* a refused AUTH/SELECT: the script never went out */
+        if (!rconn_reply_ok(r)) { /* a refused AUTH/SELECT: the script never went out */
             call_why_reply(c, "AUTH/SELECT", r);
             c->phase = PH_DROP;
             return;
@@ -345,7 +345,7 @@ static void run_calls(struct lock__call *const *cs, size_t n, int timeout_ms) {
     for (size_t i = 0; i < n; i++)
         call_start(cs[i], timeout_ms);
     struct batch b = {cs, n};
-    (void)lock__poll_until(lock_now_ms() + timeout_ms, batch_pollset, batch_ready, &b);
+    (void)lock__poll_until(rconn_now_ms() + timeout_ms, batch_pollset, batch_ready, &b);
     for (size_t i = 0; i < n; i++)
         call_finish(cs[i], timeout_ms);
 }
@@ -387,7 +387,7 @@ void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms) {
         struct lock__call *c = &calls[i];
         if (!c->redirected || c->routed_from == NULL) continue;
         c->redirected = 0;
-        lock_cluster_redirected(c->routed_from->cluster, &c->redirect);
+        rconn_cluster_redirected(c->routed_from->cluster, &c->redirect);
         c->node = lock__node_at(c->routed_from, c->redirect.host, c->redirect.port);
         if (c->node == NULL)
             snprintf(c->why, sizeof c->why, "cluster: no room for master %s:%d", c->redirect.host,
@@ -401,7 +401,7 @@ void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms) {
         struct lock__call *c = &calls[i];
         if (c->redirected) { /* moved again already: the next try has the newer map */
             if (c->routed_from != NULL && !c->redirect.ask)
-                lock_cluster_redirected(c->routed_from->cluster, &c->redirect);
+                rconn_cluster_redirected(c->routed_from->cluster, &c->redirect);
             c->redirected = 0;
             c->retry = 1;
             call_why(c, "redirected again, to %s:%d", c->redirect.host, c->redirect.port);

@@ -187,9 +187,9 @@ int lock__redlock_owner_verdict(size_t n, size_t yes, size_t failed, int64_t val
  * needs a hash tag (its fence counter and companions live in its slot) and all one slot. */
 static int keys_routable(const struct lock__dist *d, const char *const *keys, size_t n) {
     if (!d->cluster) return 1;
-    unsigned slot = lock_key_slot(keys[0], strlen(keys[0]));
+    unsigned slot = rconn_key_slot(keys[0], strlen(keys[0]));
     for (size_t k = 0; k < n; k++)
-        if (!lock__key_tagged(keys[k]) || lock_key_slot(keys[k], strlen(keys[k])) != slot)
+        if (!rconn_key_tagged(keys[k]) || rconn_key_slot(keys[k], strlen(keys[k])) != slot)
             return 0;
     return 1;
 }
@@ -208,10 +208,10 @@ static int round_retryable(const struct lock__dist *d, const struct work *w) {
  * A release or extend during a reshard must not give up on a lease that is still there: it
  * would outlive its holder until its TTL, and keep the next one waiting. */
 static void calls_run_settled(const struct lock__dist *d, struct work *w, int timeout_ms) {
-    int64_t until = lock_now_ms() + timeout_ms;
+    int64_t until = rconn_now_ms() + timeout_ms;
     for (uint32_t pause = 1;; pause = pause < 16 ? pause * 2 : 25) {
         lock__node_calls(w->calls, d->n, timeout_ms);
-        if (!d->cluster || !round_retryable(d, w) || lock_now_ms() + pause >= until) return;
+        if (!d->cluster || !round_retryable(d, w) || rconn_now_ms() + pause >= until) return;
         lock__sleep_ms(pause);
     }
 }
@@ -310,7 +310,7 @@ static int acquire_round(struct lock__dist *d, struct work *w, const char *const
                          const char *token, uint32_t ttl_ms, lock_handle *out, size_t *failed,
                          int64_t *pttl_ms) {
     int to = node_timeout(d, ttl_ms);
-    int64_t started = lock_now_ms();
+    int64_t started = rconn_now_ms();
     for (size_t i = 0; i < d->n; i++) {
         struct lock__call *c = &w->calls[i];
         call_init(c, d->node[i], LOCK__SCRIPT_ACQUIRE);
@@ -324,7 +324,7 @@ static int acquire_round(struct lock__dist *d, struct work *w, const char *const
         c->undo_nkeys = nk;
     }
     lock__node_calls(w->calls, d->n, to);
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     round_why(w->calls, d->n);
 
     size_t granted = 0, nfailed = 0;
@@ -422,7 +422,7 @@ static int acquire_round_owned(struct lock__dist *d, struct work *w, const char 
                                const char *owner, const char *token, uint32_t ttl_ms, int joined,
                                lock_handle *out, size_t *failed, int64_t *pttl_ms) {
     int to = node_timeout(d, ttl_ms);
-    int64_t started = lock_now_ms();
+    int64_t started = rconn_now_ms();
     for (size_t i = 0; i < d->n; i++) {
         struct lock__call *c = &w->calls[i];
         call_init(c, d->node[i], LOCK__SCRIPT_ACQUIRE_OWNED);
@@ -438,7 +438,7 @@ static int acquire_round_owned(struct lock__dist *d, struct work *w, const char 
         c->undo_nargs = 1;
     }
     lock__node_calls(w->calls, d->n, to);
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     round_why(w->calls, d->n);
 
     size_t best_votes = 0, nfailed = 0;
@@ -500,7 +500,7 @@ static int acquire_round_owned(struct lock__dist *d, struct work *w, const char 
  * LOCK_ERR_NOMEM. */
 int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk, const char *owner,
                        uint32_t ttl_ms, uint32_t wait_ms, lock_handle *out) {
-    int64_t deadline = lock_now_ms() + wait_ms; /* the budget runs from the call's start */
+    int64_t deadline = rconn_now_ms() + wait_ms; /* the budget runs from the call's start */
     if (!keys_routable(d, keys, nk)) return LOCK_ERR_INVALID;
     char token[LOCK_TOKEN_LEN + 1];
     int rc = lock__token_new(token);
@@ -540,7 +540,7 @@ int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t nk,
         if (rc == LOCK_OK) break;
         if (rc == LOCK_ERR_BACKEND && failed == d->n && !round_retryable(d, w))
             break; /* nobody answered: say so now */
-        int64_t now = lock_now_ms();
+        int64_t now = rconn_now_ms();
         if (now >= deadline) break;
         if (rc == LOCK_ERR_BUSY && subscribed < 0) {
             subscribed =
@@ -673,7 +673,7 @@ int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms) {
     if (w == NULL) return LOCK_ERR_NOMEM;
     snprintf(w->ttl, sizeof w->ttl, "%u", (unsigned)ttl_ms);
     snprintf(w->okey, sizeof w->okey, "%s%s", h->key, LOCK_OWNER_SUFFIX);
-    int64_t started = lock_now_ms();
+    int64_t started = rconn_now_ms();
     for (size_t i = 0; i < d->n; i++) {
         struct lock__call *c = &w->calls[i];
         if (h->owner[0] != '\0') { /* a reentrant lease: never shortened */
@@ -690,7 +690,7 @@ int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms) {
     }
     calls_run_settled(d, w, node_timeout(d, ttl_ms));
     round_why(w->calls, d->n);
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     size_t yes = 0, failed = 0;
     for (size_t i = 0; i < d->n; i++) {
         const struct lock__call *c = &w->calls[i];
@@ -714,7 +714,7 @@ int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms) {
 
 /* Returns the slot map of an engine over a Redis Cluster (borrowed; valid until d is freed),
  * or NULL. For tests and statistics. This function can't fail. */
-lock_cluster *lock__dist_cluster(const struct lock__dist *d) {
+rconn_cluster *lock__dist_cluster(const struct lock__dist *d) {
     return d->cluster ? lock__node_cluster(d->node[0]) : NULL;
 }
 
@@ -733,8 +733,8 @@ void lock__dist_free(struct lock__dist *d) {
  * non-zero; caller frees with lock__dist_free(). Does not connect. Returns NULL with *err set
  * to LOCK_ERR_NOMEM or LOCK_ERR_BACKEND (a mutex cannot be created, or no random bytes for the
  * client's id). */
-struct lock__dist *lock__dist_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
-                                  int redlock, int *err) {
+struct lock__dist *lock__dist_new(const rconn_addr *addrs, size_t n, int timeout_ms, int redlock,
+                                  int *err) {
     struct lock__dist *d = calloc(1, sizeof *d);
     if (d == NULL) {
         *err = LOCK_ERR_NOMEM;
@@ -817,8 +817,8 @@ static const struct lock_ops redlock_ops = DIST_OPS("redlock");
  * named "redlock" when redlock is non-zero, else "redis"; caller frees with lock_free(). The
  * addresses are borrowed (copied) and checked by the caller. Returns NULL with *err set as
  * lock__dist_new() and lock__client_new() fail. */
-lock_client *lock__dist_client_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
-                                   int redlock, int *err) {
+lock_client *lock__dist_client_new(const rconn_addr *addrs, size_t n, int timeout_ms, int redlock,
+                                   int *err) {
     struct lock__dist *d = lock__dist_new(addrs, n, timeout_ms, redlock, err);
     if (d == NULL) return NULL;
     lock_client *c = lock__client_new(redlock ? &redlock_ops : &redis_ops, d, err);

@@ -23,8 +23,9 @@
  *   lock__dist_*   (lock_dist.c)   the engine over N nodes that lock_redis.c
  *                              (N = 1) and lock_redlock.c (N odd) wrap;
  *   lock__redlock_* (lock_dist.c)  the quorum arithmetic, pure functions;
- *   lock__slotmap_*, lock__crc16 (lock_cluster.c)  a Redis Cluster's slot map, pure;
  *   lock__watchdog_* (lock_watchdog.c) the hooks lock.c calls.
+ * Below them all is rconn/ (rconn/rconn.h): addresses, connection setup, a Sentinel group's
+ * master, a cluster's slot map, the clock.
  */
 #ifndef GM_LOCK_LOCK_IMPL_H
 #define GM_LOCK_LOCK_IMPL_H
@@ -35,14 +36,17 @@
 #include <time.h>
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 
 /* ---- constants ---- */
 
-#define LOCK_BACKOFF_BASE_MS 1u          /* first retry delay before jitter */
-#define LOCK_BACKOFF_CAP_MS 50u          /* no retry delay is longer than this */
-#define LOCK_WAIT_POLL_FIRST_MS 2u       /* a busy waiter's first poll, doubling from there */
-#define LOCK_WAIT_POLL_CAP_MS 50u        /* ... up to this: a silent release is seen this late */
-#define LOCK_FENCE_KEY "lock:fences"     /* counts acquisitions of every untagged key, per server */
+#define LOCK__CLUSTER_NODES_MAX 64 /* masters of a cluster a node keeps a node for */
+
+#define LOCK_BACKOFF_BASE_MS 1u      /* first retry delay before jitter */
+#define LOCK_BACKOFF_CAP_MS 50u      /* no retry delay is longer than this */
+#define LOCK_WAIT_POLL_FIRST_MS 2u   /* a busy waiter's first poll, doubling from there */
+#define LOCK_WAIT_POLL_CAP_MS 50u    /* ... up to this: a silent release is seen this late */
+#define LOCK_FENCE_KEY "lock:fences" /* counts acquisitions of every untagged key, per server */
 /* the counter of the keys tagged "{t}": "lock:fences:{t}" (lock__fence_key()) */
 #define LOCK_FENCE_KEY_MAX (sizeof LOCK_FENCE_KEY + 3 + LOCK_KEY_MAX)
 #define LOCK_RELEASED_SUFFIX ":released" /* "<key>:released" is published on release */
@@ -93,7 +97,7 @@ struct lock_client {
     void *impl;                 /* owned; freed by ops->destroy */
     struct lock__wdset wd;      /* watchdogs; the thread starts with the first one */
     int has_store;              /* 1: every lease is a key on the one server in store */
-    lock_redis_addr store;      /* see lock_store_addr() */
+    rconn_addr store;           /* see lock_store_addr() */
 };
 
 /* ---- module-internal helpers (lock.c) ---- */
@@ -103,12 +107,10 @@ int lock__token_new(char out[LOCK_TOKEN_LEN + 1]);
 uint32_t lock__backoff_ms(unsigned attempt, uint64_t *rng_state);
 uint32_t lock__wait_poll_ms(unsigned step, uint64_t *rng_state);
 void lock__sleep_ms(uint32_t ms);
-int lock__cond_init_monotonic(pthread_cond_t *cv);
-void lock__timespec_at(int64_t ms, struct timespec *ts);
-int lock__redis_addr_ok(const lock_redis_addr *addr);
 void lock__fence_key(const char *key, char out[LOCK_FENCE_KEY_MAX]);
 uint32_t lock__key_hash(const char *key);
 int lock__handle_ok(const lock_handle *h);
+int lock__from_rconn(int rc);
 
 /* ---- why a call failed: the calling thread's reason (lock.c, lock_last_error()) ---- */
 
@@ -133,80 +135,7 @@ int lock__redlock_node_timeout_ms(uint32_t ttl_ms, int timeout_ms);
 int lock__redlock_verdict(size_t n, size_t granted, size_t failed, int64_t validity_ms);
 int lock__redlock_owner_verdict(size_t n, size_t yes, size_t failed, int64_t validity_ms);
 
-/* ---- a Redis Cluster's slot map: pure, no I/O (lock_cluster.c) ---- */
-
-#define LOCK__CLUSTER_NODES_MAX 64 /* masters a slot map holds */
-#define LOCK__SLOT_NONE 0xFF       /* lock__slotmap.slot_node[] of an unassigned slot */
-#define LOCK__NODE_ID_LEN 40       /* a node id: 40 hex characters */
-
 struct redisReply;
-
-/* A master of the slot map. */
-typedef struct lock__cluster_node {
-    char host[LOCK_HOST_MAX + 1];    /* its preferred endpoint as the reply gave it: an address
-                                      * or a name; "" (a nil endpoint) means the host the reply
-                                      * came from; "?" is Redis's "unknown" */
-    int port;                        /* 1..65535 */
-    char id[LOCK__NODE_ID_LEN + 1]; /* its node id, "" when the reply had none */
-} lock__cluster_node;
-
-/* Which master serves each slot. About 35 KiB: keep it on the heap. */
-typedef struct lock__slotmap {
-    int nnodes;                                         /* 0..LOCK__CLUSTER_NODES_MAX */
-    lock__cluster_node nodes[LOCK__CLUSTER_NODES_MAX]; /* distinct host:port pairs */
-    uint8_t slot_node[LOCK_CLUSTER_SLOTS];             /* index into nodes, or LOCK__SLOT_NONE */
-} lock__slotmap;
-
-uint16_t lock__crc16(const char *buf, size_t len);
-int lock__key_tagged(const char *key);
-void lock__slotmap_clear(lock__slotmap *m);
-int lock__slotmap_from_slots(const struct redisReply *r, lock__slotmap *out);
-int lock__slotmap_from_shards(const struct redisReply *r, lock__slotmap *out);
-const lock__cluster_node *lock__slotmap_node(const lock__slotmap *m, unsigned slot);
-int lock__slotmap_find(const lock__slotmap *m, const char *host, int port);
-int lock__slotmap_set(lock__slotmap *m, unsigned slot, const char *host, int port);
-
-/* ---- a Sentinel group's view: pure, no I/O (lock_sentinel.c) ---- */
-
-#define LOCK__REPLICAS_MAX 16 /* replicas of one master a Sentinel's answer keeps */
-/* A replica the Sentinels have not heard from for longer than this cannot be promoted
- * (Sentinel's own rule: five ping periods of 1 s). */
-#define LOCK__SENTINEL_PING_STALE_MS 5000
-
-/* One replica as one Sentinel lists it (SENTINEL REPLICAS). */
-struct lock__sentinel_replica {
-    char host[LOCK_HOST_MAX + 1];
-    int port;
-    int promotable;  /* this Sentinel could promote it now (lock__sentinel_parse_replicas) */
-    int role_master; /* it reports itself a master ("role-reported") */
-};
-
-/* What one Sentinel says of the group's master (SENTINEL MASTER, SENTINEL REPLICAS). */
-struct lock__sentinel_answer {
-    char host[LOCK_HOST_MAX + 1];
-    int port;
-    uint64_t epoch;         /* config-epoch */
-    int down;               /* flagged o_down: a quorum cannot reach it */
-    int failover;           /* flagged failover_in_progress */
-    int64_t down_after_ms;  /* down-after-milliseconds */
-    int have_replicas;      /* the replicas below were read */
-    size_t nreplicas;       /* listed (at most LOCK__REPLICAS_MAX kept; more: have_replicas 0) */
-    struct lock__sentinel_replica replicas[LOCK__REPLICAS_MAX];
-};
-
-/* An address this process named master before the Sentinels switched away from it. */
-struct lock__sentinel_addr {
-    char host[LOCK_HOST_MAX + 1];
-    int port;
-};
-
-int lock__sentinel_parse_master(const struct redisReply *r, struct lock__sentinel_answer *a);
-int lock__sentinel_parse_replicas(const struct redisReply *r, struct lock__sentinel_answer *a);
-int lock__sentinel_promotable(const struct lock__sentinel_answer *answers, size_t n, size_t best,
-                              const struct lock__sentinel_addr *demoted, size_t ndemoted,
-                              unsigned *count);
-int lock__sentinel_event(const char *master_name, const char *channel, const char *msg,
-                         size_t msglen);
 
 /* ---- the Lua scripts (lock_script.c) ---- */
 
@@ -237,7 +166,7 @@ void lock__sha1_hex(const char *data, size_t len, char out[41]); /* lock_sha1.c 
 #define LOCK__CALL_ARGS_MAX LOCK_MULTI_MAX
 /* the longest command: EVALSHA sha nkeys keys... args... */
 #define LOCK__ARGV_MAX (3 + LOCK__CALL_KEYS_MAX + LOCK__CALL_ARGS_MAX)
-#define LOCK__AT_MAX (LOCK_HOST_MAX + 16) /* "host:port" */
+#define LOCK__AT_MAX (RCONN_HOST_MAX + 16) /* "host:port" */
 
 enum lock__conn_kind { LOCK__CONN_CMD, LOCK__CONN_SUB, LOCK__CONN_KINDS };
 
@@ -264,23 +193,23 @@ struct lock__conn {
 
 /* One Redis server, Sentinel group or cluster, with its idle connections. */
 struct lock__node {
-    lock_redis_addr addr;    /* copy of the caller's */
-    lock_sentinel *sentinel; /* owned; NULL unless addr is a Sentinel group */
-    lock_cluster *cluster;   /* owned; NULL unless addr is a cluster (routes, never connects) */
+    rconn_addr addr;          /* copy of the caller's */
+    rconn_sentinel *sentinel; /* owned; NULL unless addr is a Sentinel group */
+    rconn_cluster *cluster;   /* owned; NULL unless addr is a cluster (routes, never connects) */
     struct lock__node *masters[LOCK__CLUSTER_NODES_MAX]; /* a cluster's node per master: owned,
                                                            made on first use, guarded by mu */
     size_t nmasters;
-    lock_cluster *cluster_of; /* a master's node: its cluster (borrowed), told of failures */
-    int timeout_ms;           /* socket send timeout; the default for calls */
-    pthread_mutex_t mu;       /* guards idle, n_idle, gen, masters, nmasters */
+    rconn_cluster *cluster_of; /* a master's node: its cluster (borrowed), told of failures */
+    int timeout_ms;            /* socket send timeout; the default for calls */
+    pthread_mutex_t mu;        /* guards idle, n_idle, gen, masters, nmasters */
     struct lock__conn *idle[LOCK__CONN_KINDS];
     size_t n_idle[LOCK__CONN_KINDS];
     unsigned long gen; /* bumped on every socket failure */
 };
 
-int lock__node_new(const lock_redis_addr *addr, int timeout_ms, struct lock__node **out);
+int lock__node_new(const rconn_addr *addr, int timeout_ms, struct lock__node **out);
 void lock__node_free(struct lock__node *nd);
-lock_cluster *lock__node_cluster(const struct lock__node *nd);
+rconn_cluster *lock__node_cluster(const struct lock__node *nd);
 struct lock__node *lock__node_at(struct lock__node *nd, const char *host, int port);
 struct lock__node *lock__node_route(struct lock__node *nd, const char *key, char *why,
                                     size_t whylen);
@@ -343,7 +272,7 @@ struct lock__call {
     int asking;                     /* send ASKING before the script (an -ASK being followed) */
     int redirected;                 /* redirect holds a -MOVED/-ASK answer */
     int skip_ok;                    /* +OK answers of ASKING still to skip before the script's */
-    lock_cluster_redirect redirect;
+    rconn_cluster_redirect redirect;
 };
 
 void lock__node_calls(struct lock__call *calls, size_t n, int timeout_ms);
@@ -388,16 +317,16 @@ void lock__queue_drop_hold(struct lock__queue *q, const char *key, const char *t
 
 struct lock__dist;
 
-struct lock__dist *lock__dist_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
-                                  int redlock, int *err);
+struct lock__dist *lock__dist_new(const rconn_addr *addrs, size_t n, int timeout_ms, int redlock,
+                                  int *err);
 void lock__dist_free(struct lock__dist *d);
 int lock__dist_acquire(struct lock__dist *d, const char *const *keys, size_t n, const char *owner,
                        uint32_t ttl_ms, uint32_t wait_ms, lock_handle *out);
 int lock__dist_release(struct lock__dist *d, const lock_handle *hs, size_t n);
 int lock__dist_release_owned(struct lock__dist *d, const lock_handle *h, uint32_t *left);
 int lock__dist_extend(struct lock__dist *d, lock_handle *h, uint32_t ttl_ms);
-lock_cluster *lock__dist_cluster(const struct lock__dist *d);
-lock_client *lock__dist_client_new(const lock_redis_addr *addrs, size_t n, int timeout_ms,
-                                   int redlock, int *err);
+rconn_cluster *lock__dist_cluster(const struct lock__dist *d);
+lock_client *lock__dist_client_new(const rconn_addr *addrs, size_t n, int timeout_ms, int redlock,
+                                   int *err);
 
 #endif /* GM_LOCK_LOCK_IMPL_H */

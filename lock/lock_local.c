@@ -121,7 +121,7 @@ static void res_fill(const struct local_res *r, int64_t until_ms, lock_handle *o
 static int local_wait(struct local_impl *li, int64_t now, int64_t wake, int64_t deadline) {
     if (now >= deadline) return LOCK_ERR_BUSY;
     struct timespec until;
-    lock__timespec_at(wake < deadline ? wake : deadline, &until);
+    rconn_timespec_at(wake < deadline ? wake : deadline, &until);
     int e = pthread_cond_timedwait(&li->cv, &li->mu, &until);
     if (e != 0 && e != ETIMEDOUT && e != EINTR) {
         lock__why("pthread_cond_timedwait: %s", strerror(e));
@@ -135,7 +135,7 @@ static int local_wait(struct local_impl *li, int64_t now, int64_t wake, int64_t 
 static int local_acquire_multi(void *impl, const char *const *keys, size_t n, uint32_t ttl_ms,
                                uint32_t wait_ms, lock_handle *out) {
     struct local_impl *li = impl;
-    int64_t deadline = lock_now_ms() + wait_ms; /* the budget runs from the call's start */
+    int64_t deadline = rconn_now_ms() + wait_ms; /* the budget runs from the call's start */
     struct local_res *res[LOCK_MULTI_MAX];
     char token[LOCK_TOKEN_LEN + 1];
     int rc = lock__token_new(token);
@@ -150,7 +150,7 @@ static int local_acquire_multi(void *impl, const char *const *keys, size_t n, ui
         }
     }
     for (;;) {
-        int64_t now = lock_now_ms();
+        int64_t now = rconn_now_ms();
         int64_t wake = deadline; /* the earliest expiry among held keys, or the deadline */
         int held = 0;
         for (size_t i = 0; i < n; i++) {
@@ -184,7 +184,7 @@ static int local_acquire(void *impl, const char *key, uint32_t ttl_ms, uint32_t 
 static int local_acquire_owned(void *impl, const char *key, const char *owner, uint32_t ttl_ms,
                                uint32_t wait_ms, lock_handle *out) {
     struct local_impl *li = impl;
-    int64_t deadline = lock_now_ms() + wait_ms;
+    int64_t deadline = rconn_now_ms() + wait_ms;
     char token[LOCK_TOKEN_LEN + 1];
     int rc = lock__token_new(token);
     if (rc != LOCK_OK) return rc;
@@ -196,7 +196,7 @@ static int local_acquire_owned(void *impl, const char *key, const char *owner, u
         goto done;
     }
     for (;;) {
-        int64_t now = lock_now_ms();
+        int64_t now = rconn_now_ms();
         if (res_held(r, now) && r->owner[0] != '\0' && strcmp(r->owner, owner) == 0) {
             if (r->holds == UINT32_MAX) {
                 rc = LOCK_ERR_INVALID; /* more holds than can be counted */
@@ -236,7 +236,7 @@ static int local_release(void *impl, const lock_handle *h) {
     if (pthread_mutex_lock(&li->mu) != 0) return LOCK_ERR_BACKEND;
     int rc = LOCK_ERR_NOT_OWNER;
     struct local_res *r = res_find(li, h->key);
-    if (r != NULL && res_held_by(r, h, lock_now_ms())) {
+    if (r != NULL && res_held_by(r, h, rconn_now_ms())) {
         res_free(li, r);
         rc = LOCK_OK;
     }
@@ -249,7 +249,7 @@ static int local_release_owned(void *impl, const lock_handle *h, uint32_t *left)
     if (pthread_mutex_lock(&li->mu) != 0) return LOCK_ERR_BACKEND;
     int rc = LOCK_ERR_NOT_OWNER;
     struct local_res *r = res_find(li, h->key);
-    if (r != NULL && res_held_by(r, h, lock_now_ms())) {
+    if (r != NULL && res_held_by(r, h, rconn_now_ms())) {
         if (r->holds > 0) r->holds--;
         *left = r->holds;
         if (r->holds == 0) res_free(li, r);
@@ -265,7 +265,7 @@ static int local_extend(void *impl, lock_handle *h, uint32_t ttl_ms) {
     if (pthread_mutex_lock(&li->mu) != 0) return LOCK_ERR_BACKEND;
     int rc = LOCK_ERR_LEASE_LOST;
     struct local_res *r = res_find(li, h->key);
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     if (r != NULL && res_held_by(r, h, now)) {
         if (r->owner[0] == '\0' || now + ttl_ms > r->expires_at_ms) r->expires_at_ms = now + ttl_ms;
         h->valid_until_ms = now + ttl_ms;

@@ -3,10 +3,11 @@
  * A node is where calls go; lock_call.c runs the lock scripts on nodes and
  * lock_sub.c waits on them for pub/sub notices, both through the
  * connections lent here. This file and those two are the only ones of lock/
- * that speak hiredis to data servers (it asks lock_sentinel.c where a
- * Sentinel group's master is, and lock_cluster.c which master serves a
- * slot). Every failure here says why in a sentence that names the server
- * ("127.0.0.1:6379: Connection refused"), for lock_last_error().
+ * that speak hiredis to data servers (it asks rconn/'s rconn_sentinel where
+ * a Sentinel group's master is, and its rconn_cluster which master serves a
+ * slot; rconn_connect() and rconn_setup() make and set up its
+ * connections). Every failure here says why in a sentence that names the
+ * server ("127.0.0.1:6379: Connection refused"), for lock_last_error().
  *
  * DESIGN
  * Connections: hiredis contexts are not thread-safe, so each node keeps two
@@ -29,7 +30,7 @@
  * the timeout.
  *
  * Sentinel groups: a node whose address is a Sentinel group connects to the
- * master its lock_sentinel names, sets the connection up in plain round trips
+ * master its rconn_sentinel names, sets the connection up in plain round trips
  * (AUTH, SELECT, then ROLE, which must say "master") and stamps it with the
  * group's generation. A connection of an older generation is closed instead
  * of reused; a socket failure, or an -READONLY, -LOADING or -MASTERDOWN
@@ -54,7 +55,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include <hiredis.h>
 
@@ -63,13 +63,6 @@
 #define NODE_IDLE_MAX 32 /* idle connections kept per kind; extras are closed */
 
 /* ---- connections ---- */
-
-static struct timeval tv_of(int ms) {
-    struct timeval tv;
-    tv.tv_sec = ms / 1000;
-    tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-    return tv;
-}
 
 static void conn_free(struct lock__conn *cn) {
     if (cn == NULL) return;
@@ -104,70 +97,14 @@ int lock__conn_flush(struct lock__conn *cn) {
     return 0;
 }
 
-/* Returns 1 when reply r is +OK. This function can't fail. */
-int lock__reply_is_ok(const redisReply *r) {
-    return r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
-}
-
-/* Returns 1 when reply r says its server is not (or not yet) a master that takes writes. This
- * function can't fail. */
-int lock__reply_not_master(const redisReply *r) {
-    return r->type == REDIS_REPLY_ERROR &&
-           (strncmp(r->str, "READONLY", 8) == 0 || strncmp(r->str, "LOADING", 7) == 0 ||
-            strncmp(r->str, "MASTERDOWN", 10) == 0);
-}
-
-/* Runs argv on cn in one round trip and judges the answer: OK, or for ROLE an array whose
- * first element is "master". Returns 0, or -1 with a sentence in why[0..whylen). */
-static int conn_setup_step(struct lock__conn *cn, int argc, const char **argv, char *why,
-                           size_t whylen) {
-    redisReply *r = redisCommandArgv(cn->ctx, argc, argv, NULL);
-    int ok = r != NULL &&
-             (strcmp(argv[0], "ROLE") == 0 ? r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-                                                 r->element[0]->type == REDIS_REPLY_STRING &&
-                                                 strcmp(r->element[0]->str, "master") == 0
-                                           : lock__reply_is_ok(r));
-    if (!ok && r == NULL)
-        snprintf(why, whylen, "%s: %s: %s", cn->at, argv[0], lock__conn_errstr(cn));
-    else if (!ok && r->type == REDIS_REPLY_ERROR)
-        snprintf(why, whylen, "%s: %s: %s", cn->at, argv[0], r->str);
-    else if (!ok)
-        snprintf(why, whylen, "%s: %s: not a master", cn->at, argv[0]);
-    if (r != NULL) freeReplyObject(r);
-    return ok ? 0 : -1;
-}
-
-/* Sets up a connection to a Sentinel group's master in plain round trips: AUTH, SELECT for
- * commands, then ROLE (see DESIGN). Returns 0, or -1 with a sentence in why. */
-static int conn_setup_master(struct lock__node *nd, struct lock__conn *cn,
-                             enum lock__conn_kind kind, char *why, size_t whylen) {
-    if (nd->addr.pass[0] != '\0') {
-        const char *argv[] = {"AUTH", nd->addr.user, nd->addr.pass};
-        int user = nd->addr.user[0] != '\0';
-        if (!user) argv[1] = nd->addr.pass;
-        if (conn_setup_step(cn, user ? 3 : 2, argv, why, whylen) != 0) return -1;
-    }
-    if (kind == LOCK__CONN_CMD && nd->addr.db != 0) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", nd->addr.db);
-        const char *argv[] = {"SELECT", db};
-        if (conn_setup_step(cn, 2, argv, why, whylen) != 0) return -1;
-    }
-    const char *role[] = {"ROLE"};
-    return conn_setup_step(cn, 1, role, why, whylen);
-}
-
 /* Appends (does not send) AUTH with nd's credentials and, for commands, SELECT of its db to
  * the new connection cn; cn->owed counts their answers. Returns 0, or -1 when out of memory. */
 static int conn_append_setup(struct lock__node *nd, struct lock__conn *cn,
                              enum lock__conn_kind kind) {
-    if (nd->addr.user[0] != '\0') {
-        const char *argv[] = {"AUTH", nd->addr.user, nd->addr.pass};
-        if (lock__conn_append(cn, 3, argv) != 0) return -1;
-        cn->owed++;
-    } else if (nd->addr.pass[0] != '\0') {
-        const char *argv[] = {"AUTH", nd->addr.pass};
-        if (lock__conn_append(cn, 2, argv) != 0) return -1;
+    const char *auth[3];
+    int argc = rconn_auth_argv(&nd->addr, auth);
+    if (argc > 0) {
+        if (lock__conn_append(cn, argc, auth) != 0) return -1;
         cn->owed++;
     }
     if (kind == LOCK__CONN_CMD && nd->addr.db != 0) {
@@ -182,7 +119,7 @@ static int conn_append_setup(struct lock__node *nd, struct lock__conn *cn,
 
 /* Connects to nd within connect_ms and appends (does not send) AUTH and, for commands, SELECT;
  * cn->owed counts their answers. For a Sentinel group, connects to the master the Sentinels
- * name and sets it up at once (conn_setup_master; nothing owed). Returns LOCK_OK with a new
+ * name and sets it up at once (rconn_setup(); nothing owed). Returns LOCK_OK with a new
  * connection in *out, or LOCK_ERR_NOMEM or LOCK_ERR_BACKEND with a sentence in
  * why[0..whylen) (e.g. "127.0.0.1:6379: Connection refused"). */
 static int conn_open(struct lock__node *nd, enum lock__conn_kind kind, unsigned long gen,
@@ -193,10 +130,11 @@ static int conn_open(struct lock__node *nd, enum lock__conn_kind kind, unsigned 
     cn->gen = gen;
     const char *host = nd->addr.host;
     int port = nd->addr.port;
-    lock_redis_addr master;
+    rconn_addr master;
     if (nd->sentinel != NULL) {
         char swhy[LOCK__WHY_MAX - 64];
-        if (lock_sentinel_master(nd->sentinel, &master, &cn->sgen, swhy, sizeof swhy) != LOCK_OK) {
+        if (rconn_sentinel_master(nd->sentinel, &master, &cn->sgen, swhy, sizeof swhy) !=
+            RCONN_OK) {
             snprintf(why, whylen, "Sentinel group %s: %s", nd->addr.master_name, swhy);
             goto fail;
         }
@@ -204,18 +142,20 @@ static int conn_open(struct lock__node *nd, enum lock__conn_kind kind, unsigned 
         port = master.port;
     }
     snprintf(cn->at, sizeof cn->at, "%s:%d", host, port);
-    cn->ctx = redisConnectWithTimeout(host, port, tv_of(connect_ms));
-    if (cn->ctx == NULL) {
-        err = LOCK_ERR_NOMEM;
-        goto fail;
-    }
-    if (cn->ctx->err != 0 || redisSetTimeout(cn->ctx, tv_of(nd->timeout_ms)) != REDIS_OK ||
-        redisEnableKeepAlive(cn->ctx) != REDIS_OK) {
-        snprintf(why, whylen, "%s: %s", cn->at, lock__conn_errstr(cn));
+    int rc = rconn_connect(host, port, connect_ms, nd->timeout_ms, &cn->ctx, why, whylen);
+    if (rc != RCONN_OK) {
+        if (rc == RCONN_ERR_NOMEM) err = LOCK_ERR_NOMEM;
         goto fail;
     }
     if (nd->sentinel != NULL) {
-        if (conn_setup_master(nd, cn, kind, why, whylen) != 0) goto fail;
+        /* plain round trips, then ROLE: it must be the master (see DESIGN) */
+        unsigned what = RCONN_SETUP_AUTH | RCONN_SETUP_ROLE;
+        if (kind == LOCK__CONN_CMD) what |= RCONN_SETUP_SELECT;
+        char swhy[LOCK__WHY_MAX];
+        if (rconn_setup(cn->ctx, &nd->addr, what, swhy, sizeof swhy) != RCONN_OK) {
+            snprintf(why, whylen, "%s: %s", cn->at, swhy);
+            goto fail;
+        }
     } else if (conn_append_setup(nd, cn, kind) != 0) {
         err = LOCK_ERR_NOMEM;
         goto fail;
@@ -224,7 +164,7 @@ static int conn_open(struct lock__node *nd, enum lock__conn_kind kind, unsigned 
     return LOCK_OK;
 
 fail:
-    if (nd->sentinel != NULL && cn->sgen != 0) lock_sentinel_suspect(nd->sentinel, cn->sgen);
+    if (nd->sentinel != NULL && cn->sgen != 0) rconn_sentinel_suspect(nd->sentinel, cn->sgen);
     conn_free(cn);
     return err;
 }
@@ -268,7 +208,7 @@ int lock__conn_borrow(struct lock__node *nd, enum lock__conn_kind kind, int conn
         unsigned long gen = nd->gen;
         pthread_mutex_unlock(&nd->mu);
         if (cn == NULL) return conn_open(nd, kind, gen, connect_ms, out, why, whylen);
-        if ((nd->sentinel == NULL || cn->sgen == lock_sentinel_generation(nd->sentinel)) &&
+        if ((nd->sentinel == NULL || cn->sgen == rconn_sentinel_generation(nd->sentinel)) &&
             lock__conn_usable(cn, kind)) {
             *out = cn;
             return LOCK_OK;
@@ -286,8 +226,8 @@ void lock__conn_return(struct lock__node *nd, struct lock__conn *cn, enum lock__
     if (cn == NULL && fate != LOCK__CONN_BROKEN) return;
     if (cn != NULL && cn->stale) fate = LOCK__CONN_BROKEN;
     if (fate == LOCK__CONN_BROKEN && cn != NULL && nd->sentinel != NULL)
-        lock_sentinel_suspect(nd->sentinel, cn->sgen);
-    if (fate == LOCK__CONN_BROKEN && nd->cluster_of != NULL) lock_cluster_stale(nd->cluster_of);
+        rconn_sentinel_suspect(nd->sentinel, cn->sgen);
+    if (fate == LOCK__CONN_BROKEN && nd->cluster_of != NULL) rconn_cluster_stale(nd->cluster_of);
     if (pthread_mutex_lock(&nd->mu) != 0) {
         conn_free(cn);
         return;
@@ -330,8 +270,7 @@ int lock__conn_next(struct lock__conn *cn, redisReply **r) {
 /* Returns what hiredis says went wrong on cn ("no error" when nothing did; borrowed, valid
  * until cn is given back). This function can't fail. */
 const char *lock__conn_errstr(const struct lock__conn *cn) {
-    if (cn->ctx == NULL || cn->ctx->err == 0) return "no error";
-    return cn->ctx->errstr[0] != '\0' ? cn->ctx->errstr : "connection error";
+    return rconn_errstr(cn->ctx);
 }
 
 /* Polls, until the monotonic time deadline_ms, the sockets that fill(ud, pfd, idx) lists
@@ -348,7 +287,7 @@ int lock__poll_until(int64_t deadline_ms, lock__poll_fill_fn fill, lock__poll_re
     for (int last = 0; !last;) {
         size_t nfd = fill(ud, pfd, idx);
         if (nfd == 0) return -1;
-        int64_t left = deadline_ms - lock_now_ms();
+        int64_t left = deadline_ms - rconn_now_ms();
         if (left <= 0) {
             left = 0;
             last = 1;
@@ -375,7 +314,7 @@ struct lock__node *lock__node_at(struct lock__node *nd, const char *host, int po
         if (nd->masters[i]->addr.port == port && strcmp(nd->masters[i]->addr.host, host) == 0)
             found = nd->masters[i];
     if (found == NULL && nd->nmasters < LOCK__CLUSTER_NODES_MAX) {
-        lock_redis_addr a;
+        rconn_addr a;
         memset(&a, 0, sizeof a);
         snprintf(a.host, sizeof a.host, "%s", host);
         a.port = port;
@@ -397,10 +336,10 @@ struct lock__node *lock__node_at(struct lock__node *nd, const char *host, int po
  * slot has no master, no room for another master). */
 struct lock__node *lock__node_route(struct lock__node *nd, const char *key, char *why,
                                     size_t whylen) {
-    lock_redis_addr m;
+    rconn_addr m;
     char cwhy[LOCK__WHY_MAX - 16];
-    if (lock_cluster_master(nd->cluster, lock_key_slot(key, strlen(key)), &m, cwhy, sizeof cwhy) !=
-        LOCK_OK) {
+    if (rconn_cluster_master(nd->cluster, rconn_key_slot(key, strlen(key)), &m, cwhy,
+                             sizeof cwhy) != RCONN_OK) {
         snprintf(why, whylen, "cluster: %s", cwhy);
         return NULL;
     }
@@ -412,33 +351,33 @@ struct lock__node *lock__node_route(struct lock__node *nd, const char *key, char
 /* ---- nodes ---- */
 
 /* Creates a node for the Redis server or Sentinel group at *addr (borrowed; copied; checked by
- * the caller; a group gets its lock_sentinel, whose watcher starts now), whose
+ * the caller; a group gets its rconn_sentinel, whose watcher starts now), whose
  * sockets time out sends after timeout_ms. Does not connect. Returns LOCK_OK with a new node in
  * *out (caller frees with lock__node_free()), LOCK_ERR_NOMEM, or LOCK_ERR_BACKEND if the mutex
  * cannot be created. */
-int lock__node_new(const lock_redis_addr *addr, int timeout_ms, struct lock__node **out) {
+int lock__node_new(const rconn_addr *addr, int timeout_ms, struct lock__node **out) {
     struct lock__node *nd = calloc(1, sizeof *nd);
     if (nd == NULL) return LOCK_ERR_NOMEM;
     nd->addr = *addr;
     nd->timeout_ms = timeout_ms;
     if (addr->cluster) {
-        int err = LOCK_OK;
-        nd->cluster = lock_cluster_new(addr, timeout_ms, &err);
+        int err = RCONN_OK;
+        nd->cluster = rconn_cluster_new(addr, timeout_ms, &err);
         if (nd->cluster == NULL) {
             free(nd);
-            return err;
+            return lock__from_rconn(err);
         }
     } else if (addr->master_name[0] != '\0') {
-        int err = LOCK_OK;
-        nd->sentinel = lock_sentinel_new(addr, timeout_ms, &err);
+        int err = RCONN_OK;
+        nd->sentinel = rconn_sentinel_new(addr, timeout_ms, &err);
         if (nd->sentinel == NULL) {
             free(nd);
-            return err;
+            return lock__from_rconn(err);
         }
     }
     if (pthread_mutex_init(&nd->mu, NULL) != 0) {
-        lock_sentinel_free(nd->sentinel);
-        lock_cluster_free(nd->cluster);
+        rconn_sentinel_free(nd->sentinel);
+        rconn_cluster_free(nd->cluster);
         free(nd);
         return LOCK_ERR_BACKEND;
     }
@@ -448,7 +387,7 @@ int lock__node_new(const lock_redis_addr *addr, int timeout_ms, struct lock__nod
 
 /* Returns the slot map of a cluster's node (borrowed; valid until nd is freed), or NULL for
  * another node. This function can't fail. */
-lock_cluster *lock__node_cluster(const struct lock__node *nd) {
+rconn_cluster *lock__node_cluster(const struct lock__node *nd) {
     return nd->cluster;
 }
 
@@ -463,7 +402,7 @@ void lock__node_free(struct lock__node *nd) {
     for (size_t i = 0; i < nd->nmasters; i++)
         lock__node_free(nd->masters[i]);
     pthread_mutex_destroy(&nd->mu);
-    lock_sentinel_free(nd->sentinel);
-    lock_cluster_free(nd->cluster);
+    rconn_sentinel_free(nd->sentinel);
+    rconn_cluster_free(nd->cluster);
     free(nd);
 }

@@ -123,7 +123,7 @@ static struct qent *ent_get(struct lock__queue *q, const char *key, int64_t now)
     if (e != NULL) return e;
     e = calloc(1, sizeof *e);
     if (e == NULL) return NULL;
-    if (lock__cond_init_monotonic(&e->cv) != LOCK_OK) {
+    if (rconn_cond_init_monotonic(&e->cv) != RCONN_OK) {
         free(e);
         return NULL;
     }
@@ -204,7 +204,7 @@ int lock__queue_enter(struct lock__queue *q, const char *const *keys, size_t n,
     size_t got = 0;
     int rc = LOCK_OK;
     if (pthread_mutex_lock(&q->mu) != 0) return LOCK_ERR_BACKEND;
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     for (; got < n; got++) {
         ents[got] = ent_get(q, keys[got], now);
         if (ents[got] == NULL) {
@@ -214,7 +214,7 @@ int lock__queue_enter(struct lock__queue *q, const char *const *keys, size_t n,
         ents[got]->waiters++;
     }
     for (;;) {
-        now = lock_now_ms();
+        now = rconn_now_ms();
         struct qent *blocker = NULL;
         for (size_t i = 0; i < n && blocker == NULL; i++)
             if (!ent_available(ents[i], now)) blocker = ents[i];
@@ -233,7 +233,7 @@ int lock__queue_enter(struct lock__queue *q, const char *const *keys, size_t n,
         if (blocker->state == ENT_HELD && blocker->valid_until_ms < until)
             until = blocker->valid_until_ms;
         struct timespec ts;
-        lock__timespec_at(until, &ts);
+        rconn_timespec_at(until, &ts);
         int e = pthread_cond_timedwait(&blocker->cv, &q->mu, &ts);
         if (e != 0 && e != ETIMEDOUT && e != EINTR) {
             rc = LOCK_ERR_BACKEND;
@@ -255,7 +255,7 @@ out:
 void lock__queue_hold(struct lock__queue *q, const char *const *keys, size_t n, const char *token,
                       int64_t valid_until_ms) {
     if (pthread_mutex_lock(&q->mu) != 0) return;
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     for (size_t i = 0; i < n; i++) {
         struct qent *e = ent_find(q, keys[i], now);
         if (e == NULL || e->state != ENT_CONTENDING) continue;
@@ -271,7 +271,7 @@ void lock__queue_hold(struct lock__queue *q, const char *const *keys, size_t n, 
  * waiters are woken. This function can't fail. */
 void lock__queue_leave(struct lock__queue *q, const char *const *keys, size_t n) {
     if (pthread_mutex_lock(&q->mu) != 0) return;
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     for (size_t i = 0; i < n; i++) {
         struct qent *e = ent_find(q, keys[i], now);
         if (e != NULL && e->state == ENT_CONTENDING) ent_set_free(q, e);
@@ -283,7 +283,7 @@ void lock__queue_leave(struct lock__queue *q, const char *const *keys, size_t n)
  * waiters. This function can't fail. */
 void lock__queue_release(struct lock__queue *q, const char *key, const char *token) {
     if (pthread_mutex_lock(&q->mu) != 0) return;
-    struct qent *e = ent_find(q, key, lock_now_ms());
+    struct qent *e = ent_find(q, key, rconn_now_ms());
     if (e != NULL && e->state == ENT_HELD && strcmp(e->token, token) == 0) ent_set_free(q, e);
     pthread_mutex_unlock(&q->mu);
 }
@@ -293,7 +293,7 @@ void lock__queue_release(struct lock__queue *q, const char *key, const char *tok
  * through this client is left. This function can't fail. */
 void lock__queue_drop_hold(struct lock__queue *q, const char *key, const char *token) {
     if (pthread_mutex_lock(&q->mu) != 0) return;
-    struct qent *e = ent_find(q, key, lock_now_ms());
+    struct qent *e = ent_find(q, key, rconn_now_ms());
     if (e != NULL && e->state == ENT_HELD && strcmp(e->token, token) == 0) {
         if (e->holds > 0) e->holds--;
         if (e->holds == 0) ent_set_free(q, e);
@@ -306,7 +306,7 @@ void lock__queue_drop_hold(struct lock__queue *q, const char *key, const char *t
 void lock__queue_extend(struct lock__queue *q, const char *key, const char *token,
                         int64_t valid_until_ms) {
     if (pthread_mutex_lock(&q->mu) != 0) return;
-    struct qent *e = ent_find(q, key, lock_now_ms());
+    struct qent *e = ent_find(q, key, rconn_now_ms());
     if (e != NULL && e->state == ENT_HELD && strcmp(e->token, token) == 0 &&
         (e->owner[0] == '\0' || valid_until_ms > e->valid_until_ms))
         e->valid_until_ms = valid_until_ms;
@@ -323,14 +323,14 @@ int lock__queue_enter_owned(struct lock__queue *q, const char *key, const char *
     *joined = 0;
     if (pthread_mutex_lock(&q->mu) != 0) return LOCK_ERR_BACKEND;
     int rc = LOCK_OK;
-    struct qent *e = ent_get(q, key, lock_now_ms());
+    struct qent *e = ent_get(q, key, rconn_now_ms());
     if (e == NULL) {
         pthread_mutex_unlock(&q->mu);
         return LOCK_ERR_NOMEM;
     }
     e->waiters++;
     for (;;) {
-        int64_t now = lock_now_ms();
+        int64_t now = rconn_now_ms();
         if (ent_joinable(e, owner, now)) {
             *joined = 1;
             break;
@@ -348,7 +348,7 @@ int lock__queue_enter_owned(struct lock__queue *q, const char *key, const char *
         int64_t until = deadline_ms;
         if (e->state == ENT_HELD && e->valid_until_ms < until) until = e->valid_until_ms;
         struct timespec ts;
-        lock__timespec_at(until, &ts);
+        rconn_timespec_at(until, &ts);
         int err = pthread_cond_timedwait(&e->cv, &q->mu, &ts);
         if (err != 0 && err != ETIMEDOUT && err != EINTR) {
             rc = LOCK_ERR_BACKEND;
@@ -369,7 +369,7 @@ int lock__queue_enter_owned(struct lock__queue *q, const char *key, const char *
 void lock__queue_hold_owned(struct lock__queue *q, const char *key, const char *token,
                             const char *owner, int64_t valid_until_ms, int joined) {
     if (pthread_mutex_lock(&q->mu) != 0) return;
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     struct qent *e = joined ? ent_get(q, key, now) : ent_find(q, key, now);
     if (e == NULL) goto out;
     if (!joined && e->state != ENT_CONTENDING) goto out;

@@ -43,10 +43,10 @@
  * than 0, timeout_ms <= 0),
  * LOCK_ERR_NOMEM, or LOCK_ERR_BACKEND if a mutex cannot be created; *err is LOCK_OK on
  * success. */
-lock_client *lock_redis_new(const lock_redis_addr *addr, int timeout_ms, int *err) {
+lock_client *lock_redis_new(const rconn_addr *addr, int timeout_ms, int *err) {
     int dummy;
     if (err == NULL) err = &dummy;
-    if (!lock__redis_addr_ok(addr) || timeout_ms <= 0) {
+    if (!rconn_addr_valid(addr) || timeout_ms <= 0) {
         *err = LOCK_ERR_INVALID;
         return NULL;
     }

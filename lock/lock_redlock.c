@@ -42,7 +42,7 @@
  * address, a Redis Cluster: a lease there is one master's, no majority), timeout_ms <= 0),
  * LOCK_ERR_NOMEM, or LOCK_ERR_BACKEND if a mutex cannot be
  * created; *err is LOCK_OK on success. */
-lock_client *lock_redlock_new(const lock_redis_addr *addrs, size_t n, int timeout_ms, int *err) {
+lock_client *lock_redlock_new(const rconn_addr *addrs, size_t n, int timeout_ms, int *err) {
     int dummy;
     if (err == NULL) err = &dummy;
     if (addrs == NULL || n == 0 || n % 2 == 0 || n > LOCK_REDLOCK_NODES_MAX || timeout_ms <= 0) {
@@ -50,7 +50,7 @@ lock_client *lock_redlock_new(const lock_redis_addr *addrs, size_t n, int timeou
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
-        if (!lock__redis_addr_ok(&addrs[i]) || addrs[i].cluster) {
+        if (!rconn_addr_valid(&addrs[i]) || addrs[i].cluster) {
             *err = LOCK_ERR_INVALID;
             return NULL;
         }

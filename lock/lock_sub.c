@@ -94,7 +94,7 @@ static int on_subscribe_reply(struct lock__sub *s, size_t i, const redisReply *r
     struct lock__conn *cn = s->conn[i];
     if (cn->owed > 0 && r->type == REDIS_REPLY_STATUS) {
         cn->owed--;
-        return !lock__reply_is_ok(r);
+        return !rconn_reply_ok(r);
     }
     if (acks[i] < s->nch && push_is(s, r, "subscribe"))
         acks[i]++; /* anything else: left over from before, or a message */
@@ -164,7 +164,7 @@ size_t lock__sub_begin(struct lock__sub *s, struct lock__node *const *nodes, siz
     }
 
     struct sub_poll p = {s, acks};
-    (void)lock__poll_until(lock_now_ms() + timeout_ms, sub_pollset, sub_ready_subscribe, &p);
+    (void)lock__poll_until(rconn_now_ms() + timeout_ms, sub_pollset, sub_ready_subscribe, &p);
 
     size_t subscribed = 0;
     for (size_t i = 0; i < n; i++) {

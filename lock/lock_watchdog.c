@@ -82,7 +82,7 @@ static void wd_unlink(struct lock__wdset *set, lock_watchdog *w) {
 /* Renews w once. Called by the thread with set->mu held; releases it during the round trip. */
 static void wd_renew(lock_client *c, lock_watchdog *w) {
     struct lock__wdset *set = &c->wd;
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     if (now >= w->hold_until_ms) {
         atomic_store(&w->state, WD_DONE);
         return;
@@ -103,7 +103,7 @@ static void wd_renew(lock_client *c, lock_watchdog *w) {
     if (rc != LOCK_OK) /* kept for lock_watchdog_check() on the holder's thread */
         snprintf(w->why, sizeof w->why, "%s%s%.200s", lock_strerror(rc),
                  lock__why_now()[0] ? ": " : "", lock__why_now());
-    now = lock_now_ms();
+    now = rconn_now_ms();
     if (atomic_load(&w->state) == WD_ACTIVE) {
         if (rc == LOCK_OK) {
             w->h.valid_until_ms = copy.valid_until_ms;
@@ -126,7 +126,7 @@ static void *wd_main(void *arg) {
     struct lock__wdset *set = &c->wd;
     pthread_mutex_lock(&set->mu);
     while (!set->quit) {
-        int64_t now = lock_now_ms(), soonest = INT64_MAX;
+        int64_t now = rconn_now_ms(), soonest = INT64_MAX;
         lock_watchdog *due = NULL;
         for (lock_watchdog *w = set->list; w != NULL && due == NULL; w = w->next) {
             if (atomic_load(&w->state) != WD_ACTIVE) continue;
@@ -141,7 +141,7 @@ static void *wd_main(void *arg) {
             pthread_cond_wait(&set->cv, &set->mu);
         } else {
             struct timespec ts;
-            lock__timespec_at(soonest, &ts);
+            rconn_timespec_at(soonest, &ts);
             pthread_cond_timedwait(&set->cv, &set->mu, &ts);
         }
     }
@@ -168,7 +168,7 @@ static int wd_status(const lock_watchdog *w, int64_t *valid_until_ms) {
     int st = atomic_load(&w->state);
     int64_t until = atomic_load(&w->valid_until_ms);
     if (valid_until_ms != NULL) *valid_until_ms = until;
-    if ((st == WD_ACTIVE || st == WD_DONE) && lock_now_ms() < until) return LOCK_OK;
+    if ((st == WD_ACTIVE || st == WD_DONE) && rconn_now_ms() < until) return LOCK_OK;
     return LOCK_ERR_LEASE_LOST;
 }
 
@@ -189,7 +189,7 @@ int lock_watchdog_start(lock_client *c, const lock_handle *h, uint32_t ttl_ms, u
     if (c->ops->extend == NULL) return lock__why_end(LOCK_ERR_UNSUPPORTED);
     lock_watchdog *w = calloc(1, sizeof *w);
     if (w == NULL) return lock__why_end(LOCK_ERR_NOMEM);
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     w->c = c;
     w->h = *h;
     w->ttl_ms = ttl_ms;
@@ -267,7 +267,7 @@ int lock_watchdog_stop(lock_watchdog *w, lock_handle *h) {
 int lock__watchdog_init(struct lock__wdset *set) {
     memset(set, 0, sizeof *set);
     if (pthread_mutex_init(&set->mu, NULL) != 0) return LOCK_ERR_BACKEND;
-    if (lock__cond_init_monotonic(&set->cv) != LOCK_OK) {
+    if (rconn_cond_init_monotonic(&set->cv) != RCONN_OK) {
         pthread_mutex_destroy(&set->mu);
         return LOCK_ERR_BACKEND;
     }

@@ -66,25 +66,24 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
     if (m->cfg.batch_max == 0) m->cfg.batch_max = 64;
     if (m->cfg.batch_max > MARKET__BATCH_MAX) m->cfg.batch_max = MARKET__BATCH_MAX;
     m->lock = lock;
-    lock_redis_addr la;
-    m->lock_in_store =
-        lock_store_addr(lock, &la) == LOCK_OK && lock_redis_addr_same(&la, &cfg->redis);
+    rconn_addr la;
+    m->lock_in_store = lock_store_addr(lock, &la) == LOCK_OK && rconn_addr_same(&la, &cfg->redis);
     if (cfg->redis.master_name[0] || cfg->redis.cluster) {
-        int lerr = LOCK_OK;
+        int rerr = RCONN_OK;
         if (cfg->redis.cluster)
-            m->cluster = lock_cluster_new(&cfg->redis, cfg->redis_timeout_ms, &lerr);
+            m->cluster = rconn_cluster_new(&cfg->redis, cfg->redis_timeout_ms, &rerr);
         else
-            m->sentinel = lock_sentinel_new(&cfg->redis, cfg->redis_timeout_ms, &lerr);
+            m->sentinel = rconn_sentinel_new(&cfg->redis, cfg->redis_timeout_ms, &rerr);
         if (!m->sentinel && !m->cluster) {
             free(m);
-            *err = lerr == LOCK_ERR_NOMEM ? MARKET_ERR_NOMEM : MARKET_ERR_INVALID;
+            *err = rerr == RCONN_ERR_NOMEM ? MARKET_ERR_NOMEM : MARKET_ERR_INVALID;
             return NULL;
         }
     }
     if (market__queue_new(m) < 0 || market__sale_queue_new(m) < 0) {
         market__queue_free(m);
-        lock_cluster_free(m->cluster);
-        lock_sentinel_free(m->sentinel);
+        rconn_cluster_free(m->cluster);
+        rconn_sentinel_free(m->sentinel);
         free(m);
         *err = MARKET_ERR_NOMEM;
         return NULL;
@@ -99,8 +98,8 @@ void market_free(market *m) {
     if (!m) return;
     market__queue_free(m); /* serves what is queued, releases the lock, frees the queue */
     market__sale_queue_free(m);
-    lock_sentinel_free(m->sentinel);
-    lock_cluster_free(m->cluster);
+    rconn_sentinel_free(m->sentinel);
+    rconn_cluster_free(m->cluster);
     free(m);
 }
 
@@ -251,9 +250,9 @@ void market_stats_get(const market *m, market_stats *out) {
     out->lease_lost = atomic_load(&mm->stats.lease_lost);
     out->store_errors = atomic_load(&mm->stats.store_errors);
     out->not_replicated = atomic_load(&mm->stats.not_replicated);
-    out->failovers = lock_sentinel_failovers(mm->sentinel);
-    lock_cluster_stats cs;
-    lock_cluster_stats_get(mm->cluster, &cs);
+    out->failovers = rconn_sentinel_failovers(mm->sentinel);
+    rconn_cluster_stats cs;
+    rconn_cluster_stats_get(mm->cluster, &cs);
     out->cluster_moved = cs.moved;
     out->cluster_ask = cs.ask;
     out->cluster_refreshes = cs.refreshes;
@@ -311,7 +310,7 @@ static int commit_free(market_conn *c, market__buf *w) {
  * NULL (unlist: always). */
 static int listing_guarded(market_conn *c, struct listing_op *op, const market_idem *idem,
                            market__attempt fn) {
-    int64_t deadline = lock_now_ms() + c->m->cfg.acquire_timeout_ms;
+    int64_t deadline = rconn_now_ms() + c->m->cfg.acquire_timeout_ms;
     market__realm_init(&op->realm, op->realm_id);
     market__key_inventory(op->k_inv, op->realm_id, op->seller);
     market__key_stacks(op->k_stacks, op->realm_id, op->seller);

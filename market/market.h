@@ -79,6 +79,7 @@
 #include <stdint.h>
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 
 /* ---- error codes: 0 is success, every error is negative ---- */
 
@@ -156,7 +157,7 @@ enum market_strategy {
 };
 
 typedef struct market_config {
-    lock_redis_addr redis;       /* the store */
+    rconn_addr redis;       /* the store */
     enum market_strategy strategy;
     unsigned batch_max;          /* market strategy: most purchases per lock hold (0: 64) */
     unsigned workers;            /* lock strategies: threads serving purchases, each realm
@@ -517,7 +518,7 @@ int market_players_scan(market_conn *c, const char *realm, const char *match,
 int market_store_info(market_conn *c, const char *section, char **out);
 /* INFO of one master of the store (market_store_info_masters()). */
 typedef struct market_master_info {
-    char where[LOCK_HOST_MAX + 8]; /* "host:port" */
+    char where[RCONN_HOST_MAX + 8]; /* "host:port" */
     char *text;                    /* INFO's text, NUL-terminated */
 } market_master_info;
 int market_store_info_masters(market_conn *c, const char *section, market_master_info **out,

@@ -296,7 +296,7 @@ out:
  * errs early): checked right before the commit, as a batch of that strategy
  * does, for the lock keys it could not watch (a lock elsewhere). */
 static int lapsed(const lock_handle *h, size_t n) {
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     for (size_t k = 0; k < n; k++)
         if (now >= h[k].valid_until_ms) return 1;
     return 0;
@@ -414,7 +414,7 @@ static int buy_item_locked(market_conn *c, struct buy *b, int64_t deadline) {
         b->lease = NULL;
         if (rc != MARKET__REFILL) break;
         rc = MARKET_ERR_CONFLICT; /* if the listings keep going */
-        if (lock_now_ms() >= deadline) break;
+        if (rconn_now_ms() >= deadline) break;
     }
     return rc;
 }
@@ -446,7 +446,7 @@ int market_buy_units(market_conn *c, const char *realm, const char *buyer, const
     struct buy *b = calloc(1, sizeof *b);
     if (!b) return MARKET_ERR_NOMEM;
     MARKET__COUNT(m, purchases);
-    int64_t deadline = lock_now_ms() + m->cfg.acquire_timeout_ms;
+    int64_t deadline = rconn_now_ms() + m->cfg.acquire_timeout_ms;
     b->buyer = buyer;
     b->item = item;
     b->quantity = quantity;

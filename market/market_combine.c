@@ -220,7 +220,7 @@ static void batch_fail(market *m, market__cbatch *cb, int rc) {
  * before the commit; another holder's commit meanwhile is caught by the
  * fencing records and data keys the read did watch. */
 static int lease_lapsed(const market__cbatch *cb) {
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     for (size_t k = 0; k < cb->n_locks; k++)
         if (now >= cb->lock_h[k].valid_until_ms) return 1;
     return 0;
@@ -230,7 +230,7 @@ static int lease_lapsed(const market__cbatch *cb) {
 static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
     market__cbatch *cb = ud;
     const struct market__kind *k = cb->kind;
-    cb->now_ms = lock_now_ms();
+    cb->now_ms = rconn_now_ms();
     int rc = k->read(c, held, cb);
     if (rc < 0) return market__unwatch_later(c, rc);
     if (k->decide(cb) == 0) return market__unwatch_later(c, MARKET_OK);
@@ -283,7 +283,7 @@ static int run_each(market_conn *c, struct market__lane *ln, market__cbatch *cb)
 static int run_hold(market_conn *c, struct market__lane *ln, market__cbatch *cb) {
     market *m = c->m;
     const char *key = cb->lock_keys[0];
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     int keep = ln->holding && strcmp(ln->hold.key, key) == 0 &&
                now - ln->hold_since_ms < hold_max_ms(m) &&
                ln->hold.valid_until_ms - now >= (int64_t)m->cfg.lock_ttl_ms / 2;
@@ -406,7 +406,7 @@ static size_t batch_most(const market *m, const market_queued *o) {
  * Returns how many went into cb. */
 static size_t batch_take(struct market__lane *ln, market__cbatch *cb, int nomem,
                          market_queued **refused) {
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     const market_queued *first = NULL;
     size_t n = 0, most = 0;
     market_queued **pp = &ln->qhead, *prev = NULL;
@@ -451,7 +451,7 @@ static void order_reset(market_queued *o) {
  * left as it was). */
 static int set_aside(struct market__lane *ln, market__cbatch *cb) {
     if (market__rest_begin(&ln->rest, cb->realm, cb->group, cb->token_set ? cb->token : NULL,
-                           lock_now_ms()) < 0)
+                           rconn_now_ms()) < 0)
         return -1;
     pthread_mutex_lock(&ln->q->qmu);
     for (size_t i = cb->n; i-- > 0;) {
@@ -551,7 +551,7 @@ static void *worker_main(void *arg) {
             continue;
         }
         market_queued *refused = NULL;
-        int64_t now = lock_now_ms();
+        int64_t now = rconn_now_ms();
         size_t n = batch_take(ln, w.cb, nomem, &refused);
         if (!n && !refused && !ln->n_answer && !ln->holding) {
             /* every order queued is of a resting group: until the first rest ends */
@@ -590,7 +590,7 @@ static void *worker_main(void *arg) {
 int market__combine_submit(market__combiner *q, market_queued *o) {
     market *m = q->m;
     order_reset(o);
-    o->deadline_ms = lock_now_ms() + m->cfg.acquire_timeout_ms;
+    o->deadline_ms = rconn_now_ms() + m->cfg.acquire_timeout_ms;
     o->lane = lane_of(q, o);
     struct market__lane *ln = &q->lane[o->lane];
     pthread_mutex_lock(&q->qmu);

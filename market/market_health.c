@@ -87,7 +87,7 @@ static int judge_role(const redisReply *r, unsigned want, char *why, size_t whyl
                       "redis refuses ROLE, which the health check needs", why, whylen);
         return -1;
     }
-    if (market__judge_role(r, why, whylen) < 0) return -1;
+    if (rconn_role_master(r, why, whylen) < 0) return -1;
     /* a master's ROLE: "master", its offset, then one entry per connected replica */
     size_t have = r->elements > 2 && r->element[2]->type == REDIS_REPLY_ARRAY
                       ? r->element[2]->elements
@@ -122,7 +122,7 @@ static int probe(market_conn *c, const char *realm, char *why, size_t whylen) {
     }
     rc = MARKET_ERR_STORE;
     unsigned want = 0;
-    lock_sentinel_view v;
+    rconn_sentinel_view v;
     if (c->m->cfg.min_replicas_ack && market__ack_plan(c, &want, &v) < 0) {
         snprintf(why, whylen, "purchases are not acknowledged now: %s", c->errstr);
         goto done;
@@ -147,7 +147,7 @@ done:
 static int probe_cluster(market_conn *c, char *why, size_t whylen) {
     unsigned slots[MARKET__MASTERS_MAX];
     char reason[160];
-    int n = lock_cluster_master_slots(c->m->cluster, slots, MARKET__MASTERS_MAX, reason,
+    int n = rconn_cluster_master_slots(c->m->cluster, slots, MARKET__MASTERS_MAX, reason,
                                       sizeof reason);
     if (n <= 0) {
         snprintf(why, whylen, "redis cluster: %s", n < 0 ? reason : "no master serves a slot");
@@ -199,13 +199,13 @@ int market_health(market_conn *c, char *why, size_t whylen) {
  * known: out holds ""), MARKET_ERR_INVALID for NULL arguments. */
 int market_master(market *m, char *out, size_t outlen) {
     if (!m || !out || outlen == 0) return MARKET_ERR_INVALID;
-    lock_redis_addr a = m->cfg.redis;
+    rconn_addr a = m->cfg.redis;
     out[0] = '\0';
-    if (m->sentinel && lock_sentinel_master(m->sentinel, &a, NULL, NULL, 0) != LOCK_OK)
+    if (m->sentinel && rconn_sentinel_master(m->sentinel, &a, NULL, NULL, 0) != RCONN_OK)
         return MARKET_ERR_STORE;
     if (m->cluster &&
-        lock_cluster_master(m->cluster, market__realm_slot(MARKET_REALM_DEFAULT), &a, NULL, 0) !=
-            LOCK_OK)
+        rconn_cluster_master(m->cluster, market__realm_slot(MARKET_REALM_DEFAULT), &a, NULL, 0) !=
+            RCONN_OK)
         return MARKET_ERR_STORE;
     snprintf(out, outlen, "%s:%d", a.host, a.port);
     return MARKET_OK;

@@ -49,8 +49,8 @@ struct market {
     int lock_in_store;
     struct market__combiner *queue; /* owned: purchases' lanes (market_purchase.h) */
     struct market__combiner *sales; /* owned: flash-sale buys' lanes (market_sale.h) */
-    lock_sentinel *sentinel;     /* owned; NULL unless cfg.redis is a Sentinel group */
-    lock_cluster *cluster;       /* owned; NULL unless cfg.redis is a Redis Cluster */
+    rconn_sentinel *sentinel;     /* owned; NULL unless cfg.redis is a Sentinel group */
+    rconn_cluster *cluster;       /* owned; NULL unless cfg.redis is a Redis Cluster */
 
     struct {
         _Atomic uint64_t purchases, purchased, batches, txn_aborts, lock_busy, lease_lost,

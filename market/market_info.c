@@ -174,7 +174,7 @@ int market_store_info_masters(market_conn *c, const char *section, market_master
     if (c->m->cluster) {
         char why[128];
         want =
-            lock_cluster_master_slots(c->m->cluster, slots, MARKET__MASTERS_MAX, why, sizeof why);
+            rconn_cluster_master_slots(c->m->cluster, slots, MARKET__MASTERS_MAX, why, sizeof why);
         if (want <= 0) return market__fail(c, "redis cluster: %s", want < 0 ? why : "no master");
     }
     market_master_info *v = calloc((size_t)want, sizeof *v);

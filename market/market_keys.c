@@ -160,7 +160,7 @@ void market__idem_claim(char *out, size_t outlen, const market_idem *idem, const
  * deadline and a little more (a claim that lapses early only lets a retry
  * in sooner; the commit is guarded by WATCH either way). */
 void market__idem_claim_ttl(char *out, size_t outlen, int64_t deadline_ms) {
-    int64_t left = deadline_ms - lock_now_ms();
+    int64_t left = deadline_ms - rconn_now_ms();
     if (left < 0) left = 0;
     snprintf(out, outlen, "%lld", (long long)(left + MARKET__IDEM_CLAIM_SLACK_MS));
 }
@@ -239,18 +239,18 @@ int market__token_new(char out[MARKET__TOKEN_LEN + 1]) {
 unsigned market__realm_slot(const char *realm) {
     char tag[MARKET__TAG_MAX + 1];
     int n = snprintf(tag, sizeof tag, "{%s}", realm);
-    return lock_key_slot(tag, n > 0 && (size_t)n < sizeof tag ? (size_t)n : 0);
+    return rconn_key_slot(tag, n > 0 && (size_t)n < sizeof tag ? (size_t)n : 0);
 }
 
 /* Writes into out a realm id whose keys live in hash slot slot ("hz<n>", the first such n), so
  * that a key of a chosen slot can be named (the health probe of each cluster master). Returns
  * 0, or -1 when slot is beyond 16383 or out is too small. */
 int market__slot_tag(unsigned slot, char *out, size_t outlen) {
-    if (slot >= LOCK_CLUSTER_SLOTS) return -1;
+    if (slot >= RCONN_CLUSTER_SLOTS) return -1;
     for (unsigned n = 0; n < (1u << 22); n++) {
         int len = snprintf(out, outlen, "hz%u", n);
         if (len < 0 || (size_t)len >= outlen) return -1;
-        if (lock_key_slot(out, (size_t)len) == slot) return 0;
+        if (rconn_key_slot(out, (size_t)len) == slot) return 0;
     }
     return -1; /* not reached: 2^22 tries all miss a slot with odds of e^-256 */
 }

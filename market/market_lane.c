@@ -113,9 +113,9 @@ int64_t market__rest_next(const market__rest *r, int64_t now) {
 int market__lane_lock(market_conn *c, const char *const *keys, size_t n, int64_t by,
                       lock_handle *h) {
     if (!c->set_aside) return market__lock_multi(c, keys, n, by, h);
-    int64_t t0 = lock_now_ms(), slice = t0 + MARKET__LANE_SLICE_MS;
+    int64_t t0 = rconn_now_ms(), slice = t0 + MARKET__LANE_SLICE_MS;
     int rc = market__lock_multi(c, keys, n, by < slice ? by : slice, h);
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     if (rc == MARKET_ERR_BUSY && now < by) /* held elsewhere: wait in place, as ever */
         return market__lock_multi(c, keys, n, by, h);
     if (rc == MARKET_ERR_STORE && now < by && now >= slice) {

@@ -19,7 +19,7 @@
 struct market__rest_entry {
     char realm[MARKET_REALM_MAX + 1];
     char sale[MARKET_ID_MAX + 1]; /* "" for purchases */
-    int64_t until_ms;             /* monotonic (lock_now_ms) */
+    int64_t until_ms;             /* monotonic (rconn_now_ms) */
     unsigned tries;               /* rests in a row: the next one is longer */
     int has_token;
     char token[MARKET__TOKEN_LEN + 1]; /* the claims its batch made: its next batch's too */

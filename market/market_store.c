@@ -9,7 +9,7 @@
  *
  * Two things every layer above gets without asking:
  *   - a Sentinel group's master: a connection goes to the address the
- *     group's lock_sentinel names, is used only after ROLE says "master",
+ *     group's rconn_sentinel names, is used only after ROLE says "master",
  *     and is dropped (never reused) once the group's generation moved; a
  *     failed socket or a -READONLY, -LOADING or -MASTERDOWN answer makes it
  *     suspect that master, so the next connection asks the Sentinels again.
@@ -22,7 +22,7 @@
  *     and a commit that fewer than K replicas confirmed in time is
  *     MARKET_ERR_NOT_REPLICATED instead of its replies. K is N, and on a
  *     Sentinel group at least every replica the Sentinels could promote
- *     (lock_sentinel_view: a replica that confirmed a write and is not the
+ *     (rconn_sentinel_view: a replica that confirmed a write and is not the
  *     one promoted resyncs from the one that is, and forgets it). On a
  *     Sentinel group a commit is not even sent while a failover is under
  *     way or once the Sentinels name another master (MARKET_ERR_STORE), and
@@ -86,15 +86,6 @@ void market__close(market_conn *c) {
     c->nparked = 0;
 }
 
-static struct timeval ms_to_tv(int ms) {
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    return tv;
-}
-
-static int reply_is_ok(const redisReply *r) {
-    return r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
-}
-
 /* Records why the store failed in c->errstr (the hiredis err/errstr way: the
  * reason travels as text to whoever reports it). Returns MARKET_ERR_STORE. */
 int market__fail(market_conn *c, const char *fmt, ...) {
@@ -120,47 +111,17 @@ const redisReply *market__reply_error(redisReply *const *replies, size_t n) {
     return NULL;
 }
 
-/* Returns 1 when reply r says its server is not (or not yet) a master that
- * takes writes: the answers after which a Sentinel group's master is
- * suspect. */
-static int reply_not_master(const redisReply *r) {
-    return r && r->type == REDIS_REPLY_ERROR &&
-           (strncmp(r->str, "READONLY", 8) == 0 || strncmp(r->str, "LOADING", 7) == 0 ||
-            strncmp(r->str, "MASTERDOWN", 10) == 0);
-}
-
-/* Judges ROLE's reply: 0 for a master, else -1 with a sentence in why. */
-int market__judge_role(const redisReply *r, char *why, size_t whylen) {
-    if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(why, whylen, "redis refuses ROLE: %.60s", r->str);
-        return -1;
-    }
-    const redisReply *name = r->type == REDIS_REPLY_ARRAY && r->elements > 0 ? r->element[0] : NULL;
-    if (!name || (name->type != REDIS_REPLY_STRING && name->type != REDIS_REPLY_STATUS)) {
-        snprintf(why, whylen, "redis answered ROLE with something unexpected");
-        return -1;
-    }
-    if (strcmp(name->str, "master") == 0) return 0;
-    if (strcmp(name->str, "slave") == 0)
-        snprintf(why, whylen, "redis is a replica");
-    else if (strcmp(name->str, "sentinel") == 0)
-        snprintf(why, whylen, "redis is a sentinel, not a data server");
-    else
-        snprintf(why, whylen, "redis has an unknown role");
-    return -1;
-}
-
 /* Plans the acknowledgement of a commit about to be sent on c (cfg.min_replicas_ack > 0):
  * *need is the replicas WAIT must count, cfg.min_replicas_ack or, on a Sentinel group, every
  * replica the Sentinels could promote if there are more (see top); *v the view it was planned
  * under (zero without Sentinels). Returns MARKET_OK, or MARKET_ERR_STORE with the reason in
  * c->errstr when no commit may be acknowledged now: a failover is under way, or c's master is
  * not the one the Sentinels name. */
-int market__ack_plan(market_conn *c, unsigned *need, lock_sentinel_view *v) {
+int market__ack_plan(market_conn *c, unsigned *need, rconn_sentinel_view *v) {
     *need = c->m->cfg.min_replicas_ack;
     memset(v, 0, sizeof *v);
     if (!c->m->sentinel) return MARKET_OK;
-    lock_sentinel_view_get(c->m->sentinel, v);
+    rconn_sentinel_view_get(c->m->sentinel, v);
     if (!v->known || v->generation != c->sgen)
         return market__fail(c, "Redis %s is no longer the master the Sentinels name", c->where);
     if (v->failover)
@@ -173,8 +134,8 @@ int market__ack_plan(market_conn *c, unsigned *need, lock_sentinel_view *v) {
  * the next connection asks the Sentinels again; a cluster: the slot map is
  * fetched again). */
 static void suspect(market_conn *c) {
-    if (c->m->sentinel && c->sgen) lock_sentinel_suspect(c->m->sentinel, c->sgen);
-    if (c->m->cluster) lock_cluster_stale(c->m->cluster);
+    if (c->m->sentinel && c->sgen) rconn_sentinel_suspect(c->m->sentinel, c->sgen);
+    if (c->m->cluster) rconn_cluster_stale(c->m->cluster);
 }
 
 /* ---- a cluster's masters ---- */
@@ -217,9 +178,9 @@ static void unpark(market_conn *c, const char *where) {
  * may fetch it): the connection in use is parked when that master changed.
  * Returns MARKET_OK, or MARKET_ERR_STORE when no master is known. */
 static int follow(market_conn *c) {
-    lock_redis_addr a;
+    rconn_addr a;
     char why[128];
-    if (lock_cluster_master(c->m->cluster, (unsigned)c->slot, &a, why, sizeof why) != LOCK_OK)
+    if (rconn_cluster_master(c->m->cluster, (unsigned)c->slot, &a, why, sizeof why) != RCONN_OK)
         return market__fail(c, "cluster slot %d: %s", c->slot, why);
     if (a.port == c->at_port && strcmp(a.host, c->at_host) == 0) return MARKET_OK;
     char where[sizeof c->where];
@@ -269,17 +230,17 @@ static int cluster_said(market_conn *c, redisReply **replies, size_t n) {
         const redisReply *r = replies[i];
         if (r->type != REDIS_REPLY_ERROR) continue;
         int k = 0;
-        lock_cluster_redirect rd;
-        if (lock_cluster_redirect_parse(r->str, r->len, &rd) == 0) {
+        rconn_cluster_redirect rd;
+        if (rconn_cluster_redirect_parse(r->str, r->len, &rd) == 0) {
             if (!rd.host[0]) memcpy(rd.host, c->at_host, sizeof rd.host);
-            lock_cluster_redirected(c->m->cluster, &rd);
+            rconn_cluster_redirected(c->m->cluster, &rd);
             k = rd.ask ? 2 : 1;
         } else if (strncmp(r->str, "TRYAGAIN", 8) == 0) {
             MARKET__COUNT(c->m, cluster_tryagain);
             k = 2;
         } else if (strncmp(r->str, "CLUSTERDOWN", 11) == 0) {
             MARKET__COUNT(c->m, cluster_down);
-            lock_cluster_stale(c->m->cluster);
+            rconn_cluster_stale(c->m->cluster);
             k = 3;
         }
         if (k && !said) market__fail_reply(c, "cluster", r);
@@ -293,15 +254,15 @@ static int cluster_said(market_conn *c, redisReply **replies, size_t n) {
  * Returns MARKET_OK, or MARKET_ERR_STORE when Redis cannot be reached or
  * refuses us (c->errstr says which), MARKET_ERR_NOMEM on out-of-memory. */
 int market__connect(market_conn *c) {
-    if (c->ctx && c->m->sentinel && c->sgen != lock_sentinel_generation(c->m->sentinel))
+    if (c->ctx && c->m->sentinel && c->sgen != rconn_sentinel_generation(c->m->sentinel))
         market__drop(c); /* made for a master that may be gone: never reused */
     if (c->ctx) return MARKET_OK;
     const market_config *cfg = &c->m->cfg;
-    lock_redis_addr addr = cfg->redis;
+    rconn_addr addr = cfg->redis;
     c->sgen = 0;
     if (c->m->sentinel) {
         char why[160];
-        if (lock_sentinel_master(c->m->sentinel, &addr, &c->sgen, why, sizeof why) != LOCK_OK)
+        if (rconn_sentinel_master(c->m->sentinel, &addr, &c->sgen, why, sizeof why) != RCONN_OK)
             return market__fail(c, "no master: %s", why);
     }
     if (c->m->cluster) {
@@ -313,57 +274,28 @@ int market__connect(market_conn *c) {
         addr.port = c->at_port;
         addr.db = 0;
     }
-    struct timeval tv = ms_to_tv(cfg->redis_timeout_ms);
-    redisContext *ctx = redisConnectWithTimeout(addr.host, addr.port, tv);
-    if (!ctx) return MARKET_ERR_NOMEM;
-    if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) {
-        market__fail(c, "cannot connect to %s:%d: %s", addr.host, addr.port,
-                     ctx->err ? ctx->errstr : "cannot set the timeout");
-        goto fail;
+    redisContext *ctx = NULL;
+    char why[RCONN_AT_MAX + 160];
+    int rc = rconn_connect(addr.host, addr.port, cfg->redis_timeout_ms, cfg->redis_timeout_ms,
+                           &ctx, why, sizeof why);
+    if (rc == RCONN_ERR_NOMEM) return MARKET_ERR_NOMEM;
+    if (rc != RCONN_OK) {
+        market__fail(c, "cannot connect to %s", why);
+        suspect(c);
+        return MARKET_ERR_STORE;
     }
-    (void)redisEnableKeepAlive(ctx); /* best effort: only speeds up noticing a dead peer */
     c->ctx = ctx;
     snprintf(c->where, sizeof c->where, "%s:%d", addr.host, addr.port);
-    if (addr.pass[0]) {
-        const char *argv[3] = {"AUTH", addr.user, addr.pass};
-        int argc = 3;
-        if (!addr.user[0]) {
-            argv[1] = addr.pass;
-            argc = 2;
-        }
-        redisReply *r = market__command(c, argc, argv, NULL);
-        int ok = reply_is_ok(r);
-        if (!ok) market__fail_reply(c, "Redis refused AUTH", r);
-        if (r) freeReplyObject(r);
-        if (!ok) goto fail_dropped;
+    if (rconn_setup(ctx, &addr, RCONN_SETUP_AUTH | RCONN_SETUP_SELECT, why, sizeof why) !=
+        RCONN_OK) {
+        market__fail(c, "Redis refused %s", why);
+        goto fail_dropped;
     }
-    if (addr.db != 0) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", addr.db);
-        const char *argv[2] = {"SELECT", db};
-        redisReply *r = market__command(c, 2, argv, NULL);
-        int ok = reply_is_ok(r);
-        if (!ok) market__fail_reply(c, "Redis refused SELECT", r);
-        if (r) freeReplyObject(r);
-        if (!ok) goto fail_dropped;
-    }
-    if (c->m->sentinel) {
-        const char *argv[1] = {"ROLE"};
-        redisReply *r = market__command(c, 1, argv, NULL);
-        char why[96] = "no answer to ROLE";
-        int ok = r && market__judge_role(r, why, sizeof why) == 0;
-        if (r) freeReplyObject(r);
-        if (!ok) {
-            market__fail(c, "Redis %s:%d, named master by the Sentinels: %s", addr.host,
-                         addr.port, why);
-            goto fail_dropped;
-        }
+    if (c->m->sentinel && rconn_setup(ctx, &addr, RCONN_SETUP_ROLE, why, sizeof why) != RCONN_OK) {
+        market__fail(c, "Redis %s, named master by the Sentinels: %s", c->where, why);
+        goto fail_dropped;
     }
     return MARKET_OK;
-fail:
-    redisFree(ctx);
-    suspect(c);
-    return MARKET_ERR_STORE;
 fail_dropped:
     suspect(c);
     market__drop(c);
@@ -411,7 +343,7 @@ int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char 
     int may_retry = 1;
     for (size_t i = 0; i < n; i++)
         if (strcmp(argv[i][0], "EXEC") == 0) may_retry = 0;
-    int64_t since = lock_now_ms();
+    int64_t since = rconn_now_ms();
     int alone = !bound(c); /* relies on no earlier WATCH: may be sent again */
     for (int moved = 1;; moved++) {
         int rc = market__pipeline_send(c, n, argc, argv);
@@ -419,7 +351,7 @@ int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char 
         if (rc == MARKET__REDIRECTED) {
             /* Its attempt reads again; a lane tries a split slot later. */
             if (!alone || (c->set_aside && c->redirect == 2)) return rc;
-            if (lock_now_ms() - since >= c->m->cfg.redis_timeout_ms) return MARKET_ERR_STORE;
+            if (rconn_now_ms() - since >= c->m->cfg.redis_timeout_ms) return MARKET_ERR_STORE;
             market__redirect_pause(c, moved);
             continue;
         }
@@ -447,52 +379,6 @@ static int pipeline_failed(market_conn *c) {
 
 #define OUT_KEEP (1u << 20) /* the largest encoded pipeline a connection keeps room for */
 
-/* Writes v in decimal at p; returns the digits written (at most 20). */
-static size_t put_u64(char *p, uint64_t v) {
-    char tmp[20];
-    size_t n = 0;
-    do tmp[n++] = (char)('0' + v % 10);
-    while ((v /= 10) != 0);
-    for (size_t i = 0; i < n; i++) p[i] = tmp[n - 1 - i];
-    return n;
-}
-
-/* Appends command argv[0..argc) (NUL-terminated arguments), encoded as
- * Redis's protocol (RESP: *<argc>, then $<len> and the bytes of each
- * argument), to the buffer *buf of *cap bytes at *len, growing it as
- * needed. Returns 0, or -1 when it cannot grow (*buf, *cap, *len are then
- * as they were). Pure: what redisFormatCommandArgv writes, without its
- * allocation a command. */
-int market__resp_append(char **buf, size_t *cap, size_t *len, int argc, const char *const *argv) {
-    size_t at = *len;
-    for (int i = -1; i < argc; i++) {
-        size_t l = i < 0 ? 0 : strlen(argv[i]);
-        size_t need = at + l + 24 + 2 + 2; /* header, digits, CRLFs */
-        if (need > *cap) {
-            size_t ncap = *cap ? *cap : 4096;
-            while (ncap < need) ncap *= 2;
-            char *nb = realloc(*buf, ncap);
-            if (!nb) return -1;
-            *buf = nb;
-            *cap = ncap;
-        }
-        char *p = *buf + at;
-        *p++ = i < 0 ? '*' : '$';
-        p += put_u64(p, i < 0 ? (uint64_t)argc : l);
-        *p++ = '\r';
-        *p++ = '\n';
-        if (i >= 0) {
-            memcpy(p, argv[i], l);
-            p += l;
-            *p++ = '\r';
-            *p++ = '\n';
-        }
-        at = (size_t)(p - *buf);
-    }
-    *len = at;
-    return 0;
-}
-
 /* Runs c's sent hook, once. */
 static void run_sent(market_conn *c) {
     void (*f)(void *) = c->sent;
@@ -518,7 +404,7 @@ int market__pipeline_buf(market_conn *c, market__buf *b) {
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv) {
     c->closed = 0;
     if (c->ctx && bound(c) && c->m->sentinel &&
-        c->sgen != lock_sentinel_generation(c->m->sentinel)) {
+        c->sgen != rconn_sentinel_generation(c->m->sentinel)) {
         /* The WATCH this pipeline relies on is on a master the Sentinels may no longer name:
          * it must not go out on a new connection, unguarded. Its attempt reads again. */
         run_sent(c);
@@ -539,7 +425,7 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
     size_t exec = 0;
     c->out_len = 0;
     for (size_t i = 0; i < n; i++) { /* encoded first: nothing is queued when it fails */
-        if (market__resp_append(&c->out, &c->out_cap, &c->out_len, argc[i], argv[i]) < 0) {
+        if (rconn_resp_append(&c->out, &c->out_cap, &c->out_len, argc[i], argv[i]) < 0) {
             market__fail(c, "out of memory for a pipeline of %zu commands", n);
             return MARKET_ERR_NOMEM;
         }
@@ -603,9 +489,9 @@ static int judge_wait(market_conn *c, const redisReply *exec, const redisReply *
     } else if (!c->m->sentinel) {
         return MARKET_OK;
     } else {
-        const lock_sentinel_view *then = &c->wait_view;
-        lock_sentinel_view now;
-        lock_sentinel_view_get(c->m->sentinel, &now);
+        const rconn_sentinel_view *then = &c->wait_view;
+        rconn_sentinel_view now;
+        rconn_sentinel_view_get(c->m->sentinel, &now);
         if (now.generation != then->generation || now.alarms != then->alarms || now.failover)
             market__fail(c, "Redis %s: a failover began before the commit was confirmed",
                          c->where);
@@ -637,7 +523,7 @@ int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
         void *r = NULL;
         if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
         replies[got] = r;
-        not_master |= reply_not_master(r);
+        not_master |= rconn_reply_not_master(r);
     }
     if (c->wait_sent) {
         void *r = NULL;

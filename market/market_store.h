@@ -20,7 +20,7 @@
 struct market__parked {
     redisContext *ctx;
     int unwatch;                   /* a WATCH lingers on it: UNWATCH before its next pipeline */
-    char where[LOCK_HOST_MAX + 8]; /* "host:port" */
+    char where[RCONN_HOST_MAX + 8]; /* "host:port" */
 };
 
 struct market_conn {
@@ -33,13 +33,13 @@ struct market_conn {
     int wait_sent;     /* market__pipeline_send() put WAIT behind an EXEC: its reply comes last */
     size_t exec_at;    /* then: the index of the (last) EXEC among the pipeline's commands */
     unsigned wait_need;          /* then: the replicas that must confirm it (market__ack_plan) */
-    lock_sentinel_view wait_view; /* then: the Sentinels' view it was planned under */
-    char where[LOCK_HOST_MAX + 8]; /* "host:port" of ctx's server (for messages) */
+    rconn_sentinel_view wait_view; /* then: the Sentinels' view it was planned under */
+    char where[RCONN_HOST_MAX + 8]; /* "host:port" of ctx's server (for messages) */
     char errstr[128];  /* why the store last failed (market_conn_errstr()); "" none yet */
     int watching;      /* a WATCH went out, no EXEC or UNWATCH since: the next pipeline
                         * relies on it, unless unwatch is set (then it is abandoned) */
     size_t exec_sent;  /* 1 + the index of the EXEC in the pipeline sent; 0: none */
-    char *out;         /* the pipeline being sent, encoded (market__resp_append) */
+    char *out;         /* the pipeline being sent, encoded (rconn_resp_append) */
     size_t out_cap, out_len;
     /* Called once by the next market__pipeline_send(), when its pipeline is on its way (or
      * before it could wait on a connection): a caller's work to do while Redis works. */
@@ -50,7 +50,7 @@ struct market_conn {
     int redirect;                  /* the last MARKET__REDIRECTED: 1 MOVED, 2 ASK or TRYAGAIN */
     int set_aside; /* a lane's connection (market_lane.c): a slot split by a migration (-ASK,
                     * -TRYAGAIN) is handed back at once as MARKET__REDIRECTED, not waited for */
-    char at_host[LOCK_HOST_MAX + 1]; /* the master that serves slot, ctx's server */
+    char at_host[RCONN_HOST_MAX + 1]; /* the master that serves slot, ctx's server */
     int at_port;
     size_t nparked;
     struct market__parked parked[MARKET__NODES_MAX - 1]; /* the other masters' connections */
@@ -70,15 +70,13 @@ int market__route(market_conn *c, const char *realm);
 int market__route_slot(market_conn *c, unsigned slot);
 void market__redirect_pause(market_conn *c, int tries);
 void market__close(market_conn *c);
-int market__judge_role(const redisReply *r, char *why, size_t whylen);
-int market__ack_plan(market_conn *c, unsigned *need, lock_sentinel_view *v);
+int market__ack_plan(market_conn *c, unsigned *need, rconn_sentinel_view *v);
 void market__drop(market_conn *c);
 int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies);
 int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
                           redisReply **replies);
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv);
 int market__pipeline_buf(market_conn *c, market__buf *b);
-int market__resp_append(char **buf, size_t *cap, size_t *len, int argc, const char *const *argv);
 int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies);
 int market__replicated(market_conn *c, const char *const *keys, size_t n);
 void market__replies_free(redisReply **replies, size_t n);

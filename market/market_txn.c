@@ -172,14 +172,14 @@ void market__held_name(market__held *hd, size_t k, const char *key) {
 int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, market__attempt fn,
                      void *ud) {
     market *m = c->m;
-    int64_t deadline = lock_now_ms() + m->cfg.acquire_timeout_ms;
+    int64_t deadline = rconn_now_ms() + m->cfg.acquire_timeout_ms;
     int rc;
     for (int i = 1;; i++) {
         rc = fn(c, hd, ud);
         if (rc == MARKET__REDIRECTED) { /* its slot moved under it: read again where it is */
             if (c->set_aside && c->redirect == 2) break; /* split: its lane tries it later */
             rc = MARKET_ERR_STORE;     /* if it keeps moving (c->errstr says how) */
-            if (i >= TXN_RETRIES || lock_now_ms() >= deadline) break;
+            if (i >= TXN_RETRIES || rconn_now_ms() >= deadline) break;
             market__redirect_pause(c, i);
             continue;
         }
@@ -187,11 +187,11 @@ int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, mar
         MARKET__COUNT(m, txn_aborts);
         rc = MARKET_ERR_CONFLICT;
         if (hd->n == 0) {
-            if (lock_now_ms() >= deadline) break;
+            if (rconn_now_ms() >= deadline) break;
             sleep_us(random() % OPTIMISTIC_BACKOFF_US);
             continue;
         }
-        if (i >= TXN_RETRIES || lock_now_ms() >= deadline) break;
+        if (i >= TXN_RETRIES || rconn_now_ms() >= deadline) break;
         /* Aborted under the lock: our lease lapsed, or someone wrote without it. */
         for (size_t k = 0; k < hd->n; k++) {
             int lrc = lock_extend(m->lock, &h[k], m->cfg.lock_ttl_ms);
@@ -405,7 +405,7 @@ int market__single_read(market_conn *c, const market__held *held, struct market_
         s->replayed = 1, rc = s->stored_rc;
     else if (judged < 0)
         rc = judged; /* ERR_IN_PROGRESS, ERR_IDEM_MISMATCH */
-    else if (lock_now_ms() >= s->deadline_ms)
+    else if (rconn_now_ms() >= s->deadline_ms)
         rc = MARKET_ERR_BUSY;
     else {
         *nrep = n;

@@ -120,7 +120,7 @@ if [ "${FUZZ_COVERAGE:-0}" = 1 ]; then
         # shellcheck disable=SC2086
         if ! ${FUZZ_CC:-clang} ${FUZZ_CPPFLAGS:-} -O0 -g -pthread -fsanitize=fuzzer \
             -fprofile-instr-generate -fcoverage-mapping -o "$cdir/fuzz_$n" "tests/fuzz/fuzz_$n.c" \
-            lock/*.c market/*.c api/*.c ${FUZZ_LIBS:-} >"$cdir/$n.build.log" 2>&1; then
+            rconn/*.c lock/*.c market/*.c api/*.c ${FUZZ_LIBS:-} >"$cdir/$n.build.log" 2>&1; then
             echo "fuzz_$n coverage: build failed (see $cdir/$n.build.log)"
             continue
         fi

@@ -9,8 +9,8 @@
 #   3. dpkg-deb --root-owner-group --build into $BUILD/gamemarket_<VERSION>_<arch>.deb, whose
 #      path it prints last.
 #
-# lock/ as a library (liblock, lock.h, lock.pc) is not in the package: `make install` installs
-# it; a Debian library wants packages of its own (liblock1, liblock-dev). The service is not
+# lock/ as a library (liblock, lock.h, rconn.h, lock.pc) is not in the package: `make install`
+# installs it; a Debian library wants packages of its own (liblock1, liblock-dev). The service is not
 # enabled nor started on install (no maintainer scripts): /etc/gamemarket/market-server.env
 # must be written first (docs/OPERATIONS.md, "Installing"). BUILD (build), BIN (bin),
 # VERSION (0.1.0), MAKE, DEB_MAINTAINER may be set. Exits non-zero on any failure.

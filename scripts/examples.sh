@@ -87,7 +87,8 @@ installed_tree() {
     minor=$(sed -n 's/^#define LOCK_VERSION_MINOR \([0-9]*\)$/\1/p' lock/lock.h)
     patch=$(sed -n 's/^#define LOCK_VERSION_PATCH \([0-9]*\)$/\1/p' lock/lock.h)
     ok=0
-    for f in "$root$prefix/include/gamemarket/lock.h" "$libdir/liblock.a" \
+    for f in "$root$prefix/include/gamemarket/lock.h" \
+        "$root$prefix/include/gamemarket/rconn/rconn.h" "$libdir/liblock.a" \
         "$libdir/liblock.so.$major.$minor.$patch" "$libdir/liblock.so.$major" \
         "$libdir/liblock.so" "$libdir/pkgconfig/lock.pc"; do
         if [ -e "$f" ]; then echo "installed: ${f#"$root"}"; else echo "missing: ${f#"$root"}"; ok=1; fi
@@ -97,9 +98,10 @@ installed_tree() {
     [ "$soname" = "liblock.so.$major" ] || ok=1
     exported=$(nm -D --defined-only "$libdir/liblock.so" | awk '{print $3}')
     echo "exported: $(echo "$exported" | tr '\n' ' ')"
-    others=$(echo "$exported" | grep -v '^lock_[a-z]' || true)
-    if [ -n "$others" ]; then echo "exported beyond lock_*: $others"; ok=1; fi
+    others=$(echo "$exported" | grep -v '^lock_[a-z]\|^rconn_[a-z]' || true)
+    if [ -n "$others" ]; then echo "exported beyond lock_*, rconn_*: $others"; ok=1; fi
     echo "$exported" | grep -qx lock_acquire_owned || ok=1
+    echo "$exported" | grep -qx rconn_addr_parse || ok=1
     version=$(pkg-config --modversion lock) || ok=1
     echo "pkg-config lock: version $version, cflags $(pkg-config --cflags lock), libs $(pkg-config --libs lock)"
     [ "$version" = "$major.$minor.$patch" ] || ok=1

@@ -42,7 +42,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "server/server_impl.h"
 
 #define EVENTS_QUEUE 4096    /* messages queued for one subscriber, at most (a pointer each) */
@@ -232,10 +232,10 @@ static void *follow(void *arg) {
     market_conn *c = NULL;
     char last_t[MARKET_TRADE_ID_MAX + 1] = "", last_c[MARKET_TRADE_ID_MAX + 1] = "";
     int started = 0;
-    int64_t ping = lock_now_ms() + EVENTS_PING_MS;
+    int64_t ping = rconn_now_ms() + EVENTS_PING_MS;
     while (!nap(h, EVENTS_POLL_MS) && !idle_end(h, r, &idle)) {
-        if (lock_now_ms() >= ping) {
-            ping = lock_now_ms() + EVENTS_PING_MS;
+        if (rconn_now_ms() >= ping) {
+            ping = rconn_now_ms() + EVENTS_PING_MS;
             ev_msg *m = msg_new(NULL, NULL, ": ping\n\n");
             if (m) {
                 broadcast(h, r, m);

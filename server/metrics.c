@@ -375,7 +375,7 @@ static void market_lines(struct text *t, market *m) {
         memcpy(&v, (const char *)&s + market_counters[i].off, sizeof v);
         counter(t, market_counters[i].name, market_counters[i].help, v);
     }
-    char master[LOCK_HOST_MAX + 8];
+    char master[RCONN_HOST_MAX + 8];
     int known = market_master(m, master, sizeof master) == MARKET_OK;
     put(t, "# HELP market_redis_master_info The store's master now (1), as an address label.\n"
            "# TYPE market_redis_master_info gauge\n"

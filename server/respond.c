@@ -23,7 +23,7 @@
 #include <microhttpd.h>
 
 #include "api/api.h"
-#include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "server/server_impl.h"
 
@@ -145,10 +145,10 @@ enum MHD_Result server__respond_metrics(server *s, struct MHD_Connection *conn,
     /* Redis up: the last outcome of a request that reached the store; when
      * there was none for SERVER__REDIS_STALE_MS, one scrape probes. */
     market_conn *mc = NULL;
-    if (server__metrics_redis_stale(&s->metrics, lock_now_ms()) && (mc = server__thread_conn(s))) {
+    if (server__metrics_redis_stale(&s->metrics, rconn_now_ms()) && (mc = server__thread_conn(s))) {
         char why[128];
         server__metrics_store_outcome(&s->metrics, market_health(mc, why, sizeof why) == MARKET_OK,
-                                      lock_now_ms());
+                                      rconn_now_ms());
     }
     const union MHD_DaemonInfo *di =
         MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
@@ -210,7 +210,7 @@ enum MHD_Result server__answer(server *s, struct MHD_Connection *conn, const cha
     enum MHD_Result rc = respond(s, conn, rq->id, resp);
     int64_t us = server__now_us() - rq->t0_us;
     server__metrics_count(&s->metrics, route, method, realm, status, us);
-    if (store_up >= 0) server__metrics_store_outcome(&s->metrics, store_up, lock_now_ms());
+    if (store_up >= 0) server__metrics_store_outcome(&s->metrics, store_up, rconn_now_ms());
     char path[128], client[INET6_ADDRSTRLEN], safe_method[16];
     server__log_safe(path, sizeof path, url);
     server__log_safe(safe_method, sizeof safe_method, method);

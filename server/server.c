@@ -25,6 +25,7 @@
 
 #include "api/api.h"
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "server/server_impl.h"
 
@@ -33,9 +34,8 @@
 /* Parses a comma-separated list of Redlock masters (each a server or a
  * Sentinel group): an odd number, 1 to LOCK_REDLOCK_NODES_MAX. Returns 0, or
  * -1 with a sentence in why. */
-static int parse_masters(const char *list, lock_redis_addr *nodes, size_t *n, char *why,
-                         size_t whylen) {
-    if (lock_redis_addr_parse_list(list, nodes, LOCK_REDLOCK_NODES_MAX, n) != LOCK_OK) {
+static int parse_masters(const char *list, rconn_addr *nodes, size_t *n, char *why, size_t whylen) {
+    if (rconn_addr_parse_list(list, nodes, LOCK_REDLOCK_NODES_MAX, n) != RCONN_OK) {
         snprintf(why, whylen,
                  "redlock: bad --lock-redis list (want 1 to %d redis:// or redis-sentinel:// "
                  "URLs, comma-separated)",
@@ -66,7 +66,7 @@ static int market_build(server *s, char *why, size_t whylen) {
                           .trade_history = cfg->trade_history,
                           .trade_index = cfg->trade_index,
                           .test_stall_ms = cfg->test_stall_ms};
-    if (lock_redis_addr_parse(cfg->redis, &mcfg.redis) < 0) {
+    if (rconn_addr_parse(cfg->redis, &mcfg.redis) < 0) {
         snprintf(why, whylen,
                  "bad Redis URL (want redis://[user:pass@]host[:port][/db], "
                  "redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db] or "
@@ -89,13 +89,13 @@ static int market_build(server *s, char *why, size_t whylen) {
     if (strcmp(cfg->lock, "local") == 0) {
         s->lock = lock_local_new(&lerr);
     } else if (strcmp(cfg->lock, "redlock") == 0) {
-        lock_redis_addr nodes[LOCK_REDLOCK_NODES_MAX];
+        rconn_addr nodes[LOCK_REDLOCK_NODES_MAX];
         size_t n = 0;
         if (parse_masters(cfg->lock_redis, nodes, &n, why, whylen) < 0) return SERVER_ERR_INVALID;
         s->lock = lock_redlock_new(nodes, n, cfg->redis_timeout_ms, &lerr);
     } else {
-        lock_redis_addr where = mcfg.redis;
-        if (cfg->lock_redis[0] && lock_redis_addr_parse(cfg->lock_redis, &where) < 0) {
+        rconn_addr where = mcfg.redis;
+        if (cfg->lock_redis[0] && rconn_addr_parse(cfg->lock_redis, &where) < 0) {
             snprintf(why, whylen, "bad --lock-redis URL for the redis lock (one URL)");
             return SERVER_ERR_INVALID;
         }
@@ -200,8 +200,8 @@ void server_stop(server *s) {
         MHD_socket fd = MHD_quiesce_daemon(s->daemon);
         if (fd != MHD_INVALID_SOCKET) (void)shutdown(fd, SHUT_RDWR);
         server__events_stop(s->events); /* event streams end: not requests to wait for */
-        int64_t deadline = lock_now_ms() + DRAIN_MS;
-        while (atomic_load(&s->in_flight) > 0 && lock_now_ms() < deadline) {
+        int64_t deadline = rconn_now_ms() + DRAIN_MS;
+        while (atomic_load(&s->in_flight) > 0 && rconn_now_ms() < deadline) {
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }

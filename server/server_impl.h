@@ -14,6 +14,7 @@
 
 #include "api/api.h"
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "server/server.h"
 
@@ -48,7 +49,7 @@ typedef struct server__metrics {
     _Atomic int realm_claimed;                                  /* rows handed out so far */
     _Atomic uint64_t realm_other[SERVER__REALM_STATUSES];       /* realms past the table */
     _Atomic int redis_up;        /* the last store outcome: 1 up, 0 down, -1 none yet */
-    _Atomic int64_t redis_seen_ms; /* when it was seen (lock_now_ms()), 0: never */
+    _Atomic int64_t redis_seen_ms; /* when it was seen (rconn_now_ms()), 0: never */
 } server__metrics;
 
 /* What a scrape shows beside the counters; respond.c fills it. -1: unknown. */

@@ -27,6 +27,7 @@
 #include "api/api.h"
 #include "cli/cli.h"
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 
 #define FIXTURE_MAX (256u * 1024 * 1024)
@@ -356,7 +357,7 @@ int main(int argc, char **argv) {
     market *m = NULL;
     market_conn *c = NULL;
     market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 5000, .acquire_timeout_ms = 2000};
-    if (lock_redis_addr_parse(url, &cfg.redis) < 0) {
+    if (rconn_addr_parse(url, &cfg.redis) < 0) {
         fprintf(stderr, "market-seed: bad Redis URL (want redis://[user:pass@]host[:port][/db], "
                         "redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db] "
                         "or redis-cluster://[user:pass@]host[:port][,host[:port]...])\n");

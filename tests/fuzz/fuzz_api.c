@@ -52,6 +52,7 @@
 #include <jansson.h>
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 
 #define FUZZ_CLOSED_STORE "redis://127.0.0.1:1/0"
@@ -90,7 +91,7 @@ typedef struct fuzz_query {
 static void fuzz_setup(void) {
     market_config cfg = {0};
     int err = 0;
-    CHECK(lock_redis_addr_parse(FUZZ_CLOSED_STORE, &cfg.redis) == 0);
+    CHECK(rconn_addr_parse(FUZZ_CLOSED_STORE, &cfg.redis) == 0);
     cfg.redis_timeout_ms = 50;
     cfg.lock_ttl_ms = 2000;
     cfg.acquire_timeout_ms = 1000; /* the closed store answers long before */

@@ -10,7 +10,7 @@
  * A killed node restarted with th_redis_restart() rejoins from its nodes.conf.
  *
  * The harness reads the cluster from CLUSTER SLOTS and CLUSTER INFO with its own
- * few lines, not with lock/lock_cluster.c, so that tests can check one against
+ * few lines, not with lock/rconn_cluster.c, so that tests can check one against
  * the other. It remembers the last slot map every live node agreed on, so that
  * th_cluster_wait_failover() knows what a killed master served.
  */

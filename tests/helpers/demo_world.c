@@ -8,6 +8,7 @@
 
 #include "api/api.h"
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 
 /* Returns fixtures/demo.json parsed (the caller frees it, or hands it to
  * th_world_store()); fails the test when it cannot. */
@@ -27,7 +28,7 @@ market_world *th_demo_world(void) {
  * and frees w; fails the test when it cannot. */
 void th_world_store(const char *redis_url, const char *realm, market_world *w) {
     market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
-    assert_int_equal(lock_redis_addr_parse(redis_url, &cfg.redis), LOCK_OK);
+    assert_int_equal(rconn_addr_parse(redis_url, &cfg.redis), RCONN_OK);
     int err;
     lock_client *l = lock_local_new(&err);
     assert_non_null(l);

@@ -33,6 +33,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 
 #define EXCL_THREADS 4
 #define EXCL_ITERS 100
@@ -48,7 +49,7 @@ static lock_client *client_of(void **state) {
 
 /* Sleeps until the monotonic clock reaches until_ms. */
 static void sleep_until(int64_t until_ms) {
-    for (int64_t now = lock_now_ms(); now < until_ms; now = lock_now_ms()) {
+    for (int64_t now = rconn_now_ms(); now < until_ms; now = rconn_now_ms()) {
         int64_t left = until_ms - now < 1000 ? until_ms - now : 999;
         struct timespec ts = {0, (long)left * 1000000L};
         nanosleep(&ts, NULL);
@@ -121,7 +122,7 @@ void lock_contract_lease_expiry(void **state) {
     assert_int_equal(lock_acquire(c, key, 50, 0, &h1), LOCK_OK);
     int rc = lock_acquire(c, key, 5000, 0, &h2);
     if (rc == LOCK_ERR_BUSY) rc = lock_acquire(c, key, 5000, 5000, &h2);
-    int64_t got_at = lock_now_ms();
+    int64_t got_at = rconn_now_ms();
     assert_int_equal(rc, LOCK_OK);
     assert_true(got_at >= h1.valid_until_ms);
     assert_true(h2.fence > h1.fence);
@@ -201,9 +202,9 @@ void lock_contract_wait_budget(void **state) {
     const char *key = "contract:budget";
     lock_handle h, h2;
     assert_int_equal(lock_acquire(c, key, 20000, 0, &h), LOCK_OK);
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(lock_acquire(c, key, 1000, 200, &h2), LOCK_ERR_BUSY);
-    int64_t spent = lock_now_ms() - t0;
+    int64_t spent = rconn_now_ms() - t0;
     assert_true(spent >= 195);
     assert_int_equal(h2.token[0], '\0'); /* a failed acquire leaves a zeroed handle */
     assert_int_equal(lock_release(c, &h), LOCK_OK);
@@ -215,9 +216,9 @@ void lock_contract_single_try(void **state) {
     const char *key = "contract:single";
     lock_handle h, h2;
     assert_int_equal(lock_acquire(c, key, 20000, 0, &h), LOCK_OK);
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(lock_acquire(c, key, 1000, 0, &h2), LOCK_ERR_BUSY);
-    assert_true(lock_now_ms() - t0 < 5000);
+    assert_true(rconn_now_ms() - t0 < 5000);
     assert_int_equal(lock_release(c, &h), LOCK_OK);
     assert_int_equal(lock_acquire(c, key, 1000, 0, &h2), LOCK_OK);
     assert_int_equal(lock_release(c, &h2), LOCK_OK);
@@ -271,9 +272,9 @@ void lock_contract_fence_increases(void **state) {
 void lock_contract_keys_independent(void **state) {
     lock_client *c = client_of(state);
     lock_handle a, b;
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(lock_acquire(c, "contract:indep:a", 10000, 0, &a), LOCK_OK);
-    int64_t t1 = lock_now_ms();
+    int64_t t1 = rconn_now_ms();
     assert_int_equal(lock_acquire(c, "contract:indep:b", 10000, 0, &b), LOCK_OK);
     assert_true(a.valid_until_ms >= t0 + 10000 - (10000 / 100 + 2));
     assert_true(a.valid_until_ms <= t1 + 10000);
@@ -545,12 +546,12 @@ void lock_contract_watchdog_keeps_lease(void **state) {
     int64_t first = h.valid_until_ms;
     assert_int_equal(lock_watchdog_start(c, &h, WD_TTL, 60000, &w), LOCK_OK);
     assert_non_null(w);
-    int64_t end = lock_now_ms() + 5 * WD_TTL, until = 0;
+    int64_t end = rconn_now_ms() + 5 * WD_TTL, until = 0;
     int got = 0, lost = 0;
-    while (lock_now_ms() < end) {
+    while (rconn_now_ms() < end) {
         if (lock_acquire(c, key, 1000, 0, &probe) == LOCK_OK) got++;
         if (lock_watchdog_check(w, &until) != LOCK_OK) lost++;
-        sleep_until(lock_now_ms() + 50);
+        sleep_until(rconn_now_ms() + 50);
     }
     assert_int_equal(got, 0);
     assert_int_equal(lost, 0);
@@ -570,15 +571,15 @@ void lock_contract_watchdog_max_hold(void **state) {
     lock_handle h, probe;
     lock_watchdog *w = NULL;
     assert_int_equal(lock_acquire(c, key, 300, 0, &h), LOCK_OK);
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(lock_watchdog_start(c, &h, 300, 900, &w), LOCK_OK);
     int64_t got_at = 0;
-    while (lock_now_ms() < t0 + 900 + 300 + 10000) {
+    while (rconn_now_ms() < t0 + 900 + 300 + 10000) {
         if (lock_acquire(c, key, 10000, 0, &probe) == LOCK_OK) {
-            got_at = lock_now_ms();
+            got_at = rconn_now_ms();
             break;
         }
-        sleep_until(lock_now_ms() + 20);
+        sleep_until(rconn_now_ms() + 20);
     }
     assert_true(got_at > 0);
     assert_true(got_at >= t0 + 900 - 2); /* ms rounding of two clocks */
@@ -599,8 +600,8 @@ void lock_contract_watchdog_expired_lost(void **state) {
     assert_int_equal(lock_acquire(c, key, 10000, 5000, &h2), LOCK_OK); /* someone else's now */
     assert_int_equal(lock_watchdog_start(c, &h, WD_TTL, 60000, &w), LOCK_OK);
     int rc = LOCK_OK;
-    for (int64_t end = lock_now_ms() + 10000; rc == LOCK_OK && lock_now_ms() < end;) {
-        sleep_until(lock_now_ms() + 10);
+    for (int64_t end = rconn_now_ms() + 10000; rc == LOCK_OK && rconn_now_ms() < end;) {
+        sleep_until(rconn_now_ms() + 10);
         rc = lock_watchdog_check(w, NULL);
     }
     assert_int_equal(rc, LOCK_ERR_LEASE_LOST);
@@ -618,11 +619,11 @@ void lock_contract_watchdog_release_stops(void **state) {
     lock_watchdog *w = NULL;
     assert_int_equal(lock_acquire(c, key, 90, 0, &h), LOCK_OK);
     assert_int_equal(lock_watchdog_start(c, &h, 90, 60000, &w), LOCK_OK);
-    sleep_until(lock_now_ms() + 100); /* a renewal or two */
+    sleep_until(rconn_now_ms() + 100); /* a renewal or two */
     assert_int_equal(lock_release(c, &h), LOCK_OK);
     assert_int_equal(lock_watchdog_check(w, NULL), LOCK_ERR_LEASE_LOST);
     assert_int_equal(lock_acquire(c, key, 10000, 0, &probe), LOCK_OK);
-    sleep_until(lock_now_ms() + 100);
+    sleep_until(rconn_now_ms() + 100);
     assert_int_equal(lock_extend(c, &probe, 10000), LOCK_OK);
     assert_int_equal(lock_watchdog_stop(w, &h), LOCK_ERR_LEASE_LOST);
     assert_int_equal(lock_release(c, &probe), LOCK_OK);
@@ -674,7 +675,7 @@ void lock_contract_owned_reacquire_counts(void **state) {
         assert_string_equal(h[i].token, h[0].token);
         assert_true(h[i].fence > 0);
         assert_true(h[i].fence == h[0].fence);
-        assert_true(h[i].valid_until_ms > lock_now_ms());
+        assert_true(h[i].valid_until_ms > rconn_now_ms());
     }
     assert_int_equal(lock_acquire(c, key, 1000, 0, &extra), LOCK_ERR_BUSY); /* plain: no */
     assert_int_equal(lock_release(c, &h[2]), LOCK_OK);
@@ -702,7 +703,7 @@ struct owned_waiter {
 static void *owned_waiter_main(void *arg) {
     struct owned_waiter *x = arg;
     x->rc = lock_acquire_owned(x->c, x->key, "owner-b", 10000, 30000, &x->h);
-    x->got_at_ms = lock_now_ms();
+    x->got_at_ms = rconn_now_ms();
     atomic_store(&x->done, 1);
     return NULL;
 }
@@ -717,20 +718,20 @@ void lock_contract_owned_other_owner_waits(void **state) {
     assert_int_equal(lock_acquire_owned(c, key, "owner-a", 60000, 0, &a1), LOCK_OK);
     assert_int_equal(lock_acquire_owned(c, key, "owner-a", 60000, 0, &a2), LOCK_OK);
     assert_int_equal(lock_acquire_owned(c, key, "owner-b", 10000, 0, &b), LOCK_ERR_BUSY);
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(lock_acquire_owned(c, key, "owner-b", 10000, 100, &b), LOCK_ERR_BUSY);
-    assert_true(lock_now_ms() - t0 >= 100);
+    assert_true(rconn_now_ms() - t0 >= 100);
     assert_int_equal(lock_acquire(c, key, 10000, 0, &plain), LOCK_ERR_BUSY);
 
     struct owned_waiter x = {.c = c, .key = key};
     atomic_init(&x.done, 0);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, owned_waiter_main, &x), 0);
-    sleep_until(lock_now_ms() + 50);
+    sleep_until(rconn_now_ms() + 50);
     assert_int_equal(lock_release(c, &a2), LOCK_OK);
-    sleep_until(lock_now_ms() + 100);
+    sleep_until(rconn_now_ms() + 100);
     int early = atomic_load(&x.done);
-    int64_t released_at = lock_now_ms();
+    int64_t released_at = rconn_now_ms();
     assert_int_equal(lock_release(c, &a1), LOCK_OK);
     pthread_join(th, NULL);
     assert_int_equal(early, 0);
@@ -786,8 +787,8 @@ void lock_contract_owned_extend(void **state) {
     assert_int_equal(lock_acquire_owned(c, key, "owner-a", 200, 0, &inner), LOCK_OK);
     assert_int_equal(inner.holds, 2);
     assert_int_equal(lock_extend(c, &inner, 150), LOCK_OK);
-    assert_true(inner.valid_until_ms <= lock_now_ms() + 150);
-    sleep_until(lock_now_ms() + 400); /* past both short ttls */
+    assert_true(inner.valid_until_ms <= rconn_now_ms() + 150);
+    sleep_until(rconn_now_ms() + 400); /* past both short ttls */
     assert_int_equal(probe_owned(c, key), LOCK_ERR_BUSY);
     assert_int_equal(lock_release(c, &inner), LOCK_OK);
     assert_int_equal(probe_owned(c, key), LOCK_ERR_BUSY);
@@ -807,7 +808,7 @@ void lock_contract_owned_expiry(void **state) {
     assert_int_equal(h[2].holds, 3);
     int64_t until = h[2].valid_until_ms;
     assert_int_equal(lock_acquire_owned(c, key, "owner-b", 10000, 5000, &b), LOCK_OK);
-    assert_true(lock_now_ms() >= until);
+    assert_true(rconn_now_ms() >= until);
     assert_int_equal(b.holds, 1);
     assert_true(b.fence > h[0].fence);
     assert_int_equal(lock_release(c, &h[0]), LOCK_ERR_NOT_OWNER);
@@ -830,17 +831,17 @@ void lock_contract_owned_watchdog(void **state) {
     assert_int_equal(lock_acquire_owned(c, key, "owner-a", ttl, 0, &inner), LOCK_OK);
     assert_int_equal(inner.holds, 2);
     int busy = 0, probes = 0;
-    for (int64_t end = lock_now_ms() + 3 * ttl; lock_now_ms() < end; probes++) {
+    for (int64_t end = rconn_now_ms() + 3 * ttl; rconn_now_ms() < end; probes++) {
         if (probe_owned(c, key) == LOCK_ERR_BUSY) busy++;
-        sleep_until(lock_now_ms() + 50);
+        sleep_until(rconn_now_ms() + 50);
     }
     assert_int_equal(busy, probes);
     assert_int_equal(lock_release(c, &inner), LOCK_OK);
     assert_int_equal(lock_watchdog_check(w, NULL), LOCK_OK);
     busy = probes = 0;
-    for (int64_t end = lock_now_ms() + 3 * ttl; lock_now_ms() < end; probes++) {
+    for (int64_t end = rconn_now_ms() + 3 * ttl; rconn_now_ms() < end; probes++) {
         if (probe_owned(c, key) == LOCK_ERR_BUSY) busy++;
-        sleep_until(lock_now_ms() + 50);
+        sleep_until(rconn_now_ms() + 50);
     }
     assert_int_equal(busy, probes);
     assert_int_equal(lock_watchdog_check(w, NULL), LOCK_OK);
@@ -874,12 +875,12 @@ void lock_contract_owned_other_thread_joins(void **state) {
     assert_int_equal(lock_acquire_owned(c, key, "request-42", 60000, 0, &h), LOCK_OK);
     struct owned_joiner x = {.c = c, .key = key, .released = -100};
     pthread_t th;
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(pthread_create(&th, NULL, owned_joiner_main, &x), 0);
     pthread_join(th, NULL);
     assert_int_equal(x.rc, LOCK_OK);
     assert_int_equal(x.released, LOCK_OK);
-    assert_true(lock_now_ms() - t0 < 5000); /* not the 10 s wait */
+    assert_true(rconn_now_ms() - t0 < 5000); /* not the 10 s wait */
     assert_int_equal(x.h.holds, 2);
     assert_string_equal(x.h.token, h.token);
     assert_int_equal(probe_owned(c, key), LOCK_ERR_BUSY); /* the joiner's release kept it */
@@ -1008,13 +1009,13 @@ void lock_contract_watchdog_two_clients(lock_client *holder, lock_client *prober
     assert_int_equal(lock_acquire(holder, key, ttl_ms, 0, &h), LOCK_OK);
     assert_int_equal(lock_watchdog_start(holder, &h, ttl_ms, 600000, &w), LOCK_OK);
     int got = 0, polls = 0;
-    for (int64_t end = lock_now_ms() + 5 * (int64_t)ttl_ms; lock_now_ms() < end; polls++) {
+    for (int64_t end = rconn_now_ms() + 5 * (int64_t)ttl_ms; rconn_now_ms() < end; polls++) {
         int rc = lock_acquire(prober, key, 10000, 0, &probe);
         if (rc == LOCK_OK) {
             got++;
             (void)lock_release(prober, &probe);
         }
-        sleep_until(lock_now_ms() + 20);
+        sleep_until(rconn_now_ms() + 20);
     }
     assert_int_equal(got, 0);
     assert_true(polls > 5);
@@ -1032,11 +1033,11 @@ void lock_contract_watchdog_max_hold_two_clients(lock_client *holder, lock_clien
     lock_handle h, probe;
     lock_watchdog *w = NULL;
     assert_int_equal(lock_acquire(holder, key, ttl_ms, 0, &h), LOCK_OK);
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(lock_watchdog_start(holder, &h, ttl_ms, max_hold_ms, &w), LOCK_OK);
     /* the prober waits with a budget far past the hold: it must get the key, not before */
     int rc = lock_acquire(prober, key, 10000, max_hold_ms + ttl_ms + 10000, &probe);
-    int64_t got_at = lock_now_ms();
+    int64_t got_at = rconn_now_ms();
     assert_int_equal(rc, LOCK_OK);
     assert_true(got_at >= t0 + max_hold_ms - 2);
     assert_int_equal(lock_watchdog_check(w, NULL), LOCK_ERR_LEASE_LOST);
@@ -1068,10 +1069,10 @@ void lock_contract_owned_two_clients(lock_client *a, lock_client *b) {
 /* Reads one line (without its '\n') from fd into buf within timeout_ms. Returns 0 or -1. */
 static int read_line(int fd, char *buf, size_t cap, int timeout_ms) {
     size_t n = 0;
-    int64_t end = lock_now_ms() + timeout_ms;
+    int64_t end = rconn_now_ms() + timeout_ms;
     while (n + 1 < cap) {
         struct pollfd p = {fd, POLLIN, 0};
-        int64_t left = end - lock_now_ms();
+        int64_t left = end - rconn_now_ms();
         if (left <= 0) return -1;
         int pr = poll(&p, 1, (int)left);
         if (pr < 0 && errno == EINTR) continue;
@@ -1098,10 +1099,10 @@ static int child_run(int argc, char **argv) {
     uint32_t ttl = (uint32_t)strtoul(argv[3], NULL, 10);
     int watchdog = atoi(argv[4]);
     size_t n = (size_t)(argc - 5);
-    lock_redis_addr addrs[LOCK_REDLOCK_NODES_MAX];
+    rconn_addr addrs[LOCK_REDLOCK_NODES_MAX];
     if (n > LOCK_REDLOCK_NODES_MAX) return 3;
     for (size_t i = 0; i < n; i++)
-        if (lock_redis_addr_parse(argv[5 + i], &addrs[i]) != LOCK_OK) return 3;
+        if (rconn_addr_parse(argv[5 + i], &addrs[i]) != RCONN_OK) return 3;
     int err;
     lock_client *c =
         n == 1 ? lock_redis_new(&addrs[0], 500, &err) : lock_redlock_new(addrs, n, 500, &err);

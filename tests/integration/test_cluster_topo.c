@@ -1,10 +1,10 @@
 /* test_cluster_topo.c - the Redis Cluster test harness (tests/helpers/cluster_proc.h),
- * and lock_cluster.c against a live cluster.
+ * and rconn_cluster.c against a live cluster.
  *
  * One cluster of six nodes (node timeout 1 s) serves every case, in order: it
  * starts with three masters serving the three thirds of the slots; a key is
- * served where CLUSTER KEYSLOT says; lock_key_slot agrees with CLUSTER KEYSLOT
- * on thousands of random keys, and lock__slotmap_from_slots/_from_shards with
+ * served where CLUSTER KEYSLOT says; rconn_key_slot agrees with CLUSTER KEYSLOT
+ * on thousands of random keys, and rconn__slotmap_from_slots/_from_shards with
  * what the nodes say; a slot moves with its keys to another master, answering
  * -ASK from the old owner half-way and -MOVED after, and moves back; a master
  * killed with SIGKILL is replaced by its replica, and rejoins as a replica when
@@ -24,6 +24,7 @@
 
 #include "lock/lock.h"
 #include "lock/lock_impl.h"
+#include "rconn/rconn_impl.h"
 
 #include <hiredis.h>
 #include "tests/helpers/cluster_proc.h"
@@ -31,7 +32,7 @@
 #define NODE_TIMEOUT_MS 1000
 #define FAILOVER_MS 15000 /* promotion bound: detection ~1 s, election delay 0.5-1.5 s */
 #define MOVE_KEYS 250     /* keys in the migrated slot: three MIGRATE batches */
-#define RANDOM_KEYS 4000  /* keys whose slot lock_key_slot and CLUSTER KEYSLOT compare */
+#define RANDOM_KEYS 4000  /* keys whose slot rconn_key_slot and CLUSTER KEYSLOT compare */
 
 static th_cluster g_cl; /* started by the group setup, stopped by its teardown */
 
@@ -61,13 +62,13 @@ static redisReply *on(int port, const char *fmt, ...) {
 }
 
 /* Fails the test unless r is the error redirect kind slot -> 127.0.0.1:port (read with
- * lock_cluster_redirect_parse). Frees r. */
+ * rconn_cluster_redirect_parse). Frees r. */
 static void expect_redirect_reply(redisReply *r, int kind, int slot, int port) {
     if (r->type != REDIS_REPLY_ERROR)
         fail_msg("expected a %s, got reply type %d (%s)", kind ? "ASK" : "MOVED",
                  r->type, r->str ? r->str : "");
-    lock_cluster_redirect rd;
-    if (lock_cluster_redirect_parse(r->str, r->len, &rd) != 0) fail_msg("unreadable: %s", r->str);
+    rconn_cluster_redirect rd;
+    if (rconn_cluster_redirect_parse(r->str, r->len, &rd) != 0) fail_msg("unreadable: %s", r->str);
     assert_int_equal(rd.ask, kind == 1);
     assert_int_equal(rd.slot, slot);
     assert_string_equal(rd.host, "127.0.0.1");
@@ -156,7 +157,7 @@ static void test_key_served_by_keyslot_owner_moved_elsewhere(void **state) {
     freeReplyObject(r);
 }
 
-/* ---- lock_cluster.c against the live cluster ---- */
+/* ---- rconn_cluster.c against the live cluster ---- */
 
 static uint64_t rng_state;
 
@@ -207,17 +208,17 @@ static void test_key_slot_matches_cluster_keyslot(void **state) {
         assert_int_equal(redisGetReply(ctx, &v), REDIS_OK);
         redisReply *r = v;
         assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-        uint16_t mine = lock_key_slot(keys[i], lens[i]);
+        uint16_t mine = rconn_key_slot(keys[i], lens[i]);
         if (mine != r->integer) {
             char hex[2 * 48 + 1];
             for (size_t k = 0; k < lens[i]; k++)
                 snprintf(hex + 2 * k, 3, "%02x", (unsigned char)keys[i][k]);
             hex[2 * lens[i]] = '\0';
-            fail_msg("key %s (hex, seed %llu): lock_key_slot %u, CLUSTER KEYSLOT %lld", hex,
+            fail_msg("key %s (hex, seed %llu): rconn_key_slot %u, CLUSTER KEYSLOT %lld", hex,
                      (unsigned long long)seed, (unsigned)mine, r->integer);
         }
         const char *open = memchr(keys[i], '{', lens[i]);
-        if (open && mine != lock__crc16(keys[i], lens[i]) % 16384) tagged++;
+        if (open && mine != rconn__crc16(keys[i], lens[i]) % 16384) tagged++;
         freeReplyObject(r);
     }
     redisFree(ctx);
@@ -228,10 +229,10 @@ static void test_key_slot_matches_cluster_keyslot(void **state) {
 
 /* Checks that *m serves every slot as the cluster does: th_cluster_slot_owner for a
  * sample, and c->agreed (the harness's own last agreed view) for every slot. */
-static void check_map(const th_cluster *c, const lock__slotmap *m, int nmasters) {
+static void check_map(const th_cluster *c, const rconn__slotmap *m, int nmasters) {
     assert_int_equal(m->nnodes, nmasters);
-    for (int s = 0; s < LOCK_CLUSTER_SLOTS; s++) {
-        const lock__cluster_node *n = lock__slotmap_node(m, (uint16_t)s);
+    for (int s = 0; s < RCONN_CLUSTER_SLOTS; s++) {
+        const rconn__cluster_node *n = rconn__slotmap_node(m, (uint16_t)s);
         if (!n) fail_msg("slot %d unassigned", s);
         if (n->port != c->agreed[s])
             fail_msg("slot %d: map says %d, the cluster %d", s, n->port, c->agreed[s]);
@@ -249,16 +250,16 @@ static void check_map(const th_cluster *c, const lock__slotmap *m, int nmasters)
  * checks them against the cluster. */
 static void check_maps_of_every_node(th_cluster *c, int nmasters) {
     assert_int_equal(th_cluster_wait_ok(c, 10000), 0); /* c->agreed is current */
-    lock__slotmap *m = malloc(sizeof *m);
+    rconn__slotmap *m = malloc(sizeof *m);
     assert_non_null(m);
     for (int i = 0; i < c->n; i++) {
         if (c->nodes[i].pid <= 0) continue;
         redisReply *r = on(c->nodes[i].port, "CLUSTER SLOTS");
-        assert_int_equal(lock__slotmap_from_slots(r, m), 0);
+        assert_int_equal(rconn__slotmap_from_slots(r, m), 0);
         freeReplyObject(r);
         check_map(c, m, nmasters);
         r = on(c->nodes[i].port, "CLUSTER SHARDS");
-        assert_int_equal(lock__slotmap_from_shards(r, m), 0);
+        assert_int_equal(rconn__slotmap_from_shards(r, m), 0);
         freeReplyObject(r);
         check_map(c, m, nmasters);
     }
@@ -275,7 +276,7 @@ static void test_slotmap_matches_live_cluster(void **state) {
 static void test_move_slot_ask_half_way_moved_after(void **state) {
     (void)state;
     th_cluster *c = &g_cl;
-    const int slot = lock_key_slot("{move}", 6);
+    const int slot = rconn_key_slot("{move}", 6);
     const int from = th_cluster_slot_owner(c, slot);
     int to = -1;
     for (int i = 0; i < 3 && to < 0; i++)
@@ -342,8 +343,8 @@ static void test_move_slot_ask_half_way_moved_after(void **state) {
     redisReply *r = on(from, "MGET %s %s", key[moved_k], key[kept_k]);
     assert_int_equal(r->type, REDIS_REPLY_ERROR);
     assert_int_equal(strncmp(r->str, "TRYAGAIN", 8), 0);
-    lock_cluster_redirect rd;
-    assert_int_equal(lock_cluster_redirect_parse(r->str, r->len, &rd), -1);
+    rconn_cluster_redirect rd;
+    assert_int_equal(rconn_cluster_redirect_parse(r->str, r->len, &rd), -1);
     freeReplyObject(r);
 
     assert_int_equal(th_cluster_move_slot_end(c, slot, to), -1); /* keys left: refused */
@@ -446,7 +447,7 @@ static int wait_role(int port, const char *role, int timeout_ms) {
 static void test_master_killed_replica_takes_over_old_master_rejoins(void **state) {
     (void)state;
     th_cluster *c = &g_cl;
-    const int slot = lock_key_slot("{fail}", 6);
+    const int slot = rconn_key_slot("{fail}", 6);
     const int old = th_cluster_slot_owner(c, slot);
     const int idx = th_cluster_node_index(c, old);
     assert_true(idx >= 0);

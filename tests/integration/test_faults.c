@@ -21,6 +21,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "server/server.h"
 #include "tests/helpers/redis_proc.h"
@@ -100,10 +101,10 @@ static void *drive(void *arg) {
                  buyer, seller, item);
         curl_easy_setopt(c, CURLOPT_URL, url[(d->id + n) % l->nports]);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        int64_t t0 = lock_now_ms();
+        int64_t t0 = rconn_now_ms();
         long status = 0;
         if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-        int64_t t1 = lock_now_ms();
+        int64_t t1 = rconn_now_ms();
         record(l, (struct outcome){item, buyer, status, t1, t1 - t0});
         if (status == 0) { /* server gone: do not spin */
             struct timespec ts = {0, 20 * 1000 * 1000};
@@ -148,7 +149,7 @@ static void sleep_ms(long ms) {
 
 static market_config store_config(const th_redis *r) {
     market_config cfg = {.redis_timeout_ms = 2000, .lock_ttl_ms = 5000, .acquire_timeout_ms = 2000};
-    assert_int_equal(lock_redis_addr_parse(r->url, &cfg.redis), LOCK_OK);
+    assert_int_equal(rconn_addr_parse(r->url, &cfg.redis), RCONN_OK);
     return cfg;
 }
 
@@ -332,7 +333,7 @@ static void test_server_killed_midload_lock_free_within_ttl(void **state) {
     sleep_ms(500);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    int64_t killed = lock_now_ms();
+    int64_t killed = rconn_now_ms();
     load_stop(&run);
     redisContext *rc = redisConnect("127.0.0.1", r.port);
     redisReply *ttl = redisCommand(rc, "PTTL lock:market");
@@ -345,7 +346,7 @@ static void test_server_killed_midload_lock_free_within_ttl(void **state) {
     struct run after;
     load_start(&after, &port, 1, 0);
     int64_t first = 0;
-    while (!first && lock_now_ms() - killed < 5000) {
+    while (!first && rconn_now_ms() - killed < 5000) {
         pthread_mutex_lock(&after.load.mu);
         for (size_t i = 0; i < after.load.n_out && !first; i++)
             if (after.load.out[i].status == 200) first = after.load.out[i].t_ms;
@@ -383,10 +384,10 @@ static void test_redis_paused_3s_503_then_recovers(void **state) {
     load_start(&run, &port, 1, 0);
     sleep_ms(300);
     th_redis_signal(&r, SIGSTOP);
-    int64_t paused = lock_now_ms();
+    int64_t paused = rconn_now_ms();
     sleep_ms(3000);
     th_redis_signal(&r, SIGCONT);
-    int64_t resumed = lock_now_ms();
+    int64_t resumed = rconn_now_ms();
     sleep_ms(1500);
     load_stop(&run);
     server_stop(s);

@@ -26,6 +26,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "server/server.h"
 #include "tests/helpers/http_client.h"
@@ -43,7 +44,7 @@
 
 struct ha {
     th_sentinel_topo t;
-    lock_redis_addr addr;
+    rconn_addr addr;
     lock_client *lock;
     market *m;
     market_conn *c;
@@ -63,7 +64,7 @@ static void ha_open(struct ha *h, int nreplicas, const char *password, unsigned 
                     enum market_strategy strategy, uint32_t lock_ttl_ms) {
     memset(h, 0, sizeof *h);
     assert_int_equal(th_topo_start(&h->t, nreplicas, password), 0);
-    assert_int_equal(lock_redis_addr_parse(h->t.url, &h->addr), LOCK_OK);
+    assert_int_equal(rconn_addr_parse(h->t.url, &h->addr), RCONN_OK);
     int err = 0;
     assert_non_null(h->lock = lock_redis_new(&h->addr, 500, &err));
     market_config cfg = {.redis = h->addr,
@@ -562,7 +563,7 @@ static void test_ha_auth_master_found_and_used(void **state) {
     assert_int_equal(lock_release(rl, &hd), LOCK_OK);
     lock_free(rl);
     /* a wrong password is refused with the reason, not a hang */
-    lock_redis_addr bad = h.addr;
+    rconn_addr bad = h.addr;
     snprintf(bad.pass, sizeof bad.pass, "wrong");
     market_config cfg = {.redis = bad, .redis_timeout_ms = 500, .lock_ttl_ms = 1000,
                          .acquire_timeout_ms = 500};
@@ -587,8 +588,8 @@ static void test_ha_fence_grows_across_lossy_failover(void **state) {
     (void)state;
     static th_sentinel_topo t;
     assert_int_equal(th_topo_start(&t, 1, NULL), 0);
-    lock_redis_addr addr;
-    assert_int_equal(lock_redis_addr_parse(t.url, &addr), LOCK_OK);
+    rconn_addr addr;
+    assert_int_equal(rconn_addr_parse(t.url, &addr), RCONN_OK);
     int err = 0;
     lock_client *c = lock_redis_new(&addr, 500, &err);
     assert_non_null(c);
@@ -683,15 +684,15 @@ static void test_ha_stale_sentinel_outvoted_by_epoch(void **state) {
     snprintf(url, sizeof url,
              "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/mymaster",
              lone.port, t.sentinels[0].port, t.sentinels[1].port, t.sentinels[2].port);
-    lock_redis_addr group, master;
-    assert_int_equal(lock_redis_addr_parse(url, &group), LOCK_OK);
+    rconn_addr group, master;
+    assert_int_equal(rconn_addr_parse(url, &group), RCONN_OK);
     int err = 0;
-    lock_sentinel *ls = lock_sentinel_new(&group, 500, &err);
+    rconn_sentinel *ls = rconn_sentinel_new(&group, 500, &err);
     assert_non_null(ls);
     char why[160];
-    assert_int_equal(lock_sentinel_master(ls, &master, NULL, why, sizeof why), LOCK_OK);
+    assert_int_equal(rconn_sentinel_master(ls, &master, NULL, why, sizeof why), RCONN_OK);
     assert_int_equal(master.port, port);
-    lock_sentinel_free(ls);
+    rconn_sentinel_free(ls);
     th_redis_stop(&lone);
     th_topo_stop(&t);
 }
@@ -718,9 +719,9 @@ static void assert_key_holds(int port, const char *key, const char *token) {
 /* The body of 8: lock a (ours) and b (another client's) on the group of t, each made by
  * new (lock_redis_new, or lock_redlock_new over the one group). */
 static void own_lease_failover_run(th_sentinel_topo *t, const char *name,
-                                   lock_client *(*new)(const lock_redis_addr *addr, int *err)) {
-    lock_redis_addr addr;
-    assert_int_equal(lock_redis_addr_parse(t->url, &addr), LOCK_OK);
+                                   lock_client *(*new)(const rconn_addr *addr, int *err)) {
+    rconn_addr addr;
+    assert_int_equal(rconn_addr_parse(t->url, &addr), RCONN_OK);
     int err = 0;
     lock_client *a = new(&addr, &err), *b = new(&addr, &err);
     assert_non_null(a);
@@ -770,11 +771,11 @@ static void own_lease_failover_run(th_sentinel_topo *t, const char *name,
     lock_free(a);
 }
 
-static lock_client *new_redis(const lock_redis_addr *addr, int *err) {
+static lock_client *new_redis(const rconn_addr *addr, int *err) {
     return lock_redis_new(addr, 500, err);
 }
 
-static lock_client *new_redlock(const lock_redis_addr *addr, int *err) {
+static lock_client *new_redlock(const rconn_addr *addr, int *err) {
     return lock_redlock_new(addr, 1, 500, err);
 }
 
@@ -853,8 +854,8 @@ static void test_ha_http_healthz_and_metrics_follow_failover(void **state) {
     assert_non_null(strstr(body, "market_failovers_total 1"));
     free(body);
     /* the store is empty: seed one listing through the market-seed path's module */
-    lock_redis_addr addr;
-    assert_int_equal(lock_redis_addr_parse(t.url, &addr), LOCK_OK);
+    rconn_addr addr;
+    assert_int_equal(rconn_addr_parse(t.url, &addr), RCONN_OK);
     lock_client *lk = lock_local_new(&err);
     market_config mc = {.redis = addr, .redis_timeout_ms = 500, .lock_ttl_ms = 1000,
                         .acquire_timeout_ms = 500};

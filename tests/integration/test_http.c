@@ -38,6 +38,7 @@
 #include "api/api.h"
 #include "api/api_impl.h"
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "server/server.h"
 #include "tests/helpers/http_client.h"
@@ -700,12 +701,12 @@ static void test_http_redis_down_503_then_recovers(void **state) {
     json_t *j = call(f->port, "GET", "/healthz", NULL, 200);
     json_decref(j);
     th_redis_signal(&redis, SIGKILL);
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     j = call(f->port, "POST", "/purchase", purchase_axe, 503);
     assert_error(j, "store_unavailable");
     json_decref(j);
     assert_unhealthy(f->port, "redis does not answer");
-    assert_true(lock_now_ms() - t0 < 3000); /* prompt: no hang */
+    assert_true(rconn_now_ms() - t0 < 3000); /* prompt: no hang */
     assert_int_equal(th_redis_restart(&redis), 0);
     assert_healthy(f->port);
     seed_demo();
@@ -718,8 +719,8 @@ static void test_http_lock_held_503_market_busy(void **state) {
     struct fx *f = *state;
     int port;
     server *quick = start(200, &port);
-    lock_redis_addr addr;
-    assert_int_equal(lock_redis_addr_parse(redis.url, &addr), LOCK_OK);
+    rconn_addr addr;
+    assert_int_equal(rconn_addr_parse(redis.url, &addr), RCONN_OK);
     int err;
     lock_client *l = lock_redis_new(&addr, 1000, &err);
     lock_handle h;
@@ -765,8 +766,8 @@ static void test_http_waiting_purchase_holds_no_thread(void **state) {
     int port;
     next_threads = 1;
     server *one = start(20000, &port);
-    lock_redis_addr addr;
-    assert_int_equal(lock_redis_addr_parse(redis.url, &addr), LOCK_OK);
+    rconn_addr addr;
+    assert_int_equal(rconn_addr_parse(redis.url, &addr), RCONN_OK);
     int err;
     lock_client *l = lock_redis_new(&addr, 1000, &err);
     assert_non_null(l);
@@ -945,9 +946,9 @@ static pid_t spawn_args(const char *const *args, const char *env, int *errfd) {
  * timeout_ms pass. Returns 0 when want was read, else -1. */
 static int read_until(int fd, char *buf, size_t buflen, const char *want, int timeout_ms) {
     size_t have = strlen(buf);
-    int64_t deadline = lock_now_ms() + timeout_ms;
+    int64_t deadline = rconn_now_ms() + timeout_ms;
     while (!strstr(buf, want)) {
-        int64_t left = deadline - lock_now_ms();
+        int64_t left = deadline - rconn_now_ms();
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         if (left <= 0 || poll(&pfd, 1, (int)left) <= 0 || have + 1 >= buflen) return -1;
         ssize_t n = read(fd, buf + have, buflen - have - 1);
@@ -1311,11 +1312,11 @@ static void test_http_slow_clients_do_not_starve_others(void **state) {
         assert_int_equal(connect(fds[i], (struct sockaddr *)&a, sizeof a), 0);
         assert_int_equal(send(fds[i], half, sizeof half - 1, 0), (ssize_t)(sizeof half - 1));
     }
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     json_t *j = call(f->port, "POST", "/purchase", purchase_axe, 200);
     json_decref(j);
     fprintf(stderr, "# with %d stalled clients, a purchase took %lld ms\n", SLOW,
-            (long long)(lock_now_ms() - t0));
+            (long long)(rconn_now_ms() - t0));
     for (int i = 0; i < SLOW; i++) close(fds[i]);
 }
 

@@ -25,6 +25,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "server/server.h"
 #include "tests/helpers/redis_proc.h"
@@ -52,7 +53,7 @@ struct fx {
  * the store, deleting nothing else. */
 static void seed_two_demo_players(void) {
     market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
-    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
+    assert_int_equal(rconn_addr_parse(redis.url, &cfg.redis), RCONN_OK);
     int err = 0;
     lock_client *l = lock_local_new(&err);
     assert_non_null(l);
@@ -88,7 +89,7 @@ static void redis_get(char *out, size_t outlen, const char *cmd, const char *key
 /* Replaces the store with a generated world. */
 static void seed_world(size_t players, size_t items, int64_t funds, int64_t lo, int64_t hi) {
     market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
-    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
+    assert_int_equal(rconn_addr_parse(redis.url, &cfg.redis), RCONN_OK);
     int err = 0;
     lock_client *l = lock_local_new(&err);
     assert_non_null(l);

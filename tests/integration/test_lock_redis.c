@@ -33,6 +33,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "lock/lock_impl.h" /* the poll schedule's constants */
 #include "tests/helpers/lock_contract.h"
 #include "tests/helpers/redis_proc.h"
@@ -89,8 +90,8 @@ static long long raw_int(redisContext *ctx, const char *const *argv) {
 
 /* Returns a new client for url, or fails the test. */
 static lock_client *client_for(const char *url, int timeout_ms) {
-    lock_redis_addr a;
-    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_OK);
+    rconn_addr a;
+    assert_int_equal(rconn_addr_parse(url, &a), RCONN_OK);
     int err = -100;
     lock_client *c = lock_redis_new(&a, timeout_ms, &err);
     assert_non_null(c);
@@ -106,10 +107,10 @@ static int redis_setup(void **state) {
         th_redis_stop(&g_redis);
         return -1;
     }
-    lock_redis_addr a;
+    rconn_addr a;
     int err = -100;
     lock_client *c = NULL;
-    if (lock_redis_addr_parse(g_redis.url, &a) == LOCK_OK) c = lock_redis_new(&a, TIMEOUT_MS, &err);
+    if (rconn_addr_parse(g_redis.url, &a) == RCONN_OK) c = lock_redis_new(&a, TIMEOUT_MS, &err);
     if (c == NULL) {
         th_redis_stop(&g_redis);
         return -1;
@@ -191,9 +192,9 @@ static void test_lock_redis_own_lease_given_up_taken_over_others_waited(void **s
     assert_int_equal(lock_acquire(a, "redis:gaveup", 60000, 0, &h1), LOCK_OK);
     assert_int_equal(lock_release(a, &h1), LOCK_OK);
     raw_ok(raw, (const char *const[]){"SET", "redis:gaveup", h1.token, "PX", "60000", NULL});
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(lock_acquire(a, "redis:gaveup", 60000, 0, &h2), LOCK_OK);
-    assert_true(lock_now_ms() - t0 < TIMEOUT_MS);
+    assert_true(rconn_now_ms() - t0 < TIMEOUT_MS);
     assert_string_not_equal(h2.token, h1.token);
     assert_true(h2.fence > h1.fence);
     redisReply *r = raw_cmd(raw, (const char *const[]){"GET", "redis:gaveup", NULL});
@@ -528,9 +529,9 @@ struct bg_acquire {
 
 static void *bg_acquire_main(void *arg) {
     struct bg_acquire *b = arg;
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     b->rc = lock_acquire(b->c, b->key, 10000, b->wait_ms, &b->h);
-    b->took_ms = lock_now_ms() - t0;
+    b->took_ms = rconn_now_ms() - t0;
     return NULL;
 }
 
@@ -561,7 +562,7 @@ static void sleep_ms(int ms) {
  * none shows up within timeout_ms. With the server stopped, that is a command of ours sitting
  * in its socket: the operation is in flight, its clock started. */
 static int server_has_unread(int port, int timeout_ms) {
-    for (int64_t end = lock_now_ms() + timeout_ms; lock_now_ms() < end; sleep_ms(1)) {
+    for (int64_t end = rconn_now_ms() + timeout_ms; rconn_now_ms() < end; sleep_ms(1)) {
         FILE *f = fopen("/proc/net/tcp", "r");
         if (f == NULL) return 0;
         char line[512];
@@ -675,7 +676,7 @@ static void test_lock_redis_acquire_answered_after_ttl_undone_busy_or_retried(vo
     bg.wait_ms = 5000;
     acquire_through_pause(c, &bg, 300);
     assert_int_equal(bg.rc, LOCK_OK);
-    assert_true(bg.h.valid_until_ms > lock_now_ms());
+    assert_true(bg.h.valid_until_ms > rconn_now_ms());
     redisReply *r = raw_cmd(raw, (const char *const[]){"GET", "redis:late:acquire", NULL});
     assert_int_equal(r->type, REDIS_REPLY_STRING);
     assert_string_equal(r->str, bg.h.token);
@@ -746,7 +747,7 @@ static void test_lock_redis_remote_waiter_woken_at_expiry_few_attempts(void **st
                   "%lld ms (at most %lld)\n",
                   attempts, (long long)bg.took_ms, waiter_attempts_max(bg.took_ms));
     assert_int_equal(bg.rc, LOCK_OK);
-    assert_true(lock_now_ms() >= h.valid_until_ms);
+    assert_true(rconn_now_ms() >= h.valid_until_ms);
     assert_true(attempts <= waiter_attempts_max(bg.took_ms));
     assert_int_equal(lock_release(b, &bg.h), LOCK_OK);
     assert_int_equal(lock_release(a, &h), LOCK_ERR_NOT_OWNER);
@@ -755,13 +756,13 @@ static void test_lock_redis_remote_waiter_woken_at_expiry_few_attempts(void **st
 
 /* Waits until someone is subscribed to channel (PUBSUB NUMSUB), or fails the test after 5 s. */
 static void wait_subscriber(redisContext *raw, const char *channel) {
-    for (int64_t end = lock_now_ms() + 5000;; sleep_ms(1)) {
+    for (int64_t end = rconn_now_ms() + 5000;; sleep_ms(1)) {
         redisReply *r = raw_cmd(raw, (const char *const[]){"PUBSUB", "NUMSUB", channel, NULL});
         int subscribed = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                          r->element[1]->type == REDIS_REPLY_INTEGER && r->element[1]->integer > 0;
         freeReplyObject(r);
         if (subscribed) return;
-        assert_true(lock_now_ms() < end);
+        assert_true(rconn_now_ms() < end);
     }
 }
 
@@ -778,7 +779,7 @@ static void test_lock_redis_foreign_holder_silent_release_waiter_polls(void **st
     (void)state;
     lock_client *b = client_for(g_redis.url, TIMEOUT_MS);
     redisContext *raw = raw_connect(g_redis.port);
-    int64_t set_at = lock_now_ms(); /* the foreign lease ends after set_at + FOREIGN_TTL_MS */
+    int64_t set_at = rconn_now_ms(); /* the foreign lease ends after set_at + FOREIGN_TTL_MS */
     raw_ok(raw, (const char *const[]){"SET", "redis:foreign:silent", "their-token", "NX", "PX",
                                       FOREIGN_TTL_STR, NULL});
     stats_reset();
@@ -789,7 +790,7 @@ static void test_lock_redis_foreign_holder_silent_release_waiter_polls(void **st
     sleep_ms(100);
     assert_int_equal(raw_int(raw, (const char *const[]){"DEL", "redis:foreign:silent", NULL}), 1);
     pthread_join(th, NULL);
-    int64_t got_at = lock_now_ms();
+    int64_t got_at = rconn_now_ms();
     struct cmdstats st = stats_read();
     long long attempts = st.evalsha + st.eval;
     print_message("foreign holder, silent release after ~100 ms: key taken %lld ms after the SET "
@@ -914,7 +915,7 @@ static void test_lock_redis_watchdog_key_deleted_lost(void **state) {
     assert_int_equal(raw_int(raw, (const char *const[]){"DEL", "redis:wd:del", NULL}), 1);
     redisFree(raw);
     int rc = LOCK_OK;
-    for (int64_t end = lock_now_ms() + 10000; rc == LOCK_OK && lock_now_ms() < end;) {
+    for (int64_t end = rconn_now_ms() + 10000; rc == LOCK_OK && rconn_now_ms() < end;) {
         sleep_ms(10);
         rc = lock_watchdog_check(w, NULL);
     }
@@ -935,7 +936,7 @@ static void test_lock_redis_holder_killed_lease_lapses_within_ttl(void **state) 
     assert_int_equal(lock_child_start(&ch, g_self, urls, 1, "redis:child:wd", 300, 1), 0);
     lock_handle h;
     int got = 0;
-    for (int64_t end = lock_now_ms() + 5 * 300; lock_now_ms() < end;) {
+    for (int64_t end = rconn_now_ms() + 5 * 300; rconn_now_ms() < end;) {
         if (lock_acquire(c, "redis:child:wd", 10000, 0, &h) == LOCK_OK) {
             got++;
             (void)lock_release(c, &h);
@@ -943,9 +944,9 @@ static void test_lock_redis_holder_killed_lease_lapses_within_ttl(void **state) 
         sleep_ms(20);
     }
     lock_child_signal(&ch, SIGKILL);
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     int rc = lock_acquire(c, "redis:child:wd", 10000, 300 + 5000, &h);
-    int64_t took = lock_now_ms() - t0;
+    int64_t took = rconn_now_ms() - t0;
     lock_child_end(&ch);
     print_message("holder killed: key taken %lld ms later (ttl 300)\n", (long long)took);
     assert_int_equal(got, 0);
@@ -968,7 +969,7 @@ static void test_lock_redis_holder_stopped_past_lease_release_not_owner(void **s
     int child_rc = lock_child_release(&ch);
     lock_child_end(&ch);
     assert_int_equal(rc, LOCK_OK);
-    assert_true(lock_now_ms() >= ch.h.valid_until_ms);
+    assert_true(rconn_now_ms() >= ch.h.valid_until_ms);
     assert_true(h.fence > ch.h.fence);
     assert_int_equal(child_rc, LOCK_ERR_NOT_OWNER);
     /* the key is still ours, untouched */
@@ -989,9 +990,9 @@ static void test_lock_redis_new_no_server_backend_promptly(void **state) {
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
     lock_client *c = client_for(url, TIMEOUT_MS); /* nothing listens: still constructed */
     lock_handle h;
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(lock_acquire(c, "redis:noserver", 1000, 5000, &h), LOCK_ERR_BACKEND);
-    assert_true(lock_now_ms() - t0 < 2000);
+    assert_true(rconn_now_ms() - t0 < 2000);
     lock_free(c);
 }
 
@@ -1049,9 +1050,9 @@ static void test_lock_redis_hung_server_backend_then_recovers(void **state) {
     assert_int_equal(lock_release(c, &h), LOCK_OK);
 
     th_redis_signal(&g_redis, SIGSTOP);
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     int rc = lock_acquire(c, "redis:hung", 200, 5000, &h);
-    int64_t spent = lock_now_ms() - t0;
+    int64_t spent = rconn_now_ms() - t0;
     int rc2 = lock_acquire(c, "redis:hung", 200, 5000, &h); /* a new connection times out too */
     char why[512];
     snprintf(why, sizeof why, "%s", lock_last_error());
@@ -1107,9 +1108,9 @@ static void test_lock_redis_server_down_backend_then_recovers(void **state) {
     print_message("server had %d connections before the kill\n", conns);
 
     th_redis_signal(&g_redis, SIGKILL);
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(lock_acquire(c, "redis:down", 1000, 5000, &h), LOCK_ERR_BACKEND);
-    assert_true(lock_now_ms() - t0 < 2000);
+    assert_true(rconn_now_ms() - t0 < 2000);
 
     /* one failure is enough: the next call on the same client reaches the new server */
     assert_int_equal(th_redis_restart(&g_redis), 0);
@@ -1121,14 +1122,14 @@ static void test_lock_redis_server_down_backend_then_recovers(void **state) {
 
     /* down again, with no connection left: refused at once, for every operation */
     th_redis_signal(&g_redis, SIGKILL);
-    t0 = lock_now_ms();
+    t0 = rconn_now_ms();
     assert_int_equal(lock_acquire(c, "redis:down", 1000, 5000, &h), LOCK_ERR_BACKEND);
     assert_int_equal(lock_acquire(c, "redis:down", 1000, 5000, &h), LOCK_ERR_BACKEND);
     assert_int_equal(lock_release(c, &old), LOCK_ERR_BACKEND);
     assert_non_null(strstr(lock_last_error(), "refused"));
     assert_int_equal(lock_extend(c, &old, 1000), LOCK_ERR_BACKEND);
     assert_non_null(strstr(lock_last_error(), "refused"));
-    assert_true(lock_now_ms() - t0 < 2000);
+    assert_true(rconn_now_ms() - t0 < 2000);
     assert_int_equal(th_redis_restart(&g_redis), 0);
     assert_int_equal(lock_acquire(c, "redis:down", 1000, 0, &h), LOCK_OK);
     assert_int_equal(lock_release(c, &h), LOCK_OK);

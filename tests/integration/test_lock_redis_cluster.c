@@ -1,7 +1,7 @@
-/* test_lock_redis_cluster.c - the redis lock backend and lock_cluster on a real Redis Cluster.
+/* test_lock_redis_cluster.c - the redis lock backend and rconn_cluster on a real Redis Cluster.
  *
  * One six-node cluster (tests/helpers/cluster_proc.h, node timeout 1 s) serves every case,
- * in order: lock_cluster_master() against CLUSTER SLOTS; the lock contract
+ * in order: rconn_cluster_master() against CLUSTER SLOTS; the lock contract
  * (tests/helpers/lock_contract.h) through a client of the cluster whose keys get a hash tag
  * on the way in (the contract's keys are untagged, which a cluster refuses), spread over
  * the three masters; untagged keys and acquire_multi across slots refused; a slot moved
@@ -23,6 +23,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "lock/lock_impl.h"
 #include "tests/helpers/cluster_proc.h"
 #include "tests/helpers/lock_contract.h"
@@ -34,7 +35,7 @@
 static th_cluster g_cl;         /* started by the group setup */
 static lock_client *g_client;   /* a redis client of the cluster */
 static lock_client *g_tagged;   /* g_client behind tag_ops: the group state */
-static lock_redis_addr g_addr;  /* the cluster's address */
+static rconn_addr g_addr;  /* the cluster's address */
 
 static long long now_ms(void) {
     struct timespec ts;
@@ -47,9 +48,9 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
-static lock_cluster_stats stats_of(lock_client *c) {
-    lock_cluster_stats st;
-    lock_cluster_stats_get(lock__dist_cluster(c->impl), &st);
+static rconn_cluster_stats stats_of(lock_client *c) {
+    rconn_cluster_stats st;
+    rconn_cluster_stats_get(lock__dist_cluster(c->impl), &st);
     return st;
 }
 
@@ -68,7 +69,7 @@ static void tag_key(const char *key, char out[LOCK_KEY_MAX + 1]) {
     size_t len = strlen(key);
     const char *p1 = strchr(key, ':');
     const char *p2 = p1 != NULL ? strchr(p1 + 1, ':') : NULL;
-    if (lock__key_tagged(key)) {
+    if (rconn_key_tagged(key)) {
         snprintf(out, LOCK_KEY_MAX + 1, "%s", key);
     } else if (len + 2 > LOCK_KEY_MAX) {
         snprintf(out, LOCK_KEY_MAX + 1, "%s", key);
@@ -171,7 +172,7 @@ static const struct lock_ops tag_ops = {
 static int cluster_setup(void **state) {
     if (th_cluster_start(&g_cl, NODE_TIMEOUT_MS) != 0) return -1;
     int err = -100;
-    if (lock_redis_addr_parse(g_cl.url, &g_addr) != LOCK_OK || !g_addr.cluster) goto fail;
+    if (rconn_addr_parse(g_cl.url, &g_addr) != RCONN_OK || !g_addr.cluster) goto fail;
     g_client = lock_redis_new(&g_addr, TIMEOUT_MS, &err);
     if (g_client == NULL) goto fail;
     g_tagged = lock__client_new(&tag_ops, g_client, &err);
@@ -194,64 +195,64 @@ static int cluster_teardown(void **state) {
     return 0;
 }
 
-/* ---- lock_cluster ---- */
+/* ---- rconn_cluster ---- */
 
 /* The master of each slot as CLUSTER SLOTS says, from one fetch; bad arguments refused. */
 static void test_lock_cluster_master_several_slots_match_cluster_slots(void **state) {
     (void)state;
     int err = -100;
-    lock_cluster *c = lock_cluster_new(&g_addr, TIMEOUT_MS, &err);
+    rconn_cluster *c = rconn_cluster_new(&g_addr, TIMEOUT_MS, &err);
     assert_non_null(c);
-    assert_int_equal(err, LOCK_OK);
+    assert_int_equal(err, RCONN_OK);
     const unsigned slots[] = {0,     1,     5460, 5461,
                               8000,  10922, 10923, 16383,
-                              lock_key_slot("{eu-1}", 6), lock_key_slot("users:{eu-2}:B", 14)};
+                              rconn_key_slot("{eu-1}", 6), rconn_key_slot("users:{eu-2}:B", 14)};
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
-        lock_redis_addr m;
+        rconn_addr m;
         char why[256];
-        assert_int_equal(lock_cluster_master(c, slots[i], &m, why, sizeof why), LOCK_OK);
+        assert_int_equal(rconn_cluster_master(c, slots[i], &m, why, sizeof why), RCONN_OK);
         assert_string_equal(m.host, "127.0.0.1");
         assert_int_equal(m.port, th_cluster_slot_owner(&g_cl, (int)slots[i]));
         assert_int_equal(m.cluster, 0);
         assert_int_equal(m.db, 0);
         assert_int_equal(m.nseeds, 0);
     }
-    lock_cluster_stats st;
-    lock_cluster_stats_get(c, &st);
+    rconn_cluster_stats st;
+    rconn_cluster_stats_get(c, &st);
     assert_int_equal(st.refreshes, 1); /* one fetch served them all */
     assert_int_equal(st.moved, 0);
-    lock_cluster_stale(c); /* a refetch, rate-limited */
-    sleep_ms(LOCK_CLUSTER_REFRESH_MS + 10);
-    lock_redis_addr m;
-    assert_int_equal(lock_cluster_master(c, 42, &m, NULL, 0), LOCK_OK);
-    lock_cluster_stats_get(c, &st);
+    rconn_cluster_stale(c); /* a refetch, rate-limited */
+    sleep_ms(RCONN_CLUSTER_REFRESH_MS + 10);
+    rconn_addr m;
+    assert_int_equal(rconn_cluster_master(c, 42, &m, NULL, 0), RCONN_OK);
+    rconn_cluster_stats_get(c, &st);
     assert_int_equal(st.refreshes, 2);
-    assert_int_equal(lock_cluster_master(c, LOCK_CLUSTER_SLOTS, &m, NULL, 0), LOCK_ERR_INVALID);
-    lock_cluster_free(c);
+    assert_int_equal(rconn_cluster_master(c, RCONN_CLUSTER_SLOTS, &m, NULL, 0), RCONN_ERR_INVALID);
+    rconn_cluster_free(c);
 
-    lock_redis_addr one;
-    assert_int_equal(lock_redis_addr_parse(g_cl.nodes[0].url, &one), LOCK_OK);
-    assert_null(lock_cluster_new(&one, TIMEOUT_MS, &err));
-    assert_int_equal(err, LOCK_ERR_INVALID);
-    assert_null(lock_cluster_new(&g_addr, 0, &err));
-    assert_int_equal(err, LOCK_ERR_INVALID);
+    rconn_addr one;
+    assert_int_equal(rconn_addr_parse(g_cl.nodes[0].url, &one), RCONN_OK);
+    assert_null(rconn_cluster_new(&one, TIMEOUT_MS, &err));
+    assert_int_equal(err, RCONN_ERR_INVALID);
+    assert_null(rconn_cluster_new(&g_addr, 0, &err));
+    assert_int_equal(err, RCONN_ERR_INVALID);
 }
 
 /* No node answers: LOCK_ERR_BACKEND with a reason, at once. */
 static void test_lock_cluster_master_no_node_backend(void **state) {
     (void)state;
-    lock_redis_addr a;
+    rconn_addr a;
     char url[64];
     snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d", th_free_port());
-    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_OK);
+    assert_int_equal(rconn_addr_parse(url, &a), RCONN_OK);
     int err;
-    lock_cluster *c = lock_cluster_new(&a, TIMEOUT_MS, &err);
+    rconn_cluster *c = rconn_cluster_new(&a, TIMEOUT_MS, &err);
     assert_non_null(c);
-    lock_redis_addr m;
+    rconn_addr m;
     char why[256] = "";
-    assert_int_equal(lock_cluster_master(c, 7, &m, why, sizeof why), LOCK_ERR_BACKEND);
+    assert_int_equal(rconn_cluster_master(c, 7, &m, why, sizeof why), RCONN_ERR_UNAVAILABLE);
     assert_true(strlen(why) > 0);
-    lock_cluster_free(c);
+    rconn_cluster_free(c);
 }
 
 /* The contract's cases land on all three masters. */
@@ -266,7 +267,7 @@ static void test_lock_cluster_contract_keys_spread_over_masters(void **state) {
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char k[LOCK_KEY_MAX + 1];
         tag_key(keys[i], k);
-        int owner = th_cluster_slot_owner(&g_cl, (int)lock_key_slot(k, strlen(k)));
+        int owner = th_cluster_slot_owner(&g_cl, (int)rconn_key_slot(k, strlen(k)));
         for (int j = 0; j < 3; j++)
             if (g_cl.nodes[j].port == owner) seen[j] = 1;
     }
@@ -293,7 +294,7 @@ static void test_lock_cluster_untagged_key_invalid(void **state) {
 static void test_lock_cluster_multi_across_slots_invalid_within_slot_ok(void **state) {
     (void)state;
     const char *across[] = {"m:{a}:1", "m:{b}:1"};
-    assert_int_not_equal(lock_key_slot("{a}", 3), lock_key_slot("{b}", 3));
+    assert_int_not_equal(rconn_key_slot("{a}", 3), rconn_key_slot("{b}", 3));
     lock_handle hs[3];
     assert_int_equal(lock_acquire_multi(g_client, across, 2, 1000, 0, hs), LOCK_ERR_INVALID);
     const char *within[] = {"m:{a}:1", "m:{a}:2", "other:{a}"};
@@ -314,12 +315,12 @@ static void test_lock_cluster_multi_across_slots_invalid_within_slot_ok(void **s
 /* lock_store_addr() tells the cluster; redlock refuses a cluster. */
 static void test_lock_cluster_store_addr_is_cluster_redlock_refuses(void **state) {
     (void)state;
-    lock_redis_addr a;
+    rconn_addr a;
     assert_int_equal(lock_store_addr(g_client, &a), LOCK_OK);
     assert_int_equal(a.cluster, 1);
-    assert_true(lock_redis_addr_same(&a, &g_addr));
+    assert_true(rconn_addr_same(&a, &g_addr));
     int err = -100;
-    lock_redis_addr three[3] = {g_addr, g_addr, g_addr};
+    rconn_addr three[3] = {g_addr, g_addr, g_addr};
     assert_null(lock_redlock_new(three, 3, TIMEOUT_MS, &err));
     assert_int_equal(err, LOCK_ERR_INVALID);
 }
@@ -330,7 +331,7 @@ static void test_lock_cluster_store_addr_is_cluster_redlock_refuses(void **state
 static void test_lock_cluster_slot_moved_acquire_follows_moved(void **state) {
     (void)state;
     const char *key = "mv:{moveme}:1";
-    const int slot = (int)lock_key_slot(key, strlen(key));
+    const int slot = (int)rconn_key_slot(key, strlen(key));
     lock_handle h;
     assert_int_equal(lock_acquire(g_client, key, 5000, 0, &h), LOCK_OK);
     uint64_t fence = h.fence;
@@ -339,9 +340,9 @@ static void test_lock_cluster_slot_moved_acquire_follows_moved(void **state) {
     assert_int_equal(th_cluster_move_slot(&g_cl, slot, to), 0);
     assert_int_equal(th_cluster_slot_owner(&g_cl, slot), to);
 
-    lock_cluster_stats before = stats_of(g_client);
+    rconn_cluster_stats before = stats_of(g_client);
     assert_int_equal(lock_acquire(g_client, key, 5000, 0, &h), LOCK_OK);
-    lock_cluster_stats after = stats_of(g_client);
+    rconn_cluster_stats after = stats_of(g_client);
     assert_true(after.moved > before.moved);
     assert_true(h.fence > fence); /* the counter moved with the slot */
     lock_handle probe;
@@ -357,16 +358,16 @@ static void test_lock_cluster_slot_moved_acquire_follows_moved(void **state) {
 static void test_lock_cluster_slot_migrating_extend_release_follow_ask(void **state) {
     (void)state;
     const char *key = "ask:{askme}:1";
-    const int slot = (int)lock_key_slot(key, strlen(key));
+    const int slot = (int)rconn_key_slot(key, strlen(key));
     lock_handle h;
     assert_int_equal(lock_acquire(g_client, key, 20000, 0, &h), LOCK_OK);
     const int from = th_cluster_slot_owner(&g_cl, slot), to = other_master(from);
     assert_int_equal(th_cluster_move_slot_begin(&g_cl, slot, to), 0);
     assert_true(th_cluster_move_slot_keys(&g_cl, slot, to, -1) >= 2); /* the key, its counter */
 
-    lock_cluster_stats before = stats_of(g_client);
+    rconn_cluster_stats before = stats_of(g_client);
     assert_int_equal(lock_extend(g_client, &h, 20000), LOCK_OK);
-    lock_cluster_stats mid = stats_of(g_client);
+    rconn_cluster_stats mid = stats_of(g_client);
     assert_true(mid.ask > before.ask);
     assert_int_equal(mid.moved, before.moved); /* an ASK does not change the map */
     assert_int_equal(lock_release(g_client, &h), LOCK_OK);
@@ -384,7 +385,7 @@ static void test_lock_cluster_slot_migrating_extend_release_follow_ask(void **st
 static void test_lock_cluster_release_mid_migration_key_not_moved(void **state) {
     (void)state;
     const char *key = "stay:{notmoved}:1";
-    const int slot = (int)lock_key_slot(key, strlen(key));
+    const int slot = (int)rconn_key_slot(key, strlen(key));
     lock_handle h;
     assert_int_equal(lock_acquire(g_client, key, 20000, 0, &h), LOCK_OK);
     const int from = th_cluster_slot_owner(&g_cl, slot), to = other_master(from);
@@ -460,7 +461,7 @@ static void test_lock_cluster_threads_two_clients_mutually_exclusive(void **stat
 static void test_lock_cluster_master_killed_fails_promptly_works_after_failover(void **state) {
     (void)state;
     const char *key = "fo:{failme}:1";
-    const int slot = (int)lock_key_slot(key, strlen(key));
+    const int slot = (int)rconn_key_slot(key, strlen(key));
     const int old = th_cluster_slot_owner(&g_cl, slot);
     const int idx = th_cluster_node_index(&g_cl, old);
     assert_true(idx >= 0);

@@ -25,6 +25,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "tests/helpers/lock_contract.h"
 #include "tests/helpers/redis_proc.h"
 
@@ -78,9 +79,9 @@ static long long raw_get_num(int i, const char *key) {
 }
 
 static lock_client *redlock_client(void) {
-    lock_redis_addr a[MASTERS];
+    rconn_addr a[MASTERS];
     for (int i = 0; i < MASTERS; i++)
-        assert_int_equal(lock_redis_addr_parse(g_m[i].url, &a[i]), LOCK_OK);
+        assert_int_equal(rconn_addr_parse(g_m[i].url, &a[i]), RCONN_OK);
     int err = -100;
     lock_client *c = lock_redlock_new(a, MASTERS, TIMEOUT_MS, &err);
     assert_non_null(c);
@@ -111,9 +112,9 @@ static int group_setup(void **state) {
         masters_stop();
         return -1;
     }
-    lock_redis_addr a[MASTERS];
+    rconn_addr a[MASTERS];
     for (int i = 0; i < MASTERS; i++)
-        if (lock_redis_addr_parse(g_m[i].url, &a[i]) != LOCK_OK) return -1;
+        if (rconn_addr_parse(g_m[i].url, &a[i]) != RCONN_OK) return -1;
     *state = lock_redlock_new(a, MASTERS, TIMEOUT_MS, NULL);
     if (*state == NULL) {
         masters_stop();
@@ -139,10 +140,10 @@ static void test_lock_redlock_name_is_redlock(void **state) {
 static void test_lock_redlock_acquire_key_on_every_master(void **state) {
     lock_client *c = *state;
     lock_handle h;
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(lock_acquire(c, "rl:every", 5000, 0, &h), LOCK_OK);
     /* validity: ttl less the round and the drift allowance (5000/100 + 2) */
-    assert_true(h.valid_until_ms <= lock_now_ms() + 5000 - 52);
+    assert_true(h.valid_until_ms <= rconn_now_ms() + 5000 - 52);
     assert_true(h.valid_until_ms >= t0 + 5000 - 52);
     for (int i = 0; i < MASTERS; i++) {
         redisReply *r = raw_cmd(i, (const char *const[]){"GET", "rl:every", NULL});
@@ -265,7 +266,7 @@ static void *bg_acquire_main(void *arg) {
  * every master in vain, polls as well and gets the key before the foreign lease would end. */
 static void test_lock_redlock_foreign_holder_silent_release_waiter_polls(void **state) {
     lock_client *c = *state;
-    int64_t set_at = lock_now_ms();
+    int64_t set_at = rconn_now_ms();
     for (int i = 0; i < MASTERS; i++) {
         redisReply *r = raw_cmd(i, (const char *const[]){"SET", "rl:foreign", "theirs", "NX", "PX",
                                                          FOREIGN_TTL_STR, NULL});
@@ -275,20 +276,20 @@ static void test_lock_redlock_foreign_holder_silent_release_waiter_polls(void **
     struct bg_acquire bg = {.c = c, .key = "rl:foreign", .rc = -100};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, bg_acquire_main, &bg), 0);
-    for (int64_t end = lock_now_ms() + 5000;; sleep_ms(1)) { /* until it listens */
+    for (int64_t end = rconn_now_ms() + 5000;; sleep_ms(1)) { /* until it listens */
         redisReply *r =
             raw_cmd(0, (const char *const[]){"PUBSUB", "NUMSUB", "rl:foreign:released", NULL});
         int listening = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                         r->element[1]->type == REDIS_REPLY_INTEGER && r->element[1]->integer > 0;
         freeReplyObject(r);
         if (listening) break;
-        assert_true(lock_now_ms() < end);
+        assert_true(rconn_now_ms() < end);
     }
     sleep_ms(100);
     for (int i = 0; i < MASTERS; i++)
         assert_int_equal(raw_int(i, (const char *const[]){"DEL", "rl:foreign", NULL}), 1);
     pthread_join(th, NULL);
-    int64_t got_at = lock_now_ms();
+    int64_t got_at = rconn_now_ms();
     print_message("redlock foreign holder, silent release: key taken %lld ms after the SET "
                   "(foreign ttl %d)\n",
                   (long long)(got_at - set_at), FOREIGN_TTL_MS);
@@ -391,7 +392,7 @@ static void test_lock_redlock_holder_killed_lease_lapses_within_ttl(void **state
     assert_int_equal(lock_child_start(&ch, g_self, urls, MASTERS, "rl:child:wd", 300, 1), 0);
     lock_handle h;
     int got = 0;
-    for (int64_t end = lock_now_ms() + 5 * 300; lock_now_ms() < end;) {
+    for (int64_t end = rconn_now_ms() + 5 * 300; rconn_now_ms() < end;) {
         if (lock_acquire(c, "rl:child:wd", 10000, 0, &h) == LOCK_OK) {
             got++;
             (void)lock_release(c, &h);
@@ -399,9 +400,9 @@ static void test_lock_redlock_holder_killed_lease_lapses_within_ttl(void **state
         sleep_ms(20);
     }
     lock_child_signal(&ch, SIGKILL);
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     int rc = lock_acquire(c, "rl:child:wd", 10000, 300 + 5000, &h);
-    int64_t took = lock_now_ms() - t0;
+    int64_t took = rconn_now_ms() - t0;
     lock_child_end(&ch);
     print_message("redlock holder killed: key taken %lld ms later (ttl 300)\n", (long long)took);
     assert_int_equal(got, 0);
@@ -423,7 +424,7 @@ static void test_lock_redlock_holder_stopped_past_lease_release_not_owner(void *
     int child_rc = lock_child_release(&ch);
     lock_child_end(&ch);
     assert_int_equal(rc, LOCK_OK);
-    assert_true(lock_now_ms() >= ch.h.valid_until_ms);
+    assert_true(rconn_now_ms() >= ch.h.valid_until_ms);
     assert_true(h.fence > ch.h.fence);
     assert_int_equal(child_rc, LOCK_ERR_NOT_OWNER);
     /* Freed nothing: our lease is still on a majority of the masters (a master
@@ -470,9 +471,9 @@ static void test_lock_redlock_one_master_hung_acquires_within_budget(void **stat
     assert_int_equal(lock_acquire(c, "rl:f:hung", 10000, 0, &h), LOCK_OK); /* warm connections */
     assert_int_equal(lock_release(c, &h), LOCK_OK);
     th_redis_signal(&g_m[1], SIGSTOP);
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     int rc = lock_acquire(c, "rl:f:hung", 10000, 2000, &h);
-    int64_t took = lock_now_ms() - t0;
+    int64_t took = rconn_now_ms() - t0;
     int64_t valid_until = h.valid_until_ms; /* before the extend below moves it */
     int rc_ext = rc == LOCK_OK ? lock_extend(c, &h, 10000) : rc;
     int rc_rel = rc == LOCK_OK ? lock_release(c, &h) : rc;
@@ -548,9 +549,9 @@ static void test_lock_redlock_majority_killed_backend_within_budget(void **state
     lock_handle h;
     th_redis_signal(&g_m[0], SIGKILL);
     th_redis_signal(&g_m[1], SIGKILL);
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     int rc = lock_acquire(c, "rl:f:major", 10000, 1000, &h);
-    int64_t took = lock_now_ms() - t0;
+    int64_t took = rconn_now_ms() - t0;
     print_message("two of three masters down: %s after %lld ms (budget 1000)\n", lock_strerror(rc),
                   (long long)took);
     assert_int_equal(rc, LOCK_ERR_BACKEND);
@@ -562,9 +563,9 @@ static void test_lock_redlock_majority_killed_backend_within_budget(void **state
     assert_int_equal(raw_int(2, (const char *const[]){"EXISTS", "rl:f:major", NULL}), 0);
 
     th_redis_signal(&g_m[2], SIGKILL);
-    t0 = lock_now_ms();
+    t0 = rconn_now_ms();
     assert_int_equal(lock_acquire(c, "rl:f:major", 10000, 5000, &h), LOCK_ERR_BACKEND);
-    assert_true(lock_now_ms() - t0 < 2000); /* nobody answers: no point waiting */
+    assert_true(rconn_now_ms() - t0 < 2000); /* nobody answers: no point waiting */
 }
 
 /* Everything back (empty, no persistence): the same client works again. */

@@ -16,6 +16,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "tests/helpers/redis_proc.h"
 
@@ -38,7 +39,7 @@ static market_config config(uint32_t ttl_ms, uint32_t wait_ms, uint32_t stall_ms
     market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = ttl_ms,
                          .acquire_timeout_ms = wait_ms, .test_stall_ms = stall_ms,
                          .strategy = strategy};
-    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
+    assert_int_equal(rconn_addr_parse(redis.url, &cfg.redis), RCONN_OK);
     return cfg;
 }
 
@@ -1024,8 +1025,8 @@ static void test_fence_stale_holder_lock_elsewhere_refused(void **state) {
     if (strategy == MARKET_STRATEGY_OPTIMISTIC) skip();
     th_redis lock_store = {0};
     assert_int_equal(th_redis_start(&lock_store), 0);
-    lock_redis_addr la;
-    assert_int_equal(lock_redis_addr_parse(lock_store.url, &la), LOCK_OK);
+    rconn_addr la;
+    assert_int_equal(rconn_addr_parse(lock_store.url, &la), RCONN_OK);
     int err;
     lock_client *remote = lock_redis_new(&la, 1000, &err);
     assert_non_null(remote);
@@ -1075,7 +1076,7 @@ static const char *listing_lock(const char *member, char *buf, size_t len) {
 }
 
 static long long elapsed_ms(int64_t t0) {
-    return (long long)(lock_now_ms() - t0);
+    return (long long)(rconn_now_ms() - t0);
 }
 
 /* After a takeover: the new holder's lease on key is untouched (then
@@ -1107,7 +1108,7 @@ static void test_lease_taken_over_by_foreign_client_refused(void **state) {
     assert_non_null(sm);
     struct stalled s = {sm, 1};
     pthread_t t;
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(pthread_create(&t, NULL, stalled_purchase, &s), 0);
     sleep_ms(200); /* the holder's lease has lapsed; it has not read yet */
     char buf[64];
@@ -1356,7 +1357,7 @@ static void test_idem_second_attempt_in_flight_in_progress(void **state) {
     market_idem k = {"K2", "fp-axe"};
     struct slow_buy a = {s1, "B", "axe", "A", &k, 1, {0}};
     pthread_t ta;
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(pthread_create(&ta, NULL, slow_buy_run, &a), 0);
     /* Wait until S1 has claimed K (it then reads, and pauses before its
      * commit for 400 ms): polled, not slept, so a slow machine cannot send
@@ -1494,8 +1495,8 @@ static void test_lock_failure_reason_reaches_caller(void **state) {
     char url[64], at[32];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
     snprintf(at, sizeof at, "127.0.0.1:%d", port);
-    lock_redis_addr la;
-    assert_int_equal(lock_redis_addr_parse(url, &la), LOCK_OK);
+    rconn_addr la;
+    assert_int_equal(rconn_addr_parse(url, &la), RCONN_OK);
     int err;
     lock_client *gone = lock_redis_new(&la, 1000, &err);
     assert_non_null(gone);
@@ -1537,10 +1538,10 @@ static void test_redis_down_store_unavailable_then_recovers(void **state) {
     struct fx *f = *state;
     th_redis_signal(&redis, SIGKILL);
     market_purchase_result r;
-    int64_t t0 = lock_now_ms();
+    int64_t t0 = rconn_now_ms();
     assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r), MARKET_ERR_STORE);
     assert_int_equal(market_ping(f->c), MARKET_ERR_STORE);
-    assert_true(lock_now_ms() - t0 < 2000); /* prompt, not the wait budget */
+    assert_true(rconn_now_ms() - t0 < 2000); /* prompt, not the wait budget */
     assert_int_equal(th_redis_restart(&redis), 0);
     assert_int_equal(market_ping(f->c), MARKET_OK);
     seed_classic(f->c); /* the restarted server is empty */

@@ -31,6 +31,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "tests/helpers/cluster_proc.h"
 
@@ -70,15 +71,14 @@ static int64_t now_ms(void) {
 static unsigned realm_slot(const char *realm) {
     char tag[64];
     int n = snprintf(tag, sizeof tag, "{%s}", realm);
-    return lock_key_slot(tag, (size_t)n);
+    return rconn_key_slot(tag, (size_t)n);
 }
 
 /* Opens a market on the cluster with f->cfg (its store address filled in here), under the
  * cluster's Redis lock, or under the in-process lock when local_lock. */
 static int fx_start(struct fx *f, int local_lock) {
     int err;
-    if (lock_redis_addr_parse(g_cl.url, &f->cfg.redis) != LOCK_OK || !f->cfg.redis.cluster)
-        return -1;
+    if (rconn_addr_parse(g_cl.url, &f->cfg.redis) != RCONN_OK || !f->cfg.redis.cluster) return -1;
     f->lock = local_lock ? lock_local_new(&err) : lock_redis_new(&f->cfg.redis, TIMEOUT_MS, &err);
     f->m = f->lock ? market_new(&f->cfg, f->lock, &err) : NULL;
     f->c = f->m ? market_conn_new(f->m, &err) : NULL;
@@ -253,7 +253,7 @@ static void assert_keys_on_their_masters(void) {
         for (size_t i = 0; keys && i < keys->elements; i++) {
             const redisReply *k = keys->element[i];
             assert_non_null(memchr(k->str, '{', k->len)); /* tagged */
-            int owner = th_cluster_slot_owner(&g_cl, (int)lock_key_slot(k->str, k->len));
+            int owner = th_cluster_slot_owner(&g_cl, (int)rconn_key_slot(k->str, k->len));
             if (owner != g_cl.nodes[n].port)
                 fail_msg("key %s is on %d, its slot is served by %d", k->str,
                          g_cl.nodes[n].port, owner);

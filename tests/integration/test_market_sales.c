@@ -19,6 +19,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "tests/helpers/redis_proc.h"
 
@@ -87,7 +88,7 @@ static struct fx *fx_new(uint32_t ttl_ms, uint32_t stall_ms) {
     market_config cfg = {.redis_timeout_ms = 2000, .lock_ttl_ms = ttl_ms,
                          .acquire_timeout_ms = 5000, .test_stall_ms = stall_ms};
     int err;
-    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
+    assert_int_equal(rconn_addr_parse(redis.url, &cfg.redis), RCONN_OK);
     f->lock = lock_redis_new(&cfg.redis, 2000, &err);
     assert_non_null(f->lock);
     f->m = market_new(&cfg, f->lock, &err);

@@ -17,6 +17,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "tests/helpers/redis_proc.h"
 
@@ -67,7 +68,7 @@ static int fx_setup(void **state) {
                              .lock_ttl_ms = 5000,
                              .acquire_timeout_ms = 4000,
                              .strategy = strategy};
-    if (lock_redis_addr_parse(redis.url, &f->cfg.redis) != LOCK_OK) return -1;
+    if (rconn_addr_parse(redis.url, &f->cfg.redis) != RCONN_OK) return -1;
     f->lock = lock_redis_new(&f->cfg.redis, 1000, &err);
     f->m = f->lock ? market_new(&f->cfg, f->lock, &err) : NULL;
     f->c = f->m ? market_conn_new(f->m, &err) : NULL;

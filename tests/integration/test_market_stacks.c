@@ -14,6 +14,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "tests/helpers/redis_proc.h"
 
@@ -109,7 +110,7 @@ static int fx_setup(void **state) {
     market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = 5000,
                          .acquire_timeout_ms = 5000, .strategy = strategy};
     int err;
-    if (lock_redis_addr_parse(redis.url, &cfg.redis) != LOCK_OK) return -1;
+    if (rconn_addr_parse(redis.url, &cfg.redis) != RCONN_OK) return -1;
     f->lock = lock_redis_new(&cfg.redis, 1000, &err);
     f->m = f->lock ? market_new(&cfg, f->lock, &err) : NULL;
     f->c = f->m ? market_conn_new(f->m, &err) : NULL;

@@ -15,6 +15,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "tests/helpers/redis_proc.h"
 
@@ -68,7 +69,7 @@ static struct fx *fx_new(uint32_t ttl_ms, uint32_t stall_ms, uint64_t history, u
                          .strategy = strategy, .trade_history = history,
                          .trade_index = index};
     int err;
-    assert_int_equal(lock_redis_addr_parse(redis.url, &cfg.redis), LOCK_OK);
+    assert_int_equal(rconn_addr_parse(redis.url, &cfg.redis), RCONN_OK);
     f->lock = lock_redis_new(&cfg.redis, 1000, &err);
     assert_non_null(f->lock);
     f->m = market_new(&cfg, f->lock, &err);

@@ -12,6 +12,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "tests/helpers/redis_proc.h"
 
@@ -31,7 +32,7 @@ struct fx {
 
 static void fx_open(struct fx *f, const char *url) {
     market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
-    assert_int_equal(lock_redis_addr_parse(url, &cfg.redis), LOCK_OK);
+    assert_int_equal(rconn_addr_parse(url, &cfg.redis), RCONN_OK);
     int err = 0;
     assert_non_null(f->lock = lock_local_new(&err));
     assert_non_null(f->m = market_new(&cfg, f->lock, &err));

@@ -32,6 +32,7 @@
 
 #include "api/api.h"
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "server/server.h"
 #include "tests/helpers/http_client.h"
@@ -138,7 +139,7 @@ static void sale_create_as_market(void) {
     market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000};
     char url[128];
     snprintf(url, sizeof url, "redis://%s:%s@127.0.0.1:%d/0", USER, PASS, redis.port);
-    assert_int_equal(lock_redis_addr_parse(url, &cfg.redis), LOCK_OK);
+    assert_int_equal(rconn_addr_parse(url, &cfg.redis), RCONN_OK);
     int err;
     lock_client *l = lock_local_new(&err);
     market *m = market_new(&cfg, l, &err);
@@ -421,15 +422,15 @@ struct waiter {
 static void *waiter_main(void *arg) {
     struct waiter *w = arg;
     w->rc = lock_acquire(w->c, "lock:market:{main}", 5000, 10000, &w->h);
-    w->got_ms = lock_now_ms();
+    w->got_ms = rconn_now_ms();
     return NULL;
 }
 
 static lock_client *lock_as_market(void) {
     char url[128];
     snprintf(url, sizeof url, "redis://%s:%s@127.0.0.1:%d/0", USER, PASS, redis.port);
-    lock_redis_addr a;
-    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_OK);
+    rconn_addr a;
+    assert_int_equal(rconn_addr_parse(url, &a), RCONN_OK);
     int err;
     lock_client *c = lock_redis_new(&a, 1000, &err);
     assert_non_null(c);
@@ -454,7 +455,7 @@ static void test_acl_user_lock_waiter_woken_by_release(void **state) {
     struct timespec nap = {0, 300 * 1000 * 1000};
     nanosleep(&nap, NULL);
     assert_int_equal(lock_extend(a, &h, 5000), LOCK_OK);
-    int64_t released_ms = lock_now_ms();
+    int64_t released_ms = rconn_now_ms();
     assert_int_equal(lock_release(a, &h), LOCK_OK);
     pthread_join(th, NULL);
     assert_int_equal(w.rc, LOCK_OK);

@@ -90,8 +90,9 @@ installed_programs_run() {
         grep -q "^usage: .*$p" "$tmp/help" || fail "$p --help printed no usage line" || return 1
         echo "$p --help: $(head -n 1 "$tmp/help")"
     done
-    # lock/ as a library is still part of make install
-    for f in include/gamemarket/lock.h lib/liblock.a lib/liblock.so lib/pkgconfig/lock.pc; do
+    # lock/ as a library (with rconn/, whose header lock.h includes) is still part of make install
+    for f in include/gamemarket/lock.h include/gamemarket/rconn/rconn.h lib/liblock.a \
+        lib/liblock.so lib/pkgconfig/lock.pc; do
         [ -e "$root$prefix/$f" ] || fail "missing: $prefix/$f" || return 1
     done
     echo "lock/ library installed too"

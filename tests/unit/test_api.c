@@ -25,6 +25,7 @@
 
 #include "api/api_impl.h"
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 
 #define CLOSED_STORE "redis://127.0.0.1:1/0"
@@ -46,7 +47,7 @@ static int env_setup(void **state) {
     if (*state) snprintf(e->dir, sizeof e->dir, "%s", (const char *)*state);
     market_config cfg = {0};
     int err = 0;
-    if (lock_redis_addr_parse(CLOSED_STORE, &cfg.redis) != 0) goto fail;
+    if (rconn_addr_parse(CLOSED_STORE, &cfg.redis) != 0) goto fail;
     cfg.redis_timeout_ms = 200;
     cfg.lock_ttl_ms = 2000;
     cfg.acquire_timeout_ms = 200;

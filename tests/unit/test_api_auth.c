@@ -25,6 +25,7 @@
 #include "api/api.h"
 #include "api/api_impl.h"
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 
 #define NOW 1700000000LL
@@ -466,7 +467,7 @@ static const char *lookup(void *ud, enum api_arg_kind kind, const char *name) {
 static int setup(void **state) {
     struct fx *f = calloc(1, sizeof *f);
     market_config cfg = {.redis_timeout_ms = 100, .lock_ttl_ms = 1000, .acquire_timeout_ms = 100};
-    if (!f || lock_redis_addr_parse("redis://127.0.0.1:1/0", &cfg.redis) < 0) return -1;
+    if (!f || rconn_addr_parse("redis://127.0.0.1:1/0", &cfg.redis) < 0) return -1;
     f->lock = lock_local_new(NULL);
     f->m = market_new(&cfg, f->lock, NULL);
     f->c = market_conn_new(f->m, NULL);

@@ -1,8 +1,8 @@
 /* test_lock_local.c - the lock contract against lock_local, plus unit tests of lock.c.
  *
  * Group "lock_local" runs tests/helpers/lock_contract.c with an in-process
- * client as group state. Group "lock_api" covers what needs no backend: the
- * redis:// parser, lock_strerror, argument checks and the NULL-slot rules
+ * client as group state. Group "lock_api" covers what needs no backend:
+ * lock_strerror, argument checks and the NULL-slot rules
  * (through a mock ops table), tokens, backoff, the clock, the SHA-1 used for
  * EVALSHA and the constructors' argument checks.
  */
@@ -76,197 +76,6 @@ static void test_lock_local_new_null_err_ok(void **state) {
     lock_handle h;
     assert_int_equal(lock_acquire(c, "k", 1000, 0, &h), LOCK_OK);
     lock_free(c); /* with a lease still held: everything freed */
-}
-
-/* ---- lock_redis_addr_parse ---- */
-
-static void expect_addr(const char *url, const char *host, int port, const char *user,
-                        const char *pass, int db) {
-    lock_redis_addr a;
-    memset(&a, 0x5a, sizeof a);
-    int rc = lock_redis_addr_parse(url, &a);
-    if (rc != LOCK_OK) print_error("url: %s\n", url);
-    assert_int_equal(rc, LOCK_OK);
-    assert_string_equal(a.host, host);
-    assert_int_equal(a.port, port);
-    assert_string_equal(a.user, user);
-    assert_string_equal(a.pass, pass);
-    assert_int_equal(a.db, db);
-}
-
-static void test_lock_redis_addr_parse_good_urls_parsed(void **state) {
-    (void)state;
-    expect_addr("redis://127.0.0.1:6379/0", "127.0.0.1", 6379, "", "", 0);
-    expect_addr("redis://localhost", "localhost", 6379, "", "", 0);
-    expect_addr("redis://", "127.0.0.1", 6379, "", "", 0);
-    expect_addr("REDIS://cache.example-1.net:7000/15", "cache.example-1.net", 7000, "", "", 15);
-    expect_addr("redis://h/", "h", 6379, "", "", 0);
-    expect_addr("redis://h:1", "h", 1, "", "", 0);
-    expect_addr("redis://h:65535/2", "h", 65535, "", "", 2);
-    expect_addr("redis://:secret@127.0.0.1:6380/0", "127.0.0.1", 6380, "", "secret", 0);
-    expect_addr("redis://user:pw@h:1/3", "h", 1, "user", "pw", 3);
-    expect_addr("redis://user:@h", "h", 6379, "user", "", 0);
-    expect_addr("redis://:6390", "127.0.0.1", 6390, "", "", 0);
-    expect_addr("redis://[::1]:6380/1", "::1", 6380, "", "", 1);
-    expect_addr("10.0.0.5:6400", "10.0.0.5", 6400, "", "", 0);
-    expect_addr("localhost", "localhost", 6379, "", "", 0);
-    expect_addr("db.local:6379/4", "db.local", 6379, "", "", 4);
-}
-
-static void test_lock_redis_addr_parse_escapes_decoded(void **state) {
-    (void)state;
-    expect_addr("redis://us%65r:p%40ss%3Aw%2Frd@h:7/3", "h", 7, "user", "p@ss:w/rd", 3);
-    expect_addr("redis://:%41%62%7e@h", "h", 6379, "", "Ab~", 0);
-    /* an unescaped '@' in the password: the last '@' ends the userinfo */
-    expect_addr("redis://:a@b@h:9", "h", 9, "", "a@b", 0);
-    /* ':' after the first one belongs to the password */
-    expect_addr("redis://u:a:b@h", "h", 6379, "u", "a:b", 0);
-}
-
-static void test_lock_redis_addr_parse_bad_urls_invalid(void **state) {
-    (void)state;
-    static const char *const bad[] = {
-        "rediss://h:6379",       "http://h",        "unix:///tmp/redis.sock",
-        "redis://h:0",           "redis://h:65536", "redis://h:-1",
-        "redis://h:+1",          "redis://h:",      "redis://h:abc",
-        "redis://h:99999999999", "redis://h/-1",    "redis://h/x",
-        "redis://h/1/2",         "redis://h/1?x=1", "redis://h/99999999999",
-        "redis://user@h",        "redis://:%zz@h",  "redis://:%4@h",
-        "redis://:%00@h",        "redis://:a b@h",  "redis://h h",
-        "redis://[::1",          "redis://[]:1",    "redis://[::g]",
-        "redis://[::1]x",        "redis://h:1:2",   "redis://h\t",
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        lock_redis_addr a;
-        memset(&a, 0x5a, sizeof a);
-        lock_redis_addr before = a;
-        int rc = lock_redis_addr_parse(bad[i], &a);
-        if (rc != LOCK_ERR_INVALID) print_error("url: %s\n", bad[i]);
-        assert_int_equal(rc, LOCK_ERR_INVALID);
-        assert_memory_equal(&a, &before, sizeof a); /* untouched on failure */
-    }
-    lock_redis_addr a;
-    assert_int_equal(lock_redis_addr_parse(NULL, &a), LOCK_ERR_INVALID);
-    assert_int_equal(lock_redis_addr_parse("redis://h", NULL), LOCK_ERR_INVALID);
-}
-
-/* redis-sentinel://: the Sentinels (26379 by default), the master name, the db; host and port
- * stay empty until a lock_sentinel resolves them. */
-static void test_lock_redis_addr_parse_sentinel_group(void **state) {
-    (void)state;
-    lock_redis_addr a;
-    assert_int_equal(lock_redis_addr_parse("redis-sentinel://:pw@10.0.0.1:26380,s2,[::1]:7/mymaster/3",
-                                           &a),
-                     LOCK_OK);
-    assert_string_equal(a.master_name, "mymaster");
-    assert_int_equal(a.nseeds, 3);
-    assert_string_equal(a.seeds[0].host, "10.0.0.1");
-    assert_int_equal(a.seeds[0].port, 26380);
-    assert_string_equal(a.seeds[1].host, "s2");
-    assert_int_equal(a.seeds[1].port, 26379);
-    assert_string_equal(a.seeds[2].host, "::1");
-    assert_int_equal(a.seeds[2].port, 7);
-    assert_string_equal(a.pass, "pw");
-    assert_int_equal(a.db, 3);
-    assert_string_equal(a.host, "");
-    assert_int_equal(lock_redis_addr_parse("REDIS-SENTINEL://h/m.a-1_b", &a), LOCK_OK);
-    assert_string_equal(a.master_name, "m.a-1_b");
-    assert_int_equal(a.db, 0);
-    static const char *const bad[] = {
-        "redis-sentinel://h",          "redis-sentinel://h/",         "redis-sentinel://h//1",
-        "redis-sentinel:///m",         "redis-sentinel://h,/m",       "redis-sentinel://,h/m",
-        "redis-sentinel://h:0/m",      "redis-sentinel://h/m/x",      "redis-sentinel://h/m!",
-        "redis-sentinel://h/m/1/2",    "redis-sentinel://a,b,c,d,e,f,g,h,i/m",
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int rc = lock_redis_addr_parse(bad[i], &a);
-        if (rc != LOCK_ERR_INVALID) print_error("url: %s\n", bad[i]);
-        assert_int_equal(rc, LOCK_ERR_INVALID);
-    }
-    char name[LOCK_MASTER_NAME_MAX + 40];
-    memset(name, 'n', sizeof name);
-    memcpy(name, "redis-sentinel://h/", 19);
-    name[19 + LOCK_MASTER_NAME_MAX] = '\0';
-    assert_int_equal(lock_redis_addr_parse(name, &a), LOCK_OK);
-    name[19 + LOCK_MASTER_NAME_MAX] = 'n';
-    name[20 + LOCK_MASTER_NAME_MAX] = '\0';
-    assert_int_equal(lock_redis_addr_parse(name, &a), LOCK_ERR_INVALID);
-}
-
-/* A list keeps each Sentinel group's own commas with its URL. */
-static void test_lock_redis_addr_parse_list_groups_and_servers(void **state) {
-    (void)state;
-    lock_redis_addr a[5];
-    size_t n = 0;
-    assert_int_equal(lock_redis_addr_parse_list("redis-sentinel://s1:1,s2:2/m1,redis://h:3,"
-                                                "redis-sentinel://s3/m2/4,h4:5",
-                                                a, 5, &n),
-                     LOCK_OK);
-    assert_int_equal(n, 4);
-    assert_string_equal(a[0].master_name, "m1");
-    assert_int_equal(a[0].nseeds, 2);
-    assert_string_equal(a[1].host, "h");
-    assert_int_equal(a[1].port, 3);
-    assert_string_equal(a[2].master_name, "m2");
-    assert_int_equal(a[2].db, 4);
-    assert_string_equal(a[3].host, "h4");
-    assert_int_equal(lock_redis_addr_parse_list("h1,h2,h3", a, 2, &n), LOCK_ERR_INVALID);
-    assert_int_equal(lock_redis_addr_parse_list("h1,,h3", a, 5, &n), LOCK_ERR_INVALID);
-    assert_int_equal(lock_redis_addr_parse_list("", a, 5, &n), LOCK_ERR_INVALID);
-    assert_int_equal(lock_redis_addr_parse_list("h1,", a, 5, &n), LOCK_ERR_INVALID);
-    assert_int_equal(lock_redis_addr_parse_list(NULL, a, 5, &n), LOCK_ERR_INVALID);
-}
-
-/* Same data: same server and db, or same group (name, db, Sentinels); credentials aside. */
-static void test_lock_redis_addr_same_compares_where_not_who(void **state) {
-    (void)state;
-    lock_redis_addr x, y;
-    assert_int_equal(lock_redis_addr_parse("redis://:a@h:1/2", &x), LOCK_OK);
-    assert_int_equal(lock_redis_addr_parse("redis://:b@h:1/2", &y), LOCK_OK);
-    assert_true(lock_redis_addr_same(&x, &y));
-    assert_int_equal(lock_redis_addr_parse("redis://h:1/3", &y), LOCK_OK);
-    assert_false(lock_redis_addr_same(&x, &y));
-    assert_int_equal(lock_redis_addr_parse("redis-sentinel://s:1,t:2/m", &x), LOCK_OK);
-    assert_int_equal(lock_redis_addr_parse("redis-sentinel://u:p@s:1,t:2/m/0", &y), LOCK_OK);
-    assert_true(lock_redis_addr_same(&x, &y));
-    assert_int_equal(lock_redis_addr_parse("redis-sentinel://s:1,t:2/n", &y), LOCK_OK);
-    assert_false(lock_redis_addr_same(&x, &y));
-    assert_int_equal(lock_redis_addr_parse("redis-sentinel://s:1/m", &y), LOCK_OK);
-    assert_false(lock_redis_addr_same(&x, &y));
-    assert_false(lock_redis_addr_same(&x, NULL));
-}
-
-static void test_lock_redis_addr_parse_overlong_fields_invalid(void **state) {
-    (void)state;
-    char url[1200];
-    lock_redis_addr a;
-
-    /* host of exactly LOCK_HOST_MAX bytes is fine, one more is not */
-    strcpy(url, "redis://");
-    memset(url + 8, 'h', LOCK_HOST_MAX);
-    url[8 + LOCK_HOST_MAX] = '\0';
-    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_OK);
-    assert_int_equal(strlen(a.host), LOCK_HOST_MAX);
-    strcat(url, "h");
-    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_ERR_INVALID);
-
-    /* password of LOCK_CRED_MAX decoded bytes is fine (even spelled as escapes), more is not */
-    strcpy(url, "redis://:");
-    for (int i = 0; i < LOCK_CRED_MAX; i++)
-        strcat(url, "%41");
-    strcat(url, "@h");
-    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_OK);
-    assert_int_equal(strlen(a.pass), LOCK_CRED_MAX);
-    strcpy(url, "redis://:");
-    memset(url + 9, 'p', LOCK_CRED_MAX + 1);
-    strcpy(url + 9 + LOCK_CRED_MAX + 1, "@h");
-    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_ERR_INVALID);
-
-    /* user likewise */
-    strcpy(url, "redis://");
-    memset(url + 8, 'u', LOCK_CRED_MAX + 1);
-    strcpy(url + 8 + LOCK_CRED_MAX + 1, ":p@h");
-    assert_int_equal(lock_redis_addr_parse(url, &a), LOCK_ERR_INVALID);
 }
 
 /* ---- lock_strerror, lock_name, lock_free ---- */
@@ -675,13 +484,6 @@ int main(void) {
     const struct CMUnitTest api[] = {
         cmocka_unit_test(test_lock_local_new_null_err_ok),
         cmocka_unit_test(test_lock_local_restarted_client_fences_keep_growing),
-        cmocka_unit_test(test_lock_redis_addr_parse_good_urls_parsed),
-        cmocka_unit_test(test_lock_redis_addr_parse_escapes_decoded),
-        cmocka_unit_test(test_lock_redis_addr_parse_bad_urls_invalid),
-        cmocka_unit_test(test_lock_redis_addr_parse_overlong_fields_invalid),
-        cmocka_unit_test(test_lock_redis_addr_parse_sentinel_group),
-        cmocka_unit_test(test_lock_redis_addr_parse_list_groups_and_servers),
-        cmocka_unit_test(test_lock_redis_addr_same_compares_where_not_who),
         cmocka_unit_test(test_lock_strerror_every_code_has_its_message),
         cmocka_unit_test(test_lock_strerror_codes_distinct_negative),
         cmocka_unit_test(test_lock_name_null_none),

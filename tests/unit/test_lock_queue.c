@@ -16,6 +16,7 @@
 #include "tests/helpers/cmocka_all.h"
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "lock/lock_impl.h"
 
 #define TOK_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -36,40 +37,40 @@ static int queue_teardown(void **state) {
 static void test_lock_queue_enter_held_key_busy_until_release(void **state) {
     struct lock__queue *q = *state;
     const char *k[] = {"q:one"};
-    int64_t now = lock_now_ms();
+    int64_t now = rconn_now_ms();
     assert_int_equal(lock__queue_enter(q, k, 1, now), LOCK_OK);
     /* contending: nobody else enters, even with a budget */
     assert_int_equal(lock__queue_enter(q, k, 1, now), LOCK_ERR_BUSY);
-    assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms() + 30), LOCK_ERR_BUSY);
-    lock__queue_hold(q, k, 1, TOK_A, lock_now_ms() + 60000);
-    assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms()), LOCK_ERR_BUSY);
+    assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms() + 30), LOCK_ERR_BUSY);
+    lock__queue_hold(q, k, 1, TOK_A, rconn_now_ms() + 60000);
+    assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms()), LOCK_ERR_BUSY);
     lock__queue_release(q, "q:one", TOK_B); /* a stale token: nothing */
-    assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms()), LOCK_ERR_BUSY);
+    assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms()), LOCK_ERR_BUSY);
     lock__queue_release(q, "q:one", TOK_A);
-    assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms()), LOCK_OK);
+    assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms()), LOCK_OK);
     lock__queue_leave(q, k, 1);
-    assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms()), LOCK_OK);
+    assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms()), LOCK_OK);
     lock__queue_leave(q, k, 1);
 }
 
 static void test_lock_queue_holder_deadline_passed_taken_over(void **state) {
     struct lock__queue *q = *state;
     const char *k[] = {"q:expiry"};
-    assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms()), LOCK_OK);
-    int64_t until = lock_now_ms() + 40;
+    assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms()), LOCK_OK);
+    int64_t until = rconn_now_ms() + 40;
     lock__queue_hold(q, k, 1, TOK_A, until);
     /* a waiter sleeps until the holder's deadline, then takes over */
-    assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms() + 10000), LOCK_OK);
-    assert_true(lock_now_ms() >= until);
+    assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms() + 10000), LOCK_OK);
+    assert_true(rconn_now_ms() >= until);
     /* the old holder's late release and extend change nothing */
     lock__queue_release(q, "q:expiry", TOK_A);
-    lock__queue_extend(q, "q:expiry", TOK_A, lock_now_ms() + 60000);
-    assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms()), LOCK_ERR_BUSY);
-    lock__queue_hold(q, k, 1, TOK_B, lock_now_ms() + 60000);
-    lock__queue_extend(q, "q:expiry", TOK_B, lock_now_ms() + 70000);
-    assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms()), LOCK_ERR_BUSY);
+    lock__queue_extend(q, "q:expiry", TOK_A, rconn_now_ms() + 60000);
+    assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms()), LOCK_ERR_BUSY);
+    lock__queue_hold(q, k, 1, TOK_B, rconn_now_ms() + 60000);
+    lock__queue_extend(q, "q:expiry", TOK_B, rconn_now_ms() + 70000);
+    assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms()), LOCK_ERR_BUSY);
     lock__queue_release(q, "q:expiry", TOK_B);
-    assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms()), LOCK_OK);
+    assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms()), LOCK_OK);
     lock__queue_leave(q, k, 1);
 }
 
@@ -78,16 +79,16 @@ static void test_lock_queue_multi_one_busy_none_taken(void **state) {
     const char *b[] = {"q:m:b"};
     const char *abc[] = {"q:m:a", "q:m:b", "q:m:c"};
     const char *a[] = {"q:m:a"}, *c[] = {"q:m:c"};
-    assert_int_equal(lock__queue_enter(q, b, 1, lock_now_ms()), LOCK_OK);
-    assert_int_equal(lock__queue_enter(q, abc, 3, lock_now_ms() + 20), LOCK_ERR_BUSY);
+    assert_int_equal(lock__queue_enter(q, b, 1, rconn_now_ms()), LOCK_OK);
+    assert_int_equal(lock__queue_enter(q, abc, 3, rconn_now_ms() + 20), LOCK_ERR_BUSY);
     /* a and c were not kept */
-    assert_int_equal(lock__queue_enter(q, a, 1, lock_now_ms()), LOCK_OK);
-    assert_int_equal(lock__queue_enter(q, c, 1, lock_now_ms()), LOCK_OK);
+    assert_int_equal(lock__queue_enter(q, a, 1, rconn_now_ms()), LOCK_OK);
+    assert_int_equal(lock__queue_enter(q, c, 1, rconn_now_ms()), LOCK_OK);
     lock__queue_leave(q, a, 1);
     lock__queue_leave(q, c, 1);
     lock__queue_leave(q, b, 1);
-    assert_int_equal(lock__queue_enter(q, abc, 3, lock_now_ms()), LOCK_OK);
-    assert_int_equal(lock__queue_enter(q, c, 1, lock_now_ms()), LOCK_ERR_BUSY);
+    assert_int_equal(lock__queue_enter(q, abc, 3, rconn_now_ms()), LOCK_OK);
+    assert_int_equal(lock__queue_enter(q, c, 1, rconn_now_ms()), LOCK_ERR_BUSY);
     lock__queue_leave(q, abc, 3);
 }
 
@@ -107,12 +108,12 @@ static void *release_soon(void *arg) {
 static void test_lock_queue_waiter_woken_by_release(void **state) {
     struct lock__queue *q = *state;
     const char *k[] = {"q:wake"};
-    assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms()), LOCK_OK);
-    lock__queue_hold(q, k, 1, TOK_A, lock_now_ms() + 600000);
+    assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms()), LOCK_OK);
+    lock__queue_hold(q, k, 1, TOK_A, rconn_now_ms() + 600000);
     struct waker w = {q, "q:wake"};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, release_soon, &w), 0);
-    int rc = lock__queue_enter(q, k, 1, lock_now_ms() + 60000);
+    int rc = lock__queue_enter(q, k, 1, rconn_now_ms() + 60000);
     pthread_join(th, NULL);
     assert_int_equal(rc, LOCK_OK);
     lock__queue_leave(q, k, 1);
@@ -133,7 +134,7 @@ struct qracer {
 static void *qracer_main(void *arg) {
     struct qracer *r = arg;
     for (int i = 0; i < Q_ITERS; i++) {
-        if (lock__queue_enter(r->q, r->keys, r->n, lock_now_ms() + 30000) != LOCK_OK) {
+        if (lock__queue_enter(r->q, r->keys, r->n, rconn_now_ms() + 30000) != LOCK_OK) {
             atomic_fetch_add(r->failures, 1);
             continue;
         }
@@ -177,12 +178,12 @@ static void test_lock_queue_many_keys_expired_entries_reaped(void **state) {
     for (int i = 0; i < 200; i++) {
         snprintf(names[i], sizeof names[i], "q:many:%d", i);
         const char *k[] = {names[i]};
-        assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms()), LOCK_OK);
-        lock__queue_hold(q, k, 1, TOK_A, lock_now_ms() - 1); /* already expired, never released */
+        assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms()), LOCK_OK);
+        lock__queue_hold(q, k, 1, TOK_A, rconn_now_ms() - 1); /* already expired, never released */
     }
     for (int i = 0; i < 200; i++) {
         const char *k[] = {names[i]};
-        assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms()), LOCK_OK);
+        assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms()), LOCK_OK);
         lock__queue_leave(q, k, 1);
     }
 }
@@ -196,22 +197,22 @@ static void test_lock_queue_owned_same_owner_joins_other_waits_holds_counted(voi
     const char *key = "q:own";
     const char *k[] = {key};
     int joined = -1;
-    assert_int_equal(lock__queue_enter_owned(q, key, "A", lock_now_ms(), &joined), LOCK_OK);
+    assert_int_equal(lock__queue_enter_owned(q, key, "A", rconn_now_ms(), &joined), LOCK_OK);
     assert_int_equal(joined, 0); /* contending: it goes to Redis for a new lease */
-    lock__queue_hold_owned(q, key, TOK_A, "A", lock_now_ms() + 600000, joined);
-    assert_int_equal(lock__queue_enter_owned(q, key, "A", lock_now_ms(), &joined), LOCK_OK);
+    lock__queue_hold_owned(q, key, TOK_A, "A", rconn_now_ms() + 600000, joined);
+    assert_int_equal(lock__queue_enter_owned(q, key, "A", rconn_now_ms(), &joined), LOCK_OK);
     assert_int_equal(joined, 1);
-    lock__queue_hold_owned(q, key, TOK_A, "A", lock_now_ms() + 600000, joined);
-    assert_int_equal(lock__queue_enter_owned(q, key, "B", lock_now_ms() + 20, &joined),
+    lock__queue_hold_owned(q, key, TOK_A, "A", rconn_now_ms() + 600000, joined);
+    assert_int_equal(lock__queue_enter_owned(q, key, "B", rconn_now_ms() + 20, &joined),
                      LOCK_ERR_BUSY);
     assert_int_equal(joined, 0);
-    assert_int_equal(lock__queue_enter(q, k, 1, lock_now_ms()), LOCK_ERR_BUSY); /* plain */
+    assert_int_equal(lock__queue_enter(q, k, 1, rconn_now_ms()), LOCK_ERR_BUSY); /* plain */
     lock__queue_drop_hold(q, key, TOK_B); /* a stale token: nothing */
     lock__queue_drop_hold(q, key, TOK_A);
-    assert_int_equal(lock__queue_enter_owned(q, key, "B", lock_now_ms(), &joined),
+    assert_int_equal(lock__queue_enter_owned(q, key, "B", rconn_now_ms(), &joined),
                      LOCK_ERR_BUSY); /* one local hold left */
     lock__queue_drop_hold(q, key, TOK_A);
-    assert_int_equal(lock__queue_enter_owned(q, key, "B", lock_now_ms(), &joined), LOCK_OK);
+    assert_int_equal(lock__queue_enter_owned(q, key, "B", rconn_now_ms(), &joined), LOCK_OK);
     assert_int_equal(joined, 0);
     lock__queue_leave(q, k, 1);
 }
@@ -226,7 +227,7 @@ struct owned_enterer {
 static void *enter_owned_main(void *arg) {
     struct owned_enterer *x = arg;
     x->rc =
-        lock__queue_enter_owned(x->q, "q:own:wake", x->owner, lock_now_ms() + 60000, &x->joined);
+        lock__queue_enter_owned(x->q, "q:own:wake", x->owner, rconn_now_ms() + 60000, &x->joined);
     return NULL;
 }
 
@@ -236,19 +237,19 @@ static void test_lock_queue_owned_waiter_of_same_owner_joins_when_held(void **st
     struct lock__queue *q = *state;
     const char *key = "q:own:wake";
     int joined = -1;
-    assert_int_equal(lock__queue_enter_owned(q, key, "A", lock_now_ms(), &joined), LOCK_OK);
+    assert_int_equal(lock__queue_enter_owned(q, key, "A", rconn_now_ms(), &joined), LOCK_OK);
     assert_int_equal(joined, 0);
     struct owned_enterer x = {q, "A", -1, -100};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, enter_owned_main, &x), 0);
     struct timespec ts = {0, 30 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    int64_t t0 = lock_now_ms();
-    lock__queue_hold_owned(q, key, TOK_A, "A", lock_now_ms() + 600000, joined);
+    int64_t t0 = rconn_now_ms();
+    lock__queue_hold_owned(q, key, TOK_A, "A", rconn_now_ms() + 600000, joined);
     pthread_join(th, NULL);
     assert_int_equal(x.rc, LOCK_OK);
     assert_int_equal(x.joined, 1);
-    assert_true(lock_now_ms() - t0 < 30000);
+    assert_true(rconn_now_ms() - t0 < 30000);
     lock__queue_release(q, key, TOK_A);
 }
 

@@ -38,7 +38,7 @@ static struct {
     size_t batch_n[ORDERS_MAX];
     size_t committed[ORDERS_MAX]; /* per batch: orders its commit wrote */
     uint64_t batch_fence[ORDERS_MAX];
-    int64_t batch_ms[ORDERS_MAX]; /* lock_now_ms() at its read */
+    int64_t batch_ms[ORDERS_MAX]; /* rconn_now_ms() at its read */
     int gate_closed;              /* a commit waits while set */
     int at_gate;                  /* a commit is waiting at the gate */
     int answered;
@@ -78,7 +78,7 @@ static int kind_read(market_conn *c, const market__held *held, market__cbatch *c
     pthread_mutex_lock(&note.mu);
     int b = note.batches;
     note.batch_fence[b] = held->n ? held->fence_v[0] : 0;
-    note.batch_ms[b] = lock_now_ms();
+    note.batch_ms[b] = rconn_now_ms();
     note.batch_kind[b] = cb->kind;
     note.batch_n[b] = cb->n_open;
     pthread_mutex_unlock(&note.mu);
@@ -159,7 +159,7 @@ static int setup_with(void **state, uint32_t budget_ms) {
     /* a store nobody listens on: the made-up kinds never reach it */
     market_config cfg = {.redis_timeout_ms = 200, .lock_ttl_ms = 10000,
                          .acquire_timeout_ms = budget_ms, .workers = 1};
-    assert_int_equal(lock_redis_addr_parse("redis://127.0.0.1:1", &cfg.redis), LOCK_OK);
+    assert_int_equal(rconn_addr_parse("redis://127.0.0.1:1", &cfg.redis), RCONN_OK);
     f->m = market_new(&cfg, f->lock, &err);
     assert_non_null(f->m);
     f->q = market__combine_new(f->m);
@@ -281,7 +281,7 @@ static void test_budget_spent_in_queue_is_busy(void **state) {
     submit(f, &held_kind, 1, "r", "", 0);
     gate_wait();
     submit(f, &held_kind, 2, "r", "", 0);
-    while (lock_now_ms() <= f->t[2].q.deadline_ms) { /* its budget ends in the queue */
+    while (rconn_now_ms() <= f->t[2].q.deadline_ms) { /* its budget ends in the queue */
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }

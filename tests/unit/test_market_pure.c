@@ -78,37 +78,6 @@ static redisReply reply(int type, const char *s) {
     return r;
 }
 
-/* A pipeline encoded by market__resp_append is byte for byte what
- * hiredis formats command by command, empty and long arguments too. */
-static void test_resp_append_writes_what_hiredis_would(void **state) {
-    (void)state;
-    char big[5000];
-    memset(big, 'x', sizeof big - 1);
-    big[sizeof big - 1] = '\0';
-    const char *a[] = {"SET", "k", ""}, *b[] = {"EVAL", big, "0"}, *c[] = {"EXEC"};
-    const char *const *cmds[] = {a, b, c};
-    const int argc[] = {3, 3, 1};
-    char *buf = NULL, *want = NULL;
-    size_t cap = 0, len = 0, want_len = 0;
-    for (size_t i = 0; i < 3; i++) {
-        assert_int_equal(market__resp_append(&buf, &cap, &len, argc[i], cmds[i]), 0);
-        char *one = NULL;
-        int n = redisFormatCommandArgv(&one, argc[i], (const char **)cmds[i], NULL);
-        assert_true(n > 0);
-        want = realloc(want, want_len + (size_t)n);
-        assert_non_null(want);
-        memcpy(want + want_len, one, (size_t)n);
-        want_len += (size_t)n;
-        redisFreeCommand(one);
-    }
-    assert_int_equal(len, want_len);
-    assert_memory_equal(buf, want, len);
-    assert_true(cap >= len);
-    assert_memory_equal(buf, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n", 26);
-    free(buf);
-    free(want);
-}
-
 static void test_reply_price(void **state) {
     (void)state;
     static const struct {
@@ -163,7 +132,7 @@ static void test_market_new_replica_ack_timeout(void **state) {
     lock_client *l = lock_local_new(&err);
     assert_non_null(l);
     market_config cfg = {.redis_timeout_ms = 1, .lock_ttl_ms = 1000, .acquire_timeout_ms = 10};
-    assert_int_equal(lock_redis_addr_parse("redis://127.0.0.1:1", &cfg.redis), LOCK_OK);
+    assert_int_equal(rconn_addr_parse("redis://127.0.0.1:1", &cfg.redis), RCONN_OK);
     market *m = market_new(&cfg, l, &err); /* half of 1 ms is 0: fine without replicas */
     assert_non_null(m);
     market_free(m);
@@ -186,7 +155,6 @@ int main(void) {
         cmocka_unit_test(test_world_check_finds_duplicates_and_strangers),
         cmocka_unit_test(test_world_add_refuses_bad_values),
         cmocka_unit_test(test_world_generate_checks_out),
-        cmocka_unit_test(test_resp_append_writes_what_hiredis_would),
         cmocka_unit_test(test_reply_price),
         cmocka_unit_test(test_reply_party),
         cmocka_unit_test(test_market_new_replica_ack_timeout),

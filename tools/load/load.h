@@ -306,7 +306,7 @@ typedef struct load_cmdstats {
     long long total; /* calls over every command but INFO */
     double cpu_s;    /* used_cpu_user + used_cpu_sys (INFO cpu), summed over the masters */
     struct {
-        char where[LOCK_HOST_MAX + 8]; /* "host:port" */
+        char where[RCONN_HOST_MAX + 8]; /* "host:port" */
         long long total;               /* its calls over every command but INFO */
     } master[LOAD_MASTERS_MAX];
     size_t nmasters;

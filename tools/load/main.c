@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "lock/lock.h"
+#include "rconn/rconn.h"
 #include "market/market.h"
 #include "tools/load/load.h"
 
@@ -68,7 +69,7 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
     char(*realms)[MARKET_REALM_MAX + 1] = calloc(o->realms, sizeof *realms);
     market_config cfg = {
         .redis_timeout_ms = 10000, .lock_ttl_ms = 5000, .acquire_timeout_ms = 2000};
-    if (lock_redis_addr_parse(o->redis, &cfg.redis) < 0) {
+    if (rconn_addr_parse(o->redis, &cfg.redis) < 0) {
         fprintf(stderr, "market-load: bad Redis URL '%s'\n", o->redis);
         status = 2;
         goto out;

@@ -1,25 +1,25 @@
-/* lock_cluster.c - a Redis Cluster's slot map: key slots, redirects, and which master serves
+/* rconn_cluster.c - a Redis Cluster's slot map: key slots, redirects, and which master serves
  * each slot, fetched from the cluster and kept up to date.
  *
- * The public lock_cluster_* API and lock_key_slot() (lock.h): the Redis backend
- * (lock_node.c) routes each call of a cluster client with it, and the market's store can
- * route its commands with its own. The pure half (the CRC16 of a key's tag, reading -MOVED
- * and -ASK, building a slot map from a CLUSTER SLOTS or CLUSTER SHARDS reply) does no I/O
- * and is declared in lock_impl.h for the unit tests; the other half speaks hiredis to the
- * cluster's nodes only to fetch the map.
+ * The public rconn_cluster_* API, rconn_key_slot() and rconn_key_tagged() (rconn.h): lock/'s
+ * Redis backend (lock_node.c) routes each call of a cluster client with it, and the market's
+ * store routes its commands with its own. The pure half (the CRC16 of a key's tag, reading
+ * -MOVED and -ASK, building a slot map from a CLUSTER SLOTS or CLUSTER SHARDS reply) does no
+ * I/O and is declared in rconn_impl.h for the unit tests; the other half speaks hiredis to
+ * the cluster's nodes only to fetch the map.
  *
  * DESIGN
  * Building: a map is built whole from one reply into a scratch map on the heap and copied
  * out only when the whole reply was valid, so a bad reply never leaves a half-updated map
- * behind. A MOVED patches one slot (lock__slotmap_set).
+ * behind. A MOVED patches one slot (rconn__slotmap_set).
  *
  * Keeping: one mutex guards the map (uint8_t per slot, an index into at most
- * LOCK__CLUSTER_NODES_MAX masters; about 35 KiB on the heap). lock_cluster_master() answers
+ * RCONN__CLUSTER_NODES_MAX masters; about 35 KiB on the heap). rconn_cluster_master() answers
  * from the map under the mutex, without I/O, while the map is fresh. It fetches first when
  * there is no map yet, or when the map is stale and the last fetch is at least
- * LOCK_CLUSTER_REFRESH_MS old: a MOVED (lock_cluster_redirected: the slot is patched at once,
+ * RCONN_CLUSTER_REFRESH_MS old: a MOVED (rconn_cluster_redirected: the slot is patched at once,
  * the rest of the map may be behind a reshard too), a failed connection or a -CLUSTERDOWN
- * (lock_cluster_stale: perhaps a failover) make it stale, and a burst of them costs one
+ * (rconn_cluster_stale: perhaps a failover) make it stale, and a burst of them costs one
  * fetch. The fetch runs under the mutex, so the threads that need the map wait for it
  * instead of all asking at once; it asks the masters of the current map, then the seeds, one
  * after the other, each bounded by the timeout, until one answers CLUSTER SHARDS (Redis 7)
@@ -27,21 +27,20 @@
  * leaves the previous map in use (its slots may still be right; a wrong one answers MOVED).
  * A master listed with an empty endpoint is reached at the host the answer came from.
  */
-#include "lock/lock.h"
+#include "rconn/rconn.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include <hiredis.h>
 
-#include "lock/lock_impl.h"
+#include "rconn/rconn_impl.h"
 
 /* Returns 1 when key has a hash tag: a '{' followed later by a '}' with at least one byte
  * between them (the first '{' and the first '}' after it). This function can't fail. */
-int lock__key_tagged(const char *key) {
+int rconn_key_tagged(const char *key) {
     const char *open = strchr(key, '{');
     const char *close = open != NULL ? strchr(open + 1, '}') : NULL;
     return close != NULL && close > open + 1;
@@ -52,7 +51,7 @@ int lock__key_tagged(const char *key) {
 /* Returns the CRC16 of buf[0..len) (XMODEM: polynomial 0x1021, initial value 0, no
  * reflection), the checksum Redis Cluster hashes keys with; "123456789" gives 0x31C3. This
  * function can't fail. */
-uint16_t lock__crc16(const char *buf, size_t len) {
+uint16_t rconn__crc16(const char *buf, size_t len) {
     uint16_t crc = 0;
     for (size_t i = 0; i < len; i++) {
         crc ^= (uint16_t)((unsigned char)buf[i] << 8);
@@ -62,24 +61,26 @@ uint16_t lock__crc16(const char *buf, size_t len) {
     return crc;
 }
 
-/* Returns the hash slot of key[0..len) (see lock.h). This function can't fail. */
-unsigned lock_key_slot(const char *key, size_t len) {
+/* Returns the hash slot (0..16383) of key[0..len): the CRC16 of its {tag} (the bytes between
+ * its first '{' and the first '}' after it) when that is not empty, else of all of it. This
+ * function can't fail. */
+unsigned rconn_key_slot(const char *key, size_t len) {
     const char *open = len ? memchr(key, '{', len) : NULL;
     if (open) {
         size_t after = (size_t)(open - key) + 1; /* bytes up to and with the '{' */
         const char *close = memchr(open + 1, '}', len - after);
         if (close && close > open + 1)
-            return lock__crc16(open + 1, (size_t)(close - open - 1)) & (LOCK_CLUSTER_SLOTS - 1);
+            return rconn__crc16(open + 1, (size_t)(close - open - 1)) & (RCONN_CLUSTER_SLOTS - 1);
     }
-    return lock__crc16(key, len) & (LOCK_CLUSTER_SLOTS - 1);
+    return rconn__crc16(key, len) & (RCONN_CLUSTER_SLOTS - 1);
 }
 
 /* ---- redirects ---- */
 
-/* Whether the len bytes at s can be a host: shorter than (LOCK_HOST_MAX + 1), no space,
+/* Whether the len bytes at s can be a host: shorter than (RCONN_HOST_MAX + 1), no space,
  * no control character (NUL included). */
 static int host_ok(const char *s, size_t len) {
-    if (len >= (LOCK_HOST_MAX + 1)) return 0;
+    if (len >= (RCONN_HOST_MAX + 1)) return 0;
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] == 0x7f) return 0;
     return 1;
@@ -96,9 +97,13 @@ static long read_number(const char *s, size_t len, size_t *i, long max) {
     return v;
 }
 
-/* Reads a MOVED/ASK error text into *out (see lock.h). Returns 0, or -1 with *out untouched. */
-int lock_cluster_redirect_parse(const char *err, size_t len, lock_cluster_redirect *out) {
-    lock_cluster_redirect r;
+/* Reads an error reply's text (hiredis r->str/r->len: no leading '-') as MOVED/ASK
+ * "<slot> <host>:<port>" (an IPv6 host unbracketed, or in brackets) into *out. Returns 0, or
+ * -1 with *out untouched for anything else (TRYAGAIN, CLUSTERDOWN, other errors, a slot
+ * beyond 16383, a port outside 1..65535, a host too long or with spaces or control
+ * characters, trailing text). */
+int rconn_cluster_redirect_parse(const char *err, size_t len, rconn_cluster_redirect *out) {
+    rconn_cluster_redirect r;
     memset(&r, 0, sizeof r);
     size_t i;
     if (!err) return -1;
@@ -111,7 +116,7 @@ int lock_cluster_redirect_parse(const char *err, size_t len, lock_cluster_redire
     } else {
         return -1;
     }
-    long slot = read_number(err, len, &i, LOCK_CLUSTER_SLOTS - 1);
+    long slot = read_number(err, len, &i, RCONN_CLUSTER_SLOTS - 1);
     if (slot < 0 || i >= len || err[i] != ' ') return -1;
     r.slot = (unsigned)slot;
     const char *addr = err + i + 1;
@@ -140,21 +145,21 @@ int lock_cluster_redirect_parse(const char *err, size_t len, lock_cluster_redire
 /* ---- the slot map ---- */
 
 /* Empties *m: no node, every slot unassigned. This function can't fail. */
-void lock__slotmap_clear(lock__slotmap *m) {
+void rconn__slotmap_clear(rconn__slotmap *m) {
     m->nnodes = 0;
     memset(m->nodes, 0, sizeof m->nodes);
-    memset(m->slot_node, LOCK__SLOT_NONE, sizeof m->slot_node);
+    memset(m->slot_node, RCONN__SLOT_NONE, sizeof m->slot_node);
 }
 
 /* Returns the master serving slot (borrowed from m), or NULL when the slot is unassigned or
  * beyond 16383. This function can't fail. */
-const lock__cluster_node *lock__slotmap_node(const lock__slotmap *m, unsigned slot) {
-    if (slot >= LOCK_CLUSTER_SLOTS || m->slot_node[slot] == LOCK__SLOT_NONE) return NULL;
+const rconn__cluster_node *rconn__slotmap_node(const rconn__slotmap *m, unsigned slot) {
+    if (slot >= RCONN_CLUSTER_SLOTS || m->slot_node[slot] == RCONN__SLOT_NONE) return NULL;
     return &m->nodes[m->slot_node[slot]];
 }
 
 /* Returns the index in m->nodes of host:port (compared exactly), or -1. */
-int lock__slotmap_find(const lock__slotmap *m, const char *host, int port) {
+int rconn__slotmap_find(const rconn__slotmap *m, const char *host, int port) {
     for (int i = 0; i < m->nnodes; i++)
         if (m->nodes[i].port == port && strcmp(m->nodes[i].host, host) == 0) return i;
     return -1;
@@ -163,17 +168,17 @@ int lock__slotmap_find(const lock__slotmap *m, const char *host, int port) {
 /* Returns the index of the node host (hlen bytes) : port in m, adding it (with id, or
  * "" when id is NULL) when it is new. Returns -1 when the host or port is invalid or
  * the table is full. */
-static int node_index(lock__slotmap *m, const char *host, size_t hlen, int port, const char *id,
+static int node_index(rconn__slotmap *m, const char *host, size_t hlen, int port, const char *id,
                       size_t idlen) {
     if (!host_ok(host, hlen) || port < 1 || port > 65535) return -1;
-    if (id && (idlen > LOCK__NODE_ID_LEN || memchr(id, '\0', idlen))) return -1;
+    if (id && (idlen > RCONN__NODE_ID_LEN || memchr(id, '\0', idlen))) return -1;
     for (int i = 0; i < m->nnodes; i++) {
-        const lock__cluster_node *n = &m->nodes[i];
+        const rconn__cluster_node *n = &m->nodes[i];
         if (n->port == port && strlen(n->host) == hlen && memcmp(n->host, host, hlen) == 0)
             return i;
     }
-    if (m->nnodes >= LOCK__CLUSTER_NODES_MAX) return -1;
-    lock__cluster_node *n = &m->nodes[m->nnodes];
+    if (m->nnodes >= RCONN__CLUSTER_NODES_MAX) return -1;
+    rconn__cluster_node *n = &m->nodes[m->nnodes];
     memset(n, 0, sizeof *n);
     memcpy(n->host, host, hlen);
     n->port = port;
@@ -184,8 +189,8 @@ static int node_index(lock__slotmap *m, const char *host, size_t hlen, int port,
 /* Records that host:port serves slot now (a MOVED), adding the node when it is new; nodes
  * left without a slot stay. Returns the node's index, or -1 with *m untouched when slot is
  * beyond 16383, port outside 1..65535, host too long, or the table full. */
-int lock__slotmap_set(lock__slotmap *m, unsigned slot, const char *host, int port) {
-    if (slot >= LOCK_CLUSTER_SLOTS || !host) return -1;
+int rconn__slotmap_set(rconn__slotmap *m, unsigned slot, const char *host, int port) {
+    if (slot >= RCONN_CLUSTER_SLOTS || !host) return -1;
     int idx = node_index(m, host, strlen(host), port, NULL, 0);
     if (idx < 0) return -1;
     m->slot_node[slot] = (uint8_t)idx;
@@ -194,13 +199,13 @@ int lock__slotmap_set(lock__slotmap *m, unsigned slot, const char *host, int por
 
 /* Gives slots start..end (integer replies) to node idx of m. Returns 0, or -1 when they
  * are not integers, not a range within 0..16383, or a slot of it is assigned already. */
-static int assign(lock__slotmap *m, const redisReply *start, const redisReply *end, int idx) {
+static int assign(rconn__slotmap *m, const redisReply *start, const redisReply *end, int idx) {
     if (!start || !end || start->type != REDIS_REPLY_INTEGER || end->type != REDIS_REPLY_INTEGER)
         return -1;
     long long a = start->integer, b = end->integer;
-    if (a < 0 || b < a || b >= LOCK_CLUSTER_SLOTS) return -1;
+    if (a < 0 || b < a || b >= RCONN_CLUSTER_SLOTS) return -1;
     for (long long s = a; s <= b; s++) {
-        if (m->slot_node[s] != LOCK__SLOT_NONE) return -1;
+        if (m->slot_node[s] != RCONN__SLOT_NONE) return -1;
         m->slot_node[s] = (uint8_t)idx;
     }
     return 0;
@@ -208,7 +213,7 @@ static int assign(lock__slotmap *m, const redisReply *start, const redisReply *e
 
 /* Copies scratch (built by a parser, or NULL when it could not allocate it) into out
  * when rc is 0, and frees it. Returns rc, or -1 for a NULL scratch. */
-static int finish(lock__slotmap *scratch, int rc, lock__slotmap *out) {
+static int finish(rconn__slotmap *scratch, int rc, rconn__slotmap *out) {
     if (!scratch) return -1;
     if (rc == 0) memcpy(out, scratch, sizeof *out);
     free(scratch);
@@ -217,7 +222,7 @@ static int finish(lock__slotmap *scratch, int rc, lock__slotmap *out) {
 
 /* CLUSTER SLOTS: one node [host or nil, port, id?, ...]. Returns its index in m (added
  * when new), -1 when malformed. keep 0 only checks it (a replica), returning 0. */
-static int slots_node(lock__slotmap *m, const redisReply *n, int keep) {
+static int slots_node(rconn__slotmap *m, const redisReply *n, int keep) {
     if (!n || n->type != REDIS_REPLY_ARRAY || n->elements < 2) return -1;
     const redisReply *host = n->element[0], *port = n->element[1];
     const redisReply *id = n->elements > 2 ? n->element[2] : NULL;
@@ -228,7 +233,7 @@ static int slots_node(lock__slotmap *m, const redisReply *n, int keep) {
     size_t hlen = host->type == REDIS_REPLY_STRING ? host->len : 0;
     if (port->integer < 1 || port->integer > 65535) return -1;
     if (!keep) {
-        if (!host_ok(h, hlen) || (id && id->len > LOCK__NODE_ID_LEN)) return -1;
+        if (!host_ok(h, hlen) || (id && id->len > RCONN__NODE_ID_LEN)) return -1;
         return 0;
     }
     return node_index(m, h, hlen, (int)port->integer, id ? id->str : NULL, id ? id->len : 0);
@@ -238,12 +243,12 @@ static int slots_node(lock__slotmap *m, const redisReply *n, int keep) {
  * each node [host or nil, port, id?, metadata?...] (Redis 3 to 7); only masters are kept, a
  * master serving several ranges is one node. Returns 0, or -1 with *out untouched when r is
  * not such a reply (wrong types, start > end, a slot beyond 16383 or listed twice, a bad
- * port, host or id, more than LOCK__CLUSTER_NODES_MAX masters) or memory runs out. */
-int lock__slotmap_from_slots(const redisReply *r, lock__slotmap *out) {
+ * port, host or id, more than RCONN__CLUSTER_NODES_MAX masters) or memory runs out. */
+int rconn__slotmap_from_slots(const redisReply *r, rconn__slotmap *out) {
     if (!r || r->type != REDIS_REPLY_ARRAY) return -1;
-    lock__slotmap *m = malloc(sizeof *m);
+    rconn__slotmap *m = malloc(sizeof *m);
     if (!m) return -1;
-    lock__slotmap_clear(m);
+    rconn__slotmap_clear(m);
     int rc = 0;
     for (size_t i = 0; i < r->elements && rc == 0; i++) {
         const redisReply *e = r->element[i];
@@ -281,7 +286,7 @@ static const redisReply *field(const redisReply *map, const char *name, int *bad
 
 /* CLUSTER SHARDS: one shard. Adds its master to m and gives it the shard's slots.
  * Returns 0, or -1 when malformed. */
-static int shard(lock__slotmap *m, const redisReply *s) {
+static int shard(rconn__slotmap *m, const redisReply *s) {
     int bad = 0;
     const redisReply *slots = field(s, "slots", &bad), *nodes = field(s, "nodes", &bad);
     if (bad || !slots || !nodes || slots->type != REDIS_REPLY_ARRAY ||
@@ -295,7 +300,7 @@ static int shard(lock__slotmap *m, const redisReply *s) {
         const redisReply *id = field(n, "id", &bad);
         if (bad || !port || port->type != REDIS_REPLY_INTEGER || port->integer < 1 ||
             port->integer > 65535 || !role || role->type != REDIS_REPLY_STRING ||
-            (id && (id->type != REDIS_REPLY_STRING || id->len > LOCK__NODE_ID_LEN)))
+            (id && (id->type != REDIS_REPLY_STRING || id->len > RCONN__NODE_ID_LEN)))
             return -1;
         if (strcmp(role->str, "master") == 0) {
             masters++;
@@ -331,12 +336,12 @@ static int shard(lock__slotmap *m, const redisReply *s) {
 /* Builds *out from a RESP2 CLUSTER SHARDS reply (Redis 7): shards as flat field/value arrays
  * with "slots" (start, end pairs) and "nodes" ("port", "endpoint" or else "ip", "id",
  * "role"). A shard with slots needs exactly one master; one without is checked and skipped.
- * Returns 0, or -1 with *out untouched, as lock__slotmap_from_slots(). */
-int lock__slotmap_from_shards(const redisReply *r, lock__slotmap *out) {
+ * Returns 0, or -1 with *out untouched, as rconn__slotmap_from_slots(). */
+int rconn__slotmap_from_shards(const redisReply *r, rconn__slotmap *out) {
     if (!r || r->type != REDIS_REPLY_ARRAY) return -1;
-    lock__slotmap *m = malloc(sizeof *m);
+    rconn__slotmap *m = malloc(sizeof *m);
     if (!m) return -1;
-    lock__slotmap_clear(m);
+    rconn__slotmap_clear(m);
     int rc = 0;
     for (size_t i = 0; i < r->elements && rc == 0; i++)
         rc = shard(m, r->element[i]);
@@ -345,54 +350,37 @@ int lock__slotmap_from_shards(const redisReply *r, lock__slotmap *out) {
 
 /* ---- the shared map ---- */
 
-struct lock_cluster {
-    lock_redis_addr addr; /* copy of the caller's */
-    int timeout_ms;       /* connect and answer timeout of each node asked */
-    pthread_mutex_t mu;   /* guards what follows; held during a fetch */
-    lock__slotmap *map;   /* owned; NULL until a fetch succeeded */
-    int stale;            /* something said the map may be behind */
-    int64_t tried_ms;     /* when the last fetch was tried (lock_now_ms); 0: never */
-    lock_cluster_stats stats;
+struct rconn_cluster {
+    rconn_addr addr;     /* copy of the caller's */
+    int timeout_ms;      /* connect and answer timeout of each node asked */
+    pthread_mutex_t mu;  /* guards what follows; held during a fetch */
+    rconn__slotmap *map; /* owned; NULL until a fetch succeeded */
+    int stale;           /* something said the map may be behind */
+    int64_t tried_ms;    /* when the last fetch was tried (rconn_now_ms); 0: never */
+    rconn_cluster_stats stats;
 };
-
-static struct timeval tv_of(int ms) {
-    struct timeval tv = {ms / 1000, (suseconds_t)(ms % 1000) * 1000};
-    return tv;
-}
 
 /* Asks the node host:port for the slot map into *out (CLUSTER SHARDS, else CLUSTER SLOTS),
  * after AUTH with c's credentials. Returns 0, or -1 with a sentence in why. */
-static int fetch_from(const lock_cluster *c, const char *host, int port, lock__slotmap *out,
+static int fetch_from(const rconn_cluster *c, const char *host, int port, rconn__slotmap *out,
                       char *why, size_t whylen) {
-    redisContext *ctx = redisConnectWithTimeout(host, port, tv_of(c->timeout_ms));
-    if (ctx == NULL) {
-        snprintf(why, whylen, "out of memory");
-        return -1;
-    }
-    if (ctx->err != 0 || redisSetTimeout(ctx, tv_of(c->timeout_ms)) != REDIS_OK) {
-        snprintf(why, whylen, "cluster node %s:%d: %s", host, port,
-                 ctx->err != 0 ? ctx->errstr : "cannot set the timeout");
-        redisFree(ctx);
-        return -1;
-    }
+    redisContext *ctx = NULL;
+    char cwhy[200]; /* the reason, truncated to fit the callers' */
     int rc = -1;
     redisReply *r = NULL;
-    if (c->addr.pass[0] != '\0') {
-        const char *auth[3] = {"AUTH", c->addr.user, c->addr.pass};
-        int user = c->addr.user[0] != '\0';
-        if (!user) auth[1] = c->addr.pass;
-        r = redisCommandArgv(ctx, user ? 3 : 2, auth, NULL);
-        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-            snprintf(why, whylen, "cluster node %s:%d: AUTH: %s", host, port,
-                     r != NULL ? r->str : ctx->errstr);
-            goto done;
-        }
-        freeReplyObject(r);
+    if (rconn_connect(host, port, c->timeout_ms, c->timeout_ms, &ctx, cwhy, sizeof cwhy) !=
+        RCONN_OK) {
+        snprintf(why, whylen, "cluster node %s", cwhy);
+        return -1;
+    }
+    if (rconn_setup(ctx, &c->addr, RCONN_SETUP_AUTH, cwhy, sizeof cwhy) != RCONN_OK) {
+        snprintf(why, whylen, "cluster node %s:%d: %s", host, port, cwhy);
+        goto done;
     }
     static const struct {
         const char *sub; /* CLUSTER <sub>: SHARDS (Redis 7), else SLOTS */
-        int (*parse)(const redisReply *r, lock__slotmap *out);
-    } ways[] = {{"SHARDS", lock__slotmap_from_shards}, {"SLOTS", lock__slotmap_from_slots}};
+        int (*parse)(const redisReply *r, rconn__slotmap *out);
+    } ways[] = {{"SHARDS", rconn__slotmap_from_shards}, {"SLOTS", rconn__slotmap_from_slots}};
     for (size_t k = 0; k < sizeof ways / sizeof ways[0]; k++) {
         if (r != NULL) freeReplyObject(r);
         const char *argv[] = {"CLUSTER", ways[k].sub};
@@ -404,8 +392,7 @@ static int fetch_from(const lock_cluster *c, const char *host, int port, lock__s
         }
     }
     snprintf(why, whylen, "cluster node %s:%d: no slot map in its answer%s%s", host, port,
-             r->type == REDIS_REPLY_ERROR ? ": " : "",
-             r->type == REDIS_REPLY_ERROR ? r->str : "");
+             r->type == REDIS_REPLY_ERROR ? ": " : "", r->type == REDIS_REPLY_ERROR ? r->str : "");
     goto done;
 io:
     snprintf(why, whylen, "cluster node %s:%d: %s", host, port, ctx->errstr);
@@ -422,9 +409,9 @@ done:
 /* Fetches a new map for c (c->mu held): the masters of the current map first, then the
  * seeds. Returns 0 (c->map replaced, fresh), or -1 with the last node's failure in why (the
  * old map kept). */
-static int fetch(lock_cluster *c, char *why, size_t whylen) {
-    c->tried_ms = lock_now_ms();
-    lock__slotmap *m = malloc(sizeof *m);
+static int fetch(rconn_cluster *c, char *why, size_t whylen) {
+    c->tried_ms = rconn_now_ms();
+    rconn__slotmap *m = malloc(sizeof *m);
     if (m == NULL) {
         snprintf(why, whylen, "out of memory");
         return -1;
@@ -441,7 +428,7 @@ static int fetch(lock_cluster *c, char *why, size_t whylen) {
         } else {
             host = c->addr.seeds[i - known].host;
             port = c->addr.seeds[i - known].port;
-            if (c->map != NULL && lock__slotmap_find(c->map, host, port) >= 0) continue;
+            if (c->map != NULL && rconn__slotmap_find(c->map, host, port) >= 0) continue;
         }
         if (fetch_from(c, host, port, m, why, whylen) == 0) {
             free(c->map);
@@ -457,61 +444,66 @@ static int fetch(lock_cluster *c, char *why, size_t whylen) {
 
 /* ---- API ---- */
 
-/* Returns a new slot map of the cluster *cluster (see lock.h); contacts nothing. Caller frees
- * with lock_cluster_free(). NULL with *err LOCK_ERR_INVALID, LOCK_ERR_NOMEM or
- * LOCK_ERR_BACKEND. */
-lock_cluster *lock_cluster_new(const lock_redis_addr *cluster, int timeout_ms, int *err) {
+/* Returns a new slot map of the cluster at *cluster (borrowed; copied), to be shared by every
+ * thread of a program; contacts nothing yet. Caller frees with rconn_cluster_free(). Returns
+ * NULL with *err (when err is non-NULL) RCONN_ERR_INVALID (addr not a cluster,
+ * timeout_ms <= 0), RCONN_ERR_NOMEM or RCONN_ERR_UNAVAILABLE (no mutex). */
+rconn_cluster *rconn_cluster_new(const rconn_addr *cluster, int timeout_ms, int *err) {
     int dummy;
     if (err == NULL) err = &dummy;
-    if (!lock__redis_addr_ok(cluster) || !cluster->cluster || timeout_ms <= 0) {
-        *err = LOCK_ERR_INVALID;
+    if (!rconn_addr_valid(cluster) || !cluster->cluster || timeout_ms <= 0) {
+        *err = RCONN_ERR_INVALID;
         return NULL;
     }
-    lock_cluster *c = calloc(1, sizeof *c);
+    rconn_cluster *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        *err = LOCK_ERR_NOMEM;
+        *err = RCONN_ERR_NOMEM;
         return NULL;
     }
     c->addr = *cluster;
     c->timeout_ms = timeout_ms;
     if (pthread_mutex_init(&c->mu, NULL) != 0) {
         free(c);
-        *err = LOCK_ERR_BACKEND;
+        *err = RCONN_ERR_UNAVAILABLE;
         return NULL;
     }
-    *err = LOCK_OK;
+    *err = RCONN_OK;
     return c;
 }
 
-/* Fills *master with slot's master, fetching the map first when needed (see lock.h and
- * DESIGN). Returns LOCK_OK, LOCK_ERR_INVALID or LOCK_ERR_BACKEND (a sentence in why). */
-int lock_cluster_master(lock_cluster *c, unsigned slot, lock_redis_addr *master, char *why,
-                        size_t whylen) {
-    char reason[LOCK_HOST_MAX + 128] = "";
+/* Fills *master with the address of the master serving slot now (host, port, plus the
+ * cluster's user/pass, db 0, not a cluster). Fetches the map first when it has none or it is
+ * stale (DESIGN), each node bounded by the timeout; a fetch that fails leaves the previous map
+ * in use. Returns RCONN_OK, RCONN_ERR_UNAVAILABLE with a sentence in why (may be NULL) when no
+ * node answers or the slot has no master, RCONN_ERR_INVALID for NULL arguments or a slot
+ * beyond 16383. */
+int rconn_cluster_master(rconn_cluster *c, unsigned slot, rconn_addr *master, char *why,
+                         size_t whylen) {
+    char reason[RCONN_HOST_MAX + 128] = "";
     if (why != NULL && whylen > 0) why[0] = '\0';
-    if (c == NULL || master == NULL || slot >= LOCK_CLUSTER_SLOTS) return LOCK_ERR_INVALID;
+    if (c == NULL || master == NULL || slot >= RCONN_CLUSTER_SLOTS) return RCONN_ERR_INVALID;
     if (pthread_mutex_lock(&c->mu) != 0) {
         if (why != NULL) snprintf(why, whylen, "cannot lock the slot map");
-        return LOCK_ERR_BACKEND;
+        return RCONN_ERR_UNAVAILABLE;
     }
-    int due = lock_now_ms() - c->tried_ms >= LOCK_CLUSTER_REFRESH_MS;
+    int due = rconn_now_ms() - c->tried_ms >= RCONN_CLUSTER_REFRESH_MS;
     int fetched = 0;
     if (c->map == NULL || (c->stale && due)) {
         (void)fetch(c, reason, sizeof reason); /* a failure keeps the old map */
         fetched = 1;
     }
-    const lock__cluster_node *n = c->map != NULL ? lock__slotmap_node(c->map, slot) : NULL;
+    const rconn__cluster_node *n = c->map != NULL ? rconn__slotmap_node(c->map, slot) : NULL;
     if (n == NULL && c->map != NULL && !fetched && due) { /* perhaps assigned since */
-        if (fetch(c, reason, sizeof reason) == 0) n = lock__slotmap_node(c->map, slot);
+        if (fetch(c, reason, sizeof reason) == 0) n = rconn__slotmap_node(c->map, slot);
     }
-    int rc = LOCK_ERR_BACKEND;
+    int rc = RCONN_ERR_UNAVAILABLE;
     if (n != NULL) {
         memset(master, 0, sizeof *master);
         snprintf(master->host, sizeof master->host, "%s", n->host);
         master->port = n->port;
         memcpy(master->user, c->addr.user, sizeof master->user);
         memcpy(master->pass, c->addr.pass, sizeof master->pass);
-        rc = LOCK_OK;
+        rc = RCONN_OK;
     } else if (why != NULL) {
         if (c->map == NULL)
             snprintf(why, whylen, "no slot map: %s", reason);
@@ -522,26 +514,29 @@ int lock_cluster_master(lock_cluster *c, unsigned slot, lock_redis_addr *master,
     return rc;
 }
 
-/* Writes one slot of each master serving any into slots[0..max) (see lock.h). Returns how
- * many, or -1 with a sentence in why. */
-int lock_cluster_master_slots(lock_cluster *c, unsigned *slots, size_t max, char *why,
-                              size_t whylen) {
-    char reason[LOCK_HOST_MAX + 128] = "no slot map";
+/* Writes into slots[0..max) one slot of each master that serves any now (the lowest it
+ * serves), fetching the map first as rconn_cluster_master() does, so that a caller can reach
+ * every master (a health check) through rconn_cluster_master(). Returns how many (at most
+ * max), or -1 with a sentence in why (may be NULL) when no map can be had or for NULL
+ * arguments. */
+int rconn_cluster_master_slots(rconn_cluster *c, unsigned *slots, size_t max, char *why,
+                               size_t whylen) {
+    char reason[RCONN_HOST_MAX + 128] = "no slot map";
     if (why != NULL && whylen > 0) why[0] = '\0';
     if (c == NULL || slots == NULL) return -1;
     if (pthread_mutex_lock(&c->mu) != 0) {
         if (why != NULL) snprintf(why, whylen, "cannot lock the slot map");
         return -1;
     }
-    int due = lock_now_ms() - c->tried_ms >= LOCK_CLUSTER_REFRESH_MS;
+    int due = rconn_now_ms() - c->tried_ms >= RCONN_CLUSTER_REFRESH_MS;
     if (c->map == NULL || (c->stale && due)) (void)fetch(c, reason, sizeof reason);
     int n = -1;
     if (c->map != NULL) {
-        uint8_t seen[LOCK__CLUSTER_NODES_MAX] = {0};
+        uint8_t seen[RCONN__CLUSTER_NODES_MAX] = {0};
         n = 0;
-        for (unsigned s = 0; s < LOCK_CLUSTER_SLOTS && (size_t)n < max; s++) {
+        for (unsigned s = 0; s < RCONN_CLUSTER_SLOTS && (size_t)n < max; s++) {
             uint8_t k = c->map->slot_node[s];
-            if (k == LOCK__SLOT_NONE || seen[k]) continue;
+            if (k == RCONN__SLOT_NONE || seen[k]) continue;
             seen[k] = 1;
             slots[n++] = s;
         }
@@ -552,28 +547,34 @@ int lock_cluster_master_slots(lock_cluster *c, unsigned *slots, size_t max, char
     return n;
 }
 
-/* Reports a redirect (see lock.h). This function can't fail. */
-void lock_cluster_redirected(lock_cluster *c, const lock_cluster_redirect *r) {
+/* Reports that a reply was the redirect *r (its host already resolved by the caller when it
+ * came ""): a MOVED updates slot's master at once and makes the map stale (fetched again by
+ * a later rconn_cluster_master(), at most once per RCONN_CLUSTER_REFRESH_MS, so a burst of
+ * redirects during a reshard costs one fetch); an ASK is only counted. This function can't
+ * fail. */
+void rconn_cluster_redirected(rconn_cluster *c, const rconn_cluster_redirect *r) {
     if (c == NULL || r == NULL || pthread_mutex_lock(&c->mu) != 0) return;
     if (r->ask) {
         c->stats.ask++;
     } else {
         c->stats.moved++;
-        if (c->map != NULL) (void)lock__slotmap_set(c->map, r->slot, r->host, r->port);
+        if (c->map != NULL) (void)rconn__slotmap_set(c->map, r->slot, r->host, r->port);
         c->stale = 1;
     }
     pthread_mutex_unlock(&c->mu);
 }
 
-/* Marks c's map stale (see lock.h). This function can't fail. */
-void lock_cluster_stale(lock_cluster *c) {
+/* Reports that a connection to a master failed, or a node answered -CLUSTERDOWN: the map may
+ * be stale (a failover); it is fetched again on a later rconn_cluster_master(), rate-limited
+ * as above. This function can't fail. */
+void rconn_cluster_stale(rconn_cluster *c) {
     if (c == NULL || pthread_mutex_lock(&c->mu) != 0) return;
     c->stale = 1;
     pthread_mutex_unlock(&c->mu);
 }
 
 /* Copies c's counters into *out (zeroes for a NULL c). This function can't fail. */
-void lock_cluster_stats_get(lock_cluster *c, lock_cluster_stats *out) {
+void rconn_cluster_stats_get(rconn_cluster *c, rconn_cluster_stats *out) {
     if (out == NULL) return;
     memset(out, 0, sizeof *out);
     if (c == NULL || pthread_mutex_lock(&c->mu) != 0) return;
@@ -581,8 +582,8 @@ void lock_cluster_stats_get(lock_cluster *c, lock_cluster_stats *out) {
     pthread_mutex_unlock(&c->mu);
 }
 
-/* Frees c and its map. lock_cluster_free(NULL) is a no-op. This function can't fail. */
-void lock_cluster_free(lock_cluster *c) {
+/* Frees c and its map. rconn_cluster_free(NULL) is a no-op. This function can't fail. */
+void rconn_cluster_free(rconn_cluster *c) {
     if (c == NULL) return;
     pthread_mutex_destroy(&c->mu);
     free(c->map);

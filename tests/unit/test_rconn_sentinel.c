@@ -1,4 +1,4 @@
-/* test_lock_sentinel.c - the pure part of lock_sentinel.c: what the Sentinels' answers say a
+/* test_rconn_sentinel.c - the pure part of rconn_sentinel.c: what the Sentinels' answers say a
  * write must reach to survive a failover, and which of their events are steps of one.
  *
  * Replies are made by hand (tests/helpers/reply.h) in the shapes Redis 7's Sentinel gives
@@ -8,11 +8,11 @@
 
 #include "tests/helpers/cmocka_all.h"
 
-#include "lock/lock.h"
-#include "lock/lock_impl.h"
+#include "rconn/rconn.h"
+#include "rconn/rconn_impl.h"
 #include "tests/helpers/reply.h"
 
-typedef struct lock__sentinel_answer answer;
+typedef struct rconn__sentinel_answer answer;
 
 /* SENTINEL MASTER of a master at 10.0.0.1:port, with flags and epoch. */
 static redisReply *master_rep(int port, const char *flags, const char *epoch) {
@@ -51,7 +51,7 @@ static void test_parse_master_flags_and_epoch(void **state) {
         redisReply *r = master_rep(6379, cases[i].flags, "7");
         answer a;
         memset(&a, 0, sizeof a);
-        assert_int_equal(lock__sentinel_parse_master(r, &a), 0);
+        assert_int_equal(rconn__sentinel_parse_master(r, &a), 0);
         assert_string_equal(a.host, "10.0.0.1");
         assert_int_equal(a.port, 6379);
         assert_int_equal(a.epoch, 7);
@@ -63,13 +63,13 @@ static void test_parse_master_flags_and_epoch(void **state) {
     /* no address, a bad host, not an array */
     redisReply *r = th_rep_map(1, "port", "6379");
     answer a;
-    assert_int_equal(lock__sentinel_parse_master(r, &a), -1);
+    assert_int_equal(rconn__sentinel_parse_master(r, &a), -1);
     freeReplyObject(r);
     r = th_rep_map(2, "ip", "10.0.0.1 x", "port", "6379");
-    assert_int_equal(lock__sentinel_parse_master(r, &a), -1);
+    assert_int_equal(rconn__sentinel_parse_master(r, &a), -1);
     freeReplyObject(r);
     r = th_rep_nil();
-    assert_int_equal(lock__sentinel_parse_master(r, &a), -1);
+    assert_int_equal(rconn__sentinel_parse_master(r, &a), -1);
     freeReplyObject(r);
 }
 
@@ -88,7 +88,7 @@ static void test_parse_replicas_promotable_by_sentinels_rules(void **state) {
         {"slave", "slave", "100", "5000", "0", "10.0.0.1", 1, 0},
         {"slave", "slave", "100", "300", "10001", "10.0.0.1", 0, 0}, /* link down > 10 periods */
         {"slave", "slave", "100", "300", "10000", "10.0.0.1", 1, 0},
-        {"slave", "slave", "100", "300", "0", "?", 0, 0}, /* no INFO from it yet: not promoted */
+        {"slave", "slave", "100", "300", "0", "?", 0, 0},  /* no INFO from it yet: not promoted */
         {"slave", "master", "100", "300", "0", "?", 1, 1}, /* being promoted, or demoted */
         {"slave,promoted", "master", "100", "300", "0", "?", 1, 1},
     };
@@ -98,13 +98,12 @@ static void test_parse_replicas_promotable_by_sentinels_rules(void **state) {
     assert_non_null(list->element);
     list->elements = n;
     for (size_t i = 0; i < n; i++)
-        list->element[i] = replica_rep(7000 + (int)i, cases[i].flags, cases[i].role,
-                                       cases[i].prio, cases[i].ping, cases[i].link_down,
-                                       cases[i].master_host);
+        list->element[i] = replica_rep(7000 + (int)i, cases[i].flags, cases[i].role, cases[i].prio,
+                                       cases[i].ping, cases[i].link_down, cases[i].master_host);
     answer a;
     memset(&a, 0, sizeof a);
     a.down_after_ms = 1000;
-    assert_int_equal(lock__sentinel_parse_replicas(list, &a), 0);
+    assert_int_equal(rconn__sentinel_parse_replicas(list, &a), 0);
     assert_int_equal(a.have_replicas, 1);
     assert_int_equal(a.nreplicas, n);
     for (size_t i = 0; i < n; i++) {
@@ -116,13 +115,13 @@ static void test_parse_replicas_promotable_by_sentinels_rules(void **state) {
     freeReplyObject(list);
     /* an error reply: no list */
     redisReply *e = th_rep_new(REDIS_REPLY_ERROR);
-    assert_int_equal(lock__sentinel_parse_replicas(e, &a), -1);
+    assert_int_equal(rconn__sentinel_parse_replicas(e, &a), -1);
     assert_int_equal(a.have_replicas, 0);
     freeReplyObject(e);
 }
 
 static void add_replica(answer *a, int port, int promotable, int role_master) {
-    struct lock__sentinel_replica *r = &a->replicas[a->nreplicas++];
+    struct rconn__sentinel_replica *r = &a->replicas[a->nreplicas++];
     snprintf(r->host, sizeof r->host, "10.0.0.2");
     r->port = port;
     r->promotable = promotable;
@@ -151,35 +150,35 @@ static void test_promotable_union_over_sentinels(void **state) {
      * master's */
     set_master(&as[2], 6380);
     add_replica(&as[2], 7003, 1, 0);
-    assert_int_equal(lock__sentinel_promotable(as, 3, 0, NULL, 0, &k), 0);
+    assert_int_equal(rconn__sentinel_promotable(as, 3, 0, NULL, 0, &k), 0);
     assert_int_equal(k, 2);
-    assert_int_equal(lock__sentinel_promotable(as, 3, 2, NULL, 0, &k), 0);
+    assert_int_equal(rconn__sentinel_promotable(as, 3, 2, NULL, 0, &k), 0);
     assert_int_equal(k, 1);
     /* every Sentinel sees 7002 down: not counted */
     as[1].replicas[1].promotable = 0;
-    assert_int_equal(lock__sentinel_promotable(as, 2, 0, NULL, 0, &k), 0);
+    assert_int_equal(rconn__sentinel_promotable(as, 2, 0, NULL, 0, &k), 0);
     assert_int_equal(k, 1);
     /* no answer for the master listed its replicas */
     as[0].have_replicas = as[1].have_replicas = 0;
-    assert_int_equal(lock__sentinel_promotable(as, 3, 0, NULL, 0, &k), -1);
+    assert_int_equal(rconn__sentinel_promotable(as, 3, 0, NULL, 0, &k), -1);
     assert_int_equal(k, 0);
 }
 
 static void test_promotable_former_master_left_out_only_while_it_reports_master(void **state) {
     (void)state;
     static answer as[1];
-    struct lock__sentinel_addr demoted = {"10.0.0.2", 7000};
+    struct rconn__sentinel_addr demoted = {"10.0.0.2", 7000};
     unsigned k = 0;
     set_master(&as[0], 6379);
     add_replica(&as[0], 7000, 1, 1); /* the former master, not yet turned into a replica */
     add_replica(&as[0], 7001, 1, 0);
     add_replica(&as[0], 7002, 1, 1); /* reports master and was never ours: being promoted */
-    assert_int_equal(lock__sentinel_promotable(as, 1, 0, &demoted, 1, &k), 0);
+    assert_int_equal(rconn__sentinel_promotable(as, 1, 0, &demoted, 1, &k), 0);
     assert_int_equal(k, 2);
-    assert_int_equal(lock__sentinel_promotable(as, 1, 0, NULL, 0, &k), 0);
+    assert_int_equal(rconn__sentinel_promotable(as, 1, 0, NULL, 0, &k), 0);
     assert_int_equal(k, 3);
     as[0].replicas[0].role_master = 0; /* now a replica: WAIT can reach it, it counts */
-    assert_int_equal(lock__sentinel_promotable(as, 1, 0, &demoted, 1, &k), 0);
+    assert_int_equal(rconn__sentinel_promotable(as, 1, 0, &demoted, 1, &k), 0);
     assert_int_equal(k, 3);
 }
 
@@ -211,11 +210,10 @@ static void test_event_judged(void **state) {
         {"+sdown", "sentinel 10.0.0.9:26379 10.0.0.9 26379 @ mymaster 10.0.0.1 6379", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int got = lock__sentinel_event("mymaster", cases[i].channel, cases[i].msg,
-                                       strlen(cases[i].msg));
+        int got =
+            rconn__sentinel_event("mymaster", cases[i].channel, cases[i].msg, strlen(cases[i].msg));
         if (got != cases[i].want)
-            fail_msg("%s \"%s\": %d, want %d", cases[i].channel, cases[i].msg, got,
-                     cases[i].want);
+            fail_msg("%s \"%s\": %d, want %d", cases[i].channel, cases[i].msg, got, cases[i].want);
     }
 }
 
