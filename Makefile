@@ -79,9 +79,12 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(REAL_CPPFLAGS) $(REAL_CFLAGS) -c $< -o $@
 
+# An archive is made anew (rm first): `ar rcs` keeps the members of files that
+# were renamed or removed since, and a stale member can win the link.
 define module_rule
 $(BUILD)/lib$(1).a: $(call lib_objs,$(1))
 	@mkdir -p $$(dir $$@)
+	@rm -f $$@
 	$$(AR) rcs $$@ $$^
 endef
 $(foreach m,$(MODULES),$(eval $(call module_rule,$(m))))
@@ -96,6 +99,7 @@ $(BIN)/market-%: $(BUILD)/tools/market_%.o $(LIBS_ALL)
 
 $(LOAD_LIB): $(LOAD_OBJS)
 	@mkdir -p $(dir $@)
+	@rm -f $@
 	$(AR) rcs $@ $^
 
 $(BIN)/market-load: $(BUILD)/tools/load/main.o $(LOAD_LIB) $(LIBS_ALL)
