@@ -329,7 +329,7 @@ static const struct {
     {"market_purchases_total", "Purchases asked for.", offsetof(market_stats, purchases)},
     {"market_purchases_committed_total", "Purchases committed.",
      offsetof(market_stats, purchased)},
-    {"market_batches_total", "Batches of purchases served (market and item strategies).",
+    {"market_batches_total", "Batches of purchases served.",
      offsetof(market_stats, batches)},
     {"market_sale_buys_total", "Buys from flash sales asked for.",
      offsetof(market_stats, sale_buys)},
