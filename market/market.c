@@ -329,25 +329,27 @@ static int listing_guarded(market_conn *c, struct listing_op *op, const market_i
 
 static int list_attempt(market_conn *c, const market__held *held, void *ud) {
     struct listing_op *op = ud;
-    market__cmd own[4];
-    redisReply *rep[MARKET__PIPE_MAX] = {0};
-    size_t nrep, io;
-    market__cmd_set(&own[0], 3, "SISMEMBER", op->k_inv, op->item);
-    market__cmd_set(&own[1], 3, "HGET", op->k_stacks, op->item);
-    market__cmd_set(&own[2], 3, "ZSCORE", op->realm.market, op->member);
-    market__cmd_set(&own[3], 3, "HGET", op->realm.units, op->member);
-    int rc = market__single_read(c, held, &op->s, op->k_inv, NULL, own, 4, rep, &nrep, &io);
-    if (nrep == 0) {
+    market__buf rd = {0};
+    market__single_read_begin(&op->s, held, op->k_inv, NULL, &rd);
+    size_t io = rd.n;
+    market__rd_holds(&rd, op->k_inv, op->item);
+    market__rd_units(&rd, op->k_stacks, op->item);
+    market__rd_listing(&rd, &op->realm, op->member);
+    int rc = market__single_read(c, held, &op->s, &rd);
+    if (rc != MARKET_OK || op->s.replayed) {
+        market__buf_free(&rd);
         if (op->s.replayed && rc == MARKET_OK) op->res->quantity = op->s.stored_b;
         if (op->s.replayed && rc == MARKET_ERR_NOT_HELD) op->res->held = op->s.stored_a;
         if (op->s.replayed && rc == MARKET_ERR_PRICE_CHANGED) op->res->price = op->s.stored_a;
         return rc;
     }
+    redisReply **rep = rd.rep;
     int unique = rep[io]->type == REDIS_REPLY_INTEGER ? rep[io]->integer == 1 : -1;
     int64_t stacked = market__reply_units(rep[io + 1]);
     int64_t listed = market__reply_price(rep[io + 2]);
     int64_t listed_units = market__reply_units(rep[io + 3]);
-    market__replies_free(rep, nrep);
+    market__replies_free(rep, rd.n);
+    market__buf_free(&rd);
     int stack = 0;
     rc = unique < 0 ? MARKET_ERR_STORE
                     : market__list_rule(unique, stacked, op->quantity, listed, listed_units,
@@ -386,20 +388,24 @@ static int list_attempt(market_conn *c, const market__held *held, void *ud) {
 
 static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
     struct listing_op *op = ud;
-    market__cmd own[2];
-    redisReply *rep[MARKET__PIPE_MAX] = {0};
-    size_t nrep, io;
-    market__cmd_set(&own[0], 3, "ZSCORE", op->realm.market, op->member);
-    market__cmd_set(&own[1], 3, "HGET", op->realm.units, op->member);
-    int rc = market__single_read(c, held, &op->s, op->k_inv, NULL, own, 2, rep, &nrep, &io);
-    if (nrep == 0) return rc;
+    market__buf rd = {0};
+    market__single_read_begin(&op->s, held, op->k_inv, NULL, &rd);
+    size_t io = rd.n;
+    market__rd_listing(&rd, &op->realm, op->member);
+    int rc = market__single_read(c, held, &op->s, &rd);
+    if (rc != MARKET_OK) {
+        market__buf_free(&rd);
+        return rc;
+    }
+    redisReply **rep = rd.rep;
     int64_t units = market__reply_units(rep[io + 1]); /* 0: a unique item */
     if (rep[io]->type == REDIS_REPLY_NIL)
         rc = MARKET_ERR_NOT_LISTED;
     else if (rep[io]->type != REDIS_REPLY_STRING ||
              market__parse_price(rep[io]->str, rep[io]->len, &op->price) < 0 || units < 0)
         rc = MARKET_ERR_STORE;
-    market__replies_free(rep, nrep);
+    market__replies_free(rep, rd.n);
+    market__buf_free(&rd);
     if (rc < 0) return market__unwatch_later(c, rc);
     op->quantity = units ? units : 1;
 

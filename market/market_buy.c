@@ -308,16 +308,16 @@ static int lapsed(const lock_handle *h, size_t n) {
 static int buy_attempt(market_conn *c, const market__held *held, void *ud) {
     struct buy *b = ud;
     static const market__held none;
-    market__cmd own[2];
-    redisReply *rep[MARKET__PIPE_MAX] = {0};
-    size_t nrep, io, n_own = 0;
-    if (!b->fixed) /* ZRANGE idx:{r}:item:<item> 1 <hi> BYSCORE LIMIT 0 <scan> WITHSCORES */
-        market__cmd_set(&own[n_own++], 9, "ZRANGE", b->k_index, "1", b->hi, "BYSCORE", "LIMIT",
-                        "0", b->scan, "WITHSCORES");
-    market__cmd_set(&own[n_own++], 3, "HGET", b->k_buyer, MARKET__FIELD_FUNDS);
-    int rc = market__single_read(c, b->fixed ? &none : held, &b->s, b->k_buyer, b->k_stacks,
-                                 own, n_own, rep, &nrep, &io);
-    if (nrep == 0) {
+    const market__held *seen = b->fixed ? &none : held;
+    market__buf rd = {0};
+    market__single_read_begin(&b->s, seen, b->k_buyer, b->k_stacks, &rd);
+    size_t io = rd.n;
+    if (!b->fixed) market__rd_cheapest(&rd, b->k_index, b->hi, b->scan);
+    size_t i_funds = rd.n;
+    market__rd_funds(&rd, b->k_buyer);
+    int rc = market__single_read(c, seen, &b->s, &rd);
+    if (rc != MARKET_OK || b->s.replayed) {
+        market__buf_free(&rd);
         if (b->s.replayed) {
             b->res->replayed = 1;
             if (rc == MARKET_OK) {
@@ -331,9 +331,10 @@ static int buy_attempt(market_conn *c, const market__held *held, void *ud) {
         }
         return rc;
     }
-    if (!b->fixed) rc = offers_from_index(c, b, rep[io]);
-    b->buyer_party = market__reply_party(rep[io + n_own - 1]);
-    market__replies_free(rep, nrep);
+    if (!b->fixed) rc = offers_from_index(c, b, rd.rep[io]);
+    b->buyer_party = market__reply_party(rd.rep[i_funds]);
+    market__replies_free(rd.rep, rd.n);
+    market__buf_free(&rd);
     if (rc == MARKET_OK) rc = offers_read(c, b->fixed ? held : &none, b);
     if (rc < 0) return market__unwatch_later(c, rc);
     rc = decide(b);

@@ -354,6 +354,9 @@ void market__rd_watch_begin(market__buf *b) { market__buf_begin(b, "WATCH", NULL
 /* Opens a read of string keys: idempotency records, fencing records (keys, then end). */
 void market__rd_records_begin(market__buf *b) { market__buf_begin(b, "MGET", NULL); }
 
+/* One idempotency record. */
+void market__rd_record(market__buf *b, const char *k_idem) { market__buf_cmd(b, 2, "GET", k_idem); }
+
 /* Opens a read of listings' prices (members, then end). */
 void market__rd_prices_begin(market__buf *b, const market__realm *r) {
     market__buf_begin(b, "ZMSCORE", r->market);
@@ -386,4 +389,28 @@ void market__rd_sale(market__buf *b, const char *sale_key) {
 /* Opens a read of the units players bought of a sale (players, then end). */
 void market__rd_bought_begin(market__buf *b, const char *bought_key) {
     market__buf_begin(b, "HMGET", bought_key);
+}
+
+/* Whether a player holds a unique item. */
+void market__rd_holds(market__buf *b, const char *inventory_key, const char *item) {
+    market__buf_cmd(b, 3, "SISMEMBER", inventory_key, item);
+}
+
+/* A player's units of a stackable item. */
+void market__rd_units(market__buf *b, const char *stacks_key, const char *item) {
+    market__buf_cmd(b, 3, "HGET", stacks_key, item);
+}
+
+/* A listing's price, and its units (a stack's; nil for a unique item). */
+void market__rd_listing(market__buf *b, const market__realm *r, const char *member) {
+    market__buf_cmd(b, 3, "ZSCORE", r->market, member);
+    market__buf_cmd(b, 3, "HGET", r->units, member);
+}
+
+/* An item's cheapest listings at or under hi (an index's range by score,
+ * with scores), at most scan of them. */
+void market__rd_cheapest(market__buf *b, const char *index_key, const char *hi,
+                         const char *scan) {
+    const char *argv[] = {"ZRANGE", index_key, "1", hi, "BYSCORE", "LIMIT", "0", scan, "WITHSCORES"};
+    market__buf_cmdv(b, (int)(sizeof argv / sizeof *argv), argv);
 }

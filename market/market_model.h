@@ -79,6 +79,7 @@ void market__fx_change(market__buf *b, const market__realm *r, int listed, const
 void market__rd_claim(market__buf *b, const char *k_idem, const char *claim, const char *ttl_ms);
 void market__rd_watch_begin(market__buf *b);
 void market__rd_records_begin(market__buf *b);
+void market__rd_record(market__buf *b, const char *k_idem);
 void market__rd_prices_begin(market__buf *b, const market__realm *r);
 void market__rd_listing_units_begin(market__buf *b, const market__realm *r);
 void market__rd_funds(market__buf *b, const char *user_key);
@@ -87,5 +88,10 @@ extern const char *const market__sale_fields[MARKET__SALE_FIELDS];
 void market__rd_time(market__buf *b);
 void market__rd_sale(market__buf *b, const char *sale_key);
 void market__rd_bought_begin(market__buf *b, const char *bought_key);
+void market__rd_holds(market__buf *b, const char *inventory_key, const char *item);
+void market__rd_units(market__buf *b, const char *stacks_key, const char *item);
+void market__rd_listing(market__buf *b, const market__realm *r, const char *member);
+void market__rd_cheapest(market__buf *b, const char *index_key, const char *hi,
+                         const char *scan);
 
 #endif /* GM_MARKET_MARKET_MODEL_H */

@@ -254,18 +254,6 @@ int market__held_lost(const market__held *held, const redisReply *mget) {
     return 0;
 }
 
-/* Appends the fencing parts of an attempt: to w, the "<lock>:fenced" keys to
- * watch (the lock keys are in w already: strategy_guard()); to cmd, the
- * MGET of market__held_read() (cmd->argc 0 when nothing is held). */
-static void fence_read(const market__held *held, struct market__watchset *w, market__cmd *cmd) {
-    cmd->argc = 0;
-    if (held->n == 0) return;
-    for (size_t i = 0; i < held->n; i++)
-        w->keys[w->n++] = held->fenced[i];
-    cmd->argc = (int)market__held_read(held, cmd->argv);
-    for (int i = 0; i < cmd->argc; i++)
-        cmd->len[i] = strlen(cmd->argv[i]);
-}
 
 /* Appends our fence into the fencing record of every lease held. */
 void market__held_fences(const market__held *held, market__buf *w) {
@@ -298,18 +286,6 @@ int market__commit_buf(market_conn *c, market__buf *w, redisReply **exec) {
 
 /* ---- watching and the lock a strategy takes ---- */
 
-/* The WATCH command for keys a, b (b may be NULL) and everything in w. */
-static void watch_cmd(market__cmd *cmd, const char *a, const char *b,
-                      const struct market__watchset *w) {
-    cmd->argc = 0;
-    cmd->argv[cmd->argc++] = "WATCH";
-    cmd->argv[cmd->argc++] = a;
-    if (b) cmd->argv[cmd->argc++] = b;
-    for (size_t i = 0; i < w->n; i++)
-        cmd->argv[cmd->argc++] = w->keys[i];
-    for (int i = 0; i < cmd->argc; i++)
-        cmd->len[i] = strlen(cmd->argv[i]);
-}
 
 /* Sets *lock_key to the lock an operation on listing member of realm r
  * takes under the market's strategy (NULL: none; an item lock is written
@@ -355,51 +331,59 @@ int market__single_init(struct market__single *s, const char *realm, const char 
     return MARKET_OK;
 }
 
-/* Reads under WATCH for one attempt: [SET claim NX PX], WATCH a, b (may be
- * NULL) and s->watch, own[0..n_own), [the leases' MGET], [GET of the
- * record]. The claim goes before the WATCH, so our own claim does not abort
- * our commit, while anyone else's write of the record after it does.
- * Returns MARKET_OK with rep[0..*nrep) filled and own's replies from
- * rep[*i_own] when the attempt should decide. When the read settles it, it
- * returns that outcome with nothing left to free (*nrep = 0): ERR_STORE,
+/* Begins in r (emptied) the read of one attempt: [SET claim NX PX], then
+ * WATCH a, b (may be NULL), s->watch, the leases' fencing records and the
+ * record. The claim goes before the WATCH, so our own claim does not abort
+ * our commit, while anyone else's write of the record after it does. The
+ * caller appends its own reads, then calls market__single_read(). */
+void market__single_read_begin(struct market__single *s, const market__held *held,
+                               const char *a, const char *b, market__buf *r) {
+    market__buf_reset(r);
+    if (s->idem) {
+        market__idem_claim_ttl(s->claim_ttl, sizeof s->claim_ttl, s->deadline_ms);
+        market__rd_claim(r, s->k_idem, s->claim, s->claim_ttl);
+    }
+    market__rd_watch_begin(r);
+    market__buf_arg(r, a);
+    if (b) market__buf_arg(r, b);
+    for (size_t i = 0; i < s->watch.n; i++) market__buf_arg(r, s->watch.keys[i]);
+    for (size_t i = 0; i < held->n; i++) market__buf_arg(r, held->fenced[i]);
+    if (s->idem) market__buf_arg(r, s->k_idem);
+    market__buf_end(r, 0);
+}
+
+/* Ends the read begun in r (market__single_read_begin, and the caller's
+ * reads after it): [the leases' MGET], [GET of the record], and sends it.
+ * Returns MARKET_OK with r->rep[0..r->n) filled (the caller's replies
+ * follow the WATCH's) when the attempt should decide. When the read settles
+ * it, it returns that outcome with nothing left to free: ERR_STORE,
  * ERR_LEASE_LOST (see market__held_lost), a stored outcome (MARKET_OK or a
  * refusal, with s->replayed set), ERR_IN_PROGRESS, ERR_IDEM_MISMATCH, or
  * ERR_BUSY when the deadline has passed (nothing is decided after it). */
 int market__single_read(market_conn *c, const market__held *held, struct market__single *s,
-                        const char *a, const char *b, const market__cmd *own, size_t n_own,
-                        redisReply **rep, size_t *nrep, size_t *i_own) {
-    market__cmd rd[MARKET__PIPE_MAX];
-    struct market__watchset w = s->watch;
-    size_t n = 0, i_fence = 0, i_idem = 0, i_claim = 0;
-    *nrep = 0;
-    if (s->idem) {
-        market__idem_claim_ttl(s->claim_ttl, sizeof s->claim_ttl, s->deadline_ms);
-        market__cmd_set(&rd[i_claim = n++], 6, "SET", s->k_idem, s->claim, "NX", "PX",
-                        s->claim_ttl);
+                        market__buf *r) {
+    size_t i_claim = 0, i_watch = s->idem ? 1 : 0, i_fence = 0, i_idem = 0;
+    if (held->n) {
+        i_fence = r->n;
+        market__held_read_buf(held, r);
     }
-    size_t i_watch = n++;
-    *i_own = n;
-    memcpy(&rd[n], own, n_own * sizeof *own);
-    n += n_own;
-    if (held->n) fence_read(held, &w, &rd[i_fence = n++]);
     if (s->idem) {
-        w.keys[w.n++] = s->k_idem;
-        market__cmd_set(&rd[i_idem = n++], 2, "GET", s->k_idem);
+        i_idem = r->n;
+        market__rd_record(r, s->k_idem);
     }
-    watch_cmd(&rd[i_watch], a, b, &w);
-    int rc = market__pipeline(c, rd, n, rep);
+    int rc = market__pipeline_buf(c, r);
     if (rc < 0) return rc;
     int judged = MARKET__IDEM_FREE;
     if (s->idem)
-        judged = market__idem_judge(rep[i_idem], s->idem, s->token, &s->stored_rc, &s->stored_a,
+        judged = market__idem_judge(r->rep[i_idem], s->idem, s->token, &s->stored_rc, &s->stored_a,
                                     &s->stored_b, s->stored_trade);
-    const redisReply *err = market__reply_error(rep, n);
-    if (rep[i_watch]->type != REDIS_REPLY_STATUS ||
-        (s->idem && rep[i_claim]->type == REDIS_REPLY_ERROR))
-        rc = market__fail_reply(c, "read refused", err ? err : rep[i_watch]);
+    const redisReply *err = market__reply_error(r->rep, r->n);
+    if (r->rep[i_watch]->type != REDIS_REPLY_STATUS ||
+        (s->idem && r->rep[i_claim]->type == REDIS_REPLY_ERROR))
+        rc = market__fail_reply(c, "read refused", err ? err : r->rep[i_watch]);
     else if (judged == MARKET_ERR_STORE)
         rc = market__fail(c, "idempotency record %s is unreadable", s->k_idem);
-    else if (held->n && market__held_lost(held, rep[i_fence]))
+    else if (held->n && market__held_lost(held, r->rep[i_fence]))
         rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
     else if (judged == MARKET__IDEM_DONE)
         s->replayed = 1, rc = s->stored_rc;
@@ -407,11 +391,9 @@ int market__single_read(market_conn *c, const market__held *held, struct market_
         rc = judged; /* ERR_IN_PROGRESS, ERR_IDEM_MISMATCH */
     else if (rconn_now_ms() >= s->deadline_ms)
         rc = MARKET_ERR_BUSY;
-    else {
-        *nrep = n;
+    else
         return MARKET_OK;
-    }
-    market__replies_free(rep, n);
+    market__replies_free(r->rep, r->n);
     rc = market__unwatch_later(c, rc);
     if (s->replayed) { /* its commit may have been answered not_replicated */
         const char *k = s->k_idem;

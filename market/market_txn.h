@@ -80,9 +80,10 @@ void market__stall(uint32_t ms);
 /* one operation at a time */
 int market__single_init(struct market__single *s, const char *realm, const char *player,
                         const market_idem *idem, int64_t deadline_ms);
+void market__single_read_begin(struct market__single *s, const market__held *held,
+                               const char *a, const char *b, market__buf *r);
 int market__single_read(market_conn *c, const market__held *held, struct market__single *s,
-                        const char *a, const char *b, const market__cmd *own, size_t n_own,
-                        redisReply **rep, size_t *nrep, size_t *i_own);
+                        market__buf *r);
 void market__single_record(struct market__single *s, int rc, int64_t a, int64_t b,
                            market__buf *w);
 int market__single_refuse(market_conn *c, const market__held *held, struct market__single *s,
