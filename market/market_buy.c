@@ -105,83 +105,61 @@ static int offers_from_index(market_conn *c, struct buy *b, const redisReply *z)
  * the store, the keys, watched too. Returns MARKET_OK, or ERR_STORE,
  * ERR_LEASE_LOST, ERR_NOMEM. */
 static int offers_read(market_conn *c, const market__held *held, struct buy *b) {
-    size_t n = b->n, nc = 0, nh = held->n * 2;
-    const char **watch = malloc((1 + n + nh) * sizeof *watch);
-    const char **fences = malloc((1 + nh) * sizeof *fences);
-    const char **zms = malloc((2 + n) * sizeof *zms);
-    const char **hm = malloc((2 + n) * sizeof *hm);
-    const char *(*hget)[3] = malloc((n ? n : 1) * sizeof *hget);
-    int argc[4 + SCAN];
-    const char **argv[4 + SCAN];
-    redisReply *rep[4 + SCAN] = {0};
-    int rc = MARKET_ERR_NOMEM;
-    if (!watch || !fences || !zms || !hm || !hget) goto out;
+    size_t n = b->n;
     b->available = 0;
-    rc = MARKET_OK;
-    if (n == 0 && held->n == 0) goto out; /* nothing listed at that price, no lease to check */
-    size_t kw = 0;
-    watch[kw++] = "WATCH";
+    if (n == 0 && held->n == 0) return MARKET_OK; /* nothing listed at that price, no lease */
+    market__buf rd = {0};
+    market__rd_watch_begin(&rd);
     for (size_t i = 0; i < held->n; i++) {
-        watch[kw++] = held->fenced[i];
-        if (held->tokens) watch[kw++] = held->key[i];
+        market__buf_arg(&rd, held->fenced[i]);
+        if (held->tokens) market__buf_arg(&rd, held->key[i]);
     }
-    zms[0] = "ZMSCORE";
-    zms[1] = b->realm.market;
-    hm[0] = "HMGET";
-    hm[1] = b->realm.units;
-    for (size_t i = 0; i < n; i++) {
-        watch[kw++] = b->o[i].k_seller;
-        zms[2 + i] = b->o[i].member;
-        hm[2 + i] = b->o[i].member;
-        hget[i][0] = "HGET";
-        hget[i][1] = b->o[i].k_seller;
-        hget[i][2] = MARKET__FIELD_FUNDS;
-    }
-    argv[nc] = watch, argc[nc++] = (int)kw;
-    argv[nc] = fences, argc[nc++] = (int)market__held_read(held, fences);
+    for (size_t i = 0; i < n; i++) market__buf_arg(&rd, b->o[i].k_seller);
+    market__buf_end(&rd, 0);
+    size_t i_fence = rd.n, i_z = 0, i_u = 0, i_funds;
+    if (held->n) market__held_read_buf(held, &rd);
     if (n) { /* ZMSCORE and HMGET of no member are errors */
-        argv[nc] = zms, argc[nc++] = (int)(2 + n);
-        argv[nc] = hm, argc[nc++] = (int)(2 + n);
+        i_z = rd.n;
+        market__rd_prices_begin(&rd, &b->realm);
+        for (size_t i = 0; i < n; i++) market__buf_arg(&rd, b->o[i].member);
+        market__buf_end(&rd, 0);
+        i_u = rd.n;
+        market__rd_listing_units_begin(&rd, &b->realm);
+        for (size_t i = 0; i < n; i++) market__buf_arg(&rd, b->o[i].member);
+        market__buf_end(&rd, 0);
     }
-    for (size_t i = 0; i < n; i++) argv[nc] = hget[i], argc[nc++] = 3;
-    size_t first = 0;
-    if (held->n == 0) first = 1, argv[1] = argv[0], argc[1] = argc[0]; /* no MGET: from 1 */
-    if ((rc = market__pipeline_argv(c, nc - first, argc + first,
-                                    (const char **const *)argv + first, rep + first)) < 0)
-        goto out;
-    const redisReply *z = n ? rep[2] : NULL, *u = n ? rep[3] : NULL;
-    if (rep[first]->type != REDIS_REPLY_STATUS ||
+    i_funds = rd.n;
+    for (size_t i = 0; i < n; i++) market__rd_funds(&rd, b->o[i].k_seller);
+    int rc = market__pipeline_buf(c, &rd);
+    if (rc < 0) {
+        market__buf_free(&rd);
+        return rc;
+    }
+    redisReply **rep = rd.rep;
+    const redisReply *z = n ? rep[i_z] : NULL, *u = n ? rep[i_u] : NULL;
+    if (rep[0]->type != REDIS_REPLY_STATUS ||
         (n && (z->type != REDIS_REPLY_ARRAY || z->elements != n || u->type != REDIS_REPLY_ARRAY ||
                u->elements != n))) {
-        const redisReply *e = market__reply_error(rep + first, nc - first);
-        rc = market__fail_reply(c, "read refused", e ? e : rep[first]);
-        goto out;
-    }
-    if (held->n && market__held_lost(held, rep[1])) {
+        const redisReply *e = market__reply_error(rep, rd.n);
+        rc = market__fail_reply(c, "read refused", e ? e : rep[0]);
+    } else if (held->n && market__held_lost(held, rep[i_fence])) {
         rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
-        goto out;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; rc == MARKET_OK && i < n; i++) {
         int64_t price = market__reply_price(z->element[i]);
         struct offer *o = &b->o[i];
         o->stack = u->element[i]->type != REDIS_REPLY_NIL;
         int64_t units = o->stack ? market__reply_units(u->element[i]) : price > 0;
         if (price == MARKET__PRICE_UNREADABLE || units < 0) {
             rc = market__fail(c, "listing %s is unreadable", o->member);
-            goto out;
+            break;
         }
         b->off[i].price = price > 0 ? price : INT64_MAX; /* gone: never at or under the price */
         b->off[i].units = price > 0 ? units : 0;
-        b->party[i] = market__reply_party(rep[4 + i]);
+        b->party[i] = market__reply_party(rep[i_funds + i]);
     }
-    rc = MARKET_OK;
-out:
-    market__replies_free(rep, nc);
-    free(watch);
-    free(fences);
-    free(zms);
-    free(hm);
-    free(hget);
+    market__replies_free(rep, rd.n);
+    market__buf_free(&rd);
     return rc;
 }
 
@@ -358,15 +336,17 @@ static int buy_attempt(market_conn *c, const market__held *held, void *ud) {
  * Returns MARKET_OK or ERR_STORE, ERR_NOMEM. */
 static int choose(market_conn *c, struct buy *b) {
     static const market__held none;
-    market__cmd cmd;
-    redisReply *z = NULL;
-    market__cmd_set(&cmd, 9, "ZRANGE", b->k_index, "1", b->hi, "BYSCORE", "LIMIT", "0", b->scan,
-                    "WITHSCORES");
-    int rc = market__pipeline(c, &cmd, 1, &z);
-    if (rc < 0) return rc;
+    market__buf rd = {0};
+    market__rd_cheapest(&rd, b->k_index, b->hi, b->scan);
+    int rc = market__pipeline_buf(c, &rd);
+    if (rc < 0) {
+        market__buf_free(&rd);
+        return rc;
+    }
     b->fixed = 0;
-    rc = offers_from_index(c, b, z);
-    freeReplyObject(z);
+    rc = offers_from_index(c, b, rd.rep[0]);
+    market__replies_free(rd.rep, rd.n);
+    market__buf_free(&rd);
     if (rc == MARKET_OK) rc = offers_read(c, &none, b);
     market__unwatch_later(c, rc); /* offers_read watched: nothing is committed here */
     if (rc < 0) return rc;
