@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "market/market_listing.h"
 #include "market/market_purchase.h"
 #include "market/market_sale.h"
 #include "market/market_trade.h"
@@ -285,146 +286,6 @@ const char *market_strategy_name(enum market_strategy s) {
 
 /* ---- list and unlist ---- */
 
-struct listing_op {
-    const char *realm_id, *seller, *item;
-    int64_t price;    /* list: the asking price; unlist: the price it had */
-    int64_t quantity; /* list: the units asked (0: not given); unlist: the units it had */
-    market_list_result *res; /* list */
-    char k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX];
-    char member[MARKET__MEMBER_MAX];
-    market__realm realm;
-    struct market__single s;
-};
-
-/* Commits w (market__commit_buf), frees it and EXEC's reply, and returns
- * the commit's outcome. */
-static int commit_free(market_conn *c, market__buf *w) {
-    redisReply *exec = NULL;
-    int rc = market__commit_buf(c, w, &exec);
-    if (exec) freeReplyObject(exec);
-    market__buf_free(w);
-    return rc;
-}
-
-/* Runs a list or unlist attempt under the market's strategy; idem may be
- * NULL (unlist: always). */
-static int listing_guarded(market_conn *c, struct listing_op *op, const market_idem *idem,
-                           market__attempt fn) {
-    int64_t deadline = rconn_now_ms() + c->m->cfg.acquire_timeout_ms;
-    market__realm_init(&op->realm, op->realm_id);
-    market__key_inventory(op->k_inv, op->realm_id, op->seller);
-    market__key_stacks(op->k_stacks, op->realm_id, op->seller);
-    snprintf(op->member, sizeof op->member, "%s.%s", op->item, op->seller);
-    char keybuf[MARKET__LOCK_KEY_MAX];
-    const char *lock_key;
-    int rc = market__single_init(&op->s, op->realm_id, op->seller, idem, deadline);
-    market__strategy_guard(c->m, &op->realm, op->member, keybuf, &op->s.watch, &lock_key);
-    op->s.watch.keys[op->s.watch.n++] = op->k_stacks; /* read, as the inventory */
-    if (c->m->cfg.strategy != MARKET_STRATEGY_ITEM) /* a listing's units, as its price */
-        op->s.watch.keys[op->s.watch.n++] = op->realm.units;
-    if (rc == MARKET_OK) rc = market__route(c, op->realm_id);
-    if (rc == MARKET_OK) rc = market__guarded(c, lock_key, deadline, fn, op);
-    return rc;
-}
-
-static int list_attempt(market_conn *c, const market__held *held, void *ud) {
-    struct listing_op *op = ud;
-    market__buf rd = {0};
-    market__single_read_begin(&op->s, held, op->k_inv, NULL, &rd);
-    size_t io = rd.n;
-    market__rd_holds(&rd, op->k_inv, op->item);
-    market__rd_units(&rd, op->k_stacks, op->item);
-    market__rd_listing(&rd, &op->realm, op->member);
-    int rc = market__single_read(c, held, &op->s, &rd);
-    if (rc != MARKET_OK || op->s.replayed) {
-        market__buf_free(&rd);
-        if (op->s.replayed && rc == MARKET_OK) op->res->quantity = op->s.stored_b;
-        if (op->s.replayed && rc == MARKET_ERR_NOT_HELD) op->res->held = op->s.stored_a;
-        if (op->s.replayed && rc == MARKET_ERR_PRICE_CHANGED) op->res->price = op->s.stored_a;
-        return rc;
-    }
-    redisReply **rep = rd.rep;
-    int unique = rep[io]->type == REDIS_REPLY_INTEGER ? rep[io]->integer == 1 : -1;
-    int64_t stacked = market__reply_units(rep[io + 1]);
-    int64_t listed = market__reply_price(rep[io + 2]);
-    int64_t listed_units = market__reply_units(rep[io + 3]);
-    market__replies_free(rep, rd.n);
-    market__buf_free(&rd);
-    int stack = 0;
-    rc = unique < 0 ? MARKET_ERR_STORE
-                    : market__list_rule(unique, stacked, op->quantity, listed, listed_units,
-                                        op->price, &stack);
-    int64_t q = op->quantity > 0 ? op->quantity : 1;
-    if (rc == MARKET_ERR_NOT_HELD) op->res->held = stacked;
-    if (rc == MARKET_ERR_PRICE_CHANGED) op->res->price = listed;
-    if (rc < 0)
-        return market__single_refuse(c, held, &op->s, rc,
-                                     rc == MARKET_ERR_NOT_HELD        ? stacked
-                                     : rc == MARKET_ERR_PRICE_CHANGED ? listed
-                                                                      : 0);
-    op->res->quantity = stack ? listed_units + q : 1;
-
-    market__buf w = {0};
-    market__idx_entry ix;
-    market__idx_entry_init(&ix, op->realm_id, op->item, op->seller, op->price);
-    market__fx_multi(&w);
-    if (!stack)
-        market__fx_item_out(&w, op->k_inv, op->item);
-    else if (stacked == q)
-        market__fx_units_gone(&w, op->k_stacks, op->item);
-    else
-        market__fx_units(&w, op->k_stacks, op->item, -q);
-    if (stack) market__fx_listing_units(&w, &op->realm, op->member, q);
-    if (listed <= 0) { /* a new listing: the market and the indexes */
-        market__fx_list(&w, &op->realm, op->member, op->price);
-        market__fx_idx_add(&w, &ix);
-    }
-    market__held_fences(held, &w);
-    market__single_record(&op->s, MARKET_OK, op->price, op->res->quantity, &w);
-    market__fx_change(&w, &op->realm, 1, op->seller, op->item, op->price, op->res->quantity);
-    market__fx_exec(&w);
-    return commit_free(c, &w);
-}
-
-static int unlist_attempt(market_conn *c, const market__held *held, void *ud) {
-    struct listing_op *op = ud;
-    market__buf rd = {0};
-    market__single_read_begin(&op->s, held, op->k_inv, NULL, &rd);
-    size_t io = rd.n;
-    market__rd_listing(&rd, &op->realm, op->member);
-    int rc = market__single_read(c, held, &op->s, &rd);
-    if (rc != MARKET_OK) {
-        market__buf_free(&rd);
-        return rc;
-    }
-    redisReply **rep = rd.rep;
-    int64_t units = market__reply_units(rep[io + 1]); /* 0: a unique item */
-    if (rep[io]->type == REDIS_REPLY_NIL)
-        rc = MARKET_ERR_NOT_LISTED;
-    else if (rep[io]->type != REDIS_REPLY_STRING ||
-             market__parse_price(rep[io]->str, rep[io]->len, &op->price) < 0 || units < 0)
-        rc = MARKET_ERR_STORE;
-    market__replies_free(rep, rd.n);
-    market__buf_free(&rd);
-    if (rc < 0) return market__unwatch_later(c, rc);
-    op->quantity = units ? units : 1;
-
-    market__buf w = {0};
-    market__idx_entry ix;
-    market__idx_entry_init(&ix, op->realm_id, op->item, op->seller, op->price);
-    market__fx_multi(&w);
-    market__fx_delist(&w, &op->realm, op->member, units != 0);
-    if (units)
-        market__fx_units(&w, op->k_stacks, op->item, units);
-    else
-        market__fx_item_in(&w, op->k_inv, op->item);
-    market__held_fences(held, &w);
-    market__fx_idx_remove(&w, &ix);
-    market__fx_change(&w, &op->realm, 0, op->seller, op->item, op->price, op->quantity);
-    market__fx_exec(&w);
-    return commit_free(c, &w);
-}
-
 /* Moves item from seller's inventory to realm's market at price. Returns
  * MARKET_OK or ERR_INVALID, ERR_NOT_HELD (the seller does not hold it),
  * ERR_BUSY, ERR_STORE, ERR_LEASE_LOST, ERR_CONFLICT, ERR_NOMEM. */
@@ -460,10 +321,7 @@ int market_list_units(market_conn *c, const char *realm, const char *seller, con
     if (!c || !market__listing_args_ok(realm, seller, item, price, idem) || quantity < 0 ||
         quantity > MARKET_QUANTITY_MAX)
         return MARKET_ERR_INVALID;
-    struct listing_op op = {realm, seller, item, price, quantity, res};
-    int rc = listing_guarded(c, &op, idem, list_attempt);
-    res->replayed = op.s.replayed;
-    return rc;
+    return market__list(c, realm, seller, item, quantity, price, idem, res);
 }
 
 /* Moves item, listed by seller on realm's market, back to the seller's inventory and stores the
@@ -481,11 +339,7 @@ int market_unlist_units(market_conn *c, const char *realm, const char *seller, c
                         int64_t *price, int64_t *units) {
     if (!c || !market_id_valid(realm) || !market_id_valid(seller) || !market_id_valid(item))
         return MARKET_ERR_INVALID;
-    struct listing_op op = {realm, seller, item, 0, 0, NULL};
-    int rc = listing_guarded(c, &op, NULL, unlist_attempt);
-    if (rc == MARKET_OK && price) *price = op.price;
-    if (rc == MARKET_OK && units) *units = op.quantity;
-    return rc;
+    return market__unlist(c, realm, seller, item, price, units);
 }
 
 /* ---- reading ---- */

@@ -126,6 +126,17 @@ void market__cbatch_lock_key(market__cbatch *cb, const char *key) {
     cb->n_locks++;
 }
 
+/* The policy of the market's lock strategy, for the kinds whose orders lock
+ * as a realm's purchases do: the realm's market lock (market), each
+ * listing's and buyer's locks (item), none (optimistic). */
+int market__strategy_policy(const market *m) {
+    switch (m->cfg.strategy) {
+    case MARKET_STRATEGY_ITEM: return MARKET__POLICY_EACH;
+    case MARKET_STRATEGY_OPTIMISTIC: return MARKET__POLICY_NONE;
+    default: return MARKET__POLICY_HOLD;
+    }
+}
+
 /* ---- the locks ---- */
 
 /* How long one worker keeps a lock across batches while orders keep
@@ -271,6 +282,7 @@ static int run_each(market_conn *c, struct market__lane *ln, market__cbatch *cb)
     if (early) k->read_recv(c, cb, rc == MARKET_OK);
     if (rc != MARKET_OK) return rc;
     if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
+    hd.tokens = !early && m->lock_in_store; /* read after the locks: it can check them */
     for (size_t i = 0; i < cb->n_locks; i++)
         market__held_set(&hd, i, cb->lock_keys[i], &cb->lock_h[i]);
     rc = market__attempts(c, cb->lock_h, &hd, batch_attempt, cb);

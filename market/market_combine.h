@@ -92,7 +92,8 @@ int market__waiter_init(market__waiter *w, market__combiner *q);
 int market__combine_wait(market__waiter *w, market_queued *o, int rc);
 void market__combine_wake(market__waiter *w);
 
-/* for the kinds' prepare */
+/* for the kinds */
+int market__strategy_policy(const market *m);
 int market__cbatch_token(market__cbatch *cb);
 void market__cbatch_lock(market__cbatch *cb, const char *kind, const char *id);
 void market__cbatch_lock_key(market__cbatch *cb, const char *key);

@@ -583,14 +583,6 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
 
 /* ---- the kind's ops (market_combine.h) ---- */
 
-static int policy(const market *m) {
-    switch (m->cfg.strategy) {
-    case MARKET_STRATEGY_ITEM: return MARKET__POLICY_EACH;
-    case MARKET_STRATEGY_OPTIMISTIC: return MARKET__POLICY_NONE;
-    default: return MARKET__POLICY_HOLD;
-    }
-}
-
 static void *state_new(void) {
     struct market__batch *b = malloc(sizeof *b);
     if (b) {
@@ -720,7 +712,7 @@ static void answer(market *m, market_queued *q) {
 static const struct market__kind purchase_kind = {
     .name = "purchase",
     .slot = 0,
-    .policy = policy,
+    .policy = market__strategy_policy,
     .state_new = state_new,
     .state_free = state_free,
     .prepare = prepare,

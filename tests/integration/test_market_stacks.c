@@ -316,6 +316,77 @@ static void test_64_buyers_race_for_units(void **state) {
     assert_int_equal(sum, 50);
 }
 
+/* One of the threads of test_listers_and_buyers_race: the seller lists and
+ * unlists its potions while buyers buy them, all at once. */
+struct churn {
+    market *m;
+    int seller; /* 1: list and unlist C's potions; 0: buy them */
+    pthread_barrier_t *start;
+    int ok, refused, failed;
+};
+
+static void *churn_run(void *arg) {
+    struct churn *ch = arg;
+    int err;
+    market_conn *c = market_conn_new(ch->m, &err);
+    pthread_barrier_wait(ch->start);
+    for (int k = 0; k < 40; k++) {
+        int rc;
+        if (ch->seller && k % 3 == 2) {
+            int64_t price, units;
+            rc = market_unlist_units(c, REALM, "C", "potion", &price, &units);
+            if (rc == MARKET_OK && (price != 25 || units < 1)) rc = MARKET_ERR_STORE;
+        } else if (ch->seller) {
+            market_list_result lr;
+            rc = market_list_units(c, REALM, "C", "potion", 1 + k % 4, 25, NULL, &lr);
+        } else {
+            market_purchase_result res;
+            rc = market_purchase_units(c, REALM, "D", "C", "potion", 1, -1, NULL, &res);
+        }
+        if (rc == MARKET_OK)
+            ch->ok++;
+        else if (rc == MARKET_ERR_NOT_HELD || rc == MARKET_ERR_NOT_LISTED ||
+                 rc == MARKET_ERR_NOT_ENOUGH)
+            ch->refused++;
+        else
+            ch->failed++;
+    }
+    market_conn_free(c);
+    return NULL;
+}
+
+/* Lists, unlists and purchases of one stack, from four threads at once, so
+ * that they share batches: each is decided as if they ran one at a time.
+ * Every potion stays in exactly one place, the listing is on the market
+ * exactly when it holds units, and the buyer paid for what it holds. */
+static void test_listers_and_buyers_race(void **state) {
+    struct fx *f = *state;
+    enum { N = 4 };
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, N);
+    struct churn ch[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        ch[i] = (struct churn){.m = f->m, .seller = i < 2, .start = &start};
+        assert_int_equal(pthread_create(&t[i], NULL, churn_run, &ch[i]), 0);
+    }
+    for (int i = 0; i < N; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&start);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(ch[i].failed, 0);
+        assert_int_equal(ch[i].ok + ch[i].refused, 40);
+    }
+    assert_potions(50);
+    long long listed = listed_units("potion.C");
+    redisReply *z = redis_cmd("ZSCORE market:{main} potion.C");
+    assert_int_equal(z->type == REDIS_REPLY_STRING, listed > 0);
+    freeReplyObject(z);
+    long long bought = stack_of("D", "potion");
+    assert_int_equal(funds_of(f->c, "D"), 100000000 - 25 * bought);
+    assert_int_equal(funds_of(f->c, "C"), 25 * bought);
+    assert_int_equal(redis_num("XLEN trades:{main}"), bought);
+}
+
 /* Sellers C (20 at 25), F (10 at 22), G (30 at 31) and B's own (5 at 20). */
 static void seed_commodity(market_conn *c) {
     market_world *w = market_world_new();
@@ -532,6 +603,7 @@ int main(void) {
         T(test_unlist_units_back_to_the_stack),
         T(test_idem_units),
         T(test_64_buyers_race_for_units),
+        T(test_listers_and_buyers_race),
         T(test_buy_cheapest_across_sellers),
         T(test_buyers_without_seller_race),
         T(test_idem_refusal_over_many_listings),

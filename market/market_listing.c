@@ -1,0 +1,389 @@
+/* market_listing.c - the listing kind: list and unlist orders of a realm,
+ * served in batches by the combiner (market_combine.c) on the purchases'
+ * lanes, so that a realm's lists, unlists and purchases are served in the
+ * order they came.
+ *
+ * DESIGN
+ * A batch's locks are the realm's market lock (market strategy, kept from
+ * one batch to the next, as the purchases' batches keep it), every
+ * listing's lock (item strategy), or none (optimistic). An attempt
+ *   1. reads in one pipeline, after the list orders' idempotency claims:
+ *      WATCH of the market (not under the item strategy, whose listing
+ *      locks guard their listings), the locks and their fencing records,
+ *      the records and each seller's inventory and stacks; then for every
+ *      order whether the seller holds the item, its units, and the seller's
+ *      listing of it (price and units); the fencing records; the records;
+ *   2. decides in queue order against an in-memory copy of what was read,
+ *      per seller and item (market__list_rule for a list; an unlist takes
+ *      the listing back), exactly as if they ran one at a time;
+ *   3. commits in one MULTI/EXEC: our fences, each order's moves (the
+ *      seller's item or units, the listing, its index entries, an entry in
+ *      the realm's feed of changes) and the list orders' records.
+ */
+#include "market/market_listing.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "market/market_combine.h"
+#include "market/market_idem.h"
+#include "market/market_trade.h"
+
+enum { OP_LIST, OP_UNLIST };
+
+/* A list or unlist order (the one-request API waits for it). */
+struct listing_order {
+    market_queued q;
+    int op;
+    const char *realm, *seller, *item;
+    int64_t price;    /* list: the asking price; unlist: the price it had */
+    int64_t quantity; /* list: the units asked (0: not given); unlist: the units it had */
+    const market_idem *idem; /* list only */
+    market_list_result res;  /* list */
+    int rc, replayed;
+    char why[MARKET_WHY_MAX];
+    char trade_id[MARKET_TRADE_ID_MAX + 1]; /* none: a listing makes no trade */
+    market__waiter *w;
+};
+
+/* The kind's state on a lane: a batch of one realm's list and unlist
+ * orders, and what its attempt reads and decides. */
+struct listing_batch {
+    market__cbatch *cb;
+    struct listing_order *req[MARKET__BATCH_MAX];
+    size_t n;
+    market__realm realm;
+    const char *token;
+    market__idem_set idem;
+    char member[MARKET__BATCH_MAX][MARKET__MEMBER_MAX];
+    char k_inv[MARKET__BATCH_MAX][MARKET__KEY_MAX];
+    char k_stacks[MARKET__BATCH_MAX][MARKET__KEY_MAX];
+    size_t first[MARKET__BATCH_MAX]; /* the first order of the same seller and item */
+    /* on a seller and item's first order: as read, then as the batch decides */
+    int unique[MARKET__BATCH_MAX];        /* holds the unique item (-1: unreadable) */
+    int64_t stacked[MARKET__BATCH_MAX];   /* units held (-1: unreadable) */
+    int64_t listed[MARKET__BATCH_MAX];    /* its listing's price (MARKET__NOT_LISTED) */
+    int64_t listed_units[MARKET__BATCH_MAX]; /* its listing's units (0: a unique item) */
+    /* per order decided, what its commit moves */
+    int stack[MARKET__BATCH_MAX];            /* list: units (1) or the unique item */
+    int64_t stacked_before[MARKET__BATCH_MAX], listed_before[MARKET__BATCH_MAX];
+    market__idx_entry ix[MARKET__BATCH_MAX];
+    int64_t now_ms;
+    size_t i_own, i_fence, i_idem;
+    market__buf rb, wb; /* the read and the commit (market_model.h) */
+};
+
+/* ---- one attempt ---- */
+
+/* Names what the batch reads and locks: the realm's market lock, or each
+ * listing's lock (item strategy), or none. */
+static int prepare(market_conn *c, market__cbatch *cb) {
+    struct listing_batch *b = cb->ks;
+    b->cb = cb;
+    b->n = cb->n_open;
+    market__realm_init(&b->realm, cb->realm);
+    int need_token = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        b->req[i] = cb->req[i]->order;
+        need_token |= b->req[i]->idem != NULL;
+    }
+    if (need_token && market__cbatch_token(cb) < 0) return MARKET_ERR_STORE;
+    b->token = cb->token;
+    market__idem_set_begin(&b->idem, b->n);
+    for (size_t i = 0; i < b->n; i++) {
+        struct listing_order *o = b->req[i];
+        market__join(b->member[i], sizeof b->member[i], o->item, ".", o->seller,
+                     (const char *)NULL);
+        market__key_inventory(b->k_inv[i], b->realm.id, o->seller);
+        market__key_stacks(b->k_stacks[i], b->realm.id, o->seller);
+        o->q.k_idem = market__idem_set_key(&b->idem, i, b->realm.id, o->seller, o->idem, b->token);
+        b->first[i] = i;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(b->member[j], b->member[i]) == 0) {
+                b->first[i] = j;
+                break;
+            }
+        if (cb->policy == MARKET__POLICY_EACH) market__cbatch_lock(cb, "item", b->member[i]);
+    }
+    if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
+    (void)c;
+    return MARKET_OK;
+}
+
+/* Builds the read (see DESIGN, step 1) into b->rb. */
+static void read_build(const market *m, const market__held *held, struct listing_batch *b) {
+    market__buf *r = &b->rb;
+    market__buf_reset(r);
+    market__idem_set_claims(&b->idem, b->cb->req, r);
+    market__rd_watch_begin(r);
+    if (m->cfg.strategy != MARKET_STRATEGY_ITEM) { /* a listing's units, as its price */
+        market__buf_arg(r, b->realm.market);
+        market__buf_arg(r, b->realm.units);
+    }
+    for (size_t i = 0; i < held->n; i++) {
+        market__buf_arg(r, held->key[i]);
+        market__buf_arg(r, held->fenced[i]);
+    }
+    market__idem_set_watch(&b->idem, r);
+    for (size_t i = 0; i < b->n; i++) {
+        market__buf_arg(r, b->k_inv[i]);
+        market__buf_arg(r, b->k_stacks[i]);
+    }
+    market__buf_end(r, 0);
+    b->i_own = r->n;
+    for (size_t i = 0; i < b->n; i++) {
+        market__rd_holds(r, b->k_inv[i], b->req[i]->item);
+        market__rd_units(r, b->k_stacks[i], b->req[i]->item);
+        market__rd_listing(r, &b->realm, b->member[i]);
+    }
+    b->i_fence = r->n;
+    if (held->n) market__held_read_buf(held, r);
+    b->i_idem = r->n;
+    market__idem_set_read(&b->idem, r);
+}
+
+/* Reads what the batch decides on. Returns MARKET_OK, or the error of the
+ * whole batch (the read refused, a lease lost). */
+static int batch_read(market_conn *c, const market__held *held, market__cbatch *cb) {
+    struct listing_batch *b = cb->ks;
+    b->now_ms = cb->now_ms;
+    read_build(c->m, held, b);
+    int rc = market__pipeline_buf(c, &b->rb);
+    if (rc < 0) return rc;
+    redisReply **rep = b->rb.rep;
+    size_t w = b->i_own - 1; /* the WATCH: after the claims */
+    const redisReply *err = market__reply_error(rep, w); /* a claim refused */
+    if (rep[w]->type != REDIS_REPLY_STATUS || err)
+        rc = market__fail_reply(c, "read refused", err ? err : rep[w]);
+    else if (held->n && market__held_lost(held, rep[b->i_fence]))
+        rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
+    else if (market__idem_set_judge(&b->idem, b->idem.n_keyed ? rep[b->i_idem] : NULL,
+                                    b->token) < 0)
+        rc = market__fail_reply(c, "reading idempotency records", rep[b->i_idem]);
+    for (size_t i = 0; rc == MARKET_OK && i < b->n; i++) {
+        if (b->first[i] != i) continue;
+        redisReply **o = rep + b->i_own + 4 * i;
+        b->unique[i] = o[0]->type == REDIS_REPLY_INTEGER ? o[0]->integer == 1 : -1;
+        b->stacked[i] = market__reply_units(o[1]);
+        b->listed[i] = market__reply_price(o[2]);
+        b->listed_units[i] = market__reply_units(o[3]);
+    }
+    market__replies_free(rep, b->rb.n);
+    return rc;
+}
+
+/* Decides list order i against its seller and item's state f. */
+static void decide_list(struct listing_batch *b, size_t i, size_t f) {
+    struct listing_order *o = b->req[i];
+    int64_t q = o->quantity > 0 ? o->quantity : 1;
+    int stack = 0;
+    o->rc = b->unique[f] < 0 ? MARKET_ERR_STORE
+                             : market__list_rule(b->unique[f], b->stacked[f], o->quantity,
+                                                 b->listed[f], b->listed_units[f], o->price,
+                                                 &stack);
+    int64_t a = 0;
+    if (o->rc == MARKET_ERR_NOT_HELD) a = o->res.held = b->stacked[f];
+    if (o->rc == MARKET_ERR_PRICE_CHANGED) a = o->res.price = b->listed[f];
+    if (o->rc == MARKET_OK) {
+        b->stack[i] = stack;
+        b->stacked_before[i] = b->stacked[f];
+        b->listed_before[i] = b->listed[f];
+        o->res.quantity = stack ? b->listed_units[f] + q : 1;
+        if (stack) {
+            b->stacked[f] -= q;
+            b->listed_units[f] += q;
+        } else {
+            b->unique[f] = 0;
+        }
+        b->listed[f] = o->price;
+        a = o->price;
+    }
+    market__idem_set_decided(&b->idem, i, o->rc, a, o->rc == MARKET_OK ? o->res.quantity : 0);
+}
+
+/* Decides unlist order i against its seller and item's state f. */
+static void decide_unlist(struct listing_batch *b, size_t i, size_t f) {
+    struct listing_order *o = b->req[i];
+    if (b->listed[f] == MARKET__NOT_LISTED)
+        o->rc = MARKET_ERR_NOT_LISTED;
+    else if (b->listed[f] < 0 || b->listed_units[f] < 0)
+        o->rc = MARKET_ERR_STORE;
+    else
+        o->rc = MARKET_OK;
+    market__idem_set_decided(&b->idem, i, o->rc, 0, 0);
+    if (o->rc != MARKET_OK) return;
+    o->price = b->listed[f];
+    o->quantity = b->listed_units[f] ? b->listed_units[f] : 1;
+    b->stack[i] = b->listed_units[f] != 0;
+    if (b->stack[i])
+        b->stacked[f] = (b->stacked[f] > 0 ? b->stacked[f] : 0) + b->listed_units[f];
+    else
+        b->unique[f] = 1;
+    b->listed[f] = MARKET__NOT_LISTED;
+    b->listed_units[f] = 0;
+}
+
+/* Answers list order o with outcome v, settled by its idempotency key. */
+static void replay(struct listing_order *o, const market__outcome *v) {
+    o->rc = v->rc;
+    o->res.replayed = o->replayed = v->replayed;
+    if (!v->replayed) return;
+    if (v->rc == MARKET_OK) o->res.quantity = v->b;
+    if (v->rc == MARKET_ERR_NOT_HELD) o->res.held = v->a;
+    if (v->rc == MARKET_ERR_PRICE_CHANGED) o->res.price = v->a;
+}
+
+/* Decides every order in queue order; returns how many write something. */
+static size_t batch_decide(market__cbatch *cb) {
+    struct listing_batch *b = cb->ks;
+    size_t writes = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        struct listing_order *o = b->req[i];
+        o->res = (market_list_result){0};
+        o->replayed = 0;
+        market__outcome v;
+        if (market__idem_set_settle(&b->idem, i, &v)) {
+            replay(o, &v);
+            continue;
+        }
+        if (b->now_ms >= o->q.deadline_ms) {
+            o->rc = MARKET_ERR_BUSY;
+            market__idem_set_decided(&b->idem, i, o->rc, 0, 0);
+            continue;
+        }
+        if (o->op == OP_LIST)
+            decide_list(b, i, b->first[i]);
+        else
+            decide_unlist(b, i, b->first[i]);
+        writes += o->rc == MARKET_OK || market__idem_set_recorded(&b->idem, i);
+    }
+    return writes;
+}
+
+/* Appends what order i, decided MARKET_OK, moves. */
+static void commit_order(struct listing_batch *b, size_t i, market__buf *w) {
+    struct listing_order *o = b->req[i];
+    market__idx_entry_init(&b->ix[i], b->realm.id, o->item, o->seller, o->price);
+    if (o->op == OP_UNLIST) {
+        market__fx_delist(w, &b->realm, b->member[i], b->stack[i]);
+        if (b->stack[i])
+            market__fx_units(w, b->k_stacks[i], o->item, o->quantity);
+        else
+            market__fx_item_in(w, b->k_inv[i], o->item);
+        market__fx_idx_remove(w, &b->ix[i]);
+        market__fx_change(w, &b->realm, 0, o->seller, o->item, o->price, o->quantity);
+        return;
+    }
+    int64_t q = o->quantity > 0 ? o->quantity : 1;
+    if (!b->stack[i])
+        market__fx_item_out(w, b->k_inv[i], o->item);
+    else if (b->stacked_before[i] == q)
+        market__fx_units_gone(w, b->k_stacks[i], o->item);
+    else
+        market__fx_units(w, b->k_stacks[i], o->item, -q);
+    if (b->stack[i]) market__fx_listing_units(w, &b->realm, b->member[i], q);
+    if (b->listed_before[i] <= 0) { /* a new listing: the market and the indexes */
+        market__fx_list(w, &b->realm, b->member[i], o->price);
+        market__fx_idx_add(w, &b->ix[i]);
+    }
+    market__fx_change(w, &b->realm, 1, o->seller, o->item, o->price, o->res.quantity);
+}
+
+/* The commit (see DESIGN, step 3). */
+static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
+    struct listing_batch *b = cb->ks;
+    market__buf *w = &b->wb;
+    market__buf_reset(w);
+    market__fx_multi(w);
+    market__held_fences(held, w);
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->req[i]->rc == MARKET_OK && !b->req[i]->replayed) commit_order(b, i, w);
+        if (market__idem_set_recorded(&b->idem, i)) market__idem_set_record(&b->idem, i, w);
+    }
+    market__fx_exec(w);
+    int rc = market__pipeline_buf(c, w);
+    if (rc < 0) return rc;
+    c->unwatch = 0; /* EXEC ends every WATCH */
+    rc = market__trades_commit_reply(c, w->rep, w->n, 0, 0, NULL, 0);
+    market__replies_free(w->rep, w->n);
+    return rc;
+}
+
+/* ---- the kind's ops (market_combine.h) ---- */
+
+static void *state_new(void) {
+    struct listing_batch *b = malloc(sizeof *b);
+    if (b) b->rb = b->wb = (market__buf){0};
+    return b;
+}
+
+static void state_free(void *ks) {
+    struct listing_batch *b = ks;
+    market__buf_free(&b->rb);
+    market__buf_free(&b->wb);
+    free(b);
+}
+
+static void reset(market_queued *q) {
+    struct listing_order *o = q->order;
+    o->res = (market_list_result){0};
+}
+
+static void answer(market *m, market_queued *q) {
+    struct listing_order *o = q->order;
+    (void)m;
+    o->res.replayed = o->replayed;
+    market__combine_wake(o->w);
+}
+
+/* Listing and taking back: a unique item, or units of a stackable good. */
+static const struct market__kind listing_kind = {
+    .name = "listing",
+    .slot = 2,
+    .policy = market__strategy_policy,
+    .state_new = state_new,
+    .state_free = state_free,
+    .prepare = prepare,
+    .read = batch_read,
+    .decide = batch_decide,
+    .commit = batch_commit,
+    .reset = reset,
+    .answer = answer,
+};
+
+/* Queues order o on the purchases' lanes and waits for its outcome. */
+static int order_run(market_conn *c, struct listing_order *o) {
+    market *m = c->m;
+    market__waiter w;
+    o->w = &w;
+    o->q = (market_queued){.kind = &listing_kind, .order = o, .realm = o->realm, .group = "",
+                           .rc = &o->rc, .why = o->why, .replayed = &o->replayed,
+                           .trade_id = o->trade_id};
+    int rc = market__waiter_init(&w, m->queue);
+    if (rc == MARKET_OK) rc = market__combine_submit(m->queue, &o->q);
+    rc = market__combine_wait(&w, rc == MARKET_OK ? &o->q : NULL, rc);
+    if (MARKET_ERR_HAS_REASON(rc)) snprintf(c->errstr, sizeof c->errstr, "%s", o->why);
+    return rc;
+}
+
+/* Lists (see market_list_units()); arguments already checked. */
+int market__list(market_conn *c, const char *realm, const char *seller, const char *item,
+                 int64_t quantity, int64_t price, const market_idem *idem,
+                 market_list_result *res) {
+    struct listing_order o = {.op = OP_LIST, .realm = realm, .seller = seller, .item = item,
+                              .price = price, .quantity = quantity, .idem = idem};
+    int rc = order_run(c, &o);
+    *res = o.res;
+    return rc;
+}
+
+/* Unlists (see market_unlist_units()); arguments already checked. */
+int market__unlist(market_conn *c, const char *realm, const char *seller, const char *item,
+                   int64_t *price, int64_t *units) {
+    struct listing_order o = {.op = OP_UNLIST, .realm = realm, .seller = seller, .item = item};
+    int rc = order_run(c, &o);
+    if (rc == MARKET_OK && price) *price = o.price;
+    if (rc == MARKET_OK && units) *units = o.quantity;
+    return rc;
+}

@@ -1,0 +1,16 @@
+/* market_listing.h - the listing kind (market_listing.c): list and unlist
+ * orders, queued on the market's purchase combiner (m->queue) and served in
+ * batches of one realm by market_combine.c. It calls the combiner, the
+ * idempotency, transaction and store layers, nothing above. */
+#ifndef GM_MARKET_MARKET_LISTING_H
+#define GM_MARKET_MARKET_LISTING_H
+
+#include "market/market_txn.h"
+
+int market__list(market_conn *c, const char *realm, const char *seller, const char *item,
+                 int64_t quantity, int64_t price, const market_idem *idem,
+                 market_list_result *res);
+int market__unlist(market_conn *c, const char *realm, const char *seller, const char *item,
+                   int64_t *price, int64_t *units);
+
+#endif /* GM_MARKET_MARKET_LISTING_H */
