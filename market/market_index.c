@@ -1,7 +1,7 @@
 /* market_index.c - the search indexes of a realm's market: their key names, the entry
  * each listing has in each, a page's cursor, and the plan of a search (which zset, which
  * prices, where after the cursor). Pure: no Redis I/O. The writes that keep the indexes
- * (market.c, market_purchase.c, market_buy.c, market_world.c, market_reindex.c) name their
+ * (market_api.c, market_purchase.c, market_buy.c, market_world.c, market_reindex.c) name their
  * entries here; market_search.c and market_audit.c read them.
  *
  * DESIGN

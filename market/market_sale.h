@@ -2,7 +2,7 @@
  * read, and the buys of a sale served in batches by the sale workers, one
  * guarded decrement per batch. Its state is its own (struct
  * market__sale_queue); it calls the transaction, trade and store layers,
- * nothing above. market.c creates and stops its queue with the market. */
+ * nothing above. market_api.c creates and stops its queue with the market. */
 #ifndef GM_MARKET_MARKET_SALE_H
 #define GM_MARKET_MARKET_SALE_H
 

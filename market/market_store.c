@@ -4,7 +4,7 @@
  *
  * The lowest layer of market/ that does I/O (market_store.h). It knows
  * Redis, not the market's rules: the layers above build the commands
- * (market_txn.c, market_purchase.c, market.c, market_bulk.c and the tools'
+ * (market_txn.c, market_purchase.c, market_api.c, market_bulk.c and the tools'
  * files over it) and judge what comes back.
  *
  * Two things every layer above gets without asking:
@@ -64,6 +64,38 @@
 #include <time.h>
 
 #define REDIRECT_PAUSE_MAX_MS 25 /* the longest pause before a migrating slot is tried again */
+
+/* ---- a connection ---- */
+
+/* Returns a new connection handle for m (it connects on first use); caller
+ * frees with market_conn_free(). NULL with *err = MARKET_ERR_NOMEM or
+ * MARKET_ERR_INVALID. */
+market_conn *market_conn_new(market *m, int *err) {
+    int dummy;
+    if (!err) err = &dummy;
+    if (!m) {
+        *err = MARKET_ERR_INVALID;
+        return NULL;
+    }
+    market_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        *err = MARKET_ERR_NOMEM;
+        return NULL;
+    }
+    c->m = m;
+    /* until an operation names its realm: the default realm's master */
+    (void)market__route(c, MARKET_REALM_DEFAULT);
+    *err = MARKET_OK;
+    return c;
+}
+
+/* Closes and frees c; NULL is a no-op. This function can't fail. */
+void market_conn_free(market_conn *c) {
+    if (!c) return;
+    market__close(c);
+    free(c->out);
+    free(c);
+}
 
 /* Forgets a dead or unwanted connection; the next call reconnects. */
 void market__drop(market_conn *c) {

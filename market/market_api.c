@@ -1,15 +1,20 @@
-/* market.c - the public operations of market/, thin over its layers.
+/* market_api.c - the public operations of market/ (market.h), thin over its
+ * layers.
  *
  * The layers, each calling only those below it (their headers say more):
- *   market.c        the public API: lifecycle, purchase, list, unlist, reads;
- *   market_purchase.c, market_sale.c  the order kinds: purchases of
- *                   listings; flash sales (their creation, reads, and buys);
+ *   market_api.c    the public API: lifecycle, purchase, list, unlist, reads;
+ *   market_purchase.c, market_listing.c, market_sale.c  the order kinds:
+ *                   purchases of listings; list and unlist; flash sales
+ *                   (their creation, reads, and buys);
  *   market_combine.c the combiner: lanes, workers, batches under one lock
  *                   hold, for every kind of order (an ops table each);
+ *   market_idem.c   a batch's idempotency keys;
  *   market_txn.c    leases, the guarded commit, one-at-a-time operations;
- *   market_store.c  the Redis connection, pipelines, replies;
+ *   market_store.c  the Redis connections, pipelines, replies;
+ *   market_model.c  the data model's commands: every read and write a
+ *                   batch makes, built into one command buffer (pure);
  * beside them the pure parts, which do no I/O: market_rules.c (the rules of
- * a purchase), market_keys.c (key names, idempotency records) and
+ * a purchase), market_keys.c (key names and kinds, idempotency records) and
  * market_index.c (the search indexes, cursors, search plans); and
  * market_search.c (searches) and market_trade.c (trade records: what a
  * commit writes, and their reads) over the store; and for tools, over
@@ -104,28 +109,6 @@ void market_free(market *m) {
     free(m);
 }
 
-/* Returns a new connection handle for m (it connects on first use); caller
- * frees with market_conn_free(). NULL with *err = MARKET_ERR_NOMEM or
- * MARKET_ERR_INVALID. */
-market_conn *market_conn_new(market *m, int *err) {
-    int dummy;
-    if (!err) err = &dummy;
-    if (!m) {
-        *err = MARKET_ERR_INVALID;
-        return NULL;
-    }
-    market_conn *c = calloc(1, sizeof *c);
-    if (!c) {
-        *err = MARKET_ERR_NOMEM;
-        return NULL;
-    }
-    c->m = m;
-    /* until an operation names its realm: the default realm's master */
-    (void)market__route(c, MARKET_REALM_DEFAULT);
-    *err = MARKET_OK;
-    return c;
-}
-
 /* Returns why the store last failed c's caller (after an operation that
  * returned MARKET_ERR_STORE): "Redis refused AUTH: WRONGPASS ...", "commit
  * refused: READONLY ...", "cannot connect to host:port: Connection refused".
@@ -133,14 +116,6 @@ market_conn *market_conn_new(market *m, int *err) {
  * This function can't fail. */
 const char *market_conn_errstr(const market_conn *c) {
     return c ? c->errstr : "";
-}
-
-/* Closes and frees c; NULL is a no-op. This function can't fail. */
-void market_conn_free(market_conn *c) {
-    if (!c) return;
-    market__close(c);
-    free(c->out);
-    free(c);
 }
 
 /* ---- helpers ---- */
