@@ -200,9 +200,9 @@ int market_purchase_submit(market *m, market_pending *p) {
     return market__queue_submit(m, p);
 }
 
-/* Stops taking purchases: every queued one is served first, then the
- * worker ends and the market lock is released. Later purchases of the lock
- * strategies are refused with MARKET_ERR_BUSY. Other calls still work.
+/* Stops taking orders: every queued one is served first, then the workers
+ * end and their locks are released. Later purchases, lists, unlists and
+ * sale buys are refused with MARKET_ERR_BUSY; reads still work.
  * Idempotent; this function can't fail. */
 void market_shutdown(market *m) {
     if (!m) return;
