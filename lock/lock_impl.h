@@ -1,12 +1,12 @@
 /* lock_impl.h - private to lock/ and its tests: the backend ops table and shared helpers.
  *
  * A backend fills one static const struct lock_ops and wraps its state in a
- * lock_client with lock__client_new(). lock.c validates every argument once
+ * lock_client with lock__client_new(). lock_api.c validates every argument once
  * before dispatching, so an op may assume: c, key, keys, out, h and hs are
  * non-NULL, every key is 1..LOCK_KEY_MAX bytes, the keys of a multi call are
  * distinct and number 1..LOCK_MULTI_MAX, a handle's token is LOCK_TOKEN_LEN
  * bytes and its owner a NUL-terminated string, an owner passed in is
- * 1..LOCK_OWNER_MAX bytes, and ttl_ms > 0. A NULL optional slot makes lock.c
+ * 1..LOCK_OWNER_MAX bytes, and ttl_ms > 0. A NULL optional slot makes lock_api.c
  * answer LOCK_ERR_UNSUPPORTED (extend, acquire_multi, acquire_owned) or fall
  * back to one release per handle (release_multi); name, acquire, release and
  * destroy are mandatory, and release_owned is with acquire_owned. Handles of
@@ -100,7 +100,7 @@ struct lock_client {
     rconn_addr store;           /* see lock_store_addr() */
 };
 
-/* ---- module-internal helpers (lock.c) ---- */
+/* ---- module-internal helpers (lock_api.c, lock_check.c) ---- */
 
 lock_client *lock__client_new(const struct lock_ops *ops, void *impl, int *err);
 int lock__token_new(char out[LOCK_TOKEN_LEN + 1]);
@@ -109,10 +109,11 @@ uint32_t lock__wait_poll_ms(unsigned step, uint64_t *rng_state);
 void lock__sleep_ms(uint32_t ms);
 void lock__fence_key(const char *key, char out[LOCK_FENCE_KEY_MAX]);
 uint32_t lock__key_hash(const char *key);
+int lock__key_ok(const char *key);
 int lock__handle_ok(const lock_handle *h);
 int lock__from_rconn(int rc);
 
-/* ---- why a call failed: the calling thread's reason (lock.c, lock_last_error()) ---- */
+/* ---- why a call failed: the calling thread's reason (lock_check.c, lock_last_error()) ---- */
 
 void lock__why_begin(void);
 void lock__why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,13 +1,13 @@
-/* lock.c - the lock_ API: argument checks, dispatch to a backend, shared helpers.
+/* lock_api.c - the lock_ API (lock.h): argument checks, dispatch to a backend, shared helpers.
  *
  * Every public operation checks its arguments here, once, and then calls the
  * backend through c->ops (the dictType / ConnectionType pattern), so backends
  * never repeat the checks. A NULL optional op answers LOCK_ERR_UNSUPPORTED
  * (release_multi falls back to one release per handle). The file also holds
  * what the backends share: client wrapping, token generation, retry backoff,
- * sleeping, the calling thread's reason for its last failed call
- * (lock_last_error()), and the former lock_ names of rconn/'s clock and
- * address parser.
+ * sleeping, and the former lock_ names of rconn/'s clock and address
+ * parser. The checks of keys and handles, and the errors' texts, are
+ * lock_check.c's.
  */
 #include "lock/lock.h"
 
@@ -24,12 +24,6 @@
 
 /* ---- private ---- */
 
-/* Returns 1 when key is a NUL-terminated string of 1..LOCK_KEY_MAX bytes. */
-static int key_ok(const char *key) {
-    if (key == NULL) return 0;
-    size_t n = strnlen(key, LOCK_KEY_MAX + 1);
-    return n > 0 && n <= LOCK_KEY_MAX;
-}
 
 /* Returns 1 when owner is a NUL-terminated string of 1..LOCK_OWNER_MAX bytes. */
 static int owner_ok(const char *owner) {
@@ -38,16 +32,6 @@ static int owner_ok(const char *owner) {
     return n > 0 && n <= LOCK_OWNER_MAX;
 }
 
-/* Returns 1 when h names a valid key, carries a token of exactly LOCK_TOKEN_LEN bytes and an
- * owner terminated within its field (empty for a plain lease), else 0 (also for NULL). This
- * function can't fail. */
-int lock__handle_ok(const lock_handle *h) {
-    if (h == NULL) return 0;
-    if (memchr(h->key, '\0', sizeof h->key) == NULL || !key_ok(h->key)) return 0;
-    if (memchr(h->owner, '\0', sizeof h->owner) == NULL) return 0;
-    if (memchr(h->token, '\0', sizeof h->token) == NULL) return 0;
-    return strlen(h->token) == LOCK_TOKEN_LEN;
-}
 
 /* Releases the valid handle h: a plain lease is freed, a reentrant one loses a hold. The
  * watchdogs of h's lease stop renewing when it is freed or found not ours; a reentrant lease
@@ -75,7 +59,7 @@ int lock_acquire(lock_client *c, const char *key, uint32_t ttl_ms, uint32_t wait
                  lock_handle *out) {
     lock__why_begin();
     if (out != NULL) memset(out, 0, sizeof *out);
-    if (c == NULL || out == NULL || !key_ok(key) || ttl_ms == 0)
+    if (c == NULL || out == NULL || !lock__key_ok(key) || ttl_ms == 0)
         return lock__why_end(LOCK_ERR_INVALID);
     int rc = c->ops->acquire(c->impl, key, ttl_ms, wait_ms, out);
     if (rc != LOCK_OK) memset(out, 0, sizeof *out);
@@ -119,7 +103,7 @@ int lock_acquire_owned(lock_client *c, const char *key, const char *owner, uint3
                        uint32_t wait_ms, lock_handle *out) {
     lock__why_begin();
     if (out != NULL) memset(out, 0, sizeof *out);
-    if (c == NULL || out == NULL || !key_ok(key) || !owner_ok(owner) || ttl_ms == 0)
+    if (c == NULL || out == NULL || !lock__key_ok(key) || !owner_ok(owner) || ttl_ms == 0)
         return lock__why_end(LOCK_ERR_INVALID);
     if (c->ops->acquire_owned == NULL) return lock__why_end(LOCK_ERR_UNSUPPORTED);
     int rc = c->ops->acquire_owned(c->impl, key, owner, ttl_ms, wait_ms, out);
@@ -145,7 +129,7 @@ void lock_free(lock_client *c) {
 static int keys_ok(const char *const *keys, size_t n) {
     if (keys == NULL || n == 0 || n > LOCK_MULTI_MAX) return 0;
     for (size_t i = 0; i < n; i++) {
-        if (!key_ok(keys[i])) return 0;
+        if (!lock__key_ok(keys[i])) return 0;
         for (size_t j = 0; j < i; j++)
             if (strcmp(keys[i], keys[j]) == 0) return 0;
     }
@@ -229,63 +213,6 @@ int lock_store_addr(const lock_client *c, lock_redis_addr *out) {
     return LOCK_OK;
 }
 
-/* Returns a static message for a lock_err code, or "unknown lock error".
- * This function can't fail. */
-const char *lock_strerror(int err) {
-    switch (err) {
-#define LOCK_ERR_MSG(name, val, msg)                                                               \
-    case LOCK_##name: return msg;
-        LOCK_ERRNO_MAP(LOCK_ERR_MSG)
-#undef LOCK_ERR_MSG
-    default: return "unknown lock error";
-    }
-}
-
-/* ---- why a call failed ----
- *
- * Each thread keeps two texts: cur, the reason being gathered by the call under way (the
- * layers below write it with lock__why() where hiredis or a server says what went wrong),
- * and last, what lock_last_error() answers: set when a call fails, left alone when one
- * succeeds. Thread-local, so no lock and no thread ever reads another's. */
-static _Thread_local char why_cur[LOCK__WHY_MAX];
-static _Thread_local char why_last[LOCK__WHY_MAX + 64]; /* + lock_strerror()'s text */
-
-/* See lock.h. Returns the calling thread's text (borrowed). This function can't fail. */
-const char *lock_last_error(void) {
-    return why_last;
-}
-
-/* Starts a public call: the calling thread's reason under way is emptied. This function
- * can't fail. */
-void lock__why_begin(void) {
-    why_cur[0] = '\0';
-}
-
-/* Returns the reason gathered so far by the calling thread's call under way ("" when none;
- * borrowed, valid until the thread's next lock__why*() call). This function can't fail. */
-const char *lock__why_now(void) {
-    return why_cur;
-}
-
-/* Writes the reason of the failure under way (printf-style; truncated to LOCK__WHY_MAX - 1
- * bytes), replacing what an earlier step wrote. This function can't fail. */
-void lock__why(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why_cur, sizeof why_cur, fmt, ap);
-    va_end(ap);
-}
-
-/* Ends a public call that answers rc: on a failure, the calling thread's last reason becomes
- * lock_strerror(rc), plus ": " and the reason gathered when there is one. Returns rc. This
- * function can't fail. */
-int lock__why_end(int rc) {
-    if (rc < 0)
-        snprintf(why_last, sizeof why_last, "%s%s%s", lock_strerror(rc), why_cur[0] ? ": " : "",
-                 why_cur);
-    why_cur[0] = '\0';
-    return rc;
-}
 
 /* ---- rconn/'s names under their former lock_ names ----
  *
