@@ -369,7 +369,7 @@ market__combiner *market__combine_new(market *m) {
     size_t k = 0;
     for (; k < q->nlanes; k++) {
         q->lane[k].q = q;
-        if (market__lane_cond_init(&q->lane[k].cv) != 0) break;
+        if (rconn_cond_init_monotonic(&q->lane[k].cv) != RCONN_OK) break;
     }
     if (k == q->nlanes) return q;
     while (k-- > 0)
@@ -687,14 +687,8 @@ void market__combine_wake(market__waiter *w) {
 int market__waiter_init(market__waiter *w, market__combiner *q) {
     w->q = q;
     w->done = 0;
-    w->ready = 0;
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0) return MARKET_ERR_NOMEM;
-    int ok =
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&w->cv, &ca) == 0;
-    pthread_condattr_destroy(&ca);
-    w->ready = ok;
-    return ok ? MARKET_OK : MARKET_ERR_NOMEM;
+    w->ready = rconn_cond_init_monotonic(&w->cv) == RCONN_OK;
+    return w->ready ? MARKET_OK : MARKET_ERR_NOMEM;
 }
 
 /* Waits on w (market__waiter_init, then MARKET_OK) for the outcome of order
@@ -709,8 +703,8 @@ int market__combine_wait(market__waiter *w, market_queued *o, int rc) {
         if (w->ready) pthread_cond_destroy(&w->cv);
         return rc;
     }
-    struct timespec until = {(time_t)(o->deadline_ms / 1000),
-                             (long)(o->deadline_ms % 1000) * 1000000L};
+    struct timespec until;
+    rconn_timespec_at(o->deadline_ms, &until);
     pthread_mutex_lock(&q->qmu);
     while (!w->done) {
         if (o->state == REQ_TAKEN) {

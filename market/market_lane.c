@@ -127,24 +127,14 @@ int market__lane_lock(market_conn *c, const char *const *keys, size_t n, int64_t
     return rc;
 }
 
-/* Initialises cv for market__lane_wait() (on the monotonic clock). Returns 0, or -1 (then
- * cv is not initialised). */
-int market__lane_cond_init(pthread_cond_t *cv) {
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0) return -1;
-    int ok =
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(cv, &ca) == 0;
-    pthread_condattr_destroy(&ca);
-    return ok ? 0 : -1;
-}
-
-/* Waits on cv (made by market__lane_cond_init(), mu held) until signalled or, when
+/* Waits on cv (made by rconn_cond_init_monotonic(), mu held) until signalled or, when
  * until_ms > 0, until the monotonic time until_ms. This function can't fail. */
 void market__lane_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t until_ms) {
     if (until_ms <= 0) {
         pthread_cond_wait(cv, mu);
         return;
     }
-    struct timespec ts = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
+    struct timespec ts;
+    rconn_timespec_at(until_ms, &ts);
     (void)pthread_cond_timedwait(cv, mu, &ts); /* ETIMEDOUT, or woken: the caller looks again */
 }

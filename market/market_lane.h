@@ -43,7 +43,6 @@ int64_t market__rest_next(const market__rest *r, int64_t now);
 /* a lane's waits */
 int market__lane_lock(market_conn *c, const char *const *keys, size_t n, int64_t by,
                       lock_handle *h);
-int market__lane_cond_init(pthread_cond_t *cv);
 void market__lane_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t until_ms);
 
 #endif /* GM_MARKET_MARKET_LANE_H */

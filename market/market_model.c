@@ -100,14 +100,19 @@ void market__buf_cmdv(market__buf *b, int argc, const char *const *argv) {
     b->n_args += (size_t)argc;
 }
 
-/* Appends the command of the argc strings that follow (see market__buf_cmdv). */
+/* Appends the command of the argc (1..8) strings that follow (see
+ * market__buf_cmdv); more than 8 marks b failed rather than cut the command. */
 void market__buf_cmd(market__buf *b, int argc, ...) {
     const char *argv[8];
+    if (argc < 1 || argc > 8) {
+        b->nomem = 1;
+        return;
+    }
     va_list ap;
     va_start(ap, argc);
-    for (int i = 0; i < argc && i < 8; i++) argv[i] = va_arg(ap, const char *);
+    for (int i = 0; i < argc; i++) argv[i] = va_arg(ap, const char *);
     va_end(ap);
-    market__buf_cmdv(b, argc < 8 ? argc : 8, argv);
+    market__buf_cmdv(b, argc, argv);
 }
 
 /* Opens the command "<cmd> <key>" ("<cmd>" with key NULL), to which
