@@ -322,6 +322,80 @@ struct market_sale_pending {
     market_queued q; /* the market's own */
 };
 
+/* One part of a purchase without a seller (market_buy_units()). */
+typedef struct market_fill {
+    char seller[MARKET_ID_MAX + 1];
+    int64_t quantity, price; /* units bought from this seller, and the price of one */
+    char trade_id[MARKET_TRADE_ID_MAX + 1];
+} market_fill;
+
+typedef struct market_buy_result {
+    int replayed;        /* 1: an earlier request with the same idempotency key did it */
+    int64_t quantity;    /* units bought */
+    int64_t total;       /* what they cost together */
+    int64_t buyer_funds; /* the buyer's funds after it */
+    int64_t available;   /* on NOT_ENOUGH: the units there are at or under the price */
+    size_t n_fills;      /* the parts (none in a replay) */
+    market_fill fill[MARKET_FILL_MAX];
+    char trade_id[MARKET_TRADE_ID_MAX + 1]; /* the first part's trade */
+} market_buy_result;
+
+/* What market_list_units() did, or why not. */
+typedef struct market_list_result {
+    int replayed;     /* 1: an earlier request with the same idempotency key did it */
+    int64_t quantity; /* units the seller's listing of the item holds now (1: a unique item) */
+    int64_t held;     /* on NOT_HELD: the units of it the seller holds */
+    int64_t price;    /* on PRICE_CHANGED: the price of the seller's listing of it */
+} market_list_result;
+
+/* What market_unlist_units() took back. */
+typedef struct market_unlist_result {
+    int64_t price; /* the price the listing had */
+    int64_t units; /* the units it held (1: a unique item) */
+} market_unlist_result;
+
+/* What an order handed to the market without waiting asks for. */
+enum market_order_type {
+    MARKET_ORDER_PURCHASE, /* a seller's listing: market_purchase_units() */
+    MARKET_ORDER_BUY,      /* units across sellers: market_buy_units() */
+    MARKET_ORDER_LIST,     /* market_list_units() */
+    MARKET_ORDER_UNLIST,   /* market_unlist_units() */
+    MARKET_ORDER_SALE_BUY, /* market_sale_buy() */
+};
+
+/* An order handed to the market without waiting for it: see
+ * market_order_submit(). The caller fills the inputs, keeps the struct and
+ * every string it points to alive until done is called, and reads the
+ * outputs in done or after it. Each type's inputs and outcome are those of
+ * its one-request function named above. */
+typedef struct market_order market_order;
+struct market_order {
+    /* in */
+    enum market_order_type type;
+    const char *realm;
+    const char *player;      /* the buyer; a list's or unlist's seller */
+    const char *seller;      /* MARKET_ORDER_PURCHASE: the listing's seller */
+    const char *item;        /* all but MARKET_ORDER_SALE_BUY */
+    const char *sale;        /* MARKET_ORDER_SALE_BUY: the sale's id */
+    int64_t quantity;        /* units (0: a unique item, or one unit, where allowed) */
+    int64_t price;           /* PURCHASE: > 0 refuses any other price; BUY: the most one unit
+                                may cost; LIST: the asking price of one */
+    const market_idem *idem; /* may be NULL (UNLIST: not used) */
+    void (*done)(market_order *o); /* called once, on a market worker thread */
+    void *ud;                      /* the caller's */
+    /* out: set before done is called */
+    int rc;
+    union {
+        market_purchase_result purchase;
+        market_buy_result buy;
+        market_list_result list;
+        market_unlist_result unlist;
+        market_sale_result sale_buy;
+    } res;
+    char why[MARKET_WHY_MAX]; /* with MARKET_ERR_STORE: the store's reason, as text */
+    market_queued q;          /* the market's own */
+};
+
 /* Units a player bought from a sale (market_sale_buyers()). */
 typedef struct market_sale_buyer {
     char player[MARKET_ID_MAX + 1];
@@ -425,23 +499,6 @@ int market_purchase_units(market_conn *c, const char *realm, const char *buyer,
                           const char *seller, const char *item, int64_t quantity,
                           int64_t expect_price, const market_idem *idem,
                           market_purchase_result *res);
-/* One part of a purchase without a seller (market_buy_units()). */
-typedef struct market_fill {
-    char seller[MARKET_ID_MAX + 1];
-    int64_t quantity, price; /* units bought from this seller, and the price of one */
-    char trade_id[MARKET_TRADE_ID_MAX + 1];
-} market_fill;
-
-typedef struct market_buy_result {
-    int replayed;        /* 1: an earlier request with the same idempotency key did it */
-    int64_t quantity;    /* units bought */
-    int64_t total;       /* what they cost together */
-    int64_t buyer_funds; /* the buyer's funds after it */
-    int64_t available;   /* on NOT_ENOUGH: the units there are at or under the price */
-    size_t n_fills;      /* the parts (none in a replay) */
-    market_fill fill[MARKET_FILL_MAX];
-    char trade_id[MARKET_TRADE_ID_MAX + 1]; /* the first part's trade */
-} market_buy_result;
 
 int market_buy_units(market_conn *c, const char *realm, const char *buyer, const char *item,
                      int64_t quantity, int64_t max_price, const market_idem *idem,
@@ -452,13 +509,6 @@ int market_list(market_conn *c, const char *realm, const char *seller, const cha
                 int64_t price);
 int market_list_idem(market_conn *c, const char *realm, const char *seller, const char *item,
                      int64_t price, const market_idem *idem, int *replayed);
-/* What market_list_units() did, or why not. */
-typedef struct market_list_result {
-    int replayed;     /* 1: an earlier request with the same idempotency key did it */
-    int64_t quantity; /* units the seller's listing of the item holds now (1: a unique item) */
-    int64_t held;     /* on NOT_HELD: the units of it the seller holds */
-    int64_t price;    /* on PRICE_CHANGED: the price of the seller's listing of it */
-} market_list_result;
 int market_list_units(market_conn *c, const char *realm, const char *seller, const char *item,
                       int64_t quantity, int64_t price, const market_idem *idem,
                       market_list_result *res);
@@ -475,6 +525,7 @@ int market_sale_get(market_conn *c, const char *realm, const char *id, market_sa
 int market_sale_buy(market_conn *c, const char *realm, const char *sale, const char *buyer,
                     int64_t quantity, const market_idem *idem, market_sale_result *res);
 int market_sale_buy_submit(market *m, market_sale_pending *p);
+int market_order_submit(market *m, market_order *o);
 int market_sale_buyers(market_conn *c, const char *realm, const char *id,
                        market_sale_buyer **out, size_t *n);
 
