@@ -1,406 +1,602 @@
-/* market_buy.c - a purchase without a seller: quantity units of an item from
- * the cheapest listings at or under a price, across sellers, all or nothing
- * (the commodity market of a game: market_buy_units()).
+/* market_buy.c - the buy kind: a purchase without a seller, quantity units
+ * of an item from the cheapest listings at or under a price, across
+ * sellers, all or nothing (the commodity market of a game:
+ * market_buy_units()), served in batches by the combiner (market_combine.c)
+ * on the purchases' lanes.
  *
  * DESIGN
- * The item's listings, cheapest first, are a range of the item's index
- * (idx:{r}:item:<item>, sellers scored by price: market_index.c). An attempt
- * reads under WATCH, decides with market__fill() and market__units_rule()
- * (market_rules.c), and commits every part in one MULTI/EXEC: the buyer's
- * funds and goods, each seller's funds, each listing's rest or its removal
- * (and its index entries), one trade record a seller (market_trade.c), the
- * fences of the leases held. What it takes to make the read safe depends on
- * the strategy:
- *   market      the realm's lock, held for the attempt, and WATCH of the
- *               market and its units (whoever else speaks the lock protocol);
- *   optimistic  no lock: WATCH of the market and its units, read again on an
- *               abort;
- *   item        the lock of every listing bought from and of the buyer, as a
- *               batch of that strategy takes them. The listings are chosen
- *               before the locks are taken (a read without them), then read
- *               again under the locks; when they no longer make up the
- *               quantity (bought meanwhile), the choice is made again, a few
- *               times, within the wait budget.
+ * An item's listings, cheapest first, are a range of its index
+ * (idx:{r}:item:<item>, sellers scored by price: market_index.c). A batch
+ * keeps a table of the listings its orders may buy from (each once, however
+ * many orders see it) and of the players whose funds move. An attempt
+ *   1. chooses: reads each order's range of the index (at most SCAN
+ *      entries, the buyer's own left out), then every listing's price and
+ *      units and every player's funds, watched;
+ *   2. decides in queue order against that table (market__fill() and
+ *      market__units_apply(), market_rules.c), as if the orders ran one at
+ *      a time: what one order takes, the next no longer finds;
+ *   3. commits in one MULTI/EXEC: the fences of the leases held, every
+ *      order's funds and goods, each listing's rest or its removal with its
+ *      index entries, a trade record a seller (market_trade.c), and the
+ *      idempotency records.
+ * What makes the read safe depends on the strategy's lock policy:
+ *   market      the realm's lock, kept as the purchases' batches keep it,
+ *               and WATCH of the market and its units (read in step 1's
+ *               first round trip, the listings' details in the second);
+ *   optimistic  no lock: the same WATCH, read again on an abort;
+ *   item        one order a batch: its listings are chosen without a lock
+ *               (prepare), then the chosen listings' locks and the buyer's
+ *               are taken all or none, and they are read again under them
+ *               (one round trip). When they no longer make the quantity
+ *               (bought meanwhile), the batch chooses again
+ *               (MARKET__CHOOSE_AGAIN), within the wait budget.
  * A purchase reads at most MARKET_FILL_MAX listings (the cheapest), so it
  * buys from at most that many sellers; a refusal for want of units counts
  * the units of those listings.
- * It runs on the caller's thread under every strategy (it is not batched).
  */
+#include "market/market_buy.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "market/market_combine.h"
+#include "market/market_idem.h"
 #include "market/market_index.h"
 #include "market/market_trade.h"
-#include "market/market_txn.h"
 
-#define CHOOSE_TRIES 64 /* item strategy: choices of listings made again when bought meanwhile
-                          * (within the wait budget) */
 #define SCAN (MARKET_FILL_MAX + 1) /* index entries read: one more tells there are more */
-#define MARKET__REFILL 2 /* an attempt's locked listings no longer make the quantity */
+#define BUY_BATCH_MAX 8            /* orders a batch takes (each reads up to SCAN listings) */
+#define LISTINGS_MAX (BUY_BATCH_MAX * MARKET_FILL_MAX)
+#define PARTIES_MAX (LISTINGS_MAX + BUY_BATCH_MAX)
 
-/* One listing the purchase may buy from. */
-struct offer {
-    char seller[MARKET_ID_MAX + 1];
-    char member[MARKET__MEMBER_MAX];      /* "<item>.<seller>" */
-    char k_seller[MARKET__KEY_MAX];       /* users:{r}:<seller> */
-    char lock[MARKET__LOCK_KEY_MAX];      /* item strategy: lock:item:{r}:<member> */
-    int stack;                            /* a count in units: (else a unique item) */
-    market__idx_entry ix;                 /* its index entries, when it sells out */
+/* A listing some order of the batch may buy from. */
+struct listing {
+    char member[MARKET__MEMBER_MAX]; /* "<item>.<seller>" */
+    const char *seller;              /* in member, after the item's dot */
+    size_t party;                    /* its seller's */
+    int stack;                       /* a count in units (else a unique item) */
+    int64_t price;                   /* as read; MARKET__NOT_LISTED when gone */
+    int64_t units;                   /* as read (a unique item: 1), */
+    int64_t left;                    /* and as the batch decides */
+    market__idx_entry ix;            /* its index entries, when it sells out */
 };
 
-struct buy {
-    const char *buyer, *item;
-    int64_t quantity, max_price;
-    market_buy_result *res;
-    market__realm realm;
-    char k_index[MARKET__IDX_KEY_MAX]; /* the item's index */
-    char k_buyer[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX];
-    char hi[24], scan[8]; /* the listings at or under max_price, SCAN of them at most */
-    struct market__single s;
-    int fixed; /* item strategy: the offers are chosen and locked; read only those */
-    int enough; /* item strategy: when they were chosen, they made the quantity */
-    const lock_handle *lease; /* item strategy: the leases held (as many as held->n) */
+/* What one order takes from one listing. */
+struct take {
+    size_t listing;
+    int64_t units, before; /* units taken, and the listing's units before */
+};
+
+/* The kind's state on a lane: a batch of one realm's buy orders, and what
+ * its attempt reads and decides. */
+struct buy_batch {
+    market__cbatch *cb;
+    market_order *req[BUY_BATCH_MAX];
     size_t n;
-    struct offer o[SCAN];
-    market__offer off[SCAN]; /* what the rules see of o[] */
-    market__party buyer_party, party[SCAN];
-    int64_t available;       /* units of the offers read, at or under the price */
+    market__realm realm;
+    market__idem_set idem;
+    char k_index[BUY_BATCH_MAX][MARKET__IDX_KEY_MAX];
+    char k_inv[BUY_BATCH_MAX][MARKET__KEY_MAX], k_stacks[BUY_BATCH_MAX][MARKET__KEY_MAX];
+    char hi[BUY_BATCH_MAX][24];
+    size_t buyer[BUY_BATCH_MAX];                        /* its party */
+    size_t offer[BUY_BATCH_MAX][MARKET_FILL_MAX], n_offers[BUY_BATCH_MAX]; /* listings */
+    struct take took[BUY_BATCH_MAX][MARKET_FILL_MAX];   /* a success: its parts */
+    size_t n_took[BUY_BATCH_MAX];
+    struct listing list[LISTINGS_MAX];
+    size_t n_list;
+    char party_id[PARTIES_MAX][MARKET_ID_MAX + 1];
+    char k_user[PARTIES_MAX][MARKET__KEY_MAX];
+    market__party party[PARTIES_MAX];
+    size_t n_party;
+    int chosen; /* item strategy: the listings are chosen and locked; read only those */
+    int enough; /* item strategy: when chosen, they made the quantity */
+    int64_t now_ms;
+    market__trade_rec trade[LISTINGS_MAX];
+    size_t trade_req[LISTINGS_MAX], n_trades;
+    const char *args_trades[MARKET__TRADES_ARGC(LISTINGS_MAX)];
+    market__trades tw;
+    market__buf rb, wb; /* the read and the commit (market_model.h) */
 };
 
-/* ---- reading ---- */
+/* ---- the batch's table ---- */
 
-/* Reads the index range reply z (ZRANGE ... BYSCORE ... WITHSCORES: seller, price, ...)
- * into b's offers, leaving out the buyer's own listings. Returns MARKET_OK or ERR_STORE. */
-static int offers_from_index(market_conn *c, struct buy *b, const redisReply *z) {
-    b->n = 0;
+/* Returns player id's party in b, added (funds unread) when new (the
+ * table is sized for the most a batch names). */
+static size_t party_of(struct buy_batch *b, const char *id) {
+    for (size_t p = 0; p < b->n_party; p++)
+        if (strcmp(b->party_id[p], id) == 0) return p;
+    size_t p = b->n_party++;
+    snprintf(b->party_id[p], sizeof b->party_id[p], "%s", id);
+    market__key_user(b->k_user[p], b->realm.id, id);
+    b->party[p] = (market__party){.known = MARKET__UNREAD};
+    return p;
+}
+
+/* Returns item's listing by seller in b, added when new. */
+static size_t listing_of(struct buy_batch *b, const char *item, const char *seller) {
+    char member[MARKET__MEMBER_MAX];
+    market__join(member, sizeof member, item, ".", seller, (const char *)NULL);
+    for (size_t l = 0; l < b->n_list; l++)
+        if (strcmp(b->list[l].member, member) == 0) return l;
+    struct listing *L = &b->list[b->n_list];
+    memcpy(L->member, member, sizeof member);
+    L->seller = L->member + strlen(item) + 1;
+    L->party = party_of(b, seller);
+    return b->n_list++;
+}
+
+/* Reads order i's range of its item's index (ZRANGE ... BYSCORE ...
+ * WITHSCORES: seller, price, ...) into its offers, leaving out the buyer's
+ * own listing. Returns MARKET_OK or ERR_STORE. */
+static int offers_from_index(market_conn *c, struct buy_batch *b, size_t i, const redisReply *z) {
+    const market_order *o = b->req[i];
+    b->n_offers[i] = 0;
     if (z->type != REDIS_REPLY_ARRAY || z->elements % 2)
         return market__fail_reply(c, "reading the item index", z);
-    for (size_t i = 0; i < z->elements && b->n < MARKET_FILL_MAX; i += 2) {
-        const redisReply *e = z->element[i], *sc = z->element[i + 1];
-        struct offer *o = &b->o[b->n];
+    for (size_t k = 0; k < z->elements && b->n_offers[i] < MARKET_FILL_MAX; k += 2) {
+        const redisReply *e = z->element[k], *sc = z->element[k + 1];
         int64_t price;
+        char seller[MARKET_ID_MAX + 1];
         if (e->type != REDIS_REPLY_STRING || e->len > MARKET_ID_MAX ||
             sc->type != REDIS_REPLY_STRING || market__parse_price(sc->str, sc->len, &price) < 0)
-            return market__fail(c, "the item index %s holds a bad entry", b->k_index);
-        char seller[MARKET_ID_MAX + 1];
+            return market__fail(c, "the item index %s holds a bad entry", b->k_index[i]);
         memcpy(seller, e->str, e->len);
         seller[e->len] = '\0';
         if (strlen(seller) != e->len || !market_id_valid(seller))
-            return market__fail(c, "the item index %s holds a bad entry", b->k_index);
-        if (strcmp(seller, b->buyer) == 0) continue;
-        memcpy(o->seller, seller, sizeof seller);
-        snprintf(o->member, sizeof o->member, "%s.%s", b->item, seller);
-        market__key_user(o->k_seller, b->realm.id, seller);
-        market__lock_key(o->lock, "item", b->realm.id, o->member);
-        b->off[b->n] = (market__offer){o->seller, price, 0, 0};
-        b->n++;
+            return market__fail(c, "the item index %s holds a bad entry", b->k_index[i]);
+        if (strcmp(seller, o->player) == 0) continue;
+        b->offer[i][b->n_offers[i]++] = listing_of(b, o->item, seller);
     }
     return MARKET_OK;
 }
 
-/* Reads, under WATCH of their sellers, the offers' prices and units, and
- * the sellers' funds, in one pipeline; with leases (the item strategy's:
- * fixed offers), also their fencing records and, when the lock keys live in
- * the store, the keys, watched too. Returns MARKET_OK, or ERR_STORE,
- * ERR_LEASE_LOST, ERR_NOMEM. */
-static int offers_read(market_conn *c, const market__held *held, struct buy *b) {
-    size_t n = b->n;
-    b->available = 0;
-    if (n == 0 && held->n == 0) return MARKET_OK; /* nothing listed at that price, no lease */
-    market__buf rd = {0};
-    market__rd_watch_begin(&rd);
-    for (size_t i = 0; i < held->n; i++) {
-        market__buf_arg(&rd, held->fenced[i]);
-        if (held->tokens) market__buf_arg(&rd, held->key[i]);
-    }
-    for (size_t i = 0; i < n; i++) market__buf_arg(&rd, b->o[i].k_seller);
-    market__buf_end(&rd, 0);
-    size_t i_fence = rd.n, i_z = 0, i_u = 0, i_funds;
-    if (held->n) market__held_read_buf(held, &rd);
-    if (n) { /* ZMSCORE and HMGET of no member are errors */
-        i_z = rd.n;
-        market__rd_prices_begin(&rd, &b->realm);
-        for (size_t i = 0; i < n; i++) market__buf_arg(&rd, b->o[i].member);
-        market__buf_end(&rd, 0);
-        i_u = rd.n;
-        market__rd_listing_units_begin(&rd, &b->realm);
-        for (size_t i = 0; i < n; i++) market__buf_arg(&rd, b->o[i].member);
-        market__buf_end(&rd, 0);
-    }
-    i_funds = rd.n;
-    for (size_t i = 0; i < n; i++) market__rd_funds(&rd, b->o[i].k_seller);
-    int rc = market__pipeline_buf(c, &rd);
-    if (rc < 0) {
-        market__buf_free(&rd);
-        return rc;
-    }
-    redisReply **rep = rd.rep;
-    const redisReply *z = n ? rep[i_z] : NULL, *u = n ? rep[i_u] : NULL;
-    if (rep[0]->type != REDIS_REPLY_STATUS ||
-        (n && (z->type != REDIS_REPLY_ARRAY || z->elements != n || u->type != REDIS_REPLY_ARRAY ||
-               u->elements != n))) {
-        const redisReply *e = market__reply_error(rep, rd.n);
-        rc = market__fail_reply(c, "read refused", e ? e : rep[0]);
-    } else if (held->n && market__held_lost(held, rep[i_fence])) {
-        rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
-    }
-    for (size_t i = 0; rc == MARKET_OK && i < n; i++) {
-        int64_t price = market__reply_price(z->element[i]);
-        struct offer *o = &b->o[i];
-        o->stack = u->element[i]->type != REDIS_REPLY_NIL;
-        int64_t units = o->stack ? market__reply_units(u->element[i]) : price > 0;
-        if (price == MARKET__PRICE_UNREADABLE || units < 0) {
-            rc = market__fail(c, "listing %s is unreadable", o->member);
-            break;
-        }
-        b->off[i].price = price > 0 ? price : INT64_MAX; /* gone: never at or under the price */
-        b->off[i].units = price > 0 ? units : 0;
-        b->party[i] = market__reply_party(rep[i_funds + i]);
-    }
-    market__replies_free(rep, rd.n);
-    market__buf_free(&rd);
+/* ---- reading ---- */
+
+/* Appends each order's range of the index (the cheapest at or under its price). */
+static void choice_build(struct buy_batch *b, market__buf *r) {
+    char scan[8];
+    snprintf(scan, sizeof scan, "%d", SCAN);
+    for (size_t i = 0; i < b->n; i++) market__rd_cheapest(r, b->k_index[i], b->hi[i], scan);
+}
+
+/* Reads the replies of choice_build (from rep[0]) into the orders' offers. */
+static int choice_parse(market_conn *c, struct buy_batch *b, redisReply **rep) {
+    b->n_list = 0;
+    b->n_party = 0;
+    for (size_t i = 0; i < b->n; i++) b->buyer[i] = party_of(b, b->req[i]->player);
+    int rc = MARKET_OK;
+    for (size_t i = 0; rc == MARKET_OK && i < b->n; i++)
+        rc = offers_from_index(c, b, i, rep[i]);
     return rc;
 }
 
-/* ---- deciding and committing ---- */
+/* Appends the read of the table: WATCH of every player, every listing's
+ * price and units, every player's funds. Returns the index of its first
+ * reply. */
+static size_t detail_build(struct buy_batch *b, market__buf *r) {
+    size_t first = r->n;
+    market__rd_watch_begin(r);
+    for (size_t p = 0; p < b->n_party; p++) market__buf_arg(r, b->k_user[p]);
+    market__buf_end(r, 0);
+    if (b->n_list) { /* ZMSCORE and HMGET of no member are errors */
+        market__rd_prices_begin(r, &b->realm);
+        for (size_t l = 0; l < b->n_list; l++) market__buf_arg(r, b->list[l].member);
+        market__buf_end(r, 0);
+        market__rd_listing_units_begin(r, &b->realm);
+        for (size_t l = 0; l < b->n_list; l++) market__buf_arg(r, b->list[l].member);
+        market__buf_end(r, 0);
+    }
+    for (size_t p = 0; p < b->n_party; p++) market__rd_funds(r, b->k_user[p]);
+    return first;
+}
 
-/* The verdict on the offers read: which units come from where, whether the
- * buyer can pay and each seller be paid. Returns MARKET_OK (b->off[].take,
- * the parties moved), a refusal, or MARKET__REFILL (fixed offers that no
- * longer make the quantity). */
-static int decide(struct buy *b) {
-    int64_t total;
-    int rc = market__fill(b->off, b->n, b->buyer, b->quantity, b->max_price, &b->available,
-                          &total);
-    if (rc == MARKET_ERR_NOT_ENOUGH) return b->fixed && b->enough ? MARKET__REFILL : rc;
-    market__party buyer = b->buyer_party;
+/* Reads detail_build's replies (from rep[0]) into the table. */
+static int detail_parse(market_conn *c, struct buy_batch *b, redisReply **rep) {
+    const redisReply *z = b->n_list ? rep[1] : NULL, *u = b->n_list ? rep[2] : NULL;
+    if (rep[0]->type != REDIS_REPLY_STATUS)
+        return market__fail_reply(c, "read refused", rep[0]);
+    if (z && (z->type != REDIS_REPLY_ARRAY || z->elements != b->n_list ||
+              u->type != REDIS_REPLY_ARRAY || u->elements != b->n_list))
+        return market__fail_reply(c, "reading the listings", z->type != REDIS_REPLY_ARRAY ? z : u);
+    for (size_t l = 0; l < b->n_list; l++) {
+        struct listing *L = &b->list[l];
+        int64_t price = market__reply_price(z->element[l]);
+        L->stack = u->element[l]->type != REDIS_REPLY_NIL;
+        int64_t units = L->stack ? market__reply_units(u->element[l]) : price > 0;
+        if (price == MARKET__PRICE_UNREADABLE || units < 0)
+            return market__fail(c, "listing %s is unreadable", L->member);
+        L->price = price > 0 ? price : MARKET__NOT_LISTED;
+        L->units = L->left = price > 0 ? units : 0;
+    }
+    redisReply **f = rep + (b->n_list ? 3 : 1);
+    for (size_t p = 0; p < b->n_party; p++) b->party[p] = market__reply_party(f[p]);
+    return MARKET_OK;
+}
+
+/* The read (see DESIGN, step 1): the claims, WATCH, the fencing records
+ * and the records; the orders' ranges (not when chosen already); then the
+ * table, in the same round trip when chosen, else in a second one. Returns
+ * MARKET_OK, MARKET__CHOOSE_AGAIN, or the error of the whole batch. */
+static int batch_read(market_conn *c, const market__held *held, market__cbatch *cb) {
+    struct buy_batch *b = cb->ks;
+    market__buf *r = &b->rb;
+    b->now_ms = cb->now_ms;
+    market__buf_reset(r);
+    market__idem_set_claims(&b->idem, cb->req, r);
+    size_t i_watch = r->n;
+    market__rd_watch_begin(r);
+    if (!b->chosen) { /* the listings, as the market strategy's purchases read them */
+        market__buf_arg(r, b->realm.market);
+        market__buf_arg(r, b->realm.units);
+    }
+    for (size_t i = 0; i < held->n; i++) {
+        market__buf_arg(r, held->fenced[i]);
+        if (held->tokens) market__buf_arg(r, held->key[i]);
+    }
+    market__idem_set_watch(&b->idem, r);
+    market__buf_end(r, 0);
+    size_t i_fence = r->n;
+    if (held->n) market__held_read_buf(held, r);
+    size_t i_idem = r->n;
+    market__idem_set_read(&b->idem, r);
+    size_t i_next = r->n;
+    if (b->chosen)
+        detail_build(b, r);
+    else
+        choice_build(b, r);
+    int rc = market__pipeline_buf(c, r);
+    if (rc < 0) return rc;
+    redisReply **rep = r->rep;
+    const redisReply *err = market__reply_error(rep, i_watch); /* a claim refused */
+    if (rep[i_watch]->type != REDIS_REPLY_STATUS || err)
+        rc = market__fail_reply(c, "read refused", err ? err : rep[i_watch]);
+    else if (held->n && market__held_lost(held, rep[i_fence]))
+        rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
+    else if (market__idem_set_judge(&b->idem, b->idem.n_keyed ? rep[i_idem] : NULL,
+                                    cb->token) < 0)
+        rc = market__fail_reply(c, "reading idempotency records", rep[i_idem]);
+    else
+        rc = b->chosen ? detail_parse(c, b, rep + i_next) : choice_parse(c, b, rep + i_next);
+    market__replies_free(rep, r->n);
+    if (rc == MARKET_OK && !b->chosen) { /* the table, in a second round trip */
+        market__buf_reset(r);
+        detail_build(b, r);
+        if ((rc = market__pipeline_buf(c, r)) < 0) return rc;
+        rc = detail_parse(c, b, r->rep);
+        market__replies_free(r->rep, r->n);
+    }
+    if (rc == MARKET_OK && b->chosen && b->enough) { /* still enough under the locks? */
+        int64_t available, total;
+        market__offer off[MARKET_FILL_MAX];
+        for (size_t k = 0; k < b->n_list; k++)
+            off[k] = (market__offer){b->list[k].seller, b->list[k].price > 0 ? b->list[k].price
+                                                                              : INT64_MAX,
+                                     b->list[k].units, 0};
+        if (market__fill(off, b->n_list, b->req[0]->player, b->req[0]->quantity,
+                         b->req[0]->price, &available, &total) == MARKET_ERR_NOT_ENOUGH)
+            rc = MARKET__CHOOSE_AGAIN; /* bought meanwhile */
+    }
+    return rc;
+}
+
+/* ---- deciding ---- */
+
+/* Decides order i against the table; on a success moves its funds and
+ * units in the table and lists its parts in b->took[i]. */
+static int decide_one(struct buy_batch *b, size_t i) {
+    market_order *o = b->req[i];
+    market_buy_result *res = &o->res.buy;
+    market__offer off[MARKET_FILL_MAX];
+    size_t n = b->n_offers[i];
+    for (size_t k = 0; k < n; k++) {
+        const struct listing *L = &b->list[b->offer[i][k]];
+        off[k] = (market__offer){L->seller, L->price > 0 ? L->price : INT64_MAX, L->left, 0};
+    }
+    int64_t total, available;
+    int rc = market__fill(off, n, o->player, o->quantity, o->price, &available, &total);
+    if (rc == MARKET_ERR_NOT_ENOUGH) res->available = available;
+    if (rc != MARKET_OK) return rc;
+    market__party buyer = b->party[b->buyer[i]], seller[MARKET_FILL_MAX];
     if (buyer.known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
     if (buyer.known == MARKET__ABSENT) return MARKET_ERR_NO_PLAYER;
     if (total > buyer.funds) return MARKET_ERR_INSUFFICIENT_FUNDS; /* total saturates */
-    for (size_t i = 0; i < b->n; i++) {
-        if (!b->off[i].take) continue;
-        rc = market__units_apply(b->off[i].price, b->off[i].units, b->off[i].take, -1, &buyer,
-                                 &b->party[i]);
-        if (rc != MARKET_OK) return rc;
+    for (size_t k = 0; k < n; k++) { /* one listing a seller: their parties are distinct */
+        seller[k] = b->party[b->list[b->offer[i][k]].party];
+        if (off[k].take &&
+            (rc = market__units_apply(off[k].price, off[k].units, off[k].take, -1, &buyer,
+                                      &seller[k])) != MARKET_OK)
+            return rc;
     }
-    b->buyer_party = buyer;
-    b->res->total = total;
-    b->res->buyer_funds = buyer.funds;
+    b->n_took[i] = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (!off[k].take) continue;
+        struct listing *L = &b->list[b->offer[i][k]];
+        b->took[i][b->n_took[i]++] = (struct take){b->offer[i][k], off[k].take, L->left};
+        L->left -= off[k].take;
+        b->party[L->party] = seller[k];
+    }
+    b->party[b->buyer[i]] = buyer;
+    res->quantity = o->quantity;
+    res->total = total;
+    res->buyer_funds = buyer.funds;
     return MARKET_OK;
 }
 
-/* Builds the commit of b's decision (see the top) and runs it. Returns
- * MARKET_OK, MARKET__TXN_ABORTED, or ERR_STORE, ERR_NOMEM. */
-static int commit(market_conn *c, const market__held *held, struct buy *b) {
-    size_t n = b->n, nt = 0;
-    market__trade_rec *t = calloc(n ? n : 1, sizeof *t);
-    const char **trades = malloc(MARKET__TRADES_ARGC(n ? n : 1) * sizeof *trades);
-    size_t *trade_of = calloc(n ? n : 1, sizeof *trade_of);
-    market__buf w = {0};
-    redisReply *exec = NULL;
-    market__trades tw;
-    int rc = MARKET_ERR_NOMEM;
-    if (!t || !trades || !trade_of) {
-        rc = market__unwatch_later(c, rc);
-        goto out;
-    }
-    market__fx_multi(&w);
-    market__fx_funds(&w, b->k_buyer, -b->res->total);
-    int64_t stacked = 0;
-    for (size_t i = 0; i < n; i++) {
-        const market__offer *f = &b->off[i];
-        struct offer *o = &b->o[i];
-        if (!f->take) continue;
-        market__fx_funds(&w, o->k_seller, f->take * f->price);
-        if (o->stack)
-            stacked += f->take;
-        else
-            market__fx_item_in(&w, b->k_inv, b->item);
-        if (f->take < f->units) { /* the rest stays listed */
-            market__fx_listing_units(&w, &b->realm, o->member, -f->take);
-        } else {
-            market__fx_delist(&w, &b->realm, o->member, o->stack);
-            market__idx_entry_init(&o->ix, b->realm.id, b->item, o->seller, f->price);
-            market__fx_idx_remove(&w, &o->ix);
+/* Answers order o with outcome v, settled by its idempotency key. */
+static void replay(market_order *o, const market__outcome *v) {
+    market_buy_result *res = &o->res.buy;
+    o->rc = v->rc;
+    res->replayed = v->replayed;
+    if (!v->replayed) return; /* in_progress, idem_mismatch, store */
+    if (v->rc == MARKET_ERR_NOT_ENOUGH) res->available = v->a;
+    if (v->rc != MARKET_OK) return;
+    res->quantity = o->quantity;
+    res->total = v->a;
+    res->buyer_funds = v->b;
+    snprintf(res->trade_id, sizeof res->trade_id, "%s", v->trade);
+}
+
+/* Decides every order in queue order; returns how many write something. */
+static size_t batch_decide(market__cbatch *cb) {
+    struct buy_batch *b = cb->ks;
+    size_t writes = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        market_order *o = b->req[i];
+        o->res.buy = (market_buy_result){0};
+        b->n_took[i] = 0;
+        market__outcome v;
+        if (market__idem_set_settle(&b->idem, i, &v)) {
+            replay(o, &v);
+            continue;
         }
-        trade_of[nt] = i;
-        t[nt++] = (market__trade_rec){.buyer = b->buyer, .seller = o->seller, .item = b->item,
-                                      .quantity = f->take, .price = f->price,
-                                      /* the listing's own lock, or the market's */
-                                      .fence = b->fixed && i < held->n ? held->fence[i]
-                                               : held->n               ? held->fence[0]
-                                                                       : "0"};
+        o->rc = b->now_ms >= o->q.deadline_ms ? MARKET_ERR_BUSY : decide_one(b, i);
+        const market_buy_result *res = &o->res.buy;
+        market__idem_set_decided(&b->idem, i, o->rc,
+                                 o->rc == MARKET_ERR_NOT_ENOUGH ? res->available : res->total,
+                                 res->buyer_funds);
+        writes += o->rc == MARKET_OK || market__idem_set_recorded(&b->idem, i);
     }
-    market__fx_units(&w, b->k_stacks, b->item, stacked);
-    market__held_fences(held, &w);
-    if (b->s.idem) { /* recorded as done, then completed with the first trade's id: were
-                      * the script to fail, the purchase is still done once */
-        market__single_record(&b->s, MARKET_OK, b->res->total, b->res->buyer_funds, &w);
-        t[0].idem_key = b->s.k_idem;
-        t[0].idem_record = b->s.record;
+    return writes;
+}
+
+/* ---- committing ---- */
+
+/* The fence order i's part from listing l is recorded with: its lock's
+ * (item strategy), else the market lock's; "0" without a lease. */
+static const char *trade_fence(const market__held *held, const struct buy_batch *b, size_t l) {
+    if (held->n == 0) return "0";
+    if (!b->chosen) return held->fence[0];
+    char key[MARKET__LOCK_KEY_MAX];
+    market__lock_key(key, "item", b->realm.id, b->list[l].member);
+    for (size_t k = 0; k < held->n; k++)
+        if (strcmp(held->key[k], key) == 0) return held->fence[k];
+    return "0";
+}
+
+/* Appends what order i, decided MARKET_OK, moves, and lists its trades. */
+static void commit_order(struct buy_batch *b, const market__held *held, size_t i,
+                         market__buf *w) {
+    market_order *o = b->req[i];
+    int keyed = b->idem.idem[i] != NULL;
+    int64_t stacked = 0;
+    market__fx_funds(w, b->k_user[b->buyer[i]], -o->res.buy.total);
+    for (size_t k = 0; k < b->n_took[i]; k++) {
+        const struct take *t = &b->took[i][k];
+        struct listing *L = &b->list[t->listing];
+        market__fx_funds(w, b->k_user[L->party], t->units * L->price);
+        if (L->stack)
+            stacked += t->units;
+        else
+            market__fx_item_in(w, b->k_inv[i], o->item);
+        if (t->units < t->before) { /* the rest stays listed */
+            market__fx_listing_units(w, &b->realm, L->member, -t->units);
+        } else {
+            market__fx_delist(w, &b->realm, L->member, L->stack);
+            market__idx_entry_init(&L->ix, b->realm.id, o->item, L->seller, L->price);
+            market__fx_idx_remove(w, &L->ix);
+        }
+        b->trade_req[b->n_trades] = i;
+        b->trade[b->n_trades++] = (market__trade_rec){
+            .buyer = o->player, .seller = L->seller, .item = o->item, .quantity = t->units,
+            .price = L->price, .fence = trade_fence(held, b, t->listing),
+            /* the first part completes the record with its trade id */
+            .idem_key = keyed && k == 0 ? b->idem.key[i] : NULL,
+            .idem_record = keyed && k == 0 ? b->idem.record[i] : NULL};
     }
-    size_t i_trades = w.n - 1; /* EXEC's replies follow MULTI's */
-    market__buf_cmdv(&w, (int)market__trades_argv(c->m, b->realm.id, &tw, t, nt, trades), trades);
-    market__fx_exec(&w);
-    rc = market__commit_buf(c, &w, &exec);
-    if (rc != MARKET_OK) goto out;
-    if (market__trades_ids(exec->element[i_trades], t, nt) < 0) {
-        const redisReply *e = exec->element[i_trades];
-        rc = e->type == REDIS_REPLY_ERROR ? market__fail_reply(c, "trade record refused", e)
-                                          : market__fail(c, "the trade records' ids are unreadable");
-        goto out;
+    if (stacked) market__fx_units(w, b->k_stacks[i], o->item, stacked);
+}
+
+/* Hands each success its parts and trade ids, and each repeat inside the
+ * batch its first's trade id. */
+static void hand_trades(struct buy_batch *b) {
+    for (size_t t = 0; t < b->n_trades; t++) {
+        market_order *o = b->req[b->trade_req[t]];
+        market_buy_result *res = &o->res.buy;
+        const market__trade_rec *r = &b->trade[t];
+        market_fill *f = &res->fill[res->n_fills++];
+        snprintf(f->seller, sizeof f->seller, "%s", r->seller);
+        f->quantity = r->quantity;
+        f->price = r->price;
+        memcpy(f->trade_id, r->id, sizeof f->trade_id);
+        if (res->n_fills == 1) memcpy(res->trade_id, r->id, sizeof res->trade_id);
     }
-    b->res->n_fills = nt;
-    for (size_t k = 0; k < nt; k++) {
-        market_fill *fl = &b->res->fill[k];
-        const market__offer *f = &b->off[trade_of[k]];
-        memcpy(fl->seller, b->o[trade_of[k]].seller, sizeof fl->seller);
-        fl->quantity = f->take;
-        fl->price = f->price;
-        memcpy(fl->trade_id, t[k].id, sizeof fl->trade_id);
+    for (size_t i = 0; i < b->n; i++)
+        if (b->idem.same_as[i] != SIZE_MAX)
+            memcpy(b->req[i]->res.buy.trade_id, b->req[b->idem.same_as[i]]->res.buy.trade_id,
+                   sizeof b->req[i]->res.buy.trade_id);
+}
+
+/* The commit (see DESIGN, step 3). */
+static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
+    struct buy_batch *b = cb->ks;
+    market__buf *w = &b->wb;
+    market__buf_reset(w);
+    market__fx_multi(w);
+    market__held_fences(held, w);
+    b->n_trades = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        /* a success's record too: were the trade script to fail, it is still done once */
+        if (market__idem_set_recorded(&b->idem, i)) market__idem_set_record(&b->idem, i, w);
+        if (b->req[i]->rc == MARKET_OK && !b->req[i]->res.buy.replayed)
+            commit_order(b, held, i, w);
     }
-    memcpy(b->res->trade_id, t[0].id, sizeof t[0].id);
-out:
-    if (exec) freeReplyObject(exec);
-    market__buf_free(&w);
-    free(t);
-    free(trades);
-    free(trade_of);
+    size_t i_trades = 0;
+    if (b->n_trades) {
+        i_trades = w->n;
+        market__buf_cmdv(w, (int)market__trades_argv(c->m, b->realm.id, &b->tw, b->trade,
+                                                     b->n_trades, b->args_trades),
+                         b->args_trades);
+    }
+    market__fx_exec(w);
+    int rc = market__pipeline_buf(c, w);
+    if (rc < 0) return rc;
+    c->unwatch = 0; /* EXEC ends every WATCH */
+    rc = market__trades_commit_reply(c, w->rep, w->n, 0, i_trades, b->trade, b->n_trades);
+    market__replies_free(w->rep, w->n);
+    if (rc == MARKET_OK) hand_trades(b);
     return rc;
 }
 
-/* Item strategy: whether a lease has run out by our clock (valid_until_ms
- * errs early): checked right before the commit, as a batch of that strategy
- * does, for the lock keys it could not watch (a lock elsewhere). */
-static int lapsed(const lock_handle *h, size_t n) {
-    int64_t now = rconn_now_ms();
-    for (size_t k = 0; k < n; k++)
-        if (now >= h[k].valid_until_ms) return 1;
-    return 0;
-}
+/* ---- naming the batch, and the item strategy's choice ---- */
 
-/* One attempt: read (the item's cheapest listings, or the ones chosen and
- * locked), decide, commit. The leases (item strategy) are checked by
- * offers_read(), not by market__single_read(), which sees none. */
-static int buy_attempt(market_conn *c, const market__held *held, void *ud) {
-    struct buy *b = ud;
-    static const market__held none;
-    const market__held *seen = b->fixed ? &none : held;
-    market__buf rd = {0};
-    market__single_read_begin(&b->s, seen, b->k_buyer, b->k_stacks, &rd);
-    size_t io = rd.n;
-    if (!b->fixed) market__rd_cheapest(&rd, b->k_index, b->hi, b->scan);
-    size_t i_funds = rd.n;
-    market__rd_funds(&rd, b->k_buyer);
-    int rc = market__single_read(c, seen, &b->s, &rd);
-    if (rc != MARKET_OK || b->s.replayed) {
-        market__buf_free(&rd);
-        if (b->s.replayed) {
-            b->res->replayed = 1;
-            if (rc == MARKET_OK) {
-                b->res->total = b->s.stored_a;
-                b->res->buyer_funds = b->s.stored_b;
-                b->res->quantity = b->quantity;
-                memcpy(b->res->trade_id, b->s.stored_trade, sizeof b->s.stored_trade);
-            } else if (rc == MARKET_ERR_NOT_ENOUGH) {
-                b->res->available = b->s.stored_a;
-            }
-        }
-        return rc;
+/* Item strategy: keeps the listings that make the order's quantity (or,
+ * when they do not, every one at or under its price, so that the refusal
+ * is decided under their locks), and names their locks and the buyer's. */
+static void choose(struct buy_batch *b) {
+    const market_order *o = b->req[0];
+    market__offer off[MARKET_FILL_MAX];
+    size_t n = b->n_offers[0], k = 0;
+    for (size_t j = 0; j < n; j++) {
+        const struct listing *L = &b->list[b->offer[0][j]];
+        off[j] = (market__offer){L->seller, L->price > 0 ? L->price : INT64_MAX, L->left, 0};
     }
-    if (!b->fixed) rc = offers_from_index(c, b, rd.rep[io]);
-    b->buyer_party = market__reply_party(rd.rep[i_funds]);
-    market__replies_free(rd.rep, rd.n);
-    market__buf_free(&rd);
-    if (rc == MARKET_OK) rc = offers_read(c, b->fixed ? held : &none, b);
-    if (rc < 0) return market__unwatch_later(c, rc);
-    rc = decide(b);
-    if (rc == MARKET__REFILL) return market__unwatch_later(c, rc);
-    if (rc == MARKET_ERR_NOT_ENOUGH) b->res->available = b->available;
-    if (rc < 0)
-        return market__single_refuse(c, held, &b->s, rc,
-                                     rc == MARKET_ERR_NOT_ENOUGH ? b->available : 0);
-    if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
-    if (b->fixed && b->lease && lapsed(b->lease, held->n))
-        return market__unwatch_later(c, MARKET_ERR_LEASE_LOST);
-    b->res->quantity = b->quantity;
-    return commit(c, held, b);
-}
-
-/* ---- the item strategy: choose, lock, buy ---- */
-
-/* Chooses the listings to lock: reads the item's cheapest without a lock
- * and keeps those that make the quantity (or, when they do not, every one
- * at or under the price, so that the refusal is decided under their locks).
- * Returns MARKET_OK or ERR_STORE, ERR_NOMEM. */
-static int choose(market_conn *c, struct buy *b) {
-    static const market__held none;
-    market__buf rd = {0};
-    market__rd_cheapest(&rd, b->k_index, b->hi, b->scan);
-    int rc = market__pipeline_buf(c, &rd);
-    if (rc < 0) {
-        market__buf_free(&rd);
-        return rc;
-    }
-    b->fixed = 0;
-    rc = offers_from_index(c, b, rd.rep[0]);
-    market__replies_free(rd.rep, rd.n);
-    market__buf_free(&rd);
-    if (rc == MARKET_OK) rc = offers_read(c, &none, b);
-    market__unwatch_later(c, rc); /* offers_read watched: nothing is committed here */
-    if (rc < 0) return rc;
-    int64_t total;
-    b->enough = market__fill(b->off, b->n, b->buyer, b->quantity, b->max_price, &b->available,
-                             &total) == MARKET_OK;
-    size_t k = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        int keep = b->enough ? b->off[i].take > 0
-                             : b->off[i].price <= b->max_price && b->off[i].units > 0;
+    int64_t available, total;
+    b->enough = market__fill(off, n, o->player, o->quantity, o->price, &available, &total) ==
+                MARKET_OK;
+    for (size_t j = 0; j < n; j++) {
+        int keep = b->enough ? off[j].take > 0 : off[j].price <= o->price && off[j].units > 0;
         if (!keep) continue;
-        if (k != i) {
-            b->o[k] = b->o[i];
-            b->off[k] = b->off[i];
-            b->off[k].seller = b->o[k].seller;
-        }
+        if (k != b->offer[0][j]) b->list[k] = b->list[b->offer[0][j]];
+        b->list[k].seller = b->list[k].member + strlen(o->item) + 1;
+        b->offer[0][k] = k;
+        market__cbatch_lock(b->cb, "item", b->list[k].member);
         k++;
     }
-    b->n = k;
-    return MARKET_OK;
+    b->n_list = b->n_offers[0] = k;
+    market__cbatch_lock(b->cb, "player", o->player);
 }
 
-/* The item strategy's purchase: choose, take every chosen listing's lock
- * and the buyer's all or none, buy under them; choose again when the
- * listings were bought meanwhile. Releases every lock it took. */
-static int buy_item_locked(market_conn *c, struct buy *b, int64_t deadline) {
-    market *m = c->m;
-    int rc = MARKET_ERR_NOT_ENOUGH;
-    for (int tries = 0; tries < CHOOSE_TRIES; tries++) {
-        if ((rc = choose(c, b)) < 0) return rc;
-        const char *keys[MARKET__HELD_MAX];
-        char buyer_lock[MARKET__LOCK_KEY_MAX];
-        lock_handle h[MARKET__HELD_MAX];
-        market__held hd = {0};
-        size_t nk = 0;
-        for (size_t i = 0; i < b->n; i++) keys[nk++] = b->o[i].lock;
-        market__lock_key(buyer_lock, "player", b->realm.id, b->buyer);
-        keys[nk++] = buyer_lock;
-        hd.tokens = m->lock_in_store;
-        if ((rc = market__lock_multi(c, keys, nk, deadline, h)) < 0) return rc;
-        for (size_t k = 0; k < nk; k++) market__held_set(&hd, k, keys[k], &h[k]);
-        b->fixed = 1;
-        b->lease = h;
-        rc = market__attempts(c, h, &hd, buy_attempt, b);
-        (void)lock_release_multi(m->lock, h, nk); /* a lease not released expires */
-        b->lease = NULL;
-        if (rc != MARKET__REFILL) break;
-        rc = MARKET_ERR_CONFLICT; /* if the listings keep going */
-        if (rconn_now_ms() >= deadline) break;
+/* Item strategy: reads the order's cheapest listings without a lock, and
+ * chooses those to lock. Returns MARKET_OK or ERR_STORE, ERR_NOMEM. */
+static int choose_read(market_conn *c, struct buy_batch *b) {
+    market__buf *r = &b->rb;
+    market__buf_reset(r);
+    choice_build(b, r);
+    int rc = market__pipeline_buf(c, r);
+    if (rc < 0) return rc;
+    rc = choice_parse(c, b, r->rep);
+    market__replies_free(r->rep, r->n);
+    if (rc == MARKET_OK) {
+        market__buf_reset(r);
+        detail_build(b, r);
+        if ((rc = market__pipeline_buf(c, r)) < 0) return market__unwatch_later(c, rc);
+        rc = detail_parse(c, b, r->rep);
+        market__replies_free(r->rep, r->n);
     }
+    market__unwatch_later(c, rc); /* the table's WATCH: nothing is committed here */
+    if (rc == MARKET_OK) choose(b);
     return rc;
 }
 
-/* ---- the public operation ---- */
+/* Names the batch's orders, keys and records, and its locks: the realm's
+ * market lock, or (item strategy) the chosen listings' and the buyer's. */
+static int prepare(market_conn *c, market__cbatch *cb) {
+    struct buy_batch *b = cb->ks;
+    b->cb = cb;
+    b->n = cb->n_open;
+    market__realm_init(&b->realm, cb->realm);
+    int need_token = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        market_order *o = b->req[i] = cb->req[i]->order;
+        need_token |= o->idem != NULL;
+        market__idx_key(b->k_index[i], MARKET__IDX_ITEM, b->realm.id, o->item);
+        market__key_inventory(b->k_inv[i], b->realm.id, o->player);
+        market__key_stacks(b->k_stacks[i], b->realm.id, o->player);
+        snprintf(b->hi[i], sizeof b->hi[i], "%lld", (long long)o->price);
+    }
+    if (need_token && market__cbatch_token(cb) < 0) return MARKET_ERR_STORE;
+    market__idem_set_begin(&b->idem, b->n);
+    for (size_t i = 0; i < b->n; i++)
+        cb->req[i]->k_idem = market__idem_set_key(&b->idem, i, b->realm.id, b->req[i]->player,
+                                                  b->req[i]->idem, cb->token);
+    b->chosen = cb->policy == MARKET__POLICY_EACH;
+    if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
+    return b->chosen ? choose_read(c, b) : MARKET_OK;
+}
+
+/* ---- the kind's ops (market_combine.h) ---- */
+
+static size_t most(const market *m, int policy) {
+    if (policy == MARKET__POLICY_EACH) return 1; /* its locks follow from its own choice */
+    return m->cfg.batch_max < BUY_BATCH_MAX ? m->cfg.batch_max : BUY_BATCH_MAX;
+}
+
+static void *state_new(void) {
+    struct buy_batch *b = malloc(sizeof *b);
+    if (b) b->rb = b->wb = (market__buf){0};
+    return b;
+}
+
+static void state_free(void *ks) {
+    struct buy_batch *b = ks;
+    market__buf_free(&b->rb);
+    market__buf_free(&b->wb);
+    free(b);
+}
+
+static void reset(market_queued *q) {
+    market_order *o = q->order;
+    o->res.buy = (market_buy_result){0};
+}
+
+static void answer(market *m, market_queued *q) {
+    market_order *o = q->order;
+    if (o->rc == MARKET_OK && !o->res.buy.replayed) MARKET__COUNT(m, purchased);
+    o->done(o);
+}
+
+/* Buying units across sellers: the cheapest listings at or under a price. */
+static const struct market__kind buy_kind = {
+    .name = "buy",
+    .slot = 3,
+    .policy = market__strategy_policy,
+    .most = most,
+    .state_new = state_new,
+    .state_free = state_free,
+    .prepare = prepare,
+    .read = batch_read,
+    .decide = batch_decide,
+    .commit = batch_commit,
+    .reset = reset,
+    .answer = answer,
+};
+
+/* Queues buy order o (arguments already checked) on its realm's lane and
+ * returns at once: MARKET_OK (o->done(o) will be called exactly once, from
+ * the lane's worker), MARKET_ERR_BUSY after the market stopped, or
+ * MARKET_ERR_NOMEM. */
+int market__buy_submit(market *m, market_order *o) {
+    market_buy_result *res = &o->res.buy;
+    o->q = (market_queued){.kind = &buy_kind, .order = o, .realm = o->realm, .group = "",
+                           .rc = &o->rc, .why = o->why, .replayed = &res->replayed,
+                           .trade_id = res->trade_id};
+    int rc = market__combine_submit(m->queue, &o->q);
+    if (rc == MARKET_OK) MARKET__COUNT(m, purchases);
+    return rc;
+}
+
+static void sync_done(market_order *o) { market__combine_wake(o->ud); }
 
 /* Buys quantity (1..MARKET_QUANTITY_MAX) units of item on realm's market
  * for buyer, from the cheapest listings at or under max_price
@@ -424,36 +620,17 @@ int market_buy_units(market_conn *c, const char *realm, const char *buyer, const
         max_price > MARKET_PRICE_MAX || !market__idem_valid(idem))
         return MARKET_ERR_INVALID;
     market *m = c->m;
-    struct buy *b = calloc(1, sizeof *b);
-    if (!b) return MARKET_ERR_NOMEM;
-    MARKET__COUNT(m, purchases);
-    int64_t deadline = rconn_now_ms() + m->cfg.acquire_timeout_ms;
-    b->buyer = buyer;
-    b->item = item;
-    b->quantity = quantity;
-    b->max_price = max_price;
-    b->res = res;
-    market__realm_init(&b->realm, realm);
-    market__idx_key(b->k_index, MARKET__IDX_ITEM, realm, item);
-    market__key_user(b->k_buyer, realm, buyer);
-    market__key_inventory(b->k_inv, realm, buyer);
-    market__key_stacks(b->k_stacks, realm, buyer);
-    snprintf(b->hi, sizeof b->hi, "%lld", (long long)max_price);
-    snprintf(b->scan, sizeof b->scan, "%d", SCAN);
-    int rc = market__single_init(&b->s, realm, buyer, idem, deadline);
-    if (rc == MARKET_OK) rc = market__route(c, realm);
-    if (rc == MARKET_OK && m->cfg.strategy == MARKET_STRATEGY_ITEM) {
-        b->s.watch.n = 0;
-        rc = buy_item_locked(c, b, deadline);
-        market__count_result(m, rc);
-    } else if (rc == MARKET_OK) {
-        char keybuf[MARKET__LOCK_KEY_MAX];
-        const char *lock_key;
-        market__strategy_guard(m, &b->realm, "", keybuf, &b->s.watch, &lock_key);
-        b->s.watch.keys[b->s.watch.n++] = b->realm.units; /* read, as the market */
-        rc = market__guarded(c, lock_key, deadline, buy_attempt, b);
-    }
-    if (rc == MARKET_OK && !res->replayed) MARKET__COUNT(m, purchased);
-    free(b);
+    market__waiter w;
+    market_order *o = calloc(1, sizeof *o);
+    if (!o) return MARKET_ERR_NOMEM;
+    *o = (market_order){.type = MARKET_ORDER_BUY, .realm = realm, .player = buyer,
+                        .item = item, .quantity = quantity, .price = max_price, .idem = idem,
+                        .done = sync_done, .ud = &w};
+    int rc = market__waiter_init(&w, m->queue);
+    if (rc == MARKET_OK) rc = market__buy_submit(m, o);
+    rc = market__combine_wait(&w, rc == MARKET_OK ? &o->q : NULL, rc);
+    *res = o->res.buy;
+    if (MARKET_ERR_HAS_REASON(rc)) snprintf(c->errstr, sizeof c->errstr, "%s", o->why);
+    free(o);
     return rc;
 }

@@ -323,16 +323,21 @@ static int run_hold(market_conn *c, struct market__lane *ln, market__cbatch *cb)
 static int batch_run(market_conn *c, struct market__lane *ln, market__cbatch *cb) {
     market *m = c->m;
     if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
-    cb->n_locks = 0;
-    int rc = cb->kind->prepare(c, cb);
-    if (rc == MARKET_OK && cb->n_open == 0) return MARKET_OK; /* every one answered early */
-    if (rc == MARKET_OK && cb->policy == MARKET__POLICY_NONE) {
-        answer_now(ln); /* an abort's backoff may wait */
-        market__held none = {0};
-        rc = market__attempts(c, NULL, &none, batch_attempt, cb);
-    } else if (rc == MARKET_OK) {
-        rc = cb->policy == MARKET__POLICY_EACH ? run_each(c, ln, cb) : run_hold(c, ln, cb);
-    }
+    int rc;
+    do {
+        cb->n_locks = 0;
+        rc = cb->kind->prepare(c, cb);
+        if (rc == MARKET_OK && cb->n_open == 0) return MARKET_OK; /* every one answered early */
+        if (rc == MARKET_OK && cb->policy == MARKET__POLICY_NONE) {
+            answer_now(ln); /* an abort's backoff may wait */
+            market__held none = {0};
+            rc = market__attempts(c, NULL, &none, batch_attempt, cb);
+        } else if (rc == MARKET_OK) {
+            rc = cb->policy == MARKET__POLICY_EACH ? run_each(c, ln, cb) : run_hold(c, ln, cb);
+        }
+        if (rc == MARKET__CHOOSE_AGAIN && rconn_now_ms() >= batch_deadline(cb))
+            rc = MARKET_ERR_CONFLICT; /* what it locks keeps going */
+    } while (rc == MARKET__CHOOSE_AGAIN);
     if (rc < 0 && rc != MARKET__REDIRECTED) batch_fail(m, cb, rc);
     return rc;
 }
@@ -404,8 +409,10 @@ static int same_batch(const market_queued *a, const market_queued *b) {
 
 /* Orders one batch of o's kind takes at the most. */
 static size_t batch_most(const market *m, const market_queued *o) {
+    int policy = o->kind->policy(m);
+    if (o->kind->most) return o->kind->most(m, policy);
     size_t most = m->cfg.batch_max;
-    if (o->kind->policy(m) == MARKET__POLICY_EACH && most > MARKET__ITEM_BATCH_MAX)
+    if (policy == MARKET__POLICY_EACH && most > MARKET__ITEM_BATCH_MAX)
         most = MARKET__ITEM_BATCH_MAX; /* two locks an order, at the most */
     return most;
 }

@@ -54,11 +54,18 @@ struct market__kind {
     const char *name;
     unsigned slot; /* this kind's index in a worker's states: < MARKET__KINDS_MAX */
     int (*policy)(const market *m);
+    /* Optional: the most orders one batch of this kind takes under policy
+     * (cfg.batch_max, or half the locks a transaction holds under
+     * MARKET__POLICY_EACH, when absent). */
+    size_t (*most)(const market *m, int policy);
     void *(*state_new)(void);
     void (*state_free)(void *ks);
     /* Names what the batch reads, writes and locks (market__cbatch_lock). May
      * answer orders early (see n_open). Returns MARKET_OK or the error every
-     * open order is given. */
+     * open order is given. A kind whose locks follow from a read (made here)
+     * may have read return MARKET__CHOOSE_AGAIN when what it read under them
+     * no longer fits: the locks are released and prepare is called again,
+     * within the batch's wait budget. */
     int (*prepare)(market_conn *c, market__cbatch *cb);
     /* MARKET__POLICY_EACH, optional: sends the read before the locks are
      * asked for (held names them, without tokens); read_recv then takes its

@@ -24,6 +24,8 @@
 #define MARKET__FENCED_MAX (MARKET__LOCK_KEY_MAX + 8) /* "<lock key>:fenced" */
 #define MARKET__HOLD_MAX_MS 20 /* most the worker keeps the market lock across batches */
 #define MARKET__TXN_ABORTED 1  /* an attempt's EXEC was aborted: a watched key changed */
+#define MARKET__CHOOSE_AGAIN (-101) /* a batch's locks no longer cover what it must read:
+                                      * its kind names them again (market_combine.h) */
 #define MARKET__REDIRECTED (-100) /* cluster: a pipeline that relied on an earlier WATCH met a
                                    * slot on the move (nothing applied): read again; or a
                                    * lane's batch met a split slot or a failing lock store:

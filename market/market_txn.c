@@ -1,5 +1,5 @@
-/* market_txn.c - the transaction layer: leases, the guarded commit and the
- * operations that run one at a time.
+/* market_txn.c - the transaction layer: leases and the attempts of a
+ * guarded transaction (the combiner's kinds run them: market_combine.c).
  *
  * DESIGN
  * Every write runs as a guarded transaction:
@@ -22,9 +22,6 @@
  * A refusal after WATCH leaves the connection watching; the UNWATCH rides in
  * front of the connection's next pipeline instead of costing a round trip
  * (market__unwatch_later).
- * The operations that run one at a time (list, unlist, a purchase without
- * a seller) share market__single_*: the idempotency claim in
- * front of the WATCH, the read, and the record of a final outcome.
  */
 #include "market/market_txn.h"
 
@@ -87,34 +84,6 @@ static void count_wait(market *m, int64_t us, int acquired) {
     atomic_fetch_add_explicit(&m->stats.lock_wait_us, (uint64_t)us, memory_order_relaxed);
     MARKET__COUNT(m, lock_waits);
     if (acquired) MARKET__COUNT(m, lock_acquired);
-}
-
-/* Runs fn under the lock lock_key (taken before the monotonic time
- * deadline_ms; NULL: no lock, the optimistic strategy) until it decides: see
- * market__attempts(). Releases the lock on every path. Returns fn's result or
- * a lock error mapped to a market code. Purchases under the market and item
- * strategies do not come here: they are served in batches (market_combine.c). */
-int market__guarded(market_conn *c, const char *lock_key, int64_t deadline_ms, market__attempt fn,
-                    void *ud) {
-    market *m = c->m;
-    lock_handle h = {0};
-    market__held hd = {0};
-    int rc = MARKET_OK;
-    if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
-    if (lock_key) {
-        hd.tokens = m->lock_in_store;
-        rc = market__lock(c, lock_key, deadline_ms, &h);
-        if (rc < 0) goto out;
-        market__held_set(&hd, 0, lock_key, &h);
-        if (m->cfg.test_stall_read_ms) market__stall(m->cfg.test_stall_read_ms);
-    }
-    rc = market__attempts(c, &h, &hd, fn, ud);
-    /* A failed release needs no undo: every commit was guarded, and a lease
-     * we cannot release expires by itself. */
-    if (lock_key) (void)lock_release(m->lock, &h);
-out:
-    market__count_result(m, rc);
-    return rc;
 }
 
 /* Takes the locks on keys[0..n) all or none (one key: lock_acquire),
@@ -260,175 +229,7 @@ void market__held_fences(const market__held *held, market__buf *w) {
     for (size_t i = 0; i < held->n; i++) market__fx_fence(w, held->fenced[i], held->fence[i]);
 }
 
-/* Sends w, a commit (market__fx_multi(), effects, market__fx_exec()), as
- * one pipeline. Returns MARKET_OK with *exec set to EXEC's reply (taken out
- * of w->rep: the caller frees it), TXN_ABORTED, or MARKET_ERR_STORE (c->errstr
- * says why), MARKET_ERR_NOMEM. */
-int market__commit_buf(market_conn *c, market__buf *w, redisReply **exec) {
-    if (market__buf_seal(w) < 0) return market__unwatch_later(c, MARKET_ERR_NOMEM);
-    int rc = market__pipeline_buf(c, w);
-    if (rc < 0) return rc;
-    c->unwatch = 0; /* EXEC, committed or aborted, ends every WATCH */
-    redisReply *r = w->rep[w->n - 1];
-    if (r->type == REDIS_REPLY_NIL) {
-        rc = TXN_ABORTED;
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == w->n - 2) {
-        *exec = r;
-        w->rep[w->n - 1] = NULL;
-    } else {
-        /* EXECABORT or a queued command refused (a read-only replica, OOM) */
-        const redisReply *e = market__reply_error(w->rep, w->n);
-        rc = market__fail_reply(c, "commit refused", e ? e : r);
-    }
-    market__replies_free(w->rep, w->n);
-    return rc;
-}
-
 /* ---- watching and the lock a strategy takes ---- */
 
 
-/* Sets *lock_key to the lock an operation on listing member of realm r
- * takes under the market's strategy (NULL: none; an item lock is written
- * into keybuf), and fills w with what it watches besides the keys it reads
- * (w points into r and keybuf: they must outlive it). This function can't
- * fail. */
-void market__strategy_guard(const market *m, const market__realm *r, const char *member,
-                            char keybuf[MARKET__LOCK_KEY_MAX], struct market__watchset *w,
-                            const char **lock_key) {
-    w->n = 0;
-    *lock_key = NULL;
-    switch (m->cfg.strategy) {
-    case MARKET_STRATEGY_MARKET:
-        w->keys[w->n++] = r->lock;
-        w->keys[w->n++] = r->market;
-        *lock_key = r->lock;
-        break;
-    case MARKET_STRATEGY_ITEM:
-        /* The listing lock protects the listing, so the market zset itself is
-         * not watched (every purchase changes it); the lock key is. */
-        market__lock_key(keybuf, "item", r->id, member);
-        w->keys[w->n++] = keybuf;
-        *lock_key = keybuf;
-        break;
-    case MARKET_STRATEGY_OPTIMISTIC: w->keys[w->n++] = r->market; break;
-    }
-}
-
 /* ---- one operation at a time: list, unlist, a purchase without a seller ---- */
-
-/* Prepares s for an operation of player of realm, before the monotonic time
- * deadline_ms. Returns MARKET_OK, or MARKET_ERR_STORE when no claim token
- * can be drawn. */
-int market__single_init(struct market__single *s, const char *realm, const char *player,
-                        const market_idem *idem, int64_t deadline_ms) {
-    s->idem = idem;
-    s->deadline_ms = deadline_ms;
-    s->replayed = 0;
-    if (!idem) return MARKET_OK;
-    market__idem_key(s->k_idem, sizeof s->k_idem, realm, player, idem);
-    if (market__token_new(s->token) < 0) return MARKET_ERR_STORE;
-    market__idem_claim(s->claim, sizeof s->claim, idem, s->token);
-    return MARKET_OK;
-}
-
-/* Begins in r (emptied) the read of one attempt: [SET claim NX PX], then
- * WATCH a, b (may be NULL), s->watch, the leases' fencing records and the
- * record. The claim goes before the WATCH, so our own claim does not abort
- * our commit, while anyone else's write of the record after it does. The
- * caller appends its own reads, then calls market__single_read(). */
-void market__single_read_begin(struct market__single *s, const market__held *held,
-                               const char *a, const char *b, market__buf *r) {
-    market__buf_reset(r);
-    if (s->idem) {
-        market__idem_claim_ttl(s->claim_ttl, sizeof s->claim_ttl, s->deadline_ms);
-        market__rd_claim(r, s->k_idem, s->claim, s->claim_ttl);
-    }
-    market__rd_watch_begin(r);
-    market__buf_arg(r, a);
-    if (b) market__buf_arg(r, b);
-    for (size_t i = 0; i < s->watch.n; i++) market__buf_arg(r, s->watch.keys[i]);
-    for (size_t i = 0; i < held->n; i++) market__buf_arg(r, held->fenced[i]);
-    if (s->idem) market__buf_arg(r, s->k_idem);
-    market__buf_end(r, 0);
-}
-
-/* Ends the read begun in r (market__single_read_begin, and the caller's
- * reads after it): [the leases' MGET], [GET of the record], and sends it.
- * Returns MARKET_OK with r->rep[0..r->n) filled (the caller's replies
- * follow the WATCH's) when the attempt should decide. When the read settles
- * it, it returns that outcome with nothing left to free: ERR_STORE,
- * ERR_LEASE_LOST (see market__held_lost), a stored outcome (MARKET_OK or a
- * refusal, with s->replayed set), ERR_IN_PROGRESS, ERR_IDEM_MISMATCH, or
- * ERR_BUSY when the deadline has passed (nothing is decided after it). */
-int market__single_read(market_conn *c, const market__held *held, struct market__single *s,
-                        market__buf *r) {
-    size_t i_claim = 0, i_watch = s->idem ? 1 : 0, i_fence = 0, i_idem = 0;
-    if (held->n) {
-        i_fence = r->n;
-        market__held_read_buf(held, r);
-    }
-    if (s->idem) {
-        i_idem = r->n;
-        market__rd_record(r, s->k_idem);
-    }
-    int rc = market__pipeline_buf(c, r);
-    if (rc < 0) return rc;
-    int judged = MARKET__IDEM_FREE;
-    if (s->idem)
-        judged = market__idem_judge(r->rep[i_idem], s->idem, s->token, &s->stored_rc, &s->stored_a,
-                                    &s->stored_b, s->stored_trade);
-    const redisReply *err = market__reply_error(r->rep, r->n);
-    if (r->rep[i_watch]->type != REDIS_REPLY_STATUS ||
-        (s->idem && r->rep[i_claim]->type == REDIS_REPLY_ERROR))
-        rc = market__fail_reply(c, "read refused", err ? err : r->rep[i_watch]);
-    else if (judged == MARKET_ERR_STORE)
-        rc = market__fail(c, "idempotency record %s is unreadable", s->k_idem);
-    else if (held->n && market__held_lost(held, r->rep[i_fence]))
-        rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
-    else if (judged == MARKET__IDEM_DONE)
-        s->replayed = 1, rc = s->stored_rc;
-    else if (judged < 0)
-        rc = judged; /* ERR_IN_PROGRESS, ERR_IDEM_MISMATCH */
-    else if (rconn_now_ms() >= s->deadline_ms)
-        rc = MARKET_ERR_BUSY;
-    else
-        return MARKET_OK;
-    market__replies_free(r->rep, r->n);
-    rc = market__unwatch_later(c, rc);
-    if (s->replayed) { /* its commit may have been answered not_replicated */
-        const char *k = s->k_idem;
-        int crc = market__replicated(c, &k, 1);
-        if (crc < 0) s->replayed = 0, rc = crc;
-    }
-    return rc;
-}
-
-/* Appends the record of outcome rc (a and b: see market__idem_record) to w
- * when s has an idempotency key. */
-void market__single_record(struct market__single *s, int rc, int64_t a, int64_t b,
-                           market__buf *w) {
-    if (!s->idem) return;
-    market__idem_record(s->record, sizeof s->record, s->idem, rc, a, b);
-    market__fx_idem_record(w, s->k_idem, s->record);
-}
-
-/* Ends an attempt that decided to refuse with rc. A final refusal of an
- * idempotent request is recorded, with our fences, in a guarded commit, so
- * that no other attempt of the same key can decide otherwise later; a is
- * what the record keeps (the current price of a price_changed). Returns rc,
- * MARKET__TXN_ABORTED (read again), or the commit's error. */
-int market__single_refuse(market_conn *c, const market__held *held, struct market__single *s,
-                          int rc, int64_t a) {
-    if (!s->idem || !market__idem_final(rc)) return market__unwatch_later(c, rc);
-    /* a fence per lease held (a purchase without a seller may hold dozens) and the record */
-    market__buf w = {0};
-    market__fx_multi(&w);
-    market__held_fences(held, &w);
-    market__single_record(s, rc, a, 0, &w);
-    market__fx_exec(&w);
-    redisReply *exec = NULL;
-    int crc = market__commit_buf(c, &w, &exec);
-    if (exec) freeReplyObject(exec);
-    market__buf_free(&w);
-    return crc == MARKET_OK ? rc : crc;
-}
