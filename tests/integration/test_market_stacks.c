@@ -4,6 +4,7 @@
  * one listing, and every unit in exactly one place afterwards.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -546,6 +547,80 @@ static void test_buyers_without_seller_race(void **state) {
     assert_int_equal(a.index_mismatch, 0);
 }
 
+/* Count of calls of one Redis command so far (INFO commandstats). */
+static long long calls_of(const char *cmd) {
+    redisReply *r = redis_cmd("INFO commandstats");
+    char pat[64];
+    snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(r->str, pat);
+    long long v = p ? atoll(p + strlen(pat)) : 0;
+    freeReplyObject(r);
+    return v;
+}
+
+struct slow_buy {
+    market *m;
+    int rc;
+    market_buy_result res;
+};
+
+static void *slow_buy_main(void *arg) {
+    struct slow_buy *b = arg;
+    int err;
+    market_conn *c = market_conn_new(b->m, &err);
+    assert_non_null(c);
+    b->rc = market_buy_units(c, REALM, "D", "potion", 30, 31, NULL, &b->res);
+    market_conn_free(c);
+    return NULL;
+}
+
+/* Item strategy: a purchase without a seller chooses its listings without
+ * a lock, then locks them. Another holder of one of them, there first,
+ * sells most of its units before letting go: under the locks the chosen
+ * listings no longer make the quantity, and the purchase chooses again
+ * (taking the dearer listing it had left out) instead of failing. Every
+ * unit and coin stays in one place. */
+static void test_buy_chooses_again_when_outbid(void **state) {
+    struct fx *f = *state;
+    if (strategy != MARKET_STRATEGY_ITEM) skip(); /* only that strategy chooses before locking */
+    seed_commodity(f->c); /* B 5 at 20, F 10 at 22, C 20 at 25, G 30 at 31 */
+    long long funds0 = funds_of(f->c, "B") + funds_of(f->c, "C") + funds_of(f->c, "D") +
+                       funds_of(f->c, "F") + funds_of(f->c, "G");
+    lock_handle h;
+    assert_int_equal(lock_acquire(f->lock, "lock:item:{main}:potion.F", 10000, 0, &h), LOCK_OK);
+    long long ranges = calls_of("zrange"), prices = calls_of("zmscore");
+    struct slow_buy b = {.m = f->m};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, slow_buy_main, &b), 0);
+    while (calls_of("zmscore") == prices) /* D's choice read: B 5, F 10, C 15 of 20 */
+        sched_yield();
+    /* the holder of F's listing sells 8 of its 10 units to B, and lets go */
+    freeReplyObject(redis_cmd("HINCRBY market:{main}:units potion.F -8"));
+    freeReplyObject(redis_cmd("HINCRBY stacks:{main}:B potion 8"));
+    freeReplyObject(redis_cmd("HINCRBY users:{main}:B funds -176"));
+    freeReplyObject(redis_cmd("HINCRBY users:{main}:F funds 176"));
+    assert_int_equal(lock_release(f->lock, &h), LOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(b.rc, MARKET_OK);
+    assert_true(calls_of("zrange") - ranges >= 2); /* it chose again */
+    /* B 5 at 20, F 2 at 22, C 20 at 25, then G 3 at 31 */
+    assert_int_equal(b.res.n_fills, 4);
+    assert_string_equal(b.res.fill[3].seller, "G");
+    assert_int_equal(b.res.fill[3].quantity, 3);
+    assert_int_equal(b.res.total, 5 * 20 + 2 * 22 + 20 * 25 + 3 * 31);
+    assert_int_equal(stack_of("D", "potion"), 30);
+    assert_int_equal(listed_units("potion.F") + listed_units("potion.B") +
+                         listed_units("potion.C"),
+                     0);
+    assert_int_equal(listed_units("potion.G"), 27);
+    long long units = stack_of("B", "potion") + stack_of("C", "potion") + stack_of("D", "potion") +
+                      stack_of("F", "potion") + stack_of("G", "potion") + listed_units("potion.G");
+    assert_int_equal(units, 50 + 10 + 30 + 5); /* C's 50, F's 10, G's 30, B's 5 */
+    assert_int_equal(funds_of(f->c, "B") + funds_of(f->c, "C") + funds_of(f->c, "D") +
+                         funds_of(f->c, "F") + funds_of(f->c, "G"),
+                     funds0);
+}
+
 /* A refusal for want of units, under an idempotency key, from 20 listings
  * (under the item strategy: 21 leases whose fences the record's commit
  * writes) is final: the replay says the same. */
@@ -607,6 +682,7 @@ int main(void) {
         T(test_buy_cheapest_across_sellers),
         T(test_buyers_without_seller_race),
         T(test_idem_refusal_over_many_listings),
+        T(test_buy_chooses_again_when_outbid),
     };
     size_t n = sizeof tests / sizeof *tests;
     int failed = 0;
