@@ -4,7 +4,8 @@
  * mixes kinds, realms and groups; an order refused alone inside a batch
  * while the others commit; budgets that end while queued; stop while
  * queued; the hold kept from one batch to the next and dropped when idle;
- * the policy that takes every order's locks. A gate stops the worker inside
+ * the policy that takes every order's locks; a kind that caps its batches
+ * and chooses its locks again. A gate stops the worker inside
  * a commit, so that what queues behind it is known exactly. */
 #include <pthread.h>
 #include <stdio.h>
@@ -141,6 +142,37 @@ static const struct market__kind each_kind = {
     .name = "tally (each)", .slot = 1, .policy = kind_policy_each,
     .state_new = kind_state_new, .state_free = kind_state_free, .prepare = kind_prepare,
     .read = kind_read, .decide = kind_decide, .commit = kind_commit, .reset = kind_reset,
+    .answer = kind_answer};
+
+/* A kind whose locks follow from a read (as buying across sellers): a
+ * batch of one order, whose read under the locks finds, the first
+ * choosy_misses times, that they no longer fit. */
+static int choosy_misses, choosy_prepared, choosy_read;
+
+static size_t choosy_most(const market *m, int policy) {
+    (void)m;
+    (void)policy;
+    return 1;
+}
+
+static int choosy_prepare(market_conn *c, market__cbatch *cb) {
+    pthread_mutex_lock(&note.mu);
+    choosy_prepared++;
+    pthread_mutex_unlock(&note.mu);
+    return kind_prepare(c, cb);
+}
+
+static int choosy_read_fn(market_conn *c, const market__held *held, market__cbatch *cb) {
+    pthread_mutex_lock(&note.mu);
+    int again = choosy_read++ < choosy_misses;
+    pthread_mutex_unlock(&note.mu);
+    return again ? MARKET__CHOOSE_AGAIN : kind_read(c, held, cb);
+}
+
+static const struct market__kind choosy_kind = {
+    .name = "tally (choosy)", .slot = 2, .policy = kind_policy_each, .most = choosy_most,
+    .state_new = kind_state_new, .state_free = kind_state_free, .prepare = choosy_prepare,
+    .read = choosy_read_fn, .decide = kind_decide, .commit = kind_commit, .reset = kind_reset,
     .answer = kind_answer};
 
 struct fx {
@@ -374,6 +406,40 @@ static void test_each_policy_takes_every_lock(void **state) {
     }
 }
 
+/* A kind that caps its batches at one order gets batches of one; one whose
+ * read says its locks no longer fit is prepared (chooses) again, under the
+ * same batch, until they do; when they never do, its orders are answered
+ * MARKET_ERR_CONFLICT once the budget is spent, never left waiting. */
+static void test_choose_again(void **state) {
+    struct fx *f = *state;
+    choosy_misses = 2;
+    choosy_prepared = choosy_read = 0;
+    gate_close();
+    submit(f, &choosy_kind, 1, "r", "", 0);
+    gate_wait();
+    submit(f, &choosy_kind, 2, "r", "", 0);
+    submit(f, &choosy_kind, 3, "r", "", 0);
+    gate_open();
+    answered_wait(3);
+    assert_int_equal(note.batches, 3); /* one order each */
+    assert_int_equal(choosy_prepared, 2 + 3);
+    for (int v = 1; v <= 3; v++) {
+        assert_int_equal(f->t[v].rc, MARKET_OK);
+        assert_int_equal(f->t[v].answers, 1);
+    }
+}
+
+static void test_choose_again_ends_with_budget(void **state) {
+    struct fx *f = *state;
+    choosy_misses = 1 << 30;
+    choosy_prepared = choosy_read = 0;
+    submit(f, &choosy_kind, 1, "r", "", 0);
+    answered_wait(1);
+    assert_int_equal(f->t[1].rc, MARKET_ERR_CONFLICT);
+    assert_int_equal(note.batches, 0); /* nothing committed */
+    assert_true(choosy_prepared > 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_batches_of_one_kind_realm_group, setup, teardown),
@@ -383,6 +449,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_stop_serves_queued_then_refuses, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hold_kept_then_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_each_policy_takes_every_lock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_choose_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_choose_again_ends_with_budget, setup_short_budget,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
