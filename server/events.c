@@ -19,9 +19,13 @@
  * than the market, is ended (its EventSource reconnects and reloads): no
  * subscriber can make the server hold more than EVENTS_QUEUE messages for it,
  * or slow anyone else. Streams may take a quarter of --max-connections at
- * most (SERVER__EVENTS_SUBSCRIBERS at most), so pages cannot crowd out the API. Every EVENTS_PING_MS each subscriber gets a comment line,
- * which keeps proxies from closing an idle stream and lets libmicrohttpd see a
- * browser that went away (a suspended connection is not watched).
+ * most (SERVER__EVENTS_SUBSCRIBERS at most), so pages cannot crowd out the API.
+ * Every EVENTS_PING_MS each subscriber gets a comment line, which keeps
+ * proxies from closing an idle stream. A browser that went away is seen by
+ * its realm's follower at its next poll: libmicrohttpd does not watch a
+ * suspended connection (nor one whose reader waits), so the follower peeks
+ * at each waiting subscriber's socket (reap_gone) and ends the stream of
+ * one its peer closed, which frees its slot at once.
  * Lock order: the hub's mutex, then libmicrohttpd's (the reader suspends under
  * the hub's mutex); resumes happen after the hub's mutex is released, from a
  * list threaded through the subscribers (no allocation that could fail and
@@ -34,12 +38,14 @@
  * server__events_free() waits for them (they are detached: an idle one ends
  * by itself).
  */
+#include <errno.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "rconn/rconn.h"
@@ -63,6 +69,7 @@ struct server__sub {
     server__events *hub;
     int realm; /* index into hub->realms */
     struct MHD_Connection *conn;
+    MHD_socket fd; /* conn's socket, peeked at by reap_gone (MHD_INVALID_SOCKET: unknown) */
     ev_msg *q[EVENTS_QUEUE];
     size_t head, count, off; /* off: bytes of q[head] already sent */
     int suspended;           /* the reader suspended conn; a follower resumes it */
@@ -157,6 +164,34 @@ static void broadcast(server__events *h, int r, ev_msg *m) {
     resume_all(wake);
 }
 
+/* Whether the peer of a stream's socket fd closed it or the connection broke
+ * (a peek that reads nothing; never blocks, takes nothing). */
+static int peer_gone(MHD_socket fd) {
+    char c;
+    if (fd == MHD_INVALID_SOCKET) return 0;
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Ends the streams of realm r whose browser went away while they waited
+ * for messages (see DESIGN), so that their slots are freed now, not at the
+ * next ping. Only waiting subscribers are peeked at: libmicrohttpd neither
+ * closes nor reuses their sockets meanwhile. */
+static void reap_gone(server__events *h, int r) {
+    server__sub *wake = NULL;
+    int ended = 0;
+    pthread_mutex_lock(&h->mu);
+    for (server__sub *s = h->subs; s; s = s->next) {
+        if (s->realm != r || s->ended || s->count || !(s->suspended || !h->suspend)) continue;
+        if (!peer_gone(s->fd)) continue;
+        s->ended = ended = 1;
+        wake_later(s, &wake);
+    }
+    if (ended) pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    resume_all(wake);
+}
+
 /* Compares two stream ids "<ms>-<seq>": <0, 0, >0. */
 static int id_cmp(const char *a, const char *b) {
     unsigned long long am = strtoull(a, NULL, 10), bm = strtoull(b, NULL, 10);
@@ -234,6 +269,7 @@ static void *follow(void *arg) {
     int started = 0;
     int64_t ping = rconn_now_ms() + EVENTS_PING_MS;
     while (!nap(h, EVENTS_POLL_MS) && !idle_end(h, r, &idle)) {
+        reap_gone(h, r);
         if (rconn_now_ms() >= ping) {
             ping = rconn_now_ms() + EVENTS_PING_MS;
             ev_msg *m = msg_new(NULL, NULL, ": ping\n\n");
@@ -412,6 +448,9 @@ int server__events_subscribe(server__events *h, const server_config *cfg, const 
     s->hub = h;
     s->realm = r;
     s->conn = conn;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    s->fd = ci ? ci->connect_fd : MHD_INVALID_SOCKET;
     s->q[0] = hello;
     s->count = 1;
     s->next = h->subs;

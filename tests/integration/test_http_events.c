@@ -346,8 +346,7 @@ static void test_limits_and_realm_slots_freed(void **state) {
     th_http_cleanup(&r);
     stream_close(&rs[3]); /* r3 has no stream now */
     long got = 0;
-    /* the server sees the close at the next ping (15 s at most: a waiting stream's
-     * connection is not watched), and frees the slot 5 s after */
+    /* the server sees the close at its next poll, and frees the realm's slot 5 s after */
     for (int tries = 0; tries < 200 && got != 200; tries++) {
         struct timespec ts = {0, 200 * 1000 * 1000};
         nanosleep(&ts, NULL);
@@ -357,6 +356,49 @@ static void test_limits_and_realm_slots_freed(void **state) {
     for (int i = 0; i < 16; i++)
         if (i != 3) stream_close(&rs[i]);
     server_stop(s);
+}
+
+/* 500 streams opened and closed by their browsers give their slots back
+ * at once, not at the next ping: with every slot taken (a quarter of 2,004
+ * connections: 501, one of them a canary stream kept open), closing 500
+ * lets a new stream open before the canary sees its first ping. */
+static void closed_streams_free_slots(unsigned threads) {
+    enum { N = 500 };
+    seed();
+    int port;
+    server *s = start_max(threads, 4 * (N + 1), &port);
+    stream canary, *st = calloc(N, sizeof *st);
+    assert_non_null(st);
+    stream_open(&canary, port, "/events", 0);
+    assert_int_equal(stream_wait(&canary, "retry: 3000", 1, 30000), 1);
+    for (int i = 0; i < N; i++) {
+        stream_open(&st[i], port, "/events", 0);
+        assert_int_equal(stream_wait(&st[i], "retry: 3000", 1, 30000), 1);
+    }
+    assert_int_equal(stream_status(port, "/events"), 503); /* every slot taken */
+    for (int i = 0; i < N; i++) stream_close(&st[i]);
+    long got = 0;
+    while (got != 200) {
+        stream_read(&canary, 0);
+        assert_null(strstr(canary.buf, ": ping")); /* slots came back before the ping */
+        got = stream_status(port, "/events");
+        if (got != 200) assert_int_equal(got, 503);
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    stream_close(&canary);
+    free(st);
+    server_stop(s);
+}
+
+static void test_closed_streams_free_slots_pool(void **state) {
+    (void)state;
+    closed_streams_free_slots(2);
+}
+
+static void test_closed_streams_free_slots_thread_per_connection(void **state) {
+    (void)state;
+    closed_streams_free_slots(0);
 }
 
 static void test_bad_requests(void **state) {
@@ -396,6 +438,8 @@ int main(void) {
         cmocka_unit_test(test_slow_subscriber_is_ended_thread_per_connection),
         cmocka_unit_test(test_stop_with_streams_open),
         cmocka_unit_test(test_limits_and_realm_slots_freed),
+        cmocka_unit_test(test_closed_streams_free_slots_pool),
+        cmocka_unit_test(test_closed_streams_free_slots_thread_per_connection),
         cmocka_unit_test(test_bad_requests),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
