@@ -2,20 +2,26 @@
  *
  * DESIGN
  * PING only proves that Redis answers. A purchase also needs a master that
- * accepts writes, so market_health() sends one pipeline of two commands:
+ * accepts writes, so market_health() sends one pipeline of three commands:
  *
  *   ROLE                               must say "master". A replica ("slave")
  *                                      cannot take the purchase, and one made
  *                                      writable (replica-read-only no) would
  *                                      lose it at its next sync.
+ *   INFO replication                   the replicas, and whether each is in
+ *                                      sync (below).
  *   ZADD market:{main} XX 0 healthz:probe
  *                                      a write that writes nothing (below), on
  *                                      the default realm's market.
  *
- * With --min-replicas-ack N, ROLE must also list at least as many connected
- * replicas as a commit's WAIT asks for: N, or on a Sentinel group every
- * replica the Sentinels could promote if there are more (market__ack_plan);
- * a master without them answers every purchase not_replicated. On a
+ * With --min-replicas-ack N, the master must also have at least as many
+ * replicas in sync as a commit's WAIT asks for: N, or on a Sentinel group
+ * every replica the Sentinels could promote if there are more
+ * (market__ack_plan); a master without them answers every purchase
+ * not_replicated. Connected is not enough: a replica still loading the copy
+ * it was sent, or stopped, stays connected but acknowledges nothing, so it
+ * counts only when online and acknowledged within HEALTH_LAG_MAX_S
+ * (a replica acknowledges every second). On a
  * Sentinel group the check also fails while a failover is under way.
  *
  * On a Redis Cluster every master that serves slots is probed the same way,
@@ -42,6 +48,7 @@
 #include "market/market_store.h"
 
 #define PROBE_MEMBER "healthz:probe" /* never "<item>.<seller>": see DESIGN */
+#define HEALTH_LAG_MAX_S 2            /* a replica in sync acknowledged this recently */
 
 /* What a refusal's error code (the first word of an error reply) means for purchases. */
 static const struct {
@@ -78,9 +85,10 @@ static void explain_error(const redisReply *r, int known, const char *what, char
     snprintf(why, whylen, "%s (%s)", what, n ? code : "an error");
 }
 
-/* Judges ROLE's reply: 0 for a master with at least want replicas
- * connected, else -1 with a sentence in why. */
-static int judge_role(const redisReply *r, unsigned want, char *why, size_t whylen) {
+/* Judges ROLE's reply and INFO replication's (info): 0 for a master with
+ * at least want replicas in sync, else -1 with a sentence in why. */
+static int judge_role(const redisReply *r, const redisReply *info, unsigned want, char *why,
+                      size_t whylen) {
     if (r->type == REDIS_REPLY_ERROR) {
         /* LOADING is the one refusal of ROLE that is not about ROLE itself */
         explain_error(r, strncmp(r->str, "LOADING", 7) == 0,
@@ -88,14 +96,18 @@ static int judge_role(const redisReply *r, unsigned want, char *why, size_t whyl
         return -1;
     }
     if (rconn_role_master(r, why, whylen) < 0) return -1;
-    /* a master's ROLE: "master", its offset, then one entry per connected replica */
-    size_t have = r->elements > 2 && r->element[2]->type == REDIS_REPLY_ARRAY
-                      ? r->element[2]->elements
-                      : 0;
+    if (want == 0) return 0;
+    if (info->type != REDIS_REPLY_STRING) {
+        explain_error(info, 0, "redis refuses INFO replication, which the health check needs",
+                      why, whylen);
+        return -1;
+    }
+    size_t connected, have = rconn_replicas_in_sync(info->str, HEALTH_LAG_MAX_S, &connected);
     if (have < want) {
         snprintf(why, whylen,
-                 "redis master has %zu replicas connected; a purchase's acknowledgement needs %u",
-                 have, want);
+                 "redis master has %zu replicas in sync (%zu connected); a purchase's "
+                 "acknowledgement needs %u",
+                 have, connected, want);
         return -1;
     }
     return 0;
@@ -105,13 +117,14 @@ static int judge_role(const redisReply *r, unsigned want, char *why, size_t whyl
  * market of realm. Returns MARKET_OK, MARKET_ERR_STORE with a sentence in
  * why, or MARKET_ERR_NOMEM. */
 static int probe(market_conn *c, const char *realm, char *why, size_t whylen) {
-    market__cmd cmds[2];
-    redisReply *rep[2] = {NULL, NULL};
+    market__cmd cmds[3];
+    redisReply *rep[3] = {NULL, NULL, NULL};
     market__cmd_set(&cmds[0], 1, "ROLE");
+    market__cmd_set(&cmds[1], 2, "INFO", "replication");
     market__realm rl;
     market__realm_init(&rl, realm);
-    market__cmd_set(&cmds[1], 5, "ZADD", rl.market, "XX", "0", PROBE_MEMBER);
-    int rc = market__pipeline(c, cmds, 2, rep);
+    market__cmd_set(&cmds[2], 5, "ZADD", rl.market, "XX", "0", PROBE_MEMBER);
+    int rc = market__pipeline(c, cmds, 3, rep);
     if (rc == MARKET_ERR_NOMEM) {
         snprintf(why, whylen, "out of memory");
         return rc;
@@ -127,18 +140,18 @@ static int probe(market_conn *c, const char *realm, char *why, size_t whylen) {
         snprintf(why, whylen, "purchases are not acknowledged now: %s", c->errstr);
         goto done;
     }
-    if (judge_role(rep[0], want, why, whylen) < 0) goto done;
-    if (rep[1]->type == REDIS_REPLY_ERROR) {
-        explain_error(rep[1], 1, "redis refuses writes", why, whylen);
+    if (judge_role(rep[0], rep[1], want, why, whylen) < 0) goto done;
+    if (rep[2]->type == REDIS_REPLY_ERROR) {
+        explain_error(rep[2], 1, "redis refuses writes", why, whylen);
         goto done;
     }
-    if (rep[1]->type != REDIS_REPLY_INTEGER) {
+    if (rep[2]->type != REDIS_REPLY_INTEGER) {
         snprintf(why, whylen, "redis answered the write probe with something unexpected");
         goto done;
     }
     rc = MARKET_OK;
 done:
-    market__replies_free(rep, 2);
+    market__replies_free(rep, 3);
     return rc;
 }
 

@@ -114,6 +114,7 @@ RCONN_API int rconn_auth_argv(const rconn_addr *addr, const char *argv[3]);
 RCONN_API int rconn_reply_ok(const struct redisReply *r);
 RCONN_API int rconn_reply_not_master(const struct redisReply *r);
 RCONN_API int rconn_role_master(const struct redisReply *r, char *why, size_t whylen);
+RCONN_API size_t rconn_replicas_in_sync(const char *info, long max_lag_s, size_t *connected);
 RCONN_API const char *rconn_errstr(const struct redisContext *ctx);
 
 /* ---- the RESP encoder ---- */

@@ -176,6 +176,30 @@ int rconn_role_master(const struct redisReply *r, char *why, size_t whylen) {
     return -1;
 }
 
+/* Counts, in the text of INFO replication from a master, the replicas in
+ * sync: "slave<n>:...,state=online,...,lag=<s>" with lag at most max_lag_s
+ * seconds (a replica acknowledges every second; one that stopped, or is
+ * still loading what it was sent, does not). *connected (may be NULL) gets
+ * every replica listed. Returns the count; 0 for NULL. This function can't
+ * fail. */
+size_t rconn_replicas_in_sync(const char *info, long max_lag_s, size_t *connected) {
+    size_t n = 0, all = 0;
+    for (const char *l = info; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+        size_t len = strcspn(l, "\r\n");
+        if (strncmp(l, "slave", 5) != 0 || l[5] < '0' || l[5] > '9') continue;
+        const char *colon = memchr(l, ':', len);
+        if (!colon) continue;
+        all++;
+        const char *state = strstr(colon, ",state=online,"), *lag = strstr(colon, ",lag=");
+        if (!state || !lag || state > l + len || lag > l + len) continue;
+        char *end;
+        long v = strtol(lag + 5, &end, 10);
+        if (end != lag + 5 && v >= 0 && v <= max_lag_s) n++;
+    }
+    if (connected) *connected = all;
+    return n;
+}
+
 /* ---- RESP ---- */
 
 /* Writes v in decimal at p; returns the digits written (at most 20). */

@@ -85,6 +85,26 @@ static void test_role_master_judged(void **state) {
     assert_int_equal(rconn_role_master(NULL, why, sizeof why), -1);
 }
 
+/* INFO replication's replicas: online and acknowledged lately count; one
+ * waiting for its copy, or silent for longer, does not. */
+static void test_replicas_in_sync_counted(void **state) {
+    (void)state;
+    const char *info = "# Replication\r\nrole:master\r\nconnected_slaves:4\r\n"
+                       "slave0:ip=127.0.0.1,port=7001,state=online,offset=900,lag=0\r\n"
+                       "slave1:ip=127.0.0.1,port=7002,state=wait_bgsave,offset=0,lag=0\r\n"
+                       "slave2:ip=127.0.0.1,port=7003,state=online,offset=880,lag=7\r\n"
+                       "slave3:ip=127.0.0.1,port=7004,state=online,offset=899,lag=2\r\n"
+                       "slave_read_repl_offset:900\r\nmaster_repl_offset:900\r\n";
+    size_t all = 0;
+    assert_int_equal(rconn_replicas_in_sync(info, 2, &all), 2);
+    assert_int_equal(all, 4);
+    assert_int_equal(rconn_replicas_in_sync(info, 10, NULL), 3);
+    assert_int_equal(rconn_replicas_in_sync("role:master\r\nconnected_slaves:0\r\n", 2, &all),
+                     0);
+    assert_int_equal(all, 0);
+    assert_int_equal(rconn_replicas_in_sync(NULL, 2, &all), 0);
+}
+
 static void test_reply_ok_and_not_master(void **state) {
     (void)state;
     redisReply *ok = th_rep_str("OK"), *queued = th_rep_str("QUEUED");
@@ -156,6 +176,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resp_append_writes_what_hiredis_would),
         cmocka_unit_test(test_role_master_judged),
+        cmocka_unit_test(test_replicas_in_sync_counted),
         cmocka_unit_test(test_reply_ok_and_not_master),
         cmocka_unit_test(test_auth_argv_by_credentials),
         cmocka_unit_test(test_strerror_every_code_distinct),
