@@ -614,6 +614,57 @@ static void test_submit_outcomes_in_order_done_once(void **state) {
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
 
+/* Every order type the market serves is handed over with
+ * market_order_submit() without waiting: a list, an unlist and purchases of
+ * one realm are served in the order they came (the purchase finds the
+ * listing the list made; the second finds the one the unlist took back
+ * gone), each done called once with its outcome, and the store shows what
+ * they did. A bad order is refused at once, without a call. */
+static void test_order_submit_list_unlist_purchase(void **state) {
+    struct fx *f = *state;
+    struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    struct pending list, unlist, buy, gone, bad;
+    pending_init(&list, &o, "A", NULL, "shield");
+    list.p.type = MARKET_ORDER_LIST;
+    list.p.price = 70;
+    pending_init(&unlist, &o, "C", NULL, "bow");
+    unlist.p.type = MARKET_ORDER_UNLIST;
+    pending_init(&buy, &o, "D", "A", "shield");
+    buy.p.price = 70;
+    pending_init(&gone, &o, "B", "C", "bow");
+    pending_init(&bad, &o, "A", NULL, "no such item!");
+    bad.p.type = MARKET_ORDER_UNLIST;
+    assert_int_equal(market_order_submit(f->m, &list.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &unlist.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &buy.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &gone.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &bad.p), MARKET_ERR_INVALID);
+    outcome_wait(&o, 4);
+    assert_int_equal(list.rc, MARKET_OK);
+    assert_int_equal(list.p.res.list.quantity, 1);
+    assert_int_equal(list.p.res.list.replayed, 0);
+    assert_int_equal(unlist.rc, MARKET_OK);
+    assert_int_equal(unlist.p.res.unlist.price, 50);
+    assert_int_equal(unlist.p.res.unlist.units, 1);
+    assert_int_equal(buy.rc, MARKET_OK);
+    assert_int_equal(buy.p.res.purchase.price, 70);
+    assert_int_equal(buy.p.res.purchase.buyer_funds, 1000000 - 70);
+    assert_true(market_trade_id_valid(buy.p.res.purchase.trade_id));
+    assert_int_equal(gone.rc, MARKET_ERR_NOT_LISTED);
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* a second call would come from the worker by now */
+    assert_int_equal(list.calls + unlist.calls + buy.calls + gone.calls, 4);
+    assert_int_equal(bad.calls, 0);
+    assert_true(holds(f->c, "D", "shield"));
+    assert_true(holds(f->c, "C", "bow"));
+    assert_false(listed(f->c, "shield", "A"));
+    assert_false(listed(f->c, "bow", "C"));
+    assert_true(listed(f->c, "axe", "A"));
+    assert_int_equal(funds_of(f->c, "A"), 100 + 70);
+    assert_int_equal(funds_of(f->c, "B"), 800);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
 /* market_shutdown() serves what is queued, releases every lock it took, and
  * refuses later submissions as busy. */
 static void test_shutdown_serves_queue_then_refuses(void **state) {
@@ -1606,6 +1657,7 @@ int main(void) {
         T(test_realms_in_parallel_keep_their_invariants),
         T(test_one_buyer_funds_for_one_never_negative),
         T(test_submit_outcomes_in_order_done_once),
+        T(test_order_submit_list_unlist_purchase),
         T(test_answer_not_held_by_next_batch),
         T(test_answer_not_held_by_lock_release),
         T(test_shutdown_serves_queue_then_refuses),
