@@ -12,10 +12,13 @@
  * served like GET on GET routes (libmicrohttpd drops the body of a HEAD reply),
  * so Allow says "GET, HEAD" there. A trailing slash is a different path (404),
  * and so is "/players/" with an empty id or an id followed by more segments.
- * A purchase-like write (POST /purchase, POST /sales/{id}/buy) also has a
- * begin step in its row: those routes, and only those, are deferred by the
- * event-loop server (api_route_deferrable(), api_handle_begin(),
- * api_purchase_submit()), which thus matches no path itself. The paths
+ * A write the market serves as an order (POST /purchase, /list, /unlist,
+ * /sales/{id}/buy) also has a begin and an end step in its row: begin
+ * validates the request into an api_deferred (one market_order), end writes
+ * the answer from the order's outcome. Those routes, and only those, are
+ * deferred by the event-loop server (api_route_deferrable(),
+ * api_handle_begin(), api_deferred_submit(), api_deferred_end()), which
+ * thus matches no path and knows no kind of order itself. The paths
  * server/ answers on its own, /metrics and the event streams, are named
  * here too (api_endpoint_find()).
  *
@@ -43,13 +46,17 @@ typedef struct api_route {
     const char *method;
     const char *allow; /* the Allow header of a 405 */
     api__handler *handle;
-    api__beginner *begin; /* non-NULL: deferred (a purchase-like write): see api_handle_begin() */
+    api__beginner *begin; /* non-NULL: deferred (a write served as a market_order): see
+                             api_handle_begin() */
+    api__ender *end;      /* with begin: answers it (api_deferred_end()) */
 } api_route;
 
 static const api_route api_routes[API_ROUTES] = {
-    {"/purchase", 0, NULL, 1, "POST", "POST", api__handle_purchase, api__begin_purchase},
-    {"/list", 0, NULL, 1, "POST", "POST", api__handle_list},
-    {"/unlist", 0, NULL, 1, "POST", "POST", api__handle_unlist},
+    {"/purchase", 0, NULL, 1, "POST", "POST", api__handle_purchase, api__begin_purchase,
+     api__end_purchase},
+    {"/list", 0, NULL, 1, "POST", "POST", api__handle_list, api__begin_list, api__end_list},
+    {"/unlist", 0, NULL, 1, "POST", "POST", api__handle_unlist, api__begin_unlist,
+     api__end_unlist},
     {"/players/", 1, NULL, 1, "GET", "GET, HEAD", api__handle_player},
     {"/market", 0, NULL, 1, "GET", "GET, HEAD", api__handle_market},
     {"/healthz", 0, NULL, 0, "GET", "GET, HEAD", api__handle_healthz},
@@ -59,7 +66,8 @@ static const api_route api_routes[API_ROUTES] = {
     {"/items/", 1, "/trades", 1, "GET", "GET, HEAD", api__handle_item_trades},
     {"/sales", 0, NULL, 1, "POST", "POST", api__handle_sale_create},
     {"/sales/", 1, NULL, 1, "GET", "GET, HEAD", api__handle_sale_get},
-    {"/sales/", 1, "/buy", 1, "POST", "POST", api__handle_sale_buy, api__begin_sale_buy},
+    {"/sales/", 1, "/buy", 1, "POST", "POST", api__handle_sale_buy, api__begin_sale_buy,
+     api__end_sale_buy},
 };
 
 /* Names of the routes as logs and metrics show them. */
@@ -193,10 +201,11 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
 }
 
 /* Returns 1 when method and path (without the query string; both borrowed)
- * name a route of the table that api_handle_begin() may defer: a
- * purchase-like write, answered later from a market worker, such as POST
- * /purchase or POST /realms/{realm}/sales/{id}/buy; else 0 (an unknown path,
- * another method, a realm that is not an id, NULL). Whether a given request
+ * name a route of the table that api_handle_begin() may defer: a write the
+ * market serves as an order, answered later from a market worker, such as
+ * POST /purchase, POST /list or POST /realms/{realm}/sales/{id}/buy; else
+ * 0 (an unknown path, another method, a realm that is not an id, NULL).
+ * Whether a given request
  * is deferred still depends on its body: see api_handle_begin(). This
  * function can't fail. */
 int api_route_deferrable(const char *method, const char *path) {
@@ -250,14 +259,14 @@ int api_endpoint_find(const char *path, char *realm) {
 
 /* Like api_handle(), except for a request of a deferrable route (see
  * api_route_deferrable()) that passes validation: that one is not run; it
- * is written into p and its kind (API_BEGIN_PURCHASE or API_BEGIN_SALE_BUY)
- * is returned, with resp holding only what logs need (route, player). The
- * caller then hands p to the market with api_purchase_submit() and, once
- * its done callback has been called, turns the outcome into resp with
- * api_purchase_end(). Returns 0 when resp is the whole answer. */
+ * is written into d (its market_order and the strings it points to) and 1
+ * is returned, with resp holding only what logs need (route, realm,
+ * player). The caller then hands d to the market with api_deferred_submit()
+ * and, once its done callback has been called, turns the outcome into resp
+ * with api_deferred_end(). Returns 0 when resp is the whole answer. */
 int api_handle_begin(market_conn *conn, const api_request *req, api_response *resp,
-                     api_purchase *p) {
-    if (!resp || !p) return 0;
+                     api_deferred *d) {
+    if (!resp || !d) return 0;
     const char *arg = NULL;
     char realm[MARKET_REALM_MAX + 1];
     char argbuf[API__ARG_MAX];
@@ -269,8 +278,49 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
     }
     *resp = (api_response){.route = api_route_names[r - api_routes]};
     snprintf(resp->realm, sizeof resp->realm, "%s", realm);
-    p->is_sale = 0;
-    return r->begin(conn, req, realm, arg, resp, p);
+    d->route = (int)(r - api_routes);
+    return r->begin(conn, req, realm, arg, resp, d) ? 1 : 0;
+}
+
+/* The market has decided d's order: tell api_deferred_submit()'s caller. */
+static void deferred_decided(market_order *o) {
+    api_deferred *d = o->ud;
+    d->done(d->ud); /* may free d: not touched after */
+}
+
+/* Hands d's order, which api_handle_begin() filled (and returned 1 for), to
+ * m (market_order_submit(), which picks the worker of its kind). done(ud)
+ * is then called exactly once, from that worker's thread, or from this
+ * call when m refuses the order (invalid, stopping, out of memory: the
+ * refusal is its outcome); after it, api_deferred_end() answers d. d is
+ * borrowed until done is called, and may be freed from done. This function
+ * can't fail otherwise. */
+void api_deferred_submit(market *m, api_deferred *d, void (*done)(void *ud), void *ud) {
+    d->done = done;
+    d->ud = ud;
+    d->order.done = deferred_decided;
+    d->order.ud = d;
+    int rc = market_order_submit(m, &d->order);
+    if (rc != MARKET_OK) { /* not queued: answer it as the worker would have */
+        d->order.rc = rc;
+        d->order.why[0] = '\0';
+        deferred_decided(&d->order);
+    }
+}
+
+/* Fills resp with the answer to d, whose order's outcome is in (after
+ * api_deferred_submit()'s done callback), by the end step of the route
+ * that began it; resp keeps its route, realm and player. This function
+ * can't fail (out of memory: status 500 and a NULL body). */
+void api_deferred_end(const api_deferred *d, api_response *resp) {
+    if (!d || !resp) return;
+    if (d->route < 0 || d->route >= API_ROUTES || !api_routes[d->route].end) {
+        api__error_reply_full(resp, 500, "internal_error", "not a deferred request", 0, NULL);
+        return;
+    }
+    api_routes[d->route].end(d, resp);
+    if (MARKET_ERR_HAS_REASON(d->order.rc))
+        snprintf(resp->why, sizeof resp->why, "%s", d->order.why);
 }
 
 /* Fills resp (overwritten without being read) with status and the body
@@ -296,7 +346,7 @@ void api_response_cleanup(api_response *resp) {
 }
 
 
-/* Says what resp, an answer of api_handle(), api_purchase_end() or
+/* Says what resp, an answer of api_handle(), api_deferred_end() or
  * api_error(), tells of the store: 0 down (a store failure: 503
  * store_unavailable, not_replicated; /healthz's 503), 1 up (a success or a
  * market refusal: the store answered; /healthz's 200), -1 nothing (an answer

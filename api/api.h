@@ -103,27 +103,26 @@ typedef struct api_response {
 #define API_REALM_PREFIX "/realms/" /* "/realms/{realm}/<route>": a route of that realm */
 #define API_ADMIN_TOKEN_MAX (6 + 64) /* "admin.<hex>": see api_admin_token_make() */
 
-#define API_BEGIN_PURCHASE 1 /* api_handle_begin(): p->op, for the market's purchase queue */
-#define API_BEGIN_SALE_BUY 2 /* api_handle_begin(): p->sale_op, for its sale's worker */
-
-/* A validated request of a deferrable route (POST /purchase, POST
- * /sales/{id}/buy) waiting for the market: api_handle_begin() fills it,
- * api_purchase_submit() queues it, api_purchase_end() answers it. */
-typedef struct api_purchase {
-    market_pending op; /* a purchase (api_purchase_submit() sets op.done and op.ud) */
-    int64_t max_price; /* > 0: no seller: the cheapest units at or under it (not queued) */
+/* A validated request of a deferrable route (a write: POST /purchase, /list,
+ * /unlist, /sales/{id}/buy) waiting for the market: api_handle_begin() fills
+ * it, api_deferred_submit() hands its order to the market, and
+ * api_deferred_end() answers it. The caller owns it and leaves it alone
+ * between these calls. */
+typedef struct api_deferred {
+    market_order order; /* what the route asks of the market (api_deferred_submit() sets its
+                           done and ud) */
+    int route;          /* the route that began it (api_route_index() of its name): its
+                           row answers (api_deferred_end()) */
+    /* the strings order points to */
     char realm[MARKET_REALM_MAX + 1];
-    char buyer[MARKET_ID_MAX + 1], seller[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1];
+    char player[MARKET_ID_MAX + 1], seller[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1];
+    char sale[MARKET_ID_MAX + 1];
     market_idem idem;
     char idem_key[MARKET_IDEM_KEY_MAX + 1];
     char fp[MARKET_IDEM_FP_MAX + 1];
-    /* a buy from a sale: sale_op instead of op (api_purchase_submit() sets its done and ud) */
-    int is_sale;
-    market_sale_pending sale_op;
-    char sale[MARKET_ID_MAX + 1];
-    void (*done)(void *ud); /* api_purchase_submit()'s caller's callback, and its argument */
+    void (*done)(void *ud); /* api_deferred_submit()'s caller's callback, and its argument */
     void *ud;
-} api_purchase;
+} api_deferred;
 
 /* Who answers a path (api_endpoint_find()): api_handle(), or server/ itself. */
 enum api_endpoint {
@@ -136,9 +135,9 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp);
 int api_endpoint_find(const char *path, char *realm);
 int api_route_deferrable(const char *method, const char *path);
 int api_handle_begin(market_conn *conn, const api_request *req, api_response *resp,
-                     api_purchase *p);
-void api_purchase_submit(market *m, api_purchase *p, void (*done)(void *ud), void *ud);
-void api_purchase_end(const api_purchase *p, api_response *resp);
+                     api_deferred *d);
+void api_deferred_submit(market *m, api_deferred *d, void (*done)(void *ud), void *ud);
+void api_deferred_end(const api_deferred *d, api_response *resp);
 void api_error(int status, const char *code, const char *detail, api_response *resp);
 void api_response_cleanup(api_response *resp);
 int api_response_store_up(const api_response *resp);

@@ -87,15 +87,23 @@ typedef void api__handler(market_conn *conn, const api_request *req, const char 
                           const char *arg, api_response *resp);
 
 /* A deferred route's first half (api_handle_begin()): like its handler, but a
- * request that passes validation is written into p and its API_BEGIN_* kind
- * returned instead of being run; 0 when resp holds the whole answer. */
+ * request that passes validation is written into d (its order and the
+ * strings it points to) and 1 returned instead of being run; 0 when resp
+ * holds the whole answer. */
 typedef int api__beginner(market_conn *conn, const api_request *req, const char *realm,
-                          const char *arg, api_response *resp, api_purchase *p);
+                          const char *arg, api_response *resp, api_deferred *d);
+
+/* A deferred route's second half (api_deferred_end()): writes the answer to
+ * d, whose order's outcome is in, into resp (which keeps its route, realm
+ * and player). The route's handler answers with it too. */
+typedef void api__ender(const api_deferred *d, api_response *resp);
 
 api__handler api__handle_purchase, api__handle_list, api__handle_unlist;
-api__beginner api__begin_purchase;
+api__beginner api__begin_purchase, api__begin_list, api__begin_unlist;
+api__ender api__end_purchase, api__end_list, api__end_unlist;
 api__handler api__handle_sale_create, api__handle_sale_get, api__handle_sale_buy;
 api__beginner api__begin_sale_buy;
+api__ender api__end_sale_buy;
 api__handler api__handle_market, api__handle_player, api__handle_player_listings;
 api__handler api__handle_healthz;
 api__handler api__handle_trade, api__handle_player_trades, api__handle_item_trades;

@@ -1,12 +1,15 @@
 /* api_purchase.c - the writes of api/: POST /purchase, /list, /unlist, and
  * flash sales (POST /sales, GET /sales/{id}, POST /sales/{id}/buy).
  *
- * A purchase and a sale buy are answered in one of two ways: run on the
- * calling thread (api__handle_purchase(), api__handle_sale_buy()), or begun
- * (api__begin_purchase(), api__begin_sale_buy(): validated into an
- * api_purchase), handed to the market's worker of its kind
- * (api_purchase_submit()) and answered once it has decided
- * (api_purchase_end()). Above api_common.c and api_auth.c; called by api.c.
+ * Every write the market serves as an order (a purchase, a list, an
+ * unlist, a sale buy) is validated by its route's begin step
+ * (api__begin_*(): into an api_deferred, one market_order and the strings
+ * it points to) and answered by its end step (api__end_*(): from the
+ * order's outcome), whether it is deferred (api_handle_begin(), then
+ * api_deferred_submit() and api_deferred_end() in api.c) or run on the
+ * calling thread by its handler (api__handle_*(): begin, the market's
+ * one-request function, end). Above api_common.c and api_auth.c; called by
+ * api.c.
  */
 #include "api/api.h"
 
@@ -20,19 +23,46 @@
 
 #include "api/api_impl.h"
 
-/* The answer to a purchase whose market outcome is rc and res. */
-static void purchase_reply(const char *buyer, const char *seller, const char *item,
-                           int64_t quantity, int rc, const market_purchase_result *res,
-                           api_response *resp) {
+/* ---- what every deferrable write shares ---- */
+
+/* Starts d for a request of realm by player: d's order of type, its realm
+ * and player copied into d (both valid ids: they fit) and, with keyed, its
+ * Idempotency-Key, when given, copied with its fingerprint (without, the
+ * header is not read: the route takes none). d->route is kept. Returns 1,
+ * or 0 when resp holds the answer (a bad key). */
+static int deferred_init(api_deferred *d, enum market_order_type type, const api_request *req,
+                         const char *realm, const char *player, int keyed,
+                         api_response *resp) {
+    int has_key = keyed ? api__idempotency(req, &d->idem, d->fp, resp) : 0;
+    if (has_key < 0) return 0; /* resp holds the error */
+    snprintf(d->realm, sizeof d->realm, "%s", realm);
+    snprintf(d->player, sizeof d->player, "%s", player);
+    if (has_key) { /* checked by api__idempotency(): it fits */
+        snprintf(d->idem_key, sizeof d->idem_key, "%s", d->idem.key);
+        d->idem.key = d->idem_key;
+        d->idem.fingerprint = d->fp;
+    }
+    d->order = (market_order){.type = type, .realm = d->realm, .player = d->player,
+                              .idem = has_key ? &d->idem : NULL};
+    return 1;
+}
+
+/* ---- POST /purchase ---- */
+
+/* The answer to a purchase of one seller's listing. */
+static void purchase_reply(const api_deferred *d, api_response *resp) {
+    int rc = d->order.rc;
+    const market_purchase_result *res = &d->order.res.purchase;
+    int64_t quantity = d->order.quantity;
     if (rc != MARKET_OK) {
         api__reply_market(rc, rc == MARKET_ERR_NOT_ENOUGH ? res->available : res->price, resp);
         resp->replayed = res->replayed; /* a refusal stored under the Idempotency-Key */
         return;
     }
     json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "status", "purchased",
-                             "buyer", buyer, "seller", seller, "item", item, "quantity",
-                             (json_int_t)quantity, "price", (json_int_t)res->price, "total",
-                             (json_int_t)(res->price * quantity), "buyer_funds",
+                             "buyer", d->player, "seller", d->seller, "item", d->item,
+                             "quantity", (json_int_t)quantity, "price", (json_int_t)res->price,
+                             "total", (json_int_t)(res->price * quantity), "buyer_funds",
                              (json_int_t)res->buyer_funds);
     /* "" only when replaying a purchase recorded before trade ids */
     if (body && res->trade_id[0] &&
@@ -44,67 +74,12 @@ static void purchase_reply(const char *buyer, const char *seller, const char *it
     resp->replayed = res->replayed;
 }
 
-/* Validates POST /purchase {"buyer","seller","item"[,"price"][,"quantity"]}
- * or, without a seller, {"buyer","item","max_price"[,"quantity"]} on realm,
- * its token and its Idempotency-Key into p (strings copied; p->max_price > 0
- * without a seller). Returns 1 when p is ready for the market, 0 when resp
- * holds the answer (an error). */
-static int purchase_prepare(const api_request *req, const char *realm, api_response *resp,
-                            api_purchase *p) {
-    static const api__field_spec spec[] = {
-        {"buyer", API__FIELD_ID, 1},
-        {"seller", API__FIELD_ID, 0},
-        {"item", API__FIELD_ID, 1},
-        {"price", API__FIELD_PRICE, 0},
-        {"quantity", API__FIELD_QUANTITY, 0},
-        {"max_price", API__FIELD_PRICE, 0},
-    };
-    api__field_value v[6];
-    json_t *root = api__body_parse(req, spec, 6, v, resp);
-    if (!root) return 0;
-    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
-    int ready = 0;
-    if (!v[1].present && !v[5].present) {
-        api__bad_request(resp, "missing field 'seller' (or 'max_price', to buy the cheapest units "
-                         "of any seller)");
-    } else if (v[1].present && v[5].present) {
-        api__bad_request(resp, "field 'max_price' is for a purchase without 'seller'");
-    } else if (!v[1].present && v[3].present) {
-        api__bad_request(resp, "field 'price' needs a 'seller'; without one, give 'max_price'");
-    } else if (v[1].present && strcmp(v[0].id, v[1].id) == 0) {
-        api__bad_request(resp, "fields 'buyer' and 'seller' must differ");
-    } else if (api__authorized(req, realm, v[0].id, resp)) {
-        int has_key = api__idempotency(req, &p->idem, p->fp, resp); /* < 0: resp holds the error */
-        if (has_key >= 0) {
-            /* ids are valid, so they fit; the key was checked by api__idempotency() */
-            snprintf(p->realm, sizeof p->realm, "%s", realm);
-            snprintf(p->buyer, sizeof p->buyer, "%s", v[0].id);
-            snprintf(p->seller, sizeof p->seller, "%s", v[1].present ? v[1].id : "");
-            p->max_price = v[5].present ? v[5].price : 0;
-            snprintf(p->item, sizeof p->item, "%s", v[2].id);
-            if (has_key) {
-                snprintf(p->idem_key, sizeof p->idem_key, "%s", p->idem.key);
-                p->idem.key = p->idem_key;
-                p->idem.fingerprint = p->fp;
-            }
-            p->op = (market_pending){.realm = p->realm, .buyer = p->buyer, .seller = p->seller,
-                                     .item = p->item,
-                                     .quantity = v[4].present ? v[4].price : 1,
-                                     .expect_price = v[3].present ? v[3].price : -1,
-                                     .idem = has_key ? &p->idem : NULL};
-            ready = 1;
-        }
-    }
-    json_decref(root);
-    return ready;
-}
-
 /* Returns a new {"status","buyer","item","quantity","total","buyer_funds",
  * "trade_id","fills":[{"seller","quantity","price","trade_id"}...]}, or NULL
  * on out-of-memory. A replay has no fills (the store keeps the first trade). */
-static json_t *bought_body(const api_purchase *p, const market_buy_result *r) {
+static json_t *bought_body(const api_deferred *d, const market_buy_result *r) {
     json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "status", "purchased", "buyer",
-                          p->buyer, "item", p->item, "quantity", (json_int_t)r->quantity,
+                          d->player, "item", d->item, "quantity", (json_int_t)r->quantity,
                           "total", (json_int_t)r->total, "buyer_funds",
                           (json_int_t)r->buyer_funds);
     json_t *fills = json_array();
@@ -127,51 +102,118 @@ fail:
     return NULL;
 }
 
-/* A purchase without a seller (validated into p), run on this thread. */
-static void buy_cheapest(market_conn *conn, const api_purchase *p, api_response *resp) {
-    market_buy_result r;
-    int rc = market_buy_units(conn, p->realm, p->buyer, p->item, p->op.quantity, p->max_price,
-                              p->op.idem, &r);
-    if (rc != MARKET_OK)
-        api__reply_market(rc, r.available, resp);
+/* The answer to a purchase without a seller (MARKET_ORDER_BUY). */
+static void bought_reply(const api_deferred *d, api_response *resp) {
+    const market_buy_result *r = &d->order.res.buy;
+    if (d->order.rc != MARKET_OK)
+        api__reply_market(d->order.rc, r->available, resp);
     else
-        api__reply(resp, 200, bought_body(p, &r));
-    resp->replayed = r.replayed;
-    if (MARKET_ERR_HAS_REASON(rc)) snprintf(resp->why, sizeof resp->why, "%s",
-                                            market_conn_errstr(conn));
+        api__reply(resp, 200, bought_body(d, r));
+    resp->replayed = r->replayed;
+}
+
+/* Validates POST /purchase {"buyer","seller","item"[,"price"][,"quantity"]}
+ * (a MARKET_ORDER_PURCHASE) or, without a seller,
+ * {"buyer","item","max_price"[,"quantity"]} (a MARKET_ORDER_BUY) on realm,
+ * its token and its Idempotency-Key into d. Returns 1, or 0 when resp holds
+ * the answer (an error). */
+static int purchase_prepare(const api_request *req, const char *realm, api_response *resp,
+                            api_deferred *d) {
+    static const api__field_spec spec[] = {
+        {"buyer", API__FIELD_ID, 1},
+        {"seller", API__FIELD_ID, 0},
+        {"item", API__FIELD_ID, 1},
+        {"price", API__FIELD_PRICE, 0},
+        {"quantity", API__FIELD_QUANTITY, 0},
+        {"max_price", API__FIELD_PRICE, 0},
+    };
+    api__field_value v[6];
+    json_t *root = api__body_parse(req, spec, 6, v, resp);
+    if (!root) return 0;
+    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
+    int ready = 0;
+    if (!v[1].present && !v[5].present) {
+        api__bad_request(resp, "missing field 'seller' (or 'max_price', to buy the cheapest units "
+                         "of any seller)");
+    } else if (v[1].present && v[5].present) {
+        api__bad_request(resp, "field 'max_price' is for a purchase without 'seller'");
+    } else if (!v[1].present && v[3].present) {
+        api__bad_request(resp, "field 'price' needs a 'seller'; without one, give 'max_price'");
+    } else if (v[1].present && strcmp(v[0].id, v[1].id) == 0) {
+        api__bad_request(resp, "fields 'buyer' and 'seller' must differ");
+    } else if (api__authorized(req, realm, v[0].id, resp) &&
+               deferred_init(d, v[1].present ? MARKET_ORDER_PURCHASE : MARKET_ORDER_BUY, req,
+                             realm, v[0].id, 1, resp)) {
+        snprintf(d->seller, sizeof d->seller, "%s", v[1].present ? v[1].id : "");
+        snprintf(d->item, sizeof d->item, "%s", v[2].id);
+        d->order.seller = d->seller;
+        d->order.item = d->item;
+        d->order.quantity = v[4].present ? v[4].price : 1;
+        /* a seller's listing: the price expected (-1: any); else the most one unit may cost */
+        d->order.price = v[1].present ? (v[3].present ? v[3].price : -1) : v[5].price;
+        ready = 1;
+    }
+    json_decref(root);
+    return ready;
+}
+
+/* Runs purchase d (begun) on this thread: the market's one-request function
+ * of its type, the outcome into d->order (and the store's reason, if any,
+ * into d->order.why). */
+static void purchase_run(market_conn *conn, api_deferred *d) {
+    market_order *o = &d->order;
+    if (o->type == MARKET_ORDER_BUY)
+        o->rc = market_buy_units(conn, o->realm, o->player, o->item, o->quantity, o->price,
+                                 o->idem, &o->res.buy);
+    else
+        o->rc = market_purchase_units(conn, o->realm, o->player, o->seller, o->item,
+                                      o->quantity, o->price, o->idem, &o->res.purchase);
+    snprintf(o->why, sizeof o->why, "%s",
+             MARKET_ERR_HAS_REASON(o->rc) ? market_conn_errstr(conn) : "");
 }
 
 /* POST /purchase, run on this thread. */
 void api__handle_purchase(market_conn *conn, const api_request *req, const char *realm,
                           const char *arg, api_response *resp) {
     (void)arg;
-    api_purchase p;
-    if (!purchase_prepare(req, realm, resp, &p) || api__conn_missing(conn, resp)) return;
-    if (p.max_price > 0) {
-        buy_cheapest(conn, &p, resp);
-        return;
-    }
-    market_purchase_result res = {0};
-    int rc = market_purchase_units(conn, p.realm, p.buyer, p.seller, p.item, p.op.quantity,
-                                   p.op.expect_price, p.op.idem, &res);
-    purchase_reply(p.buyer, p.seller, p.item, p.op.quantity, rc, &res, resp);
+    api_deferred d;
+    if (!purchase_prepare(req, realm, resp, &d) || api__conn_missing(conn, resp)) return;
+    purchase_run(conn, &d);
+    api__end_purchase(&d, resp);
 }
 
-/* POST /purchase, begun (api_handle_begin()): validated into p, and
- * API_BEGIN_PURCHASE returned for the market's queue; a purchase without a
- * seller is not queued but answered here, on this thread (0). */
+/* POST /purchase, begun (api_handle_begin()): validated into d; 1 for the
+ * market, 0 when resp holds the answer. */
 int api__begin_purchase(market_conn *conn, const api_request *req, const char *realm,
-                        const char *arg, api_response *resp, api_purchase *p) {
+                        const char *arg, api_response *resp, api_deferred *d) {
     (void)arg;
-    if (!purchase_prepare(req, realm, resp, p)) return 0;
-    if (p->max_price == 0) return API_BEGIN_PURCHASE;
-    if (!api__conn_missing(conn, resp)) buy_cheapest(conn, p, resp); /* not queued: answered here */
+    if (!purchase_prepare(req, realm, resp, d)) return 0;
+    if (d->order.type != MARKET_ORDER_BUY) return 1;
+    /* TODO(merge): defer as MARKET_ORDER_BUY (return 1 here) once buy is a kind of the
+     * market: until then market_order_submit() refuses it, so it runs on this thread. */
+    if (!api__conn_missing(conn, resp)) {
+        purchase_run(conn, d);
+        api__end_purchase(d, resp);
+        snprintf(resp->why, sizeof resp->why, "%s", d->order.why);
+    }
     return 0;
 }
 
-/* POST /list {"seller","item","price"[,"quantity"]} */
-void api__handle_list(market_conn *conn, const api_request *req, const char *realm,
-                      const char *arg, api_response *resp) {
+/* POST /purchase's answer, from d's outcome. */
+void api__end_purchase(const api_deferred *d, api_response *resp) {
+    if (d->order.type == MARKET_ORDER_BUY)
+        bought_reply(d, resp);
+    else
+        purchase_reply(d, resp);
+}
+
+/* ---- POST /list, POST /unlist ---- */
+
+/* POST /list {"seller","item","price"[,"quantity"]}, begun: validated with
+ * its token and Idempotency-Key into d (a MARKET_ORDER_LIST). Returns 1, or
+ * 0 when resp holds the answer. */
+int api__begin_list(market_conn *conn, const api_request *req, const char *realm,
+                    const char *arg, api_response *resp, api_deferred *d) {
     static const api__field_spec spec[] = {
         {"seller", API__FIELD_ID, 1},
         {"item", API__FIELD_ID, 1},
@@ -179,57 +221,98 @@ void api__handle_list(market_conn *conn, const api_request *req, const char *rea
         {"quantity", API__FIELD_QUANTITY, 0},
     };
     api__field_value v[4];
+    (void)conn;
     (void)arg;
     json_t *root = api__body_parse(req, spec, 4, v, resp);
-    if (!root) return;
+    if (!root) return 0;
     snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
-    if (api__authorized(req, realm, v[0].id, resp) && !api__conn_missing(conn, resp)) {
-        market_idem idem;
-        char fp[MARKET_IDEM_FP_MAX + 1];
-        market_list_result res = {0};
-        int has_key = api__idempotency(req, &idem, fp, resp); /* < 0: resp holds the error */
-        int rc = has_key < 0 ? MARKET_OK
-                             : market_list_units(conn, realm, v[0].id, v[1].id,
-                                                 v[3].present ? v[3].price : 0, v[2].price,
-                                                 has_key ? &idem : NULL, &res);
-        if (has_key >= 0 && rc != MARKET_OK) {
-            api__reply_market(rc, rc == MARKET_ERR_NOT_HELD ? res.held : res.price, resp);
-            resp->replayed = res.replayed; /* a refusal stored under the Idempotency-Key */
-        } else if (has_key >= 0) {
-            /* quantity: the units the seller's listing holds now (an item of its own: 1) */
-            api__reply(resp, 201,
-                       json_pack("{s:s, s:s, s:s, s:I, s:I}", "status", "listed", "seller",
-                                 v[0].id, "item", v[1].id, "price", (json_int_t)v[2].price,
-                                 "quantity", (json_int_t)(res.quantity ? res.quantity : 1)));
-            resp->replayed = res.replayed;
-        }
+    int ready = api__authorized(req, realm, v[0].id, resp) &&
+                deferred_init(d, MARKET_ORDER_LIST, req, realm, v[0].id, 1, resp);
+    if (ready) {
+        snprintf(d->item, sizeof d->item, "%s", v[1].id);
+        d->order.item = d->item;
+        d->order.price = v[2].price;
+        d->order.quantity = v[3].present ? v[3].price : 0;
     }
     json_decref(root);
+    return ready;
 }
 
-/* POST /unlist {"seller","item"} */
-void api__handle_unlist(market_conn *conn, const api_request *req, const char *realm,
-                        const char *arg, api_response *resp) {
+/* POST /list, run on this thread. */
+void api__handle_list(market_conn *conn, const api_request *req, const char *realm,
+                      const char *arg, api_response *resp) {
+    api_deferred d;
+    if (!api__begin_list(conn, req, realm, arg, resp, &d) || api__conn_missing(conn, resp))
+        return;
+    market_order *o = &d.order;
+    o->rc = market_list_units(conn, o->realm, o->player, o->item, o->quantity, o->price, o->idem,
+                              &o->res.list);
+    api__end_list(&d, resp);
+}
+
+/* POST /list's answer, from d's outcome. */
+void api__end_list(const api_deferred *d, api_response *resp) {
+    int rc = d->order.rc;
+    const market_list_result *res = &d->order.res.list;
+    if (rc != MARKET_OK) {
+        api__reply_market(rc, rc == MARKET_ERR_NOT_HELD ? res->held : res->price, resp);
+        resp->replayed = res->replayed; /* a refusal stored under the Idempotency-Key */
+        return;
+    }
+    /* quantity: the units the seller's listing holds now (an item of its own: 1) */
+    api__reply(resp, 201,
+               json_pack("{s:s, s:s, s:s, s:I, s:I}", "status", "listed", "seller", d->player,
+                         "item", d->item, "price", (json_int_t)d->order.price, "quantity",
+                         (json_int_t)(res->quantity ? res->quantity : 1)));
+    resp->replayed = res->replayed;
+}
+
+/* POST /unlist {"seller","item"}, begun: validated with its token into d (a
+ * MARKET_ORDER_UNLIST). Returns 1, or 0 when resp holds the answer. */
+int api__begin_unlist(market_conn *conn, const api_request *req, const char *realm,
+                      const char *arg, api_response *resp, api_deferred *d) {
     static const api__field_spec spec[] = {
         {"seller", API__FIELD_ID, 1},
         {"item", API__FIELD_ID, 1},
     };
     api__field_value v[2];
+    (void)conn;
     (void)arg;
     json_t *root = api__body_parse(req, spec, 2, v, resp);
-    if (!root) return;
+    if (!root) return 0;
     snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
-    if (api__authorized(req, realm, v[0].id, resp) && !api__conn_missing(conn, resp)) {
-        int64_t price = 0, units = 0;
-        int rc = market_unlist_units(conn, realm, v[0].id, v[1].id, &price, &units);
-        api__reply_outcome(resp, rc, 200,
-                           rc == MARKET_OK
-                               ? json_pack("{s:s, s:s, s:s, s:I, s:I}", "status", "unlisted",
-                                           "seller", v[0].id, "item", v[1].id, "price",
-                                           (json_int_t)price, "quantity", (json_int_t)units)
-                               : NULL);
+    int ready = api__authorized(req, realm, v[0].id, resp) &&
+                deferred_init(d, MARKET_ORDER_UNLIST, req, realm, v[0].id, 0, resp);
+    if (ready) {
+        snprintf(d->item, sizeof d->item, "%s", v[1].id);
+        d->order.item = d->item;
     }
     json_decref(root);
+    return ready;
+}
+
+/* POST /unlist, run on this thread. */
+void api__handle_unlist(market_conn *conn, const api_request *req, const char *realm,
+                        const char *arg, api_response *resp) {
+    api_deferred d;
+    if (!api__begin_unlist(conn, req, realm, arg, resp, &d) || api__conn_missing(conn, resp))
+        return;
+    market_order *o = &d.order;
+    o->rc = market_unlist_units(conn, o->realm, o->player, o->item, &o->res.unlist.price,
+                                &o->res.unlist.units);
+    api__end_unlist(&d, resp);
+}
+
+/* POST /unlist's answer, from d's outcome. */
+void api__end_unlist(const api_deferred *d, api_response *resp) {
+    int rc = d->order.rc;
+    const market_unlist_result *u = &d->order.res.unlist;
+    api__reply_outcome(resp, rc, 200,
+                       rc == MARKET_OK
+                           ? json_pack("{s:s, s:s, s:s, s:I, s:I}", "status", "unlisted",
+                                       "seller", d->player, "item", d->item, "price",
+                                       (json_int_t)u->price, "quantity", (json_int_t)u->units)
+                           : NULL);
 }
 
 /* ---- flash sales ---- */
@@ -324,9 +407,10 @@ void api__handle_sale_get(market_conn *conn, const api_request *req, const char 
     api__reply_outcome(resp, rc, 200, rc == MARKET_OK ? sale_body(&s) : NULL);
 }
 
-/* The answer to a buy of sale whose market outcome is rc and res. */
-static void sale_buy_reply(const char *sale, const char *buyer, int rc,
-                           const market_sale_result *res, api_response *resp) {
+/* The answer to a buy of a sale, from d's outcome. */
+void api__end_sale_buy(const api_deferred *d, api_response *resp) {
+    int rc = d->order.rc;
+    const market_sale_result *res = &d->order.res.sale_buy;
     if (rc != MARKET_OK) {
         if (rc == MARKET_ERR_SOLD_OUT)
             api__reply_market_member(rc, "stock_left", res->left, resp);
@@ -338,10 +422,10 @@ static void sale_buy_reply(const char *sale, const char *buyer, int rc,
         return;
     }
     json_t *body = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "status", "bought",
-                             "sale", sale, "buyer", buyer, "quantity", (json_int_t)res->quantity,
-                             "price", (json_int_t)res->price, "total", (json_int_t)res->total,
-                             "buyer_funds", (json_int_t)res->buyer_funds, "trade_id",
-                             res->trade_id);
+                             "sale", d->sale, "buyer", d->player, "quantity",
+                             (json_int_t)res->quantity, "price", (json_int_t)res->price,
+                             "total", (json_int_t)res->total, "buyer_funds",
+                             (json_int_t)res->buyer_funds, "trade_id", res->trade_id);
     /* what is left is known at the time of the buy, not of a replay */
     if (body && !res->replayed &&
         json_object_set_new(body, "stock_left", json_integer((json_int_t)res->left)) < 0) {
@@ -352,38 +436,27 @@ static void sale_buy_reply(const char *sale, const char *buyer, int rc,
     resp->replayed = res->replayed;
 }
 
-/* Validates POST /sales/{id}/buy {"buyer","quantity"} on realm, its token
- * and its Idempotency-Key into p (strings copied; p->is_sale set). Returns
- * 1 when p->sale_op is ready for the market, 0 when resp holds the answer. */
-static int sale_buy_prepare(const api_request *req, const char *realm, const char *id,
-                            api_response *resp, api_purchase *p) {
+/* POST /sales/{id}/buy {"buyer","quantity"}, begun: validated on realm
+ * with its token and Idempotency-Key into d (a MARKET_ORDER_SALE_BUY).
+ * Returns 1, or 0 when resp holds the answer. */
+int api__begin_sale_buy(market_conn *conn, const api_request *req, const char *realm,
+                        const char *id, api_response *resp, api_deferred *d) {
     static const api__field_spec spec[] = {
         {"buyer", API__FIELD_ID, 1},
         {"quantity", API__FIELD_UNITS, 1},
     };
+    (void)conn;
     if (!api__id_ok(id, "sale", resp)) return 0;
     api__field_value v[2];
     json_t *root = api__body_parse(req, spec, 2, v, resp);
     if (!root) return 0;
     snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
-    int ready = 0;
-    if (api__authorized(req, realm, v[0].id, resp)) {
-        int has_key = api__idempotency(req, &p->idem, p->fp, resp); /* < 0: resp holds it */
-        if (has_key >= 0) {
-            p->is_sale = 1;
-            snprintf(p->realm, sizeof p->realm, "%s", realm);
-            snprintf(p->buyer, sizeof p->buyer, "%s", v[0].id);
-            snprintf(p->sale, sizeof p->sale, "%s", id);
-            if (has_key) {
-                snprintf(p->idem_key, sizeof p->idem_key, "%s", p->idem.key);
-                p->idem.key = p->idem_key;
-                p->idem.fingerprint = p->fp;
-            }
-            p->sale_op = (market_sale_pending){.realm = p->realm, .sale = p->sale,
-                                               .buyer = p->buyer, .quantity = v[1].price,
-                                               .idem = has_key ? &p->idem : NULL};
-            ready = 1;
-        }
+    int ready = api__authorized(req, realm, v[0].id, resp) &&
+                deferred_init(d, MARKET_ORDER_SALE_BUY, req, realm, v[0].id, 1, resp);
+    if (ready) {
+        snprintf(d->sale, sizeof d->sale, "%s", id);
+        d->order.sale = d->sale;
+        d->order.quantity = v[1].price;
     }
     json_decref(root);
     return ready;
@@ -392,75 +465,11 @@ static int sale_buy_prepare(const api_request *req, const char *realm, const cha
 /* POST /sales/{id}/buy, run on this thread (it waits for the sale's worker). */
 void api__handle_sale_buy(market_conn *conn, const api_request *req, const char *realm,
                           const char *id, api_response *resp) {
-    api_purchase p;
-    if (!sale_buy_prepare(req, realm, id, resp, &p) || api__conn_missing(conn, resp)) return;
-    market_sale_result res = {0};
-    int rc = market_sale_buy(conn, p.realm, p.sale, p.buyer, p.sale_op.quantity, p.sale_op.idem,
-                             &res);
-    sale_buy_reply(p.sale, p.buyer, rc, &res, resp);
-}
-
-/* POST /sales/{id}/buy, begun (api_handle_begin()): validated into p, and
- * API_BEGIN_SALE_BUY returned for the sale's worker; 0 when resp holds the
- * answer (an error). */
-int api__begin_sale_buy(market_conn *conn, const api_request *req, const char *realm,
-                        const char *id, api_response *resp, api_purchase *p) {
-    (void)conn;
-    return sale_buy_prepare(req, realm, id, resp, p) ? API_BEGIN_SALE_BUY : 0;
-}
-
-/* ---- handing a begun request to the market ---- */
-
-/* The market's worker has decided a purchase: tell api_purchase_submit()'s caller. */
-static void purchase_decided(market_pending *op) {
-    api_purchase *p = op->ud;
-    p->done(p->ud); /* may free p: not touched after */
-}
-
-/* A sale's worker has decided a buy: tell api_purchase_submit()'s caller. */
-static void sale_buy_decided(market_sale_pending *op) {
-    api_purchase *p = op->ud;
-    p->done(p->ud);
-}
-
-/* Hands p, which api_handle_begin() filled (and returned non-zero for), to
- * the worker of m that decides its kind: the market's purchase queue, or its
- * sale's worker. done(ud) is then called exactly once, from that worker's
- * thread, or from this call when m refuses to queue p (stopping, out of
- * memory: the refusal is p's outcome); after it, api_purchase_end() answers
- * p. p is borrowed until done is called, and may be freed from done. This
- * function can't fail otherwise. */
-void api_purchase_submit(market *m, api_purchase *p, void (*done)(void *ud), void *ud) {
-    p->done = done;
-    p->ud = ud;
-    if (p->is_sale) { /* a buy from a flash sale, to its sale's worker */
-        p->sale_op.done = sale_buy_decided;
-        p->sale_op.ud = p;
-        int rc = market_sale_buy_submit(m, &p->sale_op);
-        if (rc != MARKET_OK) { /* not queued: answer it as the worker would have */
-            p->sale_op.rc = rc;
-            sale_buy_decided(&p->sale_op);
-        }
+    api_deferred d;
+    if (!api__begin_sale_buy(conn, req, realm, id, resp, &d) || api__conn_missing(conn, resp))
         return;
-    }
-    p->op.done = purchase_decided;
-    p->op.ud = p;
-    int rc = market_purchase_submit(m, &p->op);
-    if (rc != MARKET_OK) {
-        p->op.rc = rc;
-        purchase_decided(&p->op);
-    }
-}
-
-/* Fills resp with the answer to p, whose market outcome (p->op.rc and
- * p->op.res) is in; resp keeps its route and player. */
-void api_purchase_end(const api_purchase *p, api_response *resp) {
-    if (p->is_sale) {
-        sale_buy_reply(p->sale, p->buyer, p->sale_op.rc, &p->sale_op.res, resp);
-        if (MARKET_ERR_HAS_REASON(p->sale_op.rc))
-            snprintf(resp->why, sizeof resp->why, "%s", p->sale_op.why);
-        return;
-    }
-    purchase_reply(p->buyer, p->seller, p->item, p->op.quantity, p->op.rc, &p->op.res, resp);
-    if (MARKET_ERR_HAS_REASON(p->op.rc)) snprintf(resp->why, sizeof resp->why, "%s", p->op.why);
+    market_order *o = &d.order;
+    o->rc = market_sale_buy(conn, o->realm, o->sale, o->player, o->quantity, o->idem,
+                            &o->res.sale_buy);
+    api__end_sale_buy(&d, resp);
 }

@@ -109,7 +109,7 @@
     X(ERR_LIMIT_EXCEEDED, -22, "the per-player limit of the sale would be exceeded")
 
 /* 1 when rc is a failure whose reason the store left as text (market_conn_errstr(),
- * market_pending.why): the store's own failures. */
+ * market_order.why): the store's own failures. */
 #define MARKET_ERR_HAS_REASON(rc) ((rc) == MARKET_ERR_STORE || (rc) == MARKET_ERR_NOT_REPLICATED)
 
 enum market_err {
@@ -198,44 +198,25 @@ typedef struct market_idem {
     const char *fingerprint; /* identifies the request (e.g. a hash of its body), no spaces */
 } market_idem;
 
-/* The market's own part of an order handed to it without waiting
- * (market_pending, market_sale_pending): its place in the combiner's queue
- * (market_combine.c) and where its outcome goes. The caller leaves it alone. */
+/* The market's own part of an order handed to it (market_order): its place
+ * in the combiner's queue (market_combine.c) and where its outcome goes. The
+ * caller leaves it alone. */
 struct market__kind;
 typedef struct market_queued market_queued;
 struct market_queued {
     const struct market__kind *kind; /* what kind of order, and how it is served */
-    void *order;                     /* the market_pending (...) it is part of */
+    void *order;                     /* the market_order it is part of */
     const char *realm, *group;       /* its batch: orders of one kind, realm and group */
     int *rc;                         /* its outcome's code, */
     char *why;                       /* reason (MARKET_WHY_MAX bytes) */
-    int *replayed;                   /* replay flag, */
-    char *trade_id;                  /* and trade id (MARKET_TRADE_ID_MAX + 1 bytes) */
+    int *replayed;                   /* replay flag (NULL: its kind never replays), */
+    char *trade_id;                  /* and trade id (MARKET_TRADE_ID_MAX + 1 bytes; NULL:
+                                        its kind makes no trade) */
     const char *k_idem;              /* while in a batch: its idempotency record ("" none) */
     int64_t deadline_ms;
     int state;
     unsigned lane;
     market_queued *next;
-};
-
-/* A purchase handed to the market without waiting for it: see
- * market_purchase_submit(). The caller fills the inputs, keeps the struct
- * and every string it points to alive until done is called, and reads the
- * outputs in done or after it. */
-typedef struct market_pending market_pending;
-struct market_pending {
-    /* in */
-    const char *realm, *buyer, *seller, *item;
-    int64_t quantity;         /* units to buy, 1..MARKET_QUANTITY_MAX (0: one) */
-    int64_t expect_price;     /* > 0: refuse any other price (PRICE_CHANGED); else any */
-    const market_idem *idem;  /* may be NULL */
-    void (*done)(market_pending *p); /* called once, on the market's worker thread */
-    void *ud;                 /* the caller's */
-    /* out: set before done is called */
-    int rc;                   /* what market_purchase_idem() would have returned */
-    market_purchase_result res;
-    char why[MARKET_WHY_MAX]; /* with MARKET_ERR_STORE: the store's reason, as text */
-    market_queued q; /* the market's own */
 };
 
 /* Units of one stackable good a player holds. */
@@ -302,25 +283,6 @@ typedef struct market_sale_result {
     int replayed;     /* 1: an earlier request with the same idempotency key did it */
     char trade_id[MARKET_TRADE_ID_MAX + 1]; /* a success: its trade record */
 } market_sale_result;
-
-/* A buy from a sale handed to the market without waiting for it: see
- * market_sale_buy_submit(). As market_pending: the caller keeps the struct
- * and its strings alive until done is called, and reads the outputs in done
- * or after it. */
-typedef struct market_sale_pending market_sale_pending;
-struct market_sale_pending {
-    /* in */
-    const char *realm, *sale, *buyer;
-    int64_t quantity;        /* 1..MARKET_SALE_STOCK_MAX */
-    const market_idem *idem; /* may be NULL */
-    void (*done)(market_sale_pending *p); /* called once, on a sale worker thread */
-    void *ud;
-    /* out: set before done is called */
-    int rc;
-    market_sale_result res;
-    char why[MARKET_WHY_MAX]; /* with MARKET_ERR_STORE: the store's reason, as text */
-    market_queued q; /* the market's own */
-};
 
 /* One part of a purchase without a seller (market_buy_units()). */
 typedef struct market_fill {
@@ -503,7 +465,7 @@ int market_purchase_units(market_conn *c, const char *realm, const char *buyer,
 int market_buy_units(market_conn *c, const char *realm, const char *buyer, const char *item,
                      int64_t quantity, int64_t max_price, const market_idem *idem,
                      market_buy_result *res);
-int market_purchase_submit(market *m, market_pending *p);
+int market_order_submit(market *m, market_order *o);
 int market_can_submit(const market *m);
 int market_list(market_conn *c, const char *realm, const char *seller, const char *item,
                 int64_t price);
@@ -524,8 +486,6 @@ int market_sale_create(market_conn *c, const char *realm, const market_sale *s);
 int market_sale_get(market_conn *c, const char *realm, const char *id, market_sale *out);
 int market_sale_buy(market_conn *c, const char *realm, const char *sale, const char *buyer,
                     int64_t quantity, const market_idem *idem, market_sale_result *res);
-int market_sale_buy_submit(market *m, market_sale_pending *p);
-int market_order_submit(market *m, market_order *o);
 int market_sale_buyers(market_conn *c, const char *realm, const char *id,
                        market_sale_buyer **out, size_t *n);
 

@@ -30,10 +30,86 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "market/market_combine.h"
 #include "market/market_listing.h"
 #include "market/market_purchase.h"
 #include "market/market_sale.h"
 #include "market/market_trade.h"
+
+/* ---- orders: what each type checks, and the kind that serves it ---- */
+
+/* Whether a purchase can be served (market_purchase_units()'s check; an
+ * order may also ask for quantity 0, one unit). */
+static int purchase_ok(const market_order *o) {
+    return market__purchase_args_ok(o->realm, o->player, o->seller, o->item, o->price, o->idem) &&
+           o->quantity >= 0 && o->quantity <= MARKET_QUANTITY_MAX;
+}
+
+/* Whether a list can be served (market_list_units()'s check). */
+static int list_ok(const market_order *o) {
+    return market__listing_args_ok(o->realm, o->player, o->item, o->price, o->idem) &&
+           o->quantity >= 0 && o->quantity <= MARKET_QUANTITY_MAX;
+}
+
+/* Whether an unlist can be served (market_unlist_units()'s check). */
+static int unlist_ok(const market_order *o) {
+    return market_id_valid(o->realm) && market_id_valid(o->player) && market_id_valid(o->item);
+}
+
+/* Whether a sale buy can be served (market_sale_buy()'s check). */
+static int sale_buy_ok(const market_order *o) {
+    return market__sale_args_ok(o->realm, o->sale, o->player, o->quantity, o->idem);
+}
+
+static market__combiner *orders_lanes(const market *m) { return m->queue; }
+static market__combiner *sales_lanes(const market *m) { return m->sales; }
+
+/* An order type: how its arguments are checked, which combiner serves it,
+ * and its kind's submit (market_purchase.c, market_listing.c,
+ * market_sale.c). A NULL submit: the type is not served yet. */
+struct order_type {
+    int (*ok)(const market_order *o);
+    market__combiner *(*lanes)(const market *m);
+    int (*submit)(market *m, market_order *o);
+};
+
+static const struct order_type order_types[] = {
+    [MARKET_ORDER_PURCHASE] = {purchase_ok, orders_lanes, market__purchase_submit},
+    [MARKET_ORDER_BUY] = {NULL, NULL, NULL}, /* wired when buy is a kind */
+    [MARKET_ORDER_LIST] = {list_ok, orders_lanes, market__listing_submit},
+    [MARKET_ORDER_UNLIST] = {unlist_ok, orders_lanes, market__listing_submit},
+    [MARKET_ORDER_SALE_BUY] = {sale_buy_ok, sales_lanes, market__sale_submit},
+};
+
+/* Returns o's type when m can serve o (its arguments pass its type's
+ * check), else NULL. This function can't fail. */
+static const struct order_type *order_check(const market *m, const market_order *o) {
+    if (!m || !o || (unsigned)o->type >= sizeof order_types / sizeof order_types[0])
+        return NULL;
+    const struct order_type *t = &order_types[o->type];
+    return t->submit && t->ok(o) ? t : NULL;
+}
+
+static void order_wake(market_order *o) { market__combine_wake(o->ud); }
+
+/* Hands o (inputs filled, done and ud not) to c's market as
+ * market_order_submit() does, and waits for its outcome
+ * (market__combine_wait): the one-request functions' way. Returns o->rc,
+ * or MARKET_ERR_INVALID (c NULL, or the arguments fail o's type's check),
+ * MARKET_ERR_BUSY, MARKET_ERR_NOMEM; a failure with a reason
+ * (MARKET_ERR_HAS_REASON) leaves it in c's errstr. */
+static int order_wait(market_conn *c, market_order *o) {
+    const struct order_type *t = c ? order_check(c->m, o) : NULL;
+    if (!t) return MARKET_ERR_INVALID;
+    market__waiter w;
+    o->done = order_wake;
+    o->ud = &w;
+    int rc = market__waiter_init(&w, t->lanes(c->m));
+    if (rc == MARKET_OK) rc = t->submit(c->m, o);
+    rc = market__combine_wait(&w, rc == MARKET_OK ? &o->q : NULL, rc);
+    if (MARKET_ERR_HAS_REASON(rc)) snprintf(c->errstr, sizeof c->errstr, "%s", o->why);
+    return rc;
+}
 
 /* ---- lifecycle ---- */
 
@@ -170,34 +246,32 @@ int market_purchase_units(market_conn *c, const char *realm, const char *buyer,
                           const char *seller, const char *item, int64_t quantity,
                           int64_t expect_price, const market_idem *idem,
                           market_purchase_result *res) {
-    if (!c || !res || !market__purchase_args_ok(realm, buyer, seller, item, expect_price, idem) ||
-        quantity < 1 || quantity > MARKET_QUANTITY_MAX)
-        return MARKET_ERR_INVALID;
-    market *m = c->m;
-    *res = (market_purchase_result){0};
-    return market__queue_wait(m, realm, buyer, seller, item, quantity, expect_price, idem, res,
-                              c->errstr, sizeof c->errstr);
+    if (!res || quantity < 1) return MARKET_ERR_INVALID; /* 0 (one) is for orders only */
+    market_order o = {.type = MARKET_ORDER_PURCHASE, .realm = realm, .player = buyer,
+                      .seller = seller, .item = item, .quantity = quantity,
+                      .price = expect_price, .idem = idem};
+    int rc = order_wait(c, &o);
+    *res = o.res.purchase;
+    return rc;
 }
 
-/* Returns 1 when m's purchases can be submitted with market_purchase_submit():
- * every strategy's can (they all go through the combiner); 0 for NULL. This
- * function can't fail. */
+/* Returns 1 when m takes orders with market_order_submit(): every
+ * strategy's market does (they all go through the combiner); 0 for NULL.
+ * This function can't fail. */
 int market_can_submit(const market *m) { return m != NULL; }
 
-/* Queues purchase p (see market_pending) and returns at once. Returns
- * MARKET_OK when p is queued: p->done(p) will be called exactly once, from
- * the market's worker thread, with p->rc and p->res set, within about p's
- * wait budget (acquire_timeout_ms) plus the Redis timeout. Otherwise returns
- * MARKET_ERR_INVALID (bad arguments, as market_purchase_idem()), MARKET_ERR_BUSY
- * (after market_shutdown()) or MARKET_ERR_NOMEM (the worker cannot start),
- * and done is not called. */
-int market_purchase_submit(market *m, market_pending *p) {
-    if (!market_can_submit(m) || !p || !p->done ||
-        !market__purchase_args_ok(p->realm, p->buyer, p->seller, p->item, p->expect_price,
-                                  p->idem) ||
-        p->quantity < 0 || p->quantity > MARKET_QUANTITY_MAX)
-        return MARKET_ERR_INVALID;
-    return market__queue_submit(m, p);
+/* Queues order o (see market_order) and returns at once. Returns MARKET_OK
+ * when o is queued: o->done(o) will be called exactly once, from a market
+ * worker's thread, with o->rc and o->res set, within about o's wait budget
+ * (acquire_timeout_ms) plus the Redis timeout. Otherwise returns
+ * MARKET_ERR_INVALID (bad arguments, checked as its type's one-request
+ * function checks them; no done callback), MARKET_ERR_BUSY (after
+ * market_shutdown()) or MARKET_ERR_NOMEM (the worker cannot start), and
+ * done is not called. */
+int market_order_submit(market *m, market_order *o) {
+    const struct order_type *t = order_check(m, o);
+    if (!t || !o->done) return MARKET_ERR_INVALID;
+    return t->submit(m, o);
 }
 
 /* Stops taking orders: every queued one is served first, then the workers
@@ -292,11 +366,11 @@ int market_list_units(market_conn *c, const char *realm, const char *seller, con
                       int64_t quantity, int64_t price, const market_idem *idem,
                       market_list_result *res) {
     if (!res) return MARKET_ERR_INVALID;
-    *res = (market_list_result){0};
-    if (!c || !market__listing_args_ok(realm, seller, item, price, idem) || quantity < 0 ||
-        quantity > MARKET_QUANTITY_MAX)
-        return MARKET_ERR_INVALID;
-    return market__list(c, realm, seller, item, quantity, price, idem, res);
+    market_order o = {.type = MARKET_ORDER_LIST, .realm = realm, .player = seller, .item = item,
+                      .quantity = quantity, .price = price, .idem = idem};
+    int rc = order_wait(c, &o);
+    *res = rc == MARKET_ERR_INVALID ? (market_list_result){0} : o.res.list;
+    return rc;
 }
 
 /* Moves item, listed by seller on realm's market, back to the seller's inventory and stores the
@@ -312,9 +386,37 @@ int market_unlist(market_conn *c, const char *realm, const char *seller, const c
  * item). */
 int market_unlist_units(market_conn *c, const char *realm, const char *seller, const char *item,
                         int64_t *price, int64_t *units) {
-    if (!c || !market_id_valid(realm) || !market_id_valid(seller) || !market_id_valid(item))
-        return MARKET_ERR_INVALID;
-    return market__unlist(c, realm, seller, item, price, units);
+    market_order o = {.type = MARKET_ORDER_UNLIST, .realm = realm, .player = seller,
+                      .item = item};
+    int rc = order_wait(c, &o);
+    if (rc == MARKET_OK && price) *price = o.res.unlist.price;
+    if (rc == MARKET_OK && units) *units = o.res.unlist.units;
+    return rc;
+}
+
+/* ---- flash sales ---- */
+
+/* Buys quantity units of sale of realm for buyer (see market.h's data
+ * model), made idempotent by idem (may be NULL; see market_idem), and waits
+ * for the outcome. Fills *res. Returns MARKET_OK, or ERR_INVALID (bad
+ * arguments, or the buyer is the sale's house), ERR_NO_SALE,
+ * ERR_SALE_NOT_ACTIVE, ERR_NO_PLAYER (no such buyer), ERR_SOLD_OUT
+ * (res->left: the units left), ERR_LIMIT_EXCEEDED (res->may_buy),
+ * ERR_INSUFFICIENT_FUNDS, ERR_OVERFLOW (the house's funds), ERR_BUSY (the
+ * wait budget was spent), ERR_STORE, ERR_LEASE_LOST, ERR_CONFLICT,
+ * ERR_NOT_REPLICATED, ERR_IDEM_MISMATCH, ERR_IN_PROGRESS, ERR_NOMEM. A
+ * replay returns the stored outcome with res->replayed set. Nothing is
+ * written unless it returns MARKET_OK (or a final refusal under an
+ * idempotency key, which is recorded), but for a store that failed while
+ * EXEC's answer was on its way. */
+int market_sale_buy(market_conn *c, const char *realm, const char *sale, const char *buyer,
+                    int64_t quantity, const market_idem *idem, market_sale_result *res) {
+    if (!res) return MARKET_ERR_INVALID;
+    market_order o = {.type = MARKET_ORDER_SALE_BUY, .realm = realm, .player = buyer,
+                      .sale = sale, .quantity = quantity, .idem = idem};
+    int rc = order_wait(c, &o);
+    *res = o.res.sale_buy;
+    return rc;
 }
 
 /* ---- reading ---- */

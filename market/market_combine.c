@@ -349,11 +349,11 @@ static void confirm_replays(market_conn *c, market__cbatch *cb) {
     const char *keys[MARKET__BATCH_MAX];
     size_t n = 0;
     for (size_t i = 0; i < cb->n; i++)
-        if (*cb->req[i]->replayed) keys[n++] = cb->req[i]->k_idem;
+        if (cb->req[i]->replayed && *cb->req[i]->replayed) keys[n++] = cb->req[i]->k_idem;
     int rc = market__replicated(c, keys, n);
     if (rc == MARKET_OK) return;
     for (size_t i = 0; i < cb->n; i++)
-        if (*cb->req[i]->replayed) {
+        if (cb->req[i]->replayed && *cb->req[i]->replayed) {
             *cb->req[i]->replayed = 0;
             *cb->req[i]->rc = rc;
             market__count_result(c->m, rc);
@@ -457,7 +457,7 @@ static size_t batch_take(struct market__lane *ln, market__cbatch *cb, int nomem,
 static void order_reset(market_queued *o) {
     o->kind->reset(o);
     *o->rc = MARKET_ERR_STORE;
-    *o->replayed = 0;
+    if (o->replayed) *o->replayed = 0;
     o->why[0] = '\0';
     o->k_idem = "";
     o->state = REQ_WAITING;
@@ -601,9 +601,9 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-/* Queues order o (arguments already checked by its kind; o->kind, order,
- * realm, group, rc, why and replayed set) on its lane and returns at once.
- * Returns MARKET_OK when o is queued (its kind's answer will be called
+/* Queues order o (arguments already checked; o->kind, order, realm, group,
+ * rc and why set, and replayed unless its kind never replays) on its lane
+ * and returns at once. Returns MARKET_OK when o is queued (its kind's answer will be called
  * exactly once, from the lane's worker), MARKET_ERR_BUSY after
  * market__combine_stop(), or MARKET_ERR_NOMEM (the worker cannot start). */
 int market__combine_submit(market__combiner *q, market_queued *o) {

@@ -30,28 +30,11 @@
 #include "market/market_idem.h"
 #include "market/market_trade.h"
 
-enum { OP_LIST, OP_UNLIST };
-
-/* A list or unlist order (the one-request API waits for it). */
-struct listing_order {
-    market_queued q;
-    int op;
-    const char *realm, *seller, *item;
-    int64_t price;    /* list: the asking price; unlist: the price it had */
-    int64_t quantity; /* list: the units asked (0: not given); unlist: the units it had */
-    const market_idem *idem; /* list only */
-    market_list_result res;  /* list */
-    int rc, replayed;
-    char why[MARKET_WHY_MAX];
-    char trade_id[MARKET_TRADE_ID_MAX + 1]; /* none: a listing makes no trade */
-    market__waiter *w;
-};
-
 /* The kind's state on a lane: a batch of one realm's list and unlist
  * orders, and what its attempt reads and decides. */
 struct listing_batch {
     market__cbatch *cb;
-    struct listing_order *req[MARKET__BATCH_MAX];
+    market_order *req[MARKET__BATCH_MAX];
     size_t n;
     market__realm realm;
     const char *token;
@@ -76,6 +59,11 @@ struct listing_batch {
 
 /* ---- one attempt ---- */
 
+/* Order o's idempotency key: a list's (may be NULL); an unlist has none. */
+static const market_idem *idem_of(const market_order *o) {
+    return o->type == MARKET_ORDER_LIST ? o->idem : NULL;
+}
+
 /* Names what the batch reads and locks: the realm's market lock, or each
  * listing's lock (item strategy), or none. */
 static int prepare(market_conn *c, market__cbatch *cb) {
@@ -86,18 +74,19 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     int need_token = 0;
     for (size_t i = 0; i < b->n; i++) {
         b->req[i] = cb->req[i]->order;
-        need_token |= b->req[i]->idem != NULL;
+        need_token |= idem_of(b->req[i]) != NULL;
     }
     if (need_token && market__cbatch_token(cb) < 0) return MARKET_ERR_STORE;
     b->token = cb->token;
     market__idem_set_begin(&b->idem, b->n);
     for (size_t i = 0; i < b->n; i++) {
-        struct listing_order *o = b->req[i];
-        market__join(b->member[i], sizeof b->member[i], o->item, ".", o->seller,
+        market_order *o = b->req[i];
+        market__join(b->member[i], sizeof b->member[i], o->item, ".", o->player,
                      (const char *)NULL);
-        market__key_inventory(b->k_inv[i], b->realm.id, o->seller);
-        market__key_stacks(b->k_stacks[i], b->realm.id, o->seller);
-        o->q.k_idem = market__idem_set_key(&b->idem, i, b->realm.id, o->seller, o->idem, b->token);
+        market__key_inventory(b->k_inv[i], b->realm.id, o->player);
+        market__key_stacks(b->k_stacks[i], b->realm.id, o->player);
+        o->q.k_idem =
+            market__idem_set_key(&b->idem, i, b->realm.id, o->player, idem_of(o), b->token);
         b->first[i] = i;
         for (size_t j = 0; j < i; j++)
             if (strcmp(b->member[j], b->member[i]) == 0) {
@@ -173,9 +162,15 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     return rc;
 }
 
+/* Whether order o was settled by an earlier request with its idempotency
+ * key (a list: an unlist has none). */
+static int replayed(const market_order *o) {
+    return o->type == MARKET_ORDER_LIST && o->res.list.replayed;
+}
+
 /* Decides list order i against its seller and item's state f. */
 static void decide_list(struct listing_batch *b, size_t i, size_t f) {
-    struct listing_order *o = b->req[i];
+    market_order *o = b->req[i];
     int64_t q = o->quantity > 0 ? o->quantity : 1;
     int stack = 0;
     o->rc = b->unique[f] < 0 ? MARKET_ERR_STORE
@@ -183,13 +178,13 @@ static void decide_list(struct listing_batch *b, size_t i, size_t f) {
                                                  b->listed[f], b->listed_units[f], o->price,
                                                  &stack);
     int64_t a = 0;
-    if (o->rc == MARKET_ERR_NOT_HELD) a = o->res.held = b->stacked[f];
-    if (o->rc == MARKET_ERR_PRICE_CHANGED) a = o->res.price = b->listed[f];
+    if (o->rc == MARKET_ERR_NOT_HELD) a = o->res.list.held = b->stacked[f];
+    if (o->rc == MARKET_ERR_PRICE_CHANGED) a = o->res.list.price = b->listed[f];
     if (o->rc == MARKET_OK) {
         b->stack[i] = stack;
         b->stacked_before[i] = b->stacked[f];
         b->listed_before[i] = b->listed[f];
-        o->res.quantity = stack ? b->listed_units[f] + q : 1;
+        o->res.list.quantity = stack ? b->listed_units[f] + q : 1;
         if (stack) {
             b->stacked[f] -= q;
             b->listed_units[f] += q;
@@ -199,12 +194,13 @@ static void decide_list(struct listing_batch *b, size_t i, size_t f) {
         b->listed[f] = o->price;
         a = o->price;
     }
-    market__idem_set_decided(&b->idem, i, o->rc, a, o->rc == MARKET_OK ? o->res.quantity : 0);
+    market__idem_set_decided(&b->idem, i, o->rc, a,
+                             o->rc == MARKET_OK ? o->res.list.quantity : 0);
 }
 
 /* Decides unlist order i against its seller and item's state f. */
 static void decide_unlist(struct listing_batch *b, size_t i, size_t f) {
-    struct listing_order *o = b->req[i];
+    market_order *o = b->req[i];
     if (b->listed[f] == MARKET__NOT_LISTED)
         o->rc = MARKET_ERR_NOT_LISTED;
     else if (b->listed[f] < 0 || b->listed_units[f] < 0)
@@ -213,8 +209,8 @@ static void decide_unlist(struct listing_batch *b, size_t i, size_t f) {
         o->rc = MARKET_OK;
     market__idem_set_decided(&b->idem, i, o->rc, 0, 0);
     if (o->rc != MARKET_OK) return;
-    o->price = b->listed[f];
-    o->quantity = b->listed_units[f] ? b->listed_units[f] : 1;
+    o->res.unlist.price = b->listed[f];
+    o->res.unlist.units = b->listed_units[f] ? b->listed_units[f] : 1;
     b->stack[i] = b->listed_units[f] != 0;
     if (b->stack[i])
         b->stacked[f] = (b->stacked[f] > 0 ? b->stacked[f] : 0) + b->listed_units[f];
@@ -225,13 +221,13 @@ static void decide_unlist(struct listing_batch *b, size_t i, size_t f) {
 }
 
 /* Answers list order o with outcome v, settled by its idempotency key. */
-static void replay(struct listing_order *o, const market__outcome *v) {
+static void replay(market_order *o, const market__outcome *v) {
     o->rc = v->rc;
-    o->res.replayed = o->replayed = v->replayed;
+    o->res.list.replayed = v->replayed;
     if (!v->replayed) return;
-    if (v->rc == MARKET_OK) o->res.quantity = v->b;
-    if (v->rc == MARKET_ERR_NOT_HELD) o->res.held = v->a;
-    if (v->rc == MARKET_ERR_PRICE_CHANGED) o->res.price = v->a;
+    if (v->rc == MARKET_OK) o->res.list.quantity = v->b;
+    if (v->rc == MARKET_ERR_NOT_HELD) o->res.list.held = v->a;
+    if (v->rc == MARKET_ERR_PRICE_CHANGED) o->res.list.price = v->a;
 }
 
 /* Decides every order in queue order; returns how many write something. */
@@ -239,9 +235,11 @@ static size_t batch_decide(market__cbatch *cb) {
     struct listing_batch *b = cb->ks;
     size_t writes = 0;
     for (size_t i = 0; i < b->n; i++) {
-        struct listing_order *o = b->req[i];
-        o->res = (market_list_result){0};
-        o->replayed = 0;
+        market_order *o = b->req[i];
+        if (o->type == MARKET_ORDER_LIST)
+            o->res.list = (market_list_result){0};
+        else
+            o->res.unlist = (market_unlist_result){0};
         market__outcome v;
         if (market__idem_set_settle(&b->idem, i, &v)) {
             replay(o, &v);
@@ -252,7 +250,7 @@ static size_t batch_decide(market__cbatch *cb) {
             market__idem_set_decided(&b->idem, i, o->rc, 0, 0);
             continue;
         }
-        if (o->op == OP_LIST)
+        if (o->type == MARKET_ORDER_LIST)
             decide_list(b, i, b->first[i]);
         else
             decide_unlist(b, i, b->first[i]);
@@ -263,18 +261,20 @@ static size_t batch_decide(market__cbatch *cb) {
 
 /* Appends what order i, decided MARKET_OK, moves. */
 static void commit_order(struct listing_batch *b, size_t i, market__buf *w) {
-    struct listing_order *o = b->req[i];
-    market__idx_entry_init(&b->ix[i], b->realm.id, o->item, o->seller, o->price);
-    if (o->op == OP_UNLIST) {
+    market_order *o = b->req[i];
+    if (o->type == MARKET_ORDER_UNLIST) {
+        const market_unlist_result *u = &o->res.unlist;
+        market__idx_entry_init(&b->ix[i], b->realm.id, o->item, o->player, u->price);
         market__fx_delist(w, &b->realm, b->member[i], b->stack[i]);
         if (b->stack[i])
-            market__fx_units(w, b->k_stacks[i], o->item, o->quantity);
+            market__fx_units(w, b->k_stacks[i], o->item, u->units);
         else
             market__fx_item_in(w, b->k_inv[i], o->item);
         market__fx_idx_remove(w, &b->ix[i]);
-        market__fx_change(w, &b->realm, 0, o->seller, o->item, o->price, o->quantity);
+        market__fx_change(w, &b->realm, 0, o->player, o->item, u->price, u->units);
         return;
     }
+    market__idx_entry_init(&b->ix[i], b->realm.id, o->item, o->player, o->price);
     int64_t q = o->quantity > 0 ? o->quantity : 1;
     if (!b->stack[i])
         market__fx_item_out(w, b->k_inv[i], o->item);
@@ -287,7 +287,7 @@ static void commit_order(struct listing_batch *b, size_t i, market__buf *w) {
         market__fx_list(w, &b->realm, b->member[i], o->price);
         market__fx_idx_add(w, &b->ix[i]);
     }
-    market__fx_change(w, &b->realm, 1, o->seller, o->item, o->price, o->res.quantity);
+    market__fx_change(w, &b->realm, 1, o->player, o->item, o->price, o->res.list.quantity);
 }
 
 /* The commit (see DESIGN, step 3). */
@@ -298,7 +298,7 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     market__fx_multi(w);
     market__held_fences(held, w);
     for (size_t i = 0; i < b->n; i++) {
-        if (b->req[i]->rc == MARKET_OK && !b->req[i]->replayed) commit_order(b, i, w);
+        if (b->req[i]->rc == MARKET_OK && !replayed(b->req[i])) commit_order(b, i, w);
         if (market__idem_set_recorded(&b->idem, i)) market__idem_set_record(&b->idem, i, w);
     }
     market__fx_exec(w);
@@ -326,15 +326,18 @@ static void state_free(void *ks) {
 }
 
 static void reset(market_queued *q) {
-    struct listing_order *o = q->order;
-    o->res = (market_list_result){0};
+    market_order *o = q->order;
+    if (o->type == MARKET_ORDER_LIST)
+        o->res.list = (market_list_result){0};
+    else
+        o->res.unlist = (market_unlist_result){0};
 }
 
+/* Gives o its outcome and hands it back; o is not touched afterwards. */
 static void answer(market *m, market_queued *q) {
-    struct listing_order *o = q->order;
+    market_order *o = q->order;
     (void)m;
-    o->res.replayed = o->replayed;
-    market__combine_wake(o->w);
+    o->done(o);
 }
 
 /* Listing and taking back: a unique item, or units of a stackable good. */
@@ -352,38 +355,17 @@ static const struct market__kind listing_kind = {
     .answer = answer,
 };
 
-/* Queues order o on the purchases' lanes and waits for its outcome. */
-static int order_run(market_conn *c, struct listing_order *o) {
-    market *m = c->m;
-    market__waiter w;
-    o->w = &w;
+/* Queues list or unlist o (a MARKET_ORDER_LIST or MARKET_ORDER_UNLIST,
+ * already checked by market_order_submit()) on its realm's lane of the
+ * purchases' combiner and returns at once. Returns MARKET_OK when o is
+ * queued (o->done(o) will be called exactly once, from the lane's worker),
+ * MARKET_ERR_BUSY after market__queue_stop(), or MARKET_ERR_NOMEM (the
+ * worker cannot start). */
+int market__listing_submit(market *m, market_order *o) {
+    /* an unlist never replays: it has no idempotency key, and no trade */
     o->q = (market_queued){.kind = &listing_kind, .order = o, .realm = o->realm, .group = "",
-                           .rc = &o->rc, .why = o->why, .replayed = &o->replayed,
-                           .trade_id = o->trade_id};
-    int rc = market__waiter_init(&w, m->queue);
-    if (rc == MARKET_OK) rc = market__combine_submit(m->queue, &o->q);
-    rc = market__combine_wait(&w, rc == MARKET_OK ? &o->q : NULL, rc);
-    if (MARKET_ERR_HAS_REASON(rc)) snprintf(c->errstr, sizeof c->errstr, "%s", o->why);
-    return rc;
-}
-
-/* Lists (see market_list_units()); arguments already checked. */
-int market__list(market_conn *c, const char *realm, const char *seller, const char *item,
-                 int64_t quantity, int64_t price, const market_idem *idem,
-                 market_list_result *res) {
-    struct listing_order o = {.op = OP_LIST, .realm = realm, .seller = seller, .item = item,
-                              .price = price, .quantity = quantity, .idem = idem};
-    int rc = order_run(c, &o);
-    *res = o.res;
-    return rc;
-}
-
-/* Unlists (see market_unlist_units()); arguments already checked. */
-int market__unlist(market_conn *c, const char *realm, const char *seller, const char *item,
-                   int64_t *price, int64_t *units) {
-    struct listing_order o = {.op = OP_UNLIST, .realm = realm, .seller = seller, .item = item};
-    int rc = order_run(c, &o);
-    if (rc == MARKET_OK && price) *price = o.price;
-    if (rc == MARKET_OK && units) *units = o.quantity;
-    return rc;
+                           .rc = &o->rc, .why = o->why,
+                           .replayed = o->type == MARKET_ORDER_LIST ? &o->res.list.replayed
+                                                                    : NULL};
+    return market__combine_submit(m->queue, &o->q);
 }

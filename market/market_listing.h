@@ -7,10 +7,6 @@
 
 #include "market/market_txn.h"
 
-int market__list(market_conn *c, const char *realm, const char *seller, const char *item,
-                 int64_t quantity, int64_t price, const market_idem *idem,
-                 market_list_result *res);
-int market__unlist(market_conn *c, const char *realm, const char *seller, const char *item,
-                   int64_t *price, int64_t *units);
+int market__listing_submit(market *m, market_order *o);
 
 #endif /* GM_MARKET_MARKET_LISTING_H */

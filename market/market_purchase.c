@@ -48,7 +48,7 @@
  * its attempt reads and decides. */
 struct market__batch {
     market__cbatch *cb;
-    market_pending *req[MARKET__BATCH_MAX]; /* cb's open purchases, in order */
+    market_order *req[MARKET__BATCH_MAX]; /* cb's open purchases, in order */
     size_t n;
     market__realm realm;
     char member[MARKET__BATCH_MAX][MARKET__MEMBER_MAX];
@@ -139,19 +139,19 @@ static int batch_index(struct market__batch *b, int need_token) {
     b->token = b->cb->token;
     market__idem_set_begin(&b->idem, b->n);
     for (size_t i = 0; i < b->n; i++) {
-        const market_pending *r = b->req[i];
+        const market_order *r = b->req[i];
         market__join(b->member[i], sizeof b->member[i], r->item, ".", r->seller,
                      (const char *)NULL);
         b->member_hash[i] = id_hash(b->member[i]);
         b->req[i]->q.k_idem =
-            market__idem_set_key(&b->idem, i, b->realm.id, r->buyer, r->idem, b->token);
+            market__idem_set_key(&b->idem, i, b->realm.id, r->player, r->idem, b->token);
         b->first[i] = i;
         for (size_t j = 0; j < i; j++)
             if (b->member_hash[j] == b->member_hash[i] && strcmp(b->member[j], b->member[i]) == 0) {
                 b->first[i] = j;
                 break;
             }
-        b->buyer[i] = user_index(b, r->buyer);
+        b->buyer[i] = user_index(b, r->player);
         b->seller[i] = user_index(b, r->seller);
     }
     return MARKET_OK;
@@ -181,7 +181,7 @@ static void need_user(struct market__batch *b, size_t u, size_t *n) {
 }
 
 /* The units purchase r asks for (a unique item: one). */
-static int64_t quantity_of(const market_pending *r) {
+static int64_t quantity_of(const market_order *r) {
     return r->quantity > 0 ? r->quantity : 1;
 }
 
@@ -207,7 +207,7 @@ static size_t users_needed(struct market__batch *b) {
             continue;
         if (b->idem.idem[i] && b->idem.state[i] != MARKET__IDEM_FREE) continue; /* settled */
         int64_t q = quantity_of(b->req[i]);
-        int rc = market__units_apply(price, b->sim_left[f], q, b->req[i]->expect_price,
+        int rc = market__units_apply(price, b->sim_left[f], q, b->req[i]->price,
                                      &b->sim[bu], &b->sim[se]);
         if (rc == MARKET__NEED_FUNDS) {
             need_user(b, bu, &n);
@@ -375,24 +375,27 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
 
 /* What an idempotency record keeps of purchase r's outcome besides its
  * code: the price, or a not_enough's units available. */
-static int64_t outcome_a(const market_pending *r) {
-    return r->rc == MARKET_ERR_NOT_ENOUGH ? r->res.available : r->res.price;
+static int64_t outcome_a(const market_order *r) {
+    return r->rc == MARKET_ERR_NOT_ENOUGH ? r->res.purchase.available : r->res.purchase.price;
 }
 
 /* Answers purchase r with outcome o, settled by its idempotency key. */
-static void replay(market_pending *r, const market__outcome *o) {
+static void replay(market_order *r, const market__outcome *o) {
     r->rc = o->rc;
-    r->res.replayed = o->replayed;
+    r->res.purchase.replayed = o->replayed;
     if (!o->replayed) return; /* in_progress, idem_mismatch, store */
-    r->res.price = o->a;
-    r->res.buyer_funds = o->b;
-    if (o->rc == MARKET_ERR_NOT_ENOUGH) r->res.available = o->a, r->res.price = 0;
-    snprintf(r->res.trade_id, sizeof r->res.trade_id, "%s", o->trade);
+    r->res.purchase.price = o->a;
+    r->res.purchase.buyer_funds = o->b;
+    if (o->rc == MARKET_ERR_NOT_ENOUGH) {
+        r->res.purchase.available = o->a;
+        r->res.purchase.price = 0;
+    }
+    snprintf(r->res.purchase.trade_id, sizeof r->res.purchase.trade_id, "%s", o->trade);
 }
 
 /* Purchase i succeeded in this batch (not a replay): it has writes. */
 static int won(const struct market__batch *b, size_t i) {
-    return b->req[i]->rc == MARKET_OK && !b->req[i]->res.replayed;
+    return b->req[i]->rc == MARKET_OK && !b->req[i]->res.purchase.replayed;
 }
 
 /* Purchase i was decided for good in this batch under an idempotency key:
@@ -414,10 +417,10 @@ static size_t batch_decide(market__cbatch *cb) {
     for (size_t i = 0; i < b->n; i++)
         b->left[i] = b->units[i];
     for (size_t i = 0; i < b->n; i++) {
-        market_pending *r = b->req[i];
+        market_order *r = b->req[i];
         size_t f = b->first[i];
         int64_t price = b->price[f];
-        r->res = (market_purchase_result){0};
+        r->res.purchase = (market_purchase_result){0};
         market__outcome o;
         if (market__idem_set_settle(&b->idem, i, &o)) {
             replay(r, &o);
@@ -428,18 +431,18 @@ static size_t batch_decide(market__cbatch *cb) {
         } else {
             market__party *buyer = &b->party[b->buyer[i]], *seller = &b->party[b->seller[i]];
             int64_t q = quantity_of(r);
-            int rc = market__units_apply(price, b->left[f], q, r->expect_price, buyer, seller);
+            int rc = market__units_apply(price, b->left[f], q, r->price, buyer, seller);
             if (rc > 0) rc = MARKET_ERR_STORE; /* funds left unread: users_needed() reads them */
             r->rc = rc;
-            if (rc == MARKET_ERR_PRICE_CHANGED) r->res.price = price;
-            if (rc == MARKET_ERR_NOT_ENOUGH) r->res.available = b->left[f];
+            if (rc == MARKET_ERR_PRICE_CHANGED) r->res.purchase.price = price;
+            if (rc == MARKET_ERR_NOT_ENOUGH) r->res.purchase.available = b->left[f];
             if (rc == MARKET_OK) {
                 b->left[f] -= q;
-                r->res.price = price;
-                r->res.buyer_funds = buyer->funds;
+                r->res.purchase.price = price;
+                r->res.purchase.buyer_funds = buyer->funds;
             }
         }
-        market__idem_set_decided(&b->idem, i, r->rc, outcome_a(r), r->res.buyer_funds);
+        market__idem_set_decided(&b->idem, i, r->rc, outcome_a(r), r->res.purchase.buyer_funds);
         writes += won(b, i) || recorded(b, i);
     }
     return writes;
@@ -515,12 +518,12 @@ static void commit_records(const market *m, const market__held *held, struct mar
     for (size_t i = 0; i < b->n; i++) {
         if (recorded(b, i)) market__idem_set_record(&b->idem, i, NULL);
         if (!won(b, i)) continue;
-        const market_pending *r = b->req[i];
+        const market_order *r = b->req[i];
         int keyed = b->idem.idem[i] != NULL;
         b->trade_req[b->n_trades] = i;
         b->trade[b->n_trades++] = (market__trade_rec){
-            .buyer = r->buyer, .seller = r->seller, .item = r->item, .quantity = quantity_of(r),
-            .price = r->res.price, .fence = trade_fence(m, held, b, i),
+            .buyer = r->player, .seller = r->seller, .item = r->item, .quantity = quantity_of(r),
+            .price = r->res.purchase.price, .fence = trade_fence(m, held, b, i),
             .idem_key = keyed ? b->idem.key[i] : NULL,
             .idem_record = keyed ? b->idem.record[i] : NULL};
     }
@@ -611,7 +614,7 @@ static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
     market__buf_reset(&b->rb);
     market__rd_prices_begin(&b->rb, &b->realm);
     for (size_t i = 0; i < b->n; i++) {
-        const market_pending *r = b->req[i];
+        const market_order *r = b->req[i];
         market__join(b->member[i], sizeof b->member[i], r->item, ".", r->seller,
                      (const char *)NULL);
         market__buf_arg(&b->rb, b->member[i]);
@@ -624,7 +627,7 @@ static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
     market_queued *gone[MARKET__BATCH_MAX];
     if (z->type == REDIS_REPLY_ARRAY && z->elements == b->n) {
         for (size_t i = 0; i < b->n; i++) {
-            market_pending *r = b->req[i];
+            market_order *r = b->req[i];
             if (z->element[i]->type == REDIS_REPLY_NIL && !r->idem) {
                 r->rc = MARKET_ERR_NOT_LISTED;
                 gone[refused++] = &r->q;
@@ -666,7 +669,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     int rc = batch_index(b, m->lock_in_store); /* the commit's guard key carries the token */
     for (size_t i = 0; rc == MARKET_OK && i < b->n; i++) {
         market__cbatch_lock(cb, "item", b->member[i]);
-        market__cbatch_lock(cb, "player", b->req[i]->buyer);
+        market__cbatch_lock(cb, "player", b->req[i]->player);
     }
     return rc;
 }
@@ -697,15 +700,15 @@ static void read_recv(market_conn *c, market__cbatch *cb, int locked) {
 }
 
 static void reset(market_queued *q) {
-    market_pending *p = q->order;
-    p->res = (market_purchase_result){0};
+    market_order *o = q->order;
+    o->res.purchase = (market_purchase_result){0};
 }
 
-/* Gives p its outcome and hands it back; p is not touched afterwards. */
+/* Gives o its outcome and hands it back; o is not touched afterwards. */
 static void answer(market *m, market_queued *q) {
-    market_pending *p = q->order;
-    if (p->rc == MARKET_OK && !p->res.replayed) MARKET__COUNT(m, purchased);
-    p->done(p);
+    market_order *o = q->order;
+    if (o->rc == MARKET_OK && !o->res.purchase.replayed) MARKET__COUNT(m, purchased);
+    o->done(o);
 }
 
 /* Buying a listing: a unique item, or units of a stackable good from one seller. */
@@ -741,41 +744,16 @@ void market__queue_free(market *m) {
     m->queue = NULL;
 }
 
-/* Makes p's queue part: a purchase of a listing. */
-static void queued_init(market_pending *p) {
-    p->q = (market_queued){.kind = &purchase_kind, .order = p, .realm = p->realm, .group = "",
-                           .rc = &p->rc, .why = p->why, .replayed = &p->res.replayed,
-                           .trade_id = p->res.trade_id};
-}
-
-/* Queues purchase p (arguments already checked: see market_purchase_submit)
- * on its realm's lane and returns at once. Returns MARKET_OK when p is
- * queued (p->done(p) will be called exactly once, from the lane's worker),
- * MARKET_ERR_BUSY after market__queue_stop(), or MARKET_ERR_NOMEM (the
- * worker cannot start). */
-int market__queue_submit(market *m, market_pending *p) {
-    queued_init(p);
-    int rc = market__combine_submit(m->queue, &p->q);
+/* Queues purchase o (a MARKET_ORDER_PURCHASE, already checked by
+ * market_order_submit()) on its realm's lane and returns at once. Returns
+ * MARKET_OK when o is queued (o->done(o) will be called exactly once, from
+ * the lane's worker), MARKET_ERR_BUSY after market__queue_stop(), or
+ * MARKET_ERR_NOMEM (the worker cannot start). */
+int market__purchase_submit(market *m, market_order *o) {
+    o->q = (market_queued){.kind = &purchase_kind, .order = o, .realm = o->realm, .group = "",
+                           .rc = &o->rc, .why = o->why, .replayed = &o->res.purchase.replayed,
+                           .trade_id = o->res.purchase.trade_id};
+    int rc = market__combine_submit(m->queue, &o->q);
     if (rc == MARKET_OK) MARKET__COUNT(m, purchases);
-    return rc;
-}
-
-static void sync_done(market_pending *p) { market__combine_wake(p->ud); }
-
-/* Submits one purchase and waits for its outcome (market__combine_wait).
- * Arguments are already validated by market_purchase_idem(). */
-int market__queue_wait(market *m, const char *realm, const char *buyer, const char *seller,
-                       const char *item, int64_t quantity, int64_t expect_price,
-                       const market_idem *idem, market_purchase_result *res, char *why,
-                       size_t whylen) {
-    market__waiter w;
-    market_pending p = {.realm = realm, .buyer = buyer, .seller = seller, .item = item,
-                        .quantity = quantity, .expect_price = expect_price, .idem = idem,
-                        .done = sync_done, .ud = &w};
-    int rc = market__waiter_init(&w, m->queue);
-    if (rc == MARKET_OK) rc = market__queue_submit(m, &p);
-    rc = market__combine_wait(&w, rc == MARKET_OK ? &p.q : NULL, rc);
-    *res = p.res;
-    if (MARKET_ERR_HAS_REASON(rc)) snprintf(why, whylen, "%s", p.why);
     return rc;
 }

@@ -9,11 +9,7 @@
 
 int market__queue_new(market *m);
 void market__queue_free(market *m);
-int market__queue_submit(market *m, market_pending *p);
 void market__queue_stop(market *m);
-int market__queue_wait(market *m, const char *realm, const char *buyer, const char *seller,
-                       const char *item, int64_t quantity, int64_t expect_price,
-                       const market_idem *idem, market_purchase_result *res, char *why,
-                       size_t whylen);
+int market__purchase_submit(market *m, market_order *o);
 
 #endif /* GM_MARKET_MARKET_PURCHASE_H */

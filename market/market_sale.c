@@ -59,7 +59,7 @@
  * attempt read and decides. */
 struct sale_batch {
     market__cbatch *cb;
-    market_sale_pending *req[MARKET__BATCH_MAX]; /* cb's buys, in order */
+    market_order *req[MARKET__BATCH_MAX]; /* cb's buys, in order */
     size_t n;
     const char *realm, *sale;
     char k_sale[MARKET__KEY_MAX], k_bought[MARKET__KEY_MAX + 8];
@@ -302,10 +302,10 @@ static int batch_index(struct sale_batch *b) {
     b->token = b->cb->token;
     market__idem_set_begin(&b->idem, b->n);
     for (size_t i = 0; i < b->n; i++) {
-        const market_sale_pending *r = b->req[i];
+        const market_order *r = b->req[i];
         b->req[i]->q.k_idem =
-            market__idem_set_key(&b->idem, i, b->realm, r->buyer, r->idem, b->token);
-        b->buyer[i] = user_index(b, r->buyer);
+            market__idem_set_key(&b->idem, i, b->realm, r->player, r->idem, b->token);
+        b->buyer[i] = user_index(b, r->player);
     }
     b->house[0] = '\0';
     if (strcmp(b->cache_key, b->k_sale) == 0) {
@@ -447,33 +447,33 @@ out:
 /* What an idempotency record keeps of buy r's outcome besides its code: a
  * success's price, a sold_out's units left, a limit_exceeded's units the
  * buyer may buy. */
-static int64_t outcome_a(const market_sale_pending *r) {
-    return r->rc == MARKET_OK                  ? r->res.price
-           : r->rc == MARKET_ERR_SOLD_OUT      ? r->res.left
-           : r->rc == MARKET_ERR_LIMIT_EXCEEDED ? r->res.may_buy
+static int64_t outcome_a(const market_order *r) {
+    return r->rc == MARKET_OK                  ? r->res.sale_buy.price
+           : r->rc == MARKET_ERR_SOLD_OUT      ? r->res.sale_buy.left
+           : r->rc == MARKET_ERR_LIMIT_EXCEEDED ? r->res.sale_buy.may_buy
                                                 : 0;
 }
 
 /* Answers buy r with outcome o, settled by its idempotency key. */
-static void replay(market_sale_pending *r, const market__outcome *o) {
+static void replay(market_order *r, const market__outcome *o) {
     r->rc = o->rc;
-    r->res.replayed = o->replayed;
+    r->res.sale_buy.replayed = o->replayed;
     if (!o->replayed) return; /* in_progress, idem_mismatch, store */
     if (o->rc == MARKET_OK) {
-        r->res.quantity = r->quantity; /* the same fingerprint: the same request */
-        r->res.price = o->a;
-        r->res.total = o->a * r->quantity;
-        r->res.buyer_funds = o->b;
-        snprintf(r->res.trade_id, sizeof r->res.trade_id, "%s", o->trade);
+        r->res.sale_buy.quantity = r->quantity; /* the same fingerprint: the same request */
+        r->res.sale_buy.price = o->a;
+        r->res.sale_buy.total = o->a * r->quantity;
+        r->res.sale_buy.buyer_funds = o->b;
+        snprintf(r->res.sale_buy.trade_id, sizeof r->res.sale_buy.trade_id, "%s", o->trade);
     } else if (o->rc == MARKET_ERR_SOLD_OUT) {
-        r->res.left = o->a;
+        r->res.sale_buy.left = o->a;
     } else if (o->rc == MARKET_ERR_LIMIT_EXCEEDED) {
-        r->res.may_buy = o->a;
+        r->res.sale_buy.may_buy = o->a;
     }
 }
 
 static int won(const struct sale_batch *b, size_t i) {
-    return b->req[i]->rc == MARKET_OK && !b->req[i]->res.replayed;
+    return b->req[i]->rc == MARKET_OK && !b->req[i]->res.sale_buy.replayed;
 }
 
 static int recorded(const struct sale_batch *b, size_t i) {
@@ -488,8 +488,8 @@ static size_t batch_decide(market__cbatch *cb) {
     size_t writes = 0;
     static const market__party nobody = {MARKET__ABSENT, 0};
     for (size_t i = 0; i < b->n; i++) {
-        market_sale_pending *r = b->req[i];
-        r->res = (market_sale_result){0};
+        market_order *r = b->req[i];
+        r->res.sale_buy = (market_sale_result){0};
         market__outcome o;
         if (market__idem_set_settle(&b->idem, i, &o)) {
             replay(r, &o);
@@ -509,16 +509,16 @@ static size_t batch_decide(market__cbatch *cb) {
                                     u == b->house_u, &b->party[u], house, &info);
         if (rc > 0) rc = MARKET_ERR_STORE; /* cannot happen: every party is read */
         r->rc = rc;
-        if (rc == MARKET_ERR_SOLD_OUT) r->res.left = info;
-        if (rc == MARKET_ERR_LIMIT_EXCEEDED) r->res.may_buy = info;
+        if (rc == MARKET_ERR_SOLD_OUT) r->res.sale_buy.left = info;
+        if (rc == MARKET_ERR_LIMIT_EXCEEDED) r->res.sale_buy.may_buy = info;
         if (rc == MARKET_OK) {
-            r->res.quantity = r->quantity;
-            r->res.price = b->st.price;
-            r->res.total = r->quantity * b->st.price;
-            r->res.buyer_funds = b->party[u].funds;
-            r->res.left = b->st.left;
+            r->res.sale_buy.quantity = r->quantity;
+            r->res.sale_buy.price = b->st.price;
+            r->res.sale_buy.total = r->quantity * b->st.price;
+            r->res.sale_buy.buyer_funds = b->party[u].funds;
+            r->res.sale_buy.left = b->st.left;
         }
-        market__idem_set_decided(&b->idem, i, r->rc, outcome_a(r), r->res.buyer_funds);
+        market__idem_set_decided(&b->idem, i, r->rc, outcome_a(r), r->res.sale_buy.buyer_funds);
         writes += won(b, i) || recorded(b, i);
     }
     return writes;
@@ -529,14 +529,14 @@ static size_t batch_decide(market__cbatch *cb) {
 static void commit_records(const market__held *held, struct sale_batch *b) {
     b->n_trades = 0;
     for (size_t i = 0; i < b->n; i++) {
-        const market_sale_pending *r = b->req[i];
+        const market_order *r = b->req[i];
         if (recorded(b, i)) market__idem_set_record(&b->idem, i, NULL);
         if (!won(b, i)) continue;
         int keyed = b->idem.idem[i] != NULL;
         b->trade_req[b->n_trades] = i;
         b->trade[b->n_trades++] = (market__trade_rec){
-            .buyer = r->buyer, .seller = b->house, .item = b->item, .quantity = r->quantity,
-            .price = r->res.price, .fence = held->fence[0],
+            .buyer = r->player, .seller = b->house, .item = b->item, .quantity = r->quantity,
+            .price = r->res.sale_buy.price, .fence = held->fence[0],
             .idem_key = keyed ? b->idem.key[i] : NULL,
             .idem_record = keyed ? b->idem.record[i] : NULL};
     }
@@ -628,14 +628,14 @@ static int prepare(market_conn *c, market__cbatch *cb) {
 }
 
 static void reset(market_queued *q) {
-    market_sale_pending *p = q->order;
-    p->res = (market_sale_result){0};
+    market_order *o = q->order;
+    o->res.sale_buy = (market_sale_result){0};
 }
 
 static void answer(market *m, market_queued *q) {
-    market_sale_pending *p = q->order;
+    market_order *o = q->order;
     (void)m;
-    p->done(p);
+    o->done(o);
 }
 
 /* Buying units of a flash sale. */
@@ -668,51 +668,16 @@ void market__sale_queue_free(market *m) {
     m->sales = NULL;
 }
 
-/* Queues buy p (see market_sale_pending) on its sale's lane and returns at
- * once. Returns MARKET_OK when p is queued: p->done(p) will be called
- * exactly once, from a sale worker, with p->rc and p->res set, within about
- * p's wait budget (acquire_timeout_ms) plus the Redis timeout. Otherwise
- * returns ERR_INVALID (bad arguments), ERR_BUSY (after market_shutdown()),
+/* Queues buy o (a MARKET_ORDER_SALE_BUY, already checked by
+ * market_order_submit()) on its sale's lane and returns at once. Returns
+ * MARKET_OK when o is queued: o->done(o) will be called exactly once, from
+ * a sale worker. Otherwise returns ERR_BUSY (after market_shutdown()) or
  * ERR_NOMEM (the worker cannot start), and done is not called. */
-int market_sale_buy_submit(market *m, market_sale_pending *p) {
-    if (!m || !p || !p->done ||
-        !market__sale_args_ok(p->realm, p->sale, p->buyer, p->quantity, p->idem))
-        return MARKET_ERR_INVALID;
-    p->q = (market_queued){.kind = &sale_kind, .order = p, .realm = p->realm, .group = p->sale,
-                           .rc = &p->rc, .why = p->why, .replayed = &p->res.replayed,
-                           .trade_id = p->res.trade_id};
-    int rc = market__combine_submit(m->sales, &p->q);
+int market__sale_submit(market *m, market_order *o) {
+    o->q = (market_queued){.kind = &sale_kind, .order = o, .realm = o->realm, .group = o->sale,
+                           .rc = &o->rc, .why = o->why, .replayed = &o->res.sale_buy.replayed,
+                           .trade_id = o->res.sale_buy.trade_id};
+    int rc = market__combine_submit(m->sales, &o->q);
     if (rc == MARKET_OK) MARKET__COUNT(m, sale_buys);
-    return rc;
-}
-
-static void sync_done(market_sale_pending *p) { market__combine_wake(p->ud); }
-
-/* Buys quantity units of sale of realm for buyer (see market.h's data
- * model), made idempotent by idem (may be NULL; see market_idem), and waits
- * for the outcome. Fills *res. Returns MARKET_OK, or ERR_INVALID (bad
- * arguments, or the buyer is the sale's house), ERR_NO_SALE,
- * ERR_SALE_NOT_ACTIVE, ERR_NO_PLAYER (no such buyer), ERR_SOLD_OUT
- * (res->left: the units left), ERR_LIMIT_EXCEEDED (res->may_buy),
- * ERR_INSUFFICIENT_FUNDS, ERR_OVERFLOW (the house's funds), ERR_BUSY (the
- * wait budget was spent), ERR_STORE, ERR_LEASE_LOST, ERR_CONFLICT,
- * ERR_NOT_REPLICATED, ERR_IDEM_MISMATCH, ERR_IN_PROGRESS, ERR_NOMEM. A
- * replay returns the stored outcome with res->replayed set. Nothing is
- * written unless it returns MARKET_OK (or a final refusal under an
- * idempotency key, which is recorded), but for a store that failed while
- * EXEC's answer was on its way. */
-int market_sale_buy(market_conn *c, const char *realm, const char *sale, const char *buyer,
-                    int64_t quantity, const market_idem *idem, market_sale_result *res) {
-    if (!c || !res || !market__sale_args_ok(realm, sale, buyer, quantity, idem))
-        return MARKET_ERR_INVALID;
-    market *m = c->m;
-    market__waiter w;
-    market_sale_pending p = {.realm = realm, .sale = sale, .buyer = buyer, .quantity = quantity,
-                             .idem = idem, .done = sync_done, .ud = &w};
-    int rc = market__waiter_init(&w, m->sales);
-    if (rc == MARKET_OK) rc = market_sale_buy_submit(m, &p);
-    rc = market__combine_wait(&w, rc == MARKET_OK ? &p.q : NULL, rc);
-    *res = p.res;
-    if (MARKET_ERR_HAS_REASON(rc)) snprintf(c->errstr, sizeof c->errstr, "%s", p.why);
     return rc;
 }

@@ -11,5 +11,6 @@
 int market__sale_queue_new(market *m);
 void market__sale_queue_stop(market *m);
 void market__sale_queue_free(market *m);
+int market__sale_submit(market *m, market_order *o);
 
 #endif /* GM_MARKET_MARKET_SALE_H */

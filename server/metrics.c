@@ -215,10 +215,12 @@ static void gauge_lines(struct text *t, const server__gauges *g) {
     gauge(t, "market_http_requests_in_flight", "HTTP requests begun and not yet answered.",
           (double)g->requests_in_flight);
     gauge(t, "market_purchases_in_flight",
-          "POST /purchase and sale buys begun and not yet answered.",
+          "Writes served as market orders (POST /purchase, /list, /unlist, sale buys) begun "
+          "and not yet answered.",
           (double)g->purchases_in_flight);
     gauge(t, "market_purchase_queue_depth",
-          "Purchases and sale buys handed to the market's workers and not yet decided.",
+          "Orders (purchases, lists, unlists, sale buys) handed to the market's workers and "
+          "not yet decided.",
           (double)g->queue_depth);
     gauge(t, "market_redis_up",
           "1 when the store's last outcome (a request that reached it, or a scrape's probe) was "

@@ -19,17 +19,18 @@
  * request has an id (request_id.c): the client's X-Request-Id when it is
  * sane, else a new one; it is sent back in X-Request-Id and logged.
  *
- * A purchase does not block its thread: the handler asks api/ to begin it
+ * A write the market serves as an order (a purchase, a list, an unlist, a
+ * sale buy) does not block its thread: the handler asks api/ to begin it
  * (api_handle_begin validates it), suspends the connection, and hands it to
- * the market (api_purchase_submit, which picks the worker of its kind); the
- * done callback resumes the connection, and libmicrohttpd calls the handler
- * again, which answers. A batch of purchases thus costs one wake-up of the
- * worker and one of each event loop, not a thread switch per request. Which
+ * the market (api_deferred_submit); the done callback resumes the
+ * connection, and libmicrohttpd calls the handler again, which asks api/ to
+ * answer it (api_deferred_end). A batch of orders thus costs one wake-up of
+ * the worker and one of each event loop, not a thread switch per request. Which
  * routes are deferred is api/'s to say (api_route_deferrable), and so is
  * which paths server/ answers itself (api_endpoint_find: /metrics and the
  * event streams); this file matches no API path and knows no kind of order.
  * Reads (GET) run on the event-loop thread; with --threads 0 (a thread per
- * connection) every request, purchases included, runs on its connection's
+ * connection) every request, writes included, runs on its connection's
  * thread.
  *
  * Called by daemon.c (the callbacks it gives libmicrohttpd); answers through
@@ -181,7 +182,7 @@ static const char *framing_refused(struct MHD_Connection *conn) {
     return NULL;
 }
 
-/* The market has decided rq's deferred request (api_purchase_submit()'s
+/* The market has decided rq's deferred request (api_deferred_submit()'s
  * done callback, on a market worker's thread): wake its connection. */
 static void deferred_done(void *ud) {
     server__request *rq = ud;
@@ -190,7 +191,7 @@ static void deferred_done(void *ud) {
     MHD_resume_connection(rq->conn);
 }
 
-/* Hands rq's validated request to the market (api_purchase_submit()) and
+/* Hands rq's validated request to the market (api_deferred_submit()) and
  * suspends the connection until deferred_done() resumes it; libmicrohttpd
  * then calls server__on_request() again, which answers. The connection is suspended
  * first, since the worker may finish before submit returns. */
@@ -202,7 +203,7 @@ static enum MHD_Result deferred_submit(server *s, struct MHD_Connection *conn,
     rq->srv = s;
     atomic_fetch_add(&s->queue_depth, 1); /* the done callback takes it off */
     MHD_suspend_connection(conn);
-    api_purchase_submit(s->market, &rq->deferred, deferred_done, rq);
+    api_deferred_submit(s->market, &rq->deferred, deferred_done, rq);
     return MHD_YES;
 }
 
@@ -261,7 +262,7 @@ static enum MHD_Result request_api(server *s, struct MHD_Connection *conn, const
     if (rq->pending) { /* resumed: the market has answered */
         if (!atomic_load(&rq->done)) return MHD_YES; /* not ours to answer yet */
         resp = rq->head;
-        api_purchase_end(&rq->deferred, &resp);
+        api_deferred_end(&rq->deferred, &resp);
     } else if (rq->too_big) {
         api_error(413, "payload_too_large", "request body exceeds 65536 bytes", &resp);
     } else {

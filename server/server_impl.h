@@ -56,8 +56,9 @@ typedef struct server__metrics {
 typedef struct server__gauges {
     long connections;         /* open HTTP connections */
     long requests_in_flight;  /* requests begun and not completed */
-    long purchases_in_flight; /* POST /purchase and sale buys begun and not completed */
-    long queue_depth;         /* purchases handed to the market's workers, not yet decided */
+    long purchases_in_flight; /* deferrable writes (purchases, lists, unlists, sale buys)
+                                 begun and not completed */
+    long queue_depth;         /* orders handed to the market's workers, not yet decided */
     int redis_up;             /* server__metrics.redis_up */
 } server__gauges;
 
@@ -140,9 +141,10 @@ struct server {
     int key_ok;
     int port;
     atomic_long in_flight; /* requests begun and not yet completed */
-    int async;             /* purchases suspend their connection instead of their thread */
+    int async;             /* deferrable writes suspend their connection instead of their
+                              thread */
     atomic_long purchases_in_flight; /* deferrable requests begun, not completed */
-    atomic_long queue_depth;         /* purchases submitted to the market, not yet decided */
+    atomic_long queue_depth;         /* orders submitted to the market, not yet decided */
     server__metrics metrics;
     server__web web; /* the market page's files */
     server__events *events; /* GET /events */
@@ -160,11 +162,12 @@ typedef struct server__request {
     size_t seen;  /* body bytes received, kept or not */
     int too_big;
     int64_t t0_us;
-    /* A purchase handed to the market while its connection is suspended. */
+    /* A write handed to the market (api_deferred_submit()) while its connection is
+     * suspended. */
     int pending;                 /* submitted; answered once done is set */
     atomic_int done;             /* set by the market's worker, then the connection resumes */
     struct MHD_Connection *conn;
-    api_purchase deferred;
+    api_deferred deferred;
     api_response head;           /* route and player, for the log line */
     server *srv;                 /* for the queue depth, once submitted */
     int deferrable;              /* a deferrable route (api_route_deferrable()): in

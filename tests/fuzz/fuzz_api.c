@@ -1,5 +1,5 @@
-/* fuzz_api.c - libFuzzer harness over api_handle(), api_handle_begin() (purchases and sale
- * buys) and api_error().
+/* fuzz_api.c - libFuzzer harness over api_handle(), api_handle_begin() (every deferred
+ * write: purchases, lists, unlists, sale buys) and api_error().
  *
  * Every input is one HTTP request, laid out as
  *
@@ -310,33 +310,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     api_response_cleanup(&r2);
     CHECK(r1.body == NULL && r2.body == NULL);
 
-    /* The event-loop server's split: a purchase it returns is valid and
+    /* The event-loop server's split: an order it returns is valid and
      * answers like the market would; anything else is api_handle()'s answer. */
-    api_purchase p;
+    api_deferred d;
     api_response r3;
-    int kind = api_handle_begin(conn, &req, &r3, &p);
-    CHECK(!kind || api_route_deferrable(req.method, req.path)); /* what server/ counts */
-    if (kind == API_BEGIN_SALE_BUY) { /* a buy from a flash sale */
-        CHECK(strcmp(req.method, "POST") == 0 && r3.route && r3.body == NULL && p.is_sale);
-        CHECK(market_id_valid(p.buyer) && market_id_valid(p.sale) && market_id_valid(p.realm));
-        CHECK(p.sale_op.realm == p.realm && p.sale_op.sale == p.sale && p.sale_op.buyer == p.buyer);
-        CHECK(p.sale_op.quantity >= 1 && p.sale_op.quantity <= MARKET_SALE_STOCK_MAX);
-        CHECK(!p.sale_op.idem || market_idem_key_valid(p.sale_op.idem->key));
-        p.sale_op.rc = (flags & 1) ? MARKET_OK : MARKET_ERR_SOLD_OUT;
-        p.sale_op.res = (market_sale_result){.quantity = 1, .price = 5, .total = 5, .left = 3};
-        api_purchase_end(&p, &r3);
-        CHECK(r3.body != NULL && r3.status == ((flags & 1) ? 200 : 409));
-    } else if (kind) {
-        CHECK(kind == API_BEGIN_PURCHASE && !p.is_sale);
-        CHECK(strcmp(req.method, "POST") == 0 && r3.route && r3.body == NULL);
-        CHECK(market_id_valid(p.buyer) && market_id_valid(p.seller) && market_id_valid(p.item));
-        CHECK(market_id_valid(p.realm) && p.op.realm == p.realm);
-        CHECK(strcmp(p.buyer, p.seller) != 0 && p.op.buyer == p.buyer);
-        CHECK(!p.op.idem || market_idem_key_valid(p.op.idem->key));
-        p.op.rc = (flags & 1) ? MARKET_OK : MARKET_ERR_NOT_LISTED;
-        p.op.res = (market_purchase_result){.price = 5, .buyer_funds = 7};
-        api_purchase_end(&p, &r3);
-        CHECK(r3.body != NULL && r3.status == ((flags & 1) ? 200 : 404));
+    int begun = api_handle_begin(conn, &req, &r3, &d);
+    CHECK(!begun || api_route_deferrable(req.method, req.path)); /* what server/ counts */
+    if (begun) {
+        market_order *o = &d.order;
+        CHECK(begun == 1 && strcmp(req.method, "POST") == 0 && r3.route && r3.body == NULL);
+        CHECK(market_id_valid(d.realm) && o->realm == d.realm);
+        CHECK(market_id_valid(d.player) && o->player == d.player);
+        CHECK(!o->idem || market_idem_key_valid(o->idem->key));
+        if (o->type == MARKET_ORDER_SALE_BUY) /* a buy from a flash sale */
+            CHECK(market_id_valid(d.sale) && o->sale == d.sale && o->quantity >= 1 &&
+                  o->quantity <= MARKET_SALE_STOCK_MAX);
+        else
+            CHECK(market_id_valid(d.item) && o->item == d.item);
+        if (o->type == MARKET_ORDER_PURCHASE)
+            CHECK(market_id_valid(d.seller) && o->seller == d.seller &&
+                  strcmp(d.player, d.seller) != 0);
+        CHECK(o->type != MARKET_ORDER_BUY); /* not deferred yet: run at once */
+        memset(&o->res, 0, sizeof o->res);
+        o->rc = (flags & 1) ? MARKET_OK : MARKET_ERR_NOT_LISTED;
+        o->res.purchase.price = 5;
+        api_deferred_end(&d, &r3);
+        int ok = (o->type == MARKET_ORDER_LIST) ? 201 : 200;
+        CHECK(r3.body != NULL && r3.status == ((flags & 1) ? ok : 404));
     } else {
         check_handle(&r3, conn != NULL, auth);
     }

@@ -836,6 +836,80 @@ static void test_http_many_buyers_one_item_one_200(void **state) {
     assert_int_equal(gone, BUYERS - 1);
 }
 
+/* Our monotonic clock, in ms. */
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct lister {
+    int port;
+    long status;
+    long long quantity; /* the units the listing held after this list */
+    pthread_barrier_t *start;
+};
+
+static void *list_one(void *arg) {
+    static const char body[] =
+        "{\"seller\":\"A\",\"item\":\"arrow\",\"price\":3,\"quantity\":1}";
+    struct lister *l = arg;
+    th_http r;
+    pthread_barrier_wait(l->start);
+    if (th_http_do(l->port, "POST", "/list", body, strlen(body), &r) == 0) {
+        l->status = r.status;
+        json_t *j = json_loads(r.body ? r.body : "", 0, NULL);
+        l->quantity = j ? json_integer_value(json_object_get(j, "quantity")) : -1;
+        json_decref(j);
+    }
+    th_http_cleanup(&r);
+    return NULL;
+}
+
+#define LISTERS 24
+#define LIST_STALL_MS 100
+
+/* Many POST /list at once on one event-loop thread are deferred to the
+ * market, not run on the thread: with a pause of LIST_STALL_MS in every
+ * batch, run one at a time they would take LISTERS pauses; deferred, they
+ * are served in a few batches. Each is answered 201 with the units the
+ * listing held after it (1..LISTERS, each once), and the listing holds them
+ * all. */
+static void test_http_many_lists_deferred(void **state) {
+    (void)state;
+    int port;
+    next_threads = 1;
+    next_stall_ms = LIST_STALL_MS;
+    server *s = start(20000, &port);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, LISTERS + 1);
+    struct lister l[LISTERS];
+    pthread_t t[LISTERS];
+    for (int i = 0; i < LISTERS; i++) {
+        l[i] = (struct lister){port, 0, -1, &start};
+        assert_int_equal(pthread_create(&t[i], NULL, list_one, &l[i]), 0);
+    }
+    pthread_barrier_wait(&start);
+    int64_t t0 = mono_ms();
+    int seen[LISTERS + 1] = {0};
+    for (int i = 0; i < LISTERS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(l[i].status, 201);
+        assert_true(l[i].quantity >= 1 && l[i].quantity <= LISTERS);
+        seen[l[i].quantity]++;
+    }
+    int64_t took = mono_ms() - t0;
+    pthread_barrier_destroy(&start);
+    for (int q = 1; q <= LISTERS; q++) assert_int_equal(seen[q], 1);
+    if (took >= LISTERS * LIST_STALL_MS / 2)
+        fail_msg("%d lists took %lld ms: not batched", LISTERS, (long long)took);
+    json_t *j = call(port, "GET", "/market?item=arrow&seller=A", NULL, 200);
+    json_t *first = json_array_get(json_object_get(j, "listings"), 0);
+    assert_int_equal(json_integer_value(json_object_get(first, "quantity")), LISTERS);
+    json_decref(j);
+    server_stop(s);
+}
+
 /* ---- the real binary ---- */
 
 static pid_t spawn_server(int port, const char *extra) {
@@ -1955,6 +2029,7 @@ int main(void) {
         T(test_http_realm_routes_and_tokens),
         T(test_http_trades_routes),
         T(test_http_stackable_goods),
+        T(test_http_many_lists_deferred),
         T(test_http_idempotent_retries_charged_once),
         T(test_http_idempotent_replay_header),
         T(test_http_idempotent_second_attempt_409_then_replay),

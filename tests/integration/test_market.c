@@ -544,22 +544,22 @@ static void test_realms_in_parallel_keep_their_invariants(void **state) {
     assert_every_key_tagged();
 }
 
-/* ---- submitted purchases (market_purchase_submit) ---- */
+/* ---- submitted orders (market_order_submit) ---- */
 
 struct outcome {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int calls; /* done calls so far, over every pending sharing this outcome */
+    int calls; /* done calls so far, over every order sharing this outcome */
 };
 
 struct pending {
-    market_pending p;
+    market_order p;
     struct outcome *o;
     int rc;
     int calls;
 };
 
-static void pending_done(market_pending *p) {
+static void pending_done(market_order *p) {
     struct pending *pd = p->ud;
     pthread_mutex_lock(&pd->o->mu);
     pd->rc = p->rc;
@@ -571,8 +571,9 @@ static void pending_done(market_pending *p) {
 
 static void pending_init(struct pending *pd, struct outcome *o, const char *buyer,
                          const char *seller, const char *item) {
-    *pd = (struct pending){.p = {.realm = REALM, .buyer = buyer, .seller = seller, .item = item,
-                                 .expect_price = -1, .done = pending_done},
+    *pd = (struct pending){.p = {.type = MARKET_ORDER_PURCHASE, .realm = REALM, .player = buyer,
+                                 .seller = seller, .item = item, .price = -1,
+                                 .done = pending_done},
                            .o = o};
     pd->p.ud = pd;
 }
@@ -595,13 +596,13 @@ static void test_submit_outcomes_in_order_done_once(void **state) {
     pending_init(&b, &o, "D", "A", "axe");
     pending_init(&bad, &o, "C", "C", "bow");
     assert_int_equal(market_can_submit(f->m), 1);
-    assert_int_equal(market_purchase_submit(f->m, &a.p), MARKET_OK);
-    assert_int_equal(market_purchase_submit(f->m, &b.p), MARKET_OK);
-    assert_int_equal(market_purchase_submit(f->m, &bad.p), MARKET_ERR_INVALID);
+    assert_int_equal(market_order_submit(f->m, &a.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &b.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &bad.p), MARKET_ERR_INVALID);
     outcome_wait(&o, 2);
     assert_int_equal(a.rc, MARKET_OK);
-    assert_int_equal(a.p.res.price, 500);
-    assert_int_equal(a.p.res.buyer_funds, 300);
+    assert_int_equal(a.p.res.purchase.price, 500);
+    assert_int_equal(a.p.res.purchase.buyer_funds, 300);
     assert_int_equal(b.rc, MARKET_ERR_NOT_LISTED);
     struct timespec ts = {0, 50 * 1000 * 1000};
     nanosleep(&ts, NULL); /* a second call would come from the worker by now */
@@ -610,6 +611,57 @@ static void test_submit_outcomes_in_order_done_once(void **state) {
     assert_int_equal(bad.calls, 0);
     assert_int_equal(funds_of(f->c, "B"), 300);
     assert_int_equal(funds_of(f->c, "D"), 1000000);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+/* Every order type the market serves is handed over with
+ * market_order_submit() without waiting: a list, an unlist and purchases of
+ * one realm are served in the order they came (the purchase finds the
+ * listing the list made; the second finds the one the unlist took back
+ * gone), each done called once with its outcome, and the store shows what
+ * they did. A bad order is refused at once, without a call. */
+static void test_order_submit_list_unlist_purchase(void **state) {
+    struct fx *f = *state;
+    struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    struct pending list, unlist, buy, gone, bad;
+    pending_init(&list, &o, "A", NULL, "shield");
+    list.p.type = MARKET_ORDER_LIST;
+    list.p.price = 70;
+    pending_init(&unlist, &o, "C", NULL, "bow");
+    unlist.p.type = MARKET_ORDER_UNLIST;
+    pending_init(&buy, &o, "D", "A", "shield");
+    buy.p.price = 70;
+    pending_init(&gone, &o, "B", "C", "bow");
+    pending_init(&bad, &o, "A", NULL, "no such item!");
+    bad.p.type = MARKET_ORDER_UNLIST;
+    assert_int_equal(market_order_submit(f->m, &list.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &unlist.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &buy.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &gone.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &bad.p), MARKET_ERR_INVALID);
+    outcome_wait(&o, 4);
+    assert_int_equal(list.rc, MARKET_OK);
+    assert_int_equal(list.p.res.list.quantity, 1);
+    assert_int_equal(list.p.res.list.replayed, 0);
+    assert_int_equal(unlist.rc, MARKET_OK);
+    assert_int_equal(unlist.p.res.unlist.price, 50);
+    assert_int_equal(unlist.p.res.unlist.units, 1);
+    assert_int_equal(buy.rc, MARKET_OK);
+    assert_int_equal(buy.p.res.purchase.price, 70);
+    assert_int_equal(buy.p.res.purchase.buyer_funds, 1000000 - 70);
+    assert_true(market_trade_id_valid(buy.p.res.purchase.trade_id));
+    assert_int_equal(gone.rc, MARKET_ERR_NOT_LISTED);
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* a second call would come from the worker by now */
+    assert_int_equal(list.calls + unlist.calls + buy.calls + gone.calls, 4);
+    assert_int_equal(bad.calls, 0);
+    assert_true(holds(f->c, "D", "shield"));
+    assert_true(holds(f->c, "C", "bow"));
+    assert_false(listed(f->c, "shield", "A"));
+    assert_false(listed(f->c, "bow", "C"));
+    assert_true(listed(f->c, "axe", "A"));
+    assert_int_equal(funds_of(f->c, "A"), 100 + 70);
+    assert_int_equal(funds_of(f->c, "B"), 800);
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
 
@@ -623,13 +675,13 @@ static void test_shutdown_serves_queue_then_refuses(void **state) {
     pending_init(&a, &o, "B", "A", "axe");
     pending_init(&b, &o, "D", "C", "bow");
     pending_init(&late, &o, "D", "A", "axe");
-    assert_int_equal(market_purchase_submit(f->m, &a.p), MARKET_OK);
-    assert_int_equal(market_purchase_submit(f->m, &b.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &a.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &b.p), MARKET_OK);
     market_shutdown(f->m);
     assert_int_equal(o.calls, 2); /* both answered before shutdown returned */
     assert_int_equal(a.rc, MARKET_OK);
     assert_int_equal(b.rc, MARKET_OK);
-    assert_int_equal(market_purchase_submit(f->m, &late.p), MARKET_ERR_BUSY);
+    assert_int_equal(market_order_submit(f->m, &late.p), MARKET_ERR_BUSY);
     market_purchase_result res;
     assert_int_equal(market_purchase(f->c, REALM, "D", "A", "axe", -1, &res), MARKET_ERR_BUSY);
     assert_int_equal(late.calls, 0);
@@ -671,13 +723,13 @@ static void test_idem_retry_replays_while_contended(void **state) {
     struct pending blocker, ghost[8];
     char items[8][24];
     pending_init(&blocker, &o, "C", "A", "shield"); /* refused in the end: not listed */
-    assert_int_equal(market_purchase_submit(f->m, &blocker.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &blocker.p), MARKET_OK);
     struct timespec ts = {0, 100 * 1000 * 1000};
     nanosleep(&ts, NULL); /* the worker is waiting for the lock now */
     for (int i = 0; i < 8; i++) {
         snprintf(items[i], sizeof items[i], "ghost%d", i);
         pending_init(&ghost[i], &o, "D", "A", items[i]);
-        assert_int_equal(market_purchase_submit(f->m, &ghost[i].p), MARKET_OK);
+        assert_int_equal(market_order_submit(f->m, &ghost[i].p), MARKET_OK);
     }
     assert_int_equal(lock_release(l, &h), LOCK_OK);
     outcome_wait(&o, 9);
@@ -1221,7 +1273,7 @@ static long long funds_now(const char *id) {
     return v;
 }
 
-static void seen_done(market_pending *p) {
+static void seen_done(market_order *p) {
     struct seen *sn = p->ud;
     sn->own_funds = funds_now("B");
     sn->next_funds = funds_now("D");
@@ -1253,8 +1305,8 @@ static long long answer_order(struct fx *f, uint32_t stall_ms) {
     a.pd.p.ud = &a;
     pending_init(&b, &o, "D", "C", "bow");
     a.next = &b;
-    assert_int_equal(market_purchase_submit(sm, &a.pd.p), MARKET_OK);
-    assert_int_equal(market_purchase_submit(sm, &b.p), MARKET_OK);
+    assert_int_equal(market_order_submit(sm, &a.pd.p), MARKET_OK);
+    assert_int_equal(market_order_submit(sm, &b.p), MARKET_OK);
     outcome_wait(&o, 1);
     assert_int_equal(a.pd.rc, MARKET_OK);
     assert_int_equal(a.next_calls, 0); /* a first */
@@ -1441,14 +1493,14 @@ static void test_batch_one_bad_purchase_others_served(void **state) {
     struct outcome o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     struct pending blocker, good1, odd, poor, good2;
     pending_init(&blocker, &o, "C", "A", "shield"); /* holds the worker on the lock */
-    assert_int_equal(market_purchase_submit(f->m, &blocker.p), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, &blocker.p), MARKET_OK);
     sleep_ms(100);
     pending_init(&good1, &o, "B", "A", "axe");
     pending_init(&odd, &o, "D", "A", "odd");
     pending_init(&poor, &o, "corrupt", "C", "cheap");
     pending_init(&good2, &o, "D", "C", "bow");
     struct pending *all[] = {&good1, &odd, &poor, &good2};
-    for (size_t i = 0; i < 4; i++) assert_int_equal(market_purchase_submit(f->m, &all[i]->p), 0);
+    for (size_t i = 0; i < 4; i++) assert_int_equal(market_order_submit(f->m, &all[i]->p), 0);
     assert_int_equal(lock_release(l, &h), LOCK_OK);
     outcome_wait(&o, 5);
     lock_free(l);
@@ -1605,6 +1657,7 @@ int main(void) {
         T(test_realms_in_parallel_keep_their_invariants),
         T(test_one_buyer_funds_for_one_never_negative),
         T(test_submit_outcomes_in_order_done_once),
+        T(test_order_submit_list_unlist_purchase),
         T(test_answer_not_held_by_next_batch),
         T(test_answer_not_held_by_lock_release),
         T(test_shutdown_serves_queue_then_refuses),

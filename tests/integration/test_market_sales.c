@@ -175,16 +175,16 @@ static int fx_teardown(void **state) {
     return 0;
 }
 
-/* Many buys submitted at once (market_sale_buy_submit), each answered. */
+/* Many buys submitted at once (market_order_submit), each answered. */
 struct wave {
-    market_sale_pending *p;
+    market_order *p;
     char (*buyer)[16];
     size_t n;
     atomic_size_t done;
     int64_t *done_ms; /* when each was answered (Unix ms), may be NULL */
 };
 
-static void wave_done(market_sale_pending *p) {
+static void wave_done(market_order *p) {
     struct wave *w = p->ud;
     if (w->done_ms) w->done_ms[p - w->p] = now_ms();
     atomic_fetch_add(&w->done, 1);
@@ -204,12 +204,12 @@ static struct wave *wave_run(market *m, market *m2, const char *sale, int tries)
     for (int i = 0; i < BUYERS; i++)
         snprintf(w->buyer[i], sizeof w->buyer[i], "b%d", i);
     for (size_t k = 0; k < w->n; k++) {
-        market_sale_pending *p = &w->p[k];
-        *p = (market_sale_pending){.realm = REALM, .sale = sale,
-                                   .buyer = w->buyer[k % BUYERS], .quantity = 1,
-                                   .done = wave_done, .ud = w};
+        market_order *p = &w->p[k];
+        *p = (market_order){.type = MARKET_ORDER_SALE_BUY, .realm = REALM, .sale = sale,
+                             .player = w->buyer[k % BUYERS], .quantity = 1,
+                             .done = wave_done, .ud = w};
         market *on = m2 && (k % 2) ? m2 : m;
-        assert_int_equal(market_sale_buy_submit(on, p), MARKET_OK);
+        assert_int_equal(market_order_submit(on, p), MARKET_OK);
     }
     while (atomic_load(&w->done) < w->n)
         sleep_ms(5);
@@ -231,12 +231,12 @@ static int64_t check_exact(market_conn *c, const struct wave *w, const char *sal
                            int64_t limit) {
     int64_t got[BUYERS] = {0}, ok = 0;
     for (size_t k = 0; k < w->n; k++) {
-        const market_sale_pending *p = &w->p[k];
+        const market_order *p = &w->p[k];
         if (p->rc == MARKET_OK) {
             got[k % BUYERS] += 1;
             ok++;
-            assert_true(market_trade_id_valid(p->res.trade_id));
-            assert_int_equal(p->res.total, PRICE);
+            assert_true(market_trade_id_valid(p->res.sale_buy.trade_id));
+            assert_int_equal(p->res.sale_buy.total, PRICE);
         } else if (p->rc != MARKET_ERR_SOLD_OUT && p->rc != MARKET_ERR_LIMIT_EXCEEDED &&
                    p->rc != MARKET_ERR_SALE_NOT_ACTIVE) {
             fail_msg("buy %zu: unexpected %d (%s)", k, p->rc, market_strerror(p->rc));
@@ -332,10 +332,10 @@ static void test_sale_end_passes_mid_run_nothing_after(void **state) {
         int64_t sent = now_ms();
         for (size_t k = 0; k < w->n; k++) {
             snprintf(w->buyer[k], sizeof w->buyer[k], "b%d", (int)k);
-            w->p[k] = (market_sale_pending){.realm = REALM, .sale = "brief",
-                                            .buyer = w->buyer[k], .quantity = 1,
-                                            .done = wave_done, .ud = w};
-            assert_int_equal(market_sale_buy_submit(f->m, &w->p[k]), MARKET_OK);
+            w->p[k] = (market_order){.type = MARKET_ORDER_SALE_BUY, .realm = REALM,
+                                     .sale = "brief", .player = w->buyer[k], .quantity = 1,
+                                     .done = wave_done, .ud = w};
+            assert_int_equal(market_order_submit(f->m, &w->p[k]), MARKET_OK);
         }
         while (atomic_load(&w->done) < w->n)
             sleep_ms(1);
@@ -345,7 +345,7 @@ static void test_sale_end_passes_mid_run_nothing_after(void **state) {
                 got[k]++;
                 if (w->done_ms[k] > last_ok_answer) last_ok_answer = w->done_ms[k];
                 market_trade tr;
-                assert_int_equal(market_trade_get(f->c, REALM, w->p[k].res.trade_id, &tr),
+                assert_int_equal(market_trade_get(f->c, REALM, w->p[k].res.sale_buy.trade_id, &tr),
                                  MARKET_OK);
                 /* decided before the end; committed within its batch's round trip */
                 assert_true(tr.time_ms <= end + 100);
@@ -471,19 +471,20 @@ static void test_sale_idempotent_retry_charged_once(void **state) {
     assert_int_equal(redis_int("XLEN trades:{main}"), 1);
     /* twelve repeats of one request at once: one trade */
     market_idem rep = {"order-3", "fp-d"};
-    market_sale_pending p[12];
+    market_order p[12];
     struct wave w = {.p = p, .n = 12};
     for (int i = 0; i < 12; i++) {
-        p[i] = (market_sale_pending){.realm = REALM, .sale = "idem", .buyer = "b2",
-                                     .quantity = 1, .idem = &rep, .done = wave_done, .ud = &w};
-        assert_int_equal(market_sale_buy_submit(f->m, &p[i]), MARKET_OK);
+        p[i] = (market_order){.type = MARKET_ORDER_SALE_BUY, .realm = REALM, .sale = "idem",
+                               .player = "b2", .quantity = 1, .idem = &rep,
+                               .done = wave_done, .ud = &w};
+        assert_int_equal(market_order_submit(f->m, &p[i]), MARKET_OK);
     }
     while (atomic_load(&w.done) < w.n)
         sleep_ms(2);
     for (int i = 0; i < 12; i++) {
         if (p[i].rc == MARKET_ERR_IN_PROGRESS) continue;
         assert_int_equal(p[i].rc, MARKET_OK);
-        assert_string_equal(p[i].res.trade_id, p[0].res.trade_id);
+        assert_string_equal(p[i].res.sale_buy.trade_id, p[0].res.sale_buy.trade_id);
     }
     assert_int_equal(funds_of(f->c, "b2"), FUNDS - PRICE);
     assert_int_equal(redis_int("XLEN trades:{main}"), 2);

@@ -655,6 +655,8 @@ static void test_api_wrong_method_405_with_allow(void **state) {
 static void test_api_route_deferrable_follows_route_table(void **state) {
     static const char purchase[] = "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\"}";
     static const char sale_buy[] = "{\"buyer\":\"B\",\"quantity\":1}";
+    static const char list[] = "{\"seller\":\"A\",\"item\":\"axe\",\"price\":5}";
+    static const char unlist[] = "{\"seller\":\"A\",\"item\":\"axe\"}";
     static const struct {
         const char *method, *path;
         int deferrable;
@@ -665,6 +667,10 @@ static void test_api_route_deferrable_follows_route_table(void **state) {
         {"POST", "/realms/eu-1/purchase", 1, purchase},
         {"POST", "/sales/s1/buy", 1, sale_buy},
         {"POST", "/realms/eu/sales/s1/buy", 1, sale_buy},
+        {"POST", "/list", 1, list},
+        {"POST", "/realms/eu/list", 1, list},
+        {"POST", "/unlist", 1, unlist},
+        {"POST", "/realms/eu/unlist", 1, unlist},
         /* the same paths with another method */
         {"GET", "/purchase", 0, purchase},
         {"HEAD", "/purchase", 0, purchase},
@@ -673,10 +679,9 @@ static void test_api_route_deferrable_follows_route_table(void **state) {
         {"", "/purchase", 0, purchase},
         {"GET", "/sales/s1/buy", 0, sale_buy},
         {"DELETE", "/realms/eu/sales/s1/buy", 0, sale_buy},
+        {"GET", "/list", 0, list},
+        {"DELETE", "/unlist", 0, unlist},
         /* every other route of the table, with the method it serves */
-        {"POST", "/list", 0, "{\"seller\":\"A\",\"item\":\"axe\",\"price\":5}"},
-        {"POST", "/unlist", 0, "{\"seller\":\"A\",\"item\":\"axe\"}"},
-        {"POST", "/realms/eu/list", 0, "{\"seller\":\"A\",\"item\":\"axe\",\"price\":5}"},
         {"GET", "/players/A", 0, NULL},
         {"GET", "/market", 0, NULL},
         {"GET", "/healthz", 0, NULL},
@@ -704,6 +709,9 @@ static void test_api_route_deferrable_follows_route_table(void **state) {
         {"POST", "/sales//buy", 0, sale_buy},
         {"POST", "/sales/s1/x/buy", 0, sale_buy},
         {"POST", "/sales/s1/buy/", 0, sale_buy},
+        {"POST", "/players/A/list", 0, list},
+        {"POST", "/list/", 0, list},
+        {"POST", "/x/unlist", 0, unlist},
         {"POST", "/items/axe/buy", 0, sale_buy},
         {"POST", "/realms/bad!/sales/s1/buy", 0, sale_buy},
         {"POST", "", 0, purchase},
@@ -718,8 +726,8 @@ static void test_api_route_deferrable_follows_route_table(void **state) {
         const char *body = cases[i].body;
         api_request req = {cases[i].method, cases[i].path, body, body ? strlen(body) : 0};
         api_response r;
-        api_purchase p;
-        int kind = api_handle_begin(e->conn, &req, &r, &p);
+        api_deferred d;
+        int kind = api_handle_begin(e->conn, &req, &r, &d);
         if ((kind != 0) != cases[i].deferrable)
             fail_msg("%s '%s': begun as %d (status %d)", cases[i].method, cases[i].path, kind,
                      r.status);
@@ -793,38 +801,38 @@ static void test_api_response_store_up_by_answer(void **state) {
     }
 }
 
-/* Counts the calls of api_purchase_submit()'s done callback. */
+/* Counts the calls of api_deferred_submit()'s done callback. */
 static void count_done(void *ud) {
     ++*(int *)ud;
 }
 
-/* api_purchase_submit() hands each kind to its worker; one the market refuses
- * (here: stopped) is answered through the callback, before the call returns. */
-static void test_api_purchase_submit_refused_calls_done_once(void **state) {
+/* api_deferred_submit() hands every deferred route's order to the market;
+ * one the market refuses (here: stopped) is answered through the callback,
+ * before the call returns. */
+static void test_api_deferred_submit_refused_calls_done_once(void **state) {
     static const struct {
-        const char *path, *body, *route;
-        int kind;
+        const char *path, *body, *route, *player;
     } cases[] = {
         {"/purchase", "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\"}", "/purchase",
-         API_BEGIN_PURCHASE},
-        {"/sales/s1/buy", "{\"buyer\":\"B\",\"quantity\":1}", "/sales/{id}/buy",
-         API_BEGIN_SALE_BUY},
+         "B"},
+        {"/sales/s1/buy", "{\"buyer\":\"B\",\"quantity\":1}", "/sales/{id}/buy", "B"},
+        {"/list", "{\"seller\":\"A\",\"item\":\"axe\",\"price\":5}", "/list", "A"},
+        {"/unlist", "{\"seller\":\"A\",\"item\":\"axe\"}", "/unlist", "A"},
     };
     env *e = *state;
     market_shutdown(e->m);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         api_request req = {"POST", cases[i].path, cases[i].body, strlen(cases[i].body)};
         api_response r;
-        api_purchase p;
-        assert_int_equal(api_handle_begin(e->conn, &req, &r, &p), cases[i].kind);
+        api_deferred d;
+        assert_int_equal(api_handle_begin(e->conn, &req, &r, &d), 1);
         int calls = 0;
-        api_purchase_submit(e->m, &p, count_done, &calls);
+        api_deferred_submit(e->m, &d, count_done, &calls);
         assert_int_equal(calls, 1);
-        assert_int_equal(cases[i].kind == API_BEGIN_SALE_BUY ? p.sale_op.rc : p.op.rc,
-                         MARKET_ERR_BUSY);
-        api_purchase_end(&p, &r);
+        assert_int_equal(d.order.rc, MARKET_ERR_BUSY);
+        api_deferred_end(&d, &r);
         assert_string_equal(r.route, cases[i].route);
-        assert_string_equal(r.player, "B");
+        assert_string_equal(r.player, cases[i].player);
         expect_error(&r, 503, "market_busy", NULL);
     }
 }
@@ -948,24 +956,26 @@ static void test_api_status_table_maps_every_market_code(void **state) {
 
 /* A purchase that failed in the store carries the store's reason to the
  * server's log (resp->why), not to the client's body. */
-static void test_api_purchase_end_store_reason_for_logs(void **state) {
+static void test_api_deferred_end_store_reason_for_logs(void **state) {
     (void)state;
-    api_purchase p;
+    api_deferred p;
     memset(&p, 0, sizeof p);
-    snprintf(p.buyer, sizeof p.buyer, "B");
+    p.route = api_route_index("/purchase");
+    p.order.type = MARKET_ORDER_PURCHASE;
+    snprintf(p.player, sizeof p.player, "B");
     snprintf(p.seller, sizeof p.seller, "A");
     snprintf(p.item, sizeof p.item, "axe");
-    p.op.rc = MARKET_ERR_STORE;
-    snprintf(p.op.why, sizeof p.op.why, "commit refused: READONLY replica");
+    p.order.rc = MARKET_ERR_STORE;
+    snprintf(p.order.why, sizeof p.order.why, "commit refused: READONLY replica");
     api_response r = {0};
-    api_purchase_end(&p, &r);
+    api_deferred_end(&p, &r);
     assert_int_equal(r.status, 503);
     assert_string_equal(r.why, "commit refused: READONLY replica");
     assert_null(strstr(r.body, "READONLY"));
     api_response_cleanup(&r);
-    p.op.rc = MARKET_ERR_BUSY; /* only a store failure has a reason to log */
+    p.order.rc = MARKET_ERR_BUSY; /* only a store failure has a reason to log */
     api_response r2 = {0};
-    api_purchase_end(&p, &r2);
+    api_deferred_end(&p, &r2);
     assert_int_equal(r2.status, 503);
     assert_string_equal(r2.why, "");
     api_response_cleanup(&r2);
@@ -1585,14 +1595,14 @@ int main(void) {
         T(test_api_route_deferrable_follows_route_table),
         cmocka_unit_test(test_api_endpoint_find_names_server_paths),
         cmocka_unit_test(test_api_response_store_up_by_answer),
-        T(test_api_purchase_submit_refused_calls_done_once),
+        T(test_api_deferred_submit_refused_calls_done_once),
         T(test_api_head_served_like_get),
         T(test_api_get_ignores_body),
         T(test_api_incomplete_request_500),
         cmocka_unit_test(test_api_null_conn_validates_then_500),
         cmocka_unit_test(test_api_status_table_maps_every_market_code),
         cmocka_unit_test(test_api_status_table_price_is_64_bit),
-        cmocka_unit_test(test_api_purchase_end_store_reason_for_logs),
+        cmocka_unit_test(test_api_deferred_end_store_reason_for_logs),
         cmocka_unit_test(test_api_error_builds_body),
         cmocka_unit_test(test_api_error_odd_input_is_made_safe),
         cmocka_unit_test(test_api_response_cleanup_twice_is_safe),
