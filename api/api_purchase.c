@@ -187,16 +187,8 @@ void api__handle_purchase(market_conn *conn, const api_request *req, const char 
 int api__begin_purchase(market_conn *conn, const api_request *req, const char *realm,
                         const char *arg, api_response *resp, api_deferred *d) {
     (void)arg;
-    if (!purchase_prepare(req, realm, resp, d)) return 0;
-    if (d->order.type != MARKET_ORDER_BUY) return 1;
-    /* TODO(merge): defer as MARKET_ORDER_BUY (return 1 here) once buy is a kind of the
-     * market: until then market_order_submit() refuses it, so it runs on this thread. */
-    if (!api__conn_missing(conn, resp)) {
-        purchase_run(conn, d);
-        api__end_purchase(d, resp);
-        snprintf(resp->why, sizeof resp->why, "%s", d->order.why);
-    }
-    return 0;
+    (void)conn;
+    return purchase_prepare(req, realm, resp, d);
 }
 
 /* POST /purchase's answer, from d's outcome. */

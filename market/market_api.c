@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "market/market_buy.h"
 #include "market/market_combine.h"
 #include "market/market_listing.h"
 #include "market/market_purchase.h"
@@ -43,6 +44,13 @@
 static int purchase_ok(const market_order *o) {
     return market__purchase_args_ok(o->realm, o->player, o->seller, o->item, o->price, o->idem) &&
            o->quantity >= 0 && o->quantity <= MARKET_QUANTITY_MAX;
+}
+
+/* Whether a purchase without a seller can be served (market_buy_units()'s check). */
+static int buy_ok(const market_order *o) {
+    return market_id_valid(o->realm) && market_id_valid(o->player) && market_id_valid(o->item) &&
+           o->quantity >= 1 && o->quantity <= MARKET_QUANTITY_MAX && o->price >= 1 &&
+           o->price <= MARKET_PRICE_MAX && market__idem_valid(o->idem);
 }
 
 /* Whether a list can be served (market_list_units()'s check). */
@@ -65,8 +73,8 @@ static market__combiner *orders_lanes(const market *m) { return m->queue; }
 static market__combiner *sales_lanes(const market *m) { return m->sales; }
 
 /* An order type: how its arguments are checked, which combiner serves it,
- * and its kind's submit (market_purchase.c, market_listing.c,
- * market_sale.c). A NULL submit: the type is not served yet. */
+ * and its kind's submit (market_purchase.c, market_buy.c,
+ * market_listing.c, market_sale.c). */
 struct order_type {
     int (*ok)(const market_order *o);
     market__combiner *(*lanes)(const market *m);
@@ -75,7 +83,7 @@ struct order_type {
 
 static const struct order_type order_types[] = {
     [MARKET_ORDER_PURCHASE] = {purchase_ok, orders_lanes, market__purchase_submit},
-    [MARKET_ORDER_BUY] = {NULL, NULL, NULL}, /* wired when buy is a kind */
+    [MARKET_ORDER_BUY] = {buy_ok, orders_lanes, market__buy_submit},
     [MARKET_ORDER_LIST] = {list_ok, orders_lanes, market__listing_submit},
     [MARKET_ORDER_UNLIST] = {unlist_ok, orders_lanes, market__listing_submit},
     [MARKET_ORDER_SALE_BUY] = {sale_buy_ok, sales_lanes, market__sale_submit},
@@ -87,7 +95,7 @@ static const struct order_type *order_check(const market *m, const market_order 
     if (!m || !o || (unsigned)o->type >= sizeof order_types / sizeof order_types[0])
         return NULL;
     const struct order_type *t = &order_types[o->type];
-    return t->submit && t->ok(o) ? t : NULL;
+    return t->ok(o) ? t : NULL;
 }
 
 static void order_wake(market_order *o) { market__combine_wake(o->ud); }
@@ -252,6 +260,29 @@ int market_purchase_units(market_conn *c, const char *realm, const char *buyer,
                       .price = expect_price, .idem = idem};
     int rc = order_wait(c, &o);
     *res = o.res.purchase;
+    return rc;
+}
+
+/* Buys quantity (1..MARKET_QUANTITY_MAX) units of item on realm's market
+ * for buyer, from the cheapest listings at or under max_price
+ * (1..MARKET_PRICE_MAX) of other sellers, all or nothing; idem (may be
+ * NULL) makes it idempotent (a replay answers the total, the buyer's funds
+ * and the first trade's id). Fills *res: the total, the buyer's funds after
+ * it, and each part (seller, units, price, trade id). Returns MARKET_OK, or
+ * ERR_INVALID, ERR_NOT_ENOUGH (fewer units at that price: res->available,
+ * counted over the MARKET_FILL_MAX cheapest listings), ERR_NO_PLAYER,
+ * ERR_INSUFFICIENT_FUNDS, ERR_OVERFLOW, ERR_BUSY, ERR_STORE,
+ * ERR_LEASE_LOST, ERR_CONFLICT, ERR_IDEM_MISMATCH, ERR_IN_PROGRESS,
+ * ERR_NOMEM. Nothing is written unless it returns MARKET_OK (with the
+ * exception market_purchase() describes). */
+int market_buy_units(market_conn *c, const char *realm, const char *buyer, const char *item,
+                     int64_t quantity, int64_t max_price, const market_idem *idem,
+                     market_buy_result *res) {
+    if (!res) return MARKET_ERR_INVALID;
+    market_order o = {.type = MARKET_ORDER_BUY, .realm = realm, .player = buyer, .item = item,
+                      .quantity = quantity, .price = max_price, .idem = idem};
+    int rc = order_wait(c, &o);
+    *res = o.res.buy;
     return rc;
 }
 

@@ -330,7 +330,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (o->type == MARKET_ORDER_PURCHASE)
             CHECK(market_id_valid(d.seller) && o->seller == d.seller &&
                   strcmp(d.player, d.seller) != 0);
-        CHECK(o->type != MARKET_ORDER_BUY); /* not deferred yet: run at once */
+        if (o->type == MARKET_ORDER_BUY) /* without a seller: the most one unit may cost */
+            CHECK(o->price >= 1 && o->price <= MARKET_PRICE_MAX && o->quantity >= 1);
         memset(&o->res, 0, sizeof o->res);
         o->rc = (flags & 1) ? MARKET_OK : MARKET_ERR_NOT_LISTED;
         o->res.purchase.price = 5;
