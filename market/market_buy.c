@@ -43,6 +43,7 @@
 #include "market/market_combine.h"
 #include "market/market_idem.h"
 #include "market/market_index.h"
+#include "market/market_order.h"
 #include "market/market_trade.h"
 
 #define SCAN (MARKET_FILL_MAX + 1) /* index entries read: one more tells there are more */
@@ -555,17 +556,6 @@ static void state_free(void *ks) {
     free(b);
 }
 
-static void reset(market_queued *q) {
-    market_order *o = q->order;
-    o->res.buy = (market_buy_result){0};
-}
-
-static void answer(market *m, market_queued *q) {
-    market_order *o = q->order;
-    if (o->rc == MARKET_OK && !o->res.buy.replayed) MARKET__COUNT(m, purchased);
-    o->done(o);
-}
-
 /* Buying units across sellers: the cheapest listings at or under a price. */
 static const struct market__kind buy_kind = {
     .name = "buy",
@@ -578,8 +568,8 @@ static const struct market__kind buy_kind = {
     .read = batch_read,
     .decide = batch_decide,
     .commit = batch_commit,
-    .reset = reset,
-    .answer = answer,
+    .reset = market__order_reset,
+    .answer = market__order_answer,
 };
 
 /* Queues buy order o (arguments already checked) on its realm's lane and
@@ -587,11 +577,5 @@ static const struct market__kind buy_kind = {
  * the lane's worker), MARKET_ERR_BUSY after the market stopped, or
  * MARKET_ERR_NOMEM. */
 int market__buy_submit(market *m, market_order *o) {
-    market_buy_result *res = &o->res.buy;
-    o->q = (market_queued){.kind = &buy_kind, .order = o, .realm = o->realm, .group = "",
-                           .rc = &o->rc, .why = o->why, .replayed = &res->replayed,
-                           .trade_id = res->trade_id};
-    int rc = market__combine_submit(m->queue, &o->q);
-    if (rc == MARKET_OK) MARKET__COUNT(m, purchases);
-    return rc;
+    return market__order_submit(m, m->queue, &buy_kind, o, "");
 }

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "market/market_combine.h"
+#include "market/market_order.h"
 #include "market/market_idem.h"
 #include "market/market_trade.h"
 
@@ -325,21 +326,6 @@ static void state_free(void *ks) {
     free(b);
 }
 
-static void reset(market_queued *q) {
-    market_order *o = q->order;
-    if (o->type == MARKET_ORDER_LIST)
-        o->res.list = (market_list_result){0};
-    else
-        o->res.unlist = (market_unlist_result){0};
-}
-
-/* Gives o its outcome and hands it back; o is not touched afterwards. */
-static void answer(market *m, market_queued *q) {
-    market_order *o = q->order;
-    (void)m;
-    o->done(o);
-}
-
 /* Listing and taking back: a unique item, or units of a stackable good. */
 static const struct market__kind listing_kind = {
     .name = "listing",
@@ -351,8 +337,8 @@ static const struct market__kind listing_kind = {
     .read = batch_read,
     .decide = batch_decide,
     .commit = batch_commit,
-    .reset = reset,
-    .answer = answer,
+    .reset = market__order_reset,
+    .answer = market__order_answer,
 };
 
 /* Queues list or unlist o (a MARKET_ORDER_LIST or MARKET_ORDER_UNLIST,
@@ -362,10 +348,5 @@ static const struct market__kind listing_kind = {
  * MARKET_ERR_BUSY after market__queue_stop(), or MARKET_ERR_NOMEM (the
  * worker cannot start). */
 int market__listing_submit(market *m, market_order *o) {
-    /* an unlist never replays: it has no idempotency key, and no trade */
-    o->q = (market_queued){.kind = &listing_kind, .order = o, .realm = o->realm, .group = "",
-                           .rc = &o->rc, .why = o->why,
-                           .replayed = o->type == MARKET_ORDER_LIST ? &o->res.list.replayed
-                                                                    : NULL};
-    return market__combine_submit(m->queue, &o->q);
+    return market__order_submit(m, m->queue, &listing_kind, o, "");
 }

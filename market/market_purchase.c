@@ -39,6 +39,7 @@
 
 #include "market/market_purchase.h"
 #include "market/market_combine.h"
+#include "market/market_order.h"
 #include "market/market_idem.h"
 #include "market/market_trade.h"
 
@@ -699,18 +700,6 @@ static void read_recv(market_conn *c, market__cbatch *cb, int locked) {
     }
 }
 
-static void reset(market_queued *q) {
-    market_order *o = q->order;
-    o->res.purchase = (market_purchase_result){0};
-}
-
-/* Gives o its outcome and hands it back; o is not touched afterwards. */
-static void answer(market *m, market_queued *q) {
-    market_order *o = q->order;
-    if (o->rc == MARKET_OK && !o->res.purchase.replayed) MARKET__COUNT(m, purchased);
-    o->done(o);
-}
-
 /* Buying a listing: a unique item, or units of a stackable good from one seller. */
 static const struct market__kind purchase_kind = {
     .name = "purchase",
@@ -724,8 +713,8 @@ static const struct market__kind purchase_kind = {
     .read = batch_read,
     .decide = batch_decide,
     .commit = batch_commit,
-    .reset = reset,
-    .answer = answer,
+    .reset = market__order_reset,
+    .answer = market__order_answer,
 };
 
 /* ---- the queue ---- */
@@ -750,10 +739,5 @@ void market__queue_free(market *m) {
  * the lane's worker), MARKET_ERR_BUSY after market__queue_stop(), or
  * MARKET_ERR_NOMEM (the worker cannot start). */
 int market__purchase_submit(market *m, market_order *o) {
-    o->q = (market_queued){.kind = &purchase_kind, .order = o, .realm = o->realm, .group = "",
-                           .rc = &o->rc, .why = o->why, .replayed = &o->res.purchase.replayed,
-                           .trade_id = o->res.purchase.trade_id};
-    int rc = market__combine_submit(m->queue, &o->q);
-    if (rc == MARKET_OK) MARKET__COUNT(m, purchases);
-    return rc;
+    return market__order_submit(m, m->queue, &purchase_kind, o, "");
 }

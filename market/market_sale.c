@@ -41,6 +41,7 @@
  */
 #include "market/market_sale.h"
 #include "market/market_combine.h"
+#include "market/market_order.h"
 #include "market/market_idem.h"
 
 #include <errno.h>
@@ -627,17 +628,6 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     return batch_index(b);
 }
 
-static void reset(market_queued *q) {
-    market_order *o = q->order;
-    o->res.sale_buy = (market_sale_result){0};
-}
-
-static void answer(market *m, market_queued *q) {
-    market_order *o = q->order;
-    (void)m;
-    o->done(o);
-}
-
 /* Buying units of a flash sale. */
 static const struct market__kind sale_kind = {
     .name = "sale buy",
@@ -649,8 +639,8 @@ static const struct market__kind sale_kind = {
     .read = batch_read,
     .decide = batch_decide,
     .commit = batch_commit,
-    .reset = reset,
-    .answer = answer,
+    .reset = market__order_reset,
+    .answer = market__order_answer,
 };
 
 /* ---- the queue ---- */
@@ -674,10 +664,5 @@ void market__sale_queue_free(market *m) {
  * a sale worker. Otherwise returns ERR_BUSY (after market_shutdown()) or
  * ERR_NOMEM (the worker cannot start), and done is not called. */
 int market__sale_submit(market *m, market_order *o) {
-    o->q = (market_queued){.kind = &sale_kind, .order = o, .realm = o->realm, .group = o->sale,
-                           .rc = &o->rc, .why = o->why, .replayed = &o->res.sale_buy.replayed,
-                           .trade_id = o->res.sale_buy.trade_id};
-    int rc = market__combine_submit(m->sales, &o->q);
-    if (rc == MARKET_OK) MARKET__COUNT(m, sale_buys);
-    return rc;
+    return market__order_submit(m, m->sales, &sale_kind, o, o->sale);
 }
