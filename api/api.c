@@ -45,18 +45,16 @@ typedef struct api_route {
     int realm;        /* 1: also served under /realms/{realm} */
     const char *method;
     const char *allow; /* the Allow header of a 405 */
-    api__handler *handle;
-    api__beginner *begin; /* non-NULL: deferred (a write served as a market_order): see
-                             api_handle_begin() */
+    api__handler *handle; /* NULL for a deferrable route (begin) */
+    api__beginner *begin; /* non-NULL: a write served as a market_order, deferred (see
+                             api_handle_begin()) or run at once (api_handle()) */
     api__ender *end;      /* with begin: answers it (api_deferred_end()) */
 } api_route;
 
 static const api_route api_routes[API_ROUTES] = {
-    {"/purchase", 0, NULL, 1, "POST", "POST", api__handle_purchase, api__begin_purchase,
-     api__end_purchase},
-    {"/list", 0, NULL, 1, "POST", "POST", api__handle_list, api__begin_list, api__end_list},
-    {"/unlist", 0, NULL, 1, "POST", "POST", api__handle_unlist, api__begin_unlist,
-     api__end_unlist},
+    {"/purchase", 0, NULL, 1, "POST", "POST", NULL, api__begin_purchase, api__end_purchase},
+    {"/list", 0, NULL, 1, "POST", "POST", NULL, api__begin_list, api__end_list},
+    {"/unlist", 0, NULL, 1, "POST", "POST", NULL, api__begin_unlist, api__end_unlist},
     {"/players/", 1, NULL, 1, "GET", "GET, HEAD", api__handle_player},
     {"/market", 0, NULL, 1, "GET", "GET, HEAD", api__handle_market},
     {"/healthz", 0, NULL, 0, "GET", "GET, HEAD", api__handle_healthz},
@@ -66,8 +64,7 @@ static const api_route api_routes[API_ROUTES] = {
     {"/items/", 1, "/trades", 1, "GET", "GET, HEAD", api__handle_item_trades},
     {"/sales", 0, NULL, 1, "POST", "POST", api__handle_sale_create},
     {"/sales/", 1, NULL, 1, "GET", "GET, HEAD", api__handle_sale_get},
-    {"/sales/", 1, "/buy", 1, "POST", "POST", api__handle_sale_buy, api__begin_sale_buy,
-     api__end_sale_buy},
+    {"/sales/", 1, "/buy", 1, "POST", "POST", NULL, api__begin_sale_buy, api__end_sale_buy},
 };
 
 /* Names of the routes as logs and metrics show them. */
@@ -195,7 +192,15 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
         api__error_reply_full(resp, 405, "method_not_allowed", NULL, 0, r->allow);
         return;
     }
-    r->handle(conn, req, realm, arg, resp);
+    if (r->begin) { /* a write, run here as the market's order (api_handle_begin() defers it) */
+        api_deferred d;
+        if (r->begin(conn, req, realm, arg, resp, &d) && !api__conn_missing(conn, resp)) {
+            market_order_run(conn, &d.order);
+            r->end(&d, resp);
+        }
+    } else {
+        r->handle(conn, req, realm, arg, resp);
+    }
     if (MARKET_ERR_HAS_REASON(resp->market_rc))
         snprintf(resp->why, sizeof resp->why, "%s", market_conn_errstr(conn));
 }

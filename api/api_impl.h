@@ -98,10 +98,9 @@ typedef int api__beginner(market_conn *conn, const api_request *req, const char 
  * and player). The route's handler answers with it too. */
 typedef void api__ender(const api_deferred *d, api_response *resp);
 
-api__handler api__handle_purchase, api__handle_list, api__handle_unlist;
 api__beginner api__begin_purchase, api__begin_list, api__begin_unlist;
 api__ender api__end_purchase, api__end_list, api__end_unlist;
-api__handler api__handle_sale_create, api__handle_sale_get, api__handle_sale_buy;
+api__handler api__handle_sale_create, api__handle_sale_get;
 api__beginner api__begin_sale_buy;
 api__ender api__end_sale_buy;
 api__handler api__handle_market, api__handle_player, api__handle_player_listings;

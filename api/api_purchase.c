@@ -157,31 +157,6 @@ static int purchase_prepare(const api_request *req, const char *realm, api_respo
     return ready;
 }
 
-/* Runs purchase d (begun) on this thread: the market's one-request function
- * of its type, the outcome into d->order (and the store's reason, if any,
- * into d->order.why). */
-static void purchase_run(market_conn *conn, api_deferred *d) {
-    market_order *o = &d->order;
-    if (o->type == MARKET_ORDER_BUY)
-        o->rc = market_buy_units(conn, o->realm, o->player, o->item, o->quantity, o->price,
-                                 o->idem, &o->res.buy);
-    else
-        o->rc = market_purchase_units(conn, o->realm, o->player, o->seller, o->item,
-                                      o->quantity, o->price, o->idem, &o->res.purchase);
-    snprintf(o->why, sizeof o->why, "%s",
-             MARKET_ERR_HAS_REASON(o->rc) ? market_conn_errstr(conn) : "");
-}
-
-/* POST /purchase, run on this thread. */
-void api__handle_purchase(market_conn *conn, const api_request *req, const char *realm,
-                          const char *arg, api_response *resp) {
-    (void)arg;
-    api_deferred d;
-    if (!purchase_prepare(req, realm, resp, &d) || api__conn_missing(conn, resp)) return;
-    purchase_run(conn, &d);
-    api__end_purchase(&d, resp);
-}
-
 /* POST /purchase, begun (api_handle_begin()): validated into d; 1 for the
  * market, 0 when resp holds the answer. */
 int api__begin_purchase(market_conn *conn, const api_request *req, const char *realm,
@@ -230,18 +205,6 @@ int api__begin_list(market_conn *conn, const api_request *req, const char *realm
     return ready;
 }
 
-/* POST /list, run on this thread. */
-void api__handle_list(market_conn *conn, const api_request *req, const char *realm,
-                      const char *arg, api_response *resp) {
-    api_deferred d;
-    if (!api__begin_list(conn, req, realm, arg, resp, &d) || api__conn_missing(conn, resp))
-        return;
-    market_order *o = &d.order;
-    o->rc = market_list_units(conn, o->realm, o->player, o->item, o->quantity, o->price, o->idem,
-                              &o->res.list);
-    api__end_list(&d, resp);
-}
-
 /* POST /list's answer, from d's outcome. */
 void api__end_list(const api_deferred *d, api_response *resp) {
     int rc = d->order.rc;
@@ -281,18 +244,6 @@ int api__begin_unlist(market_conn *conn, const api_request *req, const char *rea
     }
     json_decref(root);
     return ready;
-}
-
-/* POST /unlist, run on this thread. */
-void api__handle_unlist(market_conn *conn, const api_request *req, const char *realm,
-                        const char *arg, api_response *resp) {
-    api_deferred d;
-    if (!api__begin_unlist(conn, req, realm, arg, resp, &d) || api__conn_missing(conn, resp))
-        return;
-    market_order *o = &d.order;
-    o->rc = market_unlist_units(conn, o->realm, o->player, o->item, &o->res.unlist.price,
-                                &o->res.unlist.units);
-    api__end_unlist(&d, resp);
 }
 
 /* POST /unlist's answer, from d's outcome. */
@@ -454,14 +405,3 @@ int api__begin_sale_buy(market_conn *conn, const api_request *req, const char *r
     return ready;
 }
 
-/* POST /sales/{id}/buy, run on this thread (it waits for the sale's worker). */
-void api__handle_sale_buy(market_conn *conn, const api_request *req, const char *realm,
-                          const char *id, api_response *resp) {
-    api_deferred d;
-    if (!api__begin_sale_buy(conn, req, realm, id, resp, &d) || api__conn_missing(conn, resp))
-        return;
-    market_order *o = &d.order;
-    o->rc = market_sale_buy(conn, o->realm, o->sale, o->player, o->quantity, o->idem,
-                            &o->res.sale_buy);
-    api__end_sale_buy(&d, resp);
-}

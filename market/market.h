@@ -466,6 +466,7 @@ int market_buy_units(market_conn *c, const char *realm, const char *buyer, const
                      int64_t quantity, int64_t max_price, const market_idem *idem,
                      market_buy_result *res);
 int market_order_submit(market *m, market_order *o);
+int market_order_run(market_conn *c, market_order *o);
 int market_can_submit(const market *m);
 int market_list(market_conn *c, const char *realm, const char *seller, const char *item,
                 int64_t price);

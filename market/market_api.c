@@ -100,13 +100,14 @@ static const struct order_type *order_check(const market *m, const market_order 
 
 static void order_wake(market_order *o) { market__combine_wake(o->ud); }
 
-/* Hands o (inputs filled, done and ud not) to c's market as
+/* Hands o (inputs filled; its done and ud are set here) to c's market as
  * market_order_submit() does, and waits for its outcome
- * (market__combine_wait): the one-request functions' way. Returns o->rc,
+ * (market__combine_wait): every one-request function's way. Returns o->rc,
  * or MARKET_ERR_INVALID (c NULL, or the arguments fail o's type's check),
  * MARKET_ERR_BUSY, MARKET_ERR_NOMEM; a failure with a reason
- * (MARKET_ERR_HAS_REASON) leaves it in c's errstr. */
-static int order_wait(market_conn *c, market_order *o) {
+ * (MARKET_ERR_HAS_REASON) leaves it in c's errstr too. Like every call on
+ * c, from one thread at a time. */
+int market_order_run(market_conn *c, market_order *o) {
     const struct order_type *t = c ? order_check(c->m, o) : NULL;
     if (!t) return MARKET_ERR_INVALID;
     market__waiter w;
@@ -258,7 +259,7 @@ int market_purchase_units(market_conn *c, const char *realm, const char *buyer,
     market_order o = {.type = MARKET_ORDER_PURCHASE, .realm = realm, .player = buyer,
                       .seller = seller, .item = item, .quantity = quantity,
                       .price = expect_price, .idem = idem};
-    int rc = order_wait(c, &o);
+    int rc = market_order_run(c, &o);
     *res = o.res.purchase;
     return rc;
 }
@@ -281,7 +282,7 @@ int market_buy_units(market_conn *c, const char *realm, const char *buyer, const
     if (!res) return MARKET_ERR_INVALID;
     market_order o = {.type = MARKET_ORDER_BUY, .realm = realm, .player = buyer, .item = item,
                       .quantity = quantity, .price = max_price, .idem = idem};
-    int rc = order_wait(c, &o);
+    int rc = market_order_run(c, &o);
     *res = o.res.buy;
     return rc;
 }
@@ -399,7 +400,7 @@ int market_list_units(market_conn *c, const char *realm, const char *seller, con
     if (!res) return MARKET_ERR_INVALID;
     market_order o = {.type = MARKET_ORDER_LIST, .realm = realm, .player = seller, .item = item,
                       .quantity = quantity, .price = price, .idem = idem};
-    int rc = order_wait(c, &o);
+    int rc = market_order_run(c, &o);
     *res = rc == MARKET_ERR_INVALID ? (market_list_result){0} : o.res.list;
     return rc;
 }
@@ -419,7 +420,7 @@ int market_unlist_units(market_conn *c, const char *realm, const char *seller, c
                         int64_t *price, int64_t *units) {
     market_order o = {.type = MARKET_ORDER_UNLIST, .realm = realm, .player = seller,
                       .item = item};
-    int rc = order_wait(c, &o);
+    int rc = market_order_run(c, &o);
     if (rc == MARKET_OK && price) *price = o.res.unlist.price;
     if (rc == MARKET_OK && units) *units = o.res.unlist.units;
     return rc;
@@ -445,7 +446,7 @@ int market_sale_buy(market_conn *c, const char *realm, const char *sale, const c
     if (!res) return MARKET_ERR_INVALID;
     market_order o = {.type = MARKET_ORDER_SALE_BUY, .realm = realm, .player = buyer,
                       .sale = sale, .quantity = quantity, .idem = idem};
-    int rc = order_wait(c, &o);
+    int rc = market_order_run(c, &o);
     *res = o.res.sale_buy;
     return rc;
 }
