@@ -72,6 +72,7 @@ struct take {
 /* The kind's state on a lane: a batch of one realm's buy orders, and what
  * its attempt reads and decides. */
 struct buy_batch {
+    market__kstate k; /* its read and commit buffers (market_combine.h) */
     market__cbatch *cb;
     market_order *req[BUY_BATCH_MAX];
     size_t n;
@@ -97,7 +98,6 @@ struct buy_batch {
     size_t trade_req[LISTINGS_MAX], n_trades;
     const char *args_trades[MARKET__TRADES_ARGC(LISTINGS_MAX)];
     market__trades tw;
-    market__buf rb, wb; /* the read and the commit (market_model.h) */
 };
 
 /* ---- the batch's table ---- */
@@ -221,7 +221,7 @@ static int detail_parse(market_conn *c, struct buy_batch *b, redisReply **rep) {
  * MARKET_OK, MARKET__CHOOSE_AGAIN, or the error of the whole batch. */
 static int batch_read(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct buy_batch *b = cb->ks;
-    market__buf *r = &b->rb;
+    market__buf *r = &b->k.rb;
     b->now_ms = cb->now_ms;
     market__buf_reset(r);
     market__idem_set_claims(&b->idem, cb->req, r);
@@ -431,7 +431,7 @@ static void hand_trades(struct buy_batch *b) {
 /* The commit (see DESIGN, step 3). */
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct buy_batch *b = cb->ks;
-    market__buf *w = &b->wb;
+    market__buf *w = &b->k.wb;
     market__buf_reset(w);
     market__fx_multi(w);
     market__held_fences(held, w);
@@ -491,7 +491,7 @@ static void choose(struct buy_batch *b) {
 /* Item strategy: reads the order's cheapest listings without a lock, and
  * chooses those to lock. Returns MARKET_OK or ERR_STORE, ERR_NOMEM. */
 static int choose_read(market_conn *c, struct buy_batch *b) {
-    market__buf *r = &b->rb;
+    market__buf *r = &b->k.rb;
     market__buf_reset(r);
     choice_build(b, r);
     int rc = market__pipeline_buf(c, r);
@@ -543,27 +543,13 @@ static size_t most(const market *m, int policy) {
     return m->cfg.batch_max < BUY_BATCH_MAX ? m->cfg.batch_max : BUY_BATCH_MAX;
 }
 
-static void *state_new(void) {
-    struct buy_batch *b = malloc(sizeof *b);
-    if (b) b->rb = b->wb = (market__buf){0};
-    return b;
-}
-
-static void state_free(void *ks) {
-    struct buy_batch *b = ks;
-    market__buf_free(&b->rb);
-    market__buf_free(&b->wb);
-    free(b);
-}
-
 /* Buying units across sellers: the cheapest listings at or under a price. */
 static const struct market__kind buy_kind = {
     .name = "buy",
     .slot = 3,
     .policy = market__strategy_policy,
     .most = most,
-    .state_new = state_new,
-    .state_free = state_free,
+    .state_size = sizeof(struct buy_batch),
     .prepare = prepare,
     .read = batch_read,
     .decide = batch_decide,

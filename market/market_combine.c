@@ -490,7 +490,6 @@ struct worker {
     market_conn *c;
     market__cbatch *cb;
     struct {
-        const struct market__kind *kind;
         void *ks;
     } state[MARKET__KINDS_MAX]; /* by kind->slot */
 };
@@ -509,10 +508,7 @@ static int serve(struct worker *w, size_t n) {
     cb->group = cb->req[0]->group;
     cb->policy = k->policy(m);
     cb->token_set = market__rest_token(&ln->rest, cb->realm, cb->group, cb->token);
-    if (!w->state[k->slot].ks) {
-        w->state[k->slot].ks = k->state_new();
-        w->state[k->slot].kind = k;
-    }
+    if (!w->state[k->slot].ks) w->state[k->slot].ks = calloc(1, k->state_size);
     cb->ks = w->state[k->slot].ks;
     c->sent = ln->n_answer ? answer_sent : NULL;
     c->sent_ud = ln;
@@ -595,8 +591,13 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&q->qmu);
     answer_now(ln);
     market_conn_free(w.c);
-    for (size_t k = 0; k < MARKET__KINDS_MAX; k++)
-        if (w.state[k].ks) w.state[k].kind->state_free(w.state[k].ks);
+    for (size_t k = 0; k < MARKET__KINDS_MAX; k++) {
+        market__kstate *ks = w.state[k].ks;
+        if (!ks) continue;
+        market__buf_free(&ks->rb);
+        market__buf_free(&ks->wb);
+        free(ks);
+    }
     free(w.cb);
     return NULL;
 }

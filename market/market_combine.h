@@ -45,6 +45,14 @@ typedef struct market__cbatch {
                        answered busy, not decided */
 } market__cbatch;
 
+/* The head of every kind's state on a lane (cb->ks): the read's and the
+ * commit's buffers, kept from one batch to the next so that their memory
+ * is reused. The state is zeroed when the lane's first batch of the kind
+ * comes, and freed with the lane. */
+typedef struct market__kstate {
+    market__buf rb, wb;
+} market__kstate;
+
 /* An order kind. Every op is called on the lane's worker thread; cb->ks is
  * the kind's state. An attempt is read, decide, commit: read under WATCH,
  * decide in queue order over what was read as if the orders ran one at a
@@ -58,8 +66,7 @@ struct market__kind {
      * (cfg.batch_max, or half the locks a transaction holds under
      * MARKET__POLICY_EACH, when absent). */
     size_t (*most)(const market *m, int policy);
-    void *(*state_new)(void);
-    void (*state_free)(void *ks);
+    size_t state_size; /* its state on a lane: a struct that begins with a market__kstate */
     /* Names what the batch reads, writes and locks (market__cbatch_lock). May
      * answer orders early (see n_open). Returns MARKET_OK or the error every
      * open order is given. A kind whose locks follow from a read (made here)

@@ -34,6 +34,7 @@
 /* The kind's state on a lane: a batch of one realm's list and unlist
  * orders, and what its attempt reads and decides. */
 struct listing_batch {
+    market__kstate k; /* its read and commit buffers (market_combine.h) */
     market__cbatch *cb;
     market_order *req[MARKET__BATCH_MAX];
     size_t n;
@@ -55,7 +56,6 @@ struct listing_batch {
     market__idx_entry ix[MARKET__BATCH_MAX];
     int64_t now_ms;
     size_t i_own, i_fence, i_idem;
-    market__buf rb, wb; /* the read and the commit (market_model.h) */
 };
 
 /* ---- one attempt ---- */
@@ -101,9 +101,9 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     return MARKET_OK;
 }
 
-/* Builds the read (see DESIGN, step 1) into b->rb. */
+/* Builds the read (see DESIGN, step 1) into b->k.rb. */
 static void read_build(const market *m, const market__held *held, struct listing_batch *b) {
-    market__buf *r = &b->rb;
+    market__buf *r = &b->k.rb;
     market__buf_reset(r);
     market__idem_set_claims(&b->idem, b->cb->req, r);
     market__rd_watch_begin(r);
@@ -139,9 +139,9 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     struct listing_batch *b = cb->ks;
     b->now_ms = cb->now_ms;
     read_build(c->m, held, b);
-    int rc = market__pipeline_buf(c, &b->rb);
+    int rc = market__pipeline_buf(c, &b->k.rb);
     if (rc < 0) return rc;
-    redisReply **rep = b->rb.rep;
+    redisReply **rep = b->k.rb.rep;
     size_t w = b->i_own - 1; /* the WATCH: after the claims */
     const redisReply *err = market__reply_error(rep, w); /* a claim refused */
     if (rep[w]->type != REDIS_REPLY_STATUS || err)
@@ -159,7 +159,7 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         b->listed[i] = market__reply_price(o[2]);
         b->listed_units[i] = market__reply_units(o[3]);
     }
-    market__replies_free(rep, b->rb.n);
+    market__replies_free(rep, b->k.rb.n);
     return rc;
 }
 
@@ -294,7 +294,7 @@ static void commit_order(struct listing_batch *b, size_t i, market__buf *w) {
 /* The commit (see DESIGN, step 3). */
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct listing_batch *b = cb->ks;
-    market__buf *w = &b->wb;
+    market__buf *w = &b->k.wb;
     market__buf_reset(w);
     market__fx_multi(w);
     market__held_fences(held, w);
@@ -313,26 +313,12 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
 
 /* ---- the kind's ops (market_combine.h) ---- */
 
-static void *state_new(void) {
-    struct listing_batch *b = malloc(sizeof *b);
-    if (b) b->rb = b->wb = (market__buf){0};
-    return b;
-}
-
-static void state_free(void *ks) {
-    struct listing_batch *b = ks;
-    market__buf_free(&b->rb);
-    market__buf_free(&b->wb);
-    free(b);
-}
-
 /* Listing and taking back: a unique item, or units of a stackable good. */
 static const struct market__kind listing_kind = {
     .name = "listing",
     .slot = 2,
     .policy = market__strategy_policy,
-    .state_new = state_new,
-    .state_free = state_free,
+    .state_size = sizeof(struct listing_batch),
     .prepare = prepare,
     .read = batch_read,
     .decide = batch_decide,

@@ -48,6 +48,7 @@
 /* The kind's state on a lane: a batch of purchases of one realm, and what
  * its attempt reads and decides. */
 struct market__batch {
+    market__kstate k; /* its read and commit buffers (market_combine.h) */
     market__cbatch *cb;
     market_order *req[MARKET__BATCH_MAX]; /* cb's open purchases, in order */
     size_t n;
@@ -93,7 +94,6 @@ struct market__batch {
     size_t sending;                   /* read_send(): the read's commands sent early */
     market__idx_entry idx[MARKET__BATCH_MAX]; /* a sold-out listing's search index entries */
     const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
-    market__buf rb, wb; /* the read and the commit (market_model.h) */
 
     /* the commit's trade records: one per purchase won, in queue order */
     market__trades tw;
@@ -162,7 +162,7 @@ static int batch_index(struct market__batch *b, int need_token) {
 
 /* Appends the reads of the funds of users[0..n) to the read. */
 static void read_users(struct market__batch *b, const size_t *users, size_t n) {
-    for (size_t j = 0; j < n; j++) market__rd_funds(&b->rb, b->k_user[users[j]]);
+    for (size_t j = 0; j < n; j++) market__rd_funds(&b->k.rb, b->k_user[users[j]]);
 }
 
 /* Reads the funds replies rep[0..n) of users[0..n). Funds that cannot be
@@ -231,7 +231,7 @@ static size_t users_needed(struct market__batch *b) {
  * because its listing is gone, or was sold earlier in the batch, then costs
  * one ZMSCORE member, not two HGETs. */
 static size_t read_build(const market *m, const market__held *held, struct market__batch *b) {
-    market__buf *r = &b->rb;
+    market__buf *r = &b->k.rb;
     market__buf_reset(r);
     market__idem_set_claims(&b->idem, b->cb->req, r);
     b->read_off = r->n;
@@ -281,7 +281,7 @@ static size_t read_build(const market *m, const market__held *held, struct marke
     return r->n;
 }
 
-/* Takes in the nc replies (b->rb.rep) of read_build()'s pipeline, then reads
+/* Takes in the nc replies (b->k.rb.rep) of read_build()'s pipeline, then reads
  * more funds if the read is split. Frees the replies. What cannot be read
  * for one purchase (its listing's score, its idempotency record, its
  * users' funds) fails that purchase alone (ERR_STORE when decided); what
@@ -290,14 +290,14 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
                       size_t nc) {
     int rc = MARKET_OK, split = b->read_splitting;
     size_t o = b->read_off, i_mget = b->read_i_idem, i_users = b->read_i_users;
-    const redisReply *w = b->rb.rep[o], *z = b->rb.rep[o + 1];
-    const redisReply *f = b->read_i_fence != SIZE_MAX ? b->rb.rep[b->read_i_fence] : NULL;
-    const redisReply *err = market__reply_error(b->rb.rep, o);
+    const redisReply *w = b->k.rb.rep[o], *z = b->k.rb.rep[o + 1];
+    const redisReply *f = b->read_i_fence != SIZE_MAX ? b->k.rb.rep[b->read_i_fence] : NULL;
+    const redisReply *err = market__reply_error(b->k.rb.rep, o);
     if (err) { /* a claim refused: e.g. a read-only replica */
         rc = market__fail_reply(c, "claim refused", err);
         goto out;
     }
-    const redisReply *mg = b->idem.n_keyed ? b->rb.rep[i_mget] : NULL;
+    const redisReply *mg = b->idem.n_keyed ? b->k.rb.rep[i_mget] : NULL;
     if (market__idem_set_judge(&b->idem, mg, b->token) < 0) {
         rc = market__fail_reply(c, "reading idempotency records", mg);
         goto out;
@@ -316,7 +316,7 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
         b->fence_same[i] = e && e->type == REDIS_REPLY_STRING && e->len == strlen(held->fence[i]) &&
                            memcmp(e->str, held->fence[i], e->len) == 0;
     }
-    const redisReply *ur = b->rb.rep[b->read_i_units];
+    const redisReply *ur = b->k.rb.rep[b->read_i_units];
     if (ur->type != REDIS_REPLY_ARRAY || ur->elements != b->n) {
         rc = market__fail_reply(c, "reading the listings' units", ur);
         goto out;
@@ -334,10 +334,10 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
      * (a lone purchase tells too little to change the mode). */
     if (b->n > 1 && !b->filtered) b->read_split = unlisted * 4 >= b->n;
     if (!split) {
-        parse_users(b, b->rb.rep + i_users, b->read_list, b->n_users);
+        parse_users(b, b->k.rb.rep + i_users, b->read_list, b->n_users);
         goto out;
     }
-    market__replies_free(b->rb.rep, nc);
+    market__replies_free(b->k.rb.rep, nc);
     nc = 0;
 
     /* Later round trips: the funds of the users that deciding in order will
@@ -346,16 +346,16 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
         b->party[u] = (market__party){MARKET__UNREAD, 0};
     size_t n_read;
     while ((n_read = users_needed(b)) > 0) { /* every user is watched already */
-        market__buf_reset(&b->rb);
+        market__buf_reset(&b->k.rb);
         read_users(b, b->read_list, n_read);
-        rc = market__pipeline_buf(c, &b->rb);
+        rc = market__pipeline_buf(c, &b->k.rb);
         if (rc < 0) return rc;
-        parse_users(b, b->rb.rep, b->read_list, n_read);
-        market__replies_free(b->rb.rep, b->rb.n);
+        parse_users(b, b->k.rb.rep, b->read_list, n_read);
+        market__replies_free(b->k.rb.rep, b->k.rb.n);
     }
     return MARKET_OK;
 out:
-    market__replies_free(b->rb.rep, nc);
+    market__replies_free(b->k.rb.rep, nc);
     return rc;
 }
 
@@ -368,7 +368,7 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     b->prefetched = 0;
     if (!nc) {
         nc = read_build(c->m, held, b);
-        int rc = market__pipeline_buf(c, &b->rb);
+        int rc = market__pipeline_buf(c, &b->k.rb);
         if (rc < 0) return rc;
     }
     return read_parse(c, held, b, nc);
@@ -533,7 +533,7 @@ static void commit_records(const market *m, const market__held *held, struct mar
      * (its error does not undo the rest of the EXEC), the purchase would still
      * be recorded as done, never done twice. */
     for (size_t i = 0; i < b->n; i++)
-        if (recorded(b, i)) market__fx_idem_record(&b->wb, b->idem.key[i], b->idem.record[i]);
+        if (recorded(b, i)) market__fx_idem_record(&b->k.wb, b->idem.key[i], b->idem.record[i]);
 }
 
 /* Reads the commit's nc replies (pre of them before MULTI's; the trade
@@ -541,7 +541,7 @@ static void commit_records(const market *m, const market__held *held, struct mar
  * purchases that made (or replay) them; MARKET__TXN_ABORTED; or a failure. */
 static int commit_reply(market_conn *c, struct market__batch *b, size_t nc, size_t pre,
                         size_t i_trades) {
-    int rc = market__trades_commit_reply(c, b->wb.rep, nc, pre, i_trades, b->trade, b->n_trades);
+    int rc = market__trades_commit_reply(c, b->k.wb.rep, nc, pre, i_trades, b->trade, b->n_trades);
     if (rc == MARKET_OK)
         market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->idem.same_as);
     return rc;
@@ -551,7 +551,7 @@ static int commit_reply(market_conn *c, struct market__batch *b, size_t nc, size
  * MARKET__REDIRECTED or a market error. */
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct market__batch *b = cb->ks;
-    market__buf *w = &b->wb;
+    market__buf *w = &b->k.wb;
     market__buf_reset(w);
     if (b->guard) { /* in the realm's slot, as every key of a MULTI on a cluster must be */
         const char *guard_key = market__buf_join(w, "guard:{", b->realm.id, "}:", b->token,
@@ -587,23 +587,6 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
 
 /* ---- the kind's ops (market_combine.h) ---- */
 
-static void *state_new(void) {
-    struct market__batch *b = malloc(sizeof *b);
-    if (b) {
-        b->read_split = b->filtered = b->guard = 0;
-        b->prefetched = b->sending = 0;
-        b->rb = b->wb = (market__buf){0};
-    }
-    return b;
-}
-
-static void state_free(void *ks) {
-    struct market__batch *b = ks;
-    market__buf_free(&b->rb);
-    market__buf_free(&b->wb);
-    free(b);
-}
-
 /* Item strategy, while buyers race for the same items: refuses before
  * taking any lock the purchases whose listing is gone (one ZMSCORE, no
  * lock needed: the listing was absent at that instant, a valid moment for
@@ -612,18 +595,18 @@ static void state_free(void *ks) {
  * answer may be a stored success. Returns how many it refused. */
 static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
     market__cbatch *cb = b->cb;
-    market__buf_reset(&b->rb);
-    market__rd_prices_begin(&b->rb, &b->realm);
+    market__buf_reset(&b->k.rb);
+    market__rd_prices_begin(&b->k.rb, &b->realm);
     for (size_t i = 0; i < b->n; i++) {
         const market_order *r = b->req[i];
         market__join(b->member[i], sizeof b->member[i], r->item, ".", r->seller,
                      (const char *)NULL);
-        market__buf_arg(&b->rb, b->member[i]);
+        market__buf_arg(&b->k.rb, b->member[i]);
     }
-    market__buf_end(&b->rb, 0);
-    if (market__pipeline_buf(c, &b->rb) < 0)
+    market__buf_end(&b->k.rb, 0);
+    if (market__pipeline_buf(c, &b->k.rb) < 0)
         return 0; /* the locked path will meet the same trouble and answer it */
-    const redisReply *z = b->rb.rep[0];
+    const redisReply *z = b->k.rb.rep[0];
     size_t kept = 0, refused = 0;
     market_queued *gone[MARKET__BATCH_MAX];
     if (z->type == REDIS_REPLY_ARRAY && z->elements == b->n) {
@@ -640,7 +623,7 @@ static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
         memcpy(cb->req + kept, gone, refused * sizeof *gone);
         b->n = cb->n_open = kept;
     }
-    market__replies_free(b->rb.rep, 1);
+    market__replies_free(b->k.rb.rep, 1);
     return refused;
 }
 
@@ -681,8 +664,8 @@ static int prepare(market_conn *c, market__cbatch *cb) {
 static void read_send(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct market__batch *b = cb->ks;
     size_t nc = read_build(c->m, held, b);
-    b->sending = market__buf_seal(&b->rb) == MARKET_OK &&
-                         market__pipeline_send(c, nc, b->rb.argc, b->rb.argv) == MARKET_OK
+    b->sending = market__buf_seal(&b->k.rb) == MARKET_OK &&
+                         market__pipeline_send(c, nc, b->k.rb.argc, b->k.rb.argv) == MARKET_OK
                      ? nc
                      : 0;
 }
@@ -691,11 +674,11 @@ static void read_recv(market_conn *c, market__cbatch *cb, int locked) {
     struct market__batch *b = cb->ks;
     size_t sent = b->sending;
     b->sending = 0;
-    if (sent && market__pipeline_recv(c, sent, b->rb.rep) != MARKET_OK) sent = 0; /* read again */
+    if (sent && market__pipeline_recv(c, sent, b->k.rb.rep) != MARKET_OK) sent = 0; /* read again */
     if (locked) {
         b->prefetched = sent;
     } else if (sent) {
-        market__replies_free(b->rb.rep, sent);
+        market__replies_free(b->k.rb.rep, sent);
         (void)market__unwatch_later(c, MARKET_OK); /* UNWATCH before the next pipeline */
     }
 }
@@ -705,8 +688,7 @@ static const struct market__kind purchase_kind = {
     .name = "purchase",
     .slot = 0,
     .policy = market__strategy_policy,
-    .state_new = state_new,
-    .state_free = state_free,
+    .state_size = sizeof(struct market__batch),
     .prepare = prepare,
     .read_send = read_send,
     .read_recv = read_recv,

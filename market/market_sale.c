@@ -59,6 +59,7 @@
 /* The kind's state on a lane: a batch of buys of one sale, and what its
  * attempt read and decides. */
 struct sale_batch {
+    market__kstate k; /* its read and commit buffers (market_combine.h) */
     market__cbatch *cb;
     market_order *req[MARKET__BATCH_MAX]; /* cb's buys, in order */
     size_t n;
@@ -91,7 +92,6 @@ struct sale_batch {
 
     /* pipeline scratch */
     const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
-    market__buf rb, wb; /* the read and the commit (market_model.h) */
     size_t read_off, i_time, i_sale, i_bought, i_fence, i_mget, i_users;
 
     market__trades tw;
@@ -316,9 +316,9 @@ static int batch_index(struct sale_batch *b) {
     return MARKET_OK;
 }
 
-/* Builds the read pipeline (see DESIGN, step 2) into b->rb; returns its length. */
+/* Builds the read pipeline (see DESIGN, step 2) into b->k.rb; returns its length. */
 static size_t read_build(const market__held *held, struct sale_batch *b) {
-    market__buf *r = &b->rb;
+    market__buf *r = &b->k.rb;
     market__buf_reset(r);
     market__idem_set_claims(&b->idem, b->cb->req, r);
     b->read_off = r->n;
@@ -367,7 +367,7 @@ static int read_house(market_conn *c, struct sale_batch *b) {
     memcpy(b->cache_house, b->house, sizeof b->cache_house);
     if (b->house_u != b->n_users - 1) return MARKET_OK; /* a buyer: read already */
     size_t u = b->house_u;
-    market__buf *r = &b->rb;
+    market__buf *r = &b->k.rb;
     market__buf_reset(r);
     market__rd_watch_begin(r);
     market__buf_arg(r, b->k_user[u]);
@@ -392,10 +392,10 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     struct sale_batch *b = cb->ks;
     b->now_ms = cb->now_ms;
     size_t nc = read_build(held, b);
-    int rc = market__pipeline_buf(c, &b->rb);
+    int rc = market__pipeline_buf(c, &b->k.rb);
     if (rc < 0) return rc;
-    const redisReply *err = market__reply_error(b->rb.rep, b->read_off);
-    const redisReply *w = b->rb.rep[b->read_off], *bo = b->rb.rep[b->i_bought];
+    const redisReply *err = market__reply_error(b->k.rb.rep, b->read_off);
+    const redisReply *w = b->k.rb.rep[b->read_off], *bo = b->k.rb.rep[b->i_bought];
     int64_t initial = 0;
     if (err) {
         rc = market__fail_reply(c, "claim refused", err);
@@ -406,11 +406,11 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         rc = market__fail_reply(c, "read refused", w->type != REDIS_REPLY_STATUS ? w : bo);
         goto out;
     }
-    if (reply_time(b->rb.rep[b->i_time], &b->store_now_ms) < 0) {
-        rc = market__fail_reply(c, "reading the store's clock", b->rb.rep[b->i_time]);
+    if (reply_time(b->k.rb.rep[b->i_time], &b->store_now_ms) < 0) {
+        rc = market__fail_reply(c, "reading the store's clock", b->k.rb.rep[b->i_time]);
         goto out;
     }
-    const redisReply *f = b->rb.rep[b->i_fence];
+    const redisReply *f = b->k.rb.rep[b->i_fence];
     if (market__held_lost(held, f)) {
         rc = MARKET_ERR_LEASE_LOST;
         goto out;
@@ -418,20 +418,20 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     const redisReply *e = f->type == REDIS_REPLY_ARRAY && f->elements ? f->element[0] : NULL;
     b->fence_same = e && e->type == REDIS_REPLY_STRING && e->len == strlen(held->fence[0]) &&
                     memcmp(e->str, held->fence[0], e->len) == 0;
-    const redisReply *mg = b->idem.n_keyed ? b->rb.rep[b->i_mget] : NULL;
+    const redisReply *mg = b->idem.n_keyed ? b->k.rb.rep[b->i_mget] : NULL;
     if (market__idem_set_judge(&b->idem, mg, b->token) < 0) {
         rc = market__fail_reply(c, "reading idempotency records", mg);
         goto out;
     }
     char house[MARKET_ID_MAX + 1] = "";
-    parse_sale(b->rb.rep[b->i_sale], &b->st, &initial, b->item, house);
+    parse_sale(b->k.rb.rep[b->i_sale], &b->st, &initial, b->item, house);
     b->read_left = b->st.left;
     for (size_t u = 0; u < b->n_users; u++) {
-        b->party[u] = market__reply_party(b->rb.rep[b->i_users + u]);
+        b->party[u] = market__reply_party(b->k.rb.rep[b->i_users + u]);
         b->bought[u] = b->read_bought[u] = reply_bought(bo->element[u]);
     }
     int house_changed = b->st.known == MARKET__PRESENT && strcmp(house, b->house) != 0;
-    market__replies_free(b->rb.rep, nc);
+    market__replies_free(b->k.rb.rep, nc);
     nc = 0;
     if (house_changed) { /* not remembered, or (never) another sale under the same key */
         memcpy(b->house, house, sizeof b->house);
@@ -441,7 +441,7 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         b->read_funds[u] = b->party[u].funds;
     return rc;
 out:
-    market__replies_free(b->rb.rep, nc);
+    market__replies_free(b->k.rb.rep, nc);
     return rc;
 }
 
@@ -546,14 +546,14 @@ static void commit_records(const market__held *held, struct sale_batch *b) {
      * (its error does not undo the rest of the EXEC), the buy would still be
      * recorded as done, never done twice. */
     for (size_t i = 0; i < b->n; i++)
-        if (recorded(b, i)) market__fx_idem_record(&b->wb, b->idem.key[i], b->idem.record[i]);
+        if (recorded(b, i)) market__fx_idem_record(&b->k.wb, b->idem.key[i], b->idem.record[i]);
 }
 
 /* The commit (see DESIGN, step 4). Returns MARKET_OK, MARKET__TXN_ABORTED,
  * MARKET__REDIRECTED or a market error. */
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct sale_batch *b = cb->ks;
-    market__buf *w = &b->wb;
+    market__buf *w = &b->k.wb;
     market__buf_reset(w);
     market__fx_multi(w);
     if (!b->fence_same) market__fx_fence(w, held->fenced[0], held->fence[0]);
@@ -597,22 +597,6 @@ static int policy(const market *m) {
     return MARKET__POLICY_HOLD;
 }
 
-static void *state_new(void) {
-    struct sale_batch *b = malloc(sizeof *b);
-    if (b) {
-        b->cache_key[0] = '\0';
-        b->rb = b->wb = (market__buf){0};
-    }
-    return b;
-}
-
-static void state_free(void *ks) {
-    struct sale_batch *b = ks;
-    market__buf_free(&b->rb);
-    market__buf_free(&b->wb);
-    free(b);
-}
-
 /* Names what the batch reads and writes, and the sale's lock. */
 static int prepare(market_conn *c, market__cbatch *cb) {
     struct sale_batch *b = cb->ks;
@@ -633,8 +617,7 @@ static const struct market__kind sale_kind = {
     .name = "sale buy",
     .slot = 1,
     .policy = policy,
-    .state_new = state_new,
-    .state_free = state_free,
+    .state_size = sizeof(struct sale_batch),
     .prepare = prepare,
     .read = batch_read,
     .decide = batch_decide,

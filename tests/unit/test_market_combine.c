@@ -55,10 +55,6 @@ static int kind_policy_each(const market *m) {
     return MARKET__POLICY_EACH;
 }
 
-static void *kind_state_new(void) { return calloc(1, 1); }
-
-static void kind_state_free(void *ks) { free(ks); }
-
 /* HOLD: the group's lock; EACH: a lock per order. */
 static int kind_prepare(market_conn *c, market__cbatch *cb) {
     (void)c;
@@ -134,13 +130,13 @@ static void kind_answer(market *m, market_queued *q) {
 
 static const struct market__kind held_kind = {
     .name = "tally (held)", .slot = 0, .policy = kind_policy_hold,
-    .state_new = kind_state_new, .state_free = kind_state_free, .prepare = kind_prepare,
+    .state_size = sizeof(market__kstate), .prepare = kind_prepare,
     .read = kind_read, .decide = kind_decide, .commit = kind_commit, .reset = kind_reset,
     .answer = kind_answer};
 
 static const struct market__kind each_kind = {
     .name = "tally (each)", .slot = 1, .policy = kind_policy_each,
-    .state_new = kind_state_new, .state_free = kind_state_free, .prepare = kind_prepare,
+    .state_size = sizeof(market__kstate), .prepare = kind_prepare,
     .read = kind_read, .decide = kind_decide, .commit = kind_commit, .reset = kind_reset,
     .answer = kind_answer};
 
@@ -171,7 +167,7 @@ static int choosy_read_fn(market_conn *c, const market__held *held, market__cbat
 
 static const struct market__kind choosy_kind = {
     .name = "tally (choosy)", .slot = 2, .policy = kind_policy_each, .most = choosy_most,
-    .state_new = kind_state_new, .state_free = kind_state_free, .prepare = choosy_prepare,
+    .state_size = sizeof(market__kstate), .prepare = choosy_prepare,
     .read = choosy_read_fn, .decide = kind_decide, .commit = kind_commit, .reset = kind_reset,
     .answer = kind_answer};
 
