@@ -442,19 +442,8 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
         if (b->req[i]->rc == MARKET_OK && !b->req[i]->res.buy.replayed)
             commit_order(b, held, i, w);
     }
-    size_t i_trades = 0;
-    if (b->n_trades) {
-        i_trades = w->n;
-        market__buf_cmdv(w, (int)market__trades_argv(c->m, b->realm.id, &b->tw, b->trade,
-                                                     b->n_trades, b->args_trades),
-                         b->args_trades);
-    }
-    market__fx_exec(w);
-    int rc = market__pipeline_buf(c, w);
-    if (rc < 0) return rc;
-    c->unwatch = 0; /* EXEC ends every WATCH */
-    rc = market__trades_commit_reply(c, w->rep, w->n, 0, i_trades, b->trade, b->n_trades);
-    market__replies_free(w->rep, w->n);
+    int rc = market__trades_commit(c, w, 0, b->realm.id, &b->tw, b->trade, b->n_trades,
+                                   b->args_trades);
     if (rc == MARKET_OK) hand_trades(b);
     return rc;
 }

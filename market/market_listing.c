@@ -302,13 +302,7 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
         if (b->req[i]->rc == MARKET_OK && !replayed(b->req[i])) commit_order(b, i, w);
         if (market__idem_set_recorded(&b->idem, i)) market__idem_set_record(&b->idem, i, w);
     }
-    market__fx_exec(w);
-    int rc = market__pipeline_buf(c, w);
-    if (rc < 0) return rc;
-    c->unwatch = 0; /* EXEC ends every WATCH */
-    rc = market__trades_commit_reply(c, w->rep, w->n, 0, 0, NULL, 0);
-    market__replies_free(w->rep, w->n);
-    return rc;
+    return market__trades_commit(c, w, 0, b->realm.id, NULL, NULL, 0, NULL);
 }
 
 /* ---- the kind's ops (market_combine.h) ---- */

@@ -536,17 +536,6 @@ static void commit_records(const market *m, const market__held *held, struct mar
         if (recorded(b, i)) market__fx_idem_record(&b->k.wb, b->idem.key[i], b->idem.record[i]);
 }
 
-/* Reads the commit's nc replies (pre of them before MULTI's; the trade
- * script's at i_trades): MARKET_OK, and the trade ids handed to the
- * purchases that made (or replay) them; MARKET__TXN_ABORTED; or a failure. */
-static int commit_reply(market_conn *c, struct market__batch *b, size_t nc, size_t pre,
-                        size_t i_trades) {
-    int rc = market__trades_commit_reply(c, b->k.wb.rep, nc, pre, i_trades, b->trade, b->n_trades);
-    if (rc == MARKET_OK)
-        market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->idem.same_as);
-    return rc;
-}
-
 /* The commit (see DESIGN, step 3). Returns MARKET_OK, MARKET__TXN_ABORTED,
  * MARKET__REDIRECTED or a market error. */
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
@@ -568,20 +557,11 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
             market__fx_funds(w, b->k_user[u], b->party[u].funds - b->read_funds[u]);
     commit_goods(b, w);
     commit_records(c->m, held, b);
-    size_t i_trades = 0;
-    if (b->n_trades) { /* the trades, and the records of the purchases that made them */
-        i_trades = w->n;
-        market__buf_cmdv(w, (int)market__trades_argv(c->m, b->realm.id, &b->tw, b->trade,
-                                                     b->n_trades, b->args_trades),
-                         b->args_trades);
-    }
-    market__fx_exec(w);
-
-    int rc = market__pipeline_buf(c, w);
-    if (rc < 0) return rc;
-    c->unwatch = 0; /* EXEC ends every WATCH */
-    rc = commit_reply(c, b, w->n, pre, i_trades);
-    market__replies_free(w->rep, w->n);
+    /* the trades, and the records of the purchases that made them */
+    int rc = market__trades_commit(c, w, pre, b->realm.id, &b->tw, b->trade, b->n_trades,
+                                   b->args_trades);
+    if (rc == MARKET_OK)
+        market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->idem.same_as);
     return rc;
 }
 

@@ -567,26 +567,14 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
         if (p->known == MARKET__PRESENT) market__fx_funds(w, b->k_user[u], p->funds - b->read_funds[u]);
     }
     commit_records(held, b);
-    size_t i_trades = 0;
-    if (b->n_trades) {
-        i_trades = w->n;
-        market__buf_cmdv(w, (int)market__trades_argv(c->m, b->realm, &b->tw, b->trade, b->n_trades,
-                                                     b->args_trades),
-                         b->args_trades);
-    }
-    market__fx_exec(w);
-
-    int rc = market__pipeline_buf(c, w);
-    if (rc < 0) return rc;
-    c->unwatch = 0; /* EXEC ends every WATCH */
-    rc = market__trades_commit_reply(c, w->rep, w->n, 0, i_trades, b->trade, b->n_trades);
+    int rc = market__trades_commit(c, w, 0, b->realm, &b->tw, b->trade, b->n_trades,
+                                   b->args_trades);
     if (rc == MARKET_OK)
         market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->idem.same_as);
     if (rc == MARKET_OK && units > 0) {
         atomic_fetch_add_explicit(&c->m->stats.sale_units, (uint64_t)units, memory_order_relaxed);
         atomic_fetch_add_explicit(&c->m->stats.sale_bought, b->n_trades, memory_order_relaxed);
     }
-    market__replies_free(w->rep, w->n);
     return rc;
 }
 

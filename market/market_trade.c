@@ -183,8 +183,8 @@ int market__trades_ids(const redisReply *r, market__trade_rec *t, size_t n) {
  * answered nil: a watched key changed), or MARKET_ERR_STORE with c->errstr
  * saying why (a command refused, before or inside EXEC, or ids that cannot
  * be read). Frees nothing. */
-int market__trades_commit_reply(market_conn *c, redisReply **rep, size_t nc, size_t pre,
-                                size_t i_trades, market__trade_rec *t, size_t n) {
+static int commit_reply(market_conn *c, redisReply **rep, size_t nc, size_t pre,
+                        size_t i_trades, market__trade_rec *t, size_t n) {
     int rc = MARKET_OK;
     const redisReply *r = rep[nc - 1];
     const redisReply *err = market__reply_error(rep, nc);
@@ -199,6 +199,25 @@ int market__trades_commit_reply(market_conn *c, redisReply **rep, size_t nc, siz
     /* EXEC's replies follow MULTI's: the script's is at i_trades - pre - 1 */
     if (rc == MARKET_OK && n && market__trades_ids(r->element[i_trades - pre - 1], t, n) < 0)
         rc = market__fail(c, "the trade records' ids are unreadable");
+    return rc;
+}
+
+/* Ends commit w, whose MULTI follows pre commands of it: appends the
+ * script that records realm's trades t[0..n) (none when n is 0; args has
+ * room for MARKET__TRADES_ARGC(n) pointers) and EXEC, sends it, and reads
+ * its replies, filling t[].id. Returns MARKET_OK, MARKET__TXN_ABORTED (a
+ * watched key changed), MARKET__REDIRECTED, or a failure with c->errstr
+ * saying why. Every kind's commit ends here. */
+int market__trades_commit(market_conn *c, market__buf *w, size_t pre, const char *realm,
+                          market__trades *tw, market__trade_rec *t, size_t n, const char **args) {
+    size_t i_trades = w->n;
+    if (n) market__buf_cmdv(w, (int)market__trades_argv(c->m, realm, tw, t, n, args), args);
+    market__fx_exec(w);
+    int rc = market__pipeline_buf(c, w);
+    if (rc < 0) return rc;
+    c->unwatch = 0; /* EXEC ends every WATCH */
+    rc = commit_reply(c, w->rep, w->n, pre, i_trades, t, n);
+    market__replies_free(w->rep, w->n);
     return rc;
 }
 

@@ -43,7 +43,7 @@ size_t market__trades_argv(const market *m, const char *realm, market__trades *t
 int market__trades_ids(const redisReply *r, market__trade_rec *t, size_t n);
 void market__trades_hand(market_queued *const *req, size_t n, const market__trade_rec *t,
                          const size_t *t_req, size_t n_t, const size_t *same_as);
-int market__trades_commit_reply(market_conn *c, redisReply **rep, size_t nc, size_t pre,
-                                size_t i_trades, market__trade_rec *t, size_t n);
+int market__trades_commit(market_conn *c, market__buf *w, size_t pre, const char *realm,
+                          market__trades *tw, market__trade_rec *t, size_t n, const char **args);
 
 #endif /* GM_MARKET_MARKET_TRADE_H */
