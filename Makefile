@@ -271,7 +271,8 @@ uninstall-lib:
 # market-load in BINDIR, a man page for each made by help2man from its --help in MANDIR/man1,
 # the docs and examples in DOCDIR, the market page's files (web/) in WEBDIR, market-server.service in SYSTEMDUNITDIR (ExecStart made to
 # name BINDIR). `make deb` stages install-progs with PREFIX=/usr and packs it with dpkg-deb
-# (scripts/deb.sh); tests/package/test_package.sh checks both (make test runs it).
+# (scripts/deb.sh), adding the conffile /etc/gamemarket/market-server.env and the maintainer
+# scripts of deploy/deb/; tests/package/test_package.sh checks both (make test runs it).
 
 VERSION ?= 0.1.0
 BINDIR ?= $(PREFIX)/bin

@@ -3,17 +3,23 @@
 #
 #   1. make install-progs DESTDIR=$BUILD/deb/root PREFIX=/usr SYSTEMDUNITDIR=/lib/systemd/system
 #      (market-server, market-seed, market-load; their man pages; docs and examples; the unit);
-#   2. what Debian policy asks of the tree: binaries stripped, man pages and the changelog
+#   2. the settings template (deploy/systemd/market-server.env.example) as the conffile
+#      /etc/gamemarket/market-server.env, every line commented, listed in DEBIAN/conffiles;
+#   3. the maintainer scripts of deploy/deb/: postinst writes a random key of the player tokens
+#      into /etc/gamemarket/market-server.secret.env (not a conffile: maintainer scripts leave
+#      conffiles alone), makes both files mode 0600, enables and starts (on an upgrade,
+#      restarts) market-server.service; prerm stops it on remove; postrm deletes the key file
+#      and /etc/gamemarket on purge (docs/OPERATIONS.md, "Installing");
+#   4. what Debian policy asks of the tree: binaries stripped, man pages and the changelog
 #      compressed with gzip -9n, a copyright file, DEBIAN/control with the shared-library
-#      dependencies that dpkg-shlibdeps finds, DEBIAN/md5sums;
-#   3. dpkg-deb --root-owner-group --build into $BUILD/gamemarket_<VERSION>_<arch>.deb, whose
+#      dependencies that dpkg-shlibdeps finds, DEBIAN/md5sums (of every file but the conffile);
+#   5. dpkg-deb --root-owner-group --build into $BUILD/gamemarket_<VERSION>_<arch>.deb, whose
 #      path it prints last.
 #
 # lock/ as a library (liblock, lock.h, rconn.h, lock.pc) is not in the package: `make install`
-# installs it; a Debian library wants packages of its own (liblock1, liblock-dev). The service is not
-# enabled nor started on install (no maintainer scripts): /etc/gamemarket/market-server.env
-# must be written first (docs/OPERATIONS.md, "Installing"). BUILD (build), BIN (bin),
-# VERSION (0.1.0), MAKE, DEB_MAINTAINER may be set. Exits non-zero on any failure.
+# installs it; a Debian library wants packages of its own (liblock1, liblock-dev). BUILD
+# (build), BIN (bin), VERSION (0.1.0), MAKE, DEB_MAINTAINER may be set. Exits non-zero on any
+# failure.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -36,6 +42,10 @@ mkdir -p "$stage"
         cat "$stage/install.log" >&2
         exit 1
     }
+
+# The conffile: shipped 0644 as lintian wants; postinst makes it 0600 before it holds a secret.
+install -d -m 755 "$root/etc/gamemarket"
+install -m 644 deploy/systemd/market-server.env.example "$root/etc/gamemarket/market-server.env"
 
 for b in "$root"/usr/bin/*; do
     strip --strip-unneeded --remove-section=.comment --remove-section=.note "$b"
@@ -93,9 +103,14 @@ Description: game-market trading service over Redis
  This package holds market-server (with a hardened systemd unit,
  market-server.service), market-seed and market-load.
 EOF
-(cd "$root" && find . -path ./DEBIAN -prune -o -type f -print | sed 's|^\./||' | sort |
-    xargs md5sum >DEBIAN/md5sums)
-chmod 644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
+# Every file under /etc is a conffile; dpkg keeps their sums itself, so md5sums leaves them out.
+(cd "$root" && find etc -type f | sed 's|^|/|' | sort >DEBIAN/conffiles)
+(cd "$root" && find . \( -path ./DEBIAN -o -path ./etc \) -prune -o -type f -print |
+    sed 's|^\./||' | sort | xargs md5sum >DEBIAN/md5sums)
+for s in postinst prerm postrm; do
+    install -m 755 "deploy/deb/$s" "$root/DEBIAN/$s"
+done
+chmod 644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
 find "$root" -type d -exec chmod 755 {} +
 
 dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null

@@ -4,10 +4,18 @@
 #
 #   1. make install DESTDIR=<temporary folder> PREFIX=/usr/local: the three programs run
 #      --help from there; a man page each, with its .TH line, that man -l and groff render
-#      without a warning (lintian's way); the docs; market-server.service naming the installed binary (and
+#      without a warning, all of groff's warnings on (-ww), at 80 and 120 columns (lintian's
+#      way), with no environment variable run into an option's text; the docs; market-server.service naming the installed binary (and
 #      passing systemd-analyze verify where it runs); lock/ as a library still;
-#   2. make deb: the package's files and control fields; lintian finds no error or warning
-#      (skipped, with a message, where lintian is missing; CI=true installs it first);
+#   2. make deb: the package's files and control fields; the conffile
+#      /etc/gamemarket/market-server.env in DEBIAN/conffiles; postinst, prerm and postrm
+#      executable and passing sh -n; the maintainer scripts run in a sandbox (DPKG_ROOT=<a
+#      folder>, stubs for deb-systemd-helper, deb-systemd-invoke, systemctl and
+#      dpkg-statoverride first on PATH; the package is never installed): configure makes the
+#      key file once, both files 0600, enables and starts the unit, restarts it on an
+#      upgrade; remove stops it and keeps /etc/gamemarket; purge deletes it; lintian finds no
+#      error or warning (skipped, with a message, where lintian is missing; CI=true installs
+#      it first);
 #   3. deploy/redis/start.sh (the compose file's redis, its image's entrypoint stubbed): the
 #      default user needs REDIS_PASSWORD, `market` (deploy/redis/market.acl) works on its
 #      keys and is refused FLUSHALL; a bad password stops it;
@@ -104,18 +112,27 @@ man_pages_valid() {
         [ -s "$f" ] || fail "missing or empty: ${f#"$root"}" || return 1
         grep -q "^\.TH \"*$(echo "$p" | tr '[:lower:]' '[:upper:]')" "$f" ||
             fail "$p.1 has no .TH line" || return 1
+        # market-server's --help names each flag's variable at its right; scripts/man.sh moves
+        # it to the end of the entry ("Environment: MARKET_X."), not into the text
+        if grep -n '[^ ]  *MARKET_[A-Z0-9_]*\(=1\)\{0,1\}$' "$f" | grep -v 'Environment: MARKET_'; then
+            fail "$p.1: an environment variable runs into an option's text" || return 1
+        fi
         if command -v man >/dev/null 2>&1; then
-            # as lintian runs it (its width too): any message is a fault of the page
-            LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=120 man --warnings -E UTF-8 -l -Tutf8 -Z "$f" \
-                >/dev/null 2>"$tmp/man.err"
-            [ ! -s "$tmp/man.err" ] || { cat "$tmp/man.err"; fail "man -l $p.1 warns"; } || return 1
+            # as lintian runs it (120 columns), then at 80 with every groff warning on (-ww:
+            # "cannot adjust line" is one only -ww shows): any message is a fault of the page
+            for w in 120 80; do
+                LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=$w man --warnings=w -E UTF-8 -l -Tutf8 -Z \
+                    "$f" >/dev/null 2>"$tmp/man.err"
+                [ ! -s "$tmp/man.err" ] || { cat "$tmp/man.err"; fail "man -l $p.1 warns at $w columns"; } ||
+                    return 1
+            done
             LC_ALL=C MANWIDTH=80 man -l "$f" >"$tmp/man" 2>"$tmp/man.err" ||
                 { cat "$tmp/man.err"; fail "man -l $p.1 failed"; } || return 1
             grep -q "^NAME" "$tmp/man" && grep -q "^SYNOPSIS\|^DESCRIPTION" "$tmp/man" ||
                 fail "man -l $p.1: no NAME and SYNOPSIS/DESCRIPTION" || return 1
             echo "$p.1: $(sed -n '/^NAME/{n;p;q}' "$tmp/man" | sed 's/^ *//')"
         elif command -v groff >/dev/null 2>&1; then
-            groff -man -Tutf8 -z "$f" >"$tmp/groff" 2>&1
+            groff -man -Tutf8 -ww -z "$f" >"$tmp/groff" 2>&1
             [ ! -s "$tmp/groff" ] || { cat "$tmp/groff"; fail "$p.1: groff warns"; } || return 1
             echo "$p.1: man is not installed; groff renders it"
         else
@@ -185,6 +202,21 @@ deb_build() {
     done
     dpkg-deb --field "$deb" Depends | grep -q libhiredis || fail "Depends lacks libhiredis" ||
         return 1
+    grep -qx ./etc/gamemarket/market-server.env "$tmp/contents" ||
+        fail "the package lacks /etc/gamemarket/market-server.env" || return 1
+    mkdir -p "$tmp/control"
+    dpkg-deb -e "$deb" "$tmp/control" || return 1
+    [ "$(cat "$tmp/control/conffiles" 2>/dev/null)" = /etc/gamemarket/market-server.env ] ||
+        fail "DEBIAN/conffiles does not list just /etc/gamemarket/market-server.env" || return 1
+    ! grep -q ' etc/' "$tmp/control/md5sums" || fail "md5sums lists the conffile" || return 1
+    for s in postinst prerm postrm; do
+        [ -x "$tmp/control/$s" ] || fail "DEBIAN/$s is missing or not executable" || return 1
+        sh -n "$tmp/control/$s" || fail "DEBIAN/$s: sh -n fails" || return 1
+        head -n 1 "$tmp/control/$s" | grep -qx '#!/bin/sh' || fail "DEBIAN/$s: not #!/bin/sh" ||
+            return 1
+        grep -qx 'set -e' "$tmp/control/$s" || fail "DEBIAN/$s: no set -e" || return 1
+    done
+    echo "conffile and maintainer scripts: $(tr '\n' ' ' <"$tmp/control/conffiles")"
     mkdir -p "$tmp/x"
     dpkg-deb -x "$deb" "$tmp/x" || return 1
     grep -qx "ExecStart=/usr/bin/market-server" "$tmp/x/lib/systemd/system/market-server.service" ||
@@ -192,6 +224,74 @@ deb_build() {
     "$tmp/x/usr/bin/market-server" --help >/dev/null || fail "packaged market-server --help" ||
         return 1
     echo "contents and control fields as expected"
+}
+
+# Runs DEBIAN/$1 with the rest of the arguments in the sandbox: the root $sb/root, the stubs of
+# $sb/stub first on PATH (each records its command line in $sb/calls). Prints its output.
+sb_run() {
+    script=$1
+    shift
+    : >"$sb/calls"
+    DPKG_ROOT="$sb/root" PATH="$sb/stub:$PATH" sh "$tmp/control/$script" "$@" 2>&1
+}
+
+sb_called() {
+    grep -qx "$1" "$sb/calls" || fail "$script did not run: $1 (it ran: $(tr '\n' ';' <"$sb/calls"))"
+}
+
+deb_maintainer_scripts_in_sandbox() {
+    [ -n "$deb" ] && [ -d "$tmp/control" ] || fail "no package was built" || return 1
+    sb="$tmp/sandbox"
+    mkdir -p "$sb/stub" "$sb/root/run/systemd/system"
+    dpkg-deb -x "$deb" "$sb/root" || return 1
+    # was-enabled answers "yes", as deb-systemd-helper does on a first install
+    for c in deb-systemd-helper deb-systemd-invoke systemctl dpkg-statoverride; do
+        rc=0
+        [ "$c" = dpkg-statoverride ] && rc=1 # no override registered
+        printf '#!/bin/sh\necho "%s $*" >>"%s/calls"\nexit %s\n' "$c" "$sb" "$rc" >"$sb/stub/$c"
+        chmod 755 "$sb/stub/$c"
+        [ "$(PATH="$sb/stub:$PATH" command -v "$c")" = "$sb/stub/$c" ] ||
+            fail "the stub of $c is not the one found" || return 1
+    done
+    etc="$sb/root/etc/gamemarket"
+    key="$etc/market-server.secret.env"
+
+    sb_run postinst configure || fail "postinst configure failed" || return 1
+    grep -qx 'MARKET_AUTH_SECRET=[0-9a-f]\{64\}' "$key" ||
+        fail "postinst made no 64-hex-digit MARKET_AUTH_SECRET in market-server.secret.env" ||
+        return 1
+    for f in "$key" "$etc/market-server.env"; do
+        [ "$(stat -c %a "$f")" = 600 ] || fail "${f#"$sb/root"} is mode $(stat -c %a "$f")" ||
+            return 1
+    done
+    sb_called "deb-systemd-helper enable market-server.service" || return 1
+    sb_called "deb-systemd-invoke start market-server.service" || return 1
+    first=$(grep '^MARKET_AUTH_SECRET=' "$key")
+
+    sb_run postinst configure 0.0.9 || fail "postinst configure (upgrade) failed" || return 1
+    [ "$(grep '^MARKET_AUTH_SECRET=' "$key")" = "$first" ] ||
+        fail "an upgrade made a new key (every player logged out)" || return 1
+    sb_called "deb-systemd-invoke restart market-server.service" || return 1
+    sb_run prerm upgrade 0.1.1 || fail "prerm upgrade failed" || return 1
+    ! grep -q 'stop' "$sb/calls" || fail "prerm stopped the service for an upgrade" || return 1
+    echo "configure: a key made once, both files 0600, the unit enabled, started, restarted"
+
+    sb_run prerm remove || fail "prerm remove failed" || return 1
+    sb_called "deb-systemd-invoke stop market-server.service" || return 1
+    sb_run postrm remove || fail "postrm remove failed" || return 1
+    [ -f "$etc/market-server.env" ] && [ -f "$key" ] ||
+        fail "remove deleted a file of /etc/gamemarket" || return 1
+    sb_run postrm purge || fail "postrm purge failed" || return 1
+    [ ! -e "$etc" ] || fail "purge left /etc/gamemarket: $(ls -A "$etc")" || return 1
+    sb_called "deb-systemd-helper purge market-server.service" || return 1
+    echo "remove: stopped, /etc/gamemarket kept; purge: /etc/gamemarket deleted"
+
+    for s in postinst prerm postrm; do
+        if sb_run "$s" no-such-action >/dev/null; then
+            fail "$s took an unknown action" || return 1
+        fi
+    done
+    echo "an unknown action is refused by each script"
 }
 
 deb_lintian() {
@@ -364,6 +464,7 @@ check install_programs_run_help_and_lib_installed installed_programs_run
 check install_man_pages_valid man_pages_valid
 check install_docs_and_hardened_unit docs_and_unit
 check deb_builds_with_programs_man_pages_and_unit deb_build
+check deb_maintainer_scripts_in_sandbox deb_maintainer_scripts_in_sandbox
 check deb_lintian_finds_no_error_or_warning deb_lintian
 check compose_redis_start_passwords_and_acl_user redis_start_script
 check compose_seed_only_an_empty_store seed_if_empty
