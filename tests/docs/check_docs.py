@@ -22,7 +22,8 @@ THE CONVENTION. In an indented code block (four spaces; fenced blocks are not re
   - A note at the end of an answer line, after two or more spaces, in parentheses, is
     not part of the answer: `(404)` is the status curl must see (without a note or a
     status line, any 2xx), any other note is a comment for the reader.
-  - A command without an answer must succeed (exit 0); its output is not compared.
+  - A command without an answer must succeed (exit 0, and a 2xx if it runs curl); its
+    output is not compared.
   - A command whose shell comment begins `# not run:` is skipped, with its answer; the
     comment says why. Keep these few.
   - Directives, in HTML comments (so the page does not show them; the prose beside them
