@@ -51,6 +51,7 @@ MASKS (what differs from run to run, by pattern or key name):
     nothing in the answer was masked or rewritten;
   - in a text answer (not JSON), a line ending in `...` matches any line it begins.
 The headers a document shows must be exactly those the service sends (but the two above).
+Also: every curl command scripts/run.sh prints for the user to try is one of README's.
 It prints cmocka's summary lines (one test per example), which tests/run.sh counts.
 """
 import json
@@ -503,8 +504,31 @@ def run_document(doc):
     print(f"  {doc}: {len(examples)} examples, {skipped} marked not run")
 
 
+def run_sh_commands_in_readme():
+    """Every curl command scripts/run.sh prints for the user to try is one of README's."""
+    with open(os.path.join(ROOT, "scripts", "run.sh"), encoding="utf-8") as f:
+        src = f.read()
+    msg = re.search(r"^cat <<MSG\n(.*?)^MSG$", src, re.S | re.M)
+    assert msg, "scripts/run.sh: no `cat <<MSG` block"
+    lines = [re.sub(r"^\$token_line", "", line).strip() for line in msg.group(1).split("\n")]
+    printed = [line for line in lines if line.startswith("curl ")]
+    assert printed, "scripts/run.sh prints no curl command"
+
+    def norm(cmd):
+        cmd = cmd.replace("$url", "localhost:8080").replace("$auth", '-H "Authorization: Bearer $TOKEN" ')
+        cmd = cmd.replace("http://localhost:8080", "localhost:8080")
+        return " ".join(cmd.replace("\\\n", " ").split())
+
+    readme = {norm(ex.command) for ex in read_examples("README.md")}
+    missing = [c for c in printed if norm(c) not in readme]
+    assert not missing, f"make run prints commands README.md's walk-through does not run: {missing}"
+    print(f"  the {len(printed)} curl commands make run prints are README's")
+
+
 def main(argv):
     docs = argv[1:] or list(DOCS)
+    if "README.md" in docs:
+        CHECKS.run("the commands make run prints are in README.md's walk-through", run_sh_commands_in_readme)
     for doc in docs:
         run_document(doc)
     return CHECKS.summary()
