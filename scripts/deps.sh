@@ -4,7 +4,7 @@ set -eu
 PKGS="build-essential pkg-config libhiredis-dev libmicrohttpd-dev libjansson-dev \
 libcmocka-dev libcurl4-openssl-dev libssl-dev redis-server redis-tools redis-sentinel \
 python3 python3-yaml python3-jsonschema chromium chromium-driver python3-selenium \
-help2man"
+help2man curl"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

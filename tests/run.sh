@@ -5,13 +5,16 @@
 # redis_proc.c) on free loopback ports in temporary folders and stop them
 # when they end. VALGRIND=1 runs the integration tests under valgrind. Then
 # tests/openapi/check_openapi.py checks docs/openapi.yaml against a running
-# server, and tests/web/test_page.py drives the market page in headless
+# server, tests/openapi/lint_openapi.py lints it (OpenAPI 3.1 field names,
+# nulls, $refs, security), tests/docs/check_docs.py runs the examples of
+# README.md and docs/API.md against fresh make-run worlds and compares their
+# answers, and tests/web/test_page.py drives the market page in headless
 # Chromium. Last, scripts/examples.sh installs lock/ as a library and runs
 # examples/ against it, and scripts/check_deploy.sh checks deploy/ (the
 # Prometheus rules and config, the Grafana files). promtool, which test_http
 # and check_deploy.sh use, is installed first when missing (scripts/ci_deps.sh
-# promtool); without it their checks skip. tests/package/test_package.sh checks
-# make install, make deb and the Docker files.
+# promtool); without it their checks skip. tests/package/test_package.sh
+# checks make install, make deb and the Docker files.
 set -u
 BUILD=${BUILD:-build}
 export BUILD # scripts/examples.sh builds the library there
@@ -58,6 +61,10 @@ done
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 run_one tests/openapi/check_openapi.py "$PY"
+# docs/openapi.yaml linted as strictly as redocly's recommended rules' errors (no server).
+run_one tests/openapi/lint_openapi.py "$PY"
+# The examples of README.md and docs/API.md (bash, curl, redis-cli), run and compared.
+run_one tests/docs/check_docs.py "$PY"
 # The market page in headless Chromium (chromium, chromium-driver, python3-selenium).
 run_one tests/web/test_page.py "$PY"
 # lock/ as a library: make install into a temporary DESTDIR, build examples/ with pkg-config,

@@ -62,10 +62,15 @@ def free_port():
 
 
 class World:
-    """A redis-server and a market-server (extra flags: server_args) over the demo world."""
+    """A redis-server and a market-server (extra flags: server_args) over the demo world.
 
-    def __init__(self, secret, admin_secret=None, server_args=()):
+    secret None serves with --no-auth. sale, a market-seed --sale spec, creates a
+    flash sale after the seed. quick_timeouts False keeps the server's own Redis
+    and lock wait timeouts (make run's), instead of short ones for the tests."""
+
+    def __init__(self, secret, admin_secret=None, server_args=(), sale=None, quick_timeouts=True):
         self.secret, self.admin_secret = secret, admin_secret
+        self.sale, self.quick_timeouts = sale, quick_timeouts
         self.dir = tempfile.mkdtemp(prefix="market-world.")
         self.redis_port, self.http_port = free_port(), free_port()
         self.server, self.log = None, None
@@ -89,10 +94,15 @@ class World:
             raise RuntimeError("redis-server did not start")
         subprocess.run([SEED, "--redis", self.url, "--reset", os.path.join(ROOT, "fixtures", "demo.json")],
                        check=True, stdout=subprocess.DEVNULL)
+        if self.sale:
+            subprocess.run([SEED, "--redis", self.url, "--sale", self.sale], check=True,
+                           stdout=subprocess.DEVNULL)
         self.log = open(os.path.join(self.dir, "server.log"), "w")
         args = [SERVER, "--listen", f"127.0.0.1:{self.http_port}", "--redis", self.url,
-                "--auth-secret", self.secret, "--redis-timeout-ms", "300", "--acquire-timeout-ms", "500",
                 "--log-level", "warn", "--web-dir", os.path.join(ROOT, "web")]
+        args += ["--auth-secret", self.secret] if self.secret is not None else ["--no-auth"]
+        if self.quick_timeouts:
+            args += ["--redis-timeout-ms", "300", "--acquire-timeout-ms", "500"]
         if self.admin_secret:
             args += ["--admin-secret", self.admin_secret]
         self.server = subprocess.Popen(args + list(server_args), stdout=self.log, stderr=subprocess.STDOUT)
