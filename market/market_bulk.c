@@ -186,24 +186,6 @@ void market__keylist_free(struct market__keylist *k) {
 
 /* ---- the market and its search indexes ---- */
 
-/* Reads a market:{r} entry (member e "<item>.<seller>", score sc) into *l. Returns 0, or
- * -1 when it is not a listing (no dot, a bad id, a price that is not whole or out of
- * range). */
-int market__listing_read(const redisReply *e, const redisReply *sc, market_listing *l) {
-    if (e->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING) return -1;
-    const char *dot = memchr(e->str, '.', e->len);
-    size_t ilen = dot ? (size_t)(dot - e->str) : 0, slen = dot ? e->len - ilen - 1 : 0;
-    if (ilen == 0 || ilen > MARKET_ID_MAX || slen == 0 || slen > MARKET_ID_MAX) return -1;
-    memcpy(l->item, e->str, ilen);
-    l->item[ilen] = '\0';
-    memcpy(l->seller, dot + 1, slen);
-    l->seller[slen] = '\0';
-    if (strlen(l->item) != ilen || strlen(l->seller) != slen || !market_id_valid(l->item) ||
-        !market_id_valid(l->seller))
-        return -1;
-    return market__parse_price(sc->str, sc->len, &l->price);
-}
-
 /* Writes the keys of realm's search indexes in their former layout (one big zset each,
  * every score 0) into out: idx:{r}:all, idx:{r}:item and idx:{r}:seller. This function
  * can't fail. */

@@ -12,7 +12,6 @@
 
 #include "market/market_store.h"
 
-#define MARKET__SCAN_COUNT "1000" /* SCAN's COUNT hint */
 #define MARKET__KEYS_CHUNK                                                                         \
     1000 /* index keys read per round trip by the audit and market_reindex() */
 
@@ -85,7 +84,6 @@ int market__scan_keys(market_conn *c, const char *pattern, struct market__keylis
 void market__keylist_free(struct market__keylist *k);
 
 /* ---- the market and its search indexes ---- */
-int market__listing_read(const redisReply *e, const redisReply *sc, market_listing *l);
 void market__idx_legacy_keys(const char *realm, char out[3][MARKET__KEY_MAX]);
 const char *market__idx_key_id(const char *realm, const char *key, int *kind);
 int market__idx_keys_scan(market_conn *c, const char *realm, struct market__keylist *keys);

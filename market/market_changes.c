@@ -96,9 +96,11 @@ int market_change_last(market_conn *c, const char *realm, char id[MARKET_TRADE_I
     if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
     market__realm rl;
     market__realm_init(&rl, realm);
-    const char *argv[6] = {"XREVRANGE", rl.changes, "+", "-", "COUNT", "1"};
+    market__buf b = {0};
+    market__rd_stream_last(&b, rl.changes);
     redisReply *r = NULL;
-    int rc = market__read_one(c, realm, 6, argv, &r);
+    int rc = market__read_one(c, realm, &b, &r);
+    market__buf_free(&b);
     if (rc < 0) return rc;
     market_change ch;
     if (r->type != REDIS_REPLY_ARRAY || (r->elements == 1 && parse_change(r->element[0], &ch) < 0))

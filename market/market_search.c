@@ -128,26 +128,30 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
     char before[MARKET_ID_MAX + 2] = "", after[MARKET_ID_MAX + 2] = ""; /* around a member */
     if (p.source == MARKET__SEARCH_ITEM) snprintf(before, sizeof before, "%s.", q->item);
     if (p.source == MARKET__SEARCH_SELLER) snprintf(after, sizeof after, ".%s", q->seller);
-    market__cmd rd[3];
-    redisReply *rep[3] = {0};
-    size_t nc = 0;
+    market__buf rd = {0};
     if (p.point) {
         snprintf(member, sizeof member, "%s.%s", q->item, q->seller);
-        market__cmd_set(&rd[nc++], 3, "ZSCORE", rl.market, member);
-        market__cmd_set(&rd[nc++], 3, "HGET", rl.units, member);
+        market__rd_listing(&rd, &rl, member);
     } else {
-        market__cmd_set(&rd[nc++], 13, "EVAL", page_script, "2", key, rl.units, p.lo_s, p.hi_s,
-                        p.count, p.desc ? "1" : "0", p.after_price, p.after_member, before,
-                        after);
+        const char *keys[2] = {key, rl.units};
+        const char *args[8] = {p.lo_s,         p.hi_s,          p.count, p.desc ? "1" : "0",
+                               p.after_price,  p.after_member,  before,  after};
+        market__fx_script(&rd, page_script, 2, keys, 8, args);
     }
-    size_t i_user = nc;
+    size_t i_user = rd.n;
     if (q->seller) {
+        const char *k = k_user;
         market__key_user(k_user, realm, q->seller);
-        market__cmd_set(&rd[nc++], 2, "EXISTS", k_user);
+        market__rd_exists(&rd, &k, 1);
     }
+    size_t nc = rd.n;
     int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline(c, rd, nc, rep);
-    if (rc < 0) return rc;
+    if (rc == MARKET_OK) rc = market__pipeline_buf(c, &rd);
+    if (rc < 0) {
+        market__buf_free(&rd);
+        return rc;
+    }
+    redisReply **rep = rd.rep;
     const redisReply *err = market__reply_error(rep, nc);
     if (err) {
         rc = market__fail_reply(c, "search refused", err);
@@ -189,6 +193,7 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
     rc = page_read(c, key, &p, q, r->element[1], r->element[2], out);
 out:
     market__replies_free(rep, nc);
+    market__buf_free(&rd);
     if (rc < 0) market_search_result_cleanup(out);
     return rc;
 }

@@ -82,17 +82,10 @@ int market__replicated(market_conn *c, const char *const *keys, size_t n);
 void market__replies_free(redisReply **replies, size_t n);
 redisReply *market__command(market_conn *c, int argc, const char **argv, const size_t *len);
 void market__cmd_set(market__cmd *cmd, int argc, ...);
-int market__parse_i64(const char *s, size_t len, int64_t *out);
-int market__parse_price(const char *s, size_t len, int64_t *out);
-int64_t market__reply_price(const redisReply *r);
-int64_t market__reply_units(const redisReply *r);
-int market__listing_units(market_listing *l, const redisReply *r);
 int market__units_fill(market_conn *c, const market__realm *rl, market_listing *l, size_t n);
-market__party market__reply_party(const redisReply *r);
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
-int market__read_one(market_conn *c, const char *realm, int argc, const char **argv,
-                     redisReply **rep);
+int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
 int market__stream_after(market_conn *c, const char *realm, const char *key, const char *after,
                          size_t limit, redisReply **rep);
 const redisReply *market__reply_error(redisReply *const *replies, size_t n);

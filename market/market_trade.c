@@ -129,9 +129,7 @@ size_t market__trades_argv(const market *m, const char *realm, market__trades *t
              (unsigned long long)(m->cfg.trade_index ? m->cfg.trade_index : MARKET_TRADE_INDEX));
     memcpy(tw->k_items, rl.trade_items, sizeof tw->k_items);
     snprintf(tw->nkeys, sizeof tw->nkeys, "%zu", 2 + MARKET__TRADE_KEYS * n);
-    argv[k++] = "EVAL";
-    argv[k++] = trades_script;
-    argv[k++] = tw->nkeys;
+    k += market__script_head(argv, trades_script, tw->nkeys);
     argv[k++] = tw->k_trades;
     argv[k++] = tw->k_items;
     for (size_t i = 0; i < n; i++) {
@@ -305,9 +303,11 @@ int market_trade_get(market_conn *c, const char *realm, const char *id, market_t
         return MARKET_ERR_INVALID;
     market__realm rl;
     market__realm_init(&rl, realm);
-    const char *argv[6] = {"XRANGE", rl.trades, id, id, "COUNT", "1"};
+    market__buf b = {0};
+    market__rd_stream_entry(&b, rl.trades, id);
     redisReply *r = NULL;
-    int rc = market__read_one(c, realm, 6, argv, &r);
+    int rc = market__read_one(c, realm, &b, &r);
+    market__buf_free(&b);
     if (rc < 0) return rc;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 0)
         rc = MARKET_ERR_NO_TRADE;
@@ -333,16 +333,16 @@ static int read_page(market_conn *c, const char *realm, const char *key, const c
     last[0] = '\0';
     char count[24];
     snprintf(count, sizeof count, "%zu", want);
-    const char *argv[6] = {"EVAL", page_script, "1", key, cursor ? cursor : "", count};
+    const char *args[2] = {cursor ? cursor : "", count};
+    market__buf q = {0}; /* the page, then the pipeline of record lookups */
+    market__fx_script(&q, page_script, 1, &key, 2, args);
     redisReply *ids = NULL;
-    int rc = market__read_one(c, realm, 6, argv, &ids);
-    if (rc < 0) return rc;
-    struct lookups { /* the pipeline of record lookups, on the heap: up to 1000 */
-        int argc[MARKET_TRADES_PAGE_MAX];
-        const char *args[MARKET_TRADES_PAGE_MAX][6];
-        const char **argv[MARKET_TRADES_PAGE_MAX];
-        redisReply *rep[MARKET_TRADES_PAGE_MAX];
-    } *q = NULL;
+    int rc = market__read_one(c, realm, &q, &ids);
+    if (rc < 0) {
+        market__buf_free(&q);
+        return rc;
+    }
+    market__buf_reset(&q);
     market_trade *v = NULL;
     market__realm rl;
     market__realm_init(&rl, realm);
@@ -362,26 +362,14 @@ static int read_page(market_conn *c, const char *realm, const char *key, const c
     if (ids->elements >= keep && keep > 0)
         snprintf(last, MARKET_TRADE_ID_MAX + 1, "%s", ids->element[keep - 1]->str);
     if (k == 0) goto out;
-    if (!(q = malloc(sizeof *q)) || !(v = calloc(k, sizeof *v))) {
+    if (!(v = calloc(k, sizeof *v))) {
         rc = MARKET_ERR_NOMEM;
         goto out;
     }
-    for (size_t i = 0; i < k; i++) {
-        const char *id = ids->element[i]->str;
-        const char **a = q->args[i];
-        a[0] = "XRANGE";
-        a[1] = rl.trades;
-        a[2] = id;
-        a[3] = id;
-        a[4] = "COUNT";
-        a[5] = "1";
-        q->argv[i] = a;
-        q->argc[i] = 6;
-    }
-    if ((rc = market__pipeline_argv(c, k, q->argc, (const char **const *)q->argv, q->rep)) < 0)
-        goto out;
+    for (size_t i = 0; i < k; i++) market__rd_stream_entry(&q, rl.trades, ids->element[i]->str);
+    if ((rc = market__pipeline_buf(c, &q)) < 0) goto out;
     for (size_t i = 0; i < k && rc == MARKET_OK; i++) {
-        const redisReply *r = q->rep[i];
+        const redisReply *r = q.rep[i];
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 0) continue; /* trimmed */
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
             parse_entry(r->element[0], &v[*n], NULL) < 0)
@@ -390,14 +378,14 @@ static int read_page(market_conn *c, const char *realm, const char *key, const c
         else
             (*n)++;
     }
-    market__replies_free(q->rep, k);
+    market__replies_free(q.rep, k);
     if (rc == MARKET_OK && *n) {
         *out = v;
         v = NULL;
     }
     *n = *out ? *n : 0;
 out:
-    free(q);
+    market__buf_free(&q);
     free(v);
     freeReplyObject(ids);
     return rc;
@@ -450,10 +438,12 @@ int market_trades_item(market_conn *c, const char *realm, const char *item, size
     char k_list[MARKET__KEY_MAX], count[24];
     market__trade_key(k_list, sizeof k_list, realm, "item", item);
     snprintf(count, sizeof count, "%zu", limit);
-    const char *argv[8] = {"EVAL", item_script, "3", rl.trades, rl.trade_items, k_list, item,
-                           count};
+    const char *keys[3] = {rl.trades, rl.trade_items, k_list}, *args[2] = {item, count};
+    market__buf b = {0};
+    market__fx_script(&b, item_script, 3, keys, 2, args);
     redisReply *r = NULL;
-    int rc = market__read_one(c, realm, 8, argv, &r);
+    int rc = market__read_one(c, realm, &b, &r);
+    market__buf_free(&b);
     if (rc < 0) return rc;
     rc = parse_entries(r, limit, out, n, NULL);
     if (rc == MARKET_ERR_STORE)
@@ -470,9 +460,11 @@ int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID
     if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
     market__realm rl;
     market__realm_init(&rl, realm);
-    const char *argv[6] = {"XREVRANGE", rl.trades, "+", "-", "COUNT", "1"};
+    market__buf b = {0};
+    market__rd_stream_last(&b, rl.trades);
     redisReply *r = NULL;
-    int rc = market__read_one(c, realm, 6, argv, &r);
+    int rc = market__read_one(c, realm, &b, &r);
+    market__buf_free(&b);
     if (rc < 0) return rc;
     market_trade *t = NULL;
     size_t n = 0;
