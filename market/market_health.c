@@ -105,13 +105,14 @@ static int judge_role(const redisReply *r, unsigned want, char *why, size_t whyl
  * market of realm. Returns MARKET_OK, MARKET_ERR_STORE with a sentence in
  * why, or MARKET_ERR_NOMEM. */
 static int probe(market_conn *c, const char *realm, char *why, size_t whylen) {
-    market__cmd cmds[2];
-    redisReply *rep[2] = {NULL, NULL};
-    market__cmd_set(&cmds[0], 1, "ROLE");
+    market__buf b = {0};
+    market__rd_role(&b);
     market__realm rl;
     market__realm_init(&rl, realm);
-    market__cmd_set(&cmds[1], 5, "ZADD", rl.market, "XX", "0", PROBE_MEMBER);
-    int rc = market__pipeline(c, cmds, 2, rep);
+    market__fx_probe(&b, &rl, PROBE_MEMBER);
+    int rc = market__pipeline_buf(c, &b);
+    redisReply **rep = b.rep;
+    if (rc < 0) market__buf_free(&b);
     if (rc == MARKET_ERR_NOMEM) {
         snprintf(why, whylen, "out of memory");
         return rc;
@@ -139,6 +140,7 @@ static int probe(market_conn *c, const char *realm, char *why, size_t whylen) {
     rc = MARKET_OK;
 done:
     market__replies_free(rep, 2);
+    market__buf_free(&b);
     return rc;
 }
 

@@ -33,6 +33,7 @@
 #define C_HINCRBY "HINCRBY"
 #define C_HMGET "HMGET"
 #define C_HSET "HSET"
+#define C_INFO "INFO"
 #define C_MGET "MGET"
 #define C_MULTI "MULTI"
 #define C_PING "PING"
@@ -429,6 +430,43 @@ size_t market__script_head(const char **argv, const char *script, const char *nk
     return 3;
 }
 
+/* A new player replaces whatever its keys held: its hash (name and funds),
+ * and no unique items and no stacks (written by seeding). */
+void market__fx_player_new(market__buf *b, const char *user_key, const char *inventory_key,
+                           const char *stacks_key, const char *name, int64_t funds) {
+    market__buf_cmd(b, 4, C_DEL, user_key, inventory_key, stacks_key);
+    market__buf_cmd(b, 6, C_HSET, user_key, MARKET__FIELD_NAME, name, MARKET__FIELD_FUNDS,
+                    market__buf_i64(b, funds));
+}
+
+/* A player's units of a stackable item become n (written by seeding). */
+void market__fx_units_set(market__buf *b, const char *stacks_key, const char *item, int64_t n) {
+    market__buf_cmd(b, 4, C_HSET, stacks_key, item, market__buf_i64(b, n));
+}
+
+/* A listing's units become units, or it has none (0: a unique item's;
+ * written by seeding). */
+void market__fx_listing_units_set(market__buf *b, const market__realm *r, const char *member,
+                                  int64_t units) {
+    if (units)
+        market__buf_cmd(b, 4, C_HSET, r->units, member, market__buf_i64(b, units));
+    else
+        market__buf_cmd(b, 3, C_HDEL, r->units, member);
+}
+
+/* Opens: entries of a zset (the market, or a search index) at their scores
+ * (market__buf_arg score, then member, for each; then market__buf_end(b, 2)). */
+void market__fx_scores_begin(market__buf *b, const char *key) {
+    market__buf_begin(b, C_ZADD, key);
+}
+
+/* A write that changes nothing: member (never a listing's) gets score 0 in
+ * the realm's market only if it is there (ZADD XX), to see that the server
+ * takes writes. */
+void market__fx_probe(market__buf *b, const market__realm *r, const char *member) {
+    market__buf_cmd(b, 5, C_ZADD, r->market, "XX", "0", member);
+}
+
 /* A listing change into the realm's feed of changes: listed 1 (a listing
  * made or grown) or 0 (taken back). */
 void market__fx_change(market__buf *b, const market__realm *r, int listed, const char *seller,
@@ -614,6 +652,14 @@ void market__rd_stream_entry(market__buf *b, const char *key, const char *id) {
 /* A stream's latest entry. */
 void market__rd_stream_last(market__buf *b, const char *key) {
     market__buf_cmd(b, 6, C_XREVRANGE, key, "+", "-", "COUNT", "1");
+}
+
+/* The server's INFO text of section (NULL: the default sections). */
+void market__rd_info(market__buf *b, const char *section) {
+    if (section)
+        market__buf_cmd(b, 2, C_INFO, section);
+    else
+        market__buf_cmd(b, 1, C_INFO);
 }
 
 /* Whether the store answers. */

@@ -87,6 +87,13 @@ void market__fx_unlink(market__buf *b, const char *const *keys, size_t n);
 void market__fx_script(market__buf *b, const char *script, size_t nkeys, const char *const *keys,
                        size_t nargs, const char *const *args);
 size_t market__script_head(const char **argv, const char *script, const char *nkeys);
+void market__fx_player_new(market__buf *b, const char *user_key, const char *inventory_key,
+                           const char *stacks_key, const char *name, int64_t funds);
+void market__fx_units_set(market__buf *b, const char *stacks_key, const char *item, int64_t n);
+void market__fx_listing_units_set(market__buf *b, const market__realm *r, const char *member,
+                                  int64_t units);
+void market__fx_scores_begin(market__buf *b, const char *key);
+void market__fx_probe(market__buf *b, const market__realm *r, const char *member);
 void market__fx_change(market__buf *b, const market__realm *r, int listed, const char *seller,
                        const char *item, int64_t price, int64_t quantity);
 
@@ -110,6 +117,7 @@ void market__rd_listing(market__buf *b, const market__realm *r, const char *memb
 void market__rd_cheapest(market__buf *b, const char *index_key, const char *hi,
                          const char *scan);
 void market__rd_ping(market__buf *b);
+void market__rd_info(market__buf *b, const char *section);
 void market__rd_role(market__buf *b);
 void market__rd_player(market__buf *b, const char *user_key, const char *inventory_key,
                        const char *stacks_key);

@@ -334,26 +334,20 @@ fail_dropped:
     return MARKET_ERR_STORE;
 }
 
-/* Runs one command and returns its reply (new; caller frees with
- * freeReplyObject), or NULL after an I/O error, in which case the connection
- * has been dropped. len may be NULL for NUL-terminated arguments. */
-redisReply *market__command(market_conn *c, int argc, const char **argv, const size_t *len) {
-    if (!c->ctx) return NULL;
-    redisReply *r = redisCommandArgv(c->ctx, argc, argv, len);
+/* Runs the first command of b (borrowed) at once, on c's connection as it is (no UNWATCH
+ * or redirect handling: the bulk reads of tools), and returns its reply (new; caller frees
+ * with freeReplyObject). Returns NULL with *rc MARKET_ERR_STORE when not connected or after
+ * an I/O error (then the connection has been dropped), or MARKET_ERR_NOMEM when b could not
+ * be built. */
+redisReply *market__command_buf(market_conn *c, market__buf *b, int *rc) {
+    *rc = market__buf_seal(b);
+    if (*rc < 0) return NULL;
+    *rc = MARKET_ERR_STORE;
+    if (!c->ctx || b->n == 0) return NULL;
+    redisReply *r = redisCommandArgv(c->ctx, b->argc[0], b->argv[0], NULL);
     if (!r) market__drop(c);
+    if (r) *rc = MARKET_OK;
     return r;
-}
-
-/* Fills cmd with argc NUL-terminated arguments (at most 8). */
-void market__cmd_set(market__cmd *cmd, int argc, ...) {
-    va_list ap;
-    va_start(ap, argc);
-    cmd->argc = argc;
-    for (int i = 0; i < argc; i++) {
-        cmd->argv[i] = va_arg(ap, const char *);
-        cmd->len[i] = strlen(cmd->argv[i]);
-    }
-    va_end(ap);
 }
 
 /* Sends n commands in one write and reads their n replies into replies[]
@@ -617,18 +611,6 @@ int market__replicated(market_conn *c, const char *const *keys, size_t n) {
     market__replies_free(rep, nc);
     market__buf_free(&b);
     return rc;
-}
-
-/* market__pipeline_argv() for fixed commands built with market__cmd_set(). */
-int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies) {
-    int argc[MARKET__PIPE_MAX];
-    const char **argv[MARKET__PIPE_MAX];
-    if (n > MARKET__PIPE_MAX) return MARKET_ERR_INVALID;
-    for (size_t i = 0; i < n; i++) {
-        argc[i] = cmds[i].argc;
-        argv[i] = (const char **)cmds[i].argv;
-    }
-    return market__pipeline_argv(c, n, argc, argv, replies);
 }
 
 /* Frees replies[0..n) and sets them to NULL. This function can't fail. */

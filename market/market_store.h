@@ -56,15 +56,6 @@ struct market_conn {
     struct market__parked parked[MARKET__NODES_MAX - 1]; /* the other masters' connections */
 };
 
-#define MARKET__CMD_ARGS 24 /* most arguments of one market__cmd (a one-trade EVAL: 19) */
-
-/* One command of a pipeline: argv/len as redisAppendCommandArgv takes them. */
-typedef struct market__cmd {
-    int argc;
-    const char *argv[MARKET__CMD_ARGS];
-    size_t len[MARKET__CMD_ARGS];
-} market__cmd;
-
 int market__connect(market_conn *c);
 int market__route(market_conn *c, const char *realm);
 int market__route_slot(market_conn *c, unsigned slot);
@@ -72,7 +63,6 @@ void market__redirect_pause(market_conn *c, int tries);
 void market__close(market_conn *c);
 int market__ack_plan(market_conn *c, unsigned *need, rconn_sentinel_view *v);
 void market__drop(market_conn *c);
-int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies);
 int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
                           redisReply **replies);
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv);
@@ -80,8 +70,7 @@ int market__pipeline_buf(market_conn *c, market__buf *b);
 int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies);
 int market__replicated(market_conn *c, const char *const *keys, size_t n);
 void market__replies_free(redisReply **replies, size_t n);
-redisReply *market__command(market_conn *c, int argc, const char **argv, const size_t *len);
-void market__cmd_set(market__cmd *cmd, int argc, ...);
+redisReply *market__command_buf(market_conn *c, market__buf *b, int *rc);
 int market__units_fill(market_conn *c, const market__realm *rl, market_listing *l, size_t n);
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
