@@ -46,6 +46,8 @@
 #define C_SREM "SREM"
 #define C_TIME "TIME"
 #define C_UNLINK "UNLINK"
+#define C_UNWATCH "UNWATCH"
+#define C_WAIT "WAIT"
 #define C_WATCH "WATCH"
 #define C_XADD "XADD"
 #define C_XRANGE "XRANGE"
@@ -258,6 +260,26 @@ int market__cmd_is_exec(const char *const *argv) {
 /* Whether argv (a command's arguments) is a WATCH. This function can't fail. */
 int market__cmd_is_watch(const char *const *argv) {
     return strcmp(argv[0], C_WATCH) == 0;
+}
+
+/* Fills argv (room for 1) with an UNWATCH, and returns its count of
+ * arguments. This function can't fail. */
+int market__cmd_unwatch(const char **argv) {
+    argv[0] = C_UNWATCH;
+    return 1;
+}
+
+/* Fills argv (room for 3) with a WAIT for need replicas for at most
+ * timeout_ms, its numbers written into need_s and timeout_s (24 bytes
+ * each), and returns its count of arguments. This function can't fail. */
+int market__cmd_wait(const char **argv, char *need_s, char *timeout_s, unsigned need,
+                     int timeout_ms) {
+    market__i64_str(need_s, need);
+    market__i64_str(timeout_s, timeout_ms);
+    argv[0] = C_WAIT;
+    argv[1] = need_s;
+    argv[2] = timeout_s;
+    return 3;
 }
 
 /* ---- effects ---- */

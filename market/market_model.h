@@ -54,6 +54,9 @@ int market__buf_seal(market__buf *b);
 /* what the store layer asks of a command */
 int market__cmd_is_exec(const char *const *argv);
 int market__cmd_is_watch(const char *const *argv);
+int market__cmd_unwatch(const char **argv);
+int market__cmd_wait(const char **argv, char *need_s, char *timeout_s, unsigned need,
+                     int timeout_ms);
 
 /* effects */
 void market__fx_multi(market__buf *b);

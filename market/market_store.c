@@ -470,7 +470,11 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
         market__drop(c); /* nothing sent; a WATCH it relied on goes with the connection */
         return rc;
     }
-    if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
+    const char *frame[3]; /* an UNWATCH in front, a WAIT behind (market_model.h) */
+    char need[24], timeout[24];
+    if (unwatch && redisAppendCommandArgv(c->ctx, market__cmd_unwatch(frame), frame, NULL) !=
+                       REDIS_OK)
+        goto fail;
     /* one copy into hiredis's output buffer, not an allocation a command */
     int appended =
         !c->out_len || redisAppendFormattedCommand(c->ctx, c->out, c->out_len) == REDIS_OK;
@@ -480,8 +484,10 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
         c->out_cap = 0;
     }
     if (!appended) goto fail;
-    if (wait && redisAppendCommand(c->ctx, "WAIT %u %d", c->wait_need,
-                                   cfg->replica_ack_timeout_ms) != REDIS_OK)
+    if (wait && redisAppendCommandArgv(c->ctx,
+                                       market__cmd_wait(frame, need, timeout, c->wait_need,
+                                                        cfg->replica_ack_timeout_ms),
+                                       frame, NULL) != REDIS_OK)
         goto fail;
     while (!done)
         if (redisBufferWrite(c->ctx, &done) != REDIS_OK) goto fail;
