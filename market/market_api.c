@@ -333,12 +333,8 @@ int market_player_get(market_conn *c, const char *realm, const char *id, market_
     market__key_stacks(k_stacks, realm, id);
     market__buf rd = {0};
     market__rd_player(&rd, k_user, k_inv, k_stacks);
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline_buf(c, &rd);
-    if (rc < 0) {
-        market__buf_free(&rd);
-        return rc;
-    }
+    int rc = market__read_buf(c, realm, &rd);
+    if (rc < 0) return rc;
     market_player *p = calloc(1, sizeof *p);
     if (!p) {
         rc = MARKET_ERR_NOMEM;
@@ -382,12 +378,8 @@ int market_listings(market_conn *c, const char *realm, size_t offset, size_t lim
     market__buf rd = {0};
     market__rd_count(&rd, &rl);
     market__rd_market_range(&rd, &rl, start, stop);
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline_buf(c, &rd);
-    if (rc < 0) {
-        market__buf_free(&rd);
-        return rc;
-    }
+    int rc = market__read_buf(c, realm, &rd);
+    if (rc < 0) return rc;
     redisReply **rep = rd.rep;
     market_listing *l = NULL;
     size_t count = 0;

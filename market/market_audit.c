@@ -188,15 +188,10 @@ static int audit_sale(redisReply *r, void *ud) {
     struct units *u = ud;
     market_audit_report *a = u->a;
     int64_t v[3];
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return MARKET_ERR_STORE;
-    const redisReply *item = r->element[0];
-    if (item->type == REDIS_REPLY_NIL) return MARKET_OK; /* went away meanwhile */
-    for (size_t i = 0; i < 3; i++) {
-        const redisReply *e = r->element[1 + i];
-        if (item->type != REDIS_REPLY_STRING || e->type != REDIS_REPLY_STRING ||
-            market__parse_i64(e->str, e->len, &v[i]) < 0)
-            return MARKET_ERR_STORE;
-    }
+    char item[MARKET_ID_MAX + 1];
+    int known = market__reply_sale_counts(r, item, v);
+    if (known == MARKET__ABSENT) return MARKET_OK; /* went away meanwhile */
+    if (known != MARKET__PRESENT) return MARKET_ERR_STORE;
     int64_t initial = v[0], stock = v[1], sold = v[2];
     a->sales++;
     if (sold > initial || stock < 0) a->sales_oversold++;
@@ -204,7 +199,7 @@ static int audit_sale(redisReply *r, void *ud) {
     if (__builtin_add_overflow(a->units_in_sales, stock, &a->units_in_sales) ||
         __builtin_add_overflow(a->units_sold_by_sales, sold, &a->units_sold_by_sales))
         return MARKET_ERR_OVERFLOW;
-    return itemlist_add(&u->sale_items, item->str, item->len);
+    return itemlist_add(&u->sale_items, item, strlen(item));
 }
 
 static int audit_stacks(redisReply *r, void *ud) {

@@ -1,6 +1,6 @@
 /* market_keys.c - names and values of the market's keys: a realm's data and
  * lock keys, idempotency records and their claims. Pure: no Redis I/O (it only
- * reads replies handed to it), called by market_txn.c and market_purchase.c.
+ * reads replies handed to it), called by the data model and the files above it.
  *
  * DESIGN
  * An idempotency record idem:{<realm>}:<player>:<key> holds one of

@@ -160,9 +160,15 @@ int market__reply_player(const redisReply *h, const redisReply *inv, const redis
                          market_player *p);
 int market__reply_sale(const redisReply *r, market__sale_state *st, int64_t *initial, char *item,
                        char *house);
+int64_t market__reply_bought(const redisReply *r);
+int market__reply_sale_counts(const redisReply *r, char *item, int64_t v[3]);
 int market__reply_buyers(const redisReply *r, market_sale_buyer **out, size_t *n);
 int market__reply_scan(const redisReply *r, char *cursor, size_t cursorlen,
                        const redisReply **keys);
 const char *market__reply_key(const redisReply *keys, size_t i, size_t *len);
+int market__reply_trade(const redisReply *e, market_trade *t, char *entry_id);
+int market__reply_trades(const redisReply *r, size_t max, market_trade **out, size_t *n,
+                         char *last_entry);
+int market__reply_change(const redisReply *e, market_change *ch);
 
 #endif /* GM_MARKET_MARKET_MODEL_H */

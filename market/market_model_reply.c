@@ -254,6 +254,32 @@ int market__reply_sale(const redisReply *r, market__sale_state *st, int64_t *ini
     return st->known = MARKET__PRESENT;
 }
 
+/* Reads a count of units a player bought of a sale (HGET or HMGET of its
+ * bought hash): nil is 0, anything but a whole number >= 0 is -1. */
+int64_t market__reply_bought(const redisReply *r) {
+    int64_t v;
+    if (r->type == REDIS_REPLY_NIL) return 0;
+    if (market__reply_i64(r, &v) < 0 || v < 0) return -1;
+    return v;
+}
+
+/* Reads the HMGET of market__rd_sale_counts() (r): the sale's item into
+ * item (MARKET_ID_MAX + 1 bytes; cut to fit), and its initial, stock and
+ * sold counts into v[0..3). Returns MARKET__PRESENT, MARKET__ABSENT (no item:
+ * the sale went away) or MARKET__UNREADABLE. */
+int market__reply_sale_counts(const redisReply *r, char *item, int64_t v[3]) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return MARKET__UNREADABLE;
+    const redisReply *it = r->element[0];
+    if (it->type == REDIS_REPLY_NIL) return MARKET__ABSENT;
+    if (it->type != REDIS_REPLY_STRING) return MARKET__UNREADABLE;
+    for (size_t i = 0; i < 3; i++)
+        if (market__reply_i64(r->element[1 + i], &v[i]) < 0) return MARKET__UNREADABLE;
+    size_t len = it->len < MARKET_ID_MAX ? it->len : MARKET_ID_MAX;
+    memcpy(item, it->str, len);
+    item[len] = '\0';
+    return MARKET__PRESENT;
+}
+
 /* Reads the HGETALL of a sale's bought hash (r) into *out, a new array of *n
  * entries (caller frees with free(); NULL when none). Returns MARKET_OK, or
  * MARKET_ERR_STORE (r is no hash: *out NULL), MARKET__REPLY_BAD (a player
@@ -275,6 +301,117 @@ int market__reply_buyers(const redisReply *r, market_sale_buyer **out, size_t *n
     *out = v;
     *n = r->elements / 2;
     return MARKET_OK;
+}
+
+/* ---- streams: trades and listing changes ---- */
+
+/* Reads a stream entry [id, [field, value, ...]] of a trade into *t: the
+ * id is the trade's, unless a "trade" field names it (an index's entry),
+ * and *entry_id (MARKET_TRADE_ID_MAX + 1 bytes, may be NULL) gets the
+ * entry's own. Returns MARKET_OK or MARKET_ERR_STORE. */
+int market__reply_trade(const redisReply *e, market_trade *t, char *entry_id) {
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) return MARKET_ERR_STORE;
+    const redisReply *id = e->element[0], *f = e->element[1];
+    if (id->type != REDIS_REPLY_STRING || id->len > MARKET_TRADE_ID_MAX ||
+        f->type != REDIS_REPLY_ARRAY || f->elements % 2)
+        return MARKET_ERR_STORE;
+    memset(t, 0, sizeof *t);
+    memcpy(t->id, id->str, id->len);
+    if (entry_id) memcpy(entry_id, t->id, id->len + 1);
+    unsigned seen = 0;
+    for (size_t i = 0; i < f->elements; i += 2) {
+        const redisReply *k = f->element[i], *v = f->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return MARKET_ERR_STORE;
+        int rc = 0;
+        int64_t x = 0;
+        if (strcmp(k->str, "buyer") == 0) {
+            rc = market__reply_id(v, t->buyer), seen |= 1;
+        } else if (strcmp(k->str, "seller") == 0) {
+            rc = market__reply_id(v, t->seller), seen |= 2;
+        } else if (strcmp(k->str, "item") == 0) {
+            rc = market__reply_id(v, t->item), seen |= 4;
+        } else if (strcmp(k->str, "prev") == 0) {
+            /* the item's trade before: read by item_script, not here */
+        } else if (strcmp(k->str, "trade") == 0) {
+            if (v->len > MARKET_TRADE_ID_MAX) return MARKET_ERR_STORE;
+            memcpy(t->id, v->str, v->len);
+            t->id[v->len] = '\0';
+        } else if ((rc = market__parse_i64(v->str, v->len, &x)) == 0) {
+            if (strcmp(k->str, "quantity") == 0)
+                t->quantity = x, seen |= 8;
+            else if (strcmp(k->str, "price") == 0)
+                t->price = x, seen |= 16;
+            else if (strcmp(k->str, "total") == 0)
+                t->total = x, seen |= 32;
+            else if (strcmp(k->str, "fence") == 0)
+                t->fence = (uint64_t)x, seen |= 64;
+        }
+        if (rc < 0) return MARKET_ERR_STORE;
+    }
+    if (seen != 127 || !market_trade_id_valid(t->id)) return MARKET_ERR_STORE;
+    t->time_ms = strtoll(t->id, NULL, 10); /* the id's first part: valid, so it fits */
+    return MARKET_OK;
+}
+
+/* Reads the entries of a stream reply r (XRANGE / XREVRANGE) into a new
+ * array *out of *n trades (caller frees; NULL when none), at most max of
+ * them; *last_entry (may be NULL) gets the last one's entry id. Returns
+ * MARKET_OK, MARKET_ERR_STORE, MARKET_ERR_NOMEM. */
+int market__reply_trades(const redisReply *r, size_t max, market_trade **out, size_t *n,
+                         char *last_entry) {
+    *out = NULL;
+    *n = 0;
+    if (r->type != REDIS_REPLY_ARRAY) return MARKET_ERR_STORE;
+    size_t count = r->elements < max ? r->elements : max;
+    if (count == 0) return MARKET_OK;
+    market_trade *v = calloc(count, sizeof *v);
+    if (!v) return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < count; i++) {
+        int rc = market__reply_trade(r->element[i], &v[i], last_entry);
+        if (rc < 0) {
+            free(v);
+            return rc;
+        }
+    }
+    *out = v;
+    *n = count;
+    return MARKET_OK;
+}
+
+/* Reads one entry [id, [field, value...]] into *ch. Returns 0, or -1 when
+ * it is not a change market__fx_change() wrote. */
+int market__reply_change(const redisReply *e, market_change *ch) {
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) return -1;
+    const redisReply *id = e->element[0], *f = e->element[1];
+    if (id->type != REDIS_REPLY_STRING || id->len > MARKET_TRADE_ID_MAX ||
+        f->type != REDIS_REPLY_ARRAY || f->elements % 2)
+        return -1;
+    memset(ch, 0, sizeof *ch);
+    memcpy(ch->id, id->str, id->len);
+    unsigned seen = 0;
+    for (size_t i = 0; i < f->elements; i += 2) {
+        const redisReply *k = f->element[i], *v = f->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return -1;
+        if (strcmp(k->str, "action") == 0) {
+            if (strcmp(v->str, "listed") != 0 && strcmp(v->str, "unlisted") != 0) return -1;
+            ch->listed = v->str[0] == 'l';
+            seen |= 1;
+        } else if (strcmp(k->str, "seller") == 0 || strcmp(k->str, "item") == 0) {
+            char *out = k->str[0] == 's' ? ch->listing.seller : ch->listing.item;
+            if (v->len > MARKET_ID_MAX) return -1;
+            memcpy(out, v->str, v->len);
+            out[v->len] = '\0';
+            if (!market_id_valid(out)) return -1;
+            seen |= k->str[0] == 's' ? 2 : 4;
+        } else if (strcmp(k->str, "price") == 0) {
+            if (market__parse_i64(v->str, v->len, &ch->listing.price) < 0) return -1;
+            seen |= 8;
+        } else if (strcmp(k->str, "quantity") == 0) {
+            if (market__parse_i64(v->str, v->len, &ch->listing.quantity) < 0) return -1;
+            seen |= 16;
+        }
+    }
+    return seen == 31 ? 0 : -1;
 }
 
 /* ---- keys ---- */

@@ -133,12 +133,8 @@ int market_sale_create(market_conn *c, const char *realm, const market_sale *s) 
     const char *args[7] = {s->item, price, initial, limit, start, end, house};
     market__buf b = {0};
     market__fx_script(&b, create_script, 2, keys, 7, args);
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline_buf(c, &b);
-    if (rc < 0) {
-        market__buf_free(&b);
-        return rc;
-    }
+    int rc = market__read_buf(c, realm, &b);
+    if (rc < 0) return rc;
     redisReply *r = b.rep[0];
     market__buf_free(&b);
     if (r->type != REDIS_REPLY_INTEGER)
@@ -161,13 +157,9 @@ int market_sale_get(market_conn *c, const char *realm, const char *id, market_sa
     market__buf rd = {0};
     market__rd_time(&rd);
     market__rd_sale(&rd, k_sale);
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline_buf(c, &rd);
+    int rc = market__read_buf(c, realm, &rd);
+    if (rc < 0) return rc;
     redisReply **rep = rd.rep;
-    if (rc < 0) {
-        market__buf_free(&rd);
-        return rc;
-    }
     market__sale_state st;
     int known = market__reply_sale(rep[1], &st, &out->initial, out->item, out->house);
     if (market__reply_time(rep[0], &out->now_ms) < 0 || known == MARKET__UNREADABLE)
@@ -202,12 +194,8 @@ int market_sale_buyers(market_conn *c, const char *realm, const char *id,
     market__key_bought(k_bought, sizeof k_bought, k_sale);
     market__buf b = {0};
     market__rd_bought_all(&b, k_bought);
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline_buf(c, &b);
-    if (rc < 0) {
-        market__buf_free(&b);
-        return rc;
-    }
+    int rc = market__read_buf(c, realm, &b);
+    if (rc < 0) return rc;
     redisReply *r = b.rep[0];
     market__buf_free(&b);
     rc = market__reply_buyers(r, out, n);
@@ -291,15 +279,6 @@ static size_t read_build(const market__held *held, struct sale_batch *b) {
     return r->n;
 }
 
-/* Reads a bought count: nil is 0, anything but a whole number >= 0 is -1. */
-static int64_t reply_bought(const redisReply *r) {
-    int64_t v;
-    if (r->type == REDIS_REPLY_NIL) return 0;
-    if (r->type != REDIS_REPLY_STRING || market__parse_i64(r->str, r->len, &v) < 0 || v < 0)
-        return -1;
-    return v;
-}
-
 /* The house's funds, on the sale's first batch in this lane: WATCH its
  * hash (the WATCH of the first read still holds) and read them. */
 static int read_house(market_conn *c, struct sale_batch *b) {
@@ -369,7 +348,7 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     b->read_left = b->st.left;
     for (size_t u = 0; u < b->n_users; u++) {
         b->party[u] = market__reply_party(b->rb.rep[b->i_users + u]);
-        b->bought[u] = b->read_bought[u] = reply_bought(bo->element[u]);
+        b->bought[u] = b->read_bought[u] = market__reply_bought(bo->element[u]);
     }
     int house_changed = b->st.known == MARKET__PRESENT && strcmp(house, b->house) != 0;
     market__replies_free(b->rb.rep, nc);

@@ -158,12 +158,8 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
     char member[MARKET__MEMBER_MAX], k_user[MARKET__KEY_MAX];
     market__buf rd = {0};
     size_t i_user = search_reads(&rd, &p, q, &rl, key, member, k_user), nc = rd.n;
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline_buf(c, &rd);
-    if (rc < 0) {
-        market__buf_free(&rd);
-        return rc;
-    }
+    int rc = market__read_buf(c, realm, &rd);
+    if (rc < 0) return rc;
     redisReply **rep = rd.rep;
     const redisReply *err = market__reply_error(rep, nc);
     if (err) {

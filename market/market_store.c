@@ -1,11 +1,11 @@
 /* market_store.c - the store layer: one Redis connection per market_conn
- * (one per master on a Redis Cluster), reconnecting by itself, pipelines,
- * and replies read into values.
+ * (one per master on a Redis Cluster), reconnecting by itself, and
+ * pipelines.
  *
  * The lowest layer of market/ that does I/O (market_store.h). It knows
- * Redis, not the market's rules: the layers above build the commands
- * (market_txn.c, market_purchase.c, market_api.c, market_bulk.c and the tools'
- * files over it) and judge what comes back.
+ * Redis, not the market's rules nor its data: the layers above build the
+ * commands with the data model (market_model.c) and judge what comes back
+ * with its replies (market_model_reply.c).
  *
  * Two things every layer above gets without asking:
  *   - a Sentinel group's master: a connection goes to the address the
@@ -662,12 +662,21 @@ out:
     return rc;
 }
 
-/* Runs the one read command of b (borrowed; the caller frees it) on
- * realm's master. Returns MARKET_OK with *rep set (caller frees; never an
- * error reply), or ERR_STORE, ERR_NOMEM. */
-int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep) {
+/* Sends buffer b's commands on realm's master as market__pipeline_buf()
+ * does. Returns MARKET_OK with the replies in b->rep (the caller frees them
+ * and b), or ERR_STORE, ERR_NOMEM, MARKET__REDIRECTED with b freed. */
+int market__read_buf(market_conn *c, const char *realm, market__buf *b) {
     int rc = market__route(c, realm);
     if (rc == MARKET_OK) rc = market__pipeline_buf(c, b);
+    if (rc < 0) market__buf_free(b);
+    return rc;
+}
+
+/* Runs the one read command of b on realm's master (see market__read_buf;
+ * the caller frees b). Returns MARKET_OK with *rep set (caller frees; never
+ * an error reply), or ERR_STORE, ERR_NOMEM. */
+int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep) {
+    int rc = market__read_buf(c, realm, b);
     if (rc < 0) return rc;
     *rep = b->rep[0];
     if ((*rep)->type == REDIS_REPLY_ERROR) {

@@ -1,6 +1,6 @@
 /* market_store.h - the store layer (market_store.c): a Redis connection per
  * market_conn (one per master on a Redis Cluster) that reconnects by itself,
- * pipelines, and replies read into the values the rules take. It calls
+ * and pipelines of the data model's buffers (market_model.h). It calls
  * nothing above it. */
 #ifndef GM_MARKET_MARKET_STORE_H
 #define GM_MARKET_MARKET_STORE_H
@@ -74,6 +74,7 @@ redisReply *market__command_buf(market_conn *c, market__buf *b, int *rc);
 int market__units_fill(market_conn *c, const market__realm *rl, market_listing *l, size_t n);
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
+int market__read_buf(market_conn *c, const char *realm, market__buf *b);
 int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
 int market__stream_after(market_conn *c, const char *realm, const char *key, const char *after,
                          size_t limit, redisReply **rep);

@@ -214,87 +214,6 @@ void market__trades_hand(market_queued *const *req, size_t n, const market__trad
 
 /* ---- reading ---- */
 
-/* Copies string reply e into out (MARKET_ID_MAX + 1 bytes) when it is a valid id. */
-static int field_id(const redisReply *e, char *out) {
-    if (e->type != REDIS_REPLY_STRING || e->len > MARKET_ID_MAX) return -1;
-    memcpy(out, e->str, e->len);
-    out[e->len] = '\0';
-    return market_id_valid(out) ? 0 : -1;
-}
-
-/* Reads a stream entry [id, [field, value, ...]] of a trade into *t: the
- * id is the trade's, unless a "trade" field names it (an index's entry),
- * and *entry_id (MARKET_TRADE_ID_MAX + 1 bytes, may be NULL) gets the
- * entry's own. Returns MARKET_OK or MARKET_ERR_STORE. */
-static int parse_entry(const redisReply *e, market_trade *t, char *entry_id) {
-    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) return MARKET_ERR_STORE;
-    const redisReply *id = e->element[0], *f = e->element[1];
-    if (id->type != REDIS_REPLY_STRING || id->len > MARKET_TRADE_ID_MAX ||
-        f->type != REDIS_REPLY_ARRAY || f->elements % 2)
-        return MARKET_ERR_STORE;
-    memset(t, 0, sizeof *t);
-    memcpy(t->id, id->str, id->len);
-    if (entry_id) memcpy(entry_id, t->id, id->len + 1);
-    unsigned seen = 0;
-    for (size_t i = 0; i < f->elements; i += 2) {
-        const redisReply *k = f->element[i], *v = f->element[i + 1];
-        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return MARKET_ERR_STORE;
-        int rc = 0;
-        int64_t x = 0;
-        if (strcmp(k->str, "buyer") == 0) {
-            rc = field_id(v, t->buyer), seen |= 1;
-        } else if (strcmp(k->str, "seller") == 0) {
-            rc = field_id(v, t->seller), seen |= 2;
-        } else if (strcmp(k->str, "item") == 0) {
-            rc = field_id(v, t->item), seen |= 4;
-        } else if (strcmp(k->str, "prev") == 0) {
-            /* the item's trade before: read by item_script, not here */
-        } else if (strcmp(k->str, "trade") == 0) {
-            if (v->len > MARKET_TRADE_ID_MAX) return MARKET_ERR_STORE;
-            memcpy(t->id, v->str, v->len);
-            t->id[v->len] = '\0';
-        } else if ((rc = market__parse_i64(v->str, v->len, &x)) == 0) {
-            if (strcmp(k->str, "quantity") == 0)
-                t->quantity = x, seen |= 8;
-            else if (strcmp(k->str, "price") == 0)
-                t->price = x, seen |= 16;
-            else if (strcmp(k->str, "total") == 0)
-                t->total = x, seen |= 32;
-            else if (strcmp(k->str, "fence") == 0)
-                t->fence = (uint64_t)x, seen |= 64;
-        }
-        if (rc < 0) return MARKET_ERR_STORE;
-    }
-    if (seen != 127 || !market_trade_id_valid(t->id)) return MARKET_ERR_STORE;
-    t->time_ms = strtoll(t->id, NULL, 10); /* the id's first part: valid, so it fits */
-    return MARKET_OK;
-}
-
-/* Reads the entries of a stream reply r (XRANGE / XREVRANGE) into a new
- * array *out of *n trades (caller frees; NULL when none), at most max of
- * them; *last_entry (may be NULL) gets the last one's entry id. Returns
- * MARKET_OK, MARKET_ERR_STORE, MARKET_ERR_NOMEM. */
-static int parse_entries(const redisReply *r, size_t max, market_trade **out, size_t *n,
-                         char *last_entry) {
-    *out = NULL;
-    *n = 0;
-    if (r->type != REDIS_REPLY_ARRAY) return MARKET_ERR_STORE;
-    size_t count = r->elements < max ? r->elements : max;
-    if (count == 0) return MARKET_OK;
-    market_trade *v = calloc(count, sizeof *v);
-    if (!v) return MARKET_ERR_NOMEM;
-    for (size_t i = 0; i < count; i++) {
-        int rc = parse_entry(r->element[i], &v[i], last_entry);
-        if (rc < 0) {
-            free(v);
-            return rc;
-        }
-    }
-    *out = v;
-    *n = count;
-    return MARKET_OK;
-}
-
 /* Reads trade id of realm into *out. Returns MARKET_OK, or ERR_INVALID
  * (bad realm or id), ERR_NO_TRADE (none, or trimmed from the history:
  * cfg.trade_history), ERR_STORE. */
@@ -312,7 +231,7 @@ int market_trade_get(market_conn *c, const char *realm, const char *id, market_t
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 0)
         rc = MARKET_ERR_NO_TRADE;
     else if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
-             parse_entry(r->element[0], out, NULL) < 0 || strcmp(out->id, id) != 0)
+             market__reply_trade(r->element[0], out, NULL) < 0 || strcmp(out->id, id) != 0)
         rc = market__fail(c, "trade %s of realm %s is unreadable", id, realm);
     freeReplyObject(r);
     return rc;
@@ -372,7 +291,7 @@ static int read_page(market_conn *c, const char *realm, const char *key, const c
         const redisReply *r = q.rep[i];
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 0) continue; /* trimmed */
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
-            parse_entry(r->element[0], &v[*n], NULL) < 0)
+            market__reply_trade(r->element[0], &v[*n], NULL) < 0)
             rc = market__fail(c, "trade %s of realm %s is unreadable", ids->element[i]->str,
                               realm);
         else
@@ -445,7 +364,7 @@ int market_trades_item(market_conn *c, const char *realm, const char *item, size
     int rc = market__read_one(c, realm, &b, &r);
     market__buf_free(&b);
     if (rc < 0) return rc;
-    rc = parse_entries(r, limit, out, n, NULL);
+    rc = market__reply_trades(r, limit, out, n, NULL);
     if (rc == MARKET_ERR_STORE)
         rc = market__fail(c, "the trades of item %s of realm %s are unreadable", item, realm);
     freeReplyObject(r);
@@ -468,7 +387,7 @@ int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID
     if (rc < 0) return rc;
     market_trade *t = NULL;
     size_t n = 0;
-    rc = parse_entries(r, 1, &t, &n, NULL);
+    rc = market__reply_trades(r, 1, &t, &n, NULL);
     if (rc == MARKET_ERR_STORE) rc = market__fail(c, "the trades of realm %s are unreadable", realm);
     if (rc == MARKET_OK && n == 1) memcpy(id, t[0].id, sizeof t[0].id);
     free(t);
@@ -492,7 +411,7 @@ int market_trades_after(market_conn *c, const char *realm, const char *after, si
     redisReply *r = NULL;
     int rc = market__stream_after(c, realm, rl.trades, after, limit, &r);
     if (rc < 0) return rc;
-    rc = parse_entries(r, limit, out, n, NULL);
+    rc = market__reply_trades(r, limit, out, n, NULL);
     if (rc == MARKET_ERR_STORE) rc = market__fail(c, "the trades of realm %s are unreadable", realm);
     freeReplyObject(r);
     return rc;

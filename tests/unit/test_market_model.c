@@ -284,6 +284,71 @@ static void test_reply_sale_and_time(void **state) {
     assert_int_equal(market__reply_time(&t, &ms), -1);
 }
 
+/* A stream entry of a trade, and of a listing change: every field read,
+ * or the entry refused when one is missing or unreadable. */
+static void test_reply_trade_and_change(void **state) {
+    (void)state;
+    redisReply f_v[14] = {str("buyer"),    str("ann"),  str("seller"), str("bob"),
+                          str("item"),     str("gem"),  str("quantity"), str("2"),
+                          str("price"),    str("50"),   str("total"),  str("100"),
+                          str("fence"),    str("7")};
+    redisReply *f_e[14];
+    for (int i = 0; i < 14; i++) f_e[i] = &f_v[i];
+    redisReply id = str("1700000000000-0"), f = arr(f_e, 14), *e_e[2] = {&id, &f};
+    redisReply e = arr(e_e, 2);
+    market_trade t;
+    char entry[MARKET_TRADE_ID_MAX + 1];
+    assert_int_equal(market__reply_trade(&e, &t, entry), MARKET_OK);
+    assert_string_equal(t.buyer, "ann");
+    assert_int_equal(t.total, 100);
+    assert_int_equal(t.fence, 7);
+    assert_int_equal(t.time_ms, 1700000000000LL);
+    assert_string_equal(entry, "1700000000000-0");
+    redisReply *list_e[1] = {&e}, list = arr(list_e, 1);
+    market_trade *v;
+    size_t n;
+    assert_int_equal(market__reply_trades(&list, 5, &v, &n, NULL), MARKET_OK);
+    assert_int_equal(n, 1);
+    free(v);
+    f = arr(f_e, 12); /* no fence */
+    assert_int_equal(market__reply_trade(&e, &t, NULL), MARKET_ERR_STORE);
+    redisReply c_v[10] = {str("action"), str("listed"), str("seller"),   str("bob"),
+                          str("item"),   str("gem"),    str("price"),    str("50"),
+                          str("quantity"), str("3")};
+    redisReply *c_e[10];
+    for (int i = 0; i < 10; i++) c_e[i] = &c_v[i];
+    f = arr(c_e, 10);
+    market_change ch;
+    assert_int_equal(market__reply_change(&e, &ch), 0);
+    assert_true(ch.listed);
+    assert_int_equal(ch.listing.quantity, 3);
+    c_v[1] = str("sold");
+    assert_int_equal(market__reply_change(&e, &ch), -1);
+}
+
+/* A bought count (nil: none) and a sale's counts for the audit. */
+static void test_reply_bought_and_sale_counts(void **state) {
+    (void)state;
+    redisReply r = str(NULL);
+    assert_int_equal(market__reply_bought(&r), 0);
+    r = str("4");
+    assert_int_equal(market__reply_bought(&r), 4);
+    r = str("-1");
+    assert_int_equal(market__reply_bought(&r), -1);
+    redisReply v[4] = {str("gem"), str("100"), str("90"), str("10")};
+    redisReply *e[4] = {&v[0], &v[1], &v[2], &v[3]};
+    redisReply h = arr(e, 4);
+    char item[MARKET_ID_MAX + 1];
+    int64_t c[3];
+    assert_int_equal(market__reply_sale_counts(&h, item, c), MARKET__PRESENT);
+    assert_string_equal(item, "gem");
+    assert_int_equal(c[1], 90);
+    v[2] = str("x");
+    assert_int_equal(market__reply_sale_counts(&h, item, c), MARKET__UNREADABLE);
+    v[0] = str(NULL);
+    assert_int_equal(market__reply_sale_counts(&h, item, c), MARKET__ABSENT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_growth_keeps_every_argument),
@@ -296,6 +361,8 @@ int main(void) {
         cmocka_unit_test(test_reply_buyers),
         cmocka_unit_test(test_reply_scan),
         cmocka_unit_test(test_reply_sale_and_time),
+        cmocka_unit_test(test_reply_trade_and_change),
+        cmocka_unit_test(test_reply_bought_and_sale_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
