@@ -30,8 +30,8 @@ static int itemlist_add(struct itemlist *l, const char *s, size_t len) {
 /* Runs the read rd (a model read of one key) of every key in one pipeline
  * and hands each reply to fn. */
 static int per_key(market_conn *c, const struct market__keylist *keys,
-                   void (*rd)(market__buf *b, const char *key),
-                   int (*fn)(redisReply *r, void *ud), void *ud) {
+                   void (*rd)(market__buf *b, const char *key), int (*fn)(redisReply *r, void *ud),
+                   void *ud) {
     int rc = market__connect(c);
     if (rc < 0) return rc;
     struct market__bulk b = {c, 0, 0};
@@ -213,8 +213,7 @@ static int audit_stacks(redisReply *r, void *ud) {
             (u->sale_items.n &&
              bsearch(s[i].item, u->sale_items.ids, u->sale_items.n, sizeof *u->sale_items.ids,
                      cmp_id) &&
-             __builtin_add_overflow(a->sale_units_in_stacks, s[i].count,
-                                    &a->sale_units_in_stacks)))
+             __builtin_add_overflow(a->sale_units_in_stacks, s[i].count, &a->sale_units_in_stacks)))
             rc = MARKET_ERR_OVERFLOW;
     }
     free(s);

@@ -198,10 +198,12 @@ int market__idx_read(market_conn *c, struct market__idx_read *r, const char *wat
     if (watch) {
         market__rd_watch_begin(&r->b);
         market__buf_arg(&r->b, watch);
-        for (size_t i = 0; i < n; i++) market__buf_arg(&r->b, keys[i]);
+        for (size_t i = 0; i < n; i++)
+            market__buf_arg(&r->b, keys[i]);
         market__buf_end(&r->b, 0);
     }
-    for (size_t i = 0; i < n; i++) market__rd_zset_all(&r->b, keys[i]);
+    for (size_t i = 0; i < n; i++)
+        market__rd_zset_all(&r->b, keys[i]);
     int rc = market__pipeline_buf(c, &r->b);
     r->rep = r->b.rep;
     r->n = rc == MARKET_OK ? r->b.n : 0;

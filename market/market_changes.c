@@ -67,7 +67,8 @@ int market_change_last(market_conn *c, const char *realm, char id[MARKET_TRADE_I
     market__buf_free(&b);
     if (rc < 0) return rc;
     market_change ch;
-    if (r->type != REDIS_REPLY_ARRAY || (r->elements == 1 && market__reply_change(r->element[0], &ch) < 0))
+    if (r->type != REDIS_REPLY_ARRAY ||
+        (r->elements == 1 && market__reply_change(r->element[0], &ch) < 0))
         rc = market__fail(c, "the listing changes of realm %s are unreadable", realm);
     else if (r->elements == 1)
         memcpy(id, ch.id, sizeof ch.id);

@@ -87,7 +87,8 @@ int market_players_scan(market_conn *c, const char *realm, const char *match,
     while (rc == MARKET_OK && (scanning || cur.n)) {
         size_t ncmd = cur.n + (scanning ? 1 : 0);
         market__buf_reset(&p);
-        for (size_t i = 0; i < cur.n; i++) market__rd_funds(&p, cur.keys[i]);
+        for (size_t i = 0; i < cur.n; i++)
+            market__rd_funds(&p, cur.keys[i]);
         if (scanning) market__rd_scan(&p, cursor, pattern);
         if ((rc = market__pipeline_buf(c, &p)) < 0) break;
         rc = funds_from_replies(&cur, prefix_len, p.rep, &got, &n_got, &cap_got);

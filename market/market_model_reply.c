@@ -246,8 +246,8 @@ int market__reply_sale(const redisReply *r, market__sale_state *st, int64_t *ini
     if (market__reply_id(r->element[0], item ? item : id) < 0 ||
         market__reply_id(r->element[8], house ? house : id) < 0)
         return st->known;
-    int64_t *v[7] = {&st->price, initial, &st->left, &st->sold, &st->limit, &st->start_ms,
-                     &st->end_ms};
+    int64_t *v[7] = {&st->price, initial,       &st->left,  &st->sold,
+                     &st->limit, &st->start_ms, &st->end_ms};
     for (size_t i = 0; i < 7; i++)
         if (market__parse_i64(r->element[1 + i]->str, r->element[1 + i]->len, v[i]) < 0)
             return st->known;

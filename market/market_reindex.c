@@ -133,7 +133,8 @@ static int fill_round(market_conn *c, const market__realm *rl, struct reindex *x
     }
     market__buf_reset(&x->write);
     market__fx_multi(&x->write);
-    for (size_t i = 0; i < *n; i++) market__fx_idx_add(&x->write, &x->e[i]);
+    for (size_t i = 0; i < *n; i++)
+        market__fx_idx_add(&x->write, &x->e[i]);
     market__fx_exec(&x->write);
     if ((rc = reindex_commit(c, x)) == MARKET_OK) snprintf(x->lo, sizeof x->lo, "%s", next);
     return rc;
@@ -171,7 +172,8 @@ static int sweep_round(market_conn *c, const market__realm *rl, struct reindex *
     if (rc == MARKET_OK) rc = market__strs_index(&x->mm);
     if (rc == MARKET_OK && x->mm.n) {
         market__buf_reset(&x->look);
-        for (size_t g = 0; g < x->mm.n; g++) market__rd_price(&x->look, rl, x->mm.p[g]);
+        for (size_t g = 0; g < x->mm.n; g++)
+            market__rd_price(&x->look, rl, x->mm.p[g]);
         if ((rc = market__pipeline_buf(c, &x->look)) == MARKET_OK) nl = x->look.n;
         if (rc == MARKET_OK && (bad = market__reply_error(x->look.rep, nl)))
             rc = market__fail_reply(c, "reading the market", bad);

@@ -106,8 +106,8 @@ static int page_read(market_conn *c, const char *key, const market__search_plan 
  * (page_script); then, when q names a seller, whether it is a player
  * (k_user gets its key). Returns the place of that last read. */
 static size_t search_reads(market__buf *rd, const market__search_plan *p,
-                           const market_search_query *q, const market__realm *rl,
-                           const char *key, char *member, char *k_user) {
+                           const market_search_query *q, const market__realm *rl, const char *key,
+                           char *member, char *k_user) {
     if (p->point) {
         snprintf(member, MARKET__MEMBER_MAX, "%s.%s", q->item, q->seller);
         market__rd_listing(rd, rl, member);
@@ -119,7 +119,7 @@ static size_t search_reads(market__buf *rd, const market__search_plan *p,
                                 ? market__buf_join(rd, ".", q->seller, (const char *)NULL)
                                 : "";
         const char *keys[2] = {key, rl->units};
-        const char *args[8] = {p->lo_s,       p->hi_s,         p->count, p->desc ? "1" : "0",
+        const char *args[8] = {p->lo_s,        p->hi_s,         p->count, p->desc ? "1" : "0",
                                p->after_price, p->after_member, before,   after};
         market__fx_script(rd, page_script, 2, keys, 8, args);
     }

@@ -472,8 +472,8 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
     }
     const char *frame[3]; /* an UNWATCH in front, a WAIT behind (market_model.h) */
     char need[24], timeout[24];
-    if (unwatch && redisAppendCommandArgv(c->ctx, market__cmd_unwatch(frame), frame, NULL) !=
-                       REDIS_OK)
+    if (unwatch &&
+        redisAppendCommandArgv(c->ctx, market__cmd_unwatch(frame), frame, NULL) != REDIS_OK)
         goto fail;
     /* one copy into hiredis's output buffer, not an allocation a command */
     int appended =

@@ -46,7 +46,8 @@ static void test_open_commands_kept_or_taken_back(void **state) {
     market__fx_items_begin(&b, "inventory:{r}:p");
     assert_int_equal(market__buf_end(&b, 1), 0); /* no item: taken back */
     market__rd_watch_begin(&b);
-    for (int i = 0; i < 300; i++) market__buf_arg(&b, "k");
+    for (int i = 0; i < 300; i++)
+        market__buf_arg(&b, "k");
     assert_int_equal(market__buf_end(&b, 0), 300);
     market__fx_items_begin(&b, "inventory:{r}:p");
     market__buf_arg(&b, "axe");
@@ -193,10 +194,11 @@ static void test_reply_player(void **state) {
  * listing's are left out. */
 static void test_reply_market_page(void **state) {
     (void)state;
-    redisReply v[8] = {str("sword.ann"), str("100"), str("nodot"), str("5"),
+    redisReply v[8] = {str("sword.ann"), str("100"), str("nodot"),  str("5"),
                        str("axe.bob"),   str("1.5"), str("bow.cy"), str("7")};
     redisReply *e[8];
-    for (int i = 0; i < 8; i++) e[i] = &v[i];
+    for (int i = 0; i < 8; i++)
+        e[i] = &v[i];
     redisReply r = arr(e, 8);
     market_listing *l;
     size_t n;
@@ -258,10 +260,11 @@ static void test_reply_scan(void **state) {
  * a bad number); TIME into ms. */
 static void test_reply_sale_and_time(void **state) {
     (void)state;
-    redisReply v[MARKET__SALE_FIELDS] = {str("gem"), str("10"),  str("100"), str("90"), str("10"),
-                                         str("5"),   str("0"),   str("999"), str("house")};
+    redisReply v[MARKET__SALE_FIELDS] = {str("gem"), str("10"), str("100"), str("90"),   str("10"),
+                                         str("5"),   str("0"),  str("999"), str("house")};
     redisReply *e[MARKET__SALE_FIELDS];
-    for (int i = 0; i < MARKET__SALE_FIELDS; i++) e[i] = &v[i];
+    for (int i = 0; i < MARKET__SALE_FIELDS; i++)
+        e[i] = &v[i];
     redisReply r = arr(e, MARKET__SALE_FIELDS);
     market__sale_state st;
     int64_t initial;
@@ -273,7 +276,8 @@ static void test_reply_sale_and_time(void **state) {
     assert_string_equal(house, "house");
     v[3] = str("x");
     assert_int_equal(market__reply_sale(&r, &st, &initial, NULL, NULL), MARKET__UNREADABLE);
-    for (int i = 0; i < MARKET__SALE_FIELDS; i++) v[i] = str(NULL);
+    for (int i = 0; i < MARKET__SALE_FIELDS; i++)
+        v[i] = str(NULL);
     assert_int_equal(market__reply_sale(&r, &st, &initial, NULL, NULL), MARKET__ABSENT);
     redisReply t_v[2] = {str("1700000000"), str("123456")}, *t_e[2] = {&t_v[0], &t_v[1]};
     redisReply t = arr(t_e, 2);
@@ -288,12 +292,12 @@ static void test_reply_sale_and_time(void **state) {
  * or the entry refused when one is missing or unreadable. */
 static void test_reply_trade_and_change(void **state) {
     (void)state;
-    redisReply f_v[14] = {str("buyer"),    str("ann"),  str("seller"), str("bob"),
-                          str("item"),     str("gem"),  str("quantity"), str("2"),
-                          str("price"),    str("50"),   str("total"),  str("100"),
-                          str("fence"),    str("7")};
+    redisReply f_v[14] = {str("buyer"), str("ann"),      str("seller"), str("bob"),   str("item"),
+                          str("gem"),   str("quantity"), str("2"),      str("price"), str("50"),
+                          str("total"), str("100"),      str("fence"),  str("7")};
     redisReply *f_e[14];
-    for (int i = 0; i < 14; i++) f_e[i] = &f_v[i];
+    for (int i = 0; i < 14; i++)
+        f_e[i] = &f_v[i];
     redisReply id = str("1700000000000-0"), f = arr(f_e, 14), *e_e[2] = {&id, &f};
     redisReply e = arr(e_e, 2);
     market_trade t;
@@ -312,11 +316,11 @@ static void test_reply_trade_and_change(void **state) {
     free(v);
     f = arr(f_e, 12); /* no fence */
     assert_int_equal(market__reply_trade(&e, &t, NULL), MARKET_ERR_STORE);
-    redisReply c_v[10] = {str("action"), str("listed"), str("seller"),   str("bob"),
-                          str("item"),   str("gem"),    str("price"),    str("50"),
-                          str("quantity"), str("3")};
+    redisReply c_v[10] = {str("action"), str("listed"), str("seller"), str("bob"),      str("item"),
+                          str("gem"),    str("price"),  str("50"),     str("quantity"), str("3")};
     redisReply *c_e[10];
-    for (int i = 0; i < 10; i++) c_e[i] = &c_v[i];
+    for (int i = 0; i < 10; i++)
+        c_e[i] = &c_v[i];
     f = arr(c_e, 10);
     market_change ch;
     assert_int_equal(market__reply_change(&e, &ch), 0);
