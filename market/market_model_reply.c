@@ -111,22 +111,31 @@ int market__listing_units(market_listing *l, const redisReply *r) {
     return 0;
 }
 
-/* Reads a market:{r} entry (member e "<item>.<seller>", score sc) into *l. Returns 0, or
- * -1 when it is not a listing (no dot, a bad id, a price that is not whole or out of
- * range). */
-int market__listing_read(const redisReply *e, const redisReply *sc, market_listing *l) {
+/* Reads a market:{r} entry (member e "<item>.<seller>", each id of 1..MARKET_ID_MAX bytes,
+ * score sc a whole price) into *l, ids unchecked. Returns 0, or -1 (then *l is unchanged). */
+static int entry_read(const redisReply *e, const redisReply *sc, market_listing *l) {
     if (e->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING) return -1;
     const char *dot = memchr(e->str, '.', e->len);
     size_t ilen = dot ? (size_t)(dot - e->str) : 0, slen = dot ? e->len - ilen - 1 : 0;
-    if (ilen == 0 || ilen > MARKET_ID_MAX || slen == 0 || slen > MARKET_ID_MAX) return -1;
+    if (ilen == 0 || ilen > MARKET_ID_MAX || slen == 0 || slen > MARKET_ID_MAX ||
+        market__parse_price(sc->str, sc->len, &l->price) < 0)
+        return -1;
     memcpy(l->item, e->str, ilen);
     l->item[ilen] = '\0';
     memcpy(l->seller, dot + 1, slen);
     l->seller[slen] = '\0';
-    if (strlen(l->item) != ilen || strlen(l->seller) != slen || !market_id_valid(l->item) ||
-        !market_id_valid(l->seller))
-        return -1;
-    return market__parse_price(sc->str, sc->len, &l->price);
+    return 0;
+}
+
+/* Reads a market:{r} entry (member e "<item>.<seller>", score sc) into *l. Returns 0, or
+ * -1 when it is not a listing (no dot, a bad id, a price that is not whole or out of
+ * range). */
+int market__listing_read(const redisReply *e, const redisReply *sc, market_listing *l) {
+    if (entry_read(e, sc, l) < 0) return -1;
+    return strlen(l->item) + strlen(l->seller) + 1 == e->len && market_id_valid(l->item) &&
+                   market_id_valid(l->seller)
+               ? 0
+               : -1;
 }
 
 /* Reads a page of the market (r: ZRANGE market:{r} ... WITHSCORES) into
@@ -143,18 +152,8 @@ int market__reply_market_page(const redisReply *r, market_listing **out, size_t 
     market_listing *l = NULL;
     if (r->elements && !(l = calloc(r->elements / 2, sizeof *l))) return MARKET_ERR_NOMEM;
     size_t k = 0;
-    for (size_t i = 0; i + 1 < r->elements; i += 2) {
-        const redisReply *mem = r->element[i], *sc = r->element[i + 1];
-        if (mem->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING) continue;
-        const char *dot = memchr(mem->str, '.', mem->len);
-        if (!dot) continue;
-        size_t ilen = (size_t)(dot - mem->str), slen = mem->len - ilen - 1;
-        if (ilen == 0 || ilen > MARKET_ID_MAX || slen == 0 || slen > MARKET_ID_MAX) continue;
-        if (market__parse_price(sc->str, sc->len, &l[k].price) < 0) continue;
-        memcpy(l[k].item, mem->str, ilen);
-        memcpy(l[k].seller, dot + 1, slen);
-        k++;
-    }
+    for (size_t i = 0; i + 1 < r->elements; i += 2)
+        if (entry_read(r->element[i], r->element[i + 1], &l[k]) == 0) k++;
     *out = l;
     *n = k;
     return MARKET_OK;

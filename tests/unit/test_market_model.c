@@ -212,6 +212,16 @@ static void test_reply_market_page(void **state) {
     r = arr(e, 7);
     assert_int_equal(market__reply_market_page(&r, &l, &n), MARKET_ERR_STORE);
     assert_null(l);
+    market_listing one;
+    assert_int_equal(market__listing_read(&v[0], &v[1], &one), 0); /* strictly: ids checked */
+    assert_string_equal(one.seller, "ann");
+    v[0] = str("bad id.ann");
+    assert_int_equal(market__listing_read(&v[0], &v[1], &one), -1);
+    r = arr(e, 8); /* a page is read leniently: ids unchecked */
+    assert_int_equal(market__reply_market_page(&r, &l, &n), MARKET_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(l[0].item, "bad id");
+    free(l);
 }
 
 /* A sale's buyers: ids and units; a player that is no id is unreadable,
