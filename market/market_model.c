@@ -1,6 +1,7 @@
-/* market_model.c - the data model's writes: a command buffer for one
- * pipeline, and the effects a commit appends to it. Every command and field
- * a write names is spelled here.
+/* market_model.c - the data model's commands: a command buffer for one
+ * pipeline, the effects a commit appends to it, and the reads. Every Redis
+ * command the market sends is spelled here, once (the C_ names below), and
+ * every field a write names; market_model_reply.c decodes what comes back.
  *
  * DESIGN
  * A buffer keeps its commands' arguments back to back in one array, and the
@@ -10,7 +11,10 @@
  * worker's buffer stops allocating after its first large batches. A failed
  * allocation marks the buffer; later appends do nothing, and
  * market__buf_seal() reports it. Effects are single commands: a commit is
- * market__fx_multi(), effects, market__fx_exec().
+ * market__fx_multi(), effects, market__fx_exec(). A read appends the
+ * commands whose replies the matching market__reply_*() decodes. A script
+ * run (market__fx_script) carries text that the feature owning the script
+ * keeps (market_trade.c, market_search.c, market_sale.c).
  */
 #include "market/market_model.h"
 
