@@ -453,36 +453,6 @@ int market_sale_buy(market_conn *c, const char *realm, const char *sale, const c
 
 /* ---- reading ---- */
 
-static int cmp_id(const void *a, const void *b) {
-    return strcmp(a, b);
-}
-
-static int cmp_stack(const void *a, const void *b) {
-    return strcmp(((const market_stack *)a)->item, ((const market_stack *)b)->item);
-}
-
-/* Reads an HGETALL of a player's stacks into p (sorted by item); entries
- * whose item is not an id or whose count is not a whole number are
- * unreadable. Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
-static int parse_stacks(const redisReply *r, market_player *p) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) return MARKET_ERR_STORE;
-    if (r->elements == 0) return MARKET_OK;
-    if (!(p->stacks = calloc(r->elements / 2, sizeof *p->stacks))) return MARKET_ERR_NOMEM;
-    for (size_t i = 0; i + 1 < r->elements; i += 2) {
-        const redisReply *k = r->element[i], *v = r->element[i + 1];
-        market_stack *s = &p->stacks[p->n_stacks];
-        if (k->type != REDIS_REPLY_STRING || k->len > MARKET_ID_MAX ||
-            v->type != REDIS_REPLY_STRING || market__parse_i64(v->str, v->len, &s->count) < 0)
-            return MARKET_ERR_STORE;
-        memcpy(s->item, k->str, k->len);
-        s->item[k->len] = '\0';
-        if (!market_id_valid(s->item)) return MARKET_ERR_STORE;
-        p->n_stacks++;
-    }
-    qsort(p->stacks, p->n_stacks, sizeof *p->stacks, cmp_stack);
-    return MARKET_OK;
-}
-
 /* Reads player id of realm: name, funds, sorted inventory and stacks. Returns MARKET_OK with
  * *out a new player (caller frees with market_player_free), or ERR_INVALID,
  * ERR_NO_PLAYER, ERR_STORE, ERR_NOMEM with *out NULL. No lock is taken: the
@@ -495,51 +465,23 @@ int market_player_get(market_conn *c, const char *realm, const char *id, market_
     market__key_user(k_user, realm, id);
     market__key_inventory(k_inv, realm, id);
     market__key_stacks(k_stacks, realm, id);
-    market__cmd rd[3];
-    redisReply *rep[3] = {0};
-    market__cmd_set(&rd[0], 4, "HMGET", k_user, MARKET__FIELD_NAME, MARKET__FIELD_FUNDS);
-    market__cmd_set(&rd[1], 2, "SMEMBERS", k_inv);
-    market__cmd_set(&rd[2], 2, "HGETALL", k_stacks);
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline(c, rd, 3, rep);
+    market__buf rd = {0};
+    market__rd_player(&rd, k_user, k_inv, k_stacks);
+    int rc = market__read_buf(c, realm, &rd);
     if (rc < 0) return rc;
-
-    market_player *p = NULL;
-    redisReply *h = rep[0], *inv = rep[1];
-    if (h->type != REDIS_REPLY_ARRAY || h->elements != 2 || inv->type != REDIS_REPLY_ARRAY) {
-        rc = MARKET_ERR_STORE;
-        goto out;
-    }
-    if (h->element[1]->type == REDIS_REPLY_NIL) {
-        rc = MARKET_ERR_NO_PLAYER;
-        goto out;
-    }
-    p = calloc(1, sizeof *p);
-    if (!p || (inv->elements && !(p->inventory = calloc(inv->elements, sizeof *p->inventory)))) {
+    market_player *p = calloc(1, sizeof *p);
+    if (!p) {
         rc = MARKET_ERR_NOMEM;
         goto out;
     }
     snprintf(p->id, sizeof p->id, "%s", id);
-    if (h->element[1]->type != REDIS_REPLY_STRING ||
-        market__parse_i64(h->element[1]->str, h->element[1]->len, &p->funds) < 0) {
-        rc = MARKET_ERR_STORE;
-        goto out;
-    }
-    if (h->element[0]->type == REDIS_REPLY_STRING)
-        snprintf(p->name, sizeof p->name, "%s", h->element[0]->str);
-    for (size_t i = 0; i < inv->elements; i++) {
-        const redisReply *e = inv->element[i];
-        if (e->type != REDIS_REPLY_STRING || e->len > MARKET_ID_MAX) continue;
-        memcpy(p->inventory[p->n_inventory], e->str, e->len);
-        p->inventory[p->n_inventory++][e->len] = '\0';
-    }
-    if (p->n_inventory) qsort(p->inventory, p->n_inventory, sizeof *p->inventory, cmp_id);
-    if ((rc = parse_stacks(rep[2], p)) < 0) goto out;
+    if ((rc = market__reply_player(rd.rep[0], rd.rep[1], rd.rep[2], p)) < 0) goto out;
     *out = p;
     p = NULL;
 out:
     market_player_free(p);
-    market__replies_free(rep, 3);
+    market__replies_free(rd.rep, 3);
+    market__buf_free(&rd);
     return rc;
 }
 
@@ -567,36 +509,19 @@ int market_listings(market_conn *c, const char *realm, size_t offset, size_t lim
     char start[24], stop[24];
     snprintf(start, sizeof start, "%zu", offset);
     snprintf(stop, sizeof stop, "%zu", offset + limit - 1);
-    market__cmd rd[2];
-    redisReply *rep[2] = {0};
-    market__cmd_set(&rd[0], 2, "ZCARD", rl.market);
-    market__cmd_set(&rd[1], 5, "ZRANGE", rl.market, start, stop, "WITHSCORES");
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline(c, rd, 2, rep);
+    market__buf rd = {0};
+    market__rd_count(&rd, &rl);
+    market__rd_market_range(&rd, &rl, start, stop);
+    int rc = market__read_buf(c, realm, &rd);
     if (rc < 0) return rc;
-    redisReply *r = rep[1];
+    redisReply **rep = rd.rep;
     market_listing *l = NULL;
-    if (rep[0]->type != REDIS_REPLY_INTEGER || r->type != REDIS_REPLY_ARRAY || r->elements % 2) {
+    size_t count = 0;
+    if (rep[0]->type != REDIS_REPLY_INTEGER) {
         rc = MARKET_ERR_STORE;
         goto out;
     }
-    size_t count = 0;
-    if (r->elements && !(l = calloc(r->elements / 2, sizeof *l))) {
-        rc = MARKET_ERR_NOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i + 1 < r->elements; i += 2) {
-        const redisReply *mem = r->element[i], *sc = r->element[i + 1];
-        if (mem->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING) continue;
-        const char *dot = memchr(mem->str, '.', mem->len);
-        if (!dot) continue;
-        size_t ilen = (size_t)(dot - mem->str), slen = mem->len - ilen - 1;
-        if (ilen == 0 || ilen > MARKET_ID_MAX || slen == 0 || slen > MARKET_ID_MAX) continue;
-        if (market__parse_price(sc->str, sc->len, &l[count].price) < 0) continue;
-        memcpy(l[count].item, mem->str, ilen);
-        memcpy(l[count].seller, dot + 1, slen);
-        count++;
-    }
+    if ((rc = market__reply_market_page(rep[1], &l, &count)) < 0) goto out;
     rc = market__units_fill(c, &rl, l, count);
     if (rc < 0) goto out;
     *out = l;
@@ -606,18 +531,20 @@ int market_listings(market_conn *c, const char *realm, size_t offset, size_t lim
 out:
     free(l);
     market__replies_free(rep, 2);
+    market__buf_free(&rd);
     return rc;
 }
 
 /* Asks Redis for a PONG. Returns MARKET_OK or MARKET_ERR_STORE. */
 int market_ping(market_conn *c) {
     if (!c) return MARKET_ERR_INVALID;
-    market__cmd cmd;
-    redisReply *rep = NULL;
-    market__cmd_set(&cmd, 1, "PING");
-    int rc = market__pipeline(c, &cmd, 1, &rep);
-    if (rc < 0) return rc;
-    rc = rep->type == REDIS_REPLY_STATUS ? MARKET_OK : MARKET_ERR_STORE;
-    freeReplyObject(rep);
+    market__buf rd = {0};
+    market__rd_ping(&rd);
+    int rc = market__pipeline_buf(c, &rd);
+    if (rc == MARKET_OK) {
+        rc = rd.rep[0]->type == REDIS_REPLY_STATUS ? MARKET_OK : MARKET_ERR_STORE;
+        market__replies_free(rd.rep, 1);
+    }
+    market__buf_free(&rd);
     return rc;
 }

@@ -27,17 +27,20 @@ static int itemlist_add(struct itemlist *l, const char *s, size_t len) {
     return MARKET_OK;
 }
 
-/* Runs one command per key (argv[0] cmd, argv[1] key, optional argv[2]) in
- * one pipeline and hands each reply to fn. */
-static int per_key(market_conn *c, const struct market__keylist *keys, const char *cmd,
-                   const char *arg, int (*fn)(redisReply *r, void *ud), void *ud) {
+/* Runs the read rd (a model read of one key) of every key in one pipeline
+ * and hands each reply to fn. */
+static int per_key(market_conn *c, const struct market__keylist *keys,
+                   void (*rd)(market__buf *b, const char *key), int (*fn)(redisReply *r, void *ud),
+                   void *ud) {
     int rc = market__connect(c);
     if (rc < 0) return rc;
     struct market__bulk b = {c, 0, 0};
+    market__buf cmd = {0};
     for (size_t i = 0; i < keys->n; i++) {
-        const char *argv[3] = {cmd, keys->keys[i], arg};
-        market__bulk_add(&b, arg ? 3 : 2, argv, NULL);
+        rd(&cmd, keys->keys[i]);
+        market__bulk_add_buf(&b, &cmd);
     }
+    market__buf_free(&cmd);
     if (b.failed) return market__bulk_finish(&b);
     for (size_t i = 0; i < b.sent; i++) {
         void *r = NULL;
@@ -61,10 +64,10 @@ static int cmp_reply_str(const void *a, const void *b) {
 
 static int audit_funds(redisReply *r, void *ud) {
     market_audit_report *a = ud;
-    int64_t f;
-    if (r->type == REDIS_REPLY_NIL) return MARKET_OK; /* a users: hash without funds */
-    if (r->type != REDIS_REPLY_STRING || market__parse_i64(r->str, r->len, &f) < 0)
-        return MARKET_ERR_STORE;
+    market__party p = market__reply_party(r);
+    if (p.known == MARKET__ABSENT) return MARKET_OK; /* a users: hash without funds */
+    if (p.known != MARKET__PRESENT) return MARKET_ERR_STORE;
+    int64_t f = p.funds;
     a->players++;
     if (f < 0) a->negative_funds++;
     if (__builtin_add_overflow(a->total_funds, f, &a->total_funds)) return MARKET_ERR_OVERFLOW;
@@ -100,18 +103,21 @@ static int cmp_str_p(const void *a, const void *b) {
 static int audit_index(market_conn *c, const char *realm, const redisReply *z, size_t *mismatch) {
     struct market__strs exp = {0}, act = {0};
     struct market__keylist keys = {0};
-    struct market__idx_read *r = malloc(sizeof *r);
+    struct market__idx_read *r = calloc(1, sizeof *r);
     char legacy[3][MARKET__KEY_MAX];
     market__idx_legacy_keys(realm, legacy);
-    market__cmd exists;
-    market__cmd_set(&exists, 4, "EXISTS", legacy[0], legacy[1], legacy[2]);
-    int rc = r ? market__pipeline(c, &exists, 1, r->rep) : MARKET_ERR_NOMEM;
+    const char *legacy_p[3] = {legacy[0], legacy[1], legacy[2]};
+    int rc = MARKET_ERR_NOMEM;
+    if (r) {
+        market__rd_exists(&r->b, legacy_p, 3);
+        rc = market__pipeline_buf(c, &r->b);
+    }
     if (rc < 0) goto out;
-    if (r->rep[0]->type == REDIS_REPLY_INTEGER)
-        *mismatch += (size_t)r->rep[0]->integer;
+    if (r->b.rep[0]->type == REDIS_REPLY_INTEGER)
+        *mismatch += (size_t)r->b.rep[0]->integer;
     else
-        rc = market__fail_reply(c, "looking for the former search indexes", r->rep[0]);
-    market__replies_free(r->rep, 1);
+        rc = market__fail_reply(c, "looking for the former search indexes", r->b.rep[0]);
+    market__replies_free(r->b.rep, 1);
     for (size_t i = 0; rc == MARKET_OK && i < z->elements / 2; i++) {
         market_listing l;
         market__idx_entry e;
@@ -167,6 +173,7 @@ out:
     market__strs_free(&exp);
     market__strs_free(&act);
     market__keylist_free(&keys);
+    if (r) market__idx_read_free(r);
     free(r);
     return rc;
 }
@@ -181,15 +188,10 @@ static int audit_sale(redisReply *r, void *ud) {
     struct units *u = ud;
     market_audit_report *a = u->a;
     int64_t v[3];
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return MARKET_ERR_STORE;
-    const redisReply *item = r->element[0];
-    if (item->type == REDIS_REPLY_NIL) return MARKET_OK; /* went away meanwhile */
-    for (size_t i = 0; i < 3; i++) {
-        const redisReply *e = r->element[1 + i];
-        if (item->type != REDIS_REPLY_STRING || e->type != REDIS_REPLY_STRING ||
-            market__parse_i64(e->str, e->len, &v[i]) < 0)
-            return MARKET_ERR_STORE;
-    }
+    char item[MARKET_ID_MAX + 1];
+    int known = market__reply_sale_counts(r, item, v);
+    if (known == MARKET__ABSENT) return MARKET_OK; /* went away meanwhile */
+    if (known != MARKET__PRESENT) return MARKET_ERR_STORE;
     int64_t initial = v[0], stock = v[1], sold = v[2];
     a->sales++;
     if (sold > initial || stock < 0) a->sales_oversold++;
@@ -197,30 +199,25 @@ static int audit_sale(redisReply *r, void *ud) {
     if (__builtin_add_overflow(a->units_in_sales, stock, &a->units_in_sales) ||
         __builtin_add_overflow(a->units_sold_by_sales, sold, &a->units_sold_by_sales))
         return MARKET_ERR_OVERFLOW;
-    return itemlist_add(&u->sale_items, item->str, item->len);
+    return itemlist_add(&u->sale_items, item, strlen(item));
 }
 
 static int audit_stacks(redisReply *r, void *ud) {
     struct units *u = ud;
     market_audit_report *a = u->a;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) return MARKET_ERR_STORE;
-    for (size_t i = 0; i + 1 < r->elements; i += 2) {
-        const redisReply *k = r->element[i], *e = r->element[i + 1];
-        int64_t n;
-        if (k->type != REDIS_REPLY_STRING || k->len > MARKET_ID_MAX ||
-            e->type != REDIS_REPLY_STRING || market__parse_i64(e->str, e->len, &n) < 0)
-            return MARKET_ERR_STORE;
-        if (__builtin_add_overflow(a->units_in_stacks, n, &a->units_in_stacks))
-            return MARKET_ERR_OVERFLOW;
-        char item[MARKET_ID_MAX + 1];
-        memcpy(item, k->str, k->len);
-        item[k->len] = '\0';
-        if (u->sale_items.n &&
-            bsearch(item, u->sale_items.ids, u->sale_items.n, sizeof *u->sale_items.ids, cmp_id) &&
-            __builtin_add_overflow(a->sale_units_in_stacks, n, &a->sale_units_in_stacks))
-            return MARKET_ERR_OVERFLOW;
+    market_stack *s;
+    size_t n;
+    int rc = market__reply_stacks(r, &s, &n);
+    for (size_t i = 0; i < n && rc == MARKET_OK; i++) {
+        if (__builtin_add_overflow(a->units_in_stacks, s[i].count, &a->units_in_stacks) ||
+            (u->sale_items.n &&
+             bsearch(s[i].item, u->sale_items.ids, u->sale_items.n, sizeof *u->sale_items.ids,
+                     cmp_id) &&
+             __builtin_add_overflow(a->sale_units_in_stacks, s[i].count, &a->sale_units_in_stacks)))
+            rc = MARKET_ERR_OVERFLOW;
     }
-    return MARKET_OK;
+    free(s);
+    return rc;
 }
 
 /* Adds the units of realm's sales and stacks to *a (see market_audit_report).
@@ -242,10 +239,12 @@ static int audit_units(market_conn *c, const char *realm, market_audit_report *a
     if (rc == MARKET_OK) sales.n = kept;
     if (rc == MARKET_OK && (rc = market__connect(c)) == MARKET_OK) {
         struct market__bulk b = {c, 0, 0};
+        market__buf cmd = {0};
         for (size_t i = 0; i < sales.n; i++) {
-            const char *argv[6] = {"HMGET", sales.keys[i], "item", "initial", "stock", "sold"};
-            market__bulk_add(&b, 6, argv, NULL);
+            market__rd_sale_counts(&cmd, sales.keys[i]);
+            market__bulk_add_buf(&b, &cmd);
         }
+        market__buf_free(&cmd);
         if (b.failed) {
             rc = market__bulk_finish(&b);
         } else {
@@ -265,7 +264,7 @@ static int audit_units(market_conn *c, const char *realm, market_audit_report *a
     if (u.sale_items.n) qsort(u.sale_items.ids, u.sale_items.n, sizeof *u.sale_items.ids, cmp_id);
     market__key_stacks(pattern, realm, "*");
     if (rc == MARKET_OK) rc = market__scan_keys(c, pattern, &stacks);
-    if (rc == MARKET_OK) rc = per_key(c, &stacks, "HGETALL", NULL, audit_stacks, &u);
+    if (rc == MARKET_OK) rc = per_key(c, &stacks, market__rd_stacks_all, audit_stacks, &u);
     market__keylist_free(&sales);
     market__keylist_free(&stacks);
     free(u.sale_items.ids);
@@ -287,6 +286,7 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
     struct itemlist items = {0};
     redisReply *z = NULL, *u = NULL;
     redisReply **goods = NULL; /* the listings of units (members of units:), sorted */
+    market__buf cmd = {0};
     char pattern[MARKET__KEY_MAX];
     market__realm rl;
     market__realm_init(&rl, realm);
@@ -296,13 +296,13 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
     if ((rc = market__scan_keys(c, pattern, &users)) < 0) goto out;
     market__key_inventory(pattern, realm, "*");
     if ((rc = market__scan_keys(c, pattern, &invs)) < 0) goto out;
-    if ((rc = per_key(c, &users, "HGET", MARKET__FIELD_FUNDS, audit_funds, out)) < 0) goto out;
-    if ((rc = per_key(c, &invs, "SMEMBERS", NULL, audit_inventory, &items)) < 0) goto out;
+    if ((rc = per_key(c, &users, market__rd_funds, audit_funds, out)) < 0) goto out;
+    if ((rc = per_key(c, &invs, market__rd_items, audit_inventory, &items)) < 0) goto out;
     out->items_held = items.n;
-    const char *hgetall[2] = {"HGETALL", rl.units};
-    if (!(u = market__command(c, 2, hgetall, NULL)) || u->type != REDIS_REPLY_ARRAY ||
+    market__rd_listing_units_all(&cmd, &rl);
+    if (!(u = market__command_buf(c, &cmd, &rc)) || u->type != REDIS_REPLY_ARRAY ||
         u->elements % 2 || !(goods = malloc((u->elements / 2 + 1) * sizeof *goods))) {
-        rc = u && u->type == REDIS_REPLY_ARRAY ? MARKET_ERR_NOMEM : MARKET_ERR_STORE;
+        rc = u && u->type == REDIS_REPLY_ARRAY ? MARKET_ERR_NOMEM : u ? MARKET_ERR_STORE : rc;
         goto out;
     }
     size_t n_goods = 0;
@@ -317,11 +317,9 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
         goods[n_goods++] = u->element[i];
     }
     qsort(goods, n_goods, sizeof *goods, cmp_reply_str);
-    const char *argv[5] = {"ZRANGE", rl.market, "0", "-1", "WITHSCORES"};
-    if (!(z = market__command(c, 5, argv, NULL))) {
-        rc = MARKET_ERR_STORE;
-        goto out;
-    }
+    market__buf_reset(&cmd);
+    market__rd_market_range(&cmd, &rl, "0", "-1");
+    if (!(z = market__command_buf(c, &cmd, &rc))) goto out;
     if (z->type != REDIS_REPLY_ARRAY || z->elements % 2) {
         rc = MARKET_ERR_STORE;
         goto out;
@@ -348,6 +346,7 @@ out:
     if (z) freeReplyObject(z);
     if (u) freeReplyObject(u);
     free(goods);
+    market__buf_free(&cmd);
     market__keylist_free(&users);
     market__keylist_free(&invs);
     free(items.ids);

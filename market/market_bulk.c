@@ -70,15 +70,18 @@ void market__strs_free(struct market__strs *s) {
 
 /* ---- pipelines of many commands ---- */
 
-/* Appends a command (argv/len as redisAppendCommandArgv takes them) to b, unless an
- * earlier one failed; a failure is kept in b for market__bulk_finish(). This function
- * can't fail. */
-void market__bulk_add(struct market__bulk *b, int argc, const char **argv, const size_t *len) {
-    if (b->failed) return;
-    if (redisAppendCommandArgv(b->c->ctx, argc, argv, len) != REDIS_OK)
-        b->failed = 1;
-    else
-        b->sent++;
+/* Appends the commands of cmds (market_model.h) to b, unless an earlier one failed, and
+ * empties cmds for the next ones; a failure (cmds could not be built, or hiredis could not
+ * take a command) is kept in b for market__bulk_finish(). This function can't fail. */
+void market__bulk_add_buf(struct market__bulk *b, market__buf *cmds) {
+    if (market__buf_seal(cmds) < 0) b->failed = 1;
+    for (size_t i = 0; i < cmds->n && !b->failed; i++) {
+        if (redisAppendCommandArgv(b->c->ctx, cmds->argc[i], cmds->argv[i], NULL) != REDIS_OK)
+            b->failed = 1;
+        else
+            b->sent++;
+    }
+    market__buf_reset(cmds);
 }
 
 /* Reads every pending reply. Returns MARKET_OK, or MARKET_ERR_STORE when a
@@ -99,42 +102,6 @@ int market__bulk_finish(struct market__bulk *b) {
     return rc;
 }
 
-/* Makes room in p for n commands. Returns MARKET_OK or MARKET_ERR_NOMEM (then p keeps
- * its former room). */
-int market__pipe_reserve(struct market__pipe *p, size_t n) {
-    if (n <= p->cap) return MARKET_OK;
-    size_t ncap = p->cap ? p->cap * 2 : 64;
-    while (ncap < n)
-        ncap *= 2;
-    int *argc = realloc(p->argc, ncap * sizeof *argc);
-    if (argc) p->argc = argc;
-    const char ***argv = realloc(p->argv, ncap * sizeof *argv);
-    if (argv) p->argv = argv;
-    struct market__argv6 *cmd = realloc(p->cmd, ncap * sizeof *cmd);
-    if (cmd) p->cmd = cmd;
-    redisReply **rep = realloc(p->rep, ncap * sizeof *rep);
-    if (rep) p->rep = rep;
-    if (!argc || !argv || !cmd || !rep) return MARKET_ERR_NOMEM;
-    p->cap = ncap;
-    return MARKET_OK;
-}
-
-/* Puts the command cmd (argc arguments) at place *nc of p, which has room, and counts it.
- * This function can't fail. */
-void market__pipe_put(struct market__pipe *p, size_t *nc, int argc, struct market__argv6 cmd) {
-    p->cmd[*nc] = cmd;
-    p->argv[*nc] = p->cmd[*nc].v;
-    p->argc[(*nc)++] = argc;
-}
-
-/* Frees p's arrays (not the replies in them). This function can't fail. */
-void market__pipe_free(struct market__pipe *p) {
-    free(p->argc);
-    free(p->argv);
-    free(p->cmd);
-    free(p->rep);
-}
-
 /* ---- keys ---- */
 
 /* Collects the keys matching pattern with SCAN into out (grown as needed; its keys are
@@ -142,37 +109,32 @@ void market__pipe_free(struct market__pipe *p) {
  * ERR_NOMEM. */
 int market__scan_keys(market_conn *c, const char *pattern, struct market__keylist *out) {
     char cursor[32] = "0";
+    market__buf b = {0};
+    int rc = MARKET_OK;
     do {
-        const char *argv[6] = {"SCAN", cursor, "MATCH", pattern, "COUNT", MARKET__SCAN_COUNT};
-        int rc = market__connect(c);
-        if (rc < 0) return rc;
-        redisReply *r = market__command(c, 6, argv, NULL);
-        if (!r) return MARKET_ERR_STORE;
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-            r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY ||
-            r->element[0]->len >= sizeof cursor) {
-            freeReplyObject(r);
-            return MARKET_ERR_STORE;
-        }
-        memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
-        redisReply *ks = r->element[1];
-        if (market__grow((void **)&out->keys, &out->cap, out->n + ks->elements, sizeof *out->keys) <
-            0) {
-            freeReplyObject(r);
-            return MARKET_ERR_NOMEM;
-        }
-        for (size_t i = 0; i < ks->elements; i++) {
-            if (ks->element[i]->type != REDIS_REPLY_STRING) continue;
-            char *k = strdup(ks->element[i]->str);
-            if (!k) {
-                freeReplyObject(r);
-                return MARKET_ERR_NOMEM;
-            }
-            out->keys[out->n++] = k;
+        market__buf_reset(&b);
+        market__rd_scan(&b, cursor, pattern);
+        if ((rc = market__connect(c)) < 0) break;
+        redisReply *r = market__command_buf(c, &b, &rc);
+        if (!r) break;
+        const redisReply *ks = NULL;
+        if (market__reply_scan(r, cursor, sizeof cursor, &ks) < 0)
+            rc = MARKET_ERR_STORE;
+        else if (market__grow((void **)&out->keys, &out->cap, out->n + ks->elements,
+                              sizeof *out->keys) < 0)
+            rc = MARKET_ERR_NOMEM;
+        for (size_t i = 0, len; rc == MARKET_OK && i < ks->elements; i++) {
+            const char *key = market__reply_key(ks, i, &len);
+            if (!key) continue;
+            if (!(out->keys[out->n] = strdup(key)))
+                rc = MARKET_ERR_NOMEM;
+            else
+                out->n++;
         }
         freeReplyObject(r);
-    } while (strcmp(cursor, "0") != 0);
-    return MARKET_OK;
+    } while (rc == MARKET_OK && strcmp(cursor, "0") != 0);
+    market__buf_free(&b);
+    return rc;
 }
 
 /* Frees k's keys and empties k. This function can't fail. */
@@ -185,24 +147,6 @@ void market__keylist_free(struct market__keylist *k) {
 }
 
 /* ---- the market and its search indexes ---- */
-
-/* Reads a market:{r} entry (member e "<item>.<seller>", score sc) into *l. Returns 0, or
- * -1 when it is not a listing (no dot, a bad id, a price that is not whole or out of
- * range). */
-int market__listing_read(const redisReply *e, const redisReply *sc, market_listing *l) {
-    if (e->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING) return -1;
-    const char *dot = memchr(e->str, '.', e->len);
-    size_t ilen = dot ? (size_t)(dot - e->str) : 0, slen = dot ? e->len - ilen - 1 : 0;
-    if (ilen == 0 || ilen > MARKET_ID_MAX || slen == 0 || slen > MARKET_ID_MAX) return -1;
-    memcpy(l->item, e->str, ilen);
-    l->item[ilen] = '\0';
-    memcpy(l->seller, dot + 1, slen);
-    l->seller[slen] = '\0';
-    if (strlen(l->item) != ilen || strlen(l->seller) != slen || !market_id_valid(l->item) ||
-        !market_id_valid(l->seller))
-        return -1;
-    return market__parse_price(sc->str, sc->len, &l->price);
-}
 
 /* Writes the keys of realm's search indexes in their former layout (one big zset each,
  * every score 0) into out: idx:{r}:all, idx:{r}:item and idx:{r}:seller. This function
@@ -250,22 +194,25 @@ int market__idx_keys_scan(market_conn *c, const char *realm, struct market__keyl
  * with nothing in rep. */
 int market__idx_read(market_conn *c, struct market__idx_read *r, const char *watch,
                      char *const *keys, size_t n) {
-    size_t nc = 0;
+    market__buf_reset(&r->b);
     if (watch) {
-        r->watch[0] = "WATCH";
-        r->watch[1] = watch;
+        market__rd_watch_begin(&r->b);
+        market__buf_arg(&r->b, watch);
         for (size_t i = 0; i < n; i++)
-            r->watch[2 + i] = keys[i];
-        r->argv[nc] = r->watch;
-        r->argc[nc++] = (int)(2 + n);
+            market__buf_arg(&r->b, keys[i]);
+        market__buf_end(&r->b, 0);
     }
-    for (size_t i = 0; i < n; i++) {
-        const char **z = r->zrange[i];
-        z[0] = "ZRANGE", z[1] = keys[i], z[2] = "0", z[3] = "-1", z[4] = "WITHSCORES";
-        r->argv[nc] = z;
-        r->argc[nc++] = 5;
-    }
-    int rc = market__pipeline_argv(c, nc, r->argc, (const char **const *)r->argv, r->rep);
-    r->n = rc == MARKET_OK ? nc : 0;
+    for (size_t i = 0; i < n; i++)
+        market__rd_zset_all(&r->b, keys[i]);
+    int rc = market__pipeline_buf(c, &r->b);
+    r->rep = r->b.rep;
+    r->n = rc == MARKET_OK ? r->b.n : 0;
     return rc;
+}
+
+/* Frees what r holds (not the replies of its last read). This function can't fail. */
+void market__idx_read_free(struct market__idx_read *r) {
+    market__buf_free(&r->b);
+    r->rep = NULL;
+    r->n = 0;
 }

@@ -12,7 +12,6 @@
 
 #include "market/market_store.h"
 
-#define MARKET__SCAN_COUNT "1000" /* SCAN's COUNT hint */
 #define MARKET__KEYS_CHUNK                                                                         \
     1000 /* index keys read per round trip by the audit and market_reindex() */
 
@@ -41,29 +40,12 @@ struct market__strs {
     size_t cap_p;
 };
 
-/* A pipeline that reads index keys whole: [WATCH market:{r} <keys>,] ZRANGE <key> 0 -1
- * WITHSCORES for each key. */
+/* A pipeline that reads index keys whole: [WATCH market:{r} <keys>,] the whole zset of each
+ * key (market__idx_read()). Zeroed: empty; freed with market__idx_read_free(). */
 struct market__idx_read {
-    const char *watch[2 + MARKET__KEYS_CHUNK];
-    const char *zrange[MARKET__KEYS_CHUNK][5];
-    const char **argv[1 + MARKET__KEYS_CHUNK];
-    int argc[1 + MARKET__KEYS_CHUNK];
-    redisReply *rep[1 + MARKET__KEYS_CHUNK];
-    size_t n; /* the replies rep holds */
-};
-
-/* One command's argv in a pipeline that market_players_scan() or market_reindex() builds. */
-struct market__argv6 {
-    const char *v[6];
-};
-
-/* The arrays market__pipeline_argv() takes, for up to cap commands. */
-struct market__pipe {
-    int *argc;
-    const char ***argv;
-    struct market__argv6 *cmd;
-    redisReply **rep;
-    size_t cap;
+    market__buf b;    /* the commands */
+    redisReply **rep; /* their replies, after market__idx_read() */
+    size_t n;         /* the replies rep holds */
 };
 
 /* ---- arrays and strings ---- */
@@ -74,22 +56,19 @@ int market__strs_index(struct market__strs *s);
 void market__strs_free(struct market__strs *s);
 
 /* ---- pipelines of many commands ---- */
-void market__bulk_add(struct market__bulk *b, int argc, const char **argv, const size_t *len);
 int market__bulk_finish(struct market__bulk *b);
-int market__pipe_reserve(struct market__pipe *p, size_t n);
-void market__pipe_put(struct market__pipe *p, size_t *nc, int argc, struct market__argv6 cmd);
-void market__pipe_free(struct market__pipe *p);
+void market__bulk_add_buf(struct market__bulk *b, market__buf *cmds);
 
 /* ---- keys ---- */
 int market__scan_keys(market_conn *c, const char *pattern, struct market__keylist *out);
 void market__keylist_free(struct market__keylist *k);
 
 /* ---- the market and its search indexes ---- */
-int market__listing_read(const redisReply *e, const redisReply *sc, market_listing *l);
 void market__idx_legacy_keys(const char *realm, char out[3][MARKET__KEY_MAX]);
 const char *market__idx_key_id(const char *realm, const char *key, int *kind);
 int market__idx_keys_scan(market_conn *c, const char *realm, struct market__keylist *keys);
 int market__idx_read(market_conn *c, struct market__idx_read *r, const char *watch,
                      char *const *keys, size_t n);
+void market__idx_read_free(struct market__idx_read *r);
 
 #endif /* GM_MARKET_MARKET_BULK_H */

@@ -16,42 +16,6 @@
 
 #include "market/market_store.h"
 
-/* Reads one entry [id, [field, value...]] into *ch. Returns 0, or -1 when
- * it is not a change this file wrote. */
-static int parse_change(const redisReply *e, market_change *ch) {
-    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) return -1;
-    const redisReply *id = e->element[0], *f = e->element[1];
-    if (id->type != REDIS_REPLY_STRING || id->len > MARKET_TRADE_ID_MAX ||
-        f->type != REDIS_REPLY_ARRAY || f->elements % 2)
-        return -1;
-    memset(ch, 0, sizeof *ch);
-    memcpy(ch->id, id->str, id->len);
-    unsigned seen = 0;
-    for (size_t i = 0; i < f->elements; i += 2) {
-        const redisReply *k = f->element[i], *v = f->element[i + 1];
-        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return -1;
-        if (strcmp(k->str, "action") == 0) {
-            if (strcmp(v->str, "listed") != 0 && strcmp(v->str, "unlisted") != 0) return -1;
-            ch->listed = v->str[0] == 'l';
-            seen |= 1;
-        } else if (strcmp(k->str, "seller") == 0 || strcmp(k->str, "item") == 0) {
-            char *out = k->str[0] == 's' ? ch->listing.seller : ch->listing.item;
-            if (v->len > MARKET_ID_MAX) return -1;
-            memcpy(out, v->str, v->len);
-            out[v->len] = '\0';
-            if (!market_id_valid(out)) return -1;
-            seen |= k->str[0] == 's' ? 2 : 4;
-        } else if (strcmp(k->str, "price") == 0) {
-            if (market__parse_i64(v->str, v->len, &ch->listing.price) < 0) return -1;
-            seen |= 8;
-        } else if (strcmp(k->str, "quantity") == 0) {
-            if (market__parse_i64(v->str, v->len, &ch->listing.quantity) < 0) return -1;
-            seen |= 16;
-        }
-    }
-    return seen == 31 ? 0 : -1;
-}
-
 /* Reads up to limit (1..MARKET_TRADES_PAGE_MAX) listing changes of realm
  * made after entry id after (NULL or "": from the oldest kept), oldest
  * first. Returns MARKET_OK with *out a new array of *n changes (caller
@@ -74,7 +38,7 @@ int market_changes_after(market_conn *c, const char *realm, const char *after, s
         market_change *v = calloc(k, sizeof *v);
         if (!v) rc = MARKET_ERR_NOMEM;
         for (size_t i = 0; v && i < k; i++)
-            if (parse_change(r->element[i], &v[i]) < 0) {
+            if (market__reply_change(r->element[i], &v[i]) < 0) {
                 free(v);
                 v = NULL;
                 rc = market__fail(c, "the listing changes of realm %s are unreadable", realm);
@@ -96,12 +60,15 @@ int market_change_last(market_conn *c, const char *realm, char id[MARKET_TRADE_I
     if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
     market__realm rl;
     market__realm_init(&rl, realm);
-    const char *argv[6] = {"XREVRANGE", rl.changes, "+", "-", "COUNT", "1"};
+    market__buf b = {0};
+    market__rd_stream_last(&b, rl.changes);
     redisReply *r = NULL;
-    int rc = market__read_one(c, realm, 6, argv, &r);
+    int rc = market__read_one(c, realm, &b, &r);
+    market__buf_free(&b);
     if (rc < 0) return rc;
     market_change ch;
-    if (r->type != REDIS_REPLY_ARRAY || (r->elements == 1 && parse_change(r->element[0], &ch) < 0))
+    if (r->type != REDIS_REPLY_ARRAY ||
+        (r->elements == 1 && market__reply_change(r->element[0], &ch) < 0))
         rc = market__fail(c, "the listing changes of realm %s are unreadable", realm);
     else if (r->elements == 1)
         memcpy(id, ch.id, sizeof ch.id);

@@ -27,7 +27,7 @@ enum {
  * oldest first, and what every kind shares. */
 typedef struct market__cbatch {
     const struct market__kind *kind;
-    void *ks; /* the kind's state on this lane (kind->state_new), kept across batches */
+    void *ks; /* the kind's state on this lane (kind->state_size bytes), kept across batches */
     market_queued *req[MARKET__BATCH_MAX];
     size_t n;      /* orders taken */
     size_t n_open; /* req[0..n_open) wait for the batch's outcome; kind->prepare may

@@ -117,14 +117,15 @@ static int judge_role(const redisReply *r, const redisReply *info, unsigned want
  * market of realm. Returns MARKET_OK, MARKET_ERR_STORE with a sentence in
  * why, or MARKET_ERR_NOMEM. */
 static int probe(market_conn *c, const char *realm, char *why, size_t whylen) {
-    market__cmd cmds[3];
-    redisReply *rep[3] = {NULL, NULL, NULL};
-    market__cmd_set(&cmds[0], 1, "ROLE");
-    market__cmd_set(&cmds[1], 2, "INFO", "replication");
+    market__buf b = {0};
+    market__rd_role(&b);
+    market__rd_info(&b, "replication");
     market__realm rl;
     market__realm_init(&rl, realm);
-    market__cmd_set(&cmds[2], 5, "ZADD", rl.market, "XX", "0", PROBE_MEMBER);
-    int rc = market__pipeline(c, cmds, 3, rep);
+    market__fx_probe(&b, &rl, PROBE_MEMBER);
+    int rc = market__pipeline_buf(c, &b);
+    redisReply **rep = b.rep;
+    if (rc < 0) market__buf_free(&b);
     if (rc == MARKET_ERR_NOMEM) {
         snprintf(why, whylen, "out of memory");
         return rc;
@@ -152,6 +153,7 @@ static int probe(market_conn *c, const char *realm, char *why, size_t whylen) {
     rc = MARKET_OK;
 done:
     market__replies_free(rep, 3);
+    market__buf_free(&b);
     return rc;
 }
 

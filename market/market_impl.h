@@ -16,7 +16,6 @@
 #define MARKET__TAG_MAX (MARKET_REALM_MAX + 3)         /* "{<realm>}" */
 #define MARKET__KEY_MAX (MARKET_ID_MAX + MARKET__TAG_MAX + 16) /* "inventory:{<realm>}:<id>" */
 #define MARKET__MEMBER_MAX (2 * MARKET_ID_MAX + 2)     /* "<item>.<seller>" */
-#define MARKET__PIPE_MAX 16                            /* commands in one fixed pipeline */
 #define MARKET__BATCH_MAX 256                          /* upper bound of cfg.batch_max */
 #define MARKET__HELD_MAX LOCK_MULTI_MAX                /* leases one transaction may hold */
 #define MARKET__ITEM_BATCH_MAX (MARKET__HELD_MAX / 2)  /* item strategy: 2 locks a purchase */

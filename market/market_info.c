@@ -23,23 +23,17 @@ struct userkeys {
  * the players whose id is valid and matches match (NULL: every one). */
 static int userkeys_from_scan(const redisReply *r, char *cursor, size_t cursorlen,
                               size_t prefix_len, const char *match, struct userkeys *next) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY ||
-        r->element[0]->len >= cursorlen)
-        return MARKET_ERR_STORE;
-    memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
-    const redisReply *ks = r->element[1];
+    const redisReply *ks;
+    if (market__reply_scan(r, cursor, cursorlen, &ks) < 0) return MARKET_ERR_STORE;
     next->n = 0;
     if (market__grow((void **)&next->keys, &next->cap, ks->elements, sizeof *next->keys) < 0)
         return MARKET_ERR_NOMEM;
-    for (size_t i = 0; i < ks->elements; i++) {
-        const redisReply *k = ks->element[i];
-        if (k->type != REDIS_REPLY_STRING || k->len <= prefix_len ||
-            k->len - prefix_len > MARKET_ID_MAX)
-            continue;
+    for (size_t i = 0, len; i < ks->elements; i++) {
+        const char *k = market__reply_key(ks, i, &len);
+        if (!k || len <= prefix_len || len - prefix_len > MARKET_ID_MAX) continue;
         char *key = next->keys[next->n];
-        memcpy(key, k->str, k->len);
-        key[k->len] = '\0';
+        memcpy(key, k, len);
+        key[len] = '\0';
         const char *id = key + prefix_len;
         if (!market_id_valid(id) || (match && fnmatch(match, id, 0) != 0)) continue;
         next->n++;
@@ -53,11 +47,11 @@ static int funds_from_replies(const struct userkeys *keys, size_t prefix_len, re
                               market_player_funds **out, size_t *n, size_t *cap) {
     if (market__grow((void **)out, cap, *n + keys->n, sizeof **out) < 0) return MARKET_ERR_NOMEM;
     for (size_t i = 0; i < keys->n; i++) {
-        const redisReply *r = rep[i];
-        if (r->type == REDIS_REPLY_NIL) continue;
+        market__party party = market__reply_party(rep[i]);
+        if (party.known == MARKET__ABSENT) continue;
+        if (party.known != MARKET__PRESENT) return MARKET_ERR_STORE;
         market_player_funds *p = &(*out)[*n];
-        if (r->type != REDIS_REPLY_STRING || market__parse_i64(r->str, r->len, &p->funds) < 0)
-            return MARKET_ERR_STORE;
+        p->funds = party.funds;
         snprintf(p->id, sizeof p->id, "%s", keys->keys[i] + prefix_len);
         (*n)++;
     }
@@ -85,26 +79,18 @@ int market_players_scan(market_conn *c, const char *realm, const char *match,
     market__key_user(pattern, realm, "*");
     size_t prefix_len = strlen(pattern) - 1;
     struct userkeys cur = {0}, next = {0};
-    struct market__pipe p = {0};
+    market__buf p = {0};
     market_player_funds *got = NULL;
     size_t n_got = 0, cap_got = 0;
     char cursor[32] = "0";
     int scanning = 1, rc = market__route(c, realm);
     while (rc == MARKET_OK && (scanning || cur.n)) {
         size_t ncmd = cur.n + (scanning ? 1 : 0);
-        if ((rc = market__pipe_reserve(&p, ncmd)) < 0) break;
-        for (size_t i = 0; i < cur.n; i++) {
-            p.cmd[i] = (struct market__argv6){{"HGET", cur.keys[i], MARKET__FIELD_FUNDS}};
-            p.argc[i] = 3;
-        }
-        if (scanning) {
-            p.cmd[cur.n] = (struct market__argv6){
-                {"SCAN", cursor, "MATCH", pattern, "COUNT", MARKET__SCAN_COUNT}};
-            p.argc[cur.n] = 6;
-        }
-        for (size_t i = 0; i < ncmd; i++)
-            p.argv[i] = p.cmd[i].v;
-        if ((rc = market__pipeline_argv(c, ncmd, p.argc, p.argv, p.rep)) < 0) break;
+        market__buf_reset(&p);
+        for (size_t i = 0; i < cur.n; i++)
+            market__rd_funds(&p, cur.keys[i]);
+        if (scanning) market__rd_scan(&p, cursor, pattern);
+        if ((rc = market__pipeline_buf(c, &p)) < 0) break;
         rc = funds_from_replies(&cur, prefix_len, p.rep, &got, &n_got, &cap_got);
         next.n = 0;
         if (rc == MARKET_OK && scanning) {
@@ -118,7 +104,7 @@ int market_players_scan(market_conn *c, const char *realm, const char *match,
     }
     free(cur.keys);
     free(next.keys);
-    market__pipe_free(&p);
+    market__buf_free(&p);
     if (rc < 0) {
         free(got);
         return rc;
@@ -140,12 +126,14 @@ int market_store_info(market_conn *c, const char *section, char **out) {
     if (!out) return MARKET_ERR_INVALID;
     *out = NULL;
     if (!c) return MARKET_ERR_INVALID;
-    const char *argv[2] = {"INFO", section};
-    const char **cmds[1] = {argv};
-    int argc[1] = {section ? 2 : 1};
-    redisReply *rep[1] = {NULL};
-    int rc = market__pipeline_argv(c, 1, argc, cmds, rep);
-    if (rc < 0) return rc;
+    market__buf b = {0};
+    market__rd_info(&b, section);
+    int rc = market__pipeline_buf(c, &b);
+    redisReply **rep = b.rep;
+    if (rc < 0) {
+        market__buf_free(&b);
+        return rc;
+    }
     if (rep[0]->type != REDIS_REPLY_STRING)
         rc = MARKET_ERR_STORE;
     else if (!(*out = malloc(rep[0]->len + 1)))
@@ -155,6 +143,7 @@ int market_store_info(market_conn *c, const char *section, char **out) {
         (*out)[rep[0]->len] = '\0';
     }
     market__replies_free(rep, 1);
+    market__buf_free(&b);
     return rc;
 }
 

@@ -1,6 +1,6 @@
 /* market_keys.c - names and values of the market's keys: a realm's data and
  * lock keys, idempotency records and their claims. Pure: no Redis I/O (it only
- * reads replies handed to it), called by market_txn.c and market_purchase.c.
+ * reads replies handed to it), called by the data model and the files above it.
  *
  * DESIGN
  * An idempotency record idem:{<realm>}:<player>:<key> holds one of
@@ -71,6 +71,12 @@ void market__key_sale(char *out, const char *realm, const char *id) {
     market__key(out, MARKET__KEY_MAX, market__realm_kinds[6], realm, id);
 }
 
+/* Writes the key of the units each player bought of a sale (player -> units)
+ * into out (outlen bytes; MARKET__KEY_MAX + 8 hold any): "<sale_key>:bought". */
+void market__key_bought(char *out, size_t outlen, const char *sale_key) {
+    market__join(out, outlen, sale_key, ":bought", (const char *)NULL);
+}
+
 /* Fills *r with realm's id (borrowed) and the names every operation of the
  * realm shares: its market and its market lock. */
 void market__realm_init(market__realm *r, const char *realm) {
@@ -137,17 +143,6 @@ void market__idem_record(char *out, size_t outlen, const market_idem *idem, int 
         snprintf(out, outlen, "%s %lld %lld", idem->fingerprint, (long long)a, (long long)b);
     else
         snprintf(out, outlen, "%s !%d %lld", idem->fingerprint, rc, (long long)a);
-}
-
-/* Fills a (5 slots) with the command that stores record under key for
- * MARKET_IDEM_TTL_S, and returns its length. Can't fail. */
-int market__idem_record_argv(const char **a, const char *key, const char *record) {
-    a[0] = "SET";
-    a[1] = key;
-    a[2] = record;
-    a[3] = "EX";
-    a[4] = MARKET__IDEM_TTL;
-    return 5;
 }
 
 /* Writes the claim "<fp> ?<token>" into out. */

@@ -36,6 +36,7 @@ void market__key_user(char *out, const char *realm, const char *id);
 void market__key_inventory(char *out, const char *realm, const char *id);
 void market__key_stacks(char *out, const char *realm, const char *id);
 void market__key_sale(char *out, const char *realm, const char *id);
+void market__key_bought(char *out, size_t outlen, const char *sale_key);
 void market__lock_key(char *out, const char *kind, const char *realm, const char *id);
 void market__trade_key(char *out, size_t outlen, const char *realm, const char *kind,
                        const char *id);
@@ -44,7 +45,6 @@ void market__idem_key(char *out, size_t outlen, const char *realm, const char *p
 int market__idem_final(int rc);
 void market__idem_record(char *out, size_t outlen, const market_idem *idem, int rc, int64_t a,
                          int64_t b);
-int market__idem_record_argv(const char **a, const char *key, const char *record);
 void market__idem_claim(char *out, size_t outlen, const market_idem *idem, const char *token);
 void market__idem_claim_ttl(char *out, size_t outlen, int64_t deadline_ms);
 int market__idem_judge(const redisReply *r, const market_idem *idem, const char *token, int *rc,

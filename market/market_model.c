@@ -1,6 +1,7 @@
-/* market_model.c - the data model's writes: a command buffer for one
- * pipeline, and the effects a commit appends to it. Every command and field
- * a write names is spelled here.
+/* market_model.c - the data model's commands: a command buffer for one
+ * pipeline, the effects a commit appends to it, and the reads. Every Redis
+ * command the market sends is spelled here, once (the C_ names below), and
+ * every field a write names; market_model_reply.c decodes what comes back.
  *
  * DESIGN
  * A buffer keeps its commands' arguments back to back in one array, and the
@@ -10,7 +11,10 @@
  * worker's buffer stops allocating after its first large batches. A failed
  * allocation marks the buffer; later appends do nothing, and
  * market__buf_seal() reports it. Effects are single commands: a commit is
- * market__fx_multi(), effects, market__fx_exec().
+ * market__fx_multi(), effects, market__fx_exec(). A read appends the
+ * commands whose replies the matching market__reply_*() decodes. A script
+ * run (market__fx_script) carries text that the feature owning the script
+ * keeps (market_trade.c, market_search.c, market_sale.c).
  */
 #include "market/market_model.h"
 
@@ -19,6 +23,45 @@
 #include <string.h>
 
 #define TEXT_CHUNK 16384 /* bytes of one chunk of a buffer's text */
+
+/* The Redis commands the market sends, each spelled here once. */
+#define C_DEL "DEL"
+#define C_EVAL "EVAL"
+#define C_EXEC "EXEC"
+#define C_EXISTS "EXISTS"
+#define C_EXPIRE "EXPIRE"
+#define C_GET "GET"
+#define C_HDEL "HDEL"
+#define C_HGET "HGET"
+#define C_HGETALL "HGETALL"
+#define C_HINCRBY "HINCRBY"
+#define C_HMGET "HMGET"
+#define C_HSET "HSET"
+#define C_INFO "INFO"
+#define C_MGET "MGET"
+#define C_MULTI "MULTI"
+#define C_PING "PING"
+#define C_ROLE "ROLE"
+#define C_SADD "SADD"
+#define C_SCAN "SCAN"
+#define C_SET "SET"
+#define C_SISMEMBER "SISMEMBER"
+#define C_SMEMBERS "SMEMBERS"
+#define C_SREM "SREM"
+#define C_TIME "TIME"
+#define C_UNLINK "UNLINK"
+#define C_UNWATCH "UNWATCH"
+#define C_WAIT "WAIT"
+#define C_WATCH "WATCH"
+#define C_XADD "XADD"
+#define C_XRANGE "XRANGE"
+#define C_XREVRANGE "XREVRANGE"
+#define C_ZADD "ZADD"
+#define C_ZCARD "ZCARD"
+#define C_ZMSCORE "ZMSCORE"
+#define C_ZRANGE "ZRANGE"
+#define C_ZREM "ZREM"
+#define C_ZSCORE "ZSCORE"
 
 struct market__text {
     struct market__text *next;
@@ -210,70 +253,103 @@ int market__buf_seal(market__buf *b) {
     return MARKET_OK;
 }
 
+/* ---- what the store layer asks of a command ---- */
+
+/* Whether argv (a command's arguments) is an EXEC: the end of a commit.
+ * This function can't fail. */
+int market__cmd_is_exec(const char *const *argv) {
+    return strcmp(argv[0], C_EXEC) == 0;
+}
+
+/* Whether argv (a command's arguments) is a WATCH. This function can't fail. */
+int market__cmd_is_watch(const char *const *argv) {
+    return strcmp(argv[0], C_WATCH) == 0;
+}
+
+/* Fills argv (room for 1) with an UNWATCH, and returns its count of
+ * arguments. This function can't fail. */
+int market__cmd_unwatch(const char **argv) {
+    argv[0] = C_UNWATCH;
+    return 1;
+}
+
+/* Fills argv (room for 3) with a WAIT for need replicas for at most
+ * timeout_ms, its numbers written into need_s and timeout_s (24 bytes
+ * each), and returns its count of arguments. This function can't fail. */
+int market__cmd_wait(const char **argv, char *need_s, char *timeout_s, unsigned need,
+                     int timeout_ms) {
+    market__i64_str(need_s, need);
+    market__i64_str(timeout_s, timeout_ms);
+    argv[0] = C_WAIT;
+    argv[1] = need_s;
+    argv[2] = timeout_s;
+    return 3;
+}
+
 /* ---- effects ---- */
 
-void market__fx_multi(market__buf *b) { market__buf_cmd(b, 1, "MULTI"); }
+void market__fx_multi(market__buf *b) { market__buf_cmd(b, 1, C_MULTI); }
 
-void market__fx_exec(market__buf *b) { market__buf_cmd(b, 1, "EXEC"); }
+void market__fx_exec(market__buf *b) { market__buf_cmd(b, 1, C_EXEC); }
 
 /* Our fence into a lease's fencing record. */
 void market__fx_fence(market__buf *b, const char *fenced, const char *fence) {
-    market__buf_cmd(b, 3, "SET", fenced, fence);
+    market__buf_cmd(b, 3, C_SET, fenced, fence);
 }
 
 /* A player's funds change by delta (none when 0). */
 void market__fx_funds(market__buf *b, const char *user_key, int64_t delta) {
-    if (delta) market__buf_cmd(b, 4, "HINCRBY", user_key, MARKET__FIELD_FUNDS, market__buf_i64(b, delta));
+    if (delta) market__buf_cmd(b, 4, C_HINCRBY, user_key, MARKET__FIELD_FUNDS, market__buf_i64(b, delta));
 }
 
 /* A player's units of a stackable item change by n (none when 0). */
 void market__fx_units(market__buf *b, const char *stacks_key, const char *item, int64_t n) {
-    if (n) market__buf_cmd(b, 4, "HINCRBY", stacks_key, item, market__buf_i64(b, n));
+    if (n) market__buf_cmd(b, 4, C_HINCRBY, stacks_key, item, market__buf_i64(b, n));
 }
 
 /* A stack listing's units change by delta. */
 void market__fx_listing_units(market__buf *b, const market__realm *r, const char *member,
                               int64_t delta) {
-    market__buf_cmd(b, 4, "HINCRBY", r->units, member, market__buf_i64(b, delta));
+    market__buf_cmd(b, 4, C_HINCRBY, r->units, member, market__buf_i64(b, delta));
 }
 
 /* An idempotency key's final outcome, kept for MARKET_IDEM_TTL_S. */
 void market__fx_idem_record(market__buf *b, const char *key, const char *record) {
-    market__buf_cmd(b, 5, "SET", key, record, "EX", MARKET__IDEM_TTL);
+    market__buf_cmd(b, 5, C_SET, key, record, "EX", MARKET__IDEM_TTL);
 }
 
 /* Opens: unique items into a player's inventory (market__buf_arg each item,
  * then market__buf_end(b, 1)). */
 void market__fx_items_begin(market__buf *b, const char *inventory_key) {
-    market__buf_begin(b, "SADD", inventory_key);
+    market__buf_begin(b, C_SADD, inventory_key);
 }
 
 /* Opens: listings leave the realm's market (their members, then end). */
 void market__fx_delist_begin(market__buf *b, const market__realm *r) {
-    market__buf_begin(b, "ZREM", r->market);
+    market__buf_begin(b, C_ZREM, r->market);
 }
 
 /* Opens: stack listings' unit counts go (their members, then end). */
 void market__fx_delist_units_begin(market__buf *b, const market__realm *r) {
-    market__buf_begin(b, "HDEL", r->units);
+    market__buf_begin(b, C_HDEL, r->units);
 }
 
 /* A delisted listing's entries leave its search indexes. */
 void market__fx_idx_remove(market__buf *b, const market__idx_entry *e) {
-    for (int x = 0; x < MARKET__IDX_KINDS; x++) market__buf_cmd(b, 3, "ZREM", e->key[x], e->member[x]);
+    for (int x = 0; x < MARKET__IDX_KINDS; x++) market__fx_idx_drop(b, e->key[x], e->member[x]);
 }
 
 /* units of a sale are sold: one guarded decrement of its stock. */
 void market__fx_sale_take(market__buf *b, const char *sale_key, int64_t units) {
     if (units <= 0) return;
-    market__buf_cmd(b, 4, "HINCRBY", sale_key, "stock", market__buf_i64(b, -units));
-    market__buf_cmd(b, 4, "HINCRBY", sale_key, "sold", market__buf_i64(b, units));
+    market__buf_cmd(b, 4, C_HINCRBY, sale_key, "stock", market__buf_i64(b, -units));
+    market__buf_cmd(b, 4, C_HINCRBY, sale_key, "sold", market__buf_i64(b, units));
 }
 
 /* A player bought units more of a sale. */
 void market__fx_sale_bought(market__buf *b, const char *bought_key, const char *player,
                             int64_t units) {
-    if (units > 0) market__buf_cmd(b, 4, "HINCRBY", bought_key, player, market__buf_i64(b, units));
+    if (units > 0) market__buf_cmd(b, 4, C_HINCRBY, bought_key, player, market__buf_i64(b, units));
 }
 
 /* The item strategy's guard, run right before its MULTI when the lock keys
@@ -292,10 +368,10 @@ static const char guard_script[] =
  * lock keys, which must hold token (two commands, before the MULTI). */
 void market__fx_guard(market__buf *b, const char *const *lock_keys, size_t n,
                       const char *guard_key, const char *token) {
-    market__buf_begin(b, "WATCH", guard_key);
+    market__buf_begin(b, C_WATCH, guard_key);
     for (size_t i = 0; i < n; i++) market__buf_arg(b, lock_keys[i]);
     market__buf_end(b, 0);
-    market__buf_begin(b, "EVAL", guard_script);
+    market__buf_begin(b, C_EVAL, guard_script);
     market__buf_arg(b, market__buf_i64(b, (int64_t)n + 1));
     for (size_t i = 0; i < n; i++) market__buf_arg(b, lock_keys[i]);
     market__buf_arg(b, guard_key);
@@ -305,41 +381,123 @@ void market__fx_guard(market__buf *b, const char *const *lock_keys, size_t n,
 
 /* A unique item leaves a player's inventory. */
 void market__fx_item_out(market__buf *b, const char *inventory_key, const char *item) {
-    market__buf_cmd(b, 3, "SREM", inventory_key, item);
+    market__buf_cmd(b, 3, C_SREM, inventory_key, item);
 }
 
 /* A unique item enters a player's inventory. */
 void market__fx_item_in(market__buf *b, const char *inventory_key, const char *item) {
-    market__buf_cmd(b, 3, "SADD", inventory_key, item);
+    market__buf_cmd(b, 3, C_SADD, inventory_key, item);
 }
 
 /* A player's last units of a stackable item leave (the field goes). */
 void market__fx_units_gone(market__buf *b, const char *stacks_key, const char *item) {
-    market__buf_cmd(b, 3, "HDEL", stacks_key, item);
+    market__buf_cmd(b, 3, C_HDEL, stacks_key, item);
 }
 
 /* A new listing of member at price enters the realm's market. */
 void market__fx_list(market__buf *b, const market__realm *r, const char *member, int64_t price) {
-    market__buf_cmd(b, 4, "ZADD", r->market, market__buf_i64(b, price), member);
+    market__buf_cmd(b, 4, C_ZADD, r->market, market__buf_i64(b, price), member);
 }
 
 /* A listing leaves the realm's market, and its units record when it is a stack's. */
 void market__fx_delist(market__buf *b, const market__realm *r, const char *member, int stack) {
-    market__buf_cmd(b, 3, "ZREM", r->market, member);
-    if (stack) market__buf_cmd(b, 3, "HDEL", r->units, member);
+    market__buf_cmd(b, 3, C_ZREM, r->market, member);
+    if (stack) market__buf_cmd(b, 3, C_HDEL, r->units, member);
 }
 
 /* A new listing's entries enter its search indexes. */
 void market__fx_idx_add(market__buf *b, const market__idx_entry *e) {
-    for (int x = 0; x < MARKET__IDX_KINDS; x++)
-        market__buf_cmd(b, 4, "ZADD", e->key[x], e->score, e->member[x]);
+    for (int x = 0; x < MARKET__IDX_KINDS; x++) market__fx_idx_put(b, e->key[x], e->score, e->member[x]);
+}
+
+/* An idempotency record keeps its full MARKET_IDEM_TTL_S from now (written
+ * again: market__replicated()). */
+void market__fx_idem_keep(market__buf *b, const char *key) {
+    market__buf_cmd(b, 3, C_EXPIRE, key, MARKET__IDEM_TTL);
+}
+
+/* An entry of a search index, member at score (its listing's price as
+ * text): added, or given that score. */
+void market__fx_idx_put(market__buf *b, const char *key, const char *score, const char *member) {
+    market__buf_cmd(b, 4, C_ZADD, key, score, member);
+}
+
+/* An entry leaves a search index. */
+void market__fx_idx_drop(market__buf *b, const char *key, const char *member) {
+    market__buf_cmd(b, 3, C_ZREM, key, member);
+}
+
+/* The keys keys[0..n) go (n >= 1). */
+void market__fx_unlink(market__buf *b, const char *const *keys, size_t n) {
+    market__buf_begin(b, C_UNLINK, NULL);
+    for (size_t i = 0; i < n; i++) market__buf_arg(b, keys[i]);
+    market__buf_end(b, 1);
+}
+
+/* Runs script (a write or a read) over the nkeys keys keys[0..nkeys) with
+ * the nargs arguments args[0..nargs). Each string must outlive the
+ * buffer's use. */
+void market__fx_script(market__buf *b, const char *script, size_t nkeys, const char *const *keys,
+                       size_t nargs, const char *const *args) {
+    market__buf_begin(b, C_EVAL, script);
+    market__buf_arg(b, market__buf_i64(b, (int64_t)nkeys));
+    for (size_t i = 0; i < nkeys; i++) market__buf_arg(b, keys[i]);
+    for (size_t i = 0; i < nargs; i++) market__buf_arg(b, args[i]);
+    market__buf_end(b, 0);
+}
+
+/* Fills argv[0..3) with the head of a run of script over nkeys (its count of
+ * keys, as text) keys, for a caller that appends the keys and arguments
+ * itself. Returns 3. This function can't fail. */
+size_t market__script_head(const char **argv, const char *script, const char *nkeys) {
+    argv[0] = C_EVAL;
+    argv[1] = script;
+    argv[2] = nkeys;
+    return 3;
+}
+
+/* A new player replaces whatever its keys held: its hash (name and funds),
+ * and no unique items and no stacks (written by seeding). */
+void market__fx_player_new(market__buf *b, const char *user_key, const char *inventory_key,
+                           const char *stacks_key, const char *name, int64_t funds) {
+    market__buf_cmd(b, 4, C_DEL, user_key, inventory_key, stacks_key);
+    market__buf_cmd(b, 6, C_HSET, user_key, MARKET__FIELD_NAME, name, MARKET__FIELD_FUNDS,
+                    market__buf_i64(b, funds));
+}
+
+/* A player's units of a stackable item become n (written by seeding). */
+void market__fx_units_set(market__buf *b, const char *stacks_key, const char *item, int64_t n) {
+    market__buf_cmd(b, 4, C_HSET, stacks_key, item, market__buf_i64(b, n));
+}
+
+/* A listing's units become units, or it has none (0: a unique item's;
+ * written by seeding). */
+void market__fx_listing_units_set(market__buf *b, const market__realm *r, const char *member,
+                                  int64_t units) {
+    if (units)
+        market__buf_cmd(b, 4, C_HSET, r->units, member, market__buf_i64(b, units));
+    else
+        market__buf_cmd(b, 3, C_HDEL, r->units, member);
+}
+
+/* Opens: entries of a zset (the market, or a search index) at their scores
+ * (market__buf_arg score, then member, for each; then market__buf_end(b, 2)). */
+void market__fx_scores_begin(market__buf *b, const char *key) {
+    market__buf_begin(b, C_ZADD, key);
+}
+
+/* A write that changes nothing: member (never a listing's) gets score 0 in
+ * the realm's market only if it is there (ZADD XX), to see that the server
+ * takes writes. */
+void market__fx_probe(market__buf *b, const market__realm *r, const char *member) {
+    market__buf_cmd(b, 5, C_ZADD, r->market, "XX", "0", member);
 }
 
 /* A listing change into the realm's feed of changes: listed 1 (a listing
  * made or grown) or 0 (taken back). */
 void market__fx_change(market__buf *b, const market__realm *r, int listed, const char *seller,
                        const char *item, int64_t price, int64_t quantity) {
-    const char *argv[] = {"XADD", r->changes, "MAXLEN", "~", MARKET_CHANGES_KEPT_S, "*",
+    const char *argv[] = {C_XADD, r->changes, "MAXLEN", "~", MARKET_CHANGES_KEPT_S, "*",
                           "action", listed ? "listed" : "unlisted", "seller", seller,
                           "item", item, "price", market__buf_i64(b, price),
                           "quantity", market__buf_i64(b, quantity)};
@@ -350,35 +508,39 @@ void market__fx_change(market__buf *b, const market__realm *r, int listed, const
 
 /* Claims an idempotency key for an attempt: SET <key> <claim> NX PX <ttl_ms>. */
 void market__rd_claim(market__buf *b, const char *k_idem, const char *claim, const char *ttl_ms) {
-    market__buf_cmd(b, 6, "SET", k_idem, claim, "NX", "PX", ttl_ms);
+    market__buf_cmd(b, 6, C_SET, k_idem, claim, "NX", "PX", ttl_ms);
 }
 
 /* Opens the WATCH of what a read reads (its keys, then end). */
-void market__rd_watch_begin(market__buf *b) { market__buf_begin(b, "WATCH", NULL); }
+void market__rd_watch_begin(market__buf *b) { market__buf_begin(b, C_WATCH, NULL); }
 
 /* Opens a read of string keys: idempotency records, fencing records (keys, then end). */
-void market__rd_records_begin(market__buf *b) { market__buf_begin(b, "MGET", NULL); }
+void market__rd_records_begin(market__buf *b) { market__buf_begin(b, C_MGET, NULL); }
+
+/* Opens a read of string values, keys then end: the fencing records and
+ * lock keys of the leases a transaction holds (market_txn.c). */
+void market__rd_values_begin(market__buf *b) { market__buf_begin(b, C_MGET, NULL); }
 
 /* One idempotency record. */
-void market__rd_record(market__buf *b, const char *k_idem) { market__buf_cmd(b, 2, "GET", k_idem); }
+void market__rd_record(market__buf *b, const char *k_idem) { market__buf_cmd(b, 2, C_GET, k_idem); }
 
 /* Opens a read of listings' prices (members, then end). */
 void market__rd_prices_begin(market__buf *b, const market__realm *r) {
-    market__buf_begin(b, "ZMSCORE", r->market);
+    market__buf_begin(b, C_ZMSCORE, r->market);
 }
 
 /* Opens a read of stack listings' units (members, then end). */
 void market__rd_listing_units_begin(market__buf *b, const market__realm *r) {
-    market__buf_begin(b, "HMGET", r->units);
+    market__buf_begin(b, C_HMGET, r->units);
 }
 
 /* A player's funds. */
 void market__rd_funds(market__buf *b, const char *user_key) {
-    market__buf_cmd(b, 3, "HGET", user_key, MARKET__FIELD_FUNDS);
+    market__buf_cmd(b, 3, C_HGET, user_key, MARKET__FIELD_FUNDS);
 }
 
 /* The store's clock. */
-void market__rd_time(market__buf *b) { market__buf_cmd(b, 1, "TIME"); }
+void market__rd_time(market__buf *b) { market__buf_cmd(b, 1, C_TIME); }
 
 /* The fields of a sale's hash, in the order market__rd_sale() reads them. */
 const char *const market__sale_fields[MARKET__SALE_FIELDS] = {
@@ -386,36 +548,152 @@ const char *const market__sale_fields[MARKET__SALE_FIELDS] = {
 
 /* A sale: its market__sale_fields. */
 void market__rd_sale(market__buf *b, const char *sale_key) {
-    market__buf_begin(b, "HMGET", sale_key);
+    market__buf_begin(b, C_HMGET, sale_key);
     for (size_t i = 0; i < MARKET__SALE_FIELDS; i++) market__buf_arg(b, market__sale_fields[i]);
     market__buf_end(b, 0);
 }
 
 /* Opens a read of the units players bought of a sale (players, then end). */
 void market__rd_bought_begin(market__buf *b, const char *bought_key) {
-    market__buf_begin(b, "HMGET", bought_key);
+    market__buf_begin(b, C_HMGET, bought_key);
 }
 
 /* Whether a player holds a unique item. */
 void market__rd_holds(market__buf *b, const char *inventory_key, const char *item) {
-    market__buf_cmd(b, 3, "SISMEMBER", inventory_key, item);
+    market__buf_cmd(b, 3, C_SISMEMBER, inventory_key, item);
 }
 
 /* A player's units of a stackable item. */
 void market__rd_units(market__buf *b, const char *stacks_key, const char *item) {
-    market__buf_cmd(b, 3, "HGET", stacks_key, item);
+    market__buf_cmd(b, 3, C_HGET, stacks_key, item);
+}
+
+/* A listing's price (nil: not listed). */
+void market__rd_price(market__buf *b, const market__realm *r, const char *member) {
+    market__buf_cmd(b, 3, C_ZSCORE, r->market, member);
 }
 
 /* A listing's price, and its units (a stack's; nil for a unique item). */
 void market__rd_listing(market__buf *b, const market__realm *r, const char *member) {
-    market__buf_cmd(b, 3, "ZSCORE", r->market, member);
-    market__buf_cmd(b, 3, "HGET", r->units, member);
+    market__rd_price(b, r, member);
+    market__buf_cmd(b, 3, C_HGET, r->units, member);
 }
 
 /* An item's cheapest listings at or under hi (an index's range by score,
  * with scores), at most scan of them. */
 void market__rd_cheapest(market__buf *b, const char *index_key, const char *hi,
                          const char *scan) {
-    const char *argv[] = {"ZRANGE", index_key, "1", hi, "BYSCORE", "LIMIT", "0", scan, "WITHSCORES"};
+    const char *argv[] = {C_ZRANGE, index_key, "1", hi, "BYSCORE", "LIMIT", "0", scan, "WITHSCORES"};
     market__buf_cmdv(b, (int)(sizeof argv / sizeof *argv), argv);
 }
+
+/* A zset's range start..stop by rank, with scores. */
+static void zrange(market__buf *b, const char *key, const char *start, const char *stop) {
+    market__buf_cmd(b, 5, C_ZRANGE, key, start, stop, "WITHSCORES");
+}
+
+/* A whole zset (a search index), with scores. */
+void market__rd_zset_all(market__buf *b, const char *key) { zrange(b, key, "0", "-1"); }
+
+/* The listings of the realm's market ranked start..stop (cheapest first), with their
+ * prices. */
+void market__rd_market_range(market__buf *b, const market__realm *r, const char *start,
+                             const char *stop) {
+    zrange(b, r->market, start, stop);
+}
+
+/* How many listings the realm's market holds. */
+void market__rd_count(market__buf *b, const market__realm *r) {
+    market__buf_cmd(b, 2, C_ZCARD, r->market);
+}
+
+/* The first count listings of the realm's market priced lo and up (lo as
+ * ZRANGE BYSCORE takes it: "-inf", "<p>" or "(<p>"), with their prices. */
+void market__rd_market_from(market__buf *b, const market__realm *r, const char *lo,
+                            const char *count) {
+    const char *argv[] = {C_ZRANGE, r->market, lo, "+inf", "BYSCORE", "LIMIT", "0", count,
+                          "WITHSCORES"};
+    market__buf_cmdv(b, (int)(sizeof argv / sizeof *argv), argv);
+}
+
+/* Every listing of the realm's market at price, with their prices. */
+void market__rd_market_at(market__buf *b, const market__realm *r, const char *price) {
+    market__buf_cmd(b, 6, C_ZRANGE, r->market, price, price, "BYSCORE", "WITHSCORES");
+}
+
+/* A page of the keys that match pattern, from cursor ("0": the first). */
+void market__rd_scan(market__buf *b, const char *cursor, const char *pattern) {
+    market__buf_cmd(b, 6, C_SCAN, cursor, "MATCH", pattern, "COUNT", MARKET__SCAN_COUNT);
+}
+
+/* How many of the keys keys[0..n) (n >= 1) exist. */
+void market__rd_exists(market__buf *b, const char *const *keys, size_t n) {
+    market__buf_begin(b, C_EXISTS, NULL);
+    for (size_t i = 0; i < n; i++) market__buf_arg(b, keys[i]);
+    market__buf_end(b, 1);
+}
+
+/* A player: its name and funds, its unique items, its stacks (item ->
+ * units), three commands (market__reply_player() reads them). */
+void market__rd_player(market__buf *b, const char *user_key, const char *inventory_key,
+                       const char *stacks_key) {
+    market__buf_cmd(b, 4, C_HMGET, user_key, MARKET__FIELD_NAME, MARKET__FIELD_FUNDS);
+    market__rd_items(b, inventory_key);
+    market__rd_stacks_all(b, stacks_key);
+}
+
+/* A player's unique items. */
+void market__rd_items(market__buf *b, const char *inventory_key) {
+    market__buf_cmd(b, 2, C_SMEMBERS, inventory_key);
+}
+
+/* A player's stacks, every item with its units (market__reply_stacks()). */
+void market__rd_stacks_all(market__buf *b, const char *stacks_key) {
+    market__buf_cmd(b, 2, C_HGETALL, stacks_key);
+}
+
+/* The units of every stack listing of the realm (member -> units). */
+void market__rd_listing_units_all(market__buf *b, const market__realm *r) {
+    market__buf_cmd(b, 2, C_HGETALL, r->units);
+}
+
+/* Who bought how many units of a sale (market__reply_buyers()). */
+void market__rd_bought_all(market__buf *b, const char *bought_key) {
+    market__buf_cmd(b, 2, C_HGETALL, bought_key);
+}
+
+/* A sale's item and its initial, stock and sold counts, in that order. */
+void market__rd_sale_counts(market__buf *b, const char *sale_key) {
+    market__buf_cmd(b, 6, C_HMGET, sale_key, market__sale_fields[0], market__sale_fields[2],
+                    market__sale_fields[3], market__sale_fields[4]);
+}
+
+/* Up to count entries of a stream from start (an entry id, "(<id>" after
+ * it, or "-"), oldest first. */
+void market__rd_stream(market__buf *b, const char *key, const char *start, const char *count) {
+    market__buf_cmd(b, 6, C_XRANGE, key, start, "+", "COUNT", count);
+}
+
+/* A stream's entry id (none when it is gone). */
+void market__rd_stream_entry(market__buf *b, const char *key, const char *id) {
+    market__buf_cmd(b, 6, C_XRANGE, key, id, id, "COUNT", "1");
+}
+
+/* A stream's latest entry. */
+void market__rd_stream_last(market__buf *b, const char *key) {
+    market__buf_cmd(b, 6, C_XREVRANGE, key, "+", "-", "COUNT", "1");
+}
+
+/* The server's INFO text of section (NULL: the default sections). */
+void market__rd_info(market__buf *b, const char *section) {
+    if (section)
+        market__buf_cmd(b, 2, C_INFO, section);
+    else
+        market__buf_cmd(b, 1, C_INFO);
+}
+
+/* Whether the store answers. */
+void market__rd_ping(market__buf *b) { market__buf_cmd(b, 1, C_PING); }
+
+/* The server's role (master or replica). */
+void market__rd_role(market__buf *b) { market__buf_cmd(b, 1, C_ROLE); }

@@ -1,9 +1,11 @@
-/* market_model.h - the data model's writes (market_model.c): one command
- * buffer that a commit's effects are appended to, and the effects
- * themselves - move funds, hand over a unique item, move units, delist, set
- * a fence, record an idempotency outcome, take units from a sale. The
- * commands and fields of a write are spelled here alone. Pure: it builds
- * argv and does no I/O (market__pipeline_buf sends a buffer). */
+/* market_model.h - the data model: one command buffer that a commit's
+ * effects and a read's commands are appended to (market_model.c), the
+ * effects themselves - move funds, hand over a unique item, move units,
+ * delist, set a fence, record an idempotency outcome, take units from a
+ * sale - and the reads; and the replies turned into plain C values
+ * (market_model_reply.c). The commands and fields of the store are spelled
+ * there alone. Pure: it builds argv and reads replies, and does no I/O
+ * (market__pipeline_buf sends a buffer). */
 #ifndef GM_MARKET_MARKET_MODEL_H
 #define GM_MARKET_MARKET_MODEL_H
 
@@ -12,8 +14,11 @@
 
 #include "market/market_index.h"
 #include "market/market_keys.h"
+#include "market/market_rules.h"
 
 #define MARKET_CHANGES_KEPT_S "1000" /* MAXLEN ~ of market:{r}:changes (market_changes.c) */
+#define MARKET__SCAN_COUNT "1000" /* SCAN's COUNT hint */
+#define MARKET__REPLY_BAD 4 /* market__reply_buyers(): a reply that holds an unreadable value */
 
 struct market__text; /* the buffer's text: chunks that never move */
 
@@ -46,6 +51,13 @@ const char *market__buf_i64(market__buf *b, int64_t v);
 const char *market__buf_join(market__buf *b, ...);
 int market__buf_seal(market__buf *b);
 
+/* what the store layer asks of a command */
+int market__cmd_is_exec(const char *const *argv);
+int market__cmd_is_watch(const char *const *argv);
+int market__cmd_unwatch(const char **argv);
+int market__cmd_wait(const char **argv, char *need_s, char *timeout_s, unsigned need,
+                     int timeout_ms);
+
 /* effects */
 void market__fx_multi(market__buf *b);
 void market__fx_exec(market__buf *b);
@@ -71,6 +83,20 @@ void market__fx_units_gone(market__buf *b, const char *stacks_key, const char *i
 void market__fx_list(market__buf *b, const market__realm *r, const char *member, int64_t price);
 void market__fx_delist(market__buf *b, const market__realm *r, const char *member, int stack);
 void market__fx_idx_add(market__buf *b, const market__idx_entry *e);
+void market__fx_idem_keep(market__buf *b, const char *key);
+void market__fx_idx_put(market__buf *b, const char *key, const char *score, const char *member);
+void market__fx_idx_drop(market__buf *b, const char *key, const char *member);
+void market__fx_unlink(market__buf *b, const char *const *keys, size_t n);
+void market__fx_script(market__buf *b, const char *script, size_t nkeys, const char *const *keys,
+                       size_t nargs, const char *const *args);
+size_t market__script_head(const char **argv, const char *script, const char *nkeys);
+void market__fx_player_new(market__buf *b, const char *user_key, const char *inventory_key,
+                           const char *stacks_key, const char *name, int64_t funds);
+void market__fx_units_set(market__buf *b, const char *stacks_key, const char *item, int64_t n);
+void market__fx_listing_units_set(market__buf *b, const market__realm *r, const char *member,
+                                  int64_t units);
+void market__fx_scores_begin(market__buf *b, const char *key);
+void market__fx_probe(market__buf *b, const market__realm *r, const char *member);
 void market__fx_change(market__buf *b, const market__realm *r, int listed, const char *seller,
                        const char *item, int64_t price, int64_t quantity);
 
@@ -79,6 +105,7 @@ void market__fx_change(market__buf *b, const market__realm *r, int listed, const
 void market__rd_claim(market__buf *b, const char *k_idem, const char *claim, const char *ttl_ms);
 void market__rd_watch_begin(market__buf *b);
 void market__rd_records_begin(market__buf *b);
+void market__rd_values_begin(market__buf *b);
 void market__rd_record(market__buf *b, const char *k_idem);
 void market__rd_prices_begin(market__buf *b, const market__realm *r);
 void market__rd_listing_units_begin(market__buf *b, const market__realm *r);
@@ -93,5 +120,56 @@ void market__rd_units(market__buf *b, const char *stacks_key, const char *item);
 void market__rd_listing(market__buf *b, const market__realm *r, const char *member);
 void market__rd_cheapest(market__buf *b, const char *index_key, const char *hi,
                          const char *scan);
+void market__rd_ping(market__buf *b);
+void market__rd_info(market__buf *b, const char *section);
+void market__rd_role(market__buf *b);
+void market__rd_player(market__buf *b, const char *user_key, const char *inventory_key,
+                       const char *stacks_key);
+void market__rd_stacks_all(market__buf *b, const char *stacks_key);
+void market__rd_items(market__buf *b, const char *inventory_key);
+void market__rd_listing_units_all(market__buf *b, const market__realm *r);
+void market__rd_bought_all(market__buf *b, const char *bought_key);
+void market__rd_sale_counts(market__buf *b, const char *sale_key);
+void market__rd_count(market__buf *b, const market__realm *r);
+void market__rd_market_range(market__buf *b, const market__realm *r, const char *start,
+                             const char *stop);
+void market__rd_market_from(market__buf *b, const market__realm *r, const char *lo,
+                            const char *count);
+void market__rd_market_at(market__buf *b, const market__realm *r, const char *price);
+void market__rd_zset_all(market__buf *b, const char *key);
+void market__rd_price(market__buf *b, const market__realm *r, const char *member);
+void market__rd_scan(market__buf *b, const char *cursor, const char *pattern);
+void market__rd_exists(market__buf *b, const char *const *keys, size_t n);
+void market__rd_stream(market__buf *b, const char *key, const char *start, const char *count);
+void market__rd_stream_entry(market__buf *b, const char *key, const char *id);
+void market__rd_stream_last(market__buf *b, const char *key);
+
+/* replies (market_model_reply.c) */
+int market__parse_i64(const char *s, size_t len, int64_t *out);
+int market__parse_price(const char *s, size_t len, int64_t *out);
+int market__reply_i64(const redisReply *r, int64_t *out);
+int64_t market__reply_price(const redisReply *r);
+int64_t market__reply_units(const redisReply *r);
+market__party market__reply_party(const redisReply *r);
+int market__reply_time(const redisReply *r, int64_t *ms);
+int market__reply_id(const redisReply *e, char *out);
+int market__listing_units(market_listing *l, const redisReply *r);
+int market__listing_read(const redisReply *e, const redisReply *sc, market_listing *l);
+int market__reply_market_page(const redisReply *r, market_listing **out, size_t *n);
+int market__reply_stacks(const redisReply *r, market_stack **out, size_t *n);
+int market__reply_player(const redisReply *h, const redisReply *inv, const redisReply *st,
+                         market_player *p);
+int market__reply_sale(const redisReply *r, market__sale_state *st, int64_t *initial, char *item,
+                       char *house);
+int64_t market__reply_bought(const redisReply *r);
+int market__reply_sale_counts(const redisReply *r, char *item, int64_t v[3]);
+int market__reply_buyers(const redisReply *r, market_sale_buyer **out, size_t *n);
+int market__reply_scan(const redisReply *r, char *cursor, size_t cursorlen,
+                       const redisReply **keys);
+const char *market__reply_key(const redisReply *keys, size_t i, size_t *len);
+int market__reply_trade(const redisReply *e, market_trade *t, char *entry_id);
+int market__reply_trades(const redisReply *r, size_t max, market_trade **out, size_t *n,
+                         char *last_entry);
+int market__reply_change(const redisReply *e, market_change *ch);
 
 #endif /* GM_MARKET_MARKET_MODEL_H */

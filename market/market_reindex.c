@@ -22,8 +22,9 @@ struct reindex {
     char lo[32];          /* step 2: the lowest price left ("-inf", "<p>", "(<p>"); "": none */
     market__idx_entry *e; /* step 2: the entries of the listings a round read */
     size_t cap_e;
-    struct market__pipe look;   /* step 3: a round's ZSCOREs of market:{r} */
-    struct market__pipe write;  /* a round's MULTI ... EXEC */
+    market__buf read;           /* step 2: a round's reads */
+    market__buf look;           /* step 3: a round's reads of prices in market:{r} */
+    market__buf write;          /* a round's MULTI ... EXEC */
     struct market__idx_read rd; /* step 3: a round's WATCH and reads of index keys */
     struct market__strs mm;     /* step 3: the market member of each index member read */
 };
@@ -42,13 +43,14 @@ static int reindex_again(market_conn *c, int *rc, int tries) {
     return 0;
 }
 
-/* Sends x->write's n commands (MULTI ... EXEC) and judges the EXEC. Returns MARKET_OK,
+/* Sends x->write's commands (MULTI ... EXEC) and judges the EXEC. Returns MARKET_OK,
  * MARKET__TXN_ABORTED (a watched key changed: nothing written), MARKET__REDIRECTED, or
  * ERR_STORE (Redis failed or refused a write; c's errstr says which), ERR_NOMEM. */
-static int reindex_commit(market_conn *c, struct reindex *x, size_t n) {
-    redisReply **rep = x->write.rep;
-    int rc = market__pipeline_argv(c, n, x->write.argc, x->write.argv, rep);
+static int reindex_commit(market_conn *c, struct reindex *x) {
+    size_t n = x->write.n;
+    int rc = market__pipeline_buf(c, &x->write);
     if (rc < 0) return rc;
+    redisReply **rep = x->write.rep;
     const redisReply *exec = rep[n - 1], *err = market__reply_error(rep, n);
     if (!err && exec->type == REDIS_REPLY_ARRAY)
         err = market__reply_error(exec->element, exec->elements);
@@ -89,14 +91,15 @@ static int fill_read(market_conn *c, const market__realm *rl, struct reindex *x,
  * fill_read()), ERR_NOMEM. */
 static int fill_round(market_conn *c, const market__realm *rl, struct reindex *x, size_t *n) {
     char count[24], next[sizeof x->lo] = "", price[24];
-    market__cmd rd[2];
-    redisReply *rep[2] = {NULL, NULL};
     snprintf(count, sizeof count, "%d", REINDEX_CHUNK);
-    market__cmd_set(&rd[0], 2, "WATCH", rl->market);
-    market__cmd_set(&rd[1], 9, "ZRANGE", rl->market, x->lo, "+inf", "BYSCORE", "LIMIT", "0", count,
-                    "WITHSCORES");
-    int rc = market__pipeline(c, rd, 2, rep);
+    market__buf_reset(&x->read);
+    market__rd_watch_begin(&x->read);
+    market__buf_arg(&x->read, rl->market);
+    market__buf_end(&x->read, 0);
+    market__rd_market_from(&x->read, rl, x->lo, count);
+    int rc = market__pipeline_buf(c, &x->read);
     if (rc < 0) return rc;
+    redisReply **rep = x->read.rep;
     const redisReply *err = market__reply_error(rep, 2);
     rc = err ? market__fail_reply(c, "rebuilding the search indexes", err)
              : fill_read(c, rl, x, rep[1], n);
@@ -117,8 +120,10 @@ static int fill_round(market_conn *c, const market__realm *rl, struct reindex *x
             *n = keep;
         } else { /* all were of one price: all of that price, and the next after it */
             snprintf(next, sizeof next, "(%s", price);
-            market__cmd_set(&rd[1], 6, "ZRANGE", rl->market, price, price, "BYSCORE", "WITHSCORES");
-            if ((rc = market__pipeline(c, &rd[1], 1, rep)) < 0) return rc;
+            market__buf_reset(&x->read);
+            market__rd_market_at(&x->read, rl, price);
+            if ((rc = market__pipeline_buf(c, &x->read)) < 0) return rc;
+            rep = x->read.rep;
             rc = rep[0]->type == REDIS_REPLY_ERROR
                      ? market__fail_reply(c, "rebuilding the search indexes", rep[0])
                      : fill_read(c, rl, x, rep[0], n);
@@ -126,17 +131,12 @@ static int fill_round(market_conn *c, const market__realm *rl, struct reindex *x
             if (rc < 0) return rc;
         }
     }
-    size_t nc = 0;
-    if ((rc = market__pipe_reserve(&x->write, 2 * *n + 2)) < 0) return rc;
-    market__pipe_put(&x->write, &nc, 1, (struct market__argv6){{"MULTI"}});
-    for (size_t i = 0; i < *n; i++) {
-        const market__idx_entry *e = &x->e[i];
-        for (int k = 0; k < MARKET__IDX_KINDS; k++)
-            market__pipe_put(&x->write, &nc, 4,
-                             (struct market__argv6){{"ZADD", e->key[k], e->score, e->member[k]}});
-    }
-    market__pipe_put(&x->write, &nc, 1, (struct market__argv6){{"EXEC"}});
-    if ((rc = reindex_commit(c, x, nc)) == MARKET_OK) snprintf(x->lo, sizeof x->lo, "%s", next);
+    market__buf_reset(&x->write);
+    market__fx_multi(&x->write);
+    for (size_t i = 0; i < *n; i++)
+        market__fx_idx_add(&x->write, &x->e[i]);
+    market__fx_exec(&x->write);
+    if ((rc = reindex_commit(c, x)) == MARKET_OK) snprintf(x->lo, sizeof x->lo, "%s", next);
     return rc;
 }
 
@@ -148,7 +148,7 @@ static int fill_round(market_conn *c, const market__realm *rl, struct reindex *x
  * ERR_STORE (Redis failed, or a key is no zset; c's errstr says which), ERR_NOMEM. */
 static int sweep_round(market_conn *c, const market__realm *rl, struct reindex *x,
                        char *const *keys, size_t n) {
-    size_t nl = 0, nw = 0;
+    size_t nl = 0;
     int rc = market__idx_read(c, &x->rd, rl->market, keys, n);
     if (rc < 0) return rc;
     redisReply **z = x->rd.rep + 1; /* z[i]: the members and scores of keys[i] */
@@ -170,34 +170,30 @@ static int sweep_round(market_conn *c, const market__realm *rl, struct reindex *
     }
     if (bad) rc = market__fail_reply(c, "reading a search index", bad);
     if (rc == MARKET_OK) rc = market__strs_index(&x->mm);
-    if (rc == MARKET_OK) rc = market__pipe_reserve(&x->look, x->mm.n);
     if (rc == MARKET_OK && x->mm.n) {
+        market__buf_reset(&x->look);
         for (size_t g = 0; g < x->mm.n; g++)
-            market__pipe_put(&x->look, &nl, 3,
-                             (struct market__argv6){{"ZSCORE", rl->market, x->mm.p[g]}});
-        if ((rc = market__pipeline_argv(c, nl, x->look.argc, x->look.argv, x->look.rep)) < 0)
-            nl = 0;
-        else if ((bad = market__reply_error(x->look.rep, nl)))
+            market__rd_price(&x->look, rl, x->mm.p[g]);
+        if ((rc = market__pipeline_buf(c, &x->look)) == MARKET_OK) nl = x->look.n;
+        if (rc == MARKET_OK && (bad = market__reply_error(x->look.rep, nl)))
             rc = market__fail_reply(c, "reading the market", bad);
     }
-    if (rc == MARKET_OK) rc = market__pipe_reserve(&x->write, x->mm.n + 2);
     if (rc == MARKET_OK) {
-        market__pipe_put(&x->write, &nw, 1, (struct market__argv6){{"MULTI"}});
+        market__buf_reset(&x->write);
+        market__fx_multi(&x->write);
         for (size_t i = 0, g = 0; i < n; i++)
             for (size_t j = 0; j < z[i]->elements; j += 2, g++) {
                 const redisReply *m = z[i]->element[j], *sc = z[i]->element[j + 1];
                 const redisReply *now = x->look.rep[g];
                 int64_t want = market__reply_price(now), have;
                 if (want <= 0) /* no listing */
-                    market__pipe_put(&x->write, &nw, 3,
-                                     (struct market__argv6){{"ZREM", keys[i], m->str}});
+                    market__fx_idx_drop(&x->write, keys[i], m->str);
                 else if (market__parse_price(sc->str, sc->len, &have) < 0 || have != want)
-                    market__pipe_put(&x->write, &nw, 4,
-                                     (struct market__argv6){{"ZADD", keys[i], now->str, m->str}});
+                    market__fx_idx_put(&x->write, keys[i], now->str, m->str);
             }
-        market__pipe_put(&x->write, &nw, 1, (struct market__argv6){{"EXEC"}});
-        if (nw > 2)
-            rc = reindex_commit(c, x, nw);
+        market__fx_exec(&x->write);
+        if (x->write.n > 2)
+            rc = reindex_commit(c, x);
         else
             c->unwatch = 1; /* all were right */
     }
@@ -238,12 +234,12 @@ int market_reindex(market_conn *c, const char *realm, size_t *listings) {
     size_t count = 0, n = 0;
     char legacy[3][MARKET__KEY_MAX];
     market__idx_legacy_keys(realm, legacy);
-    market__cmd del;
-    redisReply *rep[1] = {NULL};
-    market__cmd_set(&del, 4, "UNLINK", legacy[0], legacy[1], legacy[2]); /* step 1 */
+    const char *legacy_p[3] = {legacy[0], legacy[1], legacy[2]};
+    market__fx_unlink(&x->write, legacy_p, 3); /* step 1 */
     int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline(c, &del, 1, rep);
+    if (rc == MARKET_OK) rc = market__pipeline_buf(c, &x->write);
     if (rc < 0) goto out;
+    redisReply **rep = x->write.rep;
     if (rep[0]->type == REDIS_REPLY_ERROR)
         rc = market__fail_reply(c, "deleting the former search indexes", rep[0]);
     market__replies_free(rep, 1);
@@ -267,8 +263,10 @@ out:
     if (c->watching) c->unwatch = 1; /* a round failed after its WATCH */
     if (rc == MARKET_OK && listings) *listings = count;
     market__keylist_free(&keys);
-    market__pipe_free(&x->look);
-    market__pipe_free(&x->write);
+    market__buf_free(&x->read);
+    market__buf_free(&x->look);
+    market__buf_free(&x->write);
+    market__idx_read_free(&x->rd);
     market__strs_free(&x->mm);
     free(x->e);
     free(x);

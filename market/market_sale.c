@@ -130,18 +130,14 @@ int market_sale_create(market_conn *c, const char *realm, const market_sale *s) 
     snprintf(limit, sizeof limit, "%lld", (long long)s->limit);
     snprintf(start, sizeof start, "%lld", (long long)s->start_ms);
     snprintf(end, sizeof end, "%lld", (long long)s->end_ms);
-    market__cmd cmd;
-    cmd.argc = 12;
-    const char *argv[12] = {"EVAL", create_script, "2",  k_sale, k_house, s->item,
-                            price,  initial,       limit, start,  end,     house};
-    for (int i = 0; i < cmd.argc; i++) {
-        cmd.argv[i] = argv[i];
-        cmd.len[i] = strlen(argv[i]);
-    }
-    redisReply *r = NULL;
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline(c, &cmd, 1, &r);
+    const char *keys[2] = {k_sale, k_house};
+    const char *args[7] = {s->item, price, initial, limit, start, end, house};
+    market__buf b = {0};
+    market__fx_script(&b, create_script, 2, keys, 7, args);
+    int rc = market__read_buf(c, realm, &b);
     if (rc < 0) return rc;
+    redisReply *r = b.rep[0];
+    market__buf_free(&b);
     if (r->type != REDIS_REPLY_INTEGER)
         rc = market__fail_reply(c, "creating a sale", r);
     else
@@ -149,51 +145,6 @@ int market_sale_create(market_conn *c, const char *realm, const market_sale *s) 
                                                             : MARKET_ERR_NO_PLAYER;
     freeReplyObject(r);
     return rc;
-}
-
-/* Reads TIME's reply into *ms. Returns 0, or -1 when it is not one. */
-static int reply_time(const redisReply *r, int64_t *ms) {
-    int64_t sec, usec;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
-        market__parse_i64(r->element[0]->str, r->element[0]->len, &sec) < 0 ||
-        market__parse_i64(r->element[1]->str, r->element[1]->len, &usec) < 0)
-        return -1;
-    *ms = sec * 1000 + usec / 1000;
-    return 0;
-}
-
-/* Copies string reply e into out (MARKET_ID_MAX + 1 bytes) when it is a valid id. */
-static int reply_id(const redisReply *e, char *out) {
-    if (e->type != REDIS_REPLY_STRING || e->len > MARKET_ID_MAX) return -1;
-    memcpy(out, e->str, e->len);
-    out[e->len] = '\0';
-    return market_id_valid(out) ? 0 : -1;
-}
-
-/* Reads the HMGET of market__sale_fields (r) into *st, and the item and house ids
- * into item and house (MARKET_ID_MAX + 1 bytes each; may be NULL), with
- * *initial the stock it was created with. Returns st->known. */
-static int parse_sale(const redisReply *r, market__sale_state *st, int64_t *initial, char *item,
-                      char *house) {
-    memset(st, 0, sizeof *st);
-    st->known = MARKET__UNREADABLE;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != MARKET__SALE_FIELDS) return st->known;
-    size_t nil = 0;
-    for (size_t i = 0; i < MARKET__SALE_FIELDS; i++)
-        nil += r->element[i]->type == REDIS_REPLY_NIL;
-    if (nil == MARKET__SALE_FIELDS) return st->known = MARKET__ABSENT;
-    if (nil) return st->known;
-    char id[MARKET_ID_MAX + 1];
-    if (reply_id(r->element[0], item ? item : id) < 0 ||
-        reply_id(r->element[8], house ? house : id) < 0)
-        return st->known;
-    int64_t *v[7] = {&st->price, initial, &st->left, &st->sold, &st->limit, &st->start_ms,
-                     &st->end_ms};
-    for (size_t i = 0; i < 7; i++)
-        if (market__parse_i64(r->element[1 + i]->str, r->element[1 + i]->len, v[i]) < 0)
-            return st->known;
-    return st->known = MARKET__PRESENT;
 }
 
 /* Reads sale id of realm into *out, with out->now_ms the store's clock at
@@ -207,16 +158,12 @@ int market_sale_get(market_conn *c, const char *realm, const char *id, market_sa
     market__buf rd = {0};
     market__rd_time(&rd);
     market__rd_sale(&rd, k_sale);
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline_buf(c, &rd);
+    int rc = market__read_buf(c, realm, &rd);
+    if (rc < 0) return rc;
     redisReply **rep = rd.rep;
-    if (rc < 0) {
-        market__buf_free(&rd);
-        return rc;
-    }
     market__sale_state st;
-    int known = parse_sale(rep[1], &st, &out->initial, out->item, out->house);
-    if (reply_time(rep[0], &out->now_ms) < 0 || known == MARKET__UNREADABLE)
+    int known = market__reply_sale(rep[1], &st, &out->initial, out->item, out->house);
+    if (market__reply_time(rep[0], &out->now_ms) < 0 || known == MARKET__UNREADABLE)
         rc = market__fail(c, "sale %s of realm %s is unreadable", id, realm);
     else if (known == MARKET__ABSENT)
         rc = MARKET_ERR_NO_SALE;
@@ -243,37 +190,20 @@ int market_sale_buyers(market_conn *c, const char *realm, const char *id,
     *out = NULL;
     *n = 0;
     if (!c || !market_id_valid(realm) || !market_id_valid(id)) return MARKET_ERR_INVALID;
-    char k_bought[MARKET__KEY_MAX + 8];
-    snprintf(k_bought, sizeof k_bought, "sale:{%s}:%s:bought", realm, id);
-    market__cmd cmd;
-    market__cmd_set(&cmd, 2, "HGETALL", k_bought);
-    redisReply *r = NULL;
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline(c, &cmd, 1, &r);
+    char k_sale[MARKET__KEY_MAX], k_bought[MARKET__KEY_MAX + 8];
+    market__key_sale(k_sale, realm, id);
+    market__key_bought(k_bought, sizeof k_bought, k_sale);
+    market__buf b = {0};
+    market__rd_bought_all(&b, k_bought);
+    int rc = market__read_buf(c, realm, &b);
     if (rc < 0) return rc;
-    market_sale_buyer *v = NULL;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) {
+    redisReply *r = b.rep[0];
+    market__buf_free(&b);
+    rc = market__reply_buyers(r, out, n);
+    if (rc == MARKET_ERR_STORE)
         rc = market__fail_reply(c, "reading a sale's buyers", r);
-        goto out;
-    }
-    if (r->elements && !(v = calloc(r->elements / 2, sizeof *v))) {
-        rc = MARKET_ERR_NOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i + 1 < r->elements; i += 2) {
-        market_sale_buyer *b = &v[i / 2];
-        const redisReply *u = r->element[i + 1];
-        if (reply_id(r->element[i], b->player) < 0 || u->type != REDIS_REPLY_STRING ||
-            market__parse_i64(u->str, u->len, &b->units) < 0) {
-            rc = market__fail(c, "the buyers of sale %s of realm %s are unreadable", id, realm);
-            goto out;
-        }
-    }
-    *out = v;
-    *n = r->elements / 2;
-    v = NULL;
-out:
-    free(v);
+    else if (rc == MARKET__REPLY_BAD)
+        rc = market__fail(c, "the buyers of sale %s of realm %s are unreadable", id, realm);
     freeReplyObject(r);
     return rc;
 }
@@ -350,15 +280,6 @@ static size_t read_build(const market__held *held, struct sale_batch *b) {
     return r->n;
 }
 
-/* Reads a bought count: nil is 0, anything but a whole number >= 0 is -1. */
-static int64_t reply_bought(const redisReply *r) {
-    int64_t v;
-    if (r->type == REDIS_REPLY_NIL) return 0;
-    if (r->type != REDIS_REPLY_STRING || market__parse_i64(r->str, r->len, &v) < 0 || v < 0)
-        return -1;
-    return v;
-}
-
 /* The house's funds, on the sale's first batch in this lane: WATCH its
  * hash (the WATCH of the first read still holds) and read them. */
 static int read_house(market_conn *c, struct sale_batch *b) {
@@ -406,7 +327,7 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         rc = market__fail_reply(c, "read refused", w->type != REDIS_REPLY_STATUS ? w : bo);
         goto out;
     }
-    if (reply_time(b->k.rb.rep[b->i_time], &b->store_now_ms) < 0) {
+    if (market__reply_time(b->k.rb.rep[b->i_time], &b->store_now_ms) < 0) {
         rc = market__fail_reply(c, "reading the store's clock", b->k.rb.rep[b->i_time]);
         goto out;
     }
@@ -424,11 +345,11 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         goto out;
     }
     char house[MARKET_ID_MAX + 1] = "";
-    parse_sale(b->k.rb.rep[b->i_sale], &b->st, &initial, b->item, house);
+    market__reply_sale(b->k.rb.rep[b->i_sale], &b->st, &initial, b->item, house);
     b->read_left = b->st.left;
     for (size_t u = 0; u < b->n_users; u++) {
         b->party[u] = market__reply_party(b->k.rb.rep[b->i_users + u]);
-        b->bought[u] = b->read_bought[u] = reply_bought(bo->element[u]);
+        b->bought[u] = b->read_bought[u] = market__reply_bought(bo->element[u]);
     }
     int house_changed = b->st.known == MARKET__PRESENT && strcmp(house, b->house) != 0;
     market__replies_free(b->k.rb.rep, nc);
@@ -595,7 +516,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     b->realm = cb->realm;
     b->sale = cb->group;
     market__key_sale(b->k_sale, b->realm, b->sale);
-    snprintf(b->k_bought, sizeof b->k_bought, "%s:bought", b->k_sale);
+    market__key_bought(b->k_bought, sizeof b->k_bought, b->k_sale);
     market__cbatch_lock(cb, "sale", b->sale);
     return batch_index(b);
 }

@@ -101,6 +101,37 @@ static int page_read(market_conn *c, const char *key, const market__search_plan 
     return MARKET_OK;
 }
 
+/* Appends to rd the reads of a search of q (plan p) in realm rl: the listing
+ * q names (p->point: member gets its name) or a page of the index key
+ * (page_script); then, when q names a seller, whether it is a player
+ * (k_user gets its key). Returns the place of that last read. */
+static size_t search_reads(market__buf *rd, const market__search_plan *p,
+                           const market_search_query *q, const market__realm *rl, const char *key,
+                           char *member, char *k_user) {
+    if (p->point) {
+        snprintf(member, MARKET__MEMBER_MAX, "%s.%s", q->item, q->seller);
+        market__rd_listing(rd, rl, member);
+    } else { /* the text around a member in the index: "<item>." or ".<seller>" */
+        const char *before = p->source == MARKET__SEARCH_ITEM
+                                 ? market__buf_join(rd, q->item, ".", (const char *)NULL)
+                                 : "";
+        const char *after = p->source == MARKET__SEARCH_SELLER
+                                ? market__buf_join(rd, ".", q->seller, (const char *)NULL)
+                                : "";
+        const char *keys[2] = {key, rl->units};
+        const char *args[8] = {p->lo_s,        p->hi_s,         p->count, p->desc ? "1" : "0",
+                               p->after_price, p->after_member, before,   after};
+        market__fx_script(rd, page_script, 2, keys, 8, args);
+    }
+    size_t i_user = rd->n;
+    if (q->seller) {
+        const char *k = k_user;
+        market__key_user(k_user, rl->id, q->seller);
+        market__rd_exists(rd, &k, 1);
+    }
+    return i_user;
+}
+
 /* Searches realm's market for the listings that match q (see market_search_query), in
  * price order, one page: fills *out (see market_search_result; free its listings with
  * market_search_result_cleanup(); after a failure *out is empty). Listings of equal price come
@@ -125,29 +156,11 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
     else
         snprintf(key, sizeof key, "%s", rl.market);
     char member[MARKET__MEMBER_MAX], k_user[MARKET__KEY_MAX];
-    char before[MARKET_ID_MAX + 2] = "", after[MARKET_ID_MAX + 2] = ""; /* around a member */
-    if (p.source == MARKET__SEARCH_ITEM) snprintf(before, sizeof before, "%s.", q->item);
-    if (p.source == MARKET__SEARCH_SELLER) snprintf(after, sizeof after, ".%s", q->seller);
-    market__cmd rd[3];
-    redisReply *rep[3] = {0};
-    size_t nc = 0;
-    if (p.point) {
-        snprintf(member, sizeof member, "%s.%s", q->item, q->seller);
-        market__cmd_set(&rd[nc++], 3, "ZSCORE", rl.market, member);
-        market__cmd_set(&rd[nc++], 3, "HGET", rl.units, member);
-    } else {
-        market__cmd_set(&rd[nc++], 13, "EVAL", page_script, "2", key, rl.units, p.lo_s, p.hi_s,
-                        p.count, p.desc ? "1" : "0", p.after_price, p.after_member, before,
-                        after);
-    }
-    size_t i_user = nc;
-    if (q->seller) {
-        market__key_user(k_user, realm, q->seller);
-        market__cmd_set(&rd[nc++], 2, "EXISTS", k_user);
-    }
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline(c, rd, nc, rep);
+    market__buf rd = {0};
+    size_t i_user = search_reads(&rd, &p, q, &rl, key, member, k_user), nc = rd.n;
+    int rc = market__read_buf(c, realm, &rd);
     if (rc < 0) return rc;
+    redisReply **rep = rd.rep;
     const redisReply *err = market__reply_error(rep, nc);
     if (err) {
         rc = market__fail_reply(c, "search refused", err);
@@ -189,6 +202,7 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
     rc = page_read(c, key, &p, q, r->element[1], r->element[2], out);
 out:
     market__replies_free(rep, nc);
+    market__buf_free(&rd);
     if (rc < 0) market_search_result_cleanup(out);
     return rc;
 }

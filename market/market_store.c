@@ -1,11 +1,11 @@
 /* market_store.c - the store layer: one Redis connection per market_conn
- * (one per master on a Redis Cluster), reconnecting by itself, pipelines,
- * and replies read into values.
+ * (one per master on a Redis Cluster), reconnecting by itself, and
+ * pipelines.
  *
  * The lowest layer of market/ that does I/O (market_store.h). It knows
- * Redis, not the market's rules: the layers above build the commands
- * (market_txn.c, market_purchase.c, market_api.c, market_bulk.c and the tools'
- * files over it) and judge what comes back.
+ * Redis, not the market's rules nor its data: the layers above build the
+ * commands with the data model (market_model.c) and judge what comes back
+ * with its replies (market_model_reply.c).
  *
  * Two things every layer above gets without asking:
  *   - a Sentinel group's master: a connection goes to the address the
@@ -334,26 +334,20 @@ fail_dropped:
     return MARKET_ERR_STORE;
 }
 
-/* Runs one command and returns its reply (new; caller frees with
- * freeReplyObject), or NULL after an I/O error, in which case the connection
- * has been dropped. len may be NULL for NUL-terminated arguments. */
-redisReply *market__command(market_conn *c, int argc, const char **argv, const size_t *len) {
-    if (!c->ctx) return NULL;
-    redisReply *r = redisCommandArgv(c->ctx, argc, argv, len);
+/* Runs the first command of b (borrowed) at once, on c's connection as it is (no UNWATCH
+ * or redirect handling: the bulk reads of tools), and returns its reply (new; caller frees
+ * with freeReplyObject). Returns NULL with *rc MARKET_ERR_STORE when not connected or after
+ * an I/O error (then the connection has been dropped), or MARKET_ERR_NOMEM when b could not
+ * be built. */
+redisReply *market__command_buf(market_conn *c, market__buf *b, int *rc) {
+    *rc = market__buf_seal(b);
+    if (*rc < 0) return NULL;
+    *rc = MARKET_ERR_STORE;
+    if (!c->ctx || b->n == 0) return NULL;
+    redisReply *r = redisCommandArgv(c->ctx, b->argc[0], b->argv[0], NULL);
     if (!r) market__drop(c);
+    if (r) *rc = MARKET_OK;
     return r;
-}
-
-/* Fills cmd with argc NUL-terminated arguments (at most 8). */
-void market__cmd_set(market__cmd *cmd, int argc, ...) {
-    va_list ap;
-    va_start(ap, argc);
-    cmd->argc = argc;
-    for (int i = 0; i < argc; i++) {
-        cmd->argv[i] = va_arg(ap, const char *);
-        cmd->len[i] = strlen(cmd->argv[i]);
-    }
-    va_end(ap);
 }
 
 /* Sends n commands in one write and reads their n replies into replies[]
@@ -374,7 +368,7 @@ int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char 
     int reused = c->ctx != NULL;
     int may_retry = 1;
     for (size_t i = 0; i < n; i++)
-        if (strcmp(argv[i][0], "EXEC") == 0) may_retry = 0;
+        if (market__cmd_is_exec(argv[i])) may_retry = 0;
     int64_t since = rconn_now_ms();
     int alone = !bound(c); /* relies on no earlier WATCH: may be sent again */
     for (int moved = 1;; moved++) {
@@ -461,8 +455,8 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
             market__fail(c, "out of memory for a pipeline of %zu commands", n);
             return MARKET_ERR_NOMEM;
         }
-        if (strcmp(argv[i][0], "WATCH") == 0) watch = 1;
-        if (argc[i] == 1 && strcmp(argv[i][0], "EXEC") == 0) {
+        if (market__cmd_is_watch(argv[i])) watch = 1;
+        if (argc[i] == 1 && market__cmd_is_exec(argv[i])) {
             exec = i + 1;
             watch = 0; /* EXEC ends every WATCH */
             if (cfg->min_replicas_ack) {
@@ -476,7 +470,11 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
         market__drop(c); /* nothing sent; a WATCH it relied on goes with the connection */
         return rc;
     }
-    if (unwatch && redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK) goto fail;
+    const char *frame[3]; /* an UNWATCH in front, a WAIT behind (market_model.h) */
+    char need[24], timeout[24];
+    if (unwatch &&
+        redisAppendCommandArgv(c->ctx, market__cmd_unwatch(frame), frame, NULL) != REDIS_OK)
+        goto fail;
     /* one copy into hiredis's output buffer, not an allocation a command */
     int appended =
         !c->out_len || redisAppendFormattedCommand(c->ctx, c->out, c->out_len) == REDIS_OK;
@@ -486,8 +484,10 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
         c->out_cap = 0;
     }
     if (!appended) goto fail;
-    if (wait && redisAppendCommand(c->ctx, "WAIT %u %d", c->wait_need,
-                                   cfg->replica_ack_timeout_ms) != REDIS_OK)
+    if (wait && redisAppendCommandArgv(c->ctx,
+                                       market__cmd_wait(frame, need, timeout, c->wait_need,
+                                                        cfg->replica_ack_timeout_ms),
+                                       frame, NULL) != REDIS_OK)
         goto fail;
     while (!done)
         if (redisBufferWrite(c->ctx, &done) != REDIS_OK) goto fail;
@@ -598,27 +598,16 @@ fail:
 int market__replicated(market_conn *c, const char *const *keys, size_t n) {
     if (!c->m->cfg.min_replicas_ack || n == 0) return MARKET_OK;
     if (n > MARKET__BATCH_MAX) return MARKET_ERR_INVALID;
-    int argc[MARKET__BATCH_MAX + 2];
-    const char *args[MARKET__BATCH_MAX + 2][3];
-    const char **argv[MARKET__BATCH_MAX + 2];
-    redisReply *rep[MARKET__BATCH_MAX + 2];
+    market__buf b = {0};
     size_t nc = n + 2;
-    for (size_t i = 0; i < nc; i++) {
-        const char **a = args[i];
-        argv[i] = a;
-        if (i == 0 || i == nc - 1) {
-            a[0] = i == 0 ? "MULTI" : "EXEC";
-            argc[i] = 1;
-        } else {
-            a[0] = "EXPIRE";
-            a[1] = keys[i - 1];
-            a[2] = MARKET__IDEM_TTL;
-            argc[i] = 3;
-        }
-    }
-    int rc = market__pipeline_argv(c, nc, argc, (const char **const *)argv, rep);
+    market__fx_multi(&b);
+    for (size_t i = 0; i < n; i++) market__fx_idem_keep(&b, keys[i]);
+    market__fx_exec(&b);
+    int rc = market__pipeline_buf(c, &b);
+    if (rc < 0) market__buf_free(&b);
     if (rc == MARKET__REDIRECTED) return MARKET_ERR_STORE; /* a lane's: c->errstr says why */
     if (rc < 0) return rc;
+    redisReply **rep = b.rep;
     const redisReply *exec = rep[nc - 1];
     if (exec->type != REDIS_REPLY_ARRAY || exec->elements != n)
         rc = market__fail_reply(c, "re-recording a replayed outcome", exec);
@@ -626,19 +615,8 @@ int market__replicated(market_conn *c, const char *const *keys, size_t n) {
         if (exec->element[i]->type != REDIS_REPLY_INTEGER || exec->element[i]->integer != 1)
             rc = market__fail(c, "idempotency record %s expired while replayed", keys[i]);
     market__replies_free(rep, nc);
+    market__buf_free(&b);
     return rc;
-}
-
-/* market__pipeline_argv() for fixed commands built with market__cmd_set(). */
-int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies) {
-    int argc[MARKET__PIPE_MAX];
-    const char **argv[MARKET__PIPE_MAX];
-    if (n > MARKET__PIPE_MAX) return MARKET_ERR_INVALID;
-    for (size_t i = 0; i < n; i++) {
-        argc[i] = cmds[i].argc;
-        argv[i] = (const char **)cmds[i].argv;
-    }
-    return market__pipeline_argv(c, n, argc, argv, replies);
 }
 
 /* Frees replies[0..n) and sets them to NULL. This function can't fail. */
@@ -649,86 +627,24 @@ void market__replies_free(redisReply **replies, size_t n) {
     }
 }
 
-/* Parses a whole decimal int64. Returns 0, or -1 when s is not one. */
-int market__parse_i64(const char *s, size_t len, int64_t *out) {
-    char buf[32];
-    if (len == 0 || len >= sizeof buf) return -1;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    char *end;
-    errno = 0;
-    long long v = strtoll(buf, &end, 10);
-    if (errno || *end) return -1;
-    *out = v;
-    return 0;
-}
-
-/* Parses a zset score that must hold a whole price in 1..MARKET_PRICE_MAX.
- * Returns 0, or -1 when it does not. */
-int market__parse_price(const char *s, size_t len, int64_t *out) {
-    char buf[64];
-    if (len == 0 || len >= sizeof buf) return -1;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    char *end;
-    errno = 0;
-    double v = strtod(buf, &end);
-    if (errno || *end || !(v >= 1.0 && v <= (double)MARKET_PRICE_MAX)) return -1;
-    int64_t p = (int64_t)v;
-    if ((double)p != v) return -1;
-    *out = p;
-    return 0;
-}
-
-/* The listing price a ZSCORE (or ZMSCORE element) reply gives, as the
- * rules take it: MARKET__NOT_LISTED, MARKET__PRICE_UNREADABLE or the price. */
-int64_t market__reply_price(const redisReply *r) {
-    int64_t price;
-    if (r->type == REDIS_REPLY_NIL) return MARKET__NOT_LISTED;
-    if (r->type != REDIS_REPLY_STRING || market__parse_price(r->str, r->len, &price) < 0)
-        return MARKET__PRICE_UNREADABLE;
-    return price;
-}
-
-/* The count an HGET of units: or stacks: gives: 0 for nil (none), the count
- * (1..2^63-1), or -1 when it is not a positive whole number. */
-int64_t market__reply_units(const redisReply *r) {
-    int64_t v;
-    if (r->type == REDIS_REPLY_NIL) return 0;
-    if (r->type != REDIS_REPLY_STRING || market__parse_i64(r->str, r->len, &v) < 0 || v <= 0)
-        return -1;
-    return v;
-}
-
-/* Sets listing l's quantity and stack from r, its field of market:{r}:units (nil: a unique
- * item, 1). Returns 0, or -1 when r is no count. */
-int market__listing_units(market_listing *l, const redisReply *r) {
-    int64_t v = market__reply_units(r);
-    if (v < 0) return -1;
-    l->stack = v > 0;
-    l->quantity = v > 0 ? v : 1;
-    return 0;
-}
-
 /* Reads, in one round trip, the units of the n listings l[0..n) of realm
  * rl into their quantity and stack (a listing without a count is a unique
  * item: 1). Returns MARKET_OK, or ERR_STORE, ERR_NOMEM. */
 int market__units_fill(market_conn *c, const market__realm *rl, market_listing *l, size_t n) {
     if (n == 0) return MARKET_OK;
-    const char **argv = malloc((n + 2) * sizeof *argv);
     char(*member)[MARKET__MEMBER_MAX] = malloc(n * sizeof *member);
+    market__buf b = {0};
     redisReply *r = NULL;
     int rc = MARKET_ERR_NOMEM;
-    if (!argv || !member) goto out;
-    argv[0] = "HMGET";
-    argv[1] = rl->units;
+    if (!member) goto out;
+    market__rd_listing_units_begin(&b, rl);
     for (size_t i = 0; i < n; i++) {
         snprintf(member[i], sizeof member[i], "%s.%s", l[i].item, l[i].seller);
-        argv[2 + i] = member[i];
+        market__buf_arg(&b, member[i]);
     }
-    int argc = (int)(n + 2);
-    const char **const *av = (const char **const *)&argv;
-    if ((rc = market__pipeline_argv(c, 1, &argc, av, &r)) < 0) goto out;
+    market__buf_end(&b, 0);
+    if ((rc = market__pipeline_buf(c, &b)) < 0) goto out;
+    r = b.rep[0];
     if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
         rc = market__fail_reply(c, "reading the listings' units", r);
         goto out;
@@ -742,34 +658,27 @@ int market__units_fill(market_conn *c, const market__realm *rl, market_listing *
 out:
     if (r) freeReplyObject(r);
     free(member);
-    free(argv);
+    market__buf_free(&b);
     return rc;
 }
 
-/* The party an HGET <user> funds reply gives (see market__party). */
-market__party market__reply_party(const redisReply *r) {
-    market__party p = {MARKET__ABSENT, 0};
-    if (r->type == REDIS_REPLY_NIL) return p;
-    p.known = r->type == REDIS_REPLY_STRING && market__parse_i64(r->str, r->len, &p.funds) == 0
-                  ? MARKET__PRESENT
-                  : MARKET__UNREADABLE;
-    return p;
+/* Sends buffer b's commands on realm's master as market__pipeline_buf()
+ * does. Returns MARKET_OK with the replies in b->rep (the caller frees them
+ * and b), or ERR_STORE, ERR_NOMEM, MARKET__REDIRECTED with b freed. */
+int market__read_buf(market_conn *c, const char *realm, market__buf *b) {
+    int rc = market__route(c, realm);
+    if (rc == MARKET_OK) rc = market__pipeline_buf(c, b);
+    if (rc < 0) market__buf_free(b);
+    return rc;
 }
 
-/* Runs one read command on realm's master. Returns MARKET_OK with *rep set
- * (caller frees; never an error reply), or ERR_STORE. */
-int market__read_one(market_conn *c, const char *realm, int argc, const char **argv,
-                     redisReply **rep) {
-    int rc = market__route(c, realm);
+/* Runs the one read command of b on realm's master (see market__read_buf;
+ * the caller frees b). Returns MARKET_OK with *rep set (caller frees; never
+ * an error reply), or ERR_STORE, ERR_NOMEM. */
+int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep) {
+    int rc = market__read_buf(c, realm, b);
     if (rc < 0) return rc;
-    market__cmd cmd;
-    cmd.argc = argc;
-    for (int i = 0; i < argc; i++) {
-        cmd.argv[i] = argv[i];
-        cmd.len[i] = strlen(argv[i]);
-    }
-    rc = market__pipeline(c, &cmd, 1, rep);
-    if (rc < 0) return rc;
+    *rep = b->rep[0];
     if ((*rep)->type == REDIS_REPLY_ERROR) {
         rc = market__fail_reply(c, "read refused", *rep);
         freeReplyObject(*rep);
@@ -791,6 +700,9 @@ int market__stream_after(market_conn *c, const char *realm, const char *key, con
     char start[MARKET_TRADE_ID_MAX + 2], count[24];
     snprintf(start, sizeof start, "%s%s", from ? "(" : "", from ? after : "-");
     snprintf(count, sizeof count, "%zu", limit);
-    const char *argv[6] = {"XRANGE", key, start, "+", "COUNT", count};
-    return market__read_one(c, realm, 6, argv, rep);
+    market__buf b = {0};
+    market__rd_stream(&b, key, start, count);
+    int rc = market__read_one(c, realm, &b, rep);
+    market__buf_free(&b);
+    return rc;
 }

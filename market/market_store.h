@@ -1,6 +1,6 @@
 /* market_store.h - the store layer (market_store.c): a Redis connection per
  * market_conn (one per master on a Redis Cluster) that reconnects by itself,
- * pipelines, and replies read into the values the rules take. It calls
+ * and pipelines of the data model's buffers (market_model.h). It calls
  * nothing above it. */
 #ifndef GM_MARKET_MARKET_STORE_H
 #define GM_MARKET_MARKET_STORE_H
@@ -56,15 +56,6 @@ struct market_conn {
     struct market__parked parked[MARKET__NODES_MAX - 1]; /* the other masters' connections */
 };
 
-#define MARKET__CMD_ARGS 24 /* most arguments of one market__cmd (a one-trade EVAL: 19) */
-
-/* One command of a pipeline: argv/len as redisAppendCommandArgv takes them. */
-typedef struct market__cmd {
-    int argc;
-    const char *argv[MARKET__CMD_ARGS];
-    size_t len[MARKET__CMD_ARGS];
-} market__cmd;
-
 int market__connect(market_conn *c);
 int market__route(market_conn *c, const char *realm);
 int market__route_slot(market_conn *c, unsigned slot);
@@ -72,7 +63,6 @@ void market__redirect_pause(market_conn *c, int tries);
 void market__close(market_conn *c);
 int market__ack_plan(market_conn *c, unsigned *need, rconn_sentinel_view *v);
 void market__drop(market_conn *c);
-int market__pipeline(market_conn *c, const market__cmd *cmds, size_t n, redisReply **replies);
 int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char **const *argv,
                           redisReply **replies);
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv);
@@ -80,19 +70,12 @@ int market__pipeline_buf(market_conn *c, market__buf *b);
 int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies);
 int market__replicated(market_conn *c, const char *const *keys, size_t n);
 void market__replies_free(redisReply **replies, size_t n);
-redisReply *market__command(market_conn *c, int argc, const char **argv, const size_t *len);
-void market__cmd_set(market__cmd *cmd, int argc, ...);
-int market__parse_i64(const char *s, size_t len, int64_t *out);
-int market__parse_price(const char *s, size_t len, int64_t *out);
-int64_t market__reply_price(const redisReply *r);
-int64_t market__reply_units(const redisReply *r);
-int market__listing_units(market_listing *l, const redisReply *r);
+redisReply *market__command_buf(market_conn *c, market__buf *b, int *rc);
 int market__units_fill(market_conn *c, const market__realm *rl, market_listing *l, size_t n);
-market__party market__reply_party(const redisReply *r);
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
-int market__read_one(market_conn *c, const char *realm, int argc, const char **argv,
-                     redisReply **rep);
+int market__read_buf(market_conn *c, const char *realm, market__buf *b);
+int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
 int market__stream_after(market_conn *c, const char *realm, const char *key, const char *after,
                          size_t limit, redisReply **rep);
 const redisReply *market__reply_error(redisReply *const *replies, size_t n);

@@ -129,9 +129,7 @@ size_t market__trades_argv(const market *m, const char *realm, market__trades *t
              (unsigned long long)(m->cfg.trade_index ? m->cfg.trade_index : MARKET_TRADE_INDEX));
     memcpy(tw->k_items, rl.trade_items, sizeof tw->k_items);
     snprintf(tw->nkeys, sizeof tw->nkeys, "%zu", 2 + MARKET__TRADE_KEYS * n);
-    argv[k++] = "EVAL";
-    argv[k++] = trades_script;
-    argv[k++] = tw->nkeys;
+    k += market__script_head(argv, trades_script, tw->nkeys);
     argv[k++] = tw->k_trades;
     argv[k++] = tw->k_items;
     for (size_t i = 0; i < n; i++) {
@@ -235,87 +233,6 @@ void market__trades_hand(market_queued *const *req, size_t n, const market__trad
 
 /* ---- reading ---- */
 
-/* Copies string reply e into out (MARKET_ID_MAX + 1 bytes) when it is a valid id. */
-static int field_id(const redisReply *e, char *out) {
-    if (e->type != REDIS_REPLY_STRING || e->len > MARKET_ID_MAX) return -1;
-    memcpy(out, e->str, e->len);
-    out[e->len] = '\0';
-    return market_id_valid(out) ? 0 : -1;
-}
-
-/* Reads a stream entry [id, [field, value, ...]] of a trade into *t: the
- * id is the trade's, unless a "trade" field names it (an index's entry),
- * and *entry_id (MARKET_TRADE_ID_MAX + 1 bytes, may be NULL) gets the
- * entry's own. Returns MARKET_OK or MARKET_ERR_STORE. */
-static int parse_entry(const redisReply *e, market_trade *t, char *entry_id) {
-    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) return MARKET_ERR_STORE;
-    const redisReply *id = e->element[0], *f = e->element[1];
-    if (id->type != REDIS_REPLY_STRING || id->len > MARKET_TRADE_ID_MAX ||
-        f->type != REDIS_REPLY_ARRAY || f->elements % 2)
-        return MARKET_ERR_STORE;
-    memset(t, 0, sizeof *t);
-    memcpy(t->id, id->str, id->len);
-    if (entry_id) memcpy(entry_id, t->id, id->len + 1);
-    unsigned seen = 0;
-    for (size_t i = 0; i < f->elements; i += 2) {
-        const redisReply *k = f->element[i], *v = f->element[i + 1];
-        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return MARKET_ERR_STORE;
-        int rc = 0;
-        int64_t x = 0;
-        if (strcmp(k->str, "buyer") == 0) {
-            rc = field_id(v, t->buyer), seen |= 1;
-        } else if (strcmp(k->str, "seller") == 0) {
-            rc = field_id(v, t->seller), seen |= 2;
-        } else if (strcmp(k->str, "item") == 0) {
-            rc = field_id(v, t->item), seen |= 4;
-        } else if (strcmp(k->str, "prev") == 0) {
-            /* the item's trade before: read by item_script, not here */
-        } else if (strcmp(k->str, "trade") == 0) {
-            if (v->len > MARKET_TRADE_ID_MAX) return MARKET_ERR_STORE;
-            memcpy(t->id, v->str, v->len);
-            t->id[v->len] = '\0';
-        } else if ((rc = market__parse_i64(v->str, v->len, &x)) == 0) {
-            if (strcmp(k->str, "quantity") == 0)
-                t->quantity = x, seen |= 8;
-            else if (strcmp(k->str, "price") == 0)
-                t->price = x, seen |= 16;
-            else if (strcmp(k->str, "total") == 0)
-                t->total = x, seen |= 32;
-            else if (strcmp(k->str, "fence") == 0)
-                t->fence = (uint64_t)x, seen |= 64;
-        }
-        if (rc < 0) return MARKET_ERR_STORE;
-    }
-    if (seen != 127 || !market_trade_id_valid(t->id)) return MARKET_ERR_STORE;
-    t->time_ms = strtoll(t->id, NULL, 10); /* the id's first part: valid, so it fits */
-    return MARKET_OK;
-}
-
-/* Reads the entries of a stream reply r (XRANGE / XREVRANGE) into a new
- * array *out of *n trades (caller frees; NULL when none), at most max of
- * them; *last_entry (may be NULL) gets the last one's entry id. Returns
- * MARKET_OK, MARKET_ERR_STORE, MARKET_ERR_NOMEM. */
-static int parse_entries(const redisReply *r, size_t max, market_trade **out, size_t *n,
-                         char *last_entry) {
-    *out = NULL;
-    *n = 0;
-    if (r->type != REDIS_REPLY_ARRAY) return MARKET_ERR_STORE;
-    size_t count = r->elements < max ? r->elements : max;
-    if (count == 0) return MARKET_OK;
-    market_trade *v = calloc(count, sizeof *v);
-    if (!v) return MARKET_ERR_NOMEM;
-    for (size_t i = 0; i < count; i++) {
-        int rc = parse_entry(r->element[i], &v[i], last_entry);
-        if (rc < 0) {
-            free(v);
-            return rc;
-        }
-    }
-    *out = v;
-    *n = count;
-    return MARKET_OK;
-}
-
 /* Reads trade id of realm into *out. Returns MARKET_OK, or ERR_INVALID
  * (bad realm or id), ERR_NO_TRADE (none, or trimmed from the history:
  * cfg.trade_history), ERR_STORE. */
@@ -324,14 +241,16 @@ int market_trade_get(market_conn *c, const char *realm, const char *id, market_t
         return MARKET_ERR_INVALID;
     market__realm rl;
     market__realm_init(&rl, realm);
-    const char *argv[6] = {"XRANGE", rl.trades, id, id, "COUNT", "1"};
+    market__buf b = {0};
+    market__rd_stream_entry(&b, rl.trades, id);
     redisReply *r = NULL;
-    int rc = market__read_one(c, realm, 6, argv, &r);
+    int rc = market__read_one(c, realm, &b, &r);
+    market__buf_free(&b);
     if (rc < 0) return rc;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 0)
         rc = MARKET_ERR_NO_TRADE;
     else if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
-             parse_entry(r->element[0], out, NULL) < 0 || strcmp(out->id, id) != 0)
+             market__reply_trade(r->element[0], out, NULL) < 0 || strcmp(out->id, id) != 0)
         rc = market__fail(c, "trade %s of realm %s is unreadable", id, realm);
     freeReplyObject(r);
     return rc;
@@ -352,16 +271,16 @@ static int read_page(market_conn *c, const char *realm, const char *key, const c
     last[0] = '\0';
     char count[24];
     snprintf(count, sizeof count, "%zu", want);
-    const char *argv[6] = {"EVAL", page_script, "1", key, cursor ? cursor : "", count};
+    const char *args[2] = {cursor ? cursor : "", count};
+    market__buf q = {0}; /* the page, then the pipeline of record lookups */
+    market__fx_script(&q, page_script, 1, &key, 2, args);
     redisReply *ids = NULL;
-    int rc = market__read_one(c, realm, 6, argv, &ids);
-    if (rc < 0) return rc;
-    struct lookups { /* the pipeline of record lookups, on the heap: up to 1000 */
-        int argc[MARKET_TRADES_PAGE_MAX];
-        const char *args[MARKET_TRADES_PAGE_MAX][6];
-        const char **argv[MARKET_TRADES_PAGE_MAX];
-        redisReply *rep[MARKET_TRADES_PAGE_MAX];
-    } *q = NULL;
+    int rc = market__read_one(c, realm, &q, &ids);
+    if (rc < 0) {
+        market__buf_free(&q);
+        return rc;
+    }
+    market__buf_reset(&q);
     market_trade *v = NULL;
     market__realm rl;
     market__realm_init(&rl, realm);
@@ -381,42 +300,30 @@ static int read_page(market_conn *c, const char *realm, const char *key, const c
     if (ids->elements >= keep && keep > 0)
         snprintf(last, MARKET_TRADE_ID_MAX + 1, "%s", ids->element[keep - 1]->str);
     if (k == 0) goto out;
-    if (!(q = malloc(sizeof *q)) || !(v = calloc(k, sizeof *v))) {
+    if (!(v = calloc(k, sizeof *v))) {
         rc = MARKET_ERR_NOMEM;
         goto out;
     }
-    for (size_t i = 0; i < k; i++) {
-        const char *id = ids->element[i]->str;
-        const char **a = q->args[i];
-        a[0] = "XRANGE";
-        a[1] = rl.trades;
-        a[2] = id;
-        a[3] = id;
-        a[4] = "COUNT";
-        a[5] = "1";
-        q->argv[i] = a;
-        q->argc[i] = 6;
-    }
-    if ((rc = market__pipeline_argv(c, k, q->argc, (const char **const *)q->argv, q->rep)) < 0)
-        goto out;
+    for (size_t i = 0; i < k; i++) market__rd_stream_entry(&q, rl.trades, ids->element[i]->str);
+    if ((rc = market__pipeline_buf(c, &q)) < 0) goto out;
     for (size_t i = 0; i < k && rc == MARKET_OK; i++) {
-        const redisReply *r = q->rep[i];
+        const redisReply *r = q.rep[i];
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 0) continue; /* trimmed */
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
-            parse_entry(r->element[0], &v[*n], NULL) < 0)
+            market__reply_trade(r->element[0], &v[*n], NULL) < 0)
             rc = market__fail(c, "trade %s of realm %s is unreadable", ids->element[i]->str,
                               realm);
         else
             (*n)++;
     }
-    market__replies_free(q->rep, k);
+    market__replies_free(q.rep, k);
     if (rc == MARKET_OK && *n) {
         *out = v;
         v = NULL;
     }
     *n = *out ? *n : 0;
 out:
-    free(q);
+    market__buf_free(&q);
     free(v);
     freeReplyObject(ids);
     return rc;
@@ -469,12 +376,14 @@ int market_trades_item(market_conn *c, const char *realm, const char *item, size
     char k_list[MARKET__KEY_MAX], count[24];
     market__trade_key(k_list, sizeof k_list, realm, "item", item);
     snprintf(count, sizeof count, "%zu", limit);
-    const char *argv[8] = {"EVAL", item_script, "3", rl.trades, rl.trade_items, k_list, item,
-                           count};
+    const char *keys[3] = {rl.trades, rl.trade_items, k_list}, *args[2] = {item, count};
+    market__buf b = {0};
+    market__fx_script(&b, item_script, 3, keys, 2, args);
     redisReply *r = NULL;
-    int rc = market__read_one(c, realm, 8, argv, &r);
+    int rc = market__read_one(c, realm, &b, &r);
+    market__buf_free(&b);
     if (rc < 0) return rc;
-    rc = parse_entries(r, limit, out, n, NULL);
+    rc = market__reply_trades(r, limit, out, n, NULL);
     if (rc == MARKET_ERR_STORE)
         rc = market__fail(c, "the trades of item %s of realm %s are unreadable", item, realm);
     freeReplyObject(r);
@@ -489,13 +398,15 @@ int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID
     if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
     market__realm rl;
     market__realm_init(&rl, realm);
-    const char *argv[6] = {"XREVRANGE", rl.trades, "+", "-", "COUNT", "1"};
+    market__buf b = {0};
+    market__rd_stream_last(&b, rl.trades);
     redisReply *r = NULL;
-    int rc = market__read_one(c, realm, 6, argv, &r);
+    int rc = market__read_one(c, realm, &b, &r);
+    market__buf_free(&b);
     if (rc < 0) return rc;
     market_trade *t = NULL;
     size_t n = 0;
-    rc = parse_entries(r, 1, &t, &n, NULL);
+    rc = market__reply_trades(r, 1, &t, &n, NULL);
     if (rc == MARKET_ERR_STORE) rc = market__fail(c, "the trades of realm %s are unreadable", realm);
     if (rc == MARKET_OK && n == 1) memcpy(id, t[0].id, sizeof t[0].id);
     free(t);
@@ -519,7 +430,7 @@ int market_trades_after(market_conn *c, const char *realm, const char *after, si
     redisReply *r = NULL;
     int rc = market__stream_after(c, realm, rl.trades, after, limit, &r);
     if (rc < 0) return rc;
-    rc = parse_entries(r, limit, out, n, NULL);
+    rc = market__reply_trades(r, limit, out, n, NULL);
     if (rc == MARKET_ERR_STORE) rc = market__fail(c, "the trades of realm %s are unreadable", realm);
     freeReplyObject(r);
     return rc;

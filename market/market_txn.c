@@ -177,29 +177,18 @@ void market__count_result(market *m, int rc) {
     if (rc == MARKET_ERR_STORE) MARKET__COUNT(m, store_errors);
 }
 
-/* Fills argv with "MGET", the fencing records of held and, when held->tokens,
- * the lock keys themselves (argv has room for 1 + 2 * held->n); returns the
- * count. Read under a WATCH of the same keys, its reply tells
- * market__held_lost() whether the leases are still ours. */
-size_t market__held_read(const market__held *held, const char **argv) {
-    size_t k = 0;
-    argv[k++] = "MGET";
-    for (size_t i = 0; i < held->n; i++)
-        argv[k++] = held->fenced[i];
-    if (held->tokens)
-        for (size_t i = 0; i < held->n; i++)
-            argv[k++] = held->key[i];
-    return k;
-}
-
-/* Appends to w the read of market__held_read(): the fencing records of
- * held and, when held->tokens, the lock keys (held->n > 0). */
+/* Appends to w the read of the fencing records of held and, when
+ * held->tokens, of the lock keys themselves (held->n > 0). Read under a
+ * WATCH of the same keys, its reply tells market__held_lost() whether the
+ * leases are still ours. */
 void market__held_read_buf(const market__held *held, market__buf *w) {
-    const char *argv[1 + 2 * MARKET__HELD_MAX];
-    market__buf_cmdv(w, (int)market__held_read(held, argv), argv);
+    market__rd_values_begin(w);
+    for (size_t i = 0; i < held->n; i++) market__buf_arg(w, held->fenced[i]);
+    for (size_t i = 0; held->tokens && i < held->n; i++) market__buf_arg(w, held->key[i]);
+    market__buf_end(w, 1);
 }
 
-/* Given the reply to market__held_read()'s MGET, returns 1 when a lease of
+/* Given the reply to market__held_read_buf()'s read, returns 1 when a lease of
  * held cannot commit: a newer holder has committed (a stored fence above
  * ours), or, when held->tokens, a lock key no longer holds our token (the
  * lease lapsed, or anyone speaking the lock protocol took the key over); else
@@ -211,8 +200,7 @@ int market__held_lost(const market__held *held, const redisReply *mget) {
         const redisReply *e = mget->element[i];
         if (e->type != REDIS_REPLY_STRING) continue;
         int64_t seen;
-        if (market__parse_i64(e->str, e->len, &seen) == 0 && (uint64_t)seen > held->fence_v[i])
-            return 1;
+        if (market__reply_i64(e, &seen) == 0 && (uint64_t)seen > held->fence_v[i]) return 1;
     }
     for (size_t i = 0; held->tokens && i < held->n; i++) {
         const redisReply *e = mget->element[held->n + i];
@@ -228,8 +216,3 @@ int market__held_lost(const market__held *held, const redisReply *mget) {
 void market__held_fences(const market__held *held, market__buf *w) {
     for (size_t i = 0; i < held->n; i++) market__fx_fence(w, held->fenced[i], held->fence[i]);
 }
-
-/* ---- watching and the lock a strategy takes ---- */
-
-
-/* ---- one operation at a time: list, unlist, a purchase without a seller ---- */

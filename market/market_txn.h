@@ -34,7 +34,6 @@ int market__lock_multi(market_conn *c, const char *const *keys, size_t n, int64_
                        lock_handle *h);
 void market__held_set(market__held *hd, size_t k, const char *key, const lock_handle *h);
 void market__held_name(market__held *hd, size_t k, const char *key);
-size_t market__held_read(const market__held *held, const char **argv);
 void market__held_read_buf(const market__held *held, market__buf *w);
 int market__held_lost(const market__held *held, const redisReply *mget);
 void market__held_fences(const market__held *held, market__buf *w);

@@ -262,14 +262,15 @@ static int collect_realm_keys(market_conn *c, const char *realm, struct market__
     return MARKET_OK;
 }
 
-static void bulk_del_keys(struct market__bulk *b, const market__realm *r,
+static void bulk_del_keys(struct market__bulk *b, market__buf *w, const market__realm *r,
                           const struct market__keylist *keys) {
     for (size_t i = 0; i < keys->n; i++) {
-        const char *argv[2] = {"UNLINK", keys->keys[i]};
-        market__bulk_add(b, 2, argv, NULL);
+        market__fx_unlink(w, (const char *const *)&keys->keys[i], 1);
+        market__bulk_add_buf(b, w);
     }
-    const char *argv[4] = {"UNLINK", r->market, r->units, r->trades};
-    market__bulk_add(b, 4, argv, NULL);
+    const char *realm_keys[3] = {r->market, r->units, r->trades};
+    market__fx_unlink(w, realm_keys, 3);
+    market__bulk_add_buf(b, w);
 }
 
 static int cmp_item_owner(const void *a, const void *b) {
@@ -279,7 +280,7 @@ static int cmp_item_owner(const void *a, const void *b) {
 
 /* Scratch for writing a world's listings a ZADD at a time. */
 struct listing_chunk {
-    const char *argv[2 + 2 * ZADD_CHUNK];
+    market__buf w;                               /* the ZADD */
     market__idx_entry e[ZADD_CHUNK];             /* each listing's index entries and score */
     char member[ZADD_CHUNK][MARKET__MEMBER_MAX]; /* ... and its member of market:{r} */
 };
@@ -330,25 +331,22 @@ static int listings_add(struct market__bulk *b, const market__realm *rl, const s
     listed = 0;
     for (size_t i = 0; i < n; i++)
         if (items[i].price) l[listed++] = &items[i];
-    const char **argv = ch->argv;
     for (int k = 0; k <= MARKET__IDX_KINDS; k++) { /* the indexes, then market:{r} */
         qsort(l, listed, sizeof *l, order[k]);
         for (size_t i = 0, c; i < listed; i += c) {
             for (c = 0; c < ZADD_CHUNK && i + c < listed && same_zset(k, l[i], l[i + c]); c++) {
                 const struct witem *it = l[i + c];
-                market__idx_entry *e = &ch->e[c];
-                market__idx_entry_init(e, rl->id, it->item, it->owner, it->price);
-                argv[2 + 2 * c] = e->score;
-                if (k < MARKET__IDX_KINDS) {
-                    argv[3 + 2 * c] = e->member[k];
-                } else {
+                market__idx_entry_init(&ch->e[c], rl->id, it->item, it->owner, it->price);
+                if (k == MARKET__IDX_KINDS)
                     snprintf(ch->member[c], sizeof ch->member[c], "%s.%s", it->item, it->owner);
-                    argv[3 + 2 * c] = ch->member[c];
-                }
             }
-            argv[0] = "ZADD";
-            argv[1] = k < MARKET__IDX_KINDS ? ch->e[0].key[k] : rl->market;
-            market__bulk_add(b, (int)(2 + 2 * c), argv, NULL);
+            market__fx_scores_begin(&ch->w, k < MARKET__IDX_KINDS ? ch->e[0].key[k] : rl->market);
+            for (size_t j = 0; j < c; j++) {
+                market__buf_arg(&ch->w, ch->e[j].score);
+                market__buf_arg(&ch->w, k < MARKET__IDX_KINDS ? ch->e[j].member[k] : ch->member[j]);
+            }
+            market__buf_end(&ch->w, 2);
+            market__bulk_add_buf(b, &ch->w);
         }
     }
     free(l);
@@ -389,7 +387,7 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     }
     if (w->n_items) memcpy(items, w->items, w->n_items * sizeof *items);
     qsort(items, w->n_items, sizeof *items, cmp_item_owner);
-    if (!(ch = malloc(sizeof *ch))) {
+    if (!(ch = calloc(1, sizeof *ch))) {
         rc = MARKET_ERR_NOMEM;
         goto out;
     }
@@ -398,48 +396,40 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
         n_listed += items[i].price != 0;
 
     struct market__bulk b = {c, 0, 0};
-    const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
-    market__bulk_add(&b, 1, multi, NULL);
-    if (reset) bulk_del_keys(&b, &rl, &keys);
-    char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX], funds[24];
-    char units[24], member[MARKET__MEMBER_MAX];
+    market__buf *wb = &ch->w;
+    market__fx_multi(wb);
+    market__bulk_add_buf(&b, wb);
+    if (reset) bulk_del_keys(&b, wb, &rl, &keys);
+    char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX];
+    char member[MARKET__MEMBER_MAX];
     for (size_t i = 0; i < w->n_players; i++) {
         const struct wplayer *p = &w->players[i];
         market__key_user(k_user, realm, p->id);
         market__key_inventory(k_inv, realm, p->id);
-        snprintf(funds, sizeof funds, "%lld", (long long)p->funds);
         market__key_stacks(k_stacks, realm, p->id);
-        const char *del[4] = {"DEL", k_user, k_inv, k_stacks};
-        const char *hset[6] = {"HSET", k_user, MARKET__FIELD_NAME, p->name, MARKET__FIELD_FUNDS, funds};
-        market__bulk_add(&b, 4, del, NULL);
-        market__bulk_add(&b, 6, hset, NULL);
+        market__fx_player_new(wb, k_user, k_inv, k_stacks, p->name, p->funds);
+        market__bulk_add_buf(&b, wb);
     }
     for (size_t i = 0; i < w->n_items; i++) {
         const struct witem *it = &items[i];
-        snprintf(units, sizeof units, "%lld", (long long)it->units);
         if (it->price == 0 && it->units) { /* a stack */
             market__key_stacks(k_stacks, realm, it->owner);
-            const char *hset[4] = {"HSET", k_stacks, it->item, units};
-            market__bulk_add(&b, 4, hset, NULL);
+            market__fx_units_set(wb, k_stacks, it->item, it->units);
         } else if (it->price == 0) { /* a unique item */
             market__key_inventory(k_inv, realm, it->owner);
-            const char *sadd[3] = {"SADD", k_inv, it->item};
-            market__bulk_add(&b, 3, sadd, NULL);
+            market__fx_item_in(wb, k_inv, it->item);
         } else { /* a listing: its units, or none (a unique item's) */
             snprintf(member, sizeof member, "%s.%s", it->item, it->owner);
-            const char *hset[4] = {"HSET", rl.units, member, units};
-            const char *hdel[3] = {"HDEL", rl.units, member};
-            if (it->units)
-                market__bulk_add(&b, 4, hset, NULL);
-            else
-                market__bulk_add(&b, 3, hdel, NULL);
+            market__fx_listing_units_set(wb, &rl, member, it->units);
         }
+        market__bulk_add_buf(&b, wb);
     }
     if ((rc = listings_add(&b, &rl, items, w->n_items, ch)) < 0) {
         market__drop(c); /* the transaction is cut short: never EXEC it */
         goto out;
     }
-    market__bulk_add(&b, 1, exec, NULL);
+    market__fx_exec(wb);
+    market__bulk_add_buf(&b, wb);
     /* EXEC runs the whole world at once: a large one takes Redis a while (about 4 us a
      * listing: one insert into market:{r} and each index), so its answer is given time. */
     struct timeval tv = exec_timeout(c, n_listed);
@@ -448,6 +438,7 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     tv = exec_timeout(c, 0);
     if (c->ctx && redisSetTimeout(c->ctx, tv) != REDIS_OK) market__drop(c);
 out:
+    if (ch) market__buf_free(&ch->w);
     free(ch);
     free(items);
     market__keylist_free(&keys);

@@ -1,9 +1,12 @@
-/* test_market_model.c - the data model's command buffer (market_model.c)
+/* test_market_model.c - the data model (market_model.c, market_model_reply.c)
  * without Redis: commands that outgrow the first arrays and text chunks keep
  * their arguments where they were, an opened command short of arguments is
  * taken back, a misuse fails the buffer rather than cutting a command, and a
- * reset buffer is empty but keeps its memory. */
+ * reset buffer is empty but keeps its memory; a script's run is one EVAL;
+ * and replies made by hand decode into values, or are refused, as the
+ * stored encodings say. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/helpers/cmocka_all.h"
@@ -43,7 +46,8 @@ static void test_open_commands_kept_or_taken_back(void **state) {
     market__fx_items_begin(&b, "inventory:{r}:p");
     assert_int_equal(market__buf_end(&b, 1), 0); /* no item: taken back */
     market__rd_watch_begin(&b);
-    for (int i = 0; i < 300; i++) market__buf_arg(&b, "k");
+    for (int i = 0; i < 300; i++)
+        market__buf_arg(&b, "k");
     assert_int_equal(market__buf_end(&b, 0), 300);
     market__fx_items_begin(&b, "inventory:{r}:p");
     market__buf_arg(&b, "axe");
@@ -79,11 +83,300 @@ static void test_misuse_fails_the_buffer(void **state) {
     market__buf_free(&b);
 }
 
+/* A script's run is one EVAL: script, its count of keys, keys, arguments;
+ * the store layer can tell an EXEC and a WATCH from other commands. */
+static void test_script_and_command_kinds(void **state) {
+    (void)state;
+    market__buf b = {0};
+    const char *keys[2] = {"k1", "k2"}, *args[3] = {"a", "b", "c"};
+    market__fx_script(&b, "return 1", 2, keys, 3, args);
+    market__fx_multi(&b);
+    market__fx_exec(&b);
+    market__rd_watch_begin(&b);
+    market__buf_arg(&b, "k1");
+    market__buf_end(&b, 0);
+    assert_int_equal(market__buf_seal(&b), MARKET_OK);
+    assert_int_equal(b.argc[0], 8);
+    assert_string_equal(b.argv[0][0], "EVAL");
+    assert_string_equal(b.argv[0][1], "return 1");
+    assert_string_equal(b.argv[0][2], "2");
+    assert_string_equal(b.argv[0][4], "k2");
+    assert_string_equal(b.argv[0][7], "c");
+    assert_false(market__cmd_is_exec(b.argv[1]));
+    assert_true(market__cmd_is_exec(b.argv[2]));
+    assert_true(market__cmd_is_watch(b.argv[3]));
+    assert_false(market__cmd_is_watch(b.argv[0]));
+    const char *head[3];
+    assert_int_equal(market__script_head(head, "s", "5"), 3);
+    assert_string_equal(head[0], "EVAL");
+    market__buf_free(&b);
+}
+
+/* ---- replies made by hand ---- */
+
+/* A string (NULL: nil) or an integer reply. */
+static redisReply str(const char *s) {
+    redisReply r = {0};
+    r.type = s ? REDIS_REPLY_STRING : REDIS_REPLY_NIL;
+    r.str = (char *)s;
+    r.len = s ? strlen(s) : 0;
+    return r;
+}
+
+/* An array reply of the n replies e[0..n). */
+static redisReply arr(redisReply **e, size_t n) {
+    redisReply r = {0};
+    r.type = REDIS_REPLY_ARRAY;
+    r.element = e;
+    r.elements = n;
+    return r;
+}
+
+/* An HGETALL of stacks: items and counts in the reply's order; a count that
+ * is no whole number, or an item too long, is unreadable. */
+static void test_reply_stacks(void **state) {
+    (void)state;
+    redisReply v[4] = {str("ore"), str("12"), str("wood"), str("-3")};
+    redisReply *e[4] = {&v[0], &v[1], &v[2], &v[3]};
+    redisReply r = arr(e, 4);
+    market_stack *s;
+    size_t n;
+    assert_int_equal(market__reply_stacks(&r, &s, &n), MARKET_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(s[0].item, "ore");
+    assert_int_equal(s[0].count, 12);
+    assert_int_equal(s[1].count, -3);
+    free(s);
+    v[3] = str("3.5");
+    assert_int_equal(market__reply_stacks(&r, &s, &n), MARKET_ERR_STORE);
+    free(s);
+    r = arr(e, 3); /* odd: no hash */
+    assert_int_equal(market__reply_stacks(&r, &s, &n), MARKET_ERR_STORE);
+    assert_null(s);
+    r = arr(e, 0);
+    assert_int_equal(market__reply_stacks(&r, &s, &n), MARKET_OK);
+    assert_null(s);
+    assert_int_equal(n, 0);
+}
+
+/* A player: name and funds, its inventory and stacks sorted; no funds is no
+ * player; a stack whose item is no id is unreadable. */
+static void test_reply_player(void **state) {
+    (void)state;
+    redisReply h_v[2] = {str("Ann"), str("250")}, *h_e[2] = {&h_v[0], &h_v[1]};
+    redisReply i_v[3] = {str("sword"), str("axe"), {.type = REDIS_REPLY_INTEGER}};
+    redisReply *i_e[3] = {&i_v[0], &i_v[1], &i_v[2]};
+    redisReply s_v[4] = {str("wood"), str("2"), str("ore"), str("7")};
+    redisReply *s_e[4] = {&s_v[0], &s_v[1], &s_v[2], &s_v[3]};
+    redisReply h = arr(h_e, 2), inv = arr(i_e, 3), st = arr(s_e, 4);
+    market_player *p = calloc(1, sizeof *p);
+    assert_int_equal(market__reply_player(&h, &inv, &st, p), MARKET_OK);
+    assert_string_equal(p->name, "Ann");
+    assert_int_equal(p->funds, 250);
+    assert_int_equal(p->n_inventory, 2); /* the integer is left out */
+    assert_string_equal(p->inventory[0], "axe");
+    assert_int_equal(p->n_stacks, 2);
+    assert_string_equal(p->stacks[0].item, "ore");
+    assert_int_equal(p->stacks[1].count, 2);
+    market_player_free(p);
+    h_v[1] = str(NULL);
+    p = calloc(1, sizeof *p);
+    assert_int_equal(market__reply_player(&h, &inv, &st, p), MARKET_ERR_NO_PLAYER);
+    market_player_free(p);
+    h_v[1] = str("250");
+    s_v[2] = str("bad item");
+    p = calloc(1, sizeof *p);
+    assert_int_equal(market__reply_player(&h, &inv, &st, p), MARKET_ERR_STORE);
+    market_player_free(p);
+}
+
+/* A page of the market: listings with whole prices; entries that are no
+ * listing's are left out. */
+static void test_reply_market_page(void **state) {
+    (void)state;
+    redisReply v[8] = {str("sword.ann"), str("100"), str("nodot"),  str("5"),
+                       str("axe.bob"),   str("1.5"), str("bow.cy"), str("7")};
+    redisReply *e[8];
+    for (int i = 0; i < 8; i++)
+        e[i] = &v[i];
+    redisReply r = arr(e, 8);
+    market_listing *l;
+    size_t n;
+    assert_int_equal(market__reply_market_page(&r, &l, &n), MARKET_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(l[0].item, "sword");
+    assert_string_equal(l[0].seller, "ann");
+    assert_int_equal(l[0].price, 100);
+    assert_string_equal(l[1].item, "bow");
+    free(l);
+    r = arr(e, 7);
+    assert_int_equal(market__reply_market_page(&r, &l, &n), MARKET_ERR_STORE);
+    assert_null(l);
+    market_listing one;
+    assert_int_equal(market__listing_read(&v[0], &v[1], &one), 0); /* strictly: ids checked */
+    assert_string_equal(one.seller, "ann");
+    v[0] = str("bad id.ann");
+    assert_int_equal(market__listing_read(&v[0], &v[1], &one), -1);
+    r = arr(e, 8); /* a page is read leniently: ids unchecked */
+    assert_int_equal(market__reply_market_page(&r, &l, &n), MARKET_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(l[0].item, "bad id");
+    free(l);
+}
+
+/* A sale's buyers: ids and units; a player that is no id is unreadable,
+ * an odd reply is no hash. */
+static void test_reply_buyers(void **state) {
+    (void)state;
+    redisReply v[4] = {str("ann"), str("3"), str("bob"), str("1")};
+    redisReply *e[4] = {&v[0], &v[1], &v[2], &v[3]};
+    redisReply r = arr(e, 4);
+    market_sale_buyer *b;
+    size_t n;
+    assert_int_equal(market__reply_buyers(&r, &b, &n), MARKET_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(b[1].player, "bob");
+    assert_int_equal(b[0].units, 3);
+    free(b);
+    v[2] = str("b o b");
+    assert_int_equal(market__reply_buyers(&r, &b, &n), MARKET__REPLY_BAD);
+    assert_null(b);
+    r = arr(e, 3);
+    assert_int_equal(market__reply_buyers(&r, &b, &n), MARKET_ERR_STORE);
+}
+
+/* A SCAN page: the next cursor and the keys; one that is no string is
+ * skipped; a cursor that does not fit is refused. */
+static void test_reply_scan(void **state) {
+    (void)state;
+    redisReply k_v[2] = {str("users:{r}:a"), {.type = REDIS_REPLY_INTEGER}};
+    redisReply *k_e[2] = {&k_v[0], &k_v[1]};
+    redisReply cur = str("17"), keys = arr(k_e, 2), *e[2] = {&cur, &keys};
+    redisReply r = arr(e, 2);
+    char cursor[4];
+    const redisReply *ks;
+    size_t len;
+    assert_int_equal(market__reply_scan(&r, cursor, sizeof cursor, &ks), 0);
+    assert_string_equal(cursor, "17");
+    assert_string_equal(market__reply_key(ks, 0, &len), "users:{r}:a");
+    assert_int_equal(len, 11);
+    assert_null(market__reply_key(ks, 1, &len));
+    assert_null(market__reply_key(ks, 2, &len));
+    cur = str("12345");
+    assert_int_equal(market__reply_scan(&r, cursor, sizeof cursor, &ks), -1);
+}
+
+/* A sale's fields: present, absent (all nil), or unreadable (some nil, or
+ * a bad number); TIME into ms. */
+static void test_reply_sale_and_time(void **state) {
+    (void)state;
+    redisReply v[MARKET__SALE_FIELDS] = {str("gem"), str("10"), str("100"), str("90"),   str("10"),
+                                         str("5"),   str("0"),  str("999"), str("house")};
+    redisReply *e[MARKET__SALE_FIELDS];
+    for (int i = 0; i < MARKET__SALE_FIELDS; i++)
+        e[i] = &v[i];
+    redisReply r = arr(e, MARKET__SALE_FIELDS);
+    market__sale_state st;
+    int64_t initial;
+    char item[MARKET_ID_MAX + 1], house[MARKET_ID_MAX + 1];
+    assert_int_equal(market__reply_sale(&r, &st, &initial, item, house), MARKET__PRESENT);
+    assert_int_equal(initial, 100);
+    assert_int_equal(st.left, 90);
+    assert_int_equal(st.end_ms, 999);
+    assert_string_equal(house, "house");
+    v[3] = str("x");
+    assert_int_equal(market__reply_sale(&r, &st, &initial, NULL, NULL), MARKET__UNREADABLE);
+    for (int i = 0; i < MARKET__SALE_FIELDS; i++)
+        v[i] = str(NULL);
+    assert_int_equal(market__reply_sale(&r, &st, &initial, NULL, NULL), MARKET__ABSENT);
+    redisReply t_v[2] = {str("1700000000"), str("123456")}, *t_e[2] = {&t_v[0], &t_v[1]};
+    redisReply t = arr(t_e, 2);
+    int64_t ms;
+    assert_int_equal(market__reply_time(&t, &ms), 0);
+    assert_int_equal(ms, 1700000000123LL);
+    t = arr(t_e, 1);
+    assert_int_equal(market__reply_time(&t, &ms), -1);
+}
+
+/* A stream entry of a trade, and of a listing change: every field read,
+ * or the entry refused when one is missing or unreadable. */
+static void test_reply_trade_and_change(void **state) {
+    (void)state;
+    redisReply f_v[14] = {str("buyer"), str("ann"),      str("seller"), str("bob"),   str("item"),
+                          str("gem"),   str("quantity"), str("2"),      str("price"), str("50"),
+                          str("total"), str("100"),      str("fence"),  str("7")};
+    redisReply *f_e[14];
+    for (int i = 0; i < 14; i++)
+        f_e[i] = &f_v[i];
+    redisReply id = str("1700000000000-0"), f = arr(f_e, 14), *e_e[2] = {&id, &f};
+    redisReply e = arr(e_e, 2);
+    market_trade t;
+    char entry[MARKET_TRADE_ID_MAX + 1];
+    assert_int_equal(market__reply_trade(&e, &t, entry), MARKET_OK);
+    assert_string_equal(t.buyer, "ann");
+    assert_int_equal(t.total, 100);
+    assert_int_equal(t.fence, 7);
+    assert_int_equal(t.time_ms, 1700000000000LL);
+    assert_string_equal(entry, "1700000000000-0");
+    redisReply *list_e[1] = {&e}, list = arr(list_e, 1);
+    market_trade *v;
+    size_t n;
+    assert_int_equal(market__reply_trades(&list, 5, &v, &n, NULL), MARKET_OK);
+    assert_int_equal(n, 1);
+    free(v);
+    f = arr(f_e, 12); /* no fence */
+    assert_int_equal(market__reply_trade(&e, &t, NULL), MARKET_ERR_STORE);
+    redisReply c_v[10] = {str("action"), str("listed"), str("seller"), str("bob"),      str("item"),
+                          str("gem"),    str("price"),  str("50"),     str("quantity"), str("3")};
+    redisReply *c_e[10];
+    for (int i = 0; i < 10; i++)
+        c_e[i] = &c_v[i];
+    f = arr(c_e, 10);
+    market_change ch;
+    assert_int_equal(market__reply_change(&e, &ch), 0);
+    assert_true(ch.listed);
+    assert_int_equal(ch.listing.quantity, 3);
+    c_v[1] = str("sold");
+    assert_int_equal(market__reply_change(&e, &ch), -1);
+}
+
+/* A bought count (nil: none) and a sale's counts for the audit. */
+static void test_reply_bought_and_sale_counts(void **state) {
+    (void)state;
+    redisReply r = str(NULL);
+    assert_int_equal(market__reply_bought(&r), 0);
+    r = str("4");
+    assert_int_equal(market__reply_bought(&r), 4);
+    r = str("-1");
+    assert_int_equal(market__reply_bought(&r), -1);
+    redisReply v[4] = {str("gem"), str("100"), str("90"), str("10")};
+    redisReply *e[4] = {&v[0], &v[1], &v[2], &v[3]};
+    redisReply h = arr(e, 4);
+    char item[MARKET_ID_MAX + 1];
+    int64_t c[3];
+    assert_int_equal(market__reply_sale_counts(&h, item, c), MARKET__PRESENT);
+    assert_string_equal(item, "gem");
+    assert_int_equal(c[1], 90);
+    v[2] = str("x");
+    assert_int_equal(market__reply_sale_counts(&h, item, c), MARKET__UNREADABLE);
+    v[0] = str(NULL);
+    assert_int_equal(market__reply_sale_counts(&h, item, c), MARKET__ABSENT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_growth_keeps_every_argument),
         cmocka_unit_test(test_open_commands_kept_or_taken_back),
         cmocka_unit_test(test_misuse_fails_the_buffer),
+        cmocka_unit_test(test_script_and_command_kinds),
+        cmocka_unit_test(test_reply_stacks),
+        cmocka_unit_test(test_reply_player),
+        cmocka_unit_test(test_reply_market_page),
+        cmocka_unit_test(test_reply_buyers),
+        cmocka_unit_test(test_reply_scan),
+        cmocka_unit_test(test_reply_sale_and_time),
+        cmocka_unit_test(test_reply_trade_and_change),
+        cmocka_unit_test(test_reply_bought_and_sale_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

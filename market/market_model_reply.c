@@ -1,0 +1,440 @@
+/* market_model_reply.c - the data model's replies: what the reads of
+ * market_model.c bring back, turned into plain C values (numbers, prices,
+ * ids, listings, a player, a sale, a page of keys).
+ *
+ * Pure: it reads the replies handed to it and does no I/O. Every value the
+ * market stores is decoded here, so that a file above the model judges
+ * values, never the encoding of a reply.
+ */
+#include "market/market_model.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- numbers ---- */
+
+/* Parses a whole decimal int64. Returns 0, or -1 when s is not one. */
+int market__parse_i64(const char *s, size_t len, int64_t *out) {
+    char buf[32];
+    if (len == 0 || len >= sizeof buf) return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *end;
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Parses a zset score that must hold a whole price in 1..MARKET_PRICE_MAX.
+ * Returns 0, or -1 when it does not. */
+int market__parse_price(const char *s, size_t len, int64_t *out) {
+    char buf[64];
+    if (len == 0 || len >= sizeof buf) return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *end;
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (errno || *end || !(v >= 1.0 && v <= (double)MARKET_PRICE_MAX)) return -1;
+    int64_t p = (int64_t)v;
+    if ((double)p != v) return -1;
+    *out = p;
+    return 0;
+}
+
+/* Parses string reply r as a whole int64 into *out. Returns 0, or -1 when r
+ * is no string or not such a number. */
+int market__reply_i64(const redisReply *r, int64_t *out) {
+    if (r->type != REDIS_REPLY_STRING) return -1;
+    return market__parse_i64(r->str, r->len, out);
+}
+
+/* The listing price a ZSCORE (or ZMSCORE element) reply gives, as the
+ * rules take it: MARKET__NOT_LISTED, MARKET__PRICE_UNREADABLE or the price. */
+int64_t market__reply_price(const redisReply *r) {
+    int64_t price;
+    if (r->type == REDIS_REPLY_NIL) return MARKET__NOT_LISTED;
+    if (r->type != REDIS_REPLY_STRING || market__parse_price(r->str, r->len, &price) < 0)
+        return MARKET__PRICE_UNREADABLE;
+    return price;
+}
+
+/* The count an HGET of units: or stacks: gives: 0 for nil (none), the count
+ * (1..2^63-1), or -1 when it is not a positive whole number. */
+int64_t market__reply_units(const redisReply *r) {
+    int64_t v;
+    if (r->type == REDIS_REPLY_NIL) return 0;
+    if (market__reply_i64(r, &v) < 0 || v <= 0) return -1;
+    return v;
+}
+
+/* The party an HGET <user> funds reply gives (see market__party). */
+market__party market__reply_party(const redisReply *r) {
+    market__party p = {MARKET__ABSENT, 0};
+    if (r->type == REDIS_REPLY_NIL) return p;
+    p.known = market__reply_i64(r, &p.funds) == 0 ? MARKET__PRESENT : MARKET__UNREADABLE;
+    return p;
+}
+
+/* Reads TIME's reply into *ms. Returns 0, or -1 when it is not one. */
+int market__reply_time(const redisReply *r, int64_t *ms) {
+    int64_t sec, usec;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        market__reply_i64(r->element[0], &sec) < 0 || market__reply_i64(r->element[1], &usec) < 0)
+        return -1;
+    *ms = sec * 1000 + usec / 1000;
+    return 0;
+}
+
+/* Copies string reply e into out (MARKET_ID_MAX + 1 bytes) when it is a
+ * valid id. Returns 0, or -1 when it is not. */
+int market__reply_id(const redisReply *e, char *out) {
+    if (e->type != REDIS_REPLY_STRING || e->len > MARKET_ID_MAX) return -1;
+    memcpy(out, e->str, e->len);
+    out[e->len] = '\0';
+    return market_id_valid(out) ? 0 : -1;
+}
+
+/* ---- listings ---- */
+
+/* Sets listing l's quantity and stack from r, its field of market:{r}:units (nil: a unique
+ * item, 1). Returns 0, or -1 when r is no count. */
+int market__listing_units(market_listing *l, const redisReply *r) {
+    int64_t v = market__reply_units(r);
+    if (v < 0) return -1;
+    l->stack = v > 0;
+    l->quantity = v > 0 ? v : 1;
+    return 0;
+}
+
+/* Reads a market:{r} entry (member e "<item>.<seller>", each id of 1..MARKET_ID_MAX bytes,
+ * score sc a whole price) into *l, ids unchecked. Returns 0, or -1 (then *l is unchanged). */
+static int entry_read(const redisReply *e, const redisReply *sc, market_listing *l) {
+    if (e->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING) return -1;
+    const char *dot = memchr(e->str, '.', e->len);
+    size_t ilen = dot ? (size_t)(dot - e->str) : 0, slen = dot ? e->len - ilen - 1 : 0;
+    if (ilen == 0 || ilen > MARKET_ID_MAX || slen == 0 || slen > MARKET_ID_MAX ||
+        market__parse_price(sc->str, sc->len, &l->price) < 0)
+        return -1;
+    memcpy(l->item, e->str, ilen);
+    l->item[ilen] = '\0';
+    memcpy(l->seller, dot + 1, slen);
+    l->seller[slen] = '\0';
+    return 0;
+}
+
+/* Reads a market:{r} entry (member e "<item>.<seller>", score sc) into *l. Returns 0, or
+ * -1 when it is not a listing (no dot, a bad id, a price that is not whole or out of
+ * range). */
+int market__listing_read(const redisReply *e, const redisReply *sc, market_listing *l) {
+    if (entry_read(e, sc, l) < 0) return -1;
+    return strlen(l->item) + strlen(l->seller) + 1 == e->len && market_id_valid(l->item) &&
+                   market_id_valid(l->seller)
+               ? 0
+               : -1;
+}
+
+/* Reads a page of the market (r: ZRANGE market:{r} ... WITHSCORES) into
+ * *out, a new array of *n listings (caller frees with free(); NULL when r
+ * holds none): their item, seller and price; quantity and stack are left
+ * 0 (market__units_fill() reads them). Entries that are no listing's (no
+ * dot, ids too short or long, a price that is not whole) are left out.
+ * Returns MARKET_OK, or MARKET_ERR_STORE (r is no such reply),
+ * MARKET_ERR_NOMEM, with *out NULL. */
+int market__reply_market_page(const redisReply *r, market_listing **out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) return MARKET_ERR_STORE;
+    market_listing *l = NULL;
+    if (r->elements && !(l = calloc(r->elements / 2, sizeof *l))) return MARKET_ERR_NOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i + 1 < r->elements; i += 2)
+        if (entry_read(r->element[i], r->element[i + 1], &l[k]) == 0) k++;
+    *out = l;
+    *n = k;
+    return MARKET_OK;
+}
+
+/* ---- players ---- */
+
+static int cmp_id(const void *a, const void *b) {
+    return strcmp(a, b);
+}
+
+static int cmp_stack(const void *a, const void *b) {
+    return strcmp(((const market_stack *)a)->item, ((const market_stack *)b)->item);
+}
+
+/* Reads an HGETALL of a player's stacks (r) into *out, a new array of *n
+ * entries (caller frees with free(); NULL when none), in the reply's order.
+ * Returns MARKET_OK, or MARKET_ERR_STORE (r is no hash, or an item is no
+ * string of at most MARKET_ID_MAX bytes, or a count no whole number; *out
+ * then holds the entries read before it), MARKET_ERR_NOMEM. */
+int market__reply_stacks(const redisReply *r, market_stack **out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) return MARKET_ERR_STORE;
+    if (r->elements == 0) return MARKET_OK;
+    if (!(*out = calloc(r->elements / 2, sizeof **out))) return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i];
+        market_stack *s = &(*out)[*n];
+        if (k->type != REDIS_REPLY_STRING || k->len > MARKET_ID_MAX ||
+            market__reply_i64(r->element[i + 1], &s->count) < 0)
+            return MARKET_ERR_STORE;
+        memcpy(s->item, k->str, k->len);
+        s->item[k->len] = '\0';
+        (*n)++;
+    }
+    return MARKET_OK;
+}
+
+/* Reads a player from the replies of market__rd_player(): h (its name and
+ * funds), inv (its unique items) and st (its stacks) into *p (zeroed by the
+ * caller; its inventory and stacks are new: market_player_free() frees
+ * them), the inventory and the stacks sorted. Items that are no id of at
+ * most MARKET_ID_MAX bytes are left out of the inventory. Returns MARKET_OK,
+ * or MARKET_ERR_NO_PLAYER (no funds), MARKET_ERR_STORE (a reply is not what
+ * the read asks for, funds or a count no whole number, a stack's item no
+ * id), MARKET_ERR_NOMEM. */
+int market__reply_player(const redisReply *h, const redisReply *inv, const redisReply *st,
+                         market_player *p) {
+    if (h->type != REDIS_REPLY_ARRAY || h->elements != 2 || inv->type != REDIS_REPLY_ARRAY)
+        return MARKET_ERR_STORE;
+    if (h->element[1]->type == REDIS_REPLY_NIL) return MARKET_ERR_NO_PLAYER;
+    if (inv->elements && !(p->inventory = calloc(inv->elements, sizeof *p->inventory)))
+        return MARKET_ERR_NOMEM;
+    if (market__reply_i64(h->element[1], &p->funds) < 0) return MARKET_ERR_STORE;
+    if (h->element[0]->type == REDIS_REPLY_STRING)
+        snprintf(p->name, sizeof p->name, "%s", h->element[0]->str);
+    for (size_t i = 0; i < inv->elements; i++) {
+        const redisReply *e = inv->element[i];
+        if (e->type != REDIS_REPLY_STRING || e->len > MARKET_ID_MAX) continue;
+        memcpy(p->inventory[p->n_inventory], e->str, e->len);
+        p->inventory[p->n_inventory++][e->len] = '\0';
+    }
+    if (p->n_inventory) qsort(p->inventory, p->n_inventory, sizeof *p->inventory, cmp_id);
+    int rc = market__reply_stacks(st, &p->stacks, &p->n_stacks);
+    if (rc < 0) return rc;
+    for (size_t i = 0; i < p->n_stacks; i++)
+        if (!market_id_valid(p->stacks[i].item)) return MARKET_ERR_STORE;
+    if (p->n_stacks) qsort(p->stacks, p->n_stacks, sizeof *p->stacks, cmp_stack);
+    return MARKET_OK;
+}
+
+/* ---- sales ---- */
+
+/* Reads the HMGET of market__sale_fields (r) into *st, and the item and house ids
+ * into item and house (MARKET_ID_MAX + 1 bytes each; may be NULL), with
+ * *initial the stock it was created with. Returns st->known. */
+int market__reply_sale(const redisReply *r, market__sale_state *st, int64_t *initial, char *item,
+                       char *house) {
+    memset(st, 0, sizeof *st);
+    st->known = MARKET__UNREADABLE;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != MARKET__SALE_FIELDS) return st->known;
+    size_t nil = 0;
+    for (size_t i = 0; i < MARKET__SALE_FIELDS; i++)
+        nil += r->element[i]->type == REDIS_REPLY_NIL;
+    if (nil == MARKET__SALE_FIELDS) return st->known = MARKET__ABSENT;
+    if (nil) return st->known;
+    char id[MARKET_ID_MAX + 1];
+    if (market__reply_id(r->element[0], item ? item : id) < 0 ||
+        market__reply_id(r->element[8], house ? house : id) < 0)
+        return st->known;
+    int64_t *v[7] = {&st->price, initial,       &st->left,  &st->sold,
+                     &st->limit, &st->start_ms, &st->end_ms};
+    for (size_t i = 0; i < 7; i++)
+        if (market__parse_i64(r->element[1 + i]->str, r->element[1 + i]->len, v[i]) < 0)
+            return st->known;
+    return st->known = MARKET__PRESENT;
+}
+
+/* Reads a count of units a player bought of a sale (HGET or HMGET of its
+ * bought hash): nil is 0, anything but a whole number >= 0 is -1. */
+int64_t market__reply_bought(const redisReply *r) {
+    int64_t v;
+    if (r->type == REDIS_REPLY_NIL) return 0;
+    if (market__reply_i64(r, &v) < 0 || v < 0) return -1;
+    return v;
+}
+
+/* Reads the HMGET of market__rd_sale_counts() (r): the sale's item into
+ * item (MARKET_ID_MAX + 1 bytes; cut to fit), and its initial, stock and
+ * sold counts into v[0..3). Returns MARKET__PRESENT, MARKET__ABSENT (no item:
+ * the sale went away) or MARKET__UNREADABLE. */
+int market__reply_sale_counts(const redisReply *r, char *item, int64_t v[3]) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return MARKET__UNREADABLE;
+    const redisReply *it = r->element[0];
+    if (it->type == REDIS_REPLY_NIL) return MARKET__ABSENT;
+    if (it->type != REDIS_REPLY_STRING) return MARKET__UNREADABLE;
+    for (size_t i = 0; i < 3; i++)
+        if (market__reply_i64(r->element[1 + i], &v[i]) < 0) return MARKET__UNREADABLE;
+    size_t len = it->len < MARKET_ID_MAX ? it->len : MARKET_ID_MAX;
+    memcpy(item, it->str, len);
+    item[len] = '\0';
+    return MARKET__PRESENT;
+}
+
+/* Reads the HGETALL of a sale's bought hash (r) into *out, a new array of *n
+ * entries (caller frees with free(); NULL when none). Returns MARKET_OK, or
+ * MARKET_ERR_STORE (r is no hash: *out NULL), MARKET__REPLY_BAD (a player
+ * that is no id, or units no whole number: *out NULL), MARKET_ERR_NOMEM. */
+int market__reply_buyers(const redisReply *r, market_sale_buyer **out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) return MARKET_ERR_STORE;
+    market_sale_buyer *v = NULL;
+    if (r->elements && !(v = calloc(r->elements / 2, sizeof *v))) return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        market_sale_buyer *b = &v[i / 2];
+        if (market__reply_id(r->element[i], b->player) < 0 ||
+            market__reply_i64(r->element[i + 1], &b->units) < 0) {
+            free(v);
+            return MARKET__REPLY_BAD;
+        }
+    }
+    *out = v;
+    *n = r->elements / 2;
+    return MARKET_OK;
+}
+
+/* ---- streams: trades and listing changes ---- */
+
+/* Reads a stream entry [id, [field, value, ...]] of a trade into *t: the
+ * id is the trade's, unless a "trade" field names it (an index's entry),
+ * and *entry_id (MARKET_TRADE_ID_MAX + 1 bytes, may be NULL) gets the
+ * entry's own. Returns MARKET_OK or MARKET_ERR_STORE. */
+int market__reply_trade(const redisReply *e, market_trade *t, char *entry_id) {
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) return MARKET_ERR_STORE;
+    const redisReply *id = e->element[0], *f = e->element[1];
+    if (id->type != REDIS_REPLY_STRING || id->len > MARKET_TRADE_ID_MAX ||
+        f->type != REDIS_REPLY_ARRAY || f->elements % 2)
+        return MARKET_ERR_STORE;
+    memset(t, 0, sizeof *t);
+    memcpy(t->id, id->str, id->len);
+    if (entry_id) memcpy(entry_id, t->id, id->len + 1);
+    unsigned seen = 0;
+    for (size_t i = 0; i < f->elements; i += 2) {
+        const redisReply *k = f->element[i], *v = f->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return MARKET_ERR_STORE;
+        int rc = 0;
+        int64_t x = 0;
+        if (strcmp(k->str, "buyer") == 0) {
+            rc = market__reply_id(v, t->buyer), seen |= 1;
+        } else if (strcmp(k->str, "seller") == 0) {
+            rc = market__reply_id(v, t->seller), seen |= 2;
+        } else if (strcmp(k->str, "item") == 0) {
+            rc = market__reply_id(v, t->item), seen |= 4;
+        } else if (strcmp(k->str, "prev") == 0) {
+            /* the item's trade before: read by item_script, not here */
+        } else if (strcmp(k->str, "trade") == 0) {
+            if (v->len > MARKET_TRADE_ID_MAX) return MARKET_ERR_STORE;
+            memcpy(t->id, v->str, v->len);
+            t->id[v->len] = '\0';
+        } else if ((rc = market__parse_i64(v->str, v->len, &x)) == 0) {
+            if (strcmp(k->str, "quantity") == 0)
+                t->quantity = x, seen |= 8;
+            else if (strcmp(k->str, "price") == 0)
+                t->price = x, seen |= 16;
+            else if (strcmp(k->str, "total") == 0)
+                t->total = x, seen |= 32;
+            else if (strcmp(k->str, "fence") == 0)
+                t->fence = (uint64_t)x, seen |= 64;
+        }
+        if (rc < 0) return MARKET_ERR_STORE;
+    }
+    if (seen != 127 || !market_trade_id_valid(t->id)) return MARKET_ERR_STORE;
+    t->time_ms = strtoll(t->id, NULL, 10); /* the id's first part: valid, so it fits */
+    return MARKET_OK;
+}
+
+/* Reads the entries of a stream reply r (XRANGE / XREVRANGE) into a new
+ * array *out of *n trades (caller frees; NULL when none), at most max of
+ * them; *last_entry (may be NULL) gets the last one's entry id. Returns
+ * MARKET_OK, MARKET_ERR_STORE, MARKET_ERR_NOMEM. */
+int market__reply_trades(const redisReply *r, size_t max, market_trade **out, size_t *n,
+                         char *last_entry) {
+    *out = NULL;
+    *n = 0;
+    if (r->type != REDIS_REPLY_ARRAY) return MARKET_ERR_STORE;
+    size_t count = r->elements < max ? r->elements : max;
+    if (count == 0) return MARKET_OK;
+    market_trade *v = calloc(count, sizeof *v);
+    if (!v) return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < count; i++) {
+        int rc = market__reply_trade(r->element[i], &v[i], last_entry);
+        if (rc < 0) {
+            free(v);
+            return rc;
+        }
+    }
+    *out = v;
+    *n = count;
+    return MARKET_OK;
+}
+
+/* Reads one entry [id, [field, value...]] into *ch. Returns 0, or -1 when
+ * it is not a change market__fx_change() wrote. */
+int market__reply_change(const redisReply *e, market_change *ch) {
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) return -1;
+    const redisReply *id = e->element[0], *f = e->element[1];
+    if (id->type != REDIS_REPLY_STRING || id->len > MARKET_TRADE_ID_MAX ||
+        f->type != REDIS_REPLY_ARRAY || f->elements % 2)
+        return -1;
+    memset(ch, 0, sizeof *ch);
+    memcpy(ch->id, id->str, id->len);
+    unsigned seen = 0;
+    for (size_t i = 0; i < f->elements; i += 2) {
+        const redisReply *k = f->element[i], *v = f->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return -1;
+        if (strcmp(k->str, "action") == 0) {
+            if (strcmp(v->str, "listed") != 0 && strcmp(v->str, "unlisted") != 0) return -1;
+            ch->listed = v->str[0] == 'l';
+            seen |= 1;
+        } else if (strcmp(k->str, "seller") == 0 || strcmp(k->str, "item") == 0) {
+            char *out = k->str[0] == 's' ? ch->listing.seller : ch->listing.item;
+            if (v->len > MARKET_ID_MAX) return -1;
+            memcpy(out, v->str, v->len);
+            out[v->len] = '\0';
+            if (!market_id_valid(out)) return -1;
+            seen |= k->str[0] == 's' ? 2 : 4;
+        } else if (strcmp(k->str, "price") == 0) {
+            if (market__parse_i64(v->str, v->len, &ch->listing.price) < 0) return -1;
+            seen |= 8;
+        } else if (strcmp(k->str, "quantity") == 0) {
+            if (market__parse_i64(v->str, v->len, &ch->listing.quantity) < 0) return -1;
+            seen |= 16;
+        }
+    }
+    return seen == 31 ? 0 : -1;
+}
+
+/* ---- keys ---- */
+
+/* Reads a SCAN reply r: its next cursor into cursor (cursorlen bytes), and
+ * its page of keys into *keys (borrowed from r: an array reply whose
+ * elements the caller reads with market__reply_key()). Returns 0, or -1 when r is
+ * no SCAN reply or its cursor does not fit. */
+int market__reply_scan(const redisReply *r, char *cursor, size_t cursorlen,
+                       const redisReply **keys) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY ||
+        r->element[0]->len >= cursorlen)
+        return -1;
+    memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
+    *keys = r->element[1];
+    return 0;
+}
+
+/* Returns key i of a page of keys (market__reply_scan()), borrowed from the
+ * reply, with its length in *len; NULL when it is no string or i is past
+ * the page. This function can't fail. */
+const char *market__reply_key(const redisReply *keys, size_t i, size_t *len) {
+    if (i >= keys->elements || keys->element[i]->type != REDIS_REPLY_STRING) return NULL;
+    *len = keys->element[i]->len;
+    return keys->element[i]->str;
+}
