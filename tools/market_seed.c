@@ -258,18 +258,22 @@ static void print_audit(market_conn *c, const char *url, const char *realm) {
                (long long)a.units_in_stacks, (long long)a.units_listed);
 }
 
-int main(int argc, char **argv) {
-    const char *url = getenv("MARKET_REDIS");
-    if (!url || !*url) url = "redis://127.0.0.1:6379/0";
-    char *generate = NULL;
-    const char *secret = getenv("MARKET_AUTH_SECRET"), *token_for = NULL;
-    const char *admin_secret = getenv("MARKET_ADMIN_SECRET");
-    int admin_token = 0;
-    const char *kid = NULL, *audience = NULL;
-    uint64_t ttl_s = 3600;
-    const char *realm = MARKET_REALM_DEFAULT;
-    int reset = 0, reindex = 0;
-    char *sale_spec = NULL;
+/* What the command line asks for. */
+struct opts {
+    const char *url, *realm, *secret, *token_for, *admin_secret, *kid, *audience;
+    char *generate, *sale_spec;
+    const char *file; /* a fixture, or NULL */
+    uint64_t ttl_s;
+    int admin_token, reset, reindex;
+};
+
+/* Parses the command line into *o. Returns -1 to go on, else the exit
+ * status: 0 after --help, 2 after a usage error (told). */
+static int parse_args(int argc, char **argv, struct opts *o) {
+    *o = (struct opts){.url = getenv("MARKET_REDIS"), .realm = MARKET_REALM_DEFAULT,
+                       .secret = getenv("MARKET_AUTH_SECRET"),
+                       .admin_secret = getenv("MARKET_ADMIN_SECRET"), .ttl_s = 3600};
+    if (!o->url || !*o->url) o->url = "redis://127.0.0.1:6379/0";
     static const struct option longopts[] = {
         {"redis", required_argument, NULL, 'r'},
         {"realm", required_argument, NULL, 'R'},
@@ -289,20 +293,20 @@ int main(int argc, char **argv) {
     int ch;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
-        case 'r': url = optarg; break;
-        case 'R': realm = optarg; break;
-        case 'x': reset = 1; break;
-        case 'g': generate = optarg; break;
-        case 'i': reindex = 1; break;
-        case 's': secret = optarg; break;
-        case 't': token_for = optarg; break;
-        case 'A': admin_secret = optarg; break;
-        case 'T': admin_token = 1; break;
-        case 'S': sale_spec = optarg; break;
-        case 'K': kid = optarg; break;
-        case 'U': audience = optarg; break;
+        case 'r': o->url = optarg; break;
+        case 'R': o->realm = optarg; break;
+        case 'x': o->reset = 1; break;
+        case 'g': o->generate = optarg; break;
+        case 'i': o->reindex = 1; break;
+        case 's': o->secret = optarg; break;
+        case 't': o->token_for = optarg; break;
+        case 'A': o->admin_secret = optarg; break;
+        case 'T': o->admin_token = 1; break;
+        case 'S': o->sale_spec = optarg; break;
+        case 'K': o->kid = optarg; break;
+        case 'U': o->audience = optarg; break;
         case 'L':
-            if (cli_parse_duration(optarg, API_TOKEN_TTL_MAX, &ttl_s) < 0) {
+            if (cli_parse_duration(optarg, API_TOKEN_TTL_MAX, &o->ttl_s) < 0) {
                 fprintf(stderr, "market-seed: bad --ttl '%s' (want N[s|m|h|d], 1s..366d)\n",
                         optarg);
                 return 2;
@@ -312,60 +316,157 @@ int main(int argc, char **argv) {
         default: usage(stderr); return 2;
         }
     }
-    if (admin_token) {
-        char tok[API_ADMIN_TOKEN_MAX + 1];
-        if (!admin_secret || !*admin_secret) {
-            fprintf(stderr, "market-seed: --print-admin-token needs --admin-secret or "
-                            "MARKET_ADMIN_SECRET\n");
-            return 2;
-        }
-        if (api_admin_token_make(admin_secret, tok, sizeof tok) < 0) {
-            fprintf(stderr, "market-seed: cannot make the admin token\n");
-            return 1;
-        }
-        printf("%s\n", tok);
-        return 0;
-    }
-    if (token_for) {
-        char tok[API_TOKEN_MAX + 1];
-        if (!secret || !*secret) {
-            fprintf(stderr, "market-seed: --print-token needs --auth-secret or MARKET_AUTH_SECRET\n");
-            return 2;
-        }
-        if (!market_id_valid(realm)) {
-            fprintf(stderr, "market-seed: '%s' is not a realm id\n", realm);
-            return 2;
-        }
-        if (!market_id_valid(token_for)) {
-            fprintf(stderr, "market-seed: '%s' is not a player id\n", token_for);
-            return 2;
-        }
-        api_token_spec spec = {secret, kid, audience, realm, token_for, (int64_t)time(NULL),
-                               (int64_t)ttl_s};
-        int rc = api_token_make(&spec, tok, sizeof tok);
-        if (rc == MARKET_ERR_NOMEM) {
-            fprintf(stderr, "market-seed: cannot sign the token\n");
-            return 1;
-        }
-        if (rc < 0) {
-            fprintf(stderr, "market-seed: cannot make the token: the secret must be 1..255 "
-                            "bytes, --kid match [A-Za-z0-9_.-]{1,64}, --audience 1..255 "
-                            "printable bytes without '\"' or '\\'\n");
-            return 2;
-        }
-        printf("%s\n", tok);
-        return 0;
-    }
-    if (reindex || sale_spec ? generate || reset || optind < argc || (reindex && sale_spec)
-                             : (generate != NULL) == (optind < argc) || argc - optind > 1) {
+    o->file = optind < argc ? argv[optind] : NULL;
+    if (o->admin_token || o->token_for) return -1;
+    if (o->reindex || o->sale_spec ? o->generate || o->reset || optind < argc ||
+                                         (o->reindex && o->sale_spec)
+                                   : (o->generate != NULL) == (optind < argc) ||
+                                         argc - optind > 1) {
         usage(stderr);
         return 2;
     }
-    if (!market_id_valid(realm)) {
-        fprintf(stderr, "market-seed: '%s' is not a realm id (want [A-Za-z0-9_-]{1,64})\n", realm);
+    return -1;
+}
+
+/* --print-admin-token. Returns the exit status. */
+static int print_admin_token(const struct opts *o) {
+    char tok[API_ADMIN_TOKEN_MAX + 1];
+    if (!o->admin_secret || !*o->admin_secret) {
+        fprintf(stderr, "market-seed: --print-admin-token needs --admin-secret or "
+                        "MARKET_ADMIN_SECRET\n");
         return 2;
     }
+    if (api_admin_token_make(o->admin_secret, tok, sizeof tok) < 0) {
+        fprintf(stderr, "market-seed: cannot make the admin token\n");
+        return 1;
+    }
+    printf("%s\n", tok);
+    return 0;
+}
 
+/* --print-token PLAYER. Returns the exit status. */
+static int print_token(const struct opts *o) {
+    char tok[API_TOKEN_MAX + 1];
+    if (!o->secret || !*o->secret) {
+        fprintf(stderr, "market-seed: --print-token needs --auth-secret or MARKET_AUTH_SECRET\n");
+        return 2;
+    }
+    if (!market_id_valid(o->realm)) {
+        fprintf(stderr, "market-seed: '%s' is not a realm id\n", o->realm);
+        return 2;
+    }
+    if (!market_id_valid(o->token_for)) {
+        fprintf(stderr, "market-seed: '%s' is not a player id\n", o->token_for);
+        return 2;
+    }
+    api_token_spec spec = {o->secret, o->kid, o->audience, o->realm, o->token_for,
+                           (int64_t)time(NULL), (int64_t)o->ttl_s};
+    int rc = api_token_make(&spec, tok, sizeof tok);
+    if (rc == MARKET_ERR_NOMEM) {
+        fprintf(stderr, "market-seed: cannot sign the token\n");
+        return 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "market-seed: cannot make the token: the secret must be 1..255 "
+                        "bytes, --kid match [A-Za-z0-9_.-]{1,64}, --audience 1..255 "
+                        "printable bytes without '\"' or '\\'\n");
+        return 2;
+    }
+    printf("%s\n", tok);
+    return 0;
+}
+
+/* --sale: creates the sale. Returns 0, or -1 with why. */
+static int create_sale(market_conn *c, const struct opts *o, market_sale *sale, char *why,
+                       size_t whylen) {
+    int err = market_sale_create(c, o->realm, sale);
+    if (err < 0) {
+        snprintf(why, whylen, "cannot create sale %s on %s: %s", sale->id, o->url,
+                 err == MARKET_ERR_DUPLICATE   ? "a sale with this id exists"
+                 : err == MARKET_ERR_NO_PLAYER ? "the house is not a player of the realm"
+                                               : market_strerror(err));
+        return -1;
+    }
+    printf("created sale %s of realm %s on %s: %lld units of %s at %lld, at most %lld a "
+           "player, until Unix ms %lld\n",
+           sale->id, o->realm, o->url, (long long)sale->initial, sale->item,
+           (long long)sale->price, (long long)sale->limit, (long long)sale->end_ms);
+    return 0;
+}
+
+/* --reindex. Returns 0, or -1 with why. */
+static int reindex(market_conn *c, const struct opts *o, char *why, size_t whylen) {
+    size_t n = 0;
+    int err = market_reindex(c, o->realm, &n);
+    if (err < 0) {
+        const char *detail = MARKET_ERR_HAS_REASON(err) ? market_conn_errstr(c) : "";
+        if (err == MARKET_ERR_CONFLICT) detail = "the market kept changing; run it again";
+        snprintf(why, whylen, "cannot rebuild the search indexes of realm %s on %s: %s%s%s",
+                 o->realm, o->url, market_strerror(err), detail[0] ? ": " : "", detail);
+        return -1;
+    }
+    printf("reindexed %s realm %s: %zu listings in idx:{%s}:item:* and idx:{%s}:seller:*\n",
+           o->url, o->realm, n, o->realm, o->realm);
+    return 0;
+}
+
+/* --generate: every realm's generated world. Returns 0, or -1 with why. */
+static int generate(market_conn *c, const struct opts *o, const struct gen *g, char *why,
+                    size_t whylen) {
+    for (uint64_t k = 0; k < g->realms; k++) {
+        char name[MARKET_REALM_MAX + 1];
+        if (g->realms > 1) market_realm_nth((unsigned)k, name, sizeof name);
+        const char *rl = g->realms > 1 ? name : o->realm;
+        if (seed_generated(c, g, rl, k, o->reset, why, whylen) < 0) return -1;
+        print_audit(c, o->url, rl);
+    }
+    return 0;
+}
+
+/* FILE.json, parsed into w: writes it. Returns 0, or -1 with why. */
+static int store_fixture(market_conn *c, const struct opts *o, const market_world *w, char *why,
+                         size_t whylen) {
+    int err = market_world_store(c, o->realm, w, o->reset);
+    if (err < 0) {
+        snprintf(why, whylen, "cannot write to %s: %s (nothing written)", o->url,
+                 market_strerror(err));
+        return -1;
+    }
+    print_audit(c, o->url, o->realm);
+    return 0;
+}
+
+/* Reads what the store job needs before connecting: the sale, the
+ * generate spec, or the fixture (into *w). Returns 0, 1 when the fixture
+ * is refused (already told), or -1 with why. */
+static int prepare(const struct opts *o, market_sale *sale, struct gen *g, market_world **w,
+                   char *why, size_t whylen) {
+    if (o->sale_spec) return parse_sale(o->sale_spec, sale, why, whylen);
+    if (o->reindex) return 0; /* nothing to read first */
+    if (o->generate) return parse_generate(o->generate, g, why, whylen);
+    size_t len = 0;
+    char *text = read_file(o->file, &len, why, whylen);
+    if (!text) return -1;
+    int err = api_fixture_parse(text, len, w, why, whylen);
+    free(text);
+    if (err < 0) {
+        fprintf(stderr, "market-seed: %s: %s (nothing written)\n", o->file, why);
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    struct opts o;
+    int done = parse_args(argc, argv, &o);
+    if (done >= 0) return done;
+    if (o.admin_token) return print_admin_token(&o);
+    if (o.token_for) return print_token(&o);
+    if (!market_id_valid(o.realm)) {
+        fprintf(stderr, "market-seed: '%s' is not a realm id (want [A-Za-z0-9_-]{1,64})\n",
+                o.realm);
+        return 2;
+    }
     char why[512] = "";
     int status = 1, err = 0;
     market_world *w = NULL;
@@ -373,84 +474,33 @@ int main(int argc, char **argv) {
     market *m = NULL;
     market_conn *c = NULL;
     market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 5000, .acquire_timeout_ms = 2000};
-    if (rconn_addr_parse(url, &cfg.redis) < 0) {
+    if (rconn_addr_parse(o.url, &cfg.redis) < 0) {
         fprintf(stderr, "market-seed: bad Redis URL (want redis://[user:pass@]host[:port][/db], "
                         "redis-sentinel://[user:pass@]host[:port][,host[:port]...]/name[/db] "
                         "or redis-cluster://[user:pass@]host[:port][,host[:port]...])\n");
         return 2;
     }
-
     struct gen g;
     market_sale sale;
-    if (sale_spec) {
-        if (parse_sale(sale_spec, &sale, why, sizeof why) < 0) {
-            fprintf(stderr, "market-seed: %s\n", why);
-            return 2;
-        }
-    } else if (reindex) {
-        /* nothing to read first */
-    } else if (generate) {
-        if (parse_generate(generate, &g, why, sizeof why) < 0) goto fail;
-    } else {
-        size_t len = 0;
-        char *text = read_file(argv[optind], &len, why, sizeof why);
-        if (!text) goto fail;
-        err = api_fixture_parse(text, len, &w, why, sizeof why);
-        free(text);
-        if (err < 0) {
-            fprintf(stderr, "market-seed: %s: %s (nothing written)\n", argv[optind], why);
-            goto out;
-        }
+    int ready = prepare(&o, &sale, &g, &w, why, sizeof why);
+    if (ready > 0) goto out;
+    if (ready < 0 && o.sale_spec) { /* a bad --sale spec is a usage error */
+        fprintf(stderr, "market-seed: %s\n", why);
+        return 2;
     }
+    if (ready < 0) goto fail;
     if (!(lock = lock_local_new(&err)) || !(m = market_new(&cfg, lock, &err)) ||
-        !(c = market_conn_new(m, &err)))
-        goto oom;
-    if (sale_spec) {
-        err = market_sale_create(c, realm, &sale);
-        if (err < 0) {
-            snprintf(why, sizeof why, "cannot create sale %s on %s: %s", sale.id, url,
-                     err == MARKET_ERR_DUPLICATE   ? "a sale with this id exists"
-                     : err == MARKET_ERR_NO_PLAYER ? "the house is not a player of the realm"
-                                                   : market_strerror(err));
-            goto fail;
-        }
-        printf("created sale %s of realm %s on %s: %lld units of %s at %lld, at most %lld a "
-               "player, until Unix ms %lld\n",
-               sale.id, realm, url, (long long)sale.initial, sale.item, (long long)sale.price,
-               (long long)sale.limit, (long long)sale.end_ms);
-    } else if (reindex) {
-        size_t n = 0;
-        err = market_reindex(c, realm, &n);
-        if (err < 0) {
-            const char *detail = MARKET_ERR_HAS_REASON(err) ? market_conn_errstr(c) : "";
-            if (err == MARKET_ERR_CONFLICT) detail = "the market kept changing; run it again";
-            snprintf(why, sizeof why, "cannot rebuild the search indexes of realm %s on %s: %s%s%s",
-                     realm, url, market_strerror(err), detail[0] ? ": " : "", detail);
-            goto fail;
-        }
-        printf("reindexed %s realm %s: %zu listings in idx:{%s}:item:* and idx:{%s}:seller:*\n",
-               url, realm, n, realm, realm);
-    } else if (generate) {
-        for (uint64_t k = 0; k < g.realms; k++) {
-            char name[MARKET_REALM_MAX + 1];
-            if (g.realms > 1) market_realm_nth((unsigned)k, name, sizeof name);
-            const char *rl = g.realms > 1 ? name : realm;
-            if (seed_generated(c, &g, rl, k, reset, why, sizeof why) < 0) goto fail;
-            print_audit(c, url, rl);
-        }
-    } else {
-        err = market_world_store(c, realm, w, reset);
-        if (err < 0) {
-            snprintf(why, sizeof why, "cannot write to %s: %s (nothing written)", url,
-                     market_strerror(err));
-            goto fail;
-        }
-        print_audit(c, url, realm);
+        !(c = market_conn_new(m, &err))) {
+        snprintf(why, sizeof why, "out of memory");
+        goto fail;
     }
+    if ((o.sale_spec   ? create_sale(c, &o, &sale, why, sizeof why)
+         : o.reindex   ? reindex(c, &o, why, sizeof why)
+         : o.generate  ? generate(c, &o, &g, why, sizeof why)
+                       : store_fixture(c, &o, w, why, sizeof why)) < 0)
+        goto fail;
     status = 0;
     goto out;
-oom:
-    snprintf(why, sizeof why, "out of memory");
 fail:
     fprintf(stderr, "market-seed: %s\n", why);
 out:
