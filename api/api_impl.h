@@ -79,7 +79,7 @@ size_t api__b64url_encode(const unsigned char *in, size_t n, char *out, size_t o
 long api__b64url_decode(const char *src, size_t n, unsigned char *out);
 int api__idempotency(const api_request *req, market_idem *idem, char *fp, api_response *resp);
 
-/* ---- the handlers of api.c's route table (api_purchase.c, api_market.c, api_trades.c) ---- */
+/* ---- the handlers of api_route.c's route table (api_purchase.c, api_market.c, api_trades.c) ---- */
 
 /* A route's handler: realm is the request's (MARKET_REALM_DEFAULT without a
  * /realms/{realm} prefix), arg its id segment (prefix routes) or NULL. */

@@ -1,7 +1,7 @@
 /* api_market.c - the reads of api/: GET /market (listings and search),
  * GET /players/{id} and /players/{id}/listings, and GET /healthz.
  *
- * Above api_common.c and api_auth.c; called by api.c's route table.
+ * Above api_common.c and api_auth.c; called by api_route.c's route table.
  */
 #include "api/api.h"
 

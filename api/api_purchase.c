@@ -6,10 +6,9 @@
  * (api__begin_*(): into an api_deferred, one market_order and the strings
  * it points to) and answered by its end step (api__end_*(): from the
  * order's outcome), whether it is deferred (api_handle_begin(), then
- * api_deferred_submit() and api_deferred_end() in api.c) or run on the
- * calling thread by its handler (api__handle_*(): begin, the market's
- * one-request function, end). Above api_common.c and api_auth.c; called by
- * api.c.
+ * api_deferred_submit() and api_deferred_end() in api_route.c) or run on the
+ * calling thread (api_handle(): begin, market_order_run(), end). Above api_common.c and api_auth.c; called by
+ * api_route.c.
  */
 #include "api/api.h"
 

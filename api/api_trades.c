@@ -2,7 +2,7 @@
  * /items/{item}/trades, and the JSON of the event stream (api_trade_text(),
  * api_change_text()).
  *
- * Above api_common.c and api_auth.c; called by api.c's route table and by
+ * Above api_common.c and api_auth.c; called by api_route.c's route table and by
  * server/'s GET /events.
  */
 #include "api/api.h"

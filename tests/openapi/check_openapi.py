@@ -8,7 +8,7 @@ admin route on) on free loopback ports, seeds the demo world, and checks:
   - the document: every schema is a valid JSON Schema 2020-12, every $ref
     resolves, every example validates against its schema;
   - the routes: the paths of docs/openapi.yaml are exactly the routes of
-    api/api.c (api_route_names) plus /metrics;
+    api/api_route.c (api_route_names) plus /metrics;
   - the answers: a sequence of requests (successes and every refusal a test can
     provoke, including 503s after Redis is stopped) each answers the expected
     status, a status the document lists for the operation, with a body its schema
@@ -135,12 +135,12 @@ def check_examples():
 
 
 def server_routes():
-    """The route names api/api.c serves, the paths it leaves to server/ (/metrics, /events),
+    """The route names api/api_route.c serves, the paths it leaves to server/ (/metrics, /events),
     and the page's files (served by server/)."""
-    with open(os.path.join(ROOT, "api", "api.c"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "api", "api_route.c"), encoding="utf-8") as f:
         src = f.read()
     m = re.search(r"api_route_names\[API_ROUTES\]\s*=\s*\{(.*?)\};", src, re.S)
-    assert m, "api_route_names not found in api/api.c"
+    assert m, "api_route_names not found in api/api_route.c"
     names = set(re.findall(r'"([^"]+)"', m.group(1)))
     assert len(names) >= 10, names
     endpoints = set(re.findall(r'\{"(/[^"]*)", [01], API_ENDPOINT_[A-Z]+\}', src))

@@ -1,4 +1,4 @@
-/* api.c - the HTTP JSON API: routing, and the entry points server/ calls.
+/* api_route.c - the HTTP JSON API: routing, and the entry points server/ calls.
  *
  * api_handle() takes one request as plain C (method, path, body, a lookup
  * hook for query arguments) and fills one response (status, malloc'd JSON
