@@ -8,12 +8,13 @@
  *                                      cannot take the purchase, and one made
  *                                      writable (replica-read-only no) would
  *                                      lose it at its next sync.
- *   INFO replication                   the replicas, and whether each is in
- *                                      sync (below).
+ *   INFO replication                   with --min-replicas-ack: the replicas,
+ *                                      and whether each is in sync (below).
  *   ZADD market:{main} XX 0 healthz:probe
  *                                      a write that writes nothing (below), on
  *                                      the default realm's market.
  *
+ * (so: a pipeline of two commands without --min-replicas-ack, of three with it).
  * With --min-replicas-ack N, the master must also have at least as many
  * replicas in sync as a commit's WAIT asks for: N, or on a Sentinel group
  * every replica the Sentinels could promote if there are more
@@ -117,9 +118,10 @@ static int judge_role(const redisReply *r, const redisReply *info, unsigned want
  * market of realm. Returns MARKET_OK, MARKET_ERR_STORE with a sentence in
  * why, or MARKET_ERR_NOMEM. */
 static int probe(market_conn *c, const char *realm, char *why, size_t whylen) {
+    int acks = c->m->cfg.min_replicas_ack != 0; /* then which replicas are in sync, too */
     market__buf b = {0};
     market__rd_role(&b);
-    market__rd_info(&b, "replication");
+    if (acks) market__rd_info(&b, "replication");
     market__realm rl;
     market__realm_init(&rl, realm);
     market__fx_probe(&b, &rl, PROBE_MEMBER);
@@ -137,22 +139,23 @@ static int probe(market_conn *c, const char *realm, char *why, size_t whylen) {
     rc = MARKET_ERR_STORE;
     unsigned want = 0;
     rconn_sentinel_view v;
-    if (c->m->cfg.min_replicas_ack && market__ack_plan(c, &want, &v) < 0) {
+    if (acks && market__ack_plan(c, &want, &v) < 0) {
         snprintf(why, whylen, "purchases are not acknowledged now: %s", c->errstr);
         goto done;
     }
-    if (judge_role(rep[0], rep[1], want, why, whylen) < 0) goto done;
-    if (rep[2]->type == REDIS_REPLY_ERROR) {
-        explain_error(rep[2], 1, "redis refuses writes", why, whylen);
+    const redisReply *probed = rep[b.n - 1];
+    if (judge_role(rep[0], acks ? rep[1] : NULL, want, why, whylen) < 0) goto done;
+    if (probed->type == REDIS_REPLY_ERROR) {
+        explain_error(probed, 1, "redis refuses writes", why, whylen);
         goto done;
     }
-    if (rep[2]->type != REDIS_REPLY_INTEGER) {
+    if (probed->type != REDIS_REPLY_INTEGER) {
         snprintf(why, whylen, "redis answered the write probe with something unexpected");
         goto done;
     }
     rc = MARKET_OK;
 done:
-    market__replies_free(rep, 3);
+    market__replies_free(rep, b.n);
     market__buf_free(&b);
     return rc;
 }
