@@ -25,11 +25,9 @@ int market_changes_after(market_conn *c, const char *realm, const char *after, s
     if (!out || !n) return MARKET_ERR_INVALID;
     *out = NULL;
     *n = 0;
-    if (!market_id_valid(realm)) return MARKET_ERR_INVALID;
-    market__realm rl;
-    market__realm_init(&rl, realm);
     redisReply *r = NULL;
-    int rc = market__stream_after(c, realm, rl.changes, after, limit, &r);
+    int rc = limit ? market__stream_after(c, realm, MARKET__STREAM_CHANGES, after, limit, &r)
+                   : MARKET_ERR_INVALID;
     if (rc < 0) return rc;
     if (r->type != REDIS_REPLY_ARRAY) {
         rc = market__fail(c, "the listing changes of realm %s are unreadable", realm);
@@ -57,14 +55,8 @@ int market_changes_after(market_conn *c, const char *realm, const char *after, s
 int market_change_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID_MAX + 1]) {
     if (!id) return MARKET_ERR_INVALID;
     id[0] = '\0';
-    if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
-    market__realm rl;
-    market__realm_init(&rl, realm);
-    market__buf b = {0};
-    market__rd_stream_last(&b, rl.changes);
     redisReply *r = NULL;
-    int rc = market__read_one(c, realm, &b, &r);
-    market__buf_free(&b);
+    int rc = market__stream_after(c, realm, MARKET__STREAM_CHANGES, NULL, 0, &r);
     if (rc < 0) return rc;
     market_change ch;
     if (r->type != REDIS_REPLY_ARRAY ||

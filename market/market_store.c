@@ -688,20 +688,27 @@ int market__read_one(market_conn *c, const char *realm, market__buf *b, redisRep
 }
 
 /* Reads, with one XRANGE on realm's master, up to limit (1..MARKET_TRADES_PAGE_MAX)
- * entries of realm's stream key made after entry id after (NULL or "": from the oldest
- * kept), oldest first. Returns MARKET_OK with *rep set (caller frees; never an error
- * reply), ERR_INVALID (a bad realm, limit or after), or ERR_STORE. */
-int market__stream_after(market_conn *c, const char *realm, const char *key, const char *after,
-                         size_t limit, redisReply **rep) {
+ * entries of realm's stream s made after entry id after (NULL or "": from the oldest
+ * kept), oldest first; limit 0: its latest entry alone (XREVRANGE). Returns MARKET_OK
+ * with *rep set (caller frees; never an error reply), ERR_INVALID (a bad realm, limit
+ * or after), or ERR_STORE. */
+int market__stream_after(market_conn *c, const char *realm, enum market__stream s,
+                         const char *after, size_t limit, redisReply **rep) {
     int from = after && *after;
-    if (!c || !market_id_valid(realm) || limit == 0 || limit > MARKET_TRADES_PAGE_MAX ||
+    if (!c || !market_id_valid(realm) || limit > MARKET_TRADES_PAGE_MAX ||
         (from && !market_trade_id_valid(after)))
         return MARKET_ERR_INVALID;
+    market__realm rl;
+    market__realm_init(&rl, realm);
+    const char *key = s == MARKET__STREAM_TRADES ? rl.trades : rl.changes;
     char start[MARKET_TRADE_ID_MAX + 2], count[24];
     snprintf(start, sizeof start, "%s%s", from ? "(" : "", from ? after : "-");
     snprintf(count, sizeof count, "%zu", limit);
     market__buf b = {0};
-    market__rd_stream(&b, key, start, count);
+    if (limit)
+        market__rd_stream(&b, key, start, count);
+    else
+        market__rd_stream_last(&b, key);
     int rc = market__read_one(c, realm, &b, rep);
     market__buf_free(&b);
     return rc;

@@ -76,8 +76,10 @@ int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(pri
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
 int market__read_buf(market_conn *c, const char *realm, market__buf *b);
 int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
-int market__stream_after(market_conn *c, const char *realm, const char *key, const char *after,
-                         size_t limit, redisReply **rep);
+/* A realm's streams (market__stream_after). */
+enum market__stream { MARKET__STREAM_TRADES, MARKET__STREAM_CHANGES };
+int market__stream_after(market_conn *c, const char *realm, enum market__stream s,
+                         const char *after, size_t limit, redisReply **rep);
 const redisReply *market__reply_error(redisReply *const *replies, size_t n);
 
 #endif /* GM_MARKET_MARKET_STORE_H */

@@ -395,14 +395,8 @@ int market_trades_item(market_conn *c, const char *realm, const char *item, size
 int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID_MAX + 1]) {
     if (!id) return MARKET_ERR_INVALID;
     id[0] = '\0';
-    if (!c || !market_id_valid(realm)) return MARKET_ERR_INVALID;
-    market__realm rl;
-    market__realm_init(&rl, realm);
-    market__buf b = {0};
-    market__rd_stream_last(&b, rl.trades);
     redisReply *r = NULL;
-    int rc = market__read_one(c, realm, &b, &r);
-    market__buf_free(&b);
+    int rc = market__stream_after(c, realm, MARKET__STREAM_TRADES, NULL, 0, &r);
     if (rc < 0) return rc;
     market_trade *t = NULL;
     size_t n = 0;
@@ -424,11 +418,9 @@ int market_trades_after(market_conn *c, const char *realm, const char *after, si
     if (!out || !n) return MARKET_ERR_INVALID;
     *out = NULL;
     *n = 0;
-    if (!market_id_valid(realm)) return MARKET_ERR_INVALID;
-    market__realm rl;
-    market__realm_init(&rl, realm);
     redisReply *r = NULL;
-    int rc = market__stream_after(c, realm, rl.trades, after, limit, &r);
+    int rc = limit ? market__stream_after(c, realm, MARKET__STREAM_TRADES, after, limit, &r)
+                   : MARKET_ERR_INVALID;
     if (rc < 0) return rc;
     rc = market__reply_trades(r, limit, out, n, NULL);
     if (rc == MARKET_ERR_STORE) rc = market__fail(c, "the trades of realm %s are unreadable", realm);
