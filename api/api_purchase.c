@@ -46,6 +46,25 @@ static int deferred_init(api_deferred *d, enum market_order_type type, const api
     return 1;
 }
 
+/* Parses req's body by spec[0..n) into v (borrowing from the body
+ * returned, which the caller json_decref()s) and starts d, an order of type
+ * by the player its first field names, who must be authorized (keyed: with
+ * its Idempotency-Key, as deferred_init()). Returns the body, or NULL when
+ * resp holds the answer. */
+static json_t *order_begin(const api_request *req, const char *realm,
+                           const api__field_spec *spec, size_t n, api__field_value *v,
+                           enum market_order_type type, int keyed, api_response *resp,
+                           api_deferred *d) {
+    json_t *root = api__body_parse(req, spec, n, v, resp);
+    if (!root) return NULL;
+    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
+    if (api__authorized(req, realm, v[0].id, resp) &&
+        deferred_init(d, type, req, realm, v[0].id, keyed, resp))
+        return root;
+    json_decref(root);
+    return NULL;
+}
+
 /* ---- POST /purchase ---- */
 
 /* The answer to a purchase of one seller's listing. */
@@ -189,19 +208,14 @@ int api__begin_list(market_conn *conn, const api_request *req, const char *realm
     api__field_value v[4];
     (void)conn;
     (void)arg;
-    json_t *root = api__body_parse(req, spec, 4, v, resp);
+    json_t *root = order_begin(req, realm, spec, 4, v, MARKET_ORDER_LIST, 1, resp, d);
     if (!root) return 0;
-    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
-    int ready = api__authorized(req, realm, v[0].id, resp) &&
-                deferred_init(d, MARKET_ORDER_LIST, req, realm, v[0].id, 1, resp);
-    if (ready) {
-        snprintf(d->item, sizeof d->item, "%s", v[1].id);
-        d->order.item = d->item;
-        d->order.price = v[2].price;
-        d->order.quantity = v[3].present ? v[3].price : 0;
-    }
+    snprintf(d->item, sizeof d->item, "%s", v[1].id);
+    d->order.item = d->item;
+    d->order.price = v[2].price;
+    d->order.quantity = v[3].present ? v[3].price : 0;
     json_decref(root);
-    return ready;
+    return 1;
 }
 
 /* POST /list's answer, from d's outcome. */
@@ -232,17 +246,12 @@ int api__begin_unlist(market_conn *conn, const api_request *req, const char *rea
     api__field_value v[2];
     (void)conn;
     (void)arg;
-    json_t *root = api__body_parse(req, spec, 2, v, resp);
+    json_t *root = order_begin(req, realm, spec, 2, v, MARKET_ORDER_UNLIST, 0, resp, d);
     if (!root) return 0;
-    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
-    int ready = api__authorized(req, realm, v[0].id, resp) &&
-                deferred_init(d, MARKET_ORDER_UNLIST, req, realm, v[0].id, 0, resp);
-    if (ready) {
-        snprintf(d->item, sizeof d->item, "%s", v[1].id);
-        d->order.item = d->item;
-    }
+    snprintf(d->item, sizeof d->item, "%s", v[1].id);
+    d->order.item = d->item;
     json_decref(root);
-    return ready;
+    return 1;
 }
 
 /* POST /unlist's answer, from d's outcome. */
@@ -390,17 +399,12 @@ int api__begin_sale_buy(market_conn *conn, const api_request *req, const char *r
     (void)conn;
     if (!api__id_ok(id, "sale", resp)) return 0;
     api__field_value v[2];
-    json_t *root = api__body_parse(req, spec, 2, v, resp);
+    json_t *root = order_begin(req, realm, spec, 2, v, MARKET_ORDER_SALE_BUY, 1, resp, d);
     if (!root) return 0;
-    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
-    int ready = api__authorized(req, realm, v[0].id, resp) &&
-                deferred_init(d, MARKET_ORDER_SALE_BUY, req, realm, v[0].id, 1, resp);
-    if (ready) {
-        snprintf(d->sale, sizeof d->sale, "%s", id);
-        d->order.sale = d->sale;
-        d->order.quantity = v[1].price;
-    }
+    snprintf(d->sale, sizeof d->sale, "%s", id);
+    d->order.sale = d->sale;
+    d->order.quantity = v[1].price;
     json_decref(root);
-    return ready;
+    return 1;
 }
 
