@@ -269,6 +269,21 @@ int api__object_steal(json_t *o, const char *key, json_t **value) {
     return rc < 0 ? -1 : 0;
 }
 
+/* Ends a page o: sets member name to *arr (stolen, even on failure) and,
+ * unless cursor is NULL, "next_cursor" to cursor ("" : null). Returns o, or
+ * NULL on out-of-memory, having released o and *arr. */
+json_t *api__page_end(json_t *o, const char *name, json_t **arr, const char *cursor) {
+    if (api__object_steal(o, name, arr) < 0 ||
+        (cursor &&
+         json_object_set_new(o, "next_cursor", *cursor ? api__text_new(cursor) : json_null()) < 0)) {
+        json_decref(*arr);
+        *arr = NULL;
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 /* Fills resp with status and the compact text of body, and releases body
  * (stolen; NULL stands for a failed allocation). On out-of-memory resp
  * becomes status 500 with a NULL body and no Retry-After or Allow. */

@@ -61,6 +61,7 @@ void api__bad_query(api_response *resp, const char *name, const char *what);
 
 json_t *api__text_new(const char *s);
 int api__object_steal(json_t *o, const char *key, json_t **value);
+json_t *api__page_end(json_t *o, const char *name, json_t **arr, const char *cursor);
 char *api__dump_body(const json_t *body, size_t *len);
 json_t *api__error_body(const char *code, const char *detail);
 void api__reply(api_response *resp, int status, json_t *body);

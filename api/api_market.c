@@ -83,10 +83,7 @@ static json_t *page_body(const char *id, const market_listing *l, size_t n, size
         (offset >= 0 && json_object_set_new(o, "offset", json_integer((json_int_t)offset)) < 0) ||
         json_object_set_new(o, "limit", json_integer((json_int_t)limit)) < 0)
         goto fail;
-    if (api__object_steal(o, "listings", &arr) < 0 ||
-        json_object_set_new(o, "next_cursor", cursor[0] ? api__text_new(cursor) : json_null()) < 0)
-        goto fail;
-    return o;
+    return api__page_end(o, "listings", &arr, cursor);
 fail:
     json_decref(arr);
     json_decref(o);

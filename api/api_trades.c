@@ -60,10 +60,7 @@ static json_t *trades_body(const char *name, const char *id, const market_trade 
     for (size_t i = 0; i < n; i++)
         if (json_array_append_new(arr, trade_body(&t[i])) < 0) goto fail; /* NULL fails too */
     if (json_object_set_new(o, name, api__text_new(id)) < 0) goto fail;
-    if (api__object_steal(o, "trades", &arr) < 0) goto fail;
-    if (next && json_object_set_new(o, "next_cursor", *next ? json_string(next) : json_null()) < 0)
-        goto fail;
-    return o;
+    return api__page_end(o, "trades", &arr, next);
 fail:
     json_decref(arr);
     json_decref(o);
