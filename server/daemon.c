@@ -8,7 +8,7 @@
  * from epoll set"), which a graceful stop does; with poll() quiescing only
  * signals each worker. --threads 0 selects a thread per connection instead.
  * The socket is ours (listen_socket()), so that its options and its errors
- * are ours to say. Called by server.c; hands libmicrohttpd request.c's
+ * are ours to say. Called by server_start.c; hands libmicrohttpd request.c's
  * callbacks.
  */
 #include "server/server.h"
@@ -101,7 +101,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 }
 
 /* Starts s's HTTP daemon on its configured address, over the market built
- * by server.c's market_build(). Returns SERVER_OK, or SERVER_ERR_INVALID, _LISTEN,
+ * by server_start.c's market_build(). Returns SERVER_OK, or SERVER_ERR_INVALID, _LISTEN,
  * _NOMEM with a sentence in why (server_stop() frees what was made). */
 int server__daemon_start(server *s, char *why, size_t whylen) {
     const server_config *cfg = &s->cfg;

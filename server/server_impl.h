@@ -1,6 +1,6 @@
 /* server_impl.h - what the files of server/ share: request metrics, process metrics, request
  * ids, CORS, the page's files, the event streams, and the server and request state that
- * server.c, daemon.c, request.c, respond.c and conn.c work on. Included only by server/ and
+ * server_start.c, daemon.c, request.c, respond.c and conn.c work on. Included only by server/ and
  * its tests. */
 #ifndef GM_SERVER_SERVER_IMPL_H
 #define GM_SERVER_SERVER_IMPL_H
@@ -131,7 +131,7 @@ int server__cors_add(struct MHD_Response *r, const server_config *cfg, const cha
 
 /* ---- the server and one request ---- */
 
-/* A running server (server.c builds it; the other files serve with it). */
+/* A running server (server_start.c builds it; the other files serve with it). */
 struct server {
     server_config cfg;
     lock_client *lock;

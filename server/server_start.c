@@ -1,11 +1,11 @@
-/* server.c - the HTTP front of the market: what it is built of, start and graceful stop.
+/* server_start.c - the HTTP front of the market: what it is built of, start and graceful stop.
  *
  * DESIGN
  * server_start() builds, from the configuration, the player tokens' keys
  * (api_auth), the lock client and the market, the page's files (web.c) and
  * the event streams (events.c), then starts the daemon (daemon.c), whose
  * access handler (request.c) answers through respond.c. Each file calls
- * only those below it: server.c, daemon.c, request.c, respond.c, then
+ * only those below it: server_start.c, daemon.c, request.c, respond.c, then
  * conn.c (a store connection per thread), log.c, metrics.c, events.c,
  * cors.c, web.c, request_id.c and process.c.
  * Graceful stop: quiesce (stop accepting), wait for requests in flight to
