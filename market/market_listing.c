@@ -261,12 +261,15 @@ static size_t batch_decide(market__cbatch *cb) {
 }
 
 /* Appends what order i, decided MARKET_OK, moves. */
-static void commit_order(struct listing_batch *b, size_t i, market__buf *w) {
+static void commit_order(struct listing_batch *b, const market__held *held, size_t i,
+                         market__buf *w) {
     market_order *o = b->req[i];
     if (o->type == MARKET_ORDER_UNLIST) {
         const market_unlist_result *u = &o->res.unlist;
         market__idx_entry_init(&b->ix[i], b->realm.id, o->item, o->player, u->price);
         market__fx_delist(w, &b->realm, b->member[i], b->stack[i]);
+        if (b->listed[b->first[i]] == MARKET__NOT_LISTED) /* not listed again in the batch */
+            market__held_drop(held, "item", b->realm.id, b->member[i], w);
         if (b->stack[i])
             market__fx_units(w, b->k_stacks[i], o->item, u->units);
         else
@@ -299,7 +302,7 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     market__fx_multi(w);
     market__held_fences(held, w);
     for (size_t i = 0; i < b->n; i++) {
-        if (b->req[i]->rc == MARKET_OK && !replayed(b->req[i])) commit_order(b, i, w);
+        if (b->req[i]->rc == MARKET_OK && !replayed(b->req[i])) commit_order(b, held, i, w);
         if (market__idem_set_recorded(&b->idem, i)) market__idem_set_record(&b->idem, i, w);
     }
     return market__trades_commit(c, w, 0, b->realm.id, NULL, NULL, 0, NULL);

@@ -297,6 +297,11 @@ void market__fx_fence(market__buf *b, const char *fenced, const char *fence) {
     market__buf_cmd(b, 3, C_SET, fenced, fence);
 }
 
+/* A fencing record goes: what its lease guarded is gone (market__held_drop). */
+void market__fx_fence_drop(market__buf *b, const char *fenced) {
+    market__buf_cmd(b, 2, C_DEL, fenced);
+}
+
 /* A player's funds change by delta (none when 0). */
 void market__fx_funds(market__buf *b, const char *user_key, int64_t delta) {
     if (delta) market__buf_cmd(b, 4, C_HINCRBY, user_key, MARKET__FIELD_FUNDS, market__buf_i64(b, delta));

@@ -61,6 +61,7 @@ int market__cmd_wait(const char **argv, char *need_s, char *timeout_s, unsigned 
 /* effects */
 void market__fx_multi(market__buf *b);
 void market__fx_exec(market__buf *b);
+void market__fx_fence_drop(market__buf *b, const char *fenced);
 void market__fx_fence(market__buf *b, const char *fenced, const char *fence);
 void market__fx_guard(market__buf *b, const char *const *lock_keys, size_t n,
                       const char *guard_key, const char *token);

@@ -556,6 +556,9 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
         if (b->party[u].known == MARKET__PRESENT)
             market__fx_funds(w, b->k_user[u], b->party[u].funds - b->read_funds[u]);
     commit_goods(b, w);
+    for (size_t f = 0; cb->policy == MARKET__POLICY_EACH && f < b->n; f++)
+        if (b->first[f] == f && b->price[f] > 0 && b->left[f] == 0 && b->units[f] != 0)
+            market__held_drop(held, "item", b->realm.id, b->member[f], w); /* sold out */
     commit_records(c->m, held, b);
     /* the trades, and the records of the purchases that made them */
     int rc = market__trades_commit(c, w, pre, b->realm.id, &b->tw, b->trade, b->n_trades,

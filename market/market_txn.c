@@ -212,6 +212,22 @@ int market__held_lost(const market__held *held, const redisReply *mget) {
 }
 
 
+/* Appends to w the removal of the fencing record of the lease
+ * "lock:<kind>:{<realm>}:<id>" when held holds it, after our fences: what
+ * it guarded (a listing) is gone, sold out or taken back, so its record goes
+ * in the same commit instead of staying forever. No window reopens: a
+ * holder with an older fence either read before this commit (its WATCH of
+ * the record aborts it) or reads no listing there; a new listing is made
+ * under a new lease of the key, whose fence (one counter for every key) is
+ * above every earlier one and is what its commit writes. */
+void market__held_drop(const market__held *held, const char *kind, const char *realm,
+                       const char *id, market__buf *w) {
+    char key[MARKET__LOCK_KEY_MAX];
+    market__lock_key(key, kind, realm, id);
+    for (size_t i = 0; i < held->n; i++)
+        if (strcmp(held->key[i], key) == 0) market__fx_fence_drop(w, held->fenced[i]);
+}
+
 /* Appends our fence into the fencing record of every lease held. */
 void market__held_fences(const market__held *held, market__buf *w) {
     for (size_t i = 0; i < held->n; i++) market__fx_fence(w, held->fenced[i], held->fence[i]);

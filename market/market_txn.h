@@ -37,6 +37,8 @@ void market__held_name(market__held *hd, size_t k, const char *key);
 void market__held_read_buf(const market__held *held, market__buf *w);
 int market__held_lost(const market__held *held, const redisReply *mget);
 void market__held_fences(const market__held *held, market__buf *w);
+void market__held_drop(const market__held *held, const char *kind, const char *realm,
+                       const char *id, market__buf *w);
 
 /* the attempts */
 int market__attempts(market_conn *c, lock_handle *h, const market__held *hd, market__attempt fn,

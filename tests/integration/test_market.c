@@ -1054,6 +1054,41 @@ static void test_stalled_holder_lease_expired_alone_refused(void **state) {
     assert_true(listed(f->c, "axe", "A"));
 }
 
+/* The fencing record of listing member's lock: its value, or -1 when there is none. */
+static long long fenced_of(const char *member) {
+    redisReply *r = redis_cmd("GET lock:item:{main}:%s:fenced", member);
+    long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Item strategy: a listing's fencing record lives as long as the listing.
+ * Its sale (sold out) or its unlisting deletes the record in the same
+ * commit, and listing it again writes the fence of the new lease, above
+ * every earlier one: no record is left behind of a listing that is gone,
+ * and none is missing under a listing. */
+static void test_fenced_record_goes_with_its_listing(void **state) {
+    struct fx *f = *state;
+    if (strategy != MARKET_STRATEGY_ITEM) skip(); /* the only strategy with a lock a listing */
+    market_purchase_result r;
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_int_equal(fenced_of("axe.A"), -1); /* sold: its record went with it */
+    assert_int_equal(market_list(f->c, REALM, "A", "shield", 70), MARKET_OK);
+    long long listed_at = fenced_of("shield.A");
+    assert_true(listed_at > 0);
+    int64_t price;
+    assert_int_equal(market_unlist(f->c, REALM, "A", "shield", &price), MARKET_OK);
+    assert_int_equal(fenced_of("shield.A"), -1); /* taken back: gone */
+    assert_int_equal(market_list(f->c, REALM, "A", "shield", 80), MARKET_OK);
+    assert_true(fenced_of("shield.A") > listed_at); /* a new lease's fence */
+    assert_int_equal(fenced_of("bow.C"), -1); /* never traded: never written */
+    redisReply *k = redis_cmd("KEYS lock:item:*:fenced");
+    assert_int_equal(k->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(k->elements, 1); /* shield.A's, the one listing traded that is listed */
+    freeReplyObject(k);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
 /* Deletes the fencing records of the data store: what an operator does when
  * the lock moves to another store (docs/OPERATIONS.md, Fencing records). */
 static void forget_fenced_records(void) {
@@ -1670,6 +1705,7 @@ int main(void) {
         T(test_stalled_holder_past_lease_cannot_commit),
         T(test_stalled_holder_lease_expired_alone_refused),
         T(test_fence_stale_holder_lock_elsewhere_refused),
+        T(test_fenced_record_goes_with_its_listing),
         T(test_lease_taken_over_by_foreign_client_refused),
         T(test_lease_taken_over_by_other_server_refused),
         T(test_lock_key_taken_while_lease_valid_refused),
