@@ -38,7 +38,7 @@
  *   idx:{r}:seller:<s>  zset  (member the seller) and what the seller lists (member the
  *                       item), each scored by the listing's price; each listing of
  *                       market:{r} is in both, written in the same MULTI/EXEC as the
- *                       listing (list, unlist, every purchase, seeding), so a filtered
+ *                       listing (list, unlist, every purchase; seeding in its steps), so a filtered
  *                       page in price order costs O(log N + page) (market_search())
  *   stacks:{r}:<id>     hash  item -> count: the player's stackable goods, in units
  *   sale:{r}:<sale>     hash  {item, price, initial, stock, sold, limit, start_ms, end_ms,
