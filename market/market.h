@@ -38,13 +38,16 @@
  *   idx:{r}:seller:<s>  zset  (member the seller) and what the seller lists (member the
  *                       item), each scored by the listing's price; each listing of
  *                       market:{r} is in both, written in the same MULTI/EXEC as the
- *                       listing (list, unlist, every purchase, seeding), so a filtered
+ *                       listing (list, unlist, every purchase; seeding in its steps), so a filtered
  *                       page in price order costs O(log N + page) (market_search())
  *   stacks:{r}:<id>     hash  item -> count: the player's stackable goods, in units
  *   sale:{r}:<sale>     hash  {item, price, initial, stock, sold, limit, start_ms, end_ms,
  *                       house}: a flash sale (market_sale.c); stock is the units left,
  *                       stock + sold == initial, start_ms <= Redis time < end_ms is active
  *   sale:{r}:<sale>:bought  hash  player -> units bought (the per-player limit)
+ *   market:{r}:building  string  set while market-seed writes the realm (a seed, a reset:
+ *                       market_world.c), and left set by one that stopped half-way: every
+ *                       operation of the realm answers MARKET_ERR_REALM_UNAVAILABLE meanwhile
  *   lock:sale:{r}:<sale>  the sale's lock (and its fencing record "<key>:fenced")
  *
  * A sale's units are created by the game: a buy of n units moves n * price
@@ -106,7 +109,9 @@
     X(ERR_NO_SALE, -19, "no such sale")                                           \
     X(ERR_SALE_NOT_ACTIVE, -20, "the sale has not started or has ended")         \
     X(ERR_SOLD_OUT, -21, "the sale has fewer units left than asked for")         \
-    X(ERR_LIMIT_EXCEEDED, -22, "the per-player limit of the sale would be exceeded")
+    X(ERR_LIMIT_EXCEEDED, -22, "the per-player limit of the sale would be exceeded") \
+    X(ERR_REALM_UNAVAILABLE, -23,                                                 \
+      "the realm is being seeded or reset: it is refused until that is done")
 
 /* 1 when rc is a failure whose reason the store left as text (market_conn_errstr(),
  * market_order.why): the store's own failures. */
@@ -174,6 +179,8 @@ typedef struct market_config {
     uint32_t test_stall_read_ms; /* test hook: sleep after taking the locks, before reading */
     uint32_t test_stall_lock_ms; /* test hook: sleep before taking the locks (before the
                                     first read without a lock) */
+    uint32_t test_seed_steps;    /* test hook: market_world_store() stops, failing, after
+                                    this many steps (0: never), as if it had crashed */
 } market_config;
 
 typedef struct market_purchase_result {

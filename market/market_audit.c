@@ -13,6 +13,15 @@
 
 #include "market/market_bulk.h"
 
+#define AUDIT_PAGE 4096 /* listings of market:{r} one ZRANGE of the audit reads */
+
+/* The listings of market:{r}, read a page at a time (market_pages_read()). */
+struct zpages {
+    redisReply **p; /* each a ZRANGE ... WITHSCORES reply: member, score, ... */
+    size_t n, cap;
+    size_t listings; /* members in all of them */
+};
+
 struct itemlist {
     char (*ids)[MARKET_ID_MAX + 1];
     size_t n, cap;
@@ -55,6 +64,45 @@ static int per_key(market_conn *c, const struct market__keylist *keys,
     return rc;
 }
 
+/* Reads realm rl's market into z, AUDIT_PAGE listings a ZRANGE by rank, so that no
+ * command reads a large market whole (a long command holds every client of Redis). Meant
+ * for a quiet market: a listing made or taken meanwhile moves the ranks of those after it.
+ * Returns MARKET_OK, ERR_STORE (c's errstr says why) or ERR_NOMEM. */
+static int market_pages_read(market_conn *c, const market__realm *rl, struct zpages *z) {
+    market__buf cmd = {0};
+    int rc = MARKET_OK;
+    for (size_t at = 0;; at += AUDIT_PAGE) {
+        char start[24], stop[24];
+        snprintf(start, sizeof start, "%zu", at);
+        snprintf(stop, sizeof stop, "%zu", at + AUDIT_PAGE - 1);
+        market__buf_reset(&cmd);
+        market__rd_market_range(&cmd, rl, start, stop);
+        redisReply *r = market__command_buf(c, &cmd, &rc);
+        if (!r) break;
+        if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) {
+            rc = market__fail_reply(c, "reading the market", r);
+        } else if (market__grow((void **)&z->p, &z->cap, z->n + 1, sizeof *z->p) < 0) {
+            rc = MARKET_ERR_NOMEM;
+        } else {
+            z->p[z->n++] = r;
+            z->listings += r->elements / 2;
+            if (r->elements / 2 < AUDIT_PAGE) break;
+            continue;
+        }
+        freeReplyObject(r);
+        break;
+    }
+    market__buf_free(&cmd);
+    return rc;
+}
+
+/* Frees z's pages. This function can't fail. */
+static void zpages_free(struct zpages *z) {
+    for (size_t i = 0; i < z->n; i++)
+        freeReplyObject(z->p[i]);
+    free(z->p);
+}
+
 static int cmp_reply_str(const void *a, const void *b) {
     const redisReply *x = *(const redisReply *const *)a, *y = *(const redisReply *const *)b;
     size_t n = x->len < y->len ? x->len : y->len;
@@ -93,14 +141,15 @@ static int cmp_str_p(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Adds to *mismatch how far realm's search indexes are from its market, z (ZRANGE
- * market:{r} 0 -1 WITHSCORES): the entries of listings that they lack or hold at another
+/* Adds to *mismatch how far realm's search indexes are from its market, z (its pages of
+ * ZRANGE market:{r} ... WITHSCORES): the entries of listings that they lack or hold at another
  * price (a listing that cannot be read lacks both of its), entries no listing has (also
  * members and scores that are not a listing's, keys that are no zset), and each key of
  * the former layout still there (market__idx_legacy_keys()). Both sides, written
  * "<kind>|<id>|<member>|<price>", are sorted and walked once; the index keys are read
  * MARKET__KEYS_CHUNK a round trip. Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
-static int audit_index(market_conn *c, const char *realm, const redisReply *z, size_t *mismatch) {
+static int audit_index(market_conn *c, const char *realm, const struct zpages *z,
+                       size_t *mismatch) {
     struct market__strs exp = {0}, act = {0};
     struct market__keylist keys = {0};
     struct market__idx_read *r = calloc(1, sizeof *r);
@@ -118,19 +167,21 @@ static int audit_index(market_conn *c, const char *realm, const redisReply *z, s
     else
         rc = market__fail_reply(c, "looking for the former search indexes", r->b.rep[0]);
     market__replies_free(r->b.rep, 1);
-    for (size_t i = 0; rc == MARKET_OK && i < z->elements / 2; i++) {
-        market_listing l;
-        market__idx_entry e;
-        if (market__listing_read(z->element[2 * i], z->element[2 * i + 1], &l) < 0) {
-            *mismatch += MARKET__IDX_KINDS;
-            continue;
+    for (size_t pg = 0, i = 0; rc == MARKET_OK && pg < z->n; i = 0, pg++)
+        for (; rc == MARKET_OK && i < z->p[pg]->elements / 2; i++) {
+            const redisReply *zp = z->p[pg];
+            market_listing l;
+            market__idx_entry e;
+            if (market__listing_read(zp->element[2 * i], zp->element[2 * i + 1], &l) < 0) {
+                *mismatch += MARKET__IDX_KINDS;
+                continue;
+            }
+            const char *id[MARKET__IDX_KINDS] = {
+                [MARKET__IDX_ITEM] = l.item, [MARKET__IDX_SELLER] = l.seller};
+            market__idx_entry_init(&e, realm, l.item, l.seller, l.price);
+            for (int k = 0; k < MARKET__IDX_KINDS && rc == MARKET_OK; k++)
+                rc = market__strs_add(&exp, "%d|%s|%s|%s", k, id[k], e.member[k], e.score);
         }
-        const char *id[MARKET__IDX_KINDS] = {
-            [MARKET__IDX_ITEM] = l.item, [MARKET__IDX_SELLER] = l.seller};
-        market__idx_entry_init(&e, realm, l.item, l.seller, l.price);
-        for (int k = 0; k < MARKET__IDX_KINDS && rc == MARKET_OK; k++)
-            rc = market__strs_add(&exp, "%d|%s|%s|%s", k, id[k], e.member[k], e.score);
-    }
     if (rc == MARKET_OK) rc = market__idx_keys_scan(c, realm, &keys);
     for (size_t at = 0; rc == MARKET_OK && at < keys.n; at += MARKET__KEYS_CHUNK) {
         size_t n = keys.n - at < MARKET__KEYS_CHUNK ? keys.n - at : MARKET__KEYS_CHUNK;
@@ -284,7 +335,8 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
     memset(out, 0, sizeof *out);
     struct market__keylist users = {0}, invs = {0};
     struct itemlist items = {0};
-    redisReply *z = NULL, *u = NULL;
+    struct zpages z = {0};
+    redisReply *u = NULL;
     redisReply **goods = NULL; /* the listings of units (members of units:), sorted */
     market__buf cmd = {0};
     char pattern[MARKET__KEY_MAX];
@@ -317,33 +369,28 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
         goods[n_goods++] = u->element[i];
     }
     qsort(goods, n_goods, sizeof *goods, cmp_reply_str);
-    market__buf_reset(&cmd);
-    market__rd_market_range(&cmd, &rl, "0", "-1");
-    if (!(z = market__command_buf(c, &cmd, &rc))) goto out;
-    if (z->type != REDIS_REPLY_ARRAY || z->elements % 2) {
-        rc = MARKET_ERR_STORE;
-        goto out;
-    }
-    for (size_t i = 0; i < z->elements; i += 2) {
-        const redisReply *e = z->element[i];
-        const char *dot = e->type == REDIS_REPLY_STRING ? memchr(e->str, '.', e->len) : NULL;
-        if (!dot) {
-            rc = MARKET_ERR_STORE;
-            goto out;
+    if ((rc = market_pages_read(c, &rl, &z)) < 0) goto out;
+    for (size_t pg = 0; pg < z.n; pg++)
+        for (size_t i = 0; i < z.p[pg]->elements; i += 2) {
+            const redisReply *e = z.p[pg]->element[i];
+            const char *dot = e->type == REDIS_REPLY_STRING ? memchr(e->str, '.', e->len) : NULL;
+            if (!dot) {
+                rc = MARKET_ERR_STORE;
+                goto out;
+            }
+            if (bsearch(&e, goods, n_goods, sizeof *goods, cmp_reply_str)) continue; /* units */
+            if ((rc = itemlist_add(&items, e->str, (size_t)(dot - e->str))) < 0) goto out;
         }
-        if (bsearch(&e, goods, n_goods, sizeof *goods, cmp_reply_str)) continue; /* units */
-        if ((rc = itemlist_add(&items, e->str, (size_t)(dot - e->str))) < 0) goto out;
-    }
-    out->items_listed = z->elements / 2;
+    out->items_listed = z.listings;
     if (items.n) qsort(items.ids, items.n, sizeof *items.ids, cmp_id);
     for (size_t i = 1; i < items.n; i++)
         if (strcmp(items.ids[i - 1], items.ids[i]) == 0 &&
             (i < 2 || strcmp(items.ids[i - 2], items.ids[i]) != 0))
             out->items_misplaced++;
-    if ((rc = audit_index(c, realm, z, &out->index_mismatch)) == MARKET_OK)
+    if ((rc = audit_index(c, realm, &z, &out->index_mismatch)) == MARKET_OK)
         rc = audit_units(c, realm, out);
 out:
-    if (z) freeReplyObject(z);
+    zpages_free(&z);
     if (u) freeReplyObject(u);
     free(goods);
     market__buf_free(&cmd);

@@ -89,6 +89,8 @@ void market__realm_init(market__realm *r, const char *realm) {
     market__join(r->units, sizeof r->units, "market:{", realm, "}:units", (const char *)NULL);
     market__join(r->changes, sizeof r->changes, "market:{", realm, "}:changes",
                  (const char *)NULL);
+    market__join(r->building, sizeof r->building, "market:{", realm, "}:building",
+                 (const char *)NULL);
 }
 
 /* Writes "trades:{<realm>}:<kind>:<id>" into out (MARKET__KEY_MAX bytes

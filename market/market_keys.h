@@ -23,6 +23,7 @@ typedef struct market__realm {
     char trade_items[MARKET__KEY_MAX]; /* "trades:{<realm>}:items": each item's latest trade */
     char units[MARKET__KEY_MAX];  /* "market:{<realm>}:units": the units of stack listings */
     char changes[MARKET__KEY_MAX]; /* "market:{<realm>}:changes": the listing changes' feed */
+    char building[MARKET__KEY_MAX]; /* "market:{<realm>}:building": set while seeding writes */
 } market__realm;
 
 void market__realm_init(market__realm *r, const char *realm);

@@ -509,6 +509,17 @@ void market__fx_change(market__buf *b, const market__realm *r, int listed, const
     market__buf_cmdv(b, (int)(sizeof argv / sizeof *argv), argv);
 }
 
+/* The realm is being written by seeding: why (a sentence) marks it until
+ * market__fx_building_done() (market_world.c). */
+void market__fx_building(market__buf *b, const market__realm *r, const char *why) {
+    market__buf_cmd(b, 3, C_SET, r->building, why);
+}
+
+/* The realm's seeding is done: it is served again. */
+void market__fx_building_done(market__buf *b, const market__realm *r) {
+    market__buf_cmd(b, 2, C_DEL, r->building);
+}
+
 /* ---- reads ---- */
 
 /* Claims an idempotency key for an attempt: SET <key> <claim> NX PX <ttl_ms>. */
@@ -629,6 +640,14 @@ void market__rd_market_at(market__buf *b, const market__realm *r, const char *pr
 /* A page of the keys that match pattern, from cursor ("0": the first). */
 void market__rd_scan(market__buf *b, const char *cursor, const char *pattern) {
     market__buf_cmd(b, 6, C_SCAN, cursor, "MATCH", pattern, "COUNT", MARKET__SCAN_COUNT);
+}
+
+/* Whether seeding is writing the realm (1) or not (0): its mark, read; with watch, after a
+ * WATCH of it (two commands, the read's reply last), so that a commit made after it aborts
+ * when seeding starts meanwhile. */
+void market__rd_building(market__buf *b, const market__realm *r, int watch) {
+    if (watch) market__buf_cmd(b, 2, C_WATCH, r->building);
+    market__buf_cmd(b, 2, C_EXISTS, r->building);
 }
 
 /* How many of the keys keys[0..n) (n >= 1) exist. */

@@ -100,6 +100,8 @@ void market__fx_scores_begin(market__buf *b, const char *key);
 void market__fx_probe(market__buf *b, const market__realm *r, const char *member);
 void market__fx_change(market__buf *b, const market__realm *r, int listed, const char *seller,
                        const char *item, int64_t price, int64_t quantity);
+void market__fx_building(market__buf *b, const market__realm *r, const char *why);
+void market__fx_building_done(market__buf *b, const market__realm *r);
 
 
 /* reads */
@@ -141,6 +143,7 @@ void market__rd_zset_all(market__buf *b, const char *key);
 void market__rd_price(market__buf *b, const market__realm *r, const char *member);
 void market__rd_scan(market__buf *b, const char *cursor, const char *pattern);
 void market__rd_exists(market__buf *b, const char *const *keys, size_t n);
+void market__rd_building(market__buf *b, const market__realm *r, int watch);
 void market__rd_stream(market__buf *b, const char *key, const char *start, const char *count);
 void market__rd_stream_entry(market__buf *b, const char *key, const char *id);
 void market__rd_stream_last(market__buf *b, const char *key);

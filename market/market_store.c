@@ -662,12 +662,58 @@ out:
     return rc;
 }
 
+/* Judges rep, the reply to a read of rl's seeding mark (market__rd_building()). Returns
+ * MARKET_OK (no seeding is writing the realm), or ERR_REALM_UNAVAILABLE (one is, or one
+ * stopped half-way), ERR_STORE (Redis refused the read), with the reason in c->errstr. */
+static int building_judge(market_conn *c, const market__realm *rl, const redisReply *rep) {
+    if (rep->type != REDIS_REPLY_INTEGER)
+        return market__fail_reply(c, "reading whether the realm is being seeded", rep);
+    if (rep->integer == 0) return MARKET_OK;
+    market__fail(c, "realm %s is being seeded or reset (%s is set)", rl->id, rl->building);
+    return MARKET_ERR_REALM_UNAVAILABLE;
+}
+
+/* Reads whether seeding is writing realm (market_world.c), in one round trip on its master;
+ * with watch after a WATCH of its mark, so that a commit of the same connection made later
+ * aborts if seeding starts meanwhile. Returns MARKET_OK (it is not), or
+ * ERR_REALM_UNAVAILABLE (it is, or one stopped half-way: c->errstr says so), ERR_STORE,
+ * ERR_NOMEM, MARKET__REDIRECTED. */
+int market__realm_ready(market_conn *c, const char *realm, int watch) {
+    market__realm rl;
+    market__realm_init(&rl, realm);
+    market__buf b = {0};
+    market__rd_building(&b, &rl, watch);
+    int rc = market__route(c, realm);
+    if (rc == MARKET_OK) rc = market__pipeline_buf(c, &b);
+    if (rc == MARKET_OK) {
+        const redisReply *err = market__reply_error(b.rep, b.n);
+        rc = err ? market__fail_reply(c, "watching whether the realm is being seeded", err)
+                 : building_judge(c, &rl, b.rep[b.n - 1]);
+        market__replies_free(b.rep, b.n);
+    }
+    market__buf_free(&b);
+    return rc;
+}
+
 /* Sends buffer b's commands on realm's master as market__pipeline_buf()
- * does. Returns MARKET_OK with the replies in b->rep (the caller frees them
- * and b), or ERR_STORE, ERR_NOMEM, MARKET__REDIRECTED with b freed. */
+ * does, and in the same pipeline reads whether seeding is writing realm.
+ * Returns MARKET_OK with the replies of b's commands in b->rep (the caller
+ * frees them and b), or ERR_REALM_UNAVAILABLE (c->errstr says why: see
+ * market__realm_ready()), ERR_STORE, ERR_NOMEM, MARKET__REDIRECTED with b
+ * freed. */
 int market__read_buf(market_conn *c, const char *realm, market__buf *b) {
+    market__realm rl;
+    market__realm_init(&rl, realm);
+    size_t n = b->n;
+    market__rd_building(b, &rl, 0);
     int rc = market__route(c, realm);
     if (rc == MARKET_OK) rc = market__pipeline_buf(c, b);
+    if (rc == MARKET_OK) {
+        rc = building_judge(c, &rl, b->rep[n]);
+        freeReplyObject(b->rep[n]);
+        b->n = n; /* the mark's read is not the caller's */
+        if (rc < 0) market__replies_free(b->rep, n);
+    }
     if (rc < 0) market__buf_free(b);
     return rc;
 }

@@ -75,6 +75,7 @@ int market__units_fill(market_conn *c, const market__realm *rl, market_listing *
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
 int market__read_buf(market_conn *c, const char *realm, market__buf *b);
+int market__realm_ready(market_conn *c, const char *realm, int watch);
 int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
 /* A realm's streams (market__stream_after). */
 enum market__stream { MARKET__STREAM_TRADES, MARKET__STREAM_CHANGES };

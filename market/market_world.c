@@ -2,10 +2,26 @@
  *
  * A market_world is a plain in-memory description of players, held items and
  * listings. It is checked as a whole (no player or item twice, every owner a
- * player) before anything is written, and written in one MULTI/EXEC, so a bad
- * world writes nothing; its listings go into the search indexes in the same
- * transaction (market_index.c). The audit that reads a store back is
- * market_audit.c's; rebuilding the indexes, market_reindex.c's.
+ * player) before anything is written, so a bad world writes nothing; its listings go
+ * into the search indexes with them (market_index.c). The audit that reads a store back
+ * is market_audit.c's; rebuilding the indexes, market_reindex.c's.
+ *
+ * DESIGN
+ * No command of seeding runs long, at any world size: a MULTI/EXEC would hold every other
+ * client of Redis for as long as it runs (seconds for a million listings), long enough
+ * for Sentinels to fail the master over. So a world is written in steps: pipelines of a
+ * few thousand keys and fields each (SEED_STEP_ELEMS; a ZADD holds ZADD_CHUNK members at
+ * most, an UNLINK UNLINK_CHUNK keys), each step's replies read before the next is sent.
+ * Redis serves other clients between the commands of a pipeline, so none waits for more
+ * than one command. A reset is steps too: the realm's keys found by SCAN and UNLINKed
+ * (a large one is freed apart from Redis's main thread).
+ * A realm written in steps is half-written in between, so its first step sets its mark,
+ * market:{r}:building, and its last deletes it: while it is set, every operation of the
+ * realm is refused (MARKET_ERR_REALM_UNAVAILABLE, 503 realm_unavailable). The service
+ * reads the mark in the pipeline of every read, and before every commit under a WATCH,
+ * so a commit whose seed began meanwhile aborts and is refused when tried again. A seed
+ * that stops half-way (a crash, a lost connection) leaves the mark: the realm stays
+ * refused, never half-visible, until a run for it finishes.
  */
 #include "market/market.h"
 
@@ -19,7 +35,9 @@
  * its trades): players, inventories, stacks, idempotency records, search indexes, trade
  * indexes, and sales (with their bought hashes). */
 
-#define ZADD_CHUNK 256 /* score/member pairs per ZADD while seeding */
+#define ZADD_CHUNK 256       /* score/member pairs per ZADD while seeding */
+#define UNLINK_CHUNK 256     /* keys per UNLINK of a reset */
+#define SEED_STEP_ELEMS 4096 /* keys and fields a step of seeding writes, about (see DESIGN) */
 
 struct wplayer {
     char id[MARKET_ID_MAX + 1];
@@ -250,27 +268,61 @@ int market_world_check(const market_world *w, char *why, size_t whylen) {
     return rc;
 }
 
-/* ---- writing a world ---- */
+/* ---- writing a world, in steps ---- */
 
-static int collect_realm_keys(market_conn *c, const char *realm, struct market__keylist *keys) {
-    for (size_t i = 0; i < MARKET__REALM_KINDS; i++) {
-        char pattern[MARKET__KEY_MAX];
-        market__key(pattern, sizeof pattern, market__realm_kinds[i], realm, "*");
-        int rc = market__scan_keys(c, pattern, keys);
-        if (rc < 0) return rc;
-    }
+/* Seeding's pipeline, sent a step at a time (see DESIGN). */
+struct seed_steps {
+    struct market__bulk b; /* the step being built */
+    size_t elems;          /* the keys and fields it writes */
+    unsigned done;         /* steps whose replies were all read and good */
+};
+
+/* Reads the replies of st's step, if it has commands. Returns MARKET_OK, or ERR_STORE (a
+ * reply was an error, or the connection failed; c's errstr says which, or, past
+ * cfg.test_seed_steps steps, that the test hook stopped it). */
+static int step_end(struct seed_steps *st) {
+    if (st->b.sent == 0 && !st->b.failed) return MARKET_OK;
+    int rc = market__bulk_finish(&st->b);
+    st->b.sent = 0;
+    st->b.failed = 0;
+    st->elems = 0;
+    if (rc < 0) return rc;
+    uint32_t stop = st->b.c->m->cfg.test_seed_steps;
+    if (++st->done == stop && stop)
+        return market__fail(st->b.c, "seeding stopped after %u steps (test hook)", stop);
     return MARKET_OK;
 }
 
-static void bulk_del_keys(struct market__bulk *b, market__buf *w, const market__realm *r,
-                          const struct market__keylist *keys) {
-    for (size_t i = 0; i < keys->n; i++) {
-        market__fx_unlink(w, (const char *const *)&keys->keys[i], 1);
-        market__bulk_add_buf(b, w);
+/* Adds the commands of w, which write elems keys or fields, to st's step; ends the step when
+ * it holds SEED_STEP_ELEMS or more. Returns MARKET_OK or ERR_STORE (see step_end()). */
+static int step_add(struct seed_steps *st, market__buf *w, size_t elems) {
+    market__bulk_add_buf(&st->b, w);
+    st->elems += elems;
+    return st->elems >= SEED_STEP_ELEMS ? step_end(st) : MARKET_OK;
+}
+
+/* Deletes realm's keys (a reset): those matching its kinds' patterns, found by SCAN, then its
+ * market, units and trades, UNLINK_CHUNK keys an UNLINK (a large key is freed apart from
+ * Redis's main thread). Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
+static int realm_reset(struct seed_steps *st, market__buf *w, const market__realm *rl) {
+    struct market__keylist keys = {0};
+    int rc = MARKET_OK;
+    for (size_t i = 0; i < MARKET__REALM_KINDS && rc == MARKET_OK; i++) {
+        char pattern[MARKET__KEY_MAX];
+        market__key(pattern, sizeof pattern, market__realm_kinds[i], rl->id, "*");
+        rc = market__scan_keys(st->b.c, pattern, &keys);
     }
-    const char *realm_keys[3] = {r->market, r->units, r->trades};
+    for (size_t at = 0; rc == MARKET_OK && at < keys.n; at += UNLINK_CHUNK) {
+        size_t n = keys.n - at < UNLINK_CHUNK ? keys.n - at : UNLINK_CHUNK;
+        market__fx_unlink(w, (const char *const *)keys.keys + at, n);
+        rc = step_add(st, w, n);
+    }
+    const char *realm_keys[3] = {rl->market, rl->units, rl->trades};
     market__fx_unlink(w, realm_keys, 3);
-    market__bulk_add_buf(b, w);
+    if (rc == MARKET_OK) rc = step_add(st, w, 3);
+    market__buf_reset(w);
+    market__keylist_free(&keys);
+    return rc;
 }
 
 static int cmp_item_owner(const void *a, const void *b) {
@@ -308,13 +360,13 @@ static int same_zset(int kind, const struct witem *x, const struct witem *y) {
     return 1;
 }
 
-/* Appends to b the ZADDs of the world's listings (items[0..n) with a price): into
+/* Writes, in st's steps, the ZADDs of the world's listings (items[0..n) with a price): into
  * market:{r} (member "<item>.<seller>"), into each item's index and into each seller's
  * (market_index.c), every one scored by its price; one ZADD per zset and ZADD_CHUNK
  * listings at most. market:{r}'s members go in its order (Redis inserts a run of
- * neighbours faster than members scattered over a large zset). Returns MARKET_OK or
- * MARKET_ERR_NOMEM (b then holds part of them: the caller must not commit it). */
-static int listings_add(struct market__bulk *b, const market__realm *rl, const struct witem *items,
+ * neighbours faster than members scattered over a large zset). Returns MARKET_OK, or
+ * ERR_STORE (see step_end()), ERR_NOMEM. */
+static int listings_add(struct seed_steps *st, const market__realm *rl, const struct witem *items,
                         size_t n, struct listing_chunk *ch) {
     /* listings ordered so that each zset's come together: cmp_good orders them by item */
     static int (*const order[MARKET__IDX_KINDS + 1])(const void *, const void *) = {
@@ -331,9 +383,10 @@ static int listings_add(struct market__bulk *b, const market__realm *rl, const s
     listed = 0;
     for (size_t i = 0; i < n; i++)
         if (items[i].price) l[listed++] = &items[i];
-    for (int k = 0; k <= MARKET__IDX_KINDS; k++) { /* the indexes, then market:{r} */
+    int rc = MARKET_OK;
+    for (int k = 0; k <= MARKET__IDX_KINDS && rc == MARKET_OK; k++) { /* indexes, market:{r} */
         qsort(l, listed, sizeof *l, order[k]);
-        for (size_t i = 0, c; i < listed; i += c) {
+        for (size_t i = 0, c; i < listed && rc == MARKET_OK; i += c) {
             for (c = 0; c < ZADD_CHUNK && i + c < listed && same_zset(k, l[i], l[i + c]); c++) {
                 const struct witem *it = l[i + c];
                 market__idx_entry_init(&ch->e[c], rl->id, it->item, it->owner, it->price);
@@ -346,101 +399,95 @@ static int listings_add(struct market__bulk *b, const market__realm *rl, const s
                 market__buf_arg(&ch->w, k < MARKET__IDX_KINDS ? ch->e[j].member[k] : ch->member[j]);
             }
             market__buf_end(&ch->w, 2);
-            market__bulk_add_buf(b, &ch->w);
+            rc = step_add(st, &ch->w, c);
         }
     }
     free(l);
-    return MARKET_OK;
+    return rc;
 }
 
-/* The time to wait for an EXEC that writes listings listings: the store's timeout, and
- * 20 us more for each listing. */
-static struct timeval exec_timeout(const market_conn *c, size_t listings) {
-    int64_t ms = c->m->cfg.redis_timeout_ms + (int64_t)(listings / 50);
-    return (struct timeval){(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+/* Writes w's players, and the items each holds or lists (items[0..w->n_items), w's items
+ * sorted by owner), in st's steps: each player's hash and inventory replaced, each listing
+ * added with its units (and put in its search indexes at its price, which replaces the
+ * price of an entry that was there). Returns MARKET_OK, or ERR_STORE (see step_end()),
+ * ERR_NOMEM. */
+static int world_write(struct seed_steps *st, const market__realm *rl, const market_world *w,
+                       const struct witem *items, struct listing_chunk *ch) {
+    char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX];
+    char member[MARKET__MEMBER_MAX];
+    market__buf *wb = &ch->w;
+    int rc = MARKET_OK;
+    for (size_t i = 0; i < w->n_players && rc == MARKET_OK; i++) {
+        const struct wplayer *p = &w->players[i];
+        market__key_user(k_user, rl->id, p->id);
+        market__key_inventory(k_inv, rl->id, p->id);
+        market__key_stacks(k_stacks, rl->id, p->id);
+        market__fx_player_new(wb, k_user, k_inv, k_stacks, p->name, p->funds);
+        rc = step_add(st, wb, 5);
+    }
+    for (size_t i = 0; i < w->n_items && rc == MARKET_OK; i++) {
+        const struct witem *it = &items[i];
+        if (it->price == 0 && it->units) { /* a stack */
+            market__key_stacks(k_stacks, rl->id, it->owner);
+            market__fx_units_set(wb, k_stacks, it->item, it->units);
+        } else if (it->price == 0) { /* a unique item */
+            market__key_inventory(k_inv, rl->id, it->owner);
+            market__fx_item_in(wb, k_inv, it->item);
+        } else { /* a listing: its units, or none (a unique item's) */
+            snprintf(member, sizeof member, "%s.%s", it->item, it->owner);
+            market__fx_listing_units_set(wb, rl, member, it->units);
+        }
+        rc = step_add(st, wb, 1);
+    }
+    if (rc == MARKET_OK) rc = listings_add(st, rl, items, w->n_items, ch);
+    return rc;
 }
 
-/* Writes w into realm in one MULTI/EXEC: each player's hash and inventory
- * are replaced, each listing added (and put in its search indexes at its price, which
- * replaces the price of an entry that was there). With reset, the
- * realm's players, inventories, idempotency records, indexes and market are deleted
- * first (inside the same transaction; other realms are left alone). w is checked first and
- * nothing is written when it fails. Returns MARKET_OK, or ERR_DUPLICATE /
- * ERR_NO_PLAYER (see market_world_check), ERR_INVALID (a bad realm id),
- * ERR_STORE, ERR_NOMEM. */
+/* Writes w into realm, in steps of a few thousand keys and fields each (see DESIGN): first
+ * the realm's mark, market:{r}:building, which has every operation of the realm refused
+ * (MARKET_ERR_REALM_UNAVAILABLE) until the last step deletes it; with reset, then the
+ * realm's players, inventories, stacks, idempotency records, indexes, trades, sales and
+ * market deleted (other realms are left alone); then each player's hash and inventory
+ * replaced, each listing added (and put in its search indexes at its price, which replaces
+ * the price of an entry that was there). w is checked first and nothing is written when it
+ * fails. A failure after the mark leaves the realm refused, whatever the steps before it
+ * wrote, until a call for it succeeds. Returns MARKET_OK, or ERR_DUPLICATE / ERR_NO_PLAYER
+ * (see market_world_check), ERR_INVALID (a bad realm id), ERR_STORE (c's errstr says why),
+ * ERR_NOMEM. */
 int market_world_store(market_conn *c, const char *realm, const market_world *w, int reset) {
     if (!c || !w || !market_id_valid(realm)) return MARKET_ERR_INVALID;
     int rc = market_world_check(w, NULL, 0);
     if (rc < 0) return rc;
-    struct market__keylist keys = {0};
     struct witem *items = NULL;
     struct listing_chunk *ch = NULL;
     market__realm rl;
     market__realm_init(&rl, realm);
-    if ((rc = market__route(c, realm)) < 0) goto out;
-    if (reset && (rc = collect_realm_keys(c, realm, &keys)) < 0) goto out;
-    if ((rc = market__connect(c)) < 0) goto out;
+    if ((rc = market__route(c, realm)) < 0 || (rc = market__connect(c)) < 0) return rc;
     items = malloc((w->n_items ? w->n_items : 1) * sizeof *items);
-    if (!items) {
+    ch = calloc(1, sizeof *ch);
+    if (!items || !ch) {
         rc = MARKET_ERR_NOMEM;
         goto out;
     }
     if (w->n_items) memcpy(items, w->items, w->n_items * sizeof *items);
     qsort(items, w->n_items, sizeof *items, cmp_item_owner);
-    if (!(ch = calloc(1, sizeof *ch))) {
-        rc = MARKET_ERR_NOMEM;
-        goto out;
+    struct seed_steps st = {{c, 0, 0}, 0, 0};
+    market__fx_building(&ch->w, &rl, reset ? "seeding, with a reset" : "seeding");
+    market__bulk_add_buf(&st.b, &ch->w);
+    rc = step_end(&st); /* the mark first, alone: nothing else is written before it */
+    if (rc == MARKET_OK && reset) rc = realm_reset(&st, &ch->w, &rl);
+    if (rc == MARKET_OK) rc = world_write(&st, &rl, w, items, ch);
+    if (rc == MARKET_OK) rc = step_end(&st);
+    if (rc == MARKET_OK) { /* every step was written and answered: the realm is served again */
+        market__fx_building_done(&ch->w, &rl);
+        market__bulk_add_buf(&st.b, &ch->w);
+        rc = step_end(&st);
+    } else if (st.b.sent) {
+        (void)step_end(&st); /* what was sent is answered: read it, the failure stands */
     }
-    size_t n_listed = 0;
-    for (size_t i = 0; i < w->n_items; i++)
-        n_listed += items[i].price != 0;
-
-    struct market__bulk b = {c, 0, 0};
-    market__buf *wb = &ch->w;
-    market__fx_multi(wb);
-    market__bulk_add_buf(&b, wb);
-    if (reset) bulk_del_keys(&b, wb, &rl, &keys);
-    char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX];
-    char member[MARKET__MEMBER_MAX];
-    for (size_t i = 0; i < w->n_players; i++) {
-        const struct wplayer *p = &w->players[i];
-        market__key_user(k_user, realm, p->id);
-        market__key_inventory(k_inv, realm, p->id);
-        market__key_stacks(k_stacks, realm, p->id);
-        market__fx_player_new(wb, k_user, k_inv, k_stacks, p->name, p->funds);
-        market__bulk_add_buf(&b, wb);
-    }
-    for (size_t i = 0; i < w->n_items; i++) {
-        const struct witem *it = &items[i];
-        if (it->price == 0 && it->units) { /* a stack */
-            market__key_stacks(k_stacks, realm, it->owner);
-            market__fx_units_set(wb, k_stacks, it->item, it->units);
-        } else if (it->price == 0) { /* a unique item */
-            market__key_inventory(k_inv, realm, it->owner);
-            market__fx_item_in(wb, k_inv, it->item);
-        } else { /* a listing: its units, or none (a unique item's) */
-            snprintf(member, sizeof member, "%s.%s", it->item, it->owner);
-            market__fx_listing_units_set(wb, &rl, member, it->units);
-        }
-        market__bulk_add_buf(&b, wb);
-    }
-    if ((rc = listings_add(&b, &rl, items, w->n_items, ch)) < 0) {
-        market__drop(c); /* the transaction is cut short: never EXEC it */
-        goto out;
-    }
-    market__fx_exec(wb);
-    market__bulk_add_buf(&b, wb);
-    /* EXEC runs the whole world at once: a large one takes Redis a while (about 4 us a
-     * listing: one insert into market:{r} and each index), so its answer is given time. */
-    struct timeval tv = exec_timeout(c, n_listed);
-    if (c->ctx) (void)redisSetTimeout(c->ctx, tv); /* failing, it waits as long as ever */
-    rc = market__bulk_finish(&b);
-    tv = exec_timeout(c, 0);
-    if (c->ctx && redisSetTimeout(c->ctx, tv) != REDIS_OK) market__drop(c);
 out:
     if (ch) market__buf_free(&ch->w);
     free(ch);
     free(items);
-    market__keylist_free(&keys);
     return rc;
 }

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # run_ha.sh - `make run-ha`: the service over a Redis that Sentinel fails over.
 #
-# Starts a private master, one replica of it and three Redis Sentinels that
+# Starts a private master, two replicas of it and three Redis Sentinels that
 # watch it as "mymaster" (quorum 2), all on 127.0.0.1 only, ports from
 # $MARKET_HA_PORT (default 6390) up, skipping taken ones: the master, the
-# replica, then the Sentinels. Each keeps its config, data (AOF) and log under
-# var/ha/<node0|node1|sentinel0..2>/, made afresh at every start (processes
+# replicas, then the Sentinels. Two replicas, so that with --min-replicas-ack 1
+# the service keeps serving through a failover: the replica not promoted confirms
+# commits to the new master while the old one is away. Each keeps its config, data
+# (AOF) and log under var/ha/<node0..2|sentinel0..2>/, made afresh at every start (processes
 # that an earlier run-ha of this checkout left behind are stopped first: a
 # pidfile in var/ha names a live process working in that folder; a run-ha of
 # this checkout that is still running makes this one stop at once). Seeds
@@ -38,7 +40,7 @@ DOWN_AFTER=${MARKET_HA_DOWN_AFTER_MS:-3000}
 FAILOVER_TIMEOUT=${MARKET_HA_FAILOVER_TIMEOUT_MS:-6000}
 NAME=mymaster
 HA="$PWD/var/ha"
-NODES="node0 node1"
+NODES="node0 node1 node2"
 SENTINELS="sentinel0 sentinel1 sentinel2"
 RUN_PID="$HA/run-ha.pid"
 fifo_dir=""
@@ -150,8 +152,8 @@ for n in $NODES $SENTINELS; do
 done
 # shellcheck disable=SC2086 # word splitting wanted
 set -- $ports "$@"
-P0=$1 P1=$2 S0=$3 S1=$4 S2=$5
-shift 5
+P0=$1 P1=$2 P2=$3 S0=$4 S1=$5 S2=$6
+shift 6
 URL="redis-sentinel://127.0.0.1:$S0,127.0.0.1:$S1,127.0.0.1:$S2/$NAME"
 # The service's Redis user (deploy/redis/market.acl), with a fresh password each start.
 [ -r deploy/redis/market.acl ] || die "deploy/redis/market.acl is missing"
@@ -190,6 +192,7 @@ CONF
 }
 node_conf node0 "$P0" ""
 node_conf node1 "$P1" "replicaof 127.0.0.1 $P0"
+node_conf node2 "$P2" "replicaof 127.0.0.1 $P0"
 
 # Waits until `redis-cli -p $2 $4...` prints a line matching the regex $3; $1 says what for.
 wait_for() {
@@ -207,6 +210,7 @@ for n in $NODES; do
 done
 wait_for "the master on $P0" "$P0" '^PONG$' ping
 wait_for "the replica on $P1" "$P1" '^master_link_status:up' info replication
+wait_for "the replica on $P2" "$P2" '^master_link_status:up' info replication
 
 # ---- the Sentinels ----
 
@@ -229,7 +233,7 @@ CONF
     redis-sentinel "$HA/$n/sentinel.conf" || die "redis-sentinel did not start (see var/ha/$n/sentinel.log)"
     i=$((i + 1))
 done
-# Ready when each sees the master up, knows the replica and the two other
+# Ready when each sees the master up, knows both replicas and the two other
 # Sentinels (hello messages go every 2 s): else the first failover may find no quorum.
 sentinel_field() { # $1 Sentinel port, $2 field of SENTINEL master
     redis-cli -h 127.0.0.1 -p "$1" sentinel master "$NAME" 2>/dev/null |
@@ -238,15 +242,16 @@ sentinel_field() { # $1 Sentinel port, $2 field of SENTINEL master
 for sp in $S0 $S1 $S2; do
     for i in $(seq 300); do
         [ "$(sentinel_field "$sp" flags)" = master ] &&
-            [ "$(sentinel_field "$sp" num-slaves)" = 1 ] &&
+            [ "$(sentinel_field "$sp" num-slaves)" = 2 ] &&
             [ "$(sentinel_field "$sp" num-other-sentinels)" = 2 ] && break
-        [ "$i" -lt 300 ] || die "the Sentinel on $sp did not meet the replica and the other Sentinels in 30 s (see var/ha/sentinel*/sentinel.log)"
+        [ "$i" -lt 300 ] || die "the Sentinel on $sp did not meet the replicas and the other Sentinels in 30 s (see var/ha/sentinel*/sentinel.log)"
         sleep 0.1
     done
 done
 pid0=$(our_pid node0)
 pid1=$(our_pid node1)
-echo "run-ha: master 127.0.0.1:$P0 (pid $pid0), replica 127.0.0.1:$P1 (pid $pid1), Sentinels on $S0 $S1 $S2 (var/ha)"
+pid2=$(our_pid node2)
+echo "run-ha: master 127.0.0.1:$P0 (pid $pid0), replicas 127.0.0.1:$P1 (pid $pid1) and 127.0.0.1:$P2 (pid $pid2), Sentinels on $S0 $S1 $S2 (var/ha)"
 
 # ---- the demo world, written through the Sentinel group ----
 
@@ -300,7 +305,8 @@ cat <<MSG
 
 market-server on $url over a Sentinel group  (Ctrl-C stops it all; request log: $log)
   $URL, as the Redis user market (deploy/redis/market.acl)
-  node0 127.0.0.1:$P0 starts as master (pid $pid0), node1 127.0.0.1:$P1 as its replica (pid $pid1)
+  node0 127.0.0.1:$P0 starts as master (pid $pid0), node1 127.0.0.1:$P1 (pid $pid1) and
+  node2 127.0.0.1:$P2 (pid $pid2) as its replicas
   Sentinels on $S0, $S1, $S2 (down-after ${DOWN_AFTER} ms); data, configs and logs in var/ha/
   The server waits for 1 replica to confirm each commit (--min-replicas-ack 1).
 
@@ -308,15 +314,15 @@ Watch it, from another terminal:
   curl -s $url/healthz
   curl -s $url/metrics
   redis-cli -p $S0 SENTINEL get-master-addr-by-name $NAME     # who is master now
-  redis-cli -p $P0 ROLE; redis-cli -p $P1 ROLE
+  redis-cli -p $P0 ROLE; redis-cli -p $P1 ROLE; redis-cli -p $P2 ROLE
   tail -f var/ha/sentinel0/sentinel.log                     # +sdown, +odown, +switch-master
 $token_line  curl -s -X POST $url/purchase $auth-d '{"buyer":"B","seller":"A","item":"axe"}'
 $tokens
 
-Cause a failover. The master is node0 on $P0 now; after a failover it is node1 on $P1.
-With one replica and --min-replicas-ack 1, the service answers 503 (healthz too) while
-the old master is down: commits have no replica to confirm them until it is back.
-  # the master hangs 30 s: Sentinel promotes the replica ${DOWN_AFTER} ms and an election later
+Cause a failover. The master is node0 on $P0 now; after a failover it is node1 or node2.
+With two replicas and --min-replicas-ack 1, the service keeps serving once a replica is
+promoted: the other one confirms each commit, while the old master is down or catching up.
+  # the master hangs 30 s: Sentinel promotes a replica ${DOWN_AFTER} ms and an election later
   redis-cli -p $P0 DEBUG SLEEP 30
   # or the master dies (a node's pid: cat var/ha/node0/redis.pid) ...
   kill -9 $pid0

@@ -11,8 +11,9 @@
  *               [,hours=H][,house=PLAYER]
  *
  * A realm's world is checked as a whole before anything is written (no item
- * twice, every owner a player) and written in one MULTI/EXEC; a generated
- * world of R realms is R such worlds, one per realm (market_realm_nth()).
+ * twice, every owner a player) and written in short steps, the realm refused by the
+ * service until the last one (market_world.c); a generated world of R realms is R such
+ * worlds, one per realm (market_realm_nth()).
  * --reindex rebuilds a realm's search indexes from its market (market_reindex()), for a
  * store seeded before they existed or in their former layout (idx:{R}:all, :item and
  * :seller), and may run while the service does.
@@ -242,8 +243,9 @@ static int seed_generated(market_conn *c, const struct gen *g, const char *realm
     if (err < 0)
         snprintf(why, whylen, "cannot generate realm %s: %s", realm, market_strerror(err));
     else if ((err = market_world_store(c, realm, w, reset)) < 0)
-        snprintf(why, whylen, "cannot write realm %s: %s (nothing written to it)", realm,
-                 market_strerror(err));
+        snprintf(why, whylen, "cannot write realm %s: %s%s%s", realm, market_strerror(err),
+                 err == MARKET_ERR_STORE ? ": " : " (nothing written to it)",
+                 err == MARKET_ERR_STORE ? market_conn_errstr(c) : "");
     market_world_free(w);
     return err;
 }
@@ -428,8 +430,9 @@ static int store_fixture(market_conn *c, const struct opts *o, const market_worl
                          size_t whylen) {
     int err = market_world_store(c, o->realm, w, o->reset);
     if (err < 0) {
-        snprintf(why, whylen, "cannot write to %s: %s (nothing written)", o->url,
-                 market_strerror(err));
+        snprintf(why, whylen, "cannot write to %s: %s%s%s", o->url, market_strerror(err),
+                 err == MARKET_ERR_STORE ? ": " : " (nothing written)",
+                 err == MARKET_ERR_STORE ? market_conn_errstr(c) : "");
         return -1;
     }
     print_audit(c, o->url, o->realm);

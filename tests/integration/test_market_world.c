@@ -1,6 +1,8 @@
-/* test_market_world.c - market/'s readers for tools against a real redis-server:
- * market_players_scan() (players and funds, over many SCAN pages, filtered,
- * through AUTH and SELECT) and market_store_info() (the store's counters).
+/* test_market_world.c - market/'s readers and writers for tools against a real
+ * redis-server: market_players_scan() (players and funds, over many SCAN pages, filtered,
+ * through AUTH and SELECT), market_store_info() (the store's counters), and
+ * market_world_store() writing and resetting a large world in bounded steps, the realm
+ * refused while a seed is under way or was stopped half-way.
  */
 #include <fnmatch.h>
 #include <stdio.h>
@@ -110,6 +112,88 @@ static long long calls_of(const char *info, const char *name) {
     snprintf(tag, sizeof tag, "cmdstat_%s:calls=", name);
     const char *p = strstr(info, tag);
     return p ? strtoll(p + strlen(tag), NULL, 10) : 0;
+}
+
+
+/* Opens f on the test's store with cfg.test_seed_steps = steps (0: no hook). */
+static void fx_open_steps(struct fx *f, uint32_t steps) {
+    market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000,
+                         .test_seed_steps = steps};
+    assert_int_equal(rconn_addr_parse(redis.url, &cfg.redis), RCONN_OK);
+    int err = 0;
+    assert_non_null(f->lock = lock_local_new(&err));
+    assert_non_null(f->m = market_new(&cfg, f->lock, &err));
+    assert_non_null(f->c = market_conn_new(f->m, &err));
+}
+
+#define BIG_PLAYERS 300
+#define BIG_LISTINGS 30000 /* four entries each (market, units or not, two indexes): ~30 steps */
+#define STEP_MOST (4096 + 256) /* a step's keys and fields, at most (market_world.c) */
+
+/* A world of BIG_PLAYERS players (funds 1000 each) and BIG_LISTINGS listings. */
+static market_world *big_world(void) {
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    assert_int_equal(market_world_generate(w, BIG_PLAYERS, BIG_LISTINGS, 1000, 1, 1000, 7),
+                     MARKET_OK);
+    return w;
+}
+
+/* Runs argv on the test's redis-server and returns its integer reply. */
+static long long raw_int(const char *const *argv, int argc) {
+    redisContext *r = redisConnect("127.0.0.1", redis.port);
+    assert_true(r && !r->err);
+    redisReply *rep = redisCommandArgv(r, argc, (const char **)argv, NULL);
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_INTEGER);
+    long long v = rep->integer;
+    freeReplyObject(rep);
+    redisFree(r);
+    return v;
+}
+
+static long long dbsize(void) {
+    const char *argv[] = {"DBSIZE"};
+    return raw_int(argv, 1);
+}
+
+static void flushall(void) {
+    const char *argv[] = {"FLUSHALL"};
+    raw(argv, 1);
+}
+
+/* Checks that every kind of operation of REALM is refused while it is being seeded. */
+static void assert_realm_refused(market_conn *c) {
+    market_listing *l = NULL;
+    size_t n = 0, total = 0;
+    assert_int_equal(market_listings(c, REALM, 0, 10, &l, &n, &total),
+                     MARKET_ERR_REALM_UNAVAILABLE);
+    assert_null(l);
+    assert_non_null(strstr(market_conn_errstr(c), "being seeded"));
+    market_player *p = NULL;
+    assert_int_equal(market_player_get(c, REALM, "p0", &p), MARKET_ERR_REALM_UNAVAILABLE);
+    assert_null(p);
+    market_purchase_result r;
+    assert_int_equal(market_purchase(c, REALM, "p1", "p0", "i0", 0, &r),
+                     MARKET_ERR_REALM_UNAVAILABLE);
+    assert_int_equal(market_list(c, REALM, "p1", "i1", 5), MARKET_ERR_REALM_UNAVAILABLE);
+}
+
+/* Checks that REALM holds the big world, whole, and is served. */
+static void assert_big_world(market_conn *c) {
+    market_audit_report a;
+    assert_int_equal(market_audit(c, REALM, &a), MARKET_OK);
+    assert_int_equal(a.players, BIG_PLAYERS);
+    assert_int_equal(a.total_funds, 1000 * BIG_PLAYERS);
+    assert_int_equal(a.items_listed, BIG_LISTINGS);
+    assert_int_equal(a.items_held, 0);
+    assert_int_equal(a.index_mismatch, 0);
+    assert_int_equal(a.items_misplaced, 0);
+    market_listing *l = NULL;
+    size_t n = 0, total = 0;
+    assert_int_equal(market_listings(c, REALM, 0, 10, &l, &n, &total), MARKET_OK);
+    assert_int_equal(total, BIG_LISTINGS);
+    free(l);
 }
 
 static int fx_setup(void **state) {
@@ -285,6 +369,92 @@ static void test_store_info_counts_commands(void **state) {
     free(b);
 }
 
+
+/* ---- market_world_store in steps ---- */
+
+/* A large world is written in many short steps, none a transaction: no MULTI/EXEC runs,
+ * and each ZADD holds a chunk of the listings. What it wrote is the world, whole. */
+static void test_world_store_large_in_steps_no_transaction(void **state) {
+    struct fx *f = *state;
+    flushall();
+    char *a = NULL, *b = NULL;
+    assert_int_equal(market_store_info(f->c, "commandstats", &a), MARKET_OK);
+    market_world *w = big_world();
+    assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
+    market_world_free(w);
+    assert_int_equal(market_store_info(f->c, "commandstats", &b), MARKET_OK);
+    assert_int_equal(calls_of(b, "exec") - calls_of(a, "exec"), 0);
+    assert_int_equal(calls_of(b, "multi") - calls_of(a, "multi"), 0);
+    /* market:{r} and the two indexes: BIG_LISTINGS members each, 256 a ZADD at most */
+    assert_true(calls_of(b, "zadd") - calls_of(a, "zadd") >= 3 * BIG_LISTINGS / 256);
+    free(a);
+    free(b);
+    assert_big_world(f->c);
+    const char *ex[] = {"EXISTS", "market:{" REALM "}:building"};
+    assert_int_equal(raw_int(ex, 2), 0);
+}
+
+/* A seed stopped after a few steps (as by a crash) wrote no more than those steps hold,
+ * and leaves the realm refused, not half-there; a run to the end serves it whole. */
+static void test_world_store_stopped_refused_until_rerun(void **state) {
+    (void)state;
+    flushall();
+    struct fx f;
+    fx_open_steps(&f, 3); /* the mark, then two steps */
+    market_world *w = big_world();
+    assert_int_equal(market_world_store(f.c, REALM, w, 0), MARKET_ERR_STORE);
+    assert_non_null(strstr(market_conn_errstr(f.c), "test hook"));
+    long long keys = dbsize();
+    assert_true(keys > 1 && keys <= 1 + 2 * STEP_MOST);
+    assert_realm_refused(f.c);
+    fx_close(&f);
+    fx_open_steps(&f, 0);
+    assert_realm_refused(f.c);
+    assert_int_equal(market_world_store(f.c, REALM, w, 0), MARKET_OK);
+    assert_big_world(f.c);
+    market_purchase_result r;
+    assert_int_equal(market_purchase(f.c, REALM, "p1", "p0", "i0", 0, &r), MARKET_OK);
+    market_world_free(w);
+    fx_close(&f);
+}
+
+/* A reset of a large realm deletes its keys in steps (UNLINK a chunk at a time): stopped
+ * half-way, the realm is refused; run again, it holds only the new world. */
+static void test_world_store_reset_large_in_steps(void **state) {
+    struct fx *f = *state;
+    flushall();
+    market_world *w = big_world();
+    assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
+    market_world_free(w);
+    long long before = dbsize();
+    assert_true(before > BIG_LISTINGS);
+    struct fx g;
+    fx_open_steps(&g, 4); /* the mark, then three steps of the reset */
+    assert_non_null(w = market_world_new());
+    assert_int_equal(market_world_add_player(w, "q0", NULL, 7), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "q0", "axe", 5), MARKET_OK);
+    char *a = NULL, *b = NULL;
+    assert_int_equal(market_store_info(g.c, "commandstats", &a), MARKET_OK);
+    assert_int_equal(market_world_store(g.c, REALM, w, 1), MARKET_ERR_STORE);
+    assert_int_equal(market_store_info(g.c, "commandstats", &b), MARKET_OK);
+    long long gone = before - dbsize(), unlinks = calls_of(b, "unlink") - calls_of(a, "unlink");
+    assert_true(gone > 0 && gone <= 3 * STEP_MOST);
+    assert_true(unlinks >= 3 && unlinks <= 3 * (STEP_MOST / 256 + 1));
+    free(a);
+    free(b);
+    assert_realm_refused(g.c);
+    fx_close(&g);
+    assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
+    market_world_free(w);
+    market_audit_report r;
+    assert_int_equal(market_audit(f->c, REALM, &r), MARKET_OK);
+    assert_int_equal(r.players, 1);
+    assert_int_equal(r.items_listed, 1);
+    assert_int_equal(r.total_funds, 7);
+    assert_int_equal(r.index_mismatch, 0);
+    assert_true(dbsize() < 10);
+}
+
 static int group_setup(void **state) {
     (void)state;
     return th_redis_start(&redis);
@@ -312,6 +482,11 @@ int main(void) {
         cmocka_unit_test(test_readers_store_down),
         cmocka_unit_test(test_readers_auth_and_select),
         cmocka_unit_test_setup_teardown(test_store_info_counts_commands, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_world_store_large_in_steps_no_transaction, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test(test_world_store_stopped_refused_until_rerun),
+        cmocka_unit_test_setup_teardown(test_world_store_reset_large_in_steps, fx_setup,
+                                        fx_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
