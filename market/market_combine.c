@@ -242,9 +242,7 @@ static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
     market__cbatch *cb = ud;
     const struct market__kind *k = cb->kind;
     cb->now_ms = rconn_now_ms();
-    /* A seed that starts after this aborts the commit (its attempt then finds the mark). */
-    int rc = market__realm_ready(c, cb->realm, 1);
-    if (rc == MARKET_OK) rc = k->read(c, held, cb);
+    int rc = k->read(c, held, cb); /* with the realm's seeding mark (market__mark_realm) */
     if (rc < 0) return market__unwatch_later(c, rc);
     if (k->decide(cb) == 0) return market__unwatch_later(c, MARKET_OK);
     if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
@@ -515,12 +513,12 @@ static int serve(struct worker *w, size_t n) {
     c->sent = ln->n_answer ? answer_sent : NULL;
     c->sent_ud = ln;
     int rc = cb->ks ? market__route(c, cb->realm) : MARKET_ERR_NOMEM;
-    if (rc == MARKET_OK) /* none of a realm being seeded is answered, early or not */
-        rc = market__realm_ready(c, cb->realm, 0);
+    market__mark_realm(c, cb->realm); /* none of a realm being seeded is served */
     if (rc == MARKET_OK)
         rc = batch_run(c, ln, cb);
     else if (rc != MARKET__REDIRECTED)
         batch_fail(m, cb, rc);
+    market__mark_realm(c, NULL);
     c->sent = NULL;
     answer_now(ln); /* when this batch sent nothing */
     if (rc == MARKET__REDIRECTED && set_aside(ln, cb) == 0) return 1;

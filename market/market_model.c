@@ -273,6 +273,22 @@ int market__cmd_unwatch(const char **argv) {
     return 1;
 }
 
+/* Fills argv (room for 2) with a WATCH of key, and returns its count of
+ * arguments. This function can't fail. */
+int market__cmd_watch(const char **argv, const char *key) {
+    argv[0] = C_WATCH;
+    argv[1] = key;
+    return 2;
+}
+
+/* Fills argv (room for 2) with an EXISTS of key, and returns its count of
+ * arguments. This function can't fail. */
+int market__cmd_exists(const char **argv, const char *key) {
+    argv[0] = C_EXISTS;
+    argv[1] = key;
+    return 2;
+}
+
 /* Fills argv (room for 3) with a WAIT for need replicas for at most
  * timeout_ms, its numbers written into need_s and timeout_s (24 bytes
  * each), and returns its count of arguments. This function can't fail. */

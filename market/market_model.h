@@ -55,6 +55,8 @@ int market__buf_seal(market__buf *b);
 int market__cmd_is_exec(const char *const *argv);
 int market__cmd_is_watch(const char *const *argv);
 int market__cmd_unwatch(const char **argv);
+int market__cmd_watch(const char **argv, const char *key);
+int market__cmd_exists(const char **argv, const char *key);
 int market__cmd_wait(const char **argv, char *need_s, char *timeout_s, unsigned need,
                      int timeout_ms);
 

@@ -421,6 +421,18 @@ int market__pipeline_buf(market_conn *c, market__buf *b) {
     return market__pipeline_argv(c, b->n, b->argc, b->argv, b->rep);
 }
 
+/* Judges rep, the reply to a read of a realm's seeding mark, the key mark
+ * (market__rd_building()). Returns MARKET_OK (no seeding is writing the
+ * realm), or ERR_REALM_UNAVAILABLE (one is, or one stopped half-way),
+ * ERR_STORE (Redis refused the read), with the reason in c->errstr. */
+static int building_judge(market_conn *c, const char *mark, const redisReply *rep) {
+    if (rep->type != REDIS_REPLY_INTEGER)
+        return market__fail_reply(c, "reading whether the realm is being seeded", rep);
+    if (rep->integer == 0) return MARKET_OK;
+    market__fail(c, "the realm is being seeded or reset (%s is set)", mark);
+    return MARKET_ERR_REALM_UNAVAILABLE;
+}
+
 /* Sends a pipeline of n commands (as market__pipeline_argv()) and returns
  * without waiting: read its replies with market__pipeline_recv() before any
  * other use of c. Returns MARKET_OK, MARKET_ERR_STORE with c dropped,
@@ -447,7 +459,7 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
     int rc = market__connect(c);
     if (rc < 0) return rc;
     const market_config *cfg = &c->m->cfg;
-    int unwatch = c->unwatch, done = 0, wait = 0, watch = 0;
+    int unwatch = c->unwatch, done = 0, wait = 0, watch = 0, watches = 0;
     size_t exec = 0;
     c->out_len = 0;
     for (size_t i = 0; i < n; i++) { /* encoded first: nothing is queued when it fails */
@@ -455,7 +467,7 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
             market__fail(c, "out of memory for a pipeline of %zu commands", n);
             return MARKET_ERR_NOMEM;
         }
-        if (market__cmd_is_watch(argv[i])) watch = 1;
+        if (market__cmd_is_watch(argv[i])) watch = watches = 1;
         if (argc[i] == 1 && market__cmd_is_exec(argv[i])) {
             exec = i + 1;
             watch = 0; /* EXEC ends every WATCH */
@@ -470,7 +482,7 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
         market__drop(c); /* nothing sent; a WATCH it relied on goes with the connection */
         return rc;
     }
-    const char *frame[3]; /* an UNWATCH in front, a WAIT behind (market_model.h) */
+    const char *frame[3]; /* an UNWATCH in front; a WAIT, or the mark, behind (market_model.h) */
     char need[24], timeout[24];
     if (unwatch &&
         redisAppendCommandArgv(c->ctx, market__cmd_unwatch(frame), frame, NULL) != REDIS_OK)
@@ -489,12 +501,19 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
                                                         cfg->replica_ack_timeout_ms),
                                        frame, NULL) != REDIS_OK)
         goto fail;
+    int mark = c->mark[0] && watches && !exec; /* a batch's read: its realm's seeding mark */
+    if (mark && (redisAppendCommandArgv(c->ctx, market__cmd_watch(frame, c->mark), frame,
+                                        NULL) != REDIS_OK ||
+                 redisAppendCommandArgv(c->ctx, market__cmd_exists(frame, c->mark), frame,
+                                        NULL) != REDIS_OK))
+        goto fail;
     while (!done)
         if (redisBufferWrite(c->ctx, &done) != REDIS_OK) goto fail;
     run_sent(c);
     c->unwatch = 0;
     c->unwatch_sent = unwatch;
     c->wait_sent = wait;
+    c->mark_sent = mark;
     c->exec_sent = exec;
     if (unwatch || exec) c->watching = 0;
     if (watch) c->watching = 1;
@@ -537,6 +556,22 @@ static int judge_wait(market_conn *c, const redisReply *exec, const redisReply *
     return MARKET_ERR_NOT_REPLICATED;
 }
 
+/* Judges and frees mark, the replies to the WATCH and EXISTS of the seeding mark
+ * behind a batch's read: MARKET_OK, ERR_REALM_UNAVAILABLE or ERR_STORE (see
+ * building_judge()), or MARKET__REDIRECTED with c->redirect set when a cluster moved
+ * the slot (the read's own replies then say so too). */
+static int mark_judge(market_conn *c, redisReply **mark) {
+    int said = c->m->cluster ? cluster_said(c, mark, 2) : 0, rc = MARKET__REDIRECTED;
+    if (said)
+        c->redirect = said;
+    else if (mark[0]->type == REDIS_REPLY_ERROR)
+        rc = market__fail_reply(c, "watching whether the realm is being seeded", mark[0]);
+    else
+        rc = building_judge(c, c->mark, mark[1]);
+    market__replies_free(mark, 2);
+    return rc;
+}
+
 /* Reads the n replies of market__pipeline_send() into replies (the caller
  * frees them with market__replies_free()). Returns MARKET_OK, or
  * MARKET_ERR_STORE with c dropped and nothing to free. */
@@ -557,6 +592,16 @@ int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
         replies[got] = r;
         not_master |= rconn_reply_not_master(r);
     }
+    redisReply *mark[2] = {NULL, NULL}; /* the WATCH and EXISTS of the seeding mark */
+    for (int k = 0; c->mark_sent && k < 2; k++) {
+        void *r = NULL;
+        if (redisGetReply(c->ctx, &r) != REDIS_OK) {
+            freeReplyObject(mark[0]);
+            goto fail;
+        }
+        mark[k] = r;
+    }
+    c->mark_sent = 0;
     if (c->wait_sent) {
         void *r = NULL;
         if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
@@ -572,7 +617,13 @@ int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
         suspect(c);
         market__drop(c);
     }
+    int marked = mark[0] ? mark_judge(c, mark) : MARKET_OK; /* freed there */
+    if (marked < 0 && marked != MARKET__REDIRECTED) { /* a redirect: the replies say it too */
+        market__replies_free(replies, n);
+        return marked;
+    }
     int said = c->m->cluster ? cluster_said(c, replies, n) : 0;
+    if (!said && marked == MARKET__REDIRECTED) said = c->redirect;
     if (said) {
         market__replies_free(replies, n);
         if (c->watching) c->unwatch = 1; /* a WATCH that went out with it is abandoned */
@@ -662,44 +713,24 @@ out:
     return rc;
 }
 
-/* Judges rep, the reply to a read of rl's seeding mark (market__rd_building()). Returns
- * MARKET_OK (no seeding is writing the realm), or ERR_REALM_UNAVAILABLE (one is, or one
- * stopped half-way), ERR_STORE (Redis refused the read), with the reason in c->errstr. */
-static int building_judge(market_conn *c, const market__realm *rl, const redisReply *rep) {
-    if (rep->type != REDIS_REPLY_INTEGER)
-        return market__fail_reply(c, "reading whether the realm is being seeded", rep);
-    if (rep->integer == 0) return MARKET_OK;
-    market__fail(c, "realm %s is being seeded or reset (%s is set)", rl->id, rl->building);
-    return MARKET_ERR_REALM_UNAVAILABLE;
-}
 
-/* Reads whether seeding is writing realm (market_world.c), in one round trip on its master;
- * with watch after a WATCH of its mark, so that a commit of the same connection made later
- * aborts if seeding starts meanwhile. Returns MARKET_OK (it is not), or
- * ERR_REALM_UNAVAILABLE (it is, or one stopped half-way: c->errstr says so), ERR_STORE,
- * ERR_NOMEM, MARKET__REDIRECTED. */
-int market__realm_ready(market_conn *c, const char *realm, int watch) {
+/* Makes the pipelines of c that read under a WATCH (the batches' reads) also watch and
+ * read realm's seeding mark, behind their own commands, until market__mark_realm(c, NULL):
+ * a batch of a realm being seeded fails with ERR_REALM_UNAVAILABLE, and a seed that starts
+ * after its read aborts its commit, without a round trip of its own. Can't fail. */
+void market__mark_realm(market_conn *c, const char *realm) {
+    c->mark[0] = '\0';
+    if (!realm) return;
     market__realm rl;
     market__realm_init(&rl, realm);
-    market__buf b = {0};
-    market__rd_building(&b, &rl, watch);
-    int rc = market__route(c, realm);
-    if (rc == MARKET_OK) rc = market__pipeline_buf(c, &b);
-    if (rc == MARKET_OK) {
-        const redisReply *err = market__reply_error(b.rep, b.n);
-        rc = err ? market__fail_reply(c, "watching whether the realm is being seeded", err)
-                 : building_judge(c, &rl, b.rep[b.n - 1]);
-        market__replies_free(b.rep, b.n);
-    }
-    market__buf_free(&b);
-    return rc;
+    memcpy(c->mark, rl.building, sizeof c->mark);
 }
 
 /* Sends buffer b's commands on realm's master as market__pipeline_buf()
  * does, and in the same pipeline reads whether seeding is writing realm.
  * Returns MARKET_OK with the replies of b's commands in b->rep (the caller
  * frees them and b), or ERR_REALM_UNAVAILABLE (c->errstr says why: see
- * market__realm_ready()), ERR_STORE, ERR_NOMEM, MARKET__REDIRECTED with b
+ * building_judge()), ERR_STORE, ERR_NOMEM, MARKET__REDIRECTED with b
  * freed. */
 int market__read_buf(market_conn *c, const char *realm, market__buf *b) {
     market__realm rl;
@@ -709,7 +740,7 @@ int market__read_buf(market_conn *c, const char *realm, market__buf *b) {
     int rc = market__route(c, realm);
     if (rc == MARKET_OK) rc = market__pipeline_buf(c, b);
     if (rc == MARKET_OK) {
-        rc = building_judge(c, &rl, b->rep[n]);
+        rc = building_judge(c, rl.building, b->rep[n]);
         freeReplyObject(b->rep[n]);
         b->n = n; /* the mark's read is not the caller's */
         if (rc < 0) market__replies_free(b->rep, n);

@@ -39,6 +39,11 @@ struct market_conn {
     int watching;      /* a WATCH went out, no EXEC or UNWATCH since: the next pipeline
                         * relies on it, unless unwatch is set (then it is abandoned) */
     size_t exec_sent;  /* 1 + the index of the EXEC in the pipeline sent; 0: none */
+    /* The seeding mark of the realm a batch works on (market__realm's building key; ""
+     * none: market__mark_realm()): a pipeline that WATCHes and does not commit also
+     * watches and reads it, behind its own commands, and fails when it is set. */
+    char mark[MARKET__KEY_MAX];
+    int mark_sent; /* the last pipeline sent carries the mark's WATCH and EXISTS */
     char *out;         /* the pipeline being sent, encoded (rconn_resp_append) */
     size_t out_cap, out_len;
     /* Called once by the next market__pipeline_send(), when its pipeline is on its way (or
@@ -75,7 +80,7 @@ int market__units_fill(market_conn *c, const market__realm *rl, market_listing *
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
 int market__read_buf(market_conn *c, const char *realm, market__buf *b);
-int market__realm_ready(market_conn *c, const char *realm, int watch);
+void market__mark_realm(market_conn *c, const char *realm);
 int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
 /* A realm's streams (market__stream_after). */
 enum market__stream { MARKET__STREAM_TRADES, MARKET__STREAM_CHANGES };

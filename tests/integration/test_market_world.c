@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+#include <time.h>
+
 #include <hiredis.h>
 
 #include "tests/helpers/cmocka_all.h"
@@ -455,6 +458,65 @@ static void test_world_store_reset_large_in_steps(void **state) {
     assert_true(dbsize() < 10);
 }
 
+struct stalled_buy {
+    market *m;
+    int rc;
+};
+
+static void *stalled_buy_main(void *arg) {
+    struct stalled_buy *b = arg;
+    int err = 0;
+    market_conn *c = market_conn_new(b->m, &err);
+    market_purchase_result r;
+    b->rc = c ? market_purchase(c, REALM, "p1", "p0", "i0", 0, &r) : MARKET_ERR_NOMEM;
+    market_conn_free(c);
+    return NULL;
+}
+
+/* A seed that starts between a purchase's read and its commit (the holder
+ * stalled there by the test hook) aborts that commit: the batch's read
+ * watched the realm's mark, in the same pipeline, so the purchase reads
+ * again, finds the mark and is refused, and nothing of it is written. */
+static void test_seed_starting_after_a_read_aborts_its_commit(void **state) {
+    struct fx *f = *state;
+    flushall();
+    market_world *w = big_world();
+    assert_int_equal(market_world_store(f->c, REALM, w, 0), MARKET_OK);
+    market_world_free(w);
+    market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 10000,
+                         .acquire_timeout_ms = 10000, .test_stall_ms = 2000};
+    assert_int_equal(rconn_addr_parse(redis.url, &cfg.redis), RCONN_OK);
+    int err = 0;
+    lock_client *lock = lock_local_new(&err);
+    market *m = market_new(&cfg, lock, &err);
+    assert_non_null(m);
+    char *info = NULL;
+    assert_int_equal(market_store_info(f->c, "commandstats", &info), MARKET_OK);
+    long long exists = calls_of(info, "exists");
+    free(info);
+    struct stalled_buy b = {m, 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, stalled_buy_main, &b), 0);
+    for (;;) { /* its read went out (the mark's EXISTS rides with it): it stalls now */
+        assert_int_equal(market_store_info(f->c, "commandstats", &info), MARKET_OK);
+        long long now = calls_of(info, "exists");
+        free(info);
+        if (now > exists) break;
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    redisContext *rc0 = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc0);
+    freeReplyObject(redisCommand(rc0, "SET market:{%s}:building test", REALM));
+    pthread_join(t, NULL);
+    assert_int_equal(b.rc, MARKET_ERR_REALM_UNAVAILABLE);
+    freeReplyObject(redisCommand(rc0, "DEL market:{%s}:building", REALM));
+    redisFree(rc0);
+    assert_big_world(f->c); /* nothing of it written */
+    market_free(m);
+    lock_free(lock);
+}
+
 static int group_setup(void **state) {
     (void)state;
     return th_redis_start(&redis);
@@ -485,6 +547,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_world_store_large_in_steps_no_transaction, fx_setup,
                                         fx_teardown),
         cmocka_unit_test(test_world_store_stopped_refused_until_rerun),
+        cmocka_unit_test_setup_teardown(test_seed_starting_after_a_read_aborts_its_commit, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_world_store_reset_large_in_steps, fx_setup,
                                         fx_teardown),
     };
