@@ -658,11 +658,9 @@ void market__rd_scan(market__buf *b, const char *cursor, const char *pattern) {
     market__buf_cmd(b, 6, C_SCAN, cursor, "MATCH", pattern, "COUNT", MARKET__SCAN_COUNT);
 }
 
-/* Whether seeding is writing the realm (1) or not (0): its mark, read; with watch, after a
- * WATCH of it (two commands, the read's reply last), so that a commit made after it aborts
- * when seeding starts meanwhile. */
-void market__rd_building(market__buf *b, const market__realm *r, int watch) {
-    if (watch) market__buf_cmd(b, 2, C_WATCH, r->building);
+/* Whether seeding is writing the realm (1) or not (0): its mark, read (a
+ * batch's read also watches it: market__mark_realm()). */
+void market__rd_building(market__buf *b, const market__realm *r) {
     market__buf_cmd(b, 2, C_EXISTS, r->building);
 }
 

@@ -145,7 +145,7 @@ void market__rd_zset_all(market__buf *b, const char *key);
 void market__rd_price(market__buf *b, const market__realm *r, const char *member);
 void market__rd_scan(market__buf *b, const char *cursor, const char *pattern);
 void market__rd_exists(market__buf *b, const char *const *keys, size_t n);
-void market__rd_building(market__buf *b, const market__realm *r, int watch);
+void market__rd_building(market__buf *b, const market__realm *r);
 void market__rd_stream(market__buf *b, const char *key, const char *start, const char *count);
 void market__rd_stream_entry(market__buf *b, const char *key, const char *id);
 void market__rd_stream_last(market__buf *b, const char *key);

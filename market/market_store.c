@@ -736,7 +736,7 @@ int market__read_buf(market_conn *c, const char *realm, market__buf *b) {
     market__realm rl;
     market__realm_init(&rl, realm);
     size_t n = b->n;
-    market__rd_building(b, &rl, 0);
+    market__rd_building(b, &rl);
     int rc = market__route(c, realm);
     if (rc == MARKET_OK) rc = market__pipeline_buf(c, b);
     if (rc == MARKET_OK) {
