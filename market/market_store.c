@@ -433,13 +433,9 @@ static int building_judge(market_conn *c, const char *mark, const redisReply *re
     return MARKET_ERR_REALM_UNAVAILABLE;
 }
 
-/* Sends a pipeline of n commands (as market__pipeline_argv()) and returns
- * without waiting: read its replies with market__pipeline_recv() before any
- * other use of c. Returns MARKET_OK, MARKET_ERR_STORE with c dropped,
- * MARKET_ERR_NOMEM with nothing sent, or MARKET__REDIRECTED with c dropped
- * and nothing sent (it relies on a WATCH made for a master the Sentinels may
- * no longer name). Runs c's sent hook (see market_conn). */
-int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv) {
+/* Makes c ready to send a pipeline: connected to the master it must go to.
+ * Returns MARKET_OK, or what market__pipeline_send() returns then. */
+static int send_ready(market_conn *c) {
     c->closed = 0;
     if (c->ctx && bound(c) && c->m->sentinel &&
         c->sgen != rconn_sentinel_generation(c->m->sentinel)) {
@@ -456,7 +452,17 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
         int rc = follow(c);
         if (rc < 0) return rc;
     }
-    int rc = market__connect(c);
+    return market__connect(c);
+}
+
+/* Sends a pipeline of n commands (as market__pipeline_argv()) and returns
+ * without waiting: read its replies with market__pipeline_recv() before any
+ * other use of c. Returns MARKET_OK, MARKET_ERR_STORE with c dropped,
+ * MARKET_ERR_NOMEM with nothing sent, or MARKET__REDIRECTED with c dropped
+ * and nothing sent (it relies on a WATCH made for a master the Sentinels may
+ * no longer name). Runs c's sent hook (see market_conn). */
+int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv) {
+    int rc = send_ready(c);
     if (rc < 0) return rc;
     const market_config *cfg = &c->m->cfg;
     int unwatch = c->unwatch, done = 0, wait = 0, watch = 0, watches = 0;
