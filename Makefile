@@ -5,6 +5,8 @@
 #   make run-ha     the same over Redis Sentinel: a master, a replica, three Sentinels (var/ha)
 #   make load       a 10 s, 16-buyer market-load run against the service make run serves
 #   make test       install what is missing, build, run unit + integration tests
+#   make test-stress  make test beside STRESS_CPUS (8) CPU-bound processes (stress-ng): the
+#                   suite must hold on a busy machine, as a studio's CI is
 #   make asan       the whole test suite under AddressSanitizer + UBSan
 #   make valgrind   the integration tests under valgrind
 #   make fuzz       the libFuzzer harnesses, FUZZ_SECONDS each (tests/fuzz/)
@@ -65,7 +67,7 @@ UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/te
 INTEG_TESTS = $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
 HELPER_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/helpers/*.c))
 
-.PHONY: all build deps run run-ha load test check asan valgrind bench fuzz clean format \
+.PHONY: all build deps run run-ha load test test-stress check asan valgrind bench fuzz clean format \
 	lib install uninstall examples
 all: deps
 	@$(MAKE) --no-print-directory build
@@ -139,6 +141,14 @@ test: deps
 	@BUILD=$(BUILD) BIN=$(BIN) tests/run.sh
 
 check: test
+
+STRESS_CPUS ?= 8
+test-stress: deps
+	@scripts/ci_deps.sh stress
+	@$(MAKE) --no-print-directory build
+	@stress-ng --cpu $(STRESS_CPUS) --timeout 0 --quiet & pid=$$!; \
+	BUILD=$(BUILD) BIN=$(BIN) tests/run.sh; rc=$$?; \
+	kill $$pid; wait $$pid 2>/dev/null; exit $$rc
 
 # Warnings are `make test`'s gate (-O2, -Werror): gcc's -O1 flow analysis has
 # false positives of its own (-Wformat-truncation), so here they only print.

@@ -6,6 +6,7 @@
 #   scripts/ci_deps.sh valgrind   valgrind
 #   scripts/ci_deps.sh promtool   promtool (Debian's prometheus package, 2.42 on Debian 12)
 #   scripts/ci_deps.sh lintian    lintian (tests/package/test_package.sh checks the .deb with it)
+#   scripts/ci_deps.sh stress     stress-ng (make test-stress keeps the CPUs busy with it)
 #
 # scripts/deps.sh installs the base packages; these are only for the hardening
 # targets. "Present" is judged by use, not by package name: for fuzz, $FUZZ_CC
@@ -62,8 +63,12 @@ lintian)
     command -v lintian >/dev/null 2>&1 && exit 0
     install lintian
     ;;
+stress)
+    command -v stress-ng >/dev/null 2>&1 && exit 0
+    install stress-ng
+    ;;
 *)
-    echo "usage: scripts/ci_deps.sh fuzz|valgrind|promtool|lintian" >&2
+    echo "usage: scripts/ci_deps.sh fuzz|valgrind|promtool|lintian|stress" >&2
     exit 2
     ;;
 esac
