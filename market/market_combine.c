@@ -323,7 +323,7 @@ static int run_hold(market_conn *c, struct market__lane *ln, market__cbatch *cb)
 static int batch_run(market_conn *c, struct market__lane *ln, market__cbatch *cb) {
     market *m = c->m;
     if (m->cfg.test_stall_lock_ms) market__stall(m->cfg.test_stall_lock_ms);
-    int rc;
+    int rc, again = 0;
     do {
         cb->n_locks = 0;
         rc = cb->kind->prepare(c, cb);
@@ -335,9 +335,11 @@ static int batch_run(market_conn *c, struct market__lane *ln, market__cbatch *cb
         } else if (rc == MARKET_OK) {
             rc = cb->policy == MARKET__POLICY_EACH ? run_each(c, ln, cb) : run_hold(c, ln, cb);
         }
+        again |= rc == MARKET__CHOOSE_AGAIN;
         if (rc == MARKET__CHOOSE_AGAIN && rconn_now_ms() >= batch_deadline(cb))
             rc = MARKET_ERR_CONFLICT; /* what it locks keeps going */
     } while (rc == MARKET__CHOOSE_AGAIN);
+    if (again && rc == MARKET_ERR_BUSY) rc = MARKET_ERR_CONFLICT; /* the budget went choosing */
     if (rc < 0 && rc != MARKET__REDIRECTED) batch_fail(m, cb, rc);
     return rc;
 }

@@ -72,7 +72,7 @@ struct market__kind {
      * open order is given. A kind whose locks follow from a read (made here)
      * may have read return MARKET__CHOOSE_AGAIN when what it read under them
      * no longer fits: the locks are released and prepare is called again,
-     * within the batch's wait budget. */
+     * within the batch's wait budget (spent: MARKET_ERR_CONFLICT). */
     int (*prepare)(market_conn *c, market__cbatch *cb);
     /* MARKET__POLICY_EACH, optional: sends the read before the locks are
      * asked for (held names them, without tokens); read_recv then takes its
