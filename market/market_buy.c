@@ -495,7 +495,7 @@ static int choose_read(market_conn *c, struct buy_batch *b) {
         rc = detail_parse(c, b, r->rep);
         market__replies_free(r->rep, r->n);
     }
-    market__unwatch_later(c, rc); /* the table's WATCH: nothing is committed here */
+    (void)market__unwatch_later(c, rc); /* the table's WATCH: nothing is committed here */
     if (rc == MARKET_OK) choose(b);
     return rc;
 }

@@ -89,8 +89,14 @@ void market__realm_init(market__realm *r, const char *realm) {
     market__join(r->units, sizeof r->units, "market:{", realm, "}:units", (const char *)NULL);
     market__join(r->changes, sizeof r->changes, "market:{", realm, "}:changes",
                  (const char *)NULL);
-    market__join(r->building, sizeof r->building, "market:{", realm, "}:building",
-                 (const char *)NULL);
+    market__key_building(r->building, realm);
+}
+
+/* Writes realm's seeding mark "market:{<realm>}:building" into out
+ * (MARKET__KEY_MAX bytes): what a batch watches (market__mark_realm) needs
+ * only this key of the realm's. This function can't fail. */
+void market__key_building(char *out, const char *realm) {
+    market__join(out, MARKET__KEY_MAX, "market:{", realm, "}:building", (const char *)NULL);
 }
 
 /* Writes "trades:{<realm>}:<kind>:<id>" into out (MARKET__KEY_MAX bytes

@@ -726,10 +726,7 @@ out:
  * after its read aborts its commit, without a round trip of its own. Can't fail. */
 void market__mark_realm(market_conn *c, const char *realm) {
     c->mark[0] = '\0';
-    if (!realm) return;
-    market__realm rl;
-    market__realm_init(&rl, realm);
-    memcpy(c->mark, rl.building, sizeof c->mark);
+    if (realm) market__key_building(c->mark, realm); /* per batch: this key alone */
 }
 
 /* Sends buffer b's commands on realm's master as market__pipeline_buf()
