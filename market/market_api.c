@@ -3,8 +3,10 @@
  *
  * The layers, each calling only those below it (their headers say more):
  *   market_api.c    the public API: lifecycle, purchase, list, unlist, reads;
- *   market_purchase.c, market_listing.c, market_sale.c  the order kinds:
- *                   purchases of listings; list and unlist; flash sales
+ *   market_order.c  every order: its type's check, kind and lanes, its answer;
+ *   market_purchase.c, market_buy.c, market_listing.c, market_sale.c  the
+ *                   order kinds (market_kinds.h): purchases of listings;
+ *                   of units across sellers; list and unlist; flash sales
  *                   (their creation, reads, and buys);
  *   market_combine.c the combiner: lanes, workers, batches under one lock
  *                   hold, for every kind of order (an ops table each);
@@ -30,73 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "market/market_buy.h"
-#include "market/market_combine.h"
-#include "market/market_listing.h"
-#include "market/market_purchase.h"
-#include "market/market_sale.h"
+#include "market/market_order.h"
 #include "market/market_trade.h"
 
-/* ---- orders: what each type checks, and the kind that serves it ---- */
-
-/* Whether a purchase can be served (market_purchase_units()'s check; an
- * order may also ask for quantity 0, one unit). */
-static int purchase_ok(const market_order *o) {
-    return market__purchase_args_ok(o->realm, o->player, o->seller, o->item, o->price, o->idem) &&
-           o->quantity >= 0 && o->quantity <= MARKET_QUANTITY_MAX;
-}
-
-/* Whether a purchase without a seller can be served (market_buy_units()'s check). */
-static int buy_ok(const market_order *o) {
-    return market_id_valid(o->realm) && market_id_valid(o->player) && market_id_valid(o->item) &&
-           o->quantity >= 1 && o->quantity <= MARKET_QUANTITY_MAX && o->price >= 1 &&
-           o->price <= MARKET_PRICE_MAX && market__idem_valid(o->idem);
-}
-
-/* Whether a list can be served (market_list_units()'s check). */
-static int list_ok(const market_order *o) {
-    return market__listing_args_ok(o->realm, o->player, o->item, o->price, o->idem) &&
-           o->quantity >= 0 && o->quantity <= MARKET_QUANTITY_MAX;
-}
-
-/* Whether an unlist can be served (market_unlist_units()'s check). */
-static int unlist_ok(const market_order *o) {
-    return market_id_valid(o->realm) && market_id_valid(o->player) && market_id_valid(o->item);
-}
-
-/* Whether a sale buy can be served (market_sale_buy()'s check). */
-static int sale_buy_ok(const market_order *o) {
-    return market__sale_args_ok(o->realm, o->sale, o->player, o->quantity, o->idem);
-}
-
-static market__combiner *orders_lanes(const market *m) { return m->queue; }
-static market__combiner *sales_lanes(const market *m) { return m->sales; }
-
-/* An order type: how its arguments are checked, which combiner serves it,
- * and its kind's submit (market_purchase.c, market_buy.c,
- * market_listing.c, market_sale.c). */
-struct order_type {
-    int (*ok)(const market_order *o);
-    market__combiner *(*lanes)(const market *m);
-    int (*submit)(market *m, market_order *o);
-};
-
-static const struct order_type order_types[] = {
-    [MARKET_ORDER_PURCHASE] = {purchase_ok, orders_lanes, market__purchase_submit},
-    [MARKET_ORDER_BUY] = {buy_ok, orders_lanes, market__buy_submit},
-    [MARKET_ORDER_LIST] = {list_ok, orders_lanes, market__listing_submit},
-    [MARKET_ORDER_UNLIST] = {unlist_ok, orders_lanes, market__listing_submit},
-    [MARKET_ORDER_SALE_BUY] = {sale_buy_ok, sales_lanes, market__sale_submit},
-};
-
-/* Returns o's type when m can serve o (its arguments pass its type's
- * check), else NULL. This function can't fail. */
-static const struct order_type *order_check(const market *m, const market_order *o) {
-    if (!m || !o || (unsigned)o->type >= sizeof order_types / sizeof order_types[0])
-        return NULL;
-    const struct order_type *t = &order_types[o->type];
-    return t->ok(o) ? t : NULL;
-}
+/* ---- orders ---- */
 
 static void order_wake(market_order *o) { market__combine_wake(o->ud); }
 
@@ -108,13 +47,13 @@ static void order_wake(market_order *o) { market__combine_wake(o->ud); }
  * (MARKET_ERR_HAS_REASON) leaves it in c's errstr too. Like every call on
  * c, from one thread at a time. */
 int market_order_run(market_conn *c, market_order *o) {
-    const struct order_type *t = c ? order_check(c->m, o) : NULL;
-    if (!t) return MARKET_ERR_INVALID;
+    market__combiner *lanes = c ? market__order_lanes(c->m, o) : NULL;
+    if (!lanes) return MARKET_ERR_INVALID;
     market__waiter w;
     o->done = order_wake;
     o->ud = &w;
-    int rc = market__waiter_init(&w, t->lanes(c->m));
-    if (rc == MARKET_OK) rc = t->submit(c->m, o);
+    int rc = market__waiter_init(&w, lanes);
+    if (rc == MARKET_OK) rc = market__order_submit(c->m, o);
     rc = market__combine_wait(&w, rc == MARKET_OK ? &o->q : NULL, rc);
     if (MARKET_ERR_HAS_REASON(rc)) snprintf(c->errstr, sizeof c->errstr, "%s", o->why);
     return rc;
@@ -171,8 +110,7 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
             return NULL;
         }
     }
-    if (market__queue_new(m) < 0 || market__sale_queue_new(m) < 0) {
-        market__queue_free(m);
+    if (market__orders_new(m) < 0) {
         rconn_cluster_free(m->cluster);
         rconn_sentinel_free(m->sentinel);
         free(m);
@@ -187,8 +125,7 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
  * first. This function can't fail. */
 void market_free(market *m) {
     if (!m) return;
-    market__queue_free(m); /* serves what is queued, releases the lock, frees the queue */
-    market__sale_queue_free(m);
+    market__orders_free(m); /* serves what is queued, releases the locks */
     rconn_sentinel_free(m->sentinel);
     rconn_cluster_free(m->cluster);
     free(m);
@@ -300,11 +237,7 @@ int market_can_submit(const market *m) { return m != NULL; }
  * function checks them; no done callback), MARKET_ERR_BUSY (after
  * market_shutdown()) or MARKET_ERR_NOMEM (the worker cannot start), and
  * done is not called. */
-int market_order_submit(market *m, market_order *o) {
-    const struct order_type *t = order_check(m, o);
-    if (!t || !o->done) return MARKET_ERR_INVALID;
-    return t->submit(m, o);
-}
+int market_order_submit(market *m, market_order *o) { return market__order_submit(m, o); }
 
 /* Stops taking orders: every queued one is served first, then the workers
  * end and their locks are released. Later purchases, lists, unlists and
@@ -312,8 +245,7 @@ int market_order_submit(market *m, market_order *o) {
  * Idempotent; this function can't fail. */
 void market_shutdown(market *m) {
     if (!m) return;
-    market__queue_stop(m);
-    market__sale_queue_stop(m);
+    market__orders_stop(m);
 }
 
 /* Copies the counters into *out (each read atomically; together they are

@@ -34,16 +34,14 @@
  * buys from at most that many sellers; a refusal for want of units counts
  * the units of those listings.
  */
-#include "market/market_buy.h"
+#include "market/market_kinds.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "market/market_combine.h"
 #include "market/market_idem.h"
 #include "market/market_index.h"
-#include "market/market_order.h"
 #include "market/market_trade.h"
 
 #define SCAN (MARKET_FILL_MAX + 1) /* index entries read: one more tells there are more */
@@ -534,24 +532,13 @@ static size_t most(const market *m, int policy) {
 }
 
 /* Buying units across sellers: the cheapest listings at or under a price. */
-static const struct market__kind buy_kind = {
+const struct market__kind market__buy_kind = {
     .name = "buy",
     .slot = 3,
-    .policy = market__strategy_policy,
     .most = most,
     .state_size = sizeof(struct buy_batch),
     .prepare = prepare,
     .read = batch_read,
     .decide = batch_decide,
     .commit = batch_commit,
-    .reset = market__order_reset,
-    .answer = market__order_answer,
 };
-
-/* Queues buy order o (arguments already checked) on its realm's lane and
- * returns at once: MARKET_OK (o->done(o) will be called exactly once, from
- * the lane's worker), MARKET_ERR_BUSY after the market stopped, or
- * MARKET_ERR_NOMEM. */
-int market__buy_submit(market *m, market_order *o) {
-    return market__order_submit(m, m->queue, &buy_kind, o, "");
-}

@@ -84,6 +84,7 @@ struct market__release {
 
 struct market__combiner {
     market *m;
+    const market__order_ops *ops;
     pthread_mutex_t qmu; /* guards every lane's queue and the threads' state */
     int stop;
     size_t nlanes; /* 1..MARKET_WORKERS_MAX */
@@ -126,10 +127,12 @@ void market__cbatch_lock_key(market__cbatch *cb, const char *key) {
     cb->n_locks++;
 }
 
-/* The policy of the market's lock strategy, for the kinds whose orders lock
- * as a realm's purchases do: the realm's market lock (market), each
- * listing's and buyer's locks (item), none (optimistic). */
-int market__strategy_policy(const market *m) {
+/* Kind k's lock policy on m: its own, or else the market's lock strategy's,
+ * for the kinds whose orders lock as a realm's purchases do: the realm's
+ * market lock (market), each listing's and buyer's locks (item), none
+ * (optimistic). */
+static int kind_policy(const struct market__kind *k, const market *m) {
+    if (k->policy) return k->policy(m);
     switch (m->cfg.strategy) {
     case MARKET_STRATEGY_ITEM: return MARKET__POLICY_EACH;
     case MARKET_STRATEGY_OPTIMISTIC: return MARKET__POLICY_NONE;
@@ -253,7 +256,7 @@ static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
 
 /* Hands the last batch's orders their outcomes (see DESIGN, step 4). */
 static void answer_now(struct market__lane *ln) {
-    for (size_t i = 0; i < ln->n_answer; i++) ln->answer[i]->kind->answer(ln->q->m, ln->answer[i]);
+    for (size_t i = 0; i < ln->n_answer; i++) ln->q->ops->answer(ln->q->m, ln->answer[i]);
     ln->n_answer = 0;
 }
 
@@ -364,12 +367,14 @@ static void confirm_replays(market_conn *c, market__cbatch *cb) {
 
 /* ---- the lanes and their workers ---- */
 
-/* Makes a combiner of m's cfg.workers lanes; each lane's worker starts with
- * its first order. Returns NULL on out-of-memory. */
-market__combiner *market__combine_new(market *m) {
+/* Makes a combiner of m's cfg.workers lanes, handling its orders with ops
+ * (borrowed); each lane's worker starts with its first order. Returns NULL
+ * on out-of-memory. */
+market__combiner *market__combine_new(market *m, const market__order_ops *ops) {
     market__combiner *q = calloc(1, sizeof *q);
     if (!q) return NULL;
     q->m = m;
+    q->ops = ops;
     q->nlanes = m->cfg.workers;
     if (pthread_mutex_init(&q->qmu, NULL) != 0) goto fail_q;
     if (pthread_cond_init(&q->rcv, NULL) != 0) goto fail_mu;
@@ -411,7 +416,7 @@ static int same_batch(const market_queued *a, const market_queued *b) {
 
 /* Orders one batch of o's kind takes at the most. */
 static size_t batch_most(const market *m, const market_queued *o) {
-    int policy = o->kind->policy(m);
+    int policy = kind_policy(o->kind, m);
     if (o->kind->most) return o->kind->most(m, policy);
     size_t most = m->cfg.batch_max;
     if (policy == MARKET__POLICY_EACH && most > MARKET__ITEM_BATCH_MAX)
@@ -455,9 +460,9 @@ static size_t batch_take(struct market__lane *ln, market__cbatch *cb, int nomem,
     return n;
 }
 
-/* Makes o a queued order not yet served: as it is submitted, or put back. */
-static void order_reset(market_queued *o) {
-    o->kind->reset(o);
+/* Makes o, queued on q, an order not yet served: as it is submitted, or put back. */
+static void order_reset(const market__combiner *q, market_queued *o) {
+    q->ops->reset(o);
     *o->rc = MARKET_ERR_STORE;
     if (o->replayed) *o->replayed = 0;
     o->why[0] = '\0';
@@ -477,7 +482,7 @@ static int set_aside(struct market__lane *ln, market__cbatch *cb) {
     pthread_mutex_lock(&ln->q->qmu);
     for (size_t i = cb->n; i-- > 0;) {
         market_queued *p = cb->req[i];
-        order_reset(p);
+        order_reset(ln->q, p);
         p->next = ln->qhead;
         ln->qhead = p;
         if (!ln->qtail) ln->qtail = p;
@@ -508,7 +513,7 @@ static int serve(struct worker *w, size_t n) {
     cb->n = cb->n_open = n;
     cb->realm = cb->req[0]->realm;
     cb->group = cb->req[0]->group;
-    cb->policy = k->policy(m);
+    cb->policy = kind_policy(k, m);
     cb->token_set = market__rest_token(&ln->rest, cb->realm, cb->group, cb->token);
     if (!w->state[k->slot].ks) w->state[k->slot].ks = calloc(1, k->state_size);
     cb->ks = w->state[k->slot].ks;
@@ -582,7 +587,7 @@ static void *worker_main(void *arg) {
             market_queued *p = refused;
             refused = p->next;
             if (*p->rc == MARKET_ERR_BUSY) MARKET__COUNT(m, lock_busy);
-            p->kind->answer(m, p);
+            q->ops->answer(m, p);
         }
         if (!n) { /* nothing to serve now: as when idle */
             answer_now(ln);
@@ -613,7 +618,7 @@ static void *worker_main(void *arg) {
  * market__combine_stop(), or MARKET_ERR_NOMEM (the worker cannot start). */
 int market__combine_submit(market__combiner *q, market_queued *o) {
     market *m = q->m;
-    order_reset(o);
+    order_reset(q, o);
     o->deadline_ms = rconn_now_ms() + m->cfg.acquire_timeout_ms;
     o->lane = lane_of(q, o);
     struct market__lane *ln = &q->lane[o->lane];
@@ -630,7 +635,7 @@ int market__combine_submit(market__combiner *q, market_queued *o) {
         ln->started = 1;
     }
     /* Without a releaser, the workers release their locks themselves. */
-    if (o->kind->policy(m) == MARKET__POLICY_EACH && !q->releaser_started &&
+    if (kind_policy(o->kind, m) == MARKET__POLICY_EACH && !q->releaser_started &&
         pthread_create(&q->releaser, NULL, releaser_main, q) == 0)
         q->releaser_started = 1;
     if (ln->qtail)

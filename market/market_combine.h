@@ -61,7 +61,8 @@ typedef struct market__kstate {
 struct market__kind {
     const char *name;
     unsigned slot; /* this kind's index in a worker's states: < MARKET__KINDS_MAX */
-    int (*policy)(const market *m);
+    int (*policy)(const market *m); /* optional: when absent, the lock strategy's:
+                                       HOLD (market), EACH (item), NONE (optimistic) */
     /* Optional: the most orders one batch of this kind takes under policy
      * (cfg.batch_max, or half the locks a transaction holds under
      * MARKET__POLICY_EACH, when absent). */
@@ -82,9 +83,13 @@ struct market__kind {
     int (*read)(market_conn *c, const market__held *held, market__cbatch *cb);
     size_t (*decide)(market__cbatch *cb); /* pure; returns how many orders it commits */
     int (*commit)(market_conn *c, const market__held *held, market__cbatch *cb);
+};
+
+/* What a combiner does with any order it queued, whatever its kind. */
+typedef struct market__order_ops {
     void (*reset)(market_queued *q);             /* clears its result: queued again */
     void (*answer)(market *m, market_queued *q); /* hands q its outcome; q is gone after */
-};
+} market__order_ops;
 
 #define MARKET__KINDS_MAX 4
 
@@ -98,7 +103,7 @@ typedef struct market__waiter {
     int done;
 } market__waiter;
 
-market__combiner *market__combine_new(market *m);
+market__combiner *market__combine_new(market *m, const market__order_ops *ops);
 void market__combine_stop(market__combiner *q);
 void market__combine_free(market__combiner *q);
 int market__combine_submit(market__combiner *q, market_queued *o);
@@ -107,7 +112,6 @@ int market__combine_wait(market__waiter *w, market_queued *o, int rc);
 void market__combine_wake(market__waiter *w);
 
 /* for the kinds */
-int market__strategy_policy(const market *m);
 int market__cbatch_token(market__cbatch *cb);
 void market__cbatch_lock(market__cbatch *cb, const char *kind, const char *id);
 void market__cbatch_lock_key(market__cbatch *cb, const char *key);

@@ -48,8 +48,8 @@ struct market {
      * server): every read under WATCH also reads them, and a commit needs
      * each to still hold our token, whoever else speaks the lock protocol. */
     int lock_in_store;
-    struct market__combiner *queue; /* owned: purchases' lanes (market_purchase.h) */
-    struct market__combiner *sales; /* owned: flash-sale buys' lanes (market_sale.h) */
+    struct market__combiner *queue; /* owned: lanes of all but sale buys (market_order.c) */
+    struct market__combiner *sales; /* owned: flash-sale buys' lanes (market_order.c) */
     rconn_sentinel *sentinel;     /* owned; NULL unless cfg.redis is a Sentinel group */
     rconn_cluster *cluster;       /* owned; NULL unless cfg.redis is a Redis Cluster */
 

@@ -20,14 +20,12 @@
  *      seller's item or units, the listing, its index entries, an entry in
  *      the realm's feed of changes) and the list orders' records.
  */
-#include "market/market_listing.h"
+#include "market/market_kinds.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "market/market_combine.h"
-#include "market/market_order.h"
 #include "market/market_idem.h"
 #include "market/market_trade.h"
 
@@ -311,25 +309,12 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
 /* ---- the kind's ops (market_combine.h) ---- */
 
 /* Listing and taking back: a unique item, or units of a stackable good. */
-static const struct market__kind listing_kind = {
+const struct market__kind market__listing_kind = {
     .name = "listing",
     .slot = 2,
-    .policy = market__strategy_policy,
     .state_size = sizeof(struct listing_batch),
     .prepare = prepare,
     .read = batch_read,
     .decide = batch_decide,
     .commit = batch_commit,
-    .reset = market__order_reset,
-    .answer = market__order_answer,
 };
-
-/* Queues list or unlist o (a MARKET_ORDER_LIST or MARKET_ORDER_UNLIST,
- * already checked by market_order_submit()) on its realm's lane of the
- * purchases' combiner and returns at once. Returns MARKET_OK when o is
- * queued (o->done(o) will be called exactly once, from the lane's worker),
- * MARKET_ERR_BUSY after market__queue_stop(), or MARKET_ERR_NOMEM (the
- * worker cannot start). */
-int market__listing_submit(market *m, market_order *o) {
-    return market__order_submit(m, m->queue, &listing_kind, o, "");
-}

@@ -37,9 +37,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "market/market_purchase.h"
-#include "market/market_combine.h"
-#include "market/market_order.h"
+#include "market/market_kinds.h"
 #include "market/market_idem.h"
 #include "market/market_trade.h"
 
@@ -667,10 +665,9 @@ static void read_recv(market_conn *c, market__cbatch *cb, int locked) {
 }
 
 /* Buying a listing: a unique item, or units of a stackable good from one seller. */
-static const struct market__kind purchase_kind = {
+const struct market__kind market__purchase_kind = {
     .name = "purchase",
     .slot = 0,
-    .policy = market__strategy_policy,
     .state_size = sizeof(struct market__batch),
     .prepare = prepare,
     .read_send = read_send,
@@ -678,31 +675,4 @@ static const struct market__kind purchase_kind = {
     .read = batch_read,
     .decide = batch_decide,
     .commit = batch_commit,
-    .reset = market__order_reset,
-    .answer = market__order_answer,
 };
-
-/* ---- the queue ---- */
-
-/* Gives m its purchases' combiner (m->queue). Returns 0, or -1 on
- * out-of-memory. */
-int market__queue_new(market *m) {
-    m->queue = market__combine_new(m);
-    return m->queue ? 0 : -1;
-}
-
-void market__queue_stop(market *m) { market__combine_stop(m->queue); }
-
-void market__queue_free(market *m) {
-    market__combine_free(m->queue);
-    m->queue = NULL;
-}
-
-/* Queues purchase o (a MARKET_ORDER_PURCHASE, already checked by
- * market_order_submit()) on its realm's lane and returns at once. Returns
- * MARKET_OK when o is queued (o->done(o) will be called exactly once, from
- * the lane's worker), MARKET_ERR_BUSY after market__queue_stop(), or
- * MARKET_ERR_NOMEM (the worker cannot start). */
-int market__purchase_submit(market *m, market_order *o) {
-    return market__order_submit(m, m->queue, &purchase_kind, o, "");
-}

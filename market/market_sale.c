@@ -39,9 +39,7 @@
  * are the combiner's (market_combine.c). Outcomes and invariants are those of
  * serial execution in queue order.
  */
-#include "market/market_sale.h"
-#include "market/market_combine.h"
-#include "market/market_order.h"
+#include "market/market_kinds.h"
 #include "market/market_idem.h"
 
 #include <errno.h>
@@ -522,7 +520,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
 }
 
 /* Buying units of a flash sale. */
-static const struct market__kind sale_kind = {
+const struct market__kind market__sale_kind = {
     .name = "sale buy",
     .slot = 1,
     .policy = policy,
@@ -531,30 +529,4 @@ static const struct market__kind sale_kind = {
     .read = batch_read,
     .decide = batch_decide,
     .commit = batch_commit,
-    .reset = market__order_reset,
-    .answer = market__order_answer,
 };
-
-/* ---- the queue ---- */
-
-/* Gives m its sales' combiner (m->sales). Returns 0, or -1 on out-of-memory. */
-int market__sale_queue_new(market *m) {
-    m->sales = market__combine_new(m);
-    return m->sales ? 0 : -1;
-}
-
-void market__sale_queue_stop(market *m) { market__combine_stop(m->sales); }
-
-void market__sale_queue_free(market *m) {
-    market__combine_free(m->sales);
-    m->sales = NULL;
-}
-
-/* Queues buy o (a MARKET_ORDER_SALE_BUY, already checked by
- * market_order_submit()) on its sale's lane and returns at once. Returns
- * MARKET_OK when o is queued: o->done(o) will be called exactly once, from
- * a sale worker. Otherwise returns ERR_BUSY (after market_shutdown()) or
- * ERR_NOMEM (the worker cannot start), and done is not called. */
-int market__sale_submit(market *m, market_order *o) {
-    return market__order_submit(m, m->sales, &sale_kind, o, o->sale);
-}

@@ -118,6 +118,10 @@ static int kind_commit(market_conn *c, const market__held *held, market__cbatch 
 
 static void kind_reset(market_queued *q) { (void)q; }
 
+static void kind_answer(market *m, market_queued *q);
+
+static const market__order_ops tally_ops = {kind_reset, kind_answer};
+
 static void kind_answer(market *m, market_queued *q) {
     (void)m;
     struct tally *t = q->order;
@@ -131,14 +135,12 @@ static void kind_answer(market *m, market_queued *q) {
 static const struct market__kind held_kind = {
     .name = "tally (held)", .slot = 0, .policy = kind_policy_hold,
     .state_size = sizeof(market__kstate), .prepare = kind_prepare,
-    .read = kind_read, .decide = kind_decide, .commit = kind_commit, .reset = kind_reset,
-    .answer = kind_answer};
+    .read = kind_read, .decide = kind_decide, .commit = kind_commit};
 
 static const struct market__kind each_kind = {
     .name = "tally (each)", .slot = 1, .policy = kind_policy_each,
     .state_size = sizeof(market__kstate), .prepare = kind_prepare,
-    .read = kind_read, .decide = kind_decide, .commit = kind_commit, .reset = kind_reset,
-    .answer = kind_answer};
+    .read = kind_read, .decide = kind_decide, .commit = kind_commit};
 
 /* A kind whose locks follow from a read (as buying across sellers): a
  * batch of one order, whose read under the locks finds, the first
@@ -168,8 +170,7 @@ static int choosy_read_fn(market_conn *c, const market__held *held, market__cbat
 static const struct market__kind choosy_kind = {
     .name = "tally (choosy)", .slot = 2, .policy = kind_policy_each, .most = choosy_most,
     .state_size = sizeof(market__kstate), .prepare = choosy_prepare,
-    .read = choosy_read_fn, .decide = kind_decide, .commit = kind_commit, .reset = kind_reset,
-    .answer = kind_answer};
+    .read = choosy_read_fn, .decide = kind_decide, .commit = kind_commit};
 
 struct fx {
     lock_client *lock;
@@ -190,7 +191,7 @@ static int setup_with(void **state, uint32_t budget_ms) {
     assert_int_equal(rconn_addr_parse("redis://127.0.0.1:1", &cfg.redis), RCONN_OK);
     f->m = market_new(&cfg, f->lock, &err);
     assert_non_null(f->m);
-    f->q = market__combine_new(f->m);
+    f->q = market__combine_new(f->m, &tally_ops);
     assert_non_null(f->q);
     pthread_mutex_lock(&note.mu);
     memset(note.batch_of, -1, sizeof note.batch_of);
