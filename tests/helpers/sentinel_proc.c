@@ -17,6 +17,8 @@
  * had just been restarted, losing the writes made in between. */
 #define DOWN_AFTER_MS 2000
 #define FAILOVER_TIMEOUT_MS 3000
+#define FAILOVER_ASK_AGAIN_MS (4 * FAILOVER_TIMEOUT_MS) /* th_topo_failover: no new master by
+                                                         then, none named: it was aborted */
 #define START_TIMEOUT_MS 30000
 
 static long long now_ms(void) {
@@ -324,21 +326,41 @@ int th_topo_wait_master(th_sentinel_topo *t, int not_port, int timeout_ms) {
     return -1;
 }
 
+/* Returns 1 when some Sentinel names a master other than old (a failover has promoted one,
+ * whether or not all of them know yet). */
+static int some_sentinel_moved(const th_sentinel_topo *t, int old) {
+    for (int i = 0; i < 3; i++) {
+        int p = sentinel_names(t->sentinels[i].port, t->master_name);
+        if (p > 0 && p != old) return 1;
+    }
+    return 0;
+}
+
 int th_topo_failover(th_sentinel_topo *t, int timeout_ms) {
     long long deadline = now_ms() + timeout_ms;
     int old = th_topo_master_port(t);
     if (old < 0) return -1;
-    for (int accepted = 0, i = 0; !accepted; i = (i + 1) % 3) {
-        if (now_ms() >= deadline) return -1;
+    for (int i = 0; now_ms() < deadline; i = (i + 1) % 3) {
         redisContext *c = th_topo_connect(t->sentinels[i].port, NULL, 1000);
         redisReply *r = c ? redisCommand(c, "SENTINEL FAILOVER %s", t->master_name) : NULL;
-        accepted = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+        int accepted = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
         if (r) freeReplyObject(r);
         if (c) redisFree(c);
-        if (!accepted) sleep_ms(200); /* -INPROG, -NOGOODSLAVE, or no answer: again */
+        if (!accepted) { /* -INPROG, -NOGOODSLAVE, or no answer: again */
+            sleep_ms(200);
+            continue;
+        }
+        /* A promotion that outlasts the Sentinels' failover-timeout (a busy machine) is
+         * aborted and the old master stays: asked again once no Sentinel names another. */
+        do {
+            long long left = deadline - now_ms();
+            int port = th_topo_wait_master(t, old, left < FAILOVER_ASK_AGAIN_MS
+                                                       ? (left > 0 ? (int)left : 1)
+                                                       : FAILOVER_ASK_AGAIN_MS);
+            if (port > 0) return port;
+        } while (now_ms() < deadline && some_sentinel_moved(t, old));
     }
-    long long left = deadline - now_ms();
-    return th_topo_wait_master(t, old, left > 0 ? (int)left : 1);
+    return -1;
 }
 
 int th_topo_wait_role(int port, const char *password, const char *role, int timeout_ms) {

@@ -56,9 +56,10 @@ int th_topo_wait_master(th_sentinel_topo *t, int not_port, int timeout_ms);
 /* Starts a planned failover: SENTINEL FAILOVER <master> to the Sentinels in turn until one
  * accepts it (+OK), asking again every 200 ms while they answer -INPROG (one is under way)
  * or -NOGOODSLAVE (the replicas are still syncing), then waits until every Sentinel names
- * a master other than the one named before and that node's ROLE says master. Returns the
- * new master's port, or -1 after timeout_ms (or when no Sentinel names a master at the
- * start). */
+ * a master other than the one named before and that node's ROLE says master; a failover
+ * the Sentinels aborted (its promotion outlasted their failover-timeout on a busy machine)
+ * is asked for again. Returns the new master's port, or -1 after timeout_ms (or when no
+ * Sentinel names a master at the start). */
 int th_topo_failover(th_sentinel_topo *t, int timeout_ms);
 
 /* Waits until ROLE on 127.0.0.1:port (authenticated with password unless NULL or "")
