@@ -29,7 +29,14 @@
  *      nothing by it, since none of these callers can ask again before it is
  *      answered (answered at once when no batch follows, or before a lock is
  *      taken or waited for). Stored outcomes a batch replays are first
- *      confirmed on enough replicas (market__replicated).
+ *      confirmed on enough replicas (market__replicated);
+ *   5. with cfg.min_replicas_ack, leaves the WAIT behind a commit to be read
+ *      later (market__wait_recv), and sends the next batch on a second
+ *      connection meanwhile: the replicas confirm one batch while the next
+ *      is read and decided, and each batch is answered only after its own
+ *      WAIT (in step 4's place). A WAIT holds up its own connection only,
+ *      and counts that connection's writes: so one batch in flight a
+ *      connection, and two connections a lane.
  * An order still queued when its wait budget ends is answered
  * MARKET_ERR_BUSY (by the worker when it reaches it, or by a waiting caller
  * at once); one already taken into a batch waits for it. Outcomes and
@@ -72,6 +79,12 @@ struct market__lane {
      * batch's read is on its way to Redis (answer_now). */
     market_queued *answer[MARKET__BATCH_MAX];
     size_t n_answer;
+    /* The batch before, whose commit left its WAIT to be read later (see DESIGN, step 5):
+     * its orders, answered after that WAIT, the first n_acked of them decided by the
+     * commit; and the connection it went on. */
+    market_queued *acking[MARKET__BATCH_MAX];
+    size_t n_acking, n_acked;
+    market_conn *ack_c;
     market__rest rest; /* groups set aside (the worker's alone) */
 };
 
@@ -255,13 +268,38 @@ static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
 }
 
 /* Hands the last batch's orders their outcomes (see DESIGN, step 4). */
-static void answer_now(struct market__lane *ln) {
+static void answer_sent(void *ud) {
+    struct market__lane *ln = ud;
     for (size_t i = 0; i < ln->n_answer; i++) ln->q->ops->answer(ln->q->m, ln->answer[i]);
     ln->n_answer = 0;
 }
 
-/* market_conn's sent hook: the next batch's read is on its way. */
-static void answer_sent(void *ud) { answer_now(ud); }
+/* Hands the orders of the batch whose WAIT was deferred their outcomes once
+ * that WAIT has confirmed its commit (reading it, which may wait); when it
+ * has not, every order the commit decided is answered
+ * MARKET_ERR_NOT_REPLICATED (what a retry with its idempotency key finds),
+ * as when the WAIT is read with the commit. */
+static void answer_acked(struct market__lane *ln) {
+    if (!ln->ack_c) return;
+    char why[MARKET_WHY_MAX];
+    int rc = market__wait_recv(ln->ack_c, why, sizeof why);
+    for (size_t i = 0; i < ln->n_acking; i++) {
+        market_queued *p = ln->acking[i];
+        if (rc < 0 && i < ln->n_acked) {
+            *p->rc = rc;
+            snprintf(p->why, MARKET_WHY_MAX, "%s", why);
+        }
+        ln->q->ops->answer(ln->q->m, p);
+    }
+    ln->n_acking = 0;
+    ln->ack_c = NULL;
+}
+
+/* Hands every order decided so far its outcome: before the worker waits. */
+static void answer_now(struct market__lane *ln) {
+    answer_sent(ln);
+    answer_acked(ln);
+}
 
 /* MARKET__POLICY_EACH: every lock the batch names, taken all or none in one
  * round trip, one read, one commit, released all at once. Another process's
@@ -495,6 +533,7 @@ static int set_aside(struct market__lane *ln, market__cbatch *cb) {
 struct worker {
     struct market__lane *ln;
     market_conn *c;
+    market_conn *c2; /* cfg.min_replicas_ack: the next batch's while c's WAIT is outstanding */
     market__cbatch *cb;
     struct {
         void *ks;
@@ -521,13 +560,16 @@ static int serve(struct worker *w, size_t n) {
     c->sent_ud = ln;
     int rc = cb->ks ? market__route(c, cb->realm) : MARKET_ERR_NOMEM;
     market__mark_realm(c, cb->realm); /* none of a realm being seeded is served */
+    c->defer_wait = w->c2 != NULL;
     if (rc == MARKET_OK)
         rc = batch_run(c, ln, cb);
     else if (rc != MARKET__REDIRECTED)
         batch_fail(m, cb, rc);
+    c->defer_wait = 0;
+    int deferred = c->wait_pending || c->wait_judged; /* its commit's WAIT: see DESIGN */
     market__mark_realm(c, NULL);
     c->sent = NULL;
-    answer_now(ln); /* when this batch sent nothing */
+    answer_now(ln); /* when this batch sent nothing; the batch before's WAIT */
     if (rc == MARKET__REDIRECTED && set_aside(ln, cb) == 0) return 1;
     if (rc == MARKET__REDIRECTED) batch_fail(m, cb, MARKET_ERR_STORE); /* no room */
     market__rest_end(&ln->rest, cb->realm, cb->group);
@@ -535,9 +577,20 @@ static int serve(struct worker *w, size_t n) {
     for (size_t i = 0; i < n; i++) {
         market_queued *p = cb->req[i];
         if (MARKET_ERR_HAS_REASON(*p->rc)) snprintf(p->why, MARKET_WHY_MAX, "%s", c->errstr);
-        ln->answer[i] = p;
+        if (deferred)
+            ln->acking[i] = p;
+        else
+            ln->answer[i] = p;
     }
-    ln->n_answer = n;
+    if (deferred) { /* the next batch goes out on the other connection meanwhile */
+        ln->n_acking = n;
+        ln->n_acked = cb->n_open;
+        ln->ack_c = c;
+        w->c = w->c2;
+        w->c2 = c;
+    } else {
+        ln->n_answer = n;
+    }
     return 0;
 }
 
@@ -553,11 +606,12 @@ static void *worker_main(void *arg) {
     market *m = q->m;
     w.cb = malloc(sizeof *w.cb);
     w.c = w.cb ? market_conn_new(m, NULL) : NULL;
+    if (w.c && m->cfg.min_replicas_ack && !m->cluster) w.c2 = market_conn_new(m, NULL);
     int nomem = !w.cb || !w.c; /* then every order it takes fails */
     if (w.c) w.c->set_aside = m->cluster != NULL; /* see market_lane.c */
     pthread_mutex_lock(&q->qmu);
     for (;;) {
-        if (!ln->qhead && ln->n_answer) { /* nothing to overlap them with */
+        if (!ln->qhead && (ln->n_answer || ln->ack_c)) { /* nothing to overlap them with */
             pthread_mutex_unlock(&q->qmu);
             answer_now(ln);
             pthread_mutex_lock(&q->qmu);
@@ -577,7 +631,7 @@ static void *worker_main(void *arg) {
         market_queued *refused = NULL;
         int64_t now = rconn_now_ms();
         size_t n = batch_take(ln, w.cb, nomem, &refused);
-        if (!n && !refused && !ln->n_answer && !ln->holding) {
+        if (!n && !refused && !ln->n_answer && !ln->ack_c && !ln->holding) {
             /* every order queued is of a resting group: until the first rest ends */
             market__lane_wait(&ln->cv, &q->qmu, market__rest_next(&ln->rest, now));
             continue;
@@ -600,6 +654,7 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&q->qmu);
     answer_now(ln);
     market_conn_free(w.c);
+    market_conn_free(w.c2);
     for (size_t k = 0; k < MARKET__KINDS_MAX; k++) {
         market__kstate *ks = w.state[k].ks;
         if (!ks) continue;

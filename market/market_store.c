@@ -97,8 +97,22 @@ void market_conn_free(market_conn *c) {
     free(c);
 }
 
-/* Forgets a dead or unwanted connection; the next call reconnects. */
+static void wait_verdict(market_conn *c, int rc);
+
+/* Forgets a dead or unwanted connection; the next call reconnects. A
+ * deferred WAIT whose reply had not come is judged not replicated. */
 void market__drop(market_conn *c) {
+    if (c->wait_pending) {
+        c->wait_pending = 0;
+        if (c->wait_committed) {
+            market__fail(c, "Redis %s: the connection closed before the replicas confirmed "
+                            "the commit", c->where);
+            MARKET__COUNT(c->m, not_replicated);
+            wait_verdict(c, MARKET_ERR_NOT_REPLICATED);
+        } else {
+            wait_verdict(c, MARKET_OK);
+        }
+    }
     c->where[0] = '\0';
     c->wait_sent = 0;
     if (c->ctx) redisFree(c->ctx);
@@ -535,9 +549,9 @@ fail:
  * new master named meanwhile, and the Sentinels list no more replicas that
  * could be promoted than confirmed it; else MARKET_ERR_NOT_REPLICATED,
  * counted, with the reason in c->errstr. */
-static int judge_wait(market_conn *c, const redisReply *exec, const redisReply *wait) {
+static int judge_wait(market_conn *c, int committed, const redisReply *wait) {
     unsigned want = c->wait_need;
-    if (exec->type != REDIS_REPLY_ARRAY) return MARKET_OK;
+    if (!committed) return MARKET_OK;
     if (wait->type != REDIS_REPLY_INTEGER) {
         market__fail_reply(c, "WAIT after the commit", wait);
     } else if (wait->integer < (long long)want) {
@@ -578,6 +592,40 @@ static int mark_judge(market_conn *c, redisReply **mark) {
     return rc;
 }
 
+/* Keeps the verdict rc on c's deferred WAIT, with c->errstr as its reason. */
+static void wait_verdict(market_conn *c, int rc) {
+    c->wait_judged = 1;
+    c->wait_rc = rc;
+    snprintf(c->wait_why, sizeof c->wait_why, "%s", rc < 0 ? c->errstr : "");
+}
+
+/* Reads and judges c's deferred WAIT (c->wait_pending), which comes before
+ * any other reply. Returns 0, or -1 when the connection failed (dropped:
+ * the commit is judged not replicated). */
+static int wait_take(market_conn *c) {
+    void *r = NULL;
+    if (redisGetReply(c->ctx, &r) != REDIS_OK) {
+        pipeline_failed(c); /* judged in market__drop() */
+        return -1;
+    }
+    c->wait_pending = 0;
+    wait_verdict(c, judge_wait(c, c->wait_committed, r));
+    freeReplyObject(r);
+    return 0;
+}
+
+/* Hands the verdict of the WAIT deferred behind c's last commit, reading it
+ * first (which waits for the replicas) when it has not come: MARKET_OK
+ * (confirmed, nothing committed, or no WAIT deferred), or
+ * MARKET_ERR_NOT_REPLICATED with the reason in why (len bytes). */
+int market__wait_recv(market_conn *c, char *why, size_t len) {
+    if (c->wait_pending) (void)wait_take(c);
+    if (!c->wait_judged) return MARKET_OK;
+    c->wait_judged = 0;
+    if (c->wait_rc < 0) snprintf(why, len, "%s", c->wait_why);
+    return c->wait_rc;
+}
+
 /* Reads the n replies of market__pipeline_send() into replies (the caller
  * frees them with market__replies_free()). Returns MARKET_OK, or
  * MARKET_ERR_STORE with c dropped and nothing to free. */
@@ -585,6 +633,7 @@ int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
     size_t got = 0;
     c->closed = 0;
     if (!c->ctx) return market__fail(c, "no connection to Redis");
+    if (c->wait_pending && wait_take(c) < 0) return MARKET_ERR_STORE;
     if (c->unwatch_sent) {
         void *r = NULL;
         if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
@@ -608,11 +657,15 @@ int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
         mark[k] = r;
     }
     c->mark_sent = 0;
-    if (c->wait_sent) {
+    if (c->wait_sent && c->defer_wait) { /* read by market__wait_recv() */
+        c->wait_sent = 0;
+        c->wait_pending = 1;
+        c->wait_committed = replies[c->exec_at]->type == REDIS_REPLY_ARRAY;
+    } else if (c->wait_sent) {
         void *r = NULL;
         if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
         c->wait_sent = 0;
-        int rc = judge_wait(c, replies[c->exec_at], r);
+        int rc = judge_wait(c, replies[c->exec_at]->type == REDIS_REPLY_ARRAY, r);
         freeReplyObject(r);
         if (rc < 0) {
             market__replies_free(replies, n);

@@ -34,6 +34,14 @@ struct market_conn {
     size_t exec_at;    /* then: the index of the (last) EXEC among the pipeline's commands */
     unsigned wait_need;          /* then: the replicas that must confirm it (market__ack_plan) */
     rconn_sentinel_view wait_view; /* then: the Sentinels' view it was planned under */
+    /* A lane's connection may leave a commit's WAIT to be read later (market__wait_recv),
+     * while its next batch goes out on another connection: */
+    int defer_wait;     /* set by the caller: the next commits' WAITs are deferred */
+    int wait_pending;   /* a deferred WAIT's reply is still to come, before any other */
+    int wait_committed; /* then: the EXEC it follows committed */
+    int wait_judged;    /* its reply was read (or lost): wait_rc and wait_why hold the verdict */
+    int wait_rc;        /* MARKET_OK or MARKET_ERR_NOT_REPLICATED */
+    char wait_why[128]; /* the reason of a MARKET_ERR_NOT_REPLICATED */
     char where[RCONN_HOST_MAX + 8]; /* "host:port" of ctx's server (for messages) */
     char errstr[128];  /* why the store last failed (market_conn_errstr()); "" none yet */
     int watching;      /* a WATCH went out, no EXEC or UNWATCH since: the next pipeline
@@ -73,6 +81,7 @@ int market__pipeline_argv(market_conn *c, size_t n, const int *argc, const char 
 int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char **const *argv);
 int market__pipeline_buf(market_conn *c, market__buf *b);
 int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies);
+int market__wait_recv(market_conn *c, char *why, size_t len);
 int market__replicated(market_conn *c, const char *const *keys, size_t n);
 void market__replies_free(redisReply **replies, size_t n);
 redisReply *market__command_buf(market_conn *c, market__buf *b, int *rc);

@@ -1190,6 +1190,95 @@ static void test_ha_commit_after_failover_reads_again(void **state) {
     ha_close(&h);
 }
 
+/* ---- acknowledged commits without the pause ---- */
+
+struct acked {
+    market_order o;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+};
+
+static void acked_done(market_order *o) {
+    struct acked *a = o->ud;
+    pthread_mutex_lock(&a->mu);
+    a->done = 1;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static int acked_is_done(struct acked *a) {
+    pthread_mutex_lock(&a->mu);
+    int d = a->done;
+    pthread_mutex_unlock(&a->mu);
+    return d;
+}
+
+/* Submits purchase a: buyer buys item from seller. */
+static void acked_submit(market *m, struct acked *a, const char *buyer, const char *seller,
+                         const char *item) {
+    memset(a, 0, sizeof *a);
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    a->o = (market_order){.type = MARKET_ORDER_PURCHASE, .realm = REALM, .player = buyer,
+                          .seller = seller, .item = item, .quantity = 1, .done = acked_done,
+                          .ud = a};
+    assert_int_equal(market_order_submit(m, &a->o), MARKET_OK);
+}
+
+/* 18. Under --min-replicas-ack a lane leaves a commit's WAIT outstanding and sends the next
+ * batch on its second connection meanwhile; each batch is answered after its own WAIT. The
+ * replica is frozen, so the first purchase's WAIT cannot end: the second purchase (a batch of
+ * its own) must still commit, while neither is answered; once the replica wakes, both are
+ * answered OK, and both are on the replica. (Answering the first after its WAIT before
+ * reading the second, the old way, the second never commits while the replica sleeps.) */
+static void test_ha_next_batch_commits_while_wait_outstanding(void **state) {
+    (void)state;
+    static struct ha h;
+    ha_open(&h, 1, NULL, 0, MARKET_STRATEGY_MARKET, 10000);
+    int master = h.t.nodes[0].port, replica = h.t.nodes[1].port;
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", master);
+    market_config cfg = {.strategy = MARKET_STRATEGY_MARKET, .redis_timeout_ms = 120000,
+                         .min_replicas_ack = 1, .replica_ack_timeout_ms = 90000,
+                         .lock_ttl_ms = 120000, .acquire_timeout_ms = 120000, .batch_max = 1,
+                         .workers = 1};
+    assert_int_equal(rconn_addr_parse(url, &cfg.redis), RCONN_OK);
+    int err = 0;
+    market *m = market_new(&cfg, h.lock, &err);
+    assert_non_null(m);
+    /* Both purchases queue behind a lock held elsewhere, so that the second is there when
+     * the first commits. */
+    lock_handle held;
+    assert_int_equal(lock_acquire(h.lock, "lock:market:{" REALM "}", 120000, 5000, &held),
+                     LOCK_OK);
+    th_redis_signal(&h.t.nodes[1], SIGSTOP);
+    static struct acked a, b;
+    acked_submit(m, &a, "p1", "p0", "i0");
+    acked_submit(m, &b, "p2", "p1", "i1");
+    assert_int_equal(lock_release(h.lock, &held), LOCK_OK);
+    int64_t by = now_ms() + 60000;
+    while (!raw_yes(master, "SISMEMBER inventory:{" REALM "}:p2 i1") && now_ms() < by)
+        sleep_ms(20);
+    int second_committed = raw_yes(master, "SISMEMBER inventory:{" REALM "}:p2 i1");
+    int first_committed = raw_yes(master, "SISMEMBER inventory:{" REALM "}:p1 i0");
+    int answered = acked_is_done(&a) + acked_is_done(&b);
+    th_redis_signal(&h.t.nodes[1], SIGCONT);
+    assert_true(second_committed);
+    assert_true(first_committed);
+    assert_int_equal(answered, 0); /* the replica confirmed neither */
+    for (struct acked *x = &a; x; x = x == &a ? &b : NULL) {
+        pthread_mutex_lock(&x->mu);
+        while (!x->done) pthread_cond_wait(&x->cv, &x->mu);
+        pthread_mutex_unlock(&x->mu);
+        assert_int_equal(x->o.rc, MARKET_OK);
+    }
+    assert_true(raw_yes(replica, "SISMEMBER inventory:{" REALM "}:p1 i0"));
+    assert_true(raw_yes(replica, "SISMEMBER inventory:{" REALM "}:p2 i1"));
+    market_free(m);
+    ha_close(&h);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
@@ -1211,6 +1300,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_ha_health_counts_replicas_in_sync, teardown),
         cmocka_unit_test_teardown(test_ha_commit_after_failover_reads_again, teardown),
         cmocka_unit_test_teardown(test_ha_own_lease_freed_after_failover_foreign_waited, teardown),
+        cmocka_unit_test_teardown(test_ha_next_batch_commits_while_wait_outstanding, teardown),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "*five*" */
     return cmocka_run_group_tests(tests, NULL, NULL);
