@@ -163,7 +163,8 @@ int market_search_check(const market_search_query *q, const char **field, const 
         f = "seller", w = "must match [A-Za-z0-9_-]{1,64}";
     } else if (q->item_prefix && !market_id_valid(q->item_prefix)) {
         f = "item_prefix", w = "must match [A-Za-z0-9_-]{1,64}";
-    } else if (q->item_prefix && (q->item || q->seller || q->min_price || q->max_price || q->desc)) {
+    } else if (q->item_prefix &&
+               (q->item || q->seller || q->min_price || q->max_price || q->desc)) {
         f = "item_prefix", w = "cannot be combined with item, seller, min_price, max_price or "
                                "sort (a prefix search is in item order)";
     } else if (q->min_price < 0 || q->min_price > MARKET_PRICE_MAX) {

@@ -366,8 +366,9 @@ static int same_zset(int kind, const struct witem *x, const struct witem *y) {
 /* Writes, in st's steps, the ZADDs of the world's listings (items[0..n) with a price): into
  * market:{r} (member "<item>.<seller>"), into each item's index and into each seller's
  * (market_index.c), every one scored by its price, and into the names index (member
- * "<item>.<seller>", scored 0); one ZADD per zset and ZADD_CHUNK listings at most. market:{r}'s members go in its order (Redis inserts a run of
- * neighbours faster than members scattered over a large zset). Returns MARKET_OK, or
+ * "<item>.<seller>", scored 0); one ZADD per zset and ZADD_CHUNK listings at most.
+ * market:{r}'s members go in its order (Redis inserts a run of neighbours faster than
+ * members scattered over a large zset). Returns MARKET_OK, or
  * ERR_STORE (see step_end()), ERR_NOMEM. */
 static int listings_add(struct seed_steps *st, const market__realm *rl, const struct witem *items,
                         size_t n, struct listing_chunk *ch) {

@@ -337,11 +337,13 @@ static void test_http_market_search_by_item_prefix(void **state) {
         const char *path, *detail;
     } bad[] = {
         {"/market?item_prefix=", "query parameter 'item_prefix' must match [A-Za-z0-9_-]{1,64}"},
-        {"/market?item_prefix=po%2Ft", "query parameter 'item_prefix' must match [A-Za-z0-9_-]{1,64}"},
+        {"/market?item_prefix=po%2Ft",
+         "query parameter 'item_prefix' must match [A-Za-z0-9_-]{1,64}"},
         {"/market?item_prefix=s&sort=-price",
          "query parameter 'item_prefix' cannot be combined with item, seller, min_price, "
          "max_price or sort (a prefix search is in item order)"},
-        {"/market?item_prefix=s&limit=1001", "query parameter 'limit' must be an integer in 1..1000"},
+        {"/market?item_prefix=s&limit=1001",
+         "query parameter 'limit' must be an integer in 1..1000"},
         {"/market?item_prefix=s&cursor=0000000000500:axe.A",
          "query parameter 'cursor' belongs to another search (its listing is outside this "
          "search's item, seller or prices)"},
