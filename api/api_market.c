@@ -91,9 +91,10 @@ fail:
 }
 
 /* Reads the query arguments of a search into q: limit (1..API_LIMIT_MAX, default
- * API__LIMIT_DEFAULT) and cursor, and with filters also item, seller, min_price,
- * max_price (1..MARKET_PRICE_MAX) and sort (price or -price); the strings are borrowed
- * from req. Returns 1, or 0 with resp holding the 400 that names the first bad one. */
+ * API__LIMIT_DEFAULT) and cursor, and with filters also item, seller, item_prefix,
+ * min_price, max_price (1..MARKET_PRICE_MAX) and sort (price or -price); the strings are
+ * borrowed from req. Returns 1, or 0 with resp holding the 400 that names the first bad
+ * one. */
 static int search_query(const api_request *req, int filters, market_search_query *q,
                         api_response *resp) {
     static const char *const prices[2] = {"min_price", "max_price"};
@@ -102,13 +103,15 @@ static int search_query(const api_request *req, int filters, market_search_query
         api__bad_query(resp, "limit", "must be an integer in 1..1000");
         return 0;
     }
-    for (int i = 0; filters && i < 2; i++) {
-        const char *name = i ? "seller" : "item", *v = api__query_arg(req, name);
+    static const char *const ids[3] = {"item", "seller", "item_prefix"};
+    const char **id_of[3] = {&q->item, &q->seller, &q->item_prefix};
+    for (int i = 0; filters && i < 3; i++) {
+        const char *v = api__query_arg(req, ids[i]);
         if (v && !market_id_valid(v)) {
-            api__bad_query(resp, name, "must match " API__ID_RULE);
+            api__bad_query(resp, ids[i], "must match " API__ID_RULE);
             return 0;
         }
-        *(i ? &q->seller : &q->item) = v;
+        *id_of[i] = v;
     }
     for (int i = 0; filters && i < 2; i++) {
         size_t v = 0;
@@ -137,12 +140,13 @@ static int search_query(const api_request *req, int filters, market_search_query
     return 1;
 }
 
-/* GET /market: a search (item, seller, min_price, max_price, sort, limit, cursor), or
- * without any of item, seller, prices, sort and cursor the whole market by rank (limit,
- * offset), as before searches. */
+/* GET /market: a search (item, seller, min_price, max_price, sort, limit, cursor; or
+ * item_prefix, limit, cursor), or without any of item, item_prefix, seller, prices, sort and
+ * cursor the whole market by rank (limit, offset), as before searches. */
 void api__handle_market(market_conn *conn, const api_request *req, const char *realm,
                         const char *arg, api_response *resp) {
-    static const char *const searching[] = {"item", "seller", "min_price", "max_price", "sort"};
+    static const char *const searching[] = {"item", "item_prefix", "seller", "min_price",
+                                            "max_price", "sort"};
     size_t offset = 0;
     char why[API__WHY_MAX], cursor[MARKET_CURSOR_MAX + 1] = "";
     (void)arg;
@@ -164,8 +168,9 @@ void api__handle_market(market_conn *conn, const api_request *req, const char *r
         return;
     }
     if (off && search) {
-        api__bad_request(resp, "query parameter 'offset' cannot be combined with 'item', 'seller', "
-                         "'min_price', 'max_price' or 'sort': page with 'cursor'");
+        api__bad_request(resp, "query parameter 'offset' cannot be combined with 'item', "
+                         "'item_prefix', 'seller', 'min_price', 'max_price' or 'sort': page with "
+                         "'cursor'");
         return;
     }
     if (api__conn_missing(conn, resp)) return;

@@ -40,6 +40,9 @@
  *                       market:{r} is in both, written in the same MULTI/EXEC as the
  *                       listing (list, unlist, every purchase; seeding in its steps), so a filtered
  *                       page in price order costs O(log N + page) (market_search())
+ *   idx:{r}:names       zset  every listing's "<item>.<seller>", all scored 0 (so in byte
+ *                       order), written with the two above: a search by item prefix is
+ *                       one ZRANGE BYLEX of it, O(log N + page)
  *   stacks:{r}:<id>     hash  item -> count: the player's stackable goods, in units
  *   sale:{r}:<sale>     hash  {item, price, initial, stock, sold, limit, start_ms, end_ms,
  *                       house}: a flash sale (market_sale.c); stock is the units left,
@@ -426,7 +429,8 @@ typedef struct market_audit_report {
 } market_audit_report;
 
 /* A search of a realm's market (market_search()): the listings that match every filter
- * given, in price order, a page at a time. */
+ * given, in price order, a page at a time; or the listings whose item starts with a prefix,
+ * in the order of their item, then their seller (byte by byte), a page at a time. */
 #define MARKET_SEARCH_LIMIT_MAX 1000                   /* most listings a page holds */
 #define MARKET_CURSOR_MAX (13 + 2 + 2 * MARKET_ID_MAX) /* "<13 digits>:<item>.<seller>" */
 
@@ -438,6 +442,8 @@ typedef struct market_search_query {
     int desc;           /* 0: cheapest first; 1: dearest first (equal prices: reversed too) */
     size_t limit;       /* 1..MARKET_SEARCH_LIMIT_MAX */
     const char *cursor; /* NULL or "": the first page; else a next_cursor of this search */
+    const char *item_prefix; /* NULL: none; else only items that start with it (an id's
+                                characters, 1..64), by name: no other filter, no desc */
 } market_search_query;
 
 typedef struct market_search_result {

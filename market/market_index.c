@@ -26,6 +26,16 @@
  * script): O(log N + page) at any depth, and pages never repeat a listing nor skip one
  * that was there throughout. A cursor must fit its search (its item, seller and price
  * within the filters); anything else is refused.
+ * A search by item prefix cannot use those zsets: the items that start with a prefix are
+ * spread over every price, and over as many item keys. It reads idx:{r}:names instead,
+ * every listing's "<item>.<seller>" scored 0, which Redis keeps in byte order: the members
+ * that start with <prefix> are the range [<prefix> .. (<prefix>\xff (an id never holds
+ * \xff), so a page is a ZRANGE BYLEX ... LIMIT 0 <limit + 1> and the total a ZLEXCOUNT,
+ * each O(log N + page). Its order is (item, seller), not price, and a page starts strictly
+ * after the cursor's "<item>.<seller>" (the cursor's price is not used), so a prefix takes
+ * no price filter and no reversed order. The names index is one zset of every listing,
+ * which a purchase pays O(log N) to update (as it pays for market:{r}): the price of
+ * answering prefixes without a SCAN.
  */
 #include "market/market_index.h"
 
@@ -48,9 +58,16 @@ void market__idx_key(char out[MARKET__IDX_KEY_MAX], int kind, const char *realm,
                  kind_names[kind == MARKET__IDX_SELLER], ":", id, (const char *)NULL);
 }
 
+/* Writes the key of realm's names index, "idx:{<realm>}:names", into out. This function
+ * can't fail. */
+void market__idx_names_key(char out[MARKET__IDX_KEY_MAX], const char *realm) {
+    market__join(out, MARKET__IDX_KEY_MAX, "idx:{", realm, "}:names", (const char *)NULL);
+}
+
 /* Fills *e with the listing's (item, seller, price) entry in every index of realm: the
  * keys, its member in each (the seller in the item's, the item in the seller's) and its
- * score, the price. This function can't fail. */
+ * score, the price; and its member of the names index ("<item>.<seller>"). This function
+ * can't fail. */
 void market__idx_entry_init(market__idx_entry *e, const char *realm, const char *item,
                             const char *seller, int64_t price) {
     market__idx_key(e->key[MARKET__IDX_ITEM], MARKET__IDX_ITEM, realm, item);
@@ -58,6 +75,8 @@ void market__idx_entry_init(market__idx_entry *e, const char *realm, const char 
     market__join(e->member[MARKET__IDX_ITEM], sizeof e->member[0], seller, (const char *)NULL);
     market__join(e->member[MARKET__IDX_SELLER], sizeof e->member[0], item, (const char *)NULL);
     market__i64_str(e->score, price);
+    market__idx_names_key(e->names_key, realm);
+    market__join(e->name, sizeof e->name, item, ".", seller, (const char *)NULL);
 }
 
 /* Copies the id s[0..len) into out (MARKET_ID_MAX + 1 bytes). Returns 0, or -1 when it
@@ -117,8 +136,19 @@ static int has(const char *s) {
     return s && *s;
 }
 
+/* Returns 1 when a cursor's listing cur lies outside search q: another item, seller,
+ * price range or item prefix. This function can't fail. */
+static int cursor_outside(const market_search_query *q, const market_listing *cur) {
+    return (q->item && strcmp(cur->item, q->item) != 0) ||
+           (q->seller && strcmp(cur->seller, q->seller) != 0) ||
+           (q->min_price && cur->price < q->min_price) ||
+           (q->max_price && cur->price > q->max_price) ||
+           (q->item_prefix && strncmp(cur->item, q->item_prefix, strlen(q->item_prefix)) != 0);
+}
+
 /* Checks query q. Returns MARKET_OK, or MARKET_ERR_INVALID with *field naming the first
- * part found wrong ("item", "seller", "min_price", "max_price", "limit" or "cursor") and
+ * part found wrong ("item", "seller", "item_prefix", "min_price", "max_price", "limit" or
+ * "cursor") and
  * *why saying what is wrong with it, as the end of a sentence that starts with its name
  * ("must match [A-Za-z0-9_-]{1,64}"); both static. field and why may be NULL. This
  * function can't fail otherwise. */
@@ -131,6 +161,12 @@ int market_search_check(const market_search_query *q, const char **field, const 
         f = "item", w = "must match [A-Za-z0-9_-]{1,64}";
     } else if (q->seller && !market_id_valid(q->seller)) {
         f = "seller", w = "must match [A-Za-z0-9_-]{1,64}";
+    } else if (q->item_prefix && !market_id_valid(q->item_prefix)) {
+        f = "item_prefix", w = "must match [A-Za-z0-9_-]{1,64}";
+    } else if (q->item_prefix &&
+               (q->item || q->seller || q->min_price || q->max_price || q->desc)) {
+        f = "item_prefix", w = "cannot be combined with item, seller, min_price, max_price or "
+                               "sort (a prefix search is in item order)";
     } else if (q->min_price < 0 || q->min_price > MARKET_PRICE_MAX) {
         f = "min_price", w = "must be an integer in 1..1000000000000";
     } else if (q->max_price < 0 || q->max_price > MARKET_PRICE_MAX) {
@@ -141,10 +177,7 @@ int market_search_check(const market_search_query *q, const char **field, const 
         f = "limit", w = "must be an integer in 1..1000";
     } else if (has(q->cursor) && market__cursor_parse(q->cursor, &cur) < 0) {
         f = "cursor", w = "is not a cursor this service gave";
-    } else if (has(q->cursor) && ((q->item && strcmp(cur.item, q->item) != 0) ||
-                                  (q->seller && strcmp(cur.seller, q->seller) != 0) ||
-                                  (q->min_price && cur.price < q->min_price) ||
-                                  (q->max_price && cur.price > q->max_price))) {
+    } else if (has(q->cursor) && cursor_outside(q, &cur)) {
         f = "cursor", w = "belongs to another search (its listing is outside this search's "
                           "item, seller or prices)";
     }
@@ -155,9 +188,10 @@ int market_search_check(const market_search_query *q, const char **field, const 
 
 /* Plans search q (see market__search_plan): checks it (market_search_check()), picks the
  * zset it reads (item given: the item's index; seller: the seller's; neither: market:{r};
- * both: no zset, the one listing's ZSCORE), and writes its prices, and the cursor's price
- * and member in that zset when there is one. Returns MARKET_OK, or MARKET_ERR_INVALID
- * when q fails its check. */
+ * both: no zset, the one listing's ZSCORE; an item prefix: the names index), and writes
+ * its prices, and the cursor's price and member in that zset when there is one (with a
+ * prefix: the ranges of the names index). Returns MARKET_OK, or MARKET_ERR_INVALID when q
+ * fails its check. */
 int market__search_plan_make(const market_search_query *q, market__search_plan *p) {
     if (market_search_check(q, NULL, NULL) < 0) return MARKET_ERR_INVALID;
     memset(p, 0, sizeof *p);
@@ -170,6 +204,17 @@ int market__search_plan_make(const market_search_query *q, market__search_plan *
     snprintf(p->count, sizeof p->count, "%zu", q->limit + 1);
     if (q->item && q->seller) {
         p->point = 1;
+        return MARKET_OK;
+    }
+    if (q->item_prefix) {
+        p->source = MARKET__SEARCH_NAMES;
+        market__join(p->lex_all, sizeof p->lex_all, "[", q->item_prefix, (const char *)NULL);
+        market__join(p->lex_hi, sizeof p->lex_hi, "(", q->item_prefix, "\xff", (const char *)NULL);
+        if (p->has_cursor)
+            market__join(p->lex_lo, sizeof p->lex_lo, "(", p->after.item, ".", p->after.seller,
+                         (const char *)NULL);
+        else
+            snprintf(p->lex_lo, sizeof p->lex_lo, "%s", p->lex_all);
         return MARKET_OK;
     }
     p->source = q->item ? MARKET__SEARCH_ITEM : q->seller ? MARKET__SEARCH_SELLER

@@ -21,18 +21,28 @@ enum market__idx_kind {
     MARKET__IDX_KINDS
 };
 
-/* One listing's place in every index: the keys, its member in each, and its score. */
+/* The names index, idx:{r}:names: every listing's member of market:{r}, "<item>.<seller>",
+ * all scored MARKET__IDX_NAMES_SCORE, so that Redis orders them byte by byte and the
+ * listings whose item starts with a prefix are one range of it (ZRANGE BYLEX). */
+#define MARKET__IDX_NAMES_SCORE "0"
+#define MARKET__NAMES_BOUND_MAX (MARKET__MEMBER_MAX + 2) /* "[<prefix>", "(<m>", "(<prefix>\xff" */
+
+/* One listing's place in every index: the keys, its member in each, and its score; and
+ * its member of the names index. */
 typedef struct market__idx_entry {
     char key[MARKET__IDX_KINDS][MARKET__IDX_KEY_MAX];
     char member[MARKET__IDX_KINDS][MARKET_ID_MAX + 1];
     char score[24];
+    char names_key[MARKET__IDX_KEY_MAX]; /* idx:{r}:names */
+    char name[MARKET__MEMBER_MAX];       /* "<item>.<seller>", scored MARKET__IDX_NAMES_SCORE */
 } market__idx_entry;
 
 /* Where a search reads its page: the whole market or one index. */
 enum market__search_source {
     MARKET__SEARCH_MARKET, /* market:{r}: member "<item>.<seller>" */
     MARKET__SEARCH_ITEM,   /* idx:{r}:item:<item> */
-    MARKET__SEARCH_SELLER  /* idx:{r}:seller:<seller> */
+    MARKET__SEARCH_SELLER, /* idx:{r}:seller:<seller> */
+    MARKET__SEARCH_NAMES   /* idx:{r}:names, by item prefix: ZRANGE BYLEX */
 };
 
 /* What market_search() sends for a query. */
@@ -47,9 +57,14 @@ typedef struct market__search_plan {
     market_listing after; /* the cursor's listing */
     char after_price[24]; /* ... its price, and its member in the source ("" when none) */
     char after_member[MARKET__MEMBER_MAX];
+    /* MARKET__SEARCH_NAMES: ranges of idx:{r}:names (ZRANGE BYLEX bounds) */
+    char lex_all[MARKET__NAMES_BOUND_MAX]; /* where the prefix's range starts: "[<prefix>" */
+    char lex_lo[MARKET__NAMES_BOUND_MAX];  /* where the page starts: lex_all, or "(<cursor's>" */
+    char lex_hi[MARKET__NAMES_BOUND_MAX];  /* where both end: "(<prefix>\xff" */
 } market__search_plan;
 
 void market__idx_key(char out[MARKET__IDX_KEY_MAX], int kind, const char *realm, const char *id);
+void market__idx_names_key(char out[MARKET__IDX_KEY_MAX], const char *realm);
 void market__idx_entry_init(market__idx_entry *e, const char *realm, const char *item,
                             const char *seller, int64_t price);
 int market__cursor_parse(const char *s, market_listing *out);

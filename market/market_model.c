@@ -355,9 +355,10 @@ void market__fx_delist_units_begin(market__buf *b, const market__realm *r) {
     market__buf_begin(b, C_HDEL, r->units);
 }
 
-/* A delisted listing's entries leave its search indexes. */
+/* A delisted listing's entries leave its search indexes and the names index. */
 void market__fx_idx_remove(market__buf *b, const market__idx_entry *e) {
     for (int x = 0; x < MARKET__IDX_KINDS; x++) market__fx_idx_drop(b, e->key[x], e->member[x]);
+    market__fx_idx_drop(b, e->names_key, e->name);
 }
 
 /* units of a sale are sold: one guarded decrement of its stock. */
@@ -426,9 +427,10 @@ void market__fx_delist(market__buf *b, const market__realm *r, const char *membe
     if (stack) market__buf_cmd(b, 3, C_HDEL, r->units, member);
 }
 
-/* A new listing's entries enter its search indexes. */
+/* A new listing's entries enter its search indexes and the names index. */
 void market__fx_idx_add(market__buf *b, const market__idx_entry *e) {
     for (int x = 0; x < MARKET__IDX_KINDS; x++) market__fx_idx_put(b, e->key[x], e->score, e->member[x]);
+    market__fx_idx_put(b, e->names_key, MARKET__IDX_NAMES_SCORE, e->name);
 }
 
 /* An idempotency record keeps its full MARKET_IDEM_TTL_S from now (written
@@ -632,6 +634,13 @@ void market__rd_zset_all(market__buf *b, const char *key) { zrange(b, key, "0", 
 void market__rd_market_range(market__buf *b, const market__realm *r, const char *start,
                              const char *stop) {
     zrange(b, r->market, start, stop);
+}
+
+/* The first count members of the names index key (every score 0) from lo on (lo as
+ * ZRANGE BYLEX takes it: "-", "[<m>" or "(<m>"), in byte order, without scores. */
+void market__rd_names_from(market__buf *b, const char *key, const char *lo, const char *count) {
+    const char *argv[] = {C_ZRANGE, key, lo, "+", "BYLEX", "LIMIT", "0", count};
+    market__buf_cmdv(b, (int)(sizeof argv / sizeof *argv), argv);
 }
 
 /* How many listings the realm's market holds. */

@@ -142,6 +142,7 @@ void market__rd_market_from(market__buf *b, const market__realm *r, const char *
                             const char *count);
 void market__rd_market_at(market__buf *b, const market__realm *r, const char *price);
 void market__rd_zset_all(market__buf *b, const char *key);
+void market__rd_names_from(market__buf *b, const char *key, const char *lo, const char *count);
 void market__rd_price(market__buf *b, const market__realm *r, const char *member);
 void market__rd_scan(market__buf *b, const char *cursor, const char *pattern);
 void market__rd_exists(market__buf *b, const char *const *keys, size_t n);

@@ -2,7 +2,8 @@
  *
  * market_reindex() rebuilds a realm's indexes (market_index.c names them) from its
  * market, also while the service runs: for stores seeded before the indexes existed or in
- * their former layout, or found off by the audit (market_audit.c). It works in rounds,
+ * their former layout, or found off by the audit (market_audit.c), or from before the
+ * names index (idx:{r}:names) existed. It works in rounds,
  * each under a WATCH and written in one MULTI/EXEC, and runs a round again when the
  * market changed meanwhile.
  */
@@ -20,10 +21,11 @@
 /* The scratch of market_reindex(). */
 struct reindex {
     char lo[32];          /* step 2: the lowest price left ("-inf", "<p>", "(<p>"); "": none */
+    char names_lo[MARKET__NAMES_BOUND_MAX]; /* step 4: the names left ("-", "(<m>"); "": none */
     market__idx_entry *e; /* step 2: the entries of the listings a round read */
     size_t cap_e;
     market__buf read;           /* step 2: a round's reads */
-    market__buf look;           /* step 3: a round's reads of prices in market:{r} */
+    market__buf look;           /* steps 3, 4: a round's reads of prices in market:{r} */
     market__buf write;          /* a round's MULTI ... EXEC */
     struct market__idx_read rd; /* step 3: a round's WATCH and reads of index keys */
     struct market__strs mm;     /* step 3: the market member of each index member read */
@@ -202,6 +204,76 @@ static int sweep_round(market_conn *c, const market__realm *rl, struct reindex *
     return rc;
 }
 
+/* Reads reply z of a round of step 4 (a ZRANGE BYLEX of the names index): its members
+ * into x->look, as a read of their prices in market:{r}. Returns MARKET_OK, or ERR_STORE
+ * (z is no such reply; c's errstr says so). */
+static int names_look(market_conn *c, const market__realm *rl, struct reindex *x,
+                      const redisReply *z) {
+    const redisReply *bad = z->type == REDIS_REPLY_ARRAY ? NULL : z;
+    for (size_t i = 0; !bad && i < z->elements; i++)
+        if (z->element[i]->type != REDIS_REPLY_STRING) bad = z->element[i];
+    if (bad) return market__fail_reply(c, "reading the names index", bad);
+    market__buf_reset(&x->look);
+    market__rd_prices_begin(&x->look, rl);
+    for (size_t i = 0; i < z->elements; i++)
+        market__buf_arg(&x->look, z->element[i]->str);
+    market__buf_end(&x->look, 1);
+    return MARKET_OK;
+}
+
+/* A round of step 4 of market_reindex(): under a WATCH of market:{r}, reads the next
+ * REINDEX_CHUNK members of the names index from x->names_lo on, and each one's price in
+ * market:{r}, and in one MULTI/EXEC removes the members whose listing is gone (or that
+ * are no listing); then moves x->names_lo past them ("" when none are left). Returns
+ * MARKET_OK, MARKET__TXN_ABORTED (x->names_lo unchanged), MARKET__REDIRECTED, or ERR_STORE
+ * (Redis failed, or the names index is no zset; c's errstr says which), ERR_NOMEM. */
+static int names_round(market_conn *c, const market__realm *rl, struct reindex *x) {
+    char count[24], key[MARKET__IDX_KEY_MAX];
+    snprintf(count, sizeof count, "%d", REINDEX_CHUNK);
+    market__idx_names_key(key, rl->id);
+    market__buf_reset(&x->read);
+    market__rd_watch_begin(&x->read);
+    market__buf_arg(&x->read, rl->market);
+    market__buf_end(&x->read, 0);
+    market__rd_names_from(&x->read, key, x->names_lo, count);
+    int rc = market__pipeline_buf(c, &x->read);
+    if (rc < 0) return rc;
+    redisReply **rep = x->read.rep;
+    const redisReply *err = market__reply_error(rep, 2), *z = rep[1];
+    size_t nl = 0;
+    rc = err ? market__fail_reply(c, "rebuilding the names index", err) : names_look(c, rl, x, z);
+    if (rc == MARKET_OK && z->elements == 0) { /* nothing left */
+        c->unwatch = 1;
+        x->names_lo[0] = '\0';
+        goto out;
+    }
+    if (rc == MARKET_OK && (rc = market__pipeline_buf(c, &x->look)) == MARKET_OK) nl = 1;
+    if (rc == MARKET_OK && (err = market__reply_error(x->look.rep, 1)))
+        rc = market__fail_reply(c, "reading the market", err);
+    else if (rc == MARKET_OK && (x->look.rep[0]->type != REDIS_REPLY_ARRAY ||
+                                 x->look.rep[0]->elements != z->elements))
+        rc = market__fail_reply(c, "reading the market", x->look.rep[0]);
+    if (rc < 0) goto out;
+    market__buf_reset(&x->write);
+    market__fx_multi(&x->write);
+    for (size_t i = 0; i < z->elements; i++)
+        if (x->look.rep[0]->element[i]->type != REDIS_REPLY_STRING) /* no listing */
+            market__fx_idx_drop(&x->write, key, z->element[i]->str);
+    market__fx_exec(&x->write);
+    if (x->write.n > 2)
+        rc = reindex_commit(c, x);
+    else
+        c->unwatch = 1; /* all were listings */
+    if (rc == MARKET_OK && z->elements < REINDEX_CHUNK)
+        x->names_lo[0] = '\0';
+    else if (rc == MARKET_OK)
+        snprintf(x->names_lo, sizeof x->names_lo, "(%s", z->element[z->elements - 1]->str);
+out:
+    market__replies_free(x->look.rep, nl);
+    market__replies_free(rep, 2);
+    return rc;
+}
+
 /* Rebuilds realm's search indexes from its market, correctly while the service runs:
  *   1. deletes the indexes of the former layout (idx:{r}:all, idx:{r}:item and
  *      idx:{r}:seller, one big zset each);
@@ -213,7 +285,11 @@ static int sweep_round(market_conn *c, const market__realm *rl, struct reindex *
  *   3. sweeps the index keys (idx:{r}:item:* and idx:{r}:seller:*, by SCAN), MARKET__KEYS_CHUNK a
  * round: under a WATCH of market:{r} and the keys, their members and each one's listing read, and
  * in one MULTI/EXEC the members whose listing is gone removed, the ones at another price given
- * their listing's. A round whose EXEC is aborted (the market changed meanwhile) runs again,
+ * their listing's;
+ *   4. sweeps the names index (idx:{r}:names) in byte order, REINDEX_CHUNK members a round: under
+ * a WATCH of market:{r}, the members read with their listings' prices, and in one MULTI/EXEC the
+ * members whose listing is gone removed. A round whose EXEC is aborted (the market changed
+ * meanwhile) runs again,
  * REINDEX_TRIES times at most; a listing added or changed meanwhile gets its entries from the write
  * that changes it, so at the end the indexes hold exactly the market's listings. Meant for a store
  * seeded before the indexes existed or in the former layout, or one whose audit finds
@@ -257,6 +333,13 @@ int market_reindex(market_conn *c, const char *realm, size_t *listings) {
         do
             rc = sweep_round(c, &rl, x, keys.keys + at,
                              keys.n - at < MARKET__KEYS_CHUNK ? keys.n - at : MARKET__KEYS_CHUNK);
+        while (reindex_again(c, &rc, ++tries));
+    }
+    snprintf(x->names_lo, sizeof x->names_lo, "-");
+    while (rc == MARKET_OK && x->names_lo[0]) { /* step 4 */
+        int tries = 0;
+        do
+            rc = names_round(c, &rl, x);
         while (reindex_again(c, &rc, ++tries));
     }
 out:

@@ -6,7 +6,8 @@
  * end of the range the order starts from) and reads one more listing than asked, which
  * tells whether a next page exists, with each listing's units (market:{r}:units). With a
  * seller it also asks whether the player exists, in the same pipeline. A search naming
- * both item and seller reads that one listing's score and units instead. The indexes are
+ * both item and seller reads that one listing's score and units instead; a search by item
+ * prefix reads a page of the names index by name (prefix_script). The indexes are
  * kept in the same MULTI/EXEC as every listing's change, so what a page shows is what
  * market:{r} held at that instant. No lock is taken.
  */
@@ -70,6 +71,23 @@ static const char page_script[] =
     "local units = #ms > 0 and redis.call('HMGET', KEYS[2], unpack(ms)) or {} "
     "return {redis.call('ZCOUNT', k, ARGV[1], ARGV[2]), out, units}";
 
+/* A page of a search by item prefix: KEYS[1] the names index, KEYS[2] market:{r}, KEYS[3]
+ * its units hash; ARGV[1], ARGV[3] the prefix's range of the names index, ARGV[2] where the
+ * page starts in it, ARGV[4] how many. Returns what page_script does, in the order of the
+ * names index: {the prefix's count, {member, price, ...}, the units}; a member that
+ * market:{r} lacks has no price (nil). Reads only: a ZRANGE BYLEX with a LIMIT, a ZLEXCOUNT,
+ * and a ZMSCORE and an HMGET of the page's members. */
+static const char prefix_script[] =
+    "#!lua flags=no-writes\n"
+    "local ms = redis.call('ZRANGE', KEYS[1], ARGV[2], ARGV[3], 'BYLEX', 'LIMIT', 0, "
+    "tonumber(ARGV[4])) "
+    "local out, units = {}, {} "
+    "if #ms > 0 then "
+    "local ps = redis.call('ZMSCORE', KEYS[2], unpack(ms)) "
+    "for i = 1, #ms do out[2 * i - 1] = ms[i] out[2 * i] = ps[i] end "
+    "units = redis.call('HMGET', KEYS[3], unpack(ms)) end "
+    "return {redis.call('ZLEXCOUNT', KEYS[1], ARGV[1], ARGV[3]), out, units}";
+
 /* Reads the script's page r ({member, score, ...}, at most limit + 1 listings) of the zset
  * key that plan p reads for query q, and their units u, into out: the first limit as
  * listings, and the next page's cursor when there is one more. Returns MARKET_OK,
@@ -111,6 +129,10 @@ static size_t search_reads(market__buf *rd, const market__search_plan *p,
     if (p->point) {
         snprintf(member, MARKET__MEMBER_MAX, "%s.%s", q->item, q->seller);
         market__rd_listing(rd, rl, member);
+    } else if (p->source == MARKET__SEARCH_NAMES) {
+        const char *keys[3] = {key, rl->market, rl->units};
+        const char *args[4] = {p->lex_all, p->lex_lo, p->lex_hi, p->count};
+        market__fx_script(rd, prefix_script, 3, keys, 4, args);
     } else { /* the text around a member in the index: "<item>." or ".<seller>" */
         const char *before = p->source == MARKET__SEARCH_ITEM
                                  ? market__buf_join(rd, q->item, ".", (const char *)NULL)
@@ -132,11 +154,26 @@ static size_t search_reads(market__buf *rd, const market__search_plan *p,
     return i_user;
 }
 
+/* Writes into key (room for an index's key or market:{r}) the zset that plan p reads for
+ * query q in realm rl. This function can't fail. */
+static void search_key(char *key, const market__search_plan *p, const market_search_query *q,
+                       const market__realm *rl) {
+    if (p->source == MARKET__SEARCH_ITEM)
+        market__idx_key(key, MARKET__IDX_ITEM, rl->id, q->item);
+    else if (p->source == MARKET__SEARCH_SELLER)
+        market__idx_key(key, MARKET__IDX_SELLER, rl->id, q->seller);
+    else if (p->source == MARKET__SEARCH_NAMES)
+        market__idx_names_key(key, rl->id);
+    else
+        snprintf(key, MARKET__KEY_MAX, "%s", rl->market);
+}
+
 /* Searches realm's market for the listings that match q (see market_search_query), in
  * price order, one page: fills *out (see market_search_result; free its listings with
  * market_search_result_cleanup(); after a failure *out is empty). Listings of equal price come
- * in the order of their item, then their seller. A page costs O(log N + q->limit) in Redis,
- * however deep the cursor. Returns MARKET_OK, or MARKET_ERR_INVALID (a bad realm or query:
+ * in the order of their item, then their seller; with q->item_prefix, every listing comes in
+ * that order, whatever its price. A page costs O(log N + q->limit) in Redis, however deep the
+ * cursor. Returns MARKET_OK, or MARKET_ERR_INVALID (a bad realm or query:
  * market_search_check() says which part), MARKET_ERR_STORE (Redis failed, or an index
  * holds what no write of ours puts there; c's errstr says which), MARKET_ERR_NOMEM. */
 int market_search(market_conn *c, const char *realm, const market_search_query *q,
@@ -149,12 +186,7 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
     market__realm rl;
     market__realm_init(&rl, realm);
     char key[MARKET__IDX_KEY_MAX > MARKET__KEY_MAX ? MARKET__IDX_KEY_MAX : MARKET__KEY_MAX];
-    if (p.source == MARKET__SEARCH_ITEM)
-        market__idx_key(key, MARKET__IDX_ITEM, realm, q->item);
-    else if (p.source == MARKET__SEARCH_SELLER)
-        market__idx_key(key, MARKET__IDX_SELLER, realm, q->seller);
-    else
-        snprintf(key, sizeof key, "%s", rl.market);
+    search_key(key, &p, q, &rl);
     char member[MARKET__MEMBER_MAX], k_user[MARKET__KEY_MAX];
     market__buf rd = {0};
     size_t i_user = search_reads(&rd, &p, q, &rl, key, member, k_user), nc = rd.n;

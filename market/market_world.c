@@ -333,8 +333,8 @@ static int cmp_item_owner(const void *a, const void *b) {
 /* Scratch for writing a world's listings a ZADD at a time. */
 struct listing_chunk {
     market__buf w;                               /* the ZADD */
-    market__idx_entry e[ZADD_CHUNK];             /* each listing's index entries and score */
-    char member[ZADD_CHUNK][MARKET__MEMBER_MAX]; /* ... and its member of market:{r} */
+    market__idx_entry e[ZADD_CHUNK]; /* each listing's index entries and score (its name: its
+                                        member of market:{r} and of the names index) */
 };
 
 /* Orders listings as market:{r} does: by price, item, seller. */
@@ -352,8 +352,11 @@ static int cmp_by_seller(const void *a, const void *b) {
     return c ? c : strcmp(x->item, y->item);
 }
 
+#define ZSET_MARKET MARKET__IDX_KINDS      /* listings_add(): market:{r} */
+#define ZSET_NAMES (MARKET__IDX_KINDS + 1) /* ... and the names index */
+
 /* Returns 1 when listings x and y go into the same zset of kind: the same item's index,
- * the same seller's, or (MARKET__IDX_KINDS) market:{r}. */
+ * the same seller's, or (ZSET_MARKET, ZSET_NAMES) market:{r} or the names index. */
 static int same_zset(int kind, const struct witem *x, const struct witem *y) {
     if (kind == MARKET__IDX_ITEM) return strcmp(x->item, y->item) == 0;
     if (kind == MARKET__IDX_SELLER) return strcmp(x->owner, y->owner) == 0;
@@ -362,17 +365,19 @@ static int same_zset(int kind, const struct witem *x, const struct witem *y) {
 
 /* Writes, in st's steps, the ZADDs of the world's listings (items[0..n) with a price): into
  * market:{r} (member "<item>.<seller>"), into each item's index and into each seller's
- * (market_index.c), every one scored by its price; one ZADD per zset and ZADD_CHUNK
- * listings at most. market:{r}'s members go in its order (Redis inserts a run of
- * neighbours faster than members scattered over a large zset). Returns MARKET_OK, or
+ * (market_index.c), every one scored by its price, and into the names index (member
+ * "<item>.<seller>", scored 0); one ZADD per zset and ZADD_CHUNK listings at most.
+ * market:{r}'s members go in its order (Redis inserts a run of neighbours faster than
+ * members scattered over a large zset). Returns MARKET_OK, or
  * ERR_STORE (see step_end()), ERR_NOMEM. */
 static int listings_add(struct seed_steps *st, const market__realm *rl, const struct witem *items,
                         size_t n, struct listing_chunk *ch) {
     /* listings ordered so that each zset's come together: cmp_good orders them by item */
-    static int (*const order[MARKET__IDX_KINDS + 1])(const void *, const void *) = {
+    static int (*const order[ZSET_NAMES + 1])(const void *, const void *) = {
         [MARKET__IDX_ITEM] = cmp_good,
         [MARKET__IDX_SELLER] = cmp_by_seller,
-        [MARKET__IDX_KINDS] = cmp_by_price,
+        [ZSET_MARKET] = cmp_by_price,
+        [ZSET_NAMES] = cmp_good,
     };
     size_t listed = 0;
     for (size_t i = 0; i < n; i++)
@@ -384,19 +389,19 @@ static int listings_add(struct seed_steps *st, const market__realm *rl, const st
     for (size_t i = 0; i < n; i++)
         if (items[i].price) l[listed++] = &items[i];
     int rc = MARKET_OK;
-    for (int k = 0; k <= MARKET__IDX_KINDS && rc == MARKET_OK; k++) { /* indexes, market:{r} */
+    for (int k = 0; k <= ZSET_NAMES && rc == MARKET_OK; k++) { /* indexes, market, names */
         qsort(l, listed, sizeof *l, order[k]);
         for (size_t i = 0, c; i < listed && rc == MARKET_OK; i += c) {
             for (c = 0; c < ZADD_CHUNK && i + c < listed && same_zset(k, l[i], l[i + c]); c++) {
                 const struct witem *it = l[i + c];
                 market__idx_entry_init(&ch->e[c], rl->id, it->item, it->owner, it->price);
-                if (k == MARKET__IDX_KINDS)
-                    snprintf(ch->member[c], sizeof ch->member[c], "%s.%s", it->item, it->owner);
             }
-            market__fx_scores_begin(&ch->w, k < MARKET__IDX_KINDS ? ch->e[0].key[k] : rl->market);
+            market__fx_scores_begin(&ch->w, k < MARKET__IDX_KINDS ? ch->e[0].key[k]
+                                            : k == ZSET_MARKET  ? rl->market
+                                                                : ch->e[0].names_key);
             for (size_t j = 0; j < c; j++) {
-                market__buf_arg(&ch->w, ch->e[j].score);
-                market__buf_arg(&ch->w, k < MARKET__IDX_KINDS ? ch->e[j].member[k] : ch->member[j]);
+                market__buf_arg(&ch->w, k == ZSET_NAMES ? MARKET__IDX_NAMES_SCORE : ch->e[j].score);
+                market__buf_arg(&ch->w, k < MARKET__IDX_KINDS ? ch->e[j].member[k] : ch->e[j].name);
             }
             market__buf_end(&ch->w, 2);
             rc = step_add(st, &ch->w, c);

@@ -1,7 +1,9 @@
-// app.js - the market page's behaviour: searches GET /market, shows a player (GET
-// /players/{id}, and /players/{id}/trades with their token), buys with POST /purchase
-// (the pasted token, an Idempotency-Key per click), and follows GET /events (Server-Sent
-// Events) to show trades and listing changes as they happen. No framework, no build.
+// app.js - the market page's behaviour: searches GET /market (the item box alone searches
+// by the start of the item's name, item_prefix), shows a player (GET /players/{id}, and
+// /players/{id}/trades with their token), buys with POST /purchase (a listing, or units of
+// a stackable good across sellers at a max price; the pasted token, an Idempotency-Key per
+// click), and follows GET /events (Server-Sent Events) to show trades and listing changes
+// as they happen. No framework, no build.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -77,10 +79,14 @@ function idempotencyKey() {
 
 // ---- the market ----
 
+// The item box alone searches by prefix (item_prefix, in name order); with a seller, a
+// price or the dearest first, it names one item (the API takes no prefix with those).
 function query(cursor) {
   const q = new URLSearchParams();
   const put = (k, v) => { if (v.trim()) q.set(k, v.trim()); };
-  put("item", $("q-item").value);
+  const others = ["q-seller", "q-min", "q-max"].some((id) => $(id).value.trim()) ||
+                 $("q-sort").value !== "price";
+  put(others ? "item" : "item_prefix", $("q-item").value);
   put("seller", $("q-seller").value);
   put("min_price", $("q-min").value);
   put("max_price", $("q-max").value);
@@ -128,24 +134,46 @@ async function search(more) {
   $("total").textContent = res.body.total + (res.body.total === 1 ? " listing" : " listings");
 }
 
-async function buy(l, button) {
+// POSTs purchase body (without its buyer) for the signed-in player with button disabled
+// meanwhile; resolves to the answer's body on a 200, else null (the message says why).
+async function purchase(body, button) {
   const buyer = $("player").value.trim() || tokenPlayer(token());
   if (!buyer) {
     say("paste your token (or type your player id) first", false);
-    return;
+    return null;
   }
   button.disabled = true;
   const headers = { "Idempotency-Key": idempotencyKey() };
   if (token()) headers.Authorization = "Bearer " + token();
-  const body = { buyer, seller: l.seller, item: l.item, price: l.price };
-  const res = await api("POST", "/purchase", body, headers);
+  const res = await api("POST", "/purchase", Object.assign({ buyer }, body), headers);
   button.disabled = false;
-  if (res.status === 200) {
-    const p = res.body;
-    say(`Bought ${p.quantity} ${p.item} from ${p.seller} for ${p.total}; funds now ${p.buyer_funds}`, true);
-    $("funds").textContent = p.buyer_funds;
-  } else {
-    say("purchase refused: " + why(res), false);
+  if (res.status === 200) $("funds").textContent = res.body.buyer_funds;
+  else say("purchase refused: " + why(res) +
+           (res.body && res.body.available !== undefined ? ` (${res.body.available} available)` : ""), false);
+  return res.status === 200 ? res.body : null;
+}
+
+async function buy(l, button) {
+  const p = await purchase({ seller: l.seller, item: l.item, price: l.price }, button);
+  if (p) say(`Bought ${p.quantity} ${p.item} from ${p.seller} for ${p.total}; funds now ${p.buyer_funds}`, true);
+  await Promise.all([search(false), showPlayer()]);
+}
+
+// Buys the units form's quantity of its item from the cheapest listings at or under its
+// max price, across sellers (POST /purchase without a seller), all or nothing.
+async function buyUnits() {
+  const item = $("u-item").value.trim();
+  const quantity = Number($("u-qty").value), maxPrice = Number($("u-max").value);
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(item) || !Number.isInteger(quantity) || quantity < 1 ||
+      !Number.isInteger(maxPrice) || maxPrice < 1) {
+    say("units: an item, a whole quantity of 1 or more and a max price of 1 or more", false);
+    return;
+  }
+  const p = await purchase({ item, quantity, max_price: maxPrice }, $("units-go"));
+  if (p) {
+    const from = (p.fills || []).map((f) => `${f.quantity} from ${f.seller} at ${f.price}`).join(", ");
+    say(`Bought ${p.quantity} ${p.item} for ${p.total}` + (from ? ` (${from})` : "") +
+        `; funds now ${p.buyer_funds}`, true);
   }
   await Promise.all([search(false), showPlayer()]);
 }
@@ -253,6 +281,7 @@ function live() {
 
 $("search").addEventListener("submit", (e) => { e.preventDefault(); search(false); });
 $("more").addEventListener("click", () => search(true));
+$("units").addEventListener("submit", (e) => { e.preventDefault(); buyUnits(); });
 $("signin").addEventListener("submit", (e) => {
   e.preventDefault();
   if (!$("player").value.trim()) $("player").value = tokenPlayer(token());

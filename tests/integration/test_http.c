@@ -319,6 +319,49 @@ static void test_http_market_search_filters_sorts_and_cursors(void **state) {
     json_decref(j);
 }
 
+/* GET /market?item_prefix=: the listings whose item starts with it, by name, limit a page,
+ * cursors joining the pages; a bad prefix is a 400 JSON error that changes nothing. */
+static void test_http_market_search_by_item_prefix(void **state) {
+    struct fx *f = *state;
+    char path[512];
+    const char *next = expect_listings(f->port, "/market?item_prefix=s&limit=2",
+                                       "shield-8.D:300,staff-6.E:4000", 3);
+    assert_string_equal(next, "0000000004000:staff-6.E");
+    snprintf(path, sizeof path, "/market?item_prefix=s&limit=2&cursor=%s", next);
+    next = expect_listings(f->port, path, "sword-2.C:1200", 3);
+    assert_string_equal(next, "");
+    expect_listings(f->port, "/market?item_prefix=potion", "potion-1.C:25", 1);
+    expect_listings(f->port, "/realms/main/market?item_prefix=sw", "sword-2.C:1200", 1);
+    expect_listings(f->port, "/market?item_prefix=x", "", 0);
+    static const struct {
+        const char *path, *detail;
+    } bad[] = {
+        {"/market?item_prefix=", "query parameter 'item_prefix' must match [A-Za-z0-9_-]{1,64}"},
+        {"/market?item_prefix=po%2Ft",
+         "query parameter 'item_prefix' must match [A-Za-z0-9_-]{1,64}"},
+        {"/market?item_prefix=s&sort=-price",
+         "query parameter 'item_prefix' cannot be combined with item, seller, min_price, "
+         "max_price or sort (a prefix search is in item order)"},
+        {"/market?item_prefix=s&limit=1001",
+         "query parameter 'limit' must be an integer in 1..1000"},
+        {"/market?item_prefix=s&cursor=0000000000500:axe.A",
+         "query parameter 'cursor' belongs to another search (its listing is outside this "
+         "search's item, seller or prices)"},
+    };
+    char *before = th_store_fingerprint(redis.port);
+    assert_non_null(before);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        json_t *j = call(f->port, "GET", bad[i].path, NULL, 400);
+        assert_error(j, "bad_request");
+        assert_string_equal(json_string_value(json_object_get(j, "detail")), bad[i].detail);
+        json_decref(j);
+    }
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+}
+
 static void test_http_player_listings_and_player_body(void **state) {
     struct fx *f = *state;
     const char *next = expect_listings(f->port, "/players/C/listings?limit=1", "potion-1.C:25", 2);
@@ -408,6 +451,9 @@ static void test_http_bad_inputs_4xx_store_unchanged(void **state) {
         {"GET", "/market?seller=C&cursor=0000000000500:axe.A", NULL, 400, "bad_request"},
         {"GET", "/market?offset=1&cursor=0000000000500:axe.A", NULL, 400, "bad_request"},
         {"GET", "/market?offset=1&seller=C", NULL, 400, "bad_request"},
+        {"GET", "/market?item_prefix=a.b", NULL, 400, "bad_request"},
+        {"GET", "/market?item_prefix=a&min_price=5", NULL, 400, "bad_request"},
+        {"GET", "/market?offset=1&item_prefix=a", NULL, 400, "bad_request"},
         {"GET", "/players/C/listings?limit=0", NULL, 400, "bad_request"},
         {"GET", "/players/ghost/listings", NULL, 404, "player_not_found"},
         {"POST", "/players/C/listings", "{}", 405, "method_not_allowed"},
@@ -2002,6 +2048,7 @@ int main(void) {
         T(test_http_price_changed_409_with_price),
         T(test_http_list_unlist_and_market),
         T(test_http_market_search_filters_sorts_and_cursors),
+        T(test_http_market_search_by_item_prefix),
         T(test_http_player_listings_and_player_body),
         T(test_http_bad_inputs_4xx_store_unchanged),
         T(test_http_body_over_64k_413),

@@ -303,6 +303,122 @@ static void test_search_follows_list_unlist_purchase(void **state) {
     assert_indexed(f->c);
 }
 
+/* ---- by item prefix ---- */
+
+/* Adds, without a reset, sellers P and Q listing potions and near names beside the shop. */
+static void seed_potions(market_conn *c) {
+    static const struct {
+        const char *seller, *item;
+        int64_t price;
+    } more[] = {{"P", "potion-1", 30}, {"P", "potion-2", 20}, {"P", "potion-10", 5},
+                {"Q", "potion-3", 25}, {"Q", "poison", 7},    {"Q", "pot", 1}};
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    assert_int_equal(market_world_add_player(w, "P", NULL, 0), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "Q", NULL, 0), MARKET_OK);
+    for (size_t i = 0; i < sizeof more / sizeof *more; i++)
+        assert_int_equal(market_world_add_listing(w, more[i].seller, more[i].item, more[i].price),
+                         MARKET_OK);
+    assert_int_equal(market_world_store(c, REALM, w, 0), MARKET_OK);
+    market_world_free(w);
+}
+
+/* A prefix finds the listings whose item starts with it, in (item, seller) byte order
+ * whatever their prices, a page of at most limit at a time, pages joined by cursors. */
+static void test_search_by_item_prefix_pages_by_name(void **state) {
+    struct fx *f = *state;
+    seed_potions(f->c);
+    expect_page(f->c, (market_search_query){.item_prefix = "potion", .limit = 50},
+                "potion-1.P:30,potion-10.P:5,potion-2.P:20,potion-3.Q:25", 4, 0);
+    expect_page(f->c, (market_search_query){.item_prefix = "po", .limit = 50},
+                "poison.Q:7,pot.Q:1,potion-1.P:30,potion-10.P:5,potion-2.P:20,potion-3.Q:25", 6,
+                0);
+    expect_page(f->c, (market_search_query){.item_prefix = "axe", .limit = 50}, "axe.A:500", 1, 0);
+    expect_page(f->c, (market_search_query){.item_prefix = "potion-10", .limit = 50},
+                "potion-10.P:5", 1, 0);
+    expect_page(f->c, (market_search_query){.item_prefix = "Potion", .limit = 50}, "", 0, 0);
+    expect_page(f->c, (market_search_query){.item_prefix = "spare", .limit = 50}, "", 0, 0);
+    /* the limit bounds a page; the cursor goes on strictly after its listing */
+    market_search_result r = search(f->c, (market_search_query){.item_prefix = "po", .limit = 4});
+    assert_int_equal(r.n, 4);
+    assert_int_equal(r.total, 6);
+    assert_string_equal(r.next_cursor, "0000000000005:potion-10.P");
+    market_search_result_cleanup(&r);
+    expect_page(f->c,
+                (market_search_query){
+                    .item_prefix = "po", .limit = 4, .cursor = "0000000000005:potion-10.P"},
+                "potion-2.P:20,potion-3.Q:25", 6, 0);
+    /* a cursor whose listing went meanwhile still starts after it */
+    market_purchase_result res;
+    assert_int_equal(market_purchase(f->c, REALM, "D", "P", "potion-10", -1, &res), MARKET_OK);
+    expect_page(f->c,
+                (market_search_query){
+                    .item_prefix = "po", .limit = 1, .cursor = "0000000000005:potion-10.P"},
+                "potion-2.P:20", 5, 1);
+    expect_page(f->c, (market_search_query){.item_prefix = "potion", .limit = 50},
+                "potion-1.P:30,potion-2.P:20,potion-3.Q:25", 3, 0);
+    int64_t price = 0;
+    assert_int_equal(market_unlist(f->c, REALM, "Q", "pot", &price), MARKET_OK);
+    assert_int_equal(price, 1);
+    assert_int_equal(market_list(f->c, REALM, "A", "spare", 60), MARKET_OK);
+    expect_page(f->c, (market_search_query){.item_prefix = "p", .limit = 50},
+                "poison.Q:7,potion-1.P:30,potion-2.P:20,potion-3.Q:25", 4, 0);
+    expect_page(f->c, (market_search_query){.item_prefix = "sp", .limit = 50}, "spare.A:60", 1, 0);
+    assert_indexed(f->c);
+}
+
+/* A prefix must be an id's characters, alone with limit and cursor, and a cursor of its
+ * search; anything else is refused before Redis is asked. */
+static void test_search_by_item_prefix_bad_query_invalid(void **state) {
+    struct fx *f = *state;
+    static const market_search_query bad[] = {
+        {.item_prefix = "", .limit = 1},
+        {.item_prefix = "po.t", .limit = 1},
+        {.item_prefix = "p*", .limit = 1},
+        {.item_prefix = "p", .item = "pot", .limit = 1},
+        {.item_prefix = "p", .seller = "Q", .limit = 1},
+        {.item_prefix = "p", .min_price = 1, .limit = 1},
+        {.item_prefix = "p", .max_price = 9, .limit = 1},
+        {.item_prefix = "p", .desc = 1, .limit = 1},
+        {.item_prefix = "p", .limit = MARKET_SEARCH_LIMIT_MAX + 1},
+        {.item_prefix = "p", .limit = 1, .cursor = "0000000000500:axe.A"},
+        {.item_prefix = "p", .limit = 1, .cursor = "potion"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        market_search_result r;
+        const char *field = NULL;
+        assert_int_equal(market_search(f->c, REALM, &bad[i], &r), MARKET_ERR_INVALID);
+        assert_int_equal(r.n, 0);
+        assert_null(r.listings);
+        assert_int_equal(market_search_check(&bad[i], &field, NULL), MARKET_ERR_INVALID);
+        assert_string_equal(field, i < 8 ? "item_prefix" : i == 8 ? "limit" : "cursor");
+    }
+}
+
+/* The names index is rebuilt like the others: missing members put back, stale ones gone. */
+static void test_reindex_rebuilds_the_names_index(void **state) {
+    struct fx *f = *state;
+    char t[32];
+    seed_potions(f->c);
+    redis_do("DEL %s", "idx:{main}:names");
+    redis_do("ZADD idx:{main}:names 0 %s", "potion-9.X"); /* no such listing */
+    expect_page(f->c, (market_search_query){.item_prefix = "potion-1", .limit = 5}, "", 0, 0);
+    market_search_result r;
+    market_search_query q = {.item_prefix = "potion-9", .limit = 5};
+    assert_int_equal(market_search(f->c, REALM, &q, &r), MARKET_ERR_STORE); /* not a listing */
+    assert_non_null(strstr(market_conn_errstr(f->c), "market-seed --reindex"));
+    size_t n = 0;
+    assert_int_equal(market_reindex(f->c, REALM, &n), MARKET_OK);
+    assert_int_equal(n, SHOP + 6);
+    redis_text(t, sizeof t, "ZSCORE idx:{main}:names %s", "potion-9.X");
+    assert_string_equal(t, "nil");
+    redis_text(t, sizeof t, "ZCARD %s", "idx:{main}:names");
+    assert_string_equal(t, "16");
+    expect_page(f->c, (market_search_query){.item_prefix = "potion-1", .limit = 5},
+                "potion-1.P:30,potion-10.P:5", 2, 0);
+    expect_page(f->c, (market_search_query){.item_prefix = "potion-9", .limit = 5}, "", 0, 0);
+}
+
 /* ---- cursor pages while the market changes ---- */
 
 #define WALK_ITEMS 120
@@ -724,6 +840,9 @@ int main(void) {
         T(test_search_reads_units_and_refuses_unreadable_ones),
         T(test_search_bad_query_invalid),
         T(test_search_follows_list_unlist_purchase),
+        T(test_search_by_item_prefix_pages_by_name),
+        T(test_search_by_item_prefix_bad_query_invalid),
+        T(test_reindex_rebuilds_the_names_index),
         T(test_cursor_pages_ascending_while_market_changes),
         T(test_cursor_pages_descending_while_market_changes),
         T(test_cursor_pages_of_a_seller_with_prices),

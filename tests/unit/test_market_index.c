@@ -262,9 +262,46 @@ static void test_search_point_table(void **state) {
     }
 }
 
+/* A search by item prefix reads the names index: its entry is "<item>.<seller>" scored 0,
+ * and its plan's ranges start at the prefix (or strictly after the cursor's member) and end
+ * before "<prefix>\xff". */
+static void test_prefix_plan_and_names_entry(void **state) {
+    (void)state;
+    market__idx_entry e;
+    market__idx_entry_init(&e, "eu-1", "potion-2", "C", 25);
+    assert_string_equal(e.names_key, "idx:{eu-1}:names");
+    assert_string_equal(e.name, "potion-2.C");
+    market__search_plan p;
+    market_search_query q = {.item_prefix = "potion", .limit = 10};
+    assert_int_equal(market__search_plan_make(&q, &p), MARKET_OK);
+    assert_int_equal(p.source, MARKET__SEARCH_NAMES);
+    assert_int_equal(p.point, 0);
+    assert_string_equal(p.lex_all, "[potion");
+    assert_string_equal(p.lex_lo, "[potion");
+    assert_string_equal(p.lex_hi, "(potion\xff");
+    assert_string_equal(p.count, "11");
+    market_listing l;
+    assert_int_equal(market__search_member(&p, &q, "potion-2.C", 10, &l), 0);
+    assert_string_equal(l.item, "potion-2");
+    assert_string_equal(l.seller, "C");
+    q.cursor = "0000000000025:potion-2.C";
+    assert_int_equal(market__search_plan_make(&q, &p), MARKET_OK);
+    assert_string_equal(p.lex_lo, "(potion-2.C");
+    assert_string_equal(p.lex_all, "[potion");
+    q.cursor = "0000000000025:poison.C"; /* another search's */
+    assert_int_equal(market__search_plan_make(&q, &p), MARKET_ERR_INVALID);
+    char longest[MARKET_ID_MAX + 1];
+    memset(longest, 'z', MARKET_ID_MAX);
+    longest[MARKET_ID_MAX] = '\0';
+    q = (market_search_query){.item_prefix = longest, .limit = 1};
+    assert_int_equal(market__search_plan_make(&q, &p), MARKET_OK); /* its bounds fit whole */
+    assert_int_equal(strlen(p.lex_hi), MARKET_ID_MAX + 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idx_keys_carry_the_realm_tag),
+        cmocka_unit_test(test_prefix_plan_and_names_entry),
         cmocka_unit_test(test_idx_entries_table),
         cmocka_unit_test(test_longest_cursor_fits),
         cmocka_unit_test(test_cursor_round_trip_and_refusals),

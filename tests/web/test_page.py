@@ -10,12 +10,16 @@ world), it loads GET /, searches for the axe, pastes B's token, buys the axe,
 sees B's funds go from 800 to 300 on the page, and checks the store afterwards
 (B holds the axe, A got 500, the listing is gone); a purchase made by another
 client then shows up in the page's live feed (GET /events) without a reload;
-on a phone-sized window nothing overflows sideways and the Buy buttons fit.
+typing the start of an item's name finds every item that starts with it
+(item_prefix); B buys 25 arrows across two sellers at a max price with the
+units form, and the store shows what moved (and a refused quantity moves
+nothing); on a phone-sized window nothing overflows sideways, the Buy buttons
+fit, and the token and player box come before the market.
 It prints cmocka's summary lines, which tests/run.sh counts.
 """
+import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 from market_world import ROOT, Checks, World  # noqa: E402
@@ -122,7 +126,57 @@ def run(w, d):
     CHECKS.run("a search narrows the listings", searches)
     CHECKS.run("a pasted token shows the player's funds", signs_in)
     CHECKS.run("buying the axe changes the balance on the page and in the store", buys)
+    def searches_by_prefix():
+        status, _, body = w.request("POST", "/list", {"seller": "D", "item": "shield-7", "price": 280},
+                                    {"Authorization": "Bearer " + w.token("D")})
+        assert status == 201, body
+        d.find_element(By.ID, "q-item").clear()
+        d.find_element(By.ID, "q-item").send_keys("shield")
+        d.find_element(By.ID, "search-go").click()
+        wait(d, "the items that start with shield, by name",
+             lambda d: rows(d) == [("shield-7", "D"), ("shield-8", "D")])
+        assert d.find_element(By.ID, "total").text == "2 listings", d.find_element(By.ID, "total").text
+        d.find_element(By.ID, "q-max").send_keys("290")  # with a price: the box names one item
+        d.find_element(By.ID, "search-go").click()
+        wait(d, "no item named shield", lambda d: d.find_element(By.ID, "total").text == "0 listings")
+        d.find_element(By.ID, "q-max").clear()
+        d.find_element(By.ID, "q-item").clear()
+        d.find_element(By.ID, "q-item").send_keys("sh")
+        d.find_element(By.ID, "search-go").click()
+        wait(d, "the items that start with sh", lambda d: rows(d) == [("shield-7", "D"), ("shield-8", "D")])
+
+    def buys_units():
+        for seller, units, price in (("A", 50, 3), ("C", 20, 2)):
+            status, _, body = w.request("POST", "/list", {"seller": seller, "item": "arrow", "price": price,
+                                                          "quantity": units},
+                                        {"Authorization": "Bearer " + w.token(seller)})
+            assert status == 201, body
+
+        def units_form(qty, max_price):
+            for field, value in (("u-item", "arrow"), ("u-qty", str(qty)), ("u-max", str(max_price))):
+                d.find_element(By.ID, field).clear()
+                d.find_element(By.ID, field).send_keys(value)
+            d.find_element(By.ID, "units-go").click()
+
+        units_form(71, 3)  # 20 at 2 and 50 at 3 are listed: one more is refused, all or nothing
+        wait(d, "the refusal", lambda d: "not_enough_units" in d.find_element(By.ID, "message").text)
+        assert "70 available" in d.find_element(By.ID, "message").text
+        assert w.redis_cli("HGET", "users:{main}:B", "funds") == "300"  # the refusal moved nothing
+        units_form(25, 3)
+        wait(d, "the units bought", lambda d: "Bought 25 arrow for 55" in d.find_element(By.ID, "message").text)
+        wait(d, "B's funds after them", lambda d: d.find_element(By.ID, "funds").text == "245")
+        wait(d, "the arrows among B's goods", lambda d: "arrow ×25" in texts(d, "#stacks li"))
+        # the store afterwards, through the API: B's stacks and funds, the sellers' listings
+        status, _, body = w.request("GET", "/players/B")
+        player = json.loads(body)
+        assert status == 200 and player["funds"] == 245 and player["stacks"] == {"arrow": 25}, body
+        status, _, body = w.request("GET", "/market?item=arrow")
+        assert json.loads(body)["listings"] == [{"item": "arrow", "seller": "A", "price": 3, "quantity": 45}], body
+        assert w.redis_cli("HGET", "stacks:{main}:B", "arrow") == "25"
+
     CHECKS.run("a trade by another client shows up live, without a reload", sees_live)
+    CHECKS.run("the start of an item's name finds every item that starts with it", searches_by_prefix)
+    CHECKS.run("the units form buys a quantity across sellers at a max price", buys_units)
     shot = os.environ.get("MARKET_SCREENSHOT")
     if shot:  # the page as docs/ shows it: B signed in, a listing arriving live
         d.set_window_size(1200, 820)
@@ -138,7 +192,22 @@ def run(w, d):
         wait(d, "the listing in the feed", lambda d: any("potion-3" in t for t in texts(d, "#feed li")))
         wait(d, "the listing in the market", lambda d: ("potion-3", "C") in rows(d))
         d.save_screenshot(os.path.join(ROOT, shot) if not os.path.isabs(shot) else shot)
+    def phone_puts_the_player_first():
+        if d.get_window_size()["width"] > 420:
+            d.set_window_size(390, 844)
+            d.get(base)
+        wait(d, "the page at phone width", lambda d: d.execute_script("return window.innerWidth") <= 390)
+        top = d.execute_script(
+            "const t = (id) => document.getElementById(id).getBoundingClientRect();"
+            "return {player: t('player-panel').top, market: t('market-panel').top,"
+            "        token: t('token').bottom, search: t('search').top, units: t('units').top,"
+            "        width: t('player-panel').width};")
+        assert top["player"] < top["market"], f"the market comes before the player box: {top}"
+        assert top["token"] < top["search"] < top["units"], f"the token is not first: {top}"
+        assert top["width"] <= 390, top
+
     CHECKS.run("on a phone-sized window the page fits and the Buy buttons are whole", fits_a_phone)
+    CHECKS.run("on a phone-sized window the token and player box come first", phone_puts_the_player_first)
 
 
 def main():
