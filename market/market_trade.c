@@ -44,13 +44,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The most trades one commit trims beyond its own: a node of a stream
+ * (stream-node-max-entries' default), read and deleted in well under a
+ * millisecond. */
+#define TRIM_CHUNK "100"
+
+/* The end of trades_script (n: the commit's trades): the history's trim.
+ * Once the stream passes ARGV[1] trades by more than its slack (an eighth of
+ * them, at most TRIM_CHUNK), its oldest go, up to TRIM_CHUNK + n of them
+ * (so that trimming keeps up): one XRANGE reads them, one XTRIM MINID
+ * deletes exactly them, and the items whose latest trade was one of them
+ * leave trades:{r}:items (HMGET, HDEL). Each field of the hash names a
+ * trade of its own, so a hash with more fields than the stream has trades
+ * holds heads trimmed before the trim was exact (MAXLEN ~ dropped whole
+ * nodes): then a sample of TRIM_CHUNK fields is checked against the oldest
+ * trade kept, and those older go too. */
+#define TRIM_SCRIPT                                                                              \
+    "local function older(a, b) "                                                                \
+    "local am, as = string.match(a, '^(%d+)-(%d+)$') "                                           \
+    "local bm, bs = string.match(b, '^(%d+)-(%d+)$') "                                           \
+    "if not am then return true end "                                                            \
+    "am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs) "                   \
+    "return am < bm or (am == bm and as < bs) end "                                              \
+    "local hist = tonumber(ARGV[1]) "                                                            \
+    "local over = redis.call('XLEN', KEYS[1]) - hist "                                           \
+    "if over > math.min(math.floor(hist / 8), " TRIM_CHUNK ") then "                             \
+    "local k = math.min(over, " TRIM_CHUNK " + n) "                                              \
+    "local old = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', k + 1) "                       \
+    "local first, gone, seen, its, drop = old[k + 1][1], {}, {}, {}, {} "                        \
+    "for i = 1, k do gone[old[i][1]] = true local f = old[i][2] "                                \
+    "for j = 1, #f - 1, 2 do local x = f[j + 1] "                                                \
+    "if f[j] == 'item' and not seen[x] then seen[x] = true; its[#its + 1] = x end end end "      \
+    "redis.call('XTRIM', KEYS[1], 'MINID', first) "                                              \
+    "if #its > 0 then local h = redis.call('HMGET', KEYS[2], unpack(its)) "                      \
+    "for i = 1, #its do if h[i] and gone[h[i]] then drop[#drop + 1] = its[i] end end end "       \
+    "if redis.call('HLEN', KEYS[2]) - #drop > hist + over - k then "                             \
+    "local s = redis.call('HRANDFIELD', KEYS[2], " TRIM_CHUNK ", 'WITHVALUES') "                 \
+    "for i = 1, #s - 1, 2 do "                                                                   \
+    "if not gone[s[i + 1]] and older(s[i + 1], first) then drop[#drop + 1] = s[i] end end end "   \
+    "if #drop > 0 then redis.call('HDEL', KEYS[2], unpack(drop)) end end "
+
 /* KEYS[1] the realm's stream, KEYS[2] its items' latest trades (a hash);
  * per trade t (from 0) KEYS[3+3t..5+3t]: the buyer's and seller's lists,
- * its idempotency record (KEYS[1] when it has none). ARGV[1] the stream's
- * MAXLEN, ARGV[2] the lists' length, ARGV[3] the record's TTL (s); per
+ * its idempotency record (KEYS[1] when it has none). ARGV[1] the trades
+ * the stream keeps, ARGV[2] the lists' length, ARGV[3] the record's TTL (s); per
  * trade ARGV[4+8t..11+8t]: buyer, seller, item, quantity, price, total,
  * fence, and the record's text ("" when none). Returns the trade ids in
- * order. */
+ * order. The stream is trimmed to ARGV[1] trades at the end (TRIM_SCRIPT). */
 static const char trades_script[] =
     "local ids, keep = {}, tonumber(ARGV[2]) "
     "local most = keep + math.floor(keep / 8) "
@@ -62,7 +102,7 @@ static const char trades_script[] =
     "for t = 0, n - 1 do "
     "local a, k = 3 + 8 * t, 2 + 3 * t "
     "local item = ARGV[a + 3] "
-    "local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'buyer', ARGV[a + 1], "
+    "local id = redis.call('XADD', KEYS[1], '*', 'buyer', ARGV[a + 1], "
     "'seller', ARGV[a + 2], 'item', item, 'quantity', ARGV[a + 4], 'price', ARGV[a + 5], "
     "'total', ARGV[a + 6], 'fence', ARGV[a + 7], 'prev', head[item]) "
     "head[item] = id "
@@ -76,6 +116,7 @@ static const char trades_script[] =
     "for t = 1, n do local i = items[t] "
     "if not seen[i] then seen[i] = true; set[#set + 1] = i; set[#set + 1] = head[i] end end "
     "redis.call('HSET', KEYS[2], unpack(set)) "
+    TRIM_SCRIPT
     "return ids";
 
 /* An item's latest trades, newest first: KEYS[1] the realm's stream,
