@@ -469,11 +469,13 @@ static void test_history_is_bounded(void **state) {
     (void)f;
 }
 
-/* The realm's trades hold at most most entries, trades:{r}:items no more
- * fields than that, and each field names a trade still in the stream. */
+/* The realm's trades hold at most most entries, trades:{r}:items and
+ * trades:{r}:order no more than that, and each head names a trade still in
+ * the stream. */
 static void assert_heads_in_history(long long most) {
     long long len = redis_int("XLEN %s", TRADES);
     assert_true(len <= most);
+    assert_true(redis_int("LLEN %s:order", TRADES) <= len);
     redisReply *h = redis_cmd("HGETALL %s:items", TRADES);
     assert_int_equal(h->type, REDIS_REPLY_ARRAY);
     assert_true((long long)h->elements / 2 <= len);
