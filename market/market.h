@@ -24,13 +24,15 @@
  *   idem:{r}:<player>:<key>  a request's outcome or claim (market_keys.c)
  *   trades:{r}          stream: one entry per purchase, its id the trade id, fields
  *                       buyer seller item quantity price total fence (0: no lock)
- *                       prev (the item's trade before, "" none); trimmed with
- *                       MAXLEN ~ cfg.trade_history
+ *                       prev (the item's trade before, "" none); trimmed to
+ *                       cfg.trade_history (up to an eighth, at most 100, more)
  *   trades:{r}:player:<id>  list: the ids of a player's trades, as buyer or seller,
  *                       newest first; keeps about cfg.trade_index
- *   trades:{r}:items    hash: item -> its latest trade id, where its chain starts
- *                       (market_trade.c writes the stream, lists and hash in the
- *                       purchase's MULTI/EXEC)
+ *   trades:{r}:items    hash: item -> its latest trade id, where its chain starts;
+ *                       an item goes when its latest trade is trimmed
+ *   trades:{r}:order    list: the items of the trades of trades:{r}, oldest first,
+ *                       trimmed with it (market_trade.c writes the stream, lists,
+ *                       hash and this list in the purchase's MULTI/EXEC)
  *   market:{r}:changes  stream: one entry per committed list and unlist (action,
  *                       seller, item, price, quantity), trimmed to about 1,000
  *                       (market_changes.c); GET /events follows it with trades:{r}
@@ -175,7 +177,8 @@ typedef struct market_config {
     int replica_ack_timeout_ms;  /* WAIT's timeout (0: redis_timeout_ms / 2), < redis_timeout_ms */
     uint32_t lock_ttl_ms;        /* lease of the market lock */
     uint32_t acquire_timeout_ms; /* wait budget for the market lock */
-    uint64_t trade_history;      /* trades kept per realm, about (MAXLEN ~; 0: the default) */
+    uint64_t trade_history;      /* trades kept per realm, at least (up to an eighth, at most
+                                    100, more; 0: the default) */
     uint64_t trade_index;        /* trade ids kept per player, at least (up to an eighth
                                     more; 0: the default) */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */

@@ -86,6 +86,8 @@ void market__realm_init(market__realm *r, const char *realm) {
     market__join(r->trades, sizeof r->trades, "trades:{", realm, "}", (const char *)NULL);
     market__join(r->trade_items, sizeof r->trade_items, "trades:{", realm, "}:items",
                  (const char *)NULL);
+    market__join(r->trade_order, sizeof r->trade_order, "trades:{", realm, "}:order",
+                 (const char *)NULL);
     market__join(r->units, sizeof r->units, "market:{", realm, "}:units", (const char *)NULL);
     market__join(r->changes, sizeof r->changes, "market:{", realm, "}:changes",
                  (const char *)NULL);

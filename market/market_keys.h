@@ -21,6 +21,7 @@ typedef struct market__realm {
     char lock[MARKET__KEY_MAX];   /* "lock:market:{<realm>}" */
     char trades[MARKET__KEY_MAX]; /* "trades:{<realm>}" */
     char trade_items[MARKET__KEY_MAX]; /* "trades:{<realm>}:items": each item's latest trade */
+    char trade_order[MARKET__KEY_MAX]; /* "trades:{<realm>}:order": the stream's trades' items */
     char units[MARKET__KEY_MAX];  /* "market:{<realm>}:units": the units of stack listings */
     char changes[MARKET__KEY_MAX]; /* "market:{<realm>}:changes": the listing changes' feed */
     char building[MARKET__KEY_MAX]; /* "market:{<realm>}:building": set while seeding writes */

@@ -12,10 +12,8 @@
  * every trade of a commit: XADD to trades:{r}, LPUSH the trade id to the
  * buyer's and the seller's lists (the indexes a player's history reads,
  * newest first), and SET the purchase's idempotency record with the id
- * appended. The realm's stream is trimmed with MAXLEN ~ cfg.trade_history,
- * which costs nothing until a whole node can go; a list, once it passes
- * cfg.trade_index by an eighth, is trimmed back to it (LTRIM), so trimming
- * too is paid once in many trades.
+ * appended. A list, once it passes cfg.trade_index by an eighth, is
+ * trimmed back to it (LTRIM), so trimming is paid once in many trades.
  * An item's trades are a chain through the stream: each entry names the
  * item's trade before it (field prev, "" for its first), and one hash of
  * the realm, trades:{r}:items, holds each item's latest trade id. The script
@@ -25,8 +23,16 @@
  * key per item would cost a new key a trade for unique items (every
  * purchase of one makes its first): measured, the script then cost 11-12 us
  * of Redis CPU a trade against 10-11 now, and the store about 140 bytes a
- * trade more. The hash costs a field per item ever traded, and the walk
- * costs the reader an XRANGE a trade, in one script.
+ * trade more. The walk costs the reader an XRANGE a trade, in one script.
+ * The script trims the stream itself (TRIM_SCRIPT), exactly and in chunks
+ * of about a node, to cfg.trade_history trades, and an item whose latest
+ * trade it trims leaves the hash: the hash has at most a field per trade
+ * kept. MAXLEN ~ was free but could not tell which trades it dropped; to
+ * know their items without reading them (reading the trimmed trades with
+ * XRANGE made the trim cost 4 us of Redis CPU a trade, the list 0.7 us,
+ * measured on Redis 7.0 with commits of 28 trades), a list trades:{r}:order
+ * holds the items of the stream's trades, oldest first (about 10 bytes a
+ * trade).
  * The indexes are lists of ids, not streams with copies of the record: a
  * small stream costs over a kilobyte and a lookup structure (measured on
  * Redis 7.0: 18 us of Redis CPU and 5.8 KB a trade with three more streams,
@@ -44,25 +50,70 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* KEYS[1] the realm's stream, KEYS[2] its items' latest trades (a hash);
- * per trade t (from 0) KEYS[3+3t..5+3t]: the buyer's and seller's lists,
- * its idempotency record (KEYS[1] when it has none). ARGV[1] the stream's
- * MAXLEN, ARGV[2] the lists' length, ARGV[3] the record's TTL (s); per
+/* The most trades one commit trims beyond its own: a node of a stream
+ * (stream-node-max-entries' default), read and deleted in well under a
+ * millisecond. */
+#define TRIM_CHUNK "100"
+
+/* The end of trades_script (n: the commit's trades, items[1..n] their
+ * items): the history's trim. KEYS[3] lists the items of the stream's
+ * trades, oldest first (one RPUSH a commit), so that the trim need not read
+ * the trades it deletes. Once the stream passes ARGV[1] trades by more than
+ * its slack (an eighth of them, at most TRIM_CHUNK), its oldest go, up to
+ * TRIM_CHUNK + n of them (so that trimming keeps up): XTRIM MAXLEN = deletes
+ * exactly them, LPOP their items, and those whose latest trade is older than
+ * the oldest kept leave trades:{r}:items (HMGET, HDEL). Each field of the
+ * hash names a trade of its own, so a hash with more fields than the stream
+ * has trades holds heads trimmed before the trim was exact (MAXLEN ~ dropped
+ * whole nodes, and no list told their items): then a sample of TRIM_CHUNK
+ * fields is checked as well. */
+#define TRIM_SCRIPT                                                                              \
+    "local function older(a, b) "                                                                \
+    "local am, as = string.match(a, '^(%d+)-(%d+)$') "                                           \
+    "local bm, bs = string.match(b, '^(%d+)-(%d+)$') "                                           \
+    "if not am then return true end "                                                            \
+    "am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs) "                   \
+    "return am < bm or (am == bm and as < bs) end "                                              \
+    "redis.call('RPUSH', KEYS[3], unpack(items)) "                                               \
+    "local hist, len = tonumber(ARGV[1]), redis.call('XLEN', KEYS[1]) "                          \
+    "if len - hist > math.min(math.floor(hist / 8), " TRIM_CHUNK ") then "                       \
+    "local k = math.min(len - hist, " TRIM_CHUNK " + n) "                                        \
+    "len = len - k "                                                                             \
+    "redis.call('XTRIM', KEYS[1], 'MAXLEN', len) "                                               \
+    "local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1][1] "                   \
+    "local pop = math.min(redis.call('LLEN', KEYS[3]) - len, k + " TRIM_CHUNK ") "               \
+    "local its, drop, gone = {}, {}, {} "                                                        \
+    "if pop > 0 then for _, x in ipairs(redis.call('LPOP', KEYS[3], pop)) do "                   \
+    "if not gone[x] then gone[x] = true; its[#its + 1] = x end end "                             \
+    "local h = redis.call('HMGET', KEYS[2], unpack(its)) "                                       \
+    "for i = 1, #its do if h[i] and older(h[i], first) then drop[#drop + 1] = its[i] "           \
+    "else gone[its[i]] = nil end end end "                                                       \
+    "if redis.call('HLEN', KEYS[2]) - #drop > len then "                                         \
+    "local s = redis.call('HRANDFIELD', KEYS[2], " TRIM_CHUNK ", 'WITHVALUES') "                 \
+    "for i = 1, #s - 1, 2 do "                                                                   \
+    "if not gone[s[i]] and older(s[i + 1], first) then drop[#drop + 1] = s[i] end end end "      \
+    "if #drop > 0 then redis.call('HDEL', KEYS[2], unpack(drop)) end end "
+
+/* KEYS[1] the realm's stream, KEYS[2] its items' latest trades (a hash),
+ * KEYS[3] the items of its trades (a list, oldest first); per trade t (from
+ * 0) KEYS[4+3t..6+3t]: the buyer's and seller's lists,
+ * its idempotency record (KEYS[1] when it has none). ARGV[1] the trades
+ * the stream keeps, ARGV[2] the lists' length, ARGV[3] the record's TTL (s); per
  * trade ARGV[4+8t..11+8t]: buyer, seller, item, quantity, price, total,
  * fence, and the record's text ("" when none). Returns the trade ids in
- * order. */
+ * order. The stream is trimmed to ARGV[1] trades at the end (TRIM_SCRIPT). */
 static const char trades_script[] =
     "local ids, keep = {}, tonumber(ARGV[2]) "
     "local most = keep + math.floor(keep / 8) "
-    "local n, items, head = (#KEYS - 2) / 3, {}, {} "
+    "local n, items, head = (#KEYS - 3) / 3, {}, {} "
     "if n == 0 then return ids end "
     "for t = 1, n do items[t] = ARGV[8 * t - 2] end "
     "local last = redis.call('HMGET', KEYS[2], unpack(items)) "
     "for t = 1, n do head[items[t]] = last[t] or '' end "
     "for t = 0, n - 1 do "
-    "local a, k = 3 + 8 * t, 2 + 3 * t "
+    "local a, k = 3 + 8 * t, 3 + 3 * t "
     "local item = ARGV[a + 3] "
-    "local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'buyer', ARGV[a + 1], "
+    "local id = redis.call('XADD', KEYS[1], '*', 'buyer', ARGV[a + 1], "
     "'seller', ARGV[a + 2], 'item', item, 'quantity', ARGV[a + 4], 'price', ARGV[a + 5], "
     "'total', ARGV[a + 6], 'fence', ARGV[a + 7], 'prev', head[item]) "
     "head[item] = id "
@@ -76,6 +127,7 @@ static const char trades_script[] =
     "for t = 1, n do local i = items[t] "
     "if not seen[i] then seen[i] = true; set[#set + 1] = i; set[#set + 1] = head[i] end end "
     "redis.call('HSET', KEYS[2], unpack(set)) "
+    TRIM_SCRIPT
     "return ids";
 
 /* An item's latest trades, newest first: KEYS[1] the realm's stream,
@@ -128,10 +180,12 @@ size_t market__trades_argv(const market *m, const char *realm, market__trades *t
     snprintf(tw->index, sizeof tw->index, "%llu",
              (unsigned long long)(m->cfg.trade_index ? m->cfg.trade_index : MARKET_TRADE_INDEX));
     memcpy(tw->k_items, rl.trade_items, sizeof tw->k_items);
-    snprintf(tw->nkeys, sizeof tw->nkeys, "%zu", 2 + MARKET__TRADE_KEYS * n);
+    memcpy(tw->k_order, rl.trade_order, sizeof tw->k_order);
+    snprintf(tw->nkeys, sizeof tw->nkeys, "%zu", 3 + MARKET__TRADE_KEYS * n);
     k += market__script_head(argv, trades_script, tw->nkeys);
     argv[k++] = tw->k_trades;
     argv[k++] = tw->k_items;
+    argv[k++] = tw->k_order;
     for (size_t i = 0; i < n; i++) {
         market__trade_rec *r = &t[i];
         market__trade_key(r->k_buyer, sizeof r->k_buyer, realm, "player", r->buyer);

@@ -13,8 +13,9 @@
 #define MARKET__TRADE_KEYS 3 /* KEYS per trade: buyer's and seller's lists, record */
 #define MARKET__TRADE_ARGS 8 /* ARGV per trade */
 /* The arguments of a script recording n trades: EVAL, the script, numkeys, the realm's
- * stream and items' hash, three settings, and each trade's keys and arguments. */
-#define MARKET__TRADES_ARGC(n) (8 + (MARKET__TRADE_KEYS + MARKET__TRADE_ARGS) * (n))
+ * stream, items' hash and items' order, three settings, and each trade's keys and
+ * arguments. */
+#define MARKET__TRADES_ARGC(n) (9 + (MARKET__TRADE_KEYS + MARKET__TRADE_ARGS) * (n))
 
 /* One trade a commit records. The caller sets the inputs; market__trades_argv()
  * names its keys and writes its numbers; the script's reply gives its id. */
@@ -31,10 +32,10 @@ typedef struct market__trade_rec {
     char id[MARKET_TRADE_ID_MAX + 1]; /* out: the trade id, from the script's reply */
 } market__trade_rec;
 
-/* What the script's arguments share: the realm's stream and items' hash, and the
- * settings, as text. */
+/* What the script's arguments share: the realm's stream, items' hash and items'
+ * order, and the settings, as text. */
 typedef struct market__trades {
-    char k_trades[MARKET__KEY_MAX], k_items[MARKET__KEY_MAX];
+    char k_trades[MARKET__KEY_MAX], k_items[MARKET__KEY_MAX], k_order[MARKET__KEY_MAX];
     char history[24], index[24], nkeys[16];
 } market__trades;
 

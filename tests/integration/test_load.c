@@ -28,6 +28,7 @@
 #include "rconn/rconn.h"
 #include "market/market.h"
 #include "server/server.h"
+#include "tests/helpers/http_client.h"
 #include "tests/helpers/redis_proc.h"
 
 #define REALM MARKET_REALM_DEFAULT /* the realm these tests use */
@@ -41,6 +42,7 @@ struct fx {
     const char *secret;   /* the server's auth secret; NULL: --no-auth */
     const char *players;  /* the tool's --players GLOB; NULL: none */
     uint32_t stall_ms;    /* the server's --test-stall-ms */
+    uint64_t history;     /* the server's --trade-history; 0: its default */
     server *srv;
     int port;
     char json[64]; /* the tool's report, a mkstemp file */
@@ -117,6 +119,7 @@ static void start_server(struct fx *f) {
     cfg.acquire_timeout_ms = 10000; /* no 503 even when valgrind slows every holder */
     cfg.log_level = SERVER_LOG_ERROR;
     cfg.test_stall_ms = f->stall_ms;
+    if (f->history) cfg.trade_history = f->history;
     if (f->secret)
         snprintf(cfg.auth_secret, sizeof cfg.auth_secret, "%s", f->secret);
     else
@@ -451,6 +454,88 @@ static void test_load_funds_moved_without_trade_exit_3(void **state) {
     free(text);
 }
 
+/* The integer reply of one Redis command with one argument. */
+static long long redis_int(const char *cmd, const char *key) {
+    redisContext *r = redisConnect("127.0.0.1", redis.port);
+    assert_true(r && !r->err);
+    redisReply *rep = redisCommand(r, "%s %s", cmd, key);
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_INTEGER);
+    long long v = rep->integer;
+    freeReplyObject(rep);
+    redisFree(r);
+    return v;
+}
+
+/* GET path from the server: asserts status, returns the body (new reference). */
+static json_t *get_json(const struct fx *f, const char *path, long status) {
+    th_http r;
+    assert_int_equal(th_http_do(f->port, "GET", path, NULL, 0, &r), 0);
+    assert_int_equal(r.status, status);
+    json_error_t e;
+    json_t *j = json_loads(r.body, 0, &e);
+    th_http_cleanup(&r);
+    assert_non_null(j);
+    return j;
+}
+
+/* A server that keeps 8 trades a realm trims the trade the run started at:
+ * the tool says it cannot account for the trades (naming --trade-history)
+ * instead of calling the funds unaccounted for (exit 0, not 3); the items'
+ * latest trades stay within the history, and what it keeps reads whole. */
+static void test_load_history_trimmed_cannot_account(void **state) {
+    struct fx *f = *state;
+    seed_world(50, 400, 1000000, 1, 1000);
+    seed_two_demo_players();
+    f->history = 8;
+    start_server(f);
+    th_http r; /* a trade before the run: its mark */
+    static const char axe[] = "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\"}";
+    assert_int_equal(th_http_do(f->port, "POST", "/purchase", axe, strlen(axe), &r), 0);
+    assert_int_equal(r.status, 200);
+    th_http_cleanup(&r);
+    json_t *j = load_as(f, NULL, "distinct", "4", "60", 0);
+    json_t *inv = json_object_get(j, "invariants");
+    assert_true(json_is_true(json_object_get(inv, "ok")));
+    assert_true(json_is_true(json_object_get(inv, "trades_trimmed")));
+    assert_true(json_is_null(json_object_get(inv, "trades_match")));
+    json_decref(j);
+    char *text = slurp(f->text);
+    assert_non_null(strstr(text, "cannot account for the trades"));
+    assert_non_null(strstr(text, "--trade-history"));
+    assert_null(strstr(text, "BAD"));
+    free(text);
+
+    long long len = redis_int("XLEN", "trades:{main}");
+    assert_true(len >= 8 && len <= 9); /* 8, and an eighth more at most */
+    assert_true(redis_int("HLEN", "trades:{main}:items") <= len);
+    assert_true(redis_int("LLEN", "trades:{main}:order") <= len);
+    char id[64], path[128];
+    redis_get(id, sizeof id, "HGET", "trades:{main}:items", "axe");
+    assert_string_equal(id, ""); /* its trade was trimmed, and its head with it */
+    j = get_json(f, "/items/axe/trades", 200);
+    assert_int_equal(json_array_size(json_object_get(j, "trades")), 0);
+    json_decref(j);
+    redisContext *rc = redisConnect("127.0.0.1", redis.port); /* the newest trade reads */
+    assert_true(rc && !rc->err);
+    redisReply *x = redisCommand(rc, "XREVRANGE trades:{main} + - COUNT 1");
+    assert_true(x && x->type == REDIS_REPLY_ARRAY && x->elements == 1);
+    snprintf(id, sizeof id, "%s", x->element[0]->element[0]->str);
+    freeReplyObject(x);
+    redisFree(rc);
+    snprintf(path, sizeof path, "/trades/%s", id);
+    j = get_json(f, path, 200);
+    char item[64];
+    snprintf(item, sizeof item, "%s", json_string_value(json_object_get(j, "item")));
+    json_decref(j);
+    snprintf(path, sizeof path, "/items/%s/trades", item);
+    j = get_json(f, path, 200);
+    json_t *t = json_array_get(json_object_get(j, "trades"), 0);
+    assert_non_null(t);
+    assert_string_equal(json_string_value(json_object_get(t, "trade_id")), id);
+    json_decref(j);
+}
+
 /* --mix flash: 200 buyers at once empty a sale of 500 units (limit 5)
  * that the tool creates; the report says it sold out, exactly, with no
  * limit broken, and the invariants (trades, funds to the house) hold. */
@@ -551,6 +636,8 @@ int main(void) {
          fx_setup, fx_teardown, (void *)"market"},
         {"test_load_flash_sells_out_exactly", test_load_flash_sells_out_exactly, fx_setup,
          fx_teardown, (void *)"market"},
+        {"test_load_history_trimmed_cannot_account", test_load_history_trimmed_cannot_account,
+         fx_setup, fx_teardown, (void *)"market"},
         cmocka_unit_test(test_load_server_down_exits_1),
         cmocka_unit_test(test_load_bad_flags_exit_2),
     };

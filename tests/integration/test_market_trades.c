@@ -469,6 +469,111 @@ static void test_history_is_bounded(void **state) {
     (void)f;
 }
 
+/* The realm's trades hold at most most entries, trades:{r}:items and
+ * trades:{r}:order no more than that, and each head names a trade still in
+ * the stream. */
+static void assert_heads_in_history(long long most) {
+    long long len = redis_int("XLEN %s", TRADES);
+    assert_true(len <= most);
+    assert_true(redis_int("LLEN %s:order", TRADES) <= len);
+    redisReply *h = redis_cmd("HGETALL %s:items", TRADES);
+    assert_int_equal(h->type, REDIS_REPLY_ARRAY);
+    assert_true((long long)h->elements / 2 <= len);
+    for (size_t i = 1; i < h->elements; i += 2) {
+        const char *id = h->element[i]->str;
+        redisReply *e = redis_cmd("XRANGE %s %s %s", TRADES, id, id);
+        assert_int_equal(e->elements, 1);
+        freeReplyObject(e);
+    }
+    freeReplyObject(h);
+}
+
+/* With a history of 4 trades, an item's latest trade leaves
+ * trades:{r}:items when the stream trims it: the axe sold twice shows both
+ * trades, then only its latest once the first is trimmed, then none; 40
+ * unique items sold one at a time, then 32 at once (several trades a commit
+ * under the lock strategies), leave at most 4 heads, each a trade in the
+ * stream; what the stream keeps still reads. */
+static void test_item_heads_bounded_by_history(void **state) {
+    struct fx *f = *state;
+    struct fx *g = fx_new(5000, 0, 4, 16);
+    market_purchase_result r1 = {0}, r2 = {0}, res = {0};
+    assert_int_equal(market_purchase(g->c, REALM, "B", "A", "axe", -1, &r1), MARKET_OK);
+    assert_int_equal(market_list(g->c, REALM, "B", "axe", 600), MARKET_OK);
+    assert_int_equal(market_purchase(g->c, REALM, "D", "B", "axe", -1, &r2), MARKET_OK);
+    char ids[10][MARKET_TRADE_ID_MAX + 1], item[24];
+    size_t n = 0;
+    item_ids(g->c, "axe", 10, ids, &n);
+    assert_int_equal(n, 2);
+    for (int i = 0; i < 8; i++) {
+        snprintf(item, sizeof item, "gem%d", i);
+        assert_int_equal(market_purchase(g->c, REALM, "D", "shop", item, -1, &res), MARKET_OK);
+        assert_heads_in_history(4);
+        item_ids(g->c, "axe", 10, ids, &n); /* r1 goes with the third gem, r2 the fourth */
+        assert_int_equal(n, i < 2 ? 2 : i < 3 ? 1 : 0);
+        if (n) assert_string_equal(ids[0], r2.trade_id);
+        item_ids(g->c, item, 10, ids, &n);
+        assert_int_equal(n, 1);
+        assert_string_equal(ids[0], res.trade_id);
+    }
+    market_trade t;
+    assert_int_equal(market_trade_get(g->c, REALM, r2.trade_id, &t), MARKET_ERR_NO_TRADE);
+    assert_int_equal(redis_int("HEXISTS %s:items axe", TRADES), 0);
+    enum { N = 32 };
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, N);
+    struct buyer b[N];
+    pthread_t th[N];
+    char items[N][24];
+    for (int i = 0; i < N; i++) {
+        snprintf(items[i], sizeof items[i], "gem%d", 8 + i);
+        b[i] = (struct buyer){g->m, "D", items[i], NULL, &start, 0, {0}};
+        assert_int_equal(pthread_create(&th[i], NULL, buy, &b[i]), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(b[i].rc, MARKET_OK);
+    }
+    pthread_barrier_destroy(&start);
+    assert_heads_in_history(4);
+    assert_int_equal(redis_int("XLEN %s", TRADES), 4);
+    for (int i = 0; i < N; i++) { /* the 4 kept read whole, the others are gone */
+        int kept = market_trade_get(g->c, REALM, b[i].res.trade_id, &t) == MARKET_OK;
+        item_ids(g->c, items[i], 10, ids, &n);
+        assert_int_equal(n, (size_t)kept);
+        if (kept) assert_string_equal(ids[0], b[i].res.trade_id);
+        if (kept) assert_string_equal(t.item, items[i]);
+        assert_int_equal(redis_int("HEXISTS %s:items %s", TRADES, items[i]), kept);
+    }
+    fx_free(g);
+    (void)f;
+}
+
+/* Heads a trim never saw (written while the trim dropped whole nodes, or
+ * left by an earlier version) go once the hash has more fields than the
+ * stream has trades: the first trim checks them against the oldest trade
+ * kept. */
+static void test_stale_heads_swept(void **state) {
+    struct fx *f = *state;
+    struct fx *g = fx_new(5000, 0, 4, 16);
+    for (int i = 0; i < 50; i++) {
+        redisReply *r = redis_cmd("HSET %s:items ghost%d 0-%d", TRADES, i, i + 1);
+        freeReplyObject(r);
+    }
+    redisReply *r = redis_cmd("HSET %s:items blank \"\"", TRADES);
+    freeReplyObject(r);
+    char item[24];
+    for (int i = 0; i < 5; i++) { /* the fifth is the first over the history */
+        snprintf(item, sizeof item, "gem%d", i);
+        market_purchase_result res = {0};
+        assert_int_equal(market_purchase(g->c, REALM, "D", "shop", item, -1, &res), MARKET_OK);
+    }
+    assert_heads_in_history(4);
+    assert_int_equal(redis_int("HLEN %s:items", TRADES), 4);
+    fx_free(g);
+    (void)f;
+}
+
 /* A trade record that cannot be written (trades:{r} is not a stream: the
  * script fails inside the EXEC, whose other commands still apply) leaves
  * the purchase done and answered as the store's failure; its idempotency
@@ -525,6 +630,8 @@ int main(void) {
         T(test_player_history_pages_newest_first),
         T(test_bad_arguments_and_unknown_trade),
         T(test_history_is_bounded),
+        T(test_item_heads_bounded_by_history),
+        T(test_stale_heads_swept),
         T(test_record_failure_purchase_done_once),
     };
     size_t n = sizeof tests / sizeof *tests;

@@ -166,7 +166,8 @@ static void test_json_shape(void **state) {
                 "calls_before,calls_after,commandstats_before,commandstats_after,masters");
     assert_keys(j, "invariants",
                 "ok,funds_conserved,no_negative_funds,items_in_one_place,items_total_unchanged,"
-                "purchases_match,indexes_match,items_left_market,trades_match,trades,before,after");
+                "purchases_match,indexes_match,items_left_market,trades_match,trades_trimmed,trades,"
+                "before,after");
     assert_keys(j, "invariants.trades",
                 "recorded,players_checked,players_mismatched,unknown,first_mismatch");
     assert_keys(j, "invariants.before",

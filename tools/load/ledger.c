@@ -70,6 +70,24 @@ void load_ledger_trade(load_ledger *l, unsigned realm, const char *buyer, const 
     s->traded += total;
 }
 
+/* The parts of trade id s ("<ms>-<seq>") into ms and seq. Returns 0, or -1
+ * when s is not one. */
+static int id_parts(const char *s, unsigned long long *ms, unsigned long long *seq) {
+    char *e;
+    if (!market_trade_id_valid(s)) return -1;
+    *ms = strtoull(s, &e, 10);
+    if (*e != '-') return -1;
+    *seq = strtoull(e + 1, &e, 10);
+    return *e ? -1 : 0;
+}
+
+void load_ledger_mark(load_ledger *l, const char *mark, const char *oldest) {
+    unsigned long long mm, ms, om, os;
+    if (!mark[0] || id_parts(mark, &mm, &ms) < 0) return; /* nothing before the run to lose */
+    if (!oldest[0] || id_parts(oldest, &om, &os) < 0 || om > mm || (om == mm && os > ms))
+        l->trimmed++;
+}
+
 /* Counts in l->mismatched the rows whose change of funds the trades do not
  * account for (or that were not read after the run), and names the first
  * in l->first_bad. Can't fail. */

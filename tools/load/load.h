@@ -329,6 +329,7 @@ long long load_cmdstats_get(const load_cmdstats *s, const char *name);
 typedef struct load_verdict {
     int funds, negative, one_place, total, purchases, indexed, ok;
     int trades;                /* load_judge_trades(): 1 until it says otherwise */
+    int trades_trimmed;        /* load_judge_trades(): the history was trimmed past the mark */
     long long left;            /* items that left the market */
     unsigned long long errors; /* answers other than 200, 402, 404; transport errors */
     const char *failed;        /* why the run failed (exit 4), or NULL */
@@ -358,6 +359,7 @@ typedef struct load_ledger {
     long long unknown;    /* trades or players after the run that the plan did not have */
     long long mismatched; /* rows whose change the trades do not account for */
     const char *first_bad; /* the first of them, or NULL */
+    unsigned trimmed;      /* realms whose history no longer holds the trade of the mark */
 } load_ledger;
 
 int load_ledger_init(load_ledger *l, const load_plan *p);
@@ -366,9 +368,15 @@ void load_ledger_after(load_ledger *l, unsigned realm, const char *id, int64_t f
 void load_ledger_trade(load_ledger *l, unsigned realm, const char *buyer, const char *seller,
                        int64_t total);
 void load_ledger_close(load_ledger *l);
+/* Counts in l->trimmed a realm whose run started at trade mark ("": none) when the oldest
+ * trade its history keeps is oldest ("": none kept): the history was trimmed past the mark
+ * when the mark is no longer kept (oldest is after it, or none is). Can't fail. */
+void load_ledger_mark(load_ledger *l, const char *mark, const char *oldest);
 /* Sets v->trades (and clears v->ok when it fails): every item that left the
  * market has its trade record, and the records account for every player's
- * change of funds. Can't fail. */
+ * change of funds. When the server's history was trimmed past a realm's mark
+ * (l->trimmed), the records cannot tell: v->trades_trimmed is set instead,
+ * and neither v->trades nor v->ok is cleared. Can't fail. */
 void load_judge_trades(load_verdict *v, const load_ledger *l);
 
 /* ---- flash sales: what the store says after the run ---- */
@@ -446,8 +454,9 @@ int load_audit_settled(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], si
 int load_trades_mark(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
                      char (*marks)[MARKET_TRADE_ID_MAX + 1], char *why, size_t whylen);
 /* Reads into l the funds of every player (matching players, when not NULL)
- * and every trade recorded after marks, of each of the n realms, then
- * closes it (load_ledger_close). Returns 0, or -1 with a sentence in why. */
+ * and every trade recorded after marks, of each of the n realms, and whether
+ * each history still keeps its mark (load_ledger_mark), then closes it
+ * (load_ledger_close). Returns 0, or -1 with a sentence in why. */
 int load_trades_read(load_ledger *l, market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1],
                      size_t n, char (*marks)[MARKET_TRADE_ID_MAX + 1], const char *players,
                      char *why, size_t whylen);

@@ -15,6 +15,28 @@
 
 /* ---- text ---- */
 
+/* The trade audit's line: the records account for the run, do not, or cannot tell (the
+ * server's history was trimmed past the run's start). */
+static void print_trades(FILE *f, const load_report *r) {
+    const load_ledger *l = r->ledger;
+    const load_verdict *v = r->v;
+    if (v->trades_trimmed)
+        fprintf(f, "    --  cannot account for the trades: the server's trade history "
+                   "(--trade-history) was trimmed past the run's start in %u realm%s; %lld "
+                   "trades read for %lld items that left the market\n",
+                l->trimmed, l->trimmed == 1 ? "" : "s", l->recorded, v->left);
+    else if (v->trades)
+        fprintf(f, "    ok  %lld trades recorded, one for each %s; they account for the funds of "
+                   "all %zu players\n",
+                l->recorded, r->flash ? "unit sold" : "item that left the market", l->n);
+    else
+        fprintf(f,
+                "    BAD %lld trades recorded for %lld items that left the market; %lld of %zu "
+                "players' funds moved otherwise%s%s; %lld trades or players unknown to the run\n",
+                l->recorded, v->left, l->mismatched, l->n, l->first_bad ? ", the first: " : "",
+                l->first_bad ? l->first_bad : "", l->unknown);
+}
+
 void load_report_print(FILE *f, const load_report *r) {
     const load_opts *o = r->o;
     const load_run *run = r->run;
@@ -112,17 +134,7 @@ void load_report_print(FILE *f, const load_report *r) {
         fprintf(f, "    %s %lld units reached the buyers' stacks\n",
                 fl->stacked == fl->sold ? "ok " : "BAD", (long long)fl->stacked);
     }
-    const load_ledger *l = r->ledger;
-    if (l && v->trades)
-        fprintf(f, "    ok  %lld trades recorded, one for each %s; they account for the funds of "
-                   "all %zu players\n",
-                l->recorded, r->flash ? "unit sold" : "item that left the market", l->n);
-    else if (l)
-        fprintf(f,
-                "    BAD %lld trades recorded for %lld items that left the market; %lld of %zu "
-                "players' funds moved otherwise%s%s; %lld trades or players unknown to the run\n",
-                l->recorded, v->left, l->mismatched, l->n, l->first_bad ? ", the first: " : "",
-                l->first_bad ? l->first_bad : "", l->unknown);
+    if (r->ledger) print_trades(f, r);
     if (!v->ok)
         fprintf(f, "  result        FAILED: an invariant broke (exit 3)\n");
     else if (v->failed)
@@ -308,11 +320,13 @@ json_t *load_report_json(const load_report *r) {
                   json_cmdstats(r->ca), "masters", masters));
     const load_ledger *l = r->ledger;
     set(j, "invariants",
-        json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:b, s:o, s:o, s:o}", "ok", v->ok,
+        json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:o, s:b, s:o, s:o, s:o}", "ok", v->ok,
                   "funds_conserved", v->funds, "no_negative_funds", v->negative,
                   "items_in_one_place", v->one_place, "items_total_unchanged", v->total,
                   "purchases_match", v->purchases, "indexes_match", v->indexed,
-                  "items_left_market", (json_int_t)v->left, "trades_match", v->trades, "trades",
+                  "items_left_market", (json_int_t)v->left, "trades_match",
+                  v->trades_trimmed ? json_null() : json_boolean(v->trades), "trades_trimmed",
+                  v->trades_trimmed, "trades",
                   l ? json_pack("{s:I, s:I, s:I, s:I, s:o}", "recorded", (json_int_t)l->recorded,
                                 "players_checked", (json_int_t)l->n, "players_mismatched",
                                 (json_int_t)l->mismatched, "unknown", (json_int_t)l->unknown,

@@ -194,6 +194,7 @@ load_verdict load_judge(const load_counts *k, const market_audit_report *b,
     v.purchases = v.left >= ok && v.left - ok <= (long long)(k->transport + k->unknown);
     v.ok = v.funds && v.negative && v.one_place && v.total && v.purchases && v.indexed;
     v.trades = 1;
+    v.trades_trimmed = 0;
     /* 402 and 404 are the market saying no; anything else means the run did
      * not measure purchases: a missing secret (401), a server in trouble. */
     v.errors = k->requests - k->by_code[200] - k->by_code[402] - k->by_code[404];
@@ -206,6 +207,11 @@ load_verdict load_judge(const load_counts *k, const market_audit_report *b,
 }
 
 void load_judge_trades(load_verdict *v, const load_ledger *l) {
+    v->trades_trimmed = l->trimmed > 0;
+    if (v->trades_trimmed) { /* the records of the run are not all there: no verdict */
+        v->trades = 0;
+        return;
+    }
     v->trades = l->recorded == v->left && l->unknown == 0 && l->mismatched == 0;
     if (!v->trades) v->ok = 0;
 }

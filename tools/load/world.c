@@ -185,6 +185,17 @@ int load_trades_mark(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size
     return 0;
 }
 
+/* Reads the oldest trade realm's history keeps, after the run's trades were read: whether
+ * the history still holds the trade of the mark (load_ledger_mark). Returns a market code. */
+static int mark_kept(load_ledger *l, market_conn *mc, const char *realm, const char *mark) {
+    market_trade *t = NULL;
+    size_t nt = 0;
+    int rc = market_trades_after(mc, realm, NULL, 1, &t, &nt);
+    if (rc == MARKET_OK) load_ledger_mark(l, mark, nt ? t[0].id : "");
+    free(t);
+    return rc;
+}
+
 int load_trades_read(load_ledger *l, market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1],
                      size_t n, char (*marks)[MARKET_TRADE_ID_MAX + 1], const char *players,
                      char *why, size_t whylen) {
@@ -207,6 +218,7 @@ int load_trades_read(load_ledger *l, market_conn *mc, char (*realms)[MARKET_REAL
             free(t);
             if (nt < MARKET_TRADES_PAGE_MAX) break;
         }
+        if (rc == MARKET_OK) rc = mark_kept(l, mc, realms[r], marks[r]);
         if (rc < 0) {
             snprintf(why, whylen, "cannot read the trades and players of realm %s: %s (%s)",
                      realms[r], market_strerror(rc), market_conn_errstr(mc));
