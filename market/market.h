@@ -520,6 +520,8 @@ int market_trades_player(market_conn *c, const char *realm, const char *player,
 int market_trades_item(market_conn *c, const char *realm, const char *item, size_t limit,
                        market_trade **out, size_t *n);
 int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID_MAX + 1]);
+int market_trade_history_start(market_conn *c, const char *realm,
+                               char oldest[MARKET_TRADE_ID_MAX + 1], uint64_t *trimmed);
 
 /* A listing change (market_changes_after()): a listing made or taken back. */
 typedef struct market_change {

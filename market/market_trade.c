@@ -462,6 +462,48 @@ int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID
     return rc;
 }
 
+/* Where the stream KEYS[1] begins: {the id of its oldest entry ("" when
+ * none), how many entries were ever removed from it (entries-added less
+ * its length: its trims)}; {"", 0} when there is no stream. */
+static const char start_script[] =
+    "#!lua flags=no-writes\n"
+    "if redis.call('EXISTS', KEYS[1]) == 0 then return {'', 0} end "
+    "local f, added, len = redis.call('XINFO', 'STREAM', KEYS[1]), 0, 0 "
+    "for i = 1, #f - 1, 2 do "
+    "if f[i] == 'entries-added' then added = f[i + 1] elseif f[i] == 'length' then "
+    "len = f[i + 1] end end "
+    "local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1) "
+    "return {#first > 0 and first[1][1] or '', added - len}";
+
+/* Reads where realm's trade history begins now: the id of the oldest trade
+ * it keeps into oldest ("" when none), and into *trimmed how many trades it
+ * has trimmed since it began. Returns MARKET_OK, ERR_INVALID or ERR_STORE. */
+int market_trade_history_start(market_conn *c, const char *realm,
+                               char oldest[MARKET_TRADE_ID_MAX + 1], uint64_t *trimmed) {
+    if (!c || !oldest || !trimmed || !market_id_valid(realm)) return MARKET_ERR_INVALID;
+    market__realm rl;
+    market__realm_init(&rl, realm);
+    market__buf b = {0};
+    const char *keys[1] = {rl.trades};
+    market__fx_script(&b, start_script, 1, keys, 0, NULL);
+    redisReply *r = NULL;
+    int rc = market__read_one(c, realm, &b, &r);
+    market__buf_free(&b);
+    if (rc < 0) return rc;
+    const redisReply *id = r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[0] : NULL;
+    const redisReply *n = id ? r->element[1] : NULL;
+    if (!id || id->type != REDIS_REPLY_STRING || id->len > MARKET_TRADE_ID_MAX ||
+        (id->len && !market_trade_id_valid(id->str)) || n->type != REDIS_REPLY_INTEGER ||
+        n->integer < 0) {
+        rc = market__fail_reply(c, "reading where the trade history begins", r);
+    } else {
+        memcpy(oldest, id->str, id->len + 1);
+        *trimmed = (uint64_t)n->integer;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
 /* Reads up to limit (1..MARKET_TRADES_PAGE_MAX) trades of realm committed
  * after trade id after (NULL or "": from the oldest kept), oldest first
  * (the next page starts after the last one read). Returns MARKET_OK with

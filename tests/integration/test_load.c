@@ -483,17 +483,8 @@ static json_t *get_json(const struct fx *f, const char *path, long status) {
  * the tool says it cannot account for the trades (naming --trade-history)
  * instead of calling the funds unaccounted for (exit 0, not 3); the items'
  * latest trades stay within the history, and what it keeps reads whole. */
-static void test_load_history_trimmed_cannot_account(void **state) {
-    struct fx *f = *state;
-    seed_world(50, 400, 1000000, 1, 1000);
-    seed_two_demo_players();
-    f->history = 8;
-    start_server(f);
-    th_http r; /* a trade before the run: its mark */
-    static const char axe[] = "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\"}";
-    assert_int_equal(th_http_do(f->port, "POST", "/purchase", axe, strlen(axe), &r), 0);
-    assert_int_equal(r.status, 200);
-    th_http_cleanup(&r);
+/* The load's verdict on a server that keeps 8 trades a realm (see below). */
+static void load_trimmed_says_cannot_account(struct fx *f) {
     json_t *j = load_as(f, NULL, "distinct", "4", "60", 0);
     json_t *inv = json_object_get(j, "invariants");
     assert_true(json_is_true(json_object_get(inv, "ok")));
@@ -505,6 +496,31 @@ static void test_load_history_trimmed_cannot_account(void **state) {
     assert_non_null(strstr(text, "--trade-history"));
     assert_null(strstr(text, "BAD"));
     free(text);
+}
+
+/* The same with no trade before the run (a fresh world, as make run's): the run's first
+ * trades are the ones trimmed. */
+static void test_load_history_trimmed_from_the_first_trade(void **state) {
+    struct fx *f = *state;
+    seed_world(50, 400, 1000000, 1, 1000);
+    f->history = 8;
+    start_server(f);
+    load_trimmed_says_cannot_account(f);
+}
+
+static void test_load_history_trimmed_cannot_account(void **state) {
+    struct fx *f = *state;
+    seed_world(50, 400, 1000000, 1, 1000);
+    seed_two_demo_players();
+    f->history = 8;
+    start_server(f);
+    th_http r; /* a trade before the run: its mark */
+    static const char axe[] = "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\"}";
+    assert_int_equal(th_http_do(f->port, "POST", "/purchase", axe, strlen(axe), &r), 0);
+    assert_int_equal(r.status, 200);
+    th_http_cleanup(&r);
+    load_trimmed_says_cannot_account(f);
+    json_t *j;
 
     long long len = redis_int("XLEN", "trades:{main}");
     assert_true(len >= 8 && len <= 9); /* 8, and an eighth more at most */
@@ -638,6 +654,8 @@ int main(void) {
          fx_teardown, (void *)"market"},
         {"test_load_history_trimmed_cannot_account", test_load_history_trimmed_cannot_account,
          fx_setup, fx_teardown, (void *)"market"},
+        {"test_load_history_trimmed_from_the_first_trade",
+         test_load_history_trimmed_from_the_first_trade, fx_setup, fx_teardown, (void *)"market"},
         cmocka_unit_test(test_load_server_down_exits_1),
         cmocka_unit_test(test_load_bad_flags_exit_2),
     };

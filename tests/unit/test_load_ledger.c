@@ -96,21 +96,22 @@ static void test_unaccounted_moves_break_it(void **state) {
 }
 
 /* A realm whose history no longer keeps the trade the run started at was
- * trimmed past the mark (ids compared as numbers: 10-0 is after 9-5); a
- * realm that had no trade before the run has nothing to lose. */
+ * trimmed past the mark (ids compared as numbers: 10-0 is after 9-5); one
+ * whose run started before any trade lost one to any trim. */
 static void test_mark_trimmed(void **state) {
     (void)state;
     static const struct {
         const char *mark, *oldest;
+        uint64_t gone; /* trades the history trimmed */
         unsigned trimmed;
     } cases[] = {
-        {"", "", 0},        {"", "7-1", 0},    {"5-3", "5-3", 0}, {"5-3", "5-2", 0},
-        {"5-3", "1-9", 0},  {"5-3", "5-4", 1}, {"5-3", "6-0", 1}, {"9-5", "10-0", 1},
-        {"5-3", "", 1},
+        {"", "", 0, 0},       {"", "7-1", 0, 0},    {"", "7-1", 3, 1},    {"5-3", "5-3", 9, 0},
+        {"5-3", "5-2", 0, 0}, {"5-3", "1-9", 0, 0}, {"5-3", "5-4", 1, 1}, {"5-3", "6-0", 1, 1},
+        {"9-5", "10-0", 1, 1}, {"5-3", "", 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         load_ledger l = {0};
-        load_ledger_mark(&l, cases[i].mark, cases[i].oldest);
+        load_ledger_mark(&l, cases[i].mark, cases[i].oldest, cases[i].gone);
         if (l.trimmed != cases[i].trimmed)
             fprintf(stderr, "mark %s oldest %s\n", cases[i].mark, cases[i].oldest);
         assert_int_equal(l.trimmed, cases[i].trimmed);
@@ -132,8 +133,8 @@ static void test_trimmed_history_cannot_account(void **state) {
     load_ledger_after(&l, 0, "C", 100);
     load_ledger_after(&l, 1, "A", 50);
     load_ledger_after(&l, 1, "D", 50);
-    load_ledger_mark(&l, "", "");               /* r1: no trade before the run */
-    load_ledger_mark(&l, "1700000000000-0", "1700000000123-4"); /* r0: trimmed */
+    load_ledger_mark(&l, "", "", 0);            /* r1: no trade before the run */
+    load_ledger_mark(&l, "1700000000000-0", "1700000000123-4", 5); /* r0: trimmed */
     load_ledger_close(&l);
     assert_int_equal(l.trimmed, 1);
     assert_int_equal(l.mismatched, 2);

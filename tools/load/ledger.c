@@ -81,9 +81,13 @@ static int id_parts(const char *s, unsigned long long *ms, unsigned long long *s
     return *e ? -1 : 0;
 }
 
-void load_ledger_mark(load_ledger *l, const char *mark, const char *oldest) {
+void load_ledger_mark(load_ledger *l, const char *mark, const char *oldest, uint64_t trimmed) {
     unsigned long long mm, ms, om, os;
-    if (!mark[0] || id_parts(mark, &mm, &ms) < 0) return; /* nothing before the run to lose */
+    if (!mark[0]) { /* the run began before any trade: any trim took one of its trades */
+        if (trimmed) l->trimmed++;
+        return;
+    }
+    if (id_parts(mark, &mm, &ms) < 0) return;
     if (!oldest[0] || id_parts(oldest, &om, &os) < 0 || om > mm || (om == mm && os > ms))
         l->trimmed++;
 }

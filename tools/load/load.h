@@ -368,10 +368,11 @@ void load_ledger_after(load_ledger *l, unsigned realm, const char *id, int64_t f
 void load_ledger_trade(load_ledger *l, unsigned realm, const char *buyer, const char *seller,
                        int64_t total);
 void load_ledger_close(load_ledger *l);
-/* Counts in l->trimmed a realm whose run started at trade mark ("": none) when the oldest
- * trade its history keeps is oldest ("": none kept): the history was trimmed past the mark
- * when the mark is no longer kept (oldest is after it, or none is). Can't fail. */
-void load_ledger_mark(load_ledger *l, const char *mark, const char *oldest);
+/* Counts in l->trimmed a realm whose run started at trade mark ("": before any trade) when
+ * its history (market_trade_history_start) keeps oldest first ("": none) and has trimmed
+ * trimmed trades: the history was trimmed past the mark when the mark is no longer kept
+ * (oldest is after it, or none is), or, with no mark, when it trimmed any. Can't fail. */
+void load_ledger_mark(load_ledger *l, const char *mark, const char *oldest, uint64_t trimmed);
 /* Sets v->trades (and clears v->ok when it fails): every item that left the
  * market has its trade record, and the records account for every player's
  * change of funds. When the server's history was trimmed past a realm's mark

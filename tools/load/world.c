@@ -185,14 +185,13 @@ int load_trades_mark(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size
     return 0;
 }
 
-/* Reads the oldest trade realm's history keeps, after the run's trades were read: whether
- * the history still holds the trade of the mark (load_ledger_mark). Returns a market code. */
+/* Reads where realm's trade history begins, after the run's trades were read: whether it
+ * trimmed a trade of the run (load_ledger_mark). Returns a market code. */
 static int mark_kept(load_ledger *l, market_conn *mc, const char *realm, const char *mark) {
-    market_trade *t = NULL;
-    size_t nt = 0;
-    int rc = market_trades_after(mc, realm, NULL, 1, &t, &nt);
-    if (rc == MARKET_OK) load_ledger_mark(l, mark, nt ? t[0].id : "");
-    free(t);
+    char oldest[MARKET_TRADE_ID_MAX + 1];
+    uint64_t trimmed;
+    int rc = market_trade_history_start(mc, realm, oldest, &trimmed);
+    if (rc == MARKET_OK) load_ledger_mark(l, mark, oldest, trimmed);
     return rc;
 }
 
