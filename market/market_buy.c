@@ -394,7 +394,7 @@ static void commit_order(struct buy_batch *b, const market__held *held, size_t i
             market__fx_delist(w, &b->realm, L->member, L->stack);
             if (b->chosen) market__held_drop(held, "item", b->realm.id, L->member, w);
             market__idx_entry_init(&L->ix, b->realm.id, o->item, L->seller, L->price);
-            market__fx_idx_remove(w, &L->ix);
+            market__fx_idx_remove(w, &L->ix, 1);
         }
         b->trade_req[b->n_trades] = i;
         b->trade[b->n_trades++] = (market__trade_rec){

@@ -272,7 +272,7 @@ static void commit_order(struct listing_batch *b, const market__held *held, size
             market__fx_units(w, b->k_stacks[i], o->item, u->units);
         else
             market__fx_item_in(w, b->k_inv[i], o->item);
-        market__fx_idx_remove(w, &b->ix[i]);
+        market__fx_idx_remove(w, &b->ix[i], 1);
         market__fx_change(w, &b->realm, 0, o->player, o->item, u->price, u->units);
         return;
     }

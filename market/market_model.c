@@ -355,10 +355,18 @@ void market__fx_delist_units_begin(market__buf *b, const market__realm *r) {
     market__buf_begin(b, C_HDEL, r->units);
 }
 
-/* A delisted listing's entries leave its search indexes and the names index. */
-void market__fx_idx_remove(market__buf *b, const market__idx_entry *e) {
+/* A delisted listing's entries leave its search indexes, and with names the
+ * names index too (without: the caller removes a batch's names at once,
+ * market__fx_names_remove_begin). */
+void market__fx_idx_remove(market__buf *b, const market__idx_entry *e, int names) {
     for (int x = 0; x < MARKET__IDX_KINDS; x++) market__fx_idx_drop(b, e->key[x], e->member[x]);
-    market__fx_idx_drop(b, e->names_key, e->name);
+    if (names) market__fx_idx_drop(b, e->names_key, e->name);
+}
+
+/* Opens: delisted listings leave the names index key (their members
+ * "<item>.<seller>", then end). */
+void market__fx_names_remove_begin(market__buf *b, const char *key) {
+    market__buf_begin(b, C_ZREM, key);
 }
 
 /* units of a sale are sold: one guarded decrement of its stock. */

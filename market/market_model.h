@@ -75,7 +75,8 @@ void market__fx_idem_record(market__buf *b, const char *key, const char *record)
 void market__fx_items_begin(market__buf *b, const char *inventory_key);
 void market__fx_delist_begin(market__buf *b, const market__realm *r);
 void market__fx_delist_units_begin(market__buf *b, const market__realm *r);
-void market__fx_idx_remove(market__buf *b, const market__idx_entry *e);
+void market__fx_idx_remove(market__buf *b, const market__idx_entry *e, int names);
+void market__fx_names_remove_begin(market__buf *b, const char *key);
 void market__fx_sale_take(market__buf *b, const char *sale_key, int64_t units);
 void market__fx_sale_bought(market__buf *b, const char *bought_key, const char *player,
                             int64_t units);

@@ -51,6 +51,7 @@ struct market__batch {
     market_order *req[MARKET__BATCH_MAX]; /* cb's open purchases, in order */
     size_t n;
     market__realm realm;
+    char k_names[MARKET__IDX_KEY_MAX]; /* the realm's names index */
     char member[MARKET__BATCH_MAX][MARKET__MEMBER_MAX];
     uint32_t member_hash[MARKET__BATCH_MAX];
     size_t first[MARKET__BATCH_MAX];  /* index of the first purchase of the same listing */
@@ -461,11 +462,18 @@ static const char *trade_fence(const market *m, const market__held *held,
     return "0";
 }
 
+/* Whether the listing of purchase f, the first of its listing, sold out in
+ * this batch. */
+static int sold_out(const struct market__batch *b, size_t f) {
+    return b->first[f] == f && b->price[f] > 0 && b->left[f] == 0 && b->units[f] != 0;
+}
+
 /* Appends to the commit what the purchases won move: unique items into
  * their buyers' inventories (one SADD a buyer), units into their buyers'
  * stacks (one HINCRBY a buyer and item), and the listings: one sold out
- * leaves the market, its units record and the search indexes; one sold in
- * part keeps its remaining units. */
+ * leaves the market, its units record and the search indexes (one ZREM
+ * for the market's and the names index's members); one sold in part keeps
+ * its remaining units. */
 static void commit_goods(struct market__batch *b, market__buf *w) {
     for (size_t u = 0; u < b->n_users; u++) {
         market__fx_items_begin(w, b->k_inv[u]);
@@ -493,20 +501,21 @@ static void commit_goods(struct market__batch *b, market__buf *w) {
             market__fx_listing_units(w, &b->realm, b->member[f], b->left[f] - b->units[f]);
     market__fx_delist_units_begin(w, &b->realm);
     for (size_t f = 0; f < b->n; f++)
-        if (b->first[f] == f && b->price[f] > 0 && b->left[f] == 0 && b->units[f] != 0 &&
-            b->stack[f])
-            market__buf_arg(w, b->member[f]);
+        if (sold_out(b, f) && b->stack[f]) market__buf_arg(w, b->member[f]);
     market__buf_end(w, 1);
     market__fx_delist_begin(w, &b->realm);
     for (size_t f = 0; f < b->n; f++)
-        if (b->first[f] == f && b->price[f] > 0 && b->left[f] == 0 && b->units[f] != 0)
-            market__buf_arg(w, b->member[f]);
+        if (sold_out(b, f)) market__buf_arg(w, b->member[f]);
     if (market__buf_end(w, 1) == 0) return; /* nothing sold out (refusals recorded alone) */
+    market__fx_names_remove_begin(w, b->k_names);
+    for (size_t f = 0; f < b->n; f++)
+        if (sold_out(b, f)) market__buf_arg(w, b->member[f]);
+    market__buf_end(w, 1);
     for (size_t f = 0; f < b->n; f++) { /* the same listings' index entries */
-        if (b->first[f] != f || b->price[f] <= 0 || b->left[f] != 0) continue;
+        if (!sold_out(b, f)) continue;
         market__idx_entry *e = &b->idx[f];
         market__idx_entry_init(e, b->realm.id, b->req[f]->item, b->req[f]->seller, b->price[f]);
-        market__fx_idx_remove(w, e);
+        market__fx_idx_remove(w, e, 0);
     }
 }
 
@@ -555,7 +564,7 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
             market__fx_funds(w, b->k_user[u], b->party[u].funds - b->read_funds[u]);
     commit_goods(b, w);
     for (size_t f = 0; cb->policy == MARKET__POLICY_EACH && f < b->n; f++)
-        if (b->first[f] == f && b->price[f] > 0 && b->left[f] == 0 && b->units[f] != 0)
+        if (sold_out(b, f))
             market__held_drop(held, "item", b->realm.id, b->member[f], w); /* sold out */
     commit_records(c->m, held, b);
     /* the trades, and the records of the purchases that made them */
@@ -619,6 +628,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     b->n = cb->n_open;
     for (size_t i = 0; i < b->n; i++) b->req[i] = cb->req[i]->order;
     market__realm_init(&b->realm, cb->realm);
+    market__idx_names_key(b->k_names, b->realm.id);
     MARKET__COUNT(m, batches);
     b->filtered = 0;
     if (cb->policy != MARKET__POLICY_EACH) {
