@@ -53,17 +53,5 @@ int market_changes_after(market_conn *c, const char *realm, const char *after, s
 /* Reads the id of the latest listing change of realm into id ("" when
  * none). Returns MARKET_OK, ERR_INVALID or ERR_STORE. */
 int market_change_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID_MAX + 1]) {
-    if (!id) return MARKET_ERR_INVALID;
-    id[0] = '\0';
-    redisReply *r = NULL;
-    int rc = market__stream_after(c, realm, MARKET__STREAM_CHANGES, NULL, 0, &r);
-    if (rc < 0) return rc;
-    market_change ch;
-    if (r->type != REDIS_REPLY_ARRAY ||
-        (r->elements == 1 && market__reply_change(r->element[0], &ch) < 0))
-        rc = market__fail(c, "the listing changes of realm %s are unreadable", realm);
-    else if (r->elements == 1)
-        memcpy(id, ch.id, sizeof ch.id);
-    freeReplyObject(r);
-    return rc;
+    return market__stream_last(c, realm, MARKET__STREAM_CHANGES, id);
 }

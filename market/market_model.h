@@ -161,6 +161,7 @@ int64_t market__reply_units(const redisReply *r);
 market__party market__reply_party(const redisReply *r);
 int market__reply_time(const redisReply *r, int64_t *ms);
 int market__reply_id(const redisReply *e, char *out);
+int market__reply_stream_last(const redisReply *r, char id[MARKET_TRADE_ID_MAX + 1]);
 int market__listing_units(market_listing *l, const redisReply *r);
 int market__listing_read(const redisReply *e, const redisReply *sc, market_listing *l);
 int market__reply_market_page(const redisReply *r, market_listing **out, size_t *n);

@@ -99,6 +99,23 @@ int market__reply_id(const redisReply *e, char *out) {
     return market_id_valid(out) ? 0 : -1;
 }
 
+/* Copies into id the id of the entry r holds, the reply to a read of a
+ * stream's latest entry (market__stream_after() with limit 0), or "" when
+ * it holds none (an empty stream). Returns 0, or -1 when r is no such
+ * reply. */
+int market__reply_stream_last(const redisReply *r, char id[MARKET_TRADE_ID_MAX + 1]) {
+    id[0] = '\0';
+    if (r->type != REDIS_REPLY_ARRAY || r->elements > 1) return -1;
+    if (r->elements == 0) return 0;
+    const redisReply *e = r->element[0];
+    const redisReply *x = e->type == REDIS_REPLY_ARRAY && e->elements == 2 ? e->element[0] : NULL;
+    if (!x || x->type != REDIS_REPLY_STRING || x->len > MARKET_TRADE_ID_MAX ||
+        !market_trade_id_valid(x->str))
+        return -1;
+    memcpy(id, x->str, x->len + 1);
+    return 0;
+}
+
 /* ---- listings ---- */
 
 /* Sets listing l's quantity and stack from r, its field of market:{r}:units (nil: a unique

@@ -846,3 +846,19 @@ int market__stream_after(market_conn *c, const char *realm, enum market__stream 
     market__buf_free(&b);
     return rc;
 }
+
+/* Reads the id of the latest entry of realm's stream s into id ("" when it
+ * has none). Returns MARKET_OK, ERR_INVALID or ERR_STORE. */
+int market__stream_last(market_conn *c, const char *realm, enum market__stream s,
+                        char id[MARKET_TRADE_ID_MAX + 1]) {
+    if (!id) return MARKET_ERR_INVALID;
+    id[0] = '\0';
+    redisReply *r = NULL;
+    int rc = market__stream_after(c, realm, s, NULL, 0, &r);
+    if (rc < 0) return rc;
+    if (market__reply_stream_last(r, id) < 0)
+        rc = market__fail(c, "the %s of realm %s are unreadable",
+                          s == MARKET__STREAM_TRADES ? "trades" : "listing changes", realm);
+    freeReplyObject(r);
+    return rc;
+}

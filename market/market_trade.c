@@ -447,19 +447,7 @@ int market_trades_item(market_conn *c, const char *realm, const char *item, size
 /* Reads the id of the latest trade of realm into id ("" when it has none).
  * Returns MARKET_OK, ERR_INVALID or ERR_STORE. */
 int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID_MAX + 1]) {
-    if (!id) return MARKET_ERR_INVALID;
-    id[0] = '\0';
-    redisReply *r = NULL;
-    int rc = market__stream_after(c, realm, MARKET__STREAM_TRADES, NULL, 0, &r);
-    if (rc < 0) return rc;
-    market_trade *t = NULL;
-    size_t n = 0;
-    rc = market__reply_trades(r, 1, &t, &n, NULL);
-    if (rc == MARKET_ERR_STORE) rc = market__fail(c, "the trades of realm %s are unreadable", realm);
-    if (rc == MARKET_OK && n == 1) memcpy(id, t[0].id, sizeof t[0].id);
-    free(t);
-    freeReplyObject(r);
-    return rc;
+    return market__stream_last(c, realm, MARKET__STREAM_TRADES, id);
 }
 
 /* Where the stream KEYS[1] begins: {the id of its oldest entry ("" when
