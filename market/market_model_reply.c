@@ -15,13 +15,19 @@
 
 /* ---- numbers ---- */
 
-/* Parses a whole decimal int64. Returns 0, or -1 when s is not one. */
-int market__parse_i64(const char *s, size_t len, int64_t *out) {
-    char buf[32];
-    if (len == 0 || len >= sizeof buf) return -1;
+/* Copies s[0..len) into buf (n bytes) as a C string. Returns 0, or -1 when
+ * it is empty or does not fit. */
+static int terminated(char *buf, size_t n, const char *s, size_t len) {
+    if (len == 0 || len >= n) return -1;
     memcpy(buf, s, len);
     buf[len] = '\0';
-    char *end;
+    return 0;
+}
+
+/* Parses a whole decimal int64. Returns 0, or -1 when s is not one. */
+int market__parse_i64(const char *s, size_t len, int64_t *out) {
+    char buf[32], *end;
+    if (terminated(buf, sizeof buf, s, len) < 0) return -1;
     errno = 0;
     long long v = strtoll(buf, &end, 10);
     if (errno || *end) return -1;
@@ -32,11 +38,8 @@ int market__parse_i64(const char *s, size_t len, int64_t *out) {
 /* Parses a zset score that must hold a whole price in 1..MARKET_PRICE_MAX.
  * Returns 0, or -1 when it does not. */
 int market__parse_price(const char *s, size_t len, int64_t *out) {
-    char buf[64];
-    if (len == 0 || len >= sizeof buf) return -1;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    char *end;
+    char buf[64], *end;
+    if (terminated(buf, sizeof buf, s, len) < 0) return -1;
     errno = 0;
     double v = strtod(buf, &end);
     if (errno || *end || !(v >= 1.0 && v <= (double)MARKET_PRICE_MAX)) return -1;
