@@ -59,6 +59,14 @@ int market_order_run(market_conn *c, market_order *o) {
     return rc;
 }
 
+/* Runs o on c (market_order_run()) and copies its result, the first size
+ * bytes of o->res, into res: every one-request function's end. */
+static int run_into(market_conn *c, market_order *o, void *res, size_t size) {
+    int rc = market_order_run(c, o);
+    memcpy(res, &o->res, size);
+    return rc;
+}
+
 /* ---- lifecycle ---- */
 
 /* Creates a market over cfg (copied) and lock (borrowed: it must outlive the
@@ -196,9 +204,7 @@ int market_purchase_units(market_conn *c, const char *realm, const char *buyer,
     market_order o = {.type = MARKET_ORDER_PURCHASE, .realm = realm, .player = buyer,
                       .seller = seller, .item = item, .quantity = quantity,
                       .price = expect_price, .idem = idem};
-    int rc = market_order_run(c, &o);
-    *res = o.res.purchase;
-    return rc;
+    return run_into(c, &o, res, sizeof *res);
 }
 
 /* Buys quantity (1..MARKET_QUANTITY_MAX) units of item on realm's market
@@ -219,9 +225,7 @@ int market_buy_units(market_conn *c, const char *realm, const char *buyer, const
     if (!res) return MARKET_ERR_INVALID;
     market_order o = {.type = MARKET_ORDER_BUY, .realm = realm, .player = buyer, .item = item,
                       .quantity = quantity, .price = max_price, .idem = idem};
-    int rc = market_order_run(c, &o);
-    *res = o.res.buy;
-    return rc;
+    return run_into(c, &o, res, sizeof *res);
 }
 
 /* Returns 1 when m takes orders with market_order_submit(): every
@@ -332,9 +336,7 @@ int market_list_units(market_conn *c, const char *realm, const char *seller, con
     if (!res) return MARKET_ERR_INVALID;
     market_order o = {.type = MARKET_ORDER_LIST, .realm = realm, .player = seller, .item = item,
                       .quantity = quantity, .price = price, .idem = idem};
-    int rc = market_order_run(c, &o);
-    *res = rc == MARKET_ERR_INVALID ? (market_list_result){0} : o.res.list;
-    return rc;
+    return run_into(c, &o, res, sizeof *res);
 }
 
 /* Moves item, listed by seller on realm's market, back to the seller's inventory and stores the
@@ -378,9 +380,7 @@ int market_sale_buy(market_conn *c, const char *realm, const char *sale, const c
     if (!res) return MARKET_ERR_INVALID;
     market_order o = {.type = MARKET_ORDER_SALE_BUY, .realm = realm, .player = buyer,
                       .sale = sale, .quantity = quantity, .idem = idem};
-    int rc = market_order_run(c, &o);
-    *res = o.res.sale_buy;
-    return rc;
+    return run_into(c, &o, res, sizeof *res);
 }
 
 /* ---- reading ---- */
