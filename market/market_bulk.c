@@ -88,6 +88,7 @@ void market__bulk_add_buf(struct market__bulk *b, market__buf *cmds) {
  * reply was an error or the connection failed (then dropped). */
 int market__bulk_finish(struct market__bulk *b) {
     int rc = b->failed ? MARKET_ERR_STORE : MARKET_OK;
+    b->last_nil = 0;
     for (size_t i = 0; i < b->sent && b->c->ctx; i++) {
         void *r = NULL;
         if (redisGetReply(b->c->ctx, &r) != REDIS_OK) {
@@ -96,6 +97,10 @@ int market__bulk_finish(struct market__bulk *b) {
         }
         redisReply *rep = r;
         if (rep->type == REDIS_REPLY_ERROR) rc = market__fail_reply(b->c, "write refused", rep);
+        for (size_t k = 0; rep->type == REDIS_REPLY_ARRAY && k < rep->elements; k++)
+            if (rep->element[k]->type == REDIS_REPLY_ERROR) /* inside an EXEC */
+                rc = market__fail_reply(b->c, "write refused", rep->element[k]);
+        b->last_nil = rep->type == REDIS_REPLY_NIL;
         freeReplyObject(rep);
     }
     if (b->failed) market__drop(b->c); /* the output buffer is in an unknown state */

@@ -21,6 +21,7 @@ struct market__bulk {
     market_conn *c;
     size_t sent;
     int failed;
+    int last_nil; /* market__bulk_finish(): the last reply was nil (an EXEC aborted) */
 };
 
 /* Keys that market__scan_keys() collected, each a new string. */

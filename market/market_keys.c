@@ -94,6 +94,12 @@ void market__realm_init(market__realm *r, const char *realm) {
     market__key_building(r->building, realm);
 }
 
+/* Writes the key of the lease of the run seeding realm, "market:{<realm>}:seeding", into
+ * out (MARKET__KEY_MAX bytes). */
+void market__key_seeding(char *out, const char *realm) {
+    market__join(out, MARKET__KEY_MAX, "market:{", realm, "}:seeding", (const char *)NULL);
+}
+
 /* Writes realm's seeding mark "market:{<realm>}:building" into out
  * (MARKET__KEY_MAX bytes): what a batch watches (market__mark_realm) needs
  * only this key of the realm's. This function can't fail. */

@@ -29,6 +29,7 @@ typedef struct market__realm {
 
 void market__realm_init(market__realm *r, const char *realm);
 void market__key_building(char *out, const char *realm);
+void market__key_seeding(char *out, const char *realm);
 #define MARKET__REALM_KINDS 7
 #define MARKET__FIELD_FUNDS "funds" /* a player's hash: its funds */
 #define MARKET__FIELD_NAME "name"   /* a player's hash: its display name */

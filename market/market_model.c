@@ -40,7 +40,9 @@
 #define C_INFO "INFO"
 #define C_MGET "MGET"
 #define C_MULTI "MULTI"
+#define C_PEXPIRE "PEXPIRE"
 #define C_PING "PING"
+#define C_PTTL "PTTL"
 #define C_ROLE "ROLE"
 #define C_SADD "SADD"
 #define C_SCAN "SCAN"
@@ -546,12 +548,24 @@ void market__fx_building_done(market__buf *b, const market__realm *r) {
     market__buf_cmd(b, 2, C_DEL, r->building);
 }
 
+/* A seeding run's lease on its realm (key: market__key_seeding) lasts ttl_ms
+ * more: inside a step's MULTI, under a WATCH that saw it the run's. */
+void market__fx_lease_keep(market__buf *b, const char *key, const char *ttl_ms) {
+    market__buf_cmd(b, 3, C_PEXPIRE, key, ttl_ms);
+}
+
+/* A seeding run gives its lease up. */
+void market__fx_lease_drop(market__buf *b, const char *key) { market__buf_cmd(b, 2, C_DEL, key); }
+
 /* ---- reads ---- */
 
 /* Claims an idempotency key for an attempt: SET <key> <claim> NX PX <ttl_ms>. */
 void market__rd_claim(market__buf *b, const char *k_idem, const char *claim, const char *ttl_ms) {
     market__buf_cmd(b, 6, C_SET, k_idem, claim, "NX", "PX", ttl_ms);
 }
+
+/* How long key has left to live (ms; -2 gone, -1 no TTL). */
+void market__rd_pttl(market__buf *b, const char *key) { market__buf_cmd(b, 2, C_PTTL, key); }
 
 /* Opens the WATCH of what a read reads (its keys, then end). */
 void market__rd_watch_begin(market__buf *b) { market__buf_begin(b, C_WATCH, NULL); }

@@ -105,11 +105,14 @@ void market__fx_change(market__buf *b, const market__realm *r, int listed, const
                        const char *item, int64_t price, int64_t quantity);
 void market__fx_building(market__buf *b, const market__realm *r, const char *why);
 void market__fx_building_done(market__buf *b, const market__realm *r);
+void market__fx_lease_keep(market__buf *b, const char *key, const char *ttl_ms);
+void market__fx_lease_drop(market__buf *b, const char *key);
 
 
 /* reads */
 void market__rd_claim(market__buf *b, const char *k_idem, const char *claim, const char *ttl_ms);
 void market__rd_watch_begin(market__buf *b);
+void market__rd_pttl(market__buf *b, const char *key);
 void market__rd_records_begin(market__buf *b);
 void market__rd_values_begin(market__buf *b);
 void market__rd_record(market__buf *b, const char *k_idem);

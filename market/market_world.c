@@ -22,6 +22,12 @@
  * so a commit whose seed began meanwhile aborts and is refused when tried again. A seed
  * that stops half-way (a crash, a lost connection) leaves the mark: the realm stays
  * refused, never half-visible, until a run for it finishes.
+ * One run seeds a realm at a time: a run takes the realm's lease, market:{r}:seeding (SET
+ * NX PX SEED_LEASE_MS), before anything else, and a second run is refused while it is held.
+ * Each step is a MULTI/EXEC under a WATCH of the lease, read as the run's before the MULTI,
+ * and keeps it SEED_LEASE_MS more: a run paused past its lease, whose realm another run has
+ * taken meanwhile, writes nothing more. The last step deletes it with the mark; a run that
+ * fails deletes it too, and one that dies leaves it to lapse.
  */
 #include "market/market.h"
 
@@ -38,6 +44,7 @@
 #define ZADD_CHUNK 256       /* score/member pairs per ZADD while seeding */
 #define UNLINK_CHUNK 256     /* keys per UNLINK of a reset */
 #define SEED_STEP_ELEMS 4096 /* keys and fields a step of seeding writes, about (see DESIGN) */
+#define SEED_LEASE_MS "30000" /* a seeding run's lease on its realm, from its last step */
 
 struct wplayer {
     char id[MARKET_ID_MAX + 1];
@@ -272,21 +279,89 @@ int market_world_check(const market_world *w, char *why, size_t whylen) {
 
 /* Seeding's pipeline, sent a step at a time (see DESIGN). */
 struct seed_steps {
-    struct market__bulk b; /* the step being built */
-    size_t elems;          /* the keys and fields it writes */
-    unsigned done;         /* steps whose replies were all read and good */
+    struct market__bulk b;             /* the step being built */
+    size_t elems;                      /* the keys and fields it writes */
+    unsigned done;                     /* steps whose replies were all read and good */
+    int open;                          /* its MULTI is sent: its commands queue behind it */
+    char lease[MARKET__KEY_MAX];       /* the run's lease on its realm (market__key_seeding) */
+    char token[MARKET__TOKEN_LEN + 1]; /* the run's, in the lease */
+    market__buf g;                     /* the lease's commands */
 };
 
-/* Reads the replies of st's step, if it has commands. Returns MARKET_OK, or ERR_STORE (a
- * reply was an error, or the connection failed; c's errstr says which, or, past
- * cfg.test_seed_steps steps, that the test hook stopped it). */
+/* Takes the lease of the run that seeds realm (SET NX PX). Returns MARKET_OK, or
+ * ERR_REALM_UNAVAILABLE when another run holds it, ERR_STORE; c's errstr says why. */
+static int lease_take(struct seed_steps *st, const char *realm) {
+    market_conn *c = st->b.c;
+    market__key_seeding(st->lease, realm);
+    if (market__token_new(st->token) < 0) return market__fail(c, "cannot draw a seeding token");
+    market__rd_claim(&st->g, st->lease, st->token, SEED_LEASE_MS);
+    market__rd_pttl(&st->g, st->lease);
+    int rc = market__pipeline_buf(c, &st->g);
+    if (rc < 0) return rc;
+    const redisReply *set = st->g.rep[0], *ttl = st->g.rep[1];
+    if (set->type == REDIS_REPLY_NIL) {
+        market__fail(c, "realm %s is being seeded by another run: it holds %s for %lld ms more "
+                        "(a run that died holds it that long); try again once it is done",
+                     realm, st->lease, ttl->type == REDIS_REPLY_INTEGER ? ttl->integer : -1LL);
+        rc = MARKET_ERR_REALM_UNAVAILABLE;
+    } else if (set->type != REDIS_REPLY_STATUS) {
+        rc = market__fail_reply(c, "taking the seeding lease", set);
+    }
+    market__replies_free(st->g.rep, 2);
+    return rc;
+}
+
+/* Opens st's step unless it is open: under a WATCH of the run's lease, reads it, and when it
+ * is still the run's, sends MULTI, so that the step's EXEC (step_end) writes it only while
+ * the lease stays the run's. Returns MARKET_OK, or ERR_STORE (the lease is another run's or
+ * lapsed, or Redis failed; c's errstr says which). */
+static int step_open(struct seed_steps *st) {
+    if (st->open) return MARKET_OK;
+    market_conn *c = st->b.c;
+    market__buf_reset(&st->g);
+    market__rd_watch_begin(&st->g);
+    market__buf_arg(&st->g, st->lease);
+    market__buf_end(&st->g, 1);
+    market__rd_values_begin(&st->g);
+    market__buf_arg(&st->g, st->lease);
+    market__buf_end(&st->g, 1);
+    int rc = market__pipeline_buf(c, &st->g);
+    if (rc < 0) return rc;
+    const redisReply *v = st->g.rep[1];
+    const redisReply *e = v->type == REDIS_REPLY_ARRAY && v->elements == 1 ? v->element[0] : NULL;
+    int ours = e && e->type == REDIS_REPLY_STRING && strcmp(e->str, st->token) == 0;
+    market__replies_free(st->g.rep, 2);
+    c->unwatch = 1; /* the EXEC ends the WATCH; on a failure the next pipeline does */
+    if (!ours)
+        return market__fail(c, "the seeding lease %s is no longer this run's (another run took "
+                               "it, or it lapsed): seeding stopped", st->lease);
+    market__fx_multi(&st->g);
+    market__bulk_add_buf(&st->b, &st->g);
+    st->open = 1;
+    return MARKET_OK;
+}
+
+/* Ends st's step: keeps the lease SEED_LEASE_MS more and commits the step (EXEC, unless the
+ * lease changed since step_open()), and reads the replies. Returns MARKET_OK, or ERR_STORE
+ * (a reply was an error, the lease was lost, or the connection failed; c's errstr says
+ * which, or, past cfg.test_seed_steps steps, that the test hook stopped it). */
 static int step_end(struct seed_steps *st) {
-    if (st->b.sent == 0 && !st->b.failed) return MARKET_OK;
+    if (!st->open && st->b.sent == 0 && !st->b.failed) return MARKET_OK;
+    if (st->open) {
+        market__fx_lease_keep(&st->g, st->lease, SEED_LEASE_MS);
+        market__fx_exec(&st->g);
+        market__bulk_add_buf(&st->b, &st->g);
+        st->open = 0;
+    }
     int rc = market__bulk_finish(&st->b);
     st->b.sent = 0;
     st->b.failed = 0;
     st->elems = 0;
     if (rc < 0) return rc;
+    if (st->b.last_nil)
+        return market__fail(st->b.c, "the seeding lease %s changed during a step (another run "
+                                     "took it): that step wrote nothing, seeding stopped",
+                            st->lease);
     uint32_t stop = st->b.c->m->cfg.test_seed_steps;
     if (++st->done == stop && stop)
         return market__fail(st->b.c, "seeding stopped after %u steps (test hook)", stop);
@@ -296,6 +371,11 @@ static int step_end(struct seed_steps *st) {
 /* Adds the commands of w, which write elems keys or fields, to st's step; ends the step when
  * it holds SEED_STEP_ELEMS or more. Returns MARKET_OK or ERR_STORE (see step_end()). */
 static int step_add(struct seed_steps *st, market__buf *w, size_t elems) {
+    int rc = step_open(st);
+    if (rc < 0) {
+        market__buf_reset(w);
+        return rc;
+    }
     market__bulk_add_buf(&st->b, w);
     st->elems += elems;
     return st->elems >= SEED_STEP_ELEMS ? step_end(st) : MARKET_OK;
@@ -465,6 +545,7 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     if (rc < 0) return rc;
     struct witem *items = NULL;
     struct listing_chunk *ch = NULL;
+    struct seed_steps st = {.b = {c, 0, 0, 0}};
     market__realm rl;
     market__realm_init(&rl, realm);
     if ((rc = market__route(c, realm)) < 0 || (rc = market__connect(c)) < 0) return rc;
@@ -476,21 +557,27 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     }
     if (w->n_items) memcpy(items, w->items, w->n_items * sizeof *items);
     qsort(items, w->n_items, sizeof *items, cmp_item_owner);
-    struct seed_steps st = {{c, 0, 0}, 0, 0};
+    if ((rc = lease_take(&st, realm)) < 0) goto out;
     market__fx_building(&ch->w, &rl, reset ? "seeding, with a reset" : "seeding");
-    market__bulk_add_buf(&st.b, &ch->w);
-    rc = step_end(&st); /* the mark first, alone: nothing else is written before it */
+    rc = step_add(&st, &ch->w, 1);
+    if (rc == MARKET_OK) rc = step_end(&st); /* the mark first, alone: nothing before it */
     if (rc == MARKET_OK && reset) rc = realm_reset(&st, &ch->w, &rl);
     if (rc == MARKET_OK) rc = world_write(&st, &rl, w, items, ch);
     if (rc == MARKET_OK) rc = step_end(&st);
     if (rc == MARKET_OK) { /* every step was written and answered: the realm is served again */
         market__fx_building_done(&ch->w, &rl);
-        market__bulk_add_buf(&st.b, &ch->w);
-        rc = step_end(&st);
-    } else if (st.b.sent) {
+        market__fx_lease_drop(&ch->w, st.lease);
+        if ((rc = step_add(&st, &ch->w, 2)) == MARKET_OK) rc = step_end(&st);
+    } else {
         (void)step_end(&st); /* what was sent is answered: read it, the failure stands */
+        char why[sizeof c->errstr];
+        snprintf(why, sizeof why, "%s", c->errstr);
+        market__fx_lease_drop(&ch->w, st.lease); /* when still the run's: another may start */
+        if (step_add(&st, &ch->w, 1) == MARKET_OK) (void)step_end(&st);
+        snprintf(c->errstr, sizeof c->errstr, "%s", why);
     }
 out:
+    market__buf_free(&st.g);
     if (ch) market__buf_free(&ch->w);
     free(ch);
     free(items);

@@ -10,7 +10,10 @@
 #include <string.h>
 
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <hiredis.h>
 
@@ -375,9 +378,11 @@ static void test_store_info_counts_commands(void **state) {
 
 /* ---- market_world_store in steps ---- */
 
-/* A large world is written in many short steps, none a transaction: no MULTI/EXEC runs,
- * and each ZADD holds a chunk of the listings. What it wrote is the world, whole. */
-static void test_world_store_large_in_steps_no_transaction(void **state) {
+/* A large world is written in many short steps, not one transaction: a MULTI/EXEC a step
+ * (each guarded by the run's lease), of a few thousand keys and fields at most, and each
+ * ZADD holds a chunk of the listings. What it wrote is the world, whole, and the lease is
+ * gone with the mark. */
+static void test_world_store_large_in_steps(void **state) {
     struct fx *f = *state;
     flushall();
     char *a = NULL, *b = NULL;
@@ -386,15 +391,18 @@ static void test_world_store_large_in_steps_no_transaction(void **state) {
     assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
     assert_int_equal(market_store_info(f->c, "commandstats", &b), MARKET_OK);
-    assert_int_equal(calls_of(b, "exec") - calls_of(a, "exec"), 0);
-    assert_int_equal(calls_of(b, "multi") - calls_of(a, "multi"), 0);
+    long long execs = calls_of(b, "exec") - calls_of(a, "exec");
+    /* four entries a listing (market, names, two indexes) and a player's five, a step of
+     * STEP_MOST at most: every EXEC is a step, and there are that many steps at least */
+    assert_true(execs >= (4LL * BIG_LISTINGS + 5LL * BIG_PLAYERS) / STEP_MOST);
+    assert_int_equal(calls_of(b, "multi") - calls_of(a, "multi"), execs);
     /* market:{r} and the two indexes: BIG_LISTINGS members each, 256 a ZADD at most */
     assert_true(calls_of(b, "zadd") - calls_of(a, "zadd") >= 3 * BIG_LISTINGS / 256);
     free(a);
     free(b);
     assert_big_world(f->c);
-    const char *ex[] = {"EXISTS", "market:{" REALM "}:building"};
-    assert_int_equal(raw_int(ex, 2), 0);
+    const char *ex[] = {"EXISTS", "market:{" REALM "}:building", "market:{" REALM "}:seeding"};
+    assert_int_equal(raw_int(ex, 3), 0);
 }
 
 /* A seed stopped after a few steps (as by a crash) wrote no more than those steps hold,
@@ -528,6 +536,77 @@ static int group_teardown(void **state) {
     return 0;
 }
 
+/* ---- one seeding run a realm ---- */
+
+/* A run is refused while another holds the realm's lease, and writes nothing; once the
+ * lease is gone, a run seeds the realm. */
+static void test_seed_refused_while_another_run_holds_the_realm(void **state) {
+    struct fx *f = *state;
+    flushall();
+    const char *hold[] = {"SET", "market:{" REALM "}:seeding", "another-run", "PX", "60000"};
+    raw(hold, 5);
+    market_world *w = big_world();
+    assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_ERR_REALM_UNAVAILABLE);
+    assert_non_null(strstr(market_conn_errstr(f->c), "being seeded by another run"));
+    assert_int_equal(dbsize(), 1); /* the other run's lease alone: no mark, nothing reset */
+    const char *del[] = {"DEL", "market:{" REALM "}:seeding"};
+    raw(del, 2);
+    assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
+    market_world_free(w);
+    assert_big_world(f->c);
+}
+
+/* The child of test_seed_paused_past_its_lease_writes_nothing_more: seeds the big world,
+ * and exits 0 when the run stopped because its lease was taken. */
+static void seed_child(void) {
+    struct fx f;
+    fx_open_steps(&f, 0);
+    market_world *w = big_world();
+    int rc = market_world_store(f.c, REALM, w, 0);
+    int lost = rc == MARKET_ERR_STORE && strstr(market_conn_errstr(f.c), "seeding lease");
+    if (!lost) fprintf(stderr, "seed child: %d %s\n", rc, market_conn_errstr(f.c));
+    _exit(lost ? 0 : 1);
+}
+
+static long long raw_exists(const char *key) {
+    const char *ex[] = {"EXISTS", key};
+    return raw_int(ex, 2);
+}
+
+/* A run paused (SIGSTOP) in the middle of its steps, whose lease another run takes
+ * meanwhile (as when the pause outlasts it), writes nothing more once it goes on: the step
+ * it was in is aborted by its lease's WATCH, and the next is not begun. The realm stays
+ * refused (its mark stays). */
+static void test_seed_paused_past_its_lease_writes_nothing_more(void **state) {
+    (void)state;
+    flushall();
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) seed_child();
+    while (!raw_exists("market:{" REALM "}:building")) {
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(kill(pid, SIGSTOP), 0);
+    int st;
+    assert_int_equal(waitpid(pid, &st, WUNTRACED), pid); /* stopped */
+    assert_true(WIFSTOPPED(st));
+    const char *take[] = {"SET", "market:{" REALM "}:seeding", "another-run", "PX", "60000"};
+    raw(take, 5);
+    long long keys = dbsize();
+    assert_int_equal(kill(pid, SIGCONT), 0);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0); /* it stopped for its lease */
+    assert_int_equal(dbsize(), keys);     /* and wrote nothing after it was taken */
+    assert_int_equal(raw_exists("market:{" REALM "}:building"), 1);
+    struct fx f;
+    fx_open_steps(&f, 0);
+    assert_realm_refused(f.c);
+    fx_close(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_players_scan_reads_every_player_once_with_funds,
@@ -544,13 +623,16 @@ int main(void) {
         cmocka_unit_test(test_readers_store_down),
         cmocka_unit_test(test_readers_auth_and_select),
         cmocka_unit_test_setup_teardown(test_store_info_counts_commands, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_world_store_large_in_steps_no_transaction, fx_setup,
+        cmocka_unit_test_setup_teardown(test_world_store_large_in_steps, fx_setup,
                                         fx_teardown),
         cmocka_unit_test(test_world_store_stopped_refused_until_rerun),
         cmocka_unit_test_setup_teardown(test_seed_starting_after_a_read_aborts_its_commit, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_world_store_reset_large_in_steps, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_seed_refused_while_another_run_holds_the_realm,
+                                        fx_setup, fx_teardown),
+        cmocka_unit_test(test_seed_paused_past_its_lease_writes_nothing_more),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
