@@ -300,9 +300,8 @@ static int lease_take(struct seed_steps *st, const char *realm) {
     if (rc < 0) return rc;
     const redisReply *set = st->g.rep[0], *ttl = st->g.rep[1];
     if (set->type == REDIS_REPLY_NIL) {
-        market__fail(c, "realm %s is being seeded by another run: it holds %s for %lld ms more "
-                        "(a run that died holds it that long); try again once it is done",
-                     realm, st->lease, ttl->type == REDIS_REPLY_INTEGER ? ttl->integer : -1LL);
+        market__fail(c, "another run is seeding realm %s (its lease %s lapses in %lld ms)", realm,
+                     st->lease, ttl->type == REDIS_REPLY_INTEGER ? ttl->integer : -1LL);
         rc = MARKET_ERR_REALM_UNAVAILABLE;
     } else if (set->type != REDIS_REPLY_STATUS) {
         rc = market__fail_reply(c, "taking the seeding lease", set);

@@ -225,6 +225,12 @@ bad:
     return -1;
 }
 
+/* Whether a failed seed's code comes with the store's reason: a store error, or another run
+ * seeding the realm (market_conn_errstr). */
+static int seed_said(int err) {
+    return err == MARKET_ERR_STORE || err == MARKET_ERR_REALM_UNAVAILABLE;
+}
+
 /* Writes realm k of g's n realms: players and items divided as evenly as
  * they go, each realm generated from its own seed. Returns a market code
  * with why filled on failure. */
@@ -244,8 +250,8 @@ static int seed_generated(market_conn *c, const struct gen *g, const char *realm
         snprintf(why, whylen, "cannot generate realm %s: %s", realm, market_strerror(err));
     else if ((err = market_world_store(c, realm, w, reset)) < 0)
         snprintf(why, whylen, "cannot write realm %s: %s%s%s", realm, market_strerror(err),
-                 err == MARKET_ERR_STORE ? ": " : " (nothing written to it)",
-                 err == MARKET_ERR_STORE ? market_conn_errstr(c) : "");
+                 seed_said(err) ? ": " : " (nothing written to it)",
+                 seed_said(err) ? market_conn_errstr(c) : "");
     market_world_free(w);
     return err;
 }
@@ -431,8 +437,8 @@ static int store_fixture(market_conn *c, const struct opts *o, const market_worl
     int err = market_world_store(c, o->realm, w, o->reset);
     if (err < 0) {
         snprintf(why, whylen, "cannot write to %s: %s%s%s", o->url, market_strerror(err),
-                 err == MARKET_ERR_STORE ? ": " : " (nothing written)",
-                 err == MARKET_ERR_STORE ? market_conn_errstr(c) : "");
+                 seed_said(err) ? ": " : " (nothing written)",
+                 seed_said(err) ? market_conn_errstr(c) : "");
         return -1;
     }
     print_audit(c, o->url, o->realm);

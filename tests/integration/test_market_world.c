@@ -547,7 +547,7 @@ static void test_seed_refused_while_another_run_holds_the_realm(void **state) {
     raw(hold, 5);
     market_world *w = big_world();
     assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_ERR_REALM_UNAVAILABLE);
-    assert_non_null(strstr(market_conn_errstr(f->c), "being seeded by another run"));
+    assert_non_null(strstr(market_conn_errstr(f->c), "another run is seeding realm"));
     assert_int_equal(dbsize(), 1); /* the other run's lease alone: no mark, nothing reset */
     const char *del[] = {"DEL", "market:{" REALM "}:seeding"};
     raw(del, 2);
