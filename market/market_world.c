@@ -43,7 +43,7 @@
 
 #define ZADD_CHUNK 256       /* score/member pairs per ZADD while seeding */
 #define UNLINK_CHUNK 256     /* keys per UNLINK of a reset */
-#define SEED_STEP_ELEMS 4096 /* keys and fields a step of seeding writes, about (see DESIGN) */
+#define SEED_STEP_ELEMS 2048 /* keys and fields a step of seeding writes, about (see DESIGN) */
 #define SEED_LEASE_MS "30000" /* a seeding run's lease on its realm, from its last step */
 
 struct wplayer {

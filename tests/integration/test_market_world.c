@@ -134,7 +134,7 @@ static void fx_open_steps(struct fx *f, uint32_t steps) {
 
 #define BIG_PLAYERS 300
 #define BIG_LISTINGS 30000 /* four entries each (market, units or not, two indexes): ~30 steps */
-#define STEP_MOST (4096 + 256) /* a step's keys and fields, at most (market_world.c) */
+#define STEP_MOST (2048 + 256) /* a step's keys and fields, at most (market_world.c) */
 
 /* A world of BIG_PLAYERS players (funds 1000 each) and BIG_LISTINGS listings. */
 static market_world *big_world(void) {
