@@ -23,7 +23,7 @@
 # BENCH_LEVELS ("1 8 64"), BENCH_MIXES ("distinct contended"),
 # BENCH_WORLD (players=10000,items=400000,funds=1000000000), BENCH_OUT (bench),
 # BENCH_HA (1; 0 skips the --min-replicas-ack section), BENCH_HA_RUNS (3 of each
-# configuration), BENCH_CLUSTER (1; 0 skips the cluster section), BENCH_CLUSTER_REALMS
+# configuration), BENCH_HA_BUYERS (64), BENCH_CLUSTER (1; 0 skips the cluster section), BENCH_CLUSTER_REALMS
 # (12), BENCH_SEARCH (1; 0 skips the search section), BENCH_SEARCH_SIZES ("1000 1000000"),
 # BENCH_SEARCH_REQUESTS (2000), BENCH_FLASH (1; 0 skips the flash sale), BENCH_FLASH_BUYERS
 # (1000), BENCH_FLASH_STOCK (10000), BENCH_PEERS (none), BIN (bin).
@@ -40,7 +40,7 @@
 # down-after-milliseconds 60000 so that none fails it over during the bench).
 # Once the master lists both replicas online and every Sentinel lists both
 # (SENTINEL REPLICAS: flags slave, master-link-status ok) and the two other
-# Sentinels, it runs `market-load --buyers 64 --mix distinct` against
+# Sentinels, it runs `market-load --buyers BENCH_HA_BUYERS --mix distinct` against
 # `--strategy market` (noack) and `--strategy market --min-replicas-ack 1`
 # (ack1: every commit followed by a WAIT for every replica the Sentinels could
 # promote, here `WAIT 2`), alternately, BENCH_HA_RUNS (3) times each: noack,
@@ -97,6 +97,7 @@ WORLD=${BENCH_WORLD:-players=10000,items=400000,funds=1000000000}
 OUT=${BENCH_OUT:-bench}
 HA=${BENCH_HA:-1}
 HA_RUNS=${BENCH_HA_RUNS:-3}
+HA_BUYERS=${BENCH_HA_BUYERS:-64}
 CLUSTER=${BENCH_CLUSTER:-1}
 CREALMS=${BENCH_CLUSTER_REALMS:-12}
 SEARCH=${BENCH_SEARCH:-1}
@@ -458,7 +459,7 @@ CONF
                 before=$(online_replicas)
                 sbefore=$(sentinels_min_ok)
                 echo "bench: $name: $flags, $before replica(s) online, every Sentinel sees $sbefore (${SECS}s)"
-                "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$HURL" --buyers 64 \
+                "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$HURL" --buyers "$HA_BUYERS" \
                     --duration "$SECS" --mix distinct --seed 1 --quiet --json "$OUT/raw/$name.json" \
                     >"$OUT/raw/$name.txt" 2>&1
                 rc=$?
@@ -691,10 +692,11 @@ if [ -n "${BENCH_PEERS:-}" ]; then
 fi
 
 # ---- results.md ----
-python3 - "$OUT" "$SECS" "$HOLD" "$RAN" "$PEERS_RAN" <<'PY' || { echo "bench: cannot write results.md" >&2; status=1; }
+python3 - "$OUT" "$SECS" "$HOLD" "$RAN" "$PEERS_RAN" "$HA_BUYERS" <<'PY' || { echo "bench: cannot write results.md" >&2; status=1; }
 import json, os, sys
 out, secs, hold, ran = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split()
 peers_ran = sys.argv[5] == "1"
+ha_buyers = sys.argv[6]
 raw = os.path.join(out, "raw")
 meta = dict(l.rstrip("\n").split("=", 1) for l in open(os.path.join(raw, "meta.txt")) if "=" in l)
 levels = meta["levels"].split()
@@ -850,7 +852,7 @@ if any(h["j"] for h in ha):
              "<port> 2`, `down-after-milliseconds` 60000 so that none fails it over during the bench). "
              "`market-server` and `market-load` get `--redis redis-sentinel://<the three Sentinels>/<name>`, "
              "as users run it. "
-             f"64 buyers, distinct mix, {secs} s a run, the same seeded world (reseeded, and the replicas "
+             f"{ha_buyers} buyers, distinct mix, {secs} s a run, the same seeded world (reseeded, and the replicas "
              f"caught up with the reseed, before each run); the two configurations alternate, {runs} runs "
              "each (noack, ack1, noack, ...), because runs on this shared machine move by some ±20% at "
              "64 buyers: compare the medians"
