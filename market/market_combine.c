@@ -30,13 +30,15 @@
  *      answered (answered at once when no batch follows, or before a lock is
  *      taken or waited for). Stored outcomes a batch replays are first
  *      confirmed on enough replicas (market__replicated);
- *   5. with cfg.min_replicas_ack, leaves the WAIT behind a commit to be read
- *      later (market__wait_recv), and sends the next batch on a second
- *      connection meanwhile: the replicas confirm one batch while the next
- *      is read and decided, and each batch is answered only after its own
- *      WAIT (in step 4's place). A WAIT holds up its own connection only,
- *      and counts that connection's writes: so one batch in flight a
- *      connection, and two connections a lane.
+ *   5. with cfg.min_replicas_ack, leaves the WAIT behind a commit to the
+ *      lane's acker thread, which reads it (market__wait_recv) and answers
+ *      the batch the moment it returns (in step 4's place), while the worker
+ *      serves the next batch on a second connection: the replicas confirm
+ *      one batch while the next is read, decided and committed. A WAIT holds
+ *      up its own connection only, and counts that connection's writes: so
+ *      one batch in flight a connection, two connections a lane, and a
+ *      batch's commit waits for the WAIT of the batch before it only when
+ *      that is still out.
  * An order still queued when its wait budget ends is answered
  * MARKET_ERR_BUSY (by the worker when it reaches it, or by a waiting caller
  * at once); one already taken into a batch waits for it. Outcomes and
@@ -79,12 +81,6 @@ struct market__lane {
      * batch's read is on its way to Redis (answer_now). */
     market_queued *answer[MARKET__BATCH_MAX];
     size_t n_answer;
-    /* The batch before, whose commit left its WAIT to be read later (see DESIGN, step 5):
-     * its orders, answered after that WAIT, the first n_acked of them decided by the
-     * commit; and the connection it went on. */
-    market_queued *acking[MARKET__BATCH_MAX];
-    size_t n_acking, n_acked;
-    market_conn *ack_c;
     market__rest rest; /* groups set aside (the worker's alone) */
 };
 
@@ -268,37 +264,100 @@ static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
 }
 
 /* Hands the last batch's orders their outcomes (see DESIGN, step 4). */
-static void answer_sent(void *ud) {
-    struct market__lane *ln = ud;
+static void answer_now(struct market__lane *ln) {
     for (size_t i = 0; i < ln->n_answer; i++) ln->q->ops->answer(ln->q->m, ln->answer[i]);
     ln->n_answer = 0;
 }
 
-/* Hands the orders of the batch whose WAIT was deferred their outcomes once
- * that WAIT has confirmed its commit (reading it, which may wait); when it
- * has not, every order the commit decided is answered
- * MARKET_ERR_NOT_REPLICATED (what a retry with its idempotency key finds),
- * as when the WAIT is read with the commit. */
-static void answer_acked(struct market__lane *ln) {
-    if (!ln->ack_c) return;
+/* market_conn's sent hook: the next batch's read is on its way. */
+static void answer_sent(void *ud) { answer_now(ud); }
+
+/* Gives the first n_acked of orders[0..n) the verdict of the WAIT deferred behind their
+ * commit on c (reading it, which may wait): when it did not confirm the commit, they are
+ * answered MARKET_ERR_NOT_REPLICATED (what a retry with its idempotency key finds), as when
+ * the WAIT is read with the commit. */
+static void ack_judge(market_conn *c, market_queued *const *orders, size_t n_acked) {
     char why[MARKET_WHY_MAX];
-    int rc = market__wait_recv(ln->ack_c, why, sizeof why);
-    for (size_t i = 0; i < ln->n_acking; i++) {
-        market_queued *p = ln->acking[i];
-        if (rc < 0 && i < ln->n_acked) {
-            *p->rc = rc;
-            snprintf(p->why, MARKET_WHY_MAX, "%s", why);
-        }
-        ln->q->ops->answer(ln->q->m, p);
+    int rc = market__wait_recv(c, why, sizeof why);
+    for (size_t i = 0; rc < 0 && i < n_acked; i++) {
+        *orders[i]->rc = rc;
+        snprintf(orders[i]->why, MARKET_WHY_MAX, "%s", why);
     }
-    ln->n_acking = 0;
-    ln->ack_c = NULL;
 }
 
-/* Hands every order decided so far its outcome: before the worker waits. */
-static void answer_now(struct market__lane *ln) {
-    answer_sent(ln);
-    answer_acked(ln);
+/* ---- the acker (see DESIGN, step 5) ---- */
+
+/* A lane's acker: the thread that reads a commit's deferred WAIT and answers its batch,
+ * while the worker serves the next batch on its other connection. One job at a time. */
+struct acker {
+    market__combiner *q;
+    pthread_t t;
+    int ready, started, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    market_conn *c; /* the job's connection; NULL: no job */
+    market_queued *orders[MARKET__BATCH_MAX];
+    size_t n, n_acked; /* the job's orders; the first n_acked decided by its commit */
+};
+
+static void *acker_main(void *arg) {
+    struct acker *a = arg;
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        if (!a->c && a->stop) break;
+        if (!a->c) {
+            pthread_cond_wait(&a->cv, &a->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&a->mu);
+        ack_judge(a->c, a->orders, a->n_acked);
+        for (size_t i = 0; i < a->n; i++) a->q->ops->answer(a->q->m, a->orders[i]);
+        pthread_mutex_lock(&a->mu);
+        a->c = NULL;
+        pthread_cond_broadcast(&a->cv);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+/* Waits until a has no job: its connection is free again. */
+static void ack_idle(struct acker *a) {
+    if (!a->ready) return;
+    pthread_mutex_lock(&a->mu);
+    while (a->c) pthread_cond_wait(&a->cv, &a->mu);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Hands a the job of orders[0..n), committed on c with their WAIT deferred (the first
+ * n_acked decided by the commit), once its last job is done. Returns 0, or -1 when a has no
+ * thread (then the caller judges and answers them). */
+static int ack_hand(struct acker *a, market_conn *c, market_queued *const *orders, size_t n,
+                    size_t n_acked) {
+    if (!a->ready) return -1;
+    ack_idle(a);
+    if (!a->started && pthread_create(&a->t, NULL, acker_main, a) != 0) return -1;
+    a->started = 1;
+    pthread_mutex_lock(&a->mu);
+    memcpy(a->orders, orders, n * sizeof *orders);
+    a->n = n;
+    a->n_acked = n_acked;
+    a->c = c;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    return 0;
+}
+
+/* Ends a: its job done, its thread joined. */
+static void acker_end(struct acker *a) {
+    if (!a->ready) return;
+    ack_idle(a);
+    pthread_mutex_lock(&a->mu);
+    a->stop = 1;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    if (a->started) pthread_join(a->t, NULL);
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
 }
 
 /* MARKET__POLICY_EACH: every lock the batch names, taken all or none in one
@@ -533,7 +592,8 @@ static int set_aside(struct market__lane *ln, market__cbatch *cb) {
 struct worker {
     struct market__lane *ln;
     market_conn *c;
-    market_conn *c2; /* cfg.min_replicas_ack: the next batch's while c's WAIT is outstanding */
+    market_conn *c2;   /* cfg.min_replicas_ack: the next batch's while c's WAIT is outstanding */
+    struct acker ack; /* ... and who reads that WAIT */
     market__cbatch *cb;
     struct {
         void *ks;
@@ -569,7 +629,7 @@ static int serve(struct worker *w, size_t n) {
     int deferred = c->wait_pending || c->wait_judged; /* its commit's WAIT: see DESIGN */
     market__mark_realm(c, NULL);
     c->sent = NULL;
-    answer_now(ln); /* when this batch sent nothing; the batch before's WAIT */
+    answer_now(ln); /* when this batch sent nothing */
     if (rc == MARKET__REDIRECTED && set_aside(ln, cb) == 0) return 1;
     if (rc == MARKET__REDIRECTED) batch_fail(m, cb, MARKET_ERR_STORE); /* no room */
     market__rest_end(&ln->rest, cb->realm, cb->group);
@@ -577,20 +637,15 @@ static int serve(struct worker *w, size_t n) {
     for (size_t i = 0; i < n; i++) {
         market_queued *p = cb->req[i];
         if (MARKET_ERR_HAS_REASON(*p->rc)) snprintf(p->why, MARKET_WHY_MAX, "%s", c->errstr);
-        if (deferred)
-            ln->acking[i] = p;
-        else
-            ln->answer[i] = p;
     }
-    if (deferred) { /* the next batch goes out on the other connection meanwhile */
-        ln->n_acking = n;
-        ln->n_acked = cb->n_open;
-        ln->ack_c = c;
-        w->c = w->c2;
+    if (deferred && ack_hand(&w->ack, c, cb->req, n, cb->n_open) == 0) {
+        w->c = w->c2; /* the next batch goes out on the other connection meanwhile */
         w->c2 = c;
-    } else {
-        ln->n_answer = n;
+        return 0;
     }
+    if (deferred) ack_judge(c, cb->req, cb->n_open); /* no acker: here */
+    memcpy(ln->answer, cb->req, n * sizeof *cb->req);
+    ln->n_answer = n;
     return 0;
 }
 
@@ -607,11 +662,17 @@ static void *worker_main(void *arg) {
     w.cb = malloc(sizeof *w.cb);
     w.c = w.cb ? market_conn_new(m, NULL) : NULL;
     if (w.c && m->cfg.min_replicas_ack && !m->cluster) w.c2 = market_conn_new(m, NULL);
+    w.ack.q = q;
+    w.ack.ready = w.c2 && pthread_mutex_init(&w.ack.mu, NULL) == 0;
+    if (w.ack.ready && pthread_cond_init(&w.ack.cv, NULL) != 0) {
+        pthread_mutex_destroy(&w.ack.mu);
+        w.ack.ready = 0;
+    }
     int nomem = !w.cb || !w.c; /* then every order it takes fails */
     if (w.c) w.c->set_aside = m->cluster != NULL; /* see market_lane.c */
     pthread_mutex_lock(&q->qmu);
     for (;;) {
-        if (!ln->qhead && (ln->n_answer || ln->ack_c)) { /* nothing to overlap them with */
+        if (!ln->qhead && ln->n_answer) { /* nothing to overlap them with */
             pthread_mutex_unlock(&q->qmu);
             answer_now(ln);
             pthread_mutex_lock(&q->qmu);
@@ -631,7 +692,7 @@ static void *worker_main(void *arg) {
         market_queued *refused = NULL;
         int64_t now = rconn_now_ms();
         size_t n = batch_take(ln, w.cb, nomem, &refused);
-        if (!n && !refused && !ln->n_answer && !ln->ack_c && !ln->holding) {
+        if (!n && !refused && !ln->n_answer && !ln->holding) {
             /* every order queued is of a resting group: until the first rest ends */
             market__lane_wait(&ln->cv, &q->qmu, market__rest_next(&ln->rest, now));
             continue;
@@ -653,6 +714,7 @@ static void *worker_main(void *arg) {
     }
     pthread_mutex_unlock(&q->qmu);
     answer_now(ln);
+    acker_end(&w.ack);
     market_conn_free(w.c);
     market_conn_free(w.c2);
     for (size_t k = 0; k < MARKET__KINDS_MAX; k++) {
