@@ -141,11 +141,46 @@ static int cmp_str_p(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Adds to act, as "N|<member>", every member of realm's names index (idx:{r}:names), read
+ * AUDIT_PAGE members a ZRANGE BYLEX, and counts in *mismatch the members that are no
+ * string. Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
+static int names_read(market_conn *c, const char *realm, struct market__strs *act,
+                      size_t *mismatch) {
+    char key[MARKET__IDX_KEY_MAX], lo[MARKET__NAMES_BOUND_MAX] = "-", count[24];
+    market__idx_names_key(key, realm);
+    snprintf(count, sizeof count, "%d", AUDIT_PAGE);
+    market__buf cmd = {0};
+    int rc = MARKET_OK;
+    for (size_t got = AUDIT_PAGE; rc == MARKET_OK && got == AUDIT_PAGE;) {
+        market__buf_reset(&cmd);
+        market__rd_names_from(&cmd, key, lo, count);
+        redisReply *r = market__command_buf(c, &cmd, &rc);
+        if (!r) break;
+        got = r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+        if (r->type != REDIS_REPLY_ARRAY) rc = market__fail_reply(c, "reading the names index", r);
+        for (size_t i = 0; i < got && rc == MARKET_OK; i++) {
+            const redisReply *m = r->element[i];
+            if (m->type != REDIS_REPLY_STRING || strlen(m->str) != m->len ||
+                m->len + 2 > sizeof lo) {
+                (*mismatch)++;
+                got = 0; /* no next page to start after it */
+                continue;
+            }
+            rc = market__strs_add(act, "N|%s", m->str);
+            if (i + 1 == got) snprintf(lo, sizeof lo, "(%s", m->str);
+        }
+        freeReplyObject(r);
+    }
+    market__buf_free(&cmd);
+    return rc;
+}
+
 /* Adds to *mismatch how far realm's search indexes are from its market, z (its pages of
  * ZRANGE market:{r} ... WITHSCORES): the entries of listings that they lack or hold at another
  * price (a listing that cannot be read lacks both of its), entries no listing has (also
  * members and scores that are not a listing's, keys that are no zset), and each key of
- * the former layout still there (market__idx_legacy_keys()). Both sides, written
+ * the former layout still there (market__idx_legacy_keys()); and the names index's members
+ * against the listings' (names_read(), "N|<member>"). Both sides, written
  * "<kind>|<id>|<member>|<price>", are sorted and walked once; the index keys are read
  * MARKET__KEYS_CHUNK a round trip. Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
 static int audit_index(market_conn *c, const char *realm, const struct zpages *z,
@@ -181,7 +216,9 @@ static int audit_index(market_conn *c, const char *realm, const struct zpages *z
             market__idx_entry_init(&e, realm, l.item, l.seller, l.price);
             for (int k = 0; k < MARKET__IDX_KINDS && rc == MARKET_OK; k++)
                 rc = market__strs_add(&exp, "%d|%s|%s|%s", k, id[k], e.member[k], e.score);
+            if (rc == MARKET_OK) rc = market__strs_add(&exp, "N|%s", e.name);
         }
+    if (rc == MARKET_OK) rc = names_read(c, realm, &act, mismatch);
     if (rc == MARKET_OK) rc = market__idx_keys_scan(c, realm, &keys);
     for (size_t at = 0; rc == MARKET_OK && at < keys.n; at += MARKET__KEYS_CHUNK) {
         size_t n = keys.n - at < MARKET__KEYS_CHUNK ? keys.n - at : MARKET__KEYS_CHUNK;

@@ -678,7 +678,7 @@ static void test_reindex_rebuilds_deleted_indexes(void **state) {
     redis_do("ZADD idx:{main}:all 0 %s", "0000000000001:stale.X"); /* the former layout */
     market_audit_report a;
     assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
-    assert_int_equal(a.index_mismatch, 2 * SHOP + 2);
+    assert_int_equal(a.index_mismatch, 3 * SHOP + 2); /* item, seller and names entries */
     expect_page(f->c, (market_search_query){.seller = "A", .limit = 5}, "", 0, 0);
     size_t n = 0;
     assert_int_equal(market_reindex(f->c, REALM, &n), MARKET_OK);
@@ -706,9 +706,11 @@ static void test_reindex_removes_stale_member_and_fixes_wrong_score(void **state
     redis_do("ZADD idx:{main}:item:axe 500 %s", "Z");   /* no listing axe.Z */
     redis_do("ZADD idx:{main}:seller:A 999 %s", "bow"); /* bow.A is listed at 50 */
     redis_do("ZADD idx:{main}:item:ghost 5 %s", "A");   /* nobody lists ghost */
+    redis_do("ZADD idx:{main}:names 0 %s", "ghost.A");  /* nor in the names index */
+    redis_do("ZREM idx:{main}:names %s", "axe.A");      /* which lacks a listing's */
     market_audit_report a;
     assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
-    assert_int_equal(a.index_mismatch, 4); /* bow.A: missing at 50, extra at 999 */
+    assert_int_equal(a.index_mismatch, 6); /* bow.A: missing at 50, extra at 999 */
     size_t n = 0;
     assert_int_equal(market_reindex(f->c, REALM, &n), MARKET_OK);
     assert_int_equal(n, SHOP);
@@ -718,6 +720,10 @@ static void test_reindex_removes_stale_member_and_fixes_wrong_score(void **state
     redis_text(t, sizeof t, "ZSCORE idx:{main}:seller:A %s", "bow");
     assert_string_equal(t, "50");
     redis_text(t, sizeof t, "EXISTS %s", "idx:{main}:item:ghost");
+    assert_string_equal(t, "0");
+    redis_text(t, sizeof t, "ZSCORE idx:{main}:names %s", "ghost.A");
+    assert_string_equal(t, "nil");
+    redis_text(t, sizeof t, "ZSCORE idx:{main}:names %s", "axe.A");
     assert_string_equal(t, "0");
     expect_page(f->c, (market_search_query){.seller = "A", .limit = 5},
                 "bow.A:50,cap.A:50,axe.A:500", 3, 0);
