@@ -40,14 +40,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "market/market_idem.h"
+#include "market/market_frame.h"
 #include "market/market_index.h"
 #include "market/market_trade.h"
 
 #define SCAN (MARKET_FILL_MAX + 1) /* index entries read: one more tells there are more */
 #define BUY_BATCH_MAX 8            /* orders a batch takes (each reads up to SCAN listings) */
 #define LISTINGS_MAX (BUY_BATCH_MAX * MARKET_FILL_MAX)
-#define PARTIES_MAX (LISTINGS_MAX + BUY_BATCH_MAX)
+#if LISTINGS_MAX + BUY_BATCH_MAX > MARKET__PARTIES_MAX
+#error "a buy batch names more players than market__parties holds"
+#endif
 
 /* A listing some order of the batch may buy from. */
 struct listing {
@@ -71,13 +73,9 @@ struct take {
  * its attempt reads and decides. */
 struct buy_batch {
     market__kstate k; /* its read and commit buffers (market_combine.h) */
-    market__cbatch *cb;
-    market_order *req[BUY_BATCH_MAX];
-    size_t n;
+    market__frame f;  /* its open orders, their keys and the read's frame */
     market__realm realm;
-    market__idem_set idem;
     char k_index[BUY_BATCH_MAX][MARKET__IDX_KEY_MAX];
-    char k_inv[BUY_BATCH_MAX][MARKET__KEY_MAX], k_stacks[BUY_BATCH_MAX][MARKET__KEY_MAX];
     char hi[BUY_BATCH_MAX][24];
     size_t buyer[BUY_BATCH_MAX];                        /* its party */
     size_t offer[BUY_BATCH_MAX][MARKET_FILL_MAX], n_offers[BUY_BATCH_MAX]; /* listings */
@@ -85,13 +83,9 @@ struct buy_batch {
     size_t n_took[BUY_BATCH_MAX];
     struct listing list[LISTINGS_MAX];
     size_t n_list;
-    char party_id[PARTIES_MAX][MARKET_ID_MAX + 1];
-    char k_user[PARTIES_MAX][MARKET__KEY_MAX];
-    market__party party[PARTIES_MAX];
-    size_t n_party;
+    market__parties u; /* the buyers and sellers */
     int chosen; /* item strategy: the listings are chosen and locked; read only those */
     int enough; /* item strategy: when chosen, they made the quantity */
-    int64_t now_ms;
     market__trade_rec trade[LISTINGS_MAX];
     size_t trade_req[LISTINGS_MAX], n_trades;
     const char *args_trades[MARKET__TRADES_ARGC(LISTINGS_MAX)];
@@ -99,18 +93,6 @@ struct buy_batch {
 };
 
 /* ---- the batch's table ---- */
-
-/* Returns player id's party in b, added (funds unread) when new (the
- * table is sized for the most a batch names). */
-static size_t party_of(struct buy_batch *b, const char *id) {
-    for (size_t p = 0; p < b->n_party; p++)
-        if (strcmp(b->party_id[p], id) == 0) return p;
-    size_t p = b->n_party++;
-    snprintf(b->party_id[p], sizeof b->party_id[p], "%s", id);
-    market__key_user(b->k_user[p], b->realm.id, id);
-    b->party[p] = (market__party){.known = MARKET__UNREAD};
-    return p;
-}
 
 /* Returns item's listing by seller in b, added when new. */
 static size_t listing_of(struct buy_batch *b, const char *item, const char *seller) {
@@ -121,7 +103,7 @@ static size_t listing_of(struct buy_batch *b, const char *item, const char *sell
     struct listing *L = &b->list[b->n_list];
     memcpy(L->member, member, sizeof member);
     L->seller = L->member + strlen(item) + 1;
-    L->party = party_of(b, seller);
+    L->party = market__parties_of(&b->u, b->realm.id, seller);
     return b->n_list++;
 }
 
@@ -129,7 +111,7 @@ static size_t listing_of(struct buy_batch *b, const char *item, const char *sell
  * WITHSCORES: seller, price, ...) into its offers, leaving out the buyer's
  * own listing. Returns MARKET_OK or ERR_STORE. */
 static int offers_from_index(market_conn *c, struct buy_batch *b, size_t i, const redisReply *z) {
-    const market_order *o = b->req[i];
+    const market_order *o = b->f.req[i];
     b->n_offers[i] = 0;
     if (z->type != REDIS_REPLY_ARRAY || z->elements % 2)
         return market__fail_reply(c, "reading the item index", z);
@@ -156,16 +138,17 @@ static int offers_from_index(market_conn *c, struct buy_batch *b, size_t i, cons
 static void choice_build(struct buy_batch *b, market__buf *r) {
     char scan[8];
     snprintf(scan, sizeof scan, "%d", SCAN);
-    for (size_t i = 0; i < b->n; i++) market__rd_cheapest(r, b->k_index[i], b->hi[i], scan);
+    for (size_t i = 0; i < b->f.n; i++) market__rd_cheapest(r, b->k_index[i], b->hi[i], scan);
 }
 
 /* Reads the replies of choice_build (from rep[0]) into the orders' offers. */
 static int choice_parse(market_conn *c, struct buy_batch *b, redisReply **rep) {
     b->n_list = 0;
-    b->n_party = 0;
-    for (size_t i = 0; i < b->n; i++) b->buyer[i] = party_of(b, b->req[i]->player);
+    b->u.n = 0;
+    for (size_t i = 0; i < b->f.n; i++)
+        b->buyer[i] = market__parties_of(&b->u, b->realm.id, b->f.req[i]->player);
     int rc = MARKET_OK;
-    for (size_t i = 0; rc == MARKET_OK && i < b->n; i++)
+    for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++)
         rc = offers_from_index(c, b, i, rep[i]);
     return rc;
 }
@@ -176,7 +159,7 @@ static int choice_parse(market_conn *c, struct buy_batch *b, redisReply **rep) {
 static size_t detail_build(struct buy_batch *b, market__buf *r) {
     size_t first = r->n;
     market__rd_watch_begin(r);
-    for (size_t p = 0; p < b->n_party; p++) market__buf_arg(r, b->k_user[p]);
+    market__parties_watch(&b->u, r);
     market__buf_end(r, 0);
     if (b->n_list) { /* ZMSCORE and HMGET of no member are errors */
         market__rd_prices_begin(r, &b->realm);
@@ -186,7 +169,7 @@ static size_t detail_build(struct buy_batch *b, market__buf *r) {
         for (size_t l = 0; l < b->n_list; l++) market__buf_arg(r, b->list[l].member);
         market__buf_end(r, 0);
     }
-    for (size_t p = 0; p < b->n_party; p++) market__rd_funds(r, b->k_user[p]);
+    market__parties_read(&b->u, NULL, b->u.n, r);
     return first;
 }
 
@@ -209,7 +192,7 @@ static int detail_parse(market_conn *c, struct buy_batch *b, redisReply **rep) {
         L->units = L->left = price > 0 ? units : 0;
     }
     redisReply **f = rep + (b->n_list ? 3 : 1);
-    for (size_t p = 0; p < b->n_party; p++) b->party[p] = market__reply_party(f[p]);
+    market__parties_parse(&b->u, f, NULL, b->u.n);
     return MARKET_OK;
 }
 
@@ -220,25 +203,12 @@ static int detail_parse(market_conn *c, struct buy_batch *b, redisReply **rep) {
 static int batch_read(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct buy_batch *b = cb->ks;
     market__buf *r = &b->k.rb;
-    b->now_ms = cb->now_ms;
-    market__buf_reset(r);
-    market__idem_set_claims(&b->idem, cb->req, r);
-    size_t i_watch = r->n;
-    market__rd_watch_begin(r);
+    market__frame_read(&b->f, r);
     if (!b->chosen) { /* the listings, as the market strategy's purchases read them */
         market__buf_arg(r, b->realm.market);
         market__buf_arg(r, b->realm.units);
     }
-    for (size_t i = 0; i < held->n; i++) {
-        market__buf_arg(r, held->fenced[i]);
-        if (held->tokens) market__buf_arg(r, held->key[i]);
-    }
-    market__idem_set_watch(&b->idem, r);
-    market__buf_end(r, 0);
-    size_t i_fence = r->n;
-    if (held->n) market__held_read_buf(held, r);
-    size_t i_idem = r->n;
-    market__idem_set_read(&b->idem, r);
+    market__frame_watched(&b->f, held, 0, r);
     size_t i_next = r->n;
     if (b->chosen)
         detail_build(b, r);
@@ -247,15 +217,8 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     int rc = market__pipeline_buf(c, r);
     if (rc < 0) return rc;
     redisReply **rep = r->rep;
-    const redisReply *err = market__reply_error(rep, i_watch); /* a claim refused */
-    if (rep[i_watch]->type != REDIS_REPLY_STATUS || err)
-        rc = market__fail_reply(c, "read refused", err ? err : rep[i_watch]);
-    else if (held->n && market__held_lost(held, rep[i_fence]))
-        rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
-    else if (market__idem_set_judge(&b->idem, b->idem.n_keyed ? rep[i_idem] : NULL,
-                                    cb->token) < 0)
-        rc = market__fail_reply(c, "reading idempotency records", rep[i_idem]);
-    else
+    rc = market__frame_judge(&b->f, c, held, rep);
+    if (rc == MARKET_OK)
         rc = b->chosen ? detail_parse(c, b, rep + i_next) : choice_parse(c, b, rep + i_next);
     market__replies_free(rep, r->n);
     if (rc == MARKET_OK && !b->chosen) { /* the table, in a second round trip */
@@ -272,8 +235,8 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
             off[k] = (market__offer){b->list[k].seller, b->list[k].price > 0 ? b->list[k].price
                                                                               : INT64_MAX,
                                      b->list[k].units, 0};
-        if (market__fill(off, b->n_list, b->req[0]->player, b->req[0]->quantity,
-                         b->req[0]->price, &available, &total) == MARKET_ERR_NOT_ENOUGH)
+        if (market__fill(off, b->n_list, b->f.req[0]->player, b->f.req[0]->quantity,
+                         b->f.req[0]->price, &available, &total) == MARKET_ERR_NOT_ENOUGH)
             rc = MARKET__CHOOSE_AGAIN; /* bought meanwhile */
     }
     return rc;
@@ -283,8 +246,8 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
 
 /* Decides order i against the table; on a success moves its funds and
  * units in the table and lists its parts in b->took[i]. */
-static int decide_one(struct buy_batch *b, size_t i) {
-    market_order *o = b->req[i];
+static int decide_order(struct buy_batch *b, size_t i) {
+    market_order *o = b->f.req[i];
     market_buy_result *res = &o->res.buy;
     market__offer off[MARKET_FILL_MAX];
     size_t n = b->n_offers[i];
@@ -296,12 +259,12 @@ static int decide_one(struct buy_batch *b, size_t i) {
     int rc = market__fill(off, n, o->player, o->quantity, o->price, &available, &total);
     if (rc == MARKET_ERR_NOT_ENOUGH) res->available = available;
     if (rc != MARKET_OK) return rc;
-    market__party buyer = b->party[b->buyer[i]], seller[MARKET_FILL_MAX];
+    market__party buyer = b->u.party[b->buyer[i]], seller[MARKET_FILL_MAX];
     if (buyer.known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
     if (buyer.known == MARKET__ABSENT) return MARKET_ERR_NO_PLAYER;
     if (total > buyer.funds) return MARKET_ERR_INSUFFICIENT_FUNDS; /* total saturates */
     for (size_t k = 0; k < n; k++) { /* one listing a seller: their parties are distinct */
-        seller[k] = b->party[b->list[b->offer[i][k]].party];
+        seller[k] = b->u.party[b->list[b->offer[i][k]].party];
         if (off[k].take &&
             (rc = market__units_apply(off[k].price, off[k].units, off[k].take, -1, &buyer,
                                       &seller[k])) != MARKET_OK)
@@ -313,50 +276,43 @@ static int decide_one(struct buy_batch *b, size_t i) {
         struct listing *L = &b->list[b->offer[i][k]];
         b->took[i][b->n_took[i]++] = (struct take){b->offer[i][k], off[k].take, L->left};
         L->left -= off[k].take;
-        b->party[L->party] = seller[k];
+        b->u.party[L->party] = seller[k];
     }
-    b->party[b->buyer[i]] = buyer;
+    b->u.party[b->buyer[i]] = buyer;
     res->quantity = o->quantity;
     res->total = total;
     res->buyer_funds = buyer.funds;
     return MARKET_OK;
 }
 
-/* Answers order o with outcome v, settled by its idempotency key. */
+/* Fills order o's result from v, a replay. */
 static void replay(market_order *o, const market__outcome *v) {
     market_buy_result *res = &o->res.buy;
-    o->rc = v->rc;
-    res->replayed = v->replayed;
-    if (!v->replayed) return; /* in_progress, idem_mismatch, store */
     if (v->rc == MARKET_ERR_NOT_ENOUGH) res->available = v->a;
     if (v->rc != MARKET_OK) return;
     res->quantity = o->quantity;
     res->total = v->a;
     res->buyer_funds = v->b;
-    snprintf(res->trade_id, sizeof res->trade_id, "%s", v->trade);
 }
 
-/* Decides every order in queue order; returns how many write something. */
+/* Decides order i (decide_order); its record keeps a not_enough's units
+ * available or a success's total, and the buyer's funds. */
+static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds) {
+    struct buy_batch *b = ks;
+    market_buy_result *res = &b->f.req[i]->res.buy;
+    *res = (market_buy_result){0};
+    b->n_took[i] = 0;
+    int rc = decide_order(b, i);
+    *a = rc == MARKET_ERR_NOT_ENOUGH ? res->available : res->total;
+    *funds = res->buyer_funds;
+    return rc;
+}
+
+/* Decides every order in queue order, as if they ran one at a time. */
 static size_t batch_decide(market__cbatch *cb) {
     struct buy_batch *b = cb->ks;
-    size_t writes = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        market_order *o = b->req[i];
-        o->res.buy = (market_buy_result){0};
-        b->n_took[i] = 0;
-        market__outcome v;
-        if (market__idem_set_settle(&b->idem, i, &v)) {
-            replay(o, &v);
-            continue;
-        }
-        o->rc = b->now_ms >= o->q.deadline_ms ? MARKET_ERR_BUSY : decide_one(b, i);
-        const market_buy_result *res = &o->res.buy;
-        market__idem_set_decided(&b->idem, i, o->rc,
-                                 o->rc == MARKET_ERR_NOT_ENOUGH ? res->available : res->total,
-                                 res->buyer_funds);
-        writes += o->rc == MARKET_OK || market__idem_set_recorded(&b->idem, i);
-    }
-    return writes;
+    for (size_t i = 0; i < b->f.n; i++) b->n_took[i] = 0;
+    return market__frame_decide(&b->f, decide_one, replay, b);
 }
 
 /* ---- committing ---- */
@@ -373,21 +329,19 @@ static const char *trade_fence(const market__held *held, const struct buy_batch 
     return "0";
 }
 
-/* Appends what order i, decided MARKET_OK, moves, and lists its trades. */
+/* Appends what order i, decided MARKET_OK, moves besides funds (written
+ * as each player's net change), and lists its trades. */
 static void commit_order(struct buy_batch *b, const market__held *held, size_t i,
                          market__buf *w) {
-    market_order *o = b->req[i];
-    int keyed = b->idem.idem[i] != NULL;
+    market_order *o = b->f.req[i];
     int64_t stacked = 0;
-    market__fx_funds(w, b->k_user[b->buyer[i]], -o->res.buy.total);
     for (size_t k = 0; k < b->n_took[i]; k++) {
         const struct take *t = &b->took[i][k];
         struct listing *L = &b->list[t->listing];
-        market__fx_funds(w, b->k_user[L->party], t->units * L->price);
         if (L->stack)
             stacked += t->units;
         else
-            market__fx_item_in(w, b->k_inv[i], o->item);
+            market__fx_item_in(w, b->u.k_inv[b->buyer[i]], o->item);
         if (t->units < t->before) { /* the rest stays listed */
             market__fx_listing_units(w, &b->realm, L->member, -t->units);
         } else {
@@ -396,22 +350,23 @@ static void commit_order(struct buy_batch *b, const market__held *held, size_t i
             market__idx_entry_init(&L->ix, b->realm.id, o->item, L->seller, L->price);
             market__fx_idx_remove(w, &L->ix, 1);
         }
-        b->trade_req[b->n_trades] = i;
-        b->trade[b->n_trades++] = (market__trade_rec){
-            .buyer = o->player, .seller = L->seller, .item = o->item, .quantity = t->units,
-            .price = L->price, .fence = trade_fence(held, b, t->listing),
-            /* the first part completes the record with its trade id */
-            .idem_key = keyed && k == 0 ? b->idem.key[i] : NULL,
-            .idem_record = keyed && k == 0 ? b->idem.record[i] : NULL};
+        market__frame_trade(&b->f, i, k == 0,
+                            (market__trade_rec){.buyer = o->player,
+                                                .seller = L->seller,
+                                                .item = o->item,
+                                                .quantity = t->units,
+                                                .price = L->price,
+                                                .fence = trade_fence(held, b, t->listing)},
+                            b->trade, b->trade_req, &b->n_trades);
     }
-    if (stacked) market__fx_units(w, b->k_stacks[i], o->item, stacked);
+    if (stacked) market__fx_units(w, b->u.k_stacks[b->buyer[i]], o->item, stacked);
 }
 
 /* Hands each success its parts and trade ids, and each repeat inside the
  * batch its first's trade id. */
 static void hand_trades(struct buy_batch *b) {
     for (size_t t = 0; t < b->n_trades; t++) {
-        market_order *o = b->req[b->trade_req[t]];
+        market_order *o = b->f.req[b->trade_req[t]];
         market_buy_result *res = &o->res.buy;
         const market__trade_rec *r = &b->trade[t];
         market_fill *f = &res->fill[res->n_fills++];
@@ -421,10 +376,10 @@ static void hand_trades(struct buy_batch *b) {
         memcpy(f->trade_id, r->id, sizeof f->trade_id);
         if (res->n_fills == 1) memcpy(res->trade_id, r->id, sizeof res->trade_id);
     }
-    for (size_t i = 0; i < b->n; i++)
-        if (b->idem.same_as[i] != SIZE_MAX)
-            memcpy(b->req[i]->res.buy.trade_id, b->req[b->idem.same_as[i]]->res.buy.trade_id,
-                   sizeof b->req[i]->res.buy.trade_id);
+    for (size_t i = 0; i < b->f.n; i++)
+        if (b->f.idem.same_as[i] != SIZE_MAX)
+            memcpy(b->f.req[i]->res.buy.trade_id, b->f.req[b->f.idem.same_as[i]]->res.buy.trade_id,
+                   sizeof b->f.req[i]->res.buy.trade_id);
 }
 
 /* The commit (see DESIGN, step 3). */
@@ -433,14 +388,12 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     market__buf *w = &b->k.wb;
     market__buf_reset(w);
     market__fx_multi(w);
-    market__held_fences(held, w);
+    market__frame_fences(&b->f, held, w);
+    market__parties_funds(&b->u, w);
+    market__frame_records(&b->f, w);
     b->n_trades = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        /* a success's record too: were the trade script to fail, it is still done once */
-        if (market__idem_set_recorded(&b->idem, i)) market__idem_set_record(&b->idem, i, w);
-        if (b->req[i]->rc == MARKET_OK && !b->req[i]->res.buy.replayed)
-            commit_order(b, held, i, w);
-    }
+    for (size_t i = 0; i < b->f.n; i++)
+        if (market__frame_won(&b->f, i)) commit_order(b, held, i, w);
     int rc = market__trades_commit(c, w, 0, b->realm.id, &b->tw, b->trade, b->n_trades,
                                    b->args_trades);
     if (rc == MARKET_OK) hand_trades(b);
@@ -453,7 +406,7 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
  * when they do not, every one at or under its price, so that the refusal
  * is decided under their locks), and names their locks and the buyer's. */
 static void choose(struct buy_batch *b) {
-    const market_order *o = b->req[0];
+    const market_order *o = b->f.req[0];
     market__offer off[MARKET_FILL_MAX];
     size_t n = b->n_offers[0], k = 0;
     for (size_t j = 0; j < n; j++) {
@@ -469,11 +422,11 @@ static void choose(struct buy_batch *b) {
         if (k != b->offer[0][j]) b->list[k] = b->list[b->offer[0][j]];
         b->list[k].seller = b->list[k].member + strlen(o->item) + 1;
         b->offer[0][k] = k;
-        market__cbatch_lock(b->cb, "item", b->list[k].member);
+        market__cbatch_lock(b->f.cb, "item", b->list[k].member);
         k++;
     }
     b->n_list = b->n_offers[0] = k;
-    market__cbatch_lock(b->cb, "player", o->player);
+    market__cbatch_lock(b->f.cb, "player", o->player);
 }
 
 /* Item strategy: reads the order's cheapest listings without a lock, and
@@ -502,23 +455,14 @@ static int choose_read(market_conn *c, struct buy_batch *b) {
  * market lock, or (item strategy) the chosen listings' and the buyer's. */
 static int prepare(market_conn *c, market__cbatch *cb) {
     struct buy_batch *b = cb->ks;
-    b->cb = cb;
-    b->n = cb->n_open;
     market__realm_init(&b->realm, cb->realm);
-    int need_token = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        market_order *o = b->req[i] = cb->req[i]->order;
-        need_token |= o->idem != NULL;
+    int rc = market__frame_begin(&b->f, cb, 0);
+    if (rc != MARKET_OK) return rc;
+    for (size_t i = 0; i < b->f.n; i++) {
+        const market_order *o = b->f.req[i];
         market__idx_key(b->k_index[i], MARKET__IDX_ITEM, b->realm.id, o->item);
-        market__key_inventory(b->k_inv[i], b->realm.id, o->player);
-        market__key_stacks(b->k_stacks[i], b->realm.id, o->player);
         snprintf(b->hi[i], sizeof b->hi[i], "%lld", (long long)o->price);
     }
-    if (need_token && market__cbatch_token(cb) < 0) return MARKET_ERR_STORE;
-    market__idem_set_begin(&b->idem, b->n);
-    for (size_t i = 0; i < b->n; i++)
-        cb->req[i]->k_idem = market__idem_set_key(&b->idem, i, b->realm.id, b->req[i]->player,
-                                                  b->req[i]->idem, cb->token);
     b->chosen = cb->policy == MARKET__POLICY_EACH;
     if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
     return b->chosen ? choose_read(c, b) : MARKET_OK;

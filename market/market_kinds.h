@@ -2,9 +2,10 @@
  * (market_combine.h) in a file of its own: buying a listing
  * (market_purchase.c), buying units across sellers (market_buy.c), listing
  * and taking back (market_listing.c), buying from a flash sale
- * (market_sale.c). market_order.c queues each order type as its kind. The
- * kinds call the combiner, the idempotency, trade, transaction and store
- * layers, nothing above. */
+ * (market_sale.c), each over what every kind's attempt shares
+ * (market_frame.h). market_order.c queues each order type as its kind. The
+ * kinds call the frame, the combiner, the idempotency, trade, transaction
+ * and store layers, nothing above. */
 #ifndef GM_MARKET_MARKET_KINDS_H
 #define GM_MARKET_MARKET_KINDS_H
 

@@ -26,19 +26,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "market/market_idem.h"
+#include "market/market_frame.h"
 #include "market/market_trade.h"
 
 /* The kind's state on a lane: a batch of one realm's list and unlist
  * orders, and what its attempt reads and decides. */
 struct listing_batch {
     market__kstate k; /* its read and commit buffers (market_combine.h) */
-    market__cbatch *cb;
-    market_order *req[MARKET__BATCH_MAX];
-    size_t n;
+    market__frame f;  /* its open orders, their keys and the read's frame */
     market__realm realm;
-    const char *token;
-    market__idem_set idem;
     char member[MARKET__BATCH_MAX][MARKET__MEMBER_MAX];
     char k_inv[MARKET__BATCH_MAX][MARKET__KEY_MAX];
     char k_stacks[MARKET__BATCH_MAX][MARKET__KEY_MAX];
@@ -52,40 +48,23 @@ struct listing_batch {
     int stack[MARKET__BATCH_MAX];            /* list: units (1) or the unique item */
     int64_t stacked_before[MARKET__BATCH_MAX], listed_before[MARKET__BATCH_MAX];
     market__idx_entry ix[MARKET__BATCH_MAX];
-    int64_t now_ms;
-    size_t i_own, i_fence, i_idem;
+    size_t i_own;
 };
 
 /* ---- one attempt ---- */
-
-/* Order o's idempotency key: a list's (may be NULL); an unlist has none. */
-static const market_idem *idem_of(const market_order *o) {
-    return o->type == MARKET_ORDER_LIST ? o->idem : NULL;
-}
 
 /* Names what the batch reads and locks: the realm's market lock, or each
  * listing's lock (item strategy), or none. */
 static int prepare(market_conn *c, market__cbatch *cb) {
     struct listing_batch *b = cb->ks;
-    b->cb = cb;
-    b->n = cb->n_open;
     market__realm_init(&b->realm, cb->realm);
-    int need_token = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        b->req[i] = cb->req[i]->order;
-        need_token |= idem_of(b->req[i]) != NULL;
-    }
-    if (need_token && market__cbatch_token(cb) < 0) return MARKET_ERR_STORE;
-    b->token = cb->token;
-    market__idem_set_begin(&b->idem, b->n);
-    for (size_t i = 0; i < b->n; i++) {
-        market_order *o = b->req[i];
+    int rc = market__frame_begin(&b->f, cb, 0); /* an unlist has no key: it never replays */
+    for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
+        market_order *o = b->f.req[i];
         market__join(b->member[i], sizeof b->member[i], o->item, ".", o->player,
                      (const char *)NULL);
         market__key_inventory(b->k_inv[i], b->realm.id, o->player);
         market__key_stacks(b->k_stacks[i], b->realm.id, o->player);
-        o->q.k_idem =
-            market__idem_set_key(&b->idem, i, b->realm.id, o->player, idem_of(o), b->token);
         b->first[i] = i;
         for (size_t j = 0; j < i; j++)
             if (strcmp(b->member[j], b->member[i]) == 0) {
@@ -96,60 +75,40 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     }
     if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
     (void)c;
-    return MARKET_OK;
+    return rc;
 }
 
 /* Builds the read (see DESIGN, step 1) into b->k.rb. */
 static void read_build(const market *m, const market__held *held, struct listing_batch *b) {
     market__buf *r = &b->k.rb;
-    market__buf_reset(r);
-    market__idem_set_claims(&b->idem, b->cb->req, r);
-    market__rd_watch_begin(r);
+    market__frame_read(&b->f, r);
     if (m->cfg.strategy != MARKET_STRATEGY_ITEM) { /* a listing's units, as its price */
         market__buf_arg(r, b->realm.market);
         market__buf_arg(r, b->realm.units);
     }
-    for (size_t i = 0; i < held->n; i++) {
-        market__buf_arg(r, held->key[i]);
-        market__buf_arg(r, held->fenced[i]);
-    }
-    market__idem_set_watch(&b->idem, r);
-    for (size_t i = 0; i < b->n; i++) {
+    for (size_t i = 0; i < b->f.n; i++) {
         market__buf_arg(r, b->k_inv[i]);
         market__buf_arg(r, b->k_stacks[i]);
     }
-    market__buf_end(r, 0);
+    market__frame_watched(&b->f, held, 1, r);
     b->i_own = r->n;
-    for (size_t i = 0; i < b->n; i++) {
-        market__rd_holds(r, b->k_inv[i], b->req[i]->item);
-        market__rd_units(r, b->k_stacks[i], b->req[i]->item);
+    for (size_t i = 0; i < b->f.n; i++) {
+        market__rd_holds(r, b->k_inv[i], b->f.req[i]->item);
+        market__rd_units(r, b->k_stacks[i], b->f.req[i]->item);
         market__rd_listing(r, &b->realm, b->member[i]);
     }
-    b->i_fence = r->n;
-    if (held->n) market__held_read_buf(held, r);
-    b->i_idem = r->n;
-    market__idem_set_read(&b->idem, r);
 }
 
 /* Reads what the batch decides on. Returns MARKET_OK, or the error of the
- * whole batch (the read refused, a lease lost). */
+ * whole batch (see market__frame_judge). */
 static int batch_read(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct listing_batch *b = cb->ks;
-    b->now_ms = cb->now_ms;
     read_build(c->m, held, b);
     int rc = market__pipeline_buf(c, &b->k.rb);
     if (rc < 0) return rc;
     redisReply **rep = b->k.rb.rep;
-    size_t w = b->i_own - 1; /* the WATCH: after the claims */
-    const redisReply *err = market__reply_error(rep, w); /* a claim refused */
-    if (rep[w]->type != REDIS_REPLY_STATUS || err)
-        rc = market__fail_reply(c, "read refused", err ? err : rep[w]);
-    else if (held->n && market__held_lost(held, rep[b->i_fence]))
-        rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
-    else if (market__idem_set_judge(&b->idem, b->idem.n_keyed ? rep[b->i_idem] : NULL,
-                                    b->token) < 0)
-        rc = market__fail_reply(c, "reading idempotency records", rep[b->i_idem]);
-    for (size_t i = 0; rc == MARKET_OK && i < b->n; i++) {
+    rc = market__frame_judge(&b->f, c, held, rep);
+    for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
         if (b->first[i] != i) continue;
         redisReply **o = rep + b->i_own + 4 * i;
         b->unique[i] = o[0]->type == REDIS_REPLY_INTEGER ? o[0]->integer == 1 : -1;
@@ -161,55 +120,43 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     return rc;
 }
 
-/* Whether order o was settled by an earlier request with its idempotency
- * key (a list: an unlist has none). */
-static int replayed(const market_order *o) {
-    return o->type == MARKET_ORDER_LIST && o->res.list.replayed;
-}
-
-/* Decides list order i against its seller and item's state f. */
-static void decide_list(struct listing_batch *b, size_t i, size_t f) {
-    market_order *o = b->req[i];
+/* Decides list order i against its seller and item's state f; its record
+ * keeps a not_held's units held, a price_changed's price or a success's
+ * asking price (*a), and a success's units listed (*q_listed). */
+static int decide_list(struct listing_batch *b, size_t i, size_t f, int64_t *a,
+                       int64_t *q_listed) {
+    market_order *o = b->f.req[i];
+    market_list_result *res = &o->res.list;
     int64_t q = o->quantity > 0 ? o->quantity : 1;
     int stack = 0;
-    o->rc = b->unique[f] < 0 ? MARKET_ERR_STORE
-                             : market__list_rule(b->unique[f], b->stacked[f], o->quantity,
-                                                 b->listed[f], b->listed_units[f], o->price,
-                                                 &stack);
-    int64_t a = 0;
-    if (o->rc == MARKET_ERR_NOT_HELD) a = o->res.list.held = b->stacked[f];
-    if (o->rc == MARKET_ERR_PRICE_CHANGED) a = o->res.list.price = b->listed[f];
-    if (o->rc == MARKET_OK) {
-        b->stack[i] = stack;
-        b->stacked_before[i] = b->stacked[f];
-        b->listed_before[i] = b->listed[f];
-        o->res.list.quantity = stack ? b->listed_units[f] + q : 1;
-        if (stack) {
-            b->stacked[f] -= q;
-            b->listed_units[f] += q;
-        } else {
-            b->unique[f] = 0;
-        }
-        b->listed[f] = o->price;
-        a = o->price;
+    int rc = b->unique[f] < 0 ? MARKET_ERR_STORE
+                              : market__list_rule(b->unique[f], b->stacked[f], o->quantity,
+                                                  b->listed[f], b->listed_units[f], o->price,
+                                                  &stack);
+    if (rc == MARKET_ERR_NOT_HELD) *a = res->held = b->stacked[f];
+    if (rc == MARKET_ERR_PRICE_CHANGED) *a = res->price = b->listed[f];
+    if (rc != MARKET_OK) return rc;
+    b->stack[i] = stack;
+    b->stacked_before[i] = b->stacked[f];
+    b->listed_before[i] = b->listed[f];
+    *q_listed = res->quantity = stack ? b->listed_units[f] + q : 1;
+    if (stack) {
+        b->stacked[f] -= q;
+        b->listed_units[f] += q;
+    } else {
+        b->unique[f] = 0;
     }
-    market__idem_set_decided(&b->idem, i, o->rc, a,
-                             o->rc == MARKET_OK ? o->res.list.quantity : 0);
+    *a = b->listed[f] = o->price;
+    return MARKET_OK;
 }
 
 /* Decides unlist order i against its seller and item's state f. */
-static void decide_unlist(struct listing_batch *b, size_t i, size_t f) {
-    market_order *o = b->req[i];
-    if (b->listed[f] == MARKET__NOT_LISTED)
-        o->rc = MARKET_ERR_NOT_LISTED;
-    else if (b->listed[f] < 0 || b->listed_units[f] < 0)
-        o->rc = MARKET_ERR_STORE;
-    else
-        o->rc = MARKET_OK;
-    market__idem_set_decided(&b->idem, i, o->rc, 0, 0);
-    if (o->rc != MARKET_OK) return;
-    o->res.unlist.price = b->listed[f];
-    o->res.unlist.units = b->listed_units[f] ? b->listed_units[f] : 1;
+static int decide_unlist(struct listing_batch *b, size_t i, size_t f) {
+    market_unlist_result *res = &b->f.req[i]->res.unlist;
+    if (b->listed[f] == MARKET__NOT_LISTED) return MARKET_ERR_NOT_LISTED;
+    if (b->listed[f] < 0 || b->listed_units[f] < 0) return MARKET_ERR_STORE;
+    res->price = b->listed[f];
+    res->units = b->listed_units[f] ? b->listed_units[f] : 1;
     b->stack[i] = b->listed_units[f] != 0;
     if (b->stack[i])
         b->stacked[f] = (b->stacked[f] > 0 ? b->stacked[f] : 0) + b->listed_units[f];
@@ -217,51 +164,38 @@ static void decide_unlist(struct listing_batch *b, size_t i, size_t f) {
         b->unique[f] = 1;
     b->listed[f] = MARKET__NOT_LISTED;
     b->listed_units[f] = 0;
+    return MARKET_OK;
 }
 
-/* Answers list order o with outcome v, settled by its idempotency key. */
+/* Fills list order o's result from v, a replay. */
 static void replay(market_order *o, const market__outcome *v) {
-    o->rc = v->rc;
-    o->res.list.replayed = v->replayed;
-    if (!v->replayed) return;
     if (v->rc == MARKET_OK) o->res.list.quantity = v->b;
     if (v->rc == MARKET_ERR_NOT_HELD) o->res.list.held = v->a;
     if (v->rc == MARKET_ERR_PRICE_CHANGED) o->res.list.price = v->a;
 }
 
-/* Decides every order in queue order; returns how many write something. */
+/* Decides order i against its seller and item's state as the batch left it. */
+static int decide_one(void *ks, size_t i, int64_t *a, int64_t *b_) {
+    struct listing_batch *b = ks;
+    market_order *o = b->f.req[i];
+    if (o->type == MARKET_ORDER_UNLIST) {
+        o->res.unlist = (market_unlist_result){0};
+        return decide_unlist(b, i, b->first[i]);
+    }
+    o->res.list = (market_list_result){0};
+    return decide_list(b, i, b->first[i], a, b_);
+}
+
+/* Decides every order in queue order, as if they ran one at a time. */
 static size_t batch_decide(market__cbatch *cb) {
     struct listing_batch *b = cb->ks;
-    size_t writes = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        market_order *o = b->req[i];
-        if (o->type == MARKET_ORDER_LIST)
-            o->res.list = (market_list_result){0};
-        else
-            o->res.unlist = (market_unlist_result){0};
-        market__outcome v;
-        if (market__idem_set_settle(&b->idem, i, &v)) {
-            replay(o, &v);
-            continue;
-        }
-        if (b->now_ms >= o->q.deadline_ms) {
-            o->rc = MARKET_ERR_BUSY;
-            market__idem_set_decided(&b->idem, i, o->rc, 0, 0);
-            continue;
-        }
-        if (o->type == MARKET_ORDER_LIST)
-            decide_list(b, i, b->first[i]);
-        else
-            decide_unlist(b, i, b->first[i]);
-        writes += o->rc == MARKET_OK || market__idem_set_recorded(&b->idem, i);
-    }
-    return writes;
+    return market__frame_decide(&b->f, decide_one, replay, b);
 }
 
 /* Appends what order i, decided MARKET_OK, moves. */
 static void commit_order(struct listing_batch *b, const market__held *held, size_t i,
                          market__buf *w) {
-    market_order *o = b->req[i];
+    market_order *o = b->f.req[i];
     if (o->type == MARKET_ORDER_UNLIST) {
         const market_unlist_result *u = &o->res.unlist;
         market__idx_entry_init(&b->ix[i], b->realm.id, o->item, o->player, u->price);
@@ -298,11 +232,10 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     market__buf *w = &b->k.wb;
     market__buf_reset(w);
     market__fx_multi(w);
-    market__held_fences(held, w);
-    for (size_t i = 0; i < b->n; i++) {
-        if (b->req[i]->rc == MARKET_OK && !replayed(b->req[i])) commit_order(b, held, i, w);
-        if (market__idem_set_recorded(&b->idem, i)) market__idem_set_record(&b->idem, i, w);
-    }
+    market__frame_fences(&b->f, held, w);
+    for (size_t i = 0; i < b->f.n; i++)
+        if (market__frame_won(&b->f, i)) commit_order(b, held, i, w);
+    market__frame_records(&b->f, w);
     return market__trades_commit(c, w, 0, b->realm.id, NULL, NULL, 0, NULL);
 }
 

@@ -7,11 +7,12 @@
  * one batch to the next, MARKET__POLICY_HOLD), or every listing's and every
  * buyer's lock of the batch (item strategy: MARKET__POLICY_EACH, its read
  * sent before the locks are taken). An attempt is
- *   1. one pipeline: claim the idempotency keys (SET NX PX, before the
- *      WATCH), WATCH the lock key, the realm's market, every user involved,
- *      the lock's fencing record and any idempotency records; ZMSCORE the
- *      market for every listing; GET the fencing record; HMGET the listings'
- *      units; HGET funds of every user; MGET the idempotency records. When
+ *   1. one pipeline, in the frame every kind shares (market_frame.c):
+ *      claim the idempotency keys (SET NX PX, before the WATCH), WATCH the
+ *      realm's market, every user involved, the lock key, its fencing
+ *      record and any idempotency records; MGET the fencing record; MGET
+ *      the idempotency records; then ZMSCORE the market for every listing,
+ *      HMGET the listings' units and HGET funds of every user. When
  *      buyers race for the same items (a quarter of the last batch found its
  *      listing gone), the funds are read in later round trips, and only for
  *      listings that are there; under the item strategy the purchases whose
@@ -37,19 +38,17 @@
 #include <string.h>
 #include <time.h>
 
+#include "market/market_frame.h"
 #include "market/market_kinds.h"
-#include "market/market_idem.h"
 #include "market/market_trade.h"
 
-#define USERS_MAX (2 * MARKET__BATCH_MAX)
+#define USERS_MAX MARKET__PARTIES_MAX
 
 /* The kind's state on a lane: a batch of purchases of one realm, and what
  * its attempt reads and decides. */
 struct market__batch {
     market__kstate k; /* its read and commit buffers (market_combine.h) */
-    market__cbatch *cb;
-    market_order *req[MARKET__BATCH_MAX]; /* cb's open purchases, in order */
-    size_t n;
+    market__frame f;  /* its open purchases, their keys and the read's frame */
     market__realm realm;
     char k_names[MARKET__IDX_KEY_MAX]; /* the realm's names index */
     char member[MARKET__BATCH_MAX][MARKET__MEMBER_MAX];
@@ -60,34 +59,19 @@ struct market__batch {
     int64_t units[MARKET__BATCH_MAX]; /* units listed as read (1: a unique item) */
     int stack[MARKET__BATCH_MAX];     /* a listing of stackable goods (a count in units:) */
     int64_t left[MARKET__BATCH_MAX];  /* units left as the batch decides */
-    const char *token;     /* this batch's claims: cb->token */
-    market__idem_set idem; /* the purchases' idempotency keys */
-    size_t buyer[MARKET__BATCH_MAX], seller[MARKET__BATCH_MAX]; /* user indexes */
-
-    size_t n_users;
-    const char *user[USERS_MAX];
-    uint32_t user_hash[USERS_MAX]; /* id_hash() of user[]: most comparisons stop there */
-    char k_user[USERS_MAX][MARKET__KEY_MAX];
-    char k_inv[USERS_MAX][MARKET__KEY_MAX];
-    char k_stacks[USERS_MAX][MARKET__KEY_MAX];
-    market__party party[USERS_MAX]; /* what was read, then as the batch decides */
-    int64_t read_funds[USERS_MAX];  /* party[].funds as read: the commit writes the change */
+    size_t buyer[MARKET__BATCH_MAX], seller[MARKET__BATCH_MAX]; /* indexes in u */
+    market__parties u; /* the buyers and sellers */
 
     /* pipeline scratch */
     size_t read_list[USERS_MAX]; /* the users whose funds are read */
     int read_split;              /* read funds in later round trips (see batch_read) */
     int filtered;                /* prefilter_unlisted() refused some of this batch */
-    int64_t now_ms; /* cb->now_ms: purchases past their deadline then are not decided
-                       (users_needed and batch_decide must agree) */
     market__party sim[USERS_MAX];     /* split reads: parties while walking the batch */
     int sim_state[MARKET__BATCH_MAX]; /* split reads: on a listing's first purchase */
     int64_t sim_left[MARKET__BATCH_MAX]; /* split reads: its units left */
-    int fence_same[MARKET__HELD_MAX]; /* the fencing record already holds our fence */
-    size_t read_off;                  /* read_build(): the claims in front of the WATCH */
-    size_t read_i_users;              /* read_build(): where the funds replies start */
+    size_t read_i_prices;             /* read_build(): the listings' ZMSCORE */
     size_t read_i_units;              /* read_build(): the HMGET of the listings' units */
-    size_t read_i_fence;              /* read_build(): the leases' MGET (SIZE_MAX: none) */
-    size_t read_i_idem;               /* read_build(): the idempotency records' MGET */
+    size_t read_i_users;              /* read_build(): where the funds replies start */
     int read_splitting;               /* read_build(): funds left to later round trips */
     size_t prefetched;                /* the read's commands already sent, replies in rep */
     size_t sending;                   /* read_send(): the read's commands sent early */
@@ -107,74 +91,36 @@ struct market__batch {
 
 /* ---- building the batch ---- */
 
-/* FNV-1a of s: ids are compared by it first, so that naming a batch's
- * users and listings costs about one comparison each, not one per earlier
- * one. */
-static uint32_t id_hash(const char *s) {
-    uint32_t h = 2166136261u;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
-}
-
-static size_t user_index(struct market__batch *b, const char *id) {
-    uint32_t h = id_hash(id);
-    for (size_t i = 0; i < b->n_users; i++)
-        if (b->user_hash[i] == h && strcmp(b->user[i], id) == 0) return i;
-    size_t i = b->n_users++;
-    b->user[i] = id;
-    b->user_hash[i] = h;
-    market__key_user(b->k_user[i], b->realm.id, id);
-    market__key_inventory(b->k_inv[i], b->realm.id, id);
-    market__key_stacks(b->k_stacks[i], b->realm.id, id);
-    return i;
-}
-
-/* Names what the batch reads and writes, and draws the batch's token when
- * it has claims to make or need_token (a getrandom() call: only then).
- * Returns MARKET_OK, or MARKET_ERR_STORE when no token can be drawn. */
-static int batch_index(struct market__batch *b, int need_token) {
-    b->n_users = 0;
-    for (size_t i = 0; i < b->n && !need_token; i++) need_token = b->req[i]->idem != NULL;
-    if (need_token && market__cbatch_token(b->cb) < 0) return MARKET_ERR_STORE;
-    b->token = b->cb->token;
-    market__idem_set_begin(&b->idem, b->n);
-    for (size_t i = 0; i < b->n; i++) {
-        const market_order *r = b->req[i];
+/* Names what the batch reads and writes: its frame (drawing the batch's
+ * token when it has claims to make or need_token), every listing and
+ * every buyer and seller. Returns MARKET_OK, or MARKET_ERR_STORE when no
+ * token can be drawn. */
+static int batch_index(struct market__batch *b, market__cbatch *cb, int need_token) {
+    int rc = market__frame_begin(&b->f, cb, need_token);
+    if (rc != MARKET_OK) return rc;
+    b->u.n = 0;
+    for (size_t i = 0; i < b->f.n; i++) {
+        const market_order *r = b->f.req[i];
         market__join(b->member[i], sizeof b->member[i], r->item, ".", r->seller,
                      (const char *)NULL);
-        b->member_hash[i] = id_hash(b->member[i]);
-        b->req[i]->q.k_idem =
-            market__idem_set_key(&b->idem, i, b->realm.id, r->player, r->idem, b->token);
+        b->member_hash[i] = market__id_hash(b->member[i]);
         b->first[i] = i;
         for (size_t j = 0; j < i; j++)
             if (b->member_hash[j] == b->member_hash[i] && strcmp(b->member[j], b->member[i]) == 0) {
                 b->first[i] = j;
                 break;
             }
-        b->buyer[i] = user_index(b, r->player);
-        b->seller[i] = user_index(b, r->seller);
+        b->buyer[i] = market__parties_of(&b->u, b->realm.id, r->player);
+        b->seller[i] = market__parties_of(&b->u, b->realm.id, r->seller);
     }
     return MARKET_OK;
 }
 
 /* ---- one attempt: read, decide, commit ---- */
 
-/* Appends the reads of the funds of users[0..n) to the read. */
-static void read_users(struct market__batch *b, const size_t *users, size_t n) {
-    for (size_t j = 0; j < n; j++) market__rd_funds(&b->k.rb, b->k_user[users[j]]);
-}
-
-/* Reads the funds replies rep[0..n) of users[0..n). Funds that cannot be
- * read fail only the purchases of that user (MARKET__UNREADABLE), not the
- * batch. */
-static void parse_users(struct market__batch *b, redisReply **rep, const size_t *users, size_t n) {
-    for (size_t j = 0; j < n; j++)
-        b->party[users[j]] = market__reply_party(rep[j]);
-}
-
 /* Lists user u in b->read_list[0..*n) unless it is read or listed. */
 static void need_user(struct market__batch *b, size_t u, size_t *n) {
-    if (b->party[u].known != MARKET__UNREAD) return;
+    if (b->u.party[u].known != MARKET__UNREAD) return;
     for (size_t j = 0; j < *n; j++)
         if (b->read_list[j] == u) return;
     b->read_list[(*n)++] = u;
@@ -193,21 +139,21 @@ static int64_t quantity_of(const market_order *r) {
  * too. Returns how many users it listed: 0 when the decision can be made. */
 static size_t users_needed(struct market__batch *b) {
     size_t n = 0;
-    int64_t now = b->now_ms;
-    memcpy(b->sim, b->party, b->n_users * sizeof *b->party);
-    for (size_t i = 0; i < b->n; i++) {
+    int64_t now = b->f.cb->now_ms;
+    memcpy(b->sim, b->u.party, b->u.n * sizeof *b->u.party);
+    for (size_t i = 0; i < b->f.n; i++) {
         b->sim_state[i] = 0; /* on first: 2 undecided */
         b->sim_left[i] = b->units[i];
     }
-    for (size_t i = 0; i < b->n; i++) {
+    for (size_t i = 0; i < b->f.n; i++) {
         size_t f = b->first[i], bu = b->buyer[i], se = b->seller[i];
         int64_t price = b->price[f];
         if (price <= 0 || b->sim_state[f] != 0 || b->sim_left[f] <= 0 ||
-            now >= b->req[i]->q.deadline_ms)
+            now >= b->f.req[i]->q.deadline_ms)
             continue;
-        if (b->idem.idem[i] && b->idem.state[i] != MARKET__IDEM_FREE) continue; /* settled */
-        int64_t q = quantity_of(b->req[i]);
-        int rc = market__units_apply(price, b->sim_left[f], q, b->req[i]->price,
+        if (b->f.idem.idem[i] && b->f.idem.state[i] != MARKET__IDEM_FREE) continue; /* settled */
+        int64_t q = quantity_of(b->f.req[i]);
+        int rc = market__units_apply(price, b->sim_left[f], q, b->f.req[i]->price,
                                      &b->sim[bu], &b->sim[se]);
         if (rc == MARKET__NEED_FUNDS) {
             need_user(b, bu, &n);
@@ -231,10 +177,7 @@ static size_t users_needed(struct market__batch *b) {
  * one ZMSCORE member, not two HGETs. */
 static size_t read_build(const market *m, const market__held *held, struct market__batch *b) {
     market__buf *r = &b->k.rb;
-    market__buf_reset(r);
-    market__idem_set_claims(&b->idem, b->cb->req, r);
-    b->read_off = r->n;
-    market__rd_watch_begin(r);
+    market__frame_read(&b->f, r);
     /* The market lock guards market: as a whole, so it is watched, and with
      * no lock the WATCH alone guards it; listing locks guard their own
      * listings, and every purchase changes market:. */
@@ -242,41 +185,25 @@ static size_t read_build(const market *m, const market__held *held, struct marke
         market__buf_arg(r, b->realm.market);
         market__buf_arg(r, b->realm.units);
     }
-    for (size_t i = 0; i < held->n; i++) {
-        /* The lock keys when they are read (held->tokens), or under the
-         * market strategy; not the item strategy's when the lock lives
-         * elsewhere: its read goes out before they are set (see
-         * market_combine.c's run_each, lease_lapsed). */
-        if (m->cfg.strategy == MARKET_STRATEGY_MARKET || held->tokens)
-            market__buf_arg(r, held->key[i]);
-        market__buf_arg(r, held->fenced[i]);
-    }
-    market__idem_set_watch(&b->idem, r);
-    for (size_t u = 0; u < b->n_users; u++)
-        market__buf_arg(r, b->k_user[u]);
-    market__buf_end(r, 0);
-
+    market__parties_watch(&b->u, r);
+    /* The lock keys when they are read (held->tokens), or under the market
+     * strategy; not the item strategy's when the lock lives elsewhere: its
+     * read goes out before they are set (see market_combine.c's run_each,
+     * lease_lapsed). */
+    market__frame_watched(&b->f, held, m->cfg.strategy == MARKET_STRATEGY_MARKET, r);
+    b->read_i_prices = r->n;
     market__rd_prices_begin(r, &b->realm);
-    for (size_t i = 0; i < b->n; i++)
+    for (size_t i = 0; i < b->f.n; i++)
         market__buf_arg(r, b->member[i]);
     market__buf_end(r, 0);
-    b->read_i_fence = SIZE_MAX; /* no lease (optimistic): no fencing record */
-    if (held->n) {
-        b->read_i_fence = r->n;
-        market__held_read_buf(held, r);
-    }
-    b->read_i_idem = r->n;
-    market__idem_set_read(&b->idem, r);
     b->read_i_units = r->n;
     market__rd_listing_units_begin(r, &b->realm);
-    for (size_t i = 0; i < b->n; i++)
+    for (size_t i = 0; i < b->f.n; i++)
         market__buf_arg(r, b->member[i]);
     market__buf_end(r, 0);
     b->read_i_users = r->n;
     b->read_splitting = b->read_split;
-    for (size_t u = 0; u < b->n_users; u++)
-        b->read_list[u] = u;
-    if (!b->read_splitting) read_users(b, b->read_list, b->n_users);
+    if (!b->read_splitting) market__parties_read(&b->u, NULL, b->u.n, r);
     return r->n;
 }
 
@@ -284,44 +211,21 @@ static size_t read_build(const market *m, const market__held *held, struct marke
  * more funds if the read is split. Frees the replies. What cannot be read
  * for one purchase (its listing's score, its idempotency record, its
  * users' funds) fails that purchase alone (ERR_STORE when decided); what
- * concerns the batch (the WATCH, a claim refused, the leases) fails it. */
+ * concerns the batch (the frame, the listings' replies) fails it. */
 static int read_parse(market_conn *c, const market__held *held, struct market__batch *b,
                       size_t nc) {
-    int rc = MARKET_OK, split = b->read_splitting;
-    size_t o = b->read_off, i_mget = b->read_i_idem, i_users = b->read_i_users;
-    const redisReply *w = b->k.rb.rep[o], *z = b->k.rb.rep[o + 1];
-    const redisReply *f = b->read_i_fence != SIZE_MAX ? b->k.rb.rep[b->read_i_fence] : NULL;
-    const redisReply *err = market__reply_error(b->k.rb.rep, o);
-    if (err) { /* a claim refused: e.g. a read-only replica */
-        rc = market__fail_reply(c, "claim refused", err);
-        goto out;
-    }
-    const redisReply *mg = b->idem.n_keyed ? b->k.rb.rep[i_mget] : NULL;
-    if (market__idem_set_judge(&b->idem, mg, b->token) < 0) {
-        rc = market__fail_reply(c, "reading idempotency records", mg);
-        goto out;
-    }
-    if (w->type != REDIS_REPLY_STATUS || z->type != REDIS_REPLY_ARRAY || z->elements != b->n) {
-        rc = market__fail_reply(c, "read refused", w->type != REDIS_REPLY_STATUS ? w : z);
-        goto out;
-    }
-    if (held->n && market__held_lost(held, f)) {
-        rc = MARKET_ERR_LEASE_LOST; /* taken over, lapsed, or a newer holder committed */
-        goto out;
-    }
-    for (size_t i = 0; i < held->n; i++) { /* our own earlier commit of this lease */
-        const redisReply *e =
-            f && f->type == REDIS_REPLY_ARRAY && i < f->elements ? f->element[i] : NULL;
-        b->fence_same[i] = e && e->type == REDIS_REPLY_STRING && e->len == strlen(held->fence[i]) &&
-                           memcmp(e->str, held->fence[i], e->len) == 0;
-    }
-    const redisReply *ur = b->k.rb.rep[b->read_i_units];
-    if (ur->type != REDIS_REPLY_ARRAY || ur->elements != b->n) {
-        rc = market__fail_reply(c, "reading the listings' units", ur);
-        goto out;
+    redisReply **rep = b->k.rb.rep;
+    const redisReply *z = rep[b->read_i_prices], *ur = rep[b->read_i_units];
+    int rc = market__frame_judge(&b->f, c, held, rep);
+    if (rc == MARKET_OK && (z->type != REDIS_REPLY_ARRAY || z->elements != b->f.n ||
+                            ur->type != REDIS_REPLY_ARRAY || ur->elements != b->f.n))
+        rc = market__fail_reply(c, "reading the listings", z->type != REDIS_REPLY_ARRAY ? z : ur);
+    if (rc != MARKET_OK) {
+        market__replies_free(rep, nc);
+        return rc;
     }
     size_t unlisted = 0;
-    for (size_t i = 0; i < b->n; i++) {
+    for (size_t i = 0; i < b->f.n; i++) {
         b->price[i] = market__reply_price(z->element[i]);
         unlisted += b->price[i] == MARKET__NOT_LISTED;
         /* no count: a unique item; a count that is not a positive number: unreadable */
@@ -331,38 +235,32 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
     }
     /* Next batch: split the read when a quarter of this one was not listed
      * (a lone purchase tells too little to change the mode). */
-    if (b->n > 1 && !b->filtered) b->read_split = unlisted * 4 >= b->n;
-    if (!split) {
-        parse_users(b, b->k.rb.rep + i_users, b->read_list, b->n_users);
-        goto out;
-    }
-    market__replies_free(b->k.rb.rep, nc);
-    nc = 0;
+    int split = b->read_splitting;
+    if (b->f.n > 1 && !b->filtered) b->read_split = unlisted * 4 >= b->f.n;
+    if (!split) market__parties_parse(&b->u, rep + b->read_i_users, NULL, b->u.n);
+    market__replies_free(rep, nc);
+    if (!split) return MARKET_OK;
 
     /* Later round trips: the funds of the users that deciding in order will
      * reach, usually one round trip. */
-    for (size_t u = 0; u < b->n_users; u++)
-        b->party[u] = (market__party){MARKET__UNREAD, 0};
+    for (size_t u = 0; u < b->u.n; u++)
+        b->u.party[u] = (market__party){MARKET__UNREAD, 0};
     size_t n_read;
     while ((n_read = users_needed(b)) > 0) { /* every user is watched already */
         market__buf_reset(&b->k.rb);
-        read_users(b, b->read_list, n_read);
+        market__parties_read(&b->u, b->read_list, n_read, &b->k.rb);
         rc = market__pipeline_buf(c, &b->k.rb);
         if (rc < 0) return rc;
-        parse_users(b, b->k.rb.rep, b->read_list, n_read);
+        market__parties_parse(&b->u, b->k.rb.rep, b->read_list, n_read);
         market__replies_free(b->k.rb.rep, b->k.rb.n);
     }
     return MARKET_OK;
-out:
-    market__replies_free(b->k.rb.rep, nc);
-    return rc;
 }
 
 /* Reads what the batch decides on (see read_build): one pipeline, or the
  * replies of the one already sent (b->prefetched commands). */
 static int batch_read(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct market__batch *b = cb->ks;
-    b->now_ms = cb->now_ms;
     size_t nc = b->prefetched;
     b->prefetched = 0;
     if (!nc) {
@@ -373,79 +271,45 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     return read_parse(c, held, b, nc);
 }
 
-/* What an idempotency record keeps of purchase r's outcome besides its
- * code: the price, or a not_enough's units available. */
-static int64_t outcome_a(const market_order *r) {
-    return r->rc == MARKET_ERR_NOT_ENOUGH ? r->res.purchase.available : r->res.purchase.price;
+/* Fills purchase r's result from v, a replay. */
+static void replay(market_order *r, const market__outcome *v) {
+    if (v->rc == MARKET_ERR_NOT_ENOUGH)
+        r->res.purchase.available = v->a;
+    else
+        r->res.purchase.price = v->a;
+    r->res.purchase.buyer_funds = v->b;
 }
 
-/* Answers purchase r with outcome o, settled by its idempotency key. */
-static void replay(market_order *r, const market__outcome *o) {
-    r->rc = o->rc;
-    r->res.purchase.replayed = o->replayed;
-    if (!o->replayed) return; /* in_progress, idem_mismatch, store */
-    r->res.purchase.price = o->a;
-    r->res.purchase.buyer_funds = o->b;
-    if (o->rc == MARKET_ERR_NOT_ENOUGH) {
-        r->res.purchase.available = o->a;
-        r->res.purchase.price = 0;
+/* Decides purchase i against the listing and funds as the batch left them
+ * (market__units_apply); its record keeps the price, or a not_enough's
+ * units available, and the buyer's funds. */
+static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds) {
+    struct market__batch *b = ks;
+    market_order *r = b->f.req[i];
+    market_purchase_result *res = &r->res.purchase;
+    size_t f = b->first[i];
+    int64_t price = b->price[f], q = quantity_of(r);
+    market__party *buyer = &b->u.party[b->buyer[i]], *seller = &b->u.party[b->seller[i]];
+    *res = (market_purchase_result){0};
+    int rc = market__units_apply(price, b->left[f], q, r->price, buyer, seller);
+    if (rc > 0) rc = MARKET_ERR_STORE; /* funds left unread: users_needed() reads them */
+    if (rc == MARKET_ERR_PRICE_CHANGED || rc == MARKET_OK) res->price = price;
+    if (rc == MARKET_ERR_NOT_ENOUGH) res->available = b->left[f];
+    if (rc == MARKET_OK) {
+        b->left[f] -= q;
+        res->buyer_funds = buyer->funds;
     }
-    snprintf(r->res.purchase.trade_id, sizeof r->res.purchase.trade_id, "%s", o->trade);
+    *a = rc == MARKET_ERR_NOT_ENOUGH ? res->available : res->price;
+    *funds = res->buyer_funds;
+    return rc;
 }
 
-/* Purchase i succeeded in this batch (not a replay): it has writes. */
-static int won(const struct market__batch *b, size_t i) {
-    return b->req[i]->rc == MARKET_OK && !b->req[i]->res.purchase.replayed;
-}
-
-/* Purchase i was decided for good in this batch under an idempotency key:
- * its outcome is recorded in the commit. */
-static int recorded(const struct market__batch *b, size_t i) {
-    return market__idem_set_recorded(&b->idem, i);
-}
-
-/* Decides every purchase in order, as if they ran one at a time; returns
- * how many have something to write (a success, or a recorded refusal).
- * Nothing is decided for a purchase whose wait budget had run out when the
- * attempt began. */
+/* Decides every purchase in order, as if they ran one at a time. */
 static size_t batch_decide(market__cbatch *cb) {
     struct market__batch *b = cb->ks;
-    size_t writes = 0;
-    int64_t now = b->now_ms;
-    for (size_t u = 0; u < b->n_users; u++)
-        b->read_funds[u] = b->party[u].funds;
-    for (size_t i = 0; i < b->n; i++)
+    for (size_t i = 0; i < b->f.n; i++)
         b->left[i] = b->units[i];
-    for (size_t i = 0; i < b->n; i++) {
-        market_order *r = b->req[i];
-        size_t f = b->first[i];
-        int64_t price = b->price[f];
-        r->res.purchase = (market_purchase_result){0};
-        market__outcome o;
-        if (market__idem_set_settle(&b->idem, i, &o)) {
-            replay(r, &o);
-            continue;
-        }
-        if (now >= r->q.deadline_ms) {
-            r->rc = MARKET_ERR_BUSY;
-        } else {
-            market__party *buyer = &b->party[b->buyer[i]], *seller = &b->party[b->seller[i]];
-            int64_t q = quantity_of(r);
-            int rc = market__units_apply(price, b->left[f], q, r->price, buyer, seller);
-            if (rc > 0) rc = MARKET_ERR_STORE; /* funds left unread: users_needed() reads them */
-            r->rc = rc;
-            if (rc == MARKET_ERR_PRICE_CHANGED) r->res.purchase.price = price;
-            if (rc == MARKET_ERR_NOT_ENOUGH) r->res.purchase.available = b->left[f];
-            if (rc == MARKET_OK) {
-                b->left[f] -= q;
-                r->res.purchase.price = price;
-                r->res.purchase.buyer_funds = buyer->funds;
-            }
-        }
-        market__idem_set_decided(&b->idem, i, r->rc, outcome_a(r), r->res.purchase.buyer_funds);
-        writes += won(b, i) || recorded(b, i);
-    }
-    return writes;
+    return market__frame_decide(&b->f, decide_one, replay, b);
 }
 
 /* The fence a trade of purchase i is recorded with: the market lock's, or
@@ -475,72 +339,65 @@ static int sold_out(const struct market__batch *b, size_t f) {
  * for the market's and the names index's members); one sold in part keeps
  * its remaining units. */
 static void commit_goods(struct market__batch *b, market__buf *w) {
-    for (size_t u = 0; u < b->n_users; u++) {
-        market__fx_items_begin(w, b->k_inv[u]);
-        for (size_t i = 0; i < b->n; i++)
-            if (won(b, i) && !b->stack[b->first[i]] && b->buyer[i] == u)
-                market__buf_arg(w, b->req[i]->item);
+    for (size_t u = 0; u < b->u.n; u++) {
+        market__fx_items_begin(w, b->u.k_inv[u]);
+        for (size_t i = 0; i < b->f.n; i++)
+            if (market__frame_won(&b->f, i) && !b->stack[b->first[i]] && b->buyer[i] == u)
+                market__buf_arg(w, b->f.req[i]->item);
         market__buf_end(w, 1);
     }
-    for (size_t i = 0; i < b->n; i++) { /* units: the first purchase of a buyer and item sums */
-        if (!won(b, i) || !b->stack[b->first[i]]) continue;
+    for (size_t i = 0; i < b->f.n; i++) { /* units: the first purchase of a buyer and item sums */
+        if (!market__frame_won(&b->f, i) || !b->stack[b->first[i]]) continue;
         int64_t units = 0;
         size_t j = 0;
-        for (; j < b->n; j++) {
-            if (!won(b, j) || !b->stack[b->first[j]] || b->buyer[j] != b->buyer[i] ||
-                strcmp(b->req[j]->item, b->req[i]->item) != 0)
+        for (; j < b->f.n; j++) {
+            if (!market__frame_won(&b->f, j) || !b->stack[b->first[j]] || b->buyer[j] != b->buyer[i] ||
+                strcmp(b->f.req[j]->item, b->f.req[i]->item) != 0)
                 continue;
             if (j < i) break; /* an earlier one sums them */
-            units += quantity_of(b->req[j]);
+            units += quantity_of(b->f.req[j]);
         }
-        if (j >= i) market__fx_units(w, b->k_stacks[b->buyer[i]], b->req[i]->item, units);
+        if (j >= i) market__fx_units(w, b->u.k_stacks[b->buyer[i]], b->f.req[i]->item, units);
     }
     /* a listing sold in part keeps its units; sold out, its units record goes */
-    for (size_t f = 0; f < b->n; f++)
+    for (size_t f = 0; f < b->f.n; f++)
         if (b->first[f] == f && b->price[f] > 0 && b->left[f] != b->units[f] && b->left[f] != 0)
             market__fx_listing_units(w, &b->realm, b->member[f], b->left[f] - b->units[f]);
     market__fx_delist_units_begin(w, &b->realm);
-    for (size_t f = 0; f < b->n; f++)
+    for (size_t f = 0; f < b->f.n; f++)
         if (sold_out(b, f) && b->stack[f]) market__buf_arg(w, b->member[f]);
     market__buf_end(w, 1);
     market__fx_delist_begin(w, &b->realm);
-    for (size_t f = 0; f < b->n; f++)
+    for (size_t f = 0; f < b->f.n; f++)
         if (sold_out(b, f)) market__buf_arg(w, b->member[f]);
     if (market__buf_end(w, 1) == 0) return; /* nothing sold out (refusals recorded alone) */
     market__fx_names_remove_begin(w, b->k_names);
-    for (size_t f = 0; f < b->n; f++)
+    for (size_t f = 0; f < b->f.n; f++)
         if (sold_out(b, f)) market__buf_arg(w, b->member[f]);
     market__buf_end(w, 1);
-    for (size_t f = 0; f < b->n; f++) { /* the same listings' index entries */
+    for (size_t f = 0; f < b->f.n; f++) { /* the same listings' index entries */
         if (!sold_out(b, f)) continue;
         market__idx_entry *e = &b->idx[f];
-        market__idx_entry_init(e, b->realm.id, b->req[f]->item, b->req[f]->seller, b->price[f]);
+        market__idx_entry_init(e, b->realm.id, b->f.req[f]->item, b->f.req[f]->seller, b->price[f]);
         market__fx_idx_remove(w, e, 0);
     }
 }
 
-/* Appends to the commit the records of every final outcome under an
- * idempotency key, and lists the trades of the purchases won (b->trade). */
-static void commit_records(const market *m, const market__held *held, struct market__batch *b) {
+/* Lists the trades of the purchases won (b->trade). */
+static void list_trades(const market *m, const market__held *held, struct market__batch *b) {
     b->n_trades = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        if (recorded(b, i)) market__idem_set_record(&b->idem, i, NULL);
-        if (!won(b, i)) continue;
-        const market_order *r = b->req[i];
-        int keyed = b->idem.idem[i] != NULL;
-        b->trade_req[b->n_trades] = i;
-        b->trade[b->n_trades++] = (market__trade_rec){
-            .buyer = r->player, .seller = r->seller, .item = r->item, .quantity = quantity_of(r),
-            .price = r->res.purchase.price, .fence = trade_fence(m, held, b, i),
-            .idem_key = keyed ? b->idem.key[i] : NULL,
-            .idem_record = keyed ? b->idem.record[i] : NULL};
+    for (size_t i = 0; i < b->f.n; i++) {
+        if (!market__frame_won(&b->f, i)) continue;
+        const market_order *r = b->f.req[i];
+        market__frame_trade(&b->f, i, 1,
+                            (market__trade_rec){.buyer = r->player,
+                                                .seller = r->seller,
+                                                .item = r->item,
+                                                .quantity = quantity_of(r),
+                                                .price = r->res.purchase.price,
+                                                .fence = trade_fence(m, held, b, i)},
+                            b->trade, b->trade_req, &b->n_trades);
     }
-    /* Every final outcome's record, a success's too: the trade script below
-     * completes a success's with its trade id, and were the script to fail
-     * (its error does not undo the rest of the EXEC), the purchase would still
-     * be recorded as done, never done twice. */
-    for (size_t i = 0; i < b->n; i++)
-        if (recorded(b, i)) market__fx_idem_record(&b->k.wb, b->idem.key[i], b->idem.record[i]);
 }
 
 /* The commit (see DESIGN, step 3). Returns MARKET_OK, MARKET__TXN_ABORTED,
@@ -550,28 +407,26 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     market__buf *w = &b->k.wb;
     market__buf_reset(w);
     if (b->guard) { /* in the realm's slot, as every key of a MULTI on a cluster must be */
-        const char *guard_key = market__buf_join(w, "guard:{", b->realm.id, "}:", b->token,
+        const char *guard_key = market__buf_join(w, "guard:{", b->realm.id, "}:", cb->token,
                                                  (const char *)NULL);
         market__fx_guard(w, held->key, held->n, guard_key, held->token[0]);
     }
     size_t pre = w->n; /* replies before MULTI's */
     market__fx_multi(w);
-    for (size_t i = 0; i < held->n; i++)
-        if (!b->fence_same[i]) /* writing it again would change nothing */
-            market__fx_fence(w, held->fenced[i], held->fence[i]);
-    for (size_t u = 0; u < b->n_users; u++)
-        if (b->party[u].known == MARKET__PRESENT)
-            market__fx_funds(w, b->k_user[u], b->party[u].funds - b->read_funds[u]);
+    market__frame_fences(&b->f, held, w);
+    market__parties_funds(&b->u, w);
     commit_goods(b, w);
-    for (size_t f = 0; cb->policy == MARKET__POLICY_EACH && f < b->n; f++)
+    for (size_t f = 0; cb->policy == MARKET__POLICY_EACH && f < b->f.n; f++)
         if (sold_out(b, f))
             market__held_drop(held, "item", b->realm.id, b->member[f], w); /* sold out */
-    commit_records(c->m, held, b);
+    market__frame_records(&b->f, w);
+    list_trades(c->m, held, b);
     /* the trades, and the records of the purchases that made them */
     int rc = market__trades_commit(c, w, pre, b->realm.id, &b->tw, b->trade, b->n_trades,
                                    b->args_trades);
     if (rc == MARKET_OK)
-        market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->idem.same_as);
+        market__trades_hand(cb->req, b->f.n, b->trade, b->trade_req, b->n_trades,
+                            b->f.idem.same_as);
     return rc;
 }
 
@@ -580,15 +435,14 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
 /* Item strategy, while buyers race for the same items: refuses before
  * taking any lock the purchases whose listing is gone (one ZMSCORE, no
  * lock needed: the listing was absent at that instant, a valid moment for
- * the refusal), and moves them behind the others, so that b->n and
+ * the refusal), and moves them behind the others, so that b->f.n and
  * cb->n_open become the number still to serve. Purchases with an idempotency key are kept: their
  * answer may be a stored success. Returns how many it refused. */
-static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
-    market__cbatch *cb = b->cb;
+static size_t prefilter_unlisted(market_conn *c, struct market__batch *b, market__cbatch *cb) {
     market__buf_reset(&b->k.rb);
     market__rd_prices_begin(&b->k.rb, &b->realm);
-    for (size_t i = 0; i < b->n; i++) {
-        const market_order *r = b->req[i];
+    for (size_t i = 0; i < cb->n_open; i++) {
+        const market_order *r = cb->req[i]->order;
         market__join(b->member[i], sizeof b->member[i], r->item, ".", r->seller,
                      (const char *)NULL);
         market__buf_arg(&b->k.rb, b->member[i]);
@@ -599,19 +453,18 @@ static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
     const redisReply *z = b->k.rb.rep[0];
     size_t kept = 0, refused = 0;
     market_queued *gone[MARKET__BATCH_MAX];
-    if (z->type == REDIS_REPLY_ARRAY && z->elements == b->n) {
-        for (size_t i = 0; i < b->n; i++) {
-            market_order *r = b->req[i];
+    if (z->type == REDIS_REPLY_ARRAY && z->elements == cb->n_open) {
+        for (size_t i = 0; i < cb->n_open; i++) {
+            market_order *r = cb->req[i]->order;
             if (z->element[i]->type == REDIS_REPLY_NIL && !r->idem) {
                 r->rc = MARKET_ERR_NOT_LISTED;
                 gone[refused++] = &r->q;
             } else {
-                b->req[kept] = r;
                 cb->req[kept++] = &r->q;
             }
         }
         memcpy(cb->req + kept, gone, refused * sizeof *gone);
-        b->n = cb->n_open = kept;
+        cb->n_open = kept;
     }
     market__replies_free(b->k.rb.rep, 1);
     return refused;
@@ -624,27 +477,26 @@ static size_t prefilter_unlisted(market_conn *c, struct market__batch *b) {
 static int prepare(market_conn *c, market__cbatch *cb) {
     market *m = c->m;
     struct market__batch *b = cb->ks;
-    b->cb = cb;
-    b->n = cb->n_open;
-    for (size_t i = 0; i < b->n; i++) b->req[i] = cb->req[i]->order;
     market__realm_init(&b->realm, cb->realm);
     market__idx_names_key(b->k_names, b->realm.id);
     MARKET__COUNT(m, batches);
     b->filtered = 0;
+    b->guard = 0;
     if (cb->policy != MARKET__POLICY_EACH) {
         if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
-        b->guard = 0;
-        return batch_index(b, 0);
+        return batch_index(b, cb, 0);
     }
     /* While buyers race: the refused keep their answer, and the market keeps
      * reading as contended (it looks uncontended only because it was filtered). */
-    b->filtered = b->read_split && prefilter_unlisted(c, b) > 0;
-    if (b->n == 0) return MARKET_OK;
+    b->filtered = b->read_split && prefilter_unlisted(c, b, cb) > 0;
+    b->f.n = 0;
+    b->f.cb = cb;
+    if (cb->n_open == 0) return MARKET_OK;
     b->guard = m->lock_in_store;
-    int rc = batch_index(b, m->lock_in_store); /* the commit's guard key carries the token */
-    for (size_t i = 0; rc == MARKET_OK && i < b->n; i++) {
+    int rc = batch_index(b, cb, m->lock_in_store); /* the commit's guard key carries the token */
+    for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
         market__cbatch_lock(cb, "item", b->member[i]);
-        market__cbatch_lock(cb, "player", b->req[i]->player);
+        market__cbatch_lock(cb, "player", b->f.req[i]->player);
     }
     return rc;
 }

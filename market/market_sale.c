@@ -17,8 +17,9 @@
  *   2. one pipeline claims the buys' idempotency keys (SET NX PX, before the
  *      WATCH), WATCHes the sale, its bought hash, the lock key and its
  *      fencing record, the idempotency records and every user involved, and
- *      reads the store's clock (TIME), the sale, what each buyer bought, the
- *      fencing record, the idempotency records and every user's funds. The
+ *      reads the fencing record and the idempotency records (the frame every
+ *      kind shares: market_frame.c), the store's clock (TIME), the sale,
+ *      what each buyer bought and every user's funds. The
  *      sale's house is remembered per lane; its first batch reads the
  *      house's funds in a second round trip under the same WATCH;
  *   3. market__sale_apply() (market_rules.c, pure) decides every buy in queue
@@ -39,8 +40,8 @@
  * are the combiner's (market_combine.c). Outcomes and invariants are those of
  * serial execution in queue order.
  */
+#include "market/market_frame.h"
 #include "market/market_kinds.h"
-#include "market/market_idem.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -51,16 +52,11 @@
 
 #include "market/market_trade.h"
 
-#define USERS_MAX (MARKET__BATCH_MAX + 2) /* every buyer, the house, and a house cached from
-                                           * before the sale was made again with another */
-
 /* The kind's state on a lane: a batch of buys of one sale, and what its
  * attempt read and decides. */
 struct sale_batch {
     market__kstate k; /* its read and commit buffers (market_combine.h) */
-    market__cbatch *cb;
-    market_order *req[MARKET__BATCH_MAX]; /* cb's buys, in order */
-    size_t n;
+    market__frame f;  /* its open buys, their keys and the read's frame */
     const char *realm, *sale;
     char k_sale[MARKET__KEY_MAX], k_bought[MARKET__KEY_MAX + 8];
     /* the house of the sale last served on this lane: its funds are read with the first
@@ -68,29 +64,18 @@ struct sale_batch {
     char cache_key[MARKET__KEY_MAX];
     char cache_house[MARKET_ID_MAX + 1];
 
-    size_t n_users;
-    const char *user[USERS_MAX];
-    char k_user[USERS_MAX][MARKET__KEY_MAX];
-    char k_stacks[USERS_MAX][MARKET__KEY_MAX];
-    size_t buyer[MARKET__BATCH_MAX]; /* user index of each buy */
-    size_t house_u;                  /* the house's user index, SIZE_MAX: not read yet */
-    market__party party[USERS_MAX];
-    int64_t read_funds[USERS_MAX];
-    int64_t bought[USERS_MAX], read_bought[USERS_MAX];
+    market__parties u; /* every buyer, and the house */
+    size_t buyer[MARKET__BATCH_MAX]; /* index in u of each buy's buyer */
+    size_t house_u;                  /* the house's, SIZE_MAX: not read yet */
+    int64_t bought[MARKET__PARTIES_MAX], read_bought[MARKET__PARTIES_MAX];
     char house[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1];
     market__sale_state st;
     int64_t read_left;
     int64_t store_now_ms; /* TIME of the read */
-    int64_t now_ms;       /* our monotonic clock when the attempt began (budgets) */
-    int fence_same;
-
-    /* idempotency */
-    const char *token; /* cb->token */
-    market__idem_set idem;
 
     /* pipeline scratch */
     const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
-    size_t read_off, i_time, i_sale, i_bought, i_fence, i_mget, i_users;
+    size_t i_time, i_sale, i_bought, i_users;
 
     market__trades tw;
     market__trade_rec trade[MARKET__BATCH_MAX];
@@ -208,38 +193,21 @@ int market_sale_buyers(market_conn *c, const char *realm, const char *id,
 
 /* ---- one batch: read, decide, commit ---- */
 
-static size_t user_index(struct sale_batch *b, const char *id) {
-    for (size_t i = 0; i < b->n_users; i++)
-        if (strcmp(b->user[i], id) == 0) return i;
-    size_t i = b->n_users++;
-    b->user[i] = id;
-    market__key_user(b->k_user[i], b->realm, id);
-    market__key_stacks(b->k_stacks[i], b->realm, id);
-    return i;
-}
-
-/* Names what the batch reads and writes (the house too when the lane
- * remembers it), and draws a claim token when a buy has an idempotency key.
- * Returns MARKET_OK, or MARKET_ERR_STORE when no token can be drawn. */
-static int batch_index(struct sale_batch *b) {
-    b->n_users = 0;
+/* Names what the batch reads and writes: its frame (drawing a claim
+ * token when a buy has an idempotency key), every buyer, and the house
+ * when the lane remembers it. Returns MARKET_OK, or MARKET_ERR_STORE when
+ * no token can be drawn. */
+static int batch_index(struct sale_batch *b, market__cbatch *cb) {
+    int rc = market__frame_begin(&b->f, cb, 0);
+    if (rc != MARKET_OK) return rc;
+    b->u.n = 0;
     b->house_u = SIZE_MAX;
-    int need_token = 0;
-    for (size_t i = 0; i < b->n; i++)
-        need_token |= b->req[i]->idem != NULL;
-    if (need_token && market__cbatch_token(b->cb) < 0) return MARKET_ERR_STORE;
-    b->token = b->cb->token;
-    market__idem_set_begin(&b->idem, b->n);
-    for (size_t i = 0; i < b->n; i++) {
-        const market_order *r = b->req[i];
-        b->req[i]->q.k_idem =
-            market__idem_set_key(&b->idem, i, b->realm, r->player, r->idem, b->token);
-        b->buyer[i] = user_index(b, r->player);
-    }
+    for (size_t i = 0; i < b->f.n; i++)
+        b->buyer[i] = market__parties_of(&b->u, b->realm, b->f.req[i]->player);
     b->house[0] = '\0';
     if (strcmp(b->cache_key, b->k_sale) == 0) {
         memcpy(b->house, b->cache_house, sizeof b->house);
-        b->house_u = user_index(b, b->house);
+        b->house_u = market__parties_of(&b->u, b->realm, b->house);
     }
     return MARKET_OK;
 }
@@ -247,57 +215,46 @@ static int batch_index(struct sale_batch *b) {
 /* Builds the read pipeline (see DESIGN, step 2) into b->k.rb; returns its length. */
 static size_t read_build(const market__held *held, struct sale_batch *b) {
     market__buf *r = &b->k.rb;
-    market__buf_reset(r);
-    market__idem_set_claims(&b->idem, b->cb->req, r);
-    b->read_off = r->n;
-    market__rd_watch_begin(r);
+    market__frame_read(&b->f, r);
     market__buf_arg(r, b->k_sale);
     market__buf_arg(r, b->k_bought);
-    market__buf_arg(r, held->key[0]);
-    market__buf_arg(r, held->fenced[0]);
-    market__idem_set_watch(&b->idem, r);
-    for (size_t u = 0; u < b->n_users; u++)
-        market__buf_arg(r, b->k_user[u]);
-    market__buf_end(r, 0);
+    market__parties_watch(&b->u, r);
+    market__frame_watched(&b->f, held, 1, r);
     b->i_time = r->n;
     market__rd_time(r);
     b->i_sale = r->n;
     market__rd_sale(r, b->k_sale);
     b->i_bought = r->n;
     market__rd_bought_begin(r, b->k_bought);
-    for (size_t u = 0; u < b->n_users; u++)
-        market__buf_arg(r, b->user[u]);
+    for (size_t u = 0; u < b->u.n; u++)
+        market__buf_arg(r, b->u.id[u]);
     market__buf_end(r, 0);
-    b->i_fence = r->n;
-    market__held_read_buf(held, r);
-    b->i_mget = r->n;
-    market__idem_set_read(&b->idem, r);
     b->i_users = r->n;
-    for (size_t u = 0; u < b->n_users; u++)
-        market__rd_funds(r, b->k_user[u]);
+    market__parties_read(&b->u, NULL, b->u.n, r);
     return r->n;
 }
 
 /* The house's funds, on the sale's first batch in this lane: WATCH its
  * hash (the WATCH of the first read still holds) and read them. */
 static int read_house(market_conn *c, struct sale_batch *b) {
-    b->house_u = user_index(b, b->house);
+    size_t n = b->u.n;
+    b->house_u = market__parties_of(&b->u, b->realm, b->house);
     memcpy(b->cache_key, b->k_sale, sizeof b->cache_key);
     memcpy(b->cache_house, b->house, sizeof b->cache_house);
-    if (b->house_u != b->n_users - 1) return MARKET_OK; /* a buyer: read already */
+    if (b->u.n == n) return MARKET_OK; /* a buyer: read already */
     size_t u = b->house_u;
     market__buf *r = &b->k.rb;
     market__buf_reset(r);
     market__rd_watch_begin(r);
-    market__buf_arg(r, b->k_user[u]);
+    market__buf_arg(r, b->u.k_user[u]);
     market__buf_end(r, 0);
-    market__rd_funds(r, b->k_user[u]);
+    market__parties_read(&b->u, &u, 1, r);
     int rc = market__pipeline_buf(c, r);
     if (rc < 0) return rc;
     if (r->rep[0]->type != REDIS_REPLY_STATUS)
         rc = market__fail_reply(c, "read refused", r->rep[0]);
     else
-        b->party[u] = market__reply_party(r->rep[1]);
+        market__parties_parse(&b->u, r->rep + 1, &u, 1);
     b->bought[u] = b->read_bought[u] = 0; /* the house cannot buy (market__sale_rule) */
     market__replies_free(r->rep, r->n);
     return rc;
@@ -306,166 +263,101 @@ static int read_house(market_conn *c, struct sale_batch *b) {
 /* Reads what the batch decides on (one pipeline, two on a sale's first
  * batch in the lane). What concerns one buy (its idempotency record, its
  * buyer's funds or count) fails that buy alone when decided; what concerns
- * the batch (the WATCH, a claim refused, the lease, the clock) fails it. */
+ * the batch (the frame, the clock) fails it. */
 static int batch_read(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct sale_batch *b = cb->ks;
-    b->now_ms = cb->now_ms;
     size_t nc = read_build(held, b);
     int rc = market__pipeline_buf(c, &b->k.rb);
     if (rc < 0) return rc;
-    const redisReply *err = market__reply_error(b->k.rb.rep, b->read_off);
-    const redisReply *w = b->k.rb.rep[b->read_off], *bo = b->k.rb.rep[b->i_bought];
+    redisReply **rep = b->k.rb.rep;
+    const redisReply *bo = rep[b->i_bought];
     int64_t initial = 0;
-    if (err) {
-        rc = market__fail_reply(c, "claim refused", err);
-        goto out;
-    }
-    if (w->type != REDIS_REPLY_STATUS || bo->type != REDIS_REPLY_ARRAY ||
-        bo->elements != b->n_users) {
-        rc = market__fail_reply(c, "read refused", w->type != REDIS_REPLY_STATUS ? w : bo);
-        goto out;
-    }
-    if (market__reply_time(b->k.rb.rep[b->i_time], &b->store_now_ms) < 0) {
-        rc = market__fail_reply(c, "reading the store's clock", b->k.rb.rep[b->i_time]);
-        goto out;
-    }
-    const redisReply *f = b->k.rb.rep[b->i_fence];
-    if (market__held_lost(held, f)) {
-        rc = MARKET_ERR_LEASE_LOST;
-        goto out;
-    }
-    const redisReply *e = f->type == REDIS_REPLY_ARRAY && f->elements ? f->element[0] : NULL;
-    b->fence_same = e && e->type == REDIS_REPLY_STRING && e->len == strlen(held->fence[0]) &&
-                    memcmp(e->str, held->fence[0], e->len) == 0;
-    const redisReply *mg = b->idem.n_keyed ? b->k.rb.rep[b->i_mget] : NULL;
-    if (market__idem_set_judge(&b->idem, mg, b->token) < 0) {
-        rc = market__fail_reply(c, "reading idempotency records", mg);
-        goto out;
-    }
     char house[MARKET_ID_MAX + 1] = "";
-    market__reply_sale(b->k.rb.rep[b->i_sale], &b->st, &initial, b->item, house);
-    b->read_left = b->st.left;
-    for (size_t u = 0; u < b->n_users; u++) {
-        b->party[u] = market__reply_party(b->k.rb.rep[b->i_users + u]);
-        b->bought[u] = b->read_bought[u] = market__reply_bought(bo->element[u]);
+    rc = market__frame_judge(&b->f, c, held, rep);
+    if (rc == MARKET_OK && (bo->type != REDIS_REPLY_ARRAY || bo->elements != b->u.n))
+        rc = market__fail_reply(c, "reading the buyers' counts", bo);
+    if (rc == MARKET_OK && market__reply_time(rep[b->i_time], &b->store_now_ms) < 0)
+        rc = market__fail_reply(c, "reading the store's clock", rep[b->i_time]);
+    if (rc == MARKET_OK) {
+        market__reply_sale(rep[b->i_sale], &b->st, &initial, b->item, house);
+        b->read_left = b->st.left;
+        market__parties_parse(&b->u, rep + b->i_users, NULL, b->u.n);
+        for (size_t u = 0; u < b->u.n; u++)
+            b->bought[u] = b->read_bought[u] = market__reply_bought(bo->element[u]);
     }
-    int house_changed = b->st.known == MARKET__PRESENT && strcmp(house, b->house) != 0;
-    market__replies_free(b->k.rb.rep, nc);
-    nc = 0;
-    if (house_changed) { /* not remembered, or (never) another sale under the same key */
+    market__replies_free(rep, nc);
+    if (rc == MARKET_OK && b->st.known == MARKET__PRESENT && strcmp(house, b->house) != 0) {
+        /* not remembered, or (never) another sale under the same key */
         memcpy(b->house, house, sizeof b->house);
         rc = read_house(c, b);
     }
-    for (size_t u = 0; u < b->n_users; u++)
-        b->read_funds[u] = b->party[u].funds;
-    return rc;
-out:
-    market__replies_free(b->k.rb.rep, nc);
     return rc;
 }
 
-/* What an idempotency record keeps of buy r's outcome besides its code: a
- * success's price, a sold_out's units left, a limit_exceeded's units the
- * buyer may buy. */
-static int64_t outcome_a(const market_order *r) {
-    return r->rc == MARKET_OK                  ? r->res.sale_buy.price
-           : r->rc == MARKET_ERR_SOLD_OUT      ? r->res.sale_buy.left
-           : r->rc == MARKET_ERR_LIMIT_EXCEEDED ? r->res.sale_buy.may_buy
-                                                : 0;
-}
-
-/* Answers buy r with outcome o, settled by its idempotency key. */
-static void replay(market_order *r, const market__outcome *o) {
-    r->rc = o->rc;
-    r->res.sale_buy.replayed = o->replayed;
-    if (!o->replayed) return; /* in_progress, idem_mismatch, store */
-    if (o->rc == MARKET_OK) {
-        r->res.sale_buy.quantity = r->quantity; /* the same fingerprint: the same request */
-        r->res.sale_buy.price = o->a;
-        r->res.sale_buy.total = o->a * r->quantity;
-        r->res.sale_buy.buyer_funds = o->b;
-        snprintf(r->res.sale_buy.trade_id, sizeof r->res.sale_buy.trade_id, "%s", o->trade);
-    } else if (o->rc == MARKET_ERR_SOLD_OUT) {
-        r->res.sale_buy.left = o->a;
-    } else if (o->rc == MARKET_ERR_LIMIT_EXCEEDED) {
-        r->res.sale_buy.may_buy = o->a;
+/* Fills buy r's result from v, a replay: a success's price, a sold_out's
+ * units left, a limit_exceeded's units the buyer may buy. */
+static void replay(market_order *r, const market__outcome *v) {
+    market_sale_result *res = &r->res.sale_buy;
+    if (v->rc == MARKET_OK) {
+        res->quantity = r->quantity; /* the same fingerprint: the same request */
+        res->price = v->a;
+        res->total = v->a * r->quantity;
+        res->buyer_funds = v->b;
+    } else if (v->rc == MARKET_ERR_SOLD_OUT) {
+        res->left = v->a;
+    } else if (v->rc == MARKET_ERR_LIMIT_EXCEEDED) {
+        res->may_buy = v->a;
     }
 }
 
-static int won(const struct sale_batch *b, size_t i) {
-    return b->req[i]->rc == MARKET_OK && !b->req[i]->res.sale_buy.replayed;
+/* Decides buy i against the sale as the batch left it (market__sale_apply),
+ * by the store's clock; its record keeps what replay() reads back. */
+static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds) {
+    static const market__party nobody = {MARKET__ABSENT, 0};
+    struct sale_batch *b = ks;
+    market_order *r = b->f.req[i];
+    market_sale_result *res = &r->res.sale_buy;
+    size_t u = b->buyer[i];
+    market__party house_missing = nobody;
+    market__party *house = b->house_u != SIZE_MAX ? &b->u.party[b->house_u] : &house_missing;
+    int64_t info = 0;
+    *res = (market_sale_result){0};
+    int rc = market__sale_apply(&b->st, b->store_now_ms, r->quantity, &b->bought[u],
+                                u == b->house_u, &b->u.party[u], house, &info);
+    if (rc > 0) rc = MARKET_ERR_STORE; /* cannot happen: every party is read */
+    if (rc == MARKET_ERR_SOLD_OUT) *a = res->left = info;
+    if (rc == MARKET_ERR_LIMIT_EXCEEDED) *a = res->may_buy = info;
+    if (rc == MARKET_OK) {
+        res->quantity = r->quantity;
+        *a = res->price = b->st.price;
+        res->total = r->quantity * b->st.price;
+        *funds = res->buyer_funds = b->u.party[u].funds;
+        res->left = b->st.left;
+    }
+    return rc;
 }
 
-static int recorded(const struct sale_batch *b, size_t i) {
-    return market__idem_set_recorded(&b->idem, i);
-}
-
-/* Decides every buy in queue order (market__sale_apply); returns how many
- * have something to write (a success, or a recorded refusal). Nothing is
- * decided for a buy whose wait budget had run out when the attempt began. */
+/* Decides every buy in queue order, as if they ran one at a time. */
 static size_t batch_decide(market__cbatch *cb) {
     struct sale_batch *b = cb->ks;
-    size_t writes = 0;
-    static const market__party nobody = {MARKET__ABSENT, 0};
-    for (size_t i = 0; i < b->n; i++) {
-        market_order *r = b->req[i];
-        r->res.sale_buy = (market_sale_result){0};
-        market__outcome o;
-        if (market__idem_set_settle(&b->idem, i, &o)) {
-            replay(r, &o);
-            writes += recorded(b, i);
-            continue;
-        }
-        if (b->now_ms >= r->q.deadline_ms) {
-            r->rc = MARKET_ERR_BUSY;
-            market__idem_set_decided(&b->idem, i, r->rc, 0, 0);
-            continue;
-        }
-        size_t u = b->buyer[i];
-        market__party house_missing = nobody;
-        market__party *house = b->house_u != SIZE_MAX ? &b->party[b->house_u] : &house_missing;
-        int64_t info = 0;
-        int rc = market__sale_apply(&b->st, b->store_now_ms, r->quantity, &b->bought[u],
-                                    u == b->house_u, &b->party[u], house, &info);
-        if (rc > 0) rc = MARKET_ERR_STORE; /* cannot happen: every party is read */
-        r->rc = rc;
-        if (rc == MARKET_ERR_SOLD_OUT) r->res.sale_buy.left = info;
-        if (rc == MARKET_ERR_LIMIT_EXCEEDED) r->res.sale_buy.may_buy = info;
-        if (rc == MARKET_OK) {
-            r->res.sale_buy.quantity = r->quantity;
-            r->res.sale_buy.price = b->st.price;
-            r->res.sale_buy.total = r->quantity * b->st.price;
-            r->res.sale_buy.buyer_funds = b->party[u].funds;
-            r->res.sale_buy.left = b->st.left;
-        }
-        market__idem_set_decided(&b->idem, i, r->rc, outcome_a(r), r->res.sale_buy.buyer_funds);
-        writes += won(b, i) || recorded(b, i);
-    }
-    return writes;
+    return market__frame_decide(&b->f, decide_one, replay, b);
 }
 
-/* Appends to the commit the records of every final outcome under an
- * idempotency key, and lists the trades of the buys won (b->trade). */
-static void commit_records(const market__held *held, struct sale_batch *b) {
+/* Lists the trades of the buys won (b->trade). */
+static void list_trades(const market__held *held, struct sale_batch *b) {
     b->n_trades = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        const market_order *r = b->req[i];
-        if (recorded(b, i)) market__idem_set_record(&b->idem, i, NULL);
-        if (!won(b, i)) continue;
-        int keyed = b->idem.idem[i] != NULL;
-        b->trade_req[b->n_trades] = i;
-        b->trade[b->n_trades++] = (market__trade_rec){
-            .buyer = r->player, .seller = b->house, .item = b->item, .quantity = r->quantity,
-            .price = r->res.sale_buy.price, .fence = held->fence[0],
-            .idem_key = keyed ? b->idem.key[i] : NULL,
-            .idem_record = keyed ? b->idem.record[i] : NULL};
+    for (size_t i = 0; i < b->f.n; i++) {
+        const market_order *r = b->f.req[i];
+        if (!market__frame_won(&b->f, i)) continue;
+        market__frame_trade(&b->f, i, 1,
+                            (market__trade_rec){.buyer = r->player,
+                                                .seller = b->house,
+                                                .item = b->item,
+                                                .quantity = r->quantity,
+                                                .price = r->res.sale_buy.price,
+                                                .fence = held->fence[0]},
+                            b->trade, b->trade_req, &b->n_trades);
     }
-    /* Every final outcome's record, a success's too, before the trade script
-     * that completes a success's with its trade id: were the script to fail
-     * (its error does not undo the rest of the EXEC), the buy would still be
-     * recorded as done, never done twice. */
-    for (size_t i = 0; i < b->n; i++)
-        if (recorded(b, i)) market__fx_idem_record(&b->k.wb, b->idem.key[i], b->idem.record[i]);
 }
 
 /* The commit (see DESIGN, step 4). Returns MARKET_OK, MARKET__TXN_ABORTED,
@@ -475,21 +367,22 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     market__buf *w = &b->k.wb;
     market__buf_reset(w);
     market__fx_multi(w);
-    if (!b->fence_same) market__fx_fence(w, held->fenced[0], held->fence[0]);
+    market__frame_fences(&b->f, held, w);
     int64_t units = b->read_left - b->st.left;
     market__fx_sale_take(w, b->k_sale, units);
-    for (size_t u = 0; u < b->n_users; u++) {
+    for (size_t u = 0; u < b->u.n; u++) {
         int64_t q = b->bought[u] - b->read_bought[u];
-        market__fx_sale_bought(w, b->k_bought, b->user[u], q);
-        if (q > 0) market__fx_units(w, b->k_stacks[u], b->item, q);
-        const market__party *p = &b->party[u];
-        if (p->known == MARKET__PRESENT) market__fx_funds(w, b->k_user[u], p->funds - b->read_funds[u]);
+        market__fx_sale_bought(w, b->k_bought, b->u.id[u], q);
+        if (q > 0) market__fx_units(w, b->u.k_stacks[u], b->item, q);
     }
-    commit_records(held, b);
+    market__parties_funds(&b->u, w);
+    market__frame_records(&b->f, w);
+    list_trades(held, b);
     int rc = market__trades_commit(c, w, 0, b->realm, &b->tw, b->trade, b->n_trades,
                                    b->args_trades);
     if (rc == MARKET_OK)
-        market__trades_hand(b->cb->req, b->n, b->trade, b->trade_req, b->n_trades, b->idem.same_as);
+        market__trades_hand(cb->req, b->f.n, b->trade, b->trade_req, b->n_trades,
+                            b->f.idem.same_as);
     if (rc == MARKET_OK && units > 0) {
         atomic_fetch_add_explicit(&c->m->stats.sale_units, (uint64_t)units, memory_order_relaxed);
         atomic_fetch_add_explicit(&c->m->stats.sale_bought, b->n_trades, memory_order_relaxed);
@@ -508,15 +401,12 @@ static int policy(const market *m) {
 static int prepare(market_conn *c, market__cbatch *cb) {
     struct sale_batch *b = cb->ks;
     MARKET__COUNT(c->m, sale_batches);
-    b->cb = cb;
-    b->n = cb->n_open;
-    for (size_t i = 0; i < b->n; i++) b->req[i] = cb->req[i]->order;
     b->realm = cb->realm;
     b->sale = cb->group;
     market__key_sale(b->k_sale, b->realm, b->sale);
     market__key_bought(b->k_bought, sizeof b->k_bought, b->k_sale);
     market__cbatch_lock(cb, "sale", b->sale);
-    return batch_index(b);
+    return batch_index(b, cb);
 }
 
 /* Buying units of a flash sale. */

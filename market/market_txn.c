@@ -228,7 +228,3 @@ void market__held_drop(const market__held *held, const char *kind, const char *r
         if (strcmp(held->key[i], key) == 0) market__fx_fence_drop(w, held->fenced[i]);
 }
 
-/* Appends our fence into the fencing record of every lease held. */
-void market__held_fences(const market__held *held, market__buf *w) {
-    for (size_t i = 0; i < held->n; i++) market__fx_fence(w, held->fenced[i], held->fence[i]);
-}

@@ -36,7 +36,6 @@ void market__held_set(market__held *hd, size_t k, const char *key, const lock_ha
 void market__held_name(market__held *hd, size_t k, const char *key);
 void market__held_read_buf(const market__held *held, market__buf *w);
 int market__held_lost(const market__held *held, const redisReply *mget);
-void market__held_fences(const market__held *held, market__buf *w);
 void market__held_drop(const market__held *held, const char *kind, const char *realm,
                        const char *id, market__buf *w);
 

@@ -1,0 +1,224 @@
+/* market_frame.c - what every order kind's attempt shares, written once.
+ *
+ * DESIGN
+ * An attempt of any kind reads under WATCH, decides in queue order and
+ * commits in one MULTI/EXEC. Its read is
+ *   claims (SET NX PX, one a keyed order) | WATCH <the kind's keys> <the
+ *   leases' lock keys and fencing records> <the records> | MGET of the
+ *   fencing records (and the lock keys when they live in the store) | MGET
+ *   of the records | <the kind's reads>
+ * and market__frame_judge() judges everything but the kind's part: a claim
+ * refused or the WATCH refused fails the batch, as a lease lost does. The
+ * decision settles each keyed order by its record first (a replay, or an
+ * in_progress / idem_mismatch answer) and answers busy an order whose wait
+ * budget ran out before the attempt began; the kind decides the rest. The
+ * commit writes our fence where the record does not already hold it and
+ * every final outcome's record under a key (a success's too, before the
+ * trade script that completes it with its trade id: were the script to
+ * fail, its error does not undo the rest of the EXEC, and the order is
+ * still recorded as done, never done twice).
+ */
+#include "market/market_frame.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The idempotency key order q is served under: an order whose kind never
+ * replays (an unlist) has none. */
+static const market_idem *idem_of(const market_queued *q) {
+    return q->replayed ? ((const market_order *)q->order)->idem : NULL;
+}
+
+/* Begins the frame of cb's open orders: names their records and claims,
+ * after drawing the batch's token when an order has a key or need_token
+ * (a getrandom() call: only then). Returns MARKET_OK, or MARKET_ERR_STORE
+ * when no token can be drawn. */
+int market__frame_begin(market__frame *f, market__cbatch *cb, int need_token) {
+    f->cb = cb;
+    f->n = cb->n_open;
+    for (size_t i = 0; i < f->n; i++) {
+        f->req[i] = cb->req[i]->order;
+        need_token |= idem_of(cb->req[i]) != NULL;
+    }
+    if (need_token && market__cbatch_token(cb) < 0) return MARKET_ERR_STORE;
+    market__idem_set_begin(&f->idem, f->n);
+    for (size_t i = 0; i < f->n; i++)
+        cb->req[i]->k_idem = market__idem_set_key(&f->idem, i, cb->realm, f->req[i]->player,
+                                                  idem_of(cb->req[i]), cb->token);
+    return MARKET_OK;
+}
+
+/* Begins the read in r: the claims, then the WATCH, to which the kind
+ * appends its keys before market__frame_watched(). */
+void market__frame_read(market__frame *f, market__buf *r) {
+    market__buf_reset(r);
+    market__idem_set_claims(&f->idem, f->cb->req, r);
+    f->i_watch = r->n;
+    market__rd_watch_begin(r);
+}
+
+/* Ends the WATCH with the leases' fencing records (and their lock keys
+ * when keys, or when they are read) and the records, then appends the
+ * reads of both. The kind's reads follow. */
+void market__frame_watched(market__frame *f, const market__held *held, int keys,
+                           market__buf *r) {
+    for (size_t i = 0; i < held->n; i++) {
+        if (keys || held->tokens) market__buf_arg(r, held->key[i]);
+        market__buf_arg(r, held->fenced[i]);
+    }
+    market__idem_set_watch(&f->idem, r);
+    market__buf_end(r, 0);
+    f->i_fence = r->n;
+    if (held->n) market__held_read_buf(held, r);
+    f->i_idem = r->n;
+    market__idem_set_read(&f->idem, r);
+}
+
+/* Judges the frame's replies (rep: the read's): returns MARKET_OK, or the
+ * error of the whole batch: a claim refused (a read-only replica), the
+ * WATCH refused, a lease lost (taken over, lapsed, or a newer holder
+ * committed), the records unreadable. */
+int market__frame_judge(market__frame *f, market_conn *c, const market__held *held,
+                        redisReply **rep) {
+    const redisReply *err = market__reply_error(rep, f->i_watch);
+    const redisReply *fr = held->n ? rep[f->i_fence] : NULL;
+    const redisReply *mg = f->idem.n_keyed ? rep[f->i_idem] : NULL;
+    if (err) return market__fail_reply(c, "claim refused", err);
+    if (rep[f->i_watch]->type != REDIS_REPLY_STATUS)
+        return market__fail_reply(c, "read refused", rep[f->i_watch]);
+    if (held->n && market__held_lost(held, fr)) return MARKET_ERR_LEASE_LOST;
+    if (market__idem_set_judge(&f->idem, mg, f->cb->token) < 0)
+        return market__fail_reply(c, "reading idempotency records", mg);
+    for (size_t i = 0; i < held->n; i++) { /* our own earlier commit of this lease */
+        const redisReply *e = fr->type == REDIS_REPLY_ARRAY && i < fr->elements ? fr->element[i]
+                                                                                 : NULL;
+        f->fence_same[i] = e && e->type == REDIS_REPLY_STRING &&
+                           e->len == strlen(held->fence[i]) &&
+                           memcmp(e->str, held->fence[i], e->len) == 0;
+    }
+    return MARKET_OK;
+}
+
+/* Order i succeeded in this batch (not a replay): it has writes. */
+int market__frame_won(const market__frame *f, size_t i) {
+    const market_queued *q = &f->req[i]->q;
+    return *q->rc == MARKET_OK && !(q->replayed && *q->replayed);
+}
+
+/* Decides every open order in queue order, as if they ran one at a time:
+ * settled by its key (replay fills a replay's result), answered busy when
+ * its wait budget had run out when the attempt began, else decided by the
+ * kind (one). Returns how many have something to write: a success, or a
+ * recorded refusal. */
+size_t market__frame_decide(market__frame *f, market__decide_one one, market__replay replay,
+                            void *ks) {
+    size_t writes = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        market_order *o = f->req[i];
+        market__outcome v;
+        int64_t a = 0, b = 0;
+        int settled = market__idem_set_settle(&f->idem, i, &v);
+        int late = !settled && f->cb->now_ms >= o->q.deadline_ms;
+        if (settled || late) {
+            memset(&o->res, 0, sizeof o->res);
+            o->rc = settled ? v.rc : MARKET_ERR_BUSY;
+        }
+        if (settled) {
+            if (o->q.replayed) *o->q.replayed = v.replayed;
+            if (o->q.trade_id) snprintf(o->q.trade_id, MARKET_TRADE_ID_MAX + 1, "%s", v.trade);
+            if (v.replayed) replay(o, &v);
+            continue;
+        }
+        if (!late) o->rc = one(ks, i, &a, &b); /* clears its result first */
+        market__idem_set_decided(&f->idem, i, o->rc, a, b);
+        writes += market__frame_won(f, i) || market__idem_set_recorded(&f->idem, i);
+    }
+    return writes;
+}
+
+/* Appends rec, a trade of order i, to the commit's trades t[0..*n) (t_req:
+ * their orders), with order i's idempotency record when it has a key and
+ * this is its first trade: the trade script completes that record with the
+ * trade's id. */
+void market__frame_trade(const market__frame *f, size_t i, int first, market__trade_rec rec,
+                         market__trade_rec *t, size_t *t_req, size_t *n) {
+    int keyed = first && f->idem.idem[i] != NULL;
+    rec.idem_key = keyed ? f->idem.key[i] : NULL;
+    rec.idem_record = keyed ? f->idem.record[i] : NULL;
+    t_req[*n] = i;
+    t[(*n)++] = rec;
+}
+
+/* Appends our fence into the fencing record of every lease held, where
+ * the record does not hold it already. */
+void market__frame_fences(const market__frame *f, const market__held *held, market__buf *w) {
+    for (size_t i = 0; i < held->n; i++)
+        if (!f->fence_same[i]) market__fx_fence(w, held->fenced[i], held->fence[i]);
+}
+
+/* Appends the record of every final outcome decided under a key (see
+ * DESIGN), and keeps each in f->idem.record[] for the trade script. */
+void market__frame_records(market__frame *f, market__buf *w) {
+    for (size_t i = 0; i < f->n; i++)
+        if (market__idem_set_recorded(&f->idem, i)) market__idem_set_record(&f->idem, i, w);
+}
+
+/* ---- the players of a batch ---- */
+
+/* FNV-1a of s: ids are compared by it first, so that naming a batch's
+ * players and listings costs about one comparison each, not one per
+ * earlier one. */
+uint32_t market__id_hash(const char *s) {
+    uint32_t h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* Returns player id's index in p, added with its keys in realm (funds
+ * unread) when new; p->n = 0 empties it. The table holds every player a
+ * batch can name. */
+size_t market__parties_of(market__parties *p, const char *realm, const char *id) {
+    uint32_t h = market__id_hash(id);
+    for (size_t i = 0; i < p->n; i++)
+        if (p->hash[i] == h && strcmp(p->id[i], id) == 0) return i;
+    size_t i = p->n++;
+    snprintf(p->id[i], sizeof p->id[i], "%s", id);
+    p->hash[i] = h;
+    market__key_user(p->k_user[i], realm, id);
+    market__key_inventory(p->k_inv[i], realm, id);
+    market__key_stacks(p->k_stacks[i], realm, id);
+    p->party[i] = (market__party){.known = MARKET__UNREAD};
+    p->read_funds[i] = 0;
+    return i;
+}
+
+/* Appends every player's hash to the read's open WATCH. */
+void market__parties_watch(const market__parties *p, market__buf *r) {
+    for (size_t i = 0; i < p->n; i++) market__buf_arg(r, p->k_user[i]);
+}
+
+/* Appends the reads of the funds of players list[0..n) (list NULL: of
+ * players 0..n). */
+void market__parties_read(const market__parties *p, const size_t *list, size_t n,
+                          market__buf *r) {
+    for (size_t j = 0; j < n; j++) market__rd_funds(r, p->k_user[list ? list[j] : j]);
+}
+
+/* Takes in the funds replies rep[0..n) of players list[0..n) (list NULL:
+ * of players 0..n). Funds that cannot be read fail only the orders of that
+ * player (MARKET__UNREADABLE), not the batch. */
+void market__parties_parse(market__parties *p, redisReply *const *rep, const size_t *list,
+                           size_t n) {
+    for (size_t j = 0; j < n; j++) {
+        size_t u = list ? list[j] : j;
+        p->party[u] = market__reply_party(rep[j]);
+        p->read_funds[u] = p->party[u].funds;
+    }
+}
+
+/* Appends each player's net change of funds as the batch decided. */
+void market__parties_funds(const market__parties *p, market__buf *w) {
+    for (size_t i = 0; i < p->n; i++)
+        if (p->party[i].known == MARKET__PRESENT)
+            market__fx_funds(w, p->k_user[i], p->party[i].funds - p->read_funds[i]);
+}

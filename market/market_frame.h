@@ -1,0 +1,67 @@
+/* market_frame.h - what every order kind's attempt shares (market_frame.c):
+ * the batch's open orders and their idempotency keys; the frame of its read
+ * (the claims, the WATCH of the leases and the records, the leases' fencing
+ * records, the records) and its judgement; the decision loop in queue
+ * order; our fences and the records in the commit; and the table of the
+ * players whose funds and goods a batch moves. A kind adds its own keys to
+ * the WATCH, its own reads behind the frame and its own decision. It calls
+ * the combiner, the idempotency, transaction and store layers. */
+#ifndef GM_MARKET_MARKET_FRAME_H
+#define GM_MARKET_MARKET_FRAME_H
+
+#include "market/market_combine.h"
+#include "market/market_idem.h"
+#include "market/market_trade.h"
+
+typedef struct market__frame {
+    market__cbatch *cb;
+    market_order *req[MARKET__BATCH_MAX]; /* cb's open orders, in order */
+    size_t n;
+    market__idem_set idem;
+    size_t i_watch, i_fence, i_idem; /* the read's replies: WATCH, leases, records */
+    int fence_same[MARKET__HELD_MAX]; /* the fencing record already holds our fence */
+} market__frame;
+
+int market__frame_begin(market__frame *f, market__cbatch *cb, int need_token);
+void market__frame_read(market__frame *f, market__buf *r);
+void market__frame_watched(market__frame *f, const market__held *held, int keys, market__buf *r);
+int market__frame_judge(market__frame *f, market_conn *c, const market__held *held,
+                        redisReply **rep);
+int market__frame_won(const market__frame *f, size_t i);
+
+/* A kind's decision of its open order i (not settled by its key, within its
+ * budget): returns its code, with *a and *b what its idempotency record
+ * keeps. replay fills order o's result from outcome v, a replay. */
+typedef int (*market__decide_one)(void *ks, size_t i, int64_t *a, int64_t *b);
+typedef void (*market__replay)(market_order *o, const market__outcome *v);
+size_t market__frame_decide(market__frame *f, market__decide_one one, market__replay replay,
+                            void *ks);
+void market__frame_trade(const market__frame *f, size_t i, int first, market__trade_rec rec,
+                         market__trade_rec *t, size_t *t_req, size_t *n);
+void market__frame_fences(const market__frame *f, const market__held *held, market__buf *w);
+void market__frame_records(market__frame *f, market__buf *w);
+
+/* The players a batch names, each once: their keys, their funds as read,
+ * then as the batch decides. */
+#define MARKET__PARTIES_MAX (2 * MARKET__BATCH_MAX)
+typedef struct market__parties {
+    size_t n;
+    char id[MARKET__PARTIES_MAX][MARKET_ID_MAX + 1];
+    uint32_t hash[MARKET__PARTIES_MAX]; /* of id[]: most comparisons stop there */
+    char k_user[MARKET__PARTIES_MAX][MARKET__KEY_MAX];
+    char k_inv[MARKET__PARTIES_MAX][MARKET__KEY_MAX];
+    char k_stacks[MARKET__PARTIES_MAX][MARKET__KEY_MAX];
+    market__party party[MARKET__PARTIES_MAX];
+    int64_t read_funds[MARKET__PARTIES_MAX]; /* party[].funds as read */
+} market__parties;
+
+uint32_t market__id_hash(const char *s);
+size_t market__parties_of(market__parties *p, const char *realm, const char *id);
+void market__parties_watch(const market__parties *p, market__buf *r);
+void market__parties_read(const market__parties *p, const size_t *list, size_t n,
+                          market__buf *r);
+void market__parties_parse(market__parties *p, redisReply *const *rep, const size_t *list,
+                           size_t n);
+void market__parties_funds(const market__parties *p, market__buf *w);
+
+#endif /* GM_MARKET_MARKET_FRAME_H */
