@@ -10,10 +10,6 @@
  * is the change. A follower reads the entries after the last it saw, as it
  * reads trades with market_trades_after().
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "market/market_store.h"
 
 /* Reads up to limit (1..MARKET_TRADES_PAGE_MAX) listing changes of realm
@@ -22,31 +18,9 @@
  * frees; NULL when none), or ERR_INVALID, ERR_STORE, ERR_NOMEM. */
 int market_changes_after(market_conn *c, const char *realm, const char *after, size_t limit,
                          market_change **out, size_t *n) {
-    if (!out || !n) return MARKET_ERR_INVALID;
-    *out = NULL;
-    *n = 0;
-    redisReply *r = NULL;
-    int rc = limit ? market__stream_after(c, realm, MARKET__STREAM_CHANGES, after, limit, &r)
-                   : MARKET_ERR_INVALID;
-    if (rc < 0) return rc;
-    if (r->type != REDIS_REPLY_ARRAY) {
-        rc = market__fail(c, "the listing changes of realm %s are unreadable", realm);
-    } else if (r->elements > 0) {
-        size_t k = r->elements < limit ? r->elements : limit;
-        market_change *v = calloc(k, sizeof *v);
-        if (!v) rc = MARKET_ERR_NOMEM;
-        for (size_t i = 0; v && i < k; i++)
-            if (market__reply_change(r->element[i], &v[i]) < 0) {
-                free(v);
-                v = NULL;
-                rc = market__fail(c, "the listing changes of realm %s are unreadable", realm);
-            }
-        if (v) {
-            *out = v;
-            *n = k;
-        }
-    }
-    freeReplyObject(r);
+    void *v = NULL;
+    int rc = market__stream_after(c, realm, MARKET__STREAM_CHANGES, after, limit, &v, n);
+    if (out) *out = v;
     return rc;
 }
 

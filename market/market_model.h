@@ -180,8 +180,7 @@ int market__reply_scan(const redisReply *r, char *cursor, size_t cursorlen,
                        const redisReply **keys);
 const char *market__reply_key(const redisReply *keys, size_t i, size_t *len);
 int market__reply_trade(const redisReply *e, market_trade *t, char *entry_id);
-int market__reply_trades(const redisReply *r, size_t max, market_trade **out, size_t *n,
-                         char *last_entry);
 int market__reply_change(const redisReply *e, market_change *ch);
+int market__reply_entries(const redisReply *r, size_t max, int changes, void **out, size_t *n);
 
 #endif /* GM_MARKET_MARKET_MODEL_H */

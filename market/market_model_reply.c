@@ -372,31 +372,6 @@ int market__reply_trade(const redisReply *e, market_trade *t, char *entry_id) {
     return MARKET_OK;
 }
 
-/* Reads the entries of a stream reply r (XRANGE / XREVRANGE) into a new
- * array *out of *n trades (caller frees; NULL when none), at most max of
- * them; *last_entry (may be NULL) gets the last one's entry id. Returns
- * MARKET_OK, MARKET_ERR_STORE, MARKET_ERR_NOMEM. */
-int market__reply_trades(const redisReply *r, size_t max, market_trade **out, size_t *n,
-                         char *last_entry) {
-    *out = NULL;
-    *n = 0;
-    if (r->type != REDIS_REPLY_ARRAY) return MARKET_ERR_STORE;
-    size_t count = r->elements < max ? r->elements : max;
-    if (count == 0) return MARKET_OK;
-    market_trade *v = calloc(count, sizeof *v);
-    if (!v) return MARKET_ERR_NOMEM;
-    for (size_t i = 0; i < count; i++) {
-        int rc = market__reply_trade(r->element[i], &v[i], last_entry);
-        if (rc < 0) {
-            free(v);
-            return rc;
-        }
-    }
-    *out = v;
-    *n = count;
-    return MARKET_OK;
-}
-
 /* Reads one entry [id, [field, value...]] into *ch. Returns 0, or -1 when
  * it is not a change market__fx_change() wrote. */
 int market__reply_change(const redisReply *e, market_change *ch) {
@@ -431,6 +406,33 @@ int market__reply_change(const redisReply *e, market_change *ch) {
         }
     }
     return seen == 31 ? 0 : -1;
+}
+
+/* Reads the entries of a stream reply r (XRANGE / XREVRANGE, or a script's
+ * list of them) into a new array *out of *n (caller frees; NULL when none),
+ * at most max of them: trades (market_trade), or listing changes
+ * (market_change) when changes. Returns MARKET_OK, MARKET_ERR_STORE,
+ * MARKET_ERR_NOMEM. */
+int market__reply_entries(const redisReply *r, size_t max, int changes, void **out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    if (r->type != REDIS_REPLY_ARRAY) return MARKET_ERR_STORE;
+    size_t count = r->elements < max ? r->elements : max;
+    size_t size = changes ? sizeof(market_change) : sizeof(market_trade);
+    if (count == 0) return MARKET_OK;
+    char *v = calloc(count, size);
+    if (!v) return MARKET_ERR_NOMEM;
+    for (size_t i = 0; i < count; i++) {
+        void *at = v + i * size;
+        if (changes ? market__reply_change(r->element[i], at) < 0
+                    : market__reply_trade(r->element[i], at, NULL) < 0) {
+            free(v);
+            return MARKET_ERR_STORE;
+        }
+    }
+    *out = v;
+    *n = count;
+    return MARKET_OK;
 }
 
 /* ---- keys ---- */

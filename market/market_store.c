@@ -825,8 +825,8 @@ int market__read_one(market_conn *c, const char *realm, market__buf *b, redisRep
  * kept), oldest first; limit 0: its latest entry alone (XREVRANGE). Returns MARKET_OK
  * with *rep set (caller frees; never an error reply), ERR_INVALID (a bad realm, limit
  * or after), or ERR_STORE. */
-int market__stream_after(market_conn *c, const char *realm, enum market__stream s,
-                         const char *after, size_t limit, redisReply **rep) {
+static int stream_read(market_conn *c, const char *realm, enum market__stream s,
+                       const char *after, size_t limit, redisReply **rep) {
     int from = after && *after;
     if (!c || !market_id_valid(realm) || limit > MARKET_TRADES_PAGE_MAX ||
         (from && !market_trade_id_valid(after)))
@@ -847,6 +847,31 @@ int market__stream_after(market_conn *c, const char *realm, enum market__stream 
     return rc;
 }
 
+/* What realm's stream s holds, as a failure says it. */
+static const char *stream_name(enum market__stream s) {
+    return s == MARKET__STREAM_TRADES ? "trades" : "listing changes";
+}
+
+/* Reads up to limit (1..MARKET_TRADES_PAGE_MAX) entries of realm's stream s made
+ * after entry id after (NULL or "": from the oldest kept), oldest first (the next
+ * page starts after the last one read). Returns MARKET_OK with *out a new array of *n
+ * entries (market_trade or market_change; caller frees; NULL when none), or
+ * ERR_INVALID, ERR_STORE, ERR_NOMEM. */
+int market__stream_after(market_conn *c, const char *realm, enum market__stream s,
+                         const char *after, size_t limit, void **out, size_t *n) {
+    if (!out || !n) return MARKET_ERR_INVALID;
+    *out = NULL;
+    *n = 0;
+    redisReply *r = NULL;
+    int rc = limit ? stream_read(c, realm, s, after, limit, &r) : MARKET_ERR_INVALID;
+    if (rc < 0) return rc;
+    rc = market__reply_entries(r, limit, s == MARKET__STREAM_CHANGES, out, n);
+    if (rc == MARKET_ERR_STORE)
+        rc = market__fail(c, "the %s of realm %s are unreadable", stream_name(s), realm);
+    freeReplyObject(r);
+    return rc;
+}
+
 /* Reads the id of the latest entry of realm's stream s into id ("" when it
  * has none). Returns MARKET_OK, ERR_INVALID or ERR_STORE. */
 int market__stream_last(market_conn *c, const char *realm, enum market__stream s,
@@ -854,11 +879,10 @@ int market__stream_last(market_conn *c, const char *realm, enum market__stream s
     if (!id) return MARKET_ERR_INVALID;
     id[0] = '\0';
     redisReply *r = NULL;
-    int rc = market__stream_after(c, realm, s, NULL, 0, &r);
+    int rc = stream_read(c, realm, s, NULL, 0, &r);
     if (rc < 0) return rc;
     if (market__reply_stream_last(r, id) < 0)
-        rc = market__fail(c, "the %s of realm %s are unreadable",
-                          s == MARKET__STREAM_TRADES ? "trades" : "listing changes", realm);
+        rc = market__fail(c, "the %s of realm %s are unreadable", stream_name(s), realm);
     freeReplyObject(r);
     return rc;
 }

@@ -94,7 +94,7 @@ int market__read_one(market_conn *c, const char *realm, market__buf *b, redisRep
 /* A realm's streams (market__stream_after). */
 enum market__stream { MARKET__STREAM_TRADES, MARKET__STREAM_CHANGES };
 int market__stream_after(market_conn *c, const char *realm, enum market__stream s,
-                         const char *after, size_t limit, redisReply **rep);
+                         const char *after, size_t limit, void **out, size_t *n);
 int market__stream_last(market_conn *c, const char *realm, enum market__stream s,
                         char id[MARKET_TRADE_ID_MAX + 1]);
 const redisReply *market__reply_error(redisReply *const *replies, size_t n);

@@ -437,7 +437,9 @@ int market_trades_item(market_conn *c, const char *realm, const char *item, size
     int rc = market__read_one(c, realm, &b, &r);
     market__buf_free(&b);
     if (rc < 0) return rc;
-    rc = market__reply_trades(r, limit, out, n, NULL);
+    void *v = NULL;
+    rc = market__reply_entries(r, limit, 0, &v, n);
+    *out = v;
     if (rc == MARKET_ERR_STORE)
         rc = market__fail(c, "the trades of item %s of realm %s are unreadable", item, realm);
     freeReplyObject(r);
@@ -499,15 +501,8 @@ int market_trade_history_start(market_conn *c, const char *realm,
  * ERR_INVALID, ERR_STORE, ERR_NOMEM. */
 int market_trades_after(market_conn *c, const char *realm, const char *after, size_t limit,
                         market_trade **out, size_t *n) {
-    if (!out || !n) return MARKET_ERR_INVALID;
-    *out = NULL;
-    *n = 0;
-    redisReply *r = NULL;
-    int rc = limit ? market__stream_after(c, realm, MARKET__STREAM_TRADES, after, limit, &r)
-                   : MARKET_ERR_INVALID;
-    if (rc < 0) return rc;
-    rc = market__reply_trades(r, limit, out, n, NULL);
-    if (rc == MARKET_ERR_STORE) rc = market__fail(c, "the trades of realm %s are unreadable", realm);
-    freeReplyObject(r);
+    void *v = NULL;
+    int rc = market__stream_after(c, realm, MARKET__STREAM_TRADES, after, limit, &v, n);
+    if (out) *out = v;
     return rc;
 }

@@ -319,10 +319,11 @@ static void test_reply_trade_and_change(void **state) {
     assert_int_equal(t.time_ms, 1700000000000LL);
     assert_string_equal(entry, "1700000000000-0");
     redisReply *list_e[1] = {&e}, list = arr(list_e, 1);
-    market_trade *v;
+    void *v;
     size_t n;
-    assert_int_equal(market__reply_trades(&list, 5, &v, &n, NULL), MARKET_OK);
+    assert_int_equal(market__reply_entries(&list, 5, 0, &v, &n), MARKET_OK);
     assert_int_equal(n, 1);
+    assert_string_equal(((market_trade *)v)[0].buyer, "ann");
     free(v);
     f = arr(f_e, 12); /* no fence */
     assert_int_equal(market__reply_trade(&e, &t, NULL), MARKET_ERR_STORE);
@@ -336,8 +337,13 @@ static void test_reply_trade_and_change(void **state) {
     assert_int_equal(market__reply_change(&e, &ch), 0);
     assert_true(ch.listed);
     assert_int_equal(ch.listing.quantity, 3);
+    assert_int_equal(market__reply_entries(&list, 5, 1, &v, &n), MARKET_OK);
+    assert_int_equal(((market_change *)v)[0].listing.quantity, 3);
+    free(v);
     c_v[1] = str("sold");
     assert_int_equal(market__reply_change(&e, &ch), -1);
+    assert_int_equal(market__reply_entries(&list, 5, 1, &v, &n), MARKET_ERR_STORE);
+    assert_null(v);
 }
 
 /* A bought count (nil: none) and a sale's counts for the audit. */
