@@ -182,7 +182,10 @@ size_t market__parties_of(market__parties *p, const char *realm, const char *id)
     for (size_t i = 0; i < p->n; i++)
         if (p->hash[i] == h && strcmp(p->id[i], id) == 0) return i;
     size_t i = p->n++;
-    snprintf(p->id[i], sizeof p->id[i], "%s", id);
+    size_t len = strlen(id); /* an id: checked, at most MARKET_ID_MAX */
+    if (len > MARKET_ID_MAX) len = MARKET_ID_MAX;
+    memcpy(p->id[i], id, len);
+    p->id[i][len] = '\0';
     p->hash[i] = h;
     market__key_user(p->k_user[i], realm, id);
     market__key_inventory(p->k_inv[i], realm, id);
