@@ -99,12 +99,6 @@ int market__frame_judge(market__frame *f, market_conn *c, const market__held *he
     return MARKET_OK;
 }
 
-/* Order i succeeded in this batch (not a replay): it has writes. */
-int market__frame_won(const market__frame *f, size_t i) {
-    const market_queued *q = &f->req[i]->q;
-    return *q->rc == MARKET_OK && !(q->replayed && *q->replayed);
-}
-
 /* Decides every open order in queue order, as if they ran one at a time:
  * settled by its key (replay fills a replay's result), answered busy when
  * its wait budget had run out when the attempt began, else decided by the
@@ -119,6 +113,7 @@ size_t market__frame_decide(market__frame *f, market__decide_one one, market__re
         int64_t a = 0, b = 0;
         int settled = market__idem_set_settle(&f->idem, i, &v);
         int late = !settled && f->cb->now_ms >= o->q.deadline_ms;
+        f->won[i] = 0;
         if (settled || late) {
             memset(&o->res, 0, sizeof o->res);
             o->rc = settled ? v.rc : MARKET_ERR_BUSY;
@@ -130,6 +125,7 @@ size_t market__frame_decide(market__frame *f, market__decide_one one, market__re
             continue;
         }
         if (!late) o->rc = one(ks, i, &a, &b); /* clears its result first */
+        f->won[i] = o->rc == MARKET_OK;
         market__idem_set_decided(&f->idem, i, o->rc, a, b);
         writes += market__frame_won(f, i) || market__idem_set_recorded(&f->idem, i);
     }

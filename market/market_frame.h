@@ -20,6 +20,7 @@ typedef struct market__frame {
     market__idem_set idem;
     size_t i_watch, i_fence, i_idem; /* the read's replies: WATCH, leases, records */
     int fence_same[MARKET__HELD_MAX]; /* the fencing record already holds our fence */
+    unsigned char won[MARKET__BATCH_MAX]; /* decided MARKET_OK in this batch (not a replay) */
 } market__frame;
 
 int market__frame_begin(market__frame *f, market__cbatch *cb, int need_token);
@@ -27,7 +28,6 @@ void market__frame_read(market__frame *f, market__buf *r);
 void market__frame_watched(market__frame *f, const market__held *held, int keys, market__buf *r);
 int market__frame_judge(market__frame *f, market_conn *c, const market__held *held,
                         redisReply **rep);
-int market__frame_won(const market__frame *f, size_t i);
 
 /* A kind's decision of its open order i (not settled by its key, within its
  * budget): returns its code, with *a and *b what its idempotency record
@@ -38,6 +38,9 @@ size_t market__frame_decide(market__frame *f, market__decide_one one, market__re
                             void *ks);
 void market__frame_trade(const market__frame *f, size_t i, int first, market__trade_rec rec,
                          market__trade_rec *t, size_t *t_req, size_t *n);
+/* Order i succeeded in this batch (not a replay): it has writes. */
+static inline int market__frame_won(const market__frame *f, size_t i) { return f->won[i]; }
+
 void market__frame_fences(const market__frame *f, const market__held *held, market__buf *w);
 void market__frame_records(market__frame *f, market__buf *w);
 
