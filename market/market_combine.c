@@ -38,11 +38,7 @@
  *      up its own connection only, and counts that connection's writes: so
  *      one batch in flight a connection, two connections a lane, and a
  *      batch's commit waits for the WAIT of the batch before it only when
- *      that is still out. So that a queue's callers are not all in one
- *      batch, whose WAIT nothing would overlap (each caller waits for its
- *      answer before it asks again), a worker with no WAIT out takes half
- *      the queue (when that is HALF_MIN orders or more), and the other half
- *      goes out while the first half's WAIT is out.
+ *      that is still out.
  * An order still queued when its wait budget ends is answered
  * MARKET_ERR_BUSY (by the worker when it reaches it, or by a waiting caller
  * at once); one already taken into a batch waits for it. Outcomes and
@@ -61,8 +57,6 @@
 #include <time.h>
 
 #include "market/market_lane.h"
-
-#define HALF_MIN 8 /* acknowledged: the least half of a queue taken alone (DESIGN, step 5) */
 
 enum {
     REQ_WAITING, /* queued */
@@ -326,15 +320,6 @@ static void *acker_main(void *arg) {
     return NULL;
 }
 
-/* Whether a has a job: a batch whose WAIT is still out. */
-static int ack_busy(struct acker *a) {
-    if (!a->ready) return 0;
-    pthread_mutex_lock(&a->mu);
-    int busy = a->c != NULL;
-    pthread_mutex_unlock(&a->mu);
-    return busy;
-}
-
 /* Waits until a has no job: its connection is free again. */
 static void ack_idle(struct acker *a) {
     if (!a->ready) return;
@@ -536,31 +521,17 @@ static size_t batch_most(const market *m, const market_queued *o) {
     return most;
 }
 
-/* Half the orders the next batch would take from ln's queue (under qmu), when that is
- * at least HALF_MIN; else 0 (no cap). See DESIGN, step 5. */
-static size_t batch_half(const struct market__lane *ln, int64_t now) {
-    const market_queued *first = NULL;
-    size_t n = 0;
-    for (const market_queued *p = ln->qhead; p; p = p->next) {
-        if (now >= p->deadline_ms) continue;
-        if (!first && !market__rest_due(&ln->rest, p->realm, p->group, now)) continue;
-        if (!first) first = p;
-        n += same_batch(p, first);
-    }
-    return n >= 2 * HALF_MIN ? (n + 1) / 2 : 0;
-}
-
 /* Takes from ln's queue (under qmu) the orders of one batch, the batch of
  * the oldest order still in its budget whose group is not resting
  * (market__rest_due), into cb->req, keeping the order they came in; orders
  * of other batches stay queued in theirs. Orders past their budget (or all
  * of them, when nomem) are taken too and put on *refused with their answer.
  * Returns how many went into cb. */
-static size_t batch_take(struct market__lane *ln, market__cbatch *cb, int nomem, int halve,
+static size_t batch_take(struct market__lane *ln, market__cbatch *cb, int nomem,
                          market_queued **refused) {
     int64_t now = rconn_now_ms();
     const market_queued *first = NULL;
-    size_t n = 0, most = 0, cap = halve ? batch_half(ln, now) : 0;
+    size_t n = 0, most = 0;
     market_queued **pp = &ln->qhead, *prev = NULL;
     while (*pp && (!first || n < most || nomem)) {
         market_queued *p = *pp;
@@ -575,7 +546,6 @@ static size_t batch_take(struct market__lane *ln, market__cbatch *cb, int nomem,
         p->state = REQ_TAKEN;
         if (!late) {
             if (!first) most = batch_most(ln->q->m, first = p);
-            if (cap && cap < most) most = cap;
             cb->req[n++] = p;
             continue;
         }
@@ -721,10 +691,7 @@ static void *worker_main(void *arg) {
         }
         market_queued *refused = NULL;
         int64_t now = rconn_now_ms();
-        /* acknowledged, with nothing waiting for its WAIT: half the queue now, the other
-         * half while this half's WAIT is out (see DESIGN, step 5) */
-        int halve = w.ack.ready && !ack_busy(&w.ack);
-        size_t n = batch_take(ln, w.cb, nomem, halve, &refused);
+        size_t n = batch_take(ln, w.cb, nomem, &refused);
         if (!n && !refused && !ln->n_answer && !ln->holding) {
             /* every order queued is of a resting group: until the first rest ends */
             market__lane_wait(&ln->cv, &q->qmu, market__rest_next(&ln->rest, now));

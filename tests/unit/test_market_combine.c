@@ -5,8 +5,7 @@
  * while the others commit; budgets that end while queued; stop while
  * queued; the hold kept from one batch to the next and dropped when idle;
  * the policy that takes every order's locks; a kind that caps its batches
- * and chooses its locks again; acknowledged batches that take half the
- * queue. A gate stops the worker inside
+ * and chooses its locks again. A gate stops the worker inside
  * a commit, so that what queues behind it is known exactly. */
 #include <pthread.h>
 #include <stdio.h>
@@ -180,7 +179,7 @@ struct fx {
     struct tally t[ORDERS_MAX];
 };
 
-static int setup_with(void **state, uint32_t budget_ms, unsigned acks) {
+static int setup_with(void **state, uint32_t budget_ms) {
     struct fx *f = calloc(1, sizeof *f);
     assert_non_null(f);
     int err;
@@ -188,8 +187,7 @@ static int setup_with(void **state, uint32_t budget_ms, unsigned acks) {
     assert_non_null(f->lock);
     /* a store nobody listens on: the made-up kinds never reach it */
     market_config cfg = {.redis_timeout_ms = 200, .lock_ttl_ms = 10000,
-                         .acquire_timeout_ms = budget_ms, .workers = 1,
-                         .min_replicas_ack = acks};
+                         .acquire_timeout_ms = budget_ms, .workers = 1};
     assert_int_equal(rconn_addr_parse("redis://127.0.0.1:1", &cfg.redis), RCONN_OK);
     f->m = market_new(&cfg, f->lock, &err);
     assert_non_null(f->m);
@@ -204,11 +202,9 @@ static int setup_with(void **state, uint32_t budget_ms, unsigned acks) {
     return 0;
 }
 
-static int setup(void **state) { return setup_with(state, 30000, 0); }
+static int setup(void **state) { return setup_with(state, 30000); }
 
-static int setup_short_budget(void **state) { return setup_with(state, 300, 0); }
-
-static int setup_acked(void **state) { return setup_with(state, 30000, 1); }
+static int setup_short_budget(void **state) { return setup_with(state, 300); }
 
 static int teardown(void **state) {
     struct fx *f = *state;
@@ -286,34 +282,6 @@ static void test_batches_of_one_kind_realm_group(void **state) {
     assert_ptr_equal(note.batch_kind[2], &each_kind);
     assert_int_equal(note.batch_n[1], 2);
     assert_int_equal(note.batch_n[2], 2);
-}
-
-/* Behind a batch stopped at the gate, 32 orders of one batch: unacknowledged, one batch
- * takes them all; acknowledged (no WAIT out), a batch takes half the queue while that is
- * 16 or more, so that one half's WAIT overlaps the other half. */
-static void queue_behind_gate(struct fx *f, int n) {
-    gate_close();
-    submit(f, &held_kind, 1, "r", "", 0);
-    gate_wait();
-    for (int v = 2; v <= n + 1; v++) submit(f, &held_kind, v, "r", "", 0);
-    gate_open();
-    answered_wait(n + 1);
-}
-
-static void test_unacked_batch_takes_the_queue(void **state) {
-    queue_behind_gate(*state, 32);
-    assert_int_equal(note.batches, 2);
-    assert_int_equal(note.batch_n[1], 32);
-}
-
-static void test_acked_batch_takes_half_the_queue(void **state) {
-    struct fx *f = *state;
-    queue_behind_gate(f, 32);
-    assert_int_equal(note.batches, 4);
-    assert_int_equal(note.batch_n[1], 16);
-    assert_int_equal(note.batch_n[2], 8);
-    assert_int_equal(note.batch_n[3], 8);
-    for (int v = 1; v <= 33; v++) assert_int_equal(f->t[v].answers, 1);
 }
 
 /* An order refused inside a batch is refused alone: the others commit. */
@@ -473,9 +441,6 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_batches_of_one_kind_realm_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_refused_others_commit, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unacked_batch_takes_the_queue, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_acked_batch_takes_half_the_queue, setup_acked,
-                                        teardown),
         cmocka_unit_test_setup_teardown(test_budget_spent_in_queue_is_busy, setup_short_budget,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_stop_serves_queued_then_refuses, setup, teardown),
