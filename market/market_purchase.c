@@ -351,7 +351,8 @@ static void commit_goods(struct market__batch *b, market__buf *w) {
         int64_t units = 0;
         size_t j = 0;
         for (; j < b->f.n; j++) {
-            if (!market__frame_won(&b->f, j) || !b->stack[b->first[j]] || b->buyer[j] != b->buyer[i] ||
+            if (!market__frame_won(&b->f, j) || !b->stack[b->first[j]] ||
+                b->buyer[j] != b->buyer[i] ||
                 strcmp(b->f.req[j]->item, b->f.req[i]->item) != 0)
                 continue;
             if (j < i) break; /* an earlier one sums them */
