@@ -191,7 +191,7 @@ size_t market__parties_of(market__parties *p, const char *realm, const char *id)
     return i;
 }
 
-/* Appends every player's hash to the read's open WATCH. */
+/* Appends every player's users key to the read's open WATCH. */
 void market__parties_watch(const market__parties *p, market__buf *r) {
     for (size_t i = 0; i < p->n; i++) market__buf_arg(r, p->k_user[i]);
 }
