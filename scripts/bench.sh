@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# bench.sh - `make bench`: purchases/s, latency and Redis cost per lock strategy.
+# bench.sh - `make bench`: purchases/s, latency, and Redis and server cost per lock strategy.
 #
 # Starts its own redis-server (free loopback port, temp dir, no persistence),
 # and for each strategy one bin/market-server (--strategy S --log-level warn,
 # everything else default). For each mix (distinct, contended) and each
 # number of buyers (1, 8, 64) it reseeds the same generated world and runs
 # bin/market-load for BENCH_SECONDS, keeping every JSON report under
-# bench/raw/. It also records the server's VmRSS after start, after the
+# bench/raw/ (and the server's CPU time around the run, raw/<run>.cpu). It also records the server's VmRSS after start, after the
 # 64-buyer runs and while 256 idle keep-alive connections are open, then
 # writes bench/results.md and bench/results.png (gnuplot). Then (BENCH_HA=1) it
 # makes its Redis the master of a Sentinel group (two replicas, three
@@ -155,7 +155,7 @@ free_port() { # the first port >= $1 nothing listens on
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo ""; }
 
 mkdir -p "$OUT/raw" || die "cannot create $OUT/raw"
-rm -f "$OUT"/raw/*.json "$OUT"/raw/*.txt "$OUT"/raw/*.dat "$OUT"/raw/*.log "$OUT"/raw/ha*.tsv \
+rm -f "$OUT"/raw/*.json "$OUT"/raw/*.txt "$OUT"/raw/*.dat "$OUT"/raw/*.cpu "$OUT"/raw/*.log "$OUT"/raw/ha*.tsv \
     "$OUT"/raw/search*.tsv
 NOTES=$OUT/raw/notes.txt
 MEM=$OUT/raw/memory.tsv
@@ -208,6 +208,11 @@ reseed() {
     "$BIN/market-seed" --redis "$RURL" --reset --generate "$WORLD" >/dev/null 2>"$TMP/seed.err" \
         || die "seeding failed: $(cat "$TMP/seed.err")"
     lazyfree_wait "$RPORT"
+}
+
+# The user + system CPU time of process $1 so far, in clock ticks (0 when it is gone).
+cpu_ticks() {
+    awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 
 SPID=""
@@ -300,10 +305,12 @@ for s in $STRATEGIES; do
             reseed
             name="$s-$mix-$n"
             echo "bench: $name (${SECS}s)"
+            cpu0=$(cpu_ticks "$SPID")
             "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$RURL" --buyers "$n" \
                 --duration "$SECS" --mix "$mix" --seed 1 --quiet --json "$OUT/raw/$name.json" \
                 >"$OUT/raw/$name.txt" 2>&1
             rc=$?
+            echo "$cpu0 $(cpu_ticks "$SPID") $(getconf CLK_TCK)" >"$OUT/raw/$name.cpu"
             load_verdict "$name" "$rc"
             if [ "$n" = 64 ]; then
                 [ "$mix" = distinct ] && rss64_distinct=$(rss_kb "$SPID")
@@ -705,6 +712,14 @@ mixes = meta["mixes"].split()
 def fmt(v, p=1):
     return "-" if v is None else f"{v:,.{p}f}"
 
+def server_us(path, ok):
+    """market-server's CPU (user + system) over a run, in µs per 200 (None when not known)."""
+    try:
+        c0, c1, tck = (int(x) for x in open(path).read().split())
+    except (OSError, ValueError):
+        return None
+    return None if not ok or not tck or c1 < c0 else (c1 - c0) / tck / ok * 1e6
+
 rows = []
 for s in ran:
     for mix in mixes:
@@ -712,18 +727,19 @@ for s in ran:
         for n in levels:
             path = os.path.join(raw, f"{s}-{mix}-{n}.json")
             if not os.path.exists(path):
-                rows.append(f"| {s} | {mix} | {n} | failed | - | - | - | - | - | - | - |")
+                rows.append(f"| {s} | {mix} | {n} | failed | - | - | - | - | - | - | - | - |")
                 continue
             j = json.load(open(path))
             st, lat, r, inv = j["status"], j["latency_ms"], j["redis"], j["invariants"]
             pps = j["run"]["purchases_per_s"]
             dat.append(f'{n} {pps:.2f} {lat["all"]["p50"]:.4f} {lat["all"]["p99"]:.4f}')
             cpp, cpu = r.get("commands_per_purchase"), r.get("cpu_us_per_purchase")
+            srv = server_us(os.path.join(raw, f"{s}-{mix}-{n}.cpu"), st["200"])
             outcomes = f'{st["200"]} / {st["402"]} / {st["404"]} / {st["409"]} / {st["503"]} / {st["other"]} / {st["transport_errors"]}'
             early = " (ran out)" if j["run"]["stopped_early"] else ""
             rows.append(
                 f'| {s} | {mix} | {n} | {fmt(pps)}{early} | {lat["all"]["p50"]:.3f} | {lat["all"]["p99"]:.3f} '
-                f'| {lat["ok"]["p99"]:.3f} | {fmt(cpp, 2)} | {fmt(cpu, 1)} | {outcomes} '
+                f'| {lat["ok"]["p99"]:.3f} | {fmt(cpp, 2)} | {fmt(cpu, 1)} | {fmt(srv, 1)} | {outcomes} '
                 f'| {"OK" if inv["ok"] else "**BROKEN**"} |')
         with open(os.path.join(raw, f"{s}-{mix}.dat"), "w") as f:
             f.write("# buyers purchases_per_s p50_ms p99_ms\n" + "\n".join(dat) + "\n")
@@ -753,8 +769,9 @@ L.append(f'**Caveat: {meta["nproc"]} cores shared by everything.** Redis, market
          "40% at 64 clients, and mostly by less than 5% at 1 and 8.")
 L.append("")
 L.append("| strategy | mix | buyers | purchases/s | p50 ms | p99 ms | p99 ms (200s) | Redis cmds / purchase "
-         "| Redis CPU µs / purchase | 200 / 402 / 404 / 409 / 503 / other / transport | invariants |")
-L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
+         "| Redis CPU µs / purchase | server CPU µs / purchase | 200 / 402 / 404 / 409 / 503 / other / transport "
+         "| invariants |")
+L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
 L += rows
 L.append("")
 L.append("Like Redis in Action's table 6.2, one row per strategy and load. purchases/s counts 200 "
@@ -762,7 +779,9 @@ L.append("Like Redis in Action's table 6.2, one row per strategy and load. purch
          "Redis cmds / purchase = the `INFO commandstats` calls delta between the first request and "
          "the last answer (INFO itself excluded) divided by the 200s, so in the contended mix it also "
          "carries the cost of the refused (404/402) attempts; Redis CPU µs / purchase = the `INFO cpu` "
-         "user + sys delta over the same span (every Redis thread) divided by the 200s. *distinct*: every request buys a different "
+         "user + sys delta over the same span (every Redis thread) divided by the 200s; server CPU µs / "
+         "purchase = market-server's user + system time (`/proc/<pid>/stat`) from just before "
+         "market-load starts to just after it ends, divided by the 200s. *distinct*: every request buys a different "
          "item (contention only on the lock); *contended*: the N buyers with the least funds fight over a "
          "window of the ~N/4 cheapest items still listed (a 404 means another buyer won the race; every "
          "player has funds for the whole market, so a 402 means something is wrong). "
