@@ -18,9 +18,10 @@
  * frees; NULL when none), or ERR_INVALID, ERR_STORE, ERR_NOMEM. */
 int market_changes_after(market_conn *c, const char *realm, const char *after, size_t limit,
                          market_change **out, size_t *n) {
+    if (!out) return MARKET_ERR_INVALID; /* else the page would be read and lost */
     void *v = NULL;
     int rc = market__stream_after(c, realm, MARKET__STREAM_CHANGES, after, limit, &v, n);
-    if (out) *out = v;
+    *out = v;
     return rc;
 }
 

@@ -501,8 +501,9 @@ int market_trade_history_start(market_conn *c, const char *realm,
  * ERR_INVALID, ERR_STORE, ERR_NOMEM. */
 int market_trades_after(market_conn *c, const char *realm, const char *after, size_t limit,
                         market_trade **out, size_t *n) {
+    if (!out) return MARKET_ERR_INVALID; /* else the page would be read and lost */
     void *v = NULL;
     int rc = market__stream_after(c, realm, MARKET__STREAM_TRADES, after, limit, &v, n);
-    if (out) *out = v;
+    *out = v;
     return rc;
 }

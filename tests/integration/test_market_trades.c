@@ -402,7 +402,7 @@ static void test_player_history_pages_newest_first(void **state) {
     assert_int_equal(pages, 3);
 }
 
-/* Ids, cursors and limits are checked; an unknown trade is ERR_NO_TRADE. */
+/* Ids, cursors, limits and out-pointers are checked; an unknown trade is ERR_NO_TRADE. */
 static void test_bad_arguments_and_unknown_trade(void **state) {
     struct fx *f = *state;
     market_trade t;
@@ -425,6 +425,13 @@ static void test_bad_arguments_and_unknown_trade(void **state) {
         market_trades_player(f->c, REALM, "D", NULL, MARKET_TRADES_PAGE_MAX + 1, &v, &n, next),
         MARKET_ERR_INVALID);
     assert_int_equal(market_trades_item(f->c, REALM, "a.b", 10, &v, &n), MARKET_ERR_INVALID);
+    /* the realm's pages of trades and listing changes need somewhere to put them, and a limit */
+    market_change *ch = NULL;
+    assert_int_equal(market_trades_after(f->c, REALM, NULL, 10, NULL, &n), MARKET_ERR_INVALID);
+    assert_int_equal(market_changes_after(f->c, REALM, NULL, 10, NULL, &n), MARKET_ERR_INVALID);
+    assert_int_equal(market_trades_after(f->c, REALM, NULL, 0, &v, &n), MARKET_ERR_INVALID);
+    assert_int_equal(market_changes_after(f->c, REALM, "x", 10, &ch, &n), MARKET_ERR_INVALID);
+    assert_null(ch);
     /* nobody's history is an empty page */
     assert_int_equal(market_trades_player(f->c, REALM, "nobody", NULL, 10, &v, &n, next),
                      MARKET_OK);
