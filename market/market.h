@@ -185,6 +185,9 @@ typedef struct market_config {
     uint32_t test_stall_read_ms; /* test hook: sleep after taking the locks, before reading */
     uint32_t test_stall_lock_ms; /* test hook: sleep before taking the locks (before the
                                     first read without a lock) */
+    uint32_t test_hold_ms;       /* test hook: a worker keeps a lock across batches and an
+                                    empty queue this long (0: MARKET__HOLD_MAX_MS and
+                                    MARKET__HOLD_IDLE_MS, market_impl.h) */
     uint32_t test_seed_steps;    /* test hook: market_world_store() stops, failing, after
                                     this many steps (0: never), as if it had crashed */
 } market_config;

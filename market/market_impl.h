@@ -22,6 +22,7 @@
 #define MARKET__LOCK_KEY_MAX (MARKET__MEMBER_MAX + MARKET__TAG_MAX + 16) /* lock:item:{r}:<m> */
 #define MARKET__FENCED_MAX (MARKET__LOCK_KEY_MAX + 8) /* "<lock key>:fenced" */
 #define MARKET__HOLD_MAX_MS 20 /* most the worker keeps the market lock across batches */
+#define MARKET__HOLD_IDLE_MS 2 /* and across an empty queue, waiting for the next order */
 #define MARKET__TXN_ABORTED 1  /* an attempt's EXEC was aborted: a watched key changed */
 #define MARKET__CHOOSE_AGAIN (-101) /* a batch's locks no longer cover what it must read:
                                       * its kind names them again (market_combine.h) */

@@ -1373,6 +1373,58 @@ static void test_answer_not_held_by_lock_release(void **state) {
     assert_int_equal(answer_order(f, 40), 1);
 }
 
+/* Whether the market lock's key is there now. */
+static int market_lock_there(void) {
+    redisReply *r = redis_cmd("EXISTS %s", MARKET_LOCK_KEY_MAIN);
+    int there = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    return there;
+}
+
+/* Low load: the worker keeps the market lock across an empty queue for the next
+ * purchase (here for a minute, by the test hook), so a second purchase after the first
+ * was answered takes no lock of its own; the lock is released at shutdown. */
+static void test_hold_kept_across_an_idle_queue(void **state) {
+    struct fx *f = *state;
+    if (strategy != MARKET_STRATEGY_MARKET) skip(); /* the market lock's hold */
+    market_config slow = config(240000, 5000, 0);
+    slow.test_hold_ms = 60000;
+    int err;
+    market *hm = market_new(&slow, f->lock, &err);
+    market_conn *hc = market_conn_new(hm, &err);
+    assert_non_null(hc);
+    market_purchase_result r;
+    assert_int_equal(market_purchase(hc, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_true(market_lock_there()); /* idle, and kept */
+    assert_int_equal(market_purchase(hc, REALM, "D", "C", "bow", -1, &r), MARKET_OK);
+    market_stats st;
+    market_stats_get(hm, &st);
+    assert_int_equal(st.purchased, 2);
+    assert_int_equal(st.lock_acquired, 1);
+    market_conn_free(hc);
+    market_free(hm);
+    assert_false(market_lock_there());
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
+/* With the defaults, a lock kept across an empty queue is released soon by itself:
+ * another process's purchase is not kept waiting by an idle one. */
+static void test_hold_released_when_idle(void **state) {
+    struct fx *f = *state;
+    if (strategy != MARKET_STRATEGY_MARKET) skip();
+    market_purchase_result r;
+    assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
+    int64_t until = rconn_now_ms() + 30000;
+    while (market_lock_there() && rconn_now_ms() < until) {
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+    }
+    assert_false(market_lock_there());
+    lock_handle h;
+    assert_int_equal(lock_acquire(f->lock, MARKET_LOCK_KEY_MAIN, 5000, 0, &h), LOCK_OK);
+    assert_int_equal(lock_release(f->lock, &h), LOCK_OK);
+}
+
 /* Issue 9.2(a): a purchase whose wait budget ran out before it could take
  * its lock (a pause, here the test hook) is answered busy without trying:
  * no lock is taken, nothing is read or decided, nothing changes. */
@@ -1695,6 +1747,8 @@ int main(void) {
         T(test_order_submit_list_unlist_purchase),
         T(test_answer_not_held_by_next_batch),
         T(test_answer_not_held_by_lock_release),
+        T(test_hold_kept_across_an_idle_queue),
+        T(test_hold_released_when_idle),
         T(test_shutdown_serves_queue_then_refuses),
         T(test_idem_retry_replays_while_contended),
         T(test_batch_mixed_outcomes_match_serial_order),
