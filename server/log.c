@@ -26,6 +26,10 @@ int64_t server__now_us(void) {
 /* Sets the level below which server_log() prints nothing. Can't fail. */
 void server_log_set_level(int level) { atomic_store(&log_level, level); }
 
+/* Whether server_log() prints lines of level: what a caller asks before formatting a line
+ * it may not need. Can't fail. */
+int server_log_on(int level) { return level <= atomic_load(&log_level); }
+
 /* Prints one line on stderr: UTC time, level, message. Can't fail. */
 void server_log(int level, const char *fmt, ...) {
     if (level > atomic_load(&log_level)) return;

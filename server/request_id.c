@@ -4,8 +4,8 @@
  * in its request line, so a client, a proxy and the log can name the same
  * request. A client's id is taken when it is 1 to SERVER__REQUEST_ID_MAX
  * bytes of visible ASCII other than '"' and '\' (so it can neither split
- * nor forge a log line); otherwise the server makes one: 16 hex digits from
- * getrandom(), or, should that fail, from the clock and a counter.
+ * nor forge a log line); otherwise the server makes one: 16 hex digits of a
+ * per-thread sequence seeded from getrandom().
  */
 #include "server/server_impl.h"
 
@@ -27,15 +27,30 @@ int server__request_id_valid(const char *id) {
 }
 
 /* Writes a new request id, 16 lower-case hex digits, into out (outlen >=
- * 17; a shorter buffer gets a truncated id). Can't fail. */
+ * 17; a shorter buffer gets a truncated id). Each thread draws its own
+ * sequence: splitmix64 from a seed taken once from getrandom() (or, should
+ * that fail, from the clock, the thread and a counter), so a request costs
+ * no system call. An id names a request; it is not a secret. Can't fail. */
 void server__request_id_make(char *out, size_t outlen) {
     static _Atomic uint64_t counter;
-    uint64_t r;
-    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        r = (((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec) * 0x9e3779b97f4a7c15u +
-            atomic_fetch_add(&counter, 1);
+    static _Thread_local uint64_t state;
+    static _Thread_local int seeded;
+    if (!seeded) {
+        if (getrandom(&state, sizeof state, GRND_NONBLOCK) != (ssize_t)sizeof state) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            state = (((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^ (uintptr_t)&seeded) *
+                        0x9e3779b97f4a7c15u +
+                    atomic_fetch_add(&counter, 1);
+        }
+        seeded = 1;
     }
-    if (outlen) snprintf(out, outlen, "%016llx", (unsigned long long)r);
+    uint64_t z = (state += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    z ^= z >> 31;
+    static const char hex[] = "0123456789abcdef";
+    size_t n = outlen ? (outlen - 1 < 16 ? outlen - 1 : 16) : 0;
+    for (size_t i = 0; i < n; i++) out[i] = hex[(z >> (60 - 4 * i)) & 15];
+    if (outlen) out[n] = '\0';
 }

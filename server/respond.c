@@ -211,15 +211,19 @@ enum MHD_Result server__answer(server *s, struct MHD_Connection *conn, const cha
     int64_t us = server__now_us() - rq->t0_us;
     server__metrics_count(&s->metrics, route, method, realm, status, us);
     if (store_up >= 0) server__metrics_store_outcome(&s->metrics, store_up, rconn_now_ms());
+    int info = server_log_on(SERVER_LOG_INFO);
+    if (!info && !why[0]) return rc; /* no line to write */
     char path[128], client[INET6_ADDRSTRLEN], safe_method[16];
     server__log_safe(path, sizeof path, url);
-    server__log_safe(safe_method, sizeof safe_method, method);
-    client_address(conn, client, sizeof client);
-    server_log(SERVER_LOG_INFO,
-               "msg=request method=%s path=%s status=%d error=%s latency_ms=%.3f realm=%s "
-               "player=%s client=%s request_id=%s",
-               safe_method, path, status, error[0] ? error : "-", (double)us / 1000.0,
-               realm[0] ? realm : "-", player[0] ? player : "-", client, rq->id);
+    if (info) {
+        server__log_safe(safe_method, sizeof safe_method, method);
+        client_address(conn, client, sizeof client);
+        server_log(SERVER_LOG_INFO,
+                   "msg=request method=%s path=%s status=%d error=%s latency_ms=%.3f realm=%s "
+                   "player=%s client=%s request_id=%s",
+                   safe_method, path, status, error[0] ? error : "-", (double)us / 1000.0,
+                   realm[0] ? realm : "-", player[0] ? player : "-", client, rq->id);
+    }
     if (why[0]) { /* the store's reason behind a 503: for the operator, not the client */
         char safe[sizeof resp->why];
         server__log_text(safe, sizeof safe, why);

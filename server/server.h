@@ -84,6 +84,7 @@ int server_port(const server *s);
 void server_stop(server *s);
 void server_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void server_log_set_level(int level);
+int server_log_on(int level);
 int server_log_reopen(const char *path, char *why, size_t whylen);
 
 #endif /* GM_SERVER_SERVER_H */
