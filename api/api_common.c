@@ -248,11 +248,16 @@ const char *api__unknown_key(json_t *obj, const char *const *known, size_t n) {
  * a key missing. json_dumpb() into a buffer of the right size cannot fail
  * that way: writing to a buffer never allocates. */
 char *api__dump_body(const json_t *body, size_t *len) {
-    size_t n = json_dumpb(body, NULL, 0, JSON_COMPACT);
-    if (n == 0) return NULL;
-    char *text = malloc(n + 1);
+    enum { GUESS = 1024 }; /* most answers fit: they are written once, not sized first */
+    char *text = malloc(GUESS + 1);
     if (!text) return NULL;
-    if (json_dumpb(body, text, n, JSON_COMPACT) != n) {
+    size_t n = json_dumpb(body, text, GUESS, JSON_COMPACT);
+    if (n > GUESS) { /* what fit is cut short: write it again, whole */
+        char *bigger = realloc(text, n + 1);
+        if (!bigger || json_dumpb(body, bigger, n, JSON_COMPACT) != n) n = 0;
+        text = bigger ? bigger : text;
+    }
+    if (n == 0) {
         free(text);
         return NULL;
     }
