@@ -671,8 +671,9 @@ static int serve(struct worker *w, size_t n) {
 /* A lane's worker: takes a batch at a time (batch_take), answers those
  * whose wait budget ran out while queued with MARKET_ERR_BUSY, serves the
  * rest under one lock hold (see DESIGN), hands each its outcome, and
- * releases a kept lock when its queue is empty, or holds only orders of
- * resting groups. At stop it serves what is queued first. */
+ * releases a kept lock once its queue stayed empty MARKET__HOLD_IDLE_MS
+ * (idle_until), or holds only orders of resting groups. At stop it serves
+ * what is queued first. */
 static void *worker_main(void *arg) {
     struct worker w = {.ln = arg};
     struct market__lane *ln = w.ln;

@@ -353,7 +353,7 @@ static void test_stop_serves_queued_then_refuses(void **state) {
 
 /* The group's lock is kept from one batch to the next while its orders keep
  * coming (one fence for both), dropped for another group's batch, and
- * released once the queue is empty. */
+ * released once the queue has stayed empty a moment. */
 static void test_hold_kept_then_dropped(void **state) {
     struct fx *f = *state;
     gate_close();
