@@ -181,6 +181,12 @@ LOCK_API lock_client *lock_local_new(int *err);
  * lock_redlock_new() refuses cluster addresses. On a Sentinel group (redis-sentinel://) it
  * follows the master an rconn_sentinel names. */
 
+/* The Redis backends' companions of a lock key: a client that failed to acquire it marks it
+ * "<key>:wanted" for the holder's lease, and the release that finds the mark publishes on
+ * "<key>:released". A holder that reads the mark knows someone waits. */
+#define LOCK_WANTED_SUFFIX ":wanted"
+#define LOCK_RELEASED_SUFFIX ":released"
+
 /* ---- operations ---- */
 
 LOCK_API int lock_acquire(lock_client *c, const char *key, uint32_t ttl_ms, uint32_t wait_ms,

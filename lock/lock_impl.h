@@ -49,8 +49,6 @@
 #define LOCK_FENCE_KEY "lock:fences" /* counts acquisitions of every untagged key, per server */
 /* the counter of the keys tagged "{t}": "lock:fences:{t}" (lock__fence_key()) */
 #define LOCK_FENCE_KEY_MAX (sizeof LOCK_FENCE_KEY + 3 + LOCK_KEY_MAX)
-#define LOCK_RELEASED_SUFFIX ":released" /* "<key>:released" is published on release */
-#define LOCK_WANTED_SUFFIX ":wanted"     /* "<key>:wanted": a waiter wants the release told */
 #define LOCK_OWNER_SUFFIX ":owner"       /* "<key>:owner": a reentrant lease's owner and holds */
 #define LOCK__CLIENT_ID_LEN (LOCK_TOKEN_LEN / 2) /* a Redis client's id: its tokens' first half */
 #define LOCK__WHY_MAX 256 /* the text of one failure's reason (lock_last_error()) */

@@ -16,7 +16,8 @@
  *      lease), so a busy market pays for one acquire and one release per
  *      hold, not per batch; an idle one keeps it MARKET__HOLD_IDLE_MS more
  *      for the next order (at low load the next order of a client comes
- *      within a round trip or two), then releases it;
+ *      within a round trip or two), then releases it, at once when its
+ *      last read saw another process wait for it (the lock's ":wanted");
  *      MARKET__POLICY_EACH takes every lock the batch names in one
  *      all-or-nothing round trip (no deadlock, no partial hold), with the
  *      kind's read already sent (answered while the locks are taken), and
@@ -80,6 +81,7 @@ struct market__lane {
     int holding;
     int64_t hold_since_ms;
     int64_t idle_since_ms; /* when the queue last ran empty under the hold; 0: not idle */
+    int hold_wanted;       /* the last batch's read saw another process wait for the lock */
     /* The last batch's orders, decided, handed their outcomes once the next
      * batch's read is on its way to Redis (answer_now). */
     market_queued *answer[MARKET__BATCH_MAX];
@@ -165,10 +167,11 @@ static int64_t hold_max_ms(const market *m) {
 
 /* While ln's queue is empty under a kept lock: until when its worker keeps the lock for
  * the next order (MARKET__HOLD_IDLE_MS after the queue ran empty, and within the hold's
- * bounds), or 0 when it is time to release it. At low load this saves the next order an
- * acquire and a release, two of a batch's four round trips; another process that wants the
- * lock waits that much longer, as for a hold that orders keep up. */
+ * bounds), or 0 when it is time to release it: at once when the last batch's read saw
+ * another process wait for the lock (market__held_wanted). At low load this saves the next
+ * order an acquire and a release, two of a batch's four round trips. */
 static int64_t idle_until(struct market__lane *ln, int64_t now) {
+    if (ln->hold_wanted) return 0; /* another process waits: its turn now */
     if (!ln->idle_since_ms) ln->idle_since_ms = now;
     const market *m = ln->q->m;
     int64_t until = ln->idle_since_ms + (m->cfg.test_hold_ms ? m->cfg.test_hold_ms
@@ -431,7 +434,9 @@ static int run_hold(market_conn *c, struct market__lane *ln, market__cbatch *cb)
     market__held hd = {0};
     hd.tokens = m->lock_in_store;
     market__held_set(&hd, 0, key, &ln->hold);
+    cb->lock_wanted = 0;
     rc = market__attempts(c, &ln->hold, &hd, batch_attempt, cb);
+    ln->hold_wanted = cb->lock_wanted;
     if (rc < 0) hold_drop(ln); /* whatever went wrong, start the next batch afresh */
     return rc;
 }

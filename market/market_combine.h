@@ -43,6 +43,7 @@ typedef struct market__cbatch {
     lock_handle lock_h[MARKET__HELD_MAX]; /* MARKET__POLICY_EACH: the leases taken */
     int64_t now_ms; /* our clock when the attempt began: an order past its budget then is
                        answered busy, not decided */
+    int lock_wanted; /* its read saw another process wait for a lock it holds (":wanted") */
 } market__cbatch;
 
 /* The head of every kind's state on a lane (cb->ks): the read's and the

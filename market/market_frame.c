@@ -87,6 +87,7 @@ int market__frame_judge(market__frame *f, market_conn *c, const market__held *he
     if (rep[f->i_watch]->type != REDIS_REPLY_STATUS)
         return market__fail_reply(c, "read refused", rep[f->i_watch]);
     if (held->n && market__held_lost(held, fr)) return MARKET_ERR_LEASE_LOST;
+    if (held->n && market__held_wanted(held, fr)) f->cb->lock_wanted = 1;
     if (market__idem_set_judge(&f->idem, mg, f->cb->token) < 0)
         return market__fail_reply(c, "reading idempotency records", mg);
     for (size_t i = 0; i < held->n; i++) { /* our own earlier commit of this lease */

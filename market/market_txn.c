@@ -122,10 +122,14 @@ void market__held_set(market__held *hd, size_t k, const char *key, const lock_ha
     memcpy(hd->token[k], h->token, sizeof hd->token[k]);
 }
 
-/* Names lease k of hd (key, fencing record) before its fence is known. */
+_Static_assert(MARKET__LOCK_KEY_MAX - 1 + sizeof LOCK_WANTED_SUFFIX <= MARKET__FENCED_MAX,
+               "a lock key's waiters' mark fits market__held's wanted[]");
+
+/* Names lease k of hd (key, fencing record, waiters' mark) before its fence is known. */
 void market__held_name(market__held *hd, size_t k, const char *key) {
     hd->key[k] = key;
     snprintf(hd->fenced[k], sizeof hd->fenced[k], "%s:fenced", key);
+    snprintf(hd->wanted[k], sizeof hd->wanted[k], "%s" LOCK_WANTED_SUFFIX, key);
     if (hd->n < k + 1) hd->n = k + 1;
 }
 
@@ -178,14 +182,28 @@ void market__count_result(market *m, int rc) {
 }
 
 /* Appends to w the read of the fencing records of held and, when
- * held->tokens, of the lock keys themselves (held->n > 0). Read under a
- * WATCH of the same keys, its reply tells market__held_lost() whether the
- * leases are still ours. */
+ * held->tokens, of the lock keys themselves and their waiters' marks
+ * (held->n > 0). Read under a WATCH of the fencing records and lock keys,
+ * its reply tells market__held_lost() whether the leases are still ours,
+ * and market__held_wanted() whether someone waits for them. */
 void market__held_read_buf(const market__held *held, market__buf *w) {
     market__rd_values_begin(w);
     for (size_t i = 0; i < held->n; i++) market__buf_arg(w, held->fenced[i]);
     for (size_t i = 0; held->tokens && i < held->n; i++) market__buf_arg(w, held->key[i]);
+    for (size_t i = 0; held->tokens && i < held->n; i++) market__buf_arg(w, held->wanted[i]);
     market__buf_end(w, 1);
+}
+
+/* Given the reply to market__held_read_buf()'s read, returns 1 when, with held->tokens,
+ * another client waits for one of the leases (its LOCK_WANTED_SUFFIX mark, lock.h), so
+ * its holder gives it up when it can instead of keeping it for orders to come; else 0. */
+int market__held_wanted(const market__held *held, const redisReply *mget) {
+    if (!held->tokens || !mget || mget->type != REDIS_REPLY_ARRAY ||
+        mget->elements != held->n * 3)
+        return 0;
+    for (size_t i = 0; i < held->n; i++)
+        if (mget->element[2 * held->n + i]->type == REDIS_REPLY_STRING) return 1;
+    return 0;
 }
 
 /* Given the reply to market__held_read_buf()'s read, returns 1 when a lease of
@@ -195,7 +213,7 @@ void market__held_read_buf(const market__held *held, market__buf *w) {
  * 0. A missing or unreadable fencing record counts as none. */
 int market__held_lost(const market__held *held, const redisReply *mget) {
     if (!mget || mget->type != REDIS_REPLY_ARRAY) return held->tokens;
-    if (mget->elements != held->n * (held->tokens ? 2 : 1)) return 1;
+    if (mget->elements != held->n * (held->tokens ? 3 : 1)) return 1;
     for (size_t i = 0; i < held->n; i++) {
         const redisReply *e = mget->element[i];
         if (e->type != REDIS_REPLY_STRING) continue;

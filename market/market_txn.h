@@ -18,6 +18,7 @@ typedef struct market__held {
     int tokens; /* 1: the lock keys are read too, and must hold token[] (m->lock_in_store) */
     const char *key[MARKET__HELD_MAX];
     char fenced[MARKET__HELD_MAX][MARKET__FENCED_MAX]; /* "<lock key>:fenced" */
+    char wanted[MARKET__HELD_MAX][MARKET__FENCED_MAX]; /* "<lock key>" LOCK_WANTED_SUFFIX */
     char fence[MARKET__HELD_MAX][24];                  /* our fence, decimal */
     uint64_t fence_v[MARKET__HELD_MAX];
     char token[MARKET__HELD_MAX][LOCK_TOKEN_LEN + 1];
@@ -36,6 +37,7 @@ void market__held_set(market__held *hd, size_t k, const char *key, const lock_ha
 void market__held_name(market__held *hd, size_t k, const char *key);
 void market__held_read_buf(const market__held *held, market__buf *w);
 int market__held_lost(const market__held *held, const redisReply *mget);
+int market__held_wanted(const market__held *held, const redisReply *mget);
 void market__held_drop(const market__held *held, const char *kind, const char *realm,
                        const char *id, market__buf *w);
 

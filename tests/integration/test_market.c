@@ -1407,6 +1407,60 @@ static void test_hold_kept_across_an_idle_queue(void **state) {
     assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
 }
 
+/* A client of another process waiting for the market lock. */
+struct lock_waiter {
+    lock_client *lock;
+    lock_handle h;
+    int rc;
+};
+
+static void *lock_waiter_main(void *arg) {
+    struct lock_waiter *w = arg;
+    w->rc = lock_acquire(w->lock, MARKET_LOCK_KEY_MAIN, 5000, 30000, &w->h);
+    return NULL;
+}
+
+/* Another process waits for the market lock while an idle worker keeps it (for a minute,
+ * by the test hook): the worker's next batch reads the waiter's mark (":wanted") and gives
+ * the lock up once its queue is empty, long before the hold would end. */
+static void test_hold_given_up_when_wanted(void **state) {
+    struct fx *f = *state;
+    if (strategy != MARKET_STRATEGY_MARKET) skip();
+    market_config slow = config(240000, 5000, 0);
+    slow.test_hold_ms = 60000;
+    int err;
+    market *hm = market_new(&slow, f->lock, &err);
+    market_conn *hc = market_conn_new(hm, &err);
+    assert_non_null(hc);
+    market_purchase_result r;
+    assert_int_equal(market_purchase(hc, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_true(market_lock_there());
+    struct lock_waiter w = {.lock = lock_redis_new(&f->cfg.redis, 1000, &err), .rc = -1};
+    assert_non_null(w.lock);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, lock_waiter_main, &w), 0);
+    int64_t until = rconn_now_ms() + 30000; /* the waiter has marked the key */
+    for (;;) {
+        redisReply *e = redis_cmd("EXISTS %s" LOCK_WANTED_SUFFIX, MARKET_LOCK_KEY_MAIN);
+        int marked = e->type == REDIS_REPLY_INTEGER && e->integer == 1;
+        freeReplyObject(e);
+        if (marked || rconn_now_ms() >= until) break;
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+    }
+    assert_int_equal(market_purchase(hc, REALM, "D", "C", "bow", -1, &r), MARKET_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, LOCK_OK); /* within its 30 s, not after the minute */
+    assert_int_equal(lock_release(w.lock, &w.h), LOCK_OK);
+    market_stats st;
+    market_stats_get(hm, &st);
+    assert_int_equal(st.lock_acquired, 1);
+    lock_free(w.lock);
+    market_conn_free(hc);
+    market_free(hm);
+    assert_invariants(f->c, CLASSIC_FUNDS, CLASSIC_ITEMS);
+}
+
 /* With the defaults, a lock kept across an empty queue is released soon by itself:
  * another process's purchase is not kept waiting by an idle one. */
 static void test_hold_released_when_idle(void **state) {
@@ -1748,6 +1802,7 @@ int main(void) {
         T(test_answer_not_held_by_next_batch),
         T(test_answer_not_held_by_lock_release),
         T(test_hold_kept_across_an_idle_queue),
+        T(test_hold_given_up_when_wanted),
         T(test_hold_released_when_idle),
         T(test_shutdown_serves_queue_then_refuses),
         T(test_idem_retry_replays_while_contended),
