@@ -1381,21 +1381,31 @@ static int market_lock_there(void) {
     return there;
 }
 
+/* A market whose workers keep a lock for a minute (the test hook), after B bought the axe
+ * through *hc: its worker is idle and keeps the market lock. */
+static market *held_market(struct fx *f, market_conn **hc) {
+    market_config slow = config(240000, 5000, 0);
+    slow.test_hold_ms = 60000;
+    int err;
+    market *hm = market_new(&slow, f->lock, &err);
+    assert_non_null(hm);
+    *hc = market_conn_new(hm, &err);
+    assert_non_null(*hc);
+    market_purchase_result r;
+    assert_int_equal(market_purchase(*hc, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
+    assert_true(market_lock_there()); /* idle, and kept */
+    return hm;
+}
+
 /* Low load: the worker keeps the market lock across an empty queue for the next
  * purchase (here for a minute, by the test hook), so a second purchase after the first
  * was answered takes no lock of its own; the lock is released at shutdown. */
 static void test_hold_kept_across_an_idle_queue(void **state) {
     struct fx *f = *state;
     if (strategy != MARKET_STRATEGY_MARKET) skip(); /* the market lock's hold */
-    market_config slow = config(240000, 5000, 0);
-    slow.test_hold_ms = 60000;
-    int err;
-    market *hm = market_new(&slow, f->lock, &err);
-    market_conn *hc = market_conn_new(hm, &err);
-    assert_non_null(hc);
+    market_conn *hc;
+    market *hm = held_market(f, &hc);
     market_purchase_result r;
-    assert_int_equal(market_purchase(hc, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
-    assert_true(market_lock_there()); /* idle, and kept */
     assert_int_equal(market_purchase(hc, REALM, "D", "C", "bow", -1, &r), MARKET_OK);
     market_stats st;
     market_stats_get(hm, &st);
@@ -1426,15 +1436,9 @@ static void *lock_waiter_main(void *arg) {
 static void test_hold_given_up_when_wanted(void **state) {
     struct fx *f = *state;
     if (strategy != MARKET_STRATEGY_MARKET) skip();
-    market_config slow = config(240000, 5000, 0);
-    slow.test_hold_ms = 60000;
+    market_conn *hc;
+    market *hm = held_market(f, &hc);
     int err;
-    market *hm = market_new(&slow, f->lock, &err);
-    market_conn *hc = market_conn_new(hm, &err);
-    assert_non_null(hc);
-    market_purchase_result r;
-    assert_int_equal(market_purchase(hc, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
-    assert_true(market_lock_there());
     struct lock_waiter w = {.lock = lock_redis_new(&f->cfg.redis, 1000, &err), .rc = -1};
     assert_non_null(w.lock);
     pthread_t t;
@@ -1448,6 +1452,7 @@ static void test_hold_given_up_when_wanted(void **state) {
         struct timespec nap = {0, 1000000};
         nanosleep(&nap, NULL);
     }
+    market_purchase_result r;
     assert_int_equal(market_purchase(hc, REALM, "D", "C", "bow", -1, &r), MARKET_OK);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, LOCK_OK); /* within its 30 s, not after the minute */
