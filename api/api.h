@@ -79,6 +79,8 @@ typedef struct api_request {
     const api_auth *auth; /* player tokens are verified with its keys; NULL: no authentication */
     const char *admin_secret; /* the admin token of POST /sales is checked with it; NULL: no
                                  admin routes (403 admin_disabled), whatever auth_secret is */
+    int trade_parties_public; /* 1: every reader sees a trade's buyer and seller; 0: only
+                                 the two parties (their token) and the admin do */
 } api_request;
 
 /* One HTTP response. body is malloc'd; release with api_response_cleanup(). */
@@ -141,7 +143,7 @@ void api_deferred_end(const api_deferred *d, api_response *resp);
 void api_error(int status, const char *code, const char *detail, api_response *resp);
 void api_response_cleanup(api_response *resp);
 int api_response_store_up(const api_response *resp);
-char *api_trade_text(const market_trade *t, size_t *len);
+char *api_trade_text(const market_trade *t, int parties, size_t *len);
 char *api_change_text(const market_change *ch, size_t *len);
 const char *api_route_name(int i);
 int api_route_index(const char *route);

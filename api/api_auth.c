@@ -587,6 +587,23 @@ int api_admin_token_make(const char *secret, char *out, size_t outlen) {
     return n > 0 && (size_t)n < outlen ? MARKET_OK : MARKET_ERR_INVALID;
 }
 
+/* The bearer token of req's Authorization header, or NULL; *h gets the
+ * header, or NULL when there is none. */
+static const char *bearer(const api_request *req, const char **h) {
+    *h = req->lookup ? req->lookup(req->lookup_ud, API_ARG_HEADER, "Authorization") : NULL;
+    return *h && strncasecmp(*h, "Bearer ", 7) == 0 ? *h + 7 : NULL;
+}
+
+/* Whether tok is the admin token of req->admin_secret (compared in constant
+ * time): 1 yes, 0 no (or no admin secret), -1 when the token cannot be made. */
+static int admin_token_is(const api_request *req, const char *tok) {
+    if (!req->admin_secret || !*req->admin_secret || !tok) return 0;
+    char want[API_ADMIN_TOKEN_MAX + 1];
+    if (api_admin_token_make(req->admin_secret, want, sizeof want) != MARKET_OK) return -1;
+    size_t n = strlen(want);
+    return strlen(tok) == n && CRYPTO_memcmp(tok, want, n) == 0;
+}
+
 /* Checks req's bearer token against the admin token of req->admin_secret.
  * Returns 1 when it is the admin's; otherwise fills resp (403
  * admin_disabled without an admin secret, 401 for a missing or wrong token,
@@ -597,16 +614,13 @@ int api__admin(const api_request *req, api_response *resp) {
                          "admin routes are off: the server has no --admin-secret");
         return 0;
     }
-    const char *h =
-        req->lookup ? req->lookup(req->lookup_ud, API_ARG_HEADER, "Authorization") : NULL;
-    const char *tok = h && strncasecmp(h, "Bearer ", 7) == 0 ? h + 7 : NULL;
-    char want[API_ADMIN_TOKEN_MAX + 1];
-    if (api_admin_token_make(req->admin_secret, want, sizeof want) != MARKET_OK) {
+    const char *h, *tok = bearer(req, &h);
+    int is = admin_token_is(req, tok);
+    if (is < 0) {
         api__error_reply(resp, 500, "internal_error", "cannot make the admin token");
         return 0;
     }
-    size_t n = strlen(want);
-    if (!tok || strlen(tok) != n || CRYPTO_memcmp(tok, want, n) != 0) {
+    if (!is) {
         api__error_reply(resp, 401, "unauthorized",
                          h ? "the bearer token is not the admin token"
                            : "missing 'Authorization: Bearer <admin token>'");
@@ -618,18 +632,14 @@ int api__admin(const api_request *req, api_response *resp) {
 
 /* ---- the Authorization check ---- */
 
-/* Checks req's bearer token (a JWT, verified with req->auth at the current time)
- * against player of realm. Returns 1 when the request may act for them (or
- * authentication is off); otherwise fills resp (401 naming the check that failed,
- * 403 for a valid token of another player or realm, 500 when verifying ran out of
- * memory) and returns 0. */
-int api__authorized(const api_request *req, const char *realm, const char *player,
-                    api_response *resp) {
-    if (!req->auth) return 1;
-    const char *h =
-        req->lookup ? req->lookup(req->lookup_ud, API_ARG_HEADER, "Authorization") : NULL;
-    char who[MARKET_ID_MAX + 1], at[MARKET_REALM_MAX + 1];
-    const char *tok = h && strncasecmp(h, "Bearer ", 7) == 0 ? h + 7 : NULL;
+/* Verifies tok (from header h; either may be NULL) as a player's token of
+ * realm with req->auth, writing the player into who (MARKET_ID_MAX + 1
+ * bytes). Returns 1, or 0 with resp filled: 401 naming the check that
+ * failed, 403 for a token of another realm, 500 when verifying ran out of
+ * memory. */
+static int player_token(const api_request *req, const char *h, const char *tok, const char *realm,
+                        char *who, api_response *resp) {
+    char at[MARKET_REALM_MAX + 1];
     int rc = tok ? api_auth_verify(req->auth, tok, (int64_t)time(NULL), at, who)
                  : API_AUTH_ERR_MALFORMED;
     if (rc == API_AUTH_ERR_NOMEM) {
@@ -648,11 +658,54 @@ int api__authorized(const api_request *req, const char *realm, const char *playe
         api__error_reply(resp, 403, "forbidden", "the token belongs to another realm");
         return 0;
     }
+    return 1;
+}
+
+/* Checks req's bearer token (a JWT, verified with req->auth at the current time)
+ * against player of realm. Returns 1 when the request may act for them (or
+ * authentication is off); otherwise fills resp (401 naming the check that failed,
+ * 403 for a valid token of another player or realm, 500 when verifying ran out of
+ * memory) and returns 0. */
+int api__authorized(const api_request *req, const char *realm, const char *player,
+                    api_response *resp) {
+    if (!req->auth) return 1;
+    const char *h, *tok = bearer(req, &h);
+    char who[MARKET_ID_MAX + 1];
+    if (!player_token(req, h, tok, realm, who, resp)) return 0;
     if (strcmp(who, player) != 0) {
         api__error_reply(resp, 403, "forbidden", "the token belongs to another player");
         return 0;
     }
     return 1;
+}
+
+/* Tells who reads realm's trades from req's bearer token: the admin (the
+ * admin token), a player (their verified token; only when authentication is
+ * on), or anyone (no token; or, authentication off, a token that is not the
+ * admin's). Returns 1 with *rd filled, or 0 with resp filled for a token
+ * that is neither the admin's nor a valid player token of realm (401, 403,
+ * 500 as api__authorized()). */
+int api__reader_get(const api_request *req, const char *realm, api__reader *rd,
+                    api_response *resp) {
+    memset(rd, 0, sizeof *rd);
+    const char *h, *tok = bearer(req, &h);
+    if (!h) return 1;
+    int is = admin_token_is(req, tok);
+    if (is < 0) {
+        api__error_reply(resp, 500, "internal_error", "cannot make the admin token");
+        return 0;
+    }
+    rd->admin = is;
+    if (is || !req->auth) return 1;
+    return player_token(req, h, tok, realm, rd->player, resp);
+}
+
+/* Whether reader rd of req sees the buyer and seller of trade t: the
+ * server makes them public, or rd is the admin or one of the two. */
+int api__reader_sees_parties(const api_request *req, const api__reader *rd, const market_trade *t) {
+    return req->trade_parties_public || rd->admin ||
+           (rd->player[0] &&
+            (strcmp(rd->player, t->buyer) == 0 || strcmp(rd->player, t->seller) == 0));
 }
 
 /* Reads req's Idempotency-Key into idem, with fp (MARKET_IDEM_FP_MAX + 1

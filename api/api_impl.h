@@ -76,6 +76,14 @@ int api__id_ok(const char *id, const char *what, api_response *resp);
 int api__authorized(const api_request *req, const char *realm, const char *player,
                     api_response *resp);
 int api__admin(const api_request *req, api_response *resp);
+/* Who reads a trade (api__reader_get()): the admin, a player (their verified
+ * token), or anyone (neither: admin 0, player ""). */
+typedef struct api__reader {
+    int admin;
+    char player[MARKET_ID_MAX + 1];
+} api__reader;
+int api__reader_get(const api_request *req, const char *realm, api__reader *rd, api_response *resp);
+int api__reader_sees_parties(const api_request *req, const api__reader *rd, const market_trade *t);
 size_t api__b64url_encode(const unsigned char *in, size_t n, char *out, size_t outlen);
 long api__b64url_decode(const char *src, size_t n, unsigned char *out);
 int api__idempotency(const api_request *req, market_idem *idem, char *fp, api_response *resp);

@@ -19,20 +19,34 @@
 /* ---- trades ---- */
 
 /* Returns a new {"trade_id","buyer","seller","item","quantity","price",
- * "total","fence","time_ms"} object for t, or NULL on out-of-memory. */
-static json_t *trade_body(const market_trade *t) {
-    return json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "trade_id", t->id, "buyer",
-                     t->buyer, "seller", t->seller, "item", t->item, "quantity",
-                     (json_int_t)t->quantity, "price", (json_int_t)t->price, "total",
-                     (json_int_t)t->total, "fence",
-                     (json_int_t)(t->fence > INT64_MAX ? INT64_MAX : t->fence), "time_ms",
-                     (json_int_t)t->time_ms);
+ * "total","fence","time_ms"} object for t, without "buyer" and "seller"
+ * unless parties, or NULL on out-of-memory. */
+static json_t *trade_body(const market_trade *t, int parties) {
+    json_t *o = json_object();
+    int bad = !o || json_object_set_new(o, "trade_id", api__text_new(t->id)) < 0;
+    if (!bad && parties)
+        bad = json_object_set_new(o, "buyer", api__text_new(t->buyer)) < 0 ||
+              json_object_set_new(o, "seller", api__text_new(t->seller)) < 0;
+    json_t *rest = bad ? NULL
+                       : json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "item", t->item, "quantity",
+                                   (json_int_t)t->quantity, "price", (json_int_t)t->price, "total",
+                                   (json_int_t)t->total, "fence",
+                                   (json_int_t)(t->fence > INT64_MAX ? INT64_MAX : t->fence),
+                                   "time_ms", (json_int_t)t->time_ms);
+    if (!rest || json_object_update(o, rest) < 0) {
+        json_decref(rest);
+        json_decref(o);
+        return NULL;
+    }
+    json_decref(rest);
+    return o;
 }
 
-/* Returns trade t as GET /trades/{id} answers it, compact JSON in a new
- * malloc'd buffer (caller frees) of *len bytes, or NULL on out-of-memory. */
-char *api_trade_text(const market_trade *t, size_t *len) {
-    json_t *o = trade_body(t);
+/* Returns trade t as GET /trades/{id} answers it (with its buyer and seller
+ * when parties), compact JSON in a new malloc'd buffer (caller frees) of
+ * *len bytes, or NULL on out-of-memory. */
+char *api_trade_text(const market_trade *t, int parties, size_t *len) {
+    json_t *o = trade_body(t, parties);
     char *text = o ? api__dump_body(o, len) : NULL;
     json_decref(o);
     return text;
@@ -52,13 +66,17 @@ char *api_change_text(const market_change *ch, size_t *len) {
 }
 
 /* Returns a new object {name: id, "trades": [...] [, "next_cursor": next]}
- * (next NULL: no such member; "": null), or NULL on out-of-memory. */
+ * (next NULL: no such member; "": null), each trade with its parties when
+ * reader rd of req sees them (rd NULL: every trade's), or NULL on
+ * out-of-memory. */
 static json_t *trades_body(const char *name, const char *id, const market_trade *t, size_t n,
-                           const char *next) {
+                           const char *next, const api_request *req, const api__reader *rd) {
     json_t *o = json_object(), *arr = json_array();
     if (!o || !arr) goto fail;
-    for (size_t i = 0; i < n; i++)
-        if (json_array_append_new(arr, trade_body(&t[i])) < 0) goto fail; /* NULL fails too */
+    for (size_t i = 0; i < n; i++) {
+        int parties = !rd || api__reader_sees_parties(req, rd, &t[i]);
+        if (json_array_append_new(arr, trade_body(&t[i], parties)) < 0) goto fail; /* NULL too */
+    }
     if (json_object_set_new(o, name, api__text_new(id)) < 0) goto fail;
     return api__page_end(o, "trades", &arr, next);
 fail:
@@ -79,21 +97,25 @@ static int trades_limit(const api_request *req, size_t *limit, api_response *res
     return -1;
 }
 
-/* GET /trades/{id} */
-void api__handle_trade(market_conn *conn, const api_request *req, const char *realm,
-                       const char *id, api_response *resp) {
-    (void)req;
+/* GET /trades/{id}: its buyer and seller for them and the admin (their
+ * token), or when the server makes them public */
+void api__handle_trade(market_conn *conn, const api_request *req, const char *realm, const char *id,
+                       api_response *resp) {
     if (!market_trade_id_valid(id)) {
         api__bad_request(resp, "trade id must be '<ms>-<seq>', as a purchase's trade_id");
         return;
     }
-    if (api__conn_missing(conn, resp)) return;
+    api__reader rd;
+    if (!api__reader_get(req, realm, &rd, resp) || api__conn_missing(conn, resp)) return;
     market_trade t;
     int rc = market_trade_get(conn, realm, id, &t);
-    api__reply_outcome(resp, rc, 200, rc == MARKET_OK ? trade_body(&t) : NULL);
+    api__reply_outcome(resp, rc, 200,
+                       rc == MARKET_OK ? trade_body(&t, api__reader_sees_parties(req, &rd, &t))
+                                       : NULL);
 }
 
-/* GET /players/{id}/trades?limit=&cursor= : the player's own, with their token */
+/* GET /players/{id}/trades?limit=&cursor= : the player's own, both sides of
+ * each, with their token or the admin's */
 void api__handle_player_trades(market_conn *conn, const api_request *req, const char *realm,
                                const char *id, api_response *resp) {
     if (!api__id_ok(id, "player", resp)) return;
@@ -106,26 +128,33 @@ void api__handle_player_trades(market_conn *conn, const api_request *req, const 
                          "query parameter 'cursor' must be a next_cursor this route answered");
         return;
     }
-    if (!api__authorized(req, realm, id, resp) || api__conn_missing(conn, resp)) return;
+    api__reader rd;
+    if (!api__reader_get(req, realm, &rd, resp) ||
+        (!rd.admin && !api__authorized(req, realm, id, resp)) || api__conn_missing(conn, resp))
+        return;
     market_trade *t = NULL;
     size_t n = 0;
     char next[MARKET_TRADE_ID_MAX + 1];
     int rc = market_trades_player(conn, realm, id, cursor, limit, &t, &n, next);
     api__reply_outcome(resp, rc, 200,
-                       rc == MARKET_OK ? trades_body("player", id, t, n, next) : NULL);
+                       rc == MARKET_OK ? trades_body("player", id, t, n, next, req, NULL) : NULL);
     free(t);
 }
 
-/* GET /items/{item}/trades?limit= : the latest, newest first (a price chart) */
+/* GET /items/{item}/trades?limit= : the latest, newest first (a price
+ * chart); each trade's buyer and seller as GET /trades/{id} shows them */
 void api__handle_item_trades(market_conn *conn, const api_request *req, const char *realm,
                              const char *item, api_response *resp) {
     if (!api__id_ok(item, "item", resp)) return;
     size_t limit;
-    if (trades_limit(req, &limit, resp) < 0 || api__conn_missing(conn, resp)) return;
+    api__reader rd;
+    if (trades_limit(req, &limit, resp) < 0 || !api__reader_get(req, realm, &rd, resp) ||
+        api__conn_missing(conn, resp))
+        return;
     market_trade *t = NULL;
     size_t n = 0;
     int rc = market_trades_item(conn, realm, item, limit, &t, &n);
     api__reply_outcome(resp, rc, 200,
-                       rc == MARKET_OK ? trades_body("item", item, t, n, NULL) : NULL);
+                       rc == MARKET_OK ? trades_body("item", item, t, n, NULL, req, &rd) : NULL);
     free(t);
 }

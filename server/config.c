@@ -49,75 +49,137 @@ void server_usage(const char *prog) {
     printf("usage: %s [flags]\n"
            "Each flag may instead be given by its MARKET_* variable, named with it; a flag\n"
            "on the command line wins over its variable.\n"
-           "  --listen HOST:PORT        Listen on this address (default 127.0.0.1:8080).  MARKET_LISTEN\n"
-           "  --redis URL               The store, one of                                 MARKET_REDIS\n"
+           "  --listen HOST:PORT        Listen on this address (default 127.0.0.1:8080).  "
+           "MARKET_LISTEN\n"
+           "  --redis URL               The store, one of                                 "
+           "MARKET_REDIS\n"
            "                            redis://[user:pass@]host[:port][/db],\n"
            "                            redis-sentinel://[user:pass@]host[:port][,...]/name[/db]\n"
            "                            (a Sentinel group) and\n"
            "                            redis-cluster://[user:pass@]host[:port][,...] (a\n"
            "                            cluster); default redis://127.0.0.1:6379/0.\n"
-           "  --lock redis|redlock|local  The lock backend (default redis).               MARKET_LOCK\n"
-           "  --lock-redis URL          For redlock, a master (repeat, or give a comma    MARKET_LOCK_REDIS\n"
+           "  --lock redis|redlock|local  The lock backend (default redis).               "
+           "MARKET_LOCK\n"
+           "  --lock-redis URL          For redlock, a master (repeat, or give a comma    "
+           "MARKET_LOCK_REDIS\n"
            "                            list); for redis, the lock's server when it is\n"
            "                            not --redis's.\n"
-           "  --min-replicas-ack N      Answer a write only once at least N replicas      MARKET_MIN_REPLICAS_ACK\n"
+           "  --min-replicas-ack N      Answer a write only once at least N replicas      "
+           "MARKET_MIN_REPLICAS_ACK\n"
            "                            confirmed it (WAIT) and, on a Sentinel group,\n"
            "                            every replica the Sentinels could promote: a 200\n"
            "                            survives their failovers (default 0: do not\n"
            "                            wait; for money: 1).\n"
-           "  --replica-ack-timeout-ms N  WAIT's timeout (default: Redis's, halved).      MARKET_REPLICA_ACK_TIMEOUT_MS\n"
-           "  --strategy S              How purchases run: market, item or optimistic     MARKET_STRATEGY\n"
+           "  --replica-ack-timeout-ms N  WAIT's timeout (default: Redis's, halved).      "
+           "MARKET_REPLICA_ACK_TIMEOUT_MS\n"
+           "  --strategy S              How purchases run: market, item or optimistic     "
+           "MARKET_STRATEGY\n"
            "                            (default market).\n"
-           "  --batch-max N             The market strategy's purchases per lock hold     MARKET_BATCH_MAX\n"
+           "  --batch-max N             The market strategy's purchases per lock hold     "
+           "MARKET_BATCH_MAX\n"
            "                            (default 64).\n"
-           "  --workers N               For market or item, the threads serving           MARKET_WORKERS\n"
+           "  --workers N               For market or item, the threads serving           "
+           "MARKET_WORKERS\n"
            "                            purchases, each realm on one, the realms spread\n"
            "                            over them (default 4, 1..16).\n"
-           "  --lock-ttl-ms N           The market lock's lease, ms > 0 (default 5000).   MARKET_LOCK_TTL_MS\n"
-           "  --acquire-timeout-ms N    The lock wait budget, in ms (default 2000).       MARKET_ACQUIRE_TIMEOUT_MS\n"
-           "  --redis-timeout-ms N      Redis's connect and command timeout, in ms        MARKET_REDIS_TIMEOUT_MS\n"
+           "  --lock-ttl-ms N           The market lock's lease, ms > 0 (default 5000).   "
+           "MARKET_LOCK_TTL_MS\n"
+           "  --acquire-timeout-ms N    The lock wait budget, in ms (default 2000).       "
+           "MARKET_ACQUIRE_TIMEOUT_MS\n"
+           "  --redis-timeout-ms N      Redis's connect and command timeout, in ms        "
+           "MARKET_REDIS_TIMEOUT_MS\n"
            "                            (default 500).\n"
-           "  --trade-history N         Trades kept per realm, about (default 1000000).   MARKET_TRADE_HISTORY\n"
-           "  --trade-index N           Trades kept in a player's index (default 1000).   MARKET_TRADE_INDEX\n"
-           "  --threads N               Event-loop threads (default 2); 0: a thread for   MARKET_THREADS\n"
+           "  --trade-history N         Trades kept per realm, about (default 1000000).   "
+           "MARKET_TRADE_HISTORY\n"
+           "  --trade-index N           Trades kept in a player's index (default 1000).   "
+           "MARKET_TRADE_INDEX\n"
+           "  --threads N               Event-loop threads (default 2); 0: a thread for   "
+           "MARKET_THREADS\n"
            "                            each connection.\n"
-           "  --max-connections N       Connections open at once (default 1024).          MARKET_MAX_CONNECTIONS\n"
-           "  --connection-timeout-s N  Close a connection idle this many seconds         MARKET_CONNECTION_TIMEOUT_S\n"
+           "  --max-connections N       Connections open at once (default 1024).          "
+           "MARKET_MAX_CONNECTIONS\n"
+           "  --connection-timeout-s N  Close a connection idle this many seconds         "
+           "MARKET_CONNECTION_TIMEOUT_S\n"
            "                            (default 30).\n"
-           "  --auth-secret S           The HS256 key of player JWTs without a kid.       MARKET_AUTH_SECRET\n"
-           "  --auth-key KID:ALG:KEY    A key chosen by the tokens' kid (repeat):         MARKET_AUTH_KEYS\n"
+           "  --auth-secret S           The HS256 key of player JWTs without a kid.       "
+           "MARKET_AUTH_SECRET\n"
+           "  --auth-key KID:ALG:KEY    A key chosen by the tokens' kid (repeat):         "
+           "MARKET_AUTH_KEYS\n"
            "                            KID:hs256:SECRET, KID:rs256:PUB.pem or\n"
            "                            KID:es256:PUB.pem (in the variable, specs\n"
            "                            separated by spaces).\n"
-           "  --auth-audience AUD       Tokens must have this aud.                        MARKET_AUTH_AUDIENCE\n"
-           "  --auth-leeway-s N         The clock skew allowed on exp, iat and nbf, in    MARKET_AUTH_LEEWAY_S\n"
+           "  --auth-audience AUD       Tokens must have this aud.                        "
+           "MARKET_AUTH_AUDIENCE\n"
+           "  --auth-leeway-s N         The clock skew allowed on exp, iat and nbf, in    "
+           "MARKET_AUTH_LEEWAY_S\n"
            "                            seconds (default 60).\n"
-           "  --no-auth                 Serve without authentication (tests, demos).      MARKET_NO_AUTH=1\n"
-           "  --admin-secret S          The HMAC key of the admin token (POST /sales);    MARKET_ADMIN_SECRET\n"
+           "  --no-auth                 Serve without authentication (tests, demos).      "
+           "MARKET_NO_AUTH=1\n"
+           "  --admin-secret S          The HMAC key of the admin token (POST /sales);    "
+           "MARKET_ADMIN_SECRET\n"
            "                            none: no admin routes, even with --no-auth.\n"
-           "  --per-ip-connections N    Connections per client IP, 0: any (default 512).  MARKET_PER_IP_CONNECTIONS\n"
-           "  --connection-memory N     Buffer bytes per connection (default 32768).      MARKET_CONNECTION_MEMORY\n"
-           "  --reuse-port              Share --listen's port with the other servers      MARKET_REUSE_PORT=1\n"
+           "  --public-trade-parties    Show every reader a trade's buyer and seller      "
+           "MARKET_PUBLIC_TRADE_PARTIES=1\n"
+           "                            (default: only the two and the admin).\n"
+           "  --per-ip-connections N    Connections per client IP, 0: any (default 512).  "
+           "MARKET_PER_IP_CONNECTIONS\n"
+           "  --connection-memory N     Buffer bytes per connection (default 32768).      "
+           "MARKET_CONNECTION_MEMORY\n"
+           "  --reuse-port              Share --listen's port with the other servers      "
+           "MARKET_REUSE_PORT=1\n"
            "                            given this flag.\n"
-           "  --cors-origin ORIGIN      A browser origin allowed to call the API          MARKET_CORS_ORIGIN\n"
+           "  --cors-origin ORIGIN      A browser origin allowed to call the API          "
+           "MARKET_CORS_ORIGIN\n"
            "                            (https://game.example[:port], or *); repeat, or\n"
            "                            give a comma list; none: no CORS.\n"
-           "  --web-dir DIR             The market page's files, served at GET /          MARKET_WEB_DIR\n"
+           "  --web-dir DIR             The market page's files, served at GET /          "
+           "MARKET_WEB_DIR\n"
            "                            (default web; \"\": no page).\n"
-           "  --log-level LEVEL         The log level: error, warn, info or debug         MARKET_LOG_LEVEL\n"
+           "  --log-level LEVEL         The log level: error, warn, info or debug         "
+           "MARKET_LOG_LEVEL\n"
            "                            (default info).\n"
-           "  --log-file PATH           Log there, not on stderr; SIGHUP reopens it.      MARKET_LOG_FILE\n"
-           "  --test-stall-ms N         Test hook: a stall between read and commit, ms.   MARKET_TEST_STALL_MS\n"
+           "  --log-file PATH           Log there, not on stderr; SIGHUP reopens it.      "
+           "MARKET_LOG_FILE\n"
+           "  --test-stall-ms N         Test hook: a stall between read and commit, ms.   "
+           "MARKET_TEST_STALL_MS\n"
            "  --help                    Print this text.\n",
            prog);
 }
 
 enum opt_id {
-    OPT_LISTEN = 1, OPT_REDIS, OPT_LOCK, OPT_LOCK_REDIS, OPT_STRATEGY, OPT_BATCH, OPT_TTL, OPT_ACQUIRE, OPT_REDIS_TIMEOUT, OPT_THREADS,
+    OPT_LISTEN = 1,
+    OPT_REDIS,
+    OPT_LOCK,
+    OPT_LOCK_REDIS,
+    OPT_STRATEGY,
+    OPT_BATCH,
+    OPT_TTL,
+    OPT_ACQUIRE,
+    OPT_REDIS_TIMEOUT,
+    OPT_THREADS,
     OPT_LOGFILE,
-    OPT_MAXCONN, OPT_CONNTIMEOUT, OPT_LOGLEVEL, OPT_STALL, OPT_SECRET, OPT_NOAUTH, OPT_PERIP,
-    OPT_CONNMEM, OPT_REUSEPORT, OPT_MINACK, OPT_ACKTIMEOUT, OPT_WORKERS, OPT_HISTORY, OPT_TINDEX, OPT_ADMIN, OPT_CORS, OPT_WEBDIR,
-    OPT_AUTH_KEY, OPT_AUDIENCE, OPT_LEEWAY, OPT_HELP
+    OPT_MAXCONN,
+    OPT_CONNTIMEOUT,
+    OPT_LOGLEVEL,
+    OPT_STALL,
+    OPT_SECRET,
+    OPT_NOAUTH,
+    OPT_PERIP,
+    OPT_CONNMEM,
+    OPT_REUSEPORT,
+    OPT_MINACK,
+    OPT_ACKTIMEOUT,
+    OPT_WORKERS,
+    OPT_HISTORY,
+    OPT_TINDEX,
+    OPT_ADMIN,
+    OPT_CORS,
+    OPT_WEBDIR,
+    OPT_AUTH_KEY,
+    OPT_AUDIENCE,
+    OPT_LEEWAY,
+    OPT_PUBLIC_PARTIES,
+    OPT_HELP
 };
 
 /* How an option's value is read into its field. */
@@ -179,8 +241,7 @@ static const struct opt {
     {OPT_CONNMEM, "connection-memory", "MARKET_CONNECTION_MEMORY", 0,
      NUMBER(connection_memory, 4096, 16 * 1024 * 1024)},
     {OPT_REUSEPORT, "reuse-port", "MARKET_REUSE_PORT", 0, FLAG(reuse_port)},
-    {OPT_MINACK, "min-replicas-ack", "MARKET_MIN_REPLICAS_ACK", 0,
-     NUMBER(min_replicas_ack, 0, 64)},
+    {OPT_MINACK, "min-replicas-ack", "MARKET_MIN_REPLICAS_ACK", 0, NUMBER(min_replicas_ack, 0, 64)},
     {OPT_ACKTIMEOUT, "replica-ack-timeout-ms", "MARKET_REPLICA_ACK_TIMEOUT_MS", 0,
      NUMBER(replica_ack_timeout_ms, 1, 3600000)},
     {OPT_WORKERS, "workers", "MARKET_WORKERS", 0, NUMBER(workers, 1, MARKET_WORKERS_MAX)},
@@ -195,6 +256,8 @@ static const struct opt {
     {OPT_AUTH_KEY, "auth-key", "MARKET_AUTH_KEYS", 1, SPECIAL},
     {OPT_AUDIENCE, "auth-audience", "MARKET_AUTH_AUDIENCE", 0, WORD(auth_audience)},
     {OPT_LEEWAY, "auth-leeway-s", "MARKET_AUTH_LEEWAY_S", 0, NUMBER(auth_leeway_s, 0, 3600)},
+    {OPT_PUBLIC_PARTIES, "public-trade-parties", "MARKET_PUBLIC_TRADE_PARTIES", 0,
+     FLAG(trade_parties_public)},
 };
 
 #define NOPTS (sizeof opt_names / sizeof *opt_names)

@@ -91,6 +91,7 @@ struct server__events {
     pthread_cond_t stop_cv; /* the followers' naps: only stopping signals it */
     market *market;
     int suspend; /* 1: readers suspend their connection; 0: they wait on cv */
+    int parties; /* trades' buyers and sellers are public (--public-trade-parties) */
     atomic_int stopping; /* written under mu; read without it by the followers' loops */
     size_t nsubs, max_subs;
     server__sub *subs;
@@ -228,7 +229,7 @@ static void send_new(server__events *h, int r, const market_trade *t, size_t nt,
         const char *id = trade ? t[i].id : c[j].id;
         if (cutoff && id_cmp(id, cutoff) > 0) break;
         size_t len = 0;
-        char *data = trade ? api_trade_text(&t[i], &len) : api_change_text(&c[j], &len);
+        char *data = trade ? api_trade_text(&t[i], h->parties, &len) : api_change_text(&c[j], &len);
         ev_msg *m = data ? msg_new(id, trade ? "trade" : "listing", data) : NULL;
         free(data);
         if (m) {
@@ -365,9 +366,10 @@ static void sub_free(void *cls) {
 
 /* Makes a hub for market m's events; suspend: readers may suspend their
  * connection (libmicrohttpd's thread pool with suspend/resume);
- * max_connections: the server's, of which streams may take a quarter.
- * Returns NULL on out-of-memory. */
-server__events *server__events_new(market *m, int suspend, unsigned max_connections) {
+ * max_connections: the server's, of which streams may take a quarter;
+ * parties: trades name their buyer and seller. Returns NULL on
+ * out-of-memory. */
+server__events *server__events_new(market *m, int suspend, unsigned max_connections, int parties) {
     server__events *h = calloc(1, sizeof *h);
     if (!h) return NULL;
     if (pthread_mutex_init(&h->mu, NULL) != 0) {
@@ -387,6 +389,7 @@ server__events *server__events_new(market *m, int suspend, unsigned max_connecti
     }
     h->market = m;
     h->suspend = suspend;
+    h->parties = parties;
     h->max_subs = max_connections / 4 ? max_connections / 4 : 1;
     if (h->max_subs > SERVER__EVENTS_SUBSCRIBERS) h->max_subs = SERVER__EVENTS_SUBSCRIBERS;
     return h;

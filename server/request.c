@@ -267,9 +267,15 @@ static enum MHD_Result request_api(server *s, struct MHD_Connection *conn, const
         api_error(413, "payload_too_large", "request body exceeds 65536 bytes", &resp);
     } else {
         market_conn *mc = server__thread_conn(s);
-        api_request req = {method, url, rq->body, rq->len, lookup, conn,
+        api_request req = {method,
+                           url,
+                           rq->body,
+                           rq->len,
+                           lookup,
+                           conn,
                            s->auth,
-                           s->cfg.admin_secret[0] ? s->cfg.admin_secret : NULL};
+                           s->cfg.admin_secret[0] ? s->cfg.admin_secret : NULL,
+                           s->cfg.trade_parties_public};
         if (!mc) {
             api_error(500, "internal_error", "out of memory", &resp);
         } else if (!s->async) {

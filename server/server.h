@@ -64,6 +64,9 @@ typedef struct server_config {
     char admin_secret[256];      /* HMAC key of the admin token (POST /sales); empty: the
                                     admin routes answer 403 admin_disabled. Checked even
                                     with no_auth */
+    int trade_parties_public;    /* every reader sees trades' buyers and sellers (GET
+                                    /trades, /items/{item}/trades, /events); 0: only the
+                                    parties and the admin */
     unsigned per_ip_connections; /* open connections per client IP (0: no limit) */
     size_t connection_memory;    /* bytes of buffer per connection */
     int reuse_port;              /* share the listen address with other processes (SO_REUSEPORT) */

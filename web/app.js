@@ -190,10 +190,15 @@ function fill(listId, items) {
   }
 }
 
+// A trade as a line: the player's own (me), or the market's, whose buyer and seller the
+// server names only to them and the admin unless it makes them public.
 function tradeLine(t, me) {
   const li = document.createElement("li");
-  const verb = me ? (t.buyer === me ? "bought" : "sold") : t.buyer + " bought";
-  const other = me ? (t.buyer === me ? " from " + t.seller : " to " + t.buyer) : " from " + t.seller;
+  const named = t.buyer !== undefined;
+  const verb = me ? (t.buyer === me ? "bought" : "sold") : named ? t.buyer + " bought" : "sold";
+  const other = me      ? (t.buyer === me ? " from " + t.seller : " to " + t.buyer)
+                : named ? " from " + t.seller
+                        : "";
   li.textContent = `${new Date(t.time_ms).toLocaleTimeString()} ${verb} ${t.quantity} ${t.item}` +
                    `${other} at ${t.price}`;
   return li;

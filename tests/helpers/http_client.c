@@ -15,6 +15,8 @@
 #include <curl/curl.h>
 #include <hiredis.h>
 
+#include "tests/helpers/cmocka_all.h"
+
 long th_http_timeout_ms = 20000;
 
 static size_t on_body(char *data, size_t size, size_t n, void *ud) {
@@ -210,4 +212,23 @@ done:
     if (keys) freeReplyObject(keys);
     redisFree(c);
     return out;
+}
+
+/* Sends a request (header: one "Name: value" line or several joined by
+ * CRLF, or NULL; body NULL: none) and asserts its status and that it
+ * answered JSON; returns the parsed body (new reference; caller decrefs). */
+json_t *th_http_json(int port, const char *method, const char *path, const char *header,
+                     const char *body, long status) {
+    th_http r;
+    assert_int_equal(
+        th_http_do_header(port, method, path, header, body, body ? strlen(body) : 0, &r), 0);
+    if (r.status != status)
+        fprintf(stderr, "%s %s %s -> %ld %s\n", method, path, body ? body : "", r.status, r.body);
+    assert_int_equal(r.status, status);
+    assert_non_null(strstr(r.headers, "application/json"));
+    json_error_t e;
+    json_t *j = json_loads(r.body, 0, &e);
+    th_http_cleanup(&r);
+    assert_non_null(j);
+    return j;
 }

@@ -65,6 +65,8 @@ static char next_strategy[16]; /* strategy of the next server started; "": the d
 static unsigned next_threads;   /* event-loop threads of the next server started; 0: 4 */
 static const char *next_auth_key; /* an --auth-key of the next server started, or NULL */
 static const char *next_audience; /* the --auth-audience of the next server started, or NULL */
+static const char *next_admin;    /* the --admin-secret of the next server started, or NULL */
+static int next_public_parties;   /* --public-trade-parties for the next server started */
 
 static server *start_with(uint32_t acquire_ms, const char *secret, int *port) {
     server_config cfg;
@@ -80,6 +82,10 @@ static server *start_with(uint32_t acquire_ms, const char *secret, int *port) {
     if (next_auth_key) snprintf(cfg.auth_keys, sizeof cfg.auth_keys, "%s\n", next_auth_key);
     if (next_audience) snprintf(cfg.auth_audience, sizeof cfg.auth_audience, "%s", next_audience);
     next_auth_key = next_audience = NULL;
+    if (next_admin) snprintf(cfg.admin_secret, sizeof cfg.admin_secret, "%s", next_admin);
+    cfg.trade_parties_public = next_public_parties;
+    next_admin = NULL;
+    next_public_parties = 0;
     snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
     snprintf(cfg.redis, sizeof cfg.redis, "%s", redis.url);
     cfg.threads = next_threads ? next_threads : 4;
@@ -101,17 +107,7 @@ static server *start(uint32_t acquire_ms, int *port) { return start_with(acquire
  * reference; caller decrefs). */
 static json_t *call(int port, const char *method, const char *path, const char *body,
                     long status) {
-    th_http r;
-    assert_int_equal(th_http_do(port, method, path, body, body ? strlen(body) : 0, &r), 0);
-    if (r.status != status)
-        fprintf(stderr, "%s %s %s -> %ld %s\n", method, path, body ? body : "", r.status, r.body);
-    assert_int_equal(r.status, status);
-    assert_non_null(strstr(r.headers, "application/json"));
-    json_error_t e;
-    json_t *j = json_loads(r.body, 0, &e);
-    th_http_cleanup(&r);
-    assert_non_null(j);
-    return j;
+    return th_http_json(port, method, path, NULL, body, status);
 }
 
 static void assert_error(json_t *j, const char *code) {
@@ -1843,19 +1839,52 @@ static void test_http_auth_tokens_bind_players(void **state) {
     server_stop(s);
 }
 
+/* Asserts that trade t names buyer and seller (NULL: names neither). */
+static void assert_parties(const json_t *t, const char *buyer, const char *seller) {
+    const json_t *b = json_object_get(t, "buyer"), *sl = json_object_get(t, "seller");
+    if (!buyer) {
+        assert_null(b);
+        assert_null(sl);
+        return;
+    }
+    assert_string_equal(json_string_value(b), buyer);
+    assert_string_equal(json_string_value(sl), seller);
+}
+
+/* Asserts GET path (a trade, or "trades": [one trade]) as header reads it
+ * names buyer and seller (NULL: neither). */
+static void expect_parties(int port, const char *path, const char *header, const char *buyer,
+                           const char *seller) {
+    json_t *j = th_http_json(port, "GET", path, header, NULL, 200);
+    json_t *list = json_object_get(j, "trades");
+    if (list) assert_int_equal(json_array_size(list), 1);
+    assert_parties(list ? json_array_get(list, 0) : j, buyer, seller);
+    json_decref(j);
+}
+
 /* A purchase answers its trade_id; GET /trades/{id} shows it, the item's
  * trades list it publicly, and the player's own trades need the player's
- * token (401 without one, 403 with another's). */
+ * token (401 without one, 403 with another's) or the admin's. Who bought
+ * from whom is private to the two: anyone else sees the trade without its
+ * buyer and seller, the admin sees them, and a token that is not valid is
+ * refused rather than read as no token. */
 static void test_http_trades_routes(void **state) {
     (void)state;
     int port;
+    next_admin = "adm1n";
     server *s = start_with(1000, "s3cret", &port);
-    char tok_b[API_TOKEN_MAX + 1], tok_a[API_TOKEN_MAX + 1], path[128];
-    char hb[API_TOKEN_MAX + 64], ha[API_TOKEN_MAX + 64];
+    char tok_b[API_TOKEN_MAX + 1], tok_a[API_TOKEN_MAX + 1], tok_c[API_TOKEN_MAX + 1], path[128];
+    char adm[API_ADMIN_TOKEN_MAX + 1];
+    char hb[API_TOKEN_MAX + 64], ha[API_TOKEN_MAX + 64], hc[API_TOKEN_MAX + 64];
+    char hadm[API_ADMIN_TOKEN_MAX + 64];
     jwt_for(NULL, "B", tok_b, sizeof tok_b);
     jwt_for(NULL, "A", tok_a, sizeof tok_a);
+    jwt_for(NULL, "C", tok_c, sizeof tok_c);
+    assert_int_equal(api_admin_token_make("adm1n", adm, sizeof adm), MARKET_OK);
     snprintf(hb, sizeof hb, "Authorization: Bearer %s", tok_b);
     snprintf(ha, sizeof ha, "Authorization: Bearer %s", tok_a);
+    snprintf(hc, sizeof hc, "Authorization: Bearer %s", tok_c);
+    snprintf(hadm, sizeof hadm, "Authorization: Bearer %s", adm);
     th_http r;
     assert_int_equal(auth_call(port, "/purchase", hb, purchase_axe, &r), 200);
     json_error_t e;
@@ -1869,8 +1898,7 @@ static void test_http_trades_routes(void **state) {
     snprintf(path, sizeof path, "/trades/%s", id);
     json_t *t = call(port, "GET", path, NULL, 200);
     assert_string_equal(json_string_value(json_object_get(t, "trade_id")), id);
-    assert_string_equal(json_string_value(json_object_get(t, "buyer")), "B");
-    assert_string_equal(json_string_value(json_object_get(t, "seller")), "A");
+    assert_parties(t, NULL, NULL);
     assert_string_equal(json_string_value(json_object_get(t, "item")), "axe");
     assert_int_equal(json_integer_value(json_object_get(t, "quantity")), 1);
     assert_int_equal(json_integer_value(json_object_get(t, "price")), 500);
@@ -1878,6 +1906,13 @@ static void test_http_trades_routes(void **state) {
     assert_true(json_integer_value(json_object_get(t, "fence")) > 0);
     assert_true(json_integer_value(json_object_get(t, "time_ms")) > 1700000000000LL);
     json_decref(t);
+    expect_parties(port, path, hb, "B", "A");   /* the buyer */
+    expect_parties(port, path, ha, "B", "A");   /* the seller */
+    expect_parties(port, path, hc, NULL, NULL); /* a third player */
+    expect_parties(port, path, hadm, "B", "A");
+    json_t *bad = th_http_json(port, "GET", path, "Authorization: Bearer x", NULL, 401);
+    assert_error(bad, "unauthorized");
+    json_decref(bad);
     json_t *gone = call(port, "GET", "/trades/1-0", NULL, 404);
     assert_error(gone, "trade_not_found");
     json_decref(gone);
@@ -1887,7 +1922,11 @@ static void test_http_trades_routes(void **state) {
     assert_int_equal(json_array_size(list), 1);
     assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "trade_id")),
                         id);
+    assert_parties(json_array_get(list, 0), NULL, NULL);
     json_decref(chart);
+    expect_parties(port, "/items/axe/trades", hb, "B", "A");
+    expect_parties(port, "/items/axe/trades", hc, NULL, NULL);
+    expect_parties(port, "/items/axe/trades", hadm, "B", "A");
 
     assert_int_equal(th_http_do_header(port, "GET", "/players/B/trades", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 401);
@@ -1895,19 +1934,31 @@ static void test_http_trades_routes(void **state) {
     assert_int_equal(th_http_do_header(port, "GET", "/players/B/trades", ha, NULL, 0, &r), 0);
     assert_int_equal(r.status, 403);
     th_http_cleanup(&r);
-    assert_int_equal(th_http_do_header(port, "GET", "/players/B/trades?limit=1", hb, NULL, 0, &r),
-                     0);
-    assert_int_equal(r.status, 200);
-    json_t *mine = json_loads(r.body, 0, &e);
-    th_http_cleanup(&r);
-    assert_non_null(mine);
+    json_t *mine = th_http_json(port, "GET", "/players/B/trades?limit=1", hb, NULL, 200);
     list = json_object_get(mine, "trades");
     assert_int_equal(json_array_size(list), 1);
     assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "trade_id")),
                         id);
+    assert_parties(json_array_get(list, 0), "B", "A");
     assert_true(json_is_null(json_object_get(mine, "next_cursor")));
     json_decref(mine);
+    expect_parties(port, "/players/A/trades", hadm, "B", "A");
     json_decref(bought);
+    server_stop(s);
+}
+
+/* --public-trade-parties: every reader sees who bought from whom. */
+static void test_http_trades_public_parties(void **state) {
+    (void)state;
+    int port;
+    next_public_parties = 1;
+    server *s = start(1000, &port);
+    json_t *j = call(port, "POST", "/purchase", purchase_axe, 200);
+    char path[128];
+    snprintf(path, sizeof path, "/trades/%s", json_string_value(json_object_get(j, "trade_id")));
+    json_decref(j);
+    expect_parties(port, path, NULL, "B", "A");
+    expect_parties(port, "/items/axe/trades", NULL, "B", "A");
     server_stop(s);
 }
 
@@ -2075,6 +2126,7 @@ int main(void) {
         T(test_http_auth_es256_key_file),
         T(test_http_realm_routes_and_tokens),
         T(test_http_trades_routes),
+        T(test_http_trades_public_parties),
         T(test_http_stackable_goods),
         T(test_http_many_lists_deferred),
         T(test_http_idempotent_retries_charged_once),

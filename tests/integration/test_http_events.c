@@ -40,10 +40,14 @@ static void seed(void) {
     th_world_store(redis.url, MARKET_REALM_DEFAULT, th_demo_world());
 }
 
+static int next_public_parties; /* --public-trade-parties for the next server started */
+
 static server *start_max(unsigned threads, unsigned max_connections, int *port) {
     server_config cfg;
     server_config_defaults(&cfg);
     cfg.no_auth = 1;
+    cfg.trade_parties_public = next_public_parties;
+    next_public_parties = 0;
     cfg.threads = threads;
     cfg.max_connections = max_connections;
     snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
@@ -144,10 +148,14 @@ static void test_stream_sees_commits_of_another_server(void **state) {
     (void)state;
     seed();
     int pa, pb;
-    server *a = start(2, &pa), *b = start(2, &pb);
-    stream st;
+    server *a = start(2, &pa);
+    next_public_parties = 1;
+    server *b = start(2, &pb);
+    stream st, pub; /* a's stream, and b's, where trades name their parties */
     stream_open(&st, pa, "/events", 0);
+    stream_open(&pub, pb, "/events", 0);
     assert_int_equal(stream_wait(&st, "retry: 3000", 1, 5000), 1);
+    assert_int_equal(stream_wait(&pub, "retry: 3000", 1, 5000), 1);
     assert_non_null(strstr(st.buf, " 200 OK\r\n"));
     assert_non_null(strstr(st.buf, "text/event-stream"));
     struct timespec ts = {0, 400 * 1000 * 1000}; /* the follower starts from what is there */
@@ -167,7 +175,12 @@ static void test_stream_sees_commits_of_another_server(void **state) {
     assert_non_null(l2);
     assert_non_null(u2);
     assert_true(l1 < t1 && t1 < l2 && l2 < u2); /* commit order, across both streams */
-    assert_non_null(strstr(t1, "\"buyer\":\"E\",\"seller\":\"C\",\"item\":\"sword-1\""));
+    /* who bought from whom is private to the two, unless the server says otherwise */
+    assert_non_null(strstr(t1, "\"item\":\"sword-1\""));
+    assert_null(strstr(st.buf, "\"buyer\""));
+    assert_int_equal(stream_wait(&pub, "\nevent: ", 4, 5000), 4);
+    assert_non_null(strstr(pub.buf, "\"buyer\":\"E\",\"seller\":\"C\",\"item\":\"sword-1\""));
+    stream_close(&pub);
     stream_close(&st);
     server_stop(b);
     server_stop(a);

@@ -80,18 +80,7 @@ static server *start(const char *secret, const char *admin, int *port) {
  * parsed body (new reference). */
 static json_t *call(int port, const char *method, const char *path, const char *header,
                     const char *body, long status) {
-    th_http r;
-    assert_int_equal(th_http_do_header(port, method, path, header, body, body ? strlen(body) : 0,
-                                       &r),
-                     0);
-    if (r.status != status)
-        fprintf(stderr, "%s %s %s -> %ld %s\n", method, path, body ? body : "", r.status, r.body);
-    assert_int_equal(r.status, status);
-    json_error_t e;
-    json_t *j = json_loads(r.body, 0, &e);
-    th_http_cleanup(&r);
-    assert_non_null(j);
-    return j;
+    return th_http_json(port, method, path, header, body, status);
 }
 
 static void bearer(char *out, size_t outlen, const char *player) {
@@ -254,9 +243,14 @@ static void test_http_sales_buy_and_refusals(void **state) {
     json_decref(j);
     char path[128];
     snprintf(path, sizeof path, "/trades/%s", trade);
-    j = call(port, "GET", path, NULL, NULL, 200);
-    assert_string_equal(json_string_value(json_object_get(j, "seller")), "game");
+    j = call(port, "GET", path, NULL, NULL, 200); /* anyone: the trade, not its parties */
+    assert_null(json_object_get(j, "seller"));
+    assert_null(json_object_get(j, "buyer"));
     assert_int_equal(jint(j, "quantity"), 2);
+    json_decref(j);
+    j = call(port, "GET", path, bob, NULL, 200); /* its buyer */
+    assert_string_equal(json_string_value(json_object_get(j, "buyer")), "B");
+    assert_string_equal(json_string_value(json_object_get(j, "seller")), "game");
     json_decref(j);
     j = call(port, "POST", "/sales/s1/buy", bob, "{\"buyer\":\"B\",\"quantity\":2}", 409);
     assert_error(j, "limit_exceeded");

@@ -469,14 +469,7 @@ static long long redis_int(const char *cmd, const char *key) {
 
 /* GET path from the server: asserts status, returns the body (new reference). */
 static json_t *get_json(const struct fx *f, const char *path, long status) {
-    th_http r;
-    assert_int_equal(th_http_do(f->port, "GET", path, NULL, 0, &r), 0);
-    assert_int_equal(r.status, status);
-    json_error_t e;
-    json_t *j = json_loads(r.body, 0, &e);
-    th_http_cleanup(&r);
-    assert_non_null(j);
-    return j;
+    return th_http_json(f->port, "GET", path, NULL, NULL, status);
 }
 
 /* A server that keeps 8 trades a realm trims the trade the run started at:

@@ -341,8 +341,14 @@ def run_requests(w):
         call(w, "POST", "/unlist", 413, b" " * 70000, token=tC)
 
     def trades(trade_id):
-        t = call(w, "GET", f"/trades/{trade_id}", 200)
-        assert t["buyer"] == "B" and t["item"] == "axe", t
+        t = call(w, "GET", f"/trades/{trade_id}", 200)  # anyone: not who traded
+        assert t["item"] == "axe" and "buyer" not in t and "seller" not in t, t
+        t = call(w, "GET", f"/trades/{trade_id}", 200, token=tA)  # the seller
+        assert t["buyer"] == "B" and t["seller"] == "A", t
+        t = call(w, "GET", f"/trades/{trade_id}", 200, token=admin)
+        assert t["buyer"] == "B" and t["seller"] == "A", t
+        call(w, "GET", f"/trades/{trade_id}", 401, token="not-a-token")
+        call(w, "GET", f"/realms/eu-1/trades/{trade_id}", 403, token=tB)
         call(w, "GET", "/trades/1-0", 404)
         call(w, "GET", "/trades/x", 400)
         page = call(w, "GET", "/players/B/trades?limit=1", 200, token=tB)
@@ -352,7 +358,11 @@ def run_requests(w):
         call(w, "GET", "/players/B/trades?limit=0", 400, token=tB)
         call(w, "GET", "/players/B/trades?cursor=nope", 400, token=tB)
         page = call(w, "GET", "/items/axe/trades", 200)
-        assert len(page["trades"]) == 1, page
+        assert len(page["trades"]) == 1 and "buyer" not in page["trades"][0], page
+        page = call(w, "GET", "/items/axe/trades", 200, token=tB)
+        assert page["trades"][0]["buyer"] == "B", page
+        call(w, "GET", "/items/axe/trades", 401, token="not-a-token")
+        call(w, "GET", "/realms/eu-1/items/axe/trades", 403, token=tB)
         call(w, "GET", "/items/axe/trades?limit=0", 400)
         call(w, "GET", "/items/a.b/trades", 400)
 

@@ -574,6 +574,55 @@ static void test_api_auth_realm_and_player_binding(void **state) {
     api_response_cleanup(&resp);
 }
 
+/* Who reads a trade: anyone without a token, the admin with the admin token,
+ * a player with their token; a token that is neither is refused (401; 403
+ * of another realm), never read as no token; with authentication off a
+ * player's token cannot be checked and reads as anyone. Only the two
+ * parties and the admin see who traded, unless the server makes it public. */
+static void test_api_auth_trade_reader(void **state) {
+    struct fx *f = *state;
+    char a[API_TOKEN_MAX + 16], c[API_TOKEN_MAX + 16], eu[API_TOKEN_MAX + 16];
+    char adm[API_ADMIN_TOKEN_MAX + 1], hadm[API_ADMIN_TOKEN_MAX + 16];
+    bearer(NULL, "A", a, sizeof a);
+    bearer(NULL, "C", c, sizeof c);
+    bearer("eu-1", "A", eu, sizeof eu);
+    assert_int_equal(api_admin_token_make("adm1n", adm, sizeof adm), MARKET_OK);
+    snprintf(hadm, sizeof hadm, "Bearer %s", adm);
+    market_trade t = {.buyer = "B", .seller = "A"};
+    const struct {
+        const char *header;
+        int auth_on, ok, status, admin, sees, sees_public;
+        const char *player;
+    } cases[] = {
+        {NULL, 1, 1, 0, 0, 0, 1, ""},
+        {a, 1, 1, 0, 0, 1, 1, "A"},   /* the seller */
+        {c, 1, 1, 0, 0, 0, 1, "C"},   /* a third player */
+        {hadm, 1, 1, 0, 1, 1, 1, ""}, /* the admin */
+        {hadm, 0, 1, 0, 1, 1, 1, ""}, /* the admin, authentication off */
+        {a, 0, 1, 0, 0, 0, 1, ""},    /* authentication off: no player token checked */
+        {"Bearer nope", 1, 0, 401, 0, 0, 0, ""},
+        {"Basic QjpC", 1, 0, 401, 0, 0, 0, ""},
+        {eu, 1, 0, 403, 0, 0, 0, ""}, /* a token of another realm */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        header_value = cases[i].header;
+        api_request req = {
+            "GET",  "/trades/1-0", NULL, 0, lookup, NULL, cases[i].auth_on ? f->auth : NULL,
+            "adm1n"};
+        api_response resp = {0};
+        api__reader rd;
+        assert_int_equal(api__reader_get(&req, MARKET_REALM_DEFAULT, &rd, &resp), cases[i].ok);
+        assert_int_equal(resp.status, cases[i].status);
+        api_response_cleanup(&resp);
+        if (!cases[i].ok) continue;
+        assert_int_equal(rd.admin, cases[i].admin);
+        assert_string_equal(rd.player, cases[i].player);
+        assert_int_equal(api__reader_sees_parties(&req, &rd, &t), cases[i].sees);
+        req.trade_parties_public = 1;
+        assert_int_equal(api__reader_sees_parties(&req, &rd, &t), cases[i].sees_public);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_api_auth_verify_table),
@@ -585,6 +634,7 @@ int main(void) {
         cmocka_unit_test(test_api_auth_strerror_names_every_code),
         cmocka_unit_test_setup_teardown(test_api_auth_401_details, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_auth_realm_and_player_binding, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_api_auth_trade_reader, setup, teardown),
     };
     return cmocka_run_group_tests_name("api auth", tests, keys_setup, keys_teardown);
 }

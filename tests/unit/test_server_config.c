@@ -31,15 +31,31 @@ static void test_config_flags_set_fields(void **state) {
     char why[256] = "";
     const char *argv[] = {"market-server", "--listen",     "127.0.0.1:9", "--strategy",
                           "item",          "--threads",    "3",           "--lock-ttl-ms",
-                          "250",           "--reuse-port", "--no-auth"};
-    assert_int_equal(parse(&cfg, why, sizeof why, 11, argv), SERVER_OK);
+                          "250",           "--reuse-port", "--no-auth",   "--public-trade-parties"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 12, argv), SERVER_OK);
     assert_string_equal(cfg.listen, "127.0.0.1:9");
     assert_string_equal(cfg.strategy, "item");
     assert_int_equal(cfg.threads, 3);
     assert_int_equal(cfg.lock_ttl_ms, 250);
     assert_int_equal(cfg.reuse_port, 1);
     assert_int_equal(cfg.no_auth, 1);
+    assert_int_equal(cfg.trade_parties_public, 1);
     assert_int_equal(cfg.help, 0);
+}
+
+/* Trades are private to their parties unless the operator says otherwise. */
+static void test_config_trade_parties_private_by_default(void **state) {
+    (void)state;
+    clear_env();
+    server_config cfg;
+    char why[256] = "";
+    const char *argv[] = {"market-server", "--no-auth"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 2, argv), SERVER_OK);
+    assert_int_equal(cfg.trade_parties_public, 0);
+    setenv("MARKET_PUBLIC_TRADE_PARTIES", "1", 1);
+    assert_int_equal(parse(&cfg, why, sizeof why, 2, argv), SERVER_OK);
+    assert_int_equal(cfg.trade_parties_public, 1);
+    unsetenv("MARKET_PUBLIC_TRADE_PARTIES");
 }
 
 static void test_config_env_under_flags(void **state) {
@@ -131,6 +147,7 @@ static void test_config_auth_keys(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_flags_set_fields),
+        cmocka_unit_test(test_config_trade_parties_private_by_default),
         cmocka_unit_test(test_config_env_under_flags),
         cmocka_unit_test(test_config_help_is_not_an_error),
         cmocka_unit_test(test_config_refusals_say_why),
