@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "lock/lock_impl.h"
 
@@ -123,6 +124,7 @@ static void wd_renew(lock_client *c, lock_watchdog *w) {
 
 static void *wd_main(void *arg) {
     lock_client *c = arg;
+    (void)prctl(PR_SET_NAME, "lock-watchdog", 0, 0, 0); /* for top -H and perf; cosmetic */
     struct lock__wdset *set = &c->wd;
     pthread_mutex_lock(&set->mu);
     while (!set->quit) {

@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -261,6 +262,7 @@ static int idle_end(server__events *h, int r, int *idle) {
  * while the realm has subscribers. */
 static void *follow(void *arg) {
     ev_realm *rl = arg;
+    (void)prctl(PR_SET_NAME, "market-events", 0, 0, 0); /* for top -H and perf; cosmetic */
     server__events *h = rl->hub;
     int r = (int)(rl - h->realms), err = 0, idle = 0;
     char realm[MARKET_REALM_MAX + 1];
