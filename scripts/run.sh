@@ -3,7 +3,7 @@
 #
 # The private Redis listens on 127.0.0.1:$MARKET_REDIS_PORT (default 6380)
 # only, keeps its data under var/redis (AOF, appendfsync $MARKET_APPENDFSYNC,
-# default everysec), is reseeded from fixtures/demo.json, and is stopped when
+# default always: see OPERATIONS.md, Durability), is reseeded from fixtures/demo.json, and is stopped when
 # the service stops. A port that is taken (the service's or the Redis one) stops
 # the run with a message: a Redis this checkout did not start may hold someone
 # else's data, so it is never reset nor stopped. Every MARKET_* variable is
@@ -120,7 +120,7 @@ if [ -z "${MARKET_REDIS:-}" ]; then
         fi
     else
         redis-server --port "$rport" --bind 127.0.0.1 --protected-mode yes --dir "$dir" \
-            --appendonly yes --appendfsync "${MARKET_APPENDFSYNC:-everysec}" --save "" \
+            --appendonly yes --appendfsync "${MARKET_APPENDFSYNC:-always}" --save "" \
             --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" ||
             die "redis-server did not start (see var/redis/redis.log)"
         started="$rport"

@@ -182,7 +182,7 @@ daemonize yes
 pidfile $HA/$1/redis.pid
 logfile $HA/$1/redis.log
 appendonly yes
-appendfsync everysec
+appendfsync always
 save ""
 repl-diskless-sync-delay 0
 enable-debug-command local
