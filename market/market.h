@@ -545,6 +545,8 @@ int market_search_check(const market_search_query *q, const char **field, const 
 void market_cursor_make(const market_listing *l, char out[MARKET_CURSOR_MAX + 1]);
 int market_ping(market_conn *c);
 int market_health(market_conn *c, char *why, size_t whylen);
+#define MARKET_FSYNC_MAX 15 /* the longest appendfsync market_durability() writes */
+int market_durability(market_conn *c, char *fsync, size_t fsynclen, char *why, size_t whylen);
 int market_audit(market_conn *c, const char *realm, market_audit_report *out);
 int market_players_scan(market_conn *c, const char *realm, const char *match,
                         market_player_funds **out, size_t *n);

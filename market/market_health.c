@@ -210,6 +210,49 @@ int market_health(market_conn *c, char *why, size_t whylen) {
     return rc;
 }
 
+/* Writes what a Redis crash can take back from c's store into fsync
+ * (MARKET_FSYNC_MAX + 1 bytes): its master's appendfsync ("always",
+ * "everysec", "no"), or "off" when it keeps no append-only file; on a Redis
+ * Cluster, the master of the default realm's. Returns MARKET_OK, or
+ * MARKET_ERR_STORE with a sentence in why (Redis down, CONFIG refused by a
+ * managed Redis, or not asked: a named ACL user, such as the service's own
+ * of deploy/redis/market.acl, is not given CONFIG, whose GET shows
+ * passwords, and a refusal would fill ACL LOG), MARKET_ERR_NOMEM,
+ * MARKET_ERR_INVALID for NULL arguments. */
+int market_durability(market_conn *c, char *fsync, size_t fsynclen, char *why, size_t whylen) {
+    if (!c || !fsync || fsynclen == 0 || !why || whylen == 0) return MARKET_ERR_INVALID;
+    fsync[0] = why[0] = '\0';
+    if (c->m->cfg.redis.user[0]) {
+        snprintf(why, whylen, "not asked: Redis user %s is not meant to run CONFIG",
+                 c->m->cfg.redis.user);
+        return MARKET_ERR_STORE;
+    }
+    market__buf b = {0};
+    market__rd_config(&b, "appendonly");
+    market__rd_config(&b, "appendfsync");
+    int rc = c->m->cluster ? market__route_slot(c, market__realm_slot(MARKET_REALM_DEFAULT)) : 0;
+    if (rc == 0) rc = market__pipeline_buf(c, &b);
+    if (rc < 0) {
+        snprintf(why, whylen, "%s", rc == MARKET_ERR_NOMEM ? "out of memory" : c->errstr);
+        market__buf_free(&b);
+        return rc == MARKET_ERR_NOMEM ? rc : MARKET_ERR_STORE;
+    }
+    char aof[8];
+    const redisReply *err = market__reply_error(b.rep, b.n);
+    if (err)
+        snprintf(why, whylen, "CONFIG GET refused: %.*s", (int)err->len, err->str);
+    else if (market__reply_config(b.rep[0], aof, sizeof aof) < 0 ||
+             market__reply_config(b.rep[1], fsync, fsynclen) < 0)
+        snprintf(why, whylen, "CONFIG GET answered something unexpected");
+    else if (strcmp(aof, "no") == 0)
+        snprintf(fsync, fsynclen, "off");
+    rc = why[0] ? MARKET_ERR_STORE : MARKET_OK;
+    if (rc < 0) fsync[0] = '\0';
+    market__replies_free(b.rep, b.n);
+    market__buf_free(&b);
+    return rc;
+}
+
 /* Writes where m's store is now into out: "host:port" of the master the
  * Sentinels name (asking them when the answer kept is stale), of the
  * cluster master that serves the default realm, or of the one configured

@@ -44,6 +44,7 @@
 #define C_PING "PING"
 #define C_PTTL "PTTL"
 #define C_ROLE "ROLE"
+#define C_CONFIG "CONFIG"
 #define C_SADD "SADD"
 #define C_SCAN "SCAN"
 #define C_SET "SET"
@@ -766,3 +767,8 @@ void market__rd_ping(market__buf *b) { market__buf_cmd(b, 1, C_PING); }
 
 /* The server's role (master or replica). */
 void market__rd_role(market__buf *b) { market__buf_cmd(b, 1, C_ROLE); }
+
+/* CONFIG GET of one parameter: its value (market__reply_config()). */
+void market__rd_config(market__buf *b, const char *name) {
+    market__buf_cmd(b, 3, C_CONFIG, "GET", name);
+}

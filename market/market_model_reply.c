@@ -93,6 +93,18 @@ int market__reply_time(const redisReply *r, int64_t *ms) {
     return 0;
 }
 
+/* Copies the value in r, the reply to a CONFIG GET of one parameter (its
+ * name and its value), into out. Returns 0, or -1 when r holds no such pair
+ * or the value does not fit. */
+int market__reply_config(const redisReply *r, char *out, size_t outlen) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[1]->type != REDIS_REPLY_STRING || r->element[1]->len >= outlen)
+        return -1;
+    memcpy(out, r->element[1]->str, r->element[1]->len);
+    out[r->element[1]->len] = '\0';
+    return 0;
+}
+
 /* Copies string reply e into out (MARKET_ID_MAX + 1 bytes) when it is a
  * valid id. Returns 0, or -1 when it is not. */
 int market__reply_id(const redisReply *e, char *out) {

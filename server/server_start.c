@@ -142,6 +142,30 @@ static int auth_build(server *s, char *why, size_t whylen) {
     return SERVER_OK;
 }
 
+/* Says in the log what a Redis crash can take back of the purchases
+ * answered 200, from the store's appendfsync (market_durability): a
+ * warning unless it is "always", a line at info when it cannot be read (a
+ * store that is down now, or a user without CONFIG). Can't fail. */
+static void report_durability(server *s) {
+    market_conn *c = market_conn_new(s->market, NULL);
+    char fsync[MARKET_FSYNC_MAX + 1], why[200];
+    int rc = c ? market_durability(c, fsync, sizeof fsync, why, sizeof why) : MARKET_ERR_NOMEM;
+    market_conn_free(c);
+    if (rc < 0)
+        server_log(SERVER_LOG_INFO, "msg=\"cannot read the store's appendfsync\" reason=\"%s\"",
+                   rc == MARKET_ERR_NOMEM ? "out of memory" : why);
+    else if (strcmp(fsync, "off") == 0)
+        server_log(SERVER_LOG_WARN, "msg=\"the store keeps no append-only file (appendonly no): "
+                                    "a Redis restart loses the purchases answered 200 since its "
+                                    "last snapshot, if any\"");
+    else if (strcmp(fsync, "always") != 0)
+        server_log(SERVER_LOG_WARN,
+                   "msg=\"the store runs appendfsync %s: a Redis crash can take "
+                   "back purchases answered 200; appendfsync always keeps them "
+                   "(OPERATIONS.md, Durability)\"",
+                   fsync);
+}
+
 /* Builds the lock client and market from cfg (market_build) and starts
  * serving (server__daemon_start). Returns a new server (stop and free with
  * server_stop), or NULL with *err set (SERVER_ERR_INVALID, _LISTEN,
@@ -167,6 +191,7 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
             server_log(SERVER_LOG_WARN, "msg=\"authentication is off (--no-auth): any client may "
                                         "act for any player\"");
         *err = market_build(s, why, whylen);
+        if (*err == SERVER_OK) report_durability(s);
         if (*err == SERVER_OK && cfg->web_dir[0]) {
             int rc = server__web_load(&s->web, cfg->web_dir, why, whylen);
             if (rc < 0) *err = SERVER_ERR_INVALID;

@@ -214,21 +214,30 @@ done:
     return out;
 }
 
+/* Asserts that answer r (to the request what names, for the message) has
+ * status and is JSON; returns the parsed body (new reference; caller
+ * decrefs) and cleans r up. */
+json_t *th_http_json_of(th_http *r, long status, const char *what) {
+    if (r->status != status) fprintf(stderr, "%s -> %ld %s\n", what, r->status, r->body);
+    assert_int_equal(r->status, status);
+    assert_non_null(strstr(r->headers, "application/json"));
+    json_error_t e;
+    json_t *j = json_loads(r->body, 0, &e);
+    th_http_cleanup(r);
+    assert_non_null(j);
+    return j;
+}
+
 /* Sends a request (header: one "Name: value" line or several joined by
  * CRLF, or NULL; body NULL: none) and asserts its status and that it
  * answered JSON; returns the parsed body (new reference; caller decrefs). */
 json_t *th_http_json(int port, const char *method, const char *path, const char *header,
                      const char *body, long status) {
     th_http r;
-    assert_int_equal(
-        th_http_do_header(port, method, path, header, body, body ? strlen(body) : 0, &r), 0);
-    if (r.status != status)
-        fprintf(stderr, "%s %s %s -> %ld %s\n", method, path, body ? body : "", r.status, r.body);
-    assert_int_equal(r.status, status);
-    assert_non_null(strstr(r.headers, "application/json"));
-    json_error_t e;
-    json_t *j = json_loads(r.body, 0, &e);
-    th_http_cleanup(&r);
-    assert_non_null(j);
-    return j;
+    assert_int_equal(th_http_do_header(port, method, path, header, body, body ? strlen(body) : 0,
+                                       &r),
+                     0);
+    char what[512];
+    snprintf(what, sizeof what, "%s %s %s", method, path, body ? body : "");
+    return th_http_json_of(&r, status, what);
 }

@@ -20,6 +20,7 @@ int th_http_do_header(int port, const char *method, const char *path, const char
 int th_http_raw(int port, const char *req, size_t len, th_http *out);
 json_t *th_http_json(int port, const char *method, const char *path, const char *header,
                      const char *body, long status);
+json_t *th_http_json_of(th_http *r, long status, const char *what);
 void th_http_cleanup(th_http *r);
 char *th_store_fingerprint(int redis_port);
 extern long th_http_timeout_ms; /* per request; 20000 unless a test changes it */

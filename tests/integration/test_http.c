@@ -123,14 +123,7 @@ static const char purchase_axe[] = "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\
 static json_t *call_raw(int port, const char *req, size_t len, long status) {
     th_http r;
     assert_int_equal(th_http_raw(port, req, len, &r), 0);
-    if (r.status != status) fprintf(stderr, "raw request -> %ld %s\n", r.status, r.body);
-    assert_int_equal(r.status, status);
-    assert_non_null(strstr(r.headers, "application/json"));
-    json_error_t e;
-    json_t *j = json_loads(r.body, 0, &e);
-    th_http_cleanup(&r);
-    assert_non_null(j);
-    return j;
+    return th_http_json_of(&r, status, "raw request");
 }
 
 /* Formats "<method> <target> HTTP/1.1" + headers + purchase_axe (POST) into
@@ -1252,6 +1245,65 @@ static void test_binary_sighup_reopens_log_file(void **state) {
     rmdir(dir);
 }
 
+/* Starts the binary on the test's Redis with its log in a file, waits until
+ * it serves, stops it, and returns what it logged (caller frees). */
+static char *started_log(void) {
+    int port = th_free_port();
+    char dir[] = "/tmp/gm-durable.XXXXXX", log[64], listen[32];
+    assert_non_null(mkdtemp(dir));
+    snprintf(log, sizeof log, "%s/market.log", dir);
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    const char *args[] = {"--listen",    listen, "--redis",    redis.url, "--no-auth",
+                          "--log-level", "info", "--log-file", log,       NULL};
+    int fd;
+    pid_t pid = spawn_args(args, NULL, &fd);
+    assert_true(pid > 0);
+    assert_int_equal(wait_healthy(port), 0);
+    kill(pid, SIGTERM);
+    assert_int_equal(exit_code_within(pid, 15000), 0);
+    close(fd);
+    char *text = slurp(log);
+    assert_non_null(text);
+    unlink(log);
+    rmdir(dir);
+    return text;
+}
+
+/* Sets a parameter of the test's Redis. */
+static void redis_config_set(const char *name, const char *value) {
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    redisReply *r = redisCommand(rc, "CONFIG SET %s %s", name, value);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(rc);
+}
+
+/* At start the server says what a Redis crash can take back of the
+ * purchases it answers 200: a warning for a store without an append-only
+ * file and for appendfsync everysec, nothing for always. */
+static void test_binary_warns_of_a_store_that_can_lose_purchases(void **state) {
+    (void)state;
+    redis_config_set("appendonly", "no");
+    char *text = started_log();
+    assert_non_null(strstr(text, "level=warn msg=\"the store keeps no append-only file"));
+    free(text);
+    redis_config_set("appendonly", "yes");
+    redis_config_set("appendfsync", "everysec");
+    text = started_log();
+    assert_non_null(strstr(text, "level=warn msg=\"the store runs appendfsync everysec"));
+    free(text);
+    redis_config_set("appendfsync", "always");
+    text = started_log();
+    assert_null(strstr(text, "append-only"));
+    assert_null(strstr(text, "appendfsync"));
+    assert_non_null(strstr(text, "msg=listening"));
+    free(text);
+    redis_config_set("appendfsync", "everysec"); /* as the other tests have it */
+    redis_config_set("appendonly", "no");
+}
+
 static void test_binary_flags_help_and_bad(void **state) {
     (void)state;
     const char *bin = getenv("MARKET_SERVER_BIN");
@@ -2120,6 +2172,7 @@ int main(void) {
         cmocka_unit_test(test_binary_flags_help_and_bad),
         cmocka_unit_test(test_binary_busy_address_refused_unless_reuse_port),
         cmocka_unit_test(test_binary_sighup_reopens_log_file),
+        cmocka_unit_test(test_binary_warns_of_a_store_that_can_lose_purchases),
         T(test_http_auth_tokens_bind_players),
         T(test_http_auth_jwt_refusals_name_the_check),
         T(test_http_auth_audience),

@@ -195,15 +195,8 @@ static json_t *call_h(int port, const char *method, const char *path, const char
     th_http r;
     assert_int_equal(
         th_http_do_header(port, method, path, header, body, body ? strlen(body) : 0, &r), 0);
-    if (r.status != status)
-        fprintf(stderr, "%s %s %s -> %ld %s\n", method, path, body ? body : "", r.status, r.body);
-    assert_int_equal(r.status, status);
     if (replayed) *replayed = strstr(r.headers, "Idempotent-Replayed: true") != NULL;
-    json_error_t e;
-    json_t *j = json_loads(r.body, 0, &e);
-    th_http_cleanup(&r);
-    assert_non_null(j);
-    return j;
+    return th_http_json_of(&r, status, path);
 }
 
 static json_t *call(int port, const char *method, const char *path, const char *body, long status) {

@@ -296,6 +296,15 @@ static void test_reply_sale_and_time(void **state) {
     assert_int_equal(ms, 1700000000123LL);
     t = arr(t_e, 1);
     assert_int_equal(market__reply_time(&t, &ms), -1);
+    /* CONFIG GET of one parameter: its name, then its value */
+    redisReply c_v[2] = {str("appendfsync"), str("everysec")}, *c_e[2] = {&c_v[0], &c_v[1]};
+    redisReply cg = arr(c_e, 2);
+    char fsync[9];
+    assert_int_equal(market__reply_config(&cg, fsync, sizeof fsync), 0);
+    assert_string_equal(fsync, "everysec");
+    assert_int_equal(market__reply_config(&cg, fsync, 8), -1); /* does not fit */
+    cg = arr(c_e, 0);                                          /* an unknown parameter: nothing */
+    assert_int_equal(market__reply_config(&cg, fsync, sizeof fsync), -1);
 }
 
 /* A stream entry of a trade, and of a listing change: every field read,
