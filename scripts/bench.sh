@@ -23,7 +23,9 @@
 # BENCH_LEVELS ("1 8 64"), BENCH_MIXES ("distinct contended"),
 # BENCH_WORLD (players=10000,items=400000,funds=1000000000), BENCH_OUT (bench),
 # BENCH_HA (1; 0 skips the --min-replicas-ack section), BENCH_HA_RUNS (3 of each
-# configuration), BENCH_HA_BUYERS (64), BENCH_CLUSTER (1; 0 skips the cluster section), BENCH_CLUSTER_REALMS
+# configuration), BENCH_HA_BUYERS (64), BENCH_FSYNC (1; 0 skips the appendfsync section),
+# BENCH_FSYNC_RUNS (2 of each setting), BENCH_FSYNC_LEVELS ("1 64"), BENCH_CLUSTER (1; 0 skips
+# the cluster section), BENCH_CLUSTER_REALMS
 # (12), BENCH_SEARCH (1; 0 skips the search section), BENCH_SEARCH_SIZES ("1000 1000000"),
 # BENCH_SEARCH_REQUESTS (2000), BENCH_FLASH (1; 0 skips the flash sale), BENCH_FLASH_BUYERS
 # (1000), BENCH_FLASH_STOCK (10000), BENCH_PEERS (none), BIN (bin).
@@ -53,6 +55,15 @@
 # after it), raw/ha-wait.tsv, results.md section "Acknowledged means
 # replicated": each run, the median of each configuration, ack1/noack of the
 # medians.
+#
+# BENCH_FSYNC=1 (the default), after the strategies: what a durable store costs. The bench's
+# Redis keeps an append-only file for these runs alone (CONFIG SET appendonly yes, in its temp
+# dir, after the reseed and its AOF rewrite), with `appendfsync always` (a write is in the file
+# and fsynced before it is answered) and `everysec` (Redis's default, which can answer writes
+# it then loses: OPERATIONS.md, Durability), alternated, BENCH_FSYNC_RUNS (2) times each, at
+# each of BENCH_FSYNC_LEVELS ("1 64") distinct buyers against `--strategy market`. Reports
+# raw/fsync-<always|everysec>-<buyers>-<run>.json, raw/fsync.tsv, results.md section
+# "Durability: appendfsync always against everysec": the medians and always/everysec.
 #
 # BENCH_CLUSTER=1 (the default), after that: starts a Redis Cluster of three masters
 # (cluster-enabled redis-servers on free ports, no replicas, joined with `redis-cli --cluster
@@ -98,6 +109,9 @@ OUT=${BENCH_OUT:-bench}
 HA=${BENCH_HA:-1}
 HA_RUNS=${BENCH_HA_RUNS:-3}
 HA_BUYERS=${BENCH_HA_BUYERS:-64}
+FSYNC=${BENCH_FSYNC:-1}
+FSYNC_RUNS=${BENCH_FSYNC_RUNS:-2}
+FSYNC_LEVELS=${BENCH_FSYNC_LEVELS:-"1 64"}
 CLUSTER=${BENCH_CLUSTER:-1}
 CREALMS=${BENCH_CLUSTER_REALMS:-12}
 SEARCH=${BENCH_SEARCH:-1}
@@ -111,6 +125,7 @@ HOLD=256
 
 die() { echo "bench: $*" >&2; exit 1; }
 case $HA_RUNS in '' | *[!0-9]* | 0) die "BENCH_HA_RUNS is a whole number above 0 ('$HA_RUNS')" ;; esac
+case $FSYNC_RUNS in '' | *[!0-9]* | 0) die "BENCH_FSYNC_RUNS is a whole number above 0 ('$FSYNC_RUNS')" ;; esac
 for b in market-server market-seed market-load; do
     [ -x "$BIN/$b" ] || die "$BIN/$b is missing (run make build)"
 done
@@ -328,6 +343,50 @@ for s in $STRATEGIES; do
         "$RSS_HOLD" >>"$MEM"
     stop_pid "$SPID"
 done
+
+# ---- durability: appendfsync always against everysec ----
+aof_settled() { # waits up to 120 s until the bench's Redis has no AOF rewrite running or due
+    local info
+    for _ in $(seq 1200); do
+        info=$(redis-cli -p "$RPORT" info persistence)
+        grep -q '^aof_rewrite_in_progress:0' <<<"$info" &&
+            grep -q '^aof_rewrite_scheduled:0' <<<"$info" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+if [ "$FSYNC" != 0 ]; then
+    fmode=flag
+    grep -q -- '--strategy' <<<"$SERVER_HELP" || fmode=noflag
+    printf 'name\tfsync\tbuyers\trun\n' >"$OUT/raw/fsync.tsv"
+    if start_server market "$fmode" fsync; then
+        for r in $(seq "$FSYNC_RUNS"); do
+            for n in $FSYNC_LEVELS; do
+                for f in always everysec; do
+                    name="fsync-$f-$n-$r"
+                    reseed
+                    redis-cli -p "$RPORT" config set appendfsync "$f" >/dev/null &&
+                        redis-cli -p "$RPORT" config set appendonly yes >/dev/null &&
+                        aof_settled || { note "$name: the AOF did not start"; status=1; continue; }
+                    echo "bench: $name (${SECS}s)"
+                    cpu0=$(cpu_ticks "$SPID")
+                    "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$RURL" --buyers "$n" \
+                        --duration "$SECS" --mix distinct --seed 1 --quiet --json "$OUT/raw/$name.json" \
+                        >"$OUT/raw/$name.txt" 2>&1
+                    rc=$?
+                    echo "$cpu0 $(cpu_ticks "$SPID") $(getconf CLK_TCK)" >"$OUT/raw/$name.cpu"
+                    redis-cli -p "$RPORT" config set appendonly no >/dev/null
+                    load_verdict "$name" "$rc"
+                    printf '%s\t%s\t%s\t%s\n' "$name" "$f" "$n" "$r" >>"$OUT/raw/fsync.tsv"
+                done
+            done
+        done
+    else
+        note "fsync: market-server did not become healthy (see raw/server-fsync.log)"
+        status=1
+    fi
+    stop_pid "$SPID"
+fi
 
 # ---- acknowledged means replicated (--min-replicas-ack) on a Sentinel group ----
 HA_NAME=benchmaster
@@ -803,6 +862,51 @@ L.append("![purchases/s and p99 by buyers](results.png)")
 L.append("")
 L.append("Raw reports: `raw/<strategy>-<mix>-<buyers>.json` (whole market-load report, including the "
          "per-command Redis deltas) and `.txt`; plot data `raw/<strategy>-<mix>.dat`.")
+
+# ---- durability: raw/fsync.tsv (the runs), raw/fsync-<appendfsync>-<buyers>-<run>.json ----
+fs_tsv = os.path.join(raw, "fsync.tsv")
+fs = []
+if os.path.exists(fs_tsv):
+    flines = [l.rstrip("\n").split("\t") for l in open(fs_tsv)]
+    fs = [dict(zip(flines[0], x)) for x in flines[1:]]
+for x in fs:
+    p = os.path.join(raw, f'{x["name"]}.json')
+    x["j"] = json.load(open(p)) if os.path.exists(p) else None
+if any(x["j"] for x in fs):
+    from statistics import median
+    fmeds = {}
+    L.append("")
+    L.append("## Durability: appendfsync always against everysec")
+    L.append("")
+    L.append("| buyers | appendfsync | runs | median purchases/s | median p99 ms | slowest answer ms "
+             "| median Redis CPU µs / purchase | median server CPU µs / purchase | purchases/s of each run |")
+    L.append("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    for n in dict.fromkeys(x["buyers"] for x in fs):
+        for f in ("always", "everysec"):
+            xs = [x for x in fs if x["buyers"] == n and x["fsync"] == f and x["j"]]
+            if not xs:
+                continue
+            pps = [x["j"]["run"]["purchases_per_s"] for x in xs]
+            cpu = [c for c in (x["j"]["redis"].get("cpu_us_per_purchase") for x in xs) if c is not None]
+            srv = [v for v in (server_us(os.path.join(raw, f'{x["name"]}.cpu'), x["j"]["status"]["200"])
+                               for x in xs) if v is not None]
+            fmeds[(n, f)] = median(pps)
+            L.append(f'| {n} | {f} | {len(xs)} | {fmt(median(pps))} '
+                     f'| {median(x["j"]["latency_ms"]["all"]["p99"] for x in xs):.3f} '
+                     f'| {max(x["j"]["latency_ms"]["all"]["max"] for x in xs):.1f} '
+                     f'| {fmt(median(cpu) if cpu else None)} | {fmt(median(srv) if srv else None)} '
+                     f'| {", ".join(fmt(v, 0) for v in pps)} |')
+    ratios = [f'{n} buyer{"" if n == "1" else "s"} {fmeds[(n, "always")] / fmeds[(n, "everysec")]:.2f}x'
+              for n in dict.fromkeys(x["buyers"] for x in fs)
+              if fmeds.get((n, "everysec")) and (n, "always") in fmeds]
+    L.append("")
+    L.append("always / everysec, medians of purchases/s: " + ("; ".join(ratios) or "-") + ". The bench's "
+             "Redis keeps an append-only file (in its temp dir, on this machine's disk) for these runs "
+             "alone, `--strategy market`, distinct purchases, the two settings alternated. `always` "
+             "writes and fsyncs a write before Redis answers it, once per pass of its event loop, so a "
+             "batch of purchases shares one fsync; `everysec` answers first and can lose what it "
+             "answered (OPERATIONS.md, Durability). Raw reports: `raw/fsync-<appendfsync>-<buyers>-<run>.json` "
+             "and `.txt`, `raw/fsync.tsv`.")
 
 # ---- --min-replicas-ack on a Sentinel group: raw/ha.tsv (the runs), raw/ha-<cfg>-<run>.json,
 # raw/ha-wait.tsv (the WAITs MONITOR saw in a short run after them) ----
