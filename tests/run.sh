@@ -51,7 +51,8 @@ for src in tests/unit/test_*.c; do
 done
 wrap=""
 if [ "${VALGRIND:-0}" = 1 ]; then
-    wrap="valgrind -q --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99"
+    # --max-threads: test_http_events serves 501 event streams with a thread each
+    wrap="valgrind -q --max-threads=2000 --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99"
 fi
 for src in tests/integration/test_*.c; do
     [ -e "$src" ] || continue

@@ -374,9 +374,14 @@ static void test_limits_and_realm_slots_freed(void **state) {
 /* 500 streams opened and closed by their browsers give their slots back
  * at once, not at the next ping: with every slot taken (a quarter of 2,004
  * connections: 501, one of them a canary stream kept open), closing 500
- * lets a new stream open before the canary sees its first ping. */
+ * lets a new stream open before the canary sees its first ping. Under
+ * valgrind (tests/run.sh with VALGRIND=1), opening the 500 alone can take
+ * longer than a ping's 15 s: there the slots must come back, the ping's
+ * margin is not asserted. */
 static void closed_streams_free_slots(unsigned threads) {
     enum { N = 500 };
+    const char *vg = getenv("VALGRIND");
+    int timed = !vg || strcmp(vg, "1") != 0;
     seed();
     int port;
     server *s = start_max(threads, 4 * (N + 1), &port);
@@ -393,7 +398,7 @@ static void closed_streams_free_slots(unsigned threads) {
     long got = 0;
     while (got != 200) {
         stream_read(&canary, 0);
-        assert_null(strstr(canary.buf, ": ping")); /* slots came back before the ping */
+        if (timed) assert_null(strstr(canary.buf, ": ping")); /* slots back before the ping */
         got = stream_status(port, "/events");
         if (got != 200) assert_int_equal(got, 503);
         struct timespec ts = {0, 20 * 1000 * 1000};
