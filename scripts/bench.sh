@@ -864,14 +864,20 @@ L.append("Raw reports: `raw/<strategy>-<mix>-<buyers>.json` (whole market-load r
          "per-command Redis deltas) and `.txt`; plot data `raw/<strategy>-<mix>.dat`.")
 
 # ---- durability: raw/fsync.tsv (the runs), raw/fsync-<appendfsync>-<buyers>-<run>.json ----
-fs_tsv = os.path.join(raw, "fsync.tsv")
-fs = []
-if os.path.exists(fs_tsv):
-    flines = [l.rstrip("\n").split("\t") for l in open(fs_tsv)]
-    fs = [dict(zip(flines[0], x)) for x in flines[1:]]
-for x in fs:
-    p = os.path.join(raw, f'{x["name"]}.json')
-    x["j"] = json.load(open(p)) if os.path.exists(p) else None
+def runs(tsv):
+    """The rows of raw/<tsv> (a header line, then a run a line), each with "j": its run's
+    market-load report raw/<name>.json, or None when it is missing. [] without the file."""
+    path = os.path.join(raw, tsv)
+    if not os.path.exists(path):
+        return []
+    lines = [l.rstrip("\n").split("\t") for l in open(path)]
+    rs = [dict(zip(lines[0], x)) for x in lines[1:]]
+    for x in rs:
+        p = os.path.join(raw, f'{x["name"]}.json')
+        x["j"] = json.load(open(p)) if os.path.exists(p) else None
+    return rs
+
+fs = runs("fsync.tsv")
 if any(x["j"] for x in fs):
     from statistics import median
     fmeds = {}
@@ -910,14 +916,7 @@ if any(x["j"] for x in fs):
 
 # ---- --min-replicas-ack on a Sentinel group: raw/ha.tsv (the runs), raw/ha-<cfg>-<run>.json,
 # raw/ha-wait.tsv (the WAITs MONITOR saw in a short run after them) ----
-ha_tsv = os.path.join(raw, "ha.tsv")
-ha = []
-if os.path.exists(ha_tsv):
-    hlines = [l.rstrip("\n").split("\t") for l in open(ha_tsv)]
-    ha = [dict(zip(hlines[0], h)) for h in hlines[1:]]
-for h in ha:
-    p = os.path.join(raw, f'{h["name"]}.json')
-    h["j"] = json.load(open(p)) if os.path.exists(p) else None
+ha = runs("ha.tsv")
 if any(h["j"] for h in ha):
     from statistics import median
     cfgs = list(dict.fromkeys(h["config"] for h in ha))
