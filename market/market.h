@@ -526,16 +526,27 @@ int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID
 int market_trade_history_start(market_conn *c, const char *realm,
                                char oldest[MARKET_TRADE_ID_MAX + 1], uint64_t *trimmed);
 
-/* A listing change (market_changes_after()): a listing made or taken back. */
+/* A listing change (market_feed_after()): a listing made or taken back. */
 typedef struct market_change {
     char id[MARKET_TRADE_ID_MAX + 1]; /* the feed entry's id, in commit order */
     int listed;                       /* 1: listed (POST /list), 0: unlisted */
     market_listing listing;           /* item, seller, price, quantity (stack unset) */
 } market_change;
 
-int market_changes_after(market_conn *c, const char *realm, const char *after, size_t limit,
-                         market_change **out, size_t *n);
-int market_change_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID_MAX + 1]);
+/* A page of a realm's feed (market_feed_after()): trades and listing changes read
+ * as one snapshot, each oldest first. */
+typedef struct market_feed {
+    market_trade *trades;
+    size_t ntrades;
+    market_change *changes;
+    size_t nchanges;
+} market_feed;
+
+int market_feed_after(market_conn *c, const char *realm, const char *after_trade,
+                      const char *after_change, size_t limit, market_feed *out);
+int market_feed_last(market_conn *c, const char *realm, char trade[MARKET_TRADE_ID_MAX + 1],
+                     char change[MARKET_TRADE_ID_MAX + 1]);
+void market_feed_cleanup(market_feed *f);
 int market_trades_after(market_conn *c, const char *realm, const char *after, size_t limit,
                         market_trade **out, size_t *n);
 int market_search(market_conn *c, const char *realm, const market_search_query *q,

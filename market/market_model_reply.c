@@ -115,7 +115,7 @@ int market__reply_id(const redisReply *e, char *out) {
 }
 
 /* Copies into id the id of the entry r holds, the reply to a read of a
- * stream's latest entry (market__stream_after() with limit 0), or "" when
+ * stream's latest entry (market__streams_last()), or "" when
  * it holds none (an empty stream). Returns 0, or -1 when r is no such
  * reply. */
 int market__reply_stream_last(const redisReply *r, char id[MARKET_TRADE_ID_MAX + 1]) {

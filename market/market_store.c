@@ -820,31 +820,60 @@ int market__read_one(market_conn *c, const char *realm, market__buf *b, redisRep
     return rc;
 }
 
-/* Reads, with one XRANGE on realm's master, up to limit (1..MARKET_TRADES_PAGE_MAX)
- * entries of realm's stream s made after entry id after (NULL or "": from the oldest
- * kept), oldest first; limit 0: its latest entry alone (XREVRANGE). Returns MARKET_OK
- * with *rep set (caller frees; never an error reply), ERR_INVALID (a bad realm, limit
- * or after), or ERR_STORE. */
-static int stream_read(market_conn *c, const char *realm, enum market__stream s,
-                       const char *after, size_t limit, redisReply **rep) {
-    int from = after && *after;
-    if (!c || !market_id_valid(realm) || limit > MARKET_TRADES_PAGE_MAX ||
-        (from && !market_trade_id_valid(after)))
+/* Reads realm's streams s[0..n) (n 1 or 2) on realm's master as one snapshot, in
+ * one MULTI/EXEC when n is 2 (a commit lands before both reads or after both): up to
+ * limit (1..MARKET_TRADES_PAGE_MAX) entries of s[i] made after entry id after[i]
+ * (after NULL, or after[i] NULL or "": from the oldest kept), oldest first; limit 0:
+ * each one's latest entry alone (XREVRANGE). Returns MARKET_OK with *top set (the
+ * caller frees it) and rep[0..n) borrowed from it (never an error reply),
+ * ERR_INVALID (a bad realm, n, limit or after), or ERR_STORE. */
+static int streams_read(market_conn *c, const char *realm, size_t n, const enum market__stream *s,
+                        const char *const *after, size_t limit, redisReply **top,
+                        const redisReply **rep) {
+    if (!c || !market_id_valid(realm) || n == 0 || n > 2 || limit > MARKET_TRADES_PAGE_MAX)
         return MARKET_ERR_INVALID;
+    char start[2][MARKET_TRADE_ID_MAX + 2], count[24];
+    for (size_t i = 0; i < n; i++) {
+        const char *from = after && after[i] && *after[i] ? after[i] : NULL;
+        if (from && !market_trade_id_valid(from)) return MARKET_ERR_INVALID;
+        snprintf(start[i], sizeof start[i], "%s%s", from ? "(" : "", from ? from : "-");
+    }
+    snprintf(count, sizeof count, "%zu", limit);
     market__realm rl;
     market__realm_init(&rl, realm);
-    const char *key = s == MARKET__STREAM_TRADES ? rl.trades : rl.changes;
-    char start[MARKET_TRADE_ID_MAX + 2], count[24];
-    snprintf(start, sizeof start, "%s%s", from ? "(" : "", from ? after : "-");
-    snprintf(count, sizeof count, "%zu", limit);
     market__buf b = {0};
-    if (limit)
-        market__rd_stream(&b, key, start, count);
-    else
-        market__rd_stream_last(&b, key);
-    int rc = market__read_one(c, realm, &b, rep);
+    if (n > 1) market__fx_multi(&b);
+    for (size_t i = 0; i < n; i++) {
+        const char *key = s[i] == MARKET__STREAM_TRADES ? rl.trades : rl.changes;
+        if (limit)
+            market__rd_stream(&b, key, start[i], count);
+        else
+            market__rd_stream_last(&b, key);
+    }
+    if (n > 1) market__fx_exec(&b);
+    int rc = market__read_buf(c, realm, &b);
+    if (rc < 0) {
+        market__buf_free(&b);
+        return rc;
+    }
+    redisReply *r = b.rep[b.n - 1];       /* the read, or EXEC's replies to the reads */
+    market__replies_free(b.rep, b.n - 1); /* MULTI's OK and the QUEUEDs */
     market__buf_free(&b);
-    return rc;
+    if (n > 1 && (r->type != REDIS_REPLY_ARRAY || r->elements != n)) {
+        rc = market__fail_reply(c, "reading the streams", r);
+    } else {
+        for (size_t i = 0; i < n && rc == MARKET_OK; i++) {
+            rep[i] = n > 1 ? r->element[i] : r;
+            if (rep[i]->type == REDIS_REPLY_ERROR)
+                rc = market__fail_reply(c, "read refused", rep[i]);
+        }
+    }
+    if (rc < 0) {
+        freeReplyObject(r);
+        return rc;
+    }
+    *top = r;
+    return MARKET_OK;
 }
 
 /* What realm's stream s holds, as a failure says it. */
@@ -852,37 +881,52 @@ static const char *stream_name(enum market__stream s) {
     return s == MARKET__STREAM_TRADES ? "trades" : "listing changes";
 }
 
-/* Reads up to limit (1..MARKET_TRADES_PAGE_MAX) entries of realm's stream s made
- * after entry id after (NULL or "": from the oldest kept), oldest first (the next
- * page starts after the last one read). Returns MARKET_OK with *out a new array of *n
- * entries (market_trade or market_change; caller frees; NULL when none), or
- * ERR_INVALID, ERR_STORE, ERR_NOMEM. */
-int market__stream_after(market_conn *c, const char *realm, enum market__stream s,
-                         const char *after, size_t limit, void **out, size_t *n) {
-    if (!out || !n) return MARKET_ERR_INVALID;
-    *out = NULL;
-    *n = 0;
-    redisReply *r = NULL;
-    int rc = limit ? stream_read(c, realm, s, after, limit, &r) : MARKET_ERR_INVALID;
-    if (rc < 0) return rc;
-    rc = market__reply_entries(r, limit, s == MARKET__STREAM_CHANGES, out, n);
-    if (rc == MARKET_ERR_STORE)
-        rc = market__fail(c, "the %s of realm %s are unreadable", stream_name(s), realm);
-    freeReplyObject(r);
+/* Reads realm's streams s[0..n) (n 1 or 2) as one snapshot (streams_read()): up to
+ * limit (1..MARKET_TRADES_PAGE_MAX) entries of s[i] made after entry id after[i] (NULL
+ * or "": from the oldest kept), oldest first (the next page starts after the last one
+ * read). Returns MARKET_OK with out[i] a new array of count[i] entries (market_trade or
+ * market_change; caller frees; NULL when none), or ERR_INVALID, ERR_STORE, ERR_NOMEM
+ * with none. */
+int market__streams_after(market_conn *c, const char *realm, size_t n, const enum market__stream *s,
+                          const char *const *after, size_t limit, void **out, size_t *count) {
+    if (!out || !count || n == 0 || n > 2) return MARKET_ERR_INVALID;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = NULL;
+        count[i] = 0;
+    }
+    redisReply *top = NULL;
+    const redisReply *rep[2];
+    int rc = limit ? streams_read(c, realm, n, s, after, limit, &top, rep) : MARKET_ERR_INVALID;
+    for (size_t i = 0; i < n && rc == MARKET_OK; i++) {
+        rc = market__reply_entries(rep[i], limit, s[i] == MARKET__STREAM_CHANGES, &out[i],
+                                   &count[i]);
+        if (rc == MARKET_ERR_STORE)
+            rc = market__fail(c, "the %s of realm %s are unreadable", stream_name(s[i]), realm);
+    }
+    if (top) freeReplyObject(top);
+    if (rc < 0)
+        for (size_t i = 0; i < n; i++) {
+            free(out[i]);
+            out[i] = NULL;
+            count[i] = 0;
+        }
     return rc;
 }
 
-/* Reads the id of the latest entry of realm's stream s into id ("" when it
- * has none). Returns MARKET_OK, ERR_INVALID or ERR_STORE. */
-int market__stream_last(market_conn *c, const char *realm, enum market__stream s,
-                        char id[MARKET_TRADE_ID_MAX + 1]) {
-    if (!id) return MARKET_ERR_INVALID;
-    id[0] = '\0';
-    redisReply *r = NULL;
-    int rc = stream_read(c, realm, s, NULL, 0, &r);
-    if (rc < 0) return rc;
-    if (market__reply_stream_last(r, id) < 0)
-        rc = market__fail(c, "the %s of realm %s are unreadable", stream_name(s), realm);
-    freeReplyObject(r);
+/* Reads the ids of the latest entries of realm's streams s[0..n) (n 1 or 2), as one
+ * snapshot, into id[0..n) ("" for a stream that has none). Returns MARKET_OK,
+ * ERR_INVALID or ERR_STORE. */
+int market__streams_last(market_conn *c, const char *realm, size_t n, const enum market__stream *s,
+                         char (*id)[MARKET_TRADE_ID_MAX + 1]) {
+    if (!id || n == 0 || n > 2) return MARKET_ERR_INVALID;
+    for (size_t i = 0; i < n; i++)
+        id[i][0] = '\0';
+    redisReply *top = NULL;
+    const redisReply *rep[2];
+    int rc = streams_read(c, realm, n, s, NULL, 0, &top, rep);
+    for (size_t i = 0; i < n && rc == MARKET_OK; i++)
+        if (market__reply_stream_last(rep[i], id[i]) < 0)
+            rc = market__fail(c, "the %s of realm %s are unreadable", stream_name(s[i]), realm);
+    if (top) freeReplyObject(top);
     return rc;
 }

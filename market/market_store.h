@@ -91,12 +91,12 @@ int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
 int market__read_buf(market_conn *c, const char *realm, market__buf *b);
 void market__mark_realm(market_conn *c, const char *realm);
 int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
-/* A realm's streams (market__stream_after). */
+/* A realm's streams (market__streams_after). */
 enum market__stream { MARKET__STREAM_TRADES, MARKET__STREAM_CHANGES };
-int market__stream_after(market_conn *c, const char *realm, enum market__stream s,
-                         const char *after, size_t limit, void **out, size_t *n);
-int market__stream_last(market_conn *c, const char *realm, enum market__stream s,
-                        char id[MARKET_TRADE_ID_MAX + 1]);
+int market__streams_after(market_conn *c, const char *realm, size_t n, const enum market__stream *s,
+                          const char *const *after, size_t limit, void **out, size_t *count);
+int market__streams_last(market_conn *c, const char *realm, size_t n, const enum market__stream *s,
+                         char (*id)[MARKET_TRADE_ID_MAX + 1]);
 const redisReply *market__reply_error(redisReply *const *replies, size_t n);
 
 #endif /* GM_MARKET_MARKET_STORE_H */

@@ -449,7 +449,8 @@ int market_trades_item(market_conn *c, const char *realm, const char *item, size
 /* Reads the id of the latest trade of realm into id ("" when it has none).
  * Returns MARKET_OK, ERR_INVALID or ERR_STORE. */
 int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID_MAX + 1]) {
-    return market__stream_last(c, realm, MARKET__STREAM_TRADES, id);
+    const enum market__stream s[1] = {MARKET__STREAM_TRADES};
+    return market__streams_last(c, realm, 1, s, (char(*)[MARKET_TRADE_ID_MAX + 1]) id);
 }
 
 /* Where the stream KEYS[1] begins: {the id of its oldest entry ("" when
@@ -502,8 +503,9 @@ int market_trade_history_start(market_conn *c, const char *realm,
 int market_trades_after(market_conn *c, const char *realm, const char *after, size_t limit,
                         market_trade **out, size_t *n) {
     if (!out) return MARKET_ERR_INVALID; /* else the page would be read and lost */
+    const enum market__stream s[1] = {MARKET__STREAM_TRADES};
     void *v = NULL;
-    int rc = market__stream_after(c, realm, MARKET__STREAM_TRADES, after, limit, &v, n);
+    int rc = market__streams_after(c, realm, 1, s, &after, limit, &v, n);
     *out = v;
     return rc;
 }

@@ -5,7 +5,9 @@
  * SERVER__EVENTS_REALMS at once; one ends, freeing its slot, once its realm has
  * had none for EVENTS_IDLE_POLLS polls) reads, every EVENTS_POLL_MS, the realm's trades
  * (trades:{r}) and listing changes (market:{r}:changes) after the last entries
- * it saw, from the store every server shares: so a browser sees what any
+ * it saw, both in one snapshot (market_feed_after(): a commit lands before
+ * both reads or after both, so no listing change goes out before a trade
+ * committed ahead of it), from the store every server shares: so a browser sees what any
  * server committed, and nothing that was not committed. Each new entry becomes
  * one SSE message, formatted once and shared by reference among the realm's
  * subscribers, in commit order (stream ids are the store's clock).
@@ -93,6 +95,8 @@ struct server__events {
     market *market;
     int suspend; /* 1: readers suspend their connection; 0: they wait on cv */
     int parties; /* trades' buyers and sellers are public (--public-trade-parties) */
+    void (*test_read)(void *); /* test hook: called after each poll's read (cfg) */
+    void *test_arg;
     atomic_int stopping; /* written under mu; read without it by the followers' loops */
     size_t nsubs, max_subs;
     server__sub *subs;
@@ -283,27 +287,25 @@ static void *follow(void *arg) {
         }
         if (!c && !(c = market_conn_new(h->market, &err))) continue; /* out of memory: later */
         if (!started) { /* from now on: what is already there is the past */
-            started = market_trade_last(c, realm, last_t) == MARKET_OK &&
-                      market_change_last(c, realm, last_c) == MARKET_OK;
+            started = market_feed_last(c, realm, last_t, last_c) == MARKET_OK;
             continue;
         }
-        market_trade *t = NULL;
-        market_change *ch = NULL;
-        size_t nt = 0, nc = 0;
-        if (market_trades_after(c, realm, last_t, EVENTS_READ, &t, &nt) == MARKET_OK &&
-            market_changes_after(c, realm, last_c, EVENTS_READ, &ch, &nc) == MARKET_OK) {
+        market_feed f;
+        int rc = market_feed_after(c, realm, last_t, last_c, EVENTS_READ, &f);
+        if (h->test_read) h->test_read(h->test_arg);
+        if (rc == MARKET_OK) {
             /* a full page may be followed by older entries than the other stream's */
             const char *cutoff = NULL;
-            if (nt == EVENTS_READ) cutoff = t[nt - 1].id;
-            if (nc == EVENTS_READ && (!cutoff || id_cmp(ch[nc - 1].id, cutoff) < 0))
-                cutoff = ch[nc - 1].id;
+            if (f.ntrades == EVENTS_READ) cutoff = f.trades[f.ntrades - 1].id;
+            if (f.nchanges == EVENTS_READ &&
+                (!cutoff || id_cmp(f.changes[f.nchanges - 1].id, cutoff) < 0))
+                cutoff = f.changes[f.nchanges - 1].id;
             size_t st = 0, sc = 0;
-            send_new(h, r, t, nt, ch, nc, cutoff, &st, &sc);
-            if (st) memcpy(last_t, t[st - 1].id, sizeof last_t);
-            if (sc) memcpy(last_c, ch[sc - 1].id, sizeof last_c);
+            send_new(h, r, f.trades, f.ntrades, f.changes, f.nchanges, cutoff, &st, &sc);
+            if (st) memcpy(last_t, f.trades[st - 1].id, sizeof last_t);
+            if (sc) memcpy(last_c, f.changes[sc - 1].id, sizeof last_c);
         } /* else the store is down: the same reads next time */
-        free(t);
-        free(ch);
+        market_feed_cleanup(&f);
     }
     market_conn_free(c);
     pthread_mutex_lock(&h->mu);
@@ -366,12 +368,12 @@ static void sub_free(void *cls) {
     free(s);
 }
 
-/* Makes a hub for market m's events; suspend: readers may suspend their
- * connection (libmicrohttpd's thread pool with suspend/resume);
- * max_connections: the server's, of which streams may take a quarter;
- * parties: trades name their buyer and seller. Returns NULL on
- * out-of-memory. */
-server__events *server__events_new(market *m, int suspend, unsigned max_connections, int parties) {
+/* Makes a hub for market m's events, as cfg says: with an HTTP thread pool
+ * (cfg->threads > 0) readers suspend their connection (libmicrohttpd's
+ * suspend/resume); streams may take a quarter of cfg->max_connections;
+ * cfg->trade_parties_public: trades name their buyer and seller. Returns
+ * NULL on out-of-memory. */
+server__events *server__events_new(market *m, const server_config *cfg) {
     server__events *h = calloc(1, sizeof *h);
     if (!h) return NULL;
     if (pthread_mutex_init(&h->mu, NULL) != 0) {
@@ -390,9 +392,11 @@ server__events *server__events_new(market *m, int suspend, unsigned max_connecti
         return NULL;
     }
     h->market = m;
-    h->suspend = suspend;
-    h->parties = parties;
-    h->max_subs = max_connections / 4 ? max_connections / 4 : 1;
+    h->suspend = cfg->threads > 0;
+    h->parties = cfg->trade_parties_public;
+    h->test_read = cfg->test_events_read;
+    h->test_arg = cfg->test_events_arg;
+    h->max_subs = cfg->max_connections / 4 ? cfg->max_connections / 4 : 1;
     if (h->max_subs > SERVER__EVENTS_SUBSCRIBERS) h->max_subs = SERVER__EVENTS_SUBSCRIBERS;
     return h;
 }

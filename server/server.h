@@ -54,6 +54,9 @@ typedef struct server_config {
     int log_level;               /* enum server_log_level */
     char log_file[4096];         /* "": log on stderr; else append there, reopened on SIGHUP */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
+    void (*test_events_read)(void *arg); /* test hook: GET /events' follower calls it,
+                                    with test_events_arg, after each poll's read */
+    void *test_events_arg;
     char auth_secret[256];       /* HS256 key of player tokens without a kid; empty and no
                                     auth_keys need no_auth */
     char auth_keys[8192];        /* --auth-key specs, one a line: KID:hs256:SECRET,

@@ -117,7 +117,7 @@ void server__web_free(server__web *w);
 typedef struct server__events server__events;
 typedef struct server__sub server__sub;
 
-server__events *server__events_new(market *m, int suspend, unsigned max_connections, int parties);
+server__events *server__events_new(market *m, const server_config *cfg);
 int server__events_subscribe(server__events *h, const server_config *cfg, const char *origin,
                              const char *realm, struct MHD_Connection *conn, int *status,
                              const char **why);

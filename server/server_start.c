@@ -197,9 +197,7 @@ server *server_start(const server_config *cfg, int *err, char *why, size_t whyle
             if (rc < 0) *err = SERVER_ERR_INVALID;
             if (rc > 0) server_log(SERVER_LOG_INFO, "msg=\"no market page at GET /\" reason=\"%s\"", why);
         }
-        if (*err == SERVER_OK &&
-            !(s->events = server__events_new(s->market, cfg->threads > 0, cfg->max_connections,
-                                             cfg->trade_parties_public)))
+        if (*err == SERVER_OK && !(s->events = server__events_new(s->market, cfg)))
             *err = SERVER_ERR_NOMEM;
         if (*err == SERVER_OK) *err = server__daemon_start(s, why, whylen);
     }

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,8 @@ static void seed(void) {
 }
 
 static int next_public_parties; /* --public-trade-parties for the next server started */
+static struct read_hook *next_read_hook; /* the follower's test hook, for the next one */
+static void on_read(void *arg);
 
 static server *start_max(unsigned threads, unsigned max_connections, int *port) {
     server_config cfg;
@@ -48,6 +51,11 @@ static server *start_max(unsigned threads, unsigned max_connections, int *port) 
     cfg.no_auth = 1;
     cfg.trade_parties_public = next_public_parties;
     next_public_parties = 0;
+    if (next_read_hook) {
+        cfg.test_events_read = on_read;
+        cfg.test_events_arg = next_read_hook;
+        next_read_hook = NULL;
+    }
     cfg.threads = threads;
     cfg.max_connections = max_connections;
     snprintf(cfg.listen, sizeof cfg.listen, "127.0.0.1:0");
@@ -63,6 +71,65 @@ static server *start_max(unsigned threads, unsigned max_connections, int *port) 
 }
 
 static server *start(unsigned threads, int *port) { return start_max(threads, 1024, port); }
+
+/* The follower's test hook (server_config.test_events_read): counts its
+ * reads of the store; once armed, commits a purchase and then a listing on
+ * the server, from inside the follower's poll, right after a read and
+ * before the follower sends what it read. Runs on the follower's thread, so
+ * it records statuses for the test to assert. */
+typedef struct read_hook {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int reads, armed, port;
+    long bought, listed; /* the statuses of the commits it made */
+} read_hook;
+#define HOOK_INIT                                                                                  \
+    { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER }
+
+static void on_read(void *arg) {
+    read_hook *k = arg;
+    pthread_mutex_lock(&k->mu);
+    int act = k->armed;
+    k->armed = 0;
+    pthread_mutex_unlock(&k->mu);
+    long bought = 0, listed = 0;
+    if (act) {
+        th_http r;
+        const char *buy = "{\"buyer\":\"E\",\"seller\":\"C\",\"item\":\"potion-1\"}";
+        const char *list = "{\"seller\":\"C\",\"item\":\"sword-1\",\"price\":90}";
+        if (th_http_do(k->port, "POST", "/purchase", buy, strlen(buy), &r) == 0) {
+            bought = r.status;
+            th_http_cleanup(&r);
+        }
+        if (th_http_do(k->port, "POST", "/list", list, strlen(list), &r) == 0) {
+            listed = r.status;
+            th_http_cleanup(&r);
+        }
+    }
+    pthread_mutex_lock(&k->mu);
+    if (act) {
+        k->bought = bought;
+        k->listed = listed;
+    }
+    k->reads++;
+    pthread_cond_broadcast(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+}
+
+/* Waits until the hook has seen reads reads of the store (fails after a
+ * minute without one: a follower that never reads, not a slow machine). */
+static void hook_wait(read_hook *k, int reads) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 60;
+    pthread_mutex_lock(&k->mu);
+    int rc = 0;
+    while (k->reads < reads && rc == 0)
+        rc = pthread_cond_timedwait(&k->cv, &k->mu, &until);
+    int got = k->reads;
+    pthread_mutex_unlock(&k->mu);
+    assert_true(got >= reads);
+}
 
 /* An open event stream: its socket, and what it has read so far. */
 typedef struct stream {
@@ -148,8 +215,11 @@ static void test_stream_sees_commits_of_another_server(void **state) {
     (void)state;
     seed();
     int pa, pb;
+    read_hook ka = HOOK_INIT, kb = HOOK_INIT;
+    next_read_hook = &ka;
     server *a = start(2, &pa);
     next_public_parties = 1;
+    next_read_hook = &kb;
     server *b = start(2, &pb);
     stream st, pub; /* a's stream, and b's, where trades name their parties */
     stream_open(&st, pa, "/events", 0);
@@ -158,8 +228,8 @@ static void test_stream_sees_commits_of_another_server(void **state) {
     assert_int_equal(stream_wait(&pub, "retry: 3000", 1, 5000), 1);
     assert_non_null(strstr(st.buf, " 200 OK\r\n"));
     assert_non_null(strstr(st.buf, "text/event-stream"));
-    struct timespec ts = {0, 400 * 1000 * 1000}; /* the follower starts from what is there */
-    nanosleep(&ts, NULL);
+    hook_wait(&ka, 1); /* each follower starts from what is there: then commits are news */
+    hook_wait(&kb, 1);
     /* on the other server: a listing, a purchase of it, an unlisting */
     post(pb, "/list", "{\"seller\":\"C\",\"item\":\"sword-1\",\"price\":90}", 201);
     post(pb, "/purchase", "{\"buyer\":\"E\",\"seller\":\"C\",\"item\":\"sword-1\"}", 200);
@@ -184,6 +254,43 @@ static void test_stream_sees_commits_of_another_server(void **state) {
     stream_close(&st);
     server_stop(b);
     server_stop(a);
+}
+
+/* A trade and then a listing committed while the follower is in the middle
+ * of a poll (after its read, before it sends): the stream carries the trade
+ * first. A follower that read the two streams in two round trips, with the
+ * commits landing between them, sent the listing, and the older trade a
+ * poll later. */
+static void test_commits_during_a_poll_go_out_in_commit_order(void **state) {
+    (void)state;
+    seed();
+    read_hook k = HOOK_INIT;
+    next_read_hook = &k;
+    int port;
+    server *s = start(2, &port);
+    k.port = port;
+    stream st;
+    stream_open(&st, port, "/events", 0);
+    assert_int_equal(stream_wait(&st, "retry: 3000", 1, 5000), 1);
+    hook_wait(&k, 1); /* the follower has started: from here on, commits are news */
+    pthread_mutex_lock(&k.mu);
+    k.armed = 1;
+    int reads = k.reads;
+    pthread_mutex_unlock(&k.mu);
+    hook_wait(&k, reads + 1);
+    assert_int_equal(k.bought, 200);
+    assert_int_equal(k.listed, 201);
+    assert_int_equal(stream_wait(&st, "\nevent: ", 2, 10000), 2);
+    const char *t = strstr(st.buf, "event: trade\ndata: ");
+    const char *l = strstr(st.buf, "event: listing\ndata: ");
+    assert_non_null(t);
+    assert_non_null(l);
+    assert_non_null(strstr(t, "\"item\":\"potion-1\""));
+    assert_non_null(strstr(l, "\"item\":\"sword-1\""));
+    if (l < t) fprintf(stderr, "the listing went out before the trade committed ahead of it\n");
+    assert_true(t < l);
+    stream_close(&st);
+    server_stop(s);
 }
 
 /* Appends nt trades, then nc listing changes, straight to the realm's
@@ -221,12 +328,13 @@ static void test_burst_of_both_streams_in_commit_order(void **state) {
     (void)state;
     seed();
     int port;
+    read_hook k = HOOK_INIT;
+    next_read_hook = &k;
     server *s = start(2, &port);
     stream st;
     stream_open(&st, port, "/events", 0);
     assert_int_equal(stream_wait(&st, "retry: 3000", 1, 5000), 1);
-    struct timespec ts = {0, 400 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    hook_wait(&k, 1);
     enum { N = 3000 }; /* each stream: several full pages a poll */
     inject(N, N); /* a poll's full page of changes is newer than trades still unread */
     assert_int_equal(stream_wait(&st, "\nevent: ", 2 * N, 30000), 2 * N);
@@ -253,14 +361,15 @@ static void test_burst_of_both_streams_in_commit_order(void **state) {
 static void slow_and_fast(unsigned threads) {
     seed();
     int port;
+    read_hook k = HOOK_INIT;
+    next_read_hook = &k;
     server *s = start(threads, &port);
     stream slow, fast;
     stream_open(&slow, port, "/events", 2048);
     stream_open(&fast, port, "/events", 0);
     assert_int_equal(stream_wait(&fast, "retry: 3000", 1, 5000), 1);
     assert_true(stream_read(&slow, 5000) > 0); /* its head, then it stops reading */
-    struct timespec ts = {0, 400 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    hook_wait(&k, 1);
     enum { N = 40000 }; /* ~10 MB: more than the kernel's socket buffers hold */
     inject(N, 0);
     /* the reader gets every one of them, while the other one reads nothing */
@@ -451,6 +560,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_sees_commits_of_another_server),
+        cmocka_unit_test(test_commits_during_a_poll_go_out_in_commit_order),
         cmocka_unit_test(test_burst_of_both_streams_in_commit_order),
         cmocka_unit_test(test_slow_subscriber_is_ended_pool),
         cmocka_unit_test(test_slow_subscriber_is_ended_thread_per_connection),
