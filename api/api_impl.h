@@ -25,6 +25,7 @@ enum api__field_kind {
     API__FIELD_QUANTITY, /* an integer in 1..MARKET_QUANTITY_MAX */
     API__FIELD_UNITS,    /* an integer in 1..MARKET_SALE_STOCK_MAX */
     API__FIELD_TIME,     /* an integer in 0..9999-12-31T23:59:59.999Z in Unix ms */
+    API__FIELD_BPS,      /* an integer in 0..MARKET_FEE_BPS_MAX (basis points) */
 };
 
 typedef struct api__field_spec {
@@ -109,7 +110,7 @@ typedef void api__ender(const api_deferred *d, api_response *resp);
 
 api__beginner api__begin_purchase, api__begin_list, api__begin_unlist;
 api__ender api__end_purchase, api__end_list, api__end_unlist;
-api__handler api__handle_sale_create, api__handle_sale_get;
+api__handler api__handle_sale_create, api__handle_sale_get, api__handle_settings;
 api__beginner api__begin_sale_buy;
 api__ender api__end_sale_buy;
 api__handler api__handle_market, api__handle_player, api__handle_player_listings;

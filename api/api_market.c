@@ -1,5 +1,6 @@
-/* api_market.c - the reads of api/: GET /market (listings and search),
- * GET /players/{id} and /players/{id}/listings, and GET /healthz.
+/* api_market.c - the market's reads and settings: GET /market (listings
+ * and search), GET /players/{id} and /players/{id}/listings, GET and PUT
+ * /config (the realm's cut of every sale), and GET /healthz.
  *
  * Above api_common.c and api_auth.c; called by api_route.c's route table.
  */
@@ -280,4 +281,40 @@ void api__handle_healthz(market_conn *conn, const api_request *req, const char *
     resp->retry_after_s = 1;
     snprintf(resp->error, sizeof resp->error, "store_unavailable");
     api__reply(resp, 503, body); /* any failure: the store cannot serve purchases */
+}
+
+/* GET /config: the realm's settings, public (players see the cut before
+ * they sell). PUT /config {"fee_bps", "house"?}: the admin sets them; the
+ * house must be a player of the realm (404 player_not_found). Both answer
+ * {"realm","fee_bps","house"}. */
+void api__handle_settings(market_conn *conn, const api_request *req, const char *realm,
+                          const char *arg, api_response *resp) {
+    (void)arg;
+    int put = strcmp(req->method, "PUT") == 0, rc;
+    market_settings st = {0};
+    if (put) {
+        static const api__field_spec spec[] = {{"fee_bps", API__FIELD_BPS, 1},
+                                               {"house", API__FIELD_ID, 0}};
+        api__field_value v[2];
+        json_t *root = api__body_parse(req, spec, 2, v, resp);
+        if (!root) return;
+        st.fee_bps = v[0].price;
+        snprintf(st.house, sizeof st.house, "%s", v[1].present ? v[1].id : MARKET_SALE_HOUSE);
+        json_decref(root);
+        if (!api__admin(req, resp) || api__conn_missing(conn, resp)) return;
+        rc = market_settings_set(conn, realm, &st);
+        if (rc == MARKET_ERR_NO_PLAYER) {
+            api__error_reply_full(resp, 404, "player_not_found",
+                                  "the house is not a player of the realm", 0, NULL);
+            resp->market_rc = rc;
+            return;
+        }
+    } else {
+        if (api__conn_missing(conn, resp)) return;
+        rc = market_settings_get(conn, realm, &st);
+    }
+    api__reply_outcome(resp, rc, 200,
+                       rc == MARKET_OK ? json_pack("{s:s,s:I,s:s}", "realm", realm, "fee_bps",
+                                                   (json_int_t)st.fee_bps, "house", st.house)
+                                       : NULL);
 }

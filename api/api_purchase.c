@@ -77,11 +77,11 @@ static void purchase_reply(const api_deferred *d, api_response *resp) {
         resp->replayed = res->replayed; /* a refusal stored under the Idempotency-Key */
         return;
     }
-    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "status", "purchased",
-                             "buyer", d->player, "seller", d->seller, "item", d->item,
-                             "quantity", (json_int_t)quantity, "price", (json_int_t)res->price,
-                             "total", (json_int_t)(res->price * quantity), "buyer_funds",
-                             (json_int_t)res->buyer_funds);
+    json_t *body =
+        json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "status", "purchased", "buyer",
+                  d->player, "seller", d->seller, "item", d->item, "quantity", (json_int_t)quantity,
+                  "price", (json_int_t)res->price, "total", (json_int_t)(res->price * quantity),
+                  "fee", (json_int_t)res->fee, "buyer_funds", (json_int_t)res->buyer_funds);
     /* "" only when replaying a purchase recorded before trade ids */
     if (body && res->trade_id[0] &&
         json_object_set_new(body, "trade_id", json_string(res->trade_id)) < 0) {
@@ -92,22 +92,23 @@ static void purchase_reply(const api_deferred *d, api_response *resp) {
     resp->replayed = res->replayed;
 }
 
-/* Returns a new {"status","buyer","item","quantity","total","buyer_funds",
- * "trade_id","fills":[{"seller","quantity","price","trade_id"}...]}, or NULL
- * on out-of-memory. A replay has no fills (the store keeps the first trade). */
+/* Returns a new {"status","buyer","item","quantity","total","fee","buyer_funds",
+ * "trade_id","fills":[{"seller","quantity","price","fee","trade_id"}...]}, or
+ * NULL on out-of-memory. A replay has no fills (the store keeps the first
+ * trade). */
 static json_t *bought_body(const api_deferred *d, const market_buy_result *r) {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "status", "purchased", "buyer",
-                          d->player, "item", d->item, "quantity", (json_int_t)r->quantity,
-                          "total", (json_int_t)r->total, "buyer_funds",
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "status", "purchased", "buyer",
+                          d->player, "item", d->item, "quantity", (json_int_t)r->quantity, "total",
+                          (json_int_t)r->total, "fee", (json_int_t)r->fee, "buyer_funds",
                           (json_int_t)r->buyer_funds);
     json_t *fills = json_array();
     if (!o || !fills) goto fail;
     for (size_t i = 0; i < r->n_fills; i++) {
         const market_fill *f = &r->fill[i];
-        if (json_array_append_new(fills, json_pack("{s:s, s:I, s:I, s:s}", "seller", f->seller,
+        if (json_array_append_new(fills, json_pack("{s:s, s:I, s:I, s:I, s:s}", "seller", f->seller,
                                                    "quantity", (json_int_t)f->quantity, "price",
-                                                   (json_int_t)f->price, "trade_id",
-                                                   f->trade_id)) < 0)
+                                                   (json_int_t)f->price, "fee", (json_int_t)f->fee,
+                                                   "trade_id", f->trade_id)) < 0)
             goto fail;
     }
     if ((r->trade_id[0] && json_object_set_new(o, "trade_id", json_string(r->trade_id)) < 0))
@@ -372,11 +373,12 @@ void api__end_sale_buy(const api_deferred *d, api_response *resp) {
         resp->replayed = res->replayed;
         return;
     }
-    json_t *body = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "status", "bought",
-                             "sale", d->sale, "buyer", d->player, "quantity",
-                             (json_int_t)res->quantity, "price", (json_int_t)res->price,
-                             "total", (json_int_t)res->total, "buyer_funds",
-                             (json_int_t)res->buyer_funds, "trade_id", res->trade_id);
+    /* a sale takes no cut: its seller is the house */
+    json_t *body =
+        json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s}", "status", "bought", "sale",
+                  d->sale, "buyer", d->player, "quantity", (json_int_t)res->quantity, "price",
+                  (json_int_t)res->price, "total", (json_int_t)res->total, "fee", (json_int_t)0,
+                  "buyer_funds", (json_int_t)res->buyer_funds, "trade_id", res->trade_id);
     /* what is left is known at the time of the buy, not of a replay */
     if (body && !res->replayed &&
         json_object_set_new(body, "stock_left", json_integer((json_int_t)res->left)) < 0) {

@@ -7,7 +7,8 @@
  *
  * DESIGN
  * Routing is a table: path (exact, or a prefix followed by one id segment),
- * the one method it serves, and the Allow value for a 405. A path that matches
+ * its method, and the Allow value for a 405: a route serves every method
+ * its Allow names (its handler tells them apart when there are two). A path that matches
  * no row is 404 not_found; a matching path with another method is 405. HEAD is
  * served like GET on GET routes (libmicrohttpd drops the body of a HEAD reply),
  * so Allow says "GET, HEAD" there. A trailing slash is a different path (404),
@@ -65,15 +66,25 @@ static const api_route api_routes[API_ROUTES] = {
     {"/sales", 0, NULL, 1, "POST", "POST", api__handle_sale_create},
     {"/sales/", 1, NULL, 1, "GET", "GET, HEAD", api__handle_sale_get},
     {"/sales/", 1, "/buy", 1, "POST", "POST", NULL, api__begin_sale_buy, api__end_sale_buy},
+    {"/config", 0, NULL, 1, "GET", "GET, HEAD, PUT", api__handle_settings},
 };
 
 /* Names of the routes as logs and metrics show them. */
 static const char *const api_route_names[API_ROUTES] = {
-    "/purchase",     "/list",         "/unlist",
-    "/players/{id}", "/market",       "/healthz",
-    "/players/{id}/listings", "/trades/{id}", "/players/{id}/trades",
-    "/items/{item}/trades", "/sales", "/sales/{id}",
+    "/purchase",
+    "/list",
+    "/unlist",
+    "/players/{id}",
+    "/market",
+    "/healthz",
+    "/players/{id}/listings",
+    "/trades/{id}",
+    "/players/{id}/trades",
+    "/items/{item}/trades",
+    "/sales",
+    "/sales/{id}",
     "/sales/{id}/buy",
+    "/config",
 };
 
 /* Returns route i's name (static), or NULL outside 0..API_ROUTES-1. */
@@ -144,6 +155,15 @@ static enum route_found route_find(const char *path, const api_route **route, co
     return ROUTE_NONE;
 }
 
+/* Whether route r serves method: one its Allow value names (HEAD on a GET
+ * route). This function can't fail. */
+static int method_allowed(const api_route *r, const char *method) {
+    size_t n = strlen(method);
+    for (const char *p = r->allow; n && (p = strstr(p, method)) != NULL; p += n)
+        if ((p == r->allow || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0')) return 1;
+    return 0;
+}
+
 /* Finds the deferred route serving method and path (see route_find() for
  * argbuf, arglen and realm): the route, with *arg set, when path names a
  * route of the table (under a valid realm, if any) that has a begin step
@@ -187,8 +207,7 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
         return;
     }
     snprintf(resp->realm, sizeof resp->realm, "%s", realm);
-    int get_like = strcmp(r->method, "GET") == 0 && strcmp(req->method, "HEAD") == 0;
-    if (strcmp(req->method, r->method) != 0 && !get_like) {
+    if (!method_allowed(r, req->method)) {
         api__error_reply_full(resp, 405, "method_not_allowed", NULL, 0, r->allow);
         return;
     }

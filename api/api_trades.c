@@ -19,26 +19,29 @@
 /* ---- trades ---- */
 
 /* Returns a new {"trade_id","buyer","seller","item","quantity","price",
- * "total","fence","time_ms"} object for t, without "buyer" and "seller"
- * unless parties, or NULL on out-of-memory. */
+ * "total","fee","house","fence","time_ms"} object for t, without "buyer"
+ * and "seller" unless parties, and without "house" when it paid no cut; or
+ * NULL on out-of-memory. */
 static json_t *trade_body(const market_trade *t, int parties) {
     json_t *o = json_object();
     int bad = !o || json_object_set_new(o, "trade_id", api__text_new(t->id)) < 0;
     if (!bad && parties)
         bad = json_object_set_new(o, "buyer", api__text_new(t->buyer)) < 0 ||
               json_object_set_new(o, "seller", api__text_new(t->seller)) < 0;
-    json_t *rest = bad ? NULL
-                       : json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "item", t->item, "quantity",
-                                   (json_int_t)t->quantity, "price", (json_int_t)t->price, "total",
-                                   (json_int_t)t->total, "fence",
-                                   (json_int_t)(t->fence > INT64_MAX ? INT64_MAX : t->fence),
-                                   "time_ms", (json_int_t)t->time_ms);
-    if (!rest || json_object_update(o, rest) < 0) {
-        json_decref(rest);
+    bad = bad || json_object_set_new(o, "item", api__text_new(t->item)) < 0 ||
+          json_object_set_new(o, "quantity", json_integer((json_int_t)t->quantity)) < 0 ||
+          json_object_set_new(o, "price", json_integer((json_int_t)t->price)) < 0 ||
+          json_object_set_new(o, "total", json_integer((json_int_t)t->total)) < 0 ||
+          json_object_set_new(o, "fee", json_integer((json_int_t)t->fee)) < 0 ||
+          (t->fee && json_object_set_new(o, "house", api__text_new(t->house)) < 0) ||
+          json_object_set_new(
+              o, "fence", json_integer((json_int_t)(t->fence > INT64_MAX ? INT64_MAX : t->fence))) <
+              0 ||
+          json_object_set_new(o, "time_ms", json_integer((json_int_t)t->time_ms)) < 0;
+    if (bad) {
         json_decref(o);
         return NULL;
     }
-    json_decref(rest);
     return o;
 }
 

@@ -150,6 +150,7 @@ enum market_err {
                                                    may buy from */
 #define MARKET_SALE_STOCK_MAX INT64_C(1000000000) /* a sale's stock (and a buy's quantity): 1..10^9 */
 #define MARKET_SALE_HOUSE "game"                /* the house a sale pays by default */
+#define MARKET_FEE_BPS_MAX 10000                /* a realm's sale cut: 0..10000 basis points */
 
 /* ---- types ---- */
 
@@ -182,6 +183,9 @@ typedef struct market_config {
     uint64_t trade_index;        /* trade ids kept per player, at least (up to an eighth
                                     more; 0: the default) */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
+    void (*test_decided)(void *arg); /* test hook: called, with test_decided_arg, on the
+                                    worker between a batch's decision and its commit */
+    void *test_decided_arg;
     uint32_t test_stall_read_ms; /* test hook: sleep after taking the locks, before reading */
     uint32_t test_stall_lock_ms; /* test hook: sleep before taking the locks (before the
                                     first read without a lock) */
@@ -196,6 +200,7 @@ typedef struct market_purchase_result {
     int64_t price;       /* the price paid (of one unit), or the current price on PRICE_CHANGED */
     int64_t available;   /* on NOT_ENOUGH: the units there are (at that price) */
     int64_t buyer_funds; /* the buyer's funds after the purchase */
+    int64_t fee;         /* the realm's cut of the total, taken from the seller's proceeds */
     int replayed;        /* 1: an earlier request with the same idempotency key did it */
     char trade_id[MARKET_TRADE_ID_MAX + 1]; /* a success: its trade record ("" when a replay
                                                of a record older than trade ids) */
@@ -270,6 +275,9 @@ typedef struct market_trade {
     char id[MARKET_TRADE_ID_MAX + 1]; /* "<ms>-<seq>", in the order trades committed */
     char buyer[MARKET_ID_MAX + 1], seller[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1];
     int64_t quantity, price, total; /* units, price of one, quantity * price */
+    int64_t fee;                    /* the realm's cut of total, paid by the seller to its
+                                       house (market_settings) */
+    char house[MARKET_ID_MAX + 1];  /* the player the cut paid ("" without a cut) */
     uint64_t fence;                 /* the lock fence the commit held (0: none, optimistic) */
     int64_t time_ms;                /* when it committed, by the store's clock (Unix ms) */
 } market_trade;
@@ -304,6 +312,7 @@ typedef struct market_sale_result {
 typedef struct market_fill {
     char seller[MARKET_ID_MAX + 1];
     int64_t quantity, price; /* units bought from this seller, and the price of one */
+    int64_t fee;             /* the realm's cut of this part, from the seller's proceeds */
     char trade_id[MARKET_TRADE_ID_MAX + 1];
 } market_fill;
 
@@ -311,6 +320,7 @@ typedef struct market_buy_result {
     int replayed;        /* 1: an earlier request with the same idempotency key did it */
     int64_t quantity;    /* units bought */
     int64_t total;       /* what they cost together */
+    int64_t fee;         /* the realm's cut of total, from the sellers' proceeds */
     int64_t buyer_funds; /* the buyer's funds after it */
     int64_t available;   /* on NOT_ENOUGH: the units there are at or under the price */
     size_t n_fills;      /* the parts (none in a replay) */
@@ -504,6 +514,20 @@ int market_unlist(market_conn *c, const char *realm, const char *seller, const c
 
 int market_sale_create(market_conn *c, const char *realm, const market_sale *s);
 int market_sale_get(market_conn *c, const char *realm, const char *id, market_sale *out);
+
+/* ---- a realm's settings (market_settings.c) ---- */
+
+/* A realm's market settings, kept in the store so that every server applies
+ * the same (market_settings.c): a sale's seller pays fee_bps / 10000 of its
+ * total, rounded down, to the house. */
+typedef struct market_settings {
+    int64_t fee_bps;               /* 0..MARKET_FEE_BPS_MAX; 0: no cut */
+    char house[MARKET_ID_MAX + 1]; /* the player fees pay (MARKET_SALE_HOUSE when unset) */
+} market_settings;
+
+int64_t market_fee(int64_t total, int64_t fee_bps);
+int market_settings_get(market_conn *c, const char *realm, market_settings *out);
+int market_settings_set(market_conn *c, const char *realm, const market_settings *cfg);
 int market_sale_buy(market_conn *c, const char *realm, const char *sale, const char *buyer,
                     int64_t quantity, const market_idem *idem, market_sale_result *res);
 int market_sale_buyers(market_conn *c, const char *realm, const char *id,

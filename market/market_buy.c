@@ -67,6 +67,7 @@ struct listing {
 struct take {
     size_t listing;
     int64_t units, before; /* units taken, and the listing's units before */
+    int64_t fee;           /* the realm's cut of this part */
 };
 
 /* The kind's state on a lane: a batch of one realm's buy orders, and what
@@ -84,6 +85,7 @@ struct buy_batch {
     struct listing list[LISTINGS_MAX];
     size_t n_list;
     market__parties u; /* the buyers and sellers */
+    market__cut cut;   /* the realm's cut of the batch's sales */
     int chosen; /* item strategy: the listings are chosen and locked; read only those */
     int enough; /* item strategy: when chosen, they made the quantity */
     market__trade_rec trade[LISTINGS_MAX];
@@ -259,26 +261,40 @@ static int decide_order(struct buy_batch *b, size_t i) {
     int rc = market__fill(off, n, o->player, o->quantity, o->price, &available, &total);
     if (rc == MARKET_ERR_NOT_ENOUGH) res->available = available;
     if (rc != MARKET_OK) return rc;
-    market__party buyer = b->u.party[b->buyer[i]], seller[MARKET_FILL_MAX];
+    /* the order works on copies of its parties, kept only when it succeeds; the house,
+     * when the batch holds it, is one of them or a copy of its own */
+    market__party buyer = b->u.party[b->buyer[i]], seller[MARKET_FILL_MAX], house;
     if (buyer.known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
     if (buyer.known == MARKET__ABSENT) return MARKET_ERR_NO_PLAYER;
     if (total > buyer.funds) return MARKET_ERR_INSUFFICIENT_FUNDS; /* total saturates */
+    market__cut cut = b->cut;
+    size_t h = cut.house ? (size_t)(cut.house - b->u.party) : SIZE_MAX;
+    cut.unread = 0;
+    if (cut.house) house = *cut.house;
+    cut.house = h == b->buyer[i] ? &buyer : cut.house ? &house : NULL;
     for (size_t k = 0; k < n; k++) { /* one listing a seller: their parties are distinct */
         seller[k] = b->u.party[b->list[b->offer[i][k]].party];
+        if (b->list[b->offer[i][k]].party == h) cut.house = &seller[k];
+    }
+    int64_t fee[MARKET_FILL_MAX] = {0};
+    for (size_t k = 0; k < n; k++)
         if (off[k].take &&
             (rc = market__units_apply(off[k].price, off[k].units, off[k].take, -1, &buyer,
-                                      &seller[k])) != MARKET_OK)
+                                      &seller[k], &cut, &fee[k])) != MARKET_OK)
             return rc;
-    }
     b->n_took[i] = 0;
+    res->fee = 0;
     for (size_t k = 0; k < n; k++) {
         if (!off[k].take) continue;
         struct listing *L = &b->list[b->offer[i][k]];
-        b->took[i][b->n_took[i]++] = (struct take){b->offer[i][k], off[k].take, L->left};
+        b->took[i][b->n_took[i]++] = (struct take){b->offer[i][k], off[k].take, L->left, fee[k]};
         L->left -= off[k].take;
         b->u.party[L->party] = seller[k];
+        res->fee += fee[k];
     }
     b->u.party[b->buyer[i]] = buyer;
+    if (cut.house == &house) b->u.party[h] = house;
+    b->cut.unread += cut.unread;
     res->quantity = o->quantity;
     res->total = total;
     res->buyer_funds = buyer.funds;
@@ -293,11 +309,12 @@ static void replay(market_order *o, const market__outcome *v) {
     res->quantity = o->quantity;
     res->total = v->a;
     res->buyer_funds = v->b;
+    res->fee = v->c;
 }
 
 /* Decides order i (decide_order); its record keeps a not_enough's units
  * available or a success's total, and the buyer's funds. */
-static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds) {
+static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds, int64_t *fee) {
     struct buy_batch *b = ks;
     market_buy_result *res = &b->f.req[i]->res.buy;
     *res = (market_buy_result){0};
@@ -305,6 +322,7 @@ static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds) {
     int rc = decide_order(b, i);
     *a = rc == MARKET_ERR_NOT_ENOUGH ? res->available : res->total;
     *funds = res->buyer_funds;
+    *fee = res->fee;
     return rc;
 }
 
@@ -312,6 +330,7 @@ static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds) {
 static size_t batch_decide(market__cbatch *cb) {
     struct buy_batch *b = cb->ks;
     for (size_t i = 0; i < b->f.n; i++) b->n_took[i] = 0;
+    market__frame_cut(&b->f, &b->u, &b->cut);
     return market__frame_decide(&b->f, decide_one, replay, b);
 }
 
@@ -356,6 +375,8 @@ static void commit_order(struct buy_batch *b, const market__held *held, size_t i
                                                 .item = o->item,
                                                 .quantity = t->units,
                                                 .price = L->price,
+                                                .fee = t->fee,
+                                                .house = b->f.settings.house,
                                                 .fence = trade_fence(held, b, t->listing)},
                             b->trade, b->trade_req, &b->n_trades);
     }
@@ -373,6 +394,7 @@ static void hand_trades(struct buy_batch *b) {
         snprintf(f->seller, sizeof f->seller, "%s", r->seller);
         f->quantity = r->quantity;
         f->price = r->price;
+        f->fee = r->fee;
         memcpy(f->trade_id, r->id, sizeof f->trade_id);
         if (res->n_fills == 1) memcpy(res->trade_id, r->id, sizeof res->trade_id);
     }
@@ -390,6 +412,7 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     market__fx_multi(w);
     market__frame_fences(&b->f, held, w);
     market__parties_funds(&b->u, w);
+    market__frame_cut_pay(&b->f, &b->cut, w);
     market__frame_records(&b->f, w);
     b->n_trades = 0;
     for (size_t i = 0; i < b->f.n; i++)
@@ -458,6 +481,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     market__realm_init(&b->realm, cb->realm);
     int rc = market__frame_begin(&b->f, cb, 0);
     if (rc != MARKET_OK) return rc;
+    b->f.sells = 1;
     for (size_t i = 0; i < b->f.n; i++) {
         const market_order *o = b->f.req[i];
         market__idx_key(b->k_index[i], MARKET__IDX_ITEM, b->realm.id, o->item);

@@ -282,6 +282,7 @@ static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
     if (rc < 0) return market__unwatch_later(c, rc);
     if (k->decide(cb) == 0) return market__unwatch_later(c, MARKET_OK);
     if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
+    if (c->m->cfg.test_decided) c->m->cfg.test_decided(c->m->cfg.test_decided_arg);
     if (cb->policy == MARKET__POLICY_EACH && lease_lapsed(cb))
         return market__unwatch_later(c, MARKET_ERR_LEASE_LOST);
     return k->commit(c, held, cb);

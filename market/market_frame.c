@@ -20,6 +20,7 @@
  */
 #include "market/market_frame.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -67,11 +68,19 @@ void market__frame_watched(market__frame *f, const market__held *held, int keys,
         market__buf_arg(r, held->fenced[i]);
     }
     market__idem_set_watch(&f->idem, r);
+    if (f->sells) {
+        market__realm rl;
+        market__realm_init(&rl, f->cb->realm);
+        memcpy(f->k_settings, rl.settings, sizeof f->k_settings);
+        market__buf_arg(r, f->k_settings);
+    }
     market__buf_end(r, 0);
     f->i_fence = r->n;
     if (held->n) market__held_read_buf(held, r);
     f->i_idem = r->n;
     market__idem_set_read(&f->idem, r);
+    f->i_settings = r->n;
+    if (f->sells) market__rd_realm_settings(r, f->k_settings);
 }
 
 /* Judges the frame's replies (rep: the read's): returns MARKET_OK, or the
@@ -90,6 +99,8 @@ int market__frame_judge(market__frame *f, market_conn *c, const market__held *he
     if (held->n && market__held_wanted(held, fr)) f->cb->lock_wanted = 1;
     if (market__idem_set_judge(&f->idem, mg, f->cb->token) < 0)
         return market__fail_reply(c, "reading idempotency records", mg);
+    if (f->sells && market__reply_realm_settings(rep[f->i_settings], &f->settings) < 0)
+        return market__fail(c, "the settings of realm %s are unreadable", f->cb->realm);
     for (size_t i = 0; i < held->n; i++) { /* our own earlier commit of this lease */
         const redisReply *e = fr->type == REDIS_REPLY_ARRAY && i < fr->elements ? fr->element[i]
                                                                                  : NULL;
@@ -111,7 +122,7 @@ size_t market__frame_decide(market__frame *f, market__decide_one one, market__re
     for (size_t i = 0; i < f->n; i++) {
         market_order *o = f->req[i];
         market__outcome v;
-        int64_t a = 0, b = 0;
+        int64_t a = 0, b = 0, c = 0;
         int settled = market__idem_set_settle(&f->idem, i, &v);
         int late = !settled && f->cb->now_ms >= o->q.deadline_ms;
         f->won[i] = 0;
@@ -125,9 +136,9 @@ size_t market__frame_decide(market__frame *f, market__decide_one one, market__re
             if (v.replayed) replay(o, &v);
             continue;
         }
-        if (!late) o->rc = one(ks, i, &a, &b); /* clears its result first */
+        if (!late) o->rc = one(ks, i, &a, &b, &c); /* clears its result first */
         f->won[i] = o->rc == MARKET_OK;
-        market__idem_set_decided(&f->idem, i, o->rc, a, b);
+        market__idem_set_decided(&f->idem, i, o->rc, a, b, c);
         writes += market__frame_won(f, i) || market__idem_set_recorded(&f->idem, i);
     }
     return writes;
@@ -214,6 +225,35 @@ void market__parties_parse(market__parties *p, redisReply *const *rep, const siz
         p->party[u] = market__reply_party(rep[j]);
         p->read_funds[u] = p->party[u].funds;
     }
+}
+
+/* Returns player id's index in p, or SIZE_MAX when p does not hold it. */
+size_t market__parties_find(const market__parties *p, const char *id) {
+    uint32_t h = market__id_hash(id);
+    for (size_t i = 0; i < p->n; i++)
+        if (p->hash[i] == h && strcmp(p->id[i], id) == 0) return i;
+    return SIZE_MAX;
+}
+
+/* Begins the realm's cut of the batch's sales as the read found the
+ * settings (no cut unless the kind sells): into the house's funds in p
+ * when p holds the house, else paid unread (market__frame_cut_pay). */
+void market__frame_cut(const market__frame *f, market__parties *p, market__cut *cut) {
+    *cut = (market__cut){0};
+    if (!f->sells || f->settings.fee_bps == 0) return;
+    cut->bps = f->settings.fee_bps;
+    size_t h = market__parties_find(p, f->settings.house);
+    /* funds left unread (split reads) are moved by no decision: the house's are paid unread */
+    cut->house = h == SIZE_MAX || p->party[h].known == MARKET__UNREAD ? NULL : &p->party[h];
+}
+
+/* Appends the payment of the cuts the batch decided for a house it does
+ * not hold: one HINCRBY. */
+void market__frame_cut_pay(const market__frame *f, const market__cut *cut, market__buf *w) {
+    if (cut->unread == 0) return;
+    char k_house[MARKET__KEY_MAX];
+    market__key_user(k_house, f->cb->realm, f->settings.house);
+    market__fx_funds(w, market__buf_join(w, k_house, (const char *)NULL), cut->unread);
 }
 
 /* Appends each player's net change of funds as the batch decided. */

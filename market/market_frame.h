@@ -20,6 +20,11 @@ typedef struct market__frame {
     market__idem_set idem;
     size_t i_watch, i_fence, i_idem; /* the read's replies: WATCH, leases, records */
     int fence_same[MARKET__HELD_MAX]; /* the fencing record already holds our fence */
+    int sells;                        /* set by the kind: its orders pay the realm's cut (its read
+                                         watches and reads the realm's settings) */
+    size_t i_settings;                /* the read's reply: the settings (sells) */
+    char k_settings[MARKET__KEY_MAX]; /* their key */
+    market_settings settings;         /* the settings as read (sells) */
     unsigned char won[MARKET__BATCH_MAX]; /* decided MARKET_OK in this batch (not a replay) */
 } market__frame;
 
@@ -30,9 +35,10 @@ int market__frame_judge(market__frame *f, market_conn *c, const market__held *he
                         redisReply **rep);
 
 /* A kind's decision of its open order i (not settled by its key, within its
- * budget): returns its code, with *a and *b what its idempotency record
- * keeps. replay fills order o's result from outcome v, a replay. */
-typedef int (*market__decide_one)(void *ks, size_t i, int64_t *a, int64_t *b);
+ * budget): returns its code, with *a, *b and *c (0 unless set) what its
+ * idempotency record keeps. replay fills order o's result from outcome v, a
+ * replay. */
+typedef int (*market__decide_one)(void *ks, size_t i, int64_t *a, int64_t *b, int64_t *c);
 typedef void (*market__replay)(market_order *o, const market__outcome *v);
 size_t market__frame_decide(market__frame *f, market__decide_one one, market__replay replay,
                             void *ks);
@@ -66,5 +72,9 @@ void market__parties_read(const market__parties *p, const size_t *list, size_t n
 void market__parties_parse(market__parties *p, redisReply *const *rep, const size_t *list,
                            size_t n);
 void market__parties_funds(const market__parties *p, market__buf *w);
+size_t market__parties_find(const market__parties *p, const char *id);
+
+void market__frame_cut(const market__frame *f, market__parties *p, market__cut *cut);
+void market__frame_cut_pay(const market__frame *f, const market__cut *cut, market__buf *w);
 
 #endif /* GM_MARKET_MARKET_FRAME_H */

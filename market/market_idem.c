@@ -79,7 +79,7 @@ int market__idem_set_judge(market__idem_set *s, const redisReply *mget, const ch
         if (!s->idem[i]) continue;
         market__outcome *o = &s->stored[i];
         s->state[i] = market__idem_judge(mget->element[j++], s->idem[i], token, &o->rc, &o->a,
-                                         &o->b, s->stored_trade[i]);
+                                         &o->b, &o->c, s->stored_trade[i]);
         o->trade = s->stored_trade[i];
         o->replayed = 1;
     }
@@ -115,10 +115,11 @@ int market__idem_set_settle(market__idem_set *s, size_t i, market__outcome *out)
     return 1;
 }
 
-/* Tells the set order i's outcome as decided in this batch (a and b as its
- * kind records them). Can't fail. */
-void market__idem_set_decided(market__idem_set *s, size_t i, int rc, int64_t a, int64_t b) {
-    s->done[i] = (market__outcome){.rc = rc, .a = a, .b = b, .trade = ""};
+/* Tells the set order i's outcome as decided in this batch (a, b and c as
+ * its kind records them). Can't fail. */
+void market__idem_set_decided(market__idem_set *s, size_t i, int rc, int64_t a, int64_t b,
+                              int64_t c) {
+    s->done[i] = (market__outcome){.rc = rc, .a = a, .b = b, .c = c, .trade = ""};
 }
 
 /* Whether order i's outcome is recorded by the commit: decided for good in
@@ -131,6 +132,6 @@ int market__idem_set_recorded(const market__idem_set *s, size_t i) {
  * and, with w, appends its SET to the commit. */
 void market__idem_set_record(market__idem_set *s, size_t i, market__buf *w) {
     const market__outcome *o = &s->done[i];
-    market__idem_record(s->record[i], sizeof s->record[i], s->idem[i], o->rc, o->a, o->b);
+    market__idem_record(s->record[i], sizeof s->record[i], s->idem[i], o->rc, o->a, o->b, o->c);
     if (w) market__fx_idem_record(w, s->key[i], s->record[i]);
 }

@@ -14,10 +14,10 @@
 #include "market/market_model.h"
 
 /* An order's outcome as an idempotency record keeps it: its code and two
- * numbers (see market__idem_record), and, for a success, its trade id. */
+ * or three numbers (see market__idem_record), and, for a success, its trade id. */
 typedef struct market__outcome {
     int rc;
-    int64_t a, b;
+    int64_t a, b, c;   /* c: a success's third number (a sale's cut), 0 when none */
     const char *trade; /* "" when none or not known yet */
     int replayed;      /* it repeats an earlier request's */
 } market__outcome;
@@ -45,7 +45,8 @@ void market__idem_set_watch(const market__idem_set *s, market__buf *r);
 void market__idem_set_read(const market__idem_set *s, market__buf *r);
 int market__idem_set_judge(market__idem_set *s, const redisReply *mget, const char *token);
 int market__idem_set_settle(market__idem_set *s, size_t i, market__outcome *out);
-void market__idem_set_decided(market__idem_set *s, size_t i, int rc, int64_t a, int64_t b);
+void market__idem_set_decided(market__idem_set *s, size_t i, int rc, int64_t a, int64_t b,
+                              int64_t c);
 int market__idem_set_recorded(const market__idem_set *s, size_t i);
 void market__idem_set_record(market__idem_set *s, size_t i, market__buf *w);
 

@@ -35,7 +35,7 @@
 
 #define MARKET__IDEM_REDIS_MAX (8 + MARKET__TAG_MAX + MARKET_ID_MAX + MARKET_IDEM_KEY_MAX)
                                                                /* idem:{<r>}:<p>:<k> */
-#define MARKET__IDEM_RECORD_MAX (MARKET_IDEM_FP_MAX + 96) /* "<fp> <a> <b> <trade id>" */
+#define MARKET__IDEM_RECORD_MAX (MARKET_IDEM_FP_MAX + 120) /* "<fp> <a> <b> <c> <trade id>" */
 #define MARKET__IDEM_TTL "86400"                                         /* MARKET_IDEM_TTL_S */
 #define MARKET__IDEM_CLAIM_SLACK_MS 100 /* a claim outlives its attempt's budget by this */
 #define MARKET__TOKEN_LEN 32            /* a claim token: 128 random bits in hex */

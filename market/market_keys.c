@@ -92,6 +92,8 @@ void market__realm_init(market__realm *r, const char *realm) {
     market__join(r->changes, sizeof r->changes, "market:{", realm, "}:changes",
                  (const char *)NULL);
     market__key_building(r->building, realm);
+    market__join(r->settings, sizeof r->settings, "market:{", realm, "}:settings",
+                 (const char *)NULL);
 }
 
 /* Writes the key of the lease of the run seeding realm, "market:{<realm>}:seeding", into
@@ -152,10 +154,14 @@ int market__idem_final(int rc) {
 }
 
 /* Writes the final record of outcome rc into out: "<fp> <a> <b>" for a
- * success, "<fp> !<rc> <a>" for a refusal (market__idem_final(rc)). */
+ * success, with " <c>" after it when c is not 0 (a sale's cut), "<fp> !<rc>
+ * <a>" for a refusal (market__idem_final(rc)). */
 void market__idem_record(char *out, size_t outlen, const market_idem *idem, int rc, int64_t a,
-                         int64_t b) {
-    if (rc == MARKET_OK)
+                         int64_t b, int64_t c) {
+    if (rc == MARKET_OK && c != 0)
+        snprintf(out, outlen, "%s %lld %lld %lld", idem->fingerprint, (long long)a, (long long)b,
+                 (long long)c);
+    else if (rc == MARKET_OK)
         snprintf(out, outlen, "%s %lld %lld", idem->fingerprint, (long long)a, (long long)b);
     else
         snprintf(out, outlen, "%s !%d %lld", idem->fingerprint, rc, (long long)a);
@@ -179,7 +185,7 @@ void market__idem_claim_ttl(char *out, size_t outlen, int64_t deadline_ms) {
 /* Judges the value of an idempotency record read under WATCH for the
  * request idem, whose attempt claims with token. Returns
  *   MARKET__IDEM_FREE       no record, or our own claim: decide and record;
- *   MARKET__IDEM_DONE       a final outcome: *rc (MARKET_OK or a refusal), *a, *b, and
+ *   MARKET__IDEM_DONE       a final outcome: *rc (MARKET_OK or a refusal), *a, *b, *c, and
  *                           trade (MARKET_TRADE_ID_MAX + 1 bytes): a success's trade id,
  *                           or "";
  *   MARKET_ERR_IN_PROGRESS  another attempt of the same request claims it;
@@ -187,7 +193,7 @@ void market__idem_claim_ttl(char *out, size_t outlen, int64_t deadline_ms) {
  *   MARKET_ERR_STORE        the value cannot be read.
  * This function can't fail otherwise. */
 int market__idem_judge(const redisReply *r, const market_idem *idem, const char *token, int *rc,
-                       int64_t *a, int64_t *b, char *trade) {
+                       int64_t *a, int64_t *b, int64_t *c, char *trade) {
     trade[0] = '\0';
     if (r->type == REDIS_REPLY_NIL) return MARKET__IDEM_FREE;
     if (r->type != REDIS_REPLY_STRING || r->len >= MARKET__IDEM_RECORD_MAX) return MARKET_ERR_STORE;
@@ -201,7 +207,7 @@ int market__idem_judge(const redisReply *r, const market_idem *idem, const char 
     if (strcmp(buf, idem->fingerprint) != 0) return MARKET_ERR_IDEM_MISMATCH;
     if (rest[0] == '?')
         return strcmp(rest + 1, token) == 0 ? MARKET__IDEM_FREE : MARKET_ERR_IN_PROGRESS;
-    long long x, y;
+    long long x, y, z;
     int code;
     char tail;
     if (rest[0] == '!') {
@@ -210,18 +216,27 @@ int market__idem_judge(const redisReply *r, const market_idem *idem, const char 
             return MARKET_ERR_STORE;
         *rc = code;
         *a = x;
-        *b = 0;
+        *b = *c = 0;
         return MARKET__IDEM_DONE;
     }
-    char t[MARKET_TRADE_ID_MAX + 2];
-    int got = sscanf(rest, "%lld %lld %42s%c", &x, &y, t, &tail);
-    if (got == 3 && market_trade_id_valid(t))
-        memcpy(trade, t, strlen(t) + 1);
-    else if (got != 2 || strchr(rest, ' ') != strrchr(rest, ' '))
-        return MARKET_ERR_STORE; /* "<a> <b>" alone, or with a valid trade id */
+    /* "<a> <b>", then "<c>" when not 0, then the trade id when the script completed it */
+    char t[2][MARKET_TRADE_ID_MAX + 2];
+    int got = sscanf(rest, "%lld %lld %42s %42s%c", &x, &y, t[0], t[1], &tail), n = got - 2;
+    size_t spaces = 0;
+    for (const char *p = rest; *p; p++)
+        spaces += *p == ' ';
+    if (got < 2 || got > 4 || spaces != (size_t)got - 1) return MARKET_ERR_STORE;
+    int has_trade = n > 0 && market_trade_id_valid(t[n - 1]);
+    z = 0;
+    if (n == 2 || (n == 1 && !has_trade)) { /* a cut: a number, never 0 */
+        if (sscanf(t[0], "%lld%c", &z, &tail) != 1 || z == 0) return MARKET_ERR_STORE;
+    }
+    if (n == 2 && !has_trade) return MARKET_ERR_STORE;
+    if (has_trade) memcpy(trade, t[n - 1], strlen(t[n - 1]) + 1);
     *rc = MARKET_OK;
     *a = x;
     *b = y;
+    *c = z;
     return MARKET__IDEM_DONE;
 }
 

@@ -25,6 +25,7 @@ typedef struct market__realm {
     char units[MARKET__KEY_MAX];  /* "market:{<realm>}:units": the units of stack listings */
     char changes[MARKET__KEY_MAX]; /* "market:{<realm>}:changes": the listing changes' feed */
     char building[MARKET__KEY_MAX]; /* "market:{<realm>}:building": set while seeding writes */
+    char settings[MARKET__KEY_MAX]; /* "market:{<realm>}:settings": its settings (fees) */
 } market__realm;
 
 void market__realm_init(market__realm *r, const char *realm);
@@ -33,6 +34,8 @@ void market__key_seeding(char *out, const char *realm);
 #define MARKET__REALM_KINDS 7
 #define MARKET__FIELD_FUNDS "funds" /* a player's hash: its funds */
 #define MARKET__FIELD_NAME "name"   /* a player's hash: its display name */
+#define MARKET__FIELD_FEE_BPS "fee_bps" /* a realm's settings: its sale cut (market_settings) */
+#define MARKET__FIELD_HOUSE "house"     /* a realm's settings: the player its cut pays */
 extern const char *const market__realm_kinds[MARKET__REALM_KINDS];
 
 void market__key(char *out, size_t outlen, const char *kind, const char *realm, const char *id);
@@ -48,11 +51,11 @@ void market__idem_key(char *out, size_t outlen, const char *realm, const char *p
                       const market_idem *idem);
 int market__idem_final(int rc);
 void market__idem_record(char *out, size_t outlen, const market_idem *idem, int rc, int64_t a,
-                         int64_t b);
+                         int64_t b, int64_t c);
 void market__idem_claim(char *out, size_t outlen, const market_idem *idem, const char *token);
 void market__idem_claim_ttl(char *out, size_t outlen, int64_t deadline_ms);
 int market__idem_judge(const redisReply *r, const market_idem *idem, const char *token, int *rc,
-                       int64_t *a, int64_t *b, char *trade);
+                       int64_t *a, int64_t *b, int64_t *c, char *trade);
 int market__token_new(char out[MARKET__TOKEN_LEN + 1]);
 int market__slot_tag(unsigned slot, char *out, size_t outlen);
 unsigned market__realm_slot(const char *realm);

@@ -175,7 +175,8 @@ static void replay(market_order *o, const market__outcome *v) {
 }
 
 /* Decides order i against its seller and item's state as the batch left it. */
-static int decide_one(void *ks, size_t i, int64_t *a, int64_t *b_) {
+static int decide_one(void *ks, size_t i, int64_t *a, int64_t *b_, int64_t *c) {
+    (void)c;
     struct listing_batch *b = ks;
     market_order *o = b->f.req[i];
     if (o->type == MARKET_ORDER_UNLIST) {

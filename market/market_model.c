@@ -768,6 +768,11 @@ void market__rd_ping(market__buf *b) { market__buf_cmd(b, 1, C_PING); }
 /* The server's role (master or replica). */
 void market__rd_role(market__buf *b) { market__buf_cmd(b, 1, C_ROLE); }
 
+/* A realm's settings (market__reply_realm_settings()). */
+void market__rd_realm_settings(market__buf *b, const char *settings_key) {
+    market__buf_cmd(b, 4, C_HMGET, settings_key, MARKET__FIELD_FEE_BPS, MARKET__FIELD_HOUSE);
+}
+
 /* CONFIG GET of one parameter: its value (market__reply_config()). */
 void market__rd_config(market__buf *b, const char *name) {
     market__buf_cmd(b, 3, C_CONFIG, "GET", name);

@@ -105,6 +105,21 @@ int market__reply_config(const redisReply *r, char *out, size_t outlen) {
     return 0;
 }
 
+/* Reads a realm's settings from r, the reply to market__rd_realm_settings()
+ * (fields unset: no cut, the default house). Returns 0, or -1 when r is no
+ * such reply or holds values out of range. */
+int market__reply_realm_settings(const redisReply *r, market_settings *out) {
+    *out = (market_settings){0};
+    memcpy(out->house, MARKET_SALE_HOUSE, sizeof MARKET_SALE_HOUSE);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return -1;
+    const redisReply *bps = r->element[0], *house = r->element[1];
+    if (bps->type != REDIS_REPLY_NIL && (market__reply_i64(bps, &out->fee_bps) < 0 ||
+                                         out->fee_bps < 0 || out->fee_bps > MARKET_FEE_BPS_MAX))
+        return -1;
+    if (house->type != REDIS_REPLY_NIL && market__reply_id(house, out->house) < 0) return -1;
+    return 0;
+}
+
 /* Copies string reply e into out (MARKET_ID_MAX + 1 bytes) when it is a
  * valid id. Returns 0, or -1 when it is not. */
 int market__reply_id(const redisReply *e, char *out) {
@@ -361,6 +376,8 @@ int market__reply_trade(const redisReply *e, market_trade *t, char *entry_id) {
             rc = market__reply_id(v, t->seller), seen |= 2;
         } else if (strcmp(k->str, "item") == 0) {
             rc = market__reply_id(v, t->item), seen |= 4;
+        } else if (strcmp(k->str, "house") == 0) { /* "" without a cut */
+            if (v->len) rc = market__reply_id(v, t->house);
         } else if (strcmp(k->str, "prev") == 0) {
             /* the item's trade before: read by item_script, not here */
         } else if (strcmp(k->str, "trade") == 0) {
@@ -376,6 +393,8 @@ int market__reply_trade(const redisReply *e, market_trade *t, char *entry_id) {
                 t->total = x, seen |= 32;
             else if (strcmp(k->str, "fence") == 0)
                 t->fence = (uint64_t)x, seen |= 64;
+            else if (strcmp(k->str, "fee") == 0) /* none in a trade older than fees: 0 */
+                t->fee = x;
         }
         if (rc < 0) return MARKET_ERR_STORE;
     }

@@ -61,6 +61,7 @@ struct market__batch {
     int64_t left[MARKET__BATCH_MAX];  /* units left as the batch decides */
     size_t buyer[MARKET__BATCH_MAX], seller[MARKET__BATCH_MAX]; /* indexes in u */
     market__parties u; /* the buyers and sellers */
+    market__cut cut;   /* the realm's cut of the batch's sales */
 
     /* pipeline scratch */
     size_t read_list[USERS_MAX]; /* the users whose funds are read */
@@ -98,6 +99,7 @@ struct market__batch {
 static int batch_index(struct market__batch *b, market__cbatch *cb, int need_token) {
     int rc = market__frame_begin(&b->f, cb, need_token);
     if (rc != MARKET_OK) return rc;
+    b->f.sells = 1;
     b->u.n = 0;
     for (size_t i = 0; i < b->f.n; i++) {
         const market_order *r = b->f.req[i];
@@ -153,8 +155,9 @@ static size_t users_needed(struct market__batch *b) {
             continue;
         if (b->f.idem.idem[i] && b->f.idem.state[i] != MARKET__IDEM_FREE) continue; /* settled */
         int64_t q = quantity_of(b->f.req[i]);
-        int rc = market__units_apply(price, b->sim_left[f], q, b->f.req[i]->price,
-                                     &b->sim[bu], &b->sim[se]);
+        int rc = market__units_apply(price, b->sim_left[f], q, b->f.req[i]->price, &b->sim[bu],
+                                     &b->sim[se], NULL, NULL); /* no cut: a
+                        seller's funds are read whatever it is paid */
         if (rc == MARKET__NEED_FUNDS) {
             need_user(b, bu, &n);
             need_user(b, se, &n);
@@ -278,12 +281,13 @@ static void replay(market_order *r, const market__outcome *v) {
     else
         r->res.purchase.price = v->a;
     r->res.purchase.buyer_funds = v->b;
+    r->res.purchase.fee = v->c;
 }
 
 /* Decides purchase i against the listing and funds as the batch left them
  * (market__units_apply); its record keeps the price, or a not_enough's
- * units available, and the buyer's funds. */
-static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds) {
+ * units available, the buyer's funds, and the realm's cut. */
+static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds, int64_t *fee) {
     struct market__batch *b = ks;
     market_order *r = b->f.req[i];
     market_purchase_result *res = &r->res.purchase;
@@ -291,7 +295,7 @@ static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds) {
     int64_t price = b->price[f], q = quantity_of(r);
     market__party *buyer = &b->u.party[b->buyer[i]], *seller = &b->u.party[b->seller[i]];
     *res = (market_purchase_result){0};
-    int rc = market__units_apply(price, b->left[f], q, r->price, buyer, seller);
+    int rc = market__units_apply(price, b->left[f], q, r->price, buyer, seller, &b->cut, &res->fee);
     if (rc > 0) rc = MARKET_ERR_STORE; /* funds left unread: users_needed() reads them */
     if (rc == MARKET_ERR_PRICE_CHANGED || rc == MARKET_OK) res->price = price;
     if (rc == MARKET_ERR_NOT_ENOUGH) res->available = b->left[f];
@@ -301,6 +305,7 @@ static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds) {
     }
     *a = rc == MARKET_ERR_NOT_ENOUGH ? res->available : res->price;
     *funds = res->buyer_funds;
+    *fee = res->fee;
     return rc;
 }
 
@@ -309,6 +314,7 @@ static size_t batch_decide(market__cbatch *cb) {
     struct market__batch *b = cb->ks;
     for (size_t i = 0; i < b->f.n; i++)
         b->left[i] = b->units[i];
+    market__frame_cut(&b->f, &b->u, &b->cut);
     return market__frame_decide(&b->f, decide_one, replay, b);
 }
 
@@ -396,6 +402,8 @@ static void list_trades(const market *m, const market__held *held, struct market
                                                 .item = r->item,
                                                 .quantity = quantity_of(r),
                                                 .price = r->res.purchase.price,
+                                                .fee = r->res.purchase.fee,
+                                                .house = b->f.settings.house,
                                                 .fence = trade_fence(m, held, b, i)},
                             b->trade, b->trade_req, &b->n_trades);
     }
@@ -416,6 +424,7 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     market__fx_multi(w);
     market__frame_fences(&b->f, held, w);
     market__parties_funds(&b->u, w);
+    market__frame_cut_pay(&b->f, &b->cut, w);
     commit_goods(b, w);
     for (size_t f = 0; cb->policy == MARKET__POLICY_EACH && f < b->f.n; f++)
         if (sold_out(b, f))

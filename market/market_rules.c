@@ -54,7 +54,7 @@ int market__idem_valid(const market_idem *idem) {
  * This function can't fail otherwise. */
 int market__purchase_rule(int64_t price, int64_t expect_price, const market__party *buyer,
                           const market__party *seller) {
-    return market__units_rule(price, 1, 1, expect_price, buyer, seller);
+    return market__units_rule(price, 1, 1, expect_price, buyer, seller, NULL);
 }
 
 /* market__purchase_rule(), and when it allows the purchase, moves price
@@ -62,7 +62,16 @@ int market__purchase_rule(int64_t price, int64_t expect_price, const market__par
  * Returns the verdict. This function can't fail otherwise. */
 int market__purchase_apply(int64_t price, int64_t expect_price, market__party *buyer,
                            market__party *seller) {
-    return market__units_apply(price, 1, 1, expect_price, buyer, seller);
+    return market__units_apply(price, 1, 1, expect_price, buyer, seller, NULL, NULL);
+}
+
+/* Returns the cut of a sale of total (>= 0) at fee_bps basis points
+ * (0..MARKET_FEE_BPS_MAX): total * fee_bps / 10000 rounded down, computed
+ * so that it cannot overflow. This function can't fail. */
+int64_t market_fee(int64_t total, int64_t fee_bps) {
+    if (total <= 0 || fee_bps <= 0) return 0;
+    if (fee_bps > MARKET_FEE_BPS_MAX) fee_bps = MARKET_FEE_BPS_MAX;
+    return total / 10000 * fee_bps + total % 10000 * fee_bps / 10000;
 }
 
 /* Decides a purchase of quantity units of a listing of units units (a
@@ -70,10 +79,13 @@ int market__purchase_apply(int64_t price, int64_t expect_price, market__party *b
  * MARKET__PRICE_UNREADABLE, or the price), as market__purchase_rule()
  * does one unit, with one more check after the price: are there enough
  * units? (MARKET_ERR_NOT_ENOUGH). A total past 2^63-1 is more than any
- * buyer can pay (MARKET_ERR_INSUFFICIENT_FUNDS). quantity and units are
- * at least 1. This function can't fail otherwise. */
+ * buyer can pay (MARKET_ERR_INSUFFICIENT_FUNDS). With cut (NULL: none) the
+ * seller is paid the total less the realm's cut, and a house the batch
+ * holds must be able to take it (MARKET_ERR_OVERFLOW). quantity and units
+ * are at least 1. This function can't fail otherwise. */
 int market__units_rule(int64_t price, int64_t units, int64_t quantity, int64_t expect_price,
-                       const market__party *buyer, const market__party *seller) {
+                       const market__party *buyer, const market__party *seller,
+                       const market__cut *cut) {
     if (price < 0 || units < 0 || quantity <= 0) return MARKET_ERR_STORE; /* unreadable */
     if (price == MARKET__NOT_LISTED || units == 0) return MARKET_ERR_NOT_LISTED;
     if (expect_price > 0 && expect_price != price) return MARKET_ERR_PRICE_CHANGED;
@@ -84,26 +96,41 @@ int market__units_rule(int64_t price, int64_t units, int64_t quantity, int64_t e
     if (buyer->known == MARKET__ABSENT) return MARKET_ERR_NO_PLAYER;
     if (price > INT64_MAX / quantity || buyer->funds < price * quantity)
         return MARKET_ERR_INSUFFICIENT_FUNDS;
-    int64_t total = price * quantity;
+    int64_t total = price * quantity, fee = cut ? market_fee(total, cut->bps) : 0;
+    const market__party *house = fee ? cut->house : NULL;
     if (seller->known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
     int64_t seller_funds = seller->known == MARKET__PRESENT ? seller->funds : 0;
-    if (seller_funds > INT64_MAX - total) return MARKET_ERR_OVERFLOW;
+    if (seller_funds > INT64_MAX - (house == seller ? total : total - fee))
+        return MARKET_ERR_OVERFLOW;
+    if (house && house != seller && house != buyer &&
+        (house->known != MARKET__PRESENT || house->funds > INT64_MAX - fee))
+        return house->known == MARKET__PRESENT ? MARKET_ERR_OVERFLOW : MARKET_ERR_STORE;
     return MARKET_OK;
 }
 
 /* market__units_rule(), and when it allows the purchase, moves the total
- * from buyer's funds to seller's (a seller without funds starts at 0).
- * Returns the verdict. This function can't fail otherwise. */
+ * from buyer's funds to seller's (a seller without funds starts at 0), less
+ * the cut: into cut->house when the batch holds it, else added to
+ * cut->unread (paid to the house unread). *fee (NULL: not wanted) gets the
+ * cut. Returns the verdict. This function can't fail otherwise. */
 int market__units_apply(int64_t price, int64_t units, int64_t quantity, int64_t expect_price,
-                        market__party *buyer, market__party *seller) {
-    int rc = market__units_rule(price, units, quantity, expect_price, buyer, seller);
+                        market__party *buyer, market__party *seller, market__cut *cut,
+                        int64_t *fee) {
+    int rc = market__units_rule(price, units, quantity, expect_price, buyer, seller, cut);
+    if (fee) *fee = 0;
     if (rc != MARKET_OK) return rc;
     if (seller->known != MARKET__PRESENT) {
         seller->known = MARKET__PRESENT;
         seller->funds = 0;
     }
-    buyer->funds -= price * quantity;
-    seller->funds += price * quantity;
+    int64_t total = price * quantity, cut_of = cut ? market_fee(total, cut->bps) : 0;
+    buyer->funds -= total;
+    seller->funds += total - cut_of;
+    if (cut_of && cut->house)
+        cut->house->funds += cut_of;
+    else if (cut_of)
+        cut->unread += cut_of;
+    if (fee) *fee = cut_of;
     return MARKET_OK;
 }
 

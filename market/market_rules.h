@@ -35,12 +35,25 @@ typedef struct market__party {
 
 #define MARKET__NEED_FUNDS 1 /* market__purchase_rule(): a party's funds are MARKET__UNREAD */
 
+/* The realm's cut of a batch's sales (market_settings): bps of each sale's
+ * total goes to the house, into house when the batch holds the house's
+ * funds (it buys or sells in the batch), else into unread, paid to the
+ * house without reading its funds (a realm's funds together fit in an
+ * int64, so no balance can overflow: market_world_add_player). */
+typedef struct market__cut {
+    int64_t bps;          /* 0: no cut */
+    market__party *house; /* NULL: the batch does not hold the house */
+    int64_t unread;       /* out: cuts for a house the batch does not hold */
+} market__cut;
+
 int market__purchase_rule(int64_t price, int64_t expect_price, const market__party *buyer,
                           const market__party *seller);
 int market__units_rule(int64_t price, int64_t units, int64_t quantity, int64_t expect_price,
-                       const market__party *buyer, const market__party *seller);
+                       const market__party *buyer, const market__party *seller,
+                       const market__cut *cut);
 int market__units_apply(int64_t price, int64_t units, int64_t quantity, int64_t expect_price,
-                        market__party *buyer, market__party *seller);
+                        market__party *buyer, market__party *seller, market__cut *cut,
+                        int64_t *fee);
 
 /* One listing a purchase without a seller may buy from (market__fill()). */
 typedef struct market__offer {

@@ -312,7 +312,8 @@ static void replay(market_order *r, const market__outcome *v) {
 
 /* Decides buy i against the sale as the batch left it (market__sale_apply),
  * by the store's clock; its record keeps what replay() reads back. */
-static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds) {
+static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds, int64_t *c) {
+    (void)c; /* a sale takes no cut: its seller is the house */
     static const market__party nobody = {MARKET__ABSENT, 0};
     struct sale_batch *b = ks;
     market_order *r = b->f.req[i];

@@ -99,36 +99,36 @@
  * 0) KEYS[4+3t..6+3t]: the buyer's and seller's lists,
  * its idempotency record (KEYS[1] when it has none). ARGV[1] the trades
  * the stream keeps, ARGV[2] the lists' length, ARGV[3] the record's TTL (s); per
- * trade ARGV[4+8t..11+8t]: buyer, seller, item, quantity, price, total,
- * fence, and the record's text ("" when none). Returns the trade ids in
+ * trade ARGV[4+10t..13+10t]: buyer, seller, item, quantity, price, total, fee
+ * (the realm's cut), the house it paid ("" when none), fence, and the
+ * record's text ("" when none). Returns the trade ids in
  * order. The stream is trimmed to ARGV[1] trades at the end (TRIM_SCRIPT). */
 static const char trades_script[] =
     "local ids, keep = {}, tonumber(ARGV[2]) "
     "local most = keep + math.floor(keep / 8) "
     "local n, items, head = (#KEYS - 3) / 3, {}, {} "
     "if n == 0 then return ids end "
-    "for t = 1, n do items[t] = ARGV[8 * t - 2] end "
+    "for t = 1, n do items[t] = ARGV[10 * t - 4] end "
     "local last = redis.call('HMGET', KEYS[2], unpack(items)) "
     "for t = 1, n do head[items[t]] = last[t] or '' end "
     "for t = 0, n - 1 do "
-    "local a, k = 3 + 8 * t, 3 + 3 * t "
+    "local a, k = 3 + 10 * t, 3 + 3 * t "
     "local item = ARGV[a + 3] "
     "local id = redis.call('XADD', KEYS[1], '*', 'buyer', ARGV[a + 1], "
     "'seller', ARGV[a + 2], 'item', item, 'quantity', ARGV[a + 4], 'price', ARGV[a + 5], "
-    "'total', ARGV[a + 6], 'fence', ARGV[a + 7], 'prev', head[item]) "
+    "'total', ARGV[a + 6], 'fee', ARGV[a + 7], 'house', ARGV[a + 8], 'fence', ARGV[a + 9], "
+    "'prev', head[item]) "
     "head[item] = id "
     "for j = 1, 2 do "
     "if redis.call('LPUSH', KEYS[k + j], id) > most then "
     "redis.call('LTRIM', KEYS[k + j], 0, keep - 1) end end "
-    "if ARGV[a + 8] ~= '' then "
-    "redis.call('SET', KEYS[k + 3], ARGV[a + 8] .. ' ' .. id, 'EX', ARGV[3]) end "
+    "if ARGV[a + 10] ~= '' then "
+    "redis.call('SET', KEYS[k + 3], ARGV[a + 10] .. ' ' .. id, 'EX', ARGV[3]) end "
     "ids[t + 1] = id end "
     "local set, seen = {}, {} "
     "for t = 1, n do local i = items[t] "
     "if not seen[i] then seen[i] = true; set[#set + 1] = i; set[#set + 1] = head[i] end end "
-    "redis.call('HSET', KEYS[2], unpack(set)) "
-    TRIM_SCRIPT
-    "return ids";
+    "redis.call('HSET', KEYS[2], unpack(set)) " TRIM_SCRIPT "return ids";
 
 /* An item's latest trades, newest first: KEYS[1] the realm's stream,
  * KEYS[2] its items' latest trades, KEYS[3] the item's list of trade ids as
@@ -203,12 +203,15 @@ size_t market__trades_argv(const market *m, const char *realm, market__trades *t
         market__i64_str(r->quantity_s, r->quantity);
         market__i64_str(r->price_s, r->price);
         market__i64_str(r->total_s, r->quantity * r->price);
+        market__i64_str(r->fee_s, r->fee);
         argv[k++] = r->buyer;
         argv[k++] = r->seller;
         argv[k++] = r->item;
         argv[k++] = r->quantity_s;
         argv[k++] = r->price_s;
         argv[k++] = r->total_s;
+        argv[k++] = r->fee_s;
+        argv[k++] = r->fee && r->house ? r->house : "";
         argv[k++] = r->fence;
         argv[k++] = r->idem_key ? r->idem_record : "";
     }

@@ -11,7 +11,7 @@
 #include "market/market_store.h"
 
 #define MARKET__TRADE_KEYS 3 /* KEYS per trade: buyer's and seller's lists, record */
-#define MARKET__TRADE_ARGS 8 /* ARGV per trade */
+#define MARKET__TRADE_ARGS 10 /* ARGV per trade */
 /* The arguments of a script recording n trades: EVAL, the script, numkeys, the realm's
  * stream, items' hash and items' order, three settings, and each trade's keys and
  * arguments. */
@@ -23,12 +23,14 @@ typedef struct market__trade_rec {
     /* in: borrowed, alive until the commit's replies are read */
     const char *buyer, *seller, *item;
     int64_t quantity, price;  /* units and the price of one */
+    int64_t fee;              /* the realm's cut of the total, paid by the seller */
+    const char *house;        /* the player the cut paid (with a fee) */
     const char *fence;        /* the fence of the lease the commit holds, decimal; "0": none */
     const char *idem_key;     /* NULL: no idempotency record */
     const char *idem_record;  /* the success record "<fp> <a> <b>"; the script appends " <id>" */
     /* the rest is market_trade.c's */
     char k_buyer[MARKET__KEY_MAX], k_seller[MARKET__KEY_MAX];
-    char quantity_s[24], price_s[24], total_s[24];
+    char quantity_s[24], price_s[24], total_s[24], fee_s[24];
     char id[MARKET_TRADE_ID_MAX + 1]; /* out: the trade id, from the script's reply */
 } market__trade_rec;
 

@@ -63,6 +63,8 @@ struct market_world {
     size_t n_players, cap_players;
     struct witem *items;
     size_t n_items, cap_items;
+    int64_t funds; /* every player's together: at most INT64_MAX, so that no balance can
+                      overflow however funds move (a sale's cut is paid to the house unread) */
 };
 
 /* ---- building a world ---- */
@@ -82,10 +84,12 @@ void market_world_free(market_world *w) {
 }
 
 /* Adds a player. name may be NULL (the id is used). Returns MARKET_OK, or
- * ERR_INVALID (bad id, name over MARKET_NAME_MAX bytes, negative funds),
- * ERR_NOMEM. Duplicates are found by market_world_check(). */
+ * ERR_INVALID (bad id, name over MARKET_NAME_MAX bytes, negative funds, or
+ * the world's funds together past INT64_MAX), ERR_NOMEM. Duplicates are
+ * found by market_world_check(). */
 int market_world_add_player(market_world *w, const char *id, const char *name, int64_t funds) {
-    if (!w || !market_id_valid(id) || funds < 0) return MARKET_ERR_INVALID;
+    if (!w || !market_id_valid(id) || funds < 0 || funds > INT64_MAX - w->funds)
+        return MARKET_ERR_INVALID;
     if (!name) name = id;
     if (strlen(name) > MARKET_NAME_MAX) return MARKET_ERR_INVALID;
     if (market__grow((void **)&w->players, &w->cap_players, w->n_players + 1, sizeof *w->players) <
@@ -95,6 +99,7 @@ int market_world_add_player(market_world *w, const char *id, const char *name, i
     snprintf(p->id, sizeof p->id, "%s", id);
     snprintf(p->name, sizeof p->name, "%s", name);
     p->funds = funds;
+    w->funds += funds;
     return MARKET_OK;
 }
 
@@ -380,7 +385,7 @@ static int step_add(struct seed_steps *st, market__buf *w, size_t elems) {
 }
 
 /* Deletes realm's keys (a reset): those matching its kinds' patterns, found by SCAN, then its
- * market, units and trades, UNLINK_CHUNK keys an UNLINK (a large key is freed apart from
+ * market, units, trades and settings, UNLINK_CHUNK keys an UNLINK (a large key is freed apart from
  * Redis's main thread). Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
 static int realm_reset(struct seed_steps *st, market__buf *w, const market__realm *rl) {
     struct market__keylist keys = {0};
@@ -395,9 +400,9 @@ static int realm_reset(struct seed_steps *st, market__buf *w, const market__real
         market__fx_unlink(w, (const char *const *)keys.keys + at, n);
         rc = step_add(st, w, n);
     }
-    const char *realm_keys[3] = {rl->market, rl->units, rl->trades};
-    market__fx_unlink(w, realm_keys, 3);
-    if (rc == MARKET_OK) rc = step_add(st, w, 3);
+    const char *realm_keys[4] = {rl->market, rl->units, rl->trades, rl->settings};
+    market__fx_unlink(w, realm_keys, 4);
+    if (rc == MARKET_OK) rc = step_add(st, w, 4);
     market__buf_reset(w);
     market__keylist_free(&keys);
     return rc;

@@ -1,9 +1,12 @@
-/* test_http_sales.c - flash sales over HTTP against a real redis-server:
- * the admin credential of POST /sales (apart from player tokens, checked
- * even with --no-auth), GET /sales/{id}, POST /sales/{id}/buy with the
- * buyer's token and an Idempotency-Key, the stacks of GET /players/{id},
- * bad input answered 4xx with the store unchanged, and 300 concurrent
- * buyers over HTTP (suspended connections, one worker) checked exactly.
+/* test_http_sales.c - the admin's routes over HTTP against a real
+ * redis-server. Flash sales: the admin credential of POST /sales (apart
+ * from player tokens, checked even with --no-auth), GET /sales/{id}, POST
+ * /sales/{id}/buy with the buyer's token and an Idempotency-Key, the stacks
+ * of GET /players/{id}, bad input answered 4xx with the store unchanged,
+ * and 300 concurrent buyers over HTTP (suspended connections, one worker)
+ * checked exactly. The realm's settings: GET /config for anyone, PUT
+ * /config for the admin alone, its refusals, and the cut on a purchase's
+ * receipt, its trade and the house's funds.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -343,6 +346,78 @@ static void test_http_sales_concurrent_buyers_exact(void **state) {
     server_stop(s);
 }
 
+/* GET /config is anyone's; PUT /config the admin's alone, with its
+ * refusals changing nothing; a purchase then pays the cut: its receipt, its
+ * trade and the house's funds say so. */
+static void test_http_settings_and_the_cut(void **state) {
+    (void)state;
+    seed();
+    char adm[256], bob[256];
+    admin_bearer(adm, sizeof adm, ADMIN);
+    bearer(bob, sizeof bob, "B");
+    int port;
+    server *s = start(SECRET, ADMIN, &port);
+    json_t *j = call(port, "GET", "/config", NULL, NULL, 200);
+    assert_int_equal(jint(j, "fee_bps"), 0);
+    assert_string_equal(json_string_value(json_object_get(j, "house")), "game");
+    assert_string_equal(json_string_value(json_object_get(j, "realm")), "main");
+    json_decref(j);
+    static const struct {
+        const char *body;
+        long status;
+        const char *error;
+    } refused[] = {
+        {"{\"fee_bps\":10001}", 400, "bad_request"},
+        {"{\"fee_bps\":-1}", 400, "bad_request"},
+        {"{\"fee_bps\":\"5\"}", 400, "bad_request"},
+        {"{\"fee_bps\":5,\"cut\":1}", 400, "bad_request"},
+        {"{\"house\":\"game\"}", 400, "bad_request"},
+        {"{\"fee_bps\":5,\"house\":\"no one\"}", 400, "bad_request"},
+        {"{\"fee_bps\":500,\"house\":\"nobody\"}", 404, "player_not_found"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        j = call(port, "PUT", "/config", adm, refused[i].body, refused[i].status);
+        assert_error(j, refused[i].error);
+        json_decref(j);
+    }
+    j = call(port, "PUT", "/config", bob, "{\"fee_bps\":500}", 401);
+    json_decref(j);
+    j = call(port, "PUT", "/config", NULL, "{\"fee_bps\":500}", 401);
+    json_decref(j);
+    j = call(port, "POST", "/config", adm, "{\"fee_bps\":500}", 405);
+    json_decref(j);
+    j = call(port, "GET", "/realms/main/config", NULL, NULL, 200);
+    assert_int_equal(jint(j, "fee_bps"), 0); /* nothing above changed it */
+    json_decref(j);
+    j = call(port, "PUT", "/realms/main/config", adm, "{\"fee_bps\":500}", 200);
+    assert_int_equal(jint(j, "fee_bps"), 500);
+    assert_string_equal(json_string_value(json_object_get(j, "house")), "game");
+    json_decref(j);
+    /* B buys A's axe at 500: A is paid 475, the house 25 */
+    j = call(port, "POST", "/purchase", bob, "{\"buyer\":\"B\",\"seller\":\"A\",\"item\":\"axe\"}",
+             200);
+    assert_int_equal(jint(j, "total"), 500);
+    assert_int_equal(jint(j, "fee"), 25);
+    char path[128];
+    snprintf(path, sizeof path, "/trades/%s", json_string_value(json_object_get(j, "trade_id")));
+    json_decref(j);
+    j = call(port, "GET", path, NULL, NULL, 200);
+    assert_int_equal(jint(j, "fee"), 25);
+    json_decref(j);
+    j = call(port, "GET", "/players/A", NULL, NULL, 200);
+    assert_int_equal(jint(j, "funds"), 100 + 475);
+    json_decref(j);
+    j = call(port, "GET", "/players/game", NULL, NULL, 200);
+    assert_int_equal(jint(j, "funds"), 25);
+    json_decref(j);
+    server_stop(s);
+    s = start(SECRET, NULL, &port); /* no admin secret: nobody sets the cut */
+    j = call(port, "PUT", "/config", adm, "{\"fee_bps\":0}", 403);
+    assert_error(j, "admin_disabled");
+    json_decref(j);
+    server_stop(s);
+}
+
 static int group_setup(void **state) {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -362,7 +437,8 @@ int main(void) {
         cmocka_unit_test(test_http_sales_admin_credential),
         cmocka_unit_test(test_http_sales_buy_and_refusals),
         cmocka_unit_test(test_http_sales_concurrent_buyers_exact),
+        cmocka_unit_test(test_http_settings_and_the_cut),
     };
-    return cmocka_run_group_tests_name("flash sales over HTTP (integration)", tests, group_setup,
-                                       group_teardown);
+    return cmocka_run_group_tests_name("the admin's routes over HTTP (integration)", tests,
+                                       group_setup, group_teardown);
 }

@@ -398,6 +398,24 @@ def run_requests(w):
         assert doc["error"] == "sale_not_found", doc
         call(w, "POST", "/sales/potions/buy", 413, b" " * 70000, token=tB)
 
+    def settings():
+        call(w, "GET", "/config", 200)
+        call(w, "GET", "/realms/a.b/config", 400)
+        call(w, "PUT", "/config", 401, {"fee_bps": 500})
+        call(w, "PUT", "/config", 401, {"fee_bps": 500}, token=tB)
+        call(w, "PUT", "/config", 400, {"fee_bps": 10001}, token=admin, schema_rejects=True)
+        call(w, "PUT", "/config", 400, {"fee_bps": 5, "cut": 1}, token=admin, schema_rejects=True)
+        call(w, "PUT", "/config", 404, {"fee_bps": 500, "house": "Z"}, token=admin)
+        call(w, "PUT", "/config", 413, b" " * 70000, token=admin)
+        doc = call(w, "PUT", "/config", 200, {"fee_bps": 500}, token=admin)
+        assert doc == {"realm": "main", "fee_bps": 500, "house": "game"}, doc
+        bought = call(w, "POST", "/purchase", 200, {"buyer": "E", "seller": "D", "item": "shield-8"},
+                      token=tE)
+        assert bought["fee"] == 15, bought
+        t = call(w, "GET", "/trades/" + bought["trade_id"], 200)
+        assert t["fee"] == 15 and t["house"] == "game", t
+        call(w, "PUT", "/config", 200, {"fee_bps": 0}, token=admin)
+
     def events():
         # the stream stays open: read its head, then the events a listing and a purchase
         # make, each validated against its schema, then hang up
@@ -466,6 +484,7 @@ def run_requests(w):
     check("listings and unlistings answer as documented", listings)
     check("trades answer as documented", lambda: trades(trade_box[0]))
     check("flash sales answer as documented", sales)
+    check("the realm's settings answer as documented", settings)
     check("GET /events streams as documented", events)
     check("paths and methods no route serves get the documented 404 and 405", unrouted)
     check("with Redis stopped, the documented 503s", outage)

@@ -19,6 +19,16 @@ static void plan_two_realms(load_plan *p) {
     assert_int_equal(load_plan_add_player(p, "A", 50), 0);
 }
 
+/* Records a trade of total (fee of it to house) in realm. */
+static void trade(load_ledger *l, unsigned realm, const char *buyer, const char *seller,
+                  int64_t total, int64_t fee, const char *house) {
+    market_trade t = {.total = total, .fee = fee};
+    snprintf(t.buyer, sizeof t.buyer, "%s", buyer);
+    snprintf(t.seller, sizeof t.seller, "%s", seller);
+    snprintf(t.house, sizeof t.house, "%s", house);
+    load_ledger_trade(l, realm, &t);
+}
+
 /* Funds that moved exactly as the trades say balance, per realm: A of r0
  * and A of r1 are two players. */
 static void test_trades_account_for_funds(void **state) {
@@ -27,11 +37,11 @@ static void test_trades_account_for_funds(void **state) {
     plan_two_realms(&p);
     load_ledger l;
     assert_int_equal(load_ledger_init(&l, &p), 0);
-    load_ledger_trade(&l, 0, "A", "B", 30); /* A pays B 30 in r0 */
-    load_ledger_trade(&l, 0, "C", "A", 5);
-    load_ledger_trade(&l, 1, "A", "D", 7);  /* in r1 */
-    load_ledger_after(&l, 0, "A", 75);
-    load_ledger_after(&l, 0, "B", 130);
+    trade(&l, 0, "A", "B", 30, 0, ""); /* A pays B 30 in r0 */
+    trade(&l, 0, "C", "A", 5, 1, "B"); /* A is paid 4, the house B the cut of 1 */
+    trade(&l, 1, "A", "D", 7, 0, "");  /* in r1 */
+    load_ledger_after(&l, 0, "A", 74);
+    load_ledger_after(&l, 0, "B", 131);
     load_ledger_after(&l, 0, "C", 95);
     load_ledger_after(&l, 1, "A", 43);
     load_ledger_after(&l, 1, "D", 57);
@@ -57,7 +67,7 @@ static void test_unaccounted_moves_break_it(void **state) {
     plan_two_realms(&p);
     load_ledger l;
     assert_int_equal(load_ledger_init(&l, &p), 0);
-    load_ledger_trade(&l, 0, "A", "B", 30);
+    trade(&l, 0, "A", "B", 30, 0, "");
     load_ledger_after(&l, 0, "A", 60); /* 40 left A: 10 without a record */
     load_ledger_after(&l, 0, "B", 130);
     load_ledger_after(&l, 0, "C", 100);
@@ -73,7 +83,7 @@ static void test_unaccounted_moves_break_it(void **state) {
 
     load_ledger_free(&l);
     assert_int_equal(load_ledger_init(&l, &p), 0);
-    load_ledger_trade(&l, 1, "A", "ghost", 1); /* a party the run did not know */
+    trade(&l, 1, "A", "ghost", 1, 0, ""); /* a party the run did not know */
     load_ledger_after(&l, 0, "nobody", 1);
     load_ledger_close(&l);
     assert_int_equal(l.unknown, 2);
@@ -127,7 +137,7 @@ static void test_trimmed_history_cannot_account(void **state) {
     plan_two_realms(&p);
     load_ledger l;
     assert_int_equal(load_ledger_init(&l, &p), 0);
-    load_ledger_trade(&l, 0, "A", "B", 30); /* the one trade the history still has */
+    trade(&l, 0, "A", "B", 30, 0, "");      /* the one trade the history still has */
     load_ledger_after(&l, 0, "A", 20);      /* 80 left A: 50 in trades trimmed away */
     load_ledger_after(&l, 0, "B", 180);
     load_ledger_after(&l, 0, "C", 100);

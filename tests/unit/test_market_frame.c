@@ -45,18 +45,20 @@ static void batch(const market_idem *const *idem, const int64_t *deadline, size_
 }
 
 /* The made-up kind: order i succeeds when its price is even, and its
- * record keeps the price and i. */
+ * record keeps the price, i and i + 100. */
 static int decided;
-static int decide_one(void *ks, size_t i, int64_t *a, int64_t *b) {
+static int decide_one(void *ks, size_t i, int64_t *a, int64_t *b, int64_t *c) {
     (void)ks;
     decided++;
     *a = frame.req[i]->price;
     *b = (int64_t)i;
+    *c = (int64_t)i + 100;
     return frame.req[i]->price % 2 ? MARKET_ERR_PRICE_CHANGED : MARKET_OK;
 }
 
 static void replay(market_order *o, const market__outcome *v) {
     o->res.purchase.price = v->a;
+    o->res.purchase.fee = v->c;
 }
 
 /* The read is claims | WATCH <kind's keys> <fencing records> <records> |
@@ -90,6 +92,61 @@ static void test_read_frame(void **state) {
     assert_string_equal(r.argv[1][1], "mine");
     assert_string_equal(r.argv[1][3], "lock:market:{r}:fenced");
     market__buf_free(&r);
+}
+
+/* A kind that sells watches and reads the realm's settings behind the
+ * records; the cut goes to the house's funds when the batch holds them
+ * (read), else one HINCRBY pays it unread. */
+static void test_a_selling_kind_reads_the_settings(void **state) {
+    (void)state;
+    const market_idem *idem[1] = {NULL};
+    int64_t dl[1] = {1000};
+    batch(idem, dl, 1);
+    frame.sells = 1;
+    market__held held = {.n = 0};
+    market__buf r = {0};
+    market__frame_read(&frame, &r);
+    market__frame_watched(&frame, &held, 0, &r);
+    assert_int_equal(market__buf_seal(&r), MARKET_OK);
+    assert_int_equal(r.n, 2); /* WATCH, HMGET */
+    assert_string_equal(r.argv[0][0], "WATCH");
+    assert_string_equal(r.argv[0][1], "market:{r}:settings");
+    assert_int_equal(frame.i_settings, 1);
+    assert_string_equal(r.argv[1][0], "HMGET");
+    assert_string_equal(r.argv[1][1], "market:{r}:settings");
+    assert_string_equal(r.argv[1][2], "fee_bps");
+    assert_string_equal(r.argv[1][3], "house");
+    market__buf_free(&r);
+    redisReply *rep[2] = {th_rep_new(REDIS_REPLY_STATUS),
+                          th_rep_arr(2, th_rep_str("250"), th_rep_str("bank"))};
+    assert_int_equal(market__frame_judge(&frame, NULL, &held, rep), MARKET_OK);
+    assert_int_equal(frame.settings.fee_bps, 250);
+    assert_string_equal(frame.settings.house, "bank");
+    static market__parties p;
+    p.n = 0;
+    (void)market__parties_of(&p, "r", "P");
+    market__cut cut;
+    market__frame_cut(&frame, &p, &cut);
+    assert_int_equal(cut.bps, 250);
+    assert_null(cut.house); /* not held */
+    size_t h = market__parties_of(&p, "r", "bank");
+    market__frame_cut(&frame, &p, &cut);
+    assert_null(cut.house); /* held, but its funds unread */
+    p.party[h] = (market__party){MARKET__PRESENT, 5};
+    market__frame_cut(&frame, &p, &cut);
+    assert_ptr_equal(cut.house, &p.party[h]);
+    cut.unread = 40;
+    market__buf w = {0};
+    market__frame_cut_pay(&frame, &cut, &w);
+    assert_int_equal(market__buf_seal(&w), MARKET_OK);
+    assert_int_equal(w.n, 1);
+    assert_string_equal(w.argv[0][0], "HINCRBY");
+    assert_string_equal(w.argv[0][1], "users:{r}:bank");
+    assert_string_equal(w.argv[0][3], "40");
+    market__buf_free(&w);
+    freeReplyObject(rep[0]);
+    freeReplyObject(rep[1]);
+    frame.sells = 0;
 }
 
 /* A fence above ours in the record is a lease lost; ours already there is
@@ -143,7 +200,7 @@ static void test_decide_in_queue_order(void **state) {
     order[3].price = 6;
     cb.now_ms = 100;
     char rec[MARKET__IDEM_RECORD_MAX];
-    market__idem_record(rec, sizeof rec, &stored, MARKET_OK, 12, 88);
+    market__idem_record(rec, sizeof rec, &stored, MARKET_OK, 12, 88, 5);
     redisReply *mget = th_rep_arr(3, th_rep_str(rec), th_rep_nil(), th_rep_nil());
     frame.i_idem = 0;
     assert_int_equal(market__idem_set_judge(&frame.idem, mget, TOKEN), 0);
@@ -153,10 +210,12 @@ static void test_decide_in_queue_order(void **state) {
     assert_int_equal(order[0].rc, MARKET_OK);
     assert_int_equal(order[0].res.purchase.replayed, 1);
     assert_int_equal(order[0].res.purchase.price, 12);
+    assert_int_equal(order[0].res.purchase.fee, 5); /* the record's third number */
     assert_int_equal(order[1].rc, MARKET_OK);
     assert_int_equal(order[1].res.purchase.replayed, 0);
     assert_int_equal(order[2].rc, MARKET_OK); /* the same key and fingerprint: order 1's */
     assert_int_equal(order[2].res.purchase.replayed, 1);
+    assert_int_equal(order[2].res.purchase.fee, 101); /* order 1's outcome, all three */
     assert_int_equal(frame.idem.same_as[2], 1);
     assert_int_equal(order[3].rc, MARKET_ERR_BUSY);
     assert_int_equal(writes, 1);
@@ -208,6 +267,7 @@ static void test_parties_net_funds(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_frame),
+        cmocka_unit_test(test_a_selling_kind_reads_the_settings),
         cmocka_unit_test(test_judge_lease_and_fence),
         cmocka_unit_test(test_decide_in_queue_order),
         cmocka_unit_test(test_parties_net_funds),

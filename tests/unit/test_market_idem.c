@@ -58,7 +58,7 @@ static void test_store_settles_each_order(void **state) {
     market_idem k[6] = {{"a", "fp"}, {"b", "fp"}, {"c", "fp"}, {"d", "fp"}, {"e", "fp"}, {"f", "fp"}};
     const market_idem *idem[6] = {&k[0], &k[1], &k[2], &k[3], &k[4], &k[5]};
     begin(idem, 6);
-    redisReply *mget = th_rep_arr(6, th_rep_str("fp 500 300 1700000000000-0"),
+    redisReply *mget = th_rep_arr(6, th_rep_str("fp 500 300 25 1700000000000-0"),
                                   th_rep_str("fp !-3 0"), th_rep_str("fp ?someone-else"),
                                   th_rep_str("other 1 2"), th_rep_str("fp ?" TOKEN), th_rep_nil());
     assert_int_equal(market__idem_set_judge(&set, mget, TOKEN), 0);
@@ -68,6 +68,7 @@ static void test_store_settles_each_order(void **state) {
     assert_int_equal(o.rc, MARKET_OK);
     assert_int_equal(o.replayed, 1);
     assert_int_equal(o.a, 500);
+    assert_int_equal(o.c, 25);
     assert_int_equal(o.b, 300);
     assert_string_equal(o.trade, "1700000000000-0");
     assert_int_equal(market__idem_set_settle(&set, 1, &o), 1);
@@ -98,19 +99,20 @@ static void test_repeat_in_batch_settled_as_first(void **state) {
     freeReplyObject(mget);
     market__outcome o;
     assert_int_equal(market__idem_set_settle(&set, 0, &o), 0);
-    market__idem_set_decided(&set, 0, MARKET_OK, 500, 300);
+    market__idem_set_decided(&set, 0, MARKET_OK, 500, 300, 25);
     assert_int_equal(market__idem_set_settle(&set, 1, &o), 1);
     assert_int_equal(o.rc, MARKET_OK);
     assert_int_equal(o.replayed, 1);
     assert_int_equal(o.a, 500);
+    assert_int_equal(o.c, 25);
     assert_string_equal(o.trade, "");
     assert_int_equal(set.same_as[1], 0);
     assert_int_equal(market__idem_set_settle(&set, 2, &o), 1);
     assert_int_equal(o.rc, MARKET_ERR_IDEM_MISMATCH);
     assert_int_equal(market__idem_set_settle(&set, 3, &o), 0);
-    market__idem_set_decided(&set, 3, MARKET_ERR_BUSY, 0, 0);
+    market__idem_set_decided(&set, 3, MARKET_ERR_BUSY, 0, 0, 0);
     assert_int_equal(market__idem_set_settle(&set, 4, &o), 0); /* busy is not final */
-    market__idem_set_decided(&set, 4, MARKET_ERR_INSUFFICIENT_FUNDS, 0, 0);
+    market__idem_set_decided(&set, 4, MARKET_ERR_INSUFFICIENT_FUNDS, 0, 0, 0);
     assert_int_equal(market__idem_set_recorded(&set, 0), 1);
     assert_int_equal(market__idem_set_recorded(&set, 1), 0);
     assert_int_equal(market__idem_set_recorded(&set, 2), 0);
@@ -123,7 +125,7 @@ static void test_repeat_in_batch_settled_as_first(void **state) {
     assert_int_equal(w.n, 2);
     assert_string_equal(w.argv[0][0], "SET");
     assert_string_equal(w.argv[0][1], set.key[0]);
-    assert_string_equal(w.argv[0][2], "fp 500 300");
+    assert_string_equal(w.argv[0][2], "fp 500 300 25"); /* a cut: the third number */
     assert_string_equal(w.argv[1][2], set.record[4]);
     assert_non_null(strstr(set.record[4], "!"));
     market__buf_free(&w);

@@ -87,6 +87,7 @@ struct judge_case {
     int want, rc;
     long long a, b;
     const char *trade; /* the trade id read back ("" none) */
+    long long c;       /* a success's third number (a sale's cut) */
 };
 
 static void test_idem_judge_table(void **state) {
@@ -97,15 +98,22 @@ static void test_idem_judge_table(void **state) {
         {"fp1 ?ffffffffffffffffffffffffffffffff", MARKET_ERR_IN_PROGRESS, 0, 0, 0},
         {"fp2 ?0123456789abcdef0123456789abcdef", MARKET_ERR_IDEM_MISMATCH, 0, 0, 0},
         {"fp1 500 300", MARKET__IDEM_DONE, MARKET_OK, 500, 300, ""}, /* before trade ids */
-        {"fp1 500 300 1764083045123-7", MARKET__IDEM_DONE, MARKET_OK, 500, 300,
-         "1764083045123-7"},
-        {"fp1 500 300 18446744073709551615-18446744073709551615", MARKET__IDEM_DONE, MARKET_OK,
-         500, 300, "18446744073709551615-18446744073709551615"},
+        {"fp1 500 300 1764083045123-7", MARKET__IDEM_DONE, MARKET_OK, 500, 300, "1764083045123-7"},
+        {"fp1 500 300 18446744073709551615-18446744073709551615", MARKET__IDEM_DONE, MARKET_OK, 500,
+         300, "18446744073709551615-18446744073709551615"},
         {"fp1 500 300 18446744073709551616-0", MARKET_ERR_STORE, 0, 0, 0}, /* past 2^64-1 */
         {"fp1 500 300 1-2 x", MARKET_ERR_STORE, 0, 0, 0},
         {"fp1 500 300 ", MARKET_ERR_STORE, 0, 0, 0},
         {"fp1 500 300 -1-2", MARKET_ERR_STORE, 0, 0, 0},
-        {"fp1 500 300 12", MARKET_ERR_STORE, 0, 0, 0},
+        {"fp1 500 300 12", MARKET__IDEM_DONE, MARKET_OK, 500, 300, "", 12}, /* a cut */
+        {"fp1 500 300 12 1764083045123-7", MARKET__IDEM_DONE, MARKET_OK, 500, 300,
+         "1764083045123-7", 12},
+        {"fp1 500 300 0", MARKET_ERR_STORE, 0, 0, 0}, /* a cut of 0 is not written */
+        {"fp1 500 300 0 1764083045123-7", MARKET_ERR_STORE, 0, 0, 0},
+        {"fp1 500 300 12 13", MARKET_ERR_STORE, 0, 0, 0},
+        {"fp1 500 300 1-2 12", MARKET_ERR_STORE, 0, 0, 0}, /* the trade id comes last */
+        {"fp1 500 300 12x 1-2", MARKET_ERR_STORE, 0, 0, 0},
+        {"fp1 500 300 12 1-2 x", MARKET_ERR_STORE, 0, 0, 0},
         {"fp1 -5 -9223372036854775808", MARKET__IDEM_DONE, MARKET_OK, -5, INT64_MIN, ""},
         {"fp2 500 300", MARKET_ERR_IDEM_MISMATCH, 0, 0, 0},
         {"fp1 !-2 0", MARKET__IDEM_DONE, MARKET_ERR_INSUFFICIENT_FUNDS, 0, 0},
@@ -113,7 +121,6 @@ static void test_idem_judge_table(void **state) {
         {"fp1 !-8 0", MARKET_ERR_STORE, 0, 0, 0}, /* store failures are never final */
         {"fp1 !0 0", MARKET_ERR_STORE, 0, 0, 0},  /* a success is not written this way */
         {"fp1 500", MARKET_ERR_STORE, 0, 0, 0},
-        {"fp1 500 300 7", MARKET_ERR_STORE, 0, 0, 0},
         {"fp1 abc def", MARKET_ERR_STORE, 0, 0, 0},
         {"fp1", MARKET_ERR_STORE, 0, 0, 0},
         {"", MARKET_ERR_STORE, 0, 0, 0},
@@ -126,24 +133,26 @@ static void test_idem_judge_table(void **state) {
         else
             r.type = REDIS_REPLY_NIL;
         int rc = 99;
-        int64_t a = 0, b = 0;
+        int64_t a = 0, b = 0, cut = -1;
         char trade[MARKET_TRADE_ID_MAX + 1] = "junk";
-        int got = market__idem_judge(&r, &req, mine, &rc, &a, &b, trade);
+        int got = market__idem_judge(&r, &req, mine, &rc, &a, &b, &cut, trade);
         if (got != c->want) fprintf(stderr, "case %zu (%s): %d\n", i, c->value, got);
         assert_int_equal(got, c->want);
         if (got == MARKET__IDEM_DONE) {
             assert_int_equal(rc, c->rc);
             assert_int_equal(a, c->a);
             assert_int_equal(b, c->b);
+            assert_int_equal(cut, c->c);
             assert_string_equal(trade, c->trade ? c->trade : "");
         }
     }
     redisReply wrong = {0};
     wrong.type = REDIS_REPLY_INTEGER;
     int rc;
-    int64_t a, b;
+    int64_t a, b, c;
     char trade[MARKET_TRADE_ID_MAX + 1];
-    assert_int_equal(market__idem_judge(&wrong, &req, mine, &rc, &a, &b, trade), MARKET_ERR_STORE);
+    assert_int_equal(market__idem_judge(&wrong, &req, mine, &rc, &a, &b, &c, trade),
+                     MARKET_ERR_STORE);
 }
 
 /* What is written is read back as written, for every final outcome. */
@@ -159,15 +168,20 @@ static void test_idem_record_round_trip(void **state) {
     for (size_t i = 0; i < sizeof finals / sizeof finals[0]; i++) {
         assert_true(market__idem_final(finals[i]));
         char rec[MARKET__IDEM_RECORD_MAX];
-        market__idem_record(rec, sizeof rec, &req, finals[i], MARKET_PRICE_MAX, INT64_MAX);
-        redisReply r = reply_str(rec);
-        int rc = 99;
-        int64_t a = 0, b = 0;
-        char trade[MARKET_TRADE_ID_MAX + 1];
-        assert_int_equal(market__idem_judge(&r, &req, mine, &rc, &a, &b, trade), MARKET__IDEM_DONE);
-        assert_int_equal(rc, finals[i]);
-        assert_int_equal(a, MARKET_PRICE_MAX);
-        assert_int_equal(b, finals[i] == MARKET_OK ? INT64_MAX : 0);
+        for (int64_t cut = 0; cut <= 1; cut++) {
+            market__idem_record(rec, sizeof rec, &req, finals[i], MARKET_PRICE_MAX, INT64_MAX,
+                                cut * INT64_MIN);
+            redisReply r = reply_str(rec);
+            int rc = 99;
+            int64_t a = 0, b = 0, c = 7;
+            char trade[MARKET_TRADE_ID_MAX + 1];
+            assert_int_equal(market__idem_judge(&r, &req, mine, &rc, &a, &b, &c, trade),
+                             MARKET__IDEM_DONE);
+            assert_int_equal(rc, finals[i]);
+            assert_int_equal(a, MARKET_PRICE_MAX);
+            assert_int_equal(b, finals[i] == MARKET_OK ? INT64_MAX : 0);
+            assert_int_equal(c, finals[i] == MARKET_OK ? cut * INT64_MIN : 0);
+        }
     }
     static const int not_final[] = {
         MARKET_ERR_BUSY,    MARKET_ERR_STORE, MARKET_ERR_LEASE_LOST,    MARKET_ERR_CONFLICT,
@@ -178,11 +192,11 @@ static void test_idem_record_round_trip(void **state) {
     market__idem_claim(claim, sizeof claim, &req, mine);
     redisReply r = reply_str(claim);
     int rc;
-    int64_t a, b;
+    int64_t a, b, c;
     char trade[MARKET_TRADE_ID_MAX + 1];
-    assert_int_equal(market__idem_judge(&r, &req, mine, &rc, &a, &b, trade), MARKET__IDEM_FREE);
+    assert_int_equal(market__idem_judge(&r, &req, mine, &rc, &a, &b, &c, trade), MARKET__IDEM_FREE);
     assert_int_equal(
-        market__idem_judge(&r, &req, "ffffffffffffffffffffffffffffffff", &rc, &a, &b, trade),
+        market__idem_judge(&r, &req, "ffffffffffffffffffffffffffffffff", &rc, &a, &b, &c, trade),
         MARKET_ERR_IN_PROGRESS);
     /* the longest purchase record, as the trade script completes it, fits its buffer */
     char fp[MARKET_IDEM_FP_MAX + 1];
@@ -190,12 +204,15 @@ static void test_idem_record_round_trip(void **state) {
     fp[MARKET_IDEM_FP_MAX] = '\0';
     const market_idem longest = {"k", fp};
     char rec[MARKET__IDEM_RECORD_MAX + MARKET_TRADE_ID_MAX + 1];
-    market__idem_record(rec, MARKET__IDEM_RECORD_MAX, &longest, MARKET_OK, INT64_MIN, INT64_MIN);
+    market__idem_record(rec, MARKET__IDEM_RECORD_MAX, &longest, MARKET_OK, INT64_MIN, INT64_MIN,
+                        INT64_MIN);
     strcat(rec, " 18446744073709551615-18446744073709551615");
     assert_true(strlen(rec) < MARKET__IDEM_RECORD_MAX);
     r = reply_str(rec);
-    assert_int_equal(market__idem_judge(&r, &longest, mine, &rc, &a, &b, trade), MARKET__IDEM_DONE);
+    assert_int_equal(market__idem_judge(&r, &longest, mine, &rc, &a, &b, &c, trade),
+                     MARKET__IDEM_DONE);
     assert_string_equal(trade, "18446744073709551615-18446744073709551615");
+    assert_int_equal(c, INT64_MIN);
 }
 
 static void test_token_new_random_hex(void **state) {

@@ -216,7 +216,7 @@ static void test_units_rule_table(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const struct units_case *c = &cases[i];
         market__party b = c->buyer, s = c->seller;
-        int got = market__units_apply(c->price, c->units, c->quantity, -1, &b, &s);
+        int got = market__units_apply(c->price, c->units, c->quantity, -1, &b, &s, NULL, NULL);
         if (got != c->want) fprintf(stderr, "case '%s': %d, want %d\n", c->what, got, c->want);
         assert_int_equal(got, c->want);
         if (got == MARKET_OK) {
@@ -298,7 +298,97 @@ static void test_list_rule_table(void **state) {
     }
     /* units that cannot be read are the store's failure, not a refusal */
     market__party b = P(100), s2 = P(0);
-    assert_int_equal(market__units_rule(25, -1, 1, -1, &b, &s2), MARKET_ERR_STORE);
+    assert_int_equal(market__units_rule(25, -1, 1, -1, &b, &s2, NULL), MARKET_ERR_STORE);
+}
+
+/* The realm's cut: total * bps / 10000 rounded down, without overflow at
+ * any total, 0 for none. */
+static void test_fee_rounds_down_without_overflow(void **state) {
+    (void)state;
+    static const struct {
+        int64_t total, bps, want;
+    } cases[] = {
+        {1000, 500, 50},
+        {999, 500, 49}, /* 49.95 */
+        {19, 500, 0},
+        {20, 500, 1},
+        {1, 10000, 1},
+        {12345, 10000, 12345},
+        {12345, 0, 0},
+        {0, 500, 0},
+        {-5, 500, 0},
+        {10001, 1, 1},
+        {9999, 1, 0},
+        {INT64_MAX, 10000, INT64_MAX},
+        {INT64_MAX, 1, INT64_MAX / 10000},        /* 922337203685477.5807 */
+        {INT64_MAX, 9999, 9222449699651090329LL}, /* floor((2^63-1) * 9999 / 10000) */
+        {INT64_MAX, 20000, INT64_MAX},            /* past the most: the most */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t got = market_fee(cases[i].total, cases[i].bps);
+        if (got != cases[i].want)
+            fprintf(stderr, "fee(%lld, %lld) = %lld\n", (long long)cases[i].total,
+                    (long long)cases[i].bps, (long long)got);
+        assert_int_equal(got, cases[i].want);
+    }
+}
+
+/* A sale's cut goes to the house: into its funds when the batch holds
+ * them, else added up to be paid unread; the seller gets the rest; the
+ * house may be the seller or the buyer; the house's funds can overflow,
+ * the seller's are judged on what it is paid. */
+static void test_units_apply_pays_the_cut(void **state) {
+    (void)state;
+    market__party b = P(1000), s = P(0), h = P(7);
+    int64_t fee = -1;
+    market__cut cut = {.bps = 500, .house = NULL};
+    /* the house not held: paid unread */
+    assert_int_equal(market__units_apply(25, 20, 8, -1, &b, &s, &cut, &fee), MARKET_OK);
+    assert_int_equal(fee, 10); /* 5% of 200 */
+    assert_int_equal(b.funds, 800);
+    assert_int_equal(s.funds, 190);
+    assert_int_equal(cut.unread, 10);
+    /* held: into its funds */
+    cut = (market__cut){.bps = 500, .house = &h};
+    assert_int_equal(market__units_apply(25, 20, 8, -1, &b, &s, &cut, &fee), MARKET_OK);
+    assert_int_equal(h.funds, 17);
+    assert_int_equal(s.funds, 380);
+    assert_int_equal(cut.unread, 0);
+    /* the house sells: the whole total */
+    cut.house = &s;
+    assert_int_equal(market__units_apply(10, 5, 5, -1, &b, &s, &cut, &fee), MARKET_OK);
+    assert_int_equal(fee, 2);
+    assert_int_equal(s.funds, 430);
+    assert_int_equal(b.funds, 550);
+    /* the house buys: pays the total, gets the cut back */
+    cut.house = &b;
+    assert_int_equal(market__units_apply(100, 1, 1, -1, &b, &s, &cut, &fee), MARKET_OK);
+    assert_int_equal(b.funds, 455);
+    assert_int_equal(s.funds, 525);
+    /* a cut of 0 at a small total: the seller gets all */
+    cut = (market__cut){.bps = 500};
+    assert_int_equal(market__units_apply(19, 1, 1, -1, &b, &s, &cut, &fee), MARKET_OK);
+    assert_int_equal(fee, 0);
+    assert_int_equal(s.funds, 544);
+    /* the seller is judged on the total less the cut */
+    market__party rich = P(INT64_MAX - 95), buyer = P(100), full = P(INT64_MAX - 4);
+    cut = (market__cut){.bps = 500};
+    assert_int_equal(market__units_rule(100, 1, 1, -1, &buyer, &rich, &cut), MARKET_OK);
+    assert_int_equal(market__units_rule(100, 1, 1, -1, &buyer, &rich, NULL), MARKET_ERR_OVERFLOW);
+    /* a house held that cannot take the cut, or cannot be read */
+    cut.house = &full;
+    assert_int_equal(market__units_rule(100, 1, 1, -1, &buyer, &s, &cut), MARKET_ERR_OVERFLOW);
+    market__party gone = {MARKET__UNREADABLE, 0};
+    cut.house = &gone;
+    assert_int_equal(market__units_rule(100, 1, 1, -1, &buyer, &s, &cut), MARKET_ERR_STORE);
+    /* a refusal moves nothing and owes nothing */
+    cut = (market__cut){.bps = 500};
+    market__party poor = P(5), s0 = s;
+    assert_int_equal(market__units_apply(100, 1, 1, -1, &poor, &s, &cut, &fee),
+                     MARKET_ERR_INSUFFICIENT_FUNDS);
+    assert_int_equal(fee, 0);
+    assert_int_equal(cut.unread, 0);
+    assert_memory_equal(&s, &s0, sizeof s);
 }
 
 /* ---- flash sales (market__sale_rule) ---- */
@@ -458,6 +548,8 @@ int main(void) {
         cmocka_unit_test(test_sale_args_checks),
         cmocka_unit_test(test_rule_table),
         cmocka_unit_test(test_units_rule_table),
+        cmocka_unit_test(test_fee_rounds_down_without_overflow),
+        cmocka_unit_test(test_units_apply_pays_the_cut),
         cmocka_unit_test(test_fill_cheapest_first_all_or_nothing),
         cmocka_unit_test(test_list_rule_table),
         cmocka_unit_test(test_rule_batch_earlier_purchases_change_later_ones),

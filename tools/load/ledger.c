@@ -3,7 +3,8 @@
  *
  * Pure: a row per player the run could use (from the plan, with the funds
  * read before the run), the funds read after it, and every trade recorded
- * meanwhile (its total moved from buyer to seller); then each row must
+ * meanwhile (its total moved from buyer to seller, less the realm's cut,
+ * which went to the house the trade names); then each row must
  * satisfy after - before = sold - bought. world.c reads the store into it;
  * load_judge_trades() (stats.c) turns it into the verdict.
  */
@@ -56,18 +57,20 @@ void load_ledger_after(load_ledger *l, unsigned realm, const char *id, int64_t f
     r->seen = 1;
 }
 
-/* Records a trade of realm: total moved from buyer to seller. A party the
- * plan did not have is counted in l->unknown. Can't fail. */
-void load_ledger_trade(load_ledger *l, unsigned realm, const char *buyer, const char *seller,
-                       int64_t total) {
-    load_ledger_row *b = find(l, realm, buyer), *s = find(l, realm, seller);
+/* Records trade t of realm: its total moved from buyer to seller, less its
+ * fee, which went to its house. A party the plan did not have is counted
+ * in l->unknown. Can't fail. */
+void load_ledger_trade(load_ledger *l, unsigned realm, const market_trade *t) {
+    load_ledger_row *b = find(l, realm, t->buyer), *s = find(l, realm, t->seller);
+    load_ledger_row *h = t->fee ? find(l, realm, t->house) : NULL;
     l->recorded++;
-    if (!b || !s) {
+    if (!b || !s || (t->fee && !h)) {
         l->unknown++;
         return;
     }
-    b->traded -= total;
-    s->traded += total;
+    b->traded -= t->total;
+    s->traded += t->total - t->fee;
+    if (h) h->traded += t->fee;
 }
 
 /* The parts of trade id s ("<ms>-<seq>") into ms and seq. Returns 0, or -1

@@ -365,8 +365,7 @@ typedef struct load_ledger {
 int load_ledger_init(load_ledger *l, const load_plan *p);
 void load_ledger_free(load_ledger *l);
 void load_ledger_after(load_ledger *l, unsigned realm, const char *id, int64_t funds);
-void load_ledger_trade(load_ledger *l, unsigned realm, const char *buyer, const char *seller,
-                       int64_t total);
+void load_ledger_trade(load_ledger *l, unsigned realm, const market_trade *t);
 void load_ledger_close(load_ledger *l);
 /* Counts in l->trimmed a realm whose run started at trade mark ("": before any trade) when
  * its history (market_trade_history_start) keeps oldest first ("": none) and has trimmed

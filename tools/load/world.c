@@ -212,7 +212,7 @@ int load_trades_read(load_ledger *l, market_conn *mc, char (*realms)[MARKET_REAL
             size_t nt = 0;
             rc = market_trades_after(mc, realms[r], after, MARKET_TRADES_PAGE_MAX, &t, &nt);
             for (size_t i = 0; rc == MARKET_OK && i < nt; i++)
-                load_ledger_trade(l, (unsigned)r, t[i].buyer, t[i].seller, t[i].total);
+                load_ledger_trade(l, (unsigned)r, &t[i]);
             if (nt) memcpy(after, t[nt - 1].id, sizeof after);
             free(t);
             if (nt < MARKET_TRADES_PAGE_MAX) break;
