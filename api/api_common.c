@@ -33,7 +33,6 @@
 #include "api/api_impl.h"
 
 #define API_FIELDS_MAX 8
-#define API_TIME_MAX INT64_C(253402300799999) /* Unix ms of 9999-12-31T23:59:59.999Z */
 
 /* ---- the status table ---- */
 
@@ -456,7 +455,7 @@ json_t *api__body_parse(const api_request *req, const api__field_spec *spec, siz
                          : kind == API__FIELD_QUANTITY ? MARKET_QUANTITY_MAX
                          : kind == API__FIELD_UNITS    ? MARKET_SALE_STOCK_MAX
                          : kind == API__FIELD_BPS      ? MARKET_FEE_BPS_MAX
-                                                       : API_TIME_MAX;
+                                                       : API__TIME_MAX;
             json_int_t p = json_is_integer(v) ? json_integer_value(v) : lo - 1;
             if (p < lo || p > hi) {
                 api__why(why, sizeof why, "field '%s' must be an integer in %" PRId64 "..%" PRId64

@@ -15,6 +15,7 @@
 #define API__ARG_MAX 256  /* a route's id segment, copied (longer ones read as "") */
 #define API__QUOTE_MAX 48 /* longest user-supplied name quoted in a message, in bytes */
 #define API__ID_RULE "[A-Za-z0-9_-]{1,64}" /* what market_id_valid() takes, for messages */
+#define API__TIME_MAX INT64_C(253402300799999) /* Unix ms of 9999-12-31T23:59:59.999Z */
 #define API__LIMIT_DEFAULT 50 /* a page's size when ?limit is not given */
 
 /* ---- request bodies: what a route's spec table says of a field ---- */
@@ -111,6 +112,7 @@ typedef void api__ender(const api_deferred *d, api_response *resp);
 api__beginner api__begin_purchase, api__begin_list, api__begin_unlist;
 api__ender api__end_purchase, api__end_list, api__end_unlist;
 api__handler api__handle_sale_create, api__handle_sale_get, api__handle_settings;
+api__handler api__handle_item_history;
 api__beginner api__begin_sale_buy;
 api__ender api__end_sale_buy;
 api__handler api__handle_market, api__handle_player, api__handle_player_listings;

@@ -67,6 +67,7 @@ static const api_route api_routes[API_ROUTES] = {
     {"/sales/", 1, NULL, 1, "GET", "GET, HEAD", api__handle_sale_get},
     {"/sales/", 1, "/buy", 1, "POST", "POST", NULL, api__begin_sale_buy, api__end_sale_buy},
     {"/config", 0, NULL, 1, "GET", "GET, HEAD, PUT", api__handle_settings},
+    {"/items/", 1, "/history", 1, "GET", "GET, HEAD", api__handle_item_history},
 };
 
 /* Names of the routes as logs and metrics show them. */
@@ -85,6 +86,7 @@ static const char *const api_route_names[API_ROUTES] = {
     "/sales/{id}",
     "/sales/{id}/buy",
     "/config",
+    "/items/{item}/history",
 };
 
 /* Returns route i's name (static), or NULL outside 0..API_ROUTES-1. */

@@ -1,6 +1,7 @@
 /* api_trades.c - trades: GET /trades/{id}, /players/{id}/trades,
- * /items/{item}/trades, and the JSON of the event stream (api_trade_text(),
- * api_change_text()).
+ * /items/{item}/trades, an item's price history (GET
+ * /items/{item}/history), and the JSON of the event stream
+ * (api_trade_text(), api_change_text()).
  *
  * Above api_common.c and api_auth.c; called by api_route.c's route table and by
  * server/'s GET /events.
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -160,4 +162,82 @@ void api__handle_item_trades(market_conn *conn, const api_request *req, const ch
     api__reply_outcome(resp, rc, 200,
                        rc == MARKET_OK ? trades_body("item", item, t, n, NULL, req, &rd) : NULL);
     free(t);
+}
+
+/* ---- price history ---- */
+
+static const char *const interval_names[MARKET_INTERVALS] = {"1m", "1h", "1d"};
+
+/* Returns a new {"t","open","high","low","close","volume"} for k, or NULL
+ * on out-of-memory. */
+static json_t *candle_body(const market_candle *k) {
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "t", (json_int_t)k->t_ms, "open",
+                     (json_int_t)k->open, "high", (json_int_t)k->high, "low", (json_int_t)k->low,
+                     "close", (json_int_t)k->close, "volume", (json_int_t)k->volume);
+}
+
+/* Returns a new {"item","interval","from","to","candles":[...]}, or NULL on
+ * out-of-memory. */
+static json_t *history_body(const char *item, int iv, size_t from, size_t to,
+                            const market_candle *k, size_t n) {
+    json_t *body = json_pack("{s:s, s:s, s:I, s:I}", "item", item, "interval", interval_names[iv],
+                             "from", (json_int_t)from, "to", (json_int_t)to);
+    json_t *arr = json_array();
+    int bad = !body || !arr;
+    for (size_t i = 0; !bad && i < n; i++)
+        bad = json_array_append_new(arr, candle_body(&k[i])) < 0;
+    if (bad || api__object_steal(body, "candles", &arr) < 0) {
+        json_decref(arr);
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
+/* GET /items/{item}/history?interval=1m|1h|1d&from=&to=: public. The
+ * candles of the intervals that start in [from, to] (Unix ms; to defaults
+ * to now by this server's clock, from to 59 intervals before to) in which
+ * units of item traded, oldest first. */
+void api__handle_item_history(market_conn *conn, const api_request *req, const char *realm,
+                              const char *item, api_response *resp) {
+    if (!api__id_ok(item, "item", resp)) return;
+    const char *name = api__query_arg(req, "interval");
+    int iv = name ? -1 : MARKET_INTERVAL_1M;
+    for (int i = 0; name && i < MARKET_INTERVALS; i++)
+        if (strcmp(name, interval_names[i]) == 0) iv = i;
+    if (iv < 0) {
+        api__bad_query(resp, "interval", "must be 1m, 1h or 1d");
+        return;
+    }
+    size_t len = (size_t)market_interval_ms(iv), kept = market_interval_kept(iv);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    size_t now = (size_t)ts.tv_sec * 1000 + (size_t)ts.tv_nsec / 1000000, to, from;
+    if (api__query_size(req, "to", now, 0, (size_t)API__TIME_MAX, &to) < 0) {
+        api__bad_query(resp, "to", "must be Unix time in ms, 0..253402300799999");
+        return;
+    }
+    if (api__query_size(req, "from", to > 59 * len ? to - 59 * len : 0, 0, (size_t)API__TIME_MAX,
+                        &from) < 0) {
+        api__bad_query(resp, "from", "must be Unix time in ms, 0..253402300799999");
+        return;
+    }
+    if (from > to) {
+        api__bad_query(resp, "from", "must not be after 'to'");
+        return;
+    }
+    if (to / len - from / len >= kept) {
+        char what[96];
+        snprintf(what, sizeof what, "must be less than %zu intervals of %s before 'to'", kept,
+                 interval_names[iv]);
+        api__bad_query(resp, "from", what);
+        return;
+    }
+    if (api__conn_missing(conn, resp)) return;
+    market_candle *k = NULL;
+    size_t n = 0;
+    int rc = market_history(conn, realm, item, iv, (int64_t)from, (int64_t)to, &k, &n);
+    api__reply_outcome(resp, rc, 200,
+                       rc == MARKET_OK ? history_body(item, iv, from, to, k, n) : NULL);
+    free(k);
 }

@@ -182,6 +182,7 @@ typedef struct market_config {
                                     100, more; 0: the default) */
     uint64_t trade_index;        /* trade ids kept per player, at least (up to an eighth
                                     more; 0: the default) */
+    int no_price_history;        /* 1: trades of stackable goods write no price history */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
     void (*test_decided)(void *arg); /* test hook: called, with test_decided_arg, on the
                                     worker between a batch's decision and its commit */
@@ -549,6 +550,22 @@ int market_trades_item(market_conn *c, const char *realm, const char *item, size
 int market_trade_last(market_conn *c, const char *realm, char id[MARKET_TRADE_ID_MAX + 1]);
 int market_trade_history_start(market_conn *c, const char *realm,
                                char oldest[MARKET_TRADE_ID_MAX + 1], uint64_t *trimmed);
+
+/* An item's price history (market_history()): one candle an interval in which
+ * units of it traded. */
+enum market_interval { MARKET_INTERVAL_1M, MARKET_INTERVAL_1H, MARKET_INTERVAL_1D };
+#define MARKET_INTERVALS 3
+
+typedef struct market_candle {
+    int64_t t_ms;                   /* the interval's start, Unix ms (the store's clock) */
+    int64_t open, high, low, close; /* prices of one unit: the first, highest, lowest, last */
+    int64_t volume;                 /* units traded */
+} market_candle;
+
+int64_t market_interval_ms(int interval);
+size_t market_interval_kept(int interval);
+int market_history(market_conn *c, const char *realm, const char *item, int interval,
+                   int64_t from_ms, int64_t to_ms, market_candle **out, size_t *n);
 
 /* A listing change (market_feed_after()): a listing made or taken back. */
 typedef struct market_change {

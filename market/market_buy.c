@@ -377,6 +377,7 @@ static void commit_order(struct buy_batch *b, const market__held *held, size_t i
                                                 .price = L->price,
                                                 .fee = t->fee,
                                                 .house = b->f.settings.house,
+                                                .goods = L->stack,
                                                 .fence = trade_fence(held, b, t->listing)},
                             b->trade, b->trade_req, &b->n_trades);
     }

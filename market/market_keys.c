@@ -47,7 +47,7 @@ void market__key(char *out, size_t outlen, const char *kind, const char *realm, 
 /* The kinds of keys a realm has, one "<kind>:{<realm>}:..." pattern each
  * (market_world.c deletes them all to reset a realm). */
 const char *const market__realm_kinds[MARKET__REALM_KINDS] = {
-    "users", "inventory", "stacks", "idem", "idx", "trades", "sale"};
+    "users", "inventory", "stacks", "idem", "idx", "trades", "sale", "hist"};
 
 /* Writes the key of player id's hash in realm (its name and funds; "*": the
  * pattern of every player's) into out (MARKET__KEY_MAX bytes). */
@@ -69,6 +69,12 @@ void market__key_stacks(char *out, const char *realm, const char *id) {
  * sale's keys) into out. */
 void market__key_sale(char *out, const char *realm, const char *id) {
     market__key(out, MARKET__KEY_MAX, market__realm_kinds[6], realm, id);
+}
+
+/* Writes the key of item's price history in realm ("*": the pattern of
+ * every item's) into out (MARKET__KEY_MAX bytes). */
+void market__key_history(char *out, const char *realm, const char *item) {
+    market__key(out, MARKET__KEY_MAX, market__realm_kinds[7], realm, item);
 }
 
 /* Writes the key of the units each player bought of a sale (player -> units)

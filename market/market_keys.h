@@ -31,7 +31,7 @@ typedef struct market__realm {
 void market__realm_init(market__realm *r, const char *realm);
 void market__key_building(char *out, const char *realm);
 void market__key_seeding(char *out, const char *realm);
-#define MARKET__REALM_KINDS 7
+#define MARKET__REALM_KINDS 8
 #define MARKET__FIELD_FUNDS "funds" /* a player's hash: its funds */
 #define MARKET__FIELD_NAME "name"   /* a player's hash: its display name */
 #define MARKET__FIELD_FEE_BPS "fee_bps" /* a realm's settings: its sale cut (market_settings) */
@@ -43,6 +43,7 @@ void market__key_user(char *out, const char *realm, const char *id);
 void market__key_inventory(char *out, const char *realm, const char *id);
 void market__key_stacks(char *out, const char *realm, const char *id);
 void market__key_sale(char *out, const char *realm, const char *id);
+void market__key_history(char *out, const char *realm, const char *item);
 void market__key_bought(char *out, size_t outlen, const char *sale_key);
 void market__lock_key(char *out, const char *kind, const char *realm, const char *id);
 void market__trade_key(char *out, size_t outlen, const char *realm, const char *kind,

@@ -768,6 +768,12 @@ void market__rd_ping(market__buf *b) { market__buf_cmd(b, 1, C_PING); }
 /* The server's role (master or replica). */
 void market__rd_role(market__buf *b) { market__buf_cmd(b, 1, C_ROLE); }
 
+/* Fields of an item's price history (HMGET, opened: market__buf_arg() each field, then
+ * market__buf_end()): market__reply_candle() reads each. */
+void market__rd_history_begin(market__buf *b, const char *history_key) {
+    market__buf_begin(b, C_HMGET, history_key);
+}
+
 /* A realm's settings (market__reply_realm_settings()). */
 void market__rd_realm_settings(market__buf *b, const char *settings_key) {
     market__buf_cmd(b, 4, C_HMGET, settings_key, MARKET__FIELD_FEE_BPS, MARKET__FIELD_HOUSE);

@@ -134,6 +134,7 @@ void market__rd_info(market__buf *b, const char *section);
 void market__rd_role(market__buf *b);
 void market__rd_config(market__buf *b, const char *name);
 void market__rd_realm_settings(market__buf *b, const char *settings_key);
+void market__rd_history_begin(market__buf *b, const char *history_key);
 void market__rd_player(market__buf *b, const char *user_key, const char *inventory_key,
                        const char *stacks_key);
 void market__rd_stacks_all(market__buf *b, const char *stacks_key);
@@ -167,6 +168,7 @@ market__party market__reply_party(const redisReply *r);
 int market__reply_time(const redisReply *r, int64_t *ms);
 int market__reply_config(const redisReply *r, char *out, size_t outlen);
 int market__reply_realm_settings(const redisReply *r, market_settings *out);
+int market__reply_candle(const redisReply *r, int64_t start_ms, market_candle *out);
 int market__reply_id(const redisReply *e, char *out);
 int market__reply_stream_last(const redisReply *r, char id[MARKET_TRADE_ID_MAX + 1]);
 int market__listing_units(market_listing *l, const redisReply *r);

@@ -120,6 +120,29 @@ int market__reply_realm_settings(const redisReply *r, market_settings *out) {
     return 0;
 }
 
+/* Reads r, a field of an item's price history (market_trade.h), into *out
+ * when it holds the candle of the interval that starts at start_ms. Returns
+ * 1, 0 when it holds none (nil, or an older turn of the ring), -1 when it
+ * is unreadable. */
+int market__reply_candle(const redisReply *r, int64_t start_ms, market_candle *out) {
+    if (r->type == REDIS_REPLY_NIL) return 0;
+    if (r->type != REDIS_REPLY_STRING || r->len > 128) return -1;
+    int64_t v[6];
+    const char *p = r->str, *end = r->str + r->len;
+    for (int i = 0; i < 6; i++) {
+        const char *sp = memchr(p, ' ', (size_t)(end - p));
+        const char *e = i < 5 ? sp : end;
+        if (!e || (i == 5 && sp) || market__parse_i64(p, (size_t)(e - p), &v[i]) < 0 || v[i] < 0)
+            return -1;
+        p = e + 1;
+    }
+    if (v[0] != start_ms) return 0;
+    if (v[3] > v[2] || v[1] < v[3] || v[1] > v[2] || v[4] < v[3] || v[4] > v[2]) return -1;
+    *out = (market_candle){
+        .t_ms = v[0], .open = v[1], .high = v[2], .low = v[3], .close = v[4], .volume = v[5]};
+    return 1;
+}
+
 /* Copies string reply e into out (MARKET_ID_MAX + 1 bytes) when it is a
  * valid id. Returns 0, or -1 when it is not. */
 int market__reply_id(const redisReply *e, char *out) {

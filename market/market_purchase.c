@@ -404,6 +404,7 @@ static void list_trades(const market *m, const market__held *held, struct market
                                                 .price = r->res.purchase.price,
                                                 .fee = r->res.purchase.fee,
                                                 .house = b->f.settings.house,
+                                                .goods = b->stack[b->first[i]],
                                                 .fence = trade_fence(m, held, b, i)},
                             b->trade, b->trade_req, &b->n_trades);
     }

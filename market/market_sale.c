@@ -356,6 +356,7 @@ static void list_trades(const market__held *held, struct sale_batch *b) {
                                                 .item = b->item,
                                                 .quantity = r->quantity,
                                                 .price = r->res.sale_buy.price,
+                                                .goods = 1, /* a sale sells units */
                                                 .fence = held->fence[0]},
                             b->trade, b->trade_req, &b->n_trades);
     }

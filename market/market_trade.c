@@ -94,10 +94,95 @@
     "if not gone[s[i]] and older(s[i + 1], first) then drop[#drop + 1] = s[i] end end end "      \
     "if #drop > 0 then redis.call('HDEL', KEYS[2], unpack(drop)) end end "
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* The part of trades_script that writes the price history of the goods its
+ * trades moved (market_trade.h): per item, the commit's first, highest,
+ * lowest and last price and its units (hist[item], gathered as the trades
+ * are recorded) go into the candle of each interval its time falls in, one
+ * HMGET and one HSET an item. */
+#define HISTORY_SCRIPT                                                                             \
+    "if #hitems > 0 then "                                                                         \
+    "local ms = tonumber(string.match(ids[n], '^(%d+)')) "                                         \
+    "local iv = {{'m', " STR(MARKET__HIST_1M_MS) ", " STR(                                         \
+        MARKET__HIST_1M_KEPT) "}, "                                                                \
+                              "{'h', " STR(MARKET__HIST_1H_MS) ", " STR(                           \
+                                  MARKET__HIST_1H_KEPT) "}, "                                      \
+                                                        "{'d', " STR(MARKET__HIST_1D_MS) ", " STR( \
+                                                            MARKET__HIST_1D_KEPT) "}} "            \
+                                                                                  "for _, it in "  \
+                                                                                  "ipairs(hitems)" \
+                                                                                  " do "           \
+                                                                                  "local h, f, "   \
+                                                                                  "b, set = "      \
+                                                                                  "hist[it], {}, " \
+                                                                                  "{}, {} "        \
+                                                                                  "for i = 1, 3 "  \
+                                                                                  "do b[i] = ms "  \
+                                                                                  "- ms % "        \
+                                                                                  "iv[i][2] "      \
+                                                                                  "f[i] = "        \
+                                                                                  "iv[i][1] .. "   \
+                                                                                  "string.format(" \
+                                                                                  "'%d', (b[i] / " \
+                                                                                  "iv[i][2]) % "   \
+                                                                                  "iv[i][3]) end " \
+                                                                                  "local old = "   \
+                                                                                  "redis.call('"   \
+                                                                                  "HMGET', h[1], " \
+                                                                                  "f[1], f[2], "   \
+                                                                                  "f[3]) "         \
+                                                                                  "for i = 1, 3 "  \
+                                                                                  "do "            \
+                                                                                  "local o, hi, "  \
+                                                                                  "lo, c, v = "    \
+                                                                                  "h[2], h[3], "   \
+                                                                                  "h[4], h[5], "   \
+                                                                                  "h[6] "          \
+                                                                                  "local x = "     \
+                                                                                  "old[i] and "    \
+                                                                                  "{string.match(" \
+                                                                                  "old[i], "       \
+                                                                                  "'^(%d+) (%d+) " \
+                                                                                  "(%d+) (%d+) "   \
+                                                                                  "(%d+) "         \
+                                                                                  "(%d+)$')} "     \
+                                                                                  "if x and "      \
+                                                                                  "tonumber(x[1])" \
+                                                                                  " == b[i] then " \
+                                                                                  "o = "           \
+                                                                                  "tonumber(x[2])" \
+                                                                                  " "              \
+                                                                                  "hi = "          \
+                                                                                  "math.max(hi, "  \
+                                                                                  "tonumber(x[3])" \
+                                                                                  "); lo = "       \
+                                                                                  "math.min(lo, "  \
+                                                                                  "tonumber(x[4])" \
+                                                                                  ") "             \
+                                                                                  "v = v + "       \
+                                                                                  "tonumber(x[6])" \
+                                                                                  " end "          \
+                                                                                  "set[2 * i - "   \
+                                                                                  "1] = f[i] "     \
+                                                                                  "set[2 * i] = "  \
+                                                                                  "string.format(" \
+                                                                                  "'%.0f %.0f "    \
+                                                                                  "%.0f %.0f "     \
+                                                                                  "%.0f %.0f', "   \
+                                                                                  "b[i], o, hi, "  \
+                                                                                  "lo, c, v) end " \
+                                                                                  "redis.call('"   \
+                                                                                  "HSET', h[1], "  \
+                                                                                  "unpack(set)) "  \
+                                                                                  "end end "
+
 /* KEYS[1] the realm's stream, KEYS[2] its items' latest trades (a hash),
  * KEYS[3] the items of its trades (a list, oldest first); per trade t (from
- * 0) KEYS[4+3t..6+3t]: the buyer's and seller's lists,
- * its idempotency record (KEYS[1] when it has none). ARGV[1] the trades
+ * 0) KEYS[4+4t..7+4t]: the buyer's and seller's lists, its idempotency
+ * record (KEYS[1] when it has none), and its item's price history (KEYS[1]
+ * when it moved no stackable good, or history is off). ARGV[1] the trades
  * the stream keeps, ARGV[2] the lists' length, ARGV[3] the record's TTL (s); per
  * trade ARGV[4+10t..13+10t]: buyer, seller, item, quantity, price, total, fee
  * (the realm's cut), the house it paid ("" when none), fence, and the
@@ -106,13 +191,13 @@
 static const char trades_script[] =
     "local ids, keep = {}, tonumber(ARGV[2]) "
     "local most = keep + math.floor(keep / 8) "
-    "local n, items, head = (#KEYS - 3) / 3, {}, {} "
+    "local n, items, head, hist, hitems = (#KEYS - 3) / 4, {}, {}, {}, {} "
     "if n == 0 then return ids end "
     "for t = 1, n do items[t] = ARGV[10 * t - 4] end "
     "local last = redis.call('HMGET', KEYS[2], unpack(items)) "
     "for t = 1, n do head[items[t]] = last[t] or '' end "
     "for t = 0, n - 1 do "
-    "local a, k = 3 + 10 * t, 3 + 3 * t "
+    "local a, k = 3 + 10 * t, 3 + 4 * t "
     "local item = ARGV[a + 3] "
     "local id = redis.call('XADD', KEYS[1], '*', 'buyer', ARGV[a + 1], "
     "'seller', ARGV[a + 2], 'item', item, 'quantity', ARGV[a + 4], 'price', ARGV[a + 5], "
@@ -124,8 +209,13 @@ static const char trades_script[] =
     "redis.call('LTRIM', KEYS[k + j], 0, keep - 1) end end "
     "if ARGV[a + 10] ~= '' then "
     "redis.call('SET', KEYS[k + 3], ARGV[a + 10] .. ' ' .. id, 'EX', ARGV[3]) end "
-    "ids[t + 1] = id end "
-    "local set, seen = {}, {} "
+    "ids[t + 1] = id "
+    "if KEYS[k + 4] ~= KEYS[1] then "
+    "local p, q, h = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 4]), hist[item] "
+    "if not h then h = {KEYS[k + 4], p, p, p, p, 0}; hist[item] = h; hitems[#hitems + 1] = item "
+    "end "
+    "h[3] = math.max(h[3], p); h[4] = math.min(h[4], p); h[5] = p; h[6] = h[6] + q end "
+    "end " HISTORY_SCRIPT "local set, seen = {}, {} "
     "for t = 1, n do local i = items[t] "
     "if not seen[i] then seen[i] = true; set[#set + 1] = i; set[#set + 1] = head[i] end end "
     "redis.call('HSET', KEYS[2], unpack(set)) " TRIM_SCRIPT "return ids";
@@ -193,6 +283,12 @@ size_t market__trades_argv(const market *m, const char *realm, market__trades *t
         argv[k++] = r->k_buyer;
         argv[k++] = r->k_seller;
         argv[k++] = r->idem_key ? r->idem_key : tw->k_trades;
+        if (r->goods && !m->cfg.no_price_history) {
+            market__key_history(r->k_history, realm, r->item);
+            argv[k++] = r->k_history;
+        } else {
+            argv[k++] = tw->k_trades;
+        }
         r->id[0] = '\0';
     }
     argv[k++] = tw->history;

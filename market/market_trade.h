@@ -10,7 +10,21 @@
 
 #include "market/market_store.h"
 
-#define MARKET__TRADE_KEYS 3 /* KEYS per trade: buyer's and seller's lists, record */
+/* An item's price history (market_history.c reads it; the trade script writes it in the
+ * commit of its trades): one hash hist:{r}:<item>, a ring of candles per interval. Field
+ * "<p><slot>" (p: m, h or d; slot: the interval's start / its length, modulo the ring's
+ * size) holds "<start ms> <open> <high> <low> <close> <volume>"; a slot holding another
+ * start holds an older interval, overwritten when its slot's turn comes again. Only
+ * stackable goods have one: a unique item trades once. */
+#define MARKET__HIST_1M_MS 60000
+#define MARKET__HIST_1M_KEPT 1440 /* a day of minutes */
+#define MARKET__HIST_1H_MS 3600000
+#define MARKET__HIST_1H_KEPT 720 /* 30 days of hours */
+#define MARKET__HIST_1D_MS 86400000
+#define MARKET__HIST_1D_KEPT 730    /* two years of days */
+#define MARKET__HIST_PREFIXES "mhd" /* a field's letter, by enum market_interval */
+
+#define MARKET__TRADE_KEYS 4  /* KEYS per trade: buyer's and seller's lists, record, history */
 #define MARKET__TRADE_ARGS 10 /* ARGV per trade */
 /* The arguments of a script recording n trades: EVAL, the script, numkeys, the realm's
  * stream, items' hash and items' order, three settings, and each trade's keys and
@@ -25,11 +39,12 @@ typedef struct market__trade_rec {
     int64_t quantity, price;  /* units and the price of one */
     int64_t fee;              /* the realm's cut of the total, paid by the seller */
     const char *house;        /* the player the cut paid (with a fee) */
+    int goods;                /* units of a stackable good: the item's price history gets it */
     const char *fence;        /* the fence of the lease the commit holds, decimal; "0": none */
     const char *idem_key;     /* NULL: no idempotency record */
     const char *idem_record;  /* the success record "<fp> <a> <b>"; the script appends " <id>" */
     /* the rest is market_trade.c's */
-    char k_buyer[MARKET__KEY_MAX], k_seller[MARKET__KEY_MAX];
+    char k_buyer[MARKET__KEY_MAX], k_seller[MARKET__KEY_MAX], k_history[MARKET__KEY_MAX];
     char quantity_s[24], price_s[24], total_s[24], fee_s[24];
     char id[MARKET_TRADE_ID_MAX + 1]; /* out: the trade id, from the script's reply */
 } market__trade_rec;

@@ -121,6 +121,9 @@ void server_usage(const char *prog) {
            "  --public-trade-parties    Show every reader a trade's buyer and seller      "
            "MARKET_PUBLIC_TRADE_PARTIES=1\n"
            "                            (default: only the two and the admin).\n"
+           "  --no-price-history        Keep no price history of stackable goods          "
+           "MARKET_NO_PRICE_HISTORY=1\n"
+           "                            (GET /items/{item}/history answers none).\n"
            "  --per-ip-connections N    Connections per client IP, 0: any (default 512).  "
            "MARKET_PER_IP_CONNECTIONS\n"
            "  --connection-memory N     Buffer bytes per connection (default 32768).      "
@@ -179,6 +182,7 @@ enum opt_id {
     OPT_AUDIENCE,
     OPT_LEEWAY,
     OPT_PUBLIC_PARTIES,
+    OPT_NO_PRICE_HISTORY,
     OPT_HELP
 };
 
@@ -258,6 +262,8 @@ static const struct opt {
     {OPT_LEEWAY, "auth-leeway-s", "MARKET_AUTH_LEEWAY_S", 0, NUMBER(auth_leeway_s, 0, 3600)},
     {OPT_PUBLIC_PARTIES, "public-trade-parties", "MARKET_PUBLIC_TRADE_PARTIES", 0,
      FLAG(trade_parties_public)},
+    {OPT_NO_PRICE_HISTORY, "no-price-history", "MARKET_NO_PRICE_HISTORY", 0,
+     FLAG(no_price_history)},
 };
 
 #define NOPTS (sizeof opt_names / sizeof *opt_names)

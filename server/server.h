@@ -67,6 +67,8 @@ typedef struct server_config {
     char admin_secret[256];      /* HMAC key of the admin token (POST /sales); empty: the
                                     admin routes answer 403 admin_disabled. Checked even
                                     with no_auth */
+    int no_price_history;        /* trades write no price history (GET
+                                    /items/{item}/history) */
     int trade_parties_public;    /* every reader sees trades' buyers and sellers (GET
                                     /trades, /items/{item}/trades, /events); 0: only the
                                     parties and the admin */

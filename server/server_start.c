@@ -65,6 +65,7 @@ static int market_build(server *s, char *why, size_t whylen) {
                           .acquire_timeout_ms = cfg->acquire_timeout_ms,
                           .trade_history = cfg->trade_history,
                           .trade_index = cfg->trade_index,
+                          .no_price_history = cfg->no_price_history,
                           .test_stall_ms = cfg->test_stall_ms};
     if (rconn_addr_parse(cfg->redis, &mcfg.redis) < 0) {
         snprintf(why, whylen,

@@ -2,12 +2,21 @@
 // by the start of the item's name, item_prefix), shows a player (GET /players/{id}, and
 // /players/{id}/trades with their token), buys with POST /purchase (a listing, or units of
 // a stackable good across sellers at a max price; the pasted token, an Idempotency-Key per
-// click), and follows GET /events (Server-Sent Events) to show trades and listing changes
-// as they happen. No framework, no build.
+// click), charts an item's price history (GET /items/{item}/history, drawn as SVG
+// candles), and follows GET /events (Server-Sent Events) to show trades and listing
+// changes as they happen, and to redraw the chart. No framework, no build.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { cursor: null, source: null, refreshTimer: 0, searchSeq: 0, playerSeq: 0 };
+const state = {
+    cursor : null,
+    source : null,
+    refreshTimer : 0,
+    searchSeq : 0,
+    playerSeq : 0,
+    historySeq : 0,
+    historyTimer : 0
+};
 
 // ---- the API ----
 
@@ -100,13 +109,19 @@ function listingRow(l) {
   const tr = document.createElement("tr");
   tr.dataset.item = l.item;
   tr.dataset.seller = l.seller;
-  for (const [text, cls] of [[l.item, ""], [l.seller, ""], [String(l.price), "num"],
-                             [l.quantity ? String(l.quantity) : "1", "num"]]) {
-    const td = document.createElement("td");
-    td.textContent = text;
-    if (cls) td.className = cls;
-    tr.appendChild(td);
+  for (const [text, cls] of [[ l.item, "item" ], [ l.seller, "" ], [ String(l.price), "num" ],
+                             [ l.quantity ? String(l.quantity) : "1", "num" ]]) {
+      const td = document.createElement("td");
+      td.textContent = text;
+      if (cls) td.className = cls;
+      tr.appendChild(td);
   }
+  const item = tr.firstChild; // a click on the item charts its prices
+  item.title = "chart the price history of " + l.item;
+  item.addEventListener("click", () => {
+      $("h-item").value = l.item;
+      chart();
+  });
   const td = document.createElement("td");
   const b = document.createElement("button");
   b.textContent = "Buy";
@@ -241,6 +256,78 @@ async function showPlayer() {
   }
 }
 
+// ---- price history ----
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function svgEl(name, attrs, text) {
+    const e = document.createElementNS(SVG, name);
+    for (const [k, v] of Object.entries(attrs))
+        e.setAttribute(k, String(v));
+    if (text !== undefined) e.textContent = text;
+    return e;
+}
+
+// Draws the candles of h (GET /items/{item}/history) into #chart: a candle an interval
+// (high to low as a line, open to close as a box: up green, down red), the units traded as
+// bars below, and the range's highest and lowest price.
+function draw(h) {
+    const svg = $("chart");
+    svg.textContent = "";
+    const k = h.candles;
+    $("h-note").textContent = k.length ? `${h.item}: ${k.length} ${h.interval} candles, last ` +
+                                             `${k[k.length - 1].close}`
+                                       : `${h.item}: no trades in this range`;
+    if (!k.length) return;
+    const len = {"1m" : 60e3, "1h" : 3600e3, "1d" : 86400e3}[h.interval];
+    const W = 600, left = 48, top = 8, priceH = 140, volTop = 160, volH = 34;
+    const lo = Math.min(...k.map((c) => c.low)), hi = Math.max(...k.map((c) => c.high));
+    const vmax = Math.max(...k.map((c) => c.volume));
+    const from = h.from - (h.from % len), span = h.to - from + len;
+    const x = (t) => left + ((t - from) / span) * (W - left);
+    const y = (p) => top + (hi === lo ? priceH / 2 : ((hi - p) / (hi - lo)) * priceH);
+    const w = Math.max(1, ((W - left) * len) / span * 0.7);
+    svg.appendChild(svgEl("text", {x : 2, y : top + 10, class : "axis"}, String(hi)));
+    svg.appendChild(svgEl("text", {x : 2, y : top + priceH, class : "axis"}, String(lo)));
+    for (const c of k) {
+        const cx = x(c.t) + w / 2, up = c.close >= c.open ? "up" : "down";
+        svg.appendChild(
+            svgEl("line", {x1 : cx, x2 : cx, y1 : y(c.high), y2 : y(c.low), class : up}));
+        const y0 = y(Math.max(c.open, c.close)), y1 = y(Math.min(c.open, c.close));
+        svg.appendChild(svgEl("rect", {
+            x : x(c.t),
+            y : y0,
+            width : w,
+            height : Math.max(1, y1 - y0),
+            class : "candle " + up
+        }));
+        const vh = Math.max(1, (c.volume / vmax) * volH);
+        svg.appendChild(
+            svgEl("rect",
+                  {x : x(c.t), y : volTop + volH - vh, width : w, height : vh, class : "volume"}));
+    }
+}
+
+async function chart() {
+    const item = $("h-item").value.trim();
+    if (!item) return;
+    const seq = ++state.historySeq;
+    const res = await api("GET", `/items/${encodeURIComponent(item)}/history?interval=` +
+                                     $("h-interval").value);
+    if (seq !== state.historySeq) return; // a newer chart answers instead
+    if (res.status !== 200) {
+        $("chart").textContent = "";
+        $("h-note").textContent = "history: " + why(res);
+        return;
+    }
+    draw(res.body);
+}
+
+function historySoon() { // trades of the charted item in a burst: one redraw
+    clearTimeout(state.historyTimer);
+    state.historyTimer = setTimeout(chart, 250);
+}
+
 // ---- live ----
 
 function refreshSoon() { // many events in a burst: one refresh
@@ -274,6 +361,7 @@ function live() {
     const t = JSON.parse(e.data);
     feed(tradeLine(t, null).textContent);
     refreshSoon();
+    if (t.item === $("h-item").value.trim()) historySoon();
   });
   src.addEventListener("listing", (e) => {
     const l = JSON.parse(e.data);
@@ -287,6 +375,11 @@ function live() {
 $("search").addEventListener("submit", (e) => { e.preventDefault(); search(false); });
 $("more").addEventListener("click", () => search(true));
 $("units").addEventListener("submit", (e) => { e.preventDefault(); buyUnits(); });
+$("history").addEventListener("submit", (e) => {
+    e.preventDefault();
+    chart();
+});
+$("h-interval").addEventListener("change", chart);
 $("signin").addEventListener("submit", (e) => {
   e.preventDefault();
   if (!$("player").value.trim()) $("player").value = tokenPlayer(token());

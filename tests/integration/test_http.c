@@ -186,6 +186,49 @@ static void test_http_classic_trade_then_not_listed(void **state) {
     json_decref(j);
 }
 
+/* GET /items/{item}/history: C lists arrows, B buys some twice: one
+ * candle (or two, across a minute's end) of the units, at their price; a
+ * unique item has none; what is no history is a 400. */
+static void test_http_price_history(void **state) {
+    struct fx *f = *state;
+    json_t *j = call(f->port, "POST", "/list",
+                     "{\"seller\":\"C\",\"item\":\"arrow\",\"price\":2,\"quantity\":30}", 201);
+    json_decref(j);
+    static const char buy[] =
+        "{\"buyer\":\"B\",\"seller\":\"C\",\"item\":\"arrow\",\"quantity\":4}";
+    for (int i = 0; i < 2; i++)
+        json_decref(call(f->port, "POST", "/purchase", buy, 200));
+    json_decref(call(f->port, "POST", "/purchase", purchase_axe, 200));
+    j = call(f->port, "GET", "/items/arrow/history", NULL, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "interval")), "1m");
+    json_t *k = json_object_get(j, "candles");
+    assert_true(json_array_size(k) == 1 || json_array_size(k) == 2);
+    json_int_t volume = 0;
+    for (size_t i = 0; i < json_array_size(k); i++) {
+        json_t *c = json_array_get(k, i);
+        assert_int_equal(json_integer_value(json_object_get(c, "open")), 2);
+        assert_int_equal(json_integer_value(json_object_get(c, "close")), 2);
+        volume += json_integer_value(json_object_get(c, "volume"));
+    }
+    assert_int_equal(volume, 8);
+    json_decref(j);
+    j = call(f->port, "GET", "/items/arrow/history?interval=1d", NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "candles")), 1);
+    json_decref(j);
+    j = call(f->port, "GET", "/items/axe/history?interval=1h", NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "candles")), 0);
+    json_decref(j);
+    static const char *const bad[] = {"/items/arrow/history?interval=5m",
+                                      "/items/arrow/history?from=10&to=9",
+                                      "/items/arrow/history?from=0&to=86400000",
+                                      "/items/arrow/history?to=x", "/items/a.b/history"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        j = call(f->port, "GET", bad[i], NULL, 400);
+        assert_error(j, "bad_request");
+        json_decref(j);
+    }
+}
+
 static void test_http_insufficient_funds_402_nothing_moved(void **state) {
     struct fx *f = *state;
     char *before = th_store_fingerprint(redis.port);
@@ -2147,6 +2190,7 @@ static int group_teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_http_classic_trade_then_not_listed),
+        T(test_http_price_history),
         T(test_http_insufficient_funds_402_nothing_moved),
         T(test_http_price_changed_409_with_price),
         T(test_http_list_unlist_and_market),

@@ -416,6 +416,13 @@ def run_requests(w):
         assert t["fee"] == 15 and t["house"] == "game", t
         call(w, "PUT", "/config", 200, {"fee_bps": 0}, token=admin)
 
+    def history():
+        doc = call(w, "GET", "/items/arrow/history?interval=1d", 200)
+        assert doc["interval"] == "1d", doc
+        call(w, "GET", "/items/axe/history", 200)
+        call(w, "GET", "/items/arrow/history?interval=5m", 400)
+        call(w, "GET", "/items/arrow/history?from=2&to=1", 400)
+
     def events():
         # the stream stays open: read its head, then the events a listing and a purchase
         # make, each validated against its schema, then hang up
@@ -485,6 +492,7 @@ def run_requests(w):
     check("trades answer as documented", lambda: trades(trade_box[0]))
     check("flash sales answer as documented", sales)
     check("the realm's settings answer as documented", settings)
+    check("price histories answer as documented", history)
     check("GET /events streams as documented", events)
     check("paths and methods no route serves get the documented 404 and 405", unrouted)
     check("with Redis stopped, the documented 503s", outage)

@@ -56,6 +56,10 @@ static void test_config_trade_parties_private_by_default(void **state) {
     assert_int_equal(parse(&cfg, why, sizeof why, 2, argv), SERVER_OK);
     assert_int_equal(cfg.trade_parties_public, 1);
     unsetenv("MARKET_PUBLIC_TRADE_PARTIES");
+    assert_int_equal(cfg.no_price_history, 0); /* a price history unless told */
+    const char *off[] = {"market-server", "--no-auth", "--no-price-history"};
+    assert_int_equal(parse(&cfg, why, sizeof why, 3, off), SERVER_OK);
+    assert_int_equal(cfg.no_price_history, 1);
 }
 
 static void test_config_env_under_flags(void **state) {

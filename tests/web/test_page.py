@@ -13,7 +13,8 @@ client then shows up in the page's live feed (GET /events) without a reload;
 typing the start of an item's name finds every item that starts with it
 (item_prefix); B buys 25 arrows across two sellers at a max price with the
 units form, and the store shows what moved (and a refused quantity moves
-nothing); on a phone-sized window nothing overflows sideways, the Buy buttons
+nothing); a click on the arrows charts their price history, which a trade
+by another client redraws live; on a phone-sized window nothing overflows sideways, the Buy buttons
 fit, and the token and player box come before the market.
 It prints cmocka's summary lines, which tests/run.sh counts.
 """
@@ -176,9 +177,32 @@ def run(w, d):
         assert json.loads(body)["listings"] == [{"item": "arrow", "seller": "A", "price": 3, "quantity": 45}], body
         assert w.redis_cli("HGET", "stacks:{main}:B", "arrow") == "25"
 
+    def charts_prices():
+        d.find_element(By.ID, "q-item").clear()
+        d.find_element(By.ID, "q-max").clear()
+        d.find_element(By.ID, "q-item").send_keys("arrow")
+        d.find_element(By.ID, "search-go").click()
+        wait(d, "the arrows listed", lambda d: ("arrow", "A") in rows(d))
+        d.find_element(By.CSS_SELECTOR, "#listings tbody tr[data-item='arrow'] td.item").click()
+        wait(d, "the chart of arrows", lambda d: "arrow:" in d.find_element(By.ID, "h-note").text)
+        assert "last 3" in d.find_element(By.ID, "h-note").text, d.find_element(By.ID, "h-note").text
+        candles = d.find_elements(By.CSS_SELECTOR, "#chart rect.candle")
+        assert 1 <= len(candles) <= 2, len(candles)  # B's 25 arrows: one minute, or two
+        # another client sells arrows at 5: the chart follows the trade, without a click
+        for how, path, body, tok in (("list", "/list", {"seller": "C", "item": "arrow", "price": 5,
+                                                          "quantity": 10}, "C"),
+                                     ("buy", "/purchase", {"buyer": "E", "seller": "C", "item": "arrow",
+                                                           "quantity": 2}, "E")):
+            status, _, answer = w.request("POST", path, body, {"Authorization": "Bearer " + w.token(tok)})
+            assert status in (200, 201), (how, answer)
+        wait(d, "the chart redrawn by the trade", lambda d: "last 5" in d.find_element(By.ID, "h-note").text)
+        highs = texts(d, "#chart text.axis")
+        assert "5" in highs, highs
+
     CHECKS.run("a trade by another client shows up live, without a reload", sees_live)
     CHECKS.run("the start of an item's name finds every item that starts with it", searches_by_prefix)
     CHECKS.run("the units form buys a quantity across sellers at a max price", buys_units)
+    CHECKS.run("an item's price history is charted, and redrawn by its trades", charts_prices)
     shot = os.environ.get("MARKET_SCREENSHOT")
     if shot:  # the page as docs/ shows it: B signed in, a listing arriving live
         d.set_window_size(1200, 820)
