@@ -362,30 +362,35 @@ static void test_http_settings_and_the_cut(void **state) {
     assert_string_equal(json_string_value(json_object_get(j, "house")), "game");
     assert_string_equal(json_string_value(json_object_get(j, "realm")), "main");
     json_decref(j);
-    static const struct {
-        const char *body;
+    /* refusals: bad bodies, no house, no token, a player's, another method; none changes
+     * the store */
+    const struct {
+        const char *method, *auth, *body;
         long status;
         const char *error;
     } refused[] = {
-        {"{\"fee_bps\":10001}", 400, "bad_request"},
-        {"{\"fee_bps\":-1}", 400, "bad_request"},
-        {"{\"fee_bps\":\"5\"}", 400, "bad_request"},
-        {"{\"fee_bps\":5,\"cut\":1}", 400, "bad_request"},
-        {"{\"house\":\"game\"}", 400, "bad_request"},
-        {"{\"fee_bps\":5,\"house\":\"no one\"}", 400, "bad_request"},
-        {"{\"fee_bps\":500,\"house\":\"nobody\"}", 404, "player_not_found"},
+        {"PUT", adm, "{\"fee_bps\":10001}", 400, "bad_request"},
+        {"PUT", adm, "{\"fee_bps\":-1}", 400, "bad_request"},
+        {"PUT", adm, "{\"fee_bps\":\"5\"}", 400, "bad_request"},
+        {"PUT", adm, "{\"fee_bps\":5,\"cut\":1}", 400, "bad_request"},
+        {"PUT", adm, "{\"house\":\"game\"}", 400, "bad_request"},
+        {"PUT", adm, "{\"fee_bps\":5,\"house\":\"no one\"}", 400, "bad_request"},
+        {"PUT", adm, "{\"fee_bps\":500,\"house\":\"nobody\"}", 404, "player_not_found"},
+        {"PUT", bob, "{\"fee_bps\":500}", 401, "unauthorized"},
+        {"PUT", NULL, "{\"fee_bps\":500}", 401, "unauthorized"},
+        {"POST", adm, "{\"fee_bps\":500}", 405, "method_not_allowed"},
     };
+    char *before = th_store_fingerprint(redis.port);
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
-        j = call(port, "PUT", "/config", adm, refused[i].body, refused[i].status);
+        j = call(port, refused[i].method, "/config", refused[i].auth, refused[i].body,
+                 refused[i].status);
         assert_error(j, refused[i].error);
         json_decref(j);
     }
-    j = call(port, "PUT", "/config", bob, "{\"fee_bps\":500}", 401);
-    json_decref(j);
-    j = call(port, "PUT", "/config", NULL, "{\"fee_bps\":500}", 401);
-    json_decref(j);
-    j = call(port, "POST", "/config", adm, "{\"fee_bps\":500}", 405);
-    json_decref(j);
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(after, before);
+    free(before);
+    free(after);
     j = call(port, "GET", "/realms/main/config", NULL, NULL, 200);
     assert_int_equal(jint(j, "fee_bps"), 0); /* nothing above changed it */
     json_decref(j);

@@ -7,54 +7,21 @@
  * written; ranges and intervals that are no history are refused.
  */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include <hiredis.h>
-
-#include "tests/helpers/cmocka_all.h"
-
-#include "lock/lock.h"
-#include "rconn/rconn.h"
-#include "market/market.h"
-#include "tests/helpers/redis_proc.h"
+#include "tests/helpers/market_fx.h"
 
 #define REALM MARKET_REALM_DEFAULT
 
-static th_redis redis;
-static enum market_strategy strategy; /* the group being run */
-static int history_off;               /* the next fixture's market writes none */
-
-struct fx {
-    lock_client *lock;
-    market *m;
-    market_conn *c;
-};
-
-static long long redis_num(const char *fmt, ...) {
-    redisContext *rc = redisConnect("127.0.0.1", redis.port);
-    assert_non_null(rc);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(rc, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
-    long long v = r->type == REDIS_REPLY_INTEGER  ? r->integer
-                  : r->type == REDIS_REPLY_STRING ? atoll(r->str)
-                                                  : 0;
-    freeReplyObject(r);
-    redisFree(rc);
-    return v;
-}
+static int history_off; /* the next fixture's market writes none */
 
 /* C and G sell potions (units) at 20..29, A an axe (a unique item); B and
  * D buy; the house "game" sells potions in a flash sale. */
 static void seed(market_conn *c) {
-    (void)redis_num("FLUSHALL");
+    (void)th_fx_num("FLUSHALL");
     market_world *w = market_world_new();
     assert_non_null(w);
     assert_int_equal(market_world_add_player(w, "A", NULL, 0), MARKET_OK);
@@ -71,30 +38,18 @@ static void seed(market_conn *c) {
 }
 
 static int fx_setup(void **state) {
-    struct fx *f = calloc(1, sizeof *f);
+    th_market *f = th_market_new((market_config){.redis_timeout_ms = 1000,
+                                                 .lock_ttl_ms = 5000,
+                                                 .acquire_timeout_ms = 5000,
+                                                 .no_price_history = history_off});
     if (!f) return -1;
-    market_config cfg = {.redis_timeout_ms = 1000,
-                         .lock_ttl_ms = 5000,
-                         .acquire_timeout_ms = 5000,
-                         .strategy = strategy,
-                         .no_price_history = history_off};
-    int err;
-    if (rconn_addr_parse(redis.url, &cfg.redis) != RCONN_OK) return -1;
-    f->lock = lock_redis_new(&cfg.redis, 1000, &err);
-    f->m = f->lock ? market_new(&cfg, f->lock, &err) : NULL;
-    f->c = f->m ? market_conn_new(f->m, &err) : NULL;
-    if (!f->c) return -1;
     seed(f->c);
     *state = f;
     return 0;
 }
 
 static int fx_teardown(void **state) {
-    struct fx *f = *state;
-    market_conn_free(f->c);
-    market_free(f->m);
-    lock_free(f->lock);
-    free(f);
+    th_market_free(*state);
     return 0;
 }
 
@@ -166,7 +121,7 @@ static size_t assert_history_is_the_trades(market_conn *c, const char *item) {
 /* Units of one listing, then of the other, then across both: the candles
  * are the trades'; the axe (a unique item) has no history. */
 static void test_candles_are_the_trades(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     market_purchase_result r;
     assert_int_equal(market_purchase_units(f->c, REALM, "B", "C", "potion", 5, -1, NULL, &r),
                      MARKET_OK);
@@ -177,8 +132,8 @@ static void test_candles_are_the_trades(void **state) {
     assert_int_equal(b.n_fills, 2);
     assert_int_equal(market_purchase(f->c, REALM, "D", "A", "axe", -1, &r), MARKET_OK);
     assert_history_is_the_trades(f->c, "potion");
-    assert_int_equal(redis_num("EXISTS hist:{main}:axe"), 0);
-    assert_int_equal(redis_num("EXISTS hist:{main}:potion"), 1);
+    assert_int_equal(th_fx_num("EXISTS hist:{main}:axe"), 0);
+    assert_int_equal(th_fx_num("EXISTS hist:{main}:potion"), 1);
     market_candle *k = NULL;
     size_t n = 9;
     int64_t now = (int64_t)time(NULL) * 1000;
@@ -219,7 +174,7 @@ static void *buy_run(void *arg) {
  * while the sellers list more at other prices: every interval's candles
  * are what the trade records say. */
 static void test_24_buyers_candles_are_the_trades(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     enum { N = 24 };
     market_sale s = {
         .price = 25, .initial = 500, .limit = 500, .start_ms = 0, .end_ms = INT64_C(4102444800000)};
@@ -234,7 +189,7 @@ static void test_24_buyers_candles_are_the_trades(void **state) {
     }
     market_list_result lr;
     for (int p = 0; p < 6; p++) { /* C moves its price while they buy */
-        (void)redis_num("HINCRBY stacks:{main}:C potion 10");
+        (void)th_fx_num("HINCRBY stacks:{main}:C potion 10");
         int rc = market_list_units(f->c, REALM, "C", "potion", 10, 23, NULL, &lr);
         assert_true(rc == MARKET_OK || rc == MARKET_ERR_PRICE_CHANGED);
     }
@@ -251,7 +206,7 @@ static void test_24_buyers_candles_are_the_trades(void **state) {
  * no candle of today; the next trade in that slot overwrites it. A slot
  * that is no candle is unreadable. */
 static void test_an_older_turn_of_the_ring_is_no_candle(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     market_purchase_result r;
     assert_int_equal(market_purchase_units(f->c, REALM, "B", "C", "potion", 1, -1, NULL, &r),
                      MARKET_OK);
@@ -263,7 +218,7 @@ static void test_an_older_turn_of_the_ring_is_no_candle(void **state) {
     long long next = (slot + 1) % (long long)market_interval_kept(0);
     char v[96];
     snprintf(v, sizeof v, "%lld 1 9 1 5 77", (long long)(start + len - 86400000));
-    (void)redis_num("HSET hist:{main}:potion m%lld %s", next, v);
+    (void)th_fx_num("HSET hist:{main}:potion m%lld %s", next, v);
     market_candle *k = NULL;
     size_t n = 0;
     assert_int_equal(
@@ -275,7 +230,7 @@ static void test_an_older_turn_of_the_ring_is_no_candle(void **state) {
     free(k);
     /* a slot that holds no candle at all */
     snprintf(v, sizeof v, "%lld 5 1 9 5 1", (long long)start); /* its low above its high */
-    (void)redis_num("HSET hist:{main}:potion m%lld %s", slot, v);
+    (void)th_fx_num("HSET hist:{main}:potion m%lld %s", slot, v);
     assert_int_equal(
         market_history(f->c, REALM, "potion", MARKET_INTERVAL_1M, start, start, &k, &n),
         MARKET_ERR_STORE);
@@ -285,7 +240,7 @@ static void test_an_older_turn_of_the_ring_is_no_candle(void **state) {
 /* What is no history is refused: an interval, a range backwards or longer
  * than the ring, a bad item. */
 static void test_bad_ranges_refused(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     market_candle *k = NULL;
     size_t n = 0;
     int64_t day = 86400000;
@@ -305,14 +260,14 @@ static void test_bad_ranges_refused(void **state) {
 
 /* With the history off, trades of goods write none. */
 static void test_history_off_writes_none(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     market_purchase_result r;
     assert_int_equal(market_purchase_units(f->c, REALM, "B", "C", "potion", 5, -1, NULL, &r),
                      MARKET_OK);
     market_buy_result b;
     assert_int_equal(market_buy_units(f->c, REALM, "B", "potion", 10, 30, NULL, &b), MARKET_OK);
-    assert_int_equal(redis_num("EXISTS hist:{main}:potion"), 0);
-    assert_int_equal(redis_num("XLEN trades:{main}"), 2);
+    assert_int_equal(th_fx_num("EXISTS hist:{main}:potion"), 0);
+    assert_int_equal(th_fx_num("XLEN trades:{main}"), 2);
 }
 
 static int off_setup(void **state) {
@@ -322,26 +277,7 @@ static int off_setup(void **state) {
     return rc;
 }
 
-static int group_setup(void **state) {
-    (void)state;
-    return th_redis_start(&redis);
-}
-
-static int group_teardown(void **state) {
-    (void)state;
-    th_redis_stop(&redis);
-    return 0;
-}
-
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
-
-static int run_group(enum market_strategy s, const struct CMUnitTest *tests, size_t n) {
-    char name[64];
-    strategy = s;
-    snprintf(name, sizeof name, "market history (integration, strategy %s)",
-             market_strategy_name(s));
-    return _cmocka_run_group_tests(name, tests, n, group_setup, group_teardown);
-}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -351,10 +287,5 @@ int main(void) {
         T(test_bad_ranges_refused),
         cmocka_unit_test_setup_teardown(test_history_off_writes_none, off_setup, fx_teardown),
     };
-    size_t n = sizeof tests / sizeof *tests;
-    int failed = 0;
-    failed += run_group(MARKET_STRATEGY_MARKET, tests, n);
-    failed += run_group(MARKET_STRATEGY_ITEM, tests, n);
-    failed += run_group(MARKET_STRATEGY_OPTIMISTIC, tests, n);
-    return failed;
+    return th_run_strategies("market history", tests, sizeof tests / sizeof *tests);
 }

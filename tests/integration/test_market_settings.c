@@ -8,60 +8,17 @@
  * then what the trade records say.
  */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis.h>
-
-#include "tests/helpers/cmocka_all.h"
-
-#include "lock/lock.h"
-#include "rconn/rconn.h"
-#include "market/market.h"
-#include "tests/helpers/redis_proc.h"
+#include "tests/helpers/market_fx.h"
 
 #define REALM MARKET_REALM_DEFAULT
 #define FUNDS_B 100000
 #define FUNDS_D 1000000
 
-static th_redis redis;
-static enum market_strategy strategy; /* the group being run */
-
-struct fx {
-    lock_client *lock;
-    market *m;
-    market_conn *c;
-};
-
 /* ---- helpers ---- */
-
-static long long redis_num(const char *fmt, ...) {
-    redisContext *rc = redisConnect("127.0.0.1", redis.port);
-    assert_non_null(rc);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(rc, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    assert_true(r->type == REDIS_REPLY_INTEGER || r->type == REDIS_REPLY_STRING ||
-                r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_STATUS);
-    long long v = r->type == REDIS_REPLY_INTEGER  ? r->integer
-                  : r->type == REDIS_REPLY_STRING ? atoll(r->str)
-                                                  : 0;
-    freeReplyObject(r);
-    redisFree(rc);
-    return v;
-}
-
-static int64_t funds_of(market_conn *c, const char *id) {
-    market_player *p = NULL;
-    assert_int_equal(market_player_get(c, REALM, id, &p), MARKET_OK);
-    int64_t v = p->funds;
-    market_player_free(p);
-    return v;
-}
 
 static void set_cut(market_conn *c, int64_t bps, const char *house) {
     market_settings st = {.fee_bps = bps};
@@ -79,13 +36,13 @@ static void on_decided(void *arg) {
     (void)arg;
     __atomic_fetch_add(&hook_calls, 1, __ATOMIC_SEQ_CST);
     if (!__atomic_exchange_n(&armed, 0, __ATOMIC_SEQ_CST)) return;
-    (void)redis_num("HSET market:{main}:settings fee_bps %lld", (long long)armed_bps);
+    (void)th_fx_num("HSET market:{main}:settings fee_bps %lld", (long long)armed_bps);
 }
 
 /* A sells an axe at 500; C 20 of its 50 potions at 25, G 10 potions at 30;
  * the house "game" 5 of its 10 gems at 100. B and D have funds. */
 static void seed(market_conn *c) {
-    (void)redis_num("FLUSHALL");
+    (void)th_fx_num("FLUSHALL");
     market_world *w = market_world_new();
     assert_non_null(w);
     assert_int_equal(market_world_add_player(w, "A", "Alice", 0), MARKET_OK);
@@ -107,19 +64,11 @@ static void seed(market_conn *c) {
 #define FUNDS_ALL (FUNDS_B + FUNDS_D + 1000)
 
 static int fx_setup(void **state) {
-    struct fx *f = calloc(1, sizeof *f);
+    th_market *f = th_market_new((market_config){.redis_timeout_ms = 1000,
+                                                 .lock_ttl_ms = 5000,
+                                                 .acquire_timeout_ms = 5000,
+                                                 .test_decided = on_decided});
     if (!f) return -1;
-    market_config cfg = {.redis_timeout_ms = 1000,
-                         .lock_ttl_ms = 5000,
-                         .acquire_timeout_ms = 5000,
-                         .strategy = strategy,
-                         .test_decided = on_decided};
-    int err;
-    if (rconn_addr_parse(redis.url, &cfg.redis) != RCONN_OK) return -1;
-    f->lock = lock_redis_new(&cfg.redis, 1000, &err);
-    f->m = f->lock ? market_new(&cfg, f->lock, &err) : NULL;
-    f->c = f->m ? market_conn_new(f->m, &err) : NULL;
-    if (!f->c) return -1;
     armed = 0;
     seed(f->c);
     *state = f;
@@ -127,11 +76,7 @@ static int fx_setup(void **state) {
 }
 
 static int fx_teardown(void **state) {
-    struct fx *f = *state;
-    market_conn_free(f->c);
-    market_free(f->m);
-    lock_free(f->lock);
-    free(f);
+    th_market_free(*state);
     return 0;
 }
 
@@ -149,7 +94,7 @@ static void assert_conserved(market_conn *c) {
 /* No settings: no cut, the default house. Set, read back; a house that is
  * no player, or a cut out of range, is refused and changes nothing. */
 static void test_settings_read_set_and_refused(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     market_settings st;
     assert_int_equal(market_settings_get(f->c, REALM, &st), MARKET_OK);
     assert_int_equal(st.fee_bps, 0);
@@ -172,11 +117,11 @@ static void test_settings_read_set_and_refused(void **state) {
     assert_int_equal(st.fee_bps, 500);
     assert_string_equal(st.house, "game");
     /* settings the store holds that are no settings: unreadable, not guessed */
-    (void)redis_num("HSET market:{main}:settings fee_bps 10001");
+    (void)th_fx_num("HSET market:{main}:settings fee_bps 10001");
     assert_int_equal(market_settings_get(f->c, REALM, &st), MARKET_ERR_STORE);
     market_purchase_result r;
     assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r), MARKET_ERR_STORE);
-    assert_int_equal(funds_of(f->c, "B"), FUNDS_B); /* nothing moved */
+    assert_int_equal(th_fx_funds(f->c, "B"), FUNDS_B); /* nothing moved */
     set_cut(f->c, 0, "G");
     assert_int_equal(market_settings_get(f->c, REALM, &st), MARKET_OK);
     assert_string_equal(st.house, "G");
@@ -185,7 +130,7 @@ static void test_settings_read_set_and_refused(void **state) {
 /* 5% of 500: the seller gets 475, the house 25; the receipt, the trade
  * record and a replay (after the cut changed) say 25. */
 static void test_purchase_pays_the_cut(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     set_cut(f->c, 500, NULL);
     market_idem k = {"axe-1", "fp-axe"};
     market_purchase_result r, again;
@@ -193,8 +138,8 @@ static void test_purchase_pays_the_cut(void **state) {
     assert_int_equal(r.price, 500);
     assert_int_equal(r.fee, 25);
     assert_int_equal(r.buyer_funds, FUNDS_B - 500);
-    assert_int_equal(funds_of(f->c, "A"), 475);
-    assert_int_equal(funds_of(f->c, "game"), 1000 + 25);
+    assert_int_equal(th_fx_funds(f->c, "A"), 475);
+    assert_int_equal(th_fx_funds(f->c, "game"), 1000 + 25);
     market_trade t;
     assert_int_equal(market_trade_get(f->c, REALM, r.trade_id, &t), MARKET_OK);
     assert_int_equal(t.total, 500);
@@ -205,20 +150,20 @@ static void test_purchase_pays_the_cut(void **state) {
     assert_int_equal(again.replayed, 1);
     assert_int_equal(again.fee, 25);
     assert_string_equal(again.trade_id, r.trade_id);
-    assert_int_equal(funds_of(f->c, "A"), 475);
+    assert_int_equal(th_fx_funds(f->c, "A"), 475);
     assert_conserved(f->c);
 }
 
 /* Units of one listing, then a buy across two sellers: each part's cut
  * rounds down on its own total. */
 static void test_units_and_buys_across_sellers_pay_the_cut(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     set_cut(f->c, 500, NULL);
     market_purchase_result r;
     assert_int_equal(market_purchase_units(f->c, REALM, "B", "C", "potion", 5, -1, NULL, &r),
                      MARKET_OK);
     assert_int_equal(r.fee, 6); /* 5% of 125 is 6.25 */
-    assert_int_equal(funds_of(f->c, "C"), 119);
+    assert_int_equal(th_fx_funds(f->c, "C"), 119);
     market_buy_result b;
     assert_int_equal(market_buy_units(f->c, REALM, "D", "potion", 20, 30, NULL, &b), MARKET_OK);
     assert_int_equal(b.n_fills, 2);
@@ -229,9 +174,9 @@ static void test_units_and_buys_across_sellers_pay_the_cut(void **state) {
     assert_int_equal(b.fill[1].fee, 7); /* of 150 */
     assert_int_equal(b.total, 525);
     assert_int_equal(b.fee, 25);
-    assert_int_equal(funds_of(f->c, "C"), 119 + 375 - 18);
-    assert_int_equal(funds_of(f->c, "G"), 150 - 7);
-    assert_int_equal(funds_of(f->c, "game"), 1000 + 6 + 25);
+    assert_int_equal(th_fx_funds(f->c, "C"), 119 + 375 - 18);
+    assert_int_equal(th_fx_funds(f->c, "G"), 150 - 7);
+    assert_int_equal(th_fx_funds(f->c, "game"), 1000 + 6 + 25);
     market_trade t;
     assert_int_equal(market_trade_get(f->c, REALM, b.fill[1].trade_id, &t), MARKET_OK);
     assert_int_equal(t.fee, 7);
@@ -241,30 +186,30 @@ static void test_units_and_buys_across_sellers_pay_the_cut(void **state) {
 /* The house buys (pays the total, gets its cut back) and sells (keeps the
  * whole total), in one market like anyone else. */
 static void test_the_house_buys_and_sells(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     set_cut(f->c, 1000, NULL);
     market_purchase_result r;
     assert_int_equal(market_purchase(f->c, REALM, "game", "A", "axe", -1, &r), MARKET_OK);
     assert_int_equal(r.fee, 50);
-    assert_int_equal(funds_of(f->c, "game"), 1000 - 500 + 50);
-    assert_int_equal(funds_of(f->c, "A"), 450);
+    assert_int_equal(th_fx_funds(f->c, "game"), 1000 - 500 + 50);
+    assert_int_equal(th_fx_funds(f->c, "A"), 450);
     assert_int_equal(market_purchase_units(f->c, REALM, "B", "game", "gem", 5, -1, NULL, &r),
                      MARKET_OK);
     assert_int_equal(r.fee, 50);
-    assert_int_equal(funds_of(f->c, "game"), 550 + 500);
+    assert_int_equal(th_fx_funds(f->c, "game"), 550 + 500);
     market_buy_result b;
     assert_int_equal(market_buy_units(f->c, REALM, "game", "potion", 25, 30, NULL, &b), MARKET_OK);
     assert_int_equal(b.fee, 50 + 15); /* of 500 and of 150 */
-    assert_int_equal(funds_of(f->c, "game"), 1050 - 650 + 65);
+    assert_int_equal(th_fx_funds(f->c, "game"), 1050 - 650 + 65);
     /* the house as one of the sellers of a buy across sellers */
-    (void)redis_num("HSET stacks:{main}:G gem 5");
+    (void)th_fx_num("HSET stacks:{main}:G gem 5");
     market_list_result lr;
     assert_int_equal(market_list_units(f->c, REALM, "G", "gem", 5, 90, NULL, &lr), MARKET_OK);
     assert_int_equal(market_list_units(f->c, REALM, "game", "gem", 5, 100, NULL, &lr), MARKET_OK);
     assert_int_equal(market_buy_units(f->c, REALM, "D", "gem", 8, 100, NULL, &b), MARKET_OK);
     assert_int_equal(b.fee, 45 + 30); /* of 450 from G, of 300 from the house */
-    assert_int_equal(funds_of(f->c, "G"), 150 - 15 + 450 - 45);
-    assert_int_equal(funds_of(f->c, "game"), 465 + 300 + 45);
+    assert_int_equal(th_fx_funds(f->c, "G"), 150 - 15 + 450 - 45);
+    assert_int_equal(th_fx_funds(f->c, "game"), 465 + 300 + 45);
     assert_conserved(f->c);
 }
 
@@ -272,7 +217,7 @@ static void test_the_house_buys_and_sells(void **state) {
  * commit is refused (the settings are watched) and the batch is decided
  * again under the new cut. */
 static void test_cut_changed_before_the_commit(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     set_cut(f->c, 500, NULL);
     armed_bps = 1000;
     hook_calls = 0;
@@ -282,8 +227,8 @@ static void test_cut_changed_before_the_commit(void **state) {
     assert_int_equal(armed, 0);   /* the hook ran */
     assert_true(hook_calls >= 2); /* and the batch was decided again */
     assert_int_equal(r.fee, 50);  /* under the new cut */
-    assert_int_equal(funds_of(f->c, "A"), 450);
-    assert_int_equal(funds_of(f->c, "game"), 1050);
+    assert_int_equal(th_fx_funds(f->c, "A"), 450);
+    assert_int_equal(th_fx_funds(f->c, "game"), 1050);
     market_trade t;
     assert_int_equal(market_trade_get(f->c, REALM, r.trade_id, &t), MARKET_OK);
     assert_int_equal(t.fee, 50);
@@ -320,13 +265,13 @@ static void *buy_run(void *arg) {
  * records say (the buyer pays the total, the seller gets it less the cut,
  * the house the cut), and funds are conserved. */
 static void test_32_buyers_every_coin_where_the_trades_say(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     enum { N = 32 };
     set_cut(f->c, 1234, NULL);
-    (void)redis_num("HSET stacks:{main}:game gem 200");
+    (void)th_fx_num("HSET stacks:{main}:game gem 200");
     market_list_result lr;
     assert_int_equal(market_list_units(f->c, REALM, "game", "gem", 200, 100, NULL, &lr), MARKET_OK);
-    (void)redis_num("HSET stacks:{main}:C potion 500");
+    (void)th_fx_num("HSET stacks:{main}:C potion 500");
     assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 500, 25, NULL, &lr), MARKET_OK);
     struct buyer b[N];
     pthread_t t[N];
@@ -366,34 +311,15 @@ static void test_32_buyers_every_coin_where_the_trades_say(void **state) {
     assert_true(seen >= (size_t)ok);
     assert_true(fees > 0);
     for (size_t p = 0; p < 6; p++) {
-        if (funds_of(f->c, who[p]) != want[p])
+        if (th_fx_funds(f->c, who[p]) != want[p])
             fprintf(stderr, "%s: %lld, the trades say %lld\n", who[p],
-                    (long long)funds_of(f->c, who[p]), (long long)want[p]);
-        assert_int_equal(funds_of(f->c, who[p]), want[p]);
+                    (long long)th_fx_funds(f->c, who[p]), (long long)want[p]);
+        assert_int_equal(th_fx_funds(f->c, who[p]), want[p]);
     }
     assert_conserved(f->c);
 }
 
-static int group_setup(void **state) {
-    (void)state;
-    return th_redis_start(&redis);
-}
-
-static int group_teardown(void **state) {
-    (void)state;
-    th_redis_stop(&redis);
-    return 0;
-}
-
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
-
-static int run_group(enum market_strategy s, const struct CMUnitTest *tests, size_t n) {
-    char name[64];
-    strategy = s;
-    snprintf(name, sizeof name, "market settings (integration, strategy %s)",
-             market_strategy_name(s));
-    return _cmocka_run_group_tests(name, tests, n, group_setup, group_teardown);
-}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -404,10 +330,5 @@ int main(void) {
         T(test_cut_changed_before_the_commit),
         T(test_32_buyers_every_coin_where_the_trades_say),
     };
-    size_t n = sizeof tests / sizeof *tests;
-    int failed = 0;
-    failed += run_group(MARKET_STRATEGY_MARKET, tests, n);
-    failed += run_group(MARKET_STRATEGY_ITEM, tests, n);
-    failed += run_group(MARKET_STRATEGY_OPTIMISTIC, tests, n);
-    return failed;
+    return th_run_strategies("market settings", tests, sizeof tests / sizeof *tests);
 }

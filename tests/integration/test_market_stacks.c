@@ -5,86 +5,28 @@
  */
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis.h>
-
-#include "tests/helpers/cmocka_all.h"
-
-#include "lock/lock.h"
-#include "rconn/rconn.h"
-#include "market/market.h"
-#include "tests/helpers/redis_proc.h"
+#include "tests/helpers/market_fx.h"
 
 #define REALM MARKET_REALM_DEFAULT
 
-static th_redis redis;
-static enum market_strategy strategy; /* the group being run */
-
-struct fx {
-    lock_client *lock;
-    market *m;
-    market_conn *c;
-};
-
 /* ---- helpers ---- */
 
-static redisReply *redis_cmd(const char *fmt, ...) {
-    redisContext *rc = redisConnect("127.0.0.1", redis.port);
-    assert_non_null(rc);
-    assert_int_equal(rc->err, 0);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(rc, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
-    redisFree(rc);
-    return r;
-}
-
-/* An integer a command answers, as a bulk string or an integer; 0 for nil. */
-static long long redis_num(const char *fmt, ...) {
-    redisContext *rc = redisConnect("127.0.0.1", redis.port);
-    assert_non_null(rc);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(rc, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer
-                  : r->type == REDIS_REPLY_STRING ? atoll(r->str)
-                                                  : 0;
-    assert_true(r->type == REDIS_REPLY_INTEGER || r->type == REDIS_REPLY_STRING ||
-                r->type == REDIS_REPLY_NIL);
-    freeReplyObject(r);
-    redisFree(rc);
-    return v;
-}
-
 static long long stack_of(const char *player, const char *item) {
-    return redis_num("HGET stacks:{main}:%s %s", player, item);
+    return th_fx_num("HGET stacks:{main}:%s %s", player, item);
 }
 
 static long long listed_units(const char *member) {
-    return redis_num("HGET market:{main}:units %s", member);
-}
-
-static int64_t funds_of(market_conn *c, const char *id) {
-    market_player *p = NULL;
-    assert_int_equal(market_player_get(c, REALM, id, &p), MARKET_OK);
-    int64_t v = p->funds;
-    market_player_free(p);
-    return v;
+    return th_fx_num("HGET market:{main}:units %s", member);
 }
 
 /* C holds 50 potions and lists 20 at 25; A holds 10 arrows; B has 2000, D a
  * fortune, E only 100. */
 static void seed(market_conn *c) {
-    redisReply *r = redis_cmd("FLUSHALL");
+    redisReply *r = th_fx_cmd("FLUSHALL");
     freeReplyObject(r);
     market_world *w = market_world_new();
     assert_non_null(w);
@@ -96,9 +38,9 @@ static void seed(market_conn *c) {
     assert_int_equal(market_world_add_listing(w, "A", "axe", 500), MARKET_OK);
     assert_int_equal(market_world_store(c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
-    r = redis_cmd("HSET stacks:{main}:C potion 50");
+    r = th_fx_cmd("HSET stacks:{main}:C potion 50");
     freeReplyObject(r);
-    r = redis_cmd("HSET stacks:{main}:A arrow 10");
+    r = th_fx_cmd("HSET stacks:{main}:A arrow 10");
     freeReplyObject(r);
     market_list_result lr;
     assert_int_equal(market_list_units(c, REALM, "C", "potion", 20, 25, NULL, &lr), MARKET_OK);
@@ -106,27 +48,16 @@ static void seed(market_conn *c) {
 }
 
 static int fx_setup(void **state) {
-    struct fx *f = calloc(1, sizeof *f);
+    th_market *f = th_market_new(
+        (market_config){.redis_timeout_ms = 1000, .lock_ttl_ms = 5000, .acquire_timeout_ms = 5000});
     if (!f) return -1;
-    market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = 5000,
-                         .acquire_timeout_ms = 5000, .strategy = strategy};
-    int err;
-    if (rconn_addr_parse(redis.url, &cfg.redis) != RCONN_OK) return -1;
-    f->lock = lock_redis_new(&cfg.redis, 1000, &err);
-    f->m = f->lock ? market_new(&cfg, f->lock, &err) : NULL;
-    f->c = f->m ? market_conn_new(f->m, &err) : NULL;
-    if (!f->c) return -1;
     seed(f->c);
     *state = f;
     return 0;
 }
 
 static int fx_teardown(void **state) {
-    struct fx *f = *state;
-    market_conn_free(f->c);
-    market_free(f->m);
-    lock_free(f->lock);
-    free(f);
+    th_market_free(*state);
     return 0;
 }
 
@@ -143,10 +74,10 @@ static void assert_potions(long long total) {
 /* Units leave the seller's stack for the listing; more at the same price
  * join it; another price, or more than held, is refused with the numbers. */
 static void test_list_units_from_a_stack(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     assert_int_equal(stack_of("C", "potion"), 30);
     assert_int_equal(listed_units("potion.C"), 20);
-    assert_int_equal(redis_num("ZSCORE market:{main} potion.C"), 25);
+    assert_int_equal(th_fx_num("ZSCORE market:{main} potion.C"), 25);
     market_list_result r;
     assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 5, 25, NULL, &r), MARKET_OK);
     assert_int_equal(r.quantity, 25);
@@ -159,7 +90,7 @@ static void test_list_units_from_a_stack(void **state) {
     /* all that is left: the stack's field goes */
     assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 25, 25, NULL, &r), MARKET_OK);
     assert_int_equal(r.quantity, 50);
-    assert_int_equal(redis_num("HEXISTS stacks:{main}:C potion"), 0);
+    assert_int_equal(th_fx_num("HEXISTS stacks:{main}:C potion"), 0);
     /* a unique item still lists as before, and is not a stack */
     assert_int_equal(market_list_units(f->c, REALM, "A", "arrow", 0, 3, NULL, &r), MARKET_OK);
     assert_int_equal(r.quantity, 1);
@@ -170,7 +101,7 @@ static void test_list_units_from_a_stack(void **state) {
 /* Part of a listing: the units go to the buyer's stack, the total moves,
  * the rest stays listed; the trade says how many. */
 static void test_buy_part_of_a_listing(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     market_purchase_result r = {0};
     assert_int_equal(market_purchase_units(f->c, REALM, "B", "C", "potion", 5, -1, NULL, &r),
                      MARKET_OK);
@@ -178,7 +109,7 @@ static void test_buy_part_of_a_listing(void **state) {
     assert_int_equal(r.buyer_funds, 2000 - 125);
     assert_int_equal(stack_of("B", "potion"), 5);
     assert_int_equal(listed_units("potion.C"), 15);
-    assert_int_equal(funds_of(f->c, "C"), 125);
+    assert_int_equal(th_fx_funds(f->c, "C"), 125);
     market_trade t;
     assert_int_equal(market_trade_get(f->c, REALM, r.trade_id, &t), MARKET_OK);
     assert_int_equal(t.quantity, 5);
@@ -193,8 +124,8 @@ static void test_buy_part_of_a_listing(void **state) {
     /* the rest: the listing leaves the market and the index */
     assert_int_equal(market_purchase_units(f->c, REALM, "D", "C", "potion", 15, 25, NULL, &r),
                      MARKET_OK);
-    assert_int_equal(redis_num("EXISTS market:{main}:units"), 0);
-    assert_int_equal(redis_num("ZSCORE market:{main} potion.C"), 0);
+    assert_int_equal(th_fx_num("EXISTS market:{main}:units"), 0);
+    assert_int_equal(th_fx_num("ZSCORE market:{main} potion.C"), 0);
     market_audit_report a;
     assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
     assert_int_equal(a.index_mismatch, 0);
@@ -207,12 +138,12 @@ static void test_buy_part_of_a_listing(void **state) {
     assert_int_equal(r.available, 1);
     assert_int_equal(market_purchase_units(f->c, REALM, "B", "A", "axe", 1, -1, NULL, &r),
                      MARKET_OK);
-    assert_int_equal(redis_num("SISMEMBER inventory:{main}:B axe"), 1);
+    assert_int_equal(th_fx_num("SISMEMBER inventory:{main}:B axe"), 1);
 }
 
 /* Unlisting gives the units back to the stack. */
 static void test_unlist_units_back_to_the_stack(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     market_purchase_result r = {0};
     assert_int_equal(market_purchase_units(f->c, REALM, "B", "C", "potion", 4, -1, NULL, &r),
                      MARKET_OK);
@@ -221,14 +152,14 @@ static void test_unlist_units_back_to_the_stack(void **state) {
     assert_int_equal(price, 25);
     assert_int_equal(units, 16);
     assert_int_equal(stack_of("C", "potion"), 46);
-    assert_int_equal(redis_num("EXISTS market:{main}:units"), 0);
+    assert_int_equal(th_fx_num("EXISTS market:{main}:units"), 0);
     assert_potions(50);
 }
 
 /* A refusal for want of units is final under its idempotency key, and a
  * success replays with its trade. */
 static void test_idem_units(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     market_idem k = {"u-1", "fp-potions"};
     market_purchase_result r = {0}, again = {0};
     assert_int_equal(market_purchase_units(f->c, REALM, "D", "C", "potion", 21, -1, &k, &r),
@@ -271,7 +202,7 @@ static void *race(void *arg) {
  * as many win as the units allow, each refusal says how many were left
  * when it was decided, and every unit and coin is accounted for. */
 static void test_64_buyers_race_for_units(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     enum { N = 64 };
     market_list_result lr;
     assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 30, 25, NULL, &lr), MARKET_OK);
@@ -299,19 +230,19 @@ static void test_64_buyers_race_for_units(void **state) {
         if (r[i].rc == MARKET_OK) {
             won++;
             assert_int_equal(stack_of(names[i], "potion"), 3);
-            assert_int_equal(funds_of(f->c, names[i]), 1000 - 75);
+            assert_int_equal(th_fx_funds(f->c, names[i]), 1000 - 75);
         } else {
             assert_int_equal(r[i].rc, MARKET_ERR_NOT_ENOUGH);
             assert_int_equal(r[i].res.available, 2); /* 50 = 16 x 3 + 2 */
             assert_int_equal(stack_of(names[i], "potion"), 0);
-            assert_int_equal(funds_of(f->c, names[i]), 1000);
+            assert_int_equal(th_fx_funds(f->c, names[i]), 1000);
         }
     }
     pthread_barrier_destroy(&start);
     assert_int_equal(won, 16);
     assert_int_equal(listed_units("potion.C"), 2);
-    assert_int_equal(funds_of(f->c, "C"), 16 * 75);
-    assert_int_equal(redis_num("XLEN trades:{main}"), 16);
+    assert_int_equal(th_fx_funds(f->c, "C"), 16 * 75);
+    assert_int_equal(th_fx_num("XLEN trades:{main}"), 16);
     long long sum = listed_units("potion.C") + stack_of("C", "potion");
     for (int i = 0; i < N; i++) sum += stack_of(names[i], "potion");
     assert_int_equal(sum, 50);
@@ -361,7 +292,7 @@ static void *churn_run(void *arg) {
  * Every potion stays in exactly one place, the listing is on the market
  * exactly when it holds units, and the buyer paid for what it holds. */
 static void test_listers_and_buyers_race(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     enum { N = 4 };
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, N);
@@ -379,13 +310,13 @@ static void test_listers_and_buyers_race(void **state) {
     }
     assert_potions(50);
     long long listed = listed_units("potion.C");
-    redisReply *z = redis_cmd("ZSCORE market:{main} potion.C");
+    redisReply *z = th_fx_cmd("ZSCORE market:{main} potion.C");
     assert_int_equal(z->type == REDIS_REPLY_STRING, listed > 0);
     freeReplyObject(z);
     long long bought = stack_of("D", "potion");
-    assert_int_equal(funds_of(f->c, "D"), 100000000 - 25 * bought);
-    assert_int_equal(funds_of(f->c, "C"), 25 * bought);
-    assert_int_equal(redis_num("XLEN trades:{main}"), bought);
+    assert_int_equal(th_fx_funds(f->c, "D"), 100000000 - 25 * bought);
+    assert_int_equal(th_fx_funds(f->c, "C"), 25 * bought);
+    assert_int_equal(th_fx_num("XLEN trades:{main}"), bought);
 }
 
 /* Sellers C (20 at 25), F (10 at 22), G (30 at 31) and B's own (5 at 20). */
@@ -395,11 +326,11 @@ static void seed_commodity(market_conn *c) {
     assert_int_equal(market_world_add_player(w, "G", "Gus", 0), MARKET_OK);
     assert_int_equal(market_world_store(c, REALM, w, 0), MARKET_OK);
     market_world_free(w);
-    redisReply *r = redis_cmd("HSET stacks:{main}:F potion 10");
+    redisReply *r = th_fx_cmd("HSET stacks:{main}:F potion 10");
     freeReplyObject(r);
-    r = redis_cmd("HSET stacks:{main}:G potion 30");
+    r = th_fx_cmd("HSET stacks:{main}:G potion 30");
     freeReplyObject(r);
-    r = redis_cmd("HSET stacks:{main}:B potion 5");
+    r = th_fx_cmd("HSET stacks:{main}:B potion 5");
     freeReplyObject(r);
     market_list_result lr;
     assert_int_equal(market_list_units(c, REALM, "F", "potion", 10, 22, NULL, &lr), MARKET_OK);
@@ -410,7 +341,7 @@ static void seed_commodity(market_conn *c) {
 /* Without a seller: the cheapest units at or under the price, across
  * sellers, never the buyer's own, all or nothing, one trade a seller. */
 static void test_buy_cheapest_across_sellers(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     seed_commodity(f->c);
     market_buy_result r;
     /* 25 at <= 30: F's 10 at 22, then 15 of C's at 25; B's own at 20 left alone */
@@ -435,10 +366,10 @@ static void test_buy_cheapest_across_sellers(void **state) {
     free(chart);
     assert_int_equal(stack_of("B", "potion"), 25);
     assert_int_equal(listed_units("potion.F"), 0); /* sold out: gone */
-    assert_int_equal(redis_num("ZSCORE market:{main} potion.F"), 0);
+    assert_int_equal(th_fx_num("ZSCORE market:{main} potion.F"), 0);
     assert_int_equal(listed_units("potion.C"), 5);
-    assert_int_equal(funds_of(f->c, "F"), 220);
-    assert_int_equal(funds_of(f->c, "C"), 375);
+    assert_int_equal(th_fx_funds(f->c, "F"), 220);
+    assert_int_equal(th_fx_funds(f->c, "C"), 375);
     market_audit_report a;
     assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
     assert_int_equal(a.index_mismatch, 0);
@@ -452,7 +383,7 @@ static void test_buy_cheapest_across_sellers(void **state) {
     /* more than one can pay */
     assert_int_equal(market_buy_units(f->c, REALM, "E", "potion", 6, 25, NULL, &r),
                      MARKET_ERR_INSUFFICIENT_FUNDS); /* 5 x 20 + 25 > 100 */
-    assert_int_equal(funds_of(f->c, "E"), 100);
+    assert_int_equal(th_fx_funds(f->c, "E"), 100);
     /* an idempotent repeat replays the total and the first trade */
     market_idem k = {"c-1", "fp-c"};
     market_buy_result again;
@@ -470,8 +401,8 @@ static void test_buy_cheapest_across_sellers(void **state) {
     assert_int_equal(market_buy_units(f->c, REALM, "D", "axe", 1, 499, NULL, &r),
                      MARKET_ERR_NOT_ENOUGH);
     assert_int_equal(market_buy_units(f->c, REALM, "D", "axe", 1, 500, NULL, &r), MARKET_OK);
-    assert_int_equal(redis_num("SISMEMBER inventory:{main}:D axe"), 1);
-    assert_int_equal(redis_num("ZSCORE market:{main} axe.A"), 0);
+    assert_int_equal(th_fx_num("SISMEMBER inventory:{main}:D axe"), 1);
+    assert_int_equal(th_fx_num("ZSCORE market:{main} axe.A"), 0);
     long long sum = listed_units("potion.C") + listed_units("potion.G") + listed_units("potion.B");
     static const char *const who[] = {"A", "B", "C", "D", "E", "F", "G"};
     for (size_t i = 0; i < sizeof who / sizeof *who; i++) sum += stack_of(who[i], "potion");
@@ -499,7 +430,7 @@ static void *cbuy(void *arg) {
 /* 32 buyers without a seller at once, 4 units each, for 20 + 10 + 30 + 5
  * units: 16 of them win, every unit and coin accounted for. */
 static void test_buyers_without_seller_race(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     enum { N = 32 };
     seed_commodity(f->c);
     market_world *w = market_world_new();
@@ -527,7 +458,7 @@ static void test_buyers_without_seller_race(void **state) {
             won++;
             paid += r[i].res.total;
             assert_int_equal(stack_of(names[i], "potion"), 4);
-            assert_int_equal(funds_of(f->c, names[i]), 1000 - r[i].res.total);
+            assert_int_equal(th_fx_funds(f->c, names[i]), 1000 - r[i].res.total);
         } else {
             if (r[i].rc != MARKET_ERR_NOT_ENOUGH) fprintf(stderr, "%s: %d\n", names[i], r[i].rc);
             assert_int_equal(r[i].rc, MARKET_ERR_NOT_ENOUGH);
@@ -539,8 +470,8 @@ static void test_buyers_without_seller_race(void **state) {
     long long left = listed_units("potion.C") + listed_units("potion.F") +
                      listed_units("potion.G") + listed_units("potion.B");
     assert_int_equal(left, 1);
-    assert_int_equal(funds_of(f->c, "C") + funds_of(f->c, "F") + funds_of(f->c, "G") +
-                         funds_of(f->c, "B") - 2000,
+    assert_int_equal(th_fx_funds(f->c, "C") + th_fx_funds(f->c, "F") + th_fx_funds(f->c, "G") +
+                         th_fx_funds(f->c, "B") - 2000,
                      paid);
     market_audit_report a;
     assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
@@ -549,7 +480,7 @@ static void test_buyers_without_seller_race(void **state) {
 
 /* Count of calls of one Redis command so far (INFO commandstats). */
 static long long calls_of(const char *cmd) {
-    redisReply *r = redis_cmd("INFO commandstats");
+    redisReply *r = th_fx_cmd("INFO commandstats");
     char pat[64];
     snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
     const char *p = strstr(r->str, pat);
@@ -581,11 +512,12 @@ static void *slow_buy_main(void *arg) {
  * (taking the dearer listing it had left out) instead of failing. Every
  * unit and coin stays in one place. */
 static void test_buy_chooses_again_when_outbid(void **state) {
-    struct fx *f = *state;
-    if (strategy != MARKET_STRATEGY_ITEM) skip(); /* only that strategy chooses before locking */
+    th_market *f = *state;
+    if (th_fx_strategy != MARKET_STRATEGY_ITEM)
+        skip();           /* only that strategy chooses before locking */
     seed_commodity(f->c); /* B 5 at 20, F 10 at 22, C 20 at 25, G 30 at 31 */
-    long long funds0 = funds_of(f->c, "B") + funds_of(f->c, "C") + funds_of(f->c, "D") +
-                       funds_of(f->c, "F") + funds_of(f->c, "G");
+    long long funds0 = th_fx_funds(f->c, "B") + th_fx_funds(f->c, "C") + th_fx_funds(f->c, "D") +
+                       th_fx_funds(f->c, "F") + th_fx_funds(f->c, "G");
     lock_handle h; /* waited for: the last test's locks go by the releaser thread, maybe late */
     assert_int_equal(lock_acquire(f->lock, "lock:item:{main}:potion.F", 10000, 30000, &h),
                      LOCK_OK);
@@ -596,10 +528,10 @@ static void test_buy_chooses_again_when_outbid(void **state) {
     while (calls_of("zmscore") == prices) /* D's choice read: B 5, F 10, C 15 of 20 */
         sched_yield();
     /* the holder of F's listing sells 8 of its 10 units to B, and lets go */
-    freeReplyObject(redis_cmd("HINCRBY market:{main}:units potion.F -8"));
-    freeReplyObject(redis_cmd("HINCRBY stacks:{main}:B potion 8"));
-    freeReplyObject(redis_cmd("HINCRBY users:{main}:B funds -176"));
-    freeReplyObject(redis_cmd("HINCRBY users:{main}:F funds 176"));
+    freeReplyObject(th_fx_cmd("HINCRBY market:{main}:units potion.F -8"));
+    freeReplyObject(th_fx_cmd("HINCRBY stacks:{main}:B potion 8"));
+    freeReplyObject(th_fx_cmd("HINCRBY users:{main}:B funds -176"));
+    freeReplyObject(th_fx_cmd("HINCRBY users:{main}:F funds 176"));
     assert_int_equal(lock_release(f->lock, &h), LOCK_OK);
     pthread_join(t, NULL);
     assert_int_equal(b.rc, MARKET_OK);
@@ -617,8 +549,8 @@ static void test_buy_chooses_again_when_outbid(void **state) {
     long long units = stack_of("B", "potion") + stack_of("C", "potion") + stack_of("D", "potion") +
                       stack_of("F", "potion") + stack_of("G", "potion") + listed_units("potion.G");
     assert_int_equal(units, 50 + 10 + 30 + 5); /* C's 50, F's 10, G's 30, B's 5 */
-    assert_int_equal(funds_of(f->c, "B") + funds_of(f->c, "C") + funds_of(f->c, "D") +
-                         funds_of(f->c, "F") + funds_of(f->c, "G"),
+    assert_int_equal(th_fx_funds(f->c, "B") + th_fx_funds(f->c, "C") + th_fx_funds(f->c, "D") +
+                         th_fx_funds(f->c, "F") + th_fx_funds(f->c, "G"),
                      funds0);
 }
 
@@ -626,7 +558,7 @@ static void test_buy_chooses_again_when_outbid(void **state) {
  * (under the item strategy: 21 leases whose fences the record's commit
  * writes) is final: the replay says the same. */
 static void test_idem_refusal_over_many_listings(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     market_world *w = market_world_new();
     char id[16];
     for (int i = 0; i < 20; i++) {
@@ -651,26 +583,7 @@ static void test_idem_refusal_over_many_listings(void **state) {
     assert_int_equal(stack_of("D", "ore"), 20);
 }
 
-static int group_setup(void **state) {
-    (void)state;
-    return th_redis_start(&redis);
-}
-
-static int group_teardown(void **state) {
-    (void)state;
-    th_redis_stop(&redis);
-    return 0;
-}
-
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
-
-static int run_group(enum market_strategy s, const struct CMUnitTest *tests, size_t n) {
-    char name[64];
-    strategy = s;
-    snprintf(name, sizeof name, "market stacks (integration, strategy %s)",
-             market_strategy_name(s));
-    return _cmocka_run_group_tests(name, tests, n, group_setup, group_teardown);
-}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -685,10 +598,5 @@ int main(void) {
         T(test_idem_refusal_over_many_listings),
         T(test_buy_chooses_again_when_outbid),
     };
-    size_t n = sizeof tests / sizeof *tests;
-    int failed = 0;
-    failed += run_group(MARKET_STRATEGY_MARKET, tests, n);
-    failed += run_group(MARKET_STRATEGY_ITEM, tests, n);
-    failed += run_group(MARKET_STRATEGY_OPTIMISTIC, tests, n);
-    return failed;
+    return th_run_strategies("market stacks", tests, sizeof tests / sizeof *tests);
 }

@@ -4,92 +4,33 @@
  * same trade id, and the histories page newest first.
  */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include <hiredis.h>
-
-#include "tests/helpers/cmocka_all.h"
-
-#include "lock/lock.h"
-#include "rconn/rconn.h"
-#include "market/market.h"
-#include "tests/helpers/redis_proc.h"
+#include "tests/helpers/market_fx.h"
 
 #define REALM MARKET_REALM_DEFAULT
 #define TRADES "trades:{main}"
 
-static th_redis redis;
-static enum market_strategy strategy; /* the group being run */
-
-struct fx {
-    lock_client *lock;
-    market *m;
-    market_conn *c;
-};
-
 /* ---- helpers ---- */
 
-static redisReply *redis_cmd(const char *fmt, ...) {
-    redisContext *rc = redisConnect("127.0.0.1", redis.port);
-    assert_non_null(rc);
-    assert_int_equal(rc->err, 0);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(rc, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    redisFree(rc);
-    return r;
-}
-
-static long long redis_int(const char *fmt, ...) {
-    redisContext *rc = redisConnect("127.0.0.1", redis.port);
-    assert_non_null(rc);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(rc, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-    long long v = r->integer;
-    freeReplyObject(r);
-    redisFree(rc);
-    return v;
-}
-
-static struct fx *fx_new(uint32_t ttl_ms, uint32_t stall_ms, uint64_t history, uint64_t index) {
-    struct fx *f = calloc(1, sizeof *f);
+static th_market *fx_new(uint32_t ttl_ms, uint32_t stall_ms, uint64_t history, uint64_t index) {
+    th_market *f = th_market_new((market_config){.redis_timeout_ms = 1000,
+                                                 .lock_ttl_ms = ttl_ms,
+                                                 .acquire_timeout_ms = 2000,
+                                                 .test_stall_ms = stall_ms,
+                                                 .trade_history = history,
+                                                 .trade_index = index});
     assert_non_null(f);
-    market_config cfg = {.redis_timeout_ms = 1000, .lock_ttl_ms = ttl_ms,
-                         .acquire_timeout_ms = 2000, .test_stall_ms = stall_ms,
-                         .strategy = strategy, .trade_history = history,
-                         .trade_index = index};
-    int err;
-    assert_int_equal(rconn_addr_parse(redis.url, &cfg.redis), RCONN_OK);
-    f->lock = lock_redis_new(&cfg.redis, 1000, &err);
-    assert_non_null(f->lock);
-    f->m = market_new(&cfg, f->lock, &err);
-    assert_non_null(f->m);
-    f->c = market_conn_new(f->m, &err);
-    assert_non_null(f->c);
     return f;
-}
-
-static void fx_free(struct fx *f) {
-    market_conn_free(f->c);
-    market_free(f->m);
-    lock_free(f->lock);
-    free(f);
 }
 
 /* A shop listing n gems at 100 + i, A and its axe at 500, buyers B (800) and
  * a rich D. Every key of the store is deleted first. */
 static void seed(market_conn *c, int n) {
-    redisReply *r = redis_cmd("FLUSHALL");
+    redisReply *r = th_fx_cmd("FLUSHALL");
     freeReplyObject(r);
     market_world *w = market_world_new();
     assert_non_null(w);
@@ -107,14 +48,6 @@ static void seed(market_conn *c, int n) {
     market_world_free(w);
 }
 
-static int64_t funds_of(market_conn *c, const char *id) {
-    market_player *p = NULL;
-    assert_int_equal(market_player_get(c, REALM, id, &p), MARKET_OK);
-    int64_t v = p->funds;
-    market_player_free(p);
-    return v;
-}
-
 static int64_t now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -122,14 +55,14 @@ static int64_t now_ms(void) {
 }
 
 static int fx_setup(void **state) {
-    struct fx *f = fx_new(5000, 0, 0, 0);
+    th_market *f = fx_new(5000, 0, 0, 0);
     seed(f->c, 40);
     *state = f;
     return 0;
 }
 
 static int fx_teardown(void **state) {
-    fx_free(*state);
+    th_market_free(*state);
     return 0;
 }
 
@@ -139,7 +72,7 @@ static int fx_teardown(void **state) {
  * under which fence and when, and is in the buyer's, the seller's and the
  * item's histories. */
 static void test_purchase_records_its_trade(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     int64_t t0 = now_ms();
     market_purchase_result r = {0};
     assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
@@ -153,12 +86,12 @@ static void test_purchase_records_its_trade(void **state) {
     assert_int_equal(t.quantity, 1);
     assert_int_equal(t.price, 500);
     assert_int_equal(t.total, 500);
-    if (strategy == MARKET_STRATEGY_OPTIMISTIC)
+    if (th_fx_strategy == MARKET_STRATEGY_OPTIMISTIC)
         assert_int_equal(t.fence, 0);
     else
         assert_true(t.fence > 0);
     assert_true(t.time_ms >= t0 - 5000 && t.time_ms <= now_ms() + 5000);
-    assert_int_equal(redis_int("XLEN %s", TRADES), 1);
+    assert_int_equal(th_fx_num("XLEN %s", TRADES), 1);
 
     static const char *const who[2] = {"B", "A"};
     for (int i = 0; i < 2; i++) {
@@ -197,7 +130,7 @@ static void item_ids(market_conn *c, const char *item, size_t limit,
  * by an earlier version (a list of ids, records without a chain) still
  * shows them, behind the newer ones. */
 static void test_item_history_chains_its_trades(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     market_purchase_result r1 = {0}, r2 = {0}, r3 = {0};
     assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r1), MARKET_OK);
     assert_int_equal(market_list(f->c, REALM, "B", "axe", 600), MARKET_OK);
@@ -211,26 +144,27 @@ static void test_item_history_chains_its_trades(void **state) {
     item_ids(f->c, "axe", 1, ids, &n);
     assert_int_equal(n, 1);
     assert_string_equal(ids[0], r2.trade_id);
-    redisReply *h = redis_cmd("HGET %s:items axe", TRADES);
+    redisReply *h = th_fx_cmd("HGET %s:items axe", TRADES);
     assert_string_equal(h->str, r2.trade_id); /* the item's latest trade */
     freeReplyObject(h);
     item_ids(f->c, "gem7", 10, ids, &n); /* never traded */
     assert_int_equal(n, 0);
 
     /* a trade trimmed from the stream ends the chain */
-    assert_int_equal(redis_int("XDEL %s %s", TRADES, r1.trade_id), 1);
+    assert_int_equal(th_fx_num("XDEL %s %s", TRADES, r1.trade_id), 1);
     item_ids(f->c, "axe", 10, ids, &n);
     assert_int_equal(n, 1);
     assert_string_equal(ids[0], r2.trade_id);
 
     /* an earlier version's list: its trades follow the chain's first */
-    redisReply *x = redis_cmd("XADD %s * buyer D seller shop item gem0 quantity 1 price 100 "
-                              "total 100 fence 3", TRADES);
+    redisReply *x = th_fx_cmd("XADD %s * buyer D seller shop item gem0 quantity 1 price 100 "
+                              "total 100 fence 3",
+                              TRADES);
     assert_int_equal(x->type, REDIS_REPLY_STRING);
     char old[MARKET_TRADE_ID_MAX + 1];
     snprintf(old, sizeof old, "%s", x->str);
     freeReplyObject(x);
-    x = redis_cmd("LPUSH %s:item:gem0 %s", TRADES, old);
+    x = th_fx_cmd("LPUSH %s:item:gem0 %s", TRADES, old);
     freeReplyObject(x);
     item_ids(f->c, "gem0", 10, ids, &n);
     assert_int_equal(n, 1);
@@ -247,7 +181,7 @@ static void test_item_history_chains_its_trades(void **state) {
 
 /* A refusal records nothing, nor does a lapsed lease's commit. */
 static void test_refusals_record_nothing(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     market_purchase_result r = {0};
     assert_int_equal(market_purchase(f->c, REALM, "B", "shop", "nope", -1, &r),
                      MARKET_ERR_NOT_LISTED);
@@ -257,21 +191,21 @@ static void test_refusals_record_nothing(void **state) {
                      MARKET_ERR_PRICE_CHANGED);
     assert_int_equal(market_purchase(f->c, REALM, "ghost", "A", "axe", -1, &r),
                      MARKET_ERR_NO_PLAYER);
-    assert_int_equal(redis_int("EXISTS %s", TRADES), 0);
-    if (strategy == MARKET_STRATEGY_OPTIMISTIC) return; /* no lease to lose */
+    assert_int_equal(th_fx_num("EXISTS %s", TRADES), 0);
+    if (th_fx_strategy == MARKET_STRATEGY_OPTIMISTIC) return; /* no lease to lose */
     /* a holder stalled past its lease between its read and its commit */
-    struct fx *slow = fx_new(100, 300, 0, 0);
+    th_market *slow = fx_new(100, 300, 0, 0);
     assert_int_equal(market_purchase(slow->c, REALM, "B", "A", "axe", -1, &r),
                      MARKET_ERR_LEASE_LOST);
-    fx_free(slow);
-    assert_int_equal(redis_int("EXISTS %s", TRADES), 0);
-    assert_int_equal(funds_of(f->c, "B"), 800);
+    th_market_free(slow);
+    assert_int_equal(th_fx_num("EXISTS %s", TRADES), 0);
+    assert_int_equal(th_fx_funds(f->c, "B"), 800);
 }
 
 /* A replay under the same idempotency key answers the first trade id, and
  * nothing more is recorded. */
 static void test_idem_replay_same_trade_id(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     market_idem k = {"order-7", "fp-axe"};
     market_purchase_result r = {0}, again = {0};
     assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &r), MARKET_OK);
@@ -280,7 +214,7 @@ static void test_idem_replay_same_trade_id(void **state) {
                      MARKET_OK);
     assert_int_equal(again.replayed, 1);
     assert_string_equal(again.trade_id, r.trade_id);
-    assert_int_equal(redis_int("XLEN %s", TRADES), 1);
+    assert_int_equal(th_fx_num("XLEN %s", TRADES), 1);
 }
 
 struct buyer {
@@ -305,7 +239,7 @@ static void *buy(void *arg) {
 /* Concurrent repeats of one request (one batch, or racing attempts) all
  * answer the one trade they made. */
 static void test_idem_concurrent_repeats_one_trade(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     enum { N = 12 };
     market_idem k = {"order-9", "fp-gem3"};
     pthread_barrier_t start;
@@ -329,15 +263,15 @@ static void test_idem_concurrent_repeats_one_trade(void **state) {
     }
     pthread_barrier_destroy(&start);
     assert_true(ok >= 1);
-    assert_int_equal(redis_int("XLEN %s", TRADES), 1);
-    assert_int_equal(funds_of(f->c, "D"), 100000000 - 103);
+    assert_int_equal(th_fx_num("XLEN %s", TRADES), 1);
+    assert_int_equal(th_fx_funds(f->c, "D"), 100000000 - 103);
 }
 
 /* 32 buyers at once (batches under the lock strategies): every purchase
  * that succeeded has its own record, with its own item and price, and the
  * records add up to the funds that moved. */
 static void test_concurrent_purchases_each_recorded(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     enum { N = 32 };
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, N);
@@ -361,17 +295,17 @@ static void test_concurrent_purchases_each_recorded(void **state) {
         for (int j = 0; j < i; j++) assert_string_not_equal(b[j].res.trade_id, b[i].res.trade_id);
     }
     pthread_barrier_destroy(&start);
-    assert_int_equal(redis_int("XLEN %s", TRADES), N);
-    assert_int_equal(funds_of(f->c, "shop"), spent);
-    assert_int_equal(funds_of(f->c, "D"), 100000000 - spent);
-    assert_int_equal(redis_int("LLEN trades:{main}:player:shop"), N);
+    assert_int_equal(th_fx_num("XLEN %s", TRADES), N);
+    assert_int_equal(th_fx_funds(f->c, "shop"), spent);
+    assert_int_equal(th_fx_funds(f->c, "D"), 100000000 - spent);
+    assert_int_equal(th_fx_num("LLEN trades:{main}:player:shop"), N);
 }
 
 /* A player's history pages newest first: every trade once, pages joined by
  * next_cursor, the last page without one; a trade made between two pages
  * does not shift the later ones. */
 static void test_player_history_pages_newest_first(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     char ids[25][MARKET_TRADE_ID_MAX + 1];
     for (int i = 0; i < 25; i++) {
         char item[24];
@@ -404,7 +338,7 @@ static void test_player_history_pages_newest_first(void **state) {
 
 /* Ids, cursors, limits and out-pointers are checked; an unknown trade is ERR_NO_TRADE. */
 static void test_bad_arguments_and_unknown_trade(void **state) {
-    struct fx *f = *state;
+    th_market *f = *state;
     market_trade t;
     market_trade *v = NULL;
     size_t n = 0;
@@ -451,10 +385,10 @@ static void test_bad_arguments_and_unknown_trade(void **state) {
  * player's and an item's index to cfg.trade_index ids (up to an eighth
  * more), newest kept; a cursor trimmed away ends the history. */
 static void test_history_is_bounded(void **state) {
-    struct fx *f = *state;
-    redisReply *r = redis_cmd("CONFIG SET stream-node-max-entries 4");
+    th_market *f = *state;
+    redisReply *r = th_fx_cmd("CONFIG SET stream-node-max-entries 4");
     freeReplyObject(r);
-    struct fx *g = fx_new(5000, 0, 5, 16);
+    th_market *g = fx_new(5000, 0, 5, 16);
     char first[MARKET_TRADE_ID_MAX + 1] = "", latest[MARKET_TRADE_ID_MAX + 1] = "";
     for (int i = 0; i < 40; i++) {
         char item[24];
@@ -464,9 +398,9 @@ static void test_history_is_bounded(void **state) {
         if (i == 0) memcpy(first, res.trade_id, sizeof first);
         memcpy(latest, res.trade_id, sizeof latest);
     }
-    long long kept = redis_int("LLEN trades:{main}:player:D");
+    long long kept = th_fx_num("LLEN trades:{main}:player:D");
     assert_true(kept >= 16 && kept <= 18);
-    redisReply *head = redis_cmd("LINDEX trades:{main}:player:D 0");
+    redisReply *head = th_fx_cmd("LINDEX trades:{main}:player:D 0");
     assert_string_equal(head->str, latest);
     freeReplyObject(head);
     market_trade *v = NULL;
@@ -475,10 +409,10 @@ static void test_history_is_bounded(void **state) {
     assert_int_equal(market_trades_player(g->c, REALM, "D", first, 10, &v, &n, next), MARKET_OK);
     assert_int_equal(n, 0);
     assert_string_equal(next, "");
-    fx_free(g);
-    r = redis_cmd("CONFIG SET stream-node-max-entries 100");
+    th_market_free(g);
+    r = th_fx_cmd("CONFIG SET stream-node-max-entries 100");
     freeReplyObject(r);
-    long long len = redis_int("XLEN %s", TRADES);
+    long long len = th_fx_num("XLEN %s", TRADES);
     assert_true(len >= 5 && len <= 12); /* MAXLEN ~ 5 keeps whole nodes of 4 */
     (void)f;
 }
@@ -487,15 +421,15 @@ static void test_history_is_bounded(void **state) {
  * trades:{r}:order no more than that, and each head names a trade still in
  * the stream. */
 static void assert_heads_in_history(long long most) {
-    long long len = redis_int("XLEN %s", TRADES);
+    long long len = th_fx_num("XLEN %s", TRADES);
     assert_true(len <= most);
-    assert_true(redis_int("LLEN %s:order", TRADES) <= len);
-    redisReply *h = redis_cmd("HGETALL %s:items", TRADES);
+    assert_true(th_fx_num("LLEN %s:order", TRADES) <= len);
+    redisReply *h = th_fx_cmd("HGETALL %s:items", TRADES);
     assert_int_equal(h->type, REDIS_REPLY_ARRAY);
     assert_true((long long)h->elements / 2 <= len);
     for (size_t i = 1; i < h->elements; i += 2) {
         const char *id = h->element[i]->str;
-        redisReply *e = redis_cmd("XRANGE %s %s %s", TRADES, id, id);
+        redisReply *e = th_fx_cmd("XRANGE %s %s %s", TRADES, id, id);
         assert_int_equal(e->elements, 1);
         freeReplyObject(e);
     }
@@ -509,8 +443,8 @@ static void assert_heads_in_history(long long most) {
  * under the lock strategies), leave at most 4 heads, each a trade in the
  * stream; what the stream keeps still reads. */
 static void test_item_heads_bounded_by_history(void **state) {
-    struct fx *f = *state;
-    struct fx *g = fx_new(5000, 0, 4, 16);
+    th_market *f = *state;
+    th_market *g = fx_new(5000, 0, 4, 16);
     market_purchase_result r1 = {0}, r2 = {0}, res = {0};
     assert_int_equal(market_purchase(g->c, REALM, "B", "A", "axe", -1, &r1), MARKET_OK);
     assert_int_equal(market_list(g->c, REALM, "B", "axe", 600), MARKET_OK);
@@ -532,7 +466,7 @@ static void test_item_heads_bounded_by_history(void **state) {
     }
     market_trade t;
     assert_int_equal(market_trade_get(g->c, REALM, r2.trade_id, &t), MARKET_ERR_NO_TRADE);
-    assert_int_equal(redis_int("HEXISTS %s:items axe", TRADES), 0);
+    assert_int_equal(th_fx_num("HEXISTS %s:items axe", TRADES), 0);
     enum { N = 32 };
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, N);
@@ -550,16 +484,16 @@ static void test_item_heads_bounded_by_history(void **state) {
     }
     pthread_barrier_destroy(&start);
     assert_heads_in_history(4);
-    assert_int_equal(redis_int("XLEN %s", TRADES), 4);
+    assert_int_equal(th_fx_num("XLEN %s", TRADES), 4);
     for (int i = 0; i < N; i++) { /* the 4 kept read whole, the others are gone */
         int kept = market_trade_get(g->c, REALM, b[i].res.trade_id, &t) == MARKET_OK;
         item_ids(g->c, items[i], 10, ids, &n);
         assert_int_equal(n, (size_t)kept);
         if (kept) assert_string_equal(ids[0], b[i].res.trade_id);
         if (kept) assert_string_equal(t.item, items[i]);
-        assert_int_equal(redis_int("HEXISTS %s:items %s", TRADES, items[i]), kept);
+        assert_int_equal(th_fx_num("HEXISTS %s:items %s", TRADES, items[i]), kept);
     }
-    fx_free(g);
+    th_market_free(g);
     (void)f;
 }
 
@@ -568,13 +502,13 @@ static void test_item_heads_bounded_by_history(void **state) {
  * stream has trades: the first trim checks them against the oldest trade
  * kept. */
 static void test_stale_heads_swept(void **state) {
-    struct fx *f = *state;
-    struct fx *g = fx_new(5000, 0, 4, 16);
+    th_market *f = *state;
+    th_market *g = fx_new(5000, 0, 4, 16);
     for (int i = 0; i < 50; i++) {
-        redisReply *r = redis_cmd("HSET %s:items ghost%d 0-%d", TRADES, i, i + 1);
+        redisReply *r = th_fx_cmd("HSET %s:items ghost%d 0-%d", TRADES, i, i + 1);
         freeReplyObject(r);
     }
-    redisReply *r = redis_cmd("HSET %s:items blank \"\"", TRADES);
+    redisReply *r = th_fx_cmd("HSET %s:items blank \"\"", TRADES);
     freeReplyObject(r);
     char item[24];
     for (int i = 0; i < 5; i++) { /* the fifth is the first over the history */
@@ -583,8 +517,8 @@ static void test_stale_heads_swept(void **state) {
         assert_int_equal(market_purchase(g->c, REALM, "D", "shop", item, -1, &res), MARKET_OK);
     }
     assert_heads_in_history(4);
-    assert_int_equal(redis_int("HLEN %s:items", TRADES), 4);
-    fx_free(g);
+    assert_int_equal(th_fx_num("HLEN %s:items", TRADES), 4);
+    th_market_free(g);
     (void)f;
 }
 
@@ -593,45 +527,26 @@ static void test_stale_heads_swept(void **state) {
  * the purchase done and answered as the store's failure; its idempotency
  * record says done, so a retry replays it instead of buying again. */
 static void test_record_failure_purchase_done_once(void **state) {
-    struct fx *f = *state;
-    redisReply *r = redis_cmd("SET %s not-a-stream", TRADES);
+    th_market *f = *state;
+    redisReply *r = th_fx_cmd("SET %s not-a-stream", TRADES);
     freeReplyObject(r);
     market_idem k = {"order-x", "fp-axe"};
     market_purchase_result res = {0}, again = {0};
     assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &res),
                      MARKET_ERR_STORE);
-    assert_int_equal(funds_of(f->c, "B"), 300); /* committed all the same */
+    assert_int_equal(th_fx_funds(f->c, "B"), 300); /* committed all the same */
     assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &again),
                      MARKET_OK);
     assert_int_equal(again.replayed, 1);
     assert_int_equal(again.price, 500);
     assert_int_equal(again.buyer_funds, 300);
     assert_string_equal(again.trade_id, ""); /* the script that would name it failed */
-    assert_int_equal(funds_of(f->c, "B"), 300);
-    r = redis_cmd("DEL %s", TRADES);
+    assert_int_equal(th_fx_funds(f->c, "B"), 300);
+    r = th_fx_cmd("DEL %s", TRADES);
     freeReplyObject(r);
 }
 
-static int group_setup(void **state) {
-    (void)state;
-    return th_redis_start(&redis);
-}
-
-static int group_teardown(void **state) {
-    (void)state;
-    th_redis_stop(&redis);
-    return 0;
-}
-
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
-
-static int run_group(enum market_strategy s, const struct CMUnitTest *tests, size_t n) {
-    char name[64];
-    strategy = s;
-    snprintf(name, sizeof name, "market trades (integration, strategy %s)",
-             market_strategy_name(s));
-    return _cmocka_run_group_tests(name, tests, n, group_setup, group_teardown);
-}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -648,10 +563,5 @@ int main(void) {
         T(test_stale_heads_swept),
         T(test_record_failure_purchase_done_once),
     };
-    size_t n = sizeof tests / sizeof *tests;
-    int failed = 0;
-    failed += run_group(MARKET_STRATEGY_MARKET, tests, n);
-    failed += run_group(MARKET_STRATEGY_ITEM, tests, n);
-    failed += run_group(MARKET_STRATEGY_OPTIMISTIC, tests, n);
-    return failed;
+    return th_run_strategies("market trades", tests, sizeof tests / sizeof *tests);
 }
