@@ -98,85 +98,33 @@
 #define STR(x) STR_(x)
 
 /* The part of trades_script that writes the price history of the goods its
- * trades moved (market_trade.h): per item, the commit's first, highest,
- * lowest and last price and its units (hist[item], gathered as the trades
- * are recorded) go into the candle of each interval its time falls in, one
- * HMGET and one HSET an item. */
-#define HISTORY_SCRIPT                                                                             \
-    "if #hitems > 0 then "                                                                         \
-    "local ms = tonumber(string.match(ids[n], '^(%d+)')) "                                         \
-    "local iv = {{'m', " STR(MARKET__HIST_1M_MS) ", " STR(                                         \
-        MARKET__HIST_1M_KEPT) "}, "                                                                \
-                              "{'h', " STR(MARKET__HIST_1H_MS) ", " STR(                           \
-                                  MARKET__HIST_1H_KEPT) "}, "                                      \
-                                                        "{'d', " STR(MARKET__HIST_1D_MS) ", " STR( \
-                                                            MARKET__HIST_1D_KEPT) "}} "            \
-                                                                                  "for _, it in "  \
-                                                                                  "ipairs(hitems)" \
-                                                                                  " do "           \
-                                                                                  "local h, f, "   \
-                                                                                  "b, set = "      \
-                                                                                  "hist[it], {}, " \
-                                                                                  "{}, {} "        \
-                                                                                  "for i = 1, 3 "  \
-                                                                                  "do b[i] = ms "  \
-                                                                                  "- ms % "        \
-                                                                                  "iv[i][2] "      \
-                                                                                  "f[i] = "        \
-                                                                                  "iv[i][1] .. "   \
-                                                                                  "string.format(" \
-                                                                                  "'%d', (b[i] / " \
-                                                                                  "iv[i][2]) % "   \
-                                                                                  "iv[i][3]) end " \
-                                                                                  "local old = "   \
-                                                                                  "redis.call('"   \
-                                                                                  "HMGET', h[1], " \
-                                                                                  "f[1], f[2], "   \
-                                                                                  "f[3]) "         \
-                                                                                  "for i = 1, 3 "  \
-                                                                                  "do "            \
-                                                                                  "local o, hi, "  \
-                                                                                  "lo, c, v = "    \
-                                                                                  "h[2], h[3], "   \
-                                                                                  "h[4], h[5], "   \
-                                                                                  "h[6] "          \
-                                                                                  "local x = "     \
-                                                                                  "old[i] and "    \
-                                                                                  "{string.match(" \
-                                                                                  "old[i], "       \
-                                                                                  "'^(%d+) (%d+) " \
-                                                                                  "(%d+) (%d+) "   \
-                                                                                  "(%d+) "         \
-                                                                                  "(%d+)$')} "     \
-                                                                                  "if x and "      \
-                                                                                  "tonumber(x[1])" \
-                                                                                  " == b[i] then " \
-                                                                                  "o = "           \
-                                                                                  "tonumber(x[2])" \
-                                                                                  " "              \
-                                                                                  "hi = "          \
-                                                                                  "math.max(hi, "  \
-                                                                                  "tonumber(x[3])" \
-                                                                                  "); lo = "       \
-                                                                                  "math.min(lo, "  \
-                                                                                  "tonumber(x[4])" \
-                                                                                  ") "             \
-                                                                                  "v = v + "       \
-                                                                                  "tonumber(x[6])" \
-                                                                                  " end "          \
-                                                                                  "set[2 * i - "   \
-                                                                                  "1] = f[i] "     \
-                                                                                  "set[2 * i] = "  \
-                                                                                  "string.format(" \
-                                                                                  "'%.0f %.0f "    \
-                                                                                  "%.0f %.0f "     \
-                                                                                  "%.0f %.0f', "   \
-                                                                                  "b[i], o, hi, "  \
-                                                                                  "lo, c, v) end " \
-                                                                                  "redis.call('"   \
-                                                                                  "HSET', h[1], "  \
-                                                                                  "unpack(set)) "  \
-                                                                                  "end end "
+ * trades moved (market_trade.h): per item and minute (a commit may span a
+ * minute's end), the first, highest, lowest and last price and the units of
+ * its trades (hist[], gathered in commit order as they are recorded) go into
+ * the candle of each interval that minute falls in: one HMGET and one HSET
+ * an item (a minute). */
+// clang-format off
+#define HISTORY_SCRIPT                                                                           \
+    "if #hitems > 0 then "                                                                       \
+    "local iv = {{'m', " STR(MARKET__HIST_1M_MS) ", " STR(MARKET__HIST_1M_KEPT) "}, "            \
+    "{'h', " STR(MARKET__HIST_1H_MS) ", " STR(MARKET__HIST_1H_KEPT) "}, "                        \
+    "{'d', " STR(MARKET__HIST_1D_MS) ", " STR(MARKET__HIST_1D_KEPT) "}} "                        \
+    "for _, it in ipairs(hitems) do "                                                            \
+    "local h, f, b, set = hist[it], {}, {}, {} "                                                 \
+    "local ms = h[7] "                                                                           \
+    "for i = 1, 3 do b[i] = ms - ms % iv[i][2] "                                                 \
+    "f[i] = iv[i][1] .. string.format('%d', (b[i] / iv[i][2]) % iv[i][3]) end "                  \
+    "local old = redis.call('HMGET', h[1], f[1], f[2], f[3]) "                                   \
+    "for i = 1, 3 do "                                                                           \
+    "local o, hi, lo, c, v = h[2], h[3], h[4], h[5], h[6] "                                      \
+    "local x = old[i] and {string.match(old[i], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')} "      \
+    "if x and tonumber(x[1]) == b[i] then o = tonumber(x[2]) "                                   \
+    "hi = math.max(hi, tonumber(x[3])); lo = math.min(lo, tonumber(x[4])) "                      \
+    "v = v + tonumber(x[6]) end "                                                                \
+    "set[2 * i - 1] = f[i] "                                                                     \
+    "set[2 * i] = string.format('%.0f %.0f %.0f %.0f %.0f %.0f', b[i], o, hi, lo, c, v) end "   \
+    "redis.call('HSET', h[1], unpack(set)) end end "
+// clang-format on
 
 /* KEYS[1] the realm's stream, KEYS[2] its items' latest trades (a hash),
  * KEYS[3] the items of its trades (a list, oldest first); per trade t (from
@@ -211,14 +159,20 @@ static const char trades_script[] =
     "redis.call('SET', KEYS[k + 3], ARGV[a + 10] .. ' ' .. id, 'EX', ARGV[3]) end "
     "ids[t + 1] = id "
     "if KEYS[k + 4] ~= KEYS[1] then "
-    "local p, q, h = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 4]), hist[item] "
-    "if not h then h = {KEYS[k + 4], p, p, p, p, 0}; hist[item] = h; hitems[#hitems + 1] = item "
-    "end "
-    "h[3] = math.max(h[3], p); h[4] = math.min(h[4], p); h[5] = p; h[6] = h[6] + q end "
-    "end " HISTORY_SCRIPT "local set, seen = {}, {} "
-    "for t = 1, n do local i = items[t] "
-    "if not seen[i] then seen[i] = true; set[#set + 1] = i; set[#set + 1] = head[i] end end "
-    "redis.call('HSET', KEYS[2], unpack(set)) " TRIM_SCRIPT "return ids";
+    "local p, q = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 4]) "
+    "local ms = tonumber(string.match(id, '^(%d+)')) "
+    "local g = item .. ' ' .. (ms - ms % " STR(
+        MARKET__HIST_1M_MS) ") "
+                            "local h = hist[g] "
+                            "if not h then h = {KEYS[k + 4], p, p, p, p, 0, ms}; hist[g] = h; "
+                            "hitems[#hitems + 1] = g end "
+                            "h[3] = math.max(h[3], p); h[4] = math.min(h[4], p); h[5] = p; h[6] = "
+                            "h[6] + q end "
+                            "end " HISTORY_SCRIPT "local set, seen = {}, {} "
+                            "for t = 1, n do local i = items[t] "
+                            "if not seen[i] then seen[i] = true; set[#set + 1] = i; set[#set + 1] "
+                            "= head[i] end end "
+                            "redis.call('HSET', KEYS[2], unpack(set)) " TRIM_SCRIPT "return ids";
 
 /* An item's latest trades, newest first: KEYS[1] the realm's stream,
  * KEYS[2] its items' latest trades, KEYS[3] the item's list of trade ids as
