@@ -228,11 +228,13 @@ void api__end_list(const api_deferred *d, api_response *resp) {
         resp->replayed = res->replayed; /* a refusal stored under the Idempotency-Key */
         return;
     }
-    /* quantity: the units the seller's listing holds now (an item of its own: 1) */
+    /* quantity: the units the seller's listing holds now (an item of its own: 1); fee: the
+     * listing fee this listing paid */
     api__reply(resp, 201,
-               json_pack("{s:s, s:s, s:s, s:I, s:I}", "status", "listed", "seller", d->player,
+               json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "status", "listed", "seller", d->player,
                          "item", d->item, "price", (json_int_t)d->order.price, "quantity",
-                         (json_int_t)(res->quantity ? res->quantity : 1)));
+                         (json_int_t)(res->quantity ? res->quantity : 1), "fee",
+                         (json_int_t)res->fee));
     resp->replayed = res->replayed;
 }
 

@@ -335,6 +335,7 @@ typedef struct market_list_result {
     int64_t quantity; /* units the seller's listing of the item holds now (1: a unique item) */
     int64_t held;     /* on NOT_HELD: the units of it the seller holds */
     int64_t price;    /* on PRICE_CHANGED: the price of the seller's listing of it */
+    int64_t fee;      /* a success: the listing fee paid to the house (market_settings) */
 } market_list_result;
 
 /* What market_unlist_units() took back. */
@@ -520,9 +521,13 @@ int market_sale_get(market_conn *c, const char *realm, const char *id, market_sa
 
 /* A realm's market settings, kept in the store so that every server applies
  * the same (market_settings.c): a sale's seller pays fee_bps / 10000 of its
- * total, rounded down, to the house. */
+ * total, rounded down, to the house, and a seller who lists pays
+ * list_fee_bps / 10000 of what it lists (price times units). */
 typedef struct market_settings {
     int64_t fee_bps;               /* 0..MARKET_FEE_BPS_MAX; 0: no cut */
+    int64_t list_fee_bps;          /* a listing's fee: of its price times the units listed,
+                                      paid by the seller when it lists, kept by the house
+                                      (unlisting gives none back); 0..MARKET_FEE_BPS_MAX */
     char house[MARKET_ID_MAX + 1]; /* the player fees pay (MARKET_SALE_HOUSE when unset) */
 } market_settings;
 

@@ -330,7 +330,7 @@ static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds, int64_t *f
 static size_t batch_decide(market__cbatch *cb) {
     struct buy_batch *b = cb->ks;
     for (size_t i = 0; i < b->f.n; i++) b->n_took[i] = 0;
-    market__frame_cut(&b->f, &b->u, &b->cut);
+    market__frame_cut(&b->f, &b->u, b->f.settings.fee_bps, &b->cut);
     return market__frame_decide(&b->f, decide_one, replay, b);
 }
 
@@ -482,7 +482,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     market__realm_init(&b->realm, cb->realm);
     int rc = market__frame_begin(&b->f, cb, 0);
     if (rc != MARKET_OK) return rc;
-    b->f.sells = 1;
+    b->f.fees = 1;
     for (size_t i = 0; i < b->f.n; i++) {
         const market_order *o = b->f.req[i];
         market__idx_key(b->k_index[i], MARKET__IDX_ITEM, b->realm.id, o->item);

@@ -68,7 +68,7 @@ void market__frame_watched(market__frame *f, const market__held *held, int keys,
         market__buf_arg(r, held->fenced[i]);
     }
     market__idem_set_watch(&f->idem, r);
-    if (f->sells) {
+    if (f->fees) {
         market__realm rl;
         market__realm_init(&rl, f->cb->realm);
         memcpy(f->k_settings, rl.settings, sizeof f->k_settings);
@@ -80,7 +80,7 @@ void market__frame_watched(market__frame *f, const market__held *held, int keys,
     f->i_idem = r->n;
     market__idem_set_read(&f->idem, r);
     f->i_settings = r->n;
-    if (f->sells) market__rd_realm_settings(r, f->k_settings);
+    if (f->fees) market__rd_realm_settings(r, f->k_settings);
 }
 
 /* Judges the frame's replies (rep: the read's): returns MARKET_OK, or the
@@ -99,7 +99,7 @@ int market__frame_judge(market__frame *f, market_conn *c, const market__held *he
     if (held->n && market__held_wanted(held, fr)) f->cb->lock_wanted = 1;
     if (market__idem_set_judge(&f->idem, mg, f->cb->token) < 0)
         return market__fail_reply(c, "reading idempotency records", mg);
-    if (f->sells && market__reply_realm_settings(rep[f->i_settings], &f->settings) < 0)
+    if (f->fees && market__reply_realm_settings(rep[f->i_settings], &f->settings) < 0)
         return market__fail(c, "the settings of realm %s are unreadable", f->cb->realm);
     for (size_t i = 0; i < held->n; i++) { /* our own earlier commit of this lease */
         const redisReply *e = fr->type == REDIS_REPLY_ARRAY && i < fr->elements ? fr->element[i]
@@ -235,13 +235,13 @@ size_t market__parties_find(const market__parties *p, const char *id) {
     return SIZE_MAX;
 }
 
-/* Begins the realm's cut of the batch's sales as the read found the
- * settings (no cut unless the kind sells): into the house's funds in p
- * when p holds the house, else paid unread (market__frame_cut_pay). */
-void market__frame_cut(const market__frame *f, market__parties *p, market__cut *cut) {
+/* Begins the fees of the batch, at bps (one of the settings the read found:
+ * none unless the kind pays fees): into the house's funds in p when p holds
+ * the house, else paid unread (market__frame_cut_pay). */
+void market__frame_cut(const market__frame *f, market__parties *p, int64_t bps, market__cut *cut) {
     *cut = (market__cut){0};
-    if (!f->sells || f->settings.fee_bps == 0) return;
-    cut->bps = f->settings.fee_bps;
+    if (!f->fees || bps == 0) return;
+    cut->bps = bps;
     size_t h = market__parties_find(p, f->settings.house);
     /* funds left unread (split reads) are moved by no decision: the house's are paid unread */
     cut->house = h == SIZE_MAX || p->party[h].known == MARKET__UNREAD ? NULL : &p->party[h];

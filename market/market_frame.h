@@ -20,11 +20,11 @@ typedef struct market__frame {
     market__idem_set idem;
     size_t i_watch, i_fence, i_idem; /* the read's replies: WATCH, leases, records */
     int fence_same[MARKET__HELD_MAX]; /* the fencing record already holds our fence */
-    int sells;                        /* set by the kind: its orders pay the realm's cut (its read
+    int fees;                         /* set by the kind: its orders pay the realm's fees (its read
                                          watches and reads the realm's settings) */
-    size_t i_settings;                /* the read's reply: the settings (sells) */
+    size_t i_settings;                /* the read's reply: the settings (fees) */
     char k_settings[MARKET__KEY_MAX]; /* their key */
-    market_settings settings;         /* the settings as read (sells) */
+    market_settings settings;         /* the settings as read (fees) */
     unsigned char won[MARKET__BATCH_MAX]; /* decided MARKET_OK in this batch (not a replay) */
 } market__frame;
 
@@ -74,7 +74,7 @@ void market__parties_parse(market__parties *p, redisReply *const *rep, const siz
 void market__parties_funds(const market__parties *p, market__buf *w);
 size_t market__parties_find(const market__parties *p, const char *id);
 
-void market__frame_cut(const market__frame *f, market__parties *p, market__cut *cut);
+void market__frame_cut(const market__frame *f, market__parties *p, int64_t bps, market__cut *cut);
 void market__frame_cut_pay(const market__frame *f, const market__cut *cut, market__buf *w);
 
 #endif /* GM_MARKET_MARKET_FRAME_H */

@@ -36,6 +36,7 @@ void market__key_seeding(char *out, const char *realm);
 #define MARKET__FIELD_NAME "name"   /* a player's hash: its display name */
 #define MARKET__FIELD_FEE_BPS "fee_bps" /* a realm's settings: its sale cut (market_settings) */
 #define MARKET__FIELD_HOUSE "house"     /* a realm's settings: the player its cut pays */
+#define MARKET__FIELD_LIST_FEE "list_fee_bps" /* a realm's settings: a listing's fee */
 extern const char *const market__realm_kinds[MARKET__REALM_KINDS];
 
 void market__key(char *out, size_t outlen, const char *kind, const char *realm, const char *id);

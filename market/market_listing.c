@@ -13,12 +13,17 @@
  *      the records and each seller's inventory and stacks; then for every
  *      order whether the seller holds the item, its units, and the seller's
  *      listing of it (price and units); the fencing records; the records;
+ *      and the realm's settings (market_settings.c). When the realm
+ *      charges a listing fee, a second round trip WATCHes the sellers and
+ *      reads their funds;
  *   2. decides in queue order against an in-memory copy of what was read,
- *      per seller and item (market__list_rule for a list; an unlist takes
- *      the listing back), exactly as if they ran one at a time;
+ *      per seller and item (market__list_rule for a list, then its fee: a
+ *      seller who cannot pay it is refused; an unlist takes the listing
+ *      back, and gives no fee back), exactly as if they ran one at a time;
  *   3. commits in one MULTI/EXEC: our fences, each order's moves (the
  *      seller's item or units, the listing, its index entries, an entry in
- *      the realm's feed of changes) and the list orders' records.
+ *      the realm's feed of changes), the sellers' fees and the house's, and
+ *      the list orders' records.
  */
 #include "market/market_kinds.h"
 
@@ -49,6 +54,10 @@ struct listing_batch {
     int64_t stacked_before[MARKET__BATCH_MAX], listed_before[MARKET__BATCH_MAX];
     market__idx_entry ix[MARKET__BATCH_MAX];
     size_t i_own;
+    /* with a listing fee: the sellers of list orders, their funds, and the fees' way */
+    market__parties u;
+    size_t seller[MARKET__BATCH_MAX];
+    market__cut cut;
 };
 
 /* ---- one attempt ---- */
@@ -59,6 +68,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     struct listing_batch *b = cb->ks;
     market__realm_init(&b->realm, cb->realm);
     int rc = market__frame_begin(&b->f, cb, 0); /* an unlist has no key: it never replays */
+    b->f.fees = 1;
     for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
         market_order *o = b->f.req[i];
         market__join(b->member[i], sizeof b->member[i], o->item, ".", o->player,
@@ -99,6 +109,31 @@ static void read_build(const market *m, const market__held *held, struct listing
     }
 }
 
+/* With a listing fee: WATCHes the sellers of the list orders and reads their
+ * funds, in a second round trip (see DESIGN, step 1). Returns MARKET_OK, or
+ * the error of the whole batch. */
+static int read_sellers(market_conn *c, struct listing_batch *b) {
+    b->u.n = 0;
+    for (size_t i = 0; i < b->f.n; i++)
+        if (b->f.req[i]->type == MARKET_ORDER_LIST)
+            b->seller[i] = market__parties_of(&b->u, b->realm.id, b->f.req[i]->player);
+    if (b->f.settings.list_fee_bps == 0 || b->u.n == 0) return MARKET_OK;
+    market__buf *r = &b->k.rb;
+    market__buf_reset(r);
+    market__rd_watch_begin(r);
+    market__parties_watch(&b->u, r);
+    market__buf_end(r, 0);
+    market__parties_read(&b->u, NULL, b->u.n, r);
+    int rc = market__pipeline_buf(c, r);
+    if (rc < 0) return rc;
+    if (r->rep[0]->type != REDIS_REPLY_STATUS)
+        rc = market__fail_reply(c, "read refused", r->rep[0]);
+    else
+        market__parties_parse(&b->u, r->rep + 1, NULL, b->u.n);
+    market__replies_free(r->rep, r->n);
+    return rc;
+}
+
 /* Reads what the batch decides on. Returns MARKET_OK, or the error of the
  * whole batch (see market__frame_judge). */
 static int batch_read(market_conn *c, const market__held *held, market__cbatch *cb) {
@@ -117,14 +152,34 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         b->listed_units[i] = market__reply_units(o[3]);
     }
     market__replies_free(rep, b->k.rb.n);
-    return rc;
+    return rc == MARKET_OK ? read_sellers(c, b) : rc;
+}
+
+/* The listing fee of list order i (units q at its price): the seller pays
+ * it out of its funds, the house gets it (b->cut). Returns MARKET_OK with
+ * *fee set (0 when the realm charges none), or the refusal. */
+static int pay_fee(struct listing_batch *b, size_t i, int64_t q, int64_t *fee) {
+    *fee = 0;
+    if (b->cut.bps == 0) return MARKET_OK;
+    int64_t price = b->f.req[i]->price;
+    *fee = market_fee(price > INT64_MAX / q ? INT64_MAX : price * q, b->cut.bps);
+    market__party *s = &b->u.party[b->seller[i]];
+    if (s->known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
+    if (s->known != MARKET__PRESENT) return MARKET_ERR_NO_PLAYER;
+    if (s->funds < *fee) return MARKET_ERR_INSUFFICIENT_FUNDS;
+    s->funds -= *fee;
+    if (b->cut.house)
+        b->cut.house->funds += *fee; /* no overflow: a realm's funds fit an int64 */
+    else
+        b->cut.unread += *fee;
+    return MARKET_OK;
 }
 
 /* Decides list order i against its seller and item's state f; its record
  * keeps a not_held's units held, a price_changed's price or a success's
- * asking price (*a), and a success's units listed (*q_listed). */
-static int decide_list(struct listing_batch *b, size_t i, size_t f, int64_t *a,
-                       int64_t *q_listed) {
+ * asking price (*a), a success's units listed (*q_listed) and its fee. */
+static int decide_list(struct listing_batch *b, size_t i, size_t f, int64_t *a, int64_t *q_listed,
+                       int64_t *fee) {
     market_order *o = b->f.req[i];
     market_list_result *res = &o->res.list;
     int64_t q = o->quantity > 0 ? o->quantity : 1;
@@ -135,7 +190,9 @@ static int decide_list(struct listing_batch *b, size_t i, size_t f, int64_t *a,
                                                   &stack);
     if (rc == MARKET_ERR_NOT_HELD) *a = res->held = b->stacked[f];
     if (rc == MARKET_ERR_PRICE_CHANGED) *a = res->price = b->listed[f];
+    if (rc == MARKET_OK) rc = pay_fee(b, i, q, fee);
     if (rc != MARKET_OK) return rc;
+    res->fee = *fee;
     b->stack[i] = stack;
     b->stacked_before[i] = b->stacked[f];
     b->listed_before[i] = b->listed[f];
@@ -170,13 +227,13 @@ static int decide_unlist(struct listing_batch *b, size_t i, size_t f) {
 /* Fills list order o's result from v, a replay. */
 static void replay(market_order *o, const market__outcome *v) {
     if (v->rc == MARKET_OK) o->res.list.quantity = v->b;
+    if (v->rc == MARKET_OK) o->res.list.fee = v->c;
     if (v->rc == MARKET_ERR_NOT_HELD) o->res.list.held = v->a;
     if (v->rc == MARKET_ERR_PRICE_CHANGED) o->res.list.price = v->a;
 }
 
 /* Decides order i against its seller and item's state as the batch left it. */
 static int decide_one(void *ks, size_t i, int64_t *a, int64_t *b_, int64_t *c) {
-    (void)c;
     struct listing_batch *b = ks;
     market_order *o = b->f.req[i];
     if (o->type == MARKET_ORDER_UNLIST) {
@@ -184,12 +241,13 @@ static int decide_one(void *ks, size_t i, int64_t *a, int64_t *b_, int64_t *c) {
         return decide_unlist(b, i, b->first[i]);
     }
     o->res.list = (market_list_result){0};
-    return decide_list(b, i, b->first[i], a, b_);
+    return decide_list(b, i, b->first[i], a, b_, c);
 }
 
 /* Decides every order in queue order, as if they ran one at a time. */
 static size_t batch_decide(market__cbatch *cb) {
     struct listing_batch *b = cb->ks;
+    market__frame_cut(&b->f, &b->u, b->u.n ? b->f.settings.list_fee_bps : 0, &b->cut);
     return market__frame_decide(&b->f, decide_one, replay, b);
 }
 
@@ -234,6 +292,8 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     market__buf_reset(w);
     market__fx_multi(w);
     market__frame_fences(&b->f, held, w);
+    market__parties_funds(&b->u, w); /* the listing fees: none without them */
+    market__frame_cut_pay(&b->f, &b->cut, w);
     for (size_t i = 0; i < b->f.n; i++)
         if (market__frame_won(&b->f, i)) commit_order(b, held, i, w);
     market__frame_records(&b->f, w);

@@ -776,7 +776,8 @@ void market__rd_history_begin(market__buf *b, const char *history_key) {
 
 /* A realm's settings (market__reply_realm_settings()). */
 void market__rd_realm_settings(market__buf *b, const char *settings_key) {
-    market__buf_cmd(b, 4, C_HMGET, settings_key, MARKET__FIELD_FEE_BPS, MARKET__FIELD_HOUSE);
+    market__buf_cmd(b, 5, C_HMGET, settings_key, MARKET__FIELD_FEE_BPS, MARKET__FIELD_HOUSE,
+                    MARKET__FIELD_LIST_FEE);
 }
 
 /* CONFIG GET of one parameter: its value (market__reply_config()). */

@@ -106,16 +106,19 @@ int market__reply_config(const redisReply *r, char *out, size_t outlen) {
 }
 
 /* Reads a realm's settings from r, the reply to market__rd_realm_settings()
- * (fields unset: no cut, the default house). Returns 0, or -1 when r is no
+ * (fields unset: no cut, no listing fee, the default house). Returns 0, or -1 when r is no
  * such reply or holds values out of range. */
 int market__reply_realm_settings(const redisReply *r, market_settings *out) {
     *out = (market_settings){0};
     memcpy(out->house, MARKET_SALE_HOUSE, sizeof MARKET_SALE_HOUSE);
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return -1;
-    const redisReply *bps = r->element[0], *house = r->element[1];
-    if (bps->type != REDIS_REPLY_NIL && (market__reply_i64(bps, &out->fee_bps) < 0 ||
-                                         out->fee_bps < 0 || out->fee_bps > MARKET_FEE_BPS_MAX))
-        return -1;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) return -1;
+    const redisReply *house = r->element[1];
+    int64_t *bps[3] = {&out->fee_bps, NULL, &out->list_fee_bps};
+    for (int i = 0; i < 3; i += 2)
+        if (r->element[i]->type != REDIS_REPLY_NIL &&
+            (market__reply_i64(r->element[i], bps[i]) < 0 || *bps[i] < 0 ||
+             *bps[i] > MARKET_FEE_BPS_MAX))
+            return -1;
     if (house->type != REDIS_REPLY_NIL && market__reply_id(house, out->house) < 0) return -1;
     return 0;
 }

@@ -99,7 +99,7 @@ struct market__batch {
 static int batch_index(struct market__batch *b, market__cbatch *cb, int need_token) {
     int rc = market__frame_begin(&b->f, cb, need_token);
     if (rc != MARKET_OK) return rc;
-    b->f.sells = 1;
+    b->f.fees = 1;
     b->u.n = 0;
     for (size_t i = 0; i < b->f.n; i++) {
         const market_order *r = b->f.req[i];
@@ -314,7 +314,7 @@ static size_t batch_decide(market__cbatch *cb) {
     struct market__batch *b = cb->ks;
     for (size_t i = 0; i < b->f.n; i++)
         b->left[i] = b->units[i];
-    market__frame_cut(&b->f, &b->u, &b->cut);
+    market__frame_cut(&b->f, &b->u, b->f.settings.fee_bps, &b->cut);
     return market__frame_decide(&b->f, decide_one, replay, b);
 }
 

@@ -394,8 +394,10 @@ static void test_http_settings_and_the_cut(void **state) {
     j = call(port, "GET", "/realms/main/config", NULL, NULL, 200);
     assert_int_equal(jint(j, "fee_bps"), 0); /* nothing above changed it */
     json_decref(j);
-    j = call(port, "PUT", "/realms/main/config", adm, "{\"fee_bps\":500}", 200);
+    j = call(port, "PUT", "/realms/main/config", adm, "{\"fee_bps\":500,\"list_fee_bps\":100}",
+             200);
     assert_int_equal(jint(j, "fee_bps"), 500);
+    assert_int_equal(jint(j, "list_fee_bps"), 100);
     assert_string_equal(json_string_value(json_object_get(j, "house")), "game");
     json_decref(j);
     /* B buys A's axe at 500: A is paid 475, the house 25 */
@@ -414,6 +416,16 @@ static void test_http_settings_and_the_cut(void **state) {
     json_decref(j);
     j = call(port, "GET", "/players/game", NULL, NULL, 200);
     assert_int_equal(jint(j, "funds"), 25);
+    json_decref(j);
+    /* C lists potion-3 at 400 and pays the house 1% of it */
+    char carol[256];
+    bearer(carol, sizeof carol, "C");
+    j = call(port, "POST", "/list", carol, "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":400}",
+             201);
+    assert_int_equal(jint(j, "fee"), 4);
+    json_decref(j);
+    j = call(port, "GET", "/players/game", NULL, NULL, 200);
+    assert_int_equal(jint(j, "funds"), 29);
     json_decref(j);
     server_stop(s);
     s = start(SECRET, NULL, &port); /* no admin secret: nobody sets the cut */

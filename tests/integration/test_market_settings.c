@@ -235,6 +235,49 @@ static void test_cut_changed_before_the_commit(void **state) {
     assert_conserved(f->c);
 }
 
+/* A listing fee of 1%: a seller who cannot pay it is refused, nothing
+ * moved; one who can pays it to the house, on the receipt and in a replay;
+ * taking the listing back gives nothing back; the house listing pays
+ * itself. */
+static void test_listing_fee(void **state) {
+    th_market *f = *state;
+    market_settings st = {.list_fee_bps = 100};
+    assert_int_equal(market_settings_set(f->c, REALM, &st), MARKET_OK);
+    assert_int_equal(market_settings_get(f->c, REALM, &st), MARKET_OK);
+    assert_int_equal(st.list_fee_bps, 100);
+    assert_int_equal(st.fee_bps, 0);
+    market_list_result lr;
+    assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 10, 25, NULL, &lr),
+                     MARKET_ERR_INSUFFICIENT_FUNDS); /* a fee of 2, and no funds */
+    assert_int_equal(th_fx_num("HGET stacks:{main}:C potion"), 30);
+    assert_int_equal(th_fx_num("HGET market:{main}:units potion.C"), 20);
+    market_purchase_result r;
+    assert_int_equal(market_purchase_units(f->c, REALM, "B", "C", "potion", 5, -1, NULL, &r),
+                     MARKET_OK);
+    assert_int_equal(r.fee, 0); /* no cut: the fee is the listing's alone */
+    assert_int_equal(th_fx_funds(f->c, "C"), 125);
+    market_idem k = {"list-1", "fp-list"};
+    assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 10, 25, &k, &lr), MARKET_OK);
+    assert_int_equal(lr.fee, 2); /* 1% of 250, rounded down */
+    assert_int_equal(lr.quantity, 25);
+    assert_int_equal(th_fx_funds(f->c, "C"), 123);
+    assert_int_equal(th_fx_funds(f->c, "game"), 1002);
+    assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 10, 25, &k, &lr), MARKET_OK);
+    assert_int_equal(lr.replayed, 1);
+    assert_int_equal(lr.fee, 2);
+    assert_int_equal(th_fx_funds(f->c, "C"), 123); /* once */
+    int64_t price, units;
+    assert_int_equal(market_unlist_units(f->c, REALM, "C", "potion", &price, &units), MARKET_OK);
+    assert_int_equal(units, 25);
+    assert_int_equal(th_fx_funds(f->c, "C"), 123); /* the fee stays the house's */
+    assert_int_equal(market_list_units(f->c, REALM, "game", "gem", 5, 100, NULL, &lr), MARKET_OK);
+    assert_int_equal(lr.fee, 5);
+    assert_int_equal(th_fx_funds(f->c, "game"), 1002); /* to itself */
+    st = (market_settings){.list_fee_bps = MARKET_FEE_BPS_MAX + 1};
+    assert_int_equal(market_settings_set(f->c, REALM, &st), MARKET_ERR_INVALID);
+    assert_conserved(f->c);
+}
+
 /* ---- many buyers at once ---- */
 
 struct buyer {
@@ -328,6 +371,7 @@ int main(void) {
         T(test_units_and_buys_across_sellers_pay_the_cut),
         T(test_the_house_buys_and_sells),
         T(test_cut_changed_before_the_commit),
+        T(test_listing_fee),
         T(test_32_buyers_every_coin_where_the_trades_say),
     };
     return th_run_strategies("market settings", tests, sizeof tests / sizeof *tests);

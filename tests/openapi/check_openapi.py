@@ -407,8 +407,11 @@ def run_requests(w):
         call(w, "PUT", "/config", 400, {"fee_bps": 5, "cut": 1}, token=admin, schema_rejects=True)
         call(w, "PUT", "/config", 404, {"fee_bps": 500, "house": "Z"}, token=admin)
         call(w, "PUT", "/config", 413, b" " * 70000, token=admin)
-        doc = call(w, "PUT", "/config", 200, {"fee_bps": 500}, token=admin)
-        assert doc == {"realm": "main", "fee_bps": 500, "house": "game"}, doc
+        doc = call(w, "PUT", "/config", 200, {"fee_bps": 500, "list_fee_bps": 10000}, token=admin)
+        assert doc == {"realm": "main", "fee_bps": 500, "list_fee_bps": 10000, "house": "game"}, doc
+        # a listing fee of 100%: D cannot pay 10^12 to list its shield at that price
+        call(w, "POST", "/list", 402, {"seller": "D", "item": "shield-7", "price": 10**12}, token=tD)
+        call(w, "PUT", "/config", 200, {"fee_bps": 500}, token=admin)
         bought = call(w, "POST", "/purchase", 200, {"buyer": "E", "seller": "D", "item": "shield-8"},
                       token=tE)
         assert bought["fee"] == 15, bought

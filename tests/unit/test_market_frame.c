@@ -102,7 +102,7 @@ static void test_a_selling_kind_reads_the_settings(void **state) {
     const market_idem *idem[1] = {NULL};
     int64_t dl[1] = {1000};
     batch(idem, dl, 1);
-    frame.sells = 1;
+    frame.fees = 1;
     market__held held = {.n = 0};
     market__buf r = {0};
     market__frame_read(&frame, &r);
@@ -116,9 +116,10 @@ static void test_a_selling_kind_reads_the_settings(void **state) {
     assert_string_equal(r.argv[1][1], "market:{r}:settings");
     assert_string_equal(r.argv[1][2], "fee_bps");
     assert_string_equal(r.argv[1][3], "house");
+    assert_string_equal(r.argv[1][4], "list_fee_bps");
     market__buf_free(&r);
     redisReply *rep[2] = {th_rep_new(REDIS_REPLY_STATUS),
-                          th_rep_arr(2, th_rep_str("250"), th_rep_str("bank"))};
+                          th_rep_arr(3, th_rep_str("250"), th_rep_str("bank"), th_rep_nil())};
     assert_int_equal(market__frame_judge(&frame, NULL, &held, rep), MARKET_OK);
     assert_int_equal(frame.settings.fee_bps, 250);
     assert_string_equal(frame.settings.house, "bank");
@@ -126,14 +127,14 @@ static void test_a_selling_kind_reads_the_settings(void **state) {
     p.n = 0;
     (void)market__parties_of(&p, "r", "P");
     market__cut cut;
-    market__frame_cut(&frame, &p, &cut);
+    market__frame_cut(&frame, &p, frame.settings.fee_bps, &cut);
     assert_int_equal(cut.bps, 250);
     assert_null(cut.house); /* not held */
     size_t h = market__parties_of(&p, "r", "bank");
-    market__frame_cut(&frame, &p, &cut);
+    market__frame_cut(&frame, &p, frame.settings.fee_bps, &cut);
     assert_null(cut.house); /* held, but its funds unread */
     p.party[h] = (market__party){MARKET__PRESENT, 5};
-    market__frame_cut(&frame, &p, &cut);
+    market__frame_cut(&frame, &p, frame.settings.fee_bps, &cut);
     assert_ptr_equal(cut.house, &p.party[h]);
     cut.unread = 40;
     market__buf w = {0};
@@ -146,7 +147,7 @@ static void test_a_selling_kind_reads_the_settings(void **state) {
     market__buf_free(&w);
     freeReplyObject(rep[0]);
     freeReplyObject(rep[1]);
-    frame.sells = 0;
+    frame.fees = 0;
 }
 
 /* A fence above ours in the record is a lease lost; ours already there is
