@@ -24,7 +24,8 @@
 # BENCH_WORLD (players=10000,items=400000,funds=1000000000), BENCH_OUT (bench),
 # BENCH_HA (1; 0 skips the --min-replicas-ack section), BENCH_HA_RUNS (3 of each
 # configuration), BENCH_HA_BUYERS (64), BENCH_FSYNC (1; 0 skips the appendfsync section),
-# BENCH_FSYNC_RUNS (2 of each setting), BENCH_FSYNC_LEVELS ("1 64"), BENCH_CLUSTER (1; 0 skips
+# BENCH_FSYNC_RUNS (2 of each setting), BENCH_FSYNC_LEVELS ("1 64"), BENCH_HISTORY (1; 0 skips
+# the price history section), BENCH_HISTORY_RUNS (3 of each setting), BENCH_CLUSTER (1; 0 skips
 # the cluster section), BENCH_CLUSTER_REALMS
 # (12), BENCH_SEARCH (1; 0 skips the search section), BENCH_SEARCH_SIZES ("1000 1000000"),
 # BENCH_SEARCH_REQUESTS (2000), BENCH_FLASH (1; 0 skips the flash sale), BENCH_FLASH_BUYERS
@@ -64,6 +65,13 @@
 # each of BENCH_FSYNC_LEVELS ("1 64") distinct buyers against `--strategy market`. Reports
 # raw/fsync-<always|everysec>-<buyers>-<run>.json, raw/fsync.tsv, results.md section
 # "Durability: appendfsync always against everysec": the medians and always/everysec.
+#
+# BENCH_HISTORY=1 (the default), after that: what the price history costs. 64 buyers of a
+# flash sale (every buy a trade of a stackable good, so every commit writes the good's
+# candles) against a server with the history on, then one with --no-price-history,
+# alternated, BENCH_HISTORY_RUNS (3) times each. Reports raw/history-<on|off>-<run>.json,
+# raw/history.tsv, results.md section "The price history: on against off": the medians
+# (purchases/s, p99, Redis and server CPU per purchase) and on/off.
 #
 # BENCH_CLUSTER=1 (the default), after that: starts a Redis Cluster of three masters
 # (cluster-enabled redis-servers on free ports, no replicas, joined with `redis-cli --cluster
@@ -112,6 +120,8 @@ HA_BUYERS=${BENCH_HA_BUYERS:-64}
 FSYNC=${BENCH_FSYNC:-1}
 FSYNC_RUNS=${BENCH_FSYNC_RUNS:-2}
 FSYNC_LEVELS=${BENCH_FSYNC_LEVELS:-"1 64"}
+HIST=${BENCH_HISTORY:-1}
+HIST_RUNS=${BENCH_HISTORY_RUNS:-3}
 CLUSTER=${BENCH_CLUSTER:-1}
 CREALMS=${BENCH_CLUSTER_REALMS:-12}
 SEARCH=${BENCH_SEARCH:-1}
@@ -126,6 +136,7 @@ HOLD=256
 die() { echo "bench: $*" >&2; exit 1; }
 case $HA_RUNS in '' | *[!0-9]* | 0) die "BENCH_HA_RUNS is a whole number above 0 ('$HA_RUNS')" ;; esac
 case $FSYNC_RUNS in '' | *[!0-9]* | 0) die "BENCH_FSYNC_RUNS is a whole number above 0 ('$FSYNC_RUNS')" ;; esac
+case $HIST_RUNS in '' | *[!0-9]* | 0) die "BENCH_HISTORY_RUNS is a whole number above 0 ('$HIST_RUNS')" ;; esac
 for b in market-server market-seed market-load; do
     [ -x "$BIN/$b" ] || die "$BIN/$b is missing (run make build)"
 done
@@ -386,6 +397,39 @@ if [ "$FSYNC" != 0 ]; then
         status=1
     fi
     stop_pid "$SPID"
+fi
+
+# ---- the price history: on against off ----
+if [ "$HIST" != 0 ] && ! grep -q -- '--no-price-history' <<<"$SERVER_HELP"; then
+    note "history: this market-server has no --no-price-history; the section did not run"
+elif [ "$HIST" != 0 ]; then
+    hmode=flag
+    grep -q -- '--strategy' <<<"$SERVER_HELP" || hmode=noflag
+    printf 'name\thistory\trun\n' >"$OUT/raw/history.tsv"
+    for r in $(seq "$HIST_RUNS"); do
+        for h in on off; do
+            name="history-$h-$r"
+            reseed
+            extra=(--per-ip-connections 0)
+            [ "$h" = off ] && extra+=(--no-price-history)
+            if ! start_server market "$hmode" "$name" "${extra[@]}"; then
+                note "$name: market-server did not become healthy (see raw/server-$name.log)"
+                status=1
+                stop_pid "$SPID"
+                continue
+            fi
+            echo "bench: $name (64 buyers of a flash sale of 100000 units)"
+            cpu0=$(cpu_ticks "$SPID")
+            "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$RURL" --mix flash \
+                --buyers 64 --sale-stock 100000 --sale-limit 100000 --seed 1 --quiet \
+                --json "$OUT/raw/$name.json" >"$OUT/raw/$name.txt" 2>&1
+            rc=$?
+            echo "$cpu0 $(cpu_ticks "$SPID") $(getconf CLK_TCK)" >"$OUT/raw/$name.cpu"
+            load_verdict "$name" "$rc"
+            printf '%s\t%s\t%s\n' "$name" "$h" "$r" >>"$OUT/raw/history.tsv"
+            stop_pid "$SPID"
+        done
+    done
 fi
 
 # ---- acknowledged means replicated (--min-replicas-ack) on a Sentinel group ----
@@ -877,31 +921,42 @@ def runs(tsv):
         x["j"] = json.load(open(p)) if os.path.exists(p) else None
     return rs
 
+def medians_row(xs, first):
+    """A table row of the runs xs (market-load reports in x["j"]): first (the row's own
+    columns, "| a | b"), the runs, the medians of purchases/s, p99, the slowest answer,
+    Redis and server CPU per purchase, and each run's purchases/s. Returns (row, the median
+    purchases/s, the median Redis CPU per purchase or None)."""
+    from statistics import median
+    pps = [x["j"]["run"]["purchases_per_s"] for x in xs]
+    cpu = [c for c in (x["j"]["redis"].get("cpu_us_per_purchase") for x in xs) if c is not None]
+    srv = [v for v in (server_us(os.path.join(raw, f'{x["name"]}.cpu'), x["j"]["status"]["200"])
+                       for x in xs) if v is not None]
+    mcpu = median(cpu) if cpu else None
+    return (f'{first} | {len(xs)} | {fmt(median(pps))} '
+            f'| {median(x["j"]["latency_ms"]["all"]["p99"] for x in xs):.3f} '
+            f'| {max(x["j"]["latency_ms"]["all"]["max"] for x in xs):.1f} '
+            f'| {fmt(mcpu)} | {fmt(median(srv) if srv else None)} '
+            f'| {", ".join(fmt(v, 0) for v in pps)} |', median(pps), mcpu)
+
+MEDIANS_HEAD = ("| runs | median purchases/s | median p99 ms | slowest answer ms "
+                "| median Redis CPU µs / purchase | median server CPU µs / purchase | purchases/s of each run |")
+MEDIANS_RULE = "|---:|---:|---:|---:|---:|---:|---|"
+
 fs = runs("fsync.tsv")
 if any(x["j"] for x in fs):
-    from statistics import median
     fmeds = {}
     L.append("")
     L.append("## Durability: appendfsync always against everysec")
     L.append("")
-    L.append("| buyers | appendfsync | runs | median purchases/s | median p99 ms | slowest answer ms "
-             "| median Redis CPU µs / purchase | median server CPU µs / purchase | purchases/s of each run |")
-    L.append("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    L.append("| buyers | appendfsync " + MEDIANS_HEAD)
+    L.append("|---:|---" + MEDIANS_RULE)
     for n in dict.fromkeys(x["buyers"] for x in fs):
         for f in ("always", "everysec"):
             xs = [x for x in fs if x["buyers"] == n and x["fsync"] == f and x["j"]]
             if not xs:
                 continue
-            pps = [x["j"]["run"]["purchases_per_s"] for x in xs]
-            cpu = [c for c in (x["j"]["redis"].get("cpu_us_per_purchase") for x in xs) if c is not None]
-            srv = [v for v in (server_us(os.path.join(raw, f'{x["name"]}.cpu'), x["j"]["status"]["200"])
-                               for x in xs) if v is not None]
-            fmeds[(n, f)] = median(pps)
-            L.append(f'| {n} | {f} | {len(xs)} | {fmt(median(pps))} '
-                     f'| {median(x["j"]["latency_ms"]["all"]["p99"] for x in xs):.3f} '
-                     f'| {max(x["j"]["latency_ms"]["all"]["max"] for x in xs):.1f} '
-                     f'| {fmt(median(cpu) if cpu else None)} | {fmt(median(srv) if srv else None)} '
-                     f'| {", ".join(fmt(v, 0) for v in pps)} |')
+            row, fmeds[(n, f)], _ = medians_row(xs, f"| {n} | {f}")
+            L.append(row)
     ratios = [f'{n} buyer{"" if n == "1" else "s"} {fmeds[(n, "always")] / fmeds[(n, "everysec")]:.2f}x'
               for n in dict.fromkeys(x["buyers"] for x in fs)
               if fmeds.get((n, "everysec")) and (n, "always") in fmeds]
@@ -913,6 +968,32 @@ if any(x["j"] for x in fs):
              "batch of purchases shares one fsync; `everysec` answers first and can lose what it "
              "answered (OPERATIONS.md, Durability). Raw reports: `raw/fsync-<appendfsync>-<buyers>-<run>.json` "
              "and `.txt`, `raw/fsync.tsv`.")
+
+# ---- the price history: raw/history.tsv (the runs), raw/history-<on|off>-<run>.json ----
+hs = runs("history.tsv")
+if any(x["j"] for x in hs):
+    hmeds = {}
+    L.append("")
+    L.append("## The price history: on against off")
+    L.append("")
+    L.append("| history " + MEDIANS_HEAD)
+    L.append("|---" + MEDIANS_RULE)
+    for h in ("on", "off"):
+        xs = [x for x in hs if x["history"] == h and x["j"]]
+        if xs:
+            row, pps, cpu = medians_row(xs, f"| {h}")
+            hmeds[h] = (pps, cpu)
+            L.append(row)
+    if "on" in hmeds and "off" in hmeds:
+        (pon, con), (poff, coff) = hmeds["on"], hmeds["off"]
+        L.append("")
+        L.append(f"on / off, medians: purchases/s {pon / poff:.2f}x"
+                 + (f", Redis CPU per purchase {con / coff:.2f}x" if con and coff else "")
+                 + ". 64 buyers of a flash sale of 100,000 units, `--strategy market`: every buy is a "
+                 "trade of a stackable good, so every commit writes the good's candles (one `HMGET` "
+                 "and one `HSET`); `--no-price-history` writes none. The two alternated, each on a "
+                 "server of its own. Raw reports: `raw/history-<on|off>-<run>.json` and `.txt`, "
+                 "`raw/history.tsv`.")
 
 # ---- --min-replicas-ack on a Sentinel group: raw/ha.tsv (the runs), raw/ha-<cfg>-<run>.json,
 # raw/ha-wait.tsv (the WAITs MONITOR saw in a short run after them) ----
