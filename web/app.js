@@ -215,7 +215,7 @@ function tradeLine(t, me) {
                 : named ? " from " + t.seller
                         : "";
   li.textContent = `${new Date(t.time_ms).toLocaleTimeString()} ${verb} ${t.quantity} ${t.item}` +
-                   `${other} at ${t.price}`;
+                   `${other} at ${t.price}` + (t.fee ? ` (fee ${t.fee})` : "");
   return li;
 }
 
