@@ -410,18 +410,18 @@ int market__reply_trade(const redisReply *e, market_trade *t, char *entry_id) {
             if (v->len > MARKET_TRADE_ID_MAX) return MARKET_ERR_STORE;
             memcpy(t->id, v->str, v->len);
             t->id[v->len] = '\0';
-        } else if ((rc = market__parse_i64(v->str, v->len, &x)) == 0) {
-            if (strcmp(k->str, "quantity") == 0)
-                t->quantity = x, seen |= 8;
-            else if (strcmp(k->str, "price") == 0)
-                t->price = x, seen |= 16;
-            else if (strcmp(k->str, "total") == 0)
-                t->total = x, seen |= 32;
-            else if (strcmp(k->str, "fence") == 0)
-                t->fence = (uint64_t)x, seen |= 64;
-            else if (strcmp(k->str, "fee") == 0) /* none in a trade older than fees: 0 */
-                t->fee = x;
-        }
+        } else if (strcmp(k->str, "quantity") == 0) {
+            rc = market__parse_i64(v->str, v->len, &t->quantity), seen |= 8;
+        } else if (strcmp(k->str, "price") == 0) {
+            rc = market__parse_i64(v->str, v->len, &t->price), seen |= 16;
+        } else if (strcmp(k->str, "total") == 0) {
+            rc = market__parse_i64(v->str, v->len, &t->total), seen |= 32;
+        } else if (strcmp(k->str, "fence") == 0) {
+            rc = market__parse_i64(v->str, v->len, &x), seen |= 64;
+            t->fence = (uint64_t)x;
+        } else if (strcmp(k->str, "fee") == 0) { /* none in a trade older than fees: 0 */
+            rc = market__parse_i64(v->str, v->len, &t->fee);
+        } /* any other field is a later version's: skipped, so its records stay readable */
         if (rc < 0) return MARKET_ERR_STORE;
     }
     if (seen != 127 || !market_trade_id_valid(t->id)) return MARKET_ERR_STORE;

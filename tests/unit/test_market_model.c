@@ -336,6 +336,28 @@ static void test_reply_trade_and_change(void **state) {
     free(v);
     f = arr(f_e, 12); /* no fence */
     assert_int_equal(market__reply_trade(&e, &t, NULL), MARKET_ERR_STORE);
+    /* a cut and its house; a field a later version writes is skipped */
+    redisReply x_v[20] = {str("buyer"), str("ann"), str("seller"),   str("bob"),
+                          str("item"),  str("gem"), str("quantity"), str("2"),
+                          str("price"), str("50"),  str("total"),    str("100"),
+                          str("fee"),   str("5"),   str("house"),    str("game"),
+                          str("fence"), str("7"),   str("zone"),     str("eu-west")};
+    redisReply *x_e[20];
+    for (int i = 0; i < 20; i++)
+        x_e[i] = &x_v[i];
+    f = arr(x_e, 20);
+    assert_int_equal(market__reply_trade(&e, &t, NULL), MARKET_OK);
+    assert_int_equal(t.fee, 5);
+    assert_string_equal(t.house, "game");
+    x_v[13] = str("five"); /* a known field that is not a number is still refused */
+    assert_int_equal(market__reply_trade(&e, &t, NULL), MARKET_ERR_STORE);
+    x_v[13] = str("5");
+    x_v[15] = str("not an id");
+    assert_int_equal(market__reply_trade(&e, &t, NULL), MARKET_ERR_STORE);
+    x_v[15] = str(""); /* no cut: no house */
+    assert_int_equal(market__reply_trade(&e, &t, NULL), MARKET_OK);
+    assert_string_equal(t.house, "");
+    f = arr(f_e, 14);
     redisReply c_v[10] = {str("action"), str("listed"), str("seller"), str("bob"),      str("item"),
                           str("gem"),    str("price"),  str("50"),     str("quantity"), str("3")};
     redisReply *c_e[10];
