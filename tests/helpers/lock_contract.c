@@ -585,7 +585,7 @@ void lock_contract_watchdog_max_hold(void **state) {
     }
     assert_true(got_at > 0);
     /* the store's clock is not ours: a lease allows for their drift, 1% and 2 ms (Redlock's
-     * model; a Redis that was descheduled stamps an expiry with the time its loop began) */
+     * model). Seen once, under asan on a loaded machine: free 11 ms early (cause not found) */
     if (got_at < t0 + 2000 - (2000 / 100 + 2))
         fprintf(stderr, "the key was free %lld ms after the start\n", (long long)(got_at - t0));
     assert_true(got_at >= t0 + 2000 - (2000 / 100 + 2));
