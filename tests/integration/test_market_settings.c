@@ -26,17 +26,27 @@ static void set_cut(market_conn *c, int64_t bps, const char *house) {
     assert_int_equal(market_settings_set(c, REALM, &st), MARKET_OK);
 }
 
-/* The test hook between a batch's decision and its commit: once armed,
- * the realm's cut becomes armed_bps, written straight into the store. */
-static volatile int armed;
-static int64_t armed_bps;
+/* The test hook between a batch's decision and its commit: once armed, it
+ * runs armed (a write straight into the store, as another server's would
+ * land there) once. */
+static void (*volatile armed)(void);
 static int hook_calls;
 
 static void on_decided(void *arg) {
     (void)arg;
     __atomic_fetch_add(&hook_calls, 1, __ATOMIC_SEQ_CST);
-    if (!__atomic_exchange_n(&armed, 0, __ATOMIC_SEQ_CST)) return;
-    (void)th_fx_num("HSET market:{main}:settings fee_bps %lld", (long long)armed_bps);
+    void (*fn)(void) = __atomic_exchange_n(&armed, NULL, __ATOMIC_SEQ_CST);
+    if (fn) fn();
+}
+
+/* Armed writes: the cut becomes 10%; C's funds go to B. */
+static void cut_to_1000(void) {
+    (void)th_fx_num("HSET market:{main}:settings fee_bps 1000");
+}
+static void c_pays_b(void) {
+    long long f = th_fx_num("HGET users:{main}:C funds");
+    (void)th_fx_num("HINCRBY users:{main}:C funds %lld", -f);
+    (void)th_fx_num("HINCRBY users:{main}:B funds %lld", f);
 }
 
 /* A sells an axe at 500; C 20 of its 50 potions at 25, G 10 potions at 30;
@@ -69,7 +79,7 @@ static int fx_setup(void **state) {
                                                  .acquire_timeout_ms = 5000,
                                                  .test_decided = on_decided});
     if (!f) return -1;
-    armed = 0;
+    armed = NULL;
     seed(f->c);
     *state = f;
     return 0;
@@ -219,12 +229,11 @@ static void test_the_house_buys_and_sells(void **state) {
 static void test_cut_changed_before_the_commit(void **state) {
     th_market *f = *state;
     set_cut(f->c, 500, NULL);
-    armed_bps = 1000;
     hook_calls = 0;
-    armed = 1;
+    armed = cut_to_1000;
     market_purchase_result r;
     assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
-    assert_int_equal(armed, 0);   /* the hook ran */
+    assert_null(armed);           /* the hook ran */
     assert_true(hook_calls >= 2); /* and the batch was decided again */
     assert_int_equal(r.fee, 50);  /* under the new cut */
     assert_int_equal(th_fx_funds(f->c, "A"), 450);
@@ -266,10 +275,20 @@ static void test_listing_fee(void **state) {
     assert_int_equal(lr.replayed, 1);
     assert_int_equal(lr.fee, 2);
     assert_int_equal(th_fx_funds(f->c, "C"), 123); /* once */
+    /* C's funds go elsewhere after its next listing was decided and before it commits: the
+     * commit is refused (the sellers are watched), and decided again: C cannot pay */
+    hook_calls = 0;
+    armed = c_pays_b;
+    assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 10, 25, NULL, &lr),
+                     MARKET_ERR_INSUFFICIENT_FUNDS);
+    assert_null(armed);
+    assert_true(hook_calls >= 1);
+    assert_int_equal(th_fx_funds(f->c, "C"), 0);
+    assert_int_equal(th_fx_num("HGET market:{main}:units potion.C"), 25); /* nothing listed */
     int64_t price, units;
     assert_int_equal(market_unlist_units(f->c, REALM, "C", "potion", &price, &units), MARKET_OK);
     assert_int_equal(units, 25);
-    assert_int_equal(th_fx_funds(f->c, "C"), 123); /* the fee stays the house's */
+    assert_int_equal(th_fx_funds(f->c, "C"), 0); /* no fee comes back */
     assert_int_equal(market_list_units(f->c, REALM, "game", "gem", 5, 100, NULL, &lr), MARKET_OK);
     assert_int_equal(lr.fee, 5);
     assert_int_equal(th_fx_funds(f->c, "game"), 1002); /* to itself */
