@@ -100,14 +100,14 @@ typedef struct api_response {
     char error[40];      /* for logs: the body's "error" code, or "" */
 } api_response;
 
-#define API_ROUTES 15 /* api_route_name(0..API_ROUTES-1) */
+#define API_ROUTES 20 /* api_route_name(0..API_ROUTES-1) */
 
 #define API_REALM_PREFIX "/realms/" /* "/realms/{realm}/<route>": a route of that realm */
 #define API_ADMIN_TOKEN_MAX (6 + 64) /* "admin.<hex>": see api_admin_token_make() */
 
 /* A validated request of a deferrable route (a write: POST /purchase, /list,
- * /unlist, /sales/{id}/buy) waiting for the market: api_handle_begin() fills
- * it, api_deferred_submit() hands its order to the market, and
+ * /unlist, /sales/{id}/buy, /orders, /sell, DELETE /orders/{id}) waiting for the market:
+ * api_handle_begin() fills it, api_deferred_submit() hands its order to the market, and
  * api_deferred_end() answers it. The caller owns it and leaves it alone
  * between these calls. */
 typedef struct api_deferred {

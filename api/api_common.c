@@ -68,6 +68,7 @@ static const api_status api_status_table[] = {
     {MARKET_ERR_SOLD_OUT, 409, "sold_out", 0},
     {MARKET_ERR_LIMIT_EXCEEDED, 409, "limit_exceeded", 0},
     {MARKET_ERR_REALM_UNAVAILABLE, 503, "realm_unavailable", 1},
+    {MARKET_ERR_NO_ORDER, 404, "order_not_found", 0},
 };
 
 /* Every code the table does not list, and a success passed by mistake. */

@@ -34,7 +34,8 @@ static json_t *player_body(const market_player *p) {
         if (json_array_append_new(inv, api__text_new(p->inventory[i])) < 0) goto fail;
     if (json_object_set_new(o, "id", api__text_new(p->id)) < 0 ||
         json_object_set_new(o, "name", api__text_new(p->name)) < 0 ||
-        json_object_set_new(o, "funds", json_integer((json_int_t)p->funds)) < 0)
+        json_object_set_new(o, "funds", json_integer((json_int_t)p->funds)) < 0 ||
+        json_object_set_new(o, "escrow", json_integer((json_int_t)p->escrow)) < 0)
         goto fail;
     if (api__object_steal(o, "inventory", &inv) < 0 ||
         api__object_steal(o, "stacks", &stacks) < 0)
@@ -252,6 +253,77 @@ void api__handle_player_listings(market_conn *conn, const api_request *req, cons
                            ? page_body(id, r.listings, r.n, r.total, -1, q.limit, r.next_cursor)
                            : NULL);
     market_search_result_cleanup(&r);
+}
+
+/* Returns a new array of {"price","units","orders"} for v[0..n), or NULL
+ * on out-of-memory. */
+static json_t *levels_array(const market_level *v, size_t n) {
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++)
+        if (json_array_append_new(arr, json_pack("{s:I, s:I, s:I}", "price", (json_int_t)v[i].price,
+                                                 "units", (json_int_t)v[i].units, "orders",
+                                                 (json_int_t)v[i].orders)) < 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    return arr;
+}
+
+/* GET /items/{item}/book?depth=N (1..MARKET_BOOK_DEPTH_MAX, 10 when not
+ * given): public. The buy orders and the listings of the item by price
+ * level, best first; "truncated" when a side read MARKET_BOOK_SCAN entries
+ * and stopped there. */
+void api__handle_item_book(market_conn *conn, const api_request *req, const char *realm,
+                           const char *item, api_response *resp) {
+    size_t depth;
+    if (!api__id_ok(item, "item", resp)) return;
+    if (api__query_size(req, "depth", 10, 1, MARKET_BOOK_DEPTH_MAX, &depth) < 0) {
+        api__bad_query(resp, "depth", "must be an integer in 1..100");
+        return;
+    }
+    if (api__conn_missing(conn, resp)) return;
+    market_book *b = malloc(sizeof *b);
+    int rc = b ? market_book_get(conn, realm, item, depth, b) : MARKET_ERR_NOMEM;
+    json_t *body = NULL;
+    if (rc == MARKET_OK) {
+        json_t *bids = levels_array(b->bids, b->n_bids), *asks = levels_array(b->asks, b->n_asks);
+        body = json_pack("{s:s, s:o*, s:o*, s:b}", "item", item, "bids", bids, "asks", asks,
+                         "truncated", b->bids_cut || b->asks_cut);
+        if (body && (!bids || !asks)) {
+            json_decref(body);
+            body = NULL;
+        }
+    }
+    api__reply_outcome(resp, rc, 200, body);
+    free(b);
+}
+
+/* GET /players/{id}/orders: the player's open buy orders, oldest first; the
+ * player's token or the admin's. */
+void api__handle_player_orders(market_conn *conn, const api_request *req, const char *realm,
+                               const char *id, api_response *resp) {
+    if (!api__id_ok(id, "player", resp)) return;
+    snprintf(resp->player, sizeof resp->player, "%s", id);
+    api__reader rd;
+    if (!api__reader_get(req, realm, &rd, resp) ||
+        (!rd.admin && !api__authorized(req, realm, id, resp)) || api__conn_missing(conn, resp))
+        return;
+    market_bid *v = NULL;
+    size_t n = 0;
+    int rc = market_player_orders(conn, realm, id, &v, &n);
+    json_t *arr = rc == MARKET_OK ? json_array() : NULL;
+    for (size_t i = 0; arr && i < n; i++)
+        if (json_array_append_new(
+                arr, json_pack("{s:I, s:s, s:I, s:I, s:I, s:I}", "order_id", (json_int_t)v[i].id,
+                               "item", v[i].item, "price", (json_int_t)v[i].price, "quantity",
+                               (json_int_t)v[i].quantity, "left", (json_int_t)v[i].left, "escrow",
+                               (json_int_t)(v[i].left * v[i].price))) < 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    api__reply_outcome(resp, rc, 200,
+                       arr ? json_pack("{s:s, s:o}", "player", id, "orders", arr) : NULL);
+    free(v);
 }
 
 /* GET /healthz: 200 {"status":"ok"} when the store can serve purchases

@@ -1,5 +1,6 @@
-/* api_purchase.c - the writes of api/: POST /purchase, /list, /unlist, and
- * flash sales (POST /sales, GET /sales/{id}, POST /sales/{id}/buy).
+/* api_purchase.c - the writes of api/: POST /purchase, /list, /unlist, buy
+ * orders (POST /orders, DELETE /orders/{id}), and flash sales (POST /sales,
+ * GET /sales/{id}, POST /sales/{id}/buy).
  *
  * Every write the market serves as an order (a purchase, a list, an
  * unlist, a sale buy) is validated by its route's begin step
@@ -7,8 +8,8 @@
  * it points to) and answered by its end step (api__end_*(): from the
  * order's outcome), whether it is deferred (api_handle_begin(), then
  * api_deferred_submit() and api_deferred_end() in api_route.c) or run on the
- * calling thread (api_handle(): begin, market_order_run(), end). Above api_common.c and api_auth.c; called by
- * api_route.c.
+ * calling thread (api_handle(): begin, market_order_run(), end). Above api_common.c and api_auth.c;
+ * called by api_route.c.
  */
 #include "api/api.h"
 
@@ -191,6 +192,185 @@ void api__end_purchase(const api_deferred *d, api_response *resp) {
         bought_reply(d, resp);
     else
         purchase_reply(d, resp);
+}
+
+/* ---- POST /orders, DELETE /orders/{id} ---- */
+
+/* POST /orders {"buyer","item","quantity","max_price"}, begun: validated
+ * with its token and Idempotency-Key into d (a MARKET_ORDER_BID). Returns
+ * 1, or 0 when resp holds the answer. */
+int api__begin_bid(market_conn *conn, const api_request *req, const char *realm, const char *arg,
+                   api_response *resp, api_deferred *d) {
+    static const api__field_spec spec[] = {
+        {"buyer", API__FIELD_ID, 1},
+        {"item", API__FIELD_ID, 1},
+        {"quantity", API__FIELD_QUANTITY, 1},
+        {"max_price", API__FIELD_PRICE, 1},
+    };
+    api__field_value v[4];
+    (void)conn;
+    (void)arg;
+    json_t *root = order_begin(req, realm, spec, 4, v, MARKET_ORDER_BID, 1, resp, d);
+    if (!root) return 0;
+    snprintf(d->item, sizeof d->item, "%s", v[1].id);
+    d->order.item = d->item;
+    d->order.quantity = v[2].price;
+    d->order.price = v[3].price;
+    json_decref(root);
+    return 1;
+}
+
+/* POST /orders' answer: a purchase's (bought_body()) with the order's own
+ * members; 201 when some of it rests in the book, 200 when it filled whole.
+ * A replay knows the units filled and the order, not what they cost. */
+void api__end_bid(const api_deferred *d, api_response *resp) {
+    const market_buy_result *r = &d->order.res.buy;
+    if (d->order.rc != MARKET_OK) {
+        api__reply_market(d->order.rc, 0, resp);
+        resp->replayed = r->replayed;
+        return;
+    }
+    json_t *o = bought_body(d, r);
+    int64_t q = d->order.quantity, price = d->order.price;
+    if (o &&
+        (json_object_set_new(o, "status", json_string(r->order_id ? "resting" : "filled")) < 0 ||
+         json_object_set_new(o, "quantity", json_integer((json_int_t)q)) < 0 ||
+         json_object_set_new(o, "max_price", json_integer((json_int_t)price)) < 0 ||
+         json_object_set_new(o, "filled", json_integer((json_int_t)r->quantity)) < 0 ||
+         json_object_set_new(o, "rested", json_integer((json_int_t)r->rested)) < 0 ||
+         json_object_set_new(o, "escrow", json_integer((json_int_t)(r->rested * price))) < 0 ||
+         (r->order_id &&
+          json_object_set_new(o, "order_id", json_integer((json_int_t)r->order_id)) < 0))) {
+        json_decref(o);
+        o = NULL;
+    }
+    if (o && r->replayed) { /* not kept by the record */
+        json_object_del(o, "total");
+        json_object_del(o, "fee");
+    }
+    api__reply(resp, r->order_id ? 201 : 200, o);
+    resp->replayed = r->replayed;
+}
+
+/* Reads a buy order's id from a path segment (decimal, 1..10^18) into *id.
+ * Returns 1, or 0 when resp holds the answer (400). */
+static int order_id_ok(const char *arg, int64_t *id, api_response *resp) {
+    size_t len = arg ? strlen(arg) : 0;
+    *id = 0;
+    for (size_t i = 0; i < len && len <= 18; i++) {
+        if (arg[i] < '0' || arg[i] > '9') {
+            *id = 0;
+            break;
+        }
+        *id = *id * 10 + (arg[i] - '0');
+    }
+    if (*id >= 1) return 1;
+    api__bad_request(resp, "the order id must be a whole number from 1, as POST /orders gave it");
+    return 0;
+}
+
+/* DELETE /orders/{id} {"buyer"}, begun: validated with the buyer's token into
+ * d (a MARKET_ORDER_CANCEL). Returns 1, or 0 when resp holds the answer. */
+int api__begin_cancel(market_conn *conn, const api_request *req, const char *realm, const char *arg,
+                      api_response *resp, api_deferred *d) {
+    static const api__field_spec spec[] = {
+        {"buyer", API__FIELD_ID, 1},
+    };
+    api__field_value v[1];
+    int64_t id;
+    (void)conn;
+    if (!order_id_ok(arg, &id, resp)) return 0;
+    json_t *root = order_begin(req, realm, spec, 1, v, MARKET_ORDER_CANCEL, 0, resp, d);
+    if (!root) return 0;
+    d->order.id = id;
+    json_decref(root);
+    return 1;
+}
+
+/* DELETE /orders/{id}'s answer, from d's outcome. */
+void api__end_cancel(const api_deferred *d, api_response *resp) {
+    int rc = d->order.rc;
+    const market_cancel_result *r = &d->order.res.cancel;
+    api__reply_outcome(
+        resp, rc, 200,
+        rc == MARKET_OK
+            ? json_pack("{s:s, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "status", "cancelled",
+                        "order_id", (json_int_t)r->bid.id, "buyer", d->player, "item", r->bid.item,
+                        "price", (json_int_t)r->bid.price, "quantity", (json_int_t)r->bid.quantity,
+                        "left", (json_int_t)r->bid.left, "refund", (json_int_t)r->refund,
+                        "buyer_funds", (json_int_t)r->buyer_funds)
+            : NULL);
+}
+
+/* ---- POST /sell ---- */
+
+/* POST /sell {"seller","item","quantity","min_price"[,"fill"]}, begun:
+ * validated with its token and Idempotency-Key into d (a
+ * MARKET_ORDER_SELL); "fill" is "all" (the default: all or nothing) or
+ * "partial" (as many as the book wants). Returns 1, or 0 when resp holds
+ * the answer. */
+int api__begin_sell(market_conn *conn, const api_request *req, const char *realm, const char *arg,
+                    api_response *resp, api_deferred *d) {
+    static const api__field_spec spec[] = {
+        {"seller", API__FIELD_ID, 1},         {"item", API__FIELD_ID, 1},
+        {"quantity", API__FIELD_QUANTITY, 1}, {"min_price", API__FIELD_PRICE, 1},
+        {"fill", API__FIELD_ID, 0},
+    };
+    api__field_value v[5];
+    (void)conn;
+    (void)arg;
+    json_t *root = order_begin(req, realm, spec, 5, v, MARKET_ORDER_SELL, 1, resp, d);
+    if (!root) return 0;
+    int partial = v[4].present && strcmp(v[4].id, "partial") == 0;
+    if (v[4].present && !partial && strcmp(v[4].id, "all") != 0) {
+        json_decref(root);
+        api__bad_request(resp, "field 'fill' must be \"all\" or \"partial\"");
+        return 0;
+    }
+    snprintf(d->item, sizeof d->item, "%s", v[1].id);
+    d->order.item = d->item;
+    d->order.quantity = v[2].price;
+    d->order.price = v[3].price;
+    d->order.partial = partial;
+    json_decref(root);
+    return 1;
+}
+
+/* POST /sell's answer, from d's outcome: {"status","seller","item","quantity","total",
+ * "fee","seller_funds","trade_id","fills":[{"buyer","order_id","quantity","price","fee",
+ * "trade_id"}...]}. A replay has no fills and no fee. */
+void api__end_sell(const api_deferred *d, api_response *resp) {
+    const market_sell_result *r = &d->order.res.sell;
+    int rc = d->order.rc;
+    resp->replayed = r->replayed;
+    if (rc != MARKET_OK) {
+        api__reply_market(rc, rc == MARKET_ERR_NOT_HELD ? r->held : r->available, resp);
+        return;
+    }
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "status", "sold", "seller", d->player,
+                          "item", d->item, "quantity", (json_int_t)r->quantity, "total",
+                          (json_int_t)r->total, "seller_funds", (json_int_t)r->seller_funds);
+    json_t *fills = json_array();
+    if (!o || !fills) goto fail;
+    for (size_t i = 0; i < r->n_fills; i++) {
+        const market_fill *f = &r->fill[i];
+        if (json_array_append_new(fills, json_pack("{s:s, s:I, s:I, s:I, s:I, s:s}", "buyer",
+                                                   f->buyer, "order_id", (json_int_t)f->order_id,
+                                                   "quantity", (json_int_t)f->quantity, "price",
+                                                   (json_int_t)f->price, "fee", (json_int_t)f->fee,
+                                                   "trade_id", f->trade_id)) < 0)
+            goto fail;
+    }
+    if ((!r->replayed && json_object_set_new(o, "fee", json_integer((json_int_t)r->fee)) < 0) ||
+        (r->trade_id[0] && json_object_set_new(o, "trade_id", json_string(r->trade_id)) < 0) ||
+        api__object_steal(o, "fills", &fills) < 0)
+        goto fail;
+    api__reply(resp, 200, o);
+    return;
+fail:
+    json_decref(fills);
+    json_decref(o);
+    api__reply(resp, 200, NULL);
 }
 
 /* ---- POST /list, POST /unlist ---- */

@@ -14,20 +14,19 @@
  * so Allow says "GET, HEAD" there. A trailing slash is a different path (404),
  * and so is "/players/" with an empty id or an id followed by more segments.
  * A write the market serves as an order (POST /purchase, /list, /unlist,
- * /sales/{id}/buy) also has a begin and an end step in its row: begin
- * validates the request into an api_deferred (one market_order), end writes
- * the answer from the order's outcome. Those routes, and only those, are
- * deferred by the event-loop server (api_route_deferrable(),
- * api_handle_begin(), api_deferred_submit(), api_deferred_end()), which
+ * /sales/{id}/buy, /orders, /sell, DELETE /orders/{id}) also has a begin and an end step in its
+ * row: begin validates the request into an api_deferred (one market_order), end writes the answer
+ * from the order's outcome. Those routes, and only those, are deferred by the event-loop server
+ * (api_route_deferrable(), api_handle_begin(), api_deferred_submit(), api_deferred_end()), which
  * thus matches no path and knows no kind of order itself. The paths
  * server/ answers on its own, /metrics and the event streams, are named
  * here too (api_endpoint_find()).
  *
  * The handlers live by resource, each file calling only the ones below it:
- * api_purchase.c (purchases, listings, flash sales), api_market.c (market,
- * search, players, health), api_trades.c (trades, event stream JSON) over
- * api_auth.c (tokens) over api_common.c (status table, strict bodies,
- * replies). This file, the top, holds the route table that names them.
+ * api_purchase.c (purchases, listings, buy orders, flash sales),
+ * api_market.c (market, search, players, books, health), api_trades.c (trades, event stream JSON)
+ * over api_auth.c (tokens) over api_common.c (status table, strict bodies, replies). This file, the
+ * top, holds the route table that names them.
  */
 #include "api/api.h"
 
@@ -68,6 +67,11 @@ static const api_route api_routes[API_ROUTES] = {
     {"/sales/", 1, "/buy", 1, "POST", "POST", NULL, api__begin_sale_buy, api__end_sale_buy},
     {"/config", 0, NULL, 1, "GET", "GET, HEAD, PUT", api__handle_settings},
     {"/items/", 1, "/history", 1, "GET", "GET, HEAD", api__handle_item_history},
+    {"/orders", 0, NULL, 1, "POST", "POST", NULL, api__begin_bid, api__end_bid},
+    {"/orders/", 1, NULL, 1, "DELETE", "DELETE", NULL, api__begin_cancel, api__end_cancel},
+    {"/items/", 1, "/book", 1, "GET", "GET, HEAD", api__handle_item_book},
+    {"/players/", 1, "/orders", 1, "GET", "GET, HEAD", api__handle_player_orders},
+    {"/sell", 0, NULL, 1, "POST", "POST", NULL, api__begin_sell, api__end_sell},
 };
 
 /* Names of the routes as logs and metrics show them. */
@@ -87,6 +91,11 @@ static const char *const api_route_names[API_ROUTES] = {
     "/sales/{id}/buy",
     "/config",
     "/items/{item}/history",
+    "/orders",
+    "/orders/{id}",
+    "/items/{item}/book",
+    "/players/{id}/orders",
+    "/sell",
 };
 
 /* Returns route i's name (static), or NULL outside 0..API_ROUTES-1. */

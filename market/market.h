@@ -91,32 +91,33 @@
 
 /* ---- error codes: 0 is success, every error is negative ---- */
 
-#define MARKET_ERRNO_MAP(X)                                                     \
-    X(OK, 0, "success")                                                         \
-    X(ERR_NOT_LISTED, -1, "item not listed")                                    \
-    X(ERR_INSUFFICIENT_FUNDS, -2, "insufficient funds")                         \
-    X(ERR_PRICE_CHANGED, -3, "price changed")                                   \
-    X(ERR_NO_PLAYER, -4, "unknown player")                                      \
-    X(ERR_NOT_HELD, -5, "the seller does not hold the item")                    \
-    X(ERR_OVERFLOW, -6, "funds would overflow")                                 \
-    X(ERR_BUSY, -7, "market busy: lock wait budget spent")                      \
-    X(ERR_STORE, -8, "store unavailable")                                       \
-    X(ERR_LEASE_LOST, -9, "lease lost before commit")                           \
-    X(ERR_CONFLICT, -10, "concurrent change, retries exhausted")                \
-    X(ERR_INVALID, -11, "invalid argument")                                     \
-    X(ERR_DUPLICATE, -12, "duplicate")                                          \
-    X(ERR_NOMEM, -13, "out of memory")                                          \
-    X(ERR_IDEM_MISMATCH, -14, "idempotency key already used for another request")          \
-    X(ERR_IN_PROGRESS, -15, "a request with this idempotency key is in progress")          \
-    X(ERR_NOT_REPLICATED, -16, "committed on the master, not confirmed by enough replicas") \
-    X(ERR_NO_TRADE, -17, "no such trade")                                         \
-    X(ERR_NOT_ENOUGH, -18, "not enough units listed")                             \
-    X(ERR_NO_SALE, -19, "no such sale")                                           \
-    X(ERR_SALE_NOT_ACTIVE, -20, "the sale has not started or has ended")         \
-    X(ERR_SOLD_OUT, -21, "the sale has fewer units left than asked for")         \
-    X(ERR_LIMIT_EXCEEDED, -22, "the per-player limit of the sale would be exceeded") \
-    X(ERR_REALM_UNAVAILABLE, -23,                                                 \
-      "the realm is being seeded or reset: it is refused until that is done")
+#define MARKET_ERRNO_MAP(X)                                                                        \
+    X(OK, 0, "success")                                                                            \
+    X(ERR_NOT_LISTED, -1, "item not listed")                                                       \
+    X(ERR_INSUFFICIENT_FUNDS, -2, "insufficient funds")                                            \
+    X(ERR_PRICE_CHANGED, -3, "price changed")                                                      \
+    X(ERR_NO_PLAYER, -4, "unknown player")                                                         \
+    X(ERR_NOT_HELD, -5, "the seller does not hold the item")                                       \
+    X(ERR_OVERFLOW, -6, "funds would overflow")                                                    \
+    X(ERR_BUSY, -7, "market busy: lock wait budget spent")                                         \
+    X(ERR_STORE, -8, "store unavailable")                                                          \
+    X(ERR_LEASE_LOST, -9, "lease lost before commit")                                              \
+    X(ERR_CONFLICT, -10, "concurrent change, retries exhausted")                                   \
+    X(ERR_INVALID, -11, "invalid argument")                                                        \
+    X(ERR_DUPLICATE, -12, "duplicate")                                                             \
+    X(ERR_NOMEM, -13, "out of memory")                                                             \
+    X(ERR_IDEM_MISMATCH, -14, "idempotency key already used for another request")                  \
+    X(ERR_IN_PROGRESS, -15, "a request with this idempotency key is in progress")                  \
+    X(ERR_NOT_REPLICATED, -16, "committed on the master, not confirmed by enough replicas")        \
+    X(ERR_NO_TRADE, -17, "no such trade")                                                          \
+    X(ERR_NOT_ENOUGH, -18, "not enough units listed")                                              \
+    X(ERR_NO_SALE, -19, "no such sale")                                                            \
+    X(ERR_SALE_NOT_ACTIVE, -20, "the sale has not started or has ended")                           \
+    X(ERR_SOLD_OUT, -21, "the sale has fewer units left than asked for")                           \
+    X(ERR_LIMIT_EXCEEDED, -22, "the per-player limit of the sale would be exceeded")               \
+    X(ERR_REALM_UNAVAILABLE, -23,                                                                  \
+      "the realm is being seeded or reset: it is refused until that is done")                      \
+    X(ERR_NO_ORDER, -24, "no such buy order")
 
 /* 1 when rc is a failure whose reason the store left as text (market_conn_errstr(),
  * market_order.why): the store's own failures. */
@@ -251,6 +252,7 @@ typedef struct market_player {
     char id[MARKET_ID_MAX + 1];
     char name[MARKET_NAME_MAX + 1];
     int64_t funds;
+    int64_t escrow; /* funds its buy orders hold (their units left times their price) */
     char (*inventory)[MARKET_ID_MAX + 1]; /* sorted item ids */
     size_t n_inventory;
     market_stack *stacks; /* stackable goods, sorted by item (NULL when none) */
@@ -309,9 +311,13 @@ typedef struct market_sale_result {
     char trade_id[MARKET_TRADE_ID_MAX + 1]; /* a success: its trade record */
 } market_sale_result;
 
-/* One part of a purchase without a seller (market_buy_units()). */
+/* One part of a purchase without a seller (market_buy_units()), or of a
+ * sale into the book (MARKET_ORDER_SELL: seller is the seller, buyer the
+ * buy order's). */
 typedef struct market_fill {
     char seller[MARKET_ID_MAX + 1];
+    char buyer[MARKET_ID_MAX + 1]; /* a sale into the book: whose buy order it filled */
+    int64_t order_id;              /* a sale into the book: the buy order it filled */
     int64_t quantity, price; /* units bought from this seller, and the price of one */
     int64_t fee;             /* the realm's cut of this part, from the seller's proceeds */
     char trade_id[MARKET_TRADE_ID_MAX + 1];
@@ -324,6 +330,9 @@ typedef struct market_buy_result {
     int64_t fee;         /* the realm's cut of total, from the sellers' proceeds */
     int64_t buyer_funds; /* the buyer's funds after it */
     int64_t available;   /* on NOT_ENOUGH: the units there are at or under the price */
+    int64_t order_id;    /* a buy order (MARKET_ORDER_BID): the id of what rests in the book
+                            (0: it filled whole) */
+    int64_t rested;      /* a buy order: the units it rests with, their price escrowed */
     size_t n_fills;      /* the parts (none in a replay) */
     market_fill fill[MARKET_FILL_MAX];
     char trade_id[MARKET_TRADE_ID_MAX + 1]; /* the first part's trade */
@@ -338,6 +347,55 @@ typedef struct market_list_result {
     int64_t fee;      /* a success: the listing fee paid to the house (market_settings) */
 } market_list_result;
 
+/* What a sale into the book got (MARKET_ORDER_SELL). */
+typedef struct market_sell_result {
+    int replayed;         /* 1: an earlier request with the same idempotency key did it */
+    int64_t quantity;     /* units sold */
+    int64_t total;        /* what they fetched together (the buy orders' prices) */
+    int64_t fee;          /* the realm's cut of total (none in a replay) */
+    int64_t seller_funds; /* the seller's funds after it */
+    int64_t available;    /* on NOT_ENOUGH: the units the book wants at or over the price */
+    int64_t held;         /* on NOT_HELD: the units of the item the seller holds */
+    size_t n_fills;       /* the parts, best bid first (none in a replay) */
+    market_fill fill[MARKET_FILL_MAX];
+    char trade_id[MARKET_TRADE_ID_MAX + 1]; /* the first part's trade */
+} market_sell_result;
+
+/* A buy order in an item's book (market_player_orders()). */
+typedef struct market_bid {
+    int64_t id; /* the realm's order ids grow: an older order's is lower */
+    char buyer[MARKET_ID_MAX + 1];
+    char item[MARKET_ID_MAX + 1];
+    int64_t price;    /* the most one unit may cost: what a fill pays for one */
+    int64_t quantity; /* the units it asked for */
+    int64_t left;     /* the units it still wants; its escrow is left * price */
+} market_bid;
+
+/* What a cancel of a buy order gave back (MARKET_ORDER_CANCEL). */
+typedef struct market_cancel_result {
+    market_bid bid;      /* the order as it was (left: the units it still wanted) */
+    int64_t refund;      /* left * price, from the buyer's escrow back to its funds */
+    int64_t buyer_funds; /* the buyer's funds after it */
+} market_cancel_result;
+
+/* One price of a book (market_book()): what rests there. */
+typedef struct market_level {
+    int64_t price;
+    int64_t units;
+    size_t orders; /* buy orders (bids) or listings (asks) */
+} market_level;
+
+#define MARKET_BOOK_DEPTH_MAX 100 /* most price levels a side of market_book() holds */
+#define MARKET_BOOK_SCAN 1000     /* most orders (and listings) a side reads */
+
+/* An item's book (market_book()): buy orders by price, best (highest) first;
+ * listings by price, best (lowest) first. */
+typedef struct market_book {
+    market_level bids[MARKET_BOOK_DEPTH_MAX], asks[MARKET_BOOK_DEPTH_MAX];
+    size_t n_bids, n_asks;
+    int bids_cut, asks_cut; /* 1: that side read MARKET_BOOK_SCAN entries and stopped */
+} market_book;
+
 /* What market_unlist_units() took back. */
 typedef struct market_unlist_result {
     int64_t price; /* the price the listing had */
@@ -351,6 +409,12 @@ enum market_order_type {
     MARKET_ORDER_LIST,     /* market_list_units() */
     MARKET_ORDER_UNLIST,   /* market_unlist_units() */
     MARKET_ORDER_SALE_BUY, /* market_sale_buy() */
+    MARKET_ORDER_BID,      /* a buy order: a BUY that fills what it can and rests the rest
+                              in the item's book, its price escrowed (market_buy.c) */
+    MARKET_ORDER_CANCEL,   /* a buy order taken back by its buyer (market_cancel.c) */
+    MARKET_ORDER_SELL,     /* units sold into the book: the best buy orders at or over a
+                              price, all or nothing, or as many as they want
+                              (market_sell.c) */
 };
 
 /* An order handed to the market without waiting for it: see
@@ -363,13 +427,17 @@ struct market_order {
     /* in */
     enum market_order_type type;
     const char *realm;
-    const char *player;      /* the buyer; a list's or unlist's seller */
+    const char *player;      /* the buyer; a list's, unlist's or sell's seller */
     const char *seller;      /* MARKET_ORDER_PURCHASE: the listing's seller */
     const char *item;        /* all but MARKET_ORDER_SALE_BUY */
     const char *sale;        /* MARKET_ORDER_SALE_BUY: the sale's id */
+    int64_t id;              /* MARKET_ORDER_CANCEL: the buy order's id */
+    int partial;             /* MARKET_ORDER_SELL: 1 sells what the book wants of quantity,
+                                0 all of it or nothing */
     int64_t quantity;        /* units (0: a unique item, or one unit, where allowed) */
-    int64_t price;           /* PURCHASE: > 0 refuses any other price; BUY: the most one unit
-                                may cost; LIST: the asking price of one */
+    int64_t price;           /* PURCHASE: > 0 refuses any other price; BUY, BID: the most one
+                                unit may cost; LIST: the asking price of one; SELL: the
+                                least one unit may fetch */
     const market_idem *idem; /* may be NULL (UNLIST: not used) */
     void (*done)(market_order *o); /* called once, on a market worker thread */
     void *ud;                      /* the caller's */
@@ -381,6 +449,8 @@ struct market_order {
         market_list_result list;
         market_unlist_result unlist;
         market_sale_result sale_buy;
+        market_cancel_result cancel;
+        market_sell_result sell;
     } res;
     char why[MARKET_WHY_MAX]; /* with MARKET_ERR_STORE: the store's reason, as text */
     market_queued q;          /* the market's own */
@@ -444,6 +514,13 @@ typedef struct market_audit_report {
     size_t sales_oversold;        /* sales with sold above their initial stock, or stock
                                      below 0: must be 0 */
     size_t sales_unbalanced;      /* sales whose stock + sold is not their initial: must be 0 */
+    /* buy orders: their escrow is funds too (conserved: total_funds + total_escrow) */
+    int64_t total_escrow;    /* sum over every users:<id> escrow */
+    size_t negative_escrow;  /* players whose escrow is below zero */
+    size_t orders;           /* buy orders found */
+    int64_t orders_escrow;   /* their units left times their price: must be total_escrow */
+    size_t orders_misbooked; /* orders not in their item's book or their buyer's list, or
+                                entries of a book without an order: must be 0 */
 } market_audit_report;
 
 /* A search of a realm's market (market_search()): the listings that match every filter
@@ -542,6 +619,10 @@ int market_sale_buyers(market_conn *c, const char *realm, const char *id,
 /* ---- reading ---- */
 
 int market_player_get(market_conn *c, const char *realm, const char *id, market_player **out);
+int market_player_orders(market_conn *c, const char *realm, const char *player, market_bid **out,
+                         size_t *n);
+int market_book_get(market_conn *c, const char *realm, const char *item, size_t depth,
+                    market_book *out);
 void market_player_free(market_player *p);
 int market_listings(market_conn *c, const char *realm, size_t offset, size_t limit,
                     market_listing **out, size_t *n, size_t *total);

@@ -359,11 +359,67 @@ static int audit_units(market_conn *c, const char *realm, market_audit_report *a
     return rc;
 }
 
+static int audit_escrow(redisReply *r, void *ud) {
+    market_audit_report *a = ud;
+    int64_t v = 0;
+    if (r->type != REDIS_REPLY_NIL && market__reply_i64(r, &v) < 0) return MARKET_ERR_STORE;
+    if (v < 0) a->negative_escrow++;
+    if (__builtin_add_overflow(a->total_escrow, v, &a->total_escrow)) return MARKET_ERR_OVERFLOW;
+    return MARKET_OK;
+}
+
+static int audit_order(redisReply *r, void *ud) {
+    market_audit_report *a = ud;
+    market_bid bid;
+    int64_t escrow;
+    if (market__reply_order(r, 1, &bid) != MARKET_OK) return MARKET_ERR_STORE;
+    a->orders++;
+    if (__builtin_mul_overflow(bid.left, bid.price, &escrow) ||
+        __builtin_add_overflow(a->orders_escrow, escrow, &a->orders_escrow))
+        return MARKET_ERR_OVERFLOW;
+    return MARKET_OK;
+}
+
+static int audit_card(redisReply *r, void *ud) {
+    size_t *n = ud;
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) return MARKET_ERR_STORE;
+    *n += (size_t)r->integer;
+    return MARKET_OK;
+}
+
+/* Adds the escrow of realm's players (users) and its buy orders to *a: the
+ * escrow, the orders' units left times their price, and the orders that
+ * their books and their buyers' lists do not hold once each. Returns
+ * MARKET_OK, ERR_STORE, ERR_OVERFLOW or ERR_NOMEM. */
+static int audit_orders(market_conn *c, const char *realm, const struct market__keylist *users,
+                        market_audit_report *a) {
+    struct market__keylist orders = {0}, books = {0}, bids = {0};
+    char pattern[MARKET__KEY_MAX];
+    size_t in_books = 0, in_bids = 0;
+    int rc = per_key(c, users, market__rd_escrow, audit_escrow, a);
+    market__key_order(pattern, realm, -1);
+    if (rc == MARKET_OK) rc = market__scan_keys(c, pattern, &orders);
+    market__key_book(pattern, realm, "*");
+    if (rc == MARKET_OK) rc = market__scan_keys(c, pattern, &books);
+    market__key_bids(pattern, realm, "*");
+    if (rc == MARKET_OK) rc = market__scan_keys(c, pattern, &bids);
+    if (rc == MARKET_OK) rc = per_key(c, &orders, market__rd_order_at, audit_order, a);
+    if (rc == MARKET_OK) rc = per_key(c, &books, market__rd_zcard, audit_card, &in_books);
+    if (rc == MARKET_OK) rc = per_key(c, &bids, market__rd_zcard, audit_card, &in_bids);
+    a->orders_misbooked = (in_books > a->orders ? in_books - a->orders : a->orders - in_books) +
+                          (in_bids > a->orders ? in_bids - a->orders : a->orders - in_bids);
+    market__keylist_free(&orders);
+    market__keylist_free(&books);
+    market__keylist_free(&bids);
+    return rc;
+}
+
 /* Reads the whole of realm (SCAN, no lock) and fills *out: players, total
  * and negative funds, items held, items listed, items found in more
  * than one place, search index entries that disagree with the market
- * (index_mismatch), and the units of stackable goods and flash sales (stacks,
- * listed units, stock left, sold, and sales that sold more than they had).
+ * (index_mismatch), the units of stackable goods and flash sales (stacks,
+ * listed units, stock left, sold, and sales that sold more than they had),
+ * and the escrow of buy orders (audit_orders()).
  * Meant for tests, load tests and operators on a quiet
  * market. Returns MARKET_OK, ERR_INVALID, ERR_STORE, ERR_OVERFLOW (funds
  * sum) or ERR_NOMEM. */
@@ -426,6 +482,7 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
             out->items_misplaced++;
     if ((rc = audit_index(c, realm, &z, &out->index_mismatch)) == MARKET_OK)
         rc = audit_units(c, realm, out);
+    if (rc == MARKET_OK) rc = audit_orders(c, realm, &users, out);
 out:
     zpages_free(&z);
     if (u) freeReplyObject(u);

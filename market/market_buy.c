@@ -33,6 +33,16 @@
  * A purchase reads at most MARKET_FILL_MAX listings (the cheapest), so it
  * buys from at most that many sellers; a refusal for want of units counts
  * the units of those listings.
+ *
+ * A buy order (MARKET_ORDER_BID) is such a purchase that takes what there
+ * is instead of all or nothing, and rests the rest in the item's book
+ * (book:{r}:<item>) at its price, the rest's cost moved from the buyer's
+ * funds to its escrow, under the realm's next order id: a batch with buy
+ * orders also watches and reads the realm's last order id
+ * (market:{r}:orders), and writes it with the orders it rests. Under the
+ * item strategy, when the chosen listings no longer fill what they filled
+ * when chosen, the batch chooses again, so that an order never rests at a
+ * price some listing it did not lock would have filled.
  */
 #include "market/market_kinds.h"
 
@@ -86,13 +96,18 @@ struct buy_batch {
     size_t n_list;
     market__parties u; /* the buyers and sellers */
     market__cut cut;   /* the realm's cut of the batch's sales */
-    int chosen; /* item strategy: the listings are chosen and locked; read only those */
-    int enough; /* item strategy: when chosen, they made the quantity */
+    int chosen;        /* item strategy: the listings are chosen and locked; read only those */
+    int64_t want;      /* item strategy: the units the chosen listings filled (0: the order is
+                          refused for want of units, decided under their locks) */
+    int bids;          /* the batch holds buy orders: it reads and writes the last order id */
+    int64_t orders_read, orders_last; /* the realm's last order id, as read and as decided */
     market__trade_rec trade[LISTINGS_MAX];
     size_t trade_req[LISTINGS_MAX], n_trades;
     const char *args_trades[MARKET__TRADES_ARGC(LISTINGS_MAX)];
     market__trades tw;
 };
+
+static int64_t fill(const struct buy_batch *b, size_t i, market__offer *off);
 
 /* ---- the batch's table ---- */
 
@@ -162,6 +177,7 @@ static size_t detail_build(struct buy_batch *b, market__buf *r) {
     size_t first = r->n;
     market__rd_watch_begin(r);
     market__parties_watch(&b->u, r);
+    if (b->bids) market__buf_arg(r, b->realm.orders);
     market__buf_end(r, 0);
     if (b->n_list) { /* ZMSCORE and HMGET of no member are errors */
         market__rd_prices_begin(r, &b->realm);
@@ -172,6 +188,7 @@ static size_t detail_build(struct buy_batch *b, market__buf *r) {
         market__buf_end(r, 0);
     }
     market__parties_read(&b->u, NULL, b->u.n, r);
+    if (b->bids) market__rd_orders_last(r, &b->realm);
     return first;
 }
 
@@ -195,6 +212,8 @@ static int detail_parse(market_conn *c, struct buy_batch *b, redisReply **rep) {
     }
     redisReply **f = rep + (b->n_list ? 3 : 1);
     market__parties_parse(&b->u, f, NULL, b->u.n);
+    if (b->bids && market__reply_orders_last(f[b->u.n], &b->orders_read) < 0)
+        return market__fail(c, "the last order id of realm %s is unreadable", b->realm.id);
     return MARKET_OK;
 }
 
@@ -230,43 +249,68 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         rc = detail_parse(c, b, r->rep);
         market__replies_free(r->rep, r->n);
     }
-    if (rc == MARKET_OK && b->chosen && b->enough) { /* still enough under the locks? */
-        int64_t available, total;
-        market__offer off[MARKET_FILL_MAX];
-        for (size_t k = 0; k < b->n_list; k++)
-            off[k] = (market__offer){b->list[k].seller, b->list[k].price > 0 ? b->list[k].price
-                                                                              : INT64_MAX,
-                                     b->list[k].units, 0};
-        if (market__fill(off, b->n_list, b->f.req[0]->player, b->f.req[0]->quantity,
-                         b->f.req[0]->price, &available, &total) == MARKET_ERR_NOT_ENOUGH)
-            rc = MARKET__CHOOSE_AGAIN; /* bought meanwhile */
-    }
+    if (rc == MARKET_OK && b->chosen && b->want > 0 && fill(b, 0, NULL) < b->want)
+        rc = MARKET__CHOOSE_AGAIN; /* bought meanwhile: still as much under the locks? */
     return rc;
 }
 
 /* ---- deciding ---- */
 
-/* Decides order i against the table; on a success moves its funds and
- * units in the table and lists its parts in b->took[i]. */
-static int decide_order(struct buy_batch *b, size_t i) {
-    market_order *o = b->f.req[i];
-    market_buy_result *res = &o->res.buy;
-    market__offer off[MARKET_FILL_MAX];
+/* What order i takes from its offers as the table stands (market__fill()):
+ * fills off (MARKET_FILL_MAX; NULL: a scratch copy) and returns the units
+ * taken, or -1 when an order that buys all or nothing cannot (*rc, when
+ * given, MARKET_ERR_NOT_ENOUGH, with *available and *total as
+ * market__fill() sets them). */
+static int64_t fill_of(const struct buy_batch *b, size_t i, market__offer *off, int *rc,
+                       int64_t *available, int64_t *total) {
+    const market_order *o = b->f.req[i];
+    market__offer scratch[MARKET_FILL_MAX];
+    int64_t a, t, taken = 0;
+    if (!off) off = scratch;
+    if (!available) available = &a;
+    if (!total) total = &t;
     size_t n = b->n_offers[i];
     for (size_t k = 0; k < n; k++) {
         const struct listing *L = &b->list[b->offer[i][k]];
         off[k] = (market__offer){L->seller, L->price > 0 ? L->price : INT64_MAX, L->left, 0};
     }
+    int r = market__fill(off, n, o->player, o->quantity, o->price,
+                         o->type == MARKET_ORDER_BID ? 0 : MARKET__FILL_ALL, available, total);
+    if (rc) *rc = r;
+    if (r != MARKET_OK) return -1;
+    for (size_t k = 0; k < n; k++)
+        taken += off[k].take;
+    return taken;
+}
+
+/* The units order i takes from its offers as the table stands (-1: not
+ * all it must); off as fill_of() fills it. */
+static int64_t fill(const struct buy_batch *b, size_t i, market__offer *off) {
+    return fill_of(b, i, off, NULL, NULL, NULL);
+}
+
+/* Decides order i against the table; on a success moves its funds and
+ * units in the table and lists its parts in b->took[i]; a buy order's rest
+ * is escrowed and given the realm's next order id. */
+static int decide_order(struct buy_batch *b, size_t i) {
+    market_order *o = b->f.req[i];
+    market_buy_result *res = &o->res.buy;
+    market__offer off[MARKET_FILL_MAX];
+    size_t n = b->n_offers[i];
     int64_t total, available;
-    int rc = market__fill(off, n, o->player, o->quantity, o->price, &available, &total);
+    int rc;
+    int64_t taken = fill_of(b, i, off, &rc, &available, &total);
     if (rc == MARKET_ERR_NOT_ENOUGH) res->available = available;
     if (rc != MARKET_OK) return rc;
+    int64_t rest = o->type == MARKET_ORDER_BID ? o->quantity - taken : 0; /* to escrow */
+    int64_t escrow = rest > INT64_MAX / o->price ? INT64_MAX : rest * o->price;
     /* the order works on copies of its parties, kept only when it succeeds; the house,
      * when the batch holds it, is one of them or a copy of its own */
     market__party buyer = b->u.party[b->buyer[i]], seller[MARKET_FILL_MAX], house;
     if (buyer.known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
     if (buyer.known == MARKET__ABSENT) return MARKET_ERR_NO_PLAYER;
-    if (total > buyer.funds) return MARKET_ERR_INSUFFICIENT_FUNDS; /* total saturates */
+    if (total > buyer.funds || escrow > buyer.funds - total) /* both saturate */
+        return MARKET_ERR_INSUFFICIENT_FUNDS;
     market__cut cut = b->cut;
     size_t h = cut.house ? (size_t)(cut.house - b->u.party) : SIZE_MAX;
     cut.unread = 0;
@@ -292,12 +336,15 @@ static int decide_order(struct buy_batch *b, size_t i) {
         b->u.party[L->party] = seller[k];
         res->fee += fee[k];
     }
+    buyer.funds -= escrow;
     b->u.party[b->buyer[i]] = buyer;
     if (cut.house == &house) b->u.party[h] = house;
     b->cut.unread += cut.unread;
-    res->quantity = o->quantity;
+    res->quantity = taken;
     res->total = total;
     res->buyer_funds = buyer.funds;
+    res->rested = rest;
+    res->order_id = rest > 0 ? ++b->orders_last : 0;
     return MARKET_OK;
 }
 
@@ -306,23 +353,31 @@ static void replay(market_order *o, const market__outcome *v) {
     market_buy_result *res = &o->res.buy;
     if (v->rc == MARKET_ERR_NOT_ENOUGH) res->available = v->a;
     if (v->rc != MARKET_OK) return;
+    res->buyer_funds = v->b;
+    if (o->type == MARKET_ORDER_BID) { /* the units filled and the order id, not the total */
+        res->quantity = v->a;
+        res->order_id = v->c;
+        res->rested = v->c ? o->quantity - v->a : 0;
+        return;
+    }
     res->quantity = o->quantity;
     res->total = v->a;
-    res->buyer_funds = v->b;
     res->fee = v->c;
 }
 
 /* Decides order i (decide_order); its record keeps a not_enough's units
- * available or a success's total, and the buyer's funds. */
-static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds, int64_t *fee) {
+ * available or a success's total, the buyer's funds and the fee; a buy
+ * order's keeps the units it filled, the buyer's funds and its order id. */
+static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds, int64_t *c) {
     struct buy_batch *b = ks;
     market_buy_result *res = &b->f.req[i]->res.buy;
+    int bid = b->f.req[i]->type == MARKET_ORDER_BID;
     *res = (market_buy_result){0};
     b->n_took[i] = 0;
     int rc = decide_order(b, i);
-    *a = rc == MARKET_ERR_NOT_ENOUGH ? res->available : res->total;
+    *a = rc == MARKET_ERR_NOT_ENOUGH ? res->available : bid ? res->quantity : res->total;
     *funds = res->buyer_funds;
-    *fee = res->fee;
+    *c = bid ? res->order_id : res->fee;
     return rc;
 }
 
@@ -330,6 +385,7 @@ static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds, int64_t *f
 static size_t batch_decide(market__cbatch *cb) {
     struct buy_batch *b = cb->ks;
     for (size_t i = 0; i < b->f.n; i++) b->n_took[i] = 0;
+    b->orders_last = b->orders_read;
     market__frame_cut(&b->f, &b->u, b->f.settings.fee_bps, &b->cut);
     return market__frame_decide(&b->f, decide_one, replay, b);
 }
@@ -382,6 +438,15 @@ static void commit_order(struct buy_batch *b, const market__held *held, size_t i
                             b->trade, b->trade_req, &b->n_trades);
     }
     if (stacked) market__fx_units(w, b->u.k_stacks[b->buyer[i]], o->item, stacked);
+    const market_buy_result *res = &o->res.buy;
+    if (res->order_id) { /* the rest rests in the book, escrowed */
+        market_bid bid = {
+            .id = res->order_id, .price = o->price, .quantity = o->quantity, .left = res->rested};
+        memcpy(bid.buyer, o->player, strlen(o->player) + 1);
+        memcpy(bid.item, o->item, strlen(o->item) + 1);
+        market__fx_escrow(w, b->u.k_user[b->buyer[i]], res->rested * o->price);
+        market__fx_bid_rest(w, b->realm.id, &bid);
+    }
 }
 
 /* Hands each success its parts and trade ids, and each repeat inside the
@@ -418,6 +483,7 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     b->n_trades = 0;
     for (size_t i = 0; i < b->f.n; i++)
         if (market__frame_won(&b->f, i)) commit_order(b, held, i, w);
+    if (b->orders_last != b->orders_read) market__fx_orders_last(w, &b->realm, b->orders_last);
     int rc = market__trades_commit(c, w, 0, b->realm.id, &b->tw, b->trade, b->n_trades,
                                    b->args_trades);
     if (rc == MARKET_OK) hand_trades(b);
@@ -433,15 +499,10 @@ static void choose(struct buy_batch *b) {
     const market_order *o = b->f.req[0];
     market__offer off[MARKET_FILL_MAX];
     size_t n = b->n_offers[0], k = 0;
+    int64_t taken = fill(b, 0, off);
+    b->want = taken > 0 ? taken : 0;
     for (size_t j = 0; j < n; j++) {
-        const struct listing *L = &b->list[b->offer[0][j]];
-        off[j] = (market__offer){L->seller, L->price > 0 ? L->price : INT64_MAX, L->left, 0};
-    }
-    int64_t available, total;
-    b->enough = market__fill(off, n, o->player, o->quantity, o->price, &available, &total) ==
-                MARKET_OK;
-    for (size_t j = 0; j < n; j++) {
-        int keep = b->enough ? off[j].take > 0 : off[j].price <= o->price && off[j].units > 0;
+        int keep = taken >= 0 ? off[j].take > 0 : off[j].price <= o->price && off[j].units > 0;
         if (!keep) continue;
         if (k != b->offer[0][j]) b->list[k] = b->list[b->offer[0][j]];
         b->list[k].seller = b->list[k].member + strlen(o->item) + 1;
@@ -483,8 +544,10 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     int rc = market__frame_begin(&b->f, cb, 0);
     if (rc != MARKET_OK) return rc;
     b->f.fees = 1;
+    b->bids = 0;
     for (size_t i = 0; i < b->f.n; i++) {
         const market_order *o = b->f.req[i];
+        b->bids |= o->type == MARKET_ORDER_BID;
         market__idx_key(b->k_index[i], MARKET__IDX_ITEM, b->realm.id, o->item);
         snprintf(b->hi[i], sizeof b->hi[i], "%lld", (long long)o->price);
     }

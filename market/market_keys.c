@@ -47,7 +47,8 @@ void market__key(char *out, size_t outlen, const char *kind, const char *realm, 
 /* The kinds of keys a realm has, one "<kind>:{<realm>}:..." pattern each
  * (market_world.c deletes them all to reset a realm). */
 const char *const market__realm_kinds[MARKET__REALM_KINDS] = {
-    "users", "inventory", "stacks", "idem", "idx", "trades", "sale", "hist"};
+    "users", "inventory", "stacks", "idem",  "idx", "trades",
+    "sale",  "hist",      "book",   "order", "bids"};
 
 /* Writes the key of player id's hash in realm (its name and funds; "*": the
  * pattern of every player's) into out (MARKET__KEY_MAX bytes). */
@@ -77,6 +78,33 @@ void market__key_history(char *out, const char *realm, const char *item) {
     market__key(out, MARKET__KEY_MAX, market__realm_kinds[7], realm, item);
 }
 
+/* Writes the key of item's bids in realm (its book: order ids scored by minus
+ * their price, market__bid_member(); "*": the pattern of every item's) into
+ * out (MARKET__KEY_MAX bytes). */
+void market__key_book(char *out, const char *realm, const char *item) {
+    market__key(out, MARKET__KEY_MAX, market__realm_kinds[8], realm, item);
+}
+
+/* Writes the key of buy order id's hash in realm into out (MARKET__KEY_MAX
+ * bytes); id < 0: the pattern of every order's. */
+void market__key_order(char *out, const char *realm, int64_t id) {
+    char s[24] = "*";
+    if (id >= 0) market__i64_str(s, id);
+    market__key(out, MARKET__KEY_MAX, market__realm_kinds[9], realm, s);
+}
+
+/* Writes the key of player's open buy orders in realm (order ids scored by
+ * themselves; "*": the pattern of every player's) into out. */
+void market__key_bids(char *out, const char *realm, const char *player) {
+    market__key(out, MARKET__KEY_MAX, market__realm_kinds[10], realm, player);
+}
+
+/* Writes order id as a member of its item's book: zero-padded, so that the
+ * members of one price sort by id, oldest first (price-time priority). */
+void market__bid_member(char out[MARKET__BID_MEMBER_MAX], int64_t id) {
+    snprintf(out, MARKET__BID_MEMBER_MAX, "%020lld", (long long)id);
+}
+
 /* Writes the key of the units each player bought of a sale (player -> units)
  * into out (outlen bytes; MARKET__KEY_MAX + 8 hold any): "<sale_key>:bought". */
 void market__key_bought(char *out, size_t outlen, const char *sale_key) {
@@ -100,6 +128,7 @@ void market__realm_init(market__realm *r, const char *realm) {
     market__key_building(r->building, realm);
     market__join(r->settings, sizeof r->settings, "market:{", realm, "}:settings",
                  (const char *)NULL);
+    market__join(r->orders, sizeof r->orders, "market:{", realm, "}:orders", (const char *)NULL);
 }
 
 /* Writes the key of the lease of the run seeding realm, "market:{<realm>}:seeding", into

@@ -26,17 +26,20 @@ typedef struct market__realm {
     char changes[MARKET__KEY_MAX]; /* "market:{<realm>}:changes": the listing changes' feed */
     char building[MARKET__KEY_MAX]; /* "market:{<realm>}:building": set while seeding writes */
     char settings[MARKET__KEY_MAX]; /* "market:{<realm>}:settings": its settings (fees) */
+    char orders[MARKET__KEY_MAX];   /* "market:{<realm>}:orders": the last buy order's id */
 } market__realm;
 
 void market__realm_init(market__realm *r, const char *realm);
 void market__key_building(char *out, const char *realm);
 void market__key_seeding(char *out, const char *realm);
-#define MARKET__REALM_KINDS 8
+#define MARKET__REALM_KINDS 11
 #define MARKET__FIELD_FUNDS "funds" /* a player's hash: its funds */
 #define MARKET__FIELD_NAME "name"   /* a player's hash: its display name */
 #define MARKET__FIELD_FEE_BPS "fee_bps" /* a realm's settings: its sale cut (market_settings) */
 #define MARKET__FIELD_HOUSE "house"     /* a realm's settings: the player its cut pays */
 #define MARKET__FIELD_LIST_FEE "list_fee_bps" /* a realm's settings: a listing's fee */
+#define MARKET__FIELD_ESCROW "escrow"         /* a player's hash: funds held by its buy orders */
+#define MARKET__BID_MEMBER_MAX 24             /* a book's member: an order id, zero-padded (%020) */
 extern const char *const market__realm_kinds[MARKET__REALM_KINDS];
 
 void market__key(char *out, size_t outlen, const char *kind, const char *realm, const char *id);
@@ -45,6 +48,10 @@ void market__key_inventory(char *out, const char *realm, const char *id);
 void market__key_stacks(char *out, const char *realm, const char *id);
 void market__key_sale(char *out, const char *realm, const char *id);
 void market__key_history(char *out, const char *realm, const char *item);
+void market__key_book(char *out, const char *realm, const char *item);
+void market__key_order(char *out, const char *realm, int64_t id);
+void market__key_bids(char *out, const char *realm, const char *player);
+void market__bid_member(char out[MARKET__BID_MEMBER_MAX], int64_t id);
 void market__key_bought(char *out, size_t outlen, const char *sale_key);
 void market__lock_key(char *out, const char *kind, const char *realm, const char *id);
 void market__trade_key(char *out, size_t outlen, const char *realm, const char *kind,

@@ -326,6 +326,79 @@ void market__fx_funds(market__buf *b, const char *user_key, int64_t delta) {
     if (delta) market__buf_cmd(b, 4, C_HINCRBY, user_key, MARKET__FIELD_FUNDS, market__buf_i64(b, delta));
 }
 
+/* A player's escrow (the funds its buy orders hold) changes by delta (none
+ * when 0). */
+void market__fx_escrow(market__buf *b, const char *user_key, int64_t delta) {
+    if (delta)
+        market__buf_cmd(b, 4, C_HINCRBY, user_key, MARKET__FIELD_ESCROW, market__buf_i64(b, delta));
+}
+
+/* The fields of a buy order's hash, in the order market__rd_order() reads them. */
+#define ORDER_FIELDS 5
+static const char *const order_fields[ORDER_FIELDS] = {"buyer", "item", "price", "quantity",
+                                                       "left"};
+
+/* Writes the keys of buy order bid of realm - its hash, its item's book,
+ * its buyer's orders - into b's text, and its book member into member. */
+static void bid_keys(market__buf *b, const char *realm, const market_bid *bid, const char **k,
+                     char member[MARKET__BID_MEMBER_MAX]) {
+    char key[MARKET__KEY_MAX];
+    market__key_order(key, realm, bid->id);
+    k[0] = market__buf_join(b, key, (const char *)NULL);
+    market__key_book(key, realm, bid->item);
+    k[1] = market__buf_join(b, key, (const char *)NULL);
+    market__key_bids(key, realm, bid->buyer);
+    k[2] = market__buf_join(b, key, (const char *)NULL);
+    market__bid_member(member, bid->id);
+}
+
+/* Buy order bid rests in its item's book: its hash, its entry in the book
+ * (scored by minus its price: the best bid first, and within a price the
+ * oldest, market__bid_member()), and its place among its buyer's orders. */
+void market__fx_bid_rest(market__buf *b, const char *realm, const market_bid *bid) {
+    const char *k[3];
+    char member[MARKET__BID_MEMBER_MAX];
+    bid_keys(b, realm, bid, k, member);
+    const char *id = market__buf_i64(b, bid->id);
+    const char *v[ORDER_FIELDS] = {
+        market__buf_join(b, bid->buyer, (const char *)NULL),
+        market__buf_join(b, bid->item, (const char *)NULL), market__buf_i64(b, bid->price),
+        market__buf_i64(b, bid->quantity), market__buf_i64(b, bid->left)};
+    market__buf_begin(b, C_HSET, k[0]);
+    for (size_t i = 0; i < ORDER_FIELDS; i++) {
+        market__buf_arg(b, order_fields[i]);
+        market__buf_arg(b, v[i]);
+    }
+    market__buf_end(b, 0);
+    market__buf_cmd(b, 4, C_ZADD, k[1], market__buf_i64(b, -bid->price),
+                    market__buf_join(b, member, (const char *)NULL));
+    market__buf_cmd(b, 4, C_ZADD, k[2], id, id);
+}
+
+/* Buy order id of realm has left units left (after a fill). */
+void market__fx_bid_left(market__buf *b, const char *realm, int64_t id, int64_t left) {
+    char key[MARKET__KEY_MAX];
+    market__key_order(key, realm, id);
+    market__buf_cmd(b, 4, C_HSET, market__buf_join(b, key, (const char *)NULL), order_fields[4],
+                    market__buf_i64(b, left));
+}
+
+/* Buy order bid leaves the book (filled, or cancelled): its hash, its book
+ * entry and its place among its buyer's orders go. */
+void market__fx_bid_gone(market__buf *b, const char *realm, const market_bid *bid) {
+    const char *k[3];
+    char member[MARKET__BID_MEMBER_MAX];
+    bid_keys(b, realm, bid, k, member);
+    market__buf_cmd(b, 2, C_DEL, k[0]);
+    market__buf_cmd(b, 3, C_ZREM, k[1], market__buf_join(b, member, (const char *)NULL));
+    market__buf_cmd(b, 3, C_ZREM, k[2], market__buf_i64(b, bid->id));
+}
+
+/* The realm's last buy order id becomes id. */
+void market__fx_orders_last(market__buf *b, const market__realm *r, int64_t id) {
+    market__buf_cmd(b, 3, C_SET, r->orders, market__buf_i64(b, id));
+}
+
 /* A player's units of a stackable item change by n (none when 0). */
 void market__fx_units(market__buf *b, const char *stacks_key, const char *item, int64_t n) {
     if (n) market__buf_cmd(b, 4, C_HINCRBY, stacks_key, item, market__buf_i64(b, n));
@@ -596,6 +669,61 @@ void market__rd_funds(market__buf *b, const char *user_key) {
     market__buf_cmd(b, 3, C_HGET, user_key, MARKET__FIELD_FUNDS);
 }
 
+static void zrange(market__buf *b, const char *key, const char *start, const char *stop);
+
+/* The realm's last buy order id (market__reply_orders_last()). */
+void market__rd_orders_last(market__buf *b, const market__realm *r) {
+    market__buf_cmd(b, 2, C_GET, r->orders);
+}
+
+/* Buy order id of realm: its fields (market__reply_order()). */
+void market__rd_order(market__buf *b, const char *realm, int64_t id) {
+    char key[MARKET__KEY_MAX];
+    market__key_order(key, realm, id);
+    market__rd_order_at(b, market__buf_join(b, key, (const char *)NULL));
+}
+
+/* The buy order whose hash is order_key (market__key_order()): its fields. */
+void market__rd_order_at(market__buf *b, const char *order_key) {
+    market__buf_begin(b, C_HMGET, order_key);
+    for (size_t i = 0; i < ORDER_FIELDS; i++)
+        market__buf_arg(b, order_fields[i]);
+    market__buf_end(b, 0);
+}
+
+/* How many members a zset (a book, a player's orders) has. */
+void market__rd_zcard(market__buf *b, const char *key) {
+    market__buf_cmd(b, 2, C_ZCARD, key);
+}
+
+/* The first count members of a zset, with their scores: of a book
+ * (market__key_book(): the best bids first, scored by minus the price), or
+ * of an item's index (the cheapest listings first). */
+void market__rd_best(market__buf *b, const char *key, size_t count) {
+    zrange(b, key, "0", market__buf_i64(b, (int64_t)count - 1));
+}
+
+/* The first count entries of a book (book_key: market__key_book()), best
+ * first, of score lo (minus the lowest price wanted) or less, with their
+ * scores. */
+void market__rd_book_from(market__buf *b, const char *book_key, const char *lo, size_t count) {
+    const char *argv[] = {C_ZRANGE,    book_key, "-inf", lo,
+                          "BYSCORE",   "LIMIT",  "0",    market__buf_i64(b, (int64_t)count),
+                          "WITHSCORES"};
+    market__buf_cmdv(b, (int)(sizeof argv / sizeof *argv), argv);
+}
+
+/* The first count ids of a player's open buy orders (bids_key:
+ * market__key_bids()), oldest first. */
+void market__rd_bids_of(market__buf *b, const char *bids_key, size_t count) {
+    market__buf_cmd(b, 4, C_ZRANGE, bids_key, "0", market__buf_i64(b, (int64_t)count - 1));
+}
+
+/* A player's escrow (market__reply_units(): nil reads 0). */
+void market__rd_escrow(market__buf *b, const char *user_key) {
+    market__buf_cmd(b, 3, C_HGET, user_key, MARKET__FIELD_ESCROW);
+}
+
 /* The store's clock. */
 void market__rd_time(market__buf *b) { market__buf_cmd(b, 1, C_TIME); }
 
@@ -703,11 +831,12 @@ void market__rd_exists(market__buf *b, const char *const *keys, size_t n) {
     market__buf_end(b, 1);
 }
 
-/* A player: its name and funds, its unique items, its stacks (item ->
+/* A player: its name, funds and escrow, its unique items, its stacks (item ->
  * units), three commands (market__reply_player() reads them). */
 void market__rd_player(market__buf *b, const char *user_key, const char *inventory_key,
                        const char *stacks_key) {
-    market__buf_cmd(b, 4, C_HMGET, user_key, MARKET__FIELD_NAME, MARKET__FIELD_FUNDS);
+    market__buf_cmd(b, 5, C_HMGET, user_key, MARKET__FIELD_NAME, MARKET__FIELD_FUNDS,
+                    MARKET__FIELD_ESCROW);
     market__rd_items(b, inventory_key);
     market__rd_stacks_all(b, stacks_key);
 }

@@ -107,7 +107,11 @@ void market__fx_building(market__buf *b, const market__realm *r, const char *why
 void market__fx_building_done(market__buf *b, const market__realm *r);
 void market__fx_lease_keep(market__buf *b, const char *key, const char *ttl_ms);
 void market__fx_lease_drop(market__buf *b, const char *key);
-
+void market__fx_escrow(market__buf *b, const char *user_key, int64_t delta);
+void market__fx_bid_rest(market__buf *b, const char *realm, const market_bid *bid);
+void market__fx_bid_left(market__buf *b, const char *realm, int64_t id, int64_t left);
+void market__fx_bid_gone(market__buf *b, const char *realm, const market_bid *bid);
+void market__fx_orders_last(market__buf *b, const market__realm *r, int64_t id);
 
 /* reads */
 void market__rd_claim(market__buf *b, const char *k_idem, const char *claim, const char *ttl_ms);
@@ -157,6 +161,14 @@ void market__rd_building(market__buf *b, const market__realm *r);
 void market__rd_stream(market__buf *b, const char *key, const char *start, const char *count);
 void market__rd_stream_entry(market__buf *b, const char *key, const char *id);
 void market__rd_stream_last(market__buf *b, const char *key);
+void market__rd_orders_last(market__buf *b, const market__realm *r);
+void market__rd_order(market__buf *b, const char *realm, int64_t id);
+void market__rd_order_at(market__buf *b, const char *order_key);
+void market__rd_zcard(market__buf *b, const char *key);
+void market__rd_best(market__buf *b, const char *key, size_t count);
+void market__rd_book_from(market__buf *b, const char *book_key, const char *lo, size_t count);
+void market__rd_bids_of(market__buf *b, const char *bids_key, size_t count);
+void market__rd_escrow(market__buf *b, const char *user_key);
 
 /* replies (market_model_reply.c) */
 int market__parse_i64(const char *s, size_t len, int64_t *out);
@@ -188,5 +200,8 @@ const char *market__reply_key(const redisReply *keys, size_t i, size_t *len);
 int market__reply_trade(const redisReply *e, market_trade *t, char *entry_id);
 int market__reply_change(const redisReply *e, market_change *ch);
 int market__reply_entries(const redisReply *r, size_t max, int changes, void **out, size_t *n);
+int market__reply_orders_last(const redisReply *r, int64_t *id);
+int market__reply_order(const redisReply *r, int64_t id, market_bid *out);
+int market__reply_book_id(const redisReply *member, int64_t *id);
 
 #endif /* GM_MARKET_MARKET_MODEL_H */

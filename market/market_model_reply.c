@@ -276,12 +276,15 @@ int market__reply_stacks(const redisReply *r, market_stack **out, size_t *n) {
  * id), MARKET_ERR_NOMEM. */
 int market__reply_player(const redisReply *h, const redisReply *inv, const redisReply *st,
                          market_player *p) {
-    if (h->type != REDIS_REPLY_ARRAY || h->elements != 2 || inv->type != REDIS_REPLY_ARRAY)
+    if (h->type != REDIS_REPLY_ARRAY || h->elements != 3 || inv->type != REDIS_REPLY_ARRAY)
         return MARKET_ERR_STORE;
     if (h->element[1]->type == REDIS_REPLY_NIL) return MARKET_ERR_NO_PLAYER;
     if (inv->elements && !(p->inventory = calloc(inv->elements, sizeof *p->inventory)))
         return MARKET_ERR_NOMEM;
     if (market__reply_i64(h->element[1], &p->funds) < 0) return MARKET_ERR_STORE;
+    p->escrow = 0; /* nil: a player who never placed a buy order */
+    if (h->element[2]->type != REDIS_REPLY_NIL && market__reply_i64(h->element[2], &p->escrow) < 0)
+        return MARKET_ERR_STORE;
     if (h->element[0]->type == REDIS_REPLY_STRING)
         snprintf(p->name, sizeof p->name, "%s", h->element[0]->str);
     for (size_t i = 0; i < inv->elements; i++) {
@@ -297,6 +300,48 @@ int market__reply_player(const redisReply *h, const redisReply *inv, const redis
         if (!market_id_valid(p->stacks[i].item)) return MARKET_ERR_STORE;
     if (p->n_stacks) qsort(p->stacks, p->n_stacks, sizeof *p->stacks, cmp_stack);
     return MARKET_OK;
+}
+
+/* ---- buy orders ---- */
+
+/* Reads the realm's last buy order id (GET: nil is 0) into *id. Returns 0,
+ * or -1 when it is not a whole number >= 0. */
+int market__reply_orders_last(const redisReply *r, int64_t *id) {
+    *id = 0;
+    if (r->type == REDIS_REPLY_NIL) return 0;
+    return market__reply_i64(r, id) < 0 || *id < 0 ? -1 : 0;
+}
+
+/* Reads buy order id's fields (market__rd_order()'s HMGET) into *out.
+ * Returns MARKET_OK, MARKET_ERR_NO_ORDER (no such order) or
+ * MARKET_ERR_STORE (not one). */
+int market__reply_order(const redisReply *r, int64_t id, market_bid *out) {
+    memset(out, 0, sizeof *out);
+    out->id = id;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) return MARKET_ERR_STORE;
+    size_t nil = 0, str = 0;
+    for (size_t i = 0; i < 5; i++) {
+        nil += r->element[i]->type == REDIS_REPLY_NIL;
+        str += r->element[i]->type == REDIS_REPLY_STRING;
+    }
+    if (nil == 5) return MARKET_ERR_NO_ORDER;
+    const redisReply *const *e = (const redisReply *const *)r->element;
+    if (str != 5 || e[0]->len > MARKET_ID_MAX || e[1]->len > MARKET_ID_MAX) return MARKET_ERR_STORE;
+    memcpy(out->buyer, e[0]->str, e[0]->len);
+    memcpy(out->item, e[1]->str, e[1]->len);
+    if (!market_id_valid(out->buyer) || !market_id_valid(out->item) ||
+        market__parse_price(e[2]->str, e[2]->len, &out->price) < 0 ||
+        market__reply_i64(e[3], &out->quantity) < 0 || market__reply_i64(e[4], &out->left) < 0 ||
+        out->left < 1 || out->left > out->quantity)
+        return MARKET_ERR_STORE;
+    return MARKET_OK;
+}
+
+/* Reads a book's member (market__bid_member()) into *id. Returns 0, or -1
+ * when it is not one. */
+int market__reply_book_id(const redisReply *member, int64_t *id) {
+    return member->type != REDIS_REPLY_STRING || market__reply_i64(member, id) < 0 || *id < 1 ? -1
+                                                                                              : 0;
 }
 
 /* ---- sales ---- */

@@ -17,11 +17,17 @@ static int purchase_ok(const market_order *o) {
            o->quantity >= 0 && o->quantity <= MARKET_QUANTITY_MAX;
 }
 
-/* Whether a purchase without a seller can be served (market_buy_units()'s check). */
+/* Whether a purchase without a seller can be served (market_buy_units()'s
+ * check), or a buy order, or a sale into the book. */
 static int buy_ok(const market_order *o) {
     return market_id_valid(o->realm) && market_id_valid(o->player) && market_id_valid(o->item) &&
            o->quantity >= 1 && o->quantity <= MARKET_QUANTITY_MAX && o->price >= 1 &&
            o->price <= MARKET_PRICE_MAX && market__idem_valid(o->idem);
+}
+
+/* Whether a cancel of a buy order can be served (market_order_submit()'s check). */
+static int cancel_ok(const market_order *o) {
+    return market_id_valid(o->realm) && market_id_valid(o->player) && o->id >= 1;
 }
 
 /* Whether a list can be served (market_list_units()'s check). */
@@ -53,6 +59,9 @@ static const struct order_type {
     [MARKET_ORDER_LIST] = {list_ok, &market__listing_kind, 0, 0},
     [MARKET_ORDER_UNLIST] = {unlist_ok, &market__listing_kind, 0, 0},
     [MARKET_ORDER_SALE_BUY] = {sale_buy_ok, &market__sale_kind, 0, 1},
+    [MARKET_ORDER_BID] = {buy_ok, &market__buy_kind, 0, 0},
+    [MARKET_ORDER_CANCEL] = {cancel_ok, &market__cancel_kind, 0, 0},
+    [MARKET_ORDER_SELL] = {buy_ok, &market__sell_kind, 0, 0}, /* the same checks */
 };
 
 /* Returns o's type when m can serve o (its arguments pass its type's
@@ -120,19 +129,25 @@ market__combiner *market__order_lanes(const market *m, const market_order *o) {
 int market__order_submit(market *m, market_order *o) {
     const struct order_type *t = type_of(m, o);
     if (!t || !o->done) return MARKET_ERR_INVALID;
-    int *replayed = NULL;  /* an unlist never replays: it has no idempotency key */
-    char *trade_id = NULL; /* a list or unlist makes no trade */
+    int *replayed = NULL;  /* an unlist or a cancel never replays: it has no key */
+    char *trade_id = NULL; /* a list, unlist or cancel makes no trade */
     switch (o->type) {
     case MARKET_ORDER_PURCHASE:
         replayed = &o->res.purchase.replayed;
         trade_id = o->res.purchase.trade_id;
         break;
     case MARKET_ORDER_BUY:
+    case MARKET_ORDER_BID:
         replayed = &o->res.buy.replayed;
         trade_id = o->res.buy.trade_id;
         break;
     case MARKET_ORDER_LIST: replayed = &o->res.list.replayed; break;
-    case MARKET_ORDER_UNLIST: break;
+    case MARKET_ORDER_UNLIST:
+    case MARKET_ORDER_CANCEL: break;
+    case MARKET_ORDER_SELL:
+        replayed = &o->res.sell.replayed;
+        trade_id = o->res.sell.trade_id;
+        break;
     case MARKET_ORDER_SALE_BUY:
         replayed = &o->res.sale_buy.replayed;
         trade_id = o->res.sale_buy.trade_id;

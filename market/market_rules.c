@@ -136,18 +136,25 @@ int market__units_apply(int64_t price, int64_t units, int64_t quantity, int64_t 
 
 /* Chooses what a purchase without a seller buys: quantity units from
  * offers[0..n) (the listings of one item, cheapest first), taking from the
- * cheapest at or under max_price that are not buyer's own, all or nothing.
- * Sets offers[i].take and *total (what they cost together). Returns
- * MARKET_OK, or MARKET_ERR_NOT_ENOUGH with *available the units that could
- * be had at that price (every take 0). The funds are judged apart (by
- * market__units_rule() per listing). This function can't fail otherwise. */
-int market__fill(market__offer *offers, size_t n, const char *buyer, int64_t quantity,
-                 int64_t max_price, int64_t *available, int64_t *total) {
+ * cheapest at or under limit that are not self's own, all or nothing
+ * (MARKET__FILL_ALL), or as many as there are (a buy order, which rests
+ * the rest). With MARKET__FILL_SELL the offers are buy orders instead
+ * (dearest first: a sale into the book), taken at or over limit. Sets
+ * offers[i].take and *total (what they cost together). Returns MARKET_OK,
+ * or (all or nothing) MARKET_ERR_NOT_ENOUGH with *available the units
+ * that could be had at that price (every take 0). The funds are judged
+ * apart (by market__units_rule() per offer). This function can't fail
+ * otherwise. */
+int market__fill(market__offer *offers, size_t n, const char *self, int64_t quantity, int64_t limit,
+                 int flags, int64_t *available, int64_t *total) {
     int64_t left = quantity, have = 0, cost = 0;
+    int sell = (flags & MARKET__FILL_SELL) != 0, all = (flags & MARKET__FILL_ALL) != 0;
     for (size_t i = 0; i < n; i++) {
         market__offer *o = &offers[i];
         o->take = 0;
-        if (o->price > max_price || o->units <= 0 || strcmp(o->seller, buyer) == 0) continue;
+        if ((sell ? o->price < limit : o->price > limit) || o->units <= 0 ||
+            strcmp(o->seller, self) == 0)
+            continue;
         have = o->units > INT64_MAX - have ? INT64_MAX : have + o->units;
         if (left == 0) continue;
         o->take = o->units < left ? o->units : left;
@@ -155,8 +162,8 @@ int market__fill(market__offer *offers, size_t n, const char *buyer, int64_t qua
         cost = o->price > (INT64_MAX - cost) / o->take ? INT64_MAX : cost + o->price * o->take;
     }
     *available = have;
-    *total = left == 0 ? cost : 0;
-    if (left == 0) return MARKET_OK;
+    *total = left == 0 || !all ? cost : 0;
+    if (left == 0 || !all) return MARKET_OK;
     for (size_t i = 0; i < n; i++) offers[i].take = 0;
     return MARKET_ERR_NOT_ENOUGH;
 }

@@ -55,16 +55,19 @@ int market__units_apply(int64_t price, int64_t units, int64_t quantity, int64_t 
                         market__party *buyer, market__party *seller, market__cut *cut,
                         int64_t *fee);
 
-/* One listing a purchase without a seller may buy from (market__fill()). */
+/* One listing a purchase without a seller may buy from, or one buy order a
+ * sale into the book may fill (market__fill()). */
 typedef struct market__offer {
-    const char *seller;
+    const char *seller; /* whose offer: a listing's seller, a buy order's buyer */
     int64_t price; /* of one unit */
     int64_t units; /* listed */
     int64_t take;  /* out: units bought from it */
 } market__offer;
 
-int market__fill(market__offer *offers, size_t n, const char *buyer, int64_t quantity,
-                 int64_t max_price, int64_t *available, int64_t *total);
+#define MARKET__FILL_ALL 1  /* market__fill(): all or nothing */
+#define MARKET__FILL_SELL 2 /* market__fill(): the offers are buy orders, dearest first */
+int market__fill(market__offer *offers, size_t n, const char *self, int64_t quantity, int64_t limit,
+                 int flags, int64_t *available, int64_t *total);
 int market__list_rule(int unique_held, int64_t stacked, int64_t quantity, int64_t listed_price,
                       int64_t listed_units, int64_t price, int *stack);
 int market__purchase_apply(int64_t price, int64_t expect_price, market__party *buyer,

@@ -159,20 +159,81 @@ static void test_reply_stacks(void **state) {
     assert_int_equal(n, 0);
 }
 
-/* A player: name and funds, its inventory and stacks sorted; no funds is no
- * player; a stack whose item is no id is unreadable. */
+/* A buy order: its five fields, or none at all (no such order); anything
+ * else is unreadable: a buyer that is no id, a price out of range, more
+ * left than asked for, none left. A book's member reads back as its id. */
+static void test_reply_order(void **state) {
+    (void)state;
+    redisReply v[5] = {str("B"), str("ore"), str("25"), str("15"), str("5")};
+    redisReply *e[5] = {&v[0], &v[1], &v[2], &v[3], &v[4]};
+    redisReply r = arr(e, 5);
+    market_bid b;
+    assert_int_equal(market__reply_order(&r, 7, &b), MARKET_OK);
+    assert_int_equal(b.id, 7);
+    assert_string_equal(b.buyer, "B");
+    assert_string_equal(b.item, "ore");
+    assert_int_equal(b.price, 25);
+    assert_int_equal(b.quantity, 15);
+    assert_int_equal(b.left, 5);
+    v[4] = str("16");
+    assert_int_equal(market__reply_order(&r, 7, &b), MARKET_ERR_STORE);
+    v[4] = str("0");
+    assert_int_equal(market__reply_order(&r, 7, &b), MARKET_ERR_STORE);
+    v[4] = str("5");
+    v[2] = str("0");
+    assert_int_equal(market__reply_order(&r, 7, &b), MARKET_ERR_STORE);
+    v[2] = str("25");
+    v[0] = str("no spaces");
+    assert_int_equal(market__reply_order(&r, 7, &b), MARKET_ERR_STORE);
+    v[0] = str(NULL);
+    assert_int_equal(market__reply_order(&r, 7, &b), MARKET_ERR_STORE); /* half there */
+    for (size_t i = 0; i < 5; i++)
+        v[i] = str(NULL);
+    assert_int_equal(market__reply_order(&r, 7, &b), MARKET_ERR_NO_ORDER);
+    r = arr(e, 4);
+    assert_int_equal(market__reply_order(&r, 7, &b), MARKET_ERR_STORE);
+    char m1[MARKET__BID_MEMBER_MAX], m2[MARKET__BID_MEMBER_MAX];
+    market__bid_member(m1, 9);
+    market__bid_member(m2, 10);
+    assert_true(strcmp(m1, m2) < 0); /* an older order sorts first within a price */
+    redisReply m = str(m2);
+    int64_t id;
+    assert_int_equal(market__reply_book_id(&m, &id), 0);
+    assert_int_equal(id, 10);
+    m = str("x1");
+    assert_int_equal(market__reply_book_id(&m, &id), -1);
+}
+
+/* A player: name, funds and escrow (none: 0), its inventory and stacks
+ * sorted; no funds is no player; a stack whose item is no id, or escrow
+ * that is no number, is unreadable. */
 static void test_reply_player(void **state) {
     (void)state;
-    redisReply h_v[2] = {str("Ann"), str("250")}, *h_e[2] = {&h_v[0], &h_v[1]};
+    redisReply h_v[3] = {str("Ann"), str("250"), str(NULL)};
+    redisReply *h_e[3] = {&h_v[0], &h_v[1], &h_v[2]};
     redisReply i_v[3] = {str("sword"), str("axe"), {.type = REDIS_REPLY_INTEGER}};
     redisReply *i_e[3] = {&i_v[0], &i_v[1], &i_v[2]};
     redisReply s_v[4] = {str("wood"), str("2"), str("ore"), str("7")};
     redisReply *s_e[4] = {&s_v[0], &s_v[1], &s_v[2], &s_v[3]};
-    redisReply h = arr(h_e, 2), inv = arr(i_e, 3), st = arr(s_e, 4);
+    redisReply h = arr(h_e, 3), inv = arr(i_e, 3), st = arr(s_e, 4);
     market_player *p = calloc(1, sizeof *p);
     assert_int_equal(market__reply_player(&h, &inv, &st, p), MARKET_OK);
     assert_string_equal(p->name, "Ann");
     assert_int_equal(p->funds, 250);
+    assert_int_equal(p->escrow, 0);
+    market_player_free(p);
+    h_v[2] = str("40");
+    p = calloc(1, sizeof *p);
+    assert_int_equal(market__reply_player(&h, &inv, &st, p), MARKET_OK);
+    assert_int_equal(p->escrow, 40);
+    market_player_free(p);
+    h_v[2] = str("x");
+    p = calloc(1, sizeof *p);
+    assert_int_equal(market__reply_player(&h, &inv, &st, p), MARKET_ERR_STORE);
+    market_player_free(p);
+    h_v[2] = str(NULL);
+    p = calloc(1, sizeof *p);
+    assert_int_equal(market__reply_player(&h, &inv, &st, p), MARKET_OK);
     assert_int_equal(p->n_inventory, 2); /* the integer is left out */
     assert_string_equal(p->inventory[0], "axe");
     assert_int_equal(p->n_stacks, 2);
@@ -408,6 +469,7 @@ int main(void) {
         cmocka_unit_test(test_script_and_command_kinds),
         cmocka_unit_test(test_reply_stacks),
         cmocka_unit_test(test_reply_player),
+        cmocka_unit_test(test_reply_order),
         cmocka_unit_test(test_reply_market_page),
         cmocka_unit_test(test_reply_buyers),
         cmocka_unit_test(test_reply_scan),

@@ -236,7 +236,7 @@ static void test_fill_cheapest_first_all_or_nothing(void **state) {
                          {"F", 31, 500, 9}};
     int64_t avail = -1, total = -1;
     /* 30 at <= 30, B's own listing left out: 5 from C, 10 from D, 15 from E */
-    assert_int_equal(market__fill(o, 5, "B", 30, 30, &avail, &total), MARKET_OK);
+    assert_int_equal(market__fill(o, 5, "B", 30, 30, MARKET__FILL_ALL, &avail, &total), MARKET_OK);
     assert_int_equal(o[0].take, 5);
     assert_int_equal(o[1].take, 0);
     assert_int_equal(o[2].take, 10);
@@ -245,19 +245,68 @@ static void test_fill_cheapest_first_all_or_nothing(void **state) {
     assert_int_equal(total, 5 * 20 + 10 * 25 + 15 * 30);
     assert_int_equal(avail, 65);
     /* not enough at that price: how many there are, nothing taken */
-    assert_int_equal(market__fill(o, 5, "B", 66, 30, &avail, &total), MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(market__fill(o, 5, "B", 66, 30, MARKET__FILL_ALL, &avail, &total),
+                     MARKET_ERR_NOT_ENOUGH);
     assert_int_equal(avail, 65);
     assert_int_equal(total, 0);
     for (size_t i = 0; i < 5; i++) assert_int_equal(o[i].take, 0);
     /* another buyer may take B's */
-    assert_int_equal(market__fill(o, 5, "Z", 6, 22, &avail, &total), MARKET_OK);
+    assert_int_equal(market__fill(o, 5, "Z", 6, 22, MARKET__FILL_ALL, &avail, &total), MARKET_OK);
     assert_int_equal(o[0].take, 5);
     assert_int_equal(o[1].take, 1);
     assert_int_equal(total, 5 * 20 + 22);
     /* nothing at that price */
-    assert_int_equal(market__fill(o, 5, "Z", 1, 19, &avail, &total), MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(market__fill(o, 5, "Z", 1, 19, MARKET__FILL_ALL, &avail, &total),
+                     MARKET_ERR_NOT_ENOUGH);
     assert_int_equal(avail, 0);
-    assert_int_equal(market__fill(o, 0, "Z", 1, 19, &avail, &total), MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(market__fill(o, 0, "Z", 1, 19, MARKET__FILL_ALL, &avail, &total),
+                     MARKET_ERR_NOT_ENOUGH);
+}
+
+/* A buy order takes what there is at or under its price, cheapest first,
+ * and leaves the rest to rest in the book. */
+static void test_fill_some_takes_what_there_is(void **state) {
+    (void)state;
+    market__offer o[] = {{"C", 20, 5, 9}, {"B", 22, 100, 9}, {"D", 25, 10, 9}, {"E", 30, 50, 9}};
+    int64_t avail = -1, total = -1;
+    assert_int_equal(market__fill(o, 4, "B", 100, 25, 0, &avail, &total), MARKET_OK);
+    assert_int_equal(o[0].take, 5);
+    assert_int_equal(o[1].take, 0); /* B's own */
+    assert_int_equal(o[2].take, 10);
+    assert_int_equal(o[3].take, 0); /* over the price */
+    assert_int_equal(avail, 15);
+    assert_int_equal(total, 5 * 20 + 10 * 25);
+    /* fewer than there are: as all-or-nothing would */
+    assert_int_equal(market__fill(o, 4, "B", 7, 25, 0, &avail, &total), MARKET_OK);
+    assert_int_equal(o[0].take, 5);
+    assert_int_equal(o[2].take, 2);
+    assert_int_equal(total, 5 * 20 + 2 * 25);
+    /* nothing at that price: nothing taken, not a refusal */
+    assert_int_equal(market__fill(o, 4, "Z", 3, 19, 0, &avail, &total), MARKET_OK);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(o[i].take, 0);
+    assert_int_equal(total, 0);
+}
+
+/* A sale into the book fills the dearest buy orders at or over its price,
+ * never the seller's own, all or nothing or as many as they want. */
+static void test_fill_sell_dearest_first(void **state) {
+    (void)state;
+    market__offer o[] = {{"C", 30, 5, 9}, {"S", 28, 100, 9}, {"D", 25, 10, 9}, {"E", 20, 50, 9}};
+    int64_t avail = -1, total = -1;
+    int all = MARKET__FILL_SELL | MARKET__FILL_ALL;
+    assert_int_equal(market__fill(o, 4, "S", 12, 25, all, &avail, &total), MARKET_OK);
+    assert_int_equal(o[0].take, 5);
+    assert_int_equal(o[1].take, 0); /* S's own */
+    assert_int_equal(o[2].take, 7);
+    assert_int_equal(o[3].take, 0);
+    assert_int_equal(total, 5 * 30 + 7 * 25);
+    assert_int_equal(avail, 15);
+    assert_int_equal(market__fill(o, 4, "S", 16, 25, all, &avail, &total), MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(avail, 15);
+    assert_int_equal(market__fill(o, 4, "S", 16, 25, MARKET__FILL_SELL, &avail, &total), MARKET_OK);
+    assert_int_equal(o[0].take + o[2].take, 15);
+    assert_int_equal(o[3].take, 0); /* under the price */
 }
 
 struct list_case {
@@ -553,6 +602,8 @@ int main(void) {
         cmocka_unit_test(test_fee_rounds_down_without_overflow),
         cmocka_unit_test(test_units_apply_pays_the_cut),
         cmocka_unit_test(test_fill_cheapest_first_all_or_nothing),
+        cmocka_unit_test(test_fill_some_takes_what_there_is),
+        cmocka_unit_test(test_fill_sell_dearest_first),
         cmocka_unit_test(test_list_rule_table),
         cmocka_unit_test(test_rule_batch_earlier_purchases_change_later_ones),
         cmocka_unit_test(test_rule_batch_funds_for_one),

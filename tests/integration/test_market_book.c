@@ -1,0 +1,627 @@
+/* test_market_book.c - buy orders and the book, against a real
+ * redis-server, under each strategy: a buy order filling listings then
+ * resting with its escrow; selling into the book in price-time priority,
+ * all or nothing or partly, never into the seller's own orders, paying the
+ * realm's cut; taking an order back; idempotent orders; refusals that
+ * change nothing; a buy order taken back, and one filled, by another
+ * server between a batch's decision and its commit; a model of price-time
+ * priority run against the service order by order; and many players at
+ * once, then the audit: funds and escrow conserved, every unit in one
+ * place, every order in its book.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/helpers/market_fx.h"
+
+#define REALM MARKET_REALM_DEFAULT
+#define FUNDS 100000 /* B's, D's and S's */
+#define HOUSE 1000
+#define FUNDS_ALL (3 * FUNDS + HOUSE)
+#define ORE_S 100 /* S's ore; T lists 10 of its 50 at 20 */
+#define UNITS_ALL (ORE_S + 50)
+
+/* ---- orders ---- */
+
+static int bid(market_conn *c, const char *buyer, int64_t q, int64_t max, const market_idem *k,
+               market_buy_result *r) {
+    market_order o = {.type = MARKET_ORDER_BID,
+                      .realm = REALM,
+                      .player = buyer,
+                      .item = "ore",
+                      .quantity = q,
+                      .price = max,
+                      .idem = k};
+    int rc = market_order_run(c, &o);
+    if (r) *r = o.res.buy;
+    return rc;
+}
+
+static int sell(market_conn *c, const char *seller, int64_t q, int64_t min, int partial,
+                const market_idem *k, market_sell_result *r) {
+    market_order o = {.type = MARKET_ORDER_SELL,
+                      .realm = REALM,
+                      .player = seller,
+                      .item = "ore",
+                      .quantity = q,
+                      .price = min,
+                      .partial = partial,
+                      .idem = k};
+    int rc = market_order_run(c, &o);
+    if (r) *r = o.res.sell;
+    return rc;
+}
+
+static int cancel(market_conn *c, const char *buyer, int64_t id, market_cancel_result *r) {
+    market_order o = {.type = MARKET_ORDER_CANCEL, .realm = REALM, .player = buyer, .id = id};
+    int rc = market_order_run(c, &o);
+    if (r) *r = o.res.cancel;
+    return rc;
+}
+
+static int64_t escrow_of(market_conn *c, const char *id) {
+    market_player *p = NULL;
+    assert_int_equal(market_player_get(c, REALM, id, &p), MARKET_OK);
+    int64_t e = p->escrow;
+    market_player_free(p);
+    return e;
+}
+
+static int64_t ore_of(const char *id) {
+    return th_fx_num("HGET stacks:{main}:%s ore", id);
+}
+
+/* Funds and escrow together conserved, every unit in one place, every
+ * order's escrow its buyer's and every order in its book and its buyer's
+ * list. */
+static void assert_conserved(market_conn *c, int64_t funds_all, int64_t units_all) {
+    market_audit_report a;
+    assert_int_equal(market_audit(c, REALM, &a), MARKET_OK);
+    assert_int_equal(a.total_funds + a.total_escrow, funds_all);
+    assert_int_equal(a.orders_escrow, a.total_escrow);
+    assert_int_equal(a.orders_misbooked, 0);
+    assert_int_equal(a.negative_funds, 0);
+    assert_int_equal(a.negative_escrow, 0);
+    assert_int_equal(a.units_in_stacks + a.units_listed, units_all);
+}
+
+/* ---- the fixture ---- */
+
+/* The hook between a batch's decision and its commit: once armed, it runs
+ * armed (a write straight into the store, as another server's would land
+ * there) once. */
+static void (*volatile armed)(void);
+
+static void on_decided(void *arg) {
+    (void)arg;
+    void (*fn)(void) = __atomic_exchange_n(&armed, NULL, __ATOMIC_SEQ_CST);
+    if (fn) fn();
+}
+
+/* B, D and S have funds; S 100 ore; T lists 10 of its 50 ore at 20. */
+static void seed(market_conn *c) {
+    (void)th_fx_num("FLUSHALL");
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    assert_int_equal(market_world_add_player(w, "B", "Bob", FUNDS), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "D", "Dave", FUNDS), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "S", "Sam", FUNDS), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "T", "Tess", 0), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "game", "The house", HOUSE), MARKET_OK);
+    assert_int_equal(market_world_add_stack(w, "S", "ore", ORE_S), MARKET_OK);
+    assert_int_equal(market_world_add_stack(w, "T", "ore", 40), MARKET_OK);
+    assert_int_equal(market_world_add_units_listing(w, "T", "ore", 20, 10), MARKET_OK);
+    assert_int_equal(market_world_store(c, REALM, w, 1), MARKET_OK);
+    market_world_free(w);
+}
+
+static int fx_setup(void **state) {
+    th_market *f = th_market_new((market_config){.redis_timeout_ms = 1000,
+                                                 .lock_ttl_ms = 5000,
+                                                 .acquire_timeout_ms = 5000,
+                                                 .test_decided = on_decided});
+    if (!f) return -1;
+    armed = NULL;
+    seed(f->c);
+    *state = f;
+    return 0;
+}
+
+static int fx_teardown(void **state) {
+    th_market_free(*state);
+    return 0;
+}
+
+/* ---- tests ---- */
+
+/* D wants 15 ore at up to 25: T's 10 at 20 fill at once (at 20), the other
+ * 5 rest in the book at 25 with 125 of D's funds in escrow. A buy order
+ * under every listing rests whole. */
+static void test_order_fills_listings_then_rests(void **state) {
+    th_market *f = *state;
+    market_buy_result r;
+    assert_int_equal(bid(f->c, "D", 15, 25, NULL, &r), MARKET_OK);
+    assert_int_equal(r.quantity, 10);
+    assert_int_equal(r.total, 200);
+    assert_int_equal(r.n_fills, 1);
+    assert_string_equal(r.fill[0].seller, "T");
+    assert_int_equal(r.rested, 5);
+    assert_true(r.order_id >= 1);
+    assert_int_equal(r.buyer_funds, FUNDS - 200 - 125);
+    assert_int_equal(th_fx_funds(f->c, "D"), FUNDS - 325);
+    assert_int_equal(escrow_of(f->c, "D"), 125);
+    assert_int_equal(ore_of("D"), 10);
+    assert_int_equal(th_fx_funds(f->c, "T"), 200);
+    market_book bk;
+    assert_int_equal(market_book_get(f->c, REALM, "ore", 10, &bk), MARKET_OK);
+    assert_int_equal(bk.n_asks, 0);
+    assert_int_equal(bk.n_bids, 1);
+    assert_int_equal(bk.bids[0].price, 25);
+    assert_int_equal(bk.bids[0].units, 5);
+    assert_int_equal(bk.bids[0].orders, 1);
+    market_buy_result r2;
+    assert_int_equal(bid(f->c, "B", 3, 30, NULL, &r2), MARKET_OK); /* nothing listed: rests */
+    assert_int_equal(r2.quantity, 0);
+    assert_int_equal(r2.n_fills, 0);
+    assert_int_equal(r2.rested, 3);
+    assert_true(r2.order_id > r.order_id);
+    assert_int_equal(market_book_get(f->c, REALM, "ore", 1, &bk), MARKET_OK);
+    assert_int_equal(bk.n_bids, 1); /* depth 1: the best level alone */
+    assert_int_equal(bk.bids[0].price, 30);
+    market_bid *v = NULL;
+    size_t n = 0;
+    assert_int_equal(market_player_orders(f->c, REALM, "D", &v, &n), MARKET_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0].id, r.order_id);
+    assert_int_equal(v[0].price, 25);
+    assert_int_equal(v[0].quantity, 15);
+    assert_int_equal(v[0].left, 5);
+    free(v);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
+/* The best price first, and within a price the oldest: S's 12 go 5 to B's
+ * 31, 5 to B's 30 (older), 2 to D's 30; D's 29 is not reached. Each at the
+ * order's price, paid out of its escrow; the filled orders leave the book. */
+static void test_sell_in_price_time_priority(void **state) {
+    th_market *f = *state;
+    market_buy_result b1, b2, b3, b4;
+    assert_int_equal(bid(f->c, "B", 5, 18, NULL, &b1), MARKET_OK); /* 18: under T's 20 */
+    assert_int_equal(bid(f->c, "D", 5, 18, NULL, &b2), MARKET_OK);
+    assert_int_equal(bid(f->c, "B", 5, 19, NULL, &b3), MARKET_OK);
+    assert_int_equal(bid(f->c, "D", 5, 17, NULL, &b4), MARKET_OK);
+    market_sell_result s;
+    assert_int_equal(sell(f->c, "S", 12, 17, 0, NULL, &s), MARKET_OK);
+    assert_int_equal(s.quantity, 12);
+    assert_int_equal(s.total, 5 * 19 + 5 * 18 + 2 * 18);
+    assert_int_equal(s.n_fills, 3);
+    assert_int_equal(s.fill[0].order_id, b3.order_id);
+    assert_int_equal(s.fill[1].order_id, b1.order_id);
+    assert_int_equal(s.fill[2].order_id, b2.order_id);
+    assert_int_equal(s.fill[2].quantity, 2);
+    assert_string_equal(s.fill[2].buyer, "D");
+    assert_int_equal(s.seller_funds, FUNDS + s.total);
+    assert_int_equal(ore_of("S"), ORE_S - 12);
+    assert_int_equal(ore_of("B"), 10);
+    assert_int_equal(ore_of("D"), 2);
+    assert_int_equal(escrow_of(f->c, "B"), 0);
+    assert_int_equal(escrow_of(f->c, "D"), 3 * 18 + 5 * 17);
+    market_trade t;
+    assert_int_equal(market_trade_get(f->c, REALM, s.fill[0].trade_id, &t), MARKET_OK);
+    assert_string_equal(t.buyer, "B");
+    assert_string_equal(t.seller, "S");
+    assert_int_equal(t.price, 19);
+    market_book bk;
+    assert_int_equal(market_book_get(f->c, REALM, "ore", 10, &bk), MARKET_OK);
+    assert_int_equal(bk.n_bids, 2);
+    assert_int_equal(bk.bids[0].price, 18);
+    assert_int_equal(bk.bids[0].units, 3);
+    assert_int_equal(bk.bids[1].price, 17);
+    assert_int_equal(bk.asks[0].price, 20);
+    assert_int_equal(bk.asks[0].units, 10);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
+/* All or nothing is refused when the book wants fewer (how many it
+ * wants); partly sells those; the seller's own order is never filled; a
+ * seller without the units is refused. Refusals change nothing. */
+static void test_sell_all_partial_own_and_refused(void **state) {
+    th_market *f = *state;
+    assert_int_equal(bid(f->c, "B", 4, 15, NULL, NULL), MARKET_OK);
+    assert_int_equal(bid(f->c, "S", 50, 16, NULL, NULL), MARKET_OK); /* S's own, the best */
+    market_sell_result s;
+    assert_int_equal(sell(f->c, "S", 6, 15, 0, NULL, &s), MARKET_ERR_NOT_ENOUGH);
+    assert_int_equal(s.available, 4);
+    assert_int_equal(ore_of("S"), ORE_S);
+    assert_int_equal(sell(f->c, "S", 6, 15, 1, NULL, &s), MARKET_OK);
+    assert_int_equal(s.quantity, 4);
+    assert_string_equal(s.fill[0].buyer, "B");
+    assert_int_equal(sell(f->c, "S", 1, 15, 1, NULL, &s), MARKET_ERR_NOT_ENOUGH); /* own alone */
+    assert_int_equal(s.available, 0);
+    assert_int_equal(sell(f->c, "D", 1, 1, 1, NULL, &s), MARKET_ERR_NOT_HELD);
+    assert_int_equal(s.held, 0);
+    assert_int_equal(sell(f->c, "nobody", 1, 1, 1, NULL, &s), MARKET_ERR_NO_PLAYER);
+    assert_int_equal(escrow_of(f->c, "S"), 50 * 16);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
+/* The buyer takes its order back: what is left of its escrow returns.
+ * Another player cannot (no such order, to them), nor can it be taken back
+ * twice; a partly filled order returns the rest only. */
+static void test_cancel(void **state) {
+    th_market *f = *state;
+    market_buy_result b;
+    assert_int_equal(bid(f->c, "B", 10, 15, NULL, &b), MARKET_OK);
+    market_cancel_result cr;
+    assert_int_equal(cancel(f->c, "D", b.order_id, &cr), MARKET_ERR_NO_ORDER);
+    assert_int_equal(sell(f->c, "S", 4, 15, 0, NULL, NULL), MARKET_OK);
+    assert_int_equal(cancel(f->c, "B", b.order_id, &cr), MARKET_OK);
+    assert_int_equal(cr.bid.left, 6);
+    assert_int_equal(cr.refund, 6 * 15);
+    assert_int_equal(cr.buyer_funds, FUNDS - 4 * 15);
+    assert_int_equal(th_fx_funds(f->c, "B"), FUNDS - 4 * 15);
+    assert_int_equal(escrow_of(f->c, "B"), 0);
+    assert_int_equal(cancel(f->c, "B", b.order_id, &cr), MARKET_ERR_NO_ORDER);
+    assert_int_equal(cancel(f->c, "B", 999999, &cr), MARKET_ERR_NO_ORDER);
+    market_book bk;
+    assert_int_equal(market_book_get(f->c, REALM, "ore", 10, &bk), MARKET_OK);
+    assert_int_equal(bk.n_bids, 0);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
+/* The realm's cut of a sale into the book comes out of the seller's part. */
+static void test_sell_pays_the_cut(void **state) {
+    th_market *f = *state;
+    market_settings st = {.fee_bps = 1000};
+    assert_int_equal(market_settings_set(f->c, REALM, &st), MARKET_OK);
+    assert_int_equal(bid(f->c, "B", 3, 15, NULL, NULL), MARKET_OK);
+    market_sell_result s;
+    assert_int_equal(sell(f->c, "S", 3, 15, 0, NULL, &s), MARKET_OK);
+    assert_int_equal(s.total, 45);
+    assert_int_equal(s.fee, 4); /* 10% of 45, rounded down */
+    assert_int_equal(th_fx_funds(f->c, "S"), FUNDS + 41);
+    assert_int_equal(th_fx_funds(f->c, "game"), HOUSE + 4);
+    market_trade t;
+    assert_int_equal(market_trade_get(f->c, REALM, s.trade_id, &t), MARKET_OK);
+    assert_int_equal(t.fee, 4);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
+/* One key, one order: a retry replays the first (the same order id, the
+ * units filled), and the book holds it once; another body under the key is
+ * refused. A refusal for funds is final, and changes nothing. */
+static void test_orders_idempotent_and_refused(void **state) {
+    th_market *f = *state;
+    market_idem k = {"o-1", "fp-1"}, other = {"o-1", "fp-2"};
+    market_buy_result r, again;
+    assert_int_equal(bid(f->c, "D", 12, 25, &k, &r), MARKET_OK);
+    assert_int_equal(bid(f->c, "D", 12, 25, &k, &again), MARKET_OK);
+    assert_int_equal(again.replayed, 1);
+    assert_int_equal(again.order_id, r.order_id);
+    assert_int_equal(again.quantity, 10);
+    assert_int_equal(again.rested, 2);
+    assert_int_equal(bid(f->c, "D", 12, 26, &other, NULL), MARKET_ERR_IDEM_MISMATCH);
+    market_bid *v = NULL;
+    size_t n = 0;
+    assert_int_equal(market_player_orders(f->c, REALM, "D", &v, &n), MARKET_OK);
+    assert_int_equal(n, 1);
+    free(v);
+    market_idem kf = {"o-2", "fp-3"};
+    assert_int_equal(bid(f->c, "B", 1000, 101, &kf, NULL), MARKET_ERR_INSUFFICIENT_FUNDS);
+    assert_int_equal(th_fx_funds(f->c, "B"), FUNDS);
+    assert_int_equal(escrow_of(f->c, "B"), 0);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
+/* Armed writes, as another server's commit would land between our batch's
+ * decision and its commit: B's order (the best) is taken back; B's order
+ * is filled by 2 units from T. */
+static int64_t armed_id, armed_price;
+static void b_cancels(void) {
+    long long left = th_fx_num("HGET order:{main}:%lld left", (long long)armed_id);
+    (void)th_fx_num("DEL order:{main}:%lld", (long long)armed_id);
+    (void)th_fx_num("ZREM book:{main}:ore %020lld", (long long)armed_id);
+    (void)th_fx_num("ZREM bids:{main}:B %lld", (long long)armed_id);
+    (void)th_fx_num("HINCRBY users:{main}:B escrow %lld", -left * 16);
+    (void)th_fx_num("HINCRBY users:{main}:B funds %lld", left * 16);
+}
+static void t_fills_b(void) {
+    (void)th_fx_num("HSET order:{main}:%lld left 3", (long long)armed_id);
+    (void)th_fx_num("HINCRBY users:{main}:B escrow %lld", -2 * (long long)armed_price);
+    (void)th_fx_num("HINCRBY stacks:{main}:B ore 2");
+    (void)th_fx_num("HINCRBY stacks:{main}:T ore -2");
+    (void)th_fx_num("HINCRBY users:{main}:T funds %lld", 2 * (long long)armed_price);
+}
+
+/* A sale decided into B's order, which is taken back before it commits:
+ * its commit is refused (the order is watched) and it is decided again,
+ * into D's order. Without the watch B would get units it no longer paid
+ * for. */
+static void test_order_taken_back_before_a_sale_commits(void **state) {
+    th_market *f = *state;
+    market_buy_result b, d;
+    assert_int_equal(bid(f->c, "B", 5, 16, NULL, &b), MARKET_OK);
+    assert_int_equal(bid(f->c, "D", 5, 15, NULL, &d), MARKET_OK);
+    armed_id = b.order_id;
+    armed = b_cancels;
+    market_sell_result s;
+    assert_int_equal(sell(f->c, "S", 3, 15, 0, NULL, &s), MARKET_OK);
+    assert_null(armed);
+    assert_int_equal(s.n_fills, 1);
+    assert_string_equal(s.fill[0].buyer, "D");
+    assert_int_equal(s.total, 45);
+    assert_int_equal(ore_of("B"), 0);
+    assert_int_equal(th_fx_funds(f->c, "B"), FUNDS);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
+/* A sale decided into B's 5 at 16, of which another seller fills 2 before
+ * it commits (a part: the book does not change, the order does): its
+ * commit is refused (the order is watched) and it is decided again, B's 3
+ * and 2 of D's. Without that watch B would get 7 units for 5 paid. */
+static void test_order_filled_before_a_sale_commits(void **state) {
+    th_market *f = *state;
+    market_buy_result b, d;
+    assert_int_equal(bid(f->c, "B", 5, 16, NULL, &b), MARKET_OK);
+    assert_int_equal(bid(f->c, "D", 5, 15, NULL, &d), MARKET_OK);
+    armed_id = b.order_id;
+    armed_price = 16;
+    armed = t_fills_b;
+    market_sell_result s;
+    assert_int_equal(sell(f->c, "S", 5, 15, 0, NULL, &s), MARKET_OK);
+    assert_null(armed);
+    assert_int_equal(s.n_fills, 2);
+    assert_int_equal(s.fill[0].order_id, b.order_id);
+    assert_int_equal(s.fill[0].quantity, 3);
+    assert_int_equal(s.fill[1].order_id, d.order_id);
+    assert_int_equal(s.total, 3 * 16 + 2 * 15);
+    assert_int_equal(ore_of("B"), 5);
+    assert_int_equal(escrow_of(f->c, "B"), 0);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
+/* A cancel decided on B's 5 left, and 2 of them filled before it commits:
+ * its commit is refused and it is decided again: 3 come back, not 5. */
+static void test_order_filled_before_a_cancel_commits(void **state) {
+    th_market *f = *state;
+    market_buy_result b;
+    assert_int_equal(bid(f->c, "B", 5, 15, NULL, &b), MARKET_OK);
+    armed_id = b.order_id;
+    armed_price = 15;
+    armed = t_fills_b;
+    market_cancel_result cr;
+    assert_int_equal(cancel(f->c, "B", b.order_id, &cr), MARKET_OK);
+    assert_null(armed);
+    assert_int_equal(cr.bid.left, 3);
+    assert_int_equal(cr.refund, 45);
+    assert_int_equal(th_fx_funds(f->c, "B"), FUNDS - 30);
+    assert_int_equal(escrow_of(f->c, "B"), 0);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
+/* ---- price-time priority, against a model ---- */
+
+#define MP 4 /* the model's players, P0..P3 */
+#define M_FUNDS 5000
+#define M_ORE 300
+#define M_ORDERS_MAX 24 /* kept under what one sale reads (MARKET_FILL_MAX) */
+
+struct m_order {
+    int64_t id, price, left;
+    int buyer;
+};
+
+static struct {
+    struct m_order o[512];
+    size_t n;
+    int64_t funds[MP], escrow[MP], ore[MP];
+} M;
+
+static uint64_t rnd_state;
+static uint64_t rnd(uint64_t n) {
+    rnd_state = rnd_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (rnd_state >> 33) % n;
+}
+
+static const char *pid(int p) {
+    static const char *const ids[MP] = {"P0", "P1", "P2", "P3"};
+    return ids[p];
+}
+
+/* The model's sale: the best price first, then the oldest; never one's own. */
+static int m_sell(int s, int64_t q, int64_t min, int partial, int64_t *sold, int64_t *total) {
+    int64_t want = 0;
+    for (size_t k = 0; k < M.n; k++)
+        if (M.o[k].buyer != s && M.o[k].price >= min) want += M.o[k].left;
+    *sold = *total = 0;
+    if (M.ore[s] < q) return MARKET_ERR_NOT_HELD;
+    if ((!partial && want < q) || want == 0) return MARKET_ERR_NOT_ENOUGH;
+    int64_t left = q;
+    while (left > 0) {
+        size_t best = SIZE_MAX;
+        for (size_t k = 0; k < M.n; k++) {
+            const struct m_order *o = &M.o[k];
+            if (o->buyer == s || o->price < min || o->left == 0) continue;
+            if (best == SIZE_MAX || o->price > M.o[best].price ||
+                (o->price == M.o[best].price && o->id < M.o[best].id))
+                best = k;
+        }
+        if (best == SIZE_MAX) break;
+        struct m_order *o = &M.o[best];
+        int64_t t = o->left < left ? o->left : left;
+        o->left -= t;
+        left -= t;
+        *sold += t;
+        *total += t * o->price;
+        M.escrow[o->buyer] -= t * o->price;
+        M.ore[o->buyer] += t;
+    }
+    M.ore[s] -= *sold;
+    M.funds[s] += *total;
+    size_t kept = 0;
+    for (size_t k = 0; k < M.n; k++)
+        if (M.o[k].left) M.o[kept++] = M.o[k];
+    M.n = kept;
+    return MARKET_OK;
+}
+
+/* 300 orders drawn at random - buy orders, sales all or nothing or partly,
+ * cancels - run one by one against the service and the model; every
+ * outcome, and then every player's funds, escrow, units and orders, must
+ * be the model's. */
+static void test_price_time_model(void **state) {
+    th_market *f = *state;
+    (void)th_fx_num("FLUSHALL");
+    market_world *w = market_world_new();
+    for (int p = 0; p < MP; p++) {
+        assert_int_equal(market_world_add_player(w, pid(p), pid(p), M_FUNDS), MARKET_OK);
+        assert_int_equal(market_world_add_stack(w, pid(p), "ore", M_ORE), MARKET_OK);
+        M.funds[p] = M_FUNDS, M.escrow[p] = 0, M.ore[p] = M_ORE;
+    }
+    assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
+    market_world_free(w);
+    M.n = 0;
+    rnd_state = 42;
+    for (int step = 0; step < 300; step++) {
+        int p = (int)rnd(MP), what = (int)rnd(10);
+        if (what < 5 && M.n < M_ORDERS_MAX) { /* a buy order, 1..9 at 10..14 */
+            int64_t q = 1 + (int64_t)rnd(9), price = 10 + (int64_t)rnd(5);
+            market_buy_result r;
+            int want = q * price > M.funds[p] ? MARKET_ERR_INSUFFICIENT_FUNDS : MARKET_OK;
+            assert_int_equal(bid(f->c, pid(p), q, price, NULL, &r), want);
+            if (want != MARKET_OK) continue;
+            assert_int_equal(r.rested, q);
+            M.o[M.n++] = (struct m_order){r.order_id, price, q, p};
+            M.funds[p] -= q * price;
+            M.escrow[p] += q * price;
+        } else if (what < 8) { /* a sale, 1..12 at 10..14 or over */
+            int64_t q = 1 + (int64_t)rnd(12), min = 10 + (int64_t)rnd(5), sold, total;
+            int partial = (int)rnd(2);
+            market_sell_result s;
+            int want = m_sell(p, q, min, partial, &sold, &total);
+            assert_int_equal(sell(f->c, pid(p), q, min, partial, NULL, &s), want);
+            if (want == MARKET_OK) {
+                assert_int_equal(s.quantity, sold);
+                assert_int_equal(s.total, total);
+            }
+        } else if (M.n) { /* a cancel of some order, by its buyer or by another */
+            size_t k = rnd(M.n);
+            int by = rnd(4) ? M.o[k].buyer : p;
+            market_cancel_result cr;
+            int want = by == M.o[k].buyer ? MARKET_OK : MARKET_ERR_NO_ORDER;
+            assert_int_equal(cancel(f->c, pid(by), M.o[k].id, &cr), want);
+            if (want != MARKET_OK) continue;
+            assert_int_equal(cr.refund, M.o[k].left * M.o[k].price);
+            M.funds[by] += cr.refund;
+            M.escrow[by] -= cr.refund;
+            M.o[k] = M.o[--M.n];
+        }
+    }
+    for (int p = 0; p < MP; p++) {
+        market_player *pl = NULL;
+        assert_int_equal(market_player_get(f->c, REALM, pid(p), &pl), MARKET_OK);
+        assert_int_equal(pl->funds, M.funds[p]);
+        assert_int_equal(pl->escrow, M.escrow[p]);
+        assert_int_equal(pl->n_stacks ? pl->stacks[0].count : 0, M.ore[p]);
+        market_player_free(pl);
+        market_bid *v = NULL;
+        size_t n = 0, mine = 0;
+        assert_int_equal(market_player_orders(f->c, REALM, pid(p), &v, &n), MARKET_OK);
+        for (size_t k = 0; k < M.n; k++) {
+            if (M.o[k].buyer != p) continue;
+            mine++;
+            size_t j = 0;
+            while (j < n && v[j].id != M.o[k].id)
+                j++;
+            assert_true(j < n);
+            assert_int_equal(v[j].left, M.o[k].left);
+            assert_int_equal(v[j].price, M.o[k].price);
+        }
+        assert_int_equal(n, mine);
+        free(v);
+    }
+    assert_conserved(f->c, MP * M_FUNDS, MP * M_ORE);
+}
+
+/* ---- many players at once ---- */
+
+#define THREADS 8
+#define ROUNDS 60
+
+struct worker {
+    th_market *f;
+    int id;
+    int64_t placed[ROUNDS];
+    size_t n_placed;
+};
+
+static void *worker_main(void *arg) {
+    struct worker *wk = arg;
+    market_conn *c = market_conn_new(wk->f->m, NULL);
+    if (!c) return NULL;
+    const char *me = wk->id % 2 ? "S" : wk->id % 4 ? "B" : "D";
+    for (int i = 0; i < ROUNDS; i++) {
+        if (wk->id % 2) { /* S sells into the book, partly */
+            (void)sell(c, me, 1 + i % 3, 10 + i % 5, 1, NULL, NULL);
+        } else { /* B and D place orders, and take some back */
+            market_buy_result r;
+            if (bid(c, me, 1 + i % 4, 10 + i % 7, NULL, &r) == MARKET_OK && r.order_id)
+                wk->placed[wk->n_placed++] = r.order_id;
+            if (i % 5 == 4 && wk->n_placed) (void)cancel(c, me, wk->placed[--wk->n_placed], NULL);
+        }
+    }
+    market_conn_free(c);
+    return NULL;
+}
+
+/* Four placing and taking back, four selling, at once: afterwards funds
+ * and escrow are conserved, every unit is in one place, every order's
+ * escrow is its buyer's, and taking every order back leaves no escrow. */
+static void test_many_at_once_conserved(void **state) {
+    th_market *f = *state;
+    struct worker wk[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        wk[i] = (struct worker){.f = f, .id = i};
+        assert_int_equal(pthread_create(&t[i], NULL, worker_main, &wk[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+    const char *buyers[] = {"B", "D"};
+    for (size_t b = 0; b < 2; b++) {
+        market_bid *v = NULL;
+        size_t n = 0;
+        assert_int_equal(market_player_orders(f->c, REALM, buyers[b], &v, &n), MARKET_OK);
+        for (size_t k = 0; k < n; k++)
+            assert_int_equal(cancel(f->c, buyers[b], v[k].id, NULL), MARKET_OK);
+        free(v);
+        assert_int_equal(escrow_of(f->c, buyers[b]), 0);
+    }
+    market_audit_report a;
+    assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
+    assert_int_equal(a.orders, 0);
+    assert_int_equal(a.total_funds, FUNDS_ALL);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        T(test_order_fills_listings_then_rests),
+        T(test_sell_in_price_time_priority),
+        T(test_sell_all_partial_own_and_refused),
+        T(test_cancel),
+        T(test_sell_pays_the_cut),
+        T(test_orders_idempotent_and_refused),
+        T(test_order_taken_back_before_a_sale_commits),
+        T(test_order_filled_before_a_sale_commits),
+        T(test_order_filled_before_a_cancel_commits),
+        T(test_price_time_model),
+        T(test_many_at_once_conserved),
+    };
+    return th_run_strategies("market book", tests, sizeof tests / sizeof *tests);
+}
