@@ -426,6 +426,51 @@ def run_requests(w):
         call(w, "GET", "/items/arrow/history?interval=5m", 400)
         call(w, "GET", "/items/arrow/history?from=2&to=1", 400)
 
+    def book():
+        order = {"buyer": "E", "item": "arrow", "quantity": 10, "max_price": 2}
+        call(w, "POST", "/orders", 401, order)
+        call(w, "POST", "/orders", 403, order, token=tA)
+        call(w, "POST", "/orders", 400, dict(order, quantity=0), token=tE, schema_rejects=True)
+        call(w, "POST", "/orders", 413, b" " * 70000, token=tE)
+        doc = call(w, "POST", "/orders", 201, order, token=tE, headers={"Idempotency-Key": "order-1"})
+        assert doc["rested"] == 10 and doc["escrow"] == 20, doc
+        again = call(w, "POST", "/orders", 201, order, token=tE, headers={"Idempotency-Key": "order-1"})
+        assert again["order_id"] == doc["order_id"] and "total" not in again, again
+        call(w, "POST", "/orders", 422, dict(order, quantity=9), token=tE, headers={"Idempotency-Key": "order-1"})
+        filled = call(w, "POST", "/orders", 200, {"buyer": "E", "item": "arrow", "quantity": 5, "max_price": 3},
+                      token=tE)
+        assert filled["status"] == "filled" and "order_id" not in filled, filled
+        call(w, "POST", "/orders", 402, {"buyer": "D", "item": "arrow", "quantity": 1000, "max_price": 10},
+             token=tD)
+        book = call(w, "GET", "/items/arrow/book", 200)
+        assert book["bids"] == [{"price": 2, "units": 10, "orders": 1}], book
+        call(w, "GET", "/items/arrow/book?depth=0", 400)
+        call(w, "GET", "/items/a.b/book", 400)
+        mine = call(w, "GET", "/players/E/orders", 200, token=tE)
+        assert [o["order_id"] for o in mine["orders"]] == [doc["order_id"]], mine
+        call(w, "GET", "/players/E/orders", 401)
+        call(w, "GET", "/players/E/orders", 403, token=tA)
+        sale = {"seller": "A", "item": "arrow", "quantity": 4, "min_price": 2}
+        call(w, "POST", "/sell", 401, sale)
+        call(w, "POST", "/sell", 403, sale, token=tE)
+        call(w, "POST", "/sell", 400, dict(sale, fill="some"), token=tA, schema_rejects=True)
+        call(w, "POST", "/sell", 413, b" " * 70000, token=tA)
+        sold = call(w, "POST", "/sell", 200, sale, token=tA)
+        assert sold["fills"][0]["order_id"] == doc["order_id"] and sold["total"] == 8, sold
+        doc409 = call(w, "POST", "/sell", 409, dict(sale, quantity=100), token=tA)
+        assert doc409["available"] == 6, doc409
+        doc404 = call(w, "POST", "/sell", 404, dict(sale, seller="D"), token=tD)
+        assert doc404["error"] == "item_not_held", doc404
+        oid = doc["order_id"]
+        call(w, "DELETE", f"/orders/{oid}", 401, {"buyer": "E"})
+        call(w, "DELETE", f"/orders/{oid}", 403, {"buyer": "E"}, token=tA)
+        call(w, "DELETE", "/orders/x", 400, {"buyer": "E"}, token=tE)
+        call(w, "DELETE", f"/orders/{oid}", 413, b" " * 70000, token=tE)
+        call(w, "DELETE", f"/orders/{oid}", 404, {"buyer": "A"}, token=tA)
+        gone = call(w, "DELETE", f"/orders/{oid}", 200, {"buyer": "E"}, token=tE)
+        assert gone["left"] == 6 and gone["refund"] == 12, gone
+        call(w, "DELETE", f"/orders/{oid}", 404, {"buyer": "E"}, token=tE)
+
     def events():
         # the stream stays open: read its head, then the events a listing and a purchase
         # make, each validated against its schema, then hang up
@@ -496,6 +541,7 @@ def run_requests(w):
     check("flash sales answer as documented", sales)
     check("the realm's settings answer as documented", settings)
     check("price histories answer as documented", history)
+    check("buy orders and the book answer as documented", book)
     check("GET /events streams as documented", events)
     check("paths and methods no route serves get the documented 404 and 405", unrouted)
     check("with Redis stopped, the documented 503s", outage)
