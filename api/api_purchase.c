@@ -304,6 +304,24 @@ void api__end_cancel(const api_deferred *d, api_response *resp) {
 
 /* ---- POST /sell ---- */
 
+/* Returns a new array of {"buyer","order_id","quantity","price","fee","trade_id"}
+ * for fill[0..n) (a sale into the book), or NULL on out-of-memory. */
+static json_t *book_fills(const market_fill *fill, size_t n) {
+    json_t *fills = json_array();
+    for (size_t i = 0; fills && i < n; i++) {
+        const market_fill *f = &fill[i];
+        if (json_array_append_new(fills, json_pack("{s:s, s:I, s:I, s:I, s:I, s:s}", "buyer",
+                                                   f->buyer, "order_id", (json_int_t)f->order_id,
+                                                   "quantity", (json_int_t)f->quantity, "price",
+                                                   (json_int_t)f->price, "fee", (json_int_t)f->fee,
+                                                   "trade_id", f->trade_id)) < 0) {
+            json_decref(fills);
+            return NULL;
+        }
+    }
+    return fills;
+}
+
 /* POST /sell {"seller","item","quantity","min_price"[,"fill"]}, begun:
  * validated with its token and Idempotency-Key into d (a
  * MARKET_ORDER_SELL); "fill" is "all" (the default: all or nothing) or
@@ -350,17 +368,8 @@ void api__end_sell(const api_deferred *d, api_response *resp) {
     json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "status", "sold", "seller", d->player,
                           "item", d->item, "quantity", (json_int_t)r->quantity, "total",
                           (json_int_t)r->total, "seller_funds", (json_int_t)r->seller_funds);
-    json_t *fills = json_array();
+    json_t *fills = book_fills(r->fill, r->n_fills);
     if (!o || !fills) goto fail;
-    for (size_t i = 0; i < r->n_fills; i++) {
-        const market_fill *f = &r->fill[i];
-        if (json_array_append_new(fills, json_pack("{s:s, s:I, s:I, s:I, s:I, s:s}", "buyer",
-                                                   f->buyer, "order_id", (json_int_t)f->order_id,
-                                                   "quantity", (json_int_t)f->quantity, "price",
-                                                   (json_int_t)f->price, "fee", (json_int_t)f->fee,
-                                                   "trade_id", f->trade_id)) < 0)
-            goto fail;
-    }
     if ((!r->replayed && json_object_set_new(o, "fee", json_integer((json_int_t)r->fee)) < 0) ||
         (r->trade_id[0] && json_object_set_new(o, "trade_id", json_string(r->trade_id)) < 0) ||
         api__object_steal(o, "fills", &fills) < 0)
@@ -399,23 +408,39 @@ int api__begin_list(market_conn *conn, const api_request *req, const char *realm
     return 1;
 }
 
-/* POST /list's answer, from d's outcome. */
+/* POST /list's answer, from d's outcome: 201 "listed"; when units sold into
+ * buy orders first, with "sold", "total", "trade_id" and "fills" (a replay:
+ * "trade_id" alone), and 200 "sold" when nothing was left to list. */
 void api__end_list(const api_deferred *d, api_response *resp) {
     int rc = d->order.rc;
     const market_list_result *res = &d->order.res.list;
+    resp->replayed = res->replayed; /* a refusal stored under the Idempotency-Key, too */
     if (rc != MARKET_OK) {
         api__reply_market(rc, rc == MARKET_ERR_NOT_HELD ? res->held : res->price, resp);
-        resp->replayed = res->replayed; /* a refusal stored under the Idempotency-Key */
         return;
     }
     /* quantity: the units the seller's listing holds now (an item of its own: 1); fee: the
      * listing fee this listing paid */
-    api__reply(resp, 201,
-               json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "status", "listed", "seller", d->player,
-                         "item", d->item, "price", (json_int_t)d->order.price, "quantity",
-                         (json_int_t)(res->quantity ? res->quantity : 1), "fee",
-                         (json_int_t)res->fee));
-    resp->replayed = res->replayed;
+    int listed = d->order.quantity == 0 || res->quantity > 0;
+    int64_t q = d->order.quantity ? res->quantity : 1;
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "status", listed ? "listed" : "sold",
+                          "seller", d->player, "item", d->item, "price", (json_int_t)d->order.price,
+                          "quantity", (json_int_t)q, "fee", (json_int_t)res->fee);
+    json_t *fills = res->n_fills ? book_fills(res->fill, res->n_fills) : NULL;
+    if (o && res->n_fills &&
+        (json_object_set_new(o, "sold", json_integer((json_int_t)res->sold)) < 0 ||
+         json_object_set_new(o, "total", json_integer((json_int_t)res->total)) < 0 ||
+         api__object_steal(o, "fills", &fills) < 0)) {
+        json_decref(o);
+        o = NULL;
+    }
+    json_decref(fills);
+    if (o && res->trade_id[0] &&
+        json_object_set_new(o, "trade_id", json_string(res->trade_id)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    api__reply(resp, listed ? 201 : 200, o);
 }
 
 /* POST /unlist {"seller","item"}, begun: validated with its token into d (a

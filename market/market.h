@@ -345,6 +345,13 @@ typedef struct market_list_result {
     int64_t held;     /* on NOT_HELD: the units of it the seller holds */
     int64_t price;    /* on PRICE_CHANGED: the price of the seller's listing of it */
     int64_t fee;      /* a success: the listing fee paid to the house (market_settings) */
+    /* units at or under the best buy order's price sell into the book first (none in a
+     * replay): */
+    int64_t sold;   /* units sold into buy orders (the rest is listed) */
+    int64_t total;  /* what they fetched */
+    size_t n_fills; /* one per buy order filled, the best first */
+    market_fill fill[MARKET_FILL_MAX];
+    char trade_id[MARKET_TRADE_ID_MAX + 1]; /* the first fill's trade (also in a replay) */
 } market_list_result;
 
 /* What a sale into the book got (MARKET_ORDER_SELL). */

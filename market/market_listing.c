@@ -24,6 +24,16 @@
  *      seller's item or units, the listing, its index entries, an entry in
  *      the realm's feed of changes), the sellers' fees and the house's, and
  *      the list orders' records.
+ * A list of units at or under the price of a buy order sells into the book
+ * first (market_bids.h), the rest is listed: the read also watches each
+ * such order's book and reads its bids at or over the price, and when
+ * there are any, the second round trip watches and reads them with the
+ * sellers' funds (their proceeds). The list is checked as if all of it
+ * were listed (held, its price against the seller's listing), then sells
+ * what the book wants, the realm's cut paid as in any sale, then lists the
+ * rest, paying the listing fee on what it lists; the commit writes the
+ * fills with the rest (trade records, the buy orders, the buyers' units
+ * and escrow). A batch takes at most MARKET__BIDS_ORDERS orders.
  */
 #include "market/market_kinds.h"
 
@@ -31,8 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "market/market_frame.h"
-#include "market/market_trade.h"
+#include "market/market_bids.h"
 
 /* The kind's state on a lane: a batch of one realm's list and unlist
  * orders, and what its attempt reads and decides. */
@@ -52,13 +61,25 @@ struct listing_batch {
     /* per order decided, what its commit moves */
     int stack[MARKET__BATCH_MAX];            /* list: units (1) or the unique item */
     int64_t stacked_before[MARKET__BATCH_MAX], listed_before[MARKET__BATCH_MAX];
+    int64_t rest[MARKET__BATCH_MAX]; /* list: the units listed, after those sold into a book */
     market__idx_entry ix[MARKET__BATCH_MAX];
     size_t i_own;
     /* with a listing fee: the sellers of list orders, their funds, and the fees' way */
     market__parties u;
     size_t seller[MARKET__BATCH_MAX];
     market__cut cut;
+    /* a list of units at or under a buy order's price sells into its book first */
+    char k_book[MARKET__BIDS_ORDERS][MARKET__KEY_MAX];
+    char lo[MARKET__BIDS_ORDERS][24]; /* minus its price: the lowest score it sells to */
+    size_t i_books;
+    market__bids t;
+    market__cut sale_cut; /* the realm's cut of what sells into the book */
 };
+
+/* Whether order i is a list of units (only goods have books). */
+static int sells_into_book(const struct listing_batch *b, size_t i) {
+    return b->f.req[i]->type == MARKET_ORDER_LIST && b->f.req[i]->quantity > 0;
+}
 
 /* ---- one attempt ---- */
 
@@ -82,6 +103,10 @@ static int prepare(market_conn *c, market__cbatch *cb) {
                 break;
             }
         if (cb->policy == MARKET__POLICY_EACH) market__cbatch_lock(cb, "item", b->member[i]);
+        if (sells_into_book(b, i)) {
+            market__key_book(b->k_book[i], b->realm.id, o->item);
+            market__i64_str(b->lo[i], -o->price);
+        }
     }
     if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
     (void)c;
@@ -99,6 +124,7 @@ static void read_build(const market *m, const market__held *held, struct listing
     for (size_t i = 0; i < b->f.n; i++) {
         market__buf_arg(r, b->k_inv[i]);
         market__buf_arg(r, b->k_stacks[i]);
+        if (sells_into_book(b, i)) market__buf_arg(r, b->k_book[i]);
     }
     market__frame_watched(&b->f, held, 1, r);
     b->i_own = r->n;
@@ -107,29 +133,38 @@ static void read_build(const market *m, const market__held *held, struct listing
         market__rd_units(r, b->k_stacks[i], b->f.req[i]->item);
         market__rd_listing(r, &b->realm, b->member[i]);
     }
+    b->i_books = r->n;
+    for (size_t i = 0; i < b->f.n; i++)
+        if (sells_into_book(b, i))
+            market__rd_book_from(r, b->k_book[i], b->lo[i], MARKET__BIDS_SCAN);
 }
 
-/* With a listing fee: WATCHes the sellers of the list orders and reads their
- * funds, in a second round trip (see DESIGN, step 1). Returns MARKET_OK, or
- * the error of the whole batch. */
+/* With a listing fee, or buy orders to sell into: WATCHes the sellers of
+ * the list orders and reads their funds, and WATCHes and reads the buy
+ * orders, in a second round trip (see DESIGN, step 1). Returns MARKET_OK,
+ * or the error of the whole batch. */
 static int read_sellers(market_conn *c, struct listing_batch *b) {
     b->u.n = 0;
     for (size_t i = 0; i < b->f.n; i++)
         if (b->f.req[i]->type == MARKET_ORDER_LIST)
             b->seller[i] = market__parties_of(&b->u, b->realm.id, b->f.req[i]->player);
-    if (b->f.settings.list_fee_bps == 0 || b->u.n == 0) return MARKET_OK;
+    size_t n_sellers = b->u.n;
+    if ((b->f.settings.list_fee_bps == 0 || n_sellers == 0) && b->t.n == 0) return MARKET_OK;
     market__buf *r = &b->k.rb;
     market__buf_reset(r);
     market__rd_watch_begin(r);
     market__parties_watch(&b->u, r);
     market__buf_end(r, 0);
-    market__parties_read(&b->u, NULL, b->u.n, r);
+    market__parties_read(&b->u, NULL, n_sellers, r);
+    size_t i_bids = b->t.n ? market__bids_read_build(&b->t, b->realm.id, r) : 0;
     int rc = market__pipeline_buf(c, r);
     if (rc < 0) return rc;
     if (r->rep[0]->type != REDIS_REPLY_STATUS)
         rc = market__fail_reply(c, "read refused", r->rep[0]);
     else
-        market__parties_parse(&b->u, r->rep + 1, NULL, b->u.n);
+        market__parties_parse(&b->u, r->rep + 1, NULL, n_sellers);
+    if (rc == MARKET_OK && b->t.n)
+        rc = market__bids_read_parse(c, &b->t, b->realm.id, &b->u, r->rep + i_bids);
     market__replies_free(r->rep, r->n);
     return rc;
 }
@@ -151,33 +186,79 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         b->listed[i] = market__reply_price(o[2]);
         b->listed_units[i] = market__reply_units(o[3]);
     }
+    market__bids_begin(&b->t);
+    for (size_t i = 0, k = b->i_books; rc == MARKET_OK && i < b->f.n; i++)
+        if (sells_into_book(b, i)) rc = market__bids_offers(c, &b->t, i, rep[k++], b->k_book[i]);
     market__replies_free(rep, b->k.rb.n);
     return rc == MARKET_OK ? read_sellers(c, b) : rc;
 }
 
-/* The listing fee of list order i (units q at its price): the seller pays
- * it out of its funds, the house gets it (b->cut). Returns MARKET_OK with
- * *fee set (0 when the realm charges none), or the refusal. */
-static int pay_fee(struct listing_batch *b, size_t i, int64_t q, int64_t *fee) {
+/* The listing fee of q units at price (cut: the listing fee's): the
+ * seller s pays it out of its funds, the house gets it. Returns MARKET_OK
+ * with *fee set (0 when the realm charges none, or q is 0), or the
+ * refusal. */
+static int pay_fee(market__party *s, market__cut *cut, int64_t price, int64_t q, int64_t *fee) {
     *fee = 0;
-    if (b->cut.bps == 0) return MARKET_OK;
-    int64_t price = b->f.req[i]->price;
-    *fee = market_fee(price > INT64_MAX / q ? INT64_MAX : price * q, b->cut.bps);
-    market__party *s = &b->u.party[b->seller[i]];
+    if (cut->bps == 0 || q == 0) return MARKET_OK;
+    *fee = market_fee(price > INT64_MAX / q ? INT64_MAX : price * q, cut->bps);
     if (s->known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
     if (s->known != MARKET__PRESENT) return MARKET_ERR_NO_PLAYER;
     if (s->funds < *fee) return MARKET_ERR_INSUFFICIENT_FUNDS;
     s->funds -= *fee;
-    if (b->cut.house)
-        b->cut.house->funds += *fee; /* no overflow: a realm's funds fit an int64 */
+    if (cut->house)
+        cut->house->funds += *fee; /* no overflow: a realm's funds fit an int64 */
     else
-        b->cut.unread += *fee;
+        cut->unread += *fee;
+    return MARKET_OK;
+}
+
+/* List order i's sale into its book and its listing fee, after its rule
+ * passed for all of its q units: sells what the book wants at its price or
+ * more, and pays the fee on the rest. Works on copies of the seller, the
+ * house and the cuts, kept only when both succeed. Returns MARKET_OK with
+ * *rest the units left to list and *fee the listing fee, or the refusal. */
+static int sell_then_pay(struct listing_batch *b, size_t i, int64_t q, int64_t *rest,
+                         int64_t *fee) {
+    market_order *o = b->f.req[i];
+    size_t si = b->seller[i];
+    int into = sells_into_book(b, i) && b->t.n_offers[i] > 0;
+    market__party seller = b->u.party[si], house = {0};
+    market__cut scut = b->sale_cut, lcut = b->cut;
+    const market__party *hp0 = scut.house ? scut.house : lcut.house;
+    size_t h = hp0 ? (size_t)(hp0 - b->u.party) : SIZE_MAX;
+    if (h != SIZE_MAX) house = b->u.party[h];
+    market__party *hp = h == si ? &seller : h != SIZE_MAX ? &house : NULL;
+    scut.house = scut.house ? hp : NULL;
+    lcut.house = lcut.house ? hp : NULL;
+    scut.unread = lcut.unread = 0;
+    market__sold sold = {0};
+    int rc = MARKET_OK;
+    if (into) { /* proceeds go to the seller: it must be there, and be read */
+        rc = seller.known == MARKET__UNREADABLE ? MARKET_ERR_STORE
+             : seller.known != MARKET__PRESENT
+                 ? MARKET_ERR_NO_PLAYER
+                 : market__bids_fill(&b->t, i, o->player, q, o->price, 0, &seller, &scut, &sold);
+    }
+    if (rc == MARKET_OK) rc = pay_fee(&seller, &lcut, o->price, q - sold.units, fee);
+    if (rc != MARKET_OK) {
+        if (into) b->t.n_took[i] = 0;
+        return rc;
+    }
+    if (into) market__bids_take(&b->t, i);
+    if (seller.known == MARKET__PRESENT) b->u.party[si] = seller;
+    if (hp == &house) b->u.party[h] = house;
+    b->sale_cut.unread += scut.unread;
+    b->cut.unread += lcut.unread;
+    o->res.list.sold = sold.units;
+    o->res.list.total = sold.total;
+    *rest = q - sold.units;
     return MARKET_OK;
 }
 
 /* Decides list order i against its seller and item's state f; its record
  * keeps a not_held's units held, a price_changed's price or a success's
- * asking price (*a), a success's units listed (*q_listed) and its fee. */
+ * asking price (*a), a success's units listed now (*q_listed: 0 when all
+ * of it sold and the seller had no listing of it) and its fee. */
 static int decide_list(struct listing_batch *b, size_t i, size_t f, int64_t *a, int64_t *q_listed,
                        int64_t *fee) {
     market_order *o = b->f.req[i];
@@ -190,20 +271,23 @@ static int decide_list(struct listing_batch *b, size_t i, size_t f, int64_t *a, 
                                                   &stack);
     if (rc == MARKET_ERR_NOT_HELD) *a = res->held = b->stacked[f];
     if (rc == MARKET_ERR_PRICE_CHANGED) *a = res->price = b->listed[f];
-    if (rc == MARKET_OK) rc = pay_fee(b, i, q, fee);
+    int64_t rest = q;
+    if (rc == MARKET_OK) rc = sell_then_pay(b, i, q, &rest, fee);
     if (rc != MARKET_OK) return rc;
     res->fee = *fee;
     b->stack[i] = stack;
     b->stacked_before[i] = b->stacked[f];
     b->listed_before[i] = b->listed[f];
-    *q_listed = res->quantity = stack ? b->listed_units[f] + q : 1;
+    b->rest[i] = rest;
+    *q_listed = res->quantity = stack ? b->listed_units[f] + rest : 1;
     if (stack) {
         b->stacked[f] -= q;
-        b->listed_units[f] += q;
+        b->listed_units[f] += rest;
     } else {
         b->unique[f] = 0;
     }
-    *a = b->listed[f] = o->price;
+    *a = o->price;
+    if (rest > 0) b->listed[f] = o->price; /* else all of it sold: listed as it was */
     return MARKET_OK;
 }
 
@@ -247,6 +331,8 @@ static int decide_one(void *ks, size_t i, int64_t *a, int64_t *b_, int64_t *c) {
 /* Decides every order in queue order, as if they ran one at a time. */
 static size_t batch_decide(market__cbatch *cb) {
     struct listing_batch *b = cb->ks;
+    market__bids_restart(&b->t, b->f.n);
+    market__frame_cut(&b->f, &b->u, b->u.n ? b->f.settings.fee_bps : 0, &b->sale_cut);
     market__frame_cut(&b->f, &b->u, b->u.n ? b->f.settings.list_fee_bps : 0, &b->cut);
     return market__frame_decide(&b->f, decide_one, replay, b);
 }
@@ -277,12 +363,29 @@ static void commit_order(struct listing_batch *b, const market__held *held, size
         market__fx_units_gone(w, b->k_stacks[i], o->item);
     else
         market__fx_units(w, b->k_stacks[i], o->item, -q);
-    if (b->stack[i]) market__fx_listing_units(w, &b->realm, b->member[i], q);
+    if (sells_into_book(b, i))
+        market__bids_commit(&b->t, &b->f, &b->u, i, o->item, b->f.settings.house,
+                            held->n ? held->fence[0] : "0", w);
+    if (b->rest[i] == 0) return; /* all of it sold into the book */
+    if (b->stack[i]) market__fx_listing_units(w, &b->realm, b->member[i], b->rest[i]);
     if (b->listed_before[i] <= 0) { /* a new listing: the market and the indexes */
         market__fx_list(w, &b->realm, b->member[i], o->price);
         market__fx_idx_add(w, &b->ix[i]);
     }
     market__fx_change(w, &b->realm, 1, o->player, o->item, o->price, o->res.list.quantity);
+}
+
+/* Hands each list order that sold into a book its fills and first trade
+ * id. */
+static void hand_fills(struct listing_batch *b) {
+    size_t at = 0;
+    for (size_t i = 0; i < b->f.n; i++) {
+        if (!market__frame_won(&b->f, i) || !sells_into_book(b, i)) continue;
+        market_list_result *res = &b->f.req[i]->res.list;
+        res->n_fills =
+            market__bids_hand(&b->t, i, at, b->f.req[i]->player, res->fill, res->trade_id);
+        at += res->n_fills;
+    }
 }
 
 /* The commit (see DESIGN, step 3). */
@@ -292,20 +395,31 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     market__buf_reset(w);
     market__fx_multi(w);
     market__frame_fences(&b->f, held, w);
-    market__parties_funds(&b->u, w); /* the listing fees: none without them */
+    market__parties_funds(&b->u, w); /* the listing fees and proceeds: none without them */
     market__frame_cut_pay(&b->f, &b->cut, w);
+    market__frame_cut_pay(&b->f, &b->sale_cut, w);
+    market__frame_records(&b->f, w);
+    b->t.n_trades = 0;
     for (size_t i = 0; i < b->f.n; i++)
         if (market__frame_won(&b->f, i)) commit_order(b, held, i, w);
-    market__frame_records(&b->f, w);
-    return market__trades_commit(c, w, 0, b->realm.id, NULL, NULL, 0, NULL);
+    market__bids_commit_left(&b->t, b->realm.id, w);
+    int rc = market__bids_trades(&b->t, c, w, b->realm.id);
+    if (rc == MARKET_OK) hand_fills(b);
+    return rc;
 }
 
 /* ---- the kind's ops (market_combine.h) ---- */
+
+static size_t most(const market *m, int policy) {
+    (void)policy;
+    return m->cfg.batch_max < MARKET__BIDS_ORDERS ? m->cfg.batch_max : MARKET__BIDS_ORDERS;
+}
 
 /* Listing and taking back: a unique item, or units of a stackable good. */
 const struct market__kind market__listing_kind = {
     .name = "listing",
     .slot = 2,
+    .most = most,
     .state_size = sizeof(struct listing_batch),
     .prepare = prepare,
     .read = batch_read,

@@ -130,7 +130,7 @@ int market__order_submit(market *m, market_order *o) {
     const struct order_type *t = type_of(m, o);
     if (!t || !o->done) return MARKET_ERR_INVALID;
     int *replayed = NULL;  /* an unlist or a cancel never replays: it has no key */
-    char *trade_id = NULL; /* a list, unlist or cancel makes no trade */
+    char *trade_id = NULL; /* an unlist or a cancel makes no trade */
     switch (o->type) {
     case MARKET_ORDER_PURCHASE:
         replayed = &o->res.purchase.replayed;
@@ -141,7 +141,10 @@ int market__order_submit(market *m, market_order *o) {
         replayed = &o->res.buy.replayed;
         trade_id = o->res.buy.trade_id;
         break;
-    case MARKET_ORDER_LIST: replayed = &o->res.list.replayed; break;
+    case MARKET_ORDER_LIST:
+        replayed = &o->res.list.replayed;
+        trade_id = o->res.list.trade_id; /* when it sold into the book */
+        break;
     case MARKET_ORDER_UNLIST:
     case MARKET_ORDER_CANCEL: break;
     case MARKET_ORDER_SELL:

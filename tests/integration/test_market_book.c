@@ -401,6 +401,81 @@ static void test_order_filled_before_a_cancel_commits(void **state) {
     assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
 }
 
+static int list(market_conn *c, const char *seller, int64_t q, int64_t price,
+                market_list_result *r) {
+    return market_list_units(c, REALM, seller, "ore", q, price, NULL, r);
+}
+
+/* A list at or under the best bid sells into the book first, at the bids'
+ * prices, and lists the rest: all of it sold lists nothing; a part sold
+ * lists the rest at its price; over every bid it only lists. The realm's
+ * cut comes out of the part sold, the listing fee out of the part listed.
+ * A list that would be refused listed whole (another price than the
+ * seller's listing) sells nothing. */
+static void test_list_sells_into_the_book_first(void **state) {
+    th_market *f = *state;
+    market_settings st = {.fee_bps = 1000, .list_fee_bps = 100};
+    assert_int_equal(market_settings_set(f->c, REALM, &st), MARKET_OK);
+    market_buy_result b, d;
+    assert_int_equal(bid(f->c, "B", 5, 16, NULL, &b), MARKET_OK);
+    assert_int_equal(bid(f->c, "D", 5, 15, NULL, &d), MARKET_OK);
+    market_list_result r;
+    assert_int_equal(list(f->c, "S", 8, 15, &r), MARKET_OK);
+    assert_int_equal(r.sold, 8);
+    assert_int_equal(r.total, 5 * 16 + 3 * 15);
+    assert_int_equal(r.quantity, 0); /* nothing listed */
+    assert_int_equal(r.fee, 0);
+    assert_int_equal(r.n_fills, 2);
+    assert_int_equal(r.fill[0].order_id, b.order_id);
+    assert_int_equal(r.fill[1].order_id, d.order_id);
+    assert_int_equal(r.fill[0].fee + r.fill[1].fee, 8 + 4);
+    assert_true(r.trade_id[0]);
+    assert_int_equal(th_fx_funds(f->c, "S"), FUNDS + 125 - 12);
+    assert_int_equal(ore_of("S"), ORE_S - 8);
+    assert_int_equal(ore_of("B"), 5);
+    assert_int_equal(th_fx_num("ZSCORE market:{main} ore.S"), 0); /* not listed */
+    assert_int_equal(list(f->c, "S", 10, 15, &r), MARKET_OK);     /* D's 2, then 8 listed */
+    assert_int_equal(r.sold, 2);
+    assert_int_equal(r.quantity, 8);
+    assert_int_equal(r.fee, 1); /* 1% of 8 x 15 */
+    assert_int_equal(th_fx_num("HGET market:{main}:units ore.S"), 8);
+    assert_int_equal(list(f->c, "S", 2, 15, &r), MARKET_OK); /* no bid left: joins it */
+    assert_int_equal(r.sold, 0);
+    assert_int_equal(r.n_fills, 0);
+    assert_int_equal(r.quantity, 10);
+    assert_int_equal(bid(f->c, "B", 5, 14, NULL, NULL), MARKET_OK);
+    assert_int_equal(list(f->c, "S", 3, 13, &r), MARKET_ERR_PRICE_CHANGED); /* S lists at 15 */
+    assert_int_equal(r.price, 15);
+    assert_int_equal(escrow_of(f->c, "B"), 5 * 14); /* nothing sold */
+    market_book bk;
+    assert_int_equal(market_book_get(f->c, REALM, "ore", 10, &bk), MARKET_OK);
+    assert_int_equal(bk.n_bids, 1);
+    assert_int_equal(bk.n_asks, 2);
+    assert_int_equal(bk.asks[0].price, 15);
+    assert_int_equal(bk.asks[0].units, 10);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
+/* A list decided into B's 5 at 16, of which another seller fills 2 before
+ * it commits: its commit is refused and it is decided again: B's 3 sold,
+ * the rest listed. */
+static void test_order_filled_before_a_list_commits(void **state) {
+    th_market *f = *state;
+    market_buy_result b;
+    assert_int_equal(bid(f->c, "B", 5, 16, NULL, &b), MARKET_OK);
+    armed_id = b.order_id;
+    armed_price = 16;
+    armed = t_fills_b;
+    market_list_result r;
+    assert_int_equal(list(f->c, "S", 5, 16, &r), MARKET_OK);
+    assert_null(armed);
+    assert_int_equal(r.sold, 3);
+    assert_int_equal(r.quantity, 2);
+    assert_int_equal(ore_of("B"), 5);
+    assert_int_equal(escrow_of(f->c, "B"), 0);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
 /* ---- price-time priority, against a model ---- */
 
 #define MP 4 /* the model's players, P0..P3 */
@@ -620,6 +695,8 @@ int main(void) {
         T(test_order_taken_back_before_a_sale_commits),
         T(test_order_filled_before_a_sale_commits),
         T(test_order_filled_before_a_cancel_commits),
+        T(test_list_sells_into_the_book_first),
+        T(test_order_filled_before_a_list_commits),
         T(test_price_time_model),
         T(test_many_at_once_conserved),
     };
