@@ -259,10 +259,11 @@ typedef struct market_player {
     size_t n_stacks;
 } market_player;
 
-/* A player's id and funds, as market_players_scan() reads them. */
+/* A player's id, funds and escrow, as market_players_scan() reads them. */
 typedef struct market_player_funds {
     char id[MARKET_ID_MAX + 1];
     int64_t funds;
+    int64_t escrow; /* what its buy orders hold */
 } market_player_funds;
 
 typedef struct market_listing {
@@ -508,7 +509,8 @@ typedef struct market_audit_report {
     int64_t total_funds;    /* sum over every users:<id> funds */
     size_t negative_funds;  /* players whose funds are below zero */
     size_t items_held;      /* members of every inventory:<id> */
-    size_t items_listed;    /* members of market: */
+    size_t items_listed;    /* members of market: (listings of unique items and of goods) */
+    size_t goods_listed;    /* of which listings of units of goods */
     size_t items_misplaced; /* items found in more than one place */
     size_t index_mismatch;  /* search index entries missing or extra against market: */
     /* stackable goods and flash sales (units, not items) */

@@ -475,6 +475,7 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
             if ((rc = itemlist_add(&items, e->str, (size_t)(dot - e->str))) < 0) goto out;
         }
     out->items_listed = z.listings;
+    out->goods_listed = n_goods;
     if (items.n) qsort(items.ids, items.n, sizeof *items.ids, cmp_id);
     for (size_t i = 1; i < items.n; i++)
         if (strcmp(items.ids[i - 1], items.ids[i]) == 0 &&

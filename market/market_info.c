@@ -47,11 +47,13 @@ static int funds_from_replies(const struct userkeys *keys, size_t prefix_len, re
                               market_player_funds **out, size_t *n, size_t *cap) {
     if (market__grow((void **)out, cap, *n + keys->n, sizeof **out) < 0) return MARKET_ERR_NOMEM;
     for (size_t i = 0; i < keys->n; i++) {
-        market__party party = market__reply_party(rep[i]);
+        int64_t escrow;
+        market__party party = market__reply_funds_escrow(rep[i], &escrow);
         if (party.known == MARKET__ABSENT) continue;
         if (party.known != MARKET__PRESENT) return MARKET_ERR_STORE;
         market_player_funds *p = &(*out)[*n];
         p->funds = party.funds;
+        p->escrow = escrow;
         snprintf(p->id, sizeof p->id, "%s", keys->keys[i] + prefix_len);
         (*n)++;
     }
@@ -60,9 +62,9 @@ static int funds_from_replies(const struct userkeys *keys, size_t prefix_len, re
 
 /* Reads every player of realm (SCAN users:{<realm>}:*, no lock) whose id
  * matches the fnmatch(3) pattern match (NULL: every player) with its funds
- * into *out (new; caller frees with free(); NULL when there are none), in
+ * and escrow into *out (new; caller frees with free(); NULL when there are none), in
  * SCAN order. Each round trip
- * is one pipeline: the funds (HGET) of the players the previous SCAN page
+ * is one pipeline: the funds and escrow (HMGET) of the players the previous SCAN page
  * chose, and the next page. A player whose hash goes away meanwhile, or has
  * no funds field, is left out; keys whose id is not valid are ignored.
  * Meant for load tests and tools on a quiet market: a player added during
@@ -88,7 +90,7 @@ int market_players_scan(market_conn *c, const char *realm, const char *match,
         size_t ncmd = cur.n + (scanning ? 1 : 0);
         market__buf_reset(&p);
         for (size_t i = 0; i < cur.n; i++)
-            market__rd_funds(&p, cur.keys[i]);
+            market__rd_funds_escrow(&p, cur.keys[i]);
         if (scanning) market__rd_scan(&p, cursor, pattern);
         if ((rc = market__pipeline_buf(c, &p)) < 0) break;
         rc = funds_from_replies(&cur, prefix_len, p.rep, &got, &n_got, &cap_got);

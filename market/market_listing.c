@@ -363,9 +363,6 @@ static void commit_order(struct listing_batch *b, const market__held *held, size
         market__fx_units_gone(w, b->k_stacks[i], o->item);
     else
         market__fx_units(w, b->k_stacks[i], o->item, -q);
-    if (sells_into_book(b, i))
-        market__bids_commit(&b->t, &b->f, &b->u, i, o->item, b->f.settings.house,
-                            held->n ? held->fence[0] : "0", w);
     if (b->rest[i] == 0) return; /* all of it sold into the book */
     if (b->stack[i]) market__fx_listing_units(w, &b->realm, b->member[i], b->rest[i]);
     if (b->listed_before[i] <= 0) { /* a new listing: the market and the indexes */
@@ -399,9 +396,15 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     market__frame_cut_pay(&b->f, &b->cut, w);
     market__frame_cut_pay(&b->f, &b->sale_cut, w);
     market__frame_records(&b->f, w);
-    b->t.n_trades = 0;
     for (size_t i = 0; i < b->f.n; i++)
         if (market__frame_won(&b->f, i)) commit_order(b, held, i, w);
+    /* the fills after every seller's units: a seller's last units go with an HDEL, and it
+     * may get units as a buyer in the same commit */
+    b->t.n_trades = 0;
+    for (size_t i = 0; i < b->f.n; i++)
+        if (market__frame_won(&b->f, i) && sells_into_book(b, i))
+            market__bids_commit(&b->t, &b->f, &b->u, i, b->f.req[i]->item, b->f.settings.house,
+                                held->n ? held->fence[0] : "0", w);
     market__bids_commit_left(&b->t, b->realm.id, w);
     int rc = market__bids_trades(&b->t, c, w, b->realm.id);
     if (rc == MARKET_OK) hand_fills(b);

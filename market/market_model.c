@@ -719,6 +719,11 @@ void market__rd_bids_of(market__buf *b, const char *bids_key, size_t count) {
     market__buf_cmd(b, 4, C_ZRANGE, bids_key, "0", market__buf_i64(b, (int64_t)count - 1));
 }
 
+/* A player's funds and escrow (market__reply_funds_escrow()). */
+void market__rd_funds_escrow(market__buf *b, const char *user_key) {
+    market__buf_cmd(b, 4, C_HMGET, user_key, MARKET__FIELD_FUNDS, MARKET__FIELD_ESCROW);
+}
+
 /* A player's escrow (market__reply_units(): nil reads 0). */
 void market__rd_escrow(market__buf *b, const char *user_key) {
     market__buf_cmd(b, 3, C_HGET, user_key, MARKET__FIELD_ESCROW);

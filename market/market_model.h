@@ -169,6 +169,7 @@ void market__rd_best(market__buf *b, const char *key, size_t count);
 void market__rd_book_from(market__buf *b, const char *book_key, const char *lo, size_t count);
 void market__rd_bids_of(market__buf *b, const char *bids_key, size_t count);
 void market__rd_escrow(market__buf *b, const char *user_key);
+void market__rd_funds_escrow(market__buf *b, const char *user_key);
 
 /* replies (market_model_reply.c) */
 int market__parse_i64(const char *s, size_t len, int64_t *out);
@@ -177,6 +178,7 @@ int market__reply_i64(const redisReply *r, int64_t *out);
 int64_t market__reply_price(const redisReply *r);
 int64_t market__reply_units(const redisReply *r);
 market__party market__reply_party(const redisReply *r);
+market__party market__reply_funds_escrow(const redisReply *r, int64_t *escrow);
 int market__reply_time(const redisReply *r, int64_t *ms);
 int market__reply_config(const redisReply *r, char *out, size_t outlen);
 int market__reply_realm_settings(const redisReply *r, market_settings *out);

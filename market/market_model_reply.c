@@ -83,6 +83,20 @@ market__party market__reply_party(const redisReply *r) {
     return p;
 }
 
+/* The party an HMGET <user> funds escrow reply gives (see market__party),
+ * with its escrow in *escrow (0 when it has none; a party UNREADABLE when
+ * it is not a whole number). */
+market__party market__reply_funds_escrow(const redisReply *r, int64_t *escrow) {
+    market__party p = {MARKET__UNREADABLE, 0};
+    *escrow = 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return p;
+    p = market__reply_party(r->element[0]);
+    if (p.known == MARKET__PRESENT && r->element[1]->type != REDIS_REPLY_NIL &&
+        market__reply_i64(r->element[1], escrow) < 0)
+        p.known = MARKET__UNREADABLE;
+    return p;
+}
+
 /* Reads TIME's reply into *ms. Returns 0, or -1 when it is not one. */
 int market__reply_time(const redisReply *r, int64_t *ms) {
     int64_t sec, usec;

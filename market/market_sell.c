@@ -173,7 +173,9 @@ static size_t batch_decide(market__cbatch *cb) {
 
 /* ---- committing ---- */
 
-/* Appends the units each seller has left of each item it sold, once. */
+/* Appends the units each seller has left of each item it sold, once; an
+ * HDEL when none is left, so it must come before any units the seller gets
+ * as a buyer in the same commit. */
 static void commit_sellers(struct sell_batch *b, market__buf *w) {
     for (size_t i = 0; i < b->f.n; i++) {
         if (b->first[i] != i || b->stacked[i] == b->stacked_read[i]) continue;
@@ -212,12 +214,12 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
     market__parties_funds(&b->u, w);
     market__frame_cut_pay(&b->f, &b->cut, w);
     market__frame_records(&b->f, w);
+    commit_sellers(b, w); /* before the buyers': a seller may buy in the batch too */
     b->t.n_trades = 0;
     for (size_t i = 0; i < b->f.n; i++)
         if (market__frame_won(&b->f, i))
             market__bids_commit(&b->t, &b->f, &b->u, i, b->f.req[i]->item, b->f.settings.house,
                                 held->n ? held->fence[0] : "0", w);
-    commit_sellers(b, w);
     market__bids_commit_left(&b->t, b->realm.id, w);
     int rc = market__bids_trades(&b->t, c, w, b->realm.id);
     if (rc == MARKET_OK) hand_trades(b);

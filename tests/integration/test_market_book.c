@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/helpers/market_fx.h"
 
@@ -476,6 +477,103 @@ static void test_order_filled_before_a_list_commits(void **state) {
     assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
 }
 
+/* ---- one batch: a seller's last units, and units it buys ---- */
+
+static volatile int gate, gate_entered;
+static void hold_gate(void) {
+    __atomic_store_n(&gate_entered, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&gate, __ATOMIC_SEQ_CST))
+        usleep(1000);
+}
+
+static int answered;
+static void count_done(market_order *o) {
+    (void)o;
+    __atomic_fetch_add(&answered, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Runs a and b, queued while the worker is held inside another batch, so
+ * that they are served as one batch. */
+static void run_in_one_batch(th_market *f, market_order *a, market_order *b) {
+    /* a buy order of B's that rests: a batch that commits, so the hook runs */
+    market_order hold = {.type = MARKET_ORDER_BID,
+                         .realm = REALM,
+                         .player = "B",
+                         .item = "ore",
+                         .quantity = 1,
+                         .price = 1,
+                         .done = count_done};
+    answered = 0;
+    gate = 1;
+    gate_entered = 0;
+    armed = hold_gate;
+    assert_int_equal(market_order_submit(f->m, &hold), MARKET_OK);
+    for (int ms = 0; !__atomic_load_n(&gate_entered, __ATOMIC_SEQ_CST); ms++) {
+        assert_true(ms < 30000); /* the hook never ran: fail, not hang */
+        usleep(1000);
+    }
+    a->done = b->done = count_done;
+    assert_int_equal(market_order_submit(f->m, a), MARKET_OK);
+    assert_int_equal(market_order_submit(f->m, b), MARKET_OK);
+    __atomic_store_n(&gate, 0, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&answered, __ATOMIC_SEQ_CST) < 3)
+        usleep(1000);
+    assert_int_equal(hold.rc, MARKET_OK);
+}
+
+/* In one batch T sells 5 into S's order while S sells all its units: S's
+ * stack is emptied (its field removed) and gets 5 back as a buyer. The
+ * removal must come first, or the 5 units vanish. */
+static void test_seller_buys_in_the_same_sale_batch(void **state) {
+    th_market *f = *state;
+    assert_int_equal(bid(f->c, "S", 5, 16, NULL, NULL), MARKET_OK);
+    assert_int_equal(bid(f->c, "D", ORE_S, 15, NULL, NULL), MARKET_OK);
+    market_order t = {.type = MARKET_ORDER_SELL,
+                      .realm = REALM,
+                      .player = "T",
+                      .item = "ore",
+                      .quantity = 5,
+                      .price = 16};
+    market_order s = {.type = MARKET_ORDER_SELL,
+                      .realm = REALM,
+                      .player = "S",
+                      .item = "ore",
+                      .quantity = ORE_S,
+                      .price = 15};
+    run_in_one_batch(f, &t, &s);
+    assert_int_equal(t.rc, MARKET_OK);
+    assert_int_equal(s.rc, MARKET_OK);
+    assert_int_equal(ore_of("S"), 5);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
+/* The same with lists: T's list crosses S's order while S lists all its
+ * units. */
+static void test_seller_buys_in_the_same_list_batch(void **state) {
+    th_market *f = *state;
+    int64_t price, units;
+    assert_int_equal(market_unlist_units(f->c, REALM, "T", "ore", &price, &units), MARKET_OK);
+    assert_int_equal(bid(f->c, "S", 5, 16, NULL, NULL), MARKET_OK);
+    market_order t = {.type = MARKET_ORDER_LIST,
+                      .realm = REALM,
+                      .player = "T",
+                      .item = "ore",
+                      .quantity = 5,
+                      .price = 16};
+    market_order s = {.type = MARKET_ORDER_LIST,
+                      .realm = REALM,
+                      .player = "S",
+                      .item = "ore",
+                      .quantity = ORE_S,
+                      .price = 30};
+    run_in_one_batch(f, &t, &s);
+    assert_int_equal(t.rc, MARKET_OK);
+    assert_int_equal(t.res.list.sold, 5);
+    assert_int_equal(s.rc, MARKET_OK);
+    assert_int_equal(ore_of("S"), 5);
+    assert_conserved(f->c, FUNDS_ALL, UNITS_ALL);
+}
+
 /* ---- price-time priority, against a model ---- */
 
 #define MP 4 /* the model's players, P0..P3 */
@@ -697,6 +795,8 @@ int main(void) {
         T(test_order_filled_before_a_cancel_commits),
         T(test_list_sells_into_the_book_first),
         T(test_order_filled_before_a_list_commits),
+        T(test_seller_buys_in_the_same_sale_batch),
+        T(test_seller_buys_in_the_same_list_batch),
         T(test_price_time_model),
         T(test_many_at_once_conserved),
     };

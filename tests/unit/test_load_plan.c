@@ -176,14 +176,14 @@ static void test_contended_window_and_pool(void **state) {
         assert_string_not_equal(load_plan_player(&p, pk.buyer), load_plan_seller(&p, pk.item));
         seen_99 += pk.item == 99;
         seen_98 += pk.item == 98;
-        load_plan_answered(&p, &pk, 402); /* refused for want of funds: still listed */
+        load_plan_answered(&p, &pk, 402, 0); /* refused for want of funds: still listed */
     }
     assert_true(seen_99 > 0 && seen_98 > 0);
     /* It sold: the next cheapest (97) takes its slot, and it is not sent again. */
     do
         assert_int_equal(load_plan_next(&p, &pk), 1);
     while (pk.item != 99);
-    load_plan_answered(&p, &pk, 200);
+    load_plan_answered(&p, &pk, 200, 0);
     unsigned seen_97 = 0;
     for (int i = 0; i < 100; i++) {
         assert_int_equal(load_plan_next(&p, &pk), 1);
@@ -207,7 +207,7 @@ static void test_contended_runs_out_in_price_order(void **state) {
     for (int i = 0; i < 30; i++) {
         assert_int_equal(load_plan_next(&p, &pk), 1);
         assert_int_equal(pk.item, want--);
-        load_plan_answered(&p, &pk, i % 2 ? 200 : 404);
+        load_plan_answered(&p, &pk, i % 2 ? 200 : 404, 0);
     }
     assert_int_equal(load_plan_next(&p, &pk), 0);
     assert_int_equal(pk.kind, LOAD_KIND_CONTENDED);
@@ -268,12 +268,12 @@ static void test_flash_limits_and_sold_out(void **state) {
         n++;
     }
     assert_int_equal(n, 4); /* two each in flight: the limit */
-    load_plan_answered(&p, &pk[0], 200);
+    load_plan_answered(&p, &pk[0], 200, 0);
     load_pick more;
     assert_int_equal(load_plan_next(&p, &more), 0); /* 1 bought + 1 in flight = 2 */
-    load_plan_answered(&p, &pk[1], 503);            /* that one did not buy */
+    load_plan_answered(&p, &pk[1], 503, 0);         /* that one did not buy */
     assert_int_equal(load_plan_next(&p, &more), 1);
-    load_plan_answered(&p, &more, 409); /* sold out */
+    load_plan_answered(&p, &more, 409, 0); /* sold out */
     assert_int_equal(load_plan_next(&p, &more), 0);
     assert_true(p.flash_over);
     load_plan_free(&p);

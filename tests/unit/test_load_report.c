@@ -164,15 +164,18 @@ static void test_json_shape(void **state) {
     assert_keys(j, "redis",
                 "commands,commands_per_purchase,cpu_seconds,cpu_us_per_purchase,commands_delta,"
                 "calls_before,calls_after,commandstats_before,commandstats_after,masters");
-    assert_keys(j, "invariants",
-                "ok,funds_conserved,no_negative_funds,items_in_one_place,items_total_unchanged,"
-                "purchases_match,indexes_match,items_left_market,trades_match,trades_trimmed,trades,"
-                "before,after");
+    assert_keys(
+        j, "invariants",
+        "ok,funds_conserved,escrow_consistent,no_negative_funds,items_in_one_place,"
+        "items_total_unchanged,"
+        "purchases_match,indexes_match,items_left_market,trades_match,trades_trimmed,trades,"
+        "before,after");
     assert_keys(j, "invariants.trades",
                 "recorded,players_checked,players_mismatched,unknown,first_mismatch");
     assert_keys(j, "invariants.before",
                 "players,total_funds,negative_funds,items_held,items_listed,items_misplaced,"
-                "index_mismatch,units_in_stacks,units_listed,units_in_sales");
+                "index_mismatch,units_in_stacks,units_listed,units_in_sales,total_escrow,orders,"
+                "orders_escrow");
     assert_keys(j, "result", "exit,failed");
     json_decref(j);
 }

@@ -30,17 +30,23 @@ static int auth_header(char *auth, size_t len, const char *auth_secret, const ch
     return n > 0 && (size_t)n < len ? 0 : LOAD_HTTP_ERR_TOKEN;
 }
 
-/* Writes into out the request POST path with the JSON body, as buyer (a token from
+/* Writes into out the request METHOD path with the JSON body, as buyer (a token from
  * auth_secret, when given). Returns its length, or LOAD_HTTP_ERR_FIT / LOAD_HTTP_ERR_TOKEN. */
-static int post(char *out, size_t outlen, const char *host, const char *path, const char *body,
-                const char *auth_secret, const char *realm, const char *buyer) {
+static int request(char *out, size_t outlen, const char *method, const char *host, const char *path,
+                   const char *body, const char *auth_secret, const char *realm,
+                   const char *buyer) {
     char auth[API_TOKEN_MAX + 32];
     if (auth_header(auth, sizeof auth, auth_secret, realm, buyer) < 0) return LOAD_HTTP_ERR_TOKEN;
     int n = snprintf(out, outlen,
-                     "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                     "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
                      "%sContent-Length: %d\r\n\r\n%s",
-                     path, host, auth, (int)strlen(body), body);
+                     method, path, host, auth, (int)strlen(body), body);
     return n < 0 || (size_t)n >= outlen ? LOAD_HTTP_ERR_FIT : n;
+}
+
+static int post(char *out, size_t outlen, const char *host, const char *path, const char *body,
+                const char *auth_secret, const char *realm, const char *buyer) {
+    return request(out, outlen, "POST", host, path, body, auth_secret, realm, buyer);
 }
 
 int load_http_purchase(char *out, size_t outlen, const char *host, const char *realm,
@@ -69,6 +75,62 @@ int load_http_sale_buy(char *out, size_t outlen, const char *host, const char *r
                       (long long)quantity);
     if (bl < 0 || (size_t)bl >= sizeof body) return LOAD_HTTP_ERR_FIT;
     return post(out, outlen, host, path, body, auth_secret, realm, buyer);
+}
+
+int load_http_book(char *out, size_t outlen, const char *host, const char *realm,
+                   enum load_kind kind, const char *player, const char *item, int64_t quantity,
+                   int64_t price, int64_t order, const char *auth_secret) {
+    char body[3 * MARKET_ID_MAX + 128], route[48];
+    char path[sizeof API_REALM_PREFIX + MARKET_REALM_MAX + sizeof route];
+    int bl;
+    switch (kind) {
+    case LOAD_KIND_ORDER:
+        snprintf(route, sizeof route, "/orders");
+        bl = snprintf(body, sizeof body,
+                      "{\"buyer\":\"%s\",\"item\":\"%s\",\"quantity\":%lld,\"max_price\":%lld}",
+                      player, item, (long long)quantity, (long long)price);
+        break;
+    case LOAD_KIND_CANCEL:
+        snprintf(route, sizeof route, "/orders/%lld", (long long)order);
+        bl = snprintf(body, sizeof body, "{\"buyer\":\"%s\"}", player);
+        break;
+    case LOAD_KIND_SELL:
+        snprintf(route, sizeof route, "/sell");
+        bl = snprintf(body, sizeof body,
+                      "{\"seller\":\"%s\",\"item\":\"%s\",\"quantity\":%lld,\"min_price\":%lld,"
+                      "\"fill\":\"partial\"}",
+                      player, item, (long long)quantity, (long long)price);
+        break;
+    case LOAD_KIND_LIST:
+        snprintf(route, sizeof route, "/list");
+        bl = snprintf(body, sizeof body,
+                      "{\"seller\":\"%s\",\"item\":\"%s\",\"quantity\":%lld,\"price\":%lld}",
+                      player, item, (long long)quantity, (long long)price);
+        break;
+    default: return LOAD_HTTP_ERR_FIT;
+    }
+    if (bl < 0 || (size_t)bl >= sizeof body) return LOAD_HTTP_ERR_FIT;
+    if (realm && strcmp(realm, MARKET_REALM_DEFAULT) != 0)
+        snprintf(path, sizeof path, API_REALM_PREFIX "%s%s", realm, route);
+    else
+        snprintf(path, sizeof path, "%s", route);
+    return request(out, outlen, kind == LOAD_KIND_CANCEL ? "DELETE" : "POST", host, path, body,
+                   auth_secret, realm, player);
+}
+
+int64_t load_http_body_int(const char *body, size_t n, const char *key) {
+    char pat[80];
+    int pl = snprintf(pat, sizeof pat, "\"%s\":", key);
+    if (pl < 0 || (size_t)pl >= sizeof pat) return -1;
+    for (size_t i = 0; i + (size_t)pl < n; i++) {
+        if (memcmp(body + i, pat, (size_t)pl) != 0) continue;
+        int64_t v = 0;
+        size_t k = i + (size_t)pl, digits = 0;
+        for (; k < n && body[k] >= '0' && body[k] <= '9' && digits < 18; k++, digits++)
+            v = v * 10 + (body[k] - '0');
+        return digits ? v : -1;
+    }
+    return -1;
 }
 
 int load_http_health(char *out, size_t outlen, const char *host) {

@@ -64,12 +64,29 @@
 #define LOAD_BUYER_TRIES 32       /* random draws before a linear scan for a buyer */
 #define LOAD_NONE SIZE_MAX
 
-enum load_mix { LOAD_MIX_DISTINCT, LOAD_MIX_CONTENDED, LOAD_MIX_MIXED, LOAD_MIX_FLASH };
-enum load_kind { LOAD_KIND_DISTINCT, LOAD_KIND_CONTENDED, LOAD_KIND_HEALTH, LOAD_KIND_FLASH };
+enum load_mix {
+    LOAD_MIX_DISTINCT,
+    LOAD_MIX_CONTENDED,
+    LOAD_MIX_MIXED,
+    LOAD_MIX_FLASH,
+    LOAD_MIX_BOOK
+};
+enum load_kind {
+    LOAD_KIND_DISTINCT,
+    LOAD_KIND_CONTENDED,
+    LOAD_KIND_HEALTH,
+    LOAD_KIND_FLASH,
+    /* --mix book */
+    LOAD_KIND_ORDER,  /* POST /orders: a buy order */
+    LOAD_KIND_CANCEL, /* DELETE /orders/{id}: one of the run's resting orders */
+    LOAD_KIND_SELL,   /* POST /sell, partly: into the book */
+    LOAD_KIND_LIST,   /* POST /list of units at the seller's price: into the book, or listed */
+};
+#define LOAD_OPEN_MAX 65536 /* --mix book: resting orders the run remembers, to cancel */
 
 #define LOAD_SALE_STOCK 10000 /* --sale-stock's default */
 
-/* "distinct", "contended", "mixed" or "flash". Can't fail. */
+/* "distinct", "contended", "mixed", "flash" or "book". Can't fail. */
 const char *load_mix_name(enum load_mix mix);
 
 /* ---- opts.c: the command line ---- */
@@ -167,13 +184,26 @@ typedef struct load_plan {
     size_t *flash, n_flash, flash_at;
     int64_t *flash_bought, *flash_inflight; /* per flash buyer: 200s, requests in flight */
     int flash_over;                         /* a 409 came: sold out (or the sale ended) */
+    /* book: the listings of goods (who sells what at which price), and the run's resting
+     * orders (its 201s) not yet cancelled */
+    load_item *goods;
+    size_t n_goods, cap_goods;
+    struct load_open {
+        int64_t id;
+        size_t buyer;
+    } * open;
+    size_t n_open;
 } load_plan;
 
 /* One purchase to send: the buyer (a player index) buys the item (an item
- * index); slot is its contended window slot (LOAD_NONE for distinct). */
+ * index); slot is its contended window slot (LOAD_NONE for distinct). A
+ * book pick: item is a good (its listing), buyer the player who sends it
+ * (the seller of a sell or a list), with its quantity, price and (cancel)
+ * order id. */
 typedef struct load_pick {
     enum load_kind kind;
     size_t item, buyer, slot;
+    int64_t quantity, price, order;
 } load_pick;
 
 /* Add to the snapshot (before load_plan_build): a realm, then its items and
@@ -181,6 +211,7 @@ typedef struct load_pick {
  * the default one). Return MARKET_OK, or MARKET_ERR_NOMEM. */
 int load_plan_add_realm(load_plan *p, const char *realm);
 int load_plan_add_item(load_plan *p, const char *item, const char *seller, int64_t price);
+int load_plan_add_good(load_plan *p, const char *item, const char *seller, int64_t price);
 int load_plan_add_player(load_plan *p, const char *id, int64_t funds);
 
 /* Builds the distinct order, the price order, and for the contended and
@@ -200,12 +231,16 @@ int load_plan_flash(load_plan *p, const char *sale, int64_t price, int64_t limit
 int load_plan_next(load_plan *p, load_pick *out);
 
 /* An answer to pick came: a contended item that left the market (200) or
- * was gone already (404) makes room in the window for the next one. */
-void load_plan_answered(load_plan *p, const load_pick *pick, int status);
+ * was gone already (404) makes room in the window for the next one; a buy
+ * order that rests (201, order: its order_id) can be cancelled later. */
+void load_plan_answered(load_plan *p, const load_pick *pick, int status, int64_t order);
 
 /* Ids of item i, its seller, player i, and item i's realm. */
 const char *load_plan_realm(const load_plan *p, size_t item);
 const char *load_plan_item(const load_plan *p, size_t i);
+const char *load_plan_good(const load_plan *p, size_t i);
+const char *load_plan_pick_player(const load_plan *p, const load_pick *k);
+const char *load_plan_pick_realm(const load_plan *p, const load_pick *k);
 const char *load_plan_seller(const load_plan *p, size_t i);
 const char *load_plan_player(const load_plan *p, size_t i);
 const char *load_plan_player_realm(const load_plan *p, size_t i);
@@ -230,6 +265,17 @@ int load_http_purchase(char *out, size_t outlen, const char *host, const char *r
 int load_http_sale_buy(char *out, size_t outlen, const char *host, const char *realm,
                        const char *sale, const char *buyer, int64_t quantity,
                        const char *auth_secret);
+
+/* Writes the request of a book pick of kind (LOAD_KIND_ORDER, _CANCEL, _SELL, _LIST) by
+ * player of realm into out: item, quantity and price (a cancel: order) as the pick says.
+ * Returns its length, or a LOAD_HTTP_ERR_* code. */
+int load_http_book(char *out, size_t outlen, const char *host, const char *realm,
+                   enum load_kind kind, const char *player, const char *item, int64_t quantity,
+                   int64_t price, int64_t order, const char *auth_secret);
+
+/* The whole number a JSON body (body[0..n)) holds under "key" at its top level as the
+ * service writes it ("key":123), or -1 when it holds none. Can't fail. */
+int64_t load_http_body_int(const char *body, size_t n, const char *key);
 
 /* Writes GET /healthz into out. Returns its length, or LOAD_HTTP_ERR_FIT. */
 int load_http_health(char *out, size_t outlen, const char *host);
@@ -328,6 +374,8 @@ long long load_cmdstats_get(const load_cmdstats *s, const char *name);
 /* Whether the invariants held, and whether the run measured anything. */
 typedef struct load_verdict {
     int funds, negative, one_place, total, purchases, indexed, ok;
+    int escrow; /* the buy orders' escrow is their buyers', none negative, every order in its
+                   book (funds counts funds and escrow together) */
     int trades;                /* load_judge_trades(): 1 until it says otherwise */
     int trades_trimmed;        /* load_judge_trades(): the history was trimmed past the mark */
     long long left;            /* items that left the market */
@@ -397,6 +445,11 @@ typedef struct load_flash {
  * (within the unanswered), 409 sold_out is an answer, not an error. Can't
  * fail. */
 void load_judge_flash(load_verdict *v, const load_counts *k, load_flash *f);
+
+/* Judges a book run into v: its successes are 200s and 201s (a buy order that rests),
+ * its trades the fills the trade records say (the ledger's), and 409 (nothing to sell
+ * into, a price that is not the seller's) an answer, not an error. Can't fail. */
+void load_judge_book(load_verdict *v, const load_counts *k, const load_ledger *l);
 
 /* ---- report.c ---- */
 

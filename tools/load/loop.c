@@ -140,13 +140,25 @@ static int next_request(load_loop *l, struct conn *c) {
         return 1;
     }
     if (!load_plan_next(l->plan, &c->pick)) {
-        l->run->stop_reason = c->pick.kind == LOAD_KIND_FLASH
+        l->run->stop_reason = l->plan->mix == LOAD_MIX_BOOK ? "no goods to trade (book)"
+                              : c->pick.kind == LOAD_KIND_FLASH
                                   ? (l->plan->flash_over ? "the sale is sold out (flash)"
                                                          : "every buyer reached the limit (flash)")
                               : c->pick.kind == LOAD_KIND_DISTINCT
                                   ? "no more items to buy (distinct)"
                                   : "no more items to fight over (contended)";
         return 0;
+    }
+    if (c->pick.kind >= LOAD_KIND_ORDER) { /* the book mix */
+        const load_pick *k = &c->pick;
+        int n = load_http_book(c->out, sizeof c->out, l->t->host, load_plan_pick_realm(l->plan, k),
+                               k->kind, load_plan_pick_player(l->plan, k),
+                               load_plan_good(l->plan, k->item), k->quantity, k->price, k->order,
+                               l->o->auth_secret);
+        if (n == LOAD_HTTP_ERR_TOKEN) l->run->stop_reason = "cannot make a player's token";
+        if (n < 0) return 0;
+        c->out_len = (size_t)n;
+        return 1;
     }
     if (c->pick.kind == LOAD_KIND_FLASH) {
         int n = load_http_sale_buy(c->out, sizeof c->out, l->t->host,
@@ -307,13 +319,17 @@ static void conn_answered(load_loop *l, struct conn *c) {
             run->k.unknown++;
     }
     load_hist_add(&run->all, lat);
-    if (status == 200) load_hist_add(&run->ok, lat);
+    if (status == 200 || status == 201) load_hist_add(&run->ok, lat);
     if (c->pick.kind == LOAD_KIND_FLASH && status == 409 && !run->t_soldout)
         run->t_soldout = now;
     if (c->pick.kind == LOAD_KIND_HEALTH)
         run->held++;
     else
-        load_plan_answered(l->plan, &c->pick, status);
+        load_plan_answered(
+            l->plan, &c->pick, status,
+            status == 201 && c->head.body_len > 0
+                ? load_http_body_int(c->in + c->head.hdr_len, (size_t)c->head.body_len, "order_id")
+                : 0);
     size_t used = c->head.hdr_len + (size_t)(c->head.body_len > 0 ? c->head.body_len : 0);
     if (c->head.close_after || c->in_len != used) {
         run->k.reconnects++;

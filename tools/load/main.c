@@ -63,7 +63,7 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
     market_audit_report before, after;
     load_ledger ledger = {0};
     load_flash flash = {0};
-    int is_flash = o->mix == LOAD_MIX_FLASH;
+    int is_flash = o->mix == LOAD_MIX_FLASH, is_book = o->mix == LOAD_MIX_BOOK;
     char(*marks)[MARKET_TRADE_ID_MAX + 1] = calloc(o->realms, sizeof *marks);
     load_cmdstats *cb = calloc(1, sizeof *cb), *ca = calloc(1, sizeof *ca);
     char(*realms)[MARKET_REALM_MAX + 1] = calloc(o->realms, sizeof *realms);
@@ -123,7 +123,15 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
                  (long long)o->sale_price);
         goto fail;
     }
-    if (!is_flash && (plan.n_items == 0 || plan.n_players < 2)) {
+    if (is_book && (plan.n_goods == 0 || plan.n_players < 2)) {
+        snprintf(why, sizeof why,
+                 "nothing to trade: %zu listings of goods, %zu players in %s%s%s (seed goods: "
+                 "market-seed --generate ...,goods=G)",
+                 plan.n_goods, plan.n_players, o->redis, o->players ? " matching " : "",
+                 o->players ? o->players : "");
+        goto fail;
+    }
+    if (!is_flash && !is_book && (plan.n_items == 0 || plan.n_players < 2)) {
         snprintf(why, sizeof why, "nothing to buy: %zu listed items, %zu players in %s%s%s",
                  plan.n_items, plan.n_players, o->redis, o->players ? " matching " : "",
                  o->players ? o->players : "");
@@ -131,9 +139,9 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
     }
     if (!o->quiet)
         fprintf(stderr,
-                "market-load: %zu listed items, %zu players%s%s in %u realm%s; %s mix, "
-                "%zu buyers\n",
-                plan.n_items, plan.n_players, o->players ? " matching " : "",
+                "market-load: %zu listed items, %zu listings of goods, %zu players%s%s in %u "
+                "realm%s; %s mix, %zu buyers\n",
+                plan.n_items, plan.n_goods, plan.n_players, o->players ? " matching " : "",
                 o->players ? o->players : "", o->realms, o->realms == 1 ? "" : "s",
                 load_mix_name(o->mix), o->buyers);
     if (load_cmdstats_read(mc, cb, why, sizeof why) < 0) goto fail;
@@ -155,6 +163,7 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
         flash.stacked = after.sale_units_in_stacks - before.sale_units_in_stacks;
         load_judge_flash(&v, &run->k, &flash);
     }
+    if (is_book) load_judge_book(&v, &run->k, &ledger);
     load_judge_trades(&v, &ledger);
     load_report rep = {o, &plan, run, &before, &after, &v, cb, ca, &ledger,
                        is_flash ? &flash : NULL};

@@ -10,8 +10,8 @@
 
 #include "cli/cli.h"
 
-static const char *const mix_names[] = {"distinct", "contended", "mixed", "flash"};
-#define MIXES 4
+static const char *const mix_names[] = {"distinct", "contended", "mixed", "flash", "book"};
+#define MIXES 5
 
 const char *load_mix_name(enum load_mix mix) {
     return (unsigned)mix < MIXES ? mix_names[mix] : "?";
@@ -42,7 +42,12 @@ void load_usage(FILE *to) {
         "                          flash-<ms>, house --sale-house), its buyers buying one unit a\n"
         "                          request at once until it is sold out (--duration and\n"
         "                          --requests optional); it reports the time to sell out, the\n"
-        "                          units sold, oversold and limit violations.\n"
+        "                          units sold, oversold and limit violations. book: buy\n"
+        "                          orders and sales into them on the goods the store lists\n"
+        "                          (market-seed --generate ...,goods=G): each request posts a\n"
+        "                          buy order near a listing's price, cancels one of the run's\n"
+        "                          resting orders, sells into the book, or lists at the\n"
+        "                          seller's price; the audit checks escrow too.\n"
         "  --sale-stock N          For flash, the units on sale (default 10000).\n"
         "  --sale-limit L          For flash, the most units a buyer may buy (default\n"
         "                          2 * stock / buyers, rounded up).\n"

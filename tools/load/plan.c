@@ -73,19 +73,30 @@ static int realm_now(load_plan *p, unsigned *out) {
     return MARKET_OK;
 }
 
-int load_plan_add_item(load_plan *p, const char *item, const char *seller, int64_t price) {
+/* Adds a listing (item by seller at price) to *arr (n used of *cap): the
+ * items, or the goods. */
+static int listing_add(load_plan *p, load_item **arr, size_t *n, size_t *cap, const char *item,
+                       const char *seller, int64_t price) {
     unsigned realm;
-    if (realm_now(p, &realm) < 0 ||
-        reserve((void **)&p->items, &p->cap_items, p->n_items, sizeof *p->items, 4096) < 0)
+    if (realm_now(p, &realm) < 0 || reserve((void **)arr, cap, *n, sizeof **arr, 4096) < 0)
         return MARKET_ERR_NOMEM;
-    load_item *t = &p->items[p->n_items];
+    load_item *t = &(*arr)[*n];
     t->price = price;
     t->realm = realm;
     t->claimed = 0;
     if (str_add(p, item, &t->name) < 0 || str_add(p, seller, &t->seller) < 0)
         return MARKET_ERR_NOMEM;
-    p->n_items++;
+    (*n)++;
     return MARKET_OK;
+}
+
+int load_plan_add_item(load_plan *p, const char *item, const char *seller, int64_t price) {
+    return listing_add(p, &p->items, &p->n_items, &p->cap_items, item, seller, price);
+}
+
+/* Adds a listing of units of a good (the book mix's: who sells what, at which price). */
+int load_plan_add_good(load_plan *p, const char *item, const char *seller, int64_t price) {
+    return listing_add(p, &p->goods, &p->n_goods, &p->cap_goods, item, seller, price);
 }
 
 int load_plan_add_player(load_plan *p, const char *id, int64_t funds) {
@@ -114,6 +125,20 @@ const char *load_plan_seller(const load_plan *p, size_t i) {
     return p->str + p->items[i].seller;
 }
 
+const char *load_plan_good(const load_plan *p, size_t i) {
+    return p->str + p->goods[i].name;
+}
+
+/* Who sends book pick k, and in which realm: its buyer, or its good's seller. */
+const char *load_plan_pick_player(const load_plan *p, const load_pick *k) {
+    return k->buyer != LOAD_NONE ? load_plan_player(p, k->buyer)
+                                 : p->str + p->goods[k->item].seller;
+}
+
+const char *load_plan_pick_realm(const load_plan *p, const load_pick *k) {
+    return p->str + p->realm_name[p->goods[k->item].realm];
+}
+
 const char *load_plan_player(const load_plan *p, size_t i) {
     return p->str + p->players[i].id;
 }
@@ -135,6 +160,8 @@ void load_plan_free(load_plan *p) {
     free(p->flash);
     free(p->flash_bought);
     free(p->flash_inflight);
+    free(p->goods);
+    free(p->open);
     memset(p, 0, sizeof *p);
 }
 
@@ -180,6 +207,8 @@ int load_plan_build(load_plan *p, enum load_mix mix, size_t buyers, uint64_t see
     sort_ctx = NULL;
 
     if (mix == LOAD_MIX_DISTINCT) return MARKET_OK;
+    if (mix == LOAD_MIX_BOOK)
+        return (p->open = malloc(LOAD_OPEN_MAX * sizeof *p->open)) ? MARKET_OK : MARKET_ERR_NOMEM;
     size_t np = p->n_players;
     p->n_pool = buyers < 2 ? 2 : buyers;
     if (p->n_pool > np) p->n_pool = np;
@@ -330,7 +359,58 @@ static int next_flash(load_plan *p, load_pick *out) {
     return 0;
 }
 
+/* A price near ref: pct_lo..pct_hi percent of it, at least 1. */
+static int64_t near(load_plan *p, int64_t ref, unsigned pct_lo, unsigned pct_hi) {
+    int64_t v = ref * (int64_t)(pct_lo + rng_below(&p->rng, pct_hi - pct_lo + 1)) / 100;
+    return v < 1 ? 1 : v; /* no overflow: a price is at most 10^12 */
+}
+
+/* A player of realm r, drawn at random, or LOAD_NONE when it has none. */
+static size_t realm_player(load_plan *p, unsigned r) {
+    size_t first = p->realm_first[r];
+    size_t np = (r + 1 < p->n_realms ? p->realm_first[r + 1] : p->n_players) - first;
+    return np ? first + rng_below(&p->rng, np) : LOAD_NONE;
+}
+
+/* The book mix's next pick, on a listing of a good drawn at random: 15% a
+ * cancel of one of the run's resting orders (when there is one), 40% a buy
+ * order of 1..5 units at 80..110% of the listing's price by a player of its
+ * realm, 35% its seller selling 1..3 units into the book at 70..100% of
+ * it, 10% its seller listing 1..2 more units at its price (which sells into
+ * any bid at or over it first). */
+static int next_book(load_plan *p, load_pick *out) {
+    if (!p->n_goods) return 0;
+    size_t g = rng_below(&p->rng, p->n_goods), r = rng_below(&p->rng, 100);
+    const load_item *it = &p->goods[g];
+    *out = (load_pick){LOAD_KIND_ORDER, g, LOAD_NONE, LOAD_NONE, 0, 0, 0};
+    if (r < 15 && p->n_open) {
+        size_t k = rng_below(&p->rng, p->n_open);
+        out->kind = LOAD_KIND_CANCEL;
+        out->order = p->open[k].id;
+        out->buyer = p->open[k].buyer;
+        p->open[k] = p->open[--p->n_open];
+        /* its good names the realm: the buyer's */
+        for (size_t j = 0; j < p->n_goods; j++)
+            if (p->goods[j].realm == p->players[out->buyer].realm) {
+                out->item = j;
+                break;
+            }
+        return 1;
+    }
+    if (r < 55) {
+        out->buyer = realm_player(p, it->realm);
+        out->quantity = 1 + (int64_t)rng_below(&p->rng, 5);
+        out->price = near(p, it->price, 80, 110);
+        return out->buyer != LOAD_NONE;
+    }
+    out->kind = r < 90 ? LOAD_KIND_SELL : LOAD_KIND_LIST;
+    out->quantity = 1 + (int64_t)rng_below(&p->rng, out->kind == LOAD_KIND_SELL ? 3 : 2);
+    out->price = out->kind == LOAD_KIND_SELL ? near(p, it->price, 70, 100) : it->price;
+    return 1;
+}
+
 int load_plan_next(load_plan *p, load_pick *out) {
+    if (p->mix == LOAD_MIX_BOOK) return next_book(p, out);
     if (p->mix == LOAD_MIX_FLASH) {
         *out = (load_pick){LOAD_KIND_FLASH, LOAD_NONE, LOAD_NONE, LOAD_NONE};
         return next_flash(p, out);
@@ -342,7 +422,12 @@ int load_plan_next(load_plan *p, load_pick *out) {
     return kind == LOAD_KIND_DISTINCT ? next_distinct(p, out) : next_contended(p, out);
 }
 
-void load_plan_answered(load_plan *p, const load_pick *pick, int status) {
+void load_plan_answered(load_plan *p, const load_pick *pick, int status, int64_t order) {
+    if (pick->kind == LOAD_KIND_ORDER) {
+        if (status == 201 && order > 0 && p->n_open < LOAD_OPEN_MAX)
+            p->open[p->n_open++] = (struct load_open){order, pick->buyer};
+        return;
+    }
     if (pick->kind == LOAD_KIND_FLASH && pick->slot < p->n_flash) {
         size_t k = pick->slot;
         p->flash_inflight[k]--;

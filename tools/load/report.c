@@ -26,9 +26,14 @@ static void print_trades(FILE *f, const load_report *r) {
                    "trades read for %lld items that left the market\n",
                 l->trimmed, l->trimmed == 1 ? "" : "s", l->recorded, v->left);
     else if (v->trades)
-        fprintf(f, "    ok  %lld trades recorded, one for each %s; they account for the funds of "
-                   "all %zu players\n",
-                l->recorded, r->flash ? "unit sold" : "item that left the market", l->n);
+        fprintf(f,
+                "    ok  %lld trades recorded, one for each %s; they account for the funds of "
+                "all %zu players\n",
+                l->recorded,
+                r->flash                     ? "unit sold"
+                : r->o->mix == LOAD_MIX_BOOK ? "fill into a buy order or a listing"
+                                             : "item that left the market",
+                l->n);
     else
         fprintf(f,
                 "    BAD %lld trades recorded for %lld items that left the market; %lld of %zu "
@@ -44,7 +49,7 @@ void load_report_print(FILE *f, const load_report *r) {
     const market_audit_report *b = r->before, *a = r->after;
     const load_verdict *v = r->v;
     double el = (double)(run->t_end - run->t0) / 1e9;
-    unsigned long long ok = k->by_code[200];
+    unsigned long long ok = k->by_code[200] + k->by_code[201]; /* 201: a buy order resting */
     fprintf(f, "market-load: %s mix, %zu buyers against %s, seed %" PRIu64 "\n",
             load_mix_name(o->mix), o->buyers, o->url, o->seed);
     fprintf(f, "  run           %.2f s, %s: %s\n", el, run->exhausted ? "stopped early" : "stopped",
@@ -54,8 +59,8 @@ void load_report_print(FILE *f, const load_report *r) {
     fprintf(f,
             "  outcomes      200: %llu  401: %llu  402: %llu  403: %llu  404: %llu  409: %llu  "
             "503: %llu  other: %llu  transport errors: %llu\n",
-            ok, k->by_code[401], k->by_code[402], k->by_code[403], k->by_code[404], k->by_code[409],
-            k->by_code[503], load_counts_other(k), k->transport);
+            k->by_code[200], k->by_code[401], k->by_code[402], k->by_code[403], k->by_code[404],
+            k->by_code[409], k->by_code[503], load_counts_other(k), k->transport);
     if (k->by_code[401])
         fprintf(f, "  401           %llu unauthorized: %s\n", k->by_code[401],
                 o->auth_secret ? "the server's secret is not the one given (--auth-secret or "
@@ -100,8 +105,19 @@ void load_report_print(FILE *f, const load_report *r) {
                 100.0 * (double)d / (double)cmds);
     }
     fprintf(f, "  invariants    %s\n", v->ok ? "OK" : "BROKEN");
-    fprintf(f, "    %s funds %lld before, %lld after\n", v->funds ? "ok " : "BAD",
-            (long long)b->total_funds, (long long)a->total_funds);
+    if (b->total_escrow || a->total_escrow || a->orders)
+        fprintf(f, "    %s funds and escrow %lld before, %lld after\n", v->funds ? "ok " : "BAD",
+                (long long)(b->total_funds + b->total_escrow),
+                (long long)(a->total_funds + a->total_escrow));
+    else
+        fprintf(f, "    %s funds %lld before, %lld after\n", v->funds ? "ok " : "BAD",
+                (long long)b->total_funds, (long long)a->total_funds);
+    if (!v->escrow || a->orders)
+        fprintf(f,
+                "    %s %zu buy orders hold %lld, their buyers' escrow %lld; %zu players with "
+                "negative escrow; %zu orders not in their book or list\n",
+                v->escrow ? "ok " : "BAD", a->orders, (long long)a->orders_escrow,
+                (long long)a->total_escrow, a->negative_escrow, a->orders_misbooked);
     fprintf(f, "    %s %zu players with negative funds\n", v->negative ? "ok " : "BAD",
             a->negative_funds);
     fprintf(f, "    %s %zu items in more than one place\n", v->one_place ? "ok " : "BAD",
@@ -109,13 +125,18 @@ void load_report_print(FILE *f, const load_report *r) {
     fprintf(f, "    %s %zu search index entries disagree with the market\n",
             v->indexed ? "ok " : "BAD", a->index_mismatch);
     fprintf(f, "    %s items held+listed %zu before, %zu after; units %lld before, %lld after\n",
-            v->total ? "ok " : "BAD", b->items_held + b->items_listed,
-            a->items_held + a->items_listed, (long long)load_units(b), (long long)load_units(a));
-    fprintf(f, "    %s %llu purchases answered 200, %lld %s%s\n", v->purchases ? "ok " : "BAD",
-            ok, v->left, r->flash ? "units sold" : "items left the market",
-            k->transport || k->unknown
-                ? " (unanswered requests and 503s of unknown outcome may account for the difference)"
-                : "");
+            v->total ? "ok " : "BAD", b->items_held + b->items_listed - b->goods_listed,
+            a->items_held + a->items_listed - a->goods_listed, (long long)load_units(b),
+            (long long)load_units(a));
+    if (o->mix == LOAD_MIX_BOOK)
+        fprintf(f, "    ok  %llu answered 200 and %llu 201 (a buy order resting); %lld fills\n",
+                k->by_code[200], k->by_code[201], v->left);
+    else
+        fprintf(f, "    %s %llu purchases answered 200, %lld %s%s\n", v->purchases ? "ok " : "BAD",
+                ok, v->left, r->flash ? "units sold" : "items left the market",
+                k->transport || k->unknown ? " (unanswered requests and 503s of unknown outcome "
+                                             "may account for the difference)"
+                                           : "");
     const load_flash *fl = r->flash;
     if (fl) {
         double sell = run->t_soldout ? (double)(run->t_soldout - run->t0) / 1e9 : el;
@@ -192,14 +213,16 @@ static json_t *jseed(uint64_t seed) {
 }
 
 static json_t *json_audit(const market_audit_report *a) {
-    return json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "players", (json_int_t)a->players,
-        "total_funds",
-        (json_int_t)a->total_funds, "negative_funds", (json_int_t)a->negative_funds, "items_held",
-        (json_int_t)a->items_held, "items_listed", (json_int_t)a->items_listed, "items_misplaced",
-        (json_int_t)a->items_misplaced, "index_mismatch", (json_int_t)a->index_mismatch,
-        "units_in_stacks", (json_int_t)a->units_in_stacks, "units_listed",
-        (json_int_t)a->units_listed, "units_in_sales", (json_int_t)a->units_in_sales);
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "players",
+                     (json_int_t)a->players, "total_funds", (json_int_t)a->total_funds,
+                     "negative_funds", (json_int_t)a->negative_funds, "items_held",
+                     (json_int_t)a->items_held, "items_listed", (json_int_t)a->items_listed,
+                     "items_misplaced", (json_int_t)a->items_misplaced, "index_mismatch",
+                     (json_int_t)a->index_mismatch, "units_in_stacks",
+                     (json_int_t)a->units_in_stacks, "units_listed", (json_int_t)a->units_listed,
+                     "units_in_sales", (json_int_t)a->units_in_sales, "total_escrow",
+                     (json_int_t)a->total_escrow, "orders", (json_int_t)a->orders, "orders_escrow",
+                     (json_int_t)a->orders_escrow);
 }
 
 static json_t *json_hist(const load_hist *h) {
@@ -267,7 +290,7 @@ json_t *load_report_json(const load_report *r) {
     const load_counts *k = &run->k;
     const load_verdict *v = r->v;
     double el = (double)(run->t_end - run->t0) / 1e9;
-    unsigned long long ok = k->by_code[200];
+    unsigned long long ok = k->by_code[200] + k->by_code[201]; /* 201: a buy order resting */
     long long cmds = r->ca->total - r->cb->total;
     int per = cmds >= 0 && ok;
     double per_purchase = per ? (double)cmds / (double)ok : 0;
@@ -320,13 +343,13 @@ json_t *load_report_json(const load_report *r) {
                   json_cmdstats(r->ca), "masters", masters));
     const load_ledger *l = r->ledger;
     set(j, "invariants",
-        json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:o, s:b, s:o, s:o, s:o}", "ok", v->ok,
-                  "funds_conserved", v->funds, "no_negative_funds", v->negative,
-                  "items_in_one_place", v->one_place, "items_total_unchanged", v->total,
-                  "purchases_match", v->purchases, "indexes_match", v->indexed,
-                  "items_left_market", (json_int_t)v->left, "trades_match",
-                  v->trades_trimmed ? json_null() : json_boolean(v->trades), "trades_trimmed",
-                  v->trades_trimmed, "trades",
+        json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:o, s:b, s:o, s:o, s:o}", "ok",
+                  v->ok, "funds_conserved", v->funds, "escrow_consistent", v->escrow,
+                  "no_negative_funds", v->negative, "items_in_one_place", v->one_place,
+                  "items_total_unchanged", v->total, "purchases_match", v->purchases,
+                  "indexes_match", v->indexed, "items_left_market", (json_int_t)v->left,
+                  "trades_match", v->trades_trimmed ? json_null() : json_boolean(v->trades),
+                  "trades_trimmed", v->trades_trimmed, "trades",
                   l ? json_pack("{s:I, s:I, s:I, s:I, s:o}", "recorded", (json_int_t)l->recorded,
                                 "players_checked", (json_int_t)l->n, "players_mismatched",
                                 (json_int_t)l->mismatched, "unknown", (json_int_t)l->unknown,

@@ -58,7 +58,8 @@ double load_ms(uint64_t ns) {
 
 /* The statuses the report names; every other one counts as "other". */
 static int status_named(int s) {
-    return s == 200 || s == 401 || s == 402 || s == 403 || s == 404 || s == 409 || s == 503;
+    return s == 200 || s == 201 || s == 401 || s == 402 || s == 403 || s == 404 || s == 409 ||
+           s == 503;
 }
 
 unsigned long long load_counts_other(const load_counts *k) {
@@ -171,6 +172,7 @@ int64_t load_units(const market_audit_report *a) {
 
 int load_audit_same(const market_audit_report *a, const market_audit_report *b) {
     return a->players == b->players && a->total_funds == b->total_funds &&
+           a->total_escrow == b->total_escrow && a->orders == b->orders &&
            a->negative_funds == b->negative_funds && a->items_held == b->items_held &&
            a->items_listed == b->items_listed && a->items_misplaced == b->items_misplaced &&
            a->index_mismatch == b->index_mismatch && a->units_in_stacks == b->units_in_stacks &&
@@ -181,18 +183,22 @@ int load_audit_same(const market_audit_report *a, const market_audit_report *b) 
 load_verdict load_judge(const load_counts *k, const market_audit_report *b,
                         const market_audit_report *a) {
     load_verdict v;
-    v.funds = a->total_funds == b->total_funds;
+    v.funds = a->total_funds + a->total_escrow == b->total_funds + b->total_escrow;
+    v.escrow =
+        a->orders_escrow == a->total_escrow && a->negative_escrow == 0 && a->orders_misbooked == 0;
     v.negative = a->negative_funds == 0;
     v.one_place = a->items_misplaced == 0;
     v.indexed = a->index_mismatch == 0; /* the search indexes hold exactly the listings */
-    v.total = a->items_held + a->items_listed == b->items_held + b->items_listed &&
+    /* unique items held or listed (a listing of goods may sell out: its units count) */
+    v.total = a->items_held + a->items_listed - a->goods_listed ==
+                  b->items_held + b->items_listed - b->goods_listed &&
               load_units(a) == load_units(b);
     v.left = (long long)b->items_listed - (long long)a->items_listed;
     long long ok = (long long)k->by_code[200];
     /* A request without an answer, or answered with an unknown outcome, may have bought: it
      * widens the window. Every 200 must be there whatever happened. */
     v.purchases = v.left >= ok && v.left - ok <= (long long)(k->transport + k->unknown);
-    v.ok = v.funds && v.negative && v.one_place && v.total && v.purchases && v.indexed;
+    v.ok = v.funds && v.negative && v.one_place && v.total && v.purchases && v.indexed && v.escrow;
     v.trades = 1;
     v.trades_trimmed = 0;
     /* 402 and 404 are the market saying no; anything else means the run did
@@ -223,12 +229,31 @@ void load_judge_flash(load_verdict *v, const load_counts *k, load_flash *f) {
     v->purchases = f->sold >= ok && f->sold - ok <= (long long)(k->transport + k->unknown);
     f->ok = f->oversold == 0 && f->violations == 0 && f->bought_sum == f->sold &&
             f->stacked == f->sold && f->sold + f->left == f->stock;
-    v->ok = v->funds && v->negative && v->one_place && v->total && v->purchases && f->ok;
+    v->ok =
+        v->funds && v->negative && v->one_place && v->total && v->purchases && v->escrow && f->ok;
     /* sold out (409) is the sale's answer, not an error */
     v->errors = k->requests - k->by_code[200] - k->by_code[402] - k->by_code[409];
     v->failed = NULL;
     if (ok == 0)
         v->failed = "no purchase succeeded";
+    else if (v->errors > k->requests / 2)
+        v->failed = "most answers were errors";
+}
+
+void load_judge_book(load_verdict *v, const load_counts *k, const load_ledger *l) {
+    long long ok = (long long)(k->by_code[200] + k->by_code[201]);
+    /* a fill is a trade, and the ledger checks that the trades account for every player's
+     * funds and escrow; how many fills a 200 or a 201 made its answer says, not its status */
+    v->left = l->recorded;
+    v->purchases = 1;
+    v->ok = v->funds && v->negative && v->one_place && v->total && v->indexed && v->escrow;
+    /* 404 (an order filled or taken back meanwhile, units a seller no longer holds) and
+     * 409 (no bid to sell into, a list at another price than the seller's) are answers */
+    v->errors = k->requests - k->by_code[200] - k->by_code[201] - k->by_code[402] -
+                k->by_code[404] - k->by_code[409];
+    v->failed = NULL;
+    if (ok == 0)
+        v->failed = "no order or sale succeeded";
     else if (v->errors > k->requests / 2)
         v->failed = "most answers were errors";
 }

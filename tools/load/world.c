@@ -32,9 +32,10 @@ static int read_items(load_plan *p, market_conn *mc, const char *realm, const ch
                      market_strerror(rc));
             return -1;
         }
-        for (size_t i = 0; i < n; i++) /* units of stackable goods are not its to buy */
-            if (!l[i].stack && player_chosen(players, l[i].seller) &&
-                load_plan_add_item(p, l[i].item, l[i].seller, l[i].price) < 0) {
+        for (size_t i = 0; i < n; i++) /* units of goods: the book mix's, not items to buy */
+            if (player_chosen(players, l[i].seller) &&
+                (l[i].stack ? load_plan_add_good(p, l[i].item, l[i].seller, l[i].price)
+                            : load_plan_add_item(p, l[i].item, l[i].seller, l[i].price)) < 0) {
                 free(l);
                 snprintf(why, whylen, "out of memory");
                 return -1;
@@ -55,8 +56,8 @@ static int read_players(load_plan *p, market_conn *mc, const char *redis, const 
                  market_strerror(rc));
         return -1;
     }
-    for (size_t i = 0; i < n && rc == MARKET_OK; i++)
-        rc = load_plan_add_player(p, f[i].id, f[i].funds);
+    for (size_t i = 0; i < n && rc == MARKET_OK; i++) /* what its buy orders hold is its too */
+        rc = load_plan_add_player(p, f[i].id, f[i].funds + f[i].escrow);
     free(f);
     if (rc < 0) {
         snprintf(why, whylen, "out of memory");
@@ -144,6 +145,13 @@ int load_audit(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
             __builtin_add_overflow(out->units_sold_by_sales, a.units_sold_by_sales,
                                    &out->units_sold_by_sales))
             return MARKET_ERR_OVERFLOW;
+        if (__builtin_add_overflow(out->total_escrow, a.total_escrow, &out->total_escrow) ||
+            __builtin_add_overflow(out->orders_escrow, a.orders_escrow, &out->orders_escrow))
+            return MARKET_ERR_OVERFLOW;
+        out->negative_escrow += a.negative_escrow;
+        out->orders += a.orders;
+        out->orders_misbooked += a.orders_misbooked;
+        out->goods_listed += a.goods_listed;
         out->sale_units_in_stacks += a.sale_units_in_stacks;
         out->sales += a.sales;
         out->sales_oversold += a.sales_oversold;
@@ -203,7 +211,7 @@ int load_trades_read(load_ledger *l, market_conn *mc, char (*realms)[MARKET_REAL
         size_t nf = 0;
         int rc = market_players_scan(mc, realms[r], players, &f, &nf);
         for (size_t i = 0; rc == MARKET_OK && i < nf; i++)
-            load_ledger_after(l, (unsigned)r, f[i].id, f[i].funds);
+            load_ledger_after(l, (unsigned)r, f[i].id, f[i].funds + f[i].escrow);
         free(f);
         char after[MARKET_TRADE_ID_MAX + 1];
         memcpy(after, marks[r], sizeof after);
