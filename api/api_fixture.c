@@ -1,4 +1,5 @@
-/* api_fixture.c - fixture files (players, inventories, listings) into a market_world.
+/* api_fixture.c - fixture files (players, inventories, listings, buy orders) into a
+ * market_world.
  *
  * The format, strict like request bodies (duplicate keys and unknown fields
  * are refused):
@@ -6,14 +7,17 @@
  *   {"players":  [{"id": "A", "name": "Alice", "funds": 100, "inventory": ["sword-1"],
  *                  "stacks": {"potion": 20}}, ...],
  *    "listings": [{"item": "axe", "seller": "A", "price": 500},
- *                 {"item": "potion", "seller": "A", "price": 25, "quantity": 10}, ...]}
+ *                 {"item": "potion", "seller": "A", "price": 25, "quantity": 10}, ...],
+ *    "orders":   [{"buyer": "B", "item": "potion", "quantity": 5, "max_price": 20}, ...]}
  *
- * "name" defaults to the id, "inventory", "stacks" and "listings" to empty;
+ * "name" defaults to the id, "inventory", "stacks", "listings" and "orders" to empty;
  * funds are integers in 0..INT64_MAX, prices in 1..MARKET_PRICE_MAX, units
  * (a stack's, a listing's "quantity") in 1..MARKET_QUANTITY_MAX, ids match
  * [A-Za-z0-9_-]{1,64}. An item in an inventory, or listed without a
  * quantity, is unique; one in stacks, or listed with a quantity, is a
- * stackable good: many players hold and list units of it.
+ * stackable good: many players hold and list units of it. A buy order
+ * rests in its good's book, its quantity times its max_price escrowed out
+ * of the buyer's funds (market_world_add_order()).
  *
  * DESIGN
  * Three passes, so that every message names the place in the file:
@@ -54,6 +58,7 @@ typedef struct place {
 typedef struct fixture {
     json_t *players;  /* borrowed from the tree; an array */
     json_t *listings; /* borrowed from the tree; an array or NULL */
+    json_t *orders;   /* borrowed from the tree; an array or NULL */
     place *pids;      /* one per player */
     size_t n_pids;
     place *items; /* one per inventory entry and listing */
@@ -216,6 +221,26 @@ static int shape_listing(fixture *f, size_t i) {
     return 0;
 }
 
+/* Pass 1 for orders[i]. */
+static int shape_order(fixture *f, size_t i) {
+    static const char *const known[] = {"buyer", "item", "quantity", "max_price"};
+    char at[FIXTURE_PLACE_MAX];
+    json_t *o = json_array_get(f->orders, i);
+    const char *buyer, *item;
+    int64_t v;
+    snprintf(at, sizeof at, "orders[%zu]", i);
+    if (check_object(f, o, at, known, 4) < 0 || get_id(f, o, at, "buyer", &buyer) < 0 ||
+        get_id(f, o, at, "item", &item) < 0 ||
+        get_int(f, o, at, "quantity", 1, MARKET_QUANTITY_MAX, &v) < 0 ||
+        get_int(f, o, at, "max_price", 1, MARKET_PRICE_MAX, &v) < 0)
+        return -1;
+    if (!bsearch(buyer, f->pids, f->n_pids, sizeof *f->pids, place_id_cmp)) {
+        api__why(f->why, f->whylen, "%s.buyer: unknown player '%s'", at, buyer);
+        return -1;
+    }
+    return 0;
+}
+
 /* Pass 2: finds the first id of sorted places[0..n) that appears twice.
  * Returns 0, or -1 with a message. */
 static int check_unique(fixture *f, place *places, size_t n, const char *what) {
@@ -266,16 +291,28 @@ static int build(fixture *f, market_world *w) {
         api__why(f->why, f->whylen, "listings[%zu]: %s", i - 1, market_strerror(rc));
         return rc;
     }
+    for (i = 0; i < json_array_size(f->orders) && rc == MARKET_OK; i++) {
+        json_t *o = json_array_get(f->orders, i);
+        rc = market_world_add_order(w, json_string_value(json_object_get(o, "buyer")),
+                                    json_string_value(json_object_get(o, "item")),
+                                    (int64_t)json_integer_value(json_object_get(o, "quantity")),
+                                    (int64_t)json_integer_value(json_object_get(o, "max_price")));
+    }
+    if (rc != MARKET_OK) {
+        api__why(f->why, f->whylen, "orders[%zu]: %s", i - 1, market_strerror(rc));
+        return rc;
+    }
     return market_world_check(w, f->why, f->whylen);
 }
 
 /* Runs the three passes over root. Returns MARKET_OK, or a negative code
  * with a message. */
 static int parse(fixture *f, json_t *root, market_world *w) {
-    static const char *const known[] = {"players", "listings"};
-    if (check_object(f, root, "fixture", known, 2) < 0) return MARKET_ERR_INVALID;
+    static const char *const known[] = {"players", "listings", "orders"};
+    if (check_object(f, root, "fixture", known, 3) < 0) return MARKET_ERR_INVALID;
     f->players = json_object_get(root, "players");
     f->listings = json_object_get(root, "listings");
+    f->orders = json_object_get(root, "orders");
     if (!f->players) {
         api__why(f->why, f->whylen, "fixture: missing field 'players'");
         return MARKET_ERR_INVALID;
@@ -286,6 +323,10 @@ static int parse(fixture *f, json_t *root, market_world *w) {
     }
     if (f->listings && !json_is_array(f->listings)) {
         api__why(f->why, f->whylen, "listings: must be an array");
+        return MARKET_ERR_INVALID;
+    }
+    if (f->orders && !json_is_array(f->orders)) {
+        api__why(f->why, f->whylen, "orders: must be an array");
         return MARKET_ERR_INVALID;
     }
 
@@ -314,6 +355,8 @@ static int parse(fixture *f, json_t *root, market_world *w) {
         }
     }
     if (check_unique(f, f->items, f->n_items, "item") < 0) return MARKET_ERR_DUPLICATE;
+    for (size_t i = 0; i < json_array_size(f->orders); i++) /* pids are sorted by now */
+        if (shape_order(f, i) < 0) return MARKET_ERR_INVALID;
 
     return build(f, w);
 }
@@ -326,7 +369,8 @@ static int parse(fixture *f, json_t *root, market_world *w) {
  * sentence naming the place in why (may be NULL; cut to whylen):
  * MARKET_ERR_INVALID (not JSON, wrong shape, a value out of range),
  * MARKET_ERR_DUPLICATE (a player or an item twice), MARKET_ERR_NO_PLAYER (a
- * listing by an unknown player), MARKET_ERR_NOMEM. */
+ * listing by an unknown player), MARKET_ERR_INSUFFICIENT_FUNDS (a buyer who
+ * cannot escrow its orders), MARKET_ERR_NOMEM. */
 int api_fixture_parse(const char *json, size_t len, market_world **out, char *why, size_t whylen) {
     if (why && whylen) why[0] = '\0';
     if (!out) {

@@ -401,7 +401,8 @@ typedef struct market_level {
 typedef struct market_book {
     market_level bids[MARKET_BOOK_DEPTH_MAX], asks[MARKET_BOOK_DEPTH_MAX];
     size_t n_bids, n_asks;
-    int bids_cut, asks_cut; /* 1: that side read MARKET_BOOK_SCAN entries and stopped */
+    int bids_cut, asks_cut; /* 1: that side has more than it holds: more levels than the
+                               depth asked for, or more than MARKET_BOOK_SCAN entries */
 } market_book;
 
 /* What market_unlist_units() took back. */
@@ -723,6 +724,10 @@ int market_world_generate(market_world *w, size_t players, size_t items, int64_t
                           int64_t price_lo, int64_t price_hi, uint64_t seed);
 int market_world_generate_goods(market_world *w, size_t players, size_t goods, int64_t price_lo,
                                 int64_t price_hi, uint64_t seed);
+int market_world_add_order(market_world *w, const char *buyer, const char *item, int64_t quantity,
+                           int64_t price);
+int market_world_generate_orders(market_world *w, size_t players, size_t goods, size_t orders,
+                                 uint64_t seed);
 int market_world_check(const market_world *w, char *why, size_t whylen);
 int market_world_store(market_conn *c, const char *realm, const market_world *w, int reset);
 int market_reindex(market_conn *c, const char *realm, size_t *listings);

@@ -563,11 +563,13 @@ size_t market__script_head(const char **argv, const char *script, const char *nk
     return 3;
 }
 
-/* A new player replaces whatever its keys held: its hash (name and funds),
- * and no unique items and no stacks (written by seeding). */
+/* A new player replaces whatever its keys held: its name and funds, and no
+ * unique items and no stacks (written by seeding); the escrow of buy orders
+ * it has in the realm stays, as they do. */
 void market__fx_player_new(market__buf *b, const char *user_key, const char *inventory_key,
                            const char *stacks_key, const char *name, int64_t funds) {
-    market__buf_cmd(b, 4, C_DEL, user_key, inventory_key, stacks_key);
+    /* the hash is not deleted: the escrow of the player's buy orders stays with them */
+    market__buf_cmd(b, 3, C_DEL, inventory_key, stacks_key);
     market__buf_cmd(b, 6, C_HSET, user_key, MARKET__FIELD_NAME, name, MARKET__FIELD_FUNDS,
                     market__buf_i64(b, funds));
 }

@@ -58,11 +58,20 @@ struct witem {
     int64_t units; /* 0: a unique item; > 0: that many units of a stackable good */
 };
 
+/* A buy order resting in its good's book (market_world_add_order()). */
+struct worder {
+    char buyer[MARKET_ID_MAX + 1];
+    char item[MARKET_ID_MAX + 1];
+    int64_t quantity, price;
+};
+
 struct market_world {
     struct wplayer *players;
     size_t n_players, cap_players;
     struct witem *items;
     size_t n_items, cap_items;
+    struct worder *orders;
+    size_t n_orders, cap_orders;
     int64_t funds; /* every player's together: at most INT64_MAX, so that no balance can
                       overflow however funds move (a sale's cut is paid to the house unread) */
 };
@@ -80,6 +89,7 @@ void market_world_free(market_world *w) {
     if (!w) return;
     free(w->players);
     free(w->items);
+    free(w->orders);
     free(w);
 }
 
@@ -145,6 +155,27 @@ int market_world_add_listing(market_world *w, const char *seller, const char *it
     return add_item(w, seller, item, price, 0);
 }
 
+/* Rests a buy order of buyer for quantity (1..MARKET_QUANTITY_MAX) units of
+ * the stackable good item at price (1..MARKET_PRICE_MAX) in item's book,
+ * quantity * price escrowed out of the buyer's funds as it is stored. The
+ * world's check refuses a buyer who cannot pay for its orders, an order of
+ * a unique item, and one at or over the price of a listing of its good (it
+ * would have filled). Returns MARKET_OK, ERR_INVALID, ERR_NOMEM. */
+int market_world_add_order(market_world *w, const char *buyer, const char *item, int64_t quantity,
+                           int64_t price) {
+    if (!w || !market_id_valid(buyer) || !market_id_valid(item) || quantity < 1 ||
+        quantity > MARKET_QUANTITY_MAX || price < 1 || price > MARKET_PRICE_MAX)
+        return MARKET_ERR_INVALID;
+    if (market__grow((void **)&w->orders, &w->cap_orders, w->n_orders + 1, sizeof *w->orders) < 0)
+        return MARKET_ERR_NOMEM;
+    struct worder *o = &w->orders[w->n_orders++];
+    snprintf(o->buyer, sizeof o->buyer, "%s", buyer);
+    snprintf(o->item, sizeof o->item, "%s", item);
+    o->quantity = quantity;
+    o->price = price;
+    return MARKET_OK;
+}
+
 static uint64_t splitmix64(uint64_t *s) {
     uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
     z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
@@ -200,6 +231,57 @@ int market_world_generate_goods(market_world *w, size_t players, size_t goods, i
     return MARKET_OK;
 }
 
+/* Returns the index of player id in w, or SIZE_MAX: looked for at k first,
+ * and p<n> at n (market_world_generate() adds them in order). */
+static size_t player_at(const market_world *w, const char *id, size_t k) {
+    if (k < w->n_players && strcmp(w->players[k].id, id) == 0) return k;
+    char *end;
+    unsigned long long n = id[0] == 'p' ? strtoull(id + 1, &end, 10) : w->n_players;
+    if (n < w->n_players && *end == '\0' && strcmp(w->players[n].id, id) == 0) return (size_t)n;
+    for (size_t i = 0; i < w->n_players; i++)
+        if (strcmp(w->players[i].id, id) == 0) return i;
+    return SIZE_MAX;
+}
+
+/* Adds orders buy orders to a world of goods g0..g<goods-1> (those of
+ * market_world_generate_goods()): order k by player p<k*7 % players> for
+ * 1..10 units of good k % goods, at 50..99% of the good's cheapest listing,
+ * so that each rests in the book; a good listed at 1, and a player whose
+ * funds would not cover its orders, get none (deterministic for a seed).
+ * Returns MARKET_OK, or ERR_INVALID, ERR_NOMEM. */
+int market_world_generate_orders(market_world *w, size_t players, size_t goods, size_t orders,
+                                 uint64_t seed) {
+    if (!w || (orders && (players == 0 || goods == 0))) return MARKET_ERR_INVALID;
+    int64_t *cheapest = calloc(goods ? goods : 1, sizeof *cheapest);
+    int64_t *escrow = calloc(w->n_players ? w->n_players : 1, sizeof *escrow);
+    int rc = cheapest && escrow ? MARKET_OK : MARKET_ERR_NOMEM;
+    for (size_t i = 0; rc == MARKET_OK && i < w->n_items; i++) { /* "g<k>": good k */
+        const struct witem *it = &w->items[i];
+        char *end;
+        unsigned long long g = it->item[0] == 'g' ? strtoull(it->item + 1, &end, 10) : goods;
+        if (!it->units || !it->price || g >= goods || *end) continue;
+        if (!cheapest[g] || it->price < cheapest[g]) cheapest[g] = it->price;
+    }
+    uint64_t s = seed ^ UINT64_C(0x0bde75);
+    char id[MARKET_ID_MAX + 1], good[MARKET_ID_MAX + 1];
+    for (size_t k = 0; rc == MARKET_OK && k < orders; k++) {
+        size_t pk = k * 7 % players, g = k % goods;
+        snprintf(id, sizeof id, "p%zu", pk);
+        snprintf(good, sizeof good, "g%zu", g);
+        int64_t q = 1 + (int64_t)(splitmix64(&s) % 10);
+        int64_t price = cheapest[g] * (50 + (int64_t)(splitmix64(&s) % 50)) / 100;
+        size_t i = player_at(w, id, pk);
+        if (price < 1 || price >= cheapest[g] || i == SIZE_MAX ||
+            q * price > w->players[i].funds - escrow[i])
+            continue;
+        escrow[i] += q * price;
+        rc = market_world_add_order(w, id, good, q, price);
+    }
+    free(cheapest);
+    free(escrow);
+    return rc;
+}
+
 static int cmp_str_ptr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
@@ -212,9 +294,53 @@ static int cmp_good(const void *a, const void *b) {
     return c ? c : strcmp(x->owner, y->owner);
 }
 
+/* Checks w's buy orders: each buyer a player who can escrow all of its
+ * orders, each item a good (no unique item of w has its id), and none at or
+ * over the price of a listing of its good (it would have filled). Returns
+ * MARKET_OK, or ERR_NO_PLAYER / ERR_INSUFFICIENT_FUNDS / ERR_INVALID with
+ * a sentence in why. */
+static int orders_check(const market_world *w, char *why, size_t whylen) {
+    int64_t *escrow = calloc(w->n_players ? w->n_players : 1, sizeof *escrow);
+    if (!escrow) return MARKET_ERR_NOMEM;
+    int rc = MARKET_OK;
+    for (size_t k = 0; k < w->n_orders && rc == MARKET_OK; k++) {
+        const struct worder *o = &w->orders[k];
+        size_t i = player_at(w, o->buyer, 0);
+        if (i == SIZE_MAX) {
+            snprintf(why, whylen, "buy order of '%s': unknown player '%s'", o->item, o->buyer);
+            rc = MARKET_ERR_NO_PLAYER;
+            break;
+        }
+        if (o->quantity > (w->players[i].funds - escrow[i]) / o->price) {
+            snprintf(why, whylen, "player '%s' cannot escrow its buy orders (%lld funds)", o->buyer,
+                     (long long)w->players[i].funds);
+            rc = MARKET_ERR_INSUFFICIENT_FUNDS;
+            break;
+        }
+        escrow[i] += o->quantity * o->price;
+        for (size_t j = 0; j < w->n_items && rc == MARKET_OK; j++) {
+            const struct witem *it = &w->items[j];
+            if (strcmp(it->item, o->item) != 0) continue;
+            if (!it->units) {
+                snprintf(why, whylen, "buy order of '%s': a unique item, not a good", o->item);
+                rc = MARKET_ERR_INVALID;
+            } else if (it->price && it->price <= o->price) {
+                snprintf(why, whylen,
+                         "buy order of '%s' at %lld: '%s' lists it at %lld, which would fill it",
+                         o->item, (long long)o->price, it->owner, (long long)it->price);
+                rc = MARKET_ERR_INVALID;
+            }
+        }
+    }
+    free(escrow);
+    return rc;
+}
+
 /* Checks w as a whole: no player twice, no item twice (in inventories and
- * listings together), every owner a player of w. Returns MARKET_OK, or
- * ERR_DUPLICATE / ERR_NO_PLAYER with a sentence in why, or ERR_NOMEM. */
+ * listings together), every owner a player of w, and its buy orders
+ * (orders_check()). Returns MARKET_OK, or ERR_DUPLICATE / ERR_NO_PLAYER /
+ * ERR_INSUFFICIENT_FUNDS / ERR_INVALID with a sentence in why, or
+ * ERR_NOMEM. */
 int market_world_check(const market_world *w, char *why, size_t whylen) {
     char scratch[1];
     if (!why || whylen == 0) {
@@ -276,7 +402,7 @@ int market_world_check(const market_world *w, char *why, size_t whylen) {
         }
     free(g);
     free(ids);
-    return rc;
+    return rc == MARKET_OK ? orders_check(w, why, whylen) : rc;
 }
 
 /* ---- writing a world, in steps ---- */
@@ -494,25 +620,72 @@ static int listings_add(struct seed_steps *st, const market__realm *rl, const st
     return rc;
 }
 
+/* Reads realm's last buy order id into *last (0 for none), between steps.
+ * Returns MARKET_OK, or ERR_STORE (c's errstr says why), ERR_NOMEM. */
+static int orders_last(market_conn *c, const market__realm *rl, int64_t *last) {
+    market__buf r = {0};
+    *last = 0;
+    market__rd_orders_last(&r, rl);
+    int rc = market__pipeline_buf(c, &r);
+    if (rc == MARKET_OK) {
+        if (market__reply_orders_last(r.rep[0], last) < 0)
+            rc = market__fail(c, "the last order id of realm %s is unreadable", rl->id);
+        market__replies_free(r.rep, r.n);
+    }
+    market__buf_free(&r);
+    return rc;
+}
+
+/* Writes w's buy orders into their books, with ids after last (the realm's
+ * last order, read once the realm was marked: the service makes none
+ * meanwhile), and the realm's last order id. Returns MARKET_OK, or
+ * ERR_STORE (see step_end()), ERR_NOMEM. */
+static int orders_write(struct seed_steps *st, const market__realm *rl, const market_world *w,
+                        int64_t last, market__buf *wb) {
+    int rc = MARKET_OK;
+    for (size_t k = 0; k < w->n_orders && rc == MARKET_OK; k++) {
+        const struct worder *o = &w->orders[k];
+        market_bid bid = {.id = last + 1 + (int64_t)k,
+                          .price = o->price,
+                          .quantity = o->quantity,
+                          .left = o->quantity};
+        memcpy(bid.buyer, o->buyer, sizeof bid.buyer);
+        memcpy(bid.item, o->item, sizeof bid.item);
+        market__fx_bid_rest(wb, rl->id, &bid);
+        rc = step_add(st, wb, 7);
+    }
+    if (rc == MARKET_OK) {
+        market__fx_orders_last(wb, rl, last + (int64_t)w->n_orders);
+        rc = step_add(st, wb, 1);
+    }
+    return rc;
+}
+
 /* Writes w's players, and the items each holds or lists (items[0..w->n_items), w's items
  * sorted by owner), in st's steps: each player's hash and inventory replaced, each listing
  * added with its units (and put in its search indexes at its price, which replaces the
  * price of an entry that was there). Returns MARKET_OK, or ERR_STORE (see step_end()),
  * ERR_NOMEM. */
 static int world_write(struct seed_steps *st, const market__realm *rl, const market_world *w,
-                       const struct witem *items, struct listing_chunk *ch) {
+                       const struct witem *items, int64_t last, struct listing_chunk *ch) {
     char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX];
     char member[MARKET__MEMBER_MAX];
     market__buf *wb = &ch->w;
+    int64_t *escrow = calloc(w->n_players ? w->n_players : 1, sizeof *escrow);
+    if (!escrow) return MARKET_ERR_NOMEM;
+    for (size_t k = 0; k < w->n_orders; k++) /* checked: every buyer a player */
+        escrow[player_at(w, w->orders[k].buyer, 0)] += w->orders[k].quantity * w->orders[k].price;
     int rc = MARKET_OK;
     for (size_t i = 0; i < w->n_players && rc == MARKET_OK; i++) {
         const struct wplayer *p = &w->players[i];
         market__key_user(k_user, rl->id, p->id);
         market__key_inventory(k_inv, rl->id, p->id);
         market__key_stacks(k_stacks, rl->id, p->id);
-        market__fx_player_new(wb, k_user, k_inv, k_stacks, p->name, p->funds);
-        rc = step_add(st, wb, 5);
+        market__fx_player_new(wb, k_user, k_inv, k_stacks, p->name, p->funds - escrow[i]);
+        market__fx_escrow(wb, k_user, escrow[i]); /* added to its orders' already there */
+        rc = step_add(st, wb, 6);
     }
+    free(escrow);
     for (size_t i = 0; i < w->n_items && rc == MARKET_OK; i++) {
         const struct witem *it = &items[i];
         if (it->price == 0 && it->units) { /* a stack */
@@ -528,6 +701,7 @@ static int world_write(struct seed_steps *st, const market__realm *rl, const mar
         rc = step_add(st, wb, 1);
     }
     if (rc == MARKET_OK) rc = listings_add(st, rl, items, w->n_items, ch);
+    if (rc == MARKET_OK && w->n_orders) rc = orders_write(st, rl, w, last, wb);
     return rc;
 }
 
@@ -564,8 +738,10 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     market__fx_building(&ch->w, &rl, reset ? "seeding, with a reset" : "seeding");
     rc = step_add(&st, &ch->w, 1);
     if (rc == MARKET_OK) rc = step_end(&st); /* the mark first, alone: nothing before it */
+    int64_t last = 0; /* the realm's last order id: a reset deletes the orders and it */
+    if (rc == MARKET_OK && w->n_orders && !reset) rc = orders_last(c, &rl, &last);
     if (rc == MARKET_OK && reset) rc = realm_reset(&st, &ch->w, &rl);
-    if (rc == MARKET_OK) rc = world_write(&st, &rl, w, items, ch);
+    if (rc == MARKET_OK) rc = world_write(&st, &rl, w, items, last, ch);
     if (rc == MARKET_OK) rc = step_end(&st);
     if (rc == MARKET_OK) { /* every step was written and answered: the realm is served again */
         market__fx_building_done(&ch->w, &rl);

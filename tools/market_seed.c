@@ -53,16 +53,21 @@ static void usage(FILE *to) {
             "  --realm R              The realm to write (default " MARKET_REALM_DEFAULT ").\n"
             "  --reset                Delete the realm's keys first (users:{R}:*,\n"
             "                         inventory:{R}:*, stacks:{R}:*, idem:{R}:*, idx:{R}:*,\n"
-            "                         trades:{R}*, market:{R}*); other realms are left alone.\n"
+            "                         trades:{R}*, sale:{R}:*, hist:{R}:*, book:{R}:*,\n"
+            "                         order:{R}:*, bids:{R}:*, market:{R}*); other realms are\n"
+            "                         left alone.\n"
             "  --generate SPEC        Write players p0.. and items i0.., each listed by some\n"
             "                         player. SPEC is players=N,items=M and, after a comma each,\n"
-            "                         any of realms=R, goods=G, funds=F (default 100000),\n"
+            "                         any of realms=R, goods=G, orders=K, funds=F (default\n"
+            "                         100000),\n"
             "                         prices=LO-HI (default 1-1000) and seed=S (default 1). With\n"
             "                         realms=R (R > 1) the players and items are spread over\n"
             "                         realms r0..r<R-1>, each its own world with its own p0..\n"
             "                         and i0..; realms=1 is the --realm. goods=G adds stackable\n"
             "                         goods g0..: player k holds 100 units of g<k mod G> and\n"
-            "                         lists 50 more.\n"
+            "                         lists 50 more. orders=K (with goods) adds K buy orders\n"
+            "                         of 1..10 units of the goods at 50..99%% of their cheapest\n"
+            "                         listing, each escrowed out of its buyer's funds.\n"
             "  --reindex              Rebuild the realm's search indexes (idx:{R}:item:<item>\n"
             "                         and idx:{R}:seller:<seller>) from its market: every\n"
             "                         listing put in both, stale entries removed, the former\n"
@@ -174,11 +179,11 @@ bad:
 #define GEN_UNSET UINT64_MAX /* players= or items= not given */
 
 struct gen {
-    uint64_t players, items, funds, lo, hi, seed, realms, goods;
+    uint64_t players, items, funds, lo, hi, seed, realms, goods, orders;
 };
 
 static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
-    *g = (struct gen){GEN_UNSET, GEN_UNSET, 100000, 1, 1000, 1, 1, 0};
+    *g = (struct gen){GEN_UNSET, GEN_UNSET, 100000, 1, 1000, 1, 1, 0, 0};
     char *save = NULL;
     for (char *kv = strtok_r(spec, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
@@ -198,6 +203,8 @@ static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
             rc = cli_parse_u64(v, 1, MARKET_REALMS_MAX, &g->realms);
         else if (strcmp(k, "goods") == 0)
             rc = cli_parse_u64(v, 0, 100000000, &g->goods);
+        else if (strcmp(k, "orders") == 0)
+            rc = cli_parse_u64(v, 0, 100000000, &g->orders);
         else if (strcmp(k, "prices") == 0) {
             char *dash = strchr(v, '-');
             if (!dash) goto bad;
@@ -214,14 +221,19 @@ static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
         snprintf(why, whylen, "--generate needs players=N and items=M");
         return -1;
     }
+    if (g->orders && !g->goods) {
+        snprintf(why, whylen, "--generate orders=K needs goods=G: buy orders are for goods");
+        return -1;
+    }
     if (g->players < g->realms) {
         snprintf(why, whylen, "--generate needs at least one player per realm");
         return -1;
     }
     return 0;
 bad:
-    snprintf(why, whylen, "bad --generate spec (want [realms=R,]players=N,items=M[,goods=G]"
-                          "[,funds=F][,prices=LO-HI][,seed=S])");
+    snprintf(why, whylen,
+             "bad --generate spec (want [realms=R,]players=N,items=M[,goods=G]"
+             "[,orders=K][,funds=F][,prices=LO-HI][,seed=S])");
     return -1;
 }
 
@@ -246,6 +258,10 @@ static int seed_generated(market_conn *c, const struct gen *g, const char *realm
     if (err == MARKET_OK)
         err = market_world_generate_goods(w, (size_t)players, (size_t)g->goods, (int64_t)g->lo,
                                           (int64_t)g->hi, g->seed + k);
+    if (err == MARKET_OK)
+        err = market_world_generate_orders(w, (size_t)players, (size_t)g->goods,
+                                           (size_t)(g->orders / n + (k < g->orders % n)),
+                                           g->seed + k);
     if (err < 0)
         snprintf(why, whylen, "cannot generate realm %s: %s", realm, market_strerror(err));
     else if ((err = market_world_store(c, realm, w, reset)) < 0)
@@ -261,9 +277,11 @@ static void print_audit(market_conn *c, const char *url, const char *realm) {
     market_audit_report a;
     if (market_audit(c, realm, &a) == MARKET_OK)
         printf("seeded %s realm %s: it now holds %zu players, %lld funds, %zu items held, "
-               "%zu listings, %lld units of goods held, %lld listed\n",
+               "%zu listings, %lld units of goods held, %lld listed, %zu buy orders holding "
+               "%lld in escrow\n",
                url, realm, a.players, (long long)a.total_funds, a.items_held, a.items_listed,
-               (long long)a.units_in_stacks, (long long)a.units_listed);
+               (long long)a.units_in_stacks, (long long)a.units_listed, a.orders,
+               (long long)a.total_escrow);
 }
 
 /* What the command line asks for. */

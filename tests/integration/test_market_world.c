@@ -229,7 +229,8 @@ static void test_players_scan_reads_every_player_once_with_funds(void **state) {
     free(got);
 }
 
-/* Only the players chosen are read, and only their funds are asked for. */
+/* Only the players chosen are read, and only their funds (and escrow) are
+ * asked for. */
 static void test_players_scan_match_reads_only_matching_funds(void **state) {
     struct fx *f = *state;
     seed_players(f->c, MANY);
@@ -241,7 +242,7 @@ static void test_players_scan_match_reads_only_matching_funds(void **state) {
     assert_int_equal(n, 1 + 10 + 100 + 1000); /* p1, p1x, p1xx, p1xxx */
     assert_players(got, n, MANY, "p1*");
     assert_int_equal(market_store_info(f->c, "commandstats", &after), MARKET_OK);
-    assert_int_equal(calls_of(after, "hget") - calls_of(before, "hget"), (long long)n);
+    assert_int_equal(calls_of(after, "hmget") - calls_of(before, "hmget"), (long long)n);
     assert_true(calls_of(after, "scan") - calls_of(before, "scan") >= 2); /* more than a page */
     free(got);
     free(before);
@@ -403,6 +404,91 @@ static void test_world_store_large_in_steps(void **state) {
     assert_big_world(f->c);
     const char *ex[] = {"EXISTS", "market:{" REALM "}:building", "market:{" REALM "}:seeding"};
     assert_int_equal(raw_int(ex, 3), 0);
+}
+
+/* A world's buy orders rest in their books, escrowed out of their buyers'
+ * funds, with ids after the realm's last; the world is refused whole for a
+ * buyer who is no player or cannot pay, an order of a unique item, and one
+ * that a listing would fill. Seeding again without a reset keeps the
+ * escrow of the orders already there. Generated orders all rest. */
+static void test_world_orders(void **state) {
+    struct fx *f = *state;
+    flushall();
+    market_world *w = market_world_new();
+    assert_int_equal(market_world_add_player(w, "A", NULL, 0), MARKET_OK);
+    assert_int_equal(market_world_add_player(w, "B", NULL, 100), MARKET_OK);
+    assert_int_equal(market_world_add_stack(w, "A", "ore", 10), MARKET_OK);
+    assert_int_equal(market_world_add_units_listing(w, "A", "ore", 20, 5), MARKET_OK);
+    assert_int_equal(market_world_add_item(w, "A", "axe"), MARKET_OK);
+    assert_int_equal(market_world_add_order(w, "B", "ore", 4, 19), MARKET_OK);
+    assert_int_equal(market_world_add_order(w, "B", "ore", 0, 19), MARKET_ERR_INVALID);
+    assert_int_equal(market_world_check(w, NULL, 0), MARKET_OK);
+    assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
+    market_book bk;
+    assert_int_equal(market_book_get(f->c, REALM, "ore", 5, &bk), MARKET_OK);
+    assert_int_equal(bk.n_bids, 1);
+    assert_int_equal(bk.bids[0].units, 4);
+    assert_int_equal(bk.bids[0].price, 19);
+    market_bid *v = NULL;
+    size_t n = 0;
+    assert_int_equal(market_player_orders(f->c, REALM, "B", &v, &n), MARKET_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0].id, 1);
+    free(v);
+    market_audit_report a;
+    assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
+    assert_int_equal(a.total_funds, 100 - 76);
+    assert_int_equal(a.total_escrow, 76);
+    assert_int_equal(a.orders_escrow, 76);
+    assert_int_equal(a.orders_misbooked, 0);
+    /* again, without a reset: the new order comes after, and both are escrowed */
+    assert_int_equal(market_world_store(f->c, REALM, w, 0), MARKET_OK);
+    assert_int_equal(market_player_orders(f->c, REALM, "B", &v, &n), MARKET_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(v[1].id, 2);
+    free(v);
+    assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
+    assert_int_equal(a.total_escrow, 2 * 76);
+    assert_int_equal(a.orders_escrow, a.total_escrow);
+    char why[200];
+    assert_int_equal(market_world_add_order(w, "B", "ore", 1, 20), MARKET_OK); /* A lists at 20 */
+    assert_int_equal(market_world_check(w, why, sizeof why), MARKET_ERR_INVALID);
+    assert_non_null(strstr(why, "would fill it"));
+    market_world_free(w);
+    const struct {
+        const char *buyer, *item;
+        int64_t q, price;
+        int rc;
+    } bad[] = {{"Z", "ore", 1, 1, MARKET_ERR_NO_PLAYER},
+               {"B", "ore", 6, 19, MARKET_ERR_INSUFFICIENT_FUNDS},
+               {"B", "axe", 1, 1, MARKET_ERR_INVALID}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        w = market_world_new();
+        assert_int_equal(market_world_add_player(w, "A", NULL, 0), MARKET_OK);
+        assert_int_equal(market_world_add_player(w, "B", NULL, 100), MARKET_OK);
+        assert_int_equal(market_world_add_item(w, "A", "axe"), MARKET_OK);
+        assert_int_equal(
+            market_world_add_order(w, bad[i].buyer, bad[i].item, bad[i].q, bad[i].price),
+            MARKET_OK);
+        assert_int_equal(market_world_store(f->c, REALM, w, 1), bad[i].rc);
+        market_world_free(w);
+    }
+    w = market_world_new();
+    assert_int_equal(market_world_generate(w, 50, 0, 1000, 10, 100, 7), MARKET_OK);
+    assert_int_equal(market_world_generate_goods(w, 50, 3, 10, 100, 7), MARKET_OK);
+    assert_int_equal(market_world_generate_orders(w, 50, 3, 40, 7), MARKET_OK);
+    assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
+    market_world_free(w);
+    assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
+    assert_true(a.orders > 0);
+    assert_int_equal(a.orders_escrow, a.total_escrow);
+    assert_int_equal(a.total_funds + a.total_escrow, 50 * 1000);
+    for (int g = 0; g < 3; g++) { /* every one rests: under the cheapest listing */
+        char good[8];
+        snprintf(good, sizeof good, "g%d", g);
+        assert_int_equal(market_book_get(f->c, REALM, good, 1, &bk), MARKET_OK);
+        assert_true(bk.n_bids == 0 || bk.bids[0].price < bk.asks[0].price);
+    }
 }
 
 /* A seed stopped after a few steps (as by a crash) wrote no more than those steps hold,
@@ -626,9 +712,9 @@ int main(void) {
         cmocka_unit_test(test_readers_store_down),
         cmocka_unit_test(test_readers_auth_and_select),
         cmocka_unit_test_setup_teardown(test_store_info_counts_commands, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_world_store_large_in_steps, fx_setup,
-                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_world_store_large_in_steps, fx_setup, fx_teardown),
         cmocka_unit_test(test_world_store_stopped_refused_until_rerun),
+        cmocka_unit_test_setup_teardown(test_world_orders, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_seed_starting_after_a_read_aborts_its_commit, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_world_store_reset_large_in_steps, fx_setup,

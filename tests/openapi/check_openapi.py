@@ -431,6 +431,9 @@ def run_requests(w):
         call(w, "POST", "/orders", 401, order)
         call(w, "POST", "/orders", 403, order, token=tA)
         call(w, "POST", "/orders", 400, dict(order, quantity=0), token=tE, schema_rejects=True)
+        call(w, "POST", "/orders", 400, dict(order, quantity=-3), token=tE, schema_rejects=True)
+        call(w, "POST", "/orders", 400, dict(order, quantity=10**10), token=tE, schema_rejects=True)
+        call(w, "POST", "/orders", 400, dict(order, max_price=10**13), token=tE, schema_rejects=True)
         call(w, "POST", "/orders", 413, b" " * 70000, token=tE)
         doc = call(w, "POST", "/orders", 201, order, token=tE, headers={"Idempotency-Key": "order-1"})
         assert doc["rested"] == 10 and doc["escrow"] == 20, doc
@@ -443,7 +446,8 @@ def run_requests(w):
         call(w, "POST", "/orders", 402, {"buyer": "D", "item": "arrow", "quantity": 1000, "max_price": 10},
              token=tD)
         book = call(w, "GET", "/items/arrow/book", 200)
-        assert book["bids"] == [{"price": 2, "units": 10, "orders": 1}], book
+        # E's, and D's from the demo fixture
+        assert book["bids"] == [{"price": 2, "units": 10, "orders": 1}, {"price": 1, "units": 10, "orders": 1}], book
         call(w, "GET", "/items/arrow/book?depth=0", 400)
         call(w, "GET", "/items/a.b/book", 400)
         mine = call(w, "GET", "/players/E/orders", 200, token=tE)
@@ -454,6 +458,9 @@ def run_requests(w):
         call(w, "POST", "/sell", 401, sale)
         call(w, "POST", "/sell", 403, sale, token=tE)
         call(w, "POST", "/sell", 400, dict(sale, fill="some"), token=tA, schema_rejects=True)
+        call(w, "POST", "/sell", 400, dict(sale, quantity=0), token=tA, schema_rejects=True)
+        call(w, "POST", "/sell", 400, {"seller": "A", "item": "arrow", "quantity": 1}, token=tA,
+             schema_rejects=True)
         call(w, "POST", "/sell", 413, b" " * 70000, token=tA)
         sold = call(w, "POST", "/sell", 200, sale, token=tA)
         assert sold["fills"][0]["order_id"] == doc["order_id"] and sold["total"] == 8, sold

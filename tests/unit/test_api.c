@@ -1195,6 +1195,38 @@ static void test_api_fixture_parse_good_gives_world(void **state) {
 /* Stackable goods: stacks held by several players, listings of units by
  * several sellers; an id that is both a unique item and a good, units out
  * of range, or a second listing of a good by the same seller, refused. */
+/* Buy orders: each shaped, by a player, escrowed out of its funds, and not
+ * filled by a listing of its good. */
+static void test_api_fixture_parse_orders(void **state) {
+    char why[256];
+    (void)state;
+    assert_int_equal(fixture_rc("{\"players\":[{\"id\":\"B\",\"funds\":10}],\"orders\":["
+                                "{\"buyer\":\"B\",\"item\":\"ore\",\"quantity\":2,"
+                                "\"max_price\":5}]}",
+                                why, sizeof why),
+                     MARKET_OK);
+    expect_fixture_refused("{\"players\":[],\"orders\":{}}", MARKET_ERR_INVALID,
+                           "orders: must be an array");
+    expect_fixture_refused("{\"players\":[{\"id\":\"B\",\"funds\":10}],\"orders\":[{"
+                           "\"buyer\":\"Z\",\"item\":\"ore\",\"quantity\":1,\"max_price\":1}]}",
+                           MARKET_ERR_INVALID, "orders[0].buyer: unknown player 'Z'");
+    expect_fixture_refused("{\"players\":[{\"id\":\"B\",\"funds\":10}],\"orders\":[{"
+                           "\"buyer\":\"B\",\"item\":\"ore\",\"quantity\":0,\"max_price\":1}]}",
+                           MARKET_ERR_INVALID, "orders[0].quantity: must be an integer in 1..");
+    expect_fixture_refused("{\"players\":[{\"id\":\"B\",\"funds\":10}],\"orders\":[{"
+                           "\"buyer\":\"B\",\"item\":\"ore\",\"quantity\":1,\"max_price\":1,"
+                           "\"side\":1}]}",
+                           MARKET_ERR_INVALID, "orders[0]: unknown field 'side'");
+    expect_fixture_refused("{\"players\":[{\"id\":\"B\",\"funds\":10}],\"orders\":[{"
+                           "\"buyer\":\"B\",\"item\":\"ore\",\"quantity\":3,\"max_price\":4}]}",
+                           MARKET_ERR_INSUFFICIENT_FUNDS, "cannot escrow its buy orders");
+    expect_fixture_refused("{\"players\":[{\"id\":\"B\",\"funds\":10,\"stacks\":{\"ore\":"
+                           "5}}],\"listings\":[{\"item\":\"ore\",\"seller\":\"B\",\"price\":2,"
+                           "\"quantity\":1}],\"orders\":[{\"buyer\":\"B\",\"item\":\"ore\","
+                           "\"quantity\":1,\"max_price\":2}]}",
+                           MARKET_ERR_INVALID, "would fill it");
+}
+
 static void test_api_fixture_parse_stacks(void **state) {
     char why[256];
     (void)state;
@@ -1615,6 +1647,7 @@ int main(void) {
         cmocka_unit_test(test_api_fixture_parse_good_gives_world),
         cmocka_unit_test(test_api_fixture_parse_demo_file),
         cmocka_unit_test(test_api_fixture_parse_stacks),
+        cmocka_unit_test(test_api_fixture_parse_orders),
         cmocka_unit_test(test_api_fixture_parse_not_json_refused),
         cmocka_unit_test(test_api_fixture_parse_shape_refused),
         cmocka_unit_test(test_api_fixture_parse_bad_values_refused),
