@@ -29,7 +29,9 @@
 # the cluster section), BENCH_CLUSTER_REALMS
 # (12), BENCH_SEARCH (1; 0 skips the search section), BENCH_SEARCH_SIZES ("1000 1000000"),
 # BENCH_SEARCH_REQUESTS (2000), BENCH_FLASH (1; 0 skips the flash sale), BENCH_FLASH_BUYERS
-# (1000), BENCH_FLASH_STOCK (10000), BENCH_PEERS (none), BIN (bin).
+# (1000), BENCH_FLASH_STOCK (10000), BENCH_BOOK (1; 0 skips the book), BENCH_BOOK_WORLD
+# (players=2000,items=0,goods=20,orders=2000,prices=100-1000,funds=1000000), BENCH_BOOK_BUYERS
+# (64), BENCH_PEERS (none), BIN (bin).
 #
 # The world gives every player funds for the whole market: the contended mix
 # sends its purchases as the N poorest players, and with too little they run
@@ -99,6 +101,12 @@
 # out. Reports raw/flash.json, results.md section "Flash sale": time to sell out, purchases/s,
 # p50/p99, oversold and limit violations (both must be 0).
 #
+# BENCH_BOOK=1 (the default), after that: the book. Reseeds BENCH_BOOK_WORLD (goods with
+# listings and resting buy orders), starts `--strategy market`, and runs `market-load --mix book
+# --buyers BENCH_BOOK_BUYERS (64)` for BENCH_SECONDS: buy orders, sales into the book, cancels
+# and lists. Reports raw/book.json (and the server's CPU, raw/book.cpu), results.md section
+# "The book": requests/s, fills/s, p50/p99, Redis and server cost per request.
+#
 # BENCH_PEERS names a script of peer benchmarks, which are not part of this
 # repository (bench/peers.md says what they are). It is run with bash, with
 # LEVELS, SECS and OUT_MD (where to write its markdown table) in its
@@ -128,6 +136,9 @@ SEARCH=${BENCH_SEARCH:-1}
 SEARCH_SIZES=${BENCH_SEARCH_SIZES:-"1000 1000000"}
 SEARCH_N=${BENCH_SEARCH_REQUESTS:-2000}
 FLASH=${BENCH_FLASH:-1}
+BOOK=${BENCH_BOOK:-1}
+BOOK_WORLD=${BENCH_BOOK_WORLD:-players=2000,items=0,goods=20,orders=2000,prices=100-1000,funds=1000000}
+BOOK_BUYERS=${BENCH_BOOK_BUYERS:-64}
 FBUYERS=${BENCH_FLASH_BUYERS:-1000}
 FSTOCK=${BENCH_FLASH_STOCK:-10000}
 case $OUT in /*) ;; *) OUT=$ROOT/$OUT ;; esac # absolute: the peers run from their own folder
@@ -782,6 +793,28 @@ if [ "$FLASH" != 0 ]; then
     stop_pid "$SPID"
 fi
 
+# ---- the book: buy orders, sales into them, cancels ----
+if [ "$BOOK" != 0 ]; then
+    "$BIN/market-seed" --redis "$RURL" --reset --generate "$BOOK_WORLD" >/dev/null \
+        2>"$TMP/seed.err" || die "seeding the book's world failed: $(cat "$TMP/seed.err")"
+    lazyfree_wait "$RPORT"
+    if ! start_server market flag book; then
+        note "book: market-server did not become healthy: $(tail -1 "$OUT/raw/server-book.log" 2>/dev/null)"
+        status=1
+    else
+        echo "bench: book: $BOOK_BUYERS connections, market-load --mix book for ${SECS}s"
+        c0=$(cpu_ticks "$SPID")
+        "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$RURL" --mix book \
+            --buyers "$BOOK_BUYERS" --duration "$SECS" --seed 1 --quiet \
+            --json "$OUT/raw/book.json" >"$OUT/raw/book.txt" 2>&1
+        rc=$?
+        echo "$(( $(cpu_ticks "$SPID") - c0 )) $(getconf CLK_TCK)" >"$OUT/raw/book.cpu"
+        load_verdict book "$rc"
+        kill -0 "$SPID" 2>/dev/null || { note "book: market-server died during the run"; status=1; }
+    fi
+    stop_pid "$SPID"
+fi
+
 # ---- peers (optional) ----
 PEERS_RAN=0
 if [ -n "${BENCH_PEERS:-}" ]; then
@@ -1184,6 +1217,44 @@ if os.path.exists(fp):
              "violations (buyers above the limit in the sale's bought hash, read after the run) "
              "must be 0; the invariants include the trade audit and the house's funds. Raw report: "
              "`raw/flash.json` and `.txt`.")
+# ---- the book: raw/book.json ----
+bp = os.path.join(raw, "book.json")
+if os.path.exists(bp):
+    bj = json.load(open(bp))
+    run, lat, st, inv = bj["run"], bj["latency_ms"], bj["status"], bj["invariants"]
+    el = run["elapsed_s"] or 1
+    fills = (inv.get("trades") or {}).get("recorded", 0)
+    by = st.get("by_code", {})
+    cpu_us = ""
+    cf = os.path.join(raw, "book.cpu")
+    if os.path.exists(cf):
+        ticks, hz = open(cf).read().split()
+        cpu_us = f'{int(ticks) / int(hz) * 1e6 / max(run["requests"], 1):.1f}'
+    L.append("")
+    L.append("## The book (--strategy market, market-load --mix book)")
+    L.append("")
+    L.append("| connections | requests/s | fills/s | p50 ms | p99 ms | Redis commands / request | "
+             "Redis CPU µs / request | server CPU µs / request | 200 / 201 / 404 / 409 / other | "
+             "invariants |")
+    L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    rr = bj["redis"]
+    L.append(f'| {bj["config"]["buyers"]:,} | {fmt(run["requests_per_s"])} | {fmt(fills / el)} | '
+             f'{lat["all"]["p50"]:.3f} | {lat["all"]["p99"]:.3f} | '
+             f'{rr["commands"] / max(run["requests"], 1):.2f} | '
+             f'{rr["cpu_seconds"] * 1e6 / max(run["requests"], 1):.1f} | {cpu_us or "?"} | '
+             f'{by.get("200", 0)} / {by.get("201", 0)} / {by.get("404", 0)} / {by.get("409", 0)} / '
+             f'{st["other"]} | {"OK" if inv["ok"] else "**BROKEN**"} |')
+    L.append("")
+    L.append("Each request, on a listing of one of the world's goods drawn at random: 40% a buy "
+             "order of 1..5 units at 80..110% of the listing's price (it fills the listings at "
+             "or under it, then rests), 35% its seller selling 1..3 units into the book at "
+             "70..100% of it, 15% a cancel of one of the run's resting orders, 10% its seller "
+             "listing 1..2 more units at its price (which sells into any bid at or over it "
+             "first). A fill is a trade; fills/s counts the trade records the run made. 404 is an "
+             "order filled or taken back meanwhile, or units the seller no longer holds; 409 "
+             "nothing to sell into. The invariants include funds with escrow, every order's "
+             "escrow against its buyer's, and the trades against every player's funds and "
+             "escrow. Raw report: `raw/book.json` and `.txt`.")
 if notes:
     L.append("")
     L.append("## Notes")
