@@ -306,25 +306,22 @@ static int decide_order(struct buy_batch *b, size_t i) {
     int64_t escrow = rest > INT64_MAX / o->price ? INT64_MAX : rest * o->price;
     /* the order works on copies of its parties, kept only when it succeeds; the house,
      * when the batch holds it, is one of them or a copy of its own */
-    market__party buyer = b->u.party[b->buyer[i]], seller[MARKET_FILL_MAX], house;
+    market__party buyer = b->u.party[b->buyer[i]], seller[MARKET_FILL_MAX];
     if (buyer.known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
     if (buyer.known == MARKET__ABSENT) return MARKET_ERR_NO_PLAYER;
     if (total > buyer.funds || escrow > buyer.funds - total) /* both saturate */
         return MARKET_ERR_INSUFFICIENT_FUNDS;
-    market__cut cut = b->cut;
-    size_t h = cut.house ? (size_t)(cut.house - b->u.party) : SIZE_MAX;
-    cut.unread = 0;
-    if (cut.house) house = *cut.house;
-    cut.house = h == b->buyer[i] ? &buyer : cut.house ? &house : NULL;
+    market__cut_copy cc;
+    market__cut_begin(&cc, &b->cut, &b->u, b->buyer[i], &buyer);
     for (size_t k = 0; k < n; k++) { /* one listing a seller: their parties are distinct */
         seller[k] = b->u.party[b->list[b->offer[i][k]].party];
-        if (b->list[b->offer[i][k]].party == h) cut.house = &seller[k];
+        if (b->list[b->offer[i][k]].party == cc.h) cc.cut.house = &seller[k];
     }
     int64_t fee[MARKET_FILL_MAX] = {0};
     for (size_t k = 0; k < n; k++)
         if (off[k].take &&
             (rc = market__units_apply(off[k].price, off[k].units, off[k].take, -1, &buyer,
-                                      &seller[k], &cut, &fee[k])) != MARKET_OK)
+                                      &seller[k], &cc.cut, &fee[k])) != MARKET_OK)
             return rc;
     b->n_took[i] = 0;
     res->fee = 0;
@@ -338,8 +335,7 @@ static int decide_order(struct buy_batch *b, size_t i) {
     }
     buyer.funds -= escrow;
     b->u.party[b->buyer[i]] = buyer;
-    if (cut.house == &house) b->u.party[h] = house;
-    b->cut.unread += cut.unread;
+    market__cut_keep(&cc, &b->cut, &b->u);
     res->quantity = taken;
     res->total = total;
     res->buyer_funds = buyer.funds;

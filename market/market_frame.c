@@ -247,6 +247,24 @@ void market__frame_cut(const market__frame *f, market__parties *p, int64_t bps, 
     cut->house = h == SIZE_MAX || p->party[h].known == MARKET__UNREAD ? NULL : &p->party[h];
 }
 
+/* Begins order's copy c of the batch's cut (p: the batch's parties; self:
+ * the order's party, whose copy is self_copy). This function can't fail. */
+void market__cut_begin(market__cut_copy *c, const market__cut *cut, const market__parties *p,
+                       size_t self, market__party *self_copy) {
+    c->cut = *cut;
+    c->cut.unread = 0;
+    c->h = cut->house ? (size_t)(cut->house - p->party) : SIZE_MAX;
+    c->house = cut->house ? *cut->house : (market__party){0};
+    c->cut.house = c->h == SIZE_MAX ? NULL : c->h == self ? self_copy : &c->house;
+}
+
+/* Keeps what the order decided on c into the batch's cut and parties (the
+ * order's own copies are the caller's to keep). This function can't fail. */
+void market__cut_keep(const market__cut_copy *c, market__cut *cut, market__parties *p) {
+    if (c->cut.house == &c->house) p->party[c->h] = c->house;
+    cut->unread += c->cut.unread;
+}
+
 /* Appends the payment of the cuts the batch decided for a house it does
  * not hold: one HINCRBY. */
 void market__frame_cut_pay(const market__frame *f, const market__cut *cut, market__buf *w) {

@@ -75,6 +75,20 @@ void market__parties_funds(const market__parties *p, market__buf *w);
 size_t market__parties_find(const market__parties *p, const char *id);
 
 void market__frame_cut(const market__frame *f, market__parties *p, int64_t bps, market__cut *cut);
+
+/* One order's working copy of the batch's cut (market__cut_begin()): the
+ * order decides on copies of its parties, kept only when it succeeds, and
+ * the house is one of them (self, when the order's party is the house) or
+ * a copy of its own. cut.house points into the struct: it is not moved. */
+typedef struct market__cut_copy {
+    market__cut cut;
+    market__party house;
+    size_t h; /* the house's place in the batch's parties, or SIZE_MAX */
+} market__cut_copy;
+
+void market__cut_begin(market__cut_copy *c, const market__cut *cut, const market__parties *p,
+                       size_t self, market__party *self_copy);
+void market__cut_keep(const market__cut_copy *c, market__cut *cut, market__parties *p);
 void market__frame_cut_pay(const market__frame *f, const market__cut *cut, market__buf *w);
 
 #endif /* GM_MARKET_MARKET_FRAME_H */

@@ -222,33 +222,28 @@ static int sell_then_pay(struct listing_batch *b, size_t i, int64_t q, int64_t *
     market_order *o = b->f.req[i];
     size_t si = b->seller[i];
     int into = sells_into_book(b, i) && b->t.n_offers[i] > 0;
-    market__party seller = b->u.party[si], house = {0};
-    market__cut scut = b->sale_cut, lcut = b->cut;
-    const market__party *hp0 = scut.house ? scut.house : lcut.house;
-    size_t h = hp0 ? (size_t)(hp0 - b->u.party) : SIZE_MAX;
-    if (h != SIZE_MAX) house = b->u.party[h];
-    market__party *hp = h == si ? &seller : h != SIZE_MAX ? &house : NULL;
-    scut.house = scut.house ? hp : NULL;
-    lcut.house = lcut.house ? hp : NULL;
-    scut.unread = lcut.unread = 0;
+    market__party seller = b->u.party[si];
+    market__cut_copy sc, lc; /* the sale's cut and the listing fee's: one house */
+    market__cut_begin(&sc, &b->sale_cut, &b->u, si, &seller);
+    market__cut_begin(&lc, &b->cut, &b->u, si, &seller);
+    if (sc.cut.house && lc.cut.house) lc.cut.house = sc.cut.house; /* sc keeps it */
     market__sold sold = {0};
     int rc = MARKET_OK;
     if (into) { /* proceeds go to the seller: it must be there, and be read */
         rc = seller.known == MARKET__UNREADABLE ? MARKET_ERR_STORE
              : seller.known != MARKET__PRESENT
                  ? MARKET_ERR_NO_PLAYER
-                 : market__bids_fill(&b->t, i, o->player, q, o->price, 0, &seller, &scut, &sold);
+                 : market__bids_fill(&b->t, i, o->player, q, o->price, 0, &seller, &sc.cut, &sold);
     }
-    if (rc == MARKET_OK) rc = pay_fee(&seller, &lcut, o->price, q - sold.units, fee);
+    if (rc == MARKET_OK) rc = pay_fee(&seller, &lc.cut, o->price, q - sold.units, fee);
     if (rc != MARKET_OK) {
         if (into) b->t.n_took[i] = 0;
         return rc;
     }
     if (into) market__bids_take(&b->t, i);
     if (seller.known == MARKET__PRESENT) b->u.party[si] = seller;
-    if (hp == &house) b->u.party[h] = house;
-    b->sale_cut.unread += scut.unread;
-    b->cut.unread += lcut.unread;
+    market__cut_keep(&sc, &b->sale_cut, &b->u);
+    market__cut_keep(&lc, &b->cut, &b->u);
     o->res.list.sold = sold.units;
     o->res.list.total = sold.total;
     *rest = q - sold.units;

@@ -109,23 +109,17 @@ static int decide_order(struct sell_batch *b, size_t i) {
         res->held = b->stacked[f];
         return MARKET_ERR_NOT_HELD;
     }
-    /* the sale works on copies, kept only when it succeeds; the house, when the batch
-     * holds it (as a seller), is the seller or a copy of its own */
-    market__cut cut = b->cut;
-    size_t h = cut.house ? (size_t)(cut.house - b->u.party) : SIZE_MAX;
-    market__party house = cut.house ? *cut.house : (market__party){0};
-    cut.unread = 0;
-    cut.house = h == b->seller[i] ? &seller : cut.house ? &house : NULL;
+    market__cut_copy cc; /* the sale works on copies, kept only when it succeeds */
+    market__cut_begin(&cc, &b->cut, &b->u, b->seller[i], &seller);
     market__sold sold;
     int rc = market__bids_fill(&b->t, i, o->player, o->quantity, o->price,
-                               o->partial ? 0 : MARKET__FILL_ALL, &seller, &cut, &sold);
+                               o->partial ? 0 : MARKET__FILL_ALL, &seller, &cc.cut, &sold);
     if (rc == MARKET_OK && sold.units == 0) rc = MARKET_ERR_NOT_ENOUGH; /* partial: none wanted */
     if (rc == MARKET_ERR_NOT_ENOUGH) res->available = sold.available;
     if (rc != MARKET_OK) return rc;
     market__bids_take(&b->t, i);
     b->u.party[b->seller[i]] = seller;
-    if (cut.house == &house) b->u.party[h] = house;
-    b->cut.unread += cut.unread;
+    market__cut_keep(&cc, &b->cut, &b->u);
     b->stacked[f] -= sold.units;
     res->quantity = sold.units;
     res->total = sold.total;
