@@ -233,6 +233,7 @@ async function showPlayer() {
   const p = res.body;
   $("player-view").hidden = false;
   $("funds").textContent = p.funds;
+  $("escrow").textContent = p.escrow ? `(+${p.escrow} in buy orders)` : "";
   fill("inventory", p.inventory);
   fill("stacks", Object.entries(p.stacks).map(([k, v]) => `${k} ×${v}`));
   fill("my-listings", p.listings.map((l) => `${l.item} @${l.price}` + (l.quantity ? ` ×${l.quantity}` : "")));
@@ -244,6 +245,7 @@ async function showPlayer() {
     trades.appendChild(li);
     return;
   }
+  showOrders(id, seq);
   const tr = await api("GET", "/players/" + encodeURIComponent(id) + "/trades?limit=20", undefined,
                        { Authorization: "Bearer " + token() });
   if (seq !== state.playerSeq) return;
@@ -253,6 +255,92 @@ async function showPlayer() {
     const li = document.createElement("li");
     li.textContent = why(tr);
     trades.appendChild(li);
+  }
+}
+
+// ---- buy orders and the book ----
+
+// Lists the player's open buy orders, each with a Cancel button (their token's).
+async function showOrders(id, seq) {
+  const res = await api("GET", "/players/" + encodeURIComponent(id) + "/orders", undefined,
+                        { Authorization: "Bearer " + token() });
+  if (seq !== state.playerSeq) return;
+  const ul = $("my-orders");
+  ul.textContent = "";
+  for (const o of res.status === 200 ? res.body.orders : []) {
+    const li = document.createElement("li");
+    li.textContent = `${o.item} ×${o.left} @${o.price} `;
+    const b = document.createElement("button");
+    b.className = "cancel";
+    b.dataset.order = o.order_id;
+    b.textContent = "Cancel";
+    b.addEventListener("click", () => cancelOrder(o, b));
+    li.appendChild(b);
+    ul.appendChild(li);
+  }
+}
+
+async function cancelOrder(o, button) {
+  const buyer = $("player").value.trim();
+  button.disabled = true;
+  const headers = token() ? { Authorization: "Bearer " + token() } : {};
+  const res = await api("DELETE", "/orders/" + o.order_id, { buyer }, headers);
+  if (res.status === 200)
+    say(`Cancelled the order of ${o.item}: ${res.body.refund} back; funds now ${res.body.buyer_funds}`, true);
+  else
+    say("cancel refused: " + why(res), false);
+  await Promise.all([showPlayer(), book()]);
+}
+
+// Posts the units form as a buy order: what is listed at or under its price is bought
+// now, the rest waits in the item's book with its price escrowed.
+async function postOrder() {
+  const buyer = $("player").value.trim() || tokenPlayer(token());
+  const item = $("u-item").value.trim();
+  const quantity = Number($("u-qty").value), maxPrice = Number($("u-max").value);
+  if (!buyer || !/^[A-Za-z0-9_-]{1,64}$/.test(item) || !Number.isInteger(quantity) ||
+      quantity < 1 || !Number.isInteger(maxPrice) || maxPrice < 1) {
+    say("buy order: your token, an item, a whole quantity and a max price of 1 or more", false);
+    return;
+  }
+  const headers = { "Idempotency-Key": idempotencyKey() };
+  if (token()) headers.Authorization = "Bearer " + token();
+  $("order-go").disabled = true;
+  const res = await api("POST", "/orders", { buyer, item, quantity, max_price: maxPrice }, headers);
+  $("order-go").disabled = false;
+  if (res.status === 200 || res.status === 201) {
+    const o = res.body;
+    say(`Order of ${o.item}: ${o.filled} bought now` +
+        (o.rested ? `, ${o.rested} resting at ${o.max_price} (order ${o.order_id})` : "") +
+        `; funds now ${o.buyer_funds}`, true);
+    $("h-item").value = item;
+  } else {
+    say("buy order refused: " + why(res), false);
+  }
+  await Promise.all([search(false), showPlayer(), book()]);
+}
+
+// Shows the book of the charted item: bids (buy orders) and asks (listings) by price level,
+// best first, side by side.
+async function book() {
+  const item = $("h-item").value.trim();
+  const tbody = $("book").querySelector("tbody");
+  if (!item) return;
+  const res = await api("GET", `/items/${encodeURIComponent(item)}/book?depth=5`);
+  if (item !== $("h-item").value.trim()) return; // another item is charted now
+  tbody.textContent = "";
+  if (res.status !== 200) return;
+  const { bids, asks } = res.body;
+  for (let i = 0; i < Math.max(bids.length, asks.length); i++) {
+    const tr = document.createElement("tr");
+    const b = bids[i], a = asks[i];
+    for (const v of [b && b.units, b && b.price, a && a.price, a && a.units]) {
+      const td = document.createElement("td");
+      td.className = "num";
+      td.textContent = v === undefined ? "" : v;
+      tr.appendChild(td);
+    }
+    tbody.appendChild(tr);
   }
 }
 
@@ -315,6 +403,7 @@ async function chart() {
     const res = await api("GET", `/items/${encodeURIComponent(item)}/history?interval=` +
                                      $("h-interval").value);
     if (seq !== state.historySeq) return; // a newer chart answers instead
+    book();
     if (res.status !== 200) {
         $("chart").textContent = "";
         $("h-note").textContent = "history: " + why(res);
@@ -367,6 +456,7 @@ function live() {
     const l = JSON.parse(e.data);
     feed(`${l.seller} ${l.action} ${l.item}` + (l.price ? ` at ${l.price}` : ""));
     refreshSoon();
+    if (l.item === $("h-item").value.trim()) historySoon(); // its book changed
   });
 }
 
@@ -375,6 +465,7 @@ function live() {
 $("search").addEventListener("submit", (e) => { e.preventDefault(); search(false); });
 $("more").addEventListener("click", () => search(true));
 $("units").addEventListener("submit", (e) => { e.preventDefault(); buyUnits(); });
+$("order-go").addEventListener("click", postOrder);
 $("history").addEventListener("submit", (e) => {
     e.preventDefault();
     chart();

@@ -14,7 +14,9 @@ typing the start of an item's name finds every item that starts with it
 (item_prefix); B buys 25 arrows across two sellers at a max price with the
 units form, and the store shows what moved (and a refused quantity moves
 nothing); a click on the arrows charts their price history, which a trade
-by another client redraws live; on a phone-sized window nothing overflows sideways, the Buy buttons
+by another client redraws live; the charted item's book shows its bids and asks, and B's buy
+order from the units form rests (escrowed, in the book, among B's orders) and is taken back with
+its Cancel button; on a phone-sized window nothing overflows sideways, the Buy buttons
 fit, and the token and player box come before the market.
 It prints cmocka's summary lines, which tests/run.sh counts.
 """
@@ -199,10 +201,35 @@ def run(w, d):
         highs = texts(d, "#chart text.axis")
         assert "5" in highs, highs
 
+    def book_and_orders():
+        def book_rows():
+            return d.execute_script("return [...document.querySelectorAll('#book tbody tr')]"
+                                    ".map(r => [...r.cells].map(c => c.textContent));")
+        # the charted arrows' book: D's order of 10 at 1 (the demo fixture's), A's and C's listings
+        wait(d, "the book of arrows", lambda d: book_rows() == [["10", "1", "3", "45"], ["", "", "5", "8"]])
+        for field, value in (("u-item", "arrow"), ("u-qty", "5"), ("u-max", "2")):
+            d.find_element(By.ID, field).clear()
+            d.find_element(By.ID, field).send_keys(value)
+        d.find_element(By.ID, "order-go").click()  # nothing at 2 or less: all of it rests
+        wait(d, "the order resting", lambda d: "5 resting at 2" in d.find_element(By.ID, "message").text)
+        wait(d, "B's funds less the escrow", lambda d: d.find_element(By.ID, "funds").text == "235")
+        assert d.find_element(By.ID, "escrow").text == "(+10 in buy orders)", d.find_element(By.ID, "escrow").text
+        wait(d, "the order among B's", lambda d: any("arrow ×5 @2" in t for t in texts(d, "#my-orders li")))
+        wait(d, "the best bid in the book", lambda d: book_rows()[:2] == [["5", "2", "3", "45"], ["10", "1", "5", "8"]])
+        assert w.redis_cli("HGET", "users:{main}:B", "escrow") == "10"
+        d.find_element(By.CSS_SELECTOR, "#my-orders button.cancel").click()
+        wait(d, "the cancel", lambda d: "Cancelled the order of arrow: 10 back" in d.find_element(By.ID, "message").text)
+        wait(d, "B's funds back", lambda d: d.find_element(By.ID, "funds").text == "245")
+        wait(d, "no order of B's", lambda d: texts(d, "#my-orders li") == [])
+        assert w.redis_cli("HGET", "users:{main}:B", "escrow") == "0"
+        wait(d, "the book without it", lambda d: book_rows()[0] == ["10", "1", "3", "45"])
+
     CHECKS.run("a trade by another client shows up live, without a reload", sees_live)
     CHECKS.run("the start of an item's name finds every item that starts with it", searches_by_prefix)
     CHECKS.run("the units form buys a quantity across sellers at a max price", buys_units)
     CHECKS.run("an item's price history is charted, and redrawn by its trades", charts_prices)
+    CHECKS.run("the charted item's book shows; a buy order from the page rests and is taken back",
+               book_and_orders)
     shot = os.environ.get("MARKET_SCREENSHOT")
     if shot:  # the page as docs/ shows it: B signed in, a listing arriving live
         d.set_window_size(1200, 820)
