@@ -1,7 +1,7 @@
 /* test_book_faults.c - the book under load while its servers fail.
  *
  * Under each strategy, three market-server processes on one Redis (leases
- * of 1 s) serve 24 buyers posting and cancelling buy orders and 24 sellers
+ * of 1 s) serve 64 buyers posting and cancelling buy orders and 64 sellers
  * selling into the book and listing, on three goods, each client spreading
  * its requests over the three servers. Mid-run one server is killed (-9)
  * and another paused (SIGSTOP) past its lease, then resumed. Afterwards the
@@ -34,7 +34,7 @@
 
 #define REALM MARKET_REALM_DEFAULT
 #define SERVERS 3
-#define CLIENTS 48 /* even: buyers p0, p2, ...; odd: sellers p1, p3, ... */
+#define CLIENTS 128 /* even: buyers p0, p2, ...; odd: sellers p1, p3, ... */
 #define GOODS 3
 #define FUNDS 100000
 #define UNITS 60 /* each seller's units of each good */
