@@ -100,7 +100,8 @@ static const char create_script[] =
  * house: "" for MARKET_SALE_HOUSE) in realm, with all its units in stock,
  * in one script (atomic). Returns MARKET_OK, or ERR_INVALID (see
  * market__sale_new_ok), ERR_DUPLICATE (a sale with that id exists),
- * ERR_NO_PLAYER (the house is not a player of the realm), ERR_STORE. */
+ * ERR_NO_PLAYER (the house is not a player of the realm), ERR_NOT_REPLICATED
+ * (created on the master, not confirmed by enough replicas), ERR_STORE. */
 int market_sale_create(market_conn *c, const char *realm, const market_sale *s) {
     if (!c || !market__sale_new_ok(realm, s)) return MARKET_ERR_INVALID;
     const char *house = s->house[0] ? s->house : MARKET_SALE_HOUSE;
@@ -116,11 +117,13 @@ int market_sale_create(market_conn *c, const char *realm, const market_sale *s) 
     const char *keys[2] = {k_sale, k_house};
     const char *args[7] = {s->item, price, initial, limit, start, end, house};
     market__buf b = {0};
+    market__fx_multi(&b); /* a commit: confirmed by the replicas (cfg.min_replicas_ack) */
     market__fx_script(&b, create_script, 2, keys, 7, args);
-    int rc = market__read_buf(c, realm, &b);
-    if (rc < 0) return rc;
-    redisReply *r = b.rep[0];
+    market__fx_exec(&b);
+    redisReply *r = NULL;
+    int rc = market__write_one(c, realm, &b, &r);
     market__buf_free(&b);
+    if (rc < 0) return rc;
     if (r->type != REDIS_REPLY_INTEGER)
         rc = market__fail_reply(c, "creating a sale", r);
     else

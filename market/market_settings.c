@@ -41,7 +41,8 @@ int market_settings_get(market_conn *c, const char *realm, market_settings *out)
 /* Sets realm's settings to *cfg (a house "": MARKET_SALE_HOUSE), at once
  * for every batch decided after. Returns MARKET_OK, or ERR_INVALID (a cut
  * or a listing fee outside 0..MARKET_FEE_BPS_MAX, a bad house id), ERR_NO_PLAYER (the house
- * is no player of the realm), ERR_STORE. */
+ * is no player of the realm), ERR_NOT_REPLICATED (set on the master, not confirmed by
+ * enough replicas: see market.h), ERR_STORE. */
 int market_settings_set(market_conn *c, const char *realm, const market_settings *cfg) {
     if (!c || !cfg || !market_id_valid(realm) || cfg->fee_bps < 0 ||
         cfg->fee_bps > MARKET_FEE_BPS_MAX || cfg->list_fee_bps < 0 ||
@@ -58,9 +59,11 @@ int market_settings_set(market_conn *c, const char *realm, const market_settings
     const char *args[6] = {MARKET__FIELD_FEE_BPS,  bps,     MARKET__FIELD_HOUSE, house,
                            MARKET__FIELD_LIST_FEE, list_bps};
     market__buf b = {0};
+    market__fx_multi(&b); /* a commit: confirmed by the replicas (cfg.min_replicas_ack) */
     market__fx_script(&b, set_script, 2, keys, 6, args);
+    market__fx_exec(&b);
     redisReply *r = NULL;
-    int rc = market__read_one(c, realm, &b, &r);
+    int rc = market__write_one(c, realm, &b, &r);
     market__buf_free(&b);
     if (rc < 0) return rc;
     if (r->type != REDIS_REPLY_INTEGER)

@@ -805,6 +805,34 @@ int market__read_buf(market_conn *c, const char *realm, market__buf *b) {
     return rc;
 }
 
+/* Runs b - MULTI, one write command, EXEC (market__fx_multi(), the command,
+ * market__fx_exec()) - on realm's master: a write that is not a batch's
+ * commit (the admin's), confirmed on the replicas as every commit is
+ * (cfg.min_replicas_ack: the WAIT behind its EXEC). The caller frees b.
+ * Returns MARKET_OK with *rep the command's reply (caller frees; never an
+ * error reply), or ERR_NOT_REPLICATED (written on the master, not confirmed
+ * in time: its outcome is unknown), ERR_REALM_UNAVAILABLE, ERR_STORE,
+ * ERR_NOMEM. */
+int market__write_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep) {
+    *rep = NULL;
+    int rc = market__read_buf(c, realm, b);
+    if (rc < 0) return rc;
+    redisReply *x = b->rep[2];
+    if (x->type != REDIS_REPLY_ARRAY || x->elements != 1 ||
+        x->element[0]->type == REDIS_REPLY_ERROR) {
+        const redisReply *e = market__reply_error(b->rep, 3);
+        rc = market__fail_reply(c, "a write refused",
+                                e                                             ? e
+                                : x->type == REDIS_REPLY_ARRAY && x->elements ? x->element[0]
+                                                                              : x);
+    } else {
+        *rep = x->element[0];
+        x->element[0] = NULL; /* the caller's now: freeReplyObject() skips it */
+    }
+    market__replies_free(b->rep, b->n);
+    return rc;
+}
+
 /* Runs the one read command of b on realm's master (see market__read_buf;
  * the caller frees b). Returns MARKET_OK with *rep set (caller frees; never
  * an error reply), or ERR_STORE, ERR_NOMEM. */

@@ -91,6 +91,7 @@ int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
 int market__read_buf(market_conn *c, const char *realm, market__buf *b);
 void market__mark_realm(market_conn *c, const char *realm);
 int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
+int market__write_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
 /* A realm's streams (market__streams_after). */
 enum market__stream { MARKET__STREAM_TRADES, MARKET__STREAM_CHANGES };
 int market__streams_after(market_conn *c, const char *realm, size_t n, const enum market__stream *s,

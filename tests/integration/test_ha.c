@@ -1131,6 +1131,46 @@ static void test_ha_health_counts_replicas_in_sync(void **state) {
     ha_close(&h);
 }
 
+/* The admin's writes are commits too: with --min-replicas-ack 1 and the one
+ * replica frozen, PUT /config's market_settings_set() and POST /sales's
+ * market_sale_create() are answered not_replicated, not OK (they were
+ * scripts outside a MULTI/EXEC, which no WAIT followed: a 200 a failover
+ * could lose); with the replica back in sync they are confirmed. */
+static void test_ha_admin_writes_confirmed_by_replicas(void **state) {
+    (void)state;
+    static struct ha h;
+    ha_open(&h, 1, NULL, 1, MARKET_STRATEGY_MARKET, 2000);
+    int master = h.t.nodes[0].port;
+    market_settings st = {.fee_bps = 100};
+    snprintf(st.house, sizeof st.house, "p0");
+    market_sale sale = {
+        .price = 2, .initial = 10, .limit = 1, .start_ms = 0, .end_ms = INT64_C(4102444800000)};
+    snprintf(sale.id, sizeof sale.id, "s1");
+    snprintf(sale.item, sizeof sale.item, "gem");
+    snprintf(sale.house, sizeof sale.house, "p0");
+    th_redis_signal(&h.t.nodes[1], SIGSTOP);
+    int64_t by = now_ms() + 60000;
+    while (replica_lag(master) <= 2 && now_ms() < by)
+        sleep_ms(100);
+    int set = market_settings_set(h.c, REALM, &st);
+    int created = market_sale_create(h.c, REALM, &sale);
+    th_redis_signal(&h.t.nodes[1], SIGCONT);
+    assert_int_equal(set, MARKET_ERR_NOT_REPLICATED);
+    assert_int_equal(created, MARKET_ERR_NOT_REPLICATED);
+    char why[200];
+    by = now_ms() + 60000;
+    while (market_health(h.c, why, sizeof why) != MARKET_OK && now_ms() < by)
+        sleep_ms(100);
+    st.fee_bps = 200;
+    assert_int_equal(market_settings_set(h.c, REALM, &st), MARKET_OK);
+    snprintf(sale.id, sizeof sale.id, "s2");
+    assert_int_equal(market_sale_create(h.c, REALM, &sale), MARKET_OK);
+    market_settings got;
+    assert_int_equal(market_settings_get(h.c, REALM, &got), MARKET_OK);
+    assert_int_equal(got.fee_bps, 200);
+    ha_close(&h);
+}
+
 /* ---- a commit whose read went to the old master ---- */
 
 struct stalled {
@@ -1316,6 +1356,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_ha_replica_killed_then_failover_none_lost, teardown),
         cmocka_unit_test_teardown(test_ha_replica_frozen_then_failover_none_lost, teardown),
         cmocka_unit_test_teardown(test_ha_health_counts_replicas_in_sync, teardown),
+        cmocka_unit_test_teardown(test_ha_admin_writes_confirmed_by_replicas, teardown),
         cmocka_unit_test_teardown(test_ha_commit_after_failover_reads_again, teardown),
         cmocka_unit_test_teardown(test_ha_own_lease_freed_after_failover_foreign_waited, teardown),
         cmocka_unit_test_teardown(test_ha_next_batch_commits_while_wait_outstanding, teardown),
