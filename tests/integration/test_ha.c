@@ -125,10 +125,14 @@ static void sleep_ms(int ms) {
 
 /* What the buyers buy. */
 enum kind {
-    LISTINGS, /* buyer k buys items k, k + BUYERS, ...: an item has one buyer */
+    LISTINGS,  /* buyer k buys items k, k + BUYERS, ...: an item has one buyer */
     CONTENDED, /* buyers k and k + BUYERS / 2 race for items k, k + BUYERS / 2, ... */
-    SALE,     /* every buyer buys 1 to 3 units at a time from the flash sale SALE_ID */
+    SALE,      /* every buyer buys 1 to 3 units at a time from the flash sale SALE_ID */
+    BOOK,      /* even buyers post buy orders of BOOK_ITEM, odd ones sell into them */
 };
+
+#define BOOK_ITEM "ore"
+#define BOOK_UNITS 100000 /* each odd buyer's units of BOOK_ITEM */
 
 #define SALE_ID "flash"
 #define SALE_ITEM "potion"
@@ -163,6 +167,8 @@ struct buyer {
 static void key_of(enum kind kind, int n, int buyer, char *key, size_t len) {
     if (kind == SALE)
         snprintf(key, len, "sale-%d", n);
+    else if (kind == BOOK)
+        snprintf(key, len, "book-%d-%d", n, buyer);
     else if (kind == CONTENDED)
         snprintf(key, len, "buy-%d-%d", n, buyer);
     else
@@ -175,6 +181,20 @@ static int buy_one(struct load *l, market_conn *c, int buyer, int n, int *units,
     snprintf(who, sizeof who, "p%d", buyer);
     key_of(l->kind, n, buyer, key, sizeof key);
     market_idem idem = {key, "fp"};
+    if (l->kind == BOOK) { /* p<buyer> odd: sells; even: posts a buy order */
+        market_order o = {.type = buyer % 2 ? MARKET_ORDER_SELL : MARKET_ORDER_BID,
+                          .realm = REALM,
+                          .player = who,
+                          .item = BOOK_ITEM,
+                          .quantity = 1 + n % 3,
+                          .price = 5 + n % 5,
+                          .partial = 1,
+                          .idem = &idem};
+        int rc = market_order_run(c, &o);
+        *replayed = rc == MARKET_OK && (buyer % 2 ? o.res.sell.replayed : o.res.buy.replayed);
+        *units = (int)(buyer % 2 ? o.res.sell.quantity : o.res.buy.quantity);
+        return rc;
+    }
     if (l->kind == SALE) {
         *units = 1 + n % 3;
         market_sale_result res;
@@ -194,7 +214,8 @@ static int buy_one(struct load *l, market_conn *c, int buyer, int n, int *units,
 
 static int final_answer(int rc) {
     return rc == MARKET_OK || rc == MARKET_ERR_NOT_LISTED || rc == MARKET_ERR_INSUFFICIENT_FUNDS ||
-           rc == MARKET_ERR_SOLD_OUT || rc == MARKET_ERR_LIMIT_EXCEEDED;
+           rc == MARKET_ERR_SOLD_OUT || rc == MARKET_ERR_LIMIT_EXCEEDED ||
+           rc == MARKET_ERR_NOT_ENOUGH || rc == MARKET_ERR_NOT_HELD;
 }
 
 /* Buyer k buys as p<k + 1> (never the seller p<item % PLAYERS> of what it buys; the sale's house
@@ -356,6 +377,7 @@ static void check_store(struct ha *h, struct load *l) {
         int in = present(raw, "EXISTS idem:{main}:p%d:%s", o->buyer, key);
         if (l->kind == SALE) {
             units[o->buyer] += o->units;
+        } else if (l->kind == BOOK) { /* its record is written in the commit of its effect */
         } else {
             char item[16];
             snprintf(item, sizeof item, "i%d", o->item);
@@ -402,13 +424,19 @@ static void check_store(struct ha *h, struct load *l) {
     }
     market_conn_free(c);
     assert_int_equal(a.players, PLAYERS);
-    assert_int_equal(a.total_funds, (int64_t)PLAYERS * FUNDS);
+    assert_int_equal(a.total_funds + a.total_escrow, (int64_t)PLAYERS * FUNDS);
     assert_int_equal(a.negative_funds, 0);
     assert_int_equal(a.items_misplaced, 0);
     assert_int_equal(a.items_held + a.items_listed, ITEMS);
     assert_int_equal(a.sales_oversold, 0);
     assert_int_equal(a.sales_unbalanced, 0);
-    assert_int_equal(a.units_in_stacks, a.units_sold_by_sales);
+    assert_int_equal(a.orders_escrow, a.total_escrow);
+    assert_int_equal(a.orders_misbooked, 0);
+    assert_int_equal(a.negative_escrow, 0);
+    if (l->kind == BOOK)
+        assert_int_equal(a.units_in_stacks, (int64_t)(BUYERS / 2) * BOOK_UNITS);
+    else
+        assert_int_equal(a.units_in_stacks, a.units_sold_by_sales);
 }
 
 /* INFO commandstats calls of cmd on 127.0.0.1:port. */
@@ -912,6 +940,17 @@ static void acks_open(struct ha *h, struct load *l, enum kind kind, struct buyer
         snprintf(s.house, sizeof s.house, "p0");
         assert_int_equal(market_sale_create(h->c, REALM, &s), MARKET_OK);
     }
+    if (kind == BOOK) { /* the sellers' units, written on the master the replicas follow */
+        redisContext *raw = th_topo_connect(h->t.nodes[0].port, h->t.password, 5000);
+        assert_non_null(raw);
+        for (int k = 1; k <= BUYERS; k += 2) {
+            redisReply *r =
+                redisCommand(raw, "HSET stacks:{main}:p%d " BOOK_ITEM " %d", k, BOOK_UNITS);
+            assert_non_null(r);
+            freeReplyObject(r);
+        }
+        redisFree(raw);
+    }
     load_start(l, h->m, kind, bs);
     assert_int_equal(wait_ok_after(l, now_ms(), 10000), 0);
     sleep_ms(1000);
@@ -1034,6 +1073,14 @@ static void test_ha_planned_failover_contended_none_lost(void **state) {
 static void test_ha_planned_failover_sale_none_lost(void **state) {
     (void)state;
     acks_run(SALE, PLANNED, "planned failover, flash sale");
+}
+
+/* 9b. The same for the book: buy orders and sales into them, each under its key; every one
+ * answered OK has its record in the store (written in the commit of its effect), funds and
+ * escrow are conserved, every order's escrow is its buyer's, and no unit was made or lost. */
+static void test_ha_planned_failover_book_none_lost(void **state) {
+    (void)state;
+    acks_run(BOOK, PLANNED, "planned failover, buy orders and sales into the book");
 }
 
 /* 10. The master frozen past down-after and woken the moment a replica is promoted, before the
@@ -1356,6 +1403,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_ha_replica_killed_then_failover_none_lost, teardown),
         cmocka_unit_test_teardown(test_ha_replica_frozen_then_failover_none_lost, teardown),
         cmocka_unit_test_teardown(test_ha_health_counts_replicas_in_sync, teardown),
+        cmocka_unit_test_teardown(test_ha_planned_failover_book_none_lost, teardown),
         cmocka_unit_test_teardown(test_ha_admin_writes_confirmed_by_replicas, teardown),
         cmocka_unit_test_teardown(test_ha_commit_after_failover_reads_again, teardown),
         cmocka_unit_test_teardown(test_ha_own_lease_freed_after_failover_foreign_waited, teardown),
