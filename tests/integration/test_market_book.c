@@ -4,12 +4,16 @@
  * all or nothing or partly, never into the seller's own orders, paying the
  * realm's cut; taking an order back; idempotent orders; refusals that
  * change nothing; a buy order taken back, and one filled, by another
- * server between a batch's decision and its commit; a model of price-time
- * priority run against the service order by order; and many players at
- * once, then the audit: funds and escrow conserved, every unit in one
- * place, every order in its book.
+ * server between a batch's decision and its commit; a seller's last units
+ * and units it buys in one commit; a model of price-time priority run
+ * against the service order by order, and the same players placing,
+ * selling and cancelling at once, their orders then replayed through the
+ * model in the order the service decided them; and many players at once,
+ * then the audit: funds and escrow conserved, every unit in one place,
+ * every order in its book.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -603,8 +607,15 @@ static const char *pid(int p) {
     return ids[p];
 }
 
+/* The model's fills of its last sale: which orders, how many units. */
+static struct {
+    int64_t id[64], units[64];
+    size_t n;
+} MF;
+
 /* The model's sale: the best price first, then the oldest; never one's own. */
 static int m_sell(int s, int64_t q, int64_t min, int partial, int64_t *sold, int64_t *total) {
+    MF.n = 0;
     int64_t want = 0;
     for (size_t k = 0; k < M.n; k++)
         if (M.o[k].buyer != s && M.o[k].price >= min) want += M.o[k].left;
@@ -624,6 +635,8 @@ static int m_sell(int s, int64_t q, int64_t min, int partial, int64_t *sold, int
         if (best == SIZE_MAX) break;
         struct m_order *o = &M.o[best];
         int64_t t = o->left < left ? o->left : left;
+        MF.id[MF.n] = o->id;
+        MF.units[MF.n++] = t;
         o->left -= t;
         left -= t;
         *sold += t;
@@ -640,12 +653,33 @@ static int m_sell(int s, int64_t q, int64_t min, int partial, int64_t *sold, int
     return MARKET_OK;
 }
 
-/* 300 orders drawn at random - buy orders, sales all or nothing or partly,
- * cancels - run one by one against the service and the model; every
- * outcome, and then every player's funds, escrow, units and orders, must
- * be the model's. */
-static void test_price_time_model(void **state) {
-    th_market *f = *state;
+/* The model's buy order of q at price by p, resting whole (no listings in
+ * the model's world) under id: its refusal, or MARKET_OK. */
+static int m_bid(int p, int64_t q, int64_t price, int64_t id) {
+    if (q * price > M.funds[p]) return MARKET_ERR_INSUFFICIENT_FUNDS;
+    M.o[M.n++] = (struct m_order){id, price, q, p};
+    M.funds[p] -= q * price;
+    M.escrow[p] += q * price;
+    return MARKET_OK;
+}
+
+/* The model's cancel of order id by p: *refund what came back. */
+static int m_cancel(int p, int64_t id, int64_t *refund) {
+    *refund = 0;
+    for (size_t k = 0; k < M.n; k++) {
+        if (M.o[k].id != id) continue;
+        if (M.o[k].buyer != p) return MARKET_ERR_NO_ORDER;
+        *refund = M.o[k].left * M.o[k].price;
+        M.funds[p] += *refund;
+        M.escrow[p] -= *refund;
+        M.o[k] = M.o[--M.n];
+        return MARKET_OK;
+    }
+    return MARKET_ERR_NO_ORDER;
+}
+
+/* A fresh store and model: MP players, each with M_FUNDS and M_ORE ore. */
+static void model_world(th_market *f) {
     (void)th_fx_num("FLUSHALL");
     market_world *w = market_world_new();
     for (int p = 0; p < MP; p++) {
@@ -656,42 +690,10 @@ static void test_price_time_model(void **state) {
     assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
     M.n = 0;
-    rnd_state = 42;
-    for (int step = 0; step < 300; step++) {
-        int p = (int)rnd(MP), what = (int)rnd(10);
-        if (what < 5 && M.n < M_ORDERS_MAX) { /* a buy order, 1..9 at 10..14 */
-            int64_t q = 1 + (int64_t)rnd(9), price = 10 + (int64_t)rnd(5);
-            market_buy_result r;
-            int want = q * price > M.funds[p] ? MARKET_ERR_INSUFFICIENT_FUNDS : MARKET_OK;
-            assert_int_equal(bid(f->c, pid(p), q, price, NULL, &r), want);
-            if (want != MARKET_OK) continue;
-            assert_int_equal(r.rested, q);
-            M.o[M.n++] = (struct m_order){r.order_id, price, q, p};
-            M.funds[p] -= q * price;
-            M.escrow[p] += q * price;
-        } else if (what < 8) { /* a sale, 1..12 at 10..14 or over */
-            int64_t q = 1 + (int64_t)rnd(12), min = 10 + (int64_t)rnd(5), sold, total;
-            int partial = (int)rnd(2);
-            market_sell_result s;
-            int want = m_sell(p, q, min, partial, &sold, &total);
-            assert_int_equal(sell(f->c, pid(p), q, min, partial, NULL, &s), want);
-            if (want == MARKET_OK) {
-                assert_int_equal(s.quantity, sold);
-                assert_int_equal(s.total, total);
-            }
-        } else if (M.n) { /* a cancel of some order, by its buyer or by another */
-            size_t k = rnd(M.n);
-            int by = rnd(4) ? M.o[k].buyer : p;
-            market_cancel_result cr;
-            int want = by == M.o[k].buyer ? MARKET_OK : MARKET_ERR_NO_ORDER;
-            assert_int_equal(cancel(f->c, pid(by), M.o[k].id, &cr), want);
-            if (want != MARKET_OK) continue;
-            assert_int_equal(cr.refund, M.o[k].left * M.o[k].price);
-            M.funds[by] += cr.refund;
-            M.escrow[by] -= cr.refund;
-            M.o[k] = M.o[--M.n];
-        }
-    }
+}
+
+/* Every player's funds, escrow, units and open orders are the model's. */
+static void assert_model(th_market *f) {
     for (int p = 0; p < MP; p++) {
         market_player *pl = NULL;
         assert_int_equal(market_player_get(f->c, REALM, pid(p), &pl), MARKET_OK);
@@ -716,6 +718,173 @@ static void test_price_time_model(void **state) {
         free(v);
     }
     assert_conserved(f->c, MP * M_FUNDS, MP * M_ORE);
+}
+
+/* 300 orders drawn at random - buy orders, sales all or nothing or partly,
+ * cancels - run one by one against the service and the model; every
+ * outcome, and then every player's funds, escrow, units and orders, must
+ * be the model's. */
+static void test_price_time_model(void **state) {
+    th_market *f = *state;
+    model_world(f);
+    rnd_state = 42;
+    for (int step = 0; step < 300; step++) {
+        int p = (int)rnd(MP), what = (int)rnd(10);
+        if (what < 5 && M.n < M_ORDERS_MAX) { /* a buy order, 1..9 at 10..14 */
+            int64_t q = 1 + (int64_t)rnd(9), price = 10 + (int64_t)rnd(5);
+            market_buy_result r;
+            int got = bid(f->c, pid(p), q, price, NULL, &r);
+            assert_int_equal(got, m_bid(p, q, price, r.order_id));
+            if (got == MARKET_OK) assert_int_equal(r.rested, q);
+        } else if (what < 8) { /* a sale, 1..12 at 10..14 or over */
+            int64_t q = 1 + (int64_t)rnd(12), min = 10 + (int64_t)rnd(5), sold, total;
+            int partial = (int)rnd(2);
+            market_sell_result s;
+            int want = m_sell(p, q, min, partial, &sold, &total);
+            assert_int_equal(sell(f->c, pid(p), q, min, partial, NULL, &s), want);
+            if (want == MARKET_OK) {
+                assert_int_equal(s.quantity, sold);
+                assert_int_equal(s.total, total);
+            }
+        } else if (M.n) { /* a cancel of some order, by its buyer or by another */
+            size_t k = rnd(M.n);
+            int by = rnd(4) ? M.o[k].buyer : p;
+            int64_t id = M.o[k].id, refund;
+            market_cancel_result cr;
+            int want = m_cancel(by, id, &refund);
+            assert_int_equal(cancel(f->c, pid(by), id, &cr), want);
+            if (want == MARKET_OK) assert_int_equal(cr.refund, refund);
+        }
+    }
+    assert_model(f);
+}
+
+/* ---- price-time priority under concurrency, replayed against the model ---- */
+
+#define CM_OPS 120 /* each player's orders */
+
+/* One order of the concurrent run, and what the service answered. */
+struct cm_rec {
+    market_order o; /* the order as submitted, its outcome in it */
+    int seq;        /* its place among the answers: the order the service decided them in */
+    atomic_int done;
+};
+
+static atomic_int cm_seq;
+
+static void cm_done(market_order *o) {
+    struct cm_rec *r = o->ud;
+    r->seq = atomic_fetch_add(&cm_seq, 1); /* answers come from the one worker of the realm */
+    atomic_store(&r->done, 1);
+}
+
+struct cm_player {
+    th_market *f;
+    int p;
+    struct cm_rec *recs; /* CM_OPS */
+};
+
+/* Player p's orders, one at a time: a buy order (while it believes fewer than two of
+ * its own rest), a sale, or a cancel of one of its own. */
+static void *cm_main(void *arg) {
+    struct cm_player *pl = arg;
+    unsigned seed = 977u * (unsigned)pl->p + 1;
+    int64_t open[CM_OPS];
+    size_t n_open = 0;
+    for (int i = 0; i < CM_OPS; i++) {
+        struct cm_rec *r = &pl->recs[i];
+        market_order *o = &r->o;
+        int what = rand_r(&seed) % 10;
+        *o = (market_order){
+            .realm = REALM, .player = pid(pl->p), .item = "ore", .done = cm_done, .ud = r};
+        if (what < 5 && n_open < 2) {
+            o->type = MARKET_ORDER_BID;
+            o->quantity = 1 + rand_r(&seed) % 5;
+            o->price = 10 + rand_r(&seed) % 5;
+        } else if (what < 8 || n_open == 0) {
+            o->type = MARKET_ORDER_SELL;
+            o->quantity = 1 + rand_r(&seed) % 6;
+            o->price = 10 + rand_r(&seed) % 5;
+            o->partial = rand_r(&seed) % 2;
+        } else {
+            size_t k = rand_r(&seed) % n_open;
+            o->type = MARKET_ORDER_CANCEL;
+            o->id = open[k];
+            open[k] = open[--n_open];
+        }
+        if (market_order_submit(pl->f->m, o) != MARKET_OK) return NULL;
+        while (!atomic_load(&r->done))
+            usleep(200);
+        if (o->type == MARKET_ORDER_BID && o->rc == MARKET_OK && o->res.buy.order_id)
+            open[n_open++] = o->res.buy.order_id;
+    }
+    return NULL;
+}
+
+static int cmp_seq(const void *a, const void *b) {
+    const struct cm_rec *x = *(const struct cm_rec *const *)a,
+                        *y = *(const struct cm_rec *const *)b;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* The players place, sell and cancel at once; then their orders are
+ * replayed one by one through the model in the order the service decided
+ * them (the order of its answers, which come from the realm's one worker):
+ * every outcome - each order's id, each sale's fills, order by order, each
+ * refund - and then every player's funds, escrow, units and orders, must
+ * be the model's. */
+static void test_price_time_model_concurrent(void **state) {
+    th_market *f = *state;
+    model_world(f);
+    atomic_store(&cm_seq, 0);
+    static struct cm_rec recs[MP][CM_OPS];
+    struct cm_player pl[MP];
+    pthread_t t[MP];
+    memset(recs, 0, sizeof recs);
+    for (int p = 0; p < MP; p++) {
+        pl[p] = (struct cm_player){f, p, recs[p]};
+        assert_int_equal(pthread_create(&t[p], NULL, cm_main, &pl[p]), 0);
+    }
+    for (int p = 0; p < MP; p++)
+        assert_int_equal(pthread_join(t[p], NULL), 0);
+    static struct cm_rec *all[MP * CM_OPS];
+    size_t n = 0;
+    for (int p = 0; p < MP; p++)
+        for (int i = 0; i < CM_OPS; i++) {
+            assert_true(atomic_load(&recs[p][i].done));
+            all[n++] = &recs[p][i];
+        }
+    qsort(all, n, sizeof *all, cmp_seq);
+    int64_t next_id = 0;
+    for (size_t k = 0; k < n; k++) {
+        const market_order *o = &all[k]->o;
+        int p = o->player[1] - '0';
+        if (o->type == MARKET_ORDER_BID) {
+            int want = m_bid(p, o->quantity, o->price, next_id + 1);
+            assert_int_equal(o->rc, want);
+            if (want != MARKET_OK) continue;
+            assert_int_equal(o->res.buy.order_id, ++next_id);
+            assert_int_equal(o->res.buy.rested, o->quantity);
+        } else if (o->type == MARKET_ORDER_SELL) {
+            int64_t sold, total;
+            int want = m_sell(p, o->quantity, o->price, o->partial, &sold, &total);
+            assert_int_equal(o->rc, want);
+            if (want != MARKET_OK) continue;
+            const market_sell_result *sr = &o->res.sell;
+            assert_int_equal(sr->quantity, sold);
+            assert_int_equal(sr->total, total);
+            assert_int_equal(sr->n_fills, MF.n);
+            for (size_t j = 0; j < MF.n; j++) { /* the same orders, in the same order */
+                assert_int_equal(sr->fill[j].order_id, MF.id[j]);
+                assert_int_equal(sr->fill[j].quantity, MF.units[j]);
+            }
+        } else {
+            int64_t refund;
+            assert_int_equal(o->rc, m_cancel(p, o->id, &refund));
+            if (o->rc == MARKET_OK) assert_int_equal(o->res.cancel.refund, refund);
+        }
+    }
+    assert_model(f);
 }
 
 /* ---- many players at once ---- */
@@ -798,6 +967,7 @@ int main(void) {
         T(test_seller_buys_in_the_same_sale_batch),
         T(test_seller_buys_in_the_same_list_batch),
         T(test_price_time_model),
+        T(test_price_time_model_concurrent),
         T(test_many_at_once_conserved),
     };
     return th_run_strategies("market book", tests, sizeof tests / sizeof *tests);
