@@ -3,9 +3,10 @@
  * Under each strategy, three market-server processes on one Redis (leases
  * of 1 s) serve 64 buyers posting and cancelling buy orders and 64 sellers
  * selling into the book and listing, on three goods, each client spreading
- * its requests over the three servers. Mid-run one server is killed (-9)
- * and another paused (SIGSTOP) past its lease, then resumed. Afterwards the
- * store is audited: funds and escrow together conserved, every unit in one
+ * its requests over the three servers, with a 5% cut of every sale paid to
+ * the house. Mid-run one server is killed (-9) and another paused (SIGSTOP)
+ * past its lease, then resumed. Afterwards the store is audited: funds
+ * (the house's with them) and escrow together conserved, every unit in one
  * place, every order's escrow its buyer's and every order in its book, no
  * funds or escrow negative; every fill an answer reported is a trade in the
  * store at that price, never over the buy order's max_price nor under the
@@ -223,8 +224,12 @@ static void seed(market_conn *c) {
             assert_int_equal(market_world_add_stack(w, id, good, UNITS), MARKET_OK);
         }
     }
+    assert_int_equal(market_world_add_player(w, "house", NULL, 0), MARKET_OK);
     assert_int_equal(market_world_store(c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
+    market_settings st = {.fee_bps = 500};
+    snprintf(st.house, sizeof st.house, "house");
+    assert_int_equal(market_settings_set(c, REALM, &st), MARKET_OK);
 }
 
 static pid_t spawn_server(int port, const char *strategy) {
@@ -323,9 +328,16 @@ static void test_book_servers_killed_and_paused(void **state) {
         else
             assert_true(x->price >= x->bound);
     }
-    fprintf(stderr, "# %s: %ld answers, %zu fills, %ld resting, %ld unknown, %zu orders open\n",
-            strategy, r.answers, r.n_fills, r.resting, r.unknown, a.orders);
+    int64_t house = 0;
+    market_player *h = NULL;
+    assert_int_equal(market_player_get(s.c, REALM, "house", &h), MARKET_OK);
+    house = h->funds;
+    market_player_free(h);
+    fprintf(stderr,
+            "# %s: %ld answers, %zu fills, %ld resting, %ld unknown, %zu orders open, house %lld\n",
+            strategy, r.answers, r.n_fills, r.resting, r.unknown, a.orders, (long long)house);
     assert_true(r.n_fills > 0);
+    assert_true(house > 0); /* the cut of the sales */
     free(r.fills);
     pthread_mutex_destroy(&r.mu);
     store_close(&s);
