@@ -32,6 +32,7 @@
 #include "rconn/rconn.h"
 #include "market/market.h"
 #include "tests/helpers/redis_proc.h"
+#include "tests/helpers/server_proc.h"
 
 #define REALM MARKET_REALM_DEFAULT
 #define SERVERS 3
@@ -232,43 +233,6 @@ static void seed(market_conn *c) {
     assert_int_equal(market_settings_set(c, REALM, &st), MARKET_OK);
 }
 
-static pid_t spawn_server(int port, const char *strategy) {
-    char listen[32];
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
-    const char *bin = getenv("MARKET_SERVER_BIN");
-    if (!bin) bin = "bin/market-server";
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl(bin, bin, "--listen", listen, "--redis", redis.url, "--no-auth", "--log-level",
-              "error", "--strategy", strategy, "--lock-ttl-ms", "1000", "--acquire-timeout-ms",
-              "3000", (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
-static size_t sink(char *d, size_t s, size_t n, void *ud) {
-    (void)d, (void)ud;
-    return s * n;
-}
-
-static int wait_port(int port) {
-    for (int i = 0; i < 800; i++) {
-        CURL *c = curl_easy_init();
-        char url[64];
-        snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", port);
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 1000L);
-        long st = 0;
-        if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-        curl_easy_cleanup(c);
-        if (st == 200) return 0;
-        sleep_ms(25);
-    }
-    return -1;
-}
-
 /* ---- the test ---- */
 
 static void test_book_servers_killed_and_paused(void **state) {
@@ -282,8 +246,10 @@ static void test_book_servers_killed_and_paused(void **state) {
     pid_t pid[SERVERS];
     for (int i = 0; i < SERVERS; i++) {
         r.ports[i] = th_free_port();
-        pid[i] = spawn_server(r.ports[i], strategy);
-        assert_int_equal(wait_port(r.ports[i]), 0);
+        const char *flags[] = {
+            "--strategy", strategy, "--lock-ttl-ms", "1000", "--acquire-timeout-ms", "3000", NULL};
+        pid[i] = th_server_spawn(r.ports[i], redis.url, flags);
+        assert_int_equal(th_server_healthy(r.ports[i], 20000), 0);
     }
     struct client cl[CLIENTS];
     pthread_t t[CLIENTS];

@@ -25,6 +25,7 @@
 #include "market/market.h"
 #include "server/server.h"
 #include "tests/helpers/redis_proc.h"
+#include "tests/helpers/server_proc.h"
 
 #define REALM MARKET_REALM_DEFAULT /* the realm these tests use */
 
@@ -255,34 +256,12 @@ static server *start_server(const th_redis *r, int *port, uint32_t acquire_ms) {
 }
 
 static pid_t spawn_server(const th_redis *r, int port, const char *ttl_ms) {
-    char listen[32];
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
-    const char *bin = getenv("MARKET_SERVER_BIN");
-    if (!bin) bin = "bin/market-server";
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl(bin, bin, "--listen", listen, "--redis", r->url, "--no-auth", "--log-level",
-              "error", "--lock-ttl-ms", ttl_ms, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
+    const char *flags[] = {"--lock-ttl-ms", ttl_ms, NULL};
+    return th_server_spawn(port, r->url, flags);
 }
 
 static int wait_port(int port) {
-    for (int i = 0; i < 400; i++) {
-        CURL *c = curl_easy_init();
-        char url[64];
-        snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", port);
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 1000L);
-        long st = 0;
-        if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-        curl_easy_cleanup(c);
-        if (st == 200) return 0;
-        sleep_ms(25);
-    }
-    return -1;
+    return th_server_healthy(port, 10000);
 }
 
 /* ---- tests ---- */

@@ -44,6 +44,7 @@
 #include "tests/helpers/http_client.h"
 #include "tests/helpers/demo_world.h"
 #include "tests/helpers/redis_proc.h"
+#include "tests/helpers/server_proc.h"
 
 #define REALM MARKET_REALM_DEFAULT /* the realm these tests use */
 
@@ -991,30 +992,12 @@ static void test_http_many_lists_deferred(void **state) {
 /* ---- the real binary ---- */
 
 static pid_t spawn_server(int port, const char *extra) {
-    char listen[32];
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
-    const char *bin = getenv("MARKET_SERVER_BIN");
-    if (!bin) bin = "bin/market-server";
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl(bin, bin, "--listen", listen, "--redis", redis.url, "--log-level", "error", "--no-auth",
-              extra ? extra : "--threads", extra ? "500" : "2", (char *)NULL);
-        _exit(127);
-    }
-    return pid;
+    const char *flags[] = {extra ? extra : "--threads", extra ? "500" : "2", NULL};
+    return th_server_spawn(port, redis.url, flags);
 }
 
 static int wait_healthy(int port) {
-    for (int i = 0; i < 200; i++) {
-        th_http r;
-        int rc = th_http_do(port, "GET", "/healthz", NULL, 0, &r);
-        long st = r.status;
-        th_http_cleanup(&r);
-        if (rc == 0 && st == 200) return 0;
-        struct timespec ts = {0, 25 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    return -1;
+    return th_server_healthy(port, 5000);
 }
 
 static int exit_code(pid_t pid) {
