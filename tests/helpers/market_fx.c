@@ -107,3 +107,26 @@ int th_run_strategies(const char *what, const struct CMUnitTest *tests, size_t n
     }
     return failed;
 }
+
+static void (*volatile fx_armed)(void);
+static int fx_calls;
+
+void th_fx_on_decided(void *arg) {
+    (void)arg;
+    __atomic_fetch_add(&fx_calls, 1, __ATOMIC_SEQ_CST);
+    void (*fn)(void) = __atomic_exchange_n(&fx_armed, NULL, __ATOMIC_SEQ_CST);
+    if (fn) fn();
+}
+
+void th_fx_arm(void (*fn)(void)) {
+    __atomic_store_n(&fx_calls, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&fx_armed, fn, __ATOMIC_SEQ_CST);
+}
+
+int th_fx_armed(void) {
+    return __atomic_load_n(&fx_armed, __ATOMIC_SEQ_CST) != NULL;
+}
+
+int th_fx_decided(void) {
+    return __atomic_load_n(&fx_calls, __ATOMIC_SEQ_CST);
+}

@@ -94,17 +94,6 @@ static void assert_conserved(market_conn *c, int64_t funds_all, int64_t units_al
 
 /* ---- the fixture ---- */
 
-/* The hook between a batch's decision and its commit: once armed, it runs
- * armed (a write straight into the store, as another server's would land
- * there) once. */
-static void (*volatile armed)(void);
-
-static void on_decided(void *arg) {
-    (void)arg;
-    void (*fn)(void) = __atomic_exchange_n(&armed, NULL, __ATOMIC_SEQ_CST);
-    if (fn) fn();
-}
-
 /* B, D and S have funds; S 100 ore; T lists 10 of its 50 ore at 20. */
 static void seed(market_conn *c) {
     (void)th_fx_num("FLUSHALL");
@@ -126,9 +115,9 @@ static int fx_setup(void **state) {
     th_market *f = th_market_new((market_config){.redis_timeout_ms = 1000,
                                                  .lock_ttl_ms = 5000,
                                                  .acquire_timeout_ms = 5000,
-                                                 .test_decided = on_decided});
+                                                 .test_decided = th_fx_on_decided});
     if (!f) return -1;
-    armed = NULL;
+    th_fx_arm(NULL);
     seed(f->c);
     *state = f;
     return 0;
@@ -350,10 +339,10 @@ static void test_order_taken_back_before_a_sale_commits(void **state) {
     assert_int_equal(bid(f->c, "B", 5, 16, NULL, &b), MARKET_OK);
     assert_int_equal(bid(f->c, "D", 5, 15, NULL, &d), MARKET_OK);
     armed_id = b.order_id;
-    armed = b_cancels;
+    th_fx_arm(b_cancels);
     market_sell_result s;
     assert_int_equal(sell(f->c, "S", 3, 15, 0, NULL, &s), MARKET_OK);
-    assert_null(armed);
+    assert_false(th_fx_armed());
     assert_int_equal(s.n_fills, 1);
     assert_string_equal(s.fill[0].buyer, "D");
     assert_int_equal(s.total, 45);
@@ -373,10 +362,10 @@ static void test_order_filled_before_a_sale_commits(void **state) {
     assert_int_equal(bid(f->c, "D", 5, 15, NULL, &d), MARKET_OK);
     armed_id = b.order_id;
     armed_price = 16;
-    armed = t_fills_b;
+    th_fx_arm(t_fills_b);
     market_sell_result s;
     assert_int_equal(sell(f->c, "S", 5, 15, 0, NULL, &s), MARKET_OK);
-    assert_null(armed);
+    assert_false(th_fx_armed());
     assert_int_equal(s.n_fills, 2);
     assert_int_equal(s.fill[0].order_id, b.order_id);
     assert_int_equal(s.fill[0].quantity, 3);
@@ -395,10 +384,10 @@ static void test_order_filled_before_a_cancel_commits(void **state) {
     assert_int_equal(bid(f->c, "B", 5, 15, NULL, &b), MARKET_OK);
     armed_id = b.order_id;
     armed_price = 15;
-    armed = t_fills_b;
+    th_fx_arm(t_fills_b);
     market_cancel_result cr;
     assert_int_equal(cancel(f->c, "B", b.order_id, &cr), MARKET_OK);
-    assert_null(armed);
+    assert_false(th_fx_armed());
     assert_int_equal(cr.bid.left, 3);
     assert_int_equal(cr.refund, 45);
     assert_int_equal(th_fx_funds(f->c, "B"), FUNDS - 30);
@@ -470,10 +459,10 @@ static void test_order_filled_before_a_list_commits(void **state) {
     assert_int_equal(bid(f->c, "B", 5, 16, NULL, &b), MARKET_OK);
     armed_id = b.order_id;
     armed_price = 16;
-    armed = t_fills_b;
+    th_fx_arm(t_fills_b);
     market_list_result r;
     assert_int_equal(list(f->c, "S", 5, 16, &r), MARKET_OK);
-    assert_null(armed);
+    assert_false(th_fx_armed());
     assert_int_equal(r.sold, 3);
     assert_int_equal(r.quantity, 2);
     assert_int_equal(ore_of("B"), 5);
@@ -510,7 +499,7 @@ static void run_in_one_batch(th_market *f, market_order *a, market_order *b) {
     answered = 0;
     gate = 1;
     gate_entered = 0;
-    armed = hold_gate;
+    th_fx_arm(hold_gate);
     assert_int_equal(market_order_submit(f->m, &hold), MARKET_OK);
     for (int ms = 0; !__atomic_load_n(&gate_entered, __ATOMIC_SEQ_CST); ms++) {
         assert_true(ms < 30000); /* the hook never ran: fail, not hang */

@@ -26,19 +26,6 @@ static void set_cut(market_conn *c, int64_t bps, const char *house) {
     assert_int_equal(market_settings_set(c, REALM, &st), MARKET_OK);
 }
 
-/* The test hook between a batch's decision and its commit: once armed, it
- * runs armed (a write straight into the store, as another server's would
- * land there) once. */
-static void (*volatile armed)(void);
-static int hook_calls;
-
-static void on_decided(void *arg) {
-    (void)arg;
-    __atomic_fetch_add(&hook_calls, 1, __ATOMIC_SEQ_CST);
-    void (*fn)(void) = __atomic_exchange_n(&armed, NULL, __ATOMIC_SEQ_CST);
-    if (fn) fn();
-}
-
 /* Armed writes: the cut becomes 10%; C's funds go to B. */
 static void cut_to_1000(void) {
     (void)th_fx_num("HSET market:{main}:settings fee_bps 1000");
@@ -77,9 +64,9 @@ static int fx_setup(void **state) {
     th_market *f = th_market_new((market_config){.redis_timeout_ms = 1000,
                                                  .lock_ttl_ms = 5000,
                                                  .acquire_timeout_ms = 5000,
-                                                 .test_decided = on_decided});
+                                                 .test_decided = th_fx_on_decided});
     if (!f) return -1;
-    armed = NULL;
+    th_fx_arm(NULL);
     seed(f->c);
     *state = f;
     return 0;
@@ -229,12 +216,11 @@ static void test_the_house_buys_and_sells(void **state) {
 static void test_cut_changed_before_the_commit(void **state) {
     th_market *f = *state;
     set_cut(f->c, 500, NULL);
-    hook_calls = 0;
-    armed = cut_to_1000;
+    th_fx_arm(cut_to_1000);
     market_purchase_result r;
     assert_int_equal(market_purchase(f->c, REALM, "B", "A", "axe", -1, &r), MARKET_OK);
-    assert_null(armed);           /* the hook ran */
-    assert_true(hook_calls >= 2); /* and the batch was decided again */
+    assert_false(th_fx_armed());       /* the hook ran */
+    assert_true(th_fx_decided() >= 2); /* and the batch was decided again */
     assert_int_equal(r.fee, 50);  /* under the new cut */
     assert_int_equal(th_fx_funds(f->c, "A"), 450);
     assert_int_equal(th_fx_funds(f->c, "game"), 1050);
@@ -277,12 +263,11 @@ static void test_listing_fee(void **state) {
     assert_int_equal(th_fx_funds(f->c, "C"), 123); /* once */
     /* C's funds go elsewhere after its next listing was decided and before it commits: the
      * commit is refused (the sellers are watched), and decided again: C cannot pay */
-    hook_calls = 0;
-    armed = c_pays_b;
+    th_fx_arm(c_pays_b);
     assert_int_equal(market_list_units(f->c, REALM, "C", "potion", 10, 25, NULL, &lr),
                      MARKET_ERR_INSUFFICIENT_FUNDS);
-    assert_null(armed);
-    assert_true(hook_calls >= 1);
+    assert_false(th_fx_armed());
+    assert_true(th_fx_decided() >= 1);
     assert_int_equal(th_fx_funds(f->c, "C"), 0);
     assert_int_equal(th_fx_num("HGET market:{main}:units potion.C"), 25); /* nothing listed */
     int64_t price, units;
