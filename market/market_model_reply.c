@@ -326,8 +326,9 @@ int market__reply_orders_last(const redisReply *r, int64_t *id) {
     return market__reply_i64(r, id) < 0 || *id < 0 ? -1 : 0;
 }
 
-/* Reads buy order id's fields (market__rd_order()'s HMGET) into *out.
- * Returns MARKET_OK, MARKET_ERR_NO_ORDER (no such order) or
+/* Reads buy order id's fields (market__rd_order()'s HMGET) into *out: a
+ * placed order's escrow, left * price, fits an int64, and every reader may
+ * multiply them. Returns MARKET_OK, MARKET_ERR_NO_ORDER (no such order) or
  * MARKET_ERR_STORE (not one). */
 int market__reply_order(const redisReply *r, int64_t id, market_bid *out) {
     memset(out, 0, sizeof *out);
@@ -346,7 +347,8 @@ int market__reply_order(const redisReply *r, int64_t id, market_bid *out) {
     if (!market_id_valid(out->buyer) || !market_id_valid(out->item) ||
         market__parse_price(e[2]->str, e[2]->len, &out->price) < 0 ||
         market__reply_i64(e[3], &out->quantity) < 0 || market__reply_i64(e[4], &out->left) < 0 ||
-        out->left < 1 || out->left > out->quantity)
+        out->left < 1 || out->left > out->quantity ||
+        out->left > INT64_MAX / out->price) /* its escrow, left * price, fits: as placed */
         return MARKET_ERR_STORE;
     return MARKET_OK;
 }

@@ -179,6 +179,12 @@ static void test_reply_order(void **state) {
     assert_int_equal(market__reply_order(&r, 7, &b), MARKET_ERR_STORE);
     v[4] = str("0");
     assert_int_equal(market__reply_order(&r, 7, &b), MARKET_ERR_STORE);
+    /* an escrow past int64 is no order anyone placed */
+    v[2] = str("1000000000000");
+    v[3] = str("9223372036");
+    v[4] = str("9223372036");
+    assert_int_equal(market__reply_order(&r, 7, &b), MARKET_ERR_STORE);
+    v[3] = str("15");
     v[4] = str("5");
     v[2] = str("0");
     assert_int_equal(market__reply_order(&r, 7, &b), MARKET_ERR_STORE);
