@@ -68,6 +68,17 @@ def texts(d, css):
     return d.execute_script("return [...document.querySelectorAll(arguments[0])].map(e => e.textContent);", css)
 
 
+def text(d, element_id):
+    """The text of an element, read in one step (it may be redrawn meanwhile)."""
+    return d.execute_script("const e = document.getElementById(arguments[0]); return e ? e.textContent : '';",
+                            element_id)
+
+
+def click(d, what, css):
+    """Clicks the element css names, found again if it was redrawn before the click."""
+    wait(d, what, lambda d: d.find_element(By.CSS_SELECTOR, css).click() or True)
+
+
 def run(w, d):
     base = f"http://127.0.0.1:{w.http_port}/"
 
@@ -185,10 +196,11 @@ def run(w, d):
         d.find_element(By.ID, "q-item").send_keys("arrow")
         d.find_element(By.ID, "search-go").click()
         wait(d, "the arrows listed", lambda d: ("arrow", "A") in rows(d))
-        d.find_element(By.CSS_SELECTOR, "#listings tbody tr[data-item='arrow'] td.item").click()
-        wait(d, "the chart of arrows", lambda d: "arrow:" in d.find_element(By.ID, "h-note").text)
-        assert "last 3" in d.find_element(By.ID, "h-note").text, d.find_element(By.ID, "h-note").text
-        candles = d.find_elements(By.CSS_SELECTOR, "#chart rect.candle")
+        # the listings are redrawn by the live feed: the row is found again if it was
+        click(d, "a click on the arrows' row", "#listings tbody tr[data-item='arrow'] td.item")
+        wait(d, "the chart of arrows", lambda d: "arrow:" in text(d, "h-note"))
+        assert "last 3" in text(d, "h-note"), text(d, "h-note")
+        candles = texts(d, "#chart rect.candle")
         assert 1 <= len(candles) <= 2, len(candles)  # B's 25 arrows: one minute, or two
         # another client sells arrows at 5: the chart follows the trade, without a click
         for how, path, body, tok in (("list", "/list", {"seller": "C", "item": "arrow", "price": 5,
@@ -217,7 +229,7 @@ def run(w, d):
         wait(d, "the order among B's", lambda d: any("arrow ×5 @2" in t for t in texts(d, "#my-orders li")))
         wait(d, "the best bid in the book", lambda d: book_rows()[:2] == [["5", "2", "3", "45"], ["10", "1", "5", "8"]])
         assert w.redis_cli("HGET", "users:{main}:B", "escrow") == "10"
-        d.find_element(By.CSS_SELECTOR, "#my-orders button.cancel").click()
+        click(d, "a click on the order's Cancel", "#my-orders button.cancel")
         wait(d, "the cancel", lambda d: "Cancelled the order of arrow: 10 back" in d.find_element(By.ID, "message").text)
         wait(d, "B's funds back", lambda d: d.find_element(By.ID, "funds").text == "245")
         wait(d, "no order of B's", lambda d: texts(d, "#my-orders li") == [])
