@@ -451,12 +451,16 @@ json_t *api__body_parse(const api_request *req, const api__field_spec *spec, siz
             }
         } else {
             enum api__field_kind kind = spec[i].kind;
-            int64_t lo = kind == API__FIELD_TIME || kind == API__FIELD_BPS ? 0 : 1;
+            int64_t lo =
+                kind == API__FIELD_TIME || kind == API__FIELD_BPS || kind == API__FIELD_SECONDS ? 0
+                                                                                                : 1;
             int64_t hi = kind == API__FIELD_PRICE      ? MARKET_PRICE_MAX
                          : kind == API__FIELD_QUANTITY ? MARKET_QUANTITY_MAX
                          : kind == API__FIELD_UNITS    ? MARKET_SALE_STOCK_MAX
                          : kind == API__FIELD_BPS      ? MARKET_FEE_BPS_MAX
-                                                       : API__TIME_MAX;
+                         : kind == API__FIELD_DURATION || kind == API__FIELD_SECONDS
+                             ? MARKET_DURATION_MAX_S
+                             : API__TIME_MAX;
             json_int_t p = json_is_integer(v) ? json_integer_value(v) : lo - 1;
             if (p < lo || p > hi) {
                 api__why(why, sizeof why, "field '%s' must be an integer in %" PRId64 "..%" PRId64

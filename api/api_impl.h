@@ -27,6 +27,8 @@ enum api__field_kind {
     API__FIELD_UNITS,    /* an integer in 1..MARKET_SALE_STOCK_MAX */
     API__FIELD_TIME,     /* an integer in 0..9999-12-31T23:59:59.999Z in Unix ms */
     API__FIELD_BPS,      /* an integer in 0..MARKET_FEE_BPS_MAX (basis points) */
+    API__FIELD_DURATION, /* an integer in 1..MARKET_DURATION_MAX_S (seconds) */
+    API__FIELD_SECONDS,  /* an integer in 0..MARKET_DURATION_MAX_S (0: none) */
 };
 
 typedef struct api__field_spec {

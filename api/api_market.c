@@ -356,10 +356,11 @@ void api__handle_healthz(market_conn *conn, const api_request *req, const char *
 }
 
 /* GET /config: the realm's settings, public (players see the fees before
- * they sell). PUT /config {"fee_bps", "list_fee_bps"?, "house"?}: the
- * admin sets them (what is left out: 0, and the house game); the house
- * must be a player of the realm (404 player_not_found). Both answer
- * {"realm","fee_bps","list_fee_bps","house"}. */
+ * they sell). PUT /config {"fee_bps", "list_fee_bps"?, "house"?,
+ * "list_duration_s"?}: the admin sets them (what is left out: 0, and the
+ * house game); the house must be a player of the realm (404
+ * player_not_found). Both answer {"realm","fee_bps","list_fee_bps","house",
+ * "list_duration_s"}. */
 void api__handle_settings(market_conn *conn, const api_request *req, const char *realm,
                           const char *arg, api_response *resp) {
     (void)arg;
@@ -368,12 +369,14 @@ void api__handle_settings(market_conn *conn, const api_request *req, const char 
     if (put) {
         static const api__field_spec spec[] = {{"fee_bps", API__FIELD_BPS, 1},
                                                {"house", API__FIELD_ID, 0},
-                                               {"list_fee_bps", API__FIELD_BPS, 0}};
-        api__field_value v[3];
-        json_t *root = api__body_parse(req, spec, 3, v, resp);
+                                               {"list_fee_bps", API__FIELD_BPS, 0},
+                                               {"list_duration_s", API__FIELD_SECONDS, 0}};
+        api__field_value v[4];
+        json_t *root = api__body_parse(req, spec, 4, v, resp);
         if (!root) return;
         st.fee_bps = v[0].price;
         st.list_fee_bps = v[2].present ? v[2].price : 0;
+        st.list_duration_s = v[3].present ? v[3].price : 0;
         snprintf(st.house, sizeof st.house, "%s", v[1].present ? v[1].id : MARKET_SALE_HOUSE);
         json_decref(root);
         if (!api__admin(req, resp) || api__conn_missing(conn, resp)) return;
@@ -389,8 +392,10 @@ void api__handle_settings(market_conn *conn, const api_request *req, const char 
         rc = market_settings_get(conn, realm, &st);
     }
     api__reply_outcome(resp, rc, 200,
-                       rc == MARKET_OK ? json_pack("{s:s,s:I,s:I,s:s}", "realm", realm, "fee_bps",
-                                                   (json_int_t)st.fee_bps, "list_fee_bps",
-                                                   (json_int_t)st.list_fee_bps, "house", st.house)
-                                       : NULL);
+                       rc == MARKET_OK
+                           ? json_pack("{s:s,s:I,s:I,s:s,s:I}", "realm", realm, "fee_bps",
+                                       (json_int_t)st.fee_bps, "list_fee_bps",
+                                       (json_int_t)st.list_fee_bps, "house", st.house,
+                                       "list_duration_s", (json_int_t)st.list_duration_s)
+                           : NULL);
 }

@@ -384,27 +384,35 @@ fail:
 
 /* ---- POST /list, POST /unlist ---- */
 
-/* POST /list {"seller","item","price"[,"quantity"]}, begun: validated with
- * its token and Idempotency-Key into d (a MARKET_ORDER_LIST). Returns 1, or
- * 0 when resp holds the answer. */
+/* POST /list {"seller","item","price"[,"quantity"][,"duration_s"]}, begun:
+ * validated with its token and Idempotency-Key into d (a MARKET_ORDER_LIST).
+ * A duration makes sure first that the sweepers look at the realm
+ * (market_ending_note()). Returns 1, or 0 when resp holds the answer. */
 int api__begin_list(market_conn *conn, const api_request *req, const char *realm,
                     const char *arg, api_response *resp, api_deferred *d) {
     static const api__field_spec spec[] = {
-        {"seller", API__FIELD_ID, 1},
-        {"item", API__FIELD_ID, 1},
-        {"price", API__FIELD_PRICE, 1},
-        {"quantity", API__FIELD_QUANTITY, 0},
+        {"seller", API__FIELD_ID, 1},           {"item", API__FIELD_ID, 1},
+        {"price", API__FIELD_PRICE, 1},         {"quantity", API__FIELD_QUANTITY, 0},
+        {"duration_s", API__FIELD_DURATION, 0},
     };
-    api__field_value v[4];
-    (void)conn;
+    api__field_value v[5];
     (void)arg;
-    json_t *root = order_begin(req, realm, spec, 4, v, MARKET_ORDER_LIST, 1, resp, d);
+    json_t *root = order_begin(req, realm, spec, 5, v, MARKET_ORDER_LIST, 1, resp, d);
     if (!root) return 0;
     snprintf(d->item, sizeof d->item, "%s", v[1].id);
     d->order.item = d->item;
     d->order.price = v[2].price;
     d->order.quantity = v[3].present ? v[3].price : 0;
+    d->order.duration_s = v[4].present ? v[4].price : 0;
     json_decref(root);
+    if (d->order.duration_s) {
+        if (api__conn_missing(conn, resp)) return 0;
+        int rc = market_ending_note(conn, realm);
+        if (rc != MARKET_OK) {
+            api__reply_market(rc, 0, resp);
+            return 0;
+        }
+    }
     return 1;
 }
 
@@ -426,6 +434,10 @@ void api__end_list(const api_deferred *d, api_response *resp) {
     json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "status", listed ? "listed" : "sold",
                           "seller", d->player, "item", d->item, "price", (json_int_t)d->order.price,
                           "quantity", (json_int_t)q, "fee", (json_int_t)res->fee);
+    if (o && res->ends_ms && json_object_set_new(o, "ends_ms", json_integer(res->ends_ms)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
     json_t *fills = res->n_fills ? book_fills(res->fill, res->n_fills) : NULL;
     if (o && res->n_fills &&
         (json_object_set_new(o, "sold", json_integer((json_int_t)res->sold)) < 0 ||

@@ -50,6 +50,16 @@
  *                       house}: a flash sale (market_sale.c); stock is the units left,
  *                       stock + sold == initial, start_ms <= Redis time < end_ms is active
  *   sale:{r}:<sale>:bought  hash  player -> units bought (the per-player limit)
+ *   market:{r}:ends     zset  "<item>.<seller>" -> the end of that listing (Unix ms, the
+ *                       store's clock), for listings listed with a duration: the
+ *                       sweeper (market_sweep.c) takes each back when its end comes;
+ *                       an entry whose listing was bought meanwhile is dropped then
+ *   market:{.ending}:realms  set  the realms whose listings may end (written before a
+ *                       listing with a duration, or a realm default, is: never a realm
+ *                       of its own, as no realm id holds a "."); every sweeper reads it
+ *   lock:sweep:{r}      the realm's sweep lease (lock layer): the sweeper that holds it
+ *                       settles the realm's endings; an ending commits only while the
+ *                       lease still holds that sweeper's token
  *   market:{r}:building  string  set while market-seed writes the realm (a seed, a reset:
  *                       market_world.c), and left set by one that stopped half-way: every
  *                       operation of the realm answers MARKET_ERR_REALM_UNAVAILABLE meanwhile
@@ -144,6 +154,8 @@ enum market_err {
 #define MARKET_TRADE_ID_MAX 41                  /* "<ms>-<seq>": a Redis stream id */
 #define MARKET_TRADE_HISTORY 1000000            /* cfg.trade_history's default */
 #define MARKET_TRADE_INDEX 1000                 /* cfg.trade_index's default */
+#define MARKET_SWEEP_INTERVAL_MS 1000           /* cfg.sweep_interval_ms's default */
+#define MARKET_SWEEP_LEASE_MS 5000              /* cfg.sweep_lease_ms's default */
 #define MARKET_TRADES_PAGE_MAX 1000             /* most trades one read returns */
 #define MARKET_WHY_MAX 128                      /* a failure's reason as text, bytes */
 #define MARKET_QUANTITY_MAX 1000000000          /* units of a stackable good in one request */
@@ -152,6 +164,7 @@ enum market_err {
 #define MARKET_SALE_STOCK_MAX INT64_C(1000000000) /* a sale's stock (and a buy's quantity): 1..10^9 */
 #define MARKET_SALE_HOUSE "game"                /* the house a sale pays by default */
 #define MARKET_FEE_BPS_MAX 10000                /* a realm's sale cut: 0..10000 basis points */
+#define MARKET_DURATION_MAX_S 2592000           /* a listing's duration: 1 s .. 30 days */
 
 /* ---- types ---- */
 
@@ -184,6 +197,9 @@ typedef struct market_config {
     uint64_t trade_index;        /* trade ids kept per player, at least (up to an eighth
                                     more; 0: the default) */
     int no_price_history;        /* 1: trades of stackable goods write no price history */
+    uint32_t sweep_interval_ms;  /* market_sweeper_start(): how often it looks for endings
+                                    (0: MARKET_SWEEP_INTERVAL_MS) */
+    uint32_t sweep_lease_ms;     /* its lease on a realm's sweep (0: MARKET_SWEEP_LEASE_MS) */
     uint32_t test_stall_ms;      /* test hook: sleep between read and commit */
     void (*test_decided)(void *arg); /* test hook: called, with test_decided_arg, on the
                                     worker between a batch's decision and its commit */
@@ -346,6 +362,8 @@ typedef struct market_list_result {
     int64_t held;     /* on NOT_HELD: the units of it the seller holds */
     int64_t price;    /* on PRICE_CHANGED: the price of the seller's listing of it */
     int64_t fee;      /* a success: the listing fee paid to the house (market_settings) */
+    int64_t ends_ms;  /* a success: when the listing ends (Unix ms, the store's clock; 0: it
+                         never does, or all of it sold; none in a replay) */
     /* units at or under the best buy order's price sell into the book first (none in a
      * replay): */
     int64_t sold;   /* units sold into buy orders (the rest is listed) */
@@ -408,7 +426,10 @@ typedef struct market_book {
 /* What market_unlist_units() took back. */
 typedef struct market_unlist_result {
     int64_t price; /* the price the listing had */
-    int64_t units; /* the units it held (1: a unique item) */
+    int64_t units; /* the units it held (1: a unique item); MARKET_ORDER_EXPIRE: 0 when the
+                      listing had gone (bought) and only its end was dropped */
+    int64_t late_ms; /* MARKET_ORDER_EXPIRE: how long after its end it was settled (the
+                        store's clock) */
 } market_unlist_result;
 
 /* What an order handed to the market without waiting asks for. */
@@ -424,6 +445,8 @@ enum market_order_type {
     MARKET_ORDER_SELL,     /* units sold into the book: the best buy orders at or over a
                               price, all or nothing, or as many as they want
                               (market_sell.c) */
+    MARKET_ORDER_EXPIRE,   /* a listing whose end has come goes back to its seller, as an
+                              unlist (the sweeper's: market_sweep.c) */
 };
 
 /* An order handed to the market without waiting for it: see
@@ -448,6 +471,10 @@ struct market_order {
                                 unit may cost; LIST: the asking price of one; SELL: the
                                 least one unit may fetch */
     const market_idem *idem; /* may be NULL (UNLIST: not used) */
+    int64_t duration_s;      /* LIST: the listing ends this long after (0: the realm's
+                                list_duration_s; never when that is 0 too) */
+    const char *token;       /* EXPIRE: the sweep lease's token it settles under (NULL: none
+                                checked, for a lock that is not in the store) */
     void (*done)(market_order *o); /* called once, on a market worker thread */
     void *ud;                      /* the caller's */
     /* out: set before done is called */
@@ -496,6 +523,9 @@ typedef struct market_stats {
     uint64_t store_errors;    /* operations failed by Redis errors or outages */
     uint64_t not_replicated;  /* commits whose WAIT timed out (MARKET_ERR_NOT_REPLICATED) */
     uint64_t failovers;       /* Sentinel group: times the master changed */
+    uint64_t expired;         /* listings taken back at their end by this server's sweeper */
+    uint64_t sweeps;          /* realm sweeps it made (each under the realm's sweep lease) */
+    int64_t sweep_late_ms;    /* the latest ending it settled: how late (store's clock) */
     /* Redis Cluster: what the store met (the lock keeps its own slot map) */
     uint64_t cluster_moved;     /* -MOVED answers: a slot had moved */
     uint64_t cluster_ask;       /* -ASK answers: a slot was being migrated */
@@ -566,6 +596,8 @@ void market_free(market *m);
 void market_shutdown(market *m);
 market_conn *market_conn_new(market *m, int *err);
 void market_conn_free(market_conn *c);
+int market_sweeper_start(market *m);
+int market_ending_note(market_conn *c, const char *realm);
 const char *market_conn_errstr(const market_conn *c);
 
 /* ---- trading ---- */
@@ -615,6 +647,8 @@ typedef struct market_settings {
     int64_t list_fee_bps;          /* a listing's fee: of its price times the units listed,
                                       paid by the seller when it lists, kept by the house
                                       (unlisting gives none back); 0..MARKET_FEE_BPS_MAX */
+    int64_t list_duration_s;       /* a listing's duration when its list names none: 0 (it
+                                      never ends) or 1..MARKET_DURATION_MAX_S */
     char house[MARKET_ID_MAX + 1]; /* the player fees pay (MARKET_SALE_HOUSE when unset) */
 } market_settings;
 

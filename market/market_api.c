@@ -40,7 +40,8 @@
 static void order_wake(market_order *o) { market__combine_wake(o->ud); }
 
 /* Hands o (inputs filled; its done and ud are set here) to c's market as
- * market_order_submit() does, and waits for its outcome
+ * market_order_submit() does (a list with a duration noted first:
+ * market_ending_note()), and waits for its outcome
  * (market__combine_wait): every one-request function's way. Returns o->rc,
  * or MARKET_ERR_INVALID (c NULL, or the arguments fail o's type's check),
  * MARKET_ERR_BUSY, MARKET_ERR_NOMEM; a failure with a reason
@@ -49,6 +50,10 @@ static void order_wake(market_order *o) { market__combine_wake(o->ud); }
 int market_order_run(market_conn *c, market_order *o) {
     market__combiner *lanes = c ? market__order_lanes(c->m, o) : NULL;
     if (!lanes) return MARKET_ERR_INVALID;
+    if (o->type == MARKET_ORDER_LIST && o->duration_s) { /* see market_ending_note() */
+        int rc = market_ending_note(c, o->realm);
+        if (rc != MARKET_OK) return rc;
+    }
     market__waiter w;
     o->done = order_wake;
     o->ud = &w;
@@ -118,7 +123,9 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
             return NULL;
         }
     }
-    if (market__orders_new(m) < 0) {
+    int mu = pthread_mutex_init(&m->noted_mu, NULL) == 0;
+    if (!mu || market__orders_new(m) < 0) {
+        if (mu) pthread_mutex_destroy(&m->noted_mu);
         rconn_cluster_free(m->cluster);
         rconn_sentinel_free(m->sentinel);
         free(m);
@@ -133,9 +140,11 @@ market *market_new(const market_config *cfg, lock_client *lock, int *err) {
  * first. This function can't fail. */
 void market_free(market *m) {
     if (!m) return;
+    market__sweeper_stop(m); /* it queues endings */
     market__orders_free(m); /* serves what is queued, releases the locks */
     rconn_sentinel_free(m->sentinel);
     rconn_cluster_free(m->cluster);
+    pthread_mutex_destroy(&m->noted_mu);
     free(m);
 }
 
@@ -233,7 +242,9 @@ int market_buy_units(market_conn *c, const char *realm, const char *buyer, const
  * This function can't fail. */
 int market_can_submit(const market *m) { return m != NULL; }
 
-/* Queues order o (see market_order) and returns at once. Returns MARKET_OK
+/* Queues order o (see market_order) and returns at once; a list with a
+ * duration must have had its realm noted (market_ending_note()) for the
+ * sweepers to end it. Returns MARKET_OK
  * when o is queued: o->done(o) will be called exactly once, from a market
  * worker's thread, with o->rc and o->res set, within about o's wait budget
  * (acquire_timeout_ms) plus the Redis timeout. Otherwise returns
@@ -249,6 +260,7 @@ int market_order_submit(market *m, market_order *o) { return market__order_submi
  * Idempotent; this function can't fail. */
 void market_shutdown(market *m) {
     if (!m) return;
+    market__sweeper_stop(m); /* it queues endings */
     market__orders_stop(m);
 }
 
@@ -269,6 +281,9 @@ void market_stats_get(const market *m, market_stats *out) {
     out->store_errors = atomic_load(&mm->stats.store_errors);
     out->not_replicated = atomic_load(&mm->stats.not_replicated);
     out->failovers = rconn_sentinel_failovers(mm->sentinel);
+    out->expired = atomic_load(&mm->stats.expired);
+    out->sweeps = atomic_load(&mm->stats.sweeps);
+    out->sweep_late_ms = atomic_load(&mm->stats.sweep_late_ms);
     rconn_cluster_stats cs;
     rconn_cluster_stats_get(mm->cluster, &cs);
     out->cluster_moved = cs.moved;

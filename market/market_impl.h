@@ -5,6 +5,7 @@
 #ifndef GM_MARKET_MARKET_IMPL_H
 #define GM_MARKET_MARKET_IMPL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -30,6 +31,7 @@
                                    * slot on the move (nothing applied): read again; or a
                                    * lane's batch met a split slot or a failing lock store:
                                    * set it aside (market_lane.c) */
+#define MARKET__NOTED_MAX 64      /* realms a market remembers having noted as ending */
 #define MARKET__NODES_MAX 16   /* cluster: masters a market_conn keeps a connection to */
 #define MARKET__MASTERS_MAX 64 /* cluster: masters health and INFO reach (a slot map's most) */
 
@@ -41,6 +43,7 @@
 #define MARKET__TOKEN_LEN 32            /* a claim token: 128 random bits in hex */
 
 struct market__combiner; /* lanes of orders and their workers: market_combine.c's alone */
+struct market__sweeper;  /* the thread that settles endings: market_sweep.c's alone */
 
 struct market {
     market_config cfg;
@@ -51,16 +54,25 @@ struct market {
     int lock_in_store;
     struct market__combiner *queue; /* owned: lanes of all but sale buys (market_order.c) */
     struct market__combiner *sales; /* owned: flash-sale buys' lanes (market_order.c) */
+    struct market__sweeper *sweeper; /* owned; NULL until market_sweeper_start() */
+    /* the realms market_ending_note() wrote to the realms whose listings may end (the last
+     * MARKET__NOTED_MAX), each written again by the sweeper every round (market_sweep.c) */
+    pthread_mutex_t noted_mu;
+    char noted[MARKET__NOTED_MAX][MARKET_REALM_MAX + 1];
+    size_t n_noted, noted_next;
     rconn_sentinel *sentinel;     /* owned; NULL unless cfg.redis is a Sentinel group */
     rconn_cluster *cluster;       /* owned; NULL unless cfg.redis is a Redis Cluster */
 
     struct {
         _Atomic uint64_t purchases, purchased, batches, txn_aborts, lock_busy, lease_lost,
-            store_errors, lock_acquired, lock_waits, lock_wait_us, not_replicated,
-            cluster_tryagain, cluster_down, sale_buys, sale_bought, sale_units, sale_batches;
+            store_errors, lock_acquired, lock_waits, lock_wait_us, not_replicated, cluster_tryagain,
+            cluster_down, sale_buys, sale_bought, sale_units, sale_batches, expired, sweeps;
+        _Atomic int64_t sweep_late_ms;
         _Atomic uint64_t lock_wait_bucket[MARKET_WAIT_BUCKETS];
     } stats;
 };
+
+void market__sweeper_stop(market *m);
 
 #define MARKET__COUNT(m, field)                                                                    \
     atomic_fetch_add_explicit(&(m)->stats.field, 1, memory_order_relaxed)

@@ -129,6 +129,8 @@ void market__realm_init(market__realm *r, const char *realm) {
     market__join(r->settings, sizeof r->settings, "market:{", realm, "}:settings",
                  (const char *)NULL);
     market__join(r->orders, sizeof r->orders, "market:{", realm, "}:orders", (const char *)NULL);
+    market__join(r->ends, sizeof r->ends, "market:{", realm, "}:ends", (const char *)NULL);
+    market__join(r->sweep, sizeof r->sweep, "lock:sweep:{", realm, "}", (const char *)NULL);
 }
 
 /* Writes the key of the lease of the run seeding realm, "market:{<realm>}:seeding", into

@@ -27,6 +27,8 @@ typedef struct market__realm {
     char building[MARKET__KEY_MAX]; /* "market:{<realm>}:building": set while seeding writes */
     char settings[MARKET__KEY_MAX]; /* "market:{<realm>}:settings": its settings (fees) */
     char orders[MARKET__KEY_MAX];   /* "market:{<realm>}:orders": the last buy order's id */
+    char ends[MARKET__KEY_MAX];     /* "market:{<realm>}:ends": listings' ends (zset) */
+    char sweep[MARKET__KEY_MAX];    /* "lock:sweep:{<realm>}": its sweeper's lease */
 } market__realm;
 
 void market__realm_init(market__realm *r, const char *realm);
@@ -38,6 +40,11 @@ void market__key_seeding(char *out, const char *realm);
 #define MARKET__FIELD_FEE_BPS "fee_bps" /* a realm's settings: its sale cut (market_settings) */
 #define MARKET__FIELD_HOUSE "house"     /* a realm's settings: the player its cut pays */
 #define MARKET__FIELD_LIST_FEE "list_fee_bps" /* a realm's settings: a listing's fee */
+#define MARKET__FIELD_LIST_DURATION "list_duration_s" /* a realm's settings: listings' length */
+/* The realms whose listings may end, "market:{.ending}:realms": the tag is no realm's (no
+ * realm id holds a "."), and market__route(c, MARKET__ENDING_TAG) reaches its slot. */
+#define MARKET__ENDING_TAG ".ending"
+#define MARKET__ENDING_KEY "market:{" MARKET__ENDING_TAG "}:realms"
 #define MARKET__FIELD_ESCROW "escrow"         /* a player's hash: funds held by its buy orders */
 #define MARKET__BID_MEMBER_MAX 24             /* a book's member: an order id, zero-padded (%020) */
 extern const char *const market__realm_kinds[MARKET__REALM_KINDS];

@@ -1,7 +1,8 @@
 /* market_listing.c - the listing kind: list and unlist orders of a realm,
- * served in batches by the combiner (market_combine.c) on the purchases'
- * lanes, so that a realm's lists, unlists and purchases are served in the
- * order they came.
+ * and the sweeper's endings of listings (an unlist when the listing's end
+ * has come), served in batches by the combiner (market_combine.c) on the
+ * purchases' lanes, so that a realm's lists, unlists and purchases are
+ * served in the order they came.
  *
  * DESIGN
  * A batch's locks are the realm's market lock (market strategy, kept from
@@ -34,6 +35,20 @@
  * rest, paying the listing fee on what it lists; the commit writes the
  * fills with the rest (trade records, the buy orders, the buyers' units
  * and escrow). A batch takes at most MARKET__BIDS_ORDERS orders.
+ *
+ * ENDS
+ * A list with a duration (its own, or the realm's list_duration_s) gives a
+ * new listing an end in market:{r}:ends, by the store's clock (TIME, read
+ * with the rest); units added to a listing with an end move it to the
+ * later of the two, and a listing without one keeps none. An unlist drops
+ * the end. An ending (MARKET_ORDER_EXPIRE) is an unlist decided against the
+ * end as read: before it, nothing is done (the listing was listed again
+ * later); a listing bought meanwhile has only its end dropped. The end is
+ * read under the batch's guard, so each ending commits at most once. An
+ * ending carries its sweeper's lease token: the read WATCHes the realm's
+ * sweep lease and reads it, and an ending whose sweeper no longer holds it
+ * is refused MARKET_ERR_LEASE_LOST (a sweeper paused past its lease cannot
+ * commit after another took over).
  */
 #include "market/market_kinds.h"
 
@@ -58,10 +73,17 @@ struct listing_batch {
     int64_t stacked[MARKET__BATCH_MAX];   /* units held (-1: unreadable) */
     int64_t listed[MARKET__BATCH_MAX];    /* its listing's price (MARKET__NOT_LISTED) */
     int64_t listed_units[MARKET__BATCH_MAX]; /* its listing's units (0: a unique item) */
+    int64_t end[MARKET__BATCH_MAX];          /* its listing's end (MARKET__NO_END, ...) */
     /* per order decided, what its commit moves */
     int stack[MARKET__BATCH_MAX];            /* list: units (1) or the unique item */
     int64_t stacked_before[MARKET__BATCH_MAX], listed_before[MARKET__BATCH_MAX];
     int64_t rest[MARKET__BATCH_MAX]; /* list: the units listed, after those sold into a book */
+    int64_t end_set[MARKET__BATCH_MAX]; /* the listing's new end (0: none written) */
+    int end_drop[MARKET__BATCH_MAX];    /* its end goes */
+    int64_t now_ms;                     /* the store's clock, as read */
+    int lease_check;                    /* endings under a sweep lease: it is read */
+    char lease[LOCK_TOKEN_LEN + 1];     /* then its holder's token as read ("": none) */
+    size_t i_time;
     market__idx_entry ix[MARKET__BATCH_MAX];
     size_t i_own;
     /* with a listing fee: the sellers of list orders, their funds, and the fees' way */
@@ -90,6 +112,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     market__realm_init(&b->realm, cb->realm);
     int rc = market__frame_begin(&b->f, cb, 0); /* an unlist has no key: it never replays */
     b->f.fees = 1;
+    b->lease_check = 0;
     for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
         market_order *o = b->f.req[i];
         market__join(b->member[i], sizeof b->member[i], o->item, ".", o->player,
@@ -103,6 +126,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
                 break;
             }
         if (cb->policy == MARKET__POLICY_EACH) market__cbatch_lock(cb, "item", b->member[i]);
+        b->lease_check |= o->type == MARKET_ORDER_EXPIRE && o->token;
         if (sells_into_book(b, i)) {
             market__key_book(b->k_book[i], b->realm.id, o->item);
             market__i64_str(b->lo[i], -o->price);
@@ -117,10 +141,12 @@ static int prepare(market_conn *c, market__cbatch *cb) {
 static void read_build(const market *m, const market__held *held, struct listing_batch *b) {
     market__buf *r = &b->k.rb;
     market__frame_read(&b->f, r);
-    if (m->cfg.strategy != MARKET_STRATEGY_ITEM) { /* a listing's units, as its price */
+    if (m->cfg.strategy != MARKET_STRATEGY_ITEM) { /* a listing's units and end, as its price */
         market__buf_arg(r, b->realm.market);
         market__buf_arg(r, b->realm.units);
+        market__buf_arg(r, b->realm.ends);
     }
+    if (b->lease_check) market__buf_arg(r, b->realm.sweep);
     for (size_t i = 0; i < b->f.n; i++) {
         market__buf_arg(r, b->k_inv[i]);
         market__buf_arg(r, b->k_stacks[i]);
@@ -132,11 +158,29 @@ static void read_build(const market *m, const market__held *held, struct listing
         market__rd_holds(r, b->k_inv[i], b->f.req[i]->item);
         market__rd_units(r, b->k_stacks[i], b->f.req[i]->item);
         market__rd_listing(r, &b->realm, b->member[i]);
+        market__rd_end(r, &b->realm, b->member[i]);
     }
     b->i_books = r->n;
     for (size_t i = 0; i < b->f.n; i++)
         if (sells_into_book(b, i))
             market__rd_book_from(r, b->k_book[i], b->lo[i], MARKET__BIDS_SCAN);
+    b->i_time = r->n;
+    market__rd_time(r);
+    if (b->lease_check) market__rd_lease(r, b->realm.sweep);
+}
+
+/* Reads the store's clock and the sweep lease's holder from rep (the read's replies).
+ * Returns MARKET_OK, or ERR_STORE. */
+static int read_clock(market_conn *c, struct listing_batch *b, redisReply **rep) {
+    if (market__reply_time(rep[b->i_time], &b->now_ms) < 0)
+        return market__fail_reply(c, "reading the store's clock", rep[b->i_time]);
+    b->lease[0] = '\0';
+    const redisReply *l = b->lease_check ? rep[b->i_time + 1] : NULL;
+    if (l && l->type == REDIS_REPLY_STRING && l->len < sizeof b->lease) {
+        memcpy(b->lease, l->str, l->len);
+        b->lease[l->len] = '\0';
+    }
+    return MARKET_OK;
 }
 
 /* With a listing fee, or buy orders to sell into: WATCHes the sellers of
@@ -180,12 +224,14 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     rc = market__frame_judge(&b->f, c, held, rep);
     for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
         if (b->first[i] != i) continue;
-        redisReply **o = rep + b->i_own + 4 * i;
+        redisReply **o = rep + b->i_own + 5 * i;
         b->unique[i] = o[0]->type == REDIS_REPLY_INTEGER ? o[0]->integer == 1 : -1;
         b->stacked[i] = market__reply_units(o[1]);
         b->listed[i] = market__reply_price(o[2]);
         b->listed_units[i] = market__reply_units(o[3]);
+        b->end[i] = market__reply_end(o[4]);
     }
+    if (rc == MARKET_OK) rc = read_clock(c, b, rep);
     market__bids_begin(&b->t);
     for (size_t i = 0, k = b->i_books; rc == MARKET_OK && i < b->f.n; i++)
         if (sells_into_book(b, i)) rc = market__bids_offers(c, &b->t, i, rep[k++], b->k_book[i]);
@@ -250,6 +296,23 @@ static int sell_then_pay(struct listing_batch *b, size_t i, int64_t q, int64_t *
     return MARKET_OK;
 }
 
+/* The end of what list order i lists, against its seller and item's state f (see ENDS):
+ * a new listing ends after its duration (or has its stale end dropped), one that grows
+ * keeps the later of its end and the new one. */
+static void list_end(struct listing_batch *b, size_t i, size_t f) {
+    const market_order *o = b->f.req[i];
+    int64_t dur = o->duration_s ? o->duration_s : b->f.settings.list_duration_s;
+    int64_t end = dur > 0 ? b->now_ms + dur * 1000 : 0;
+    b->end_set[i] = 0;
+    b->end_drop[i] = 0;
+    if (b->listed_before[i] <= 0 && end == 0) {       /* a new listing without an end */
+        b->end_drop[i] = b->end[f] != MARKET__NO_END; /* one its bought forerunner left */
+        b->end[f] = MARKET__NO_END;
+    } else if (end > 0 && (b->listed_before[i] <= 0 || (b->end[f] >= 0 && end > b->end[f]))) {
+        b->end_set[i] = b->end[f] = end;
+    }
+}
+
 /* Decides list order i against its seller and item's state f; its record
  * keeps a not_held's units held, a price_changed's price or a success's
  * asking price (*a), a success's units listed now (*q_listed: 0 when all
@@ -267,6 +330,7 @@ static int decide_list(struct listing_batch *b, size_t i, size_t f, int64_t *a, 
     if (rc == MARKET_ERR_NOT_HELD) *a = res->held = b->stacked[f];
     if (rc == MARKET_ERR_PRICE_CHANGED) *a = res->price = b->listed[f];
     int64_t rest = q;
+    if (rc == MARKET_OK && b->end[f] == MARKET__END_UNREADABLE) rc = MARKET_ERR_STORE;
     if (rc == MARKET_OK) rc = sell_then_pay(b, i, q, &rest, fee);
     if (rc != MARKET_OK) return rc;
     res->fee = *fee;
@@ -282,7 +346,11 @@ static int decide_list(struct listing_batch *b, size_t i, size_t f, int64_t *a, 
         b->unique[f] = 0;
     }
     *a = o->price;
-    if (rest > 0) b->listed[f] = o->price; /* else all of it sold: listed as it was */
+    if (rest > 0) {
+        list_end(b, i, f);
+        b->listed[f] = o->price;
+    } /* else all of it sold: listed as it was */
+    res->ends_ms = b->listed[f] > 0 && b->end[f] >= 0 ? b->end[f] : 0;
     return MARKET_OK;
 }
 
@@ -290,7 +358,10 @@ static int decide_list(struct listing_batch *b, size_t i, size_t f, int64_t *a, 
 static int decide_unlist(struct listing_batch *b, size_t i, size_t f) {
     market_unlist_result *res = &b->f.req[i]->res.unlist;
     if (b->listed[f] == MARKET__NOT_LISTED) return MARKET_ERR_NOT_LISTED;
-    if (b->listed[f] < 0 || b->listed_units[f] < 0) return MARKET_ERR_STORE;
+    if (b->listed[f] < 0 || b->listed_units[f] < 0 || b->end[f] == MARKET__END_UNREADABLE)
+        return MARKET_ERR_STORE;
+    b->end_drop[i] = b->end[f] != MARKET__NO_END;
+    b->end[f] = MARKET__NO_END;
     res->price = b->listed[f];
     res->units = b->listed_units[f] ? b->listed_units[f] : 1;
     b->stack[i] = b->listed_units[f] != 0;
@@ -301,6 +372,28 @@ static int decide_unlist(struct listing_batch *b, size_t i, size_t f) {
     b->listed[f] = MARKET__NOT_LISTED;
     b->listed_units[f] = 0;
     return MARKET_OK;
+}
+
+/* Decides ending i against its seller and item's state f (see ENDS): MARKET_OK when
+ * its end has come (the listing taken back, or its end alone dropped when it was
+ * bought), MARKET_ERR_NOT_LISTED when nothing is due, MARKET_ERR_LEASE_LOST when its
+ * sweeper's lease is another's. */
+static int decide_expire(struct listing_batch *b, size_t i, size_t f) {
+    const market_order *o = b->f.req[i];
+    market_unlist_result *res = &b->f.req[i]->res.unlist;
+    if (o->token && strcmp(o->token, b->lease) != 0) return MARKET_ERR_LEASE_LOST;
+    if (b->end[f] == MARKET__END_UNREADABLE) return MARKET_ERR_STORE;
+    if (b->end[f] == MARKET__NO_END || b->end[f] > b->now_ms) return MARKET_ERR_NOT_LISTED;
+    int64_t late = b->now_ms - b->end[f];
+    int rc = MARKET_OK;
+    if (b->listed[f] == MARKET__NOT_LISTED) { /* bought meanwhile: its end alone goes */
+        b->end_drop[i] = 1;
+        b->end[f] = MARKET__NO_END;
+    } else {
+        rc = decide_unlist(b, i, f);
+    }
+    res->late_ms = late;
+    return rc;
 }
 
 /* Fills list order o's result from v, a replay. */
@@ -315,9 +408,12 @@ static void replay(market_order *o, const market__outcome *v) {
 static int decide_one(void *ks, size_t i, int64_t *a, int64_t *b_, int64_t *c) {
     struct listing_batch *b = ks;
     market_order *o = b->f.req[i];
-    if (o->type == MARKET_ORDER_UNLIST) {
+    b->end_set[i] = 0;
+    b->end_drop[i] = 0;
+    if (o->type != MARKET_ORDER_LIST) {
         o->res.unlist = (market_unlist_result){0};
-        return decide_unlist(b, i, b->first[i]);
+        return o->type == MARKET_ORDER_EXPIRE ? decide_expire(b, i, b->first[i])
+                                              : decide_unlist(b, i, b->first[i]);
     }
     o->res.list = (market_list_result){0};
     return decide_list(b, i, b->first[i], a, b_, c);
@@ -336,8 +432,11 @@ static size_t batch_decide(market__cbatch *cb) {
 static void commit_order(struct listing_batch *b, const market__held *held, size_t i,
                          market__buf *w) {
     market_order *o = b->f.req[i];
-    if (o->type == MARKET_ORDER_UNLIST) {
+    if (b->end_drop[i]) market__fx_end_drop(w, &b->realm, b->member[i]);
+    if (b->end_set[i]) market__fx_end_set(w, &b->realm, b->member[i], b->end_set[i]);
+    if (o->type != MARKET_ORDER_LIST) {
         const market_unlist_result *u = &o->res.unlist;
+        if (u->units == 0) return; /* an ending of a listing bought meanwhile */
         market__idx_entry_init(&b->ix[i], b->realm.id, o->item, o->player, u->price);
         market__fx_delist(w, &b->realm, b->member[i], b->stack[i]);
         if (b->listed[b->first[i]] == MARKET__NOT_LISTED) /* not listed again in the batch */

@@ -505,6 +505,22 @@ void market__fx_list(market__buf *b, const market__realm *r, const char *member,
     market__buf_cmd(b, 4, C_ZADD, r->market, market__buf_i64(b, price), member);
 }
 
+/* A listing ends at end_ms (Unix ms, the store's clock). */
+void market__fx_end_set(market__buf *b, const market__realm *r, const char *member,
+                        int64_t end_ms) {
+    market__buf_cmd(b, 4, C_ZADD, r->ends, market__buf_i64(b, end_ms), member);
+}
+
+/* A listing's end goes: taken back, ended, or listed again without one. */
+void market__fx_end_drop(market__buf *b, const market__realm *r, const char *member) {
+    market__buf_cmd(b, 3, C_ZREM, r->ends, member);
+}
+
+/* realm's listings may end: the sweepers look at it (MARKET__ENDING_KEY). */
+void market__fx_ending_add(market__buf *b, const char *realm) {
+    market__buf_cmd(b, 3, C_SADD, MARKET__ENDING_KEY, realm);
+}
+
 /* A listing leaves the realm's market, and its units record when it is a stack's. */
 void market__fx_delist(market__buf *b, const market__realm *r, const char *member, int stack) {
     market__buf_cmd(b, 3, C_ZREM, r->market, member);
@@ -656,6 +672,11 @@ void market__rd_values_begin(market__buf *b) { market__buf_begin(b, C_MGET, NULL
 /* One idempotency record. */
 void market__rd_record(market__buf *b, const char *k_idem) { market__buf_cmd(b, 2, C_GET, k_idem); }
 
+/* A lease's holder: its lock key's token (nil: none holds it). */
+void market__rd_lease(market__buf *b, const char *lock_key) {
+    market__buf_cmd(b, 2, C_GET, lock_key);
+}
+
 /* Opens a read of listings' prices (members, then end). */
 void market__rd_prices_begin(market__buf *b, const market__realm *r) {
     market__buf_begin(b, C_ZMSCORE, r->market);
@@ -769,6 +790,22 @@ void market__rd_price(market__buf *b, const market__realm *r, const char *member
 void market__rd_listing(market__buf *b, const market__realm *r, const char *member) {
     market__rd_price(b, r, member);
     market__buf_cmd(b, 3, C_HGET, r->units, member);
+}
+
+/* A listing's end (nil: none; market__reply_price() reads it). */
+void market__rd_end(market__buf *b, const market__realm *r, const char *member) {
+    market__buf_cmd(b, 3, C_ZSCORE, r->ends, member);
+}
+
+/* The first n listings to end, with their ends (ZRANGE WITHSCORES). */
+void market__rd_ends_first(market__buf *b, const market__realm *r, size_t n) {
+    const char *argv[] = {C_ZRANGE, r->ends, "0", market__buf_i64(b, (int64_t)n - 1), "WITHSCORES"};
+    market__buf_cmdv(b, (int)(sizeof argv / sizeof *argv), argv);
+}
+
+/* The realms whose listings may end (MARKET__ENDING_KEY). */
+void market__rd_ending(market__buf *b) {
+    market__buf_cmd(b, 2, C_SMEMBERS, MARKET__ENDING_KEY);
 }
 
 /* An item's cheapest listings at or under hi (an index's range by score,
@@ -912,8 +949,8 @@ void market__rd_history_begin(market__buf *b, const char *history_key) {
 
 /* A realm's settings (market__reply_realm_settings()). */
 void market__rd_realm_settings(market__buf *b, const char *settings_key) {
-    market__buf_cmd(b, 5, C_HMGET, settings_key, MARKET__FIELD_FEE_BPS, MARKET__FIELD_HOUSE,
-                    MARKET__FIELD_LIST_FEE);
+    market__buf_cmd(b, 6, C_HMGET, settings_key, MARKET__FIELD_FEE_BPS, MARKET__FIELD_HOUSE,
+                    MARKET__FIELD_LIST_FEE, MARKET__FIELD_LIST_DURATION);
 }
 
 /* CONFIG GET of one parameter: its value (market__reply_config()). */

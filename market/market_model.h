@@ -86,6 +86,9 @@ void market__fx_item_in(market__buf *b, const char *inventory_key, const char *i
 void market__fx_units_gone(market__buf *b, const char *stacks_key, const char *item);
 void market__fx_list(market__buf *b, const market__realm *r, const char *member, int64_t price);
 void market__fx_delist(market__buf *b, const market__realm *r, const char *member, int stack);
+void market__fx_end_set(market__buf *b, const market__realm *r, const char *member, int64_t end_ms);
+void market__fx_end_drop(market__buf *b, const market__realm *r, const char *member);
+void market__fx_ending_add(market__buf *b, const char *realm);
 void market__fx_idx_add(market__buf *b, const market__idx_entry *e);
 void market__fx_idem_keep(market__buf *b, const char *key);
 void market__fx_idx_put(market__buf *b, const char *key, const char *score, const char *member);
@@ -131,6 +134,10 @@ void market__rd_bought_begin(market__buf *b, const char *bought_key);
 void market__rd_holds(market__buf *b, const char *inventory_key, const char *item);
 void market__rd_units(market__buf *b, const char *stacks_key, const char *item);
 void market__rd_listing(market__buf *b, const market__realm *r, const char *member);
+void market__rd_end(market__buf *b, const market__realm *r, const char *member);
+void market__rd_ends_first(market__buf *b, const market__realm *r, size_t n);
+void market__rd_ending(market__buf *b);
+void market__rd_lease(market__buf *b, const char *lock_key);
 void market__rd_cheapest(market__buf *b, const char *index_key, const char *hi,
                          const char *scan);
 void market__rd_ping(market__buf *b);
@@ -179,6 +186,9 @@ int64_t market__reply_price(const redisReply *r);
 int64_t market__reply_units(const redisReply *r);
 market__party market__reply_party(const redisReply *r);
 market__party market__reply_funds_escrow(const redisReply *r, int64_t *escrow);
+#define MARKET__NO_END (-1)         /* market__reply_end(): the listing has no end */
+#define MARKET__END_UNREADABLE (-2) /* market__reply_end(): not a time */
+int64_t market__reply_end(const redisReply *r);
 int market__reply_time(const redisReply *r, int64_t *ms);
 int market__reply_config(const redisReply *r, char *out, size_t outlen);
 int market__reply_realm_settings(const redisReply *r, market_settings *out);

@@ -56,6 +56,15 @@ int market__reply_i64(const redisReply *r, int64_t *out) {
     return market__parse_i64(r->str, r->len, out);
 }
 
+/* A listing's end as a ZSCORE of its realm's ends (or a score of its ZRANGE) gives it:
+ * MARKET__NO_END (nil), MARKET__END_UNREADABLE, or the end in Unix ms. */
+int64_t market__reply_end(const redisReply *r) {
+    int64_t v;
+    if (r->type == REDIS_REPLY_NIL) return MARKET__NO_END;
+    if (market__reply_i64(r, &v) < 0 || v < 0) return MARKET__END_UNREADABLE;
+    return v;
+}
+
 /* The listing price a ZSCORE (or ZMSCORE element) reply gives, as the
  * rules take it: MARKET__NOT_LISTED, MARKET__PRICE_UNREADABLE or the price. */
 int64_t market__reply_price(const redisReply *r) {
@@ -120,18 +129,18 @@ int market__reply_config(const redisReply *r, char *out, size_t outlen) {
 }
 
 /* Reads a realm's settings from r, the reply to market__rd_realm_settings()
- * (fields unset: no cut, no listing fee, the default house). Returns 0, or -1 when r is no
- * such reply or holds values out of range. */
+ * (fields unset: no cut, no listing fee, the default house, listings without an end).
+ * Returns 0, or -1 when r is no such reply or holds values out of range. */
 int market__reply_realm_settings(const redisReply *r, market_settings *out) {
     *out = (market_settings){0};
     memcpy(out->house, MARKET_SALE_HOUSE, sizeof MARKET_SALE_HOUSE);
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) return -1;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return -1;
     const redisReply *house = r->element[1];
-    int64_t *bps[3] = {&out->fee_bps, NULL, &out->list_fee_bps};
-    for (int i = 0; i < 3; i += 2)
-        if (r->element[i]->type != REDIS_REPLY_NIL &&
-            (market__reply_i64(r->element[i], bps[i]) < 0 || *bps[i] < 0 ||
-             *bps[i] > MARKET_FEE_BPS_MAX))
+    int64_t *v[4] = {&out->fee_bps, NULL, &out->list_fee_bps, &out->list_duration_s};
+    const int64_t most[4] = {MARKET_FEE_BPS_MAX, 0, MARKET_FEE_BPS_MAX, MARKET_DURATION_MAX_S};
+    for (int i = 0; i < 4; i++)
+        if (v[i] && r->element[i]->type != REDIS_REPLY_NIL &&
+            (market__reply_i64(r->element[i], v[i]) < 0 || *v[i] < 0 || *v[i] > most[i]))
             return -1;
     if (house->type != REDIS_REPLY_NIL && market__reply_id(house, out->house) < 0) return -1;
     return 0;

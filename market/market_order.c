@@ -33,7 +33,8 @@ static int cancel_ok(const market_order *o) {
 /* Whether a list can be served (market_list_units()'s check). */
 static int list_ok(const market_order *o) {
     return market__listing_args_ok(o->realm, o->player, o->item, o->price, o->idem) &&
-           o->quantity >= 0 && o->quantity <= MARKET_QUANTITY_MAX;
+           o->quantity >= 0 && o->quantity <= MARKET_QUANTITY_MAX && o->duration_s >= 0 &&
+           o->duration_s <= MARKET_DURATION_MAX_S;
 }
 
 /* Whether an unlist can be served (market_unlist_units()'s check). */
@@ -62,6 +63,7 @@ static const struct order_type {
     [MARKET_ORDER_BID] = {buy_ok, &market__buy_kind, 0, 0},
     [MARKET_ORDER_CANCEL] = {cancel_ok, &market__cancel_kind, 0, 0},
     [MARKET_ORDER_SELL] = {buy_ok, &market__sell_kind, 0, 0}, /* the same checks */
+    [MARKET_ORDER_EXPIRE] = {unlist_ok, &market__listing_kind, 0, 0},
 };
 
 /* Returns o's type when m can serve o (its arguments pass its type's
@@ -146,6 +148,7 @@ int market__order_submit(market *m, market_order *o) {
         trade_id = o->res.list.trade_id; /* when it sold into the book */
         break;
     case MARKET_ORDER_UNLIST:
+    case MARKET_ORDER_EXPIRE:
     case MARKET_ORDER_CANCEL: break;
     case MARKET_ORDER_SELL:
         replayed = &o->res.sell.replayed;

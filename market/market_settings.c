@@ -1,9 +1,10 @@
 /* market_settings.c - a realm's settings: the cut of every sale and the fee
- * of every listing, which go to the house (GET and PUT /config).
+ * of every listing, which go to the house, and how long a listing lasts when
+ * its list names no duration (GET and PUT /config).
  *
  * DESIGN
  * The settings are one hash, market:{r}:settings {fee_bps, house,
- * list_fee_bps}, in the realm's slot, so every server applies the same. The
+ * list_fee_bps, list_duration_s}, in the realm's slot, so every server applies the same. The
  * kinds that sell (a listing's purchase, a buy across sellers) and the
  * listing kind WATCH and read it in their batch's read (market_frame.c): a
  * batch decided under the old settings is aborted by the change and read
@@ -46,21 +47,27 @@ int market_settings_get(market_conn *c, const char *realm, market_settings *out)
 int market_settings_set(market_conn *c, const char *realm, const market_settings *cfg) {
     if (!c || !cfg || !market_id_valid(realm) || cfg->fee_bps < 0 ||
         cfg->fee_bps > MARKET_FEE_BPS_MAX || cfg->list_fee_bps < 0 ||
-        cfg->list_fee_bps > MARKET_FEE_BPS_MAX || (cfg->house[0] && !market_id_valid(cfg->house)))
+        cfg->list_fee_bps > MARKET_FEE_BPS_MAX || (cfg->house[0] && !market_id_valid(cfg->house)) ||
+        cfg->list_duration_s < 0 || cfg->list_duration_s > MARKET_DURATION_MAX_S)
         return MARKET_ERR_INVALID;
     const char *house = cfg->house[0] ? cfg->house : MARKET_SALE_HOUSE;
     market__realm rl;
     market__realm_init(&rl, realm);
-    char k_house[MARKET__KEY_MAX], bps[24], list_bps[24];
+    char k_house[MARKET__KEY_MAX], bps[24], list_bps[24], duration[24];
     market__key_user(k_house, realm, house);
     market__i64_str(bps, cfg->fee_bps);
     market__i64_str(list_bps, cfg->list_fee_bps);
+    market__i64_str(duration, cfg->list_duration_s);
+    if (cfg->list_duration_s > 0) { /* its listings will end: the sweepers must look here */
+        int rc = market__ending_add(c, realm);
+        if (rc < 0) return rc;
+    }
     const char *keys[2] = {rl.settings, k_house};
-    const char *args[6] = {MARKET__FIELD_FEE_BPS,  bps,     MARKET__FIELD_HOUSE, house,
-                           MARKET__FIELD_LIST_FEE, list_bps};
+    const char *args[8] = {MARKET__FIELD_FEE_BPS,  bps,      MARKET__FIELD_HOUSE,         house,
+                           MARKET__FIELD_LIST_FEE, list_bps, MARKET__FIELD_LIST_DURATION, duration};
     market__buf b = {0};
     market__fx_multi(&b); /* a commit: confirmed by the replicas (cfg.min_replicas_ack) */
-    market__fx_script(&b, set_script, 2, keys, 6, args);
+    market__fx_script(&b, set_script, 2, keys, 8, args);
     market__fx_exec(&b);
     redisReply *r = NULL;
     int rc = market__write_one(c, realm, &b, &r);

@@ -833,6 +833,21 @@ int market__write_one(market_conn *c, const char *realm, market__buf *b, redisRe
     return rc;
 }
 
+/* Adds realm to the realms whose listings may end (MARKET__ENDING_KEY), confirmed on the
+ * replicas as a commit is: before a listing with an end is committed, so that every
+ * sweeper finds it. Returns MARKET_OK, or ERR_NOT_REPLICATED, ERR_STORE, ERR_NOMEM. */
+int market__ending_add(market_conn *c, const char *realm) {
+    market__buf b = {0};
+    market__fx_multi(&b);
+    market__fx_ending_add(&b, realm);
+    market__fx_exec(&b);
+    redisReply *r = NULL;
+    int rc = market__write_one(c, MARKET__ENDING_TAG, &b, &r);
+    market__buf_free(&b);
+    freeReplyObject(r);
+    return rc;
+}
+
 /* Runs the one read command of b on realm's master (see market__read_buf;
  * the caller frees b). Returns MARKET_OK with *rep set (caller frees; never
  * an error reply), or ERR_STORE, ERR_NOMEM. */

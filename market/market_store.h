@@ -92,6 +92,7 @@ int market__read_buf(market_conn *c, const char *realm, market__buf *b);
 void market__mark_realm(market_conn *c, const char *realm);
 int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
 int market__write_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
+int market__ending_add(market_conn *c, const char *realm);
 /* A realm's streams (market__streams_after). */
 enum market__stream { MARKET__STREAM_TRADES, MARKET__STREAM_CHANGES };
 int market__streams_after(market_conn *c, const char *realm, size_t n, const enum market__stream *s,

@@ -511,8 +511,8 @@ static int step_add(struct seed_steps *st, market__buf *w, size_t elems) {
 }
 
 /* Deletes realm's keys (a reset): those matching its kinds' patterns, found by SCAN, then its
- * market, units, trades, settings and order counter, UNLINK_CHUNK keys an UNLINK (a large key is
- * freed apart from Redis's main thread). Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
+ * market, units, trades, settings, order counter and listings' ends, UNLINK_CHUNK keys an UNLINK (a
+ * large key is freed apart from Redis's main thread). Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
 static int realm_reset(struct seed_steps *st, market__buf *w, const market__realm *rl) {
     struct market__keylist keys = {0};
     int rc = MARKET_OK;
@@ -526,9 +526,10 @@ static int realm_reset(struct seed_steps *st, market__buf *w, const market__real
         market__fx_unlink(w, (const char *const *)keys.keys + at, n);
         rc = step_add(st, w, n);
     }
-    const char *realm_keys[5] = {rl->market, rl->units, rl->trades, rl->settings, rl->orders};
-    market__fx_unlink(w, realm_keys, 5);
-    if (rc == MARKET_OK) rc = step_add(st, w, 5);
+    const char *realm_keys[6] = {rl->market,   rl->units,  rl->trades,
+                                 rl->settings, rl->orders, rl->ends};
+    market__fx_unlink(w, realm_keys, 6);
+    if (rc == MARKET_OK) rc = step_add(st, w, 6);
     market__buf_reset(w);
     market__keylist_free(&keys);
     return rc;

@@ -40,6 +40,8 @@ void server_config_defaults(server_config *cfg) {
     cfg->connection_memory = 32 * 1024;
     snprintf(cfg->web_dir, sizeof cfg->web_dir, "web");
     cfg->auth_leeway_s = 60;
+    cfg->sweep_interval_ms = MARKET_SWEEP_INTERVAL_MS;
+    cfg->sweep_lease_ms = MARKET_SWEEP_LEASE_MS;
 }
 
 /* Prints the flags on stdout: each with what it does and, at the right, its environment
@@ -124,6 +126,14 @@ void server_usage(const char *prog) {
            "  --no-price-history        Keep no price history of stackable goods          "
            "MARKET_NO_PRICE_HISTORY=1\n"
            "                            (GET /items/{item}/history answers none).\n"
+           "  --sweep-interval-ms N     How often the sweeper looks for listings whose    "
+           "MARKET_SWEEP_INTERVAL_MS\n"
+           "                            end has come (default 1000; 0: this server runs\n"
+           "                            no sweeper).\n"
+           "  --sweep-lease-ms N        The sweeper's lease on a realm: another server's  "
+           "MARKET_SWEEP_LEASE_MS\n"
+           "                            sweeper takes over this long after it died\n"
+           "                            (default 5000).\n"
            "  --per-ip-connections N    Connections per client IP, 0: any (default 512).  "
            "MARKET_PER_IP_CONNECTIONS\n"
            "  --connection-memory N     Buffer bytes per connection (default 32768).      "
@@ -183,6 +193,8 @@ enum opt_id {
     OPT_LEEWAY,
     OPT_PUBLIC_PARTIES,
     OPT_NO_PRICE_HISTORY,
+    OPT_SWEEP,
+    OPT_SWEEP_LEASE,
     OPT_HELP
 };
 
@@ -264,6 +276,10 @@ static const struct opt {
      FLAG(trade_parties_public)},
     {OPT_NO_PRICE_HISTORY, "no-price-history", "MARKET_NO_PRICE_HISTORY", 0,
      FLAG(no_price_history)},
+    {OPT_SWEEP, "sweep-interval-ms", "MARKET_SWEEP_INTERVAL_MS", 0,
+     NUMBER(sweep_interval_ms, 0, 3600000)},
+    {OPT_SWEEP_LEASE, "sweep-lease-ms", "MARKET_SWEEP_LEASE_MS", 0,
+     NUMBER(sweep_lease_ms, 100, 3600000)},
 };
 
 #define NOPTS (sizeof opt_names / sizeof *opt_names)

@@ -329,10 +329,8 @@ static const struct {
     {"market_redis_errors_total", "Operations failed by Redis errors or outages.",
      offsetof(market_stats, store_errors)},
     {"market_purchases_total", "Purchases asked for.", offsetof(market_stats, purchases)},
-    {"market_purchases_committed_total", "Purchases committed.",
-     offsetof(market_stats, purchased)},
-    {"market_batches_total", "Batches of purchases served.",
-     offsetof(market_stats, batches)},
+    {"market_purchases_committed_total", "Purchases committed.", offsetof(market_stats, purchased)},
+    {"market_batches_total", "Batches of purchases served.", offsetof(market_stats, batches)},
     {"market_sale_buys_total", "Buys from flash sales asked for.",
      offsetof(market_stats, sale_buys)},
     {"market_sale_buys_committed_total", "Buys from flash sales committed.",
@@ -345,11 +343,9 @@ static const struct {
     {"market_not_replicated_total",
      "Commits fewer replicas confirmed than --min-replicas-ack (503 not_replicated).",
      offsetof(market_stats, not_replicated)},
-    {"market_failovers_total",
-     "Times the Sentinels named another master (redis-sentinel:// only).",
+    {"market_failovers_total", "Times the Sentinels named another master (redis-sentinel:// only).",
      offsetof(market_stats, failovers)},
-    {"market_cluster_moved_total",
-     "-MOVED redirects the store followed (redis-cluster:// only).",
+    {"market_cluster_moved_total", "-MOVED redirects the store followed (redis-cluster:// only).",
      offsetof(market_stats, cluster_moved)},
     {"market_cluster_ask_total",
      "-ASK answers the store met: a slot being migrated (redis-cluster:// only).",
@@ -362,6 +358,10 @@ static const struct {
     {"market_cluster_slot_map_refreshes_total",
      "Slot maps fetched from the cluster (redis-cluster:// only).",
      offsetof(market_stats, cluster_refreshes)},
+    {"market_listings_expired_total", "Listings this server's sweeper took back at their end.",
+     offsetof(market_stats, expired)},
+    {"market_sweeps_total", "Realm sweeps this server's sweeper made under a realm's lease.",
+     offsetof(market_stats, sweeps)},
 };
 
 /* The market's lock wait histogram, its counters and its master now. */
@@ -377,6 +377,12 @@ static void market_lines(struct text *t, market *m) {
         memcpy(&v, (const char *)&s + market_counters[i].off, sizeof v);
         counter(t, market_counters[i].name, market_counters[i].help, v);
     }
+    put(t,
+        "# HELP market_settlement_lag_seconds How late (by the store's clock) this server's "
+        "sweeper settled the latest endings it settled.\n"
+        "# TYPE market_settlement_lag_seconds gauge\n"
+        "market_settlement_lag_seconds %.3f\n",
+        (double)s.sweep_late_ms / 1000.0);
     char master[RCONN_HOST_MAX + 8];
     int known = market_master(m, master, sizeof master) == MARKET_OK;
     put(t, "# HELP market_redis_master_info The store's master now (1), as an address label.\n"

@@ -69,6 +69,8 @@ typedef struct server_config {
                                     with no_auth */
     int no_price_history;        /* trades write no price history (GET
                                     /items/{item}/history) */
+    uint32_t sweep_interval_ms;  /* the sweeper looks for endings this often (0: none runs) */
+    uint32_t sweep_lease_ms;     /* its lease on a realm's sweep */
     int trade_parties_public;    /* every reader sees trades' buyers and sellers (GET
                                     /trades, /items/{item}/trades, /events); 0: only the
                                     parties and the admin */

@@ -66,6 +66,8 @@ static int market_build(server *s, char *why, size_t whylen) {
                           .trade_history = cfg->trade_history,
                           .trade_index = cfg->trade_index,
                           .no_price_history = cfg->no_price_history,
+                          .sweep_interval_ms = cfg->sweep_interval_ms,
+                          .sweep_lease_ms = cfg->sweep_lease_ms,
                           .test_stall_ms = cfg->test_stall_ms};
     if (rconn_addr_parse(cfg->redis, &mcfg.redis) < 0) {
         snprintf(why, whylen,
@@ -110,6 +112,10 @@ static int market_build(server *s, char *why, size_t whylen) {
     if (!s->market) {
         snprintf(why, whylen, "market: %s", market_strerror(merr));
         return merr == MARKET_ERR_NOMEM ? SERVER_ERR_NOMEM : SERVER_ERR_INVALID;
+    }
+    if (cfg->sweep_interval_ms && market_sweeper_start(s->market) != MARKET_OK) {
+        snprintf(why, whylen, "market: cannot start the sweeper");
+        return SERVER_ERR_NOMEM;
     }
     return SERVER_OK;
 }

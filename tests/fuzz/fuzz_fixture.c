@@ -8,7 +8,7 @@
  *   - either a world or a message, never both and never neither: MARKET_OK
  *     comes with a world and an empty message; a refusal comes with *out NULL,
  *     a non-empty NUL-terminated message and one of the documented codes
- *     (INVALID, DUPLICATE, NO_PLAYER; NOMEM cannot happen here);
+ *     (INVALID, DUPLICATE, NO_PLAYER, INSUFFICIENT_FUNDS; NOMEM cannot happen here);
  *   - a world that parses passes market_world_check();
  *   - the message is cut to fit: parsed again into a small buffer (1..8 bytes,
  *     from the input's length, in an exact-size heap block so ASan sees a
@@ -58,7 +58,9 @@ static int parse_once(const char *text, size_t len, size_t whylen, char **why_ou
         market_world_free(w);
     } else {
         CHECK(w == NULL);
-        CHECK(rc == MARKET_ERR_INVALID || rc == MARKET_ERR_DUPLICATE || rc == MARKET_ERR_NO_PLAYER);
+        CHECK(rc == MARKET_ERR_INVALID || rc == MARKET_ERR_DUPLICATE ||
+              rc == MARKET_ERR_NO_PLAYER ||
+              rc == MARKET_ERR_INSUFFICIENT_FUNDS); /* a buyer who cannot escrow its orders */
         if (why) {
             CHECK(memchr(why, '\0', whylen) != NULL);
             CHECK(whylen == 1 || why[0] != '\0');

@@ -76,6 +76,11 @@ def api_corpus(out):
         "x-purchase-optimistic": api_seed("POST", "/purchase", body=buy, flags=STORE_OPTIMISTIC),
         "x-purchase-no-conn": api_seed("POST", "/purchase", body=buy, flags=STORE_NONE),
         "x-list-ok": api_seed("POST", "/list", body=b'{"seller":"A","item":"axe","price":1}'),
+        "x-list-duration": api_seed("POST", "/list",
+                                    body=b'{"seller":"A","item":"axe","price":1,"duration_s":60}'),
+        "x-list-duration-no-conn": api_seed(
+            "POST", "/list", body=b'{"seller":"A","item":"axe","price":1,"duration_s":60}',
+            flags=STORE_NONE),
         "x-unlist-ok": api_seed("POST", "/unlist", {"limit": "1"},
                                 body=b'{"seller":"A","item":"axe"}', flags=NO_LOOKUP),
         "x-purchase-idem-key": api_seed("POST", "/purchase", {"Idempotency-Key": "order-1:a.b"},

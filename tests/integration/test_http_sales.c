@@ -435,6 +435,80 @@ static void test_http_settings_and_the_cut(void **state) {
     server_stop(s);
 }
 
+/* A list with a duration (POST /list "duration_s") answers its end, and the server's
+ * sweeper gives the item back when it comes; the realm's default duration is a setting
+ * (PUT /config "list_duration_s"); durations out of range are refused, nothing written. */
+static void test_http_listing_durations(void **state) {
+    (void)state;
+    seed();
+    char adm[256], carol[256];
+    admin_bearer(adm, sizeof adm, ADMIN);
+    bearer(carol, sizeof carol, "C");
+    int port;
+    server *s = start(SECRET, ADMIN, &port);
+    const struct {
+        const char *method, *path, *auth, *body;
+    } refused[] = {
+        {"POST", "/list", carol,
+         "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":0}"},
+        {"POST", "/list", carol,
+         "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":-5}"},
+        {"POST", "/list", carol,
+         "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":\"60\"}"},
+        {"POST", "/list", carol,
+         "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":2592001}"},
+        {"PUT", "/config", adm, "{\"fee_bps\":0,\"list_duration_s\":2592001}"},
+        {"PUT", "/config", adm, "{\"fee_bps\":0,\"list_duration_s\":-1}"},
+    };
+    char *before = th_store_fingerprint(redis.port);
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        json_t *j =
+            call(port, refused[i].method, refused[i].path, refused[i].auth, refused[i].body, 400);
+        assert_error(j, "bad_request");
+        json_decref(j);
+    }
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(after, before);
+    free(before);
+    free(after);
+    int64_t t0 = now_ms();
+    json_t *j = call(port, "POST", "/list", carol,
+                     "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":1}", 201);
+    int64_t ends = jint(j, "ends_ms");
+    assert_true(ends >= t0 + 1000 - 50 && ends <= now_ms() + 1000 + 50); /* the store's clock */
+    json_decref(j);
+    int back = 0;
+    for (int i = 0; i < 3000 && !back; i++) { /* the sweeper looks every second */
+        j = call(port, "GET", "/players/C", NULL, NULL, 200);
+        json_t *inv = json_object_get(j, "inventory");
+        for (size_t k = 0; k < json_array_size(inv); k++)
+            back |= strcmp(json_string_value(json_array_get(inv, k)), "potion-3") == 0;
+        json_decref(j);
+        if (!back) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    assert_true(back);
+    j = call(port, "GET", "/market?item=potion-3", NULL, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "listings")), 0);
+    json_decref(j);
+    /* the realm's default: a list that names no duration ends after it */
+    j = call(port, "PUT", "/config", adm, "{\"fee_bps\":0,\"list_duration_s\":3600}", 200);
+    assert_int_equal(jint(j, "list_duration_s"), 3600);
+    json_decref(j);
+    j = call(port, "GET", "/config", NULL, NULL, 200);
+    assert_int_equal(jint(j, "list_duration_s"), 3600);
+    json_decref(j);
+    t0 = now_ms();
+    j = call(port, "POST", "/list", carol, "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4}",
+             201);
+    ends = jint(j, "ends_ms");
+    assert_true(ends >= t0 + 3600000 - 1000 && ends <= now_ms() + 3600000 + 1000);
+    json_decref(j);
+    server_stop(s);
+}
+
 static int group_setup(void **state) {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -455,6 +529,7 @@ int main(void) {
         cmocka_unit_test(test_http_sales_buy_and_refusals),
         cmocka_unit_test(test_http_sales_concurrent_buyers_exact),
         cmocka_unit_test(test_http_settings_and_the_cut),
+        cmocka_unit_test(test_http_listing_durations),
     };
     return cmocka_run_group_tests_name("the admin's routes over HTTP (integration)", tests,
                                        group_setup, group_teardown);

@@ -338,6 +338,13 @@ def run_requests(w):
         call(w, "POST", "/unlist", 400, {"seller": "C"}, token=tC, schema_rejects=True)
         call(w, "POST", "/unlist", 200, {"seller": "C", "item": "potion-3"}, token=tC)
         call(w, "POST", "/unlist", 404, {"seller": "C", "item": "potion-3"}, token=tC)
+        # a listing that ends: its end in the answer; a duration out of range is refused
+        doc = call(w, "POST", "/list", 201, {"seller": "C", "item": "potion-3", "price": 40, "duration_s": 3600},
+                   token=tC)
+        assert doc["ends_ms"] > 0, doc
+        call(w, "POST", "/list", 400, {"seller": "C", "item": "sword-1", "price": 5, "duration_s": 0}, token=tC,
+             schema_rejects=True)
+        call(w, "POST", "/unlist", 200, {"seller": "C", "item": "potion-3"}, token=tC)
         call(w, "POST", "/unlist", 413, b" " * 70000, token=tC)
 
     def trades(trade_id):
@@ -408,7 +415,10 @@ def run_requests(w):
         call(w, "PUT", "/config", 404, {"fee_bps": 500, "house": "Z"}, token=admin)
         call(w, "PUT", "/config", 413, b" " * 70000, token=admin)
         doc = call(w, "PUT", "/config", 200, {"fee_bps": 500, "list_fee_bps": 10000}, token=admin)
-        assert doc == {"realm": "main", "fee_bps": 500, "list_fee_bps": 10000, "house": "game"}, doc
+        assert doc == {"realm": "main", "fee_bps": 500, "list_fee_bps": 10000, "house": "game",
+                       "list_duration_s": 0}, doc
+        call(w, "PUT", "/config", 400, {"fee_bps": 0, "list_duration_s": 2592001}, token=admin,
+             schema_rejects=True)
         # a listing fee of 100%: D cannot pay 10^12 to list its shield at that price
         call(w, "POST", "/list", 402, {"seller": "D", "item": "shield-7", "price": 10**12}, token=tD)
         call(w, "PUT", "/config", 200, {"fee_bps": 500}, token=admin)

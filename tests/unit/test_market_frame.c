@@ -117,12 +117,15 @@ static void test_a_selling_kind_reads_the_settings(void **state) {
     assert_string_equal(r.argv[1][2], "fee_bps");
     assert_string_equal(r.argv[1][3], "house");
     assert_string_equal(r.argv[1][4], "list_fee_bps");
+    assert_string_equal(r.argv[1][5], "list_duration_s");
     market__buf_free(&r);
-    redisReply *rep[2] = {th_rep_new(REDIS_REPLY_STATUS),
-                          th_rep_arr(3, th_rep_str("250"), th_rep_str("bank"), th_rep_nil())};
+    redisReply *rep[2] = {
+        th_rep_new(REDIS_REPLY_STATUS),
+        th_rep_arr(4, th_rep_str("250"), th_rep_str("bank"), th_rep_nil(), th_rep_str("600"))};
     assert_int_equal(market__frame_judge(&frame, NULL, &held, rep), MARKET_OK);
     assert_int_equal(frame.settings.fee_bps, 250);
     assert_string_equal(frame.settings.house, "bank");
+    assert_int_equal(frame.settings.list_duration_s, 600);
     static market__parties p;
     p.n = 0;
     (void)market__parties_of(&p, "r", "P");
