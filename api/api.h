@@ -100,7 +100,7 @@ typedef struct api_response {
     char error[40];      /* for logs: the body's "error" code, or "" */
 } api_response;
 
-#define API_ROUTES 20 /* api_route_name(0..API_ROUTES-1) */
+#define API_ROUTES 24 /* api_route_name(0..API_ROUTES-1) */
 
 #define API_REALM_PREFIX "/realms/" /* "/realms/{realm}/<route>": a route of that realm */
 #define API_ADMIN_TOKEN_MAX (6 + 64) /* "admin.<hex>": see api_admin_token_make() */

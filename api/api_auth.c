@@ -741,3 +741,44 @@ int api__idempotency(const api_request *req, market_idem *idem, char *fp, api_re
     idem->fingerprint = fp;
     return 1;
 }
+
+/* ---- what every deferrable write shares ---- */
+
+/* Starts d for a request of realm by player: d's order of type, its realm
+ * and player copied into d (both valid ids: they fit) and, with keyed, its
+ * Idempotency-Key, when given, copied with its fingerprint (without, the
+ * header is not read: the route takes none). d->route is kept. Returns 1,
+ * or 0 when resp holds the answer (a bad key). */
+int api__deferred_init(api_deferred *d, enum market_order_type type, const api_request *req,
+                       const char *realm, const char *player, int keyed, api_response *resp) {
+    int has_key = keyed ? api__idempotency(req, &d->idem, d->fp, resp) : 0;
+    if (has_key < 0) return 0; /* resp holds the error */
+    snprintf(d->realm, sizeof d->realm, "%s", realm);
+    snprintf(d->player, sizeof d->player, "%s", player);
+    if (has_key) { /* checked by api__idempotency(): it fits */
+        snprintf(d->idem_key, sizeof d->idem_key, "%s", d->idem.key);
+        d->idem.key = d->idem_key;
+        d->idem.fingerprint = d->fp;
+    }
+    d->order = (market_order){
+        .type = type, .realm = d->realm, .player = d->player, .idem = has_key ? &d->idem : NULL};
+    return 1;
+}
+
+/* Parses req's body by spec[0..n) into v (borrowing from the body
+ * returned, which the caller json_decref()s) and starts d, an order of type
+ * by the player its first field names, who must be authorized (keyed: with
+ * its Idempotency-Key, as api__deferred_init()). Returns the body, or NULL when
+ * resp holds the answer. */
+json_t *api__order_begin(const api_request *req, const char *realm, const api__field_spec *spec,
+                         size_t n, api__field_value *v, enum market_order_type type, int keyed,
+                         api_response *resp, api_deferred *d) {
+    json_t *root = api__body_parse(req, spec, n, v, resp);
+    if (!root) return NULL;
+    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
+    if (api__authorized(req, realm, v[0].id, resp) &&
+        api__deferred_init(d, type, req, realm, v[0].id, keyed, resp))
+        return root;
+    json_decref(root);
+    return NULL;
+}

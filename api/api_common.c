@@ -69,6 +69,10 @@ static const api_status api_status_table[] = {
     {MARKET_ERR_LIMIT_EXCEEDED, 409, "limit_exceeded", 0},
     {MARKET_ERR_REALM_UNAVAILABLE, 503, "realm_unavailable", 1},
     {MARKET_ERR_NO_ORDER, 404, "order_not_found", 0},
+    {MARKET_ERR_NO_AUCTION, 404, "auction_not_found", 0},
+    {MARKET_ERR_AUCTION_CLOSED, 409, "auction_closed", 0},
+    {MARKET_ERR_BID_TOO_LOW, 409, "bid_too_low", 0},
+    {MARKET_ERR_OWN_AUCTION, 409, "own_auction", 0},
 };
 
 /* Every code the table does not list, and a success passed by mistake. */
@@ -347,10 +351,11 @@ void api__bad_request(api_response *resp, const char *detail) {
  * there are), an item_not_held of units ("held", when n > 0). On
  * out-of-memory: status 500 with a NULL body. */
 void api__reply_market(int rc, int64_t n, api_response *resp) {
-    const char *what = rc == MARKET_ERR_PRICE_CHANGED        ? "price"
-                       : rc == MARKET_ERR_NOT_ENOUGH         ? "available"
+    const char *what = rc == MARKET_ERR_PRICE_CHANGED       ? "price"
+                       : rc == MARKET_ERR_NOT_ENOUGH        ? "available"
                        : rc == MARKET_ERR_NOT_HELD && n > 0 ? "held"
-                                                              : NULL;
+                       : rc == MARKET_ERR_BID_TOO_LOW       ? "min_bid"
+                                                            : NULL;
     api__reply_market_member(rc, what, n, resp);
 }
 
@@ -372,6 +377,28 @@ int api__id_ok(const char *id, const char *what, api_response *resp) {
     if (market_id_valid(id)) return 1;
     char detail[64];
     snprintf(detail, sizeof detail, "%s id must match " API__ID_RULE, what);
+    api__bad_request(resp, detail);
+    return 0;
+}
+
+/* Reads arg, a route's id segment that names what (an order, an auction) by its number,
+ * into *id. Returns 1, or 0 with a 400 in resp: "the <what> id must be a whole number from
+ * 1, as <from> gave it". */
+int api__serial_ok(const char *arg, const char *what, const char *from, int64_t *id,
+                   api_response *resp) {
+    size_t len = arg ? strlen(arg) : 0;
+    *id = 0;
+    for (size_t i = 0; i < len && len <= 18; i++) {
+        if (arg[i] < '0' || arg[i] > '9') {
+            *id = 0;
+            break;
+        }
+        *id = *id * 10 + (arg[i] - '0');
+    }
+    if (*id >= 1) return 1;
+    char detail[128];
+    snprintf(detail, sizeof detail, "the %s id must be a whole number from 1, as %s gave it", what,
+             from);
     api__bad_request(resp, detail);
     return 0;
 }

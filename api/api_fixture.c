@@ -7,7 +7,8 @@
  *   {"players":  [{"id": "A", "name": "Alice", "funds": 100, "inventory": ["sword-1"],
  *                  "stacks": {"potion": 20}}, ...],
  *    "listings": [{"item": "axe", "seller": "A", "price": 500},
- *                 {"item": "potion", "seller": "A", "price": 25, "quantity": 10}, ...],
+ *                 {"item": "potion", "seller": "A", "price": 25, "quantity": 10,
+ *                  "duration_s": 600}, ...],
  *    "orders":   [{"buyer": "B", "item": "potion", "quantity": 5, "max_price": 20}, ...]}
  *
  * "name" defaults to the id, "inventory", "stacks", "listings" and "orders" to empty;
@@ -17,7 +18,9 @@
  * quantity, is unique; one in stacks, or listed with a quantity, is a
  * stackable good: many players hold and list units of it. A buy order
  * rests in its good's book, its quantity times its max_price escrowed out
- * of the buyer's funds (market_world_add_order()).
+ * of the buyer's funds (market_world_add_order()). A listing with a
+ * "duration_s" (1..MARKET_DURATION_MAX_S) ends that long after the world is
+ * stored (market_world_end_listing()).
  *
  * DESIGN
  * Three passes, so that every message names the place in the file:
@@ -204,15 +207,17 @@ static int shape_player(fixture *f, size_t i) {
 
 /* Pass 1 for listings[i]. */
 static int shape_listing(fixture *f, size_t i) {
-    static const char *const known[] = {"item", "seller", "price", "quantity"};
+    static const char *const known[] = {"item", "seller", "price", "quantity", "duration_s"};
     char at[FIXTURE_PLACE_MAX];
     json_t *l = json_array_get(f->listings, i);
     const char *item, *seller;
-    int64_t price, units;
+    int64_t price, units, duration;
     snprintf(at, sizeof at, "listings[%zu]", i);
-    if (check_object(f, l, at, known, 4) < 0 || get_id(f, l, at, "item", &item) < 0 ||
+    if (check_object(f, l, at, known, 5) < 0 || get_id(f, l, at, "item", &item) < 0 ||
         get_id(f, l, at, "seller", &seller) < 0 ||
-        get_int(f, l, at, "price", 1, MARKET_PRICE_MAX, &price) < 0)
+        get_int(f, l, at, "price", 1, MARKET_PRICE_MAX, &price) < 0 ||
+        (json_object_get(l, "duration_s") &&
+         get_int(f, l, at, "duration_s", 1, MARKET_DURATION_MAX_S, &duration) < 0))
         return -1;
     if (json_object_get(l, "quantity")) { /* units of a good: not a unique item */
         return get_int(f, l, at, "quantity", 1, MARKET_QUANTITY_MAX, &units);
@@ -283,9 +288,12 @@ static int build(fixture *f, market_world *w) {
         const char *seller = json_string_value(json_object_get(l, "seller"));
         const char *item = json_string_value(json_object_get(l, "item"));
         int64_t price = (int64_t)json_integer_value(json_object_get(l, "price"));
+        json_t *d = json_object_get(l, "duration_s");
         rc = q ? market_world_add_units_listing(w, seller, item, price,
                                                 (int64_t)json_integer_value(q))
                : market_world_add_listing(w, seller, item, price);
+        if (rc == MARKET_OK && d)
+            rc = market_world_end_listing(w, seller, item, (int64_t)json_integer_value(d));
     }
     if (rc != MARKET_OK) {
         api__why(f->why, f->whylen, "listings[%zu]: %s", i - 1, market_strerror(rc));

@@ -77,6 +77,8 @@ void api__error_reply_full(api_response *resp, int status, const char *code, con
                            int retry_after_s, const char *allow);
 void api__bad_request(api_response *resp, const char *detail);
 int api__id_ok(const char *id, const char *what, api_response *resp);
+int api__serial_ok(const char *arg, const char *what, const char *from, int64_t *id,
+                   api_response *resp);
 int api__authorized(const api_request *req, const char *realm, const char *player,
                     api_response *resp);
 int api__admin(const api_request *req, api_response *resp);
@@ -91,8 +93,14 @@ int api__reader_sees_parties(const api_request *req, const api__reader *rd, cons
 size_t api__b64url_encode(const unsigned char *in, size_t n, char *out, size_t outlen);
 long api__b64url_decode(const char *src, size_t n, unsigned char *out);
 int api__idempotency(const api_request *req, market_idem *idem, char *fp, api_response *resp);
+int api__deferred_init(api_deferred *d, enum market_order_type type, const api_request *req,
+                       const char *realm, const char *player, int keyed, api_response *resp);
+json_t *api__order_begin(const api_request *req, const char *realm, const api__field_spec *spec,
+                         size_t n, api__field_value *v, enum market_order_type type, int keyed,
+                         api_response *resp, api_deferred *d);
 
-/* ---- the handlers of api_route.c's route table (api_purchase.c, api_market.c, api_trades.c) ---- */
+/* ---- the handlers of api_route.c's route table (api_purchase.c, api_market.c, api_trades.c,
+ * api_auction.c) ---- */
 
 /* A route's handler: realm is the request's (MARKET_REALM_DEFAULT without a
  * /realms/{realm} prefix), arg its id segment (prefix routes) or NULL. */
@@ -121,5 +129,10 @@ api__handler api__handle_item_book, api__handle_player_orders;
 api__handler api__handle_market, api__handle_player, api__handle_player_listings;
 api__handler api__handle_healthz;
 api__handler api__handle_trade, api__handle_player_trades, api__handle_item_trades;
+/* auctions (api_auction.c) */
+api__beginner api__begin_auction, api__begin_auction_bid;
+api__ender api__end_auction, api__end_auction_bid;
+api__handler api__handle_auction, api__handle_auctions;
+json_t *api__auction_json(const market_auction *a);
 
 #endif /* GM_API_API_IMPL_H */

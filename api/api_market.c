@@ -212,8 +212,27 @@ static json_t *with_listings(json_t *o, const market_search_result *r) {
     return o;
 }
 
-/* GET /players/{id}: the player, and what it lists (its first API_PLAYER_LISTINGS
- * listings, cheapest first, and how many it lists). */
+/* Adds to o (released on failure) "auctions", the ids of the open auctions the player
+ * sells, and "bids", those whose highest bid is its, soonest to end first. */
+static json_t *with_auctions(json_t *o, const market_player_auctions_result *a) {
+    json_t *s = json_array(), *b = json_array();
+    for (size_t i = 0; s && i < a->n_selling; i++)
+        if (json_array_append_new(s, json_integer((json_int_t)a->selling[i])) < 0) break;
+    for (size_t i = 0; b && i < a->n_leading; i++)
+        if (json_array_append_new(b, json_integer((json_int_t)a->leading[i])) < 0) break;
+    if (!o || !s || !b || json_array_size(s) != a->n_selling ||
+        json_array_size(b) != a->n_leading || api__object_steal(o, "auctions", &s) < 0 ||
+        api__object_steal(o, "bids", &b) < 0) {
+        json_decref(s);
+        json_decref(b);
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* GET /players/{id}: the player, what it lists (its first API_PLAYER_LISTINGS listings,
+ * cheapest first, and how many it lists), and its open auctions and leading bids. */
 void api__handle_player(market_conn *conn, const api_request *req, const char *realm,
                         const char *id, api_response *resp) {
     (void)req;
@@ -223,9 +242,13 @@ void api__handle_player(market_conn *conn, const api_request *req, const char *r
     market_player *p = NULL;
     market_search_result r = {0};
     market_search_query q = {.seller = id, .limit = API_PLAYER_LISTINGS};
+    static _Thread_local market_player_auctions_result a; /* 16 KB: not on the stack */
     int rc = market_player_get(conn, realm, id, &p);
     if (rc == MARKET_OK) rc = market_search(conn, realm, &q, &r);
-    api__reply_outcome(resp, rc, 200, rc == MARKET_OK ? with_listings(player_body(p), &r) : NULL);
+    if (rc == MARKET_OK) rc = market_player_auctions(conn, realm, id, &a);
+    api__reply_outcome(resp, rc, 200,
+                       rc == MARKET_OK ? with_auctions(with_listings(player_body(p), &r), &a)
+                                       : NULL);
     market_search_result_cleanup(&r);
     market_player_free(p);
 }

@@ -25,47 +25,6 @@
 
 /* ---- what every deferrable write shares ---- */
 
-/* Starts d for a request of realm by player: d's order of type, its realm
- * and player copied into d (both valid ids: they fit) and, with keyed, its
- * Idempotency-Key, when given, copied with its fingerprint (without, the
- * header is not read: the route takes none). d->route is kept. Returns 1,
- * or 0 when resp holds the answer (a bad key). */
-static int deferred_init(api_deferred *d, enum market_order_type type, const api_request *req,
-                         const char *realm, const char *player, int keyed,
-                         api_response *resp) {
-    int has_key = keyed ? api__idempotency(req, &d->idem, d->fp, resp) : 0;
-    if (has_key < 0) return 0; /* resp holds the error */
-    snprintf(d->realm, sizeof d->realm, "%s", realm);
-    snprintf(d->player, sizeof d->player, "%s", player);
-    if (has_key) { /* checked by api__idempotency(): it fits */
-        snprintf(d->idem_key, sizeof d->idem_key, "%s", d->idem.key);
-        d->idem.key = d->idem_key;
-        d->idem.fingerprint = d->fp;
-    }
-    d->order = (market_order){.type = type, .realm = d->realm, .player = d->player,
-                              .idem = has_key ? &d->idem : NULL};
-    return 1;
-}
-
-/* Parses req's body by spec[0..n) into v (borrowing from the body
- * returned, which the caller json_decref()s) and starts d, an order of type
- * by the player its first field names, who must be authorized (keyed: with
- * its Idempotency-Key, as deferred_init()). Returns the body, or NULL when
- * resp holds the answer. */
-static json_t *order_begin(const api_request *req, const char *realm,
-                           const api__field_spec *spec, size_t n, api__field_value *v,
-                           enum market_order_type type, int keyed, api_response *resp,
-                           api_deferred *d) {
-    json_t *root = api__body_parse(req, spec, n, v, resp);
-    if (!root) return NULL;
-    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
-    if (api__authorized(req, realm, v[0].id, resp) &&
-        deferred_init(d, type, req, realm, v[0].id, keyed, resp))
-        return root;
-    json_decref(root);
-    return NULL;
-}
-
 /* ---- POST /purchase ---- */
 
 /* The answer to a purchase of one seller's listing. */
@@ -162,8 +121,8 @@ static int purchase_prepare(const api_request *req, const char *realm, api_respo
     } else if (v[1].present && strcmp(v[0].id, v[1].id) == 0) {
         api__bad_request(resp, "fields 'buyer' and 'seller' must differ");
     } else if (api__authorized(req, realm, v[0].id, resp) &&
-               deferred_init(d, v[1].present ? MARKET_ORDER_PURCHASE : MARKET_ORDER_BUY, req,
-                             realm, v[0].id, 1, resp)) {
+               api__deferred_init(d, v[1].present ? MARKET_ORDER_PURCHASE : MARKET_ORDER_BUY, req,
+                                  realm, v[0].id, 1, resp)) {
         snprintf(d->seller, sizeof d->seller, "%s", v[1].present ? v[1].id : "");
         snprintf(d->item, sizeof d->item, "%s", v[2].id);
         d->order.seller = d->seller;
@@ -210,7 +169,7 @@ int api__begin_bid(market_conn *conn, const api_request *req, const char *realm,
     api__field_value v[4];
     (void)conn;
     (void)arg;
-    json_t *root = order_begin(req, realm, spec, 4, v, MARKET_ORDER_BID, 1, resp, d);
+    json_t *root = api__order_begin(req, realm, spec, 4, v, MARKET_ORDER_BID, 1, resp, d);
     if (!root) return 0;
     snprintf(d->item, sizeof d->item, "%s", v[1].id);
     d->order.item = d->item;
@@ -252,23 +211,6 @@ void api__end_bid(const api_deferred *d, api_response *resp) {
     resp->replayed = r->replayed;
 }
 
-/* Reads a buy order's id from a path segment (decimal, 1..10^18) into *id.
- * Returns 1, or 0 when resp holds the answer (400). */
-static int order_id_ok(const char *arg, int64_t *id, api_response *resp) {
-    size_t len = arg ? strlen(arg) : 0;
-    *id = 0;
-    for (size_t i = 0; i < len && len <= 18; i++) {
-        if (arg[i] < '0' || arg[i] > '9') {
-            *id = 0;
-            break;
-        }
-        *id = *id * 10 + (arg[i] - '0');
-    }
-    if (*id >= 1) return 1;
-    api__bad_request(resp, "the order id must be a whole number from 1, as POST /orders gave it");
-    return 0;
-}
-
 /* DELETE /orders/{id} {"buyer"}, begun: validated with the buyer's token into
  * d (a MARKET_ORDER_CANCEL). Returns 1, or 0 when resp holds the answer. */
 int api__begin_cancel(market_conn *conn, const api_request *req, const char *realm, const char *arg,
@@ -279,8 +221,8 @@ int api__begin_cancel(market_conn *conn, const api_request *req, const char *rea
     api__field_value v[1];
     int64_t id;
     (void)conn;
-    if (!order_id_ok(arg, &id, resp)) return 0;
-    json_t *root = order_begin(req, realm, spec, 1, v, MARKET_ORDER_CANCEL, 0, resp, d);
+    if (!api__serial_ok(arg, "order", "POST /orders", &id, resp)) return 0;
+    json_t *root = api__order_begin(req, realm, spec, 1, v, MARKET_ORDER_CANCEL, 0, resp, d);
     if (!root) return 0;
     d->order.id = id;
     json_decref(root);
@@ -337,7 +279,7 @@ int api__begin_sell(market_conn *conn, const api_request *req, const char *realm
     api__field_value v[5];
     (void)conn;
     (void)arg;
-    json_t *root = order_begin(req, realm, spec, 5, v, MARKET_ORDER_SELL, 1, resp, d);
+    json_t *root = api__order_begin(req, realm, spec, 5, v, MARKET_ORDER_SELL, 1, resp, d);
     if (!root) return 0;
     int partial = v[4].present && strcmp(v[4].id, "partial") == 0;
     if (v[4].present && !partial && strcmp(v[4].id, "all") != 0) {
@@ -397,7 +339,7 @@ int api__begin_list(market_conn *conn, const api_request *req, const char *realm
     };
     api__field_value v[5];
     (void)arg;
-    json_t *root = order_begin(req, realm, spec, 5, v, MARKET_ORDER_LIST, 1, resp, d);
+    json_t *root = api__order_begin(req, realm, spec, 5, v, MARKET_ORDER_LIST, 1, resp, d);
     if (!root) return 0;
     snprintf(d->item, sizeof d->item, "%s", v[1].id);
     d->order.item = d->item;
@@ -466,7 +408,7 @@ int api__begin_unlist(market_conn *conn, const api_request *req, const char *rea
     api__field_value v[2];
     (void)conn;
     (void)arg;
-    json_t *root = order_begin(req, realm, spec, 2, v, MARKET_ORDER_UNLIST, 0, resp, d);
+    json_t *root = api__order_begin(req, realm, spec, 2, v, MARKET_ORDER_UNLIST, 0, resp, d);
     if (!root) return 0;
     snprintf(d->item, sizeof d->item, "%s", v[1].id);
     d->order.item = d->item;
@@ -620,7 +562,7 @@ int api__begin_sale_buy(market_conn *conn, const api_request *req, const char *r
     (void)conn;
     if (!api__id_ok(id, "sale", resp)) return 0;
     api__field_value v[2];
-    json_t *root = order_begin(req, realm, spec, 2, v, MARKET_ORDER_SALE_BUY, 1, resp, d);
+    json_t *root = api__order_begin(req, realm, spec, 2, v, MARKET_ORDER_SALE_BUY, 1, resp, d);
     if (!root) return 0;
     snprintf(d->sale, sizeof d->sale, "%s", id);
     d->order.sale = d->sale;

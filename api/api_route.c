@@ -72,6 +72,12 @@ static const api_route api_routes[API_ROUTES] = {
     {"/items/", 1, "/book", 1, "GET", "GET, HEAD", api__handle_item_book},
     {"/players/", 1, "/orders", 1, "GET", "GET, HEAD", api__handle_player_orders},
     {"/sell", 0, NULL, 1, "POST", "POST", NULL, api__begin_sell, api__end_sell},
+    {"/auctions", 0, NULL, 1, "GET", "GET, HEAD, POST", api__handle_auctions},
+    {"/auctions", 0, NULL, 1, "POST", "GET, HEAD, POST", NULL, api__begin_auction,
+     api__end_auction},
+    {"/auctions/", 1, NULL, 1, "GET", "GET, HEAD", api__handle_auction},
+    {"/auctions/", 1, "/bid", 1, "POST", "POST", NULL, api__begin_auction_bid,
+     api__end_auction_bid},
 };
 
 /* Names of the routes as logs and metrics show them. */
@@ -96,6 +102,10 @@ static const char *const api_route_names[API_ROUTES] = {
     "/items/{item}/book",
     "/players/{id}/orders",
     "/sell",
+    "/auctions",
+    "/auctions",
+    "/auctions/{id}",
+    "/auctions/{id}/bid",
 };
 
 /* Returns route i's name (static), or NULL outside 0..API_ROUTES-1. */
@@ -122,8 +132,8 @@ enum route_found {
  * when path starts so (the route is the rest of the path, and must be one
  * served per realm), else MARKET_REALM_DEFAULT. A route under a realm
  * segment that is not a valid id is ROUTE_BAD_REALM, with *route set. */
-static enum route_found route_find(const char *path, const api_route **route, const char **arg,
-                                   char *argbuf, size_t arglen, char *realm) {
+static enum route_found route_find(const char *method, const char *path, const api_route **route,
+                                   const char **arg, char *argbuf, size_t arglen, char *realm) {
     int prefixed = strncmp(path, API_REALM_PREFIX, sizeof API_REALM_PREFIX - 1) == 0;
     int bad_realm = 0;
     *route = NULL;
@@ -148,6 +158,11 @@ static enum route_found route_find(const char *path, const api_route **route, co
         if (!r->prefix && strcmp(path, r->path) == 0) {
             *arg = NULL;
             *route = r;
+            /* a path two rows serve (GET and POST /auctions): the one whose method it is */
+            if (method && strcmp(method, r->method) != 0 && i + 1 < API_ROUTES &&
+                strcmp(api_routes[i + 1].path, r->path) == 0 &&
+                strcmp(method, api_routes[i + 1].method) == 0)
+                *route = &api_routes[i + 1];
             return bad_realm ? ROUTE_BAD_REALM : ROUTE_OK;
         }
         if (r->prefix && strncmp(path, r->path, n) == 0 && path[n] != '\0' &&
@@ -183,7 +198,7 @@ static const api_route *deferred_route(const char *method, const char *path, con
                                        char *argbuf, size_t arglen, char *realm) {
     const api_route *r = NULL;
     if (!method || !path) return NULL;
-    if (route_find(path, &r, arg, argbuf, arglen, realm) != ROUTE_OK) return NULL;
+    if (route_find(method, path, &r, arg, argbuf, arglen, realm) != ROUTE_OK) return NULL;
     return r->begin && strcmp(method, r->method) == 0 ? r : NULL;
 }
 
@@ -207,7 +222,8 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
     const api_route *r;
     char realm[MARKET_REALM_MAX + 1];
     char argbuf[API__ARG_MAX];
-    enum route_found found = route_find(req->path, &r, &arg, argbuf, sizeof argbuf, realm);
+    enum route_found found =
+        route_find(req->method, req->path, &r, &arg, argbuf, sizeof argbuf, realm);
     if (found == ROUTE_NONE) {
         api__error_reply_full(resp, 404, "not_found", "no such resource", 0, NULL);
         return;

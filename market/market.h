@@ -127,7 +127,11 @@
     X(ERR_LIMIT_EXCEEDED, -22, "the per-player limit of the sale would be exceeded")               \
     X(ERR_REALM_UNAVAILABLE, -23,                                                                  \
       "the realm is being seeded or reset: it is refused until that is done")                      \
-    X(ERR_NO_ORDER, -24, "no such buy order")
+    X(ERR_NO_ORDER, -24, "no such buy order")                                                      \
+    X(ERR_NO_AUCTION, -25, "no such auction")                                                      \
+    X(ERR_AUCTION_CLOSED, -26, "the auction has ended")                                            \
+    X(ERR_BID_TOO_LOW, -27, "the bid is under the least the auction takes")                        \
+    X(ERR_OWN_AUCTION, -28, "a seller cannot bid on its own auction")
 
 /* 1 when rc is a failure whose reason the store left as text (market_conn_errstr(),
  * market_order.why): the store's own failures. */
@@ -156,6 +160,7 @@ enum market_err {
 #define MARKET_TRADE_INDEX 1000                 /* cfg.trade_index's default */
 #define MARKET_SWEEP_INTERVAL_MS 1000           /* cfg.sweep_interval_ms's default */
 #define MARKET_SWEEP_LEASE_MS 5000              /* cfg.sweep_lease_ms's default */
+#define MARKET_AUCTION_KEPT_S 604800            /* an ended auction is read back this long */
 #define MARKET_TRADES_PAGE_MAX 1000             /* most trades one read returns */
 #define MARKET_WHY_MAX 128                      /* a failure's reason as text, bytes */
 #define MARKET_QUANTITY_MAX 1000000000          /* units of a stackable good in one request */
@@ -397,6 +402,42 @@ typedef struct market_bid {
     int64_t left;     /* the units it still wants; its escrow is left * price */
 } market_bid;
 
+/* An auction (market_auction.c): the seller's item, or units of a good, go to the highest
+ * bidder when it ends, for its bid less the realm's cut; without a bid, back to the
+ * seller. A bid is escrowed out of the bidder's funds, and given back when outbid. */
+enum market_auction_state {
+    MARKET_AUCTION_OPEN,   /* taking bids until ends_ms */
+    MARKET_AUCTION_SOLD,   /* to bidder, for bid */
+    MARKET_AUCTION_UNSOLD, /* ended without a bid: back to the seller */
+};
+typedef struct market_auction {
+    int64_t id; /* the realm's auction ids grow: 1, 2, ... */
+    char seller[MARKET_ID_MAX + 1];
+    char item[MARKET_ID_MAX + 1];
+    int64_t quantity;               /* units of a good; 0: a unique item */
+    int64_t start_bid;              /* the least first bid */
+    int64_t buyout;                 /* a bid of at least this ends it at once (0: none) */
+    int64_t step;                   /* the least a bid must top the highest by (>= 1) */
+    int64_t ends_ms;                /* when it ends (Unix ms, the store's clock) */
+    char bidder[MARKET_ID_MAX + 1]; /* the highest bidder ("" none) */
+    int64_t bid;                    /* the highest bid (0: none), escrowed out of its funds */
+    int64_t bids;                   /* bids taken */
+    int state;                      /* enum market_auction_state */
+    int64_t fee;                    /* SOLD: the realm's cut of bid, paid by the seller */
+} market_auction;
+
+/* What an auction order did (MARKET_ORDER_AUCTION, _BID, _END). */
+typedef struct market_auction_result {
+    int replayed;                   /* 1: an earlier request with the same idempotency key did it */
+    market_auction a;               /* the auction after it (id only, in a replay) */
+    int64_t funds;                  /* the seller's (create) or bidder's (bid) funds after it */
+    int64_t min_bid;                /* ERR_BID_TOO_LOW: the least bid it takes now */
+    char outbid[MARKET_ID_MAX + 1]; /* a bid: the bidder it outbid ("" none) */
+    int64_t refund;                 /* and what went back from its escrow to its funds */
+    int64_t late_ms;                /* MARKET_ORDER_AUCTION_END: how late it was settled */
+    char trade_id[MARKET_TRADE_ID_MAX + 1]; /* SOLD by this order: its trade */
+} market_auction_result;
+
 /* What a cancel of a buy order gave back (MARKET_ORDER_CANCEL). */
 typedef struct market_cancel_result {
     market_bid bid;      /* the order as it was (left: the units it still wanted) */
@@ -434,19 +475,22 @@ typedef struct market_unlist_result {
 
 /* What an order handed to the market without waiting asks for. */
 enum market_order_type {
-    MARKET_ORDER_PURCHASE, /* a seller's listing: market_purchase_units() */
-    MARKET_ORDER_BUY,      /* units across sellers: market_buy_units() */
-    MARKET_ORDER_LIST,     /* market_list_units() */
-    MARKET_ORDER_UNLIST,   /* market_unlist_units() */
-    MARKET_ORDER_SALE_BUY, /* market_sale_buy() */
-    MARKET_ORDER_BID,      /* a buy order: a BUY that fills what it can and rests the rest
-                              in the item's book, its price escrowed (market_buy.c) */
-    MARKET_ORDER_CANCEL,   /* a buy order taken back by its buyer (market_cancel.c) */
-    MARKET_ORDER_SELL,     /* units sold into the book: the best buy orders at or over a
-                              price, all or nothing, or as many as they want
-                              (market_sell.c) */
-    MARKET_ORDER_EXPIRE,   /* a listing whose end has come goes back to its seller, as an
-                              unlist (the sweeper's: market_sweep.c) */
+    MARKET_ORDER_PURCHASE,    /* a seller's listing: market_purchase_units() */
+    MARKET_ORDER_BUY,         /* units across sellers: market_buy_units() */
+    MARKET_ORDER_LIST,        /* market_list_units() */
+    MARKET_ORDER_UNLIST,      /* market_unlist_units() */
+    MARKET_ORDER_SALE_BUY,    /* market_sale_buy() */
+    MARKET_ORDER_BID,         /* a buy order: a BUY that fills what it can and rests the rest
+                                 in the item's book, its price escrowed (market_buy.c) */
+    MARKET_ORDER_CANCEL,      /* a buy order taken back by its buyer (market_cancel.c) */
+    MARKET_ORDER_SELL,        /* units sold into the book: the best buy orders at or over a
+                                 price, all or nothing, or as many as they want
+                                 (market_sell.c) */
+    MARKET_ORDER_EXPIRE,      /* a listing whose end has come goes back to its seller, as an
+                                 unlist (the sweeper's: market_sweep.c) */
+    MARKET_ORDER_AUCTION,     /* a new auction of the seller's item or units (market_auction.c) */
+    MARKET_ORDER_AUCTION_BID, /* a bid on auction id */
+    MARKET_ORDER_AUCTION_END, /* auction id settled at its end (the sweeper's) */
 };
 
 /* An order handed to the market without waiting for it: see
@@ -463,18 +507,23 @@ struct market_order {
     const char *seller;      /* MARKET_ORDER_PURCHASE: the listing's seller */
     const char *item;        /* all but MARKET_ORDER_SALE_BUY */
     const char *sale;        /* MARKET_ORDER_SALE_BUY: the sale's id */
-    int64_t id;              /* MARKET_ORDER_CANCEL: the buy order's id */
+    int64_t id;              /* MARKET_ORDER_CANCEL: the buy order's id; AUCTION_BID, _END:
+                                the auction's */
     int partial;             /* MARKET_ORDER_SELL: 1 sells what the book wants of quantity,
                                 0 all of it or nothing */
     int64_t quantity;        /* units (0: a unique item, or one unit, where allowed) */
     int64_t price;           /* PURCHASE: > 0 refuses any other price; BUY, BID: the most one
                                 unit may cost; LIST: the asking price of one; SELL: the
-                                least one unit may fetch */
+                                least one unit may fetch; AUCTION: the least first bid;
+                                AUCTION_BID: the bid */
     const market_idem *idem; /* may be NULL (UNLIST: not used) */
     int64_t duration_s;      /* LIST: the listing ends this long after (0: the realm's
-                                list_duration_s; never when that is 0 too) */
-    const char *token;       /* EXPIRE: the sweep lease's token it settles under (NULL: none
-                                checked, for a lock that is not in the store) */
+                                list_duration_s; never when that is 0 too); AUCTION: it ends
+                                this long after (1..MARKET_DURATION_MAX_S) */
+    int64_t buyout;          /* AUCTION: a bid of at least this ends it at once (0: none) */
+    int64_t step;            /* AUCTION: the least a bid must top the highest by (0: 1) */
+    const char *token;       /* EXPIRE, AUCTION_END: the sweep lease's token it settles under
+                                (NULL: none checked, for a lock that is not in the store) */
     void (*done)(market_order *o); /* called once, on a market worker thread */
     void *ud;                      /* the caller's */
     /* out: set before done is called */
@@ -487,6 +536,7 @@ struct market_order {
         market_sale_result sale_buy;
         market_cancel_result cancel;
         market_sell_result sell;
+        market_auction_result auction;
     } res;
     char why[MARKET_WHY_MAX]; /* with MARKET_ERR_STORE: the store's reason, as text */
     market_queued q;          /* the market's own */
@@ -503,6 +553,11 @@ typedef struct market_sale_buyer {
 #define MARKET_WAIT_BUCKETS_US 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, \
                                250000, 500000, 1000000, 2500000
 #define MARKET_WAIT_BUCKETS 15
+
+/* Upper bounds (ms) of the settlement lateness histogram's buckets; a last, unbounded
+ * bucket follows. */
+#define MARKET_LATE_BUCKETS_MS 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000
+#define MARKET_LATE_BUCKETS 12
 
 /* Counters since market_new(), read with market_stats_get(). */
 typedef struct market_stats {
@@ -525,7 +580,10 @@ typedef struct market_stats {
     uint64_t failovers;       /* Sentinel group: times the master changed */
     uint64_t expired;         /* listings taken back at their end by this server's sweeper */
     uint64_t sweeps;          /* realm sweeps it made (each under the realm's sweep lease) */
-    int64_t sweep_late_ms;    /* the latest ending it settled: how late (store's clock) */
+    uint64_t settled;         /* endings it settled (taken back, or a bought one's dropped) */
+    uint64_t auctions_ended;  /* of which auctions' (sold, or back to the seller) */
+    uint64_t late_ms;         /* how late they were together, by the store's clock */
+    uint64_t late_bucket[MARKET_LATE_BUCKETS]; /* each one's lateness; not cumulative */
     /* Redis Cluster: what the store met (the lock keeps its own slot map) */
     uint64_t cluster_moved;     /* -MOVED answers: a slot had moved */
     uint64_t cluster_ask;       /* -ASK answers: a slot was being migrated */
@@ -561,6 +619,13 @@ typedef struct market_audit_report {
     int64_t orders_escrow;   /* their units left times their price: must be total_escrow */
     size_t orders_misbooked; /* orders not in their item's book or their buyer's list, or
                                 entries of a book without an order: must be 0 */
+    /* auctions: an open one holds its item or units, and its highest bid in escrow */
+    size_t auctions;            /* open auctions found */
+    size_t items_in_auctions;   /* unique items they hold (counted in items_misplaced too) */
+    int64_t units_in_auctions;  /* units of goods they hold */
+    int64_t auctions_escrow;    /* their bids times their units: with orders_escrow, must be
+                                   total_escrow */
+    size_t auctions_unreadable; /* auction hashes that are no auction: must be 0 */
 } market_audit_report;
 
 /* A search of a realm's market (market_search()): the listings that match every filter
@@ -665,6 +730,36 @@ int market_sale_buyers(market_conn *c, const char *realm, const char *id,
 int market_player_get(market_conn *c, const char *realm, const char *id, market_player **out);
 int market_player_orders(market_conn *c, const char *realm, const char *player, market_bid **out,
                          size_t *n);
+int market_auction_get(market_conn *c, const char *realm, int64_t id, market_auction *out);
+
+#define MARKET_AUCTIONS_PAGE_MAX 1000 /* most auctions one page returns */
+#define MARKET_AUCTIONS_SCAN 1000     /* a seller's auctions one page of an item's reads */
+/* Which open auctions market_auctions_find() reads: a seller's, an item's, both, or every
+ * one (NULL each), ending before ending_before_ms (0: any), from offset (a page's
+ * next_offset), limit (1..MARKET_AUCTIONS_PAGE_MAX) of them. */
+typedef struct market_auction_query {
+    const char *item, *seller;
+    int64_t ending_before_ms;
+    size_t offset, limit;
+} market_auction_query;
+typedef struct market_auction_page {
+    market_auction *auctions; /* soonest to end first */
+    size_t n;
+    size_t total;       /* the open auctions that match (0 with both item and seller: unknown) */
+    size_t next_offset; /* the next page's offset (0: none) */
+} market_auction_page;
+int market_auctions_find(market_conn *c, const char *realm, const market_auction_query *q,
+                         market_auction_page *out);
+void market_auction_page_free(market_auction_page *p);
+/* The open auctions a player sells, and those whose highest bid is its. */
+typedef struct market_player_auctions_result {
+    int64_t selling[MARKET_AUCTIONS_PAGE_MAX];
+    size_t n_selling;
+    int64_t leading[MARKET_AUCTIONS_PAGE_MAX];
+    size_t n_leading;
+} market_player_auctions_result;
+int market_player_auctions(market_conn *c, const char *realm, const char *player,
+                           market_player_auctions_result *out);
 int market_book_get(market_conn *c, const char *realm, const char *item, size_t depth,
                     market_book *out);
 void market_player_free(market_player *p);
@@ -749,6 +844,8 @@ market_world *market_world_new(void);
 void market_world_free(market_world *w);
 int market_world_add_player(market_world *w, const char *id, const char *name, int64_t funds);
 int market_world_add_item(market_world *w, const char *owner, const char *item);
+int market_world_end_listing(market_world *w, const char *seller, const char *item,
+                             int64_t duration_s);
 int market_world_add_listing(market_world *w, const char *seller, const char *item,
                              int64_t price);
 int market_world_add_stack(market_world *w, const char *owner, const char *item, int64_t units);
@@ -762,6 +859,7 @@ int market_world_add_order(market_world *w, const char *buyer, const char *item,
                            int64_t price);
 int market_world_generate_orders(market_world *w, size_t players, size_t goods, size_t orders,
                                  uint64_t seed);
+int market_world_generate_ends(market_world *w, int64_t duration_s);
 int market_world_check(const market_world *w, char *why, size_t whylen);
 int market_world_store(market_conn *c, const char *realm, const market_world *w, int reset);
 int market_reindex(market_conn *c, const char *realm, size_t *listings);

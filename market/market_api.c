@@ -50,7 +50,8 @@ static void order_wake(market_order *o) { market__combine_wake(o->ud); }
 int market_order_run(market_conn *c, market_order *o) {
     market__combiner *lanes = c ? market__order_lanes(c->m, o) : NULL;
     if (!lanes) return MARKET_ERR_INVALID;
-    if (o->type == MARKET_ORDER_LIST && o->duration_s) { /* see market_ending_note() */
+    if ((o->type == MARKET_ORDER_LIST && o->duration_s) || o->type == MARKET_ORDER_AUCTION) {
+        /* ends the sweepers must find: see market_ending_note() */
         int rc = market_ending_note(c, o->realm);
         if (rc != MARKET_OK) return rc;
     }
@@ -283,7 +284,11 @@ void market_stats_get(const market *m, market_stats *out) {
     out->failovers = rconn_sentinel_failovers(mm->sentinel);
     out->expired = atomic_load(&mm->stats.expired);
     out->sweeps = atomic_load(&mm->stats.sweeps);
-    out->sweep_late_ms = atomic_load(&mm->stats.sweep_late_ms);
+    out->settled = atomic_load(&mm->stats.settled);
+    out->auctions_ended = atomic_load(&mm->stats.auctions_ended);
+    out->late_ms = atomic_load(&mm->stats.late_ms);
+    for (int i = 0; i < MARKET_LATE_BUCKETS; i++)
+        out->late_bucket[i] = atomic_load(&mm->stats.late_bucket[i]);
     rconn_cluster_stats cs;
     rconn_cluster_stats_get(mm->cluster, &cs);
     out->cluster_moved = cs.moved;

@@ -387,6 +387,50 @@ static int audit_card(redisReply *r, void *ud) {
     return MARKET_OK;
 }
 
+/* What audit_auction() adds to. */
+struct auction_audit {
+    market_audit_report *a;
+    struct itemlist *items;
+};
+
+static int audit_auction(redisReply *r, void *ud) {
+    struct auction_audit *x = ud;
+    market_auction au;
+    int64_t q, escrow;
+    if (market__reply_auction(r, 1, &au) != MARKET_OK) {
+        x->a->auctions_unreadable++;
+        return MARKET_OK;
+    }
+    if (au.state != MARKET_AUCTION_OPEN) return MARKET_OK; /* its goods went on */
+    x->a->auctions++;
+    q = au.quantity ? au.quantity : 1;
+    if (au.quantity == 0) {
+        x->a->items_in_auctions++;
+        if (itemlist_add(x->items, au.item, strlen(au.item)) < 0) return MARKET_ERR_NOMEM;
+    } else if (__builtin_add_overflow(x->a->units_in_auctions, au.quantity,
+                                      &x->a->units_in_auctions)) {
+        return MARKET_ERR_OVERFLOW;
+    }
+    if (__builtin_mul_overflow(au.bid, q, &escrow) ||
+        __builtin_add_overflow(x->a->auctions_escrow, escrow, &x->a->auctions_escrow))
+        return MARKET_ERR_OVERFLOW;
+    return MARKET_OK;
+}
+
+/* Adds realm's open auctions to *a, and their unique items to items. Returns MARKET_OK,
+ * ERR_STORE, ERR_OVERFLOW or ERR_NOMEM. */
+static int audit_auctions(market_conn *c, const char *realm, market_audit_report *a,
+                          struct itemlist *items) {
+    struct market__keylist keys = {0};
+    char pattern[MARKET__KEY_MAX];
+    market__key_auction(pattern, realm, -1);
+    int rc = market__scan_keys(c, pattern, &keys);
+    struct auction_audit x = {a, items};
+    if (rc == MARKET_OK) rc = per_key(c, &keys, market__rd_auction_at, audit_auction, &x);
+    market__keylist_free(&keys);
+    return rc;
+}
+
 /* Adds the escrow of realm's players (users) and its buy orders to *a: the
  * escrow, the orders' units left times their price, and the orders that
  * their books and their buyers' lists do not hold once each. Returns
@@ -476,6 +520,7 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
         }
     out->items_listed = z.listings;
     out->goods_listed = n_goods;
+    if ((rc = audit_auctions(c, realm, out, &items)) < 0) goto out;
     if (items.n) qsort(items.ids, items.n, sizeof *items.ids, cmp_id);
     for (size_t i = 1; i < items.n; i++)
         if (strcmp(items.ids[i - 1], items.ids[i]) == 0 &&

@@ -4,9 +4,11 @@
  * An attempt of any kind reads under WATCH, decides in queue order and
  * commits in one MULTI/EXEC. Its read is
  *   claims (SET NX PX, one a keyed order) | WATCH <the kind's keys> <the
- *   leases' lock keys and fencing records> <the records> | MGET of the
- *   fencing records (and the lock keys when they live in the store) | MGET
- *   of the records | <the kind's reads>
+ *   leases' lock keys and fencing records> <the records> <the settings>
+ *   <a sweep lease> | MGET of the fencing records (and the lock keys when
+ *   they live in the store) | MGET of the records | the settings | TIME |
+ *   GET of the sweep lease | <the kind's reads>
+ * (the settings, the clock and the sweep lease when the kind asks for them)
  * and market__frame_judge() judges everything but the kind's part: a claim
  * refused or the WATCH refused fails the batch, as a lease lost does. The
  * decision settles each keyed order by its record first (a replay, or an
@@ -37,6 +39,8 @@ static const market_idem *idem_of(const market_queued *q) {
 int market__frame_begin(market__frame *f, market__cbatch *cb, int need_token) {
     f->cb = cb;
     f->n = cb->n_open;
+    f->clock = 0;
+    f->lease_key = NULL;
     for (size_t i = 0; i < f->n; i++) {
         f->req[i] = cb->req[i]->order;
         need_token |= idem_of(cb->req[i]) != NULL;
@@ -74,6 +78,7 @@ void market__frame_watched(market__frame *f, const market__held *held, int keys,
         memcpy(f->k_settings, rl.settings, sizeof f->k_settings);
         market__buf_arg(r, f->k_settings);
     }
+    if (f->lease_key) market__buf_arg(r, f->lease_key);
     market__buf_end(r, 0);
     f->i_fence = r->n;
     if (held->n) market__held_read_buf(held, r);
@@ -81,6 +86,9 @@ void market__frame_watched(market__frame *f, const market__held *held, int keys,
     market__idem_set_read(&f->idem, r);
     f->i_settings = r->n;
     if (f->fees) market__rd_realm_settings(r, f->k_settings);
+    f->i_clock = r->n;
+    if (f->clock) market__rd_time(r);
+    if (f->lease_key) market__rd_lease(r, f->lease_key);
 }
 
 /* Judges the frame's replies (rep: the read's): returns MARKET_OK, or the
@@ -101,6 +109,14 @@ int market__frame_judge(market__frame *f, market_conn *c, const market__held *he
         return market__fail_reply(c, "reading idempotency records", mg);
     if (f->fees && market__reply_realm_settings(rep[f->i_settings], &f->settings) < 0)
         return market__fail(c, "the settings of realm %s are unreadable", f->cb->realm);
+    if (f->clock && market__reply_time(rep[f->i_clock], &f->now_ms) < 0)
+        return market__fail_reply(c, "reading the store's clock", rep[f->i_clock]);
+    const redisReply *l = f->lease_key ? rep[f->i_clock + (f->clock != 0)] : NULL;
+    f->lease[0] = '\0';
+    if (l && l->type == REDIS_REPLY_STRING && l->len < sizeof f->lease) {
+        memcpy(f->lease, l->str, l->len);
+        f->lease[l->len] = '\0';
+    }
     for (size_t i = 0; i < held->n; i++) { /* our own earlier commit of this lease */
         const redisReply *e = fr->type == REDIS_REPLY_ARRAY && i < fr->elements ? fr->element[i]
                                                                                  : NULL;

@@ -13,6 +13,8 @@
 #include "market/market_idem.h"
 #include "market/market_trade.h"
 
+#include <string.h>
+
 typedef struct market__frame {
     market__cbatch *cb;
     market_order *req[MARKET__BATCH_MAX]; /* cb's open orders, in order */
@@ -23,6 +25,13 @@ typedef struct market__frame {
     int fees;                         /* set by the kind: its orders pay the realm's fees (its read
                                          watches and reads the realm's settings) */
     size_t i_settings;                /* the read's reply: the settings (fees) */
+    int clock;                        /* set by the kind: its read reads the store's clock */
+    int64_t now_ms;                   /* then the store's clock as read (Unix ms) */
+    const char *lease_key; /* set by the kind: the sweep lease its orders' tokens name (NULL:
+                              none): WATCHed and read, so that an order under a lease another
+                              took over commits nothing (market__frame_lease_held()) */
+    char lease[LOCK_TOKEN_LEN + 1];   /* then its holder's token as read ("": none) */
+    size_t i_clock;                   /* the read's reply: the clock, then the lease */
     char k_settings[MARKET__KEY_MAX]; /* their key */
     market_settings settings;         /* the settings as read (fees) */
     unsigned char won[MARKET__BATCH_MAX]; /* decided MARKET_OK in this batch (not a replay) */
@@ -44,6 +53,11 @@ size_t market__frame_decide(market__frame *f, market__decide_one one, market__re
                             void *ks);
 void market__frame_trade(const market__frame *f, size_t i, int first, market__trade_rec rec,
                          market__trade_rec *t, size_t *t_req, size_t *n);
+/* Whether an order under token (NULL: none checked) still holds the frame's lease. */
+static inline int market__frame_lease_held(const market__frame *f, const char *token) {
+    return !token || strcmp(token, f->lease) == 0;
+}
+
 /* Order i succeeded in this batch (not a replay): it has writes. */
 static inline int market__frame_won(const market__frame *f, size_t i) { return f->won[i]; }
 

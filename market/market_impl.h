@@ -66,8 +66,9 @@ struct market {
     struct {
         _Atomic uint64_t purchases, purchased, batches, txn_aborts, lock_busy, lease_lost,
             store_errors, lock_acquired, lock_waits, lock_wait_us, not_replicated, cluster_tryagain,
-            cluster_down, sale_buys, sale_bought, sale_units, sale_batches, expired, sweeps;
-        _Atomic int64_t sweep_late_ms;
+            cluster_down, sale_buys, sale_bought, sale_units, sale_batches, expired, sweeps,
+            settled, late_ms, auctions_ended;
+        _Atomic uint64_t late_bucket[MARKET_LATE_BUCKETS];
         _Atomic uint64_t lock_wait_bucket[MARKET_WAIT_BUCKETS];
     } stats;
 };

@@ -47,8 +47,8 @@ void market__key(char *out, size_t outlen, const char *kind, const char *realm, 
 /* The kinds of keys a realm has, one "<kind>:{<realm>}:..." pattern each
  * (market_world.c deletes them all to reset a realm). */
 const char *const market__realm_kinds[MARKET__REALM_KINDS] = {
-    "users", "inventory", "stacks", "idem",  "idx", "trades",
-    "sale",  "hist",      "book",   "order", "bids"};
+    "users", "inventory", "stacks", "idem", "idx",     "trades",  "sale",
+    "hist",  "book",      "order",  "bids", "auction", "auctions"};
 
 /* Writes the key of player id's hash in realm (its name and funds; "*": the
  * pattern of every player's) into out (MARKET__KEY_MAX bytes). */
@@ -99,6 +99,23 @@ void market__key_bids(char *out, const char *realm, const char *player) {
     market__key(out, MARKET__KEY_MAX, market__realm_kinds[10], realm, player);
 }
 
+/* Writes the key of auction id's hash in realm into out (MARKET__KEY_MAX bytes); id < 0:
+ * the pattern of every auction's. */
+void market__key_auction(char *out, const char *realm, int64_t id) {
+    char s[24] = "*";
+    if (id >= 0) market__i64_str(s, id);
+    market__key(out, MARKET__KEY_MAX, market__realm_kinds[11], realm, s);
+}
+
+/* Writes the key of one of realm's indexes of open auctions (ids scored by their ends)
+ * into out (MARKET__KEY_MAX bytes): by "open" (every one; id NULL), "i" (an item's), "s" (a
+ * seller's) or "b" (those bidder id leads). */
+void market__key_auctions(char *out, const char *realm, const char *by, const char *id) {
+    char what[MARKET_ID_MAX + 8];
+    market__join(what, sizeof what, by, id ? ":" : "", id ? id : "", (const char *)NULL);
+    market__key(out, MARKET__KEY_MAX, market__realm_kinds[12], realm, what);
+}
+
 /* Writes order id as a member of its item's book: zero-padded, so that the
  * members of one price sort by id, oldest first (price-time priority). */
 void market__bid_member(char out[MARKET__BID_MEMBER_MAX], int64_t id) {
@@ -131,6 +148,8 @@ void market__realm_init(market__realm *r, const char *realm) {
     market__join(r->orders, sizeof r->orders, "market:{", realm, "}:orders", (const char *)NULL);
     market__join(r->ends, sizeof r->ends, "market:{", realm, "}:ends", (const char *)NULL);
     market__join(r->sweep, sizeof r->sweep, "lock:sweep:{", realm, "}", (const char *)NULL);
+    market__join(r->auctions, sizeof r->auctions, "market:{", realm, "}:auctions",
+                 (const char *)NULL);
 }
 
 /* Writes the key of the lease of the run seeding realm, "market:{<realm>}:seeding", into

@@ -80,10 +80,7 @@ struct listing_batch {
     int64_t rest[MARKET__BATCH_MAX]; /* list: the units listed, after those sold into a book */
     int64_t end_set[MARKET__BATCH_MAX]; /* the listing's new end (0: none written) */
     int end_drop[MARKET__BATCH_MAX];    /* its end goes */
-    int64_t now_ms;                     /* the store's clock, as read */
-    int lease_check;                    /* endings under a sweep lease: it is read */
-    char lease[LOCK_TOKEN_LEN + 1];     /* then its holder's token as read ("": none) */
-    size_t i_time;
+
     market__idx_entry ix[MARKET__BATCH_MAX];
     size_t i_own;
     /* with a listing fee: the sellers of list orders, their funds, and the fees' way */
@@ -112,7 +109,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     market__realm_init(&b->realm, cb->realm);
     int rc = market__frame_begin(&b->f, cb, 0); /* an unlist has no key: it never replays */
     b->f.fees = 1;
-    b->lease_check = 0;
+    b->f.clock = 1; /* ends are by the store's clock */
     for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
         market_order *o = b->f.req[i];
         market__join(b->member[i], sizeof b->member[i], o->item, ".", o->player,
@@ -126,7 +123,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
                 break;
             }
         if (cb->policy == MARKET__POLICY_EACH) market__cbatch_lock(cb, "item", b->member[i]);
-        b->lease_check |= o->type == MARKET_ORDER_EXPIRE && o->token;
+        if (o->type == MARKET_ORDER_EXPIRE && o->token) b->f.lease_key = b->realm.sweep;
         if (sells_into_book(b, i)) {
             market__key_book(b->k_book[i], b->realm.id, o->item);
             market__i64_str(b->lo[i], -o->price);
@@ -146,7 +143,6 @@ static void read_build(const market *m, const market__held *held, struct listing
         market__buf_arg(r, b->realm.units);
         market__buf_arg(r, b->realm.ends);
     }
-    if (b->lease_check) market__buf_arg(r, b->realm.sweep);
     for (size_t i = 0; i < b->f.n; i++) {
         market__buf_arg(r, b->k_inv[i]);
         market__buf_arg(r, b->k_stacks[i]);
@@ -164,23 +160,6 @@ static void read_build(const market *m, const market__held *held, struct listing
     for (size_t i = 0; i < b->f.n; i++)
         if (sells_into_book(b, i))
             market__rd_book_from(r, b->k_book[i], b->lo[i], MARKET__BIDS_SCAN);
-    b->i_time = r->n;
-    market__rd_time(r);
-    if (b->lease_check) market__rd_lease(r, b->realm.sweep);
-}
-
-/* Reads the store's clock and the sweep lease's holder from rep (the read's replies).
- * Returns MARKET_OK, or ERR_STORE. */
-static int read_clock(market_conn *c, struct listing_batch *b, redisReply **rep) {
-    if (market__reply_time(rep[b->i_time], &b->now_ms) < 0)
-        return market__fail_reply(c, "reading the store's clock", rep[b->i_time]);
-    b->lease[0] = '\0';
-    const redisReply *l = b->lease_check ? rep[b->i_time + 1] : NULL;
-    if (l && l->type == REDIS_REPLY_STRING && l->len < sizeof b->lease) {
-        memcpy(b->lease, l->str, l->len);
-        b->lease[l->len] = '\0';
-    }
-    return MARKET_OK;
 }
 
 /* With a listing fee, or buy orders to sell into: WATCHes the sellers of
@@ -231,7 +210,6 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         b->listed_units[i] = market__reply_units(o[3]);
         b->end[i] = market__reply_end(o[4]);
     }
-    if (rc == MARKET_OK) rc = read_clock(c, b, rep);
     market__bids_begin(&b->t);
     for (size_t i = 0, k = b->i_books; rc == MARKET_OK && i < b->f.n; i++)
         if (sells_into_book(b, i)) rc = market__bids_offers(c, &b->t, i, rep[k++], b->k_book[i]);
@@ -302,7 +280,7 @@ static int sell_then_pay(struct listing_batch *b, size_t i, int64_t q, int64_t *
 static void list_end(struct listing_batch *b, size_t i, size_t f) {
     const market_order *o = b->f.req[i];
     int64_t dur = o->duration_s ? o->duration_s : b->f.settings.list_duration_s;
-    int64_t end = dur > 0 ? b->now_ms + dur * 1000 : 0;
+    int64_t end = dur > 0 ? b->f.now_ms + dur * 1000 : 0;
     b->end_set[i] = 0;
     b->end_drop[i] = 0;
     if (b->listed_before[i] <= 0 && end == 0) {       /* a new listing without an end */
@@ -381,10 +359,10 @@ static int decide_unlist(struct listing_batch *b, size_t i, size_t f) {
 static int decide_expire(struct listing_batch *b, size_t i, size_t f) {
     const market_order *o = b->f.req[i];
     market_unlist_result *res = &b->f.req[i]->res.unlist;
-    if (o->token && strcmp(o->token, b->lease) != 0) return MARKET_ERR_LEASE_LOST;
+    if (!market__frame_lease_held(&b->f, o->token)) return MARKET_ERR_LEASE_LOST;
     if (b->end[f] == MARKET__END_UNREADABLE) return MARKET_ERR_STORE;
-    if (b->end[f] == MARKET__NO_END || b->end[f] > b->now_ms) return MARKET_ERR_NOT_LISTED;
-    int64_t late = b->now_ms - b->end[f];
+    if (b->end[f] == MARKET__NO_END || b->end[f] > b->f.now_ms) return MARKET_ERR_NOT_LISTED;
+    int64_t late = b->f.now_ms - b->end[f];
     int rc = MARKET_OK;
     if (b->listed[f] == MARKET__NOT_LISTED) { /* bought meanwhile: its end alone goes */
         b->end_drop[i] = 1;

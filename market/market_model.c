@@ -61,6 +61,7 @@
 #define C_XREVRANGE "XREVRANGE"
 #define C_ZADD "ZADD"
 #define C_ZCARD "ZCARD"
+#define C_ZCOUNT "ZCOUNT"
 #define C_ZMSCORE "ZMSCORE"
 #define C_ZRANGE "ZRANGE"
 #define C_ZREM "ZREM"
@@ -392,6 +393,129 @@ void market__fx_bid_gone(market__buf *b, const char *realm, const market_bid *bi
     market__buf_cmd(b, 2, C_DEL, k[0]);
     market__buf_cmd(b, 3, C_ZREM, k[1], market__buf_join(b, member, (const char *)NULL));
     market__buf_cmd(b, 3, C_ZREM, k[2], market__buf_i64(b, bid->id));
+}
+
+/* ---- auctions (market_auction.c) ---- */
+
+/* The fields of an auction's hash, in the order market__rd_auction() reads them. */
+#define AUCTION_FIELDS MARKET__AUCTION_FIELDS
+static const char *const auction_fields[AUCTION_FIELDS] = {"seller", "item", "quantity", "start",
+                                                           "buyout", "step", "ends",     "bidder",
+                                                           "bid",    "bids", "state",    "fee"};
+const char *const market__auction_states[3] = {"open", "sold", "unsold"}; /* by state */
+
+/* The auction whose hash is key (market__key_auction()): its fields (market__reply_auction()). */
+void market__rd_auction_at(market__buf *b, const char *key) {
+    market__buf_begin(b, C_HMGET, key);
+    for (size_t i = 0; i < AUCTION_FIELDS; i++)
+        market__buf_arg(b, auction_fields[i]);
+    market__buf_end(b, 0);
+}
+
+/* Auction id's fields (market__reply_auction()). */
+void market__rd_auction(market__buf *b, const char *realm, int64_t id) {
+    char key[MARKET__KEY_MAX];
+    market__key_auction(key, realm, id);
+    market__rd_auction_at(b, market__buf_join(b, key, (const char *)NULL));
+}
+
+/* Auction a is as it says: its hash written whole. */
+void market__fx_auction_put(market__buf *b, const char *realm, const market_auction *a) {
+    char key[MARKET__KEY_MAX];
+    market__key_auction(key, realm, a->id);
+    const char *v[AUCTION_FIELDS] = {market__buf_join(b, a->seller, (const char *)NULL),
+                                     market__buf_join(b, a->item, (const char *)NULL),
+                                     market__buf_i64(b, a->quantity),
+                                     market__buf_i64(b, a->start_bid),
+                                     market__buf_i64(b, a->buyout),
+                                     market__buf_i64(b, a->step),
+                                     market__buf_i64(b, a->ends_ms),
+                                     market__buf_join(b, a->bidder, (const char *)NULL),
+                                     market__buf_i64(b, a->bid),
+                                     market__buf_i64(b, a->bids),
+                                     market__auction_states[a->state],
+                                     market__buf_i64(b, a->fee)};
+    market__buf_begin(b, C_HSET, market__buf_join(b, key, (const char *)NULL));
+    for (size_t i = 0; i < AUCTION_FIELDS; i++) {
+        market__buf_arg(b, auction_fields[i]);
+        market__buf_arg(b, v[i]);
+    }
+    market__buf_end(b, 0);
+}
+
+/* Open auction a enters (add) or leaves the realm's, its item's and its seller's indexes
+ * of open auctions (scored by its end). */
+void market__fx_auction_index(market__buf *b, const char *realm, const market_auction *a, int add) {
+    char key[MARKET__KEY_MAX];
+    const char *by[3] = {"open", "i", "s"}, *id[3] = {NULL, a->item, a->seller};
+    const char *member = market__buf_i64(b, a->id);
+    for (size_t i = 0; i < 3; i++) {
+        market__key_auctions(key, realm, by[i], id[i]);
+        const char *k = market__buf_join(b, key, (const char *)NULL);
+        if (add)
+            market__buf_cmd(b, 4, C_ZADD, k, market__buf_i64(b, a->ends_ms), member);
+        else
+            market__buf_cmd(b, 3, C_ZREM, k, member);
+    }
+}
+
+/* Open auction a enters (add) or leaves the index of those player leads. */
+void market__fx_auction_led(market__buf *b, const char *realm, const char *player,
+                            const market_auction *a, int add) {
+    char key[MARKET__KEY_MAX];
+    market__key_auctions(key, realm, "b", player);
+    const char *k = market__buf_join(b, key, (const char *)NULL);
+    if (add)
+        market__buf_cmd(b, 4, C_ZADD, k, market__buf_i64(b, a->ends_ms), market__buf_i64(b, a->id));
+    else
+        market__buf_cmd(b, 3, C_ZREM, k, market__buf_i64(b, a->id));
+}
+
+/* An ended auction's hash is kept MARKET_AUCTION_KEPT_S more, then goes. */
+void market__fx_auction_keep(market__buf *b, const char *realm, int64_t id) {
+    char key[MARKET__KEY_MAX];
+    market__key_auction(key, realm, id);
+    market__buf_cmd(b, 3, C_EXPIRE, market__buf_join(b, key, (const char *)NULL),
+                    market__buf_i64(b, MARKET_AUCTION_KEPT_S));
+}
+
+/* Auction id's end, "@<id>" among the realm's ends (the sweeper's), is ends_ms (add), or
+ * goes. */
+void market__fx_auction_end(market__buf *b, const market__realm *r, int64_t id, int64_t ends_ms,
+                            int add) {
+    char member[24 + 1] = MARKET__END_AUCTION;
+    market__i64_str(member + 1, id);
+    if (add)
+        market__fx_end_set(b, r, market__buf_join(b, member, (const char *)NULL), ends_ms);
+    else
+        market__fx_end_drop(b, r, market__buf_join(b, member, (const char *)NULL));
+}
+
+/* The realm's last auction id becomes id. */
+void market__fx_auctions_last(market__buf *b, const market__realm *r, int64_t id) {
+    market__buf_cmd(b, 3, C_SET, r->auctions, market__buf_i64(b, id));
+}
+
+/* A page of an index of open auctions: its count up to hi ("+inf", or "(<ms>") and the
+ * ids from offset, at most limit (ZCOUNT, ZRANGE BYSCORE ... LIMIT). */
+void market__rd_auctions_page(market__buf *b, const char *key, const char *hi, size_t offset,
+                              size_t limit) {
+    const char *h = market__buf_join(b, hi, (const char *)NULL);
+    market__buf_cmd(b, 4, C_ZCOUNT, key, "-inf", h);
+    const char *argv[] = {C_ZRANGE,
+                          key,
+                          "-inf",
+                          h,
+                          "BYSCORE",
+                          "LIMIT",
+                          market__buf_i64(b, (int64_t)offset),
+                          market__buf_i64(b, (int64_t)limit)};
+    market__buf_cmdv(b, (int)(sizeof argv / sizeof *argv), argv);
+}
+
+/* The realm's last auction id (market__reply_orders_last() reads it). */
+void market__rd_auctions_last(market__buf *b, const market__realm *r) {
+    market__buf_cmd(b, 2, C_GET, r->auctions);
 }
 
 /* The realm's last buy order id becomes id. */

@@ -138,6 +138,22 @@ void market__rd_end(market__buf *b, const market__realm *r, const char *member);
 void market__rd_ends_first(market__buf *b, const market__realm *r, size_t n);
 void market__rd_ending(market__buf *b);
 void market__rd_lease(market__buf *b, const char *lock_key);
+/* auctions (market_auction.c) */
+#define MARKET__AUCTION_FIELDS 12                   /* an auction's hash, read whole */
+extern const char *const market__auction_states[3]; /* by enum market_auction_state */
+void market__rd_auction(market__buf *b, const char *realm, int64_t id);
+void market__rd_auction_at(market__buf *b, const char *key);
+void market__rd_auctions_last(market__buf *b, const market__realm *r);
+void market__rd_auctions_page(market__buf *b, const char *key, const char *hi, size_t offset,
+                              size_t limit);
+void market__fx_auction_put(market__buf *b, const char *realm, const market_auction *a);
+void market__fx_auction_index(market__buf *b, const char *realm, const market_auction *a, int add);
+void market__fx_auction_led(market__buf *b, const char *realm, const char *player,
+                            const market_auction *a, int add);
+void market__fx_auction_keep(market__buf *b, const char *realm, int64_t id);
+void market__fx_auction_end(market__buf *b, const market__realm *r, int64_t id, int64_t ends_ms,
+                            int add);
+void market__fx_auctions_last(market__buf *b, const market__realm *r, int64_t id);
 void market__rd_cheapest(market__buf *b, const char *index_key, const char *hi,
                          const char *scan);
 void market__rd_ping(market__buf *b);
@@ -214,6 +230,7 @@ int market__reply_change(const redisReply *e, market_change *ch);
 int market__reply_entries(const redisReply *r, size_t max, int changes, void **out, size_t *n);
 int market__reply_orders_last(const redisReply *r, int64_t *id);
 int market__reply_order(const redisReply *r, int64_t id, market_bid *out);
+int market__reply_auction(const redisReply *r, int64_t id, market_auction *out);
 int market__reply_book_id(const redisReply *member, int64_t *id);
 
 #endif /* GM_MARKET_MARKET_MODEL_H */

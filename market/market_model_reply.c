@@ -362,6 +362,45 @@ int market__reply_order(const redisReply *r, int64_t id, market_bid *out) {
     return MARKET_OK;
 }
 
+/* Reads an auction's fields (market__rd_auction()'s HMGET) into *out. Returns MARKET_OK,
+ * MARKET_ERR_NO_AUCTION (none), MARKET_ERR_STORE (not one). */
+int market__reply_auction(const redisReply *r, int64_t id, market_auction *out) {
+    memset(out, 0, sizeof *out);
+    out->id = id;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != MARKET__AUCTION_FIELDS)
+        return MARKET_ERR_STORE;
+    size_t nil = 0;
+    for (size_t i = 0; i < MARKET__AUCTION_FIELDS; i++) {
+        nil += r->element[i]->type == REDIS_REPLY_NIL;
+        if (r->element[i]->type != REDIS_REPLY_NIL && r->element[i]->type != REDIS_REPLY_STRING)
+            return MARKET_ERR_STORE;
+    }
+    if (nil == MARKET__AUCTION_FIELDS) return MARKET_ERR_NO_AUCTION;
+    if (nil) return MARKET_ERR_STORE;
+    const redisReply *const *e = (const redisReply *const *)r->element;
+    if (e[0]->len > MARKET_ID_MAX || e[1]->len > MARKET_ID_MAX || e[7]->len > MARKET_ID_MAX)
+        return MARKET_ERR_STORE;
+    memcpy(out->seller, e[0]->str, e[0]->len);
+    memcpy(out->item, e[1]->str, e[1]->len);
+    memcpy(out->bidder, e[7]->str, e[7]->len);
+    int64_t *v[MARKET__AUCTION_FIELDS] = {NULL,         NULL,       &out->quantity, &out->start_bid,
+                                          &out->buyout, &out->step, &out->ends_ms,  NULL,
+                                          &out->bid,    &out->bids, NULL,           &out->fee};
+    for (size_t i = 0; i < MARKET__AUCTION_FIELDS; i++)
+        if (v[i] && (market__reply_i64(e[i], v[i]) < 0 || *v[i] < 0)) return MARKET_ERR_STORE;
+    out->state = -1;
+    for (int s = 0; s < 3; s++)
+        if (e[10]->len == strlen(market__auction_states[s]) &&
+            memcmp(e[10]->str, market__auction_states[s], e[10]->len) == 0)
+            out->state = s;
+    if (out->state < 0 || !market_id_valid(out->seller) || !market_id_valid(out->item) ||
+        (out->bidder[0] && !market_id_valid(out->bidder)) || out->start_bid < 1 || out->step < 1 ||
+        (out->bid && !out->bidder[0]) ||
+        out->bid > INT64_MAX / (out->quantity ? out->quantity : 1)) /* its escrow fits */
+        return MARKET_ERR_STORE;
+    return MARKET_OK;
+}
+
 /* Reads a book's member (market__bid_member()) into *id. Returns 0, or -1
  * when it is not one. */
 int market__reply_book_id(const redisReply *member, int64_t *id) {

@@ -42,6 +42,30 @@ static int unlist_ok(const market_order *o) {
     return market_id_valid(o->realm) && market_id_valid(o->player) && market_id_valid(o->item);
 }
 
+/* Whether a new auction can be served: its goods, prices (a lot's total fits an int64 at
+ * the buyout, or at MARKET_PRICE_MAX without one, the most a bid may be) and duration. */
+static int auction_ok(const market_order *o) {
+    int64_t q = o->quantity ? o->quantity : 1;
+    int64_t top = o->buyout ? o->buyout : MARKET_PRICE_MAX;
+    return market_id_valid(o->realm) && market_id_valid(o->player) && market_id_valid(o->item) &&
+           o->quantity >= 0 && o->quantity <= MARKET_QUANTITY_MAX && o->price >= 1 &&
+           o->price <= MARKET_PRICE_MAX && o->buyout >= 0 && o->buyout <= MARKET_PRICE_MAX &&
+           (o->buyout == 0 || o->buyout >= o->price) && o->step >= 0 &&
+           o->step <= MARKET_PRICE_MAX && top <= INT64_MAX / q && o->duration_s >= 1 &&
+           o->duration_s <= MARKET_DURATION_MAX_S && market__idem_valid(o->idem);
+}
+
+/* Whether a bid can be served. */
+static int auction_bid_ok(const market_order *o) {
+    return market_id_valid(o->realm) && market_id_valid(o->player) && o->id >= 1 && o->price >= 1 &&
+           o->price <= MARKET_PRICE_MAX && market__idem_valid(o->idem);
+}
+
+/* Whether an auction's ending can be served. */
+static int auction_end_ok(const market_order *o) {
+    return market_id_valid(o->realm) && o->id >= 1;
+}
+
 /* Whether a sale buy can be served (market_sale_buy()'s check). */
 static int sale_buy_ok(const market_order *o) {
     return market__sale_args_ok(o->realm, o->sale, o->player, o->quantity, o->idem);
@@ -64,6 +88,9 @@ static const struct order_type {
     [MARKET_ORDER_CANCEL] = {cancel_ok, &market__cancel_kind, 0, 0},
     [MARKET_ORDER_SELL] = {buy_ok, &market__sell_kind, 0, 0}, /* the same checks */
     [MARKET_ORDER_EXPIRE] = {unlist_ok, &market__listing_kind, 0, 0},
+    [MARKET_ORDER_AUCTION] = {auction_ok, &market__auction_kind, 0, 0},
+    [MARKET_ORDER_AUCTION_BID] = {auction_bid_ok, &market__auction_kind, 0, 0},
+    [MARKET_ORDER_AUCTION_END] = {auction_end_ok, &market__auction_kind, 0, 0},
 };
 
 /* Returns o's type when m can serve o (its arguments pass its type's
@@ -150,6 +177,14 @@ int market__order_submit(market *m, market_order *o) {
     case MARKET_ORDER_UNLIST:
     case MARKET_ORDER_EXPIRE:
     case MARKET_ORDER_CANCEL: break;
+    case MARKET_ORDER_AUCTION_END: /* never replays; sells with a trade */
+        trade_id = o->res.auction.trade_id;
+        break;
+    case MARKET_ORDER_AUCTION:
+    case MARKET_ORDER_AUCTION_BID:
+        replayed = &o->res.auction.replayed;
+        trade_id = o->res.auction.trade_id; /* when it sold (a buyout) */
+        break;
     case MARKET_ORDER_SELL:
         replayed = &o->res.sell.replayed;
         trade_id = o->res.sell.trade_id;

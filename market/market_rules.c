@@ -343,3 +343,25 @@ int market__list_rule(int unique_held, int64_t stacked, int64_t quantity, int64_
     *stack = 1;
     return MARKET_OK;
 }
+
+/* ---- auctions ---- */
+
+/* The least bid auction a takes now: its start, or its highest bid and its step (capped at
+ * MARKET_PRICE_MAX). This function can't fail. */
+int64_t market__auction_min_bid(const market_auction *a) {
+    if (!a->bidder[0]) return a->start_bid;
+    return a->bid > MARKET_PRICE_MAX - a->step ? MARKET_PRICE_MAX : a->bid + a->step;
+}
+
+/* Whether bidder may bid amount on auction a at now_ms (the store's clock): MARKET_OK, or
+ * ERR_AUCTION_CLOSED (settled, or its end has come), ERR_OWN_AUCTION (its seller),
+ * ERR_BID_TOO_LOW (*min_bid: the least it takes; its highest bidder may raise its own bid
+ * as anyone else would). This function can't fail. */
+int market__bid_rule(const market_auction *a, const char *bidder, int64_t amount, int64_t now_ms,
+                     int64_t *min_bid) {
+    *min_bid = market__auction_min_bid(a);
+    if (a->state != MARKET_AUCTION_OPEN || now_ms >= a->ends_ms) return MARKET_ERR_AUCTION_CLOSED;
+    if (strcmp(a->seller, bidder) == 0) return MARKET_ERR_OWN_AUCTION;
+    if (amount < *min_bid) return MARKET_ERR_BID_TOO_LOW;
+    return MARKET_OK;
+}

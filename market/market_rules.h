@@ -68,6 +68,9 @@ typedef struct market__offer {
 #define MARKET__FILL_SELL 2 /* market__fill(): the offers are buy orders, dearest first */
 int market__fill(market__offer *offers, size_t n, const char *self, int64_t quantity, int64_t limit,
                  int flags, int64_t *available, int64_t *total);
+int64_t market__auction_min_bid(const market_auction *a);
+int market__bid_rule(const market_auction *a, const char *bidder, int64_t amount, int64_t now_ms,
+                     int64_t *min_bid);
 int market__list_rule(int unique_held, int64_t stacked, int64_t quantity, int64_t listed_price,
                       int64_t listed_units, int64_t price, int *stack);
 int market__purchase_apply(int64_t price, int64_t expect_price, market__party *buyer,

@@ -1,6 +1,6 @@
 /* market_sweep.c - the sweeper: a thread of every server that settles what
- * falls due at a time, not on a request (today: listings whose end has
- * come), exactly once, whichever server is alive.
+ * falls due at a time, not on a request (listings and auctions whose end
+ * has come), exactly once, whichever server is alive.
  *
  * DESIGN
  * The realms whose listings may end are a set in the store
@@ -10,11 +10,12 @@
  * tries its sweep lease (lock:sweep:{r}) with the lock layer, without
  * waiting: a realm another server sweeps is left to it. Holding the lease
  * (a watchdog renews it, up to SWEEP_HOLD_MS), it reads the store's clock
- * and the first SWEEP_BATCH ends of market:{r}:ends, queues an ending
- * (MARKET_ORDER_EXPIRE) for each one due, waits for their outcomes, and goes
- * on while a whole batch was due; then it gives the lease up.
+ * and the first SWEEP_BATCH ends of market:{r}:ends, queues an ending for
+ * each one due (a listing's MARKET_ORDER_EXPIRE, an auction's "@<id>"
+ * MARKET_ORDER_AUCTION_END), waits for their outcomes, and goes on while a
+ * whole batch was due; then it gives the lease up.
  *
- * An ending is an order of the listing kind (market_listing.c): it is
+ * An ending is an order of the listing or the auction kind: it is
  * decided against the end as read under the batch's guard, so it commits at
  * most once, whoever queued it and however often, and it carries the
  * lease's token, which the commit checks (when the lock lives in the store):
@@ -47,6 +48,7 @@ struct market__sweeper {
     market_order order[SWEEP_BATCH];
     char item[SWEEP_BATCH][MARKET_ID_MAX + 1];
     char seller[SWEEP_BATCH][MARKET_ID_MAX + 1];
+    int64_t auction[SWEEP_BATCH]; /* an auction's ending (its id), or 0: a listing's */
     char realm[MARKET_REALM_MAX + 1];
     char token[LOCK_TOKEN_LEN + 1];
 };
@@ -117,6 +119,13 @@ static int due_read(market_conn *c, struct market__sweeper *sw, const market__re
         const redisReply *mem = z->element[i];
         int64_t end = market__reply_end(z->element[i + 1]);
         if (end < 0 || end > now) break; /* sorted by end: the rest are later */
+        sw->auction[n] = 0;
+        if (mem->type == REDIS_REPLY_STRING && mem->len > 1 && mem->str[0] == '@') {
+            if (market__parse_i64(mem->str + 1, mem->len - 1, &sw->auction[n]) == 0 &&
+                sw->auction[n] > 0)
+                n++; /* "@<id>": an auction's (MARKET__END_AUCTION) */
+            continue;
+        }
         const char *dot = mem->type == REDIS_REPLY_STRING ? memchr(mem->str, '.', mem->len) : NULL;
         size_t li = dot ? (size_t)(dot - mem->str) : 0, ls = dot ? mem->len - li - 1 : 0;
         if (!dot || li == 0 || li > MARKET_ID_MAX || ls == 0 || ls > MARKET_ID_MAX) continue;
@@ -136,16 +145,22 @@ static int due_read(market_conn *c, struct market__sweeper *sw, const market__re
  * failure that is not "nothing due" (MARKET_ERR_LEASE_LOST: stop). */
 static int endings_run(struct market__sweeper *sw, int n, const char *token) {
     market *m = sw->m;
-    int64_t late = -1;
+    static const int64_t bounds[MARKET_LATE_BUCKETS - 1] = {MARKET_LATE_BUCKETS_MS};
     int rc = MARKET_OK;
     for (int i = 0; i < n; i++) {
-        sw->order[i] = (market_order){.type = MARKET_ORDER_EXPIRE,
-                                      .realm = sw->realm,
-                                      .player = sw->seller[i],
-                                      .item = sw->item[i],
-                                      .token = token,
-                                      .done = ending_done,
-                                      .ud = sw};
+        sw->order[i] = sw->auction[i] ? (market_order){.type = MARKET_ORDER_AUCTION_END,
+                                                       .realm = sw->realm,
+                                                       .id = sw->auction[i],
+                                                       .token = token,
+                                                       .done = ending_done,
+                                                       .ud = sw}
+                                      : (market_order){.type = MARKET_ORDER_EXPIRE,
+                                                       .realm = sw->realm,
+                                                       .player = sw->seller[i],
+                                                       .item = sw->item[i],
+                                                       .token = token,
+                                                       .done = ending_done,
+                                                       .ud = sw};
         pthread_mutex_lock(&sw->mu);
         sw->pending++;
         pthread_mutex_unlock(&sw->mu);
@@ -164,13 +179,21 @@ static int endings_run(struct market__sweeper *sw, int n, const char *token) {
     for (int i = 0; i < n; i++) {
         const market_order *o = &sw->order[i];
         if (o->rc == MARKET_OK) {
-            if (o->res.unlist.units) MARKET__COUNT(m, expired);
-            if (o->res.unlist.late_ms > late) late = o->res.unlist.late_ms;
-        } else if (o->rc != MARKET_ERR_NOT_LISTED && rc == MARKET_OK) {
+            int auction = o->type == MARKET_ORDER_AUCTION_END;
+            int64_t late = auction ? o->res.auction.late_ms : o->res.unlist.late_ms;
+            size_t b = 0;
+            while (b < MARKET_LATE_BUCKETS - 1 && late > bounds[b])
+                b++;
+            if (!auction && o->res.unlist.units) MARKET__COUNT(m, expired);
+            if (auction) MARKET__COUNT(m, auctions_ended);
+            MARKET__COUNT(m, settled);
+            atomic_fetch_add_explicit(&m->stats.late_ms, (uint64_t)late, memory_order_relaxed);
+            atomic_fetch_add_explicit(&m->stats.late_bucket[b], 1, memory_order_relaxed);
+        } else if (o->rc != MARKET_ERR_NOT_LISTED && o->rc != MARKET_ERR_AUCTION_CLOSED &&
+                   o->rc != MARKET_ERR_NO_AUCTION && rc == MARKET_OK) { /* not: nothing due */
             rc = o->rc;
         }
     }
-    if (late >= 0) atomic_store(&m->stats.sweep_late_ms, late);
     return rc;
 }
 

@@ -56,6 +56,7 @@ struct witem {
     char owner[MARKET_ID_MAX + 1];
     int64_t price; /* 0: held in the owner's inventory; > 0: listed by the owner */
     int64_t units; /* 0: a unique item; > 0: that many units of a stackable good */
+    int64_t duration_s; /* a listing's: it ends this long after it is stored (0: never) */
 };
 
 /* A buy order resting in its good's book (market_world_add_order()). */
@@ -121,10 +122,9 @@ static int add_item(market_world *w, const char *owner, const char *item, int64_
     if (market__grow((void **)&w->items, &w->cap_items, w->n_items + 1, sizeof *w->items) < 0)
         return MARKET_ERR_NOMEM;
     struct witem *it = &w->items[w->n_items++];
+    *it = (struct witem){.price = price, .units = units}; /* no end until one is given */
     snprintf(it->item, sizeof it->item, "%s", item);
     snprintf(it->owner, sizeof it->owner, "%s", owner);
-    it->price = price;
-    it->units = units;
     return MARKET_OK;
 }
 
@@ -153,6 +153,32 @@ int market_world_add_units_listing(market_world *w, const char *seller, const ch
 int market_world_add_listing(market_world *w, const char *seller, const char *item, int64_t price) {
     if (price < 1 || price > MARKET_PRICE_MAX) return MARKET_ERR_INVALID;
     return add_item(w, seller, item, price, 0);
+}
+
+/* Makes seller's listing of item (the latest added) end duration_s (1..MARKET_DURATION_MAX_S)
+ * after the world is stored, by the store's clock, as a list with that duration would.
+ * Returns MARKET_OK, or ERR_INVALID (no such listing, a bad duration). */
+int market_world_end_listing(market_world *w, const char *seller, const char *item,
+                             int64_t duration_s) {
+    if (!w || !seller || !item || duration_s < 1 || duration_s > MARKET_DURATION_MAX_S)
+        return MARKET_ERR_INVALID;
+    for (size_t i = w->n_items; i-- > 0;) {
+        struct witem *it = &w->items[i];
+        if (it->price > 0 && strcmp(it->item, item) == 0 && strcmp(it->owner, seller) == 0) {
+            it->duration_s = duration_s;
+            return MARKET_OK;
+        }
+    }
+    return MARKET_ERR_INVALID;
+}
+
+/* Makes every listing of w end duration_s (1..MARKET_DURATION_MAX_S) after the world is
+ * stored (market_world_end_listing() of each). Returns MARKET_OK or ERR_INVALID. */
+int market_world_generate_ends(market_world *w, int64_t duration_s) {
+    if (!w || duration_s < 1 || duration_s > MARKET_DURATION_MAX_S) return MARKET_ERR_INVALID;
+    for (size_t i = 0; i < w->n_items; i++)
+        if (w->items[i].price > 0) w->items[i].duration_s = duration_s;
+    return MARKET_OK;
 }
 
 /* Rests a buy order of buyer for quantity (1..MARKET_QUANTITY_MAX) units of
@@ -511,8 +537,9 @@ static int step_add(struct seed_steps *st, market__buf *w, size_t elems) {
 }
 
 /* Deletes realm's keys (a reset): those matching its kinds' patterns, found by SCAN, then its
- * market, units, trades, settings, order counter and listings' ends, UNLINK_CHUNK keys an UNLINK (a
- * large key is freed apart from Redis's main thread). Returns MARKET_OK, ERR_STORE or ERR_NOMEM. */
+ * market, units, trades, settings, order and auction counters and ends, UNLINK_CHUNK keys an UNLINK
+ * (a large key is freed apart from Redis's main thread). Returns MARKET_OK, ERR_STORE or ERR_NOMEM.
+ */
 static int realm_reset(struct seed_steps *st, market__buf *w, const market__realm *rl) {
     struct market__keylist keys = {0};
     int rc = MARKET_OK;
@@ -526,10 +553,10 @@ static int realm_reset(struct seed_steps *st, market__buf *w, const market__real
         market__fx_unlink(w, (const char *const *)keys.keys + at, n);
         rc = step_add(st, w, n);
     }
-    const char *realm_keys[6] = {rl->market,   rl->units,  rl->trades,
-                                 rl->settings, rl->orders, rl->ends};
-    market__fx_unlink(w, realm_keys, 6);
-    if (rc == MARKET_OK) rc = step_add(st, w, 6);
+    const char *realm_keys[7] = {rl->market, rl->units, rl->trades,  rl->settings,
+                                 rl->orders, rl->ends,  rl->auctions};
+    market__fx_unlink(w, realm_keys, 7);
+    if (rc == MARKET_OK) rc = step_add(st, w, 7);
     market__buf_reset(w);
     market__keylist_free(&keys);
     return rc;
@@ -668,7 +695,8 @@ static int orders_write(struct seed_steps *st, const market__realm *rl, const ma
  * price of an entry that was there). Returns MARKET_OK, or ERR_STORE (see step_end()),
  * ERR_NOMEM. */
 static int world_write(struct seed_steps *st, const market__realm *rl, const market_world *w,
-                       const struct witem *items, int64_t last, struct listing_chunk *ch) {
+                       const struct witem *items, int64_t last, int64_t now_ms,
+                       struct listing_chunk *ch) {
     char k_user[MARKET__KEY_MAX], k_inv[MARKET__KEY_MAX], k_stacks[MARKET__KEY_MAX];
     char member[MARKET__MEMBER_MAX];
     market__buf *wb = &ch->w;
@@ -695,14 +723,37 @@ static int world_write(struct seed_steps *st, const market__realm *rl, const mar
         } else if (it->price == 0) { /* a unique item */
             market__key_inventory(k_inv, rl->id, it->owner);
             market__fx_item_in(wb, k_inv, it->item);
-        } else { /* a listing: its units, or none (a unique item's) */
+        } else { /* a listing: its units, or none (a unique item's), and its end */
             snprintf(member, sizeof member, "%s.%s", it->item, it->owner);
             market__fx_listing_units_set(wb, rl, member, it->units);
+            if (it->duration_s) market__fx_end_set(wb, rl, member, now_ms + it->duration_s * 1000);
         }
-        rc = step_add(st, wb, 1);
+        rc = step_add(st, wb, 1 + (it->duration_s != 0));
     }
     if (rc == MARKET_OK) rc = listings_add(st, rl, items, w->n_items, ch);
     if (rc == MARKET_OK && w->n_orders) rc = orders_write(st, rl, w, last, wb);
+    return rc;
+}
+
+/* When a listing of w has a duration: adds realm to the realms whose listings may end (the
+ * sweepers look there) and reads the store's clock into *now_ms. Returns MARKET_OK, or
+ * ERR_NOT_REPLICATED, ERR_STORE, ERR_NOMEM. */
+static int world_ends(market_conn *c, const char *realm, const market_world *w, int64_t *now_ms) {
+    size_t i = 0;
+    while (i < w->n_items && w->items[i].duration_s == 0)
+        i++;
+    if (i == w->n_items) return MARKET_OK;
+    int rc = market__ending_add(c, realm);
+    if (rc < 0) return rc;
+    market__buf b = {0}; /* the realm's master's clock, whether the realm is marked or not */
+    market__rd_time(&b);
+    if ((rc = market__route(c, realm)) == MARKET_OK) rc = market__pipeline_buf(c, &b);
+    if (rc == MARKET_OK) {
+        if (market__reply_time(b.rep[0], now_ms) < 0)
+            rc = market__fail_reply(c, "reading the store's clock", b.rep[0]);
+        market__replies_free(b.rep, b.n);
+    }
+    market__buf_free(&b);
     return rc;
 }
 
@@ -726,6 +777,8 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     struct seed_steps st = {.b = {c, 0, 0, 0}};
     market__realm rl;
     market__realm_init(&rl, realm);
+    int64_t now_ms = 0; /* the store's clock: listings' ends start from it */
+    if ((rc = world_ends(c, realm, w, &now_ms)) < 0) return rc;
     if ((rc = market__route(c, realm)) < 0 || (rc = market__connect(c)) < 0) return rc;
     items = malloc((w->n_items ? w->n_items : 1) * sizeof *items);
     ch = calloc(1, sizeof *ch);
@@ -742,7 +795,7 @@ int market_world_store(market_conn *c, const char *realm, const market_world *w,
     int64_t last = 0; /* the realm's last order id: a reset deletes the orders and it */
     if (rc == MARKET_OK && w->n_orders && !reset) rc = orders_last(c, &rl, &last);
     if (rc == MARKET_OK && reset) rc = realm_reset(&st, &ch->w, &rl);
-    if (rc == MARKET_OK) rc = world_write(&st, &rl, w, items, last, ch);
+    if (rc == MARKET_OK) rc = world_write(&st, &rl, w, items, last, now_ms, ch);
     if (rc == MARKET_OK) rc = step_end(&st);
     if (rc == MARKET_OK) { /* every step was written and answered: the realm is served again */
         market__fx_building_done(&ch->w, &rl);

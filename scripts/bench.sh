@@ -31,7 +31,8 @@
 # BENCH_SEARCH_REQUESTS (2000), BENCH_FLASH (1; 0 skips the flash sale), BENCH_FLASH_BUYERS
 # (1000), BENCH_FLASH_STOCK (10000), BENCH_BOOK (1; 0 skips the book), BENCH_BOOK_WORLD
 # (players=2000,items=0,goods=20,orders=2000,prices=100-1000,funds=1000000), BENCH_BOOK_BUYERS
-# (64), BENCH_PEERS (none), BIN (bin).
+# (64), BENCH_ENDS (1; 0 skips the listings that end), BENCH_ENDS_WORLD
+# (players=1000,items=10000,funds=1000), BENCH_ENDS_IN (8), BENCH_PEERS (none), BIN (bin).
 #
 # The world gives every player funds for the whole market: the contended mix
 # sends its purchases as the N poorest players, and with too little they run
@@ -107,6 +108,16 @@
 # and lists. Reports raw/book.json (and the server's CPU, raw/book.cpu), results.md section
 # "The book": requests/s, fills/s, p50/p99, Redis and server cost per request.
 #
+# BENCH_ENDS=1 (the default), after that: listings that end. For each case, calm and then
+# kill, reseeds BENCH_ENDS_WORLD (players=1000,items=10000,funds=1000) with every listing ending
+# BENCH_ENDS_IN (8) seconds after the seed (`market-seed --generate ...,ends=S`: all at the same
+# millisecond), starts three `--strategy market` servers with their default sweepers, and
+# polls the store's `market:{main}:ends` every 20 ms until it is empty. In the kill case the
+# server that settles first (its settlement histogram's count rises) is killed (-9) then. It
+# reads the servers' `market_settlement_lag_seconds` histograms (the survivors') and reports
+# raw/ends-<case>.json, results.md section "Listings that end": endings/s from the end to the
+# last one settled, lateness p50/p99 (bucket bounds) and the last one's.
+#
 # BENCH_PEERS names a script of peer benchmarks, which are not part of this
 # repository (bench/peers.md says what they are). It is run with bash, with
 # LEVELS, SECS and OUT_MD (where to write its markdown table) in its
@@ -139,6 +150,9 @@ FLASH=${BENCH_FLASH:-1}
 BOOK=${BENCH_BOOK:-1}
 BOOK_WORLD=${BENCH_BOOK_WORLD:-players=2000,items=0,goods=20,orders=2000,prices=100-1000,funds=1000000}
 BOOK_BUYERS=${BENCH_BOOK_BUYERS:-64}
+ENDS=${BENCH_ENDS:-1}
+ENDS_WORLD=${BENCH_ENDS_WORLD:-players=1000,items=10000,funds=1000}
+ENDS_IN=${BENCH_ENDS_IN:-8}
 FBUYERS=${BENCH_FLASH_BUYERS:-1000}
 FSTOCK=${BENCH_FLASH_STOCK:-10000}
 case $OUT in /*) ;; *) OUT=$ROOT/$OUT ;; esac # absolute: the peers run from their own folder
@@ -815,6 +829,83 @@ if [ "$BOOK" != 0 ]; then
     stop_pid "$SPID"
 fi
 
+# ---- listings that end: three servers' sweepers, one killed or none ----
+if [ "$ENDS" != 0 ] && grep -q -- '--sweep-interval-ms' <<<"$SERVER_HELP"; then
+    for case in calm kill; do
+        "$BIN/market-seed" --redis "$RURL" --reset --generate "$ENDS_WORLD,ends=$ENDS_IN" \
+            >/dev/null 2>"$TMP/seed.err" || die "seeding the endings' world failed: $(cat "$TMP/seed.err")"
+        lazyfree_wait "$RPORT"
+        eports=() epids=()
+        for i in 1 2 3; do
+            if ! start_server market flag "ends-$case-$i"; then
+                note "ends: market-server did not become healthy"
+                status=1
+            fi
+            eports+=("$SPORT") epids+=("$SPID")
+        done
+        echo "bench: ends ($case): $(redis-cli -p "$RPORT" ZCARD 'market:{main}:ends') listings end at once, 3 servers"
+        python3 - "$RPORT" "$case" "$OUT/raw/ends-$case.json" "${eports[*]}" "${epids[*]}" <<'PY' || { note "ends ($case): the run failed"; status=1; }
+import json, os, re, signal, subprocess, sys, time, urllib.request
+rport, case, out = sys.argv[1], sys.argv[2], sys.argv[3]
+ports, pids = sys.argv[4].split(), [int(p) for p in sys.argv[5].split()]
+def cli(*a):
+    return subprocess.run(["redis-cli", "-p", rport, *a], capture_output=True, text=True).stdout.split()
+def store_ms():
+    s, us = cli("TIME")
+    return int(s) * 1000 + int(us) // 1000
+def histogram(port):
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return None
+    b = {}
+    for m in re.finditer(r'^market_settlement_lag_seconds_bucket\{le="([^"]+)"\} (\d+)$', text, re.M):
+        b[m.group(1)] = int(m.group(2))
+    return b
+total = int(cli("ZCARD", "market:{main}:ends")[0])
+first = cli("ZRANGE", "market:{main}:ends", "0", "0", "WITHSCORES")
+due = int(float(first[1]))
+killed = None
+while store_ms() < due:
+    time.sleep(0.005)
+while True:
+    left = int(cli("ZCARD", "market:{main}:ends")[0])
+    if case == "kill" and killed is None:
+        for port, pid in zip(ports, pids):
+            h = histogram(port)
+            if h and h.get("+Inf", 0) > 0:
+                os.kill(pid, signal.SIGKILL)
+                killed = port
+                break
+    if left == 0:
+        break
+    if store_ms() - due > 600000:
+        sys.exit("endings still left after 10 minutes")
+    time.sleep(0.02)
+done = store_ms()
+merged = {}
+for port in ports:
+    if port == killed:
+        continue
+    for le, n in (histogram(port) or {}).items():
+        merged[le] = merged.get(le, 0) + n
+bounds = sorted(((float(le) if le != "+Inf" else float("inf")), n) for le, n in merged.items())
+count = bounds[-1][1] if bounds else 0
+def quantile(q):
+    for le, n in bounds:
+        if n >= q * count:
+            return le
+    return None
+json.dump({"case": case, "endings": total, "servers": 3, "killed": killed is not None,
+           "seconds": (done - due) / 1000, "per_s": total / max((done - due) / 1000, 1e-3),
+           "last_ms": done - due, "counted": count, "p50_le_s": quantile(0.5),
+           "p99_le_s": quantile(0.99)}, open(out, "w"))
+print(f"bench: ends ({case}): {total} settled in {(done - due) / 1000:.2f} s")
+PY
+        for p in "${epids[@]}"; do stop_pid "$p"; done
+    done
+fi
+
 # ---- peers (optional) ----
 PEERS_RAN=0
 if [ -n "${BENCH_PEERS:-}" ]; then
@@ -1255,6 +1346,31 @@ if os.path.exists(bp):
              "nothing to sell into. The invariants include funds with escrow, every order's "
              "escrow against its buyer's, and the trades against every player's funds and "
              "escrow. Raw report: `raw/book.json` and `.txt`.")
+# ---- listings that end: raw/ends-<case>.json ----
+ends = [json.load(open(os.path.join(raw, f"ends-{c}.json"))) for c in ("calm", "kill")
+        if os.path.exists(os.path.join(raw, f"ends-{c}.json"))]
+if ends:
+    L.append("")
+    L.append("## Listings that end (three servers' sweepers, --strategy market)")
+    L.append("")
+    L.append("| case | listings ending at once | endings/s | last settled after | lateness p50 | "
+             "lateness p99 | endings in the histograms |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|")
+    for e in ends:
+        le = lambda v: "?" if v is None else ("over 60 s" if v == float("inf") else f"≤ {v:g} s")
+        L.append(f'| {"one server killed (-9) as it settled" if e["killed"] else "all three up"} | '
+                 f'{e["endings"]:,} | {fmt(e["per_s"])} | {e["last_ms"] / 1000:.2f} s | '
+                 f'{le(e["p50_le_s"])} | {le(e["p99_le_s"])} | {e["counted"]:,} |')
+    L.append("")
+    L.append("Every listing of the world ends at the same millisecond, a few seconds after the "
+             "seed; each server runs its sweeper with its defaults (a look every second, a "
+             "lease of 5 s). Endings/s and \"last settled after\" run from that millisecond to "
+             "the first poll (every 20 ms) that finds no end left. Lateness is the servers' "
+             "`market_settlement_lag_seconds` histograms, summed: the bounds of the buckets the "
+             "median and the 99th percentile fall in. In the kill case the server that settled "
+             "first is killed as soon as its histogram counts one: what it settled is not in "
+             "the histograms, and the rest waits for its sweep lease to lapse. Raw reports: "
+             "`raw/ends-calm.json`, `raw/ends-kill.json`.")
 if notes:
     L.append("")
     L.append("## Notes")

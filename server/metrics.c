@@ -377,12 +377,14 @@ static void market_lines(struct text *t, market *m) {
         memcpy(&v, (const char *)&s + market_counters[i].off, sizeof v);
         counter(t, market_counters[i].name, market_counters[i].help, v);
     }
-    put(t,
-        "# HELP market_settlement_lag_seconds How late (by the store's clock) this server's "
-        "sweeper settled the latest endings it settled.\n"
-        "# TYPE market_settlement_lag_seconds gauge\n"
-        "market_settlement_lag_seconds %.3f\n",
-        (double)s.sweep_late_ms / 1000.0);
+    static const int64_t late_bounds[MARKET_LATE_BUCKETS - 1] = {MARKET_LATE_BUCKETS_MS};
+    int64_t late_us[MARKET_LATE_BUCKETS - 1];
+    for (size_t i = 0; i < MARKET_LATE_BUCKETS - 1; i++)
+        late_us[i] = late_bounds[i] * 1000;
+    histogram(t, "market_settlement_lag_seconds",
+              "How late this server's sweeper settled each ending it settled, by the store's "
+              "clock.",
+              late_us, MARKET_LATE_BUCKETS - 1, s.late_bucket, s.late_ms * 1000, s.settled);
     char master[RCONN_HOST_MAX + 8];
     int known = market_master(m, master, sizeof master) == MARKET_OK;
     put(t, "# HELP market_redis_master_info The store's master now (1), as an address label.\n"

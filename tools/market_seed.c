@@ -68,6 +68,8 @@ static void usage(FILE *to) {
             "                         lists 50 more. orders=K (with goods) adds K buy orders\n"
             "                         of 1..10 units of the goods at 50..99%% of their cheapest\n"
             "                         listing, each escrowed out of its buyer's funds.\n"
+            "                         ends=S makes every listing end S seconds after the\n"
+            "                         seed (the sweepers then take them back at once).\n"
             "  --reindex              Rebuild the realm's search indexes (idx:{R}:item:<item>\n"
             "                         and idx:{R}:seller:<seller>) from its market: every\n"
             "                         listing put in both, stale entries removed, the former\n"
@@ -179,7 +181,7 @@ bad:
 #define GEN_UNSET UINT64_MAX /* players= or items= not given */
 
 struct gen {
-    uint64_t players, items, funds, lo, hi, seed, realms, goods, orders;
+    uint64_t players, items, funds, lo, hi, seed, realms, goods, orders, ends;
 };
 
 static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
@@ -205,6 +207,8 @@ static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
             rc = cli_parse_u64(v, 0, 100000000, &g->goods);
         else if (strcmp(k, "orders") == 0)
             rc = cli_parse_u64(v, 0, 100000000, &g->orders);
+        else if (strcmp(k, "ends") == 0)
+            rc = cli_parse_u64(v, 1, MARKET_DURATION_MAX_S, &g->ends);
         else if (strcmp(k, "prices") == 0) {
             char *dash = strchr(v, '-');
             if (!dash) goto bad;
@@ -233,7 +237,7 @@ static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
 bad:
     snprintf(why, whylen,
              "bad --generate spec (want [realms=R,]players=N,items=M[,goods=G]"
-             "[,orders=K][,funds=F][,prices=LO-HI][,seed=S])");
+             "[,orders=K][,ends=S][,funds=F][,prices=LO-HI][,seed=S])");
     return -1;
 }
 
@@ -262,6 +266,7 @@ static int seed_generated(market_conn *c, const struct gen *g, const char *realm
         err = market_world_generate_orders(w, (size_t)players, (size_t)g->goods,
                                            (size_t)(g->orders / n + (k < g->orders % n)),
                                            g->seed + k);
+    if (err == MARKET_OK && g->ends) err = market_world_generate_ends(w, (int64_t)g->ends);
     if (err < 0)
         snprintf(why, whylen, "cannot generate realm %s: %s", realm, market_strerror(err));
     else if ((err = market_world_store(c, realm, w, reset)) < 0)

@@ -509,6 +509,120 @@ static void test_http_listing_durations(void **state) {
     server_stop(s);
 }
 
+/* Auctions over HTTP: refusals (bad bodies, tokens, ids, a bid too low, one's own) answered
+ * 4xx with nothing written; C auctions its sword, B bids, E buys it out; the auction, the
+ * players' auctions and bids, the search of auctions and the trade read back. */
+static void test_http_auctions(void **state) {
+    (void)state;
+    seed();
+    char bob[256], carol[256], erin[256];
+    bearer(bob, sizeof bob, "B");
+    bearer(carol, sizeof carol, "C");
+    bearer(erin, sizeof erin, "E");
+    int port;
+    server *s = start(SECRET, ADMIN, &port);
+    const char *sword = "{\"seller\":\"C\",\"item\":\"sword-1\",\"start_bid\":100,"
+                        "\"duration_s\":600,\"buyout\":900,\"min_increment\":10}";
+    const struct {
+        const char *method, *path, *auth, *body;
+        long status;
+        const char *error;
+    } refused[] = {
+        {"POST", "/auctions", carol, "{\"seller\":\"C\",\"item\":\"sword-1\",\"start_bid\":100}",
+         400, "bad_request"},
+        {"POST", "/auctions", carol,
+         "{\"seller\":\"C\",\"item\":\"sword-1\",\"start_bid\":0,\"duration_s\":60}", 400,
+         "bad_request"},
+        {"POST", "/auctions", carol,
+         "{\"seller\":\"C\",\"item\":\"sword-1\",\"start_bid\":100,\"duration_s\":60,"
+         "\"buyout\":50}",
+         400, "bad_request"},
+        {"POST", "/auctions", carol,
+         "{\"seller\":\"C\",\"item\":\"sword-1\",\"start_bid\":100,\"duration_s\":60,"
+         "\"reserve\":1}",
+         400, "bad_request"},
+        {"POST", "/auctions", NULL, sword, 401, "unauthorized"},
+        {"POST", "/auctions", bob, sword, 403, "forbidden"},
+        {"POST", "/auctions/abc/bid", bob, "{\"bidder\":\"B\",\"amount\":100}", 400, "bad_request"},
+        {"POST", "/auctions/1/bid", carol, "{\"bidder\":\"B\",\"amount\":100}", 403, "forbidden"},
+        {"POST", "/auctions/1/bid", bob, "{\"bidder\":\"B\",\"amount\":100}", 404,
+         "auction_not_found"},
+        {"GET", "/auctions/7", NULL, NULL, 404, "auction_not_found"},
+        {"GET", "/auctions?limit=0", NULL, NULL, 400, "bad_request"},
+        {"GET", "/auctions?item=a.b", NULL, NULL, 400, "bad_request"},
+        {"DELETE", "/auctions", bob, NULL, 405, "method_not_allowed"},
+    };
+    char *before = th_store_fingerprint(redis.port);
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        json_t *j = call(port, refused[i].method, refused[i].path, refused[i].auth, refused[i].body,
+                         refused[i].status);
+        assert_error(j, refused[i].error);
+        json_decref(j);
+    }
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(after, before);
+    free(before);
+    free(after);
+    json_t *j = call(port, "POST", "/auctions", carol, sword, 201);
+    json_t *a = json_object_get(j, "auction");
+    assert_int_equal(jint(a, "id"), 1);
+    assert_string_equal(json_string_value(json_object_get(a, "state")), "open");
+    assert_int_equal(jint(a, "buyout"), 900);
+    assert_true(jint(a, "ends_ms") > now_ms());
+    json_decref(j);
+    j = call(port, "GET", "/players/C", NULL, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "auctions")), 1);
+    assert_int_equal(json_array_size(json_object_get(j, "inventory")), 1); /* potion-3 left */
+    json_decref(j);
+    /* refusals of bids: too low (with the least it takes), the seller's own; nothing moves */
+    before = th_store_fingerprint(redis.port);
+    j = call(port, "POST", "/auctions/1/bid", bob, "{\"bidder\":\"B\",\"amount\":99}", 409);
+    assert_error(j, "bid_too_low");
+    assert_int_equal(jint(j, "min_bid"), 100);
+    json_decref(j);
+    j = call(port, "POST", "/auctions/1/bid", carol, "{\"bidder\":\"C\",\"amount\":500}", 409);
+    assert_error(j, "own_auction");
+    json_decref(j);
+    after = th_store_fingerprint(redis.port);
+    assert_string_equal(after, before);
+    free(before);
+    free(after);
+    j = call(port, "POST", "/auctions/1/bid", bob, "{\"bidder\":\"B\",\"amount\":120}", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "leading");
+    assert_int_equal(jint(j, "bidder_funds"), 800 - 120);
+    json_decref(j);
+    j = call(port, "GET", "/players/B", NULL, NULL, 200);
+    assert_int_equal(jint(j, "escrow"), 120);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(j, "bids"), 0)), 1);
+    json_decref(j);
+    j = call(port, "GET", "/auctions?item=sword-1", NULL, NULL, 200);
+    assert_int_equal(jint(j, "total"), 1);
+    assert_int_equal(jint(json_array_get(json_object_get(j, "auctions"), 0), "bid"), 120);
+    json_decref(j);
+    j = call(port, "POST", "/auctions/1/bid", erin, "{\"bidder\":\"E\",\"amount\":900}", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "sold");
+    assert_string_equal(json_string_value(json_object_get(j, "outbid")), "B");
+    assert_int_equal(jint(j, "refund"), 120);
+    char path[128];
+    snprintf(path, sizeof path, "/trades/%s", json_string_value(json_object_get(j, "trade_id")));
+    json_decref(j);
+    j = call(port, "GET", path, NULL, NULL, 200);
+    assert_int_equal(jint(j, "total"), 900);
+    json_decref(j);
+    j = call(port, "GET", "/auctions/1", NULL, NULL, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "state")), "sold");
+    assert_string_equal(json_string_value(json_object_get(j, "bidder")), "E");
+    json_decref(j);
+    j = call(port, "GET", "/players/B", NULL, NULL, 200);
+    assert_int_equal(jint(j, "escrow"), 0);
+    assert_int_equal(jint(j, "funds"), 800);
+    json_decref(j);
+    j = call(port, "POST", "/auctions/1/bid", bob, "{\"bidder\":\"B\",\"amount\":950}", 409);
+    assert_error(j, "auction_closed");
+    json_decref(j);
+    server_stop(s);
+}
+
 static int group_setup(void **state) {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -530,6 +644,7 @@ int main(void) {
         cmocka_unit_test(test_http_sales_concurrent_buyers_exact),
         cmocka_unit_test(test_http_settings_and_the_cut),
         cmocka_unit_test(test_http_listing_durations),
+        cmocka_unit_test(test_http_auctions),
     };
     return cmocka_run_group_tests_name("the admin's routes over HTTP (integration)", tests,
                                        group_setup, group_teardown);

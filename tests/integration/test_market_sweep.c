@@ -201,7 +201,11 @@ static void test_sweeper_takes_back_what_ended(void **state) {
     assert_int_equal(th_fx_num("ZCARD market:{main}"), 0);
     assert_int_equal(s.expired, 2);
     assert_true(s.sweeps >= 1);
-    assert_true(s.sweep_late_ms >= 0);
+    assert_int_equal(s.settled, 2);
+    uint64_t in_buckets = 0;
+    for (int i = 0; i < MARKET_LATE_BUCKETS; i++)
+        in_buckets += s.late_bucket[i];
+    assert_int_equal(in_buckets, 2);
     assert_whole(f->c, FUNDS_B);
     /* the lease is given up between sweeps: nobody holds it for long */
     for (int i = 0; i < 3000 && th_fx_num("EXISTS lock:sweep:{main}"); i++)
@@ -266,6 +270,35 @@ static void test_sweeper_paused_past_its_lease_commits_nothing(void **state) {
     (void)lock_release(f->lock, &h);
 }
 
+/* A world seeded with listings that end (market_world_end_listing(), a fixture's
+ * "duration_s"): their ends written with them, the realm noted for the sweepers, and the
+ * sweeper takes them back. */
+static void test_seeded_listings_end(void **state) {
+    th_market *f = *state;
+    (void)th_fx_num("FLUSHALL");
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    assert_int_equal(market_world_add_player(w, "A", "Alice", 0), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "A", "axe", 500), MARKET_OK);
+    assert_int_equal(market_world_end_listing(w, "A", "axe", 1), MARKET_OK);
+    assert_int_equal(market_world_add_units_listing(w, "A", "ore", 5, 7), MARKET_OK);
+    assert_int_equal(market_world_end_listing(w, "A", "ore", 3600), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "A", "bow", 50), MARKET_OK); /* no end */
+    long long t0 = store_ms();
+    assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
+    market_world_free(w);
+    assert_int_equal(th_fx_num("ZCARD " ENDS), 2);
+    assert_true(end_of("axe.A") >= t0 + 1000 && end_of("axe.A") <= store_ms() + 1000);
+    assert_true(end_of("ore.A") >= t0 + 3600000);
+    assert_int_equal(th_fx_num("SISMEMBER market:{.ending}:realms main"), 1);
+    assert_int_equal(market_sweeper_start(f->m), MARKET_OK);
+    for (int i = 0; i < 3000 && !holds(f->c, "A", "axe"); i++)
+        sleep_ms(10);
+    assert_true(holds(f->c, "A", "axe"));
+    assert_int_equal(th_fx_num("ZCARD market:{main}"), 2); /* the bow and the ore stay */
+    assert_int_equal(th_fx_num("ZCARD " ENDS), 1);
+}
+
 /* Two servers' sweepers on one store, 400 endings due at once (200 items, 200 lots of
  * units): every one settled, each by exactly one of them. */
 static void test_two_sweepers_settle_each_once(void **state) {
@@ -326,11 +359,9 @@ static void test_two_sweepers_settle_each_once(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        T(test_ends_as_lists_set_them),
-        T(test_sweeper_takes_back_what_ended),
-        T(test_ending_settles_once),
-        T(test_sweeper_paused_past_its_lease_commits_nothing),
-        T(test_two_sweepers_settle_each_once),
+        T(test_ends_as_lists_set_them), T(test_sweeper_takes_back_what_ended),
+        T(test_ending_settles_once),    T(test_sweeper_paused_past_its_lease_commits_nothing),
+        T(test_seeded_listings_end),    T(test_two_sweepers_settle_each_once),
     };
     return th_run_strategies("market sweep", tests, sizeof tests / sizeof *tests);
 }

@@ -1227,6 +1227,40 @@ static void test_api_fixture_parse_orders(void **state) {
                            MARKET_ERR_INVALID, "would fill it");
 }
 
+/* Listings that end: a duration in 1..MARKET_DURATION_MAX_S on a listing, of an item or of
+ * units; out of range or of the wrong type, refused with its place. */
+static void test_api_fixture_parse_durations(void **state) {
+    char why[256];
+    (void)state;
+    assert_int_equal(fixture_rc("{\"players\":[{\"id\":\"A\",\"funds\":1,\"stacks\":{\"ore\":"
+                                "5}}],\"listings\":[{\"item\":\"axe\",\"seller\":\"A\",\"price\":"
+                                "9,\"duration_s\":600},{\"item\":\"ore\",\"seller\":\"A\","
+                                "\"price\":2,\"quantity\":3,\"duration_s\":2592000}]}",
+                                why, sizeof why),
+                     MARKET_OK);
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1}],\"listings\":[{"
+                           "\"item\":\"axe\",\"seller\":\"A\",\"price\":9,\"duration_s\":0}]}",
+                           MARKET_ERR_INVALID, "listings[0].duration_s: must be an integer in 1..");
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1}],\"listings\":[{"
+                           "\"item\":\"axe\",\"seller\":\"A\",\"price\":9,"
+                           "\"duration_s\":2592001}]}",
+                           MARKET_ERR_INVALID, "listings[0].duration_s: must be an integer in 1..");
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1}],\"listings\":[{"
+                           "\"item\":\"axe\",\"seller\":\"A\",\"price\":9,\"duration_s\":"
+                           "\"60\"}]}",
+                           MARKET_ERR_INVALID, "listings[0].duration_s: must be an integer");
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    assert_int_equal(market_world_add_player(w, "A", NULL, 1), MARKET_OK);
+    assert_int_equal(market_world_add_listing(w, "A", "axe", 9), MARKET_OK);
+    assert_int_equal(market_world_end_listing(w, "A", "axe", 60), MARKET_OK);
+    assert_int_equal(market_world_end_listing(w, "A", "bow", 60), MARKET_ERR_INVALID);
+    assert_int_equal(market_world_end_listing(w, "A", "axe", 0), MARKET_ERR_INVALID);
+    assert_int_equal(market_world_generate_ends(w, MARKET_DURATION_MAX_S + 1), MARKET_ERR_INVALID);
+    assert_int_equal(market_world_generate_ends(w, 5), MARKET_OK);
+    market_world_free(w);
+}
+
 static void test_api_fixture_parse_stacks(void **state) {
     char why[256];
     (void)state;
@@ -1648,6 +1682,7 @@ int main(void) {
         cmocka_unit_test(test_api_fixture_parse_demo_file),
         cmocka_unit_test(test_api_fixture_parse_stacks),
         cmocka_unit_test(test_api_fixture_parse_orders),
+        cmocka_unit_test(test_api_fixture_parse_durations),
         cmocka_unit_test(test_api_fixture_parse_not_json_refused),
         cmocka_unit_test(test_api_fixture_parse_shape_refused),
         cmocka_unit_test(test_api_fixture_parse_bad_values_refused),

@@ -159,6 +159,52 @@ static void test_reply_stacks(void **state) {
     assert_int_equal(n, 0);
 }
 
+/* An auction: its twelve fields, or none at all (no such auction); anything else is
+ * unreadable: half of them, an unknown state, a bid without a bidder, a bid whose escrow
+ * passes int64, a seller that is no id. */
+static void test_reply_auction(void **state) {
+    (void)state;
+    redisReply v[MARKET__AUCTION_FIELDS] = {str("A"), str("ore"), str("10"),   str("5"),
+                                            str("0"), str("1"),   str("1000"), str("B"),
+                                            str("6"), str("2"),   str("open"), str("0")};
+    redisReply *e[MARKET__AUCTION_FIELDS];
+    for (size_t i = 0; i < MARKET__AUCTION_FIELDS; i++)
+        e[i] = &v[i];
+    redisReply r = arr(e, MARKET__AUCTION_FIELDS);
+    market_auction a;
+    assert_int_equal(market__reply_auction(&r, 3, &a), MARKET_OK);
+    assert_int_equal(a.id, 3);
+    assert_string_equal(a.seller, "A");
+    assert_string_equal(a.bidder, "B");
+    assert_int_equal(a.quantity, 10);
+    assert_int_equal(a.bid, 6);
+    assert_int_equal(a.ends_ms, 1000);
+    assert_int_equal(a.state, MARKET_AUCTION_OPEN);
+    v[10] = str("sold");
+    assert_int_equal(market__reply_auction(&r, 3, &a), MARKET_OK);
+    assert_int_equal(a.state, MARKET_AUCTION_SOLD);
+    v[10] = str("gone");
+    assert_int_equal(market__reply_auction(&r, 3, &a), MARKET_ERR_STORE);
+    v[10] = str("open");
+    v[7] = str("");
+    assert_int_equal(market__reply_auction(&r, 3, &a), MARKET_ERR_STORE); /* a bid, no bidder */
+    v[7] = str("B");
+    v[8] = str("1000000000000");
+    v[2] = str("1000000000");
+    assert_int_equal(market__reply_auction(&r, 3, &a), MARKET_ERR_STORE); /* escrow > int64 */
+    v[2] = str("10");
+    v[8] = str("6");
+    v[0] = str("no one");
+    assert_int_equal(market__reply_auction(&r, 3, &a), MARKET_ERR_STORE);
+    v[0] = str(NULL);
+    assert_int_equal(market__reply_auction(&r, 3, &a), MARKET_ERR_STORE); /* half there */
+    for (size_t i = 0; i < MARKET__AUCTION_FIELDS; i++)
+        v[i] = str(NULL);
+    assert_int_equal(market__reply_auction(&r, 3, &a), MARKET_ERR_NO_AUCTION);
+    r = arr(e, 4);
+    assert_int_equal(market__reply_auction(&r, 3, &a), MARKET_ERR_STORE);
+}
+
 /* A buy order: its five fields, or none at all (no such order); anything
  * else is unreadable: a buyer that is no id, a price out of range, more
  * left than asked for, none left. A book's member reads back as its id. */
@@ -476,6 +522,7 @@ int main(void) {
         cmocka_unit_test(test_reply_stacks),
         cmocka_unit_test(test_reply_player),
         cmocka_unit_test(test_reply_order),
+        cmocka_unit_test(test_reply_auction),
         cmocka_unit_test(test_reply_market_page),
         cmocka_unit_test(test_reply_buyers),
         cmocka_unit_test(test_reply_scan),

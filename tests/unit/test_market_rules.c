@@ -174,6 +174,35 @@ static void test_args_checks(void **state) {
     assert_false(market__listing_args_ok("eu:1", "A", "axe", 5, NULL));
 }
 
+/* The bid rule: the start first, then the highest and its step; one's own, after the
+ * end, a settled auction refused; the least bid capped at the highest price. */
+static void test_bid_rule(void **state) {
+    (void)state;
+    market_auction a = {.id = 1,
+                        .seller = "A",
+                        .item = "axe",
+                        .start_bid = 100,
+                        .step = 5,
+                        .ends_ms = 1000,
+                        .state = MARKET_AUCTION_OPEN};
+    int64_t min;
+    assert_int_equal(market__bid_rule(&a, "B", 99, 10, &min), MARKET_ERR_BID_TOO_LOW);
+    assert_int_equal(min, 100);
+    assert_int_equal(market__bid_rule(&a, "B", 100, 10, &min), MARKET_OK);
+    snprintf(a.bidder, sizeof a.bidder, "B");
+    a.bid = 100;
+    assert_int_equal(market__bid_rule(&a, "C", 104, 10, &min), MARKET_ERR_BID_TOO_LOW);
+    assert_int_equal(min, 105);
+    assert_int_equal(market__bid_rule(&a, "B", 105, 10, &min), MARKET_OK); /* its own raise */
+    assert_int_equal(market__bid_rule(&a, "A", 500, 10, &min), MARKET_ERR_OWN_AUCTION);
+    assert_int_equal(market__bid_rule(&a, "C", 500, 1000, &min), MARKET_ERR_AUCTION_CLOSED);
+    a.state = MARKET_AUCTION_SOLD;
+    assert_int_equal(market__bid_rule(&a, "C", 500, 10, &min), MARKET_ERR_AUCTION_CLOSED);
+    a.state = MARKET_AUCTION_OPEN;
+    a.bid = MARKET_PRICE_MAX - 1;
+    assert_int_equal(market__auction_min_bid(&a), MARKET_PRICE_MAX);
+}
+
 static void test_realm_nth_names(void **state) {
     (void)state;
     char out[MARKET_REALM_MAX + 1], small[3];
@@ -609,6 +638,7 @@ int main(void) {
         cmocka_unit_test(test_rule_batch_funds_for_one),
         cmocka_unit_test(test_args_checks),
         cmocka_unit_test(test_realm_nth_names),
+        cmocka_unit_test(test_bid_rule),
     };
     return cmocka_run_group_tests_name("market rules (unit)", tests, NULL, NULL);
 }

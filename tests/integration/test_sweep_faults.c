@@ -1,0 +1,212 @@
+/* test_sweep_faults.c - endings settled exactly once while the servers that
+ * settle them fail.
+ *
+ * Under each strategy: 20 sellers' 10,000 listings (5,000 unique items and
+ * 5,000 lots of 10 units) all fall due within the same two seconds, and
+ * three market-server processes (sweep leases of 1 s, a sweep every 50 ms)
+ * settle them while, every half second, one of them is killed (-9) and
+ * started again, or paused (SIGSTOP) past its lease and resumed. When every
+ * end is gone the store is audited: every item back with its seller and in
+ * one place, every unit back in its seller's stack and none twice (an
+ * ending of a lot settled twice would add its 10 units again), no listing
+ * and no index entry left, funds untouched.
+ */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis.h>
+
+#include "tests/helpers/cmocka_all.h"
+
+#include "lock/lock.h"
+#include "market/market.h"
+#include "rconn/rconn.h"
+#include "tests/helpers/redis_proc.h"
+#include "tests/helpers/server_proc.h"
+
+#define REALM MARKET_REALM_DEFAULT
+#define SERVERS 3
+#define SELLERS 20
+#define ITEMS 5000 /* unique items listed, and as many lots of units */
+#define LOT 10     /* units a lot */
+#define FUNDS 1000
+#define SETTLE_MS 180000 /* the most the test waits for every ending */
+
+static th_redis redis;
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static long long num(redisContext *rc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(rc, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+    long long v = r->type == REDIS_REPLY_INTEGER  ? r->integer
+                  : r->type == REDIS_REPLY_STRING ? atoll(r->str)
+                                                  : 0;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Seeds the sellers and their listings, then gives every listing an end in the two
+ * seconds from start_ms, as lists with durations would have (the store's keys). */
+static void seed(market_conn *c, redisContext *rc) {
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    char id[16], item[24];
+    for (int s = 0; s < SELLERS; s++) {
+        snprintf(id, sizeof id, "s%d", s);
+        assert_int_equal(market_world_add_player(w, id, NULL, FUNDS), MARKET_OK);
+    }
+    for (int i = 0; i < ITEMS; i++) {
+        snprintf(id, sizeof id, "s%d", i % SELLERS);
+        snprintf(item, sizeof item, "sword%d", i);
+        assert_int_equal(market_world_add_listing(w, id, item, 100 + i % 50), MARKET_OK);
+        snprintf(item, sizeof item, "ore%d", i);
+        assert_int_equal(market_world_add_stack(w, id, item, LOT), MARKET_OK);
+        assert_int_equal(market_world_add_units_listing(w, id, item, 7, LOT), MARKET_OK);
+    }
+    assert_int_equal(market_world_store(c, REALM, w, 1), MARKET_OK);
+    market_world_free(w);
+    redisReply *t = redisCommand(rc, "TIME");
+    assert_non_null(t);
+    long long now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    long long start = now + 1000;
+    for (int i = 0; i < ITEMS; i++) {
+        redisAppendCommand(rc, "ZADD market:{main}:ends %lld sword%d.s%d %lld ore%d.s%d",
+                           start + (i * 2000LL) / ITEMS, i, i % SELLERS,
+                           start + (i * 2000LL) / ITEMS, i, i % SELLERS);
+    }
+    for (int i = 0; i < ITEMS; i++) {
+        redisReply *r = NULL;
+        assert_int_equal(redisGetReply(rc, (void **)&r), REDIS_OK);
+        assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+        freeReplyObject(r);
+    }
+    assert_int_equal(num(rc, "ZCARD market:{main}:ends"), 2 * ITEMS);
+    (void)num(rc, "SADD market:{.ending}:realms main");
+}
+
+static pid_t spawn(int *port, const char *strategy) {
+    *port = th_free_port();
+    const char *flags[] = {"--strategy",
+                           strategy,
+                           "--lock-ttl-ms",
+                           "1000",
+                           "--sweep-lease-ms",
+                           "1000",
+                           "--sweep-interval-ms",
+                           "50",
+                           "--acquire-timeout-ms",
+                           "3000",
+                           NULL};
+    pid_t p = th_server_spawn(*port, redis.url, flags);
+    assert_true(p > 0);
+    assert_int_equal(th_server_healthy(*port, 20000), 0);
+    return p;
+}
+
+static void test_endings_settled_once_while_servers_fail(void **state) {
+    const char *strategy = *state;
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    assert_int_equal(rc->err, 0);
+    (void)num(rc, "FLUSHALL");
+    market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 5000, .acquire_timeout_ms = 5000};
+    assert_int_equal(rconn_addr_parse(redis.url, &cfg.redis), RCONN_OK);
+    int err;
+    lock_client *l = lock_local_new(&err);
+    market *m = market_new(&cfg, l, &err);
+    market_conn *c = market_conn_new(m, &err);
+    assert_non_null(c);
+    seed(c, rc);
+
+    pid_t pid[SERVERS];
+    int port[SERVERS];
+    for (int i = 0; i < SERVERS; i++)
+        pid[i] = spawn(&port[i], strategy);
+    int64_t t0 = rconn_now_ms();
+    int kills = 0, pauses = 0;
+    long long left = 2 * ITEMS;
+    for (int round = 0; (left = num(rc, "ZCARD market:{main}:ends")) > 0; round++) {
+        assert_true(rconn_now_ms() - t0 < SETTLE_MS);
+        int i = round % SERVERS;
+        if (round % 2 == 0) { /* killed mid-sweep, whatever it was doing, and started again */
+            kill(pid[i], SIGKILL);
+            assert_int_equal(waitpid(pid[i], NULL, 0), pid[i]);
+            pid[i] = spawn(&port[i], strategy);
+            kills++;
+            sleep_ms(500);
+        } else { /* paused past its lease, then resumed */
+            kill(pid[i], SIGSTOP);
+            sleep_ms(1500);
+            kill(pid[i], SIGCONT);
+            pauses++;
+        }
+    }
+    int64_t took = rconn_now_ms() - t0;
+    for (int i = 0; i < SERVERS; i++) {
+        kill(pid[i], SIGTERM);
+        assert_int_equal(waitpid(pid[i], NULL, 0), pid[i]);
+    }
+
+    market_audit_report a;
+    assert_int_equal(market_audit(c, REALM, &a), MARKET_OK);
+    fprintf(stderr,
+            "# %s: %d endings settled in %lld ms, %d kills and %d pauses; %zu items held, "
+            "%lld units in stacks\n",
+            strategy, 2 * ITEMS, (long long)took, kills, pauses, a.items_held,
+            (long long)a.units_in_stacks);
+    assert_int_equal(a.items_listed, 0);
+    assert_int_equal(a.items_held, ITEMS);
+    assert_int_equal(a.items_misplaced, 0);
+    assert_int_equal(a.units_listed, 0);
+    assert_int_equal(a.units_in_stacks, (int64_t)ITEMS * 2 * LOT); /* held, and what came back */
+    assert_int_equal(a.index_mismatch, 0);
+    assert_int_equal(a.total_funds, (int64_t)SELLERS * FUNDS);
+    assert_int_equal(a.negative_funds, 0);
+    for (int i = 0; i < ITEMS; i += 97) { /* each with its own seller */
+        assert_int_equal(num(rc, "SISMEMBER inventory:{main}:s%d sword%d", i % SELLERS, i), 1);
+        assert_int_equal(num(rc, "HGET stacks:{main}:s%d ore%d", i % SELLERS, i), 2 * LOT);
+    }
+    market_conn_free(c);
+    market_free(m);
+    lock_free(l);
+    redisFree(rc);
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    signal(SIGPIPE, SIG_IGN);
+    return th_redis_start(&redis);
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    th_redis_stop(&redis);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        {"test_endings_settled_once_while_servers_fail[market]",
+         test_endings_settled_once_while_servers_fail, NULL, NULL, (void *)"market"},
+        {"test_endings_settled_once_while_servers_fail[item]",
+         test_endings_settled_once_while_servers_fail, NULL, NULL, (void *)"item"},
+        {"test_endings_settled_once_while_servers_fail[optimistic]",
+         test_endings_settled_once_while_servers_fail, NULL, NULL, (void *)"optimistic"},
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
