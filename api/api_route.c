@@ -80,7 +80,9 @@ static const api_route api_routes[API_ROUTES] = {
      api__end_auction_bid},
 };
 
-/* Names of the routes as logs and metrics show them. */
+/* Names of the routes as logs and metrics show them: two rows of one path (one for each
+ * method) have one name, the same pointer (api_route_index() finds the first). */
+static const char auctions_name[] = "/auctions";
 static const char *const api_route_names[API_ROUTES] = {
     "/purchase",
     "/list",
@@ -102,8 +104,8 @@ static const char *const api_route_names[API_ROUTES] = {
     "/items/{item}/book",
     "/players/{id}/orders",
     "/sell",
-    "/auctions",
-    "/auctions",
+    auctions_name,
+    auctions_name,
     "/auctions/{id}",
     "/auctions/{id}/bid",
 };

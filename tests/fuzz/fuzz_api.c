@@ -328,6 +328,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (o->type == MARKET_ORDER_SALE_BUY) /* a buy from a flash sale */
             CHECK(market_id_valid(d.sale) && o->sale == d.sale && o->quantity >= 1 &&
                   o->quantity <= MARKET_SALE_STOCK_MAX);
+        else if (o->type == MARKET_ORDER_AUCTION_BID) /* a bid names an auction, no item */
+            CHECK(o->id >= 1 && o->price >= 1 && o->price <= MARKET_PRICE_MAX);
         else
             CHECK(market_id_valid(d.item) && o->item == d.item);
         if (o->type == MARKET_ORDER_PURCHASE)
@@ -335,13 +337,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                   strcmp(d.player, d.seller) != 0);
         if (o->type == MARKET_ORDER_BUY) /* without a seller: the most one unit may cost */
             CHECK(o->price >= 1 && o->price <= MARKET_PRICE_MAX && o->quantity >= 1);
+        if (o->type == MARKET_ORDER_AUCTION) /* its terms, as the market checks them */
+            CHECK(o->price >= 1 && o->duration_s >= 1 && o->duration_s <= MARKET_DURATION_MAX_S &&
+                  (o->buyout == 0 || o->buyout >= o->price) && o->step >= 1);
         memset(&o->res, 0, sizeof o->res);
         o->rc = (flags & 1) ? MARKET_OK : MARKET_ERR_NOT_LISTED;
         o->res.purchase.price = 5;
         api_deferred_end(&d, &r3);
         /* a list is 201, but a list of units that all sold into buy orders (no listing
-         * holds any: quantity 0) is 200; a buy order is 201 only when some of it rests */
-        int ok = o->type == MARKET_ORDER_LIST && (o->quantity == 0 || o->res.list.quantity > 0)
+         * holds any: quantity 0) is 200; a buy order is 201 only when some of it rests; a new
+         * auction is 201 */
+        int ok = (o->type == MARKET_ORDER_LIST && (o->quantity == 0 || o->res.list.quantity > 0)) ||
+                         o->type == MARKET_ORDER_AUCTION
                      ? 201
                      : 200;
         CHECK(r3.body != NULL && r3.status == ((flags & 1) ? ok : 404));

@@ -78,6 +78,10 @@ def api_corpus(out):
         "x-list-ok": api_seed("POST", "/list", body=b'{"seller":"A","item":"axe","price":1}'),
         "x-list-duration": api_seed("POST", "/list",
                                     body=b'{"seller":"A","item":"axe","price":1,"duration_s":60}'),
+        "x-auction": api_seed("POST", "/auctions",
+                              body=b'{"seller":"A","item":"axe","start_bid":5,"duration_s":60}'),
+        "x-auction-bid": api_seed("POST", "/auctions/1/bid", body=b'{"bidder":"B","amount":9}'),
+        "x-auctions": api_seed("GET", "/auctions", {"item": "axe", "limit": "2"}),
         "x-list-duration-no-conn": api_seed(
             "POST", "/list", body=b'{"seller":"A","item":"axe","price":1,"duration_s":60}',
             flags=STORE_NONE),

@@ -2,14 +2,16 @@
  * settle them fail.
  *
  * Under each strategy: 20 sellers' 10,000 listings (5,000 unique items and
- * 5,000 lots of 10 units) all fall due within the same two seconds, and
- * three market-server processes (sweep leases of 1 s, a sweep every 50 ms)
- * settle them while, every half second, one of them is killed (-9) and
- * started again, or paused (SIGSTOP) past its lease and resumed. When every
- * end is gone the store is audited: every item back with its seller and in
- * one place, every unit back in its seller's stack and none twice (an
- * ending of a lot settled twice would add its 10 units again), no listing
- * and no index entry left, funds untouched.
+ * 5,000 lots of 10 units) fall due within the same six seconds, and so do
+ * 2,000 auctions of gems, half of them with a bid; three market-server
+ * processes (sweep leases of 1 s, a sweep every 50 ms) settle them while,
+ * every half second, one of them is killed (-9) and started again, or
+ * paused (SIGSTOP) past its lease and resumed. When every end is gone the
+ * store is audited: every item back with its seller (or with the highest
+ * bidder) and in one place, every unit back in its seller's stack and none
+ * twice (an ending of a lot settled twice would add its 10 units again), no
+ * listing, index entry, open auction or escrow left, and every seller paid
+ * its sold auctions' bids exactly once.
  */
 #include <signal.h>
 #include <stdarg.h>
@@ -36,6 +38,9 @@
 #define ITEMS 5000 /* unique items listed, and as many lots of units */
 #define LOT 10     /* units a lot */
 #define FUNDS 1000
+#define AUCTIONS 2000 /* gems auctioned, each by seller s<i mod SELLERS> */
+#define BIDDERS 20
+#define BIDDER_FUNDS 100000
 #define SETTLE_MS 180000 /* the most the test waits for every ending */
 
 static th_redis redis;
@@ -69,6 +74,15 @@ static void seed(market_conn *c, redisContext *rc) {
         snprintf(id, sizeof id, "s%d", s);
         assert_int_equal(market_world_add_player(w, id, NULL, FUNDS), MARKET_OK);
     }
+    for (int b = 0; b < BIDDERS; b++) {
+        snprintf(id, sizeof id, "b%d", b);
+        assert_int_equal(market_world_add_player(w, id, NULL, BIDDER_FUNDS), MARKET_OK);
+    }
+    for (int i = 0; i < AUCTIONS; i++) {
+        snprintf(id, sizeof id, "s%d", i % SELLERS);
+        snprintf(item, sizeof item, "gem%d", i);
+        assert_int_equal(market_world_add_item(w, id, item), MARKET_OK);
+    }
     for (int i = 0; i < ITEMS; i++) {
         snprintf(id, sizeof id, "s%d", i % SELLERS);
         snprintf(item, sizeof item, "sword%d", i);
@@ -83,11 +97,11 @@ static void seed(market_conn *c, redisContext *rc) {
     assert_non_null(t);
     long long now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
     freeReplyObject(t);
-    long long start = now + 1000;
+    long long start = now + 4000;
     for (int i = 0; i < ITEMS; i++) {
         redisAppendCommand(rc, "ZADD market:{main}:ends %lld sword%d.s%d %lld ore%d.s%d",
-                           start + (i * 2000LL) / ITEMS, i, i % SELLERS,
-                           start + (i * 2000LL) / ITEMS, i, i % SELLERS);
+                           start + (i * 6000LL) / ITEMS, i, i % SELLERS,
+                           start + (i * 6000LL) / ITEMS, i, i % SELLERS);
     }
     for (int i = 0; i < ITEMS; i++) {
         redisReply *r = NULL;
@@ -97,6 +111,36 @@ static void seed(market_conn *c, redisContext *rc) {
     }
     assert_int_equal(num(rc, "ZCARD market:{main}:ends"), 2 * ITEMS);
     (void)num(rc, "SADD market:{.ending}:realms main");
+}
+
+/* Auctions every gem for 5 s (so they end while the listings do), and bids on every other
+ * one; what each auction was bid is kept in bid[] (0: none taken). */
+static void auction_gems(market_conn *c, int64_t *bid) {
+    char seller[16], item[24], bidder[16];
+    for (int i = 0; i < AUCTIONS; i++) {
+        snprintf(seller, sizeof seller, "s%d", i % SELLERS);
+        snprintf(item, sizeof item, "gem%d", i);
+        market_order o = {.type = MARKET_ORDER_AUCTION,
+                          .realm = REALM,
+                          .player = seller,
+                          .item = item,
+                          .price = 10,
+                          .step = 1,
+                          .duration_s = 5};
+        assert_int_equal(market_order_run(c, &o), MARKET_OK);
+        assert_int_equal(o.res.auction.a.id, i + 1);
+    }
+    for (int i = 0; i < AUCTIONS; i += 2) {
+        snprintf(bidder, sizeof bidder, "b%d", i % BIDDERS);
+        market_order o = {.type = MARKET_ORDER_AUCTION_BID,
+                          .realm = REALM,
+                          .player = bidder,
+                          .id = i + 1,
+                          .price = 10 + i % 7};
+        int rc = market_order_run(c, &o);
+        assert_true(rc == MARKET_OK || rc == MARKET_ERR_AUCTION_CLOSED); /* a slow machine */
+        bid[i] = rc == MARKET_OK ? o.price : 0;
+    }
 }
 
 static pid_t spawn(int *port, const char *strategy) {
@@ -132,6 +176,9 @@ static void test_endings_settled_once_while_servers_fail(void **state) {
     market_conn *c = market_conn_new(m, &err);
     assert_non_null(c);
     seed(c, rc);
+    static int64_t bid[AUCTIONS];
+    memset(bid, 0, sizeof bid);
+    auction_gems(c, bid);
 
     pid_t pid[SERVERS];
     int port[SERVERS];
@@ -164,19 +211,36 @@ static void test_endings_settled_once_while_servers_fail(void **state) {
 
     market_audit_report a;
     assert_int_equal(market_audit(c, REALM, &a), MARKET_OK);
+    int64_t paid[SELLERS] = {0}, sold = 0;
+    for (int i = 0; i < AUCTIONS; i++) {
+        paid[i % SELLERS] += bid[i];
+        sold += bid[i] != 0;
+    }
     fprintf(stderr,
-            "# %s: %d endings settled in %lld ms, %d kills and %d pauses; %zu items held, "
-            "%lld units in stacks\n",
-            strategy, 2 * ITEMS, (long long)took, kills, pauses, a.items_held,
-            (long long)a.units_in_stacks);
+            "# %s: %d listings' and %d auctions' endings (%lld sold) settled in %lld ms, %d kills "
+            "and %d pauses; %zu items held, %lld units in stacks\n",
+            strategy, 2 * ITEMS, AUCTIONS, (long long)sold, (long long)took, kills, pauses,
+            a.items_held, (long long)a.units_in_stacks);
     assert_int_equal(a.items_listed, 0);
-    assert_int_equal(a.items_held, ITEMS);
+    assert_int_equal(a.items_held, ITEMS + AUCTIONS);
+    assert_int_equal(a.auctions, 0);
+    assert_int_equal(a.auctions_unreadable, 0);
+    assert_int_equal(a.total_escrow, 0);
+    assert_int_equal(a.negative_escrow, 0);
     assert_int_equal(a.items_misplaced, 0);
     assert_int_equal(a.units_listed, 0);
     assert_int_equal(a.units_in_stacks, (int64_t)ITEMS * 2 * LOT); /* held, and what came back */
     assert_int_equal(a.index_mismatch, 0);
-    assert_int_equal(a.total_funds, (int64_t)SELLERS * FUNDS);
+    assert_int_equal(a.total_funds, (int64_t)SELLERS * FUNDS + (int64_t)BIDDERS * BIDDER_FUNDS);
     assert_int_equal(a.negative_funds, 0);
+    for (int s = 0; s < SELLERS; s++) /* each sold auction paid once */
+        assert_int_equal(num(rc, "HGET users:{main}:s%d funds", s), FUNDS + paid[s]);
+    for (int i = 0; i < AUCTIONS; i += 13) { /* with the highest bidder, or back */
+        if (bid[i])
+            assert_int_equal(num(rc, "SISMEMBER inventory:{main}:b%d gem%d", i % BIDDERS, i), 1);
+        else
+            assert_int_equal(num(rc, "SISMEMBER inventory:{main}:s%d gem%d", i % SELLERS, i), 1);
+    }
     for (int i = 0; i < ITEMS; i += 97) { /* each with its own seller */
         assert_int_equal(num(rc, "SISMEMBER inventory:{main}:s%d sword%d", i % SELLERS, i), 1);
         assert_int_equal(num(rc, "HGET stacks:{main}:s%d ore%d", i % SELLERS, i), 2 * LOT);

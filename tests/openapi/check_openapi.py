@@ -492,6 +492,45 @@ def run_requests(w):
         assert gone["left"] == 4 and gone["refund"] == 8, gone
         call(w, "DELETE", f"/orders/{oid}", 404, {"buyer": "E"}, token=tE)
 
+    def auctions():
+        # E auctions its helm; B bids (refused too low first), E's own bid is refused; C buys it out
+        terms = {"seller": "E", "item": "helm-4", "start_bid": 50, "duration_s": 3600, "buyout": 400,
+                 "min_increment": 10}
+        call(w, "POST", "/auctions", 401, terms)
+        call(w, "POST", "/auctions", 403, terms, token=tB)
+        call(w, "POST", "/auctions", 400, dict(terms, duration_s=0), token=tE, schema_rejects=True)
+        call(w, "POST", "/auctions", 400, dict(terms, reserve=1), token=tE, schema_rejects=True)
+        call(w, "POST", "/auctions", 413, b" " * 70000, token=tE)
+        doc = call(w, "POST", "/auctions", 404, dict(terms, item="no-such-thing"), token=tE)
+        assert doc["error"] == "item_not_held", doc
+        made = call(w, "POST", "/auctions", 201, terms, token=tE, headers={"Idempotency-Key": "auction-1"})
+        aid = made["auction"]["id"]
+        again = call(w, "POST", "/auctions", 201, terms, token=tE, headers={"Idempotency-Key": "auction-1"})
+        assert again["auction"] == {"id": aid}, again
+        call(w, "POST", "/auctions", 422, dict(terms, start_bid=60), token=tE,
+             headers={"Idempotency-Key": "auction-1"})
+        call(w, "GET", f"/auctions/{aid}", 200)
+        call(w, "GET", "/auctions/x", 400)
+        call(w, "GET", "/auctions/999999", 404)
+        page = call(w, "GET", "/auctions?seller=E&limit=1", 200)
+        assert [a["id"] for a in page["auctions"]] == [aid], page
+        call(w, "GET", "/auctions?limit=0", 400)
+        bid = {"bidder": "B", "amount": 40}
+        call(w, "POST", f"/auctions/{aid}/bid", 401, bid)
+        call(w, "POST", f"/auctions/{aid}/bid", 403, bid, token=tA)
+        call(w, "POST", f"/auctions/{aid}/bid", 400, dict(bid, amount=0), token=tB, schema_rejects=True)
+        call(w, "POST", f"/auctions/{aid}/bid", 413, b" " * 70000, token=tB)
+        low = call(w, "POST", f"/auctions/{aid}/bid", 409, bid, token=tB)
+        assert low["error"] == "bid_too_low" and low["min_bid"] == 50, low
+        call(w, "POST", "/auctions/999999/bid", 404, dict(bid, amount=60), token=tB)
+        own = call(w, "POST", f"/auctions/{aid}/bid", 409, {"bidder": "E", "amount": 60}, token=tE)
+        assert own["error"] == "own_auction", own
+        call(w, "POST", f"/auctions/{aid}/bid", 402, {"bidder": "D", "amount": 350}, token=tD)
+        lead = call(w, "POST", f"/auctions/{aid}/bid", 200, dict(bid, amount=60), token=tB)
+        assert lead["status"] == "leading", lead
+        sold = call(w, "POST", f"/auctions/{aid}/bid", 200, {"bidder": "C", "amount": 400}, token=tC)
+        assert sold["status"] == "sold" and sold["outbid"] == "B" and sold["trade_id"], sold
+
     def events():
         # the stream stays open: read its head, then the events a listing and a purchase
         # make, each validated against its schema, then hang up
@@ -563,6 +602,7 @@ def run_requests(w):
     check("the realm's settings answer as documented", settings)
     check("price histories answer as documented", history)
     check("buy orders and the book answer as documented", book)
+    check("auctions answer as documented", auctions)
     check("GET /events streams as documented", events)
     check("paths and methods no route serves get the documented 404 and 405", unrouted)
     check("with Redis stopped, the documented 503s", outage)
