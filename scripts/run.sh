@@ -148,6 +148,9 @@ fi
 # existing sale of that id, in a Redis named by MARKET_REDIS, is left as it is).
 "$BIN/market-seed" --sale id=potions,item=potion,stock=100,price=10,limit=5 ||
     echo "run: the demo sale 'potions' was not created (see above); the rest works without it"
+# An auction to watch end: Erin's ring, from 50, for 5 minutes (the page counts it down).
+"$BIN/market-seed" --auction seller=E,item=ring-9,start=50,minutes=5,buyout=500,step=5 ||
+    echo "run: the demo auction of E's ring was not created (see above); the rest works without it"
 
 url="http://$LISTEN"
 log=var/log/market-server.log
@@ -184,6 +187,8 @@ $token_line  curl -s -X POST $url/purchase $auth-d '{"buyer":"B","seller":"A","i
 A flash sale runs: 100 potions at 10 each, at most 5 a player. Bob buys 2; then what is left.
   curl -s -X POST $url/sales/potions/buy $auth-d '{"buyer":"B","quantity":2}'
   curl -s $url/sales/potions
+An auction of Erin's ring runs for 5 minutes from 50 (the page shows it); Bob bids 60:
+  curl -s -X POST $url/auctions/1/bid $auth-d '{"bidder":"B","amount":60}'
 $tokens
 
 MSG

@@ -8,6 +8,7 @@
  *               --print-token PLAYER
  *   market-seed [--admin-secret S] --print-admin-token
  *   market-seed [--redis URL] [--realm R] --sale id=ID,item=ITEM,stock=N,price=P[,limit=L]
+ *   market-seed [--redis URL] [--realm R] --auction seller=S,item=I,start=P,minutes=M[,...]
  *               [,hours=H][,house=PLAYER]
  *
  * A realm's world is checked as a whole before anything is written (no item
@@ -40,6 +41,7 @@ static void usage(FILE *to) {
             "       market-seed [--redis URL] [--reset] --generate SPEC\n"
             "       market-seed [--redis URL] [--realm R] --reindex\n"
             "       market-seed [--redis URL] [--realm R] --sale SPEC\n"
+            "       market-seed [--redis URL] [--realm R] --auction SPEC\n"
             "       market-seed [--auth-secret S] [--realm R] [--ttl T] [--kid K] [--audience A]\n"
             "                   --print-token PLAYER\n"
             "       market-seed [--admin-secret S] --print-admin-token\n"
@@ -83,6 +85,12 @@ static void usage(FILE *to) {
             "                         house=PLAYER: N units of ITEM at P each, at most L a\n"
             "                         player (default N), from now for H hours (default 24),\n"
             "                         paid to PLAYER (default " MARKET_SALE_HOUSE ").\n"
+            "  --auction SPEC         Put a player's item up for auction, as POST /auctions\n"
+            "                         would (no token: whoever reaches the store may). SPEC is\n"
+            "                         seller=ID,item=ITEM,start=P,minutes=M and, after a comma\n"
+            "                         each, any of quantity=Q (a lot of units), buyout=B and\n"
+            "                         step=S (default 1): bids from P, topping by S, for M\n"
+            "                         minutes.\n"
             "  --print-token PLAYER   Print PLAYER's bearer token of the realm, an HS256 JWT\n"
             "                         signed with the secret (--auth-secret, default\n"
             "                         $MARKET_AUTH_SECRET), and write nothing.\n"
@@ -289,10 +297,48 @@ static void print_audit(market_conn *c, const char *url, const char *realm) {
                (long long)a.total_escrow);
 }
 
+/* Reads --auction's spec "seller=..,item=..,start=P,minutes=M[,quantity=Q][,buyout=B]
+ * [,step=S]" into *o, an auction order (its strings point into spec). Returns 0, or -1 with
+ * a sentence in why. */
+static int parse_auction(char *spec, market_order *o, char *why, size_t whylen) {
+    uint64_t v, minutes = 0;
+    *o = (market_order){.type = MARKET_ORDER_AUCTION, .step = 1};
+    char *save = NULL;
+    for (char *kv = strtok_r(spec, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq) goto bad;
+        *eq = '\0';
+        const char *k = kv, *val = eq + 1;
+        if (strcmp(k, "seller") == 0 && market_id_valid(val))
+            o->player = val;
+        else if (strcmp(k, "item") == 0 && market_id_valid(val))
+            o->item = val;
+        else if (strcmp(k, "start") == 0 && cli_parse_u64(val, 1, MARKET_PRICE_MAX, &v) == 0)
+            o->price = (int64_t)v;
+        else if (strcmp(k, "buyout") == 0 && cli_parse_u64(val, 1, MARKET_PRICE_MAX, &v) == 0)
+            o->buyout = (int64_t)v;
+        else if (strcmp(k, "step") == 0 && cli_parse_u64(val, 1, MARKET_PRICE_MAX, &v) == 0)
+            o->step = (int64_t)v;
+        else if (strcmp(k, "quantity") == 0 && cli_parse_u64(val, 1, MARKET_QUANTITY_MAX, &v) == 0)
+            o->quantity = (int64_t)v;
+        else if (strcmp(k, "minutes") == 0 &&
+                 cli_parse_u64(val, 1, MARKET_DURATION_MAX_S / 60, &minutes) == 0)
+            o->duration_s = (int64_t)minutes * 60;
+        else
+            goto bad;
+    }
+    if (o->player && o->item && o->price && o->duration_s) return 0;
+bad:
+    snprintf(why, whylen,
+             "bad --auction spec (want seller=ID,item=ITEM,start=P,minutes=M"
+             "[,quantity=Q][,buyout=B][,step=S])");
+    return -1;
+}
+
 /* What the command line asks for. */
 struct opts {
     const char *url, *realm, *secret, *token_for, *admin_secret, *kid, *audience;
-    char *generate, *sale_spec;
+    char *generate, *sale_spec, *auction_spec;
     const char *file; /* a fixture, or NULL */
     uint64_t ttl_s;
     int admin_token, reset, reindex;
@@ -305,22 +351,22 @@ static int parse_args(int argc, char **argv, struct opts *o) {
                        .secret = getenv("MARKET_AUTH_SECRET"),
                        .admin_secret = getenv("MARKET_ADMIN_SECRET"), .ttl_s = 3600};
     if (!o->url || !*o->url) o->url = "redis://127.0.0.1:6379/0";
-    static const struct option longopts[] = {
-        {"redis", required_argument, NULL, 'r'},
-        {"realm", required_argument, NULL, 'R'},
-        {"reset", no_argument, NULL, 'x'},
-        {"generate", required_argument, NULL, 'g'},
-        {"reindex", no_argument, NULL, 'i'},
-        {"auth-secret", required_argument, NULL, 's'},
-        {"print-token", required_argument, NULL, 't'},
-        {"admin-secret", required_argument, NULL, 'A'},
-        {"print-admin-token", no_argument, NULL, 'T'},
-        {"sale", required_argument, NULL, 'S'},
-        {"ttl", required_argument, NULL, 'L'},
-        {"kid", required_argument, NULL, 'K'},
-        {"audience", required_argument, NULL, 'U'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"redis", required_argument, NULL, 'r'},
+                                             {"realm", required_argument, NULL, 'R'},
+                                             {"reset", no_argument, NULL, 'x'},
+                                             {"generate", required_argument, NULL, 'g'},
+                                             {"reindex", no_argument, NULL, 'i'},
+                                             {"auth-secret", required_argument, NULL, 's'},
+                                             {"print-token", required_argument, NULL, 't'},
+                                             {"admin-secret", required_argument, NULL, 'A'},
+                                             {"print-admin-token", no_argument, NULL, 'T'},
+                                             {"sale", required_argument, NULL, 'S'},
+                                             {"auction", required_argument, NULL, 'a'},
+                                             {"ttl", required_argument, NULL, 'L'},
+                                             {"kid", required_argument, NULL, 'K'},
+                                             {"audience", required_argument, NULL, 'U'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
@@ -334,6 +380,7 @@ static int parse_args(int argc, char **argv, struct opts *o) {
         case 'A': o->admin_secret = optarg; break;
         case 'T': o->admin_token = 1; break;
         case 'S': o->sale_spec = optarg; break;
+        case 'a': o->auction_spec = optarg; break;
         case 'K': o->kid = optarg; break;
         case 'U': o->audience = optarg; break;
         case 'L':
@@ -349,10 +396,9 @@ static int parse_args(int argc, char **argv, struct opts *o) {
     }
     o->file = optind < argc ? argv[optind] : NULL;
     if (o->admin_token || o->token_for) return -1;
-    if (o->reindex || o->sale_spec ? o->generate || o->reset || optind < argc ||
-                                         (o->reindex && o->sale_spec)
-                                   : (o->generate != NULL) == (optind < argc) ||
-                                         argc - optind > 1) {
+    int jobs = (o->reindex != 0) + (o->sale_spec != NULL) + (o->auction_spec != NULL);
+    if (jobs ? o->generate || o->reset || optind < argc || jobs > 1
+             : (o->generate != NULL) == (optind < argc) || argc - optind > 1) {
         usage(stderr);
         return 2;
     }
@@ -425,6 +471,25 @@ static int create_sale(market_conn *c, const struct opts *o, market_sale *sale, 
     return 0;
 }
 
+/* --auction: puts the seller's item up for auction, through the market as POST /auctions
+ * does. Returns 0, or -1 with why. */
+static int create_auction(market_conn *c, const struct opts *o, market_order *a, char *why,
+                          size_t whylen) {
+    a->realm = o->realm;
+    int err = market_ending_note(c, o->realm); /* the sweepers must find its end */
+    if (err == MARKET_OK) err = market_order_run(c, a);
+    if (err < 0) {
+        snprintf(why, whylen, "cannot auction %s of %s on %s: %s", a->item, a->player, o->url,
+                 err == MARKET_ERR_NOT_HELD ? "the seller does not hold it" : market_strerror(err));
+        return -1;
+    }
+    const market_auction *x = &a->res.auction.a;
+    printf("created auction %lld of realm %s on %s: %s of %s from %lld, until Unix ms %lld\n",
+           (long long)x->id, o->realm, o->url, x->item, x->seller, (long long)x->start_bid,
+           (long long)x->ends_ms);
+    return 0;
+}
+
 /* --reindex. Returns 0, or -1 with why. */
 static int reindex(market_conn *c, const struct opts *o, char *why, size_t whylen) {
     size_t n = 0;
@@ -471,9 +536,10 @@ static int store_fixture(market_conn *c, const struct opts *o, const market_worl
 /* Reads what the store job needs before connecting: the sale, the
  * generate spec, or the fixture (into *w). Returns 0, 1 when the fixture
  * is refused (already told), or -1 with why. */
-static int prepare(const struct opts *o, market_sale *sale, struct gen *g, market_world **w,
-                   char *why, size_t whylen) {
+static int prepare(const struct opts *o, market_sale *sale, market_order *auction, struct gen *g,
+                   market_world **w, char *why, size_t whylen) {
     if (o->sale_spec) return parse_sale(o->sale_spec, sale, why, whylen);
+    if (o->auction_spec) return parse_auction(o->auction_spec, auction, why, whylen);
     if (o->reindex) return 0; /* nothing to read first */
     if (o->generate) return parse_generate(o->generate, g, why, whylen);
     size_t len = 0;
@@ -514,9 +580,10 @@ int main(int argc, char **argv) {
     }
     struct gen g;
     market_sale sale;
-    int ready = prepare(&o, &sale, &g, &w, why, sizeof why);
+    market_order auction;
+    int ready = prepare(&o, &sale, &auction, &g, &w, why, sizeof why);
     if (ready > 0) goto out;
-    if (ready < 0 && o.sale_spec) { /* a bad --sale spec is a usage error */
+    if (ready < 0 && (o.sale_spec || o.auction_spec)) { /* a bad spec is a usage error */
         fprintf(stderr, "market-seed: %s\n", why);
         return 2;
     }
@@ -526,10 +593,11 @@ int main(int argc, char **argv) {
         snprintf(why, sizeof why, "out of memory");
         goto fail;
     }
-    if ((o.sale_spec   ? create_sale(c, &o, &sale, why, sizeof why)
-         : o.reindex   ? reindex(c, &o, why, sizeof why)
-         : o.generate  ? generate(c, &o, &g, why, sizeof why)
-                       : store_fixture(c, &o, w, why, sizeof why)) < 0)
+    if ((o.sale_spec      ? create_sale(c, &o, &sale, why, sizeof why)
+         : o.auction_spec ? create_auction(c, &o, &auction, why, sizeof why)
+         : o.reindex      ? reindex(c, &o, why, sizeof why)
+         : o.generate     ? generate(c, &o, &g, why, sizeof why)
+                          : store_fixture(c, &o, w, why, sizeof why)) < 0)
         goto fail;
     status = 0;
     goto out;

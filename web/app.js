@@ -3,8 +3,10 @@
 // /players/{id}/trades with their token), buys with POST /purchase (a listing, or units of
 // a stackable good across sellers at a max price; the pasted token, an Idempotency-Key per
 // click), charts an item's price history (GET /items/{item}/history, drawn as SVG
-// candles), and follows GET /events (Server-Sent Events) to show trades and listing
-// changes as they happen, and to redraw the chart. No framework, no build.
+// candles), lists open auctions with a countdown (GET /auctions) and bids the least they
+// take (POST /auctions/{id}/bid) or puts an item up (POST /auctions), and follows
+// GET /events (Server-Sent Events) to show trades and listing changes as they happen, and
+// to redraw the chart. No framework, no build.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -233,10 +235,13 @@ async function showPlayer() {
   const p = res.body;
   $("player-view").hidden = false;
   $("funds").textContent = p.funds;
-  $("escrow").textContent = p.escrow ? `(+${p.escrow} in buy orders)` : "";
+  $("escrow").textContent = p.escrow ? `(+${p.escrow} held by buy orders and bids)` : "";
   fill("inventory", p.inventory);
   fill("stacks", Object.entries(p.stacks).map(([k, v]) => `${k} ×${v}`));
   fill("my-listings", p.listings.map((l) => `${l.item} @${l.price}` + (l.quantity ? ` ×${l.quantity}` : "")));
+  fill("my-auctions", (p.auctions || [])
+                          .map((a) => `#${a} selling`)
+                          .concat((p.bids || []).map((a) => `#${a} leading`)));
   const trades = $("trades");
   trades.textContent = "";
   if (!token()) {
@@ -417,11 +422,116 @@ function historySoon() { // trades of the charted item in a burst: one redraw
     state.historyTimer = setTimeout(chart, 250);
 }
 
+// ---- auctions ----
+
+// "m:ss" until ends_ms (by the store's clock; the page takes its own for it), or "ended".
+function timeLeft(endsMs) {
+    const s = Math.floor((endsMs - Date.now()) / 1000);
+    if (s <= 0) return "ended";
+    return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+}
+
+function countdown() {
+    for (const td of document.querySelectorAll("#auctions td.left"))
+        td.textContent = timeLeft(Number(td.dataset.ends));
+}
+
+// The least bid auction a takes now: its start, or its highest bid and its increment.
+function minBid(a) {
+    return a.bidder ? a.bid + a.min_increment : a.start_bid;
+}
+
+// Lists the open auctions, soonest to end first, each with a Bid button that bids the least
+// it takes as the signed-in player.
+async function auctions() {
+    const res = await api("GET", "/auctions?limit=20");
+    const tbody = $("auctions").querySelector("tbody");
+    if (res.status !== 200) return;
+    tbody.textContent = "";
+    for (const a of res.body.auctions) {
+        const tr = document.createElement("tr");
+        tr.dataset.auction = a.id;
+        const cells = [
+            a.item + (a.quantity ? ` ×${a.quantity}` : ""), a.seller,
+            a.bidder ? a.bid : `from ${a.start_bid}`, a.bidder || "–"
+        ];
+        cells.forEach((text, i) => {
+            const td = document.createElement("td");
+            td.textContent = text;
+            if (i === 2) td.className = "num";
+            tr.appendChild(td);
+        });
+        const left = document.createElement("td");
+        left.className = "num left";
+        left.dataset.ends = a.ends_ms;
+        left.textContent = timeLeft(a.ends_ms);
+        tr.appendChild(left);
+        const td = document.createElement("td");
+        const b = document.createElement("button");
+        b.className = "bid";
+        b.textContent = `Bid ${minBid(a)}`;
+        b.addEventListener("click", () => bid(a, b));
+        td.appendChild(b);
+        tr.appendChild(td);
+        tbody.appendChild(tr);
+    }
+}
+
+async function bid(a, button) {
+    const bidder = $("player").value.trim() || tokenPlayer(token());
+    if (!bidder) {
+        say("paste your token (or type your player id) first", false);
+        return;
+    }
+    const headers = {"Idempotency-Key" : idempotencyKey()};
+    if (token()) headers.Authorization = "Bearer " + token();
+    button.disabled = true;
+    const res = await api("POST", `/auctions/${a.id}/bid`, {bidder, amount : minBid(a)}, headers);
+    if (res.status === 200) {
+        const x = res.body.auction;
+        say(res.body.status === "sold"
+                ? `Bought ${x.item} at ${x.bid}; funds now ${res.body.bidder_funds}`
+                : `Leading the auction of ${x.item} at ${x.bid}; funds now ${
+                      res.body.bidder_funds}`,
+            true);
+    } else {
+        say("bid refused: " + why(res) +
+                (res.body && res.body.min_bid ? ` (${res.body.min_bid} or more)` : ""),
+            false);
+    }
+    await Promise.all([ auctions(), showPlayer() ]);
+}
+
+// Puts the form's item (a unique one of the signed-in player's) up for auction.
+async function auctionNew() {
+    const seller = $("player").value.trim() || tokenPlayer(token());
+    const item = $("a-item").value.trim();
+    const start = Number($("a-start").value), minutes = Number($("a-minutes").value);
+    if (!seller || !/^[A-Za-z0-9_-]{1,64}$/.test(item) || !Number.isInteger(start) || start < 1 ||
+        !Number.isInteger(minutes) || minutes < 1) {
+        say("auction: your token, an item of yours, a start bid and minutes of 1 or more", false);
+        return;
+    }
+    const headers = {"Idempotency-Key" : idempotencyKey()};
+    if (token()) headers.Authorization = "Bearer " + token();
+    const res = await api("POST", "/auctions",
+                          {seller, item, start_bid : start, duration_s : minutes * 60}, headers);
+    if (res.status === 201)
+        say(`Auction ${res.body.auction.id} of ${item} opened, ${minutes} min`, true);
+    else
+        say("auction refused: " + why(res), false);
+    await Promise.all([ auctions(), showPlayer() ]);
+}
+
 // ---- live ----
 
 function refreshSoon() { // many events in a burst: one refresh
   clearTimeout(state.refreshTimer);
-  state.refreshTimer = setTimeout(() => { search(false); showPlayer(); }, 250);
+  state.refreshTimer = setTimeout(() => {
+      search(false);
+      showPlayer();
+      auctions();
+  }, 250);
 }
 
 function feed(text) {
@@ -471,6 +581,12 @@ $("history").addEventListener("submit", (e) => {
     chart();
 });
 $("h-interval").addEventListener("change", chart);
+$("auction-new").addEventListener("submit", (e) => {
+    e.preventDefault();
+    auctionNew();
+});
+setInterval(countdown, 1000);
+setInterval(auctions, 10000); // bids and endings are not on the live feed
 $("signin").addEventListener("submit", (e) => {
   e.preventDefault();
   if (!$("player").value.trim()) $("player").value = tokenPlayer(token());
@@ -481,10 +597,16 @@ $("token").addEventListener("change", () => {
   const p = tokenPlayer(token());
   if (p) $("player").value = p;
 });
-$("realm").addEventListener("change", () => { search(false); showPlayer(); live(); });
+$("realm").addEventListener("change", () => {
+    search(false);
+    showPlayer();
+    auctions();
+    live();
+});
 
 $("token").value = sessionStorage.getItem("market.token") || "";
 if (token()) $("player").value = tokenPlayer(token());
 search(false);
 showPlayer();
+auctions();
 live();

@@ -375,20 +375,22 @@ def check_answer(ex, out, ids, rewritten=False):
 # ---- running ----
 
 def run_sh_world():
-    """(fixture, sale spec) that scripts/run.sh seeds."""
+    """(fixture, sale spec, auction spec) that scripts/run.sh seeds."""
     with open(os.path.join(ROOT, "scripts", "run.sh"), encoding="utf-8") as f:
         src = f.read()
     fixture = re.search(r'market-seed"? --reset (\S+)', src)
     sale = re.search(r'market-seed"? --sale (\S+)', src)
-    assert fixture and sale, "scripts/run.sh: no `market-seed --reset FILE` or `--sale SPEC` found"
-    return fixture.group(1), sale.group(1)
+    auction = re.search(r'market-seed"? --auction (\S+)', src)
+    assert fixture and sale and auction, \
+        "scripts/run.sh: no `market-seed --reset FILE`, `--sale SPEC` or `--auction SPEC` found"
+    return fixture.group(1), sale.group(1), auction.group(1)
 
 
 class DocWorld:
     """A world as make run serves it, FLAGS added, and the folder examples run in."""
 
     def __init__(self, flags):
-        fixture, sale = run_sh_world()
+        fixture, sale, auction = run_sh_world()
         assert fixture == "fixtures/demo.json", f"scripts/run.sh seeds {fixture}; World seeds fixtures/demo.json"
         flags = list(flags)
         secret = os.urandom(16).hex()
@@ -410,7 +412,8 @@ class DocWorld:
             f.write(secret)
         os.symlink(os.path.dirname(os.path.abspath(SEED)), os.path.join(self.dir, "bin"))
         self.world = None
-        self.world = World(None if no_auth else secret, admin, flags, sale=sale, quick_timeouts=False)
+        self.world = World(None if no_auth else secret, admin, flags, sale=sale, quick_timeouts=False,
+                           auction=auction)
 
     def run(self, ex, env, ids):
         """Runs ex's command in bash; returns (exit status, stdout, stderr, the new env)."""

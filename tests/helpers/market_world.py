@@ -65,12 +65,13 @@ class World:
     """A redis-server and a market-server (extra flags: server_args) over the demo world.
 
     secret None serves with --no-auth. sale, a market-seed --sale spec, creates a
-    flash sale after the seed. quick_timeouts False keeps the server's own Redis
+    flash sale after the seed; auction, a market-seed --auction spec, an auction. quick_timeouts False keeps the server's own Redis
     and lock wait timeouts (make run's), instead of short ones for the tests."""
 
-    def __init__(self, secret, admin_secret=None, server_args=(), sale=None, quick_timeouts=True):
+    def __init__(self, secret, admin_secret=None, server_args=(), sale=None, quick_timeouts=True,
+                 auction=None):
         self.secret, self.admin_secret = secret, admin_secret
-        self.sale, self.quick_timeouts = sale, quick_timeouts
+        self.sale, self.quick_timeouts, self.auction = sale, quick_timeouts, auction
         self.dir = tempfile.mkdtemp(prefix="market-world.")
         self.redis_port, self.http_port = free_port(), free_port()
         self.server, self.log = None, None
@@ -96,6 +97,9 @@ class World:
                        check=True, stdout=subprocess.DEVNULL)
         if self.sale:
             subprocess.run([SEED, "--redis", self.url, "--sale", self.sale], check=True,
+                           stdout=subprocess.DEVNULL)
+        if self.auction:
+            subprocess.run([SEED, "--redis", self.url, "--auction", self.auction], check=True,
                            stdout=subprocess.DEVNULL)
         self.log = open(os.path.join(self.dir, "server.log"), "w")
         args = [SERVER, "--listen", f"127.0.0.1:{self.http_port}", "--redis", self.url,

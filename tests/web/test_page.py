@@ -16,11 +16,14 @@ units form, and the store shows what moved (and a refused quantity moves
 nothing); a click on the arrows charts their price history, which a trade
 by another client redraws live; the charted item's book shows its bids and asks, and B's buy
 order from the units form rests (escrowed, in the book, among B's orders) and is taken back with
-its Cancel button; on a phone-sized window nothing overflows sideways, the Buy buttons
-fit, and the token and player box come before the market.
+its Cancel button; an auction C opens shows with a countdown that ticks, and B's click on
+its Bid button leads it (escrowed, among B's auctions, and in the store); on a phone-sized
+window nothing overflows sideways, the Buy buttons fit, and the token and player box come
+before the market.
 It prints cmocka's summary lines, which tests/run.sh counts.
 """
 import json
+import re
 import os
 import sys
 
@@ -127,6 +130,31 @@ def run(w, d):
         assert not any(" E " in " " + t + " " or "from C" in t for t in texts(d, "#feed li"))
         wait(d, "the market refreshed by the event", lambda d: ("sword-2", "C") not in rows(d))
 
+    def bids_on_an_auction():
+        status, _, body = w.request("POST", "/auctions", {"seller": "C", "item": "sword-1", "start_bid": 100,
+                                                          "duration_s": 120},
+                                    {"Authorization": "Bearer " + w.token("C")})
+        assert status == 201, body
+        aid = json.loads(body)["auction"]["id"]
+        funds = int(w.redis_cli("HGET", "users:{main}:B", "funds"))
+        d.get(base)  # B stays signed in (the token is kept for the session)
+        row = f"#auctions tbody tr[data-auction='{aid}']"
+        wait(d, "the auction listed", lambda d: d.find_elements(By.CSS_SELECTOR, row))
+        left = lambda: d.execute_script(f"const e = document.querySelector(\"{row} td.left\"); "
+                                        "return e ? e.textContent : '';")
+        first = left()
+        assert re.fullmatch(r"[12]:\d\d", first), first
+        wait(d, "the countdown to tick", lambda d: left() not in ("", first))
+        wait(d, "B's funds", lambda d: text(d, "funds") == str(funds))
+        click(d, "a click on the auction's Bid", f"{row} button.bid")
+        wait(d, "the bid", lambda d: "Leading the auction of sword-1 at 100" in text(d, "message"))
+        wait(d, "B's funds less the bid", lambda d: text(d, "funds") == str(funds - 100))
+        wait(d, "the auction among B's", lambda d: f"#{aid} leading" in texts(d, "#my-auctions li"))
+        assert text(d, "escrow") == "(+100 held by buy orders and bids)", text(d, "escrow")
+        # the store: B leads, its bid escrowed
+        assert w.redis_cli("HGET", f"auction:{{main}}:{aid}", "bidder") == "B"
+        assert w.redis_cli("HGET", "users:{main}:B", "escrow") == "100"
+
     def fits_a_phone():
         d.set_window_size(390, 844)
         d.get(base)
@@ -225,7 +253,7 @@ def run(w, d):
         d.find_element(By.ID, "order-go").click()  # nothing at 2 or less: all of it rests
         wait(d, "the order resting", lambda d: "5 resting at 2" in d.find_element(By.ID, "message").text)
         wait(d, "B's funds less the escrow", lambda d: d.find_element(By.ID, "funds").text == "235")
-        assert d.find_element(By.ID, "escrow").text == "(+10 in buy orders)", d.find_element(By.ID, "escrow").text
+        assert d.find_element(By.ID, "escrow").text == "(+10 held by buy orders and bids)", d.find_element(By.ID, "escrow").text
         wait(d, "the order among B's", lambda d: any("arrow ×5 @2" in t for t in texts(d, "#my-orders li")))
         wait(d, "the best bid in the book", lambda d: book_rows()[:2] == [["5", "2", "3", "45"], ["10", "1", "5", "8"]])
         assert w.redis_cli("HGET", "users:{main}:B", "escrow") == "10"
@@ -242,6 +270,7 @@ def run(w, d):
     CHECKS.run("an item's price history is charted, and redrawn by its trades", charts_prices)
     CHECKS.run("the charted item's book shows; a buy order from the page rests and is taken back",
                book_and_orders)
+    CHECKS.run("an open auction counts down, and a bid from the page leads it", bids_on_an_auction)
     shot = os.environ.get("MARKET_SCREENSHOT")
     if shot:  # the page as docs/ shows it: B signed in, a listing arriving live
         d.set_window_size(1200, 820)
