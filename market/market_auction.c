@@ -414,12 +414,7 @@ static void commit_auctions(struct auction_batch *b, market__buf *w) {
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct auction_batch *b = cb->ks;
     market__buf *w = &b->k.wb;
-    market__buf_reset(w);
-    market__fx_multi(w);
-    market__frame_fences(&b->f, held, w);
-    market__parties_funds(&b->u, w);
-    market__frame_cut_pay(&b->f, &b->cut, w);
-    market__frame_records(&b->f, w);
+    market__frame_commit(&b->f, held, &b->u, &b->cut, w);
     b->n_trades = 0;
     for (size_t i = 0; i < b->f.n; i++) /* goods out first: see commit_new() */
         if (market__frame_won(&b->f, i) && b->f.req[i]->type == MARKET_ORDER_AUCTION)

@@ -470,12 +470,7 @@ static void hand_trades(struct buy_batch *b) {
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct buy_batch *b = cb->ks;
     market__buf *w = &b->k.wb;
-    market__buf_reset(w);
-    market__fx_multi(w);
-    market__frame_fences(&b->f, held, w);
-    market__parties_funds(&b->u, w);
-    market__frame_cut_pay(&b->f, &b->cut, w);
-    market__frame_records(&b->f, w);
+    market__frame_commit(&b->f, held, &b->u, &b->cut, w);
     b->n_trades = 0;
     for (size_t i = 0; i < b->f.n; i++)
         if (market__frame_won(&b->f, i)) commit_order(b, held, i, w);

@@ -117,10 +117,7 @@ static size_t batch_decide(market__cbatch *cb) {
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct cancel_batch *b = cb->ks;
     market__buf *w = &b->k.wb;
-    market__buf_reset(w);
-    market__fx_multi(w);
-    market__frame_fences(&b->f, held, w);
-    market__parties_funds(&b->u, w);
+    market__frame_commit(&b->f, held, &b->u, NULL, w); /* a cancel keeps no record */
     for (size_t i = 0; i < b->f.n; i++) {
         if (!market__frame_won(&b->f, i)) continue;
         const market_cancel_result *res = &b->f.req[i]->res.cancel;

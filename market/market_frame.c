@@ -180,6 +180,19 @@ void market__frame_fences(const market__frame *f, const market__held *held, mark
         if (!f->fence_same[i]) market__fx_fence(w, held->fenced[i], held->fence[i]);
 }
 
+/* Opens the commit in w (emptied first): MULTI, our fences, the net funds of the players p
+ * holds (NULL: none), the unread part of cut (NULL: none) and the records: what every
+ * kind's commit begins with; the kind's writes follow. */
+void market__frame_commit(market__frame *f, const market__held *held, const market__parties *p,
+                          const market__cut *cut, market__buf *w) {
+    market__buf_reset(w);
+    market__fx_multi(w);
+    market__frame_fences(f, held, w);
+    if (p) market__parties_funds(p, w);
+    if (cut) market__frame_cut_pay(f, cut, w);
+    market__frame_records(f, w);
+}
+
 /* Appends the record of every final outcome decided under a key (see
  * DESIGN), and keeps each in f->idem.record[] for the trade script. */
 void market__frame_records(market__frame *f, market__buf *w) {

@@ -104,5 +104,7 @@ void market__cut_begin(market__cut_copy *c, const market__cut *cut, const market
                        size_t self, market__party *self_copy);
 void market__cut_keep(const market__cut_copy *c, market__cut *cut, market__parties *p);
 void market__frame_cut_pay(const market__frame *f, const market__cut *cut, market__buf *w);
+void market__frame_commit(market__frame *f, const market__held *held, const market__parties *p,
+                          const market__cut *cut, market__buf *w);
 
 #endif /* GM_MARKET_MARKET_FRAME_H */

@@ -461,13 +461,9 @@ static void hand_fills(struct listing_batch *b) {
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct listing_batch *b = cb->ks;
     market__buf *w = &b->k.wb;
-    market__buf_reset(w);
-    market__fx_multi(w);
-    market__frame_fences(&b->f, held, w);
-    market__parties_funds(&b->u, w); /* the listing fees and proceeds: none without them */
-    market__frame_cut_pay(&b->f, &b->cut, w);
+    /* the listing fees and proceeds: no funds without them */
+    market__frame_commit(&b->f, held, &b->u, &b->cut, w);
     market__frame_cut_pay(&b->f, &b->sale_cut, w);
-    market__frame_records(&b->f, w);
     for (size_t i = 0; i < b->f.n; i++)
         if (market__frame_won(&b->f, i)) commit_order(b, held, i, w);
     /* the fills after every seller's units: a seller's last units go with an HDEL, and it

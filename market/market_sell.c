@@ -202,12 +202,7 @@ static void hand_trades(struct sell_batch *b) {
 static int batch_commit(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct sell_batch *b = cb->ks;
     market__buf *w = &b->k.wb;
-    market__buf_reset(w);
-    market__fx_multi(w);
-    market__frame_fences(&b->f, held, w);
-    market__parties_funds(&b->u, w);
-    market__frame_cut_pay(&b->f, &b->cut, w);
-    market__frame_records(&b->f, w);
+    market__frame_commit(&b->f, held, &b->u, &b->cut, w);
     commit_sellers(b, w); /* before the buyers': a seller may buy in the batch too */
     b->t.n_trades = 0;
     for (size_t i = 0; i < b->f.n; i++)

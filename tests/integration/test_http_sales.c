@@ -112,6 +112,28 @@ static void assert_error(json_t *j, const char *code) {
     assert_string_equal(got, code);
 }
 
+/* A request that must be refused, and how. */
+struct refusal {
+    const char *method, *path, *auth, *body;
+    long status;
+    const char *error;
+};
+
+/* Sends each of r[0..n) to port, asserts its status and error code, and that none of them
+ * changed the store. */
+static void assert_refused(int port, const struct refusal *r, size_t n) {
+    char *before = th_store_fingerprint(redis.port);
+    for (size_t i = 0; i < n; i++) {
+        json_t *j = call(port, r[i].method, r[i].path, r[i].auth, r[i].body, r[i].status);
+        assert_error(j, r[i].error);
+        json_decref(j);
+    }
+    char *after = th_store_fingerprint(redis.port);
+    assert_string_equal(after, before);
+    free(before);
+    free(after);
+}
+
 static char *sale_body(const char *id, int64_t stock, int64_t limit) {
     static char b[512];
     int64_t t = now_ms();
@@ -364,33 +386,19 @@ static void test_http_settings_and_the_cut(void **state) {
     json_decref(j);
     /* refusals: bad bodies, no house, no token, a player's, another method; none changes
      * the store */
-    const struct {
-        const char *method, *auth, *body;
-        long status;
-        const char *error;
-    } refused[] = {
-        {"PUT", adm, "{\"fee_bps\":10001}", 400, "bad_request"},
-        {"PUT", adm, "{\"fee_bps\":-1}", 400, "bad_request"},
-        {"PUT", adm, "{\"fee_bps\":\"5\"}", 400, "bad_request"},
-        {"PUT", adm, "{\"fee_bps\":5,\"cut\":1}", 400, "bad_request"},
-        {"PUT", adm, "{\"house\":\"game\"}", 400, "bad_request"},
-        {"PUT", adm, "{\"fee_bps\":5,\"house\":\"no one\"}", 400, "bad_request"},
-        {"PUT", adm, "{\"fee_bps\":500,\"house\":\"nobody\"}", 404, "player_not_found"},
-        {"PUT", bob, "{\"fee_bps\":500}", 401, "unauthorized"},
-        {"PUT", NULL, "{\"fee_bps\":500}", 401, "unauthorized"},
-        {"POST", adm, "{\"fee_bps\":500}", 405, "method_not_allowed"},
+    const struct refusal refused[] = {
+        {"PUT", "/config", adm, "{\"fee_bps\":10001}", 400, "bad_request"},
+        {"PUT", "/config", adm, "{\"fee_bps\":-1}", 400, "bad_request"},
+        {"PUT", "/config", adm, "{\"fee_bps\":\"5\"}", 400, "bad_request"},
+        {"PUT", "/config", adm, "{\"fee_bps\":5,\"cut\":1}", 400, "bad_request"},
+        {"PUT", "/config", adm, "{\"house\":\"game\"}", 400, "bad_request"},
+        {"PUT", "/config", adm, "{\"fee_bps\":5,\"house\":\"no one\"}", 400, "bad_request"},
+        {"PUT", "/config", adm, "{\"fee_bps\":500,\"house\":\"nobody\"}", 404, "player_not_found"},
+        {"PUT", "/config", bob, "{\"fee_bps\":500}", 401, "unauthorized"},
+        {"PUT", "/config", NULL, "{\"fee_bps\":500}", 401, "unauthorized"},
+        {"POST", "/config", adm, "{\"fee_bps\":500}", 405, "method_not_allowed"},
     };
-    char *before = th_store_fingerprint(redis.port);
-    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
-        j = call(port, refused[i].method, "/config", refused[i].auth, refused[i].body,
-                 refused[i].status);
-        assert_error(j, refused[i].error);
-        json_decref(j);
-    }
-    char *after = th_store_fingerprint(redis.port);
-    assert_string_equal(after, before);
-    free(before);
-    free(after);
+    assert_refused(port, refused, sizeof refused / sizeof *refused);
     j = call(port, "GET", "/realms/main/config", NULL, NULL, 200);
     assert_int_equal(jint(j, "fee_bps"), 0); /* nothing above changed it */
     json_decref(j);
@@ -446,31 +454,23 @@ static void test_http_listing_durations(void **state) {
     bearer(carol, sizeof carol, "C");
     int port;
     server *s = start(SECRET, ADMIN, &port);
-    const struct {
-        const char *method, *path, *auth, *body;
-    } refused[] = {
+    const struct refusal refused[] = {
         {"POST", "/list", carol,
-         "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":0}"},
+         "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":0}", 400,
+         "bad_request"},
         {"POST", "/list", carol,
-         "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":-5}"},
+         "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":-5}", 400,
+         "bad_request"},
         {"POST", "/list", carol,
-         "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":\"60\"}"},
+         "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":\"60\"}", 400,
+         "bad_request"},
         {"POST", "/list", carol,
-         "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":2592001}"},
-        {"PUT", "/config", adm, "{\"fee_bps\":0,\"list_duration_s\":2592001}"},
-        {"PUT", "/config", adm, "{\"fee_bps\":0,\"list_duration_s\":-1}"},
+         "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":2592001}", 400,
+         "bad_request"},
+        {"PUT", "/config", adm, "{\"fee_bps\":0,\"list_duration_s\":2592001}", 400, "bad_request"},
+        {"PUT", "/config", adm, "{\"fee_bps\":0,\"list_duration_s\":-1}", 400, "bad_request"},
     };
-    char *before = th_store_fingerprint(redis.port);
-    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
-        json_t *j =
-            call(port, refused[i].method, refused[i].path, refused[i].auth, refused[i].body, 400);
-        assert_error(j, "bad_request");
-        json_decref(j);
-    }
-    char *after = th_store_fingerprint(redis.port);
-    assert_string_equal(after, before);
-    free(before);
-    free(after);
+    assert_refused(port, refused, sizeof refused / sizeof *refused);
     int64_t t0 = now_ms();
     json_t *j = call(port, "POST", "/list", carol,
                      "{\"seller\":\"C\",\"item\":\"potion-3\",\"price\":4,\"duration_s\":1}", 201);
@@ -523,11 +523,7 @@ static void test_http_auctions(void **state) {
     server *s = start(SECRET, ADMIN, &port);
     const char *sword = "{\"seller\":\"C\",\"item\":\"sword-1\",\"start_bid\":100,"
                         "\"duration_s\":600,\"buyout\":900,\"min_increment\":10}";
-    const struct {
-        const char *method, *path, *auth, *body;
-        long status;
-        const char *error;
-    } refused[] = {
+    const struct refusal refused[] = {
         {"POST", "/auctions", carol, "{\"seller\":\"C\",\"item\":\"sword-1\",\"start_bid\":100}",
          400, "bad_request"},
         {"POST", "/auctions", carol,
@@ -552,17 +548,7 @@ static void test_http_auctions(void **state) {
         {"GET", "/auctions?item=a.b", NULL, NULL, 400, "bad_request"},
         {"DELETE", "/auctions", bob, NULL, 405, "method_not_allowed"},
     };
-    char *before = th_store_fingerprint(redis.port);
-    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
-        json_t *j = call(port, refused[i].method, refused[i].path, refused[i].auth, refused[i].body,
-                         refused[i].status);
-        assert_error(j, refused[i].error);
-        json_decref(j);
-    }
-    char *after = th_store_fingerprint(redis.port);
-    assert_string_equal(after, before);
-    free(before);
-    free(after);
+    assert_refused(port, refused, sizeof refused / sizeof *refused);
     json_t *j = call(port, "POST", "/auctions", carol, sword, 201);
     json_t *a = json_object_get(j, "auction");
     assert_int_equal(jint(a, "id"), 1);
@@ -575,18 +561,14 @@ static void test_http_auctions(void **state) {
     assert_int_equal(json_array_size(json_object_get(j, "inventory")), 1); /* potion-3 left */
     json_decref(j);
     /* refusals of bids: too low (with the least it takes), the seller's own; nothing moves */
-    before = th_store_fingerprint(redis.port);
+    const struct refusal bids[] = {
+        {"POST", "/auctions/1/bid", bob, "{\"bidder\":\"B\",\"amount\":99}", 409, "bid_too_low"},
+        {"POST", "/auctions/1/bid", carol, "{\"bidder\":\"C\",\"amount\":500}", 409, "own_auction"},
+    };
+    assert_refused(port, bids, 2);
     j = call(port, "POST", "/auctions/1/bid", bob, "{\"bidder\":\"B\",\"amount\":99}", 409);
-    assert_error(j, "bid_too_low");
     assert_int_equal(jint(j, "min_bid"), 100);
     json_decref(j);
-    j = call(port, "POST", "/auctions/1/bid", carol, "{\"bidder\":\"C\",\"amount\":500}", 409);
-    assert_error(j, "own_auction");
-    json_decref(j);
-    after = th_store_fingerprint(redis.port);
-    assert_string_equal(after, before);
-    free(before);
-    free(after);
     j = call(port, "POST", "/auctions/1/bid", bob, "{\"bidder\":\"B\",\"amount\":120}", 200);
     assert_string_equal(json_string_value(json_object_get(j, "status")), "leading");
     assert_int_equal(jint(j, "bidder_funds"), 800 - 120);
