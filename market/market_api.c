@@ -3,18 +3,25 @@
  *
  * The layers, each calling only those below it (their headers say more):
  *   market_api.c    the public API: lifecycle, purchase, list, unlist, reads;
+ *   market_sweep.c  the sweeper: endings of listings and auctions, queued
+ *                   under a realm's sweep lease;
  *   market_order.c  every order: its type's check, kind and lanes, its answer;
- *   market_purchase.c, market_buy.c, market_listing.c, market_sale.c  the
- *                   order kinds (market_kinds.h): purchases of listings;
- *                   of units across sellers; list and unlist; flash sales
- *                   (their creation, reads, and buys);
+ *   market_purchase.c, market_buy.c, market_listing.c, market_sale.c,
+ *   market_cancel.c, market_sell.c, market_auction.c  the order kinds
+ *                   (market_kinds.h): purchases of listings; of units across
+ *                   sellers and buy orders; list, unlist and endings; flash
+ *                   sales (their creation, reads, and buys); cancels; sales
+ *                   into the book; auctions, bids and their endings (and
+ *                   their reads); over market_frame.c, what every kind's
+ *                   attempt shares;
  *   market_combine.c the combiner: lanes, workers, batches under one lock
  *                   hold, for every kind of order (an ops table each);
  *   market_idem.c   a batch's idempotency keys;
  *   market_txn.c    leases, the guarded commit, one-at-a-time operations;
  *   market_store.c  the Redis connections, pipelines, replies;
  *   market_model.c  the data model's commands: every read and write a
- *                   batch makes, built into one command buffer (pure);
+ *                   batch makes, built into one command buffer (market_buf.c;
+ *                   pure);
  * beside them the pure parts, which do no I/O: market_rules.c (the rules of
  * a purchase), market_keys.c (key names and kinds, idempotency records) and
  * market_index.c (the search indexes, cursors, search plans); and

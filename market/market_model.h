@@ -1,5 +1,5 @@
 /* market_model.h - the data model: one command buffer that a commit's
- * effects and a read's commands are appended to (market_model.c), the
+ * effects and a read's commands are appended to (market_buf.c), the
  * effects themselves - move funds, hand over a unique item, move units,
  * delist, set a fence, record an idempotency outcome, take units from a
  * sale - and the reads; and the replies turned into plain C values
