@@ -81,8 +81,7 @@ static const api_route api_routes[API_ROUTES] = {
 };
 
 /* Names of the routes as logs and metrics show them: two rows of one path (one for each
- * method) have one name, the same pointer (api_route_index() finds the first). */
-static const char auctions_name[] = "/auctions";
+ * method) have one name, given as the first's (route_name()). */
 static const char *const api_route_names[API_ROUTES] = {
     "/purchase",
     "/list",
@@ -104,14 +103,19 @@ static const char *const api_route_names[API_ROUTES] = {
     "/items/{item}/book",
     "/players/{id}/orders",
     "/sell",
-    auctions_name,
-    auctions_name,
+    "/auctions",
+    "/auctions",
     "/auctions/{id}",
     "/auctions/{id}/bid",
 };
 
 /* Returns route i's name (static), or NULL outside 0..API_ROUTES-1. */
 const char *api_route_name(int i) { return i >= 0 && i < API_ROUTES ? api_route_names[i] : NULL; }
+
+/* The name of route row r: the first row's of its path (static). */
+static const char *route_name(const api_route *r) {
+    return api_route_name(api_route_index(api_route_names[r - api_routes]));
+}
 
 /* Returns the index of a name that api_route_name() gave, or -1. */
 int api_route_index(const char *route) {
@@ -230,7 +234,7 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
         api__error_reply_full(resp, 404, "not_found", "no such resource", 0, NULL);
         return;
     }
-    resp->route = api_route_names[r - api_routes];
+    resp->route = route_name(r);
     if (found == ROUTE_BAD_REALM) {
         api__bad_request(resp, "realm id must match " API__ID_RULE);
         return;
@@ -329,7 +333,7 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
         api_handle(conn, req, resp);
         return 0;
     }
-    *resp = (api_response){.route = api_route_names[r - api_routes]};
+    *resp = (api_response){.route = route_name(r)};
     snprintf(resp->realm, sizeof resp->realm, "%s", realm);
     d->route = (int)(r - api_routes);
     return r->begin(conn, req, realm, arg, resp, d) ? 1 : 0;

@@ -12,7 +12,12 @@
  * twice (an ending of a lot settled twice would add its 10 units again), no
  * listing, index entry, open auction or escrow left, and every seller paid
  * its sold auctions' bids exactly once.
+ *
+ * And 200 bidders on one auction, over HTTP across the three servers, until it
+ * ends: the highest bid taken wins, the item and the funds where they
+ * belong, every other bidder's escrow back.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,13 +27,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
 #include <hiredis.h>
 
 #include "tests/helpers/cmocka_all.h"
 
+#include <jansson.h>
+
 #include "lock/lock.h"
 #include "market/market.h"
 #include "rconn/rconn.h"
+#include "tests/helpers/http_client.h"
 #include "tests/helpers/redis_proc.h"
 #include "tests/helpers/server_proc.h"
 
@@ -251,15 +260,151 @@ static void test_endings_settled_once_while_servers_fail(void **state) {
     redisFree(rc);
 }
 
+#define HOT_BIDDERS 200 /* b0..b199, HOT_THREADS threads of HOT_BIDDERS / HOT_THREADS each */
+#define HOT_THREADS 50
+
+struct hot {
+    int ports[SERVERS];
+    int64_t id; /* the auction */
+};
+
+struct hot_thread {
+    struct hot *h;
+    int t;
+    int taken;      /* its 200s */
+    int64_t top;    /* the highest bid of its a 200 took (0: none) */
+    int top_bidder; /* and whose */
+};
+
+/* Thread t's bidders b<t*4..t*4+3> bid in turn, each bid the least the auction takes (or
+ * more), on the servers in turn, until the auction answers auction_closed. */
+static void *hot_bidding(void *arg) {
+    struct hot_thread *x = arg;
+    struct hot *h = x->h;
+    int64_t amount = 10 + x->t % 7;
+    for (int k = 0;; k++) {
+        int who = x->t * (HOT_BIDDERS / HOT_THREADS) + k % (HOT_BIDDERS / HOT_THREADS);
+        char path[64], body[96];
+        snprintf(path, sizeof path, "/auctions/%lld/bid", (long long)h->id);
+        snprintf(body, sizeof body, "{\"bidder\":\"b%d\",\"amount\":%lld}", who, (long long)amount);
+        th_http r;
+        if (th_http_do(h->ports[(x->t + k) % SERVERS], "POST", path, body, strlen(body), &r) < 0)
+            continue;
+        json_t *j = r.body ? json_loads(r.body, 0, NULL) : NULL;
+        const char *err = json_string_value(json_object_get(j, "error"));
+        if (r.status == 200) {
+            x->taken++;
+            x->top = amount; /* its bids grow */
+            x->top_bidder = who;
+            amount += 1 + x->t % 5;
+        } else if (r.status == 409 && err && strcmp(err, "bid_too_low") == 0) {
+            amount = json_integer_value(json_object_get(j, "min_bid")) + x->t % 5;
+        }
+        int closed = r.status == 409 && err && strcmp(err, "auction_closed") == 0;
+        assert_true(r.status == 200 || r.status == 409 || r.status == 503);
+        json_decref(j);
+        th_http_cleanup(&r);
+        if (closed) break;
+    }
+    return NULL;
+}
+
+/* 200 bidders on one auction across three servers until it ends (see the top). */
+static void test_200_bidders_highest_wins(void **state) {
+    const char *strategy = *state;
+    redisContext *rc = redisConnect("127.0.0.1", redis.port);
+    assert_non_null(rc);
+    (void)num(rc, "FLUSHALL");
+    market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 5000, .acquire_timeout_ms = 5000};
+    assert_int_equal(rconn_addr_parse(redis.url, &cfg.redis), RCONN_OK);
+    int err;
+    lock_client *l = lock_local_new(&err);
+    market *m = market_new(&cfg, l, &err);
+    market_conn *c = market_conn_new(m, &err);
+    assert_non_null(c);
+    market_world *w = market_world_new();
+    assert_non_null(w);
+    char id[16];
+    assert_int_equal(market_world_add_player(w, "s0", NULL, 0), MARKET_OK);
+    assert_int_equal(market_world_add_item(w, "s0", "crown"), MARKET_OK);
+    for (int i = 0; i < HOT_BIDDERS; i++) {
+        snprintf(id, sizeof id, "b%d", i);
+        assert_int_equal(market_world_add_player(w, id, NULL, BIDDER_FUNDS), MARKET_OK);
+    }
+    assert_int_equal(market_world_store(c, REALM, w, 1), MARKET_OK);
+    market_world_free(w);
+    struct hot h = {0};
+    pid_t pid[SERVERS];
+    for (int i = 0; i < SERVERS; i++)
+        pid[i] = spawn(&h.ports[i], strategy);
+    market_order o = {.type = MARKET_ORDER_AUCTION,
+                      .realm = REALM,
+                      .player = "s0",
+                      .item = "crown",
+                      .price = 10,
+                      .step = 1,
+                      .duration_s = 3};
+    assert_int_equal(market_order_run(c, &o), MARKET_OK);
+    h.id = o.res.auction.a.id;
+    struct hot_thread x[HOT_THREADS];
+    pthread_t t[HOT_THREADS];
+    for (int i = 0; i < HOT_THREADS; i++) {
+        x[i] = (struct hot_thread){&h, i, 0, 0, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, hot_bidding, &x[i]), 0);
+    }
+    int taken = 0, top_bidder = -1;
+    int64_t top = 0;
+    for (int i = 0; i < HOT_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        taken += x[i].taken;
+        if (x[i].top > top) {
+            top = x[i].top;
+            top_bidder = x[i].top_bidder;
+        }
+    }
+    market_auction a = {0};
+    for (int i = 0; i < 3000; i++) { /* the sweeper settles it */
+        assert_int_equal(market_auction_get(c, REALM, h.id, &a), MARKET_OK);
+        if (a.state != MARKET_AUCTION_OPEN) break;
+        sleep_ms(10);
+    }
+    for (int i = 0; i < SERVERS; i++) {
+        kill(pid[i], SIGTERM);
+        assert_int_equal(waitpid(pid[i], NULL, 0), pid[i]);
+    }
+    fprintf(stderr, "# %s: %d bids taken of %d bidders across %d servers; %s won at %lld\n",
+            strategy, taken, HOT_BIDDERS, SERVERS, a.bidder, (long long)a.bid);
+    assert_int_equal(a.state, MARKET_AUCTION_SOLD);
+    assert_int_equal(a.bids, taken);
+    assert_int_equal(a.bid, top); /* the highest bid taken won */
+    snprintf(id, sizeof id, "b%d", top_bidder);
+    assert_string_equal(a.bidder, id);
+    assert_int_equal(num(rc, "SISMEMBER inventory:{main}:%s crown", a.bidder), 1);
+    assert_int_equal(num(rc, "HGET users:{main}:s0 funds"), a.bid);
+    for (int i = 0; i < HOT_BIDDERS; i++) { /* every other bid went back */
+        snprintf(id, sizeof id, "b%d", i);
+        int won = strcmp(id, a.bidder) == 0;
+        assert_int_equal(num(rc, "HGET users:{main}:%s funds", id),
+                         BIDDER_FUNDS - (won ? a.bid : 0));
+        assert_int_equal(num(rc, "HGET users:{main}:%s escrow", id), 0);
+    }
+    market_conn_free(c);
+    market_free(m);
+    lock_free(l);
+    redisFree(rc);
+}
+
 static int group_setup(void **state) {
     (void)state;
     signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
     return th_redis_start(&redis);
 }
 
 static int group_teardown(void **state) {
     (void)state;
     th_redis_stop(&redis);
+    curl_global_cleanup();
     return 0;
 }
 
@@ -271,6 +416,12 @@ int main(void) {
          test_endings_settled_once_while_servers_fail, NULL, NULL, (void *)"item"},
         {"test_endings_settled_once_while_servers_fail[optimistic]",
          test_endings_settled_once_while_servers_fail, NULL, NULL, (void *)"optimistic"},
+        {"test_200_bidders_highest_wins[market]", test_200_bidders_highest_wins, NULL, NULL,
+         (void *)"market"},
+        {"test_200_bidders_highest_wins[item]", test_200_bidders_highest_wins, NULL, NULL,
+         (void *)"item"},
+        {"test_200_bidders_highest_wins[optimistic]", test_200_bidders_highest_wins, NULL, NULL,
+         (void *)"optimistic"},
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
