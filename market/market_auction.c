@@ -583,13 +583,13 @@ int market_player_auctions(market_conn *c, const char *realm, const char *player
     size_t n = 0, total = 0;
     int rc = index_read(c, realm, "s", player, 0, 0, MARKET_AUCTIONS_PAGE_MAX, &ids, &n, &total);
     if (rc == MARKET_OK) {
-        memcpy(out->selling, ids, n * sizeof *ids);
+        if (n) memcpy(out->selling, ids, n * sizeof *ids); /* ids NULL when none */
         out->n_selling = n;
         free(ids);
         rc = index_read(c, realm, "b", player, 0, 0, MARKET_AUCTIONS_PAGE_MAX, &ids, &n, &total);
     }
     if (rc == MARKET_OK) {
-        memcpy(out->leading, ids, n * sizeof *ids);
+        if (n) memcpy(out->leading, ids, n * sizeof *ids);
         out->n_leading = n;
     }
     free(ids);

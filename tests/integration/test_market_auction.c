@@ -35,7 +35,7 @@ static void seed(market_conn *c) {
     assert_int_equal(market_world_add_player(w, "D", NULL, 10), MARKET_OK);
     assert_int_equal(market_world_add_player(w, "game", NULL, 0), MARKET_OK);
     for (int i = 0; i < 32; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "b%d", i);
         assert_int_equal(market_world_add_player(w, id, NULL, FUNDS), MARKET_OK);
     }
@@ -433,7 +433,7 @@ static void *bidding(void *arg) {
     int err;
     market_conn *c = market_conn_new(x->f->m, &err);
     assert_non_null(c);
-    char me[8];
+    char me[16];
     snprintf(me, sizeof me, "b%d", x->who);
     for (int k = 0; k < 10; k++) {
         int rc = bid(c, me, x->id, 100 + 40 * k + x->who, NULL);
@@ -472,7 +472,7 @@ static void test_32_bidders_at_once(void **state) {
     assert_int_equal(escrow_of(got.bidder), got.bid);
     int64_t escrowed = 0;
     for (int i = 0; i < 32; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "b%d", i);
         escrowed += escrow_of(id);
         if (strcmp(id, got.bidder) != 0) assert_int_equal(th_fx_funds(f->c, id), FUNDS);
