@@ -80,7 +80,6 @@ struct listing_batch {
     int64_t rest[MARKET__BATCH_MAX]; /* list: the units listed, after those sold into a book */
     int64_t end_set[MARKET__BATCH_MAX]; /* the listing's new end (0: none written) */
     int end_drop[MARKET__BATCH_MAX];    /* its end goes */
-
     market__idx_entry ix[MARKET__BATCH_MAX];
     size_t i_own;
     /* with a listing fee: the sellers of list orders, their funds, and the fees' way */

@@ -3,7 +3,7 @@
  *
  * Under each strategy: 20 sellers' 10,000 listings (5,000 unique items and
  * 5,000 lots of 10 units) fall due within the same six seconds, and so do
- * 2,000 auctions of gems, half of them with a bid; three market-server
+ * 10,000 auctions of gems, half of them with a bid; three market-server
  * processes (sweep leases of 1 s, a sweep every 50 ms) settle them while,
  * every half second, one of them is killed (-9) and started again, or
  * paused (SIGSTOP) past its lease and resumed. When every end is gone the
@@ -47,7 +47,7 @@
 #define ITEMS 5000 /* unique items listed, and as many lots of units */
 #define LOT 10     /* units a lot */
 #define FUNDS 1000
-#define AUCTIONS 2000 /* gems auctioned, each by seller s<i mod SELLERS> */
+#define AUCTIONS 10000 /* gems auctioned, each by seller s<i mod SELLERS> */
 #define BIDDERS 20
 #define BIDDER_FUNDS 100000
 #define SETTLE_MS 180000 /* the most the test waits for every ending */
@@ -122,33 +122,79 @@ static void seed(market_conn *c, redisContext *rc) {
     (void)num(rc, "SADD market:{.ending}:realms main");
 }
 
-/* Auctions every gem for 5 s (so they end while the listings do), and bids on every other
- * one; what each auction was bid is kept in bid[] (0: none taken). */
-static void auction_gems(market_conn *c, int64_t *bid) {
-    char seller[16], item[24], bidder[16];
-    for (int i = 0; i < AUCTIONS; i++) {
-        snprintf(seller, sizeof seller, "s%d", i % SELLERS);
-        snprintf(item, sizeof item, "gem%d", i);
-        market_order o = {.type = MARKET_ORDER_AUCTION,
-                          .realm = REALM,
-                          .player = seller,
-                          .item = item,
-                          .price = 10,
-                          .step = 1,
-                          .duration_s = 5};
-        assert_int_equal(market_order_run(c, &o), MARKET_OK);
-        assert_int_equal(o.res.auction.a.id, i + 1);
+/* Orders handed to the market at once, and the wait for their outcomes. */
+#define WINDOW 256
+struct window {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t left;
+    market_order o[WINDOW];
+    char player[WINDOW][16], item[WINDOW][24];
+};
+
+static void window_done(market_order *o) {
+    struct window *w = o->ud;
+    pthread_mutex_lock(&w->mu);
+    w->left--;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Submits w's first n orders (market_order_submit()) and waits for every outcome. */
+static void window_run(market *m, struct window *w, size_t n) {
+    w->left = n;
+    for (size_t k = 0; k < n; k++) {
+        w->o[k].done = window_done;
+        w->o[k].ud = w;
+        assert_int_equal(market_order_submit(m, &w->o[k]), MARKET_OK);
     }
-    for (int i = 0; i < AUCTIONS; i += 2) {
-        snprintf(bidder, sizeof bidder, "b%d", i % BIDDERS);
-        market_order o = {.type = MARKET_ORDER_AUCTION_BID,
-                          .realm = REALM,
-                          .player = bidder,
-                          .id = i + 1,
-                          .price = 10 + i % 7};
-        int rc = market_order_run(c, &o);
-        assert_true(rc == MARKET_OK || rc == MARKET_ERR_AUCTION_CLOSED); /* a slow machine */
-        bid[i] = rc == MARKET_OK ? o.price : 0;
+    pthread_mutex_lock(&w->mu);
+    while (w->left)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Auctions every gem for 6 s (so they end while the listings do), WINDOW at a time, and
+ * bids on every other one; what each auction was bid is kept in bid[] (0: none taken). */
+static void auction_gems(market *m, int64_t *bid) {
+    static struct window w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+    static int64_t id[AUCTIONS];
+    for (int at = 0; at < AUCTIONS; at += WINDOW) {
+        size_t n = AUCTIONS - at < WINDOW ? (size_t)(AUCTIONS - at) : WINDOW;
+        for (size_t k = 0; k < n; k++) {
+            int i = at + (int)k;
+            snprintf(w.player[k], sizeof w.player[k], "s%d", i % SELLERS);
+            snprintf(w.item[k], sizeof w.item[k], "gem%d", i);
+            w.o[k] = (market_order){.type = MARKET_ORDER_AUCTION,
+                                    .realm = REALM,
+                                    .player = w.player[k],
+                                    .item = w.item[k],
+                                    .price = 10,
+                                    .step = 1,
+                                    .duration_s = 6};
+        }
+        window_run(m, &w, n);
+        for (size_t k = 0; k < n; k++) {
+            assert_int_equal(w.o[k].rc, MARKET_OK);
+            id[at + (int)k] = w.o[k].res.auction.a.id;
+        }
+    }
+    for (int at = 0; at < AUCTIONS; at += 2 * WINDOW) {
+        size_t n = 0;
+        for (int i = at; i < AUCTIONS && i < at + 2 * WINDOW; i += 2, n++) {
+            snprintf(w.player[n], sizeof w.player[n], "b%d", i % BIDDERS);
+            w.o[n] = (market_order){.type = MARKET_ORDER_AUCTION_BID,
+                                    .realm = REALM,
+                                    .player = w.player[n],
+                                    .id = id[i],
+                                    .price = 10 + i % 7};
+        }
+        window_run(m, &w, n);
+        for (size_t k = 0; k < n; k++) {
+            int rc = w.o[k].rc, i = at + 2 * (int)k;
+            assert_true(rc == MARKET_OK || rc == MARKET_ERR_AUCTION_CLOSED); /* a slow machine */
+            bid[i] = rc == MARKET_OK ? w.o[k].price : 0;
+        }
     }
 }
 
@@ -187,7 +233,7 @@ static void test_endings_settled_once_while_servers_fail(void **state) {
     seed(c, rc);
     static int64_t bid[AUCTIONS];
     memset(bid, 0, sizeof bid);
-    auction_gems(c, bid);
+    auction_gems(m, bid);
 
     pid_t pid[SERVERS];
     int port[SERVERS];
