@@ -71,13 +71,7 @@ int api__begin_auction(market_conn *conn, const api_request *req, const char *re
                                "must fit a 64-bit integer");
         return 0;
     }
-    if (api__conn_missing(conn, resp)) return 0;
-    int rc = market_ending_note(conn, realm);
-    if (rc != MARKET_OK) {
-        api__reply_market(rc, 0, resp);
-        return 0;
-    }
-    return 1;
+    return api__ending_noted(conn, realm, resp);
 }
 
 /* POST /auctions' answer: 201 {"status":"open","auction":{...},"seller_funds"}; a replay

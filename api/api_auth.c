@@ -744,6 +744,16 @@ int api__idempotency(const api_request *req, market_idem *idem, char *fp, api_re
 
 /* ---- what every deferrable write shares ---- */
 
+/* Notes realm for the sweepers before a write that makes an end is queued
+ * (market_ending_note()). Returns 1, or 0 with the answer in resp (503: the store). */
+int api__ending_noted(market_conn *conn, const char *realm, api_response *resp) {
+    if (api__conn_missing(conn, resp)) return 0;
+    int rc = market_ending_note(conn, realm);
+    if (rc == MARKET_OK) return 1;
+    api__reply_market(rc, 0, resp);
+    return 0;
+}
+
 /* Starts d for a request of realm by player: d's order of type, its realm
  * and player copied into d (both valid ids: they fit) and, with keyed, its
  * Idempotency-Key, when given, copied with its fingerprint (without, the

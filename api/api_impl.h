@@ -93,6 +93,7 @@ int api__reader_sees_parties(const api_request *req, const api__reader *rd, cons
 size_t api__b64url_encode(const unsigned char *in, size_t n, char *out, size_t outlen);
 long api__b64url_decode(const char *src, size_t n, unsigned char *out);
 int api__idempotency(const api_request *req, market_idem *idem, char *fp, api_response *resp);
+int api__ending_noted(market_conn *conn, const char *realm, api_response *resp);
 int api__deferred_init(api_deferred *d, enum market_order_type type, const api_request *req,
                        const char *realm, const char *player, int keyed, api_response *resp);
 json_t *api__order_begin(const api_request *req, const char *realm, const api__field_spec *spec,

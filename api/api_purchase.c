@@ -347,15 +347,7 @@ int api__begin_list(market_conn *conn, const api_request *req, const char *realm
     d->order.quantity = v[3].present ? v[3].price : 0;
     d->order.duration_s = v[4].present ? v[4].price : 0;
     json_decref(root);
-    if (d->order.duration_s) {
-        if (api__conn_missing(conn, resp)) return 0;
-        int rc = market_ending_note(conn, realm);
-        if (rc != MARKET_OK) {
-            api__reply_market(rc, 0, resp);
-            return 0;
-        }
-    }
-    return 1;
+    return !d->order.duration_s || api__ending_noted(conn, realm, resp);
 }
 
 /* POST /list's answer, from d's outcome: 201 "listed"; when units sold into
