@@ -317,7 +317,8 @@ static size_t batch_decide(market__cbatch *cb) {
     for (size_t j = 0; j < b->n_auctions; j++)
         b->changed[j] = 0;
     market__frame_cut(&b->f, &b->u, b->f.settings.fee_bps, &b->cut);
-    /* the batch decides on copies: an attempt read again starts from what was read */
+    /* the decisions change what was read (the auctions, the goods, the funds): an attempt
+     * after an aborted commit reads them again */
     return market__frame_decide(&b->f, decide_one, replay, b);
 }
 
