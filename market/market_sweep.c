@@ -7,10 +7,11 @@
  * (MARKET__ENDING_KEY), written before the first listing with an end is
  * (market_ending_note(), or a realm's default duration: market_settings.c).
  * Every cfg.sweep_interval_ms the sweeper reads the set, and for each realm
- * tries its sweep lease (lock:sweep:{r}) with the lock layer, without
+ * the store's clock and the first SWEEP_BATCH ends of market:{r}:ends: a
+ * realm with nothing due costs that read alone. When some are due it tries
+ * the realm's sweep lease (lock:sweep:{r}) with the lock layer, without
  * waiting: a realm another server sweeps is left to it. Holding the lease
- * (a watchdog renews it, up to SWEEP_HOLD_MS), it reads the store's clock
- * and the first SWEEP_BATCH ends of market:{r}:ends, queues an ending for
+ * (a watchdog renews it, up to SWEEP_HOLD_MS), it queues an ending for
  * each one due (a listing's MARKET_ORDER_EXPIRE, an auction's "@<id>"
  * MARKET_ORDER_AUCTION_END), waits for their outcomes, and goes on while a
  * whole batch was due; then it gives the lease up.
@@ -80,8 +81,21 @@ int market_ending_note(market_conn *c, const char *realm) {
     return MARKET_OK;
 }
 
-/* Writes again every realm c's market noted (see market_ending_note()). */
-static void renote(market_conn *c) {
+/* Whether set, the realms whose listings may end as SMEMBERS read them, holds realm. */
+static int in_set(const redisReply *set, const char *realm) {
+    size_t len = strlen(realm);
+    for (size_t i = 0; set->type == REDIS_REPLY_ARRAY && i < set->elements; i++) {
+        const redisReply *e = set->element[i];
+        if (e->type == REDIS_REPLY_STRING && e->len == len && memcmp(e->str, realm, len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Writes again each realm c's market noted (see market_ending_note()) that set, the realms
+ * as read, lacks (it was deleted); none when all are there, as they are but after a
+ * FLUSHALL. */
+static void renote(market_conn *c, const redisReply *set) {
     market *m = c->m;
     char realm[MARKET__NOTED_MAX][MARKET_REALM_MAX + 1];
     pthread_mutex_lock(&m->noted_mu);
@@ -89,7 +103,8 @@ static void renote(market_conn *c) {
     memcpy(realm, m->noted, n * sizeof realm[0]);
     pthread_mutex_unlock(&m->noted_mu);
     for (size_t i = 0; i < n; i++)
-        if (market__ending_add(c, realm[i]) != MARKET_OK) return; /* the next round */
+        if (!in_set(set, realm[i]) && market__ending_add(c, realm[i]) != MARKET_OK)
+            return; /* the next round */
 }
 
 /* ---- one realm's sweep ---- */
@@ -204,6 +219,8 @@ static void sweep_realm(struct market__sweeper *sw, market_conn *c, const char *
     market__realm rl;
     memcpy(sw->realm, realm, strlen(realm) + 1);
     market__realm_init(&rl, sw->realm);
+    int n = due_read(c, sw, &rl); /* nothing due: no lease asked for, nothing written */
+    if (n <= 0) return;
     lock_handle h;
     if (lock_acquire(m->lock, rl.sweep, lease, 0, &h) != LOCK_OK) return; /* another sweeps */
     lock_watchdog *wd = NULL;
@@ -214,24 +231,24 @@ static void sweep_realm(struct market__sweeper *sw, market_conn *c, const char *
     MARKET__COUNT(m, sweeps);
     memcpy(sw->token, h.token, sizeof sw->token);
     const char *token = m->lock_in_store ? sw->token : NULL;
-    int n;
-    do {
-        n = lock_watchdog_check(wd, NULL) == LOCK_OK ? due_read(c, sw, &rl) : -1;
-        if (n > 0 && endings_run(sw, n, token) != MARKET_OK) break;
-    } while (n == SWEEP_BATCH && !sw->stop);
+    /* what was due before the lease (an ending decides on what it reads: queueing one that
+     * another sweeper settled meanwhile does nothing), then more while whole batches were */
+    while (n > 0 && lock_watchdog_check(wd, NULL) == LOCK_OK &&
+           endings_run(sw, n, token) == MARKET_OK && n == SWEEP_BATCH && !sw->stop)
+        n = due_read(c, sw, &rl);
     (void)lock_watchdog_stop(wd, &h);
     (void)lock_release(m->lock, &h);
 }
 
 /* Reads the realms whose listings may end and sweeps each (see DESIGN). */
 static void sweep_all(struct market__sweeper *sw, market_conn *c) {
-    renote(c);
     market__buf b = {0};
     market__rd_ending(&b);
     redisReply *r = NULL;
     int rc = market__read_one(c, MARKET__ENDING_TAG, &b, &r);
     market__buf_free(&b);
     if (rc < 0) return; /* the store is down: the next round tries again */
+    renote(c, r);
     for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements && !sw->stop; i++) {
         const redisReply *e = r->element[i];
         char realm[MARKET_REALM_MAX + 1];

@@ -419,6 +419,28 @@ static void test_find_auctions(void **state) {
     assert_int_equal(pa.leading[0], id[3]);
 }
 
+/* Armed: A's axe goes to D, as another server's commit would move it. */
+static void axe_to_d(void) {
+    (void)th_fx_num("SMOVE inventory:{main}:A inventory:{main}:D axe");
+}
+
+/* The axe leaves A between a new auction's decision and its commit: the commit aborts,
+ * the auction is decided again and refused (not held); no auction, no end, the counter
+ * untouched, the axe D's alone. */
+static void test_goods_moved_before_an_auction_commits(void **state) {
+    th_market *f = *state;
+    th_fx_arm(axe_to_d);
+    market_auction_result r;
+    assert_int_equal(auction(f->c, "A", "axe", 0, 100, 0, 60, &r), MARKET_ERR_NOT_HELD);
+    assert_false(th_fx_armed());
+    assert_true(holds(f->c, "D", "axe"));
+    assert_false(holds(f->c, "A", "axe"));
+    assert_int_equal(th_fx_num("EXISTS auction:{main}:1"), 0);
+    assert_int_equal(th_fx_num("EXISTS market:{main}:ends"), 0);
+    assert_int_equal(th_fx_num("EXISTS market:{main}:auctions"), 0);
+    assert_whole(f->c);
+}
+
 struct bidder {
     th_market *f;
     int64_t id;
@@ -495,6 +517,7 @@ int main(void) {
         T(test_a_lot_of_units),
         T(test_sweeper_ends_auctions),
         T(test_funds_spent_before_a_bid_commits),
+        T(test_goods_moved_before_an_auction_commits),
         T(test_find_auctions),
         T(test_32_bidders_at_once),
     };
