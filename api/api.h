@@ -100,7 +100,7 @@ typedef struct api_response {
     char error[40];      /* for logs: the body's "error" code, or "" */
 } api_response;
 
-#define API_ROUTES 24 /* api_route_name(0..API_ROUTES-1) */
+#define API_ROUTES 29 /* api_route_name(0..API_ROUTES-1) */
 
 #define API_REALM_PREFIX "/realms/" /* "/realms/{realm}/<route>": a route of that realm */
 #define API_ADMIN_TOKEN_MAX (6 + 64) /* "admin.<hex>": see api_admin_token_make() */
@@ -119,6 +119,8 @@ typedef struct api_deferred {
     char realm[MARKET_REALM_MAX + 1];
     char player[MARKET_ID_MAX + 1], seller[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1];
     char sale[MARKET_ID_MAX + 1];
+    char to[MARKET_ID_MAX + 1]; /* a direct trade's other player */
+    market_goods give, get;     /* a direct trade's sides */
     market_idem idem;
     char idem_key[MARKET_IDEM_KEY_MAX + 1];
     char fp[MARKET_IDEM_FP_MAX + 1];

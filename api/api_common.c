@@ -73,6 +73,9 @@ static const api_status api_status_table[] = {
     {MARKET_ERR_AUCTION_CLOSED, 409, "auction_closed", 0},
     {MARKET_ERR_BID_TOO_LOW, 409, "bid_too_low", 0},
     {MARKET_ERR_OWN_AUCTION, 409, "own_auction", 0},
+    {MARKET_ERR_NO_DIRECT, 404, "direct_trade_not_found", 0},
+    {MARKET_ERR_TRADE_CLOSED, 409, "trade_closed", 0},
+    {MARKET_ERR_OWN_TRADE, 409, "own_trade", 0},
 };
 
 /* Every code the table does not list, and a success passed by mistake. */
@@ -405,6 +408,16 @@ int api__serial_ok(const char *arg, const char *what, const char *from, int64_t 
 
 /* api__reply_market(), with member (NULL: none) set to v in the body. */
 void api__reply_market_member(int rc, const char *member, int64_t v, api_response *resp) {
+    json_t *extra = member ? json_pack("{s:I}", member, (json_int_t)v) : NULL;
+    if (member && !extra) {
+        api__reply(resp, 500, NULL); /* out of memory */
+        return;
+    }
+    api__reply_market_with(rc, extra, resp);
+}
+
+/* api__reply_market(), with the members of extra (stolen; NULL: none) in the body. */
+void api__reply_market_with(int rc, json_t *extra, api_response *resp) {
     const api_status *st = &api_status_default;
     for (size_t i = 0; i < sizeof api_status_table / sizeof api_status_table[0]; i++)
         if (api_status_table[i].rc == rc) st = &api_status_table[i];
@@ -413,10 +426,11 @@ void api__reply_market_member(int rc, const char *member, int64_t v, api_respons
     memcpy(resp->player, keep.player, sizeof resp->player);
     memcpy(resp->realm, keep.realm, sizeof resp->realm);
     json_t *body = api__error_body(st->code, market_strerror(rc));
-    if (body && member && json_object_set_new(body, member, json_integer((json_int_t)v)) < 0) {
+    if (body && extra && json_object_update(body, extra) < 0) {
         json_decref(body);
         body = NULL;
     }
+    json_decref(extra);
     resp->retry_after_s = st->retry_after_s;
     resp->market_rc = rc;
     snprintf(resp->error, sizeof resp->error, "%s", st->code);
@@ -476,6 +490,13 @@ json_t *api__body_parse(const api_request *req, const api__field_spec *spec, siz
                 api__why(why, sizeof why, "field '%s' must match %s", spec[i].name, API__ID_RULE);
                 goto bad;
             }
+        } else if (spec[i].kind == API__FIELD_OBJECT) {
+            if (!json_is_object(v)) {
+                api__why(why, sizeof why, "field '%s' must be an object, not %s", spec[i].name,
+                         type_name(v));
+                goto bad;
+            }
+            vals[i].obj = v;
         } else {
             enum api__field_kind kind = spec[i].kind;
             int64_t lo =

@@ -29,6 +29,7 @@ enum api__field_kind {
     API__FIELD_BPS,      /* an integer in 0..MARKET_FEE_BPS_MAX (basis points) */
     API__FIELD_DURATION, /* an integer in 1..MARKET_DURATION_MAX_S (seconds) */
     API__FIELD_SECONDS,  /* an integer in 0..MARKET_DURATION_MAX_S (0: none) */
+    API__FIELD_OBJECT,   /* a JSON object, read by the route */
 };
 
 typedef struct api__field_spec {
@@ -41,6 +42,7 @@ typedef struct api__field_value {
     int present;
     const char *id; /* API__FIELD_ID: borrowed from the parsed body */
     int64_t price;  /* API__FIELD_PRICE, API__FIELD_QUANTITY, API__FIELD_UNITS, API__FIELD_TIME */
+    json_t *obj;    /* API__FIELD_OBJECT: borrowed from the parsed body */
 } api__field_value;
 
 /* ---- JSON input ---- */
@@ -71,6 +73,7 @@ json_t *api__error_body(const char *code, const char *detail);
 void api__reply(api_response *resp, int status, json_t *body);
 void api__reply_market(int rc, int64_t price, api_response *resp);
 void api__reply_market_member(int rc, const char *member, int64_t v, api_response *resp);
+void api__reply_market_with(int rc, json_t *extra, api_response *resp);
 void api__reply_outcome(api_response *resp, int rc, int status, json_t *body);
 void api__error_reply(api_response *resp, int status, const char *code, const char *detail);
 void api__error_reply_full(api_response *resp, int status, const char *code, const char *detail,
@@ -135,5 +138,10 @@ api__beginner api__begin_auction, api__begin_auction_bid;
 api__ender api__end_auction, api__end_auction_bid;
 api__handler api__handle_auction, api__handle_auctions;
 json_t *api__auction_json(const market_auction *a);
+/* direct trades (api_direct.c) */
+api__beginner api__begin_direct, api__begin_direct_accept, api__begin_direct_cancel;
+api__ender api__end_direct, api__end_direct_close;
+api__handler api__handle_direct, api__handle_player_direct;
+json_t *api__direct_json(const market_direct *t);
 
 #endif /* GM_API_API_IMPL_H */

@@ -14,7 +14,8 @@
  * so Allow says "GET, HEAD" there. A trailing slash is a different path (404),
  * and so is "/players/" with an empty id or an id followed by more segments.
  * A write the market serves as an order (POST /purchase, /list, /unlist,
- * /sales/{id}/buy, /orders, /sell, DELETE /orders/{id}) also has a begin and an end step in its
+ * /sales/{id}/buy, /orders, /sell, DELETE /orders/{id}, the auctions' and the direct
+ * trades' writes) also has a begin and an end step in its
  * row: begin validates the request into an api_deferred (one market_order), end writes the answer
  * from the order's outcome. Those routes, and only those, are deferred by the event-loop server
  * (api_route_deferrable(), api_handle_begin(), api_deferred_submit(), api_deferred_end()), which
@@ -24,7 +25,8 @@
  *
  * The handlers live by resource, each file calling only the ones below it:
  * api_purchase.c (purchases, listings, buy orders, flash sales),
- * api_market.c (market, search, players, books, health), api_trades.c (trades, event stream JSON)
+ * api_market.c (market, search, players, books, health), api_trades.c (trades, event stream JSON),
+ * api_auction.c (auctions), api_direct.c (direct trades)
  * over api_auth.c (tokens) over api_common.c (status table, strict bodies, replies). This file, the
  * top, holds the route table that names them.
  */
@@ -59,6 +61,12 @@ static const api_route api_routes[API_ROUTES] = {
     {"/market", 0, NULL, 1, "GET", "GET, HEAD", api__handle_market},
     {"/healthz", 0, NULL, 0, "GET", "GET, HEAD", api__handle_healthz},
     {"/players/", 1, "/listings", 1, "GET", "GET, HEAD", api__handle_player_listings},
+    {"/trades/direct", 0, NULL, 1, "POST", "POST", NULL, api__begin_direct, api__end_direct},
+    {"/trades/direct/", 1, NULL, 1, "GET", "GET, HEAD", api__handle_direct},
+    {"/trades/direct/", 1, "/accept", 1, "POST", "POST", NULL, api__begin_direct_accept,
+     api__end_direct_close},
+    {"/trades/direct/", 1, "/cancel", 1, "POST", "POST", NULL, api__begin_direct_cancel,
+     api__end_direct_close},
     {"/trades/", 1, NULL, 1, "GET", "GET, HEAD", api__handle_trade},
     {"/players/", 1, "/trades", 1, "GET", "GET, HEAD", api__handle_player_trades},
     {"/items/", 1, "/trades", 1, "GET", "GET, HEAD", api__handle_item_trades},
@@ -71,6 +79,7 @@ static const api_route api_routes[API_ROUTES] = {
     {"/orders/", 1, NULL, 1, "DELETE", "DELETE", NULL, api__begin_cancel, api__end_cancel},
     {"/items/", 1, "/book", 1, "GET", "GET, HEAD", api__handle_item_book},
     {"/players/", 1, "/orders", 1, "GET", "GET, HEAD", api__handle_player_orders},
+    {"/players/", 1, "/direct", 1, "GET", "GET, HEAD", api__handle_player_direct},
     {"/sell", 0, NULL, 1, "POST", "POST", NULL, api__begin_sell, api__end_sell},
     {"/auctions", 0, NULL, 1, "GET", "GET, HEAD, POST", api__handle_auctions},
     {"/auctions", 0, NULL, 1, "POST", "GET, HEAD, POST", NULL, api__begin_auction,
@@ -90,6 +99,10 @@ static const char *const api_route_names[API_ROUTES] = {
     "/market",
     "/healthz",
     "/players/{id}/listings",
+    "/trades/direct",
+    "/trades/direct/{id}",
+    "/trades/direct/{id}/accept",
+    "/trades/direct/{id}/cancel",
     "/trades/{id}",
     "/players/{id}/trades",
     "/items/{item}/trades",
@@ -102,6 +115,7 @@ static const char *const api_route_names[API_ROUTES] = {
     "/orders/{id}",
     "/items/{item}/book",
     "/players/{id}/orders",
+    "/players/{id}/direct",
     "/sell",
     "/auctions",
     "/auctions",

@@ -131,7 +131,10 @@
     X(ERR_NO_AUCTION, -25, "no such auction")                                                      \
     X(ERR_AUCTION_CLOSED, -26, "the auction has ended")                                            \
     X(ERR_BID_TOO_LOW, -27, "the bid is under the least the auction takes")                        \
-    X(ERR_OWN_AUCTION, -28, "a seller cannot bid on its own auction")
+    X(ERR_OWN_AUCTION, -28, "a seller cannot bid on its own auction")                              \
+    X(ERR_NO_DIRECT, -29, "no such direct trade")                                                  \
+    X(ERR_TRADE_CLOSED, -30, "the direct trade is no longer open")                                 \
+    X(ERR_OWN_TRADE, -31, "only the player a direct trade is offered to may accept it")
 
 /* 1 when rc is a failure whose reason the store left as text (market_conn_errstr(),
  * market_order.why): the store's own failures. */
@@ -170,6 +173,14 @@ enum market_err {
 #define MARKET_SALE_HOUSE "game"                /* the house a sale pays by default */
 #define MARKET_FEE_BPS_MAX 10000                /* a realm's sale cut: 0..10000 basis points */
 #define MARKET_DURATION_MAX_S 2592000           /* a listing's duration: 1 s .. 30 days */
+#define MARKET_DIRECT_GOODS_MAX                                                                    \
+    8 /* a direct trade's side: its unique items and                                               \
+         its kinds of units, at most this many each */
+#define MARKET_DIRECT_DURATION_S                                                                   \
+    3600                            /* a direct trade stays open this long unless                  \
+                                       its proposal says */
+#define MARKET_DIRECT_KEPT_S 604800 /* a closed direct trade is read back this long */
+#define MARKET_DIRECTS_PAGE_MAX 100 /* most open direct trades a player's read holds */
 
 /* ---- types ---- */
 
@@ -438,6 +449,46 @@ typedef struct market_auction_result {
     char trade_id[MARKET_TRADE_ID_MAX + 1]; /* SOLD by this order: its trade */
 } market_auction_result;
 
+/* One side of a direct trade (market_direct.c): what one player hands the other. */
+typedef struct market_goods {
+    size_t n_items; /* unique items */
+    char items[MARKET_DIRECT_GOODS_MAX][MARKET_ID_MAX + 1];
+    size_t n_units; /* units of stackable goods: unit_item[k] times units[k] */
+    char unit_item[MARKET_DIRECT_GOODS_MAX][MARKET_ID_MAX + 1];
+    int64_t units[MARKET_DIRECT_GOODS_MAX];
+    int64_t funds; /* 0..MARKET_PRICE_MAX */
+} market_goods;
+
+/* A direct trade between two players: from offers give for get; it swaps when to accepts,
+ * all of it or nothing. Nothing is held while it is open: both sides' goods are checked,
+ * and moved, when it is accepted. */
+enum market_direct_state {
+    MARKET_DIRECT_OPEN,      /* to may accept it until expires_ms; either may cancel it */
+    MARKET_DIRECT_DONE,      /* accepted: swapped */
+    MARKET_DIRECT_CANCELLED, /* by closed_by */
+    MARKET_DIRECT_EXPIRED,   /* read: open, and past expires_ms by the store's clock */
+};
+typedef struct market_direct {
+    int64_t id; /* the realm's direct trade ids grow: 1, 2, ... */
+    char from[MARKET_ID_MAX + 1], to[MARKET_ID_MAX + 1];
+    market_goods give, get;            /* from gives, from gets */
+    int64_t made_ms, expires_ms;       /* Unix ms, the store's clock */
+    int state;                         /* enum market_direct_state */
+    int64_t closed_ms;                 /* DONE, CANCELLED: when */
+    char closed_by[MARKET_ID_MAX + 1]; /* CANCELLED: who */
+} market_direct;
+
+/* What a direct trade order did (MARKET_ORDER_DIRECT, _ACCEPT, _CANCEL). */
+typedef struct market_direct_result {
+    int replayed;    /* 1: an earlier request with the same idempotency key did it */
+    market_direct t; /* the trade after it (id only, in a replay) */
+    int64_t funds;   /* the player's funds after it (its proposer's, accepter's, canceller's) */
+    char lacks[MARKET_ID_MAX + 1];   /* NOT_HELD, INSUFFICIENT_FUNDS: the player who lacks */
+    char missing[MARKET_ID_MAX + 1]; /* NOT_HELD: the item it lacks */
+} market_direct_result;
+
+int market_goods_valid(const market_goods *g);
+
 /* What a cancel of a buy order gave back (MARKET_ORDER_CANCEL). */
 typedef struct market_cancel_result {
     market_bid bid;      /* the order as it was (left: the units it still wanted) */
@@ -475,22 +526,25 @@ typedef struct market_unlist_result {
 
 /* What an order handed to the market without waiting asks for. */
 enum market_order_type {
-    MARKET_ORDER_PURCHASE,    /* a seller's listing: market_purchase_units() */
-    MARKET_ORDER_BUY,         /* units across sellers: market_buy_units() */
-    MARKET_ORDER_LIST,        /* market_list_units() */
-    MARKET_ORDER_UNLIST,      /* market_unlist_units() */
-    MARKET_ORDER_SALE_BUY,    /* market_sale_buy() */
-    MARKET_ORDER_BID,         /* a buy order: a BUY that fills what it can and rests the rest
-                                 in the item's book, its price escrowed (market_buy.c) */
-    MARKET_ORDER_CANCEL,      /* a buy order taken back by its buyer (market_cancel.c) */
-    MARKET_ORDER_SELL,        /* units sold into the book: the best buy orders at or over a
-                                 price, all or nothing, or as many as they want
-                                 (market_sell.c) */
-    MARKET_ORDER_EXPIRE,      /* a listing whose end has come goes back to its seller, as an
-                                 unlist (the sweeper's: market_sweep.c) */
-    MARKET_ORDER_AUCTION,     /* a new auction of the seller's item or units (market_auction.c) */
-    MARKET_ORDER_AUCTION_BID, /* a bid on auction id */
-    MARKET_ORDER_AUCTION_END, /* auction id settled at its end (the sweeper's) */
+    MARKET_ORDER_PURCHASE,      /* a seller's listing: market_purchase_units() */
+    MARKET_ORDER_BUY,           /* units across sellers: market_buy_units() */
+    MARKET_ORDER_LIST,          /* market_list_units() */
+    MARKET_ORDER_UNLIST,        /* market_unlist_units() */
+    MARKET_ORDER_SALE_BUY,      /* market_sale_buy() */
+    MARKET_ORDER_BID,           /* a buy order: a BUY that fills what it can and rests the rest
+                                   in the item's book, its price escrowed (market_buy.c) */
+    MARKET_ORDER_CANCEL,        /* a buy order taken back by its buyer (market_cancel.c) */
+    MARKET_ORDER_SELL,          /* units sold into the book: the best buy orders at or over a
+                                   price, all or nothing, or as many as they want
+                                   (market_sell.c) */
+    MARKET_ORDER_EXPIRE,        /* a listing whose end has come goes back to its seller, as an
+                                   unlist (the sweeper's: market_sweep.c) */
+    MARKET_ORDER_AUCTION,       /* a new auction of the seller's item or units (market_auction.c) */
+    MARKET_ORDER_AUCTION_BID,   /* a bid on auction id */
+    MARKET_ORDER_AUCTION_END,   /* auction id settled at its end (the sweeper's) */
+    MARKET_ORDER_DIRECT,        /* a direct trade proposed by player to `to` (market_direct.c) */
+    MARKET_ORDER_DIRECT_ACCEPT, /* direct trade id accepted by player, its `to`: it swaps */
+    MARKET_ORDER_DIRECT_CANCEL, /* direct trade id cancelled by player, either side */
 };
 
 /* An order handed to the market without waiting for it: see
@@ -524,6 +578,10 @@ struct market_order {
     int64_t step;            /* AUCTION: the least a bid must top the highest by (0: 1) */
     const char *token;       /* EXPIRE, AUCTION_END: the sweep lease's token it settles under
                                 (NULL: none checked, for a lock that is not in the store) */
+    const char *to;          /* DIRECT: the player it is offered to */
+    const market_goods *give, *get; /* DIRECT: what player gives, and gets (valid goods, not
+                                       both empty); duration_s: how long it stays open (0:
+                                       MARKET_DIRECT_DURATION_S) */
     void (*done)(market_order *o); /* called once, on a market worker thread */
     void *ud;                      /* the caller's */
     /* out: set before done is called */
@@ -537,6 +595,7 @@ struct market_order {
         market_cancel_result cancel;
         market_sell_result sell;
         market_auction_result auction;
+        market_direct_result direct;
     } res;
     char why[MARKET_WHY_MAX]; /* with MARKET_ERR_STORE: the store's reason, as text */
     market_queued q;          /* the market's own */
@@ -760,6 +819,9 @@ typedef struct market_player_auctions_result {
 } market_player_auctions_result;
 int market_player_auctions(market_conn *c, const char *realm, const char *player,
                            market_player_auctions_result *out);
+int market_direct_get(market_conn *c, const char *realm, int64_t id, market_direct *out);
+int market_player_directs(market_conn *c, const char *realm, const char *player,
+                          market_direct **out, size_t *n);
 int market_book_get(market_conn *c, const char *realm, const char *item, size_t depth,
                     market_book *out);
 void market_player_free(market_player *p);

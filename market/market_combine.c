@@ -456,7 +456,9 @@ static int batch_run(market_conn *c, struct market__lane *ln, market__cbatch *cb
         cb->n_locks = 0;
         rc = cb->kind->prepare(c, cb);
         if (rc == MARKET_OK && cb->n_open == 0) return MARKET_OK; /* every one answered early */
-        if (rc == MARKET_OK && cb->policy == MARKET__POLICY_NONE) {
+        /* a batch that names no lock (under EACH: its orders name nothing there is to lock,
+         * e.g. trades that are not) runs on its WATCH alone */
+        if (rc == MARKET_OK && (cb->policy == MARKET__POLICY_NONE || cb->n_locks == 0)) {
             answer_now(ln); /* an abort's backoff may wait */
             market__held none = {0};
             rc = market__attempts(c, NULL, &none, batch_attempt, cb);

@@ -92,7 +92,7 @@ typedef struct market__order_ops {
     void (*answer)(market *m, market_queued *q); /* hands q its outcome; q is gone after */
 } market__order_ops;
 
-#define MARKET__KINDS_MAX 7
+#define MARKET__KINDS_MAX 8
 
 typedef struct market__combiner market__combiner;
 

@@ -47,8 +47,8 @@ void market__key(char *out, size_t outlen, const char *kind, const char *realm, 
 /* The kinds of keys a realm has, one "<kind>:{<realm>}:..." pattern each
  * (market_world.c deletes them all to reset a realm). */
 const char *const market__realm_kinds[MARKET__REALM_KINDS] = {
-    "users", "inventory", "stacks", "idem", "idx",     "trades",  "sale",
-    "hist",  "book",      "order",  "bids", "auction", "auctions"};
+    "users", "inventory", "stacks", "idem",    "idx",      "trades", "sale",   "hist",
+    "book",  "order",     "bids",   "auction", "auctions", "direct", "directs"};
 
 /* Writes the key of player id's hash in realm (its name and funds; "*": the
  * pattern of every player's) into out (MARKET__KEY_MAX bytes). */
@@ -116,6 +116,20 @@ void market__key_auctions(char *out, const char *realm, const char *by, const ch
     market__key(out, MARKET__KEY_MAX, market__realm_kinds[12], realm, what);
 }
 
+/* Writes the key of direct trade id's hash in realm into out (MARKET__KEY_MAX bytes); id < 0:
+ * the pattern of every direct trade's. */
+void market__key_direct(char *out, const char *realm, int64_t id) {
+    char s[24] = "*";
+    if (id >= 0) market__i64_str(s, id);
+    market__key(out, MARKET__KEY_MAX, market__realm_kinds[13], realm, s);
+}
+
+/* Writes the key of the open direct trades player is a side of in realm (ids scored by
+ * when they expire; "*": the pattern of every player's) into out (MARKET__KEY_MAX bytes). */
+void market__key_directs(char *out, const char *realm, const char *player) {
+    market__key(out, MARKET__KEY_MAX, market__realm_kinds[14], realm, player);
+}
+
 /* Writes order id as a member of its item's book: zero-padded, so that the
  * members of one price sort by id, oldest first (price-time priority). */
 void market__bid_member(char out[MARKET__BID_MEMBER_MAX], int64_t id) {
@@ -150,6 +164,7 @@ void market__realm_init(market__realm *r, const char *realm) {
     market__join(r->sweep, sizeof r->sweep, "lock:sweep:{", realm, "}", (const char *)NULL);
     market__join(r->auctions, sizeof r->auctions, "market:{", realm, "}:auctions",
                  (const char *)NULL);
+    market__join(r->directs, sizeof r->directs, "market:{", realm, "}:directs", (const char *)NULL);
 }
 
 /* Writes the key of the lease of the run seeding realm, "market:{<realm>}:seeding", into

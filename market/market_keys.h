@@ -30,12 +30,13 @@ typedef struct market__realm {
     char ends[MARKET__KEY_MAX];     /* "market:{<realm>}:ends": listings' ends (zset) */
     char sweep[MARKET__KEY_MAX];    /* "lock:sweep:{<realm>}": its sweeper's lease */
     char auctions[MARKET__KEY_MAX]; /* "market:{<realm>}:auctions": the last auction's id */
+    char directs[MARKET__KEY_MAX];  /* "market:{<realm>}:directs": the last direct trade's id */
 } market__realm;
 
 void market__realm_init(market__realm *r, const char *realm);
 void market__key_building(char *out, const char *realm);
 void market__key_seeding(char *out, const char *realm);
-#define MARKET__REALM_KINDS 13
+#define MARKET__REALM_KINDS 15
 #define MARKET__FIELD_FUNDS "funds" /* a player's hash: its funds */
 #define MARKET__FIELD_NAME "name"   /* a player's hash: its display name */
 #define MARKET__FIELD_FEE_BPS "fee_bps" /* a realm's settings: its sale cut (market_settings) */
@@ -62,6 +63,8 @@ void market__key_order(char *out, const char *realm, int64_t id);
 void market__key_bids(char *out, const char *realm, const char *player);
 void market__key_auction(char *out, const char *realm, int64_t id);
 void market__key_auctions(char *out, const char *realm, const char *by, const char *id);
+void market__key_direct(char *out, const char *realm, int64_t id);
+void market__key_directs(char *out, const char *realm, const char *player);
 void market__bid_member(char out[MARKET__BID_MEMBER_MAX], int64_t id);
 void market__key_bought(char *out, size_t outlen, const char *sale_key);
 void market__lock_key(char *out, const char *kind, const char *realm, const char *id);

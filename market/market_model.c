@@ -12,6 +12,7 @@
  */
 #include "market/market_model.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,7 @@
 #define C_MGET "MGET"
 #define C_MULTI "MULTI"
 #define C_PEXPIRE "PEXPIRE"
+#define C_PEXPIREAT "PEXPIREAT"
 #define C_PING "PING"
 #define C_PTTL "PTTL"
 #define C_ROLE "ROLE"
@@ -56,6 +58,7 @@
 #define C_ZMSCORE "ZMSCORE"
 #define C_ZRANGE "ZRANGE"
 #define C_ZREM "ZREM"
+#define C_ZREMRANGEBYSCORE "ZREMRANGEBYSCORE"
 #define C_ZSCORE "ZSCORE"
 
 /* ---- what the store layer asks of a command ---- */
@@ -317,6 +320,117 @@ void market__rd_auctions_page(market__buf *b, const char *key, const char *hi, s
 /* The realm's last auction id (market__reply_orders_last() reads it). */
 void market__rd_auctions_last(market__buf *b, const market__realm *r) {
     market__buf_cmd(b, 2, C_GET, r->auctions);
+}
+
+/* ---- direct trades (market_direct.c) ---- */
+
+/* The fields of a direct trade's hash, in the order market__rd_direct() reads them. */
+#define DIRECT_FIELDS MARKET__DIRECT_FIELDS
+static const char *const direct_fields[DIRECT_FIELDS] = {
+    "from", "to", "give", "get", "made", "expires", "state", "closed", "by"};
+const char *const market__direct_states[3] = {"open", "done", "cancelled"}; /* by state */
+
+/* Writes side g of a trade as the store keeps it into out (MARKET__GOODS_TEXT_MAX bytes):
+ * comma-separated "$<funds>" (when any), "#<item>" for each unique item, "<item>*<units>"
+ * for each kind of units ("" when it is empty; no id holds "$", "#", "*" or ","). */
+void market__goods_text(const market_goods *g, char *out) {
+    size_t n = 0;
+    out[0] = '\0';
+    if (g->funds)
+        n += (size_t)snprintf(out + n, MARKET__GOODS_TEXT_MAX - n, "$%lld", (long long)g->funds);
+    for (size_t i = 0; i < g->n_items; i++)
+        n += (size_t)snprintf(out + n, MARKET__GOODS_TEXT_MAX - n, "%s#%s", n ? "," : "",
+                              g->items[i]);
+    for (size_t i = 0; i < g->n_units; i++)
+        n += (size_t)snprintf(out + n, MARKET__GOODS_TEXT_MAX - n, "%s%s*%lld", n ? "," : "",
+                              g->unit_item[i], (long long)g->units[i]);
+}
+
+/* Direct trade id's fields (market__reply_direct()). */
+void market__rd_direct(market__buf *b, const char *realm, int64_t id) {
+    char key[MARKET__KEY_MAX];
+    market__key_direct(key, realm, id);
+    market__buf_begin(b, C_HMGET, market__buf_join(b, key, (const char *)NULL));
+    for (size_t i = 0; i < DIRECT_FIELDS; i++)
+        market__buf_arg(b, direct_fields[i]);
+    market__buf_end(b, 0);
+}
+
+/* Direct trade t is as it says: its hash written whole (an open one goes from the store
+ * MARKET_DIRECT_KEPT_S after it expires; a closed one MARKET_DIRECT_KEPT_S after now). */
+void market__fx_direct_put(market__buf *b, const char *realm, const market_direct *t) {
+    char key[MARKET__KEY_MAX], give[MARKET__GOODS_TEXT_MAX], get[MARKET__GOODS_TEXT_MAX];
+    market__key_direct(key, realm, t->id);
+    market__goods_text(&t->give, give);
+    market__goods_text(&t->get, get);
+    const char *k = market__buf_join(b, key, (const char *)NULL);
+    const char *v[DIRECT_FIELDS] = {market__buf_join(b, t->from, (const char *)NULL),
+                                    market__buf_join(b, t->to, (const char *)NULL),
+                                    market__buf_join(b, give, (const char *)NULL),
+                                    market__buf_join(b, get, (const char *)NULL),
+                                    market__buf_i64(b, t->made_ms),
+                                    market__buf_i64(b, t->expires_ms),
+                                    market__direct_states[t->state],
+                                    market__buf_i64(b, t->closed_ms),
+                                    market__buf_join(b, t->closed_by, (const char *)NULL)};
+    market__buf_begin(b, C_HSET, k);
+    for (size_t i = 0; i < DIRECT_FIELDS; i++) {
+        market__buf_arg(b, direct_fields[i]);
+        market__buf_arg(b, v[i]);
+    }
+    market__buf_end(b, 0);
+    if (t->state == MARKET_DIRECT_OPEN)
+        market__buf_cmd(b, 3, C_PEXPIREAT, k,
+                        market__buf_i64(b, t->expires_ms + MARKET_DIRECT_KEPT_S * INT64_C(1000)));
+    else
+        market__buf_cmd(b, 3, C_EXPIRE, k, market__buf_i64(b, MARKET_DIRECT_KEPT_S));
+}
+
+/* Open direct trade t enters (add) or leaves its two sides' indexes of open trades (scored
+ * by when it expires); adding also drops the entries that expired by now_ms, so that an
+ * index holds no more than a player's open trades and those that expired since its last. */
+void market__fx_direct_index(market__buf *b, const char *realm, const market_direct *t, int add,
+                             int64_t now_ms) {
+    char key[MARKET__KEY_MAX];
+    const char *side[2] = {t->from, t->to};
+    const char *member = market__buf_i64(b, t->id);
+    for (size_t i = 0; i < 2; i++) {
+        market__key_directs(key, realm, side[i]);
+        const char *k = market__buf_join(b, key, (const char *)NULL);
+        if (!add) {
+            market__buf_cmd(b, 3, C_ZREM, k, member);
+            continue;
+        }
+        market__buf_cmd(b, 4, C_ZREMRANGEBYSCORE, k, "-inf", market__buf_i64(b, now_ms));
+        market__buf_cmd(b, 4, C_ZADD, k, market__buf_i64(b, t->expires_ms), member);
+    }
+}
+
+/* The realm's last direct trade id becomes id. */
+void market__fx_directs_last(market__buf *b, const market__realm *r, int64_t id) {
+    market__buf_cmd(b, 3, C_SET, r->directs, market__buf_i64(b, id));
+}
+
+/* The realm's last direct trade id (market__reply_orders_last() reads it). */
+void market__rd_directs_last(market__buf *b, const market__realm *r) {
+    market__buf_cmd(b, 2, C_GET, r->directs);
+}
+
+/* The ids of player's open direct trades, soonest to expire first, at most
+ * MARKET_DIRECTS_PAGE_MAX (ZRANGE). */
+void market__rd_directs_of(market__buf *b, const char *realm, const char *player) {
+    char key[MARKET__KEY_MAX];
+    market__key_directs(key, realm, player);
+    market__buf_cmd(b, 4, C_ZRANGE, market__buf_join(b, key, (const char *)NULL), "0",
+                    market__buf_i64(b, MARKET_DIRECTS_PAGE_MAX - 1));
+}
+
+/* A player's unique item goes (out) or comes (in). */
+void market__fx_item_has(market__buf *b, const char *inventory_key, const char *item, int in) {
+    if (in)
+        market__fx_item_in(b, inventory_key, item);
+    else
+        market__fx_item_out(b, inventory_key, item);
 }
 
 /* The realm's last buy order id becomes id. */

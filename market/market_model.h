@@ -154,6 +154,19 @@ void market__fx_auction_keep(market__buf *b, const char *realm, int64_t id);
 void market__fx_auction_end(market__buf *b, const market__realm *r, int64_t id, int64_t ends_ms,
                             int add);
 void market__fx_auctions_last(market__buf *b, const market__realm *r, int64_t id);
+/* direct trades (market_direct.c) */
+#define MARKET__DIRECT_FIELDS 9                    /* a direct trade's hash, read whole */
+#define MARKET__GOODS_TEXT_MAX 1280                /* a side of a direct trade as text, NUL too */
+extern const char *const market__direct_states[3]; /* by enum market_direct_state, but EXPIRED */
+void market__goods_text(const market_goods *g, char *out);
+void market__rd_direct(market__buf *b, const char *realm, int64_t id);
+void market__rd_directs_last(market__buf *b, const market__realm *r);
+void market__rd_directs_of(market__buf *b, const char *realm, const char *player);
+void market__fx_direct_put(market__buf *b, const char *realm, const market_direct *t);
+void market__fx_direct_index(market__buf *b, const char *realm, const market_direct *t, int add,
+                             int64_t now_ms);
+void market__fx_directs_last(market__buf *b, const market__realm *r, int64_t id);
+void market__fx_item_has(market__buf *b, const char *inventory_key, const char *item, int in);
 void market__rd_cheapest(market__buf *b, const char *index_key, const char *hi,
                          const char *scan);
 void market__rd_ping(market__buf *b);
@@ -232,5 +245,7 @@ int market__reply_orders_last(const redisReply *r, int64_t *id);
 int market__reply_order(const redisReply *r, int64_t id, market_bid *out);
 int market__reply_auction(const redisReply *r, int64_t id, market_auction *out);
 int market__reply_book_id(const redisReply *member, int64_t *id);
+int market__parse_goods(const char *s, size_t len, market_goods *out);
+int market__reply_direct(const redisReply *r, int64_t id, market_direct *out);
 
 #endif /* GM_MARKET_MARKET_MODEL_H */

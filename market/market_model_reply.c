@@ -401,6 +401,73 @@ int market__reply_auction(const redisReply *r, int64_t id, market_auction *out) 
     return MARKET_OK;
 }
 
+/* Reads side *out of a direct trade from s (len bytes), as market__goods_text() wrote it.
+ * Returns 0, or -1 when it is not one (market_goods_valid()). */
+int market__parse_goods(const char *s, size_t len, market_goods *out) {
+    memset(out, 0, sizeof *out);
+    for (size_t at = 0; at < len;) {
+        const char *t = s + at, *comma = memchr(t, ',', len - at);
+        size_t n = comma ? (size_t)(comma - t) : len - at;
+        at += n + 1;
+        const char *star = memchr(t, '*', n);
+        if (n >= 2 && t[0] == '$') {
+            if (out->funds || market__parse_i64(t + 1, n - 1, &out->funds) < 0) return -1;
+        } else if (n >= 2 && t[0] == '#' && n - 1 <= MARKET_ID_MAX &&
+                   out->n_items < MARKET_DIRECT_GOODS_MAX) {
+            memcpy(out->items[out->n_items++], t + 1, n - 1);
+        } else if (star && star > t && (size_t)(star - t) <= MARKET_ID_MAX &&
+                   out->n_units < MARKET_DIRECT_GOODS_MAX) {
+            size_t k = out->n_units++;
+            memcpy(out->unit_item[k], t, (size_t)(star - t));
+            if (market__parse_i64(star + 1, n - (size_t)(star - t) - 1, &out->units[k]) < 0)
+                return -1;
+        } else {
+            return -1;
+        }
+        if (!comma) break;
+    }
+    return market_goods_valid(out) ? 0 : -1;
+}
+
+/* Reads direct trade id from r (market__rd_direct()) into *out; the state as stored (an open
+ * one is not turned EXPIRED here). Returns MARKET_OK, ERR_NO_DIRECT (no such hash), or
+ * ERR_STORE (a hash that is no direct trade). */
+int market__reply_direct(const redisReply *r, int64_t id, market_direct *out) {
+    memset(out, 0, sizeof *out);
+    out->id = id;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != MARKET__DIRECT_FIELDS)
+        return MARKET_ERR_STORE;
+    size_t nil = 0;
+    for (size_t i = 0; i < MARKET__DIRECT_FIELDS; i++) {
+        nil += r->element[i]->type == REDIS_REPLY_NIL;
+        if (r->element[i]->type != REDIS_REPLY_NIL && r->element[i]->type != REDIS_REPLY_STRING)
+            return MARKET_ERR_STORE;
+    }
+    if (nil == MARKET__DIRECT_FIELDS) return MARKET_ERR_NO_DIRECT;
+    if (nil) return MARKET_ERR_STORE;
+    const redisReply *const *e = (const redisReply *const *)r->element;
+    if (e[0]->len > MARKET_ID_MAX || e[1]->len > MARKET_ID_MAX || e[8]->len > MARKET_ID_MAX ||
+        market__parse_goods(e[2]->str, e[2]->len, &out->give) < 0 ||
+        market__parse_goods(e[3]->str, e[3]->len, &out->get) < 0)
+        return MARKET_ERR_STORE;
+    memcpy(out->from, e[0]->str, e[0]->len);
+    memcpy(out->to, e[1]->str, e[1]->len);
+    memcpy(out->closed_by, e[8]->str, e[8]->len);
+    int64_t *v[3] = {&out->made_ms, &out->expires_ms, &out->closed_ms};
+    for (size_t i = 0; i < 3; i++)
+        if (market__reply_i64(e[4 + (i == 2 ? 3 : i)], v[i]) < 0 || *v[i] < 0)
+            return MARKET_ERR_STORE;
+    out->state = -1;
+    for (int s = 0; s < 3; s++)
+        if (e[6]->len == strlen(market__direct_states[s]) &&
+            memcmp(e[6]->str, market__direct_states[s], e[6]->len) == 0)
+            out->state = s;
+    if (out->state < 0 || !market_id_valid(out->from) || !market_id_valid(out->to) ||
+        strcmp(out->from, out->to) == 0 || (out->closed_by[0] && !market_id_valid(out->closed_by)))
+        return MARKET_ERR_STORE;
+    return MARKET_OK;
+}
+
 /* Reads a book's member (market__bid_member()) into *id. Returns 0, or -1
  * when it is not one. */
 int market__reply_book_id(const redisReply *member, int64_t *id) {

@@ -66,6 +66,24 @@ static int auction_end_ok(const market_order *o) {
     return market_id_valid(o->realm) && o->id >= 1;
 }
 
+/* Whether a direct trade's proposal can be served: two players, valid sides, not both
+ * empty, and a duration. */
+static int direct_ok(const market_order *o) {
+    return market_id_valid(o->realm) && market_id_valid(o->player) && market_id_valid(o->to) &&
+           strcmp(o->player, o->to) != 0 && market_goods_valid(o->give) &&
+           market_goods_valid(o->get) &&
+           (o->give->n_items || o->give->n_units || o->give->funds || o->get->n_items ||
+            o->get->n_units || o->get->funds) &&
+           o->duration_s >= 0 && o->duration_s <= MARKET_DURATION_MAX_S &&
+           market__idem_valid(o->idem);
+}
+
+/* Whether an accept or a cancel of a direct trade can be served. */
+static int direct_close_ok(const market_order *o) {
+    return market_id_valid(o->realm) && market_id_valid(o->player) && o->id >= 1 &&
+           market__idem_valid(o->idem);
+}
+
 /* Whether a sale buy can be served (market_sale_buy()'s check). */
 static int sale_buy_ok(const market_order *o) {
     return market__sale_args_ok(o->realm, o->sale, o->player, o->quantity, o->idem);
@@ -91,6 +109,9 @@ static const struct order_type {
     [MARKET_ORDER_AUCTION] = {auction_ok, &market__auction_kind, 0, 0},
     [MARKET_ORDER_AUCTION_BID] = {auction_bid_ok, &market__auction_kind, 0, 0},
     [MARKET_ORDER_AUCTION_END] = {auction_end_ok, &market__auction_kind, 0, 0},
+    [MARKET_ORDER_DIRECT] = {direct_ok, &market__direct_kind, 0, 0},
+    [MARKET_ORDER_DIRECT_ACCEPT] = {direct_close_ok, &market__direct_kind, 0, 0},
+    [MARKET_ORDER_DIRECT_CANCEL] = {direct_close_ok, &market__direct_kind, 0, 0},
 };
 
 /* Returns o's type when m can serve o (its arguments pass its type's
@@ -184,6 +205,11 @@ int market__order_submit(market *m, market_order *o) {
     case MARKET_ORDER_AUCTION_BID:
         replayed = &o->res.auction.replayed;
         trade_id = o->res.auction.trade_id; /* when it sold (a buyout) */
+        break;
+    case MARKET_ORDER_DIRECT:
+    case MARKET_ORDER_DIRECT_ACCEPT:
+    case MARKET_ORDER_DIRECT_CANCEL: /* no trade record: the trade's hash is its record */
+        replayed = &o->res.direct.replayed;
         break;
     case MARKET_ORDER_SELL:
         replayed = &o->res.sell.replayed;

@@ -18,6 +18,36 @@ int market_id_valid(const char *id) {
     return n > 0;
 }
 
+/* Whether buf (n bytes) holds a valid id, NUL-terminated within it. */
+static int id_in(const char *buf, size_t n) {
+    return memchr(buf, '\0', n) && market_id_valid(buf);
+}
+
+/* Returns 1 when g is a valid side of a direct trade: at most MARKET_DIRECT_GOODS_MAX unique
+ * items and as many kinds of units, each a valid id named once (an item is unique or
+ * stackable, not both), 1..MARKET_QUANTITY_MAX units of each kind, funds
+ * 0..MARKET_PRICE_MAX; else 0. g may be empty. Can't fail. */
+int market_goods_valid(const market_goods *g) {
+    if (!g || g->n_items > MARKET_DIRECT_GOODS_MAX || g->n_units > MARKET_DIRECT_GOODS_MAX ||
+        g->funds < 0 || g->funds > MARKET_PRICE_MAX)
+        return 0;
+    const size_t sz = MARKET_ID_MAX + 1;
+    for (size_t i = 0; i < g->n_items; i++) {
+        if (!id_in(g->items[i], sz)) return 0;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(g->items[i], g->items[j]) == 0) return 0;
+    }
+    for (size_t i = 0; i < g->n_units; i++) {
+        if (!id_in(g->unit_item[i], sz) || g->units[i] < 1 || g->units[i] > MARKET_QUANTITY_MAX)
+            return 0;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(g->unit_item[i], g->unit_item[j]) == 0) return 0;
+        for (size_t j = 0; j < g->n_items; j++)
+            if (strcmp(g->unit_item[i], g->items[j]) == 0) return 0;
+    }
+    return 1;
+}
+
 /* Returns 1 when key matches [A-Za-z0-9_.:-]{1,128}, else 0. Can't fail. */
 int market_idem_key_valid(const char *key) {
     if (!key) return 0;
