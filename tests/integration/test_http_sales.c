@@ -605,6 +605,103 @@ static void test_http_auctions(void **state) {
     server_stop(s);
 }
 
+/* Direct trades over HTTP: refusals (bad sides, oneself, nothing, tokens, a stranger's or the
+ * proposer's accept, goods one lacks) answered 4xx with nothing written; C offers D its sword
+ * and 10 arrows for D's shield and 20; only D and C read the trade; D accepts; both sides
+ * moved; a second accept is refused. */
+static void test_http_direct_trades(void **state) {
+    (void)state;
+    seed();
+    char carol[256], dave[256], erin[256];
+    bearer(carol, sizeof carol, "C");
+    bearer(dave, sizeof dave, "D");
+    bearer(erin, sizeof erin, "E");
+    int port;
+    server *s = start(SECRET, ADMIN, &port);
+    const char *offer = "{\"from\":\"C\",\"to\":\"D\",\"give\":{\"items\":[\"sword-1\"],"
+                        "\"units\":{\"arrow\":10}},\"get\":{\"items\":[\"shield-7\"],"
+                        "\"funds\":20},\"duration_s\":600}";
+    const struct refusal refused[] = {
+        {"POST", "/trades/direct", carol, "{\"from\":\"C\",\"to\":\"D\"}", 400, "bad_request"},
+        {"POST", "/trades/direct", carol, "{\"from\":\"C\",\"to\":\"C\",\"give\":{\"funds\":1}}",
+         400, "bad_request"},
+        {"POST", "/trades/direct", carol,
+         "{\"from\":\"C\",\"to\":\"D\",\"give\":{\"items\":[\"sword-1\",\"sword-1\"]}}", 400,
+         "bad_request"},
+        {"POST", "/trades/direct", carol,
+         "{\"from\":\"C\",\"to\":\"D\",\"give\":{\"units\":{\"arrow\":0}}}", 400, "bad_request"},
+        {"POST", "/trades/direct", carol, "{\"from\":\"C\",\"to\":\"D\",\"give\":{\"gold\":1}}",
+         400, "bad_request"},
+        {"POST", "/trades/direct", carol, "{\"from\":\"C\",\"to\":\"D\",\"give\":[1]}", 400,
+         "bad_request"},
+        {"POST", "/trades/direct", NULL, offer, 401, "unauthorized"},
+        {"POST", "/trades/direct", dave, offer, 403, "forbidden"},
+        {"POST", "/trades/direct", carol,
+         "{\"from\":\"C\",\"to\":\"D\",\"give\":{\"items\":[\"bow-2\"]}}", 404, "item_not_held"},
+        {"POST", "/trades/direct", carol,
+         "{\"from\":\"C\",\"to\":\"nobody\",\"give\":{\"funds\":1}}", 404, "player_not_found"},
+        {"POST", "/trades/direct/x/accept", dave, "{\"player\":\"D\"}", 400, "bad_request"},
+        {"POST", "/trades/direct/1/accept", dave, "{\"player\":\"D\"}", 404,
+         "direct_trade_not_found"},
+        {"GET", "/trades/direct/1", dave, NULL, 404, "direct_trade_not_found"},
+        {"GET", "/trades/direct", dave, NULL, 405, "method_not_allowed"},
+    };
+    assert_refused(port, refused, sizeof refused / sizeof *refused);
+    json_t *j = call(port, "POST", "/trades/direct", carol, offer, 201);
+    json_t *t = json_object_get(j, "trade");
+    assert_int_equal(jint(t, "id"), 1);
+    assert_string_equal(json_string_value(json_object_get(t, "state")), "open");
+    assert_int_equal(jint(json_object_get(json_object_get(t, "give"), "units"), "arrow"), 10);
+    assert_int_equal(jint(t, "expires_ms") - jint(t, "made_ms"), 600000);
+    json_decref(j);
+    const struct refusal closing[] = {
+        {"POST", "/trades/direct/1/accept", erin, "{\"player\":\"E\"}", 404,
+         "direct_trade_not_found"},
+        {"POST", "/trades/direct/1/cancel", erin, "{\"player\":\"E\"}", 404,
+         "direct_trade_not_found"},
+        {"POST", "/trades/direct/1/accept", carol, "{\"player\":\"C\"}", 409, "own_trade"},
+        {"POST", "/trades/direct/1/accept", carol, "{\"player\":\"D\"}", 403, "forbidden"},
+        {"GET", "/trades/direct/1", erin, NULL, 404, "direct_trade_not_found"},
+        {"GET", "/trades/direct/1", NULL, NULL, 404, "direct_trade_not_found"},
+        {"GET", "/players/D/direct", erin, NULL, 403, "forbidden"},
+    };
+    assert_refused(port, closing, sizeof closing / sizeof *closing);
+    j = call(port, "GET", "/players/D/direct", dave, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "trades")), 1);
+    json_decref(j);
+    j = call(port, "GET", "/trades/direct/1", carol, NULL, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "to")), "D");
+    json_decref(j);
+    /* a refusal names who lacks what */
+    j = call(port, "POST", "/trades/direct", dave,
+             "{\"from\":\"D\",\"to\":\"C\",\"give\":{\"funds\":60}}", 402);
+    assert_error(j, "insufficient_funds");
+    assert_string_equal(json_string_value(json_object_get(j, "player")), "D");
+    json_decref(j);
+    j = call(port, "POST", "/trades/direct/1/accept", dave, "{\"player\":\"D\"}", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "done");
+    assert_int_equal(jint(j, "funds"), 40 - 20); /* the demo's D has 40 (and 10 escrowed) */
+    json_decref(j);
+    j = call(port, "GET", "/players/D", NULL, NULL, 200);
+    json_t *inv = json_object_get(j, "inventory");
+    assert_int_equal(json_array_size(inv), 1);
+    assert_string_equal(json_string_value(json_array_get(inv, 0)), "sword-1");
+    assert_int_equal(jint(json_object_get(j, "stacks"), "arrow"), 10);
+    json_decref(j);
+    j = call(port, "GET", "/players/C", NULL, NULL, 200);
+    assert_int_equal(jint(j, "funds"), 2520);
+    assert_int_equal(jint(json_object_get(j, "stacks"), "arrow"), 30);
+    json_decref(j);
+    j = call(port, "POST", "/trades/direct/1/accept", dave, "{\"player\":\"D\"}", 409);
+    assert_error(j, "trade_closed");
+    assert_string_equal(json_string_value(json_object_get(j, "state")), "done");
+    json_decref(j);
+    j = call(port, "GET", "/players/D/direct", dave, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "trades")), 0);
+    json_decref(j);
+    server_stop(s);
+}
+
 static int group_setup(void **state) {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -627,6 +724,7 @@ int main(void) {
         cmocka_unit_test(test_http_settings_and_the_cut),
         cmocka_unit_test(test_http_listing_durations),
         cmocka_unit_test(test_http_auctions),
+        cmocka_unit_test(test_http_direct_trades),
     };
     return cmocka_run_group_tests_name("the admin's routes over HTTP (integration)", tests,
                                        group_setup, group_teardown);
