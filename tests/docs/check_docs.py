@@ -43,7 +43,8 @@ MASKS (what differs from run to run, by pattern or key name):
   - a string like a trade id, `<13 digits>-<seq>`, matches any such string; the first time
     a document's id meets the service's, the pair is kept: the same document id must meet
     the same service id after that (and no other), and commands have it replaced;
-  - the values of the keys `fence`, `time_ms` and `ends_ms` match any integer;
+  - the values of the keys `fence`, `time_ms`, `ends_ms`, `made_ms`, `expires_ms` and
+    `closed_ms` match any integer;
   - the world's addresses in what a command prints read as make run's: 127.0.0.1:8080
     for the server, 127.0.0.1:6380 for its Redis;
   - the headers Date and X-Request-Id are not shown and not compared; Content-Length
@@ -68,7 +69,7 @@ from market_world import ROOT, SEED, Checks, World  # noqa: E402
 DOCS = ("README.md", os.path.join("docs", "API.md"))
 TRADE_ID = re.compile(r"^\d{13}-\d+$")
 TRADE_ID_IN_TEXT = re.compile(r"(?<![\d-])\d{13}-\d+(?![\d-])")
-MASKED_INTS = ("fence", "time_ms", "ends_ms")
+MASKED_INTS = ("fence", "time_ms", "ends_ms", "made_ms", "expires_ms", "closed_ms")
 UNSHOWN_HEADERS = ("date", "x-request-id")
 ELIDED = "\u2026elided\u2026"  # a bare ... of the document, once parsed
 NOTE = re.compile(r"^(.*?\S)\s{2,}\(([^()]*)\)\s*$")

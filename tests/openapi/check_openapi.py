@@ -166,7 +166,7 @@ def templates():
     for t, item in SPEC["paths"].items():
         rx = "^" + re.sub(r"\\\{[a-z_]+\\\}", "[^/]+", re.escape(t)) + "$"
         out.append((re.compile(rx), t, item))
-    return out
+    return sorted(out, key=lambda e: e[1].count("{"))  # /trades/direct before /trades/{id}
 
 
 TEMPLATES = templates()
@@ -531,6 +531,58 @@ def run_requests(w):
         sold = call(w, "POST", f"/auctions/{aid}/bid", 200, {"bidder": "C", "amount": 400}, token=tC)
         assert sold["status"] == "sold" and sold["outbid"] == "B" and sold["trade_id"], sold
 
+    def direct():
+        # E offers D its bow for D's shield and 5; a stranger and the proposer cannot accept; D accepts
+        offer = {"from": "E", "to": "D", "give": {"items": ["bow-2"]}, "get": {"items": ["shield-7"], "funds": 5}}
+        call(w, "POST", "/trades/direct", 401, offer)
+        call(w, "POST", "/trades/direct", 403, offer, token=tD)
+        call(w, "POST", "/trades/direct", 400, dict(offer, to="E"), token=tE)
+        call(w, "POST", "/trades/direct", 400, dict(offer, give={"gold": 1}), token=tE, schema_rejects=True)
+        call(w, "POST", "/trades/direct", 400, dict(offer, give={"units": {"arrow": 0}}), token=tE,
+             schema_rejects=True)
+        call(w, "POST", "/trades/direct", 413, b" " * 70000, token=tE)
+        lacks = call(w, "POST", "/trades/direct", 404, dict(offer, give={"items": ["no-such-thing"]}), token=tE)
+        assert lacks["error"] == "item_not_held" and lacks["player"] == "E" and lacks["item"] == "no-such-thing", lacks
+        poor = call(w, "POST", "/trades/direct", 402, {"from": "D", "to": "E", "give": {"funds": 10 ** 9}}, token=tD)
+        assert poor["player"] == "D", poor
+        made = call(w, "POST", "/trades/direct", 201, offer, token=tE, headers={"Idempotency-Key": "direct-1"})
+        tid = made["trade"]["id"]
+        again = call(w, "POST", "/trades/direct", 201, offer, token=tE, headers={"Idempotency-Key": "direct-1"})
+        assert again["trade"] == {"id": tid}, again
+        call(w, "POST", "/trades/direct", 422, dict(offer, duration_s=60), token=tE,
+             headers={"Idempotency-Key": "direct-1"})
+        call(w, "GET", f"/trades/direct/{tid}", 200, token=tD)
+        call(w, "GET", f"/trades/direct/{tid}", 404, token=tA)
+        call(w, "GET", "/trades/direct/x", 400, token=tD)
+        mine = call(w, "GET", "/players/D/direct", 200, token=tD)
+        assert [t["id"] for t in mine["trades"]] == [tid], mine
+        call(w, "GET", "/players/D/direct", 403, token=tA)
+        call(w, "GET", "/players/a.b/direct", 400, token=tD)
+        accept = {"player": "D"}
+        call(w, "POST", f"/trades/direct/{tid}/accept", 401, accept)
+        call(w, "POST", f"/trades/direct/{tid}/accept", 403, accept, token=tA)
+        call(w, "POST", f"/trades/direct/{tid}/accept", 400, {}, token=tD, schema_rejects=True)
+        call(w, "POST", f"/trades/direct/{tid}/accept", 413, b" " * 70000, token=tD)
+        call(w, "POST", f"/trades/direct/{tid}/accept", 404, {"player": "A"}, token=tA)
+        own = call(w, "POST", f"/trades/direct/{tid}/accept", 409, {"player": "E"}, token=tE)
+        assert own["error"] == "own_trade", own
+        done = call(w, "POST", f"/trades/direct/{tid}/accept", 200, accept, token=tD)
+        assert done["status"] == "done" and done["trade"]["state"] == "done", done
+        closed = call(w, "POST", f"/trades/direct/{tid}/accept", 409, accept, token=tD)
+        assert closed["state"] == "done", closed
+        # the other way: D offers the bow back, and takes the offer back
+        back = call(w, "POST", "/trades/direct", 201, {"from": "D", "to": "E", "give": {"items": ["bow-2"]}},
+                    token=tD)
+        bid = back["trade"]["id"]
+        call(w, "POST", f"/trades/direct/{bid}/cancel", 401, {"player": "D"})
+        call(w, "POST", f"/trades/direct/{bid}/cancel", 403, {"player": "D"}, token=tE)
+        call(w, "POST", f"/trades/direct/{bid}/cancel", 400, {"who": "D"}, token=tD, schema_rejects=True)
+        call(w, "POST", f"/trades/direct/{bid}/cancel", 413, b" " * 70000, token=tD)
+        call(w, "POST", f"/trades/direct/{bid}/cancel", 404, {"player": "A"}, token=tA)
+        gone = call(w, "POST", f"/trades/direct/{bid}/cancel", 200, {"player": "E"}, token=tE)
+        assert gone["trade"]["cancelled_by"] == "E", gone
+        call(w, "POST", f"/trades/direct/{bid}/cancel", 409, {"player": "D"}, token=tD)
+
     def events():
         # the stream stays open: read its head, then the events a listing and a purchase
         # make, each validated against its schema, then hang up
@@ -603,6 +655,7 @@ def run_requests(w):
     check("price histories answer as documented", history)
     check("buy orders and the book answer as documented", book)
     check("auctions answer as documented", auctions)
+    check("direct trades answer as documented", direct)
     check("GET /events streams as documented", events)
     check("paths and methods no route serves get the documented 404 and 405", unrouted)
     check("with Redis stopped, the documented 503s", outage)
