@@ -424,7 +424,7 @@ int market__parse_goods(const char *s, size_t len, market_goods *out) {
         } else {
             return -1;
         }
-        if (!comma) break;
+        if (comma && at == len) return -1; /* a trailing comma */
     }
     return market_goods_valid(out) ? 0 : -1;
 }

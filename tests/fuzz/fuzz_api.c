@@ -330,6 +330,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                   o->quantity <= MARKET_SALE_STOCK_MAX);
         else if (o->type == MARKET_ORDER_AUCTION_BID) /* a bid names an auction, no item */
             CHECK(o->id >= 1 && o->price >= 1 && o->price <= MARKET_PRICE_MAX);
+        else if (o->type == MARKET_ORDER_DIRECT) /* two players, two valid sides, not empty */
+            CHECK(market_id_valid(d.to) && o->to == d.to && strcmp(d.player, d.to) != 0 &&
+                  o->give == &d.give && o->get == &d.get && market_goods_valid(&d.give) &&
+                  market_goods_valid(&d.get) &&
+                  (d.give.n_items || d.give.n_units || d.give.funds || d.get.n_items ||
+                   d.get.n_units || d.get.funds));
+        else if (o->type == MARKET_ORDER_DIRECT_ACCEPT || o->type == MARKET_ORDER_DIRECT_CANCEL)
+            CHECK(o->id >= 1);
         else
             CHECK(market_id_valid(d.item) && o->item == d.item);
         if (o->type == MARKET_ORDER_PURCHASE)
@@ -348,7 +356,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
          * holds any: quantity 0) is 200; a buy order is 201 only when some of it rests; a new
          * auction is 201 */
         int ok = (o->type == MARKET_ORDER_LIST && (o->quantity == 0 || o->res.list.quantity > 0)) ||
-                         o->type == MARKET_ORDER_AUCTION
+                         o->type == MARKET_ORDER_AUCTION || o->type == MARKET_ORDER_DIRECT
                      ? 201
                      : 200;
         CHECK(r3.body != NULL && r3.status == ((flags & 1) ? ok : 404));

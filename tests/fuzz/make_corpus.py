@@ -82,6 +82,13 @@ def api_corpus(out):
                               body=b'{"seller":"A","item":"axe","start_bid":5,"duration_s":60}'),
         "x-auction-bid": api_seed("POST", "/auctions/1/bid", body=b'{"bidder":"B","amount":9}'),
         "x-auctions": api_seed("GET", "/auctions", {"item": "axe", "limit": "2"}),
+        "x-direct": api_seed("POST", "/trades/direct",
+                             body=b'{"from":"A","to":"B","give":{"items":["axe"],"units":{"ore":3},'
+                                  b'"funds":5},"get":{"funds":9},"duration_s":60}'),
+        "x-direct-accept": api_seed("POST", "/trades/direct/1/accept", body=b'{"player":"B"}'),
+        "x-direct-cancel": api_seed("POST", "/trades/direct/1/cancel", body=b'{"player":"A"}'),
+        "x-direct-get": api_seed("GET", "/trades/direct/1"),
+        "x-player-direct": api_seed("GET", "/players/A/direct"),
         "x-list-duration-no-conn": api_seed(
             "POST", "/list", body=b'{"seller":"A","item":"axe","price":1,"duration_s":60}',
             flags=STORE_NONE),

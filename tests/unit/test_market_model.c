@@ -205,6 +205,94 @@ static void test_reply_auction(void **state) {
     assert_int_equal(market__reply_auction(&r, 3, &a), MARKET_ERR_STORE);
 }
 
+/* A side of a direct trade written as text reads back as it was; text that is no side is
+ * refused: an unknown token, a repeated item, 0 units, funds twice, more than 8 items. */
+static void test_goods_text(void **state) {
+    (void)state;
+    market_goods g = {.n_items = 2, .n_units = 2, .funds = 75};
+    snprintf(g.items[0], sizeof g.items[0], "sword-1");
+    snprintf(g.items[1], sizeof g.items[1], "helm_4");
+    snprintf(g.unit_item[0], sizeof g.unit_item[0], "ore");
+    snprintf(g.unit_item[1], sizeof g.unit_item[1], "wood");
+    g.units[0] = 3;
+    g.units[1] = 1000000000;
+    char text[MARKET__GOODS_TEXT_MAX];
+    market__goods_text(&g, text);
+    assert_string_equal(text, "$75,#sword-1,#helm_4,ore*3,wood*1000000000");
+    market_goods back;
+    assert_int_equal(market__parse_goods(text, strlen(text), &back), 0);
+    assert_memory_equal(&back, &g, sizeof g);
+    market_goods empty = {0};
+    market__goods_text(&empty, text);
+    assert_string_equal(text, "");
+    assert_int_equal(market__parse_goods("", 0, &back), 0);
+    assert_int_equal(back.n_items + back.n_units, 0);
+    const char *bad[] = {"gold", "#a,#a",  "ore*0", "$1,$2",  "ore*",
+                         "*3",   "#",      "$-1",   "#a,a*2", "#a,#b,#c,#d,#e,#f,#g,#h,#i",
+                         "#a b", "ore*3,", ",ore*3"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(market__parse_goods(bad[i], strlen(bad[i]), &back), -1);
+    /* the longest side fits the text */
+    market_goods big = {.n_items = MARKET_DIRECT_GOODS_MAX,
+                        .n_units = MARKET_DIRECT_GOODS_MAX,
+                        .funds = MARKET_PRICE_MAX};
+    for (int i = 0; i < MARKET_DIRECT_GOODS_MAX; i++) {
+        memset(big.items[i], 'a' + i, MARKET_ID_MAX);
+        memset(big.unit_item[i], 'A' + i, MARKET_ID_MAX);
+        big.units[i] = MARKET_QUANTITY_MAX;
+    }
+    assert_true(market_goods_valid(&big));
+    market__goods_text(&big, text);
+    assert_int_equal(market__parse_goods(text, strlen(text), &back), 0);
+    assert_memory_equal(&back, &big, sizeof big);
+}
+
+/* A direct trade: its nine fields, or none at all (no such trade); anything else is
+ * unreadable: an unknown state, a side that is no side, from = to, a time that is no
+ * number, half of them. */
+static void test_reply_direct(void **state) {
+    (void)state;
+    redisReply v[MARKET__DIRECT_FIELDS] = {str("A"),    str("B"),   str("#sword"),
+                                           str("$20"),  str("100"), str("3700"),
+                                           str("open"), str("0"),   str("")};
+    redisReply *e[MARKET__DIRECT_FIELDS];
+    for (size_t i = 0; i < MARKET__DIRECT_FIELDS; i++)
+        e[i] = &v[i];
+    redisReply r = arr(e, MARKET__DIRECT_FIELDS);
+    market_direct t;
+    assert_int_equal(market__reply_direct(&r, 4, &t), MARKET_OK);
+    assert_int_equal(t.id, 4);
+    assert_string_equal(t.from, "A");
+    assert_string_equal(t.give.items[0], "sword");
+    assert_int_equal(t.get.funds, 20);
+    assert_int_equal(t.made_ms, 100);
+    assert_int_equal(t.expires_ms, 3700);
+    assert_int_equal(t.state, MARKET_DIRECT_OPEN);
+    v[6] = str("cancelled");
+    v[7] = str("200");
+    v[8] = str("B");
+    assert_int_equal(market__reply_direct(&r, 4, &t), MARKET_OK);
+    assert_int_equal(t.state, MARKET_DIRECT_CANCELLED);
+    assert_int_equal(t.closed_ms, 200);
+    assert_string_equal(t.closed_by, "B");
+    v[6] = str("expired"); /* never stored: read from an open one's time */
+    assert_int_equal(market__reply_direct(&r, 4, &t), MARKET_ERR_STORE);
+    v[6] = str("done");
+    v[2] = str("sword");
+    assert_int_equal(market__reply_direct(&r, 4, &t), MARKET_ERR_STORE);
+    v[2] = str("#sword");
+    v[1] = str("A");
+    assert_int_equal(market__reply_direct(&r, 4, &t), MARKET_ERR_STORE);
+    v[1] = str("B");
+    v[5] = str("soon");
+    assert_int_equal(market__reply_direct(&r, 4, &t), MARKET_ERR_STORE);
+    v[5] = str(NULL);
+    assert_int_equal(market__reply_direct(&r, 4, &t), MARKET_ERR_STORE);
+    for (size_t i = 0; i < MARKET__DIRECT_FIELDS; i++)
+        v[i] = str(NULL);
+    assert_int_equal(market__reply_direct(&r, 4, &t), MARKET_ERR_NO_DIRECT);
+}
+
 /* A buy order: its five fields, or none at all (no such order); anything
  * else is unreadable: a buyer that is no id, a price out of range, more
  * left than asked for, none left. A book's member reads back as its id. */
@@ -523,6 +611,8 @@ int main(void) {
         cmocka_unit_test(test_reply_player),
         cmocka_unit_test(test_reply_order),
         cmocka_unit_test(test_reply_auction),
+        cmocka_unit_test(test_goods_text),
+        cmocka_unit_test(test_reply_direct),
         cmocka_unit_test(test_reply_market_page),
         cmocka_unit_test(test_reply_buyers),
         cmocka_unit_test(test_reply_scan),
