@@ -4,7 +4,8 @@
 // a stackable good across sellers at a max price; the pasted token, an Idempotency-Key per
 // click), charts an item's price history (GET /items/{item}/history, drawn as SVG
 // candles), lists open auctions with a countdown (GET /auctions) and bids the least they
-// take (POST /auctions/{id}/bid) or puts an item up (POST /auctions), and follows
+// take (POST /auctions/{id}/bid) or puts an item up (POST /auctions), proposes, accepts
+// and cancels direct trades (POST /trades/direct, GET /players/{id}/direct), and follows
 // GET /events (Server-Sent Events) to show trades and listing changes as they happen, and
 // to redraw the chart. No framework, no build.
 "use strict";
@@ -251,6 +252,7 @@ async function showPlayer() {
     return;
   }
   showOrders(id, seq);
+  showDirect(id, seq);
   const tr = await api("GET", "/players/" + encodeURIComponent(id) + "/trades?limit=20", undefined,
                        { Authorization: "Bearer " + token() });
   if (seq !== state.playerSeq) return;
@@ -523,6 +525,99 @@ async function auctionNew() {
     await Promise.all([ auctions(), showPlayer() ]);
 }
 
+// ---- direct trades ----
+
+// One side of a proposal from the form: "sword-1, arrow:10" (items, and units as item:n)
+// and funds; null when it is not one.
+function side(text, funds) {
+    const g = {}, items = [], units = {};
+    for (const part of text.split(",").map((s) => s.trim()).filter(Boolean)) {
+        const m = /^([A-Za-z0-9_-]{1,64})(?::([0-9]+))?$/.exec(part);
+        if (!m) return null;
+        if (m[2]) units[m[1]] = Number(m[2]);
+        else items.push(m[1]);
+    }
+    const f = Number(funds || 0);
+    if (!Number.isInteger(f) || f < 0) return null;
+    if (items.length) g.items = items;
+    if (Object.keys(units).length) g.units = units;
+    if (f) g.funds = f;
+    return g;
+}
+
+function goodsText(g) {
+    const parts = g.items.concat(Object.entries(g.units).map(([k, v]) => `${k} ×${v}`));
+    if (g.funds) parts.push(`${g.funds} funds`);
+    return parts.join(", ") || "nothing";
+}
+
+// Lists the player's open direct trades (their token's): one offered to them with Accept
+// and Decline, one they proposed with Withdraw.
+async function showDirect(id, seq) {
+    const res = await api("GET", "/players/" + encodeURIComponent(id) + "/direct", undefined,
+                          {Authorization : "Bearer " + token()});
+    if (seq !== state.playerSeq) return;
+    const ul = $("my-direct");
+    ul.textContent = "";
+    for (const t of res.status === 200 ? res.body.trades : []) {
+        const mine = t.from === id;
+        const li = document.createElement("li");
+        li.dataset.trade = t.id;
+        li.textContent = mine ? `#${t.id} to ${t.to}: ${goodsText(t.give)} for ${goodsText(t.get)} `
+                              : `#${t.id} from ${t.from}: ${goodsText(t.give)} for ${
+                                    goodsText(t.get)} `;
+        const buttons = mine ? [ [ "cancel", "Withdraw" ] ]
+                             : [ [ "accept", "Accept" ], [ "cancel", "Decline" ] ];
+        for (const [what, label] of buttons) {
+            const b = document.createElement("button");
+            b.className = what;
+            b.textContent = label;
+            b.addEventListener("click", () => closeTrade(t, what, b));
+            li.appendChild(b);
+        }
+        ul.appendChild(li);
+    }
+}
+
+async function closeTrade(t, what, button) {
+    const player = $("player").value.trim();
+    button.disabled = true;
+    const headers = {"Idempotency-Key" : idempotencyKey()};
+    if (token()) headers.Authorization = "Bearer " + token();
+    const res = await api("POST", `/trades/direct/${t.id}/${what}`, {player}, headers);
+    if (res.status === 200)
+        say(what === "accept" ? `Traded with ${t.from}; funds now ${res.body.funds}`
+                              : `Trade #${t.id} cancelled`,
+            true);
+    else
+        say("refused: " + why(res) +
+                (res.body && res.body.player ? ` (${res.body.player} lacks ${res.body.item || "funds"})` : ""),
+            false);
+    await showPlayer();
+}
+
+// Proposes the form's trade as the signed-in player.
+async function directNew() {
+    const from = $("player").value.trim() || tokenPlayer(token());
+    const to = $("d-to").value.trim();
+    const give = side($("d-give").value, $("d-give-funds").value);
+    const get = side($("d-get").value, $("d-get-funds").value);
+    if (!from || !/^[A-Za-z0-9_-]{1,64}$/.test(to) || !give || !get) {
+        say("trade: your token, another player, and items (units as item:n) or funds", false);
+        return;
+    }
+    const headers = {"Idempotency-Key" : idempotencyKey()};
+    if (token()) headers.Authorization = "Bearer " + token();
+    const res = await api("POST", "/trades/direct", {from, to, give, get}, headers);
+    if (res.status === 201)
+        say(`Trade #${res.body.trade.id} proposed to ${to}`, true);
+    else
+        say("trade refused: " + why(res) +
+                (res.body && res.body.player ? ` (${res.body.player} lacks ${res.body.item || "funds"})` : ""),
+            false);
+    await showPlayer();
+}
+
 // ---- live ----
 
 function refreshSoon() { // many events in a burst: one refresh
@@ -581,6 +676,10 @@ $("history").addEventListener("submit", (e) => {
     chart();
 });
 $("h-interval").addEventListener("change", chart);
+$("direct-new").addEventListener("submit", (e) => {
+    e.preventDefault();
+    directNew();
+});
 $("auction-new").addEventListener("submit", (e) => {
     e.preventDefault();
     auctionNew();

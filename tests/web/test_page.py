@@ -17,7 +17,9 @@ nothing); a click on the arrows charts their price history, which a trade
 by another client redraws live; the charted item's book shows its bids and asks, and B's buy
 order from the units form rests (escrowed, in the book, among B's orders) and is taken back with
 its Cancel button; an auction C opens shows with a countdown that ticks, and B's click on
-its Bid button leads it (escrowed, among B's auctions, and in the store); on a phone-sized
+its Bid button leads it (escrowed, among B's auctions, and in the store); B proposes a direct
+trade to D with the form (in the store, nothing moved), and accepts E's with its Accept button
+(the bow is B's in the store, E's funds paid); on a phone-sized
 window nothing overflows sideways, the Buy buttons fit, and the token and player box come
 before the market.
 It prints cmocka's summary lines, which tests/run.sh counts.
@@ -155,6 +157,37 @@ def run(w, d):
         assert w.redis_cli("HGET", f"auction:{{main}}:{aid}", "bidder") == "B"
         assert w.redis_cli("HGET", "users:{main}:B", "escrow") == "100"
 
+    def trades_directly():
+        d_had = w.redis_cli("SMEMBERS", "inventory:{main}:D"), w.redis_cli("HGET", "users:{main}:B", "funds")
+        d.get(base)
+        wait(d, "B's player view", lambda d: d.find_element(By.ID, "player-view").is_displayed())
+        d.find_element(By.ID, "d-to").send_keys("D")
+        d.find_element(By.ID, "d-give-funds").send_keys("10")
+        d.find_element(By.ID, "d-get").send_keys("shield-7")
+        d.find_element(By.ID, "direct-go").click()
+        wait(d, "the proposal", lambda d: re.search(r"Trade #\d+ proposed to D", text(d, "message")))
+        tid = re.search(r"#(\d+)", text(d, "message")).group(1)
+        assert w.redis_cli("HGET", f"direct:{{main}}:{tid}", "from") == "B", w.redis_cli("HGETALL", f"direct:{{main}}:{tid}")
+        assert (w.redis_cli("SMEMBERS", "inventory:{main}:D"), w.redis_cli("HGET", "users:{main}:B", "funds")) \
+            == d_had, "nothing moves at proposal"
+        wait(d, "B's proposal listed", lambda d: any(f"#{tid} to D" in t for t in texts(d, "#my-direct li")))
+        status, _, body = w.request("POST", "/trades/direct", {"from": "E", "to": "B", "give": {"items": ["bow-2"]},
+                                                               "get": {"funds": 5}},
+                                    {"Authorization": "Bearer " + w.token("E")})
+        assert status == 201, body
+        eid = json.loads(body)["trade"]["id"]
+        e_funds = int(w.redis_cli("HGET", "users:{main}:E", "funds"))
+        d.find_element(By.CSS_SELECTOR, "#signin button").click()  # shows B again
+        item = f"#my-direct li[data-trade='{eid}']"
+        wait(d, "E's offer listed", lambda d: d.find_elements(By.CSS_SELECTOR, item))
+        click(d, "a click on Accept", f"{item} button.accept")
+        wait(d, "the trade", lambda d: "Traded with E" in text(d, "message"))
+        wait(d, "the bow in B's inventory", lambda d: "bow-2" in texts(d, "#inventory li"))
+        assert w.redis_cli("SISMEMBER", "inventory:{main}:B", "bow-2") == "1", "B holds the bow"
+        assert w.redis_cli("SISMEMBER", "inventory:{main}:E", "bow-2") == "0", "E does not"
+        assert int(w.redis_cli("HGET", "users:{main}:E", "funds")) == e_funds + 5, w.redis_cli("HGET", "users:{main}:E", "funds")
+        assert w.redis_cli("HGET", f"direct:{{main}}:{eid}", "state") == "done", "the trade is done"
+
     def fits_a_phone():
         d.set_window_size(390, 844)
         d.get(base)
@@ -271,6 +304,7 @@ def run(w, d):
     CHECKS.run("the charted item's book shows; a buy order from the page rests and is taken back",
                book_and_orders)
     CHECKS.run("an open auction counts down, and a bid from the page leads it", bids_on_an_auction)
+    CHECKS.run("a direct trade proposed from the page, and one accepted there", trades_directly)
     shot = os.environ.get("MARKET_SCREENSHOT")
     if shot:  # the page as docs/ shows it: B signed in, a listing arriving live
         d.set_window_size(1200, 820)
