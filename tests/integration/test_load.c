@@ -310,6 +310,30 @@ static void test_load_contended_only_200_402_404(void **state) {
     json_decref(j);
 }
 
+/* --mix direct: 32 connections propose funds-for-funds trades between 40 players with 12
+ * each, and accept or decline them as the players offered them, both ways round at once;
+ * every answer is the market's (201, 200, or a refusal: 402 funds short, 409 closed), the
+ * funds are conserved and none is negative. */
+static void test_load_direct_trades_conserve_funds(void **state) {
+    struct fx *f = *state;
+    seed_world(40, 10, 12, 1, 1000);
+    start_server(f);
+    json_t *j = load(f, "direct", "32", "3000");
+    assert_invariants(j);
+    json_t *created =
+        json_object_get(json_object_get(json_object_get(j, "status"), "by_code"), "201");
+    long long proposed = json_integer_value(created), closed = num(j, "status", "200");
+    assert_true(proposed > 0);
+    assert_true(closed > 0);
+    assert_int_equal(num(j, "status", "503"), 0);
+    assert_int_equal(num(j, "status", "other"), 0);
+    assert_int_equal(num(j, "status", "transport_errors"), 0);
+    assert_int_equal(proposed + closed + num(j, "status", "402") + num(j, "status", "404") +
+                         num(j, "status", "409"),
+                     3000);
+    json_decref(j);
+}
+
 /* Every request buys a different item that its buyer can afford. */
 static void test_load_distinct_all_200(void **state) {
     struct fx *f = *state;
@@ -625,6 +649,8 @@ static int group_teardown(void **state) {
 #define PER_STRATEGY(s)                                                                            \
     {"test_load_contended_only_200_402_404[" s "]", test_load_contended_only_200_402_404,          \
      fx_setup, fx_teardown, (void *)(s)},                                                          \
+        {"test_load_direct_trades_conserve_funds[" s "]", test_load_direct_trades_conserve_funds,  \
+         fx_setup, fx_teardown, (void *)(s)},                                                      \
     {                                                                                              \
         "test_load_distinct_all_200[" s "]", test_load_distinct_all_200, fx_setup, fx_teardown,    \
             (void *)(s)                                                                            \

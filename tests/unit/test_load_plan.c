@@ -279,8 +279,54 @@ static void test_flash_limits_and_sold_out(void **state) {
     load_plan_free(&p);
 }
 
+/* Direct: proposals go between two players of one realm, never to oneself, with 1..5 funds
+ * each way; a proposal answered 201 is accepted or declined later by the player offered it,
+ * once; one refused is forgotten; a realm with one player proposes nothing. */
+static void test_direct_pairs_and_answers(void **state) {
+    (void)state;
+    load_plan p = {0};
+    assert_int_equal(load_plan_add_realm(&p, "r0"), MARKET_OK);
+    assert_int_equal(load_plan_add_player(&p, "A", 100), MARKET_OK);
+    assert_int_equal(load_plan_add_player(&p, "B", 100), MARKET_OK);
+    assert_int_equal(load_plan_add_realm(&p, "r1"), MARKET_OK);
+    assert_int_equal(load_plan_add_player(&p, "C", 100), MARKET_OK);
+    assert_int_equal(load_plan_add_player(&p, "D", 100), MARKET_OK);
+    assert_int_equal(load_plan_build(&p, LOAD_MIX_DIRECT, 4, 7), MARKET_OK);
+    load_pick pk;
+    int64_t next_id = 1;
+    size_t accepts = 0, declines = 0;
+    for (int i = 0; i < 2000; i++) {
+        assert_int_equal(load_plan_next(&p, &pk), 1);
+        if (pk.kind == LOAD_KIND_PROPOSE) {
+            assert_true(pk.buyer != pk.other && pk.other < p.n_players);
+            assert_int_equal(p.players[pk.buyer].realm, p.players[pk.other].realm);
+            assert_true(pk.quantity >= 1 && pk.quantity <= 5 && pk.price >= 1 && pk.price <= 5);
+            /* every third is refused (a 402): not remembered */
+            int status = i % 3 ? 201 : 402;
+            load_plan_answered(&p, &pk, status, status == 201 ? next_id++ : 0);
+            continue;
+        }
+        assert_true(pk.kind == LOAD_KIND_ACCEPT || pk.kind == LOAD_KIND_DECLINE);
+        assert_true(pk.order >= 1 && pk.order < next_id);
+        accepts += pk.kind == LOAD_KIND_ACCEPT;
+        declines += pk.kind == LOAD_KIND_DECLINE;
+        load_plan_answered(&p, &pk, 200, 0);
+    }
+    assert_true(accepts > declines && declines > 0);
+    /* each proposal remembered is closed at most once: what is left plus what was closed */
+    assert_int_equal(p.n_open + accepts + declines, (size_t)(next_id - 1));
+    load_plan_free(&p);
+
+    load_plan one = {0};
+    assert_int_equal(load_plan_add_player(&one, "A", 100), MARKET_OK);
+    assert_int_equal(load_plan_build(&one, LOAD_MIX_DIRECT, 4, 7), MARKET_OK);
+    assert_int_equal(load_plan_next(&one, &pk), 0);
+    load_plan_free(&one);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_direct_pairs_and_answers),
         cmocka_unit_test(test_distinct_each_item_once_within_budgets),
         cmocka_unit_test(test_distinct_nobody_can_pay),
         cmocka_unit_test(test_distinct_seller_never_buys_own),

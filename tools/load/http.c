@@ -77,6 +77,31 @@ int load_http_sale_buy(char *out, size_t outlen, const char *host, const char *r
     return post(out, outlen, host, path, body, auth_secret, realm, buyer);
 }
 
+int load_http_direct(char *out, size_t outlen, const char *host, const char *realm,
+                     enum load_kind kind, const char *player, const char *other, int64_t give,
+                     int64_t get, int64_t id, const char *auth_secret) {
+    char body[2 * MARKET_ID_MAX + 128], route[64];
+    char path[sizeof API_REALM_PREFIX + MARKET_REALM_MAX + sizeof route];
+    int bl;
+    if (kind == LOAD_KIND_PROPOSE) {
+        snprintf(route, sizeof route, "/trades/direct");
+        bl = snprintf(body, sizeof body,
+                      "{\"from\":\"%s\",\"to\":\"%s\",\"give\":{\"funds\":%lld},"
+                      "\"get\":{\"funds\":%lld}}",
+                      player, other, (long long)give, (long long)get);
+    } else {
+        snprintf(route, sizeof route, "/trades/direct/%lld/%s", (long long)id,
+                 kind == LOAD_KIND_ACCEPT ? "accept" : "cancel");
+        bl = snprintf(body, sizeof body, "{\"player\":\"%s\"}", player);
+    }
+    if (bl < 0 || (size_t)bl >= sizeof body) return LOAD_HTTP_ERR_FIT;
+    if (realm && strcmp(realm, MARKET_REALM_DEFAULT) != 0)
+        snprintf(path, sizeof path, API_REALM_PREFIX "%s%s", realm, route);
+    else
+        snprintf(path, sizeof path, "%s", route);
+    return post(out, outlen, host, path, body, auth_secret, realm, player);
+}
+
 int load_http_book(char *out, size_t outlen, const char *host, const char *realm,
                    enum load_kind kind, const char *player, const char *item, int64_t quantity,
                    int64_t price, int64_t order, const char *auth_secret) {

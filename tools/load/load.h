@@ -69,7 +69,8 @@ enum load_mix {
     LOAD_MIX_CONTENDED,
     LOAD_MIX_MIXED,
     LOAD_MIX_FLASH,
-    LOAD_MIX_BOOK
+    LOAD_MIX_BOOK,
+    LOAD_MIX_DIRECT
 };
 enum load_kind {
     LOAD_KIND_DISTINCT,
@@ -81,12 +82,18 @@ enum load_kind {
     LOAD_KIND_CANCEL, /* DELETE /orders/{id}: one of the run's resting orders */
     LOAD_KIND_SELL,   /* POST /sell, partly: into the book */
     LOAD_KIND_LIST,   /* POST /list of units at the seller's price: into the book, or listed */
+    /* --mix direct */
+    LOAD_KIND_PROPOSE, /* POST /trades/direct: funds for funds, to another player */
+    LOAD_KIND_ACCEPT,  /* POST /trades/direct/{id}/accept: one of the run's open proposals */
+    LOAD_KIND_DECLINE, /* POST /trades/direct/{id}/cancel: the same, by the player offered it */
 };
-#define LOAD_OPEN_MAX 65536 /* --mix book: resting orders the run remembers, to cancel */
+#define LOAD_OPEN_MAX                                                                              \
+    65536 /* --mix book, direct: resting orders (open proposals) the run                           \
+             remembers, to cancel (to accept) */
 
 #define LOAD_SALE_STOCK 10000 /* --sale-stock's default */
 
-/* "distinct", "contended", "mixed", "flash" or "book". Can't fail. */
+/* "distinct", "contended", "mixed", "flash", "book" or "direct". Can't fail. */
 const char *load_mix_name(enum load_mix mix);
 
 /* ---- opts.c: the command line ---- */
@@ -190,7 +197,8 @@ typedef struct load_plan {
     size_t n_goods, cap_goods;
     struct load_open {
         int64_t id;
-        size_t buyer;
+        size_t buyer; /* a direct trade: its proposer */
+        size_t other; /* a direct trade: the player it is offered to */
     } * open;
     size_t n_open;
 } load_plan;
@@ -199,11 +207,14 @@ typedef struct load_plan {
  * index); slot is its contended window slot (LOAD_NONE for distinct). A
  * book pick: item is a good (its listing), buyer the player who sends it
  * (the seller of a sell or a list), with its quantity, price and (cancel)
- * order id. */
+ * order id. A direct pick: buyer sends it, other is the other side;
+ * quantity the funds given, price those asked (a proposal), order the
+ * trade's id (an accept, a decline). */
 typedef struct load_pick {
     enum load_kind kind;
     size_t item, buyer, slot;
     int64_t quantity, price, order;
+    size_t other;
 } load_pick;
 
 /* Add to the snapshot (before load_plan_build): a realm, then its items and
@@ -272,6 +283,12 @@ int load_http_sale_buy(char *out, size_t outlen, const char *host, const char *r
 int load_http_book(char *out, size_t outlen, const char *host, const char *realm,
                    enum load_kind kind, const char *player, const char *item, int64_t quantity,
                    int64_t price, int64_t order, const char *auth_secret);
+/* Writes the request of a direct pick of kind (LOAD_KIND_PROPOSE, _ACCEPT, _DECLINE) by
+ * player of realm into out: a proposal to other of give funds for get; an accept or a
+ * decline of trade id. Returns its length, or a LOAD_HTTP_ERR_* code. */
+int load_http_direct(char *out, size_t outlen, const char *host, const char *realm,
+                     enum load_kind kind, const char *player, const char *other, int64_t give,
+                     int64_t get, int64_t id, const char *auth_secret);
 
 /* The whole number a JSON body (body[0..n)) holds under "key" at its top level as the
  * service writes it ("key":123), or -1 when it holds none. Can't fail. */
@@ -450,6 +467,10 @@ void load_judge_flash(load_verdict *v, const load_counts *k, load_flash *f);
  * its trades the fills the trade records say (the ledger's), and 409 (nothing to sell
  * into, a price that is not the seller's) an answer, not an error. Can't fail. */
 void load_judge_book(load_verdict *v, const load_counts *k, const load_ledger *l);
+/* Judges a direct run into v: its successes are 201s (proposals) and 200s (accepts and
+ * declines); 402, 404 and 409 are the market's refusals; there are no trade records, so the
+ * audit (funds conserved, none negative, every item in one place) is the whole verdict. */
+void load_judge_direct(load_verdict *v, const load_counts *k);
 
 /* ---- report.c ---- */
 

@@ -140,14 +140,27 @@ static int next_request(load_loop *l, struct conn *c) {
         return 1;
     }
     if (!load_plan_next(l->plan, &c->pick)) {
-        l->run->stop_reason = l->plan->mix == LOAD_MIX_BOOK ? "no goods to trade (book)"
-                              : c->pick.kind == LOAD_KIND_FLASH
-                                  ? (l->plan->flash_over ? "the sale is sold out (flash)"
-                                                         : "every buyer reached the limit (flash)")
-                              : c->pick.kind == LOAD_KIND_DISTINCT
-                                  ? "no more items to buy (distinct)"
-                                  : "no more items to fight over (contended)";
+        l->run->stop_reason =
+            l->plan->mix == LOAD_MIX_BOOK     ? "no goods to trade (book)"
+            : l->plan->mix == LOAD_MIX_DIRECT ? "no two players of a realm (direct)"
+            : c->pick.kind == LOAD_KIND_FLASH
+                ? (l->plan->flash_over ? "the sale is sold out (flash)"
+                                       : "every buyer reached the limit (flash)")
+            : c->pick.kind == LOAD_KIND_DISTINCT ? "no more items to buy (distinct)"
+                                                 : "no more items to fight over (contended)";
         return 0;
+    }
+    if (c->pick.kind >= LOAD_KIND_PROPOSE) { /* the direct mix */
+        const load_pick *k = &c->pick;
+        int n = load_http_direct(c->out, sizeof c->out, l->t->host,
+                                 load_plan_player_realm(l->plan, k->buyer), k->kind,
+                                 load_plan_player(l->plan, k->buyer),
+                                 k->other != LOAD_NONE ? load_plan_player(l->plan, k->other) : "",
+                                 k->quantity, k->price, k->order, l->o->auth_secret);
+        if (n == LOAD_HTTP_ERR_TOKEN) l->run->stop_reason = "cannot make a player's token";
+        if (n < 0) return 0;
+        c->out_len = (size_t)n;
+        return 1;
     }
     if (c->pick.kind >= LOAD_KIND_ORDER) { /* the book mix */
         const load_pick *k = &c->pick;
@@ -328,7 +341,8 @@ static void conn_answered(load_loop *l, struct conn *c) {
         load_plan_answered(
             l->plan, &c->pick, status,
             status == 201 && c->head.body_len > 0
-                ? load_http_body_int(c->in + c->head.hdr_len, (size_t)c->head.body_len, "order_id")
+                ? load_http_body_int(c->in + c->head.hdr_len, (size_t)c->head.body_len,
+                                     c->pick.kind == LOAD_KIND_PROPOSE ? "id" : "order_id")
                 : 0);
     size_t used = c->head.hdr_len + (size_t)(c->head.body_len > 0 ? c->head.body_len : 0);
     if (c->head.close_after || c->in_len != used) {

@@ -63,7 +63,8 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
     market_audit_report before, after;
     load_ledger ledger = {0};
     load_flash flash = {0};
-    int is_flash = o->mix == LOAD_MIX_FLASH, is_book = o->mix == LOAD_MIX_BOOK;
+    int is_flash = o->mix == LOAD_MIX_FLASH, is_book = o->mix == LOAD_MIX_BOOK,
+        is_direct = o->mix == LOAD_MIX_DIRECT;
     char(*marks)[MARKET_TRADE_ID_MAX + 1] = calloc(o->realms, sizeof *marks);
     load_cmdstats *cb = calloc(1, sizeof *cb), *ca = calloc(1, sizeof *ca);
     char(*realms)[MARKET_REALM_MAX + 1] = calloc(o->realms, sizeof *realms);
@@ -131,7 +132,12 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
                  o->players ? o->players : "");
         goto fail;
     }
-    if (!is_flash && !is_book && (plan.n_items == 0 || plan.n_players < 2)) {
+    if (is_direct && plan.n_players < 2) {
+        snprintf(why, sizeof why, "nobody to trade: %zu players in %s%s%s", plan.n_players,
+                 o->redis, o->players ? " matching " : "", o->players ? o->players : "");
+        goto fail;
+    }
+    if (!is_flash && !is_book && !is_direct && (plan.n_items == 0 || plan.n_players < 2)) {
         snprintf(why, sizeof why, "nothing to buy: %zu listed items, %zu players in %s%s%s",
                  plan.n_items, plan.n_players, o->redis, o->players ? " matching " : "",
                  o->players ? o->players : "");
@@ -164,8 +170,19 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
         load_judge_flash(&v, &run->k, &flash);
     }
     if (is_book) load_judge_book(&v, &run->k, &ledger);
-    load_judge_trades(&v, &ledger);
-    load_report rep = {o, &plan, run, &before, &after, &v, cb, ca, &ledger,
+    if (is_direct)
+        load_judge_direct(&v, &run->k); /* direct trades write no trade records */
+    else
+        load_judge_trades(&v, &ledger);
+    load_report rep = {o,
+                       &plan,
+                       run,
+                       &before,
+                       &after,
+                       &v,
+                       cb,
+                       ca,
+                       is_direct ? NULL : &ledger,
                        is_flash ? &flash : NULL};
     load_report_print(stdout, &rep);
     if (fflush(stdout) != 0 || ferror(stdout)) {

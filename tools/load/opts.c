@@ -10,8 +10,9 @@
 
 #include "cli/cli.h"
 
-static const char *const mix_names[] = {"distinct", "contended", "mixed", "flash", "book"};
-#define MIXES 5
+static const char *const mix_names[] = {"distinct", "contended", "mixed",
+                                        "flash",    "book",      "direct"};
+#define MIXES 6
 
 const char *load_mix_name(enum load_mix mix) {
     return (unsigned)mix < MIXES ? mix_names[mix] : "?";
@@ -47,7 +48,11 @@ void load_usage(FILE *to) {
         "                          (market-seed --generate ...,goods=G): each request posts a\n"
         "                          buy order near a listing's price, cancels one of the run's\n"
         "                          resting orders, sells into the book, or lists at the\n"
-        "                          seller's price; the audit checks escrow too.\n"
+        "                          seller's price; the audit checks escrow too. direct:\n"
+        "                          direct trades between two players of a realm: each request\n"
+        "                          proposes 1..5 funds for 1..5 (either way round), or accepts\n"
+        "                          or declines one of the run's open proposals as the player\n"
+        "                          offered it; the audit checks that funds are conserved.\n"
         "  --sale-stock N          For flash, the units on sale (default 10000).\n"
         "  --sale-limit L          For flash, the most units a buyer may buy (default\n"
         "                          2 * stock / buyers, rounded up).\n"

@@ -207,7 +207,7 @@ int load_plan_build(load_plan *p, enum load_mix mix, size_t buyers, uint64_t see
     sort_ctx = NULL;
 
     if (mix == LOAD_MIX_DISTINCT) return MARKET_OK;
-    if (mix == LOAD_MIX_BOOK)
+    if (mix == LOAD_MIX_BOOK || mix == LOAD_MIX_DIRECT)
         return (p->open = malloc(LOAD_OPEN_MAX * sizeof *p->open)) ? MARKET_OK : MARKET_ERR_NOMEM;
     size_t np = p->n_players;
     p->n_pool = buyers < 2 ? 2 : buyers;
@@ -409,8 +409,39 @@ static int next_book(load_plan *p, load_pick *out) {
     return 1;
 }
 
+/* The direct mix's next pick: 55% an accept, by the player offered it, of one of the run's
+ * open proposals (when there is one), 10% a decline of one, else a proposal from a player
+ * drawn at random to another of its realm: 1..5 funds for 1..5, so that funds go either way
+ * round and a pair's trades cross. */
+static int next_direct(load_plan *p, load_pick *out) {
+    size_t r = rng_below(&p->rng, 100);
+    *out = (load_pick){LOAD_KIND_PROPOSE, LOAD_NONE, LOAD_NONE, LOAD_NONE, 0, 0, 0, LOAD_NONE};
+    if (r < 65 && p->n_open) {
+        size_t k = rng_below(&p->rng, p->n_open);
+        out->kind = r < 55 ? LOAD_KIND_ACCEPT : LOAD_KIND_DECLINE;
+        out->order = p->open[k].id;
+        out->buyer = p->open[k].other;
+        out->other = p->open[k].buyer;
+        p->open[k] = p->open[--p->n_open];
+        return 1;
+    }
+    if (p->n_players < 2) return 0;
+    for (int tries = 0; tries < LOAD_BUYER_TRIES; tries++) {
+        size_t a = rng_below(&p->rng, p->n_players);
+        size_t b = realm_player(p, p->players[a].realm);
+        if (b == LOAD_NONE || b == a) continue;
+        out->buyer = a;
+        out->other = b;
+        out->quantity = 1 + (int64_t)rng_below(&p->rng, 5);
+        out->price = 1 + (int64_t)rng_below(&p->rng, 5);
+        return 1;
+    }
+    return 0; /* no realm has two players */
+}
+
 int load_plan_next(load_plan *p, load_pick *out) {
     if (p->mix == LOAD_MIX_BOOK) return next_book(p, out);
+    if (p->mix == LOAD_MIX_DIRECT) return next_direct(p, out);
     if (p->mix == LOAD_MIX_FLASH) {
         *out = (load_pick){LOAD_KIND_FLASH, LOAD_NONE, LOAD_NONE, LOAD_NONE};
         return next_flash(p, out);
@@ -423,9 +454,9 @@ int load_plan_next(load_plan *p, load_pick *out) {
 }
 
 void load_plan_answered(load_plan *p, const load_pick *pick, int status, int64_t order) {
-    if (pick->kind == LOAD_KIND_ORDER) {
+    if (pick->kind == LOAD_KIND_ORDER || pick->kind == LOAD_KIND_PROPOSE) {
         if (status == 201 && order > 0 && p->n_open < LOAD_OPEN_MAX)
-            p->open[p->n_open++] = (struct load_open){order, pick->buyer};
+            p->open[p->n_open++] = (struct load_open){order, pick->buyer, pick->other};
         return;
     }
     if (pick->kind == LOAD_KIND_FLASH && pick->slot < p->n_flash) {

@@ -131,6 +131,9 @@ void load_report_print(FILE *f, const load_report *r) {
     if (o->mix == LOAD_MIX_BOOK)
         fprintf(f, "    ok  %llu answered 200 and %llu 201 (a buy order resting); %lld fills\n",
                 k->by_code[200], k->by_code[201], v->left);
+    else if (o->mix == LOAD_MIX_DIRECT)
+        fprintf(f, "    ok  %llu proposals answered 201, %llu accepts and declines 200\n",
+                k->by_code[201], k->by_code[200]);
     else
         fprintf(f, "    %s %llu purchases answered 200, %lld %s%s\n", v->purchases ? "ok " : "BAD",
                 ok, v->left, r->flash ? "units sold" : "items left the market",

@@ -258,6 +258,23 @@ void load_judge_book(load_verdict *v, const load_counts *k, const load_ledger *l
         v->failed = "most answers were errors";
 }
 
+void load_judge_direct(load_verdict *v, const load_counts *k) {
+    long long ok = (long long)(k->by_code[200] + k->by_code[201]);
+    v->left = 0;
+    v->purchases = 1;
+    v->trades = 1; /* no trade records to account for: the audit says it all */
+    v->ok = v->funds && v->negative && v->one_place && v->total && v->indexed && v->escrow;
+    /* 402 (funds short), 404 (a trade taken back meanwhile) and 409 (closed, expired) are
+     * answers */
+    v->errors = k->requests - k->by_code[200] - k->by_code[201] - k->by_code[402] -
+                k->by_code[404] - k->by_code[409];
+    v->failed = NULL;
+    if (ok == 0)
+        v->failed = "no direct trade succeeded";
+    else if (v->errors > k->requests / 2)
+        v->failed = "most answers were errors";
+}
+
 int load_verdict_exit(const load_verdict *v) {
     return !v->ok ? 3 : v->failed ? 4 : 0;
 }
