@@ -604,6 +604,59 @@ static void test_load_flash_sells_out_exactly(void **state) {
     json_decref(j);
 }
 
+/* --mix auctions: 40 auctions that all end in the same second, 2 s after they open, and
+ * 32 bidders racing on them for 4 s (bids at the least each takes, one in twenty at the
+ * buyout); the tool waits for the server's sweeper to settle them: every one sold or back
+ * with its seller, none left open past its end, a trade record for each one sold, the
+ * escrow the open bids', funds and units conserved. */
+static void test_load_auctions_all_settled(void **state) {
+    struct fx *f = *state;
+    seed_world(60, 10, 500, 1, 10);
+    start_server(f);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", f->port);
+    const char *args[] = {"--url",
+                          url,
+                          "--redis",
+                          redis.url,
+                          "--mix",
+                          "auctions",
+                          "--buyers",
+                          "32",
+                          "--duration",
+                          "4",
+                          "--auctions",
+                          "40",
+                          "--auction-seconds",
+                          "2",
+                          "--buyout",
+                          "60",
+                          "--json",
+                          f->json,
+                          "--quiet",
+                          NULL};
+    int rc = run_tool_to(args, f->text);
+    char *text = slurp(f->text);
+    if (rc != 0) fprintf(stderr, "market-load --mix auctions exited %d:\n%s", rc, text);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(text, "ending in the same second"));
+    free(text);
+    json_error_t e;
+    json_t *j = json_load_file(f->json, 0, &e);
+    assert_non_null(j);
+    assert_invariants(j);
+    long long sold = num(j, "auctions", "sold");
+    assert_true(num(j, "status", "200") > 40);
+    assert_true(sold > 0);
+    assert_int_equal(sold + num(j, "auctions", "unsold"), 40);
+    assert_int_equal(num(j, "auctions", "open"), 0);
+    assert_int_equal(num(j, "auctions", "unsettled_past_end"), 0);
+    json_t *trades = json_object_get(json_object_get(j, "invariants"), "trades");
+    assert_int_equal(json_integer_value(json_object_get(trades, "recorded")), sold);
+    assert_int_equal(json_integer_value(json_object_get(trades, "players_mismatched")), 0);
+    json_decref(j);
+}
+
 /* A server that is not there is a prompt setup failure, not a hang. */
 static void test_load_server_down_exits_1(void **state) {
     (void)state;
@@ -671,6 +724,8 @@ int main(void) {
          fx_setup, fx_teardown, (void *)"market"},
         {"test_load_flash_sells_out_exactly", test_load_flash_sells_out_exactly, fx_setup,
          fx_teardown, (void *)"market"},
+        {"test_load_auctions_all_settled", test_load_auctions_all_settled, fx_setup, fx_teardown,
+         (void *)"market"},
         {"test_load_history_trimmed_cannot_account", test_load_history_trimmed_cannot_account,
          fx_setup, fx_teardown, (void *)"market"},
         {"test_load_history_trimmed_from_the_first_trade",

@@ -77,6 +77,20 @@ int load_http_sale_buy(char *out, size_t outlen, const char *host, const char *r
     return post(out, outlen, host, path, body, auth_secret, realm, buyer);
 }
 
+int load_http_bid(char *out, size_t outlen, const char *host, const char *realm, const char *bidder,
+                  int64_t id, int64_t amount, const char *auth_secret) {
+    char body[MARKET_ID_MAX + 64];
+    char path[sizeof API_REALM_PREFIX + MARKET_REALM_MAX + 48];
+    if (realm && strcmp(realm, MARKET_REALM_DEFAULT) != 0)
+        snprintf(path, sizeof path, API_REALM_PREFIX "%s/auctions/%lld/bid", realm, (long long)id);
+    else
+        snprintf(path, sizeof path, "/auctions/%lld/bid", (long long)id);
+    int bl = snprintf(body, sizeof body, "{\"bidder\":\"%s\",\"amount\":%lld}", bidder,
+                      (long long)amount);
+    if (bl < 0 || (size_t)bl >= sizeof body) return LOAD_HTTP_ERR_FIT;
+    return post(out, outlen, host, path, body, auth_secret, realm, bidder);
+}
+
 int load_http_direct(char *out, size_t outlen, const char *host, const char *realm,
                      enum load_kind kind, const char *player, const char *other, int64_t give,
                      int64_t get, int64_t id, const char *auth_secret) {

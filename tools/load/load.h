@@ -70,7 +70,8 @@ enum load_mix {
     LOAD_MIX_MIXED,
     LOAD_MIX_FLASH,
     LOAD_MIX_BOOK,
-    LOAD_MIX_DIRECT
+    LOAD_MIX_DIRECT,
+    LOAD_MIX_AUCTIONS
 };
 enum load_kind {
     LOAD_KIND_DISTINCT,
@@ -86,14 +87,20 @@ enum load_kind {
     LOAD_KIND_PROPOSE, /* POST /trades/direct: funds for funds, to another player */
     LOAD_KIND_ACCEPT,  /* POST /trades/direct/{id}/accept: one of the run's open proposals */
     LOAD_KIND_DECLINE, /* POST /trades/direct/{id}/cancel: the same, by the player offered it */
+    /* --mix auctions */
+    LOAD_KIND_BID, /* POST /auctions/{id}/bid: the least it takes, or its buyout */
 };
+#define LOAD_AUCTIONS_MAX 100000  /* --auctions */
+#define LOAD_AUCTION_S 5          /* --auction-seconds' default */
+#define LOAD_BUYOUT 1000          /* --buyout's default */
+#define LOAD_SETTLE_WAIT_MS 30000 /* auctions past their end must be settled within this */
 #define LOAD_OPEN_MAX                                                                              \
     65536 /* --mix book, direct: resting orders (open proposals) the run                           \
              remembers, to cancel (to accept) */
 
 #define LOAD_SALE_STOCK 10000 /* --sale-stock's default */
 
-/* "distinct", "contended", "mixed", "flash", "book" or "direct". Can't fail. */
+/* "distinct", "contended", "mixed", "flash", "book", "direct" or "auctions". Can't fail. */
 const char *load_mix_name(enum load_mix mix);
 
 /* ---- opts.c: the command line ---- */
@@ -123,6 +130,10 @@ typedef struct load_opts {
     /* --mix flash: the sale market-load creates (through market/) and buys from */
     int64_t sale_stock, sale_limit, sale_price; /* limit 0: 2 * stock / buyers, rounded up */
     const char *sale_house;                     /* "game" unless given */
+    /* --mix auctions: the auctions market-load opens (through market/) and bids on */
+    size_t auctions;  /* how many (default 1: one hot auction) */
+    double auction_s; /* they end this long after they open, all in the same second */
+    int64_t buyout;   /* a bid of this buys one at once (0: none) */
     char url_buf[LOAD_HOST_MAX + 8], redis_buf[64]; /* defaults made from the environment */
 } load_opts;
 
@@ -195,6 +206,13 @@ typedef struct load_plan {
      * orders (its 201s) not yet cancelled */
     load_item *goods;
     size_t n_goods, cap_goods;
+    /* auctions: the run's, the least bid each takes as the answers said, and which ended */
+    struct load_auction {
+        int64_t id, next;
+        int closed;
+    } * auc;
+    size_t n_auc, auc_open;
+    int64_t buyout;
     struct load_open {
         int64_t id;
         size_t buyer; /* a direct trade: its proposer */
@@ -238,12 +256,20 @@ int load_plan_build(load_plan *p, enum load_mix mix, size_t buyers, uint64_t see
 int load_plan_flash(load_plan *p, const char *sale, int64_t price, int64_t limit,
                     const char *house, size_t buyers, uint64_t seed);
 
+/* Auctions mix (after load_plan_build): the run's auctions ids[0..n), each taking 1 first,
+ * and buyout (0: none). Each request is a bid by a player of the first realm on one still
+ * open: the least it takes as the answers said (a 200's bid, a 409's min_bid), or, one in
+ * twenty, the buyout. Returns MARKET_OK or MARKET_ERR_NOMEM. */
+int load_plan_auctions(load_plan *p, const int64_t *ids, size_t n, int64_t buyout);
+
 /* The next purchase into *out: 1, or 0 when out->kind has nothing left. */
 int load_plan_next(load_plan *p, load_pick *out);
 
 /* An answer to pick came: a contended item that left the market (200) or
  * was gone already (404) makes room in the window for the next one; a buy
- * order that rests (201, order: its order_id) can be cancelled later. */
+ * order that rests (201, order: its order_id) can be cancelled later, and a
+ * direct trade proposed (201, order: its id) accepted; a bid's answer says the
+ * least its auction takes now (order > 0), or that it is sold or ended (order < 0). */
 void load_plan_answered(load_plan *p, const load_pick *pick, int status, int64_t order);
 
 /* Ids of item i, its seller, player i, and item i's realm. */
@@ -283,6 +309,10 @@ int load_http_sale_buy(char *out, size_t outlen, const char *host, const char *r
 int load_http_book(char *out, size_t outlen, const char *host, const char *realm,
                    enum load_kind kind, const char *player, const char *item, int64_t quantity,
                    int64_t price, int64_t order, const char *auth_secret);
+/* Writes POST /auctions/{id}/bid by bidder of realm, for amount, into out. Returns its
+ * length, or a LOAD_HTTP_ERR_* code. */
+int load_http_bid(char *out, size_t outlen, const char *host, const char *realm, const char *bidder,
+                  int64_t id, int64_t amount, const char *auth_secret);
 /* Writes the request of a direct pick of kind (LOAD_KIND_PROPOSE, _ACCEPT, _DECLINE) by
  * player of realm into out: a proposal to other of give funds for get; an accept or a
  * decline of trade id. Returns its length, or a LOAD_HTTP_ERR_* code. */
@@ -467,6 +497,23 @@ void load_judge_flash(load_verdict *v, const load_counts *k, load_flash *f);
  * its trades the fills the trade records say (the ledger's), and 409 (nothing to sell
  * into, a price that is not the seller's) an answer, not an error. Can't fail. */
 void load_judge_book(load_verdict *v, const load_counts *k, const load_ledger *l);
+/* --mix auctions: what the run opened, and what the store says of it after the run. */
+typedef struct load_auctions {
+    char seller[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1]; /* made for the run */
+    int64_t *ids;
+    size_t n;
+    int64_t ends_ms;     /* when they end (the store's clock) */
+    size_t sold, unsold; /* read after the run */
+    size_t open;         /* still open: their end had not come (or was not settled) */
+    size_t late;         /* past their end and still open after LOAD_SETTLE_WAIT_MS */
+    int64_t settle_ms;   /* waited for the sweepers after the run */
+} load_auctions;
+
+/* Judges an auctions run into v: its successes are 200s (bids taken); 402, 404 and 409
+ * (too low, ended) are answers; every auction past its end is settled; v->left is the
+ * auctions sold, each of which load_judge_trades() then wants a trade record of. Can't
+ * fail. */
+void load_judge_auctions(load_verdict *v, const load_counts *k, const load_auctions *a);
 /* Judges a direct run into v: its successes are 201s (proposals) and 200s (accepts and
  * declines); 402, 404 and 409 are the market's refusals; there are no trade records, so the
  * audit (funds conserved, none negative, every item in one place) is the whole verdict. */
@@ -483,6 +530,7 @@ typedef struct load_report {
     const load_cmdstats *cb, *ca; /* commandstats before and after the run */
     const load_ledger *ledger;    /* the trade audit */
     const load_flash *flash;      /* --mix flash: the sale's checks; else NULL */
+    const load_auctions *auctions; /* --mix auctions: what became of them; else NULL */
 } load_report;
 
 /* Prints the text report to f. Can't fail (the caller checks the stream). */
@@ -541,6 +589,18 @@ int load_trades_read(load_ledger *l, market_conn *mc, char (*realms)[MARKET_REAL
  * both. Returns 0, or -1 with a sentence in why. */
 int load_flash_create(market_conn *mc, const load_opts *o, const char *realm, const char *id,
                       char *why, size_t whylen);
+/* Auctions mix: makes a seller for the run (a new player with no funds) holding a->n units
+ * of a new good, and opens a->n auctions of one unit each, from 1, buyout o->buyout,
+ * ending o->auction_s after (all in the same second), in realm through market/, before the
+ * audit that counts them. Fills a (a->ids: free() it). Returns 0, or -1 with a sentence in
+ * why. */
+int load_auctions_open(market_conn *mc, const load_opts *o, const char *realm, load_auctions *a,
+                       char *why, size_t whylen);
+/* Auctions mix, after the run: waits (at most LOAD_SETTLE_WAIT_MS) until the sweepers
+ * settled every auction whose end has come, and counts them into *a. Returns 0, or -1 with
+ * a sentence in why. */
+int load_auctions_read(market_conn *mc, const char *realm, load_auctions *a, char *why,
+                       size_t whylen);
 /* Flash mix, after the run: reads the sale and who bought what into *f.
  * Returns 0, or -1 with a sentence in why. */
 int load_flash_read(market_conn *mc, const char *realm, load_flash *f, char *why, size_t whylen);

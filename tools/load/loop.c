@@ -141,7 +141,8 @@ static int next_request(load_loop *l, struct conn *c) {
     }
     if (!load_plan_next(l->plan, &c->pick)) {
         l->run->stop_reason =
-            l->plan->mix == LOAD_MIX_BOOK     ? "no goods to trade (book)"
+            l->plan->mix == LOAD_MIX_AUCTIONS ? "every auction ended (auctions)"
+            : l->plan->mix == LOAD_MIX_BOOK   ? "no goods to trade (book)"
             : l->plan->mix == LOAD_MIX_DIRECT ? "no two players of a realm (direct)"
             : c->pick.kind == LOAD_KIND_FLASH
                 ? (l->plan->flash_over ? "the sale is sold out (flash)"
@@ -149,6 +150,16 @@ static int next_request(load_loop *l, struct conn *c) {
             : c->pick.kind == LOAD_KIND_DISTINCT ? "no more items to buy (distinct)"
                                                  : "no more items to fight over (contended)";
         return 0;
+    }
+    if (c->pick.kind == LOAD_KIND_BID) { /* the auctions mix */
+        const load_pick *k = &c->pick;
+        int n = load_http_bid(
+            c->out, sizeof c->out, l->t->host, load_plan_player_realm(l->plan, k->buyer),
+            load_plan_player(l->plan, k->buyer), k->order, k->price, l->o->auth_secret);
+        if (n == LOAD_HTTP_ERR_TOKEN) l->run->stop_reason = "cannot make a bidder's token";
+        if (n < 0) return 0;
+        c->out_len = (size_t)n;
+        return 1;
     }
     if (c->pick.kind >= LOAD_KIND_PROPOSE) { /* the direct mix */
         const load_pick *k = &c->pick;
@@ -311,6 +322,23 @@ static int has_text(const char *p, size_t n, const char *text) {
     return 0;
 }
 
+/* What the answer in c (of status) tells the plan (load_plan_answered()): a resting buy
+ * order's or a proposed trade's id (201), the least a bid's auction takes now, or -1 when
+ * it is sold or ended; else 0. */
+static int64_t answer_value(const struct conn *c, int status) {
+    const char *body = c->in + c->head.hdr_len;
+    size_t n = c->head.body_len > 0 ? (size_t)c->head.body_len : 0;
+    if (c->pick.kind == LOAD_KIND_BID) {
+        if ((status == 200 && has_text(body, n, "\"state\":\"sold\"")) ||
+            (status == 409 && has_text(body, n, "\"auction_closed\"")))
+            return -1;
+        int64_t v = load_http_body_int(body, n, status == 200 ? "bid" : "min_bid");
+        return status == 200 && v > 0 ? v + 1 : status == 409 && v > 0 ? v : 0;
+    }
+    if (status != 201 || !n) return 0;
+    return load_http_body_int(body, n, c->pick.kind == LOAD_KIND_PROPOSE ? "id" : "order_id");
+}
+
 static void conn_answered(load_loop *l, struct conn *c) {
     load_run *run = l->run;
     int64_t now = load_now_ns();
@@ -338,12 +366,7 @@ static void conn_answered(load_loop *l, struct conn *c) {
     if (c->pick.kind == LOAD_KIND_HEALTH)
         run->held++;
     else
-        load_plan_answered(
-            l->plan, &c->pick, status,
-            status == 201 && c->head.body_len > 0
-                ? load_http_body_int(c->in + c->head.hdr_len, (size_t)c->head.body_len,
-                                     c->pick.kind == LOAD_KIND_PROPOSE ? "id" : "order_id")
-                : 0);
+        load_plan_answered(l->plan, &c->pick, status, answer_value(c, status));
     size_t used = c->head.hdr_len + (size_t)(c->head.body_len > 0 ? c->head.body_len : 0);
     if (c->head.close_after || c->in_len != used) {
         run->k.reconnects++;

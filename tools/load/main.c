@@ -64,7 +64,8 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
     load_ledger ledger = {0};
     load_flash flash = {0};
     int is_flash = o->mix == LOAD_MIX_FLASH, is_book = o->mix == LOAD_MIX_BOOK,
-        is_direct = o->mix == LOAD_MIX_DIRECT;
+        is_direct = o->mix == LOAD_MIX_DIRECT, is_auctions = o->mix == LOAD_MIX_AUCTIONS;
+    load_auctions auc = {0};
     char(*marks)[MARKET_TRADE_ID_MAX + 1] = calloc(o->realms, sizeof *marks);
     load_cmdstats *cb = calloc(1, sizeof *cb), *ca = calloc(1, sizeof *ca);
     char(*realms)[MARKET_REALM_MAX + 1] = calloc(o->realms, sizeof *realms);
@@ -91,6 +92,7 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
         flash.price = o->sale_price;
         if (load_flash_create(mc, o, realms[0], flash.sale, why, sizeof why) < 0) goto fail;
     }
+    if (is_auctions && load_auctions_open(mc, o, realms[0], &auc, why, sizeof why) < 0) goto fail;
     if ((err = load_audit(mc, realms, o->realms, &before)) < 0) {
         snprintf(why, sizeof why, "cannot audit %s: %s", o->redis, market_strerror(err));
         goto fail;
@@ -116,6 +118,7 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
     if (is_flash && load_plan_flash(&plan, flash.sale, o->sale_price, o->sale_limit,
                                     o->sale_house, o->buyers, o->seed) < 0)
         goto oom;
+    if (is_auctions && load_plan_auctions(&plan, auc.ids, auc.n, o->buyout) < 0) goto oom;
     if (load_ledger_init(&ledger, &plan) < 0) goto oom;
     if (!(l = load_loop_new(o, t, &plan, run, why, sizeof why))) goto fail;
     if (is_flash && plan.n_flash == 0) {
@@ -155,6 +158,7 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
     int ran = load_loop_run(l);
 
     if (load_cmdstats_read(mc, ca, why, sizeof why) < 0) goto fail;
+    if (is_auctions && load_auctions_read(mc, realms[0], &auc, why, sizeof why) < 0) goto fail;
     if ((err = load_audit_settled(mc, realms, o->realms, run->k.transport != 0, &after,
                                   &run->settle_ms)) < 0) {
         snprintf(why, sizeof why, "cannot audit %s after the run: %s", o->redis,
@@ -170,6 +174,7 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
         load_judge_flash(&v, &run->k, &flash);
     }
     if (is_book) load_judge_book(&v, &run->k, &ledger);
+    if (is_auctions) load_judge_auctions(&v, &run->k, &auc);
     if (is_direct)
         load_judge_direct(&v, &run->k); /* direct trades write no trade records */
     else
@@ -183,7 +188,8 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
                        cb,
                        ca,
                        is_direct ? NULL : &ledger,
-                       is_flash ? &flash : NULL};
+                       is_flash ? &flash : NULL,
+                       is_auctions ? &auc : NULL};
     load_report_print(stdout, &rep);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         snprintf(why, sizeof why, "cannot write the report: %s", strerror(errno));
@@ -211,6 +217,7 @@ out:
     lock_free(lock);
     load_ledger_free(&ledger);
     load_plan_free(&plan);
+    free(auc.ids);
     free(marks);
     free(cb);
     free(ca);

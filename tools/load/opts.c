@@ -10,9 +10,9 @@
 
 #include "cli/cli.h"
 
-static const char *const mix_names[] = {"distinct", "contended", "mixed",
-                                        "flash",    "book",      "direct"};
-#define MIXES 6
+static const char *const mix_names[] = {"distinct", "contended", "mixed",   "flash",
+                                        "book",     "direct",    "auctions"};
+#define MIXES 7
 
 const char *load_mix_name(enum load_mix mix) {
     return (unsigned)mix < MIXES ? mix_names[mix] : "?";
@@ -53,6 +53,15 @@ void load_usage(FILE *to) {
         "                          proposes 1..5 funds for 1..5 (either way round), or accepts\n"
         "                          or declines one of the run's open proposals as the player\n"
         "                          offered it; the audit checks that funds are conserved.\n"
+        "                          auctions: market-load opens --auctions N auctions (one\n"
+        "                          unit each of a new good, from a new seller) that all end\n"
+        "                          --auction-seconds S after, in the same second; each request\n"
+        "                          bids the least an auction takes (or, one in twenty, its\n"
+        "                          --buyout); after the run it waits for the sweepers to\n"
+        "                          settle them and checks every sale's trade and the escrow.\n"
+        "  --auctions N            For auctions, how many (default 1: one hot auction).\n"
+        "  --auction-seconds S     For auctions, how long they run (default 5).\n"
+        "  --buyout P              For auctions, the buyout (default 1000; 0: none).\n"
         "  --sale-stock N          For flash, the units on sale (default 10000).\n"
         "  --sale-limit L          For flash, the most units a buyer may buy (default\n"
         "                          2 * stock / buyers, rounded up).\n"
@@ -124,6 +133,9 @@ static const struct option longopts[] = {{"url", required_argument, NULL, 'u'},
                                          {"sale-limit", required_argument, NULL, 'L'},
                                          {"sale-price", required_argument, NULL, 'P'},
                                          {"sale-house", required_argument, NULL, 'o'},
+                                         {"auctions", required_argument, NULL, 'A'},
+                                         {"auction-seconds", required_argument, NULL, 'E'},
+                                         {"buyout", required_argument, NULL, 'B'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
 
@@ -152,6 +164,15 @@ static int set_flag(load_opts *o, int ch, const char *v) {
     case 'P':
         if (cli_parse_u64(v, 1, (uint64_t)MARKET_PRICE_MAX, &n) < 0) return -1;
         o->sale_price = (int64_t)n;
+        return 0;
+    case 'A':
+        if (cli_parse_u64(v, 1, LOAD_AUCTIONS_MAX, &n) < 0) return -1;
+        o->auctions = (size_t)n;
+        return 0;
+    case 'E': return cli_parse_seconds(v, MARKET_DURATION_MAX_S, &o->auction_s) < 0 ? -1 : 0;
+    case 'B':
+        if (cli_parse_u64(v, 0, (uint64_t)MARKET_PRICE_MAX, &n) < 0) return -1;
+        o->buyout = (int64_t)n;
         return 0;
     case 'b':
         if (cli_parse_u64(v, 1, LOAD_BUYERS_MAX, &n) < 0) return -1;
@@ -195,6 +216,9 @@ int load_opts_parse(load_opts *o, const load_env *env, int argc, char **argv, ch
     o->sale_stock = LOAD_SALE_STOCK;
     o->sale_price = 1;
     o->sale_house = MARKET_SALE_HOUSE;
+    o->auctions = 1;
+    o->auction_s = LOAD_AUCTION_S;
+    o->buyout = LOAD_BUYOUT;
     default_targets(o, env);
     o->auth_secret = env->auth_secret;
     optind = 0; /* glibc: start afresh, whatever an earlier parse left */
@@ -238,6 +262,10 @@ int load_opts_parse(load_opts *o, const load_env *env, int argc, char **argv, ch
         }
         if (o->sale_limit > o->sale_stock) o->sale_limit = o->sale_stock;
         return 0;
+    }
+    if (o->mix == LOAD_MIX_AUCTIONS && (o->realms != 1 || o->auction_s < 1)) {
+        snprintf(why, whylen, "--mix auctions runs in one realm, auctions of 1 s or more");
+        return -1;
     }
     if (!o->buyers || (o->duration_s > 0) == (o->requests > 0)) {
         snprintf(why, whylen, "need --buyers N and one of --duration S, --requests K");

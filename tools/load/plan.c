@@ -162,6 +162,7 @@ void load_plan_free(load_plan *p) {
     free(p->flash_inflight);
     free(p->goods);
     free(p->open);
+    free(p->auc);
     memset(p, 0, sizeof *p);
 }
 
@@ -439,8 +440,36 @@ static int next_direct(load_plan *p, load_pick *out) {
     return 0; /* no realm has two players */
 }
 
+int load_plan_auctions(load_plan *p, const int64_t *ids, size_t n, int64_t buyout) {
+    if (n && !(p->auc = calloc(n, sizeof *p->auc))) return MARKET_ERR_NOMEM;
+    for (size_t k = 0; k < n; k++)
+        p->auc[k] = (struct load_auction){ids[k], 1, 0};
+    p->n_auc = p->auc_open = n;
+    p->buyout = buyout;
+    return MARKET_OK;
+}
+
+/* The auctions mix's next pick: a bid on one of the run's open auctions drawn at random, by
+ * a player of the first realm drawn at random: the least it takes, or, one in twenty, its
+ * buyout (or that least, when it is more). */
+static int next_auction(load_plan *p, load_pick *out) {
+    *out = (load_pick){LOAD_KIND_BID, LOAD_NONE, LOAD_NONE, LOAD_NONE, 0, 0, 0, LOAD_NONE};
+    if (!p->auc_open || !p->n_realms) return 0;
+    size_t k = rng_below(&p->rng, p->n_auc);
+    while (p->auc[k].closed) /* one is open */
+        k = (k + 1) % p->n_auc;
+    const struct load_auction *a = &p->auc[k];
+    out->slot = k;
+    out->order = a->id;
+    out->price = a->next;
+    if (p->buyout && rng_below(&p->rng, 20) == 0 && p->buyout > a->next) out->price = p->buyout;
+    out->buyer = realm_player(p, 0);
+    return out->buyer != LOAD_NONE;
+}
+
 int load_plan_next(load_plan *p, load_pick *out) {
     if (p->mix == LOAD_MIX_BOOK) return next_book(p, out);
+    if (p->mix == LOAD_MIX_AUCTIONS) return next_auction(p, out);
     if (p->mix == LOAD_MIX_DIRECT) return next_direct(p, out);
     if (p->mix == LOAD_MIX_FLASH) {
         *out = (load_pick){LOAD_KIND_FLASH, LOAD_NONE, LOAD_NONE, LOAD_NONE};
@@ -454,6 +483,16 @@ int load_plan_next(load_plan *p, load_pick *out) {
 }
 
 void load_plan_answered(load_plan *p, const load_pick *pick, int status, int64_t order) {
+    if (pick->kind == LOAD_KIND_BID && pick->slot < p->n_auc) {
+        struct load_auction *a = &p->auc[pick->slot];
+        if (order < 0 && !a->closed) { /* sold, or ended */
+            a->closed = 1;
+            p->auc_open--;
+        } else if (order > a->next) {
+            a->next = order;
+        }
+        return;
+    }
     if (pick->kind == LOAD_KIND_ORDER || pick->kind == LOAD_KIND_PROPOSE) {
         if (status == 201 && order > 0 && p->n_open < LOAD_OPEN_MAX)
             p->open[p->n_open++] = (struct load_open){order, pick->buyer, pick->other};

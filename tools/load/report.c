@@ -30,9 +30,10 @@ static void print_trades(FILE *f, const load_report *r) {
                 "    ok  %lld trades recorded, one for each %s; they account for the funds of "
                 "all %zu players\n",
                 l->recorded,
-                r->flash                     ? "unit sold"
-                : r->o->mix == LOAD_MIX_BOOK ? "fill into a buy order or a listing"
-                                             : "item that left the market",
+                r->flash                         ? "unit sold"
+                : r->o->mix == LOAD_MIX_BOOK     ? "fill into a buy order or a listing"
+                : r->o->mix == LOAD_MIX_AUCTIONS ? "auction sold"
+                                                 : "item that left the market",
                 l->n);
     else
         fprintf(f,
@@ -131,6 +132,9 @@ void load_report_print(FILE *f, const load_report *r) {
     if (o->mix == LOAD_MIX_BOOK)
         fprintf(f, "    ok  %llu answered 200 and %llu 201 (a buy order resting); %lld fills\n",
                 k->by_code[200], k->by_code[201], v->left);
+    else if (o->mix == LOAD_MIX_AUCTIONS)
+        fprintf(f, "    ok  %llu bids taken (%.1f/s)\n", k->by_code[200],
+                el > 0 ? (double)k->by_code[200] / el : 0.0);
     else if (o->mix == LOAD_MIX_DIRECT)
         fprintf(f, "    ok  %llu proposals answered 201, %llu accepts and declines 200\n",
                 k->by_code[201], k->by_code[200]);
@@ -157,6 +161,16 @@ void load_report_print(FILE *f, const load_report *r) {
                 (long long)fl->bought_sum);
         fprintf(f, "    %s %lld units reached the buyers' stacks\n",
                 fl->stacked == fl->sold ? "ok " : "BAD", (long long)fl->stacked);
+    }
+    const load_auctions *au = r->auctions;
+    if (au) {
+        fprintf(f, "  auctions      %zu of %s's %s, ending in the same second\n", au->n, au->seller,
+                au->item);
+        fprintf(f,
+                "    %s %zu sold, %zu back to the seller, %zu still open; %zu past their end "
+                "unsettled after %lld ms\n",
+                au->late ? "BAD" : "ok ", au->sold, au->unsold, au->open, au->late,
+                (long long)au->settle_ms);
     }
     if (r->ledger) print_trades(f, r);
     if (!v->ok)
@@ -373,6 +387,14 @@ json_t *load_report_json(const load_report *r) {
                       "bought_sum", (json_int_t)fl->bought_sum, "stacked",
                       (json_int_t)fl->stacked, "ok", fl->ok));
     }
+    const load_auctions *au = r->auctions;
+    if (au)
+        set(j, "auctions",
+            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "seller", au->seller, "item",
+                      au->item, "opened", (json_int_t)au->n, "sold", (json_int_t)au->sold, "unsold",
+                      (json_int_t)au->unsold, "open", (json_int_t)au->open, "unsettled_past_end",
+                      (json_int_t)au->late, "settle_ms", (json_int_t)au->settle_ms, "bids_per_s",
+                      jreal(el > 0 ? (double)k->by_code[200] / el : 0.0, 1)));
     set(j, "result",
         json_pack("{s:i, s:o}", "exit", load_verdict_exit(v), "failed", jstr_or_null(v->failed)));
     /* set() fails only out of memory; a report with a section missing is no report. */

@@ -167,7 +167,7 @@ long long load_cmdstats_get(const load_cmdstats *s, const char *name) {
 /* The units of stackable goods a store holds: in stacks, listed, and left on sale
  * (a sale's buys move units from its stock to stacks). */
 int64_t load_units(const market_audit_report *a) {
-    return a->units_in_stacks + a->units_listed + a->units_in_sales;
+    return a->units_in_stacks + a->units_listed + a->units_in_sales + a->units_in_auctions;
 }
 
 int load_audit_same(const market_audit_report *a, const market_audit_report *b) {
@@ -177,21 +177,23 @@ int load_audit_same(const market_audit_report *a, const market_audit_report *b) 
            a->items_listed == b->items_listed && a->items_misplaced == b->items_misplaced &&
            a->index_mismatch == b->index_mismatch && a->units_in_stacks == b->units_in_stacks &&
            a->units_listed == b->units_listed && a->units_in_sales == b->units_in_sales &&
-           a->units_sold_by_sales == b->units_sold_by_sales;
+           a->units_sold_by_sales == b->units_sold_by_sales && a->auctions == b->auctions &&
+           a->units_in_auctions == b->units_in_auctions && a->auctions_escrow == b->auctions_escrow;
 }
 
 load_verdict load_judge(const load_counts *k, const market_audit_report *b,
                         const market_audit_report *a) {
     load_verdict v;
     v.funds = a->total_funds + a->total_escrow == b->total_funds + b->total_escrow;
-    v.escrow =
-        a->orders_escrow == a->total_escrow && a->negative_escrow == 0 && a->orders_misbooked == 0;
+    /* the escrow is the buy orders' and the auctions' bids */
+    v.escrow = a->orders_escrow + a->auctions_escrow == a->total_escrow &&
+               a->negative_escrow == 0 && a->orders_misbooked == 0 && a->auctions_unreadable == 0;
     v.negative = a->negative_funds == 0;
     v.one_place = a->items_misplaced == 0;
     v.indexed = a->index_mismatch == 0; /* the search indexes hold exactly the listings */
     /* unique items held or listed (a listing of goods may sell out: its units count) */
-    v.total = a->items_held + a->items_listed - a->goods_listed ==
-                  b->items_held + b->items_listed - b->goods_listed &&
+    v.total = a->items_held + a->items_listed - a->goods_listed + a->items_in_auctions ==
+                  b->items_held + b->items_listed - b->goods_listed + b->items_in_auctions &&
               load_units(a) == load_units(b);
     v.left = (long long)b->items_listed - (long long)a->items_listed;
     long long ok = (long long)k->by_code[200];
@@ -254,6 +256,22 @@ void load_judge_book(load_verdict *v, const load_counts *k, const load_ledger *l
     v->failed = NULL;
     if (ok == 0)
         v->failed = "no order or sale succeeded";
+    else if (v->errors > k->requests / 2)
+        v->failed = "most answers were errors";
+}
+
+void load_judge_auctions(load_verdict *v, const load_counts *k, const load_auctions *a) {
+    long long ok = (long long)k->by_code[200];
+    v->left = (long long)a->sold; /* each sale is a trade (load_judge_trades() counts them) */
+    v->purchases = 1;
+    v->ok = v->funds && v->negative && v->one_place && v->total && v->indexed && v->escrow &&
+            a->late == 0;
+    /* 402 (funds short), 404 (an auction gone) and 409 (too low, its seller, ended) are
+     * answers */
+    v->errors = k->requests - k->by_code[200] - k->by_code[402] - k->by_code[404] - k->by_code[409];
+    v->failed = NULL;
+    if (ok == 0)
+        v->failed = "no bid was taken";
     else if (v->errors > k->requests / 2)
         v->failed = "most answers were errors";
 }

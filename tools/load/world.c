@@ -146,8 +146,15 @@ int load_audit(market_conn *mc, char (*realms)[MARKET_REALM_MAX + 1], size_t n,
                                    &out->units_sold_by_sales))
             return MARKET_ERR_OVERFLOW;
         if (__builtin_add_overflow(out->total_escrow, a.total_escrow, &out->total_escrow) ||
-            __builtin_add_overflow(out->orders_escrow, a.orders_escrow, &out->orders_escrow))
+            __builtin_add_overflow(out->orders_escrow, a.orders_escrow, &out->orders_escrow) ||
+            __builtin_add_overflow(out->auctions_escrow, a.auctions_escrow,
+                                   &out->auctions_escrow) ||
+            __builtin_add_overflow(out->units_in_auctions, a.units_in_auctions,
+                                   &out->units_in_auctions))
             return MARKET_ERR_OVERFLOW;
+        out->auctions += a.auctions;
+        out->items_in_auctions += a.items_in_auctions;
+        out->auctions_unreadable += a.auctions_unreadable;
         out->negative_escrow += a.negative_escrow;
         out->orders += a.orders;
         out->orders_misbooked += a.orders_misbooked;
@@ -291,4 +298,80 @@ int load_flash_read(market_conn *mc, const char *realm, load_flash *f, char *why
     }
     free(b);
     return 0;
+}
+
+/* ---- auctions ---- */
+
+int load_auctions_open(market_conn *mc, const load_opts *o, const char *realm, load_auctions *a,
+                       char *why, size_t whylen) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    snprintf(a->seller, sizeof a->seller, "auctioneer-%lld", ms);
+    snprintf(a->item, sizeof a->item, "lot-%lld", ms);
+    a->n = o->auctions;
+    if (!(a->ids = calloc(a->n, sizeof *a->ids))) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    /* the sweepers settle the realms noted as having ends: noted before the first one */
+    int rc = market_ending_note(mc, realm);
+    market_world *w = rc == MARKET_OK ? market_world_new() : NULL;
+    if (rc == MARKET_OK && !w) rc = MARKET_ERR_NOMEM;
+    if (rc == MARKET_OK) rc = market_world_add_player(w, a->seller, "market-load's auctioneer", 0);
+    if (rc == MARKET_OK) rc = market_world_add_stack(w, a->seller, a->item, (int64_t)a->n);
+    if (rc == MARKET_OK) rc = market_world_store(mc, realm, w, 0); /* adds, replaces nothing */
+    market_world_free(w);
+    int64_t secs = (int64_t)o->auction_s + (o->auction_s > (double)(int64_t)o->auction_s);
+    for (size_t k = 0; rc == MARKET_OK && k < a->n; k++) {
+        market_order ord = {.type = MARKET_ORDER_AUCTION,
+                            .realm = realm,
+                            .player = a->seller,
+                            .item = a->item,
+                            .quantity = 1,
+                            .price = 1,
+                            .buyout = o->buyout,
+                            .step = 1,
+                            .duration_s = secs};
+        rc = market_order_run(mc, &ord);
+        if (rc == MARKET_OK) {
+            a->ids[k] = ord.res.auction.a.id;
+            if (ord.res.auction.a.ends_ms > a->ends_ms) a->ends_ms = ord.res.auction.a.ends_ms;
+        }
+    }
+    if (rc < 0) {
+        snprintf(why, whylen, "cannot open the run's auctions in realm %s: %s (%s)", realm,
+                 market_strerror(rc), market_conn_errstr(mc));
+        return -1;
+    }
+    return 0;
+}
+
+int load_auctions_read(market_conn *mc, const char *realm, load_auctions *a, char *why,
+                       size_t whylen) {
+    int64_t t0 = load_now_ns();
+    for (;;) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        a->sold = a->unsold = a->open = a->late = 0;
+        for (size_t k = 0; k < a->n; k++) {
+            market_auction x;
+            int rc = market_auction_get(mc, realm, a->ids[k], &x);
+            if (rc < 0) {
+                snprintf(why, whylen, "cannot read auction %lld of realm %s: %s (%s)",
+                         (long long)a->ids[k], realm, market_strerror(rc), market_conn_errstr(mc));
+                return -1;
+            }
+            a->sold += x.state == MARKET_AUCTION_SOLD;
+            a->unsold += x.state == MARKET_AUCTION_UNSOLD;
+            a->open += x.state == MARKET_AUCTION_OPEN;
+            /* its end has come (the store's clock may be a little ahead of ours) */
+            a->late += x.state == MARKET_AUCTION_OPEN && x.ends_ms + 1000 <= now_ms;
+        }
+        a->settle_ms = (load_now_ns() - t0) / 1000000;
+        if (!a->late || a->settle_ms >= LOAD_SETTLE_WAIT_MS) return 0;
+        struct timespec pause = {0, 100 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
 }
