@@ -118,6 +118,13 @@
 # raw/ends-<case>.json, results.md section "Listings that end": endings/s from the end to the
 # last one settled, lateness p50/p99 (bucket bounds) and the last one's.
 #
+# BENCH_AUCTION=1 (the default), after that: one hot auction. For --strategy market and then
+# optimistic, reseeds BENCH_AUCTION_WORLD (players=1000,items=0,funds=1000000000), and runs
+# `market-load --mix auctions --auctions 1 --buyout 0 --buyers BENCH_AUCTION_BUYERS (64)` for
+# BENCH_SECONDS: every bidder bids the least the one auction takes. Reports
+# raw/auction-<strategy>.json, results.md section "One hot auction": bids taken/s, refused
+# (outbid meanwhile)/s, p50/p99, server CPU per bid.
+#
 # BENCH_PEERS names a script of peer benchmarks, which are not part of this
 # repository (bench/peers.md says what they are). It is run with bash, with
 # LEVELS, SECS and OUT_MD (where to write its markdown table) in its
@@ -151,6 +158,9 @@ BOOK=${BENCH_BOOK:-1}
 BOOK_WORLD=${BENCH_BOOK_WORLD:-players=2000,items=0,goods=20,orders=2000,prices=100-1000,funds=1000000}
 BOOK_BUYERS=${BENCH_BOOK_BUYERS:-64}
 ENDS=${BENCH_ENDS:-1}
+AUCTION=${BENCH_AUCTION:-1}
+AUCTION_WORLD=${BENCH_AUCTION_WORLD:-players=1000,items=0,funds=1000000000}
+AUCTION_BUYERS=${BENCH_AUCTION_BUYERS:-64}
 ENDS_WORLD=${BENCH_ENDS_WORLD:-players=1000,items=10000,funds=1000}
 ENDS_IN=${BENCH_ENDS_IN:-8}
 FBUYERS=${BENCH_FLASH_BUYERS:-1000}
@@ -906,6 +916,30 @@ PY
     done
 fi
 
+# ---- one hot auction: bids/s ----
+if [ "$AUCTION" != 0 ] && "$BIN/market-load" --help 2>&1 | grep -q -- '--auctions'; then
+    for s in market optimistic; do
+        "$BIN/market-seed" --redis "$RURL" --reset --generate "$AUCTION_WORLD" >/dev/null \
+            2>"$TMP/seed.err" || die "seeding the auction's world failed: $(cat "$TMP/seed.err")"
+        lazyfree_wait "$RPORT"
+        if ! start_server "$s" flag "auction-$s"; then
+            note "auction ($s): market-server did not become healthy"
+            status=1
+            continue
+        fi
+        echo "bench: auction ($s): $AUCTION_BUYERS bidders on one auction for ${SECS}s"
+        c0=$(cpu_ticks "$SPID")
+        "$BIN/market-load" --url "http://127.0.0.1:$SPORT" --redis "$RURL" --mix auctions \
+            --auctions 1 --auction-seconds 3600 --buyout 0 --buyers "$AUCTION_BUYERS" \
+            --duration "$SECS" --seed 1 --quiet --json "$OUT/raw/auction-$s.json" \
+            >"$OUT/raw/auction-$s.txt" 2>&1
+        rc=$?
+        echo "$(( $(cpu_ticks "$SPID") - c0 )) $(getconf CLK_TCK)" >"$OUT/raw/auction-$s.cpu"
+        load_verdict "auction-$s" "$rc"
+        stop_pid "$SPID"
+    done
+fi
+
 # ---- peers (optional) ----
 PEERS_RAN=0
 if [ -n "${BENCH_PEERS:-}" ]; then
@@ -1346,6 +1380,33 @@ if os.path.exists(bp):
              "nothing to sell into. The invariants include funds with escrow, every order's "
              "escrow against its buyer's, and the trades against every player's funds and "
              "escrow. Raw report: `raw/book.json` and `.txt`.")
+# ---- one hot auction: raw/auction-<strategy>.json ----
+hot = [(s, json.load(open(os.path.join(raw, f"auction-{s}.json")))) for s in ("market", "optimistic")
+       if os.path.exists(os.path.join(raw, f"auction-{s}.json"))]
+if hot:
+    L.append("")
+    L.append("## One hot auction (market-load --mix auctions --auctions 1)")
+    L.append("")
+    L.append("| strategy | bidders | bids taken/s | refused (409)/s | p50 ms | p99 ms | "
+             "server CPU µs / request | invariants |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---|")
+    for s, aj in hot:
+        run, lat, st, inv = aj["run"], aj["latency_ms"], aj["status"], aj["invariants"]
+        el = run["elapsed_s"] or 1
+        cpu_us = "?"
+        cf = os.path.join(raw, f"auction-{s}.cpu")
+        if os.path.exists(cf):
+            ticks, hz = open(cf).read().split()
+            cpu_us = f'{int(ticks) / int(hz) * 1e6 / max(run["requests"], 1):.1f}'
+        L.append(f'| {s} | {aj["config"]["buyers"]:,} | {fmt(st["200"] / el)} | '
+                 f'{fmt(st["409"] / el)} | {lat["all"]["p50"]:.3f} | {lat["all"]["p99"]:.3f} | '
+                 f'{cpu_us} | {"OK" if inv["ok"] else "**BROKEN**"} |')
+    L.append("")
+    L.append("Every bidder bids the least the one auction takes as its last answer said; a bid "
+             "another topped meanwhile is refused (409 bid_too_low, with the least it takes now, "
+             "which the next bid uses). A bid taken escrows its amount and gives the bid it "
+             "topped back, in one commit. The invariants include funds with escrow and the "
+             "auction's escrow against its bidder's. Raw reports: `raw/auction-<strategy>.json`.")
 # ---- listings that end: raw/ends-<case>.json ----
 ends = [json.load(open(os.path.join(raw, f"ends-{c}.json"))) for c in ("calm", "kill")
         if os.path.exists(os.path.join(raw, f"ends-{c}.json"))]

@@ -140,7 +140,8 @@ static int load_main(const load_opts *o, const load_target *t, load_run *run) {
                  o->redis, o->players ? " matching " : "", o->players ? o->players : "");
         goto fail;
     }
-    if (!is_flash && !is_book && !is_direct && (plan.n_items == 0 || plan.n_players < 2)) {
+    if (!is_flash && !is_book && !is_direct && !is_auctions &&
+        (plan.n_items == 0 || plan.n_players < 2)) {
         snprintf(why, sizeof why, "nothing to buy: %zu listed items, %zu players in %s%s%s",
                  plan.n_items, plan.n_players, o->redis, o->players ? " matching " : "",
                  o->players ? o->players : "");
