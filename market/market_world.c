@@ -553,10 +553,10 @@ static int realm_reset(struct seed_steps *st, market__buf *w, const market__real
         market__fx_unlink(w, (const char *const *)keys.keys + at, n);
         rc = step_add(st, w, n);
     }
-    const char *realm_keys[7] = {rl->market, rl->units, rl->trades,  rl->settings,
-                                 rl->orders, rl->ends,  rl->auctions};
-    market__fx_unlink(w, realm_keys, 7);
-    if (rc == MARKET_OK) rc = step_add(st, w, 7);
+    const char *realm_keys[8] = {rl->market, rl->units, rl->trades,   rl->settings,
+                                 rl->orders, rl->ends,  rl->auctions, rl->directs};
+    market__fx_unlink(w, realm_keys, 8);
+    if (rc == MARKET_OK) rc = step_add(st, w, 8);
     market__buf_reset(w);
     market__keylist_free(&keys);
     return rc;

@@ -70,6 +70,9 @@ static void usage(FILE *to) {
             "                         lists 50 more. orders=K (with goods) adds K buy orders\n"
             "                         of 1..10 units of the goods at 50..99%% of their cheapest\n"
             "                         listing, each escrowed out of its buyer's funds.\n"
+            "                         auctions=A opens A auctions of one unit of \"lot\" each\n"
+            "                         (held by p0.. round robin, a start bid within prices),\n"
+            "                         ending with the listings (ends=S), or in an hour.\n"
             "                         ends=S makes every listing end S seconds after the\n"
             "                         seed (the sweepers then take them back at once).\n"
             "  --reindex              Rebuild the realm's search indexes (idx:{R}:item:<item>\n"
@@ -189,8 +192,11 @@ bad:
 #define GEN_UNSET UINT64_MAX /* players= or items= not given */
 
 struct gen {
-    uint64_t players, items, funds, lo, hi, seed, realms, goods, orders, ends;
+    uint64_t players, items, funds, lo, hi, seed, realms, goods, orders, ends, auctions;
 };
+
+#define GEN_LOT "lot"      /* the good --generate's auctions sell, a unit each */
+#define GEN_AUCTION_S 3600 /* their duration without ends=S */
 
 static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
     *g = (struct gen){GEN_UNSET, GEN_UNSET, 100000, 1, 1000, 1, 1, 0, 0};
@@ -217,6 +223,8 @@ static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
             rc = cli_parse_u64(v, 0, 100000000, &g->orders);
         else if (strcmp(k, "ends") == 0)
             rc = cli_parse_u64(v, 1, MARKET_DURATION_MAX_S, &g->ends);
+        else if (strcmp(k, "auctions") == 0)
+            rc = cli_parse_u64(v, 0, 10000000, &g->auctions);
         else if (strcmp(k, "prices") == 0) {
             char *dash = strchr(v, '-');
             if (!dash) goto bad;
@@ -245,7 +253,7 @@ static int parse_generate(char *spec, struct gen *g, char *why, size_t whylen) {
 bad:
     snprintf(why, whylen,
              "bad --generate spec (want [realms=R,]players=N,items=M[,goods=G]"
-             "[,orders=K][,ends=S][,funds=F][,prices=LO-HI][,seed=S])");
+             "[,orders=K][,ends=S][,auctions=A][,funds=F][,prices=LO-HI][,seed=S])");
     return -1;
 }
 
@@ -253,6 +261,35 @@ bad:
  * seeding the realm (market_conn_errstr). */
 static int seed_said(int err) {
     return err == MARKET_ERR_STORE || err == MARKET_ERR_REALM_UNAVAILABLE;
+}
+
+/* Opens n auctions in realm, one unit of GEN_LOT each (its players p0.. of players hold
+ * them, round robin), from a price in lo..hi drawn from seed, ending duration_s after, as
+ * POST /auctions does. Returns a market code with why filled on failure. */
+static int open_auctions(market_conn *c, const char *realm, uint64_t n, uint64_t players,
+                         const struct gen *g, uint64_t seed, int64_t duration_s, char *why,
+                         size_t whylen) {
+    int err = market_ending_note(c, realm); /* the sweepers must find their ends */
+    uint64_t s = seed * 2654435761u + 1;
+    for (uint64_t k = 0; err == MARKET_OK && k < n; k++) {
+        char seller[32];
+        snprintf(seller, sizeof seller, "p%llu", (unsigned long long)(k % players));
+        s = s * 6364136223846793005u + 1442695040888963407u;
+        int64_t start = (int64_t)(g->lo + (s >> 33) % (g->hi - g->lo + 1));
+        market_order o = {.type = MARKET_ORDER_AUCTION,
+                          .realm = realm,
+                          .player = seller,
+                          .item = GEN_LOT,
+                          .quantity = 1,
+                          .price = start,
+                          .step = 1,
+                          .duration_s = duration_s};
+        err = market_order_run(c, &o);
+    }
+    if (err < 0)
+        snprintf(why, whylen, "cannot open the auctions of realm %s: %s", realm,
+                 market_strerror(err));
+    return err;
 }
 
 /* Writes realm k of g's n realms: players and items divided as evenly as
@@ -275,6 +312,13 @@ static int seed_generated(market_conn *c, const struct gen *g, const char *realm
                                            (size_t)(g->orders / n + (k < g->orders % n)),
                                            g->seed + k);
     if (err == MARKET_OK && g->ends) err = market_world_generate_ends(w, (int64_t)g->ends);
+    uint64_t auctions = g->auctions / n + (k < g->auctions % n);
+    for (uint64_t p = 0; err == MARKET_OK && p < players && p < auctions; p++) {
+        char id[32];
+        snprintf(id, sizeof id, "p%llu", (unsigned long long)p);
+        err = market_world_add_stack(w, id, GEN_LOT,
+                                     (int64_t)(auctions / players + (p < auctions % players)));
+    }
     if (err < 0)
         snprintf(why, whylen, "cannot generate realm %s: %s", realm, market_strerror(err));
     else if ((err = market_world_store(c, realm, w, reset)) < 0)
@@ -282,6 +326,9 @@ static int seed_generated(market_conn *c, const struct gen *g, const char *realm
                  seed_said(err) ? ": " : " (nothing written to it)",
                  seed_said(err) ? market_conn_errstr(c) : "");
     market_world_free(w);
+    if (err == MARKET_OK && auctions)
+        err = open_auctions(c, realm, auctions, players, g, g->seed + k,
+                            g->ends ? (int64_t)g->ends : GEN_AUCTION_S, why, whylen);
     return err;
 }
 

@@ -506,6 +506,39 @@ static void test_32_bidders_at_once(void **state) {
     assert_int_equal(a.auctions_escrow, got.bid);
 }
 
+/* bin/market-seed --generate ...,auctions=A ($MARKET_SEED_BIN) opens A auctions of a unit of
+ * "lot" each, held by the generated players round robin, ending with the listings; its reset
+ * deletes every realm key first (a direct trades' counter too). */
+static void test_seed_tool_generates_auctions(void **state) {
+    th_market *f = *state;
+    const char *bin = getenv("MARKET_SEED_BIN");
+    if (!bin || !*bin) bin = "bin/market-seed";
+    (void)th_fx_num("SET market:{main}:directs 9");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "%s --redis %s --reset --generate players=5,items=3,auctions=12,ends=600 >/dev/null",
+             bin, th_fx_redis.url);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(th_fx_num("EXISTS market:{main}:directs"), 0);
+    market_audit_report a;
+    assert_int_equal(market_audit(f->c, REALM, &a), MARKET_OK);
+    assert_int_equal(a.auctions, 12);
+    assert_int_equal(a.units_in_auctions, 12);
+    assert_int_equal(a.auctions_unreadable, 0);
+    assert_int_equal(a.items_listed, 3);
+    assert_int_equal(th_fx_num("ZCARD auctions:{main}:open"), 12);
+    assert_int_equal(th_fx_num("ZCARD auctions:{main}:s:p0"), 3); /* 12 round robin over 5 */
+    assert_int_equal(th_fx_num("ZCARD auctions:{main}:s:p4"), 2);
+    assert_int_equal(th_fx_num("SISMEMBER market:{.ending}:realms main"), 1);
+    market_auction x;
+    assert_int_equal(market_auction_get(f->c, REALM, 12, &x), MARKET_OK);
+    assert_string_equal(x.item, "lot");
+    assert_int_equal(x.quantity, 1);
+    assert_int_equal(x.state, MARKET_AUCTION_OPEN);
+    int64_t end = th_fx_num("ZSCORE market:{main}:ends @12");
+    assert_true(end == x.ends_ms && x.ends_ms > 1000);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void) {
@@ -520,6 +553,7 @@ int main(void) {
         T(test_goods_moved_before_an_auction_commits),
         T(test_find_auctions),
         T(test_32_bidders_at_once),
+        T(test_seed_tool_generates_auctions),
     };
     return th_run_strategies("market auctions", tests, sizeof tests / sizeof *tests);
 }
