@@ -60,6 +60,12 @@ struct buyer;
 static struct load *g_load;
 static struct buyer *g_bs;
 
+/* ha_open()'s world: its listings end this long after it is stored (0: never), and its
+ * players p0..p<LOTS-1> hold a unit of LOT each (0 of them: none). */
+static int64_t g_world_ends_s;
+static int g_world_lots;
+#define LOT "lot"
+
 static void ha_open(struct ha *h, int nreplicas, const char *password, unsigned min_ack,
                     enum market_strategy strategy, uint32_t lock_ttl_ms) {
     memset(h, 0, sizeof *h);
@@ -91,6 +97,12 @@ static void ha_open(struct ha *h, int nreplicas, const char *password, unsigned 
     market_world *w = market_world_new();
     assert_non_null(w);
     assert_int_equal(market_world_generate(w, PLAYERS, ITEMS, FUNDS, 1, 10, 42), MARKET_OK);
+    if (g_world_ends_s) assert_int_equal(market_world_generate_ends(w, g_world_ends_s), MARKET_OK);
+    for (int k = 0; k < g_world_lots; k++) {
+        char id[16];
+        snprintf(id, sizeof id, "p%d", k);
+        assert_int_equal(market_world_add_stack(w, id, LOT, 1), MARKET_OK);
+    }
     assert_int_equal(market_world_store(sc, REALM, w, 1), MARKET_OK);
     market_world_free(w);
     market_conn_free(sc);
@@ -1134,6 +1146,139 @@ static void test_ha_replica_frozen_then_failover_none_lost(void **state) {
     acks_run(CONTENDED, REPLICA_FROZEN, "a replica frozen, then a planned failover");
 }
 
+/* ---- endings across a planned failover ---- */
+
+#define SWEEP_AUCTIONS (PLAYERS / 2) /* p0..p31 each auction their lot; p32.. bid */
+#define SWEEP_ENDS_S 20              /* the world's listings end this long after the seed */
+
+static long long raw_num(redisContext *raw, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(raw, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    long long v = r->type == REDIS_REPLY_INTEGER  ? r->integer
+                  : r->type == REDIS_REPLY_STRING ? atoll(r->str)
+                                                  : 0;
+    freeReplyObject(r);
+    return v;
+}
+
+/* 40,000 listings and 32 auctions, each with a bid, all end within a second on a master with
+ * two replicas; two markets' sweepers (as two servers would run them, --min-replicas-ack 1)
+ * settle them, and an operator's SENTINEL FAILOVER starts as the first settlements land.
+ * Afterwards, on the new master: no end is left, every listing went back to its seller once
+ * (every item in one place, none listed), every auction was sold once to its bidder (one
+ * trade record each; each seller got its bid, each bidder paid it and holds the lot), and
+ * no escrow is left. */
+static void test_ha_planned_failover_while_sweeping_settles_once(void **state) {
+    (void)state;
+    static struct ha h;
+    g_world_ends_s = SWEEP_ENDS_S;
+    g_world_lots = SWEEP_AUCTIONS;
+    ha_open(&h, 2, NULL, 1, MARKET_STRATEGY_MARKET, 60000);
+    g_world_ends_s = 0;
+    g_world_lots = 0;
+    int old = h.t.nodes[0].port;
+    redisContext *raw = th_topo_connect(old, NULL, 5000);
+    assert_non_null(raw);
+    redisReply *first = redisCommand(raw, "ZRANGE market:{main}:ends 0 0 WITHSCORES");
+    assert_non_null(first);
+    assert_int_equal(first->elements, 2);
+    int64_t due = atoll(first->element[1]->str);
+    freeReplyObject(first);
+    /* the auctions, each ending with the listings (to the second), and a bid on each */
+    assert_int_equal(market_ending_note(h.c, REALM), MARKET_OK);
+    redisReply *t = redisCommand(raw, "TIME");
+    assert_non_null(t);
+    int64_t now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    int64_t secs = (due - now) / 1000;
+    assert_true(secs >= 2); /* the seed left the auctions time to be opened and bid on */
+    for (int k = 0; k < SWEEP_AUCTIONS; k++) {
+        char seller[16], bidder[16];
+        snprintf(seller, sizeof seller, "p%d", k);
+        snprintf(bidder, sizeof bidder, "p%d", SWEEP_AUCTIONS + k);
+        market_order a = {.type = MARKET_ORDER_AUCTION,
+                          .realm = REALM,
+                          .player = seller,
+                          .item = LOT,
+                          .quantity = 1,
+                          .price = 5,
+                          .step = 1,
+                          .duration_s = secs};
+        assert_int_equal(market_order_run(h.c, &a), MARKET_OK);
+        market_order b = {.type = MARKET_ORDER_AUCTION_BID,
+                          .realm = REALM,
+                          .player = bidder,
+                          .id = a.res.auction.a.id,
+                          .price = 10 + k};
+        assert_int_equal(market_order_run(h.c, &b), MARKET_OK);
+    }
+    long long endings = raw_num(raw, "ZCARD market:{main}:ends");
+    assert_int_equal(endings, ITEMS + SWEEP_AUCTIONS);
+    /* a second server's market, and both sweepers */
+    int err = 0;
+    lock_client *l2 = lock_redis_new(&h.addr, 500, &err);
+    assert_non_null(l2);
+    market_config cfg2 = {.redis = h.addr,
+                          .redis_timeout_ms = 500,
+                          .min_replicas_ack = 1,
+                          .replica_ack_timeout_ms = 200,
+                          .lock_ttl_ms = 60000,
+                          .acquire_timeout_ms = 1000,
+                          .sweep_interval_ms = 100,
+                          .sweep_lease_ms = 2000};
+    market *m2 = market_new(&cfg2, l2, &err);
+    assert_non_null(m2);
+    assert_int_equal(market_sweeper_start(h.m), MARKET_OK);
+    assert_int_equal(market_sweeper_start(m2), MARKET_OK);
+    /* the failover, as the first settlements land */
+    int64_t by = now_ms() + 60000;
+    while (raw_num(raw, "ZCARD market:{main}:ends") == endings && now_ms() < by)
+        sleep_ms(5);
+    long long left = raw_num(raw, "ZCARD market:{main}:ends");
+    assert_true(left < endings);
+    int port = th_topo_failover(&h.t, FAILOVER_MS);
+    assert_true(port > 0 && port != old);
+    redisFree(raw);
+    raw = th_topo_connect(port, NULL, 5000);
+    assert_non_null(raw);
+    by = now_ms() + 120000;
+    long long still;
+    while ((still = raw_num(raw, "ZCARD market:{main}:ends")) > 0 && now_ms() < by)
+        sleep_ms(50);
+    print_message("endings: %lld; %lld left when the failover began; %lld after it\n", endings,
+                  left, still);
+    assert_int_equal(still, 0);
+    market_free(m2); /* its sweeper stops */
+    lock_free(l2);
+    /* the store: every auction sold once, to its bidder, for its bid */
+    assert_int_equal(raw_num(raw, "XLEN trades:{main}"), SWEEP_AUCTIONS);
+    for (int k = 0; k < SWEEP_AUCTIONS; k++) {
+        assert_int_equal(raw_num(raw, "HGET users:{main}:p%d funds", k), FUNDS + 10 + k);
+        assert_int_equal(raw_num(raw, "HGET users:{main}:p%d funds", SWEEP_AUCTIONS + k),
+                         FUNDS - 10 - k);
+        assert_int_equal(raw_num(raw, "HGET stacks:{main}:p%d " LOT, SWEEP_AUCTIONS + k), 1);
+        assert_int_equal(raw_num(raw, "HEXISTS stacks:{main}:p%d " LOT, k), 0);
+    }
+    redisFree(raw);
+    market_audit_report a;
+    int rc = MARKET_ERR_STORE;
+    for (int tries = 0; tries < 50 && (rc = market_audit(h.c, REALM, &a)) != MARKET_OK; tries++)
+        sleep_ms(100);
+    assert_int_equal(rc, MARKET_OK);
+    assert_int_equal(a.total_funds, (int64_t)PLAYERS * FUNDS);
+    assert_int_equal(a.total_escrow, 0);
+    assert_int_equal(a.auctions, 0);
+    assert_int_equal(a.negative_funds, 0);
+    assert_int_equal(a.items_misplaced, 0);
+    assert_int_equal(a.items_listed, 0);
+    assert_int_equal(a.items_held, ITEMS);
+    assert_int_equal(a.units_in_stacks, SWEEP_AUCTIONS);
+    ha_close(&h);
+}
+
 /* The seconds since the first replica of the master on port acknowledged
  * (INFO replication's lag), or -1 when none is listed. */
 static long replica_lag(int port) {
@@ -1408,6 +1553,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_ha_commit_after_failover_reads_again, teardown),
         cmocka_unit_test_teardown(test_ha_own_lease_freed_after_failover_foreign_waited, teardown),
         cmocka_unit_test_teardown(test_ha_next_batch_commits_while_wait_outstanding, teardown),
+        cmocka_unit_test_teardown(test_ha_planned_failover_while_sweeping_settles_once, teardown),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "*five*" */
     return cmocka_run_group_tests(tests, NULL, NULL);
