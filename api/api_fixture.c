@@ -1,5 +1,5 @@
-/* api_fixture.c - fixture files (players, inventories, listings, buy orders) into a
- * market_world.
+/* api_fixture.c - fixture files (players, inventories, listings, buy orders, auctions) into
+ * a market_world.
  *
  * The format, strict like request bodies (duplicate keys and unknown fields
  * are refused):
@@ -9,7 +9,9 @@
  *    "listings": [{"item": "axe", "seller": "A", "price": 500},
  *                 {"item": "potion", "seller": "A", "price": 25, "quantity": 10,
  *                  "duration_s": 600}, ...],
- *    "orders":   [{"buyer": "B", "item": "potion", "quantity": 5, "max_price": 20}, ...]}
+ *    "orders":   [{"buyer": "B", "item": "potion", "quantity": 5, "max_price": 20}, ...],
+ *    "auctions": [{"seller": "A", "item": "sword-1", "start_bid": 100, "duration_s": 300,
+ *                  "buyout": 900, "min_increment": 10}, ...]}
  *
  * "name" defaults to the id, "inventory", "stacks", "listings" and "orders" to empty;
  * funds are integers in 0..INT64_MAX, prices in 1..MARKET_PRICE_MAX, units
@@ -20,7 +22,9 @@
  * rests in its good's book, its quantity times its max_price escrowed out
  * of the buyer's funds (market_world_add_order()). A listing with a
  * "duration_s" (1..MARKET_DURATION_MAX_S) ends that long after the world is
- * stored (market_world_end_listing()).
+ * stored (market_world_end_listing()). An auction, of what its seller holds in the file
+ * (a "quantity" of units of a good, or a unique item), is opened once the world is stored,
+ * as POST /auctions opens one, with the same fields (market_world_add_auction()).
  *
  * DESIGN
  * Three passes, so that every message names the place in the file:
@@ -62,6 +66,7 @@ typedef struct fixture {
     json_t *players;  /* borrowed from the tree; an array */
     json_t *listings; /* borrowed from the tree; an array or NULL */
     json_t *orders;   /* borrowed from the tree; an array or NULL */
+    json_t *auctions; /* borrowed from the tree; an array or NULL */
     place *pids;      /* one per player */
     size_t n_pids;
     place *items; /* one per inventory entry and listing */
@@ -246,6 +251,32 @@ static int shape_order(fixture *f, size_t i) {
     return 0;
 }
 
+/* Pass 1 for auctions[i] (its seller: after the players are sorted). */
+static int shape_auction(fixture *f, size_t i) {
+    static const char *const known[] = {"seller",   "item",   "start_bid",    "duration_s",
+                                        "quantity", "buyout", "min_increment"};
+    static const char *const opt[] = {"quantity", "buyout", "min_increment"};
+    char at[FIXTURE_PLACE_MAX];
+    json_t *a = json_array_get(f->auctions, i);
+    const char *seller, *item;
+    int64_t v;
+    snprintf(at, sizeof at, "auctions[%zu]", i);
+    if (check_object(f, a, at, known, 7) < 0 || get_id(f, a, at, "seller", &seller) < 0 ||
+        get_id(f, a, at, "item", &item) < 0 ||
+        get_int(f, a, at, "start_bid", 1, MARKET_PRICE_MAX, &v) < 0 ||
+        get_int(f, a, at, "duration_s", 1, MARKET_DURATION_MAX_S, &v) < 0)
+        return -1;
+    for (size_t k = 0; k < 3; k++)
+        if (json_object_get(a, opt[k]) &&
+            get_int(f, a, at, opt[k], 1, k ? MARKET_PRICE_MAX : MARKET_QUANTITY_MAX, &v) < 0)
+            return -1;
+    if (!bsearch(seller, f->pids, f->n_pids, sizeof *f->pids, place_id_cmp)) {
+        api__why(f->why, f->whylen, "%s.seller: unknown player '%s'", at, seller);
+        return -1;
+    }
+    return 0;
+}
+
 /* Pass 2: finds the first id of sorted places[0..n) that appears twice.
  * Returns 0, or -1 with a message. */
 static int check_unique(fixture *f, place *places, size_t n, const char *what) {
@@ -310,17 +341,33 @@ static int build(fixture *f, market_world *w) {
         api__why(f->why, f->whylen, "orders[%zu]: %s", i - 1, market_strerror(rc));
         return rc;
     }
+    for (i = 0; i < json_array_size(f->auctions) && rc == MARKET_OK; i++) {
+        json_t *a = json_array_get(f->auctions, i);
+        rc = market_world_add_auction(
+            w, json_string_value(json_object_get(a, "seller")),
+            json_string_value(json_object_get(a, "item")),
+            (int64_t)json_integer_value(json_object_get(a, "quantity")),
+            (int64_t)json_integer_value(json_object_get(a, "start_bid")),
+            (int64_t)json_integer_value(json_object_get(a, "buyout")),
+            (int64_t)json_integer_value(json_object_get(a, "min_increment")),
+            (int64_t)json_integer_value(json_object_get(a, "duration_s")));
+    }
+    if (rc != MARKET_OK) {
+        api__why(f->why, f->whylen, "auctions[%zu]: %s", i - 1, market_strerror(rc));
+        return rc;
+    }
     return market_world_check(w, f->why, f->whylen);
 }
 
 /* Runs the three passes over root. Returns MARKET_OK, or a negative code
  * with a message. */
 static int parse(fixture *f, json_t *root, market_world *w) {
-    static const char *const known[] = {"players", "listings", "orders"};
-    if (check_object(f, root, "fixture", known, 3) < 0) return MARKET_ERR_INVALID;
+    static const char *const known[] = {"players", "listings", "orders", "auctions"};
+    if (check_object(f, root, "fixture", known, 4) < 0) return MARKET_ERR_INVALID;
     f->players = json_object_get(root, "players");
     f->listings = json_object_get(root, "listings");
     f->orders = json_object_get(root, "orders");
+    f->auctions = json_object_get(root, "auctions");
     if (!f->players) {
         api__why(f->why, f->whylen, "fixture: missing field 'players'");
         return MARKET_ERR_INVALID;
@@ -335,6 +382,10 @@ static int parse(fixture *f, json_t *root, market_world *w) {
     }
     if (f->orders && !json_is_array(f->orders)) {
         api__why(f->why, f->whylen, "orders: must be an array");
+        return MARKET_ERR_INVALID;
+    }
+    if (f->auctions && !json_is_array(f->auctions)) {
+        api__why(f->why, f->whylen, "auctions: must be an array");
         return MARKET_ERR_INVALID;
     }
 
@@ -365,6 +416,8 @@ static int parse(fixture *f, json_t *root, market_world *w) {
     if (check_unique(f, f->items, f->n_items, "item") < 0) return MARKET_ERR_DUPLICATE;
     for (size_t i = 0; i < json_array_size(f->orders); i++) /* pids are sorted by now */
         if (shape_order(f, i) < 0) return MARKET_ERR_INVALID;
+    for (size_t i = 0; i < json_array_size(f->auctions); i++)
+        if (shape_auction(f, i) < 0) return MARKET_ERR_INVALID;
 
     return build(f, w);
 }

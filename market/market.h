@@ -922,6 +922,9 @@ int market_world_add_order(market_world *w, const char *buyer, const char *item,
 int market_world_generate_orders(market_world *w, size_t players, size_t goods, size_t orders,
                                  uint64_t seed);
 int market_world_generate_ends(market_world *w, int64_t duration_s);
+int market_world_add_auction(market_world *w, const char *seller, const char *item,
+                             int64_t quantity, int64_t start, int64_t buyout, int64_t step,
+                             int64_t duration_s);
 int market_world_check(const market_world *w, char *why, size_t whylen);
 int market_world_store(market_conn *c, const char *realm, const market_world *w, int reset);
 int market_reindex(market_conn *c, const char *realm, size_t *listings);

@@ -66,7 +66,16 @@ struct worder {
     int64_t quantity, price;
 };
 
+/* An auction opened once the world is stored (market_world_add_auction()). */
+struct wauction {
+    char seller[MARKET_ID_MAX + 1];
+    char item[MARKET_ID_MAX + 1];
+    int64_t quantity, start, buyout, step, duration_s;
+};
+
 struct market_world {
+    struct wauction *auctions;
+    size_t n_auctions, cap_auctions;
     struct wplayer *players;
     size_t n_players, cap_players;
     struct witem *items;
@@ -91,6 +100,7 @@ void market_world_free(market_world *w) {
     free(w->players);
     free(w->items);
     free(w->orders);
+    free(w->auctions);
     free(w);
 }
 
@@ -199,6 +209,35 @@ int market_world_add_order(market_world *w, const char *buyer, const char *item,
     snprintf(o->item, sizeof o->item, "%s", item);
     o->quantity = quantity;
     o->price = price;
+    return MARKET_OK;
+}
+
+/* Opens an auction of seller's unique item (quantity 0) or of quantity units of the good
+ * item once the world is stored, as POST /auctions does: from start, buyout (0: none),
+ * steps of step (0: 1), ending duration_s after (1..MARKET_DURATION_MAX_S). The world's
+ * check refuses goods its seller does not hold there. Returns MARKET_OK, ERR_INVALID,
+ * ERR_NOMEM. */
+int market_world_add_auction(market_world *w, const char *seller, const char *item,
+                             int64_t quantity, int64_t start, int64_t buyout, int64_t step,
+                             int64_t duration_s) {
+    int64_t q = quantity ? quantity : 1;
+    if (!w || !market_id_valid(seller) || !market_id_valid(item) || quantity < 0 ||
+        quantity > MARKET_QUANTITY_MAX || start < 1 || start > MARKET_PRICE_MAX || buyout < 0 ||
+        buyout > MARKET_PRICE_MAX || (buyout && buyout < start) || step < 0 ||
+        step > MARKET_PRICE_MAX || (buyout ? buyout : MARKET_PRICE_MAX) > INT64_MAX / q ||
+        duration_s < 1 || duration_s > MARKET_DURATION_MAX_S)
+        return MARKET_ERR_INVALID;
+    if (market__grow((void **)&w->auctions, &w->cap_auctions, w->n_auctions + 1,
+                     sizeof *w->auctions) < 0)
+        return MARKET_ERR_NOMEM;
+    struct wauction *a = &w->auctions[w->n_auctions++];
+    snprintf(a->seller, sizeof a->seller, "%s", seller);
+    snprintf(a->item, sizeof a->item, "%s", item);
+    a->quantity = quantity;
+    a->start = start;
+    a->buyout = buyout;
+    a->step = step ? step : 1;
+    a->duration_s = duration_s;
     return MARKET_OK;
 }
 
@@ -320,6 +359,41 @@ static int cmp_good(const void *a, const void *b) {
     return c ? c : strcmp(x->owner, y->owner);
 }
 
+/* Checks w's auctions: each seller holds (not lists) what it auctions, its units of a good
+ * enough for all of its auctions of it, a unique item auctioned once. Returns MARKET_OK, or
+ * ERR_NOT_HELD with a sentence in why, ERR_NOMEM. */
+static int auctions_check(const market_world *w, char *why, size_t whylen) {
+    if (!w->n_auctions) return MARKET_OK;
+    const struct witem **held = malloc((w->n_items ? w->n_items : 1) * sizeof *held);
+    int64_t *left = malloc((w->n_items ? w->n_items : 1) * sizeof *left);
+    int rc = held && left ? MARKET_OK : MARKET_ERR_NOMEM;
+    size_t n = 0;
+    for (size_t i = 0; rc == MARKET_OK && i < w->n_items; i++)
+        if (!w->items[i].price) held[n++] = &w->items[i];
+    if (rc == MARKET_OK) qsort(held, n, sizeof *held, cmp_good);
+    for (size_t i = 0; rc == MARKET_OK && i < n; i++)
+        left[i] = held[i]->units ? held[i]->units : 1;
+    for (size_t k = 0; rc == MARKET_OK && k < w->n_auctions; k++) {
+        const struct wauction *a = &w->auctions[k];
+        struct witem key = {0};
+        memcpy(key.item, a->item, sizeof key.item);
+        memcpy(key.owner, a->seller, sizeof key.owner);
+        const struct witem *kp = &key, **at = bsearch(&kp, held, n, sizeof *held, cmp_good);
+        size_t i = at ? (size_t)(at - held) : SIZE_MAX;
+        int64_t q = a->quantity ? a->quantity : 1;
+        if (i == SIZE_MAX || (held[i]->units != 0) != (a->quantity != 0) || left[i] < q) {
+            snprintf(why, whylen, "auction of %s by '%s': it does not hold that much of it",
+                     a->item, a->seller);
+            rc = MARKET_ERR_NOT_HELD;
+        } else {
+            left[i] -= q;
+        }
+    }
+    free(held);
+    free(left);
+    return rc;
+}
+
 /* Checks w's buy orders: each buyer a player who can escrow all of its
  * orders, each item a good (no unique item of w has its id), and none at or
  * over the price of a listing of its good (it would have filled). Returns
@@ -428,7 +502,8 @@ int market_world_check(const market_world *w, char *why, size_t whylen) {
         }
     free(g);
     free(ids);
-    return rc == MARKET_OK ? orders_check(w, why, whylen) : rc;
+    if (rc == MARKET_OK) rc = orders_check(w, why, whylen);
+    return rc == MARKET_OK ? auctions_check(w, why, whylen) : rc;
 }
 
 /* ---- writing a world, in steps ---- */
@@ -768,6 +843,28 @@ static int world_ends(market_conn *c, const char *realm, const market_world *w, 
  * wrote, until a call for it succeeds. Returns MARKET_OK, or ERR_DUPLICATE / ERR_NO_PLAYER
  * (see market_world_check), ERR_INVALID (a bad realm id), ERR_STORE (c's errstr says why),
  * ERR_NOMEM. */
+/* Opens w's auctions in realm, stored, as POST /auctions does (its realm noted for the
+ * sweepers first). Returns MARKET_OK, or the first failure (c's errstr says which). */
+static int auctions_open(market_conn *c, const char *realm, const market_world *w) {
+    int rc = w->n_auctions ? market_ending_note(c, realm) : MARKET_OK;
+    for (size_t k = 0; rc == MARKET_OK && k < w->n_auctions; k++) {
+        const struct wauction *a = &w->auctions[k];
+        market_order o = {.type = MARKET_ORDER_AUCTION,
+                          .realm = realm,
+                          .player = a->seller,
+                          .item = a->item,
+                          .quantity = a->quantity,
+                          .price = a->start,
+                          .buyout = a->buyout,
+                          .step = a->step,
+                          .duration_s = a->duration_s};
+        rc = market_order_run(c, &o);
+        if (rc < 0 && !MARKET_ERR_HAS_REASON(rc))
+            market__fail(c, "auction of %s by %s: %s", a->item, a->seller, market_strerror(rc));
+    }
+    return rc;
+}
+
 int market_world_store(market_conn *c, const char *realm, const market_world *w, int reset) {
     if (!c || !w || !market_id_valid(realm)) return MARKET_ERR_INVALID;
     int rc = market_world_check(w, NULL, 0);
@@ -814,5 +911,5 @@ out:
     if (ch) market__buf_free(&ch->w);
     free(ch);
     free(items);
-    return rc;
+    return rc == MARKET_OK ? auctions_open(c, realm, w) : rc;
 }

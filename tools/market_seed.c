@@ -263,35 +263,6 @@ static int seed_said(int err) {
     return err == MARKET_ERR_STORE || err == MARKET_ERR_REALM_UNAVAILABLE;
 }
 
-/* Opens n auctions in realm, one unit of GEN_LOT each (its players p0.. of players hold
- * them, round robin), from a price in lo..hi drawn from seed, ending duration_s after, as
- * POST /auctions does. Returns a market code with why filled on failure. */
-static int open_auctions(market_conn *c, const char *realm, uint64_t n, uint64_t players,
-                         const struct gen *g, uint64_t seed, int64_t duration_s, char *why,
-                         size_t whylen) {
-    int err = market_ending_note(c, realm); /* the sweepers must find their ends */
-    uint64_t s = seed * 2654435761u + 1;
-    for (uint64_t k = 0; err == MARKET_OK && k < n; k++) {
-        char seller[32];
-        snprintf(seller, sizeof seller, "p%llu", (unsigned long long)(k % players));
-        s = s * 6364136223846793005u + 1442695040888963407u;
-        int64_t start = (int64_t)(g->lo + (s >> 33) % (g->hi - g->lo + 1));
-        market_order o = {.type = MARKET_ORDER_AUCTION,
-                          .realm = realm,
-                          .player = seller,
-                          .item = GEN_LOT,
-                          .quantity = 1,
-                          .price = start,
-                          .step = 1,
-                          .duration_s = duration_s};
-        err = market_order_run(c, &o);
-    }
-    if (err < 0)
-        snprintf(why, whylen, "cannot open the auctions of realm %s: %s", realm,
-                 market_strerror(err));
-    return err;
-}
-
 /* Writes realm k of g's n realms: players and items divided as evenly as
  * they go, each realm generated from its own seed. Returns a market code
  * with why filled on failure. */
@@ -312,12 +283,22 @@ static int seed_generated(market_conn *c, const struct gen *g, const char *realm
                                            (size_t)(g->orders / n + (k < g->orders % n)),
                                            g->seed + k);
     if (err == MARKET_OK && g->ends) err = market_world_generate_ends(w, (int64_t)g->ends);
-    uint64_t auctions = g->auctions / n + (k < g->auctions % n);
+    /* auctions: a unit of GEN_LOT each, held by p0.. round robin, from a price in lo..hi */
+    uint64_t auctions = g->auctions / n + (k < g->auctions % n),
+             s = (g->seed + k) * 2654435761u + 1;
     for (uint64_t p = 0; err == MARKET_OK && p < players && p < auctions; p++) {
         char id[32];
         snprintf(id, sizeof id, "p%llu", (unsigned long long)p);
         err = market_world_add_stack(w, id, GEN_LOT,
                                      (int64_t)(auctions / players + (p < auctions % players)));
+    }
+    for (uint64_t a = 0; err == MARKET_OK && a < auctions; a++) {
+        char id[32];
+        snprintf(id, sizeof id, "p%llu", (unsigned long long)(a % players));
+        s = s * 6364136223846793005u + 1442695040888963407u;
+        err = market_world_add_auction(w, id, GEN_LOT, 1,
+                                       (int64_t)(g->lo + (s >> 33) % (g->hi - g->lo + 1)), 0, 1,
+                                       g->ends ? (int64_t)g->ends : GEN_AUCTION_S);
     }
     if (err < 0)
         snprintf(why, whylen, "cannot generate realm %s: %s", realm, market_strerror(err));
@@ -326,9 +307,6 @@ static int seed_generated(market_conn *c, const struct gen *g, const char *realm
                  seed_said(err) ? ": " : " (nothing written to it)",
                  seed_said(err) ? market_conn_errstr(c) : "");
     market_world_free(w);
-    if (err == MARKET_OK && auctions)
-        err = open_auctions(c, realm, auctions, players, g, g->seed + k,
-                            g->ends ? (int64_t)g->ends : GEN_AUCTION_S, why, whylen);
     return err;
 }
 

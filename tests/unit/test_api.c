@@ -937,7 +937,7 @@ static void test_api_status_table_maps_every_market_code(void **state) {
         {MARKET_ERR_NO_DIRECT, 404, "direct_trade_not_found", 0},
         {MARKET_ERR_TRADE_CLOSED, 409, "trade_closed", 0},
         {MARKET_ERR_OWN_TRADE, 409, "own_trade", 0},
-        {-29, 500, "internal_error", 0},
+        {-32, 500, "internal_error", 0},
         {-1000, 500, "internal_error", 0},
         {MARKET_OK, 500, "internal_error", 0},
         {7, 500, "internal_error", 0},
@@ -1232,6 +1232,49 @@ static void test_api_fixture_parse_orders(void **state) {
                            "\"quantity\":1}],\"orders\":[{\"buyer\":\"B\",\"item\":\"ore\","
                            "\"quantity\":1,\"max_price\":2}]}",
                            MARKET_ERR_INVALID, "would fill it");
+}
+
+/* Auctions in a fixture: of a unique item its seller holds, or units of a good it holds
+ * enough of for all of its auctions; refused with its place: an unknown seller, a field out
+ * of range or unknown, goods the seller does not hold (or lists) there. */
+static void test_api_fixture_parse_auctions(void **state) {
+    char why[256];
+    (void)state;
+    const char *ok = "{\"players\":[{\"id\":\"A\",\"funds\":1,\"inventory\":[\"axe\"],"
+                     "\"stacks\":{\"ore\":5}}],\"auctions\":[{\"seller\":\"A\",\"item\":"
+                     "\"axe\",\"start_bid\":10,\"duration_s\":60,\"buyout\":90,"
+                     "\"min_increment\":5},{\"seller\":\"A\",\"item\":\"ore\","
+                     "\"quantity\":3,\"start_bid\":2,\"duration_s\":60},{\"seller\":\"A\","
+                     "\"item\":\"ore\",\"quantity\":2,\"start_bid\":2,\"duration_s\":60}]}";
+    assert_int_equal(fixture_rc(ok, why, sizeof why), MARKET_OK);
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1}],\"auctions\":[{"
+                           "\"seller\":\"Z\",\"item\":\"axe\",\"start_bid\":1,"
+                           "\"duration_s\":60}]}",
+                           MARKET_ERR_INVALID, "auctions[0].seller: unknown player 'Z'");
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1}],\"auctions\":[{"
+                           "\"seller\":\"A\",\"item\":\"axe\",\"start_bid\":1,"
+                           "\"duration_s\":0}]}",
+                           MARKET_ERR_INVALID, "auctions[0].duration_s: must be an integer in 1..");
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1}],\"auctions\":[{"
+                           "\"seller\":\"A\",\"item\":\"axe\",\"start_bid\":1,"
+                           "\"duration_s\":60,\"reserve\":5}]}",
+                           MARKET_ERR_INVALID, "auctions[0]: unknown field 'reserve'");
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1,\"inventory\":"
+                           "[\"axe\"]}],\"auctions\":[{\"seller\":\"A\",\"item\":\"axe\","
+                           "\"start_bid\":10,\"duration_s\":60,\"buyout\":9}]}",
+                           MARKET_ERR_INVALID, "auctions[0]: invalid argument");
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1,\"stacks\":{\"ore\":"
+                           "5}}],\"auctions\":[{\"seller\":\"A\",\"item\":\"ore\","
+                           "\"quantity\":3,\"start_bid\":2,\"duration_s\":60},{\"seller\":"
+                           "\"A\",\"item\":\"ore\",\"quantity\":3,\"start_bid\":2,"
+                           "\"duration_s\":60}]}",
+                           MARKET_ERR_NOT_HELD,
+                           "auction of ore by 'A': it does not hold that much");
+    expect_fixture_refused("{\"players\":[{\"id\":\"A\",\"funds\":1}],\"listings\":[{"
+                           "\"item\":\"axe\",\"seller\":\"A\",\"price\":9}],\"auctions\":"
+                           "[{\"seller\":\"A\",\"item\":\"axe\",\"start_bid\":1,"
+                           "\"duration_s\":60}]}",
+                           MARKET_ERR_NOT_HELD, "auction of axe by 'A'");
 }
 
 /* Listings that end: a duration in 1..MARKET_DURATION_MAX_S on a listing, of an item or of
@@ -1690,6 +1733,7 @@ int main(void) {
         cmocka_unit_test(test_api_fixture_parse_stacks),
         cmocka_unit_test(test_api_fixture_parse_orders),
         cmocka_unit_test(test_api_fixture_parse_durations),
+        cmocka_unit_test(test_api_fixture_parse_auctions),
         cmocka_unit_test(test_api_fixture_parse_not_json_refused),
         cmocka_unit_test(test_api_fixture_parse_shape_refused),
         cmocka_unit_test(test_api_fixture_parse_bad_values_refused),
