@@ -226,7 +226,7 @@ void api__end_direct_close(const api_deferred *d, api_response *resp) {
 /* ---- reads ---- */
 
 /* Whether the reader of req may see trade t: the server asks no tokens, or the reader is
- * the admin or one of its two players. Returns 1, 0 with resp filled. */
+ * the admin or one of its two players. This function can't fail. */
 static int reader_sees(const api_request *req, const api__reader *rd, const market_direct *t) {
     return !req->auth || rd->admin ||
            (rd->player[0] && (strcmp(rd->player, t->from) == 0 || strcmp(rd->player, t->to) == 0));
