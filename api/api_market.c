@@ -60,7 +60,10 @@ static json_t *listings_array(const market_listing *l, size_t n) {
             json_object_set_new(e, "price", json_integer((json_int_t)l[i].price)) < 0 ||
             /* units of a stackable good: how many; a unique item has no quantity */
             (l[i].stack &&
-             json_object_set_new(e, "quantity", json_integer((json_int_t)l[i].quantity)) < 0)) {
+             json_object_set_new(e, "quantity", json_integer((json_int_t)l[i].quantity)) < 0) ||
+            /* a listing that ends: when (the store's clock) */
+            (l[i].ends_ms &&
+             json_object_set_new(e, "ends_ms", json_integer((json_int_t)l[i].ends_ms)) < 0)) {
             json_decref(e);
             goto fail;
         }

@@ -304,6 +304,8 @@ typedef struct market_listing {
     int64_t price;    /* of one unit */
     int64_t quantity; /* units listed (a unique item: 1) */
     int stack;        /* 1: units of a stackable good; 0: a unique item */
+    int64_t ends_ms;  /* when it ends (Unix ms, the store's clock); 0: it never does (read by
+                         the searches and market_listings(), not by every read) */
 } market_listing;
 
 /* A trade record (market_trade_get() and the lists of trades). */

@@ -481,7 +481,7 @@ int market_listings(market_conn *c, const char *realm, size_t offset, size_t lim
         goto out;
     }
     if ((rc = market__reply_market_page(rep[1], &l, &count)) < 0) goto out;
-    rc = market__units_fill(c, &rl, l, count);
+    rc = market__listings_fill(c, &rl, l, count);
     if (rc < 0) goto out;
     *out = l;
     l = NULL;

@@ -726,6 +726,12 @@ void market__rd_listing_units_begin(market__buf *b, const market__realm *r) {
     market__buf_begin(b, C_HMGET, r->units);
 }
 
+/* The ends of listings (their members follow, then market__buf_end(); ZMSCORE: nil for one
+ * that never ends; market__listing_end() reads each). */
+void market__rd_ends_of_begin(market__buf *b, const market__realm *r) {
+    market__buf_begin(b, C_ZMSCORE, r->ends);
+}
+
 /* A player's funds. */
 void market__rd_funds(market__buf *b, const char *user_key) {
     market__buf_cmd(b, 3, C_HGET, user_key, MARKET__FIELD_FUNDS);

@@ -125,6 +125,7 @@ void market__rd_values_begin(market__buf *b);
 void market__rd_record(market__buf *b, const char *k_idem);
 void market__rd_prices_begin(market__buf *b, const market__realm *r);
 void market__rd_listing_units_begin(market__buf *b, const market__realm *r);
+void market__rd_ends_of_begin(market__buf *b, const market__realm *r);
 void market__rd_funds(market__buf *b, const char *user_key);
 #define MARKET__SALE_FIELDS 9 /* item price initial stock sold limit start_ms end_ms house */
 extern const char *const market__sale_fields[MARKET__SALE_FIELDS];
@@ -218,6 +219,7 @@ market__party market__reply_funds_escrow(const redisReply *r, int64_t *escrow);
 #define MARKET__NO_END (-1)         /* market__reply_end(): the listing has no end */
 #define MARKET__END_UNREADABLE (-2) /* market__reply_end(): not a time */
 int64_t market__reply_end(const redisReply *r);
+int market__listing_end(market_listing *l, const redisReply *r);
 int market__reply_time(const redisReply *r, int64_t *ms);
 int market__reply_config(const redisReply *r, char *out, size_t outlen);
 int market__reply_realm_settings(const redisReply *r, market_settings *out);

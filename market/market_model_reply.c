@@ -65,6 +65,15 @@ int64_t market__reply_end(const redisReply *r) {
     return v;
 }
 
+/* Reads listing l's end from r (a ZSCORE, or an element of a ZMSCORE, of the realm's ends):
+ * l->ends_ms, 0 when it has none. Returns 0, or -1 when r is not an end. */
+int market__listing_end(market_listing *l, const redisReply *r) {
+    int64_t v = market__reply_end(r);
+    if (v == MARKET__END_UNREADABLE) return -1;
+    l->ends_ms = v == MARKET__NO_END ? 0 : v;
+    return 0;
+}
+
 /* The listing price a ZSCORE (or ZMSCORE element) reply gives, as the
  * rules take it: MARKET__NOT_LISTED, MARKET__PRICE_UNREADABLE or the price. */
 int64_t market__reply_price(const redisReply *r) {
@@ -237,7 +246,7 @@ int market__listing_read(const redisReply *e, const redisReply *sc, market_listi
 /* Reads a page of the market (r: ZRANGE market:{r} ... WITHSCORES) into
  * *out, a new array of *n listings (caller frees with free(); NULL when r
  * holds none): their item, seller and price; quantity and stack are left
- * 0 (market__units_fill() reads them). Entries that are no listing's (no
+ * 0 (market__listings_fill() reads them). Entries that are no listing's (no
  * dot, ids too short or long, a price that is not whole) are left out.
  * Returns MARKET_OK, or MARKET_ERR_STORE (r is no such reply),
  * MARKET_ERR_NOMEM, with *out NULL. */

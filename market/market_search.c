@@ -25,7 +25,8 @@
  * none): the page starts strictly after it in the search's order; ARGV[7], ARGV[8] what
  * goes before and after a member to make its listing's member of market:{r}. Returns {the
  * range's count, {member, score, ...} in the search's order, each listing's field of the
- * units hash KEYS[2] (nil: a unique item)}. The start is the cursor member's
+ * units hash KEYS[2] (nil: a unique item), each listing's end in the zset KEYS[3] (nil:
+ * none)}. The start is the cursor member's
  * rank when it is still there at the cursor's price, else found by a binary search over
  * the ranks of that price (Lua's own string comparison follows the locale, so the bytes
  * are compared one by one). Reads only. */
@@ -69,35 +70,38 @@ static const char page_script[] =
     "local ms = {} "
     "for i = 1, #out, 2 do ms[#ms + 1] = ARGV[7] .. out[i] .. ARGV[8] end "
     "local units = #ms > 0 and redis.call('HMGET', KEYS[2], unpack(ms)) or {} "
-    "return {redis.call('ZCOUNT', k, ARGV[1], ARGV[2]), out, units}";
+    "local ends = #ms > 0 and redis.call('ZMSCORE', KEYS[3], unpack(ms)) or {} "
+    "return {redis.call('ZCOUNT', k, ARGV[1], ARGV[2]), out, units, ends}";
 
 /* A page of a search by item prefix: KEYS[1] the names index, KEYS[2] market:{r}, KEYS[3]
- * its units hash; ARGV[1], ARGV[3] the prefix's range of the names index, ARGV[2] where the
- * page starts in it, ARGV[4] how many. Returns what page_script does, in the order of the
- * names index: {the prefix's count, {member, price, ...}, the units}; a member that
- * market:{r} lacks has no price (nil). Reads only: a ZRANGE BYLEX with a LIMIT, a ZLEXCOUNT,
- * and a ZMSCORE and an HMGET of the page's members. */
+ * its units hash, KEYS[4] its ends; ARGV[1], ARGV[3] the prefix's range of the names index,
+ * ARGV[2] where the page starts in it, ARGV[4] how many. Returns what page_script does, in
+ * the order of the names index: {the prefix's count, {member, price, ...}, the units, the
+ * ends}; a member that market:{r} lacks has no price (nil). Reads only: a ZRANGE BYLEX with
+ * a LIMIT, a ZLEXCOUNT, and two ZMSCOREs and an HMGET of the page's members. */
 static const char prefix_script[] =
     "#!lua flags=no-writes\n"
     "local ms = redis.call('ZRANGE', KEYS[1], ARGV[2], ARGV[3], 'BYLEX', 'LIMIT', 0, "
     "tonumber(ARGV[4])) "
-    "local out, units = {}, {} "
+    "local out, units, ends = {}, {}, {} "
     "if #ms > 0 then "
     "local ps = redis.call('ZMSCORE', KEYS[2], unpack(ms)) "
     "for i = 1, #ms do out[2 * i - 1] = ms[i] out[2 * i] = ps[i] end "
-    "units = redis.call('HMGET', KEYS[3], unpack(ms)) end "
-    "return {redis.call('ZLEXCOUNT', KEYS[1], ARGV[1], ARGV[3]), out, units}";
+    "units = redis.call('HMGET', KEYS[3], unpack(ms)) "
+    "ends = redis.call('ZMSCORE', KEYS[4], unpack(ms)) end "
+    "return {redis.call('ZLEXCOUNT', KEYS[1], ARGV[1], ARGV[3]), out, units, ends}";
 
 /* Reads the script's page r ({member, score, ...}, at most limit + 1 listings) of the zset
- * key that plan p reads for query q, and their units u, into out: the first limit as
- * listings, and the next page's cursor when there is one more. Returns MARKET_OK,
+ * key that plan p reads for query q, their units u and their ends e, into out: the first
+ * limit as listings, and the next page's cursor when there is one more. Returns MARKET_OK,
  * MARKET_ERR_NOMEM, or MARKET_ERR_STORE when an entry is not a listing of that zset or its
- * units are unreadable (its reason in c's errstr). */
+ * units or end are unreadable (its reason in c's errstr). */
 static int page_read(market_conn *c, const char *key, const market__search_plan *p,
                      const market_search_query *q, const redisReply *r, const redisReply *u,
-                     market_search_result *out) {
+                     const redisReply *e_, market_search_result *out) {
     if (r->type != REDIS_REPLY_ARRAY || r->elements % 2 || u->type != REDIS_REPLY_ARRAY ||
-        u->elements != r->elements / 2)
+        u->elements != r->elements / 2 || e_->type != REDIS_REPLY_ARRAY ||
+        e_->elements != r->elements / 2)
         return market__fail_reply(c, "search refused", r);
     size_t got = r->elements / 2, n = got < q->limit ? got : q->limit;
     if (n && !(out->listings = calloc(n, sizeof *out->listings))) return MARKET_ERR_NOMEM;
@@ -113,6 +117,8 @@ static int page_read(market_conn *c, const char *key, const market__search_plan 
                                 key);
         if (market__listing_units(l, u->element[i]) < 0)
             return market__fail(c, "the units of %s.%s are unreadable", l->item, l->seller);
+        if (market__listing_end(l, e_->element[i]) < 0)
+            return market__fail(c, "the end of %s.%s is unreadable", l->item, l->seller);
         out->n++;
     }
     if (got > q->limit) market_cursor_make(&out->listings[n - 1], out->next_cursor);
@@ -129,10 +135,11 @@ static size_t search_reads(market__buf *rd, const market__search_plan *p,
     if (p->point) {
         snprintf(member, MARKET__MEMBER_MAX, "%s.%s", q->item, q->seller);
         market__rd_listing(rd, rl, member);
+        market__rd_end(rd, rl, member);
     } else if (p->source == MARKET__SEARCH_NAMES) {
-        const char *keys[3] = {key, rl->market, rl->units};
+        const char *keys[4] = {key, rl->market, rl->units, rl->ends};
         const char *args[4] = {p->lex_all, p->lex_lo, p->lex_hi, p->count};
-        market__fx_script(rd, prefix_script, 3, keys, 4, args);
+        market__fx_script(rd, prefix_script, 4, keys, 4, args);
     } else { /* the text around a member in the index: "<item>." or ".<seller>" */
         const char *before = p->source == MARKET__SEARCH_ITEM
                                  ? market__buf_join(rd, q->item, ".", (const char *)NULL)
@@ -140,10 +147,10 @@ static size_t search_reads(market__buf *rd, const market__search_plan *p,
         const char *after = p->source == MARKET__SEARCH_SELLER
                                 ? market__buf_join(rd, ".", q->seller, (const char *)NULL)
                                 : "";
-        const char *keys[2] = {key, rl->units};
+        const char *keys[3] = {key, rl->units, rl->ends};
         const char *args[8] = {p->lo_s,        p->hi_s,         p->count, p->desc ? "1" : "0",
                                p->after_price, p->after_member, before,   after};
-        market__fx_script(rd, page_script, 2, keys, 8, args);
+        market__fx_script(rd, page_script, 3, keys, 8, args);
     }
     size_t i_user = rd->n;
     if (q->seller) {
@@ -222,16 +229,18 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
         out->n = 1;
         if (market__listing_units(&out->listings[0], rep[1]) < 0)
             rc = market__fail(c, "the units of %s are unreadable", member);
+        else if (market__listing_end(&out->listings[0], rep[2]) < 0)
+            rc = market__fail(c, "the end of %s is unreadable", member);
         goto out;
     }
     const redisReply *r = rep[0];
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < 0) {
         rc = market__fail_reply(c, "search refused", r);
         goto out;
     }
     out->total = (size_t)r->element[0]->integer;
-    rc = page_read(c, key, &p, q, r->element[1], r->element[2], out);
+    rc = page_read(c, key, &p, q, r->element[1], r->element[2], r->element[3], out);
 out:
     market__replies_free(rep, nc);
     market__buf_free(&rd);

@@ -85,7 +85,7 @@ int market__wait_recv(market_conn *c, char *why, size_t len);
 int market__replicated(market_conn *c, const char *const *keys, size_t n);
 void market__replies_free(redisReply **replies, size_t n);
 redisReply *market__command_buf(market_conn *c, market__buf *b, int *rc);
-int market__units_fill(market_conn *c, const market__realm *rl, market_listing *l, size_t n);
+int market__listings_fill(market_conn *c, const market__realm *rl, market_listing *l, size_t n);
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
 int market__read_buf(market_conn *c, const char *realm, market__buf *b);

@@ -121,6 +121,13 @@ function listingRow(l) {
   }
   const item = tr.firstChild; // a click on the item charts its prices
   item.title = "chart the price history of " + l.item;
+  if (l.ends_ms) { // a listing that ends: its time left, counted down
+      const left = document.createElement("span");
+      left.className = "ends muted";
+      left.dataset.ends = l.ends_ms;
+      left.textContent = " " + timeLeft(l.ends_ms);
+      item.appendChild(left);
+  }
   item.addEventListener("click", () => {
       $("h-item").value = l.item;
       chart();
@@ -426,16 +433,22 @@ function historySoon() { // trades of the charted item in a burst: one redraw
 
 // ---- auctions ----
 
-// "m:ss" until ends_ms (by the store's clock; the page takes its own for it), or "ended".
+// The time left until ends_ms (by the store's clock; the page takes its own for it): "m:ss",
+// "1h 05m" or "2d 3h"; "ended" once it is past.
 function timeLeft(endsMs) {
     const s = Math.floor((endsMs - Date.now()) / 1000);
     if (s <= 0) return "ended";
+    if (s >= 86400) return `${Math.floor(s / 86400)}d ${Math.floor(s % 86400 / 3600)}h`;
+    if (s >= 3600)
+        return `${Math.floor(s / 3600)}h ${String(Math.floor(s % 3600 / 60)).padStart(2, "0")}m`;
     return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
 }
 
 function countdown() {
     for (const td of document.querySelectorAll("#auctions td.left"))
         td.textContent = timeLeft(Number(td.dataset.ends));
+    for (const s of document.querySelectorAll("#listings .ends")) // listings that end
+        s.textContent = " " + timeLeft(Number(s.dataset.ends));
 }
 
 // The least bid auction a takes now: its start, or its highest bid and its increment.

@@ -506,6 +506,14 @@ static void test_http_listing_durations(void **state) {
     ends = jint(j, "ends_ms");
     assert_true(ends >= t0 + 3600000 - 1000 && ends <= now_ms() + 3600000 + 1000);
     json_decref(j);
+    /* the market shows when it ends; a listing without an end shows none */
+    j = call(port, "GET", "/market?item=potion-3", NULL, NULL, 200);
+    assert_int_equal(jint(json_array_get(json_object_get(j, "listings"), 0), "ends_ms"), ends);
+    json_decref(j);
+    j = call(port, "GET", "/market?item=sword-2", NULL, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "listings")), 1);
+    assert_null(json_object_get(json_array_get(json_object_get(j, "listings"), 0), "ends_ms"));
+    json_decref(j);
     server_stop(s);
 }
 

@@ -178,6 +178,44 @@ static void test_ends_as_lists_set_them(void **state) {
     assert_int_equal(th_fx_num("HGET market:{main}:units potion.C"), 2);
 }
 
+/* What the market shows of a listing's end: every search (by item, by seller, by both, by
+ * the start of the item's name, the whole market by price) and the market's pages give a
+ * listing that ends its end, as the ends hold it, and one that never ends none. */
+static void test_views_show_ends(void **state) {
+    th_market *f = *state;
+    market_list_result r;
+    assert_int_equal(list(f->c, "C", "potion", 10, 5, 600, &r), MARKET_OK);
+    int64_t potion_end = r.ends_ms;
+    assert_true(potion_end > 0 && potion_end == end_of("potion.C"));
+    assert_int_equal(list(f->c, "A", "axe", 500, 0, 0, &r), MARKET_OK);
+    const market_search_query qs[] = {
+        {.item = "potion", .limit = 10},
+        {.seller = "C", .limit = 10},
+        {.item = "potion", .seller = "C", .limit = 10},
+        {.item_prefix = "pot", .limit = 10},
+        {.limit = 10},
+    };
+    for (size_t k = 0; k < sizeof qs / sizeof *qs; k++) {
+        market_search_result res;
+        assert_int_equal(market_search(f->c, REALM, &qs[k], &res), MARKET_OK);
+        int found = 0;
+        for (size_t i = 0; i < res.n; i++) {
+            const market_listing *l = &res.listings[i];
+            assert_int_equal(l->ends_ms, strcmp(l->item, "potion") == 0 ? potion_end : 0);
+            found += strcmp(l->item, "potion") == 0;
+        }
+        assert_int_equal(found, 1);
+        market_search_result_cleanup(&res);
+    }
+    market_listing *page = NULL;
+    size_t n = 0, total = 0;
+    assert_int_equal(market_listings(f->c, REALM, 0, 10, &page, &n, &total), MARKET_OK);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(page[i].ends_ms, strcmp(page[i].item, "potion") == 0 ? potion_end : 0);
+    free(page);
+}
+
 /* The sweeper takes listings back when their end comes: the axe to A, the potions to C,
  * the ends gone, the counters counted, the realm whole. */
 static void test_sweeper_takes_back_what_ended(void **state) {
@@ -359,9 +397,13 @@ static void test_two_sweepers_settle_each_once(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        T(test_ends_as_lists_set_them), T(test_sweeper_takes_back_what_ended),
-        T(test_ending_settles_once),    T(test_sweeper_paused_past_its_lease_commits_nothing),
-        T(test_seeded_listings_end),    T(test_two_sweepers_settle_each_once),
+        T(test_ends_as_lists_set_them),
+        T(test_views_show_ends),
+        T(test_sweeper_takes_back_what_ended),
+        T(test_ending_settles_once),
+        T(test_sweeper_paused_past_its_lease_commits_nothing),
+        T(test_seeded_listings_end),
+        T(test_two_sweepers_settle_each_once),
     };
     return th_run_strategies("market sweep", tests, sizeof tests / sizeof *tests);
 }

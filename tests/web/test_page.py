@@ -17,7 +17,8 @@ nothing); a click on the arrows charts their price history, which a trade
 by another client redraws live; the charted item's book shows its bids and asks, and B's buy
 order from the units form rests (escrowed, in the book, among B's orders) and is taken back with
 its Cancel button; an auction C opens shows with a countdown that ticks, and B's click on
-its Bid button leads it (escrowed, among B's auctions, and in the store); B proposes a direct
+its Bid button leads it (escrowed, among B's auctions, and in the store); a listing that ends shows its time
+left, counting down; B proposes a direct
 trade to D with the form (in the store, nothing moved), and accepts E's with its Accept button
 (the bow is B's in the store, E's funds paid); on a phone-sized
 window nothing overflows sideways, the Buy buttons fit, and the token and player box come
@@ -156,6 +157,23 @@ def run(w, d):
         # the store: B leads, its bid escrowed
         assert w.redis_cli("HGET", f"auction:{{main}}:{aid}", "bidder") == "B"
         assert w.redis_cli("HGET", "users:{main}:B", "escrow") == "100"
+
+    def shows_listing_ends():
+        status, _, body = w.request("POST", "/list", {"seller": "C", "item": "potion-3", "price": 45,
+                                                      "duration_s": 600},
+                                    {"Authorization": "Bearer " + w.token("C")})
+        assert status == 201, body
+        d.get(base)
+        css = "#listings tbody tr[data-item='potion-3'] .ends"
+        wait(d, "the listing's time left", lambda d: d.find_elements(By.CSS_SELECTOR, css))
+        left = lambda: d.execute_script(f"const e = document.querySelector(\"{css}\"); "
+                                        "return e ? e.textContent.trim() : '';")
+        first = left()
+        assert re.fullmatch(r"(9|10):\d\d", first), first
+        wait(d, "the time left to tick", lambda d: left() not in ("", first))
+        status, _, body = w.request("POST", "/unlist", {"seller": "C", "item": "potion-3"},
+                                    {"Authorization": "Bearer " + w.token("C")})
+        assert status == 200, body
 
     def trades_directly():
         d_had = w.redis_cli("SMEMBERS", "inventory:{main}:D"), w.redis_cli("HGET", "users:{main}:B", "funds")
@@ -304,6 +322,7 @@ def run(w, d):
     CHECKS.run("the charted item's book shows; a buy order from the page rests and is taken back",
                book_and_orders)
     CHECKS.run("an open auction counts down, and a bid from the page leads it", bids_on_an_auction)
+    CHECKS.run("a listing that ends shows its time left, counting down", shows_listing_ends)
     CHECKS.run("a direct trade proposed from the page, and one accepted there", trades_directly)
     shot = os.environ.get("MARKET_SCREENSHOT")
     if shot:  # the page as docs/ shows it: B signed in, a listing arriving live
