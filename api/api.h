@@ -147,6 +147,7 @@ void api_response_cleanup(api_response *resp);
 int api_response_store_up(const api_response *resp);
 char *api_trade_text(const market_trade *t, int parties, size_t *len);
 char *api_change_text(const market_change *ch, size_t *len);
+char *api_auction_event_text(const market_auction_event *ev, size_t *len);
 const char *api_route_name(int i);
 int api_route_index(const char *route);
 int api_token_make(const api_token_spec *spec, char *out, size_t outlen);

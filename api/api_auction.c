@@ -35,6 +35,18 @@ json_t *api__auction_json(const market_auction *a) {
     return o;
 }
 
+/* Returns auction event ev (GET /events' "event: auction") as {"action","auction":{...}}:
+ * "opened", "bid" (a bid taken: the auction's bid and bidder are its), "sold" or "unsold",
+ * and the auction after it (api__auction_json(), less its buyout and cut), compact JSON in
+ * a new malloc'd buffer (caller frees) of *len bytes, or NULL on out-of-memory. */
+char *api_auction_event_text(const market_auction_event *ev, size_t *len) {
+    json_t *a = api__auction_json(&ev->a);
+    json_t *o = a ? json_pack("{s:s, s:o}", "action", ev->action, "auction", a) : NULL;
+    char *text = o ? api__dump_body(o, len) : NULL;
+    json_decref(o);
+    return text;
+}
+
 /* ---- POST /auctions ---- */
 
 /* POST /auctions {"seller","item","start_bid","duration_s"[,"quantity"][,"buyout"]

@@ -863,19 +863,29 @@ typedef struct market_change {
     market_listing listing;           /* item, seller, price, quantity (stack unset) */
 } market_change;
 
-/* A page of a realm's feed (market_feed_after()): trades and listing changes read
- * as one snapshot, each oldest first. */
+/* An auction's change on a realm's feed (GET /events): opened, a bid taken, sold, or ended
+ * unsold, and the auction as it is after it. */
+typedef struct market_auction_event {
+    char id[MARKET_TRADE_ID_MAX + 1]; /* the feed entry's id, in commit order */
+    char action[8];                   /* "opened", "bid", "sold" or "unsold" */
+    market_auction a;
+} market_auction_event;
+
+/* A page of a realm's feed (market_feed_after()): trades, listing changes and auctions'
+ * changes read as one snapshot, each oldest first. */
 typedef struct market_feed {
     market_trade *trades;
     size_t ntrades;
     market_change *changes;
     size_t nchanges;
+    market_auction_event *auctions;
+    size_t nauctions;
 } market_feed;
 
-int market_feed_after(market_conn *c, const char *realm, const char *after_trade,
-                      const char *after_change, size_t limit, market_feed *out);
-int market_feed_last(market_conn *c, const char *realm, char trade[MARKET_TRADE_ID_MAX + 1],
-                     char change[MARKET_TRADE_ID_MAX + 1]);
+#define MARKET_FEEDS 3 /* a realm's feed's streams: trades, listing changes, auctions' */
+int market_feed_after(market_conn *c, const char *realm, const char *const *after, size_t limit,
+                      market_feed *out);
+int market_feed_last(market_conn *c, const char *realm, char (*last)[MARKET_TRADE_ID_MAX + 1]);
 void market_feed_cleanup(market_feed *f);
 int market_trades_after(market_conn *c, const char *realm, const char *after, size_t limit,
                         market_trade **out, size_t *n);

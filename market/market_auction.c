@@ -32,7 +32,8 @@
  *      proceeds are credits, written unread (a realm's funds fit an int64);
  *   3. commits in one MULTI/EXEC: our fences, the records, the funds, every
  *      auction decided (its hash, its indexes, its end), the escrows, the
- *      goods, and one trade record for each sale.
+ *      goods, one trade record for each sale, and an entry of the realm's
+ *      auctions' feed (GET /events) for each order: opened, bid, sold, unsold.
  * A sold or unsold auction's hash is kept MARKET_AUCTION_KEPT_S after, for
  * GET /auctions/{id}. An ending carries its sweeper's lease token and is
  * refused once another holds the lease, as a listing's ending is.
@@ -348,6 +349,7 @@ static void commit_new(struct auction_batch *b, size_t i, market__buf *w) {
     market__fx_auction_put(w, b->realm.id, x);
     market__fx_auction_index(w, b->realm.id, x, 1);
     market__fx_auction_end(w, &b->realm, x->id, x->ends_ms, 1);
+    market__fx_auction_event(w, &b->realm, "opened", x);
 }
 
 /* Appends what bid or ending i, decided MARKET_OK, moves (but its auction's hash and
@@ -357,6 +359,11 @@ static void commit_order(struct auction_batch *b, const market__held *held, size
     market_order *o = b->f.req[i];
     const market_auction *x = &o->res.auction.a;
     char key[MARKET__KEY_MAX];
+    market__fx_auction_event(w, &b->realm,
+                             b->sold[i]                            ? "sold"
+                             : o->type == MARKET_ORDER_AUCTION_BID ? "bid"
+                                                                   : "unsold",
+                             x);
     if (o->type == MARKET_ORDER_AUCTION_BID) {
         market__key_user(key, b->realm.id, o->player);
         market__fx_escrow(w, market__buf_join(w, key, (const char *)NULL), b->escrow[i]);

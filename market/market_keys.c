@@ -154,6 +154,7 @@ void market__realm_init(market__realm *r, const char *realm) {
     market__join(r->trade_order, sizeof r->trade_order, "trades:{", realm, "}:order",
                  (const char *)NULL);
     market__join(r->units, sizeof r->units, "market:{", realm, "}:units", (const char *)NULL);
+    market__join(r->bids, sizeof r->bids, "market:{", realm, "}:bids", (const char *)NULL);
     market__join(r->changes, sizeof r->changes, "market:{", realm, "}:changes",
                  (const char *)NULL);
     market__key_building(r->building, realm);

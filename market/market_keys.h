@@ -24,6 +24,7 @@ typedef struct market__realm {
     char trade_order[MARKET__KEY_MAX]; /* "trades:{<realm>}:order": the stream's trades' items */
     char units[MARKET__KEY_MAX];  /* "market:{<realm>}:units": the units of stack listings */
     char changes[MARKET__KEY_MAX]; /* "market:{<realm>}:changes": the listing changes' feed */
+    char bids[MARKET__KEY_MAX];    /* "market:{<realm>}:bids": the auctions' feed (GET /events) */
     char building[MARKET__KEY_MAX]; /* "market:{<realm>}:building": set while seeding writes */
     char settings[MARKET__KEY_MAX]; /* "market:{<realm>}:settings": its settings (fees) */
     char orders[MARKET__KEY_MAX];   /* "market:{<realm>}:orders": the last buy order's id */

@@ -295,6 +295,37 @@ void market__fx_auction_end(market__buf *b, const market__realm *r, int64_t id, 
         market__fx_end_drop(b, r, market__buf_join(b, member, (const char *)NULL));
 }
 
+/* The fields of an auction's feed entry after its action, in the order of market_auction's
+ * (market__reply_entries() reads them). */
+const char *const market__bid_fields[MARKET__BID_FIELDS] = {
+    "id", "seller", "item", "quantity", "start", "step", "ends", "bidder", "bid", "bids"};
+
+/* Auction a changed by action ("opened", "bid", "sold", "unsold"): an entry of the realm's
+ * auctions' feed (GET /events), with a as it is after it, trimmed like the listing
+ * changes'. */
+void market__fx_auction_event(market__buf *b, const market__realm *r, const char *action,
+                              const market_auction *a) {
+    const char *v[MARKET__BID_FIELDS] = {market__buf_i64(b, a->id),
+                                         market__buf_join(b, a->seller, (const char *)NULL),
+                                         market__buf_join(b, a->item, (const char *)NULL),
+                                         market__buf_i64(b, a->quantity),
+                                         market__buf_i64(b, a->start_bid),
+                                         market__buf_i64(b, a->step),
+                                         market__buf_i64(b, a->ends_ms),
+                                         market__buf_join(b, a->bidder, (const char *)NULL),
+                                         market__buf_i64(b, a->bid),
+                                         market__buf_i64(b, a->bids)};
+    const char *head[] = {C_XADD, r->bids,  "MAXLEN", "~", MARKET_CHANGES_KEPT_S,
+                          "*",    "action", action};
+    const char *argv[8 + 2 * MARKET__BID_FIELDS];
+    memcpy(argv, head, sizeof head);
+    for (size_t i = 0; i < MARKET__BID_FIELDS; i++) {
+        argv[8 + 2 * i] = market__bid_fields[i];
+        argv[9 + 2 * i] = v[i];
+    }
+    market__buf_cmdv(b, (int)(sizeof argv / sizeof *argv), argv);
+}
+
 /* The realm's last auction id becomes id. */
 void market__fx_auctions_last(market__buf *b, const market__realm *r, int64_t id) {
     market__buf_cmd(b, 3, C_SET, r->auctions, market__buf_i64(b, id));

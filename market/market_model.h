@@ -155,6 +155,10 @@ void market__fx_auction_keep(market__buf *b, const char *realm, int64_t id);
 void market__fx_auction_end(market__buf *b, const market__realm *r, int64_t id, int64_t ends_ms,
                             int add);
 void market__fx_auctions_last(market__buf *b, const market__realm *r, int64_t id);
+#define MARKET__BID_FIELDS 10 /* an auction's feed entry: its fields after its action */
+extern const char *const market__bid_fields[MARKET__BID_FIELDS];
+void market__fx_auction_event(market__buf *b, const market__realm *r, const char *action,
+                              const market_auction *a);
 /* direct trades (market_direct.c) */
 #define MARKET__DIRECT_FIELDS 9                    /* a direct trade's hash, read whole */
 #define MARKET__GOODS_TEXT_MAX 1280                /* a side of a direct trade as text, NUL too */
@@ -242,7 +246,10 @@ int market__reply_scan(const redisReply *r, char *cursor, size_t cursorlen,
 const char *market__reply_key(const redisReply *keys, size_t i, size_t *len);
 int market__reply_trade(const redisReply *e, market_trade *t, char *entry_id);
 int market__reply_change(const redisReply *e, market_change *ch);
-int market__reply_entries(const redisReply *r, size_t max, int changes, void **out, size_t *n);
+/* A realm's streams: what market__reply_entries() reads an entry of as. */
+enum market__stream { MARKET__STREAM_TRADES, MARKET__STREAM_CHANGES, MARKET__STREAM_BIDS };
+int market__reply_entries(const redisReply *r, size_t max, enum market__stream kind, void **out,
+                          size_t *n);
 int market__reply_orders_last(const redisReply *r, int64_t *id);
 int market__reply_order(const redisReply *r, int64_t id, market_bid *out);
 int market__reply_auction(const redisReply *r, int64_t id, market_auction *out);

@@ -650,24 +650,71 @@ int market__reply_change(const redisReply *e, market_change *ch) {
     return seen == 31 ? 0 : -1;
 }
 
+#define BID_FIELDS MARKET__BID_FIELDS
+
+/* Reads one entry of the auctions' feed (market__fx_auction_event()) into *ev. Returns 0,
+ * or -1 when it is not one. */
+static int reply_auction_event(const redisReply *e, market_auction_event *ev) {
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) return -1;
+    const redisReply *id = e->element[0], *f = e->element[1];
+    if (id->type != REDIS_REPLY_STRING || id->len > MARKET_TRADE_ID_MAX ||
+        f->type != REDIS_REPLY_ARRAY || f->elements != 2 * (BID_FIELDS + 1))
+        return -1;
+    memset(ev, 0, sizeof *ev);
+    memcpy(ev->id, id->str, id->len);
+    for (size_t i = 0; i < f->elements; i++)
+        if (f->element[i]->type != REDIS_REPLY_STRING) return -1;
+    const redisReply *const *x = (const redisReply *const *)f->element;
+    if (strcmp(x[0]->str, "action") != 0 || x[1]->len >= sizeof ev->action) return -1;
+    memcpy(ev->action, x[1]->str, x[1]->len);
+    market_auction *a = &ev->a;
+    int64_t *num[BID_FIELDS] = {&a->id,   NULL,        NULL, &a->quantity, &a->start_bid,
+                                &a->step, &a->ends_ms, NULL, &a->bid,      &a->bids};
+    char *str[BID_FIELDS] = {NULL, a->seller, a->item,   NULL, NULL,
+                             NULL, NULL,      a->bidder, NULL, NULL};
+    for (size_t i = 0; i < BID_FIELDS; i++) {
+        const redisReply *k = x[2 + 2 * i], *v = x[3 + 2 * i];
+        if (strcmp(k->str, market__bid_fields[i]) != 0) return -1;
+        if (num[i] && (market__parse_i64(v->str, v->len, num[i]) < 0 || *num[i] < 0)) return -1;
+        if (str[i]) {
+            if (v->len > MARKET_ID_MAX) return -1;
+            memcpy(str[i], v->str, v->len);
+            str[i][v->len] = '\0';
+        }
+    }
+    int sold = strcmp(ev->action, "sold") == 0, unsold = strcmp(ev->action, "unsold") == 0;
+    if (!sold && !unsold && strcmp(ev->action, "opened") != 0 && strcmp(ev->action, "bid") != 0)
+        return -1;
+    a->state = sold ? MARKET_AUCTION_SOLD : unsold ? MARKET_AUCTION_UNSOLD : MARKET_AUCTION_OPEN;
+    return a->id >= 1 && market_id_valid(a->seller) && market_id_valid(a->item) &&
+                   (!a->bidder[0] || market_id_valid(a->bidder))
+               ? 0
+               : -1;
+}
+
 /* Reads the entries of a stream reply r (XRANGE / XREVRANGE, or a script's
  * list of them) into a new array *out of *n (caller frees; NULL when none),
- * at most max of them: trades (market_trade), or listing changes
- * (market_change) when changes. Returns MARKET_OK, MARKET_ERR_STORE,
+ * at most max of them, of stream kind (enum market__stream): trades
+ * (market_trade), listing changes (market_change) or auctions' changes
+ * (market_auction_event). Returns MARKET_OK, MARKET_ERR_STORE,
  * MARKET_ERR_NOMEM. */
-int market__reply_entries(const redisReply *r, size_t max, int changes, void **out, size_t *n) {
+int market__reply_entries(const redisReply *r, size_t max, enum market__stream kind, void **out,
+                          size_t *n) {
     *out = NULL;
     *n = 0;
     if (r->type != REDIS_REPLY_ARRAY) return MARKET_ERR_STORE;
     size_t count = r->elements < max ? r->elements : max;
-    size_t size = changes ? sizeof(market_change) : sizeof(market_trade);
+    size_t size = kind == MARKET__STREAM_CHANGES ? sizeof(market_change)
+                  : kind == MARKET__STREAM_BIDS  ? sizeof(market_auction_event)
+                                                 : sizeof(market_trade);
     if (count == 0) return MARKET_OK;
     char *v = calloc(count, size);
     if (!v) return MARKET_ERR_NOMEM;
     for (size_t i = 0; i < count; i++) {
         void *at = v + i * size;
-        if (changes ? market__reply_change(r->element[i], at) < 0
-                    : market__reply_trade(r->element[i], at, NULL) < 0) {
+        if ((kind == MARKET__STREAM_CHANGES ? market__reply_change(r->element[i], at)
+             : kind == MARKET__STREAM_BIDS  ? reply_auction_event(r->element[i], at)
+                                            : market__reply_trade(r->element[i], at, NULL)) < 0) {
             free(v);
             return MARKET_ERR_STORE;
         }

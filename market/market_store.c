@@ -870,8 +870,8 @@ int market__read_one(market_conn *c, const char *realm, market__buf *b, redisRep
     return rc;
 }
 
-/* Reads realm's streams s[0..n) (n 1 or 2) on realm's master as one snapshot, in
- * one MULTI/EXEC when n is 2 (a commit lands before both reads or after both): up to
+/* Reads realm's streams s[0..n) (1..MARKET__STREAMS_MAX) on realm's master as one snapshot, in
+ * one MULTI/EXEC when n is more than 1 (a commit lands before every read or after every one): up to
  * limit (1..MARKET_TRADES_PAGE_MAX) entries of s[i] made after entry id after[i]
  * (after NULL, or after[i] NULL or "": from the oldest kept), oldest first; limit 0:
  * each one's latest entry alone (XREVRANGE). Returns MARKET_OK with *top set (the
@@ -880,9 +880,10 @@ int market__read_one(market_conn *c, const char *realm, market__buf *b, redisRep
 static int streams_read(market_conn *c, const char *realm, size_t n, const enum market__stream *s,
                         const char *const *after, size_t limit, redisReply **top,
                         const redisReply **rep) {
-    if (!c || !market_id_valid(realm) || n == 0 || n > 2 || limit > MARKET_TRADES_PAGE_MAX)
+    if (!c || !market_id_valid(realm) || n == 0 || n > MARKET__STREAMS_MAX ||
+        limit > MARKET_TRADES_PAGE_MAX)
         return MARKET_ERR_INVALID;
-    char start[2][MARKET_TRADE_ID_MAX + 2], count[24];
+    char start[MARKET__STREAMS_MAX][MARKET_TRADE_ID_MAX + 2], count[24];
     for (size_t i = 0; i < n; i++) {
         const char *from = after && after[i] && *after[i] ? after[i] : NULL;
         if (from && !market_trade_id_valid(from)) return MARKET_ERR_INVALID;
@@ -894,7 +895,9 @@ static int streams_read(market_conn *c, const char *realm, size_t n, const enum 
     market__buf b = {0};
     if (n > 1) market__fx_multi(&b);
     for (size_t i = 0; i < n; i++) {
-        const char *key = s[i] == MARKET__STREAM_TRADES ? rl.trades : rl.changes;
+        const char *key = s[i] == MARKET__STREAM_TRADES    ? rl.trades
+                          : s[i] == MARKET__STREAM_CHANGES ? rl.changes
+                                                           : rl.bids;
         if (limit)
             market__rd_stream(&b, key, start[i], count);
         else
@@ -928,28 +931,29 @@ static int streams_read(market_conn *c, const char *realm, size_t n, const enum 
 
 /* What realm's stream s holds, as a failure says it. */
 static const char *stream_name(enum market__stream s) {
-    return s == MARKET__STREAM_TRADES ? "trades" : "listing changes";
+    return s == MARKET__STREAM_TRADES    ? "trades"
+           : s == MARKET__STREAM_CHANGES ? "listing changes"
+                                         : "auctions' changes";
 }
 
-/* Reads realm's streams s[0..n) (n 1 or 2) as one snapshot (streams_read()): up to
+/* Reads realm's streams s[0..n) (1..MARKET__STREAMS_MAX) as one snapshot (streams_read()): up to
  * limit (1..MARKET_TRADES_PAGE_MAX) entries of s[i] made after entry id after[i] (NULL
  * or "": from the oldest kept), oldest first (the next page starts after the last one
- * read). Returns MARKET_OK with out[i] a new array of count[i] entries (market_trade or
- * market_change; caller frees; NULL when none), or ERR_INVALID, ERR_STORE, ERR_NOMEM
- * with none. */
+ * read). Returns MARKET_OK with out[i] a new array of count[i] entries (market_trade,
+ * market_change or market_auction_event; caller frees; NULL when none), or ERR_INVALID, ERR_STORE,
+ * ERR_NOMEM with none. */
 int market__streams_after(market_conn *c, const char *realm, size_t n, const enum market__stream *s,
                           const char *const *after, size_t limit, void **out, size_t *count) {
-    if (!out || !count || n == 0 || n > 2) return MARKET_ERR_INVALID;
+    if (!out || !count || n == 0 || n > MARKET__STREAMS_MAX) return MARKET_ERR_INVALID;
     for (size_t i = 0; i < n; i++) {
         out[i] = NULL;
         count[i] = 0;
     }
     redisReply *top = NULL;
-    const redisReply *rep[2];
+    const redisReply *rep[MARKET__STREAMS_MAX];
     int rc = limit ? streams_read(c, realm, n, s, after, limit, &top, rep) : MARKET_ERR_INVALID;
     for (size_t i = 0; i < n && rc == MARKET_OK; i++) {
-        rc = market__reply_entries(rep[i], limit, s[i] == MARKET__STREAM_CHANGES, &out[i],
-                                   &count[i]);
+        rc = market__reply_entries(rep[i], limit, s[i], &out[i], &count[i]);
         if (rc == MARKET_ERR_STORE)
             rc = market__fail(c, "the %s of realm %s are unreadable", stream_name(s[i]), realm);
     }
@@ -963,16 +967,16 @@ int market__streams_after(market_conn *c, const char *realm, size_t n, const enu
     return rc;
 }
 
-/* Reads the ids of the latest entries of realm's streams s[0..n) (n 1 or 2), as one
+/* Reads the ids of the latest entries of realm's streams s[0..n) (1..MARKET__STREAMS_MAX), as one
  * snapshot, into id[0..n) ("" for a stream that has none). Returns MARKET_OK,
  * ERR_INVALID or ERR_STORE. */
 int market__streams_last(market_conn *c, const char *realm, size_t n, const enum market__stream *s,
                          char (*id)[MARKET_TRADE_ID_MAX + 1]) {
-    if (!id || n == 0 || n > 2) return MARKET_ERR_INVALID;
+    if (!id || n == 0 || n > MARKET__STREAMS_MAX) return MARKET_ERR_INVALID;
     for (size_t i = 0; i < n; i++)
         id[i][0] = '\0';
     redisReply *top = NULL;
-    const redisReply *rep[2];
+    const redisReply *rep[MARKET__STREAMS_MAX];
     int rc = streams_read(c, realm, n, s, NULL, 0, &top, rep);
     for (size_t i = 0; i < n && rc == MARKET_OK; i++)
         if (market__reply_stream_last(rep[i], id[i]) < 0)

@@ -94,7 +94,7 @@ int market__read_one(market_conn *c, const char *realm, market__buf *b, redisRep
 int market__write_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
 int market__ending_add(market_conn *c, const char *realm);
 /* A realm's streams (market__streams_after). */
-enum market__stream { MARKET__STREAM_TRADES, MARKET__STREAM_CHANGES };
+#define MARKET__STREAMS_MAX 3 /* streams one snapshot reads (enum market__stream) */
 int market__streams_after(market_conn *c, const char *realm, size_t n, const enum market__stream *s,
                           const char *const *after, size_t limit, void **out, size_t *count);
 int market__streams_last(market_conn *c, const char *realm, size_t n, const enum market__stream *s,

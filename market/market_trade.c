@@ -491,7 +491,7 @@ int market_trades_item(market_conn *c, const char *realm, const char *item, size
     market__buf_free(&b);
     if (rc < 0) return rc;
     void *v = NULL;
-    rc = market__reply_entries(r, limit, 0, &v, n);
+    rc = market__reply_entries(r, limit, MARKET__STREAM_TRADES, &v, n);
     *out = v;
     if (rc == MARKET_ERR_STORE)
         rc = market__fail(c, "the trades of item %s of realm %s are unreadable", item, realm);

@@ -1,44 +1,37 @@
-/* events.c - GET /events: a realm's trades and listing changes as Server-Sent Events.
+/* events.c - GET /events: a realm's trades, listing changes and auctions' changes as
+ * Server-Sent Events.
  *
  * DESIGN
  * A follower thread per realm that has subscribers (at most
  * SERVER__EVENTS_REALMS at once; one ends, freeing its slot, once its realm has
  * had none for EVENTS_IDLE_POLLS polls) reads, every EVENTS_POLL_MS, the realm's trades
- * (trades:{r}) and listing changes (market:{r}:changes) after the last entries
- * it saw, both in one snapshot (market_feed_after(): a commit lands before
- * both reads or after both, so no listing change goes out before a trade
- * committed ahead of it), from the store every server shares: so a browser sees what any
- * server committed, and nothing that was not committed. Each new entry becomes
- * one SSE message, formatted once and shared by reference among the realm's
- * subscribers, in commit order (stream ids are the store's clock).
- * A follower sends at most EVENTS_READ entries of each stream a poll, so a
- * burst reaches subscribers at a pace a reading client keeps up with.
- * A subscriber is a streaming response (MHD_create_response_from_callback)
- * with a queue of at most EVENTS_QUEUE messages. Its reader copies queued
- * messages out; with none, it suspends its connection (thread pool) or waits
- * on a condition (a thread per connection), and the follower resumes or wakes
- * it when it queues more. A subscriber whose queue is full, a browser slower
- * than the market, is ended (its EventSource reconnects and reloads): no
- * subscriber can make the server hold more than EVENTS_QUEUE messages for it,
- * or slow anyone else. Streams may take a quarter of --max-connections at
- * most (SERVER__EVENTS_SUBSCRIBERS at most), so pages cannot crowd out the API.
- * Every EVENTS_PING_MS each subscriber gets a comment line, which keeps
- * proxies from closing an idle stream. A browser that went away is seen by
- * its realm's follower at its next poll: libmicrohttpd does not watch a
- * suspended connection (nor one whose reader waits), so the follower peeks
- * at each waiting subscriber's socket (reap_gone) and ends the stream of
- * one its peer closed, which frees its slot at once.
- * Lock order: the hub's mutex, then libmicrohttpd's (the reader suspends under
- * the hub's mutex); resumes happen after the hub's mutex is released, from a
- * list threaded through the subscribers (no allocation that could fail and
- * leave one suspended). Readers wait on one condition, followers nap on
- * another that only a stop signals, so one realm's messages do not wake
- * another realm's follower. A
- * suspended connection is never completed by libmicrohttpd, so its subscriber
- * outlives the resume. server__events_stop() ends every stream (a graceful
- * stop then finds no request in flight), the followers stop, and
- * server__events_free() waits for them (they are detached: an idle one ends
- * by itself).
+ * (trades:{r}), listing changes (market:{r}:changes) and auctions' changes
+ * (market:{r}:bids) after the last entries it saw, all in one snapshot
+ * (market_feed_after(): a commit lands before every read or after every one,
+ * so no change goes out before one committed ahead of it), from the store every server shares: so a
+ * browser sees what any server committed, and nothing that was not committed. Each new entry
+ * becomes one SSE message, formatted once and shared by reference among the realm's subscribers, in
+ * commit order (stream ids are the store's clock). A follower sends at most EVENTS_READ entries of
+ * each stream a poll, so a burst reaches subscribers at a pace a reading client keeps up with. A
+ * subscriber is a streaming response (MHD_create_response_from_callback) with a queue of at most
+ * EVENTS_QUEUE messages. Its reader copies queued messages out; with none, it suspends its
+ * connection (thread pool) or waits on a condition (a thread per connection), and the follower
+ * resumes or wakes it when it queues more. A subscriber whose queue is full, a browser slower than
+ * the market, is ended (its EventSource reconnects and reloads): no subscriber can make the server
+ * hold more than EVENTS_QUEUE messages for it, or slow anyone else. Streams may take a quarter of
+ * --max-connections at most (SERVER__EVENTS_SUBSCRIBERS at most), so pages cannot crowd out the
+ * API. Every EVENTS_PING_MS each subscriber gets a comment line, which keeps proxies from closing
+ * an idle stream. A browser that went away is seen by its realm's follower at its next poll:
+ * libmicrohttpd does not watch a suspended connection (nor one whose reader waits), so the follower
+ * peeks at each waiting subscriber's socket (reap_gone) and ends the stream of one its peer closed,
+ * which frees its slot at once. Lock order: the hub's mutex, then libmicrohttpd's (the reader
+ * suspends under the hub's mutex); resumes happen after the hub's mutex is released, from a list
+ * threaded through the subscribers (no allocation that could fail and leave one suspended). Readers
+ * wait on one condition, followers nap on another that only a stop signals, so one realm's messages
+ * do not wake another realm's follower. A suspended connection is never completed by libmicrohttpd,
+ * so its subscriber outlives the resume. server__events_stop() ends every stream (a graceful stop
+ * then finds no request in flight), the followers stop, and server__events_free() waits for them
+ * (they are detached: an idle one ends by itself).
  */
 #include <errno.h>
 #include <microhttpd.h>
@@ -221,30 +214,45 @@ static int nap(server__events *h, int ms) {
     return stop;
 }
 
-/* Sends the trades t[0..nt) and changes c[0..nc) to realm r's subscribers,
- * in commit order, up to cutoff (NULL: all of them): a stream whose read was
- * a full page may have older entries still unread, so nothing later than
- * its page's last may go before them. *st and *sc get how many of each went. */
-static void send_new(server__events *h, int r, const market_trade *t, size_t nt,
-                     const market_change *c, size_t nc, const char *cutoff, size_t *st,
-                     size_t *sc) {
-    size_t i = 0, j = 0;
-    while (i < nt || j < nc) {
-        int trade = j == nc || (i < nt && id_cmp(t[i].id, c[j].id) <= 0);
-        const char *id = trade ? t[i].id : c[j].id;
+/* How many entries of feed stream s (0 trades, 1 listing changes, 2 auctions' changes) page
+ * f holds, and the id of its k-th. */
+static size_t feed_n(const market_feed *f, int s) {
+    return s == 0 ? f->ntrades : s == 1 ? f->nchanges : f->nauctions;
+}
+static const char *feed_id(const market_feed *f, int s, size_t k) {
+    return s == 0 ? f->trades[k].id : s == 1 ? f->changes[k].id : f->auctions[k].id;
+}
+
+/* Sends the entries of page f to realm r's subscribers, in commit order (entries of one
+ * millisecond: trades, then listing changes, then auctions'), up to cutoff (NULL: all of
+ * them): a stream whose read was a full page may have older entries still unread, so
+ * nothing later than its page's last may go before them. sent[s] gets how many of stream
+ * s went. */
+static void send_new(server__events *h, int r, const market_feed *f, const char *cutoff,
+                     size_t sent[MARKET_FEEDS]) {
+    static const char *const names[MARKET_FEEDS] = {"trade", "listing", "auction"};
+    size_t at[MARKET_FEEDS] = {0, 0, 0};
+    for (;;) {
+        int s = -1;
+        for (int k = 0; k < MARKET_FEEDS; k++)
+            if (at[k] < feed_n(f, k) &&
+                (s < 0 || id_cmp(feed_id(f, k, at[k]), feed_id(f, s, at[s])) < 0))
+                s = k;
+        if (s < 0) break;
+        const char *id = feed_id(f, s, at[s]);
         if (cutoff && id_cmp(id, cutoff) > 0) break;
-        size_t len = 0;
-        char *data = trade ? api_trade_text(&t[i], h->parties, &len) : api_change_text(&c[j], &len);
-        ev_msg *m = data ? msg_new(id, trade ? "trade" : "listing", data) : NULL;
+        size_t len = 0, i = at[s]++;
+        char *data = s == 0   ? api_trade_text(&f->trades[i], h->parties, &len)
+                     : s == 1 ? api_change_text(&f->changes[i], &len)
+                              : api_auction_event_text(&f->auctions[i], &len);
+        ev_msg *m = data ? msg_new(id, names[s], data) : NULL;
         free(data);
         if (m) {
             broadcast(h, r, m);
             msg_unref(m);
         }
-        trade ? i++ : j++;
     }
-    *st = i;
-    *sc = j;
+    memcpy(sent, at, sizeof at);
 }
 
 /* Whether realm slot r may end its follower: no subscriber for
@@ -272,7 +280,7 @@ static void *follow(void *arg) {
     char realm[MARKET_REALM_MAX + 1];
     memcpy(realm, rl->id, sizeof realm);
     market_conn *c = NULL;
-    char last_t[MARKET_TRADE_ID_MAX + 1] = "", last_c[MARKET_TRADE_ID_MAX + 1] = "";
+    char last[MARKET_FEEDS][MARKET_TRADE_ID_MAX + 1] = {"", "", ""};
     int started = 0;
     int64_t ping = rconn_now_ms() + EVENTS_PING_MS;
     while (!nap(h, EVENTS_POLL_MS) && !idle_end(h, r, &idle)) {
@@ -287,23 +295,25 @@ static void *follow(void *arg) {
         }
         if (!c && !(c = market_conn_new(h->market, &err))) continue; /* out of memory: later */
         if (!started) { /* from now on: what is already there is the past */
-            started = market_feed_last(c, realm, last_t, last_c) == MARKET_OK;
+            started = market_feed_last(c, realm, last) == MARKET_OK;
             continue;
         }
         market_feed f;
-        int rc = market_feed_after(c, realm, last_t, last_c, EVENTS_READ, &f);
+        const char *after[MARKET_FEEDS] = {last[0], last[1], last[2]};
+        int rc = market_feed_after(c, realm, after, EVENTS_READ, &f);
         if (h->test_read) h->test_read(h->test_arg);
         if (rc == MARKET_OK) {
-            /* a full page may be followed by older entries than the other stream's */
+            /* a full page may be followed by older entries than the other streams' */
             const char *cutoff = NULL;
-            if (f.ntrades == EVENTS_READ) cutoff = f.trades[f.ntrades - 1].id;
-            if (f.nchanges == EVENTS_READ &&
-                (!cutoff || id_cmp(f.changes[f.nchanges - 1].id, cutoff) < 0))
-                cutoff = f.changes[f.nchanges - 1].id;
-            size_t st = 0, sc = 0;
-            send_new(h, r, f.trades, f.ntrades, f.changes, f.nchanges, cutoff, &st, &sc);
-            if (st) memcpy(last_t, f.trades[st - 1].id, sizeof last_t);
-            if (sc) memcpy(last_c, f.changes[sc - 1].id, sizeof last_c);
+            for (int s = 0; s < MARKET_FEEDS; s++) {
+                size_t n = feed_n(&f, s);
+                if (n == EVENTS_READ && (!cutoff || id_cmp(feed_id(&f, s, n - 1), cutoff) < 0))
+                    cutoff = feed_id(&f, s, n - 1);
+            }
+            size_t sent[MARKET_FEEDS];
+            send_new(h, r, &f, cutoff, sent);
+            for (int s = 0; s < MARKET_FEEDS; s++)
+                if (sent[s]) memcpy(last[s], feed_id(&f, s, sent[s] - 1), sizeof last[s]);
         } /* else the store is down: the same reads next time */
         market_feed_cleanup(&f);
     }

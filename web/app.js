@@ -6,7 +6,7 @@
 // candles), lists open auctions with a countdown (GET /auctions) and bids the least they
 // take (POST /auctions/{id}/bid) or puts an item up (POST /auctions), proposes, accepts
 // and cancels direct trades (POST /trades/direct, GET /players/{id}/direct), and follows
-// GET /events (Server-Sent Events) to show trades and listing changes as they happen, and
+// GET /events (Server-Sent Events) to show trades, listing changes and auctions as they happen, and
 // to redraw the chart. No framework, no build.
 "use strict";
 
@@ -670,6 +670,14 @@ function live() {
     refreshSoon();
     if (t.item === $("h-item").value.trim()) historySoon();
   });
+  src.addEventListener("auction", (e) => {
+      const {action, auction : a} = JSON.parse(e.data);
+      feed(action === "opened" ? `${a.seller} auctions ${a.item} from ${a.start_bid}`
+           : action === "bid" ? `${a.bidder} bids ${a.bid} on ${a.item}`
+           : action === "sold" ? `${a.item} sold at auction for ${a.bid}`
+                               : `the auction of ${a.item} ended unsold`);
+      refreshSoon();
+  });
   src.addEventListener("listing", (e) => {
     const l = JSON.parse(e.data);
     feed(`${l.seller} ${l.action} ${l.item}` + (l.price ? ` at ${l.price}` : ""));
@@ -698,7 +706,7 @@ $("auction-new").addEventListener("submit", (e) => {
     auctionNew();
 });
 setInterval(countdown, 1000);
-setInterval(auctions, 10000); // bids and endings are not on the live feed
+setInterval(auctions, 30000); // also refreshed by the live feed's auction events
 $("signin").addEventListener("submit", (e) => {
   e.preventDefault();
   if (!$("player").value.trim()) $("player").value = tokenPlayer(token());

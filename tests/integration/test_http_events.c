@@ -306,9 +306,9 @@ static void test_commits_during_a_poll_go_out_in_commit_order(void **state) {
     server_stop(s);
 }
 
-/* Appends nt trades, then nc listing changes, straight to the realm's
- * streams, in one pipeline. */
-static void inject(int nt, int nc) {
+/* Appends nt trades, then nc listing changes, then nb auctions' changes, straight to the
+ * realm's streams, in one pipeline. */
+static void inject(int nt, int nc, int nb) {
     redisContext *rc = redisConnect("127.0.0.1", redis.port);
     assert_non_null(rc);
     for (int i = 0; i < nt; i++)
@@ -321,7 +321,14 @@ static void inject(int nt, int nc) {
                                                 "seller C item c%d price 5 quantity 1",
                                             i),
                          REDIS_OK);
-    for (int i = 0; i < nt + nc; i++) {
+    for (int i = 0; i < nb; i++)
+        assert_int_equal(redisAppendCommand(rc,
+                                            "XADD market:{main}:bids * action bid id %d "
+                                            "seller C item b%d quantity 0 start 1 step 1 "
+                                            "ends 1 bidder B bid 2 bids 1",
+                                            i + 1, i),
+                         REDIS_OK);
+    for (int i = 0; i < nt + nc + nb; i++) {
         redisReply *r = NULL;
         assert_int_equal(redisGetReply(rc, (void **)&r), REDIS_OK);
         assert_int_equal(r->type, REDIS_REPLY_STRING);
@@ -337,7 +344,7 @@ static int id_less(const char *a, const char *b) {
     return strtoull(strchr(a, '-') + 1, NULL, 10) < strtoull(strchr(b, '-') + 1, NULL, 10);
 }
 
-static void test_burst_of_both_streams_in_commit_order(void **state) {
+static void test_burst_of_the_streams_in_commit_order(void **state) {
     (void)state;
     seed();
     int port;
@@ -349,9 +356,9 @@ static void test_burst_of_both_streams_in_commit_order(void **state) {
     assert_int_equal(stream_wait(&st, "retry: 3000", 1, 5000), 1);
     hook_wait(&k, 1);
     enum { N = 3000 }; /* each stream: several full pages a poll */
-    inject(N, N); /* a poll's full page of changes is newer than trades still unread */
-    assert_int_equal(stream_wait(&st, "\nevent: ", 2 * N, 30000), 2 * N);
-    /* no id before the one before: commit order across both streams (each has its own
+    inject(N, N, N);   /* a poll's full page of changes is newer than trades still unread */
+    assert_int_equal(stream_wait(&st, "\nevent: ", 3 * N, 30000), 3 * N);
+    /* no id before the one before: commit order across the three streams (each has its own
      * sequence, so a trade and a change may share an id) */
     char prev[64] = "0-0";
     size_t n = 0;
@@ -366,7 +373,46 @@ static void test_burst_of_both_streams_in_commit_order(void **state) {
         memcpy(prev, id, sizeof prev);
         n++;
     }
-    assert_int_equal(n, 2 * N);
+    assert_int_equal(n, 3 * N);
+    stream_close(&st);
+    server_stop(s);
+}
+
+/* An auction on the stream: opened, a bid taken, and the buyout that sells it go out as
+ * "event: auction" in commit order, each with the auction as it is after it; the sale's
+ * trade goes out too. A refused bid sends nothing. */
+static void test_auctions_go_out(void **state) {
+    (void)state;
+    seed();
+    int port;
+    read_hook k = HOOK_INIT;
+    next_read_hook = &k;
+    server *s = start(2, &port);
+    stream st;
+    stream_open(&st, port, "/events", 0);
+    assert_int_equal(stream_wait(&st, "retry: 3000", 1, 5000), 1);
+    hook_wait(&k, 1);
+    post(port, "/auctions",
+         "{\"seller\":\"C\",\"item\":\"sword-1\",\"start_bid\":100,\"duration_s\":600,"
+         "\"buyout\":500}",
+         201);
+    post(port, "/auctions/1/bid", "{\"bidder\":\"B\",\"amount\":90}", 409);
+    post(port, "/auctions/1/bid", "{\"bidder\":\"B\",\"amount\":120}", 200);
+    post(port, "/auctions/1/bid", "{\"bidder\":\"E\",\"amount\":500}", 200);
+    assert_int_equal(stream_wait(&st, "\nevent: ", 4, 5000), 4);
+    const char *o = strstr(st.buf, "event: auction\ndata: {\"action\":\"opened\"");
+    const char *b = strstr(st.buf, "event: auction\ndata: {\"action\":\"bid\"");
+    const char *x = strstr(st.buf, "event: auction\ndata: {\"action\":\"sold\"");
+    const char *t = strstr(st.buf, "event: trade\ndata: ");
+    assert_non_null(o);
+    assert_non_null(b);
+    assert_non_null(x);
+    assert_non_null(t);
+    assert_true(o < b && b < x);
+    assert_non_null(strstr(b, "\"bidder\":\"B\",\"bid\":120"));
+    assert_non_null(strstr(x, "\"state\":\"sold\""));
+    assert_non_null(strstr(x, "\"bidder\":\"E\",\"bid\":500"));
+    assert_null(strstr(st.buf, "\"bid\":90"));
     stream_close(&st);
     server_stop(s);
 }
@@ -384,7 +430,7 @@ static void slow_and_fast(unsigned threads) {
     assert_true(stream_read(&slow, 5000) > 0); /* its head, then it stops reading */
     hook_wait(&k, 1);
     enum { N = 40000 }; /* ~10 MB: more than the kernel's socket buffers hold */
-    inject(N, 0);
+    inject(N, 0, 0);
     /* the reader gets every one of them, while the other one reads nothing */
     assert_int_equal(stream_wait(&fast, "event: trade\n", N, 60000), N);
     /* the one that stopped reading was ended: draining it reaches EOF well before N */
@@ -574,7 +620,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_sees_commits_of_another_server),
         cmocka_unit_test(test_commits_during_a_poll_go_out_in_commit_order),
-        cmocka_unit_test(test_burst_of_both_streams_in_commit_order),
+        cmocka_unit_test(test_burst_of_the_streams_in_commit_order),
+        cmocka_unit_test(test_auctions_go_out),
         cmocka_unit_test(test_slow_subscriber_is_ended_pool),
         cmocka_unit_test(test_slow_subscriber_is_ended_thread_per_connection),
         cmocka_unit_test(test_stop_with_streams_open),

@@ -361,18 +361,22 @@ static void test_bad_arguments_and_unknown_trade(void **state) {
     assert_int_equal(market_trades_item(f->c, REALM, "a.b", 10, &v, &n), MARKET_ERR_INVALID);
     /* the realm's pages of trades and listing changes need somewhere to put them, and a limit */
     market_feed feed;
-    char last_t[MARKET_TRADE_ID_MAX + 1], last_c[MARKET_TRADE_ID_MAX + 1];
+    char last[MARKET_FEEDS][MARKET_TRADE_ID_MAX + 1];
+    const char *bad_change[MARKET_FEEDS] = {NULL, "x", NULL}, *one[MARKET_FEEDS] = {"1-1"};
+    const char *bad_bid[MARKET_FEEDS] = {NULL, NULL, "1-"};
     assert_int_equal(market_trades_after(f->c, REALM, NULL, 10, NULL, &n), MARKET_ERR_INVALID);
-    assert_int_equal(market_feed_after(f->c, REALM, NULL, NULL, 10, NULL), MARKET_ERR_INVALID);
+    assert_int_equal(market_feed_after(f->c, REALM, NULL, 10, NULL), MARKET_ERR_INVALID);
     assert_int_equal(market_trades_after(f->c, REALM, NULL, 0, &v, &n), MARKET_ERR_INVALID);
-    assert_int_equal(market_feed_after(f->c, REALM, NULL, NULL, 0, &feed), MARKET_ERR_INVALID);
-    assert_int_equal(market_feed_after(f->c, REALM, NULL, "x", 10, &feed), MARKET_ERR_INVALID);
+    assert_int_equal(market_feed_after(f->c, REALM, NULL, 0, &feed), MARKET_ERR_INVALID);
+    assert_int_equal(market_feed_after(f->c, REALM, bad_change, 10, &feed), MARKET_ERR_INVALID);
+    assert_int_equal(market_feed_after(f->c, REALM, bad_bid, 10, &feed), MARKET_ERR_INVALID);
     assert_null(feed.changes);
     assert_null(feed.trades);
-    assert_int_equal(market_feed_after(f->c, REALM, "1-1", NULL, MARKET_TRADES_PAGE_MAX + 1, &feed),
+    assert_null(feed.auctions);
+    assert_int_equal(market_feed_after(f->c, REALM, one, MARKET_TRADES_PAGE_MAX + 1, &feed),
                      MARKET_ERR_INVALID);
-    assert_int_equal(market_feed_last(f->c, "bad realm", last_t, last_c), MARKET_ERR_INVALID);
-    assert_int_equal(market_feed_last(f->c, REALM, NULL, last_c), MARKET_ERR_INVALID);
+    assert_int_equal(market_feed_last(f->c, "bad realm", last), MARKET_ERR_INVALID);
+    assert_int_equal(market_feed_last(f->c, REALM, NULL), MARKET_ERR_INVALID);
     /* nobody's history is an empty page */
     assert_int_equal(market_trades_player(f->c, REALM, "nobody", NULL, 10, &v, &n, next),
                      MARKET_OK);

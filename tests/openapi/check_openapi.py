@@ -610,18 +610,29 @@ def run_requests(w):
             assert w.request("POST", "/purchase", {"buyer": "E", "seller": "C", "item": "sword-1"},
                              {"Authorization": "Bearer " + tE})[0] == 200
             read_until(b"event: trade\ndata: ")
-            read_until(b"}\n\n")
+            assert w.request("POST", "/auctions", {"seller": "C", "item": "potion-3", "start_bid": 5,
+                                                   "duration_s": 600},
+                             {"Authorization": "Bearer " + tC})[0] == 201
+            read_until(b"event: auction\ndata: ")
+            while data.count(b"}\n\n") < 3 and len(data) < 65536:  # the three messages whole
+                chunk = sock.recv(4096)
+                assert chunk, f"the stream ended: {data!r}"
+                data += chunk
         finally:
             sock.close()
         body = data.split(b"\r\n\r\n", 1)[1]
         text = re.sub(rb"(^|\r\n)[0-9a-fA-F]+\r\n", b"", body).decode()  # the chunks' framing
-        for event, schema in (("listing", "ListingChange"), ("trade", "Trade")):
+        for event, schema in (("listing", "ListingChange"), ("trade", "Trade"),
+                              ("auction", "AuctionChange")):
             m = re.search(r"event: " + event + r"\ndata: (\{.*?\})\n\n", text)
             assert m, f"no {event} event in {text!r}"
             doc = json.loads(m.group(1))
             errs = errors_of({"$ref": "#/components/schemas/" + schema}, doc)
             assert not errs, f"{event} event: {errs}: {doc}"
-            assert doc["item"] == "sword-1", doc
+            if event == "auction":
+                assert doc["action"] == "opened" and doc["auction"]["item"] == "potion-3", doc
+            else:
+                assert doc["item"] == "sword-1", doc
         call(w, "GET", "/realms/a.b/events", 400)
         call(w, "POST", "/events", 405, {})
 

@@ -425,6 +425,57 @@ static void test_reply_market_page(void **state) {
     free(l);
 }
 
+/* An entry of the auctions' feed: its action and the auction after it, read back; a state
+ * follows from the action; an unknown action, a field out of its place or a bidder that is
+ * no id is no entry. */
+static void test_reply_auction_event(void **state) {
+    (void)state;
+    redisReply f[2 + 2 * MARKET__BID_FIELDS];
+    const char *v[MARKET__BID_FIELDS] = {"7",  "C",    "sword", "0",   "100",
+                                         "10", "5000", "B",     "120", "2"};
+    f[0] = str("action");
+    f[1] = str("bid");
+    for (size_t i = 0; i < MARKET__BID_FIELDS; i++) {
+        f[2 + 2 * i] = str(market__bid_fields[i]);
+        f[3 + 2 * i] = str(v[i]);
+    }
+    redisReply *fe[2 + 2 * MARKET__BID_FIELDS];
+    for (size_t i = 0; i < 2 + 2 * MARKET__BID_FIELDS; i++)
+        fe[i] = &f[i];
+    redisReply id = str("1795620239200-0"), fields = arr(fe, 2 + 2 * MARKET__BID_FIELDS);
+    redisReply *ee[2] = {&id, &fields};
+    redisReply entry = arr(ee, 2), *all[1] = {&entry}, r = arr(all, 1);
+    void *out = NULL;
+    size_t n = 0;
+    assert_int_equal(market__reply_entries(&r, 10, MARKET__STREAM_BIDS, &out, &n), MARKET_OK);
+    assert_int_equal(n, 1);
+    const market_auction_event *ev = out;
+    assert_string_equal(ev->id, "1795620239200-0");
+    assert_string_equal(ev->action, "bid");
+    assert_int_equal(ev->a.id, 7);
+    assert_string_equal(ev->a.bidder, "B");
+    assert_int_equal(ev->a.bid, 120);
+    assert_int_equal(ev->a.ends_ms, 5000);
+    assert_int_equal(ev->a.state, MARKET_AUCTION_OPEN);
+    free(out);
+    f[1] = str("sold");
+    assert_int_equal(market__reply_entries(&r, 10, MARKET__STREAM_BIDS, &out, &n), MARKET_OK);
+    assert_int_equal(((market_auction_event *)out)->a.state, MARKET_AUCTION_SOLD);
+    free(out);
+    f[1] = str("gone");
+    assert_int_equal(market__reply_entries(&r, 10, MARKET__STREAM_BIDS, &out, &n),
+                     MARKET_ERR_STORE);
+    f[1] = str("bid");
+    f[2] = str("seller"); /* "id" expected first */
+    assert_int_equal(market__reply_entries(&r, 10, MARKET__STREAM_BIDS, &out, &n),
+                     MARKET_ERR_STORE);
+    f[2] = str("id");
+    f[17] = str("B B");
+    assert_int_equal(market__reply_entries(&r, 10, MARKET__STREAM_BIDS, &out, &n),
+                     MARKET_ERR_STORE);
+    assert_null(out);
+}
+
 /* A sale's buyers: ids and units; a player that is no id is unreadable,
  * an odd reply is no hash. */
 static void test_reply_buyers(void **state) {
@@ -613,6 +664,7 @@ int main(void) {
         cmocka_unit_test(test_reply_auction),
         cmocka_unit_test(test_goods_text),
         cmocka_unit_test(test_reply_direct),
+        cmocka_unit_test(test_reply_auction_event),
         cmocka_unit_test(test_reply_market_page),
         cmocka_unit_test(test_reply_buyers),
         cmocka_unit_test(test_reply_scan),

@@ -17,7 +17,8 @@ nothing); a click on the arrows charts their price history, which a trade
 by another client redraws live; the charted item's book shows its bids and asks, and B's buy
 order from the units form rests (escrowed, in the book, among B's orders) and is taken back with
 its Cancel button; an auction C opens shows with a countdown that ticks, and B's click on
-its Bid button leads it (escrowed, among B's auctions, and in the store); a listing that ends shows its time
+its Bid button leads it (escrowed, among B's auctions, and in the store), and another
+client's bid shows at once, from the live feed; a listing that ends shows its time
 left, counting down; B proposes a direct
 trade to D with the form (in the store, nothing moved), and accepts E's with its Accept button
 (the bow is B's in the store, E's funds paid); on a phone-sized
@@ -157,6 +158,15 @@ def run(w, d):
         # the store: B leads, its bid escrowed
         assert w.redis_cli("HGET", f"auction:{{main}}:{aid}", "bidder") == "B"
         assert w.redis_cli("HGET", "users:{main}:B", "escrow") == "100"
+        # another client's bid shows at once: the live feed's auction event, not the 30 s poll
+        status, _, body = w.request("POST", f"/auctions/{aid}/bid", {"bidder": "E", "amount": 150},
+                                    {"Authorization": "Bearer " + w.token("E")})
+        assert status == 200, body
+        cells = lambda: d.execute_script(f"return [...document.querySelectorAll(\"{row} td\")]"
+                                         ".map(c => c.textContent);")
+        wait(d, "E's bid on the page", lambda d: cells()[2:4] == ["150", "E"], timeout=8)
+        wait(d, "E's bid in the live feed", lambda d: any("E bids 150 on sword-1" in t
+                                                          for t in texts(d, "#feed li")))
 
     def shows_listing_ends():
         status, _, body = w.request("POST", "/list", {"seller": "C", "item": "potion-3", "price": 45,
