@@ -4,7 +4,7 @@
  * auctions.
  *
  * DESIGN
- * An auction is a hash, auction:{r}:<id> (market_model.c names its fields),
+ * An auction is a hash, auction:{r}:<id> (market_model_deals.c names its fields),
  * its end an entry "@<id>" of the realm's ends (market:{r}:ends, which the
  * sweeper reads: market_sweep.c), and while it is open an entry in the
  * realm's, the item's and the seller's indexes of open auctions, scored by

@@ -1,4 +1,4 @@
-/* market_buf.c - the command buffer of one pipeline (market_model.h): the
+/* market_buf.c - the command buffer of one pipeline (market_buf.h): the
  * arguments of its commands, and the text they name.
  *
  * DESIGN
@@ -10,7 +10,7 @@
  * allocation marks the buffer; later appends do nothing, and
  * market__buf_seal() reports it.
  */
-#include "market/market_model.h"
+#include "market/market_buf.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * lanes; and the reads of direct trades.
  *
  * DESIGN
- * A trade is a hash, direct:{r}:<id> (market_model.c names its fields): its
+ * A trade is a hash, direct:{r}:<id> (market_model_deals.c names its fields): its
  * two sides, each some unique items, units of goods and funds, and its state;
  * while it is open, an entry in each side's index of open trades, scored by
  * when it expires.

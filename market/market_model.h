@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "market/market_buf.h"
 #include "market/market_index.h"
 #include "market/market_keys.h"
 #include "market/market_rules.h"
@@ -19,37 +20,6 @@
 #define MARKET_CHANGES_KEPT_S "1000" /* MAXLEN ~ of market:{r}:changes (market_changes.c) */
 #define MARKET__SCAN_COUNT "1000" /* SCAN's COUNT hint */
 #define MARKET__REPLY_BAD 4 /* market__reply_buyers(): a reply that holds an unreadable value */
-
-struct market__text; /* the buffer's text: chunks that never move */
-
-/* Commands being built for one pipeline. Zeroed: empty. An append that
- * cannot get memory marks the buffer failed (market__buf_seal then says
- * so), so that a builder checks once, at the end. */
-typedef struct market__buf {
-    size_t n, cap;   /* commands */
-    int *argc;       /* [cap] */
-    size_t *at;      /* [cap]: where each command's arguments start in args */
-    const char ***argv; /* [cap]: made by market__buf_seal */
-    redisReply **rep;   /* [cap]: the replies, when the store layer sends it */
-    const char **args;  /* every command's arguments, back to back */
-    size_t n_args, cap_args;
-    size_t open;        /* the command market__buf_begin() opened, n when none */
-    int open_base;      /* its arguments when opened (name, and key if any) */
-    struct market__text *text, *text_at; /* chunks, and the one being filled */
-    int nomem;
-} market__buf;
-
-/* the buffer */
-void market__buf_reset(market__buf *b);
-void market__buf_free(market__buf *b);
-void market__buf_cmd(market__buf *b, int argc, ...);
-void market__buf_cmdv(market__buf *b, int argc, const char *const *argv);
-void market__buf_begin(market__buf *b, const char *cmd, const char *key);
-void market__buf_arg(market__buf *b, const char *arg);
-size_t market__buf_end(market__buf *b, size_t least);
-const char *market__buf_i64(market__buf *b, int64_t v);
-const char *market__buf_join(market__buf *b, ...);
-int market__buf_seal(market__buf *b);
 
 /* what the store layer asks of a command */
 int market__cmd_is_exec(const char *const *argv);
