@@ -152,6 +152,12 @@ FIXTURES = {
                       '{"item":"axe","seller":"A","price":5},{"item":"bow","seller":"Z","price":5}]}',
     "name-utf8": '{"players":[{"id":"A","name":"\u00c9lodie \u2603","funds":1}]}',
     "nul-byte": '{"players":[]}\u0000',
+    "auctions": '{"players":[{"id":"A","funds":1,"inventory":["axe"],"stacks":{"ore":5}}],'
+                '"auctions":[{"seller":"A","item":"axe","start_bid":10,"duration_s":60,'
+                '"buyout":90,"min_increment":5},{"seller":"A","item":"ore","quantity":3,'
+                '"start_bid":2,"duration_s":60}]}',
+    "auction-not-held": '{"players":[{"id":"A","funds":1}],"auctions":[{"seller":"A",'
+                        '"item":"axe","start_bid":1,"duration_s":60}]}',
 }
 
 
