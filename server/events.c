@@ -8,30 +8,39 @@
  * (trades:{r}), listing changes (market:{r}:changes) and auctions' changes
  * (market:{r}:bids) after the last entries it saw, all in one snapshot
  * (market_feed_after(): a commit lands before every read or after every one,
- * so no change goes out before one committed ahead of it), from the store every server shares: so a
- * browser sees what any server committed, and nothing that was not committed. Each new entry
- * becomes one SSE message, formatted once and shared by reference among the realm's subscribers, in
- * commit order (stream ids are the store's clock). A follower sends at most EVENTS_READ entries of
- * each stream a poll, so a burst reaches subscribers at a pace a reading client keeps up with. A
- * subscriber is a streaming response (MHD_create_response_from_callback) with a queue of at most
- * EVENTS_QUEUE messages. Its reader copies queued messages out; with none, it suspends its
- * connection (thread pool) or waits on a condition (a thread per connection), and the follower
- * resumes or wakes it when it queues more. A subscriber whose queue is full, a browser slower than
- * the market, is ended (its EventSource reconnects and reloads): no subscriber can make the server
- * hold more than EVENTS_QUEUE messages for it, or slow anyone else. Streams may take a quarter of
- * --max-connections at most (SERVER__EVENTS_SUBSCRIBERS at most), so pages cannot crowd out the
- * API. Every EVENTS_PING_MS each subscriber gets a comment line, which keeps proxies from closing
- * an idle stream. A browser that went away is seen by its realm's follower at its next poll:
- * libmicrohttpd does not watch a suspended connection (nor one whose reader waits), so the follower
- * peeks at each waiting subscriber's socket (reap_gone) and ends the stream of one its peer closed,
- * which frees its slot at once. Lock order: the hub's mutex, then libmicrohttpd's (the reader
- * suspends under the hub's mutex); resumes happen after the hub's mutex is released, from a list
- * threaded through the subscribers (no allocation that could fail and leave one suspended). Readers
- * wait on one condition, followers nap on another that only a stop signals, so one realm's messages
- * do not wake another realm's follower. A suspended connection is never completed by libmicrohttpd,
- * so its subscriber outlives the resume. server__events_stop() ends every stream (a graceful stop
- * then finds no request in flight), the followers stop, and server__events_free() waits for them
- * (they are detached: an idle one ends by itself).
+ * so no change goes out before one committed ahead of it), from the store
+ * every server shares: so a browser sees what any server committed, and
+ * nothing that was not committed. Each new entry becomes one SSE message,
+ * formatted once and shared by reference among the realm's subscribers, in
+ * commit order (stream ids are the store's clock).
+ * A follower sends at most EVENTS_READ entries of each stream a poll, so a
+ * burst reaches subscribers at a pace a reading client keeps up with.
+ * A subscriber is a streaming response (MHD_create_response_from_callback)
+ * with a queue of at most EVENTS_QUEUE messages. Its reader copies queued
+ * messages out; with none, it suspends its connection (thread pool) or waits
+ * on a condition (a thread per connection), and the follower resumes or wakes
+ * it when it queues more. A subscriber whose queue is full, a browser slower
+ * than the market, is ended (its EventSource reconnects and reloads): no
+ * subscriber can make the server hold more than EVENTS_QUEUE messages for it,
+ * or slow anyone else. Streams may take a quarter of --max-connections at
+ * most (SERVER__EVENTS_SUBSCRIBERS at most), so pages cannot crowd out the API.
+ * Every EVENTS_PING_MS each subscriber gets a comment line, which keeps
+ * proxies from closing an idle stream. A browser that went away is seen by
+ * its realm's follower at its next poll: libmicrohttpd does not watch a
+ * suspended connection (nor one whose reader waits), so the follower peeks
+ * at each waiting subscriber's socket (reap_gone) and ends the stream of
+ * one its peer closed, which frees its slot at once.
+ * Lock order: the hub's mutex, then libmicrohttpd's (the reader suspends under
+ * the hub's mutex); resumes happen after the hub's mutex is released, from a
+ * list threaded through the subscribers (no allocation that could fail and
+ * leave one suspended). Readers wait on one condition, followers nap on
+ * another that only a stop signals, so one realm's messages do not wake
+ * another realm's follower. A
+ * suspended connection is never completed by libmicrohttpd, so its subscriber
+ * outlives the resume. server__events_stop() ends every stream (a graceful
+ * stop then finds no request in flight), the followers stop, and
+ * server__events_free() waits for them (they are detached: an idle one ends
+ * by itself).
  */
 #include <errno.h>
 #include <microhttpd.h>
