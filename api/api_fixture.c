@@ -431,7 +431,8 @@ static int parse(fixture *f, json_t *root, market_world *w) {
  * MARKET_ERR_INVALID (not JSON, wrong shape, a value out of range),
  * MARKET_ERR_DUPLICATE (a player or an item twice), MARKET_ERR_NO_PLAYER (a
  * listing by an unknown player), MARKET_ERR_INSUFFICIENT_FUNDS (a buyer who
- * cannot escrow its orders), MARKET_ERR_NOMEM. */
+ * cannot escrow its orders), MARKET_ERR_NOT_HELD (an auction of goods its seller does not
+ * hold in the file), MARKET_ERR_NOMEM. */
 int api_fixture_parse(const char *json, size_t len, market_world **out, char *why, size_t whylen) {
     if (why && whylen) why[0] = '\0';
     if (!out) {

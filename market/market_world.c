@@ -437,10 +437,10 @@ static int orders_check(const market_world *w, char *why, size_t whylen) {
 }
 
 /* Checks w as a whole: no player twice, no item twice (in inventories and
- * listings together), every owner a player of w, and its buy orders
- * (orders_check()). Returns MARKET_OK, or ERR_DUPLICATE / ERR_NO_PLAYER /
- * ERR_INSUFFICIENT_FUNDS / ERR_INVALID with a sentence in why, or
- * ERR_NOMEM. */
+ * listings together), every owner a player of w, its buy orders
+ * (orders_check()) and its auctions (auctions_check()). Returns MARKET_OK, or
+ * ERR_DUPLICATE / ERR_NO_PLAYER / ERR_INSUFFICIENT_FUNDS / ERR_INVALID /
+ * ERR_NOT_HELD with a sentence in why, or ERR_NOMEM. */
 int market_world_check(const market_world *w, char *why, size_t whylen) {
     char scratch[1];
     if (!why || whylen == 0) {

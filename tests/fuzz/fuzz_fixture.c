@@ -60,7 +60,8 @@ static int parse_once(const char *text, size_t len, size_t whylen, char **why_ou
         CHECK(w == NULL);
         CHECK(rc == MARKET_ERR_INVALID || rc == MARKET_ERR_DUPLICATE ||
               rc == MARKET_ERR_NO_PLAYER ||
-              rc == MARKET_ERR_INSUFFICIENT_FUNDS); /* a buyer who cannot escrow its orders */
+              rc == MARKET_ERR_INSUFFICIENT_FUNDS || /* a buyer who cannot escrow its orders */
+              rc == MARKET_ERR_NOT_HELD); /* an auction of goods its seller does not hold */
         if (why) {
             CHECK(memchr(why, '\0', whylen) != NULL);
             CHECK(whylen == 1 || why[0] != '\0');
