@@ -303,6 +303,31 @@ static void test_goods_moved_before_an_accept_commits(void **state) {
     assert_whole(f->c, FUNDS_ALL, 2, 30);
 }
 
+static void a_cancels_trade_1(void) {
+    (void)th_fx_num("HSET direct:{main}:1 state cancelled closed 5 by A");
+}
+
+/* The proposer cancels (as another server's commit would) between an accept's decision and
+ * its commit: the commit aborts, the accept is decided again and refused as closed; nothing
+ * swapped, the trade stays cancelled. */
+static void test_cancel_before_an_accept_commits(void **state) {
+    th_market *f = *state;
+    market_goods sword = side("sword", NULL, 0, 0), pay = side(NULL, NULL, 0, 50);
+    market_direct_result r;
+    assert_int_equal(propose(f->c, "A", "B", &sword, &pay, NULL, &r), MARKET_OK);
+    assert_int_equal(r.t.id, 1);
+    th_fx_arm(a_cancels_trade_1);
+    assert_int_equal(close_trade(f->c, "B", 1, 1, NULL, &r), MARKET_ERR_TRADE_CLOSED);
+    assert_false(th_fx_armed());
+    assert_int_equal(r.t.state, MARKET_DIRECT_CANCELLED);
+    assert_true(holds("A", "sword"));
+    assert_int_equal(th_fx_funds(f->c, "B"), 500);
+    redisReply *st = th_fx_cmd("HGET direct:{main}:1 state");
+    assert_string_equal(st->str, "cancelled");
+    freeReplyObject(st);
+    assert_whole(f->c, FUNDS_ALL, 2, 30);
+}
+
 /* A player's open trades: proposed by it and to it, not the closed ones. */
 static void test_players_open_trades(void **state) {
     th_market *f = *state;
@@ -454,6 +479,7 @@ int main(void) {
         T(test_either_side_cancels),
         T(test_keys_replay),
         T(test_goods_moved_before_an_accept_commits),
+        T(test_cancel_before_an_accept_commits),
         T(test_players_open_trades),
         T(test_1000_pairs_both_directions),
     };
