@@ -452,6 +452,49 @@ void market_player_free(market_player *p) {
     free(p);
 }
 
+/* Reads, in one round trip, the units of the n listings l[0..n) of realm
+ * rl into their quantity and stack (a listing without a count is a unique
+ * item: 1), and their ends. Returns MARKET_OK, or ERR_STORE, ERR_NOMEM. */
+static int listings_fill(market_conn *c, const market__realm *rl, market_listing *l, size_t n) {
+    if (n == 0) return MARKET_OK;
+    char(*member)[MARKET__MEMBER_MAX] = malloc(n * sizeof *member);
+    market__buf b = {0};
+    int rc = MARKET_ERR_NOMEM, read = 0;
+    if (!member) goto out;
+    for (size_t i = 0; i < n; i++)
+        snprintf(member[i], sizeof member[i], "%s.%s", l[i].item, l[i].seller);
+    market__rd_listing_units_begin(&b, rl);
+    for (size_t i = 0; i < n; i++)
+        market__buf_arg(&b, member[i]);
+    market__buf_end(&b, 0);
+    market__rd_ends_of_begin(&b, rl);
+    for (size_t i = 0; i < n; i++)
+        market__buf_arg(&b, member[i]);
+    market__buf_end(&b, 0);
+    if ((rc = market__pipeline_buf(c, &b)) < 0) goto out;
+    read = 1;
+    for (size_t k = 0; k < 2; k++) {
+        const redisReply *r = b.rep[k];
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
+            rc = market__fail_reply(
+                c, k ? "reading the listings' ends" : "reading the listings' units", r);
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++)
+            if ((k ? market__listing_end(&l[i], r->element[i])
+                   : market__listing_units(&l[i], r->element[i])) < 0) {
+                rc = market__fail(c, "the %s of %s are unreadable", k ? "end" : "units", member[i]);
+                goto out;
+            }
+    }
+    rc = MARKET_OK;
+out:
+    if (read) market__replies_free(b.rep, b.n);
+    free(member);
+    market__buf_free(&b);
+    return rc;
+}
+
 /* Reads up to limit listings of realm's market, cheapest first, starting at offset. Returns
  * MARKET_OK with *out a new array of *n listings (caller frees with free();
  * NULL when *n is 0) and *total the number of listings; or ERR_INVALID,
@@ -476,17 +519,18 @@ int market_listings(market_conn *c, const char *realm, size_t offset, size_t lim
     redisReply **rep = rd.rep;
     market_listing *l = NULL;
     size_t count = 0;
-    if (rep[0]->type != REDIS_REPLY_INTEGER) {
+    int64_t all = market__reply_count(rep[0]);
+    if (all < 0) {
         rc = MARKET_ERR_STORE;
         goto out;
     }
     if ((rc = market__reply_market_page(rep[1], &l, &count)) < 0) goto out;
-    rc = market__listings_fill(c, &rl, l, count);
+    rc = listings_fill(c, &rl, l, count);
     if (rc < 0) goto out;
     *out = l;
     l = NULL;
     *n = count;
-    *total = (size_t)rep[0]->integer;
+    *total = (size_t)all;
 out:
     free(l);
     market__replies_free(rep, 2);

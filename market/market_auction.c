@@ -54,9 +54,7 @@ struct auction_batch {
     market__frame f;
     market__realm realm;
     /* the auctions the batch names, each once: as read, then as decided */
-    size_t n_auctions;
-    int64_t id[AUCTIONS_MAX];
-    int read_rc[AUCTIONS_MAX]; /* MARKET_OK, ERR_NO_AUCTION or ERR_STORE */
+    market__deals d;
     market_auction a[AUCTIONS_MAX];
     int changed[AUCTIONS_MAX];                 /* decided: its hash and indexes are written */
     char led[AUCTIONS_MAX][MARKET_ID_MAX + 1]; /* its highest bidder as read ("" none) */
@@ -77,20 +75,12 @@ struct auction_batch {
     int64_t escrow[MARKET__BATCH_MAX];      /* a bid: escrowed (0 when it sold at once) */
     int sold[MARKET__BATCH_MAX];            /* the order sold its auction (a buyout, an ending) */
     int64_t paid_escrow[MARKET__BATCH_MAX]; /* then from the winner's escrow (an ending) */
-    size_t i_auctions, i_own, i_last, i_funds;
+    size_t i_own, i_last, i_funds;
     market__trade_rec trade[MARKET__BATCH_MAX];
     size_t trade_req[MARKET__BATCH_MAX], n_trades;
     market__trades tw;
     const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
 };
-
-/* The auction order i names (a bid's, an ending's), or a new one's place. */
-static size_t auction_of(struct auction_batch *b, int64_t id) {
-    for (size_t j = 0; j < b->n_auctions; j++)
-        if (b->id[j] == id) return j;
-    b->id[b->n_auctions] = id;
-    return b->n_auctions++;
-}
 
 /* ---- one attempt ---- */
 
@@ -102,7 +92,8 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     int rc = market__frame_begin(&b->f, cb, 0);
     b->f.fees = 1;
     b->f.clock = 1;
-    b->n_auctions = 0;
+    b->d.t = &market__deal_auction;
+    b->d.n = 0;
     b->u.n = 0;
     for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
         market_order *o = b->f.req[i];
@@ -112,13 +103,12 @@ static int prepare(market_conn *c, market__cbatch *cb) {
             market__key_inventory(b->k_inv[i], b->realm.id, o->player);
             market__key_stacks(b->k_stacks[i], b->realm.id, o->player);
         } else {
-            b->of[i] = auction_of(b, o->id);
+            b->of[i] = market__deals_of(&b->d, o->id);
         }
         if (o->type != MARKET_ORDER_AUCTION_END)
             b->party[i] = market__parties_of(&b->u, b->realm.id, o->player);
         if (o->type == MARKET_ORDER_AUCTION_END && o->token) b->f.lease_key = b->realm.sweep;
     }
-    if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
     return rc;
 }
 
@@ -126,12 +116,8 @@ static int prepare(market_conn *c, market__cbatch *cb) {
 static int batch_read(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct auction_batch *b = cb->ks;
     market__buf *r = &b->k.rb;
-    char key[MARKET__KEY_MAX];
     market__frame_read(&b->f, r);
-    for (size_t j = 0; j < b->n_auctions; j++) {
-        market__key_auction(key, b->realm.id, b->id[j]);
-        market__buf_arg(r, market__buf_join(r, key, (const char *)NULL));
-    }
+    market__deals_watch(&b->d, b->realm.id, r);
     for (size_t i = 0; i < b->f.n; i++)
         if (b->f.req[i]->type == MARKET_ORDER_AUCTION) {
             market__buf_arg(r, b->k_inv[i]);
@@ -140,9 +126,7 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     market__buf_arg(r, b->realm.auctions);
     market__parties_watch(&b->u, r);
     market__frame_watched(&b->f, held, 0, r);
-    b->i_auctions = r->n;
-    for (size_t j = 0; j < b->n_auctions; j++)
-        market__rd_auction(r, b->realm.id, b->id[j]);
+    market__deals_read(&b->d, b->realm.id, r);
     b->i_own = r->n;
     for (size_t i = 0; i < b->f.n; i++)
         if (b->f.req[i]->type == MARKET_ORDER_AUCTION) {
@@ -157,13 +141,12 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     if (rc < 0) return rc;
     redisReply **rep = r->rep;
     rc = market__frame_judge(&b->f, c, held, rep);
-    for (size_t j = 0; rc == MARKET_OK && j < b->n_auctions; j++) {
-        b->read_rc[j] = market__reply_auction(rep[b->i_auctions + j], b->id[j], &b->a[j]);
+    if (rc == MARKET_OK) market__deals_parse(&b->d, rep, b->a);
+    for (size_t j = 0; rc == MARKET_OK && j < b->d.n; j++)
         memcpy(b->led[j], b->a[j].bidder, sizeof b->led[j]);
-    }
     for (size_t i = 0, k = b->i_own; rc == MARKET_OK && i < b->f.n; i++)
         if (b->f.req[i]->type == MARKET_ORDER_AUCTION) {
-            b->unique[i] = rep[k]->type == REDIS_REPLY_INTEGER ? rep[k]->integer == 1 : -1;
+            b->unique[i] = market__reply_holds(rep[k]);
             b->units[i] = market__reply_units(rep[k + 1]);
             k += 2;
         }
@@ -227,7 +210,7 @@ static int decide_bid(struct auction_batch *b, size_t i, int64_t *a) {
     market_order *o = b->f.req[i];
     market_auction_result *res = &o->res.auction;
     size_t j = b->of[i];
-    if (b->read_rc[j] != MARKET_OK) return b->read_rc[j];
+    if (b->d.rc[j] != MARKET_OK) return b->d.rc[j];
     market_auction *x = &b->a[j];
     int rc = market__bid_rule(x, o->player, o->price, b->f.now_ms, &res->min_bid);
     int64_t q = x->quantity ? x->quantity : 1;
@@ -273,7 +256,7 @@ static int decide_end(struct auction_batch *b, size_t i) {
     market_auction_result *res = &o->res.auction;
     size_t j = b->of[i];
     if (!market__frame_lease_held(&b->f, o->token)) return MARKET_ERR_LEASE_LOST;
-    if (b->read_rc[j] != MARKET_OK) return b->read_rc[j];
+    if (b->d.rc[j] != MARKET_OK) return b->d.rc[j];
     market_auction *x = &b->a[j];
     if (x->state != MARKET_AUCTION_OPEN) return MARKET_ERR_AUCTION_CLOSED;
     if (x->ends_ms > b->f.now_ms) return MARKET_ERR_NOT_LISTED;
@@ -315,7 +298,7 @@ static int decide_one(void *ks, size_t i, int64_t *a, int64_t *b_, int64_t *c) {
 static size_t batch_decide(market__cbatch *cb) {
     struct auction_batch *b = cb->ks;
     b->last = b->last_read;
-    for (size_t j = 0; j < b->n_auctions; j++)
+    for (size_t j = 0; j < b->d.n; j++)
         b->changed[j] = 0;
     market__frame_cut(&b->f, &b->u, b->f.settings.fee_bps, &b->cut);
     /* the decisions change what was read (the auctions, the goods, the funds): an attempt
@@ -401,7 +384,7 @@ static void commit_order(struct auction_batch *b, const market__held *held, size
 
 /* Appends the hash, indexes and end of every auction the batch changed. */
 static void commit_auctions(struct auction_batch *b, market__buf *w) {
-    for (size_t j = 0; j < b->n_auctions; j++) {
+    for (size_t j = 0; j < b->d.n; j++) {
         const market_auction *x = &b->a[j];
         if (!b->changed[j]) continue;
         market__fx_auction_put(w, b->realm.id, x);
@@ -442,16 +425,11 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
 
 /* ---- the kind's ops (market_combine.h) ---- */
 
-/* The market strategy's lock, or none (see DESIGN). */
-static int policy(const market *m) {
-    return m->cfg.strategy == MARKET_STRATEGY_MARKET ? MARKET__POLICY_HOLD : MARKET__POLICY_NONE;
-}
-
 /* Auctions: new ones, bids, and their endings. */
 const struct market__kind market__auction_kind = {
     .name = "auction",
     .slot = 6,
-    .policy = policy,
+    .policy = market__policy_realm_or_none, /* see DESIGN */
     .state_size = sizeof(struct auction_batch),
     .prepare = prepare,
     .read = batch_read,
@@ -465,16 +443,8 @@ const struct market__kind market__auction_kind = {
  * ERR_STORE. */
 int market_auction_get(market_conn *c, const char *realm, int64_t id, market_auction *out) {
     if (!c || !out || !market_id_valid(realm) || id < 1) return MARKET_ERR_INVALID;
-    market__buf b = {0};
-    market__rd_auction(&b, realm, id);
-    redisReply *r = NULL;
-    int rc = market__read_one(c, realm, &b, &r);
-    market__buf_free(&b);
-    if (rc < 0) return rc;
-    rc = market__reply_auction(r, id, out);
-    if (rc == MARKET_ERR_STORE) rc = market__fail(c, "auction %lld is unreadable", (long long)id);
-    freeReplyObject(r);
-    return rc;
+    int rc = market__deals_get(c, &market__deal_auction, realm, &id, 1, out, NULL);
+    return rc == MARKET_OK && out->id == 0 ? MARKET_ERR_NO_AUCTION : rc;
 }
 
 /* Reads the ids of one of realm's indexes of open auctions (market__key_auctions()) whose
@@ -487,51 +457,22 @@ static int index_read(market_conn *c, const char *realm, const char *by, const c
     char key[MARKET__KEY_MAX], hi[24] = "+inf";
     market__key_auctions(key, realm, by, id);
     if (before_ms > 0) snprintf(hi, sizeof hi, "(%lld", (long long)before_ms);
+    if (!(*ids = malloc(limit * sizeof **ids))) return MARKET_ERR_NOMEM;
     market__buf b = {0};
     market__rd_auctions_page(&b, key, hi, offset, limit);
-    int rc = market__read_buf(c, realm, &b);
-    if (rc < 0) return rc;
-    const redisReply *cnt = b.rep[0], *page = b.rep[1];
-    *ids = NULL;
-    *n = 0;
-    if (cnt->type != REDIS_REPLY_INTEGER || page->type != REDIS_REPLY_ARRAY) {
-        rc = market__fail(c, "reading the auctions of %s", key);
-    } else if (page->elements && !(*ids = malloc(page->elements * sizeof **ids))) {
-        rc = MARKET_ERR_NOMEM;
-    } else {
-        *total = (size_t)cnt->integer;
-        for (size_t i = 0; i < page->elements && rc == MARKET_OK; i++)
-            if (market__reply_i64(page->element[i], &(*ids)[(*n)++]) < 0)
-                rc = market__fail(c, "%s holds an entry that is no auction id", key);
+    int rc = market__ids_get(c, realm, &b, 1, *ids, limit, n);
+    if (rc == MARKET_OK) {
+        int64_t count = market__reply_count(b.rep[0]);
+        if (count < 0) rc = market__fail(c, "reading the auctions of %s", key);
+        *total = count < 0 ? 0 : (size_t)count;
+        market__replies_free(b.rep, b.n);
+        market__buf_free(&b);
     }
-    if (rc < 0) {
+    if (rc < 0 || *n == 0) {
         free(*ids);
         *ids = NULL;
         *n = 0;
     }
-    market__replies_free(b.rep, b.n);
-    market__buf_free(&b);
-    return rc;
-}
-
-/* Reads the auctions ids[0..n) of realm into out[0..n); an id whose hash went meanwhile
- * (ended, and no longer kept) reads as id 0. Returns MARKET_OK, or ERR_STORE. */
-static int auctions_read(market_conn *c, const char *realm, const int64_t *ids, size_t n,
-                         market_auction *out) {
-    if (n == 0) return MARKET_OK;
-    market__buf b = {0};
-    for (size_t i = 0; i < n; i++)
-        market__rd_auction(&b, realm, ids[i]);
-    int rc = market__read_buf(c, realm, &b);
-    if (rc < 0) return rc;
-    for (size_t i = 0; i < n && rc == MARKET_OK; i++) {
-        int r = market__reply_auction(b.rep[i], ids[i], &out[i]);
-        if (r == MARKET_ERR_NO_AUCTION) out[i].id = 0;
-        if (r == MARKET_ERR_STORE)
-            rc = market__fail(c, "auction %lld is unreadable", (long long)ids[i]);
-    }
-    market__replies_free(b.rep, b.n);
-    market__buf_free(&b);
     return rc;
 }
 
@@ -557,7 +498,8 @@ int market_auctions_find(market_conn *c, const char *realm, const market_auction
     int rc = index_read(c, realm, by, id, q->ending_before_ms, q->offset, scan, &ids, &n, &total);
     if (rc == MARKET_OK && n && !(out->auctions = calloc(n, sizeof *out->auctions)))
         rc = MARKET_ERR_NOMEM;
-    if (rc == MARKET_OK) rc = auctions_read(c, realm, ids, n, out->auctions);
+    if (rc == MARKET_OK && n)
+        rc = market__deals_get(c, &market__deal_auction, realm, ids, n, out->auctions, NULL);
     for (; rc == MARKET_OK && i < n && kept < q->limit; i++) /* i: the ids scanned */
         if (out->auctions[i].id && (!both || strcmp(out->auctions[i].item, q->item) == 0))
             out->auctions[kept++] = out->auctions[i];

@@ -137,43 +137,19 @@ int market_player_orders(market_conn *c, const char *realm, const char *player, 
     if (!c || !market_id_valid(realm) || !market_id_valid(player)) return MARKET_ERR_INVALID;
     char key[MARKET__KEY_MAX];
     market__key_bids(key, realm, player);
-    market__buf a = {0}, b = {0};
-    market_bid *v = NULL;
-    market__rd_bids_of(&a, key, MARKET_BOOK_SCAN);
-    int rc = market__read_buf(c, realm, &a);
-    if (rc < 0) goto out;
-    const redisReply *ids = a.rep[0];
-    if (ids->type != REDIS_REPLY_ARRAY) {
-        rc = market__fail_reply(c, "reading a player's orders", ids);
-        goto freed;
-    }
-    for (size_t k = 0; k < ids->elements; k++) {
-        int64_t id;
-        if (market__reply_book_id(ids->element[k], &id) < 0) {
-            rc = market__fail(c, "the orders of %s hold a bad entry", player);
-            goto freed;
-        }
-        market__rd_order(&b, realm, id);
-    }
-    if (!b.n) goto freed;
-    if ((rc = market__pipeline_buf(c, &b)) < 0) goto freed;
-    if (!(v = calloc(b.n, sizeof *v))) rc = MARKET_ERR_NOMEM;
-    for (size_t k = 0; rc == MARKET_OK && k < b.n; k++) {
-        int64_t id;
-        (void)market__reply_book_id(ids->element[k], &id);
-        int got = market__reply_order(b.rep[k], id, &v[*n]);
-        if (got == MARKET_ERR_NO_ORDER) continue; /* filled or taken back meanwhile */
-        if (got < 0)
-            rc = market__fail(c, "buy order %lld is unreadable", (long long)id);
-        else
-            (*n)++;
-    }
+    market__buf b = {0};
+    market__rd_bids_of(&b, key, MARKET_BOOK_SCAN);
+    int64_t ids[MARKET_BOOK_SCAN];
+    size_t k = 0;
+    int rc = market__ids_get(c, realm, &b, 0, ids, MARKET_BOOK_SCAN, &k);
+    if (rc < 0) return rc;
     market__replies_free(b.rep, b.n);
-freed:
-    market__replies_free(a.rep, a.n);
-out:
-    market__buf_free(&a);
     market__buf_free(&b);
+    market_bid *v = k ? calloc(k, sizeof *v) : NULL;
+    if (k && !v) return MARKET_ERR_NOMEM;
+    rc = market__deals_get(c, &market__deal_order, realm, ids, k, v, NULL);
+    for (size_t i = 0; rc == MARKET_OK && i < k; i++)
+        if (v[i].id) v[(*n)++] = v[i]; /* not filled or taken back meanwhile */
     if (rc == MARKET_OK && *n) {
         *out = v;
     } else {

@@ -543,7 +543,6 @@ static int prepare(market_conn *c, market__cbatch *cb) {
         snprintf(b->hi[i], sizeof b->hi[i], "%lld", (long long)o->price);
     }
     b->chosen = cb->policy == MARKET__POLICY_EACH;
-    if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
     return b->chosen ? choose_read(c, b) : MARKET_OK;
 }
 

@@ -32,12 +32,12 @@ struct cancel_batch {
     market__kstate k; /* its read and commit buffers (market_combine.h) */
     market__frame f;  /* its open orders and the read's frame */
     market__realm realm;
-    char k_order[MARKET__BATCH_MAX][MARKET__KEY_MAX];
-    size_t buyer[MARKET__BATCH_MAX]; /* the asking player's party */
-    int read_rc[MARKET__BATCH_MAX];  /* its order as read: MARKET_OK, ERR_NO_ORDER, ERR_STORE */
-    market_bid bid[MARKET__BATCH_MAX];
+    market__deals d;                   /* the buy orders, each once, */
+    market_bid bid[MARKET__BATCH_MAX]; /* as read */
+    size_t of[MARKET__BATCH_MAX];      /* order i's buy order */
+    size_t buyer[MARKET__BATCH_MAX];   /* the asking player's party */
     market__parties u;
-    size_t i_orders;
+    size_t i_funds;
 };
 
 /* Names the batch's orders and its lock (the market strategy's). */
@@ -46,12 +46,12 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     (void)c;
     market__realm_init(&b->realm, cb->realm);
     int rc = market__frame_begin(&b->f, cb, 0);
-    b->u.n = 0;
+    b->d.t = &market__deal_order;
+    b->d.n = b->u.n = 0;
     for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
-        market__key_order(b->k_order[i], b->realm.id, b->f.req[i]->id);
+        b->of[i] = market__deals_of(&b->d, b->f.req[i]->id);
         b->buyer[i] = market__parties_of(&b->u, b->realm.id, b->f.req[i]->player);
     }
-    if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
     return rc;
 }
 
@@ -61,22 +61,19 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     struct cancel_batch *b = cb->ks;
     market__buf *r = &b->k.rb;
     market__frame_read(&b->f, r);
-    for (size_t i = 0; i < b->f.n; i++)
-        market__buf_arg(r, b->k_order[i]);
+    market__deals_watch(&b->d, b->realm.id, r);
     market__parties_watch(&b->u, r);
     market__frame_watched(&b->f, held, 0, r);
-    b->i_orders = r->n;
-    for (size_t i = 0; i < b->f.n; i++)
-        market__rd_order(r, b->realm.id, b->f.req[i]->id);
+    market__deals_read(&b->d, b->realm.id, r);
+    b->i_funds = r->n;
     market__parties_read(&b->u, NULL, b->u.n, r);
     int rc = market__pipeline_buf(c, r);
     if (rc < 0) return rc;
     redisReply **rep = r->rep;
     rc = market__frame_judge(&b->f, c, held, rep);
     if (rc == MARKET_OK) {
-        for (size_t i = 0; i < b->f.n; i++)
-            b->read_rc[i] = market__reply_order(rep[b->i_orders + i], b->f.req[i]->id, &b->bid[i]);
-        market__parties_parse(&b->u, rep + b->i_orders + b->f.n, NULL, b->u.n);
+        market__deals_parse(&b->d, rep, b->bid);
+        market__parties_parse(&b->u, rep + b->i_funds, NULL, b->u.n);
     }
     market__replies_free(rep, r->n);
     return rc;
@@ -89,15 +86,16 @@ static int decide_one(void *ks, size_t i, int64_t *a, int64_t *b_, int64_t *c) {
     market_cancel_result *res = &o->res.cancel;
     (void)a, (void)b_, (void)c; /* a cancel keeps no record */
     *res = (market_cancel_result){0};
-    if (b->read_rc[i] != MARKET_OK) return b->read_rc[i];
-    if (strcmp(b->bid[i].buyer, o->player) != 0) return MARKET_ERR_NO_ORDER;
+    const market_bid *bid = &b->bid[b->of[i]];
+    if (b->d.rc[b->of[i]] != MARKET_OK) return b->d.rc[b->of[i]];
+    if (strcmp(bid->buyer, o->player) != 0) return MARKET_ERR_NO_ORDER;
     for (size_t j = 0; j < i; j++) /* taken back earlier in the batch */
         if (market__frame_won(&b->f, j) && b->f.req[j]->id == o->id) return MARKET_ERR_NO_ORDER;
     market__party *p = &b->u.party[b->buyer[i]];
     if (p->known == MARKET__UNREADABLE) return MARKET_ERR_STORE;
     if (p->known != MARKET__PRESENT) return MARKET_ERR_NO_PLAYER;
-    res->bid = b->bid[i];
-    res->refund = b->bid[i].left * b->bid[i].price; /* escrowed whole when it rested */
+    res->bid = *bid;
+    res->refund = bid->left * bid->price; /* escrowed whole when it rested */
     p->funds += res->refund; /* no overflow: a realm's funds and escrow fit an int64 */
     res->buyer_funds = p->funds;
     return MARKET_OK;
@@ -129,16 +127,11 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
 
 /* ---- the kind's ops (market_combine.h) ---- */
 
-/* The market strategy's lock, or none (see DESIGN). */
-static int policy(const market *m) {
-    return m->cfg.strategy == MARKET_STRATEGY_MARKET ? MARKET__POLICY_HOLD : MARKET__POLICY_NONE;
-}
-
 /* Taking a buy order back. */
 const struct market__kind market__cancel_kind = {
     .name = "cancel",
     .slot = 4,
-    .policy = policy,
+    .policy = market__policy_realm_or_none, /* see DESIGN */
     .state_size = sizeof(struct cancel_batch),
     .prepare = prepare,
     .read = batch_read,

@@ -142,6 +142,14 @@ void market__cbatch_lock_key(market__cbatch *cb, const char *key) {
     cb->n_locks++;
 }
 
+/* A kind's policy (market__kind.policy) for orders that no per-item lock
+ * serialises: the realm's market lock under the market strategy, kept from
+ * one batch to the next as the purchases' batches keep it, and none under
+ * the others, where the WATCH of what they change guards them alone. */
+int market__policy_realm_or_none(const market *m) {
+    return m->cfg.strategy == MARKET_STRATEGY_MARKET ? MARKET__POLICY_HOLD : MARKET__POLICY_NONE;
+}
+
 /* Kind k's lock policy on m: its own, or else the market's lock strategy's,
  * for the kinds whose orders lock as a realm's purchases do: the realm's
  * market lock (market), each listing's and buyer's locks (item), none
@@ -456,6 +464,11 @@ static int batch_run(market_conn *c, struct market__lane *ln, market__cbatch *cb
         cb->n_locks = 0;
         rc = cb->kind->prepare(c, cb);
         if (rc == MARKET_OK && cb->n_open == 0) return MARKET_OK; /* every one answered early */
+        if (cb->policy == MARKET__POLICY_HOLD && cb->n_locks == 0) {
+            char key[MARKET__KEY_MAX];
+            market__key_market_lock(key, cb->realm);
+            market__cbatch_lock_key(cb, key);
+        }
         /* a batch that names no lock (under EACH: its orders name nothing there is to lock,
          * e.g. trades that are not) runs on its WATCH alone */
         if (rc == MARKET_OK && (cb->policy == MARKET__POLICY_NONE || cb->n_locks == 0)) {

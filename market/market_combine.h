@@ -74,7 +74,9 @@ struct market__kind {
      * open order is given. A kind whose locks follow from a read (made here)
      * may have read return MARKET__CHOOSE_AGAIN when what it read under them
      * no longer fits: the locks are released and prepare is called again,
-     * within the batch's wait budget (spent: MARKET_ERR_CONFLICT). */
+     * within the batch's wait budget (spent: MARKET_ERR_CONFLICT). Under
+     * MARKET__POLICY_HOLD, a batch that names no lock holds the realm's
+     * market lock. */
     int (*prepare)(market_conn *c, market__cbatch *cb);
     /* MARKET__POLICY_EACH, optional: sends the read before the locks are
      * asked for (held names them, without tokens); read_recv then takes its
@@ -85,6 +87,8 @@ struct market__kind {
     size_t (*decide)(market__cbatch *cb); /* pure; returns how many orders it commits */
     int (*commit)(market_conn *c, const market__held *held, market__cbatch *cb);
 };
+
+int market__policy_realm_or_none(const market *m);
 
 /* What a combiner does with any order it queued, whatever its kind. */
 typedef struct market__order_ops {

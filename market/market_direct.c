@@ -71,12 +71,10 @@ struct direct_batch {
     market__frame f;
     market__realm realm;
     /* the trades its accepts and cancels name, each once */
-    size_t n_trades;
-    int64_t id[DIRECT_BATCH_MAX];
+    market__deals d;               /* and their codes as read under WATCH */
     int seen_rc[DIRECT_BATCH_MAX]; /* as read before the locks (prepare) */
     market_direct seen[DIRECT_BATCH_MAX];
-    int read_rc[DIRECT_BATCH_MAX]; /* as read under WATCH, then as decided */
-    market_direct t[DIRECT_BATCH_MAX];
+    market_direct t[DIRECT_BATCH_MAX]; /* as read under WATCH, then as decided */
     int changed[DIRECT_BATCH_MAX];
     size_t of[DIRECT_BATCH_MAX]; /* order i's trade (an accept's, a cancel's) */
     market__parties u;
@@ -85,16 +83,8 @@ struct direct_batch {
     size_t n_h;
     int any_new;             /* proposals: the realm's last id is read */
     int64_t last_read, last; /* the realm's last direct trade id, as read and as decided */
-    size_t i_trades, i_h, i_last, i_funds;
+    size_t i_h, i_last, i_funds;
 };
-
-/* The place of trade id among the batch's. */
-static size_t trade_of(struct direct_batch *b, int64_t id) {
-    for (size_t j = 0; j < b->n_trades; j++)
-        if (b->id[j] == id) return j;
-    b->id[b->n_trades] = id;
-    return b->n_trades++;
-}
 
 /* The holding of item by party p (unique or units), added when new. */
 static struct holding *holding(struct direct_batch *b, size_t p, const char *item, int unique) {
@@ -123,12 +113,11 @@ static void side_holdings(struct direct_batch *b, const market_goods *g, size_t 
 static int seen_read(market_conn *c, struct direct_batch *b) {
     market__buf *r = &b->k.rb;
     market__buf_reset(r);
-    for (size_t j = 0; j < b->n_trades; j++)
-        market__rd_direct(r, b->realm.id, b->id[j]);
+    market__deals_read(&b->d, b->realm.id, r);
     int rc = market__pipeline_buf(c, r);
     if (rc < 0) return rc;
-    for (size_t j = 0; j < b->n_trades; j++)
-        b->seen_rc[j] = market__reply_direct(r->rep[j], b->id[j], &b->seen[j]);
+    market__deals_parse(&b->d, r->rep, b->seen);
+    memcpy(b->seen_rc, b->d.rc, b->d.n * sizeof *b->seen_rc);
     market__replies_free(r->rep, r->n);
     return MARKET_OK;
 }
@@ -155,14 +144,15 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     market__realm_init(&b->realm, cb->realm);
     int rc = market__frame_begin(&b->f, cb, 0);
     b->f.clock = 1;
-    b->n_trades = b->u.n = b->n_h = 0;
+    b->d.t = &market__deal_direct;
+    b->d.n = b->u.n = b->n_h = 0;
     b->any_new = 0;
     memset(b->goods, 0, sizeof b->goods);
     for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
         market_order *o = b->f.req[i];
         b->of[i] = SIZE_MAX;
         if (o->type != MARKET_ORDER_DIRECT) {
-            b->of[i] = trade_of(b, o->id);
+            b->of[i] = market__deals_of(&b->d, o->id);
             continue;
         }
         b->any_new = 1;
@@ -171,8 +161,8 @@ static int prepare(market_conn *c, market__cbatch *cb) {
         b->goods[p] = 1; /* its side is checked under its lock, if only its funds */
         side_holdings(b, o->give, p, SIZE_MAX);
     }
-    if (rc == MARKET_OK && b->n_trades) rc = seen_read(c, b);
-    for (size_t j = 0; rc == MARKET_OK && j < b->n_trades; j++) {
+    if (rc == MARKET_OK && b->d.n) rc = seen_read(c, b);
+    for (size_t j = 0; rc == MARKET_OK && j < b->d.n; j++) {
         const market_direct *t = &b->seen[j];
         if (b->seen_rc[j] != MARKET_OK) continue;
         size_t p = market__parties_of(&b->u, b->realm.id, t->from);
@@ -181,7 +171,6 @@ static int prepare(market_conn *c, market__cbatch *cb) {
         side_holdings(b, &t->give, p, q);
         side_holdings(b, &t->get, q, p);
     }
-    if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
     if (cb->policy == MARKET__POLICY_EACH) name_locks(b, cb);
     return rc;
 }
@@ -191,12 +180,8 @@ static int prepare(market_conn *c, market__cbatch *cb) {
 static int batch_read(market_conn *c, const market__held *held, market__cbatch *cb) {
     struct direct_batch *b = cb->ks;
     market__buf *r = &b->k.rb;
-    char key[MARKET__KEY_MAX];
     market__frame_read(&b->f, r);
-    for (size_t j = 0; j < b->n_trades; j++) {
-        market__key_direct(key, b->realm.id, b->id[j]);
-        market__buf_arg(r, market__buf_join(r, key, (const char *)NULL));
-    }
+    market__deals_watch(&b->d, b->realm.id, r);
     for (size_t p = 0; p < b->u.n; p++)
         if (b->goods[p]) {
             market__buf_arg(r, b->u.k_inv[p]);
@@ -205,9 +190,7 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     if (b->any_new) market__buf_arg(r, b->realm.directs);
     market__parties_watch(&b->u, r);
     market__frame_watched(&b->f, held, 0, r);
-    b->i_trades = r->n;
-    for (size_t j = 0; j < b->n_trades; j++)
-        market__rd_direct(r, b->realm.id, b->id[j]);
+    market__deals_read(&b->d, b->realm.id, r);
     b->i_h = r->n;
     for (size_t k = 0; k < b->n_h; k++) {
         const struct holding *h = &b->h[k];
@@ -224,22 +207,17 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     if (rc < 0) return rc;
     redisReply **rep = r->rep;
     rc = market__frame_judge(&b->f, c, held, rep);
-    for (size_t j = 0; rc == MARKET_OK && j < b->n_trades; j++) {
-        b->read_rc[j] = market__reply_direct(rep[b->i_trades + j], b->id[j], &b->t[j]);
+    if (rc == MARKET_OK) market__deals_parse(&b->d, rep, b->t);
+    for (size_t j = 0; rc == MARKET_OK && j < b->d.n; j++) {
         const market_direct *s = &b->seen[j], *t = &b->t[j];
-        if (b->read_rc[j] == MARKET_OK &&
+        if (b->d.rc[j] == MARKET_OK &&
             (b->seen_rc[j] != MARKET_OK || strcmp(s->from, t->from) || strcmp(s->to, t->to)))
             rc = MARKET__CHOOSE_AGAIN; /* its sides are not named, nor locked */
     }
     for (size_t k = 0; rc == MARKET_OK && k < b->n_h; k++) {
-        const redisReply *x = rep[b->i_h + k];
         struct holding *h = &b->h[k];
-        if (h->unique)
-            h->read = x->type == REDIS_REPLY_INTEGER && (x->integer == 0 || x->integer == 1)
-                          ? x->integer
-                          : -1;
-        else
-            h->read = market__reply_units(x);
+        h->read =
+            h->unique ? market__reply_holds(rep[b->i_h + k]) : market__reply_units(rep[b->i_h + k]);
     }
     b->last_read = 0;
     if (rc == MARKET_OK && b->any_new &&
@@ -324,7 +302,7 @@ static int decide_close(struct direct_batch *b, size_t i) {
     market_order *o = b->f.req[i];
     market_direct_result *res = &o->res.direct;
     size_t j = b->of[i];
-    if (b->read_rc[j] != MARKET_OK) return b->read_rc[j];
+    if (b->d.rc[j] != MARKET_OK) return b->d.rc[j];
     market_direct *t = &b->t[j];
     int accept = o->type == MARKET_ORDER_DIRECT_ACCEPT;
     int is_from = strcmp(o->player, t->from) == 0, is_to = strcmp(o->player, t->to) == 0;
@@ -374,7 +352,7 @@ static void replay(market_order *o, const market__outcome *v) {
 static size_t batch_decide(market__cbatch *cb) {
     struct direct_batch *b = cb->ks;
     b->last = b->last_read;
-    for (size_t j = 0; j < b->n_trades; j++)
+    for (size_t j = 0; j < b->d.n; j++)
         b->changed[j] = 0;
     for (size_t k = 0; k < b->n_h; k++)
         b->h[k].now = b->h[k].read;
@@ -396,7 +374,7 @@ static int batch_commit(market_conn *c, const market__held *held, market__cbatch
         else
             market__fx_units(w, b->u.k_stacks[h->party], h->item, h->now - h->read);
     }
-    for (size_t j = 0; j < b->n_trades; j++)
+    for (size_t j = 0; j < b->d.n; j++)
         if (b->changed[j]) {
             market__fx_direct_put(w, b->realm.id, &b->t[j]);
             market__fx_direct_index(w, b->realm.id, &b->t[j], 0, 0);
@@ -431,28 +409,15 @@ const struct market__kind market__direct_kind = {
 
 /* ---- reading ---- */
 
-/* Reads trades ids[0..n) of realm and the store's clock into out[0..n) (an open one past its
- * time as EXPIRED; one whose hash went as id 0). Returns MARKET_OK, or ERR_STORE. */
+/* Reads trades ids[0..n) of realm into out[0..n) (an open one past its time as EXPIRED; one
+ * whose hash went as id 0). Returns MARKET_OK, or ERR_STORE. */
 static int directs_read(market_conn *c, const char *realm, const int64_t *ids, size_t n,
                         market_direct *out) {
-    market__buf b = {0};
-    for (size_t i = 0; i < n; i++)
-        market__rd_direct(&b, realm, ids[i]);
-    market__rd_time(&b);
-    int rc = market__read_buf(c, realm, &b);
-    if (rc < 0) return rc;
     int64_t now = 0;
-    if (market__reply_time(b.rep[n], &now) < 0) rc = market__fail(c, "the store's clock");
-    for (size_t i = 0; i < n && rc == MARKET_OK; i++) {
-        int r = market__reply_direct(b.rep[i], ids[i], &out[i]);
-        if (r == MARKET_ERR_NO_DIRECT) out[i].id = 0;
-        if (r == MARKET_ERR_STORE)
-            rc = market__fail(c, "direct trade %lld is unreadable", (long long)ids[i]);
-        if (r == MARKET_OK && out[i].state == MARKET_DIRECT_OPEN && out[i].expires_ms <= now)
+    int rc = market__deals_get(c, &market__deal_direct, realm, ids, n, out, &now);
+    for (size_t i = 0; rc == MARKET_OK && i < n; i++)
+        if (out[i].id && out[i].state == MARKET_DIRECT_OPEN && out[i].expires_ms <= now)
             out[i].state = MARKET_DIRECT_EXPIRED;
-    }
-    market__replies_free(b.rep, b.n);
-    market__buf_free(&b);
     return rc;
 }
 
@@ -475,21 +440,15 @@ int market_player_directs(market_conn *c, const char *realm, const char *player,
     if (!c || !market_id_valid(realm) || !market_id_valid(player)) return MARKET_ERR_INVALID;
     market__buf b = {0};
     market__rd_directs_of(&b, realm, player);
-    int rc = market__read_buf(c, realm, &b);
-    if (rc < 0) return rc;
-    const redisReply *page = b.rep[0];
     int64_t ids[MARKET_DIRECTS_PAGE_MAX];
-    size_t k = 0;
-    if (page->type != REDIS_REPLY_ARRAY) rc = market__fail(c, "reading %s's direct trades", player);
-    for (size_t i = 0; rc == MARKET_OK && i < page->elements && k < MARKET_DIRECTS_PAGE_MAX; i++)
-        if (market__reply_i64(page->element[i], &ids[k++]) < 0)
-            rc = market__fail(c, "%s's direct trades hold an entry that is no id", player);
+    size_t k = 0, kept = 0;
+    int rc = market__ids_get(c, realm, &b, 0, ids, MARKET_DIRECTS_PAGE_MAX, &k);
+    if (rc < 0) return rc;
     market__replies_free(b.rep, b.n);
     market__buf_free(&b);
-    market_direct *t = NULL;
-    if (rc == MARKET_OK && k && !(t = calloc(k, sizeof *t))) rc = MARKET_ERR_NOMEM;
-    if (rc == MARKET_OK && k) rc = directs_read(c, realm, ids, k, t);
-    size_t kept = 0;
+    market_direct *t = k ? calloc(k, sizeof *t) : NULL;
+    if (k && !t) return MARKET_ERR_NOMEM;
+    rc = directs_read(c, realm, ids, k, t);
     for (size_t i = 0; rc == MARKET_OK && i < k; i++)
         if (t[i].id && t[i].state == MARKET_DIRECT_OPEN) t[kept++] = t[i];
     if (rc != MARKET_OK || kept == 0) {

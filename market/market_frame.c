@@ -309,3 +309,36 @@ void market__parties_funds(const market__parties *p, market__buf *w) {
         if (p->party[i].known == MARKET__PRESENT)
             market__fx_funds(w, p->k_user[i], p->party[i].funds - p->read_funds[i]);
 }
+
+/* ---- deals by number ---- */
+
+/* The place of deal id among d's, added when new. */
+size_t market__deals_of(market__deals *d, int64_t id) {
+    for (size_t j = 0; j < d->n; j++)
+        if (d->id[j] == id) return j;
+    d->id[d->n] = id;
+    return d->n++;
+}
+
+/* Appends the keys of d's deals to r's open WATCH (market__frame_read()). */
+void market__deals_watch(const market__deals *d, const char *realm, market__buf *r) {
+    char key[MARKET__KEY_MAX];
+    for (size_t j = 0; j < d->n; j++) {
+        d->t->key(key, realm, d->id[j]);
+        market__buf_arg(r, market__buf_join(r, key, (const char *)NULL));
+    }
+}
+
+/* Appends the reads of d's deals to r. */
+void market__deals_read(market__deals *d, const char *realm, market__buf *r) {
+    d->i_rep = r->n;
+    for (size_t j = 0; j < d->n; j++)
+        d->t->rd(r, realm, d->id[j]);
+}
+
+/* Reads the replies of market__deals_read() (rep: the read's) into out[0..d->n), and their
+ * codes into d->rc. */
+void market__deals_parse(market__deals *d, redisReply *const *rep, void *out) {
+    for (size_t j = 0; j < d->n; j++)
+        d->rc[j] = d->t->reply(rep[d->i_rep + j], d->id[j], (char *)out + j * d->t->size);
+}

@@ -88,6 +88,22 @@ void market__parties_parse(market__parties *p, redisReply *const *rep, const siz
 void market__parties_funds(const market__parties *p, market__buf *w);
 size_t market__parties_find(const market__parties *p, const char *id);
 
+/* The deals of one type (market__deal_type) a batch names by number, each once: the WATCH
+ * of their hashes, their reads, and their codes as read; their values go to the kind's
+ * array (t->size each, in the order of id[]). */
+typedef struct market__deals {
+    const market__deal_type *t;
+    size_t n;
+    int64_t id[MARKET__BATCH_MAX];
+    int rc[MARKET__BATCH_MAX]; /* as read: MARKET_OK, t->missing, MARKET_ERR_STORE */
+    size_t i_rep;              /* the read's replies */
+} market__deals;
+
+size_t market__deals_of(market__deals *d, int64_t id);
+void market__deals_watch(const market__deals *d, const char *realm, market__buf *r);
+void market__deals_read(market__deals *d, const char *realm, market__buf *r);
+void market__deals_parse(market__deals *d, redisReply *const *rep, void *out);
+
 void market__frame_cut(const market__frame *f, market__parties *p, int64_t bps, market__cut *cut);
 
 /* One order's working copy of the batch's cut (market__cut_begin()): the

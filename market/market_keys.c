@@ -142,12 +142,17 @@ void market__key_bought(char *out, size_t outlen, const char *sale_key) {
     market__join(out, outlen, sale_key, ":bought", (const char *)NULL);
 }
 
+/* Names realm's market lock into out (MARKET__KEY_MAX bytes). */
+void market__key_market_lock(char *out, const char *realm) {
+    market__join(out, MARKET__KEY_MAX, "lock:market:{", realm, "}", (const char *)NULL);
+}
+
 /* Fills *r with realm's id (borrowed) and the names every operation of the
  * realm shares: its market and its market lock. */
 void market__realm_init(market__realm *r, const char *realm) {
     r->id = realm;
     market__join(r->market, sizeof r->market, "market:{", realm, "}", (const char *)NULL);
-    market__join(r->lock, sizeof r->lock, "lock:market:{", realm, "}", (const char *)NULL);
+    market__key_market_lock(r->lock, realm);
     market__join(r->trades, sizeof r->trades, "trades:{", realm, "}", (const char *)NULL);
     market__join(r->trade_items, sizeof r->trade_items, "trades:{", realm, "}:items",
                  (const char *)NULL);

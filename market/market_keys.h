@@ -69,6 +69,7 @@ void market__key_directs(char *out, const char *realm, const char *player);
 void market__bid_member(char out[MARKET__BID_MEMBER_MAX], int64_t id);
 void market__key_bought(char *out, size_t outlen, const char *sale_key);
 void market__lock_key(char *out, const char *kind, const char *realm, const char *id);
+void market__key_market_lock(char *out, const char *realm);
 void market__trade_key(char *out, size_t outlen, const char *realm, const char *kind,
                        const char *id);
 void market__idem_key(char *out, size_t outlen, const char *realm, const char *player,

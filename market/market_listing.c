@@ -128,7 +128,6 @@ static int prepare(market_conn *c, market__cbatch *cb) {
             market__i64_str(b->lo[i], -o->price);
         }
     }
-    if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
     (void)c;
     return rc;
 }
@@ -203,7 +202,7 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
         if (b->first[i] != i) continue;
         redisReply **o = rep + b->i_own + 5 * i;
-        b->unique[i] = o[0]->type == REDIS_REPLY_INTEGER ? o[0]->integer == 1 : -1;
+        b->unique[i] = market__reply_holds(o[0]);
         b->stacked[i] = market__reply_units(o[1]);
         b->listed[i] = market__reply_price(o[2]);
         b->listed_units[i] = market__reply_units(o[3]);

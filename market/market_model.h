@@ -142,6 +142,18 @@ void market__fx_direct_index(market__buf *b, const char *realm, const market_dir
                              int64_t now_ms);
 void market__fx_directs_last(market__buf *b, const market__realm *r, int64_t id);
 void market__fx_item_has(market__buf *b, const char *inventory_key, const char *item, int in);
+
+/* A kind of deal a realm keeps by number, one hash each, read whole: buy orders, auctions,
+ * direct trades (market_model_deals.c). Its C value holds its number at id_off. */
+typedef struct market__deal_type {
+    const char *what; /* "auction": for a failure's text */
+    int missing;      /* the code of a number that names none */
+    size_t size, id_off;
+    void (*key)(char *out, const char *realm, int64_t id);
+    void (*rd)(market__buf *b, const char *realm, int64_t id);
+    int (*reply)(const redisReply *r, int64_t id, void *out); /* OK, missing, ERR_STORE */
+} market__deal_type;
+extern const market__deal_type market__deal_order, market__deal_auction, market__deal_direct;
 void market__rd_cheapest(market__buf *b, const char *index_key, const char *hi,
                          const char *scan);
 void market__rd_ping(market__buf *b);
@@ -224,6 +236,9 @@ int market__reply_orders_last(const redisReply *r, int64_t *id);
 int market__reply_order(const redisReply *r, int64_t id, market_bid *out);
 int market__reply_auction(const redisReply *r, int64_t id, market_auction *out);
 int market__reply_book_id(const redisReply *member, int64_t *id);
+int market__reply_ids(const redisReply *r, int64_t *ids, size_t max, size_t *n);
+int market__reply_holds(const redisReply *r);
+int64_t market__reply_count(const redisReply *r);
 int market__parse_goods(const char *s, size_t len, market_goods *out);
 int market__reply_direct(const redisReply *r, int64_t id, market_direct *out);
 

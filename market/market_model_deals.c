@@ -273,3 +273,27 @@ void market__fx_item_has(market__buf *b, const char *inventory_key, const char *
     else
         market__fx_item_out(b, inventory_key, item);
 }
+
+/* ---- the deals a realm keeps by number ---- */
+
+static int reply_order(const redisReply *r, int64_t id, void *out) {
+    return market__reply_order(r, id, out);
+}
+static int reply_auction(const redisReply *r, int64_t id, void *out) {
+    return market__reply_auction(r, id, out);
+}
+static int reply_direct(const redisReply *r, int64_t id, void *out) {
+    return market__reply_direct(r, id, out);
+}
+
+/* A deal type whose C value T holds its number as `id`. */
+#define DEAL(what, missing, T, key, rd, reply)                                                     \
+    { what, missing, sizeof(T), offsetof(T, id), key, rd, reply }
+const market__deal_type market__deal_order = DEAL("buy order", MARKET_ERR_NO_ORDER, market_bid,
+                                                  market__key_order, market__rd_order, reply_order);
+const market__deal_type market__deal_auction =
+    DEAL("auction", MARKET_ERR_NO_AUCTION, market_auction, market__key_auction, market__rd_auction,
+         reply_auction);
+const market__deal_type market__deal_direct =
+    DEAL("direct trade", MARKET_ERR_NO_DIRECT, market_direct, market__key_direct, market__rd_direct,
+         reply_direct);

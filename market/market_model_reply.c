@@ -246,7 +246,7 @@ int market__listing_read(const redisReply *e, const redisReply *sc, market_listi
 /* Reads a page of the market (r: ZRANGE market:{r} ... WITHSCORES) into
  * *out, a new array of *n listings (caller frees with free(); NULL when r
  * holds none): their item, seller and price; quantity and stack are left
- * 0 (market__listings_fill() reads them). Entries that are no listing's (no
+ * 0 (market_listings() reads them). Entries that are no listing's (no
  * dot, ids too short or long, a price that is not whole) are left out.
  * Returns MARKET_OK, or MARKET_ERR_STORE (r is no such reply),
  * MARKET_ERR_NOMEM, with *out NULL. */
@@ -482,6 +482,28 @@ int market__reply_direct(const redisReply *r, int64_t id, market_direct *out) {
 int market__reply_book_id(const redisReply *member, int64_t *id) {
     return member->type != REDIS_REPLY_STRING || market__reply_i64(member, id) < 0 || *id < 1 ? -1
                                                                                               : 0;
+}
+
+/* Reads r, a page of ids (a ZRANGE of an index of deals, or of a book: market__bid_member()),
+ * into ids[0..*n), at most max. Returns 0, or -1 when it is not one. */
+int market__reply_ids(const redisReply *r, int64_t *ids, size_t max, size_t *n) {
+    *n = 0;
+    if (r->type != REDIS_REPLY_ARRAY) return -1;
+    for (size_t i = 0; i < r->elements && *n < max; i++)
+        if (market__reply_book_id(r->element[i], &ids[(*n)++]) < 0) return -1;
+    return 0;
+}
+
+/* The count an integer reply r gives (ZCARD, ZCOUNT, EXISTS, ...), or -1 when r is not one. */
+int64_t market__reply_count(const redisReply *r) {
+    return r->type == REDIS_REPLY_INTEGER && r->integer >= 0 ? (int64_t)r->integer : -1;
+}
+
+/* Whether a player holds a unique item, as an HEXISTS of its inventory
+ * (market__rd_holds()) says: 1, 0, or -1 when r is not an answer. */
+int market__reply_holds(const redisReply *r) {
+    int64_t v = market__reply_count(r);
+    return v == 0 || v == 1 ? (int)v : -1;
 }
 
 /* ---- sales ---- */

@@ -493,10 +493,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     MARKET__COUNT(m, batches);
     b->filtered = 0;
     b->guard = 0;
-    if (cb->policy != MARKET__POLICY_EACH) {
-        if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
-        return batch_index(b, cb, 0);
-    }
+    if (cb->policy != MARKET__POLICY_EACH) return batch_index(b, cb, 0);
     /* While buyers race: the refused keep their answer, and the market keeps
      * reading as contended (it looks uncontended only because it was filtered). */
     b->filtered = b->read_split && prefilter_unlisted(c, b, cb) > 0;

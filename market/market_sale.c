@@ -116,21 +116,11 @@ int market_sale_create(market_conn *c, const char *realm, const market_sale *s) 
     snprintf(end, sizeof end, "%lld", (long long)s->end_ms);
     const char *keys[2] = {k_sale, k_house};
     const char *args[7] = {s->item, price, initial, limit, start, end, house};
-    market__buf b = {0};
-    market__fx_multi(&b); /* a commit: confirmed by the replicas (cfg.min_replicas_ack) */
-    market__fx_script(&b, create_script, 2, keys, 7, args);
-    market__fx_exec(&b);
-    redisReply *r = NULL;
-    int rc = market__write_one(c, realm, &b, &r);
-    market__buf_free(&b);
+    int64_t made = 0;
+    int rc =
+        market__write_script(c, realm, create_script, 2, keys, 7, args, "creating a sale", &made);
     if (rc < 0) return rc;
-    if (r->type != REDIS_REPLY_INTEGER)
-        rc = market__fail_reply(c, "creating a sale", r);
-    else
-        rc = r->integer == 1 ? MARKET_OK : r->integer == 0 ? MARKET_ERR_DUPLICATE
-                                                            : MARKET_ERR_NO_PLAYER;
-    freeReplyObject(r);
-    return rc;
+    return made == 1 ? MARKET_OK : made == 0 ? MARKET_ERR_DUPLICATE : MARKET_ERR_NO_PLAYER;
 }
 
 /* Reads sale id of realm into *out, with out->now_ms the store's clock at

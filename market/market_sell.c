@@ -237,12 +237,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
                 break;
             }
     }
-    if (cb->policy == MARKET__POLICY_HOLD) market__cbatch_lock_key(cb, b->realm.lock);
     return rc;
-}
-
-static int policy(const market *m) {
-    return m->cfg.strategy == MARKET_STRATEGY_MARKET ? MARKET__POLICY_HOLD : MARKET__POLICY_NONE;
 }
 
 static size_t most(const market *m, int policy) {
@@ -254,7 +249,7 @@ static size_t most(const market *m, int policy) {
 const struct market__kind market__sell_kind = {
     .name = "sell",
     .slot = 5,
-    .policy = policy,
+    .policy = market__policy_realm_or_none, /* see DESIGN */
     .most = most,
     .state_size = sizeof(struct sell_batch),
     .prepare = prepare,

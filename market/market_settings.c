@@ -65,18 +65,8 @@ int market_settings_set(market_conn *c, const char *realm, const market_settings
     const char *keys[2] = {rl.settings, k_house};
     const char *args[8] = {MARKET__FIELD_FEE_BPS,  bps,      MARKET__FIELD_HOUSE,         house,
                            MARKET__FIELD_LIST_FEE, list_bps, MARKET__FIELD_LIST_DURATION, duration};
-    market__buf b = {0};
-    market__fx_multi(&b); /* a commit: confirmed by the replicas (cfg.min_replicas_ack) */
-    market__fx_script(&b, set_script, 2, keys, 8, args);
-    market__fx_exec(&b);
-    redisReply *r = NULL;
-    int rc = market__write_one(c, realm, &b, &r);
-    market__buf_free(&b);
-    if (rc < 0) return rc;
-    if (r->type != REDIS_REPLY_INTEGER)
-        rc = market__fail_reply(c, "setting the realm's settings", r);
-    else if (r->integer != 1)
-        rc = MARKET_ERR_NO_PLAYER;
-    freeReplyObject(r);
-    return rc;
+    int64_t set = 0;
+    int rc = market__write_script(c, realm, set_script, 2, keys, 8, args,
+                                  "setting the realm's settings", &set);
+    return rc == MARKET_OK && set != 1 ? MARKET_ERR_NO_PLAYER : rc;
 }

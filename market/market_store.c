@@ -737,49 +737,6 @@ void market__replies_free(redisReply **replies, size_t n) {
     }
 }
 
-/* Reads, in one round trip, the units of the n listings l[0..n) of realm
- * rl into their quantity and stack (a listing without a count is a unique
- * item: 1), and their ends. Returns MARKET_OK, or ERR_STORE, ERR_NOMEM. */
-int market__listings_fill(market_conn *c, const market__realm *rl, market_listing *l, size_t n) {
-    if (n == 0) return MARKET_OK;
-    char(*member)[MARKET__MEMBER_MAX] = malloc(n * sizeof *member);
-    market__buf b = {0};
-    int rc = MARKET_ERR_NOMEM, read = 0;
-    if (!member) goto out;
-    for (size_t i = 0; i < n; i++)
-        snprintf(member[i], sizeof member[i], "%s.%s", l[i].item, l[i].seller);
-    market__rd_listing_units_begin(&b, rl);
-    for (size_t i = 0; i < n; i++)
-        market__buf_arg(&b, member[i]);
-    market__buf_end(&b, 0);
-    market__rd_ends_of_begin(&b, rl);
-    for (size_t i = 0; i < n; i++)
-        market__buf_arg(&b, member[i]);
-    market__buf_end(&b, 0);
-    if ((rc = market__pipeline_buf(c, &b)) < 0) goto out;
-    read = 1;
-    for (size_t k = 0; k < 2; k++) {
-        const redisReply *r = b.rep[k];
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
-            rc = market__fail_reply(
-                c, k ? "reading the listings' ends" : "reading the listings' units", r);
-            goto out;
-        }
-        for (size_t i = 0; i < n; i++)
-            if ((k ? market__listing_end(&l[i], r->element[i])
-                   : market__listing_units(&l[i], r->element[i])) < 0) {
-                rc = market__fail(c, "the %s of %s are unreadable", k ? "end" : "units", member[i]);
-                goto out;
-            }
-    }
-    rc = MARKET_OK;
-out:
-    if (read) market__replies_free(b.rep, b.n);
-    free(member);
-    market__buf_free(&b);
-    return rc;
-}
-
 /* Makes the pipelines of c that read under a WATCH (the batches' reads) also watch and
  * read realm's seeding mark, behind their own commands, until market__mark_realm(c, NULL):
  * a batch of a realm being seeded fails with ERR_REALM_UNAVAILABLE, and a seed that starts
@@ -837,6 +794,29 @@ int market__write_one(market_conn *c, const char *realm, market__buf *b, redisRe
         x->element[0] = NULL; /* the caller's now: freeReplyObject() skips it */
     }
     market__replies_free(b->rep, b->n);
+    return rc;
+}
+
+/* Runs script over keys[0..nkeys) and args[0..nargs) on realm's master as one write
+ * (market__write_one()) that answers a number, into *out (what: the write, for a failure's
+ * text). Returns MARKET_OK, or ERR_STORE (an answer that is no number), or
+ * market__write_one()'s error. */
+int market__write_script(market_conn *c, const char *realm, const char *script, size_t nkeys,
+                         const char *const *keys, size_t nargs, const char *const *args,
+                         const char *what, int64_t *out) {
+    market__buf b = {0};
+    market__fx_multi(&b); /* a commit: confirmed by the replicas (cfg.min_replicas_ack) */
+    market__fx_script(&b, script, nkeys, keys, nargs, args);
+    market__fx_exec(&b);
+    redisReply *r = NULL;
+    int rc = market__write_one(c, realm, &b, &r);
+    market__buf_free(&b);
+    if (rc < 0) return rc;
+    if (r->type != REDIS_REPLY_INTEGER)
+        rc = market__fail_reply(c, what, r);
+    else
+        *out = (int64_t)r->integer;
+    freeReplyObject(r);
     return rc;
 }
 

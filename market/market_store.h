@@ -1,7 +1,8 @@
 /* market_store.h - the store layer (market_store.c): a Redis connection per
  * market_conn (one per master on a Redis Cluster) that reconnects by itself,
- * and pipelines of the data model's buffers (market_model.h). It calls
- * nothing above it. */
+ * and pipelines of the data model's buffers (market_model.h); and the reads
+ * of deals by number outside a batch (market_deals.c). It calls nothing
+ * above it. */
 #ifndef GM_MARKET_MARKET_STORE_H
 #define GM_MARKET_MARKET_STORE_H
 
@@ -85,14 +86,21 @@ int market__wait_recv(market_conn *c, char *why, size_t len);
 int market__replicated(market_conn *c, const char *const *keys, size_t n);
 void market__replies_free(redisReply **replies, size_t n);
 redisReply *market__command_buf(market_conn *c, market__buf *b, int *rc);
-int market__listings_fill(market_conn *c, const market__realm *rl, market_listing *l, size_t n);
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
 int market__read_buf(market_conn *c, const char *realm, market__buf *b);
 void market__mark_realm(market_conn *c, const char *realm);
 int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
 int market__write_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
+int market__write_script(market_conn *c, const char *realm, const char *script, size_t nkeys,
+                         const char *const *keys, size_t nargs, const char *const *args,
+                         const char *what, int64_t *out);
 int market__ending_add(market_conn *c, const char *realm);
+/* deals by number, outside a batch (market_deals.c) */
+int market__deals_get(market_conn *c, const market__deal_type *t, const char *realm,
+                      const int64_t *ids, size_t n, void *out, int64_t *now_ms);
+int market__ids_get(market_conn *c, const char *realm, market__buf *b, size_t at, int64_t *ids,
+                    size_t max, size_t *n);
 /* A realm's streams (market__streams_after). */
 #define MARKET__STREAMS_MAX 3 /* streams one snapshot reads (enum market__stream) */
 int market__streams_after(market_conn *c, const char *realm, size_t n, const enum market__stream *s,

@@ -344,6 +344,75 @@ static void test_reply_order(void **state) {
     assert_int_equal(market__reply_book_id(&m, &id), -1);
 }
 
+/* A page of ids reads as numbers up to max, and a page with an entry that is no id, or that
+ * is no array, is refused; a count is a non-negative integer; a holding is 0 or 1. */
+static void test_reply_ids_count_holds(void **state) {
+    (void)state;
+    redisReply v[3] = {str("3"), str("12"), str("40")};
+    redisReply *e[3] = {&v[0], &v[1], &v[2]};
+    redisReply r = arr(e, 3);
+    int64_t ids[3];
+    size_t n = 9;
+    assert_int_equal(market__reply_ids(&r, ids, 3, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(ids[0], 3);
+    assert_int_equal(ids[2], 40);
+    assert_int_equal(market__reply_ids(&r, ids, 2, &n), 0);
+    assert_int_equal(n, 2);
+    v[1] = str("0");
+    assert_int_equal(market__reply_ids(&r, ids, 3, &n), -1);
+    v[1] = str("x");
+    assert_int_equal(market__reply_ids(&r, ids, 3, &n), -1);
+    assert_int_equal(market__reply_ids(&v[0], ids, 3, &n), -1);
+    redisReply i = {.type = REDIS_REPLY_INTEGER, .integer = 7};
+    assert_int_equal(market__reply_count(&i), 7);
+    assert_int_equal(market__reply_holds(&i), -1);
+    i.integer = 1;
+    assert_int_equal(market__reply_holds(&i), 1);
+    i.integer = 0;
+    assert_int_equal(market__reply_holds(&i), 0);
+    i.integer = -1;
+    assert_int_equal(market__reply_count(&i), -1);
+    assert_int_equal(market__reply_count(&v[0]), -1);
+    assert_int_equal(market__reply_holds(&v[0]), -1);
+}
+
+/* The deal types: each reads its hash at its key, and its reply into its value, with its own
+ * code for a number that names none. */
+static void test_deal_types(void **state) {
+    (void)state;
+    const market__deal_type *t[3] = {&market__deal_order, &market__deal_auction,
+                                     &market__deal_direct};
+    const char *key[3] = {"order:{r}:5", "auction:{r}:5", "direct:{r}:5"};
+    int missing[3] = {MARKET_ERR_NO_ORDER, MARKET_ERR_NO_AUCTION, MARKET_ERR_NO_DIRECT};
+    for (size_t k = 0; k < 3; k++) {
+        char out[MARKET__KEY_MAX];
+        t[k]->key(out, "r", 5);
+        assert_string_equal(out, key[k]);
+        market__buf b = {0};
+        t[k]->rd(&b, "r", 5);
+        assert_int_equal(market__buf_seal(&b), MARKET_OK);
+        assert_int_equal(b.n, 1);
+        assert_string_equal(b.argv[0][0], "HMGET");
+        assert_string_equal(b.argv[0][1], key[k]);
+        redisReply nil[16], *e[16];
+        size_t fields = (size_t)b.argc[0] - 2;
+        for (size_t i = 0; i < fields; i++) {
+            nil[i] = str(NULL);
+            e[i] = &nil[i];
+        }
+        redisReply r = arr(e, fields);
+        char *v = calloc(1, t[k]->size);
+        assert_int_equal(t[k]->reply(&r, 5, v), missing[k]);
+        assert_int_equal(t[k]->missing, missing[k]);
+        int64_t id;
+        memcpy(&id, v + t[k]->id_off, sizeof id);
+        assert_int_equal(id, 5);
+        free(v);
+        market__buf_free(&b);
+    }
+}
+
 /* A player: name, funds and escrow (none: 0), its inventory and stacks
  * sorted; no funds is no player; a stack whose item is no id, or escrow
  * that is no number, is unreadable. */
@@ -667,6 +736,8 @@ int main(void) {
         cmocka_unit_test(test_reply_auction_event),
         cmocka_unit_test(test_reply_market_page),
         cmocka_unit_test(test_reply_buyers),
+        cmocka_unit_test(test_reply_ids_count_holds),
+        cmocka_unit_test(test_deal_types),
         cmocka_unit_test(test_reply_scan),
         cmocka_unit_test(test_reply_sale_and_time),
         cmocka_unit_test(test_reply_trade_and_change),
