@@ -94,6 +94,8 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     b->f.clock = 1;
     b->d.t = &market__deal_auction;
     b->d.n = 0;
+    b->f.deals = &b->d;
+    b->f.deals_out = b->a;
     b->u.n = 0;
     for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
         market_order *o = b->f.req[i];
@@ -117,7 +119,6 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     struct auction_batch *b = cb->ks;
     market__buf *r = &b->k.rb;
     market__frame_read(&b->f, r);
-    market__deals_watch(&b->d, b->realm.id, r);
     for (size_t i = 0; i < b->f.n; i++)
         if (b->f.req[i]->type == MARKET_ORDER_AUCTION) {
             market__buf_arg(r, b->k_inv[i]);
@@ -126,7 +127,6 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     market__buf_arg(r, b->realm.auctions);
     market__parties_watch(&b->u, r);
     market__frame_watched(&b->f, held, 0, r);
-    market__deals_read(&b->d, b->realm.id, r);
     b->i_own = r->n;
     for (size_t i = 0; i < b->f.n; i++)
         if (b->f.req[i]->type == MARKET_ORDER_AUCTION) {
@@ -141,7 +141,6 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     if (rc < 0) return rc;
     redisReply **rep = r->rep;
     rc = market__frame_judge(&b->f, c, held, rep);
-    if (rc == MARKET_OK) market__deals_parse(&b->d, rep, b->a);
     for (size_t j = 0; rc == MARKET_OK && j < b->d.n; j++)
         memcpy(b->led[j], b->a[j].bidder, sizeof b->led[j]);
     for (size_t i = 0, k = b->i_own; rc == MARKET_OK && i < b->f.n; i++)

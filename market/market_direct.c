@@ -146,6 +146,8 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     b->f.clock = 1;
     b->d.t = &market__deal_direct;
     b->d.n = b->u.n = b->n_h = 0;
+    b->f.deals = &b->d;
+    b->f.deals_out = b->t;
     b->any_new = 0;
     memset(b->goods, 0, sizeof b->goods);
     for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
@@ -181,7 +183,6 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     struct direct_batch *b = cb->ks;
     market__buf *r = &b->k.rb;
     market__frame_read(&b->f, r);
-    market__deals_watch(&b->d, b->realm.id, r);
     for (size_t p = 0; p < b->u.n; p++)
         if (b->goods[p]) {
             market__buf_arg(r, b->u.k_inv[p]);
@@ -190,7 +191,6 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     if (b->any_new) market__buf_arg(r, b->realm.directs);
     market__parties_watch(&b->u, r);
     market__frame_watched(&b->f, held, 0, r);
-    market__deals_read(&b->d, b->realm.id, r);
     b->i_h = r->n;
     for (size_t k = 0; k < b->n_h; k++) {
         const struct holding *h = &b->h[k];
@@ -207,7 +207,6 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     if (rc < 0) return rc;
     redisReply **rep = r->rep;
     rc = market__frame_judge(&b->f, c, held, rep);
-    if (rc == MARKET_OK) market__deals_parse(&b->d, rep, b->t);
     for (size_t j = 0; rc == MARKET_OK && j < b->d.n; j++) {
         const market_direct *s = &b->seen[j], *t = &b->t[j];
         if (b->d.rc[j] == MARKET_OK &&

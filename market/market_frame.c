@@ -41,6 +41,7 @@ int market__frame_begin(market__frame *f, market__cbatch *cb, int need_token) {
     f->n = cb->n_open;
     f->clock = 0;
     f->lease_key = NULL;
+    f->deals = NULL;
     for (size_t i = 0; i < f->n; i++) {
         f->req[i] = cb->req[i]->order;
         need_token |= idem_of(cb->req[i]) != NULL;
@@ -63,8 +64,8 @@ void market__frame_read(market__frame *f, market__buf *r) {
 }
 
 /* Ends the WATCH with the leases' fencing records (and their lock keys
- * when keys, or when they are read) and the records, then appends the
- * reads of both. The kind's reads follow. */
+ * when keys, or when they are read), the records and the kind's deals,
+ * then appends the reads of them all. The kind's reads follow. */
 void market__frame_watched(market__frame *f, const market__held *held, int keys,
                            market__buf *r) {
     for (size_t i = 0; i < held->n; i++) {
@@ -79,6 +80,7 @@ void market__frame_watched(market__frame *f, const market__held *held, int keys,
         market__buf_arg(r, f->k_settings);
     }
     if (f->lease_key) market__buf_arg(r, f->lease_key);
+    if (f->deals) market__deals_watch(f->deals, f->cb->realm, r);
     market__buf_end(r, 0);
     f->i_fence = r->n;
     if (held->n) market__held_read_buf(held, r);
@@ -89,6 +91,7 @@ void market__frame_watched(market__frame *f, const market__held *held, int keys,
     f->i_clock = r->n;
     if (f->clock) market__rd_time(r);
     if (f->lease_key) market__rd_lease(r, f->lease_key);
+    if (f->deals) market__deals_read(f->deals, f->cb->realm, r);
 }
 
 /* Judges the frame's replies (rep: the read's): returns MARKET_OK, or the
@@ -124,6 +127,7 @@ int market__frame_judge(market__frame *f, market_conn *c, const market__held *he
                            e->len == strlen(held->fence[i]) &&
                            memcmp(e->str, held->fence[i], e->len) == 0;
     }
+    if (f->deals) market__deals_parse(f->deals, rep, f->deals_out);
     return MARKET_OK;
 }
 

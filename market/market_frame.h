@@ -15,6 +15,17 @@
 
 #include <string.h>
 
+/* The deals of one type (market__deal_type) a batch names by number, each once: the WATCH
+ * of their hashes, their reads, and their codes as read; their values go to the kind's
+ * array (t->size each, in the order of id[]). */
+typedef struct market__deals {
+    const market__deal_type *t;
+    size_t n;
+    int64_t id[MARKET__BATCH_MAX];
+    int rc[MARKET__BATCH_MAX]; /* as read: MARKET_OK, t->missing, MARKET_ERR_STORE */
+    size_t i_rep;              /* the read's replies */
+} market__deals;
+
 typedef struct market__frame {
     market__cbatch *cb;
     market_order *req[MARKET__BATCH_MAX]; /* cb's open orders, in order */
@@ -35,6 +46,9 @@ typedef struct market__frame {
     char k_settings[MARKET__KEY_MAX]; /* their key */
     market_settings settings;         /* the settings as read (fees) */
     unsigned char won[MARKET__BATCH_MAX]; /* decided MARKET_OK in this batch (not a replay) */
+    market__deals *deals; /* set by the kind: the deals its orders name (NULL: none), WATCHed
+                             and read into deals_out (market__deals_parse()) */
+    void *deals_out;
 } market__frame;
 
 int market__frame_begin(market__frame *f, market__cbatch *cb, int need_token);
@@ -87,17 +101,6 @@ void market__parties_parse(market__parties *p, redisReply *const *rep, const siz
                            size_t n);
 void market__parties_funds(const market__parties *p, market__buf *w);
 size_t market__parties_find(const market__parties *p, const char *id);
-
-/* The deals of one type (market__deal_type) a batch names by number, each once: the WATCH
- * of their hashes, their reads, and their codes as read; their values go to the kind's
- * array (t->size each, in the order of id[]). */
-typedef struct market__deals {
-    const market__deal_type *t;
-    size_t n;
-    int64_t id[MARKET__BATCH_MAX];
-    int rc[MARKET__BATCH_MAX]; /* as read: MARKET_OK, t->missing, MARKET_ERR_STORE */
-    size_t i_rep;              /* the read's replies */
-} market__deals;
 
 size_t market__deals_of(market__deals *d, int64_t id);
 void market__deals_watch(const market__deals *d, const char *realm, market__buf *r);
