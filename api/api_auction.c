@@ -90,12 +90,7 @@ int api__begin_auction(market_conn *conn, const api_request *req, const char *re
  * knows the auction's id alone ({"status":"open","auction":{"id"}}). */
 void api__end_auction(const api_deferred *d, api_response *resp) {
     const market_auction_result *r = &d->order.res.auction;
-    int rc = d->order.rc;
-    resp->replayed = r->replayed;
-    if (rc != MARKET_OK) {
-        api__reply_market(rc, 0, resp);
-        return;
-    }
+    if (api__end_refused(d, r->replayed, 0, resp)) return;
     json_t *a =
         r->replayed ? json_pack("{s:I}", "id", (json_int_t)r->a.id) : api__auction_json(&r->a);
     json_t *o = a ? json_pack("{s:s, s:o}", "status", "open", "auction", a) : NULL;
@@ -135,12 +130,8 @@ int api__begin_auction_bid(market_conn *conn, const api_request *req, const char
  * knows the auction's id alone. */
 void api__end_auction_bid(const api_deferred *d, api_response *resp) {
     const market_auction_result *r = &d->order.res.auction;
-    int rc = d->order.rc;
-    resp->replayed = r->replayed;
-    if (rc != MARKET_OK) {
-        api__reply_market(rc, rc == MARKET_ERR_BID_TOO_LOW ? r->min_bid : 0, resp);
-        return;
-    }
+    int low = d->order.rc == MARKET_ERR_BID_TOO_LOW;
+    if (api__end_refused(d, r->replayed, low ? r->min_bid : 0, resp)) return;
     int sold = !r->replayed && r->a.state == MARKET_AUCTION_SOLD;
     json_t *a =
         r->replayed ? json_pack("{s:I}", "id", (json_int_t)r->a.id) : api__auction_json(&r->a);

@@ -353,6 +353,16 @@ void api__bad_request(api_response *resp, const char *detail) {
  * ("price", the current price), a not_enough_units ("available", the units
  * there are), an item_not_held of units ("held", when n > 0). On
  * out-of-memory: status 500 with a NULL body. */
+/* The start of an order's answer: says whether its outcome is a replay, and answers its
+ * refusal (api__reply_market(), with n). Returns 1 when it was refused (resp holds the
+ * answer), 0 when it succeeded. */
+int api__end_refused(const api_deferred *d, int replayed, int64_t n, api_response *resp) {
+    resp->replayed = replayed;
+    if (d->order.rc == MARKET_OK) return 0;
+    api__reply_market(d->order.rc, n, resp);
+    return 1;
+}
+
 void api__reply_market(int rc, int64_t n, api_response *resp) {
     const char *what = rc == MARKET_ERR_PRICE_CHANGED       ? "price"
                        : rc == MARKET_ERR_NOT_ENOUGH        ? "available"

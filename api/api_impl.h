@@ -72,6 +72,7 @@ char *api__dump_body(const json_t *body, size_t *len);
 json_t *api__error_body(const char *code, const char *detail);
 void api__reply(api_response *resp, int status, json_t *body);
 void api__reply_market(int rc, int64_t price, api_response *resp);
+int api__end_refused(const api_deferred *d, int replayed, int64_t n, api_response *resp);
 void api__reply_market_member(int rc, const char *member, int64_t v, api_response *resp);
 void api__reply_market_with(int rc, json_t *extra, api_response *resp);
 void api__reply_outcome(api_response *resp, int rc, int status, json_t *body);

@@ -84,11 +84,8 @@ fail:
 /* The answer to a purchase without a seller (MARKET_ORDER_BUY). */
 static void bought_reply(const api_deferred *d, api_response *resp) {
     const market_buy_result *r = &d->order.res.buy;
-    if (d->order.rc != MARKET_OK)
-        api__reply_market(d->order.rc, r->available, resp);
-    else
+    if (!api__end_refused(d, r->replayed, r->available, resp))
         api__reply(resp, 200, bought_body(d, r));
-    resp->replayed = r->replayed;
 }
 
 /* Validates POST /purchase {"buyer","seller","item"[,"price"][,"quantity"]}
@@ -184,11 +181,7 @@ int api__begin_bid(market_conn *conn, const api_request *req, const char *realm,
  * A replay knows the units filled and the order, not what they cost. */
 void api__end_bid(const api_deferred *d, api_response *resp) {
     const market_buy_result *r = &d->order.res.buy;
-    if (d->order.rc != MARKET_OK) {
-        api__reply_market(d->order.rc, 0, resp);
-        resp->replayed = r->replayed;
-        return;
-    }
+    if (api__end_refused(d, r->replayed, 0, resp)) return;
     json_t *o = bought_body(d, r);
     int64_t q = d->order.quantity, price = d->order.price;
     if (o &&
@@ -208,7 +201,6 @@ void api__end_bid(const api_deferred *d, api_response *resp) {
         json_object_del(o, "fee");
     }
     api__reply(resp, r->order_id ? 201 : 200, o);
-    resp->replayed = r->replayed;
 }
 
 /* DELETE /orders/{id} {"buyer"}, begun: validated with the buyer's token into
@@ -301,12 +293,8 @@ int api__begin_sell(market_conn *conn, const api_request *req, const char *realm
  * "trade_id"}...]}. A replay has no fills and no fee. */
 void api__end_sell(const api_deferred *d, api_response *resp) {
     const market_sell_result *r = &d->order.res.sell;
-    int rc = d->order.rc;
-    resp->replayed = r->replayed;
-    if (rc != MARKET_OK) {
-        api__reply_market(rc, rc == MARKET_ERR_NOT_HELD ? r->held : r->available, resp);
-        return;
-    }
+    int held = d->order.rc == MARKET_ERR_NOT_HELD;
+    if (api__end_refused(d, r->replayed, held ? r->held : r->available, resp)) return;
     json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "status", "sold", "seller", d->player,
                           "item", d->item, "quantity", (json_int_t)r->quantity, "total",
                           (json_int_t)r->total, "seller_funds", (json_int_t)r->seller_funds);

@@ -698,23 +698,46 @@ static int serve(struct worker *w, size_t n) {
  * releases a kept lock once its queue stayed empty MARKET__HOLD_IDLE_MS
  * (idle_until), or holds only orders of resting groups. At stop it serves
  * what is queued first. */
+/* Sets up worker w of its lane: its batch, its connections (a second one for the acker
+ * under --min-replicas-ack, off a cluster). Returns 0, or -1 when it has no batch or
+ * connection (then every order it takes fails). */
+static int worker_begin(struct worker *w) {
+    market *m = w->ln->q->m;
+    w->cb = malloc(sizeof *w->cb);
+    w->c = w->cb ? market_conn_new(m, NULL) : NULL;
+    if (w->c && m->cfg.min_replicas_ack && !m->cluster) w->c2 = market_conn_new(m, NULL);
+    w->ack.q = w->ln->q;
+    w->ack.ready = w->c2 && pthread_mutex_init(&w->ack.mu, NULL) == 0;
+    if (w->ack.ready && pthread_cond_init(&w->ack.cv, NULL) != 0) {
+        pthread_mutex_destroy(&w->ack.mu);
+        w->ack.ready = 0;
+    }
+    if (w->c) w->c->set_aside = m->cluster != NULL; /* see market_lane.c */
+    return w->cb && w->c ? 0 : -1;
+}
+
+/* Frees what worker_begin() and the kinds' states of w hold. */
+static void worker_end(struct worker *w) {
+    acker_end(&w->ack);
+    market_conn_free(w->c);
+    market_conn_free(w->c2);
+    for (size_t k = 0; k < MARKET__KINDS_MAX; k++) {
+        market__kstate *ks = w->state[k].ks;
+        if (!ks) continue;
+        market__buf_free(&ks->rb);
+        market__buf_free(&ks->wb);
+        free(ks);
+    }
+    free(w->cb);
+}
+
 static void *worker_main(void *arg) {
     struct worker w = {.ln = arg};
     (void)prctl(PR_SET_NAME, "market-worker", 0, 0, 0);
     struct market__lane *ln = w.ln;
     market__combiner *q = ln->q;
     market *m = q->m;
-    w.cb = malloc(sizeof *w.cb);
-    w.c = w.cb ? market_conn_new(m, NULL) : NULL;
-    if (w.c && m->cfg.min_replicas_ack && !m->cluster) w.c2 = market_conn_new(m, NULL);
-    w.ack.q = q;
-    w.ack.ready = w.c2 && pthread_mutex_init(&w.ack.mu, NULL) == 0;
-    if (w.ack.ready && pthread_cond_init(&w.ack.cv, NULL) != 0) {
-        pthread_mutex_destroy(&w.ack.mu);
-        w.ack.ready = 0;
-    }
-    int nomem = !w.cb || !w.c; /* then every order it takes fails */
-    if (w.c) w.c->set_aside = m->cluster != NULL; /* see market_lane.c */
+    int nomem = worker_begin(&w) < 0;
     pthread_mutex_lock(&q->qmu);
     for (;;) {
         if (!ln->qhead && ln->n_answer) { /* nothing to overlap them with */
@@ -767,17 +790,7 @@ static void *worker_main(void *arg) {
     }
     pthread_mutex_unlock(&q->qmu);
     answer_now(ln);
-    acker_end(&w.ack);
-    market_conn_free(w.c);
-    market_conn_free(w.c2);
-    for (size_t k = 0; k < MARKET__KINDS_MAX; k++) {
-        market__kstate *ks = w.state[k].ks;
-        if (!ks) continue;
-        market__buf_free(&ks->rb);
-        market__buf_free(&ks->wb);
-        free(ks);
-    }
-    free(w.cb);
+    worker_end(&w);
     return NULL;
 }
 

@@ -85,12 +85,18 @@ void market__key_book(char *out, const char *realm, const char *item) {
     market__key(out, MARKET__KEY_MAX, market__realm_kinds[8], realm, item);
 }
 
+/* Writes the key of kind's deal number id in realm into out (MARKET__KEY_MAX bytes); id < 0:
+ * the pattern of every one's. */
+static void key_deal(char *out, size_t kind, const char *realm, int64_t id) {
+    char s[24] = "*";
+    if (id >= 0) market__i64_str(s, id);
+    market__key(out, MARKET__KEY_MAX, market__realm_kinds[kind], realm, s);
+}
+
 /* Writes the key of buy order id's hash in realm into out (MARKET__KEY_MAX
  * bytes); id < 0: the pattern of every order's. */
 void market__key_order(char *out, const char *realm, int64_t id) {
-    char s[24] = "*";
-    if (id >= 0) market__i64_str(s, id);
-    market__key(out, MARKET__KEY_MAX, market__realm_kinds[9], realm, s);
+    key_deal(out, 9, realm, id);
 }
 
 /* Writes the key of player's open buy orders in realm (order ids scored by
@@ -102,9 +108,7 @@ void market__key_bids(char *out, const char *realm, const char *player) {
 /* Writes the key of auction id's hash in realm into out (MARKET__KEY_MAX bytes); id < 0:
  * the pattern of every auction's. */
 void market__key_auction(char *out, const char *realm, int64_t id) {
-    char s[24] = "*";
-    if (id >= 0) market__i64_str(s, id);
-    market__key(out, MARKET__KEY_MAX, market__realm_kinds[11], realm, s);
+    key_deal(out, 11, realm, id);
 }
 
 /* Writes the key of one of realm's indexes of open auctions (ids scored by their ends)
@@ -119,9 +123,7 @@ void market__key_auctions(char *out, const char *realm, const char *by, const ch
 /* Writes the key of direct trade id's hash in realm into out (MARKET__KEY_MAX bytes); id < 0:
  * the pattern of every direct trade's. */
 void market__key_direct(char *out, const char *realm, int64_t id) {
-    char s[24] = "*";
-    if (id >= 0) market__i64_str(s, id);
-    market__key(out, MARKET__KEY_MAX, market__realm_kinds[13], realm, s);
+    key_deal(out, 13, realm, id);
 }
 
 /* Writes the key of the open direct trades player is a side of in realm (ids scored by
