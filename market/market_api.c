@@ -475,14 +475,14 @@ static int listings_fill(market_conn *c, const market__realm *rl, market_listing
     read = 1;
     for (size_t k = 0; k < 2; k++) {
         const redisReply *r = b.rep[k];
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
+        if (!market__reply_array(r, n, 0)) {
             rc = market__fail_reply(
                 c, k ? "reading the listings' ends" : "reading the listings' units", r);
             goto out;
         }
         for (size_t i = 0; i < n; i++)
-            if ((k ? market__listing_end(&l[i], r->element[i])
-                   : market__listing_units(&l[i], r->element[i])) < 0) {
+            if ((k ? market__listing_end(&l[i], market__reply_at(r, i))
+                   : market__listing_units(&l[i], market__reply_at(r, i))) < 0) {
                 rc = market__fail(c, "the %s of %s are unreadable", k ? "end" : "units", member[i]);
                 goto out;
             }
@@ -545,7 +545,7 @@ int market_ping(market_conn *c) {
     market__rd_ping(&rd);
     int rc = market__pipeline_buf(c, &rd);
     if (rc == MARKET_OK) {
-        rc = rd.rep[0]->type == REDIS_REPLY_STATUS ? MARKET_OK : MARKET_ERR_STORE;
+        rc = market__reply_ok(rd.rep[0]) ? MARKET_OK : MARKET_ERR_STORE;
         market__replies_free(rd.rep, 1);
     }
     market__buf_free(&rd);

@@ -79,14 +79,14 @@ static int market_pages_read(market_conn *c, const market__realm *rl, struct zpa
         market__rd_market_range(&cmd, rl, start, stop);
         redisReply *r = market__command_buf(c, &cmd, &rc);
         if (!r) break;
-        if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) {
+        if (!market__reply_array(r, SIZE_MAX, 1)) {
             rc = market__fail_reply(c, "reading the market", r);
         } else if (market__grow((void **)&z->p, &z->cap, z->n + 1, sizeof *z->p) < 0) {
             rc = MARKET_ERR_NOMEM;
         } else {
             z->p[z->n++] = r;
-            z->listings += r->elements / 2;
-            if (r->elements / 2 < AUDIT_PAGE) break;
+            z->listings += market__reply_len(r) / 2;
+            if (market__reply_len(r) / 2 < AUDIT_PAGE) break;
             continue;
         }
         freeReplyObject(r);
@@ -103,11 +103,13 @@ static void zpages_free(struct zpages *z) {
     free(z->p);
 }
 
+/* Orders two string replies by their bytes. */
 static int cmp_reply_str(const void *a, const void *b) {
-    const redisReply *x = *(const redisReply *const *)a, *y = *(const redisReply *const *)b;
-    size_t n = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->str, y->str, n);
-    return c ? c : (x->len > y->len) - (x->len < y->len);
+    size_t xl = 0, yl = 0;
+    const char *x = market__reply_str(*(const redisReply *const *)a, &xl);
+    const char *y = market__reply_str(*(const redisReply *const *)b, &yl);
+    int c = memcmp(x, y, xl < yl ? xl : yl);
+    return c ? c : (xl > yl) - (xl < yl);
 }
 
 static int audit_funds(redisReply *r, void *ud) {
@@ -124,10 +126,12 @@ static int audit_funds(redisReply *r, void *ud) {
 
 static int audit_inventory(redisReply *r, void *ud) {
     struct itemlist *l = ud;
-    if (r->type != REDIS_REPLY_ARRAY) return MARKET_ERR_STORE;
-    for (size_t i = 0; i < r->elements; i++) {
-        if (r->element[i]->type != REDIS_REPLY_STRING) return MARKET_ERR_STORE;
-        int rc = itemlist_add(l, r->element[i]->str, r->element[i]->len);
+    if (!market__reply_array(r, SIZE_MAX, 0)) return MARKET_ERR_STORE;
+    for (size_t i = 0; i < market__reply_len(r); i++) {
+        size_t len = 0;
+        const char *s = market__reply_str(market__reply_at(r, i), &len);
+        if (!s) return MARKET_ERR_STORE;
+        int rc = itemlist_add(l, s, len);
         if (rc < 0) return rc;
     }
     return MARKET_OK;
@@ -156,18 +160,19 @@ static int names_read(market_conn *c, const char *realm, struct market__strs *ac
         market__rd_names_from(&cmd, key, lo, count);
         redisReply *r = market__command_buf(c, &cmd, &rc);
         if (!r) break;
-        got = r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
-        if (r->type != REDIS_REPLY_ARRAY) rc = market__fail_reply(c, "reading the names index", r);
+        got = market__reply_len(r);
+        if (!market__reply_array(r, SIZE_MAX, 0))
+            rc = market__fail_reply(c, "reading the names index", r);
         for (size_t i = 0; i < got && rc == MARKET_OK; i++) {
-            const redisReply *m = r->element[i];
-            if (m->type != REDIS_REPLY_STRING || strlen(m->str) != m->len ||
-                m->len + 2 > sizeof lo) {
+            size_t len = 0;
+            const char *m = market__reply_str(market__reply_at(r, i), &len);
+            if (!m || strlen(m) != len || len + 2 > sizeof lo) {
                 (*mismatch)++;
                 got = 0; /* no next page to start after it */
                 continue;
             }
-            rc = market__strs_add(act, "N|%s", m->str);
-            if (i + 1 == got) snprintf(lo, sizeof lo, "(%s", m->str);
+            rc = market__strs_add(act, "N|%s", m);
+            if (i + 1 == got) snprintf(lo, sizeof lo, "(%s", m);
         }
         freeReplyObject(r);
     }
@@ -197,17 +202,19 @@ static int audit_index(market_conn *c, const char *realm, const struct zpages *z
         rc = market__pipeline_buf(c, &r->b);
     }
     if (rc < 0) goto out;
-    if (r->b.rep[0]->type == REDIS_REPLY_INTEGER)
-        *mismatch += (size_t)r->b.rep[0]->integer;
+    int64_t legacy_n = market__reply_count(r->b.rep[0]);
+    if (legacy_n >= 0)
+        *mismatch += (size_t)legacy_n;
     else
         rc = market__fail_reply(c, "looking for the former search indexes", r->b.rep[0]);
     market__replies_free(r->b.rep, 1);
     for (size_t pg = 0, i = 0; rc == MARKET_OK && pg < z->n; i = 0, pg++)
-        for (; rc == MARKET_OK && i < z->p[pg]->elements / 2; i++) {
+        for (; rc == MARKET_OK && i < market__reply_len(z->p[pg]) / 2; i++) {
             const redisReply *zp = z->p[pg];
             market_listing l;
             market__idx_entry e;
-            if (market__listing_read(zp->element[2 * i], zp->element[2 * i + 1], &l) < 0) {
+            if (market__listing_read(market__reply_at(zp, 2 * i), market__reply_at(zp, 2 * i + 1),
+                                     &l) < 0) {
                 *mismatch += MARKET__IDX_KINDS;
                 continue;
             }
@@ -227,20 +234,19 @@ static int audit_index(market_conn *c, const char *realm, const struct zpages *z
             const redisReply *x = r->rep[i];
             int kind;
             const char *id = market__idx_key_id(realm, keys.keys[at + i], &kind);
-            if (x->type != REDIS_REPLY_ARRAY || x->elements % 2) { /* not a zset: no index */
+            if (!market__reply_array(x, SIZE_MAX, 1)) { /* not a zset: no index */
                 (*mismatch)++;
                 continue;
             }
-            for (size_t j = 0; j < x->elements && rc == MARKET_OK; j += 2) {
-                const redisReply *m = x->element[j], *sc = x->element[j + 1];
+            for (size_t j = 0; j < market__reply_len(x) && rc == MARKET_OK; j += 2) {
+                size_t mlen = 0, sclen = 0;
+                const char *m = market__reply_str(market__reply_at(x, j), &mlen);
+                const char *sc = market__reply_str(market__reply_at(x, j + 1), &sclen);
                 int64_t price;
-                if (m->type != REDIS_REPLY_STRING || strlen(m->str) != m->len ||
-                    sc->type != REDIS_REPLY_STRING ||
-                    market__parse_price(sc->str, sc->len, &price) < 0)
+                if (!m || strlen(m) != mlen || !sc || market__parse_price(sc, sclen, &price) < 0)
                     (*mismatch)++;
                 else
-                    rc =
-                        market__strs_add(&act, "%d|%s|%s|%lld", kind, id, m->str, (long long)price);
+                    rc = market__strs_add(&act, "%d|%s|%s|%lld", kind, id, m, (long long)price);
             }
         }
         market__replies_free(r->rep, r->n);
@@ -362,7 +368,7 @@ static int audit_units(market_conn *c, const char *realm, market_audit_report *a
 static int audit_escrow(redisReply *r, void *ud) {
     market_audit_report *a = ud;
     int64_t v = 0;
-    if (r->type != REDIS_REPLY_NIL && market__reply_i64(r, &v) < 0) return MARKET_ERR_STORE;
+    if (!market__reply_nil(r) && market__reply_i64(r, &v) < 0) return MARKET_ERR_STORE;
     if (v < 0) a->negative_escrow++;
     if (__builtin_add_overflow(a->total_escrow, v, &a->total_escrow)) return MARKET_ERR_OVERFLOW;
     return MARKET_OK;
@@ -382,8 +388,9 @@ static int audit_order(redisReply *r, void *ud) {
 
 static int audit_card(redisReply *r, void *ud) {
     size_t *n = ud;
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) return MARKET_ERR_STORE;
-    *n += (size_t)r->integer;
+    int64_t v = market__reply_count(r);
+    if (v < 0) return MARKET_ERR_STORE;
+    *n += (size_t)v;
     return MARKET_OK;
 }
 
@@ -474,7 +481,7 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
     struct itemlist items = {0};
     struct zpages z = {0};
     redisReply *u = NULL;
-    redisReply **goods = NULL; /* the listings of units (members of units:), sorted */
+    const redisReply **goods = NULL; /* the listings of units (members of units:), sorted */
     market__buf cmd = {0};
     char pattern[MARKET__KEY_MAX];
     market__realm rl;
@@ -489,34 +496,37 @@ int market_audit(market_conn *c, const char *realm, market_audit_report *out) {
     if ((rc = per_key(c, &invs, market__rd_items, audit_inventory, &items)) < 0) goto out;
     out->items_held = items.n;
     market__rd_listing_units_all(&cmd, &rl);
-    if (!(u = market__command_buf(c, &cmd, &rc)) || u->type != REDIS_REPLY_ARRAY ||
-        u->elements % 2 || !(goods = malloc((u->elements / 2 + 1) * sizeof *goods))) {
-        rc = u && u->type == REDIS_REPLY_ARRAY ? MARKET_ERR_NOMEM : u ? MARKET_ERR_STORE : rc;
+    if (!(u = market__command_buf(c, &cmd, &rc)) || !market__reply_array(u, SIZE_MAX, 1) ||
+        !(goods = malloc((market__reply_len(u) / 2 + 1) * sizeof *goods))) {
+        rc = u && market__reply_array(u, SIZE_MAX, 0) ? MARKET_ERR_NOMEM
+             : u                                      ? MARKET_ERR_STORE
+                                                      : rc;
         goto out;
     }
-    size_t n_goods = 0;
-    for (size_t i = 0; i + 1 < u->elements; i += 2) {
-        int64_t v = market__reply_units(u->element[i + 1]);
-        if (u->element[i]->type != REDIS_REPLY_STRING || v <= 0 ||
+    size_t n_goods = 0, len;
+    for (size_t i = 0; i + 1 < market__reply_len(u); i += 2) {
+        int64_t v = market__reply_units(market__reply_at(u, i + 1));
+        if (!market__reply_str(market__reply_at(u, i), &len) || v <= 0 ||
             out->units_listed > INT64_MAX - v) {
             rc = MARKET_ERR_STORE;
             goto out;
         }
         out->units_listed += v;
-        goods[n_goods++] = u->element[i];
+        goods[n_goods++] = market__reply_at(u, i);
     }
     qsort(goods, n_goods, sizeof *goods, cmp_reply_str);
     if ((rc = market_pages_read(c, &rl, &z)) < 0) goto out;
     for (size_t pg = 0; pg < z.n; pg++)
-        for (size_t i = 0; i < z.p[pg]->elements; i += 2) {
-            const redisReply *e = z.p[pg]->element[i];
-            const char *dot = e->type == REDIS_REPLY_STRING ? memchr(e->str, '.', e->len) : NULL;
+        for (size_t i = 0; i < market__reply_len(z.p[pg]); i += 2) {
+            const redisReply *e = market__reply_at(z.p[pg], i);
+            const char *s = market__reply_str(e, &len);
+            const char *dot = s ? memchr(s, '.', len) : NULL;
             if (!dot) {
                 rc = MARKET_ERR_STORE;
                 goto out;
             }
             if (bsearch(&e, goods, n_goods, sizeof *goods, cmp_reply_str)) continue; /* units */
-            if ((rc = itemlist_add(&items, e->str, (size_t)(dot - e->str))) < 0) goto out;
+            if ((rc = itemlist_add(&items, s, (size_t)(dot - s))) < 0) goto out;
         }
     out->items_listed = z.listings;
     out->goods_listed = n_goods;

@@ -34,15 +34,15 @@ static size_t bid_of(market__bids *t, int64_t id) {
  * ERR_STORE. */
 int market__bids_offers(market_conn *c, market__bids *t, size_t i, const redisReply *z,
                         const char *book_key) {
+    int64_t id[MARKET__BIDS_SCAN];
+    size_t n = 0;
     t->n_offers[i] = 0;
-    if (z->type != REDIS_REPLY_ARRAY || z->elements % 2)
-        return market__fail_reply(c, "reading a book", z);
-    for (size_t k = 0; k < z->elements && t->n_offers[i] < MARKET__BIDS_SCAN; k += 2) {
-        int64_t id;
-        if (market__reply_book_id(z->element[k], &id) < 0)
-            return market__fail(c, "the book %s holds a bad entry", book_key);
-        t->offer[i][t->n_offers[i]++] = bid_of(t, id);
-    }
+    if (!market__reply_array(z, SIZE_MAX, 1)) return market__fail_reply(c, "reading a book", z);
+    if (market__reply_ids(z, 1, id, MARKET__BIDS_SCAN, &n) < 0)
+        return market__fail(c, "the book %s holds a bad entry", book_key);
+    for (size_t k = 0; k < n; k++)
+        t->offer[i][k] = bid_of(t, id[k]);
+    t->n_offers[i] = n;
     return MARKET_OK;
 }
 
@@ -66,7 +66,7 @@ size_t market__bids_read_build(const market__bids *t, const char *realm, market_
  * naming each order's buyer in u. Returns MARKET_OK or ERR_STORE. */
 int market__bids_read_parse(market_conn *c, market__bids *t, const char *realm, market__parties *u,
                             redisReply **rep) {
-    if (rep[0]->type != REDIS_REPLY_STATUS) return market__fail_reply(c, "read refused", rep[0]);
+    if (!market__reply_ok(rep[0])) return market__fail_reply(c, "read refused", rep[0]);
     for (size_t k = 0; k < t->n; k++) {
         market__bid *B = &t->bid[k];
         B->read_rc = market__reply_order(rep[1 + k], B->b.id, &B->b);

@@ -38,23 +38,17 @@ static int book_ids(market_conn *c, const market__realm *rl, const char *item, r
                     int64_t *ids, size_t *n_ids, market_listing *asks, size_t *n_asks,
                     market__buf *r) {
     const redisReply *bk = rep[0], *ix = rep[1];
-    if (bk->type != REDIS_REPLY_ARRAY || bk->elements % 2 || ix->type != REDIS_REPLY_ARRAY ||
-        ix->elements % 2)
-        return market__fail(c, "the book of %s is unreadable", item);
     *n_ids = *n_asks = 0;
-    for (size_t k = 0; k < bk->elements; k += 2) {
-        if (market__reply_book_id(bk->element[k], &ids[*n_ids]) < 0)
-            return market__fail(c, "the book of %s holds a bad entry", item);
-        market__rd_order(r, rl->id, ids[(*n_ids)++]);
-    }
-    for (size_t k = 0; k < ix->elements; k += 2) {
-        market_listing *l = &asks[*n_asks];
+    if (!market__reply_array(ix, SIZE_MAX, 1) ||
+        market__reply_ids(bk, 1, ids, MARKET_BOOK_SCAN, n_ids) < 0)
+        return market__fail(c, "the book of %s is unreadable", item);
+    for (size_t k = 0; k < *n_ids; k++)
+        market__rd_order(r, rl->id, ids[k]);
+    for (size_t k = 0; k < market__reply_len(ix) / 2 && k < MARKET_BOOK_SCAN; k++) {
+        market_listing *l = &asks[(*n_asks)++];
         memset(l, 0, sizeof *l);
-        if (ix->element[k]->type != REDIS_REPLY_STRING || ix->element[k]->len > MARKET_ID_MAX ||
-            market__parse_price(ix->element[k + 1]->str, ix->element[k + 1]->len, &l->price) < 0)
+        if (market__reply_seller_at(ix, k, l->seller, &l->price) < 0)
             return market__fail(c, "the item index of %s holds a bad entry", item);
-        memcpy(l->seller, ix->element[k]->str, ix->element[k]->len);
-        (*n_asks)++;
     }
     if (*n_asks) {
         market__rd_listing_units_begin(r, rl);
@@ -103,11 +97,12 @@ int market_book_get(market_conn *c, const char *realm, const char *item, size_t 
         level_add(out->bids, &out->n_bids, depth, bid.price, bid.left, &out->bids_cut);
     }
     const redisReply *u = n_asks ? b.rep[n_ids] : NULL;
-    if (rc == MARKET_OK && u && (u->type != REDIS_REPLY_ARRAY || u->elements != n_asks))
+    if (rc == MARKET_OK && u && !market__reply_array(u, n_asks, 0))
         rc = market__fail_reply(c, "reading the listings", u);
     for (size_t k = 0; rc == MARKET_OK && k < n_asks; k++) {
-        int64_t units = u->element[k]->type == REDIS_REPLY_NIL ? 1 /* a unique item */
-                                                               : market__reply_units(u->element[k]);
+        int stack;
+        int64_t units;
+        market__reply_listing_at(NULL, u, k, NULL, &stack, &units);
         if (units < 1) {
             rc = market__fail(c, "listing %s.%s is unreadable", item, asks[k].seller);
             break;

@@ -96,11 +96,10 @@ int market__bulk_finish(struct market__bulk *b) {
             return MARKET_ERR_STORE;
         }
         redisReply *rep = r;
-        if (rep->type == REDIS_REPLY_ERROR) rc = market__fail_reply(b->c, "write refused", rep);
-        for (size_t k = 0; rep->type == REDIS_REPLY_ARRAY && k < rep->elements; k++)
-            if (rep->element[k]->type == REDIS_REPLY_ERROR) /* inside an EXEC */
-                rc = market__fail_reply(b->c, "write refused", rep->element[k]);
-        b->last_nil = rep->type == REDIS_REPLY_NIL;
+        if (market__reply_err(rep)) rc = market__fail_reply(b->c, "write refused", rep);
+        if (market__reply_error_in(rep)) /* inside an EXEC */
+            rc = market__fail_reply(b->c, "write refused", market__reply_error_in(rep));
+        b->last_nil = market__reply_nil(rep);
         freeReplyObject(rep);
     }
     if (b->failed) market__drop(b->c); /* the output buffer is in an unknown state */
@@ -125,10 +124,10 @@ int market__scan_keys(market_conn *c, const char *pattern, struct market__keylis
         const redisReply *ks = NULL;
         if (market__reply_scan(r, cursor, sizeof cursor, &ks) < 0)
             rc = MARKET_ERR_STORE;
-        else if (market__grow((void **)&out->keys, &out->cap, out->n + ks->elements,
+        else if (market__grow((void **)&out->keys, &out->cap, out->n + market__reply_len(ks),
                               sizeof *out->keys) < 0)
             rc = MARKET_ERR_NOMEM;
-        for (size_t i = 0, len; rc == MARKET_OK && i < ks->elements; i++) {
+        for (size_t i = 0, len; rc == MARKET_OK && i < market__reply_len(ks); i++) {
             const char *key = market__reply_key(ks, i, &len);
             if (!key) continue;
             if (!(out->keys[out->n] = strdup(key)))

@@ -130,18 +130,12 @@ static size_t listing_of(struct buy_batch *b, const char *item, const char *sell
 static int offers_from_index(market_conn *c, struct buy_batch *b, size_t i, const redisReply *z) {
     const market_order *o = b->f.req[i];
     b->n_offers[i] = 0;
-    if (z->type != REDIS_REPLY_ARRAY || z->elements % 2)
+    if (!market__reply_array(z, SIZE_MAX, 1))
         return market__fail_reply(c, "reading the item index", z);
-    for (size_t k = 0; k < z->elements && b->n_offers[i] < MARKET_FILL_MAX; k += 2) {
-        const redisReply *e = z->element[k], *sc = z->element[k + 1];
+    for (size_t k = 0; k < market__reply_len(z) / 2 && b->n_offers[i] < MARKET_FILL_MAX; k++) {
         int64_t price;
         char seller[MARKET_ID_MAX + 1];
-        if (e->type != REDIS_REPLY_STRING || e->len > MARKET_ID_MAX ||
-            sc->type != REDIS_REPLY_STRING || market__parse_price(sc->str, sc->len, &price) < 0)
-            return market__fail(c, "the item index %s holds a bad entry", b->k_index[i]);
-        memcpy(seller, e->str, e->len);
-        seller[e->len] = '\0';
-        if (strlen(seller) != e->len || !market_id_valid(seller))
+        if (market__reply_seller_at(z, k, seller, &price) < 0)
             return market__fail(c, "the item index %s holds a bad entry", b->k_index[i]);
         if (strcmp(seller, o->player) == 0) continue;
         b->offer[i][b->n_offers[i]++] = listing_of(b, o->item, seller);
@@ -195,16 +189,15 @@ static size_t detail_build(struct buy_batch *b, market__buf *r) {
 /* Reads detail_build's replies (from rep[0]) into the table. */
 static int detail_parse(market_conn *c, struct buy_batch *b, redisReply **rep) {
     const redisReply *z = b->n_list ? rep[1] : NULL, *u = b->n_list ? rep[2] : NULL;
-    if (rep[0]->type != REDIS_REPLY_STATUS)
-        return market__fail_reply(c, "read refused", rep[0]);
-    if (z && (z->type != REDIS_REPLY_ARRAY || z->elements != b->n_list ||
-              u->type != REDIS_REPLY_ARRAY || u->elements != b->n_list))
-        return market__fail_reply(c, "reading the listings", z->type != REDIS_REPLY_ARRAY ? z : u);
+    if (!market__reply_ok(rep[0])) return market__fail_reply(c, "read refused", rep[0]);
+    if (z && !market__reply_array(z, b->n_list, 0))
+        return market__fail_reply(c, "reading the listings", z);
+    if (u && !market__reply_array(u, b->n_list, 0))
+        return market__fail_reply(c, "reading the listings", u);
     for (size_t l = 0; l < b->n_list; l++) {
         struct listing *L = &b->list[l];
-        int64_t price = market__reply_price(z->element[l]);
-        L->stack = u->element[l]->type != REDIS_REPLY_NIL;
-        int64_t units = L->stack ? market__reply_units(u->element[l]) : price > 0;
+        int64_t price, units;
+        market__reply_listing_at(z, u, l, &price, &L->stack, &units);
         if (price == MARKET__PRICE_UNREADABLE || units < 0)
             return market__fail(c, "listing %s is unreadable", L->member);
         L->price = price > 0 ? price : MARKET__NOT_LISTED;

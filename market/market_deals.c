@@ -39,7 +39,7 @@ int market__ids_get(market_conn *c, const char *realm, market__buf *b, size_t at
     *n = 0;
     int rc = market__read_buf(c, realm, b);
     if (rc < 0) return rc;
-    if (market__reply_ids(b->rep[at], ids, max, n) < 0) {
+    if (market__reply_ids(b->rep[at], 0, ids, max, n) < 0) {
         rc = market__fail_reply(c, "reading an index of deals", b->rep[at]);
         market__replies_free(b->rep, b->n);
         market__buf_free(b);

@@ -104,7 +104,7 @@ int market__frame_judge(market__frame *f, market_conn *c, const market__held *he
     const redisReply *fr = held->n ? rep[f->i_fence] : NULL;
     const redisReply *mg = f->idem.n_keyed ? rep[f->i_idem] : NULL;
     if (err) return market__fail_reply(c, "claim refused", err);
-    if (rep[f->i_watch]->type != REDIS_REPLY_STATUS)
+    if (!market__reply_ok(rep[f->i_watch]))
         return market__fail_reply(c, "read refused", rep[f->i_watch]);
     if (held->n && market__held_lost(held, fr)) return MARKET_ERR_LEASE_LOST;
     if (held->n && market__held_wanted(held, fr)) f->cb->lock_wanted = 1;
@@ -115,18 +115,9 @@ int market__frame_judge(market__frame *f, market_conn *c, const market__held *he
     if (f->clock && market__reply_time(rep[f->i_clock], &f->now_ms) < 0)
         return market__fail_reply(c, "reading the store's clock", rep[f->i_clock]);
     const redisReply *l = f->lease_key ? rep[f->i_clock + (f->clock != 0)] : NULL;
-    f->lease[0] = '\0';
-    if (l && l->type == REDIS_REPLY_STRING && l->len < sizeof f->lease) {
-        memcpy(f->lease, l->str, l->len);
-        f->lease[l->len] = '\0';
-    }
-    for (size_t i = 0; i < held->n; i++) { /* our own earlier commit of this lease */
-        const redisReply *e = fr->type == REDIS_REPLY_ARRAY && i < fr->elements ? fr->element[i]
-                                                                                 : NULL;
-        f->fence_same[i] = e && e->type == REDIS_REPLY_STRING &&
-                           e->len == strlen(held->fence[i]) &&
-                           memcmp(e->str, held->fence[i], e->len) == 0;
-    }
+    if (!l || market__reply_text(l, f->lease, sizeof f->lease) < 0) f->lease[0] = '\0';
+    for (size_t i = 0; i < held->n; i++) /* our own earlier commit of this lease */
+        f->fence_same[i] = market__reply_is(market__reply_at(fr, i), held->fence[i]);
     if (f->deals) market__deals_parse(f->deals, rep, f->deals_out);
     return MARKET_OK;
 }

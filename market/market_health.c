@@ -72,9 +72,10 @@ static const struct {
 static void explain_error(const redisReply *r, int known, const char *what, char *why,
                           size_t whylen) {
     char code[32];
-    size_t n = 0;
-    while (n < r->len && n + 1 < sizeof code && r->str[n] >= 'A' && r->str[n] <= 'Z') {
-        code[n] = r->str[n];
+    size_t n = 0, len = 0;
+    const char *s = market__reply_why(r, &len);
+    while (s && n < len && n + 1 < sizeof code && s[n] >= 'A' && s[n] <= 'Z') {
+        code[n] = s[n];
         n++;
     }
     code[n] = '\0';
@@ -90,20 +91,23 @@ static void explain_error(const redisReply *r, int known, const char *what, char
  * at least want replicas in sync, else -1 with a sentence in why. */
 static int judge_role(const redisReply *r, const redisReply *info, unsigned want, char *why,
                       size_t whylen) {
-    if (r->type == REDIS_REPLY_ERROR) {
+    size_t len = 0;
+    const char *text = market__reply_why(r, &len);
+    if (text) {
         /* LOADING is the one refusal of ROLE that is not about ROLE itself */
-        explain_error(r, strncmp(r->str, "LOADING", 7) == 0,
+        explain_error(r, len >= 7 && strncmp(text, "LOADING", 7) == 0,
                       "redis refuses ROLE, which the health check needs", why, whylen);
         return -1;
     }
     if (rconn_role_master(r, why, whylen) < 0) return -1;
     if (want == 0) return 0;
-    if (info->type != REDIS_REPLY_STRING) {
+    const char *text_info = market__reply_str(info, &len);
+    if (!text_info) {
         explain_error(info, 0, "redis refuses INFO replication, which the health check needs",
                       why, whylen);
         return -1;
     }
-    size_t connected, have = rconn_replicas_in_sync(info->str, HEALTH_LAG_MAX_S, &connected);
+    size_t connected, have = rconn_replicas_in_sync(text_info, HEALTH_LAG_MAX_S, &connected);
     if (have < want) {
         snprintf(why, whylen,
                  "redis master has %zu replicas in sync (%zu connected); a purchase's "
@@ -145,11 +149,11 @@ static int probe(market_conn *c, const char *realm, char *why, size_t whylen) {
     }
     const redisReply *probed = rep[b.n - 1];
     if (judge_role(rep[0], acks ? rep[1] : NULL, want, why, whylen) < 0) goto done;
-    if (probed->type == REDIS_REPLY_ERROR) {
+    if (market__reply_err(probed)) {
         explain_error(probed, 1, "redis refuses writes", why, whylen);
         goto done;
     }
-    if (probed->type != REDIS_REPLY_INTEGER) {
+    if (market__reply_count(probed) < 0) {
         snprintf(why, whylen, "redis answered the write probe with something unexpected");
         goto done;
     }
@@ -239,8 +243,10 @@ int market_durability(market_conn *c, char *fsync, size_t fsynclen, char *why, s
     }
     char aof[8];
     const redisReply *err = market__reply_error(b.rep, b.n);
-    if (err)
-        snprintf(why, whylen, "CONFIG GET refused: %.*s", (int)err->len, err->str);
+    size_t len = 0;
+    const char *text = err ? market__reply_why(err, &len) : NULL;
+    if (text)
+        snprintf(why, whylen, "CONFIG GET refused: %.*s", (int)len, text);
     else if (market__reply_config(b.rep[0], aof, sizeof aof) < 0 ||
              market__reply_config(b.rep[1], fsync, fsynclen) < 0)
         snprintf(why, whylen, "CONFIG GET answered something unexpected");

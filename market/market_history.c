@@ -60,12 +60,12 @@ int market_history(market_conn *c, const char *realm, const char *item, int inte
     }
     market__buf_end(&b, 0);
     if ((rc = market__read_one(c, realm, &b, &r)) < 0) goto out;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != count) {
+    if (!market__reply_array(r, count, 0)) {
         rc = market__fail_reply(c, "reading a price history", r);
         goto out;
     }
     for (size_t i = 0; i < count; i++) {
-        int got = market__reply_candle(r->element[i], first + (int64_t)i * iv, &v[*n]);
+        int got = market__reply_candle(market__reply_at(r, i), first + (int64_t)i * iv, &v[*n]);
         if (got < 0) {
             rc = market__fail(c, "the price history of %s is unreadable", item);
             goto out;

@@ -74,12 +74,12 @@ int market__idem_set_judge(market__idem_set *s, const redisReply *mget, const ch
         s->done[i] = (market__outcome){.rc = MARKET_ERR_STORE, .trade = ""};
     }
     if (!s->n_keyed) return 0;
-    if (!mget || mget->type != REDIS_REPLY_ARRAY || mget->elements != s->n_keyed) return -1;
+    if (!mget || !market__reply_array(mget, s->n_keyed, 0)) return -1;
     for (size_t i = 0, j = 0; i < s->n; i++) {
         if (!s->idem[i]) continue;
         market__outcome *o = &s->stored[i];
-        s->state[i] = market__idem_judge(mget->element[j++], s->idem[i], token, &o->rc, &o->a,
-                                         &o->b, &o->c, s->stored_trade[i]);
+        s->state[i] = market__idem_judge(market__reply_at(mget, j++), s->idem[i], token, &o->rc,
+                                         &o->a, &o->b, &o->c, s->stored_trade[i]);
         o->trade = s->stored_trade[i];
         o->replayed = 1;
     }

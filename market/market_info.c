@@ -26,9 +26,10 @@ static int userkeys_from_scan(const redisReply *r, char *cursor, size_t cursorle
     const redisReply *ks;
     if (market__reply_scan(r, cursor, cursorlen, &ks) < 0) return MARKET_ERR_STORE;
     next->n = 0;
-    if (market__grow((void **)&next->keys, &next->cap, ks->elements, sizeof *next->keys) < 0)
+    size_t n = market__reply_len(ks);
+    if (market__grow((void **)&next->keys, &next->cap, n, sizeof *next->keys) < 0)
         return MARKET_ERR_NOMEM;
-    for (size_t i = 0, len; i < ks->elements; i++) {
+    for (size_t i = 0, len; i < n; i++) {
         const char *k = market__reply_key(ks, i, &len);
         if (!k || len <= prefix_len || len - prefix_len > MARKET_ID_MAX) continue;
         char *key = next->keys[next->n];
@@ -136,14 +137,8 @@ int market_store_info(market_conn *c, const char *section, char **out) {
         market__buf_free(&b);
         return rc;
     }
-    if (rep[0]->type != REDIS_REPLY_STRING)
-        rc = MARKET_ERR_STORE;
-    else if (!(*out = malloc(rep[0]->len + 1)))
-        rc = MARKET_ERR_NOMEM;
-    else {
-        memcpy(*out, rep[0]->str, rep[0]->len);
-        (*out)[rep[0]->len] = '\0';
-    }
+    int got = market__reply_dup(rep[0], out);
+    if (got < 0) rc = got == MARKET_ERR_NOMEM ? got : MARKET_ERR_STORE;
     market__replies_free(rep, 1);
     market__buf_free(&b);
     return rc;

@@ -180,7 +180,7 @@ static int read_sellers(market_conn *c, struct listing_batch *b) {
     size_t i_bids = b->t.n ? market__bids_read_build(&b->t, b->realm.id, r) : 0;
     int rc = market__pipeline_buf(c, r);
     if (rc < 0) return rc;
-    if (r->rep[0]->type != REDIS_REPLY_STATUS)
+    if (!market__reply_ok(r->rep[0]))
         rc = market__fail_reply(c, "read refused", r->rep[0]);
     else
         market__parties_parse(&b->u, r->rep + 1, NULL, n_sellers);

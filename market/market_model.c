@@ -431,9 +431,6 @@ void market__rd_records_begin(market__buf *b) { market__buf_begin(b, C_MGET, NUL
  * lock keys of the leases a transaction holds (market_txn.c). */
 void market__rd_values_begin(market__buf *b) { market__buf_begin(b, C_MGET, NULL); }
 
-/* One idempotency record. */
-void market__rd_record(market__buf *b, const char *k_idem) { market__buf_cmd(b, 2, C_GET, k_idem); }
-
 /* A lease's holder: its lock key's token (nil: none holds it). */
 void market__rd_lease(market__buf *b, const char *lock_key) {
     market__buf_cmd(b, 2, C_GET, lock_key);

@@ -92,7 +92,6 @@ void market__rd_watch_begin(market__buf *b);
 void market__rd_pttl(market__buf *b, const char *key);
 void market__rd_records_begin(market__buf *b);
 void market__rd_values_begin(market__buf *b);
-void market__rd_record(market__buf *b, const char *k_idem);
 void market__rd_prices_begin(market__buf *b, const market__realm *r);
 void market__rd_listing_units_begin(market__buf *b, const market__realm *r);
 void market__rd_ends_of_begin(market__buf *b, const market__realm *r);
@@ -195,6 +194,21 @@ void market__rd_escrow(market__buf *b, const char *user_key);
 void market__rd_funds_escrow(market__buf *b, const char *user_key);
 
 /* replies (market_model_reply.c) */
+int market__reply_ok(const redisReply *r);
+int market__reply_nil(const redisReply *r);
+int market__reply_array(const redisReply *r, size_t n, int pairs);
+size_t market__reply_len(const redisReply *r);
+const redisReply *market__reply_at(const redisReply *r, size_t i);
+int market__reply_text(const redisReply *r, char *buf, size_t size);
+int market__reply_dup(const redisReply *r, char **out);
+int market__reply_is(const redisReply *r, const char *s);
+const char *market__reply_str(const redisReply *r, size_t *len);
+const char *market__reply_why(const redisReply *r, size_t *len);
+int market__reply_err(const redisReply *r);
+const redisReply *market__reply_error(redisReply *const *replies, size_t n);
+const redisReply *market__reply_error_in(const redisReply *r);
+int market__reply_ending(const redisReply *z, size_t k, int64_t *end, int64_t *auction, char *item,
+                         char *seller);
 int market__parse_i64(const char *s, size_t len, int64_t *out);
 int market__parse_price(const char *s, size_t len, int64_t *out);
 int market__reply_i64(const redisReply *r, int64_t *out);
@@ -236,7 +250,10 @@ int market__reply_orders_last(const redisReply *r, int64_t *id);
 int market__reply_order(const redisReply *r, int64_t id, market_bid *out);
 int market__reply_auction(const redisReply *r, int64_t id, market_auction *out);
 int market__reply_book_id(const redisReply *member, int64_t *id);
-int market__reply_ids(const redisReply *r, int64_t *ids, size_t max, size_t *n);
+int market__reply_ids(const redisReply *r, int pairs, int64_t *ids, size_t max, size_t *n);
+void market__reply_listing_at(const redisReply *z, const redisReply *u, size_t i, int64_t *price,
+                              int *stack, int64_t *units);
+int market__reply_seller_at(const redisReply *r, size_t k, char *seller, int64_t *price);
 int market__reply_holds(const redisReply *r);
 int64_t market__reply_count(const redisReply *r);
 int market__parse_goods(const char *s, size_t len, market_goods *out);

@@ -13,6 +13,92 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- shapes ---- */
+
+/* Whether r is a status reply (OK, PONG, QUEUED): a command taken. */
+int market__reply_ok(const redisReply *r) {
+    return r->type == REDIS_REPLY_STATUS;
+}
+
+/* Whether r is nil (a key or field that is not there). */
+int market__reply_nil(const redisReply *r) {
+    return r->type == REDIS_REPLY_NIL;
+}
+
+/* Whether r is an array of n elements (n SIZE_MAX: any; n 0 with pairs: an even count). */
+int market__reply_array(const redisReply *r, size_t n, int pairs) {
+    return r->type == REDIS_REPLY_ARRAY && (n == SIZE_MAX || r->elements == n) &&
+           (!pairs || r->elements % 2 == 0);
+}
+
+/* The count of elements of array r (0 for any other reply). */
+size_t market__reply_len(const redisReply *r) {
+    return r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+}
+
+/* Element i of array r, or NULL when r is no array of more than i elements. */
+const redisReply *market__reply_at(const redisReply *r, size_t i) {
+    return r->type == REDIS_REPLY_ARRAY && i < r->elements ? r->element[i] : NULL;
+}
+
+/* Copies string reply r into buf (size bytes, NUL-terminated). Returns 0, or -1 when r is no
+ * string, holds a NUL, or does not fit. */
+int market__reply_text(const redisReply *r, char *buf, size_t size) {
+    if (r->type != REDIS_REPLY_STRING || r->len >= size || memchr(r->str, '\0', r->len)) return -1;
+    memcpy(buf, r->str, r->len);
+    buf[r->len] = '\0';
+    return 0;
+}
+
+/* Copies string reply r into a new string *out (caller frees). Returns 0, or -1 when r is no
+ * string (ERR_NOMEM: no memory). */
+int market__reply_dup(const redisReply *r, char **out) {
+    *out = NULL;
+    if (r->type != REDIS_REPLY_STRING) return -1;
+    if (!(*out = malloc(r->len + 1))) return MARKET_ERR_NOMEM;
+    memcpy(*out, r->str, r->len);
+    (*out)[r->len] = '\0';
+    return 0;
+}
+
+/* The text of string reply r (*len bytes, when len is not NULL; NUL-terminated by hiredis),
+ * or NULL. */
+const char *market__reply_str(const redisReply *r, size_t *len) {
+    if (r->type != REDIS_REPLY_STRING) return NULL;
+    if (len) *len = r->len;
+    return r->str;
+}
+
+/* The text of error reply r (*len bytes), or NULL. */
+const char *market__reply_why(const redisReply *r, size_t *len) {
+    if (r->type != REDIS_REPLY_ERROR) return NULL;
+    *len = r->len;
+    return r->str;
+}
+
+/* Whether r is an error reply. */
+int market__reply_err(const redisReply *r) {
+    return r->type == REDIS_REPLY_ERROR;
+}
+
+/* Returns the first error reply among replies[0..n), or NULL. */
+const redisReply *market__reply_error(redisReply *const *replies, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (replies[i] && replies[i]->type == REDIS_REPLY_ERROR) return replies[i];
+    return NULL;
+}
+
+/* Returns the first error reply among the elements of r (an EXEC's replies), or NULL. */
+const redisReply *market__reply_error_in(const redisReply *r) {
+    return r->type == REDIS_REPLY_ARRAY ? market__reply_error(r->element, r->elements) : NULL;
+}
+
+/* Whether r, if a string reply, is s. */
+int market__reply_is(const redisReply *r, const char *s) {
+    return r && r->type == REDIS_REPLY_STRING && r->len == strlen(s) &&
+           memcmp(r->str, s, r->len) == 0;
+}
+
 /* ---- numbers ---- */
 
 /* Copies s[0..len) into buf (n bytes) as a C string. Returns 0, or -1 when
@@ -213,6 +299,51 @@ int market__listing_units(market_listing *l, const redisReply *r) {
     if (v < 0) return -1;
     l->stack = v > 0;
     l->quantity = v > 0 ? v : 1;
+    return 0;
+}
+
+/* Reads listing i's price and units from z, a ZMSCORE of the market (market__rd_prices_begin();
+ * NULL: not read), and u, an HMGET of their units (market__rd_listing_units_begin()): *price
+ * as market__reply_price() gives it, *stack whether a count is stored, *units that count, or
+ * 1 for a unique item (-1: unreadable). Both must hold i (market__reply_array()). */
+void market__reply_listing_at(const redisReply *z, const redisReply *u, size_t i, int64_t *price,
+                              int *stack, int64_t *units) {
+    if (price) *price = z ? market__reply_price(z->element[i]) : MARKET__NOT_LISTED;
+    *stack = u->element[i]->type != REDIS_REPLY_NIL;
+    *units = *stack ? market__reply_units(u->element[i]) : 1;
+}
+
+/* Reads entry k of r, a page of an item's index with its scores (seller, price, ...), into
+ * seller (MARKET_ID_MAX + 1 bytes: a valid id) and *price. Returns 0, or -1 when it is not
+ * one. */
+int market__reply_seller_at(const redisReply *r, size_t k, char *seller, int64_t *price) {
+    const redisReply *e = market__reply_at(r, 2 * k), *sc = market__reply_at(r, 2 * k + 1);
+    if (!e || !sc || market__reply_text(e, seller, MARKET_ID_MAX + 1) < 0 ||
+        !market_id_valid(seller) || sc->type != REDIS_REPLY_STRING ||
+        market__parse_price(sc->str, sc->len, price) < 0)
+        return -1;
+    return 0;
+}
+
+/* Reads entry k of z, a page of a realm's ends (market__rd_ends_first(): member, end, ...),
+ * into *end (MARKET__END_UNREADABLE: not a time), and either *auction (an auction's ending,
+ * "@<id>") or item and seller (a listing's, "<item>.<seller>"; MARKET_ID_MAX + 1 bytes each,
+ * *auction 0). Returns 0, or -1 when its member is neither (*end is read all the same). */
+int market__reply_ending(const redisReply *z, size_t k, int64_t *end, int64_t *auction, char *item,
+                         char *seller) {
+    const redisReply *mem = market__reply_at(z, 2 * k), *sc = market__reply_at(z, 2 * k + 1);
+    *end = sc ? market__reply_end(sc) : MARKET__END_UNREADABLE;
+    *auction = 0;
+    if (!mem || mem->type != REDIS_REPLY_STRING || mem->len < 2) return -1;
+    if (mem->str[0] == MARKET__END_AUCTION[0])
+        return market__parse_i64(mem->str + 1, mem->len - 1, auction) == 0 && *auction > 0 ? 0 : -1;
+    const char *dot = memchr(mem->str, '.', mem->len);
+    size_t li = dot ? (size_t)(dot - mem->str) : 0, ls = dot ? mem->len - li - 1 : 0;
+    if (!dot || li == 0 || li > MARKET_ID_MAX || ls == 0 || ls > MARKET_ID_MAX) return -1;
+    memcpy(item, mem->str, li);
+    item[li] = '\0';
+    memcpy(seller, dot + 1, ls);
+    seller[ls] = '\0';
     return 0;
 }
 
@@ -484,12 +615,12 @@ int market__reply_book_id(const redisReply *member, int64_t *id) {
                                                                                               : 0;
 }
 
-/* Reads r, a page of ids (a ZRANGE of an index of deals, or of a book: market__bid_member()),
- * into ids[0..*n), at most max. Returns 0, or -1 when it is not one. */
-int market__reply_ids(const redisReply *r, int64_t *ids, size_t max, size_t *n) {
+/* Reads r, a page of ids (a ZRANGE of an index of deals, or of a book: market__bid_member();
+ * with pairs, WITHSCORES), into ids[0..*n), at most max. Returns 0, or -1 when it is not one. */
+int market__reply_ids(const redisReply *r, int pairs, int64_t *ids, size_t max, size_t *n) {
     *n = 0;
-    if (r->type != REDIS_REPLY_ARRAY) return -1;
-    for (size_t i = 0; i < r->elements && *n < max; i++)
+    if (!market__reply_array(r, SIZE_MAX, pairs)) return -1;
+    for (size_t i = 0; i < r->elements && *n < max; i += pairs ? 2 : 1)
         if (market__reply_book_id(r->element[i], &ids[(*n)++]) < 0) return -1;
     return 0;
 }

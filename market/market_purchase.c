@@ -220,20 +220,19 @@ static int read_parse(market_conn *c, const market__held *held, struct market__b
     redisReply **rep = b->k.rb.rep;
     const redisReply *z = rep[b->read_i_prices], *ur = rep[b->read_i_units];
     int rc = market__frame_judge(&b->f, c, held, rep);
-    if (rc == MARKET_OK && (z->type != REDIS_REPLY_ARRAY || z->elements != b->f.n ||
-                            ur->type != REDIS_REPLY_ARRAY || ur->elements != b->f.n))
-        rc = market__fail_reply(c, "reading the listings", z->type != REDIS_REPLY_ARRAY ? z : ur);
+    if (rc == MARKET_OK && !market__reply_array(z, b->f.n, 0))
+        rc = market__fail_reply(c, "reading the listings", z);
+    if (rc == MARKET_OK && !market__reply_array(ur, b->f.n, 0))
+        rc = market__fail_reply(c, "reading the listings", ur);
     if (rc != MARKET_OK) {
         market__replies_free(rep, nc);
         return rc;
     }
     size_t unlisted = 0;
     for (size_t i = 0; i < b->f.n; i++) {
-        b->price[i] = market__reply_price(z->element[i]);
+        market__reply_listing_at(z, ur, i, &b->price[i], &b->stack[i], &b->units[i]);
         unlisted += b->price[i] == MARKET__NOT_LISTED;
-        /* no count: a unique item; a count that is not a positive number: unreadable */
-        b->stack[i] = ur->element[i]->type != REDIS_REPLY_NIL;
-        b->units[i] = b->stack[i] ? market__reply_units(ur->element[i]) : 1;
+        /* a count that is not a positive number: unreadable */
         if (b->price[i] > 0 && b->units[i] <= 0) b->price[i] = MARKET__PRICE_UNREADABLE;
     }
     /* Next batch: split the read when a quarter of this one was not listed
@@ -464,10 +463,10 @@ static size_t prefilter_unlisted(market_conn *c, struct market__batch *b, market
     const redisReply *z = b->k.rb.rep[0];
     size_t kept = 0, refused = 0;
     market_queued *gone[MARKET__BATCH_MAX];
-    if (z->type == REDIS_REPLY_ARRAY && z->elements == cb->n_open) {
+    if (market__reply_array(z, cb->n_open, 0)) {
         for (size_t i = 0; i < cb->n_open; i++) {
             market_order *r = cb->req[i]->order;
-            if (z->element[i]->type == REDIS_REPLY_NIL && !r->idem) {
+            if (market__reply_nil(market__reply_at(z, i)) && !r->idem) {
                 r->rc = MARKET_ERR_NOT_LISTED;
                 gone[refused++] = &r->q;
             } else {

@@ -54,11 +54,10 @@ static int reindex_commit(market_conn *c, struct reindex *x) {
     if (rc < 0) return rc;
     redisReply **rep = x->write.rep;
     const redisReply *exec = rep[n - 1], *err = market__reply_error(rep, n);
-    if (!err && exec->type == REDIS_REPLY_ARRAY)
-        err = market__reply_error(exec->element, exec->elements);
-    if (exec->type == REDIS_REPLY_NIL)
+    if (!err) err = market__reply_error_in(exec);
+    if (market__reply_nil(exec))
         rc = MARKET__TXN_ABORTED;
-    else if (err || exec->type != REDIS_REPLY_ARRAY)
+    else if (err || !market__reply_array(exec, SIZE_MAX, 0))
         rc = market__fail_reply(c, "rebuilding the search indexes", err ? err : exec);
     market__replies_free(rep, n);
     return rc;
@@ -69,17 +68,20 @@ static int reindex_commit(market_conn *c, struct reindex *x) {
  * entry that is not a listing; c's errstr says which), ERR_NOMEM. */
 static int fill_read(market_conn *c, const market__realm *rl, struct reindex *x,
                      const redisReply *z, size_t *n) {
-    if (z->type != REDIS_REPLY_ARRAY || z->elements % 2)
+    if (!market__reply_array(z, SIZE_MAX, 1))
         return market__fail_reply(c, "rebuilding the search indexes", z);
-    *n = z->elements / 2;
+    *n = market__reply_len(z) / 2;
     if (market__grow((void **)&x->e, &x->cap_e, *n ? *n : 1, sizeof *x->e) < 0)
         return MARKET_ERR_NOMEM;
     for (size_t i = 0; i < *n; i++) {
-        const redisReply *m = z->element[2 * i];
+        const redisReply *m = market__reply_at(z, 2 * i);
         market_listing l;
-        if (market__listing_read(m, z->element[2 * i + 1], &l) < 0)
+        if (market__listing_read(m, market__reply_at(z, 2 * i + 1), &l) < 0) {
+            size_t len = 0; /* no text (nil, a number): "" */
+            const char *s = market__reply_str(m, &len);
             return market__fail(c, "%s holds an entry that is not a listing: %.*s", rl->market,
-                                (int)(m->len < 80 ? m->len : 80), m->str ? m->str : "");
+                                (int)(len < 80 ? len : 80), s ? s : "");
+        }
         market__idx_entry_init(&x->e[i], rl->id, l.item, l.seller, l.price);
     }
     return MARKET_OK;
@@ -126,7 +128,7 @@ static int fill_round(market_conn *c, const market__realm *rl, struct reindex *x
             market__rd_market_at(&x->read, rl, price);
             if ((rc = market__pipeline_buf(c, &x->read)) < 0) return rc;
             rep = x->read.rep;
-            rc = rep[0]->type == REDIS_REPLY_ERROR
+            rc = market__reply_err(rep[0])
                      ? market__fail_reply(c, "rebuilding the search indexes", rep[0])
                      : fill_read(c, rl, x, rep[0], n);
             market__replies_free(rep, 1);
@@ -159,15 +161,16 @@ static int sweep_round(market_conn *c, const market__realm *rl, struct reindex *
     for (size_t i = 0; i < n && !bad && rc == MARKET_OK; i++) {
         int kind;
         const char *id = market__idx_key_id(rl->id, keys[i], &kind);
-        if (z[i]->type != REDIS_REPLY_ARRAY || z[i]->elements % 2) bad = z[i];
-        for (size_t j = 0; !bad && j < z[i]->elements && rc == MARKET_OK; j += 2) {
-            const redisReply *m = z[i]->element[j];
-            if (m->type != REDIS_REPLY_STRING)
+        if (!market__reply_array(z[i], SIZE_MAX, 1)) bad = z[i];
+        for (size_t j = 0; !bad && j < market__reply_len(z[i]) && rc == MARKET_OK; j += 2) {
+            const redisReply *m = market__reply_at(z[i], j);
+            const char *ms = market__reply_str(m, NULL);
+            if (!ms)
                 bad = m;
             else if (kind == MARKET__IDX_ITEM)
-                rc = market__strs_add(&x->mm, "%s.%s", id, m->str);
+                rc = market__strs_add(&x->mm, "%s.%s", id, ms);
             else
-                rc = market__strs_add(&x->mm, "%s.%s", m->str, id);
+                rc = market__strs_add(&x->mm, "%s.%s", ms, id);
         }
     }
     if (bad) rc = market__fail_reply(c, "reading a search index", bad);
@@ -184,14 +187,16 @@ static int sweep_round(market_conn *c, const market__realm *rl, struct reindex *
         market__buf_reset(&x->write);
         market__fx_multi(&x->write);
         for (size_t i = 0, g = 0; i < n; i++)
-            for (size_t j = 0; j < z[i]->elements; j += 2, g++) {
-                const redisReply *m = z[i]->element[j], *sc = z[i]->element[j + 1];
+            for (size_t j = 0; j < market__reply_len(z[i]); j += 2, g++) {
+                size_t len = 0;
+                const char *m = market__reply_str(market__reply_at(z[i], j), NULL);
+                const char *sc = market__reply_str(market__reply_at(z[i], j + 1), &len);
                 const redisReply *now = x->look.rep[g];
                 int64_t want = market__reply_price(now), have;
                 if (want <= 0) /* no listing */
-                    market__fx_idx_drop(&x->write, keys[i], m->str);
-                else if (market__parse_price(sc->str, sc->len, &have) < 0 || have != want)
-                    market__fx_idx_put(&x->write, keys[i], now->str, m->str);
+                    market__fx_idx_drop(&x->write, keys[i], m);
+                else if (!sc || market__parse_price(sc, len, &have) < 0 || have != want)
+                    market__fx_idx_put(&x->write, keys[i], market__reply_str(now, NULL), m);
             }
         market__fx_exec(&x->write);
         if (x->write.n > 2)
@@ -209,14 +214,14 @@ static int sweep_round(market_conn *c, const market__realm *rl, struct reindex *
  * (z is no such reply; c's errstr says so). */
 static int names_look(market_conn *c, const market__realm *rl, struct reindex *x,
                       const redisReply *z) {
-    const redisReply *bad = z->type == REDIS_REPLY_ARRAY ? NULL : z;
-    for (size_t i = 0; !bad && i < z->elements; i++)
-        if (z->element[i]->type != REDIS_REPLY_STRING) bad = z->element[i];
+    const redisReply *bad = market__reply_array(z, SIZE_MAX, 0) ? NULL : z;
+    for (size_t i = 0; !bad && i < market__reply_len(z); i++)
+        if (!market__reply_str(market__reply_at(z, i), NULL)) bad = market__reply_at(z, i);
     if (bad) return market__fail_reply(c, "reading the names index", bad);
     market__buf_reset(&x->look);
     market__rd_prices_begin(&x->look, rl);
-    for (size_t i = 0; i < z->elements; i++)
-        market__buf_arg(&x->look, z->element[i]->str);
+    for (size_t i = 0; i < market__reply_len(z); i++)
+        market__buf_arg(&x->look, market__reply_str(market__reply_at(z, i), NULL));
     market__buf_end(&x->look, 1);
     return MARKET_OK;
 }
@@ -242,7 +247,7 @@ static int names_round(market_conn *c, const market__realm *rl, struct reindex *
     const redisReply *err = market__reply_error(rep, 2), *z = rep[1];
     size_t nl = 0;
     rc = err ? market__fail_reply(c, "rebuilding the names index", err) : names_look(c, rl, x, z);
-    if (rc == MARKET_OK && z->elements == 0) { /* nothing left */
+    if (rc == MARKET_OK && market__reply_len(z) == 0) { /* nothing left */
         c->unwatch = 1;
         x->names_lo[0] = '\0';
         goto out;
@@ -250,24 +255,24 @@ static int names_round(market_conn *c, const market__realm *rl, struct reindex *
     if (rc == MARKET_OK && (rc = market__pipeline_buf(c, &x->look)) == MARKET_OK) nl = 1;
     if (rc == MARKET_OK && (err = market__reply_error(x->look.rep, 1)))
         rc = market__fail_reply(c, "reading the market", err);
-    else if (rc == MARKET_OK && (x->look.rep[0]->type != REDIS_REPLY_ARRAY ||
-                                 x->look.rep[0]->elements != z->elements))
+    else if (rc == MARKET_OK && !market__reply_array(x->look.rep[0], market__reply_len(z), 0))
         rc = market__fail_reply(c, "reading the market", x->look.rep[0]);
     if (rc < 0) goto out;
     market__buf_reset(&x->write);
     market__fx_multi(&x->write);
-    for (size_t i = 0; i < z->elements; i++)
-        if (x->look.rep[0]->element[i]->type != REDIS_REPLY_STRING) /* no listing */
-            market__fx_idx_drop(&x->write, key, z->element[i]->str);
+    for (size_t i = 0; i < market__reply_len(z); i++)
+        if (!market__reply_str(market__reply_at(x->look.rep[0], i), NULL)) /* no listing */
+            market__fx_idx_drop(&x->write, key, market__reply_str(market__reply_at(z, i), NULL));
     market__fx_exec(&x->write);
     if (x->write.n > 2)
         rc = reindex_commit(c, x);
     else
         c->unwatch = 1; /* all were listings */
-    if (rc == MARKET_OK && z->elements < REINDEX_CHUNK)
+    if (rc == MARKET_OK && market__reply_len(z) < REINDEX_CHUNK)
         x->names_lo[0] = '\0';
     else if (rc == MARKET_OK)
-        snprintf(x->names_lo, sizeof x->names_lo, "(%s", z->element[z->elements - 1]->str);
+        snprintf(x->names_lo, sizeof x->names_lo, "(%s",
+                 market__reply_str(market__reply_at(z, market__reply_len(z) - 1), NULL));
 out:
     market__replies_free(x->look.rep, nl);
     market__replies_free(rep, 2);
@@ -316,7 +321,7 @@ int market_reindex(market_conn *c, const char *realm, size_t *listings) {
     if (rc == MARKET_OK) rc = market__pipeline_buf(c, &x->write);
     if (rc < 0) goto out;
     redisReply **rep = x->write.rep;
-    if (rep[0]->type == REDIS_REPLY_ERROR)
+    if (market__reply_err(rep[0]))
         rc = market__fail_reply(c, "deleting the former search indexes", rep[0]);
     market__replies_free(rep, 1);
     snprintf(x->lo, sizeof x->lo, "-inf");

@@ -244,7 +244,7 @@ static int read_house(market_conn *c, struct sale_batch *b) {
     market__parties_read(&b->u, &u, 1, r);
     int rc = market__pipeline_buf(c, r);
     if (rc < 0) return rc;
-    if (r->rep[0]->type != REDIS_REPLY_STATUS)
+    if (!market__reply_ok(r->rep[0]))
         rc = market__fail_reply(c, "read refused", r->rep[0]);
     else
         market__parties_parse(&b->u, r->rep + 1, &u, 1);
@@ -267,7 +267,7 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     int64_t initial = 0;
     char house[MARKET_ID_MAX + 1] = "";
     rc = market__frame_judge(&b->f, c, held, rep);
-    if (rc == MARKET_OK && (bo->type != REDIS_REPLY_ARRAY || bo->elements != b->u.n))
+    if (rc == MARKET_OK && !market__reply_array(bo, b->u.n, 0))
         rc = market__fail_reply(c, "reading the buyers' counts", bo);
     if (rc == MARKET_OK && market__reply_time(rep[b->i_time], &b->store_now_ms) < 0)
         rc = market__fail_reply(c, "reading the store's clock", rep[b->i_time]);
@@ -276,7 +276,7 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         b->read_left = b->st.left;
         market__parties_parse(&b->u, rep + b->i_users, NULL, b->u.n);
         for (size_t u = 0; u < b->u.n; u++)
-            b->bought[u] = b->read_bought[u] = market__reply_bought(bo->element[u]);
+            b->bought[u] = b->read_bought[u] = market__reply_bought(market__reply_at(bo, u));
     }
     market__replies_free(rep, nc);
     if (rc == MARKET_OK && b->st.known == MARKET__PRESENT && strcmp(house, b->house) != 0) {

@@ -99,25 +99,24 @@ static const char prefix_script[] =
 static int page_read(market_conn *c, const char *key, const market__search_plan *p,
                      const market_search_query *q, const redisReply *r, const redisReply *u,
                      const redisReply *e_, market_search_result *out) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements % 2 || u->type != REDIS_REPLY_ARRAY ||
-        u->elements != r->elements / 2 || e_->type != REDIS_REPLY_ARRAY ||
-        e_->elements != r->elements / 2)
+    size_t got = market__reply_len(r) / 2, n = got < q->limit ? got : q->limit;
+    if (!market__reply_array(r, SIZE_MAX, 1) || !market__reply_array(u, got, 0) ||
+        !market__reply_array(e_, got, 0))
         return market__fail_reply(c, "search refused", r);
-    size_t got = r->elements / 2, n = got < q->limit ? got : q->limit;
     if (n && !(out->listings = calloc(n, sizeof *out->listings))) return MARKET_ERR_NOMEM;
     for (size_t i = 0; i < n; i++) {
-        const redisReply *e = r->element[2 * i], *sc = r->element[2 * i + 1];
+        size_t len = 0;
+        const char *e = market__reply_str(market__reply_at(r, 2 * i), &len);
         market_listing *l = &out->listings[i];
-        if (e->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING ||
-            market__search_member(p, q, e->str, e->len, l) < 0 ||
-            market__parse_price(sc->str, sc->len, &l->price) < 0)
+        if (!e || market__search_member(p, q, e, len, l) < 0 ||
+            (l->price = market__reply_price(market__reply_at(r, 2 * i + 1))) <= 0)
             return market__fail(c,
                                 "%s holds an entry that is not a listing (rebuild the "
                                 "indexes: market-seed --reindex)",
                                 key);
-        if (market__listing_units(l, u->element[i]) < 0)
+        if (market__listing_units(l, market__reply_at(u, i)) < 0)
             return market__fail(c, "the units of %s.%s are unreadable", l->item, l->seller);
-        if (market__listing_end(l, e_->element[i]) < 0)
+        if (market__listing_end(l, market__reply_at(e_, i)) < 0)
             return market__fail(c, "the end of %s.%s is unreadable", l->item, l->seller);
         out->n++;
     }
@@ -206,11 +205,12 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
         goto out;
     }
     if (q->seller) {
-        if (rep[i_user]->type != REDIS_REPLY_INTEGER) {
+        int64_t exists = market__reply_count(rep[i_user]);
+        if (exists < 0) {
             rc = market__fail_reply(c, "search refused", rep[i_user]);
             goto out;
         }
-        out->seller_exists = rep[i_user]->integer == 1;
+        out->seller_exists = exists == 1;
     }
     if (p.point) {
         int64_t price = market__reply_price(rep[0]);
@@ -234,13 +234,14 @@ int market_search(market_conn *c, const char *realm, const market_search_query *
         goto out;
     }
     const redisReply *r = rep[0];
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < 0) {
+    int64_t total = market__reply_array(r, 4, 0) ? market__reply_count(market__reply_at(r, 0)) : -1;
+    if (total < 0) {
         rc = market__fail_reply(c, "search refused", r);
         goto out;
     }
-    out->total = (size_t)r->element[0]->integer;
-    rc = page_read(c, key, &p, q, r->element[1], r->element[2], r->element[3], out);
+    out->total = (size_t)total;
+    rc = page_read(c, key, &p, q, market__reply_at(r, 1), market__reply_at(r, 2),
+                   market__reply_at(r, 3), out);
 out:
     market__replies_free(rep, nc);
     market__buf_free(&rd);

@@ -150,13 +150,6 @@ int market__fail_reply(market_conn *c, const char *what, const redisReply *r) {
     return market__fail(c, "%s: unexpected reply (type %d)", what, r ? r->type : -1);
 }
 
-/* Returns the first error reply among replies[0..n), or NULL. */
-const redisReply *market__reply_error(redisReply *const *replies, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (replies[i] && replies[i]->type == REDIS_REPLY_ERROR) return replies[i];
-    return NULL;
-}
-
 /* Plans the acknowledgement of a commit about to be sent on c (cfg.min_replicas_ack > 0):
  * *need is the replicas WAIT must count, cfg.min_replicas_ack or, on a Sentinel group, every
  * replica the Sentinels could promote if there are more (see top); *v the view it was planned

@@ -107,6 +107,5 @@ int market__streams_after(market_conn *c, const char *realm, size_t n, const enu
                           const char *const *after, size_t limit, void **out, size_t *count);
 int market__streams_last(market_conn *c, const char *realm, size_t n, const enum market__stream *s,
                          char (*id)[MARKET_TRADE_ID_MAX + 1]);
-const redisReply *market__reply_error(redisReply *const *replies, size_t n);
 
 #endif /* GM_MARKET_MARKET_STORE_H */

@@ -83,12 +83,8 @@ int market_ending_note(market_conn *c, const char *realm) {
 
 /* Whether set, the realms whose listings may end as SMEMBERS read them, holds realm. */
 static int in_set(const redisReply *set, const char *realm) {
-    size_t len = strlen(realm);
-    for (size_t i = 0; set->type == REDIS_REPLY_ARRAY && i < set->elements; i++) {
-        const redisReply *e = set->element[i];
-        if (e->type == REDIS_REPLY_STRING && e->len == len && memcmp(e->str, realm, len) == 0)
-            return 1;
-    }
+    for (size_t i = 0; i < market__reply_len(set); i++)
+        if (market__reply_is(market__reply_at(set, i), realm)) return 1;
     return 0;
 }
 
@@ -128,27 +124,13 @@ static int due_read(market_conn *c, struct market__sweeper *sw, const market__re
     int64_t now;
     const redisReply *z = b.rep[1];
     int n = 0;
-    if (market__reply_time(b.rep[0], &now) < 0 || z->type != REDIS_REPLY_ARRAY)
+    if (market__reply_time(b.rep[0], &now) < 0 || !market__reply_array(z, SIZE_MAX, 1))
         rc = market__fail(c, "reading the ends of realm %s", rl->id);
-    for (size_t i = 0; rc == MARKET_OK && i + 1 < z->elements; i += 2) {
-        const redisReply *mem = z->element[i];
-        int64_t end = market__reply_end(z->element[i + 1]);
+    for (size_t k = 0; rc == MARKET_OK && k < market__reply_len(z) / 2; k++) {
+        int64_t end;
+        int bad = market__reply_ending(z, k, &end, &sw->auction[n], sw->item[n], sw->seller[n]);
         if (end < 0 || end > now) break; /* sorted by end: the rest are later */
-        sw->auction[n] = 0;
-        if (mem->type == REDIS_REPLY_STRING && mem->len > 1 && mem->str[0] == '@') {
-            if (market__parse_i64(mem->str + 1, mem->len - 1, &sw->auction[n]) == 0 &&
-                sw->auction[n] > 0)
-                n++; /* "@<id>": an auction's (MARKET__END_AUCTION) */
-            continue;
-        }
-        const char *dot = mem->type == REDIS_REPLY_STRING ? memchr(mem->str, '.', mem->len) : NULL;
-        size_t li = dot ? (size_t)(dot - mem->str) : 0, ls = dot ? mem->len - li - 1 : 0;
-        if (!dot || li == 0 || li > MARKET_ID_MAX || ls == 0 || ls > MARKET_ID_MAX) continue;
-        memcpy(sw->item[n], mem->str, li);
-        sw->item[n][li] = '\0';
-        memcpy(sw->seller[n], dot + 1, ls);
-        sw->seller[n][ls] = '\0';
-        n++;
+        if (!bad) n++;
     }
     market__replies_free(b.rep, b.n);
     market__buf_free(&b);
@@ -249,13 +231,11 @@ static void sweep_all(struct market__sweeper *sw, market_conn *c) {
     market__buf_free(&b);
     if (rc < 0) return; /* the store is down: the next round tries again */
     renote(c, r);
-    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements && !sw->stop; i++) {
-        const redisReply *e = r->element[i];
+    for (size_t i = 0; i < market__reply_len(r) && !sw->stop; i++) {
         char realm[MARKET_REALM_MAX + 1];
-        if (e->type != REDIS_REPLY_STRING || e->len >= sizeof realm) continue;
-        memcpy(realm, e->str, e->len);
-        realm[e->len] = '\0';
-        if (market_id_valid(realm)) sweep_realm(sw, c, realm);
+        if (market__reply_text(market__reply_at(r, i), realm, sizeof realm) == 0 &&
+            market_id_valid(realm))
+            sweep_realm(sw, c, realm);
     }
     freeReplyObject(r);
 }

@@ -271,14 +271,11 @@ size_t market__trades_argv(const market *m, const char *realm, market__trades *t
 /* Reads the script's reply r (its element of EXEC's reply) into t[0..n).id.
  * Returns MARKET_OK, or MARKET_ERR_STORE when r is not n trade ids. */
 int market__trades_ids(const redisReply *r, market__trade_rec *t, size_t n) {
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != n) return MARKET_ERR_STORE;
-    for (size_t i = 0; i < n; i++) {
-        const redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_STRING || e->len > MARKET_TRADE_ID_MAX) return MARKET_ERR_STORE;
-        memcpy(t[i].id, e->str, e->len);
-        t[i].id[e->len] = '\0';
-        if (!market_trade_id_valid(t[i].id)) return MARKET_ERR_STORE;
-    }
+    if (!r || !market__reply_array(r, n, 0)) return MARKET_ERR_STORE;
+    for (size_t i = 0; i < n; i++)
+        if (market__reply_text(market__reply_at(r, i), t[i].id, sizeof t[i].id) < 0 ||
+            !market_trade_id_valid(t[i].id))
+            return MARKET_ERR_STORE;
     return MARKET_OK;
 }
 
@@ -295,14 +292,13 @@ static int commit_reply(market_conn *c, redisReply **rep, size_t nc, size_t pre,
     const redisReply *err = market__reply_error(rep, nc);
     if (err) /* a guard failed, or a queued command was refused (EXECABORT) */
         return market__fail_reply(c, "commit refused", err);
-    if (r->type == REDIS_REPLY_NIL) return MARKET__TXN_ABORTED;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != nc - pre - 2)
-        return market__fail_reply(c, "commit refused", r);
-    for (size_t i = 0; i < r->elements; i++)
-        if (r->element[i]->type == REDIS_REPLY_ERROR)
-            rc = market__fail_reply(c, "commit refused", r->element[i]);
+    if (market__reply_nil(r)) return MARKET__TXN_ABORTED;
+    if (!market__reply_array(r, nc - pre - 2, 0)) return market__fail_reply(c, "commit refused", r);
+    if (market__reply_error_in(r))
+        rc = market__fail_reply(c, "commit refused", market__reply_error_in(r));
     /* EXEC's replies follow MULTI's: the script's is at i_trades - pre - 1 */
-    if (rc == MARKET_OK && n && market__trades_ids(r->element[i_trades - pre - 1], t, n) < 0)
+    if (rc == MARKET_OK && n &&
+        market__trades_ids(market__reply_at(r, i_trades - pre - 1), t, n) < 0)
         rc = market__fail(c, "the trade records' ids are unreadable");
     return rc;
 }
@@ -340,6 +336,16 @@ void market__trades_hand(market_queued *const *req, size_t n, const market__trad
 
 /* ---- reading ---- */
 
+/* Reads r, an XRANGE of one trade's entry, into *out. Returns 1, 0 when the entry is not
+ * there (trimmed), or -1 when r is not one. */
+static int entry_read(const redisReply *r, market_trade *out) {
+    if (market__reply_array(r, 0, 0)) return 0;
+    return market__reply_array(r, 1, 0) &&
+                   market__reply_trade(market__reply_at(r, 0), out, NULL) == 0
+               ? 1
+               : -1;
+}
+
 /* Reads trade id of realm into *out. Returns MARKET_OK, or ERR_INVALID
  * (bad realm or id), ERR_NO_TRADE (none, or trimmed from the history:
  * cfg.trade_history), ERR_STORE. */
@@ -354,10 +360,10 @@ int market_trade_get(market_conn *c, const char *realm, const char *id, market_t
     int rc = market__read_one(c, realm, &b, &r);
     market__buf_free(&b);
     if (rc < 0) return rc;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 0)
+    int got = entry_read(r, out);
+    if (got == 0)
         rc = MARKET_ERR_NO_TRADE;
-    else if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
-             market__reply_trade(r->element[0], out, NULL) < 0 || strcmp(out->id, id) != 0)
+    else if (got < 0 || strcmp(out->id, id) != 0)
         rc = market__fail(c, "trade %s of realm %s is unreadable", id, realm);
     freeReplyObject(r);
     return rc;
@@ -391,37 +397,37 @@ static int read_page(market_conn *c, const char *realm, const char *key, const c
     market_trade *v = NULL;
     market__realm rl;
     market__realm_init(&rl, realm);
-    if (ids->type != REDIS_REPLY_ARRAY || ids->elements > want || keep > MARKET_TRADES_PAGE_MAX) {
+    size_t got = market__reply_len(ids), len;
+    if (!market__reply_array(ids, SIZE_MAX, 0) || got > want || keep > MARKET_TRADES_PAGE_MAX) {
         rc = market__fail(c, "the trade index %s is unreadable", key);
         goto out;
     }
-    size_t k = ids->elements < keep ? ids->elements : keep;
-    for (size_t i = 0; i < ids->elements; i++) {
-        const redisReply *e = ids->element[i];
-        if (e->type != REDIS_REPLY_STRING || !market_trade_id_valid(e->str)) {
+    size_t k = got < keep ? got : keep;
+    const char *id[MARKET_TRADES_PAGE_MAX + 1];
+    for (size_t i = 0; i < got; i++) {
+        const char *s = market__reply_str(market__reply_at(ids, i), &len);
+        if (!s || !market_trade_id_valid(s)) {
             rc = market__fail(c, "the trade index %s holds a bad id", key);
             goto out;
         }
+        if (i < k) id[i] = s;
+        if (i + 1 == keep) snprintf(last, MARKET_TRADE_ID_MAX + 1, "%s", s);
     }
-    *nids = ids->elements;
-    if (ids->elements >= keep && keep > 0)
-        snprintf(last, MARKET_TRADE_ID_MAX + 1, "%s", ids->element[keep - 1]->str);
+    *nids = got;
     if (k == 0) goto out;
     if (!(v = calloc(k, sizeof *v))) {
         rc = MARKET_ERR_NOMEM;
         goto out;
     }
-    for (size_t i = 0; i < k; i++) market__rd_stream_entry(&q, rl.trades, ids->element[i]->str);
+    for (size_t i = 0; i < k; i++)
+        market__rd_stream_entry(&q, rl.trades, id[i]);
     if ((rc = market__pipeline_buf(c, &q)) < 0) goto out;
     for (size_t i = 0; i < k && rc == MARKET_OK; i++) {
-        const redisReply *r = q.rep[i];
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 0) continue; /* trimmed */
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
-            market__reply_trade(r->element[0], &v[*n], NULL) < 0)
-            rc = market__fail(c, "trade %s of realm %s is unreadable", ids->element[i]->str,
-                              realm);
+        int read = entry_read(q.rep[i], &v[*n]); /* 0: trimmed */
+        if (read < 0)
+            rc = market__fail(c, "trade %s of realm %s is unreadable", id[i], realm);
         else
-            (*n)++;
+            *n += (size_t)read;
     }
     market__replies_free(q.rep, k);
     if (rc == MARKET_OK && *n) {
@@ -534,15 +540,12 @@ int market_trade_history_start(market_conn *c, const char *realm,
     int rc = market__read_one(c, realm, &b, &r);
     market__buf_free(&b);
     if (rc < 0) return rc;
-    const redisReply *id = r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[0] : NULL;
-    const redisReply *n = id ? r->element[1] : NULL;
-    if (!id || id->type != REDIS_REPLY_STRING || id->len > MARKET_TRADE_ID_MAX ||
-        (id->len && !market_trade_id_valid(id->str)) || n->type != REDIS_REPLY_INTEGER ||
-        n->integer < 0) {
+    int64_t n = market__reply_array(r, 2, 0) ? market__reply_count(market__reply_at(r, 1)) : -1;
+    if (n < 0 || market__reply_text(market__reply_at(r, 0), oldest, MARKET_TRADE_ID_MAX + 1) < 0 ||
+        (oldest[0] && !market_trade_id_valid(oldest))) {
         rc = market__fail_reply(c, "reading where the trade history begins", r);
     } else {
-        memcpy(oldest, id->str, id->len + 1);
-        *trimmed = (uint64_t)n->integer;
+        *trimmed = (uint64_t)n;
     }
     freeReplyObject(r);
     return rc;

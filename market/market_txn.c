@@ -198,11 +198,9 @@ void market__held_read_buf(const market__held *held, market__buf *w) {
  * another client waits for one of the leases (its LOCK_WANTED_SUFFIX mark, lock.h), so
  * its holder gives it up when it can instead of keeping it for orders to come; else 0. */
 int market__held_wanted(const market__held *held, const redisReply *mget) {
-    if (!held->tokens || !mget || mget->type != REDIS_REPLY_ARRAY ||
-        mget->elements != held->n * 3)
-        return 0;
+    if (!held->tokens || !mget || !market__reply_array(mget, held->n * 3, 0)) return 0;
     for (size_t i = 0; i < held->n; i++)
-        if (mget->element[2 * held->n + i]->type == REDIS_REPLY_STRING) return 1;
+        if (!market__reply_nil(market__reply_at(mget, 2 * held->n + i))) return 1;
     return 0;
 }
 
@@ -212,20 +210,16 @@ int market__held_wanted(const market__held *held, const redisReply *mget) {
  * lease lapsed, or anyone speaking the lock protocol took the key over); else
  * 0. A missing or unreadable fencing record counts as none. */
 int market__held_lost(const market__held *held, const redisReply *mget) {
-    if (!mget || mget->type != REDIS_REPLY_ARRAY) return held->tokens;
-    if (mget->elements != held->n * (held->tokens ? 3 : 1)) return 1;
+    if (!mget || !market__reply_array(mget, SIZE_MAX, 0)) return held->tokens;
+    if (!market__reply_array(mget, held->n * (held->tokens ? 3 : 1), 0)) return 1;
     for (size_t i = 0; i < held->n; i++) {
-        const redisReply *e = mget->element[i];
-        if (e->type != REDIS_REPLY_STRING) continue;
         int64_t seen;
-        if (market__reply_i64(e, &seen) == 0 && (uint64_t)seen > held->fence_v[i]) return 1;
-    }
-    for (size_t i = 0; held->tokens && i < held->n; i++) {
-        const redisReply *e = mget->element[held->n + i];
-        if (e->type != REDIS_REPLY_STRING || e->len != LOCK_TOKEN_LEN ||
-            memcmp(e->str, held->token[i], LOCK_TOKEN_LEN) != 0)
+        if (market__reply_i64(market__reply_at(mget, i), &seen) == 0 &&
+            (uint64_t)seen > held->fence_v[i])
             return 1;
     }
+    for (size_t i = 0; held->tokens && i < held->n; i++)
+        if (!market__reply_is(market__reply_at(mget, held->n + i), held->token[i])) return 1;
     return 0;
 }
 

@@ -530,11 +530,11 @@ static int lease_take(struct seed_steps *st, const char *realm) {
     int rc = market__pipeline_buf(c, &st->g);
     if (rc < 0) return rc;
     const redisReply *set = st->g.rep[0], *ttl = st->g.rep[1];
-    if (set->type == REDIS_REPLY_NIL) {
+    if (market__reply_nil(set)) {
         market__fail(c, "another run is seeding realm %s (its lease %s lapses in %lld ms)", realm,
-                     st->lease, ttl->type == REDIS_REPLY_INTEGER ? ttl->integer : -1LL);
+                     st->lease, (long long)market__reply_count(ttl));
         rc = MARKET_ERR_REALM_UNAVAILABLE;
-    } else if (set->type != REDIS_REPLY_STATUS) {
+    } else if (!market__reply_ok(set)) {
         rc = market__fail_reply(c, "taking the seeding lease", set);
     }
     market__replies_free(st->g.rep, 2);
@@ -558,8 +558,7 @@ static int step_open(struct seed_steps *st) {
     int rc = market__pipeline_buf(c, &st->g);
     if (rc < 0) return rc;
     const redisReply *v = st->g.rep[1];
-    const redisReply *e = v->type == REDIS_REPLY_ARRAY && v->elements == 1 ? v->element[0] : NULL;
-    int ours = e && e->type == REDIS_REPLY_STRING && strcmp(e->str, st->token) == 0;
+    int ours = market__reply_array(v, 1, 0) && market__reply_is(market__reply_at(v, 0), st->token);
     market__replies_free(st->g.rep, 2);
     c->unwatch = 1; /* the EXEC ends the WATCH; on a failure the next pipeline does */
     if (!ours)

@@ -348,22 +348,26 @@ static void test_reply_order(void **state) {
  * is no array, is refused; a count is a non-negative integer; a holding is 0 or 1. */
 static void test_reply_ids_count_holds(void **state) {
     (void)state;
-    redisReply v[3] = {str("3"), str("12"), str("40")};
-    redisReply *e[3] = {&v[0], &v[1], &v[2]};
-    redisReply r = arr(e, 3);
-    int64_t ids[3];
+    redisReply v[4] = {str("3"), str("-50"), str("12"), str("-40")}; /* a book's: id, score */
+    redisReply *e[4] = {&v[0], &v[1], &v[2], &v[3]};
+    redisReply r = arr(e, 4);
+    int64_t ids[4];
     size_t n = 9;
-    assert_int_equal(market__reply_ids(&r, ids, 3, &n), 0);
-    assert_int_equal(n, 3);
-    assert_int_equal(ids[0], 3);
-    assert_int_equal(ids[2], 40);
-    assert_int_equal(market__reply_ids(&r, ids, 2, &n), 0);
+    assert_int_equal(market__reply_ids(&r, 1, ids, 4, &n), 0);
     assert_int_equal(n, 2);
-    v[1] = str("0");
-    assert_int_equal(market__reply_ids(&r, ids, 3, &n), -1);
-    v[1] = str("x");
-    assert_int_equal(market__reply_ids(&r, ids, 3, &n), -1);
-    assert_int_equal(market__reply_ids(&v[0], ids, 3, &n), -1);
+    assert_int_equal(ids[0], 3);
+    assert_int_equal(ids[1], 12);
+    assert_int_equal(market__reply_ids(&r, 1, ids, 1, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(market__reply_ids(&r, 0, ids, 4, &n), -1); /* "-50" is no id */
+    assert_int_equal(market__reply_ids(&r, 0, ids, 1, &n), 0);  /* a page of ids alone */
+    r = arr(e, 3);
+    assert_int_equal(market__reply_ids(&r, 1, ids, 4, &n), -1); /* an odd count is no pairs */
+    v[0] = str("0");
+    assert_int_equal(market__reply_ids(&r, 0, ids, 4, &n), -1);
+    v[0] = str("x");
+    assert_int_equal(market__reply_ids(&r, 0, ids, 4, &n), -1);
+    assert_int_equal(market__reply_ids(&v[0], 0, ids, 4, &n), -1);
     redisReply i = {.type = REDIS_REPLY_INTEGER, .integer = 7};
     assert_int_equal(market__reply_count(&i), 7);
     assert_int_equal(market__reply_holds(&i), -1);
@@ -375,6 +379,106 @@ static void test_reply_ids_count_holds(void **state) {
     assert_int_equal(market__reply_count(&i), -1);
     assert_int_equal(market__reply_count(&v[0]), -1);
     assert_int_equal(market__reply_holds(&v[0]), -1);
+}
+
+/* The shapes a file above the model asks of a reply: status, nil, error, an array of n (or
+ * of pairs), its elements, its text (copied, duplicated, compared), out of range as NULL. */
+static void test_reply_shapes(void **state) {
+    (void)state;
+    redisReply ok = {.type = REDIS_REPLY_STATUS, .str = (char *)"OK", .len = 2};
+    redisReply err = {.type = REDIS_REPLY_ERROR, .str = (char *)"LOADING x", .len = 9};
+    redisReply v[3] = {str("ab"), str(NULL), str("12")};
+    redisReply *e[3] = {&v[0], &v[1], &v[2]};
+    redisReply a = arr(e, 3);
+    assert_true(market__reply_ok(&ok));
+    assert_false(market__reply_ok(&v[0]));
+    assert_true(market__reply_nil(&v[1]));
+    assert_true(market__reply_err(&err));
+    assert_false(market__reply_err(&ok));
+    assert_true(market__reply_array(&a, 3, 0));
+    assert_true(market__reply_array(&a, SIZE_MAX, 0));
+    assert_false(market__reply_array(&a, SIZE_MAX, 1)); /* an odd count is no pairs */
+    assert_false(market__reply_array(&a, 2, 0));
+    assert_false(market__reply_array(&ok, SIZE_MAX, 0));
+    assert_int_equal(market__reply_len(&a), 3);
+    assert_int_equal(market__reply_len(&ok), 0);
+    assert_ptr_equal(market__reply_at(&a, 2), &v[2]);
+    assert_null(market__reply_at(&a, 3));
+    assert_null(market__reply_at(&ok, 0));
+    char buf[3];
+    assert_int_equal(market__reply_text(&v[0], buf, sizeof buf), 0);
+    assert_string_equal(buf, "ab");
+    assert_int_equal(market__reply_text(&v[0], buf, 2), -1); /* no room for its NUL */
+    assert_int_equal(market__reply_text(&v[1], buf, sizeof buf), -1);
+    redisReply nul = {.type = REDIS_REPLY_STRING, .str = (char *)"a\0b", .len = 3};
+    assert_int_equal(market__reply_text(&nul, buf, sizeof buf), -1);
+    char *d = NULL;
+    assert_int_equal(market__reply_dup(&v[2], &d), 0);
+    assert_string_equal(d, "12");
+    free(d);
+    assert_int_equal(market__reply_dup(&ok, &d), -1);
+    assert_null(d);
+    assert_true(market__reply_is(&v[0], "ab"));
+    assert_false(market__reply_is(&v[0], "abc"));
+    assert_false(market__reply_is(&v[1], ""));
+    assert_false(market__reply_is(NULL, "ab"));
+    size_t len = 0;
+    assert_string_equal(market__reply_str(&v[0], &len), "ab");
+    assert_int_equal(len, 2);
+    assert_null(market__reply_str(&err, &len)); /* an error's text is its why */
+    assert_string_equal(market__reply_why(&err, &len), "LOADING x");
+    assert_int_equal(len, 9);
+    assert_null(market__reply_why(&v[0], &len));
+    assert_null(market__reply_str(&a, &len));
+    assert_null(market__reply_error_in(&a));
+    redisReply *ex[2] = {&ok, &err};
+    redisReply exec = arr(ex, 2);
+    assert_ptr_equal(market__reply_error_in(&exec), &err);
+    assert_null(market__reply_error_in(&ok));
+}
+
+/* Entries of an item's index (seller, price), of a realm's ends (member, end) and of
+ * listings' prices and units: read, or refused when they are not one. */
+static void test_reply_entries_of_pages(void **state) {
+    (void)state;
+    redisReply ix_v[4] = {str("bob"), str("120"), str("a b"), str("5")};
+    redisReply *ix_e[4] = {&ix_v[0], &ix_v[1], &ix_v[2], &ix_v[3]};
+    redisReply ix = arr(ix_e, 4);
+    char seller[MARKET_ID_MAX + 1];
+    int64_t price = 0;
+    assert_int_equal(market__reply_seller_at(&ix, 0, seller, &price), 0);
+    assert_string_equal(seller, "bob");
+    assert_int_equal(price, 120);
+    assert_int_equal(market__reply_seller_at(&ix, 1, seller, &price), -1); /* no id */
+    assert_int_equal(market__reply_seller_at(&ix, 2, seller, &price), -1); /* past the end */
+    redisReply z_v[6] = {str("@17"),  str("1000"),  str("sword.bob"),
+                         str("1001"), str("nodot"), str("1002")};
+    redisReply *z_e[6] = {&z_v[0], &z_v[1], &z_v[2], &z_v[3], &z_v[4], &z_v[5]};
+    redisReply z = arr(z_e, 6);
+    int64_t end, auction;
+    char item[MARKET_ID_MAX + 1], who[MARKET_ID_MAX + 1];
+    assert_int_equal(market__reply_ending(&z, 0, &end, &auction, item, who), 0);
+    assert_int_equal(end, 1000);
+    assert_int_equal(auction, 17);
+    assert_int_equal(market__reply_ending(&z, 1, &end, &auction, item, who), 0);
+    assert_int_equal(auction, 0);
+    assert_string_equal(item, "sword");
+    assert_string_equal(who, "bob");
+    assert_int_equal(market__reply_ending(&z, 2, &end, &auction, item, who), -1);
+    assert_int_equal(end, 1002); /* read all the same: the sweep stops at a later end */
+    redisReply pr_v[2] = {str("30"), str(NULL)}, un_v[2] = {str("4"), str(NULL)};
+    redisReply *pr_e[2] = {&pr_v[0], &pr_v[1]}, *un_e[2] = {&un_v[0], &un_v[1]};
+    redisReply pr = arr(pr_e, 2), un = arr(un_e, 2);
+    int stack;
+    int64_t units;
+    market__reply_listing_at(&pr, &un, 0, &price, &stack, &units);
+    assert_int_equal(price, 30);
+    assert_true(stack);
+    assert_int_equal(units, 4);
+    market__reply_listing_at(&pr, &un, 1, &price, &stack, &units);
+    assert_int_equal(price, MARKET__NOT_LISTED);
+    assert_false(stack);
+    assert_int_equal(units, 1); /* a unique item */
 }
 
 /* The deal types: each reads its hash at its key, and its reply into its value, with its own
@@ -738,6 +842,8 @@ int main(void) {
         cmocka_unit_test(test_reply_buyers),
         cmocka_unit_test(test_reply_ids_count_holds),
         cmocka_unit_test(test_deal_types),
+        cmocka_unit_test(test_reply_shapes),
+        cmocka_unit_test(test_reply_entries_of_pages),
         cmocka_unit_test(test_reply_scan),
         cmocka_unit_test(test_reply_sale_and_time),
         cmocka_unit_test(test_reply_trade_and_change),
