@@ -75,7 +75,7 @@ struct auction_batch {
     int64_t escrow[MARKET__BATCH_MAX];      /* a bid: escrowed (0 when it sold at once) */
     int sold[MARKET__BATCH_MAX];            /* the order sold its auction (a buyout, an ending) */
     int64_t paid_escrow[MARKET__BATCH_MAX]; /* then from the winner's escrow (an ending) */
-    size_t i_own, i_last, i_funds;
+    size_t i_own, i_last;
     market__trade_rec trade[MARKET__BATCH_MAX];
     size_t trade_req[MARKET__BATCH_MAX], n_trades;
     market__trades tw;
@@ -96,6 +96,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     b->d.n = 0;
     b->f.deals = &b->d;
     b->f.deals_out = b->a;
+    b->f.parties = &b->u;
     b->u.n = 0;
     for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
         market_order *o = b->f.req[i];
@@ -125,7 +126,6 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
             market__buf_arg(r, b->k_stacks[i]);
         }
     market__buf_arg(r, b->realm.auctions);
-    market__parties_watch(&b->u, r);
     market__frame_watched(&b->f, held, 0, r);
     b->i_own = r->n;
     for (size_t i = 0; i < b->f.n; i++)
@@ -135,8 +135,6 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         }
     b->i_last = r->n;
     market__rd_auctions_last(r, &b->realm);
-    b->i_funds = r->n;
-    market__parties_read(&b->u, NULL, b->u.n, r);
     int rc = market__pipeline_buf(c, r);
     if (rc < 0) return rc;
     redisReply **rep = r->rep;
@@ -151,7 +149,6 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
         }
     if (rc == MARKET_OK && market__reply_orders_last(rep[b->i_last], &b->last_read) < 0)
         rc = market__fail(c, "the last auction id of realm %s is unreadable", b->realm.id);
-    if (rc == MARKET_OK) market__parties_parse(&b->u, rep + b->i_funds, NULL, b->u.n);
     market__replies_free(rep, r->n);
     return rc;
 }

@@ -37,7 +37,6 @@ struct cancel_batch {
     size_t of[MARKET__BATCH_MAX];      /* order i's buy order */
     size_t buyer[MARKET__BATCH_MAX];   /* the asking player's party */
     market__parties u;
-    size_t i_funds;
 };
 
 /* Names the batch's orders and its lock (the market strategy's). */
@@ -50,6 +49,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     b->d.n = b->u.n = 0;
     b->f.deals = &b->d;
     b->f.deals_out = b->bid;
+    b->f.parties = &b->u;
     for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
         b->of[i] = market__deals_of(&b->d, b->f.req[i]->id);
         b->buyer[i] = market__parties_of(&b->u, b->realm.id, b->f.req[i]->player);
@@ -63,16 +63,11 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     struct cancel_batch *b = cb->ks;
     market__buf *r = &b->k.rb;
     market__frame_read(&b->f, r);
-    market__parties_watch(&b->u, r);
     market__frame_watched(&b->f, held, 0, r);
-    b->i_funds = r->n;
-    market__parties_read(&b->u, NULL, b->u.n, r);
     int rc = market__pipeline_buf(c, r);
     if (rc < 0) return rc;
-    redisReply **rep = r->rep;
-    rc = market__frame_judge(&b->f, c, held, rep);
-    if (rc == MARKET_OK) market__parties_parse(&b->u, rep + b->i_funds, NULL, b->u.n);
-    market__replies_free(rep, r->n);
+    rc = market__frame_judge(&b->f, c, held, r->rep);
+    market__replies_free(r->rep, r->n);
     return rc;
 }
 

@@ -83,7 +83,7 @@ struct direct_batch {
     size_t n_h;
     int any_new;             /* proposals: the realm's last id is read */
     int64_t last_read, last; /* the realm's last direct trade id, as read and as decided */
-    size_t i_h, i_last, i_funds;
+    size_t i_h, i_last;
 };
 
 /* The holding of item by party p (unique or units), added when new. */
@@ -148,6 +148,7 @@ static int prepare(market_conn *c, market__cbatch *cb) {
     b->d.n = b->u.n = b->n_h = 0;
     b->f.deals = &b->d;
     b->f.deals_out = b->t;
+    b->f.parties = &b->u;
     b->any_new = 0;
     memset(b->goods, 0, sizeof b->goods);
     for (size_t i = 0; rc == MARKET_OK && i < b->f.n; i++) {
@@ -189,7 +190,6 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
             market__buf_arg(r, b->u.k_stacks[p]);
         }
     if (b->any_new) market__buf_arg(r, b->realm.directs);
-    market__parties_watch(&b->u, r);
     market__frame_watched(&b->f, held, 0, r);
     b->i_h = r->n;
     for (size_t k = 0; k < b->n_h; k++) {
@@ -201,8 +201,6 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     }
     b->i_last = r->n;
     if (b->any_new) market__rd_directs_last(r, &b->realm);
-    b->i_funds = r->n;
-    market__parties_read(&b->u, NULL, b->u.n, r);
     int rc = market__pipeline_buf(c, r);
     if (rc < 0) return rc;
     redisReply **rep = r->rep;
@@ -222,7 +220,6 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     if (rc == MARKET_OK && b->any_new &&
         market__reply_orders_last(rep[b->i_last], &b->last_read) < 0)
         rc = market__fail(c, "the last direct trade id of realm %s is unreadable", b->realm.id);
-    if (rc == MARKET_OK) market__parties_parse(&b->u, rep + b->i_funds, NULL, b->u.n);
     market__replies_free(rep, r->n);
     return rc;
 }

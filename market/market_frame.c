@@ -42,6 +42,7 @@ int market__frame_begin(market__frame *f, market__cbatch *cb, int need_token) {
     f->clock = 0;
     f->lease_key = NULL;
     f->deals = NULL;
+    f->parties = NULL;
     for (size_t i = 0; i < f->n; i++) {
         f->req[i] = cb->req[i]->order;
         need_token |= idem_of(cb->req[i]) != NULL;
@@ -64,8 +65,8 @@ void market__frame_read(market__frame *f, market__buf *r) {
 }
 
 /* Ends the WATCH with the leases' fencing records (and their lock keys
- * when keys, or when they are read), the records and the kind's deals,
- * then appends the reads of them all. The kind's reads follow. */
+ * when keys, or when they are read), the records and the kind's deals and
+ * players, then appends the reads of them all. The kind's reads follow. */
 void market__frame_watched(market__frame *f, const market__held *held, int keys,
                            market__buf *r) {
     for (size_t i = 0; i < held->n; i++) {
@@ -81,6 +82,7 @@ void market__frame_watched(market__frame *f, const market__held *held, int keys,
     }
     if (f->lease_key) market__buf_arg(r, f->lease_key);
     if (f->deals) market__deals_watch(f->deals, f->cb->realm, r);
+    if (f->parties) market__parties_watch(f->parties, r);
     market__buf_end(r, 0);
     f->i_fence = r->n;
     if (held->n) market__held_read_buf(held, r);
@@ -92,6 +94,8 @@ void market__frame_watched(market__frame *f, const market__held *held, int keys,
     if (f->clock) market__rd_time(r);
     if (f->lease_key) market__rd_lease(r, f->lease_key);
     if (f->deals) market__deals_read(f->deals, f->cb->realm, r);
+    f->i_parties = r->n;
+    if (f->parties) market__parties_read(f->parties, NULL, f->parties->n, r);
 }
 
 /* Judges the frame's replies (rep: the read's): returns MARKET_OK, or the
@@ -119,6 +123,7 @@ int market__frame_judge(market__frame *f, market_conn *c, const market__held *he
     for (size_t i = 0; i < held->n; i++) /* our own earlier commit of this lease */
         f->fence_same[i] = market__reply_is(market__reply_at(fr, i), held->fence[i]);
     if (f->deals) market__deals_parse(f->deals, rep, f->deals_out);
+    if (f->parties) market__parties_parse(f->parties, rep + f->i_parties, NULL, f->parties->n);
     return MARKET_OK;
 }
 

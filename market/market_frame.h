@@ -49,6 +49,9 @@ typedef struct market__frame {
     market__deals *deals; /* set by the kind: the deals its orders name (NULL: none), WATCHed
                              and read into deals_out (market__deals_parse()) */
     void *deals_out;
+    struct market__parties *parties; /* set by the kind: its players (NULL: none), WATCHed,
+                                        their funds read and parsed with the frame */
+    size_t i_parties;                /* the read's replies: their funds */
 } market__frame;
 
 int market__frame_begin(market__frame *f, market__cbatch *cb, int need_token);

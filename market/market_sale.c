@@ -71,11 +71,10 @@ struct sale_batch {
     char house[MARKET_ID_MAX + 1], item[MARKET_ID_MAX + 1];
     market__sale_state st;
     int64_t read_left;
-    int64_t store_now_ms; /* TIME of the read */
 
     /* pipeline scratch */
     const char *args_trades[MARKET__TRADES_ARGC(MARKET__BATCH_MAX)];
-    size_t i_time, i_sale, i_bought, i_users;
+    size_t i_sale, i_bought;
 
     market__trades tw;
     market__trade_rec trade[MARKET__BATCH_MAX];
@@ -193,6 +192,8 @@ int market_sale_buyers(market_conn *c, const char *realm, const char *id,
 static int batch_index(struct sale_batch *b, market__cbatch *cb) {
     int rc = market__frame_begin(&b->f, cb, 0);
     if (rc != MARKET_OK) return rc;
+    b->f.clock = 1;
+    b->f.parties = &b->u;
     b->u.n = 0;
     b->house_u = SIZE_MAX;
     for (size_t i = 0; i < b->f.n; i++)
@@ -211,10 +212,7 @@ static size_t read_build(const market__held *held, struct sale_batch *b) {
     market__frame_read(&b->f, r);
     market__buf_arg(r, b->k_sale);
     market__buf_arg(r, b->k_bought);
-    market__parties_watch(&b->u, r);
     market__frame_watched(&b->f, held, 1, r);
-    b->i_time = r->n;
-    market__rd_time(r);
     b->i_sale = r->n;
     market__rd_sale(r, b->k_sale);
     b->i_bought = r->n;
@@ -222,8 +220,6 @@ static size_t read_build(const market__held *held, struct sale_batch *b) {
     for (size_t u = 0; u < b->u.n; u++)
         market__buf_arg(r, b->u.id[u]);
     market__buf_end(r, 0);
-    b->i_users = r->n;
-    market__parties_read(&b->u, NULL, b->u.n, r);
     return r->n;
 }
 
@@ -269,12 +265,9 @@ static int batch_read(market_conn *c, const market__held *held, market__cbatch *
     rc = market__frame_judge(&b->f, c, held, rep);
     if (rc == MARKET_OK && !market__reply_array(bo, b->u.n, 0))
         rc = market__fail_reply(c, "reading the buyers' counts", bo);
-    if (rc == MARKET_OK && market__reply_time(rep[b->i_time], &b->store_now_ms) < 0)
-        rc = market__fail_reply(c, "reading the store's clock", rep[b->i_time]);
     if (rc == MARKET_OK) {
         market__reply_sale(rep[b->i_sale], &b->st, &initial, b->item, house);
         b->read_left = b->st.left;
-        market__parties_parse(&b->u, rep + b->i_users, NULL, b->u.n);
         for (size_t u = 0; u < b->u.n; u++)
             b->bought[u] = b->read_bought[u] = market__reply_bought(market__reply_at(bo, u));
     }
@@ -316,8 +309,8 @@ static int decide_one(void *ks, size_t i, int64_t *a, int64_t *funds, int64_t *c
     market__party *house = b->house_u != SIZE_MAX ? &b->u.party[b->house_u] : &house_missing;
     int64_t info = 0;
     *res = (market_sale_result){0};
-    int rc = market__sale_apply(&b->st, b->store_now_ms, r->quantity, &b->bought[u],
-                                u == b->house_u, &b->u.party[u], house, &info);
+    int rc = market__sale_apply(&b->st, b->f.now_ms, r->quantity, &b->bought[u], u == b->house_u,
+                                &b->u.party[u], house, &info);
     if (rc > 0) rc = MARKET_ERR_STORE; /* cannot happen: every party is read */
     if (rc == MARKET_ERR_SOLD_OUT) *a = res->left = info;
     if (rc == MARKET_ERR_LIMIT_EXCEEDED) *a = res->may_buy = info;
