@@ -464,7 +464,7 @@ static int batch_run(market_conn *c, struct market__lane *ln, market__cbatch *cb
         cb->n_locks = 0;
         rc = cb->kind->prepare(c, cb);
         if (rc == MARKET_OK && cb->n_open == 0) return MARKET_OK; /* every one answered early */
-        if (cb->policy == MARKET__POLICY_HOLD && cb->n_locks == 0) {
+        if (rc == MARKET_OK && cb->policy == MARKET__POLICY_HOLD && cb->n_locks == 0) {
             char key[MARKET__KEY_MAX];
             market__key_market_lock(key, cb->realm);
             market__cbatch_lock_key(cb, key);
@@ -692,12 +692,6 @@ static int serve(struct worker *w, size_t n) {
     return 0;
 }
 
-/* A lane's worker: takes a batch at a time (batch_take), answers those
- * whose wait budget ran out while queued with MARKET_ERR_BUSY, serves the
- * rest under one lock hold (see DESIGN), hands each its outcome, and
- * releases a kept lock once its queue stayed empty MARKET__HOLD_IDLE_MS
- * (idle_until), or holds only orders of resting groups. At stop it serves
- * what is queued first. */
 /* Sets up worker w of its lane: its batch, its connections (a second one for the acker
  * under --min-replicas-ack, off a cluster). Returns 0, or -1 when it has no batch or
  * connection (then every order it takes fails). */
@@ -731,6 +725,12 @@ static void worker_end(struct worker *w) {
     free(w->cb);
 }
 
+/* A lane's worker: takes a batch at a time (batch_take), answers those
+ * whose wait budget ran out while queued with MARKET_ERR_BUSY, serves the
+ * rest under one lock hold (see DESIGN), hands each its outcome, and
+ * releases a kept lock once its queue stayed empty MARKET__HOLD_IDLE_MS
+ * (idle_until), or holds only orders of resting groups. At stop it serves
+ * what is queued first. */
 static void *worker_main(void *arg) {
     struct worker w = {.ln = arg};
     (void)prctl(PR_SET_NAME, "market-worker", 0, 0, 0);

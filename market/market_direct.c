@@ -444,7 +444,7 @@ int market_player_directs(market_conn *c, const char *realm, const char *player,
     market__buf_free(&b);
     market_direct *t = k ? calloc(k, sizeof *t) : NULL;
     if (k && !t) return MARKET_ERR_NOMEM;
-    rc = directs_read(c, realm, ids, k, t);
+    rc = k ? directs_read(c, realm, ids, k, t) : MARKET_OK;
     for (size_t i = 0; rc == MARKET_OK && i < k; i++)
         if (t[i].id && t[i].state == MARKET_DIRECT_OPEN) t[kept++] = t[i];
     if (rc != MARKET_OK || kept == 0) {
