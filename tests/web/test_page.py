@@ -86,6 +86,16 @@ def click(d, what, css):
     wait(d, what, lambda d: d.find_element(By.CSS_SELECTOR, css).click() or True)
 
 
+def ticks(d, what, css, pattern):
+    """The countdown in the element css reads as pattern, then changes."""
+    wait(d, what, lambda d: d.find_elements(By.CSS_SELECTOR, css))
+    left = lambda: d.execute_script(f"const e = document.querySelector(\"{css}\"); "
+                                    "return e ? e.textContent.trim() : '';")
+    first = left()
+    assert re.fullmatch(pattern, first), first
+    wait(d, what + " to tick", lambda d: left() not in ("", first))
+
+
 def run(w, d):
     base = f"http://127.0.0.1:{w.http_port}/"
 
@@ -143,12 +153,7 @@ def run(w, d):
         funds = int(w.redis_cli("HGET", "users:{main}:B", "funds"))
         d.get(base)  # B stays signed in (the token is kept for the session)
         row = f"#auctions tbody tr[data-auction='{aid}']"
-        wait(d, "the auction listed", lambda d: d.find_elements(By.CSS_SELECTOR, row))
-        left = lambda: d.execute_script(f"const e = document.querySelector(\"{row} td.left\"); "
-                                        "return e ? e.textContent : '';")
-        first = left()
-        assert re.fullmatch(r"[12]:\d\d", first), first
-        wait(d, "the countdown to tick", lambda d: left() not in ("", first))
+        ticks(d, "the auction's time left", f"{row} td.left", r"[12]:\d\d")
         wait(d, "B's funds", lambda d: text(d, "funds") == str(funds))
         click(d, "a click on the auction's Bid", f"{row} button.bid")
         wait(d, "the bid", lambda d: "Leading the auction of sword-1 at 100" in text(d, "message"))
@@ -174,13 +179,8 @@ def run(w, d):
                                     {"Authorization": "Bearer " + w.token("C")})
         assert status == 201, body
         d.get(base)
-        css = "#listings tbody tr[data-item='potion-3'] .ends"
-        wait(d, "the listing's time left", lambda d: d.find_elements(By.CSS_SELECTOR, css))
-        left = lambda: d.execute_script(f"const e = document.querySelector(\"{css}\"); "
-                                        "return e ? e.textContent.trim() : '';")
-        first = left()
-        assert re.fullmatch(r"(9|10):\d\d", first), first
-        wait(d, "the time left to tick", lambda d: left() not in ("", first))
+        ticks(d, "the listing's time left", "#listings tbody tr[data-item='potion-3'] .ends",
+              r"(9|10):\d\d")
         status, _, body = w.request("POST", "/unlist", {"seller": "C", "item": "potion-3"},
                                     {"Authorization": "Bearer " + w.token("C")})
         assert status == 200, body
