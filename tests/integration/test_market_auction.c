@@ -362,6 +362,35 @@ static void test_funds_spent_before_a_bid_commits(void **state) {
     assert_whole(f->c);
 }
 
+/* Armed: C's bid of 400 on auction 1 lands, as another server's commit would. */
+static void c_outbids(void) {
+    (void)th_fx_num("HSET auction:{main}:1 bidder C bid 400 bids 1");
+    (void)th_fx_num("HINCRBY users:{main}:C funds -400");
+    (void)th_fx_num("HINCRBY users:{main}:C escrow 400");
+}
+
+/* The auction changes between a bid's decision and its commit (the frame watches the
+ * batch's deals): the commit aborts, the bid is decided again against C's bid and refused
+ * as too low; B keeps its funds, C leads. */
+static void test_outbid_before_a_bid_commits(void **state) {
+    th_market *f = *state;
+    market_auction_result r;
+    assert_int_equal(auction(f->c, "A", "axe", 0, 100, 0, 60, &r), MARKET_OK);
+    assert_int_equal(r.a.id, 1);
+    int64_t funds = th_fx_funds(f->c, "B");
+    th_fx_arm(c_outbids);
+    assert_int_equal(bid(f->c, "B", 1, 150, &r), MARKET_ERR_BID_TOO_LOW);
+    assert_false(th_fx_armed());
+    assert_int_equal(r.min_bid, 405);
+    assert_int_equal(th_fx_funds(f->c, "B"), funds);
+    assert_int_equal(escrow_of("B"), 0);
+    market_auction got;
+    assert_int_equal(market_auction_get(f->c, REALM, 1, &got), MARKET_OK);
+    assert_string_equal(got.bidder, "C");
+    assert_int_equal(got.bid, 400);
+    assert_whole(f->c);
+}
+
 /* Finding open auctions: by item, by seller, both, ending before a time, a page at a time,
  * soonest to end first; a player's auctions and those it leads. */
 static void test_find_auctions(void **state) {
@@ -551,6 +580,7 @@ int main(void) {
         T(test_sweeper_ends_auctions),
         T(test_funds_spent_before_a_bid_commits),
         T(test_goods_moved_before_an_auction_commits),
+        T(test_outbid_before_a_bid_commits),
         T(test_find_auctions),
         T(test_32_bidders_at_once),
         T(test_seed_tool_generates_auctions),
