@@ -71,6 +71,14 @@ json_t *api__page_end(json_t *o, const char *name, json_t **arr, const char *cur
 char *api__dump_body(const json_t *body, size_t *len);
 json_t *api__error_body(const char *code, const char *detail);
 void api__reply(api_response *resp, int status, json_t *body);
+typedef struct api__flat { /* a flat object being written: api__flat f = {0}; */
+    char *text;
+    size_t len, cap;
+    int oom;
+} api__flat;
+void api__flat_str(api__flat *f, const char *key, const char *value);
+void api__flat_int(api__flat *f, const char *key, int64_t value);
+void api__reply_flat(api_response *resp, int status, api__flat *f);
 void api__reply_market(int rc, int64_t price, api_response *resp);
 int api__end_refused(const api_deferred *d, int replayed, int64_t n, api_response *resp);
 void api__reply_market_member(int rc, const char *member, int64_t v, api_response *resp);

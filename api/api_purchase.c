@@ -37,18 +37,19 @@ static void purchase_reply(const api_deferred *d, api_response *resp) {
         resp->replayed = res->replayed; /* a refusal stored under the Idempotency-Key */
         return;
     }
-    json_t *body =
-        json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "status", "purchased", "buyer",
-                  d->player, "seller", d->seller, "item", d->item, "quantity", (json_int_t)quantity,
-                  "price", (json_int_t)res->price, "total", (json_int_t)(res->price * quantity),
-                  "fee", (json_int_t)res->fee, "buyer_funds", (json_int_t)res->buyer_funds);
+    api__flat body = {0}; /* the hot answer: no tree (api_common.c) */
+    api__flat_str(&body, "status", "purchased");
+    api__flat_str(&body, "buyer", d->player);
+    api__flat_str(&body, "seller", d->seller);
+    api__flat_str(&body, "item", d->item);
+    api__flat_int(&body, "quantity", quantity);
+    api__flat_int(&body, "price", res->price);
+    api__flat_int(&body, "total", res->price * quantity);
+    api__flat_int(&body, "fee", res->fee);
+    api__flat_int(&body, "buyer_funds", res->buyer_funds);
     /* "" only when replaying a purchase recorded before trade ids */
-    if (body && res->trade_id[0] &&
-        json_object_set_new(body, "trade_id", json_string(res->trade_id)) < 0) {
-        json_decref(body);
-        body = NULL;
-    }
-    api__reply(resp, 200, body);
+    if (res->trade_id[0]) api__flat_str(&body, "trade_id", res->trade_id);
+    api__reply_flat(resp, 200, &body);
     resp->replayed = res->replayed;
 }
 

@@ -999,6 +999,48 @@ static void test_api_status_table_price_is_64_bit(void **state) {
     api_response_cleanup(&r);
 }
 
+/* A flat answer is the text json_dumpb() writes for the same members: keys
+ * in order, every escape jansson makes, integers at both ends of 64 bits, a
+ * string long enough to grow the buffer, and the empty object. */
+static void test_api_flat_matches_jansson(void **state) {
+    (void)state;
+    char lng[1500];
+    memset(lng, 'x', sizeof lng - 1);
+    lng[sizeof lng - 1] = '\0';
+    const char *strs[] = {"purchased",   "", "q\"uote\\back/slash", "\b\f\n\r\t\x01\x1f\x7f",
+                          "caf\xc3\xa9", lng};
+    const int64_t ints[] = {0, -1, 42, INT64_MAX, INT64_MIN};
+    api__flat f = {0};
+    json_t *o = json_object();
+    assert_non_null(o);
+    char key[16];
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        snprintf(key, sizeof key, "s%zu", i);
+        api__flat_str(&f, key, strs[i]);
+        assert_int_equal(json_object_set_new(o, key, json_string(strs[i])), 0);
+        snprintf(key, sizeof key, "i%zu", i);
+        int64_t v = ints[i % (sizeof ints / sizeof ints[0])];
+        api__flat_int(&f, key, v);
+        assert_int_equal(json_object_set_new(o, key, json_integer((json_int_t)v)), 0);
+    }
+    api_response r = {0};
+    api__reply_flat(&r, 200, &f);
+    api_response want = {0};
+    api__reply(&want, 200, o);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, want.body_len);
+    assert_string_equal(r.body, want.body);
+    assert_null(f.text); /* the text is the response's now */
+    api_response_cleanup(&r);
+    api_response_cleanup(&want);
+    api__flat none = {0};
+    api__reply_flat(&r, 201, &none);
+    assert_int_equal(r.status, 201);
+    assert_string_equal(r.body, "{}");
+    assert_int_equal(r.body_len, 2);
+    api_response_cleanup(&r);
+}
+
 /* ---- api_error and api_response_cleanup ---- */
 
 static void test_api_error_builds_body(void **state) {
@@ -1720,6 +1762,7 @@ int main(void) {
         cmocka_unit_test(test_api_null_conn_validates_then_500),
         cmocka_unit_test(test_api_status_table_maps_every_market_code),
         cmocka_unit_test(test_api_status_table_price_is_64_bit),
+        cmocka_unit_test(test_api_flat_matches_jansson),
         cmocka_unit_test(test_api_deferred_end_store_reason_for_logs),
         cmocka_unit_test(test_api_error_builds_body),
         cmocka_unit_test(test_api_error_odd_input_is_made_safe),
