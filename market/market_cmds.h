@@ -5,6 +5,7 @@
 
 #define C_DEL "DEL"
 #define C_EVAL "EVAL"
+#define C_EVALSHA "EVALSHA"
 #define C_EXEC "EXEC"
 #define C_EXISTS "EXISTS"
 #define C_EXPIRE "EXPIRE"
@@ -26,6 +27,7 @@
 #define C_CONFIG "CONFIG"
 #define C_SADD "SADD"
 #define C_SCAN "SCAN"
+#define C_SCRIPT "SCRIPT"
 #define C_SET "SET"
 #define C_SISMEMBER "SISMEMBER"
 #define C_SMEMBERS "SMEMBERS"

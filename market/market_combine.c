@@ -61,6 +61,7 @@
 #include <time.h>
 
 #include "market/market_lane.h"
+#include "market/market_trade.h"
 
 enum {
     REQ_WAITING, /* queued */
@@ -662,7 +663,8 @@ static int serve(struct worker *w, size_t n) {
     c->sent = ln->n_answer ? answer_sent : NULL;
     c->sent_ud = ln;
     int rc = cb->ks ? market__route(c, cb->realm) : MARKET_ERR_NOMEM;
-    market__mark_realm(c, cb->realm); /* none of a realm being seeded is served */
+    /* none of a realm being seeded is served; its commit names the recording script */
+    market__mark_realm(c, cb->realm, market__trades_sha());
     c->defer_wait = w->c2 != NULL;
     if (rc == MARKET_OK)
         rc = batch_run(c, ln, cb);
@@ -670,7 +672,7 @@ static int serve(struct worker *w, size_t n) {
         batch_fail(m, cb, rc);
     c->defer_wait = 0;
     int deferred = c->wait_pending || c->wait_judged; /* its commit's WAIT: see DESIGN */
-    market__mark_realm(c, NULL);
+    market__mark_realm(c, NULL, NULL);
     c->sent = NULL;
     answer_now(ln); /* when this batch sent nothing */
     if (rc == MARKET__REDIRECTED && set_aside(ln, cb) == 0) return 1;

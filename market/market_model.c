@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "market/market_cmds.h"
 
 /* ---- what the store layer asks of a command ---- */
@@ -52,6 +54,16 @@ int market__cmd_exists(const char **argv, const char *key) {
     argv[0] = C_EXISTS;
     argv[1] = key;
     return 2;
+}
+
+/* Fills argv (room for 3) with a SCRIPT EXISTS of the script named sha (40 hex
+ * digits: market__script_sha()), and returns its count of arguments. This
+ * function can't fail. */
+int market__cmd_script_exists(const char **argv, const char *sha) {
+    argv[0] = C_SCRIPT;
+    argv[1] = C_EXISTS;
+    argv[2] = sha;
+    return 3;
 }
 
 /* Fills argv (room for 3) with a WAIT for need replicas for at most
@@ -333,12 +345,31 @@ void market__fx_script(market__buf *b, const char *script, size_t nkeys, const c
 
 /* Fills argv[0..3) with the head of a run of script over nkeys (its count of
  * keys, as text) keys, for a caller that appends the keys and arguments
- * itself. Returns 3. This function can't fail. */
-size_t market__script_head(const char **argv, const char *script, const char *nkeys) {
-    argv[0] = C_EVAL;
-    argv[1] = script;
+ * itself: EVALSHA sha when sha is not NULL (the server has the script
+ * cached), else EVAL with the text. Returns 3. This function can't fail. */
+size_t market__script_head(const char **argv, const char *script, const char *sha,
+                           const char *nkeys) {
+    argv[0] = sha ? C_EVALSHA : C_EVAL;
+    argv[1] = sha ? sha : script;
     argv[2] = nkeys;
     return 3;
+}
+
+/* Writes the name Redis caches script under, the SHA-1 of its text in 40 hex
+ * digits, into sha (MARKET__SHA_MAX + 1 bytes); "" when OpenSSL cannot
+ * digest (then the script is always sent whole). */
+void market__script_sha(const char *script, char *sha) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    sha[0] = '\0';
+    if (EVP_Digest(script, strlen(script), md, &n, EVP_sha1(), NULL) != 1 ||
+        n * 2 != MARKET__SHA_MAX)
+        return;
+    for (unsigned int i = 0; i < n; i++) {
+        sha[2 * i] = "0123456789abcdef"[md[i] >> 4];
+        sha[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
+    }
+    sha[MARKET__SHA_MAX] = '\0';
 }
 
 /* A new player replaces whatever its keys held: its name and funds, and no

@@ -27,6 +27,7 @@ int market__cmd_is_watch(const char *const *argv);
 int market__cmd_unwatch(const char **argv);
 int market__cmd_watch(const char **argv, const char *key);
 int market__cmd_exists(const char **argv, const char *key);
+int market__cmd_script_exists(const char **argv, const char *sha);
 int market__cmd_wait(const char **argv, char *need_s, char *timeout_s, unsigned need,
                      int timeout_ms);
 
@@ -66,7 +67,10 @@ void market__fx_idx_drop(market__buf *b, const char *key, const char *member);
 void market__fx_unlink(market__buf *b, const char *const *keys, size_t n);
 void market__fx_script(market__buf *b, const char *script, size_t nkeys, const char *const *keys,
                        size_t nargs, const char *const *args);
-size_t market__script_head(const char **argv, const char *script, const char *nkeys);
+size_t market__script_head(const char **argv, const char *script, const char *sha,
+                           const char *nkeys);
+#define MARKET__SHA_MAX 40 /* a script's name in Redis's cache: SHA-1, hex */
+void market__script_sha(const char *script, char *sha);
 void market__fx_player_new(market__buf *b, const char *user_key, const char *inventory_key,
                            const char *stacks_key, const char *name, int64_t funds);
 void market__fx_units_set(market__buf *b, const char *stacks_key, const char *item, int64_t n);
@@ -202,6 +206,8 @@ const redisReply *market__reply_at(const redisReply *r, size_t i);
 int market__reply_text(const redisReply *r, char *buf, size_t size);
 int market__reply_dup(const redisReply *r, char **out);
 int market__reply_is(const redisReply *r, const char *s);
+int market__reply_noscript(const redisReply *r);
+int market__reply_script_here(const redisReply *r);
 const char *market__reply_str(const redisReply *r, size_t *len);
 const char *market__reply_why(const redisReply *r, size_t *len);
 int market__reply_err(const redisReply *r);

@@ -93,6 +93,18 @@ const redisReply *market__reply_error_in(const redisReply *r) {
     return r->type == REDIS_REPLY_ARRAY ? market__reply_error(r->element, r->elements) : NULL;
 }
 
+/* Whether r is Redis's NOSCRIPT error: an EVALSHA of a script its cache does
+ * not hold (flushed, or a server that never ran it). */
+int market__reply_noscript(const redisReply *r) {
+    return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* Whether r, a SCRIPT EXISTS of one script, says the server has it cached. */
+int market__reply_script_here(const redisReply *r) {
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+           r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
+}
+
 /* Whether r, if a string reply, is s. */
 int market__reply_is(const redisReply *r, const char *s) {
     return r && r->type == REDIS_REPLY_STRING && r->len == strlen(s) &&

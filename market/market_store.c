@@ -122,6 +122,7 @@ void market__drop(market_conn *c) {
     c->closed = 0;
     c->watching = 0;
     c->exec_sent = 0;
+    c->script_here = 0; /* a new connection may reach a server without it */
 }
 
 /* Drops c's connection and every parked one. This function can't fail. */
@@ -520,6 +521,13 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
                  redisAppendCommandArgv(c->ctx, market__cmd_exists(frame, c->mark), frame,
                                         NULL) != REDIS_OK))
         goto fail;
+    if (mark) mark = 2;
+    if (mark && c->script_sha) { /* and whether its commit's script is cached */
+        if (redisAppendCommandArgv(c->ctx, market__cmd_script_exists(frame, c->script_sha), frame,
+                                   NULL) != REDIS_OK)
+            goto fail;
+        mark = 3;
+    }
     while (!done)
         if (redisBufferWrite(c->ctx, &done) != REDIS_OK) goto fail;
     run_sent(c);
@@ -570,10 +578,11 @@ static int judge_wait(market_conn *c, int committed, const redisReply *wait) {
 }
 
 /* Judges and frees mark, the replies to the WATCH and EXISTS of the seeding mark
- * behind a batch's read: MARKET_OK, ERR_REALM_UNAVAILABLE or ERR_STORE (see
+ * behind a batch's read, and (n == 3) to the SCRIPT EXISTS of its commit's script, into
+ * c->script_here: MARKET_OK, ERR_REALM_UNAVAILABLE or ERR_STORE (see
  * building_judge()), or MARKET__REDIRECTED with c->redirect set when a cluster moved
  * the slot (the read's own replies then say so too). */
-static int mark_judge(market_conn *c, redisReply **mark) {
+static int mark_judge(market_conn *c, redisReply **mark, int n) {
     int said = c->m->cluster ? cluster_said(c, mark, 2) : 0, rc = MARKET__REDIRECTED;
     if (said)
         c->redirect = said;
@@ -581,7 +590,8 @@ static int mark_judge(market_conn *c, redisReply **mark) {
         rc = market__fail_reply(c, "watching whether the realm is being seeded", mark[0]);
     else
         rc = building_judge(c, c->mark, mark[1]);
-    market__replies_free(mark, 2);
+    c->script_here = n == 3 && market__reply_script_here(mark[2]);
+    market__replies_free(mark, (size_t)n);
     return rc;
 }
 
@@ -640,11 +650,13 @@ int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
         replies[got] = r;
         not_master |= rconn_reply_not_master(r);
     }
-    redisReply *mark[2] = {NULL, NULL}; /* the WATCH and EXISTS of the seeding mark */
-    for (int k = 0; c->mark_sent && k < 2; k++) {
+    redisReply *mark[3] = {NULL, NULL, NULL}; /* the seeding mark's WATCH and EXISTS, and
+                                               * the SCRIPT EXISTS (market__mark_realm) */
+    int nmark = c->mark_sent;
+    for (int k = 0; k < nmark; k++) {
         void *r = NULL;
         if (redisGetReply(c->ctx, &r) != REDIS_OK) {
-            freeReplyObject(mark[0]);
+            market__replies_free(mark, (size_t)k);
             goto fail;
         }
         mark[k] = r;
@@ -669,7 +681,7 @@ int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
         suspect(c);
         market__drop(c);
     }
-    int marked = mark[0] ? mark_judge(c, mark) : MARKET_OK; /* freed there */
+    int marked = nmark ? mark_judge(c, mark, nmark) : MARKET_OK; /* freed there */
     if (marked < 0 && marked != MARKET__REDIRECTED) { /* a redirect: the replies say it too */
         market__replies_free(replies, n);
         return marked;
@@ -731,12 +743,16 @@ void market__replies_free(redisReply **replies, size_t n) {
 }
 
 /* Makes the pipelines of c that read under a WATCH (the batches' reads) also watch and
- * read realm's seeding mark, behind their own commands, until market__mark_realm(c, NULL):
- * a batch of a realm being seeded fails with ERR_REALM_UNAVAILABLE, and a seed that starts
- * after its read aborts its commit, without a round trip of its own. Can't fail. */
-void market__mark_realm(market_conn *c, const char *realm) {
+ * read realm's seeding mark, behind their own commands, until market__mark_realm(c, NULL,
+ * NULL): a batch of a realm being seeded fails with ERR_REALM_UNAVAILABLE, and a seed that
+ * starts after its read aborts its commit, without a round trip of its own. With
+ * script_sha (kept: static storage), they also ask whether the server has that script
+ * cached (c->script_here). Can't fail. */
+void market__mark_realm(market_conn *c, const char *realm, const char *script_sha) {
     c->mark[0] = '\0';
     if (realm) market__key_building(c->mark, realm); /* per batch: this key alone */
+    c->script_sha = realm && script_sha && *script_sha ? script_sha : NULL;
+    c->script_here = 0;
 }
 
 /* Sends buffer b's commands on realm's master as market__pipeline_buf()

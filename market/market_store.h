@@ -52,7 +52,14 @@ struct market_conn {
      * none: market__mark_realm()): a pipeline that WATCHes and does not commit also
      * watches and reads it, behind its own commands, and fails when it is set. */
     char mark[MARKET__KEY_MAX];
-    int mark_sent; /* the last pipeline sent carries the mark's WATCH and EXISTS */
+    int mark_sent; /* the replies behind the last pipeline sent: the mark's WATCH and EXISTS,
+                    * and the SCRIPT EXISTS of script_sha (0: none) */
+    /* The script a batch's commit runs (its SHA-1, market__script_sha(); NULL none): the
+     * batch's read also asks whether the server has it cached, into script_here, so that
+     * the commit names it (EVALSHA) instead of sending its text (EVAL), which Redis would
+     * hash twice. Valid for the commit that follows that read on this connection. */
+    const char *script_sha;
+    int script_here;
     char *out;         /* the pipeline being sent, encoded (rconn_resp_append) */
     size_t out_cap, out_len;
     /* Called once by the next market__pipeline_send(), when its pipeline is on its way (or
@@ -89,7 +96,7 @@ redisReply *market__command_buf(market_conn *c, market__buf *b, int *rc);
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
 int market__read_buf(market_conn *c, const char *realm, market__buf *b);
-void market__mark_realm(market_conn *c, const char *realm);
+void market__mark_realm(market_conn *c, const char *realm, const char *script_sha);
 int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
 int market__write_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
 int market__write_script(market_conn *c, const char *realm, const char *script, size_t nkeys,

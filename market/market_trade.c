@@ -40,12 +40,24 @@
  * the cursor's position, LPOS: the list is bounded, so is the search), then
  * their records, in one pipeline.
  * Every key of the scripts carries the realm's hash tag, so they run in the
- * realm's slot on a Redis Cluster. The recording script is sent with EVAL,
- * not EVALSHA: a NOSCRIPT inside an EXEC (a new master after a failover)
- * would fail the script alone while the transfer committed.
+ * realm's slot on a Redis Cluster.
+ *
+ * The recording script runs inside the commit's MULTI/EXEC, so a NOSCRIPT
+ * there would fail the script alone while the transfer committed. Sent
+ * whole (EVAL), its 4 KB were hashed by Redis twice a commit, when queued
+ * and when run: 14% of Redis's CPU at one buyer (perf). So the batch's read
+ * asks whether the server has it cached (SCRIPT EXISTS, on the connection
+ * the commit goes out on: market__mark_realm()), and the commit names it
+ * (EVALSHA) when it has, else sends it whole, which caches it. A new
+ * master, a restart or a reconnection always read first. Only a SCRIPT
+ * FLUSH between the read and the EXEC (the market's ACL user may not run
+ * it) can make the script fail alone; then the rest of the commit is in,
+ * and record_again() records its trades at once, under the lock the batch
+ * still holds.
  */
 #include "market/market_trade.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,11 +221,26 @@ static const char page_script[] =
     "s = p + 1 end "
     "return redis.call('LRANGE', KEYS[1], s, s + tonumber(ARGV[2]) - 1)";
 
-/* Fills argv (room for MARKET__TRADES_ARGC(n)) with the EVAL that records
- * the n trades t[0..n) of realm, its strings kept in tw and t (which must
- * outlive the command). Returns the count. This function can't fail. */
+static char trades_sha[MARKET__SHA_MAX + 1];
+static pthread_once_t trades_sha_once = PTHREAD_ONCE_INIT;
+
+static void trades_sha_init(void) {
+    market__script_sha(trades_script, trades_sha);
+}
+
+/* The name of the recording script in Redis's cache (static storage; "" when
+ * it could not be computed: then it is always sent whole). Can't fail. */
+const char *market__trades_sha(void) {
+    (void)pthread_once(&trades_sha_once, trades_sha_init);
+    return trades_sha;
+}
+
+/* Fills argv (room for MARKET__TRADES_ARGC(n)) with the script that records
+ * the n trades t[0..n) of realm, named by sha (EVALSHA) or, when sha is NULL,
+ * sent whole (EVAL), its strings kept in tw and t (which must outlive the
+ * command). Returns the count. This function can't fail. */
 size_t market__trades_argv(const market *m, const char *realm, market__trades *tw,
-                           market__trade_rec *t, size_t n, const char **argv) {
+                           market__trade_rec *t, size_t n, const char *sha, const char **argv) {
     size_t k = 0;
     market__realm rl;
     market__realm_init(&rl, realm);
@@ -226,7 +253,7 @@ size_t market__trades_argv(const market *m, const char *realm, market__trades *t
     memcpy(tw->k_items, rl.trade_items, sizeof tw->k_items);
     memcpy(tw->k_order, rl.trade_order, sizeof tw->k_order);
     snprintf(tw->nkeys, sizeof tw->nkeys, "%zu", 3 + MARKET__TRADE_KEYS * n);
-    k += market__script_head(argv, trades_script, tw->nkeys);
+    k += market__script_head(argv, trades_script, sha, tw->nkeys);
     argv[k++] = tw->k_trades;
     argv[k++] = tw->k_items;
     argv[k++] = tw->k_order;
@@ -282,9 +309,10 @@ int market__trades_ids(const redisReply *r, market__trade_rec *t, size_t n) {
 /* Reads the replies rep[0..nc) of a commit pipeline whose MULTI follows
  * pre commands and whose trade script (n trades: t[0..n)) is command
  * i_trades: fills t[].id. Returns MARKET_OK, MARKET__TXN_ABORTED (EXEC
- * answered nil: a watched key changed), or MARKET_ERR_STORE with c->errstr
- * saying why (a command refused, before or inside EXEC, or ids that cannot
- * be read). Frees nothing. */
+ * answered nil: a watched key changed), MARKET__UNRECORDED (the rest committed, the
+ * script, named by its SHA-1, was not in the server's cache), or
+ * MARKET_ERR_STORE with c->errstr saying why (a command refused, before or
+ * inside EXEC, or ids that cannot be read). Frees nothing. */
 static int commit_reply(market_conn *c, redisReply **rep, size_t nc, size_t pre,
                         size_t i_trades, market__trade_rec *t, size_t n) {
     int rc = MARKET_OK;
@@ -294,6 +322,9 @@ static int commit_reply(market_conn *c, redisReply **rep, size_t nc, size_t pre,
         return market__fail_reply(c, "commit refused", err);
     if (market__reply_nil(r)) return MARKET__TXN_ABORTED;
     if (!market__reply_array(r, nc - pre - 2, 0)) return market__fail_reply(c, "commit refused", r);
+    const redisReply *script = n ? market__reply_at(r, i_trades - pre - 1) : NULL;
+    if (script && market__reply_noscript(script) && market__reply_error_in(r) == script)
+        return MARKET__UNRECORDED; /* the last command, so the only one that failed */
     if (market__reply_error_in(r))
         rc = market__fail_reply(c, "commit refused", market__reply_error_in(r));
     /* EXEC's replies follow MULTI's: the script's is at i_trades - pre - 1 */
@@ -309,16 +340,54 @@ static int commit_reply(market_conn *c, redisReply **rep, size_t nc, size_t pre,
  * its replies, filling t[].id. Returns MARKET_OK, MARKET__TXN_ABORTED (a
  * watched key changed), MARKET__REDIRECTED, or a failure with c->errstr
  * saying why. Every kind's commit ends here. */
+/* Records trades t[0..n) again, after a commit whose EXEC found the server
+ * without the recording script (MARKET__UNRECORDED): the rest of the commit is in,
+ * so its trades, their lists and idempotency records must follow. argv[0..argc)
+ * is the commit's run of the script; its head is rewritten to send the text
+ * (EVAL). In a MULTI/EXEC of its own, so that the WAIT every commit gets
+ * confirms these writes too, judged here (not deferred). Returns MARKET_OK
+ * with t[].id filled, or a failure with c->errstr saying why: then the
+ * purchase's outcome is unknown, as when a commit's answer is lost. */
+static int record_again(market_conn *c, market__trades *tw, const char **argv, size_t argc,
+                        market__trade_rec *t, size_t n) {
+    market__buf b = {0};
+    (void)market__script_head(argv, trades_script, NULL, tw->nkeys);
+    market__fx_multi(&b);
+    market__buf_cmdv(&b, (int)argc, argv);
+    market__fx_exec(&b);
+    int defer = c->defer_wait;
+    c->defer_wait = 0;
+    int rc = market__pipeline_buf(c, &b);
+    c->defer_wait = defer;
+    if (rc == MARKET_OK) {
+        rc = commit_reply(c, b.rep, b.n, 0, 1, t, n);
+        market__replies_free(b.rep, b.n);
+        if (rc > 0) /* aborted, or the script gone again */
+            rc = market__fail(c, "the trades of a commit could not be recorded after it");
+    }
+    market__buf_free(&b);
+    return rc;
+}
+
 int market__trades_commit(market_conn *c, market__buf *w, size_t pre, const char *realm,
                           market__trades *tw, market__trade_rec *t, size_t n, const char **args) {
-    size_t i_trades = w->n;
-    if (n) market__buf_cmdv(w, (int)market__trades_argv(c->m, realm, tw, t, n, args), args);
+    size_t i_trades = w->n, argc = 0;
+    const char *sha =
+        c->script_here && c->script_sha == market__trades_sha() ? c->script_sha : NULL;
+    if (n) {
+        argc = market__trades_argv(c->m, realm, tw, t, n, sha, args);
+        market__buf_cmdv(w, (int)argc, args);
+    }
     market__fx_exec(w);
     int rc = market__pipeline_buf(c, w);
     if (rc < 0) return rc;
     c->unwatch = 0; /* EXEC ends every WATCH */
     rc = commit_reply(c, w->rep, w->n, pre, i_trades, t, n);
     market__replies_free(w->rep, w->n);
+    if (rc == MARKET__UNRECORDED) {
+        c->script_here = 0;
+        rc = record_again(c, tw, args, argc, t, n);
+    }
     return rc;
 }
 

@@ -57,7 +57,8 @@ typedef struct market__trades {
 } market__trades;
 
 size_t market__trades_argv(const market *m, const char *realm, market__trades *tw,
-                           market__trade_rec *t, size_t n, const char **argv);
+                           market__trade_rec *t, size_t n, const char *sha, const char **argv);
+const char *market__trades_sha(void);
 int market__trades_ids(const redisReply *r, market__trade_rec *t, size_t n);
 void market__trades_hand(market_queued *const *req, size_t n, const market__trade_rec *t,
                          const size_t *t_req, size_t n_t, const size_t *same_as);

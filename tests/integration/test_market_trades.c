@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "market/market_trade.h"
 #include "tests/helpers/market_fx.h"
 
 #define REALM MARKET_REALM_DEFAULT
@@ -22,7 +23,8 @@ static th_market *fx_new(uint32_t ttl_ms, uint32_t stall_ms, uint64_t history, u
                                                  .acquire_timeout_ms = 2000,
                                                  .test_stall_ms = stall_ms,
                                                  .trade_history = history,
-                                                 .trade_index = index});
+                                                 .trade_index = index,
+                                                 .test_decided = th_fx_on_decided});
     assert_non_null(f);
     return f;
 }
@@ -550,6 +552,48 @@ static void test_record_failure_purchase_done_once(void **state) {
     freeReplyObject(r);
 }
 
+/* Armed: an operator empties Redis's script cache. */
+static void flush_scripts(void) {
+    redisReply *r = th_fx_cmd("SCRIPT FLUSH");
+    freeReplyObject(r);
+}
+
+/* The commit names the recording script by its SHA-1 once the batch's read found it cached;
+ * a SCRIPT FLUSH between that read and the commit makes the script alone fail inside the
+ * EXEC (NOSCRIPT) while the transfer commits. The trade is then recorded at once, with its
+ * idempotency record: the purchase answers its trade id, the record and the histories hold
+ * it, and a retry replays that one trade. */
+static void test_script_flushed_before_commit_trade_recorded(void **state) {
+    th_market *f = *state;
+    market_purchase_result warm = {0}, r = {0}, again = {0};
+    /* the first commit on this store sends the script whole, which caches it */
+    assert_int_equal(market_purchase(f->c, REALM, "D", "shop", "gem1", -1, &warm), MARKET_OK);
+    redisReply *cached = th_fx_cmd("SCRIPT EXISTS %s", market__trades_sha());
+    assert_int_equal(cached->element[0]->integer, 1);
+    freeReplyObject(cached);
+    market_idem k = {"order-f", "fp-axe"};
+    th_fx_arm(flush_scripts);
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &r), MARKET_OK);
+    assert_false(th_fx_armed());
+    assert_true(market_trade_id_valid(r.trade_id));
+    market_trade t;
+    assert_int_equal(market_trade_get(f->c, REALM, r.trade_id, &t), MARKET_OK);
+    assert_string_equal(t.buyer, "B");
+    assert_string_equal(t.item, "axe");
+    assert_int_equal(t.price, 500);
+    assert_int_equal(th_fx_num("XLEN %s", TRADES), 2);
+    assert_int_equal(th_fx_num("LLEN trades:{main}:player:B"), 1);
+    assert_int_equal(th_fx_funds(f->c, "B"), 300);
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &again), MARKET_OK);
+    assert_int_equal(again.replayed, 1);
+    assert_string_equal(again.trade_id, r.trade_id);
+    assert_int_equal(th_fx_num("XLEN %s", TRADES), 2);
+    market_purchase_result next = {0}; /* and the next commit caches the script again */
+    assert_int_equal(market_purchase(f->c, REALM, "D", "shop", "gem2", -1, &next), MARKET_OK);
+    assert_true(market_trade_id_valid(next.trade_id));
+    assert_int_equal(th_fx_num("XLEN %s", TRADES), 3);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void) {
@@ -566,6 +610,7 @@ int main(void) {
         T(test_item_heads_bounded_by_history),
         T(test_stale_heads_swept),
         T(test_record_failure_purchase_done_once),
+        T(test_script_flushed_before_commit_trade_recorded),
     };
     return th_run_strategies("market trades", tests, sizeof tests / sizeof *tests);
 }

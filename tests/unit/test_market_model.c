@@ -107,8 +107,21 @@ static void test_script_and_command_kinds(void **state) {
     assert_true(market__cmd_is_watch(b.argv[3]));
     assert_false(market__cmd_is_watch(b.argv[0]));
     const char *head[3];
-    assert_int_equal(market__script_head(head, "s", "5"), 3);
+    assert_int_equal(market__script_head(head, "s", NULL, "5"), 3);
     assert_string_equal(head[0], "EVAL");
+    assert_string_equal(head[1], "s");
+    /* named by its SHA-1 when the server has it: the digest Redis names it by */
+    char sha[MARKET__SHA_MAX + 1];
+    market__script_sha("return 1", sha);
+    assert_string_equal(sha, "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+    assert_int_equal(market__script_head(head, "return 1", sha, "0"), 3);
+    assert_string_equal(head[0], "EVALSHA");
+    assert_string_equal(head[1], sha);
+    assert_string_equal(head[2], "0");
+    assert_int_equal(market__cmd_script_exists(head, sha), 3);
+    assert_string_equal(head[0], "SCRIPT");
+    assert_string_equal(head[1], "EXISTS");
+    assert_string_equal(head[2], sha);
     market__buf_free(&b);
 }
 
