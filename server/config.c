@@ -37,7 +37,7 @@ void server_config_defaults(server_config *cfg) {
     cfg->connection_timeout_s = 30;
     cfg->log_level = SERVER_LOG_INFO;
     cfg->per_ip_connections = 512;
-    cfg->connection_memory = 32 * 1024;
+    cfg->connection_memory = 16 * 1024; /* libmicrohttpd zeroes it after every request */
     snprintf(cfg->web_dir, sizeof cfg->web_dir, "web");
     cfg->auth_leeway_s = 60;
     cfg->sweep_interval_ms = MARKET_SWEEP_INTERVAL_MS;
@@ -136,7 +136,7 @@ void server_usage(const char *prog) {
            "                            (default 5000).\n"
            "  --per-ip-connections N    Connections per client IP, 0: any (default 512).  "
            "MARKET_PER_IP_CONNECTIONS\n"
-           "  --connection-memory N     Buffer bytes per connection (default 32768).      "
+           "  --connection-memory N     Buffer bytes per connection (default 16384).      "
            "MARKET_CONNECTION_MEMORY\n"
            "  --reuse-port              Share --listen's port with the other servers      "
            "MARKET_REUSE_PORT=1\n"

@@ -522,6 +522,26 @@ static void test_http_body_over_64k_413(void **state) {
     free(big);
 }
 
+/* The default --connection-memory (16 KiB, libmicrohttpd's buffer, zeroed after every
+ * request) still takes a request with 12 KiB of headers: a purchase behind them is served. */
+static void test_http_12k_of_headers_served(void **state) {
+    struct fx *f = *state;
+    enum { PAD = 12 * 1024 };
+    char *header = malloc(PAD + 16);
+    assert_non_null(header);
+    memcpy(header, "X-Pad: ", 7);
+    memset(header + 7, 'p', PAD);
+    header[7 + PAD] = '\0';
+    th_http r;
+    assert_int_equal(th_http_do_header(f->port, "POST", "/purchase", header, purchase_axe,
+                                       strlen(purchase_axe), &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"status\":\"purchased\""));
+    th_http_cleanup(&r);
+    free(header);
+}
+
 static void test_http_405_carries_allow(void **state) {
     struct fx *f = *state;
     th_http r;
@@ -2182,6 +2202,7 @@ int main(void) {
         T(test_http_player_listings_and_player_body),
         T(test_http_bad_inputs_4xx_store_unchanged),
         T(test_http_body_over_64k_413),
+        T(test_http_12k_of_headers_served),
         T(test_http_405_carries_allow),
         T(test_http_control_bytes_in_path_400_store_unchanged),
         T(test_http_duplicate_content_length_400),
