@@ -334,12 +334,6 @@ static int commit_reply(market_conn *c, redisReply **rep, size_t nc, size_t pre,
     return rc;
 }
 
-/* Ends commit w, whose MULTI follows pre commands of it: appends the
- * script that records realm's trades t[0..n) (none when n is 0; args has
- * room for MARKET__TRADES_ARGC(n) pointers) and EXEC, sends it, and reads
- * its replies, filling t[].id. Returns MARKET_OK, MARKET__TXN_ABORTED (a
- * watched key changed), MARKET__REDIRECTED, or a failure with c->errstr
- * saying why. Every kind's commit ends here. */
 /* Records trades t[0..n) again, after a commit whose EXEC found the server
  * without the recording script (MARKET__UNRECORDED): the rest of the commit is in,
  * so its trades, their lists and idempotency records must follow. argv[0..argc)
@@ -369,6 +363,13 @@ static int record_again(market_conn *c, market__trades *tw, const char **argv, s
     return rc;
 }
 
+/* Ends commit w, whose MULTI follows pre commands of it: appends the
+ * script that records realm's trades t[0..n) (none when n is 0; args has
+ * room for MARKET__TRADES_ARGC(n) pointers) and EXEC, sends it, and reads
+ * its replies, filling t[].id. Returns MARKET_OK, MARKET__TXN_ABORTED (a
+ * watched key changed), MARKET__REDIRECTED, or a failure with c->errstr
+ * saying why. Every kind's commit ends here. A commit whose script the
+ * server no longer had is recorded again at once (record_again()). */
 int market__trades_commit(market_conn *c, market__buf *w, size_t pre, const char *realm,
                           market__trades *tw, market__trade_rec *t, size_t n, const char **args) {
     size_t i_trades = w->n, argc = 0;
