@@ -25,9 +25,7 @@
 #define MARKET__HOLD_MAX_MS 20 /* most the worker keeps the market lock across batches */
 #define MARKET__HOLD_IDLE_MS 2 /* and across an empty queue, waiting for the next order */
 #define MARKET__TXN_ABORTED 1  /* an attempt's EXEC was aborted: a watched key changed */
-#define MARKET__UNRECORDED                                                                         \
-    2                               /* a commit's EXEC applied all but its recording script, which \
-                                     * the server no longer had cached (market_trade.c) */
+#define MARKET__UNRECORDED 2   /* a commit applied all but its trade script (NOSCRIPT) */
 #define MARKET__CHOOSE_AGAIN (-101) /* a batch's locks no longer cover what it must read:
                                       * its kind names them again (market_combine.h) */
 #define MARKET__REDIRECTED (-100) /* cluster: a pipeline that relied on an earlier WATCH met a
