@@ -594,6 +594,35 @@ static void test_script_flushed_before_commit_trade_recorded(void **state) {
     assert_int_equal(th_fx_num("XLEN %s", TRADES), 3);
 }
 
+/* Armed: the script cache is emptied and the trade stream broken, so that the commit's
+ * script fails (NOSCRIPT) and so does recording its trades again (WRONGTYPE). */
+static void flush_scripts_break_stream(void) {
+    flush_scripts();
+    redisReply *r = th_fx_cmd("SET %s not-a-stream", TRADES);
+    freeReplyObject(r);
+}
+
+/* When recording the trades again fails too, the purchase is done once and answered as the
+ * store's failure (its outcome unknown to the client); its idempotency record, written by
+ * the commit itself, says done, so a retry replays it instead of buying again. */
+static void test_script_flushed_and_record_fails_purchase_done_once(void **state) {
+    th_market *f = *state;
+    market_purchase_result warm = {0}, res = {0}, again = {0};
+    assert_int_equal(market_purchase(f->c, REALM, "D", "shop", "gem1", -1, &warm), MARKET_OK);
+    market_idem k = {"order-g", "fp-axe"};
+    th_fx_arm(flush_scripts_break_stream);
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &res),
+                     MARKET_ERR_STORE);
+    assert_false(th_fx_armed());
+    assert_int_equal(th_fx_funds(f->c, "B"), 300); /* committed all the same, once */
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &again), MARKET_OK);
+    assert_int_equal(again.replayed, 1);
+    assert_int_equal(again.price, 500);
+    assert_int_equal(th_fx_funds(f->c, "B"), 300);
+    redisReply *r = th_fx_cmd("DEL %s", TRADES);
+    freeReplyObject(r);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void) {
@@ -611,6 +640,7 @@ int main(void) {
         T(test_stale_heads_swept),
         T(test_record_failure_purchase_done_once),
         T(test_script_flushed_before_commit_trade_recorded),
+        T(test_script_flushed_and_record_fails_purchase_done_once),
     };
     return th_run_strategies("market trades", tests, sizeof tests / sizeof *tests);
 }
