@@ -122,7 +122,7 @@ void market__drop(market_conn *c) {
     c->closed = 0;
     c->watching = 0;
     c->exec_sent = 0;
-    c->script_here = 0; /* a new connection may reach a server without it */
+    c->script_known = NULL; /* a new connection may reach a server without it */
 }
 
 /* Drops c's connection and every parked one. This function can't fail. */
@@ -522,7 +522,8 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
                                         NULL) != REDIS_OK))
         goto fail;
     if (mark) mark = 2;
-    if (mark && c->script_sha) { /* and whether its commit's script is cached */
+    /* and, until the connection knows, whether its commit's script is cached */
+    if (mark && c->script_sha && c->script_known != c->script_sha) {
         if (redisAppendCommandArgv(c->ctx, market__cmd_script_exists(frame, c->script_sha), frame,
                                    NULL) != REDIS_OK)
             goto fail;
@@ -579,7 +580,7 @@ static int judge_wait(market_conn *c, int committed, const redisReply *wait) {
 
 /* Judges and frees mark, the replies to the WATCH and EXISTS of the seeding mark
  * behind a batch's read, and (n == 3) to the SCRIPT EXISTS of its commit's script, into
- * c->script_here: MARKET_OK, ERR_REALM_UNAVAILABLE or ERR_STORE (see
+ * c->script_known: MARKET_OK, ERR_REALM_UNAVAILABLE or ERR_STORE (see
  * building_judge()), or MARKET__REDIRECTED with c->redirect set when a cluster moved
  * the slot (the read's own replies then say so too). */
 static int mark_judge(market_conn *c, redisReply **mark, int n) {
@@ -590,7 +591,7 @@ static int mark_judge(market_conn *c, redisReply **mark, int n) {
         rc = market__fail_reply(c, "watching whether the realm is being seeded", mark[0]);
     else
         rc = building_judge(c, c->mark, mark[1]);
-    c->script_here = n == 3 && market__reply_script_here(mark[2]);
+    if (n == 3) c->script_known = market__reply_script_here(mark[2]) ? c->script_sha : NULL;
     market__replies_free(mark, (size_t)n);
     return rc;
 }
@@ -747,12 +748,11 @@ void market__replies_free(redisReply **replies, size_t n) {
  * NULL): a batch of a realm being seeded fails with ERR_REALM_UNAVAILABLE, and a seed that
  * starts after its read aborts its commit, without a round trip of its own. With
  * script_sha (kept: static storage), they also ask whether the server has that script
- * cached (c->script_here). Can't fail. */
+ * cached, until the connection knows (c->script_known). Can't fail. */
 void market__mark_realm(market_conn *c, const char *realm, const char *script_sha) {
     c->mark[0] = '\0';
     if (realm) market__key_building(c->mark, realm); /* per batch: this key alone */
     c->script_sha = realm && script_sha && *script_sha ? script_sha : NULL;
-    c->script_here = 0;
 }
 
 /* Sends buffer b's commands on realm's master as market__pipeline_buf()

@@ -54,12 +54,15 @@ struct market_conn {
     char mark[MARKET__KEY_MAX];
     int mark_sent; /* the replies behind the last pipeline sent: the mark's WATCH and EXISTS,
                     * and the SCRIPT EXISTS of script_sha (0: none) */
-    /* The script a batch's commit runs (its SHA-1, market__script_sha(); NULL none): the
-     * batch's read also asks whether the server has it cached, into script_here, so that
-     * the commit names it (EVALSHA) instead of sending its text (EVAL), which Redis would
-     * hash twice. Valid for the commit that follows that read on this connection. */
+    /* The script a batch's commit runs (its SHA-1, market__script_sha(); NULL none), and
+     * the one this connection's server is known to have cached (NULL: not known): seen by
+     * a SCRIPT EXISTS, or run by a commit, since the connection was made. Until it is
+     * known, the batch's read asks (SCRIPT EXISTS), so that the commit names it (EVALSHA)
+     * instead of sending its text (EVAL), which Redis would hash twice. A cache emptied
+     * since (SCRIPT FLUSH) fails the script alone inside the EXEC: market__trades_commit()
+     * then forgets it and records the trades at once. */
     const char *script_sha;
-    int script_here;
+    const char *script_known;
     char *out;         /* the pipeline being sent, encoded (rconn_resp_append) */
     size_t out_cap, out_len;
     /* Called once by the next market__pipeline_send(), when its pipeline is on its way (or

@@ -45,15 +45,16 @@
  * The recording script runs inside the commit's MULTI/EXEC, so a NOSCRIPT
  * there would fail the script alone while the transfer committed. Sent
  * whole (EVAL), its 4 KB were hashed by Redis twice a commit, when queued
- * and when run: 14% of Redis's CPU at one buyer (perf). So the batch's read
- * asks whether the server has it cached (SCRIPT EXISTS, on the connection
- * the commit goes out on: market__mark_realm()), and the commit names it
- * (EVALSHA) when it has, else sends it whole, which caches it. A new
- * master, a restart or a reconnection always read first. Only a SCRIPT
- * FLUSH between the read and the EXEC (the market's ACL user may not run
- * it) can make the script fail alone; then the rest of the commit is in,
- * and record_again() records its trades at once, under the lock the batch
- * still holds.
+ * and when run: 14% of Redis's CPU at one buyer (perf). So the commit names
+ * it (EVALSHA) when its connection knows the server has it cached, else
+ * sends it whole, which caches it. A connection knows from the first
+ * commit that ran it, or from the SCRIPT EXISTS that a batch's read asks
+ * until then (market__mark_realm(): one command a batch, while it is not
+ * known). A new master, a restart or a reconnection is a new connection,
+ * which knows nothing. Only a SCRIPT FLUSH (the market's ACL user may not
+ * run it) can then make the script fail alone; then the rest of the
+ * commit is in, the connection forgets the script, and record_again()
+ * records its trades at once, under the lock the batch still holds.
  */
 #include "market/market_trade.h"
 
@@ -373,8 +374,8 @@ static int record_again(market_conn *c, market__trades *tw, const char **argv, s
 int market__trades_commit(market_conn *c, market__buf *w, size_t pre, const char *realm,
                           market__trades *tw, market__trade_rec *t, size_t n, const char **args) {
     size_t i_trades = w->n, argc = 0;
-    const char *sha =
-        c->script_here && c->script_sha == market__trades_sha() ? c->script_sha : NULL;
+    const char *mine = market__trades_sha(); /* "" when it could not be computed */
+    const char *sha = *mine && c->script_known == mine ? mine : NULL;
     if (n) {
         argc = market__trades_argv(c->m, realm, tw, t, n, sha, args);
         market__buf_cmdv(w, (int)argc, args);
@@ -386,9 +387,10 @@ int market__trades_commit(market_conn *c, market__buf *w, size_t pre, const char
     rc = commit_reply(c, w->rep, w->n, pre, i_trades, t, n);
     market__replies_free(w->rep, w->n);
     if (rc == MARKET__UNRECORDED) {
-        c->script_here = 0;
+        c->script_known = NULL;
         rc = record_again(c, tw, args, argc, t, n);
     }
+    if (rc == MARKET_OK && n && *mine) c->script_known = mine; /* it ran: so it is cached */
     return rc;
 }
 

@@ -558,8 +558,8 @@ static void flush_scripts(void) {
     freeReplyObject(r);
 }
 
-/* The commit names the recording script by its SHA-1 once the batch's read found it cached;
- * a SCRIPT FLUSH between that read and the commit makes the script alone fail inside the
+/* The commit names the recording script by its SHA-1 once its connection knows it cached;
+ * a SCRIPT FLUSH between the batch's read and the commit makes the script alone fail inside the
  * EXEC (NOSCRIPT) while the transfer commits. The trade is then recorded at once, with its
  * idempotency record: the purchase answers its trade id, the record and the histories hold
  * it, and a retry replays that one trade. */
@@ -592,6 +592,55 @@ static void test_script_flushed_before_commit_trade_recorded(void **state) {
     assert_int_equal(market_purchase(f->c, REALM, "D", "shop", "gem2", -1, &next), MARKET_OK);
     assert_true(market_trade_id_valid(next.trade_id));
     assert_int_equal(th_fx_num("XLEN %s", TRADES), 3);
+}
+
+/* The calls of Redis command name (as INFO commandstats spells it) so far. */
+static long long cmd_calls(const char *name) {
+    redisReply *r = th_fx_cmd("INFO commandstats");
+    char want[96];
+    snprintf(want, sizeof want, "cmdstat_%s:calls=", name);
+    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, want) : NULL;
+    long long n = at ? strtoll(at + strlen(want), NULL, 10) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+/* Once a commit has run the recording script, its connection knows the server has it: the
+ * batches after it ask no more (SCRIPT EXISTS) and name it. A SCRIPT FLUSH between two
+ * batches then fails the next commit's script alone, and its trade is recorded at once, as
+ * when the flush comes between a batch's read and its commit. */
+static void test_script_known_asked_no_more_flush_between_batches(void **state) {
+    th_market *f = *state;
+    market_purchase_result warm = {0}, r = {0}, again = {0};
+    assert_int_equal(market_purchase(f->c, REALM, "D", "shop", "gem1", -1, &warm), MARKET_OK);
+    long long asked = cmd_calls("script|exists");
+    assert_true(asked > 0); /* the first batch's read asked */
+    for (int i = 2; i <= 4; i++) {
+        char item[16];
+        snprintf(item, sizeof item, "gem%d", i);
+        market_purchase_result p = {0};
+        assert_int_equal(market_purchase(f->c, REALM, "D", "shop", item, -1, &p), MARKET_OK);
+        assert_true(market_trade_id_valid(p.trade_id));
+    }
+    assert_int_equal(cmd_calls("script|exists"), asked);
+    assert_int_equal(th_fx_num("XLEN %s", TRADES), 4);
+    flush_scripts();
+    market_idem k = {"order-h", "fp-axe"};
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &r), MARKET_OK);
+    assert_true(market_trade_id_valid(r.trade_id));
+    market_trade t;
+    assert_int_equal(market_trade_get(f->c, REALM, r.trade_id, &t), MARKET_OK);
+    assert_string_equal(t.buyer, "B");
+    assert_string_equal(t.item, "axe");
+    assert_int_equal(th_fx_num("XLEN %s", TRADES), 5);
+    assert_int_equal(th_fx_num("LLEN trades:{main}:player:B"), 1);
+    assert_int_equal(th_fx_funds(f->c, "B"), 300);
+    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &again), MARKET_OK);
+    assert_int_equal(again.replayed, 1);
+    assert_string_equal(again.trade_id, r.trade_id);
+    redisReply *cached = th_fx_cmd("SCRIPT EXISTS %s", market__trades_sha());
+    assert_int_equal(cached->element[0]->integer, 1); /* recorded with its text: cached again */
+    freeReplyObject(cached);
 }
 
 /* Armed: the script cache is emptied and the trade stream broken, so that the commit's
@@ -641,6 +690,7 @@ int main(void) {
         T(test_record_failure_purchase_done_once),
         T(test_script_flushed_before_commit_trade_recorded),
         T(test_script_flushed_and_record_fails_purchase_done_once),
+        T(test_script_known_asked_no_more_flush_between_batches),
     };
     return th_run_strategies("market trades", tests, sizeof tests / sizeof *tests);
 }
