@@ -558,21 +558,15 @@ static void flush_scripts(void) {
     freeReplyObject(r);
 }
 
-/* The commit names the recording script by its SHA-1 once its connection knows it cached;
- * a SCRIPT FLUSH between the batch's read and the commit makes the script alone fail inside the
- * EXEC (NOSCRIPT) while the transfer commits. The trade is then recorded at once, with its
- * idempotency record: the purchase answers its trade id, the record and the histories hold
- * it, and a retry replays that one trade. */
-static void test_script_flushed_before_commit_trade_recorded(void **state) {
-    th_market *f = *state;
-    market_purchase_result warm = {0}, r = {0}, again = {0};
-    /* the first commit on this store sends the script whole, which caches it */
-    assert_int_equal(market_purchase(f->c, REALM, "D", "shop", "gem1", -1, &warm), MARKET_OK);
-    redisReply *cached = th_fx_cmd("SCRIPT EXISTS %s", market__trades_sha());
-    assert_int_equal(cached->element[0]->integer, 1);
-    freeReplyObject(cached);
-    market_idem k = {"order-f", "fp-axe"};
-    th_fx_arm(flush_scripts);
+/* B buys A's axe (500 of its 800) with Idempotency-Key order, hook arm armed between the
+ * batch's decision and its commit (NULL: none): the purchase answers its trade id, the
+ * record holds it, the trade stream then has trades entries, B's history has it, B paid
+ * once, and a retry replays that one trade. */
+static void axe_bought_recorded_once(th_market *f, const char *order, void (*arm)(void),
+                                     long long trades) {
+    market_purchase_result r = {0}, again = {0};
+    market_idem k = {order, "fp-axe"};
+    if (arm) th_fx_arm(arm);
     assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &r), MARKET_OK);
     assert_false(th_fx_armed());
     assert_true(market_trade_id_valid(r.trade_id));
@@ -581,13 +575,29 @@ static void test_script_flushed_before_commit_trade_recorded(void **state) {
     assert_string_equal(t.buyer, "B");
     assert_string_equal(t.item, "axe");
     assert_int_equal(t.price, 500);
-    assert_int_equal(th_fx_num("XLEN %s", TRADES), 2);
+    assert_int_equal(th_fx_num("XLEN %s", TRADES), trades);
     assert_int_equal(th_fx_num("LLEN trades:{main}:player:B"), 1);
     assert_int_equal(th_fx_funds(f->c, "B"), 300);
     assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &again), MARKET_OK);
     assert_int_equal(again.replayed, 1);
     assert_string_equal(again.trade_id, r.trade_id);
-    assert_int_equal(th_fx_num("XLEN %s", TRADES), 2);
+    assert_int_equal(th_fx_num("XLEN %s", TRADES), trades);
+}
+
+/* The commit names the recording script by its SHA-1 once its connection knows it cached;
+ * a SCRIPT FLUSH between the batch's read and the commit makes the script alone fail inside the
+ * EXEC (NOSCRIPT) while the transfer commits. The trade is then recorded at once, with its
+ * idempotency record: the purchase answers its trade id, the record and the histories hold
+ * it, and a retry replays that one trade. */
+static void test_script_flushed_before_commit_trade_recorded(void **state) {
+    th_market *f = *state;
+    market_purchase_result warm = {0};
+    /* the first commit on this store sends the script whole, which caches it */
+    assert_int_equal(market_purchase(f->c, REALM, "D", "shop", "gem1", -1, &warm), MARKET_OK);
+    redisReply *cached = th_fx_cmd("SCRIPT EXISTS %s", market__trades_sha());
+    assert_int_equal(cached->element[0]->integer, 1);
+    freeReplyObject(cached);
+    axe_bought_recorded_once(f, "order-f", flush_scripts, 2);
     market_purchase_result next = {0}; /* and the next commit caches the script again */
     assert_int_equal(market_purchase(f->c, REALM, "D", "shop", "gem2", -1, &next), MARKET_OK);
     assert_true(market_trade_id_valid(next.trade_id));
@@ -611,7 +621,7 @@ static long long cmd_calls(const char *name) {
  * when the flush comes between a batch's read and its commit. */
 static void test_script_known_asked_no_more_flush_between_batches(void **state) {
     th_market *f = *state;
-    market_purchase_result warm = {0}, r = {0}, again = {0};
+    market_purchase_result warm = {0};
     assert_int_equal(market_purchase(f->c, REALM, "D", "shop", "gem1", -1, &warm), MARKET_OK);
     long long asked = cmd_calls("script|exists");
     assert_true(asked > 0); /* the first batch's read asked */
@@ -625,19 +635,7 @@ static void test_script_known_asked_no_more_flush_between_batches(void **state) 
     assert_int_equal(cmd_calls("script|exists"), asked);
     assert_int_equal(th_fx_num("XLEN %s", TRADES), 4);
     flush_scripts();
-    market_idem k = {"order-h", "fp-axe"};
-    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &r), MARKET_OK);
-    assert_true(market_trade_id_valid(r.trade_id));
-    market_trade t;
-    assert_int_equal(market_trade_get(f->c, REALM, r.trade_id, &t), MARKET_OK);
-    assert_string_equal(t.buyer, "B");
-    assert_string_equal(t.item, "axe");
-    assert_int_equal(th_fx_num("XLEN %s", TRADES), 5);
-    assert_int_equal(th_fx_num("LLEN trades:{main}:player:B"), 1);
-    assert_int_equal(th_fx_funds(f->c, "B"), 300);
-    assert_int_equal(market_purchase_idem(f->c, REALM, "B", "A", "axe", -1, &k, &again), MARKET_OK);
-    assert_int_equal(again.replayed, 1);
-    assert_string_equal(again.trade_id, r.trade_id);
+    axe_bought_recorded_once(f, "order-h", NULL, 5);
     redisReply *cached = th_fx_cmd("SCRIPT EXISTS %s", market__trades_sha());
     assert_int_equal(cached->element[0]->integer, 1); /* recorded with its text: cached again */
     freeReplyObject(cached);
