@@ -70,6 +70,18 @@ long long th_fx_num(const char *fmt, ...) {
     return v;
 }
 
+/* The calls of Redis command cmd the group's redis-server has counted (th_redis_calls());
+ * fails the test when they cannot be read. */
+long long th_fx_calls(const char *cmd) {
+    redisContext *rc = redisConnect("127.0.0.1", th_fx_redis.port);
+    assert_non_null(rc);
+    assert_int_equal(rc->err, 0);
+    long long v = th_redis_calls(rc, cmd);
+    redisFree(rc);
+    assert_true(v >= 0);
+    return v;
+}
+
 /* Returns player id's funds in the default realm; fails the test when it
  * cannot be read. */
 int64_t th_fx_funds(market_conn *c, const char *id) {

@@ -31,6 +31,7 @@ th_market *th_market_new(market_config cfg);
 void th_market_free(th_market *f);
 redisReply *th_fx_cmd(const char *fmt, ...);
 long long th_fx_num(const char *fmt, ...);
+long long th_fx_calls(const char *cmd);
 int64_t th_fx_funds(market_conn *c, const char *id);
 int th_run_strategies(const char *what, const struct CMUnitTest *tests, size_t n);
 

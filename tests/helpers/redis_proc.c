@@ -48,6 +48,20 @@ static int answers_ping(int port) {
     return ok;
 }
 
+long long th_redis_calls(redisContext *c, const char *cmd) {
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        if (r) freeReplyObject(r);
+        return -1;
+    }
+    char pat[96];
+    snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(r->str, pat);
+    long long v = p ? strtoll(p + strlen(pat), NULL, 10) : 0;
+    freeReplyObject(r);
+    return v;
+}
+
 static void sleep_20ms(void) {
     struct timespec ts = {0, 20 * 1000 * 1000};
     nanosleep(&ts, NULL);

@@ -32,6 +32,12 @@ void th_redis_signal(th_redis *r, int sig);
 void th_redis_stop(th_redis *r);
 int th_redis_wait_ready(int port, int timeout_ms);
 
+/* The calls of Redis command cmd (as INFO commandstats names it: "evalsha",
+ * "script|exists") that the server behind c has counted, 0 when none; -1 when its
+ * INFO cannot be read. */
+struct redisContext;
+long long th_redis_calls(struct redisContext *c, const char *cmd);
+
 /* Prints to out, under a heading naming what, r's folder and port, the last lines (at
  * most lines, within the last 64 KiB) of r's redis.log: a failed wait's explanation.
  * Returns nothing; prints "(cannot read it)" for a log it cannot read, nothing for a

@@ -455,15 +455,9 @@ static void check_store(struct ha *h, struct load *l) {
 static long long cmd_calls(int port, const char *password, const char *cmd) {
     redisContext *raw = th_topo_connect(port, password, 5000);
     assert_non_null(raw);
-    redisReply *r = redisCommand(raw, "INFO commandstats");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    char pat[64];
-    snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(r->str, pat);
-    long long v = p ? atoll(p + strlen(pat)) : 0;
-    freeReplyObject(r);
+    long long v = th_redis_calls(raw, cmd);
     redisFree(raw);
+    assert_true(v >= 0);
     return v;
 }
 

@@ -478,17 +478,6 @@ static void test_buyers_without_seller_race(void **state) {
     assert_int_equal(a.index_mismatch, 0);
 }
 
-/* Count of calls of one Redis command so far (INFO commandstats). */
-static long long calls_of(const char *cmd) {
-    redisReply *r = th_fx_cmd("INFO commandstats");
-    char pat[64];
-    snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(r->str, pat);
-    long long v = p ? atoll(p + strlen(pat)) : 0;
-    freeReplyObject(r);
-    return v;
-}
-
 struct slow_buy {
     market *m;
     int rc;
@@ -521,11 +510,11 @@ static void test_buy_chooses_again_when_outbid(void **state) {
     lock_handle h; /* waited for: the last test's locks go by the releaser thread, maybe late */
     assert_int_equal(lock_acquire(f->lock, "lock:item:{main}:potion.F", 10000, 30000, &h),
                      LOCK_OK);
-    long long ranges = calls_of("zrange"), prices = calls_of("zmscore");
+    long long ranges = th_fx_calls("zrange"), prices = th_fx_calls("zmscore");
     struct slow_buy b = {.m = f->m};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, slow_buy_main, &b), 0);
-    while (calls_of("zmscore") == prices) /* D's choice read: B 5, F 10, C 15 of 20 */
+    while (th_fx_calls("zmscore") == prices) /* D's choice read: B 5, F 10, C 15 of 20 */
         sched_yield();
     /* the holder of F's listing sells 8 of its 10 units to B, and lets go */
     freeReplyObject(th_fx_cmd("HINCRBY market:{main}:units potion.F -8"));
@@ -535,7 +524,7 @@ static void test_buy_chooses_again_when_outbid(void **state) {
     assert_int_equal(lock_release(f->lock, &h), LOCK_OK);
     pthread_join(t, NULL);
     assert_int_equal(b.rc, MARKET_OK);
-    assert_true(calls_of("zrange") - ranges >= 2); /* it chose again */
+    assert_true(th_fx_calls("zrange") - ranges >= 2); /* it chose again */
     /* B 5 at 20, F 2 at 22, C 20 at 25, then G 3 at 31 */
     assert_int_equal(b.res.n_fills, 4);
     assert_string_equal(b.res.fill[3].seller, "G");

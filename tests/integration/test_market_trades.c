@@ -604,17 +604,6 @@ static void test_script_flushed_before_commit_trade_recorded(void **state) {
     assert_int_equal(th_fx_num("XLEN %s", TRADES), 3);
 }
 
-/* The calls of Redis command name (as INFO commandstats spells it) so far. */
-static long long cmd_calls(const char *name) {
-    redisReply *r = th_fx_cmd("INFO commandstats");
-    char want[96];
-    snprintf(want, sizeof want, "cmdstat_%s:calls=", name);
-    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, want) : NULL;
-    long long n = at ? strtoll(at + strlen(want), NULL, 10) : 0;
-    freeReplyObject(r);
-    return n;
-}
-
 /* Once a commit has run the recording script, its connection knows the server has it: the
  * batches after it ask no more (SCRIPT EXISTS) and name it. A SCRIPT FLUSH between two
  * batches then fails the next commit's script alone, and its trade is recorded at once, as
@@ -623,7 +612,7 @@ static void test_script_known_asked_no_more_flush_between_batches(void **state) 
     th_market *f = *state;
     market_purchase_result warm = {0};
     assert_int_equal(market_purchase(f->c, REALM, "D", "shop", "gem1", -1, &warm), MARKET_OK);
-    long long asked = cmd_calls("script|exists");
+    long long asked = th_fx_calls("script|exists");
     assert_true(asked > 0); /* the first batch's read asked */
     for (int i = 2; i <= 4; i++) {
         char item[16];
@@ -632,7 +621,7 @@ static void test_script_known_asked_no_more_flush_between_batches(void **state) 
         assert_int_equal(market_purchase(f->c, REALM, "D", "shop", item, -1, &p), MARKET_OK);
         assert_true(market_trade_id_valid(p.trade_id));
     }
-    assert_int_equal(cmd_calls("script|exists"), asked);
+    assert_int_equal(th_fx_calls("script|exists"), asked);
     assert_int_equal(th_fx_num("XLEN %s", TRADES), 4);
     flush_scripts();
     axe_bought_recorded_once(f, "order-h", NULL, 5);
@@ -647,6 +636,28 @@ static void flush_scripts_break_stream(void) {
     flush_scripts();
     redisReply *r = th_fx_cmd("SET %s not-a-stream", TRADES);
     freeReplyObject(r);
+}
+
+/* A new connection knows nothing of the script: once the market's connections are cut and
+ * the script cache emptied, the next batch's read asks again (SCRIPT EXISTS), so that its
+ * commit sends the text instead of naming a script the server lacks. (The lock's scripts
+ * run by EVAL and EVALSHA too, so those counts do not tell the commit's apart.) */
+static void test_script_asked_again_on_a_new_connection(void **state) {
+    th_market *f = *state;
+    market_purchase_result warm = {0}, p = {0};
+    assert_int_equal(market_purchase(f->c, REALM, "D", "shop", "gem1", -1, &warm), MARKET_OK);
+    redisReply *r = th_fx_cmd("CLIENT KILL TYPE normal"); /* every client but this one */
+    freeReplyObject(r);
+    flush_scripts();
+    long long asked = th_fx_calls("script|exists");
+    int rc;
+    do /* the first try may meet its cut connection: nothing is committed then */
+        rc = market_purchase(f->c, REALM, "D", "shop", "gem2", -1, &p);
+    while (rc == MARKET_ERR_STORE);
+    assert_int_equal(rc, MARKET_OK);
+    assert_true(market_trade_id_valid(p.trade_id));
+    assert_int_equal(th_fx_num("XLEN %s", TRADES), 2);
+    assert_true(th_fx_calls("script|exists") > asked);
 }
 
 /* When recording the trades again fails too, the purchase is done once and answered as the
@@ -689,6 +700,7 @@ int main(void) {
         T(test_script_flushed_before_commit_trade_recorded),
         T(test_script_flushed_and_record_fails_purchase_done_once),
         T(test_script_known_asked_no_more_flush_between_batches),
+        T(test_script_asked_again_on_a_new_connection),
     };
     return th_run_strategies("market trades", tests, sizeof tests / sizeof *tests);
 }
