@@ -17,6 +17,7 @@ FROM debian:bookworm-20241223-slim@sha256:d365f4920711a9074c4bcd178e8f457ee59250
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
         build-essential pkg-config libhiredis-dev libmicrohttpd-dev libjansson-dev libssl-dev \
+        libjemalloc-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -27,7 +28,7 @@ RUN make bin/market-server bin/market-seed bin/market-load
 # redis-cli for the seed step's "is the store empty?" (deploy/docker/seed-if-empty.sh) ----
 FROM debian:bookworm-20241223-slim@sha256:d365f4920711a9074c4bcd178e8f457ee59250426441ab2a5f8106ed8fe948eb
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libhiredis0.14 libmicrohttpd12 libjansson4 libssl3 \
+ && apt-get install -y --no-install-recommends libhiredis0.14 libmicrohttpd12 libjansson4 libssl3 libjemalloc2 \
         curl redis-tools \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --home-dir /app --no-create-home \

@@ -44,6 +44,14 @@ PKGS = hiredis libmicrohttpd jansson libcrypto
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))
 PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS))
 TEST_LIBS = $(shell $(PKG_CONFIG) --libs cmocka libcurl)
+# market-server allocates with jemalloc (Redis's allocator): every purchase makes
+# and frees hiredis replies, libmicrohttpd answers and its own request state on
+# several threads, and glibc's malloc spent twice jemalloc's share of the server's
+# CPU on them (docs/OPERATIONS.md, "Threads and connections"). Not under a
+# sanitizer, whose runtime must own malloc; MALLOC_LIBS= builds it on glibc's.
+ifeq ($(SANITIZE),)
+MALLOC_LIBS ?= $(shell $(PKG_CONFIG) --libs jemalloc)
+endif
 
 REAL_CPPFLAGS = -I. -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(CPPFLAGS)
 REAL_CFLAGS = $(WARN) $(OPT) $(DEBUG) $(SANFLAGS) -pthread -MMD -MP $(PKG_CFLAGS) $(CFLAGS)
@@ -93,7 +101,7 @@ $(foreach m,$(MODULES),$(eval $(call module_rule,$(m))))
 
 $(BIN)/market-server: $(BUILD)/server/main.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)
-	$(CC) $(REAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(REAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(MALLOC_LIBS)
 
 $(BIN)/market-%: $(BUILD)/tools/market_%.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)

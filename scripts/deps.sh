@@ -2,7 +2,7 @@
 # deps.sh - install the Debian 12 packages the build, tests and run need, when missing.
 set -eu
 PKGS="build-essential pkg-config libhiredis-dev libmicrohttpd-dev libjansson-dev \
-libcmocka-dev libcurl4-openssl-dev libssl-dev redis-server redis-tools redis-sentinel \
+libjemalloc-dev libcmocka-dev libcurl4-openssl-dev libssl-dev redis-server redis-tools redis-sentinel \
 python3 python3-yaml python3-jsonschema chromium chromium-driver python3-selenium \
 help2man curl"
 missing=""
