@@ -136,6 +136,7 @@ int server__daemon_start(server *s, char *why, size_t whylen) {
         {cfg->threads ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)cfg->threads, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
+    // clang-format off: one option and its values a line
     s->daemon = mfd < 0 ? NULL : MHD_start_daemon(
         flags, 0, NULL, NULL, server__on_request, s,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
@@ -145,9 +146,10 @@ int server__daemon_start(server *s, char *why, size_t whylen) {
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg->connection_memory,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connections,
-        MHD_OPTION_URI_LOG_CALLBACK, server__on_uri, NULL,
+        MHD_OPTION_URI_LOG_CALLBACK, server__on_uri, s,
         MHD_OPTION_NOTIFY_COMPLETED, server__on_completed, s,
         MHD_OPTION_END);
+    // clang-format on
     if (!s->daemon) {
         /* Stop listening, whoever still holds a descriptor of the socket. */
         (void)shutdown(lfd, SHUT_RDWR);

@@ -117,15 +117,15 @@ static int target_has_control(const char *uri) {
     return 0;
 }
 
-/* libmicrohttpd's URI log callback: called once per request with the raw
- * target, before it is split at '?' and percent-decoded. Makes the
- * request's state (freed by server__on_completed(), which libmicrohttpd calls for
- * every request this callback saw) and judges the path. Returns NULL when
- * out of memory; server__on_request() then closes the connection. */
+/* libmicrohttpd's URI log callback (cls: the server): called once per request
+ * with the raw target, before it is split at '?' and percent-decoded. Takes
+ * the request's state (server__request_take(); given back by
+ * server__on_completed(), which libmicrohttpd calls for every request this
+ * callback saw) and judges the path. Returns NULL when out of memory;
+ * server__on_request() then closes the connection. */
 void *server__on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
-    (void)cls;
     (void)conn;
-    server__request *rq = calloc(1, sizeof *rq);
+    server__request *rq = server__request_take(cls);
     if (!rq) return NULL;
     rq->t0_us = server__now_us();
     if (!uri) {
@@ -269,7 +269,7 @@ static enum MHD_Result request_api(server *s, struct MHD_Connection *conn, const
         market_conn *mc = server__thread_conn(s);
         api_request req = {method,
                            url,
-                           rq->body,
+                           rq->len ? rq->body : NULL, /* a kept buffer holds an old body */
                            rq->len,
                            lookup,
                            conn,
@@ -324,7 +324,8 @@ enum MHD_Result server__on_request(void *cls, struct MHD_Connection *conn, const
 }
 
 /* libmicrohttpd's completion callback (cls: the server): the request is
- * over, answered or not; frees its state. This function can't fail. */
+ * over, answered or not; gives its state back (server__request_give()). This
+ * function can't fail. */
 void server__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                           enum MHD_RequestTerminationCode toe) {
     (void)conn;
@@ -334,7 +335,6 @@ void server__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls
     if (!rq) return;
     if (rq->started) atomic_fetch_sub(&s->in_flight, 1);
     if (rq->deferrable) atomic_fetch_sub(&s->purchases_in_flight, 1);
-    free(rq->body);
-    free(rq);
+    server__request_give(s, rq);
     *con_cls = NULL;
 }

@@ -137,7 +137,7 @@ struct server {
     lock_client *lock;
     market *market;
     struct MHD_Daemon *daemon;
-    pthread_key_t conn_key; /* this thread's market_conn */
+    pthread_key_t conn_key; /* this thread's own: its market_conn, its spare requests (conn.c) */
     int key_ok;
     int port;
     atomic_long in_flight; /* requests begun and not yet completed */
@@ -152,14 +152,16 @@ struct server {
 };
 
 /* One request's state, from the raw target (server__on_uri()) to its
- * completion (server__on_completed()). */
+ * completion (server__on_completed()). A completed request's state is kept
+ * for its thread's next request (conn.c): the head, every field before body,
+ * is cleared then; body's buffer is kept, and deferred is filled by
+ * api_handle_begin() before it is read. */
 typedef struct server__request {
     int started;         /* the access handler has seen it (phase 1 is over) */
     int bad_path;        /* the raw target holds a control byte, or %00-%1F / %7F */
     const char *uri_nul; /* where the raw target's C string ends (compared, never read) */
-    char *body;
-    size_t len, cap;
-    size_t seen;  /* body bytes received, kept or not */
+    size_t len;          /* body bytes kept */
+    size_t seen;         /* body bytes received, kept or not */
     int too_big;
     int64_t t0_us;
     /* A write handed to the market (api_deferred_submit()) while its connection is
@@ -167,12 +169,16 @@ typedef struct server__request {
     int pending;                 /* submitted; answered once done is set */
     atomic_int done;             /* set by the market's worker, then the connection resumes */
     struct MHD_Connection *conn;
-    api_deferred deferred;
     api_response head;           /* route and player, for the log line */
     server *srv;                 /* for the queue depth, once submitted */
     int deferrable;              /* a deferrable route (api_route_deferrable()): in
                                     purchases_in_flight */
     char id[SERVER__REQUEST_ID_MAX + 1]; /* X-Request-Id */
+    struct server__request *next_spare;  /* on its thread's list of spares (conn.c) */
+    /* not cleared when the state is used again: */
+    char *body; /* NUL-terminated after len bytes; cap bytes */
+    size_t cap;
+    api_deferred deferred;
 } server__request;
 
 /* log.c */
@@ -183,6 +189,8 @@ void server__log_text(char *out, size_t outlen, const char *s);
 /* conn.c */
 int server__conn_key_create(server *s);
 market_conn *server__thread_conn(server *s);
+server__request *server__request_take(server *s);
+void server__request_give(server *s, server__request *rq);
 void server__conn_key_delete(server *s);
 
 /* respond.c */

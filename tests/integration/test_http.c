@@ -542,6 +542,51 @@ static void test_http_12k_of_headers_served(void **state) {
     free(header);
 }
 
+/* A request's state is kept for the next request of its thread (server/conn.c), with its
+ * body's buffer: on one keep-alive connection, a bad body, then a body too large (413),
+ * then a purchase, then no body at all are each judged alone. Were the state's head kept
+ * (the 413's mark, or the bad body's length), the purchase would be refused. */
+static void test_http_kept_request_state_starts_clean(void **state) {
+    struct fx *f = *state;
+    enum { BIG = 70000 };
+    static const char bad[] = "{\"buyer\":\"B\"";
+    size_t cap = 4 * 1024 + BIG;
+    char *req = malloc(cap);
+    assert_non_null(req);
+    int n = snprintf(req, cap,
+                     "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %zu\r\n\r\n%s"
+                     "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n",
+                     strlen(bad), bad, BIG);
+    assert_true(n > 0 && (size_t)n + BIG < cap);
+    size_t len = (size_t)n;
+    memset(req + len, ' ', BIG);
+    len += BIG;
+    n = snprintf(req + len, cap - len,
+                 "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %zu\r\n\r\n%s"
+                 "POST /purchase HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                 "Content-Length: 0\r\n\r\n",
+                 strlen(purchase_axe), purchase_axe);
+    assert_true(n > 0 && (size_t)n < cap - len);
+    len += (size_t)n;
+    th_http r;
+    assert_int_equal(th_http_raw(f->port, req, len, &r), 0);
+    assert_int_equal(r.status, 400);
+    /* the answers after the first, in order */
+    static const char *const next[] = {"HTTP/1.1 413", "\"status\":\"purchased\"", "HTTP/1.1 400"};
+    const char *at = r.body;
+    for (size_t i = 0; i < sizeof next / sizeof *next; i++) {
+        const char *hit = strstr(at, next[i]);
+        if (!hit) fail_msg("answer %zu of 4 is not %s: %s", i + 2, next[i], r.body);
+        at = hit + 1;
+    }
+    assert_null(strstr(at, "HTTP/1.1 200"));
+    th_http_cleanup(&r);
+    free(req);
+    json_t *b = call(f->port, "GET", "/players/B", NULL, 200);
+    assert_int_equal(json_integer_value(json_object_get(b, "funds")), 300);
+    json_decref(b);
+}
+
 static void test_http_405_carries_allow(void **state) {
     struct fx *f = *state;
     th_http r;
@@ -2203,6 +2248,7 @@ int main(void) {
         T(test_http_bad_inputs_4xx_store_unchanged),
         T(test_http_body_over_64k_413),
         T(test_http_12k_of_headers_served),
+        T(test_http_kept_request_state_starts_clean),
         T(test_http_405_carries_allow),
         T(test_http_control_bytes_in_path_400_store_unchanged),
         T(test_http_duplicate_content_length_400),
