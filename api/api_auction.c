@@ -65,7 +65,7 @@ int api__begin_auction(market_conn *conn, const api_request *req, const char *re
     (void)arg;
     json_t *root = api__order_begin(req, realm, spec, 7, v, MARKET_ORDER_AUCTION, 1, resp, d);
     if (!root) return 0;
-    snprintf(d->item, sizeof d->item, "%s", v[1].id);
+    api__copy(d->item, sizeof d->item, v[1].id);
     d->order.item = d->item;
     d->order.price = v[2].price;
     d->order.duration_s = v[3].price;

@@ -271,7 +271,7 @@ static int key_add(api_auth *a, const struct auth_key *k, char *why, size_t whyl
 static int add_pem_bio(api_auth *a, const char *kid, enum jwt_alg alg, BIO *bio, const char *from,
                        char *why, size_t whylen) {
     struct auth_key k = {.alg = alg};
-    snprintf(k.kid, sizeof k.kid, "%s", kid);
+    api__copy(k.kid, sizeof k.kid, kid);
     k.pkey = bio ? PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL) : NULL;
     ERR_clear_error();
     if (!k.pkey) {
@@ -369,7 +369,7 @@ int api_auth_add_key(api_auth *a, const char *spec, char *why, size_t whylen) {
  * 255 bytes. */
 int api_auth_set_audience(api_auth *a, const char *audience) {
     if (!a || (audience && strlen(audience) >= sizeof a->audience)) return API_AUTH_ERR_KEY;
-    snprintf(a->audience, sizeof a->audience, "%s", audience ? audience : "");
+    api__copy(a->audience, sizeof a->audience, audience ? audience : "");
     return API_AUTH_OK;
 }
 
@@ -763,10 +763,10 @@ int api__deferred_init(api_deferred *d, enum market_order_type type, const api_r
                        const char *realm, const char *player, int keyed, api_response *resp) {
     int has_key = keyed ? api__idempotency(req, &d->idem, d->fp, resp) : 0;
     if (has_key < 0) return 0; /* resp holds the error */
-    snprintf(d->realm, sizeof d->realm, "%s", realm);
-    snprintf(d->player, sizeof d->player, "%s", player);
+    api__copy(d->realm, sizeof d->realm, realm);
+    api__copy(d->player, sizeof d->player, player);
     if (has_key) { /* checked by api__idempotency(): it fits */
-        snprintf(d->idem_key, sizeof d->idem_key, "%s", d->idem.key);
+        api__copy(d->idem_key, sizeof d->idem_key, d->idem.key);
         d->idem.key = d->idem_key;
         d->idem.fingerprint = d->fp;
     }
@@ -785,7 +785,7 @@ json_t *api__order_begin(const api_request *req, const char *realm, const api__f
                          api_response *resp, api_deferred *d) {
     json_t *root = api__body_parse(req, spec, n, v, resp);
     if (!root) return NULL;
-    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
+    api__copy(resp->player, sizeof resp->player, v[0].id);
     if (api__authorized(req, realm, v[0].id, resp) &&
         api__deferred_init(d, type, req, realm, v[0].id, keyed, resp))
         return root;

@@ -137,6 +137,16 @@ json_t *api__text_new(const char *s) {
     return j;
 }
 
+/* Copies the C string src into out (cap > 0 bytes), cut to cap - 1 bytes and
+ * NUL-terminated: snprintf(out, cap, "%s", src) without the formatting, which
+ * was 4% of the server's CPU at 64 buyers (perf: the ids a purchase copies).
+ * This function can't fail. */
+void api__copy(char *out, size_t cap, const char *src) {
+    size_t n = strnlen(src, cap - 1);
+    memcpy(out, src, n);
+    out[n] = '\0';
+}
+
 /* Formats a message into why (which may be NULL or zero-sized: then nothing is
  * written). The text is cut to fit. This function can't fail. */
 void api__why(char *why, size_t whylen, const char *fmt, ...) {
@@ -444,7 +454,7 @@ void api__error_reply_full(api_response *resp, int status, const char *code, con
                            int retry_after_s, const char *allow) {
     resp->retry_after_s = retry_after_s;
     resp->allow = allow;
-    snprintf(resp->error, sizeof resp->error, "%s", code ? code : "internal_error");
+    api__copy(resp->error, sizeof resp->error, code ? code : "internal_error");
     api__reply(resp, status, api__error_body(code, detail));
 }
 
@@ -555,7 +565,7 @@ void api__reply_market_with(int rc, json_t *extra, api_response *resp) {
     json_decref(extra);
     resp->retry_after_s = st->retry_after_s;
     resp->market_rc = rc;
-    snprintf(resp->error, sizeof resp->error, "%s", st->code);
+    api__copy(resp->error, sizeof resp->error, st->code);
     api__reply(resp, st->status, body);
 }
 

@@ -85,13 +85,13 @@ static int goods_parse(const json_t *o, const char *name, market_goods *g, api_r
     json_array_foreach(ok ? items : NULL, k, v) {
         ok = json_is_string(v) && market_id_valid(json_string_value(v));
         if (!ok) break;
-        snprintf(g->items[g->n_items++], MARKET_ID_MAX + 1, "%s", json_string_value(v));
+        api__copy(g->items[g->n_items++], MARKET_ID_MAX + 1, json_string_value(v));
     }
     json_object_foreach((json_t *)(ok ? units : NULL), item, v) {
         ok = market_id_valid(item) && json_is_integer(v) && json_integer_value(v) >= 1 &&
              json_integer_value(v) <= MARKET_QUANTITY_MAX;
         if (!ok) break;
-        snprintf(g->unit_item[g->n_units], MARKET_ID_MAX + 1, "%s", item);
+        api__copy(g->unit_item[g->n_units], MARKET_ID_MAX + 1, item);
         g->units[g->n_units++] = json_integer_value(v);
     }
     if (ok && funds) g->funds = json_integer_value(funds);
@@ -124,7 +124,7 @@ int api__begin_direct(market_conn *conn, const api_request *req, const char *rea
     if (!root) return 0;
     int ok = goods_parse(v[2].obj, "give", &d->give, resp) &&
              goods_parse(v[3].obj, "get", &d->get, resp);
-    snprintf(d->to, sizeof d->to, "%s", v[1].id);
+    api__copy(d->to, sizeof d->to, v[1].id);
     d->order.to = d->to;
     d->order.give = &d->give;
     d->order.get = &d->get;
@@ -252,7 +252,7 @@ void api__handle_direct(market_conn *conn, const api_request *req, const char *r
 void api__handle_player_direct(market_conn *conn, const api_request *req, const char *realm,
                                const char *id, api_response *resp) {
     if (!api__id_ok(id, "player", resp)) return;
-    snprintf(resp->player, sizeof resp->player, "%s", id);
+    api__copy(resp->player, sizeof resp->player, id);
     if (!api__authorized(req, realm, id, resp) || api__conn_missing(conn, resp)) return;
     market_direct *t = NULL;
     size_t n = 0;

@@ -50,6 +50,7 @@ typedef struct api__field_value {
 json_t *api__load(const char *buf, size_t len, const char *what, int *rc, char *why, size_t whylen);
 const char *api__unknown_key(json_t *obj, const char *const *known, size_t n);
 void api__quote(char *out, size_t outlen, const char *s);
+void api__copy(char *out, size_t cap, const char *src);
 void api__why(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 json_t *api__body_parse(const api_request *req, const api__field_spec *spec, size_t n,

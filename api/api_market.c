@@ -240,7 +240,7 @@ void api__handle_player(market_conn *conn, const api_request *req, const char *r
                         const char *id, api_response *resp) {
     (void)req;
     if (!api__id_ok(id, "player", resp)) return;
-    snprintf(resp->player, sizeof resp->player, "%s", id);
+    api__copy(resp->player, sizeof resp->player, id);
     if (api__conn_missing(conn, resp)) return;
     market_player *p = NULL;
     market_search_result r = {0};
@@ -261,7 +261,7 @@ void api__handle_player(market_conn *conn, const api_request *req, const char *r
 void api__handle_player_listings(market_conn *conn, const api_request *req, const char *realm,
                                  const char *id, api_response *resp) {
     if (!api__id_ok(id, "player", resp)) return;
-    snprintf(resp->player, sizeof resp->player, "%s", id);
+    api__copy(resp->player, sizeof resp->player, id);
     market_search_query q;
     if (!search_query(req, 0, &q, resp)) return;
     q.seller = id;
@@ -329,7 +329,7 @@ void api__handle_item_book(market_conn *conn, const api_request *req, const char
 void api__handle_player_orders(market_conn *conn, const api_request *req, const char *realm,
                                const char *id, api_response *resp) {
     if (!api__id_ok(id, "player", resp)) return;
-    snprintf(resp->player, sizeof resp->player, "%s", id);
+    api__copy(resp->player, sizeof resp->player, id);
     api__reader rd;
     if (!api__reader_get(req, realm, &rd, resp) ||
         (!rd.admin && !api__authorized(req, realm, id, resp)) || api__conn_missing(conn, resp))
@@ -403,7 +403,7 @@ void api__handle_settings(market_conn *conn, const api_request *req, const char 
         st.fee_bps = v[0].price;
         st.list_fee_bps = v[2].present ? v[2].price : 0;
         st.list_duration_s = v[3].present ? v[3].price : 0;
-        snprintf(st.house, sizeof st.house, "%s", v[1].present ? v[1].id : MARKET_SALE_HOUSE);
+        api__copy(st.house, sizeof st.house, v[1].present ? v[1].id : MARKET_SALE_HOUSE);
         json_decref(root);
         if (!api__admin(req, resp) || api__conn_missing(conn, resp)) return;
         rc = market_settings_set(conn, realm, &st);

@@ -107,7 +107,7 @@ static int purchase_prepare(const api_request *req, const char *realm, api_respo
     api__field_value v[6];
     json_t *root = api__body_parse(req, spec, 6, v, resp);
     if (!root) return 0;
-    snprintf(resp->player, sizeof resp->player, "%s", v[0].id);
+    api__copy(resp->player, sizeof resp->player, v[0].id);
     int ready = 0;
     if (!v[1].present && !v[5].present) {
         api__bad_request(resp, "missing field 'seller' (or 'max_price', to buy the cheapest units "
@@ -121,8 +121,8 @@ static int purchase_prepare(const api_request *req, const char *realm, api_respo
     } else if (api__authorized(req, realm, v[0].id, resp) &&
                api__deferred_init(d, v[1].present ? MARKET_ORDER_PURCHASE : MARKET_ORDER_BUY, req,
                                   realm, v[0].id, 1, resp)) {
-        snprintf(d->seller, sizeof d->seller, "%s", v[1].present ? v[1].id : "");
-        snprintf(d->item, sizeof d->item, "%s", v[2].id);
+        api__copy(d->seller, sizeof d->seller, v[1].present ? v[1].id : "");
+        api__copy(d->item, sizeof d->item, v[2].id);
         d->order.seller = d->seller;
         d->order.item = d->item;
         d->order.quantity = v[4].present ? v[4].price : 1;
@@ -169,7 +169,7 @@ int api__begin_bid(market_conn *conn, const api_request *req, const char *realm,
     (void)arg;
     json_t *root = api__order_begin(req, realm, spec, 4, v, MARKET_ORDER_BID, 1, resp, d);
     if (!root) return 0;
-    snprintf(d->item, sizeof d->item, "%s", v[1].id);
+    api__copy(d->item, sizeof d->item, v[1].id);
     d->order.item = d->item;
     d->order.quantity = v[2].price;
     d->order.price = v[3].price;
@@ -280,7 +280,7 @@ int api__begin_sell(market_conn *conn, const api_request *req, const char *realm
         api__bad_request(resp, "field 'fill' must be \"all\" or \"partial\"");
         return 0;
     }
-    snprintf(d->item, sizeof d->item, "%s", v[1].id);
+    api__copy(d->item, sizeof d->item, v[1].id);
     d->order.item = d->item;
     d->order.quantity = v[2].price;
     d->order.price = v[3].price;
@@ -330,7 +330,7 @@ int api__begin_list(market_conn *conn, const api_request *req, const char *realm
     (void)arg;
     json_t *root = api__order_begin(req, realm, spec, 5, v, MARKET_ORDER_LIST, 1, resp, d);
     if (!root) return 0;
-    snprintf(d->item, sizeof d->item, "%s", v[1].id);
+    api__copy(d->item, sizeof d->item, v[1].id);
     d->order.item = d->item;
     d->order.price = v[2].price;
     d->order.quantity = v[3].present ? v[3].price : 0;
@@ -391,7 +391,7 @@ int api__begin_unlist(market_conn *conn, const api_request *req, const char *rea
     (void)arg;
     json_t *root = api__order_begin(req, realm, spec, 2, v, MARKET_ORDER_UNLIST, 0, resp, d);
     if (!root) return 0;
-    snprintf(d->item, sizeof d->item, "%s", v[1].id);
+    api__copy(d->item, sizeof d->item, v[1].id);
     d->order.item = d->item;
     json_decref(root);
     return 1;
@@ -452,9 +452,9 @@ void api__handle_sale_create(market_conn *conn, const api_request *req, const ch
     if (!root) return;
     market_sale s = {.initial = v[2].price, .price = v[3].price, .limit = v[4].price,
                      .start_ms = v[5].price, .end_ms = v[6].price};
-    snprintf(s.item, sizeof s.item, "%s", v[1].id);
-    snprintf(s.house, sizeof s.house, "%s", v[7].present ? v[7].id : MARKET_SALE_HOUSE);
-    if (v[0].present) snprintf(s.id, sizeof s.id, "%s", v[0].id);
+    api__copy(s.item, sizeof s.item, v[1].id);
+    api__copy(s.house, sizeof s.house, v[7].present ? v[7].id : MARKET_SALE_HOUSE);
+    if (v[0].present) api__copy(s.id, sizeof s.id, v[0].id);
     json_decref(root);
     if (s.limit > s.initial) {
         api__bad_request(resp, "field 'limit' must not exceed field 'stock'");
@@ -545,7 +545,7 @@ int api__begin_sale_buy(market_conn *conn, const api_request *req, const char *r
     api__field_value v[2];
     json_t *root = api__order_begin(req, realm, spec, 2, v, MARKET_ORDER_SALE_BUY, 1, resp, d);
     if (!root) return 0;
-    snprintf(d->sale, sizeof d->sale, "%s", id);
+    api__copy(d->sale, sizeof d->sale, id);
     d->order.sale = d->sale;
     d->order.quantity = v[1].price;
     json_decref(root);

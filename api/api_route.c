@@ -157,7 +157,7 @@ static enum route_found route_find(const char *method, const char *path, const a
     int prefixed = strncmp(path, API_REALM_PREFIX, sizeof API_REALM_PREFIX - 1) == 0;
     int bad_realm = 0;
     *route = NULL;
-    snprintf(realm, MARKET_REALM_MAX + 1, "%s", MARKET_REALM_DEFAULT);
+    api__copy(realm, MARKET_REALM_MAX + 1, MARKET_REALM_DEFAULT);
     if (prefixed) {
         const char *id = path + sizeof API_REALM_PREFIX - 1, *slash = strchr(id, '/');
         if (!slash) return ROUTE_NONE;
@@ -168,7 +168,7 @@ static enum route_found route_find(const char *method, const char *path, const a
             realm[len] = '\0';
             bad_realm = !market_id_valid(realm);
         }
-        if (bad_realm) snprintf(realm, MARKET_REALM_MAX + 1, "%s", MARKET_REALM_DEFAULT);
+        if (bad_realm) api__copy(realm, MARKET_REALM_MAX + 1, MARKET_REALM_DEFAULT);
         path = slash;
     }
     for (size_t i = 0; i < sizeof api_routes / sizeof api_routes[0]; i++) {
@@ -253,7 +253,7 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
         api__bad_request(resp, "realm id must match " API__ID_RULE);
         return;
     }
-    snprintf(resp->realm, sizeof resp->realm, "%s", realm);
+    api__copy(resp->realm, sizeof resp->realm, realm);
     if (!method_allowed(r, req->method)) {
         api__error_reply_full(resp, 405, "method_not_allowed", NULL, 0, r->allow);
         return;
@@ -268,7 +268,7 @@ void api_handle(market_conn *conn, const api_request *req, api_response *resp) {
         r->handle(conn, req, realm, arg, resp);
     }
     if (MARKET_ERR_HAS_REASON(resp->market_rc))
-        snprintf(resp->why, sizeof resp->why, "%s", market_conn_errstr(conn));
+        api__copy(resp->why, sizeof resp->why, market_conn_errstr(conn));
 }
 
 /* Returns 1 when method and path (without the query string; both borrowed)
@@ -309,7 +309,7 @@ int api_endpoint_find(const char *path, char *realm) {
         const char *e = api_endpoints[i].path;
         size_t elen = strlen(e);
         if (strcmp(path, e) == 0) {
-            snprintf(realm, MARKET_REALM_MAX + 1, "%s", MARKET_REALM_DEFAULT);
+            api__copy(realm, MARKET_REALM_MAX + 1, MARKET_REALM_DEFAULT);
             return api_endpoints[i].kind;
         }
         if (!api_endpoints[i].realm || strncmp(path, API_REALM_PREFIX, pre) != 0 ||
@@ -348,7 +348,7 @@ int api_handle_begin(market_conn *conn, const api_request *req, api_response *re
         return 0;
     }
     *resp = (api_response){.route = route_name(r)};
-    snprintf(resp->realm, sizeof resp->realm, "%s", realm);
+    api__copy(resp->realm, sizeof resp->realm, realm);
     d->route = (int)(r - api_routes);
     return r->begin(conn, req, realm, arg, resp, d) ? 1 : 0;
 }
@@ -390,8 +390,7 @@ void api_deferred_end(const api_deferred *d, api_response *resp) {
         return;
     }
     api_routes[d->route].end(d, resp);
-    if (MARKET_ERR_HAS_REASON(d->order.rc))
-        snprintf(resp->why, sizeof resp->why, "%s", d->order.why);
+    if (MARKET_ERR_HAS_REASON(d->order.rc)) api__copy(resp->why, sizeof resp->why, d->order.why);
 }
 
 /* Fills resp (overwritten without being read) with status and the body

@@ -124,7 +124,7 @@ void api__handle_trade(market_conn *conn, const api_request *req, const char *re
 void api__handle_player_trades(market_conn *conn, const api_request *req, const char *realm,
                                const char *id, api_response *resp) {
     if (!api__id_ok(id, "player", resp)) return;
-    snprintf(resp->player, sizeof resp->player, "%s", id);
+    api__copy(resp->player, sizeof resp->player, id);
     size_t limit;
     if (trades_limit(req, &limit, resp) < 0) return;
     const char *cursor = req->lookup ? req->lookup(req->lookup_ud, API_ARG_QUERY, "cursor") : NULL;
