@@ -287,7 +287,7 @@ static int batch_attempt(market_conn *c, const market__held *held, void *ud) {
     market__cbatch *cb = ud;
     const struct market__kind *k = cb->kind;
     cb->now_ms = rconn_now_ms();
-    int rc = k->read(c, held, cb); /* with the realm's seeding mark (market__mark_realm) */
+    int rc = k->read(c, held, cb); /* with the realm's seeding mark (market__frame_watched) */
     if (rc < 0) return market__unwatch_later(c, rc);
     if (k->decide(cb) == 0) return market__unwatch_later(c, MARKET_OK);
     if (c->m->cfg.test_stall_ms) market__stall(c->m->cfg.test_stall_ms);
@@ -663,8 +663,8 @@ static int serve(struct worker *w, size_t n) {
     c->sent = ln->n_answer ? answer_sent : NULL;
     c->sent_ud = ln;
     int rc = cb->ks ? market__route(c, cb->realm) : MARKET_ERR_NOMEM;
-    /* none of a realm being seeded is served; its commit names the recording script */
-    market__mark_realm(c, cb->realm, market__trades_sha());
+    /* its commit names the recording script: its read asks whether it is cached */
+    market__ask_script(c, market__trades_sha());
     c->defer_wait = w->c2 != NULL;
     if (rc == MARKET_OK)
         rc = batch_run(c, ln, cb);
@@ -672,7 +672,7 @@ static int serve(struct worker *w, size_t n) {
         batch_fail(m, cb, rc);
     c->defer_wait = 0;
     int deferred = c->wait_pending || c->wait_judged; /* its commit's WAIT: see DESIGN */
-    market__mark_realm(c, NULL, NULL);
+    market__ask_script(c, NULL);
     c->sent = NULL;
     answer_now(ln); /* when this batch sent nothing */
     if (rc == MARKET__REDIRECTED && set_aside(ln, cb) == 0) return 1;

@@ -5,12 +5,16 @@
  * commits in one MULTI/EXEC. Its read is
  *   claims (SET NX PX, one a keyed order) | WATCH <the kind's keys> <the
  *   leases' lock keys and fencing records> <the records> <the settings>
- *   <a sweep lease> | MGET of the fencing records (and the lock keys when
- *   they live in the store) | MGET of the records | the settings | TIME |
- *   GET of the sweep lease | <the kind's reads>
+ *   <a sweep lease> <the realm's seeding mark> | MGET of the fencing records
+ *   (and the lock keys when they live in the store) and of the mark, or
+ *   EXISTS of the mark when no lease is held | MGET of the records | the
+ *   settings | TIME | GET of the sweep lease | <the kind's reads>
  * (the settings, the clock and the sweep lease when the kind asks for them)
  * and market__frame_judge() judges everything but the kind's part: a claim
- * refused or the WATCH refused fails the batch, as a lease lost does. The
+ * refused or the WATCH refused fails the batch, as a lease lost does, and
+ * a realm being seeded or reset (its mark set: market_world.c) fails it with
+ * MARKET_ERR_REALM_UNAVAILABLE; a seed that starts after the read aborts the
+ * commit (the mark is watched). The
  * decision settles each keyed order by its record first (a replay, or an
  * in_progress / idem_mismatch answer) and answers busy an order whose wait
  * budget ran out before the attempt began; the kind decides the rest. The
@@ -83,9 +87,16 @@ void market__frame_watched(market__frame *f, const market__held *held, int keys,
     if (f->lease_key) market__buf_arg(r, f->lease_key);
     if (f->deals) market__deals_watch(f->deals, f->cb->realm, r);
     if (f->parties) market__parties_watch(f->parties, r);
+    market__key_building(f->k_mark, f->cb->realm);
+    market__buf_arg(r, f->k_mark);
     market__buf_end(r, 0);
     f->i_fence = r->n;
-    if (held->n) market__held_read_buf(held, r);
+    if (held->n) { /* the mark rides in the leases' MGET */
+        market__held_read_buf(held, f->k_mark, r);
+    } else {
+        f->i_mark = r->n;
+        market__rd_building(r, f->k_mark);
+    }
     f->i_idem = r->n;
     market__idem_set_read(&f->idem, r);
     f->i_settings = r->n;
@@ -110,8 +121,13 @@ int market__frame_judge(market__frame *f, market_conn *c, const market__held *he
     if (err) return market__fail_reply(c, "claim refused", err);
     if (!market__reply_ok(rep[f->i_watch]))
         return market__fail_reply(c, "read refused", rep[f->i_watch]);
-    if (held->n && market__held_lost(held, fr)) return MARKET_ERR_LEASE_LOST;
-    if (held->n && market__held_wanted(held, fr)) f->cb->lock_wanted = 1;
+    /* the realm's seeding mark: in the leases' MGET, else its own EXISTS */
+    const redisReply *mark =
+        held->n ? market__reply_at(fr, market__held_read_len(held)) : rep[f->i_mark];
+    int rc = market__building_judge(c, f->k_mark, mark ? mark : fr); /* none: fr is broken */
+    if (rc < 0) return rc;
+    if (held->n && market__held_lost(held, fr, 1)) return MARKET_ERR_LEASE_LOST;
+    if (held->n && market__held_wanted(held, fr, 1)) f->cb->lock_wanted = 1;
     if (market__idem_set_judge(&f->idem, mg, f->cb->token) < 0)
         return market__fail_reply(c, "reading idempotency records", mg);
     if (f->fees && market__reply_realm_settings(rep[f->i_settings], &f->settings) < 0)

@@ -32,6 +32,9 @@ typedef struct market__frame {
     size_t n;
     market__idem_set idem;
     size_t i_watch, i_fence, i_idem; /* the read's replies: WATCH, leases, records */
+    size_t i_mark;                   /* the read's reply: the realm's seeding mark (its
+                                        EXISTS, when no lease is held) */
+    char k_mark[MARKET__KEY_MAX];    /* its key (market__key_building()) */
     int fence_same[MARKET__HELD_MAX]; /* the fencing record already holds our fence */
     int fees;                         /* set by the kind: its orders pay the realm's fees (its read
                                          watches and reads the realm's settings) */

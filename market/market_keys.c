@@ -182,8 +182,8 @@ void market__key_seeding(char *out, const char *realm) {
 }
 
 /* Writes realm's seeding mark "market:{<realm>}:building" into out
- * (MARKET__KEY_MAX bytes): what a batch watches (market__mark_realm) needs
- * only this key of the realm's. This function can't fail. */
+ * (MARKET__KEY_MAX bytes): what a batch's read watches (market__frame_watched())
+ * needs only this key of the realm's. This function can't fail. */
 void market__key_building(char *out, const char *realm) {
     market__join(out, MARKET__KEY_MAX, "market:{", realm, "}:building", (const char *)NULL);
 }

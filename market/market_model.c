@@ -40,22 +40,6 @@ int market__cmd_unwatch(const char **argv) {
     return 1;
 }
 
-/* Fills argv (room for 2) with a WATCH of key, and returns its count of
- * arguments. This function can't fail. */
-int market__cmd_watch(const char **argv, const char *key) {
-    argv[0] = C_WATCH;
-    argv[1] = key;
-    return 2;
-}
-
-/* Fills argv (room for 2) with an EXISTS of key, and returns its count of
- * arguments. This function can't fail. */
-int market__cmd_exists(const char **argv, const char *key) {
-    argv[0] = C_EXISTS;
-    argv[1] = key;
-    return 2;
-}
-
 /* Fills argv (room for 3) with a SCRIPT EXISTS of the script named sha (40 hex
  * digits: market__script_sha()), and returns its count of arguments. This
  * function can't fail. */
@@ -658,10 +642,10 @@ void market__rd_scan(market__buf *b, const char *cursor, const char *pattern) {
     market__buf_cmd(b, 6, C_SCAN, cursor, "MATCH", pattern, "COUNT", MARKET__SCAN_COUNT);
 }
 
-/* Whether seeding is writing the realm (1) or not (0): its mark, read (a
- * batch's read also watches it: market__mark_realm()). */
-void market__rd_building(market__buf *b, const market__realm *r) {
-    market__buf_cmd(b, 2, C_EXISTS, r->building);
+/* Whether seeding is writing the realm (1) or not (0): its mark, the key building
+ * (market__key_building()), read (a batch's read also watches it: market__frame_watched()). */
+void market__rd_building(market__buf *b, const char *building) {
+    market__buf_cmd(b, 2, C_EXISTS, building);
 }
 
 /* How many of the keys keys[0..n) (n >= 1) exist. */

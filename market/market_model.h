@@ -25,8 +25,6 @@
 int market__cmd_is_exec(const char *const *argv);
 int market__cmd_is_watch(const char *const *argv);
 int market__cmd_unwatch(const char **argv);
-int market__cmd_watch(const char **argv, const char *key);
-int market__cmd_exists(const char **argv, const char *key);
 int market__cmd_script_exists(const char **argv, const char *sha);
 int market__cmd_wait(const char **argv, char *need_s, char *timeout_s, unsigned need,
                      int timeout_ms);
@@ -183,7 +181,7 @@ void market__rd_names_from(market__buf *b, const char *key, const char *lo, cons
 void market__rd_price(market__buf *b, const market__realm *r, const char *member);
 void market__rd_scan(market__buf *b, const char *cursor, const char *pattern);
 void market__rd_exists(market__buf *b, const char *const *keys, size_t n);
-void market__rd_building(market__buf *b, const market__realm *r);
+void market__rd_building(market__buf *b, const char *building);
 void market__rd_stream(market__buf *b, const char *key, const char *start, const char *count);
 void market__rd_stream_entry(market__buf *b, const char *key, const char *id);
 void market__rd_stream_last(market__buf *b, const char *key);

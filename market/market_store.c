@@ -122,6 +122,7 @@ void market__drop(market_conn *c) {
     c->closed = 0;
     c->watching = 0;
     c->exec_sent = 0;
+    c->script_asked = 0;
     c->script_known = NULL; /* a new connection may reach a server without it */
 }
 
@@ -429,14 +430,18 @@ int market__pipeline_buf(market_conn *c, market__buf *b) {
     return market__pipeline_argv(c, b->n, b->argc, b->argv, b->rep);
 }
 
-/* Judges rep, the reply to a read of a realm's seeding mark, the key mark
- * (market__rd_building()). Returns MARKET_OK (no seeding is writing the
- * realm), or ERR_REALM_UNAVAILABLE (one is, or one stopped half-way),
- * ERR_STORE (Redis refused the read), with the reason in c->errstr. */
-static int building_judge(market_conn *c, const char *mark, const redisReply *rep) {
-    if (rep->type != REDIS_REPLY_INTEGER)
-        return market__fail_reply(c, "reading whether the realm is being seeded", rep);
-    if (rep->integer == 0) return MARKET_OK;
+/* Judges rep, the reply to a read of a realm's seeding mark, the key mark:
+ * its EXISTS (market__rd_building()), or its value (an element of an MGET).
+ * Returns MARKET_OK (no seeding is writing the realm), or
+ * ERR_REALM_UNAVAILABLE (one is, or one stopped half-way), ERR_STORE (Redis
+ * refused the read), with the reason in c->errstr. */
+int market__building_judge(market_conn *c, const char *mark, const redisReply *rep) {
+    int set = rep->type == REDIS_REPLY_INTEGER  ? rep->integer != 0
+              : rep->type == REDIS_REPLY_STRING ? 1
+              : rep->type == REDIS_REPLY_NIL    ? 0
+                                                : -1;
+    if (set < 0) return market__fail_reply(c, "reading whether the realm is being seeded", rep);
+    if (!set) return MARKET_OK;
     market__fail(c, "the realm is being seeded or reset (%s is set)", mark);
     return MARKET_ERR_REALM_UNAVAILABLE;
 }
@@ -515,27 +520,18 @@ int market__pipeline_send(market_conn *c, size_t n, const int *argc, const char 
                                                         cfg->replica_ack_timeout_ms),
                                        frame, NULL) != REDIS_OK)
         goto fail;
-    int mark = c->mark[0] && watches && !exec; /* a batch's read: its realm's seeding mark */
-    if (mark && (redisAppendCommandArgv(c->ctx, market__cmd_watch(frame, c->mark), frame,
-                                        NULL) != REDIS_OK ||
-                 redisAppendCommandArgv(c->ctx, market__cmd_exists(frame, c->mark), frame,
-                                        NULL) != REDIS_OK))
+    /* a batch's read asks, until the connection knows, whether its commit's script is cached */
+    int ask = c->script_sha && watches && !exec && c->script_known != c->script_sha;
+    if (ask && redisAppendCommandArgv(c->ctx, market__cmd_script_exists(frame, c->script_sha),
+                                      frame, NULL) != REDIS_OK)
         goto fail;
-    if (mark) mark = 2;
-    /* and, until the connection knows, whether its commit's script is cached */
-    if (mark && c->script_sha && c->script_known != c->script_sha) {
-        if (redisAppendCommandArgv(c->ctx, market__cmd_script_exists(frame, c->script_sha), frame,
-                                   NULL) != REDIS_OK)
-            goto fail;
-        mark = 3;
-    }
     while (!done)
         if (redisBufferWrite(c->ctx, &done) != REDIS_OK) goto fail;
     run_sent(c);
     c->unwatch = 0;
     c->unwatch_sent = unwatch;
     c->wait_sent = wait;
-    c->mark_sent = mark;
+    c->script_asked = ask;
     c->exec_sent = exec;
     if (unwatch || exec) c->watching = 0;
     if (watch) c->watching = 1;
@@ -576,24 +572,6 @@ static int judge_wait(market_conn *c, int committed, const redisReply *wait) {
     }
     MARKET__COUNT(c->m, not_replicated);
     return MARKET_ERR_NOT_REPLICATED;
-}
-
-/* Judges and frees mark, the replies to the WATCH and EXISTS of the seeding mark
- * behind a batch's read, and (n == 3) to the SCRIPT EXISTS of its commit's script, into
- * c->script_known: MARKET_OK, ERR_REALM_UNAVAILABLE or ERR_STORE (see
- * building_judge()), or MARKET__REDIRECTED with c->redirect set when a cluster moved
- * the slot (the read's own replies then say so too). */
-static int mark_judge(market_conn *c, redisReply **mark, int n) {
-    int said = c->m->cluster ? cluster_said(c, mark, 2) : 0, rc = MARKET__REDIRECTED;
-    if (said)
-        c->redirect = said;
-    else if (mark[0]->type == REDIS_REPLY_ERROR)
-        rc = market__fail_reply(c, "watching whether the realm is being seeded", mark[0]);
-    else
-        rc = building_judge(c, c->mark, mark[1]);
-    if (n == 3) c->script_known = market__reply_script_here(mark[2]) ? c->script_sha : NULL;
-    market__replies_free(mark, (size_t)n);
-    return rc;
 }
 
 /* Keeps the verdict rc on c's deferred WAIT, with c->errstr as its reason. */
@@ -651,18 +629,13 @@ int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
         replies[got] = r;
         not_master |= rconn_reply_not_master(r);
     }
-    redisReply *mark[3] = {NULL, NULL, NULL}; /* the seeding mark's WATCH and EXISTS, and
-                                               * the SCRIPT EXISTS (market__mark_realm) */
-    int nmark = c->mark_sent;
-    for (int k = 0; k < nmark; k++) {
+    if (c->script_asked) { /* the SCRIPT EXISTS behind a batch's read (market__ask_script) */
         void *r = NULL;
-        if (redisGetReply(c->ctx, &r) != REDIS_OK) {
-            market__replies_free(mark, (size_t)k);
-            goto fail;
-        }
-        mark[k] = r;
+        if (redisGetReply(c->ctx, &r) != REDIS_OK) goto fail;
+        c->script_asked = 0;
+        c->script_known = market__reply_script_here(r) ? c->script_sha : NULL;
+        freeReplyObject(r);
     }
-    c->mark_sent = 0;
     if (c->wait_sent && c->defer_wait) { /* read by market__wait_recv() */
         c->wait_sent = 0;
         c->wait_pending = 1;
@@ -682,13 +655,7 @@ int market__pipeline_recv(market_conn *c, size_t n, redisReply **replies) {
         suspect(c);
         market__drop(c);
     }
-    int marked = nmark ? mark_judge(c, mark, nmark) : MARKET_OK; /* freed there */
-    if (marked < 0 && marked != MARKET__REDIRECTED) { /* a redirect: the replies say it too */
-        market__replies_free(replies, n);
-        return marked;
-    }
     int said = c->m->cluster ? cluster_said(c, replies, n) : 0;
-    if (!said && marked == MARKET__REDIRECTED) said = c->redirect;
     if (said) {
         market__replies_free(replies, n);
         if (c->watching) c->unwatch = 1; /* a WATCH that went out with it is abandoned */
@@ -743,16 +710,12 @@ void market__replies_free(redisReply **replies, size_t n) {
     }
 }
 
-/* Makes the pipelines of c that read under a WATCH (the batches' reads) also watch and
- * read realm's seeding mark, behind their own commands, until market__mark_realm(c, NULL,
- * NULL): a batch of a realm being seeded fails with ERR_REALM_UNAVAILABLE, and a seed that
- * starts after its read aborts its commit, without a round trip of its own. With
- * script_sha (kept: static storage), they also ask whether the server has that script
- * cached, until the connection knows (c->script_known). Can't fail. */
-void market__mark_realm(market_conn *c, const char *realm, const char *script_sha) {
-    c->mark[0] = '\0';
-    if (realm) market__key_building(c->mark, realm); /* per batch: this key alone */
-    c->script_sha = realm && script_sha && *script_sha ? script_sha : NULL;
+/* Makes the pipelines of c that read under a WATCH (the batches' reads) also ask, behind
+ * their own commands, whether the server has the script script_sha (kept: static storage)
+ * cached, until the connection knows (c->script_known), or until
+ * market__ask_script(c, NULL). Can't fail. */
+void market__ask_script(market_conn *c, const char *script_sha) {
+    c->script_sha = script_sha && *script_sha ? script_sha : NULL;
 }
 
 /* Sends buffer b's commands on realm's master as market__pipeline_buf()
@@ -765,11 +728,11 @@ int market__read_buf(market_conn *c, const char *realm, market__buf *b) {
     market__realm rl;
     market__realm_init(&rl, realm);
     size_t n = b->n;
-    market__rd_building(b, &rl);
+    market__rd_building(b, rl.building);
     int rc = market__route(c, realm);
     if (rc == MARKET_OK) rc = market__pipeline_buf(c, b);
     if (rc == MARKET_OK) {
-        rc = building_judge(c, rl.building, b->rep[n]);
+        rc = market__building_judge(c, rl.building, b->rep[n]);
         freeReplyObject(b->rep[n]);
         b->n = n; /* the mark's read is not the caller's */
         if (rc < 0) market__replies_free(b->rep, n);

@@ -48,12 +48,7 @@ struct market_conn {
     int watching;      /* a WATCH went out, no EXEC or UNWATCH since: the next pipeline
                         * relies on it, unless unwatch is set (then it is abandoned) */
     size_t exec_sent;  /* 1 + the index of the EXEC in the pipeline sent; 0: none */
-    /* The seeding mark of the realm a batch works on (market__realm's building key; ""
-     * none: market__mark_realm()): a pipeline that WATCHes and does not commit also
-     * watches and reads it, behind its own commands, and fails when it is set. */
-    char mark[MARKET__KEY_MAX];
-    int mark_sent; /* the replies behind the last pipeline sent: the mark's WATCH and EXISTS,
-                    * and the SCRIPT EXISTS of script_sha (0: none) */
+    int script_asked;  /* the last pipeline sent ends with a SCRIPT EXISTS of script_sha */
     /* The script a batch's commit runs (its SHA-1, market__script_sha(); NULL none), and
      * the one this connection's server is known to have cached (NULL: not known): seen by
      * a SCRIPT EXISTS, or run by a commit, since the connection was made. Until it is
@@ -99,7 +94,8 @@ redisReply *market__command_buf(market_conn *c, market__buf *b, int *rc);
 int market__fail(market_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int market__fail_reply(market_conn *c, const char *what, const redisReply *r);
 int market__read_buf(market_conn *c, const char *realm, market__buf *b);
-void market__mark_realm(market_conn *c, const char *realm, const char *script_sha);
+void market__ask_script(market_conn *c, const char *script_sha);
+int market__building_judge(market_conn *c, const char *mark, const redisReply *rep);
 int market__read_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
 int market__write_one(market_conn *c, const char *realm, market__buf *b, redisReply **rep);
 int market__write_script(market_conn *c, const char *realm, const char *script, size_t nkeys,

@@ -49,7 +49,7 @@
  * it (EVALSHA) when its connection knows the server has it cached, else
  * sends it whole, which caches it. A connection knows from the first
  * commit that ran it, or from the SCRIPT EXISTS that a batch's read asks
- * until then (market__mark_realm(): one command a batch, while it is not
+ * until then (market__ask_script(): one command a batch, while it is not
  * known). A new master, a restart or a reconnection is a new connection,
  * which knows nothing. Only a SCRIPT FLUSH (the market's ACL user may not
  * run it) can then make the script fail alone; then the rest of the

@@ -181,37 +181,49 @@ void market__count_result(market *m, int rc) {
     if (rc == MARKET_ERR_STORE) MARKET__COUNT(m, store_errors);
 }
 
-/* Appends to w the read of the fencing records of held and, when
+/* Appends to w the read (one MGET) of the fencing records of held and, when
  * held->tokens, of the lock keys themselves and their waiters' marks
- * (held->n > 0). Read under a WATCH of the fencing records and lock keys,
- * its reply tells market__held_lost() whether the leases are still ours,
- * and market__held_wanted() whether someone waits for them. */
-void market__held_read_buf(const market__held *held, market__buf *w) {
+ * (held->n > 0), then of the string key also, when not NULL: the caller's,
+ * at element market__held_read_len(held) of the reply, so that it costs no
+ * command of its own. Read under a WATCH of the fencing records and lock
+ * keys, its reply tells market__held_lost() whether the leases are still
+ * ours, and market__held_wanted() whether someone waits for them. */
+void market__held_read_buf(const market__held *held, const char *also, market__buf *w) {
     market__rd_values_begin(w);
     for (size_t i = 0; i < held->n; i++) market__buf_arg(w, held->fenced[i]);
     for (size_t i = 0; held->tokens && i < held->n; i++) market__buf_arg(w, held->key[i]);
     for (size_t i = 0; held->tokens && i < held->n; i++) market__buf_arg(w, held->wanted[i]);
+    if (also) market__buf_arg(w, also);
     market__buf_end(w, 1);
 }
 
-/* Given the reply to market__held_read_buf()'s read, returns 1 when, with held->tokens,
- * another client waits for one of the leases (its LOCK_WANTED_SUFFIX mark, lock.h), so
- * its holder gives it up when it can instead of keeping it for orders to come; else 0. */
-int market__held_wanted(const market__held *held, const redisReply *mget) {
-    if (!held->tokens || !mget || !market__reply_array(mget, held->n * 3, 0)) return 0;
+/* The elements of market__held_read_buf()'s reply that are held's: its caller's
+ * key, if any, comes after them. This function can't fail. */
+size_t market__held_read_len(const market__held *held) {
+    return held->n * (held->tokens ? 3 : 1);
+}
+
+/* Given the reply to market__held_read_buf()'s read (with also keys of the caller's:
+ * 0 or 1), returns 1 when, with held->tokens, another client waits for one of the leases
+ * (its LOCK_WANTED_SUFFIX mark, lock.h), so its holder gives it up when it can instead of
+ * keeping it for orders to come; else 0. */
+int market__held_wanted(const market__held *held, const redisReply *mget, size_t also) {
+    if (!held->tokens || !mget || !market__reply_array(mget, market__held_read_len(held) + also, 0))
+        return 0;
     for (size_t i = 0; i < held->n; i++)
         if (!market__reply_nil(market__reply_at(mget, 2 * held->n + i))) return 1;
     return 0;
 }
 
-/* Given the reply to market__held_read_buf()'s read, returns 1 when a lease of
- * held cannot commit: a newer holder has committed (a stored fence above
- * ours), or, when held->tokens, a lock key no longer holds our token (the
- * lease lapsed, or anyone speaking the lock protocol took the key over); else
- * 0. A missing or unreadable fencing record counts as none. */
-int market__held_lost(const market__held *held, const redisReply *mget) {
+/* Given the reply to market__held_read_buf()'s read (with also keys of the
+ * caller's: 0 or 1), returns 1 when a lease of held cannot commit: a newer
+ * holder has committed (a stored fence above ours), or, when held->tokens, a
+ * lock key no longer holds our token (the lease lapsed, or anyone speaking
+ * the lock protocol took the key over); else 0. A missing or unreadable
+ * fencing record counts as none. */
+int market__held_lost(const market__held *held, const redisReply *mget, size_t also) {
     if (!mget || !market__reply_array(mget, SIZE_MAX, 0)) return held->tokens;
-    if (!market__reply_array(mget, held->n * (held->tokens ? 3 : 1), 0)) return 1;
+    if (!market__reply_array(mget, market__held_read_len(held) + also, 0)) return 1;
     for (size_t i = 0; i < held->n; i++) {
         int64_t seen;
         if (market__reply_i64(market__reply_at(mget, i), &seen) == 0 &&
@@ -222,7 +234,6 @@ int market__held_lost(const market__held *held, const redisReply *mget) {
         if (!market__reply_is(market__reply_at(mget, held->n + i), held->token[i])) return 1;
     return 0;
 }
-
 
 /* Appends to w the removal of the fencing record of the lease
  * "lock:<kind>:{<realm>}:<id>" when held holds it, after our fences: what

@@ -35,9 +35,10 @@ int market__lock_multi(market_conn *c, const char *const *keys, size_t n, int64_
                        lock_handle *h);
 void market__held_set(market__held *hd, size_t k, const char *key, const lock_handle *h);
 void market__held_name(market__held *hd, size_t k, const char *key);
-void market__held_read_buf(const market__held *held, market__buf *w);
-int market__held_lost(const market__held *held, const redisReply *mget);
-int market__held_wanted(const market__held *held, const redisReply *mget);
+void market__held_read_buf(const market__held *held, const char *also, market__buf *w);
+size_t market__held_read_len(const market__held *held);
+int market__held_lost(const market__held *held, const redisReply *mget, size_t also);
+int market__held_wanted(const market__held *held, const redisReply *mget, size_t also);
 void market__held_drop(const market__held *held, const char *kind, const char *realm,
                        const char *id, market__buf *w);
 

@@ -61,9 +61,9 @@ static void replay(market_order *o, const market__outcome *v) {
     o->res.purchase.fee = v->c;
 }
 
-/* The read is claims | WATCH <kind's keys> <fencing records> <records> |
- * MGET fencing records | MGET records | the kind's, and an unlist (whose
- * kind never replays) names no key. */
+/* The read is claims | WATCH <kind's keys> <fencing records> <records> <the
+ * realm's seeding mark> | MGET fencing records and the mark | MGET records |
+ * the kind's, and an unlist (whose kind never replays) names no key. */
 static void test_read_frame(void **state) {
     (void)state;
     market_idem k = {"k1", "fp"};
@@ -88,9 +88,14 @@ static void test_read_frame(void **state) {
     assert_int_equal(frame.i_fence, 2);
     assert_int_equal(frame.i_idem, 3);
     assert_string_equal(r.argv[1][0], "WATCH");
-    assert_int_equal(r.argc[1], 5); /* mine, the lock key, its record, k1's record */
+    assert_int_equal(r.argc[1], 6); /* mine, the lock key, its record, k1's record, the mark */
     assert_string_equal(r.argv[1][1], "mine");
     assert_string_equal(r.argv[1][3], "lock:market:{r}:fenced");
+    assert_string_equal(r.argv[1][5], "market:{r}:building");
+    assert_string_equal(r.argv[2][0], "MGET");
+    assert_int_equal(r.argc[2], 3); /* the lock key's record, the mark */
+    assert_string_equal(r.argv[2][1], "lock:market:{r}:fenced");
+    assert_string_equal(r.argv[2][2], "market:{r}:building");
     market__buf_free(&r);
 }
 
@@ -108,19 +113,20 @@ static void test_a_selling_kind_reads_the_settings(void **state) {
     market__frame_read(&frame, &r);
     market__frame_watched(&frame, &held, 0, &r);
     assert_int_equal(market__buf_seal(&r), MARKET_OK);
-    assert_int_equal(r.n, 2); /* WATCH, HMGET */
+    assert_int_equal(r.n, 3); /* WATCH, EXISTS, HMGET */
     assert_string_equal(r.argv[0][0], "WATCH");
     assert_string_equal(r.argv[0][1], "market:{r}:settings");
-    assert_int_equal(frame.i_settings, 1);
-    assert_string_equal(r.argv[1][0], "HMGET");
-    assert_string_equal(r.argv[1][1], "market:{r}:settings");
-    assert_string_equal(r.argv[1][2], "fee_bps");
-    assert_string_equal(r.argv[1][3], "house");
-    assert_string_equal(r.argv[1][4], "list_fee_bps");
-    assert_string_equal(r.argv[1][5], "list_duration_s");
+    assert_string_equal(r.argv[0][2], "market:{r}:building");
+    assert_int_equal(frame.i_settings, 2);
+    assert_string_equal(r.argv[2][0], "HMGET");
+    assert_string_equal(r.argv[2][1], "market:{r}:settings");
+    assert_string_equal(r.argv[2][2], "fee_bps");
+    assert_string_equal(r.argv[2][3], "house");
+    assert_string_equal(r.argv[2][4], "list_fee_bps");
+    assert_string_equal(r.argv[2][5], "list_duration_s");
     market__buf_free(&r);
-    redisReply *rep[2] = {
-        th_rep_new(REDIS_REPLY_STATUS),
+    redisReply *rep[3] = {
+        th_rep_new(REDIS_REPLY_STATUS), th_rep_int(0),
         th_rep_arr(4, th_rep_str("250"), th_rep_str("bank"), th_rep_nil(), th_rep_str("600"))};
     assert_int_equal(market__frame_judge(&frame, NULL, &held, rep), MARKET_OK);
     assert_int_equal(frame.settings.fee_bps, 250);
@@ -148,8 +154,8 @@ static void test_a_selling_kind_reads_the_settings(void **state) {
     assert_string_equal(w.argv[0][1], "users:{r}:bank");
     assert_string_equal(w.argv[0][3], "40");
     market__buf_free(&w);
-    freeReplyObject(rep[0]);
-    freeReplyObject(rep[1]);
+    for (size_t i = 0; i < 3; i++)
+        freeReplyObject(rep[i]);
     frame.fees = 0;
 }
 
@@ -170,7 +176,7 @@ static void test_judge_lease_and_fence(void **state) {
     frame.i_watch = 0;
     frame.i_fence = 1;
     redisReply *rep[2] = {th_rep_new(REDIS_REPLY_STATUS),
-                          th_rep_arr(2, th_rep_str("7"), th_rep_str("8"))};
+                          th_rep_arr(3, th_rep_str("7"), th_rep_str("8"), th_rep_nil())};
     assert_int_equal(market__frame_judge(&frame, NULL, &held, rep), MARKET_OK);
     assert_int_equal(frame.fence_same[0], 1);
     assert_int_equal(frame.fence_same[1], 0);
@@ -181,11 +187,46 @@ static void test_judge_lease_and_fence(void **state) {
     assert_string_equal(w.argv[0][1], held.fenced[1]);
     assert_string_equal(w.argv[0][2], "9");
     freeReplyObject(rep[1]);
-    rep[1] = th_rep_arr(2, th_rep_str("8"), th_rep_str("9")); /* a newer holder of a */
+    rep[1] = th_rep_arr(3, th_rep_str("8"), th_rep_str("9"), th_rep_nil()); /* a newer a */
     assert_int_equal(market__frame_judge(&frame, NULL, &held, rep), MARKET_ERR_LEASE_LOST);
-    freeReplyObject(rep[0]);
+    static market_conn c;
     freeReplyObject(rep[1]);
+    rep[1] = th_rep_arr(3, th_rep_str("7"), th_rep_str("8"), th_rep_str("seed")); /* the mark */
+    assert_int_equal(market__frame_judge(&frame, &c, &held, rep), MARKET_ERR_REALM_UNAVAILABLE);
+    for (size_t i = 0; i < 2; i++)
+        freeReplyObject(rep[i]);
     market__buf_free(&w);
+}
+
+/* The realm's seeding mark, set (a seed or a reset is writing the realm), fails the
+ * batch before its leases and records are judged; unreadable, it is the store's failure.
+ * With no lease held, it is read by an EXISTS of its own. */
+static void test_judge_realm_being_seeded(void **state) {
+    (void)state;
+    const market_idem *idem[1] = {NULL};
+    int64_t dl[1] = {1000};
+    batch(idem, dl, 1);
+    market__held held = {.n = 0};
+    market__buf r = {0};
+    market__frame_read(&frame, &r);
+    market__frame_watched(&frame, &held, 0, &r);
+    assert_int_equal(market__buf_seal(&r), MARKET_OK);
+    assert_int_equal(r.n, 2); /* WATCH <the mark>, EXISTS <the mark> */
+    market__buf_free(&r);
+    static market_conn c;
+    redisReply *rep[2] = {th_rep_new(REDIS_REPLY_STATUS), th_rep_int(1)};
+    assert_int_equal(market__frame_judge(&frame, &c, &held, rep), MARKET_ERR_REALM_UNAVAILABLE);
+    assert_non_null(strstr(c.errstr, "market:{r}:building"));
+    freeReplyObject(rep[1]);
+    rep[1] = th_rep_str("ERR unreadable");
+    rep[1]->type = REDIS_REPLY_ERROR;
+    assert_int_equal(market__frame_judge(&frame, &c, &held, rep), MARKET_ERR_STORE);
+    assert_non_null(strstr(c.errstr, "ERR unreadable"));
+    freeReplyObject(rep[1]);
+    rep[1] = th_rep_int(0);
+    assert_int_equal(market__frame_judge(&frame, &c, &held, rep), MARKET_OK);
+    for (size_t i = 0; i < 2; i++)
+        freeReplyObject(rep[i]);
 }
 
 /* In queue order: a stored record replays (the kind not asked), a repeat
@@ -273,6 +314,7 @@ int main(void) {
         cmocka_unit_test(test_read_frame),
         cmocka_unit_test(test_a_selling_kind_reads_the_settings),
         cmocka_unit_test(test_judge_lease_and_fence),
+        cmocka_unit_test(test_judge_realm_being_seeded),
         cmocka_unit_test(test_decide_in_queue_order),
         cmocka_unit_test(test_parties_net_funds),
     };
