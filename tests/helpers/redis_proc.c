@@ -48,16 +48,20 @@ static int answers_ping(int port) {
     return ok;
 }
 
+long long th_calls_in(const char *info, const char *cmd) {
+    char pat[96];
+    snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(info, pat);
+    return p ? strtoll(p + strlen(pat), NULL, 10) : 0;
+}
+
 long long th_redis_calls(redisContext *c, const char *cmd) {
     redisReply *r = redisCommand(c, "INFO commandstats");
     if (!r || r->type != REDIS_REPLY_STRING) {
         if (r) freeReplyObject(r);
         return -1;
     }
-    char pat[96];
-    snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(r->str, pat);
-    long long v = p ? strtoll(p + strlen(pat), NULL, 10) : 0;
+    long long v = th_calls_in(r->str, cmd);
     freeReplyObject(r);
     return v;
 }

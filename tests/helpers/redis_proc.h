@@ -34,9 +34,11 @@ int th_redis_wait_ready(int port, int timeout_ms);
 
 /* The calls of Redis command cmd (as INFO commandstats names it: "evalsha",
  * "script|exists") that the server behind c has counted, 0 when none; -1 when its
- * INFO cannot be read. */
+ * INFO cannot be read. th_calls_in() reads them from the text of an INFO
+ * commandstats already read (0 when absent). */
 struct redisContext;
 long long th_redis_calls(struct redisContext *c, const char *cmd);
+long long th_calls_in(const char *info, const char *cmd);
 
 /* Prints to out, under a heading naming what, r's folder and port, the last lines (at
  * most lines, within the last 64 KiB) of r's redis.log: a failed wait's explanation.

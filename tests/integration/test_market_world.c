@@ -112,15 +112,6 @@ static void assert_players(const market_player_funds *got, size_t n, size_t worl
     free(seen);
 }
 
-/* calls=N of cmdstat_<name> in an INFO commandstats text; 0 when absent. */
-static long long calls_of(const char *info, const char *name) {
-    char tag[64];
-    snprintf(tag, sizeof tag, "cmdstat_%s:calls=", name);
-    const char *p = strstr(info, tag);
-    return p ? strtoll(p + strlen(tag), NULL, 10) : 0;
-}
-
-
 /* Opens f on the test's store with cfg.test_seed_steps = steps (0: no hook). */
 static void fx_open_steps(struct fx *f, uint32_t steps) {
     market_config cfg = {.redis_timeout_ms = 5000, .lock_ttl_ms = 1000, .acquire_timeout_ms = 1000,
@@ -183,6 +174,25 @@ static void assert_realm_refused(market_conn *c) {
     assert_int_equal(market_purchase(c, REALM, "p1", "p0", "i0", 0, &r),
                      MARKET_ERR_REALM_UNAVAILABLE);
     assert_int_equal(market_list(c, REALM, "p1", "i1", 5), MARKET_ERR_REALM_UNAVAILABLE);
+    /* a batch reads the mark in its leases' MGET, or by an EXISTS when it holds none */
+    static const enum market_strategy others[] = {MARKET_STRATEGY_ITEM, MARKET_STRATEGY_OPTIMISTIC};
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+        market_config cfg = {.redis_timeout_ms = 5000,
+                             .lock_ttl_ms = 1000,
+                             .acquire_timeout_ms = 1000,
+                             .strategy = others[i]};
+        assert_int_equal(rconn_addr_parse(redis.url, &cfg.redis), RCONN_OK);
+        int err = 0;
+        lock_client *lock = lock_local_new(&err);
+        market *m = market_new(&cfg, lock, &err);
+        market_conn *o = m ? market_conn_new(m, &err) : NULL;
+        assert_non_null(o);
+        assert_int_equal(market_purchase(o, REALM, "p1", "p0", "i0", 0, &r),
+                         MARKET_ERR_REALM_UNAVAILABLE);
+        market_conn_free(o);
+        market_free(m);
+        lock_free(lock);
+    }
 }
 
 /* Checks that REALM holds the big world, whole, and is served. */
@@ -242,8 +252,9 @@ static void test_players_scan_match_reads_only_matching_funds(void **state) {
     assert_int_equal(n, 1 + 10 + 100 + 1000); /* p1, p1x, p1xx, p1xxx */
     assert_players(got, n, MANY, "p1*");
     assert_int_equal(market_store_info(f->c, "commandstats", &after), MARKET_OK);
-    assert_int_equal(calls_of(after, "hmget") - calls_of(before, "hmget"), (long long)n);
-    assert_true(calls_of(after, "scan") - calls_of(before, "scan") >= 2); /* more than a page */
+    assert_int_equal(th_calls_in(after, "hmget") - th_calls_in(before, "hmget"), (long long)n);
+    assert_true(th_calls_in(after, "scan") - th_calls_in(before, "scan") >=
+                2); /* more than a page */
     free(got);
     free(before);
     free(after);
@@ -370,12 +381,11 @@ static void test_store_info_counts_commands(void **state) {
     assert_int_equal(market_ping(f->c), MARKET_OK);
     assert_int_equal(market_ping(f->c), MARKET_OK);
     assert_int_equal(market_store_info(f->c, "commandstats", &b), MARKET_OK);
-    assert_int_equal(calls_of(b, "ping") - calls_of(a, "ping"), 2);
-    assert_int_equal(calls_of(b, "info") - calls_of(a, "info"), 1);
+    assert_int_equal(th_calls_in(b, "ping") - th_calls_in(a, "ping"), 2);
+    assert_int_equal(th_calls_in(b, "info") - th_calls_in(a, "info"), 1);
     free(a);
     free(b);
 }
-
 
 /* ---- market_world_store in steps ---- */
 
@@ -392,13 +402,13 @@ static void test_world_store_large_in_steps(void **state) {
     assert_int_equal(market_world_store(f->c, REALM, w, 1), MARKET_OK);
     market_world_free(w);
     assert_int_equal(market_store_info(f->c, "commandstats", &b), MARKET_OK);
-    long long execs = calls_of(b, "exec") - calls_of(a, "exec");
+    long long execs = th_calls_in(b, "exec") - th_calls_in(a, "exec");
     /* four entries a listing (market, names, two indexes) and a player's five, a step of
      * STEP_MOST at most: every EXEC is a step, and there are that many steps at least */
     assert_true(execs >= (4LL * BIG_LISTINGS + 5LL * BIG_PLAYERS) / STEP_MOST);
-    assert_int_equal(calls_of(b, "multi") - calls_of(a, "multi"), execs);
+    assert_int_equal(th_calls_in(b, "multi") - th_calls_in(a, "multi"), execs);
     /* market:{r} and the two indexes: BIG_LISTINGS members each, 256 a ZADD at most */
-    assert_true(calls_of(b, "zadd") - calls_of(a, "zadd") >= 3 * BIG_LISTINGS / 256);
+    assert_true(th_calls_in(b, "zadd") - th_calls_in(a, "zadd") >= 3 * BIG_LISTINGS / 256);
     free(a);
     free(b);
     assert_big_world(f->c);
@@ -534,7 +544,8 @@ static void test_world_store_reset_large_in_steps(void **state) {
     assert_int_equal(market_store_info(g.c, "commandstats", &a), MARKET_OK);
     assert_int_equal(market_world_store(g.c, REALM, w, 1), MARKET_ERR_STORE);
     assert_int_equal(market_store_info(g.c, "commandstats", &b), MARKET_OK);
-    long long gone = before - dbsize(), unlinks = calls_of(b, "unlink") - calls_of(a, "unlink");
+    long long gone = before - dbsize(),
+              unlinks = th_calls_in(b, "unlink") - th_calls_in(a, "unlink");
     assert_true(gone > 0 && gone <= 3 * STEP_MOST);
     assert_true(unlinks >= 3 && unlinks <= 3 * (STEP_MOST / 256 + 1));
     free(a);
@@ -586,7 +597,7 @@ static void test_seed_starting_after_a_read_aborts_its_commit(void **state) {
     assert_non_null(m);
     char *info = NULL;
     assert_int_equal(market_store_info(f->c, "commandstats", &info), MARKET_OK);
-    long long marks = calls_of(info, "exists") + calls_of(info, "mget");
+    long long marks = th_calls_in(info, "exists") + th_calls_in(info, "mget");
     free(info);
     struct stalled_buy b = {m, 1};
     pthread_t t;
@@ -594,7 +605,7 @@ static void test_seed_starting_after_a_read_aborts_its_commit(void **state) {
     for (;;) { /* its read went out (the mark rides in the leases' MGET, or in an EXISTS of
                 * its own when no lease is held): it stalls now */
         assert_int_equal(market_store_info(f->c, "commandstats", &info), MARKET_OK);
-        long long now = calls_of(info, "exists") + calls_of(info, "mget");
+        long long now = th_calls_in(info, "exists") + th_calls_in(info, "mget");
         free(info);
         if (now > marks) break;
         struct timespec ts = {0, 5 * 1000 * 1000};
